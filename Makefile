@@ -1,0 +1,44 @@
+# Top-level driver. `make` builds build/winml; `make test` installs what is
+# missing (Debian packages when root, a Python venv for the oracle tests),
+# builds the normal and the ASan+UBSan trees and runs every test;
+# `make demo` runs the main job on a default model.
+JOBS ?= $(shell nproc)
+BUILD ?= build
+VENV ?= .venv
+
+.PHONY: all deps venv test unit unit-asan oracle fuzz-smoke fuzz demo clean
+
+all: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	@scripts/setup-deps.sh
+
+venv:
+	@scripts/setup-venv.sh $(VENV)
+
+unit: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+unit-asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DWM_SANITIZE=ON -DWM_FUZZ=ON >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+fuzz-smoke: unit-asan
+	scripts/fuzz.sh smoke
+
+fuzz: unit-asan
+	scripts/fuzz.sh long
+
+oracle: all venv unit-asan
+	WM_BUILD=$(BUILD) WM_BUILD_ASAN=build-asan $(VENV)/bin/python -m pytest -q tests/oracle
+
+test: unit unit-asan fuzz-smoke oracle
+
+demo: all venv
+	scripts/demo.sh
+
+clean:
+	rm -rf $(BUILD) build-asan

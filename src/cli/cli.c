@@ -1,0 +1,183 @@
+#define _GNU_SOURCE
+#include "cli/cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void wm_cli_init(wm_cli *c, const char *prog) {
+    memset(c, 0, sizeof *c);
+    c->prog = prog;
+    const char *nc = getenv("NO_COLOR");
+    c->color = isatty(STDOUT_FILENO) && !(nc && *nc);
+}
+
+int wm_cli_common_opt(wm_cli *c, int opt, const char *arg) {
+    switch (opt) {
+    case 'm': c->model = arg; return 1;
+    case 'o': c->out = arg; return 1;
+    case 'v': c->verbose++; return 1;
+    case 'q': c->quiet = 1; return 1;
+    case 'f':
+        if (!strcmp(arg, "json")) c->json = 1;
+        else if (!strcmp(arg, "table") || !strcmp(arg, "text")) c->json = 0;
+        else {
+            wm_cli_usage_error(c, "-f: unknown format '%s' (use table or json)", arg);
+            return -1;
+        }
+        return 1;
+    default: return 0;
+    }
+}
+
+int wm_cli_fail(const wm_cli *c, const wm_error *e) {
+    fprintf(stderr, "%s: error: %s\n", c->prog, e->msg[0] ? e->msg : wm_status_name(e->status));
+    return e->status == WM_ERR_CHECK ? WM_EXIT_CHECK : WM_EXIT_ERROR;
+}
+
+int wm_cli_usage_error(const wm_cli *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: error: ", c->prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see %s --help)\n", c->prog);
+    va_end(ap);
+    return WM_EXIT_ERROR;
+}
+
+void wm_cli_info(const wm_cli *c, const char *fmt, ...) {
+    if (c->quiet || c->json) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+static int write_file_atomic(const char *path, const char *text, wm_error *e) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(e->msg, sizeof e->msg, "%s: cannot create: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t n = strlen(text), off = 0;
+    while (off < n) {
+        ssize_t w = write(fd, text + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            snprintf(e->msg, sizeof e->msg, "%s: write failed: %s", path, strerror(errno));
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        snprintf(e->msg, sizeof e->msg, "%s: cannot write: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ table view */
+
+static void scalar_text(const cJSON *v, char *buf, size_t n) {
+    if (cJSON_IsString(v)) snprintf(buf, n, "%s", v->valuestring);
+    else if (cJSON_IsBool(v)) snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "yes" : "no");
+    else if (cJSON_IsNull(v)) snprintf(buf, n, "-");
+    else if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        if (d == (double)(long long)d && d < 9e15 && d > -9e15) snprintf(buf, n, "%lld", (long long)d);
+        else snprintf(buf, n, "%.6g", d);
+    } else if (cJSON_IsArray(v)) { /* a list of scalars: [a, b, c] */
+        size_t used = (size_t)snprintf(buf, n, "[");
+        const cJSON *e;
+        int first = 1;
+        cJSON_ArrayForEach(e, v) {
+            char item[256];
+            scalar_text(e, item, sizeof item);
+            if (used < n) used += (size_t)snprintf(buf + used, n - used, "%s%s", first ? "" : ", ", item);
+            first = 0;
+        }
+        if (used < n) snprintf(buf + used, n - used, "]");
+    } else snprintf(buf, n, "{...}");
+}
+
+static int all_scalars(const cJSON *v) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) if (cJSON_IsObject(e) || cJSON_IsArray(e)) return 0;
+    return 1;
+}
+
+static void render(const wm_cli *c, const cJSON *v, int indent) {
+    const char *b = c->color ? "\033[1m" : "", *r = c->color ? "\033[0m" : "";
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) {
+        const char *k = e->string ? e->string : "";
+        if (cJSON_IsObject(e)) {
+            if (!e->child) {
+                printf("%*s%s%s%s: -\n", indent, "", b, k, r);
+                continue;
+            }
+            printf("%*s%s%s%s:\n", indent, "", b, k, r);
+            render(c, e, indent + 2);
+        } else if (cJSON_IsArray(e) && !all_scalars(e)) {
+            printf("%*s%s%s%s (%d):\n", indent, "", b, k, r, cJSON_GetArraySize(e));
+            const cJSON *row;
+            cJSON_ArrayForEach(row, e) {
+                if (!cJSON_IsObject(row)) continue;
+                char line[2048];
+                size_t used = 0;
+                const cJSON *f;
+                line[0] = 0;
+                cJSON_ArrayForEach(f, row) {
+                    char val[1024];
+                    scalar_text(f, val, sizeof val);
+                    if (used < sizeof line)
+                        used += (size_t)snprintf(line + used, sizeof line - used, "%s%s=%s", used ? "  " : "",
+                                                 f->string, val);
+                }
+                printf("%*s- %s\n", indent + 2, "", line);
+            }
+        } else {
+            char val[4096];
+            scalar_text(e, val, sizeof val);
+            printf("%*s%-22s %s\n", indent, "", k, val);
+        }
+    }
+}
+
+int wm_cli_emit(const wm_cli *c, const char *title, const wm_json *j) {
+    const char *text = wm_json_text(j);
+    if (j->oom) {
+        fprintf(stderr, "%s: error: out of memory building the result\n", c->prog);
+        return WM_EXIT_ERROR;
+    }
+    if (c->out) {
+        wm_error e = {0};
+        if (write_file_atomic(c->out, text, &e)) {
+            fprintf(stderr, "%s: error: %s\n", c->prog, e.msg);
+            return WM_EXIT_ERROR;
+        }
+    }
+    if (c->json) {
+        fputs(text, stdout);
+        return fflush(stdout) == 0 ? WM_EXIT_OK : WM_EXIT_ERROR;
+    }
+    cJSON *doc = cJSON_Parse(text);
+    if (!doc) {
+        fputs(text, stdout);
+        return WM_EXIT_OK;
+    }
+    if (title && !c->quiet) printf("%s%s%s\n", c->color ? "\033[1;36m" : "", title, c->color ? "\033[0m" : "");
+    render(c, doc, 0);
+    cJSON_Delete(doc);
+    return fflush(stdout) == 0 ? WM_EXIT_OK : WM_EXIT_ERROR;
+}

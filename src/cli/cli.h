@@ -1,0 +1,61 @@
+/*
+ * cli.h - what every `winml` command shares: common flags (-m -f -o -v -q
+ * --help), output of a result (JSON on stdout with -f json, a readable
+ * table otherwise, the same JSON to -o FILE), colour (TTY and no NO_COLOR),
+ * and the mapping of statuses to exit codes (0 ok, 1 check failed, 2 error).
+ */
+#ifndef WM_CLI_H
+#define WM_CLI_H
+
+#include "core/json.h"
+#include "winml/winml.h"
+
+enum { WM_EXIT_OK = 0, WM_EXIT_CHECK = 1, WM_EXIT_ERROR = 2 };
+
+typedef struct wm_cli {
+    const char *prog;   /* "winml inspect" */
+    const char *model;  /* -m */
+    int json;           /* -f json */
+    const char *out;    /* -o FILE */
+    int verbose, quiet; /* -v / -q */
+    int color;          /* stderr/stdout is a TTY and NO_COLOR unset */
+} wm_cli;
+
+typedef struct wm_cmd {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+} wm_cmd;
+
+/* Common option letters for getopt: "m:f:o:vqh". */
+#define WM_CLI_COMMON_SHORT "m:f:o:vqh"
+#define WM_CLI_COMMON_LONG                                                                          \
+    {"model", required_argument, 0, 'm'}, {"format", required_argument, 0, 'f'},                   \
+        {"output", required_argument, 0, 'o'}, {"verbose", no_argument, 0, 'v'},                   \
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}
+
+void wm_cli_init(wm_cli *c, const char *prog);
+/*
+ * Handles a common option. Returns 1 when handled, 0 when opt is not
+ * common, -1 on a bad value (message printed). 'h' is left to the caller.
+ */
+int wm_cli_common_opt(wm_cli *c, int opt, const char *arg);
+
+/* Prints "winml <cmd>: error: <msg>" to stderr; returns the exit code. */
+int wm_cli_fail(const wm_cli *c, const wm_error *e);
+int wm_cli_usage_error(const wm_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Emits a finished result: with -f json the JSON goes to stdout (the only
+ * stdout output); otherwise a table rendered from the same JSON. With -o the
+ * JSON is also written to the file (temp + rename). Returns an exit code.
+ */
+int wm_cli_emit(const wm_cli *c, const char *title, const wm_json *j);
+
+/* Progress and info lines on stderr, silent with -q, -f json, or no TTY (progress). */
+void wm_cli_info(const wm_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int wm_cmd_inspect(int argc, char **argv);
+int wm_cmd_sys(int argc, char **argv);
+
+#endif

@@ -1,0 +1,43 @@
+/* main.c - `winml`: dispatch to the command table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const wm_cmd commands[] = {
+    {"inspect", "describe a model: IO, opsets, op histogram, parameters, external data", wm_cmd_inspect},
+    {"sys", "this machine: CPU, ISA features, memory, compiled-in kernels, version", wm_cmd_sys},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "winml %s - build, run and analyze ONNX models on the CPU, natively\n\n"
+            "usage: winml [--help] [--version] <command> [options]\n\ncommands:\n",
+            WM_VERSION_STRING);
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f,
+            "\ncommon options: -m MODEL, -f table|json, -o FILE (JSON result), -v, -q, --help\n"
+            "exit codes: 0 ok, 1 a check did not pass, 2 usage or input error\n"
+            "run 'winml <command> --help' for the options of a command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return WM_EXIT_ERROR;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return WM_EXIT_OK;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        printf("winml %s\n", wm_version());
+        return WM_EXIT_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "winml: error: unknown command '%s' (see winml --help)\n", cmd);
+    return WM_EXIT_ERROR;
+}

@@ -1,0 +1,52 @@
+/*
+ * file.h - read-only file mappings and safe path handling.
+ */
+#ifndef WM_CORE_FILE_H
+#define WM_CORE_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "winml/winml.h"
+
+typedef struct wm_map {
+    const uint8_t *data; /* NULL for an empty file */
+    size_t size;
+} wm_map;
+
+/*
+ * Maps a whole regular file read-only. nofollow: refuse a symlink as the
+ * final component (O_NOFOLLOW) - the descriptor is fstat'ed either way and
+ * must be a regular file. The mapping is owned by *m; release with wm_unmap.
+ */
+wm_status wm_map_file(const char *path, int nofollow, wm_map *m, wm_error *err);
+void wm_unmap(wm_map *m);
+
+/* Size of a regular file, or -1 (errno set). */
+int64_t wm_file_size(const char *path);
+
+/* Folder part of path ("." when none); writes into out (size n). */
+void wm_path_dirname(const char *path, char *out, size_t n);
+
+/*
+ * Checks a relative data-file location from an untrusted model: not empty,
+ * not absolute (/x, \x, C:x), no "." / ".." component (split on / and \),
+ * no NUL. Returns WM_OK or WM_ERR_INPUT with the reason.
+ */
+wm_status wm_path_check_relative(const char *loc, wm_error *err);
+
+/*
+ * Joins dir and a checked relative location, resolves links (realpath) and
+ * verifies, by path component, that the result stays inside realpath(dir).
+ * out receives the resolved path. must_exist=0 allows a missing final file
+ * (for writing), in which case its parent folder is resolved instead.
+ */
+wm_status wm_path_resolve_inside(const char *dir, const char *loc, int must_exist,
+                                 char *out, size_t n, wm_error *err);
+
+/* Peak resident set size of this process in bytes (from getrusage). */
+uint64_t wm_peak_rss_bytes(void);
+/* Current resident set size in bytes (from /proc/self/statm), 0 if unknown. */
+uint64_t wm_current_rss_bytes(void);
+
+#endif

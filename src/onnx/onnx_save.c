@@ -1,0 +1,213 @@
+/*
+ * onnx_save.c - writing a model, with external data decided by size.
+ *
+ * Tensors are switched temporarily into the form they take in the output
+ * (inline raw bytes, or an external reference into the new data file),
+ * the model is measured and written, and every tensor is restored, so the
+ * in-memory model is unchanged. The data file is written first, the model
+ * last (the commit point); both go to temporary names and are renamed only
+ * when complete, so a failure leaves no partial output behind.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "onnx/dtype.h"
+#include "onnx/onnx_model.h"
+
+void wm_onnx_save_opts_default(wm_onnx_save_opts *o) {
+    o->external = WM_EXTDATA_AUTO;
+    o->threshold_bytes = 100ull << 20;
+    o->min_tensor_bytes = 1024;
+    o->align = 4096;
+    o->data_name = NULL;
+}
+
+/* What a tensor looked like before the save touched it. */
+typedef struct saved {
+    wm_onnx_tensor *t;
+    wm_onnx_tensor orig;
+    wm_bytes data; /* the bytes to write when it goes external */
+    uint64_t offset;
+} saved;
+
+typedef struct save_ctx {
+    wm_arena *a;
+    saved *v;
+    size_t n;
+    wm_error *err;
+} save_ctx;
+
+static wm_status collect(void *ctx, wm_onnx_tensor *t, const char *where) {
+    (void)where;
+    save_ctx *c = ctx;
+    wm_bytes b = wm_onnx_tensor_bytes(t);
+    if (t->data_location == WM_ONNX_DATA_EXTERNAL && !b.p)
+        return wm_err(c->err, WM_ERR_INPUT, "tensor '%s': external data was never resolved", t->name ? t->name : "");
+    if (!b.p || t->segment || t->data_type == WM_DT_STRING) return WM_OK;
+    saved *s = wm_vec_push(c->a, &c->v, &c->n, sizeof *s);
+    if (!s) return wm_err(c->err, WM_ERR_NOMEM, "out of memory");
+    s->t = t;
+    s->orig = *t;
+    s->data = b;
+    return WM_OK;
+}
+
+static void clear_data_fields(wm_onnx_tensor *t) {
+    t->raw_data = (wm_bytes){NULL, 0};
+    t->n_float_data = t->n_int32_data = t->n_int64_data = t->n_double_data = t->n_uint64_data = 0;
+    t->n_external_data = 0;
+    t->data_location = 0;
+    wm_pb_clear_has(&wm_onnx_tensor_desc, t, 14); /* data_location */
+}
+
+static void make_inline(saved *s) {
+    wm_onnx_tensor *t = s->t;
+    *t = s->orig;
+    if (t->data_location != WM_ONNX_DATA_EXTERNAL) return; /* already inline: leave as written */
+    clear_data_fields(t);
+    t->raw_data = s->data;
+}
+
+static wm_status make_external(wm_arena *a, saved *s, const char *location, wm_error *err) {
+    wm_onnx_tensor *t = s->t;
+    *t = s->orig;
+    clear_data_fields(t);
+    t->data_location = WM_ONNX_DATA_EXTERNAL;
+    char num[2][32];
+    snprintf(num[0], sizeof num[0], "%llu", (unsigned long long)s->offset);
+    snprintf(num[1], sizeof num[1], "%zu", s->data.n);
+    const char *kv[3][2] = {{"location", location}, {"offset", num[0]}, {"length", num[1]}};
+    t->external_data = wm_arena_alloc(a, 3 * sizeof *t->external_data);
+    if (!t->external_data) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < 3; i++) {
+        wm_onnx_sse *e = wm_pb_new(a, &wm_onnx_sse_desc);
+        if (!e) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        e->key = wm_arena_strdup(a, kv[i][0]);
+        e->value = wm_arena_strdup(a, kv[i][1]);
+        if (!e->key || !e->value) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        t->external_data[i] = e;
+    }
+    t->n_external_data = 3;
+    return WM_OK;
+}
+
+static int fd_write(void *ctx, const void *p, size_t n) {
+    int fd = *(int *)ctx;
+    const unsigned char *b = p;
+    while (n) {
+        ssize_t w = write(fd, b, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static wm_status open_tmp(const char *final, char *tmp, size_t n, int *fd, wm_error *err) {
+    snprintf(tmp, n, "%s.tmp.%ld", final, (long)getpid());
+    *fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (*fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    return WM_OK;
+}
+
+static wm_status write_data_file(saved *v, size_t n, int fd, const char *tmp, wm_error *err) {
+    static const unsigned char zeros[4096];
+    uint64_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!v[i].t->n_external_data) continue; /* stayed inline */
+        while (pos < v[i].offset) {
+            size_t k = v[i].offset - pos > sizeof zeros ? sizeof zeros : (size_t)(v[i].offset - pos);
+            if (fd_write(&fd, zeros, k)) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+            pos += k;
+        }
+        if (fd_write(&fd, v[i].data.p, v[i].data.n))
+            return wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        pos += v[i].data.n;
+    }
+    if (fsync(fd) != 0) return wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    return WM_OK;
+}
+
+wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_opts *opts, wm_error *err) {
+    wm_onnx_save_opts o;
+    if (opts) o = *opts;
+    else wm_onnx_save_opts_default(&o);
+    if (!o.align) o.align = 1;
+
+    char dir[PATH_MAX], data_name[PATH_MAX], data_path[PATH_MAX], tmp_data[PATH_MAX + 32], tmp_model[PATH_MAX + 32];
+    wm_path_dirname(path, dir, sizeof dir);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!*base) return wm_err(err, WM_ERR_USAGE, "%s: output path names a folder, not a file", path);
+    snprintf(data_name, sizeof data_name, "%s", o.data_name ? o.data_name : "");
+    if (!o.data_name) snprintf(data_name, sizeof data_name, "%s.data", base);
+
+    wm_arena scratch;
+    wm_arena_init(&scratch);
+    save_ctx c = {&scratch, NULL, 0, err};
+    wm_status s = wm_onnx_visit_tensors(m->proto, collect, &c);
+    int data_fd = -1, model_fd = -1, external = 0;
+    tmp_data[0] = tmp_model[0] = 0;
+    if (s) goto done;
+
+    for (size_t i = 0; i < c.n; i++) make_inline(&c.v[i]);
+    uint64_t inline_size = wm_pb_size(&wm_onnx_model_desc, m->proto);
+    external = o.external == WM_EXTDATA_ALWAYS ||
+               (o.external == WM_EXTDATA_AUTO &&
+                (inline_size >= o.threshold_bytes || inline_size > WM_PB_MAX_MESSAGE - (64u << 20)));
+    if (external) {
+        if ((s = wm_path_resolve_inside(dir, data_name, 0, data_path, sizeof data_path, err))) goto done;
+        uint64_t pos = 0;
+        for (size_t i = 0; i < c.n; i++) {
+            if (c.v[i].data.n < o.min_tensor_bytes) continue;
+            uint64_t al = (pos + o.align - 1) / o.align * o.align;
+            c.v[i].offset = al;
+            pos = al + c.v[i].data.n;
+            if ((s = make_external(&scratch, &c.v[i], data_name, err))) goto done;
+        }
+    }
+    uint64_t size = wm_pb_size(&wm_onnx_model_desc, m->proto);
+    if (size > WM_PB_MAX_MESSAGE) {
+        s = wm_err(err, WM_ERR_INPUT, "%s: the model would be %llu bytes, over the protobuf limit of 2^31-1%s", path,
+                   (unsigned long long)size, external ? " even with external data" : "; save it with external data");
+        goto done;
+    }
+    if (external) {
+        if ((s = open_tmp(data_path, tmp_data, sizeof tmp_data, &data_fd, err))) goto done;
+        if ((s = write_data_file(c.v, c.n, data_fd, tmp_data, err))) goto done;
+    }
+    if ((s = open_tmp(path, tmp_model, sizeof tmp_model, &model_fd, err))) goto done;
+    wm_pb_sink sink = {fd_write, &model_fd};
+    if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || fsync(model_fd) != 0) {
+        s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp_model, strerror(errno));
+        goto done;
+    }
+    if (external && rename(tmp_data, data_path) != 0) {
+        s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", data_path, strerror(errno));
+        goto done;
+    }
+    tmp_data[0] = 0;
+    if (rename(tmp_model, path) != 0) {
+        s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
+        goto done;
+    }
+    tmp_model[0] = 0;
+done:
+    for (size_t i = 0; i < c.n; i++) *c.v[i].t = c.v[i].orig;
+    if (data_fd >= 0) close(data_fd);
+    if (model_fd >= 0) close(model_fd);
+    if (tmp_data[0]) unlink(tmp_data);
+    if (tmp_model[0]) unlink(tmp_model);
+    wm_arena_free(&scratch);
+    return s;
+}

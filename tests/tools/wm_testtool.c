@@ -1,0 +1,160 @@
+/*
+ * wm_testtool - drives libwinml's ONNX I/O for the oracle tests.
+ *
+ *   wm_testtool roundtrip IN.onnx OUT.onnx [--external auto|always|never] [--threshold BYTES]
+ *       load IN, save OUT (external data decided as asked)
+ *   wm_testtool mkbig OUT.onnx BYTES [--external auto|always|never]
+ *       write a model whose float32 initializers W0..Wk total BYTES (random,
+ *       seeded) with Y_i = Gather(W_i, idx) outputs so a runtime must read them
+ *   wm_testtool touch IN.onnx
+ *       load IN, read every weight byte, print JSON {file_bytes, data_bytes,
+ *       peak_rss_bytes, checksum}
+ * Exit codes: 0 ok, 2 error (message on stderr).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "onnx/dtype.h"
+#include "onnx/onnx_model.h"
+
+static int fail(const wm_error *e) {
+    fprintf(stderr, "wm_testtool: error: %s\n", e->msg);
+    return 2;
+}
+
+static void parse_save_opts(int argc, char **argv, int from, wm_onnx_save_opts *o) {
+    wm_onnx_save_opts_default(o);
+    for (int i = from; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--external")) {
+            o->external = !strcmp(argv[i + 1], "always") ? WM_EXTDATA_ALWAYS
+                          : !strcmp(argv[i + 1], "never") ? WM_EXTDATA_NEVER
+                                                          : WM_EXTDATA_AUTO;
+        } else if (!strcmp(argv[i], "--threshold")) {
+            o->threshold_bytes = strtoull(argv[i + 1], NULL, 10);
+        }
+    }
+}
+
+static char *sdup(wm_arena *a, const char *s) { return wm_arena_strdup(a, s); }
+
+static wm_onnx_value_info *vi(wm_arena *a, const char *name, int32_t dt, int rank, const int64_t *dims) {
+    wm_onnx_value_info *v = wm_pb_new(a, &wm_onnx_value_info_desc);
+    v->name = sdup(a, name);
+    v->type = wm_pb_new(a, &wm_onnx_type_desc);
+    v->type->tensor_type = wm_pb_new(a, &wm_onnx_type_tensor_desc);
+    v->type->tensor_type->elem_type = dt;
+    v->type->tensor_type->shape = wm_pb_new(a, &wm_onnx_shape_desc);
+    for (int i = 0; i < rank; i++) {
+        wm_onnx_dim **d = wm_vec_push(a, &v->type->tensor_type->shape->dim, &v->type->tensor_type->shape->n_dim,
+                                      sizeof *d);
+        *d = wm_pb_new(a, &wm_onnx_dim_desc);
+        (*d)->dim_value = dims[i];
+        wm_pb_set_has(&wm_onnx_dim_desc, *d, 1);
+    }
+    return v;
+}
+
+static int mkbig(const char *out, uint64_t bytes, const wm_onnx_save_opts *o) {
+    wm_onnx_model *m = wm_onnx_model_new();
+    wm_arena *a = &m->arena;
+    wm_onnx_modelproto *mp = m->proto;
+    mp->ir_version = 8;
+    mp->producer_name = sdup(a, "wm_testtool");
+    wm_onnx_opset **op = wm_vec_push(a, &mp->opset_import, &mp->n_opset_import, sizeof *op);
+    *op = wm_pb_new(a, &wm_onnx_opset_desc);
+    (*op)->domain = sdup(a, "");
+    (*op)->version = 13;
+    wm_onnx_graph *g = mp->graph = wm_pb_new(a, &wm_onnx_graph_desc);
+    g->name = sdup(a, "big");
+    int64_t one = 1;
+    *(wm_onnx_value_info **)wm_vec_push(a, &g->input, &g->n_input, sizeof(void *)) = vi(a, "idx", WM_DT_INT64, 1, &one);
+    const uint64_t chunk = 256ull << 20; /* 256 MiB per initializer */
+    uint64_t left = bytes / 4 * 4, seed = 0x9e3779b97f4a7c15ull;
+    for (int k = 0; left; k++) {
+        uint64_t nb = left < chunk ? left : chunk;
+        left -= nb;
+        float *data = malloc(nb); /* owned by this process until exit: the model points into it */
+        if (!data) {
+            fprintf(stderr, "wm_testtool: out of memory\n");
+            return 2;
+        }
+        for (uint64_t i = 0; i < nb / 4; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            data[i] = (float)((seed >> 40) & 0xffff) / 65536.0f - 0.5f;
+        }
+        char name[32], yname[32];
+        snprintf(name, sizeof name, "W%d", k);
+        snprintf(yname, sizeof yname, "Y%d", k);
+        wm_onnx_tensor *t = wm_pb_new(a, &wm_onnx_tensor_desc);
+        t->name = sdup(a, name);
+        t->data_type = WM_DT_FLOAT;
+        int64_t *d = wm_vec_push(a, &t->dims, &t->n_dims, sizeof *d);
+        *d = (int64_t)(nb / 4);
+        t->raw_data = (wm_bytes){(const uint8_t *)data, nb};
+        *(wm_onnx_tensor **)wm_vec_push(a, &g->initializer, &g->n_initializer, sizeof(void *)) = t;
+        wm_onnx_node *n = wm_pb_new(a, &wm_onnx_node_desc);
+        n->op_type = sdup(a, "Gather");
+        n->name = sdup(a, yname);
+        *(char **)wm_vec_push(a, &n->input, &n->n_input, sizeof(char *)) = sdup(a, name);
+        *(char **)wm_vec_push(a, &n->input, &n->n_input, sizeof(char *)) = sdup(a, "idx");
+        *(char **)wm_vec_push(a, &n->output, &n->n_output, sizeof(char *)) = sdup(a, yname);
+        *(wm_onnx_node **)wm_vec_push(a, &g->node, &g->n_node, sizeof(void *)) = n;
+        *(wm_onnx_value_info **)wm_vec_push(a, &g->output, &g->n_output, sizeof(void *)) =
+            vi(a, yname, WM_DT_FLOAT, 1, &one);
+    }
+    wm_error e = {0};
+    int rc = wm_onnx_save(m, out, o, &e) ? fail(&e) : 0;
+    wm_onnx_free(m);
+    return rc;
+}
+
+typedef struct touch_ctx {
+    uint64_t bytes, sum;
+} touch_ctx;
+
+static wm_status touch_tensor(void *ctx, wm_onnx_tensor *t, const char *where) {
+    (void)where;
+    touch_ctx *c = ctx;
+    wm_bytes b = wm_onnx_tensor_bytes(t);
+    for (size_t i = 0; i < b.n; i += 64) c->sum = c->sum * 31 + b.p[i];
+    c->bytes += b.n;
+    return WM_OK;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: wm_testtool roundtrip|mkbig|touch ...\n");
+        return 2;
+    }
+    wm_error e = {0};
+    wm_onnx_save_opts o;
+    if (!strcmp(argv[1], "roundtrip") && argc >= 4) {
+        parse_save_opts(argc, argv, 4, &o);
+        wm_onnx_model *m;
+        if (wm_onnx_load(argv[2], &m, &e)) return fail(&e);
+        int rc = wm_onnx_save(m, argv[3], &o, &e) ? fail(&e) : 0;
+        wm_onnx_free(m);
+        return rc;
+    }
+    if (!strcmp(argv[1], "mkbig") && argc >= 4) {
+        parse_save_opts(argc, argv, 4, &o);
+        return mkbig(argv[2], strtoull(argv[3], NULL, 10), &o);
+    }
+    if (!strcmp(argv[1], "touch")) {
+        wm_onnx_model *m;
+        if (wm_onnx_load(argv[2], &m, &e)) return fail(&e);
+        touch_ctx c = {0, 0};
+        wm_onnx_visit_tensors(m->proto, touch_tensor, &c);
+        printf("{\"file_bytes\": %llu, \"data_bytes\": %llu, \"peak_rss_bytes\": %llu, \"checksum\": %llu}\n",
+               (unsigned long long)m->file.size, (unsigned long long)c.bytes,
+               (unsigned long long)wm_peak_rss_bytes(), (unsigned long long)c.sum);
+        wm_onnx_free(m);
+        return 0;
+    }
+    fprintf(stderr, "wm_testtool: unknown or incomplete command '%s'\n", argv[1]);
+    return 2;
+}
