@@ -37,7 +37,7 @@ oracle: all venv unit-asan
 
 test: unit unit-asan fuzz-smoke oracle
 
-demo: all venv
+demo: all
 	scripts/demo.sh
 
 clean:

@@ -149,7 +149,7 @@ static void render(const wm_cli *c, const cJSON *v, int indent) {
         } else {
             char val[4096];
             scalar_text(e, val, sizeof val);
-            printf("%*s%-22s %s\n", indent, "", k, val);
+            printf("%*s%-26s %s\n", indent, "", k, val);
         }
     }
 }

@@ -168,13 +168,16 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
     if (external) {
         if ((s = wm_path_resolve_inside(dir, data_name, 0, data_path, sizeof data_path, err))) goto done;
         uint64_t pos = 0;
+        int moved = 0;
         for (size_t i = 0; i < c.n; i++) {
             if (c.v[i].data.n < o.min_tensor_bytes) continue;
+            moved = 1;
             uint64_t al = (pos + o.align - 1) / o.align * o.align;
             c.v[i].offset = al;
             pos = al + c.v[i].data.n;
             if ((s = make_external(&scratch, &c.v[i], data_name, err))) goto done;
         }
+        external = moved; /* no tensor large enough: no data file */
     }
     uint64_t size = wm_pb_size(&wm_onnx_model_desc, m->proto);
     if (size > WM_PB_MAX_MESSAGE) {
