@@ -1,31 +1,43 @@
 #!/usr/bin/env bash
-# Runs the libFuzzer targets built in build-asan (make unit-asan).
-#   scripts/fuzz.sh smoke        a few seconds each (CI)
-#   scripts/fuzz.sh long [SECS]  a longer run (default 600 s each)
-# Seeds: the ONNX backend node-test models. New corpus entries go to a
-# scratch folder; crashes are written as crash-* files in tests/fuzz/corpus-run.
+# Runs every libFuzzer target built in build-asan (make unit-asan).
+#   scripts/fuzz.sh smoke [TARGET]        a few seconds each (CI)
+#   scripts/fuzz.sh long SECS [TARGET]    a longer run (default 600 s each)
+# Seeds of fuzz_X: tests/fuzz/seeds/X/* plus, for onnx, the ONNX backend
+# node-test models. Failing inputs land in tests/fuzz/corpus-run/ as
+# crash-*/leak-*/timeout-* files, which fail the run.
 set -euo pipefail
 mode=${1:-smoke}
 secs=${2:-600}
-[ "$mode" = smoke ] && secs=${WM_FUZZ_SMOKE_SECS:-15}
+only=${3:-}
+[ "$mode" = smoke ] && secs=${WM_FUZZ_SMOKE_SECS:-10}
 B=build-asan
 run=tests/fuzz/corpus-run
-mkdir -p "$run/onnx"
-seeds=$(mktemp -d)
-trap 'rm -rf "$seeds"' EXIT
-i=0
-for f in /usr/share/libonnx-testdata/data/node/*/model.onnx tests/fuzz/seeds/onnx/*; do
-  [ -f "$f" ] || continue
-  cp "$f" "$seeds/seed$i"; i=$((i+1))
-  [ "$mode" = smoke ] && [ $i -ge 200 ] && break
+status=0
+for bin in "$B"/fuzz_*; do
+  [ -x "$bin" ] || continue
+  name=$(basename "$bin"); kind=${name#fuzz_}
+  [ -n "$only" ] && [ "$only" != "$kind" ] && continue
+  mkdir -p "$run/$kind"
+  seeds=$(mktemp -d)
+  i=0
+  for f in tests/fuzz/seeds/"$kind"/*; do [ -f "$f" ] && cp "$f" "$seeds/s$i" && i=$((i+1)); done
+  if [ "$kind" = onnx ]; then
+    for f in /usr/share/libonnx-testdata/data/node/*/model.onnx; do
+      cp "$f" "$seeds/s$i"; i=$((i+1))
+      [ "$mode" = smoke ] && [ $i -ge 200 ] && break
+    done
+  fi
+  echo "$name: $mode run, ${secs}s, $i seeds" >&2
+  ASAN_OPTIONS=detect_leaks=1 "$bin" -max_total_time="$secs" -max_len=65536 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run/$name-" "$run/$kind" "$seeds" 2>&1 \
+    | grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==|SUMMARY)' >&2 || true
+  rm -rf "$seeds"
+  if ls "$run/$name"-crash-* "$run/$name"-leak-* "$run/$name"-timeout-* >/dev/null 2>&1; then
+    echo "$name: failing inputs found:" >&2
+    ls "$run/$name"-crash-* "$run/$name"-leak-* "$run/$name"-timeout-* 2>/dev/null >&2
+    status=1
+  else
+    echo "$name: no crashes" >&2
+  fi
 done
-echo "fuzz_onnx: $mode run, ${secs}s, $i seeds" >&2
-ASAN_OPTIONS=detect_leaks=1 "$B/fuzz_onnx" -max_total_time="$secs" -max_len=65536 -timeout=10 \
-  -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run/" "$run/onnx" "$seeds" 2>&1 \
-  | grep -E '^(#[0-9]+ *DONE|stat::number_of_executed_units|stat::peak_rss|==[0-9]+==|SUMMARY|.*crash-)' || true
-# libFuzzer exits non-zero on a crash; a crash file is the signal we check
-if ls "$run"/crash-* "$run"/leak-* "$run"/timeout-* >/dev/null 2>&1; then
-  echo "fuzz_onnx: found failing inputs:" >&2; ls "$run"/crash-* "$run"/leak-* "$run"/timeout-* 2>/dev/null >&2
-  exit 1
-fi
-echo "fuzz_onnx: no crashes" >&2
+exit $status
