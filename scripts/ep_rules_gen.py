@@ -1,0 +1,188 @@
+# Writes data/ep_rules/*.json (run from anywhere: python3 scripts/ep_rules_gen.py). The op lists were typed from the
+# sources named in each file's "source" field; edit here, regenerate, and run the unit tests.
+# one-off generator for data/ep_rules/*.json, written from the sources named in each file's "source"
+import json
+F = ["float32"]; FD = ["float32","float64"]
+ALLNUM = ["float64","float32","int16","int32","int64","int8","uint16","uint32","uint64","uint8"]
+def R(op, since=1, until=None, level="supported", domain="", reason=None, **kw):
+    r = {"domain": domain, "op_type": op, "since": since, "until": until, "level": level}
+    r.update(kw)
+    if reason: r["reason"] = reason
+    return r
+def dump(name, d):
+    with open(f"./data/ep_rules/{name}.json","w") as f:
+        json.dump(d, f, indent=1); f.write("\n")
+
+# ---------------- CPU: docs/OperatorKernels.md (CPUExecutionProvider section), onnxruntime main @ 001d12d2
+cpu_ops = """Abs 6;Acos 7;Acosh 9;Add 7;Affine 1;AffineGrid 20;And 7;ArgMax 1;ArgMin 1;Asin 7;Asinh 9;Atan 7;Atanh 9;
+Attention 23;AveragePool 7;BatchNormalization 7;BitShift 11;BitwiseAnd 18;BitwiseNot 18;BitwiseOr 18;BitwiseXor 18;
+BlackmanWindow 17;Cast 6;Ceil 6;Celu 12;Clip 6;Col2Im 18;Compress 9;Concat 4;ConcatFromSequence 11;ConstantOfShape 9;
+Conv 1;ConvInteger 10;ConvTranspose 1;Cos 7;Cosh 9;Crop 1;CumSum 11;DFT 17;DepthToSpace 1;DequantizeLinear 10;Det 11;
+Div 7;Dropout 7;DynamicQuantizeLinear 11;DynamicSlice 1;Einsum 12;Elu 6;Equal 7;Erf 9;Exp 6;Expand 8;EyeLike 9;
+Flatten 1;Floor 6;GRU 7;Gather 1;GatherElements 11;GatherND 11;Gelu 20;Gemm 7;GlobalAveragePool 1;GlobalLpPool 2;
+GlobalMaxPool 1;Greater 7;GreaterOrEqual 12;GridSample 16;HammingWindow 17;HannWindow 17;HardSigmoid 6;Hardmax 1;
+Identity 1;If 1;ImageScaler 1;InstanceNormalization 6;IsInf 10;IsNaN 9;LRN 1;LSTM 7;LayerNormalization 1;LeakyRelu 6;
+Less 7;LessOrEqual 12;Log 6;LogSoftmax 1;Loop 1;LpNormalization 1;LpPool 2;MatMul 1;MatMulInteger 10;Max 6;MaxPool 1;
+MaxRoiPool 1;MaxUnpool 9;Mean 6;MeanVarianceNormalization 1;MelWeightMatrix 17;MemcpyFromHost 1;MemcpyToHost 1;Min 6;
+Mod 10;Mul 7;Multinomial 7;Neg 6;NonZero 9;Not 1;OneHot 9;Optional 15;OptionalGetElement 15;OptionalHasElement 15;Or 7;
+PRelu 7;Pad 2;ParametricSoftplus 1;Pow 7;QLinearConv 10;QLinearMatMul 10;QuantizeLinear 10;RMSNormalization 23;RNN 7;
+RandomNormal 1;RandomNormalLike 1;RandomUniform 1;RandomUniformLike 1;Range 11;Reciprocal 6;ReduceL1 1;ReduceL2 1;
+ReduceLogSum 1;ReduceLogSumExp 1;ReduceMax 1;ReduceMean 1;ReduceMin 1;ReduceProd 1;ReduceSum 1;ReduceSumSquare 1;
+RegexFullMatch 20;Relu 6;Reshape 1;Resize 10;ReverseSequence 10;RoiAlign 10;RotaryEmbedding 23;Round 11;STFT 17;
+Scale 1;ScaledTanh 1;Scan 8;Scatter 9-10;ScatterElements 11;ScatterND 11;Selu 6;SequenceAt 11;SequenceConstruct 11;
+SequenceEmpty 11;SequenceErase 11;SequenceInsert 11;SequenceLength 11;Shape 1;Shrink 9;Sigmoid 6;Sign 9;
+SimplifiedLayerNormalization 1;Sin 7;Sinh 9;Size 1;Slice 1;Softmax 1;Softplus 1;Softsign 1;SpaceToDepth 1;Split 2;
+SplitToSequence 11;Sqrt 6;Squeeze 1;StringConcat 20;StringNormalizer 10;StringSplit 20;Sub 7;Sum 6;Tan 7;Tanh 6;
+TensorScatter 24;TfIdfVectorizer 9;ThresholdedRelu 1;Tile 6;TopK 1;Transpose 1;Trilu 14;Unique 11;Unsqueeze 1;
+Upsample 7-9;Where 9;Xor 7"""
+cpu_dt = {"MatMul": ["float64","float32","int32","int64","uint32","uint64"], "Gemm": FD, "Conv": F, "ConvTranspose": F,
+  "Softmax": FD, "LogSoftmax": FD, "Erf": F, "Sqrt": FD, "Exp": FD, "Log": FD, "Tanh": FD, "Sigmoid": FD, "Reciprocal": FD,
+  "Relu": ["float64","float32","int32","int8"], "Add": ALLNUM, "Sub": ALLNUM, "Mul": ALLNUM, "Div": ALLNUM,
+  "Pow": ["float64","float32","int32","int64"], "Gelu": F, "LayerNormalization": ["float64","float32","float16"],
+  "ReduceMean": ["float64","float32","int32","int64"], "Cos": F, "Sin": FD, "Neg": ["float64","float32","int16","int32","int64","int8"],
+  "Where": None, "AveragePool": F, "MaxPool": ["float64","float32","int8","uint8"], "GlobalAveragePool": F}
+rules = []
+for item in cpu_ops.replace("\n","").split(";"):
+    op, v = item.strip().split()
+    lo, hi = (v.split("-") + [None])[:2]
+    r = R(op, int(lo), int(hi) if hi else None, reason="CPU kernel registered")
+    if cpu_dt.get(op): r["dtypes"] = {"0": cpu_dt[op]}
+    if op == "Where": r["dtypes"] = {"1": ["float64","float32","int32","int64","string","uint8"]}
+    rules.append(r)
+for op in ["HardSwish","Mish","GroupNormalization","CenterCropPad","Swish","CastLike","NegativeLogLikelihoodLoss","SoftmaxCrossEntropyLoss","SequenceMap"]:
+    rules.append(R(op, 1, reason="no CPU kernel; ORT expands the ONNX function body into primitive ops (verified with onnxruntime 1.32)"))
+for op, v in [("NonMaxSuppression", 10), ("BitCast", 1), ("CumProd", 1), ("DeformConv", 1), ("CausalConvWithState", 1), ("LinearAttention", 1)]:
+    rules.append(R(op, v, reason="CPU kernel in onnxruntime 1.32 (verified by session creation; newer than or missing from the OperatorKernels.md snapshot)"))
+for op, v in [("ArrayFeatureExtractor",1),("Binarizer",1),("CastMap",1),("CategoryMapper",1),("DictVectorizer",1),("FeatureVectorizer",1),("Imputer",1),("LabelEncoder",1),("LinearClassifier",1),("LinearRegressor",1),("Normalizer",1),("OneHotEncoder",1),("SVMClassifier",1),("SVMRegressor",1),("Scaler",1),("TreeEnsemble",5),("TreeEnsembleClassifier",1),("TreeEnsembleRegressor",1),("ZipMap",1)]:
+    rules.append(R(op, v, domain="ai.onnx.ml", reason="CPU kernel registered (ai.onnx.ml)"))
+rules.append(R("Constant", 1, reason="folded into an initializer by ORT (no kernel needed)"))
+ms = "Attention 1;AttnLSTM 1;BeamSearch 1;BiasGelu 1;BifurcationDetector 1;CDist 1;ConvTransposeWithDynamicPads 1;CropAndResize 1;DecoderMaskedMultiHeadAttention 1;DequantizeLinear 1;DynamicQuantizeLSTM 1;DynamicQuantizeMatMul 1;DynamicTimeWarping 1;EmbedLayerNormalization 1;ExpandDims 1;FastGelu 1;FusedConv 1;FusedGemm 1;FusedMatMul 1;GatherBlockQuantized 1;GatherND 1;Gelu 1;GreedySearch 1;GridSample 1;GroupQueryAttention 1;Inverse 1;MatMulBnb4 1;MatMulFpQ4 1;MatMulInteger16 1;MatMulIntegerToFloat 1;MatMulNBits 1;MaxpoolWithMask 1;MoE 1;MultiHeadAttention 1;MurmurHash3 1;NGramRepeatBlock 1;NhwcMaxPool 1;Pad 1;QAttention 1;QEmbedLayerNormalization 1;QGemm 1;QLinearAdd 1;QLinearConv 1;QLinearLeakyRelu 1;QLinearMul 1;QLinearSigmoid 1;QLinearSoftmax 1;QLinearWhere 1;QMoE 1;QuantizeLinear 1;QuickGelu 1;Range 1;RotaryEmbedding 1;SampleOp 1;Sampling 1;SkipLayerNormalization 1;SkipSimplifiedLayerNormalization 1;SparseAttention 1;SparseToDenseMatMul 1;Tokenizer 1;TransposeMatMul 1;Trilu 1;UnfoldTensor 1;Unique 1;WhisperBeamSearch 1;WordConvEmbedding 1"
+msdt = {"Attention": F, "MultiHeadAttention": F, "FastGelu": F, "BiasGelu": F, "Gelu": F, "QuickGelu": F,
+        "GroupQueryAttention": ["float32","float16"], "RotaryEmbedding": ["float32","float16"], "MatMulNBits": ["float32","float16"],
+        "SkipLayerNormalization": ["float64","float32","float16"], "SkipSimplifiedLayerNormalization": ["float64","float32","float16"],
+        "EmbedLayerNormalization": None}
+for item in ms.split(";"):
+    op, v = item.split()
+    r = R(op, int(v), domain="com.microsoft", reason="CPU contrib kernel registered")
+    if msdt.get(op): r["dtypes"] = {"0": msdt[op]}
+    rules.append(r)
+dump("cpu", {"ep": "cpu", "version": 1,
+  "source": "onnxruntime docs/OperatorKernels.md, CPUExecutionProvider section, main branch at commit 001d12d2 (2025). Complete for the ai.onnx and com.microsoft op lists and their lowest registered opset; opset gaps inside a range and per-type constraints are recorded only for the common transformer/CNN ops (dtypes of input 0). ai.onnx.ml ops are listed by name; com.microsoft.nchwc (internal, layout-optimizer only) is not covered. Checked against onnxruntime 1.32 CPU session creation on the 1325 ONNX backend node tests: ops with function bodies and a few kernels newer than the snapshot were added from that check.",
+  "devices": ["cpu"], "model_checks": {"static_shapes": False, "int64": "native", "float16": "cast", "control_flow": True, "max_opset": 27},
+  "rules": rules})
+
+def simple(names, domain="", reason="listed", **kw):
+    return [R(n, 1, domain=domain, reason=reason, **kw) for n in names.split()]
+def const(op, idx, why, since=1, **kw): return R(op, since, const_inputs=idx, reason=why, **kw)
+
+# ---------------- QNN
+q = simple("""Abs Add And ArgMax ArgMin Asin Atan AveragePool BatchNormalization Cast Ceil Clip Concat Conv ConvTranspose Cos
+CumSum DepthToSpace DequantizeLinear Div Einsum Elu Equal Exp Flatten Floor Gather GatherElements GatherND Gelu Gemm
+GlobalAveragePool GlobalMaxPool Greater GreaterOrEqual GridSample HardSigmoid HardSwish InstanceNormalization LRN LSTM
+LeakyRelu Less LessOrEqual Log LogSoftmax LpNormalization Max MaxPool Mean Min Mod Mul Neg Not Or PRelu Pow QuantizeLinear
+ReduceL2 ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum Reciprocal Relu Reshape Resize Round ScatterND
+ScatterElements Sigmoid Sign Sin Slice Softmax SpaceToDepth Split Sqrt Squeeze Sub Sum Tanh ThresholdedRelu Transpose
+Unsqueeze Upsample Where Xor""", reason="in the QNN EP supported-op table")
+q += [const("TopK", [1], "k must be a constant"), const("Tile", [1], "repeats must be a constant"),
+      const("Pad", [1], "pads must be a constant"), const("Expand", [1], "shape must be a constant"),
+      R("LayerNormalization", 1, attrs={"axis": [-1]}, reason="normalization axis must be the last one"),
+      R("SimplifiedLayerNormalization", 1, max_rank=4, reason="RMSNorm supported up to rank 4"),
+      R("RMSNormalization", 23, max_rank=4, reason="RMSNorm supported up to rank 4"),
+      R("Gather", 1, level="partial", reason="indices must be non-negative (checked at run time only)"),
+      R("MatMul", 1, devices=["npu"], level="partial", reason="HTP MatMul takes quantized (u8,u8), (u8,u16), (u16,u8) inputs; float graphs need QDQ (fp32 runs as fp16)"),
+      R("MatMul", 1, devices=["gpu"], reason="in the QNN EP supported-op table"),
+      R("MatMulNBits", 1, domain="com.microsoft", devices=["gpu"], attrs={"bits": [4], "block_size": [32]}, reason="QNN GPU only, 4 bits, block 32"),
+      R("MatMulNBits", 1, domain="com.microsoft", devices=["npu"], level="unsupported", reason="MatMulNBits is QNN GPU only"),
+      R("Loop", 1, level="unsupported", reason="control flow is not supported by QNN"),
+      R("If", 1, level="unsupported", reason="control flow is not supported by QNN"),
+      R("NonZero", 1, level="unsupported", reason="data-dependent output shape"),
+      R("Constant", 1, reason="folded into an initializer")]
+for op in ["GroupQueryAttention", "MultiHeadAttention", "Attention", "RotaryEmbedding", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "FastGelu"]:
+    q.append(R(op, 1, domain="com.microsoft", level="unsupported", reason=f"contrib op {op} has no QNN op builder; falls back to CPU"))
+dump("qnn", {"ep": "qnn", "version": 1,
+  "source": "onnxruntime docs/execution-providers/QNN-ExecutionProvider.md (supported-op table) and core/providers/qnn/builder/op_builder_factory.cc as summarised in shared/facts/onnx-and-eps.md; op names only (no opset ranges), per-op constraints only for the ops the facts list. About 100 of the ~119 table rows.",
+  "devices": ["npu", "gpu"], "model_checks": {"static_shapes": True, "int64": "cast", "control_flow": False, "max_opset": None},
+  "rules": q})
+
+# ---------------- OpenVINO
+ov = simple("""Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh AveragePool BatchNormalization BitShift Cast Ceil
+Celu Clip Concat ConstantOfShape Conv ConvInteger ConvTranspose Cos Cosh CumSum DepthToSpace DequantizeLinear Div
+Dropout Einsum Elu Equal Erf Exp Expand EyeLike Flatten Floor Gather GatherElements GatherND Gelu Gemm GlobalAveragePool
+GlobalLpPool GlobalMaxPool Greater GreaterOrEqual GridSample GRU HardMax HardSigmoid HardSwish Identity If
+InstanceNormalization IsInf IsNaN LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax Loop LpNormalization LRN LSTM
+MatMul MatMulInteger Max MaxPool Mean MeanVarianceNormalization Min Mish Mod Mul Neg NonMaxSuppression NonZero Not OneHot
+Or Pad Pow PRelu QLinearConv QLinearMatMul QuantizeLinear Range Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp
+ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu Resize ReverseSequence RNN RoiAlign Round
+Scatter ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sin Sinh Size Slice Softmax Softplus Softsign SpaceToDepth
+Split Sqrt Squeeze Sub Sum Tan Tanh ThresholdedRelu Tile TopK Transpose Trilu Unique Upsample Where Xor""",
+  reason="in the OpenVINO EP supported-op list")
+ov += [R("Unsqueeze", 1, until=12, reason="axes as attribute"),
+       R("Unsqueeze", 13, const_inputs=[1], reason="axes given as an input must be constant (the EP rejects non-constant axes)"),
+       const("Reshape", [1], "a Reshape needs a constant shape input"),
+       R("GroupQueryAttention", 1, domain="com.microsoft", devices=["gpu"], reason="GPU only"),
+       R("GroupQueryAttention", 1, domain="com.microsoft", devices=["cpu", "npu"], level="unsupported", reason="GroupQueryAttention is OpenVINO GPU only"),
+       R("MatMulNBits", 1, domain="com.microsoft", devices=["cpu", "gpu"], reason="CPU/GPU only"),
+       R("MatMulNBits", 1, domain="com.microsoft", devices=["npu"], level="unsupported", reason="MatMulNBits is OpenVINO CPU/GPU only"),
+       R("SimplifiedLayerNormalization", 1, reason="in the OpenVINO EP supported-op list"),
+       R("SkipLayerNormalization", 1, domain="com.microsoft", reason="in the OpenVINO EP supported-op list"),
+       R("SkipSimplifiedLayerNormalization", 1, domain="com.microsoft", reason="in the OpenVINO EP supported-op list"),
+       R("Constant", 1, reason="folded into an initializer")]
+for op in ["FastGelu", "RotaryEmbedding", "MultiHeadAttention"]:
+    ov.append(R(op, 1, domain="com.microsoft", level="unsupported", reason=f"{op} is absent from the OpenVINO EP op list"))
+dump("openvino", {"ep": "openvino", "version": 1,
+  "source": "onnxruntime core/providers/openvino/ov_versions/data_ops.cc (op list with minimum OpenVINO version and devices) as summarised in shared/facts/onnx-and-eps.md; op names from memory of that list (about 150 of ~157), no per-version or per-device dtype sets yet.",
+  "devices": ["cpu", "gpu", "npu"], "model_checks": {"static_shapes": False, "int64": "native", "control_flow": True, "max_opset": None},
+  "device_checks": {"npu": {"static_shapes": True, "int64": "cast"}},
+  "rules": ov})
+
+# ---------------- VitisAI
+va = simple("""Add AveragePool BatchNormalization Cast Clip Concat Conv ConvTranspose DepthToSpace DequantizeLinear Div Elu Erf
+Exp Flatten Gather Gelu Gemm GlobalAveragePool GlobalMaxPool HardSigmoid HardSwish Identity InstanceNormalization
+LayerNormalization LeakyRelu MatMul Max MaxPool Min Mul Neg Pad Pow PRelu QuantizeLinear ReduceMax ReduceMean ReduceMin
+ReduceSum Relu Reshape Resize Sigmoid Slice Softmax SpaceToDepth Split Sqrt Squeeze Sub Tanh Tile Transpose Unsqueeze
+Upsample Where Equal Greater Less Not And Expand ReduceL2 Sin Cos Reciprocal""",
+  reason="in the Vitis AI NPU ops_support table (FP32->BF16 / INT8)")
+va += [R("SimplifiedLayerNormalization", 1, reason="RMSNorm in the ops_support table"),
+       R("Shape", 1, level="partial", reason="CPU-fallback tier: the graph is partitioned around it"),
+       R("ConstantOfShape", 1, level="partial", reason="CPU-fallback tier"),
+       R("Range", 1, level="partial", reason="CPU-fallback tier"),
+       R("CumSum", 1, level="partial", reason="CPU-fallback tier"),
+       R("NonZero", 1, level="unsupported", reason="data-dependent shape: CPU only"),
+       R("Loop", 1, level="unsupported", reason="control flow: CPU only"),
+       R("If", 1, level="unsupported", reason="control flow: CPU only"),
+       R("Constant", 1, reason="folded into an initializer")]
+dump("vitisai", {"ep": "vitisai", "version": 1,
+  "source": "AMD Ryzen AI / Vitis AI documentation ops_support tables (NPU tier with FP32->BF16 / FP16 / INT8 columns) as summarised in shared/facts/onnx-and-eps.md; the EP's capability logic is closed, so this is an approximation of about 70 of ~100 ops, names only, no per-column dtype data yet.",
+  "devices": ["npu"], "model_checks": {"static_shapes": True, "int64": "cast", "control_flow": False, "max_opset": 22},
+  "rules": va})
+
+# ---------------- DirectML
+dm = simple("""Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh AveragePool BatchNormalization BitShift BitwiseAnd
+BitwiseNot BitwiseOr BitwiseXor Cast CastLike Ceil Celu Clip Concat ConstantOfShape Conv ConvInteger ConvTranspose Cos Cosh
+CumSum DepthToSpace DequantizeLinear Div Dropout DynamicQuantizeLinear Einsum Elu Equal Erf Exp EyeLike Flatten Floor GRU
+Gather GatherElements GatherND Gelu Gemm GlobalAveragePool GlobalLpPool GlobalMaxPool Greater GreaterOrEqual GridSample
+HardSigmoid HardSwish Hardmax Identity If InstanceNormalization IsInf IsNaN LRN LSTM LayerNormalization LeakyRelu Less
+LessOrEqual Log LogSoftmax LpNormalization LpPool MatMul MatMulInteger Max MaxPool MaxRoiPool MaxUnpool Mean
+MeanVarianceNormalization Min Mod Mul Neg Not OneHot Or PRelu Pad Pow QLinearConv QLinearMatMul QuantizeLinear RNN
+RandomNormal RandomNormalLike RandomUniform RandomUniformLike Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp
+ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu ReverseSequence RoiAlign Round Scatter
+ScatterElements ScatterND Selu Shrink Sigmoid Sign Sin Sinh Size Softmax Softplus Softsign SpaceToDepth Split Sqrt Squeeze
+Sub Sum Tan Tanh ThresholdedRelu Transpose Trilu Unsqueeze Upsample Where Xor""", reason="DML kernel registered")
+dm += [const("Reshape", [1], "shape must be a CPU constant"), const("Slice", [1, 2], "starts/ends (and axes/steps) must be CPU constants", since=10),
+       R("Slice", 1, until=9, reason="DML kernel registered"),
+       const("Expand", [1], "shape must be a CPU constant"), const("Tile", [1], "repeats must be a CPU constant"),
+       const("TopK", [1], "k must be a CPU constant", since=10), R("TopK", 1, until=9, reason="DML kernel registered"),
+       const("Range", [0, 1, 2], "start/limit/delta must be CPU constants"),
+       R("Resize", 10, level="partial", reason="scales/sizes must be CPU constants"),
+       R("NonZero", 1, level="partial", reason="runs on DML but cannot be fused into a DML graph partition"),
+       R("Shape", 1, level="partial", reason="runs on DML but cannot be fused into a DML graph partition"),
+       R("Loop", 1, level="unsupported", reason="no DML Loop kernel"),
+       R("Constant", 1, reason="folded into an initializer")]
+dm += simple("""Attention BiasGelu DequantizeLinear EmbedLayerNormalization FastGelu FusedMatMul GroupQueryAttention MatMulIntegerToFloat
+MatMulNBits MultiHeadAttention QAttention QLinearAdd QLinearSigmoid QuantizeLinear QuickGelu RotaryEmbedding SkipLayerNormalization
+SkipSimplifiedLayerNormalization""", domain="com.microsoft", reason="DML contrib kernel registered")
+dm.append(R("SimplifiedLayerNormalization", 1, reason="DML kernel registered (ONNX Runtime defines it in the default domain)"))
+dump("dml", {"ep": "dml", "version": 1,
+  "source": "onnxruntime docs/OperatorKernels.md, DmlExecutionProvider section (op names; the ~167 ai.onnx + 29 com.microsoft rows), and OperatorRegistration.cpp CPU-constant input rules, as summarised in shared/facts/onnx-and-eps.md; names without opset ranges or dtypes in this first cut (about 150 ai.onnx + 19 com.microsoft).",
+  "devices": ["gpu"], "model_checks": {"static_shapes": False, "int64": "native", "control_flow": True, "max_opset": None},
+  "rules": dm})
