@@ -564,8 +564,8 @@ def test_hostile(name, tmp_path, winml_asan, testtool_asan):
     outdir = tmp_path / "out"
     outdir.mkdir()
     out = outdir / "o.onnx"
-    r1 = U.run([winml_asan, "inspect", "-m", path, "-f", "json"], timeout=30)
-    r2 = U.run([testtool_asan, "roundtrip", path, out], timeout=30)
+    r1 = U.run([winml_asan, "inspect", "-m", path, "-f", "json"], timeout=15)
+    r2 = U.run([testtool_asan, "roundtrip", path, out], timeout=15)
     try:
         if ok:
             for r in (r1, r2):
@@ -599,7 +599,7 @@ def test_fifo_model_file(tmp_path, winml_asan):
     """-m naming a FIFO must be refused, not block on open."""
     p = tmp_path / "model.onnx"
     os.mkfifo(p)
-    r = U.run([winml_asan, "inspect", "-m", p, "-f", "json"], timeout=20)
+    r = U.run([winml_asan, "inspect", "-m", p, "-f", "json"], timeout=10)
     U.assert_clean_error(r, "winml inspect", "model.onnx", any_of=["regular", "fifo"])
 
 
