@@ -17,7 +17,7 @@
 wm_status wm_map_file(const char *path, int nofollow, wm_map *m, wm_error *err) {
     m->data = NULL;
     m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
     if (fd < 0) {
         if (errno == ELOOP)
             return wm_err(err, WM_ERR_INPUT, "%s: is a symbolic link, refused", path);
@@ -134,6 +134,17 @@ wm_status wm_path_resolve_inside(const char *dir, const char *loc, int must_exis
 }
 
 uint64_t wm_peak_rss_bytes(void) {
+    /* VmHWM belongs to this address space; getrusage's ru_maxrss also keeps
+       the peak of the parent image a fork+exec came from (a big Python). */
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb = 0;
+        int found = 0;
+        while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "VmHWM: %llu kB", &kb) == 1;
+        fclose(f);
+        if (found) return kb * 1024u;
+    }
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (uint64_t)ru.ru_maxrss * 1024u;

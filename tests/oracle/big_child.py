@@ -6,7 +6,9 @@ GBs would make every later child's getrusage() peak RSS report GBs (and RSS test
 
   big_child.py gather MODEL IDX...   Gather outputs of every Y_k for each idx, as float32 bits
   big_child.py w0 MODEL IDX...       W0[idx] as onnx reads it (inline raw_data), as float32 bits
-Prints one JSON object on stdout.
+  big_child.py run MODEL IN.npz OUT.npz   runs MODEL on the arrays of IN.npz, saves the outputs
+Prints one JSON object on stdout (run: the output names). onnxruntime is imported only here, so
+the pytest process stays small.
 """
 import json
 import sys
@@ -18,13 +20,26 @@ def bits(x):
     return int(np.asarray(x, dtype=np.float32).view(np.uint32))
 
 
+def session(model):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
 def main():
-    cmd, model, idxs = sys.argv[1], sys.argv[2], [int(v) for v in sys.argv[3:]]
+    cmd, model = sys.argv[1], sys.argv[2]
+    if cmd == "run":
+        feeds = dict(np.load(sys.argv[3]))
+        sess = session(model)
+        names = [o.name for o in sess.get_outputs()]
+        outs = [np.array(y.tolist(), dtype=str) if y.dtype == object else y for y in sess.run(None, feeds)]
+        np.savez(sys.argv[4], **dict(zip(names, outs)))
+        print(json.dumps(names))
+        return
+    idxs = [int(v) for v in sys.argv[3:]]
     if cmd == "gather":
-        import onnxruntime as ort
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        sess = session(model)
         names = [o.name for o in sess.get_outputs()]
         res = {}
         for i in idxs:

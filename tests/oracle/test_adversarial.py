@@ -107,11 +107,16 @@ def small_valid_model():
     nodes = [
         helper.make_node("MatMul", ["X", "W"], ["m"], name="mm"),
         helper.make_node("LeakyRelu", ["m"], ["r"], alpha=0.1, name="lr"),
-        helper.make_node("Transpose", ["r"], ["Y"], perm=[1, 0], name="tr"),
+        helper.make_node("Transpose", ["r"], ["t"], perm=[1, 0], name="tr"),
+        helper.make_node("Constant", [], ["k"], name="k",
+                         value=numpy_helper.from_array(np.array([0.5], dtype=np.float32), "kv")),
+        helper.make_node("Add", ["t", "k"], ["Y"], name="add", doc_string="adds k"),
     ]
     g = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["n", 2])],
                           [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, "n"])], [w],
-                          value_info=[helper.make_tensor_value_info("m", TensorProto.FLOAT, ["n", 3])])
+                          doc_string="a small model",
+                          value_info=[helper.make_tensor_value_info("m", TensorProto.FLOAT, ["n", 3]),
+                                      helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, "n"])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="adv")
     helper.set_model_props(m, {"k": "v"})
     onnx.checker.check_model(m)
@@ -450,6 +455,72 @@ def _(m):
     # graph of 4 bytes holds a node claiming 100 bytes; the file has plenty after the graph
     graph = varint(1 << 3 | 2) + varint(100) + b"\x0a\x00"
     return ld(7, graph) + ld(14, b"x" * 200)  # trailing bytes: a valid field (metadata_props) holds them
+
+
+def read_varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return v, i
+
+
+def fields(b, start=0, end=None):
+    """(field number, wire type, tag offset, payload offset, payload end) of one message's fields."""
+    end = len(b) if end is None else end
+    i, out = start, []
+    while i < end:
+        tag, j = read_varint(b, i)
+        num, wt = tag >> 3, tag & 7
+        if wt == 0:
+            _, k = read_varint(b, j)
+            out.append((num, wt, i, j, k))
+        elif wt == 2:
+            n, k = read_varint(b, j)
+            out.append((num, wt, i, k, k + n))
+            k += n
+        elif wt == 1:
+            k = j + 8
+            out.append((num, wt, i, j, k))
+        elif wt == 5:
+            k = j + 4
+            out.append((num, wt, i, j, k))
+        else:
+            raise ValueError(wt)
+        i = k
+    return out
+
+
+def with_length(b, fld, new_len):
+    """b with the length prefix of field fld (from fields()) replaced by new_len."""
+    num, _, tag_at, pay_at, _ = fld
+    hdr = varint(num << 3 | 2) + varint(new_len)
+    return b[:tag_at] + hdr + b[pay_at:]
+
+
+@case("length_hand_edit_graph", ("length",))
+def _(m):
+    # the graph's length prefix of a real model, raised to one byte past the end of the file
+    b = small_valid_model().SerializeToString()
+    g = [f for f in fields(b) if f[0] == 7][0]
+    return with_length(b, g, len(b) - g[3] + 1)
+
+
+@case("length_hand_edit_initializer", ("length",))
+def _(m):
+    # the initializer inside the graph claims more than the graph holds (but less than the file)
+    b = small_valid_model().SerializeToString()
+    g = [f for f in fields(b) if f[0] == 7][0]
+    init = [f for f in fields(b, g[3], g[4]) if f[0] == 5][0]
+    left_in_graph = g[4] - init[3]
+    assert len(b) - init[3] > left_in_graph + 1  # the file has the bytes; the parent does not
+    edited = with_length(b, init, left_in_graph + 1)
+    # keep the graph's own prefix consistent with its new size
+    grown = len(edited) - len(b)
+    return with_length(edited, g, g[4] - g[3] + grown)
 
 
 @case("length_2p63", ("length",))
