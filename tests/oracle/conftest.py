@@ -11,7 +11,15 @@ import sys
 
 import pytest
 
-import oracle_util as U
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # oracle_util, whatever the import mode
+import oracle_util as U  # noqa: E402
+
+
+def pytest_report_header(config):
+    b = U.build_dir("WM_BUILD", "build")
+    a = U.build_dir("WM_BUILD_ASAN", "build-asan")
+    asan = a if U.have(a, "winml", "wm_testtool") else f"MISSING ({a}): hostile-input tests use {b}"
+    return [f"winml oracle: WM_BUILD={b}", f"winml oracle: WM_BUILD_ASAN={asan}"]
 
 
 def _need(dir_, name, var):
