@@ -27,9 +27,9 @@ wm_status wm_err(wm_error *err, wm_status s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
-    /* one line: fold any newline a caller let in */
+    /* one line, safe on a terminal: control characters from hostile names become '?' */
     for (char *p = err->msg; *p; p++)
-        if (*p == '\n' || *p == '\r') *p = ' ';
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = (*p == '\n' || *p == '\r' || *p == '\t') ? ' ' : '?';
     return s;
 }
 

@@ -271,3 +271,4 @@ def test_open_1gb_touches_no_weights(tmp_path, sttool):
     assert d["peak_rss_bytes"] > 512 << 20
     with safetensors.safe_open(str(p), framework="np") as f:
         assert f.get_slice("big").get_shape() == [1 << 28]
+    p.unlink()  # 1 GiB: don't leave it in pytest's kept tmp folders
