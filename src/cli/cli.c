@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <getopt.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +34,14 @@ int wm_cli_common_opt(wm_cli *c, int opt, const char *arg) {
         return 1;
     default: return 0;
     }
+}
+
+int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv) {
+    int r = wm_cli_common_opt(c, opt, arg);
+    if (r < 0) return WM_EXIT_ERROR;
+    if (r) return 0;
+    if (opt == ':') return wm_cli_usage_error(c, "option %s needs a value", argv[optind - 1]);
+    return wm_cli_usage_error(c, "unknown option '%s'", argv[optind - 1]);
 }
 
 int wm_cli_fail(const wm_cli *c, const wm_error *e) {

@@ -41,6 +41,13 @@ void wm_cli_init(wm_cli *c, const char *prog);
  */
 int wm_cli_common_opt(wm_cli *c, int opt, const char *arg);
 
+/*
+ * For an option a command's own loop did not take: a common option is
+ * applied (returns 0, go on); a missing value or unknown option is reported
+ * (returns WM_EXIT_ERROR). argv/optind name the offending argument.
+ */
+int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv);
+
 /* Prints "winml <cmd>: error: <msg>" to stderr; returns the exit code. */
 int wm_cli_fail(const wm_cli *c, const wm_error *e);
 int wm_cli_usage_error(const wm_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -25,11 +25,8 @@ int wm_cmd_inspect(int argc, char **argv) {
             help();
             return WM_EXIT_OK;
         }
-        int r = wm_cli_common_opt(&c, opt, optarg);
-        if (r < 0) return WM_EXIT_ERROR;
-        if (r) continue;
-        if (opt == ':') return wm_cli_usage_error(&c, "option %s needs a value", argv[optind - 1]);
-        return wm_cli_usage_error(&c, "unknown option '%s'", argv[optind - 1]);
+        int rc = wm_cli_other_opt(&c, opt, optarg, argv);
+        if (rc) return rc;
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (!c.model) return wm_cli_usage_error(&c, "-m MODEL is required");

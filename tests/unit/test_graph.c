@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "unit_tmpdir.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,15 +26,12 @@ static const float b_data[3] = {0.5f, -0.5f, 0.25f};
 
 static int setup(void **s) {
     (void)s;
-    snprintf(dir, sizeof dir, "/tmp/wm_graph_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return wm_test_tmpdir_make(dir, sizeof dir, "graph");
 }
 
 static int teardown(void **s) {
     (void)s;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return wm_test_tmpdir_remove(dir);
 }
 
 #define OK(call)                                                         \

@@ -4,6 +4,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "unit_tmpdir.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,15 +20,12 @@ static char dir[64];
 
 static int setup(void **s) {
     (void)s;
-    snprintf(dir, sizeof dir, "/tmp/wm_io_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return wm_test_tmpdir_make(dir, sizeof dir, "io");
 }
 
 static int teardown(void **s) {
     (void)s;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return wm_test_tmpdir_remove(dir);
 }
 
 /* A model with one float initializer of n elements named W (values i*0.5). */

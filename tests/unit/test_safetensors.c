@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "unit_tmpdir.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,15 +25,12 @@ static char dir[64];
 
 static int setup(void **s) {
     (void)s;
-    snprintf(dir, sizeof dir, "/tmp/wm_st_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return wm_test_tmpdir_make(dir, sizeof dir, "st");
 }
 
 static int teardown(void **s) {
     (void)s;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return wm_test_tmpdir_remove(dir);
 }
 
 static void path_of(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", dir, name); }
