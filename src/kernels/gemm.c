@@ -6,13 +6,17 @@
  * Blocking: for each share's region [m0,m1) x [n0,n1) of C:
  *   for n-block (NC, or the whole region with prepacked B)
  *     for k-block (KC)                  B block packed (unless prepacked)
- *       for m-block (MC)                A block packed into MR-row panels
+ *       for m-block (MC)                A read in place (A^T: packed into MR-row panels)
  *         for each 16-column B micro-panel (stays in L1)
  *           for each 6-row A micro-panel (from L2): micro-kernel
  *       last k-block: epilogue on the finished rows
- * Packed B layout (prepacked and on the fly alike): 16-column panels, panel
- * p holds op(B)[k][16p + j] at p*Kp*16 + k*16 + j, zero padded past N. A
- * KC slice of a panel is therefore contiguous at offset k0*16.
+ * Packed B layout (prepacked and on the fly alike): K is cut into blocks of
+ * KC rows (the last one shorter); block b (rows k0 = b*KC, kc of them) starts
+ * at k0 * Np (Np = N rounded up to 16) and holds the 16-column panels one after
+ * the other, panel p at + p*kc*16, row k of it at + k*16. Every micro-kernel
+ * call reads one contiguous kc x 16 slab and the slabs of one k-block follow
+ * each other, so the whole of B streams sequentially (prefetcher friendly).
+ * Zero padded past N.
  */
 #include <math.h>
 #include <string.h>
@@ -86,9 +90,14 @@ static void pack_b_block(int trans_b, const float *B, int64_t ldb, int64_t k0, i
     }
 }
 
+int64_t wm_packed_np(int64_t N) { return (N + WM_NR - 1) / WM_NR * WM_NR; }
+
 void wm_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
     if (K <= 0 || N <= 0) return;
-    pack_b_block(trans_b, B, ldb, 0, K, 0, N, packed, K * WM_NR);
+    for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
+        int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC;
+        pack_b_block(trans_b, B, ldb, k0, kc, 0, N, packed + k0 * wm_packed_np(N), kc * WM_NR);
+    }
 }
 
 void wm_bsrc_pack_f32(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
@@ -111,7 +120,10 @@ void wm_bsrc_pack_f16(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int6
 void wm_sgemm_pack_b_f16(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, float *packed) {
     if (K <= 0 || N <= 0) return;
     wm_bsrc s = {wm_bsrc_pack_f16, B, ldb, trans_b, NULL};
-    wm_bsrc_pack_f16(&s, 0, K, 0, N, packed, K * WM_NR);
+    for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
+        int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC;
+        wm_bsrc_pack_f16(&s, k0, kc, 0, N, packed + k0 * wm_packed_np(N), kc * WM_NR);
+    }
 }
 
 /* Packs op(A)[m0:m0+mc, k0:k0+kc] into MR-row panels: panel i holds [k][r] at i*kc*MR + k*MR + r. */
@@ -186,17 +198,16 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
     const int64_t K = a->K;
     const int zero_k = K == 0 || a->alpha == 0.0f;
     const int64_t nstep = a->packed_b ? n1 - n0 : WM_NC;
-    const int64_t Kp = K; /* prepacked panels are K deep */
     for (int64_t nb = n0; nb < n1; nb += nstep) {
         int64_t nc = n1 - nb < nstep ? n1 - nb : nstep;
-        for (int64_t kb = 0; kb < K || (zero_k && kb == 0); kb += WM_KC) {
+        for (int64_t kb = 0; kb < (zero_k ? 1 : K); kb += WM_KC) {
             int64_t kc = zero_k ? 0 : (K - kb < WM_KC ? K - kb : WM_KC);
             int first = kb == 0, last = zero_k || kb + kc >= K;
             const float *bp;
             int64_t pstride;
             if (a->packed_b) {
-                bp = a->packed_b + (nb / WM_NR) * Kp * WM_NR + kb * WM_NR;
-                pstride = Kp * WM_NR;
+                bp = a->packed_b + kb * wm_packed_np(a->N) + (nb / WM_NR) * kc * WM_NR;
+                pstride = kc * WM_NR;
             } else {
                 if (kc) src->pack(src, kb, kc, nb, nc, bpack, kc * WM_NR);
                 bp = bpack;
@@ -204,14 +215,16 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             }
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
-                if (kc) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, apack);
+                /* A^T is packed into MR-row panels; plain A is read in place (rows of lda) */
+                if (kc && a->trans_a) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, apack);
                 for (int64_t j = 0; j < nc; j += WM_NR) {
                     int nv = (int)(nc - j < WM_NR ? nc - j : WM_NR);
                     const float *bj = bp + (j / WM_NR) * pstride;
                     for (int64_t i = 0; i < mc; i += WM_MR) {
                         int mv = (int)(mc - i < WM_MR ? mc - i : WM_MR);
-                        u->kernel(kc, apack + i * kc, bj, a->C + (mb + i) * a->ldc + nb + j, a->ldc, mv, nv,
-                                  a->alpha, a->beta, first);
+                        const float *ai = !kc ? NULL : a->trans_a ? apack + i * kc : a->A + (mb + i) * a->lda + kb;
+                        u->kernel(kc, ai, a->trans_a || !kc ? 0 : a->lda, bj, a->C + (mb + i) * a->ldc + nb + j, a->ldc,
+                                  mv, nv, a->alpha, a->beta, first);
                     }
                 }
                 if (last) wm_epilogue_apply(&a->ep, u->vact, a->C, a->ldc, mb, mb + mc, nb, nb + nc);
@@ -274,14 +287,14 @@ void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm
 
 /* ------------------------------------------------------------ generic micro-kernel */
 
-static void ukr_generic(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mv, int nv,
-                        float alpha, float beta, int first) {
+static void ukr_generic(int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc, int mv,
+                        int nv, float alpha, float beta, int first) {
     float acc[WM_MR][WM_NR];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < kc; k++) {
-        const float *av = ap + k * WM_MR, *bv = bp + k * WM_NR;
-        for (int i = 0; i < WM_MR; i++) {
-            float x = av[i];
+        const float *bv = bp + k * WM_NR;
+        for (int i = 0; i < mv; i++) {
+            float x = lda ? ap[i * lda + k] : ap[k * WM_MR + i];
             for (int j = 0; j < WM_NR; j++) acc[i][j] += x * bv[j];
         }
     }

@@ -21,15 +21,17 @@
 #define WM_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
 /*
- * One micro-kernel call: acc[i][j] = sum_{k < kc} ap[k*MR + i] * bp[k*NR + j];
- * then for the mv x nv valid corner of the tile at c (ldc):
+ * One micro-kernel call: acc[i][j] = sum_{k < kc} A(i,k) * bp[k*NR + j], where
+ * A(i,k) = ap[k*MR + i] (packed panel, lda == 0) or ap[i*lda + k] (rows of A
+ * read in place, lda > 0; rows i >= mv are not read). Then for the mv x nv
+ * valid corner of the tile at c (ldc):
  *   first && beta == 0:  c = alpha * acc
  *   first:               c = alpha * acc + beta * c
  *   otherwise:           c = alpha * acc + c
  * Full and partial tiles must use the same arithmetic (results independent of nth).
  */
-typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mv, int nv,
-                          float alpha, float beta, int first);
+typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc, int mv,
+                          int nv, float alpha, float beta, int first);
 
 typedef struct wm_gemm_ukr {
     wm_ukr_fn kernel;
@@ -61,6 +63,8 @@ void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm
 /* Applies ep to rows [m0, m1) x columns [n0, n1) of C (all of the K reduction done). */
 void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
                        float *C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+/* Padded width of a packed B (N rounded up to 16): k-block k0 starts at k0 * wm_packed_np(N). */
+int64_t wm_packed_np(int64_t N);
 /* Splits [0, n) in units of `unit` among nth shares: share ith gets [*b, *e). */
 void wm_split_units(int64_t n, int64_t unit, int ith, int nth, int64_t *b, int64_t *e);
 /* A 64-byte aligned slice `ith` of `per` bytes from work (per already includes 64 bytes of slack). */
