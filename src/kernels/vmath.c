@@ -80,22 +80,25 @@ static void g_tanh(int64_t n, float *y, const float *x) {
 static void g_erf(int64_t n, float *y, const float *x) {
     for (int64_t i = 0; i < n; i++) y[i] = erff(x[i]);
 }
-static float sigmoid1(float v) { return 1.0f / (1.0f + expf(-v)); }
+/* The activations are evaluated in double (the portable table favours accuracy): no cancellation
+ * in 1 + erf(x) or 1 + tanh(u) for x < 0, correctly rounded in practice. */
+static float sigmoid1(float v) { return (float)(1.0 / (1.0 + exp(-(double)v))); }
 static void g_sigmoid(int64_t n, float *y, const float *x) {
     for (int64_t i = 0; i < n; i++) y[i] = sigmoid1(x[i]);
 }
-static float gelu_erf1(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+static float gelu_erf1(float v) { return (float)(0.5 * v * erfc(-(double)v * 0.70710678118654752)); }
 static void g_gelu_erf(int64_t n, float *y, const float *x) {
     for (int64_t i = 0; i < n; i++) y[i] = gelu_erf1(x[i]);
 }
 static float gelu_tanh1(float v) {
-    return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    double x = v, u = 0.79788456080286536 * (x + 0.044715 * x * x * x);
+    return (float)(x / (1.0 + exp(-2.0 * u))); /* x/2 (1 + tanh u) = x sigmoid(2u) */
 }
 static void g_gelu_tanh(int64_t n, float *y, const float *x) {
     for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh1(x[i]);
 }
 static void g_silu(int64_t n, float *y, const float *x) {
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * sigmoid1(x[i]);
+    for (int64_t i = 0; i < n; i++) y[i] = (float)((double)x[i] / (1.0 + exp(-(double)x[i])));
 }
 
 static void g_act(int64_t n, float *y, const float *x, wm_act act, float p, float q) {
