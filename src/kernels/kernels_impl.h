@@ -52,6 +52,7 @@ typedef struct wm_bsrc {
 } wm_bsrc;
 
 extern const wm_gemm_ukr wm_gemm_ukr_generic;
+extern const wm_gemm_ukr wm_gemm_ukr_avx2; /* AVX2 table only */
 
 void wm_sgemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, int ith, int nth);
 /* The blocked driver with B from src (a->packed_b must be NULL; a->B unused). */

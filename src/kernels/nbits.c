@@ -44,21 +44,24 @@ size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
         s.K = a->K;
         return wm_sgemm_workspace_size(&s, nth);
     }
-    if (a->accuracy_level != 4) return 0;
-    int64_t kb = wm_nbits_kblocks(a), kp = kb * a->block_size;
-    size_t per = (size_t)(a->M > 0 ? a->M : 0) * ((size_t)kp + (size_t)kb * (sizeof(float) + sizeof(int32_t)));
+    /* small M, per share: int8 path: codes [M][kp] + scales + sums; fp32 path: a copy of A [M][kp] */
+    int64_t kb = wm_nbits_kblocks(a), kp = WM_ALIGN_UP(kb * a->block_size, 32);
+    size_t m = (size_t)(a->M > 0 ? a->M : 0);
+    size_t per = a->accuracy_level == 4 ? m * ((size_t)kp + (size_t)kb * (sizeof(float) + sizeof(int32_t)))
+                                        : m * (size_t)kp * sizeof(float);
     return (WM_ALIGN_UP(per, 64) + 128) * (size_t)nth;
 }
 
-/* Slices of one share's q8 workspace: int8 codes [M][kp], scales [M][kb], sums [M][kb]. */
+/* Slices of one share's small-M workspace (see wm_nbits_workspace_size); row m at q[m*kp], xf[m*kp]. */
 void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm_nbits_q8 *q) {
-    int64_t kb = wm_nbits_kblocks(a), kp = kb * a->block_size;
+    int64_t kb = wm_nbits_kblocks(a), kp = WM_ALIGN_UP(kb * a->block_size, 32);
     char *w = wm_work_slice(work, wm_nbits_workspace_size(a, nth) / (size_t)nth, ith);
     q->kb = kb;
     q->kp = kp;
     q->scale = (float *)w;
     q->sum = (int32_t *)(w + (size_t)a->M * kb * sizeof(float));
     q->q = (int8_t *)(w + (size_t)a->M * kb * (sizeof(float) + sizeof(int32_t)));
+    q->xf = (float *)w;
 }
 
 /* Generic: quantize row m of A (see wm_ref_quant_block_q8); the tail of the last block is zero. */

@@ -9,12 +9,15 @@
 typedef void (*wm_bsrc_fn)(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                            int64_t pstride);
 
-/* One share's quantized activations (accuracy_level 4): row m, block b at q[m*kp + b*block_size]. */
+/* One share's small-M workspace. accuracy_level 4: quantized activations, row m block b at
+ * q[m*kp + b*block_size] (AVX2: 4-bit codes' order, see nbits_avx2.c), scale / sum [m*kb + b].
+ * Otherwise: xf, a zero-padded copy of A (AVX2: same order). kp = k_blocks*block_size rounded to 32. */
 typedef struct wm_nbits_q8 {
     int64_t kb, kp;
     int8_t *q;
     float *scale;
     int32_t *sum;
+    float *xf;
 } wm_nbits_q8;
 
 int64_t wm_nbits_kblocks(const wm_nbits_args *a);

@@ -1,0 +1,387 @@
+/*
+ * nbits_avx2.c - MatMulNBits with AVX2 for 4- and 8-bit codes (2-bit and
+ * float zero points go to the generic code).
+ *
+ * Small M (decode): each share takes whole columns (rows of B, K/2 contiguous
+ * bytes for 4 bit) and streams them once.
+ *   fp32 path: codes -> float, w = code * s - zp * s (one FMA), acc += w x.
+ *   int8 path (accuracy_level 4): A quantized per block (amax/127, RNE), then
+ *     vpmaddubsw (u4 codes x s8, no saturation: 15 * 127 * 2 < 2^15) + vpmaddwd,
+ *     acc += float(dot) * (sa * sw); the zero point enters as - zp * sum(q) * sa * sw.
+ * 4-bit B stores element 2j in the low and 2j+1 in the high nibble of byte j; rather
+ * than interleaving nibbles on every load, each share copies its activations once in
+ * the matching order: per 32 elements the even ones, then the odd ones.
+ * Large M (prefill): the SGEMM micro-kernel on B panels dequantized while packing.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+#include "kernels/nbits_impl.h"
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* position of element i (0..31) of a 32-group in the 4-bit order (evens, then odds) */
+static inline int pos4(int i) { return (i & 1) ? 16 + (i >> 1) : (i >> 1); }
+
+/* zero point of (n, blk) for packed 4/8-bit or default zero points (the packer's slow path) */
+static inline float zp_of(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t kb) {
+    if (a->zero_points) {
+        if (a->bits == 4) {
+            uint8_t z = a->zero_points[n * ((kb + 1) / 2) + blk / 2];
+            return (float)((blk & 1) ? z >> 4 : z & 15);
+        }
+        return (float)a->zero_points[n * kb + blk];
+    }
+    return (float)(1 << (a->bits - 1));
+}
+
+/* ------------------------------------------------------------ activation prep (per share) */
+
+/* fp32 path: xf[m][kp] = A row m, zero padded, 4-bit order when bits == 4 */
+static void prep_f32(const wm_nbits_args *a, const wm_nbits_q8 *q) {
+    for (int64_t m = 0; m < a->M; m++) {
+        const float *x = a->A + m * a->lda;
+        float *d = q->xf + m * q->kp;
+        if (a->bits != 4) {
+            memcpy(d, x, (size_t)a->K * sizeof(float));
+            memset(d + a->K, 0, (size_t)(q->kp - a->K) * sizeof(float));
+            continue;
+        }
+        for (int64_t g = 0; g < q->kp; g += 32)
+            for (int i = 0; i < 32; i++) d[g + pos4(i)] = g + i < a->K ? x[g + i] : 0.0f;
+    }
+}
+
+/* int8 path: per block amax/127 scale, q = RNE(x * 127/amax) (same as wm_ref_nbits_q8), sums */
+static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q) {
+    int bs = a->block_size;
+    int32_t tmp[32];
+    for (int64_t m = 0; m < a->M; m++) {
+        const float *x = a->A + m * a->lda;
+        int8_t *d = q->q + m * q->kp;
+        memset(d, 0, (size_t)q->kp);
+        for (int64_t b = 0; b < q->kb; b++) {
+            int64_t k0 = b * bs, len = a->K - k0 < bs ? a->K - k0 : bs;
+            __m256 vmax = _mm256_setzero_ps();
+            int64_t i = 0;
+            for (; i + 8 <= len; i += 8) vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(x + k0 + i)));
+            float t8[8];
+            _mm256_storeu_ps(t8, vmax);
+            float amax = 0;
+            for (int j = 0; j < 8; j++) amax = t8[j] > amax ? t8[j] : amax;
+            for (; i < len; i++) amax = fabsf(x[k0 + i]) > amax ? fabsf(x[k0 + i]) : amax;
+            float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            __m256 vinv = _mm256_set1_ps(inv);
+            int32_t sum = 0;
+            for (int64_t c = 0; c < len; c += 32) { /* 32 values at a time into tmp, then placed */
+                int64_t cl = len - c < 32 ? len - c : 32;
+                for (int j = 0; j < 32; j += 8) {
+                    if (j + 8 <= cl) {
+                        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + k0 + c + j), vinv);
+                        _mm256_storeu_si256((__m256i *)(tmp + j), _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+                    } else {
+                        for (int u = j; u < j + 8; u++) tmp[u] = u < cl ? (int32_t)nearbyintf(x[k0 + c + u] * inv) : 0;
+                    }
+                }
+                for (int j = 0; j < cl; j++) {
+                    int32_t v = tmp[j] > 127 ? 127 : tmp[j] < -127 ? -127 : tmp[j];
+                    int64_t e = k0 + c + j; /* element index in the row */
+                    int64_t g = e & ~(int64_t)31;
+                    d[a->bits == 4 ? g + pos4((int)(e & 31)) : e] = (int8_t)v;
+                    sum += v;
+                }
+            }
+            q->scale[m * q->kb + b] = amax / 127.0f;
+            q->sum[m * q->kb + b] = sum;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ 4-bit column kernels */
+
+/* the 16 bytes at p as codes: low nibbles in the low lane, high nibbles in the high lane */
+static inline __m256i codes4(const uint8_t *p) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m128i m = _mm_set1_epi8(0x0f);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+/* bytes [nbytes] of the column tail copied to a zero-padded 16-byte buffer (no read past B) */
+static inline const uint8_t *tail16(const uint8_t *p, int64_t nbytes, uint8_t *buf) {
+    memset(buf, 0, 16);
+    memcpy(buf, p, (size_t)nbytes);
+    return buf;
+}
+
+/* zero point of block b of a column: packed row zr (4-bit nibbles / 8-bit bytes) or the default */
+static inline float zp_at(const uint8_t *zr, int bits, int64_t b) {
+    if (!zr) return (float)(1 << (bits - 1));
+    return bits == 4 ? (float)((b & 1) ? zr[b >> 1] >> 4 : zr[b >> 1] & 15) : (float)zr[b];
+}
+
+static inline const uint8_t *zp_row(const wm_nbits_args *a, int64_t n, int64_t kb) {
+    if (!a->zero_points) return NULL;
+    return a->zero_points + n * (a->bits == 4 ? (kb + 1) / 2 : kb);
+}
+
+/* w = code * s - zp * s for 8 codes (bytes) */
+static inline __m256 deq8(__m128i codes, __m256 vs, __m256 vz) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes)), vs, vz);
+}
+
+/* fp32 path, 4-bit, column n, row m: sum_k w[k] x[k] with x in 4-bit order */
+static float col_f32_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
+    const int64_t kb = q->kb, bs = a->block_size;
+    const uint8_t *p = a->B + n * kb * bs / 2, *zr = zp_row(a, n, kb);
+    const float *sc = a->scales + n * kb, *x = q->xf + m * q->kp;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    if (bs >= 32) {
+        for (int64_t b = 0; b < kb; b++) {
+            __m256 vs = _mm256_set1_ps(sc[b]), vz = _mm256_set1_ps(-zp_at(zr, 4, b) * sc[b]);
+            for (int64_t g = 0; g < bs; g += 32, p += 16, x += 32) {
+                __m256i c = codes4(p);
+                __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
+                a0 = _mm256_fmadd_ps(deq8(lo, vs, vz), _mm256_loadu_ps(x), a0);
+                a1 = _mm256_fmadd_ps(deq8(_mm_srli_si128(lo, 8), vs, vz), _mm256_loadu_ps(x + 8), a1);
+                a2 = _mm256_fmadd_ps(deq8(hi, vs, vz), _mm256_loadu_ps(x + 16), a2);
+                a3 = _mm256_fmadd_ps(deq8(_mm_srli_si128(hi, 8), vs, vz), _mm256_loadu_ps(x + 24), a3);
+            }
+        }
+    } else { /* 16: a 32-group holds blocks b (chunks 0, 2) and b + 1 (chunks 1, 3) */
+        uint8_t buf[16];
+        for (int64_t b = 0; b < kb; b += 2, p += 16, x += 32) {
+            int64_t b1 = b + 1 < kb ? b + 1 : b;
+            const uint8_t *src = b + 1 < kb ? p : tail16(p, 8, buf);
+            __m256 sA = _mm256_set1_ps(sc[b]), zA = _mm256_set1_ps(-zp_at(zr, 4, b) * sc[b]);
+            __m256 sB = _mm256_set1_ps(sc[b1]), zB = _mm256_set1_ps(-zp_at(zr, 4, b1) * sc[b1]);
+            __m256i c = codes4(src);
+            __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
+            a0 = _mm256_fmadd_ps(deq8(lo, sA, zA), _mm256_loadu_ps(x), a0);
+            a1 = _mm256_fmadd_ps(deq8(_mm_srli_si128(lo, 8), sB, zB), _mm256_loadu_ps(x + 8), a1);
+            a2 = _mm256_fmadd_ps(deq8(hi, sA, zA), _mm256_loadu_ps(x + 16), a2);
+            a3 = _mm256_fmadd_ps(deq8(_mm_srli_si128(hi, 8), sB, zB), _mm256_loadu_ps(x + 24), a3);
+        }
+    }
+    return hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+/* the 8 lane-sums of v0..v7, in order (int32) */
+static inline __m256i hsum8x8(__m256i v0, __m256i v1, __m256i v2, __m256i v3, __m256i v4, __m256i v5, __m256i v6,
+                              __m256i v7) {
+    __m256i s0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+    __m256i s4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(v4, v5), _mm256_hadd_epi32(v6, v7));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20), _mm256_permute2x128_si256(s0123, s4567, 0x31));
+}
+
+/* zero points of blocks b..b+7 (b a multiple of 8) as floats */
+static inline __m256 zp8_at(const uint8_t *zr, int bits, int64_t b) {
+    if (!zr) return _mm256_set1_ps((float)(1 << (bits - 1)));
+    __m128i z;
+    if (bits == 4) {
+        uint32_t w;
+        memcpy(&w, zr + b / 2, 4);
+        __m128i v = _mm_cvtsi32_si128((int)w), m = _mm_set1_epi8(0x0f);
+        z = _mm_unpacklo_epi8(_mm_and_si128(v, m), _mm_and_si128(_mm_srli_epi16(v, 4), m));
+    } else {
+        z = _mm_loadl_epi64((const __m128i *)(zr + b));
+    }
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(z));
+}
+
+/* acc += (sw * sa)[b..b+7] * (dots - zp * qsum)[b..b+7] */
+static inline __m256 fold8(__m256 acc, __m256i dots, const float *sc, const float *xs, const int32_t *qs, __m256 zp) {
+    __m256 f = _mm256_mul_ps(_mm256_loadu_ps(sc), _mm256_loadu_ps(xs));
+    __m256 t = _mm256_fnmadd_ps(zp, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)qs)), _mm256_cvtepi32_ps(dots));
+    return _mm256_fmadd_ps(f, t, acc);
+}
+
+#define Q4DOT(p, x) _mm256_madd_epi16(_mm256_maddubs_epi16(codes4(p), _mm256_loadu_si256((const __m256i *)(x))), ones)
+
+/* int8 path, 4-bit, column n, row m: sum_b sw*sa*(sum q*code - zp*sum q). Blocks go 8 at a time:
+ * their integer dot vectors are reduced together (hadd tree) and folded with vector scales. */
+static float col_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
+    const int64_t kb = q->kb, bs = a->block_size;
+    const uint8_t *p = a->B + n * kb * bs / 2, *zr = zp_row(a, n, kb);
+    const float *sc = a->scales + n * kb, *xs = q->scale + m * kb;
+    const int32_t *qs = q->sum + m * kb;
+    const int8_t *x = q->q + m * q->kp;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    if (bs == 32) {
+        for (; b + 8 <= kb; b += 8, p += 128, x += 256) {
+            __m256i d = hsum8x8(Q4DOT(p, x), Q4DOT(p + 16, x + 32), Q4DOT(p + 32, x + 64), Q4DOT(p + 48, x + 96),
+                                Q4DOT(p + 64, x + 128), Q4DOT(p + 80, x + 160), Q4DOT(p + 96, x + 192),
+                                Q4DOT(p + 112, x + 224));
+            acc = fold8(acc, d, sc + b, xs + b, qs + b, zp8_at(zr, 4, b));
+        }
+    } else if (bs > 32) {
+        for (; b + 8 <= kb; b += 8) {
+            __m256i v[8];
+            for (int j = 0; j < 8; j++) {
+                __m256i is = Q4DOT(p, x);
+                for (int64_t g = 32; g < bs; g += 32) is = _mm256_add_epi32(is, Q4DOT(p + g / 2, x + g));
+                v[j] = is;
+                p += bs / 2;
+                x += bs;
+            }
+            acc = fold8(acc, hsum8x8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]), sc + b, xs + b, qs + b,
+                        zp8_at(zr, 4, b));
+        }
+    } else { /* 16: a 32-group holds 2 blocks: int32 lanes 0,1,4,5 block b, lanes 2,3,6,7 block b+1 */
+        for (; b + 8 <= kb; b += 8, p += 64, x += 128) {
+            __m256i s01 = _mm256_hadd_epi32(Q4DOT(p, x), Q4DOT(p + 16, x + 32));
+            __m256i s23 = _mm256_hadd_epi32(Q4DOT(p + 32, x + 64), Q4DOT(p + 48, x + 96));
+            __m256i d = _mm256_add_epi32(_mm256_permute2x128_si256(s01, s23, 0x20), _mm256_permute2x128_si256(s01, s23, 0x31));
+            acc = fold8(acc, d, sc + b, xs + b, qs + b, zp8_at(zr, 4, b));
+        }
+    }
+    if (b < kb) { /* the last kb % 8 blocks: the same fold with zero-padded per-block data */
+        int64_t r = kb - b;
+        float scp[8] = {0}, xsp[8] = {0};
+        int32_t qsp[8] = {0}, dp[8] = {0};
+        memcpy(scp, sc + b, (size_t)r * sizeof(float));
+        memcpy(xsp, xs + b, (size_t)r * sizeof(float));
+        memcpy(qsp, qs + b, (size_t)r * sizeof(int32_t));
+        float zpp[8] = {0};
+        for (int64_t j = 0; j < r; j++) {
+            zpp[j] = zp_at(zr, 4, b + j);
+            int64_t len = bs < 32 ? 16 : bs;
+            __m256i is = _mm256_setzero_si256();
+            for (int64_t g = 0; g < len; g += 32) {
+                uint8_t buf[16];
+                int8_t xb[32];
+                const uint8_t *src = p + g / 2;
+                const int8_t *xx = x + j * bs + g;
+                if (bs < 32) { /* a 16-block alone in its 32-group slot: its 8 evens, then its 8 odds */
+                    int64_t e0 = ((b + j) * 16) & 31;
+                    const int8_t *grp = q->q + m * q->kp + (((b + j) * 16) & ~(int64_t)31);
+                    memset(xb, 0, sizeof xb);
+                    memcpy(xb, grp + e0 / 2, 8);
+                    memcpy(xb + 16, grp + 16 + e0 / 2, 8);
+                    src = tail16(p, 8, buf);
+                    xx = xb;
+                }
+                is = _mm256_add_epi32(is, Q4DOT(src, xx));
+            }
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(is), _mm256_extracti128_si256(is, 1));
+            s4 = _mm_hadd_epi32(s4, s4);
+            dp[j] = _mm_cvtsi128_si32(_mm_hadd_epi32(s4, s4));
+            p += bs / 2;
+        }
+        acc = fold8(acc, _mm256_loadu_si256((const __m256i *)dp), scp, xsp, qsp, _mm256_loadu_ps(zpp));
+    }
+    return hsum(acc);
+}
+
+/* fp32 path, 8-bit, column n, row m */
+static float col_f32_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
+    const int64_t kb = q->kb, bs = a->block_size;
+    const uint8_t *p = a->B + n * kb * bs, *zr = zp_row(a, n, kb);
+    const float *sc = a->scales + n * kb, *x = q->xf + m * q->kp;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    for (int64_t b = 0; b < kb; b++) {
+        __m256 vs = _mm256_set1_ps(sc[b]), vz = _mm256_set1_ps(-zp_at(zr, 8, b) * sc[b]);
+        for (int64_t i = 0; i < bs; i += 16, p += 16, x += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p);
+            a0 = _mm256_fmadd_ps(deq8(v, vs, vz), _mm256_loadu_ps(x), a0);
+            a1 = _mm256_fmadd_ps(deq8(_mm_srli_si128(v, 8), vs, vz), _mm256_loadu_ps(x + 8), a1);
+        }
+    }
+    return hsum(_mm256_add_ps(a0, a1));
+}
+
+/* int8 path, 8-bit, column n, row m: codes and activations widened to int16, vpmaddwd (exact) */
+static float col_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
+    const int64_t kb = q->kb, bs = a->block_size;
+    const uint8_t *p = a->B + n * kb * bs, *zr = zp_row(a, n, kb);
+    const float *sc = a->scales + n * kb, *xs = q->scale + m * kb;
+    const int32_t *qs = q->sum + m * kb;
+    const int8_t *x = q->q + m * q->kp;
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0;
+    for (int64_t b = 0; b < kb; b++) {
+        __m256i is = _mm256_setzero_si256();
+        for (int64_t i = 0; i < bs; i += 16, p += 16, x += 16) {
+            __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
+            __m256i xq = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x));
+            is = _mm256_add_epi32(is, _mm256_madd_epi16(w, xq));
+        }
+        float f = sc[b] * xs[b];
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(f), acc);
+        corr += f * zp_at(zr, 8, b) * (float)qs[b];
+    }
+    return hsum(acc) - corr;
+}
+
+/* ------------------------------------------------------------ large M: dequantizing packer */
+
+static void pack_nbits_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
+    const wm_nbits_args *a = s->ctx;
+    if (a->bits != 4 || a->zero_points_f) {
+        wm_nbits_bsrc_pack(s, k0, kc, n0, nc, dst, pstride);
+        return;
+    }
+    int64_t kb = wm_nbits_kblocks(a), bs = a->block_size, colbytes = kb * bs / 2;
+    float w[32];
+    uint8_t buf[16];
+    for (int64_t p = 0; p * WM_NR < nc; p++) {
+        float *d = dst + p * pstride;
+        int64_t nv = nc - p * WM_NR < WM_NR ? nc - p * WM_NR : WM_NR;
+        if (nv < WM_NR) memset(d, 0, (size_t)kc * WM_NR * sizeof(float));
+        for (int64_t j = 0; j < nv; j++) {
+            int64_t n = n0 + p * WM_NR + j;
+            const uint8_t *col = a->B + n * colbytes;
+            for (int64_t g = k0 & ~(int64_t)31; g < k0 + kc; g += 32) { /* dequantize 32, keep those in range */
+                const uint8_t *src = g / 2 + 16 <= colbytes ? col + g / 2 : tail16(col + g / 2, colbytes - g / 2, buf);
+                __m128i v = _mm_loadu_si128((const __m128i *)src), m = _mm_set1_epi8(0x0f);
+                __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+                __m128i e0 = _mm_unpacklo_epi8(lo, hi), e1 = _mm_unpackhi_epi8(lo, hi); /* K order */
+                int64_t bA = g / bs, bB = (g + 16) / bs < kb ? (g + 16) / bs : bA;
+                __m256 sA = _mm256_set1_ps(a->scales[n * kb + bA]), sB = _mm256_set1_ps(a->scales[n * kb + bB]);
+                __m256 zA = _mm256_set1_ps(-zp_of(a, n, bA, kb) * a->scales[n * kb + bA]);
+                __m256 zB = _mm256_set1_ps(-zp_of(a, n, bB, kb) * a->scales[n * kb + bB]);
+                _mm256_storeu_ps(w, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e0)), sA, zA));
+                _mm256_storeu_ps(w + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e0, 8))), sA, zA));
+                _mm256_storeu_ps(w + 16, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e1)), sB, zB));
+                _mm256_storeu_ps(w + 24, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e1, 8))), sB, zB));
+                int64_t lo_k = g < k0 ? k0 : g, hi_k = g + 32 < k0 + kc ? g + 32 : k0 + kc;
+                for (int64_t k = lo_k; k < hi_k; k++) d[(k - k0) * WM_NR + j] = w[k - g];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ entry */
+
+void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
+    if (a->M <= 0 || a->N <= 0) return;
+    if ((a->bits != 4 && a->bits != 8) || a->zero_points_f || a->block_size < 16) {
+        wm_nbits_generic(a, ith, nth);
+        return;
+    }
+    if (a->M >= WM_NBITS_BIG_M) {
+        wm_nbits_big(&wm_gemm_ukr_avx2, a, pack_nbits_avx2, ith, nth);
+        return;
+    }
+    int64_t n0, n1;
+    wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
+    if (n0 >= n1) return;
+    wm_nbits_q8 q;
+    wm_nbits_q8_layout(a, a->work, ith, nth, &q);
+    int q8 = wm_nbits_use_q8(a);
+    if (q8) prep_q8(a, &q);
+    else prep_f32(a, &q);
+    float (*col)(const wm_nbits_args *, const wm_nbits_q8 *, int64_t, int64_t) =
+        q8 ? (a->bits == 4 ? col_q8_b4 : col_q8_b8) : (a->bits == 4 ? col_f32_b4 : col_f32_b8);
+    for (int64_t n = n0; n < n1; n++) /* M is small: rows re-read the column from L1 */
+        for (int64_t m = 0; m < a->M; m++) a->C[m * a->ldc + n] = col(a, &q, n, m);
+    wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
+}

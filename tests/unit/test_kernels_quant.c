@@ -1,0 +1,265 @@
+/*
+ * Unit tests of the quantized kernels against the naive references: MatMulNBits
+ * (2/4/8 bit, every block size 16..256, K not a multiple of the block, packed,
+ * float and default zero points, fp32 and int8 activation paths, GEMV and GEMM
+ * sizes) and MatMulInteger (u8/s8 x u8/s8, scalar / per-row / per-column zero
+ * points, packed B, int32 and float outputs); both tables; nth determinism.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "kernels_test_util.h"
+
+typedef struct nb_case {
+    int64_t M, N, K;
+    int bits, bs, acc, zp; /* zp: 0 default, 1 packed uint8, 2 float */
+} nb_case;
+
+static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t seed, float **out) {
+    int64_t kb = (c->K + c->bs - 1) / c->bs, blob = (int64_t)c->bs * c->bits / 8;
+    int64_t lda = c->K + 3, ldc = c->N + 2;
+    size_t nb = (size_t)(c->N * kb * blob), nzp = (size_t)(c->N * ((kb * c->bits + 7) / 8));
+    uint8_t *B = kt_alloc(nb), *zp = kt_alloc(nzp);
+    float *A = kt_alloc(kt_span(c->M, c->K, lda) * 4 + 4), *sc = kt_alloc((size_t)(c->N * kb) * 4);
+    float *zf = kt_alloc((size_t)(c->N * kb) * 4), *bias = kt_alloc((size_t)c->N * 4 + 4);
+    float *C = kt_alloc((size_t)(c->M * ldc) * 4 + 4), *R = kt_alloc((size_t)(c->M * ldc) * 4 + 4);
+    memset(C, 0, (size_t)(c->M * ldc) * 4 + 4);
+    uint32_t s = seed;
+    for (size_t i = 0; i < nb; i++) B[i] = (uint8_t)kt_next(&s);
+    for (size_t i = 0; i < nzp; i++) zp[i] = (uint8_t)kt_next(&s);
+    kt_fill(A, (int64_t)kt_span(c->M, c->K, lda), &s);
+    for (int64_t i = 0; i < c->N * kb; i++) {
+        sc[i] = 0.02f * (1.0f + kt_uniform(&s));
+        zf[i] = (float)(1 << (c->bits - 1)) + 2.5f * kt_uniform(&s);
+    }
+    kt_fill(bias, c->N, &s);
+    wm_nbits_args a = {0};
+    a.M = c->M;
+    a.N = c->N;
+    a.K = c->K;
+    a.bits = c->bits;
+    a.block_size = c->bs;
+    a.accuracy_level = c->acc;
+    a.A = A;
+    a.lda = lda;
+    a.B = B;
+    a.scales = sc;
+    a.zero_points = c->zp == 1 ? zp : NULL;
+    a.zero_points_f = c->zp == 2 ? zf : NULL;
+    a.C = C;
+    a.ldc = ldc;
+    a.ep.bias = bias;
+    size_t ws = wm_nbits_workspace_size(&a, nth);
+    a.work = ws ? kt_alloc(ws) : NULL;
+    for (int i = 0; i < nth; i++) T->nbits_gemm(&a, i, nth);
+    wm_nbits_args r = a;
+    r.C = R;
+    int q8 = c->acc == 4 && c->M < 8; /* large M may take the fp32 path (documented) */
+    if (q8) wm_ref_nbits_q8(&r);
+    else wm_ref_nbits(&r);
+    /* bound: |x| < 1, |w| <= 255 * 0.04 * 2; float accumulation over K */
+    double wmax = (double)(1 << c->bits) * 0.04 + 0.1;
+    for (int64_t m = 0; m < c->M; m++)
+        for (int64_t n = 0; n < c->N; n++) {
+            double d = fabs((double)C[m * ldc + n] - R[m * ldc + n]);
+            double bound = (double)(c->K + 8) * 2.4e-7 * wmax * (double)c->K * (q8 ? 2 : 1) / 4 + 1e-5;
+            if (!(d <= bound))
+                fail_msg("%s nbits M=%lld N=%lld K=%lld bits=%d bs=%d acc=%d zp=%d nth=%d: C[%lld,%lld] %.7g ref %.7g",
+                         T->name, (long long)c->M, (long long)c->N, (long long)c->K, c->bits, c->bs, c->acc, c->zp, nth,
+                         (long long)m, (long long)n, C[m * ldc + n], R[m * ldc + n]);
+        }
+    free(B);
+    free(zp);
+    free(A);
+    free(sc);
+    free(zf);
+    free(bias);
+    free(R);
+    free(a.work);
+    if (out) *out = C;
+    else free(C);
+}
+
+static void test_nbits(void **state) {
+    (void)state;
+    const wm_kernels *T[2];
+    int nt = kt_tables(T);
+    static const int bss[] = {16, 32, 64, 128, 256};
+    static const int64_t mk[][3] = {{1, 37, 100}, {2, 19, 300}, {3, 17, 64}, {5, 33, 257}, {9, 21, 130}, {1, 16, 16}};
+    uint32_t seed = 1;
+    for (int t = 0; t < nt; t++)
+        for (int bits = 2; bits <= 8; bits *= 2)
+            for (size_t b = 0; b < sizeof bss / sizeof bss[0]; b++)
+                for (size_t d = 0; d < sizeof mk / sizeof mk[0]; d++)
+                    for (int v = 0; v < 6; v++) {
+                        nb_case c = {mk[d][0], mk[d][1], mk[d][2], bits, bss[b], (v & 1) ? 4 : 0, v >> 1};
+                        if (bits == 2 && v > 1) continue;
+                        run_nbits(T[t], &c, 1 + (int)(d % 3), seed++, NULL);
+                    }
+}
+
+static void test_nbits_edges_and_determinism(void **state) {
+    (void)state;
+    const wm_kernels *T[2];
+    int nt = kt_tables(T);
+    for (int t = 0; t < nt; t++) {
+        nb_case z[] = {{0, 5, 32, 4, 32, 0, 0}, {3, 0, 32, 4, 32, 4, 0}, {2, 3, 1, 4, 16, 4, 1}, {1, 3, 1, 8, 16, 0, 1}};
+        for (size_t i = 0; i < sizeof z / sizeof z[0]; i++) run_nbits(T[t], &z[i], 2, 5, NULL);
+        nb_case c[] = {{1, 301, 200, 4, 32, 0, 1}, {1, 301, 200, 4, 32, 4, 1}, {2, 97, 96, 8, 16, 4, 0}, {20, 50, 100, 4, 64, 4, 1}};
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+            float *r1, *r;
+            run_nbits(T[t], &c[i], 1, 9, &r1);
+            for (int nth = 2; nth <= 5; nth += 3) {
+                run_nbits(T[t], &c[i], nth, 9, &r);
+                if (memcmp(r, r1, (size_t)(c[i].M * (c[i].N + 2)) * 4) != 0) fail_msg("%s nbits case %zu: nth=%d differs from nth=1", T[t]->name, i, nth);
+                free(r);
+            }
+            free(r1);
+        }
+    }
+}
+
+/* The dequantization convention itself, by hand: nibble order, zero-point packing, default zero point. */
+static void test_nbits_layout(void **state) {
+    (void)state;
+    uint8_t B[2 * 1 * 8] = {0x21, 0x43, 0, 0, 0, 0, 0, 0xf0, /* column 0: codes 1,2,3,4,0...,0,15 */
+                            0x10, 0, 0, 0, 0, 0, 0, 0};       /* column 1: codes 0,1,0... */
+    float sc[2] = {0.5f, 2.0f};
+    uint8_t zp[2] = {0x03, 0x0f}; /* column 0 zp 3, column 1 zp 15 */
+    wm_nbits_args a = {0};
+    a.N = 2;
+    a.K = 16;
+    a.bits = 4;
+    a.block_size = 16;
+    a.B = B;
+    a.scales = sc;
+    a.zero_points = zp;
+    float W[16 * 2];
+    wm_ref_nbits_dequant(&a, W);
+    assert_true(W[0 * 2 + 0] == (1 - 3) * 0.5f);
+    assert_true(W[1 * 2 + 0] == (2 - 3) * 0.5f);
+    assert_true(W[3 * 2 + 0] == (4 - 3) * 0.5f);
+    assert_true(W[15 * 2 + 0] == (15 - 3) * 0.5f);
+    assert_true(W[14 * 2 + 0] == (0 - 3) * 0.5f);
+    assert_true(W[1 * 2 + 1] == (1 - 15) * 2.0f);
+    a.zero_points = NULL;
+    wm_ref_nbits_dequant(&a, W);
+    assert_true(W[0] == (1 - 8) * 0.5f);
+}
+
+/* ------------------------------------------------------------ MatMulInteger */
+
+static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int as, int bs, int zmode, int packed,
+                      int nth, uint32_t seed, int32_t **out) {
+    int64_t lda = K + 1, ldb = N + 2, ldc = N + 1;
+    size_t sa = kt_span(M, K, lda), sb = kt_span(K, N, ldb);
+    uint8_t *A = kt_alloc(sa), *B = kt_alloc(sb);
+    int32_t *C = kt_alloc((size_t)(M * ldc) * 4 + 4), *R = kt_alloc((size_t)(M * ldc) * 4 + 4);
+    float *Cf = kt_alloc((size_t)(M * ldc) * 4 + 4), *Rf = kt_alloc((size_t)(M * ldc) * 4 + 4);
+    memset(C, 0, (size_t)(M * ldc) * 4 + 4);
+    int32_t *zr = kt_alloc((size_t)M * 4 + 4), *zc = kt_alloc((size_t)N * 4 + 4);
+    float *bsc = kt_alloc((size_t)N * 4 + 4), *bias = kt_alloc((size_t)N * 4 + 4);
+    uint32_t s = seed;
+    for (size_t i = 0; i < sa; i++) A[i] = (uint8_t)kt_next(&s);
+    for (size_t i = 0; i < sb; i++) B[i] = (uint8_t)kt_next(&s);
+    for (int64_t i = 0; i < M; i++) zr[i] = as ? (int8_t)kt_next(&s) : (uint8_t)kt_next(&s);
+    for (int64_t i = 0; i < N; i++) {
+        zc[i] = bs ? (int8_t)kt_next(&s) : (uint8_t)kt_next(&s);
+        bsc[i] = 0.001f * (1 + kt_uniform(&s));
+        bias[i] = kt_uniform(&s);
+    }
+    wm_igemm_args a = {0};
+    a.M = M;
+    a.N = N;
+    a.K = K;
+    a.A = A;
+    a.lda = lda;
+    a.a_signed = as;
+    a.B = B;
+    a.ldb = ldb;
+    a.b_signed = bs;
+    a.a_zero_point = zmode & 1 ? (as ? -7 : 131) : 0;
+    a.b_zero_point = zmode & 1 ? (bs ? 5 : 128) : 0;
+    a.a_zero_points = zmode & 2 ? zr : NULL;
+    a.b_zero_points = zmode & 2 ? zc : NULL;
+    a.C = C;
+    a.ldc = ldc;
+    a.Cf = Cf;
+    a.ldcf = ldc;
+    a.a_scale = 0.02f;
+    a.b_scale = bsc;
+    a.b_scale_count = N;
+    a.ep.bias = bias;
+    a.ep.act = WM_ACT_RELU;
+    void *P = NULL;
+    if (packed) {
+        P = kt_alloc(wm_igemm_pack_b_size(K, N));
+        wm_igemm_pack_b(bs, K, N, B, ldb, a.b_zero_point, a.b_zero_points, P);
+        a.packed_b = P;
+    }
+    size_t ws = wm_igemm_workspace_size(&a, nth);
+    a.work = ws ? kt_alloc(ws) : NULL;
+    for (int i = 0; i < nth; i++) T->igemm(&a, i, nth);
+    wm_igemm_args r = a;
+    r.C = R;
+    r.Cf = Rf;
+    r.packed_b = NULL;
+    wm_ref_igemm(&r);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            if (C[m * ldc + n] != R[m * ldc + n])
+                fail_msg("%s igemm M=%lld N=%lld K=%lld as=%d bs=%d z=%d packed=%d: C[%lld,%lld] %d ref %d", T->name,
+                         (long long)M, (long long)N, (long long)K, as, bs, zmode, packed, (long long)m, (long long)n,
+                         C[m * ldc + n], R[m * ldc + n]);
+            if (fabsf(Cf[m * ldc + n] - Rf[m * ldc + n]) > 1e-6f * (fabsf(Rf[m * ldc + n]) + 1))
+                fail_msg("%s igemm float output [%lld,%lld] %g ref %g", T->name, (long long)m, (long long)n, Cf[m * ldc + n], Rf[m * ldc + n]);
+        }
+    free(A);
+    free(B);
+    free(R);
+    free(Cf);
+    free(Rf);
+    free(zr);
+    free(zc);
+    free(bsc);
+    free(bias);
+    free(P);
+    free(a.work);
+    if (out) *out = C;
+    else free(C);
+}
+
+static void test_igemm(void **state) {
+    (void)state;
+    const wm_kernels *T[2];
+    int nt = kt_tables(T);
+    static const int64_t dims[][3] = {{1, 1, 1}, {1, 37, 64}, {2, 17, 33}, {7, 16, 512}, {13, 35, 515}, {150, 20, 40}, {0, 3, 3}, {3, 0, 3}, {3, 3, 0}};
+    uint32_t seed = 3;
+    for (int t = 0; t < nt; t++)
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (int v = 0; v < 16; v++)
+                run_igemm(T[t], dims[d][0], dims[d][1], dims[d][2], v & 1, (v >> 1) & 1, (v >> 2) & 3, (int)(d & 1) ^ (v & 1),
+                          1 + (int)(d % 3), seed++, NULL);
+    /* determinism over nth */
+    for (int t = 0; t < nt; t++) {
+        int32_t *r1, *r;
+        run_igemm(T[t], 40, 70, 600, 0, 1, 1, 1, 1, 17, &r1);
+        run_igemm(T[t], 40, 70, 600, 0, 1, 1, 1, 3, 17, &r);
+        assert_memory_equal(r, r1, (size_t)(40 * 71) * 4);
+        free(r);
+        free(r1);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nbits_layout),
+        cmocka_unit_test(test_nbits),
+        cmocka_unit_test(test_nbits_edges_and_determinism),
+        cmocka_unit_test(test_igemm),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
