@@ -45,22 +45,23 @@ size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
         return wm_sgemm_workspace_size(&s, nth);
     }
     /* small M, per share: int8 path: codes [M][kp] + scales + sums; fp32 path: a copy of A [M][kp] */
-    int64_t kb = wm_nbits_kblocks(a), kp = WM_ALIGN_UP(kb * a->block_size, 32);
+    int64_t kb = wm_nbits_kblocks(a), kp = WM_ALIGN_UP(kb * a->block_size, 64), kbs = WM_ALIGN_UP(kb, 8);
     size_t m = (size_t)(a->M > 0 ? a->M : 0);
-    size_t per = a->accuracy_level == 4 ? m * ((size_t)kp + (size_t)kb * (sizeof(float) + sizeof(int32_t)))
+    size_t per = a->accuracy_level == 4 ? m * ((size_t)kp + (size_t)kbs * (sizeof(float) + sizeof(int32_t)))
                                         : m * (size_t)kp * sizeof(float);
     return (WM_ALIGN_UP(per, 64) + 128) * (size_t)nth;
 }
 
 /* Slices of one share's small-M workspace (see wm_nbits_workspace_size); row m at q[m*kp], xf[m*kp]. */
 void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm_nbits_q8 *q) {
-    int64_t kb = wm_nbits_kblocks(a), kp = WM_ALIGN_UP(kb * a->block_size, 32);
+    int64_t kb = wm_nbits_kblocks(a), kp = WM_ALIGN_UP(kb * a->block_size, 64), kbs = WM_ALIGN_UP(kb, 8);
     char *w = wm_work_slice(work, wm_nbits_workspace_size(a, nth) / (size_t)nth, ith);
     q->kb = kb;
+    q->kbs = kbs;
     q->kp = kp;
     q->scale = (float *)w;
-    q->sum = (int32_t *)(w + (size_t)a->M * kb * sizeof(float));
-    q->q = (int8_t *)(w + (size_t)a->M * kb * (sizeof(float) + sizeof(int32_t)));
+    q->sum = (int32_t *)(w + (size_t)a->M * kbs * sizeof(float));
+    q->q = (int8_t *)(w + (size_t)a->M * kbs * (sizeof(float) + sizeof(int32_t)));
     q->xf = (float *)w;
 }
 
@@ -81,8 +82,8 @@ void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q) {
                 s += d[i];
             }
             for (int64_t i = len; i < a->block_size; i++) d[i] = 0;
-            q->scale[m * q->kb + b] = amax / 127.0f;
-            q->sum[m * q->kb + b] = s;
+            q->scale[m * q->kbs + b] = amax / 127.0f;
+            q->sum[m * q->kbs + b] = s;
         }
 }
 
@@ -153,7 +154,7 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
                         int64_t bit = i * bits;
                         dot += x[i] * ((p[bit >> 3] >> (bit & 7)) & mask);
                     }
-                    acc[m] += q.scale[m * kb + b] * sw * ((float)dot - zp * (float)q.sum[m * kb + b]);
+                    acc[m] += q.scale[m * q.kbs + b] * sw * ((float)dot - zp * (float)q.sum[m * q.kbs + b]);
                 }
             }
             for (int64_t m = 0; m < a->M; m++) a->C[m * a->ldc + n] = acc[m];

@@ -67,6 +67,8 @@ static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q) {
         const float *x = a->A + m * a->lda;
         int8_t *d = q->q + m * q->kp;
         memset(d, 0, (size_t)q->kp);
+        memset(q->scale + m * q->kbs, 0, (size_t)q->kbs * sizeof(float));
+        memset(q->sum + m * q->kbs, 0, (size_t)q->kbs * sizeof(int32_t));
         for (int64_t b = 0; b < q->kb; b++) {
             int64_t k0 = b * bs, len = a->K - k0 < bs ? a->K - k0 : bs;
             __m256 vmax = _mm256_setzero_ps();
@@ -93,13 +95,13 @@ static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q) {
                 for (int j = 0; j < cl; j++) {
                     int32_t v = tmp[j] > 127 ? 127 : tmp[j] < -127 ? -127 : tmp[j];
                     int64_t e = k0 + c + j; /* element index in the row */
-                    int64_t g = e & ~(int64_t)31;
-                    d[a->bits == 4 ? g + pos4((int)(e & 31)) : e] = (int8_t)v;
+                    int64_t g = e & ~(int64_t)63; /* 4 bit: per 64 elements, the evens then the odds */
+                    d[a->bits == 4 ? g + ((e & 1) ? 32 : 0) + ((e & 63) >> 1) : e] = (int8_t)v;
                     sum += v;
                 }
             }
-            q->scale[m * q->kb + b] = amax / 127.0f;
-            q->sum[m * q->kb + b] = sum;
+            q->scale[m * q->kbs + b] = amax / 127.0f;
+            q->sum[m * q->kbs + b] = sum;
         }
     }
 }
@@ -180,103 +182,101 @@ static inline __m256i hsum8x8(__m256i v0, __m256i v1, __m256i v2, __m256i v3, __
     return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20), _mm256_permute2x128_si256(s0123, s4567, 0x31));
 }
 
-/* zero points of blocks b..b+7 (b a multiple of 8) as floats */
-static inline __m256 zp8_at(const uint8_t *zr, int bits, int64_t b) {
+/* zero points of blocks b..b+7 as floats (r of them real, the rest 0) */
+static inline __m256 zp8_at(const uint8_t *zr, int bits, int64_t b, int64_t r) {
     if (!zr) return _mm256_set1_ps((float)(1 << (bits - 1)));
-    __m128i z;
-    if (bits == 4) {
+    if (r == 8 && bits == 4 && !(b & 1)) {
         uint32_t w;
         memcpy(&w, zr + b / 2, 4);
         __m128i v = _mm_cvtsi32_si128((int)w), m = _mm_set1_epi8(0x0f);
-        z = _mm_unpacklo_epi8(_mm_and_si128(v, m), _mm_and_si128(_mm_srli_epi16(v, 4), m));
-    } else {
-        z = _mm_loadl_epi64((const __m128i *)(zr + b));
+        __m128i z = _mm_unpacklo_epi8(_mm_and_si128(v, m), _mm_and_si128(_mm_srli_epi16(v, 4), m));
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(z));
     }
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(z));
+    float t[8] = {0};
+    for (int64_t j = 0; j < r; j++) t[j] = zp_at(zr, bits, b + j);
+    return _mm256_loadu_ps(t);
 }
 
-/* acc += (sw * sa)[b..b+7] * (dots - zp * qsum)[b..b+7] */
-static inline __m256 fold8(__m256 acc, __m256i dots, const float *sc, const float *xs, const int32_t *qs, __m256 zp) {
-    __m256 f = _mm256_mul_ps(_mm256_loadu_ps(sc), _mm256_loadu_ps(xs));
-    __m256 t = _mm256_fnmadd_ps(zp, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)qs)), _mm256_cvtepi32_ps(dots));
-    return _mm256_fmadd_ps(f, t, acc);
+/* acc += (sw * sa)[b..b+7] * (dots - zp * qsum)[b..b+7]; r of the 8 blocks real (xs, qs are
+ * zero padded to 8 in the workspace; the weight scales past r are not read) */
+static inline __m256 fold8(__m256 acc, __m256i dots, const float *sc, const float *xs, const int32_t *qs, __m256 zp,
+                           int64_t r) {
+    __m256 s = r == 8 ? _mm256_loadu_ps(sc)
+                      : _mm256_maskload_ps(sc, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    __m256 qf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)qs));
+    __m256 t = _mm256_fnmadd_ps(zp, qf, _mm256_cvtepi32_ps(dots));
+    return _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_loadu_ps(xs)), t, acc);
 }
 
-#define Q4DOT(p, x) _mm256_madd_epi16(_mm256_maddubs_epi16(codes4(p), _mm256_loadu_si256((const __m256i *)(x))), ones)
+/* 64 codes from the 32 bytes at p times the activations at x (their 32 evens, then 32 odds):
+ * int32 lane L = the sum over elements 8L..8L+7 (no saturation: 2 * 2 * 15 * 127 < 2^15) */
+static inline __m256i q4dot64(const uint8_t *p, const int8_t *x) {
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+    __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)x)),
+                                 _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 32))));
+    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
 
-/* int8 path, 4-bit, column n, row m: sum_b sw*sa*(sum q*code - zp*sum q). Blocks go 8 at a time:
- * their integer dot vectors are reduced together (hadd tree) and folded with vector scales. */
+/* The integer dots of blocks b..b+7 of a column (codes from p, activations from x, r blocks real). */
+static inline __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, int64_t r, int64_t avail) {
+    uint8_t buf[32];
+    if (bs == 32 && r == 8) { /* the common case, branch free */
+        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(q4dot64(p, x), q4dot64(p + 32, x + 64)),
+                                      _mm256_hadd_epi32(q4dot64(p + 64, x + 128), q4dot64(p + 96, x + 192)));
+        return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    }
+    if (bs == 16 && r == 8) {
+        __m256i h = _mm256_hadd_epi32(q4dot64(p, x), q4dot64(p + 32, x + 64));
+        return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+    }
+    if (bs <= 32) { /* 16: 4 blocks per 64-group (lane pairs); 32: 2 blocks per group (lane quads) */
+        int64_t groups = (r * bs + 63) / 64;
+        __m256i v[4];
+        for (int g = 0; g < 4; g++) {
+            if (g >= groups) {
+                v[g] = _mm256_setzero_si256();
+                continue;
+            }
+            const uint8_t *src = p + 32 * g;
+            if (32 * g + 32 > avail) { /* the column ends inside this group: zero-padded copy */
+                memset(buf, 0, sizeof buf);
+                memcpy(buf, src, (size_t)(avail - 32 * g));
+                src = buf;
+            }
+            v[g] = q4dot64(src, x + 64 * g);
+        }
+        if (bs == 16) { /* v0 = [b0 b0 b1 b1 b2 b2 b3 b3], v1 = [b4 .. b7]; hadd -> [b0 b1 b4 b5 | b2 b3 b6 b7] */
+            __m256i h = _mm256_hadd_epi32(v[0], v[1]);
+            return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+        }
+        /* v_j = [b2j x4 | b2j+1 x4]; two hadd levels -> [b0 b2 b4 b6 | b1 b3 b5 b7] */
+        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+        return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    }
+    __m256i v[8]; /* 64 and up: whole groups per block */
+    for (int j = 0; j < 8; j++) {
+        __m256i s = _mm256_setzero_si256();
+        if (j < r)
+            for (int64_t g = 0; g < bs; g += 64) s = _mm256_add_epi32(s, q4dot64(p + j * bs / 2 + g / 2, x + j * bs + g));
+        v[j] = s;
+    }
+    return hsum8x8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+}
+
+/* int8 path, 4-bit, column n, row m: sum_b sw*sa*(sum q*code - zp*sum q), 8 blocks at a time */
 static float col_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
-    const int64_t kb = q->kb, bs = a->block_size;
-    const uint8_t *p = a->B + n * kb * bs / 2, *zr = zp_row(a, n, kb);
-    const float *sc = a->scales + n * kb, *xs = q->scale + m * kb;
-    const int32_t *qs = q->sum + m * kb;
+    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2;
+    const uint8_t *col = a->B + n * colbytes, *zr = zp_row(a, n, kb);
+    const float *sc = a->scales + n * kb, *xs = q->scale + m * q->kbs;
+    const int32_t *qs = q->sum + m * q->kbs;
     const int8_t *x = q->q + m * q->kp;
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc = _mm256_setzero_ps();
-    int64_t b = 0;
-    if (bs == 32) {
-        for (; b + 8 <= kb; b += 8, p += 128, x += 256) {
-            __m256i d = hsum8x8(Q4DOT(p, x), Q4DOT(p + 16, x + 32), Q4DOT(p + 32, x + 64), Q4DOT(p + 48, x + 96),
-                                Q4DOT(p + 64, x + 128), Q4DOT(p + 80, x + 160), Q4DOT(p + 96, x + 192),
-                                Q4DOT(p + 112, x + 224));
-            acc = fold8(acc, d, sc + b, xs + b, qs + b, zp8_at(zr, 4, b));
-        }
-    } else if (bs > 32) {
-        for (; b + 8 <= kb; b += 8) {
-            __m256i v[8];
-            for (int j = 0; j < 8; j++) {
-                __m256i is = Q4DOT(p, x);
-                for (int64_t g = 32; g < bs; g += 32) is = _mm256_add_epi32(is, Q4DOT(p + g / 2, x + g));
-                v[j] = is;
-                p += bs / 2;
-                x += bs;
-            }
-            acc = fold8(acc, hsum8x8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]), sc + b, xs + b, qs + b,
-                        zp8_at(zr, 4, b));
-        }
-    } else { /* 16: a 32-group holds 2 blocks: int32 lanes 0,1,4,5 block b, lanes 2,3,6,7 block b+1 */
-        for (; b + 8 <= kb; b += 8, p += 64, x += 128) {
-            __m256i s01 = _mm256_hadd_epi32(Q4DOT(p, x), Q4DOT(p + 16, x + 32));
-            __m256i s23 = _mm256_hadd_epi32(Q4DOT(p + 32, x + 64), Q4DOT(p + 48, x + 96));
-            __m256i d = _mm256_add_epi32(_mm256_permute2x128_si256(s01, s23, 0x20), _mm256_permute2x128_si256(s01, s23, 0x31));
-            acc = fold8(acc, d, sc + b, xs + b, qs + b, zp8_at(zr, 4, b));
-        }
-    }
-    if (b < kb) { /* the last kb % 8 blocks: the same fold with zero-padded per-block data */
-        int64_t r = kb - b;
-        float scp[8] = {0}, xsp[8] = {0};
-        int32_t qsp[8] = {0}, dp[8] = {0};
-        memcpy(scp, sc + b, (size_t)r * sizeof(float));
-        memcpy(xsp, xs + b, (size_t)r * sizeof(float));
-        memcpy(qsp, qs + b, (size_t)r * sizeof(int32_t));
-        float zpp[8] = {0};
-        for (int64_t j = 0; j < r; j++) {
-            zpp[j] = zp_at(zr, 4, b + j);
-            int64_t len = bs < 32 ? 16 : bs;
-            __m256i is = _mm256_setzero_si256();
-            for (int64_t g = 0; g < len; g += 32) {
-                uint8_t buf[16];
-                int8_t xb[32];
-                const uint8_t *src = p + g / 2;
-                const int8_t *xx = x + j * bs + g;
-                if (bs < 32) { /* a 16-block alone in its 32-group slot: its 8 evens, then its 8 odds */
-                    int64_t e0 = ((b + j) * 16) & 31;
-                    const int8_t *grp = q->q + m * q->kp + (((b + j) * 16) & ~(int64_t)31);
-                    memset(xb, 0, sizeof xb);
-                    memcpy(xb, grp + e0 / 2, 8);
-                    memcpy(xb + 16, grp + 16 + e0 / 2, 8);
-                    src = tail16(p, 8, buf);
-                    xx = xb;
-                }
-                is = _mm256_add_epi32(is, Q4DOT(src, xx));
-            }
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(is), _mm256_extracti128_si256(is, 1));
-            s4 = _mm_hadd_epi32(s4, s4);
-            dp[j] = _mm_cvtsi128_si32(_mm_hadd_epi32(s4, s4));
-            p += bs / 2;
-        }
-        acc = fold8(acc, _mm256_loadu_si256((const __m256i *)dp), scp, xsp, qsp, _mm256_loadu_ps(zpp));
+    for (int64_t b = 0; b < kb; b += 8) {
+        int64_t r = kb - b < 8 ? kb - b : 8;
+        __m256i d = dots8_b4(col + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
+        acc = fold8(acc, d, sc + b, xs + b, qs + b, zp8_at(zr, 4, b, r), r);
     }
     return hsum(acc);
 }
@@ -302,8 +302,8 @@ static float col_f32_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
 static float col_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
     const int64_t kb = q->kb, bs = a->block_size;
     const uint8_t *p = a->B + n * kb * bs, *zr = zp_row(a, n, kb);
-    const float *sc = a->scales + n * kb, *xs = q->scale + m * kb;
-    const int32_t *qs = q->sum + m * kb;
+    const float *sc = a->scales + n * kb, *xs = q->scale + m * q->kbs;
+    const int32_t *qs = q->sum + m * q->kbs;
     const int8_t *x = q->q + m * q->kp;
     __m256 acc = _mm256_setzero_ps();
     float corr = 0;
