@@ -253,7 +253,7 @@ void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *
 void wm_sgemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
     if (u->small_m && u->small_m(a, ith, nth)) return;
-    wm_bsrc src = {wm_bsrc_pack_f32, a->B, a->ldb, a->trans_b, NULL};
+    wm_bsrc src = {u->pack_f32 ? u->pack_f32 : wm_bsrc_pack_f32, a->B, a->ldb, a->trans_b, NULL};
     wm_gemm_drive(u, a, &src, ith, nth);
 }
 
@@ -313,7 +313,7 @@ static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, fl
     wm_kernels_generic()->vact(n, y, x, act, p, q);
 }
 
-const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, vact_generic_fwd, NULL};
+const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, vact_generic_fwd, NULL, NULL};
 
 void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
 

@@ -97,7 +97,9 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* y[0:nc] = sum_k x[k] * B[k][0:nc] (B row-major, ld), nc <= 64; per column: FMA chain over k. */
+/* y[0:nc] = sum_k x[k] * B[k][0:nc] (B row-major, ld), nc <= 64, one FMA chain over k per column:
+ * up to 64 columns in registers over all k; wider rows are handled by the caller in 64-column
+ * strips only when N <= 64 per share, else by gemv_rows_wide (long contiguous row reads). */
 static void gemv_rows_64(int64_t K, const float *x, const float *B, int64_t ld, int64_t nc, float *y) {
     if (nc == 64) {
         __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
@@ -133,6 +135,45 @@ static void gemv_rows_64(int64_t K, const float *x, const float *B, int64_t ld, 
         __m128 s = _mm_setzero_ps();
         for (int64_t k = 0; k < K; k++) s = _mm_fmadd_ss(_mm_load_ss(x + k), _mm_load_ss(B + k * ld + j), s);
         y[j] = _mm_cvtss_f32(s);
+    }
+}
+
+/* The same sums for wide rows: 512-column chunks of y in L1, 4 rows of B per pass, so each row
+ * is read in long contiguous runs (the same FMA chain over k per column as gemv_rows_64). */
+static void gemv_rows_wide(int64_t K, const float *x, const float *B, int64_t ld, int64_t nc, float *y) {
+    for (int64_t j0 = 0; j0 < nc; j0 += 512) {
+        int64_t w = nc - j0 < 512 ? nc - j0 : 512, w8 = w & ~(int64_t)7;
+        float *yc = y + j0;
+        memset(yc, 0, (size_t)w * sizeof(float));
+        int64_t k = 0;
+        for (; k + 4 <= K; k += 4) {
+            const float *b0 = B + k * ld + j0, *b1 = b0 + ld, *b2 = b1 + ld, *b3 = b2 + ld;
+            __m256 a0 = _mm256_broadcast_ss(x + k), a1 = _mm256_broadcast_ss(x + k + 1);
+            __m256 a2 = _mm256_broadcast_ss(x + k + 2), a3 = _mm256_broadcast_ss(x + k + 3);
+            for (int64_t j = 0; j < w8; j += 8) {
+                __m256 acc = _mm256_loadu_ps(yc + j);
+                acc = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b0 + j), acc);
+                acc = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b1 + j), acc);
+                acc = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b2 + j), acc);
+                acc = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b3 + j), acc);
+                _mm256_storeu_ps(yc + j, acc);
+            }
+            for (int64_t j = w8; j < w; j++) {
+                float acc = yc[j];
+                acc = __builtin_fmaf(x[k], b0[j], acc);
+                acc = __builtin_fmaf(x[k + 1], b1[j], acc);
+                acc = __builtin_fmaf(x[k + 2], b2[j], acc);
+                acc = __builtin_fmaf(x[k + 3], b3[j], acc);
+                yc[j] = acc;
+            }
+        }
+        for (; k < K; k++) {
+            const float *b0 = B + k * ld + j0;
+            __m256 a0 = _mm256_broadcast_ss(x + k);
+            for (int64_t j = 0; j < w8; j += 8)
+                _mm256_storeu_ps(yc + j, _mm256_fmadd_ps(a0, _mm256_loadu_ps(b0 + j), _mm256_loadu_ps(yc + j)));
+            for (int64_t j = w8; j < w; j++) yc[j] = __builtin_fmaf(x[k], b0[j], yc[j]);
+        }
     }
 }
 
@@ -249,6 +290,17 @@ static int small_m(const wm_sgemm_args *a, int ith, int nth) {
     for (int64_t m = 0; m < a->M; m++) {
         const float *x = a->A + m * a->lda;
         float *c = a->C + m * a->ldc;
+        if (!a->packed_b && !a->trans_b && a->beta == 0.0f && a->K > 0 && n1 - n0 > 64) {
+            /* wide plain B, write-only C: sums straight into C (long row reads), then alpha as in row_out */
+            gemv_rows_wide(a->K, x, a->B + n0, a->ldb, n1 - n0, c + n0);
+            if (a->alpha != 1.0f) {
+                __m256 va = _mm256_set1_ps(a->alpha);
+                int64_t j = n0;
+                for (; j + 8 <= n1; j += 8) _mm256_storeu_ps(c + j, _mm256_mul_ps(va, _mm256_loadu_ps(c + j)));
+                for (; j < n1; j++) c[j] = _mm_cvtss_f32(_mm_mul_ss(_mm_set_ss(a->alpha), _mm_set_ss(c[j])));
+            }
+            continue;
+        }
         for (int64_t nb = n0; nb < n1; nb += 64) {
             int64_t nc = n1 - nb < 64 ? n1 - nb : 64;
             if (a->K == 0 || a->alpha == 0.0f) {
@@ -282,7 +334,72 @@ static void vact_avx2_fwd(int64_t n, float *y, const float *x, wm_act act, float
     wm_kernels_avx2()->vact(n, y, x, act, p, q);
 }
 
-const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, vact_avx2_fwd, small_m};
+/* ------------------------------------------------------------ B packing (on the fly) */
+
+static inline __m256i lane_mask(int64_t n) { /* lanes < n */
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* 8x8 transpose of r[0..7] in place */
+static inline void tr8x8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* op(B)[k0:k0+kc, n0:n0+nc] into kc x 16 panels (layout of gemm.c), zero padded */
+static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
+    const float *B = s->p;
+    const int64_t ld = s->ld;
+    for (int64_t p = 0; p * WM_NR < nc; p++) {
+        float *d = dst + p * pstride;
+        int64_t j0 = n0 + p * WM_NR, nv = nc - p * WM_NR < WM_NR ? nc - p * WM_NR : WM_NR;
+        if (!s->trans) {
+            __m256i m0 = lane_mask(nv), m1 = lane_mask(nv - 8);
+            for (int64_t k = 0; k < kc; k++) {
+                const float *r = B + (k0 + k) * ld + j0;
+                if (nv == WM_NR) {
+                    _mm256_storeu_ps(d + k * WM_NR, _mm256_loadu_ps(r));
+                    _mm256_storeu_ps(d + k * WM_NR + 8, _mm256_loadu_ps(r + 8));
+                } else {
+                    _mm256_storeu_ps(d + k * WM_NR, _mm256_maskload_ps(r, m0));
+                    _mm256_storeu_ps(d + k * WM_NR + 8, _mm256_maskload_ps(r + 8, m1));
+                }
+            }
+            continue;
+        }
+        /* B stored [N][K]: 8 columns x 8 k at a time through an 8x8 transpose */
+        for (int64_t h = 0; h < WM_NR; h += 8) {
+            int64_t cv = nv - h; /* valid columns in this half */
+            int64_t k = 0;
+            if (cv >= 8) {
+                for (; k + 8 <= kc; k += 8) {
+                    __m256 r[8];
+                    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(B + (j0 + h + i) * ld + k0 + k);
+                    tr8x8(r);
+                    for (int i = 0; i < 8; i++) _mm256_storeu_ps(d + (k + i) * WM_NR + h, r[i]);
+                }
+            }
+            for (; k < kc; k++) /* tails: scalar, zero past N */
+                for (int64_t i = 0; i < 8; i++) d[k * WM_NR + h + i] = i < cv ? B[(j0 + h + i) * ld + k0 + k] : 0.0f;
+        }
+    }
+}
+
+const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, vact_avx2_fwd, small_m, pack_b_avx2};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

@@ -60,7 +60,7 @@ typedef struct wm_epilogue {
     const float *bias_m;   /* [M] broadcast over columns (conv as W @ im2col), or NULL */
     wm_act act;
     float act_a, act_b;    /* parameters of CLIP / LEAKY_RELU */
-    const float *residual; /* [M, ld_residual] added last, or NULL; may equal C only if beta == 0 */
+    const float *residual; /* [M, ld_residual] added last, or NULL; must not overlap C (C += A@B: beta = 1) */
     int64_t ld_residual;
 } wm_epilogue;
 

@@ -30,6 +30,8 @@
  *   otherwise:           c = alpha * acc + c
  * Full and partial tiles must use the same arithmetic (results independent of nth).
  */
+struct wm_bsrc;
+
 typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc, int mv,
                           int nv, float alpha, float beta, int first);
 
@@ -38,18 +40,22 @@ typedef struct wm_gemm_ukr {
     void (*vact)(int64_t n, float *y, const float *x, wm_act act, float act_a, float act_b);
     /* optional fast path for small M (NULL: none); returns 1 when it handled share ith */
     int (*small_m)(const wm_sgemm_args *a, int ith, int nth);
+    /* packer of fp32 B blocks (a wm_bsrc pack function; NULL: the generic one) */
+    void (*pack_f32)(const struct wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
+                     int64_t pstride);
 } wm_gemm_ukr;
 
 /* Where B blocks come from when B is not prepacked: pack op(B)[k0:k0+kc, n0:n0+nc]
  * into 16-column panels of kc x 16 floats, pstride floats apart, zero padded. */
-typedef struct wm_bsrc {
+struct wm_bsrc {
     void (*pack)(const struct wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                  int64_t pstride);
     const void *p; /* the B data */
     int64_t ld;
     int trans;
     const void *ctx; /* e.g. the wm_nbits_args */
-} wm_bsrc;
+};
+typedef struct wm_bsrc wm_bsrc;
 
 extern const wm_gemm_ukr wm_gemm_ukr_generic;
 extern const wm_gemm_ukr wm_gemm_ukr_avx2; /* AVX2 table only */
