@@ -11,7 +11,8 @@
  *           for each 6-row A micro-panel (from L2): micro-kernel
  *       last k-block: epilogue on the finished rows
  * Packed B layout (prepacked and on the fly alike): K is cut into blocks of
- * KC rows (the last one shorter); block b (rows k0 = b*KC, kc of them) starts
+ * wm_sgemm_kc(K) rows (<= KC, balanced so the last block is not tiny; the last
+ * one may be shorter); block b (rows k0 = b*kc, kc of them) starts
  * at k0 * Np (Np = N rounded up to 16) and holds the 16-column panels one after
  * the other, panel p at + p*kc*16, row k of it at + k*16. Every micro-kernel
  * call reads one contiguous kc x 16 slab and the slabs of one k-block follow
@@ -92,10 +93,17 @@ static void pack_b_block(int trans_b, const float *B, int64_t ldb, int64_t k0, i
 
 int64_t wm_packed_np(int64_t N) { return (N + WM_NR - 1) / WM_NR * WM_NR; }
 
+int64_t wm_sgemm_kc(int64_t K) {
+    if (K <= WM_KC) return K > 0 ? K : 1;
+    int64_t nb = (K + WM_KC - 1) / WM_KC, kc = (K + nb - 1) / nb;
+    return WM_ALIGN_UP(kc, 8) < WM_KC ? WM_ALIGN_UP(kc, 8) : WM_KC;
+}
+
 void wm_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
     if (K <= 0 || N <= 0) return;
-    for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
-        int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC;
+    const int64_t kcb = wm_sgemm_kc(K);
+    for (int64_t k0 = 0; k0 < K; k0 += kcb) {
+        int64_t kc = K - k0 < kcb ? K - k0 : kcb;
         pack_b_block(trans_b, B, ldb, k0, kc, 0, N, packed + k0 * wm_packed_np(N), kc * WM_NR);
     }
 }
@@ -120,8 +128,9 @@ void wm_bsrc_pack_f16(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int6
 void wm_sgemm_pack_b_f16(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, float *packed) {
     if (K <= 0 || N <= 0) return;
     wm_bsrc s = {wm_bsrc_pack_f16, B, ldb, trans_b, NULL};
-    for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
-        int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC;
+    const int64_t kcb = wm_sgemm_kc(K);
+    for (int64_t k0 = 0; k0 < K; k0 += kcb) {
+        int64_t kc = K - k0 < kcb ? K - k0 : kcb;
         wm_bsrc_pack_f16(&s, k0, kc, 0, N, packed + k0 * wm_packed_np(N), kc * WM_NR);
     }
 }
@@ -171,7 +180,7 @@ static void plan_split(int64_t M, int64_t N, int64_t K, int nth, int prepacked, 
 
 size_t wm_sgemm_workspace_size(const wm_sgemm_args *a, int nth) {
     if (nth < 1) nth = 1;
-    int64_t kc = a->K < WM_KC ? (a->K > 0 ? a->K : 1) : WM_KC;
+    int64_t kc = wm_sgemm_kc(a->K);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M > 0 ? a->M : 1, WM_MR) : WM_MC;
     int64_t nc = a->N < WM_NC ? WM_ALIGN_UP(a->N > 0 ? a->N : 1, WM_NR) : WM_NC;
     size_t per = (size_t)(mc * kc) * sizeof(float) + 64;
@@ -200,8 +209,9 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
     const int64_t nstep = a->packed_b ? n1 - n0 : WM_NC;
     for (int64_t nb = n0; nb < n1; nb += nstep) {
         int64_t nc = n1 - nb < nstep ? n1 - nb : nstep;
-        for (int64_t kb = 0; kb < (zero_k ? 1 : K); kb += WM_KC) {
-            int64_t kc = zero_k ? 0 : (K - kb < WM_KC ? K - kb : WM_KC);
+        const int64_t kcb = wm_sgemm_kc(K);
+        for (int64_t kb = 0; kb < (zero_k ? 1 : K); kb += kcb) {
+            int64_t kc = zero_k ? 0 : (K - kb < kcb ? K - kb : kcb);
             int first = kb == 0, last = zero_k || kb + kc >= K;
             const float *bp;
             int64_t pstride;
@@ -243,7 +253,7 @@ void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *
     if (m0 >= m1 || n0 >= n1) return;
     size_t per = wm_sgemm_workspace_size(a, 1);
     char *w = wm_work_slice(a->work, per, ith);
-    int64_t kc = a->K < WM_KC ? (a->K > 0 ? a->K : 1) : WM_KC;
+    int64_t kc = wm_sgemm_kc(a->K);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M, WM_MR) : WM_MC;
     float *apack = (float *)w;
     float *bpack = (float *)(w + WM_ALIGN_UP((size_t)(mc * kc) * sizeof(float), 64));

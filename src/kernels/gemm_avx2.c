@@ -230,11 +230,12 @@ static void gemv_trans(int64_t K, const float *x, const float *B, int64_t ld, in
 /* y[0:n1-n0] from prepacked B (n0 a multiple of 16; layout in gemm.c): 4 panels (64 columns) at a
  * time, the k-blocks in order; per column one FMA chain over k whatever the grouping. */
 static void gemv_packed(int64_t K, const float *x, const float *P, int64_t Np, int64_t n0, int64_t n1, float *y) {
+    const int64_t kcb = wm_sgemm_kc(K);
     int64_t n = n0;
     for (; n + 64 <= n1; n += 64) {
         __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-        for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
-            int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC, ps = kc * WM_NR;
+        for (int64_t k0 = 0; k0 < K; k0 += kcb) {
+            int64_t kc = K - k0 < kcb ? K - k0 : kcb, ps = kc * WM_NR;
             const float *b = P + k0 * Np + (n / WM_NR) * ps;
             for (int64_t k = 0; k < kc; k++) {
                 __m256 a = _mm256_broadcast_ss(x + k0 + k);
@@ -261,8 +262,8 @@ static void gemv_packed(int64_t K, const float *x, const float *P, int64_t Np, i
     }
     for (; n < n1; n += WM_NR) { /* remaining panels one by one */
         __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-        for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
-            int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC;
+        for (int64_t k0 = 0; k0 < K; k0 += kcb) {
+            int64_t kc = K - k0 < kcb ? K - k0 : kcb;
             const float *b = P + k0 * Np + (n / WM_NR) * kc * WM_NR;
             for (int64_t k = 0; k < kc; k++) {
                 __m256 a = _mm256_broadcast_ss(x + k0 + k);

@@ -72,6 +72,8 @@ void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, con
                        float *C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 /* Padded width of a packed B (N rounded up to 16): k-block k0 starts at k0 * wm_packed_np(N). */
 int64_t wm_packed_np(int64_t N);
+/* Rows per k-block for a K deep GEMM (<= WM_KC, balanced; defines the packed B layout too). */
+int64_t wm_sgemm_kc(int64_t K);
 /* Splits [0, n) in units of `unit` among nth shares: share ith gets [*b, *e). */
 void wm_split_units(int64_t n, int64_t unit, int ith, int nth, int64_t *b, int64_t *e);
 /* A 64-byte aligned slice `ith` of `per` bytes from work (per already includes 64 bytes of slack). */

@@ -97,6 +97,7 @@ static void test_nbits(void **state) {
                     for (int v = 0; v < 6; v++) {
                         nb_case c = {mk[d][0], mk[d][1], mk[d][2], bits, bss[b], (v & 1) ? 4 : 0, v >> 1};
                         if (bits == 2 && v > 1) continue;
+                        if (t == 0 && (v + (int)d) % 2) continue; /* the generic table: half the grid */
                         run_nbits(T[t], &c, 1 + (int)(d % 3), seed++, NULL);
                     }
 }
@@ -240,9 +241,11 @@ static void test_igemm(void **state) {
     uint32_t seed = 3;
     for (int t = 0; t < nt; t++)
         for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
-            for (int v = 0; v < 16; v++)
+            for (int v = 0; v < 16; v++) {
+                if (dims[d][0] * dims[d][1] * dims[d][2] > 100000 && v % 5) continue; /* keep the ASan run short */
                 run_igemm(T[t], dims[d][0], dims[d][1], dims[d][2], v & 1, (v >> 1) & 1, (v >> 2) & 3, (int)(d & 1) ^ (v & 1),
                           1 + (int)(d % 3), seed++, NULL);
+            }
     /* determinism over nth */
     for (int t = 0; t < nt; t++) {
         int32_t *r1, *r;
