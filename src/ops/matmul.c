@@ -1,0 +1,264 @@
+/*
+ * matmul.c - MatMul (numpy semantics: batch dims broadcast, 1-D operands
+ * promoted), Gemm, and com.microsoft FusedMatMul (transposes + alpha).
+ * float32 runs on the GEMM kernel; float16/bfloat16/float64 and integer
+ * types go through a float64/int64 reference loop.
+ */
+#include <string.h>
+
+#include "ops/op.h"
+#include "ops/rows.h"
+
+/* ---------------------------------------------------------------- float32 GEMM */
+
+typedef struct gemm_args {
+    int64_t M, N, K;
+    const float *A; int64_t lda; int ta;
+    const float *B; int64_t ldb; int tb;
+    float *C; int64_t ldc;
+    float alpha, beta;
+} gemm_args;
+
+/* C = alpha * op(A) op(B) + beta * C for rows [m0, m1): i-k-j order, contiguous inner loops. */
+static void gemm_rows(const gemm_args *g, int64_t m0, int64_t m1) {
+    for (int64_t i = m0; i < m1; i++) {
+        float *c = g->C + i * g->ldc;
+        if (g->beta == 0) memset(c, 0, (size_t)g->N * sizeof *c);
+        else if (g->beta != 1)
+            for (int64_t j = 0; j < g->N; j++) c[j] *= g->beta;
+        if (!g->tb) {
+            for (int64_t k = 0; k < g->K; k++) {
+                float a = g->alpha * (g->ta ? g->A[k * g->lda + i] : g->A[i * g->lda + k]);
+                const float *b = g->B + k * g->ldb;
+                for (int64_t j = 0; j < g->N; j++) c[j] += a * b[j];
+            }
+        } else {
+            for (int64_t j = 0; j < g->N; j++) {
+                const float *b = g->B + j * g->ldb;
+                float acc = 0;
+                for (int64_t k = 0; k < g->K; k++) acc += (g->ta ? g->A[k * g->lda + i] : g->A[i * g->lda + k]) * b[k];
+                c[j] += g->alpha * acc;
+            }
+        }
+    }
+}
+
+static void gemm_part(void *arg, int ith, int nth) {
+    const gemm_args *g = arg;
+    long lo, hi;
+    wm_split((long)g->M, ith, nth, &lo, &hi);
+    gemm_rows(g, lo, hi);
+}
+
+static void sgemm(wm_exec *x, const gemm_args *g) {
+    if (g->M == 0 || g->N == 0) return;
+    double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+    int nth = flops >= 2e5 ? x->nth : 1;
+    if (nth > g->M) nth = (int)g->M;
+    wm_pool_run(x->pool, gemm_part, (void *)g, nth);
+}
+
+/* ---------------------------------------------------------------- reference loop for other types */
+
+static void gemm_generic(int32_t dt, int64_t M, int64_t N, int64_t K, const void *A, int ta, const void *B, int tb,
+                         void *C, double alpha) {
+    int fl = dt == WM_DT_FLOAT || dt == WM_DT_DOUBLE || dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOAT16;
+    wm_tensor ta_ = {.dtype = dt, .data = (void *)A}, tb_ = {.dtype = dt, .data = (void *)B};
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0;
+            int64_t iacc = 0;
+            for (int64_t k = 0; k < K; k++) {
+                uint64_t ia = (uint64_t)(ta ? k * M + i : i * K + k), ib = (uint64_t)(tb ? j * K + k : k * N + j);
+                if (fl) acc += wm_tensor_get_f64(&ta_, ia) * wm_tensor_get_f64(&tb_, ib);
+                else iacc += wm_tensor_get_int(&ta_, ia) * wm_tensor_get_int(&tb_, ib);
+            }
+            uint64_t o = (uint64_t)(i * N + j);
+            switch (dt) {
+            case WM_DT_DOUBLE: ((double *)C)[o] = acc * alpha; break;
+            case WM_DT_FLOAT: ((float *)C)[o] = (float)(acc * alpha); break;
+            case WM_DT_FLOAT16: ((uint16_t *)C)[o] = wm_f32_to_f16((float)(acc * alpha)); break;
+            case WM_DT_BFLOAT16: ((uint16_t *)C)[o] = wm_f32_to_bf16((float)(acc * alpha)); break;
+            case WM_DT_INT32: case WM_DT_UINT32: ((int32_t *)C)[o] = (int32_t)iacc; break;
+            default: ((int64_t *)C)[o] = iacc; break;
+            }
+        }
+}
+
+/* ---------------------------------------------------------------- MatMul / FusedMatMul */
+
+static const int32_t mm_types[] = {WM_DT_FLOAT, WM_DT_FLOAT16, WM_DT_BFLOAT16, WM_DT_DOUBLE, WM_DT_INT32,
+                                   WM_DT_INT64, WM_DT_UINT32, WM_DT_UINT64, 0};
+
+static wm_status mm_init(wm_node *n, wm_error *err) {
+    wm_status st = wm_check_type(n, 0, mm_types, err);
+    if (!st) st = wm_check_same_type(n, 0, 1, err);
+    n->out_dtype[0] = n->in_dtype[0];
+    return st;
+}
+
+typedef struct mm_shape {
+    int64_t M, N, K, batch;
+    int ra, rb, ro;
+    int64_t bdims[WM_MAX_RANK]; /* broadcast batch dims */
+    int nb;
+    int ta, tb;
+} mm_shape;
+
+static wm_status mm_shape_of(const wm_node *n, const wm_tensor *a, const wm_tensor *b, mm_shape *s, wm_error *err) {
+    memset(s, 0, sizeof *s);
+    int fused = !strcmp(n->proto->op_type, "FusedMatMul");
+    s->ta = fused ? (int)wm_attr_int(n, "transA", 0) : 0;
+    s->tb = fused ? (int)wm_attr_int(n, "transB", 0) : 0;
+    s->ra = a->rank, s->rb = b->rank;
+    if (s->ra < 1 || s->rb < 1) return wm_node_err(n, err, WM_ERR_INPUT, "operands must have rank >= 1");
+    int64_t am = s->ra == 1 ? 1 : a->dims[s->ra - 2], ak = a->dims[s->ra - 1];
+    if (s->ta && s->ra >= 2) { int64_t t = am; am = ak; ak = t; }
+    int64_t bk = s->rb == 1 ? b->dims[0] : b->dims[s->rb - 2], bn = s->rb == 1 ? 1 : b->dims[s->rb - 1];
+    if (s->tb && s->rb >= 2) { int64_t t = bk; bk = bn; bn = t; }
+    if (ak != bk)
+        return wm_node_err(n, err, WM_ERR_INPUT, "inner dims differ (%lld vs %lld)", (long long)ak, (long long)bk);
+    s->M = am, s->K = ak, s->N = bn;
+    int na = s->ra > 2 ? s->ra - 2 : 0, nbb = s->rb > 2 ? s->rb - 2 : 0;
+    s->nb = na > nbb ? na : nbb;
+    s->batch = 1;
+    for (int i = 0; i < s->nb; i++) {
+        int ia = i - (s->nb - na), ib = i - (s->nb - nbb);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return wm_node_err(n, err, WM_ERR_INPUT, "batch dims do not broadcast (%lld vs %lld)", (long long)da, (long long)db);
+        s->bdims[i] = da == 1 ? db : da;
+        s->batch *= s->bdims[i];
+    }
+    return WM_OK;
+}
+
+static wm_status mm_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    mm_shape s;
+    wm_status st = mm_shape_of(n, in[0], in[1], &s, err);
+    if (st) return st;
+    int r = 0;
+    for (int i = 0; i < s.nb; i++) out[0]->dims[r++] = s.bdims[i];
+    if (s.ra > 1) out[0]->dims[r++] = s.M;
+    if (s.rb > 1) out[0]->dims[r++] = s.N;
+    out[0]->rank = r;
+    return WM_OK;
+}
+
+/* offset of batch index q of an operand with its own batch dims (right-aligned, broadcast) */
+static int64_t batch_off(const mm_shape *s, const wm_tensor *t, int64_t q, int64_t mat) {
+    int nt = t->rank > 2 ? t->rank - 2 : 0;
+    int64_t off = 0, stride = mat;
+    for (int i = s->nb - 1; i >= 0; i--) {
+        int64_t idx = q % s->bdims[i];
+        q /= s->bdims[i];
+        int it = i - (s->nb - nt);
+        if (it < 0) continue;
+        int64_t d = t->dims[it];
+        if (d != 1) off += idx * stride;
+        stride *= d;
+    }
+    return off;
+}
+
+static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    mm_shape s;
+    wm_status st = mm_shape_of(n, in[0], in[1], &s, x->err);
+    if (st) return st;
+    float alpha = !strcmp(n->proto->op_type, "FusedMatMul") ? wm_attr_float(n, "alpha", 1.0f) : 1.0f;
+    int64_t ma = s.M * s.K, mb = s.K * s.N, mo = s.M * s.N;
+    if (in[0]->dtype != WM_DT_FLOAT) {
+        size_t es = wm_dtype_size(in[0]->dtype);
+        for (int64_t q = 0; q < s.batch; q++)
+            gemm_generic(in[0]->dtype, s.M, s.N, s.K, (const uint8_t *)in[0]->data + batch_off(&s, in[0], q, ma) * (int64_t)es,
+                         s.ta, (const uint8_t *)in[1]->data + batch_off(&s, in[1], q, mb) * (int64_t)es, s.tb,
+                         (uint8_t *)out[0]->data + q * mo * (int64_t)es, alpha);
+        return WM_OK;
+    }
+    /* A's batch folds into M when B has no batch dims and A is not transposed */
+    if (s.rb <= 2 && !s.ta) {
+        gemm_args g = {s.batch * s.M, s.N, s.K, in[0]->data, s.K, 0, in[1]->data, s.tb ? s.K : s.N, s.tb,
+                       out[0]->data, s.N, alpha, 0};
+        sgemm(x, &g);
+        return WM_OK;
+    }
+    for (int64_t q = 0; q < s.batch; q++) {
+        gemm_args g = {s.M, s.N, s.K, (const float *)in[0]->data + batch_off(&s, in[0], q, ma), s.ta ? s.M : s.K, s.ta,
+                       (const float *)in[1]->data + batch_off(&s, in[1], q, mb), s.tb ? s.K : s.N, s.tb,
+                       (float *)out[0]->data + q * mo, s.N, alpha, 0};
+        sgemm(x, &g);
+    }
+    return WM_OK;
+}
+
+/* ---------------------------------------------------------------- Gemm */
+
+static wm_status gemm_init(wm_node *n, wm_error *err) {
+    wm_status st = wm_check_type(n, 0, mm_types, err);
+    if (!st) st = wm_check_same_type(n, 0, 1, err);
+    if (!st && wm_has_in(n, 2)) st = wm_check_same_type(n, 0, 2, err);
+    n->out_dtype[0] = n->in_dtype[0];
+    return st;
+}
+
+static wm_status gemm_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    if (in[0]->rank != 2 || in[1]->rank != 2) return wm_node_err(n, err, WM_ERR_INPUT, "A and B must be 2-D");
+    int ta = (int)wm_attr_int(n, "transA", 0), tb = (int)wm_attr_int(n, "transB", 0);
+    int64_t M = in[0]->dims[ta ? 1 : 0], K = in[0]->dims[ta ? 0 : 1];
+    int64_t K2 = in[1]->dims[tb ? 1 : 0], N = in[1]->dims[tb ? 0 : 1];
+    if (K != K2) return wm_node_err(n, err, WM_ERR_INPUT, "inner dims differ (%lld vs %lld)", (long long)K, (long long)K2);
+    if (n->n_in > 2 && in[2]) {
+        const wm_tensor *c = in[2];
+        if (c->rank > 2) return wm_node_err(n, err, WM_ERR_INPUT, "C has rank > 2");
+        int64_t cm = c->rank == 2 ? c->dims[0] : 1, cn = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+        if ((cm != 1 && cm != M) || (cn != 1 && cn != N)) return wm_node_err(n, err, WM_ERR_INPUT, "C does not broadcast to (M, N)");
+    }
+    int64_t d[2] = {M, N};
+    wm_set_shape(out[0], 2, d);
+    return WM_OK;
+}
+
+static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    int ta = (int)wm_attr_int(n, "transA", 0), tb = (int)wm_attr_int(n, "transB", 0);
+    float alpha = wm_attr_float(n, "alpha", 1.0f), beta = wm_attr_float(n, "beta", 1.0f);
+    int64_t M = out[0]->dims[0], N = out[0]->dims[1], K = in[0]->dims[ta ? 0 : 1];
+    const wm_tensor *c = n->n_in > 2 ? in[2] : NULL;
+    int32_t dt = out[0]->dtype;
+    if (dt != WM_DT_FLOAT) {
+        gemm_generic(dt, M, N, K, in[0]->data, ta, in[1]->data, tb, out[0]->data, alpha);
+        if (c && beta != 0) {
+            int64_t cm = c->rank == 2 ? c->dims[0] : 1, cn = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    uint64_t o = (uint64_t)(i * N + j), ci = (uint64_t)((cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j));
+                    double v = wm_tensor_get_f64(out[0], o) + beta * wm_tensor_get_f64(c, ci);
+                    if (dt == WM_DT_DOUBLE) ((double *)out[0]->data)[o] = v;
+                    else if (dt == WM_DT_FLOAT16) ((uint16_t *)out[0]->data)[o] = wm_f32_to_f16((float)v);
+                    else if (dt == WM_DT_BFLOAT16) ((uint16_t *)out[0]->data)[o] = wm_f32_to_bf16((float)v);
+                    else if (dt == WM_DT_INT32 || dt == WM_DT_UINT32) ((int32_t *)out[0]->data)[o] += (int32_t)(beta * (double)wm_tensor_get_int(c, ci));
+                    else ((int64_t *)out[0]->data)[o] += (int64_t)(beta * (double)wm_tensor_get_int(c, ci));
+                }
+        }
+        return WM_OK;
+    }
+    float *o = out[0]->data;
+    float b0 = 0;
+    if (c && beta != 0) { /* broadcast C into the output, then accumulate */
+        int64_t cm = c->rank == 2 ? c->dims[0] : 1, cn = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+        const float *cd = c->data;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) o[i * N + j] = beta * cd[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+        b0 = 1;
+    }
+    gemm_args g = {M, N, K, in[0]->data, ta ? M : K, ta, in[1]->data, tb ? K : N, tb, o, N, alpha, b0};
+    sgemm(x, &g);
+    return WM_OK;
+}
+
+static const wm_op ops[] = {
+    {"", "MatMul", 1, 0, mm_init, mm_infer, mm_run, NULL, 0, 0},
+    {"com.microsoft", "FusedMatMul", 1, 0, mm_init, mm_infer, mm_run, NULL, 0, 0},
+    {"", "Gemm", 1, 0, gemm_init, gemm_infer, gemm_run, NULL, 0, 0},
+};
+
+const wm_op_table wm_ops_matmul = {ops, sizeof ops / sizeof ops[0]};
