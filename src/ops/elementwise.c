@@ -282,7 +282,12 @@ static wm_status numeric_unary_init(wm_node *n, wm_error *err) {
     }
     if (st) return st;
     n->out_dtype[0] = (s->op == NOP_ISNAN || s->op == NOP_ISINF) ? WM_DT_BOOL : n->in_dtype[0];
-    if (!strcmp(n->proto->op_type, "Dropout") && n->n_out > 1) n->out_dtype[1] = WM_DT_BOOL;
+    if (!strcmp(n->proto->op_type, "Dropout")) {
+        if (n->n_out > 1) n->out_dtype[1] = WM_DT_BOOL;
+        /* inference only: training_mode (input 2, opset 12+) must be false */
+        if (wm_has_in(n, 2) && n->in_const[2] && wm_tensor_get_int(n->in_const[2], 0))
+            return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "training_mode = true (random dropout) is not supported");
+    }
     return WM_OK;
 }
 
@@ -298,6 +303,8 @@ static wm_status numeric_unary_run(wm_node *n, wm_tensor *const *in, wm_tensor *
     int64_t cnt = (int64_t)wm_tensor_numel(out[0]);
     const void *a = in[0]->data;
     void *o = out[0]->data;
+    if (n->n_in > 2 && in[2] && wm_tensor_get_int(in[2], 0))
+        return wm_node_err(n, x->err, WM_ERR_UNSUPPORTED, "training_mode = true (random dropout) is not supported");
     if (n->n_out > 1 && out[1]) memset(out[1]->data, 1, (size_t)cnt); /* Dropout mask: all kept */
     if (s->op == NOP_IDENTITY) {
         if (o != a) memcpy(o, a, (size_t)wm_tensor_nbytes(out[0]));
@@ -784,13 +791,17 @@ static wm_status clip_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
     if (dt == WM_DT_FLOAT) {
         const float *a = in[0]->data;
         float *o = out[0]->data, l = (float)lo, h = (float)hi;
-        for (uint64_t i = 0; i < cnt; i++) o[i] = a[i] < l ? l : a[i] > h ? h : a[i];
+        for (uint64_t i = 0; i < cnt; i++) {
+            float v = a[i] < l ? l : a[i];
+            o[i] = v > h ? h : v;
+        }
         return WM_OK;
     }
     for (uint64_t i = 0; i < cnt; i++) {
         if (is_float_t(dt)) {
             double v = wm_tensor_get_f64(in[0], i);
-            store_f(dt, out[0]->data, (int64_t)i, isnan(v) ? v : v < lo ? lo : v > hi ? hi : v);
+            if (!isnan(v)) v = fmin(fmax(v, lo), hi); /* min first: min > max gives max */
+            store_f(dt, out[0]->data, (int64_t)i, v);
         } else {
             int64_t v = wm_tensor_get_int(in[0], i);
             int64_t l = wm_has_in(n, 1) && n->opset >= 11 && wm_tensor_numel(in[1]) ? wm_tensor_get_int(in[1], 0) : INT64_MIN;
@@ -798,11 +809,12 @@ static wm_status clip_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
             if (dt == WM_DT_UINT64) {
                 uint64_t u = (uint64_t)v;
                 if (wm_has_in(n, 1) && (uint64_t)l > u) u = (uint64_t)l;
-                if (wm_has_in(n, 2) && (uint64_t)h < u) u = (uint64_t)h;
+                if (wm_has_in(n, 2) && (uint64_t)h < u) u = (uint64_t)h; /* min first: min > max gives max */
                 ((uint64_t *)out[0]->data)[i] = u;
                 continue;
             }
-            store_int(dt, out[0]->data, (int64_t)i, v < l ? l : v > h ? h : v);
+            v = v < l ? l : v;
+            store_int(dt, out[0]->data, (int64_t)i, v > h ? h : v);
         }
     }
     return WM_OK;

@@ -146,4 +146,9 @@ static inline float wm_bf16_to_f32(uint16_t b) {
 }
 uint16_t wm_f32_to_bf16(float f);
 
+/* Shared by op families: converts n elements between element types (Cast semantics). */
+void wm_convert(int32_t from, const void *src, int32_t to, void *dst, uint64_t n);
+/* Transposes src (rank r, dims) by perm into dst (es-byte elements), on x's pool when large (x may be NULL). */
+void wm_transpose(const void *src, void *dst, size_t es, int r, const int64_t *dims, const int64_t *perm, wm_exec *x);
+
 #endif

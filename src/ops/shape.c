@@ -428,6 +428,11 @@ static wm_status range_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
             case WM_DT_INT8: ((int8_t *)o)[i] = (int8_t)v; break;
             case WM_DT_INT16: ((int16_t *)o)[i] = (int16_t)v; break;
             case WM_DT_FLOAT16: ((uint16_t *)o)[i] = wm_f32_to_f16((float)v); break;
+            case WM_DT_BFLOAT16: ((uint16_t *)o)[i] = wm_f32_to_bf16((float)v); break;
+            case WM_DT_UINT8: ((uint8_t *)o)[i] = (uint8_t)v; break;
+            case WM_DT_UINT16: ((uint16_t *)o)[i] = (uint16_t)v; break;
+            case WM_DT_UINT32: ((uint32_t *)o)[i] = (uint32_t)v; break;
+            case WM_DT_UINT64: ((uint64_t *)o)[i] = (uint64_t)v; break;
             default: break;
             }
         }
