@@ -7,56 +7,8 @@
 #include <string.h>
 
 #include "ops/op.h"
+#include "ops/gemm.h"
 #include "ops/rows.h"
-
-/* ---------------------------------------------------------------- float32 GEMM */
-
-typedef struct gemm_args {
-    int64_t M, N, K;
-    const float *A; int64_t lda; int ta;
-    const float *B; int64_t ldb; int tb;
-    float *C; int64_t ldc;
-    float alpha, beta;
-} gemm_args;
-
-/* C = alpha * op(A) op(B) + beta * C for rows [m0, m1): i-k-j order, contiguous inner loops. */
-static void gemm_rows(const gemm_args *g, int64_t m0, int64_t m1) {
-    for (int64_t i = m0; i < m1; i++) {
-        float *c = g->C + i * g->ldc;
-        if (g->beta == 0) memset(c, 0, (size_t)g->N * sizeof *c);
-        else if (g->beta != 1)
-            for (int64_t j = 0; j < g->N; j++) c[j] *= g->beta;
-        if (!g->tb) {
-            for (int64_t k = 0; k < g->K; k++) {
-                float a = g->alpha * (g->ta ? g->A[k * g->lda + i] : g->A[i * g->lda + k]);
-                const float *b = g->B + k * g->ldb;
-                for (int64_t j = 0; j < g->N; j++) c[j] += a * b[j];
-            }
-        } else {
-            for (int64_t j = 0; j < g->N; j++) {
-                const float *b = g->B + j * g->ldb;
-                float acc = 0;
-                for (int64_t k = 0; k < g->K; k++) acc += (g->ta ? g->A[k * g->lda + i] : g->A[i * g->lda + k]) * b[k];
-                c[j] += g->alpha * acc;
-            }
-        }
-    }
-}
-
-static void gemm_part(void *arg, int ith, int nth) {
-    const gemm_args *g = arg;
-    long lo, hi;
-    wm_split((long)g->M, ith, nth, &lo, &hi);
-    gemm_rows(g, lo, hi);
-}
-
-static void sgemm(wm_exec *x, const gemm_args *g) {
-    if (g->M == 0 || g->N == 0) return;
-    double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
-    int nth = flops >= 2e5 ? x->nth : 1;
-    if (nth > g->M) nth = (int)g->M;
-    wm_pool_run(x->pool, gemm_part, (void *)g, nth);
-}
 
 /* ---------------------------------------------------------------- reference loop for other types */
 
@@ -177,16 +129,16 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     }
     /* A's batch folds into M when B has no batch dims and A is not transposed */
     if (s.rb <= 2 && !s.ta) {
-        gemm_args g = {s.batch * s.M, s.N, s.K, in[0]->data, s.K, 0, in[1]->data, s.tb ? s.K : s.N, s.tb,
+        wm_gemm_args g = {s.batch * s.M, s.N, s.K, in[0]->data, s.K, 0, in[1]->data, s.tb ? s.K : s.N, s.tb,
                        out[0]->data, s.N, alpha, 0};
-        sgemm(x, &g);
+        wm_sgemm(x, &g);
         return WM_OK;
     }
     for (int64_t q = 0; q < s.batch; q++) {
-        gemm_args g = {s.M, s.N, s.K, (const float *)in[0]->data + batch_off(&s, in[0], q, ma), s.ta ? s.M : s.K, s.ta,
+        wm_gemm_args g = {s.M, s.N, s.K, (const float *)in[0]->data + batch_off(&s, in[0], q, ma), s.ta ? s.M : s.K, s.ta,
                        (const float *)in[1]->data + batch_off(&s, in[1], q, mb), s.tb ? s.K : s.N, s.tb,
                        (float *)out[0]->data + q * mo, s.N, alpha, 0};
-        sgemm(x, &g);
+        wm_sgemm(x, &g);
     }
     return WM_OK;
 }
@@ -250,8 +202,8 @@ static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
             for (int64_t j = 0; j < N; j++) o[i * N + j] = beta * cd[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
         b0 = 1;
     }
-    gemm_args g = {M, N, K, in[0]->data, ta ? M : K, ta, in[1]->data, tb ? K : N, tb, o, N, alpha, b0};
-    sgemm(x, &g);
+    wm_gemm_args g = {M, N, K, in[0]->data, ta ? M : K, ta, in[1]->data, tb ? K : N, tb, o, N, alpha, b0};
+    wm_sgemm(x, &g);
     return WM_OK;
 }
 
