@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "onnx/onnx_model.h"
+#include "ops/gemm.h"
 #include "runtime/session_impl.h"
 
 /* ---------------------------------------------------------------- name map */
@@ -195,7 +196,8 @@ size_t wm_node_workspace(wm_session *s, int i, wm_tensor *const *in, wm_tensor *
 wm_status wm_node_exec(wm_session *s, int i, wm_tensor *const *in, wm_tensor *const *out, void *ws, size_t ws_size,
                        wm_error *err) {
     wm_node *n = &s->nodes[i];
-    wm_exec x = {.pool = s->pool, .nth = wm_pool_size(s->pool), .ws = ws, .ws_size = ws_size, .err = err};
+    wm_exec x = {.pool = s->pool, .nth = wm_pool_size(s->pool), .ws = ws, .ws_size = ws_size, .err = err,
+                 .gemm_ws = s->gemm_ws, .gemm_ws_per = s->gemm_ws_per};
     return n->op->run(n, in, out, &x);
 }
 
@@ -297,6 +299,13 @@ wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm
     wm_arena_init(&s->arena);
     if (opts) s->opts = *opts;
     if (s->opts.max_plans <= 0) s->opts.max_plans = 8;
+    /* the pool and the GEMM scratch come first: folding at creation runs kernels too */
+    if ((st = wm_pool_new(s->opts.threads, &s->pool, err))) goto fail;
+    s->gemm_ws_per = wm_gemm_scratch_per_thread();
+    if (!(s->gemm_ws = aligned_alloc(64, s->gemm_ws_per * (size_t)wm_pool_size(s->pool)))) {
+        st = wm_err(err, WM_ERR_NOMEM, "session: out of memory");
+        goto fail;
+    }
     wm_onnx_graph *g = m->proto ? m->proto->graph : NULL;
     if (!g) {
         st = wm_err(err, WM_ERR_INPUT, "the model has no graph");
@@ -374,7 +383,6 @@ wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm
         if (s->vals[v].output_index < 0) s->vals[v].output_index = (int)i;
     }
     s->n_outputs = g->n_output;
-    if ((st = wm_pool_new(s->opts.threads, &s->pool, err))) goto fail;
     s->plans = calloc((size_t)s->opts.max_plans, sizeof *s->plans);
     if (!s->plans) {
         st = wm_err(err, WM_ERR_NOMEM, "session: out of memory");
@@ -394,6 +402,7 @@ void wm_session_free(wm_session *s) {
     for (size_t i = 0; i < s->n_eager_bufs; i++) free(s->eager_bufs[i]);
     free(s->eager_bufs);
     free(s->mem);
+    free(s->gemm_ws);
     wm_pool_free(s->pool);
     wm_graph_free(s->graph);
     free(s->vals);

@@ -82,6 +82,8 @@ struct wm_session {
     size_t n_eager_bufs, cap_eager_bufs;
     uint64_t run_allocs;
     uint64_t packed_bytes;
+    void *gemm_ws;           /* GEMM scratch, one slice per pool thread */
+    size_t gemm_ws_per;
 };
 
 /* Value id of name, -1 when unknown. */
