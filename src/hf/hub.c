@@ -136,8 +136,8 @@ static int cache_complete(wm_hfi_ctx *c, const char *snap, unsigned need, const 
                 *st = wm_err(err, WM_ERR_INPUT, "%s at commit %s has no file '%s'", r->repo_id, r->commit, (nm)); \
                 return -1;                                                                                       \
             }                                                                                                    \
-        } else if (rv == 0) {                                                                                    \
-            if (!*missing) *missing = (nm);                                                                      \
+        } else if (rv == 0) { /* not cached: only a required file makes the snapshot incomplete */             \
+            if ((required) && !*missing) *missing = (nm);                                                        \
             break;                                                                                               \
         }                                                                                                        \
         wm_hf_file *f_ = add_file(r, (nm), err);                                                                 \
@@ -148,6 +148,15 @@ static int cache_complete(wm_hfi_ctx *c, const char *snap, unsigned need, const 
     } while (0)
     for (size_t i = 0; i < N_BASE; i++)
         if (wanted(o, base_files[i])) LOOK(base_files[i], i == 0 && (need & WM_HF_NEED_CONFIG));
+    if ((need & WM_HF_NEED_TOKENIZER) && !*missing) { /* some tokenizer file, or every one known absent */
+        int any = 0, all_absent = 1;
+        for (size_t i = 0; i < r->n_files; i++)
+            if (r->files[i].state == WM_HF_FILE_PRESENT && strcmp(r->files[i].name, base_files[0]) &&
+                strcmp(r->files[i].name, base_files[1]))
+                any = 1;
+        for (size_t i = 2; i < N_BASE; i++) all_absent &= wm_hfi_no_exist(c->model_dir, r->commit, base_files[i]);
+        if (!any && !all_absent) *missing = base_files[2];
+    }
     int want_w = (need & WM_HF_NEED_WEIGHTS) || wanted(o, ST_SINGLE) || wanted(o, ST_INDEX);
     if (want_w && !*missing) {
         int single = wm_hfi_file_state(c->model_real, snap, ST_SINGLE, &size, st, err);
@@ -182,6 +191,17 @@ static int cache_complete(wm_hfi_ctx *c, const char *snap, unsigned need, const 
             }
         } else if (!*missing) {
             *missing = ST_SINGLE;
+            if (c->offline && (need & WM_HF_NEED_WEIGHTS)) { /* nothing can be fetched: say why it cannot load */
+                wm_hf_folder_info info;
+                if ((*st = wm_hf_folder_scan(snap, c->model_dir, &info, err))) return -1;
+                if (info.pickle[0]) {
+                    *st = wm_err(err, WM_ERR_UNSUPPORTED,
+                                 "%s: only pickle weights (%s): winml never loads pickle files (loading them can run "
+                                 "code); use a safetensors checkpoint",
+                                 r->repo_id, info.pickle);
+                    return -1;
+                }
+            }
         }
     }
     for (size_t i = 0; i < o->n_include && !*missing; i++)

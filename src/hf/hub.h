@@ -56,6 +56,7 @@
 enum {
     WM_HF_NEED_CONFIG = 1u,  /* config.json */
     WM_HF_NEED_WEIGHTS = 2u, /* model.safetensors, or the index and every shard it names */
+    WM_HF_NEED_TOKENIZER = 4u, /* the hub was asked for the tokenizer files (a cache hit needs one of them) */
 };
 
 typedef enum wm_hf_weights {

@@ -428,6 +428,9 @@ wm_status wm_hf_folder_check(const char *folder, const char *root, unsigned need
         if (s) return s;
     }
     if ((need & WM_HF_NEED_CONFIG) && !info.has_config) return wm_err(err, WM_ERR_INPUT, "%s: missing config.json", label);
+    if ((need & WM_HF_NEED_TOKENIZER) && !(info.tokenizer & (WM_HF_TOK_JSON | WM_HF_TOK_VOCAB_JSON | WM_HF_TOK_VOCAB_TXT)))
+        return wm_err(err, WM_ERR_INPUT, "%s: missing tokenizer files (tokenizer.json, vocab.json + merges.txt or vocab.txt)",
+                      label);
     return WM_OK;
 }
 
@@ -438,8 +441,8 @@ static wm_status check_shard_name(const char *s, const char *tensor, const char 
     const char *why = NULL;
     wm_error e2 = {0};
     if (n == 0 || n > WM_HF_MAX_FILENAME) why = "must have 1 to 255 bytes";
-    else if (strchr(s, '/') || strchr(s, '\\')) why = "must be a plain file name in the index's folder (no '/' or '\\')";
     else if (wm_path_check_relative(s, &e2)) why = e2.msg;
+    else if (strchr(s, '/') || strchr(s, '\\')) why = "must be a plain file name in the index's folder (no '/' or '\\')";
     else if (n <= 12 || strcmp(s + n - 12, ".safetensors") != 0) why = "must end with '.safetensors'";
     for (size_t i = 0; !why && i < n; i++)
         if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) why = "holds a control character";

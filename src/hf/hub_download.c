@@ -613,6 +613,7 @@ wm_status wm_hfi_fetch(wm_hfi_ctx *c, const char *rev, const char *name, wm_hf_f
         snprintf(lock, sizeof lock, "%s/%s/%s.lock", c->r->cache_dir, lockrel, etag);
         int lfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0664);
         if (lfd < 0) return wm_err(err, WM_ERR_IO, "cannot create lock '%s': %s", lock, strerror(errno));
+        if (fstat(lfd, &sb) == 0 && sb.st_size == 0) (void)fchmod(lfd, 0664); /* group-writable, as huggingface_hub's */
         if (flock(lfd, LOCK_EX) != 0) {
             close(lfd);
             return wm_err(err, WM_ERR_IO, "cannot lock '%s': %s", lock, strerror(errno));
