@@ -348,7 +348,7 @@ static wm_status resolve_repo(wm_hfi_ctx *c, const char *spec, unsigned need, wm
                 return wm_err(err, WM_ERR_INPUT, "%s: a symbolic link or not a folder: refused", r->folder);
             int done = cache_complete(c, r->folder, need, &missing, &s, err);
             if (done < 0) return s;
-            if (done && !o->refresh) {
+            if (done && (!o->refresh || c->offline)) {
                 r->source = WM_HF_SRC_CACHE;
                 return WM_OK;
             }

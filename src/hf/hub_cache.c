@@ -256,7 +256,7 @@ static void tmp_name(char *out, size_t n, const char *path) {
 wm_status wm_hfi_write_atomic(const char *path, const void *data, size_t n, wm_error *err) {
     char tmp[PATH_MAX + 64];
     tmp_name(tmp, sizeof tmp, path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666); /* less the umask, as Python writes */
     if (fd < 0) return wm_err(err, WM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
     const char *p = data;
     size_t off = 0;

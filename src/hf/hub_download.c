@@ -392,7 +392,7 @@ static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, co
                             const char *name, wm_error *err) {
     char inc[PATH_MAX + 16], errbuf[CURL_ERROR_SIZE];
     snprintf(inc, sizeof inc, "%s.incomplete", blob);
-    int fd = open(inc, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = open(inc, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) return wm_err(err, WM_ERR_IO, "cannot create '%s': %s", inc, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -421,7 +421,9 @@ static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, co
         curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_TIME, 60L);
         curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &x);
-        if (x.start) curl_easy_setopt(c->curl, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)x.start);
+        char range[32];
+        snprintf(range, sizeof range, "%llu-", (unsigned long long)x.start);
+        if (x.start) curl_easy_setopt(c->curl, CURLOPT_RANGE, range); /* a 200 answer is taken too (see on_body) */
         if (c->progress) {
             curl_easy_setopt(c->curl, CURLOPT_NOPROGRESS, 0L);
             curl_easy_setopt(c->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -512,7 +514,7 @@ static wm_status record_no_exist(wm_hfi_ctx *c, const char *commit, const char *
     wm_status s = wm_hfi_mkdirs(c->model_dir, rel, err);
     if (s) return s;
     snprintf(p, sizeof p, "%s/.no_exist/%s/%s", c->model_dir, commit, name);
-    int fd = open(p, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = open(p, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) return wm_err(err, WM_ERR_IO, "cannot create '%s': %s", p, strerror(errno));
     close(fd);
     return WM_OK;

@@ -15,6 +15,7 @@ Switches (set on the HubServer object between requests):
                                             `times` times (None: always)
   corrupt.add(sha256)                       serve the body with one byte flipped (same length)
   ignore_range = True                       answer 200 with the whole body to a Range request
+  override[file] = {header: value}          replace headers of the hub's answer for that repo file
 Every request is appended to `log` as dict(server, method, path, range, auth).
 """
 import hashlib
@@ -60,6 +61,7 @@ class HubServer:
         self.interrupt = {}
         self.corrupt = set()
         self.ignore_range = False
+        self.override = {}
         self._lock = threading.Lock()
         self._hub = _Threading(("127.0.0.1", 0), self._handler("hub"))
         self._cdn = _Threading(("127.0.0.1", 0), self._handler("cdn"))
@@ -126,6 +128,7 @@ class HubServer:
                                            auth=self.headers.get("Authorization")))
 
             def _reply(self, code, headers, body=b"", head=False):
+                headers = dict(headers, **server.override.get(getattr(self, "_fname", None), {}))
                 self.send_response(code)
                 for k, v in headers.items():
                     self.send_header(k, v)
@@ -151,6 +154,7 @@ class HubServer:
                 repo_id = f"{parts[1]}/{parts[2]}"
                 rev = urllib.parse.unquote(parts[4])
                 fname = urllib.parse.unquote("/".join(parts[5:]))
+                self._fname = fname
                 repo = server.repos.get(repo_id)
                 auth_ok = self.headers.get("Authorization") == f"Bearer {server.token}"
                 if repo is None or (repo.private and not auth_ok):
@@ -199,6 +203,7 @@ class HubServer:
                     b[len(b) // 2] ^= 0x5A
                     body = bytes(b)
                 headers["Content-Length"] = str(len(body))
+                headers.update(server.override.get(getattr(self, "_fname", None), {}) if which == "hub" else {})
                 cut = None
                 with server._lock:
                     if key in server.interrupt and not head:
