@@ -128,7 +128,7 @@ typedef struct xfer {
     wm_hf_http_meta meta;
     int fd;
     uint64_t have, expect, start;
-    int started, overflow, bad_range, io_errno;
+    int started, overflow, bad_range, io_errno, printed;
     const char *name;
     double last;
 } xfer;
@@ -183,6 +183,7 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
     double t = now_s();
     if (t - x->last < 0.25 && x->have < x->expect) return 0;
     x->last = t;
+    x->printed = 1;
     fprintf(stderr, "\r  %-40.40s %8.1f / %.1f MiB %3d%%", x->name, x->have / 1048576.0, x->expect / 1048576.0,
             x->expect ? (int)(100.0 * (double)x->have / (double)x->expect) : 100);
     return 0;
@@ -433,7 +434,8 @@ static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, co
         curl_slist_free_all(hdrs);
         long code = 0;
         curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
-        if (c->progress) fputc('\n', stderr);
+        if (x.printed) fputc('\n', stderr);
+        x.printed = 0;
         if (x.io_errno) {
             errno = x.io_errno;
             goto io_fail;

@@ -20,6 +20,7 @@ Every request is appended to `log` as dict(server, method, path, range, auth).
 """
 import hashlib
 import http.server
+import os
 import socketserver
 import threading
 import urllib.parse
@@ -28,15 +29,31 @@ LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack
 LFS_MIN_SIZE = 10 << 20
 
 
+class FileBlob:
+    """A file served from disk (for big benchmarks): its size and sha256, read once."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        h = hashlib.sha256()
+        with open(self.path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 24), b""):
+                h.update(chunk)
+        self.digest = h.hexdigest()
+        self.size = os.path.getsize(self.path)
+
+    def __len__(self):
+        return self.size
+
+
 def git_blob_sha1(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def sha256(data) -> str:
+    return data.digest if isinstance(data, FileBlob) else hashlib.sha256(data).hexdigest()
 
 
-def is_lfs(name: str, data: bytes) -> bool:
+def is_lfs(name: str, data) -> bool:
     return name.endswith(LFS_SUFFIXES) or len(data) >= LFS_MIN_SIZE
 
 
@@ -76,7 +93,7 @@ class HubServer:
         repo.private = repo.private or private
         h = hashlib.sha1(repo_id.encode() + str(len(repo.commits)).encode())
         for name in sorted(files):
-            h.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+            h.update(name.encode() + b"\0" + sha256(files[name]).encode())
         sha = h.hexdigest()
         repo.commits[sha] = dict(files)
         for name, data in files.items():
@@ -185,6 +202,8 @@ class HubServer:
                 return self._send_body(data, {"ETag": f'"{digest}"'}, head, key=digest)
 
             def _send_body(self, data, headers, head, key):
+                if isinstance(data, FileBlob):
+                    return self._send_file(data, headers, head)
                 total = len(data)
                 headers = dict(headers, **{"Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"})
                 start, code = 0, 200
@@ -228,5 +247,24 @@ class HubServer:
                         pass
                     return
                 self.wfile.write(body)
+
+            def _send_file(self, blob, headers, head):
+                start, code = 0, 200
+                rng = self.headers.get("Range")
+                headers = dict(headers, **{"Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"})
+                if rng and rng.startswith("bytes=") and rng.endswith("-") and rng[6:-1].isdigit():
+                    start, code = int(rng[6:-1]), 206
+                    headers["Content-Range"] = f"bytes {start}-{blob.size - 1}/{blob.size}"
+                headers["Content-Length"] = str(blob.size - start)
+                self.send_response(code)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if head:
+                    return
+                with open(blob.path, "rb") as f:
+                    f.seek(start)
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        self.wfile.write(chunk)
 
         return Handler

@@ -497,3 +497,28 @@ def test_cache_list_matches_scan_cache_dir(winml, hub, tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == str(cache)
     r = winml_run(winml, ["cache", "list"], env_for(hub, cache))
     assert r.returncode == 0 and "org/a" in r.stdout and "org/b" in r.stdout
+
+
+def test_progress_on_a_tty_only(winml, hub, tmp_path):
+    files, _ = big_repo(2)
+    hub.add_commit("org/big", files)
+    env = env_for(hub, tmp_path / "c")
+    r = winml_run(winml, ["download", "-m", "org/big"], env)  # stderr is a pipe: quiet
+    assert r.returncode == 0 and r.stderr == "", U.describe(r)
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen([winml, "download", "-m", "org/big"], stdout=subprocess.DEVNULL, stderr=slave,
+                         env=env_for(hub, tmp_path / "c2"))
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert p.wait(timeout=60) == 0
+    os.close(master)
+    assert b"model.safetensors" in out and b"MiB 100%" in out, out
