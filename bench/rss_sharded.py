@@ -98,7 +98,8 @@ def main():
         if a.download:
             from hub_server import FileBlob, HubServer
             with HubServer() as hub:
-                files = {n: FileBlob(os.path.join(src, n)) for n in os.listdir(src)}
+                files = {n: FileBlob(os.path.join(src, n)) if n.endswith(".safetensors") else
+                         open(os.path.join(src, n), "rb").read() for n in os.listdir(src)}
                 hub.add_commit("org/big", files)
                 t0 = time.time()
                 r = subprocess.run([winml, "download", "-m", "org/big", "-f", "json"], capture_output=True,

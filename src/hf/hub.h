@@ -30,6 +30,12 @@
  * Bearer token to the endpoint's origin only and is never printed.
  * HF_HUB_OFFLINE=1 (or TRANSFORMERS_OFFLINE=1) forbids the network.
  *
+ * The cache comes first: a snapshot that holds every required file (config,
+ * weights, shards, named includes) is used without the network, a branch as
+ * its cached ref names it; wm_hf_resolve_opts.refresh (winml download) asks
+ * the hub for the branch's current commit. Optional files (tokenizer, ...)
+ * missing from a snapshot do not make it incomplete.
+ *
  * Pickle weights (.bin .pt .pth .ckpt) are never downloaded or read: a model
  * that only has them is refused with a message pointing to safetensors.
  */

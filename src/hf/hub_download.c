@@ -123,8 +123,37 @@ static size_t on_header(char *b, size_t sz, size_t nm, void *ud) {
     return sz * nm;
 }
 
+/* The running digest of a blob, checked against its etag (sha256 of the
+   bytes for 64 hex digits, git's blob sha1 for 40, none otherwise). */
+typedef struct digest {
+    int kind; /* 0 none, 1 sha256, 2 git blob sha1 */
+    wm_sha256 s2;
+    wm_sha1 s1;
+} digest;
+
+static void dg_init(digest *d, const char *etag, uint64_t size) {
+    size_t el = strlen(etag);
+    d->kind = el == 64 ? 1 : el == 40 ? 2 : 0;
+    for (size_t i = 0; i < el; i++)
+        if (!((etag[i] >= '0' && etag[i] <= '9') || (etag[i] >= 'a' && etag[i] <= 'f'))) d->kind = 0;
+    if (d->kind == 1) wm_sha256_init(&d->s2);
+    if (d->kind == 2) {
+        char hdr[48];
+        int k = snprintf(hdr, sizeof hdr, "blob %llu", (unsigned long long)size);
+        wm_sha1_init(&d->s1);
+        wm_sha1_update(&d->s1, hdr, (size_t)k + 1); /* with its NUL */
+    }
+}
+
+static void dg_update(digest *d, const void *p, size_t n) {
+    if (d->kind == 1) wm_sha256_update(&d->s2, p, n);
+    if (d->kind == 2) wm_sha1_update(&d->s1, p, n);
+}
+
 typedef struct xfer {
     wm_hfi_ctx *c;
+    digest dg;
+    const char *etag;
     wm_hf_http_meta meta;
     int fd;
     uint64_t have, expect, start;
@@ -157,6 +186,7 @@ static size_t on_body(char *b, size_t sz, size_t nm, void *ud) {
                 return 0;
             }
             x->have = x->start = 0;
+            dg_init(&x->dg, x->etag, x->expect);
         }
     }
     if (n > x->expect - x->have) {
@@ -173,6 +203,7 @@ static size_t on_body(char *b, size_t sz, size_t nm, void *ud) {
         }
         off += (size_t)w;
     }
+    dg_update(&x->dg, b, n);
     x->have += n;
     return n;
 }
@@ -336,50 +367,40 @@ static int refused(wm_hfi_ctx *c, const char *rev, const char *name, const wm_hf
 
 /* ---- the blob ---- */
 
-static wm_status verify(const char *path, const char *etag, uint64_t size, const char *name, wm_error *err) {
-    size_t el = strlen(etag);
-    int is256 = el == 64, is1 = el == 40;
-    for (size_t i = 0; i < el; i++)
-        if (!((etag[i] >= '0' && etag[i] <= '9') || (etag[i] >= 'a' && etag[i] <= 'f'))) is256 = is1 = 0;
-    if (!is256 && !is1) return WM_OK; /* an etag that is not a digest: the size was checked */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot reopen: %s", path, strerror(errno));
-    wm_sha256 s2;
-    wm_sha1 s1;
-    if (is256) wm_sha256_init(&s2);
-    else {
-        char hdr[48];
-        int k = snprintf(hdr, sizeof hdr, "blob %llu", (unsigned long long)size);
-        wm_sha1_init(&s1);
-        wm_sha1_update(&s1, hdr, (size_t)k + 1); /* with its NUL */
-    }
+/* Feeds the first n bytes of fd (a partial download being resumed) to the digest. */
+static wm_status dg_prefix(digest *d, int fd, uint64_t n, const char *name, wm_error *err) {
     enum { BUF = 1 << 20 };
+    if (!d->kind || !n) return WM_OK;
     uint8_t *buf = malloc(BUF);
-    if (!buf) {
-        close(fd);
-        return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    }
-    uint64_t got = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf, BUF);
+    if (!buf) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    uint64_t off = 0;
+    while (off < n) {
+        size_t want = n - off < BUF ? (size_t)(n - off) : BUF;
+        ssize_t r = pread(fd, buf, want, (off_t)off);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (uint64_t)r;
-        if (is256) wm_sha256_update(&s2, buf, (size_t)r);
-        else wm_sha1_update(&s1, buf, (size_t)r);
+        if (r <= 0) {
+            free(buf);
+            return wm_err(err, WM_ERR_IO, "%s: cannot read the partial download back", name);
+        }
+        dg_update(d, buf, (size_t)r);
+        off += (uint64_t)r;
     }
     free(buf);
-    close(fd);
-    uint8_t d[32];
+    return WM_OK;
+}
+
+static wm_status dg_check(digest *d, const char *etag, uint64_t got, const char *name, wm_error *err) {
+    if (!d->kind) return WM_OK; /* an etag that is not a digest: the size was checked */
+    uint8_t out[32];
     char hex[65];
-    if (is256) wm_sha256_final(&s2, d);
-    else wm_sha1_final(&s1, d);
-    wm_hex(d, is256 ? 32 : 20, hex);
-    if (got != size || strcmp(hex, etag))
+    if (d->kind == 1) wm_sha256_final(&d->s2, out);
+    else wm_sha1_final(&d->s1, out);
+    wm_hex(out, d->kind == 1 ? 32 : 20, hex);
+    if (strcmp(hex, etag))
         return wm_err(err, WM_ERR_INPUT,
                       "%s: corrupted transfer: the %s of the %llu bytes received is %s, the hub announced %s; the "
                       "partial file was removed: run the command again",
-                      name, is256 ? "sha256" : "git blob sha1", (unsigned long long)got, hex, etag);
+                      name, d->kind == 1 ? "sha256" : "git blob sha1", (unsigned long long)got, hex, etag);
     return WM_OK;
 }
 
@@ -393,19 +414,21 @@ static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, co
                             const char *name, wm_error *err) {
     char inc[PATH_MAX + 16], errbuf[CURL_ERROR_SIZE];
     snprintf(inc, sizeof inc, "%s.incomplete", blob);
-    int fd = open(inc, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    int fd = open(inc, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) return wm_err(err, WM_ERR_IO, "cannot create '%s': %s", inc, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
         return wm_err(err, WM_ERR_INPUT, "%s: not a regular file", inc);
     }
-    xfer x = {.c = c, .fd = fd, .have = (uint64_t)sb.st_size, .expect = size, .name = name};
+    xfer x = {.c = c, .fd = fd, .have = (uint64_t)sb.st_size, .expect = size, .name = name, .etag = etag};
+    wm_status s = WM_OK;
     if (x.have > size) {
         if (ftruncate(fd, 0) != 0) goto io_fail;
         x.have = 0;
     }
-    wm_status s = WM_OK;
+    dg_init(&x.dg, etag, size); /* hashed as it arrives; a resumed part is read back once */
+    if ((s = dg_prefix(&x.dg, fd, x.have, name, err))) goto remove;
     int attempts = 0, restarted = 0;
     while (x.have < size) {
         if (lseek(fd, (off_t)x.have, SEEK_SET) < 0) goto io_fail;
@@ -449,6 +472,7 @@ static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, co
             restarted = 1; /* the partial file does not fit this blob: start over */
             if (ftruncate(fd, 0) != 0) goto io_fail;
             x.have = 0;
+            dg_init(&x.dg, etag, size);
             continue;
         }
         if (rc == CURLE_OK && x.have == size) break;
@@ -478,7 +502,7 @@ static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, co
     if (fsync(fd) != 0) goto io_fail;
     close(fd);
     fd = -1;
-    if ((s = verify(inc, etag, size, name, err))) goto remove;
+    if ((s = dg_check(&x.dg, etag, x.have, name, err))) goto remove;
     if (rename(inc, blob) != 0) {
         s = wm_err(err, WM_ERR_IO, "cannot rename '%s': %s", inc, strerror(errno));
         goto remove;

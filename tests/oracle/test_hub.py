@@ -22,7 +22,8 @@ from hub_server import HubServer, sha256
 import huggingface_hub as hf  # noqa: E402  (the layout oracle; pinned in requirements.txt)
 
 TOKEN = "hf_test_token_0123456789"
-os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+for _v in ("NO_PROXY", "no_proxy"):  # huggingface_hub (in this process) must reach the local hub directly
+    os.environ[_v] = ",".join(x for x in (os.environ.get(_v), "127.0.0.1", "localhost") if x)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -282,6 +283,13 @@ def test_sharded_index(winml, sttool, hub, tmp_path):
     check_tensors(sttool, j["folder"], j["root"], {**parts[0], **parts[1]})
     for n in names:
         assert hf.try_to_load_from_cache("org/sharded", n, cache_dir=str(cache)) == os.path.join(j["folder"], n)
+    # the same checkpoint fetched by huggingface_hub resolves offline with our reader
+    theirs = tmp_path / "theirs"
+    for n in files:
+        hf.hf_hub_download("org/sharded", n, cache_dir=str(theirs), endpoint=hub.url)
+    j2 = download(winml, hub, theirs, "-m", "org/sharded", HF_HUB_OFFLINE=1)
+    assert j2["source"] == "cache" and j2["commit"] == commit
+    check_tensors(sttool, j2["folder"], j2["root"], {**parts[0], **parts[1]})
     # the folder alone fails to open without the model folder as root (links leave the snapshot)
     r = U.run([sttool, "dump", j["folder"]])
     assert r.returncode == 2 and "outside" in r.stderr
