@@ -360,15 +360,7 @@ static wm_status resolve_repo(wm_hfi_ctx *c, const char *spec, unsigned need, wm
 
     /* then the hub */
     if ((s = setup_net(c, err))) return s;
-    if ((s = wm_hfi_mkdir_p(c->model_dir, err))) return s;
-    if (!realpath(c->model_dir, c->model_real)) return wm_err(err, WM_ERR_IO, "%s: %s", c->model_dir, strerror(errno));
-    static const char tag[] = "Signature: 8a477f597d28d172789f06886806bc55\n"
-                              "# This file is a cache directory tag created by huggingface_hub.\n"
-                              "# For information about cache directory tags, see:\n"
-                              "#\thttps://bford.info/cachedir/\n";
-    char tagp[PATH_MAX + 16];
-    snprintf(tagp, sizeof tagp, "%s/CACHEDIR.TAG", r->cache_dir);
-    if (lstat(tagp, &sb) != 0) (void)wm_hfi_write_atomic(tagp, tag, sizeof tag - 1, NULL);
+    c->model_real[0] = 0; /* the folders are made once the hub has answered (hub_download.c) */
     s = download_all(c, need, err);
     wm_hfi_net_close(c);
     if (s) return s;

@@ -322,7 +322,8 @@ static wm_status head(wm_hfi_ctx *c, const char *rev, const char *name, wm_hf_ht
         CURLcode rc = curl_easy_perform(c->curl);
         curl_slist_free_all(hdrs);
         if (rc != CURLE_OK)
-            return wm_err(err, WM_ERR_IO, "%s: cannot reach the hub at %s: %s", c->r->repo_id, c->endpoint,
+            return wm_err(err, WM_ERR_IO, "%s: cannot reach the hub at %s: %s (check the network or HF_ENDPOINT; "
+                          "HF_HUB_OFFLINE=1 uses the cache only)", c->r->repo_id, c->endpoint,
                           errbuf[0] ? errbuf : curl_easy_strerror(rc));
         long code = 0;
         curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
@@ -519,6 +520,23 @@ remove:
 
 /* ---- one file ---- */
 
+/* Creates the model folder (and CACHEDIR.TAG) once the hub has answered: a failed request leaves nothing. */
+static wm_status ensure_model_dir(wm_hfi_ctx *c, wm_error *err) {
+    static const char tag[] = "Signature: 8a477f597d28d172789f06886806bc55\n"
+                              "# This file is a cache directory tag created by huggingface_hub.\n"
+                              "# For information about cache directory tags, see:\n"
+                              "#\thttps://bford.info/cachedir/\n";
+    if (c->model_real[0]) return WM_OK;
+    wm_status s = wm_hfi_mkdir_p(c->model_dir, err);
+    if (s) return s;
+    if (!realpath(c->model_dir, c->model_real)) return wm_err(err, WM_ERR_IO, "%s: %s", c->model_dir, strerror(errno));
+    char p[PATH_MAX + 16];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/CACHEDIR.TAG", c->r->cache_dir);
+    if (lstat(p, &sb) != 0) (void)wm_hfi_write_atomic(p, tag, sizeof tag - 1, NULL);
+    return WM_OK;
+}
+
 static wm_status write_ref(wm_hfi_ctx *c, const char *rev, const char *commit, wm_error *err) {
     if (wm_hf_is_commit(rev, strlen(rev))) return WM_OK;
     char have[WM_HF_COMMIT_LEN + 1], rel[WM_HF_MAX_REVISION + 8], p[PATH_MAX];
@@ -589,7 +607,7 @@ wm_status wm_hfi_fetch(wm_hfi_ctx *c, const char *rev, const char *name, wm_hf_f
             char rel0[WM_HF_COMMIT_LEN + 16];
             memcpy(commit, m.commit, WM_HF_COMMIT_LEN + 1);
             snprintf(rel0, sizeof rel0, "snapshots/%s", commit);
-            if ((s = record_no_exist(c, commit, name, err)) || (s = wm_hfi_mkdirs(c->model_dir, rel0, err)) ||
+            if ((s = ensure_model_dir(c, err)) || (s = record_no_exist(c, commit, name, err)) || (s = wm_hfi_mkdirs(c->model_dir, rel0, err)) ||
                 (s = write_ref(c, rev, commit, err)))
                 return s;
         }
@@ -616,11 +634,9 @@ wm_status wm_hfi_fetch(wm_hfi_ctx *c, const char *rev, const char *name, wm_hf_f
     /* folders first, then the ref, so the cache never names a missing snapshot */
     char rel[PATH_MAX];
     snprintf(rel, sizeof rel, "snapshots/%s", commit);
-    if ((s = wm_hfi_mkdirs(c->model_dir, "blobs", err)) || (s = wm_hfi_mkdirs(c->model_dir, rel, err)) ||
-        (s = write_ref(c, rev, commit, err)))
+    if ((s = ensure_model_dir(c, err)) || (s = wm_hfi_mkdirs(c->model_dir, "blobs", err)) ||
+        (s = wm_hfi_mkdirs(c->model_dir, rel, err)) || (s = write_ref(c, rev, commit, err)))
         return s;
-    if (!c->model_real[0] && !realpath(c->model_dir, c->model_real))
-        return wm_err(err, WM_ERR_IO, "%s: %s", c->model_dir, strerror(errno));
     char snap[PATH_MAX];
     snprintf(snap, sizeof snap, "%s/snapshots/%s", c->model_dir, commit);
     uint64_t have_size = 0;

@@ -391,6 +391,10 @@ def test_missing_files_and_pickle_refused(winml, hub, tmp_path):
     U.assert_clean_error(r, "winml download", "neither model.safetensors nor model.safetensors.index.json")
     r = download(winml, hub, cache, "-m", "org/absent", ok=False)
     U.assert_clean_error(r, "winml download", "repository not found")
+    assert not (cache / "models--org--absent").exists(), "a refused request leaves nothing"
+    r = download(winml, hub, tmp_path / "c9", "-m", "org/absent", ok=False, HF_ENDPOINT="http://127.0.0.1:9")
+    U.assert_clean_error(r, "winml download", "cannot reach the hub at http://127.0.0.1:9", "HF_HUB_OFFLINE=1")
+    assert not (tmp_path / "c9").exists()
     r = download(winml, hub, cache, "-m", "org/pickle", "--include", "pytorch_model.bin", ok=False)
     U.assert_clean_error(r, "winml download", "pickle weights are never downloaded")
 
