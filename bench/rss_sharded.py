@@ -8,7 +8,7 @@ fetch it (timing the transfer and its sha256 checks) - then runs build/wm_hubtoo
 resolves `org/big` offline and opens every shard with the zero-copy reader, and reports the
 resident set size after each step; with the pages touched for comparison.
 
-    .venv/bin/python bench/rss_sharded.py [--gib 3] [--shards 3] [--dir /tmp/wm_bench_hub] [--download]
+    .venv/bin/python bench/rss_sharded.py [--gib 3] [--shards 3] [--dir /tmp/wm_bench_hub] [--download [--peer]]
 """
 import argparse
 import hashlib
@@ -85,6 +85,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--download", action="store_true")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--peer", action="store_true", help="with --download: time huggingface_hub on the same files")
     a = ap.parse_args()
     tool, winml = os.path.join(a.build, "wm_hubtool"), os.path.join(a.build, "winml")
     shutil.rmtree(a.dir, ignore_errors=True)
@@ -110,6 +111,16 @@ def main():
                 got = json.loads(r.stdout)["bytes_downloaded"]
                 print(f"winml download: {got / 2**30:.2f} GiB from the local hub in {dt:.1f} s "
                       f"({got / 2**20 / dt:.0f} MiB/s, transfer + sha256 check + rename)")
+                if a.peer:  # huggingface_hub, same server, same files, same run
+                    import huggingface_hub as hf
+                    peer = os.path.join(a.dir, "peer")
+                    t0 = time.time()
+                    for n in files:
+                        hf.hf_hub_download("org/big", n, cache_dir=peer, endpoint=hub.url)
+                    pt = time.time() - t0
+                    print(f"huggingface_hub hf_hub_download: same files in {pt:.1f} s ({got / 2**20 / pt:.0f} MiB/s); "
+                          f"winml / huggingface_hub time ratio {dt / pt:.2f}")
+                    shutil.rmtree(peer, ignore_errors=True)
         else:
             lay_out_cache(src, cache)
         env["HF_HUB_OFFLINE"] = "1"
