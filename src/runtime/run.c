@@ -1,6 +1,7 @@
 /* run.c - wm_session_run: check inputs, find the plan, bind buffers, execute. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "runtime/session_impl.h"
@@ -114,11 +115,18 @@ wm_status wm_session_run(wm_session *s, const wm_tensor *inputs, size_t n_inputs
             }
         }
         void *ws = mem + ((p->arena_bytes + 63) & ~(uint64_t)63);
+        struct timespec t0, t1;
         for (int j = 0; j < p->n_run; j++) {
             wm_tensor **io = p->io + p->io_off[j];
             int i = p->run[j];
+            if (s->prof_ms) clock_gettime(CLOCK_MONOTONIC, &t0);
             if ((st = wm_node_exec(s, i, io, io + s->nodes[i].n_in, ws, p->ws_bytes, err))) return st;
+            if (s->prof_ms) {
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                s->prof_ms[i] += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+            }
         }
+        s->prof_runs++;
     }
     for (size_t i = 0; i < n_outputs; i++) outputs[i] = p->t[s->out_val[i]];
     return WM_OK;

@@ -82,6 +82,8 @@ struct wm_session {
     size_t n_eager_bufs, cap_eager_bufs;
     uint64_t run_allocs;
     uint64_t packed_bytes;
+    double *prof_ms;         /* WM_PROFILE=1: time per node, summed over runs (printed at free) */
+    uint64_t prof_runs;
     void *gemm_ws;           /* GEMM scratch, one slice per pool thread */
     size_t gemm_ws_per;
 };
