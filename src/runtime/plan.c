@@ -123,6 +123,8 @@ static wm_status assign_memory(wm_session *s, wm_plan *p, wm_error *err) {
         }
     }
     for (size_t i = 0; i < s->n_outputs; i++) lastv[s->out_val[i]] = nr;
+    if (s->opts.keep_values) /* every value lives to the end: nothing is overwritten */
+        for (size_t v = 0; v < nv; v++) lastv[v] = nr;
     for (int j = 0; j < nr; j++) {
         int i = p->run[j];
         const wm_node *n = &s->nodes[i];

@@ -502,3 +502,26 @@ const char *wm_session_precision(const wm_session *s) {
     default: return "fp32";
     }
 }
+
+wm_status wm_session_value_of(const wm_session *s, const char *name, wm_tensor *out, wm_error *err) {
+    if (!s->opts.keep_values) return wm_err(err, WM_ERR_USAGE, "the session was not made with keep_values");
+    if (!s->last) return wm_err(err, WM_ERR_USAGE, "no run yet");
+    int v = wm_session_value(s, name);
+    if (v < 0) return wm_err(err, WM_ERR_INPUT, "no value named '%s'", name);
+    const wm_tensor *t = &s->last->t[v];
+    if (!t->data && wm_tensor_numel(t)) return wm_err(err, WM_ERR_INPUT, "value '%s' was not computed", name);
+    *out = *t;
+    return WM_OK;
+}
+
+size_t wm_session_n_values(const wm_session *s) { return s->n_vals; }
+const char *wm_session_value_name(const wm_session *s, size_t i) { return i < s->n_vals ? s->vals[i].name : NULL; }
+
+const char *wm_session_value_producer(const wm_session *s, const char *name, const char **op_type) {
+    int v = wm_session_value(s, name);
+    if (op_type) *op_type = NULL;
+    if (v < 0 || s->vals[v].producer < 0) return NULL;
+    const wm_node *n = &s->nodes[s->vals[v].producer];
+    if (op_type) *op_type = n->proto->op_type;
+    return wm_node_label(n);
+}
