@@ -98,6 +98,23 @@ const char *wm_session_value_name(const wm_session *s, size_t i);
 /* The node producing value name (its name, else its first output) and its op type; NULL for inputs and initializers. */
 const char *wm_session_value_producer(const wm_session *s, const char *name, const char **op_type);
 
+/* Caller memory for one output (wm_session_run_bound). */
+typedef struct wm_out_bind {
+    void *data;        /* NULL: the output lives in session memory as usual */
+    uint64_t capacity; /* bytes available at data */
+} wm_out_bind;
+
+/*
+ * As wm_session_run, but output i is written straight into bind[i].data
+ * when that is set (WM_ERR_USAGE, before anything runs, when the output
+ * needs more than bind[i].capacity bytes). A bound output may be the very
+ * buffer a later run reads as an input (a KV cache fed back); within one
+ * run, a bound buffer must not also be one of this run's inputs unless the
+ * op writing it allows that (a shared past/present cache).
+ */
+wm_status wm_session_run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
+                               size_t n_outputs, const wm_out_bind *bind, wm_error *err);
+
 /* Statistics of the session, for perf and tests. */
 typedef struct wm_session_stats {
     size_t n_nodes;        /* nodes in the graph */

@@ -43,6 +43,7 @@ typedef struct wm_plan {
     int eager;           /* shapes depend on data: every run infers and allocates */
     wm_tensor *t;        /* per value: dtype, dims, data (bound per run) */
     wm_loc *loc;         /* per value */
+    int *root;           /* per value: the value whose arena block it uses (views, in-place), -1 if none */
     int *run;            /* node indices to execute */
     int n_run;
     wm_tensor **io;      /* per run node: n_in then n_out tensor pointers (NULL: omitted) */
