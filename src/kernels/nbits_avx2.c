@@ -192,6 +192,8 @@ static inline __m256 zp8_at(const uint8_t *zr, int bits, int64_t b, int64_t r) {
         __m128i z = _mm_unpacklo_epi8(_mm_and_si128(v, m), _mm_and_si128(_mm_srli_epi16(v, 4), m));
         return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(z));
     }
+    if (r == 8 && bits == 8)
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(zr + b))));
     float t[8] = {0};
     for (int64_t j = 0; j < r; j++) t[j] = zp_at(zr, bits, b + j);
     return _mm256_loadu_ps(t);
@@ -281,6 +283,54 @@ static float col_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
     return hsum(acc);
 }
 
+/* q4dot64 of two columns against the same activations (loaded once) */
+static inline void q4dot64x2(const uint8_t *p0, const uint8_t *p1, const int8_t *x, __m256i *d0, __m256i *d1) {
+    const __m256i m = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256i xe = _mm256_loadu_si256((const __m256i *)x), xo = _mm256_loadu_si256((const __m256i *)(x + 32));
+    __m256i v0 = _mm256_loadu_si256((const __m256i *)p0), v1 = _mm256_loadu_si256((const __m256i *)p1);
+    __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v0, m), xe),
+                                  _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m), xo));
+    __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v1, m), xe),
+                                  _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m), xo));
+    *d0 = _mm256_madd_epi16(s0, ones);
+    *d1 = _mm256_madd_epi16(s1, ones);
+}
+
+/* col_q8_b4 for columns n and n + 1 at once (shared activation loads); each column's arithmetic is
+ * exactly col_q8_b4's, so a column's value does not depend on whether it was paired. */
+static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m, float *out) {
+    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2;
+    const uint8_t *c0 = a->B + n * colbytes, *c1 = c0 + colbytes;
+    const uint8_t *z0 = zp_row(a, n, kb), *z1 = zp_row(a, n + 1, kb);
+    const float *s0 = a->scales + n * kb, *s1 = s0 + kb, *xs = q->scale + m * q->kbs;
+    const int32_t *qs = q->sum + m * q->kbs;
+    const int8_t *x = q->q + m * q->kp;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < kb; b += 8) {
+        int64_t r = kb - b < 8 ? kb - b : 8;
+        __m256i d0, d1;
+        if (bs == 32 && r == 8) {
+            const uint8_t *p0 = c0 + b * 16, *p1 = c1 + b * 16;
+            const int8_t *xx = x + b * 32;
+            __m256i a0, a1, a2, a3, b0, b1, b2, b3;
+            q4dot64x2(p0, p1, xx, &a0, &b0);
+            q4dot64x2(p0 + 32, p1 + 32, xx + 64, &a1, &b1);
+            q4dot64x2(p0 + 64, p1 + 64, xx + 128, &a2, &b2);
+            q4dot64x2(p0 + 96, p1 + 96, xx + 192, &a3, &b3);
+            d0 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3)), perm);
+            d1 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(b0, b1), _mm256_hadd_epi32(b2, b3)), perm);
+        } else {
+            d0 = dots8_b4(c0 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
+            d1 = dots8_b4(c1 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
+        }
+        acc0 = fold8(acc0, d0, s0 + b, xs + b, qs + b, zp8_at(z0, 4, b, r), r);
+        acc1 = fold8(acc1, d1, s1 + b, xs + b, qs + b, zp8_at(z1, 4, b, r), r);
+    }
+    out[0] = hsum(acc0);
+    out[1] = hsum(acc1);
+}
+
 /* fp32 path, 8-bit, column n, row m */
 static float col_f32_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
     const int64_t kb = q->kb, bs = a->block_size;
@@ -298,27 +348,67 @@ static float col_f32_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
     return hsum(_mm256_add_ps(a0, a1));
 }
 
-/* int8 path, 8-bit, column n, row m: codes and activations widened to int16, vpmaddwd (exact) */
-static float col_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
+/* int8 path, 8-bit: codes and activations widened to int16, vpmaddwd (exact); blocks 8 at a time
+ * reduced by hsum8x8 and folded like the 4-bit path. nc columns (1 or 2) n, n+1 share the
+ * activation loads; each column's arithmetic is the same either way. */
+static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int nc, int64_t m, float *out) {
     const int64_t kb = q->kb, bs = a->block_size;
-    const uint8_t *p = a->B + n * kb * bs, *zr = zp_row(a, n, kb);
-    const float *sc = a->scales + n * kb, *xs = q->scale + m * q->kbs;
+    const uint8_t *c0 = a->B + n * kb * bs, *c1 = nc > 1 ? c0 + kb * bs : c0;
+    const uint8_t *z0 = zp_row(a, n, kb), *z1 = nc > 1 ? zp_row(a, n + 1, kb) : z0;
+    const float *s0 = a->scales + n * kb, *s1 = nc > 1 ? s0 + kb : s0, *xs = q->scale + m * q->kbs;
     const int32_t *qs = q->sum + m * q->kbs;
     const int8_t *x = q->q + m * q->kp;
-    __m256 acc = _mm256_setzero_ps();
-    float corr = 0;
-    for (int64_t b = 0; b < kb; b++) {
-        __m256i is = _mm256_setzero_si256();
-        for (int64_t i = 0; i < bs; i += 16, p += 16, x += 16) {
-            __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
-            __m256i xq = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x));
-            is = _mm256_add_epi32(is, _mm256_madd_epi16(w, xq));
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    for (int64_t b = 0; b < kb; b += 8) {
+        int64_t r = kb - b < 8 ? kb - b : 8;
+        __m256i v0[8], v1[8];
+        if (bs == 32 && r == 8) { /* the common case, unrolled: 2 x 16 per block */
+#define B8DOT(j)                                                                                                       \
+    do {                                                                                                               \
+        const int64_t i_ = (b + (j)) * 32;                                                                             \
+        __m256i xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + i_)));                                \
+        __m256i xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + i_ + 16)));                           \
+        v0[j] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c0 + i_))), xa), \
+                                 _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c0 + i_ + 16))), xb)); \
+        v1[j] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c1 + i_))), xa), \
+                                 _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c1 + i_ + 16))), xb)); \
+    } while (0)
+            B8DOT(0);
+            B8DOT(1);
+            B8DOT(2);
+            B8DOT(3);
+            B8DOT(4);
+            B8DOT(5);
+            B8DOT(6);
+            B8DOT(7);
+#undef B8DOT
+        } else
+        for (int j = 0; j < 8; j++) {
+            __m256i i0 = _mm256_setzero_si256(), i1 = i0;
+            if (j < r)
+                for (int64_t i = (b + j) * bs; i < (b + j + 1) * bs; i += 16) {
+                    __m256i xq = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + i)));
+                    i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c0 + i))), xq));
+                    if (nc > 1)
+                        i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c1 + i))), xq));
+                }
+            v0[j] = i0;
+            v1[j] = i1;
         }
-        float f = sc[b] * xs[b];
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(f), acc);
-        corr += f * zp_at(zr, 8, b) * (float)qs[b];
+        acc0 = fold8(acc0, hsum8x8(v0[0], v0[1], v0[2], v0[3], v0[4], v0[5], v0[6], v0[7]), s0 + b, xs + b, qs + b,
+                     zp8_at(z0, 8, b, r), r);
+        if (nc > 1)
+            acc1 = fold8(acc1, hsum8x8(v1[0], v1[1], v1[2], v1[3], v1[4], v1[5], v1[6], v1[7]), s1 + b, xs + b, qs + b,
+                         zp8_at(z1, 8, b, r), r);
     }
-    return hsum(acc) - corr;
+    out[0] = hsum(acc0);
+    if (nc > 1) out[1] = hsum(acc1);
+}
+
+static float col_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
+    float o;
+    cols_q8_b8(a, q, n, 1, m, &o);
+    return o;
 }
 
 /* ------------------------------------------------------------ large M: dequantizing packer */
@@ -381,7 +471,17 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     else prep_f32(a, &q);
     float (*col)(const wm_nbits_args *, const wm_nbits_q8 *, int64_t, int64_t) =
         q8 ? (a->bits == 4 ? col_q8_b4 : col_q8_b8) : (a->bits == 4 ? col_f32_b4 : col_f32_b8);
-    for (int64_t n = n0; n < n1; n++) /* M is small: rows re-read the column from L1 */
+    int64_t n = n0;
+    if (q8) /* column pairs */
+        for (; n + 2 <= n1; n += 2)
+            for (int64_t m = 0; m < a->M; m++) {
+                float o[2];
+                if (a->bits == 4) col2_q8_b4(a, &q, n, m, o);
+                else cols_q8_b8(a, &q, n, 2, m, o);
+                a->C[m * a->ldc + n] = o[0];
+                a->C[m * a->ldc + n + 1] = o[1];
+            }
+    for (; n < n1; n++) /* M is small: rows re-read the column from L1 */
         for (int64_t m = 0; m < a->M; m++) a->C[m * a->ldc + n] = col(a, &q, n, m);
     wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
 }
