@@ -1,0 +1,400 @@
+/*
+ * conv.c - Conv (1-D/2-D/3-D, groups, dilations, strides, pads, auto_pad)
+ * and ConvInteger.
+ *
+ * float32 (and float16/bfloat16 through float32 buffers): per image and
+ * group one GEMM Y_g[M/g, P] = W_g[M/g, K] x col[K, P] with K = C/g * kernel
+ * size and P the output positions, on wm_sgemm; col is the im2col matrix,
+ * built by the threads (a 1x1 stride-1 unpadded conv uses the input as col
+ * directly). The bias is written into Y first and the GEMM accumulates
+ * (beta = 1). Convolutions with one input channel per group (depthwise)
+ * run a direct loop over output rows instead, threads taking whole planes.
+ * float64 and ConvInteger run a direct loop in double / int32.
+ */
+#include <string.h>
+
+#include "ops/cnn.h"
+#include "ops/conv_impl.h"
+#include "ops/gemm.h"
+
+/* ---------------------------------------------------------------- float32 kernels */
+
+/* im2col rows [r0, r1) of one image/group: row r = ((c * kz + z) * ky + y) * kx + x, P long */
+static void im2col_rows(const float *x, const wm_win *w, float *col, int64_t r0, int64_t r1) {
+    int64_t P = wm_win_prod(w->out), inP = wm_win_prod(w->in), kp = wm_win_prod(w->k);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t c = r / kp, q = r % kp;
+        int64_t kx = q % w->k[2], ky = (q / w->k[2]) % w->k[1], kz = q / (w->k[2] * w->k[1]);
+        const float *plane = x + c * inP;
+        float *dst = col + r * P;
+        int64_t offx = kx * w->d[2] - w->pb[2], x0, x1;
+        wm_win_range(w->out[2], w->in[2], w->s[2], offx, &x0, &x1);
+        for (int64_t oz = 0; oz < w->out[0]; oz++) {
+            int64_t iz = oz * w->s[0] + kz * w->d[0] - w->pb[0];
+            for (int64_t oy = 0; oy < w->out[1]; oy++) {
+                int64_t iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];
+                float *d = dst + (oz * w->out[1] + oy) * w->out[2];
+                if (iz < 0 || iz >= w->in[0] || iy < 0 || iy >= w->in[1]) {
+                    memset(d, 0, (size_t)w->out[2] * sizeof *d);
+                    continue;
+                }
+                const float *src = plane + (iz * w->in[1] + iy) * w->in[2] + offx;
+                if (x0 > 0) memset(d, 0, (size_t)x0 * sizeof *d);
+                if (w->s[2] == 1) memcpy(d + x0, src + x0, (size_t)(x1 - x0) * sizeof *d);
+                else
+                    for (int64_t ox = x0; ox < x1; ox++) d[ox] = src[ox * w->s[2]];
+                if (x1 < w->out[2]) memset(d + x1, 0, (size_t)(w->out[2] - x1) * sizeof *d);
+            }
+        }
+    }
+}
+
+/* One output plane of a direct convolution over a single input plane (depthwise): y = b + sum_k w_k * x. */
+void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w) {
+    int64_t P = wm_win_prod(w->out);
+    for (int64_t i = 0; i < P; i++) y[i] = b;
+    for (int64_t kz = 0; kz < w->k[0]; kz++)
+        for (int64_t ky = 0; ky < w->k[1]; ky++)
+            for (int64_t kx = 0; kx < w->k[2]; kx++) {
+                float wv = wk[(kz * w->k[1] + ky) * w->k[2] + kx];
+                int64_t offx = kx * w->d[2] - w->pb[2], x0, x1;
+                wm_win_range(w->out[2], w->in[2], w->s[2], offx, &x0, &x1);
+                if (x0 >= x1) continue;
+                for (int64_t oz = 0; oz < w->out[0]; oz++) {
+                    int64_t iz = oz * w->s[0] + kz * w->d[0] - w->pb[0];
+                    if (iz < 0 || iz >= w->in[0]) continue;
+                    for (int64_t oy = 0; oy < w->out[1]; oy++) {
+                        int64_t iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];
+                        if (iy < 0 || iy >= w->in[1]) continue;
+                        const float *src = x + (iz * w->in[1] + iy) * w->in[2] + offx;
+                        float *d = y + (oz * w->out[1] + oy) * w->out[2];
+                        if (w->s[2] == 1) wm_conv_axpy(d + x0, src + x0, wv, x1 - x0);
+                        else
+                            for (int64_t ox = x0; ox < x1; ox++) d[ox] += wv * src[ox * w->s[2]];
+                    }
+                }
+            }
+}
+
+typedef struct conv_job {
+    const wm_win *w;
+    const float *x, *wt, *b;
+    float *y, *col;
+    int64_t N, C, M, G, Cg, Mg, K, P, inP, kp;
+    const float *xg; /* current image+group input planes */
+    float *yg;       /* current image+group output rows */
+    const float *bg; /* current group's bias (NULL: none) */
+} conv_job;
+
+static void conv_prep_part(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    long lo, hi;
+    if (j->col) {
+        wm_split((long)j->K, ith, nth, &lo, &hi);
+        im2col_rows(j->xg, j->w, j->col, lo, hi);
+    }
+    wm_split((long)j->Mg, ith, nth, &lo, &hi);
+    for (long m = lo; m < hi; m++) {
+        float *row = j->yg + m * j->P;
+        if (j->bg)
+            for (int64_t p = 0; p < j->P; p++) row[p] = j->bg[m];
+    }
+}
+
+static void conv_dw_part(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    long lo, hi;
+    wm_split((long)(j->N * j->M), ith, nth, &lo, &hi);
+    for (long q = lo; q < hi; q++) {
+        int64_t n = q / j->M, oc = q % j->M, ic = oc / j->Mg; /* one input channel per group */
+        wm_conv_plane_f32(j->x + (n * j->C + ic) * j->inP, j->wt + oc * j->kp, j->b ? j->b[oc] : 0.0f,
+                          j->y + q * j->P, j->w);
+    }
+}
+
+/* Size in floats of the im2col matrix (0 when the input serves as col). */
+static int64_t col_floats(const wm_win *w, int64_t Cg) {
+    int pointwise = 1;
+    for (int i = 0; i < WM_CNN_ND; i++)
+        pointwise &= w->k[i] == 1 && w->s[i] == 1 && w->pb[i] == 0 && w->pe[i] == 0;
+    if (pointwise || Cg == 1) return 0;
+    return Cg * wm_win_prod(w->k) * wm_win_prod(w->out);
+}
+
+void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, const float *b, float *y, int64_t N,
+                 int64_t C, int64_t M, int64_t G, float *col) {
+    conv_job j = {.w = w, .x = in, .wt = wt, .b = b, .y = y, .N = N, .C = C, .M = M, .G = G, .Cg = C / G, .Mg = M / G};
+    j.kp = wm_win_prod(w->k);
+    j.K = j.Cg * j.kp;
+    j.P = wm_win_prod(w->out);
+    j.inP = wm_win_prod(w->in);
+    if (!N || !M || !j.P) return;
+    if (j.Cg == 1) { /* depthwise and friends: direct */
+        int nth = (uint64_t)(N * M * j.P * j.kp) >= 65536 ? x->nth : 1;
+        if (nth > N * M) nth = (int)(N * M);
+        wm_pool_run(x->pool, conv_dw_part, &j, nth);
+        return;
+    }
+    int use_col = col_floats(w, j.Cg) > 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            j.xg = in + (n * C + g * j.Cg) * j.inP;
+            j.yg = y + (n * M + g * j.Mg) * j.P;
+            j.bg = b ? b + g * j.Mg : NULL;
+            j.col = use_col ? col : NULL;
+            if (j.col || j.bg) {
+                int nth = (uint64_t)((j.col ? j.K : 0) + j.Mg) * (uint64_t)j.P >= 65536 ? x->nth : 1;
+                wm_pool_run(x->pool, conv_prep_part, &j, nth);
+            }
+            wm_gemm_args ga = {j.Mg, j.P, j.K, wt + g * j.Mg * j.K, j.K, 0, use_col ? col : j.xg, j.P, 0,
+                               j.yg, j.P, 1.0f, b ? 1.0f : 0.0f};
+            wm_sgemm(x, &ga);
+        }
+}
+
+size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t G) {
+    return (size_t)col_floats(w, C / G) * sizeof(float);
+}
+
+/* ---------------------------------------------------------------- direct loops (float64, integers) */
+
+#define DIRECT_CONV(name, T, ACC)                                                                                      \
+    static void name(const T *x, const T *wt, const T *b, T *y, const wm_win *w, int64_t N, int64_t C, int64_t M,   \
+                     int64_t G, ACC xz, const ACC *wz) {                                                             \
+        int64_t Cg = C / G, Mg = M / G, P = wm_win_prod(w->out), inP = wm_win_prod(w->in), kp = wm_win_prod(w->k); \
+        for (int64_t n = 0; n < N; n++)                                                                              \
+            for (int64_t m = 0; m < M; m++) {                                                                        \
+                int64_t g = m / Mg;                                                                                  \
+                ACC wzm = wz ? wz[m] : 0;                                                                            \
+                for (int64_t oz = 0; oz < w->out[0]; oz++)                                                           \
+                    for (int64_t oy = 0; oy < w->out[1]; oy++)                                                       \
+                        for (int64_t ox = 0; ox < w->out[2]; ox++) {                                                 \
+                            ACC acc = b ? (ACC)b[m] : 0;                                                             \
+                            for (int64_t c = 0; c < Cg; c++) {                                                       \
+                                const T *pl = x + (n * C + g * Cg + c) * inP;                                        \
+                                const T *wk = wt + (m * Cg + c) * kp;                                                \
+                                for (int64_t kz = 0; kz < w->k[0]; kz++) {                                           \
+                                    int64_t iz = oz * w->s[0] + kz * w->d[0] - w->pb[0];                             \
+                                    if (iz < 0 || iz >= w->in[0]) continue;                                          \
+                                    for (int64_t ky = 0; ky < w->k[1]; ky++) {                                       \
+                                        int64_t iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];                         \
+                                        if (iy < 0 || iy >= w->in[1]) continue;                                      \
+                                        for (int64_t kx = 0; kx < w->k[2]; kx++) {                                   \
+                                            int64_t ix = ox * w->s[2] + kx * w->d[2] - w->pb[2];                     \
+                                            if (ix < 0 || ix >= w->in[2]) continue;                                  \
+                                            ACC xv = (ACC)pl[(iz * w->in[1] + iy) * w->in[2] + ix] - xz;             \
+                                            ACC wv = (ACC)wk[(kz * w->k[1] + ky) * w->k[2] + kx] - wzm;              \
+                                            acc += xv * wv;                                                          \
+                                        }                                                                            \
+                                    }                                                                                \
+                                }                                                                                    \
+                            }                                                                                        \
+                            y[(n * M + m) * P + (oz * w->out[1] + oy) * w->out[2] + ox] = (T)acc;                    \
+                        }                                                                                            \
+            }                                                                                                        \
+    }
+
+DIRECT_CONV(conv_direct_f64, double, double)
+DIRECT_CONV(conv_direct_i32, int32_t, int32_t)
+
+/* ---------------------------------------------------------------- Conv */
+
+typedef struct conv_state {
+    wm_win_attr a;
+    int64_t group;
+    const float *w32; /* constant weights as float32 (the initializer's own data when it is float32), else NULL */
+    const float *b32;
+} conv_state;
+
+/* float32 copy of a constant float tensor (its own data when already float32); NULL on OOM. */
+const float *wm_conv_const_f32(wm_node *n, const wm_tensor *t) {
+    if (t->dtype == WM_DT_FLOAT) return t->data;
+    uint64_t cnt = wm_tensor_numel(t);
+    float *p = wm_node_alloc(n, (size_t)cnt * sizeof *p + 1);
+    if (!p) return NULL;
+    wm_convert(t->dtype, t->data, WM_DT_FLOAT, p, cnt);
+    n->packed_bytes += cnt * sizeof *p;
+    return p;
+}
+
+static wm_status conv_init(wm_node *n, wm_error *err) {
+    conv_state *s = wm_node_alloc(n, sizeof *s);
+    if (!s) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    n->state = s;
+    wm_status st = wm_win_attr_read(n, &s->a, 0, 0, err);
+    if (st) return st;
+    s->group = wm_attr_int(n, "group", 1);
+    if (s->group < 1) return wm_node_err(n, err, WM_ERR_INPUT, "group = %lld (must be >= 1)", (long long)s->group);
+    if (n->n_in < 2) return wm_node_err(n, err, WM_ERR_INPUT, "needs inputs X and W");
+    if ((st = wm_check_type(n, 0, wm_types_float, err)) || (st = wm_check_same_type(n, 0, 1, err))) return st;
+    if (wm_has_in(n, 2) && (st = wm_check_same_type(n, 0, 2, err))) return st;
+    n->out_dtype[0] = n->in_dtype[0];
+    if (n->in_dtype[0] != WM_DT_DOUBLE) {
+        if (n->in_const[1] && !(s->w32 = wm_conv_const_f32(n, n->in_const[1]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        if (wm_has_in(n, 2) && n->in_const[2] && !(s->b32 = wm_conv_const_f32(n, n->in_const[2])))
+            return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    return WM_OK;
+}
+
+/* Checks X, W, B of a Conv-like node and makes its window; *M gets the output channels. */
+static wm_status conv_geom(const wm_node *n, const wm_win_attr *a, int64_t group, wm_tensor *const *in, int has_bias,
+                           wm_win *w, int64_t *M, wm_error *err) {
+    const wm_tensor *X = in[0], *W = in[1];
+    if (X->rank < 3) return wm_node_err(n, err, WM_ERR_INPUT, "X has rank %d (needs N, C and spatial dims)", X->rank);
+    if (W->rank != X->rank) return wm_node_err(n, err, WM_ERR_INPUT, "W has rank %d, X rank %d", W->rank, X->rank);
+    if (X->dims[1] % group || W->dims[1] * group != X->dims[1])
+        return wm_node_err(n, err, WM_ERR_INPUT, "X has %lld channels; W takes %lld per group with group = %lld",
+                           (long long)X->dims[1], (long long)W->dims[1], (long long)group);
+    if (W->dims[0] % group)
+        return wm_node_err(n, err, WM_ERR_INPUT, "W has %lld output channels, not a multiple of group = %lld",
+                           (long long)W->dims[0], (long long)group);
+    *M = W->dims[0];
+    if (has_bias && n->n_in > 2 && in[2] && (in[2]->rank != 1 || in[2]->dims[0] != *M))
+        return wm_node_err(n, err, WM_ERR_INPUT, "B must be 1-D with %lld values", (long long)*M);
+    return wm_win_make(n, a, X->rank - 2, X->dims + 2, W->dims + 2, w, err);
+}
+
+static wm_status conv_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    const conv_state *s = n->state;
+    wm_win w;
+    int64_t M;
+    wm_status st = conv_geom(n, &s->a, s->group, in, 1, &w, &M, err);
+    if (st) return st;
+    int64_t d[WM_MAX_RANK] = {in[0]->dims[0], M};
+    for (int i = 0; i < w.nd; i++) d[2 + i] = w.out[WM_CNN_ND - w.nd + i];
+    wm_set_shape(out[0], w.nd + 2, d);
+    return WM_OK;
+}
+
+static size_t conv_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
+    (void)nth;
+    const conv_state *s = n->state;
+    wm_win w;
+    int64_t M;
+    if (in[0]->dtype == WM_DT_DOUBLE || conv_geom(n, &s->a, s->group, in, 1, &w, &M, NULL)) return 0;
+    size_t b = wm_conv_f32_ws(&w, in[0]->dims[1], s->group);
+    if (in[0]->dtype != WM_DT_FLOAT) { /* float32 copies of X, Y and (when not prepacked) W, B */
+        b += (size_t)(wm_tensor_numel(in[0]) + wm_tensor_numel(out[0])) * sizeof(float) + 128;
+        if (!s->w32) b += (size_t)wm_tensor_numel(in[1]) * sizeof(float) + 64;
+        if (!s->b32 && n->n_in > 2 && in[2]) b += (size_t)M * sizeof(float) + 64;
+    }
+    return b;
+}
+
+/* Carves n floats off a workspace cursor (64-byte steps). */
+float *wm_conv_ws_take(uint8_t **cur, uint64_t n) {
+    float *p = (float *)*cur;
+    *cur += (n * sizeof(float) + 63) & ~(uint64_t)63;
+    return p;
+}
+
+static wm_status conv_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    const conv_state *s = n->state;
+    wm_win w;
+    int64_t M;
+    wm_status st = conv_geom(n, &s->a, s->group, in, 1, &w, &M, x->err);
+    if (st) return st;
+    const wm_tensor *B = n->n_in > 2 ? in[2] : NULL;
+    int64_t N = in[0]->dims[0], C = in[0]->dims[1];
+    int32_t dt = in[0]->dtype;
+    if (dt == WM_DT_DOUBLE) {
+        conv_direct_f64(in[0]->data, in[1]->data, B ? B->data : NULL, out[0]->data, &w, N, C, M, s->group, 0, NULL);
+        return WM_OK;
+    }
+    uint8_t *cur = x->ws;
+    float *col = wm_conv_ws_take(&cur, (uint64_t)col_floats(&w, C / s->group));
+    if (dt == WM_DT_FLOAT) {
+        wm_conv_f32(x, &w, in[0]->data, s->w32 ? s->w32 : in[1]->data, s->b32 ? s->b32 : B ? B->data : NULL,
+                    out[0]->data, N, C, M, s->group, col);
+        return WM_OK;
+    }
+    float *xf = wm_conv_ws_take(&cur, wm_tensor_numel(in[0])), *yf = wm_conv_ws_take(&cur, wm_tensor_numel(out[0]));
+    const float *wf = s->w32, *bf = s->b32;
+    if (!wf) {
+        float *t = wm_conv_ws_take(&cur, wm_tensor_numel(in[1]));
+        wm_convert(dt, in[1]->data, WM_DT_FLOAT, t, wm_tensor_numel(in[1]));
+        wf = t;
+    }
+    if (!bf && B) {
+        float *t = wm_conv_ws_take(&cur, (uint64_t)M);
+        wm_convert(dt, B->data, WM_DT_FLOAT, t, (uint64_t)M);
+        bf = t;
+    }
+    wm_convert(dt, in[0]->data, WM_DT_FLOAT, xf, wm_tensor_numel(in[0]));
+    wm_conv_f32(x, &w, xf, wf, bf, yf, N, C, M, s->group, col);
+    wm_convert(WM_DT_FLOAT, yf, dt, out[0]->data, wm_tensor_numel(out[0]));
+    return WM_OK;
+}
+
+/* ---------------------------------------------------------------- ConvInteger */
+
+static const int32_t ci_types[] = {WM_DT_INT8, WM_DT_UINT8, 0};
+
+static wm_status ci_init(wm_node *n, wm_error *err) {
+    conv_state *s = wm_node_alloc(n, sizeof *s);
+    if (!s) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    n->state = s;
+    wm_status st = wm_win_attr_read(n, &s->a, 0, 0, err);
+    if (st) return st;
+    s->group = wm_attr_int(n, "group", 1);
+    if (s->group < 1) return wm_node_err(n, err, WM_ERR_INPUT, "group = %lld (must be >= 1)", (long long)s->group);
+    if (n->n_in < 2) return wm_node_err(n, err, WM_ERR_INPUT, "needs inputs x and w");
+    if ((st = wm_check_type(n, 0, ci_types, err)) || (st = wm_check_type(n, 1, ci_types, err))) return st;
+    if (wm_has_in(n, 2) && (st = wm_check_same_type(n, 0, 2, err))) return st;
+    if (wm_has_in(n, 3) && (st = wm_check_same_type(n, 1, 3, err))) return st;
+    n->out_dtype[0] = WM_DT_INT32;
+    return WM_OK;
+}
+
+static wm_status ci_geom(const wm_node *n, wm_tensor *const *in, wm_win *w, int64_t *M, wm_error *err) {
+    const conv_state *s = n->state;
+    wm_status st = conv_geom(n, &s->a, s->group, in, 0, w, M, err);
+    if (st) return st;
+    if (n->n_in > 2 && in[2] && wm_tensor_numel(in[2]) != 1)
+        return wm_node_err(n, err, WM_ERR_INPUT, "x_zero_point must be a scalar");
+    if (n->n_in > 3 && in[3] && wm_tensor_numel(in[3]) != 1 && wm_tensor_numel(in[3]) != (uint64_t)*M)
+        return wm_node_err(n, err, WM_ERR_INPUT, "w_zero_point must be a scalar or have one value per output channel");
+    return WM_OK;
+}
+
+static wm_status ci_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    wm_win w;
+    int64_t M;
+    wm_status st = ci_geom(n, in, &w, &M, err);
+    if (st) return st;
+    int64_t d[WM_MAX_RANK] = {in[0]->dims[0], M};
+    for (int i = 0; i < w.nd; i++) d[2 + i] = w.out[WM_CNN_ND - w.nd + i];
+    wm_set_shape(out[0], w.nd + 2, d);
+    return WM_OK;
+}
+
+static size_t ci_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
+    (void)n, (void)out, (void)nth;
+    return (size_t)(wm_tensor_numel(in[0]) + wm_tensor_numel(in[1]) + (uint64_t)in[1]->dims[0]) * sizeof(int32_t) + 256;
+}
+
+static wm_status ci_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    const conv_state *s = n->state;
+    wm_win w;
+    int64_t M;
+    wm_status st = ci_geom(n, in, &w, &M, x->err);
+    if (st) return st;
+    uint64_t nx = wm_tensor_numel(in[0]), nw = wm_tensor_numel(in[1]);
+    int32_t *xi = x->ws, *wi = xi + nx, *wz = wi + nw;
+    for (uint64_t i = 0; i < nx; i++) xi[i] = (int32_t)wm_tensor_get_int(in[0], i);
+    for (uint64_t i = 0; i < nw; i++) wi[i] = (int32_t)wm_tensor_get_int(in[1], i);
+    int32_t xz = n->n_in > 2 && in[2] ? (int32_t)wm_tensor_get_int(in[2], 0) : 0;
+    const wm_tensor *wzt = n->n_in > 3 ? in[3] : NULL;
+    for (int64_t m = 0; m < M; m++)
+        wz[m] = wzt ? (int32_t)wm_tensor_get_int(wzt, wm_tensor_numel(wzt) == 1 ? 0 : (uint64_t)m) : 0;
+    conv_direct_i32(xi, wi, NULL, out[0]->data, &w, in[0]->dims[0], in[0]->dims[1], M, s->group, xz, wz);
+    return WM_OK;
+}
+
+static const wm_op ops[] = {
+    {"", "Conv", 1, 0, conv_init, conv_infer, conv_run, conv_workspace, 0, 0},
+    {"", "ConvInteger", 10, 0, ci_init, ci_infer, ci_run, ci_workspace, 0, 0},
+};
+
+const wm_op_table wm_ops_conv = {ops, sizeof ops / sizeof ops[0]};

@@ -1,0 +1,38 @@
+/*
+ * conv_impl.h - float32 convolution kernels shared by conv.c, convt.c and
+ * the unit tests (internal).
+ */
+#ifndef WM_OPS_CONV_IMPL_H
+#define WM_OPS_CONV_IMPL_H
+
+#include "ops/cnn.h"
+
+/*
+ * y[N, M, out] = conv(in[N, C, in], wt[M, C/G, k]) + b (b may be NULL) for
+ * the window w, on x's pool. col is scratch of wm_conv_f32_ws(w, C, G) bytes.
+ */
+void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, const float *b, float *y, int64_t N,
+                 int64_t C, int64_t M, int64_t G, float *col);
+size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t G);
+
+/* One output plane from one input plane (depthwise), single thread: y = b + sum_k wk[k] * x. */
+void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w);
+
+/*
+ * Adds columns col[C * kprod(w->k), L] into images y[C, prod(w->out)] for
+ * channels [c0, c1): column l is the block at grid position l of the grid
+ * w->in (block origin = grid position * s - pb, taps at multiples of d).
+ * This is Col2Im, and the scatter half of ConvTranspose.
+ */
+void wm_col2im_f32(const float *col, float *y, const wm_win *w, int64_t c0, int64_t c1);
+
+/* float32 view of a constant float tensor, converted into session memory when not float32; NULL on OOM. */
+const float *wm_conv_const_f32(wm_node *n, const wm_tensor *t);
+
+/* Carves n floats off a workspace cursor (64-byte aligned steps). */
+float *wm_conv_ws_take(uint8_t **cur, uint64_t n);
+
+/* y[i] += a * x[i], i < n (vectorized when the CPU can). */
+void wm_conv_axpy(float *y, const float *x, float a, int64_t n);
+
+#endif
