@@ -1,0 +1,404 @@
+/*
+ * pool.c - MaxPool (Indices output, storage_order, dilations, ceil_mode),
+ * AveragePool (count_include_pad, ceil_mode, dilations), LpPool,
+ * GlobalAveragePool, GlobalMaxPool, GlobalLpPool, MaxUnpool.
+ *
+ * Windows follow ONNX / ONNX Runtime: window o of a dim starts at
+ * o * stride - pad_head and takes kernel taps `dilation` apart; taps outside
+ * the input are skipped. AveragePool divides by the taps inside the input,
+ * or with count_include_pad by the taps inside the padded input
+ * [-pad_head, in + pad_tail) (taps of the extra ceil_mode area never count).
+ * A window with no tap inside the input gives 0 (index -1).
+ * float32 planes are pooled in place; other types (float16, bfloat16,
+ * float64, int8, uint8) through a double copy of each plane. Threads take
+ * whole planes (N * C).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ops/cnn.h"
+#include "ops/pool_impl.h"
+
+/* ---------------------------------------------------------------- kernels */
+
+/* taps k in [*lo, *hi) of a window starting at `start` that fall in [lim0, lim1) */
+static inline void taps(int64_t start, int64_t k, int64_t d, int64_t lim0, int64_t lim1, int64_t *lo, int64_t *hi) {
+    int64_t a = start >= lim0 ? 0 : (lim0 - start + d - 1) / d;
+    int64_t b = lim1 - start <= 0 ? 0 : (lim1 - start + d - 1) / d;
+    if (b > k) b = k;
+    if (a > b) a = b;
+    *lo = a;
+    *hi = b;
+}
+
+#define POOL_PLANE(name, T)                                                                                          \
+    void name(const T *x, T *y, int64_t *ind, int64_t ind_base, const wm_win *w, int kind, int include_pad,          \
+              double p, int col_major) {                                                                             \
+        for (int64_t oz = 0; oz < w->out[0]; oz++) {                                                                 \
+            int64_t zs = oz * w->s[0] - w->pb[0], z0, z1, zc0, zc1;                                                  \
+            taps(zs, w->k[0], w->d[0], 0, w->in[0], &z0, &z1);                                                       \
+            taps(zs, w->k[0], w->d[0], -w->pb[0], w->in[0] + w->pe[0], &zc0, &zc1);                                  \
+            for (int64_t oy = 0; oy < w->out[1]; oy++) {                                                             \
+                int64_t ys = oy * w->s[1] - w->pb[1], y0, y1, yc0, yc1;                                              \
+                taps(ys, w->k[1], w->d[1], 0, w->in[1], &y0, &y1);                                                   \
+                taps(ys, w->k[1], w->d[1], -w->pb[1], w->in[1] + w->pe[1], &yc0, &yc1);                              \
+                T *yrow = y + (oz * w->out[1] + oy) * w->out[2];                                                     \
+                for (int64_t ox = 0; ox < w->out[2]; ox++) {                                                         \
+                    int64_t xs = ox * w->s[2] - w->pb[2], x0, x1;                                                    \
+                    taps(xs, w->k[2], w->d[2], 0, w->in[2], &x0, &x1);                                               \
+                    int64_t cnt = (z1 - z0) * (y1 - y0) * (x1 - x0);                                                 \
+                    if (cnt <= 0) {                                                                                  \
+                        yrow[ox] = 0;                                                                                \
+                        if (ind) ind[(oz * w->out[1] + oy) * w->out[2] + ox] = -1;                                   \
+                        continue;                                                                                    \
+                    }                                                                                                \
+                    if (kind == WM_POOL_MAX) {                                                                       \
+                        T best = 0;                                                                                  \
+                        int64_t bi = -1;                                                                             \
+                        for (int64_t kz = z0; kz < z1; kz++)                                                         \
+                            for (int64_t ky = y0; ky < y1; ky++) {                                                   \
+                                int64_t iz = zs + kz * w->d[0], iy = ys + ky * w->d[1];                              \
+                                const T *row = x + (iz * w->in[1] + iy) * w->in[2];                                  \
+                                for (int64_t kx = x0; kx < x1; kx++) {                                               \
+                                    int64_t ix = xs + kx * w->d[2];                                                  \
+                                    if (bi < 0 || row[ix] > best) {                                                  \
+                                        best = row[ix];                                                              \
+                                        bi = col_major ? iz + iy * w->in[0] + ix * w->in[0] * w->in[1]               \
+                                                       : (iz * w->in[1] + iy) * w->in[2] + ix;                       \
+                                    }                                                                                \
+                                }                                                                                    \
+                            }                                                                                        \
+                        yrow[ox] = best;                                                                             \
+                        if (ind) ind[(oz * w->out[1] + oy) * w->out[2] + ox] = ind_base + bi;                        \
+                        continue;                                                                                    \
+                    }                                                                                                \
+                    double acc = 0;                                                                                  \
+                    for (int64_t kz = z0; kz < z1; kz++)                                                             \
+                        for (int64_t ky = y0; ky < y1; ky++) {                                                       \
+                            int64_t iz = zs + kz * w->d[0], iy = ys + ky * w->d[1];                                  \
+                            const T *row = x + (iz * w->in[1] + iy) * w->in[2];                                      \
+                            if (kind == WM_POOL_AVG)                                                                 \
+                                for (int64_t kx = x0; kx < x1; kx++) acc += row[xs + kx * w->d[2]];                  \
+                            else if (p == 1)                                                                         \
+                                for (int64_t kx = x0; kx < x1; kx++) acc += fabs((double)row[xs + kx * w->d[2]]);    \
+                            else if (p == 2)                                                                         \
+                                for (int64_t kx = x0; kx < x1; kx++) {                                               \
+                                    double v = row[xs + kx * w->d[2]];                                               \
+                                    acc += v * v;                                                                    \
+                                }                                                                                    \
+                            else                                                                                     \
+                                for (int64_t kx = x0; kx < x1; kx++) acc += pow(fabs((double)row[xs + kx * w->d[2]]), p); \
+                        }                                                                                            \
+                    if (kind == WM_POOL_AVG) {                                                                       \
+                        int64_t div = cnt;                                                                           \
+                        if (include_pad) {                                                                           \
+                            int64_t xc0, xc1;                                                                        \
+                            taps(xs, w->k[2], w->d[2], -w->pb[2], w->in[2] + w->pe[2], &xc0, &xc1);                  \
+                            div = (zc1 - zc0) * (yc1 - yc0) * (xc1 - xc0);                                           \
+                        }                                                                                            \
+                        yrow[ox] = (T)(acc / (double)div);                                                           \
+                    } else                                                                                           \
+                        yrow[ox] = (T)(p == 1 ? acc : p == 2 ? sqrt(acc) : pow(acc, 1.0 / p));                       \
+                }                                                                                                    \
+            }                                                                                                        \
+        }                                                                                                            \
+    }
+
+POOL_PLANE(wm_pool_plane_f32, float)
+POOL_PLANE(wm_pool_plane_f64, double)
+
+/* ---------------------------------------------------------------- MaxPool, AveragePool, LpPool */
+
+typedef struct pool_state {
+    wm_win_attr a;
+    int kind, include_pad, col_major;
+    double p;
+} pool_state;
+
+static const int32_t max_types[] = {WM_DT_FLOAT, WM_DT_FLOAT16, WM_DT_BFLOAT16, WM_DT_DOUBLE, WM_DT_INT8, WM_DT_UINT8, 0};
+
+static wm_status pool_init(wm_node *n, wm_error *err) {
+    pool_state *s = wm_node_alloc(n, sizeof *s);
+    if (!s) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    n->state = s;
+    const char *op = n->proto->op_type;
+    s->kind = !strcmp(op, "MaxPool") ? WM_POOL_MAX : !strcmp(op, "AveragePool") ? WM_POOL_AVG : WM_POOL_LP;
+    wm_status st = wm_win_attr_read(n, &s->a, 1, 0, err);
+    if (st) return st;
+    if (s->a.n_kernel < 1) return wm_node_err(n, err, WM_ERR_INPUT, "kernel_shape is required");
+    s->include_pad = s->kind == WM_POOL_AVG && wm_attr_int(n, "count_include_pad", 0) != 0;
+    int64_t so = s->kind == WM_POOL_MAX ? wm_attr_int(n, "storage_order", 0) : 0;
+    if (so != 0 && so != 1) return wm_node_err(n, err, WM_ERR_INPUT, "storage_order = %lld (must be 0 or 1)", (long long)so);
+    s->col_major = (int)so;
+    if (s->kind == WM_POOL_LP) {
+        const wm_onnx_attr *pa = wm_attr(n, "p");
+        s->p = !pa ? 2.0 : n->opset < 2 ? (double)pa->f : (double)pa->i;
+        if (!(s->p > 0) || !isfinite(s->p)) return wm_node_err(n, err, WM_ERR_INPUT, "p = %g (must be > 0)", s->p);
+    }
+    if ((st = wm_check_type(n, 0, s->kind == WM_POOL_MAX ? max_types : wm_types_float, err))) return st;
+    n->out_dtype[0] = n->in_dtype[0];
+    if (n->n_out > 1) {
+        if (s->kind != WM_POOL_MAX || n->opset < 8) return wm_node_err(n, err, WM_ERR_INPUT, "only MaxPool (8+) has a second output");
+        n->out_dtype[1] = WM_DT_INT64;
+    }
+    return WM_OK;
+}
+
+static wm_status pool_geom(const wm_node *n, const wm_tensor *X, wm_win *w, wm_error *err) {
+    const pool_state *s = n->state;
+    if (X->rank < 3) return wm_node_err(n, err, WM_ERR_INPUT, "X has rank %d (needs N, C and spatial dims)", X->rank);
+    return wm_win_make(n, &s->a, X->rank - 2, X->dims + 2, NULL, w, err);
+}
+
+static wm_status pool_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    wm_win w;
+    wm_status st = pool_geom(n, in[0], &w, err);
+    if (st) return st;
+    int64_t d[WM_MAX_RANK] = {in[0]->dims[0], in[0]->dims[1]};
+    for (int i = 0; i < w.nd; i++) d[2 + i] = w.out[WM_CNN_ND - w.nd + i];
+    wm_set_shape(out[0], w.nd + 2, d);
+    if (n->n_out > 1 && out[1]) wm_set_shape(out[1], w.nd + 2, d);
+    return WM_OK;
+}
+
+static size_t pool_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
+    (void)n;
+    if (in[0]->dtype == WM_DT_FLOAT || in[0]->rank < 3) return 0;
+    uint64_t planes = (uint64_t)in[0]->dims[0] * (uint64_t)in[0]->dims[1];
+    if (!planes) return 0;
+    uint64_t per = wm_tensor_numel(in[0]) / planes + wm_tensor_numel(out[0]) / planes;
+    return (size_t)nth * (size_t)per * sizeof(double);
+}
+
+typedef struct pool_job {
+    const pool_state *s;
+    const wm_win *w;
+    const wm_tensor *x;
+    wm_tensor *y, *ind;
+    int64_t planes, inP, P;
+    double *ws;
+} pool_job;
+
+static void pool_part(void *arg, int ith, int nth) {
+    const pool_job *j = arg;
+    long lo, hi;
+    wm_split((long)j->planes, ith, nth, &lo, &hi);
+    int32_t dt = j->x->dtype;
+    double *xb = j->ws ? j->ws + (size_t)ith * (size_t)(j->inP + j->P) : NULL, *yb = xb ? xb + j->inP : NULL;
+    for (long q = lo; q < hi; q++) {
+        int64_t *ind = j->ind ? (int64_t *)j->ind->data + q * j->P : NULL;
+        if (dt == WM_DT_FLOAT) {
+            wm_pool_plane_f32((const float *)j->x->data + q * j->inP, (float *)j->y->data + q * j->P, ind, q * j->inP, j->w,
+                              j->s->kind, j->s->include_pad, j->s->p, j->s->col_major);
+            continue;
+        }
+        if (dt == WM_DT_DOUBLE) {
+            wm_pool_plane_f64((const double *)j->x->data + q * j->inP, (double *)j->y->data + q * j->P, ind, q * j->inP,
+                              j->w, j->s->kind, j->s->include_pad, j->s->p, j->s->col_major);
+            continue;
+        }
+        for (int64_t i = 0; i < j->inP; i++)
+            xb[i] = dt == WM_DT_UINT8 || dt == WM_DT_INT8 ? (double)wm_tensor_get_int(j->x, (uint64_t)(q * j->inP + i))
+                                                          : wm_ld(dt, j->x->data, (uint64_t)(q * j->inP + i));
+        wm_pool_plane_f64(xb, yb, ind, q * j->inP, j->w, j->s->kind, j->s->include_pad, j->s->p, j->s->col_major);
+        for (int64_t i = 0; i < j->P; i++) {
+            uint64_t o = (uint64_t)(q * j->P + i);
+            if (dt == WM_DT_UINT8) ((uint8_t *)j->y->data)[o] = (uint8_t)yb[i];
+            else if (dt == WM_DT_INT8) ((int8_t *)j->y->data)[o] = (int8_t)yb[i];
+            else wm_st(dt, j->y->data, o, yb[i]);
+        }
+    }
+}
+
+static wm_status pool_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    wm_win w;
+    wm_status st = pool_geom(n, in[0], &w, x->err);
+    if (st) return st;
+    pool_job j = {n->state, &w, in[0], out[0], n->n_out > 1 ? out[1] : NULL, in[0]->dims[0] * in[0]->dims[1],
+                  wm_win_prod(w.in), wm_win_prod(w.out), x->ws};
+    if (!j.planes || !j.P) return WM_OK;
+    uint64_t work = (uint64_t)(j.planes * j.P) * (uint64_t)wm_win_prod(w.k);
+    int nth = work >= 32768 ? x->nth : 1;
+    if (nth > j.planes) nth = (int)j.planes;
+    wm_pool_run(x->pool, pool_part, &j, nth);
+    return WM_OK;
+}
+
+/* ---------------------------------------------------------------- GlobalAveragePool, GlobalMaxPool, GlobalLpPool */
+
+static wm_status gpool_init(wm_node *n, wm_error *err) {
+    pool_state *s = wm_node_alloc(n, sizeof *s);
+    if (!s) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    n->state = s;
+    const char *op = n->proto->op_type;
+    s->kind = !strcmp(op, "GlobalMaxPool") ? WM_POOL_MAX : !strcmp(op, "GlobalAveragePool") ? WM_POOL_AVG : WM_POOL_LP;
+    if (s->kind == WM_POOL_LP) {
+        const wm_onnx_attr *pa = wm_attr(n, "p");
+        s->p = !pa ? 2.0 : n->opset < 2 ? (double)pa->f : (double)pa->i;
+        if (!(s->p > 0) || !isfinite(s->p)) return wm_node_err(n, err, WM_ERR_INPUT, "p = %g (must be > 0)", s->p);
+    }
+    n->out_dtype[0] = n->in_dtype[0];
+    return wm_check_type(n, 0, wm_types_float, err);
+}
+
+static wm_status gpool_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    if (in[0]->rank < 2) return wm_node_err(n, err, WM_ERR_INPUT, "X has rank %d (needs N, C, ...)", in[0]->rank);
+    wm_set_shape(out[0], in[0]->rank, in[0]->dims);
+    for (int i = 2; i < in[0]->rank; i++) out[0]->dims[i] = 1;
+    return WM_OK;
+}
+
+typedef struct gpool_job {
+    const pool_state *s;
+    const wm_tensor *x;
+    wm_tensor *y;
+    int64_t planes, len;
+} gpool_job;
+
+static void gpool_part(void *arg, int ith, int nth) {
+    const gpool_job *j = arg;
+    long lo, hi;
+    wm_split((long)j->planes, ith, nth, &lo, &hi);
+    int32_t dt = j->x->dtype;
+    for (long q = lo; q < hi; q++) {
+        uint64_t b = (uint64_t)(q * j->len);
+        double r = 0;
+        if (dt == WM_DT_FLOAT && j->s->kind != WM_POOL_LP) {
+            const float *v = (const float *)j->x->data + b;
+            if (j->s->kind == WM_POOL_MAX) {
+                float m = j->len ? v[0] : 0.0f;
+                for (int64_t i = 1; i < j->len; i++) m = v[i] > m ? v[i] : m;
+                ((float *)j->y->data)[q] = m;
+                continue;
+            }
+            for (int64_t i = 0; i < j->len; i++) r += v[i];
+        } else if (j->s->kind == WM_POOL_MAX) {
+            r = j->len ? wm_ld(dt, j->x->data, b) : 0;
+            for (int64_t i = 1; i < j->len; i++) {
+                double v = wm_ld(dt, j->x->data, b + (uint64_t)i);
+                r = v > r ? v : r;
+            }
+        } else {
+            for (int64_t i = 0; i < j->len; i++) {
+                double v = wm_ld(dt, j->x->data, b + (uint64_t)i);
+                r += j->s->kind == WM_POOL_AVG ? v : pow(fabs(v), j->s->p);
+            }
+        }
+        if (j->s->kind == WM_POOL_AVG) r = j->len ? r / (double)j->len : 0;
+        if (j->s->kind == WM_POOL_LP) r = pow(r, 1.0 / j->s->p);
+        wm_st(dt, j->y->data, (uint64_t)q, r);
+    }
+}
+
+static wm_status gpool_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    gpool_job j = {n->state, in[0], out[0], in[0]->dims[0] * in[0]->dims[1], 0};
+    if (!j.planes) return WM_OK;
+    j.len = (int64_t)(wm_tensor_numel(in[0]) / (uint64_t)j.planes);
+    int nth = (uint64_t)(j.planes * j.len) >= 65536 ? x->nth : 1;
+    if (nth > j.planes) nth = (int)j.planes;
+    wm_pool_run(x->pool, gpool_part, &j, nth);
+    return WM_OK;
+}
+
+/* ---------------------------------------------------------------- MaxUnpool */
+
+static wm_status unpool_init(wm_node *n, wm_error *err) {
+    wm_win_attr *a = wm_node_alloc(n, sizeof *a);
+    if (!a) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    n->state = a;
+    wm_status st = wm_win_attr_read(n, a, 0, 0, err);
+    if (st) return st;
+    if (a->n_kernel < 1) return wm_node_err(n, err, WM_ERR_INPUT, "kernel_shape is required");
+    if (n->n_in < 2) return wm_node_err(n, err, WM_ERR_INPUT, "needs inputs X and I");
+    if ((st = wm_check_type(n, 0, wm_types_numeric, err)) || (st = wm_check_type(n, 1, wm_types_index, err))) return st;
+    if (wm_has_in(n, 2) && (st = wm_check_type(n, 2, wm_types_index, err))) return st;
+    n->out_dtype[0] = n->in_dtype[0];
+    return WM_OK;
+}
+
+/* The output dims MaxUnpool infers from X and the attributes (the unpooled tensor the indices refer to). */
+static wm_status unpool_dims(const wm_node *n, const wm_tensor *X, int64_t *d, wm_error *err) {
+    const wm_win_attr *a = n->state;
+    int nd = X->rank - 2;
+    if (nd < 1 || nd != a->n_kernel || (a->n_strides && a->n_strides != nd) || (a->n_pads && a->n_pads != 2 * nd))
+        return wm_node_err(n, err, WM_ERR_INPUT, "X rank %d does not match kernel_shape/strides/pads", X->rank);
+    d[0] = X->dims[0], d[1] = X->dims[1];
+    for (int i = 0; i < nd; i++) {
+        int64_t s = a->n_strides ? a->strides[i] : 1, pb = a->n_pads ? a->pads[i] : 0, pe = a->n_pads ? a->pads[nd + i] : 0;
+        d[2 + i] = (X->dims[2 + i] - 1) * s + a->kernel[i] - pb - pe;
+        if (d[2 + i] < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output dim %d would be negative", 2 + i);
+    }
+    return WM_OK;
+}
+
+static wm_status unpool_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    const wm_tensor *X = in[0];
+    int64_t d[WM_MAX_RANK];
+    wm_status st = unpool_dims(n, X, d, err);
+    if (st) return st;
+    if (in[1]->rank != X->rank) return wm_node_err(n, err, WM_ERR_INPUT, "I must have the dims of X");
+    for (int i = 0; i < X->rank; i++)
+        if (in[1]->dims[i] != X->dims[i]) return wm_node_err(n, err, WM_ERR_INPUT, "I must have the dims of X");
+    if (n->n_in > 2 && in[2]) {
+        int cnt;
+        if ((st = wm_cnn_read_ints(n, in[2], d, WM_MAX_RANK, &cnt, err))) return st;
+        if (cnt != X->rank) return wm_node_err(n, err, WM_ERR_INPUT, "output_shape has %d values for rank %d", cnt, X->rank);
+        for (int i = 0; i < cnt; i++)
+            if (d[i] < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output_shape[%d] is negative", i);
+    }
+    wm_set_shape(out[0], X->rank, d);
+    return WM_OK;
+}
+
+/*
+ * Y = 0, then X[i] goes to the flat index I[i] of the unpooled tensor the
+ * attributes infer; when output_shape names other dims, that tensor sits at
+ * the origin of Y (ONNX reference semantics).
+ */
+static wm_status unpool_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    int64_t d[WM_MAX_RANK];
+    wm_status st = unpool_dims(n, in[0], d, x->err);
+    if (st) return st;
+    int r = in[0]->rank, same = 1;
+    uint64_t inferred = 1;
+    for (int i = 0; i < r; i++) {
+        inferred *= (uint64_t)d[i];
+        same &= d[i] == out[0]->dims[i];
+    }
+    size_t es = wm_dtype_size(in[0]->dtype);
+    uint64_t total = wm_tensor_numel(out[0]), cnt = wm_tensor_numel(in[0]);
+    memset(out[0]->data, 0, (size_t)(total * es));
+    for (uint64_t i = 0; i < cnt; i++) {
+        int64_t k = wm_tensor_get_int(in[1], i);
+        if (k < 0 || (uint64_t)k >= inferred)
+            return wm_node_err(n, x->err, WM_ERR_INPUT, "index %lld at %llu is outside the unpooled tensor (%llu elements)",
+                               (long long)k, (unsigned long long)i, (unsigned long long)inferred);
+        uint64_t o = (uint64_t)k;
+        if (!same) { /* coordinates in the inferred dims, placed in Y's dims */
+            uint64_t rest = (uint64_t)k, stride = 1;
+            o = 0;
+            for (int a = r - 1; a >= 0; a--) {
+                uint64_t c = rest % (uint64_t)d[a];
+                rest /= (uint64_t)d[a];
+                if (c >= (uint64_t)out[0]->dims[a])
+                    return wm_node_err(n, x->err, WM_ERR_INPUT, "index %lld falls outside output_shape", (long long)k);
+                o += c * stride;
+                stride *= (uint64_t)out[0]->dims[a];
+            }
+        }
+        memcpy((uint8_t *)out[0]->data + o * es, (const uint8_t *)in[0]->data + i * es, es);
+    }
+    return WM_OK;
+}
+
+static const wm_op ops[] = {
+    {"", "MaxPool", 1, 0, pool_init, pool_infer, pool_run, pool_workspace, 0, 0},
+    {"", "AveragePool", 1, 0, pool_init, pool_infer, pool_run, pool_workspace, 0, 0},
+    {"", "LpPool", 1, 0, pool_init, pool_infer, pool_run, pool_workspace, 0, 0},
+    {"", "GlobalAveragePool", 1, 0, gpool_init, gpool_infer, gpool_run, NULL, 0, 0},
+    {"", "GlobalMaxPool", 1, 0, gpool_init, gpool_infer, gpool_run, NULL, 0, 0},
+    {"", "GlobalLpPool", 1, 0, gpool_init, gpool_infer, gpool_run, NULL, 0, 0},
+    {"", "MaxUnpool", 9, 0, unpool_init, unpool_infer, unpool_run, NULL, 0, 1u << 2},
+};
+
+const wm_op_table wm_ops_pool = {ops, sizeof ops / sizeof ops[0]};
