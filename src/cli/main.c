@@ -7,6 +7,7 @@
 static const wm_cmd commands[] = {
     {"inspect", "describe a model: IO, opsets, op histogram, parameters, external data", wm_cmd_inspect},
     {"analyze", "static EP compatibility (CPU, QNN, OpenVINO, VitisAI, DML) per node, op and component", wm_cmd_analyze},
+    {"perf", "latency, throughput and memory of a model on the CPU engine", wm_cmd_perf},
     {"sys", "this machine: CPU, ISA features, memory, compiled-in kernels, version", wm_cmd_sys},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -42,11 +42,25 @@ static void gemm_generic(int32_t dt, int64_t M, int64_t N, int64_t K, const void
 static const int32_t mm_types[] = {WM_DT_FLOAT, WM_DT_FLOAT16, WM_DT_BFLOAT16, WM_DT_DOUBLE, WM_DT_INT32,
                                    WM_DT_INT64, WM_DT_UINT32, WM_DT_UINT64, 0};
 
+static int is_half(int32_t dt) { return dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOAT16; }
+
+/* float16/bfloat16 compute in float32: a constant B is widened once here */
+typedef struct mm_state {
+    float *b32;
+} mm_state;
+
 static wm_status mm_init(wm_node *n, wm_error *err) {
     wm_status st = wm_check_type(n, 0, mm_types, err);
     if (!st) st = wm_check_same_type(n, 0, 1, err);
     n->out_dtype[0] = n->in_dtype[0];
-    return st;
+    if (st || !is_half(n->in_dtype[0]) || !n->in_const[1]) return st;
+    mm_state *ms = wm_node_alloc(n, sizeof *ms);
+    uint64_t nb = wm_tensor_numel(n->in_const[1]);
+    if (!ms || !(ms->b32 = wm_node_alloc(n, nb * sizeof(float) + 1))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    wm_convert(n->in_dtype[1], n->in_const[1]->data, WM_DT_FLOAT, ms->b32, nb);
+    n->packed_bytes += nb * sizeof(float);
+    n->state = ms;
+    return WM_OK;
 }
 
 typedef struct mm_shape {
@@ -113,33 +127,56 @@ static int64_t batch_off(const mm_shape *s, const wm_tensor *t, int64_t q, int64
     return off;
 }
 
+/* float32 product of A (dims of a) and B (dims of b) into C, batch dims broadcast */
+static void mm_f32(const mm_shape *s, const wm_tensor *a, const float *A, const wm_tensor *b, const float *B, float *C,
+                   float alpha, wm_exec *x) {
+    int64_t ma = s->M * s->K, mb = s->K * s->N, mo = s->M * s->N;
+    if (s->rb <= 2 && !s->ta) { /* A's batch folds into M when B has no batch dims */
+        wm_gemm_args g = {s->batch * s->M, s->N, s->K, A, s->K, 0, B, s->tb ? s->K : s->N, s->tb, C, s->N, alpha, 0};
+        wm_sgemm(x, &g);
+        return;
+    }
+    for (int64_t q = 0; q < s->batch; q++) {
+        wm_gemm_args g = {s->M, s->N, s->K, A + batch_off(s, a, q, ma), s->ta ? s->M : s->K, s->ta,
+                          B + batch_off(s, b, q, mb), s->tb ? s->K : s->N, s->tb, C + q * mo, s->N, alpha, 0};
+        wm_sgemm(x, &g);
+    }
+}
+
+static size_t mm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
+    (void)nth;
+    if (!is_half(in[0]->dtype)) return 0;
+    const mm_state *ms = n->state;
+    uint64_t f = wm_tensor_numel(in[0]) + wm_tensor_numel(out[0]) + (ms ? 0 : wm_tensor_numel(in[1]));
+    return (size_t)f * sizeof(float) + 128;
+}
+
 static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
     mm_shape s;
     wm_status st = mm_shape_of(n, in[0], in[1], &s, x->err);
     if (st) return st;
     float alpha = !strcmp(n->proto->op_type, "FusedMatMul") ? wm_attr_float(n, "alpha", 1.0f) : 1.0f;
+    int32_t dt = in[0]->dtype;
+    if (dt == WM_DT_FLOAT) {
+        mm_f32(&s, in[0], in[0]->data, in[1], in[1]->data, out[0]->data, alpha, x);
+        return WM_OK;
+    }
+    if (is_half(dt)) {
+        const mm_state *ms = n->state;
+        uint64_t na = wm_tensor_numel(in[0]), nc = wm_tensor_numel(out[0]);
+        float *A = x->ws, *C = A + na, *B = ms ? ms->b32 : C + nc;
+        wm_convert(dt, in[0]->data, WM_DT_FLOAT, A, na);
+        if (!ms) wm_convert(dt, in[1]->data, WM_DT_FLOAT, B, wm_tensor_numel(in[1]));
+        mm_f32(&s, in[0], A, in[1], B, C, alpha, x);
+        wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
+        return WM_OK;
+    }
     int64_t ma = s.M * s.K, mb = s.K * s.N, mo = s.M * s.N;
-    if (in[0]->dtype != WM_DT_FLOAT) {
-        size_t es = wm_dtype_size(in[0]->dtype);
-        for (int64_t q = 0; q < s.batch; q++)
-            gemm_generic(in[0]->dtype, s.M, s.N, s.K, (const uint8_t *)in[0]->data + batch_off(&s, in[0], q, ma) * (int64_t)es,
-                         s.ta, (const uint8_t *)in[1]->data + batch_off(&s, in[1], q, mb) * (int64_t)es, s.tb,
-                         (uint8_t *)out[0]->data + q * mo * (int64_t)es, alpha);
-        return WM_OK;
-    }
-    /* A's batch folds into M when B has no batch dims and A is not transposed */
-    if (s.rb <= 2 && !s.ta) {
-        wm_gemm_args g = {s.batch * s.M, s.N, s.K, in[0]->data, s.K, 0, in[1]->data, s.tb ? s.K : s.N, s.tb,
-                       out[0]->data, s.N, alpha, 0};
-        wm_sgemm(x, &g);
-        return WM_OK;
-    }
-    for (int64_t q = 0; q < s.batch; q++) {
-        wm_gemm_args g = {s.M, s.N, s.K, (const float *)in[0]->data + batch_off(&s, in[0], q, ma), s.ta ? s.M : s.K, s.ta,
-                       (const float *)in[1]->data + batch_off(&s, in[1], q, mb), s.tb ? s.K : s.N, s.tb,
-                       (float *)out[0]->data + q * mo, s.N, alpha, 0};
-        wm_sgemm(x, &g);
-    }
+    size_t es = wm_dtype_size(dt);
+    for (int64_t q = 0; q < s.batch; q++)
+        gemm_generic(dt, s.M, s.N, s.K, (const uint8_t *)in[0]->data + batch_off(&s, in[0], q, ma) * (int64_t)es, s.ta,
+                     (const uint8_t *)in[1]->data + batch_off(&s, in[1], q, mb) * (int64_t)es, s.tb,
+                     (uint8_t *)out[0]->data + q * mo * (int64_t)es, alpha);
     return WM_OK;
 }
 
@@ -208,8 +245,8 @@ static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
 }
 
 static const wm_op ops[] = {
-    {"", "MatMul", 1, 0, mm_init, mm_infer, mm_run, NULL, 0, 0},
-    {"com.microsoft", "FusedMatMul", 1, 0, mm_init, mm_infer, mm_run, NULL, 0, 0},
+    {"", "MatMul", 1, 0, mm_init, mm_infer, mm_run, mm_workspace, 0, 0},
+    {"com.microsoft", "FusedMatMul", 1, 0, mm_init, mm_infer, mm_run, mm_workspace, 0, 0},
     {"", "Gemm", 1, 0, gemm_init, gemm_infer, gemm_run, NULL, 0, 0},
 };
 

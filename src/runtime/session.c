@@ -430,3 +430,31 @@ void wm_session_get_stats(const wm_session *s, wm_session_stats *st) {
         st->eager = s->last->eager;
     }
 }
+
+const char *wm_session_precision(const wm_session *s) {
+    const wm_onnx_graph *g = s->model->proto->graph;
+    for (size_t i = 0; i < g->n_node; i++)
+        if (g->node[i]->op_type && !strcmp(g->node[i]->op_type, "MatMulNBits")) {
+            const wm_onnx_attr *a = NULL;
+            for (size_t k = 0; k < g->node[i]->n_attribute; k++)
+                if (!strcmp(g->node[i]->attribute[k]->name, "bits")) a = g->node[i]->attribute[k];
+            return a && a->i == 8 ? "int8" : "int4";
+        }
+    uint64_t by[WM_DT_COUNT] = {0};
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const wm_onnx_tensor *t = g->initializer[i];
+        uint64_t numel;
+        if (t->data_type > 0 && t->data_type < WM_DT_COUNT && wm_onnx_tensor_numel(t, &numel, NULL) == WM_OK)
+            by[t->data_type] += numel * wm_dtype_size(t->data_type);
+    }
+    int best = WM_DT_FLOAT;
+    for (int d = 1; d < WM_DT_COUNT; d++)
+        if (by[d] > by[best]) best = d;
+    switch (best) {
+    case WM_DT_FLOAT16: return "fp16";
+    case WM_DT_BFLOAT16: return "bf16";
+    case WM_DT_INT8: case WM_DT_UINT8: return "int8";
+    case WM_DT_DOUBLE: return "fp64";
+    default: return "fp32";
+    }
+}
