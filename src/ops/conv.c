@@ -4,157 +4,17 @@
  *
  * float32 (and float16/bfloat16 through float32 buffers): per image and
  * group one GEMM Y_g[M/g, P] = W_g[M/g, K] x col[K, P] with K = C/g * kernel
- * size and P the output positions, on wm_sgemm; col is the im2col matrix,
- * built by the threads (a 1x1 stride-1 unpadded conv uses the input as col
- * directly). The bias is written into Y first and the GEMM accumulates
- * (beta = 1). Convolutions with one input channel per group (depthwise)
- * run a direct loop over output rows instead, threads taking whole planes.
+ * size and P the output positions, on the kernel table's sgemm (W read in
+ * place as A, col packed by the kernel, the bias as its per-row epilogue);
+ * col is the im2col matrix, built by the threads (a 1x1 stride-1 unpadded
+ * conv uses the input as col directly). Convolutions with one input channel
+ * per group (depthwise) run a direct loop over output rows instead, threads
+ * taking whole planes.
  * float64 and ConvInteger run a direct loop in double / int32.
  */
 #include <string.h>
 
-#include "ops/cnn.h"
 #include "ops/conv_impl.h"
-#include "ops/gemm.h"
-
-/* ---------------------------------------------------------------- float32 kernels */
-
-/* im2col rows [r0, r1) of one image/group: row r = ((c * kz + z) * ky + y) * kx + x, P long */
-static void im2col_rows(const float *x, const wm_win *w, float *col, int64_t r0, int64_t r1) {
-    int64_t P = wm_win_prod(w->out), inP = wm_win_prod(w->in), kp = wm_win_prod(w->k);
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t c = r / kp, q = r % kp;
-        int64_t kx = q % w->k[2], ky = (q / w->k[2]) % w->k[1], kz = q / (w->k[2] * w->k[1]);
-        const float *plane = x + c * inP;
-        float *dst = col + r * P;
-        int64_t offx = kx * w->d[2] - w->pb[2], x0, x1;
-        wm_win_range(w->out[2], w->in[2], w->s[2], offx, &x0, &x1);
-        for (int64_t oz = 0; oz < w->out[0]; oz++) {
-            int64_t iz = oz * w->s[0] + kz * w->d[0] - w->pb[0];
-            for (int64_t oy = 0; oy < w->out[1]; oy++) {
-                int64_t iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];
-                float *d = dst + (oz * w->out[1] + oy) * w->out[2];
-                if (iz < 0 || iz >= w->in[0] || iy < 0 || iy >= w->in[1]) {
-                    memset(d, 0, (size_t)w->out[2] * sizeof *d);
-                    continue;
-                }
-                const float *src = plane + (iz * w->in[1] + iy) * w->in[2] + offx;
-                if (x0 > 0) memset(d, 0, (size_t)x0 * sizeof *d);
-                if (w->s[2] == 1) memcpy(d + x0, src + x0, (size_t)(x1 - x0) * sizeof *d);
-                else
-                    for (int64_t ox = x0; ox < x1; ox++) d[ox] = src[ox * w->s[2]];
-                if (x1 < w->out[2]) memset(d + x1, 0, (size_t)(w->out[2] - x1) * sizeof *d);
-            }
-        }
-    }
-}
-
-/* One output plane of a direct convolution over a single input plane (depthwise): y = b + sum_k w_k * x. */
-void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w) {
-    int64_t P = wm_win_prod(w->out);
-    for (int64_t i = 0; i < P; i++) y[i] = b;
-    for (int64_t kz = 0; kz < w->k[0]; kz++)
-        for (int64_t ky = 0; ky < w->k[1]; ky++)
-            for (int64_t kx = 0; kx < w->k[2]; kx++) {
-                float wv = wk[(kz * w->k[1] + ky) * w->k[2] + kx];
-                int64_t offx = kx * w->d[2] - w->pb[2], x0, x1;
-                wm_win_range(w->out[2], w->in[2], w->s[2], offx, &x0, &x1);
-                if (x0 >= x1) continue;
-                for (int64_t oz = 0; oz < w->out[0]; oz++) {
-                    int64_t iz = oz * w->s[0] + kz * w->d[0] - w->pb[0];
-                    if (iz < 0 || iz >= w->in[0]) continue;
-                    for (int64_t oy = 0; oy < w->out[1]; oy++) {
-                        int64_t iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];
-                        if (iy < 0 || iy >= w->in[1]) continue;
-                        const float *src = x + (iz * w->in[1] + iy) * w->in[2] + offx;
-                        float *d = y + (oz * w->out[1] + oy) * w->out[2];
-                        if (w->s[2] == 1) wm_conv_axpy(d + x0, src + x0, wv, x1 - x0);
-                        else
-                            for (int64_t ox = x0; ox < x1; ox++) d[ox] += wv * src[ox * w->s[2]];
-                    }
-                }
-            }
-}
-
-typedef struct conv_job {
-    const wm_win *w;
-    const float *x, *wt, *b;
-    float *y, *col;
-    int64_t N, C, M, G, Cg, Mg, K, P, inP, kp;
-    const float *xg; /* current image+group input planes */
-    float *yg;       /* current image+group output rows */
-    const float *bg; /* current group's bias (NULL: none) */
-} conv_job;
-
-static void conv_prep_part(void *arg, int ith, int nth) {
-    const conv_job *j = arg;
-    long lo, hi;
-    if (j->col) {
-        wm_split((long)j->K, ith, nth, &lo, &hi);
-        im2col_rows(j->xg, j->w, j->col, lo, hi);
-    }
-    wm_split((long)j->Mg, ith, nth, &lo, &hi);
-    for (long m = lo; m < hi; m++) {
-        float *row = j->yg + m * j->P;
-        if (j->bg)
-            for (int64_t p = 0; p < j->P; p++) row[p] = j->bg[m];
-    }
-}
-
-static void conv_dw_part(void *arg, int ith, int nth) {
-    const conv_job *j = arg;
-    long lo, hi;
-    wm_split((long)(j->N * j->M), ith, nth, &lo, &hi);
-    for (long q = lo; q < hi; q++) {
-        int64_t n = q / j->M, oc = q % j->M, ic = oc / j->Mg; /* one input channel per group */
-        wm_conv_plane_f32(j->x + (n * j->C + ic) * j->inP, j->wt + oc * j->kp, j->b ? j->b[oc] : 0.0f,
-                          j->y + q * j->P, j->w);
-    }
-}
-
-/* Size in floats of the im2col matrix (0 when the input serves as col). */
-static int64_t col_floats(const wm_win *w, int64_t Cg) {
-    int pointwise = 1;
-    for (int i = 0; i < WM_CNN_ND; i++)
-        pointwise &= w->k[i] == 1 && w->s[i] == 1 && w->pb[i] == 0 && w->pe[i] == 0;
-    if (pointwise || Cg == 1) return 0;
-    return Cg * wm_win_prod(w->k) * wm_win_prod(w->out);
-}
-
-void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, const float *b, float *y, int64_t N,
-                 int64_t C, int64_t M, int64_t G, float *col) {
-    conv_job j = {.w = w, .x = in, .wt = wt, .b = b, .y = y, .N = N, .C = C, .M = M, .G = G, .Cg = C / G, .Mg = M / G};
-    j.kp = wm_win_prod(w->k);
-    j.K = j.Cg * j.kp;
-    j.P = wm_win_prod(w->out);
-    j.inP = wm_win_prod(w->in);
-    if (!N || !M || !j.P) return;
-    if (j.Cg == 1) { /* depthwise and friends: direct */
-        int nth = (uint64_t)(N * M * j.P * j.kp) >= 65536 ? x->nth : 1;
-        if (nth > N * M) nth = (int)(N * M);
-        wm_pool_run(x->pool, conv_dw_part, &j, nth);
-        return;
-    }
-    int use_col = col_floats(w, j.Cg) > 0;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            j.xg = in + (n * C + g * j.Cg) * j.inP;
-            j.yg = y + (n * M + g * j.Mg) * j.P;
-            j.bg = b ? b + g * j.Mg : NULL;
-            j.col = use_col ? col : NULL;
-            if (j.col || j.bg) {
-                int nth = (uint64_t)((j.col ? j.K : 0) + j.Mg) * (uint64_t)j.P >= 65536 ? x->nth : 1;
-                wm_pool_run(x->pool, conv_prep_part, &j, nth);
-            }
-            wm_gemm_args ga = {j.Mg, j.P, j.K, wt + g * j.Mg * j.K, j.K, 0, use_col ? col : j.xg, j.P, 0,
-                               j.yg, j.P, 1.0f, b ? 1.0f : 0.0f};
-            wm_sgemm(x, &ga);
-        }
-}
-
-size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t G) {
-    return (size_t)col_floats(w, C / G) * sizeof(float);
-}
 
 /* ---------------------------------------------------------------- direct loops (float64, integers) */
 
@@ -204,6 +64,7 @@ typedef struct conv_state {
     int64_t group;
     const float *w32; /* constant weights as float32 (the initializer's own data when it is float32), else NULL */
     const float *b32;
+    const void *wpack; /* constant weights packed for the GEMM (wm_conv_pack), else NULL */
 } conv_state;
 
 /* float32 copy of a constant float tensor (its own data when already float32); NULL on OOM. */
@@ -233,6 +94,17 @@ static wm_status conv_init(wm_node *n, wm_error *err) {
         if (n->in_const[1] && !(s->w32 = wm_conv_const_f32(n, n->in_const[1]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
         if (wm_has_in(n, 2) && n->in_const[2] && !(s->b32 = wm_conv_const_f32(n, n->in_const[2])))
             return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        const wm_tensor *W = n->in_const[1];
+        if (s->w32 && W->rank >= 3 && W->dims[0] % s->group == 0 && !(W->dims[1] == 1 && s->group > 1)) {
+            int64_t K = 1, Mg = W->dims[0] / s->group; /* prepack W_g^T for the GEMM (depthwise runs direct) */
+            for (int i = 1; i < W->rank; i++) K *= W->dims[i];
+            size_t sz = wm_conv_pack_size(K, Mg, s->group);
+            void *p = wm_node_alloc(n, sz);
+            if (!p) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+            wm_conv_pack(s->w32, K, Mg, s->group, p);
+            s->wpack = p;
+            n->packed_bytes += sz;
+        }
     }
     return WM_OK;
 }
@@ -268,12 +140,11 @@ static wm_status conv_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
 }
 
 static size_t conv_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
-    (void)nth;
     const conv_state *s = n->state;
     wm_win w;
     int64_t M;
     if (in[0]->dtype == WM_DT_DOUBLE || conv_geom(n, &s->a, s->group, in, 1, &w, &M, NULL)) return 0;
-    size_t b = wm_conv_f32_ws(&w, in[0]->dims[1], s->group);
+    size_t b = wm_conv_f32_ws(&w, in[0]->dims[1], M, s->group, s->wpack != NULL, nth);
     if (in[0]->dtype != WM_DT_FLOAT) { /* float32 copies of X, Y and (when not prepacked) W, B */
         b += (size_t)(wm_tensor_numel(in[0]) + wm_tensor_numel(out[0])) * sizeof(float) + 128;
         if (!s->w32) b += (size_t)wm_tensor_numel(in[1]) * sizeof(float) + 64;
@@ -303,12 +174,13 @@ static wm_status conv_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
         return WM_OK;
     }
     uint8_t *cur = x->ws;
-    float *col = wm_conv_ws_take(&cur, (uint64_t)col_floats(&w, C / s->group));
     if (dt == WM_DT_FLOAT) {
-        wm_conv_f32(x, &w, in[0]->data, s->w32 ? s->w32 : in[1]->data, s->b32 ? s->b32 : B ? B->data : NULL,
-                    out[0]->data, N, C, M, s->group, col);
+        wm_conv_f32(x, &w, in[0]->data, s->w32 ? s->w32 : in[1]->data, s->wpack, s->b32 ? s->b32 : B ? B->data : NULL,
+                    out[0]->data, N, C, M, s->group, cur);
         return WM_OK;
     }
+    void *gws = cur;
+    cur += wm_conv_f32_ws(&w, C, M, s->group, s->wpack != NULL, x->nth);
     float *xf = wm_conv_ws_take(&cur, wm_tensor_numel(in[0])), *yf = wm_conv_ws_take(&cur, wm_tensor_numel(out[0]));
     const float *wf = s->w32, *bf = s->b32;
     if (!wf) {
@@ -322,7 +194,7 @@ static wm_status conv_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
         bf = t;
     }
     wm_convert(dt, in[0]->data, WM_DT_FLOAT, xf, wm_tensor_numel(in[0]));
-    wm_conv_f32(x, &w, xf, wf, bf, yf, N, C, M, s->group, col);
+    wm_conv_f32(x, &w, xf, wf, s->wpack, bf, yf, N, C, M, s->group, gws);
     wm_convert(WM_DT_FLOAT, yf, dt, out[0]->data, wm_tensor_numel(out[0]));
     return WM_OK;
 }

@@ -5,18 +5,34 @@
 #ifndef WM_OPS_CONV_IMPL_H
 #define WM_OPS_CONV_IMPL_H
 
+#include "kernels/kernels.h"
 #include "ops/cnn.h"
 
 /*
  * y[N, M, out] = conv(in[N, C, in], wt[M, C/G, k]) + b (b may be NULL) for
- * the window w, on x's pool. col is scratch of wm_conv_f32_ws(w, C, G) bytes.
+ * the window w, on x's pool. wpack: the weights packed by wm_conv_pack
+ * (constant weights, packed at session creation), or NULL (packed into ws
+ * per run). ws is scratch of wm_conv_f32_ws(w, C, M, G, wpack != NULL,
+ * x->nth) bytes (64-byte aligned).
  */
-void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, const float *b, float *y, int64_t N,
-                 int64_t C, int64_t M, int64_t G, float *col);
-size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t G);
+void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, const void *wpack, const float *b,
+                 float *y, int64_t N, int64_t C, int64_t M, int64_t G, void *ws);
+size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t M, int64_t G, int packed, int nth);
 
-/* One output plane from one input plane (depthwise), single thread: y = b + sum_k wk[k] * x. */
-void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w);
+/* The GEMM B operand W_g^T of each group (K = C/G * kernel size, Mg = M/G), for wm_conv_f32. */
+size_t wm_conv_pack_size(int64_t K, int64_t Mg, int64_t G);
+void wm_conv_pack(const float *wt, int64_t K, int64_t Mg, int64_t G, float *packed);
+
+/* Runs a on x's pool with the kernel table's sgemm (a->work: wm_conv_gemm_ws(M, N, K, x->nth) bytes). */
+void wm_conv_gemm(wm_exec *x, const wm_sgemm_args *a);
+size_t wm_conv_gemm_ws(int64_t M, int64_t N, int64_t K, int nth);
+
+/*
+ * One output plane from one input plane (depthwise), single thread:
+ * y = b + sum_k wk[k] * x; row is scratch of wm_conv_plane_ws(w) bytes.
+ */
+void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w, float *row);
+size_t wm_conv_plane_ws(const wm_win *w);
 
 /*
  * Adds columns col[C * kprod(w->k), L] into images y[C, prod(w->out)] for
@@ -31,8 +47,5 @@ const float *wm_conv_const_f32(wm_node *n, const wm_tensor *t);
 
 /* Carves n floats off a workspace cursor (64-byte aligned steps). */
 float *wm_conv_ws_take(uint8_t **cur, uint64_t n);
-
-/* y[i] += a * x[i], i < n (vectorized when the CPU can). */
-void wm_conv_axpy(float *y, const float *x, float a, int64_t n);
 
 #endif

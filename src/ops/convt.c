@@ -3,15 +3,14 @@
  * output_shape, auto_pad) and Col2Im.
  *
  * ConvTranspose float32 (float16/bfloat16 through float32 buffers): per
- * image and group one GEMM col[M/g * kernel, P_in] = W_g^T x X_g on
- * wm_sgemm, then a col2im scatter-add into the output planes, threads
+ * image and group one GEMM col[M/g * kernel, P_in] = W_g^T x X_g on the
+ * kernel table's sgemm, then a col2im scatter-add into the output planes, threads
  * taking whole output channels (fixed order: deterministic). float64 runs
  * the same in double with a direct product.
  */
 #include <string.h>
 
 #include "ops/conv_impl.h"
-#include "ops/gemm.h"
 
 /* ---------------------------------------------------------------- col2im */
 
@@ -152,14 +151,14 @@ static wm_status convt_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const 
 }
 
 static size_t convt_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
-    (void)nth;
     const convt_state *s = n->state;
     wm_win w;
     int64_t M;
     if (convt_geom(n, in, &w, &M, NULL)) return 0;
     uint64_t colf = (uint64_t)(M / s->group) * (uint64_t)wm_win_prod(w.k) * (uint64_t)wm_win_prod(w.in);
     if (in[0]->dtype == WM_DT_DOUBLE) return (size_t)colf * sizeof(double) + 64;
-    uint64_t b = colf * sizeof(float) + 64;
+    uint64_t b = colf * sizeof(float) + 64 +
+                 wm_conv_gemm_ws((M / s->group) * wm_win_prod(w.k), wm_win_prod(w.in), in[0]->dims[1] / s->group, nth);
     if (in[0]->dtype != WM_DT_FLOAT) {
         b += (wm_tensor_numel(in[0]) + wm_tensor_numel(out[0])) * sizeof(float) + 128;
         if (!s->w32) b += wm_tensor_numel(in[1]) * sizeof(float) + 64;
@@ -188,14 +187,16 @@ static void convt_scatter_part(void *arg, int ith, int nth) {
     col2im_f32(j->col, j->y, j->w, lo, hi);
 }
 
+/* col and the GEMM's scratch come from ws (wm_conv_ws_take order: col first). */
 static void convt_f32(wm_exec *x, const wm_win *w, const float *X, const float *W, const float *B, float *Y, int64_t N,
-                      int64_t C, int64_t M, int64_t G, float *col) {
+                      int64_t C, int64_t M, int64_t G, uint8_t *ws) {
     int64_t Cg = C / G, Mg = M / G, kp = wm_win_prod(w->k), inP = wm_win_prod(w->in), IP = wm_win_prod(w->out);
+    float *col = wm_conv_ws_take(&ws, (uint64_t)(Mg * kp * inP));
     for (int64_t n = 0; n < N; n++)
         for (int64_t g = 0; g < G; g++) {
-            wm_gemm_args ga = {Mg * kp, inP, Cg, W + g * Cg * Mg * kp, Mg * kp, 1, X + (n * C + g * Cg) * inP, inP, 0,
-                               col, inP, 1.0f, 0.0f};
-            wm_sgemm(x, &ga);
+            wm_sgemm_args ga = {.M = Mg * kp, .N = inP, .K = Cg, .alpha = 1.0f, .A = W + g * Cg * Mg * kp, .lda = Mg * kp,
+                                .trans_a = 1, .B = X + (n * C + g * Cg) * inP, .ldb = inP, .C = col, .ldc = inP, .work = ws};
+            wm_conv_gemm(x, &ga);
             convt_job j = {w, B ? B + g * Mg : NULL, col, Y + (n * M + g * Mg) * IP, Mg};
             int nth = (uint64_t)(Mg * kp * inP) >= 32768 ? x->nth : 1;
             if (nth > Mg) nth = (int)(Mg ? Mg : 1);
@@ -236,12 +237,14 @@ static wm_status convt_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
         convt_f64(&w, in[0]->data, in[1]->data, B ? B->data : NULL, out[0]->data, N, C, M, s->group, x->ws);
         return WM_OK;
     }
-    float *col = wm_conv_ws_take(&cur, (uint64_t)(M / s->group) * (uint64_t)wm_win_prod(w.k) * (uint64_t)wm_win_prod(w.in));
     if (dt == WM_DT_FLOAT) {
         convt_f32(x, &w, in[0]->data, s->w32 ? s->w32 : in[1]->data, s->b32 ? s->b32 : B ? B->data : NULL, out[0]->data,
-                  N, C, M, s->group, col);
+                  N, C, M, s->group, cur);
         return WM_OK;
     }
+    uint8_t *gws = cur;
+    cur += (M / s->group) * wm_win_prod(w.k) * wm_win_prod(w.in) * (int64_t)sizeof(float) + 64 +
+           (int64_t)wm_conv_gemm_ws((M / s->group) * wm_win_prod(w.k), wm_win_prod(w.in), C / s->group, x->nth);
     float *xf = wm_conv_ws_take(&cur, wm_tensor_numel(in[0])), *yf = wm_conv_ws_take(&cur, wm_tensor_numel(out[0]));
     const float *wf = s->w32, *bf = s->b32;
     if (!wf) {
@@ -255,7 +258,7 @@ static wm_status convt_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
         bf = t;
     }
     wm_convert(dt, in[0]->data, WM_DT_FLOAT, xf, wm_tensor_numel(in[0]));
-    convt_f32(x, &w, xf, wf, bf, yf, N, C, M, s->group, col);
+    convt_f32(x, &w, xf, wf, bf, yf, N, C, M, s->group, gws);
     wm_convert(WM_DT_FLOAT, yf, dt, out[0]->data, wm_tensor_numel(out[0]));
     return WM_OK;
 }

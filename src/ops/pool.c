@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ops/cnn.h"
+#include "ops/cnn_kern.h"
 #include "ops/pool_impl.h"
 
 /* ---------------------------------------------------------------- kernels */
@@ -31,25 +32,38 @@ static inline void taps(int64_t start, int64_t k, int64_t d, int64_t lim0, int64
     *hi = b;
 }
 
+size_t wm_pool_tab_size(const wm_win *w) {
+    return (size_t)(w->out[0] + w->out[1] + w->out[2]) * 3 * sizeof(int64_t) + 64;
+}
+
+void wm_pool_tab_make(const wm_win *w, void *mem, wm_pool_tab *t) {
+    int64_t *p = mem;
+    for (int j = 0; j < WM_CNN_ND; j++) {
+        t->lo[j] = p, t->hi[j] = p + w->out[j], t->cnt[j] = p + 2 * w->out[j];
+        for (int64_t o = 0; o < w->out[j]; o++) {
+            int64_t st = o * w->s[j] - w->pb[j], c0, c1;
+            taps(st, w->k[j], w->d[j], 0, w->in[j], &t->lo[j][o], &t->hi[j][o]);
+            taps(st, w->k[j], w->d[j], -w->pb[j], w->in[j] + w->pe[j], &c0, &c1);
+            t->cnt[j][o] = c1 - c0;
+        }
+        p += 3 * w->out[j];
+    }
+}
+
 #define POOL_PLANE(name, T)                                                                                          \
-    void name(const T *x, T *y, int64_t *ind, int64_t ind_base, const wm_win *w, int kind, int include_pad,          \
-              double p, int col_major) {                                                                             \
+    void name(const T *x, T *y, int64_t *ind, int64_t ind_base, const wm_win *w, const wm_pool_tab *t, int kind,     \
+              int include_pad, double p, int col_major) {                                                            \
         for (int64_t oz = 0; oz < w->out[0]; oz++) {                                                                 \
-            int64_t zs = oz * w->s[0] - w->pb[0], z0, z1, zc0, zc1;                                                  \
-            taps(zs, w->k[0], w->d[0], 0, w->in[0], &z0, &z1);                                                       \
-            taps(zs, w->k[0], w->d[0], -w->pb[0], w->in[0] + w->pe[0], &zc0, &zc1);                                  \
+            int64_t zs = oz * w->s[0] - w->pb[0], z0 = t->lo[0][oz], z1 = t->hi[0][oz];                              \
             for (int64_t oy = 0; oy < w->out[1]; oy++) {                                                             \
-                int64_t ys = oy * w->s[1] - w->pb[1], y0, y1, yc0, yc1;                                              \
-                taps(ys, w->k[1], w->d[1], 0, w->in[1], &y0, &y1);                                                   \
-                taps(ys, w->k[1], w->d[1], -w->pb[1], w->in[1] + w->pe[1], &yc0, &yc1);                              \
-                T *yrow = y + (oz * w->out[1] + oy) * w->out[2];                                                     \
+                int64_t ys = oy * w->s[1] - w->pb[1], y0 = t->lo[1][oy], y1 = t->hi[1][oy];                          \
+                int64_t orow = (oz * w->out[1] + oy) * w->out[2];                                                    \
                 for (int64_t ox = 0; ox < w->out[2]; ox++) {                                                         \
-                    int64_t xs = ox * w->s[2] - w->pb[2], x0, x1;                                                    \
-                    taps(xs, w->k[2], w->d[2], 0, w->in[2], &x0, &x1);                                               \
+                    int64_t xs = ox * w->s[2] - w->pb[2], x0 = t->lo[2][ox], x1 = t->hi[2][ox];                      \
                     int64_t cnt = (z1 - z0) * (y1 - y0) * (x1 - x0);                                                 \
                     if (cnt <= 0) {                                                                                  \
-                        yrow[ox] = 0;                                                                                \
-                        if (ind) ind[(oz * w->out[1] + oy) * w->out[2] + ox] = -1;                                   \
+                        y[orow + ox] = 0;                                                                            \
+                        if (ind) ind[orow + ox] = -1;                                                                \
                         continue;                                                                                    \
                     }                                                                                                \
                     if (kind == WM_POOL_MAX) {                                                                       \
@@ -68,37 +82,30 @@ static inline void taps(int64_t start, int64_t k, int64_t d, int64_t lim0, int64
                                     }                                                                                \
                                 }                                                                                    \
                             }                                                                                        \
-                        yrow[ox] = best;                                                                             \
-                        if (ind) ind[(oz * w->out[1] + oy) * w->out[2] + ox] = ind_base + bi;                        \
+                        y[orow + ox] = best;                                                                         \
+                        if (ind) ind[orow + ox] = ind_base + bi;                                                     \
                         continue;                                                                                    \
                     }                                                                                                \
                     double acc = 0;                                                                                  \
                     for (int64_t kz = z0; kz < z1; kz++)                                                             \
                         for (int64_t ky = y0; ky < y1; ky++) {                                                       \
                             int64_t iz = zs + kz * w->d[0], iy = ys + ky * w->d[1];                                  \
-                            const T *row = x + (iz * w->in[1] + iy) * w->in[2];                                      \
+                            const T *row = x + (iz * w->in[1] + iy) * w->in[2] + xs;                                 \
+                            int64_t dd = w->d[2];                                                                    \
                             if (kind == WM_POOL_AVG)                                                                 \
-                                for (int64_t kx = x0; kx < x1; kx++) acc += row[xs + kx * w->d[2]];                  \
+                                for (int64_t kx = x0; kx < x1; kx++) acc += row[kx * dd];                            \
                             else if (p == 1)                                                                         \
-                                for (int64_t kx = x0; kx < x1; kx++) acc += fabs((double)row[xs + kx * w->d[2]]);    \
+                                for (int64_t kx = x0; kx < x1; kx++) acc += fabs((double)row[kx * dd]);              \
                             else if (p == 2)                                                                         \
-                                for (int64_t kx = x0; kx < x1; kx++) {                                               \
-                                    double v = row[xs + kx * w->d[2]];                                               \
-                                    acc += v * v;                                                                    \
-                                }                                                                                    \
+                                for (int64_t kx = x0; kx < x1; kx++) acc += (double)row[kx * dd] * row[kx * dd];     \
                             else                                                                                     \
-                                for (int64_t kx = x0; kx < x1; kx++) acc += pow(fabs((double)row[xs + kx * w->d[2]]), p); \
+                                for (int64_t kx = x0; kx < x1; kx++) acc += pow(fabs((double)row[kx * dd]), p);      \
                         }                                                                                            \
                     if (kind == WM_POOL_AVG) {                                                                       \
-                        int64_t div = cnt;                                                                           \
-                        if (include_pad) {                                                                           \
-                            int64_t xc0, xc1;                                                                        \
-                            taps(xs, w->k[2], w->d[2], -w->pb[2], w->in[2] + w->pe[2], &xc0, &xc1);                  \
-                            div = (zc1 - zc0) * (yc1 - yc0) * (xc1 - xc0);                                           \
-                        }                                                                                            \
-                        yrow[ox] = (T)(acc / (double)div);                                                           \
+                        int64_t div = include_pad ? t->cnt[0][oz] * t->cnt[1][oy] * t->cnt[2][ox] : cnt;             \
+                        y[orow + ox] = (T)(acc / (double)div);                                                       \
                     } else                                                                                           \
-                        yrow[ox] = (T)(p == 1 ? acc : p == 2 ? sqrt(acc) : pow(acc, 1.0 / p));                       \
+                        y[orow + ox] = (T)(p == 1 ? acc : p == 2 ? sqrt(acc) : pow(acc, 1.0 / p));                   \
                 }                                                                                                    \
             }                                                                                                        \
         }                                                                                                            \
@@ -106,6 +113,48 @@ static inline void taps(int64_t start, int64_t k, int64_t d, int64_t lim0, int64
 
 POOL_PLANE(wm_pool_plane_f32, float)
 POOL_PLANE(wm_pool_plane_f64, double)
+
+/* The fast plane: 2-D (or 1-D) float32 max / average without dilation: rows reduced first, then columns. */
+int wm_pool_fast_ok(const wm_win *w, int kind) {
+    return (kind == WM_POOL_MAX || kind == WM_POOL_AVG) && w->out[0] == 1 && w->k[0] == 1 && w->in[0] == 1 &&
+           w->d[1] == 1 && w->d[2] == 1;
+}
+
+size_t wm_pool_fast_ws(const wm_win *w) { return (size_t)((w->out[2] - 1) * w->s[2] + w->k[2]) * sizeof(float) + 64; }
+
+void wm_pool_plane_fast(const float *x, float *y, const wm_win *w, const wm_pool_tab *t, int kind, int include_pad,
+                        float *buf) {
+    int64_t wp = (w->out[2] - 1) * w->s[2] + w->k[2], pb = w->pb[2], in2 = w->in[2];
+    int64_t c0 = pb < wp ? pb : wp, c1 = pb + in2 < wp ? pb + in2 : wp; /* the input's part of the padded row */
+    float init = kind == WM_POOL_MAX ? -INFINITY : 0.0f;
+    for (int64_t oy = 0; oy < w->out[1]; oy++) {
+        int64_t ys = oy * w->s[1] - w->pb[1], y0 = t->lo[1][oy], y1 = t->hi[1][oy];
+        float *yr = y + oy * w->out[2];
+        for (int64_t i = 0; i < wp; i++) buf[i] = init;
+        for (int64_t ky = y0; ky < y1 && c1 > c0; ky++) {
+            const float *row = x + (ys + ky) * in2 + (c0 - pb);
+            if (kind == WM_POOL_MAX) wm_cnn_vmax(buf + c0, row, c1 - c0);
+            else wm_cnn_vadd(buf + c0, row, c1 - c0);
+        }
+        for (int64_t ox = 0; ox < w->out[2]; ox++) {
+            int64_t x0 = t->lo[2][ox], x1 = t->hi[2][ox], cnt = (y1 - y0) * (x1 - x0);
+            const float *b = buf + ox * w->s[2];
+            if (cnt <= 0) {
+                yr[ox] = 0;
+                continue;
+            }
+            if (kind == WM_POOL_MAX) {
+                float m = b[x0];
+                for (int64_t k = x0 + 1; k < x1; k++) m = b[k] > m ? b[k] : m;
+                yr[ox] = m;
+            } else {
+                float s = 0;
+                for (int64_t k = x0; k < x1; k++) s += b[k];
+                yr[ox] = s / (float)(include_pad ? t->cnt[1][oy] * t->cnt[2][ox] : cnt);
+            }
+        }
+    }
+}
 
 /* ---------------------------------------------------------------- MaxPool, AveragePool, LpPool */
 
@@ -161,18 +210,27 @@ static wm_status pool_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
     return WM_OK;
 }
 
+/* Per-thread scratch: a double copy of a plane and its output (types other than float32/64), the fast plane's row. */
+static size_t pool_per_thread(const wm_tensor *X, const wm_tensor *Y, const wm_win *w) {
+    uint64_t planes = (uint64_t)X->dims[0] * (uint64_t)X->dims[1];
+    size_t b = wm_pool_fast_ws(w);
+    if (planes && X->dtype != WM_DT_FLOAT && X->dtype != WM_DT_DOUBLE)
+        b += (size_t)(wm_tensor_numel(X) / planes + wm_tensor_numel(Y) / planes) * sizeof(double);
+    return (b + 63) & ~(size_t)63;
+}
+
 static size_t pool_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
-    (void)n;
-    if (in[0]->dtype == WM_DT_FLOAT || in[0]->rank < 3) return 0;
-    uint64_t planes = (uint64_t)in[0]->dims[0] * (uint64_t)in[0]->dims[1];
-    if (!planes) return 0;
-    uint64_t per = wm_tensor_numel(in[0]) / planes + wm_tensor_numel(out[0]) / planes;
-    return (size_t)nth * (size_t)per * sizeof(double);
+    wm_win w;
+    if (pool_geom(n, in[0], &w, NULL)) return 0;
+    return wm_pool_tab_size(&w) + (size_t)nth * pool_per_thread(in[0], out[0], &w) + 64;
 }
 
 typedef struct pool_job {
     const pool_state *s;
     const wm_win *w;
+    const wm_pool_tab *t;
+    int fast;
+    size_t per; /* per-thread scratch bytes */
     const wm_tensor *x;
     wm_tensor *y, *ind;
     int64_t planes, inP, P;
@@ -184,23 +242,29 @@ static void pool_part(void *arg, int ith, int nth) {
     long lo, hi;
     wm_split((long)j->planes, ith, nth, &lo, &hi);
     int32_t dt = j->x->dtype;
-    double *xb = j->ws ? j->ws + (size_t)ith * (size_t)(j->inP + j->P) : NULL, *yb = xb ? xb + j->inP : NULL;
+    uint8_t *mine = (uint8_t *)j->ws + (size_t)ith * j->per;
+    double *xb = (double *)mine, *yb = xb + j->inP;
     for (long q = lo; q < hi; q++) {
         int64_t *ind = j->ind ? (int64_t *)j->ind->data + q * j->P : NULL;
+        if (dt == WM_DT_FLOAT && j->fast && !ind) {
+            wm_pool_plane_fast((const float *)j->x->data + q * j->inP, (float *)j->y->data + q * j->P, j->w, j->t,
+                               j->s->kind, j->s->include_pad, (float *)mine);
+            continue;
+        }
         if (dt == WM_DT_FLOAT) {
             wm_pool_plane_f32((const float *)j->x->data + q * j->inP, (float *)j->y->data + q * j->P, ind, q * j->inP, j->w,
-                              j->s->kind, j->s->include_pad, j->s->p, j->s->col_major);
+                              j->t, j->s->kind, j->s->include_pad, j->s->p, j->s->col_major);
             continue;
         }
         if (dt == WM_DT_DOUBLE) {
             wm_pool_plane_f64((const double *)j->x->data + q * j->inP, (double *)j->y->data + q * j->P, ind, q * j->inP,
-                              j->w, j->s->kind, j->s->include_pad, j->s->p, j->s->col_major);
+                              j->w, j->t, j->s->kind, j->s->include_pad, j->s->p, j->s->col_major);
             continue;
         }
         for (int64_t i = 0; i < j->inP; i++)
             xb[i] = dt == WM_DT_UINT8 || dt == WM_DT_INT8 ? (double)wm_tensor_get_int(j->x, (uint64_t)(q * j->inP + i))
                                                           : wm_ld(dt, j->x->data, (uint64_t)(q * j->inP + i));
-        wm_pool_plane_f64(xb, yb, ind, q * j->inP, j->w, j->s->kind, j->s->include_pad, j->s->p, j->s->col_major);
+        wm_pool_plane_f64(xb, yb, ind, q * j->inP, j->w, j->t, j->s->kind, j->s->include_pad, j->s->p, j->s->col_major);
         for (int64_t i = 0; i < j->P; i++) {
             uint64_t o = (uint64_t)(q * j->P + i);
             if (dt == WM_DT_UINT8) ((uint8_t *)j->y->data)[o] = (uint8_t)yb[i];
@@ -214,8 +278,12 @@ static wm_status pool_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
     wm_win w;
     wm_status st = pool_geom(n, in[0], &w, x->err);
     if (st) return st;
-    pool_job j = {n->state, &w, in[0], out[0], n->n_out > 1 ? out[1] : NULL, in[0]->dims[0] * in[0]->dims[1],
-                  wm_win_prod(w.in), wm_win_prod(w.out), x->ws};
+    const pool_state *s = n->state;
+    wm_pool_tab t;
+    wm_pool_tab_make(&w, x->ws, &t);
+    pool_job j = {s, &w, &t, wm_pool_fast_ok(&w, s->kind), pool_per_thread(in[0], out[0], &w), in[0], out[0],
+                  n->n_out > 1 ? out[1] : NULL, in[0]->dims[0] * in[0]->dims[1], wm_win_prod(w.in), wm_win_prod(w.out),
+                  (double *)((uint8_t *)x->ws + wm_pool_tab_size(&w))};
     if (!j.planes || !j.P) return WM_OK;
     uint64_t work = (uint64_t)(j.planes * j.P) * (uint64_t)wm_win_prod(w.k);
     int nth = work >= 32768 ? x->nth : 1;

@@ -1,0 +1,31 @@
+/*
+ * cnn_kern.h - small vector kernels of the vision ops. Each has a portable
+ * loop (cnn_kern.c) and an AVX2/FMA version (cnn_avx2.c) chosen at run
+ * time when the kernel table is the AVX2 one (WM_KERNELS=generic forces
+ * the portable loops here too). Results may differ in the last bit between
+ * the two (fused multiply-add), never between runs or thread counts.
+ */
+#ifndef WM_OPS_CNN_KERN_H
+#define WM_OPS_CNN_KERN_H
+
+#include <math.h>
+#include <stdint.h>
+
+/* y[i] += a * x[i] */
+void wm_cnn_axpy(float *y, const float *x, float a, int64_t n);
+/* y[i] += sum_{t < taps} w[t] * x[i + t * d]  (one kernel row of a stride-1 depthwise conv) */
+void wm_cnn_dwrow(float *y, const float *x, const float *w, int64_t taps, int64_t d, int64_t n);
+/* y[i] = max(y[i], x[i]) (NaN in x is not propagated) */
+void wm_cnn_vmax(float *y, const float *x, int64_t n);
+/* y[i] += x[i] */
+void wm_cnn_vadd(float *y, const float *x, int64_t n);
+/* d[j * ldd + i] = s[i * lds + j] for i < rows, j < cols */
+void wm_cnn_transpose(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols);
+
+void wm_cnn_axpy_avx2(float *y, const float *x, float a, int64_t n);
+void wm_cnn_dwrow_avx2(float *y, const float *x, const float *w, int64_t taps, int64_t d, int64_t n);
+void wm_cnn_vmax_avx2(float *y, const float *x, int64_t n);
+void wm_cnn_vadd_avx2(float *y, const float *x, int64_t n);
+void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols);
+
+#endif

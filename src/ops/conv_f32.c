@@ -1,0 +1,338 @@
+/*
+ * conv_f32.c - the float32 convolution kernel (see conv_impl.h).
+ *
+ * GEMM form, tiled over output positions: for each image n, group g and
+ * tile of Pt output positions [p0, p1):
+ *   Y[n, g*Mg .. , p0..p1) = W_g[Mg, K] x col[K, p1 - p0] (+ bias per row)
+ * with K = C/g * kernel size; col is the im2col tile (a 1x1, stride-1,
+ * unpadded conv reads the input in place). W is the GEMM's A, read in place
+ * by the kernel table's sgemm; the tile is its B, and C is written straight
+ * into the NCHW output (ldc = P). Pt keeps the tile's K x Pt block near
+ * 256 KiB so the GEMM's packed B stays in L2 (the full-width GEMM runs 2-4x
+ * slower on large K x P). Threads take whole tiles (their own col and GEMM
+ * scratch, one-share GEMMs) when there are enough of them; otherwise tiles
+ * run one after another with the im2col rows and the GEMM split over the
+ * threads. Either way every output element is one GEMM reduction in a
+ * fixed order: results do not depend on the thread count.
+ * Depthwise convolutions (one input channel per group) run a direct loop
+ * per output plane (vector axpy over output rows).
+ */
+#include <string.h>
+
+#include "ops/cnn_kern.h"
+#include "ops/conv_impl.h"
+
+/* ---------------------------------------------------------------- GEMM on the kernel table */
+
+typedef struct sg_job {
+    const wm_kernels *K;
+    wm_sgemm_args a;
+} sg_job;
+
+static void sg_part(void *arg, int ith, int nth) {
+    const sg_job *j = arg;
+    j->K->sgemm(&j->a, ith, nth);
+}
+
+void wm_conv_gemm(wm_exec *x, const wm_sgemm_args *a) {
+    if (a->M <= 0 || a->N <= 0) return;
+    sg_job j = {wm_kernels_get(), *a};
+    int t = wm_sgemm_tasks(a->M, a->N, a->K);
+    wm_pool_run(x->pool, sg_part, &j, t < x->nth ? t : x->nth);
+}
+
+size_t wm_conv_gemm_ws(int64_t M, int64_t N, int64_t K, int nth) {
+    wm_sgemm_args a = {.M = M, .N = N, .K = K};
+    return wm_sgemm_workspace_size(&a, nth) + 64;
+}
+
+/* ---------------------------------------------------------------- im2col */
+
+/*
+ * Rows [r0, r1) of the im2col tile of positions [p0, p1) of one image and
+ * group: row r = ((c * kz + z) * ky + y) * kx + x holds, for each position,
+ * the input under tap (z, y, x) of channel c (0 in the padding); rows are
+ * ld floats apart.
+ */
+static void im2col_tile(const float *x, const wm_win *w, float *col, int64_t ld, int64_t r0, int64_t r1, int64_t p0,
+                        int64_t p1) {
+    int64_t inP = wm_win_prod(w->in), kp = wm_win_prod(w->k), o12 = w->out[1] * w->out[2];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t c = r / kp, q = r % kp;
+        int64_t kx = q % w->k[2], ky = (q / w->k[2]) % w->k[1], kz = q / (w->k[2] * w->k[1]);
+        const float *plane = x + c * inP;
+        float *dst = col + r * ld;
+        int64_t offx = kx * w->d[2] - w->pb[2], x0, x1;
+        wm_win_range(w->out[2], w->in[2], w->s[2], offx, &x0, &x1);
+        int64_t p = p0, oz = p0 / o12, oy = (p0 / w->out[2]) % w->out[1], ox = p0 % w->out[2];
+        while (p < p1) {
+            int64_t run = w->out[2] - ox < p1 - p ? w->out[2] - ox : p1 - p, e = ox + run;
+            int64_t iz = oz * w->s[0] + kz * w->d[0] - w->pb[0], iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];
+            float *d = dst + (p - p0) - ox; /* indexed by ox */
+            if (iz < 0 || iz >= w->in[0] || iy < 0 || iy >= w->in[1]) {
+                memset(d + ox, 0, (size_t)run * sizeof *d);
+            } else {
+                const float *src = plane + (iz * w->in[1] + iy) * w->in[2] + offx;
+                int64_t a = x0 > ox ? x0 : ox, b = x1 < e ? x1 : e; /* the taps inside the input */
+                if (a >= b) {
+                    memset(d + ox, 0, (size_t)run * sizeof *d);
+                } else {
+                    if (a > ox) memset(d + ox, 0, (size_t)(a - ox) * sizeof *d);
+                    if (w->s[2] == 1) memcpy(d + a, src + a, (size_t)(b - a) * sizeof *d);
+                    else
+                        for (int64_t i = a; i < b; i++) d[i] = src[i * w->s[2]];
+                    if (b < e) memset(d + b, 0, (size_t)(e - b) * sizeof *d);
+                }
+            }
+            p += run;
+            ox = 0;
+            if (++oy == w->out[1]) oy = 0, oz++;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- depthwise */
+
+/* Length of the zero-padded input row a depthwise output row reads. */
+static int64_t padded_row(const wm_win *w) { return (w->out[2] - 1) * w->s[2] + (w->k[2] - 1) * w->d[2] + 1; }
+
+size_t wm_conv_plane_ws(const wm_win *w) { return ((size_t)padded_row(w) * sizeof(float) + 63) & ~(size_t)63; }
+
+void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w, float *row) {
+    int64_t P = wm_win_prod(w->out), wp = padded_row(w), in2 = w->in[2], pb = w->pb[2];
+    int64_t c0 = pb < wp ? pb : wp, c1 = pb + in2 < wp ? pb + in2 : wp; /* where the input lands in the row */
+    for (int64_t i = 0; i < P; i++) y[i] = b;
+    for (int64_t oz = 0; oz < w->out[0]; oz++)
+        for (int64_t oy = 0; oy < w->out[1]; oy++) {
+            float *d = y + (oz * w->out[1] + oy) * w->out[2];
+            for (int64_t kz = 0; kz < w->k[0]; kz++) {
+                int64_t iz = oz * w->s[0] + kz * w->d[0] - w->pb[0];
+                if (iz < 0 || iz >= w->in[0]) continue;
+                for (int64_t ky = 0; ky < w->k[1]; ky++) {
+                    int64_t iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];
+                    if (iy < 0 || iy >= w->in[1]) continue;
+                    const float *src = x + (iz * w->in[1] + iy) * in2;
+                    if (c0 > 0) memset(row, 0, (size_t)c0 * sizeof *row);
+                    if (c1 > c0) memcpy(row + c0, src + (c0 - pb), (size_t)(c1 - c0) * sizeof *row);
+                    if (c1 < wp) memset(row + c1, 0, (size_t)(wp - (c1 > c0 ? c1 : c0)) * sizeof *row);
+                    const float *wr = wk + (kz * w->k[1] + ky) * w->k[2];
+                    if (w->s[2] == 1) wm_cnn_dwrow(d, row, wr, w->k[2], w->d[2], w->out[2]);
+                    else
+                        for (int64_t kx = 0; kx < w->k[2]; kx++)
+                            for (int64_t ox = 0; ox < w->out[2]; ox++) d[ox] += wr[kx] * row[ox * w->s[2] + kx * w->d[2]];
+                }
+            }
+        }
+}
+
+/* ---------------------------------------------------------------- driver */
+
+size_t wm_conv_pack_size(int64_t K, int64_t Mg, int64_t G) {
+    return (size_t)G * ((wm_sgemm_pack_b_size(K, Mg) + 63) & ~(size_t)63);
+}
+
+void wm_conv_pack(const float *wt, int64_t K, int64_t Mg, int64_t G, float *packed) {
+    size_t per = (wm_sgemm_pack_b_size(K, Mg) + 63) & ~(size_t)63;
+    for (int64_t g = 0; g < G; g++) /* op(B) = W_g^T: W_g stored [Mg, K] */
+        wm_sgemm_pack_b(1, K, Mg, wt + g * Mg * K, K, (float *)((uint8_t *)packed + (size_t)g * per));
+}
+
+typedef struct conv_plan {
+    int64_t N, Cg, Mg, K, P, inP, kp, Pt, ntiles, units;
+    int pointwise;               /* the input is the col matrix */
+    size_t gper, colt, tt;       /* per share: GEMM scratch, col tile and its transpose, GEMM output tile (bytes) */
+    size_t gstride, pack;        /* packed weights: bytes per group; bytes to pack this run (0: prepacked) */
+} conv_plan;
+
+static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+static void make_plan(const wm_win *w, int64_t N, int64_t C, int64_t M, int64_t G, int need_pack, conv_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->N = N, p->Cg = C / G, p->Mg = M / G, p->kp = wm_win_prod(w->k), p->K = p->Cg * p->kp;
+    p->P = wm_win_prod(w->out), p->inP = wm_win_prod(w->in);
+    p->pointwise = 1;
+    for (int i = 0; i < WM_CNN_ND; i++)
+        p->pointwise &= w->k[i] == 1 && w->s[i] == 1 && w->pb[i] == 0 && w->pe[i] == 0;
+    int64_t pt = 256; /* rows of the GEMM per tile; a whole small image when it is at most 1.25 tiles */
+    if (p->P <= 320) pt = p->P;
+    p->Pt = pt > 0 ? pt : 1;
+    p->ntiles = (p->P + p->Pt - 1) / p->Pt;
+    p->units = N * G * p->ntiles;
+    wm_sgemm_args a = {.M = p->Pt, .N = p->Mg, .K = p->K, .packed_b = (const float *)1};
+    p->gper = up64(wm_sgemm_workspace_size(&a, 1));
+    p->colt = (p->pointwise ? 1 : 2) * up64((size_t)(p->K * p->Pt) * sizeof(float)); /* col, then col^T */
+    p->tt = up64((size_t)(p->Pt * p->Mg) * sizeof(float));
+    p->gstride = wm_conv_pack_size(p->K, p->Mg, 1);
+    p->pack = need_pack ? (size_t)G * p->gstride : 0;
+}
+
+typedef struct conv_job {
+    const conv_plan *pl;
+    const wm_win *w;
+    const float *x, *wt, *b;
+    const uint8_t *wpack; /* packed W_g^T per group */
+    float *y;
+    int64_t C, M, G;
+    uint8_t *shares; /* nth x (GEMM scratch, col tile, output tile); depthwise: nth padded rows */
+    size_t share;
+    /* shared mode: the tile at hand, its col and output tiles */
+    int64_t n, g, p0, p1;
+    float *col, *T;
+} conv_job;
+
+static void unit_geom(const conv_job *j, int64_t u, int64_t *n, int64_t *g, int64_t *p0, int64_t *p1) {
+    const conv_plan *pl = j->pl;
+    int64_t t = u % pl->ntiles;
+    *g = (u / pl->ntiles) % j->G;
+    *n = u / (pl->ntiles * j->G);
+    *p0 = t * pl->Pt;
+    *p1 = *p0 + pl->Pt < pl->P ? *p0 + pl->Pt : pl->P;
+}
+
+/* Where col^T lives in a share's col area: after col, or (pointwise: no col) at its start. */
+static float *colT_of(const conv_plan *pl, float *col) {
+    return pl->pointwise ? col : (float *)((uint8_t *)col + pl->colt / 2);
+}
+
+/* col^T [Pt, K] of tile (n, g, p0..p1): im2col rows into col, then transposed (the GEMM reads A in place). */
+static float *make_colT(const conv_job *j, int64_t n, int64_t g, int64_t p0, int64_t p1, float *col) {
+    const conv_plan *pl = j->pl;
+    const float *xg = j->x + (n * j->C + g * pl->Cg) * pl->inP;
+    float *colT = colT_of(pl, col);
+    if (pl->pointwise) {
+        wm_cnn_transpose(xg + p0, pl->P, colT, pl->K, pl->K, p1 - p0);
+        return colT;
+    }
+    im2col_tile(xg, j->w, col, pl->Pt, 0, pl->K, p0, p1);
+    wm_cnn_transpose(col, pl->Pt, colT, pl->K, pl->K, p1 - p0);
+    return colT;
+}
+
+/* T[p1 - p0, Mg] = col^T x W_g^T + bias */
+static void unit_args(const conv_job *j, int64_t g, int64_t p0, int64_t p1, const float *colT, float *T, void *work,
+                      wm_sgemm_args *a) {
+    const conv_plan *pl = j->pl;
+    memset(a, 0, sizeof *a);
+    a->M = p1 - p0, a->N = pl->Mg, a->K = pl->K, a->alpha = 1.0f;
+    a->A = colT, a->lda = pl->K;
+    a->packed_b = (const float *)(j->wpack + (size_t)g * pl->gstride);
+    a->C = T, a->ldc = pl->Mg;
+    a->ep.bias = j->b ? j->b + g * pl->Mg : NULL;
+    a->work = work;
+}
+
+/* y[n, g*Mg + m, p0 + i] = T[i, m] for m in [m0, m1) */
+static void untile(const conv_job *j, int64_t n, int64_t g, int64_t p0, int64_t p1, const float *T, int64_t m0, int64_t m1) {
+    const conv_plan *pl = j->pl;
+    wm_cnn_transpose(T + m0, pl->Mg, j->y + (n * j->M + g * pl->Mg + m0) * pl->P + p0, pl->P, p1 - p0, m1 - m0);
+}
+
+/* per-share mode: whole tiles, one-share GEMMs on this share's scratch */
+static void tiles_part(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    const conv_plan *pl = j->pl;
+    long lo, hi;
+    wm_split((long)pl->units, ith, nth, &lo, &hi);
+    uint8_t *mine = j->shares + (size_t)ith * j->share;
+    float *col = (float *)(mine + pl->gper), *T = (float *)(mine + pl->gper + pl->colt);
+    const wm_kernels *kt = wm_kernels_get();
+    for (long u = lo; u < hi; u++) {
+        int64_t n, g, p0, p1;
+        unit_geom(j, u, &n, &g, &p0, &p1);
+        wm_sgemm_args a;
+        unit_args(j, g, p0, p1, make_colT(j, n, g, p0, p1, col), T, mine, &a);
+        kt->sgemm(&a, 0, 1);
+        untile(j, n, g, p0, p1, T, 0, pl->Mg);
+    }
+}
+
+/* shared mode: rows [lo, hi) of the tile's col^T (im2col rows, then their transpose) */
+static void col_part(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    const conv_plan *pl = j->pl;
+    long lo, hi;
+    wm_split((long)pl->K, ith, nth, &lo, &hi);
+    const float *xg = j->x + (j->n * j->C + j->g * pl->Cg) * pl->inP;
+    float *colT = colT_of(pl, j->col);
+    if (pl->pointwise) {
+        wm_cnn_transpose(xg + lo * pl->P + j->p0, pl->P, colT + lo, pl->K, hi - lo, j->p1 - j->p0);
+        return;
+    }
+    im2col_tile(xg, j->w, j->col, pl->Pt, lo, hi, j->p0, j->p1);
+    wm_cnn_transpose(j->col + lo * pl->Pt, pl->Pt, colT + lo, pl->K, hi - lo, j->p1 - j->p0);
+}
+
+/* shared mode: output channels of the tile at hand */
+static void untile_part(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    long lo, hi;
+    wm_split((long)j->pl->Mg, ith, nth, &lo, &hi);
+    untile(j, j->n, j->g, j->p0, j->p1, j->T, lo, hi);
+}
+
+static void dw_part(void *arg, int ith, int nth) {
+    const conv_job *j = arg;
+    const conv_plan *pl = j->pl;
+    long lo, hi;
+    wm_split((long)(pl->N * j->M), ith, nth, &lo, &hi);
+    float *row = (float *)(j->shares + (size_t)ith * wm_conv_plane_ws(j->w));
+    for (long q = lo; q < hi; q++) {
+        int64_t n = q / j->M, oc = q % j->M, ic = oc / pl->Mg; /* one input channel per group */
+        wm_conv_plane_f32(j->x + (n * j->C + ic) * pl->inP, j->wt + oc * pl->kp, j->b ? j->b[oc] : 0.0f,
+                          j->y + q * pl->P, j->w, row);
+    }
+}
+
+static int direct(const conv_plan *pl, int64_t G) { return pl->Cg == 1 && G > 1; }
+
+void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, const void *wpack, const float *b,
+                 float *y, int64_t N, int64_t C, int64_t M, int64_t G, void *ws) {
+    conv_plan pl;
+    make_plan(w, N, C, M, G, wpack == NULL, &pl);
+    if (!N || !M || !pl.P) return;
+    conv_job j = {&pl, w, in, wt, b, wpack, y, C, M, G, ws, 0, 0, 0, 0, 0, NULL, NULL};
+    if (direct(&pl, G)) {
+        int nth = (uint64_t)(N * M * pl.P * pl.kp) >= 65536 ? x->nth : 1;
+        if (nth > N * M) nth = (int)(N * M);
+        wm_pool_run(x->pool, dw_part, &j, nth);
+        return;
+    }
+    uint8_t *cur = ws;
+    if (!wpack) { /* weights that are not constant: pack them for this run */
+        wm_conv_pack(wt, pl.K, pl.Mg, G, (float *)cur);
+        j.wpack = cur;
+        cur += pl.pack;
+    }
+    j.shares = cur;
+    j.share = pl.gper + pl.colt + pl.tt;
+    double flops = 2.0 * (double)pl.Mg * (double)pl.P * (double)pl.K * (double)(N * G);
+    int nth = flops >= 2e5 ? x->nth : 1;
+    if (pl.units >= 2 * (int64_t)nth || nth == 1) {
+        wm_pool_run(x->pool, tiles_part, &j, nth > pl.units ? (int)pl.units : nth);
+        return;
+    }
+    /* few large tiles: each split over the threads (the GEMM's scratch holds nth shares here) */
+    wm_sgemm_args a0 = {.M = pl.Pt, .N = pl.Mg, .K = pl.K, .packed_b = (const float *)1};
+    size_t gall = up64(wm_sgemm_workspace_size(&a0, nth));
+    j.col = (float *)(cur + gall); /* after the GEMM's nth shares */
+    j.T = (float *)(cur + gall + pl.colt);
+    float *colT = colT_of(&pl, j.col);
+    for (int64_t u = 0; u < pl.units; u++) {
+        unit_geom(&j, u, &j.n, &j.g, &j.p0, &j.p1);
+        wm_pool_run(x->pool, col_part, &j, (uint64_t)(pl.K * (j.p1 - j.p0)) >= 32768 ? nth : 1);
+        wm_sgemm_args a;
+        unit_args(&j, j.g, j.p0, j.p1, colT, j.T, cur, &a);
+        wm_conv_gemm(x, &a);
+        wm_pool_run(x->pool, untile_part, &j, (uint64_t)(pl.Mg * (j.p1 - j.p0)) >= 65536 ? nth : 1);
+    }
+}
+
+size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t M, int64_t G, int packed, int nth) {
+    conv_plan pl;
+    make_plan(w, 1, C, M, G, !packed, &pl);
+    if (direct(&pl, G)) return (size_t)nth * wm_conv_plane_ws(w) + 64;
+    wm_sgemm_args a0 = {.M = pl.Pt, .N = pl.Mg, .K = pl.K, .packed_b = (const float *)1};
+    size_t shared = up64(wm_sgemm_workspace_size(&a0, nth)) + pl.colt + pl.tt;
+    size_t tiles = (size_t)nth * (pl.gper + pl.colt + pl.tt);
+    return pl.pack + (shared > tiles ? shared : tiles) + 64;
+}
