@@ -59,8 +59,8 @@ void wm_cnn_vadd_avx2(float *y, const float *x, int64_t n) {
     for (; i < n; i++) y[i] += x[i];
 }
 
-/* 8x8 block: d[j * ldd + i] = s[i * lds + j] */
-static inline void tr8x8(const float *s, int64_t lds, float *d, int64_t ldd) {
+/* 8x8 block: d[j * ldd + i] = s[i * lds + j] + b[j] (b: 8 biases, zeros when none) */
+static inline void tr8x8(const float *s, int64_t lds, float *d, int64_t ldd, const float *b) {
     __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds);
     __m256 r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds);
     __m256 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
@@ -70,23 +70,25 @@ static inline void tr8x8(const float *s, int64_t lds, float *d, int64_t ldd) {
     __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44);
     __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
     __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+    _mm256_storeu_ps(d, _mm256_add_ps(_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_broadcast_ss(b + 0)));
+    _mm256_storeu_ps(d + ldd, _mm256_add_ps(_mm256_permute2f128_ps(u1, u5, 0x20), _mm256_broadcast_ss(b + 1)));
+    _mm256_storeu_ps(d + 2 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u2, u6, 0x20), _mm256_broadcast_ss(b + 2)));
+    _mm256_storeu_ps(d + 3 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u3, u7, 0x20), _mm256_broadcast_ss(b + 3)));
+    _mm256_storeu_ps(d + 4 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u0, u4, 0x31), _mm256_broadcast_ss(b + 4)));
+    _mm256_storeu_ps(d + 5 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u1, u5, 0x31), _mm256_broadcast_ss(b + 5)));
+    _mm256_storeu_ps(d + 6 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u2, u6, 0x31), _mm256_broadcast_ss(b + 6)));
+    _mm256_storeu_ps(d + 7 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u3, u7, 0x31), _mm256_broadcast_ss(b + 7)));
 }
 
-void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols) {
+void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
+                           const float *bias) {
+    static const float zeros[8] = {0};
     int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
     for (int64_t i = 0; i < r8; i += 8) {
-        for (int64_t j = 0; j < c8; j += 8) tr8x8(s + i * lds + j, lds, d + j * ldd + i, ldd);
+        for (int64_t j = 0; j < c8; j += 8) tr8x8(s + i * lds + j, lds, d + j * ldd + i, ldd, bias ? bias + j : zeros);
         for (int64_t j = c8; j < cols; j++)
-            for (int64_t k = 0; k < 8; k++) d[j * ldd + i + k] = s[(i + k) * lds + j];
+            for (int64_t k = 0; k < 8; k++) d[j * ldd + i + k] = s[(i + k) * lds + j] + (bias ? bias[j] : 0.0f);
     }
     for (int64_t i = r8; i < rows; i++)
-        for (int64_t j = 0; j < cols; j++) d[j * ldd + i] = s[i * lds + j];
+        for (int64_t j = 0; j < cols; j++) d[j * ldd + i] = s[i * lds + j] + (bias ? bias[j] : 0.0f);
 }

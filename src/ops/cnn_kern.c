@@ -51,13 +51,13 @@ void wm_cnn_vadd(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-void wm_cnn_transpose(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols) {
+void wm_cnn_transpose(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols, const float *bias) {
     if (use_avx2()) {
-        wm_cnn_transpose_avx2(s, lds, d, ldd, rows, cols);
+        wm_cnn_transpose_avx2(s, lds, d, ldd, rows, cols, bias);
         return;
     }
     for (int64_t i0 = 0; i0 < rows; i0 += 16) /* 16x16 blocks keep both sides in cache */
         for (int64_t j0 = 0; j0 < cols; j0 += 16)
             for (int64_t i = i0; i < rows && i < i0 + 16; i++)
-                for (int64_t j = j0; j < cols && j < j0 + 16; j++) d[j * ldd + i] = s[i * lds + j];
+                for (int64_t j = j0; j < cols && j < j0 + 16; j++) d[j * ldd + i] = s[i * lds + j] + (bias ? bias[j] : 0.0f);
 }

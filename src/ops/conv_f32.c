@@ -2,17 +2,19 @@
  * conv_f32.c - the float32 convolution kernel (see conv_impl.h).
  *
  * GEMM form, tiled over output positions: for each image n, group g and
- * tile of Pt output positions [p0, p1):
- *   Y[n, g*Mg .. , p0..p1) = W_g[Mg, K] x col[K, p1 - p0] (+ bias per row)
- * with K = C/g * kernel size; col is the im2col tile (a 1x1, stride-1,
- * unpadded conv reads the input in place). W is the GEMM's A, read in place
- * by the kernel table's sgemm; the tile is its B, and C is written straight
- * into the NCHW output (ldc = P). Pt keeps the tile's K x Pt block near
- * 256 KiB so the GEMM's packed B stays in L2 (the full-width GEMM runs 2-4x
- * slower on large K x P). Threads take whole tiles (their own col and GEMM
- * scratch, one-share GEMMs) when there are enough of them; otherwise tiles
- * run one after another with the im2col rows and the GEMM split over the
- * threads. Either way every output element is one GEMM reduction in a
+ * tile of Pt (256) output positions [p0, p1):
+ *   T[Pt, Mg] = col^T[Pt, K] x W_g^T[K, Mg],  Y[n, g*Mg + m, p0 + i] = T[i, m] + b
+ * with K = C/g * kernel size. col^T is built straight from the input (one
+ * row of K taps per position; a 1x1 stride-1 unpadded conv transposes the
+ * input tile) and is the GEMM's A, read in place by the kernel table's
+ * sgemm; W_g^T is its B, packed once at session creation (wm_conv_pack);
+ * the NCHW store is an 8x8-block transpose that adds the bias. This
+ * orientation keeps the kernel on its fast path (packed B, A in place)
+ * for the small output-channel counts of CNNs, where W x col with the
+ * activations as the packed B ran 2-3x slower. Threads take whole tiles
+ * (their own scratch, one-share GEMMs) when there are enough of them;
+ * otherwise tiles run one after another with col^T, the GEMM and the store
+ * split over the threads. Every output element is one GEMM reduction in a
  * fixed order: results do not depend on the thread count.
  * Depthwise convolutions (one input channel per group) run a direct loop
  * per output plane (vector axpy over output rows).
@@ -49,10 +51,55 @@ size_t wm_conv_gemm_ws(int64_t M, int64_t N, int64_t K, int nth) {
 /* ---------------------------------------------------------------- im2col */
 
 /*
+ * Rows [q0, q1) of the transposed im2col tile of positions [p0, p1) of one
+ * image and group: row i (position p0 + i) holds the K = C * kernel values
+ * ((c * kz + z) * ky + y) * kx + x under the taps of that position (0 in the
+ * padding), K floats apart. Positions whose x window lies inside the input
+ * copy each kernel row straight.
+ */
+static void im2colT_tile(const float *x, const wm_win *w, int64_t Cg, float *colT, int64_t p0, int64_t q0, int64_t q1) {
+    int64_t inP = wm_win_prod(w->in), K = Cg * wm_win_prod(w->k), k2 = w->k[2], d2 = w->d[2], in2 = w->in[2];
+    int64_t o12 = w->out[1] * w->out[2], p = p0 + q0;
+    int64_t oz = p / o12, oy = (p / w->out[2]) % w->out[1], ox = p % w->out[2];
+    for (int64_t q = q0; q < q1; q++) {
+        float *d = colT + q * K;
+        int64_t xs = ox * w->s[2] - w->pb[2];
+        int inside = xs >= 0 && xs + (k2 - 1) * d2 < in2;
+        for (int64_t c = 0; c < Cg; c++) {
+            const float *pl = x + c * inP;
+            for (int64_t kz = 0; kz < w->k[0]; kz++) {
+                int64_t iz = oz * w->s[0] + kz * w->d[0] - w->pb[0];
+                for (int64_t ky = 0; ky < w->k[1]; ky++, d += k2) {
+                    int64_t iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];
+                    if (iz < 0 || iz >= w->in[0] || iy < 0 || iy >= w->in[1]) {
+                        for (int64_t kx = 0; kx < k2; kx++) d[kx] = 0;
+                        continue;
+                    }
+                    const float *r = pl + (iz * w->in[1] + iy) * in2 + xs;
+                    if (inside && d2 == 1)
+                        for (int64_t kx = 0; kx < k2; kx++) d[kx] = r[kx];
+                    else if (inside)
+                        for (int64_t kx = 0; kx < k2; kx++) d[kx] = r[kx * d2];
+                    else
+                        for (int64_t kx = 0; kx < k2; kx++) {
+                            int64_t ix = xs + kx * d2;
+                            d[kx] = ix >= 0 && ix < in2 ? r[kx * d2] : 0.0f;
+                        }
+                }
+            }
+        }
+        if (++ox == w->out[2]) {
+            ox = 0;
+            if (++oy == w->out[1]) oy = 0, oz++;
+        }
+    }
+}
+
+/*
  * Rows [r0, r1) of the im2col tile of positions [p0, p1) of one image and
  * group: row r = ((c * kz + z) * ky + y) * kx + x holds, for each position,
  * the input under tap (z, y, x) of channel c (0 in the padding); rows are
- * ld floats apart.
+ * ld floats apart. Runs along x are copied whole.
  */
 static void im2col_tile(const float *x, const wm_win *w, float *col, int64_t ld, int64_t r0, int64_t r1, int64_t p0,
                         int64_t p1) {
@@ -138,9 +185,10 @@ void wm_conv_pack(const float *wt, int64_t K, int64_t Mg, int64_t G, float *pack
 }
 
 typedef struct conv_plan {
+    int direct_colT;             /* col^T built per position (few kernel rows) rather than im2col + transpose */
     int64_t N, Cg, Mg, K, P, inP, kp, Pt, ntiles, units;
     int pointwise;               /* the input is the col matrix */
-    size_t gper, colt, tt;       /* per share: GEMM scratch, col tile and its transpose, GEMM output tile (bytes) */
+    size_t gper, colt, tt;       /* per share: GEMM scratch, col^T tile, GEMM output tile (bytes) */
     size_t gstride, pack;        /* packed weights: bytes per group; bytes to pack this run (0: prepacked) */
 } conv_plan;
 
@@ -160,7 +208,8 @@ static void make_plan(const wm_win *w, int64_t N, int64_t C, int64_t M, int64_t 
     p->units = N * G * p->ntiles;
     wm_sgemm_args a = {.M = p->Pt, .N = p->Mg, .K = p->K, .packed_b = (const float *)1};
     p->gper = up64(wm_sgemm_workspace_size(&a, 1));
-    p->colt = (p->pointwise ? 1 : 2) * up64((size_t)(p->K * p->Pt) * sizeof(float)); /* col, then col^T */
+    p->direct_colT = p->Cg * w->k[0] * w->k[1] <= 32;
+    p->colt = (p->pointwise || p->direct_colT ? 1 : 2) * up64((size_t)(p->K * p->Pt) * sizeof(float));
     p->tt = up64((size_t)(p->Pt * p->Mg) * sizeof(float));
     p->gstride = wm_conv_pack_size(p->K, p->Mg, 1);
     p->pack = need_pack ? (size_t)G * p->gstride : 0;
@@ -189,26 +238,33 @@ static void unit_geom(const conv_job *j, int64_t u, int64_t *n, int64_t *g, int6
     *p1 = *p0 + pl->Pt < pl->P ? *p0 + pl->Pt : pl->P;
 }
 
-/* Where col^T lives in a share's col area: after col, or (pointwise: no col) at its start. */
-static float *colT_of(const conv_plan *pl, float *col) {
-    return pl->pointwise ? col : (float *)((uint8_t *)col + pl->colt / 2);
-}
-
-/* col^T [Pt, K] of tile (n, g, p0..p1): im2col rows into col, then transposed (the GEMM reads A in place). */
-static float *make_colT(const conv_job *j, int64_t n, int64_t g, int64_t p0, int64_t p1, float *col) {
+/*
+ * col^T of tile (n, g, p0..p1) in the share's col area: the input tile
+ * transposed (pointwise), col^T rows built per position (few kernel rows
+ * per position), or im2col rows (K x Pt, after col^T) transposed by 8x8
+ * blocks. Parts: positions [q0, q1) of the tile, or (im2col) rows [q0, q1)
+ * of K; a share builds all of it with (0, whole). Returns col^T.
+ */
+static float *make_colT(const conv_job *j, int64_t n, int64_t g, int64_t p0, int64_t p1, int64_t q0, int64_t q1,
+                        float *area) {
     const conv_plan *pl = j->pl;
     const float *xg = j->x + (n * j->C + g * pl->Cg) * pl->inP;
-    float *colT = colT_of(pl, col);
-    if (pl->pointwise) {
-        wm_cnn_transpose(xg + p0, pl->P, colT, pl->K, pl->K, p1 - p0);
-        return colT;
+    if (pl->pointwise) wm_cnn_transpose(xg + q0 * pl->P + p0, pl->P, area + q0, pl->K, q1 - q0, p1 - p0, NULL);
+    else if (pl->direct_colT) im2colT_tile(xg, j->w, pl->Cg, area, p0, q0, q1);
+    else {
+        float *col = (float *)((uint8_t *)area + pl->colt / 2);
+        im2col_tile(xg, j->w, col, pl->Pt, q0, q1, p0, p1);
+        wm_cnn_transpose(col + q0 * pl->Pt, pl->Pt, area + q0, pl->K, q1 - q0, p1 - p0, NULL);
     }
-    im2col_tile(xg, j->w, col, pl->Pt, 0, pl->K, p0, p1);
-    wm_cnn_transpose(col, pl->Pt, colT, pl->K, pl->K, p1 - p0);
-    return colT;
+    return area;
 }
 
-/* T[p1 - p0, Mg] = col^T x W_g^T + bias */
+/* the range make_colT splits over threads: positions (direct col^T) or rows of K */
+static int64_t colT_parts(const conv_plan *pl, int64_t p0, int64_t p1) {
+    return !pl->pointwise && pl->direct_colT ? p1 - p0 : pl->K;
+}
+
+/* T[p1 - p0, Mg] = col^T x W_g^T */
 static void unit_args(const conv_job *j, int64_t g, int64_t p0, int64_t p1, const float *colT, float *T, void *work,
                       wm_sgemm_args *a) {
     const conv_plan *pl = j->pl;
@@ -217,14 +273,14 @@ static void unit_args(const conv_job *j, int64_t g, int64_t p0, int64_t p1, cons
     a->A = colT, a->lda = pl->K;
     a->packed_b = (const float *)(j->wpack + (size_t)g * pl->gstride);
     a->C = T, a->ldc = pl->Mg;
-    a->ep.bias = j->b ? j->b + g * pl->Mg : NULL;
     a->work = work;
 }
 
-/* y[n, g*Mg + m, p0 + i] = T[i, m] for m in [m0, m1) */
+/* y[n, g*Mg + m, p0 + i] = T[i, m] + bias[g*Mg + m] for m in [m0, m1) */
 static void untile(const conv_job *j, int64_t n, int64_t g, int64_t p0, int64_t p1, const float *T, int64_t m0, int64_t m1) {
     const conv_plan *pl = j->pl;
-    wm_cnn_transpose(T + m0, pl->Mg, j->y + (n * j->M + g * pl->Mg + m0) * pl->P + p0, pl->P, p1 - p0, m1 - m0);
+    wm_cnn_transpose(T + m0, pl->Mg, j->y + (n * j->M + g * pl->Mg + m0) * pl->P + p0, pl->P, p1 - p0, m1 - m0,
+                     j->b ? j->b + g * pl->Mg + m0 : NULL);
 }
 
 /* per-share mode: whole tiles, one-share GEMMs on this share's scratch */
@@ -234,32 +290,25 @@ static void tiles_part(void *arg, int ith, int nth) {
     long lo, hi;
     wm_split((long)pl->units, ith, nth, &lo, &hi);
     uint8_t *mine = j->shares + (size_t)ith * j->share;
-    float *col = (float *)(mine + pl->gper), *T = (float *)(mine + pl->gper + pl->colt);
+    float *colT = (float *)(mine + pl->gper), *T = (float *)(mine + pl->gper + pl->colt);
     const wm_kernels *kt = wm_kernels_get();
     for (long u = lo; u < hi; u++) {
         int64_t n, g, p0, p1;
         unit_geom(j, u, &n, &g, &p0, &p1);
+        make_colT(j, n, g, p0, p1, 0, colT_parts(pl, p0, p1), colT);
         wm_sgemm_args a;
-        unit_args(j, g, p0, p1, make_colT(j, n, g, p0, p1, col), T, mine, &a);
+        unit_args(j, g, p0, p1, colT, T, mine, &a);
         kt->sgemm(&a, 0, 1);
         untile(j, n, g, p0, p1, T, 0, pl->Mg);
     }
 }
 
-/* shared mode: rows [lo, hi) of the tile's col^T (im2col rows, then their transpose) */
+/* shared mode: a part of the tile's col^T */
 static void col_part(void *arg, int ith, int nth) {
     const conv_job *j = arg;
-    const conv_plan *pl = j->pl;
     long lo, hi;
-    wm_split((long)pl->K, ith, nth, &lo, &hi);
-    const float *xg = j->x + (j->n * j->C + j->g * pl->Cg) * pl->inP;
-    float *colT = colT_of(pl, j->col);
-    if (pl->pointwise) {
-        wm_cnn_transpose(xg + lo * pl->P + j->p0, pl->P, colT + lo, pl->K, hi - lo, j->p1 - j->p0);
-        return;
-    }
-    im2col_tile(xg, j->w, j->col, pl->Pt, lo, hi, j->p0, j->p1);
-    wm_cnn_transpose(j->col + lo * pl->Pt, pl->Pt, colT + lo, pl->K, hi - lo, j->p1 - j->p0);
+    wm_split((long)colT_parts(j->pl, j->p0, j->p1), ith, nth, &lo, &hi);
+    make_colT(j, j->n, j->g, j->p0, j->p1, lo, hi, j->col);
 }
 
 /* shared mode: output channels of the tile at hand */
@@ -314,14 +363,13 @@ void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, 
     /* few large tiles: each split over the threads (the GEMM's scratch holds nth shares here) */
     wm_sgemm_args a0 = {.M = pl.Pt, .N = pl.Mg, .K = pl.K, .packed_b = (const float *)1};
     size_t gall = up64(wm_sgemm_workspace_size(&a0, nth));
-    j.col = (float *)(cur + gall); /* after the GEMM's nth shares */
+    j.col = (float *)(cur + gall); /* col^T, after the GEMM's nth shares */
     j.T = (float *)(cur + gall + pl.colt);
-    float *colT = colT_of(&pl, j.col);
     for (int64_t u = 0; u < pl.units; u++) {
         unit_geom(&j, u, &j.n, &j.g, &j.p0, &j.p1);
         wm_pool_run(x->pool, col_part, &j, (uint64_t)(pl.K * (j.p1 - j.p0)) >= 32768 ? nth : 1);
         wm_sgemm_args a;
-        unit_args(&j, j.g, j.p0, j.p1, colT, j.T, cur, &a);
+        unit_args(&j, j.g, j.p0, j.p1, j.col, j.T, cur, &a);
         wm_conv_gemm(x, &a);
         wm_pool_run(x->pool, untile_part, &j, (uint64_t)(pl.Mg * (j.p1 - j.p0)) >= 65536 ? nth : 1);
     }

@@ -11,7 +11,8 @@
  * min(scale, 1) with antialias, which normalizes the weights); indices
  * outside the input clamp to the edge (exclude_outside drops them and
  * renormalizes). Axes are resized one after another (separable) in double;
- * nearest gathers directly. Opset 10 and Upsample use asymmetric
+ * nearest gathers directly; float32 tensors resized on their last two axes
+ * only (images) run per plane in float32 on the threads. Opset 10 and Upsample use asymmetric
  * coordinates and floor (ceil when downsampling) for nearest; opset 11-12
  * also has tf_half_pixel_for_nn (x = (y + 0.5) / scale).
  */
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "ops/cnn.h"
+#include "ops/cnn_kern.h"
 
 enum { RS_NEAREST, RS_LINEAR, RS_CUBIC };
 enum { CT_HALF_PIXEL, CT_HALF_PIXEL_SYM, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC, CT_TF_CROP, CT_TF_HALF_PIXEL_NN };
@@ -226,13 +228,18 @@ static int64_t nearest_of(const rs_state *s, double x, double scale) {
     }
 }
 
-/* Taps per output position of an axis (its dims in, out, scale). */
+/*
+ * Taps per output position of an axis (dims in, out; scale 0: the bound for
+ * any scale). With antialias the kernel widens by 1 / min(scale, 1); every
+ * scale that gives `out` is at least (out - 1) / in, or 0.5 / in for out = 1
+ * (scales: out <= scale *
+ * in; keep_aspect_ratio_policy rounds half up), which bounds the width.
+ */
 static int n_taps(const rs_state *s, double scale, int64_t in, int64_t out) {
     if (s->mode == RS_NEAREST) return 1;
     double sup = s->mode == RS_LINEAR ? 1 : 2;
     if (!s->antialias || scale >= 1) return (int)(2 * sup);
-    double se = scale, lim = out > 0 ? (double)out / (double)in : scale; /* out <= in * scale: in / out bounds 1 / scale */
-    if (lim < se) se = lim;
+    double se = out > 1 ? (double)(out - 1) / (double)in : 0.5 / (double)(in > 0 ? in : 1);
     return 2 * (int)ceil(sup / se) + 2;
 }
 
@@ -279,18 +286,20 @@ static int axis_identity(const rs_state *s, double scale, int64_t in, int64_t ou
 }
 
 static size_t rs_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
-    (void)nth;
     const rs_state *s = n->state;
     int r = in[0]->rank;
     uint64_t b = 256, cur = wm_tensor_numel(in[0]), mx = cur > wm_tensor_numel(out[0]) ? cur : wm_tensor_numel(out[0]);
     for (int a = 0; a < r; a++) {
         int64_t i = in[0]->dims[a], o = out[0]->dims[a];
-        int nt = n_taps(s, o && i ? (double)o / (double)i : 1, i, o);
+        int nt = n_taps(s, 0, i, o);
         b += (uint64_t)o * ((uint64_t)nt * 16 + 1) + 128;
         if (i) cur = cur / (uint64_t)i * (uint64_t)o;
         if (cur > mx) mx = cur;
     }
     if (s->mode != RS_NEAREST) b += 2 * mx * sizeof(double) + 128;
+    if (r >= 2) /* float32 planes: width weights, a row per thread */
+        b += (uint64_t)out[0]->dims[r - 1] * (uint64_t)n_taps(s, 0, in[0]->dims[r - 1], out[0]->dims[r - 1]) * sizeof(float) +
+             (uint64_t)nth * (uint64_t)((in[0]->dims[r - 1] + 15) & ~(int64_t)15) * sizeof(float) + 128;
     return (size_t)b;
 }
 
@@ -334,6 +343,67 @@ static double load_val(const wm_tensor *t, uint64_t i) {
     }
 }
 
+/* ---------------------------------------------------------------- float32 planes (the last two axes resized) */
+
+typedef struct plane_job {
+    const rs_state *s;
+    const axis_taps *th, *tw; /* taps of the height and width axes (n = 0: the axis is kept) */
+    const float *x;
+    float *y;
+    int64_t planes, ih, iw, oh, ow;
+    float *rows;     /* per thread: iw floats */
+    const float *ww; /* the width taps' weights in float32 */
+} plane_job;
+
+/* Each output row: the height taps combine input rows into a row (vector FMAs), then the width taps gather from it. */
+static void plane_part(void *arg, int ith, int nth) {
+    const plane_job *j = arg;
+    long lo, hi;
+    wm_split((long)j->planes, ith, nth, &lo, &hi);
+    float *row = j->rows + (size_t)ith * (size_t)((j->iw + 15) & ~(int64_t)15);
+    float ev = (float)j->s->extrap;
+    for (long q = lo; q < hi; q++) {
+        const float *xp = j->x + q * j->ih * j->iw;
+        float *yp = j->y + q * j->oh * j->ow;
+        for (int64_t oy = 0; oy < j->oh; oy++) {
+            float *yr = yp + oy * j->ow;
+            if (j->th->n && j->th->ext[oy]) {
+                for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = ev;
+                continue;
+            }
+            const float *src = row;
+            if (!j->th->n) src = xp + oy * j->iw;
+            else {
+                for (int64_t i = 0; i < j->iw; i++) row[i] = 0;
+                for (int k = 0; k < j->th->n; k++) {
+                    float wk = (float)j->th->w[oy * j->th->n + k];
+                    if (wk != 0) wm_cnn_axpy(row, xp + j->th->idx[oy * j->th->n + k] * j->iw, wk, j->iw);
+                }
+            }
+            if (!j->tw->n) {
+                memcpy(yr, src, (size_t)j->ow * sizeof *yr);
+                continue;
+            }
+            int nt = j->tw->n;
+            if (nt == 1)
+                for (int64_t ox = 0; ox < j->ow; ox++) yr[ox] = src[j->tw->idx[ox]];
+            else if (nt == 2)
+                for (int64_t ox = 0; ox < j->ow; ox++)
+                    yr[ox] = j->ww[2 * ox] * src[j->tw->idx[2 * ox]] + j->ww[2 * ox + 1] * src[j->tw->idx[2 * ox + 1]];
+            else
+                for (int64_t ox = 0; ox < j->ow; ox++) {
+                    const int64_t *ix = j->tw->idx + ox * nt;
+                    const float *w = j->ww + ox * nt;
+                    float v = 0;
+                    for (int k = 0; k < nt; k++) v += w[k] * src[ix[k]];
+                    yr[ox] = v;
+                }
+            for (int64_t ox = 0; ox < j->ow; ox++)
+                if (j->tw->ext[ox]) yr[ox] = ev;
+        }
+    }
+}
+
 static wm_status rs_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
     const rs_state *s = n->state;
     const wm_tensor *X = in[0];
@@ -365,6 +435,19 @@ static wm_status rs_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
         t[a].w = (double *)take(&cur, (uint64_t)od[a] * (uint64_t)t[a].n * 8);
         t[a].ext = take(&cur, (uint64_t)od[a]);
         make_taps(s, &t[a], sc[a], X->dims[a], od[a], roi[a], roi[r + a]);
+    }
+    int last2 = r >= 2 && X->dtype == WM_DT_FLOAT;
+    for (int a = 0; a < r - 2 && last2; a++) last2 = !t[a].n;
+    if (last2) {
+        float *ww = (float *)take(&cur, (uint64_t)(od[r - 1] * t[r - 1].n) * sizeof(float));
+        for (int64_t i = 0; i < od[r - 1] * t[r - 1].n; i++) ww[i] = (float)t[r - 1].w[i];
+        plane_job j = {s, &t[r - 2], &t[r - 1], X->data, out[0]->data, 1, X->dims[r - 2], X->dims[r - 1], od[r - 2], od[r - 1],
+                       (float *)take(&cur, 0), ww};
+        for (int a = 0; a < r - 2; a++) j.planes *= X->dims[a];
+        int nth = total >= 32768 ? x->nth : 1;
+        if (nth > j.planes) nth = (int)j.planes;
+        wm_pool_run(x->pool, plane_part, &j, nth);
+        return WM_OK;
     }
     if (s->mode == RS_NEAREST) { /* direct gather */
         int64_t ist[WM_MAX_RANK], sst = 1;
