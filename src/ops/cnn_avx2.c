@@ -92,3 +92,14 @@ void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, i
     for (int64_t i = r8; i < rows; i++)
         for (int64_t j = 0; j < cols; j++) d[j * ldd + i] = s[i * lds + j] + (bias ? bias[j] : 0.0f);
 }
+
+void wm_cnn_affine_avx2(float *y, const float *x, float a, float b, int64_t n) {
+    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, vb));
+        _mm256_storeu_ps(y + i + 8, _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), va, vb));
+    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, vb));
+    for (; i < n; i++) y[i] = fmaf(x[i], a, b);
+}

@@ -61,3 +61,11 @@ void wm_cnn_transpose(const float *s, int64_t lds, float *d, int64_t ldd, int64_
             for (int64_t i = i0; i < rows && i < i0 + 16; i++)
                 for (int64_t j = j0; j < cols && j < j0 + 16; j++) d[j * ldd + i] = s[i * lds + j] + (bias ? bias[j] : 0.0f);
 }
+
+void wm_cnn_affine(float *y, const float *x, float a, float b, int64_t n) {
+    if (use_avx2()) {
+        wm_cnn_affine_avx2(y, x, a, b, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;
+}

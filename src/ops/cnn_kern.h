@@ -19,6 +19,8 @@ void wm_cnn_dwrow(float *y, const float *x, const float *w, int64_t taps, int64_
 void wm_cnn_vmax(float *y, const float *x, int64_t n);
 /* y[i] += x[i] */
 void wm_cnn_vadd(float *y, const float *x, int64_t n);
+/* y[i] = x[i] * a + b (y may equal x) */
+void wm_cnn_affine(float *y, const float *x, float a, float b, int64_t n);
 /* d[j * ldd + i] = s[i * lds + j] (+ bias[j] when bias is not NULL) for i < rows, j < cols */
 void wm_cnn_transpose(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols, const float *bias);
 
@@ -26,6 +28,7 @@ void wm_cnn_axpy_avx2(float *y, const float *x, float a, int64_t n);
 void wm_cnn_dwrow_avx2(float *y, const float *x, const float *w, int64_t taps, int64_t d, int64_t n);
 void wm_cnn_vmax_avx2(float *y, const float *x, int64_t n);
 void wm_cnn_vadd_avx2(float *y, const float *x, int64_t n);
+void wm_cnn_affine_avx2(float *y, const float *x, float a, float b, int64_t n);
 void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
                            const float *bias);
 

@@ -142,13 +142,54 @@ static void im2col_tile(const float *x, const wm_win *w, float *col, int64_t ld,
 
 /* Length of the zero-padded input row a depthwise output row reads. */
 static int64_t padded_row(const wm_win *w) { return (w->out[2] - 1) * w->s[2] + (w->k[2] - 1) * w->d[2] + 1; }
+/* Rows of the zero-padded input plane the windows of a 2-D depthwise conv read. */
+static int64_t padded_rows(const wm_win *w) { return (w->out[1] - 1) * w->s[1] + (w->k[1] - 1) * w->d[1] + 1; }
 
-size_t wm_conv_plane_ws(const wm_win *w) { return ((size_t)padded_row(w) * sizeof(float) + 63) & ~(size_t)63; }
+/* 2-D convolutions whose padded plane is at most 4 MiB pad the whole plane once; others pad row by row. */
+static int whole_plane(const wm_win *w) {
+    return w->out[0] == 1 && w->k[0] == 1 && w->in[0] == 1 && padded_rows(w) * padded_row(w) <= (1 << 20);
+}
 
-void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w, float *row) {
-    int64_t P = wm_win_prod(w->out), wp = padded_row(w), in2 = w->in[2], pb = w->pb[2];
-    int64_t c0 = pb < wp ? pb : wp, c1 = pb + in2 < wp ? pb + in2 : wp; /* where the input lands in the row */
+size_t wm_conv_plane_ws(const wm_win *w) {
+    int64_t n = whole_plane(w) ? padded_rows(w) * padded_row(w) : padded_row(w);
+    return ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
+}
+
+/* row[0, wp) = input row src placed at pb (zeros around it) */
+static void pad_row(float *row, const float *src, int64_t wp, int64_t pb, int64_t n) {
+    int64_t c0 = pb < wp ? pb : wp, c1 = pb + n < wp ? pb + n : wp; /* where the input lands in the row */
+    if (c0 < 0) c0 = 0;
+    if (c1 < c0) c1 = c0;
+    if (c0 > 0) memset(row, 0, (size_t)c0 * sizeof *row);
+    if (c1 > c0) memcpy(row + c0, src + (c0 - pb), (size_t)(c1 - c0) * sizeof *row);
+    if (c1 < wp) memset(row + c1, 0, (size_t)(wp - c1) * sizeof *row);
+}
+
+/* d[ox] += sum_kx wr[kx] * row[ox * s + kx * dil] */
+static void conv_row(float *d, const float *row, const float *wr, const wm_win *w) {
+    if (w->s[2] == 1) {
+        wm_cnn_dwrow(d, row, wr, w->k[2], w->d[2], w->out[2]);
+        return;
+    }
+    for (int64_t kx = 0; kx < w->k[2]; kx++)
+        for (int64_t ox = 0; ox < w->out[2]; ox++) d[ox] += wr[kx] * row[ox * w->s[2] + kx * w->d[2]];
+}
+
+void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w, float *buf) {
+    int64_t P = wm_win_prod(w->out), wp = padded_row(w), in2 = w->in[2];
     for (int64_t i = 0; i < P; i++) y[i] = b;
+    if (whole_plane(w)) {
+        int64_t hp = padded_rows(w);
+        for (int64_t r = 0; r < hp; r++) {
+            int64_t iy = r - w->pb[1];
+            if (iy >= 0 && iy < w->in[1]) pad_row(buf + r * wp, x + iy * in2, wp, w->pb[2], in2);
+            else memset(buf + r * wp, 0, (size_t)wp * sizeof *buf);
+        }
+        for (int64_t oy = 0; oy < w->out[1]; oy++)
+            for (int64_t ky = 0; ky < w->k[1]; ky++)
+                conv_row(y + oy * w->out[2], buf + (oy * w->s[1] + ky * w->d[1]) * wp, wk + ky * w->k[2], w);
+        return;
+    }
     for (int64_t oz = 0; oz < w->out[0]; oz++)
         for (int64_t oy = 0; oy < w->out[1]; oy++) {
             float *d = y + (oz * w->out[1] + oy) * w->out[2];
@@ -158,15 +199,8 @@ void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const
                 for (int64_t ky = 0; ky < w->k[1]; ky++) {
                     int64_t iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];
                     if (iy < 0 || iy >= w->in[1]) continue;
-                    const float *src = x + (iz * w->in[1] + iy) * in2;
-                    if (c0 > 0) memset(row, 0, (size_t)c0 * sizeof *row);
-                    if (c1 > c0) memcpy(row + c0, src + (c0 - pb), (size_t)(c1 - c0) * sizeof *row);
-                    if (c1 < wp) memset(row + c1, 0, (size_t)(wp - (c1 > c0 ? c1 : c0)) * sizeof *row);
-                    const float *wr = wk + (kz * w->k[1] + ky) * w->k[2];
-                    if (w->s[2] == 1) wm_cnn_dwrow(d, row, wr, w->k[2], w->d[2], w->out[2]);
-                    else
-                        for (int64_t kx = 0; kx < w->k[2]; kx++)
-                            for (int64_t ox = 0; ox < w->out[2]; ox++) d[ox] += wr[kx] * row[ox * w->s[2] + kx * w->d[2]];
+                    pad_row(buf, x + (iz * w->in[1] + iy) * in2, wp, w->pb[2], in2);
+                    conv_row(d, buf, wk + (kz * w->k[1] + ky) * w->k[2], w);
                 }
             }
         }

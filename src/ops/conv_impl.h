@@ -29,9 +29,10 @@ size_t wm_conv_gemm_ws(int64_t M, int64_t N, int64_t K, int nth);
 
 /*
  * One output plane from one input plane (depthwise), single thread:
- * y = b + sum_k wk[k] * x; row is scratch of wm_conv_plane_ws(w) bytes.
+ * y = b + sum_k wk[k] * x; buf is scratch of wm_conv_plane_ws(w) bytes (the
+ * zero-padded plane, or one padded row when that would be large or 3-D).
  */
-void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w, float *row);
+void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w, float *buf);
 size_t wm_conv_plane_ws(const wm_win *w);
 
 /*

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ops/cnn.h"
+#include "ops/cnn_kern.h"
 
 /* ---------------------------------------------------------------- BatchNormalization */
 
@@ -66,9 +67,7 @@ static void bn_part(void *arg, int ith, int nth) {
         int64_t c = q % j->C;
         uint64_t base = (uint64_t)(q * j->len);
         if (dt == WM_DT_FLOAT) {
-            const float *x = (const float *)j->x->data + base;
-            float *y = (float *)j->y->data + base, a = (float)j->a[c], b = (float)j->b[c];
-            for (int64_t i = 0; i < j->len; i++) y[i] = x[i] * a + b;
+            wm_cnn_affine((float *)j->y->data + base, (const float *)j->x->data + base, (float)j->a[c], (float)j->b[c], j->len);
         } else
             for (int64_t i = 0; i < j->len; i++)
                 wm_st(dt, j->y->data, base + (uint64_t)i, wm_ld(dt, j->x->data, base + (uint64_t)i) * j->a[c] + j->b[c]);
@@ -177,9 +176,7 @@ static void gn_part(void *arg, int ith, int nth) {
             double a = wm_ld(S->dtype, S->data, (uint64_t)si) * inv, b = wm_ld(B->dtype, B->data, (uint64_t)si) - mean * a;
             uint64_t o = base + (uint64_t)(k * j->len);
             if (dt == WM_DT_FLOAT) {
-                const float *x = (const float *)X->data + o;
-                float *y = (float *)j->y->data + o, af = (float)a, bf = (float)b;
-                for (int64_t i = 0; i < j->len; i++) y[i] = x[i] * af + bf;
+                wm_cnn_affine((float *)j->y->data + o, (const float *)X->data + o, (float)a, (float)b, j->len);
             } else
                 for (int64_t i = 0; i < j->len; i++)
                     wm_st(dt, j->y->data, o + (uint64_t)i, wm_ld(dt, X->data, o + (uint64_t)i) * a + b);

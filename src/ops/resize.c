@@ -232,8 +232,8 @@ static int64_t nearest_of(const rs_state *s, double x, double scale) {
  * Taps per output position of an axis (dims in, out; scale 0: the bound for
  * any scale). With antialias the kernel widens by 1 / min(scale, 1); every
  * scale that gives `out` is at least (out - 1) / in, or 0.5 / in for out = 1
- * (scales: out <= scale *
- * in; keep_aspect_ratio_policy rounds half up), which bounds the width.
+ * (scales: out <= scale * in; keep_aspect_ratio_policy rounds half up),
+ * which bounds the width.
  */
 static int n_taps(const rs_state *s, double scale, int64_t in, int64_t out) {
     if (s->mode == RS_NEAREST) return 1;
