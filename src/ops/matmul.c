@@ -4,6 +4,7 @@
  * float32 runs on the GEMM kernel; float16/bfloat16/float64 and integer
  * types go through a float64/int64 reference loop.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/op.h"
@@ -44,22 +45,46 @@ static const int32_t mm_types[] = {WM_DT_FLOAT, WM_DT_FLOAT16, WM_DT_BFLOAT16, W
 
 static int is_half(int32_t dt) { return dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOAT16; }
 
-/* float16/bfloat16 compute in float32: a constant B is widened once here */
+/*
+ * Constant weights are prepared once: a 2-D B (float32, float16 or bfloat16) is packed for the GEMM
+ * kernel; a batched float16/bfloat16 B is widened to float32 (half types compute in float32).
+ */
 typedef struct mm_state {
-    float *b32;
+    float *packed; /* packed op(B) [K, N] of a constant 2-D B */
+    float *b32;    /* a constant batched half B in float32 */
 } mm_state;
 
 static wm_status mm_init(wm_node *n, wm_error *err) {
     wm_status st = wm_check_type(n, 0, mm_types, err);
     if (!st) st = wm_check_same_type(n, 0, 1, err);
     n->out_dtype[0] = n->in_dtype[0];
-    if (st || !is_half(n->in_dtype[0]) || !n->in_const[1]) return st;
+    const wm_tensor *b = n->in_const[1];
+    int32_t dt = n->in_dtype[0];
+    if (st || !b || !(dt == WM_DT_FLOAT || is_half(dt))) return st;
     mm_state *ms = wm_node_alloc(n, sizeof *ms);
-    uint64_t nb = wm_tensor_numel(n->in_const[1]);
-    if (!ms || !(ms->b32 = wm_node_alloc(n, nb * sizeof(float) + 1))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    wm_convert(n->in_dtype[1], n->in_const[1]->data, WM_DT_FLOAT, ms->b32, nb);
-    n->packed_bytes += nb * sizeof(float);
+    if (!ms) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     n->state = ms;
+    int tb = !strcmp(n->proto->op_type, "FusedMatMul") ? (int)wm_attr_int(n, "transB", 0) : 0;
+    if (b->rank == 2) {
+        int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
+        size_t sz = wm_gemm_pack_size(K, N);
+        if (!(ms->packed = wm_node_alloc(n, sz))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        if (dt == WM_DT_FLOAT16) wm_sgemm_pack_b_f16(tb, K, N, b->data, b->dims[1], ms->packed);
+        else if (dt == WM_DT_FLOAT) wm_gemm_pack(tb, K, N, b->data, b->dims[1], ms->packed);
+        else {
+            float *tmp = malloc((size_t)(K * N) * sizeof(float) + 1);
+            if (!tmp) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+            wm_convert(dt, b->data, WM_DT_FLOAT, tmp, (uint64_t)(K * N));
+            wm_gemm_pack(tb, K, N, tmp, b->dims[1], ms->packed);
+            free(tmp);
+        }
+        n->packed_bytes += sz;
+    } else if (is_half(dt)) {
+        uint64_t nb = wm_tensor_numel(b);
+        if (!(ms->b32 = wm_node_alloc(n, nb * sizeof(float) + 1))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        wm_convert(dt, b->data, WM_DT_FLOAT, ms->b32, nb);
+        n->packed_bytes += nb * sizeof(float);
+    }
     return WM_OK;
 }
 
@@ -129,10 +154,11 @@ static int64_t batch_off(const mm_shape *s, const wm_tensor *t, int64_t q, int64
 
 /* float32 product of A (dims of a) and B (dims of b) into C, batch dims broadcast */
 static void mm_f32(const mm_shape *s, const wm_tensor *a, const float *A, const wm_tensor *b, const float *B, float *C,
-                   float alpha, wm_exec *x) {
+                   float alpha, const float *packed, wm_exec *x) {
     int64_t ma = s->M * s->K, mb = s->K * s->N, mo = s->M * s->N;
     if (s->rb <= 2 && !s->ta) { /* A's batch folds into M when B has no batch dims */
-        wm_gemm_args g = {s->batch * s->M, s->N, s->K, A, s->K, 0, B, s->tb ? s->K : s->N, s->tb, C, s->N, alpha, 0};
+        wm_gemm_args g = {s->batch * s->M, s->N, s->K, A, s->K, 0, B, s->tb ? s->K : s->N, s->tb, C, s->N, alpha, 0,
+                          packed, NULL, WM_ACT_NONE};
         wm_sgemm(x, &g);
         return;
     }
@@ -146,8 +172,8 @@ static void mm_f32(const mm_shape *s, const wm_tensor *a, const float *A, const 
 static size_t mm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
     (void)nth;
     if (!is_half(in[0]->dtype)) return 0;
-    const mm_state *ms = n->state;
-    uint64_t f = wm_tensor_numel(in[0]) + wm_tensor_numel(out[0]) + (ms ? 0 : wm_tensor_numel(in[1]));
+    uint64_t f = wm_tensor_numel(in[0]) + wm_tensor_numel(out[0]) + wm_tensor_numel(in[1]);
+    (void)n;
     return (size_t)f * sizeof(float) + 128;
 }
 
@@ -157,17 +183,18 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     if (st) return st;
     float alpha = !strcmp(n->proto->op_type, "FusedMatMul") ? wm_attr_float(n, "alpha", 1.0f) : 1.0f;
     int32_t dt = in[0]->dtype;
+    const mm_state *ms = n->state;
+    const float *packed = ms && s.rb <= 2 && !s.ta ? ms->packed : NULL;
     if (dt == WM_DT_FLOAT) {
-        mm_f32(&s, in[0], in[0]->data, in[1], in[1]->data, out[0]->data, alpha, x);
+        mm_f32(&s, in[0], in[0]->data, in[1], in[1]->data, out[0]->data, alpha, packed, x);
         return WM_OK;
     }
     if (is_half(dt)) {
-        const mm_state *ms = n->state;
         uint64_t na = wm_tensor_numel(in[0]), nc = wm_tensor_numel(out[0]);
-        float *A = x->ws, *C = A + na, *B = ms ? ms->b32 : C + nc;
+        float *A = x->ws, *C = A + na, *B = ms && ms->b32 ? ms->b32 : C + nc;
         wm_convert(dt, in[0]->data, WM_DT_FLOAT, A, na);
-        if (!ms) wm_convert(dt, in[1]->data, WM_DT_FLOAT, B, wm_tensor_numel(in[1]));
-        mm_f32(&s, in[0], A, in[1], B, C, alpha, x);
+        if (!packed && !(ms && ms->b32)) wm_convert(dt, in[1]->data, WM_DT_FLOAT, B, wm_tensor_numel(in[1]));
+        mm_f32(&s, in[0], A, in[1], B, C, alpha, packed, x);
         wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
         return WM_OK;
     }
@@ -182,12 +209,37 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 
 /* ---------------------------------------------------------------- Gemm */
 
+/* float32 Gemm with a constant B is packed once; a constant C of N values (times beta) becomes the bias */
+typedef struct gemm_state {
+    float *packed;
+    float *bias;
+} gemm_state;
+
 static wm_status gemm_init(wm_node *n, wm_error *err) {
     wm_status st = wm_check_type(n, 0, mm_types, err);
     if (!st) st = wm_check_same_type(n, 0, 1, err);
     if (!st && wm_has_in(n, 2)) st = wm_check_same_type(n, 0, 2, err);
     n->out_dtype[0] = n->in_dtype[0];
-    return st;
+    if (st || n->in_dtype[0] != WM_DT_FLOAT) return st;
+    gemm_state *gs = wm_node_alloc(n, sizeof *gs);
+    if (!gs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    n->state = gs;
+    const wm_tensor *b = n->in_const[1], *c = wm_has_in(n, 2) ? n->in_const[2] : NULL;
+    int tb = (int)wm_attr_int(n, "transB", 0);
+    if (b && b->rank == 2) {
+        int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
+        size_t sz = wm_gemm_pack_size(K, N);
+        if (!(gs->packed = wm_node_alloc(n, sz))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        wm_gemm_pack(tb, K, N, b->data, b->dims[1], gs->packed);
+        n->packed_bytes += sz;
+    }
+    float beta = wm_attr_float(n, "beta", 1.0f);
+    if (c && (c->rank == 1 || (c->rank == 2 && c->dims[0] == 1)) && c->dims[c->rank - 1] > 1) {
+        int64_t N = c->dims[c->rank - 1];
+        if (!(gs->bias = wm_node_alloc(n, (size_t)N * sizeof(float)))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        for (int64_t j = 0; j < N; j++) gs->bias[j] = beta * ((const float *)c->data)[j];
+    }
+    return WM_OK;
 }
 
 static wm_status gemm_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
@@ -230,16 +282,19 @@ static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
         }
         return WM_OK;
     }
+    const gemm_state *gs = n->state;
     float *o = out[0]->data;
     float b0 = 0;
-    if (c && beta != 0) { /* broadcast C into the output, then accumulate */
+    const float *bias = gs->bias;
+    if (c && beta != 0 && !bias) { /* broadcast C into the output, then accumulate */
         int64_t cm = c->rank == 2 ? c->dims[0] : 1, cn = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
         const float *cd = c->data;
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) o[i * N + j] = beta * cd[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
         b0 = 1;
     }
-    wm_gemm_args g = {M, N, K, in[0]->data, ta ? M : K, ta, in[1]->data, tb ? K : N, tb, o, N, alpha, b0};
+    wm_gemm_args g = {M, N, K, in[0]->data, ta ? M : K, ta, in[1]->data, tb ? K : N, tb, o, N, alpha, b0,
+                      gs->packed, bias, WM_ACT_NONE};
     wm_sgemm(x, &g);
     return WM_OK;
 }

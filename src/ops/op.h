@@ -37,6 +37,8 @@ typedef struct wm_exec {
     void *ws;      /* scratch of at least the node's workspace() bytes, 64-byte aligned */
     size_t ws_size;
     wm_error *err; /* for data-dependent failures (an index out of range): use wm_node_err */
+    void *gemm_ws;      /* GEMM scratch: nth slices of gemm_ws_per bytes (see ops/gemm.h) */
+    size_t gemm_ws_per;
 } wm_exec;
 
 enum {
