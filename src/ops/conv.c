@@ -11,6 +11,9 @@
  * per group (depthwise) run a direct loop over output rows instead, threads
  * taking whole planes.
  * float64 and ConvInteger run a direct loop in double / int32.
+ * com.microsoft FusedConv (ONNX Runtime's fusion target: Conv + optional
+ * residual Z + activation) shares Conv's kernel, the residual add and the
+ * activation applied to each output tile while it is in cache.
  */
 #include <string.h>
 
@@ -65,7 +68,32 @@ typedef struct conv_state {
     const float *w32; /* constant weights as float32 (the initializer's own data when it is float32), else NULL */
     const float *b32;
     const void *wpack; /* constant weights packed for the GEMM (wm_conv_pack), else NULL */
+    int fused;         /* com.microsoft FusedConv: activation and Z */
+    wm_conv_post post;
 } conv_state;
+
+/* FusedConv's activation attribute (ONNX Runtime contrib op): the name and its activation_params. */
+static wm_status fused_act(wm_node *n, conv_state *s, wm_error *err) {
+    char buf[32];
+    const char *a = wm_attr_string(n, "activation", "", buf, sizeof buf);
+    size_t np;
+    const float *pv = wm_attr_floats(n, "activation_params", &np);
+    s->post.act = WM_ACT_NONE;
+    if (!*a) return WM_OK;
+    if (!strcmp(a, "Relu")) s->post.act = WM_ACT_RELU;
+    else if (!strcmp(a, "Tanh")) s->post.act = WM_ACT_TANH;
+    else if (!strcmp(a, "Sigmoid")) s->post.act = WM_ACT_SIGMOID;
+    else if (!strcmp(a, "LeakyRelu")) s->post.act = WM_ACT_LEAKY_RELU, s->post.a = np > 0 ? pv[0] : 0.01f;
+    else if (!strcmp(a, "Clip")) {
+        if (np < 2) return wm_node_err(n, err, WM_ERR_INPUT, "activation Clip needs activation_params (min, max)");
+        s->post.act = WM_ACT_CLIP, s->post.a = pv[0], s->post.b = pv[1];
+    } else if (!strcmp(a, "HardSigmoid")) {
+        s->post.hard_sigmoid = 1;
+        s->post.a = np > 0 ? pv[0] : 0.2f, s->post.b = np > 1 ? pv[1] : 0.5f;
+    } else
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "activation '%s' is not supported", a);
+    return WM_OK;
+}
 
 /* float32 copy of a constant float tensor (its own data when already float32); NULL on OOM. */
 const float *wm_conv_const_f32(wm_node *n, const wm_tensor *t) {
@@ -90,6 +118,12 @@ static wm_status conv_init(wm_node *n, wm_error *err) {
     if ((st = wm_check_type(n, 0, wm_types_float, err)) || (st = wm_check_same_type(n, 0, 1, err))) return st;
     if (wm_has_in(n, 2) && (st = wm_check_same_type(n, 0, 2, err))) return st;
     n->out_dtype[0] = n->in_dtype[0];
+    s->fused = !strcmp(n->proto->op_type, "FusedConv");
+    if (s->fused) {
+        if (n->in_dtype[0] != WM_DT_FLOAT) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "FusedConv runs on float32 only");
+        if (wm_has_in(n, 3) && (st = wm_check_same_type(n, 0, 3, err))) return st;
+        if ((st = fused_act(n, s, err))) return st;
+    }
     if (n->in_dtype[0] != WM_DT_DOUBLE) {
         if (n->in_const[1] && !(s->w32 = wm_conv_const_f32(n, n->in_const[1]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
         if (wm_has_in(n, 2) && n->in_const[2] && !(s->b32 = wm_conv_const_f32(n, n->in_const[2])))
@@ -136,6 +170,11 @@ static wm_status conv_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
     int64_t d[WM_MAX_RANK] = {in[0]->dims[0], M};
     for (int i = 0; i < w.nd; i++) d[2 + i] = w.out[WM_CNN_ND - w.nd + i];
     wm_set_shape(out[0], w.nd + 2, d);
+    if (s->fused && n->n_in > 3 && in[3]) { /* Z: the output's shape */
+        int same = in[3]->rank == out[0]->rank;
+        for (int i = 0; same && i < out[0]->rank; i++) same = in[3]->dims[i] == out[0]->dims[i];
+        if (!same) return wm_node_err(n, err, WM_ERR_INPUT, "Z must have the output's shape");
+    }
     return WM_OK;
 }
 
@@ -175,8 +214,10 @@ static wm_status conv_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
     }
     uint8_t *cur = x->ws;
     if (dt == WM_DT_FLOAT) {
+        wm_conv_post post = s->post;
+        post.z = s->fused && n->n_in > 3 && in[3] ? in[3]->data : NULL;
         wm_conv_f32(x, &w, in[0]->data, s->w32 ? s->w32 : in[1]->data, s->wpack, s->b32 ? s->b32 : B ? B->data : NULL,
-                    out[0]->data, N, C, M, s->group, cur);
+                    s->fused ? &post : NULL, out[0]->data, N, C, M, s->group, cur);
         return WM_OK;
     }
     void *gws = cur;
@@ -194,7 +235,7 @@ static wm_status conv_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
         bf = t;
     }
     wm_convert(dt, in[0]->data, WM_DT_FLOAT, xf, wm_tensor_numel(in[0]));
-    wm_conv_f32(x, &w, xf, wf, s->wpack, bf, yf, N, C, M, s->group, gws);
+    wm_conv_f32(x, &w, xf, wf, s->wpack, bf, NULL, yf, N, C, M, s->group, gws);
     wm_convert(WM_DT_FLOAT, yf, dt, out[0]->data, wm_tensor_numel(out[0]));
     return WM_OK;
 }
@@ -266,6 +307,7 @@ static wm_status ci_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 
 static const wm_op ops[] = {
     {"", "Conv", 1, 0, conv_init, conv_infer, conv_run, conv_workspace, 0, 0},
+    {"com.microsoft", "FusedConv", 1, 0, conv_init, conv_infer, conv_run, conv_workspace, 0, 0},
     {"", "ConvInteger", 10, 0, ci_init, ci_infer, ci_run, ci_workspace, 0, 0},
 };
 

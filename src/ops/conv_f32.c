@@ -253,6 +253,7 @@ typedef struct conv_job {
     const conv_plan *pl;
     const wm_win *w;
     const float *x, *wt, *b;
+    const wm_conv_post *post;
     const uint8_t *wpack; /* packed W_g^T per group */
     float *y;
     int64_t C, M, G;
@@ -315,6 +316,11 @@ static void untile(const conv_job *j, int64_t n, int64_t g, int64_t p0, int64_t 
     const conv_plan *pl = j->pl;
     wm_cnn_transpose(T + m0, pl->Mg, j->y + (n * j->M + g * pl->Mg + m0) * pl->P + p0, pl->P, p1 - p0, m1 - m0,
                      j->b ? j->b + g * pl->Mg + m0 : NULL);
+    if (j->post)
+        for (int64_t m = m0; m < m1; m++) {
+            uint64_t off = (uint64_t)((n * j->M + g * pl->Mg + m) * pl->P + p0);
+            wm_conv_post_apply(j->post, j->y + off, off, p1 - p0);
+        }
 }
 
 /* per-share mode: whole tiles, one-share GEMMs on this share's scratch */
@@ -363,17 +369,28 @@ static void dw_part(void *arg, int ith, int nth) {
         int64_t n = q / j->M, oc = q % j->M, ic = oc / pl->Mg; /* one input channel per group */
         wm_conv_plane_f32(j->x + (n * j->C + ic) * pl->inP, j->wt + oc * pl->kp, j->b ? j->b[oc] : 0.0f,
                           j->y + q * pl->P, j->w, row);
+        if (j->post) wm_conv_post_apply(j->post, j->y + q * pl->P, (uint64_t)(q * pl->P), pl->P);
     }
 }
 
 static int direct(const conv_plan *pl, int64_t G) { return pl->Cg == 1 && G > 1; }
 
+void wm_conv_post_apply(const wm_conv_post *post, float *y, uint64_t off, int64_t n) {
+    if (post->z) wm_cnn_vadd(y, post->z + off, n);
+    if (post->hard_sigmoid)
+        for (int64_t i = 0; i < n; i++) {
+            float v = post->a * y[i] + post->b;
+            y[i] = v < 0 ? 0 : v > 1 ? 1 : v;
+        }
+    else if (post->act != WM_ACT_NONE) wm_kernels_get()->vact(n, y, y, post->act, post->a, post->b);
+}
+
 void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, const void *wpack, const float *b,
-                 float *y, int64_t N, int64_t C, int64_t M, int64_t G, void *ws) {
+                 const wm_conv_post *post, float *y, int64_t N, int64_t C, int64_t M, int64_t G, void *ws) {
     conv_plan pl;
     make_plan(w, N, C, M, G, wpack == NULL, &pl);
     if (!N || !M || !pl.P) return;
-    conv_job j = {&pl, w, in, wt, b, wpack, y, C, M, G, ws, 0, 0, 0, 0, 0, NULL, NULL};
+    conv_job j = {&pl, w, in, wt, b, post, wpack, y, C, M, G, ws, 0, 0, 0, 0, 0, NULL, NULL};
     if (direct(&pl, G)) {
         int nth = (uint64_t)(N * M * pl.P * pl.kp) >= 65536 ? x->nth : 1;
         if (nth > N * M) nth = (int)(N * M);

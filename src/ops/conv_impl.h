@@ -8,15 +8,26 @@
 #include "kernels/kernels.h"
 #include "ops/cnn.h"
 
+/* What follows the convolution of com.microsoft FusedConv: y = act(y + z), z with y's shape (or NULL). */
+typedef struct wm_conv_post {
+    wm_act act;        /* WM_ACT_NONE, RELU, SIGMOID, TANH, CLIP (a, b), LEAKY_RELU (a); or HardSigmoid below */
+    int hard_sigmoid;  /* max(0, min(1, a * x + b)) */
+    float a, b;
+    const float *z;
+} wm_conv_post;
+
+/* Applies post to n values of y at offset off of the output (z read at the same offset). */
+void wm_conv_post_apply(const wm_conv_post *post, float *y, uint64_t off, int64_t n);
+
 /*
- * y[N, M, out] = conv(in[N, C, in], wt[M, C/G, k]) + b (b may be NULL) for
- * the window w, on x's pool. wpack: the weights packed by wm_conv_pack
+ * y[N, M, out] = conv(in[N, C, in], wt[M, C/G, k]) + b (b may be NULL), then
+ * post (NULL: none), for the window w, on x's pool. wpack: the weights packed by wm_conv_pack
  * (constant weights, packed at session creation), or NULL (packed into ws
  * per run). ws is scratch of wm_conv_f32_ws(w, C, M, G, wpack != NULL,
  * x->nth) bytes (64-byte aligned).
  */
 void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, const void *wpack, const float *b,
-                 float *y, int64_t N, int64_t C, int64_t M, int64_t G, void *ws);
+                 const wm_conv_post *post, float *y, int64_t N, int64_t C, int64_t M, int64_t G, void *ws);
 size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t M, int64_t G, int packed, int nth);
 
 /* The GEMM B operand W_g^T of each group (K = C/G * kernel size, Mg = M/G), for wm_conv_f32. */

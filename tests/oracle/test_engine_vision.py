@@ -125,3 +125,48 @@ def test_vision_thread_counts_agree(exported, build_dir, tmp_path):
     for th in (1, 2):
         ours, _ = engine_run(build_dir, path, {"pixel_values": x}, tmp_path, threads=th)
         assert_close(ours, ref, atol=ATOL, label=f"threads {th}")
+
+
+def test_ort_optimized_resnet_fusedconv(exported, build_dir, tmp_path):
+    """onnxruntime's own optimized graph (Conv + Relu fused into com.microsoft.FusedConv) runs in the engine."""
+    import onnx
+    import onnxruntime as ort
+    path, (h, w), _ = exported["resnet_bottleneck"]
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    ops = {(n.domain, n.op_type) for n in onnx.load(str(tmp_path / "opt.onnx")).graph.node}
+    assert ("com.microsoft", "FusedConv") in ops, ops
+    x = np.random.default_rng(3).standard_normal((2, 3, h, w)).astype(np.float32)
+    ref = ort_run(path, {"pixel_values": x})
+    ours, _ = engine_run(build_dir, tmp_path / "opt.onnx", {"pixel_values": x}, tmp_path)
+    assert_close(ours, ref, atol=ATOL, label="ORT-optimized ResNet")
+
+
+@pytest.mark.parametrize("act,params", [("Relu", []), ("LeakyRelu", [0.1]), ("Clip", [-0.5, 0.7]),
+                                        ("HardSigmoid", [0.3, 0.4]), ("Sigmoid", []), ("Tanh", [])])
+@pytest.mark.parametrize("group", [1, 4])
+def test_fusedconv_residual_activation(act, params, group, build_dir, tmp_path):
+    """com.microsoft.FusedConv with the residual input Z and each activation, against onnxruntime's kernel."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(group)
+    C, M = 8, 8
+    wt = rng.standard_normal((M, C // group, 3, 3)).astype(np.float32) * 0.3
+    b = rng.standard_normal(M).astype(np.float32)
+    attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 1], group=group, activation=act, domain="com.microsoft")
+    if params:
+        attrs["activation_params"] = params
+    node = helper.make_node("FusedConv", ["x", "w", "b", "z"], ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, C, 9, 11]),
+                                        helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, M, 5, 11])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(wt, "w"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    path = tmp_path / "fc.onnx"
+    onnx.save(m, str(path))
+    feeds = {"x": rng.standard_normal((2, C, 9, 11)).astype(np.float32),
+             "z": rng.standard_normal((2, M, 5, 11)).astype(np.float32)}
+    ours, _ = engine_run(build_dir, path, feeds, tmp_path)
+    assert_close(ours, ort_run(path, feeds), atol=1e-5, label=f"FusedConv {act}")
