@@ -103,3 +103,49 @@ void wm_cnn_affine_avx2(float *y, const float *x, float a, float b, int64_t n) {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, vb));
     for (; i < n; i++) y[i] = fmaf(x[i], a, b);
 }
+
+static inline __m256 dw8(const float *const *rows, int nr, const float *w, int64_t k, int64_t d, __m256 vb, int64_t i) {
+    __m256 a0 = vb;
+    for (int r = 0; r < nr; r++) {
+        if (!rows[r]) continue;
+        for (int64_t t = 0; t < k; t++)
+            a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + r * k + t), _mm256_loadu_ps(rows[r] + i + t * d), a0);
+    }
+    return a0;
+}
+
+void wm_cnn_dwconv_row_avx2(float *y, const float *const *rows, int nr, const float *w, int64_t k, int64_t d, float b,
+                            int64_t n) {
+    int64_t i = 0;
+    __m256 vb = _mm256_set1_ps(b);
+    for (; i + 16 <= n; i += 16) {
+        __m256 a0 = vb, a1 = vb;
+        for (int r = 0; r < nr; r++) {
+            if (!rows[r]) continue;
+            const float *s = rows[r] + i;
+            const float *wr = w + r * k;
+            for (int64_t t = 0; t < k; t++) {
+                __m256 wv = _mm256_broadcast_ss(wr + t);
+                a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + t * d), a0);
+                a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + t * d + 8), a1);
+            }
+        }
+        _mm256_storeu_ps(y + i, a0);
+        _mm256_storeu_ps(y + i + 8, a1);
+    }
+    if (i + 8 <= n) {
+        _mm256_storeu_ps(y + i, dw8(rows, nr, w, k, d, vb, i));
+        i += 8;
+    }
+    if (i < n && n >= 8) { /* the last 8 again, overlapping: outputs are written, not accumulated */
+        _mm256_storeu_ps(y + n - 8, dw8(rows, nr, w, k, d, vb, n - 8));
+        return;
+    }
+    for (; i < n; i++) {
+        float a = b;
+        for (int r = 0; r < nr; r++)
+            if (rows[r])
+                for (int64_t t = 0; t < k; t++) a = fmaf(w[r * k + t], rows[r][i + t * d], a);
+        y[i] = a;
+    }
+}

@@ -69,3 +69,19 @@ void wm_cnn_affine(float *y, const float *x, float a, float b, int64_t n) {
     }
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;
 }
+
+void wm_cnn_dwconv_row(float *y, const float *const *rows, int nr, const float *w, int64_t k, int64_t d, float b,
+                       int64_t n) {
+    if (use_avx2()) {
+        wm_cnn_dwconv_row_avx2(y, rows, nr, w, k, d, b, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) y[i] = b;
+    for (int r = 0; r < nr; r++)
+        if (rows[r])
+            for (int64_t t = 0; t < k; t++) {
+                const float *s = rows[r] + t * d;
+                float a = w[r * k + t];
+                for (int64_t i = 0; i < n; i++) y[i] += a * s[i];
+            }
+}

@@ -15,6 +15,12 @@
 void wm_cnn_axpy(float *y, const float *x, float a, int64_t n);
 /* y[i] += sum_{t < taps} w[t] * x[i + t * d]  (one kernel row of a stride-1 depthwise conv) */
 void wm_cnn_dwrow(float *y, const float *x, const float *w, int64_t taps, int64_t d, int64_t n);
+/*
+ * y[i] = b + sum_{r < nr} sum_{t < k} w[r * k + t] * rows[r][i + t * d], i < n
+ * (one output row of a 2-D depthwise conv, stride 1; a NULL row is all zeros)
+ */
+void wm_cnn_dwconv_row(float *y, const float *const *rows, int nr, const float *w, int64_t k, int64_t d, float b,
+                       int64_t n);
 /* y[i] = max(y[i], x[i]) (NaN in x is not propagated) */
 void wm_cnn_vmax(float *y, const float *x, int64_t n);
 /* y[i] += x[i] */
@@ -26,6 +32,8 @@ void wm_cnn_transpose(const float *s, int64_t lds, float *d, int64_t ldd, int64_
 
 void wm_cnn_axpy_avx2(float *y, const float *x, float a, int64_t n);
 void wm_cnn_dwrow_avx2(float *y, const float *x, const float *w, int64_t taps, int64_t d, int64_t n);
+void wm_cnn_dwconv_row_avx2(float *y, const float *const *rows, int nr, const float *w, int64_t k, int64_t d, float b,
+                            int64_t n);
 void wm_cnn_vmax_avx2(float *y, const float *x, int64_t n);
 void wm_cnn_vadd_avx2(float *y, const float *x, int64_t n);
 void wm_cnn_affine_avx2(float *y, const float *x, float a, float b, int64_t n);

@@ -145,7 +145,7 @@ static int64_t padded_row(const wm_win *w) { return (w->out[2] - 1) * w->s[2] + 
 /* Rows of the zero-padded input plane the windows of a 2-D depthwise conv read. */
 static int64_t padded_rows(const wm_win *w) { return (w->out[1] - 1) * w->s[1] + (w->k[1] - 1) * w->d[1] + 1; }
 
-/* 2-D convolutions whose padded plane is at most 4 MiB pad the whole plane once; others pad row by row. */
+/* Other 2-D convolutions whose padded plane is at most 4 MiB pad the whole plane once; others pad row by row. */
 static int whole_plane(const wm_win *w) {
     return w->out[0] == 1 && w->k[0] == 1 && w->in[0] == 1 && padded_rows(w) * padded_row(w) <= (1 << 20);
 }
@@ -175,7 +175,51 @@ static void conv_row(float *d, const float *row, const float *wr, const wm_win *
         for (int64_t ox = 0; ox < w->out[2]; ox++) d[ox] += wr[kx] * row[ox * w->s[2] + kx * w->d[2]];
 }
 
+/*
+ * 2-D, stride 1 along x, kernels up to 16 x 3: interior outputs (every tap
+ * inside the row) in one vector pass per output row straight from the
+ * input, the border outputs one by one. No padding copy. (Wider kernels
+ * have too many border taps: they read a padded plane instead.)
+ */
+static int direct_rows(const wm_win *w) {
+    return w->out[0] == 1 && w->k[0] == 1 && w->in[0] == 1 && w->s[2] == 1 && w->k[1] <= 16 && w->k[2] <= 3;
+}
+
+static void plane_direct(const float *x, const float *wk, float b, float *y, const wm_win *w) {
+    int64_t in1 = w->in[1], in2 = w->in[2], out2 = w->out[2], k1 = w->k[1], k2 = w->k[2], d2 = w->d[2], pb2 = w->pb[2];
+    int64_t xl = pb2 < out2 ? pb2 : out2, xh = in2 + pb2 - (k2 - 1) * d2; /* interior outputs [xl, xh) */
+    if (xh > out2) xh = out2;
+    if (xh < xl) xh = xl;
+    const float *rows[16];
+    for (int64_t oy = 0; oy < w->out[1]; oy++) {
+        float *yr = y + oy * out2;
+        for (int64_t ky = 0; ky < k1; ky++) {
+            int64_t iy = oy * w->s[1] + ky * w->d[1] - w->pb[1];
+            rows[ky] = iy >= 0 && iy < in1 ? x + iy * in2 + (xl - pb2) : NULL;
+        }
+        if (xh > xl) wm_cnn_dwconv_row(yr + xl, rows, (int)k1, wk, k2, d2, b, xh - xl);
+        for (int64_t ox = 0; ox < out2; ox++) {
+            if (ox == xl && xh > xl) ox = xh;
+            if (ox >= out2) break;
+            float a = b;
+            for (int64_t ky = 0; ky < k1; ky++) {
+                if (!rows[ky]) continue;
+                const float *r = rows[ky] - (xl - pb2); /* the input row */
+                for (int64_t kx = 0; kx < k2; kx++) {
+                    int64_t ix = ox - pb2 + kx * d2;
+                    if (ix >= 0 && ix < in2) a += wk[ky * k2 + kx] * r[ix];
+                }
+            }
+            yr[ox] = a;
+        }
+    }
+}
+
 void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const wm_win *w, float *buf) {
+    if (direct_rows(w)) {
+        plane_direct(x, wk, b, y, w);
+        return;
+    }
     int64_t P = wm_win_prod(w->out), wp = padded_row(w), in2 = w->in[2];
     for (int64_t i = 0; i < P; i++) y[i] = b;
     if (whole_plane(w)) {
@@ -185,9 +229,16 @@ void wm_conv_plane_f32(const float *x, const float *wk, float b, float *y, const
             if (iy >= 0 && iy < w->in[1]) pad_row(buf + r * wp, x + iy * in2, wp, w->pb[2], in2);
             else memset(buf + r * wp, 0, (size_t)wp * sizeof *buf);
         }
-        for (int64_t oy = 0; oy < w->out[1]; oy++)
+        for (int64_t oy = 0; oy < w->out[1]; oy++) {
+            if (w->s[2] == 1 && w->k[1] <= 16) { /* every kernel row at once, from the padded rows */
+                const float *rows[16];
+                for (int64_t ky = 0; ky < w->k[1]; ky++) rows[ky] = buf + (oy * w->s[1] + ky * w->d[1]) * wp;
+                wm_cnn_dwconv_row(y + oy * w->out[2], rows, (int)w->k[1], wk, w->k[2], w->d[2], b, w->out[2]);
+                continue;
+            }
             for (int64_t ky = 0; ky < w->k[1]; ky++)
                 conv_row(y + oy * w->out[2], buf + (oy * w->s[1] + ky * w->d[1]) * wp, wk + ky * w->k[2], w);
+        }
         return;
     }
     for (int64_t oz = 0; oz < w->out[0]; oz++)

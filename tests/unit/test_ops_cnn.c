@@ -298,6 +298,10 @@ static void test_conv_2d_awkward(void **state) {
         {2, 1, 6, 4, 2, {7, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, NULL, 1},
         /* depthwise with a channel multiplier of 2, stride 2, dilation 2 */
         {2, 2, 4, 8, 4, {13, 10}, {3, 3}, {2, 2}, {2, 2}, {2, 1, 3, 2}, NULL, 1},
+        /* depthwise 3x3 stride 1 (direct rows): dilation 2, asymmetric pads, 21 outputs per row (16 + overlapped 8) */
+        {2, 1, 4, 4, 4, {9, 21}, {3, 3}, {1, 1}, {2, 2}, {2, 1, 0, 3}, NULL, 1},
+        /* depthwise with rows narrower than a vector, pads on one side */
+        {2, 2, 2, 2, 2, {5, 6}, {3, 2}, {2, 1}, {1, 1}, {1, 0, 1, 1}, NULL, 1},
         /* depthwise 7x7 stride 1, pads 3 */
         {2, 1, 3, 3, 3, {9, 12}, {7, 7}, {1, 1}, {1, 1}, {3, 3, 3, 3}, NULL, 0},
         /* pointwise over several GEMM tiles (P = 23 * 29 = 667 > 2 * 256) */
