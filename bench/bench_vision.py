@@ -13,7 +13,11 @@ faster; the ratio of minima is the steadier one on a shared machine); op rows al
 (from the minimum) for convolutions. Not a test: timings are noisy; the ratio measured side by
 side is the figure.
 
-usage: bench/bench_vision.py [--threads N] [--iterations N] [--rows models,ops] [--batch N]
+--cpu-time: single-threaded process CPU time per run instead (tests/tools/wm_cputime for ours,
+time.process_time around onnxruntime with one intra-op thread): the steady figure on a machine shared
+with other jobs, where wall time mostly measures the neighbours.
+
+usage: bench/bench_vision.py [--threads N] [--iterations N] [--rows models,ops] [--batch N] [--cpu-time]
                              [--work DIR] [--winml PATH]
 """
 import argparse
@@ -143,12 +147,52 @@ def ort(path, shapes, threads, iters):
     return statistics.median(t), min(t)
 
 
+def cpu_rows(a, rows):
+    """Single-thread CPU time: ours (wm_cputime) and onnxruntime (process_time), min and median per run."""
+    import tempfile
+
+    import onnxruntime as rt
+    from safetensors.numpy import save_file
+    tool = os.path.join(os.path.dirname(a.winml), "wm_cputime")
+    print(f"single-thread process CPU time per run, iterations={a.iterations}")
+    print(f"{'row':30s} {'ours min':>9s} {'ort min':>9s} {'ratio':>6s} {'ours med':>9s} {'ort med':>9s} {'ratio':>6s}"
+          f" {'GFLOP/s':>8s}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (path, batch, gflop) in rows.items():
+            so = rt.SessionOptions()
+            so.intra_op_num_threads = 1
+            so.inter_op_num_threads = 1
+            so.graph_optimization_level = rt.GraphOptimizationLevel.ORT_ENABLE_ALL
+            s = rt.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            i0 = s.get_inputs()[0]
+            shape = [batch if not isinstance(d, int) else d for d in i0.shape]
+            feeds = {i0.name: np.random.default_rng(0).random(shape, dtype=np.float32)}
+            fin = os.path.join(tmp, "in.safetensors")
+            save_file(feeds, fin)
+            r = subprocess.run([tool, path, fin, "--iterations", str(a.iterations)], capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"{name:30s} error: {r.stderr.strip()}")
+                continue
+            d = json.loads(r.stdout)
+            s.run(None, feeds)
+            t = []
+            for _ in range(a.iterations):
+                c = time.process_time()
+                s.run(None, feeds)
+                t.append((time.process_time() - c) * 1e3)
+            om, oq = min(t), statistics.median(t)
+            gf = f"{gflop * batch / (d['min_ms'] / 1e3):8.1f}" if gflop else ""
+            print(f"{name:30s} {d['min_ms']:9.2f} {om:9.2f} {d['min_ms'] / om:6.2f} {d['median_ms']:9.2f} {oq:9.2f}"
+                  f" {d['median_ms'] / oq:6.2f} {gf}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--rows", default="models,ops")
     ap.add_argument("--batch", type=int, default=1, help="also run the models at this batch size")
+    ap.add_argument("--cpu-time", action="store_true", help="single-thread CPU time instead of wall time")
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench-vision"))
     ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
     a = ap.parse_args()
@@ -159,6 +203,9 @@ def main():
         rows.update(export_ops(a.work))
     if "models" in kinds:
         rows.update(export_models(a.work, a.batch))
+    if a.cpu_time:
+        cpu_rows(a, rows)
+        return
     print(f"threads={a.threads} iterations={a.iterations}")
     print("median and minimum latency of each side; the ratio of minima is the steadier figure on a busy machine")
     print(f"{'row':30s} {'ours ms':>9s} {'ort ms':>9s} {'ours/ort':>9s} {'min ours':>9s} {'min ort':>9s} {'ratio':>6s}"

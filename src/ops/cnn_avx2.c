@@ -149,3 +149,34 @@ void wm_cnn_dwconv_row_avx2(float *y, const float *const *rows, int nr, const fl
         y[i] = a;
     }
 }
+
+/* even lanes of the 16 floats at p: p[0], p[2], ..., p[14] */
+static inline __m256 evens(const float *p) {
+    __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), 0xD8));
+}
+
+void wm_cnn_hpool_avx2(float *y, const float *buf, int64_t n, int64_t s, int64_t k, int is_max, float scale) {
+    int64_t ox = 0;
+    __m256 vs = _mm256_set1_ps(scale);
+    if (s == 1)
+        for (; ox + 8 <= n; ox += 8) {
+            __m256 a = _mm256_loadu_ps(buf + ox);
+            for (int64_t kx = 1; kx < k; kx++)
+                a = is_max ? _mm256_max_ps(a, _mm256_loadu_ps(buf + ox + kx)) : _mm256_add_ps(a, _mm256_loadu_ps(buf + ox + kx));
+            _mm256_storeu_ps(y + ox, is_max ? a : _mm256_mul_ps(a, vs));
+        }
+    else if (s == 2)
+        for (; ox + 8 < n; ox += 8) { /* reads one float past the last window: callers leave room */
+            __m256 a = evens(buf + 2 * ox);
+            for (int64_t kx = 1; kx < k; kx++)
+                a = is_max ? _mm256_max_ps(a, evens(buf + 2 * ox + kx)) : _mm256_add_ps(a, evens(buf + 2 * ox + kx));
+            _mm256_storeu_ps(y + ox, is_max ? a : _mm256_mul_ps(a, vs));
+        }
+    for (; ox < n; ox++) {
+        const float *b = buf + ox * s;
+        float a = b[0];
+        for (int64_t kx = 1; kx < k; kx++) a = is_max ? (b[kx] > a ? b[kx] : a) : a + b[kx];
+        y[ox] = is_max ? a : a * scale;
+    }
+}

@@ -85,3 +85,16 @@ void wm_cnn_dwconv_row(float *y, const float *const *rows, int nr, const float *
                 for (int64_t i = 0; i < n; i++) y[i] += a * s[i];
             }
 }
+
+void wm_cnn_hpool(float *y, const float *buf, int64_t n, int64_t s, int64_t k, int is_max, float scale) {
+    if (use_avx2()) {
+        wm_cnn_hpool_avx2(y, buf, n, s, k, is_max, scale);
+        return;
+    }
+    for (int64_t o = 0; o < n; o++) {
+        const float *b = buf + o * s;
+        float a = b[0];
+        for (int64_t t = 1; t < k; t++) a = is_max ? (b[t] > a ? b[t] : a) : a + b[t];
+        y[o] = is_max ? a : a * scale;
+    }
+}

@@ -25,6 +25,12 @@ void wm_cnn_dwconv_row(float *y, const float *const *rows, int nr, const float *
 void wm_cnn_vmax(float *y, const float *x, int64_t n);
 /* y[i] += x[i] */
 void wm_cnn_vadd(float *y, const float *x, int64_t n);
+/*
+ * y[o] = max (is_max) or scale * sum of buf[o * s + t], t < k, o < n (the
+ * columns of a pool window). buf must be readable 16 floats past the last
+ * window.
+ */
+void wm_cnn_hpool(float *y, const float *buf, int64_t n, int64_t s, int64_t k, int is_max, float scale);
 /* y[i] = x[i] * a + b (y may equal x) */
 void wm_cnn_affine(float *y, const float *x, float a, float b, int64_t n);
 /* d[j * ldd + i] = s[i * lds + j] (+ bias[j] when bias is not NULL) for i < rows, j < cols */
@@ -36,6 +42,7 @@ void wm_cnn_dwconv_row_avx2(float *y, const float *const *rows, int nr, const fl
                             int64_t n);
 void wm_cnn_vmax_avx2(float *y, const float *x, int64_t n);
 void wm_cnn_vadd_avx2(float *y, const float *x, int64_t n);
+void wm_cnn_hpool_avx2(float *y, const float *buf, int64_t n, int64_t s, int64_t k, int is_max, float scale);
 void wm_cnn_affine_avx2(float *y, const float *x, float a, float b, int64_t n);
 void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
                            const float *bias);

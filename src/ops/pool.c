@@ -120,7 +120,7 @@ int wm_pool_fast_ok(const wm_win *w, int kind) {
            w->d[1] == 1 && w->d[2] == 1;
 }
 
-size_t wm_pool_fast_ws(const wm_win *w) { return (size_t)((w->out[2] - 1) * w->s[2] + w->k[2]) * sizeof(float) + 64; }
+size_t wm_pool_fast_ws(const wm_win *w) { return (size_t)((w->out[2] - 1) * w->s[2] + w->k[2] + 16) * sizeof(float) + 64; }
 
 void wm_pool_plane_fast(const float *x, float *y, const wm_win *w, const wm_pool_tab *t, int kind, int include_pad,
                         float *buf) {
@@ -130,13 +130,28 @@ void wm_pool_plane_fast(const float *x, float *y, const wm_win *w, const wm_pool
     for (int64_t oy = 0; oy < w->out[1]; oy++) {
         int64_t ys = oy * w->s[1] - w->pb[1], y0 = t->lo[1][oy], y1 = t->hi[1][oy];
         float *yr = y + oy * w->out[2];
-        for (int64_t i = 0; i < wp; i++) buf[i] = init;
+        for (int64_t i = 0; i < c0; i++) buf[i] = init; /* the pads; the first row is copied, the others reduced */
+        for (int64_t i = c1; i < wp; i++) buf[i] = init;
         for (int64_t ky = y0; ky < y1 && c1 > c0; ky++) {
             const float *row = x + (ys + ky) * in2 + (c0 - pb);
-            if (kind == WM_POOL_MAX) wm_cnn_vmax(buf + c0, row, c1 - c0);
+            if (ky == y0) memcpy(buf + c0, row, (size_t)(c1 - c0) * sizeof *buf);
+            else if (kind == WM_POOL_MAX) wm_cnn_vmax(buf + c0, row, c1 - c0);
             else wm_cnn_vadd(buf + c0, row, c1 - c0);
         }
+        if (y1 <= y0)
+            for (int64_t i = c0; i < c1; i++) buf[i] = init;
+        /* outputs whose window lies inside the row: one vector pass; the others below */
+        int64_t xa = 0, xb = w->out[2];
+        while (xa < xb && (t->lo[2][xa] != 0 || t->hi[2][xa] != w->k[2])) xa++;
+        while (xb > xa && (t->lo[2][xb - 1] != 0 || t->hi[2][xb - 1] != w->k[2])) xb--;
+        if (xb > xa && y1 > y0) {
+            int64_t div = include_pad ? t->cnt[1][oy] * w->k[2] : (y1 - y0) * w->k[2];
+            wm_cnn_hpool(yr + xa, buf + xa * w->s[2], xb - xa, w->s[2], w->k[2], kind == WM_POOL_MAX, 1.0f / (float)div);
+        } else
+            xa = xb = 0;
         for (int64_t ox = 0; ox < w->out[2]; ox++) {
+            if (ox == xa && xb > xa) ox = xb;
+            if (ox >= w->out[2]) break;
             int64_t x0 = t->lo[2][ox], x1 = t->hi[2][ox], cnt = (y1 - y0) * (x1 - x0);
             const float *b = buf + ox * w->s[2];
             if (cnt <= 0) {

@@ -533,6 +533,10 @@ static void test_pools(void **state) {
         {P_MAX, 3, 1, 2, {5, 6, 7}, {2, 3, 2}, {2, 2, 3}, {1, 1, 2}, {1, 0, 1, 0, 1, 1}, 1, 0, 0, 1, 0},
         /* the ResNet stem pool (fast 2-D path) on an odd input */
         {P_MAX, 2, 2, 4, {15, 14}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 0, 0, 0, 0, 0},
+        /* wide rows: the vector column pass (stride 2 max, stride 1 and 2 averages) */
+        {P_MAX, 2, 1, 3, {9, 41}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 0, 0, 0, 0, 0},
+        {P_AVG, 2, 1, 2, {6, 37}, {2, 3}, {1, 1}, {1, 1}, {0, 1, 1, 1}, 0, 1, 0, 0, 0},
+        {P_AVG, 2, 1, 2, {7, 50}, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1, 0, 0, 0, 0},
         /* average: with and without count_include_pad, ceil mode, asymmetric pads */
         {P_AVG, 2, 2, 3, {10, 7}, {3, 2}, {2, 2}, {1, 1}, {1, 0, 2, 1}, 1, 1, 0, 0, 0},
         {P_AVG, 2, 2, 3, {10, 7}, {3, 2}, {2, 2}, {1, 1}, {1, 0, 2, 1}, 1, 0, 0, 0, 0},
