@@ -62,9 +62,10 @@ static void im2colT_tile(const float *x, const wm_win *w, int64_t Cg, float *col
     int64_t o12 = w->out[1] * w->out[2], p = p0 + q0;
     int64_t oz = p / o12, oy = (p / w->out[2]) % w->out[1], ox = p % w->out[2];
     for (int64_t q = q0; q < q1; q++) {
-        float *d = colT + q * K;
+        float *d = colT + q * K, *dend = d + K;
         int64_t xs = ox * w->s[2] - w->pb[2];
         int inside = xs >= 0 && xs + (k2 - 1) * d2 < in2;
+        int wide = inside && d2 == 1 && k2 <= 8 && xs + 8 <= in2; /* 8-float copies: within the input row */
         for (int64_t c = 0; c < Cg; c++) {
             const float *pl = x + c * inP;
             for (int64_t kz = 0; kz < w->k[0]; kz++) {
@@ -76,7 +77,9 @@ static void im2colT_tile(const float *x, const wm_win *w, int64_t Cg, float *col
                         continue;
                     }
                     const float *r = pl + (iz * w->in[1] + iy) * in2 + xs;
-                    if (inside && d2 == 1)
+                    if (wide && d + 8 <= dend) /* the extra floats land on this position's next taps, rewritten next */
+                        memcpy(d, r, 8 * sizeof *d);
+                    else if (inside && d2 == 1)
                         for (int64_t kx = 0; kx < k2; kx++) d[kx] = r[kx];
                     else if (inside)
                         for (int64_t kx = 0; kx < k2; kx++) d[kx] = r[kx * d2];
