@@ -6,9 +6,13 @@
 /* one line per op family file */
 extern const wm_op_table wm_ops_elementwise, wm_ops_shape, wm_ops_tensor, wm_ops_reduce, wm_ops_nn,
     wm_ops_matmul, wm_ops_norm;
+extern const wm_op_table wm_ops_conv, wm_ops_convt, wm_ops_pool, wm_ops_norm_nn,
+    wm_ops_space, wm_ops_resize, wm_ops_sample; /* vision ops (ops-cnn) */
 
 static const wm_op_table *const tables[] = {
     &wm_ops_elementwise, &wm_ops_shape, &wm_ops_tensor, &wm_ops_reduce, &wm_ops_nn, &wm_ops_matmul, &wm_ops_norm,
+    &wm_ops_conv, &wm_ops_convt, &wm_ops_pool, &wm_ops_norm_nn, &wm_ops_space, &wm_ops_resize,
+    &wm_ops_sample, /* vision ops (ops-cnn) */
 };
 
 static int same_domain(const char *a, const char *b) {

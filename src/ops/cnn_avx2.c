@@ -1,0 +1,182 @@
+/* cnn_avx2.c - AVX2/FMA versions of the small vector kernels of the vision ops (compiled with -mavx2 -mfma). */
+#include <immintrin.h>
+
+#include "ops/cnn_kern.h"
+
+void wm_cnn_axpy_avx2(float *y, const float *x, float a, int64_t n) {
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8);
+        y0 = _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), y0);
+        y1 = _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i + 8), y1);
+        _mm256_storeu_ps(y + i, y0);
+        _mm256_storeu_ps(y + i + 8, y1);
+    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+void wm_cnn_dwrow_avx2(float *y, const float *x, const float *w, int64_t taps, int64_t d, int64_t n) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 a0 = _mm256_loadu_ps(y + i), a1 = _mm256_loadu_ps(y + i + 8);
+        __m256 a2 = _mm256_loadu_ps(y + i + 16), a3 = _mm256_loadu_ps(y + i + 24);
+        for (int64_t t = 0; t < taps; t++) {
+            const float *s = x + i + t * d;
+            __m256 wv = _mm256_broadcast_ss(w + t);
+            a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s), a0);
+            a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + 8), a1);
+            a2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + 16), a2);
+            a3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + 24), a3);
+        }
+        _mm256_storeu_ps(y + i, a0);
+        _mm256_storeu_ps(y + i + 8, a1);
+        _mm256_storeu_ps(y + i + 16, a2);
+        _mm256_storeu_ps(y + i + 24, a3);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 a0 = _mm256_loadu_ps(y + i);
+        for (int64_t t = 0; t < taps; t++) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + t), _mm256_loadu_ps(x + i + t * d), a0);
+        _mm256_storeu_ps(y + i, a0);
+    }
+    for (; i < n; i++) {
+        float a = y[i];
+        for (int64_t t = 0; t < taps; t++) a = fmaf(w[t], x[i + t * d], a);
+        y[i] = a;
+    }
+}
+
+void wm_cnn_vmax_avx2(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_max_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = x[i] > y[i] ? x[i] : y[i];
+}
+
+void wm_cnn_vadd_avx2(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+
+/* 8x8 block: d[j * ldd + i] = s[i * lds + j] + b[j] (b: 8 biases, zeros when none) */
+static inline void tr8x8(const float *s, int64_t lds, float *d, int64_t ldd, const float *b) {
+    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds);
+    __m256 r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds);
+    __m256 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
+    __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44);
+    __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(d, _mm256_add_ps(_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_broadcast_ss(b + 0)));
+    _mm256_storeu_ps(d + ldd, _mm256_add_ps(_mm256_permute2f128_ps(u1, u5, 0x20), _mm256_broadcast_ss(b + 1)));
+    _mm256_storeu_ps(d + 2 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u2, u6, 0x20), _mm256_broadcast_ss(b + 2)));
+    _mm256_storeu_ps(d + 3 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u3, u7, 0x20), _mm256_broadcast_ss(b + 3)));
+    _mm256_storeu_ps(d + 4 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u0, u4, 0x31), _mm256_broadcast_ss(b + 4)));
+    _mm256_storeu_ps(d + 5 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u1, u5, 0x31), _mm256_broadcast_ss(b + 5)));
+    _mm256_storeu_ps(d + 6 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u2, u6, 0x31), _mm256_broadcast_ss(b + 6)));
+    _mm256_storeu_ps(d + 7 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u3, u7, 0x31), _mm256_broadcast_ss(b + 7)));
+}
+
+void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
+                           const float *bias) {
+    static const float zeros[8] = {0};
+    int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
+    for (int64_t i = 0; i < r8; i += 8) {
+        for (int64_t j = 0; j < c8; j += 8) tr8x8(s + i * lds + j, lds, d + j * ldd + i, ldd, bias ? bias + j : zeros);
+        for (int64_t j = c8; j < cols; j++)
+            for (int64_t k = 0; k < 8; k++) d[j * ldd + i + k] = s[(i + k) * lds + j] + (bias ? bias[j] : 0.0f);
+    }
+    for (int64_t i = r8; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) d[j * ldd + i] = s[i * lds + j] + (bias ? bias[j] : 0.0f);
+}
+
+void wm_cnn_affine_avx2(float *y, const float *x, float a, float b, int64_t n) {
+    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, vb));
+        _mm256_storeu_ps(y + i + 8, _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), va, vb));
+    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, vb));
+    for (; i < n; i++) y[i] = fmaf(x[i], a, b);
+}
+
+static inline __m256 dw8(const float *const *rows, int nr, const float *w, int64_t k, int64_t d, __m256 vb, int64_t i) {
+    __m256 a0 = vb;
+    for (int r = 0; r < nr; r++) {
+        if (!rows[r]) continue;
+        for (int64_t t = 0; t < k; t++)
+            a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + r * k + t), _mm256_loadu_ps(rows[r] + i + t * d), a0);
+    }
+    return a0;
+}
+
+void wm_cnn_dwconv_row_avx2(float *y, const float *const *rows, int nr, const float *w, int64_t k, int64_t d, float b,
+                            int64_t n) {
+    int64_t i = 0;
+    __m256 vb = _mm256_set1_ps(b);
+    for (; i + 16 <= n; i += 16) {
+        __m256 a0 = vb, a1 = vb;
+        for (int r = 0; r < nr; r++) {
+            if (!rows[r]) continue;
+            const float *s = rows[r] + i;
+            const float *wr = w + r * k;
+            for (int64_t t = 0; t < k; t++) {
+                __m256 wv = _mm256_broadcast_ss(wr + t);
+                a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + t * d), a0);
+                a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(s + t * d + 8), a1);
+            }
+        }
+        _mm256_storeu_ps(y + i, a0);
+        _mm256_storeu_ps(y + i + 8, a1);
+    }
+    if (i + 8 <= n) {
+        _mm256_storeu_ps(y + i, dw8(rows, nr, w, k, d, vb, i));
+        i += 8;
+    }
+    if (i < n && n >= 8) { /* the last 8 again, overlapping: outputs are written, not accumulated */
+        _mm256_storeu_ps(y + n - 8, dw8(rows, nr, w, k, d, vb, n - 8));
+        return;
+    }
+    for (; i < n; i++) {
+        float a = b;
+        for (int r = 0; r < nr; r++)
+            if (rows[r])
+                for (int64_t t = 0; t < k; t++) a = fmaf(w[r * k + t], rows[r][i + t * d], a);
+        y[i] = a;
+    }
+}
+
+/* even lanes of the 16 floats at p: p[0], p[2], ..., p[14] */
+static inline __m256 evens(const float *p) {
+    __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), 0xD8));
+}
+
+void wm_cnn_hpool_avx2(float *y, const float *buf, int64_t n, int64_t s, int64_t k, int is_max, float scale) {
+    int64_t ox = 0;
+    __m256 vs = _mm256_set1_ps(scale);
+    if (s == 1)
+        for (; ox + 8 <= n; ox += 8) {
+            __m256 a = _mm256_loadu_ps(buf + ox);
+            for (int64_t kx = 1; kx < k; kx++)
+                a = is_max ? _mm256_max_ps(a, _mm256_loadu_ps(buf + ox + kx)) : _mm256_add_ps(a, _mm256_loadu_ps(buf + ox + kx));
+            _mm256_storeu_ps(y + ox, is_max ? a : _mm256_mul_ps(a, vs));
+        }
+    else if (s == 2)
+        for (; ox + 8 < n; ox += 8) { /* reads one float past the last window: callers leave room */
+            __m256 a = evens(buf + 2 * ox);
+            for (int64_t kx = 1; kx < k; kx++)
+                a = is_max ? _mm256_max_ps(a, evens(buf + 2 * ox + kx)) : _mm256_add_ps(a, evens(buf + 2 * ox + kx));
+            _mm256_storeu_ps(y + ox, is_max ? a : _mm256_mul_ps(a, vs));
+        }
+    for (; ox < n; ox++) {
+        const float *b = buf + ox * s;
+        float a = b[0];
+        for (int64_t kx = 1; kx < k; kx++) a = is_max ? (b[kx] > a ? b[kx] : a) : a + b[kx];
+        y[ox] = is_max ? a : a * scale;
+    }
+}
