@@ -7,11 +7,12 @@
 extern const wm_op_table wm_ops_elementwise, wm_ops_shape, wm_ops_tensor, wm_ops_reduce, wm_ops_nn,
     wm_ops_matmul, wm_ops_norm;
 extern const wm_op_table wm_ops_attention, wm_ops_rotary, wm_ops_quant,
-    wm_ops_qmatmul;
+    wm_ops_qmatmul, wm_ops_attention_ms, wm_ops_gqa;
 
 static const wm_op_table *const tables[] = {
     &wm_ops_elementwise, &wm_ops_shape, &wm_ops_tensor, &wm_ops_reduce, &wm_ops_nn, &wm_ops_matmul, &wm_ops_norm,
     &wm_ops_attention, &wm_ops_rotary, &wm_ops_quant, &wm_ops_qmatmul,
+    &wm_ops_attention_ms, &wm_ops_gqa,
 };
 
 static int same_domain(const char *a, const char *b) {
