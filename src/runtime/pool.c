@@ -39,7 +39,7 @@ static void *worker(void *arg) {
     wm_pool *p = wa->p;
     int ith = wa->ith;
     free(wa);
-    unsigned seen = atomic_load(&p->gen);
+    unsigned seen = 0; /* the generation at creation: a worker scheduled after the first job still takes it */
     for (;;) {
         unsigned g;
         int spins = 0;
