@@ -104,7 +104,7 @@ typedef struct acase {
     int bsnh;          /* Q/K/V/O in (B, S, H*d) layout instead of (B, H, S, d) */
     int causal;
     int64_t off;       /* causal offset (past length) */
-    int64_t window;
+    int64_t window;    /* 0: none */
     float softcap;
     int bias, mask, ranges, per_batch, sink, smooth;
 } acase;
@@ -131,7 +131,7 @@ static double run_case(const acase *c, int threads) {
     a.scale = 1.0f / sqrtf((float)c->dk) * 1.7f;
     a.softcap = c->softcap;
     a.mask_value = c->mask ? -10000.0f : -INFINITY;
-    a.causal = c->causal, a.causal_off0 = c->off, a.window = c->window;
+    a.causal = c->causal, a.causal_off0 = c->off, a.window = c->window > 0 ? c->window : -1;
     int64_t *offs = NULL, *kvn = NULL, *lo = NULL, *hi = NULL;
     if (c->per_batch) { /* GQA style: per-batch past and key counts */
         offs = malloc((size_t)c->B * sizeof *offs), kvn = malloc((size_t)c->B * sizeof *kvn);
