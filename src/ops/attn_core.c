@@ -8,13 +8,19 @@
 
 typedef struct actx {
     const wm_attn *a;
-    float *ws;      /* per thread: WM_ATTN_QBLOCK * T floats */
+    float *ws;      /* per thread: rows * T floats */
     int64_t nblk;   /* query blocks per (b, h) */
+    int group;      /* one query: units are (b, kv head) with the grouped heads as rows */
 } actx;
 
+/* rows of scores a unit holds */
+static int64_t unit_rows(const wm_attn *a) {
+    if (a->S == 1 && a->Hq > a->Hkv) return a->Hq / a->Hkv;
+    return a->S < WM_ATTN_QBLOCK ? a->S : WM_ATTN_QBLOCK;
+}
+
 size_t wm_attn_workspace(const wm_attn *a, int nth) {
-    int64_t rows = a->S < WM_ATTN_QBLOCK ? a->S : WM_ATTN_QBLOCK;
-    return (size_t)(nth > 0 ? nth : 1) * (size_t)rows * (size_t)(a->T ? a->T : 1) * sizeof(float) + 64;
+    return (size_t)(nth > 0 ? nth : 1) * (size_t)unit_rows(a) * (size_t)(a->T ? a->T : 1) * sizeof(float) + 64;
 }
 
 static void store_qk(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64_t t0, const float *row, int64_t n) {
@@ -88,32 +94,46 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
     if (a->qk && a->qk_mode == WM_QK_PROBS) store_qk(a, b, h, s, t0, row, n);
 }
 
+/*
+ * One unit of work: m rows of queries against the keys of one kv head g.
+ *   query-block mode: head h, queries s0 .. s0 + m - 1 (rows step q_ss / o_ss);
+ *   group mode (one query, grouped heads): query 0 of the grp heads sharing kv head g
+ *   (rows step q_sh / o_sh), so each key and value row is read once for all of them.
+ */
 static void unit(const actx *c, int64_t u, float *sc) {
     const wm_attn *a = c->a;
-    int64_t blk = u % c->nblk, bh = u / c->nblk, b = bh / a->Hq, h = bh % a->Hq, g = h / (a->Hq / a->Hkv);
-    int64_t s0 = blk * WM_ATTN_QBLOCK, s1 = s0 + WM_ATTN_QBLOCK < a->S ? s0 + WM_ATTN_QBLOCK : a->S, m = s1 - s0;
+    int64_t grp = a->Hq / a->Hkv, b, g, h0, s0, m, qstep, ostep;
+    if (c->group) {
+        b = u / a->Hkv, g = u % a->Hkv, h0 = g * grp, s0 = 0, m = grp, qstep = a->q_sh, ostep = a->o_sh;
+    } else {
+        int64_t blk = u % c->nblk, bh = u / c->nblk;
+        b = bh / a->Hq, h0 = bh % a->Hq, g = h0 / grp, s0 = blk * WM_ATTN_QBLOCK;
+        m = s0 + WM_ATTN_QBLOCK < a->S ? WM_ATTN_QBLOCK : a->S - s0, qstep = a->q_ss, ostep = a->o_ss;
+    }
+    int64_t s1 = c->group ? 1 : s0 + m; /* queries [s0, s1) */
     int64_t off = a->causal_off ? a->causal_off[b] : a->causal_off0;
     int64_t t0 = 0, t1 = a->kv_n ? (a->kv_n[b] < a->T ? a->kv_n[b] : a->T) : a->T;
     if (t1 < 0) t1 = 0;
-    if (!a->qk && a->causal) { /* keys no row of the block sees */
+    if (!a->qk && a->causal) { /* keys no row of the unit sees */
         if (s1 + off < t1) t1 = s1 + off > 0 ? s1 + off : 0;
         if (a->window >= 0 && s0 + off - a->window > 0) t0 = s0 + off - a->window;
         if (t0 > t1) t0 = t1;
     }
     int64_t n = t1 - t0;
-    float *o = a->o + b * a->o_sb + h * a->o_sh + s0 * a->o_ss;
+    float *o = a->o + b * a->o_sb + h0 * a->o_sh + s0 * a->o_ss;
     if (n > 0) {
-        wm_gemm_args g1 = {m, n, a->dk, a->q + b * a->q_sb + h * a->q_sh + s0 * a->q_ss, a->q_ss, 0,
+        wm_gemm_args g1 = {m, n, a->dk, a->q + b * a->q_sb + h0 * a->q_sh + s0 * a->q_ss, qstep, 0,
                            a->k + b * a->k_sb + g * a->k_sh + t0 * a->k_ss, a->k_ss, 1, sc, n, a->scale, 0};
         wm_sgemm_st(&g1);
     }
-    for (int64_t r = 0; r < m; r++) row_softmax(a, b, h, s0 + r, t0, sc + r * n, n);
+    for (int64_t r = 0; r < m; r++)
+        row_softmax(a, b, c->group ? h0 + r : h0, c->group ? 0 : s0 + r, t0, sc + r * n, n);
     if (n > 0) {
         wm_gemm_args g2 = {m, a->dv, n, sc, n, 0, a->v + b * a->v_sb + g * a->v_sh + t0 * a->v_ss, a->v_ss, 0,
-                           o, a->o_ss, 1.0f, 0};
+                           o, ostep, 1.0f, 0};
         wm_sgemm_st(&g2);
     } else {
-        for (int64_t r = 0; r < m; r++) memset(o + r * a->o_ss, 0, (size_t)a->dv * sizeof *o);
+        for (int64_t r = 0; r < m; r++) memset(o + r * ostep, 0, (size_t)a->dv * sizeof *o);
     }
 }
 
@@ -121,16 +141,16 @@ static void part(void *arg, int ith, int nth) {
     const actx *c = arg;
     const wm_attn *a = c->a;
     long lo, hi;
-    wm_split((long)(a->B * a->Hq * c->nblk), ith, nth, &lo, &hi);
-    int64_t rows = a->S < WM_ATTN_QBLOCK ? a->S : WM_ATTN_QBLOCK;
-    float *sc = c->ws + (size_t)ith * (size_t)rows * (size_t)(a->T ? a->T : 1);
+    wm_split((long)(c->group ? a->B * a->Hkv : a->B * a->Hq * c->nblk), ith, nth, &lo, &hi);
+    float *sc = c->ws + (size_t)ith * (size_t)unit_rows(a) * (size_t)(a->T ? a->T : 1);
     for (long u = lo; u < hi; u++) unit(c, u, sc);
 }
 
 void wm_attn_run(const wm_attn *a, wm_exec *x, void *ws) {
     if (!a->B || !a->Hq || !a->S || !a->dv) return;
-    actx c = {a, (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), (a->S + WM_ATTN_QBLOCK - 1) / WM_ATTN_QBLOCK};
-    int64_t units = a->B * a->Hq * c.nblk;
+    actx c = {a, (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), (a->S + WM_ATTN_QBLOCK - 1) / WM_ATTN_QBLOCK,
+              a->S == 1 && a->Hq > a->Hkv};
+    int64_t units = c.group ? a->B * a->Hkv : a->B * a->Hq * c.nblk;
     double flops = 2.0 * (double)a->B * (double)a->Hq * (double)a->S * (double)a->T * (double)(a->dk + a->dv);
     int nth = x && x->pool && flops >= 1e5 ? x->nth : 1;
     if (nth > units) nth = (int)units;

@@ -23,7 +23,9 @@
  * ONNX gives masked scores -inf (a row with every key masked is NaN, like the
  * reference); onnxruntime contrib ops add mask_filter_value (-10000).
  *
- * Threads take (b, h, query block) units; each unit is computed by one
+ * Threads take (b, h, query block) units, or with one query and grouped
+ * heads (decode) (b, kv head) units whose rows are the heads of the group
+ * (each key/value row read once per group); each unit is computed by one
  * thread with a fixed order, so results do not depend on the thread count.
  * Scratch comes from the caller (wm_attn_workspace bytes); nothing allocates.
  */
