@@ -224,6 +224,7 @@ static wm_status ql_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
                 float bs = (float)wm_tensor_get_f64(in[4], (uint64_t)bc_off(in[4], &s, q, 0, j, 0, 0));
                 float mult = in_type(dt, in_type(dt, as * bs) / ys);
                 double v = nearbyint((double)acc[i * s.N + j] * (double)mult + yz);
+                if (isnan(v)) v = yz; /* a zero or NaN scale: no defined integer; the zero point */
                 uint64_t o = (uint64_t)((q * s.M + i) * s.N + j);
                 if (ys8) ((int8_t *)out[0]->data)[o] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
                 else ((uint8_t *)out[0]->data)[o] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);

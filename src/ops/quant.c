@@ -358,6 +358,7 @@ static wm_status dyn_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
     uint8_t *y = out[0]->data;
     for (uint64_t i = 0; i < cnt; i++) {
         float q = nearbyintf(v[i] / scale) + zp;
+        if (isnan(q)) q = zp; /* NaN input: the zero point */
         y[i] = (uint8_t)(q < 0 ? 0 : q > 255 ? 255 : q);
     }
     if (n->n_out > 1 && out[1]) *(float *)out[1]->data = scale;
