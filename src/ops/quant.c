@@ -354,7 +354,7 @@ static wm_status dyn_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
     }
     float scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
     float izp = 0.0f - mn / scale;
-    float zp = nearbyintf(izp < 0 ? 0 : izp > 255 ? 255 : izp);
+    float zp = isnan(izp) ? 0.0f : nearbyintf(izp < 0 ? 0 : izp > 255 ? 255 : izp); /* NaN: infinite inputs */
     uint8_t *y = out[0]->data;
     for (uint64_t i = 0; i < cnt; i++) {
         float q = nearbyintf(v[i] / scale) + zp;
