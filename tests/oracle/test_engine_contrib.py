@@ -461,3 +461,51 @@ def test_matmulnbits_fp16(tmp_path, build_dir):
 
 def test_matmulnbits_decode_row(tmp_path, build_dir):
     nbits_case(tmp_path, build_dir, M=1, K=512, N=96, block=32)
+
+
+# ------------------------------------------------------------------ bad input: one clear error, no crash
+
+def engine_error(build_dir, tmp, model, feeds, tag):
+    import os
+
+    import onnx
+    from safetensors.numpy import save_file
+
+    import oracle_util as U
+    path = os.path.join(str(tmp), f"{tag}.onnx")
+    onnx.save(model, path)
+    inp = os.path.join(str(tmp), f"{tag}_in.safetensors")
+    save_file({k: np.array(v, order="C", copy=True) for k, v in feeds.items()}, inp)
+    r = U.run([U.binary(build_dir, "wm_run"), path, inp, os.path.join(str(tmp), f"{tag}_out.safetensors")])
+    assert not U.crashed(r) and r.returncode == 2, U.describe(r)
+    return r.stderr
+
+
+def test_gqa_seqlens_out_of_range_is_an_input_error(tmp_path, build_dir):
+    B, S, Nq, Nkv, H = 1, 1, 2, 1, 16
+    node = helper.make_node("GroupQueryAttention", ["q", "k", "v", "pk", "pv", "seqlens_k", "total"],
+                            ["y", "pko", "pvo"], domain=MS, num_heads=Nq, kv_num_heads=Nkv)
+    io = [("q", F, [B, S, Nq * H]), ("k", F, [B, S, Nkv * H]), ("v", F, [B, S, Nkv * H]),
+          ("pk", F, [B, Nkv, 4, H]), ("pv", F, [B, Nkv, 4, H]), ("seqlens_k", TP.INT32, [B]), ("total", TP.INT32, [])]
+    m = make_model([node], io, [("y", F, None), ("pko", F, None), ("pvo", F, None)])
+    feeds = {"q": rnd(B, S, Nq * H), "k": rnd(B, S, Nkv * H), "v": rnd(B, S, Nkv * H), "pk": rnd(B, Nkv, 4, H),
+             "pv": rnd(B, Nkv, 4, H), "seqlens_k": np.array([9], np.int32), "total": np.array(5, np.int32)}
+    err = engine_error(build_dir, tmp_path, m, feeds, "gqa_bad")
+    assert "GroupQueryAttention" in err and "seqlens_k" in err, err
+
+
+def test_unsupported_variants_refused_at_creation(tmp_path, build_dir):
+    # MatMulNBits with act-order g_idx and QuantizeLinear to int4: refused with the reason, exit 2
+    K, N, block = 32, 4, 16
+    inits = [numpy_helper.from_array(np.zeros((N, 2, 8), np.uint8), "B"),
+             numpy_helper.from_array(np.ones(N * 2, np.float32), "s"),
+             numpy_helper.from_array(np.arange(K, dtype=np.int32) % 2, "g")]
+    node = helper.make_node("MatMulNBits", ["A", "B", "s", "", "g"], ["Y"], domain=MS, K=K, N=N, bits=4, block_size=block)
+    err = engine_error(build_dir, tmp_path, make_model([node], [("A", F, [1, K])], [("Y", F, None)], inits),
+                       {"A": rnd(1, K)}, "nbits_gidx")
+    assert "g_idx" in err, err
+    q = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=TP.INT4)
+    err = engine_error(build_dir, tmp_path, make_model([q], [("x", F, [4])], [("y", TP.INT4, None)],
+                                                       [numpy_helper.from_array(np.float32(0.5), "s")], ms=False),
+                       {"x": rnd(4)}, "q_int4")
+    assert "int4" in err, err
