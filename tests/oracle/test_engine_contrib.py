@@ -4,9 +4,9 @@
     compared with onnxruntime's own CPU kernels (max abs diff <= 1e-4, float32);
 (b) tiny random BERT and GPT-2 (with past key values) from transformers, exported with
     torch.onnx and fused by onnxruntime's transformers optimizer (Attention,
-    SkipLayerNormalization, FastGelu / BiasGelu, MultiHeadAttention) - test_engine_fused.py;
+    SkipLayerNormalization, FastGelu / BiasGelu, MultiHeadAttention) - test_engine_contrib_fused.py;
 (c) onnxruntime-genai model builder graphs (GroupQueryAttention, MatMulNBits,
-    SkipSimplifiedLayerNormalization) - test_engine_genai.py.
+    SkipSimplifiedLayerNormalization, RotaryEmbedding) - test_engine_contrib_genai.py.
 Every engine run repeats twice and must be bit-identical (wm_run --repeat 2).
 """
 import numpy as np
