@@ -1,6 +1,7 @@
 /* gemm.c - the float32 GEMM entry point (see gemm.h) over the kernel table. */
 #include "ops/gemm.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void to_kernel(const wm_gemm_args *g, void *work, wm_sgemm_args *a) {
@@ -26,20 +27,32 @@ static void gemm_part(void *arg, int ith, int nth) {
     c->k->sgemm(&c->a, ith, nth);
 }
 
+/* Sessions give every exec a GEMM scratch; a bare exec (unit tests, tools) gets a temporary one. */
+static void *scratch_of(const wm_exec *x, int nth, void **tmp) {
+    *tmp = NULL;
+    if (x->gemm_ws) return x->gemm_ws;
+    return *tmp = aligned_alloc(64, wm_gemm_scratch_per_thread() * (size_t)(nth > 0 ? nth : 1));
+}
+
 void wm_sgemm(wm_exec *x, const wm_gemm_args *g) {
     if (g->M <= 0 || g->N <= 0) return;
-    gctx c = {wm_kernels_get(), {0}};
-    to_kernel(g, x->gemm_ws, &c.a);
     int nth = wm_sgemm_tasks(g->M, g->N, g->K);
     if (nth > x->nth) nth = x->nth;
+    void *tmp;
+    gctx c = {wm_kernels_get(), {0}};
+    to_kernel(g, scratch_of(x, nth, &tmp), &c.a);
     wm_pool_run(x->pool, gemm_part, &c, nth);
+    free(tmp);
 }
 
 void wm_sgemm_st(wm_exec *x, int ith, const wm_gemm_args *g) {
     if (g->M <= 0 || g->N <= 0) return;
     wm_sgemm_args a;
-    to_kernel(g, (char *)x->gemm_ws + (size_t)ith * x->gemm_ws_per, &a);
+    void *tmp;
+    char *w = scratch_of(x, 1, &tmp);
+    to_kernel(g, tmp ? w : w + (size_t)ith * x->gemm_ws_per, &a);
     wm_kernels_get()->sgemm(&a, 0, 1);
+    free(tmp);
 }
 
 size_t wm_gemm_pack_size(int64_t K, int64_t N) { return wm_sgemm_pack_b_size(K, N); }

@@ -9,10 +9,23 @@ extern const wm_op_table wm_ops_elementwise, wm_ops_shape, wm_ops_tensor, wm_ops
 extern const wm_op_table wm_ops_conv, wm_ops_convt, wm_ops_pool, wm_ops_norm_nn,
     wm_ops_space, wm_ops_resize, wm_ops_sample; /* vision ops (ops-cnn) */
 
+extern const wm_op_table wm_ops_attention;    /* attention.c: ONNX Attention, TensorScatter */
+extern const wm_op_table wm_ops_attention_ms; /* attention_ms.c: com.microsoft Attention, MultiHeadAttention */
+extern const wm_op_table wm_ops_gqa;          /* gqa.c: com.microsoft GroupQueryAttention */
+extern const wm_op_table wm_ops_rotary;       /* rotary.c: RotaryEmbedding (ONNX, com.microsoft) */
+extern const wm_op_table wm_ops_quant;        /* quant.c: Quantize/Dequantize/DynamicQuantizeLinear */
+extern const wm_op_table wm_ops_qmatmul;      /* qmatmul.c: MatMulInteger, QLinearMatMul, MatMulNBits */
+
 static const wm_op_table *const tables[] = {
     &wm_ops_elementwise, &wm_ops_shape, &wm_ops_tensor, &wm_ops_reduce, &wm_ops_nn, &wm_ops_matmul, &wm_ops_norm,
     &wm_ops_conv, &wm_ops_convt, &wm_ops_pool, &wm_ops_norm_nn, &wm_ops_space, &wm_ops_resize,
     &wm_ops_sample, /* vision ops (ops-cnn) */
+    &wm_ops_attention,
+    &wm_ops_attention_ms,
+    &wm_ops_gqa,
+    &wm_ops_rotary,
+    &wm_ops_quant,
+    &wm_ops_qmatmul,
 };
 
 static int same_domain(const char *a, const char *b) {

@@ -111,6 +111,19 @@ done:
     return rc;
 }
 
+/* float8 value (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz), decoded here independently of the engine */
+static double get_f8(int32_t dt, uint8_t v) {
+    int m_bits = dt == WM_DT_FLOAT8E4M3FN || dt == WM_DT_FLOAT8E4M3FNUZ ? 3 : 2;
+    int bias = dt == WM_DT_FLOAT8E4M3FN ? 7 : dt == WM_DT_FLOAT8E4M3FNUZ ? 8 : dt == WM_DT_FLOAT8E5M2 ? 15 : 16;
+    int uz = dt == WM_DT_FLOAT8E4M3FNUZ || dt == WM_DT_FLOAT8E5M2FNUZ, e_max = (1 << (7 - m_bits)) - 1;
+    int e = (v & 0x7f) >> m_bits, m = v & ((1 << m_bits) - 1);
+    if (uz && v == 0x80) return NAN;
+    if (dt == WM_DT_FLOAT8E4M3FN && (v & 0x7f) == 0x7f) return NAN;
+    if (dt == WM_DT_FLOAT8E5M2 && e == e_max) return m ? NAN : (v & 0x80 ? -INFINITY : INFINITY);
+    double r = e ? ldexp(1.0 + m / (double)(1 << m_bits), e - bias) : ldexp(m / (double)(1 << m_bits), 1 - bias);
+    return v & 0x80 ? -r : r;
+}
+
 static double get(const wm_tensor *t, uint64_t i) {
     const void *d = t->data;
     switch (t->dtype) {
@@ -134,6 +147,8 @@ static double get(const wm_tensor *t, uint64_t i) {
     case WM_DT_UINT32: return ((const uint32_t *)d)[i];
     case WM_DT_INT64: return (double)((const int64_t *)d)[i];
     case WM_DT_UINT64: return (double)((const uint64_t *)d)[i];
+    case WM_DT_FLOAT8E4M3FN: case WM_DT_FLOAT8E4M3FNUZ: case WM_DT_FLOAT8E5M2: case WM_DT_FLOAT8E5M2FNUZ:
+        return get_f8(t->dtype, ((const uint8_t *)d)[i]);
     default: return NAN;
     }
 }

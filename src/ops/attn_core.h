@@ -1,0 +1,88 @@
+/*
+ * attn_core.h - the one scaled-dot-product attention core every attention op
+ * uses (ONNX Attention, com.microsoft Attention / MultiHeadAttention /
+ * GroupQueryAttention), float32, fused per (batch, head, query block):
+ *
+ *   scores = scale * Q K^T                 (wm_sgemm_st, keys [t0, t1) only)
+ *   scores = softcap * tanh(scores / softcap)          (softcap > 0)
+ *   scores += bias + (masked ? mask_value : 0)         (masks below)
+ *   P = softmax(scores) over the keys of the row        (excluded keys: 0)
+ *   O = P V                                 (wm_sgemm_st, into the output)
+ *
+ * Layout: every operand is addressed by strides in floats with the head
+ * dim contiguous, so BSNH (3-D, heads packed in the hidden dim), BNSH and
+ * packed QKV inputs are read in place. Query head h reads key/value head
+ * h / (Hq / Hkv) (grouped-query attention without copies).
+ *
+ * Masks of a row (b, h, s) over key j:
+ *   excluded (probability 0, not computed): j >= kv_n[b]; causal
+ *     j > s + causal_off[b]; local window j < s + causal_off[b] - window.
+ *   masked (mask_value added once): j < kv_lo[b] or j >= kv_hi[b]; a zero
+ *     in the boolean/int mask; a mask column >= its length (m_n / bias_n).
+ *   bias: added (float, broadcast by zero strides).
+ * ONNX gives masked scores -inf (a row with every key masked is NaN, like the
+ * reference); onnxruntime contrib ops add mask_filter_value (-10000).
+ *
+ * Threads take (b, h, query block) units, or with one query and grouped
+ * heads (decode) (b, kv head) units whose rows are the heads of the group
+ * (each key/value row read once per group); each unit is computed by one
+ * thread with a fixed order, so results do not depend on the thread count.
+ * Scratch comes from the caller (wm_attn_workspace bytes); nothing allocates.
+ */
+#ifndef WM_OPS_ATTN_CORE_H
+#define WM_OPS_ATTN_CORE_H
+
+#include "ops/op.h"
+
+/* what qk receives (the scores of every query x key, (B, Hq, S, T) contiguous) */
+enum { WM_QK_NONE, WM_QK_RAW, WM_QK_SOFTCAP, WM_QK_MASKED, WM_QK_PROBS };
+
+typedef struct wm_attn {
+    int64_t B, Hq, Hkv, S, T; /* T: key columns of the key/value operands */
+    int64_t dk, dv;           /* head sizes of Q/K and of V */
+    /* element (b, h, s, 0) of Q at q + b*q_sb + h*q_sh + s*q_ss; likewise K, V (with kv head), O */
+    const float *q; int64_t q_sb, q_sh, q_ss;
+    const float *k; int64_t k_sb, k_sh, k_ss;
+    const float *v; int64_t v_sb, v_sh, v_ss;
+    float *o; int64_t o_sb, o_sh, o_ss;
+    float scale, softcap;     /* softcap 0: none */
+    float mask_value;         /* -INFINITY or mask_filter_value */
+    const int64_t *kv_n;      /* [B] keys that exist, or NULL (T) */
+    const int64_t *kv_lo, *kv_hi; /* [B] unmasked key range, or NULL */
+    int causal;
+    const int64_t *causal_off; /* [B] or NULL: causal_off0 for all */
+    int64_t causal_off0;
+    int64_t window;           /* < 0: none (needs causal) */
+    const float *bias;        /* additive, element (b,h,s,j) at b*bias_sb + h*bias_sh + s*bias_ss + j */
+    int64_t bias_sb, bias_sh, bias_ss, bias_n; /* bias_n columns present; later ones are masked */
+    const void *mask;         /* boolean (uint8) or int32 (mask_i32) mask, 0 = masked, or NULL */
+    int mask_i32;
+    int64_t m_sb, m_sh, m_ss, m_n;
+    const float *sink;        /* [Hq] extra softmax logit per head (head_sink), or NULL */
+    int smooth;               /* smooth softmax: an extra logit 0 */
+    float *qk;                /* (B, Hq, S, T) scores at stage qk_mode, or NULL */
+    int qk_mode;
+} wm_attn;
+
+/* Bump allocation from a workspace; with p NULL it only counts (workspace() sizing). */
+typedef struct wm_wsbump {
+    uint8_t *p;
+    size_t off;
+} wm_wsbump;
+
+static inline void *wm_ws_take(wm_wsbump *w, size_t bytes) {
+    size_t o = (w->off + 63) & ~(size_t)63;
+    w->off = o + bytes;
+    return w->p ? w->p + o : NULL;
+}
+
+/* Query rows per unit of work. */
+#define WM_ATTN_QBLOCK 32
+
+/* Scratch bytes for nth threads. */
+size_t wm_attn_workspace(const wm_attn *a, int nth);
+
+/* Runs the attention on x's pool; ws has wm_attn_workspace(a, x->nth) bytes. */
+void wm_attn_run(const wm_attn *a, wm_exec *x, void *ws);
+
+#endif

@@ -1,0 +1,511 @@
+"""Engine vs onnxruntime on the com.microsoft (contrib) attention, rotary and quantized-matmul ops.
+
+(a) single-node graphs built with onnx.helper for each op and its attribute / input variants,
+    compared with onnxruntime's own CPU kernels (max abs diff <= 1e-4, float32);
+(b) tiny random BERT and GPT-2 (with past key values) from transformers, exported with
+    torch.onnx and fused by onnxruntime's transformers optimizer (Attention,
+    SkipLayerNormalization, FastGelu / BiasGelu, MultiHeadAttention) - test_engine_contrib_fused.py;
+(c) onnxruntime-genai model builder graphs (GroupQueryAttention, MatMulNBits,
+    SkipSimplifiedLayerNormalization, RotaryEmbedding) - test_engine_contrib_genai.py.
+Every engine run repeats twice and must be bit-identical (wm_run --repeat 2).
+"""
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from engine_oracle import MS, check, make_model
+
+F = TP.FLOAT
+RNG = np.random.default_rng(1234)
+
+
+def rnd(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+# ------------------------------------------------------------------ com.microsoft Attention
+
+def attention_case(tmp, build_dir, B=2, S=5, IN=16, N=2, sizes=None, mask=None, past=0, uni=0, bias=True,
+                   attn_bias=False, scale=None, name="att"):
+    dq, dk, dv = sizes or (IN, IN, IN)
+    H = dq // N
+    T = past + S
+    attrs = {"num_heads": N, "unidirectional": uni}
+    if sizes:
+        attrs["qkv_hidden_sizes"] = list(sizes)
+    if scale:
+        attrs["scale"] = scale
+    inits = [numpy_helper.from_array(rnd(IN, dq + dk + dv, scale=0.3), "W")]
+    feeds = {"x": rnd(B, S, IN)}
+    ins, io = ["x", "W"], [("x", F, [B, S, IN])]
+    ins.append("bias" if bias else "")
+    if bias:
+        inits.append(numpy_helper.from_array(rnd(dq + dk + dv, scale=0.1), "bias"))
+    if mask is not None:
+        ins.append("mask")
+        feeds["mask"] = mask
+        io.append(("mask", TP.INT32, list(mask.shape)))
+    else:
+        ins.append("")
+    outs = [("y", F, [B, S, dv])]
+    node_outs = ["y"]
+    if past:
+        ins.append("past")
+        feeds["past"] = rnd(2, B, N, past, H)
+        io.append(("past", F, [2, B, N, past, H]))
+    else:
+        ins.append("")
+    if past or uni:
+        node_outs.append("present")
+        outs.append(("present", F, [2, B, N, T, H]))
+    if attn_bias:
+        ins.append("ab")
+        feeds["ab"] = rnd(1, N, S, T)
+        io.append(("ab", F, [1, N, S, T]))
+    while ins and ins[-1] == "":
+        ins.pop()
+    node = helper.make_node("Attention", ins, node_outs, domain=MS, **attrs)
+    m = make_model([node], io, outs, inits)
+    return check(build_dir, tmp, m, feeds, what=name)
+
+
+def test_attention_basic(tmp_path, build_dir):
+    attention_case(tmp_path, build_dir)
+
+
+def test_attention_no_bias_scale(tmp_path, build_dir):
+    attention_case(tmp_path, build_dir, bias=False, scale=0.3)
+
+
+def test_attention_mask_1d_key_lengths(tmp_path, build_dir):
+    attention_case(tmp_path, build_dir, mask=np.array([5, 3], np.int32))
+
+
+def test_attention_mask_1d_end_start(tmp_path, build_dir):
+    attention_case(tmp_path, build_dir, mask=np.array([5, 4, 0, 1], np.int32))
+
+
+def test_attention_mask_2d_raw(tmp_path, build_dir):
+    attention_case(tmp_path, build_dir, mask=np.array([[1, 1, 1, 0, 0], [0, 1, 1, 1, 1]], np.int32))
+
+
+def test_attention_mask_3d_raw(tmp_path, build_dir):
+    m = (RNG.random((2, 5, 5)) > 0.3).astype(np.int32)
+    m[:, :, 0] = 1
+    attention_case(tmp_path, build_dir, mask=m)
+
+
+def test_attention_unidirectional_past_present(tmp_path, build_dir):
+    attention_case(tmp_path, build_dir, past=4, uni=1, S=3)
+
+
+def test_attention_unidirectional_past_raw_mask(tmp_path, build_dir):
+    m = np.ones((2, 7), np.int32)
+    m[1, :2] = 0
+    attention_case(tmp_path, build_dir, past=4, uni=1, S=3, mask=m)
+
+
+def test_attention_qkv_hidden_sizes(tmp_path, build_dir):
+    attention_case(tmp_path, build_dir, sizes=(16, 16, 24))
+
+
+def test_attention_bias_input(tmp_path, build_dir):
+    attention_case(tmp_path, build_dir, attn_bias=True, uni=1)
+
+
+# ------------------------------------------------------------------ MultiHeadAttention
+
+def mha_case(tmp, build_dir, fmt="bsnh", B=2, S=4, L=6, N=2, H=8, Hv=8, bias=False, kpm=None, past=0, uni=0,
+             attn_bias=False, name="mha"):
+    D, Dv = N * H, N * Hv
+    feeds, io = {}, []
+    ins = []
+    if fmt == "qkv":
+        L = S
+        feeds["q"] = rnd(B, S, N, 3, H)
+        io.append(("q", F, [B, S, N, 3, H]))
+        ins = ["q", "", ""]
+    elif fmt == "kv":
+        feeds["q"], feeds["k"] = rnd(B, S, D), rnd(B, L, N, 2, H)
+        io += [("q", F, [B, S, D]), ("k", F, [B, L, N, 2, H])]
+        ins = ["q", "k", ""]
+    elif fmt == "bnsh":
+        feeds["q"], feeds["k"], feeds["v"] = rnd(B, S, D), rnd(B, N, L, H), rnd(B, N, L, Hv)
+        io += [("q", F, [B, S, D]), ("k", F, [B, N, L, H]), ("v", F, [B, N, L, Hv])]
+        ins = ["q", "k", "v"]
+    else:
+        feeds["q"], feeds["k"], feeds["v"] = rnd(B, S, D), rnd(B, L, D), rnd(B, L, Dv)
+        io += [("q", F, [B, S, D]), ("k", F, [B, L, D]), ("v", F, [B, L, Dv])]
+        ins = ["q", "k", "v"]
+    T = past + L
+    inits = []
+    if bias:
+        inits.append(numpy_helper.from_array(rnd(2 * D + Dv, scale=0.2), "bias"))
+    ins.append("bias" if bias else "")
+    if kpm is not None:
+        feeds["kpm"] = kpm
+        io.append(("kpm", TP.INT32, list(kpm.shape)))
+    ins.append("kpm" if kpm is not None else "")
+    if attn_bias:
+        feeds["ab"] = rnd(B, 1, S, T)
+        io.append(("ab", F, [B, 1, S, T]))
+    ins.append("ab" if attn_bias else "")
+    outs, node_outs = [("y", F, [B, S, Dv])], ["y"]
+    if past:
+        feeds["pk"], feeds["pv"] = rnd(B, N, past, H), rnd(B, N, past, Hv)
+        io += [("pk", F, [B, N, past, H]), ("pv", F, [B, N, past, Hv])]
+        ins += ["pk", "pv"]
+        node_outs += ["present_k", "present_v"]
+        outs += [("present_k", F, [B, N, T, H]), ("present_v", F, [B, N, T, Hv])]
+    while ins[-1] == "":
+        ins.pop()
+    attrs = {"num_heads": N}
+    if uni:
+        attrs["unidirectional"] = 1
+    node = helper.make_node("MultiHeadAttention", ins, node_outs, domain=MS, **attrs)
+    m = make_model([node], io, outs, inits)
+    ref = None
+    if fmt in ("qkv", "kv"):  # onnxruntime's CPU kernel lacks packed layouts: it runs the unpacked equivalent
+        rf = dict(feeds)
+        if fmt == "qkv":
+            p = rf.pop("q")
+            rf["q"], rf["k"], rf["v"] = (np.ascontiguousarray(p[:, :, :, i].reshape(B, S, D)) for i in range(3))
+            rio = [("q", F, [B, S, D]), ("k", F, [B, L, D]), ("v", F, [B, L, Dv])] + io[1:]
+        else:
+            p = rf.pop("k")
+            rf["k"], rf["v"] = (np.ascontiguousarray(p[:, :, :, i].reshape(B, L, D)) for i in range(2))
+            rio = [io[0], ("k", F, [B, L, D]), ("v", F, [B, L, Dv])] + io[2:]
+        rins = ["q", "k", "v"] + ins[3:] if fmt == "qkv" else ["q", "k", "v"] + ins[3:]
+        rnode = helper.make_node("MultiHeadAttention", rins, node_outs, domain=MS, **attrs)
+        ref = (make_model([rnode], rio, outs, inits), rf)
+    return check(build_dir, tmp, m, feeds, what=name, ref=ref)
+
+
+def test_mha_bsnh_cross(tmp_path, build_dir):
+    mha_case(tmp_path, build_dir)
+
+
+def test_mha_bias_different_v_head(tmp_path, build_dir):
+    mha_case(tmp_path, build_dir, bias=True, Hv=4)
+
+
+def test_mha_key_padding_mask_1d(tmp_path, build_dir):
+    mha_case(tmp_path, build_dir, kpm=np.array([6, 2], np.int32))
+
+
+def test_mha_key_padding_mask_2d(tmp_path, build_dir):
+    mha_case(tmp_path, build_dir, kpm=np.array([[1, 1, 1, 1, 0, 0], [1, 0, 1, 1, 1, 1]], np.int32))
+
+
+def test_mha_packed_qkv(tmp_path, build_dir):
+    mha_case(tmp_path, build_dir, fmt="qkv")
+
+
+def test_mha_packed_kv(tmp_path, build_dir):
+    mha_case(tmp_path, build_dir, fmt="kv")
+
+
+def test_mha_bnsh_kv(tmp_path, build_dir):
+    mha_case(tmp_path, build_dir, fmt="bnsh")
+
+
+def test_mha_past_present_unidirectional(tmp_path, build_dir):
+    mha_case(tmp_path, build_dir, S=3, L=3, past=5, uni=1, bias=True)
+
+
+def test_mha_attention_bias(tmp_path, build_dir):
+    mha_case(tmp_path, build_dir, attn_bias=True)
+
+
+# ------------------------------------------------------------------ GroupQueryAttention
+
+def rope_caches(P, rot, base=10000.0):
+    inv = 1.0 / base ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
+    ang = np.arange(P)[:, None] * inv[None, :]
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+def gqa_case(tmp, build_dir, B=1, S=5, Nq=4, Nkv=2, H=16, past_buf=0, past_len=None, seqlens=None, total=None,
+             packed=False, rotary=False, interleaved=False, rot=None, window=-1, softcap=0.0, scale=None,
+             attn_bias=False, sink=False, smooth=False, rows=None, name="gqa"):
+    feeds, io, inits = {}, [], []
+    if packed:
+        feeds["q"] = rnd(B, S, (Nq + 2 * Nkv) * H)
+        io.append(("q", F, [B, S, (Nq + 2 * Nkv) * H]))
+        ins = ["q", "", ""]
+    else:
+        feeds["q"], feeds["k"], feeds["v"] = rnd(B, S, Nq * H), rnd(B, S, Nkv * H), rnd(B, S, Nkv * H)
+        io += [("q", F, [B, S, Nq * H]), ("k", F, [B, S, Nkv * H]), ("v", F, [B, S, Nkv * H])]
+        ins = ["q", "k", "v"]
+    feeds["pk"], feeds["pv"] = rnd(B, Nkv, past_buf, H), rnd(B, Nkv, past_buf, H)
+    io += [("pk", F, [B, Nkv, past_buf, H]), ("pv", F, [B, Nkv, past_buf, H])]
+    ins += ["pk", "pv"]
+    if seqlens is None:
+        pl = past_len if past_len is not None else 0
+        seqlens = [pl + S - 1] * B
+    total = total if total is not None else max(seqlens) + 1
+    feeds["seqlens_k"] = np.array(seqlens, np.int32)
+    feeds["total"] = np.array(total, np.int32)
+    io += [("seqlens_k", TP.INT32, [B]), ("total", TP.INT32, [])]
+    ins += ["seqlens_k", "total"]
+    attrs = {"num_heads": Nq, "kv_num_heads": Nkv}
+    if rotary:
+        c, s_ = rope_caches(64, rot or H)
+        inits += [numpy_helper.from_array(c, "cos"), numpy_helper.from_array(s_, "sin")]
+        ins += ["cos", "sin"]
+        attrs["do_rotary"] = 1
+        attrs["rotary_interleaved"] = int(interleaved)
+    else:
+        ins += ["", ""]
+    ins.append("")  # position_ids
+    T = max(total, past_buf)
+    if attn_bias:
+        feeds["ab"] = rnd(1, Nq, S, total)
+        io.append(("ab", F, [1, Nq, S, total]))
+    ins.append("ab" if attn_bias else "")
+    if sink:
+        inits.append(numpy_helper.from_array(rnd(Nq), "sink"))
+    ins.append("sink" if sink else "")
+    while ins[-1] == "":
+        ins.pop()
+    if window > 0:
+        attrs["local_window_size"] = window
+    if softcap:
+        attrs["softcap"] = softcap
+    if scale:
+        attrs["scale"] = scale
+    if smooth:
+        attrs["smooth_softmax"] = 1
+    node = helper.make_node("GroupQueryAttention", ins, ["y", "present_k", "present_v"], domain=MS, **attrs)
+    outs = [("y", F, [B, S, Nq * H]), ("present_k", F, [B, Nkv, T, H]), ("present_v", F, [B, Nkv, T, H])]
+    m = make_model([node], io, outs, inits)
+    return check(build_dir, tmp, m, feeds, rows=rows, what=name)
+
+
+def test_gqa_prefill_empty_past(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir)
+
+
+def test_gqa_prefill_packed_rotary(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir, packed=True, rotary=True, B=2)
+
+
+def test_gqa_rotary_interleaved_partial(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir, rotary=True, interleaved=True, rot=16, H=32)
+
+
+def test_gqa_decode_max_length_buffer(tmp_path, build_dir):
+    # past/present share one max-length buffer: 7 valid past rows of 16, one new token
+    gqa_case(tmp_path, build_dir, S=1, past_buf=16, past_len=7, rotary=True)
+
+
+def test_gqa_decode_ragged_batch(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir, B=3, S=1, past_buf=12, seqlens=[5, 9, 3], total=10, rotary=True, packed=True)
+
+
+def test_gqa_decode_grown_past(tmp_path, build_dir):
+    # past holds exactly the past tokens (no shared buffer): present grows by one
+    gqa_case(tmp_path, build_dir, S=1, past_buf=6, past_len=6, Nq=6, Nkv=2)
+
+
+def test_gqa_continued_prompt(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir, S=3, past_buf=10, past_len=4, rotary=True)
+
+
+def test_gqa_local_window(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir, S=9, window=3)
+    gqa_case(tmp_path, build_dir, S=1, past_buf=12, past_len=10, window=4, name="gqa_window_decode")
+
+
+def test_gqa_softcap_scale(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir, softcap=0.5, scale=0.2)
+
+
+def test_gqa_attention_bias(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir, attn_bias=True)
+    gqa_case(tmp_path, build_dir, attn_bias=True, S=1, past_buf=8, past_len=5, name="gqa_bias_decode")
+
+
+def test_gqa_head_sink_and_smooth_softmax(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir, sink=True, name="gqa_sink")
+    gqa_case(tmp_path, build_dir, smooth=True, name="gqa_smooth")
+
+
+def test_gqa_mqa_one_kv_head(tmp_path, build_dir):
+    gqa_case(tmp_path, build_dir, Nq=8, Nkv=1, S=1, past_buf=9, past_len=8)
+
+
+def test_gqa_padded_first_prompt(tmp_path, build_dir):
+    # batch 2 right-padded prompt: only the valid query rows of entry 1 are defined
+    gqa_case(tmp_path, build_dir, B=2, S=6, seqlens=[5, 3], total=6,
+             rows={"y": (1, slice(0, 4)), "present_k": (1, slice(None), slice(0, 4)),
+                   "present_v": (1, slice(None), slice(0, 4))})
+
+
+# ------------------------------------------------------------------ com.microsoft RotaryEmbedding
+
+def rope_case(tmp, build_dir, rank=3, B=2, S=5, N=3, H=16, interleaved=0, pos="2d", rot=0, name="rope"):
+    P = 32
+    c, s_ = rope_caches(P, rot or H)
+    if rank == 3:
+        x = rnd(B, S, N * H)
+    else:
+        x = rnd(B, N, S, H)
+    feeds = {"x": x}
+    if pos == "2d":
+        feeds["pos"] = RNG.integers(0, P, (B, S)).astype(np.int64)
+    else:
+        feeds["pos"] = np.array([7], np.int64)
+    attrs = {"interleaved": interleaved}
+    if rank == 3 or rot:
+        attrs["num_heads"] = N
+    if rot:
+        attrs["rotary_embedding_dim"] = rot
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain=MS, **attrs)
+    m = make_model([node], [("x", F, list(x.shape)), ("pos", TP.INT64, list(feeds["pos"].shape))],
+                   [("y", F, list(x.shape))],
+                   [numpy_helper.from_array(c, "cos"), numpy_helper.from_array(s_, "sin")])
+    return check(build_dir, tmp, m, feeds, what=name)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_3d_position_ids(tmp_path, build_dir, interleaved):
+    rope_case(tmp_path, build_dir, interleaved=interleaved)
+
+
+def test_rotary_scalar_start_position(tmp_path, build_dir):
+    rope_case(tmp_path, build_dir, pos="start")
+
+
+def test_rotary_4d(tmp_path, build_dir):
+    rope_case(tmp_path, build_dir, rank=4)
+
+
+def test_rotary_partial_dim(tmp_path, build_dir):
+    rope_case(tmp_path, build_dir, rot=8, interleaved=1)
+
+
+# ------------------------------------------------------------------ MatMulNBits
+
+def pack_bits(codes, bits):
+    """codes (..., n) of `bits` bits -> bytes, low bits first along the last axis."""
+    per = 8 // bits
+    c = codes.reshape(*codes.shape[:-1], -1, per).astype(np.uint16)
+    out = np.zeros(c.shape[:-1], np.uint16)
+    for i in range(per):
+        out |= c[..., i] << (i * bits)
+    return out.astype(np.uint8)
+
+
+def nbits_case(tmp, build_dir, M=3, K=64, N=40, block=32, bits=4, zp="packed", bias=False, a_rank=2, fp16=False,
+               g_idx=False, name="nbits"):
+    kb = (K + block - 1) // block
+    codes = RNG.integers(0, 1 << bits, (N, kb * block))
+    codes[:, K:] = 0
+    B = pack_bits(codes.reshape(N, kb, block), bits)
+    ft, nt = (TP.FLOAT16, np.float16) if fp16 else (F, np.float32)
+    scales = (RNG.random((N, kb)) * 0.1 + 0.01).astype(nt)
+    inits = [numpy_helper.from_array(B, "B"), numpy_helper.from_array(scales.reshape(-1), "scales")]
+    ins = ["A", "B", "scales"]
+    if zp == "packed":
+        z = RNG.integers(0, 1 << bits, (N, ((kb * bits + 7) // 8) * (8 // bits)))
+        inits.append(numpy_helper.from_array(pack_bits(z, bits).reshape(-1), "zp"))
+        ins.append("zp")
+    elif zp == "float":
+        inits.append(numpy_helper.from_array((RNG.random((N, kb)) * (1 << bits)).astype(nt).reshape(-1), "zp"))
+        ins.append("zp")
+    else:
+        ins.append("")
+    if g_idx:
+        inits.append(numpy_helper.from_array((np.arange(K) // block).astype(np.int32), "g_idx"))
+        ins.append("g_idx")
+    else:
+        ins.append("")
+    if bias:
+        inits.append(numpy_helper.from_array(rnd(N).astype(nt), "bias"))
+        ins.append("bias")
+    while ins[-1] == "":
+        ins.pop()
+    shape = [M, K] if a_rank == 2 else [2, M, K]
+    feeds = {"A": rnd(*shape).astype(nt)}
+    node = helper.make_node("MatMulNBits", ins, ["Y"], domain=MS, K=K, N=N, bits=bits, block_size=block,
+                            accuracy_level=0)
+    m = make_model([node], [("A", ft, shape)], [("Y", ft, shape[:-1] + [N])], inits)
+    return check(build_dir, tmp, m, feeds, atol=2e-2 if fp16 else 1e-4, what=name)
+
+
+@pytest.mark.parametrize("block", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("zp", ["packed", "none"])
+def test_matmulnbits_4bit_blocks(tmp_path, build_dir, block, zp):
+    nbits_case(tmp_path, build_dir, K=256 + 16, block=block, zp=zp, name=f"nbits_{block}_{zp}")
+
+
+def test_matmulnbits_8bit(tmp_path, build_dir):
+    nbits_case(tmp_path, build_dir, bits=8, zp="packed", name="nbits8")
+    nbits_case(tmp_path, build_dir, bits=8, zp="none", name="nbits8_nozp")
+
+
+def test_matmulnbits_float_zero_points_bias_3d(tmp_path, build_dir):
+    nbits_case(tmp_path, build_dir, zp="float", bias=True, a_rank=3, K=96)
+
+
+def test_matmulnbits_trivial_g_idx(tmp_path, build_dir):
+    # onnxruntime 1.32 ignores packed uint8 zero points when g_idx is given (it uses 8): no zero points here
+    nbits_case(tmp_path, build_dir, g_idx=True, zp="none")
+
+
+def test_matmulnbits_fp16(tmp_path, build_dir):
+    nbits_case(tmp_path, build_dir, fp16=True, bias=True)
+
+
+def test_matmulnbits_decode_row(tmp_path, build_dir):
+    nbits_case(tmp_path, build_dir, M=1, K=512, N=96, block=32)
+
+
+# ------------------------------------------------------------------ bad input: one clear error, no crash
+
+def engine_error(build_dir, tmp, model, feeds, tag):
+    import os
+
+    import onnx
+    from safetensors.numpy import save_file
+
+    import oracle_util as U
+    path = os.path.join(str(tmp), f"{tag}.onnx")
+    onnx.save(model, path)
+    inp = os.path.join(str(tmp), f"{tag}_in.safetensors")
+    save_file({k: np.array(v, order="C", copy=True) for k, v in feeds.items()}, inp)
+    r = U.run([U.binary(build_dir, "wm_run"), path, inp, os.path.join(str(tmp), f"{tag}_out.safetensors")])
+    assert not U.crashed(r) and r.returncode == 2, U.describe(r)
+    return r.stderr
+
+
+def test_gqa_seqlens_out_of_range_is_an_input_error(tmp_path, build_dir):
+    B, S, Nq, Nkv, H = 1, 1, 2, 1, 16
+    node = helper.make_node("GroupQueryAttention", ["q", "k", "v", "pk", "pv", "seqlens_k", "total"],
+                            ["y", "pko", "pvo"], domain=MS, num_heads=Nq, kv_num_heads=Nkv)
+    io = [("q", F, [B, S, Nq * H]), ("k", F, [B, S, Nkv * H]), ("v", F, [B, S, Nkv * H]),
+          ("pk", F, [B, Nkv, 4, H]), ("pv", F, [B, Nkv, 4, H]), ("seqlens_k", TP.INT32, [B]), ("total", TP.INT32, [])]
+    m = make_model([node], io, [("y", F, None), ("pko", F, None), ("pvo", F, None)])
+    feeds = {"q": rnd(B, S, Nq * H), "k": rnd(B, S, Nkv * H), "v": rnd(B, S, Nkv * H), "pk": rnd(B, Nkv, 4, H),
+             "pv": rnd(B, Nkv, 4, H), "seqlens_k": np.array([9], np.int32), "total": np.array(5, np.int32)}
+    err = engine_error(build_dir, tmp_path, m, feeds, "gqa_bad")
+    assert "GroupQueryAttention" in err and "seqlens_k" in err, err
+
+
+def test_unsupported_variants_refused_at_creation(tmp_path, build_dir):
+    # MatMulNBits with act-order g_idx and QuantizeLinear to int4: refused with the reason, exit 2
+    K, N, block = 32, 4, 16
+    inits = [numpy_helper.from_array(np.zeros((N, 2, 8), np.uint8), "B"),
+             numpy_helper.from_array(np.ones(N * 2, np.float32), "s"),
+             numpy_helper.from_array(np.arange(K, dtype=np.int32) % 2, "g")]
+    node = helper.make_node("MatMulNBits", ["A", "B", "s", "", "g"], ["Y"], domain=MS, K=K, N=N, bits=4, block_size=block)
+    err = engine_error(build_dir, tmp_path, make_model([node], [("A", F, [1, K])], [("Y", F, None)], inits),
+                       {"A": rnd(1, K)}, "nbits_gidx")
+    assert "g_idx" in err, err
+    q = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=TP.INT4)
+    err = engine_error(build_dir, tmp_path, make_model([q], [("x", F, [4])], [("y", TP.INT4, None)],
+                                                       [numpy_helper.from_array(np.float32(0.5), "s")], ms=False),
+                       {"x": rnd(4)}, "q_int4")
+    assert "int4" in err, err
