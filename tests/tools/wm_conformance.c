@@ -111,6 +111,14 @@ done:
     return rc;
 }
 
+/* An 8-bit float code: ebits exponent bits, bias; kind 0 e4m3fn (NaN only all ones), 1 fnuz (NaN 0x80), 2 IEEE-like (e5m2). */
+static double f8(uint8_t v, int ebits, int bias, int kind) {
+    int mbits = 7 - ebits, e = (v >> mbits) & ((1 << ebits) - 1), m = v & ((1 << mbits) - 1);
+    if ((kind == 1 && v == 0x80) || (kind == 0 && (v & 0x7f) == 0x7f) || (kind == 2 && e == (1 << ebits) - 1 && m)) return NAN;
+    double a = kind == 2 && e == (1 << ebits) - 1 ? INFINITY : e ? ldexp(1 + ldexp(m, -mbits), e - bias) : ldexp(m, 1 - bias - mbits);
+    return v & 0x80 ? -a : a;
+}
+
 static double get(const wm_tensor *t, uint64_t i) {
     const void *d = t->data;
     switch (t->dtype) {
@@ -134,7 +142,12 @@ static double get(const wm_tensor *t, uint64_t i) {
     case WM_DT_UINT32: return ((const uint32_t *)d)[i];
     case WM_DT_INT64: return (double)((const int64_t *)d)[i];
     case WM_DT_UINT64: return (double)((const uint64_t *)d)[i];
-    default: return NAN;
+    case WM_DT_FLOAT8E4M3FN: return f8(((const uint8_t *)d)[i], 4, 7, 0);
+    case WM_DT_FLOAT8E4M3FNUZ: return f8(((const uint8_t *)d)[i], 4, 8, 1);
+    case WM_DT_FLOAT8E5M2: return f8(((const uint8_t *)d)[i], 5, 15, 2);
+    case WM_DT_FLOAT8E5M2FNUZ: return f8(((const uint8_t *)d)[i], 5, 16, 1);
+    case WM_DT_FLOAT8E8M0: return ((const uint8_t *)d)[i] == 0xff ? NAN : ldexp(1, ((const uint8_t *)d)[i] - 127);
+    default: return NAN; /* a type this tool cannot read compares as NaN */
     }
 }
 
