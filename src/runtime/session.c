@@ -51,7 +51,8 @@ int wm_session_value(const wm_session *s, const char *name) {
 static wm_status const_from_proto(wm_session *s, const wm_onnx_tensor *t, wm_tensor *c, wm_error *err) {
     const char *nm = t->name ? t->name : "?";
     size_t esz = wm_dtype_size(t->data_type);
-    if (!esz || !wm_dtype_valid(t->data_type))
+    int packed = !esz && wm_dtype_bits(t->data_type) > 0; /* sub-byte types: raw packed bytes only */
+    if ((!esz && !packed) || !wm_dtype_valid(t->data_type))
         return wm_err(err, WM_ERR_UNSUPPORTED, "initializer '%s': element type %s is not supported by the engine", nm,
                       wm_dtype_name(t->data_type));
     if (t->n_dims > WM_MAX_RANK)
@@ -63,9 +64,10 @@ static wm_status const_from_proto(wm_session *s, const wm_onnx_tensor *t, wm_ten
     c->rank = (int32_t)t->n_dims;
     for (size_t i = 0; i < t->n_dims; i++) c->dims[i] = t->dims[i];
     uint64_t nbytes = numel * esz;
+    if (packed) wm_dtype_nbytes(t->data_type, numel, &nbytes);
     wm_bytes b = wm_onnx_tensor_bytes(t);
     if (b.p && b.n == nbytes) {
-        if (((uintptr_t)b.p % (esz < 8 ? esz : 8)) == 0) {
+        if (packed || ((uintptr_t)b.p % (esz < 8 ? esz : 8)) == 0) {
             c->data = (void *)b.p;
             return WM_OK;
         }
@@ -79,6 +81,9 @@ static wm_status const_from_proto(wm_session *s, const wm_onnx_tensor *t, wm_ten
     if (!d) return wm_err(err, WM_ERR_NOMEM, "initializer '%s': out of memory", nm);
     c->data = d;
     if (numel == 0) return WM_OK;
+    if (packed)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "initializer '%s': %s data outside raw_data is not supported", nm,
+                      wm_dtype_name(t->data_type));
     /* typed fields: one int32 per element for the small types, int64/uint64/double for the wide ones */
     switch (t->data_type) {
     case WM_DT_INT8: case WM_DT_UINT8: case WM_DT_BOOL: case WM_DT_INT16: case WM_DT_UINT16:
@@ -350,7 +355,7 @@ wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm
         if (wm_session_value(s, vi->name) >= 0) continue; /* an initializer listed as input: a constant here */
         wm_io_info *io = &s->inputs[s->n_inputs];
         if ((st = io_info(vi, io, err))) goto fail;
-        if (!wm_dtype_size(io->dtype)) {
+        if (!wm_dtype_bits(io->dtype)) {
             st = wm_err(err, WM_ERR_UNSUPPORTED, "graph input '%s': element type %s is not supported", vi->name,
                         wm_dtype_name(io->dtype));
             goto fail;

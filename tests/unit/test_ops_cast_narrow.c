@@ -1,10 +1,12 @@
 /*
- * test_ops_cast8.c - the 8-bit float conversions: every code decodes to the
+ * test_ops_cast_narrow.c - the 8-bit float conversions: every code decodes to the
  * value its bit fields define (an independent decoder here) and encodes
  * back to itself; float32 values (random, halfway points, out of range,
  * subnormal, inf, NaN) encode to the nearest code by brute force over all
  * 256 codes with ties to the even code, with the saturate rules; and a
- * Cast node float32 -> e4m3fn -> float32 through a session.
+ * Cast node float32 -> e4m3fn -> float32 through a session; the packed
+ * sub-byte types (int4, uint4, int2, uint2, float4e2m1) through Cast and
+ * back for odd element counts against naive truncation / nearest-even.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/cast8.h"
+#include "ops/cast_narrow.h"
 #include "ops_test_util.h"
 
 typedef struct fmt {
@@ -44,19 +46,19 @@ static void test_decode_roundtrip(void **state) {
     (void)state;
     for (size_t k = 0; k < 4; k++)
         for (int v = 0; v < 256; v++) {
-            double want = ref_decode(&fmts[k], v), got = wm_cast8_decode(fmts[k].dt, (uint8_t)v);
+            double want = ref_decode(&fmts[k], v), got = wm_narrow_decode(fmts[k].dt, (uint8_t)v);
             if (isnan(want)) {
                 assert_true(isnan(got));
                 continue;
             }
             assert_true(got == want);
             if (fmts[k].kind == 1 && v == 0) continue;
-            uint8_t back = wm_cast8_encode(fmts[k].dt, want, 0, 0);
+            uint8_t back = wm_narrow_encode(fmts[k].dt, want, 0, 0);
             if (back != v) fail_msg("%s code 0x%02x -> %g -> 0x%02x", wm_dtype_name(fmts[k].dt), v, want, back);
         }
     /* e8m0: 2^(v - 127), 0xff NaN */
-    for (int v = 0; v < 255; v++) assert_true(wm_cast8_decode(WM_DT_FLOAT8E8M0, (uint8_t)v) == ldexp(1, v - 127));
-    assert_true(isnan(wm_cast8_decode(WM_DT_FLOAT8E8M0, 0xff)));
+    for (int v = 0; v < 255; v++) assert_true(wm_narrow_decode(WM_DT_FLOAT8E8M0, (uint8_t)v) == ldexp(1, v - 127));
+    assert_true(isnan(wm_narrow_decode(WM_DT_FLOAT8E8M0, 0xff)));
 }
 
 /* Nearest finite code to x by brute force (ties: even code), then the saturate rules. */
@@ -102,7 +104,7 @@ static void test_encode_nearest(void **state) {
             }
             x = (float)x;
             for (int sat = 0; sat <= 1; sat++) {
-                double want = ref_encode(f, x, sat), got = wm_cast8_decode(f->dt, wm_cast8_encode(f->dt, x, sat, 0));
+                double want = ref_encode(f, x, sat), got = wm_narrow_decode(f->dt, wm_narrow_encode(f->dt, x, sat, 0));
                 if (isnan(want) ? !isnan(got) : got != want)
                     fail_msg("%s saturate %d: %.9g -> %.9g, want %.9g", wm_dtype_name(f->dt), sat, x, got, want);
             }
@@ -110,13 +112,13 @@ static void test_encode_nearest(void **state) {
         for (int sat = 0; sat <= 1; sat++) {
             double specials[] = {INFINITY, -INFINITY, 1e10, -1e10, 0.0, -0.0};
             for (int s = 0; s < 6; s++) {
-                double want = ref_encode(f, specials[s], sat), got = wm_cast8_decode(f->dt, wm_cast8_encode(f->dt, specials[s], sat, 0));
+                double want = ref_encode(f, specials[s], sat), got = wm_narrow_decode(f->dt, wm_narrow_encode(f->dt, specials[s], sat, 0));
                 if (isnan(want) ? !isnan(got) : got != want) fail_msg("%s sat %d special %g -> %g", wm_dtype_name(f->dt), sat, specials[s], got);
             }
         }
-        assert_true(isnan(wm_cast8_decode(f->dt, wm_cast8_encode(f->dt, NAN, 1, 0))));
+        assert_true(isnan(wm_narrow_decode(f->dt, wm_narrow_encode(f->dt, NAN, 1, 0))));
         /* -0 keeps its sign where the type has one */
-        assert_int_equal(wm_cast8_encode(f->dt, -0.0, 1, 0), f->kind == 1 ? 0x00 : 0x80);
+        assert_int_equal(wm_narrow_encode(f->dt, -0.0, 1, 0), f->kind == 1 ? 0x00 : 0x80);
     }
 }
 
@@ -141,11 +143,59 @@ static void test_cast_node(void **state) {
     ut_free(&u);
 }
 
+/* Cast float32 -> t -> float32 for the sub-byte types, odd element counts (a padding element). */
+static void test_sub_byte(void **state) {
+    (void)state;
+    static const int32_t types[] = {WM_DT_INT4, WM_DT_UINT4, WM_DT_INT2, WM_DT_UINT2, WM_DT_FLOAT4E2M1};
+    static const double e2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    float x[13] = {-9.0f, -8.5f, 7.9f, 200.0f, -3.5f, 0.25f, 0.75f, 2.5f, 5.0f, 1e9f, -0.0f, NAN, 1.25f};
+    for (size_t k = 0; k < 5; k++) {
+        int32_t t = types[k];
+        for (int n = 1; n <= 13; n += 4) {
+            ut_model u;
+            ut_begin(&u, 25);
+            ut_input(&u, "x", WM_DT_FLOAT, 1);
+            wm_error e = {0};
+            u.node = wm_graph_add_node(u.g, "Cast", NULL, "c1", (const char *[]){"x"}, 1, (const char *[]){"q"}, 1, &e);
+            ut_attr_int(&u, "to", t);
+            ut_node(&u, "Cast", (const char *[]){"q"}, 1, (const char *[]){"y"}, 1);
+            ut_attr_int(&u, "to", WM_DT_FLOAT);
+            if (ut_session(&u, 1, &e)) fail_msg("%s", e.msg);
+            int64_t d = n;
+            wm_tensor in = ut_tensor(WM_DT_FLOAT, &d, 1, x), out;
+            if (wm_session_run(u.s, &in, 1, &out, 1, &e)) fail_msg("%s", e.msg);
+            for (int i = 0; i < n; i++) {
+                double want;
+                if (t == WM_DT_FLOAT4E2M1) { /* nearest of the 8 magnitudes, ties to the even code, saturating, NaN -> -0 */
+                    double a = fabs(x[i]);
+                    int best = 0;
+                    for (int c = 1; c < 8; c++) {
+                        double dc = fabs(e2m1[c] - a), db = fabs(e2m1[best] - a);
+                        if (dc < db || (dc == db && (c & 1) == 0)) best = c;
+                    }
+                    want = isnan(x[i]) ? -0.0 : signbit(x[i]) ? -e2m1[best] : e2m1[best];
+                } else { /* truncate, keep the low bits, sign-extend the signed types */
+                    int bits = t == WM_DT_INT4 || t == WM_DT_UINT4 ? 4 : 2;
+                    int64_t v = isnan(x[i]) ? 0 : (int64_t)x[i];
+                    int64_t low = v & ((1 << bits) - 1);
+                    if ((t == WM_DT_INT4 || t == WM_DT_INT2) && low >= (1 << (bits - 1))) low -= 1 << bits;
+                    want = (double)low;
+                }
+                float got = ((float *)out.data)[i];
+                if (got != want || !signbit(got) != !signbit(want))
+                    fail_msg("%s element %d: %g -> %g, want %g", wm_dtype_name(t), i, x[i], got, want);
+            }
+            ut_free(&u);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_roundtrip),
         cmocka_unit_test(test_encode_nearest),
         cmocka_unit_test(test_cast_node),
+        cmocka_unit_test(test_sub_byte),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
