@@ -6,11 +6,11 @@
 /* one line per op family file */
 extern const wm_op_table wm_ops_elementwise, wm_ops_shape, wm_ops_tensor, wm_ops_reduce, wm_ops_nn,
     wm_ops_matmul, wm_ops_norm;
-extern const wm_op_table wm_ops_index, wm_ops_scatter, wm_ops_misc, wm_ops_einsum, wm_ops_signal, wm_ops_loss, wm_ops_random;
+extern const wm_op_table wm_ops_index, wm_ops_scatter, wm_ops_misc, wm_ops_einsum, wm_ops_signal, wm_ops_loss, wm_ops_random, wm_ops_control;
 
 static const wm_op_table *const tables[] = {
     &wm_ops_elementwise, &wm_ops_shape, &wm_ops_tensor, &wm_ops_reduce, &wm_ops_nn, &wm_ops_matmul, &wm_ops_norm,
-    &wm_ops_index, &wm_ops_scatter, &wm_ops_misc, &wm_ops_einsum, &wm_ops_signal, &wm_ops_loss, &wm_ops_random,
+    &wm_ops_index, &wm_ops_scatter, &wm_ops_misc, &wm_ops_einsum, &wm_ops_signal, &wm_ops_loss, &wm_ops_random, &wm_ops_control,
 };
 
 static int same_domain(const char *a, const char *b) {

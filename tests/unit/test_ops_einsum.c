@@ -49,9 +49,11 @@ static void reference(const ecase *c, double *const *x, double *out, int64_t *od
     if (p[-1] == '>') terms[nt++][0] = 0; /* "->" with an empty output */
     const char *ot = terms[nt - 1];
     int64_t size[128] = {0};
+    uint8_t present[128] = {0};
     for (int t = 0; t < c->n_in; t++)
         for (int i = 0; terms[t][i]; i++) {
             int64_t d = c->dims[t][i];
+            present[(int)terms[t][i]] = 1;
             if (size[(int)terms[t][i]] < d) size[(int)terms[t][i]] = d;
         }
     char labels[64];
@@ -60,7 +62,7 @@ static void reference(const ecase *c, double *const *x, double *out, int64_t *od
     *orank = nl;
     for (int i = 0; i < nl; i++) odims[i] = size[(int)labels[i]];
     for (int ch = 0; ch < 128; ch++)
-        if (size[ch] && !strchr(ot, ch)) labels[nl++] = (char)ch;
+        if (present[ch] && !strchr(ot, ch)) labels[nl++] = (char)ch;
     uint64_t on = 1, total = 1;
     for (int i = 0; i < *orank; i++) on *= (uint64_t)odims[i];
     for (int i = 0; i < nl; i++) total *= (uint64_t)size[(int)labels[i]];
