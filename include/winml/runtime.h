@@ -41,6 +41,8 @@ typedef struct wm_session_opts {
     int threads;         /* 0: all online CPUs */
     int no_fold;         /* 1: do not fold constant subgraphs at creation */
     int max_plans;       /* plans kept for distinct input shapes (0: 8) */
+    int keep_values;     /* 1: no activation memory is reused, so every value can be read after a run
+                            (wm_session_value_of; for per-layer comparisons, not for speed) */
 } wm_session_opts;
 
 /* Description of a graph input or output. dims[i] < 0 is symbolic (dim_names[i], may be NULL). */
@@ -81,6 +83,37 @@ const char *wm_session_precision(const wm_session *s);
  */
 wm_status wm_session_run(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
                          size_t n_outputs, wm_error *err);
+
+/*
+ * After a run of a session made with keep_values: the value named name as
+ * the last run computed it (data owned by the session, valid until the next
+ * run). WM_ERR_INPUT when no value has that name; WM_ERR_USAGE without
+ * keep_values or before a run.
+ */
+wm_status wm_session_value_of(const wm_session *s, const char *name, wm_tensor *out, wm_error *err);
+
+/* Number of values and the name of value i, in creation order (graph inputs, initializers, node outputs in topological order). */
+size_t wm_session_n_values(const wm_session *s);
+const char *wm_session_value_name(const wm_session *s, size_t i);
+/* The node producing value name (its name, else its first output) and its op type; NULL for inputs and initializers. */
+const char *wm_session_value_producer(const wm_session *s, const char *name, const char **op_type);
+
+/* Caller memory for one output (wm_session_run_bound). */
+typedef struct wm_out_bind {
+    void *data;        /* NULL: the output lives in session memory as usual */
+    uint64_t capacity; /* bytes available at data */
+} wm_out_bind;
+
+/*
+ * As wm_session_run, but output i is written straight into bind[i].data
+ * when that is set (WM_ERR_USAGE, before anything runs, when the output
+ * needs more than bind[i].capacity bytes). A bound output may be the very
+ * buffer a later run reads as an input (a KV cache fed back); within one
+ * run, a bound buffer must not also be one of this run's inputs unless the
+ * op writing it allows that (a shared past/present cache).
+ */
+wm_status wm_session_run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
+                               size_t n_outputs, const wm_out_bind *bind, wm_error *err);
 
 /* Statistics of the session, for perf and tests. */
 typedef struct wm_session_stats {

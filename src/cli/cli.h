@@ -66,6 +66,8 @@ int wm_cmd_inspect(int argc, char **argv);
 int wm_cmd_sys(int argc, char **argv);
 int wm_cmd_analyze(int argc, char **argv);
 int wm_cmd_perf(int argc, char **argv);
+int wm_cmd_eval(int argc, char **argv);
+int wm_cmd_generate(int argc, char **argv);
 int wm_cmd_download(int argc, char **argv);
 int wm_cmd_cache(int argc, char **argv);
 

@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/error.h"
 #include "core/file.h"
 #include "eval/stats.h"
+#include "llm/generate.h"
 #include "onnx/dtype.h"
 #include "runtime/inputs.h"
 #include "winml/runtime.h"
@@ -28,7 +30,12 @@ static void help(void) {
            "model's input specs (token ids below the embedding table's size, masks of ones,\n"
            "pixels in [0,1)) with a seed, or read by name from a safetensors file. Symbolic dims\n"
            "take --dim values, else the batch size, sequence length (default 128) or past length\n"
-           "(default 0) by their names. Defaults: --warmup 10 --iterations 100, all cores.\n");
+           "(default 0) by their names. Defaults: --warmup 10 --iterations 100, all cores.\n\n"
+           "A causal LM (input_ids, past_key_values.N.key/value -> logits, present.N.*) also gets the LLM\n"
+           "figures (section llm): model load time, time to first token and prefill tokens/s for a random\n"
+           "prompt of --prompt-len tokens (default 128), steady-state decode tokens/s and ms per output token\n"
+           "over --gen-len tokens (default 128), medians of --llm-runs runs (default 3), peak RSS; and with\n"
+           "--decode-at N,N... the decode speed after a context of each N tokens. --no-llm skips it.\n");
 }
 
 static double now_ms(void) {
@@ -63,10 +70,124 @@ static void shape_json(wm_json *j, const wm_tensor *t) {
     wm_json_arr_end(j);
 }
 
+typedef struct llm_opts {
+    long prompt_len, gen_len, runs;
+    int threads;
+    uint64_t seed;
+    const long *decode_at;
+    int n_decode_at;
+} llm_opts;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, long n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Decode-only speed after a context of ctx tokens: prefill ctx, then time steps decode steps. */
+static wm_status decode_speed_at(wm_clm *m, long ctx, long steps, const int32_t *prompt, double *tps, wm_error *err) {
+    const float *lg;
+    wm_clm_reset(m);
+    wm_status st = wm_clm_append(m, prompt, (size_t)ctx, &lg, err);
+    if (st) return st;
+    int32_t id = prompt[0];
+    double a = now_ms();
+    for (long k = 0; k < steps; k++)
+        if ((st = wm_clm_append(m, &id, 1, &lg, err))) return st;
+    *tps = (double)steps * 1e3 / (now_ms() - a);
+    return WM_OK;
+}
+
+/*
+ * The LLM figures of a causal LM. Returns WM_ERR_UNSUPPORTED (err set) when path is not one;
+ * otherwise adds the "llm" section to j.
+ */
+static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o, int tty, wm_json *j, wm_error *err) {
+    long max_ctx = o->prompt_len + o->gen_len;
+    for (int i = 0; i < o->n_decode_at; i++)
+        if (o->decode_at[i] + 33 > max_ctx) max_ctx = o->decode_at[i] + 33;
+    wm_clm_opts co = {.threads = o->threads, .max_length = max_ctx};
+    wm_clm *m = NULL;
+    double t0 = now_ms();
+    wm_status st = wm_clm_open(path, &co, &m, err);
+    if (st) return st;
+    double load_ms = now_ms() - t0;
+    int64_t vocab = wm_clm_vocab(m);
+    if (vocab <= 0) vocab = 1000;
+    long n_prompt = o->prompt_len > max_ctx ? max_ctx : max_ctx;
+    int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt), *gen = malloc((size_t)o->gen_len * sizeof *gen);
+    double *ttft = malloc((size_t)o->runs * sizeof(double)), *pre = malloc((size_t)o->runs * sizeof(double));
+    double *dec = malloc((size_t)o->runs * sizeof(double)), *tot = malloc((size_t)o->runs * sizeof(double));
+    if (!prompt || !gen || !ttft || !pre || !dec || !tot) {
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    uint64_t x = o->seed * 0x9e3779b97f4a7c15ull + 12345;
+    for (long i = 0; i < n_prompt; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        prompt[i] = (int32_t)(x % (uint64_t)vocab);
+    }
+    wm_gen_opts go = {.max_new_tokens = (size_t)o->gen_len};
+    wm_sampling_default(&go.sampling);
+    for (long r = 0; r < o->runs; r++) {
+        size_t n_gen;
+        wm_gen_stats gs;
+        double a = now_ms();
+        if ((st = wm_generate(m, prompt, (size_t)o->prompt_len, &go, gen, &n_gen, &gs, err))) goto done;
+        tot[r] = now_ms() - a;
+        ttft[r] = gs.ttft_ms;
+        pre[r] = gs.prefill_ms;
+        dec[r] = gs.decode_ms / (double)(n_gen - 1);
+        progress(c, tty, "llm", r + 1, o->runs);
+    }
+    double tpot = median(dec, o->runs), prefill = median(pre, o->runs);
+    wm_json_obj(j, "llm");
+    wm_json_int(j, "prompt_tokens", o->prompt_len);
+    wm_json_int(j, "generated_tokens", o->gen_len);
+    wm_json_int(j, "runs", o->runs);
+    wm_json_str(j, "decoding", "greedy");
+    wm_json_num(j, "load_ms", load_ms);
+    wm_json_num(j, "ttft_ms", median(ttft, o->runs));
+    wm_json_num(j, "prefill_ms", prefill);
+    wm_json_num(j, "prefill_tokens_per_sec", (double)o->prompt_len * 1e3 / prefill);
+    wm_json_num(j, "decode_tokens_per_sec", 1e3 / tpot);
+    wm_json_num(j, "tpot_ms", tpot);
+    wm_json_num(j, "total_duration_ms", median(tot, o->runs));
+    wm_json_int(j, "kv_layers", wm_clm_layers(m));
+    wm_json_num(j, "peak_rss_mb", mb(wm_peak_rss_bytes()));
+    if (o->n_decode_at) {
+        wm_json_arr(j, "decode_at_context");
+        for (int i = 0; i < o->n_decode_at; i++) {
+            double tps;
+            if ((st = decode_speed_at(m, o->decode_at[i], 32, prompt, &tps, err))) goto done;
+            wm_json_obj(j, NULL);
+            wm_json_int(j, "context", o->decode_at[i]);
+            wm_json_num(j, "decode_tokens_per_sec", tps);
+            wm_json_obj_end(j);
+        }
+        wm_json_arr_end(j);
+    }
+    wm_json_obj_end(j);
+done:
+    free(prompt);
+    free(gen);
+    free(ttft);
+    free(pre);
+    free(dec);
+    free(tot);
+    wm_clm_free(m);
+    return st;
+}
+
 int wm_cmd_perf(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml perf");
-    enum { O_WARMUP = 256, O_ITER, O_DUR, O_THREADS, O_DIM, O_DATA, O_BATCH, O_SEQ, O_PAST, O_SEED, O_EP, O_DEV };
+    enum { O_WARMUP = 256, O_ITER, O_DUR, O_THREADS, O_DIM, O_DATA, O_BATCH, O_SEQ, O_PAST, O_SEED, O_EP, O_DEV,
+           O_PLEN, O_GLEN, O_LRUNS, O_NOLLM, O_DECAT };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"warmup", required_argument, 0, O_WARMUP}, {"iterations", required_argument, 0, O_ITER},
@@ -75,7 +196,14 @@ int wm_cmd_perf(int argc, char **argv) {
         {"batch-size", required_argument, 0, O_BATCH}, {"seq-len", required_argument, 0, O_SEQ},
         {"past-len", required_argument, 0, O_PAST}, {"seed", required_argument, 0, O_SEED},
         {"ep", required_argument, 0, O_EP},         {"device", required_argument, 0, O_DEV},
+        {"prompt-len", required_argument, 0, O_PLEN}, {"gen-len", required_argument, 0, O_GLEN},
+        {"llm-runs", required_argument, 0, O_LRUNS}, {"no-llm", no_argument, 0, O_NOLLM},
+        {"decode-at", required_argument, 0, O_DECAT},
         {0, 0, 0, 0}};
+    long prompt_len = 128, gen_len = 128, llm_runs = 3;
+    int no_llm = 0;
+    long decode_at[16];
+    int n_decode_at = 0;
     long warmup = 10, iters = 100, threads = 0, batch = 1, seq = 128, past = 0, seed = 0;
     double duration = 0;
     const char *data = NULL;
@@ -112,6 +240,22 @@ int wm_cmd_perf(int argc, char **argv) {
             break;
         }
         case O_DATA: data = optarg; break;
+        case O_PLEN: if (parse_long(&c, "--prompt-len", optarg, 1, &prompt_len)) return WM_EXIT_ERROR; break;
+        case O_GLEN: if (parse_long(&c, "--gen-len", optarg, 2, &gen_len)) return WM_EXIT_ERROR; break;
+        case O_LRUNS: if (parse_long(&c, "--llm-runs", optarg, 1, &llm_runs)) return WM_EXIT_ERROR; break;
+        case O_NOLLM: no_llm = 1; break;
+        case O_DECAT: {
+            char *p = optarg;
+            while (*p) {
+                char *end;
+                long v = strtol(p, &end, 10);
+                if (end == p || v < 1 || n_decode_at == 16 || (*end && *end != ','))
+                    return wm_cli_usage_error(&c, "--decode-at: expected N,N,... context lengths, got '%s'", optarg);
+                decode_at[n_decode_at++] = v;
+                p = *end ? end + 1 : end;
+            }
+            break;
+        }
         case O_EP: case O_DEV:
             if (strcmp(optarg, "cpu"))
                 return wm_cli_usage_error(&c, "%s '%s' is not available: this build runs on cpu only (available: cpu)",
@@ -264,6 +408,18 @@ int wm_cmd_perf(int argc, char **argv) {
     wm_json_num(&j, "activations_without_reuse_mb", mb(ss.naive_bytes));
     wm_json_bool(&j, "data_dependent_shapes", ss.eager);
     wm_json_obj_end(&j);
+    if (!no_llm) {
+        llm_opts lo = {prompt_len, gen_len, llm_runs, (int)threads, (uint64_t)seed, decode_at, n_decode_at};
+        wm_session_free(s); /* the LLM runner loads its own session: its load time is measured */
+        s = NULL;
+        if (llm_bench(&c, path, &lo, tty, &j, &err) == WM_ERR_UNSUPPORTED) {
+            wm_err_clear(&err); /* not a causal LM: the single forward pass is the whole report */
+        } else if (err.status) {
+            rc = wm_cli_fail(&c, &err);
+            wm_json_free(&j);
+            goto done;
+        }
+    }
     wm_json_obj_end(&j);
     rc = wm_cli_emit(&c, c.model, &j);
     wm_json_free(&j);

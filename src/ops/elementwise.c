@@ -13,6 +13,7 @@
 /* the per-type loops below compare unsigned values with 0 too */
 #pragma GCC diagnostic ignored "-Wtype-limits"
 
+#include "kernels/kernels.h"
 #include "ops/bcast.h"
 #include "ops/cast_narrow.h"
 #include "ops/op.h"
@@ -143,7 +144,21 @@ static void unary_part(void *arg, int ith, int nth) {
     wm_split((long)c->n, ith, nth, &lo, &hi);
     const uparams *p = &c->s->p;
     switch (c->dt) {
-    case WM_DT_FLOAT: ufns32[c->s->op]((const float *)c->in + lo, (float *)c->out + lo, hi - lo, p); break;
+    case WM_DT_FLOAT: {
+        const float *x = (const float *)c->in + lo;
+        float *y = (float *)c->out + lo;
+        const wm_kernels *k = wm_kernels_get();
+        switch (c->s->op) { /* vectorized kernels for the hot activations */
+        case UOP_Exp: k->vexp(hi - lo, y, x); break;
+        case UOP_Tanh: k->vtanh(hi - lo, y, x); break;
+        case UOP_Erf: k->verf(hi - lo, y, x); break;
+        case UOP_Sigmoid: k->vsigmoid(hi - lo, y, x); break;
+        case UOP_Gelu: (p->approx ? k->vgelu_tanh : k->vgelu_erf)(hi - lo, y, x); break;
+        case UOP_FastGelu: k->vgelu_tanh(hi - lo, y, x); break;
+        default: ufns32[c->s->op](x, y, hi - lo, p); break;
+        }
+        break;
+    }
     case WM_DT_DOUBLE: ufns64[c->s->op]((const double *)c->in + lo, (double *)c->out + lo, hi - lo, p); break;
     default: {
         float buf[CHUNK];
@@ -315,6 +330,11 @@ static wm_status numeric_unary_run(wm_node *n, wm_tensor *const *in, wm_tensor *
         for (int64_t i = 0; i < cnt; i++) ((uint8_t *)o)[i] = !((const uint8_t *)a)[i];
         return WM_OK;
     }
+    if (s->op == NOP_ISNAN && in[0]->dtype == WM_DT_FLOAT) {
+        const float *f = a;
+        for (int64_t i = 0; i < cnt; i++) ((uint8_t *)o)[i] = f[i] != f[i];
+        return WM_OK;
+    }
     if (s->op == NOP_ISNAN || s->op == NOP_ISINF) {
         for (int64_t i = 0; i < cnt; i++) {
             double v = wm_tensor_get_f64(in[0], (uint64_t)i);
@@ -395,6 +415,11 @@ static void bin_f32(void *ctx, void *out, const void *const *in, const int64_t *
         return;
     }
     float *o = out;
+    if (sa && sb && op <= BOP_DIV) { /* both contiguous: vectorized kernels */
+        const wm_kernels *k = wm_kernels_get();
+        (op == BOP_ADD ? k->add : op == BOP_SUB ? k->sub : op == BOP_MUL ? k->mul : k->div)(n, o, a, b);
+        return;
+    }
 #define LOOP(expr)                                                                   \
     if (sa && sb)                                                                    \
         for (int64_t i = 0; i < n; i++) { float x = a[i], y = b[i]; o[i] = expr; }   \

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "ops/rows.h"
 
 enum { SM_SOFTMAX, SM_LOG, SM_HARD };
@@ -72,7 +73,12 @@ static void sm_part(void *arg, int ith, int nth) {
         uint64_t o = (uint64_t)r / c->inner, i = (uint64_t)r % c->inner, base = o * c->len * c->inner + i;
         if (c->inner == 1 && c->dt == WM_DT_FLOAT) {
             float *d = (float *)c->dst + base;
-            if ((const float *)c->src + base != d) memcpy(d, (const float *)c->src + base, c->len * 4);
+            const float *sp = (const float *)c->src + base;
+            if (c->kind == SM_SOFTMAX) {
+                wm_kernels_get()->softmax_row((int64_t)c->len, d, sp, 1.0f, NULL);
+                continue;
+            }
+            if (sp != d) memcpy(d, sp, c->len * 4);
             sm_row_f32(c->kind, d, c->len);
             continue;
         }

@@ -16,12 +16,25 @@ static int has(const char *s, const char *sub) {
     return 0;
 }
 
-static int64_t bind_dim(const wm_input_opts *o, const wm_io_info *io, int d) {
-    const char *nm = io->dim_names[d];
+static int explicit_dim(const wm_input_opts *o, const char *nm, int64_t *v) {
     if (nm)
         for (size_t i = 0; i < o->n_dims; i++)
-            if (!strcmp(o->dims[i].name, nm)) return o->dims[i].value;
+            if (!strcmp(o->dims[i].name, nm)) return *v = o->dims[i].value, 1;
+    return 0;
+}
+
+static int64_t bind_dim(const wm_input_opts *o, const wm_io_info *io, int d) {
+    const char *nm = io->dim_names[d];
+    int64_t v;
+    if (explicit_dim(o, nm, &v)) return v;
     int64_t batch = o->batch > 0 ? o->batch : 1, seq = o->seq > 0 ? o->seq : 128, past = o->past > 0 ? o->past : 0;
+    /* decoders by the GenAI/Optimum convention: the roles of the dims are known whatever their names */
+    if (d == 0 && (!strncmp(io->name, "past_key_values.", 16) || !strcmp(io->name, "attention_mask") ||
+                   !strcmp(io->name, "input_ids") || !strcmp(io->name, "position_ids")))
+        return batch;
+    if (!strncmp(io->name, "past_key_values.", 16) && d == 2) return past;
+    if (!strcmp(io->name, "attention_mask") && d == 1 && io->rank == 2) return past + seq;
+    if ((!strcmp(io->name, "input_ids") || !strcmp(io->name, "position_ids")) && d == 1) return seq;
     if (!nm) return d == 0 ? batch : seq;
     if (has(nm, "batch") || !strcmp(nm, "N") || !strcmp(nm, "b") || !strcmp(nm, "B")) return batch;
     if (has(nm, "total") || strchr(nm, '+')) return past + seq;

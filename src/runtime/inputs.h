@@ -2,7 +2,10 @@
  * inputs.h - inputs for a session made from its input specs, or read from a
  * file, for perf and eval.
  *
- * Symbolic dims are bound from explicit NAME=VALUE pairs first, then by
+ * Symbolic dims are bound from explicit NAME=VALUE pairs first, then, for
+ * the inputs of the decoder convention (input_ids, position_ids [batch,
+ * sequence], attention_mask [batch, past + sequence], past_key_values.N.*
+ * [batch, heads, past, head_dim]), by role; then by
  * name: batch-like names take the batch size, names with "past" the past
  * length, "total" or "a + b" forms the past plus sequence length, other
  * names the sequence length (the first dim of an input defaults to the

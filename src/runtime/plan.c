@@ -23,6 +23,7 @@ void wm_plan_free(wm_plan *p) {
     free(p->key);
     free(p->t);
     free(p->loc);
+    free(p->root);
     free(p->run);
     free(p->io);
     free(p->io_off);
@@ -123,6 +124,8 @@ static wm_status assign_memory(wm_session *s, wm_plan *p, wm_error *err) {
         }
     }
     for (size_t i = 0; i < s->n_outputs; i++) lastv[s->out_val[i]] = nr;
+    if (s->opts.keep_values) /* every value lives to the end: nothing is overwritten */
+        for (size_t v = 0; v < nv; v++) lastv[v] = nr;
     for (int j = 0; j < nr; j++) {
         int i = p->run[j];
         const wm_node *n = &s->nodes[i];
@@ -197,8 +200,10 @@ static wm_status assign_memory(wm_session *s, wm_plan *p, wm_error *err) {
         if (off + sz > total) total = off + sz;
     }
     free(placed);
-    for (size_t v = 0; v < nv; v++)
+    for (size_t v = 0; v < nv; v++) {
         if (root[v] >= 0) p->loc[v].off = roff[root[v]];
+        p->root[v] = root[v];
+    }
     p->arena_bytes = total;
     p->naive_bytes = naive;
 done:
@@ -216,8 +221,10 @@ static wm_status make_plan(wm_session *s, const wm_tensor *inputs, wm_plan *p, w
     size_t nv = s->n_vals;
     p->t = calloc(nv ? nv : 1, sizeof *p->t);
     p->loc = calloc(nv ? nv : 1, sizeof *p->loc);
+    p->root = malloc((nv ? nv : 1) * sizeof *p->root);
+    for (size_t v = 0; p->root && v < nv; v++) p->root[v] = -1;
     p->run = malloc((s->n_nodes ? s->n_nodes : 1) * sizeof *p->run);
-    if (!p->t || !p->loc || !p->run) return wm_err(err, WM_ERR_NOMEM, "plan: out of memory");
+    if (!p->t || !p->loc || !p->root || !p->run) return wm_err(err, WM_ERR_NOMEM, "plan: out of memory");
     for (size_t v = 0; v < nv; v++) {
         const wm_val *val = &s->vals[v];
         p->t[v].dtype = val->dtype;

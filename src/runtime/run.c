@@ -1,6 +1,7 @@
 /* run.c - wm_session_run: check inputs, find the plan, bind buffers, execute. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "runtime/session_impl.h"
@@ -93,6 +94,25 @@ static wm_status run_eager(wm_session *s, wm_plan *p, const wm_tensor *inputs, w
 
 wm_status wm_session_run(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
                          size_t n_outputs, wm_error *err) {
+    return wm_session_run_bound(s, inputs, n_inputs, outputs, n_outputs, NULL, err);
+}
+
+/* Points output i (and every view sharing its block) at the caller's buffer. */
+static wm_status bind_output(wm_session *s, wm_plan *p, size_t i, const wm_out_bind *b, wm_error *err) {
+    int v = s->out_val[i];
+    uint64_t need = wm_tensor_nbytes(&p->t[v]);
+    if (need > b->capacity)
+        return wm_err(err, WM_ERR_USAGE, "output '%s' needs %llu bytes, the bound buffer has %llu", s->outputs[i].name,
+                      (unsigned long long)need, (unsigned long long)b->capacity);
+    if (p->loc[v].kind != WM_LOC_ARENA || p->eager) return WM_OK; /* copied after the run */
+    int r = p->root[v];
+    for (size_t u = 0; u < s->n_vals; u++)
+        if (p->root[u] == r && p->loc[u].kind == WM_LOC_ARENA) p->t[u].data = b->data;
+    return WM_OK;
+}
+
+wm_status wm_session_run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
+                               size_t n_outputs, const wm_out_bind *bind, wm_error *err) {
     wm_status st = check_inputs(s, inputs, n_inputs, err);
     if (st) return st;
     if (n_outputs > s->n_outputs)
@@ -113,13 +133,32 @@ wm_status wm_session_run(wm_session *s, const wm_tensor *inputs, size_t n_inputs
             default: break;
             }
         }
+        for (size_t i = 0; bind && i < n_outputs; i++)
+            if (bind[i].data && (st = bind_output(s, p, i, &bind[i], err))) return st;
         void *ws = mem + ((p->arena_bytes + 63) & ~(uint64_t)63);
+        struct timespec t0, t1;
         for (int j = 0; j < p->n_run; j++) {
             wm_tensor **io = p->io + p->io_off[j];
             int i = p->run[j];
+            if (s->prof_ms) clock_gettime(CLOCK_MONOTONIC, &t0);
             if ((st = wm_node_exec(s, i, io, io + s->nodes[i].n_in, ws, p->ws_bytes, err))) return st;
+            if (s->prof_ms) {
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                s->prof_ms[i] += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+            }
+        }
+        s->prof_runs++;
+    }
+    for (size_t i = 0; i < n_outputs; i++) {
+        outputs[i] = p->t[s->out_val[i]];
+        if (bind && bind[i].data && outputs[i].data != bind[i].data) { /* eager plans, constants, inputs */
+            uint64_t nb = wm_tensor_nbytes(&outputs[i]);
+            if (nb > bind[i].capacity)
+                return wm_err(err, WM_ERR_USAGE, "output '%s' needs %llu bytes, the bound buffer has %llu",
+                              s->outputs[i].name, (unsigned long long)nb, (unsigned long long)bind[i].capacity);
+            memmove(bind[i].data, outputs[i].data, nb);
+            outputs[i].data = bind[i].data;
         }
     }
-    for (size_t i = 0; i < n_outputs; i++) outputs[i] = p->t[s->out_val[i]];
     return WM_OK;
 }

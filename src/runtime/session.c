@@ -2,6 +2,7 @@
  * session.c - session creation: values, constants, op resolution, type
  * inference, folding of constant subgraphs, graph IO descriptions.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -464,13 +465,47 @@ static wm_status build(wm_session *s, wm_onnx_graph *g, const int32_t *formal_dt
         if (s->vals[v].output_index < 0) s->vals[v].output_index = (int)i;
     }
     s->n_outputs = g->n_output;
+    const char *prof = getenv("WM_PROFILE");
+    if (prof && *prof && strcmp(prof, "0")) s->prof_ms = calloc(s->n_nodes + 1, sizeof *s->prof_ms);
     s->plans = calloc((size_t)s->opts.max_plans, sizeof *s->plans);
     if (!s->plans) return wm_err(err, WM_ERR_NOMEM, "session: out of memory");
     return WM_OK;
 }
 
+/* WM_PROFILE=1: milliseconds per op type per run, largest first, on stderr */
+static void print_profile(const wm_session *s) {
+    if (!s->prof_runs) return;
+    const char *names[512];
+    double ms[512];
+    int cnt[512], n = 0;
+    double total = 0;
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        const char *op = s->nodes[i].proto->op_type;
+        int k = 0;
+        while (k < n && strcmp(names[k], op)) k++;
+        if (k == n) {
+            if (n == 512) continue;
+            names[n] = op, ms[n] = 0, cnt[n] = 0, n++;
+        }
+        ms[k] += s->prof_ms[i] / (double)s->prof_runs;
+        cnt[k] += s->prof_ms[i] > 0;
+        total += s->prof_ms[i] / (double)s->prof_runs;
+    }
+    fprintf(stderr, "profile: %.3f ms per run over %llu runs\n", total, (unsigned long long)s->prof_runs);
+    for (int done = 0; done < n; done++) {
+        int best = -1;
+        for (int k = 0; k < n; k++)
+            if (ms[k] >= 0 && (best < 0 || ms[k] > ms[best])) best = k;
+        if (ms[best] <= 0) break;
+        fprintf(stderr, "  %-32s %9.3f ms %5.1f%%  (%d nodes)\n", names[best], ms[best], 100 * ms[best] / total, cnt[best]);
+        ms[best] = -1;
+    }
+}
+
 void wm_session_free(wm_session *s) {
     if (!s) return;
+    if (s->prof_ms) print_profile(s);
+    free(s->prof_ms);
     for (size_t i = 0; i < s->n_plans; i++) wm_plan_free(s->plans[i]);
     free(s->plans);
     for (size_t i = 0; i < s->n_eager_bufs; i++) free(s->eager_bufs[i]);
@@ -544,4 +579,27 @@ const char *wm_session_precision(const wm_session *s) {
     case WM_DT_DOUBLE: return "fp64";
     default: return "fp32";
     }
+}
+
+wm_status wm_session_value_of(const wm_session *s, const char *name, wm_tensor *out, wm_error *err) {
+    if (!s->opts.keep_values) return wm_err(err, WM_ERR_USAGE, "the session was not made with keep_values");
+    if (!s->last) return wm_err(err, WM_ERR_USAGE, "no run yet");
+    int v = wm_session_value(s, name);
+    if (v < 0) return wm_err(err, WM_ERR_INPUT, "no value named '%s'", name);
+    const wm_tensor *t = &s->last->t[v];
+    if (!t->data && wm_tensor_numel(t)) return wm_err(err, WM_ERR_INPUT, "value '%s' was not computed", name);
+    *out = *t;
+    return WM_OK;
+}
+
+size_t wm_session_n_values(const wm_session *s) { return s->n_vals; }
+const char *wm_session_value_name(const wm_session *s, size_t i) { return i < s->n_vals ? s->vals[i].name : NULL; }
+
+const char *wm_session_value_producer(const wm_session *s, const char *name, const char **op_type) {
+    int v = wm_session_value(s, name);
+    if (op_type) *op_type = NULL;
+    if (v < 0 || s->vals[v].producer < 0) return NULL;
+    const wm_node *n = &s->nodes[s->vals[v].producer];
+    if (op_type) *op_type = n->proto->op_type;
+    return wm_node_label(n);
 }

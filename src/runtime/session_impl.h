@@ -43,6 +43,7 @@ typedef struct wm_plan {
     int eager;           /* shapes depend on data: every run infers and allocates */
     wm_tensor *t;        /* per value: dtype, dims, data (bound per run) */
     wm_loc *loc;         /* per value */
+    int *root;           /* per value: the value whose arena block it uses (views, in-place), -1 if none */
     int *run;            /* node indices to execute */
     int n_run;
     wm_tensor **io;      /* per run node: n_in then n_out tensor pointers (NULL: omitted) */
@@ -82,6 +83,8 @@ struct wm_session {
     size_t n_eager_bufs, cap_eager_bufs;
     uint64_t run_allocs;
     uint64_t packed_bytes;
+    double *prof_ms;         /* WM_PROFILE=1: time per node, summed over runs (printed at free) */
+    uint64_t prof_runs;
     void *gemm_ws;           /* GEMM scratch, one slice per pool thread */
     size_t gemm_ws_per;
     wm_session *parent;      /* a subgraph's session: model, pool and GEMM scratch are the parent's */

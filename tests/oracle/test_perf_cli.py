@@ -85,3 +85,26 @@ def test_perf_usage_errors(winml, bert, args, needle):
 def test_perf_missing_model(winml, tmp_path):
     r = perf(winml, "-m", tmp_path / "none.onnx")
     assert r.returncode == 2 and "none.onnx" in r.stderr
+
+
+def test_perf_llm_section(winml, tmp_path):
+    """A causal LM with a KV cache gets the LLM figures; the numbers are consistent with each other."""
+    from test_generate import MODELS, VOCAB, export_with_past
+    cfg = transformers.AutoConfig.for_model("qwen2", vocab_size=VOCAB, **MODELS["qwen2"])
+    m = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    path = tmp_path / "dec.onnx"
+    export_with_past(m, cfg, path)
+    r = perf(winml, "-m", path, "-f", "json", "--iterations", "2", "--warmup", "1", "--seq-len", "8",
+             "--prompt-len", "12", "--gen-len", "9", "--llm-runs", "2", "--decode-at", "5,40")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    shapes = d["model_info"]["input_shapes"]
+    assert shapes[0] == [1, 8] and shapes[1] == [1, 8]  # ids [1, seq], mask [1, past + seq] with past 0
+    llm = d["llm"]
+    assert llm["prompt_tokens"] == 12 and llm["generated_tokens"] == 9 and llm["runs"] == 2
+    assert llm["prefill_tokens_per_sec"] == pytest.approx(12 * 1e3 / llm["prefill_ms"])
+    assert llm["decode_tokens_per_sec"] == pytest.approx(1e3 / llm["tpot_ms"])
+    assert llm["ttft_ms"] >= llm["prefill_ms"] > 0 and llm["load_ms"] > 0
+    assert [x["context"] for x in llm["decode_at_context"]] == [5, 40]
+    r = perf(winml, "-m", path, "-f", "json", "--iterations", "1", "--no-llm")
+    assert "llm" not in json.loads(r.stdout)
