@@ -15,6 +15,7 @@
 
 #include "kernels/kernels.h"
 #include "ops/bcast.h"
+#include "ops/cast_narrow.h"
 #include "ops/op.h"
 
 #define CHUNK 256
@@ -727,6 +728,7 @@ static wm_status where_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
 
 static wm_status cast_init(wm_node *n, wm_error *err) {
     int32_t to = (int32_t)wm_attr_int(n, "to", 0);
+    if (wm_narrow_type(to) || wm_narrow_type(n->in_dtype[0])) return wm_cast_narrow_init(n, to, err); /* 8-bit floats: cast_narrow.c */
     wm_status st = wm_check_type(n, 0, wm_types_all, err);
     if (st) return st;
     int ok = 0;
@@ -781,12 +783,13 @@ void wm_convert(int32_t from, const void *src, int32_t to, void *dst, uint64_t n
 }
 
 static wm_status cast_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
-    (void)n, (void)x;
+    if (n->state) return wm_cast_narrow_run(n, in, out, x); /* set by wm_cast_narrow_init only */
     wm_convert(in[0]->dtype, in[0]->data, out[0]->dtype, out[0]->data, wm_tensor_numel(out[0]));
     return WM_OK;
 }
 
 static wm_status castlike_init(wm_node *n, wm_error *err) {
+    if (wm_narrow_type(n->in_dtype[0]) || wm_narrow_type(n->in_dtype[1])) return wm_cast_narrow_init(n, n->in_dtype[1], err);
     wm_status st = wm_check_type(n, 0, wm_types_all, err);
     if (!st) st = wm_check_type(n, 1, wm_types_all, err);
     n->out_dtype[0] = n->in_dtype[1];

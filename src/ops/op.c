@@ -28,7 +28,11 @@ size_t wm_dtype_size(int32_t dt) {
     return b >= 8 ? (size_t)b / 8 : 0;
 }
 
-uint64_t wm_tensor_nbytes(const wm_tensor *t) { return wm_tensor_numel(t) * wm_dtype_size(t->dtype); }
+/* Sub-byte types are packed (two int4 or four int2 per byte), rounded up to whole bytes. */
+uint64_t wm_tensor_nbytes(const wm_tensor *t) {
+    uint64_t n = 0;
+    return wm_dtype_nbytes(t->dtype, wm_tensor_numel(t), &n) ? n : 0;
+}
 
 void *wm_node_alloc(wm_node *n, size_t size) {
     uint8_t *p = wm_arena_alloc(n->arena, size + 64);

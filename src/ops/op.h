@@ -71,6 +71,9 @@ struct wm_node {
     void *state;              /* op-private, from wm_node_alloc */
     wm_arena *arena;          /* the session's */
     uint64_t packed_bytes;    /* prepacked weight bytes (statistics) */
+    int n_in_proto;           /* inputs the NodeProto lists; inputs from here on are the outer-scope values
+                                 its subgraphs use (If/Loop/Scan, see runtime/subgraph.h) */
+    void *scope;              /* the session building the node (subgraphs are made in it) */
 };
 
 /* A table of ops of one family. */

@@ -16,6 +16,9 @@ extern const wm_op_table wm_ops_rotary;       /* rotary.c: RotaryEmbedding (ONNX
 extern const wm_op_table wm_ops_quant;        /* quant.c: Quantize/Dequantize/DynamicQuantizeLinear */
 extern const wm_op_table wm_ops_qmatmul;      /* qmatmul.c: MatMulInteger, QLinearMatMul, MatMulNBits */
 
+extern const wm_op_table wm_ops_index, wm_ops_scatter, wm_ops_misc, wm_ops_einsum, wm_ops_signal, wm_ops_loss, wm_ops_random, wm_ops_control;
+
+
 static const wm_op_table *const tables[] = {
     &wm_ops_elementwise, &wm_ops_shape, &wm_ops_tensor, &wm_ops_reduce, &wm_ops_nn, &wm_ops_matmul, &wm_ops_norm,
     &wm_ops_conv, &wm_ops_convt, &wm_ops_pool, &wm_ops_norm_nn, &wm_ops_space, &wm_ops_resize,
@@ -26,6 +29,7 @@ static const wm_op_table *const tables[] = {
     &wm_ops_rotary,
     &wm_ops_quant,
     &wm_ops_qmatmul,
+    &wm_ops_index, &wm_ops_scatter, &wm_ops_misc, &wm_ops_einsum, &wm_ops_signal, &wm_ops_loss, &wm_ops_random, &wm_ops_control,
 };
 
 static int same_domain(const char *a, const char *b) {

@@ -81,6 +81,15 @@ static uint64_t next(uint64_t *st) { /* xorshift64* */
 
 static double unit(uint64_t *st) { return (double)(next(st) >> 11) * (1.0 / 9007199254740992.0); }
 
+static int is_float_type(int32_t dt) {
+    return dt == WM_DT_FLOAT || dt == WM_DT_DOUBLE || dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOAT16;
+}
+
+static int is_int_type(int32_t dt) {
+    return dt == WM_DT_INT8 || dt == WM_DT_UINT8 || dt == WM_DT_INT16 || dt == WM_DT_UINT16 || dt == WM_DT_INT32 ||
+           dt == WM_DT_UINT32 || dt == WM_DT_INT64 || dt == WM_DT_UINT64;
+}
+
 static void put(int32_t dt, void *p, uint64_t i, double v) {
     switch (dt) {
     case WM_DT_FLOAT: ((float *)p)[i] = (float)v; break;
@@ -127,6 +136,11 @@ wm_status wm_inputs_make(const wm_session *s, const wm_input_opts *o, wm_inputs 
             }
         }
         size_t es = wm_dtype_size(io->dtype);
+        if (!is_float_type(io->dtype) && io->dtype != WM_DT_BOOL && !is_int_type(io->dtype)) {
+            wm_inputs_free(in); /* put() writes the types above only (8-bit floats, sub-byte types: no) */
+            return wm_err(err, WM_ERR_USAGE, "input '%s': no generator for element type %s (give the data with --input-data)",
+                          io->name, wm_dtype_name(io->dtype));
+        }
         in->bufs[i] = aligned_alloc(64, ((numel * es) | 63) + 1);
         if (!in->bufs[i]) {
             wm_inputs_free(in);

@@ -135,7 +135,7 @@ wm_status wm_session_run_bound(wm_session *s, const wm_tensor *inputs, size_t n_
         }
         for (size_t i = 0; bind && i < n_outputs; i++)
             if (bind[i].data && (st = bind_output(s, p, i, &bind[i], err))) return st;
-        void *ws = mem + ((p->arena_bytes + 63) & ~(uint64_t)63);
+        void *ws = mem ? mem + ((p->arena_bytes + 63) & ~(uint64_t)63) : NULL; /* no arena: nothing planned to run */
         struct timespec t0, t1;
         for (int j = 0; j < p->n_run; j++) {
             wm_tensor **io = p->io + p->io_off[j];

@@ -10,6 +10,7 @@
 #include "onnx/onnx_model.h"
 #include "ops/gemm.h"
 #include "runtime/session_impl.h"
+#include "runtime/subgraph.h"
 
 /* ---------------------------------------------------------------- name map */
 
@@ -52,7 +53,8 @@ int wm_session_value(const wm_session *s, const char *name) {
 static wm_status const_from_proto(wm_session *s, const wm_onnx_tensor *t, wm_tensor *c, wm_error *err) {
     const char *nm = t->name ? t->name : "?";
     size_t esz = wm_dtype_size(t->data_type);
-    if (!esz || !wm_dtype_valid(t->data_type))
+    int packed = !esz && wm_dtype_bits(t->data_type) > 0; /* sub-byte types: raw packed bytes only */
+    if ((!esz && !packed) || !wm_dtype_valid(t->data_type))
         return wm_err(err, WM_ERR_UNSUPPORTED, "initializer '%s': element type %s is not supported by the engine", nm,
                       wm_dtype_name(t->data_type));
     if (t->n_dims > WM_MAX_RANK)
@@ -64,9 +66,10 @@ static wm_status const_from_proto(wm_session *s, const wm_onnx_tensor *t, wm_ten
     c->rank = (int32_t)t->n_dims;
     for (size_t i = 0; i < t->n_dims; i++) c->dims[i] = t->dims[i];
     uint64_t nbytes = numel * esz;
+    if (packed) wm_dtype_nbytes(t->data_type, numel, &nbytes);
     wm_bytes b = wm_onnx_tensor_bytes(t);
     if (b.p && b.n == nbytes) {
-        if (((uintptr_t)b.p % (esz < 8 ? esz : 8)) == 0) {
+        if (packed || ((uintptr_t)b.p % (esz < 8 ? esz : 8)) == 0) {
             c->data = (void *)b.p;
             return WM_OK;
         }
@@ -80,6 +83,9 @@ static wm_status const_from_proto(wm_session *s, const wm_onnx_tensor *t, wm_ten
     if (!d) return wm_err(err, WM_ERR_NOMEM, "initializer '%s': out of memory", nm);
     c->data = d;
     if (numel == 0) return WM_OK;
+    if (packed)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "initializer '%s': %s data outside raw_data is not supported", nm,
+                      wm_dtype_name(t->data_type));
     /* typed fields: one int32 per element for the small types, int64/uint64/double for the wide ones */
     switch (t->data_type) {
     case WM_DT_INT8: case WM_DT_UINT8: case WM_DT_BOOL: case WM_DT_INT16: case WM_DT_UINT16:
@@ -224,6 +230,14 @@ static wm_status init_node(wm_session *s, int i, const wm_onnx_node *p, wm_error
     if (opset < 0)
         return wm_node_err(n, err, WM_ERR_INPUT, "the model imports no opset for domain '%s'", *dom ? dom : "ai.onnx");
     n->opset = opset;
+    n->scope = s;
+    n->n_in_proto = (int)p->n_input;
+    wm_status st = wm_subgraph_outer_inputs(&s->arena, p, &p, err); /* If/Loop/Scan: + the outer values their bodies use */
+    if (st) {
+        wm_err_prefix(err, "node '%s' (%s)", wm_node_label(n), p->op_type ? p->op_type : "?");
+        return st;
+    }
+    n->proto = p;
     if (p->n_input > WM_MAX_IO || p->n_output > WM_MAX_IO)
         return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "more than %d inputs or outputs", WM_MAX_IO);
     n->n_in = (int)p->n_input;
@@ -246,7 +260,7 @@ static wm_status init_node(wm_session *s, int i, const wm_onnx_node *p, wm_error
         n->in_dtype[k] = s->vals[v].dtype;
         if (s->vals[v].kind == WM_VAL_CONST) n->in_const[k] = &s->vals[v].c;
     }
-    wm_status st = n->op->init(n, err);
+    st = n->op->init(n, err);
     if (st) return st;
     for (int k = 0; k < n->n_out; k++) {
         const char *nm = p->output[k];
@@ -277,6 +291,9 @@ static int foldable(const wm_session *s, const wm_node *n) {
 }
 
 /* ---------------------------------------------------------------- lifecycle */
+
+static wm_status build(wm_session *s, wm_onnx_graph *g, const int32_t *formal_dtypes, size_t n_formal,
+                       const char *const *outer_names, const int32_t *outer_dtypes, size_t n_outer, wm_error *err);
 
 wm_status wm_session_new(const char *path, const wm_session_opts *opts, wm_session **out, wm_error *err) {
     *out = NULL;
@@ -314,58 +331,117 @@ wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm
     }
     if ((st = wm_graph_open(m, g, &s->graph, err))) goto fail;
     if ((st = wm_graph_topo_sort(s->graph, err))) goto fail;
-    size_t cap = g->n_initializer + g->n_input;
+    if ((st = build(s, g, NULL, 0, NULL, NULL, 0, err))) goto fail;
+    *out = s;
+    return WM_OK;
+fail:
+    wm_session_free(s);
+    return st;
+}
+
+wm_status wm_session_new_sub(wm_session *parent, wm_onnx_graph *g, const int32_t *formal_dtypes, size_t n_formal,
+                             const char *const *outer_names, const int32_t *outer_dtypes, size_t n_outer,
+                             wm_session **out, wm_error *err) {
+    *out = NULL;
+    wm_session *s = calloc(1, sizeof *s);
+    if (!s) return wm_err(err, WM_ERR_NOMEM, "session: out of memory");
+    s->parent = parent;
+    s->model = parent->model;
+    s->pool = parent->pool;
+    s->gemm_ws = parent->gemm_ws;
+    s->gemm_ws_per = parent->gemm_ws_per;
+    s->opts = parent->opts;
+    wm_arena_init(&s->arena);
+    wm_status st = build(s, g, formal_dtypes, n_formal, outer_names, outer_dtypes, n_outer, err);
+    if (st) {
+        wm_err_prefix(err, "subgraph '%s'", g->name ? g->name : "");
+        wm_session_free(s);
+        return st;
+    }
+    *out = s;
+    return WM_OK;
+}
+
+/* Values, constants, inputs (then the outer values of a subgraph), nodes, outputs of graph g. */
+static wm_status build(wm_session *s, wm_onnx_graph *g, const int32_t *formal_dtypes, size_t n_formal,
+                       const char *const *outer_names, const int32_t *outer_dtypes, size_t n_outer, wm_error *err) {
+    wm_status st;
+    size_t cap = g->n_initializer + g->n_input + n_outer;
     for (size_t i = 0; i < g->n_node; i++) cap += g->node[i]->n_output;
     s->vals = calloc(cap ? cap : 1, sizeof *s->vals);
     s->nodes = calloc(g->n_node ? g->n_node : 1, sizeof *s->nodes);
     s->folded = calloc(g->n_node ? g->n_node : 1, 1);
-    s->in_val = calloc(g->n_input + 1, sizeof *s->in_val);
+    s->in_val = calloc(g->n_input + n_outer + 1, sizeof *s->in_val);
     s->out_val = calloc(g->n_output + 1, sizeof *s->out_val);
-    s->inputs = calloc(g->n_input + 1, sizeof *s->inputs);
+    s->inputs = calloc(g->n_input + n_outer + 1, sizeof *s->inputs);
     s->outputs = calloc(g->n_output + 1, sizeof *s->outputs);
     if (!s->vals || !s->nodes || !s->folded || !s->in_val || !s->out_val || !s->inputs || !s->outputs) {
         st = wm_err(err, WM_ERR_NOMEM, "session: out of memory");
-        goto fail;
+        return st;
     }
-    if ((st = map_init(s, cap, err))) goto fail;
+    if ((st = map_init(s, cap, err))) return st;
     if (g->n_sparse_initializer) {
         st = wm_err(err, WM_ERR_UNSUPPORTED, "sparse initializers are not supported by the engine");
-        goto fail;
+        return st;
     }
     for (size_t i = 0; i < g->n_initializer; i++) {
         const wm_onnx_tensor *t = g->initializer[i];
         if (!t->name || !*t->name || wm_session_value(s, t->name) >= 0) {
             st = wm_err(err, WM_ERR_INPUT, "initializer %zu: missing or duplicate name", i);
-            goto fail;
+            return st;
         }
         int v = add_value(s, t->name, WM_VAL_CONST);
-        if ((st = const_from_proto(s, t, &s->vals[v].c, err))) goto fail;
+        if ((st = const_from_proto(s, t, &s->vals[v].c, err))) return st;
         s->vals[v].dtype = s->vals[v].c.dtype;
     }
     for (size_t i = 0; i < g->n_input; i++) {
         const wm_onnx_value_info *vi = g->input[i];
         if (!vi->name || !*vi->name) {
             st = wm_err(err, WM_ERR_INPUT, "graph input %zu has no name", i);
-            goto fail;
+            return st;
         }
         if (wm_session_value(s, vi->name) >= 0) continue; /* an initializer listed as input: a constant here */
         wm_io_info *io = &s->inputs[s->n_inputs];
-        if ((st = io_info(vi, io, err))) goto fail;
-        if (!wm_dtype_size(io->dtype)) {
+        int32_t formal = i < n_formal && formal_dtypes ? formal_dtypes[i] : 0;
+        if (formal && !vi->type) { /* a subgraph input its node types */
+            memset(io, 0, sizeof *io);
+            io->name = vi->name;
+            io->dtype = formal;
+            io->rank = -1;
+        } else if ((st = io_info(vi, io, err))) {
+            return st;
+        }
+        if (formal && !io->dtype) io->dtype = formal; /* declared without an element type */
+        if (formal && io->dtype != formal)
+            return wm_err(err, WM_ERR_INPUT, "input '%s' is declared %s, the node passes %s", vi->name,
+                          wm_dtype_name(io->dtype), wm_dtype_name(formal));
+        if (!wm_dtype_bits(io->dtype)) {
             st = wm_err(err, WM_ERR_UNSUPPORTED, "graph input '%s': element type %s is not supported", vi->name,
                         wm_dtype_name(io->dtype));
-            goto fail;
+            return st;
         }
         int v = add_value(s, vi->name, WM_VAL_INPUT);
         s->vals[v].dtype = io->dtype;
         s->vals[v].input_index = (int)s->n_inputs;
         s->in_val[s->n_inputs++] = v;
     }
+    for (size_t i = 0; i < n_outer; i++) { /* outer-scope values a subgraph uses: inputs of any shape */
+        if (wm_session_value(s, outer_names[i]) >= 0) continue;
+        wm_io_info *io = &s->inputs[s->n_inputs];
+        memset(io, 0, sizeof *io);
+        io->name = outer_names[i];
+        io->dtype = outer_dtypes[i];
+        io->rank = -1;
+        int v = add_value(s, outer_names[i], WM_VAL_INPUT);
+        s->vals[v].dtype = io->dtype;
+        s->vals[v].input_index = (int)s->n_inputs;
+        s->in_val[s->n_inputs++] = v;
+    }
     s->n_nodes = g->n_node;
     for (size_t i = 0; i < g->n_node; i++) {
-        if ((st = init_node(s, (int)i, g->node[i], err))) goto fail;
+        if ((st = init_node(s, (int)i, g->node[i], err))) return st;
         if (foldable(s, &s->nodes[i])) {
-            if ((st = fold_node(s, (int)i, err))) goto fail;
+            if ((st = fold_node(s, (int)i, err))) return st;
             s->folded[i] = 1;
             s->n_folded++;
             /* later nodes see the new constants through in_const when they init */
@@ -376,9 +452,14 @@ wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm
         int v = wm_session_value(s, vi->name);
         if (v < 0) {
             st = wm_err(err, WM_ERR_INPUT, "graph output '%s' is not produced by any node", vi->name ? vi->name : "");
-            goto fail;
+            return st;
         }
-        if ((st = io_info(vi, &s->outputs[i], err))) goto fail;
+        if (s->parent && !vi->type) { /* an untyped subgraph output: the value's type */
+            s->outputs[i].name = vi->name;
+            s->outputs[i].rank = -1;
+        } else if ((st = io_info(vi, &s->outputs[i], err))) {
+            return st;
+        }
         s->outputs[i].dtype = s->vals[v].dtype;
         s->out_val[i] = v;
         if (s->vals[v].output_index < 0) s->vals[v].output_index = (int)i;
@@ -387,15 +468,8 @@ wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm
     const char *prof = getenv("WM_PROFILE");
     if (prof && *prof && strcmp(prof, "0")) s->prof_ms = calloc(s->n_nodes + 1, sizeof *s->prof_ms);
     s->plans = calloc((size_t)s->opts.max_plans, sizeof *s->plans);
-    if (!s->plans) {
-        st = wm_err(err, WM_ERR_NOMEM, "session: out of memory");
-        goto fail;
-    }
-    *out = s;
+    if (!s->plans) return wm_err(err, WM_ERR_NOMEM, "session: out of memory");
     return WM_OK;
-fail:
-    wm_session_free(s);
-    return st;
 }
 
 /* WM_PROFILE=1: milliseconds per op type per run, largest first, on stderr */
@@ -437,8 +511,12 @@ void wm_session_free(wm_session *s) {
     for (size_t i = 0; i < s->n_eager_bufs; i++) free(s->eager_bufs[i]);
     free(s->eager_bufs);
     free(s->mem);
-    free(s->gemm_ws);
-    wm_pool_free(s->pool);
+    for (size_t i = s->n_subs; i-- > 0;) wm_subgraph_free(s->subs[i]); /* before the pool they run on */
+    free(s->subs);
+    if (!s->parent) { /* a subgraph's session borrows these from its parent */
+        free(s->gemm_ws);
+        wm_pool_free(s->pool);
+    }
     wm_graph_free(s->graph);
     free(s->vals);
     free(s->nodes);
@@ -450,7 +528,7 @@ void wm_session_free(wm_session *s) {
     free(s->map.keys);
     free(s->map.ids);
     wm_arena_free(&s->arena);
-    wm_onnx_free(s->model);
+    if (!s->parent) wm_onnx_free(s->model);
     free(s);
 }
 

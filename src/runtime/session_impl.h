@@ -87,7 +87,21 @@ struct wm_session {
     uint64_t prof_runs;
     void *gemm_ws;           /* GEMM scratch, one slice per pool thread */
     size_t gemm_ws_per;
+    wm_session *parent;      /* a subgraph's session: model, pool and GEMM scratch are the parent's */
+    struct wm_subgraph **subs; /* subgraphs of this session's nodes, freed with it */
+    size_t n_subs;
 };
+
+/*
+ * A session over subgraph g of parent's model (If/Loop/Scan bodies): its
+ * inputs are g's inputs (formal_dtypes[i] != 0 types an input g leaves
+ * untyped; a declared type must agree), then n_outer outer-scope values
+ * (names and types as the parent sees them, any shape). Nodes of g must be
+ * in topological order. *out is freed with wm_session_free (before parent).
+ */
+wm_status wm_session_new_sub(wm_session *parent, wm_onnx_graph *g, const int32_t *formal_dtypes, size_t n_formal,
+                             const char *const *outer_names, const int32_t *outer_dtypes, size_t n_outer,
+                             wm_session **out, wm_error *err);
 
 /* Value id of name, -1 when unknown. */
 int wm_session_value(const wm_session *s, const char *name);

@@ -80,7 +80,8 @@ static int read_pb(const char *path, wm_arena *a, wm_tensor *t, char *why, size_
         goto done;
     }
     size_t es = wm_dtype_bits(pt->data_type) / 8;
-    if (!es || pt->n_dims > WM_MAX_RANK || pt->data_type == WM_DT_STRING) {
+    int packed = !es && wm_dtype_bits(pt->data_type) > 0; /* sub-byte types: packed raw_data */
+    if ((!es && !packed) || pt->n_dims > WM_MAX_RANK || pt->data_type == WM_DT_STRING) {
         snprintf(why, nwhy, "test data of type %s", wm_dtype_name(pt->data_type));
         rc = -2;
         goto done;
@@ -89,9 +90,15 @@ static int read_pb(const char *path, wm_arena *a, wm_tensor *t, char *why, size_
     t->dtype = pt->data_type;
     t->rank = (int32_t)pt->n_dims;
     for (size_t i = 0; i < pt->n_dims; i++) t->dims[i] = pt->dims[i], numel *= (uint64_t)pt->dims[i];
-    uint8_t *d = wm_arena_alloc(a, numel * es + 8);
+    uint64_t nbytes = numel * es;
+    if (packed) wm_dtype_nbytes(pt->data_type, numel, &nbytes);
+    uint8_t *d = wm_arena_alloc(a, nbytes + 8);
     wm_bytes b = wm_onnx_tensor_bytes(pt);
-    if (b.p && b.n == numel * es) memcpy(d, b.p, b.n);
+    if (b.p && b.n == nbytes) memcpy(d, b.p, b.n);
+    else if (packed && numel) {
+        snprintf(why, nwhy, "%s: packed data outside raw_data", path);
+        goto done;
+    }
     else if (pt->n_int32_data == numel)
         for (uint64_t i = 0; i < numel; i++) {
             if (es == 1) d[i] = (uint8_t)pt->int32_data[i];
@@ -111,17 +118,12 @@ done:
     return rc;
 }
 
-/* float8 value (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz), decoded here independently of the engine */
-static double get_f8(int32_t dt, uint8_t v) {
-    int m_bits = dt == WM_DT_FLOAT8E4M3FN || dt == WM_DT_FLOAT8E4M3FNUZ ? 3 : 2;
-    int bias = dt == WM_DT_FLOAT8E4M3FN ? 7 : dt == WM_DT_FLOAT8E4M3FNUZ ? 8 : dt == WM_DT_FLOAT8E5M2 ? 15 : 16;
-    int uz = dt == WM_DT_FLOAT8E4M3FNUZ || dt == WM_DT_FLOAT8E5M2FNUZ, e_max = (1 << (7 - m_bits)) - 1;
-    int e = (v & 0x7f) >> m_bits, m = v & ((1 << m_bits) - 1);
-    if (uz && v == 0x80) return NAN;
-    if (dt == WM_DT_FLOAT8E4M3FN && (v & 0x7f) == 0x7f) return NAN;
-    if (dt == WM_DT_FLOAT8E5M2 && e == e_max) return m ? NAN : (v & 0x80 ? -INFINITY : INFINITY);
-    double r = e ? ldexp(1.0 + m / (double)(1 << m_bits), e - bias) : ldexp(m / (double)(1 << m_bits), 1 - bias);
-    return v & 0x80 ? -r : r;
+/* An 8-bit float code: ebits exponent bits, bias; kind 0 e4m3fn (NaN only all ones), 1 fnuz (NaN 0x80), 2 IEEE-like (e5m2). */
+static double f8(uint8_t v, int ebits, int bias, int kind) {
+    int mbits = 7 - ebits, e = (v >> mbits) & ((1 << ebits) - 1), m = v & ((1 << mbits) - 1);
+    if ((kind == 1 && v == 0x80) || (kind == 0 && (v & 0x7f) == 0x7f) || (kind == 2 && e == (1 << ebits) - 1 && m)) return NAN;
+    double a = kind == 2 && e == (1 << ebits) - 1 ? INFINITY : e ? ldexp(1 + ldexp(m, -mbits), e - bias) : ldexp(m, 1 - bias - mbits);
+    return v & 0x80 ? -a : a;
 }
 
 static double get(const wm_tensor *t, uint64_t i) {
@@ -147,9 +149,23 @@ static double get(const wm_tensor *t, uint64_t i) {
     case WM_DT_UINT32: return ((const uint32_t *)d)[i];
     case WM_DT_INT64: return (double)((const int64_t *)d)[i];
     case WM_DT_UINT64: return (double)((const uint64_t *)d)[i];
-    case WM_DT_FLOAT8E4M3FN: case WM_DT_FLOAT8E4M3FNUZ: case WM_DT_FLOAT8E5M2: case WM_DT_FLOAT8E5M2FNUZ:
-        return get_f8(t->dtype, ((const uint8_t *)d)[i]);
-    default: return NAN;
+    case WM_DT_FLOAT8E4M3FN: return f8(((const uint8_t *)d)[i], 4, 7, 0);
+    case WM_DT_FLOAT8E4M3FNUZ: return f8(((const uint8_t *)d)[i], 4, 8, 1);
+    case WM_DT_FLOAT8E5M2: return f8(((const uint8_t *)d)[i], 5, 15, 2);
+    case WM_DT_FLOAT8E5M2FNUZ: return f8(((const uint8_t *)d)[i], 5, 16, 1);
+    case WM_DT_FLOAT8E8M0: return ((const uint8_t *)d)[i] == 0xff ? NAN : ldexp(1, ((const uint8_t *)d)[i] - 127);
+    case WM_DT_INT4: case WM_DT_UINT4: case WM_DT_FLOAT4E2M1: { /* two per byte, element 0 low */
+        int v = (((const uint8_t *)d)[i / 2] >> (4 * (i % 2))) & 0xf;
+        if (t->dtype == WM_DT_INT4) return v >= 8 ? v - 16 : v;
+        if (t->dtype == WM_DT_UINT4) return v;
+        static const double e2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+        return v & 8 ? -e2m1[v & 7] : e2m1[v & 7];
+    }
+    case WM_DT_INT2: case WM_DT_UINT2: { /* four per byte */
+        int v = (((const uint8_t *)d)[i / 4] >> (2 * (i % 4))) & 3;
+        return t->dtype == WM_DT_INT2 && v >= 2 ? v - 4 : v;
+    }
+    default: return NAN; /* a type this tool cannot read compares as NaN */
     }
 }
 
