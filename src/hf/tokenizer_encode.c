@@ -119,6 +119,8 @@ static wm_status tokenize_piece(const wm_tokenizer *t, wm_tok_scratch *sc, const
 static wm_status encode_seq(const wm_tokenizer *t, wm_tok_scratch *sc, const char *text, size_t len, wm_tseq *q,
                             int32_t type, wm_error *err) {
     wm_tseq_reset(q);
+    sc->text[type] = text;
+    sc->text_len[type] = len;
     wm_piece p0;
     wm_status st = wm_ts_begin(sc, text, len, &p0, err);
     if (st) return st;

@@ -370,6 +370,8 @@ struct wm_tok_scratch {
     pcre2_match_context *mctx;
     pcre2_jit_stack *jstack;
     wm_tseq seq[2];
+    const char *text[2]; /* the texts being encoded (offsets index them) */
+    size_t text_len[2];
     void *nf1, *nf2; /* normalization work areas */
     size_t nf1_cap, nf2_cap;
     /* model work areas */

@@ -148,11 +148,15 @@ size_t wm_tpost_added_count(const wm_tpost *pp, int is_pair) {
     return 0;
 }
 
-/* byte_level::process_offsets over one sequence */
-static void trim_offsets(wm_tseq *q, int add_prefix_space) {
+/*
+ * byte_level::process_offsets over one sequence. tokenizers (Python) trims
+ * character offsets: "start + leading" and "end - trailing" count
+ * characters, which here step over characters of the sequence's text.
+ */
+static void trim_offsets(wm_tseq *q, const char *text, size_t tlen, int add_prefix_space) {
     for (size_t i = 0; i < q->n; i++) {
         const char *s = q->str + q->soff[i];
-        size_t n = q->slen[i], lead = 0, trail = 0, k = 0, run = 0;
+        size_t n = q->slen[i], lead = 0, run = 0;
         int in_lead = 1;
         for (size_t b = 0; b < n;) {
             size_t adv;
@@ -162,18 +166,25 @@ static void trim_offsets(wm_tseq *q, int add_prefix_space) {
             if (in_lead && sp) lead++;
             else in_lead = 0;
             run = sp ? run + 1 : 0;
-            k++;
         }
-        trail = run;
+        size_t trail = run;
         if (!lead && !trail) continue;
         wm_tok_offset *o = &q->offs[i];
         if (lead) {
             int first = i == 0 || o->start == 0;
             if (first && add_prefix_space && lead == 1) lead = 0;
-            o->start = o->start + lead < o->end ? o->start + (uint32_t)lead : o->end;
+            size_t p = o->start;
+            for (size_t k = 0; k < lead && p < o->end && p < tlen; k++) p += wm_u8_len((uint8_t)text[p]);
+            o->start = (uint32_t)(p < o->end ? p : o->end);
         }
-        if (trail && o->end >= trail) o->end = o->end - trail > o->start ? o->end - (uint32_t)trail : o->start;
-        (void)k;
+        if (trail) {
+            size_t p = o->end, k = 0;
+            for (; k < trail && p > 0 && p <= tlen; k++) {
+                p--;
+                while (p > 0 && ((uint8_t)text[p] & 0xC0) == 0x80) p--;
+            }
+            if (k == trail) o->end = (uint32_t)(p > o->start ? p : o->start);
+        }
     }
 }
 
@@ -211,12 +222,14 @@ static wm_status apply(const wm_tpost *pp, wm_tok_scratch *sc, int *l, size_t *n
     case WM_TPP_BYTELEVEL:
         if (pp->trim_offsets)
             for (size_t i = 0; i < *n; i++)
-                if (SEG(i).seq >= 0) trim_offsets(&sc->seq[SEG(i).seq], pp->add_prefix_space);
+                if (SEG(i).seq >= 0)
+                    trim_offsets(&sc->seq[SEG(i).seq], sc->text[SEG(i).seq], sc->text_len[SEG(i).seq], pp->add_prefix_space);
         return WM_OK;
     case WM_TPP_ROBERTA:
         if (pp->trim_offsets)
             for (size_t i = 0; i < *n; i++)
-                if (SEG(i).seq >= 0) trim_offsets(&sc->seq[SEG(i).seq], pp->add_prefix_space);
+                if (SEG(i).seq >= 0)
+                    trim_offsets(&sc->seq[SEG(i).seq], sc->text[SEG(i).seq], sc->text_len[SEG(i).seq], pp->add_prefix_space);
         for (size_t i = 0; i < *n; i++) SEG(i).type = 0;
         if (!add_special) return WM_OK;
         for (size_t i = 0; i < *n; i++) {

@@ -1,6 +1,8 @@
 /* tokenizer_unicode.c - UTF-8, character properties and composition data for the tokenizers. */
 #include "hf/tokenizer_unicode.h"
 
+#include "hf/tokenizer_unidata.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +90,14 @@ size_t wm_u8_count(const char *s, size_t n) {
 }
 
 int wm_uc_cat(uint32_t cp) { return utf8proc_category((utf8proc_int32_t)cp); }
-int wm_uc_ccc(uint32_t cp) { return cp < 0x300 ? 0 : utf8proc_get_property((utf8proc_int32_t)cp)->combining_class; }
+
+/* Normalization data is Unicode 9.0's: code points assigned later have none (utf8proc's is masked). */
+static int assigned9(uint32_t cp) { return cp < 0x378 || wm_urange_has(wm_ud9_assigned, wm_ud9_assigned_n, cp); }
+
+int wm_uc_ccc(uint32_t cp) {
+    if (cp < 0x300 || !assigned9(cp)) return 0;
+    return utf8proc_get_property((utf8proc_int32_t)cp)->combining_class;
+}
 
 int wm_uc_is_white(uint32_t cp) {
     if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);
@@ -99,53 +108,25 @@ int wm_uc_is_white(uint32_t cp) {
 
 int wm_uc_is_numeric(uint32_t cp) {
     if (cp < 0x80) return cp >= '0' && cp <= '9';
-    int c = wm_uc_cat(cp);
-    return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+    return wm_urange_has(wm_ud17_numeric, wm_ud17_numeric_n, cp);
 }
 
 int wm_uc_is_regex_word(uint32_t cp) {
     if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
-    if (cp == 0x200C || cp == 0x200D) return 1; /* Join_Control */
-    /* Other_Alphabetic symbols (circled and squared Latin letters) */
-    if ((cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) || (cp >= 0x1F150 && cp <= 0x1F169) ||
-        (cp >= 0x1F170 && cp <= 0x1F189))
-        return 1;
-    switch (wm_uc_cat(cp)) {
-    case UTF8PROC_CATEGORY_LU:
-    case UTF8PROC_CATEGORY_LL:
-    case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO:
-    case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_MC:
-    case UTF8PROC_CATEGORY_ME:
-    case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_PC: return 1;
-    default: return 0;
-    }
+    return wm_urange_has(wm_ud16_word, wm_ud16_word_n, cp);
 }
 
 int wm_uc_is_punct(uint32_t cp) {
     if (cp < 0x80) return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
                           (cp >= 0x7B && cp <= 0x7E);
-    int c = wm_uc_cat(cp);
-    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+    return wm_urange_has(wm_ud8_punct, wm_ud8_punct_n, cp);
 }
 
-int wm_uc_is_other(uint32_t cp) {
-    int c = wm_uc_cat(cp);
-    return c == UTF8PROC_CATEGORY_CC || c == UTF8PROC_CATEGORY_CF || c == UTF8PROC_CATEGORY_CO ||
-           c == UTF8PROC_CATEGORY_CS;
-}
+int wm_uc_is_other(uint32_t cp) { return wm_urange_has(wm_ud8_other, wm_ud8_other_n, cp); }
 
-int wm_uc_is_mn(uint32_t cp) { return cp >= 0x300 && wm_uc_cat(cp) == UTF8PROC_CATEGORY_MN; }
+int wm_uc_is_mn(uint32_t cp) { return cp >= 0x300 && wm_urange_has(wm_ud8_mn, wm_ud8_mn_n, cp); }
 
-int wm_uc_is_mark(uint32_t cp) {
-    if (cp < 0x300) return 0;
-    int c = wm_uc_cat(cp);
-    return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
-}
+int wm_uc_is_mark(uint32_t cp) { return cp >= 0x300 && wm_urange_has(wm_ud9_mark, wm_ud9_mark_n, cp); }
 
 int wm_uc_is_cjk(uint32_t cp) {
     return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
@@ -158,17 +139,26 @@ size_t wm_uc_lower(uint32_t cp, uint32_t out[3]) {
         out[0] = (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
         return 1;
     }
-    if (cp == 0x130) { /* the one unconditional multi-character lowercase mapping */
-        out[0] = 'i';
-        out[1] = 0x307;
-        return 2;
+    size_t lo = 0, hi = wm_ud17_lower_n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (wm_ud17_lower[mid].cp < cp) lo = mid + 1;
+        else hi = mid;
     }
-    out[0] = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
+    if (lo < wm_ud17_lower_n && wm_ud17_lower[lo].cp == cp) {
+        out[0] = wm_ud17_lower[lo].l1;
+        if (wm_ud17_lower[lo].l2) {
+            out[1] = wm_ud17_lower[lo].l2;
+            return 2;
+        }
+        return 1;
+    }
+    out[0] = cp;
     return 1;
 }
 
 size_t wm_uc_decompose(uint32_t cp, int compat, uint32_t out[32]) {
-    if (cp < 0xA0) {
+    if (cp < 0xA0 || !assigned9(cp)) {
         out[0] = cp;
         return 1;
     }
@@ -219,7 +209,7 @@ static void comp_build(void) {
         return;
     }
     for (uint32_t cp = 0xC0; cp < 0x110000; cp++) {
-        if (cp >= 0xAC00 && cp <= 0xD7A3) continue; /* Hangul: algorithmic */
+        if ((cp >= 0xAC00 && cp <= 0xD7A3) || !assigned9(cp)) continue; /* Hangul: algorithmic */
         const utf8proc_property_t *pr = utf8proc_get_property((utf8proc_int32_t)cp);
         if (pr->decomp_seqindex == UINT16_MAX || pr->decomp_type != 0 || pr->comp_exclusion) continue;
         utf8proc_int32_t d[32];
@@ -263,7 +253,7 @@ int wm_uc_compose(uint32_t a, uint32_t b, uint32_t *out) {
 }
 
 int wm_uc_nf_inert(uint32_t cp, int compat, int compose) {
-    if (cp < 0xA0) return 1;
+    if (cp < 0xA0 || !assigned9(cp)) return 1;
     const utf8proc_property_t *pr = utf8proc_get_property((utf8proc_int32_t)cp);
     if (pr->combining_class) return 0;
     if (pr->decomp_seqindex != UINT16_MAX && (compat || pr->decomp_type == 0)) return 0;

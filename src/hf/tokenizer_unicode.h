@@ -1,8 +1,11 @@
 /*
  * tokenizer_unicode.h - UTF-8 and the Unicode properties the tokenizers
  * need, each named after the Rust function whose behaviour it reproduces
- * (char::is_whitespace, char::is_numeric, regex's \w ...). Character data
- * comes from utf8proc; normalization (NFD/NFC/NFKD/NFKC) is done here as a
+ * (char::is_whitespace, char::is_numeric, regex's \w ...) and in the
+ * Unicode version that crate used (tokenizer_unidata.h): 8.0 for
+ * unicode_categories, 9.0 for the normalization crate, 16.0 for regex and
+ * Oniguruma, 17.0 for Rust's std. utf8proc supplies decompositions and
+ * combining classes (masked to Unicode 9.0). Normalization is done here as a
  * stream of (codepoint, change) so that alignments follow the characters
  * exactly as in the `unicode-normalization-alignments` crate.
  */
@@ -52,15 +55,15 @@ int wm_uc_cat(uint32_t cp);
 int wm_uc_ccc(uint32_t cp);
 
 int wm_uc_is_white(uint32_t cp);      /* Rust char::is_whitespace (White_Space) */
-int wm_uc_is_numeric(uint32_t cp);    /* Rust char::is_numeric (Nd, Nl, No) */
-int wm_uc_is_regex_word(uint32_t cp); /* Rust regex \w (Alphabetic, M, Nd, Pc, Join_Control) */
-int wm_uc_is_punct(uint32_t cp);      /* ASCII punctuation or a P* category (BERT, Punctuation) */
-int wm_uc_is_other(uint32_t cp);      /* unicode_categories is_other (Cc, Cf, Co, Cs) */
-int wm_uc_is_mn(uint32_t cp);         /* Mn */
-int wm_uc_is_mark(uint32_t cp);       /* Mn, Mc, Me (is_combining_mark) */
+int wm_uc_is_numeric(uint32_t cp);    /* Rust char::is_numeric (N*, 17.0) */
+int wm_uc_is_regex_word(uint32_t cp); /* Rust regex \w (Alphabetic, M, Nd, Pc, Join_Control; 16.0) */
+int wm_uc_is_punct(uint32_t cp);      /* ASCII punctuation or P* (8.0): BERT, Punctuation */
+int wm_uc_is_other(uint32_t cp);      /* unicode_categories is_other: Cc, Cf, Co (8.0) */
+int wm_uc_is_mn(uint32_t cp);         /* Mn (8.0) */
+int wm_uc_is_mark(uint32_t cp);       /* Mn, Mc, Me: is_combining_mark (9.0) */
 int wm_uc_is_cjk(uint32_t cp);        /* BERT's "Chinese character" blocks */
 
-/* Rust char::to_lowercase: writes 1 or 2 codepoints; returns the count. */
+/* Rust char::to_lowercase (17.0): writes 1 or 2 codepoints; returns the count. */
 size_t wm_uc_lower(uint32_t cp, uint32_t out[3]);
 
 /* Full decomposition (canonical, or compatibility when compat); returns the count (<= 32). */

@@ -13,6 +13,11 @@
  *   wm_toktool bench MODEL FILE [--repeat N]
  *       encodes every raw line of FILE (no trailing newline) N times (default
  *       1) in one thread; prints {"bytes","lines","tokens","seconds"}.
+ *   wm_toktool normalize MODEL FILE
+ *       FILE: one JSON string per line; prints the normalizer's output (JSON string per line).
+ *   wm_toktool pretok MODEL FILE
+ *       prints the pre-tokenizer's pieces of each line (no normalizer, as
+ *       PreTokenizer.pre_tokenize_str): [[text, [start, end]], ...], byte offsets.
  *   wm_toktool info MODEL
  * MODEL: a folder or a tokenizer.json. Exit codes: 0 ok, 2 error.
  */
@@ -24,6 +29,7 @@
 
 #include "core/file.h"
 #include "hf/tokenizer.h"
+#include "hf/tokenizer_impl.h"
 
 static int fail(const wm_error *e) {
     fprintf(stderr, "wm_toktool: error: %s\n", e->msg);
@@ -161,6 +167,51 @@ static int decode_line(const char *s, size_t n, void *p) {
     return 0;
 }
 
+/* normalize / pretok: the components alone, through the library's internals */
+static int component_line(const char *s, size_t n, void *p) {
+    ctx *c = p;
+    if (!n) return 0;
+    cJSON *j = cJSON_ParseWithLength(s, n);
+    if (!cJSON_IsString(j)) {
+        cJSON_Delete(j);
+        fprintf(stderr, "wm_toktool: error: expected a JSON string per line\n");
+        return 2;
+    }
+    if (!c->enc.scratch) c->enc.scratch = wm_tscratch_new();
+    wm_tok_scratch *sc = c->enc.scratch;
+    wm_error e = {0};
+    wm_piece p0;
+    wm_status st = wm_ts_begin(sc, j->valuestring, strlen(j->valuestring), &p0, &e);
+    if (c->stream) { /* pretok */
+        int k = 0;
+        if (!st && !wm_ts_push_piece(sc, 0, p0)) st = WM_ERR_NOMEM;
+        if (!st && c->t->pre) st = wm_tpre_apply(c->t->pre, sc, &k, &e);
+        if (!st) {
+            fputc('[', stdout);
+            for (size_t i = 0; i < sc->pn[k]; i++) {
+                const wm_piece *q = &sc->pc[k][i];
+                fputs(i ? ",[" : "[", stdout);
+                put_str(stdout, sc->txt + q->off, q->len);
+                printf(",[%u,%u]]", q->shift, q->shift + q->olen);
+            }
+            fputs("]\n", stdout);
+        }
+    } else {
+        if (!st && c->t->norm) st = wm_tnorm_apply(c->t->norm, sc, &p0, &e);
+        if (!st) {
+            put_str(stdout, sc->txt + p0.off, p0.len);
+            fputc('\n', stdout);
+        }
+    }
+    cJSON_Delete(j);
+    if (st) {
+        printf("{\"error\":");
+        put_str(stdout, e.msg, strlen(e.msg));
+        printf("}\n");
+    }
+    return 0;
+}
+
 static int bench_line(const char *s, size_t n, void *p) {
     ctx *c = p;
     wm_error e = {0};
@@ -210,7 +261,10 @@ int main(int argc, char **argv) {
         rc = 2;
     } else if (!strcmp(mode, "encode"))
         rc = each_line(argv[3], encode_line, &c);
-    else if (!strcmp(mode, "decode") || !strcmp(mode, "stream")) {
+    else if (!strcmp(mode, "normalize") || !strcmp(mode, "pretok")) {
+        c.stream = mode[0] == 'p';
+        rc = each_line(argv[3], component_line, &c);
+    } else if (!strcmp(mode, "decode") || !strcmp(mode, "stream")) {
         c.stream = mode[0] == 's';
         rc = each_line(argv[3], decode_line, &c);
     } else if (!strcmp(mode, "bench")) {
