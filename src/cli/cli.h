@@ -65,5 +65,6 @@ void wm_cli_info(const wm_cli *c, const char *fmt, ...) __attribute__((format(pr
 int wm_cmd_inspect(int argc, char **argv);
 int wm_cmd_sys(int argc, char **argv);
 int wm_cmd_analyze(int argc, char **argv);
+int wm_cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -93,6 +93,7 @@ static int32_t char_id(const wm_tmodel *m, wm_tok_scratch *sc, const char *ch, s
     int pre = !first && m->prefix, suf = last && m->suffix;
     if (!pre && !suf) {
         if (n == 1) return m->ascii_ids[(uint8_t)ch[0]];
+        if (n == 2) return m->small_ids[((uint32_t)(ch[0] & 0x1F) << 6) | (ch[1] & 0x3F)];
         return wm_tmap_get(&m->v.map, ch, n);
     }
     size_t k = (pre ? m->prefix_len : 0) + n + (suf ? m->suffix_len : 0);

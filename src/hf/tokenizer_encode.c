@@ -92,7 +92,7 @@ static wm_status tokenize_piece(const wm_tokenizer *t, wm_tok_scratch *sc, const
     const char *w = sc->txt + p->off;
     if (p->added >= 0) {
         const wm_tadded *a = &t->added[p->added];
-        return wm_tseq_push(q, a->id, w, p->len, conv(sc, p, 0, p->len), word, type, 0) ? WM_OK : OOM(err);
+        return wm_tseq_push(q, a->id, w, p->len, 0, conv(sc, p, 0, p->len), word, type, 0) ? WM_OK : OOM(err);
     }
     size_t n = 0;
     wm_status st;
@@ -106,12 +106,14 @@ static wm_status tokenize_piece(const wm_tokenizer *t, wm_tok_scratch *sc, const
     for (size_t i = 0; i < n; i++) {
         const char *s;
         size_t sl = 0;
-        if (sc->tsrc[i]) {
+        int ref = !sc->tsrc[i];
+        if (!ref) {
             s = sc->txt + p->off + sc->ts[i];
             sl = sc->te[i] - sc->ts[i];
         } else if (!(s = model_token(&t->model, sc->tids[i], &sl)))
             s = "", sl = 0;
-        if (!wm_tseq_push(q, sc->tids[i], s, sl, conv(sc, p, sc->ts[i], sc->te[i]), word, type, 0)) return OOM(err);
+        if (!wm_tseq_push(q, sc->tids[i], s, sl, ref, conv(sc, p, sc->ts[i], sc->te[i]), word, type, 0))
+            return OOM(err);
     }
     return WM_OK;
 }

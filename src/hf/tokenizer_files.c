@@ -108,6 +108,7 @@ size_t wm_tokenizer_vocab_size(const wm_tokenizer *t) {
 /* Special tokens named in the config files (and additional_special_tokens) become added tokens. */
 static wm_status add_config_specials(wm_tokenizer *t, const char *dir, const char *const *defaults, wm_error *err) {
     const char *names[64];
+    int role_of[64];
     size_t n = 0;
     cJSON *docs[2] = {NULL, NULL};
     const char *files[2] = {"special_tokens_map.json", "tokenizer_config.json"};
@@ -120,21 +121,23 @@ static wm_status add_config_specials(wm_tokenizer *t, const char *dir, const cha
         for (int f = 0; f < 2 && !s; f++)
             if (cJSON_IsObject(docs[f])) s = token_text(cJSON_GetObjectItemCaseSensitive(docs[f], role_keys[r]));
         if (!s && defaults) s = defaults[r];
-        if (s && n < 64) names[n++] = s;
+        if (s && n < 64) role_of[n] = r, names[n++] = s;
     }
     for (int f = 0; f < 2; f++) {
         const cJSON *a = cJSON_IsObject(docs[f]) ? cJSON_GetObjectItemCaseSensitive(docs[f], "additional_special_tokens") : NULL;
         const cJSON *e;
         cJSON_ArrayForEach(e, a) {
             const char *s = token_text(e);
-            if (s && n < 64) names[n++] = s;
+            if (s && n < 64) role_of[n] = -1, names[n++] = s;
         }
     }
     wm_tadded toks[64];
     size_t k = 0;
+    int roles[64];
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(names[i]);
         if (!len || !wm_u8_valid(names[i], len)) continue;
+        roles[k] = role_of[i];
         char *c = wm_arena_strndup(&t->arena, names[i], len);
         if (!c) {
             cJSON_Delete(docs[0]);
@@ -146,6 +149,8 @@ static wm_status add_config_specials(wm_tokenizer *t, const char *dir, const cha
     cJSON_Delete(docs[0]);
     cJSON_Delete(docs[1]);
     wm_status st = wm_tadded_add_batch(t, toks, k, err);
+    for (size_t i = 0; i < k && !st; i++)
+        if (roles[i] >= 0) t->roles[roles[i]] = wm_tokenizer_token_to_id(t, toks[i].content, toks[i].len);
     return st ? st : wm_tadded_finish(t, err);
 }
 

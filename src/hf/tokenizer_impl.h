@@ -61,9 +61,12 @@ static inline int32_t wm_tmap_get(const wm_tmap *m, const char *s, size_t n) {
 }
 static inline const char *wm_tmap_key(const wm_tmap *m, size_t i) { return m->pool + m->ent[i].off; }
 
-/* uint64 -> uint64 map (keys != UINT64_MAX). */
+/* uint64 -> uint64 map (keys != UINT64_MAX); key and value side by side (one cache line per probe). */
+typedef struct wm_u64ent {
+    uint64_t k, v;
+} wm_u64ent;
 typedef struct wm_u64map {
-    uint64_t *keys, *vals;
+    wm_u64ent *e;
     size_t mask, n;
 } wm_u64map;
 void wm_u64map_free(wm_u64map *m);
@@ -76,10 +79,13 @@ int wm_u64map_get(const wm_u64map *m, uint64_t k, uint64_t *v);
  * Token <-> id. map: token -> id (last duplicate wins, like a HashMap).
  * Reverse: id -> token, dense when ids are compact, else sorted pairs.
  */
+typedef struct wm_tstr {
+    uint32_t off, len; /* len UINT32_MAX: none */
+} wm_tstr;
 typedef struct wm_tvocab {
     wm_tmap map;
     int32_t max_id;
-    uint32_t *r_off, *r_len; /* dense reverse over [0, max_id]; r_len UINT32_MAX = none */
+    wm_tstr *r;    /* dense reverse over [0, max_id] */
     int32_t *s_id;           /* sparse reverse: sorted ids, with s_off/s_len */
     uint32_t *s_off, *s_len;
     size_t s_n;
@@ -271,6 +277,7 @@ typedef struct wm_tmodel {
     size_t prefix_len, suffix_len;
     wm_u64map merges; /* (a << 32 | b) -> (rank << 32 | new id) */
     int32_t ascii_ids[128]; /* id of each 1-byte char token, -1 */
+    int32_t *small_ids;     /* id of each one-character token below U+0800, -1 (0x800 entries) */
     /* Unigram */
     double *scores; /* per entry index == id */
     size_t n_entries;
@@ -333,6 +340,7 @@ typedef struct wm_tseq { /* tokens of one sequence (before post-processing) */
     int32_t *ids, *words, *types;
     uint8_t *special;
     wm_tok_offset *offs;
+    const char **sptr; /* token string in the tokenizer (vocabulary), or NULL: str + soff */
     uint32_t *soff, *slen;
     char *str;
     size_t str_n, str_cap;
@@ -460,8 +468,10 @@ void wm_tmodel_free(wm_tmodel *m);
 void wm_tscratch_free_model(wm_tok_scratch *sc);
 
 /* Sequence building (tokenizer_post.c). */
-int wm_tseq_push(wm_tseq *q, int32_t id, const char *s, size_t n, wm_tok_offset off, int32_t word, int32_t type,
-                 uint8_t special);
+/* Appends a token; its string s is copied unless ref (s then outlives the sequence: vocabulary). */
+int wm_tseq_push(wm_tseq *q, int32_t id, const char *s, size_t n, int ref, wm_tok_offset off, int32_t word,
+                 int32_t type, uint8_t special);
+static inline const char *wm_tseq_tok(const wm_tseq *q, size_t i) { return q->sptr[i] ? q->sptr[i] : q->str + q->soff[i]; }
 void wm_tseq_reset(wm_tseq *q);
 void wm_tseq_free(wm_tseq *q);
 /* Truncation, post-processing and padding of seq[0] (+ seq[1]) into out. */

@@ -19,7 +19,9 @@ void wm_tmodel_free(wm_tmodel *m) {
     wm_u64map_free(&m->merges);
     wm_ttrie_free(&m->trie);
     free(m->scores);
+    free(m->small_ids);
     m->scores = NULL;
+    m->small_ids = NULL;
 }
 
 static wm_status load_vocab_map(wm_tokenizer *t, const cJSON *v, const char *path, wm_error *err) {
@@ -56,6 +58,12 @@ wm_status wm_tmodel_finish_common(wm_tokenizer *t, wm_error *err) {
     for (int c = 0; c < 128; c++) {
         char ch = (char)c;
         m->ascii_ids[c] = vget(m, &ch, 1);
+    }
+    if (!m->small_ids && !(m->small_ids = malloc(0x800 * sizeof *m->small_ids))) return NOMEM(t, err);
+    for (uint32_t c = 0; c < 0x800; c++) {
+        char u[4];
+        size_t k = wm_u8_put(c, u);
+        m->small_ids[c] = vget(m, u, k);
     }
     if (m->unk && m->kind != WM_TM_UNIGRAM) m->unk_id = vget(m, m->unk, m->unk_len);
     return WM_OK;
@@ -183,9 +191,8 @@ static wm_status load_unigram(wm_tokenizer *t, const cJSON *j, wm_error *err) {
     if (unk >= (int64_t)n) return wm_err(err, WM_ERR_INPUT, "%s: model.unk_id: %lld is past the vocabulary", t->name, (long long)unk);
     m->unk_id = (int32_t)unk;
     m->scores = malloc((n ? n : 1) * sizeof *m->scores);
-    m->v.r_off = malloc((n ? n : 1) * sizeof *m->v.r_off);
-    m->v.r_len = malloc((n ? n : 1) * sizeof *m->v.r_len);
-    if (!m->scores || !m->v.r_off || !m->v.r_len) return NOMEM(t, err);
+    m->v.r = malloc((n ? n : 1) * sizeof *m->v.r);
+    if (!m->scores || !m->v.r) return NOMEM(t, err);
     m->min_score = INFINITY;
     size_t i = 0;
     const cJSON *e;
@@ -199,8 +206,7 @@ static wm_status load_unigram(wm_tokenizer *t, const cJSON *j, wm_error *err) {
             return wm_err(err, WM_ERR_INPUT, "%s: model.vocab[%zu]: not valid UTF-8", t->name, i);
         long k = wm_tmap_put(&m->v.map, s->valuestring, len, (int32_t)i);
         if (k < 0 || !wm_ttrie_insert(&m->trie, s->valuestring, len, (int32_t)i)) return NOMEM(t, err);
-        m->v.r_off[i] = m->v.map.ent[k].off;
-        m->v.r_len[i] = (uint32_t)len;
+        m->v.r[i] = (wm_tstr){m->v.map.ent[k].off, (uint32_t)len};
         m->scores[i] = sc->valuedouble;
         if (sc->valuedouble < m->min_score) m->min_score = sc->valuedouble;
         i++;

@@ -13,25 +13,26 @@
 
 #define OOM(err) wm_err(err, WM_ERR_NOMEM, "tokenizer: out of memory (post-process)")
 
-int wm_tseq_push(wm_tseq *q, int32_t id, const char *s, size_t n, wm_tok_offset off, int32_t word, int32_t type,
-                 uint8_t special) {
+int wm_tseq_push(wm_tseq *q, int32_t id, const char *s, size_t n, int ref, wm_tok_offset off, int32_t word,
+                 int32_t type, uint8_t special) {
     if (q->n >= q->cap) {
-        size_t c = q->cap, c2 = q->cap, c3 = q->cap, c4 = q->cap, c5 = q->cap, c6 = q->cap, c7 = q->cap;
+        size_t c = q->cap, c2 = q->cap, c3 = q->cap, c4 = q->cap, c5 = q->cap, c6 = q->cap, c7 = q->cap, c8 = q->cap;
         if (!wm_tgrow(&q->ids, &c, q->n + 1, sizeof *q->ids) || !wm_tgrow(&q->words, &c2, q->n + 1, sizeof *q->words) ||
             !wm_tgrow(&q->types, &c3, q->n + 1, sizeof *q->types) ||
             !wm_tgrow(&q->special, &c4, q->n + 1, sizeof *q->special) ||
             !wm_tgrow(&q->offs, &c5, q->n + 1, sizeof *q->offs) || !wm_tgrow(&q->soff, &c6, q->n + 1, sizeof *q->soff) ||
-            !wm_tgrow(&q->slen, &c7, q->n + 1, sizeof *q->slen))
+            !wm_tgrow(&q->slen, &c7, q->n + 1, sizeof *q->slen) || !wm_tgrow(&q->sptr, &c8, q->n + 1, sizeof *q->sptr))
             return 0;
         size_t mn = c;
-        size_t cs[6] = {c2, c3, c4, c5, c6, c7};
-        for (int i = 0; i < 6; i++)
+        size_t cs[7] = {c2, c3, c4, c5, c6, c7, c8};
+        for (int i = 0; i < 7; i++)
             if (cs[i] < mn) mn = cs[i];
         q->cap = mn;
     }
-    if (q->str_n + n > UINT32_MAX || !wm_tgrow(&q->str, &q->str_cap, q->str_n + n + 1, 1)) return 0;
-    memcpy(q->str + q->str_n, s, n);
+    if (!ref && (q->str_n + n > UINT32_MAX || !wm_tgrow(&q->str, &q->str_cap, q->str_n + n + 1, 1))) return 0;
+    if (!ref) memcpy(q->str + q->str_n, s, n);
     size_t i = q->n++;
+    q->sptr[i] = ref ? s : NULL;
     q->ids[i] = id;
     q->words[i] = word;
     q->types[i] = type;
@@ -39,7 +40,7 @@ int wm_tseq_push(wm_tseq *q, int32_t id, const char *s, size_t n, wm_tok_offset 
     q->offs[i] = off;
     q->soff[i] = (uint32_t)q->str_n;
     q->slen[i] = (uint32_t)n;
-    q->str_n += n;
+    if (!ref) q->str_n += n;
     return 1;
 }
 
@@ -53,6 +54,7 @@ void wm_tseq_free(wm_tseq *q) {
     free(q->offs);
     free(q->soff);
     free(q->slen);
+    free(q->sptr);
     free(q->str);
     memset(q, 0, sizeof *q);
 }
@@ -69,6 +71,7 @@ static void seq_truncate(wm_tseq *q, size_t max_len, int left) {
         memmove(q->offs, q->offs + d, max_len * sizeof *q->offs);
         memmove(q->soff, q->soff + d, max_len * sizeof *q->soff);
         memmove(q->slen, q->slen + d, max_len * sizeof *q->slen);
+        memmove(q->sptr, q->sptr + d, max_len * sizeof *q->sptr);
     }
     q->n = max_len;
 }
@@ -155,7 +158,7 @@ size_t wm_tpost_added_count(const wm_tpost *pp, int is_pair) {
  */
 static void trim_offsets(wm_tseq *q, const char *text, size_t tlen, int add_prefix_space) {
     for (size_t i = 0; i < q->n; i++) {
-        const char *s = q->str + q->soff[i];
+        const char *s = wm_tseq_tok(q, i);
         size_t n = q->slen[i], lead = 0, run = 0;
         int in_lead = 1;
         for (size_t b = 0; b < n;) {
@@ -369,7 +372,7 @@ wm_status wm_tpost_finish(const wm_tokenizer *t, wm_tok_scratch *sc, int has_pai
             const wm_tseq *q = &sc->seq[g.seq];
             for (size_t k = 0; k < q->n; k++)
                 if (!out_push(out, q->ids[k], g.type >= 0 ? g.type : q->types[k], q->words[k], q->special[k], q->offs[k],
-                              q->str + q->soff[k], q->slen[k]))
+                              wm_tseq_tok(q, k), q->slen[k]))
                     return OOM(err);
         } else
             for (size_t k = 0; k < g.sp->n; k++)

@@ -86,57 +86,49 @@ long wm_tmap_put(wm_tmap *m, const char *s, size_t n, int32_t val) {
 /* -------------------------------------------------------------- u64map */
 
 void wm_u64map_free(wm_u64map *m) {
-    free(m->keys);
-    free(m->vals);
+    free(m->e);
     memset(m, 0, sizeof *m);
 }
 
 static size_t u64_slot(uint64_t k, size_t mask) { return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 17) & mask; }
 
 static int u64_rehash(wm_u64map *m, size_t ns) {
-    uint64_t *nk = malloc(ns * sizeof *nk), *nv = malloc(ns * sizeof *nv);
-    if (!nk || !nv) {
-        free(nk);
-        free(nv);
-        return 0;
-    }
-    memset(nk, 0xFF, ns * sizeof *nk);
+    wm_u64ent *ne = malloc(ns * sizeof *ne);
+    if (!ne) return 0;
+    for (size_t i = 0; i < ns; i++) ne[i].k = UINT64_MAX;
     size_t mask = ns - 1;
-    if (m->keys)
+    if (m->e)
         for (size_t i = 0; i <= m->mask; i++) {
-            if (m->keys[i] == UINT64_MAX) continue;
-            size_t j = u64_slot(m->keys[i], mask);
-            while (nk[j] != UINT64_MAX) j = (j + 1) & mask;
-            nk[j] = m->keys[i];
-            nv[j] = m->vals[i];
+            if (m->e[i].k == UINT64_MAX) continue;
+            size_t j = u64_slot(m->e[i].k, mask);
+            while (ne[j].k != UINT64_MAX) j = (j + 1) & mask;
+            ne[j] = m->e[i];
         }
-    free(m->keys);
-    free(m->vals);
-    m->keys = nk;
-    m->vals = nv;
+    free(m->e);
+    m->e = ne;
     m->mask = mask;
     return 1;
 }
 
 int wm_u64map_put(wm_u64map *m, uint64_t k, uint64_t v) {
-    if (!m->keys || (m->n + 1) * 2 > m->mask + 1)
-        if (!u64_rehash(m, m->keys ? (m->mask + 1) * 2 : 64)) return 0;
+    if (!m->e || (m->n + 1) * 2 > m->mask + 1)
+        if (!u64_rehash(m, m->e ? (m->mask + 1) * 2 : 64)) return 0;
     size_t i = u64_slot(k, m->mask);
-    while (m->keys[i] != UINT64_MAX && m->keys[i] != k) i = (i + 1) & m->mask;
-    if (m->keys[i] == UINT64_MAX) m->n++;
-    m->keys[i] = k;
-    m->vals[i] = v;
+    while (m->e[i].k != UINT64_MAX && m->e[i].k != k) i = (i + 1) & m->mask;
+    if (m->e[i].k == UINT64_MAX) m->n++;
+    m->e[i].k = k;
+    m->e[i].v = v;
     return 1;
 }
 
 int wm_u64map_get(const wm_u64map *m, uint64_t k, uint64_t *v) {
-    if (!m->keys) return 0;
+    if (!m->e) return 0;
     for (size_t i = u64_slot(k, m->mask);; i = (i + 1) & m->mask) {
-        if (m->keys[i] == k) {
-            *v = m->vals[i];
+        if (m->e[i].k == k) {
+            *v = m->e[i].v;
             return 1;
         }
-        if (m->keys[i] == UINT64_MAX) return 0;
+        if (m->e[i].k == UINT64_MAX) return 0;
     }
 }
 
@@ -144,8 +136,7 @@ int wm_u64map_get(const wm_u64map *m, uint64_t k, uint64_t *v) {
 
 void wm_tvocab_free(wm_tvocab *v) {
     wm_tmap_free(&v->map);
-    free(v->r_off);
-    free(v->r_len);
+    free(v->r);
     free(v->s_id);
     free(v->s_off);
     free(v->s_len);
@@ -167,16 +158,14 @@ wm_status wm_tvocab_build_reverse(wm_tvocab *v, const char *name, wm_error *err)
     if (mx < 0) return WM_OK;
     if ((size_t)mx <= 2 * v->map.n + 4096) {
         size_t n = (size_t)mx + 1;
-        v->r_off = malloc(n * sizeof *v->r_off);
-        v->r_len = malloc(n * sizeof *v->r_len);
-        if (!v->r_off || !v->r_len) return wm_err(err, WM_ERR_NOMEM, "%s: out of memory (vocabulary)", name);
-        memset(v->r_len, 0xFF, n * sizeof *v->r_len);
+        v->r = malloc(n * sizeof *v->r);
+        if (!v->r) return wm_err(err, WM_ERR_NOMEM, "%s: out of memory (vocabulary)", name);
+        memset(v->r, 0xFF, n * sizeof *v->r);
         /* a HashMap iterates in no fixed order; for ids shared by several tokens the first one is kept */
         for (size_t i = 0; i < v->map.n; i++) {
             int32_t id = v->map.ent[i].val;
-            if (v->r_len[id] != UINT32_MAX) continue;
-            v->r_off[id] = v->map.ent[i].off;
-            v->r_len[id] = v->map.ent[i].len;
+            if (v->r[id].len != UINT32_MAX) continue;
+            v->r[id] = (wm_tstr){v->map.ent[i].off, v->map.ent[i].len};
         }
         return WM_OK;
     }
@@ -209,10 +198,10 @@ wm_status wm_tvocab_build_reverse(wm_tvocab *v, const char *name, wm_error *err)
 
 const char *wm_tvocab_token(const wm_tvocab *v, int32_t id, size_t *len) {
     if (id < 0 || id > v->max_id) return NULL;
-    if (v->r_len) {
-        if (v->r_len[id] == UINT32_MAX) return NULL;
-        *len = v->r_len[id];
-        return v->rpool + v->r_off[id];
+    if (v->r) {
+        if (v->r[id].len == UINT32_MAX) return NULL;
+        *len = v->r[id].len;
+        return v->rpool + v->r[id].off;
     }
     size_t lo = 0, hi = v->s_n;
     while (lo < hi) {

@@ -385,7 +385,10 @@ def compare(name, model, pytok, lossless, lines, work, stats=None):
             for o in raw:
                 f.write(json.dumps(o.get("ids", [])) + "\n")
         dec = run_tool(["decode", model, rt_path, "--keep-special"])
+        added = [a.content for a in pytok.get_added_tokens_decoder().values()]
         for i, s in enumerate(lines):
+            if any(a in s for a in added):
+                continue  # text around an added token is normalized on its own (Prepend ...): not lossless
             want = unicodedata.normalize("NFC", s) if lossless == "nfc" else s
             st.add("roundtrip", dec[i] == want, (s, dec[i]))
     return st

@@ -63,8 +63,10 @@ def _ranges(cps):
     return out
 
 
-def probe(name, planes, work):
-    """Returns the sorted list of code points whose outputs differ for component `name`."""
+def probe(name, planes, work, batch=1, stride=1):
+    """Returns the sorted list of code points whose outputs differ for component `name` (with
+    batch > 1, the probes of `batch` code points share one input line, joined by newlines, and a
+    differing line reports all of its code points; stride > 1 probes every stride-th code point)."""
     from tokenizers import Tokenizer, models
     norm, pre, mk = components()[name]
     t = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
@@ -75,10 +77,19 @@ def probe(name, planes, work):
     model = os.path.join(work, name + ".json")
     t.save(model)
     cps, inputs = [], []
-    for cp in codepoints(planes):
-        for s in mk(chr(cp)):
-            cps.append(cp)
-            inputs.append(s)
+    group, parts = [], []
+    for k, cp in enumerate(codepoints(planes)):
+        if k % stride:
+            continue
+        group.append(cp)
+        parts.extend(mk(chr(cp)))
+        if len(group) >= batch:
+            cps.append(tuple(group))
+            inputs.append("\n".join(parts))
+            group, parts = [], []
+    if group:
+        cps.append(tuple(group))
+        inputs.append("\n".join(parts))
     path = os.path.join(work, name + ".jsonl")
     with open(path, "w", encoding="utf-8") as f:
         for s in inputs:
@@ -98,7 +109,7 @@ def probe(name, planes, work):
         else:
             ref = t.normalizer.normalize_str(s)
         if o != ref:
-            bad.add(cp)
+            bad.update(cp)
     return sorted(bad)
 
 
@@ -106,13 +117,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--planes", default="0,1,2,3,14")
     ap.add_argument("--only", default="")
+    ap.add_argument("--batch", type=int, default=1)
     args = ap.parse_args()
     planes = [int(x) for x in args.planes.split(",")]
     names = [n for n in args.only.split(",") if n] or list(components())
     total = 0
     with tempfile.TemporaryDirectory() as work:
         for n in names:
-            bad = probe(n, planes, work)
+            bad = probe(n, planes, work, args.batch)
             total += len(bad)
             rs = _ranges(bad)
             print(f"{n}: {len(bad)} code points differ" + (": " + " ".join(
