@@ -97,6 +97,69 @@ static const char *type_of(wm_tokenizer *t, const cJSON *j, const char *path, wm
 
 /* ------------------------------------------------------------ normalizers */
 
+static int b64v(char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Standard base64 with padding into an arena buffer. */
+static wm_status base64(wm_tokenizer *t, const char *s, size_t n, const char *what, uint8_t **out, size_t *len,
+                        wm_error *err) {
+    if (n % 4) return wm_err(err, WM_ERR_INPUT, "%s: %s: base64 length is not a multiple of 4", t->name, what);
+    uint8_t *b = wm_arena_alloc(&t->arena, n / 4 * 3 + 4);
+    if (!b) return NOMEM(t, err);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4], pad = 0;
+        for (int j = 0; j < 4; j++) {
+            v[j] = b64v(s[i + j]);
+            if (s[i + j] == '=' && i + 4 == n && j >= 2) pad++, v[j] = 0;
+            else if (v[j] < 0 || pad) return wm_err(err, WM_ERR_INPUT, "%s: %s: not base64 at %zu", t->name, what, i + j);
+        }
+        uint32_t x = ((uint32_t)v[0] << 18) | ((uint32_t)v[1] << 12) | ((uint32_t)v[2] << 6) | (uint32_t)v[3];
+        b[k++] = (uint8_t)(x >> 16);
+        if (pad < 2) b[k++] = (uint8_t)(x >> 8);
+        if (pad < 1) b[k++] = (uint8_t)x;
+    }
+    *out = b;
+    *len = k;
+    return WM_OK;
+}
+
+/* {"type":"Precompiled","precompiled_charsmap": base64 of [u32 trie bytes][trie][NUL-separated strings]} */
+static wm_status precompiled(wm_tokenizer *t, const cJSON *j, const char *path, wm_tnorm *n, wm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "precompiled_charsmap");
+    char what[300];
+    snprintf(what, sizeof what, "%s.precompiled_charsmap", path);
+    if (cJSON_IsNull(v)) return WM_OK; /* no map: the identity */
+    if (!cJSON_IsString(v)) return wm_err(err, WM_ERR_INPUT, "%s: %s: expected a base64 string", t->name, what);
+    uint8_t *b = NULL;
+    size_t len = 0;
+    wm_status st = base64(t, v->valuestring, strlen(v->valuestring), what, &b, &len, err);
+    if (st) return st;
+    if (len < 4) return wm_err(err, WM_ERR_INPUT, "%s: %s: shorter than its header", t->name, what);
+    uint32_t tsz = (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+    size_t units = tsz / 4;
+    if (units > (len - 4) / 4) return wm_err(err, WM_ERR_INPUT, "%s: %s: trie size past the end", t->name, what);
+    uint32_t *trie = wm_arena_alloc(&t->arena, (units ? units : 1) * sizeof *trie);
+    if (!trie) return NOMEM(t, err);
+    for (size_t i = 0; i < units; i++) {
+        const uint8_t *q = b + 4 + 4 * i;
+        trie[i] = (uint32_t)q[0] | ((uint32_t)q[1] << 8) | ((uint32_t)q[2] << 16) | ((uint32_t)q[3] << 24);
+    }
+    n->trie = trie;
+    n->trie_n = units;
+    n->norm_blob = (const char *)b + 4 + 4 * units;
+    n->norm_len = len - 4 - 4 * units;
+    if (!wm_u8_valid(n->norm_blob, n->norm_len))
+        return wm_err(err, WM_ERR_INPUT, "%s: %s: replacement strings are not valid UTF-8", t->name, what);
+    return WM_OK;
+}
+
 wm_status wm_tjson_normalizer(wm_tokenizer *t, const cJSON *j, const char *path, wm_tnorm **out, int depth,
                               wm_error *err) {
     const char *ty = type_of(t, j, path, err);
@@ -140,6 +203,9 @@ wm_status wm_tjson_normalizer(wm_tokenizer *t, const cJSON *j, const char *path,
     } else if (!strcmp(ty, "Prepend")) {
         n->kind = WM_TN_PREPEND;
         if ((st = wm_tjson_str(t, j, "prepend", path, 1, &n->str, &n->str_len, err))) return st;
+    } else if (!strcmp(ty, "Precompiled")) {
+        n->kind = WM_TN_PRECOMPILED;
+        if ((st = precompiled(t, j, path, n, err))) return st;
     } else if (!strcmp(ty, "Replace")) {
         n->kind = WM_TN_REPLACE;
         if ((st = wm_tjson_str(t, j, "content", path, 1, &n->str, &n->str_len, err))) return st;

@@ -52,7 +52,7 @@ static int sl_item(slist *l, const char *s, size_t n) {
     return 1;
 }
 static void sl_reset(slist *l) { l->n = l->cnt = 0; }
-#define ITEM(l, i) ((l)->buf + (l)->off[i])
+#define ITEM(l, i) ((l)->buf ? (l)->buf + (l)->off[i] : "")
 
 /* str::replace: every non-overlapping occurrence of pat (empty pat: between all characters). */
 static int str_replace(slist *o, const char *s, size_t n, const char *pat, size_t pn, const char *to, size_t tn) {

@@ -67,7 +67,7 @@ wm_status wm_ts_begin(wm_tok_scratch *sc, const char *text, size_t len, wm_piece
     sc->pn[0] = sc->pn[1] = 0;
     sc->on = 0;
     if (!wm_ts_reserve(sc, len)) return OOM(err);
-    memcpy(sc->txt, text, len);
+    if (len) memcpy(sc->txt, text, len);
     for (size_t i = 0; i < len;) {
         size_t n = wm_u8_len((uint8_t)text[i]);
         for (size_t k = 0; k < n; k++) sc->al[i + k] = (wm_tspan){(uint32_t)i, (uint32_t)(i + n)};

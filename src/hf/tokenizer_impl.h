@@ -159,7 +159,8 @@ typedef enum {
     WM_TN_PREPEND,
     WM_TN_REPLACE,
     WM_TN_NMT,
-    WM_TN_BYTELEVEL
+    WM_TN_BYTELEVEL,
+    WM_TN_PRECOMPILED
 } wm_tnorm_kind;
 
 typedef struct wm_tnorm {
@@ -169,6 +170,10 @@ typedef struct wm_tnorm {
     const char *str;                                          /* Prepend text / Replace content */
     size_t str_len;
     wm_tregex re; /* Replace pattern */
+    const uint32_t *trie; /* Precompiled: SentencePiece double-array trie */
+    size_t trie_n;
+    const char *norm_blob; /* Precompiled: NUL-separated replacement strings */
+    size_t norm_len;
     struct wm_tnorm **kids;
     size_t n_kids;
 } wm_tnorm;
@@ -321,6 +326,9 @@ struct wm_tokenizer {
     wm_tok_padding pad;
     int32_t roles[7];
     char desc[384];
+    const char *src; /* while loading: the JSON text (numbers are re-read from it) and its tree */
+    size_t src_len;
+    const struct cJSON *src_root;
 };
 
 /* --------------------------------------------------------- encode scratch */
@@ -509,6 +517,15 @@ wm_status wm_tjson_int(wm_tokenizer *t, const struct cJSON *o, const char *key, 
                        int64_t lo, int64_t hi, int64_t *out, wm_error *err);
 wm_status wm_tjson_id(const wm_tokenizer *t, const struct cJSON *v, const char *what, int32_t *out, wm_error *err);
 const char *wm_tjson_type(const struct cJSON *o);
+/*
+ * Scores as the tokenizers crate reads them: serde_json without
+ * float_roundtrip takes the significand as a u64 and does one multiplication
+ * or division by a power of ten, which can differ from the correctly rounded
+ * value (cJSON's) in the last bit. wm_tjson_serde_scores re-reads the n
+ * numbers that follow number node first (pre-order) from t->src into out;
+ * returns 0 (out untouched) when the text is not available.
+ */
+int wm_tjson_serde_scores(const wm_tokenizer *t, const struct cJSON *first, size_t n, double *out);
 wm_status wm_tjson_tokenizer(wm_tokenizer *t, const struct cJSON *root, wm_error *err);
 
 /* Models built from plain files (tokenizer_files.c) use these builders. */

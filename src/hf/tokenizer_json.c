@@ -113,6 +113,150 @@ wm_status wm_tjson_id(const wm_tokenizer *t, const cJSON *v, const char *what, i
     return WM_OK;
 }
 
+/* ------------------------------------------------------ serde_json floats */
+
+static const double POW10[309] = {
+#define P(e) 1e##e
+    P(0),   P(1),   P(2),   P(3),   P(4),   P(5),   P(6),   P(7),   P(8),   P(9),   P(10),  P(11),  P(12),  P(13),
+    P(14),  P(15),  P(16),  P(17),  P(18),  P(19),  P(20),  P(21),  P(22),  P(23),  P(24),  P(25),  P(26),  P(27),
+    P(28),  P(29),  P(30),  P(31),  P(32),  P(33),  P(34),  P(35),  P(36),  P(37),  P(38),  P(39),  P(40),  P(41),
+    P(42),  P(43),  P(44),  P(45),  P(46),  P(47),  P(48),  P(49),  P(50),  P(51),  P(52),  P(53),  P(54),  P(55),
+    P(56),  P(57),  P(58),  P(59),  P(60),  P(61),  P(62),  P(63),  P(64),  P(65),  P(66),  P(67),  P(68),  P(69),
+    P(70),  P(71),  P(72),  P(73),  P(74),  P(75),  P(76),  P(77),  P(78),  P(79),  P(80),  P(81),  P(82),  P(83),
+    P(84),  P(85),  P(86),  P(87),  P(88),  P(89),  P(90),  P(91),  P(92),  P(93),  P(94),  P(95),  P(96),  P(97),
+    P(98),  P(99),  P(100), P(101), P(102), P(103), P(104), P(105), P(106), P(107), P(108), P(109), P(110), P(111),
+    P(112), P(113), P(114), P(115), P(116), P(117), P(118), P(119), P(120), P(121), P(122), P(123), P(124), P(125),
+    P(126), P(127), P(128), P(129), P(130), P(131), P(132), P(133), P(134), P(135), P(136), P(137), P(138), P(139),
+    P(140), P(141), P(142), P(143), P(144), P(145), P(146), P(147), P(148), P(149), P(150), P(151), P(152), P(153),
+    P(154), P(155), P(156), P(157), P(158), P(159), P(160), P(161), P(162), P(163), P(164), P(165), P(166), P(167),
+    P(168), P(169), P(170), P(171), P(172), P(173), P(174), P(175), P(176), P(177), P(178), P(179), P(180), P(181),
+    P(182), P(183), P(184), P(185), P(186), P(187), P(188), P(189), P(190), P(191), P(192), P(193), P(194), P(195),
+    P(196), P(197), P(198), P(199), P(200), P(201), P(202), P(203), P(204), P(205), P(206), P(207), P(208), P(209),
+    P(210), P(211), P(212), P(213), P(214), P(215), P(216), P(217), P(218), P(219), P(220), P(221), P(222), P(223),
+    P(224), P(225), P(226), P(227), P(228), P(229), P(230), P(231), P(232), P(233), P(234), P(235), P(236), P(237),
+    P(238), P(239), P(240), P(241), P(242), P(243), P(244), P(245), P(246), P(247), P(248), P(249), P(250), P(251),
+    P(252), P(253), P(254), P(255), P(256), P(257), P(258), P(259), P(260), P(261), P(262), P(263), P(264), P(265),
+    P(266), P(267), P(268), P(269), P(270), P(271), P(272), P(273), P(274), P(275), P(276), P(277), P(278), P(279),
+    P(280), P(281), P(282), P(283), P(284), P(285), P(286), P(287), P(288), P(289), P(290), P(291), P(292), P(293),
+    P(294), P(295), P(296), P(297), P(298), P(299), P(300), P(301), P(302), P(303), P(304), P(305), P(306), P(307),
+    P(308)
+#undef P
+};
+
+/* serde_json's f64_from_parts (no float_roundtrip): 0 when out of range. */
+static int f64_from_parts(int positive, uint64_t significand, long exponent, double *out) {
+    double f = (double)significand;
+    for (;;) {
+        unsigned long a = exponent < 0 ? (unsigned long)-exponent : (unsigned long)exponent;
+        if (a < 309) {
+            if (exponent >= 0) {
+                f *= POW10[a];
+                if (isinf(f)) return 0;
+            } else
+                f /= POW10[a];
+            break;
+        }
+        if (f == 0.0) break;
+        if (exponent >= 0) return 0;
+        f /= 1e308;
+        exponent += 308;
+    }
+    *out = positive ? f : -f;
+    return 1;
+}
+
+/* Parses the JSON number text s[0..n) the way serde_json 1.0 does; 0 when it cannot. */
+static int serde_f64(const char *s, size_t n, double *out) {
+    size_t i = 0;
+    int positive = 1;
+    if (i < n && s[i] == '-') positive = 0, i++;
+    uint64_t sig = 0;
+    long exp = 0;
+    if (i >= n || s[i] < '0' || s[i] > '9') return 0;
+    if (s[i] == '0') i++;
+    else
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+            unsigned d = (unsigned)(s[i] - '0');
+            if (sig > (UINT64_MAX - d) / 10) exp++; /* parse_long_integer: drop the digit, scale */
+            else sig = sig * 10 + d;
+        }
+    if (i < n && s[i] == '.') {
+        i++;
+        size_t start = i;
+        int overflow = 0;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+            unsigned d = (unsigned)(s[i] - '0');
+            if (overflow || sig > (UINT64_MAX - d) / 10) overflow = 1; /* parse_decimal_overflow: ignore the rest */
+            else sig = sig * 10 + d, exp--;
+        }
+        if (i == start) return 0;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        int pos = 1;
+        if (i < n && (s[i] == '+' || s[i] == '-')) pos = s[i] == '+', i++;
+        if (i >= n || s[i] < '0' || s[i] > '9') return 0;
+        long e = 0;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+            if (e > (INT32_MAX - (s[i] - '0')) / 10) { /* parse_exponent_overflow */
+                if (sig && pos) return 0;
+                *out = positive ? 0.0 : -0.0;
+                return 1;
+            }
+            e = e * 10 + (s[i] - '0');
+        }
+        exp = pos ? exp + e : exp - e;
+    }
+    return i == n && f64_from_parts(positive, sig, exp, out);
+}
+
+/* Pre-order index of node v among the number nodes under root, or -1. */
+static long number_index(const cJSON *root, const cJSON *v, long *count) {
+    if (root == v) return *count;
+    if (cJSON_IsNumber(root)) {
+        (*count)++;
+        return -1;
+    }
+    const cJSON *c;
+    for (c = root->child; c; c = c->next) {
+        long r = number_index(c, v, count);
+        if (r >= 0) return r;
+    }
+    return -1;
+}
+
+int wm_tjson_serde_scores(const wm_tokenizer *t, const cJSON *first, size_t n, double *out) {
+    if (!t->src || !t->src_root) return 0;
+    long count = 0, k = number_index(t->src_root, first, &count);
+    if (k < 0) return 0;
+    const char *s = t->src;
+    size_t len = t->src_len, got = 0;
+    int in_str = 0;
+    long seen = 0;
+    for (size_t i = 0; i < len && got < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+            continue;
+        }
+        if (c == '"') in_str = 1;
+        else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t j = i;
+            while (j < len && (s[j] == '-' || s[j] == '+' || s[j] == '.' || s[j] == 'e' || s[j] == 'E' ||
+                               (s[j] >= '0' && s[j] <= '9')))
+                j++;
+            if (seen++ >= k) {
+                double d;
+                if (!serde_f64(s + i, j - i, &d)) return 0;
+                out[got++] = d;
+            }
+            i = j - 1;
+        }
+    }
+    return got == n;
+}
+
 /* ------------------------------------------------- truncation / padding */
 
 static wm_status load_truncation(wm_tokenizer *t, const cJSON *j, wm_error *err) {
@@ -265,7 +409,13 @@ wm_status wm_tokenizer_load_json(const char *text, size_t len, const char *name,
             st = wm_err(err, WM_ERR_INPUT, "%s: byte %zu: not valid JSON", t->name, at);
         }
     }
+    t->src = text;
+    t->src_len = len;
+    t->src_root = root;
     if (!st) st = wm_tjson_tokenizer(t, root, err);
+    t->src = NULL;
+    t->src_len = 0;
+    t->src_root = NULL;
     cJSON_Delete(root);
     if (!st) wm_tokenizer_finish_roles(t);
     if (st) {

@@ -78,14 +78,15 @@ wm_status wm_tbpe_finish(wm_tokenizer *t, const char *const *ma, const size_t *m
     for (size_t i = 0; i < n_merges; i++) {
         int32_t a = vget(m, ma[i], mal[i]), b = vget(m, mb[i], mbl[i]);
         if (a < 0 || b < 0) {
-            st = wm_err(err, WM_ERR_INPUT, "%s: model.merges[%zu]: '%.60s' is not in the vocabulary", t->name, i,
-                        a < 0 ? ma[i] : mb[i]);
+            size_t bl = a < 0 ? mal[i] : mbl[i];
+            st = wm_err(err, WM_ERR_INPUT, "%s: model.merges[%zu]: '%.*s' is not in the vocabulary", t->name, i,
+                        (int)(bl > 60 ? 60 : bl), a < 0 ? ma[i] : mb[i]);
             break;
         }
         size_t pl = m->prefix ? m->prefix_len : 0;
         if (mbl[i] < pl) {
-            st = wm_err(err, WM_ERR_INPUT, "%s: model.merges[%zu]: '%.60s' is shorter than the subword prefix", t->name,
-                        i, mb[i]);
+            st = wm_err(err, WM_ERR_INPUT, "%s: model.merges[%zu]: '%.*s' is shorter than the subword prefix", t->name,
+                        i, (int)mbl[i], mb[i]);
             break;
         }
         size_t k = mal[i] + mbl[i] - pl;
@@ -95,10 +96,11 @@ wm_status wm_tbpe_finish(wm_tokenizer *t, const char *const *ma, const size_t *m
         }
         memcpy(buf, ma[i], mal[i]);
         memcpy(buf + mal[i], mb[i] + pl, mbl[i] - pl);
+        buf[k] = 0;
         int32_t nid = vget(m, buf, k);
         if (nid < 0) {
-            st = wm_err(err, WM_ERR_INPUT, "%s: model.merges[%zu]: the merged token '%.60s' is not in the vocabulary",
-                        t->name, i, wm_u8_valid(buf, k) ? buf : "(invalid UTF-8)");
+            st = wm_err(err, WM_ERR_INPUT, "%s: model.merges[%zu]: the merged token '%.*s' is not in the vocabulary",
+                        t->name, i, (int)(k > 60 ? 60 : k), wm_u8_valid(buf, k) ? buf : "(invalid UTF-8)");
             break;
         }
         if (i > UINT32_MAX) {
@@ -210,6 +212,12 @@ static wm_status load_unigram(wm_tokenizer *t, const cJSON *j, wm_error *err) {
         m->scores[i] = sc->valuedouble;
         if (sc->valuedouble < m->min_score) m->min_score = sc->valuedouble;
         i++;
+    }
+    /* the exact doubles tokenizers computes from the same text (see wm_tjson_serde_scores) */
+    if (n && wm_tjson_serde_scores(t, cJSON_GetArrayItem(cJSON_GetArrayItem(v, 0), 1), n, m->scores)) {
+        m->min_score = INFINITY;
+        for (size_t k = 0; k < n; k++)
+            if (m->scores[k] < m->min_score) m->min_score = m->scores[k];
     }
     m->n_entries = n;
     m->vocab_size = n;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "hf/tokenizer_impl.h"
 
 #define OOM(err) wm_err(err, WM_ERR_NOMEM, "tokenizer: out of memory (normalize)")
@@ -302,6 +304,104 @@ wm_status wm_ts_bytelevel(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
     return wm_ts_transform(sc, p, 0, err);
 }
 
+/* ------------------------------------------------------------ Precompiled */
+
+/*
+ * The SentencePiece character map: a double-array trie over UTF-8 bytes
+ * whose leaves index NUL-terminated replacements. transform() is the
+ * replacement of the shortest prefix of chunk that has one (spm_precompiled
+ * takes the first hit), or NULL. Out-of-range units count as no match.
+ */
+static const char *pc_transform(const wm_tnorm *n, const char *chunk, size_t len, size_t *out_len) {
+    const uint32_t *a = n->trie;
+    size_t N = n->trie_n, pos = 0;
+    if (!N) return NULL;
+#define PC_OFFSET(u) ((size_t)((u) >> 10) << (((u) & (1u << 9)) >> 6))
+#define PC_LABEL(u) ((u) & ((1u << 31) | 0xFFu))
+    pos ^= PC_OFFSET(a[0]);
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = (uint8_t)chunk[i];
+        if (!c) break;
+        pos ^= c;
+        if (pos >= N) return NULL;
+        uint32_t u = a[pos];
+        if (PC_LABEL(u) != c) return NULL;
+        pos ^= PC_OFFSET(u);
+        if ((u >> 8) & 1) {
+            if (pos >= N) return NULL;
+            size_t idx = a[pos] & ((1u << 31) - 1), end = idx;
+            if (idx > n->norm_len) return NULL;
+            while (end < n->norm_len && n->norm_blob[end]) end++;
+            if (idx < n->norm_len && ((uint8_t)n->norm_blob[idx] & 0xC0) == 0x80) return NULL;
+            *out_len = end - idx;
+            return n->norm_blob + idx;
+        }
+    }
+    return NULL;
+#undef PC_OFFSET
+#undef PC_LABEL
+}
+
+/* precompiled.rs replace(): ops for new replacing old (char counts oc -> new chars). */
+static int pc_replace(wm_tok_scratch *sc, size_t oc, const char *nw, size_t nl) {
+    size_t nc = 0, first = sc->on;
+    for (size_t i = 0; i < nl;) {
+        size_t adv;
+        uint32_t cp = wm_u8_get(nw + i, &adv);
+        if (!wm_ts_op(sc, cp, 0)) return 0;
+        i += adv;
+        nc++;
+    }
+    (void)first;
+    if (nc > oc) {
+        for (size_t k = 0; k < nc - oc; k++) sc->ops_ch[sc->on - 1 - k] = 1;
+    } else if (nc < oc && sc->on) {
+        sc->ops_ch[sc->on - 1] -= (int32_t)(oc - nc);
+    }
+    return 1;
+}
+
+static wm_status do_precompiled(const wm_tnorm *n, wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
+    const char *t = sc->txt + p->off;
+    sc->on = 0;
+    int modified = 0;
+    utf8proc_int32_t state = 0;
+    size_t gs = 0; /* start of the current grapheme */
+    while (gs < p->len) {
+        /* the extended grapheme cluster starting at gs */
+        size_t ge = gs, adv;
+        uint32_t prev = wm_u8_get(t + ge, &adv);
+        ge += adv;
+        while (ge < p->len) {
+            uint32_t cp = wm_u8_get(t + ge, &adv);
+            if (utf8proc_grapheme_break_stateful((utf8proc_int32_t)prev, (utf8proc_int32_t)cp, &state)) break;
+            prev = cp;
+            ge += adv;
+        }
+        state = 0;
+        size_t nl;
+        const char *nw;
+        if (ge - gs < 6 && (nw = pc_transform(n, t + gs, ge - gs, &nl))) {
+            modified = 1;
+            if (!pc_replace(sc, wm_u8_count(t + gs, ge - gs), nw, nl)) return OOM(err);
+        } else
+            for (size_t i = gs; i < ge; i += adv) {
+                uint32_t cp = wm_u8_get(t + i, &adv);
+                if ((nw = pc_transform(n, t + i, adv, &nl))) {
+                    modified = 1;
+                    if (!pc_replace(sc, 1, nw, nl)) return OOM(err);
+                } else if (!wm_ts_op(sc, cp, 0))
+                    return OOM(err);
+            }
+        gs = ge;
+    }
+    if (!modified) {
+        sc->on = 0;
+        return WM_OK;
+    }
+    return wm_ts_transform(sc, p, 0, err);
+}
+
 wm_status wm_tnorm_apply(const wm_tnorm *n, wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
     wm_status st = WM_OK;
     switch (n->kind) {
@@ -317,6 +417,7 @@ wm_status wm_tnorm_apply(const wm_tnorm *n, wm_tok_scratch *sc, wm_piece *p, wm_
     case WM_TN_STRIP: return do_strip(sc, p, n->left, n->right, err);
     case WM_TN_NMT: return do_filter_map(sc, p, keep_nmt, map_nmt, err);
     case WM_TN_BYTELEVEL: return wm_ts_bytelevel(sc, p, err);
+    case WM_TN_PRECOMPILED: return do_precompiled(n, sc, p, err);
     case WM_TN_PREPEND: return p->len ? wm_ts_prepend(sc, p, n->str, n->str_len, err) : WM_OK;
     case WM_TN_REPLACE:
         st = wm_ts_find_regex(sc, p, &n->re, err);

