@@ -113,7 +113,8 @@ static int cleanup(slist *o, const char *s, size_t n, slist *t1, slist *t2) {
     return sl_bytes(o, a->buf, a->n);
 }
 
-static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1, slist *t2, wm_tok_scratch *sc,
+/* sc: a scratch for Replace's regex, made on first use (freed by the caller). */
+static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1, slist *t2, wm_tok_scratch **sc,
                            wm_error *err) {
     slist *a = *in, *o = *out;
     sl_reset(o);
@@ -271,16 +272,18 @@ static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1,
         }
         break;
     case WM_TD_REPLACE:
+        if (!*sc && !(*sc = wm_tscratch_new())) return OOM(err);
         for (size_t i = 0; i < a->cnt; i++) {
             if (!sl_begin(o)) return OOM(err);
             /* run the regex on the token through the scratch work buffer */
             wm_piece p;
-            wm_status st = wm_ts_begin(sc, ITEM(a, i), a->len[i], &p, err);
-            if (!st) st = wm_ts_find_regex(sc, &p, &d->re, err);
+            wm_status st = wm_ts_begin(*sc, ITEM(a, i), a->len[i], &p, err);
+            if (!st) st = wm_ts_find_regex(*sc, &p, &d->re, err);
             if (st) return st;
-            for (size_t k = 0; k < sc->mn; k++) {
-                const wm_tmatch *m = &sc->mt[k];
-                if (m->m ? !sl_bytes(o, d->s1, d->s1_len) : !sl_bytes(o, sc->txt + m->s, m->e - m->s)) return OOM(err);
+            for (size_t k = 0; k < (*sc)->mn; k++) {
+                const wm_tmatch *m = &(*sc)->mt[k];
+                if (m->m ? !sl_bytes(o, d->s1, d->s1_len) : !sl_bytes(o, (*sc)->txt + m->s, m->e - m->s))
+                    return OOM(err);
             }
             sl_end(o);
         }
@@ -362,13 +365,7 @@ wm_status wm_tokenizer_decode(const wm_tokenizer *t, const int32_t *ids, size_t 
             goto done;
         }
     }
-    if (t->dec) {
-        if (!(sc = wm_tscratch_new())) {
-            st = OOM(err);
-            goto done;
-        }
-        if ((st = dec_apply(t->dec, &a, &b, &t1, &t2, sc, err))) goto done;
-    }
+    if (t->dec && (st = dec_apply(t->dec, &a, &b, &t1, &t2, &sc, err))) goto done;
     /* join (with " " when there is no decoder) */
     sl_reset(&t1);
     for (size_t i = 0; i < a->cnt; i++)

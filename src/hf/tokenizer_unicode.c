@@ -89,8 +89,6 @@ size_t wm_u8_count(const char *s, size_t n) {
     return c;
 }
 
-int wm_uc_cat(uint32_t cp) { return utf8proc_category((utf8proc_int32_t)cp); }
-
 /* Normalization data is Unicode 9.0's: code points assigned later have none (utf8proc's is masked). */
 static int assigned9(uint32_t cp) { return cp < 0x378 || wm_urange_has(wm_ud9_assigned, wm_ud9_assigned_n, cp); }
 

@@ -50,8 +50,7 @@ size_t wm_u8_valid_prefix(const char *s, size_t n, size_t *bad);
 /* Number of characters in valid UTF-8. */
 size_t wm_u8_count(const char *s, size_t n);
 
-/* General category as utf8proc's enum (UTF8PROC_CATEGORY_*). */
-int wm_uc_cat(uint32_t cp);
+/* Canonical combining class (Unicode 9.0). */
 int wm_uc_ccc(uint32_t cp);
 
 int wm_uc_is_white(uint32_t cp);      /* Rust char::is_whitespace (White_Space) */

