@@ -70,7 +70,8 @@ typedef struct wm_tok_offset {
 
 /*
  * The result of an encode. Arrays have n entries. Token strings are
- * wm_encoding_token(e, i, &len) (not NUL-terminated). word_ids: index of
+ * wm_encoding_token(e, i, &len) (not NUL-terminated; vocabulary tokens point
+ * into the tokenizer, so they are valid while it lives). word_ids: index of
  * the pre-tokenized word a token came from, -1 for special tokens and
  * padding. Initialize with wm_encoding_init, release with wm_encoding_free.
  */
@@ -82,7 +83,8 @@ typedef struct wm_encoding {
     uint8_t *attention_mask;
     uint8_t *special_mask; /* 1 for tokens the post-processor added, and padding */
     wm_tok_offset *offsets;
-    uint32_t *tok_off, *tok_len; /* token string i = strbuf + tok_off[i] */
+    const char **tok_ptr;        /* token string i: tok_ptr[i], or when NULL strbuf + tok_off[i] */
+    uint32_t *tok_off, *tok_len;
     char *strbuf;
     size_t strbuf_n, strbuf_cap, cap;
     wm_tok_scratch *scratch; /* owned; reused between calls */

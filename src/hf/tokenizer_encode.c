@@ -49,6 +49,10 @@ void wm_tscratch_free(wm_tok_scratch *sc) {
     free(sc->ts);
     free(sc->te);
     free(sc->tsrc);
+    free(sc->tptr);
+    free(sc->tplen);
+    free(sc->cstr);
+    free(sc->cslen);
     free(sc->ubest);
     free(sc->uid);
     free(sc->ufrom);
@@ -96,6 +100,7 @@ static wm_status tokenize_piece(const wm_tokenizer *t, wm_tok_scratch *sc, const
     }
     size_t n = 0;
     wm_status st;
+    sc->tstr_filled = 0;
     switch (t->model.kind) {
     case WM_TM_BPE: st = wm_tbpe_tokenize(&t->model, sc, w, p->len, &n, err); break;
     case WM_TM_UNIGRAM: st = wm_tunigram_tokenize(&t->model, sc, w, p->len, &n, err); break;
@@ -110,6 +115,9 @@ static wm_status tokenize_piece(const wm_tokenizer *t, wm_tok_scratch *sc, const
         if (!ref) {
             s = sc->txt + p->off + sc->ts[i];
             sl = sc->te[i] - sc->ts[i];
+        } else if (sc->tstr_filled) {
+            s = sc->tptr[i];
+            sl = sc->tplen[i];
         } else if (!(s = model_token(&t->model, sc->tids[i], &sl)))
             s = "", sl = 0;
         if (!wm_tseq_push(q, sc->tids[i], s, sl, ref, conv(sc, p, sc->ts[i], sc->te[i]), word, type, 0))
@@ -213,6 +221,7 @@ void wm_encoding_free(wm_encoding *e) {
     free(e->attention_mask);
     free(e->special_mask);
     free(e->offsets);
+    free(e->tok_ptr);
     free(e->tok_off);
     free(e->tok_len);
     free(e->strbuf);
@@ -223,5 +232,5 @@ void wm_encoding_free(wm_encoding *e) {
 const char *wm_encoding_token(const wm_encoding *e, size_t i, size_t *len) {
     if (i >= e->n) return NULL;
     *len = e->tok_len[i];
-    return e->strbuf + e->tok_off[i];
+    return e->tok_ptr[i] ? e->tok_ptr[i] : e->strbuf + e->tok_off[i];
 }

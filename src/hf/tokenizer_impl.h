@@ -396,6 +396,9 @@ struct wm_tok_scratch {
     int32_t *tids;   /* model output: ids, byte ranges in the word, */
     uint32_t *ts, *te;
     uint8_t *tsrc;   /* string source: 0 vocabulary token of the id, 1 the word's bytes */
+    const char **tptr; /* with tstr_filled: the vocabulary string of each token (BPE) */
+    uint32_t *tplen;
+    int tstr_filled;
     size_t t_cap;
     double *ubest;
     int32_t *uid, *ufrom;
@@ -411,6 +414,8 @@ struct wm_tok_scratch {
     size_t ckn, ckcap;
     int32_t *cids;
     uint32_t *clens;
+    const char **cstr; /* the token strings of cached words */
+    uint32_t *cslen;
     size_t ctn, ctcap;
     wm_tseg *segs; /* post-processing: two lists of segcap/2 each */
     size_t segcap;

@@ -277,28 +277,42 @@ static wm_status apply(const wm_tpost *pp, wm_tok_scratch *sc, int *l, size_t *n
 static int out_reserve(wm_encoding *e, size_t n) {
     if (n <= e->cap) return 1;
     size_t c = e->cap;
-    size_t caps[8];
-    for (int i = 0; i < 8; i++) caps[i] = c;
+    size_t caps[9];
+    for (int i = 0; i < 9; i++) caps[i] = c;
     if (!wm_tgrow(&e->ids, &caps[0], n, sizeof *e->ids) || !wm_tgrow(&e->type_ids, &caps[1], n, sizeof *e->type_ids) ||
         !wm_tgrow(&e->word_ids, &caps[2], n, sizeof *e->word_ids) ||
         !wm_tgrow(&e->attention_mask, &caps[3], n, sizeof *e->attention_mask) ||
         !wm_tgrow(&e->special_mask, &caps[4], n, sizeof *e->special_mask) ||
         !wm_tgrow(&e->offsets, &caps[5], n, sizeof *e->offsets) || !wm_tgrow(&e->tok_off, &caps[6], n, sizeof *e->tok_off) ||
-        !wm_tgrow(&e->tok_len, &caps[7], n, sizeof *e->tok_len))
+        !wm_tgrow(&e->tok_len, &caps[7], n, sizeof *e->tok_len) || !wm_tgrow(&e->tok_ptr, &caps[8], n, sizeof *e->tok_ptr))
         return 0;
     size_t mn = caps[0];
-    for (int i = 1; i < 8; i++)
+    for (int i = 1; i < 9; i++)
         if (caps[i] < mn) mn = caps[i];
     e->cap = mn;
     return 1;
 }
 
+/* Appends a token; its string is copied into strbuf unless ref (it then lives in the tokenizer). */
 static int out_push(wm_encoding *e, int32_t id, int32_t type, int32_t word, uint8_t special, wm_tok_offset off,
-                    const char *s, size_t n) {
-    if (!out_reserve(e, e->n + 1) || e->strbuf_n + n > UINT32_MAX ||
-        !wm_tgrow(&e->strbuf, &e->strbuf_cap, e->strbuf_n + n + 1, 1))
-        return 0;
+                    const char *s, size_t n, int ref) {
+    if (!out_reserve(e, e->n + 1)) return 0;
+    if (ref) {
+        size_t i = e->n++;
+        e->ids[i] = id;
+        e->type_ids[i] = type;
+        e->word_ids[i] = word;
+        e->attention_mask[i] = 1;
+        e->special_mask[i] = special;
+        e->offsets[i] = off;
+        e->tok_ptr[i] = s;
+        e->tok_off[i] = 0;
+        e->tok_len[i] = (uint32_t)n;
+        return 1;
+    }
+    if (e->strbuf_n + n > UINT32_MAX || !wm_tgrow(&e->strbuf, &e->strbuf_cap, e->strbuf_n + n + 1, 1)) return 0;
     size_t i = e->n++;
+    e->tok_ptr[i] = NULL;
     e->ids[i] = id;
     e->type_ids[i] = type;
     e->word_ids[i] = word;
@@ -328,6 +342,7 @@ wm_status wm_tpost_pad(wm_encoding *e, const wm_tok_padding *pad, size_t len, wm
         memmove(e->offsets + add, e->offsets, old * sizeof *e->offsets);
         memmove(e->tok_off + add, e->tok_off, old * sizeof *e->tok_off);
         memmove(e->tok_len + add, e->tok_len, old * sizeof *e->tok_len);
+        memmove(e->tok_ptr + add, e->tok_ptr, old * sizeof *e->tok_ptr);
     }
     size_t at = pad->left ? 0 : old;
     for (size_t i = at; i < at + add; i++) {
@@ -340,6 +355,7 @@ wm_status wm_tpost_pad(wm_encoding *e, const wm_tok_padding *pad, size_t len, wm
         memcpy(e->strbuf + e->strbuf_n, pad->pad_token, tl);
         e->tok_off[i] = (uint32_t)e->strbuf_n;
         e->tok_len[i] = (uint32_t)tl;
+        e->tok_ptr[i] = NULL;
         e->strbuf_n += tl;
     }
     e->strbuf[e->strbuf_n] = 0;
@@ -372,12 +388,12 @@ wm_status wm_tpost_finish(const wm_tokenizer *t, wm_tok_scratch *sc, int has_pai
             const wm_tseq *q = &sc->seq[g.seq];
             for (size_t k = 0; k < q->n; k++)
                 if (!out_push(out, q->ids[k], g.type >= 0 ? g.type : q->types[k], q->words[k], q->special[k], q->offs[k],
-                              wm_tseq_tok(q, k), q->slen[k]))
+                              wm_tseq_tok(q, k), q->slen[k], q->sptr[k] != NULL))
                     return OOM(err);
         } else
             for (size_t k = 0; k < g.sp->n; k++)
                 if (!out_push(out, g.sp->ids[k], g.type >= 0 ? g.type : 0, -1, 1, (wm_tok_offset){0, 0}, g.sp->toks[k],
-                              g.sp->tok_lens[k]))
+                              g.sp->tok_lens[k], 1))
                     return OOM(err);
     }
     if (!out_reserve(out, 1) || !wm_tgrow(&out->strbuf, &out->strbuf_cap, 1, 1)) return OOM(err);

@@ -524,7 +524,7 @@ def main():
             st = compare(name, model, pytok, lossless, lines, work)
             bad = st.mismatches()
             total += bad
-            print(f"== {name}: {args.lines} lines, mismatches {bad}")
+            print(f"== {name}: {args.lines} lines, mismatches {bad}", flush=True)
             for k, (n, b) in sorted(st.counts.items()):
                 print(f"   {k:24s} {n:6d} checked, {b} mismatched")
             for k, ex in st.examples[:4]:
