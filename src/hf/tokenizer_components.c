@@ -162,6 +162,7 @@ static wm_status precompiled(wm_tokenizer *t, const cJSON *j, const char *path, 
 
 wm_status wm_tjson_normalizer(wm_tokenizer *t, const cJSON *j, const char *path, wm_tnorm **out, int depth,
                               wm_error *err) {
+    if (depth > 32) return wm_err(err, WM_ERR_INPUT, "%s: %s: Sequence nested deeper than 32", t->name, path);
     const char *ty = type_of(t, j, path, err);
     if (!ty) return WM_ERR_INPUT;
     wm_tnorm *n = node(t, sizeof *n);
@@ -212,7 +213,6 @@ wm_status wm_tjson_normalizer(wm_tokenizer *t, const cJSON *j, const char *path,
         if ((st = pattern(t, j, path, &n->re, err))) return st;
     } else
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: %s: unsupported normalizer type '%s'", t->name, path, ty);
-    (void)depth;
     return WM_OK;
 }
 
@@ -228,6 +228,7 @@ void wm_tnorm_free(wm_tnorm *n) {
 
 wm_status wm_tjson_pretok(wm_tokenizer *t, const cJSON *j, const char *path, wm_tpre **out, int depth,
                           wm_error *err) {
+    if (depth > 32) return wm_err(err, WM_ERR_INPUT, "%s: %s: Sequence nested deeper than 32", t->name, path);
     const char *ty = type_of(t, j, path, err);
     if (!ty) return WM_ERR_INPUT;
     wm_tpre *p = node(t, sizeof *p);
@@ -284,7 +285,6 @@ wm_status wm_tjson_pretok(wm_tokenizer *t, const cJSON *j, const char *path, wm_
         p->length = (size_t)v;
     } else
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: %s: unsupported pre-tokenizer type '%s'", t->name, path, ty);
-    (void)depth;
     return WM_OK;
 }
 
@@ -397,6 +397,7 @@ static wm_status template_specials(wm_tokenizer *t, wm_tpost *pp, const cJSON *j
 }
 
 wm_status wm_tjson_post(wm_tokenizer *t, const cJSON *j, const char *path, wm_tpost **out, int depth, wm_error *err) {
+    if (depth > 32) return wm_err(err, WM_ERR_INPUT, "%s: %s: Sequence nested deeper than 32", t->name, path);
     const char *ty = type_of(t, j, path, err);
     if (!ty) return WM_ERR_INPUT;
     wm_tpost *pp = node(t, sizeof *pp);
@@ -432,7 +433,6 @@ wm_status wm_tjson_post(wm_tokenizer *t, const cJSON *j, const char *path, wm_tp
             return st;
     } else
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: %s: unsupported post-processor type '%s'", t->name, path, ty);
-    (void)depth;
     return WM_OK;
 }
 
@@ -445,6 +445,7 @@ void wm_tpost_free(wm_tpost *p) {
 
 wm_status wm_tjson_decoder(wm_tokenizer *t, const cJSON *j, const char *path, wm_tdec **out, int depth,
                            wm_error *err) {
+    if (depth > 32) return wm_err(err, WM_ERR_INPUT, "%s: %s: Sequence nested deeper than 32", t->name, path);
     const char *ty = type_of(t, j, path, err);
     if (!ty) return WM_ERR_INPUT;
     wm_tdec *d = node(t, sizeof *d);
@@ -502,7 +503,6 @@ wm_status wm_tjson_decoder(wm_tokenizer *t, const cJSON *j, const char *path, wm
         if (!d->s2) d->s2 = "|", d->s2_len = 1;
     } else
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: %s: unsupported decoder type '%s'", t->name, path, ty);
-    (void)depth;
     return WM_OK;
 }
 

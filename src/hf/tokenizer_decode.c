@@ -118,7 +118,6 @@ static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1,
                            wm_error *err) {
     slist *a = *in, *o = *out;
     sl_reset(o);
-    char u[8];
     switch (d->kind) {
     case WM_TD_SEQUENCE:
         for (size_t i = 0; i < d->n_kids; i++) {
@@ -309,7 +308,6 @@ static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1,
         }
         break;
     }
-    (void)u;
     *in = o;
     *out = a;
     return WM_OK;

@@ -344,7 +344,7 @@ static const char *pc_transform(const wm_tnorm *n, const char *chunk, size_t len
 
 /* precompiled.rs replace(): ops for new replacing old (char counts oc -> new chars). */
 static int pc_replace(wm_tok_scratch *sc, size_t oc, const char *nw, size_t nl) {
-    size_t nc = 0, first = sc->on;
+    size_t nc = 0;
     for (size_t i = 0; i < nl;) {
         size_t adv;
         uint32_t cp = wm_u8_get(nw + i, &adv);
@@ -352,7 +352,6 @@ static int pc_replace(wm_tok_scratch *sc, size_t oc, const char *nw, size_t nl) 
         i += adv;
         nc++;
     }
-    (void)first;
     if (nc > oc) {
         for (size_t k = 0; k < nc - oc; k++) sc->ops_ch[sc->on - 1 - k] = 1;
     } else if (nc < oc && sc->on) {

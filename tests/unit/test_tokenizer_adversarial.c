@@ -130,6 +130,14 @@ static void test_bad_components(void **state) {
     snprintf(buf, sizeof buf, "{%s,\"version\":\"9.9\"}", m);
     refused(buf, WM_ERR_UNSUPPORTED, "version", NULL);
     refused("{\"model\":{\"type\":\"Transformer\"}}", WM_ERR_UNSUPPORTED, "model.type", NULL);
+    /* 40 nested Sequence normalizers: within the JSON depth limit, past the component one */
+    char deep[4096];
+    size_t k = (size_t)snprintf(deep, sizeof deep, "{%s,\"normalizer\":", m);
+    for (int i = 0; i < 40; i++) k += (size_t)snprintf(deep + k, sizeof deep - k, "{\"type\":\"Sequence\",\"normalizers\":[");
+    k += (size_t)snprintf(deep + k, sizeof deep - k, "{\"type\":\"NFC\"}");
+    for (int i = 0; i < 40; i++) k += (size_t)snprintf(deep + k, sizeof deep - k, "]}");
+    snprintf(deep + k, sizeof deep - k, "}");
+    refused(deep, WM_ERR_INPUT, "nested deeper than 32", NULL);
 }
 
 static void test_bad_json_text(void **state) {
