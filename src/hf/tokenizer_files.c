@@ -154,6 +154,16 @@ static wm_status add_config_specials(wm_tokenizer *t, const char *dir, const cha
     return st ? st : wm_tadded_finish(t, err);
 }
 
+static int config_bool(const char *dir, const char *key, int def) {
+    char path[4200];
+    if (!exists(dir, "tokenizer_config.json", path, sizeof path)) return def;
+    cJSON *j = read_json(path);
+    const cJSON *v = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, key) : NULL;
+    int r = cJSON_IsBool(v) ? cJSON_IsTrue(v) : cJSON_IsNull(v) ? -1 : def;
+    cJSON_Delete(j);
+    return r;
+}
+
 /* vocab.json + merges.txt */
 static wm_status load_gpt2_files(wm_tokenizer *t, const char *dir, const char *vpath, const char *mpath, wm_error *err) {
     wm_map vm, mm;
@@ -220,6 +230,7 @@ static wm_status load_gpt2_files(wm_tokenizer *t, const char *dir, const char *v
     p->kind = WM_TP_BYTELEVEL;
     p->use_regex = 1;
     p->trim_offsets = 1;
+    p->add_prefix_space = config_bool(dir, "add_prefix_space", 0) == 1;
     static const char re[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
     t->pre = p;
     if ((st = wm_tregex_compile(&p->re, re, sizeof re - 1, 0, dir, err))) goto done;
@@ -238,16 +249,6 @@ done:
     wm_unmap(&vm);
     wm_unmap(&mm);
     return st;
-}
-
-static int config_bool(const char *dir, const char *key, int def) {
-    char path[4200];
-    if (!exists(dir, "tokenizer_config.json", path, sizeof path)) return def;
-    cJSON *j = read_json(path);
-    const cJSON *v = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, key) : NULL;
-    int r = cJSON_IsBool(v) ? cJSON_IsTrue(v) : cJSON_IsNull(v) ? -1 : def;
-    cJSON_Delete(j);
-    return r;
 }
 
 /* vocab.txt: one token per line, id = line number (later duplicates win). */
