@@ -181,8 +181,10 @@ static uint8_t *second_bits; /* codepoints that are the second part of some comp
 static pthread_once_t comp_once = PTHREAD_ONCE_INIT;
 
 static size_t comp_slot(uint64_t k) {
-    uint64_t h = k * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 20) & comp_mask;
+    k ^= k >> 33;
+    k *= 0xFF51AFD7ED558CCDull;
+    k ^= k >> 33;
+    return (size_t)k & comp_mask;
 }
 
 static void comp_put(uint64_t k, uint32_t v) {

@@ -90,7 +90,15 @@ void wm_u64map_free(wm_u64map *m) {
     memset(m, 0, sizeof *m);
 }
 
-static size_t u64_slot(uint64_t k, size_t mask) { return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 17) & mask; }
+/* murmur3's fmix64: keys are (a << 32 | b) pairs of small ids, so every bit must reach the slot index */
+static size_t u64_slot(uint64_t k, size_t mask) {
+    k ^= k >> 33;
+    k *= 0xFF51AFD7ED558CCDull;
+    k ^= k >> 33;
+    k *= 0xC4CEB9FE1A85EC53ull;
+    k ^= k >> 33;
+    return (size_t)k & mask;
+}
 
 static int u64_rehash(wm_u64map *m, size_t ns) {
     wm_u64ent *ne = malloc(ns * sizeof *ne);
