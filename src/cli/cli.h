@@ -65,6 +65,11 @@ void wm_cli_info(const wm_cli *c, const char *fmt, ...) __attribute__((format(pr
 int wm_cmd_inspect(int argc, char **argv);
 int wm_cmd_sys(int argc, char **argv);
 int wm_cmd_analyze(int argc, char **argv);
+int wm_cmd_perf(int argc, char **argv);
+int wm_cmd_eval(int argc, char **argv);
+int wm_cmd_generate(int argc, char **argv);
+int wm_cmd_download(int argc, char **argv);
+int wm_cmd_cache(int argc, char **argv);
 int wm_cmd_tokenize(int argc, char **argv);
 
 #endif

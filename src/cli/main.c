@@ -7,6 +7,11 @@
 static const wm_cmd commands[] = {
     {"inspect", "describe a model: IO, opsets, op histogram, parameters, external data", wm_cmd_inspect},
     {"analyze", "static EP compatibility (CPU, QNN, OpenVINO, VitisAI, DML) per node, op and component", wm_cmd_analyze},
+    {"eval", "numerics of a candidate model against a reference (compare mode), with gates", wm_cmd_eval},
+    {"generate", "text generation with a KV cache on a causal LM artifact", wm_cmd_generate},
+    {"perf", "latency, throughput and memory of a model on the CPU engine", wm_cmd_perf},
+    {"download", "fetch a Hugging Face model (ORG/NAME[@REV]) into the hub cache, resumable and verified", wm_cmd_download},
+    {"cache", "the Hugging Face cache: its folder and the models it holds", wm_cmd_cache},
     {"tokenize", "ids, tokens and offsets of a text with a checkpoint's tokenizer, or decode ids", wm_cmd_tokenize},
     {"sys", "this machine: CPU, ISA features, memory, compiled-in kernels, version", wm_cmd_sys},
 };
