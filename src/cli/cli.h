@@ -70,5 +70,6 @@ int wm_cmd_eval(int argc, char **argv);
 int wm_cmd_generate(int argc, char **argv);
 int wm_cmd_download(int argc, char **argv);
 int wm_cmd_cache(int argc, char **argv);
+int wm_cmd_tokenize(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@ static const wm_cmd commands[] = {
     {"perf", "latency, throughput and memory of a model on the CPU engine", wm_cmd_perf},
     {"download", "fetch a Hugging Face model (ORG/NAME[@REV]) into the hub cache, resumable and verified", wm_cmd_download},
     {"cache", "the Hugging Face cache: its folder and the models it holds", wm_cmd_cache},
+    {"tokenize", "ids, tokens and offsets of a text with a checkpoint's tokenizer, or decode ids", wm_cmd_tokenize},
     {"sys", "this machine: CPU, ISA features, memory, compiled-in kernels, version", wm_cmd_sys},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,188 @@
+/*
+ * Hostile tokenizer.json files (untrusted-input item 14 and friends): each
+ * must be refused with WM_ERR_INPUT / WM_ERR_UNSUPPORTED and a message that
+ * names the file and the field, never crash (this runs under ASan/UBSan).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf/tokenizer.h"
+
+static wm_status load(const char *json, wm_error *e) {
+    wm_tokenizer *t = NULL;
+    memset(e, 0, sizeof *e);
+    wm_status st = wm_tokenizer_load_json(json, strlen(json), "t.json", &t, e);
+    if (st) assert_null(t);
+    wm_tokenizer_free(t);
+    return st;
+}
+
+/* Refused with status s and a message containing every needle. */
+static void refused(const char *json, wm_status s, const char *n1, const char *n2) {
+    wm_error e;
+    wm_status st = load(json, &e);
+    if (st != s || !strstr(e.msg, "t.json") || (n1 && !strstr(e.msg, n1)) || (n2 && !strstr(e.msg, n2)))
+        fail_msg("expected status %d with '%s' '%s', got %d: %s\nfor %.200s", s, n1 ? n1 : "", n2 ? n2 : "", st, e.msg,
+                 json);
+}
+
+#define BPE_HEAD "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":"
+
+static void test_deep_nesting(void **state) {
+    (void)state;
+    size_t depth = 100000;
+    char *s = malloc(2 * depth + 64);
+    assert_non_null(s);
+    size_t n = (size_t)sprintf(s, "{\"model\":");
+    for (size_t i = 0; i < depth; i++) s[n++] = '[';
+    for (size_t i = 0; i < depth; i++) s[n++] = ']';
+    s[n++] = '}';
+    s[n] = 0;
+    refused(s, WM_ERR_INPUT, "nested deeper", NULL);
+    /* 100,000 nested objects inside a string value are only text */
+    n = (size_t)sprintf(s, "{\"x\":\"");
+    for (size_t i = 0; i < depth; i++) s[n++] = '[';
+    n += (size_t)sprintf(s + n, "\"}");
+    refused(s, WM_ERR_INPUT, "model", NULL);
+    free(s);
+}
+
+static void test_bad_merges(void **state) {
+    (void)state;
+    /* a merge whose result is longer than every vocabulary entry */
+    refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}", WM_ERR_INPUT, "merges[0]",
+            "not in the vocabulary");
+    refused(BPE_HEAD "[\"a b\",\"ab abababababababababababababababababababab\"]}}", WM_ERR_INPUT, "merges[1]", NULL);
+    refused(BPE_HEAD "[\"a b c\"]}}", WM_ERR_INPUT, "merges[0]", NULL);
+    refused(BPE_HEAD "[\"ab\"]}}", WM_ERR_INPUT, "merges[0]", NULL);
+    refused(BPE_HEAD "[[\"a\"]]}}", WM_ERR_INPUT, "merges[0]", NULL);
+    refused(BPE_HEAD "[[\"a\",\"zz\"]]}}", WM_ERR_INPUT, "merges[0]", "zz");
+    refused(BPE_HEAD "{}}}", WM_ERR_INPUT, "merges", NULL);
+    refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"continuing_subword_prefix\":\"####\","
+            "\"unk_token\":5}}",
+            WM_ERR_INPUT, "unk_token", NULL);
+}
+
+static void test_bad_ids(void **state) {
+    (void)state;
+    refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]}}", WM_ERR_INPUT, "vocab", "id");
+    refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":4294967296},\"merges\":[]}}", WM_ERR_INPUT, "id", NULL);
+    refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1e300},\"merges\":[]}}", WM_ERR_INPUT, "id", NULL);
+    refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1.5},\"merges\":[]}}", WM_ERR_INPUT, "id", NULL);
+    refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":\"0\"},\"merges\":[]}}", WM_ERR_INPUT, "id", NULL);
+    refused("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":2147483648}}}", WM_ERR_INPUT, "id", NULL);
+    refused("{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",-1.0]],\"unk_id\":7}}", WM_ERR_INPUT, "unk_id", NULL);
+    refused("{\"model\":{\"type\":\"Unigram\",\"vocab\":[],\"unk_id\":0}}", WM_ERR_INPUT, "vocab", NULL);
+    refused("{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\",\"x\"]]}}", WM_ERR_INPUT, "vocab[0]", NULL);
+    refused("{\"model\":{\"type\":\"Unigram\",\"vocab\":[[\"a\"]]}}", WM_ERR_INPUT, "vocab[0]", NULL);
+    refused("{\"added_tokens\":[{\"id\":-5,\"content\":\"x\"}],\"model\":{\"type\":\"WordLevel\",\"vocab\":{}}}",
+            WM_ERR_INPUT, "added_tokens[0]", NULL);
+    /* sparse huge ids load without allocating for the id range */
+    wm_error e;
+    assert_int_equal(load("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":2147483647},\"merges\":[]}}", &e), WM_OK);
+}
+
+static void test_undefined_specials(void **state) {
+    (void)state;
+    refused("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0}},\"post_processor\":{\"type\":\"TemplateProcessing\","
+            "\"single\":[{\"SpecialToken\":{\"id\":\"[CLS]\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],"
+            "\"pair\":[],\"special_tokens\":{}}}",
+            WM_ERR_INPUT, "single[0]", "[CLS]");
+    refused("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0}},\"post_processor\":{\"type\":\"TemplateProcessing\","
+            "\"single\":[],\"pair\":[],\"special_tokens\":{\"x\":{\"id\":\"x\",\"ids\":[1,2],\"tokens\":[\"x\"]}}}}",
+            WM_ERR_INPUT, "special_tokens", NULL);
+    refused("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0}},\"post_processor\":{\"type\":\"BertProcessing\","
+            "\"sep\":[\"[SEP]\",-1],\"cls\":[\"[CLS]\",1]}}",
+            WM_ERR_INPUT, "sep", NULL);
+    refused("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0}},\"post_processor\":{\"type\":\"BertProcessing\","
+            "\"sep\":\"[SEP]\",\"cls\":[\"[CLS]\",1]}}",
+            WM_ERR_INPUT, "sep", NULL);
+}
+
+static void test_bad_components(void **state) {
+    (void)state;
+    const char *m = "\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0}}";
+    char buf[1024];
+    snprintf(buf, sizeof buf, "{%s,\"normalizer\":{\"type\":\"Precompiled2\"}}", m);
+    refused(buf, WM_ERR_UNSUPPORTED, "normalizer", "Precompiled2");
+    snprintf(buf, sizeof buf, "{%s,\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},"
+                              "\"behavior\":\"Isolated\",\"invert\":false}}", m);
+    refused(buf, WM_ERR_INPUT, "pre_tokenizer.pattern", "regex");
+    snprintf(buf, sizeof buf, "{%s,\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},"
+                              "\"behavior\":\"Sideways\",\"invert\":false}}", m);
+    refused(buf, WM_ERR_INPUT, "behavior", "Sideways");
+    snprintf(buf, sizeof buf, "{%s,\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"ab\"}}", m);
+    refused(buf, WM_ERR_INPUT, "replacement", NULL);
+    snprintf(buf, sizeof buf, "{%s,\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Nope\"}]}}", m);
+    refused(buf, WM_ERR_UNSUPPORTED, "decoder.decoders[0]", "Nope");
+    snprintf(buf, sizeof buf, "{%s,\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"no_type\":1}]}}", m);
+    refused(buf, WM_ERR_INPUT, "normalizer.normalizers[0]", NULL);
+    snprintf(buf, sizeof buf, "{%s,\"truncation\":{\"max_length\":-3}}", m);
+    refused(buf, WM_ERR_INPUT, "truncation.max_length", NULL);
+    snprintf(buf, sizeof buf, "{%s,\"padding\":{\"strategy\":\"Sometimes\"}}", m);
+    refused(buf, WM_ERR_INPUT, "padding.strategy", NULL);
+    snprintf(buf, sizeof buf, "{%s,\"version\":\"9.9\"}", m);
+    refused(buf, WM_ERR_UNSUPPORTED, "version", NULL);
+    refused("{\"model\":{\"type\":\"Transformer\"}}", WM_ERR_UNSUPPORTED, "model.type", NULL);
+    /* 40 nested Sequence normalizers: within the JSON depth limit, past the component one */
+    char deep[4096];
+    size_t k = (size_t)snprintf(deep, sizeof deep, "{%s,\"normalizer\":", m);
+    for (int i = 0; i < 40; i++) k += (size_t)snprintf(deep + k, sizeof deep - k, "{\"type\":\"Sequence\",\"normalizers\":[");
+    k += (size_t)snprintf(deep + k, sizeof deep - k, "{\"type\":\"NFC\"}");
+    for (int i = 0; i < 40; i++) k += (size_t)snprintf(deep + k, sizeof deep - k, "]}");
+    snprintf(deep + k, sizeof deep - k, "}");
+    refused(deep, WM_ERR_INPUT, "nested deeper than 32", NULL);
+}
+
+static void test_bad_json_text(void **state) {
+    (void)state;
+    refused("[1,2,3]", WM_ERR_INPUT, "object", NULL);
+    refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[", WM_ERR_INPUT, "JSON", NULL);
+    refused("", WM_ERR_INPUT, "JSON", NULL);
+    refused("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\\u0000b\":0}}}", WM_ERR_UNSUPPORTED, "u0000", NULL);
+    refused("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"\xff\xfe\":0}}}", WM_ERR_INPUT, "UTF-8", NULL);
+    refused("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\tb\":0}}}", WM_ERR_INPUT, "control character", NULL);
+    char nul[] = "{\"model\":{}}\0garbage";
+    wm_tokenizer *t = NULL;
+    wm_error e = {0};
+    assert_int_equal(wm_tokenizer_load_json(nul, sizeof nul - 1, "t.json", &t, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "NUL"));
+}
+
+/* A text that is not UTF-8 is refused; a pathological regex match ends with an error, not a hang. */
+static void test_bad_text_and_runaway_regex(void **state) {
+    (void)state;
+    const char *json = "{\"model\":{\"type\":\"WordLevel\",\"vocab\":{\"a\":0},\"unk_token\":\"a\"},"
+                       "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a|aa)*b\"},"
+                       "\"behavior\":\"Isolated\",\"invert\":false}}";
+    wm_tokenizer *t = NULL;
+    wm_error e = {0};
+    assert_int_equal(wm_tokenizer_load_json(json, strlen(json), "t.json", &t, &e), WM_OK);
+    wm_encoding enc;
+    wm_encoding_init(&enc);
+    assert_int_equal(wm_tokenizer_encode(t, "a\xc3", 2, NULL, 0, NULL, &enc, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "UTF-8"));
+    char s[200];
+    memset(s, 'a', sizeof s);
+    memset(&e, 0, sizeof e);
+    wm_status st = wm_tokenizer_encode(t, s, sizeof s, NULL, 0, NULL, &enc, &e);
+    assert_true(st == WM_OK || (st == WM_ERR_INPUT && strstr(e.msg, "regex")));
+    wm_encoding_free(&enc);
+    wm_tokenizer_free(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_deep_nesting),     cmocka_unit_test(test_bad_merges),
+        cmocka_unit_test(test_bad_ids),          cmocka_unit_test(test_undefined_specials),
+        cmocka_unit_test(test_bad_components),   cmocka_unit_test(test_bad_json_text),
+        cmocka_unit_test(test_bad_text_and_runaway_regex),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
