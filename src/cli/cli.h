@@ -65,5 +65,8 @@ void wm_cli_info(const wm_cli *c, const char *fmt, ...) __attribute__((format(pr
 int wm_cmd_inspect(int argc, char **argv);
 int wm_cmd_sys(int argc, char **argv);
 int wm_cmd_analyze(int argc, char **argv);
+int wm_cmd_config(int argc, char **argv);
+int wm_cmd_export(int argc, char **argv);
+int wm_cmd_build(int argc, char **argv);
 
 #endif

@@ -7,6 +7,9 @@
 static const wm_cmd commands[] = {
     {"inspect", "describe a model: IO, opsets, op histogram, parameters, external data", wm_cmd_inspect},
     {"analyze", "static EP compatibility (CPU, QNN, OpenVINO, VitisAI, DML) per node, op and component", wm_cmd_analyze},
+    {"config", "emit a build recipe (JSON) for a Hugging Face checkpoint", wm_cmd_config},
+    {"export", "checkpoint -> plain float32 ONNX, built straight from the safetensors weights", wm_cmd_export},
+    {"build", "checkpoint -> one output folder: model.onnx, recipe, manifest, tokenizer, genai_config", wm_cmd_build},
     {"sys", "this machine: CPU, ISA features, memory, compiled-in kernels, version", wm_cmd_sys},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,24 @@
+/* sha256.h - SHA-256 (FIPS 180-4), streaming, for build artifact digests. */
+#ifndef WM_BUILDER_SHA256_H
+#define WM_BUILDER_SHA256_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "winml/winml.h"
+
+typedef struct wm_sha256 {
+    uint32_t h[8];
+    uint64_t len;       /* bytes hashed so far */
+    uint8_t buf[64];
+    size_t nbuf;
+} wm_sha256;
+
+void wm_sha256_init(wm_sha256 *s);
+void wm_sha256_update(wm_sha256 *s, const void *p, size_t n);
+/* Finishes and writes 64 lowercase hex digits + NUL into hex. */
+void wm_sha256_hex(wm_sha256 *s, char hex[65]);
+/* Digest of a whole file (read in chunks) into hex; WM_ERR_IO on a read error. */
+wm_status wm_sha256_file(const char *path, char hex[65], wm_error *err);
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * weights.h - turning checkpoint tensors (or seeded random values) into
+ * float32 ONNX initializers, streamed.
+ *
+ * A sink either keeps every tensor inline (bytes in the model arena; for
+ * models under the external-data threshold) or streams each tensor of at
+ * least min_bytes straight into one data file as it is added, at aligned
+ * offsets, hashing the bytes on the way (SHA-256). Only one conversion
+ * buffer (<= 32 MiB) is ever held, so a build's memory stays far below the
+ * model size. float16 / bfloat16 / float64 sources are converted on the
+ * fly; 2-D tensors may be transposed on the way (Linear [out, in] ->
+ * MatMul [in, out]) by blocks. Pages of the source mapping are released
+ * after each tensor (MADV_DONTNEED), so the mapped checkpoint does not add
+ * up in the resident set either.
+ */
+#ifndef WM_BUILDER_WEIGHTS_H
+#define WM_BUILDER_WEIGHTS_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "builder/sha256.h"
+#include "hf/safetensors.h"
+#include "onnx/graph.h"
+
+typedef struct wm_wsrc {
+    const wm_st_tensor *t; /* checkpoint tensor, or NULL for generated values */
+    int transpose;         /* store t^T (t must be 2-D) */
+    uint64_t seed;         /* generated: uniform in [-scale, scale] from a stream keyed by (seed, name) */
+    float scale, fill;     /* generated with scale == 0: every value is fill */
+} wm_wsrc;
+
+typedef struct wm_wsink {
+    wm_onnx_model *m;
+    int fd;                   /* -1: inline mode */
+    char path[PATH_MAX];      /* data file */
+    char location[256];       /* as written in the model */
+    uint64_t pos;             /* bytes written to the data file */
+    uint64_t min_bytes, align;
+    wm_sha256 sha;
+    uint8_t *wbuf;            /* write buffer */
+    size_t wn, wcap;
+    float *buf;               /* conversion buffer */
+    size_t buf_elems;
+    uint64_t n_tensors, n_external, param_bytes;
+} wm_wsink;
+
+/*
+ * data_path NULL: every tensor inline. Otherwise tensors of >= 1 KiB go to
+ * data_path (created, truncated), referenced from the model as location.
+ * s owns a descriptor and buffers until wm_wsink_close.
+ */
+wm_status wm_wsink_init(wm_wsink *s, wm_onnx_model *m, const char *data_path, const char *location, wm_error *err);
+/* Adds float32 initializer name with dims to g, values from src. */
+wm_status wm_wsink_add(wm_wsink *s, wm_graph *g, const char *name, const int64_t *dims, size_t nd, const wm_wsrc *src,
+                       wm_error *err);
+/* Flushes and fsyncs the data file; sha_hex receives its digest ("" in inline mode). */
+wm_status wm_wsink_finish(wm_wsink *s, char sha_hex[65], wm_error *err);
+/* Releases buffers and the descriptor (does not remove the file). */
+void wm_wsink_close(wm_wsink *s);
+
+/* float16 / bfloat16 bits -> float (exact). */
+float wm_f16_to_f32(uint16_t h);
+float wm_bf16_to_f32(uint16_t h);
+
+#endif
