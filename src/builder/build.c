@@ -349,6 +349,9 @@ static wm_status prepare(build_ctx *b) {
                       "only; use -p fp32 or a recipe with \"quant\": null)", wm_precision_name(prec));
     if (!o->random) {
         if (!b->ck.weights[0]) {
+            /* a config the builder cannot use is the more fundamental problem: say that first */
+            if ((s = wm_arch_resolve(&b->ck, NULL, task, &b->arch, err))) return s;
+            wm_arch_free(&b->arch);
             if (b->ck.pickle[0])
                 return wm_err(err, WM_ERR_UNSUPPORTED, "%s/%s: pickle weights are refused (they can run code); "
                               "convert the checkpoint to safetensors", b->ck.dir, b->ck.pickle);

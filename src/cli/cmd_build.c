@@ -95,8 +95,8 @@ static int run(int argc, char **argv, int export_only) {
     if (o.device && strcmp(o.device, "cpu")) return wm_cli_usage_error(&c, "--device: only 'cpu' is available");
     o.model = c.model;
     o.out_dir = c.out;
-    o.quiet = c.quiet || c.json;
-    o.progress = !o.quiet && isatty(STDERR_FILENO);
+    o.quiet = c.quiet; /* stage notes (not run / skipped) go to stderr even with -f json */
+    o.progress = !c.quiet && !c.json && isatty(STDERR_FILENO);
     wm_json j;
     wm_error err = {0};
     int rc;
