@@ -500,8 +500,16 @@ static void count_params(wm_arch *a) {
     a->n_params = n;
 }
 
+static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+
 wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
     memset(a, 0, sizeof *a);
+    wm_status s = resolve(ck, st, task, a, err);
+    if (s) wm_arch_free(a); /* nothing to release after an error */
+    return s;
+}
+
+static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
     const wm_hf_config *c = &ck->config;
     a->cfg = c;
     a->random = st == NULL;

@@ -132,6 +132,7 @@ typedef struct wm_arch {
  * weights). a owns its arrays: wm_arch_free. Errors name the config key
  * or tensor: WM_ERR_UNSUPPORTED (unknown model_type / feature / task),
  * WM_ERR_INPUT (missing or ill-shaped tensor, inconsistent config).
+ * On error a is left empty (nothing to free).
  */
 wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
 void wm_arch_free(wm_arch *a);

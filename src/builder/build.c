@@ -213,7 +213,7 @@ static void note(const build_ctx *b, const char *fmt, ...) {
 }
 
 static wm_status stage_export(build_ctx *b, stage_rec *rec) {
-    wm_export_opts eo = {b->o->random, b->o->seed, b->o->external_threshold, b->o->progress};
+    wm_export_opts eo = {b->o->random, b->o->seed, b->o->external_threshold, b->o->progress, 1};
     wm_status s = wm_export_model(&b->arch, &b->recipe, b->st, &eo, b->stage_dir, &b->ex, b->err);
     if (!s) {
         rec->status = ST_DONE;

@@ -219,6 +219,7 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
     *slot = op;
     if ((s = wm_graph_open(m, m->proto->graph, &g, err))) goto done;
     if ((s = wm_wsink_init(&sink, m, external ? data_tmp : NULL, "model.onnx.data", err))) goto done;
+    sink.release_source = o->release_source && st;
     for (size_t i = 0; i < r->n_inputs && !s; i++) {
         const wm_io_spec *io = &r->inputs[i];
         s = add_io(g, io->name, 0, io->dtype, io->dims, io->rank, err);

@@ -25,6 +25,7 @@ typedef struct wm_export_opts {
     uint64_t seed;
     uint64_t external_threshold; /* bytes; 0: default 100 MiB */
     int progress;                /* per-layer progress on stderr */
+    int release_source;          /* st maps files: drop each tensor's pages after use (see weights.h) */
 } wm_export_opts;
 
 typedef struct wm_op_count {

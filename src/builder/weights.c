@@ -207,7 +207,7 @@ static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64
             st = put(o, s->buf, (size_t)(k * R * 4));
         }
     }
-    release(t->data, t->nbytes);
+    if (s->release_source) release(t->data, t->nbytes);
     return st;
 }
 

@@ -9,9 +9,10 @@
  * buffer (<= 32 MiB) is ever held, so a build's memory stays far below the
  * model size. float16 / bfloat16 / float64 sources are converted on the
  * fly; 2-D tensors may be transposed on the way (Linear [out, in] ->
- * MatMul [in, out]) by blocks. Pages of the source mapping are released
- * after each tensor (MADV_DONTNEED), so the mapped checkpoint does not add
- * up in the resident set either.
+ * MatMul [in, out]) by blocks. With release_source set (sources are file
+ * mappings), pages of the source are released after each tensor
+ * (MADV_DONTNEED), so the mapped checkpoint does not add up in the
+ * resident set either.
  */
 #ifndef WM_BUILDER_WEIGHTS_H
 #define WM_BUILDER_WEIGHTS_H
@@ -43,6 +44,7 @@ typedef struct wm_wsink {
     float *buf;               /* conversion buffer */
     size_t buf_elems;
     uint64_t n_tensors, n_external, param_bytes;
+    int release_source; /* sources are file mappings: drop their pages after use (never for heap memory) */
 } wm_wsink;
 
 /*
