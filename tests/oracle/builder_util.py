@@ -102,6 +102,18 @@ def _tiny_specs():
         "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM, dict(dec, tie_word_embeddings=True)),
         "qwen3": (T.Qwen3Config, T.Qwen3ForCausalLM, dict(dec, head_dim=16)),
         "phi3": (T.Phi3Config, T.Phi3ForCausalLM, dict(dec, pad_token_id=0, partial_rotary_factor=0.5)),
+        # rope scaling variants (transformers 5 spelling: rope_parameters)
+        "llama_rope_llama3": (T.LlamaConfig, T.LlamaForCausalLM, dict(dec, rope_parameters=dict(
+            rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+            original_max_position_embeddings=16))),
+        "llama_rope_linear": (T.LlamaConfig, T.LlamaForCausalLM, dict(dec, rope_parameters=dict(
+            rope_type="linear", rope_theta=10000.0, factor=3.0))),
+        "qwen2_rope_yarn": (T.Qwen2Config, T.Qwen2ForCausalLM, dict(dec, rope_parameters=dict(
+            rope_type="yarn", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=32))),
+        "phi3_longrope": (T.Phi3Config, T.Phi3ForCausalLM, dict(dec, pad_token_id=0, original_max_position_embeddings=8,
+                                                                 rope_parameters=dict(
+            rope_type="longrope", rope_theta=10000.0, short_factor=[1.0, 1.1, 1.3, 1.6],
+            long_factor=[2.0, 3.0, 5.0, 8.0], original_max_position_embeddings=8))),
         "bert": (T.BertConfig, T.BertForSequenceClassification, dict(enc, num_labels=3)),
         "roberta": (T.RobertaConfig, T.RobertaForSequenceClassification, dict(enc, num_labels=2)),
         "xlm-roberta": (T.XLMRobertaConfig, T.XLMRobertaForSequenceClassification,
@@ -118,6 +130,7 @@ def _tiny_specs():
 
 
 TINY_DECODERS = ["gpt2", "llama", "llama_bias", "mistral", "qwen2", "qwen3", "phi3"]
+TINY_ROPE = ["llama_rope_llama3", "llama_rope_linear", "qwen2_rope_yarn", "phi3_longrope"]
 TINY_ENCODERS = ["bert", "roberta", "xlm-roberta", "distilbert", "electra"]
 
 

@@ -150,6 +150,42 @@ def test_decoder_prefill_logits_and_present(kind, built_decoder, run_model):
         assert_close(out[f"present.{i}.value"][:, :, S - n:], v, vk, f"{kind} present.{i}.value")
 
 
+@pytest.mark.parametrize("kind", BU.TINY_ROPE)
+def test_decoder_rope_scaling(kind, built_decoder, run_model):
+    """llama3 / linear / yarn inverse frequencies, and longrope's switch from short to long factors once the
+    sequence passes original_max_position_embeddings (8 here): a 6-token prefill, then decode steps to 14."""
+    model, path = built_decoder(kind)
+    rng = np.random.default_rng(13)
+    B, S = 2, 14
+    ids = BU.random_ids(rng, (B, S), model.config.vocab_size)
+    mask = np.ones((B, S), np.int64)
+    mask[1, :2] = 0
+    pos = positions(mask)
+    with torch.no_grad():
+        full = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                     position_ids=torch.tensor(pos)).logits.numpy()
+    got = run_model(path, {"input_ids": ids, "attention_mask": mask, "position_ids": pos, **empty_past(model, B)})
+    assert_close(got["logits"], full, mask.astype(bool), f"{kind} full prefill")
+    # step by step through both caches (longrope: keys cached before the switch keep their short-factor
+    # rotation in transformers too, so the oracle is its own cached decoding, not a fresh forward)
+    P = 6
+    out = run_model(path, {"input_ids": ids[:, :P], "attention_mask": mask[:, :P], "position_ids": pos[:, :P],
+                           **empty_past(model, B)})
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids[:, :P]), attention_mask=torch.tensor(mask[:, :P]),
+                    position_ids=torch.tensor(pos[:, :P]), use_cache=True)
+    for t in range(P, S):
+        past = {k.replace("present", "past_key_values"): v for k, v in out.items() if k.startswith("present")}
+        out = run_model(path, {"input_ids": ids[:, t:t + 1], "attention_mask": mask[:, :t + 1],
+                               "position_ids": pos[:, t:t + 1], **past})
+        with torch.no_grad():
+            ref = model(input_ids=torch.tensor(ids[:, t:t + 1]), attention_mask=torch.tensor(mask[:, :t + 1]),
+                        position_ids=torch.tensor(pos[:, t:t + 1]), past_key_values=ref.past_key_values,
+                        use_cache=True)
+        lg = ref.logits.numpy()
+        assert_close(out["logits"], lg, np.ones_like(lg, bool), f"{kind} step {t}")
+
+
 @pytest.mark.parametrize("kind", BU.TINY_DECODERS)
 def test_decoder_chunked_prefill_with_past(kind, built_decoder, run_model):
     """A second chunk of several tokens on top of a cache equals the full-sequence forward."""
