@@ -10,6 +10,12 @@
 
 #include "core/error.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define WM_SHA_X86 1
+#endif
+
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -22,7 +28,7 @@ static const uint32_t K[64] = {
 
 #define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
 
-static void block(uint32_t h[8], const uint8_t *p) {
+static void block_generic(uint32_t h[8], const uint8_t *p) {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
@@ -47,6 +53,77 @@ static void block(uint32_t h[8], const uint8_t *p) {
     h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
 }
 
+#ifdef WM_SHA_X86
+/*
+ * The same compression with the SHA extensions (SHA256RNDS2 does two
+ * rounds on the state split as ABEF / CDGH; SHA256MSG1/MSG2 extend the
+ * message schedule four words at a time).
+ */
+__attribute__((target("sha,sse4.1,ssse3"))) static void blocks_shani(uint32_t h[8], const uint8_t *p, size_t n) {
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bll, 0x0405060700010203ll);
+    __m128i t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1); /* C D A B */
+    __m128i s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B); /* E F G H */
+    __m128i s0 = _mm_alignr_epi8(t, s1, 8);                                      /* A B E F */
+    s1 = _mm_blend_epi16(s1, t, 0xF0);                                           /* C D G H */
+    for (; n; n--, p += 64) {
+        __m128i abef = s0, cdgh = s1, m[4];
+        for (int j = 0; j < 16; j++) {
+            __m128i *w = &m[j & 3];
+            if (j < 4) *w = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * j)), bswap);
+            else {
+                __m128i x = _mm_sha256msg1_epu32(m[j & 3], m[(j + 1) & 3]);
+                x = _mm_add_epi32(x, _mm_alignr_epi8(m[(j + 3) & 3], m[(j + 2) & 3], 4));
+                *w = _mm_sha256msg2_epu32(x, m[(j + 3) & 3]);
+            }
+            __m128i k = _mm_add_epi32(*w, _mm_loadu_si128((const __m128i *)&K[4 * j]));
+            s1 = _mm_sha256rnds2_epu32(s1, s0, k);
+            s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(k, 0x0E));
+        }
+        s0 = _mm_add_epi32(s0, abef);
+        s1 = _mm_add_epi32(s1, cdgh);
+    }
+    t = _mm_shuffle_epi32(s0, 0x1B);                               /* F E B A */
+    s1 = _mm_shuffle_epi32(s1, 0xB1);                              /* D C H G */
+    _mm_storeu_si128((__m128i *)&h[0], _mm_blend_epi16(t, s1, 0xF0)); /* D C B A */
+    _mm_storeu_si128((__m128i *)&h[4], _mm_alignr_epi8(s1, t, 8));    /* H G F E */
+}
+
+static int have_shani(void) {
+    static int known = -1;
+    if (known < 0) {
+        unsigned a, b, c, d;
+        const char *force = getenv("WM_SHA256_GENERIC");
+        known = 0;
+        if (!(force && *force && strcmp(force, "0")) && __get_cpuid_max(0, NULL) >= 7) {
+            __cpuid_count(7, 0, a, b, c, d);
+            int sha = (b >> 29) & 1;
+            __get_cpuid(1, &a, &b, &c, &d);
+            known = sha && ((c >> 19) & 1) && ((c >> 9) & 1); /* + SSE4.1, SSSE3 */
+        }
+    }
+    return known;
+}
+#endif
+
+/* n whole 64-byte blocks. */
+static void blocks(uint32_t h[8], const uint8_t *p, size_t n) {
+#ifdef WM_SHA_X86
+    if (have_shani()) {
+        blocks_shani(h, p, n);
+        return;
+    }
+#endif
+    for (; n; n--, p += 64) block_generic(h, p);
+}
+
+int wm_sha256_accelerated(void) {
+#ifdef WM_SHA_X86
+    return have_shani();
+#else
+    return 0;
+#endif
+}
+
 void wm_sha256_init(wm_sha256 *s) {
     static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -65,10 +142,12 @@ void wm_sha256_update(wm_sha256 *s, const void *data, size_t n) {
         p += k;
         n -= k;
         if (s->nbuf < 64) return;
-        block(s->h, s->buf);
+        blocks(s->h, s->buf, 1);
         s->nbuf = 0;
     }
-    for (; n >= 64; p += 64, n -= 64) block(s->h, p);
+    blocks(s->h, p, n / 64);
+    p += n / 64 * 64;
+    n %= 64;
     memcpy(s->buf, p, n);
     s->nbuf = n;
 }

@@ -18,6 +18,8 @@ void wm_sha256_init(wm_sha256 *s);
 void wm_sha256_update(wm_sha256 *s, const void *p, size_t n);
 /* Finishes and writes 64 lowercase hex digits + NUL into hex. */
 void wm_sha256_hex(wm_sha256 *s, char hex[65]);
+/* 1 when the SHA extensions are used (x86-64 SHA-NI; WM_SHA256_GENERIC=1 forces the portable code). */
+int wm_sha256_accelerated(void);
 /* Digest of a whole file (read in chunks) into hex; WM_ERR_IO on a read error. */
 wm_status wm_sha256_file(const char *path, char hex[65], wm_error *err);
 
