@@ -68,13 +68,13 @@ MAKE = textwrap.dedent("""
 
 def timed(argv, log):
     tf = log + ".time"
-    r = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", tf, *argv], capture_output=True, text=True)
+    r = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", tf, *argv], capture_output=True, text=True)
     with open(log, "w") as f:
         f.write(r.stdout + "\n" + r.stderr)
     if r.returncode != 0:
         raise RuntimeError(f"{argv[:3]} failed ({r.returncode}), see {log}:\n{r.stderr[-2000:]}")
-    secs, kb = open(tf).read().split()[-2:]
-    return float(secs), int(kb) * 1024
+    secs, user, sys_, kb = open(tf).read().split()[-4:]
+    return float(secs), float(user) + float(sys_), int(kb) * 1024
 
 
 def logits(path, ids, with_kv):
@@ -119,14 +119,17 @@ def main():
         paths[name] = os.path.join(d, "model.onnx")
     ids = np.array([[9707, 11, 1246, 525, 498, 30, 358, 1079]], np.int64)
     ref = logits(paths["winml build"], ids, True)
-    ours_s, ours_rss = rows["winml build"]
-    print("\n| path | wall s | peak RSS MB | time ratio | memory ratio | max abs diff of logits vs winml |")
-    print("|---|---|---|---|---|---|")
+    ours_s, ours_cpu, ours_rss = rows["winml build"]
+    print(f"\nload average during the runs: {os.getloadavg()} on {os.cpu_count()} cores")
+    print("| path | wall s | CPU s (user+sys) | peak RSS MB | wall ratio | CPU ratio | memory ratio |"
+          " max abs diff of logits vs winml |")
+    print("|---|---|---|---|---|---|---|---|")
     result = {}
-    for name, (s, rss) in rows.items():
+    for name, (s, cpu, rss) in rows.items():
         diff = 0.0 if name == "winml build" else float(np.abs(logits(paths[name], ids, False) - ref).max())
-        print(f"| {name} | {s:.1f} | {rss / 2**20:.0f} | {s / ours_s:.1f}x | {rss / ours_rss:.1f}x | {diff:.2e} |")
-        result[name] = dict(seconds=s, peak_rss_bytes=rss, logits_max_abs_diff=diff)
+        print(f"| {name} | {s:.1f} | {cpu:.1f} | {rss / 2**20:.0f} | {s / ours_s:.1f}x | {cpu / ours_cpu:.1f}x | "
+              f"{rss / ours_rss:.1f}x | {diff:.2e} |")
+        result[name] = dict(seconds=s, cpu_seconds=cpu, peak_rss_bytes=rss, logits_max_abs_diff=diff)
     with open(os.path.join(args.work, "bench_vs_python.json"), "w") as f:
         json.dump(result, f, indent=2)
 

@@ -76,15 +76,24 @@ static void rotary(wm_gb *b, wm_model_ctx *c) {
     c->sin = gb_unsqueeze(b, sn, ax1, 1);
 }
 
+/*
+ * logits = x E^T as Gemm(x2d, E, transB=1) on the [V, H] matrix as the
+ * checkpoint stores it: the tied embedding itself (no second copy), or
+ * lm_head.weight streamed without a transposed copy of the largest matrix.
+ */
 static const char *lm_head(wm_gb *b, const wm_model_ctx *c, const char *x) {
     const wm_arch *a = c->a;
     const wm_module *lm = wm_arch_mod(a, -1, WM_M_G_LM_HEAD);
-    if (!a->tied) return gb_rename(b, gb_linear(b, x, lm, "/lm_head"), "logits");
-    /* tied: Gemm against the embedding [V, H] itself (transB), no second copy of the matrix */
     gb_scope(b, "/lm_head");
+    const char *w = c->embed_weight, *bias = NULL;
+    if (!a->tied) {
+        int64_t d[2] = {a->V, a->H};
+        w = gb_weight(b, ".weight", lm->wt, d, 2, 0, GB_W_MATRIX);
+        if (lm->has_bias) bias = gb_weight(b, ".bias", lm->bt, &a->V, 1, 0, GB_W_ZEROS);
+    }
     int64_t flat[2] = {-1, a->H};
     const char *x2 = gb_reshape(b, x, flat, 2);
-    const char *y = gb_op(b, "Gemm", 2, x2, c->embed_weight);
+    const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x2, w, bias);
     gb_attr_i(b, "transB", 1);
     const char *bs = gb_op(b, "Shape", 1, x);
     gb_attr_i(b, "end", 2);

@@ -120,6 +120,12 @@ static wm_status put(out *o, const void *p, size_t n) {
     wm_sha256_update(&s->sha, p, n);
     s->pos += n;
     const uint8_t *b = p;
+    if (n >= s->wcap) { /* a whole conversion buffer: straight to the file, no copy */
+        wm_status st = flush(s, o->err);
+        if (st) return st;
+        if (fd_write_all(s->fd, b, n)) return wm_err(o->err, WM_ERR_IO, "%s: write failed: %s", s->path, strerror(errno));
+        return WM_OK;
+    }
     while (n) {
         size_t k = s->wcap - s->wn < n ? s->wcap - s->wn : n;
         memcpy(s->wbuf + s->wn, b, k);
@@ -182,6 +188,7 @@ static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64
             size_t k = numel - i < s->buf_elems ? (size_t)(numel - i) : s->buf_elems;
             convert(t->data + i * (uint64_t)es, t->dtype, k, s->buf);
             st = put(o, s->buf, k * 4);
+            if (s->release_source) release(t->data + i * (uint64_t)es, (uint64_t)k * (uint64_t)es);
         }
     } else {
         /* source [R, C] -> output [C, R], a block of output rows at a time */

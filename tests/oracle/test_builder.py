@@ -249,7 +249,7 @@ def test_decoder_graph_is_standard_onnx_with_scoped_names(built_decoder):
     assert [o.domain for o in m.opset_import] == [""] and m.opset_import[0].version == 17
     names = {n.name for n in m.graph.node}
     for want in ["/model/embed_tokens/Gather", "/model/layers.0/attn/q_proj/MatMul", "/model/layers.1/attn/q_norm/Pow",
-                 "/model/layers.0/attn/sdpa/Softmax", "/model/layers.1/mlp/down_proj/MatMul", "/lm_head/MatMul"]:
+                 "/model/layers.0/attn/sdpa/Softmax", "/model/layers.1/mlp/down_proj/MatMul", "/lm_head/Gemm"]:
         assert want in names, want
     assert {i.name for i in m.graph.input} >= {"input_ids", "attention_mask", "position_ids",
                                                "past_key_values.1.value"}
