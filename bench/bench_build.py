@@ -28,6 +28,8 @@ import builder_util as BU  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+BIG = "Qwen/Qwen2.5-7B-Instruct"
+
 
 def timed_build(winml, ckpt, out, extra=()):
     """Runs winml build under /usr/bin/time; returns (seconds, peak_rss_bytes, manifest)."""
@@ -88,14 +90,14 @@ def main():
     args = ap.parse_args()
     import onnx
     os.makedirs(args.work, exist_ok=True)
-    names = [n for n in BU.SEEDS if "7B" not in n or args.with_7b]
+    names = [n for n in BU.SEEDS if n != BIG or args.with_7b]
     if args.only:
         names = [n for n in names if any(s in n for s in args.only)]
     rows = []
     for name in names:
         ckpt = BU.seed_dir(args.work, name)
         out = os.path.join(args.work, "out_" + os.path.basename(ckpt))
-        big = "7B" in name
+        big = name == BIG
         if big:
             free = shutil.disk_usage(args.work).free
             print(f"{name}: {free / 2**30:.1f} GiB free on {args.work}", flush=True)
@@ -110,7 +112,7 @@ def main():
         t0 = time.monotonic()
         onnx.checker.check_model(path, full_check=not big)
         check = time.monotonic() - t0
-        load, run, shape = ort_forward(path, ex, BU.SEEDS[name], no_prepack=big)
+        load, run, shape = ort_forward(path, ex, BU.SEEDS[name], no_prepack=arts.get("model.onnx.data", 0) > 4 << 30)
         row = dict(model=name, params=ex["parameters"], nodes=ex["nodes"], external=ex["external_data"],
                    model_onnx_bytes=arts["model.onnx"], data_bytes=arts.get("model.onnx.data", 0),
                    build_s=round(wall, 2), build_peak_rss_mb=round(rss / 2**20, 1),

@@ -95,6 +95,10 @@ def _tiny_specs():
     return {
         "gpt2": (T.GPT2Config, T.GPT2LMHeadModel,
                  dict(n_embd=32, n_layer=2, n_head=4, vocab_size=96, n_positions=128)),
+        "gpt2_layer_scaled": (T.GPT2Config, T.GPT2LMHeadModel,
+                              dict(n_embd=32, n_layer=2, n_head=4, vocab_size=96, n_positions=128,
+                                   scale_attn_by_inverse_layer_idx=True, activation_function="gelu",
+                                   tie_word_embeddings=False)),
         "llama": (T.LlamaConfig, T.LlamaForCausalLM, dict(dec, rope_theta=500.0)),
         "llama_bias": (T.LlamaConfig, T.LlamaForCausalLM, dict(dec, attention_bias=True, mlp_bias=True,
                                                                tie_word_embeddings=True)),

@@ -126,7 +126,7 @@ def built_decoder(tiny, workdir, winml):
     return get
 
 
-@pytest.mark.parametrize("kind", BU.TINY_DECODERS)
+@pytest.mark.parametrize("kind", BU.TINY_DECODERS + ["gpt2_layer_scaled"])
 def test_decoder_prefill_logits_and_present(kind, built_decoder, run_model):
     model, path = built_decoder(kind)
     rng = np.random.default_rng(1)
@@ -289,6 +289,30 @@ def test_sharded_checkpoint(tiny, workdir, winml, run_model):
     got = run_model(os.path.join(out, "model.onnx"), {"input_ids": ids, "attention_mask": mask,
                                                       "position_ids": positions(mask), **empty_past(model, 1)})
     assert_close(got["logits"], ref, mask.astype(bool), "sharded llama")
+
+
+def test_decoder_int32_io(tiny, workdir, winml, run_model):
+    """A recipe may ask for int32 ids, mask and positions (the reference's default id type)."""
+    ckpt, model = tiny("qwen2")
+    rec = json.loads(U.run([winml, "config", "-m", ckpt]).stdout)
+    for t in rec["export"]["input_tensors"][:3]:
+        t["dtype"] = "int32"
+    rp = str(workdir / "recipe_int32.json")
+    json.dump(rec, open(rp, "w"))
+    out = str(workdir / "out_qwen2_int32")
+    build(winml, ckpt, out, "-c", rp)
+    rng = np.random.default_rng(14)
+    ids = BU.random_ids(rng, (2, 6), model.config.vocab_size)
+    mask = np.ones((2, 6), np.int64)
+    mask[1, :2] = 0
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                    position_ids=torch.tensor(positions(mask))).logits.numpy()
+    got = run_model(os.path.join(out, "model.onnx"), {"input_ids": ids.astype(np.int32),
+                                                      "attention_mask": mask.astype(np.int32),
+                                                      "position_ids": positions(mask).astype(np.int32),
+                                                      **empty_past(model, 2)})
+    assert_close(got["logits"], ref, mask.astype(bool), "qwen2 int32 io")
 
 
 @pytest.mark.parametrize("opset", [21, 23])
