@@ -344,6 +344,10 @@ static wm_status prepare(build_ctx *b) {
         task = rt;
     }
     int prec = o->precision >= 0 ? o->precision : o->recipe ? (int)b->recipe.precision : WM_PREC_FP32;
+    if (prec == WM_PREC_FP32 && b->recipe.has_quant) {
+        note(b, "note: -p fp32 overrides the recipe's quant section (%s)\n", b->recipe.quant_mode);
+        b->recipe.has_quant = 0; /* the resolved recipe written to the folder says what was built */
+    }
     if (prec != WM_PREC_FP32)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s quantization is not available yet (this build produces float32 "
                       "only; use -p fp32 or a recipe with \"quant\": null)", wm_precision_name(prec));
