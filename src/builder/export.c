@@ -258,7 +258,7 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
     res->model_bytes = sz > 0 ? (uint64_t)sz : 0;
     s = wm_sha256_file(model_path, res->model_sha, err);
 done:
-    if (sink.fd >= 0 || sink.buf) wm_wsink_close(&sink);
+    wm_wsink_close(&sink); /* safe on a sink that never started */
     unlink(data_tmp);
     gb_free(&b);
     wm_graph_free(g);

@@ -3,6 +3,7 @@
 #include "builder/weights.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +14,6 @@
 #include "core/error.h"
 #include "onnx/dtype.h"
 
-#define BUF_ELEMS (8u << 20) /* 32 MiB of floats */
-#define WBUF (8u << 20)
 
 float wm_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
@@ -81,65 +80,6 @@ static void release(const uint8_t *p, uint64_t n) {
     madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
-/* ------------------------------------------------------------ output side */
-
-typedef struct out {
-    wm_wsink *s;
-    uint8_t *mem; /* inline destination, or NULL: the data file */
-    uint64_t off;
-    wm_error *err;
-} out;
-
-static int fd_write_all(int fd, const uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static wm_status flush(wm_wsink *s, wm_error *err) {
-    if (s->wn && fd_write_all(s->fd, s->wbuf, s->wn))
-        return wm_err(err, WM_ERR_IO, "%s: write failed: %s", s->path, strerror(errno));
-    s->wn = 0;
-    return WM_OK;
-}
-
-static wm_status put(out *o, const void *p, size_t n) {
-    if (o->mem) {
-        memcpy(o->mem + o->off, p, n);
-        o->off += n;
-        return WM_OK;
-    }
-    wm_wsink *s = o->s;
-    wm_sha256_update(&s->sha, p, n);
-    s->pos += n;
-    const uint8_t *b = p;
-    if (n >= s->wcap) { /* a whole conversion buffer: straight to the file, no copy */
-        wm_status st = flush(s, o->err);
-        if (st) return st;
-        if (fd_write_all(s->fd, b, n)) return wm_err(o->err, WM_ERR_IO, "%s: write failed: %s", s->path, strerror(errno));
-        return WM_OK;
-    }
-    while (n) {
-        size_t k = s->wcap - s->wn < n ? s->wcap - s->wn : n;
-        memcpy(s->wbuf + s->wn, b, k);
-        s->wn += k;
-        b += k;
-        n -= k;
-        if (s->wn == s->wcap) {
-            wm_status st = flush(s, o->err);
-            if (st) return st;
-        }
-    }
-    return WM_OK;
-}
-
 /* ------------------------------------------------------------ generation */
 
 static uint64_t splitmix(uint64_t *x) {
@@ -167,55 +107,188 @@ static void generate(float *dst, size_t n, uint64_t *state, float scale, float f
     }
 }
 
+/* ------------------------------------------------------------ writer thread */
+
+static int fd_write_all(int fd, const uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/*
+ * External mode is a two-stage pipeline: this thread converts into slot k
+ * while the writer thread hashes and writes the slots before it, in order.
+ * A slot is free (the producer may fill it) or queued (the writer owns it).
+ */
+static void *writer_main(void *arg) {
+    wm_wsink *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->queued[s->w_next] && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->queued[s->w_next]) break; /* stop, and nothing left */
+        int k = s->w_next;
+        pthread_mutex_unlock(&s->mu);
+        int e = 0;
+        if (!s->werr) {
+            wm_sha256_update(&s->sha, s->slot[k], s->slot_n[k]);
+            if (fd_write_all(s->fd, s->slot[k], s->slot_n[k])) e = errno ? errno : EIO;
+            /* start writeback now, so the final fsync does not wait for the whole file */
+            else sync_file_range(s->fd, (off64_t)s->w_off, (off64_t)s->slot_n[k], SYNC_FILE_RANGE_WRITE);
+            s->w_off += s->slot_n[k];
+        }
+        pthread_mutex_lock(&s->mu);
+        if (e && !s->werr) s->werr = e;
+        s->queued[k] = 0;
+        s->w_next = (k + 1) % WM_WSINK_SLOTS;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Queues the producer's slot (if it holds bytes) and waits until the next one is free. */
+static wm_status submit(wm_wsink *s, wm_error *err) {
+    if (!s->cur_n) return WM_OK;
+    pthread_mutex_lock(&s->mu);
+    s->slot_n[s->cur] = s->cur_n;
+    s->queued[s->cur] = 1;
+    s->cur = (s->cur + 1) % WM_WSINK_SLOTS;
+    s->cur_n = 0;
+    pthread_cond_broadcast(&s->cv);
+    while (s->queued[s->cur] && !s->werr) pthread_cond_wait(&s->cv, &s->mu);
+    int e = s->werr;
+    pthread_mutex_unlock(&s->mu);
+    if (e) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", s->path, strerror(e));
+    return WM_OK;
+}
+
+/* Stops the writer after it drained the queue; returns its error (0 when none). */
+static int writer_stop(wm_wsink *s) {
+    if (!s->thread_on) return s->werr;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->thread_on = 0;
+    return s->werr;
+}
+
+/* ------------------------------------------------------------ output side */
+
+/* Where a tensor's bytes go: the model arena (inline) or the data-file stream. */
+typedef struct out {
+    wm_wsink *s;
+    uint8_t *mem; /* inline destination, or NULL: the stream */
+    uint64_t off;
+    wm_error *err;
+} out;
+
+/*
+ * Space for at least `need` bytes (need <= slot size) at the end of the
+ * output; *avail receives how many bytes may be written there. Finish with
+ * commit. NULL with err set when a queued write failed.
+ */
+static uint8_t *reserve(out *o, size_t need, size_t *avail) {
+    if (o->mem) {
+        *avail = SIZE_MAX / 2;
+        return o->mem + o->off;
+    }
+    wm_wsink *s = o->s;
+    if (WM_WSINK_SLOT - s->cur_n < need && submit(s, o->err)) return NULL;
+    *avail = WM_WSINK_SLOT - s->cur_n;
+    return s->slot[s->cur] + s->cur_n;
+}
+
+static void commit(out *o, size_t n) {
+    if (o->mem) o->off += n;
+    else {
+        o->s->cur_n += n;
+        o->s->pos += n;
+    }
+}
+
+static wm_status put_zeros(out *o, uint64_t n) {
+    while (n) {
+        size_t avail;
+        uint8_t *d = reserve(o, 1, &avail);
+        if (!d) return o->err->status;
+        size_t k = n < avail ? (size_t)n : avail;
+        memset(d, 0, k);
+        commit(o, k);
+        n -= k;
+    }
+    return WM_OK;
+}
+
 /* ------------------------------------------------------------ emission */
 
-static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64_t *dims, size_t nd,
-                      const wm_wsrc *src, out *o) {
-    wm_status st = WM_OK;
+#define ELEMS(bytes) ((bytes) / sizeof(float))
+
+static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64_t *dims, const wm_wsrc *src,
+                      out *o) {
+    size_t avail;
+    float *d;
     if (!src->t) {
         uint64_t state = name_hash(name, src->seed);
-        for (uint64_t i = 0; i < numel && !st; i += s->buf_elems) {
-            size_t k = numel - i < s->buf_elems ? (size_t)(numel - i) : s->buf_elems;
-            generate(s->buf, k, &state, src->scale, src->fill);
-            st = put(o, s->buf, k * 4);
+        for (uint64_t i = 0; i < numel;) {
+            if (!(d = (float *)reserve(o, sizeof(float), &avail))) return o->err->status;
+            size_t k = numel - i < ELEMS(avail) ? (size_t)(numel - i) : ELEMS(avail);
+            generate(d, k, &state, src->scale, src->fill);
+            commit(o, k * sizeof(float));
+            i += k;
         }
-        return st;
+        return WM_OK;
     }
     const wm_st_tensor *t = src->t;
-    int es = esize(t->dtype);
+    uint64_t es = (uint64_t)esize(t->dtype);
     if (!src->transpose) {
-        for (uint64_t i = 0; i < numel && !st; i += s->buf_elems) {
-            size_t k = numel - i < s->buf_elems ? (size_t)(numel - i) : s->buf_elems;
-            convert(t->data + i * (uint64_t)es, t->dtype, k, s->buf);
-            st = put(o, s->buf, k * 4);
-            if (s->release_source) release(t->data + i * (uint64_t)es, (uint64_t)k * (uint64_t)es);
+        for (uint64_t i = 0; i < numel;) {
+            if (!(d = (float *)reserve(o, sizeof(float), &avail))) return o->err->status;
+            size_t k = numel - i < ELEMS(avail) ? (size_t)(numel - i) : ELEMS(avail);
+            if (k > (1u << 22)) k = 1u << 22; /* release the source as we go */
+            convert(t->data + i * es, t->dtype, k, d);
+            commit(o, k * sizeof(float));
+            if (s->release_source) release(t->data + i * es, (uint64_t)k * es);
+            i += k;
         }
-    } else {
-        /* source [R, C] -> output [C, R], a block of output rows at a time */
-        (void)nd;
-        uint64_t R = (uint64_t)dims[1], C = (uint64_t)dims[0];
-        uint64_t bc = s->buf_elems / (R ? R : 1);
-        if (bc < 1) bc = 1;
-        if (bc > C) bc = C;
-        float tmp[256];
-        if (bc > 256) bc = 256;
-        if (bc * R > s->buf_elems) { /* a row longer than the buffer: grow it once */
-            float *nb = realloc(s->buf, bc * R * sizeof(float));
-            if (!nb) return wm_err(o->err, WM_ERR_NOMEM, "out of memory transposing '%s'", name);
-            s->buf = nb;
-            s->buf_elems = (size_t)(bc * R);
-        }
-        for (uint64_t c0 = 0; c0 < C && !st; c0 += bc) {
-            uint64_t k = C - c0 < bc ? C - c0 : bc;
+        return WM_OK;
+    }
+    /* source [R, C] -> output [C, R]: blocks of whole output rows, gathered column-wise from the source */
+    uint64_t R = (uint64_t)dims[1], C = (uint64_t)dims[0];
+    float tmp[256];
+    if (R * sizeof(float) <= WM_WSINK_SLOT) {
+        for (uint64_t c0 = 0; c0 < C;) {
+            if (!(d = (float *)reserve(o, (size_t)R * sizeof(float), &avail))) return o->err->status;
+            uint64_t bc = ELEMS(avail) / R;
+            if (bc > C - c0) bc = C - c0;
+            if (bc > 256) bc = 256;
             for (uint64_t r = 0; r < R; r++) {
-                convert(t->data + (r * C + c0) * (uint64_t)es, t->dtype, (size_t)k, tmp);
-                for (uint64_t j = 0; j < k; j++) s->buf[j * R + r] = tmp[j];
+                convert(t->data + (r * C + c0) * es, t->dtype, (size_t)bc, tmp);
+                for (uint64_t j = 0; j < bc; j++) d[j * R + r] = tmp[j];
             }
-            st = put(o, s->buf, (size_t)(k * R * 4));
+            commit(o, (size_t)(bc * R * sizeof(float)));
+            c0 += bc;
         }
+    } else { /* an output row longer than a slot: each row in pieces */
+        for (uint64_t c = 0; c < C; c++)
+            for (uint64_t r0 = 0; r0 < R;) {
+                if (!(d = (float *)reserve(o, sizeof(float), &avail))) return o->err->status;
+                uint64_t k = R - r0 < ELEMS(avail) ? R - r0 : ELEMS(avail);
+                for (uint64_t r = 0; r < k; r++) convert(t->data + ((r0 + r) * C + c) * es, t->dtype, 1, d + r);
+                commit(o, (size_t)(k * sizeof(float)));
+                r0 += k;
+            }
     }
     if (s->release_source) release(t->data, t->nbytes);
-    return st;
+    return WM_OK;
 }
 
 wm_status wm_wsink_init(wm_wsink *s, wm_onnx_model *m, const char *data_path, const char *location, wm_error *err) {
@@ -224,18 +297,19 @@ wm_status wm_wsink_init(wm_wsink *s, wm_onnx_model *m, const char *data_path, co
     s->fd = -1;
     s->min_bytes = 1024;
     s->align = 4096;
-    s->buf_elems = BUF_ELEMS;
-    s->buf = malloc(s->buf_elems * sizeof(float));
-    if (!s->buf) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     wm_sha256_init(&s->sha);
     if (!data_path) return WM_OK;
     snprintf(s->path, sizeof s->path, "%s", data_path);
     snprintf(s->location, sizeof s->location, "%s", location);
-    s->wcap = WBUF;
-    s->wbuf = malloc(s->wcap);
-    if (!s->wbuf) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < WM_WSINK_SLOTS; k++)
+        if (!(s->slot[k] = malloc(WM_WSINK_SLOT))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     s->fd = open(data_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (s->fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", data_path, strerror(errno));
+    if (pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->cv, NULL))
+        return wm_err(err, WM_ERR_NOMEM, "cannot set up the writer thread");
+    s->sync_on = 1;
+    if (pthread_create(&s->thread, NULL, writer_main, s)) return wm_err(err, WM_ERR_NOMEM, "cannot start the writer thread");
+    s->thread_on = 1;
     return WM_OK;
 }
 
@@ -277,20 +351,14 @@ wm_status wm_wsink_add(wm_wsink *s, wm_graph *g, const char *name, const int64_t
         if (nbytes > SIZE_MAX / 2) return wm_err(err, WM_ERR_NOMEM, "initializer '%s': too large to hold", name);
         o.mem = wm_arena_alloc(&s->m->arena, nbytes ? (size_t)nbytes : 1);
         if (!o.mem) return wm_err(err, WM_ERR_NOMEM, "out of memory for initializer '%s'", name);
-        wm_status st = emit(s, name, numel, dims, nd, src, &o);
+        wm_status st = emit(s, name, numel, dims, src, &o);
         if (st) return st;
         return wm_graph_add_initializer(g, name, WM_DT_FLOAT, dims, nd, (wm_bytes){o.mem, (size_t)nbytes}, NULL, err);
     }
     /* external: pad to the alignment, stream, reference */
-    static const uint8_t zeros[4096];
     uint64_t al = (s->pos + s->align - 1) / s->align * s->align;
-    while (s->pos < al) {
-        size_t k = al - s->pos < sizeof zeros ? (size_t)(al - s->pos) : sizeof zeros;
-        wm_status st = put(&o, zeros, k);
-        if (st) return st;
-    }
-    wm_status st = emit(s, name, numel, dims, nd, src, &o);
-    if (st) return st;
+    wm_status st = put_zeros(&o, al - s->pos);
+    if (st || (st = emit(s, name, numel, dims, src, &o))) return st;
     wm_onnx_tensor *t = wm_pb_new(&s->m->arena, &wm_onnx_tensor_desc);
     if (!t || !(t->name = wm_arena_strdup(&s->m->arena, name)) ||
         !(t->dims = wm_arena_alloc(&s->m->arena, (nd ? nd : 1) * sizeof *t->dims)))
@@ -307,18 +375,26 @@ wm_status wm_wsink_add(wm_wsink *s, wm_graph *g, const char *name, const int64_t
 wm_status wm_wsink_finish(wm_wsink *s, char sha_hex[65], wm_error *err) {
     sha_hex[0] = 0;
     if (s->fd < 0) return WM_OK;
-    wm_status st = flush(s, err);
+    wm_status st = submit(s, err);
     if (st) return st;
+    int e = writer_stop(s);
+    if (e) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", s->path, strerror(e));
     if (fsync(s->fd) != 0) return wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", s->path, strerror(errno));
     wm_sha256_hex(&s->sha, sha_hex);
     return WM_OK;
 }
 
 void wm_wsink_close(wm_wsink *s) {
+    writer_stop(s); /* after an error: the writer drains what was queued, then ends */
+    if (s->sync_on) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        s->sync_on = 0;
+    }
     if (s->fd >= 0) close(s->fd);
     s->fd = -1;
-    free(s->buf);
-    free(s->wbuf);
-    s->buf = NULL;
-    s->wbuf = NULL;
+    for (int k = 0; k < WM_WSINK_SLOTS; k++) {
+        free(s->slot[k]);
+        s->slot[k] = NULL;
+    }
 }

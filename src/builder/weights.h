@@ -5,9 +5,10 @@
  * A sink either keeps every tensor inline (bytes in the model arena; for
  * models under the external-data threshold) or streams each tensor of at
  * least min_bytes straight into one data file as it is added, at aligned
- * offsets, hashing the bytes on the way (SHA-256). Only one conversion
- * buffer (<= 32 MiB) is ever held, so a build's memory stays far below the
- * model size. float16 / bfloat16 / float64 sources are converted on the
+ * offsets, hashing the bytes on the way (SHA-256). Streaming is a
+ * pipeline: values are converted into one of three 16 MiB slots while a
+ * writer thread hashes and writes the previous ones in order, so a build's
+ * memory stays far below the model size and conversion overlaps I/O. float16 / bfloat16 / float64 sources are converted on the
  * fly; 2-D tensors may be transposed on the way (Linear [out, in] ->
  * MatMul [in, out]) by blocks. With release_source set (sources are file
  * mappings), pages of the source are released after each tensor
@@ -18,6 +19,7 @@
 #define WM_BUILDER_WEIGHTS_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "builder/sha256.h"
@@ -31,20 +33,29 @@ typedef struct wm_wsrc {
     float scale, fill;     /* generated with scale == 0: every value is fill */
 } wm_wsrc;
 
+#define WM_WSINK_SLOTS 3           /* slots of the convert -> hash+write pipeline */
+#define WM_WSINK_SLOT (16u << 20)   /* bytes per slot */
+
 typedef struct wm_wsink {
     wm_onnx_model *m;
     int fd;                   /* -1: inline mode */
     char path[PATH_MAX];      /* data file */
     char location[256];       /* as written in the model */
-    uint64_t pos;             /* bytes written to the data file */
+    uint64_t pos;             /* bytes produced for the data file */
     uint64_t min_bytes, align;
-    wm_sha256 sha;
-    uint8_t *wbuf;            /* write buffer */
-    size_t wn, wcap;
-    float *buf;               /* conversion buffer */
-    size_t buf_elems;
+    wm_sha256 sha;            /* of the data file, updated by the writer thread */
     uint64_t n_tensors, n_external, param_bytes;
     int release_source; /* sources are file mappings: drop their pages after use (never for heap memory) */
+    /* the pipeline (external mode): the producer fills slot[cur]; a writer thread hashes and writes */
+    uint8_t *slot[WM_WSINK_SLOTS];
+    size_t slot_n[WM_WSINK_SLOTS];
+    int queued[WM_WSINK_SLOTS];
+    int cur, w_next, stop, werr, thread_on, sync_on;
+    size_t cur_n;
+    uint64_t w_off;           /* bytes written by the writer thread */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
 } wm_wsink;
 
 /*
