@@ -71,5 +71,8 @@ int wm_cmd_generate(int argc, char **argv);
 int wm_cmd_download(int argc, char **argv);
 int wm_cmd_cache(int argc, char **argv);
 int wm_cmd_tokenize(int argc, char **argv);
+int wm_cmd_config(int argc, char **argv);
+int wm_cmd_export(int argc, char **argv);
+int wm_cmd_build(int argc, char **argv);
 
 #endif

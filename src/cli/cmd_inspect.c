@@ -2,28 +2,47 @@
 #include <getopt.h>
 #include <stdio.h>
 
+#include "builder/arch.h"
+#include "builder/inspect_hf.h"
 #include "cli/cli.h"
+#include "hf/config.h"
 #include "onnx/onnx_info.h"
 
 static void help(void) {
-    printf("usage: winml inspect -m MODEL.onnx [-f table|json] [-o FILE] [-q]\n\n"
+    printf("usage: winml inspect -m MODEL.onnx [-f table|json] [-o FILE] [-q]\n"
+           "       winml inspect -m CHECKPOINT_DIR [-t TASK] [--list-tasks] [-f table|json] [-o FILE]\n\n"
            "Describes an ONNX model without reading its weights: IR version, producer,\n"
            "opset imports per domain, inputs and outputs (dtype, shape with symbolic\n"
            "dims), node count, op histogram, initializers, parameter count and bytes per\n"
-           "dtype, external data files, metadata.\n");
+           "dtype, external data files, metadata.\n\n"
+           "For a Hugging Face checkpoint folder (config.json + safetensors): model type, architectures,\n"
+           "the resolved task and inference class, family, naming scheme and the features the builder\n"
+           "will use, inputs/outputs with dtypes and shapes, parameter count, size per precision and\n"
+           "whether external data is needed (format \"hf\"); reads config.json and safetensors headers\n"
+           "only. --list-tasks lists the tasks the checkpoint supports.\n");
 }
 
 int wm_cmd_inspect(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml inspect");
-    static const struct option longs[] = {WM_CLI_COMMON_LONG, {0, 0, 0, 0}};
-    int opt;
+    enum { O_LIST_TASKS = 1000 };
+    static const struct option longs[] = {WM_CLI_COMMON_LONG, {"task", required_argument, 0, 't'},
+                                          {"list-tasks", no_argument, 0, O_LIST_TASKS}, {0, 0, 0, 0}};
+    int opt, task = -1, list_tasks = 0;
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "t:", longs, NULL)) != -1) {
         if (opt == 'h') {
             help();
             return WM_EXIT_OK;
+        }
+        if (opt == 't') {
+            if ((task = wm_task_from_name(optarg)) < 0) return wm_cli_usage_error(&c, "-t: unknown task '%s'", optarg);
+            continue;
+        }
+        if (opt == O_LIST_TASKS) {
+            list_tasks = 1;
+            continue;
         }
         int rc = wm_cli_other_opt(&c, opt, optarg, argv);
         if (rc) return rc;
@@ -32,6 +51,14 @@ int wm_cmd_inspect(int argc, char **argv) {
     if (!c.model) return wm_cli_usage_error(&c, "-m MODEL is required");
 
     wm_error err = {0};
+    if (wm_hf_is_checkpoint_dir(c.model)) {
+        wm_json j;
+        wm_json_init(&j);
+        int rc = wm_hf_inspect(c.model, task, list_tasks, &j, &err) ? wm_cli_fail(&c, &err) : wm_cli_emit(&c, c.model, &j);
+        wm_json_free(&j);
+        return rc;
+    }
+    if (task >= 0 || list_tasks) return wm_cli_usage_error(&c, "-t and --list-tasks apply to checkpoint folders");
     wm_onnx_model *m = NULL;
     if (wm_onnx_load(c.model, &m, &err)) return wm_cli_fail(&c, &err);
     wm_json j;

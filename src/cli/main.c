@@ -13,6 +13,9 @@ static const wm_cmd commands[] = {
     {"download", "fetch a Hugging Face model (ORG/NAME[@REV]) into the hub cache, resumable and verified", wm_cmd_download},
     {"cache", "the Hugging Face cache: its folder and the models it holds", wm_cmd_cache},
     {"tokenize", "ids, tokens and offsets of a text with a checkpoint's tokenizer, or decode ids", wm_cmd_tokenize},
+    {"config", "emit a build recipe (JSON) for a Hugging Face checkpoint", wm_cmd_config},
+    {"export", "checkpoint -> plain float32 ONNX, built straight from the safetensors weights", wm_cmd_export},
+    {"build", "checkpoint -> one output folder: model.onnx, recipe, manifest, tokenizer, genai_config", wm_cmd_build},
     {"sys", "this machine: CPU, ISA features, memory, compiled-in kernels, version", wm_cmd_sys},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

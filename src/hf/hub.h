@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "core/sha256.h"
 #include "winml/winml.h"
 
 #define WM_HF_COMMIT_LEN 40
@@ -247,15 +248,7 @@ void wm_hf_http_meta_line(wm_hf_http_meta *m, const char *line, size_t n);
 
 /* ---- hashes used to verify blobs ---- */
 
-typedef struct wm_sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    uint8_t buf[64];
-    size_t n;
-} wm_sha256;
-void wm_sha256_init(wm_sha256 *s);
-void wm_sha256_update(wm_sha256 *s, const void *p, size_t n);
-void wm_sha256_final(wm_sha256 *s, uint8_t out[32]);
+
 
 typedef struct wm_sha1 {
     uint32_t h[5];

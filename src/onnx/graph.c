@@ -1149,3 +1149,19 @@ wm_status wm_graph_check(const wm_graph *g, wm_error *err) {
     }
     return WM_OK;
 }
+
+/* ---------------------------------------------------------------- additions (builder) */
+
+wm_status wm_graph_add_initializer_tensor(wm_graph *g, wm_onnx_tensor *t, wm_error *err) {
+    if (!t || !is_name(t->name)) return wm_err(err, WM_ERR_INPUT, "graph '%s': initializer without a name", gname(g));
+    const wm_value *old = wm_graph_find_value(g, t->name);
+    if (old && (old->init || old->sparse_init || old->producer))
+        return wm_err(err, WM_ERR_INPUT, "graph '%s': initializer '%s': the value is already defined", gname(g),
+                      t->name);
+    wm_onnx_tensor **slot = NULL;
+    wm_value *v = val_intern(g, t->name);
+    if (!v || !(slot = wm_vec_push(&g->model->arena, &g->proto->initializer, &g->proto->n_initializer, sizeof *slot)))
+        return nomem(err);
+    *slot = v->init = t;
+    return WM_OK;
+}

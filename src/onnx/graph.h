@@ -206,4 +206,14 @@ wm_status wm_graph_topo_sort(wm_graph *g, wm_error *err);
  */
 wm_status wm_graph_check(const wm_graph *g, wm_error *err);
 
+
+/* ---------------------------------------------------------------- additions */
+
+/*
+ * Appends an already made tensor (in the model arena, e.g. one whose data
+ * is external and written elsewhere) as an initializer; t->name must be
+ * set and not yet defined in the graph (WM_ERR_INPUT otherwise).
+ */
+wm_status wm_graph_add_initializer_tensor(wm_graph *g, wm_onnx_tensor *t, wm_error *err);
+
 #endif

@@ -21,6 +21,7 @@
 
 #include "core/arena.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "onnx/dtype.h"
 #include "onnx/onnx_proto.h"
 #include "runtime/pool.h"
@@ -142,14 +143,6 @@ static inline void wm_set_shape(wm_tensor *t, int rank, const int64_t *dims) {
     for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
 }
 
-/* fp16 / bf16 scalar conversions (IEEE binary16, round to nearest even). */
-float wm_f16_to_f32(uint16_t h);
-uint16_t wm_f32_to_f16(float f);
-static inline float wm_bf16_to_f32(uint16_t b) {
-    union { uint32_t u; float f; } v = {.u = (uint32_t)b << 16};
-    return v.f;
-}
-uint16_t wm_f32_to_bf16(float f);
 
 /* Shared by op families: converts n elements between element types (Cast semantics). */
 void wm_convert(int32_t from, const void *src, int32_t to, void *dst, uint64_t n);

@@ -1,0 +1,658 @@
+/*
+ * arch.c - resolving a checkpoint into a wm_arch from the tables in
+ * arch_tables.c (see arch.h).
+ */
+#include "builder/arch_impl.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
+#include "core/error.h"
+
+static const char *const task_names[WM_TASK_COUNT] = {
+    [WM_TASK_TEXT_GENERATION] = "text-generation",
+    [WM_TASK_TEXT_CLASSIFICATION] = "text-classification",
+    [WM_TASK_FEATURE_EXTRACTION] = "feature-extraction",
+    [WM_TASK_TOKEN_CLASSIFICATION] = "token-classification",
+    [WM_TASK_QUESTION_ANSWERING] = "question-answering",
+};
+
+const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_names[t] : "unknown"; }
+
+int wm_task_from_name(const char *s) {
+    for (int t = 0; s && t < WM_TASK_COUNT; t++)
+        if (!strcmp(s, task_names[t])) return t;
+    return -1;
+}
+
+static const char *const mod_names[WM_M_COUNT] = {
+#define X(e, n) n,
+    WM_MOD_LIST(X)
+#undef X
+};
+
+const char *wm_mod_name(int m) { return m >= 0 && m < WM_M_COUNT ? mod_names[m] : "?"; }
+
+const char *wm_act_name(wm_act a) {
+    static const char *const n[] = {"none", "gelu", "gelu_tanh", "silu", "relu", "quick_gelu", "tanh"};
+    return (unsigned)a < sizeof n / sizeof n[0] ? n[a] : "?";
+}
+
+wm_module *arch_mod_mut(const wm_arch *a, int layer, int m);
+wm_module *arch_mod_mut(const wm_arch *a, int layer, int m) { return &a->mods[(size_t)(layer + 1) * WM_M_COUNT + m]; }
+
+const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m) { return arch_mod_mut(a, layer, m); }
+
+void wm_arch_free(wm_arch *a) {
+    if (!a) return;
+    free(a->mods);
+    free(a->sliding);
+    free(a->rope.inv_freq);
+    free(a->rope.inv_freq_long);
+    memset(a, 0, sizeof *a);
+}
+
+/* ------------------------------------------------------------- lookups */
+
+static const wm_family *find_family(const char *mt) {
+    for (size_t i = 0; mt && i < wm_n_families; i++)
+        if (!strcmp(wm_families[i].model_type, mt)) return &wm_families[i];
+    return NULL;
+}
+
+static const wm_scheme *find_scheme(const char *name) {
+    for (size_t i = 0; i < wm_n_schemes; i++)
+        if (!strcmp(wm_schemes[i].name, name)) return &wm_schemes[i];
+    return NULL;
+}
+
+static const wm_modpat *scheme_pat(const wm_scheme *s, int m) {
+    for (size_t i = 0; i < s->n_mods; i++)
+        if (s->mods[i].mod == m) return &s->mods[i];
+    return NULL;
+}
+
+/* Expands pat ('$' -> prefix, %d -> layer) + suffix into out; 0 when it does not fit. */
+static int expand(const char *pat, const char *prefix, int layer, const char *suffix, char *out, size_t n) {
+    size_t k = 0;
+    for (const char *p = pat; *p; p++) {
+        char buf[32];
+        const char *piece = buf;
+        if (*p == '$') piece = prefix;
+        else if (p[0] == '%' && p[1] == 'd') {
+            snprintf(buf, sizeof buf, "%d", layer);
+            p++;
+        } else {
+            buf[0] = *p;
+            buf[1] = 0;
+        }
+        size_t L = strlen(piece);
+        if (k + L >= n) return 0;
+        memcpy(out + k, piece, L);
+        k += L;
+    }
+    size_t L = strlen(suffix);
+    if (k + L >= n) return 0;
+    memcpy(out + k, suffix, L + 1);
+    return 1;
+}
+
+static const wm_st_tensor *st_find(const wm_st_file *st, const char *name) { return st ? wm_st_find(st, name) : NULL; }
+
+static int64_t dim_value(const wm_arch *a, int d) {
+    switch (d) {
+    case D_V: return a->V;
+    case D_H: return a->H;
+    case D_E: return a->E;
+    case D_I: return a->I;
+    case D_I2: return 2 * a->I;
+    case D_Q: return a->nh * a->hd;
+    case D_KV: return a->kvh * a->hd;
+    case D_QKV: return (a->nh + 2 * a->kvh) * a->hd;
+    case D_P: return a->P;
+    case D_T: return a->T;
+    case D_HD: return a->hd;
+    case D_L: return a->labels;
+    case D_2: return 2;
+    default: return 0;
+    }
+}
+
+/* ------------------------------------------------------------- checks */
+
+static wm_status check_keys(const wm_arch *a, wm_error *err) {
+    const wm_hf_config *c = a->cfg;
+    for (const wm_denied_key *d = wm_denied_keys; d->key; d++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, d->key);
+        if (!v || cJSON_IsNull(v) || d->how == WM_DENY_NONE) continue;
+        int bad = 0;
+        switch (d->how) {
+        case WM_DENY_TRUE: bad = cJSON_IsTrue(v); break;
+        case WM_DENY_TRUE_ENCODER: bad = cJSON_IsTrue(v) && a->kind == WM_ENCODER; break;
+        case WM_DENY_SET:
+            bad = !cJSON_IsFalse(v) && !(cJSON_IsNumber(v) && v->valuedouble == 0) &&
+                  !(cJSON_IsString(v) && !*v->valuestring);
+            break;
+        case WM_DENY_NOT_ABSOLUTE: bad = !cJSON_IsString(v) || strcmp(v->valuestring, "absolute"); break;
+        }
+        if (bad)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s': this setting changes the math in a way the "
+                          "builder does not model (not supported)", c->file, d->key);
+    }
+    return WM_OK;
+}
+
+static wm_status resolve_act(wm_arch *a, const wm_family *f, wm_error *err) {
+    const char *name = a->cfg->activation ? a->cfg->activation : f->act;
+    for (const wm_act_name_row *r = wm_act_names; r->name; r++)
+        if (!strcmp(r->name, name)) {
+            a->act = r->act;
+            return WM_OK;
+        }
+    return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s': activation '%s' is not supported (gelu, gelu_new, "
+                  "gelu_pytorch_tanh, gelu_fast, silu, swish, relu, quick_gelu, tanh)", a->cfg->file,
+                  a->cfg->key_act ? a->cfg->key_act : "hidden_act", name);
+}
+
+static wm_status need(const wm_arch *a, int64_t v, const char *key, wm_error *err) {
+    if (v > 0) return WM_OK;
+    return wm_err(err, WM_ERR_INPUT, "%s: field '%s': missing (needed to build the graph)", a->cfg->file, key);
+}
+
+static wm_status resolve_sizes(wm_arch *a, const wm_family *f, const wm_scheme *s, wm_error *err) {
+    const wm_hf_config *c = a->cfg;
+    wm_status st;
+    a->V = c->vocab_size;
+    a->H = c->hidden_size;
+    a->L = c->num_layers;
+    a->nh = c->num_heads;
+    if ((st = need(a, a->V, "vocab_size", err)) || (st = need(a, a->H, "hidden_size", err)) ||
+        (st = need(a, a->L, "num_hidden_layers", err)) || (st = need(a, a->nh, "num_attention_heads", err)))
+        return st;
+    a->kvh = c->num_kv_heads > 0 ? c->num_kv_heads : a->nh;
+    if (a->nh % a->kvh)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'num_key_value_heads': %lld does not divide num_attention_heads "
+                      "%lld", c->file, (long long)a->kvh, (long long)a->nh);
+    if (c->head_dim > 0) a->hd = c->head_dim;
+    else if (a->H % a->nh)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'num_attention_heads': %lld does not divide hidden_size %lld and "
+                      "there is no head_dim", c->file, (long long)a->nh, (long long)a->H);
+    else a->hd = a->H / a->nh;
+    a->I = c->intermediate_size > 0 ? c->intermediate_size : f->inter_mult * a->H;
+    if ((st = need(a, a->I, "intermediate_size", err))) return st;
+    a->E = c->embedding_size > 0 ? c->embedding_size : a->H;
+    a->P = c->max_positions;
+    if (s->pos == WM_POS_LEARNED && (st = need(a, a->P, c->key_positions ? c->key_positions : "max_position_embeddings", err)))
+        return st;
+    a->T = c->type_vocab_size >= 0 ? c->type_vocab_size : f->type_vocab;
+    a->labels = c->num_labels > 0 ? c->num_labels : 2;
+    a->eps = !isnan(c->norm_eps) ? c->norm_eps : f->eps;
+    a->pad_id = c->pad.n ? c->pad.v[0] : 1;
+    /* keep products far from overflow: every dim <= 2^31, layers <= 4096 */
+    uint64_t p;
+    if (!wm_mul_u64((uint64_t)a->V, (uint64_t)a->E, &p) || p > (1ull << 40))
+        return wm_err(err, WM_ERR_INPUT, "%s: vocab_size x hidden_size is over 2^40 parameters", c->file);
+    return WM_OK;
+}
+
+static wm_status resolve_task(wm_arch *a, const wm_family *f, int task, wm_error *err) {
+    const wm_hf_config *c = a->cfg;
+    const char *arch0 = c->n_architectures ? c->architectures[0] : NULL;
+    const char *stem_end = NULL;
+    int own = -1;
+    for (const wm_arch_suffix *x = wm_arch_suffixes; arch0 && x->suffix; x++) {
+        size_t L = strlen(arch0), k = strlen(x->suffix);
+        if (L > k && !strcmp(arch0 + L - k, x->suffix)) {
+            own = (int)x->task;
+            stem_end = arch0 + L - k;
+            break;
+        }
+    }
+    if (own < 0) own = a->kind == WM_DECODER ? WM_TASK_TEXT_GENERATION : WM_TASK_FEATURE_EXTRACTION;
+    if (task < 0) task = own;
+    int ok = a->kind == WM_DECODER ? task == WM_TASK_TEXT_GENERATION : task != WM_TASK_TEXT_GENERATION;
+    if (!ok)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: task '%s' is not supported for model_type '%s' (%s: %s)", c->file,
+                      wm_task_name(task), a->model_type, a->kind == WM_DECODER ? "a decoder" : "an encoder",
+                      a->kind == WM_DECODER ? "text-generation"
+                                            : "text-classification, feature-extraction, token-classification, "
+                                              "question-answering");
+    a->task = (wm_task)task;
+    char stem[96];
+    if (stem_end) snprintf(stem, sizeof stem, "%.*s", (int)(stem_end - arch0), arch0);
+    else snprintf(stem, sizeof stem, "%s", f->class_stem);
+    const char *suf = task == WM_TASK_TEXT_GENERATION && f->lm_suffix ? f->lm_suffix : wm_task_class_suffix[task];
+    snprintf(a->inference_class, sizeof a->inference_class, "%s%s", stem, suf);
+    return WM_OK;
+}
+
+/* The prefix whose embedding tensor exists (family's own first). */
+static int find_prefix(wm_arch *a, const wm_family *f, const wm_scheme *s, const wm_st_file *st) {
+    const wm_modpat *e = scheme_pat(s, WM_M_G_EMBED);
+    const char *cands[8] = {f->prefix};
+    size_t n = 1;
+    for (size_t i = 0; i < 5 && s->prefixes[i]; i++) cands[n++] = s->prefixes[i];
+    if (!s->prefixes[0] || strcmp(s->prefixes[0], "")) cands[n++] = ""; /* always try none last */
+    for (size_t i = 0; i < n; i++) {
+        char name[256];
+        if (expand(e->pat, cands[i], 0, ".weight", name, sizeof name) && st_find(st, name)) {
+            snprintf(a->prefix, sizeof a->prefix, "%s", cands[i]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A scheme whose embedding and layer-0 attention output tensors exist (unknown model_type with weights). */
+static const wm_family *detect_by_tensors(wm_arch *a, const wm_st_file *st, const wm_scheme **sch) {
+    for (size_t i = 0; i < wm_n_schemes; i++) {
+        const wm_scheme *s = &wm_schemes[i];
+        const wm_family *f = find_family(s->default_family);
+        if (!f || !find_prefix(a, f, s, st)) continue;
+        char name[256];
+        const wm_modpat *o = scheme_pat(s, WM_M_L_O);
+        if (o && expand(o->pat, a->prefix, 0, ".weight", name, sizeof name) && st_find(st, name)) {
+            *sch = s;
+            return f;
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------- modules */
+
+typedef struct want {
+    int mod, layer;
+    const char *pat; /* overrides the scheme (heads) */
+    uint8_t kind, d_out, d_in;
+    int required;    /* missing weight is an error */
+    int bias;        /* random mode: has a bias */
+} want;
+
+/* Looks up (real) or decides (random) one module. */
+static wm_status fill_module(wm_arch *a, const wm_st_file *st, const want *w, wm_error *err) {
+    wm_module *m = arch_mod_mut(a, w->layer, w->mod);
+    m->kind = w->kind;
+    m->out = dim_value(a, w->d_out);
+    m->in = dim_value(a, w->d_in);
+    static const char *const wsuf[] = {".weight", ".gamma"}, *const bsuf[] = {".bias", ".beta"};
+    int alts = w->kind == WM_MK_NORM ? 2 : 1;
+    for (int k = 0; k < alts; k++) {
+        if (!expand(w->pat, a->prefix, w->layer, wsuf[k], m->w, sizeof m->w) ||
+            !expand(w->pat, a->prefix, w->layer, bsuf[k], m->b, sizeof m->b))
+            return wm_err(err, WM_ERR_INPUT, "tensor name of module '%s' too long", wm_mod_name(w->mod));
+        if (a->random) break;
+        if ((m->wt = st_find(st, m->w))) break;
+    }
+    if (!m->wt) { /* name the usual spelling in messages */
+        expand(w->pat, a->prefix, w->layer, ".weight", m->w, sizeof m->w);
+        expand(w->pat, a->prefix, w->layer, ".bias", m->b, sizeof m->b);
+    }
+    int bias_ok = w->kind != WM_MK_EMBED && !(w->kind == WM_MK_NORM && a->norm == WM_NORM_RMS);
+    if (!w->required) {
+        m->present = m->has_bias = 0; /* not part of this structure: a tensor of that name stays unused */
+        m->wt = NULL;
+    } else if (a->random) {
+        m->present = 1;
+        m->has_bias = (uint8_t)(w->bias && bias_ok);
+    } else {
+        m->bt = bias_ok ? st_find(st, m->b) : NULL;
+        m->present = m->wt != NULL;
+        m->has_bias = m->bt != NULL;
+        if (!m->present)
+            return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (module %s of naming scheme '%s')", m->w,
+                          wm_mod_name(w->mod), ((const wm_scheme *)a->sch)->name);
+    }
+    if (!m->present) m->w[0] = m->b[0] = 0;
+    if (!m->has_bias) m->b[0] = 0;
+    return WM_OK;
+}
+
+static wm_status check_shape(const wm_arch *a, const wm_module *m, wm_error *err) {
+    if (a->random || !m->present) return WM_OK;
+    const wm_st_tensor *ts[2] = {m->wt, m->has_bias ? m->bt : NULL};
+    for (int k = 0; k < 2; k++) {
+        const wm_st_tensor *t = ts[k];
+        if (!t) continue;
+        int64_t exp[2];
+        size_t rank;
+        if (k == 1 || m->kind == WM_MK_NORM) {
+            rank = 1;
+            exp[0] = m->kind == WM_MK_NORM ? m->in : m->out;
+        } else if (m->kind == WM_MK_CONV1D) {
+            rank = 2;
+            exp[0] = m->in;
+            exp[1] = m->out;
+        } else {
+            rank = 2;
+            exp[0] = m->out;
+            exp[1] = m->in;
+        }
+        int same = t->rank == rank;
+        for (size_t i = 0; same && i < rank; i++) same = t->shape[i] == exp[i];
+        if (!same) {
+            char got[96] = "", want_s[64];
+            size_t used = 0;
+            for (size_t i = 0; i < t->rank && used < sizeof got; i++)
+                used += (size_t)snprintf(got + used, sizeof got - used, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+            if (rank == 1) snprintf(want_s, sizeof want_s, "%lld", (long long)exp[0]);
+            else snprintf(want_s, sizeof want_s, "%lld, %lld", (long long)exp[0], (long long)exp[1]);
+            return wm_err(err, WM_ERR_INPUT, "tensor '%s': shape [%s], expected [%s] from %s", t->name, got, want_s,
+                          a->cfg->file);
+        }
+        int32_t dt = wm_st_dtype_onnx(t->dtype);
+        if (dt != 1 && dt != 10 && dt != 16 && dt != 11)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not supported (F32, F16, BF16, F64)",
+                          t->name, wm_st_dtype_name(t->dtype));
+    }
+    return WM_OK;
+}
+
+/* Adds the wanted modules of one layer (or the globals for layer -1) to list. */
+static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme *s, int layer, want *list) {
+    size_t n = 0;
+    int qb = a->cfg->attention_bias >= 0 ? a->cfg->attention_bias : f->qkv_bias;
+    int ob = a->cfg->attention_bias >= 0 ? a->cfg->attention_bias : f->o_bias;
+    int mb = a->cfg->mlp_bias >= 0 ? a->cfg->mlp_bias : f->mlp_bias;
+    int norm_b = s->norm == WM_NORM_LAYER;
+    for (size_t i = 0; i < s->n_mods; i++) {
+        const wm_modpat *p = &s->mods[i];
+        int is_layer = p->mod >= WM_M_FIRST_LAYER;
+        if (is_layer != (layer >= 0)) continue;
+        want w = {p->mod, layer, p->pat, p->kind, p->d_out, p->d_in, 1, 1};
+        switch (p->mod) {
+        case WM_M_G_TYPE: w.required = a->T > 0; w.bias = 0; break;
+        case WM_M_G_EMB_PROJ: w.required = a->E != a->H; break;
+        case WM_M_G_LM_HEAD: w.required = !a->tied && a->task == WM_TASK_TEXT_GENERATION; w.bias = 0; break;
+        case WM_M_G_EMBED: case WM_M_G_POS: w.bias = 0; break;
+        case WM_M_L_Q: case WM_M_L_K: case WM_M_L_V: w.required = !a->fused_qkv; w.bias = qb; break;
+        case WM_M_L_QKV: w.required = a->fused_qkv; w.bias = qb; break;
+        case WM_M_L_O: w.bias = ob; break;
+        case WM_M_L_Q_NORM: case WM_M_L_K_NORM: w.required = a->qk_norm; w.bias = 0; break;
+        case WM_M_L_GATE: w.required = a->gated && !a->fused_gate_up; w.bias = mb; break;
+        case WM_M_L_UP: w.required = !a->gated || !a->fused_gate_up; w.bias = mb; break;
+        case WM_M_L_GATE_UP: w.required = a->gated && a->fused_gate_up; w.bias = mb; break;
+        case WM_M_L_DOWN: w.bias = mb; break;
+        default: break;
+        }
+        if (p->kind == WM_MK_NORM) w.bias = norm_b;
+        list[n++] = w;
+    }
+    return n;
+}
+
+/* Structure choices: from layer 0's tensors with weights, from the family without. */
+static void decide_structure(wm_arch *a, const wm_family *f, const wm_scheme *s, const wm_st_file *st) {
+    const wm_hf_config *c = a->cfg;
+    a->tied = c->tie_word_embeddings >= 0 ? c->tie_word_embeddings : f->tied;
+    a->gated = s->gated;
+    a->fused_qkv = scheme_pat(s, WM_M_L_QKV) && (f->fused_qkv || !scheme_pat(s, WM_M_L_Q));
+    a->fused_gate_up = f->fused_gate_up;
+    a->qk_norm = f->qk_norm;
+    if (!st) return;
+    char name[256];
+#define HAS(m) (scheme_pat(s, m) && expand(scheme_pat(s, m)->pat, a->prefix, 0, ".weight", name, sizeof name) && \
+                st_find(st, name))
+    if (scheme_pat(s, WM_M_L_QKV) && scheme_pat(s, WM_M_L_Q)) a->fused_qkv = HAS(WM_M_L_QKV) && !HAS(WM_M_L_Q);
+    if (scheme_pat(s, WM_M_L_GATE_UP)) a->fused_gate_up = HAS(WM_M_L_GATE_UP);
+    if (scheme_pat(s, WM_M_L_GATE) || scheme_pat(s, WM_M_L_GATE_UP)) a->gated = HAS(WM_M_L_GATE) || HAS(WM_M_L_GATE_UP);
+    a->qk_norm = HAS(WM_M_L_Q_NORM);
+    if (scheme_pat(s, WM_M_G_TYPE) && !HAS(WM_M_G_TYPE)) a->T = 0;
+#undef HAS
+}
+
+static wm_status head_wants(const wm_arch *a, const wm_family *f, want *list, size_t *n) {
+    *n = 0;
+    if (a->task == WM_TASK_TEXT_CLASSIFICATION) {
+        if (f->cls_head < 0) return WM_OK;
+        const wm_head_def *h = &wm_cls_heads[f->cls_head];
+        list[(*n)++] = (want){WM_M_H_0, -1, h->first, WM_MK_LINEAR, D_H, D_H, 1, 1};
+        list[(*n)++] = (want){WM_M_H_1, -1, h->second, WM_MK_LINEAR, D_L, D_H, 1, 1};
+    } else if (a->task == WM_TASK_TOKEN_CLASSIFICATION) {
+        list[(*n)++] = (want){WM_M_H_0, -1, "classifier", WM_MK_LINEAR, D_L, D_H, 1, 1};
+    } else if (a->task == WM_TASK_QUESTION_ANSWERING) {
+        list[(*n)++] = (want){WM_M_H_0, -1, "qa_outputs", WM_MK_LINEAR, D_2, D_H, 1, 1};
+    }
+    return WM_OK;
+}
+
+static int cmp_str(const void *x, const void *y) { return strcmp(*(const char *const *)x, *(const char *const *)y); }
+
+static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+static int ends(const char *s, const char *p) {
+    size_t L = strlen(s), k = strlen(p);
+    return L >= k && !strcmp(s + L - k, p);
+}
+
+/* Every checkpoint tensor must be used, a known head, or a parameter-free buffer. */
+static wm_status check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
+    size_t n_used = 0, cap = (size_t)(a->L + 1) * WM_M_COUNT * 2;
+    const char **used = malloc(cap * sizeof *used);
+    if (!used) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {
+        const wm_module *m = &a->mods[i];
+        if (!m->present) continue;
+        used[n_used++] = m->w;
+        if (m->has_bias) used[n_used++] = m->b;
+    }
+    qsort(used, n_used, sizeof *used, cmp_str);
+    wm_status s = WM_OK;
+    a->n_unused = 0;
+    for (size_t i = 0; i < wm_st_count(st) && !s; i++) {
+        const char *name = wm_st_get(st, i)->name;
+        if (bsearch(&name, used, n_used, sizeof *used, cmp_str)) continue;
+        int ok = 0;
+        for (size_t k = 0; wm_buffer_suffixes[k] && !ok; k++) ok = ends(name, wm_buffer_suffixes[k]);
+        for (size_t k = 0; wm_head_prefixes[k] && !ok; k++) {
+            char pre[128];
+            expand(wm_head_prefixes[k], a->prefix, 0, "", pre, sizeof pre);
+            ok = starts(name, pre);
+        }
+        if (ok) a->n_unused++;
+        else
+            s = wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s' is not understood by naming scheme '%s' (model_type "
+                       "'%s')", name, ((const wm_scheme *)a->sch)->name, a->model_type);
+    }
+    free(used);
+    return s;
+}
+
+static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) {
+    const wm_hf_config *c = a->cfg;
+    a->sliding = calloc((size_t)a->L, 1);
+    if (!a->sliding) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    if (!f->sliding) return WM_OK;
+    int any = 0;
+    if (c->n_layer_types) {
+        if ((int64_t)c->n_layer_types != a->L)
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'layer_types': %zu entries for %lld layers", c->file,
+                          c->n_layer_types, (long long)a->L);
+        for (int64_t i = 0; i < a->L; i++) any |= a->sliding[i] = c->layer_sliding[i];
+    } else if (c->use_sliding_window == 0) {
+        return WM_OK;
+    } else if (c->use_sliding_window == 1) {
+        int64_t from = c->max_window_layers > 0 ? c->max_window_layers : 0;
+        for (int64_t i = from; i < a->L; i++) any = a->sliding[i] = 1;
+    } else if (c->sliding_window > 0) {
+        for (int64_t i = 0; i < a->L; i++) any = a->sliding[i] = 1;
+    }
+    if (any && c->sliding_window <= 0)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'sliding_window': missing but sliding attention is enabled",
+                      c->file);
+    a->window = any ? c->sliding_window : 0;
+    return WM_OK;
+}
+
+static void count_params(wm_arch *a) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {
+        const wm_module *m = &a->mods[i];
+        if (!m->present) continue;
+        uint64_t w = (uint64_t)m->out * (uint64_t)(m->kind == WM_MK_NORM ? 1 : m->in);
+        if (m->kind == WM_MK_NORM) w = (uint64_t)m->in;
+        n += w;
+        if (m->has_bias) n += (uint64_t)(m->kind == WM_MK_NORM ? m->in : m->out);
+    }
+    a->n_params = n;
+}
+
+static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+
+wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
+    memset(a, 0, sizeof *a);
+    wm_status s = resolve(ck, st, task, a, err);
+    if (s) wm_arch_free(a); /* nothing to release after an error */
+    return s;
+}
+
+static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
+    const wm_hf_config *c = &ck->config;
+    a->cfg = c;
+    a->random = st == NULL;
+    wm_status s = WM_OK;
+    if (!c->model_type) return wm_err(err, WM_ERR_INPUT, "%s: field 'model_type': missing", c->file);
+    a->model_type = c->model_type;
+    for (const wm_denied_type *d = wm_denied_types; d->model_type; d++)
+        if (!strcmp(d->model_type, c->model_type))
+            return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported (%s)", c->file,
+                          c->model_type, d->why);
+    const wm_family *f = find_family(c->model_type);
+    const wm_scheme *sch = f ? find_scheme(f->scheme) : NULL;
+    if (!f && st && (f = detect_by_tensors(a, st, &sch))) a->detected = 1;
+    if (!f) {
+        char known[512];
+        size_t used = 0;
+        for (size_t i = 0; i < wm_n_families && used < sizeof known; i++)
+            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", wm_families[i].model_type);
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported (known: %s%s)", c->file,
+                      c->model_type, known, st ? "; its tensor names match no naming scheme" : "");
+    }
+    a->fam = f;
+    a->sch = sch;
+    a->scheme = sch->name;
+    a->kind = sch->kind;
+    a->norm = sch->norm;
+    a->post_norm = sch->post_norm;
+    a->pos = sch->pos;
+    a->posid = f->posid;
+    a->conv1d = scheme_pat(sch, WM_M_L_O)->kind == WM_MK_CONV1D;
+    a->scale_attn = c->scale_attn_weights != 0;
+    a->scale_by_layer = c->scale_attn_by_inverse_layer_idx == 1;
+    if ((s = check_keys(a, err)) || (s = resolve_task(a, f, task, err)) || (s = resolve_sizes(a, f, sch, err)) ||
+        (s = resolve_act(a, f, err)))
+        return s;
+    if (st) {
+        if (!find_prefix(a, f, sch, st)) {
+            char name[256];
+            expand(scheme_pat(sch, WM_M_G_EMBED)->pat, f->prefix, 0, ".weight", name, sizeof name);
+            return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (the token embedding of naming scheme '%s')", name,
+                          sch->name);
+        }
+    } else snprintf(a->prefix, sizeof a->prefix, "%s", f->prefix);
+    decide_structure(a, f, sch, st);
+    if (a->task == WM_TASK_TEXT_CLASSIFICATION && f->cls_head < 0)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "model_type '%s' has no sequence-classification head", a->model_type);
+    a->mods = calloc((size_t)(a->L + 1) * WM_M_COUNT, sizeof *a->mods);
+    if (!a->mods) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    want list[64];
+    for (int64_t layer = -1; layer < a->L && !s; layer++) {
+        size_t n = layer_wants(a, f, sch, (int)layer, list);
+        if (layer < 0) {
+            size_t k;
+            head_wants(a, f, list + n, &k);
+            n += k;
+        }
+        for (size_t i = 0; i < n && !s; i++)
+            if (!(s = fill_module(a, st, &list[i], err))) s = check_shape(a, arch_mod_mut(a, (int)layer, list[i].mod), err);
+    }
+    if (s) return s;
+    a->n_head_mods = wm_arch_mod(a, -1, WM_M_H_1)->present ? 2 : wm_arch_mod(a, -1, WM_M_H_0)->present ? 1 : 0;
+    a->head_pool_first = a->task == WM_TASK_TEXT_CLASSIFICATION;
+    a->head_act = a->n_head_mods == 2 ? wm_cls_heads[f->cls_head].act : WM_ACT_NONE;
+    const wm_module *q0 = wm_arch_mod(a, 0, a->fused_qkv ? WM_M_L_QKV : WM_M_L_Q);
+    a->qkv_bias = q0->has_bias;
+    a->o_bias = wm_arch_mod(a, 0, WM_M_L_O)->has_bias;
+    a->mlp_bias = wm_arch_mod(a, 0, WM_M_L_DOWN)->has_bias;
+    if (st && (s = check_unused(a, st, err))) return s;
+    if (a->pos == WM_POS_ROPE && (s = wm_arch_rope_init(a, err))) return s;
+    if ((s = resolve_sliding(a, f, err))) return s;
+    count_params(a);
+    return WM_OK;
+}
+
+size_t wm_arch_tasks(const wm_arch *a, int *out) {
+    size_t n = 0;
+    const wm_family *f = a->fam;
+    for (int t = 0; t < WM_TASK_COUNT; t++) {
+        if (a->kind == WM_DECODER ? t != WM_TASK_TEXT_GENERATION : t == WM_TASK_TEXT_GENERATION) continue;
+        if (t == WM_TASK_TEXT_CLASSIFICATION && f->cls_head < 0) continue;
+        out[n++] = t;
+    }
+    return n;
+}
+
+void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
+    char b[256];
+    wm_json_arr(j, key);
+    if (a->detected) {
+        snprintf(b, sizeof b, "model_type '%s' not in the family table: built as naming scheme '%s' from its tensors",
+                 a->model_type, a->scheme);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->pos == WM_POS_LEARNED) {
+        snprintf(b, sizeof b, "learned positions (%lld)%s", (long long)a->P,
+                 a->posid == WM_POSID_PADDING ? ", padding-aware position ids (from padding_idx)" : "");
+        wm_json_str(j, NULL, b);
+    } else {
+        snprintf(b, sizeof b, "rotary positions (theta %g, %s%s, %lld of %lld dims)", a->rope.theta, a->rope.type,
+                 a->rope.inv_freq_long ? " short/long" : "", (long long)a->rope.rot_dim, (long long)a->hd);
+        wm_json_str(j, NULL, b);
+    }
+    snprintf(b, sizeof b, "%s eps %g, %s", a->norm == WM_NORM_RMS ? "RMSNorm" : "LayerNorm", a->eps,
+             a->post_norm ? "post-norm" : "pre-norm");
+    wm_json_str(j, NULL, b);
+    if (a->kvh != a->nh) {
+        snprintf(b, sizeof b, "grouped KV heads (%lld query heads, %lld kv heads)", (long long)a->nh, (long long)a->kvh);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->hd * a->nh != a->H) {
+        snprintf(b, sizeof b, "head_dim %lld (not hidden/heads)", (long long)a->hd);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->fused_qkv) wm_json_str(j, NULL, a->conv1d ? "fused qkv (Conv1D [in, out])" : "fused qkv_proj");
+    if (a->qkv_bias) wm_json_str(j, NULL, "q/k/v bias");
+    if (a->o_bias) wm_json_str(j, NULL, "output projection bias");
+    if (a->qk_norm) wm_json_str(j, NULL, "q/k RMSNorm per head");
+    snprintf(b, sizeof b, "%s%s MLP (%s)%s", a->gated ? "gated" : "plain", a->fused_gate_up ? " fused gate_up" : "",
+             wm_act_name(a->act), a->mlp_bias ? " with bias" : "");
+    wm_json_str(j, NULL, b);
+    if (a->kind == WM_DECODER) wm_json_str(j, NULL, a->tied ? "tied embeddings (lm_head = embed_tokens)" : "separate lm_head");
+    if (a->T > 0 && wm_arch_mod(a, -1, WM_M_G_TYPE)->present) {
+        snprintf(b, sizeof b, "token type embeddings (%lld)", (long long)a->T);
+        wm_json_str(j, NULL, b);
+    }
+    if (wm_arch_mod(a, -1, WM_M_G_EMB_PROJ)->present) {
+        snprintf(b, sizeof b, "embedding projection %lld -> %lld", (long long)a->E, (long long)a->H);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->window) {
+        int64_t n = 0;
+        for (int64_t i = 0; i < a->L; i++) n += a->sliding[i];
+        snprintf(b, sizeof b, "sliding window %lld on %lld of %lld layers", (long long)a->window, (long long)n,
+                 (long long)a->L);
+        wm_json_str(j, NULL, b);
+    }
+    if (!a->scale_attn) wm_json_str(j, NULL, "unscaled attention scores");
+    if (a->scale_by_layer) wm_json_str(j, NULL, "attention scaled by 1/(layer+1)");
+    if (a->n_head_mods) {
+        snprintf(b, sizeof b, "%s head: %d linear%s%s%s", wm_task_name(a->task), a->n_head_mods,
+                 a->n_head_mods > 1 ? "s" : "", a->head_act != WM_ACT_NONE ? " with " : "",
+                 a->head_act != WM_ACT_NONE ? wm_act_name(a->head_act) : "");
+        wm_json_str(j, NULL, b);
+    }
+    wm_json_arr_end(j);
+}

@@ -1,0 +1,149 @@
+/*
+ * arch.h - what a checkpoint is, resolved from tables: config keys and
+ * tensor names map onto canonical modules and features (no per-model code).
+ *
+ * Two tables drive everything (arch.c):
+ *  - naming schemes: for each canonical module (embed_tokens, q_proj,
+ *    attn_norm, ...) the tensor-name pattern a family of checkpoints uses
+ *    (GPT-2 `h.N.attn.c_attn` with Conv1D [in, out] weights, BERT
+ *    `encoder.layer.N.attention.self.query`, DistilBERT `q_lin`, Llama-style
+ *    `layers.N.self_attn.q_proj`, fused `qkv_proj` / `gate_up_proj` ...),
+ *    its shape in symbolic dims, and structural defaults of the scheme
+ *    (pre/post norm, norm kind, learned or rotary positions);
+ *  - families: model_type -> scheme, tensor prefix, and the defaults a
+ *    config leaves implicit (biases, q/k norms, fused projections,
+ *    activation, eps, classification head).
+ * model_type appears only in the family table. With weights, presence and
+ * shapes of tensors decide (biases, q/k norms, fused projections, lm_head);
+ * without (inspect, --random-weights) the family defaults and config flags
+ * decide. Unknown config semantics, missing tensors, wrong shapes and
+ * tensors no table understands are errors naming the key or tensor.
+ */
+#ifndef WM_BUILDER_ARCH_H
+#define WM_BUILDER_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/json.h"
+#include "hf/config.h"
+#include "hf/safetensors.h"
+
+typedef enum wm_task {
+    WM_TASK_TEXT_GENERATION,
+    WM_TASK_TEXT_CLASSIFICATION,
+    WM_TASK_FEATURE_EXTRACTION,
+    WM_TASK_TOKEN_CLASSIFICATION,
+    WM_TASK_QUESTION_ANSWERING,
+    WM_TASK_COUNT
+} wm_task;
+
+const char *wm_task_name(int task);
+/* -1 when unknown. */
+int wm_task_from_name(const char *s);
+
+typedef enum { WM_DECODER, WM_ENCODER } wm_family_kind;
+typedef enum { WM_NORM_LAYER, WM_NORM_RMS } wm_norm_kind;
+typedef enum { WM_ACT_NONE, WM_ACT_GELU, WM_ACT_GELU_TANH, WM_ACT_SILU, WM_ACT_RELU, WM_ACT_QUICK_GELU, WM_ACT_TANH } wm_act;
+typedef enum { WM_POS_LEARNED, WM_POS_ROPE } wm_pos_kind;
+/* how position ids come about: a graph input (decoders), 0..S-1, or fairseq's padding-aware cumsum */
+typedef enum { WM_POSID_INPUT, WM_POSID_ARANGE, WM_POSID_PADDING } wm_posid_kind;
+
+const char *wm_act_name(wm_act a);
+
+/* canonical modules; G_ = once per model, L_ = per layer, H_ = task head */
+#define WM_MOD_LIST(X)                                                           \
+    X(G_EMBED, "embed_tokens") X(G_POS, "embed_positions") X(G_TYPE, "embed_token_types") \
+    X(G_EMB_NORM, "embed_norm") X(G_EMB_PROJ, "embed_proj") X(G_FINAL_NORM, "norm")      \
+    X(G_LM_HEAD, "lm_head") X(H_0, "head.0") X(H_1, "head.1")                           \
+    X(L_ATTN_NORM, "attn_norm") X(L_Q, "q_proj") X(L_K, "k_proj") X(L_V, "v_proj")       \
+    X(L_QKV, "qkv_proj") X(L_O, "o_proj") X(L_Q_NORM, "q_norm") X(L_K_NORM, "k_norm")    \
+    X(L_MLP_NORM, "mlp_norm") X(L_GATE, "gate_proj") X(L_UP, "up_proj")                   \
+    X(L_GATE_UP, "gate_up_proj") X(L_DOWN, "down_proj")
+
+typedef enum wm_mod {
+#define X(e, n) WM_M_##e,
+    WM_MOD_LIST(X)
+#undef X
+    WM_M_COUNT
+} wm_mod;
+#define WM_M_FIRST_LAYER WM_M_L_ATTN_NORM
+
+const char *wm_mod_name(int m);
+
+typedef enum { WM_MK_EMBED, WM_MK_NORM, WM_MK_LINEAR, WM_MK_CONV1D } wm_mod_kind;
+
+/* One module of the checkpoint: a weight and an optional bias. */
+typedef struct wm_module {
+    uint8_t present, has_bias, kind; /* kind: wm_mod_kind */
+    int64_t out, in;                 /* LINEAR/CONV1D: out and in features; EMBED: rows, cols; NORM: in = size */
+    char w[192], b[192];             /* checkpoint tensor names ("" when absent) */
+    const wm_st_tensor *wt, *bt;     /* with weights: the tensors; NULL in random mode */
+} wm_module;
+
+typedef struct wm_rope {
+    int64_t rot_dim;          /* rotated dims per head (even), <= head_dim */
+    float *inv_freq;          /* rot_dim/2 values; malloc'ed */
+    float *inv_freq_long;     /* longrope only: the set used past orig_max; NULL otherwise */
+    int64_t orig_max;         /* longrope switch point */
+    double scale;             /* cos/sin multiplier (yarn/longrope attention factor), 1 otherwise */
+    double theta;
+    const char *type;
+} wm_rope;
+
+typedef struct wm_arch {
+    const wm_hf_config *cfg;
+    const void *fam, *sch;    /* table rows (arch.c) */
+    const char *model_type;   /* from the config, or the family when detected by tensors */
+    const char *scheme;       /* naming scheme name */
+    char prefix[32];          /* tensor prefix in use ("model.", "roberta." ...) */
+    char inference_class[128];
+    wm_task task;
+    wm_family_kind kind;
+    int detected;             /* model_type not in the family table: scheme detected from tensor names */
+    int random;               /* no weights: shapes and presence from config + defaults */
+    /* sizes */
+    int64_t V, H, E, I, L, nh, kvh, hd, P, T, labels;
+    int64_t pad_id;           /* padding_idx for WM_POSID_PADDING */
+    /* structure */
+    wm_norm_kind norm;
+    double eps;
+    wm_act act, head_act;     /* MLP activation; activation between the two head linears */
+    int gated, post_norm, fused_qkv, fused_gate_up, qk_norm, tied, conv1d;
+    int qkv_bias, o_bias, mlp_bias;
+    wm_pos_kind pos;
+    wm_posid_kind posid;
+    wm_rope rope;
+    int scale_attn;           /* scale scores by 1/sqrt(head_dim) */
+    int scale_by_layer;       /* GPT-2 scale_attn_by_inverse_layer_idx */
+    uint8_t *sliding;         /* per layer: 1 uses the sliding window; malloc'ed */
+    int64_t window;           /* sliding window size, 0 when none */
+    int n_head_mods;          /* 0, 1 or 2 head linears (H_0, H_1) */
+    int head_pool_first;      /* classification: pool the first token */
+    /* modules: mods[(layer + 1) * WM_M_COUNT + m], layer -1 for the global ones */
+    wm_module *mods;
+    uint64_t n_params;        /* parameters the export stores */
+    size_t n_unused;          /* checkpoint tensors understood but not used by this task */
+} wm_arch;
+
+/*
+ * Resolves ck for task (-1: the checkpoint's own task). st: the opened
+ * weights, or NULL to decide from the config alone (inspect, random
+ * weights). a owns its arrays: wm_arch_free. Errors name the config key
+ * or tensor: WM_ERR_UNSUPPORTED (unknown model_type / feature / task),
+ * WM_ERR_INPUT (missing or ill-shaped tensor, inconsistent config).
+ * On error a is left empty (nothing to free).
+ */
+wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+void wm_arch_free(wm_arch *a);
+
+/* The module m of layer (-1 for global and head modules); never NULL (check ->present). */
+const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m);
+
+/* Tasks the checkpoint supports (out[] of WM_TASK_COUNT); returns how many. */
+size_t wm_arch_tasks(const wm_arch *a, int *out);
+
+/* Writes the feature list as a JSON array named key ("features"). */
+void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key);
+
+#endif

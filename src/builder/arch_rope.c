@@ -1,0 +1,147 @@
+/*
+ * arch_rope.c - RoPE inverse frequencies per rope type, computed the way
+ * transformers computes them (float32 arithmetic), so that the cos/sin the
+ * graph derives at run time match the reference bit for bit or nearly.
+ * Supported: default, linear, llama3, yarn, longrope (short/long switch at
+ * run time). Others (dynamic NTK, proportional, mrope ...) are refused.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builder/arch_impl.h"
+#include "core/error.h"
+
+static wm_status need_num(const wm_arch *a, double v, const char *key, wm_error *err) {
+    if (!isnan(v)) return WM_OK;
+    const wm_hf_rope *r = &a->cfg->rope;
+    return wm_err(err, WM_ERR_INPUT, "%s: field '%s.%s': missing for rope type '%s'", a->cfg->file,
+                  r->source ? r->source : "rope_scaling", key, r->type);
+}
+
+static void base_freq(float *inv, int64_t half, int64_t dim, double theta) {
+    for (int64_t i = 0; i < half; i++) {
+        float e = (float)(2 * i) / (float)dim;
+        inv[i] = 1.0f / powf((float)theta, e);
+    }
+}
+
+static void llama3(float *inv, int64_t half, double factor, double lo, double hi, double old) {
+    float lo_w = (float)(old / lo), hi_w = (float)(old / hi);
+    for (int64_t i = 0; i < half; i++) {
+        float wl = (float)(2 * M_PI) / inv[i];
+        float f = wl > lo_w ? inv[i] / (float)factor : inv[i];
+        float smooth = ((float)old / wl - (float)lo) / (float)(hi - lo);
+        float sm = (1 - smooth) * f / (float)factor + smooth * f;
+        int medium = !(wl < hi_w) && !(wl > lo_w);
+        inv[i] = medium ? sm : f;
+    }
+}
+
+static double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
+
+static void yarn(wm_arch *a, float *inv, int64_t half, int64_t dim, double theta, double *scale) {
+    const wm_hf_rope *r = &a->cfg->rope;
+    double factor = r->factor, orig = (double)r->original_max_pos;
+    double bf = !isnan(r->beta_fast) && r->beta_fast != 0 ? r->beta_fast : 32;
+    double bs = !isnan(r->beta_slow) && r->beta_slow != 0 ? r->beta_slow : 1;
+    if (!isnan(r->attention_factor)) *scale = r->attention_factor;
+    else if (!isnan(r->mscale) && !isnan(r->mscale_all_dim) && r->mscale != 0 && r->mscale_all_dim != 0)
+        *scale = yarn_mscale(factor, r->mscale) / yarn_mscale(factor, r->mscale_all_dim);
+    else *scale = yarn_mscale(factor, 1);
+    double lo = (dim * log(orig / (bf * 2 * M_PI))) / (2 * log(theta));
+    double hi = (dim * log(orig / (bs * 2 * M_PI))) / (2 * log(theta));
+    if (r->truncate != 0) {
+        lo = floor(lo);
+        hi = ceil(hi);
+    }
+    if (lo < 0) lo = 0;
+    if (hi > dim - 1) hi = (double)(dim - 1);
+    if (lo == hi) hi += 0.001;
+    for (int64_t i = 0; i < half; i++) {
+        float pos = powf((float)theta, (float)(2 * i) / (float)dim);
+        float extra = 1.0f / pos, inter = 1.0f / ((float)factor * pos);
+        float ramp = (float)(((double)i - lo) / (hi - lo));
+        ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+        float ef = 1 - ramp;
+        inv[i] = inter * (1 - ef) + extra * ef;
+    }
+}
+
+static wm_status longrope(wm_arch *a, int64_t half, int64_t dim, double theta, wm_error *err) {
+    const wm_hf_rope *r = &a->cfg->rope;
+    if (r->n_short != (size_t)half || r->n_long != (size_t)half)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s.short_factor'/'long_factor': %zu/%zu values, expected %lld",
+                      a->cfg->file, r->source, r->n_short, r->n_long, (long long)half);
+    if (r->original_max_pos <= 0)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'original_max_position_embeddings': missing for rope type "
+                      "'longrope'", a->cfg->file);
+    a->rope.inv_freq_long = malloc((size_t)half * sizeof(float));
+    if (!a->rope.inv_freq_long) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    double orig = (double)r->original_max_pos;
+    double factor = !isnan(r->factor) ? r->factor : (a->P > 0 ? (double)a->P / orig : 1.0);
+    if (!isnan(r->attention_factor)) a->rope.scale = r->attention_factor;
+    else a->rope.scale = factor <= 1 ? 1.0 : sqrt(1 + log(factor) / log(orig));
+    for (int64_t i = 0; i < half; i++) {
+        float p = powf((float)theta, (float)(2 * i) / (float)dim);
+        a->rope.inv_freq[i] = 1.0f / ((float)r->short_factor[i] * p);
+        a->rope.inv_freq_long[i] = 1.0f / ((float)r->long_factor[i] * p);
+    }
+    a->rope.orig_max = r->original_max_pos;
+    return WM_OK;
+}
+
+wm_status wm_arch_rope_init(wm_arch *a, wm_error *err) {
+    const wm_hf_rope *r = &a->cfg->rope;
+    double theta = !isnan(r->theta) ? r->theta : 10000.0;
+    double prf = !isnan(r->partial_rotary_factor) ? r->partial_rotary_factor : 1.0;
+    if (!(theta > 1))
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'rope_theta': %g must be > 1", a->cfg->file, theta);
+    if (!(prf > 0 && prf <= 1))
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'partial_rotary_factor': %g is not in (0, 1]", a->cfg->file, prf);
+    int64_t dim = (int64_t)((double)a->hd * prf);
+    if (dim < 2 || dim % 2)
+        return wm_err(err, WM_ERR_INPUT, "%s: rotary dims %lld (head_dim x partial_rotary_factor) must be even and >= 2",
+                      a->cfg->file, (long long)dim);
+    int64_t half = dim / 2;
+    const char *type = r->type ? r->type : "default";
+    a->rope.rot_dim = dim;
+    a->rope.theta = theta;
+    a->rope.type = type;
+    a->rope.scale = 1.0;
+    a->rope.inv_freq = malloc((size_t)half * sizeof(float));
+    if (!a->rope.inv_freq) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    base_freq(a->rope.inv_freq, half, dim, theta);
+    wm_status s;
+    if (!strcmp(type, "default")) return WM_OK;
+    if (!strcmp(type, "linear")) {
+        if ((s = need_num(a, r->factor, "factor", err))) return s;
+        for (int64_t i = 0; i < half; i++) a->rope.inv_freq[i] /= (float)r->factor;
+        return WM_OK;
+    }
+    if (!strcmp(type, "llama3")) {
+        if ((s = need_num(a, r->factor, "factor", err)) || (s = need_num(a, r->low_freq_factor, "low_freq_factor", err)) ||
+            (s = need_num(a, r->high_freq_factor, "high_freq_factor", err)))
+            return s;
+        if (r->original_max_pos <= 0)
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s.original_max_position_embeddings': missing for rope type "
+                          "'llama3'", a->cfg->file, r->source);
+        if (r->high_freq_factor == r->low_freq_factor)
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s.high_freq_factor' equals low_freq_factor", a->cfg->file,
+                          r->source);
+        llama3(a->rope.inv_freq, half, r->factor, r->low_freq_factor, r->high_freq_factor, (double)r->original_max_pos);
+        return WM_OK;
+    }
+    if (!strcmp(type, "yarn")) {
+        if ((s = need_num(a, r->factor, "factor", err))) return s;
+        if (r->original_max_pos <= 0)
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s.original_max_position_embeddings': missing for rope type "
+                          "'yarn'", a->cfg->file, r->source);
+        yarn(a, a->rope.inv_freq, half, dim, theta, &a->rope.scale);
+        return WM_OK;
+    }
+    if (!strcmp(type, "longrope")) return longrope(a, half, dim, theta, err);
+    return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s.rope_type': '%s' is not supported (default, linear, llama3, "
+                  "yarn, longrope)", a->cfg->file, r->source ? r->source : "rope_scaling", type);
+}

@@ -1,0 +1,228 @@
+/*
+ * arch_tables.c - the data behind arch.h: naming schemes, model families,
+ * classification heads, activations, and config keys whose non-default
+ * values change the math in ways the graph does not model.
+ *
+ * Adding a checkpoint family whose tensors follow a known scheme is one
+ * row in wm_families[]; a new naming scheme is one modpat table.
+ */
+#include "builder/arch_impl.h"
+
+#include <stddef.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- schemes */
+
+#define MP(m, k, o, i, p) {WM_M_##m, WM_MK_##k, D_##o, D_##i, p}
+
+/* GPT-2: Conv1D weights stored [in, out], fused c_attn (q, k, v columns), learned positions. */
+static const wm_modpat gpt2_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$wte"),
+    MP(G_POS, EMBED, P, E, "$wpe"),
+    MP(L_ATTN_NORM, NORM, H, H, "$h.%d.ln_1"),
+    MP(L_QKV, CONV1D, QKV, H, "$h.%d.attn.c_attn"),
+    MP(L_O, CONV1D, H, Q, "$h.%d.attn.c_proj"),
+    MP(L_MLP_NORM, NORM, H, H, "$h.%d.ln_2"),
+    MP(L_UP, CONV1D, I, H, "$h.%d.mlp.c_fc"),
+    MP(L_DOWN, CONV1D, H, I, "$h.%d.mlp.c_proj"),
+    MP(G_FINAL_NORM, NORM, H, H, "$ln_f"),
+    MP(G_LM_HEAD, LINEAR, V, H, "lm_head"),
+};
+
+/* Llama style (llama, mistral, qwen2, qwen3, phi3 ...): rotary positions, pre-norm, gated MLP. */
+static const wm_modpat llama_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embed_tokens"),
+    MP(L_ATTN_NORM, NORM, H, H, "$layers.%d.input_layernorm"),
+    MP(L_Q, LINEAR, Q, H, "$layers.%d.self_attn.q_proj"),
+    MP(L_K, LINEAR, KV, H, "$layers.%d.self_attn.k_proj"),
+    MP(L_V, LINEAR, KV, H, "$layers.%d.self_attn.v_proj"),
+    MP(L_QKV, LINEAR, QKV, H, "$layers.%d.self_attn.qkv_proj"),
+    MP(L_O, LINEAR, H, Q, "$layers.%d.self_attn.o_proj"),
+    MP(L_Q_NORM, NORM, HD, HD, "$layers.%d.self_attn.q_norm"),
+    MP(L_K_NORM, NORM, HD, HD, "$layers.%d.self_attn.k_norm"),
+    MP(L_MLP_NORM, NORM, H, H, "$layers.%d.post_attention_layernorm"),
+    MP(L_GATE, LINEAR, I, H, "$layers.%d.mlp.gate_proj"),
+    MP(L_UP, LINEAR, I, H, "$layers.%d.mlp.up_proj"),
+    MP(L_GATE_UP, LINEAR, I2, H, "$layers.%d.mlp.gate_up_proj"),
+    MP(L_DOWN, LINEAR, H, I, "$layers.%d.mlp.down_proj"),
+    MP(G_FINAL_NORM, NORM, H, H, "$norm"),
+    MP(G_LM_HEAD, LINEAR, V, H, "lm_head"),
+};
+
+/* BERT style (bert, roberta, xlm-roberta, electra): post-norm encoder, learned absolute positions. */
+static const wm_modpat bert_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
+    MP(G_POS, EMBED, P, E, "$embeddings.position_embeddings"),
+    MP(G_TYPE, EMBED, T, E, "$embeddings.token_type_embeddings"),
+    MP(G_EMB_NORM, NORM, E, E, "$embeddings.LayerNorm"),
+    MP(G_EMB_PROJ, LINEAR, H, E, "$embeddings_project"),
+    MP(L_Q, LINEAR, Q, H, "$encoder.layer.%d.attention.self.query"),
+    MP(L_K, LINEAR, KV, H, "$encoder.layer.%d.attention.self.key"),
+    MP(L_V, LINEAR, KV, H, "$encoder.layer.%d.attention.self.value"),
+    MP(L_O, LINEAR, H, Q, "$encoder.layer.%d.attention.output.dense"),
+    MP(L_ATTN_NORM, NORM, H, H, "$encoder.layer.%d.attention.output.LayerNorm"),
+    MP(L_UP, LINEAR, I, H, "$encoder.layer.%d.intermediate.dense"),
+    MP(L_DOWN, LINEAR, H, I, "$encoder.layer.%d.output.dense"),
+    MP(L_MLP_NORM, NORM, H, H, "$encoder.layer.%d.output.LayerNorm"),
+};
+
+/* DistilBERT: post-norm encoder, no token types. */
+static const wm_modpat distil_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
+    MP(G_POS, EMBED, P, E, "$embeddings.position_embeddings"),
+    MP(G_EMB_NORM, NORM, E, E, "$embeddings.LayerNorm"),
+    MP(L_Q, LINEAR, Q, H, "$transformer.layer.%d.attention.q_lin"),
+    MP(L_K, LINEAR, KV, H, "$transformer.layer.%d.attention.k_lin"),
+    MP(L_V, LINEAR, KV, H, "$transformer.layer.%d.attention.v_lin"),
+    MP(L_O, LINEAR, H, Q, "$transformer.layer.%d.attention.out_lin"),
+    MP(L_ATTN_NORM, NORM, H, H, "$transformer.layer.%d.sa_layer_norm"),
+    MP(L_UP, LINEAR, I, H, "$transformer.layer.%d.ffn.lin1"),
+    MP(L_DOWN, LINEAR, H, I, "$transformer.layer.%d.ffn.lin2"),
+    MP(L_MLP_NORM, NORM, H, H, "$transformer.layer.%d.output_layer_norm"),
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+const wm_scheme wm_schemes[] = {
+    {"gpt2", WM_DECODER, WM_NORM_LAYER, 0, WM_POS_LEARNED, 0, {"transformer.", ""}, gpt2_mods, N(gpt2_mods), "gpt2"},
+    {"llama", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, llama_mods, N(llama_mods), "llama"},
+    {"bert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"bert.", "roberta.", "electra.", ""}, bert_mods,
+     N(bert_mods), "bert"},
+    {"distilbert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"distilbert.", ""}, distil_mods,
+     N(distil_mods), "distilbert"},
+};
+const size_t wm_n_schemes = N(wm_schemes);
+
+/* ----------------------------------------------------- classification heads */
+
+/* Sequence-classification heads: (first linear, its activation, second linear) on the first token. */
+const wm_head_def wm_cls_heads[] = {
+    [WM_HEAD_POOLER_TANH] = {"$pooler.dense", WM_ACT_TANH, "classifier"},
+    [WM_HEAD_DENSE_TANH] = {"classifier.dense", WM_ACT_TANH, "classifier.out_proj"},
+    [WM_HEAD_DENSE_GELU] = {"classifier.dense", WM_ACT_GELU, "classifier.out_proj"},
+    [WM_HEAD_PRE_RELU] = {"pre_classifier", WM_ACT_RELU, "classifier"},
+};
+
+/* Tensor-name prefixes of heads a task may leave unused ('$' = the model prefix). */
+const char *const wm_head_prefixes[] = {
+    "classifier.", "pre_classifier.", "qa_outputs.", "cls.", "lm_head.", "vocab_transform.", "vocab_layer_norm.",
+    "vocab_projector.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.", "score.",
+    "$pooler.", NULL};
+
+/* Buffers some exporters save that carry no parameters (name suffixes). */
+const char *const wm_buffer_suffixes[] = {".inv_freq", ".attn.bias", ".attn.masked_bias", "position_ids",
+                                          "token_type_ids", NULL};
+
+/* ------------------------------------------------------------- families */
+
+#define DEC(...) {.kind = WM_DECODER, .posid = WM_POSID_INPUT, .cls_head = WM_HEAD_NONE, __VA_ARGS__}
+#define ENC(...)                                                                                            \
+    {.kind = WM_ENCODER, .act = "gelu", .eps = 1e-12, .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, __VA_ARGS__}
+
+const wm_family wm_families[] = {
+    DEC(.model_type = "gpt2", .class_stem = "GPT2", .lm_suffix = "LMHeadModel", .scheme = "gpt2",
+        .prefix = "transformer.", .act = "gelu_new", .eps = 1e-5, .inter_mult = 4, .tied = 1, .qkv_bias = 1,
+        .o_bias = 1, .mlp_bias = 1, .fused_qkv = 1),
+    DEC(.model_type = "llama", .class_stem = "Llama", .scheme = "llama", .prefix = "model.", .act = "silu",
+        .eps = 1e-6),
+    DEC(.model_type = "mistral", .class_stem = "Mistral", .scheme = "llama", .prefix = "model.", .act = "silu",
+        .eps = 1e-6, .sliding = 1),
+    DEC(.model_type = "qwen2", .class_stem = "Qwen2", .scheme = "llama", .prefix = "model.", .act = "silu",
+        .eps = 1e-6, .qkv_bias = 1, .sliding = 1),
+    DEC(.model_type = "qwen3", .class_stem = "Qwen3", .scheme = "llama", .prefix = "model.", .act = "silu",
+        .eps = 1e-6, .qk_norm = 1, .sliding = 1),
+    DEC(.model_type = "phi3", .class_stem = "Phi3", .scheme = "llama", .prefix = "model.", .act = "silu",
+        .eps = 1e-5, .fused_qkv = 1, .fused_gate_up = 1, .sliding = 1),
+    ENC(.model_type = "bert", .class_stem = "Bert", .scheme = "bert", .prefix = "bert.",
+        .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_POOLER_TANH),
+    ENC(.model_type = "roberta", .class_stem = "Roberta", .scheme = "bert", .prefix = "roberta.",
+        .posid = WM_POSID_PADDING, .type_vocab = 1, .cls_head = WM_HEAD_DENSE_TANH),
+    ENC(.model_type = "xlm-roberta", .class_stem = "XLMRoberta", .scheme = "bert", .prefix = "roberta.",
+        .posid = WM_POSID_PADDING, .type_vocab = 1, .cls_head = WM_HEAD_DENSE_TANH),
+    ENC(.model_type = "electra", .class_stem = "Electra", .scheme = "bert", .prefix = "electra.",
+        .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_DENSE_GELU),
+    ENC(.model_type = "distilbert", .class_stem = "DistilBert", .scheme = "distilbert", .prefix = "distilbert.",
+        .posid = WM_POSID_ARANGE, .type_vocab = 0, .cls_head = WM_HEAD_PRE_RELU),
+};
+const size_t wm_n_families = N(wm_families);
+
+/*
+ * model_types whose tensors look like a known scheme but whose math differs
+ * in ways the names do not reveal: refused rather than built wrong.
+ */
+const wm_denied_type wm_denied_types[] = {
+    {"gemma", "RMSNorm scales by (1 + weight) and embeddings by sqrt(hidden)"},
+    {"gemma2", "logit soft-capping and extra norms"},
+    {"gemma3", "extra norms and per-layer rope"},
+    {"gemma3_text", "extra norms and per-layer rope"},
+    {"cohere", "parallel residual with LayerNorm and logit scaling"},
+    {"cohere2", "parallel residual with LayerNorm and logit scaling"},
+    {"granite", "embedding, residual, attention and logit multipliers"},
+    {"granitemoe", "mixture of experts"},
+    {"minicpm", "embedding and residual scaling"},
+    {"olmo", "non-parametric LayerNorm"},
+    {"olmo2", "post-sublayer norms"},
+    {"nemotron", "LayerNorm1P and squared-ReLU MLP"},
+    {NULL, NULL},
+};
+
+/* ---------------------------------------------------------- config keys */
+
+/*
+ * Config keys that change the math when set to something other than their
+ * neutral value; the graph does not model them, so such a value is refused.
+ */
+const wm_denied_key wm_denied_keys[] = {
+    {"use_parallel_residual", WM_DENY_TRUE},
+    {"parallel_attn", WM_DENY_TRUE},
+    {"add_cross_attention", WM_DENY_TRUE},
+    {"attn_logit_softcapping", WM_DENY_SET},
+    {"final_logit_softcapping", WM_DENY_SET},
+    {"logit_scale", WM_DENY_SET},
+    {"embedding_multiplier", WM_DENY_SET},
+    {"residual_multiplier", WM_DENY_SET},
+    {"attention_multiplier", WM_DENY_SET},
+    {"logits_scaling", WM_DENY_SET},
+    {"qk_layernorm", WM_DENY_TRUE},
+    {"num_local_experts", WM_DENY_SET},
+    {"num_experts", WM_DENY_SET},
+    {"n_routed_experts", WM_DENY_SET},
+    {"use_alibi", WM_DENY_TRUE},
+    {"alibi", WM_DENY_TRUE},
+    {"position_embedding_type", WM_DENY_NOT_ABSOLUTE},
+    {"is_decoder", WM_DENY_TRUE_ENCODER},
+    {"reorder_and_upcast_attn", WM_DENY_NONE}, /* fp32 graph: the same math */
+    {NULL, 0},
+};
+
+/* ---------------------------------------------------------- activations */
+
+const wm_act_name_row wm_act_names[] = {
+    {"gelu", WM_ACT_GELU},           {"gelu_python", WM_ACT_GELU},      {"gelu_new", WM_ACT_GELU_TANH},
+    {"gelu_pytorch_tanh", WM_ACT_GELU_TANH}, {"gelu_fast", WM_ACT_GELU_TANH}, {"silu", WM_ACT_SILU},
+    {"swish", WM_ACT_SILU},          {"relu", WM_ACT_RELU},             {"quick_gelu", WM_ACT_QUICK_GELU},
+    {"tanh", WM_ACT_TANH},           {NULL, WM_ACT_NONE},
+};
+
+/* ----------------------------------------------------- architecture names */
+
+/* Class-name suffixes -> task (first match wins; "Model" must come last). */
+const wm_arch_suffix wm_arch_suffixes[] = {
+    {"ForCausalLM", WM_TASK_TEXT_GENERATION},
+    {"LMHeadModel", WM_TASK_TEXT_GENERATION},
+    {"ForSequenceClassification", WM_TASK_TEXT_CLASSIFICATION},
+    {"ForTokenClassification", WM_TASK_TOKEN_CLASSIFICATION},
+    {"ForQuestionAnswering", WM_TASK_QUESTION_ANSWERING},
+    {"ForMaskedLM", WM_TASK_FEATURE_EXTRACTION},
+    {"ForPreTraining", WM_TASK_FEATURE_EXTRACTION},
+    {"Model", WM_TASK_FEATURE_EXTRACTION},
+    {NULL, 0},
+};
+
+/* HF class suffix per task (decoders take the family's lm suffix for text-generation). */
+const char *const wm_task_class_suffix[WM_TASK_COUNT] = {
+    [WM_TASK_TEXT_GENERATION] = "ForCausalLM",
+    [WM_TASK_TEXT_CLASSIFICATION] = "ForSequenceClassification",
+    [WM_TASK_FEATURE_EXTRACTION] = "Model",
+    [WM_TASK_TOKEN_CLASSIFICATION] = "ForTokenClassification",
+    [WM_TASK_QUESTION_ANSWERING] = "ForQuestionAnswering",
+};

@@ -1,0 +1,500 @@
+/*
+ * build.c - the build pipeline (see build.h).
+ */
+#define _GNU_SOURCE
+#include "builder/build.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "builder/arch.h"
+#include "builder/export.h"
+#include "builder/recipe.h"
+#include "core/sha256.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "hf/config.h"
+#include "hf/safetensors.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ------------------------------------------------------------ files */
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)st;
+    (void)f;
+    return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int exists(const char *p) {
+    struct stat st;
+    return lstat(p, &st) == 0;
+}
+
+static wm_status write_text(const char *path, const char *text, wm_error *err) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    size_t n = strlen(text), off = 0;
+    while (off < n) {
+        ssize_t w = write(fd, text + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            close(fd);
+            return wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        }
+        off += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return WM_OK;
+}
+
+/* Copies a regular file (links followed: cache snapshots link to blobs) of at most 2 GiB. */
+static wm_status copy_file(const char *src, const char *dst, wm_error *err) {
+    wm_map m;
+    wm_status s = wm_map_file(src, 0, &m, err);
+    if (s) return s;
+    if (m.size > (2ull << 30)) {
+        wm_unmap(&m);
+        return wm_err(err, WM_ERR_INPUT, "%s: over 2 GiB, not a tokenizer file", src);
+    }
+    int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        wm_unmap(&m);
+        return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", dst, strerror(errno));
+    }
+    size_t off = 0;
+    while (off < m.size && !s) {
+        ssize_t w = write(fd, m.data + off, m.size - off > (1u << 30) ? (1u << 30) : m.size - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
+        else off += (size_t)w;
+    }
+    if (!s && (fsync(fd) != 0)) s = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
+    close(fd);
+    wm_unmap(&m);
+    return s;
+}
+
+/* Tokenizer and generation files travel with the model. */
+static const char *const carried[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                      "vocab.json", "merges.txt", "vocab.txt", "added_tokens.json",
+                                      "sentencepiece.bpe.model", "tokenizer.model", "spiece.model",
+                                      "chat_template.jinja", "chat_template.json", "generation_config.json", NULL};
+
+/* ------------------------------------------------------------ genai_config */
+
+static void ids_json(wm_json *j, const char *key, const wm_hf_ids *ids) {
+    if (!ids->n) return;
+    if (ids->n == 1) {
+        wm_json_int(j, key, ids->v[0]);
+        return;
+    }
+    wm_json_arr(j, key);
+    for (size_t i = 0; i < ids->n; i++) wm_json_int(j, NULL, ids->v[i]);
+    wm_json_arr_end(j);
+}
+
+/* onnxruntime-genai's runtime config for a decoder export. */
+static void genai_config(const wm_hf_checkpoint *ck, const wm_arch *a, wm_json *j) {
+    const wm_hf_config *c = &ck->config;
+    const wm_hf_ids *eos = ck->has_gen && ck->gen.eos.n ? &ck->gen.eos : &c->eos;
+    const wm_hf_ids *bos = ck->has_gen && ck->gen.bos.n ? &ck->gen.bos : &c->bos;
+    const wm_hf_ids *pad = ck->has_gen && ck->gen.pad.n ? &ck->gen.pad : c->pad.n ? &c->pad : eos;
+    int64_t ctx = a->P > 0 ? a->P : 4096;
+    wm_json_obj(j, NULL);
+    wm_json_obj(j, "model");
+    ids_json(j, "bos_token_id", bos);
+    wm_json_int(j, "context_length", ctx);
+    wm_json_obj(j, "decoder");
+    wm_json_obj(j, "session_options");
+    wm_json_str(j, "log_id", "onnxruntime-genai");
+    wm_json_arr(j, "provider_options");
+    wm_json_arr_end(j);
+    wm_json_obj_end(j);
+    wm_json_str(j, "filename", "model.onnx");
+    wm_json_int(j, "head_size", a->hd);
+    wm_json_int(j, "hidden_size", a->H);
+    wm_json_obj(j, "inputs");
+    wm_json_str(j, "input_ids", "input_ids");
+    wm_json_str(j, "attention_mask", "attention_mask");
+    wm_json_str(j, "position_ids", "position_ids");
+    wm_json_str(j, "past_key_names", "past_key_values.%d.key");
+    wm_json_str(j, "past_value_names", "past_key_values.%d.value");
+    wm_json_obj_end(j);
+    wm_json_obj(j, "outputs");
+    wm_json_str(j, "logits", "logits");
+    wm_json_str(j, "present_key_names", "present.%d.key");
+    wm_json_str(j, "present_value_names", "present.%d.value");
+    wm_json_obj_end(j);
+    wm_json_int(j, "num_attention_heads", a->nh);
+    wm_json_int(j, "num_hidden_layers", a->L);
+    wm_json_int(j, "num_key_value_heads", a->kvh);
+    wm_json_obj_end(j);
+    ids_json(j, "eos_token_id", eos);
+    ids_json(j, "pad_token_id", pad);
+    wm_json_str(j, "type", a->model_type);
+    wm_json_int(j, "vocab_size", a->V);
+    wm_json_obj_end(j);
+    wm_json_obj(j, "search");
+    int sample = ck->has_gen && ck->gen.do_sample == 1;
+    wm_json_num(j, "diversity_penalty", 0.0);
+    wm_json_bool(j, "do_sample", sample);
+    wm_json_bool(j, "early_stopping", 1);
+    wm_json_num(j, "length_penalty", 1.0);
+    wm_json_int(j, "max_length", ctx);
+    wm_json_int(j, "min_length", 0);
+    wm_json_int(j, "no_repeat_ngram_size", 0);
+    wm_json_int(j, "num_beams", 1);
+    wm_json_int(j, "num_return_sequences", 1);
+    wm_json_bool(j, "past_present_share_buffer", 0);
+    wm_json_num(j, "repetition_penalty",
+                ck->has_gen && !isnan(ck->gen.repetition_penalty) ? ck->gen.repetition_penalty : 1.0);
+    wm_json_num(j, "temperature", ck->has_gen && !isnan(ck->gen.temperature) ? ck->gen.temperature : 1.0);
+    wm_json_int(j, "top_k", ck->has_gen && ck->gen.top_k >= 0 ? ck->gen.top_k : 50);
+    wm_json_num(j, "top_p", ck->has_gen && !isnan(ck->gen.top_p) ? ck->gen.top_p : 1.0);
+    wm_json_obj_end(j);
+    wm_json_obj_end(j);
+}
+
+/* ------------------------------------------------------------ stages */
+
+typedef enum { ST_DONE, ST_SKIPPED, ST_NOT_RUN } stage_status;
+
+typedef struct stage_rec {
+    const char *name;
+    stage_status status;
+    char reason[256];
+    double seconds;
+} stage_rec;
+
+typedef struct build_ctx {
+    const wm_build_opts *o;
+    wm_hf_checkpoint ck;
+    wm_st_file *st;
+    wm_arch arch;
+    wm_recipe recipe;
+    char stage_dir[PATH_MAX];
+    wm_export_result ex;
+    stage_rec stages[4];
+    size_t n_stages;
+    wm_error *err;
+} build_ctx;
+
+typedef wm_status (*wm_stage_fn)(build_ctx *b, stage_rec *rec);
+
+static void note(const build_ctx *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const build_ctx *b, const char *fmt, ...) {
+    if (b->o->quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+static wm_status stage_export(build_ctx *b, stage_rec *rec) {
+    wm_export_opts eo = {b->o->random, b->o->seed, b->o->external_threshold, b->o->progress, 1};
+    wm_status s = wm_export_model(&b->arch, &b->recipe, b->st, &eo, b->stage_dir, &b->ex, b->err);
+    if (!s) {
+        rec->status = ST_DONE;
+        snprintf(rec->reason, sizeof rec->reason, "%llu nodes, %llu parameters%s",
+                 (unsigned long long)b->ex.n_nodes, (unsigned long long)b->ex.n_params,
+                 b->ex.external ? ", external data" : "");
+    }
+    return s;
+}
+
+static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
+    rec->status = b->recipe.has_optim ? ST_NOT_RUN : ST_SKIPPED;
+    snprintf(rec->reason, sizeof rec->reason, "%s",
+             b->recipe.has_optim ? "the graph optimizer is not available in this build yet: model.onnx is the plain "
+                                   "export (standard ONNX, no fusions)"
+                                 : "recipe optim is null");
+    return WM_OK;
+}
+
+static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
+    /* a quant section was refused before any work started; reaching here means fp32 */
+    (void)b;
+    rec->status = ST_SKIPPED;
+    snprintf(rec->reason, sizeof rec->reason, "recipe quant is null: float32 weights");
+    return WM_OK;
+}
+
+static wm_status stage_compile(build_ctx *b, stage_rec *rec) {
+    rec->status = b->o->no_compile || !b->recipe.has_compile ? ST_SKIPPED : ST_NOT_RUN;
+    if (b->o->no_compile) snprintf(rec->reason, sizeof rec->reason, "--no-compile");
+    else if (!b->recipe.has_compile) snprintf(rec->reason, sizeof rec->reason, "recipe compile is null");
+    else
+        snprintf(rec->reason, sizeof rec->reason, "EP compilation (EPContext) is not available in this build yet; "
+                 "the %s EP runs model.onnx as it is", b->recipe.provider);
+    return WM_OK;
+}
+
+static const char *status_name(stage_status s) {
+    return s == ST_DONE ? "done" : s == ST_SKIPPED ? "skipped" : "not run";
+}
+
+/* ------------------------------------------------------------ manifest */
+
+static wm_status artifact(wm_json *j, const char *dir, const char *name, const char *known_sha, wm_error *err) {
+    char p[PATH_MAX + 256], hex[65];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (!exists(p)) return WM_OK;
+    if (known_sha && known_sha[0]) snprintf(hex, sizeof hex, "%s", known_sha);
+    else {
+        wm_status s = wm_sha256_file(p, hex, err);
+        if (s) return s;
+    }
+    wm_json_obj(j, NULL);
+    wm_json_str(j, "file", name);
+    wm_json_int(j, "bytes", wm_file_size(p));
+    wm_json_str(j, "sha256", hex);
+    wm_json_obj_end(j);
+    return WM_OK;
+}
+
+static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
+    const wm_arch *a = &b->arch;
+    wm_json_obj(j, NULL);
+    wm_json_str(j, "tool", "winml");
+    wm_json_str(j, "version", WM_VERSION_STRING);
+    wm_json_str(j, "model", b->o->model);
+    wm_json_str(j, "model_type", a->model_type);
+    wm_json_str(j, "task", wm_task_name(a->task));
+    wm_json_str(j, "inference_class", a->inference_class);
+    wm_json_str(j, "precision", "fp32");
+    wm_json_bool(j, "random_weights", b->o->random);
+    if (b->o->random) wm_json_uint(j, "seed", b->o->seed);
+    time_t tt = time(NULL);
+    struct tm tm;
+    char ts[32];
+    gmtime_r(&tt, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    wm_json_str(j, "created", ts);
+    wm_json_arr(j, "stages");
+    for (size_t i = 0; i < b->n_stages; i++) {
+        const stage_rec *r = &b->stages[i];
+        wm_json_obj(j, NULL);
+        wm_json_str(j, "name", r->name);
+        wm_json_str(j, "status", status_name(r->status));
+        wm_json_str(j, "reason", r->reason);
+        wm_json_num(j, "seconds", r->seconds);
+        if (!strcmp(r->name, "export") && r->status == ST_DONE) {
+            wm_json_uint(j, "nodes", b->ex.n_nodes);
+            wm_json_obj(j, "ops");
+            for (size_t k = 0; k < b->ex.n_ops; k++) wm_json_uint(j, b->ex.ops[k].op, b->ex.ops[k].n);
+            wm_json_obj_end(j);
+            wm_json_uint(j, "initializers", b->ex.n_initializers);
+            wm_json_uint(j, "parameters", b->ex.n_params);
+            wm_json_uint(j, "parameter_bytes", b->ex.param_bytes);
+            wm_json_bool(j, "external_data", b->ex.external);
+            wm_json_int(j, "opset", b->recipe.opset);
+        }
+        wm_json_obj_end(j);
+    }
+    wm_json_arr_end(j);
+    wm_json_arr(j, "artifacts");
+    wm_status s = artifact(j, b->stage_dir, "model.onnx", b->ex.model_sha, b->err);
+    if (!s) s = artifact(j, b->stage_dir, "model.onnx.data", b->ex.data_sha, b->err);
+    if (!s) s = artifact(j, b->stage_dir, "winml_build_config.json", NULL, b->err);
+    if (!s && a->kind == WM_DECODER) s = artifact(j, b->stage_dir, "genai_config.json", NULL, b->err);
+    for (size_t i = 0; carried[i] && !s; i++) s = artifact(j, b->stage_dir, carried[i], NULL, b->err);
+    wm_json_arr_end(j);
+    wm_json_uint(j, "peak_rss_bytes", wm_peak_rss_bytes());
+    wm_json_num(j, "total_seconds", now() - t0);
+    wm_json_obj_end(j);
+    return s;
+}
+
+/* ------------------------------------------------------------ pipeline */
+
+static wm_status prepare(build_ctx *b) {
+    const wm_build_opts *o = b->o;
+    wm_error *err = b->err;
+    wm_status s = wm_hf_open_checkpoint(o->model, &b->ck, err);
+    if (s) return s;
+    int task = o->task;
+    if (o->recipe) {
+        if ((s = wm_recipe_load(o->recipe, &b->recipe, err))) return s;
+        int rt = wm_task_from_name(b->recipe.task);
+        if (task >= 0 && task != rt)
+            return wm_err(err, WM_ERR_USAGE, "-t %s disagrees with the recipe's loader.task '%s'", wm_task_name(task),
+                          b->recipe.task);
+        task = rt;
+    }
+    int prec = o->precision >= 0 ? o->precision : o->recipe ? (int)b->recipe.precision : WM_PREC_FP32;
+    if (prec == WM_PREC_FP32 && b->recipe.has_quant) {
+        note(b, "note: -p fp32 overrides the recipe's quant section (%s)\n", b->recipe.quant_mode);
+        b->recipe.has_quant = 0; /* the resolved recipe written to the folder says what was built */
+    }
+    if (prec != WM_PREC_FP32)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s quantization is not available yet (this build produces float32 "
+                      "only; use -p fp32 or a recipe with \"quant\": null)", wm_precision_name(prec));
+    if (!o->random) {
+        if (!b->ck.weights[0]) {
+            /* a config the builder cannot use is the more fundamental problem: say that first */
+            if ((s = wm_arch_resolve(&b->ck, NULL, task, &b->arch, err))) return s;
+            wm_arch_free(&b->arch);
+            if (b->ck.pickle[0])
+                return wm_err(err, WM_ERR_UNSUPPORTED, "%s/%s: pickle weights are refused (they can run code); "
+                              "convert the checkpoint to safetensors", b->ck.dir, b->ck.pickle);
+            return wm_err(err, WM_ERR_INPUT, "%s: no model.safetensors (or index) in the checkpoint; use "
+                          "--random-weights to build the architecture from config.json alone", b->ck.dir);
+        }
+        if ((s = wm_st_open(b->ck.dir, NULL, &b->st, err))) return s;
+    }
+    if ((s = wm_arch_resolve(&b->ck, b->st, task, &b->arch, err))) return s;
+    if (!o->recipe && (s = wm_recipe_default(&b->arch, WM_PREC_FP32, o->ep ? o->ep : "cpu",
+                                             o->device ? o->device : "cpu", &b->recipe, err)))
+        return s;
+    if (o->recipe && o->ep && b->recipe.has_compile && strcmp(o->ep, b->recipe.provider))
+        return wm_err(err, WM_ERR_USAGE, "--ep %s disagrees with the recipe's compile.ep_config.provider '%s'", o->ep,
+                      b->recipe.provider);
+    if (b->arch.detected)
+        note(b, "note: model_type '%s' is not in the family table: built as naming scheme '%s'\n", b->arch.model_type,
+             b->arch.scheme);
+    return wm_recipe_check(&b->recipe, &b->arch, o->recipe ? o->recipe : "recipe", err);
+}
+
+/* The staging folder beside out_dir; an existing out_dir is refused unless rebuilding a winml build. */
+static wm_status make_stage(build_ctx *b) {
+    const wm_build_opts *o = b->o;
+    char clean[PATH_MAX];
+    snprintf(clean, sizeof clean, "%s", o->out_dir);
+    size_t L = strlen(clean);
+    while (L > 1 && clean[L - 1] == '/') clean[--L] = 0;
+    if (exists(clean)) {
+        if (!o->rebuild) return wm_err(b->err, WM_ERR_USAGE, "%s: already exists (use --rebuild to replace it)", clean);
+        char probe[PATH_MAX + 32], probe2[PATH_MAX + 32];
+        snprintf(probe, sizeof probe, "%s/build_manifest.json", clean);
+        snprintf(probe2, sizeof probe2, "%s/model.onnx", clean);
+        if (!is_dir(clean) || (!exists(probe) && !exists(probe2)))
+            return wm_err(b->err, WM_ERR_USAGE, "%s: exists and is not a winml build folder; refusing to replace it",
+                          clean);
+    }
+    if ((size_t)snprintf(b->stage_dir, sizeof b->stage_dir, "%s.winml-tmp.%ld", clean, (long)getpid()) >=
+        sizeof b->stage_dir)
+        return wm_err(b->err, WM_ERR_USAGE, "%s: path too long", clean);
+    rm_tree(b->stage_dir);
+    if (mkdir(b->stage_dir, 0755) != 0)
+        return wm_err(b->err, WM_ERR_IO, "%s: cannot create: %s", b->stage_dir, strerror(errno));
+    return WM_OK;
+}
+
+static wm_status commit(build_ctx *b) {
+    char clean[PATH_MAX], old[PATH_MAX + 64];
+    snprintf(clean, sizeof clean, "%s", b->o->out_dir);
+    size_t L = strlen(clean);
+    while (L > 1 && clean[L - 1] == '/') clean[--L] = 0;
+    old[0] = 0;
+    if (exists(clean)) {
+        snprintf(old, sizeof old, "%s.winml-old.%ld", clean, (long)getpid());
+        if (rename(clean, old) != 0) return wm_err(b->err, WM_ERR_IO, "%s: cannot move aside: %s", clean, strerror(errno));
+    }
+    if (rename(b->stage_dir, clean) != 0) {
+        int e = errno;
+        if (old[0]) rename(old, clean);
+        return wm_err(b->err, WM_ERR_IO, "%s: cannot rename into place: %s", clean, strerror(e));
+    }
+    b->stage_dir[0] = 0;
+    if (old[0]) rm_tree(old);
+    return WM_OK;
+}
+
+static wm_status run_stage(build_ctx *b, const char *name, wm_stage_fn fn, int idx, int total) {
+    stage_rec *r = &b->stages[b->n_stages++];
+    r->name = name;
+    if (b->o->progress) note(b, "[%d/%d] %s ...\n", idx, total, name);
+    double t = now();
+    wm_status s = fn(b, r);
+    r->seconds = now() - t;
+    if (s) return s;
+    if (r->status == ST_DONE) {
+        if (b->o->progress) note(b, "[%d/%d] %s: done in %.2f s (%s)\n", idx, total, name, r->seconds, r->reason);
+    } else note(b, "%s: %s: %s\n", name, status_name(r->status), r->reason);
+    return WM_OK;
+}
+
+static wm_status finish_files(build_ctx *b) {
+    wm_status s = WM_OK;
+    char p[PATH_MAX + 64];
+    wm_json j;
+    wm_json_init(&j);
+    wm_recipe_json(&b->recipe, &j);
+    snprintf(p, sizeof p, "%s/winml_build_config.json", b->stage_dir);
+    if (j.oom) s = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+    else s = write_text(p, wm_json_text(&j), b->err);
+    wm_json_free(&j);
+    if (!s && b->arch.kind == WM_DECODER) {
+        wm_json_init(&j);
+        genai_config(&b->ck, &b->arch, &j);
+        snprintf(p, sizeof p, "%s/genai_config.json", b->stage_dir);
+        s = j.oom ? wm_err(b->err, WM_ERR_NOMEM, "out of memory") : write_text(p, wm_json_text(&j), b->err);
+        wm_json_free(&j);
+    }
+    for (size_t i = 0; carried[i] && !s; i++) {
+        char src[PATH_MAX + 64];
+        snprintf(src, sizeof src, "%s/%s", b->ck.dir, carried[i]);
+        struct stat st;
+        if (stat(src, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        snprintf(p, sizeof p, "%s/%s", b->stage_dir, carried[i]);
+        s = copy_file(src, p, b->err);
+    }
+    return s;
+}
+
+wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
+    double t0 = now();
+    wm_json_init(summary);
+    build_ctx *b = calloc(1, sizeof *b);
+    if (!b) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    b->o = o;
+    b->err = err;
+    wm_status s = prepare(b);
+    if (!s) s = make_stage(b);
+    int total = o->export_only ? 1 : 4;
+    if (!s) s = run_stage(b, "export", stage_export, 1, total);
+    if (!s && !o->export_only) {
+        if (!(s = run_stage(b, "optim", stage_optim, 2, total)) && !(s = run_stage(b, "quant", stage_quant, 3, total)))
+            s = run_stage(b, "compile", stage_compile, 4, total);
+        if (!s) s = finish_files(b);
+    }
+    if (!s) {
+        s = manifest(b, summary, t0);
+        if (!s && summary->oom) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        if (!s && !o->export_only) {
+            char p[PATH_MAX + 64];
+            snprintf(p, sizeof p, "%s/build_manifest.json", b->stage_dir);
+            s = write_text(p, wm_json_text(summary), err);
+        }
+    }
+    if (!s) s = commit(b);
+    if (b->stage_dir[0]) rm_tree(b->stage_dir);
+    wm_recipe_free(&b->recipe);
+    wm_arch_free(&b->arch);
+    wm_st_close(b->st);
+    wm_hf_checkpoint_free(&b->ck);
+    free(b);
+    return s;
+}

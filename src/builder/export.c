@@ -1,0 +1,267 @@
+/*
+ * export.c - the export stage (see export.h): model + graph setup, graph
+ * inputs and outputs from the recipe, the weight sink chosen by size, and
+ * the atomic write (data file first, model.onnx last).
+ */
+#define _GNU_SOURCE
+#include "builder/export.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "builder/model_impl.h"
+#include "core/sha256.h"
+#include "core/error.h"
+#include "onnx/dtype.h"
+
+size_t wm_export_output_names(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap) {
+    return wm_model_outputs(a, r, names, cap);
+}
+
+/* IR version an opset needs (onnx's table): 17-18 -> 8, 19-20 -> 9, 21-22 -> 10, 23+ -> 11. */
+static int64_t ir_for_opset(int opset) {
+    return opset >= 23 ? 11 : opset >= 21 ? 10 : opset >= 19 ? 9 : 8;
+}
+
+/* Names a symbolic dim of the graph input or output name (value v's type). */
+static wm_status set_dims(wm_graph *g, const char *name, int output, const wm_io_dim *dims, size_t rank, wm_error *err) {
+    wm_value *v = wm_graph_find_value(g, name);
+    wm_onnx_value_info *vi = v ? (output ? v->output : v->input) : NULL;
+    if (!vi || !vi->type || !vi->type->tensor_type || !vi->type->tensor_type->shape)
+        return wm_err(err, WM_ERR_INTERNAL, "graph io '%s' has no shape", name);
+    wm_onnx_shape *sh = vi->type->tensor_type->shape;
+    for (size_t i = 0; i < rank && i < sh->n_dim; i++) {
+        if (dims[i].v >= 0) continue;
+        wm_onnx_dim *d = sh->dim[i];
+        if (!(d->dim_param = wm_arena_strdup(&wm_graph_model(g)->arena, dims[i].name)))
+            return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        d->dim_value = 0;
+        wm_pb_clear_has(&wm_onnx_dim_desc, d, 1);
+    }
+    return WM_OK;
+}
+
+static wm_status add_io(wm_graph *g, const char *name, int output, int32_t dt, const wm_io_dim *dims, size_t rank,
+                        wm_error *err) {
+    int64_t d[WM_IO_MAX_RANK];
+    for (size_t i = 0; i < rank; i++) d[i] = dims[i].v;
+    wm_status s = output ? wm_graph_add_output(g, name, dt, d, rank, err) : wm_graph_add_input(g, name, dt, d, rank, err);
+    return s ? s : set_dims(g, name, output, dims, rank, err);
+}
+
+static wm_io_dim dim_v(int64_t v) {
+    wm_io_dim d = {v, ""};
+    return d;
+}
+
+static wm_io_spec spec(const char *name, size_t rank, const wm_io_dim *d) {
+    wm_io_spec s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.name, sizeof s.name, "%s", name);
+    s.dtype = WM_DT_FLOAT;
+    s.rank = rank;
+    memcpy(s.dims, d, rank * sizeof *d);
+    return s;
+}
+
+size_t wm_export_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap) {
+    const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
+    wm_io_dim B = ids ? ids->dims[0] : dim_v(1), S = ids ? ids->dims[1] : dim_v(1);
+    size_t n = 0;
+#define PUT(...) do { wm_io_spec s_ = spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
+    switch (a->task) {
+    case WM_TASK_TEXT_GENERATION: {
+        const wm_io_spec *m = wm_recipe_input(r, "attention_mask");
+        wm_io_dim T = m ? m->dims[1] : dim_v(1);
+        wm_io_dim lg[3] = {B, S, dim_v(a->V)}, kv[4] = {B, dim_v(a->kvh), T, dim_v(a->hd)};
+        PUT("logits", 3, lg);
+        for (int64_t i = 0; i < a->L; i++) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "present.%lld.key", (long long)i);
+            PUT(nm, 4, kv);
+            snprintf(nm, sizeof nm, "present.%lld.value", (long long)i);
+            PUT(nm, 4, kv);
+        }
+        break;
+    }
+    case WM_TASK_TEXT_CLASSIFICATION: {
+        wm_io_dim d[2] = {B, dim_v(a->labels)};
+        PUT("logits", 2, d);
+        break;
+    }
+    case WM_TASK_TOKEN_CLASSIFICATION: {
+        wm_io_dim d[3] = {B, S, dim_v(a->labels)};
+        PUT("logits", 3, d);
+        break;
+    }
+    case WM_TASK_QUESTION_ANSWERING: {
+        wm_io_dim d[2] = {B, S};
+        PUT("start_logits", 2, d);
+        PUT("end_logits", 2, d);
+        break;
+    }
+    default: {
+        wm_io_dim d[3] = {B, S, dim_v(a->H)}, e[2] = {B, dim_v(a->H)};
+        PUT("last_hidden_state", 3, d);
+        if (r->pooling != WM_POOL_NONE) PUT("sentence_embedding", 2, e);
+        break;
+    }
+    }
+#undef PUT
+    return n;
+}
+
+static wm_status add_outputs(wm_graph *g, const wm_arch *a, const wm_recipe *r, wm_error *err) {
+    size_t cap = 3 + 2 * (size_t)a->L;
+    wm_io_spec *o = calloc(cap, sizeof *o);
+    if (!o) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    size_t n = wm_export_output_specs(a, r, o, cap);
+    wm_status s = WM_OK;
+    for (size_t i = 0; i < n && !s; i++) s = add_io(g, o[i].name, 1, o[i].dtype, o[i].dims, o[i].rank, err);
+    free(o);
+    return s;
+}
+
+/* The op histogram and counts of the finished graph. */
+static void tally(const wm_onnx_graph *g, wm_export_result *res) {
+    res->n_nodes = g->n_node;
+    res->n_initializers = g->n_initializer;
+    res->n_ops = 0;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const char *op = g->node[i]->op_type;
+        size_t k = 0;
+        while (k < res->n_ops && strcmp(res->ops[k].op, op)) k++;
+        if (k == res->n_ops) {
+            if (k == WM_EXPORT_MAX_OPS) continue;
+            snprintf(res->ops[k].op, sizeof res->ops[k].op, "%s", op);
+            res->ops[k].n = 0;
+            res->n_ops++;
+        }
+        res->ops[k].n++;
+    }
+}
+
+static int fd_write(void *ctx, const void *p, size_t n) {
+    int fd = *(int *)ctx;
+    const unsigned char *b = p;
+    while (n) {
+        ssize_t w = write(fd, b, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Encodes the model (weights already external) to a temporary name and renames it to path. */
+static wm_status write_model(wm_onnx_model *m, const char *path, wm_error *err) {
+    uint64_t size = wm_pb_size(&wm_onnx_model_desc, m->proto);
+    if (size > WM_PB_MAX_MESSAGE)
+        return wm_err(err, WM_ERR_INPUT, "%s: the model would be %llu bytes, over the protobuf limit", path,
+                      (unsigned long long)size);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    wm_pb_sink sink = {fd_write, &fd};
+    wm_status s = WM_OK;
+    if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || fsync(fd) != 0)
+        s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    close(fd);
+    if (!s && rename(tmp, path) != 0) s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
+    if (s) unlink(tmp);
+    return s;
+}
+
+wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
+                          const char *dir, wm_export_result *res, wm_error *err) {
+    memset(res, 0, sizeof *res);
+    if (!r->has_export) return wm_err(err, WM_ERR_USAGE, "recipe: the export section is null: nothing to export");
+    if (!o->random && !st) return wm_err(err, WM_ERR_INPUT, "no weights to export (use --random-weights)");
+    char model_path[4096], data_path[4096], data_tmp[4200];
+    snprintf(model_path, sizeof model_path, "%s/model.onnx", dir);
+    snprintf(data_path, sizeof data_path, "%s/model.onnx.data", dir);
+    snprintf(data_tmp, sizeof data_tmp, "%s.tmp.%ld", data_path, (long)getpid());
+    uint64_t thr = o->external_threshold ? o->external_threshold : 100ull << 20;
+    uint64_t bytes = a->n_params * 4;
+    int external = bytes >= thr;
+
+    wm_onnx_model *m = wm_onnx_model_new();
+    wm_graph *g = NULL;
+    wm_wsink sink;
+    memset(&sink, 0, sizeof sink);
+    sink.fd = -1;
+    wm_gb b;
+    memset(&b, 0, sizeof b);
+    wm_status s = WM_OK;
+    if (!m || !(m->proto->graph = wm_pb_new(&m->arena, &wm_onnx_graph_desc))) {
+        s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    m->proto->ir_version = ir_for_opset(r->opset);
+    m->proto->producer_name = wm_arena_strdup(&m->arena, "winml");
+    m->proto->producer_version = wm_arena_strdup(&m->arena, WM_VERSION_STRING);
+    m->proto->graph->name = wm_arena_strdup(&m->arena, "main_graph");
+    wm_onnx_opset *op = wm_pb_new(&m->arena, &wm_onnx_opset_desc);
+    wm_onnx_opset **slot = op ? wm_vec_push(&m->arena, &m->proto->opset_import, &m->proto->n_opset_import, sizeof *slot) : NULL;
+    if (!slot || !(op->domain = wm_arena_strdup(&m->arena, ""))) {
+        s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    op->version = r->opset;
+    *slot = op;
+    if ((s = wm_graph_open(m, m->proto->graph, &g, err))) goto done;
+    if ((s = wm_wsink_init(&sink, m, external ? data_tmp : NULL, "model.onnx.data", err))) goto done;
+    sink.release_source = o->release_source && st;
+    for (size_t i = 0; i < r->n_inputs && !s; i++) {
+        const wm_io_spec *io = &r->inputs[i];
+        s = add_io(g, io->name, 0, io->dtype, io->dims, io->rank, err);
+    }
+    if (s) goto done;
+
+    gb_init(&b, m, g, &sink, r->opset, err);
+    b.random = o->random;
+    b.seed = o->seed;
+    wm_model_ctx c = {a, r, wm_recipe_input(r, "input_ids")->dtype, NULL, NULL, NULL, NULL, NULL, o->progress};
+    s = a->kind == WM_DECODER ? wm_model_decoder(&b, &c) : wm_model_encoder(&b, &c);
+    if (s || (s = add_outputs(g, a, r, err))) goto done; /* after the nodes: outputs are renamed into place */
+    if ((s = wm_graph_check(g, err))) goto done;
+    if ((s = wm_wsink_finish(&sink, res->data_sha, err))) goto done;
+    res->external = external;
+    res->param_bytes = sink.param_bytes;
+    res->n_params = sink.param_bytes / 4;
+    res->data_bytes = sink.pos;
+    tally(m->proto->graph, res);
+    if (external) {
+        if (rename(data_tmp, data_path) != 0) {
+            s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", data_path, strerror(errno));
+            goto done;
+        }
+        if ((s = write_model(m, model_path, err))) {
+            unlink(data_path);
+            goto done;
+        }
+    } else {
+        wm_onnx_save_opts so;
+        wm_onnx_save_opts_default(&so);
+        so.external = WM_EXTDATA_NEVER;
+        if ((s = wm_onnx_save(m, model_path, &so, err))) goto done;
+    }
+    int64_t sz = wm_file_size(model_path);
+    res->model_bytes = sz > 0 ? (uint64_t)sz : 0;
+    s = wm_sha256_file(model_path, res->model_sha, err);
+done:
+    wm_wsink_close(&sink); /* safe on a sink that never started */
+    unlink(data_tmp);
+    gb_free(&b);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+    return s;
+}

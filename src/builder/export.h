@@ -1,0 +1,59 @@
+/*
+ * export.h - the export stage: a resolved architecture + recipe -> a plain
+ * float32 standard-ONNX graph built straight from the weights (no tracing),
+ * written as DIR/model.onnx (+ DIR/model.onnx.data when the model is at or
+ * above the external-data threshold, decided up front from the parameter
+ * bytes, and then streamed tensor by tensor).
+ *
+ * Decoder IO follows ONNX Runtime GenAI / Optimum: input_ids,
+ * attention_mask [batch, total_sequence_length], position_ids,
+ * past_key_values.N.key / .value [batch, kv_heads, past_len, head_dim] ->
+ * logits, present.N.key / .value; one graph serves prefill and decode.
+ * Encoder outputs by task: logits, last_hidden_state (+ sentence_embedding
+ * with pooling), start_logits / end_logits.
+ */
+#ifndef WM_BUILDER_EXPORT_H
+#define WM_BUILDER_EXPORT_H
+
+#include "builder/arch.h"
+#include "builder/recipe.h"
+
+#define WM_EXPORT_MAX_OPS 96
+
+typedef struct wm_export_opts {
+    int random;                  /* --random-weights: values from seed, shapes from the config */
+    uint64_t seed;
+    uint64_t external_threshold; /* bytes; 0: default 100 MiB */
+    int progress;                /* per-layer progress on stderr */
+    int release_source;          /* st maps files: drop each tensor's pages after use (see weights.h) */
+} wm_export_opts;
+
+typedef struct wm_op_count {
+    char op[40];
+    uint64_t n;
+} wm_op_count;
+
+typedef struct wm_export_result {
+    uint64_t n_nodes, n_initializers, param_bytes, n_params;
+    int external;
+    char model_sha[65], data_sha[65];
+    uint64_t model_bytes, data_bytes;
+    wm_op_count ops[WM_EXPORT_MAX_OPS];
+    size_t n_ops;
+} wm_export_result;
+
+/*
+ * Builds and writes dir/model.onnx (dir must exist). st: the checkpoint's
+ * weights (NULL with o->random). On failure nothing named model.onnx or
+ * model.onnx.data is left in dir.
+ */
+wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
+                          const char *dir, wm_export_result *res, wm_error *err);
+
+/* Graph output specs of a for recipe r (dims follow the recipe's inputs); returns the count. */
+size_t wm_export_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap);
+
+/* Graph output names of a (for recipes): fills names (cap entries) and returns the count. */
+size_t wm_export_output_names(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap);
+
+#endif

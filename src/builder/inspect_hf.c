@@ -1,0 +1,139 @@
+/*
+ * inspect_hf.c - `winml inspect` for a Hugging Face checkpoint folder:
+ * what the builder will make of it, from config.json and (when present)
+ * the safetensors headers only; no weight byte is read.
+ */
+#include "builder/inspect_hf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builder/arch.h"
+#include "builder/export.h"
+#include "builder/recipe.h"
+#include "core/error.h"
+#include "onnx/dtype.h"
+
+static void shape_json(wm_json *j, const wm_io_spec *s) {
+    wm_json_obj(j, NULL);
+    wm_json_str(j, "name", s->name);
+    wm_json_str(j, "dtype", wm_dtype_name(s->dtype));
+    wm_json_arr(j, "shape");
+    for (size_t k = 0; k < s->rank; k++) {
+        if (s->dims[k].v >= 0) wm_json_int(j, NULL, s->dims[k].v);
+        else wm_json_str(j, NULL, s->dims[k].name);
+    }
+    wm_json_arr_end(j);
+    wm_json_obj_end(j);
+}
+
+static void ids_json(wm_json *j, const char *key, const wm_hf_ids *ids) {
+    if (!ids->n) {
+        wm_json_null(j, key);
+        return;
+    }
+    wm_json_arr(j, key);
+    for (size_t i = 0; i < ids->n; i++) wm_json_int(j, NULL, ids->v[i]);
+    wm_json_arr_end(j);
+}
+
+wm_status wm_hf_inspect(const char *spec, int task, int list_tasks, wm_json *j, wm_error *err) {
+    wm_hf_checkpoint ck;
+    wm_st_file *st = NULL;
+    wm_arch a;
+    wm_recipe r;
+    memset(&a, 0, sizeof a);
+    memset(&r, 0, sizeof r);
+    wm_status s = wm_hf_open_checkpoint(spec, &ck, err);
+    if (s) return s;
+    if (ck.weights[0] && (s = wm_st_open(ck.dir, NULL, &st, err))) goto done;
+    if ((s = wm_arch_resolve(&ck, st, task, &a, err))) goto done;
+    int tasks[WM_TASK_COUNT];
+    size_t nt = wm_arch_tasks(&a, tasks);
+    if (list_tasks) {
+        wm_json_obj(j, NULL);
+        wm_json_str(j, "format", "hf");
+        wm_json_str(j, "model_type", a.model_type);
+        wm_json_str(j, "default_task", wm_task_name(a.task));
+        wm_json_arr(j, "tasks");
+        for (size_t i = 0; i < nt; i++) wm_json_str(j, NULL, wm_task_name(tasks[i]));
+        wm_json_arr_end(j);
+        wm_json_obj_end(j);
+        goto done;
+    }
+    if ((s = wm_recipe_default(&a, WM_PREC_FP32, NULL, NULL, &r, err))) goto done;
+    const wm_hf_config *c = &ck.config;
+    wm_json_obj(j, NULL);
+    wm_json_str(j, "format", "hf");
+    wm_json_str(j, "path", ck.dir);
+    wm_json_str(j, "model_type", a.model_type);
+    wm_json_arr(j, "architectures");
+    for (size_t i = 0; i < c->n_architectures; i++) wm_json_str(j, NULL, c->architectures[i]);
+    wm_json_arr_end(j);
+    wm_json_str(j, "task", wm_task_name(a.task));
+    wm_json_str(j, "inference_class", a.inference_class);
+    wm_json_str(j, "family", a.kind == WM_DECODER ? "decoder" : "encoder");
+    wm_json_str(j, "naming_scheme", a.scheme);
+    wm_json_str(j, "tensor_prefix", a.prefix);
+    wm_json_arr(j, "tasks");
+    for (size_t i = 0; i < nt; i++) wm_json_str(j, NULL, wm_task_name(tasks[i]));
+    wm_json_arr_end(j);
+    wm_arch_features_json(&a, j, "features");
+    wm_json_obj(j, "sizes");
+    wm_json_int(j, "vocab_size", a.V);
+    wm_json_int(j, "hidden_size", a.H);
+    wm_json_int(j, "intermediate_size", a.I);
+    wm_json_int(j, "num_layers", a.L);
+    wm_json_int(j, "num_attention_heads", a.nh);
+    wm_json_int(j, "num_key_value_heads", a.kvh);
+    wm_json_int(j, "head_dim", a.hd);
+    if (a.P > 0) wm_json_int(j, "max_position_embeddings", a.P);
+    if (a.kind == WM_ENCODER) wm_json_int(j, "type_vocab_size", a.T);
+    if (a.task == WM_TASK_TEXT_CLASSIFICATION || a.task == WM_TASK_TOKEN_CLASSIFICATION)
+        wm_json_int(j, "num_labels", a.labels);
+    wm_json_obj_end(j);
+    wm_json_str(j, "torch_dtype", c->dtype);
+    wm_json_str(j, "weights", ck.weights[0] ? ck.weights : NULL);
+    if (st) wm_json_uint(j, "checkpoint_tensors", wm_st_count(st));
+    if (ck.pickle[0]) wm_json_str(j, "pickle_weights_refused", ck.pickle);
+    wm_json_arr(j, "inputs");
+    for (size_t i = 0; i < r.n_inputs; i++) shape_json(j, &r.inputs[i]);
+    wm_json_arr_end(j);
+    size_t cap = 3 + 2 * (size_t)a.L;
+    wm_io_spec *outs = calloc(cap, sizeof *outs);
+    if (!outs) {
+        s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    size_t no = wm_export_output_specs(&a, &r, outs, cap);
+    wm_json_arr(j, "outputs");
+    for (size_t i = 0; i < no && i < cap; i++) shape_json(j, &outs[i]);
+    wm_json_arr_end(j);
+    free(outs);
+    wm_json_uint(j, "parameters", a.n_params);
+    wm_json_obj(j, "size_bytes");
+    wm_json_uint(j, "fp32", a.n_params * 4);
+    wm_json_uint(j, "fp16", a.n_params * 2);
+    wm_json_uint(j, "int8", a.n_params + a.n_params / 32); /* + per-block scales (approximate) */
+    wm_json_uint(j, "int4", a.n_params / 2 + a.n_params / 32);
+    wm_json_obj_end(j);
+    wm_json_bool(j, "external_data", a.n_params * 4 >= (100ull << 20));
+    wm_json_bool(j, "over_protobuf_limit", a.n_params * 4 > 0x7fffffffull);
+    wm_json_obj(j, "generation");
+    ids_json(j, "bos_token_id", ck.has_gen && ck.gen.bos.n ? &ck.gen.bos : &c->bos);
+    ids_json(j, "eos_token_id", ck.has_gen && ck.gen.eos.n ? &ck.gen.eos : &c->eos);
+    ids_json(j, "pad_token_id", ck.has_gen && ck.gen.pad.n ? &ck.gen.pad : &c->pad);
+    wm_json_bool(j, "chat_template", ck.has_tok && ck.tok.chat_template);
+    if (ck.has_tok && !isnan(ck.tok.model_max_length) && ck.tok.model_max_length < 1e15)
+        wm_json_num(j, "model_max_length", ck.tok.model_max_length);
+    wm_json_obj_end(j);
+    wm_json_obj_end(j);
+done:
+    wm_recipe_free(&r);
+    wm_arch_free(&a);
+    wm_st_close(st);
+    wm_hf_checkpoint_free(&ck);
+    return s;
+}

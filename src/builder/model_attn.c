@@ -1,0 +1,183 @@
+/*
+ * model_attn.c - the attention and MLP blocks, shared by decoders and
+ * encoders; what a layer does is decided by the arch's features (fused
+ * projections, biases, q/k norms, rotary positions, grouped KV heads, KV
+ * cache, gated MLP), never by the model type.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "builder/model_impl.h"
+#include "onnx/dtype.h"
+
+/* x [B, n, S, hd] -> rotated by cos/sin [B, 1, S, rot] (rotate_half convention, first rot dims). */
+static const char *rope(wm_gb *b, const wm_model_ctx *c, const char *x) {
+    const wm_arch *a = c->a;
+    int64_t rot = a->rope.rot_dim, half = rot / 2;
+    const char *xr = x, *xp = NULL;
+    if (rot < a->hd) {
+        xr = gb_slice(b, x, 0, rot, -1);
+        xp = gb_slice(b, x, rot, a->hd, -1);
+    }
+    const char *x1 = gb_slice(b, xr, 0, half, -1), *x2 = gb_slice(b, xr, half, rot, -1);
+    const char *rh = gb_op(b, "Concat", 2, gb_op(b, "Neg", 1, x2), x1);
+    gb_attr_i(b, "axis", -1);
+    const char *y = gb_op(b, "Add", 2, gb_op(b, "Mul", 2, xr, c->cos), gb_op(b, "Mul", 2, rh, c->sin));
+    if (xp) {
+        y = gb_op(b, "Concat", 2, y, xp);
+        gb_attr_i(b, "axis", -1);
+    }
+    return y;
+}
+
+/* k or v [B, kvh, T, hd] -> [B, nh, T, hd] by repeating each kv head nh/kvh times. */
+static const char *repeat_kv(wm_gb *b, const wm_arch *a, const char *x) {
+    static const int64_t ax2[] = {2};
+    int64_t rep[5] = {1, 1, a->nh / a->kvh, 1, 1}, shape[4] = {0, a->nh, -1, a->hd};
+    const char *u = gb_unsqueeze(b, x, ax2, 1);
+    const char *e = gb_op(b, "Expand", 2, u, gb_i64(b, rep, 5));
+    return gb_reshape(b, e, shape, 4);
+}
+
+const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {
+    const wm_arch *a = c->a;
+    char sc[160], sub[192];
+    snprintf(sc, sizeof sc, "/model/layers.%d/attn", layer);
+    const char *q, *k, *v;
+    if (a->fused_qkv) {
+        snprintf(sub, sizeof sub, "%s/qkv_proj", sc);
+        const char *qkv = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_QKV), sub);
+        gb_scope(b, "%s", sc);
+        int64_t sizes[3] = {a->nh * a->hd, a->kvh * a->hd, a->kvh * a->hd};
+        const char *in[2] = {qkv, gb_i64(b, sizes, 3)}, *out[3];
+        gb_op_multi(b, "Split", 2, in, 3, out);
+        gb_attr_i(b, "axis", -1);
+        q = out[0];
+        k = out[1];
+        v = out[2];
+    } else {
+        snprintf(sub, sizeof sub, "%s/q_proj", sc);
+        q = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_Q), sub);
+        snprintf(sub, sizeof sub, "%s/k_proj", sc);
+        k = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_K), sub);
+        snprintf(sub, sizeof sub, "%s/v_proj", sc);
+        v = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_V), sub);
+    }
+    gb_scope(b, "%s", sc);
+    int64_t qs[4] = {0, 0, a->nh, a->hd}, ks[4] = {0, 0, a->kvh, a->hd};
+    static const int64_t bhsd[] = {0, 2, 1, 3}, bhds[] = {0, 2, 3, 1}, kt[] = {0, 1, 3, 2};
+    q = gb_reshape(b, q, qs, 4);
+    k = gb_reshape(b, k, ks, 4);
+    v = gb_reshape(b, v, ks, 4);
+    if (a->qk_norm) {
+        snprintf(sub, sizeof sub, "%s/q_norm", sc);
+        q = gb_norm(b, q, wm_arch_mod(a, layer, WM_M_L_Q_NORM), WM_NORM_RMS, a->eps, sub);
+        snprintf(sub, sizeof sub, "%s/k_norm", sc);
+        k = gb_norm(b, k, wm_arch_mod(a, layer, WM_M_L_K_NORM), WM_NORM_RMS, a->eps, sub);
+        gb_scope(b, "%s", sc);
+    }
+    int cache = a->kind == WM_DECODER;
+    q = gb_transpose(b, q, bhsd, 4);
+    v = gb_transpose(b, v, bhsd, 4);
+    /* an encoder's keys go straight to [B, h, hd, S]; a decoder's stay [B, h, S, hd] for the cache */
+    k = gb_transpose(b, k, cache || a->pos == WM_POS_ROPE ? bhsd : bhds, 4);
+    if (a->pos == WM_POS_ROPE) {
+        gb_scope(b, "%s/q_rotary", sc);
+        q = rope(b, c, q);
+        gb_scope(b, "%s/k_rotary", sc);
+        k = rope(b, c, k);
+        gb_scope(b, "%s", sc);
+    }
+    if (cache) {
+        char name[96], past[96];
+        snprintf(name, sizeof name, "present.%d.key", layer);
+        snprintf(past, sizeof past, "past_key_values.%d.key", layer);
+        gb_scope(b, "%s/k_cache", sc);
+        k = gb_op_named(b, "Concat", name, 2, past, k);
+        gb_attr_i(b, "axis", 2);
+        snprintf(name, sizeof name, "present.%d.value", layer);
+        snprintf(past, sizeof past, "past_key_values.%d.value", layer);
+        gb_scope(b, "%s/v_cache", sc);
+        v = gb_op_named(b, "Concat", name, 2, past, v);
+        gb_attr_i(b, "axis", 2);
+        if (a->kvh != a->nh) {
+            gb_scope(b, "%s/repeat_kv", sc);
+            k = repeat_kv(b, a, k);
+            v = repeat_kv(b, a, v);
+        }
+    }
+    gb_scope(b, "%s/sdpa", sc);
+    if (cache || a->pos == WM_POS_ROPE) k = gb_transpose(b, k, kt, 4);
+    const char *s = gb_op(b, "MatMul", 2, q, k);
+    double scale = a->scale_attn ? 1.0 / sqrt((double)a->hd) : 1.0;
+    if (a->scale_by_layer) scale /= (double)(layer + 1);
+    if (scale != 1.0) s = gb_op(b, "Mul", 2, s, gb_f32s(b, (float)scale));
+    s = gb_op(b, "Add", 2, s, a->sliding && a->sliding[layer] ? c->bias_sliding : c->bias_full);
+    const char *p = gb_op(b, "Softmax", 1, s);
+    gb_attr_i(b, "axis", -1);
+    const char *o = gb_op(b, "MatMul", 2, p, v);
+    o = gb_transpose(b, o, bhsd, 4);
+    int64_t os[3] = {0, 0, a->nh * a->hd};
+    o = gb_reshape(b, o, os, 3);
+    snprintf(sub, sizeof sub, "%s/o_proj", sc);
+    return gb_linear(b, o, wm_arch_mod(a, layer, WM_M_L_O), sub);
+}
+
+const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {
+    const wm_arch *a = c->a;
+    char sc[160], sub[192];
+    snprintf(sc, sizeof sc, "/model/layers.%d/mlp", layer);
+    const char *m;
+    if (a->gated) {
+        const char *g, *u;
+        if (a->fused_gate_up) {
+            snprintf(sub, sizeof sub, "%s/gate_up_proj", sc);
+            const char *gu = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_GATE_UP), sub);
+            gb_scope(b, "%s", sc);
+            int64_t sizes[2] = {a->I, a->I};
+            const char *in[2] = {gu, gb_i64(b, sizes, 2)}, *out[2];
+            gb_op_multi(b, "Split", 2, in, 2, out);
+            gb_attr_i(b, "axis", -1);
+            g = out[0];
+            u = out[1];
+        } else {
+            snprintf(sub, sizeof sub, "%s/gate_proj", sc);
+            g = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_GATE), sub);
+            snprintf(sub, sizeof sub, "%s/up_proj", sc);
+            u = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_UP), sub);
+        }
+        gb_scope(b, "%s/act", sc);
+        m = gb_op(b, "Mul", 2, gb_act(b, g, a->act), u);
+    } else {
+        snprintf(sub, sizeof sub, "%s/up_proj", sc);
+        m = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_UP), sub);
+        gb_scope(b, "%s/act", sc);
+        m = gb_act(b, m, a->act);
+    }
+    snprintf(sub, sizeof sub, "%s/down_proj", sc);
+    return gb_linear(b, m, wm_arch_mod(a, layer, WM_M_L_DOWN), sub);
+}
+
+size_t wm_model_outputs(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap) {
+    size_t n = 0;
+#define PUSH(...) do { if (n < cap) snprintf(names[n], 96, __VA_ARGS__); n++; } while (0)
+    switch (a->task) {
+    case WM_TASK_TEXT_GENERATION:
+        PUSH("logits");
+        for (int64_t i = 0; i < a->L; i++) {
+            PUSH("present.%lld.key", (long long)i);
+            PUSH("present.%lld.value", (long long)i);
+        }
+        break;
+    case WM_TASK_TEXT_CLASSIFICATION: case WM_TASK_TOKEN_CLASSIFICATION: PUSH("logits"); break;
+    case WM_TASK_QUESTION_ANSWERING: PUSH("start_logits"); PUSH("end_logits"); break;
+    case WM_TASK_FEATURE_EXTRACTION:
+        PUSH("last_hidden_state");
+        if (r && r->pooling != WM_POOL_NONE) PUSH("sentence_embedding");
+        break;
+    default: break;
+    }
+#undef PUSH
+    return n;
+}

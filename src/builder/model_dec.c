@@ -1,0 +1,139 @@
+/*
+ * model_dec.c - the decoder graph (text-generation with KV cache):
+ * embeddings (+ learned positions), the causal / padding / sliding-window
+ * mask, rotary cos/sin, pre-norm layers, final norm, lm_head.
+ */
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builder/model_impl.h"
+#include "core/error.h"
+#include "onnx/dtype.h"
+
+#define MASK_MIN (-FLT_MAX) /* transformers' finfo(float32).min: finite, so fully masked rows stay finite */
+
+/* Additive masks [B, 1, S, T]: causal over absolute positions (past + i), padding, and the sliding window. */
+static void causal_masks(wm_gb *b, wm_model_ctx *c) {
+    gb_scope(b, "/model/attn_mask");
+    const char *s1 = gb_op(b, "Shape", 1, "input_ids");
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    const char *t1 = gb_op(b, "Shape", 1, "attention_mask");
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    const char *T = gb_squeeze(b, t1, NULL, 0);
+    const char *P = gb_squeeze(b, gb_op(b, "Sub", 2, t1, s1), NULL, 0);
+    const char *one = gb_i64s(b, 1);
+    const char *kpos = gb_op(b, "Range", 3, gb_i64s(b, 0), T, one);
+    static const int64_t ax1[] = {1}, ax12[] = {1, 2};
+    const char *qcol = gb_unsqueeze(b, gb_op(b, "Range", 3, P, T, one), ax1, 1);
+    const char *causal = gb_op(b, "LessOrEqual", 2, kpos, qcol);
+    const char *pad = gb_unsqueeze(b, gb_cast(b, "attention_mask", WM_DT_BOOL), ax12, 2);
+    const char *allowed = gb_op(b, "And", 2, pad, causal);
+    const char *zero = gb_f32s(b, 0.0f), *neg = gb_f32s(b, MASK_MIN);
+    c->bias_full = gb_op(b, "Where", 3, allowed, zero, neg);
+    if (c->a->window) {
+        const char *lo = gb_op(b, "Sub", 2, qcol, gb_i64s(b, c->a->window));
+        const char *win = gb_op(b, "And", 2, allowed, gb_op(b, "Greater", 2, kpos, lo));
+        c->bias_sliding = gb_op(b, "Where", 3, win, zero, neg);
+    }
+}
+
+/* cos / sin [B, 1, S, rot] from position_ids, computed as transformers does (float32 pos x inv_freq). */
+static void rotary(wm_gb *b, wm_model_ctx *c) {
+    const wm_arch *a = c->a;
+    gb_scope(b, "/model/rotary_emb");
+    int64_t half = a->rope.rot_dim / 2;
+    float *dup = malloc((size_t)a->rope.rot_dim * sizeof *dup);
+    if (!dup) {
+        wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+        b->st = WM_ERR_NOMEM;
+        return;
+    }
+    for (int64_t i = 0; i < half; i++) dup[i] = dup[i + half] = a->rope.inv_freq[i];
+    const char *inv = gb_f32(b, dup, (size_t)a->rope.rot_dim, "model.rotary_emb.inv_freq");
+    if (a->rope.inv_freq_long) {
+        for (int64_t i = 0; i < half; i++) dup[i] = dup[i + half] = a->rope.inv_freq_long[i];
+        const char *inv_long = gb_f32(b, dup, (size_t)a->rope.rot_dim, "model.rotary_emb.inv_freq_long");
+        /* longrope: the long factors once the sequence passes original_max_position_embeddings */
+        const char *mx = gb_reduce(b, "ReduceMax", "position_ids", NULL, 0, 0);
+        const char *len = gb_op(b, "Add", 2, mx, gb_i64s(b, 1));
+        const char *is_long = gb_op(b, "Greater", 2, len, gb_i64s(b, a->rope.orig_max));
+        inv = gb_op(b, "Where", 3, is_long, inv_long, inv);
+    }
+    free(dup);
+    static const int64_t last[] = {-1}, ax1[] = {1};
+    const char *pos = gb_unsqueeze(b, gb_cast(b, "position_ids", WM_DT_FLOAT), last, 1);
+    const char *freqs = gb_op(b, "Mul", 2, pos, inv);
+    const char *cs = gb_op(b, "Cos", 1, freqs), *sn = gb_op(b, "Sin", 1, freqs);
+    if (a->rope.scale != 1.0) {
+        cs = gb_op(b, "Mul", 2, cs, gb_f32s(b, (float)a->rope.scale));
+        sn = gb_op(b, "Mul", 2, sn, gb_f32s(b, (float)a->rope.scale));
+    }
+    c->cos = gb_unsqueeze(b, cs, ax1, 1);
+    c->sin = gb_unsqueeze(b, sn, ax1, 1);
+}
+
+/*
+ * logits = x E^T as Gemm(x2d, E, transB=1) on the [V, H] matrix as the
+ * checkpoint stores it: the tied embedding itself (no second copy), or
+ * lm_head.weight streamed without a transposed copy of the largest matrix.
+ */
+static const char *lm_head(wm_gb *b, const wm_model_ctx *c, const char *x) {
+    const wm_arch *a = c->a;
+    const wm_module *lm = wm_arch_mod(a, -1, WM_M_G_LM_HEAD);
+    gb_scope(b, "/lm_head");
+    const char *w = c->embed_weight, *bias = NULL;
+    if (!a->tied) {
+        int64_t d[2] = {a->V, a->H};
+        w = gb_weight(b, ".weight", lm->wt, d, 2, 0, GB_W_MATRIX);
+        if (lm->has_bias) bias = gb_weight(b, ".bias", lm->bt, &a->V, 1, 0, GB_W_ZEROS);
+    }
+    int64_t flat[2] = {-1, a->H};
+    const char *x2 = gb_reshape(b, x, flat, 2);
+    const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x2, w, bias);
+    gb_attr_i(b, "transB", 1);
+    const char *bs = gb_op(b, "Shape", 1, x);
+    gb_attr_i(b, "end", 2);
+    const char *shape = gb_op(b, "Concat", 2, bs, gb_i64_1(b, a->V));
+    gb_attr_i(b, "axis", 0);
+    return gb_op_named(b, "Reshape", "logits", 2, y, shape);
+}
+
+wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c) {
+    const wm_arch *a = c->a;
+    const wm_module *emb = wm_arch_mod(a, -1, WM_M_G_EMBED);
+    gb_scope(b, "/model/embed_tokens");
+    int64_t ed[2] = {a->V, a->E};
+    c->embed_weight = gb_weight(b, ".weight", emb->wt, ed, 2, 0, GB_W_MATRIX);
+    const char *x = gb_op(b, "Gather", 2, c->embed_weight, "input_ids");
+    if (a->pos == WM_POS_LEARNED) {
+        const wm_module *pm = wm_arch_mod(a, -1, WM_M_G_POS);
+        gb_scope(b, "/model/embed_positions");
+        int64_t pd[2] = {a->P, a->E};
+        const char *pw = gb_weight(b, ".weight", pm->wt, pd, 2, 0, GB_W_MATRIX);
+        x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, pw, "position_ids"));
+    }
+    causal_masks(b, c);
+    if (a->pos == WM_POS_ROPE) rotary(b, c);
+    for (int64_t i = 0; i < a->L && !b->st; i++) {
+        if (c->progress) fprintf(stderr, "\r  export: layer %lld/%lld", (long long)i + 1, (long long)a->L);
+        char sc[96];
+        snprintf(sc, sizeof sc, "/model/layers.%lld/attn_norm", (long long)i);
+        const char *h = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_ATTN_NORM), a->norm, a->eps, sc);
+        h = wm_model_attention(b, c, (int)i, h);
+        gb_scope(b, "/model/layers.%lld", (long long)i);
+        x = gb_op(b, "Add", 2, x, h);
+        snprintf(sc, sizeof sc, "/model/layers.%lld/mlp_norm", (long long)i);
+        h = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_MLP_NORM), a->norm, a->eps, sc);
+        h = wm_model_mlp(b, c, (int)i, h);
+        gb_scope(b, "/model/layers.%lld", (long long)i);
+        x = gb_op(b, "Add", 2, x, h);
+    }
+    if (c->progress) fprintf(stderr, "\n");
+    x = gb_norm(b, x, wm_arch_mod(a, -1, WM_M_G_FINAL_NORM), a->norm, a->eps, "/model/norm");
+    lm_head(b, c, x);
+    return b->st;
+}

@@ -1,0 +1,168 @@
+/*
+ * model_enc.c - the encoder graph: word + position (+ token type)
+ * embeddings, embedding norm (+ projection), post-norm layers, and the task
+ * head (sequence / token classification, question answering, hidden states
+ * with optional mean pooling + L2 normalization).
+ */
+#include <float.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "builder/model_impl.h"
+#include "core/error.h"
+#include "onnx/dtype.h"
+
+static const char *positions(wm_gb *b, const wm_model_ctx *c) {
+    const wm_arch *a = c->a;
+    if (a->posid == WM_POSID_PADDING) {
+        /* fairseq: cumsum(ids != pad) * (ids != pad) + pad */
+        const char *pad = gb_int_as(b, a->pad_id, c->ids_dtype);
+        const char *ne = gb_op(b, "Not", 1, gb_op(b, "Equal", 2, "input_ids", pad));
+        const char *m = gb_cast(b, ne, c->ids_dtype);
+        const char *cs = gb_op(b, "CumSum", 2, m, gb_i64s(b, 1));
+        return gb_op(b, "Add", 2, gb_op(b, "Mul", 2, cs, m), pad);
+    }
+    const char *s1 = gb_op(b, "Shape", 1, "input_ids");
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    return gb_op(b, "Range", 3, gb_i64s(b, 0), gb_squeeze(b, s1, NULL, 0), gb_i64s(b, 1));
+}
+
+static const char *embeddings(wm_gb *b, const wm_model_ctx *c) {
+    const wm_arch *a = c->a;
+    gb_scope(b, "/model/embed_tokens");
+    int64_t d[2] = {a->V, a->E};
+    const char *w = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_EMBED)->wt, d, 2, 0, GB_W_MATRIX);
+    const char *x = gb_op(b, "Gather", 2, w, "input_ids");
+    gb_scope(b, "/model/embed_positions");
+    const char *pid = positions(b, c);
+    d[0] = a->P;
+    w = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_POS)->wt, d, 2, 0, GB_W_MATRIX);
+    x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, w, pid));
+    const wm_module *tm = wm_arch_mod(a, -1, WM_M_G_TYPE);
+    if (tm->present) {
+        gb_scope(b, "/model/embed_token_types");
+        d[0] = a->T;
+        w = gb_weight(b, ".weight", tm->wt, d, 2, 0, GB_W_MATRIX);
+        /* without a token_type_ids input every token has type 0 */
+        const char *ids = wm_recipe_input(c->r, "token_type_ids") ? "token_type_ids" : gb_i64s(b, 0);
+        x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, w, ids));
+    }
+    x = gb_norm(b, x, wm_arch_mod(a, -1, WM_M_G_EMB_NORM), a->norm, a->eps, "/model/embed_norm");
+    const wm_module *pj = wm_arch_mod(a, -1, WM_M_G_EMB_PROJ);
+    if (pj->present) x = gb_linear(b, x, pj, "/model/embed_proj");
+    return x;
+}
+
+/* A head linear on [B, H] as Gemm(x, W[out, in], b, transB=1): the checkpoint layout as it is. */
+static const char *head_gemm(wm_gb *b, const char *x, const wm_module *m, const char *scope) {
+    gb_scope(b, "%s", scope);
+    int64_t d[2] = {m->out, m->in};
+    const char *w = gb_weight(b, ".weight", m->wt, d, 2, 0, GB_W_MATRIX);
+    const char *bias = m->has_bias ? gb_weight(b, ".bias", m->bt, &m->out, 1, 0, GB_W_ZEROS) : NULL;
+    const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x, w, bias);
+    gb_attr_i(b, "transB", 1);
+    return y;
+}
+
+/* "/classifier/out_proj" from a checkpoint module name ("classifier.out_proj.weight"), prefix dropped. */
+static void head_scope(const wm_arch *a, const wm_module *m, char *out, size_t n) {
+    const char *w = m->w;
+    size_t pl = strlen(a->prefix);
+    if (pl && !strncmp(w, a->prefix, pl)) w += pl;
+    size_t k = 0;
+    out[k++] = '/';
+    for (; *w && k + 1 < n; w++) out[k++] = *w == '.' ? '/' : *w;
+    out[k] = 0;
+    char *dot = strstr(out, "/weight");
+    if (dot) *dot = 0;
+}
+
+static void pooled(wm_gb *b, const wm_model_ctx *c, const char *x) {
+    gb_scope(b, "/pooling");
+    static const int64_t last[] = {-1}, ax1[] = {1};
+    const char *emb;
+    if (c->r->pooling == WM_POOL_CLS) {
+        emb = gb_op(b, "Gather", 2, x, gb_i64s(b, 0));
+        gb_attr_i(b, "axis", 1);
+    } else {
+        const char *m = gb_cast(b, gb_unsqueeze(b, "attention_mask", last, 1), WM_DT_FLOAT);
+        const char *sum = gb_reduce(b, "ReduceSum", gb_op(b, "Mul", 2, x, m), ax1, 1, 0);
+        const char *cnt = gb_op(b, "Max", 2, gb_reduce(b, "ReduceSum", m, ax1, 1, 0), gb_f32s(b, 1e-9f));
+        emb = gb_op(b, "Div", 2, sum, cnt);
+    }
+    if (c->r->normalize) {
+        const char *n = gb_op(b, "Max", 2, gb_reduce(b, "ReduceL2", emb, last, 1, 1), gb_f32s(b, 1e-12f));
+        emb = gb_op(b, "Div", 2, emb, n);
+    }
+    gb_rename(b, emb, "sentence_embedding");
+}
+
+static void head(wm_gb *b, const wm_model_ctx *c, const char *x) {
+    const wm_arch *a = c->a;
+    char sc[256];
+    switch (a->task) {
+    case WM_TASK_TEXT_CLASSIFICATION: {
+        gb_scope(b, "/model/pool_first");
+        const char *h = gb_op(b, "Gather", 2, x, gb_i64s(b, 0));
+        gb_attr_i(b, "axis", 1);
+        const wm_module *m0 = wm_arch_mod(a, -1, WM_M_H_0), *m1 = wm_arch_mod(a, -1, WM_M_H_1);
+        head_scope(a, m0, sc, sizeof sc);
+        h = gb_act(b, head_gemm(b, h, m0, sc), a->head_act);
+        head_scope(a, m1, sc, sizeof sc);
+        gb_rename(b, head_gemm(b, h, m1, sc), "logits");
+        break;
+    }
+    case WM_TASK_TOKEN_CLASSIFICATION: {
+        const wm_module *m0 = wm_arch_mod(a, -1, WM_M_H_0);
+        head_scope(a, m0, sc, sizeof sc);
+        gb_rename(b, gb_linear(b, x, m0, sc), "logits");
+        break;
+    }
+    case WM_TASK_QUESTION_ANSWERING: {
+        const wm_module *m0 = wm_arch_mod(a, -1, WM_M_H_0);
+        head_scope(a, m0, sc, sizeof sc);
+        const char *y = gb_linear(b, x, m0, sc);
+        static const int64_t one_one[] = {1, 1}, last[] = {-1};
+        const char *in[2] = {y, gb_i64(b, one_one, 2)}, *out[2];
+        gb_op_multi(b, "Split", 2, in, 2, out);
+        gb_attr_i(b, "axis", -1);
+        gb_op_named(b, "Squeeze", "start_logits", 2, out[0], gb_i64(b, last, 1));
+        gb_op_named(b, "Squeeze", "end_logits", 2, out[1], gb_i64(b, last, 1));
+        break;
+    }
+    default:
+        if (c->r->pooling != WM_POOL_NONE) {
+            gb_scope(b, "/model");
+            x = gb_op_named(b, "Identity", "last_hidden_state", 1, x);
+            pooled(b, c, x);
+        } else gb_rename(b, x, "last_hidden_state");
+        break;
+    }
+}
+
+wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c) {
+    const wm_arch *a = c->a;
+    const char *x = embeddings(b, c);
+    gb_scope(b, "/model/attn_mask");
+    static const int64_t ax12[] = {1, 2};
+    const char *keep = gb_unsqueeze(b, gb_cast(b, "attention_mask", WM_DT_BOOL), ax12, 2);
+    c->bias_full = gb_op(b, "Where", 3, keep, gb_f32s(b, 0.0f), gb_f32s(b, -FLT_MAX));
+    for (int64_t i = 0; i < a->L && !b->st; i++) {
+        if (c->progress) fprintf(stderr, "\r  export: layer %lld/%lld", (long long)i + 1, (long long)a->L);
+        char sc[96];
+        const char *h = wm_model_attention(b, c, (int)i, x);
+        gb_scope(b, "/model/layers.%lld", (long long)i);
+        x = gb_op(b, "Add", 2, x, h);
+        snprintf(sc, sizeof sc, "/model/layers.%lld/attn_norm", (long long)i);
+        x = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_ATTN_NORM), a->norm, a->eps, sc);
+        h = wm_model_mlp(b, c, (int)i, x);
+        gb_scope(b, "/model/layers.%lld", (long long)i);
+        x = gb_op(b, "Add", 2, x, h);
+        snprintf(sc, sizeof sc, "/model/layers.%lld/mlp_norm", (long long)i);
+        x = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_MLP_NORM), a->norm, a->eps, sc);
+    }
+    if (c->progress) fprintf(stderr, "\n");
+    head(b, c, x);
+    return b->st;
+}

@@ -1,0 +1,29 @@
+/* model_impl.h - the decoder and encoder graphs (internal to the builder). */
+#ifndef WM_BUILDER_MODEL_IMPL_H
+#define WM_BUILDER_MODEL_IMPL_H
+
+#include "builder/export.h"
+#include "builder/gb.h"
+
+/* What the layer code needs besides the architecture. */
+typedef struct wm_model_ctx {
+    const wm_arch *a;
+    const wm_recipe *r;
+    int32_t ids_dtype;             /* dtype of input_ids */
+    const char *bias_full;         /* additive attention mask [B,1,S,T] (decoder) or [B,1,1,S] */
+    const char *bias_sliding;      /* decoders with a sliding window */
+    const char *cos, *sin;         /* [B,1,S,rot] */
+    const char *embed_weight;      /* for tied lm_head */
+    int progress;
+} wm_model_ctx;
+
+wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c);
+wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c);
+
+/* Shared by both (model_attn.c). */
+const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
+const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
+/* Output names by task (model_attn.c). */
+size_t wm_model_outputs(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap);
+
+#endif

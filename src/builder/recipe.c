@@ -1,0 +1,766 @@
+/*
+ * recipe.c - build recipes: defaults from an architecture, strict parsing,
+ * JSON output and the consistency check against the model (see recipe.h).
+ */
+#include "builder/recipe.h"
+#include "builder/export.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "hf/config.h"
+#include "onnx/dtype.h"
+
+#define RECIPE_MAX_BYTES (16u << 20)
+
+static const char *const prec_names[] = {"fp32", "fp16", "int8", "int4"};
+
+const char *wm_precision_name(int p) { return p >= 0 && p < 4 ? prec_names[p] : "?"; }
+
+int wm_precision_from_name(const char *s) {
+    for (int i = 0; s && i < 4; i++)
+        if (!strcmp(s, prec_names[i])) return i;
+    return -1;
+}
+
+/*
+ * Capability switches of the optimizer (the pass names of src/opt); a
+ * recipe may only name these.
+ */
+static const char *const optim_flags[] = {
+    "constant_nodes", "constant_folding", "shape_arithmetic", "identity_elimination", "initializer_dedup",
+    "common_subexpression", "dead_nodes", "layernorm", "rmsnorm", "gelu", "fastgelu", "quickgelu", "rotary", "gqa",
+    "attention", "skiplayernorm", "biasgelu", "gemm", NULL};
+
+void wm_recipe_free(wm_recipe *r) {
+    if (!r) return;
+    free(r->inputs);
+    free(r->outputs);
+    free(r->optim);
+    char **lists[] = {r->fp16_op_block_list, r->op_types_to_quantize, r->nodes_to_exclude};
+    for (int i = 0; i < 3; i++) {
+        for (size_t k = 0; lists[i] && lists[i][k]; k++) free(lists[i][k]);
+        free(lists[i]);
+    }
+    memset(r, 0, sizeof *r);
+}
+
+const wm_io_spec *wm_recipe_input(const wm_recipe *r, const char *name) {
+    for (size_t i = 0; r && i < r->n_inputs; i++)
+        if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------ defaults */
+
+static wm_io_dim sym(const char *name) {
+    wm_io_dim d = {-1, ""};
+    snprintf(d.name, sizeof d.name, "%s", name);
+    return d;
+}
+
+static wm_io_dim fixed(int64_t v) {
+    wm_io_dim d = {v, ""};
+    return d;
+}
+
+static wm_io_spec *push_input(wm_recipe *r, const char *name, int32_t dt, size_t rank, const wm_io_dim *dims,
+                              double lo, double hi) {
+    wm_io_spec *s = &r->inputs[r->n_inputs++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->dtype = dt;
+    s->rank = rank;
+    memcpy(s->dims, dims, rank * sizeof *dims);
+    s->has_range = 1;
+    s->range[0] = lo;
+    s->range[1] = hi;
+    return s;
+}
+
+static char **str_list(const char *const *v) {
+    size_t n = 0;
+    while (v && v[n]) n++;
+    char **out = calloc(n + 1, sizeof *out);
+    for (size_t i = 0; out && i < n; i++)
+        if (!(out[i] = strdup(v[i]))) return out;
+    return out;
+}
+
+static const struct {
+    wm_task task;
+    const char *path, *split;
+} eval_sets[] = {
+    {WM_TASK_TEXT_GENERATION, "wikitext-2-raw-v1", "test"},
+    {WM_TASK_TEXT_CLASSIFICATION, "glue/mrpc", "validation"},
+    {WM_TASK_FEATURE_EXTRACTION, "stsb", "test"},
+    {WM_TASK_TOKEN_CLASSIFICATION, "conll2003", "validation"},
+    {WM_TASK_QUESTION_ANSWERING, "squad", "validation"},
+};
+
+wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char *ep, const char *device,
+                            wm_recipe *r, wm_error *err) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->task, sizeof r->task, "%s", wm_task_name(a->task));
+    snprintf(r->model_class, sizeof r->model_class, "%s", a->inference_class);
+    snprintf(r->model_type, sizeof r->model_type, "%s", a->model_type);
+    r->has_export = 1;
+    r->opset = 17;
+    r->batch_size = 1;
+    size_t cap = 4 + 2 * (size_t)a->L;
+    r->inputs = calloc(cap, sizeof *r->inputs);
+    if (!r->inputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    if (a->kind == WM_DECODER) {
+        wm_io_dim bs[2] = {sym("batch_size"), sym("sequence_length")}, bt[2] = {sym("batch_size"),
+                                                                             sym("total_sequence_length")};
+        wm_io_dim kv[4] = {sym("batch_size"), fixed(a->kvh), sym("past_sequence_length"), fixed(a->hd)};
+        push_input(r, "input_ids", WM_DT_INT64, 2, bs, 0, (double)(a->V - 1));
+        push_input(r, "attention_mask", WM_DT_INT64, 2, bt, 0, 1);
+        push_input(r, "position_ids", WM_DT_INT64, 2, bs, 0, (double)(a->P > 0 ? a->P - 1 : 0));
+        for (int64_t i = 0; i < a->L; i++) {
+            char n[96];
+            snprintf(n, sizeof n, "past_key_values.%lld.key", (long long)i);
+            push_input(r, n, WM_DT_FLOAT, 4, kv, -1, 1)->has_range = 0;
+            snprintf(n, sizeof n, "past_key_values.%lld.value", (long long)i);
+            push_input(r, n, WM_DT_FLOAT, 4, kv, -1, 1)->has_range = 0;
+        }
+    } else {
+        int64_t offset = a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0;
+        int64_t seq = a->P - offset < 512 ? a->P - offset : 512;
+        if (seq < 1) return wm_err(err, WM_ERR_INPUT, "max_position_embeddings %lld leaves no room for a sequence",
+                                   (long long)a->P);
+        wm_io_dim d[2] = {fixed(1), fixed(seq)};
+        push_input(r, "input_ids", WM_DT_INT32, 2, d, 0, (double)(a->V - 1));
+        push_input(r, "attention_mask", WM_DT_INT32, 2, d, 0, 1);
+        if (a->T > 1 && wm_arch_mod(a, -1, WM_M_G_TYPE)->present)
+            push_input(r, "token_type_ids", WM_DT_INT32, 2, d, 0, (double)(a->T - 1));
+    }
+    size_t no = 3 + 2 * (size_t)a->L;
+    r->outputs = calloc(no, sizeof *r->outputs);
+    if (!r->outputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    r->n_outputs = wm_export_output_names(a, r, r->outputs, no);
+    r->has_optim = 1;
+    for (size_t i = 0; optim_flags[i]; i++) r->n_optim++;
+    r->optim = calloc(r->n_optim, sizeof *r->optim);
+    if (!r->optim) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < r->n_optim; i++) {
+        snprintf(r->optim[i].name, sizeof r->optim[i].name, "%s", optim_flags[i]);
+        r->optim[i].value = 1;
+    }
+    r->precision = precision;
+    if (precision != WM_PREC_FP32) {
+        static const char *const empty[] = {NULL}, *const mm[] = {"MatMul", "Gemm", NULL};
+        r->has_quant = 1;
+        r->samples = -1;
+        r->rtn_bits = r->rtn_block_size = -1;
+        r->per_channel = r->symmetric = r->fp16_keep_io_types = -1;
+        if (precision == WM_PREC_FP16) {
+            snprintf(r->quant_mode, sizeof r->quant_mode, "fp16");
+            r->fp16_keep_io_types = 1;
+            r->fp16_op_block_list = str_list(empty);
+        } else if (precision == WM_PREC_INT8) {
+            snprintf(r->quant_mode, sizeof r->quant_mode, "dynamic");
+            snprintf(r->weight_type, sizeof r->weight_type, "int8");
+            snprintf(r->activation_type, sizeof r->activation_type, "uint8");
+            r->per_channel = 1;
+            r->symmetric = 1;
+            r->op_types_to_quantize = str_list(mm);
+            r->nodes_to_exclude = str_list(empty);
+        } else {
+            snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
+            r->rtn_bits = 4;
+            r->rtn_block_size = 128;
+            r->symmetric = 1;
+            r->nodes_to_exclude = str_list(empty);
+        }
+    }
+    if (ep) {
+        r->has_compile = 1;
+        snprintf(r->provider, sizeof r->provider, "%s", ep);
+        snprintf(r->device, sizeof r->device, "%s", device ? device : "cpu");
+    }
+    r->has_eval = 1;
+    snprintf(r->eval_task, sizeof r->eval_task, "%s", r->task);
+    for (size_t i = 0; i < sizeof eval_sets / sizeof eval_sets[0]; i++)
+        if (eval_sets[i].task == a->task) {
+            snprintf(r->dataset_path, sizeof r->dataset_path, "%s", eval_sets[i].path);
+            snprintf(r->dataset_split, sizeof r->dataset_split, "%s", eval_sets[i].split);
+        }
+    r->dataset_samples = 100;
+    return WM_OK;
+}
+
+/* ------------------------------------------------------------ JSON out */
+
+static const char *dtype_str(int32_t dt) { return wm_dtype_name(dt); }
+
+static void str_list_json(wm_json *j, const char *key, char **v) {
+    wm_json_arr(j, key);
+    for (size_t i = 0; v && v[i]; i++) wm_json_str(j, NULL, v[i]);
+    wm_json_arr_end(j);
+}
+
+void wm_recipe_json(const wm_recipe *r, wm_json *j) {
+    wm_json_obj(j, NULL);
+    wm_json_obj(j, "loader");
+    wm_json_str(j, "task", r->task);
+    wm_json_str(j, "model_class", r->model_class);
+    wm_json_str(j, "model_type", r->model_type);
+    wm_json_bool(j, "trust_remote_code", r->trust_remote_code);
+    wm_json_obj_end(j);
+    if (!r->has_export) wm_json_null(j, "export");
+    else {
+        wm_json_obj(j, "export");
+        wm_json_int(j, "opset_version", r->opset);
+        wm_json_int(j, "batch_size", r->batch_size);
+        wm_json_arr(j, "input_tensors");
+        for (size_t i = 0; i < r->n_inputs; i++) {
+            const wm_io_spec *s = &r->inputs[i];
+            wm_json_obj(j, NULL);
+            wm_json_str(j, "name", s->name);
+            wm_json_str(j, "dtype", dtype_str(s->dtype));
+            wm_json_arr(j, "shape");
+            for (size_t k = 0; k < s->rank; k++) {
+                if (s->dims[k].v >= 0) wm_json_int(j, NULL, s->dims[k].v);
+                else wm_json_str(j, NULL, s->dims[k].name);
+            }
+            wm_json_arr_end(j);
+            if (s->has_range) {
+                wm_json_arr(j, "value_range");
+                wm_json_num(j, NULL, s->range[0]);
+                wm_json_num(j, NULL, s->range[1]);
+                wm_json_arr_end(j);
+            } else wm_json_null(j, "value_range");
+            wm_json_obj_end(j);
+        }
+        wm_json_arr_end(j);
+        wm_json_arr(j, "output_tensors");
+        for (size_t i = 0; i < r->n_outputs; i++) {
+            wm_json_obj(j, NULL);
+            wm_json_str(j, "name", r->outputs[i]);
+            wm_json_obj_end(j);
+        }
+        wm_json_arr_end(j);
+        wm_json_null(j, "dynamic_axes");
+        if (r->pooling == WM_POOL_NONE) wm_json_null(j, "pooling");
+        else wm_json_str(j, "pooling", r->pooling == WM_POOL_MEAN ? "mean" : "cls");
+        wm_json_bool(j, "normalize", r->normalize);
+        wm_json_obj_end(j);
+    }
+    if (!r->has_optim) wm_json_null(j, "optim");
+    else {
+        wm_json_obj(j, "optim");
+        for (size_t i = 0; i < r->n_optim; i++) wm_json_bool(j, r->optim[i].name, r->optim[i].value);
+        wm_json_obj_end(j);
+    }
+    if (!r->has_quant) wm_json_null(j, "quant");
+    else {
+        wm_json_obj(j, "quant");
+        wm_json_str(j, "mode", r->quant_mode);
+        if (r->weight_type[0]) wm_json_str(j, "weight_type", r->weight_type);
+        if (r->activation_type[0]) wm_json_str(j, "activation_type", r->activation_type);
+        if (r->calibration_method[0]) wm_json_str(j, "calibration_method", r->calibration_method);
+        if (r->samples >= 0) wm_json_int(j, "samples", r->samples);
+        if (r->per_channel >= 0) wm_json_bool(j, "per_channel", r->per_channel);
+        if (r->symmetric >= 0) wm_json_bool(j, "symmetric", r->symmetric);
+        if (r->rtn_bits >= 0) wm_json_int(j, "rtn_bits", r->rtn_bits);
+        if (r->rtn_block_size >= 0) wm_json_int(j, "rtn_block_size", r->rtn_block_size);
+        if (r->fp16_keep_io_types >= 0) wm_json_bool(j, "fp16_keep_io_types", r->fp16_keep_io_types);
+        if (r->fp16_op_block_list) str_list_json(j, "fp16_op_block_list", r->fp16_op_block_list);
+        if (r->op_types_to_quantize) str_list_json(j, "op_types_to_quantize", r->op_types_to_quantize);
+        if (r->nodes_to_exclude) str_list_json(j, "nodes_to_exclude", r->nodes_to_exclude);
+        wm_json_obj_end(j);
+    }
+    if (!r->has_compile) wm_json_null(j, "compile");
+    else {
+        wm_json_obj(j, "compile");
+        wm_json_obj(j, "ep_config");
+        wm_json_str(j, "provider", r->provider);
+        wm_json_str(j, "device", r->device);
+        wm_json_obj_end(j);
+        wm_json_obj_end(j);
+    }
+    if (!r->has_eval) wm_json_null(j, "eval");
+    else {
+        wm_json_obj(j, "eval");
+        wm_json_str(j, "task", r->eval_task);
+        wm_json_obj(j, "dataset");
+        wm_json_str(j, "path", r->dataset_path[0] ? r->dataset_path : NULL);
+        wm_json_str(j, "split", r->dataset_split[0] ? r->dataset_split : NULL);
+        wm_json_int(j, "samples", r->dataset_samples);
+        wm_json_obj_end(j);
+        wm_json_obj_end(j);
+    }
+    wm_json_obj_end(j);
+}
+
+/* ------------------------------------------------------------ parsing */
+
+typedef struct pctx {
+    const char *label;
+    wm_error *err;
+} pctx;
+
+static const char *kind(const cJSON *v) {
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsArray(v)) return "an array";
+    return "an object";
+}
+
+/* Every member of o must be in allowed (NULL-terminated) and appear once. */
+static wm_status only_keys(const pctx *p, const cJSON *o, const char *where, const char *const *allowed) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, o) {
+        int ok = 0;
+        for (size_t i = 0; allowed[i] && !ok; i++) ok = !strcmp(c->string, allowed[i]);
+        if (!ok)
+            return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': unknown field", p->label, where, c->string);
+        for (const cJSON *d = c->next; d; d = d->next)
+            if (!strcmp(d->string, c->string))
+                return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': listed twice", p->label, where, c->string);
+    }
+    return WM_OK;
+}
+
+static wm_status bad(const pctx *p, const char *where, const char *key, const char *want, const cJSON *v) {
+    return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': expected %s, got %s", p->label, where, key, want, kind(v));
+}
+
+static wm_status get_str(const pctx *p, const cJSON *o, const char *where, const char *key, char *out, size_t n,
+                         int required) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (required) return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': missing", p->label, where, key);
+        return WM_OK;
+    }
+    if (!cJSON_IsString(v)) return bad(p, where, key, "a string", v);
+    if (strlen(v->valuestring) >= n)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': longer than %zu characters", p->label, where, key, n - 1);
+    snprintf(out, n, "%s", v->valuestring);
+    return WM_OK;
+}
+
+static wm_status get_int(const pctx *p, const cJSON *o, const char *where, const char *key, int64_t lo, int64_t hi,
+                         int64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return WM_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
+        v->valuedouble > (double)hi) {
+        if (!cJSON_IsNumber(v)) return bad(p, where, key, "an integer", v);
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': expected an integer in [%lld, %lld], got %g", p->label,
+                      where, key, (long long)lo, (long long)hi, v->valuedouble);
+    }
+    *out = (int64_t)v->valuedouble;
+    return WM_OK;
+}
+
+static wm_status get_bool(const pctx *p, const cJSON *o, const char *where, const char *key, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return WM_OK;
+    if (!cJSON_IsBool(v)) return bad(p, where, key, "true or false", v);
+    *out = cJSON_IsTrue(v);
+    return WM_OK;
+}
+
+static wm_status get_list(const pctx *p, const cJSON *o, const char *where, const char *key, char ***out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return WM_OK;
+    if (!cJSON_IsArray(v)) return bad(p, where, key, "a list of strings", v);
+    int n = cJSON_GetArraySize(v);
+    if (n > 100000) return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': too many entries", p->label, where, key);
+    *out = calloc((size_t)n + 1, sizeof **out);
+    if (!*out) return wm_err(p->err, WM_ERR_NOMEM, "out of memory");
+    const cJSON *e;
+    size_t i = 0;
+    cJSON_ArrayForEach(e, v) {
+        if (!cJSON_IsString(e)) return bad(p, where, key, "a list of strings", e);
+        if (!((*out)[i++] = strdup(e->valuestring))) return wm_err(p->err, WM_ERR_NOMEM, "out of memory");
+    }
+    return WM_OK;
+}
+
+/* The value of key in o that must be an object or null (*out NULL then); absent: *present = 0. */
+static wm_status section(const pctx *p, const cJSON *o, const char *key, const cJSON **out, int *present) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = NULL;
+    *present = 0;
+    if (!v || cJSON_IsNull(v)) return WM_OK;
+    if (!cJSON_IsObject(v)) return bad(p, "", key, "an object or null", v);
+    *out = v;
+    *present = 1;
+    return WM_OK;
+}
+
+static int32_t io_dtype(const char *s) {
+    static const struct {
+        const char *n;
+        int32_t dt;
+    } t[] = {{"int32", WM_DT_INT32}, {"int64", WM_DT_INT64}, {"float32", WM_DT_FLOAT}, {"float16", WM_DT_FLOAT16},
+             {"float", WM_DT_FLOAT}, {"bool", WM_DT_BOOL}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(s, t[i].n)) return t[i].dt;
+    return -1;
+}
+
+static wm_status parse_tensor(const pctx *p, const cJSON *e, size_t idx, wm_io_spec *s) {
+    char where[64];
+    snprintf(where, sizeof where, "export.input_tensors[%zu].", idx);
+    static const char *const keys[] = {"name", "dtype", "shape", "value_range", NULL};
+    if (!cJSON_IsObject(e)) return bad(p, "export.", "input_tensors[]", "an object", e);
+    wm_status st = only_keys(p, e, where, keys);
+    char dt[16] = "";
+    if (st || (st = get_str(p, e, where, "name", s->name, sizeof s->name, 1)) ||
+        (st = get_str(p, e, where, "dtype", dt, sizeof dt, 1)))
+        return st;
+    if ((s->dtype = io_dtype(dt)) < 0)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field '%sdtype': unknown dtype '%s' (int32, int64, float32, float16)",
+                      p->label, where, dt);
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    if (!sh || !cJSON_IsArray(sh)) return bad(p, where, "shape", "a list of dims", sh ? sh : e);
+    int rank = cJSON_GetArraySize(sh);
+    if (rank < 1 || rank > WM_IO_MAX_RANK)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field '%sshape': rank %d, expected 1 to %d", p->label, where, rank,
+                      WM_IO_MAX_RANK);
+    s->rank = (size_t)rank;
+    const cJSON *d;
+    size_t k = 0;
+    cJSON_ArrayForEach(d, sh) {
+        if (cJSON_IsString(d) && *d->valuestring && strlen(d->valuestring) < sizeof s->dims[k].name) {
+            s->dims[k].v = -1;
+            snprintf(s->dims[k].name, sizeof s->dims[k].name, "%s", d->valuestring);
+        } else if (cJSON_IsNumber(d) && d->valuedouble == floor(d->valuedouble) && d->valuedouble >= 0 &&
+                   d->valuedouble <= 1e9) {
+            s->dims[k].v = (int64_t)d->valuedouble;
+        } else
+            return wm_err(p->err, WM_ERR_INPUT, "%s: field '%sshape[%zu]': expected a size >= 0 or a dim name, got %s",
+                          p->label, where, k, kind(d));
+        k++;
+    }
+    const cJSON *vr = cJSON_GetObjectItemCaseSensitive(e, "value_range");
+    if (vr && !cJSON_IsNull(vr)) {
+        if (!cJSON_IsArray(vr) || cJSON_GetArraySize(vr) != 2 || !cJSON_IsNumber(vr->child) ||
+            !cJSON_IsNumber(vr->child->next) || vr->child->valuedouble > vr->child->next->valuedouble)
+            return bad(p, where, "value_range", "[low, high] with low <= high", vr);
+        s->has_range = 1;
+        s->range[0] = vr->child->valuedouble;
+        s->range[1] = vr->child->next->valuedouble;
+    }
+    return WM_OK;
+}
+
+static wm_status parse_export(const pctx *p, const cJSON *e, wm_recipe *r) {
+    static const char *const keys[] = {"opset_version", "batch_size", "input_tensors", "output_tensors",
+                                       "dynamic_axes", "pooling", "normalize", NULL};
+    wm_status st = only_keys(p, e, "export.", keys);
+    int64_t opset = 17;
+    if (st || (st = get_int(p, e, "export.", "opset_version", 17, 23, &opset)) ||
+        (st = get_int(p, e, "export.", "batch_size", 1, 1 << 20, &r->batch_size)))
+        return st;
+    r->opset = (int)opset;
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(e, "input_tensors");
+    if (!in || !cJSON_IsArray(in)) return bad(p, "export.", "input_tensors", "a list", in ? in : e);
+    int n = cJSON_GetArraySize(in);
+    if (n < 1 || n > WM_RECIPE_MAX_IO)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.input_tensors': %d entries, expected 1 to %d", p->label,
+                      n, WM_RECIPE_MAX_IO);
+    r->inputs = calloc((size_t)n, sizeof *r->inputs);
+    if (!r->inputs) return wm_err(p->err, WM_ERR_NOMEM, "out of memory");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, in) {
+        if ((st = parse_tensor(p, t, r->n_inputs, &r->inputs[r->n_inputs]))) return st;
+        for (size_t k = 0; k < r->n_inputs; k++)
+            if (!strcmp(r->inputs[k].name, r->inputs[r->n_inputs].name))
+                return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.input_tensors': '%s' listed twice", p->label,
+                              r->inputs[k].name);
+        r->n_inputs++;
+    }
+    const cJSON *out = cJSON_GetObjectItemCaseSensitive(e, "output_tensors");
+    if (out && !cJSON_IsNull(out)) {
+        if (!cJSON_IsArray(out)) return bad(p, "export.", "output_tensors", "a list", out);
+        int k = cJSON_GetArraySize(out);
+        if (k > WM_RECIPE_MAX_IO) return wm_err(p->err, WM_ERR_INPUT, "%s: too many output_tensors", p->label);
+        r->outputs = calloc((size_t)k + 1, sizeof *r->outputs);
+        if (!r->outputs) return wm_err(p->err, WM_ERR_NOMEM, "out of memory");
+        cJSON_ArrayForEach(t, out) {
+            static const char *const okeys[] = {"name", NULL};
+            char where[64];
+            snprintf(where, sizeof where, "export.output_tensors[%zu].", r->n_outputs);
+            if (!cJSON_IsObject(t)) return bad(p, "export.", "output_tensors[]", "an object", t);
+            if ((st = only_keys(p, t, where, okeys)) ||
+                (st = get_str(p, t, where, "name", r->outputs[r->n_outputs], sizeof r->outputs[0], 1)))
+                return st;
+            r->n_outputs++;
+        }
+    }
+    const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(e, "dynamic_axes");
+    if (dyn && !cJSON_IsNull(dyn)) {
+        if (!cJSON_IsObject(dyn)) return bad(p, "export.", "dynamic_axes", "an object or null", dyn);
+        const cJSON *io;
+        cJSON_ArrayForEach(io, dyn) {
+            wm_io_spec *s = (wm_io_spec *)wm_recipe_input(r, io->string);
+            int is_out = 0;
+            for (size_t k = 0; k < r->n_outputs && !s; k++) is_out |= !strcmp(r->outputs[k], io->string);
+            if (!s && !is_out)
+                return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.dynamic_axes.%s': no such input or output",
+                              p->label, io->string);
+            if (!cJSON_IsObject(io)) return bad(p, "export.dynamic_axes.", io->string, "an object {axis: name}", io);
+            const cJSON *ax;
+            cJSON_ArrayForEach(ax, io) {
+                char *end = NULL;
+                long k = strtol(ax->string, &end, 10);
+                if (*end || k < 0 || (s && (size_t)k >= s->rank) || !cJSON_IsString(ax) || !*ax->valuestring ||
+                    strlen(ax->valuestring) >= sizeof s->dims[0].name)
+                    return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.dynamic_axes.%s.%s': expected an axis index "
+                                  "of the tensor mapped to a dim name", p->label, io->string, ax->string);
+                if (s) {
+                    s->dims[k].v = -1;
+                    snprintf(s->dims[k].name, sizeof s->dims[k].name, "%s", ax->valuestring);
+                }
+            }
+        }
+    }
+    char pool[16] = "";
+    if ((st = get_str(p, e, "export.", "pooling", pool, sizeof pool, 0)) ||
+        (st = get_bool(p, e, "export.", "normalize", &r->normalize)))
+        return st;
+    if (!pool[0]) r->pooling = WM_POOL_NONE;
+    else if (!strcmp(pool, "mean")) r->pooling = WM_POOL_MEAN;
+    else if (!strcmp(pool, "cls")) r->pooling = WM_POOL_CLS;
+    else return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.pooling': '%s' (mean, cls or null)", p->label, pool);
+    return WM_OK;
+}
+
+static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
+    static const char *const keys[] = {"mode", "weight_type", "activation_type", "calibration_method", "samples",
+                                       "per_channel", "symmetric", "rtn_bits", "rtn_block_size", "fp16_keep_io_types",
+                                       "fp16_op_block_list", "op_types_to_quantize", "nodes_to_exclude", NULL};
+    r->samples = r->rtn_bits = r->rtn_block_size = -1;
+    r->per_channel = r->symmetric = r->fp16_keep_io_types = -1;
+    wm_status st = only_keys(p, q, "quant.", keys);
+    if (st || (st = get_str(p, q, "quant.", "mode", r->quant_mode, sizeof r->quant_mode, 1)) ||
+        (st = get_str(p, q, "quant.", "weight_type", r->weight_type, sizeof r->weight_type, 0)) ||
+        (st = get_str(p, q, "quant.", "activation_type", r->activation_type, sizeof r->activation_type, 0)) ||
+        (st = get_str(p, q, "quant.", "calibration_method", r->calibration_method, sizeof r->calibration_method, 0)) ||
+        (st = get_int(p, q, "quant.", "samples", 1, 1 << 24, &r->samples)) ||
+        (st = get_bool(p, q, "quant.", "per_channel", &r->per_channel)) ||
+        (st = get_bool(p, q, "quant.", "symmetric", &r->symmetric)) ||
+        (st = get_int(p, q, "quant.", "rtn_bits", 2, 8, &r->rtn_bits)) ||
+        (st = get_int(p, q, "quant.", "rtn_block_size", 16, 4096, &r->rtn_block_size)) ||
+        (st = get_bool(p, q, "quant.", "fp16_keep_io_types", &r->fp16_keep_io_types)) ||
+        (st = get_list(p, q, "quant.", "fp16_op_block_list", &r->fp16_op_block_list)) ||
+        (st = get_list(p, q, "quant.", "op_types_to_quantize", &r->op_types_to_quantize)) ||
+        (st = get_list(p, q, "quant.", "nodes_to_exclude", &r->nodes_to_exclude)))
+        return st;
+    static const struct {
+        const char *mode;
+        wm_precision prec;
+    } modes[] = {{"fp16", WM_PREC_FP16}, {"static", WM_PREC_INT8}, {"dynamic", WM_PREC_INT8}, {"rtn", WM_PREC_INT4}};
+    for (size_t i = 0; i < 4; i++)
+        if (!strcmp(r->quant_mode, modes[i].mode)) {
+            r->precision = modes[i].prec;
+            if (r->precision == WM_PREC_INT4 && r->rtn_bits == 8) r->precision = WM_PREC_INT8;
+            return WM_OK;
+        }
+    return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.mode': '%s' (static, dynamic, rtn, fp16)", p->label,
+                  r->quant_mode);
+}
+
+static wm_status parse_root(const pctx *p, const cJSON *root, wm_recipe *r) {
+    static const char *const keys[] = {"loader", "export", "optim", "quant", "compile", "eval", NULL};
+    wm_status st = only_keys(p, root, "", keys);
+    const cJSON *sec;
+    int present;
+    if (st || (st = section(p, root, "loader", &sec, &present))) return st;
+    if (!present) return wm_err(p->err, WM_ERR_INPUT, "%s: field 'loader': missing", p->label);
+    static const char *const lkeys[] = {"task", "model_class", "model_type", "trust_remote_code", NULL};
+    if ((st = only_keys(p, sec, "loader.", lkeys)) ||
+        (st = get_str(p, sec, "loader.", "task", r->task, sizeof r->task, 1)) ||
+        (st = get_str(p, sec, "loader.", "model_class", r->model_class, sizeof r->model_class, 0)) ||
+        (st = get_str(p, sec, "loader.", "model_type", r->model_type, sizeof r->model_type, 0)) ||
+        (st = get_bool(p, sec, "loader.", "trust_remote_code", &r->trust_remote_code)))
+        return st;
+    if (wm_task_from_name(r->task) < 0)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'loader.task': unknown task '%s'", p->label, r->task);
+    if ((st = section(p, root, "export", &sec, &r->has_export))) return st;
+    if (r->has_export && (st = parse_export(p, sec, r))) return st;
+    if ((st = section(p, root, "optim", &sec, &r->has_optim))) return st;
+    if (r->has_optim) {
+        const cJSON *f;
+        r->optim = calloc((size_t)cJSON_GetArraySize(sec) + 1, sizeof *r->optim);
+        if (!r->optim) return wm_err(p->err, WM_ERR_NOMEM, "out of memory");
+        if ((st = only_keys(p, sec, "optim.", optim_flags))) return st;
+        cJSON_ArrayForEach(f, sec) {
+            if (!cJSON_IsBool(f)) return bad(p, "optim.", f->string, "true or false", f);
+            snprintf(r->optim[r->n_optim].name, sizeof r->optim[0].name, "%s", f->string);
+            r->optim[r->n_optim++].value = cJSON_IsTrue(f);
+        }
+    }
+    if ((st = section(p, root, "quant", &sec, &r->has_quant))) return st;
+    r->precision = WM_PREC_FP32;
+    if (r->has_quant && (st = parse_quant(p, sec, r))) return st;
+    if ((st = section(p, root, "compile", &sec, &present))) return st;
+    if (present) {
+        static const char *const ckeys[] = {"ep_config", NULL}, *const ekeys[] = {"provider", "device", NULL};
+        const cJSON *ep;
+        int has_ep;
+        if ((st = only_keys(p, sec, "compile.", ckeys)) || (st = section(p, sec, "ep_config", &ep, &has_ep))) return st;
+        if (has_ep) {
+            r->has_compile = 1;
+            if ((st = only_keys(p, ep, "compile.ep_config.", ekeys)) ||
+                (st = get_str(p, ep, "compile.ep_config.", "provider", r->provider, sizeof r->provider, 1)) ||
+                (st = get_str(p, ep, "compile.ep_config.", "device", r->device, sizeof r->device, 0)))
+                return st;
+        }
+    }
+    if ((st = section(p, root, "eval", &sec, &r->has_eval))) return st;
+    if (r->has_eval) {
+        static const char *const ekeys[] = {"task", "dataset", NULL}, *const dkeys[] = {"path", "split", "samples", NULL};
+        const cJSON *ds;
+        int has_ds;
+        r->dataset_samples = -1;
+        if ((st = only_keys(p, sec, "eval.", ekeys)) ||
+            (st = get_str(p, sec, "eval.", "task", r->eval_task, sizeof r->eval_task, 0)) ||
+            (st = section(p, sec, "dataset", &ds, &has_ds)))
+            return st;
+        if (has_ds && ((st = only_keys(p, ds, "eval.dataset.", dkeys)) ||
+                       (st = get_str(p, ds, "eval.dataset.", "path", r->dataset_path, sizeof r->dataset_path, 0)) ||
+                       (st = get_str(p, ds, "eval.dataset.", "split", r->dataset_split, sizeof r->dataset_split, 0)) ||
+                       (st = get_int(p, ds, "eval.dataset.", "samples", 1, 1 << 30, &r->dataset_samples))))
+            return st;
+    }
+    return WM_OK;
+}
+
+wm_status wm_recipe_parse(const char *text, size_t n, const char *label, wm_recipe *r, wm_error *err) {
+    memset(r, 0, sizeof *r);
+    r->opset = 17;
+    r->batch_size = 1;
+    if (!label) label = "recipe";
+    cJSON *root = NULL;
+    wm_status st = wm_hf_json_parse(text, n, RECIPE_MAX_BYTES, label, &root, err);
+    if (st) return st;
+    pctx p = {label, err};
+    st = parse_root(&p, root, r);
+    cJSON_Delete(root);
+    if (st) wm_recipe_free(r);
+    return st;
+}
+
+wm_status wm_recipe_load(const char *path, wm_recipe *r, wm_error *err) {
+    memset(r, 0, sizeof *r);
+    wm_map m;
+    wm_status st = wm_map_file(path, 0, &m, err);
+    if (st) return st;
+    st = wm_recipe_parse(m.data ? (const char *)m.data : "", m.size, path, r, err);
+    wm_unmap(&m);
+    return st;
+}
+
+/* ------------------------------------------------------------ check */
+
+static wm_status check_ids(const pctx *p, const wm_io_spec *s, int rank) {
+    if (s->dtype != WM_DT_INT32 && s->dtype != WM_DT_INT64)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.input_tensors[%s].dtype': %s, expected int32 or int64",
+                      p->label, s->name, wm_dtype_name(s->dtype));
+    if ((int)s->rank != rank)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.input_tensors[%s].shape': rank %zu, expected %d",
+                      p->label, s->name, s->rank, rank);
+    return WM_OK;
+}
+
+wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {
+    pctx p = {label ? label : "recipe", err};
+    if (r->trust_remote_code)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.trust_remote_code': custom code is never executed",
+                      p.label);
+    if (r->model_type[0] && strcmp(r->model_type, a->model_type))
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'loader.model_type': '%s', but the checkpoint is '%s'", p.label,
+                      r->model_type, a->model_type);
+    if (strcmp(r->task, wm_task_name(a->task)))
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'loader.task': '%s', but the model was resolved for '%s'", p.label,
+                      r->task, wm_task_name(a->task));
+    if (r->model_class[0] && strcmp(r->model_class, a->inference_class))
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'loader.model_class': '%s', but task %s of this checkpoint uses %s",
+                      p.label, r->model_class, r->task, a->inference_class);
+    if (!r->has_export) return WM_OK;
+    /* every input known, needed ones present */
+    int64_t offset = a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0;
+    for (size_t i = 0; i < r->n_inputs; i++) {
+        const wm_io_spec *s = &r->inputs[i];
+        wm_status st = WM_OK;
+        int known = 0;
+        if (!strcmp(s->name, "input_ids") || !strcmp(s->name, "attention_mask")) {
+            known = 1;
+            st = check_ids(&p, s, 2);
+            if (!st && a->kind == WM_ENCODER && !strcmp(s->name, "input_ids") && s->dims[1].v > a->P - offset)
+                st = wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors[input_ids].shape': sequence %lld is "
+                            "over the %lld positions the model has", p.label, (long long)s->dims[1].v,
+                            (long long)(a->P - offset));
+        } else if (!strcmp(s->name, "position_ids") && a->kind == WM_DECODER) {
+            known = 1;
+            st = check_ids(&p, s, 2);
+        } else if (!strcmp(s->name, "token_type_ids") && a->kind == WM_ENCODER &&
+                   wm_arch_mod(a, -1, WM_M_G_TYPE)->present) {
+            known = 1;
+            st = check_ids(&p, s, 2);
+        } else if (a->kind == WM_DECODER && !strncmp(s->name, "past_key_values.", 16)) {
+            char *end = NULL;
+            long layer = strtol(s->name + 16, &end, 10);
+            known = end != s->name + 16 && layer >= 0 && layer < a->L && (!strcmp(end, ".key") || !strcmp(end, ".value"));
+            if (known && (s->dtype != WM_DT_FLOAT || s->rank != 4 || (s->dims[1].v >= 0 && s->dims[1].v != a->kvh) ||
+                          (s->dims[3].v >= 0 && s->dims[3].v != a->hd)))
+                st = wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors[%s]': expected float32 [batch, %lld, "
+                            "past, %lld]", p.label, s->name, (long long)a->kvh, (long long)a->hd);
+        }
+        if (st) return st;
+        if (!known)
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors': '%s' is not an input of this %s model",
+                          p.label, s->name, wm_task_name(a->task));
+    }
+    const char *need[] = {"input_ids", "attention_mask", a->kind == WM_DECODER ? "position_ids" : NULL};
+    for (size_t i = 0; i < 3; i++)
+        if (need[i] && !wm_recipe_input(r, need[i]))
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors': '%s' is missing", p.label, need[i]);
+    for (int64_t l = 0; a->kind == WM_DECODER && l < a->L; l++)
+        for (int k = 0; k < 2; k++) {
+            char n[96];
+            snprintf(n, sizeof n, "past_key_values.%lld.%s", (long long)l, k ? "value" : "key");
+            if (!wm_recipe_input(r, n))
+                return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors': '%s' is missing", p.label, n);
+        }
+    const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
+    if (ids->dims[0].v >= 0 && ids->dims[0].v != r->batch_size)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'export.batch_size': %lld, but input_ids has batch %lld", p.label,
+                      (long long)r->batch_size, (long long)ids->dims[0].v);
+    if (r->pooling != WM_POOL_NONE && a->task != WM_TASK_FEATURE_EXTRACTION)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'export.pooling': only for feature-extraction", p.label);
+    if (r->n_outputs) {
+        char names[16][96];
+        size_t cap = 3 + 2 * (size_t)a->L;
+        char(*want)[96] = cap > 16 ? calloc(cap, sizeof *want) : names;
+        if (!want) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        size_t n = wm_export_output_names(a, r, want, cap);
+        wm_status st = WM_OK;
+        for (size_t i = 0; i < r->n_outputs && !st; i++) {
+            size_t k = 0;
+            while (k < n && strcmp(want[k], r->outputs[i])) k++;
+            if (k == n)
+                st = wm_err(err, WM_ERR_INPUT, "%s: field 'export.output_tensors': '%s' is not an output of this model",
+                            p.label, r->outputs[i]);
+        }
+        if (!st && r->n_outputs != n)
+            st = wm_err(err, WM_ERR_INPUT, "%s: field 'export.output_tensors': %zu listed, the model has %zu (%s ...)",
+                        p.label, r->n_outputs, n, want[0]);
+        if (want != names) free(want);
+        if (st) return st;
+    }
+    return WM_OK;
+}

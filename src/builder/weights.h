@@ -1,0 +1,76 @@
+/*
+ * weights.h - turning checkpoint tensors (or seeded random values) into
+ * float32 ONNX initializers, streamed.
+ *
+ * A sink either keeps every tensor inline (bytes in the model arena; for
+ * models under the external-data threshold) or streams each tensor of at
+ * least min_bytes straight into one data file as it is added, at aligned
+ * offsets, hashing the bytes on the way (SHA-256). Streaming is a
+ * pipeline: values are converted into one of three 16 MiB slots while a
+ * writer thread hashes and writes the previous ones in order, so a build's
+ * memory stays far below the model size and conversion overlaps I/O. float16 / bfloat16 / float64 sources are converted on the
+ * fly; 2-D tensors may be transposed on the way (Linear [out, in] ->
+ * MatMul [in, out]) by blocks. With release_source set (sources are file
+ * mappings), pages of the source are released after each tensor
+ * (MADV_DONTNEED), so the mapped checkpoint does not add up in the
+ * resident set either.
+ */
+#ifndef WM_BUILDER_WEIGHTS_H
+#define WM_BUILDER_WEIGHTS_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "core/sha256.h"
+#include "hf/safetensors.h"
+#include "onnx/graph.h"
+
+typedef struct wm_wsrc {
+    const wm_st_tensor *t; /* checkpoint tensor, or NULL for generated values */
+    int transpose;         /* store t^T (t must be 2-D) */
+    uint64_t seed;         /* generated: uniform in [-scale, scale] from a stream keyed by (seed, name) */
+    float scale, fill;     /* generated with scale == 0: every value is fill */
+} wm_wsrc;
+
+#define WM_WSINK_SLOTS 3           /* slots of the convert -> hash+write pipeline */
+#define WM_WSINK_SLOT (16u << 20)   /* bytes per slot */
+
+typedef struct wm_wsink {
+    wm_onnx_model *m;
+    int fd;                   /* -1: inline mode */
+    char path[PATH_MAX];      /* data file */
+    char location[256];       /* as written in the model */
+    uint64_t pos;             /* bytes produced for the data file */
+    uint64_t min_bytes, align;
+    wm_sha256 sha;            /* of the data file, updated by the writer thread */
+    uint64_t n_tensors, n_external, param_bytes;
+    int release_source; /* sources are file mappings: drop their pages after use (never for heap memory) */
+    /* the pipeline (external mode): the producer fills slot[cur]; a writer thread hashes and writes */
+    uint8_t *slot[WM_WSINK_SLOTS];
+    size_t slot_n[WM_WSINK_SLOTS];
+    int queued[WM_WSINK_SLOTS];
+    int cur, w_next, stop, werr, thread_on, sync_on;
+    size_t cur_n;
+    uint64_t w_off;           /* bytes written by the writer thread */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} wm_wsink;
+
+/*
+ * data_path NULL: every tensor inline. Otherwise tensors of >= 1 KiB go to
+ * data_path (created, truncated), referenced from the model as location.
+ * s owns a descriptor and buffers until wm_wsink_close.
+ */
+wm_status wm_wsink_init(wm_wsink *s, wm_onnx_model *m, const char *data_path, const char *location, wm_error *err);
+/* Adds float32 initializer name with dims to g, values from src. */
+wm_status wm_wsink_add(wm_wsink *s, wm_graph *g, const char *name, const int64_t *dims, size_t nd, const wm_wsrc *src,
+                       wm_error *err);
+/* Flushes and fsyncs the data file; sha_hex receives its digest ("" in inline mode). */
+wm_status wm_wsink_finish(wm_wsink *s, char sha_hex[65], wm_error *err);
+/* Releases buffers and the descriptor (does not remove the file). */
+void wm_wsink_close(wm_wsink *s);
+
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * cmd_build.c - `winml build` (export -> optim -> quant -> compile, one
+ * folder) and `winml export` (the export stage alone), for checkpoints.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "builder/arch.h"
+#include "builder/build.h"
+#include "builder/recipe.h"
+#include "cli/cli.h"
+
+static void help(int export_only) {
+    if (export_only)
+        printf("usage: winml export -m CHECKPOINT -o DIR [-c RECIPE] [-t TASK] [--rebuild]\n"
+               "                    [--random-weights [--seed N]] [-f json] [-q]\n\n"
+               "The export stage alone: builds DIR/model.onnx (+ model.onnx.data when the model is\n"
+               ">= 100 MiB) straight from the safetensors weights: a plain float32 standard-ONNX graph\n"
+               "(opset 17 unless the recipe says otherwise), no fusions. --random-weights builds the\n"
+               "architecture from config.json alone with seeded random values.\n");
+    else
+        printf("usage: winml build -m CHECKPOINT -o DIR [-c RECIPE] [-t TASK] [-p fp32|fp16|int8|int4]\n"
+               "                   [--ep cpu] [--device cpu] [--no-compile] [--rebuild]\n"
+               "                   [--random-weights [--seed N]] [-f json] [-q]\n\n"
+               "Writes DIR/model.onnx (+ model.onnx.data when large), winml_build_config.json (the\n"
+               "resolved recipe), build_manifest.json (stages, times, node and op counts, parameter\n"
+               "bytes, sha256 of every artifact), the tokenizer files, and for decoders genai_config.json\n"
+               "(onnxruntime-genai). The folder appears only when complete; an existing DIR is refused\n"
+               "unless --rebuild. Today the optimizer and EP compile stages are not available (reported\n"
+               "as not run) and only fp32 can be produced (-p fp16/int8/int4 fail with exit 2).\n");
+}
+
+static int run(int argc, char **argv, int export_only) {
+    wm_cli c;
+    wm_cli_init(&c, export_only ? "winml export" : "winml build");
+    enum { O_EP = 1000, O_DEVICE, O_NO_COMPILE, O_REBUILD, O_RANDOM, O_SEED };
+    static const struct option longs[] = {WM_CLI_COMMON_LONG,
+                                          {"config", required_argument, 0, 'c'},
+                                          {"recipe", required_argument, 0, 'c'},
+                                          {"task", required_argument, 0, 't'},
+                                          {"precision", required_argument, 0, 'p'},
+                                          {"ep", required_argument, 0, O_EP},
+                                          {"device", required_argument, 0, O_DEVICE},
+                                          {"no-compile", no_argument, 0, O_NO_COMPILE},
+                                          {"rebuild", no_argument, 0, O_REBUILD},
+                                          {"random-weights", no_argument, 0, O_RANDOM},
+                                          {"seed", required_argument, 0, O_SEED},
+                                          {0, 0, 0, 0}};
+    wm_build_opts o;
+    memset(&o, 0, sizeof o);
+    o.task = o.precision = -1;
+    o.export_only = export_only;
+    int opt, seed_set = 0;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "c:t:p:d:", longs, NULL)) != -1) {
+        switch (opt) {
+        case 'h': help(export_only); return WM_EXIT_OK;
+        case 'c': o.recipe = optarg; break;
+        case 't':
+            if ((o.task = wm_task_from_name(optarg)) < 0) return wm_cli_usage_error(&c, "-t: unknown task '%s'", optarg);
+            break;
+        case 'p':
+            if ((o.precision = wm_precision_from_name(optarg)) < 0)
+                return wm_cli_usage_error(&c, "-p: unknown precision '%s' (fp32, fp16, int8, int4)", optarg);
+            break;
+        case O_EP: o.ep = optarg; break;
+        case 'd': case O_DEVICE: o.device = optarg; break;
+        case O_NO_COMPILE: o.no_compile = 1; break;
+        case O_REBUILD: o.rebuild = 1; break;
+        case O_RANDOM: o.random = 1; break;
+        case O_SEED: {
+            char *end = NULL;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (!*optarg || *end || optarg[0] == '-') return wm_cli_usage_error(&c, "--seed: '%s' is not a number", optarg);
+            o.seed = v;
+            seed_set = 1;
+            break;
+        }
+        default: {
+            int rc = wm_cli_other_opt(&c, opt, optarg, argv);
+            if (rc) return rc;
+        }
+        }
+    }
+    if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
+    if (!c.model) return wm_cli_usage_error(&c, "-m CHECKPOINT is required");
+    if (!c.out) return wm_cli_usage_error(&c, "-o DIR is required");
+    if (seed_set && !o.random) return wm_cli_usage_error(&c, "--seed needs --random-weights");
+    if (o.ep && strcmp(o.ep, "cpu")) return wm_cli_usage_error(&c, "--ep: only 'cpu' is available");
+    if (o.device && strcmp(o.device, "cpu")) return wm_cli_usage_error(&c, "--device: only 'cpu' is available");
+    o.model = c.model;
+    o.out_dir = c.out;
+    o.quiet = c.quiet; /* stage notes (not run / skipped) go to stderr even with -f json */
+    o.progress = !c.quiet && !c.json && isatty(STDERR_FILENO);
+    wm_json j;
+    wm_error err = {0};
+    int rc;
+    if (wm_build(&o, &j, &err)) rc = wm_cli_fail(&c, &err);
+    else {
+        c.out = NULL; /* -o named the folder; the summary goes to stdout */
+        rc = wm_cli_emit(&c, o.out_dir, &j);
+    }
+    wm_json_free(&j);
+    return rc;
+}
+
+int wm_cmd_build(int argc, char **argv) { return run(argc, argv, 0); }
+int wm_cmd_export(int argc, char **argv) { return run(argc, argv, 1); }

@@ -1,0 +1,742 @@
+/*
+ * config.c - config.json / generation_config.json / tokenizer_config.json
+ * parsing (see config.h).
+ */
+#define _GNU_SOURCE
+#include "hf/config.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "core/file.h"
+
+/* ------------------------------------------------------------------ JSON */
+
+/* Depth and byte scan before cJSON: strings skipped (escapes honoured), NUL refused. */
+static wm_status scan_json(const char *t, size_t n, const char *label, wm_error *err) {
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (!c) return wm_err(err, WM_ERR_INPUT, "%s: NUL byte at offset %zu", label, i);
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+            continue;
+        }
+        if (c == '"') in_str = 1;
+        else if (c == '{' || c == '[') {
+            if (++depth > WM_HF_JSON_MAX_DEPTH)
+                return wm_err(err, WM_ERR_INPUT, "%s: JSON nested deeper than %d levels (offset %zu)", label,
+                              WM_HF_JSON_MAX_DEPTH, i);
+        } else if (c == '}' || c == ']') depth--;
+    }
+    return WM_OK;
+}
+
+wm_status wm_hf_json_parse(const char *text, size_t n, size_t max_bytes, const char *label, cJSON **out,
+                           wm_error *err) {
+    *out = NULL;
+    if (!label) label = "<json>";
+    if (n > max_bytes)
+        return wm_err(err, WM_ERR_INPUT, "%s: %zu bytes, over the %zu-byte limit for this file", label, n, max_bytes);
+    wm_status s = scan_json(text, n, label, err);
+    if (s) return s;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, n, &end, 0);
+    if (!root) {
+        size_t off = end && end >= text ? (size_t)(end - text) : 0;
+        return wm_err(err, WM_ERR_INPUT, "%s: not valid JSON (near offset %zu)", label, off);
+    }
+    for (const char *p = end; p && p < text + n; p++)
+        if (!strchr(" \t\r\n", *p)) {
+            cJSON_Delete(root);
+            return wm_err(err, WM_ERR_INPUT, "%s: trailing bytes after the JSON value (offset %zu)", label,
+                          (size_t)(p - text));
+        }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return wm_err(err, WM_ERR_INPUT, "%s: the top level is not a JSON object", label);
+    }
+    *out = root;
+    return WM_OK;
+}
+
+wm_status wm_hf_json_load(const char *path, size_t max_bytes, cJSON **out, wm_error *err) {
+    *out = NULL;
+    wm_map m;
+    wm_status s = wm_map_file(path, 0, &m, err);
+    if (s) return s;
+    s = wm_hf_json_parse(m.data ? (const char *)m.data : "", m.size, max_bytes, path, out, err);
+    wm_unmap(&m);
+    return s;
+}
+
+/* ------------------------------------------------------------ typed access */
+
+static const char *kind_name(const cJSON *v) {
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "an invalid value";
+}
+
+/* The member key of obj, NULL when absent; WM_ERR_INPUT when it is listed twice. */
+static wm_status member(const cJSON *obj, const char *key, const char *label, const char *where, cJSON **out,
+                        wm_error *err) {
+    *out = NULL;
+    cJSON *c;
+    cJSON_ArrayForEach(c, obj) {
+        if (!c->string || strcmp(c->string, key)) continue;
+        if (*out)
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': listed twice (ambiguous)", label, where, key);
+        *out = c;
+    }
+    return WM_OK;
+}
+
+/* An integer JSON number in [lo, hi]; null -> *v untouched (absent). */
+static wm_status as_int(const cJSON *c, const char *label, const char *where, const char *key, int64_t lo,
+                        int64_t hi, int64_t *v, wm_error *err) {
+    if (!c || cJSON_IsNull(c)) return WM_OK;
+    double d = c->valuedouble;
+    if (!cJSON_IsNumber(c) || !isfinite(d) || d != floor(d) || fabs(d) > 9007199254740992.0 || d < (double)lo ||
+        d > (double)hi) {
+        if (cJSON_IsNumber(c))
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': expected an integer in [%lld, %lld], got %.17g", label,
+                          where, key, (long long)lo, (long long)hi, d);
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': expected an integer, got %s", label, where, key,
+                      kind_name(c));
+    }
+    *v = (int64_t)d;
+    return WM_OK;
+}
+
+static wm_status as_num(const cJSON *c, const char *label, const char *where, const char *key, double *v,
+                        wm_error *err) {
+    if (!c || cJSON_IsNull(c)) return WM_OK;
+    if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble))
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': expected a number, got %s", label, where, key,
+                      kind_name(c));
+    *v = c->valuedouble;
+    return WM_OK;
+}
+
+static wm_status as_bool(const cJSON *c, const char *label, const char *where, const char *key, int *v,
+                         wm_error *err) {
+    if (!c || cJSON_IsNull(c)) return WM_OK;
+    if (!cJSON_IsBool(c))
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': expected true or false, got %s", label, where, key,
+                      kind_name(c));
+    *v = cJSON_IsTrue(c) ? 1 : 0;
+    return WM_OK;
+}
+
+static wm_status as_str(const cJSON *c, const char *label, const char *where, const char *key, const char **v,
+                        wm_error *err) {
+    if (!c || cJSON_IsNull(c)) return WM_OK;
+    if (!cJSON_IsString(c) || !c->valuestring)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': expected a string, got %s", label, where, key,
+                      kind_name(c));
+    *v = c->valuestring;
+    return WM_OK;
+}
+
+/* A token id or a list of them (each in [0, 2^31)). */
+static wm_status as_ids(const cJSON *c, const char *label, const char *key, wm_hf_ids *ids, wm_error *err) {
+    if (!c || cJSON_IsNull(c)) return WM_OK;
+    ids->n = 0;
+    if (cJSON_IsArray(c)) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, c) {
+            if (ids->n == WM_HF_MAX_IDS)
+                return wm_err(err, WM_ERR_INPUT, "%s: field '%s': more than %d token ids", label, key, WM_HF_MAX_IDS);
+            int64_t v = -1;
+            wm_status s = as_int(e, label, "", key, 0, INT32_MAX, &v, err);
+            if (s) return s;
+            if (v < 0) return wm_err(err, WM_ERR_INPUT, "%s: field '%s': null inside the id list", label, key);
+            ids->v[ids->n++] = v;
+        }
+        return WM_OK;
+    }
+    int64_t v = -1;
+    wm_status s = as_int(c, label, "", key, 0, INT32_MAX, &v, err);
+    if (s) return s;
+    ids->v[ids->n++] = v;
+    return WM_OK;
+}
+
+/* ------------------------------------------------------------ config.json */
+
+/* Aliases: the keys different families use for one quantity, first found wins (a conflict is an error). */
+typedef struct int_alias {
+    size_t off;          /* offset of the int64_t field in wm_hf_config */
+    size_t key_off;      /* offset of the const char * recording the key, or 0 */
+    int64_t lo, hi;
+    const char *keys[5];
+} int_alias;
+
+#define CF(f) offsetof(wm_hf_config, f)
+static const int_alias int_aliases[] = {
+    {CF(vocab_size), 0, 1, INT32_MAX, {"vocab_size", "n_vocab"}},
+    {CF(hidden_size), CF(key_hidden), 1, 1 << 20, {"hidden_size", "n_embd", "d_model", "dim"}},
+    {CF(intermediate_size), CF(key_intermediate), 1, 1 << 22, {"intermediate_size", "n_inner", "hidden_dim", "ffn_dim"}},
+    {CF(num_layers), CF(key_layers), 1, 4096, {"num_hidden_layers", "n_layer", "n_layers", "num_layers"}},
+    {CF(num_heads), CF(key_heads), 1, 1 << 16, {"num_attention_heads", "n_head", "n_heads"}},
+    {CF(num_kv_heads), 0, 1, 1 << 16, {"num_key_value_heads", "num_kv_heads", "n_head_kv"}},
+    {CF(head_dim), 0, 1, 1 << 16, {"head_dim"}},
+    {CF(max_positions), CF(key_positions), 1, INT32_MAX, {"max_position_embeddings", "n_positions"}},
+    {CF(type_vocab_size), 0, 0, INT32_MAX, {"type_vocab_size"}},
+    {CF(embedding_size), 0, 1, 1 << 20, {"embedding_size"}},
+    {CF(sliding_window), 0, 1, INT32_MAX, {"sliding_window"}},
+    {CF(max_window_layers), 0, 0, 4096, {"max_window_layers"}},
+};
+
+typedef struct flag_key {
+    size_t off;
+    const char *key;
+} flag_key;
+
+static const flag_key flag_keys[] = {
+    {CF(tie_word_embeddings), "tie_word_embeddings"},
+    {CF(attention_bias), "attention_bias"},
+    {CF(mlp_bias), "mlp_bias"},
+    {CF(use_sliding_window), "use_sliding_window"},
+    {CF(scale_attn_weights), "scale_attn_weights"},
+    {CF(scale_attn_by_inverse_layer_idx), "scale_attn_by_inverse_layer_idx"},
+    {CF(is_decoder), "is_decoder"},
+};
+
+static const char *const eps_keys[] = {"layer_norm_eps", "rms_norm_eps", "layer_norm_epsilon", "norm_eps"};
+static const char *const act_keys[] = {"hidden_act", "activation_function", "activation", "hidden_activation"};
+static const char *const dtype_keys[] = {"torch_dtype", "dtype"};
+
+static wm_status parse_float_list(const cJSON *c, const char *label, const char *where, const char *key,
+                                  double **out, size_t *n, wm_error *err) {
+    if (!c || cJSON_IsNull(c)) return WM_OK;
+    if (!cJSON_IsArray(c))
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': expected a list of numbers, got %s", label, where, key,
+                      kind_name(c));
+    int k = cJSON_GetArraySize(c);
+    if (k > 65536) return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': %d entries, too many", label, where, key, k);
+    free(*out);
+    *out = calloc((size_t)k + 1, sizeof **out);
+    if (!*out) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    *n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, c) {
+        double v = NAN;
+        wm_status s = as_num(e, label, where, key, &v, err);
+        if (s) return s;
+        if (isnan(v)) return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': null inside the list", label, where, key);
+        (*out)[(*n)++] = v;
+    }
+    return WM_OK;
+}
+
+/* Reads the RoPE keys of one object (top level, rope_parameters or rope_scaling) into r. */
+static wm_status parse_rope_obj(const cJSON *o, const char *label, const char *where, int top, wm_hf_rope *r,
+                                int *any, wm_error *err) {
+    static const struct {
+        const char *key;
+        size_t off;
+    } nums[] = {
+        {"rope_theta", offsetof(wm_hf_rope, theta)},
+        {"factor", offsetof(wm_hf_rope, factor)},
+        {"low_freq_factor", offsetof(wm_hf_rope, low_freq_factor)},
+        {"high_freq_factor", offsetof(wm_hf_rope, high_freq_factor)},
+        {"beta_fast", offsetof(wm_hf_rope, beta_fast)},
+        {"beta_slow", offsetof(wm_hf_rope, beta_slow)},
+        {"attention_factor", offsetof(wm_hf_rope, attention_factor)},
+        {"mscale", offsetof(wm_hf_rope, mscale)},
+        {"mscale_all_dim", offsetof(wm_hf_rope, mscale_all_dim)},
+        {"partial_rotary_factor", offsetof(wm_hf_rope, partial_rotary_factor)},
+    };
+    wm_status s;
+    cJSON *c;
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        /* at the top level only the keys that live there in real configs (theta, partial factor) */
+        if (top && strcmp(nums[i].key, "rope_theta") && strcmp(nums[i].key, "partial_rotary_factor")) continue;
+        if ((s = member(o, nums[i].key, label, where, &c, err))) return s;
+        if (!c || cJSON_IsNull(c)) continue;
+        *any = 1;
+        if ((s = as_num(c, label, where, nums[i].key, (double *)((char *)r + nums[i].off), err))) return s;
+    }
+    const char *type = NULL;
+    for (int k = 0; k < 2 && !top; k++) {
+        const char *key = k ? "rope_type" : "type";
+        if ((s = member(o, key, label, where, &c, err))) return s;
+        const char *t = NULL;
+        if ((s = as_str(c, label, where, key, &t, err))) return s;
+        if (t && type && strcmp(t, type))
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%stype' ('%s') and '%srope_type' ('%s') disagree", label,
+                          where, type, where, t);
+        if (t) type = t;
+    }
+    if (type) {
+        r->type = type;
+        *any = 1;
+    }
+    if ((s = member(o, "original_max_position_embeddings", label, where, &c, err))) return s;
+    if ((s = as_int(c, label, where, "original_max_position_embeddings", 1, INT32_MAX, &r->original_max_pos, err)))
+        return s;
+    if (top) return WM_OK;
+    if ((s = member(o, "truncate", label, where, &c, err))) return s;
+    if ((s = as_bool(c, label, where, "truncate", &r->truncate, err))) return s;
+    if ((s = member(o, "short_factor", label, where, &c, err))) return s;
+    if ((s = parse_float_list(c, label, where, "short_factor", &r->short_factor, &r->n_short, err))) return s;
+    if ((s = member(o, "long_factor", label, where, &c, err))) return s;
+    if ((s = parse_float_list(c, label, where, "long_factor", &r->long_factor, &r->n_long, err))) return s;
+    return WM_OK;
+}
+
+static wm_status parse_rope(wm_hf_config *cfg, wm_error *err) {
+    wm_hf_rope *r = &cfg->rope;
+    r->theta = r->factor = r->low_freq_factor = r->high_freq_factor = NAN;
+    r->beta_fast = r->beta_slow = r->attention_factor = r->mscale = r->mscale_all_dim = NAN;
+    r->partial_rotary_factor = NAN;
+    r->original_max_pos = -1;
+    r->truncate = -1;
+    int any = 0;
+    wm_status s = parse_rope_obj(cfg->root, cfg->file, "", 1, r, &any, err);
+    if (s) return s;
+    static const char *const subs[] = {"rope_scaling", "rope_parameters"};
+    for (int i = 0; i < 2; i++) {
+        cJSON *c;
+        if ((s = member(cfg->root, subs[i], cfg->file, "", &c, err))) return s;
+        if (!c || cJSON_IsNull(c)) continue;
+        if (!cJSON_IsObject(c))
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected an object, got %s", cfg->file, subs[i],
+                          kind_name(c));
+        char where[32];
+        snprintf(where, sizeof where, "%s.", subs[i]);
+        const char *before = r->type;
+        if ((s = parse_rope_obj(c, cfg->file, where, 0, r, &any, err))) return s;
+        if (r->type != before) r->source = subs[i];
+    }
+    cfg->has_rope = any;
+    if (any && !r->type) {
+        r->type = "default";
+        r->source = "default";
+    }
+    return WM_OK;
+}
+
+static wm_status parse_labels(wm_hf_config *cfg, wm_error *err) {
+    cJSON *c;
+    wm_status s = member(cfg->root, "id2label", cfg->file, "", &c, err);
+    if (s || !c || cJSON_IsNull(c)) return s;
+    if (!cJSON_IsObject(c))
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'id2label': expected an object, got %s", cfg->file, kind_name(c));
+    int k = cJSON_GetArraySize(c);
+    if (k > 1000000) return wm_err(err, WM_ERR_INPUT, "%s: field 'id2label': %d labels, too many", cfg->file, k);
+    cfg->labels = calloc((size_t)k + 1, sizeof *cfg->labels);
+    if (!cfg->labels) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, c) {
+        char *end = NULL;
+        long idx = strtol(e->string ? e->string : "", &end, 10);
+        if (!e->string || !*e->string || *end || idx < 0 || idx >= k)
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'id2label': key '%s' is not an index in [0, %d)", cfg->file,
+                          e->string ? e->string : "", k);
+        if (!cJSON_IsString(e))
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'id2label.%s': expected a string, got %s", cfg->file, e->string,
+                          kind_name(e));
+        if (cfg->labels[idx])
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'id2label': index %ld listed twice", cfg->file, idx);
+        cfg->labels[idx] = e->valuestring;
+    }
+    cfg->n_labels = (size_t)k;
+    return WM_OK;
+}
+
+static wm_status parse_layer_types(wm_hf_config *cfg, wm_error *err) {
+    cJSON *c;
+    wm_status s = member(cfg->root, "layer_types", cfg->file, "", &c, err);
+    if (s || !c || cJSON_IsNull(c)) return s;
+    if (!cJSON_IsArray(c))
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'layer_types': expected a list of strings, got %s", cfg->file,
+                      kind_name(c));
+    int k = cJSON_GetArraySize(c);
+    if (k > 4096) return wm_err(err, WM_ERR_INPUT, "%s: field 'layer_types': %d entries, too many", cfg->file, k);
+    cfg->layer_sliding = calloc((size_t)k + 1, 1);
+    if (!cfg->layer_sliding) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    const cJSON *e;
+    size_t i = 0;
+    cJSON_ArrayForEach(e, c) {
+        if (!cJSON_IsString(e))
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'layer_types[%zu]': expected a string, got %s", cfg->file, i,
+                          kind_name(e));
+        if (!strcmp(e->valuestring, "full_attention")) cfg->layer_sliding[i] = 0;
+        else if (!strcmp(e->valuestring, "sliding_attention")) cfg->layer_sliding[i] = 1;
+        else
+            return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'layer_types[%zu]': attention kind '%s' is not supported "
+                          "(full_attention, sliding_attention)", cfg->file, i, e->valuestring);
+        i++;
+    }
+    cfg->n_layer_types = i;
+    return WM_OK;
+}
+
+/* One value from a list of alias keys; two different present values is an error. */
+static wm_status alias_int(wm_hf_config *cfg, const int_alias *a, wm_error *err) {
+    int64_t *dst = (int64_t *)((char *)cfg + a->off);
+    const char *from = NULL;
+    for (size_t k = 0; k < 5 && a->keys[k]; k++) {
+        cJSON *c;
+        wm_status s = member(cfg->root, a->keys[k], cfg->file, "", &c, err);
+        if (s) return s;
+        int64_t v = -1;
+        if ((s = as_int(c, cfg->file, "", a->keys[k], a->lo, a->hi, &v, err))) return s;
+        if (v < 0) continue;
+        if (from && *dst != v)
+            return wm_err(err, WM_ERR_INPUT, "%s: fields '%s' (%lld) and '%s' (%lld) disagree", cfg->file, from,
+                          (long long)*dst, a->keys[k], (long long)v);
+        if (!from) {
+            *dst = v;
+            from = a->keys[k];
+        }
+    }
+    if (a->key_off && from) *(const char **)((char *)cfg + a->key_off) = from;
+    return WM_OK;
+}
+
+static wm_status first_str(wm_hf_config *cfg, const char *const *keys, size_t nk, const char **out,
+                           const char **key_out, wm_error *err) {
+    for (size_t k = 0; k < nk; k++) {
+        cJSON *c;
+        wm_status s = member(cfg->root, keys[k], cfg->file, "", &c, err);
+        if (s) return s;
+        const char *v = NULL;
+        if ((s = as_str(c, cfg->file, "", keys[k], &v, err))) return s;
+        if (v && !*out) {
+            *out = v;
+            if (key_out) *key_out = keys[k];
+        }
+    }
+    return WM_OK;
+}
+
+static wm_status parse_config(wm_hf_config *cfg, wm_error *err) {
+    const char *f = cfg->file;
+    cJSON *c;
+    wm_status s;
+    if ((s = member(cfg->root, "auto_map", f, "", &c, err))) return s;
+    if (c && !cJSON_IsNull(c))
+        return wm_err(err, WM_ERR_UNSUPPORTED,
+                      "%s: field 'auto_map': the checkpoint needs custom repository code, which is never executed "
+                      "(not supported)", f);
+    if ((s = member(cfg->root, "model_type", f, "", &c, err))) return s;
+    if ((s = as_str(c, f, "", "model_type", &cfg->model_type, err))) return s;
+    if ((s = member(cfg->root, "architectures", f, "", &c, err))) return s;
+    if (c && !cJSON_IsNull(c)) {
+        if (!cJSON_IsArray(c))
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'architectures': expected a list of strings, got %s", f,
+                          kind_name(c));
+        const cJSON *e;
+        cJSON_ArrayForEach(e, c) {
+            if (!cJSON_IsString(e))
+                return wm_err(err, WM_ERR_INPUT, "%s: field 'architectures': expected strings, got %s", f, kind_name(e));
+            if (cfg->n_architectures < WM_HF_MAX_ARCHS) cfg->architectures[cfg->n_architectures++] = e->valuestring;
+        }
+    }
+    for (size_t i = 0; i < sizeof int_aliases / sizeof int_aliases[0]; i++)
+        if ((s = alias_int(cfg, &int_aliases[i], err))) return s;
+    for (size_t i = 0; i < sizeof flag_keys / sizeof flag_keys[0]; i++) {
+        if ((s = member(cfg->root, flag_keys[i].key, f, "", &c, err))) return s;
+        if ((s = as_bool(c, f, "", flag_keys[i].key, (int *)((char *)cfg + flag_keys[i].off), err))) return s;
+    }
+    for (size_t k = 0; k < sizeof eps_keys / sizeof eps_keys[0]; k++) {
+        if ((s = member(cfg->root, eps_keys[k], f, "", &c, err))) return s;
+        double v = NAN;
+        if ((s = as_num(c, f, "", eps_keys[k], &v, err))) return s;
+        if (isnan(v)) continue;
+        if (!(v > 0 && v < 1)) return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %g is not in (0, 1)", f, eps_keys[k], v);
+        if (!isnan(cfg->norm_eps) && cfg->norm_eps != v)
+            return wm_err(err, WM_ERR_INPUT, "%s: fields '%s' and '%s' disagree", f, cfg->key_eps, eps_keys[k]);
+        cfg->norm_eps = v;
+        cfg->key_eps = eps_keys[k];
+    }
+    if ((s = first_str(cfg, act_keys, 4, &cfg->activation, &cfg->key_act, err))) return s;
+    if ((s = first_str(cfg, dtype_keys, 2, &cfg->dtype, NULL, err))) return s;
+    if ((s = member(cfg->root, "num_labels", f, "", &c, err))) return s;
+    if ((s = as_int(c, f, "", "num_labels", 1, 1000000, &cfg->num_labels, err))) return s;
+    static const struct {
+        const char *key;
+        size_t off;
+    } ids[] = {{"pad_token_id", CF(pad)}, {"bos_token_id", CF(bos)}, {"eos_token_id", CF(eos)}};
+    for (size_t i = 0; i < 3; i++) {
+        if ((s = member(cfg->root, ids[i].key, f, "", &c, err))) return s;
+        if ((s = as_ids(c, f, ids[i].key, (wm_hf_ids *)((char *)cfg + ids[i].off), err))) return s;
+    }
+    if ((s = parse_rope(cfg, err))) return s;
+    if ((s = parse_labels(cfg, err))) return s;
+    if ((s = parse_layer_types(cfg, err))) return s;
+    if (cfg->num_labels < 0 && cfg->n_labels) cfg->num_labels = (int64_t)cfg->n_labels;
+    if (cfg->num_labels >= 0 && cfg->n_labels && (size_t)cfg->num_labels != cfg->n_labels)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'num_labels' (%lld) and 'id2label' (%zu entries) disagree", f,
+                      (long long)cfg->num_labels, cfg->n_labels);
+    return WM_OK;
+}
+
+static void config_init(wm_hf_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    int64_t *ints[] = {&cfg->vocab_size, &cfg->hidden_size, &cfg->intermediate_size, &cfg->num_layers,
+                       &cfg->num_heads, &cfg->num_kv_heads, &cfg->head_dim, &cfg->max_positions,
+                       &cfg->type_vocab_size, &cfg->embedding_size, &cfg->num_labels, &cfg->sliding_window,
+                       &cfg->max_window_layers};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) *ints[i] = -1;
+    int *flags[] = {&cfg->tie_word_embeddings, &cfg->attention_bias, &cfg->mlp_bias, &cfg->use_sliding_window,
+                    &cfg->scale_attn_weights, &cfg->scale_attn_by_inverse_layer_idx, &cfg->is_decoder};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) *flags[i] = -1;
+    cfg->norm_eps = NAN;
+}
+
+wm_status wm_hf_config_parse(const char *text, size_t n, const char *label, wm_hf_config *cfg, wm_error *err) {
+    config_init(cfg);
+    snprintf(cfg->file, sizeof cfg->file, "%s", label ? label : "config.json");
+    wm_status s = wm_hf_json_parse(text, n, WM_HF_CONFIG_MAX_BYTES, cfg->file, &cfg->root, err);
+    if (!s) s = parse_config(cfg, err);
+    if (s) wm_hf_config_free(cfg);
+    return s;
+}
+
+wm_status wm_hf_config_load(const char *path, wm_hf_config *cfg, wm_error *err) {
+    config_init(cfg);
+    wm_map m;
+    wm_status s = wm_map_file(path, 0, &m, err);
+    if (s) return s;
+    s = wm_hf_config_parse(m.data ? (const char *)m.data : "", m.size, path, cfg, err);
+    wm_unmap(&m);
+    return s;
+}
+
+void wm_hf_config_free(wm_hf_config *cfg) {
+    if (!cfg) return;
+    cJSON_Delete(cfg->root);
+    free(cfg->rope.short_factor);
+    free(cfg->rope.long_factor);
+    free(cfg->layer_sliding);
+    free(cfg->labels);
+    char file[PATH_MAX];
+    memcpy(file, cfg->file, sizeof file);
+    config_init(cfg);
+    memcpy(cfg->file, file, sizeof file);
+}
+
+/* ------------------------------------------------------ generation config */
+
+wm_status wm_hf_gen_config_parse(const char *text, size_t n, const char *label, wm_hf_gen_config *g, wm_error *err) {
+    memset(g, 0, sizeof *g);
+    g->temperature = g->top_p = g->repetition_penalty = NAN;
+    g->top_k = g->max_length = g->max_new_tokens = -1;
+    g->do_sample = -1;
+    if (!label) label = "generation_config.json";
+    wm_status s = wm_hf_json_parse(text, n, WM_HF_CONFIG_MAX_BYTES, label, &g->root, err);
+    if (s) return s;
+    cJSON *c;
+    static const struct {
+        const char *key;
+        size_t off;
+    } ids[] = {{"pad_token_id", offsetof(wm_hf_gen_config, pad)},
+               {"bos_token_id", offsetof(wm_hf_gen_config, bos)},
+               {"eos_token_id", offsetof(wm_hf_gen_config, eos)}};
+    for (size_t i = 0; i < 3 && !s; i++)
+        if (!(s = member(g->root, ids[i].key, label, "", &c, err)))
+            s = as_ids(c, label, ids[i].key, (wm_hf_ids *)((char *)g + ids[i].off), err);
+    static const struct {
+        const char *key;
+        size_t off;
+    } nums[] = {{"temperature", offsetof(wm_hf_gen_config, temperature)},
+                {"top_p", offsetof(wm_hf_gen_config, top_p)},
+                {"repetition_penalty", offsetof(wm_hf_gen_config, repetition_penalty)}};
+    for (size_t i = 0; i < 3 && !s; i++)
+        if (!(s = member(g->root, nums[i].key, label, "", &c, err)))
+            s = as_num(c, label, "", nums[i].key, (double *)((char *)g + nums[i].off), err);
+    static const struct {
+        const char *key;
+        size_t off;
+    } ints[] = {{"top_k", offsetof(wm_hf_gen_config, top_k)},
+                {"max_length", offsetof(wm_hf_gen_config, max_length)},
+                {"max_new_tokens", offsetof(wm_hf_gen_config, max_new_tokens)}};
+    for (size_t i = 0; i < 3 && !s; i++)
+        if (!(s = member(g->root, ints[i].key, label, "", &c, err)))
+            s = as_int(c, label, "", ints[i].key, 0, INT32_MAX, (int64_t *)((char *)g + ints[i].off), err);
+    if (!s && !(s = member(g->root, "do_sample", label, "", &c, err))) s = as_bool(c, label, "", "do_sample", &g->do_sample, err);
+    if (s) wm_hf_gen_config_free(g);
+    return s;
+}
+
+void wm_hf_gen_config_free(wm_hf_gen_config *g) {
+    if (!g) return;
+    cJSON_Delete(g->root);
+    g->root = NULL;
+}
+
+/* ------------------------------------------------------- tokenizer config */
+
+/* A special token: "text" or {"content": "text", ...}. */
+static wm_status special_token(const cJSON *o, const char *label, const char *key, const char **out, wm_error *err) {
+    cJSON *c;
+    wm_status s = member(o, key, label, "", &c, err);
+    if (s || !c || cJSON_IsNull(c)) return s;
+    if (cJSON_IsObject(c)) {
+        cJSON *content;
+        char where[64];
+        snprintf(where, sizeof where, "%s.", key);
+        if ((s = member(c, "content", label, where, &content, err))) return s;
+        if (!content)
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': an object without 'content'", label, key);
+        return as_str(content, label, where, "content", out, err);
+    }
+    return as_str(c, label, "", key, out, err);
+}
+
+wm_status wm_hf_tok_config_parse(const char *text, size_t n, const char *label, wm_hf_tok_config *t, wm_error *err) {
+    memset(t, 0, sizeof *t);
+    t->model_max_length = NAN;
+    if (!label) label = "tokenizer_config.json";
+    wm_status s = wm_hf_json_parse(text, n, WM_HF_TOKCONFIG_MAX_BYTES, label, &t->root, err);
+    if (s) return s;
+    static const struct {
+        const char *key;
+        size_t off;
+    } toks[] = {{"bos_token", offsetof(wm_hf_tok_config, bos_token)},
+                {"eos_token", offsetof(wm_hf_tok_config, eos_token)},
+                {"pad_token", offsetof(wm_hf_tok_config, pad_token)},
+                {"unk_token", offsetof(wm_hf_tok_config, unk_token)}};
+    for (size_t i = 0; i < 4 && !s; i++)
+        s = special_token(t->root, label, toks[i].key, (const char **)((char *)t + toks[i].off), err);
+    cJSON *c = NULL;
+    if (!s && !(s = member(t->root, "chat_template", label, "", &c, err)) && c && !cJSON_IsNull(c)) {
+        if (cJSON_IsString(c)) {
+            t->chat_template = c->valuestring;
+            t->n_chat_templates = 1;
+        } else if (cJSON_IsArray(c)) {
+            const cJSON *e;
+            size_t i = 0;
+            cJSON_ArrayForEach(e, c) {
+                cJSON *name = NULL, *tmpl = NULL;
+                if (!cJSON_IsObject(e)) {
+                    s = wm_err(err, WM_ERR_INPUT, "%s: field 'chat_template[%zu]': expected {name, template}, got %s",
+                               label, i, kind_name(e));
+                    break;
+                }
+                const char *nm = NULL, *tx = NULL;
+                if ((s = member(e, "name", label, "chat_template[].", &name, err)) ||
+                    (s = member(e, "template", label, "chat_template[].", &tmpl, err)) ||
+                    (s = as_str(name, label, "chat_template[].", "name", &nm, err)) ||
+                    (s = as_str(tmpl, label, "chat_template[].", "template", &tx, err)))
+                    break;
+                if (!nm || !tx) {
+                    s = wm_err(err, WM_ERR_INPUT, "%s: field 'chat_template[%zu]': needs both 'name' and 'template'",
+                               label, i);
+                    break;
+                }
+                if (!t->chat_template || !strcmp(nm, "default")) t->chat_template = tx;
+                i++;
+            }
+            t->n_chat_templates = i;
+        } else {
+            s = wm_err(err, WM_ERR_INPUT, "%s: field 'chat_template': expected a string or a list, got %s", label,
+                       kind_name(c));
+        }
+    }
+    if (!s && !(s = member(t->root, "model_max_length", label, "", &c, err)))
+        s = as_num(c, label, "", "model_max_length", &t->model_max_length, err);
+    if (!s && !(s = member(t->root, "tokenizer_class", label, "", &c, err)))
+        s = as_str(c, label, "", "tokenizer_class", &t->tokenizer_class, err);
+    if (s) wm_hf_tok_config_free(t);
+    return s;
+}
+
+void wm_hf_tok_config_free(wm_hf_tok_config *t) {
+    if (!t) return;
+    cJSON_Delete(t->root);
+    t->root = NULL;
+}
+
+/* ------------------------------------------------------------- checkpoint */
+
+static int is_file(const char *dir, const char *name) {
+    char p[PATH_MAX];
+    struct stat st;
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p) return 0;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int wm_hf_is_checkpoint_dir(const char *path) {
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) && is_file(path, "config.json");
+}
+
+typedef wm_status (*parse_fn)(const char *, size_t, const char *, void *, wm_error *);
+
+static wm_status load_optional(const char *dir, const char *name, parse_fn fn, void *out, int *has, wm_error *err) {
+    *has = 0;
+    if (!is_file(dir, name)) return WM_OK;
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    wm_map m;
+    wm_status s = wm_map_file(p, 0, &m, err);
+    if (s) return s;
+    s = fn(m.data ? (const char *)m.data : "", m.size, p, out, err);
+    wm_unmap(&m);
+    if (!s) *has = 1;
+    return s;
+}
+
+static wm_status gen_parse(const char *t, size_t n, const char *l, void *o, wm_error *e) {
+    return wm_hf_gen_config_parse(t, n, l, o, e);
+}
+static wm_status tok_parse(const char *t, size_t n, const char *l, void *o, wm_error *e) {
+    return wm_hf_tok_config_parse(t, n, l, o, e);
+}
+
+wm_status wm_hf_open_checkpoint(const char *spec, wm_hf_checkpoint *ck, wm_error *err) {
+    memset(ck, 0, sizeof *ck);
+    struct stat st;
+    if (!spec || !*spec) return wm_err(err, WM_ERR_USAGE, "no model given (-m)");
+    if (stat(spec, &st) != 0)
+        return wm_err(err, WM_ERR_INPUT, "%s: no such file or folder (hub names are resolved from a local folder only "
+                      "for now)", spec);
+    if (!S_ISDIR(st.st_mode)) return wm_err(err, WM_ERR_INPUT, "%s: not a checkpoint folder", spec);
+    if ((size_t)snprintf(ck->dir, sizeof ck->dir, "%s", spec) >= sizeof ck->dir)
+        return wm_err(err, WM_ERR_INPUT, "%s: path too long", spec);
+    size_t L = strlen(ck->dir);
+    while (L > 1 && ck->dir[L - 1] == '/') ck->dir[--L] = 0;
+    if (!is_file(ck->dir, "config.json"))
+        return wm_err(err, WM_ERR_INPUT, "%s/config.json: missing (not a Hugging Face checkpoint folder)", ck->dir);
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/config.json", ck->dir);
+    wm_status s = wm_hf_config_load(p, &ck->config, err);
+    if (s) return s;
+    if ((s = load_optional(ck->dir, "generation_config.json", gen_parse, &ck->gen, &ck->has_gen, err)) ||
+        (s = load_optional(ck->dir, "tokenizer_config.json", tok_parse, &ck->tok, &ck->has_tok, err))) {
+        wm_hf_checkpoint_free(ck);
+        return s;
+    }
+    static const char *const weights[] = {"model.safetensors.index.json", "model.safetensors"};
+    for (size_t i = 0; i < 2 && !ck->weights[0]; i++)
+        if (is_file(ck->dir, weights[i])) snprintf(ck->weights, sizeof ck->weights, "%s/%s", ck->dir, weights[i]);
+    static const char *const pickles[] = {"pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth",
+                                          "model.ckpt", "tf_model.h5", "flax_model.msgpack"};
+    for (size_t i = 0; i < sizeof pickles / sizeof pickles[0] && !ck->pickle[0]; i++)
+        if (is_file(ck->dir, pickles[i])) snprintf(ck->pickle, sizeof ck->pickle, "%s", pickles[i]);
+    return WM_OK;
+}
+
+void wm_hf_checkpoint_free(wm_hf_checkpoint *ck) {
+    if (!ck) return;
+    wm_hf_config_free(&ck->config);
+    if (ck->has_gen) wm_hf_gen_config_free(&ck->gen);
+    if (ck->has_tok) wm_hf_tok_config_free(&ck->tok);
+    ck->has_gen = ck->has_tok = 0;
+}

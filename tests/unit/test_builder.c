@@ -1,0 +1,502 @@
+/*
+ * Unit tests of src/builder: architecture resolution from the tables (config
+ * alone and with safetensors), RoPE frequencies, SHA-256 (FIPS 180-4 test
+ * vectors), half-precision conversion and transposition in the weight sink,
+ * recipes (defaults, round trip, strictness) and an export with random
+ * weights reloaded by our ONNX reader (inline and external data).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/half.h"
+#include "builder/arch.h"
+#include "builder/export.h"
+#include "builder/recipe.h"
+#include "core/sha256.h"
+#include "builder/weights.h"
+#include "core/json.h"
+#include "hf/config.h"
+#include "onnx/dtype.h"
+#include "onnx/graph.h"
+#include "unit_tmpdir.h"
+
+static wm_hf_checkpoint ck;
+
+static wm_status resolve(const char *cfg, const wm_st_file *st, int task, wm_arch *a, wm_error *e) {
+    memset(&ck, 0, sizeof ck);
+    memset(a, 0, sizeof *a);
+    memset(e, 0, sizeof *e);
+    wm_status s = wm_hf_config_parse(cfg, strlen(cfg), "config.json", &ck.config, e);
+    if (s) return s;
+    return wm_arch_resolve(&ck, st, task, a, e);
+}
+
+static void done(wm_arch *a) {
+    wm_arch_free(a);
+    wm_hf_config_free(&ck.config);
+}
+
+static int has_feature(const wm_arch *a, const char *needle) {
+    wm_json j;
+    wm_json_init(&j);
+    wm_arch_features_json(a, &j, NULL);
+    int found = strstr(wm_json_text(&j), needle) != NULL;
+    wm_json_free(&j);
+    return found;
+}
+
+#define QWEN2 "{\"model_type\": \"qwen2\", \"architectures\": [\"Qwen2ForCausalLM\"], \"hidden_size\": 64," \
+              " \"intermediate_size\": 128, \"num_hidden_layers\": 3, \"num_attention_heads\": 4,"          \
+              " \"num_key_value_heads\": 2, \"vocab_size\": 100, \"max_position_embeddings\": 256,"       \
+              " \"rope_theta\": 1000000.0, \"tie_word_embeddings\": true, \"use_sliding_window\": false,"  \
+              " \"sliding_window\": 32768"
+
+static void test_families_from_config(void **state) {
+    (void)state;
+    wm_arch a;
+    wm_error e;
+    assert_int_equal(resolve(QWEN2 "}", NULL, -1, &a, &e), WM_OK);
+    assert_int_equal(a.kind, WM_DECODER);
+    assert_int_equal(a.task, WM_TASK_TEXT_GENERATION);
+    assert_string_equal(a.scheme, "llama");
+    assert_string_equal(a.inference_class, "Qwen2ForCausalLM");
+    assert_true(a.qkv_bias && !a.o_bias && !a.mlp_bias && a.tied && a.gated && !a.qk_norm);
+    assert_int_equal(a.norm, WM_NORM_RMS);
+    assert_int_equal(a.window, 0);
+    assert_string_equal(wm_arch_mod(&a, 2, WM_M_L_Q)->w, "model.layers.2.self_attn.q_proj.weight");
+    assert_false(wm_arch_mod(&a, -1, WM_M_G_LM_HEAD)->present); /* tied */
+    /* params: embed + 3 x (norms, q/k/v/o with q/k/v bias, gate/up/down) + final norm */
+    uint64_t layer = 64 + 64 + (64 * 64 + 64) + 2 * (64 * 32 + 32) + 64 * 64 + 3 * 64 * 128;
+    assert_int_equal(a.n_params, 100 * 64 + 3 * layer + 64);
+    assert_true(has_feature(&a, "grouped KV heads (4 query heads, 2 kv heads)"));
+    done(&a);
+
+    /* qwen3: per-head q/k norm, no bias, head_dim from the config */
+    assert_int_equal(resolve("{\"model_type\": \"qwen3\", \"hidden_size\": 64, \"intermediate_size\": 96,"
+                             " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"num_key_value_heads\": 4,"
+                             " \"head_dim\": 32, \"vocab_size\": 50}", NULL, -1, &a, &e), WM_OK);
+    assert_true(a.qk_norm && !a.qkv_bias && !a.tied);
+    assert_int_equal(a.hd, 32);
+    assert_int_equal(wm_arch_mod(&a, 0, WM_M_L_Q)->out, 128);
+    assert_int_equal(wm_arch_mod(&a, 0, WM_M_L_Q_NORM)->in, 32);
+    assert_true(wm_arch_mod(&a, -1, WM_M_G_LM_HEAD)->present);
+    done(&a);
+
+    /* gpt2: Conv1D, fused qkv, learned positions, intermediate 4 x hidden */
+    assert_int_equal(resolve("{\"model_type\": \"gpt2\", \"n_embd\": 32, \"n_layer\": 2, \"n_head\": 4,"
+                             " \"vocab_size\": 50, \"n_positions\": 64}", NULL, -1, &a, &e), WM_OK);
+    assert_true(a.conv1d && a.fused_qkv && a.tied && !a.gated);
+    assert_int_equal(a.pos, WM_POS_LEARNED);
+    assert_int_equal(a.I, 128);
+    assert_int_equal(a.act, WM_ACT_GELU_TANH);
+    assert_string_equal(wm_arch_mod(&a, 1, WM_M_L_QKV)->w, "transformer.h.1.attn.c_attn.weight");
+    assert_string_equal(a.inference_class, "GPT2LMHeadModel");
+    done(&a);
+
+    /* xlm-roberta classification: padding-aware positions, dense+tanh head, one label */
+    assert_int_equal(resolve("{\"model_type\": \"xlm-roberta\", \"architectures\": [\"XLMRobertaForSequenceClassification\"],"
+                             " \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"
+                             " \"num_attention_heads\": 4, \"vocab_size\": 50, \"max_position_embeddings\": 66,"
+                             " \"type_vocab_size\": 1, \"pad_token_id\": 1, \"id2label\": {\"0\": \"score\"}}",
+                             NULL, -1, &a, &e), WM_OK);
+    assert_int_equal(a.kind, WM_ENCODER);
+    assert_int_equal(a.posid, WM_POSID_PADDING);
+    assert_true(a.post_norm);
+    assert_int_equal(a.labels, 1);
+    assert_int_equal(a.n_head_mods, 2);
+    assert_int_equal(a.head_act, WM_ACT_TANH);
+    assert_string_equal(wm_arch_mod(&a, -1, WM_M_H_1)->w, "classifier.out_proj.weight");
+    done(&a);
+    assert_int_equal(resolve("{\"model_type\": \"xlm-roberta\", \"architectures\": [\"XLMRobertaForSequenceClassification\"],"
+                             " \"hidden_size\": 32, \"num_hidden_layers\": 2, \"intermediate_size\": 64,"
+                             " \"num_attention_heads\": 4, \"vocab_size\": 50, \"max_position_embeddings\": 66}",
+                             NULL, WM_TASK_FEATURE_EXTRACTION, &a, &e), WM_OK);
+    assert_string_equal(a.inference_class, "XLMRobertaModel");
+    assert_int_equal(a.n_head_mods, 0);
+    done(&a);
+}
+
+static void test_unsupported(void **state) {
+    (void)state;
+    struct {
+        const char *cfg;
+        int task;
+        wm_status want;
+        const char *needle;
+    } cases[] = {
+        {"{\"model_type\": \"mamba\", \"hidden_size\": 8}", -1, WM_ERR_UNSUPPORTED, "'mamba' is not supported"},
+        {"{\"hidden_size\": 8}", -1, WM_ERR_INPUT, "'model_type': missing"},
+        {"{\"model_type\": \"gemma\"}", -1, WM_ERR_UNSUPPORTED, "gemma"},
+        {QWEN2 "}", WM_TASK_TEXT_CLASSIFICATION, WM_ERR_UNSUPPORTED, "text-classification"},
+        {QWEN2 ", \"hidden_act\": \"mish\"}", -1, WM_ERR_UNSUPPORTED, "'hidden_act': activation 'mish'"},
+        {QWEN2 ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}", -1, WM_ERR_UNSUPPORTED, "dynamic"},
+        {QWEN2 ", \"rope_scaling\": {\"type\": \"linear\"}}", -1, WM_ERR_INPUT, "factor"},
+        {QWEN2 ", \"attn_logit_softcapping\": 50.0}", -1, WM_ERR_UNSUPPORTED, "attn_logit_softcapping"},
+        {"{\"model_type\": \"llama\", \"hidden_size\": 32, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+         " \"num_key_value_heads\": 3, \"intermediate_size\": 8, \"vocab_size\": 9}", -1, WM_ERR_INPUT,
+         "does not divide"},
+        {"{\"model_type\": \"bert\", \"hidden_size\": 32, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+         " \"intermediate_size\": 8, \"vocab_size\": 9, \"max_position_embeddings\": 8,"
+         " \"position_embedding_type\": \"relative_key\"}", -1, WM_ERR_UNSUPPORTED, "position_embedding_type"},
+        {"{\"model_type\": \"bert\", \"hidden_size\": 32, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+         " \"intermediate_size\": 8, \"vocab_size\": 9}", -1, WM_ERR_INPUT, "max_position_embeddings"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        wm_arch a;
+        wm_error e;
+        wm_status s = resolve(cases[i].cfg, NULL, cases[i].task, &a, &e);
+        if (s != cases[i].want || !strstr(e.msg, cases[i].needle)) {
+            print_error("case %zu: status %d, message '%s' (want %d, '%s')\n", i, s, e.msg, cases[i].want,
+                        cases[i].needle);
+            fail();
+        }
+        done(&a);
+    }
+}
+
+static void test_rope_frequencies(void **state) {
+    (void)state;
+    wm_arch a;
+    wm_error e;
+    assert_int_equal(resolve(QWEN2 "}", NULL, -1, &a, &e), WM_OK);
+    assert_int_equal(a.rope.rot_dim, 16);
+    for (int i = 0; i < 8; i++) {
+        double want = 1.0 / pow(1e6, 2.0 * i / 16.0);
+        assert_true(fabs(a.rope.inv_freq[i] - want) <= 1e-6 * want);
+    }
+    done(&a);
+    /* linear scaling divides, partial rotary halves the rotated dims */
+    assert_int_equal(resolve(QWEN2 ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 4.0},"
+                                    " \"partial_rotary_factor\": 0.5}", NULL, -1, &a, &e), WM_OK);
+    assert_int_equal(a.rope.rot_dim, 8);
+    assert_true(fabs(a.rope.inv_freq[1] - 0.25 / pow(1e6, 2.0 / 8.0)) < 1e-9);
+    done(&a);
+    /* longrope keeps both sets and the switch point */
+    assert_int_equal(resolve(QWEN2 ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1,1,1,1,1,1,1,1],"
+                                    " \"long_factor\": [2,2,2,2,2,2,2,2]}, \"original_max_position_embeddings\": 64}",
+                             NULL, -1, &a, &e), WM_OK);
+    assert_non_null(a.rope.inv_freq_long);
+    assert_true(fabs(a.rope.inv_freq_long[3] * 2 - a.rope.inv_freq[3]) < 1e-9);
+    assert_int_equal(a.rope.orig_max, 64);
+    assert_true(fabs(a.rope.scale - sqrt(1 + log(4.0) / log(64.0))) < 1e-9);
+    done(&a);
+    assert_int_equal(resolve(QWEN2 ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1],"
+                                    " \"long_factor\": [2]}, \"original_max_position_embeddings\": 64}",
+                             NULL, -1, &a, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "short_factor"));
+    done(&a);
+}
+
+static void test_sliding_windows(void **state) {
+    (void)state;
+    wm_arch a;
+    wm_error e;
+    assert_int_equal(resolve(QWEN2 ", \"use_sliding_window\": true, \"max_window_layers\": 1, \"sliding_window\": 8}",
+                             NULL, -1, &a, &e), WM_ERR_INPUT); /* the key listed twice (QWEN2 has it) */
+    done(&a);
+    assert_int_equal(resolve("{\"model_type\": \"mistral\", \"hidden_size\": 32, \"intermediate_size\": 64,"
+                             " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 50,"
+                             " \"sliding_window\": 16}", NULL, -1, &a, &e), WM_OK);
+    assert_int_equal(a.window, 16);
+    assert_true(a.sliding[0] && a.sliding[1]);
+    done(&a);
+    assert_int_equal(resolve("{\"model_type\": \"llama\", \"hidden_size\": 32, \"intermediate_size\": 64,"
+                             " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 50,"
+                             " \"sliding_window\": 16}", NULL, -1, &a, &e), WM_OK);
+    assert_int_equal(a.window, 0); /* llama ignores the key, as transformers does */
+    done(&a);
+    assert_int_equal(resolve("{\"model_type\": \"qwen2\", \"hidden_size\": 32, \"intermediate_size\": 64,"
+                             " \"num_hidden_layers\": 3, \"num_attention_heads\": 4, \"vocab_size\": 50,"
+                             " \"sliding_window\": 4, \"layer_types\": [\"full_attention\", \"sliding_attention\","
+                             " \"full_attention\"]}", NULL, -1, &a, &e), WM_OK);
+    assert_true(!a.sliding[0] && a.sliding[1] && !a.sliding[2] && a.window == 4);
+    done(&a);
+}
+
+/* ------------------------------------------------------------ with tensors */
+
+static uint8_t *st_buf;
+
+/* A safetensors image of a tiny llama (or, broken, with one change); returns the open handle. */
+static wm_st_file *tiny_llama(const char *drop, const char *reshape, const char *extra) {
+    static const char *names[] = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+                                  "model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+                                  "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+                                  "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+                                  "model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight",
+                                  "model.layers.0.mlp.down_proj.weight", "model.layers.0.self_attn.q_proj.bias"};
+    static const int64_t shapes[][2] = {{10, 8}, {8, 0}, {10, 8}, {8, 0}, {8, 0}, {8, 8}, {4, 8},
+                                        {4, 8}, {8, 8}, {12, 8}, {12, 8}, {8, 12}, {8, 0}};
+    static float zeros[256];
+    wm_st_tensor t[16];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (drop && !strcmp(drop, names[i])) continue;
+        t[n] = (wm_st_tensor){.name = names[i], .dtype = WM_ST_F32, .rank = shapes[i][1] ? 2 : 1,
+                              .shape = shapes[i], .data = (const uint8_t *)zeros};
+        if (reshape && !strcmp(reshape, names[i])) {
+            static const int64_t bad[2] = {9, 8};
+            t[n].shape = bad;
+        }
+        n++;
+    }
+    if (extra) t[n++] = (wm_st_tensor){.name = extra, .dtype = WM_ST_F32, .rank = 1, .shape = shapes[1],
+                                       .data = (const uint8_t *)zeros};
+    size_t size;
+    wm_error e = {0};
+    free(st_buf);
+    if (wm_st_write_buffer(t, n, NULL, 0, &st_buf, &size, &e)) return NULL;
+    wm_st_file *f = NULL;
+    wm_st_open_buffer(st_buf, size, "model.safetensors", &f, &e);
+    return f;
+}
+
+#define TINY_LLAMA "{\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 12, \"num_hidden_layers\": 1," \
+                   " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"vocab_size\": 10}"
+
+static void test_tensors_decide(void **state) {
+    (void)state;
+    wm_arch a;
+    wm_error e;
+    wm_st_file *st = tiny_llama(NULL, NULL, NULL);
+    assert_non_null(st);
+    assert_int_equal(resolve(TINY_LLAMA, st, -1, &a, &e), WM_OK);
+    assert_true(a.qkv_bias); /* present in the checkpoint, although llama's default says no */
+    assert_false(wm_arch_mod(&a, 0, WM_M_L_K)->has_bias);
+    assert_non_null(wm_arch_mod(&a, 0, WM_M_L_Q)->wt);
+    done(&a);
+    wm_st_close(st);
+    struct {
+        const char *drop, *reshape, *extra, *cfg_extra, *needle;
+    } cases[] = {
+        {"model.layers.0.mlp.down_proj.weight", NULL, NULL, "", "missing tensor 'model.layers.0.mlp.down_proj.weight'"},
+        {NULL, "model.layers.0.mlp.up_proj.weight", NULL, "", "shape [9, 8], expected [12, 8]"},
+        {NULL, NULL, "model.layers.0.mystery.weight", "", "'model.layers.0.mystery.weight' is not understood"},
+        {NULL, NULL, "model.norm.bias", "", "'model.norm.bias' is not understood"}, /* RMSNorm has no bias */
+        {"lm_head.weight", NULL, NULL, "", "missing tensor 'lm_head.weight'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        st = tiny_llama(cases[i].drop, cases[i].reshape, cases[i].extra);
+        assert_non_null(st);
+        wm_status s = resolve(TINY_LLAMA, st, -1, &a, &e);
+        if (!s || !strstr(e.msg, cases[i].needle)) {
+            print_error("case %zu: status %d '%s' (want '%s')\n", i, s, e.msg, cases[i].needle);
+            fail();
+        }
+        done(&a);
+        wm_st_close(st);
+    }
+    /* tied: lm_head present but unused is fine (a known head) */
+    st = tiny_llama(NULL, NULL, NULL);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%.*s, \"tie_word_embeddings\": true}", (int)strlen(TINY_LLAMA) - 1, TINY_LLAMA);
+    assert_int_equal(resolve(cfg, st, -1, &a, &e), WM_OK);
+    assert_false(wm_arch_mod(&a, -1, WM_M_G_LM_HEAD)->present);
+    assert_int_equal(a.n_unused, 1);
+    done(&a);
+    wm_st_close(st);
+    free(st_buf);
+    st_buf = NULL;
+}
+
+/* ------------------------------------------------------------ sha256, conversions */
+
+static void test_sha256_vectors(void **state) {
+    (void)state;
+    char hex[65];
+    wm_sha256 s;
+    wm_sha256_init(&s);
+    wm_sha256_update(&s, "abc", 3);
+    wm_sha256_hex(&s, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    wm_sha256_init(&s);
+    wm_sha256_hex(&s, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    wm_sha256_init(&s);
+    for (const char *p = m; *p; p++) wm_sha256_update(&s, p, 1); /* byte by byte: buffering */
+    wm_sha256_hex(&s, hex);
+    assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    char *a = malloc(1000000);
+    memset(a, 'a', 1000000);
+    wm_sha256_init(&s);
+    wm_sha256_update(&s, a, 1000000);
+    wm_sha256_hex(&s, hex);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    free(a);
+}
+
+static void test_half_conversions(void **state) {
+    (void)state;
+    assert_true(wm_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(wm_f16_to_f32(0xc000) == -2.0f);
+    assert_true(wm_f16_to_f32(0x7bff) == 65504.0f);
+    assert_true(wm_f16_to_f32(0x0001) == ldexpf(1.0f, -24)); /* smallest subnormal */
+    assert_true(wm_f16_to_f32(0x03ff) == ldexpf(1023.0f, -24));
+    assert_true(isinf(wm_f16_to_f32(0x7c00)) && isnan(wm_f16_to_f32(0x7e00)));
+    assert_true(signbit(wm_f16_to_f32(0x8000)) && wm_f16_to_f32(0x8000) == 0.0f);
+    assert_true(wm_bf16_to_f32(0x3f80) == 1.0f);
+    assert_true(wm_bf16_to_f32(0xc0a0) == -5.0f);
+}
+
+/* The sink transposes [out, in] -> [in, out] and widens bf16 exactly (inline mode). */
+static void test_sink_transpose(void **state) {
+    (void)state;
+    uint16_t src[6]; /* bf16 [2, 3] = 1..6 */
+    for (int i = 0; i < 6; i++) {
+        float f = (float)(i + 1);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        src[i] = (uint16_t)(u >> 16);
+    }
+    int64_t shape[2] = {2, 3};
+    wm_st_tensor t = {.name = "w", .dtype = WM_ST_BF16, .rank = 2, .shape = shape, .numel = 6,
+                      .data = (const uint8_t *)src, .nbytes = 12};
+    wm_onnx_model *m = wm_onnx_model_new();
+    m->proto->graph = wm_pb_new(&m->arena, &wm_onnx_graph_desc);
+    wm_graph *g;
+    wm_error e = {0};
+    assert_int_equal(wm_graph_open(m, m->proto->graph, &g, &e), WM_OK);
+    wm_wsink s;
+    assert_int_equal(wm_wsink_init(&s, m, NULL, NULL, &e), WM_OK);
+    int64_t dims[2] = {3, 2};
+    wm_wsrc src_t = {&t, 1, 0, 0, 0};
+    assert_int_equal(wm_wsink_add(&s, g, "wt", dims, 2, &src_t, &e), WM_OK);
+    wm_onnx_tensor *it = wm_graph_initializer(g, "wt");
+    assert_non_null(it);
+    const float *v = (const float *)it->raw_data.p;
+    const float want[6] = {1, 4, 2, 5, 3, 6};
+    for (int i = 0; i < 6; i++) assert_true(v[i] == want[i]);
+    wm_wsrc gen = {NULL, 0, 7, 0.5f, 0};
+    assert_int_equal(wm_wsink_add(&s, g, "r", dims, 2, &gen, &e), WM_OK);
+    const float *r = (const float *)wm_graph_initializer(g, "r")->raw_data.p;
+    for (int i = 0; i < 6; i++) assert_true(fabsf(r[i]) <= 0.5f);
+    wm_wsink_close(&s);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+}
+
+/* ------------------------------------------------------------ recipes */
+
+static void test_recipe_round_trip_and_strictness(void **state) {
+    (void)state;
+    wm_arch a;
+    wm_error e;
+    assert_int_equal(resolve(QWEN2 "}", NULL, -1, &a, &e), WM_OK);
+    wm_recipe r, r2;
+    assert_int_equal(wm_recipe_default(&a, WM_PREC_INT4, "cpu", "cpu", &r, &e), WM_OK);
+    assert_int_equal(r.n_inputs, 3 + 2 * 3);
+    assert_int_equal(r.n_outputs, 1 + 2 * 3);
+    assert_int_equal(wm_recipe_check(&r, &a, "r", &e), WM_OK);
+    wm_json j;
+    wm_json_init(&j);
+    wm_recipe_json(&r, &j);
+    const char *text = wm_json_text(&j);
+    assert_int_equal(wm_recipe_parse(text, strlen(text), "r.json", &r2, &e), WM_OK);
+    assert_int_equal(r2.precision, WM_PREC_INT4);
+    assert_int_equal(r2.rtn_block_size, 128);
+    assert_int_equal(r2.n_inputs, r.n_inputs);
+    assert_string_equal(r2.inputs[3].name, "past_key_values.0.key");
+    assert_int_equal(r2.inputs[3].dims[1].v, 2);
+    assert_string_equal(r2.inputs[3].dims[2].name, "past_sequence_length");
+    wm_json j2;
+    wm_json_init(&j2);
+    wm_recipe_json(&r2, &j2);
+    assert_string_equal(wm_json_text(&j2), text); /* parse(json(r)) writes the same JSON */
+    wm_json_free(&j2);
+    wm_json_free(&j);
+    wm_recipe_free(&r2);
+    /* dropping a past input fails the check, naming it */
+    r.n_inputs--;
+    assert_int_equal(wm_recipe_check(&r, &a, "r.json", &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "past_key_values.2.value"));
+    wm_recipe_free(&r);
+    done(&a);
+    const char *bad[][2] = {
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"export\": null, \"x\": 1}", "'x': unknown field"},
+        {"{\"export\": null}", "'loader': missing"},
+        {"{\"loader\": {\"task\": \"fill-mask\"}}", "unknown task"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"awq\"}}", "quant.mode"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"export\": {\"input_tensors\": [{\"name\": \"a\","
+         " \"dtype\": \"int32\", \"shape\": [1, -2]}]}}", "shape[1]"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"export\": {\"input_tensors\": [{\"name\": \"a\","
+         " \"dtype\": \"int32\", \"shape\": [1]}], \"dynamic_axes\": {\"b\": {\"0\": \"n\"}}}}", "dynamic_axes.b"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"compile\": {\"ep_config\": {\"provider\": 3}}}",
+         "compile.ep_config.provider"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&e, 0, sizeof e);
+        wm_status s = wm_recipe_parse(bad[i][0], strlen(bad[i][0]), "r.json", &r, &e);
+        if (!s || !strstr(e.msg, bad[i][1])) {
+            print_error("case %zu: status %d '%s' (want '%s')\n", i, s, e.msg, bad[i][1]);
+            fail();
+        }
+    }
+}
+
+/* ------------------------------------------------------------ export */
+
+static void export_and_reload(uint64_t threshold, int want_external) {
+    char dir[64];
+    assert_int_equal(wm_test_tmpdir_make(dir, sizeof dir, "builder"), 0);
+    wm_arch a;
+    wm_error e;
+    assert_int_equal(resolve(QWEN2 "}", NULL, -1, &a, &e), WM_OK);
+    wm_recipe r;
+    assert_int_equal(wm_recipe_default(&a, WM_PREC_FP32, NULL, NULL, &r, &e), WM_OK);
+    wm_export_opts o = {1, 42, threshold, 0, 0};
+    wm_export_result res;
+    assert_int_equal(wm_export_model(&a, &r, NULL, &o, dir, &res, &e), WM_OK);
+    assert_int_equal(res.external, want_external);
+    assert_int_equal(res.n_params, a.n_params); /* every weight went through the sink once */
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    wm_onnx_model *m = NULL;
+    assert_int_equal(wm_onnx_load(path, &m, &e), WM_OK);
+    wm_graph *g;
+    assert_int_equal(wm_graph_open(m, m->proto->graph, &g, &e), WM_OK);
+    assert_int_equal(wm_graph_check(g, &e), WM_OK);
+    assert_int_equal(m->proto->graph->n_node, res.n_nodes);
+    assert_int_equal(m->proto->graph->n_output, 1 + 2 * 3);
+    assert_int_equal(wm_graph_opset(g, ""), 17);
+    const wm_onnx_tensor *w = wm_graph_initializer(g, "model.layers.2.mlp.down_proj.weight");
+    assert_non_null(w);
+    assert_int_equal(w->n_dims, 2);
+    assert_int_equal(w->dims[0], 128); /* stored [in, out] for MatMul */
+    assert_int_equal(w->data_location == 1, want_external);
+    assert_non_null(wm_graph_producer(g, "present.2.value"));
+    wm_graph_free(g);
+    wm_onnx_free(m);
+    wm_recipe_free(&r);
+    done(&a);
+    assert_int_equal(wm_test_tmpdir_remove(dir), 0);
+}
+
+static void test_export_inline(void **state) {
+    (void)state;
+    export_and_reload(0, 0);
+}
+
+static void test_export_external(void **state) {
+    (void)state;
+    export_and_reload(1024, 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_families_from_config), cmocka_unit_test(test_unsupported),
+        cmocka_unit_test(test_rope_frequencies), cmocka_unit_test(test_sliding_windows),
+        cmocka_unit_test(test_tensors_decide), cmocka_unit_test(test_sha256_vectors),
+        cmocka_unit_test(test_half_conversions), cmocka_unit_test(test_sink_transpose),
+        cmocka_unit_test(test_recipe_round_trip_and_strictness), cmocka_unit_test(test_export_inline),
+        cmocka_unit_test(test_export_external),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,195 @@
+/* Unit tests of src/hf/config.c: typed config.json / generation / tokenizer config, hostile JSON. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "hf/config.h"
+
+static wm_status parse(const char *text, wm_hf_config *c, wm_error *e) {
+    memset(e, 0, sizeof *e);
+    return wm_hf_config_parse(text, strlen(text), "config.json", c, e);
+}
+
+static void expect_error(const char *text, wm_status want, const char *needle) {
+    wm_hf_config c;
+    wm_error e;
+    wm_status s = parse(text, &c, &e);
+    if (s != want || !strstr(e.msg, needle)) {
+        print_error("status %d (want %d), message '%s' (want '%s')\n", s, want, e.msg, needle);
+        fail();
+    }
+    assert_null(c.root); /* nothing kept after an error */
+}
+
+static void test_aliases_and_types(void **state) {
+    (void)state;
+    wm_hf_config c;
+    wm_error e;
+    assert_int_equal(parse("{\"model_type\": \"gpt2\", \"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 768,"
+                           " \"n_layer\": 12, \"n_head\": 12, \"n_positions\": 1024, \"vocab_size\": 50257,"
+                           " \"n_inner\": null, \"layer_norm_epsilon\": 1e-5, \"activation_function\": \"gelu_new\","
+                           " \"eos_token_id\": 50256, \"tie_word_embeddings\": true, \"unknown_key\": {\"a\": [1]}}",
+                           &c, &e),
+                     WM_OK);
+    assert_string_equal(c.model_type, "gpt2");
+    assert_int_equal(c.n_architectures, 1);
+    assert_int_equal(c.hidden_size, 768);
+    assert_string_equal(c.key_hidden, "n_embd");
+    assert_int_equal(c.num_layers, 12);
+    assert_int_equal(c.num_heads, 12);
+    assert_int_equal(c.intermediate_size, -1); /* null = absent */
+    assert_int_equal(c.max_positions, 1024);
+    assert_true(fabs(c.norm_eps - 1e-5) < 1e-12);
+    assert_string_equal(c.activation, "gelu_new");
+    assert_int_equal(c.eos.n, 1);
+    assert_int_equal(c.eos.v[0], 50256);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(c.attention_bias, -1);
+    assert_false(c.has_rope);
+    wm_hf_config_free(&c);
+}
+
+static void test_rope_forms(void **state) {
+    (void)state;
+    wm_hf_config c;
+    wm_error e;
+    /* transformers 4: top-level theta + rope_scaling */
+    assert_int_equal(parse("{\"model_type\": \"llama\", \"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": "
+                           "\"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+                           "\"original_max_position_embeddings\": 8192}}", &c, &e), WM_OK);
+    assert_true(c.has_rope);
+    assert_string_equal(c.rope.type, "llama3");
+    assert_string_equal(c.rope.source, "rope_scaling");
+    assert_true(c.rope.theta == 500000.0 && c.rope.factor == 8.0 && c.rope.high_freq_factor == 4.0);
+    assert_int_equal(c.rope.original_max_pos, 8192);
+    wm_hf_config_free(&c);
+    /* transformers 5: rope_parameters */
+    assert_int_equal(parse("{\"model_type\": \"phi3\", \"rope_parameters\": {\"rope_type\": \"longrope\", "
+                           "\"rope_theta\": 10000, \"partial_rotary_factor\": 0.5, \"short_factor\": [1, 1.5],"
+                           " \"long_factor\": [2, 3]}, \"original_max_position_embeddings\": 4096}", &c, &e), WM_OK);
+    assert_string_equal(c.rope.type, "longrope");
+    assert_true(c.rope.partial_rotary_factor == 0.5);
+    assert_int_equal(c.rope.n_short, 2);
+    assert_true(c.rope.long_factor[1] == 3.0);
+    assert_int_equal(c.rope.original_max_pos, 4096);
+    wm_hf_config_free(&c);
+    expect_error("{\"rope_scaling\": {\"type\": \"linear\", \"rope_type\": \"yarn\"}}", WM_ERR_INPUT, "disagree");
+    expect_error("{\"rope_scaling\": {\"type\": \"linear\", \"factor\": \"2\"}}", WM_ERR_INPUT,
+                 "'rope_scaling.factor': expected a number");
+    expect_error("{\"rope_scaling\": [1]}", WM_ERR_INPUT, "'rope_scaling': expected an object");
+}
+
+static void test_labels_ids_layers(void **state) {
+    (void)state;
+    wm_hf_config c;
+    wm_error e;
+    assert_int_equal(parse("{\"id2label\": {\"1\": \"pos\", \"0\": \"neg\"}, \"eos_token_id\": [2, 7],"
+                           " \"layer_types\": [\"full_attention\", \"sliding_attention\"]}", &c, &e), WM_OK);
+    assert_int_equal(c.num_labels, 2);
+    assert_string_equal(c.labels[0], "neg");
+    assert_string_equal(c.labels[1], "pos");
+    assert_int_equal(c.eos.n, 2);
+    assert_int_equal(c.eos.v[1], 7);
+    assert_int_equal(c.n_layer_types, 2);
+    assert_int_equal(c.layer_sliding[1], 1);
+    wm_hf_config_free(&c);
+    expect_error("{\"id2label\": {\"0\": \"a\", \"2\": \"b\"}}", WM_ERR_INPUT, "id2label");
+    expect_error("{\"num_labels\": 3, \"id2label\": {\"0\": \"a\"}}", WM_ERR_INPUT, "disagree");
+    expect_error("{\"eos_token_id\": [1, -2]}", WM_ERR_INPUT, "eos_token_id");
+    expect_error("{\"eos_token_id\": [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}", WM_ERR_INPUT, "more than");
+    expect_error("{\"layer_types\": [\"chunked_attention\"]}", WM_ERR_UNSUPPORTED, "chunked_attention");
+}
+
+static void test_hostile(void **state) {
+    (void)state;
+    expect_error("{\"auto_map\": {\"AutoModel\": \"x.Y\"}}", WM_ERR_UNSUPPORTED, "auto_map");
+    expect_error("{\"hidden_size\": \"768\"}", WM_ERR_INPUT, "'hidden_size': expected an integer, got a string");
+    expect_error("{\"hidden_size\": 768.5}", WM_ERR_INPUT, "hidden_size");
+    expect_error("{\"hidden_size\": 0}", WM_ERR_INPUT, "hidden_size");
+    expect_error("{\"hidden_size\": 1e300}", WM_ERR_INPUT, "hidden_size");
+    expect_error("{\"hidden_size\": 64, \"n_embd\": 32}", WM_ERR_INPUT, "disagree");
+    expect_error("{\"hidden_size\": 64, \"hidden_size\": 64}", WM_ERR_INPUT, "twice");
+    expect_error("{\"layer_norm_eps\": 2}", WM_ERR_INPUT, "layer_norm_eps");
+    expect_error("[1, 2]", WM_ERR_INPUT, "not a JSON object");
+    expect_error("{\"a\": 1} x", WM_ERR_INPUT, "trailing");
+    expect_error("{\"a\": tru}", WM_ERR_INPUT, "not valid JSON");
+    /* 65 levels: refused by the depth scan; brackets inside strings do not count */
+    char deep[256] = "{\"a\":";
+    for (int i = 0; i < 64; i++) strcat(deep, "[");
+    for (int i = 0; i < 64; i++) strcat(deep, "]");
+    strcat(deep, "}");
+    expect_error(deep, WM_ERR_INPUT, "nested deeper than 64");
+    wm_hf_config c;
+    wm_error e;
+    assert_int_equal(parse("{\"s\": \"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\\"[[[\"}",
+                           &c, &e), WM_OK);
+    wm_hf_config_free(&c);
+    /* a NUL byte inside the text */
+    const char nul[] = "{\"a\": \"x\0y\"}";
+    memset(&e, 0, sizeof e);
+    assert_int_equal(wm_hf_config_parse(nul, sizeof nul - 1, "config.json", &c, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "NUL"));
+    /* 100,000 levels: the scan stops at the cap without recursing */
+    size_t n = 200002;
+    char *big = malloc(n + 16);
+    assert_non_null(big);
+    big[0] = '{';
+    memcpy(big + 1, "\"x\":", 4);
+    memset(big + 5, '[', 100000);
+    memset(big + 100005, ']', 100000);
+    memcpy(big + 200005, "}", 2);
+    memset(&e, 0, sizeof e);
+    assert_int_equal(wm_hf_config_parse(big, strlen(big), "config.json", &c, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "nested deeper"));
+    free(big);
+}
+
+static void test_generation_and_tokenizer(void **state) {
+    (void)state;
+    wm_error e = {0};
+    wm_hf_gen_config g;
+    const char *gt = "{\"eos_token_id\": [151645, 151643], \"top_k\": 20, \"temperature\": 0.7, \"do_sample\": true}";
+    assert_int_equal(wm_hf_gen_config_parse(gt, strlen(gt), NULL, &g, &e), WM_OK);
+    assert_int_equal(g.eos.n, 2);
+    assert_int_equal(g.top_k, 20);
+    assert_int_equal(g.do_sample, 1);
+    assert_true(isnan(g.top_p));
+    wm_hf_gen_config_free(&g);
+    const char *bad = "{\"top_k\": \"20\"}";
+    assert_int_equal(wm_hf_gen_config_parse(bad, strlen(bad), NULL, &g, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "top_k"));
+    wm_hf_tok_config t;
+    const char *tt = "{\"eos_token\": {\"content\": \"</s>\", \"lstrip\": false}, \"bos_token\": \"<s>\","
+                     " \"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"},"
+                     " {\"name\": \"default\", \"template\": \"D\"}], \"model_max_length\": 1e30}";
+    memset(&e, 0, sizeof e);
+    assert_int_equal(wm_hf_tok_config_parse(tt, strlen(tt), NULL, &t, &e), WM_OK);
+    assert_string_equal(t.eos_token, "</s>");
+    assert_string_equal(t.bos_token, "<s>");
+    assert_string_equal(t.chat_template, "D");
+    assert_int_equal(t.n_chat_templates, 2);
+    assert_true(t.model_max_length == 1e30);
+    wm_hf_tok_config_free(&t);
+    const char *t2 = "{\"chat_template\": \"{{ x }}\"}";
+    assert_int_equal(wm_hf_tok_config_parse(t2, strlen(t2), NULL, &t, &e), WM_OK);
+    assert_string_equal(t.chat_template, "{{ x }}");
+    wm_hf_tok_config_free(&t);
+    const char *t3 = "{\"chat_template\": [{\"name\": \"default\"}]}";
+    assert_int_equal(wm_hf_tok_config_parse(t3, strlen(t3), NULL, &t, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "chat_template"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_aliases_and_types), cmocka_unit_test(test_rope_forms),
+        cmocka_unit_test(test_labels_ids_layers), cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_generation_and_tokenizer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
