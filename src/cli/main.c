@@ -7,6 +7,8 @@
 static const wm_cmd commands[] = {
     {"inspect", "describe a model: IO, opsets, op histogram, parameters, external data", wm_cmd_inspect},
     {"analyze", "static EP compatibility (CPU, QNN, OpenVINO, VitisAI, DML) per node, op and component", wm_cmd_analyze},
+    {"optimize", "graph cleanup and fusions (LayerNorm, Gelu, attention, ...), nodes before -> after", wm_cmd_optimize},
+    {"quantize", "fp16, int8 (dynamic, QDQ), int4 weight-only (MatMulNBits), w8a16", wm_cmd_quantize},
     {"sys", "this machine: CPU, ISA features, memory, compiled-in kernels, version", wm_cmd_sys},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
