@@ -385,6 +385,24 @@ wm_onnx_node *wm_opt_replace(wm_graph *g, wm_onnx_node *old, const char *op, con
     return wm_opt_add(g, op, dom, op, in, n_in, out, n_out, err);
 }
 
+wm_onnx_node *wm_opt_emit_node(wm_graph *g, const char *op, const char *dom, const char *const *in, size_t n_in,
+                               const char **out, wm_error *err) {
+    const char *o = wm_opt_name(g, op);
+    if (!o) {
+        wm_err(err, WM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    wm_onnx_node *n = wm_opt_add(g, op, dom, op, in, n_in, &o, 1, err);
+    if (n && out) *out = wm_opt_out(n, 0);
+    return n;
+}
+
+const char *wm_opt_emit(wm_graph *g, const char *op, const char *dom, const char *const *in, size_t n_in,
+                        wm_error *err) {
+    const char *o = NULL;
+    return wm_opt_emit_node(g, op, dom, in, n_in, &o, err) ? o : NULL;
+}
+
 wm_status wm_opt_need_opset(wm_graph *g, const char *domain, int64_t v, wm_error *err) {
     wm_onnx_model *m = wm_graph_model(g);
     wm_onnx_modelproto *mp = m->proto;

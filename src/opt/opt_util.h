@@ -124,6 +124,13 @@ wm_onnx_node *wm_opt_replace(wm_graph *g, wm_onnx_node *old, const char *op, con
                              const char *const *in, size_t n_in, const char *const *out, size_t n_out,
                              wm_error *err);
 
+/* Adds a one-output node op/dom on inputs in; returns the fresh output name (arena) or NULL with err set. */
+const char *wm_opt_emit(wm_graph *g, const char *op, const char *dom, const char *const *in, size_t n_in,
+                        wm_error *err);
+/* The same, returning the node too (for attributes). */
+wm_onnx_node *wm_opt_emit_node(wm_graph *g, const char *op, const char *dom, const char *const *in, size_t n_in,
+                               const char **out, wm_error *err);
+
 /* Makes sure the model imports domain at version >= v (adds or raises the entry). */
 wm_status wm_opt_need_opset(wm_graph *g, const char *domain, int64_t v, wm_error *err);
 

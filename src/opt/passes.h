@@ -18,6 +18,7 @@ typedef struct wm_pass_ctx {
     uint64_t fold_cap;
     size_t fired;
     wm_error *err;
+    void *state; /* a pass's own per-run state */
 } wm_pass_ctx;
 
 typedef wm_status (*wm_pass_fn)(wm_pass_ctx *c);
