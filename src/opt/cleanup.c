@@ -119,10 +119,34 @@ wm_status wm_pass_fold(wm_pass_ctx *c) {
     return s;
 }
 
+/* The symbolic value key of a small int tensor whose values are all known (constants or symbols). */
+static int value_key(const wm_tinfo *t, char *buf, size_t n) {
+    if (!t || (t->dtype != WM_DT_INT64 && t->dtype != WM_DT_INT32) || t->nval < 0 || t->rank > 1) return 0;
+    if (t->rank == 1 && (t->dim[0].k != WM_SD_CONST || t->dim[0].v != t->nval)) return 0;
+    size_t k = (size_t)snprintf(buf, n, "%d|%d|", (int)t->dtype, (int)t->rank);
+    for (int i = 0; i < t->nval; i++) {
+        if (!t->val[i].k) return 0;
+        if (k < n) k += (size_t)snprintf(buf + k, n - k, "%c%lld,", t->val[i].k == WM_SD_CONST ? 'c' : 's',
+                                         (long long)t->val[i].v);
+    }
+    return k < n;
+}
+
+typedef struct vslot {
+    char *key;
+    const char *name;
+} vslot;
+
 wm_status wm_pass_shape_values(wm_pass_ctx *c) {
     size_t n;
     wm_onnx_node **v = snapshot(c->g, &n, c->err);
-    if (!v) return WM_ERR_NOMEM;
+    size_t cap = 64;
+    while (cap < 2 * n + 2) cap *= 2;
+    vslot *tab = v ? calloc(cap, sizeof *tab) : NULL;
+    if (!tab) {
+        free(v);
+        return wm_err(c->err, WM_ERR_NOMEM, "out of memory");
+    }
     wm_status s = WM_OK;
     for (size_t i = 0; i < n && !s; i++) {
         wm_onnx_node *nd = v[i];
@@ -130,16 +154,34 @@ wm_status wm_pass_shape_values(wm_pass_ctx *c) {
         if (!out || nd->n_output != 1 || wm_opt_is(nd, "Constant") || feeds_graph_output(c->g, nd)) continue;
         const wm_tinfo *t = wm_shapes_get(c->sh, out);
         uint64_t numel;
-        if (!t || (t->dtype != WM_DT_INT64 && t->dtype != WM_DT_INT32) || !wm_shapes_values_known(c->sh, out) ||
-            !wm_shapes_static(c->sh, out, &numel) || numel != (uint64_t)t->nval || t->rank > 1)
+        if (t && (t->dtype == WM_DT_INT64 || t->dtype == WM_DT_INT32) && wm_shapes_values_known(c->sh, out) &&
+            wm_shapes_static(c->sh, out, &numel) && numel == (uint64_t)t->nval && t->rank <= 1) {
+            wm_ct val; /* all values static: a constant */
+            int64_t d = t->nval;
+            if ((s = wm_ct_alloc(&val, t->dtype, &d, t->rank, c->err))) break;
+            for (int k = 0; k < t->nval; k++) wm_ct_seti(&val, (uint64_t)k, t->val[k].v);
+            s = node_to_const(c, nd, &val);
+            wm_ct_free(&val);
             continue;
-        wm_ct val;
-        int64_t d = t->nval;
-        if ((s = wm_ct_alloc(&val, t->dtype, &d, t->rank, c->err))) break;
-        for (int k = 0; k < t->nval; k++) wm_ct_seti(&val, (uint64_t)k, t->val[k].v);
-        s = node_to_const(c, nd, &val);
-        wm_ct_free(&val);
+        }
+        /* symbolic values equal to an earlier value: computed once (value numbering over shapes) */
+        char key[512];
+        if (!value_key(t, key, sizeof key)) continue;
+        uint64_t h = 1469598103934665603ull;
+        for (const char *q = key; *q; q++) h = (h ^ (unsigned char)*q) * 1099511628211ull;
+        size_t slot = (size_t)h & (cap - 1);
+        while (tab[slot].key && strcmp(tab[slot].key, key)) slot = (slot + 1) & (cap - 1);
+        if (!tab[slot].key) {
+            if (!(tab[slot].key = strdup(key))) s = wm_err(c->err, WM_ERR_NOMEM, "out of memory");
+            tab[slot].name = out;
+            continue;
+        }
+        if (!wm_opt_nuses(c->g, out)) continue;
+        s = wm_graph_replace_uses(c->g, out, tab[slot].name, c->err);
+        c->fired++;
     }
+    for (size_t i = 0; i < cap; i++) free(tab[i].key);
+    free(tab);
     free(v);
     return s;
 }

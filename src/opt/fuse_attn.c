@@ -31,7 +31,8 @@ typedef struct head_src {
 } head_src;
 
 typedef struct attn_match {
-    wm_onnx_node *softmax, *out_reshape;
+    wm_onnx_node *softmax, *out_reshape[4]; /* every reader of the transposed output (all Reshapes) */
+    size_t n_reshape;
     const char *out4;          /* the Transpose output the Reshape reads */
     head_src q, k, v;
     int64_t H, N, kvN;
@@ -176,9 +177,14 @@ static int match(const wm_pass_ctx *c, wm_onnx_node *sm, attn_match *a) {
     wm_onnx_node *pv = wm_m_sole(g, p, "MatMul");
     if (!pv || strcmp(pv->input[0], p)) return 0;
     wm_onnx_node *tr = wm_m_sole(g, pv->output[0], "Transpose");
-    wm_onnx_node *rs = tr && perm_is(tr, p0213, 4) ? wm_m_sole(g, tr->output[0], "Reshape") : NULL;
-    if (!rs) return 0;
-    a->out_reshape = rs;
+    if (!tr || !perm_is(tr, p0213, 4) || wm_opt_is_graph_output(g, tr->output[0])) return 0;
+    size_t nu;
+    const wm_use *u = wm_graph_consumers(g, tr->output[0], &nu);
+    if (!nu || nu > 4) return 0;
+    for (size_t i = 0; i < nu; i++) {
+        if (!wm_opt_is(u[i].node, "Reshape") || u[i].slot != 0) return 0;
+        a->out_reshape[a->n_reshape++] = u[i].node;
+    }
     a->out4 = tr->output[0];
     /* backward: [+ mask] [* s | / d] MatMul(Qh, Kt) */
     const char *x = sm->input[0];
@@ -258,7 +264,9 @@ static const char *full_rows(wm_pass_ctx *c, const attn_match *a) {
 
 /* Points the output Reshape at the fused [B, S, N*H] result (it still gives the graph's shape). */
 static wm_status rewire_output(wm_pass_ctx *c, const attn_match *a, const char *o3) {
-    return wm_graph_set_input(c->g, a->out_reshape, 0, o3, c->err);
+    wm_status s = WM_OK;
+    for (size_t i = 0; i < a->n_reshape && !s; i++) s = wm_graph_set_input(c->g, a->out_reshape[i], 0, o3, c->err);
+    return s;
 }
 
 /* The graph's present outputs take new names so the fused node can produce them; returns them. */
