@@ -276,17 +276,65 @@ static wm_status free_present(wm_pass_ctx *c, const head_src *hs) {
     return cat ? wm_graph_remove_node(c->g, cat, c->err) : WM_OK;
 }
 
+/* Splits x3 = Add(MatMul out, b[D]) (one use, no rotary): the MatMul output and b; 0 otherwise. */
+static int proj_bias(const wm_pass_ctx *c, const head_src *hs, const char **mm, const char **b) {
+    wm_onnx_node *add = hs->rope ? NULL : wm_m_prod(c->g, hs->x3, "Add");
+    int64_t d = wm_shapes_dim(c->sh, hs->x3, -1);
+    if (!add || wm_opt_nuses(c->g, hs->x3) != 1 || d <= 0) return 0;
+    for (int k = 0; k < 2; k++) {
+        const wm_onnx_tensor *t = wm_graph_constant(c->g, wm_opt_in(add, (size_t)k));
+        wm_onnx_node *p = wm_graph_producer(c->g, wm_opt_in(add, (size_t)(1 - k)));
+        if (!t || t->n_dims != 1 || t->dims[0] != d || !(wm_opt_is(p, "MatMul") || wm_opt_is_ms(p, "MatMulNBits")))
+            continue;
+        *b = add->input[k];
+        *mm = add->input[1 - k];
+        return 1;
+    }
+    return 0;
+}
+
+/* The three projection biases folded into MultiHeadAttention's bias input (D + D + Dv), when all have one. */
+static const char *qkv_bias(wm_pass_ctx *c, const attn_match *a, const char **q, const char **k, const char **v) {
+    const char *mq, *mk, *mv, *bq, *bk, *bv;
+    if (!proj_bias(c, &a->q, &mq, &bq) || !proj_bias(c, &a->k, &mk, &bk) || !proj_bias(c, &a->v, &mv, &bv)) return "";
+    const wm_onnx_tensor *t[3] = {wm_graph_constant(c->g, bq), wm_graph_constant(c->g, bk), wm_graph_constant(c->g, bv)};
+    wm_ct parts[3], all;
+    memset(parts, 0, sizeof parts);
+    int64_t n = t[0]->dims[0] + t[1]->dims[0] + t[2]->dims[0];
+    const char *name = NULL;
+    if (t[0]->data_type != t[1]->data_type || t[0]->data_type != t[2]->data_type) return "";
+    if (!wm_ct_alloc(&all, t[0]->data_type, &n, 1, c->err)) {
+        size_t es = wm_ct_elem_size(all.dtype), off = 0;
+        int ok = 1;
+        for (int i = 0; i < 3 && ok; i++) {
+            ok = wm_ct_from_tensor(t[i], 0, &parts[i], c->err) == WM_OK;
+            if (ok) memcpy((char *)all.data + off, parts[i].data, (size_t)parts[i].n * es);
+            if (ok) off += (size_t)parts[i].n * es;
+        }
+        if (ok && (name = wm_opt_name(c->g, "qkv_bias")) && wm_opt_add_ct(c->g, name, &all, c->err)) name = NULL;
+        for (int i = 0; i < 3; i++) wm_ct_free(&parts[i]);
+        wm_ct_free(&all);
+    }
+    if (!name) return NULL;
+    *q = mq;
+    *k = mk;
+    *v = mv;
+    return name;
+}
+
 static wm_status emit_mha(wm_pass_ctx *c, const attn_match *a) {
     wm_graph *g = c->g;
     if (a->N != a->kvN) return WM_OK;
-    const char *q = rope_3d(c, &a->q), *k = q ? rope_3d(c, &a->k) : NULL;
+    const char *q = rope_3d(c, &a->q), *k = q ? rope_3d(c, &a->k) : NULL, *v = a->v.x3;
+    const char *qkvb = k ? qkv_bias(c, a, &q, &k, &v) : NULL;
+    if (!qkvb) return c->err->status ? c->err->status : WM_ERR_NOMEM;
     const char *bias = k && a->mask ? full_rows(c, a) : NULL;
     if (!k || (a->mask && !bias)) return c->err->status ? c->err->status : WM_ERR_NOMEM;
     const char *o3 = wm_opt_name(g, "mha_out");
     if (!o3 || free_present(c, &a->k) || free_present(c, &a->v)) return c->err->status ? c->err->status : WM_ERR_NOMEM;
-    const char *in[8] = {q, k, a->v.x3, "", "", bias ? bias : "", a->k.past ? a->k.past : "", a->v.past ? a->v.past : ""};
+    const char *in[8] = {q, k, v, qkvb, "", bias ? bias : "", a->k.past ? a->k.past : "", a->v.past ? a->v.past : ""};
     const char *out[3] = {o3, a->k.present ? a->k.present : "", a->v.present ? a->v.present : ""};
-    size_t n_in = a->k.past ? 8 : (bias ? 6 : 3), n_out = a->k.present ? 3 : 1;
+    size_t n_in = a->k.past ? 8 : (bias ? 6 : *qkvb ? 4 : 3), n_out = a->k.present ? 3 : 1;
     wm_onnx_node *f = wm_opt_add(g, "MultiHeadAttention", "com.microsoft", "MultiHeadAttention", in, n_in, out, n_out, c->err);
     if (!f || wm_graph_set_attr_int(g, f, "num_heads", a->N, c->err) ||
         wm_graph_set_attr_float(g, f, "scale", (float)a->scale, c->err) || rewire_output(c, a, o3) ||

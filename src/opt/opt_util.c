@@ -249,6 +249,12 @@ wm_status wm_opt_add_ct(wm_graph *g, const char *name, const wm_ct *c, wm_error 
 
 const char *wm_opt_name(wm_graph *g, const char *prefix) { return wm_graph_unique_name(g, prefix); }
 
+const char *wm_opt_name_exact(wm_graph *g, const char *wanted) {
+    if (wanted && *wanted && !wm_graph_find_value(g, wanted))
+        return wm_arena_strdup(&wm_graph_model(g)->arena, wanted);
+    return wm_graph_unique_name(g, wanted);
+}
+
 const char *wm_opt_const_raw(wm_graph *g, const char *prefix, int32_t dtype, const int64_t *dims, size_t rank,
                              const void *bytes, size_t nbytes, wm_error *err) {
     const char *name = wm_opt_name(g, prefix);

@@ -136,6 +136,8 @@ wm_status wm_opt_need_opset(wm_graph *g, const char *domain, int64_t v, wm_error
 
 /* A fresh value name from prefix (arena-owned), or NULL on OOM. */
 const char *wm_opt_name(wm_graph *g, const char *prefix);
+/* wanted itself when no value has that name, else a fresh name from it (arena-owned); NULL on OOM. */
+const char *wm_opt_name_exact(wm_graph *g, const char *wanted);
 
 /* A set of pointers (open addressing); zero-initialize, free with wm_ptrset_free. */
 typedef struct wm_ptrset {
