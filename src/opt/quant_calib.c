@@ -74,7 +74,11 @@ void wm_calib_free(wm_calib *c) {
 
 /* ---------------------------------------------------------------- numpy-style histograms */
 
-/* Uniform float32 edges over [lo, hi] (numpy widens an empty range by 0.5 each side). */
+/*
+ * Uniform edges over [lo, hi] as numpy's linspace makes them for float32
+ * bounds: step = (hi - lo) / nb and edge i = i * step + lo, all in float32,
+ * the last edge exactly hi (numpy widens an empty range by 0.5 each side).
+ */
 static float *uniform_edges(float lo, float hi, int nb) {
     if (lo == hi) {
         lo = lo - 0.5f;
@@ -82,8 +86,11 @@ static float *uniform_edges(float lo, float hi, int nb) {
     }
     float *e = malloc(((size_t)nb + 1) * sizeof *e);
     if (!e) return NULL;
-    double step = ((double)hi - (double)lo) / nb;
-    for (int i = 0; i < nb; i++) e[i] = (float)((double)i * step + (double)lo);
+    volatile float delta = hi - lo, step = delta / (float)nb; /* volatile: no wider intermediate precision */
+    for (int i = 0; i < nb; i++) {
+        volatile float y = (float)i * step;
+        e[i] = y + lo;
+    }
     e[nb] = hi;
     return e;
 }
