@@ -191,9 +191,20 @@ wm_status wm_pass_shape_values(wm_pass_ctx *c) {
 /* Makes uses of n's output 0 read from src instead; the node dies. 0 when not possible. */
 static int bypass(wm_pass_ctx *c, wm_onnx_node *n, const char *src, wm_status *s) {
     const char *out = wm_opt_out(n, 0);
-    if (!out || !src || wm_opt_is_graph_output(c->g, out)) return 0;
+    if (!out || !src) return 0;
     for (size_t i = 1; i < n->n_output; i++)
         if (wm_opt_out(n, i) && wm_opt_nuses(c->g, n->output[i])) return 0;
+    if (wm_opt_is_graph_output(c->g, out)) { /* the producer of src takes the output's name instead */
+        const wm_value *v = wm_graph_find_value(c->g, src);
+        wm_onnx_node *p = v ? v->producer : NULL;
+        if (!p || v->output || v->input || v->init || v->n_uses != 1 || v->n_producers != 1) return 0;
+        for (size_t k = 0; k < p->n_output; k++)
+            if (p->output[k] && !strcmp(p->output[k], src)) p->output[k] = n->output[0];
+        n->output[0] = (char *)"";
+        if ((*s = wm_graph_remove_node(c->g, n, c->err)) || (*s = wm_graph_reindex(c->g, c->err))) return 0;
+        c->fired++;
+        return 1;
+    }
     if ((*s = wm_graph_replace_uses(c->g, out, src, c->err))) return 0;
     c->fired++;
     return 1;
