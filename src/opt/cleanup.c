@@ -86,7 +86,9 @@ wm_status wm_pass_const_nodes(wm_pass_ctx *c) {
 /* ---------------------------------------------------------------- folding */
 
 /* Ops never folded: random, shape-producing ops fold through shape_arithmetic instead. */
-static int foldable(const wm_onnx_node *n) { return wm_opt_default_domain(n) && wm_fold_supported(n->op_type); }
+static int foldable(const wm_onnx_node *n) {
+    return n->op_type && wm_opt_default_domain(n) && wm_fold_supported(n->op_type);
+}
 
 wm_status wm_pass_fold(wm_pass_ctx *c) {
     size_t n;

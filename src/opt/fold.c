@@ -77,8 +77,19 @@ static double fmod_py(double a, double b) {
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 
+static wm_status elementwise_run(const wm_onnx_node *n, const wm_ct *in, size_t n_in, wm_ct *o, uint64_t cap,
+                                 wm_error *err);
+
+/* Evaluates an elementwise op; o is left empty on error. */
 static wm_status elementwise(const wm_onnx_node *n, const wm_ct *in, size_t n_in, wm_ct *o, uint64_t cap,
                              wm_error *err) {
+    wm_status s = elementwise_run(n, in, n_in, o, cap, err);
+    if (s) wm_ct_free(o);
+    return s;
+}
+
+static wm_status elementwise_run(const wm_onnx_node *n, const wm_ct *in, size_t n_in, wm_ct *o, uint64_t cap,
+                                 wm_error *err) {
     const char *op = n->op_type;
     const wm_ct *t[3] = {&in[0], n_in > 1 ? &in[1] : NULL, n_in > 2 ? &in[2] : NULL};
     size_t k = n_in > 3 ? 3 : n_in;
@@ -539,6 +550,7 @@ static const char *const SUPPORTED[] = {
     "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"};
 
 int wm_fold_supported(const char *op) {
+    if (!op) return 0;
     for (size_t i = 0; i < sizeof SUPPORTED / sizeof *SUPPORTED; i++)
         if (!strcmp(op, SUPPORTED[i])) return 1;
     return 0;

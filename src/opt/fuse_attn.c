@@ -345,11 +345,9 @@ static wm_status emit_mha(wm_pass_ctx *c, const attn_match *a) {
 }
 
 static wm_status each_softmax(wm_pass_ctx *c, wm_status (*emit)(wm_pass_ctx *, const attn_match *)) {
-    wm_onnx_graph *p = wm_graph_proto(c->g);
-    size_t n = p->n_node;
-    wm_onnx_node **v = malloc((n ? n : 1) * sizeof *v);
-    if (!v) return wm_err(c->err, WM_ERR_NOMEM, "out of memory");
-    memcpy(v, p->node, n * sizeof *v);
+    size_t n;
+    wm_onnx_node **v = wm_opt_snapshot(c->g, &n, c->err);
+    if (!v) return WM_ERR_NOMEM;
     wm_status s = WM_OK;
     attn_match a;
     for (size_t i = 0; i < n && !s; i++)

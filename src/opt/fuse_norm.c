@@ -173,11 +173,9 @@ static wm_status layernorm_one(wm_pass_ctx *c, wm_onnx_node *sq) {
 }
 
 static wm_status each_op(wm_pass_ctx *c, const char *op, wm_status (*fn)(wm_pass_ctx *, wm_onnx_node *)) {
-    wm_onnx_graph *p = wm_graph_proto(c->g);
-    size_t n = p->n_node;
-    wm_onnx_node **v = malloc((n ? n : 1) * sizeof *v);
-    if (!v) return wm_err(c->err, WM_ERR_NOMEM, "out of memory");
-    memcpy(v, p->node, n * sizeof *v);
+    size_t n;
+    wm_onnx_node **v = wm_opt_snapshot(c->g, &n, c->err);
+    if (!v) return WM_ERR_NOMEM;
     wm_status s = WM_OK;
     for (size_t i = 0; i < n && !s; i++)
         if (wm_opt_is(v[i], op)) s = fn(c, v[i]);

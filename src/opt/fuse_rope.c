@@ -205,7 +205,7 @@ wm_status wm_pass_rotary(wm_pass_ctx *c) {
         free(st);
         return wm_err(c->err, WM_ERR_NOMEM, "out of memory");
     }
-    memcpy(v, p->node, n * sizeof *v);
+    if (n) memcpy(v, p->node, n * sizeof *v);
     wm_status s = WM_OK;
     for (size_t i = 0; i < n && !s; i++)
         if (wm_opt_is(v[i], "Add")) s = rotary_one(c, st, v[i]);

@@ -409,6 +409,15 @@ const char *wm_opt_emit(wm_graph *g, const char *op, const char *dom, const char
     return wm_opt_emit_node(g, op, dom, in, n_in, &o, err) ? o : NULL;
 }
 
+wm_onnx_node **wm_opt_snapshot(wm_graph *g, size_t *n, wm_error *err) {
+    wm_onnx_graph *p = wm_graph_proto(g);
+    *n = p->n_node;
+    wm_onnx_node **v = malloc((p->n_node ? p->n_node : 1) * sizeof *v);
+    if (!v) wm_err(err, WM_ERR_NOMEM, "out of memory");
+    else if (p->n_node) memcpy(v, p->node, p->n_node * sizeof *v);
+    return v;
+}
+
 wm_status wm_opt_need_opset(wm_graph *g, const char *domain, int64_t v, wm_error *err) {
     wm_onnx_model *m = wm_graph_model(g);
     wm_onnx_modelproto *mp = m->proto;

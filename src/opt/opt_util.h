@@ -131,6 +131,9 @@ const char *wm_opt_emit(wm_graph *g, const char *op, const char *dom, const char
 wm_onnx_node *wm_opt_emit_node(wm_graph *g, const char *op, const char *dom, const char *const *in, size_t n_in,
                                const char **out, wm_error *err);
 
+/* A malloc'ed copy of g's node list (caller frees) so a pass can edit while walking; NULL with err on OOM. */
+wm_onnx_node **wm_opt_snapshot(wm_graph *g, size_t *n, wm_error *err);
+
 /* Makes sure the model imports domain at version >= v (adds or raises the entry). */
 wm_status wm_opt_need_opset(wm_graph *g, const char *domain, int64_t v, wm_error *err);
 

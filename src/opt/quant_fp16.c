@@ -100,7 +100,7 @@ static const char *convert(fp16 *f, const char *v, int want) {
             wm_err(f->err, WM_ERR_NOMEM, "out of memory");
             return NULL;
         }
-        memcpy(o.dims, t->dims, t->n_dims * sizeof *t->dims);
+        if (t->n_dims) memcpy(o.dims, t->dims, t->n_dims * sizeof *t->dims);
         if (wm_qjob_submit(f->g, f->plan, &j, &o, f->err)) return NULL;
         name = o.name;
     } else {
@@ -201,7 +201,7 @@ wm_status wm_quant_fp16(wm_graph *g, const wm_quant_config *c, wm_quant_report *
     wm_onnx_node **v = s ? NULL : malloc((n ? n : 1) * sizeof *v);
     if (!s && !v) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
     if (s) goto done;
-    memcpy(v, p->node, n * sizeof *v);
+    if (n) memcpy(v, p->node, n * sizeof *v);
     for (size_t i = 0; i < n && !s; i++) {
         if (!touches_float(&f, v[i]) || blocked(&f, v[i])) continue;
         if (wm_ptrset_add(&f.converted, v[i]) < 0) s = wm_err(err, WM_ERR_NOMEM, "out of memory");

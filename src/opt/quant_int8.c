@@ -61,14 +61,15 @@ static qparams params_for(float lo, float hi, int32_t qtype, int sym, int reduce
         p.scale = (hi - lo) / (float)(p.qmax - p.qmin);
         float z = p.scale != 0.0f ? (float)p.qmin - lo / p.scale : 0.0f;
         z = nearbyintf(z);
-        p.zp = z < (float)p.qmin ? p.qmin : z > (float)p.qmax ? p.qmax : (int32_t)z;
+        p.zp = !(z >= (float)p.qmin) ? p.qmin : z > (float)p.qmax ? p.qmax : (int32_t)z;
     }
-    if (p.scale == 0.0f) p.scale = 1.0f; /* an all-zero tensor: any scale reproduces it */
+    if (p.scale == 0.0f || !isfinite(p.scale)) p.scale = 1.0f; /* all zero (or not finite): any scale will do */
     return p;
 }
 
 static int32_t quantize_one(float v, const qparams *p) {
     float x = nearbyintf(v / p->scale) + (float)p->zp;
+    if (x != x) return p->zp; /* NaN */
     return x < (float)p->qmin ? p->qmin : x > (float)p->qmax ? p->qmax : (int32_t)x;
 }
 
@@ -310,7 +311,7 @@ wm_status wm_quant_int8(wm_graph *g, const wm_quant_config *c, wm_quant_report *
     size_t n = p->n_node;
     wm_onnx_node **v = s ? NULL : malloc((n ? n : 1) * sizeof *v);
     if (!s && !v) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
-    if (!s) memcpy(v, p->node, n * sizeof *v);
+    if (!s && n) memcpy(v, p->node, n * sizeof *v);
     for (size_t i = 0; i < n && !s; i++)
         if (wm_quant_selected(c, v[i], INT8_DEFAULT_OPS, 2)) s = dyn ? dynamic_one(&q, v[i]) : static_one(&q, v[i]);
     if (!s && q.ms_qdq) s = wm_opt_need_opset(g, "com.microsoft", 1, err);

@@ -52,7 +52,7 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
             mx = mx > 0.0f ? mx : 0.0f;
             scale = (mx - mn) / (float)kmax;
             float zf = scale != 0.0f ? 0.0f - mn / scale : mn;
-            z = zf < 0.0f ? 0 : zf > (float)kmax ? kmax : (int)roundf(zf);
+            z = !(zf >= 0.0f) ? 0 : zf > (float)kmax ? kmax : (int)roundf(zf);
         }
         scale = round_scale(scale, scale_dtype);
         scales[n * nblk + kb] = scale;
@@ -68,7 +68,7 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
             int qi = z; /* padding rows past K hold the zero point */
             if (r < nrows) {
                 float x = roundf(rows[r * N + n] * rs + (float)z);
-                qi = x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x;
+                qi = x != x ? z : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x; /* NaN weights: the zero point */
             }
             if (bits == 8) dst[r] = (uint8_t)qi;
             else if (r % 2 == 0) dst[r / 2] = (uint8_t)qi;
@@ -260,11 +260,9 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report 
     if (c->bits != 4 && c->bits != 8) return wm_err(err, WM_ERR_USAGE, "weight-only quantization: bits must be 4 or 8");
     if (c->block_size < 16 || (c->block_size & (c->block_size - 1)))
         return wm_err(err, WM_ERR_USAGE, "block size %lld: must be a power of two >= 16", (long long)c->block_size);
-    wm_onnx_graph *p = wm_graph_proto(g);
-    size_t n = p->n_node;
-    wm_onnx_node **v = malloc((n ? n : 1) * sizeof *v);
-    if (!v) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    memcpy(v, p->node, n * sizeof *v);
+    size_t n;
+    wm_onnx_node **v = wm_opt_snapshot(g, &n, err);
+    if (!v) return WM_ERR_NOMEM;
     wm_status s = WM_OK;
     for (size_t i = 0; i < n && !s; i++)
         if (wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 1)) s = nbits_one(g, c, r, plan, v[i], err);
