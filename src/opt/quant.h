@@ -106,8 +106,4 @@ const char *wm_quant_mode_name(wm_quant_mode m);
 void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                      float *scales, uint8_t *zp);
 
-/* Same for rows [k0, k0 + bs) only (one block row): lets a caller stream a weight block row by block row. */
-void wm_quant_block_row(const float *rows, int64_t kb, int64_t rows_in_block, int64_t K, int64_t N, int64_t bs,
-                        int bits, int symmetric, uint8_t *q, float *scales, uint8_t *zp);
-
 #endif

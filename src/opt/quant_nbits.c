@@ -29,29 +29,42 @@ static float round_scale(float s, int32_t scale_dtype) {
     return s;
 }
 
-/* One block row with a given scale rounding: the core of both entry points. */
+/*
+ * One block row (rows [kb*bs, kb*bs + nrows) of all N columns, row-major) with a given scale
+ * rounding. Walks the rows in memory order (per-column state in scratch: 3*N floats + N ints),
+ * so a wide weight streams through the cache; each value sees the same arithmetic as the
+ * per-column definition above.
+ */
 static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, int64_t N, int64_t bs, int bits,
-                      int sym, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp) {
+                      int sym, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp, float *scratch) {
     int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8, zp_cols = (nblk * bits + 7) / 8;
     const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
+    float *mn = scratch, *mx = scratch + N, *rs = scratch + 2 * N;
+    int *zs = (int *)(scratch + 3 * N);
     for (int64_t n = 0; n < N; n++) {
-        float mn = FLT_MAX, mx = -FLT_MAX;
-        for (int64_t r = 0; r < nrows; r++) {
-            float v = rows[r * N + n];
-            if (v < mn) mn = v;
-            if (v > mx) mx = v;
+        mn[n] = FLT_MAX;
+        mx[n] = -FLT_MAX;
+    }
+    for (int64_t r = 0; r < nrows; r++) {
+        const float *row = rows + r * N;
+        for (int64_t n = 0; n < N; n++) {
+            float v = row[n];
+            if (v < mn[n]) mn[n] = v;
+            if (v > mx[n]) mx[n] = v;
         }
-        float scale;
+    }
+    for (int64_t n = 0; n < N; n++) {
+        float scale, lo = mn[n], hi = mx[n];
         int z;
         if (sym) {
-            float m = fabsf(mx) > fabsf(mn) ? mx : mn;
+            float m = fabsf(hi) > fabsf(lo) ? hi : lo;
             scale = -m / (float)kmid;
             z = kmid;
         } else {
-            mn = mn < 0.0f ? mn : 0.0f;
-            mx = mx > 0.0f ? mx : 0.0f;
-            scale = (mx - mn) / (float)kmax;
-            float zf = scale != 0.0f ? 0.0f - mn / scale : mn;
+            lo = lo < 0.0f ? lo : 0.0f;
+            hi = hi > 0.0f ? hi : 0.0f;
+            scale = (hi - lo) / (float)kmax;
+            float zf = scale != 0.0f ? 0.0f - lo / scale : lo;
             z = !(zf >= 0.0f) ? 0 : zf > (float)kmax ? kmax : (int)roundf(zf);
         }
         scale = round_scale(scale, scale_dtype);
@@ -62,34 +75,43 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
             else if (kb % 2 == 0) *b = (uint8_t)((*b & 0xf0) | z);
             else *b = (uint8_t)((*b & 0x0f) | (z << 4));
         }
-        float rs = scale != 0.0f ? 1.0f / scale : 0.0f;
-        uint8_t *dst = &q[(n * nblk + kb) * blob];
-        for (int64_t r = 0; r < bs; r++) {
-            int qi = z; /* padding rows past K hold the zero point */
-            if (r < nrows) {
-                float x = roundf(rows[r * N + n] * rs + (float)z);
-                qi = x != x ? z : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x; /* NaN weights: the zero point */
-            }
-            if (bits == 8) dst[r] = (uint8_t)qi;
-            else if (r % 2 == 0) dst[r / 2] = (uint8_t)qi;
-            else dst[r / 2] |= (uint8_t)(qi << 4);
+        rs[n] = scale != 0.0f ? 1.0f / scale : 0.0f;
+        zs[n] = z;
+        uint8_t *dst = &q[(n * nblk + kb) * blob]; /* padding rows past K hold the zero point */
+        for (int64_t r = nrows; r < bs; r++) {
+            if (bits == 8) dst[r] = (uint8_t)z;
+            else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | z);
+            else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (z << 4));
         }
     }
-}
-
-void wm_quant_block_row(const float *rows, int64_t kb, int64_t rows_in_block, int64_t K, int64_t N, int64_t bs,
-                        int bits, int symmetric, uint8_t *q, float *scales, uint8_t *zp) {
-    block_row(rows, kb, rows_in_block, K, N, bs, bits, symmetric, WM_DT_FLOAT, q, scales, zp);
+    const int64_t tile = 64; /* columns per pass: their output blocks stay in cache across the rows */
+    for (int64_t n0 = 0; n0 < N; n0 += tile) {
+        int64_t n1 = n0 + tile < N ? n0 + tile : N;
+        for (int64_t r = 0; r < nrows; r++) {
+            const float *row = rows + r * N;
+            for (int64_t n = n0; n < n1; n++) {
+                float x = roundf(row[n] * rs[n] + (float)zs[n]);
+                int qi = x != x ? zs[n] : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x; /* NaN: the zero point */
+                uint8_t *dst = &q[(n * nblk + kb) * blob];
+                if (bits == 8) dst[r] = (uint8_t)qi;
+                else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | qi);
+                else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (qi << 4));
+            }
+        }
+    }
 }
 
 void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                      float *scales, uint8_t *zp) {
     int64_t nblk = (K + bs - 1) / bs;
+    float *scratch = malloc((size_t)(4 * N) * sizeof *scratch);
+    if (!scratch) return; /* callers size N small; the streamed path checks its own allocation */
     if (zp) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
     for (int64_t kb = 0; kb < nblk; kb++) {
         int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
-        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, WM_DT_FLOAT, q, scales, zp);
+        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, WM_DT_FLOAT, q, scales, zp, scratch);
     }
+    free(scratch);
 }
 
 /* ---------------------------------------------------------------- reading weights */
@@ -182,9 +204,11 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
 wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err) {
     int64_t K = j->K, N = j->N, bs = j->bs, nblk = (K + bs - 1) / bs;
     float *rows = malloc((size_t)(bs * N) * sizeof *rows), *sc = malloc((size_t)(nblk * N) * sizeof *sc);
-    if (!rows || !sc) {
+    float *scratch = malloc((size_t)(4 * N) * sizeof *scratch);
+    if (!rows || !sc || !scratch) {
         free(rows);
         free(sc);
+        free(scratch);
         return wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
     }
     if (out[2]) memset(out[2], 0, (size_t)(N * ((nblk * j->bits + 7) / 8)));
@@ -192,7 +216,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
     for (int64_t kb = 0; kb < nblk && !s; kb++) {
         int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
         if ((s = read_rows(j->m, j->src, r0, nr, N, rows, release, err))) break;
-        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->scale_dtype, out[0], sc, out[2]);
+        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->scale_dtype, out[0], sc, out[2], scratch);
     }
     for (int64_t i = 0; !s && i < nblk * N; i++) {
         if (j->scale_dtype == WM_DT_FLOAT) memcpy(out[1] + i * 4, &sc[i], 4);
@@ -203,6 +227,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
     }
     free(rows);
     free(sc);
+    free(scratch);
     return s;
 }
 
