@@ -195,3 +195,39 @@ static wm_status gemm_one(wm_pass_ctx *c, wm_onnx_node *mm) {
 }
 
 wm_status wm_pass_gemm(wm_pass_ctx *c) { return each_op(c, "MatMul", gemm_one); }
+
+/* ---------------------------------------------------------------- Reshape + 2-D Gemm + Reshape -> MatMul + Add */
+
+/* dims of a equal dims of b except the last (both known ranks, every dim symbolically equal). */
+static int same_leading(const wm_shapes *sh, const char *a, const char *b) {
+    const wm_tinfo *x = wm_shapes_get(sh, a), *y = wm_shapes_get(sh, b);
+    if (!x || !y || x->rank < 2 || x->rank != y->rank) return 0;
+    for (int i = 0; i + 1 < x->rank; i++)
+        if (!wm_sdim_eq(x->dim[i], y->dim[i])) return 0;
+    return 1;
+}
+
+static wm_status gemm3d_one(wm_pass_ctx *c, wm_onnx_node *gm) {
+    wm_graph *g = c->g;
+    if (wm_opt_attr_i(gm, "transA", 0) || wm_opt_attr_i(gm, "transB", 0) || wm_opt_attr_f(gm, "alpha", 1) != 1.0f ||
+        wm_opt_attr_f(gm, "beta", 1) != 1.0f)
+        return WM_OK;
+    wm_onnx_node *r1 = wm_opt_src(g, gm, 0, "Reshape");
+    wm_onnx_node *r2 = wm_m_sole(g, gm->output[0], "Reshape");
+    const char *x = r1 ? wm_opt_in(r1, 0) : NULL, *w = wm_opt_in(gm, 1), *b = wm_opt_in(gm, 2);
+    if (!r2 || !x || !w || wm_shapes_rank(c->sh, x) < 3 || !same_leading(c->sh, x, r2->output[0])) return WM_OK;
+    const wm_onnx_tensor *wt = wm_graph_constant(g, w);
+    if (!wt || wt->n_dims != 2 || wm_shapes_dim(c->sh, r2->output[0], -1) != wt->dims[1] ||
+        wm_shapes_dim(c->sh, x, -1) != wt->dims[0])
+        return WM_OK;
+    const wm_onnx_tensor *bt = b ? wm_graph_constant(g, b) : NULL;
+    if (b && (!bt || bt->n_dims != 1 || bt->dims[0] != wt->dims[1])) return WM_OK;
+    const char *mi[2] = {x, w}, *mm = wm_opt_emit(g, "MatMul", NULL, mi, 2, c->err);
+    if (!mm) return c->err->status;
+    const char *ai[2] = {mm, b}, *out[1] = {r2->output[0]};
+    if (!wm_opt_replace(g, r2, b ? "Add" : "Identity", NULL, ai, b ? 2 : 1, out, 1, c->err)) return c->err->status;
+    c->fired++;
+    return WM_OK;
+}
+
+wm_status wm_pass_gemm3d(wm_pass_ctx *c) { return each_op(c, "Gemm", gemm3d_one); }

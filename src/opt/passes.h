@@ -43,6 +43,7 @@ wm_status wm_pass_fastgelu(wm_pass_ctx *c);
 wm_status wm_pass_biasgelu(wm_pass_ctx *c);
 wm_status wm_pass_quickgelu(wm_pass_ctx *c);
 wm_status wm_pass_gemm(wm_pass_ctx *c);
+wm_status wm_pass_gemm3d(wm_pass_ctx *c);
 
 /* fuse_rope.c, fuse_attn.c */
 wm_status wm_pass_rotary(wm_pass_ctx *c);
