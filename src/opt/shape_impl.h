@@ -5,6 +5,8 @@
 #include "opt/opt_util.h"
 #include "opt/shape.h"
 
+#include <string.h>
+
 typedef struct sh_slot {
     const char *key; /* NULL: empty */
     size_t idx;
@@ -38,5 +40,42 @@ void sh_node(wm_shapes *s, const wm_onnx_node *n);
 static inline wm_sdim sd_c(int64_t v) { return (wm_sdim){v, WM_SD_CONST}; }
 static inline wm_sdim sd_u(void) { return (wm_sdim){0, WM_SD_UNK}; }
 void ti_unknown(wm_tinfo *t);
+
+extern const wm_tinfo wm_sh_unknown; /* an unknown value: no type, no rank */
+
+/* One node being inferred. */
+typedef struct ctx {
+    wm_shapes *s;
+    const wm_onnx_node *n;
+} ctx;
+
+
+static inline const wm_tinfo *IN(const ctx *c, size_t i) {
+    const char *nm = wm_opt_in(c->n, i);
+    const wm_tinfo *t = nm ? wm_shapes_get(c->s, nm) : NULL;
+    return t ? t : &wm_sh_unknown;
+}
+
+static inline int HAS(const ctx *c, size_t i) { return wm_opt_in(c->n, i) != NULL; }
+
+static inline wm_tinfo *OUT(const ctx *c, size_t i) {
+    const char *nm = wm_opt_out(c->n, i);
+    if (!nm) return NULL;
+    wm_tinfo *t = sh_put(c->s, nm);
+    if (t) ti_unknown(t);
+    return t;
+}
+
+/* Copies type and shape (not values). */
+static inline void same(wm_tinfo *o, const wm_tinfo *a) {
+    if (!o) return;
+    o->dtype = a->dtype;
+    o->rank = a->rank;
+    memcpy(o->dim, a->dim, sizeof o->dim);
+}
+
+/* Rules shared between the rule files */
+void sh_matmul(const ctx *c, int32_t dt);
+void sh_microsoft(const ctx *c);
 
 #endif

@@ -9,36 +9,7 @@
 #include "onnx/dtype.h"
 #include "opt/shape_impl.h"
 
-typedef struct ctx {
-    wm_shapes *s;
-    const wm_onnx_node *n;
-} ctx;
-
-static const wm_tinfo UNKNOWN = {0, -1, {{0, 0}}, -1, {{0, 0}}};
-
-static const wm_tinfo *IN(const ctx *c, size_t i) {
-    const char *nm = wm_opt_in(c->n, i);
-    const wm_tinfo *t = nm ? wm_shapes_get(c->s, nm) : NULL;
-    return t ? t : &UNKNOWN;
-}
-
-static int HAS(const ctx *c, size_t i) { return wm_opt_in(c->n, i) != NULL; }
-
-static wm_tinfo *OUT(const ctx *c, size_t i) {
-    const char *nm = wm_opt_out(c->n, i);
-    if (!nm) return NULL;
-    wm_tinfo *t = sh_put(c->s, nm);
-    if (t) ti_unknown(t);
-    return t;
-}
-
-/* Copies type and shape (not values). */
-static void same(wm_tinfo *o, const wm_tinfo *a) {
-    if (!o) return;
-    o->dtype = a->dtype;
-    o->rank = a->rank;
-    memcpy(o->dim, a->dim, sizeof o->dim);
-}
+const wm_tinfo wm_sh_unknown = {0, -1, {{0, 0}}, -1, {{0, 0}}};
 
 /* Constant integer values of input i into v (at most max); count, or -1 when unknown. */
 static int in_ints(const ctx *c, size_t i, int64_t *v, int max) {
@@ -426,7 +397,7 @@ static void r_transpose(const ctx *c) {
     }
 }
 
-static void r_matmul(const ctx *c, int32_t dt) {
+void sh_matmul(const ctx *c, int32_t dt) {
     const wm_tinfo *a = IN(c, 0), *b = IN(c, 1);
     wm_tinfo *o = OUT(c, 0);
     if (!o) return;
@@ -623,35 +594,6 @@ static void r_constant(const ctx *c) {
     }
 }
 
-/* Output i of a contrib attention op: [B, S, hidden] like the query, present KV [B, N, ?, H]. */
-static void r_attention_like(const ctx *c, int is_gqa) {
-    const wm_tinfo *q = IN(c, 0);
-    wm_tinfo *o = OUT(c, 0);
-    if (o) {
-        same(o, q);
-        if (q->rank == 3 && HAS(c, 2)) {
-            const wm_tinfo *v = IN(c, 2);
-            if (!is_gqa && v->rank == 3) o->dim[2] = v->dim[2];
-        }
-        if (is_gqa && q->rank == 3 && !HAS(c, 1)) {
-            int64_t nh = wm_opt_attr_i(c->n, "num_heads", 0), kv = wm_opt_attr_i(c->n, "kv_num_heads", 0);
-            if (q->dim[2].k == WM_SD_CONST && nh + 2 * kv > 0)
-                o->dim[2] = sd_c(q->dim[2].v / (nh + 2 * kv) * nh);
-        }
-    }
-    size_t past = is_gqa ? 3 : 6;
-    for (size_t i = 1; i < 3; i++) {
-        wm_tinfo *p = OUT(c, i);
-        if (!p) continue;
-        const wm_tinfo *pk = IN(c, past + i - 1);
-        p->dtype = q->dtype;
-        if (pk->rank == 4) {
-            same(p, pk);
-            p->dim[2] = sh_fresh(c->s);
-        }
-    }
-}
-
 static int32_t attr_dtype(const ctx *c, const char *name, int32_t dflt) {
     return (int32_t)wm_opt_attr_i(c->n, name, dflt);
 }
@@ -756,8 +698,8 @@ static void r_default_domain(const ctx *c) {
     else if (!strcmp(op, "Gather")) r_gather(c);
     else if (!strcmp(op, "Slice")) r_slice(c);
     else if (!strcmp(op, "Transpose")) r_transpose(c);
-    else if (!strcmp(op, "MatMul")) r_matmul(c, 0);
-    else if (!strcmp(op, "MatMulInteger")) r_matmul(c, WM_DT_INT32);
+    else if (!strcmp(op, "MatMul")) sh_matmul(c, 0);
+    else if (!strcmp(op, "MatMulInteger")) sh_matmul(c, WM_DT_INT32);
     else if (!strcmp(op, "Gemm")) r_gemm(c);
     else if (!strcmp(op, "Expand")) r_expand(c);
     else if (!strcmp(op, "ConstantOfShape")) r_constant_of_shape(c);
@@ -821,32 +763,6 @@ static void r_default_domain(const ctx *c) {
     }
 }
 
-static void r_microsoft(const ctx *c) {
-    const char *op = c->n->op_type;
-    wm_tinfo *o;
-    if (!strcmp(op, "MultiHeadAttention") || !strcmp(op, "Attention")) r_attention_like(c, 0);
-    else if (!strcmp(op, "GroupQueryAttention")) r_attention_like(c, 1);
-    else if (!strcmp(op, "MatMulNBits")) {
-        const wm_tinfo *a = IN(c, 0);
-        if (!(o = OUT(c, 0))) return;
-        same(o, a);
-        if (a->rank >= 1) o->dim[a->rank - 1] = sd_c(wm_opt_attr_i(c->n, "N", 0));
-    } else if (!strcmp(op, "SkipLayerNormalization") || !strcmp(op, "SkipSimplifiedLayerNormalization")) {
-        if ((o = OUT(c, 0))) same(o, IN(c, 0));
-        for (size_t i = 1; i < 3; i++)
-            if ((o = OUT(c, i))) o->dtype = WM_DT_FLOAT;
-        if ((o = OUT(c, 3))) same(o, IN(c, 0));
-    } else if (!strcmp(op, "DynamicQuantizeMatMul") || !strcmp(op, "MatMulIntegerToFloat")) {
-        r_matmul(c, WM_DT_FLOAT);
-    } else if (!strcmp(op, "QuantizeLinear")) {
-        if ((o = OUT(c, 0))) same(o, IN(c, 0)), o->dtype = HAS(c, 2) ? IN(c, 2)->dtype : WM_DT_UINT8;
-    } else if (!strcmp(op, "DequantizeLinear")) {
-        if ((o = OUT(c, 0))) same(o, IN(c, 0)), o->dtype = IN(c, 1)->dtype;
-    } else if (c->n->n_input) { /* Gelu, FastGelu, BiasGelu, QuickGelu, RotaryEmbedding, ...: like input 0 */
-        if ((o = OUT(c, 0))) same(o, IN(c, 0));
-    }
-}
-
 void sh_node(wm_shapes *s, const wm_onnx_node *n) {
     if (!n->op_type) return;
     ctx c = {s, n};
@@ -854,5 +770,5 @@ void sh_node(wm_shapes *s, const wm_onnx_node *n) {
     for (size_t i = 0; i < n->n_output; i++)
         if (wm_opt_out(n, i) && !sh_put(s, n->output[i])) return;
     if (wm_opt_default_domain(n)) r_default_domain(&c);
-    else if (n->domain && !strcmp(n->domain, "com.microsoft")) r_microsoft(&c);
+    else if (n->domain && !strcmp(n->domain, "com.microsoft")) sh_microsoft(&c);
 }
