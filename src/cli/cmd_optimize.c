@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "onnx/onnx_model.h"
 #include "opt/opt.h"
+#include "opt/quant.h"
 
 static void help(void) {
     printf("usage: winml optimize -m IN.onnx -o OUT.onnx [--level basic|extended|all]\n"
@@ -179,7 +180,10 @@ int wm_cmd_optimize(int argc, char **argv) {
         err.status = WM_ERR_INTERNAL;
         goto fail;
     }
-    if (wm_onnx_save(m, out, NULL, &err)) goto fail;
+    /* a large model is written tensor by tensor with its mapped pages released as they go (RSS stays small) */
+    uint64_t bytes = m->file.size;
+    for (size_t i = 0; i < m->n_ext; i++) bytes += m->ext[i].map.size;
+    if (bytes > (100ull << 20) ? wm_quant_save(g, NULL, out, &err) : wm_onnx_save(m, out, NULL, &err)) goto fail;
     wm_json j;
     wm_json_init(&j);
     wm_json_obj(&j, NULL);
