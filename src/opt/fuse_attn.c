@@ -245,13 +245,13 @@ static const char *rope_3d(wm_pass_ctx *c, const head_src *hs) {
 }
 
 /* The additive mask broadcast to [.., .., S, T] when its query axis is 1 (MultiHeadAttention needs S rows). */
-static const char *full_rows(wm_pass_ctx *c, const attn_match *a) {
+static const char *full_rows(wm_pass_ctx *c, const attn_match *a, const char *q3) {
     if (wm_shapes_dim(c->sh, a->mask, 2) != 1) return a->mask;
     wm_graph *g = c->g;
     int64_t one = 1, idx = 1;
     const char *k1 = wm_opt_const_i64(g, "mha_one", &one, 1, 0, c->err), *ki = wm_opt_const_i64(g, "mha_seq", &idx, 1, 0, c->err);
     if (!k1 || !ki) return NULL;
-    const char *in1[1] = {a->q.x3};
+    const char *in1[1] = {q3}; /* the query as the fused node reads it: no dead projection kept alive */
     const char *shp = wm_opt_emit(g, "Shape", NULL, in1, 1, c->err);
     const char *gi[2] = {shp, ki};
     const char *s = shp ? wm_opt_emit(g, "Gather", NULL, gi, 2, c->err) : NULL;
@@ -328,7 +328,7 @@ static wm_status emit_mha(wm_pass_ctx *c, const attn_match *a) {
     const char *q = rope_3d(c, &a->q), *k = q ? rope_3d(c, &a->k) : NULL, *v = a->v.x3;
     const char *qkvb = k ? qkv_bias(c, a, &q, &k, &v) : NULL;
     if (!qkvb) return c->err->status ? c->err->status : WM_ERR_NOMEM;
-    const char *bias = k && a->mask ? full_rows(c, a) : NULL;
+    const char *bias = k && a->mask ? full_rows(c, a, q) : NULL;
     if (!k || (a->mask && !bias)) return c->err->status ? c->err->status : WM_ERR_NOMEM;
     const char *o3 = wm_opt_name(g, "mha_out");
     if (!o3 || free_present(c, &a->k) || free_present(c, &a->v)) return c->err->status ? c->err->status : WM_ERR_NOMEM;
