@@ -322,9 +322,91 @@ static const char *qkv_bias(wm_pass_ctx *c, const attn_match *a, const char **q,
     return name;
 }
 
+/* The MatMul computing name when it is MatMul(x, W const 2-D) read only here; NULL otherwise. */
+static wm_onnx_node *const_matmul(const wm_pass_ctx *c, const char *name) {
+    wm_onnx_node *m = wm_m_prod(c->g, name, "MatMul");
+    const wm_onnx_tensor *w = m ? wm_graph_constant(c->g, wm_opt_in(m, 1)) : NULL;
+    if (!w || w->n_dims != 2 || wm_opt_nuses(c->g, name) != 1) return NULL;
+    return m;
+}
+
+/* Column-concatenation of the 2-D constants a, b, c ([D, n_i] each) as a new initializer; its name or NULL. */
+static const char *concat_columns(wm_pass_ctx *c, const char *const *names) {
+    wm_ct t[3], all;
+    memset(t, 0, sizeof t);
+    const char *out = NULL;
+    int64_t D = 0, cols = 0;
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++) {
+        ok = wm_ct_from_tensor(wm_graph_constant(c->g, names[i]), 0, &t[i], c->err) == WM_OK &&
+             (i == 0 || (t[i].dtype == t[0].dtype && t[i].dims[0] == t[0].dims[0]));
+        if (ok) cols += t[i].dims[1];
+    }
+    D = ok ? t[0].dims[0] : 0;
+    int64_t dims[2] = {D, cols};
+    if (ok && !wm_ct_alloc(&all, t[0].dtype, dims, 2, c->err)) {
+        size_t es = wm_ct_elem_size(all.dtype);
+        for (int64_t r = 0; r < D; r++) {
+            char *dst = (char *)all.data + (size_t)(r * cols) * es;
+            for (int i = 0; i < 3; i++) {
+                size_t n = (size_t)t[i].dims[1] * es;
+                memcpy(dst, (const char *)t[i].data + (size_t)r * n, n);
+                dst += n;
+            }
+        }
+        if ((out = wm_opt_name(c->g, "qkv_weight")) && wm_opt_add_ct(c->g, out, &all, c->err)) out = NULL;
+        wm_ct_free(&all);
+    }
+    for (int i = 0; i < 3; i++) wm_ct_free(&t[i]);
+    return out;
+}
+
+/*
+ * Self-attention without cache or rotary whose Q, K and V are MatMuls of one input: the Attention
+ * op (one packed QKV GEMM). Returns 1 when emitted, 0 when the form does not apply, -1 on error.
+ */
+static int emit_packed(wm_pass_ctx *c, const attn_match *a, const char *q, const char *k, const char *v,
+                       const char *qkvb) {
+    wm_graph *g = c->g;
+    if (a->k.past || a->q.rope || a->k.rope) return 0;
+    wm_onnx_node *mq = const_matmul(c, q), *mk = const_matmul(c, k), *mv = const_matmul(c, v);
+    if (!mq || !mk || !mv || strcmp(mq->input[0], mk->input[0]) || strcmp(mq->input[0], mv->input[0])) return 0;
+    const char *x = mq->input[0];
+    if (wm_shapes_rank(c->sh, x) != 3) return 0;
+    const char *ws[3] = {mq->input[1], mk->input[1], mv->input[1]};
+    const char *w = concat_columns(c, ws), *b = qkvb;
+    if (!w) return c->err->status ? -1 : 0;
+    const wm_onnx_tensor *wt = wm_graph_constant(g, w);
+    if (!*b) { /* the op's bias input: zeros when the projections had none */
+        wm_ct z;
+        int64_t n = wt->dims[1];
+        if (wm_ct_alloc(&z, wt->data_type, &n, 1, c->err)) return -1;
+        b = wm_opt_name(g, "qkv_bias");
+        wm_status st = b ? wm_opt_add_ct(g, b, &z, c->err) : WM_ERR_NOMEM;
+        wm_ct_free(&z);
+        if (st) return -1;
+    }
+    const char *bias = a->mask ? full_rows(c, a, x) : NULL, *o3 = wm_opt_name(g, "attn_out");
+    if ((a->mask && !bias) || !o3) return -1;
+    const char *in[6] = {x, w, b, "", "", bias ? bias : ""}, *out[1] = {o3};
+    wm_onnx_node *f = wm_opt_add(g, "Attention", "com.microsoft", "Attention", in, bias ? 6 : 3, out, 1, c->err);
+    if (!f || wm_graph_set_attr_int(g, f, "num_heads", a->N, c->err) ||
+        wm_graph_set_attr_float(g, f, "scale", (float)a->scale, c->err) || rewire_output(c, a, o3) ||
+        wm_opt_need_opset(g, "com.microsoft", 1, c->err))
+        return -1;
+    c->fired++;
+    return 1;
+}
+
 static wm_status emit_mha(wm_pass_ctx *c, const attn_match *a) {
     wm_graph *g = c->g;
     if (a->N != a->kvN) return WM_OK;
+    if (!a->k.past && !a->q.rope) { /* an encoder's self-attention: one packed QKV projection when possible */
+        const char *q0 = a->q.x3, *k0 = a->k.x3, *v0 = a->v.x3, *b0 = qkv_bias(c, a, &q0, &k0, &v0);
+        if (!b0) return c->err->status ? c->err->status : WM_ERR_NOMEM;
+        int r = emit_packed(c, a, q0, k0, v0, b0);
+        if (r) return r < 0 ? (c->err->status ? c->err->status : WM_ERR_NOMEM) : WM_OK;
+    }
     const char *q = rope_3d(c, &a->q), *k = q ? rope_3d(c, &a->k) : NULL, *v = a->v.x3;
     const char *qkvb = k ? qkv_bias(c, a, &q, &k, &v) : NULL;
     if (!qkvb) return c->err->status ? c->err->status : WM_ERR_NOMEM;

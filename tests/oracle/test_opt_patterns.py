@@ -202,7 +202,7 @@ def test_attention_encoder(winml, tmp_path):
     mask = np.zeros((2, 1, 1, 6), np.float32)
     mask[1, ..., -2:] = -1e9
     ops, _ = run_case(winml, tmp_path, m, {"x": RNG.standard_normal((2, 6, hid)).astype(np.float32), "mask": mask})
-    assert ops.get("MultiHeadAttention") == 1 and "Softmax" not in ops, ops
+    assert ops.get("Attention") == 1 and ops.get("MatMul", 0) == 0 and "Softmax" not in ops, ops  # packed QKV
 
 
 def test_static_shape_arithmetic_and_duplicates(winml, tmp_path):
