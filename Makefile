@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 VENV ?= .venv
 
-.PHONY: all deps venv test unit unit-asan oracle fuzz-smoke fuzz demo clean
+.PHONY: all deps venv test unit unit-asan oracle fuzz-smoke fuzz conformance demo clean
 
 all: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -35,7 +35,10 @@ fuzz: unit-asan
 oracle: all venv unit-asan
 	WM_BUILD=$(BUILD) WM_BUILD_ASAN=build-asan $(VENV)/bin/python -m pytest -q tests/oracle
 
-test: unit unit-asan fuzz-smoke oracle
+conformance: all venv
+	WM_BUILD=$(BUILD) VENV=$(VENV) scripts/conformance.sh
+
+test: unit unit-asan fuzz-smoke conformance oracle
 
 demo: all
 	scripts/demo.sh

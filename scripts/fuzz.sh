@@ -7,9 +7,13 @@
 # crash-*/leak-*/timeout-* files, which fail the run.
 set -euo pipefail
 mode=${1:-smoke}
-secs=${2:-600}
-only=${3:-}
-[ "$mode" = smoke ] && secs=${WM_FUZZ_SMOKE_SECS:-10}
+if [ "$mode" = smoke ]; then
+  secs=${WM_FUZZ_SMOKE_SECS:-10}
+  only=${2:-}
+else
+  secs=${2:-600}
+  only=${3:-}
+fi
 B=build-asan
 run=tests/fuzz/corpus-run
 status=0

@@ -2,7 +2,7 @@
 # Installs the Debian packages the build and tests need, when missing.
 # As root it runs apt-get; otherwise it prints the exact command.
 set -euo pipefail
-PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config libcjson-dev libcmocka-dev libonnx-testdata python3-venv"
+PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config libcjson-dev libcmocka-dev libonnx-testdata libcurl4-openssl-dev python3-venv"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -119,9 +119,10 @@ static void scalar_text(const cJSON *v, char *buf, size_t n) {
     } else snprintf(buf, n, "{...}");
 }
 
+/* 1 when v holds no objects at any depth (nested lists of scalars print on one line) */
 static int all_scalars(const cJSON *v) {
     const cJSON *e;
-    cJSON_ArrayForEach(e, v) if (cJSON_IsObject(e) || cJSON_IsArray(e)) return 0;
+    cJSON_ArrayForEach(e, v) if (cJSON_IsObject(e) || (cJSON_IsArray(e) && !all_scalars(e))) return 0;
     return 1;
 }
 

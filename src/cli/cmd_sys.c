@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "core/cpu.h"
+#include "kernels/kernels.h"
 
 static void help(void) {
     printf("usage: winml sys [-f table|json] [-o FILE]\n\n"
@@ -70,9 +71,14 @@ int wm_cmd_sys(int argc, char **argv) {
     wm_json_uint(&j, "total_bytes", ci.mem_total_bytes);
     wm_json_uint(&j, "available_bytes", ci.mem_available_bytes);
     wm_json_obj_end(&j);
-    /* The engine's kernel dispatch lands with the runtime; until then only the ONNX I/O core is built. */
-    wm_json_arr(&j, "kernels");
+    /* the kernel table the engine selects (WM_KERNELS=generic forces the portable one) and those built in */
+    wm_json_obj(&j, "kernels");
+    wm_json_str(&j, "selected", wm_kernels_get()->name);
+    wm_json_arr(&j, "available");
+    wm_json_str(&j, NULL, wm_kernels_generic()->name);
+    if (wm_kernels_avx2()) wm_json_str(&j, NULL, wm_kernels_avx2()->name);
     wm_json_arr_end(&j);
+    wm_json_obj_end(&j);
     wm_json_arr(&j, "devices");
     wm_json_obj(&j, NULL);
     wm_json_str(&j, "name", "cpu");

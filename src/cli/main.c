@@ -9,6 +9,11 @@ static const wm_cmd commands[] = {
     {"analyze", "static EP compatibility (CPU, QNN, OpenVINO, VitisAI, DML) per node, op and component", wm_cmd_analyze},
     {"optimize", "graph cleanup and fusions (LayerNorm, Gelu, attention, ...), nodes before -> after", wm_cmd_optimize},
     {"quantize", "fp16, int8 (dynamic, QDQ), int4 weight-only (MatMulNBits), w8a16", wm_cmd_quantize},
+    {"eval", "numerics of a candidate model against a reference (compare mode), with gates", wm_cmd_eval},
+    {"generate", "text generation with a KV cache on a causal LM artifact", wm_cmd_generate},
+    {"perf", "latency, throughput and memory of a model on the CPU engine", wm_cmd_perf},
+    {"download", "fetch a Hugging Face model (ORG/NAME[@REV]) into the hub cache, resumable and verified", wm_cmd_download},
+    {"cache", "the Hugging Face cache: its folder and the models it holds", wm_cmd_cache},
     {"sys", "this machine: CPU, ISA features, memory, compiled-in kernels, version", wm_cmd_sys},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "onnx/graph.h"
+#include "ops/op.h"
 
 #define WM_CT_MAX_RANK 8
 
@@ -46,11 +47,7 @@ int64_t wm_ct_geti(const wm_ct *c, uint64_t i);
 void wm_ct_set(wm_ct *c, uint64_t i, double v);
 void wm_ct_seti(wm_ct *c, uint64_t i, int64_t v);
 
-/* IEEE half / bfloat16 conversions (round to nearest even; overflow to inf). */
-uint16_t wm_f32_to_f16(float f);
-float wm_f16_to_f32(uint16_t h);
-uint16_t wm_f32_to_bf16(float f);
-float wm_bf16_to_f32(uint16_t h);
+/* IEEE half / bfloat16 conversions (round to nearest even; overflow to inf): the engine's, from ops/op.h. */
 
 /*
  * Adds c as an initializer named name (bytes copied into the model arena;

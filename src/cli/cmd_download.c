@@ -1,0 +1,120 @@
+/*
+ * cmd_download.c - `winml download -m ORG/NAME[@REV] [--include PATTERN]...`:
+ * resolves a model in the Hugging Face cache, downloads what is missing
+ * (hf/hub.h), and prints the snapshot folder and its files.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "hf/hub.h"
+
+#define MAX_INCLUDE 64
+
+static void help(void) {
+    printf("usage: winml download -m ORG/NAME[@REVISION] [--include PATTERN]... [-f table|json] [-o FILE] [-q]\n\n"
+           "Fetches a model into the Hugging Face cache, laid out as huggingface_hub lays it out, and\n"
+           "prints the snapshot folder and its files: config.json, generation_config.json, the\n"
+           "tokenizer files (tokenizer.json, tokenizer_config.json, special_tokens_map.json, vocab.json,\n"
+           "merges.txt, vocab.txt) and model.safetensors or model.safetensors.index.json with every\n"
+           "shard it names. Files already cached are not fetched again; an interrupted transfer is\n"
+           "resumed; every file is checked against the hub's sha256 / git sha1. A branch or tag is\n"
+           "asked for its current commit (REVISION may also be a 40-hex commit). Pickle weights\n"
+           "(.bin .pt .pth .ckpt) are never downloaded. -m may also be a local folder (reported as is).\n\n"
+           "  --include PATTERN  a glob ('*.json') selects among those files, a plain name\n"
+           "                     ('tokenizer.model') adds a file; may be repeated\n\n"
+           "environment: HF_HUB_CACHE or HF_HOME (cache folder), HF_ENDPOINT (default\n"
+           "https://huggingface.co), HF_TOKEN (sent to the endpoint only, never printed),\n"
+           "HF_HUB_OFFLINE=1 (no network: only the cache is used).\n"
+           "exit: 0 ok, 2 usage error, missing file or repository, network or disk error.\n");
+}
+
+static const char *state_name(wm_hf_file_state s) {
+    return s == WM_HF_FILE_DOWNLOADED ? "downloaded" : s == WM_HF_FILE_ABSENT ? "absent" : "present";
+}
+
+static const char *source_name(wm_hf_source s) {
+    return s == WM_HF_SRC_DOWNLOAD ? "hub" : s == WM_HF_SRC_CACHE ? "cache" : "local";
+}
+
+static void emit_tokenizer(wm_json *j, unsigned bits) {
+    static const char *const names[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                        "vocab.json",     "merges.txt",            "vocab.txt"};
+    wm_json_arr(j, "tokenizer");
+    for (unsigned i = 0; i < 6; i++)
+        if (bits & (1u << i)) wm_json_str(j, NULL, names[i]);
+    wm_json_arr_end(j);
+}
+
+int wm_cmd_download(int argc, char **argv) {
+    wm_cli c;
+    wm_cli_init(&c, "winml download");
+    static const struct option longs[] = {WM_CLI_COMMON_LONG, {"include", required_argument, 0, 'I'}, {0, 0, 0, 0}};
+    const char *include[MAX_INCLUDE];
+    size_t n_include = 0;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+        if (opt == 'h') {
+            help();
+            return WM_EXIT_OK;
+        }
+        if (opt == 'I') {
+            if (n_include == MAX_INCLUDE) return wm_cli_usage_error(&c, "more than %d --include", MAX_INCLUDE);
+            include[n_include++] = optarg;
+            continue;
+        }
+        int rc = wm_cli_other_opt(&c, opt, optarg, argv);
+        if (rc) return rc;
+    }
+    if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
+    if (!c.model) return wm_cli_usage_error(&c, "-m ORG/NAME[@REVISION] is required");
+
+    wm_hf_resolve_opts o = {.refresh = 1, .include = include, .n_include = n_include};
+    o.progress = !c.json && !c.quiet && isatty(STDERR_FILENO);
+    if (n_include) {
+        o.need_set = 1; /* with a selection only what is named plainly is required */
+        o.need = 0;
+    }
+    wm_error err = {0};
+    wm_hf_result *r = NULL;
+    if (wm_hf_resolve_ex(c.model, &o, &r, &err)) return wm_cli_fail(&c, &err);
+    wm_json j;
+    wm_json_init(&j);
+    wm_json_obj(&j, NULL);
+    wm_json_str(&j, "model", c.model);
+    wm_json_str(&j, "source", source_name(r->source));
+    wm_json_str(&j, "folder", r->folder);
+    wm_json_str(&j, "root", r->root);
+    if (r->source != WM_HF_SRC_LOCAL) {
+        wm_json_str(&j, "repo_id", r->repo_id);
+        wm_json_str(&j, "revision", r->revision);
+        wm_json_str(&j, "cache_dir", r->cache_dir);
+    }
+    if (r->commit[0]) wm_json_str(&j, "commit", r->commit);
+    wm_json_uint(&j, "bytes_downloaded", r->bytes_downloaded);
+    wm_json_str(&j, "weights", r->info.weights == WM_HF_WEIGHTS_INDEX    ? "sharded (model.safetensors.index.json)"
+                                : r->info.weights == WM_HF_WEIGHTS_SINGLE ? "model.safetensors"
+                                                                          : "none");
+    wm_json_bool(&j, "config", r->info.has_config);
+    emit_tokenizer(&j, r->info.tokenizer);
+    wm_json_arr(&j, "files");
+    for (size_t i = 0; i < r->n_files; i++) {
+        const wm_hf_file *f = &r->files[i];
+        wm_json_obj(&j, NULL);
+        wm_json_str(&j, "name", f->name);
+        wm_json_str(&j, "state", state_name(f->state));
+        wm_json_uint(&j, "size", f->size);
+        if (f->etag) wm_json_str(&j, "blob", f->etag);
+        wm_json_obj_end(&j);
+    }
+    wm_json_arr_end(&j);
+    wm_json_obj_end(&j);
+    int rc = wm_cli_emit(&c, r->folder, &j);
+    wm_json_free(&j);
+    wm_hf_result_free(r);
+    return rc;
+}

@@ -1,0 +1,403 @@
+/*
+ * cmd_eval.c - `winml eval --mode compare`: a candidate model against a
+ * reference model (or outputs a framework saved) on the same seeded inputs,
+ * per output: sqnr_db, psnr_db, cosine_similarity, mse, max_abs_diff as
+ * mean/std/min/max over samples; --threshold gates (exit 1); --per-layer
+ * finds the first intermediate value where the candidate departs.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "eval/compare.h"
+#include "hf/safetensors.h"
+#include "onnx/dtype.h"
+#include "ops/op.h"
+#include "runtime/inputs.h"
+#include "winml/runtime.h"
+
+static void help(void) {
+    printf("usage: winml eval --mode compare -m CANDIDATE.onnx (--reference REF.onnx | --reference-outputs FILE.safetensors)\n"
+           "                  [--samples N] [--seed S] [--threshold METRIC=VALUE]... [--per-layer [--layer-threshold DB]]\n"
+           "                  [--batch-size N] [--seq-len N] [--dim NAME=VALUE]... [--threads N] [-f table|json] [-o FILE]\n\n"
+           "Runs the candidate and the reference on the same inputs (seeded, made from the reference's input\n"
+           "specs; or the inputs stored in --reference-outputs as inputs.<i>.<name> next to outputs.<i>.<name>)\n"
+           "and reports, per output, sqnr_db, psnr_db, cosine_similarity, mse and max_abs_diff as mean/std/min/max\n"
+           "over --samples (default 20). --threshold sqnr_db=50 (or psnr_db, cosine_similarity: the worst sample\n"
+           "must reach it; mse, max_abs_diff: the worst sample must stay under it) makes it a gate: exit 1 when\n"
+           "missed. --per-layer compares every intermediate value the two graphs share by name (first sample)\n"
+           "and names the first one whose SQNR falls below --layer-threshold (default 30 dB).\n"
+           "--mode task (data sets) is tracked in issue 7 and not available in this build.\n");
+}
+
+typedef struct gate {
+    int metric;
+    double value;
+} gate;
+
+static int parse_metric(const char *s, size_t n) {
+    for (int m = 0; m < WM_CMP_COUNT; m++)
+        if (strlen(wm_cmp_names[m]) == n && !strncmp(wm_cmp_names[m], s, n)) return m;
+    return -1;
+}
+
+/* Converts t into dtype (new buffer appended to bufs) when they differ. */
+static wm_status as_type(wm_tensor *t, int32_t dtype, void ***bufs, size_t *nb, wm_error *err) {
+    if (t->dtype == dtype) return WM_OK;
+    uint64_t n = wm_tensor_numel(t);
+    void *b = aligned_alloc(64, ((n * (wm_dtype_size(dtype) ? wm_dtype_size(dtype) : 1)) | 63) + 1);
+    void **nbp = realloc(*bufs, (*nb + 1) * sizeof *nbp);
+    if (!b || !nbp) {
+        free(b);
+        if (nbp) *bufs = nbp;
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    *bufs = nbp;
+    (*bufs)[(*nb)++] = b;
+    wm_convert(t->dtype, t->data, dtype, b, n);
+    t->dtype = dtype;
+    t->data = b;
+    return WM_OK;
+}
+
+static void agg_json(wm_json *j, const char *key, const wm_agg *a) {
+    wm_json_obj(j, key);
+    wm_json_num(j, "mean", wm_agg_mean(a));
+    wm_json_num(j, "std", wm_agg_std(a));
+    wm_json_num(j, "min", a->min);
+    wm_json_num(j, "max", a->max);
+    if (a->ninf) wm_json_uint(j, "identical_samples", a->ninf);
+    wm_json_obj_end(j);
+}
+
+int wm_cmd_eval(int argc, char **argv) {
+    wm_cli c;
+    wm_cli_init(&c, "winml eval");
+    enum { O_MODE = 256, O_REF, O_REFOUT, O_SAMPLES, O_SEED, O_THR, O_PL, O_PLT, O_BATCH, O_SEQ, O_DIM, O_THREADS, O_MODELID };
+    static const struct option longs[] = {
+        WM_CLI_COMMON_LONG,
+        {"mode", required_argument, 0, O_MODE},        {"reference", required_argument, 0, O_REF},
+        {"reference-outputs", required_argument, 0, O_REFOUT}, {"samples", required_argument, 0, O_SAMPLES},
+        {"seed", required_argument, 0, O_SEED},        {"threshold", required_argument, 0, O_THR},
+        {"per-layer", no_argument, 0, O_PL},           {"layer-threshold", required_argument, 0, O_PLT},
+        {"batch-size", required_argument, 0, O_BATCH}, {"seq-len", required_argument, 0, O_SEQ},
+        {"dim", required_argument, 0, O_DIM},          {"threads", required_argument, 0, O_THREADS},
+        {"model-id", required_argument, 0, O_MODELID}, {0, 0, 0, 0}};
+    const char *mode = "compare", *ref = NULL, *refout = NULL;
+    long samples = 20, seed = 0, batch = 1, seq = 32, threads = 0;
+    int per_layer = 0;
+    double layer_thr = 30;
+    gate gates[16];
+    size_t n_gates = 0;
+    wm_dim_bind dims[16];
+    size_t n_dims = 0;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+        char *end;
+        switch (opt) {
+        case 'h': help(); return WM_EXIT_OK;
+        case O_MODE: mode = optarg; break;
+        case O_REF: ref = optarg; break;
+        case O_REFOUT: refout = optarg; break;
+        case O_MODELID:
+            return wm_cli_usage_error(&c, "--model-id needs the model builder (issue 5): give --reference REF.onnx instead");
+        case O_SAMPLES: case O_SEED: case O_BATCH: case O_SEQ: case O_THREADS: {
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < (opt == O_SEED ? 0 : 1)) return wm_cli_usage_error(&c, "'%s' is not a valid count", optarg);
+            *(opt == O_SAMPLES ? &samples : opt == O_SEED ? &seed : opt == O_BATCH ? &batch : opt == O_SEQ ? &seq : &threads) = v;
+            break;
+        }
+        case O_THR: {
+            const char *eq = strchr(optarg, '=');
+            int m = eq ? parse_metric(optarg, (size_t)(eq - optarg)) : -1;
+            if (m < 0 || n_gates == 16)
+                return wm_cli_usage_error(&c, "--threshold: expected METRIC=VALUE with METRIC one of sqnr_db, psnr_db, "
+                                              "cosine_similarity, mse, max_abs_diff; got '%s'", optarg);
+            double v = strtod(eq + 1, &end);
+            if (!eq[1] || *end) return wm_cli_usage_error(&c, "--threshold: '%s' is not a number", eq + 1);
+            gates[n_gates].metric = m;
+            gates[n_gates++].value = v;
+            break;
+        }
+        case O_PL: per_layer = 1; break;
+        case O_PLT:
+            layer_thr = strtod(optarg, &end);
+            if (!*optarg || *end) return wm_cli_usage_error(&c, "--layer-threshold: '%s' is not a number", optarg);
+            break;
+        case O_DIM: {
+            const char *eq = strchr(optarg, '=');
+            long v = eq ? strtol(eq + 1, &end, 10) : -1;
+            if (!eq || eq == optarg || !eq[1] || *end || v < 0 || n_dims == 16)
+                return wm_cli_usage_error(&c, "--dim: expected NAME=VALUE, got '%s'", optarg);
+            dims[n_dims].name = strndup(optarg, (size_t)(eq - optarg));
+            dims[n_dims++].value = v;
+            break;
+        }
+        default: {
+            int rc = wm_cli_other_opt(&c, opt, optarg, argv);
+            if (rc) return rc;
+        }
+        }
+    }
+    if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
+    if (strcmp(mode, "compare")) {
+        if (!strcmp(mode, "task"))
+            return wm_cli_usage_error(&c, "--mode task (metrics on data sets) is tracked in issue 7 and not available in this build");
+        return wm_cli_usage_error(&c, "--mode: '%s' is not compare or task", mode);
+    }
+    if (!c.model) return wm_cli_usage_error(&c, "-m CANDIDATE.onnx is required");
+    if (!!ref + !!refout != 1) return wm_cli_usage_error(&c, "give exactly one of --reference REF.onnx or --reference-outputs FILE");
+
+    wm_error err = {0};
+    int rc = WM_EXIT_ERROR;
+    wm_session_opts so = {.threads = (int)threads, .keep_values = per_layer};
+    wm_session *cand = NULL, *rs = NULL;
+    wm_st_file *rf = NULL;
+    void **bufs = NULL;
+    size_t nbufs = 0;
+    wm_tensor *co = NULL, *ro = NULL, *cin = NULL;
+    wm_agg (*agg)[WM_CMP_COUNT] = NULL;
+    int *match = NULL;
+    wm_json j;
+    wm_json_init(&j);
+    if (wm_session_new(c.model, &so, &cand, &err)) goto fail;
+    if (ref && wm_session_new(ref, &so, &rs, &err)) goto fail;
+    if (refout) {
+        if (wm_st_open(refout, NULL, &rf, &err)) goto fail;
+        char key[512];
+        long k = 0;
+        for (;; k++) { /* samples present in the file */
+            snprintf(key, sizeof key, "outputs.%ld.%s", k, wm_session_output(cand, 0)->name);
+            if (!wm_st_find(rf, key)) break;
+        }
+        if (k == 0) {
+            wm_err(&err, WM_ERR_INPUT, "%s: no tensor 'outputs.0.%s' (expected inputs.<i>.<name> and outputs.<i>.<name>)",
+                   refout, wm_session_output(cand, 0)->name);
+            goto fail;
+        }
+        if (samples > k) samples = k;
+    }
+    size_t nco = wm_session_n_outputs(cand), nro = rs ? wm_session_n_outputs(rs) : nco;
+    co = calloc(nco + 1, sizeof *co);
+    ro = calloc(nro + 1, sizeof *ro);
+    agg = calloc(nco + 1, sizeof *agg);
+    match = calloc(nco + 1, sizeof *match);
+    size_t nci = wm_session_n_inputs(cand);
+    cin = calloc(nci + 1, sizeof *cin);
+    if (!co || !ro || !agg || !match || !cin) {
+        wm_err(&err, WM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < nco; i++) { /* outputs are matched by name */
+        match[i] = -1;
+        for (size_t k = 0; rs && k < nro; k++)
+            if (!strcmp(wm_session_output(cand, i)->name, wm_session_output(rs, k)->name)) match[i] = (int)k;
+        if (rs && match[i] < 0) {
+            wm_err(&err, WM_ERR_INPUT, "candidate output '%s' is not an output of %s", wm_session_output(cand, i)->name, ref);
+            goto fail;
+        }
+    }
+    for (long smp = 0; smp < samples; smp++) {
+        wm_inputs gen = {0};
+        const wm_session *spec = rs ? rs : cand;
+        wm_input_opts io = {dims, n_dims, batch, seq, 0, (uint64_t)(seed + smp)};
+        if (!rf && wm_inputs_make(spec, &io, &gen, &err)) goto fail;
+        for (size_t i = 0; i < nci; i++) { /* candidate inputs by name, converted to its element types */
+            const wm_io_info *ci = wm_session_input(cand, i);
+            int found = 0;
+            if (rf) {
+                char key[512];
+                snprintf(key, sizeof key, "inputs.%ld.%s", smp, ci->name);
+                const wm_st_tensor *t = wm_st_find(rf, key);
+                if (t && t->rank <= WM_MAX_RANK) {
+                    cin[i].dtype = wm_st_dtype_onnx(t->dtype);
+                    cin[i].rank = (int32_t)t->rank;
+                    for (size_t d = 0; d < t->rank; d++) cin[i].dims[d] = t->shape[d];
+                    void *b = aligned_alloc(64, (t->nbytes | 63) + 1);
+                    void **nbp = realloc(bufs, (nbufs + 1) * sizeof *nbp);
+                    if (!b || !nbp) {
+                        free(b);
+                        if (nbp) bufs = nbp;
+                        wm_err(&err, WM_ERR_NOMEM, "out of memory");
+                        goto fail;
+                    }
+                    bufs = nbp;
+                    bufs[nbufs++] = b;
+                    memcpy(b, t->data, t->nbytes);
+                    cin[i].data = b;
+                    found = 1;
+                }
+            } else
+                for (size_t k = 0; k < gen.n; k++)
+                    if (!strcmp(wm_session_input(spec, k)->name, ci->name)) cin[i] = gen.t[k], found = 1;
+            if (!found) {
+                wm_err(&err, WM_ERR_INPUT, "candidate input '%s' has no matching reference input", ci->name);
+                wm_inputs_free(&gen);
+                goto fail;
+            }
+            if (as_type(&cin[i], ci->dtype, &bufs, &nbufs, &err)) {
+                wm_inputs_free(&gen);
+                goto fail;
+            }
+        }
+        if (wm_session_run(cand, cin, nci, co, nco, &err)) {
+            wm_inputs_free(&gen);
+            goto fail;
+        }
+        if (rs) {
+            size_t nri = wm_session_n_inputs(rs);
+            wm_tensor *rin = calloc(nri + 1, sizeof *rin);
+            for (size_t i = 0; i < nri && rin; i++) {
+                rin[i] = gen.t[i];
+                if (rf) { /* inputs from the file, by name */
+                    for (size_t k = 0; k < nci; k++)
+                        if (!strcmp(wm_session_input(cand, k)->name, wm_session_input(rs, i)->name)) rin[i] = cin[k];
+                    as_type(&rin[i], wm_session_input(rs, i)->dtype, &bufs, &nbufs, &err);
+                }
+            }
+            wm_status st = rin ? wm_session_run(rs, rin, nri, ro, nro, &err) : WM_ERR_NOMEM;
+            free(rin);
+            if (st) {
+                wm_inputs_free(&gen);
+                goto fail;
+            }
+        }
+        for (size_t i = 0; i < nco; i++) {
+            wm_tensor r;
+            const char *oname = wm_session_output(cand, i)->name;
+            if (rs) r = ro[match[i]];
+            else {
+                char key[512];
+                snprintf(key, sizeof key, "outputs.%ld.%s", smp, oname);
+                const wm_st_tensor *t = wm_st_find(rf, key);
+                if (!t || t->rank > WM_MAX_RANK) {
+                    wm_err(&err, WM_ERR_INPUT, "%s: no tensor '%s'", refout, key);
+                    wm_inputs_free(&gen);
+                    goto fail;
+                }
+                r.dtype = wm_st_dtype_onnx(t->dtype);
+                r.rank = (int32_t)t->rank;
+                for (size_t d = 0; d < t->rank; d++) r.dims[d] = t->shape[d];
+                void *b = aligned_alloc(64, (t->nbytes | 63) + 1);
+                void **nbp = b ? realloc(bufs, (nbufs + 1) * sizeof *nbp) : NULL;
+                if (!nbp) {
+                    free(b);
+                    wm_inputs_free(&gen);
+                    wm_err(&err, WM_ERR_NOMEM, "out of memory");
+                    goto fail;
+                }
+                bufs = nbp;
+                bufs[nbufs++] = b;
+                memcpy(b, t->data, t->nbytes);
+                r.data = b;
+            }
+            wm_cmp m;
+            if (wm_compare(&co[i], &r, oname, &m, &err)) {
+                wm_inputs_free(&gen);
+                goto fail;
+            }
+            for (int k = 0; k < WM_CMP_COUNT; k++) wm_agg_add(&agg[i][k], wm_cmp_get(&m, k));
+        }
+        wm_inputs_free(&gen);
+    }
+    /* ---- result */
+    wm_json_free(&j);
+    wm_json_init(&j);
+    wm_json_obj(&j, NULL);
+    wm_json_str(&j, "mode", "compare");
+    wm_json_str(&j, "candidate", c.model);
+    wm_json_str(&j, "reference", ref ? ref : refout);
+    wm_json_int(&j, "samples", samples);
+    wm_json_int(&j, "seed", seed);
+    wm_json_obj(&j, "outputs");
+    int passed = 1;
+    for (size_t i = 0; i < nco; i++) {
+        wm_json_obj(&j, wm_session_output(cand, i)->name);
+        for (int k = 0; k < WM_CMP_COUNT; k++) agg_json(&j, wm_cmp_names[k], &agg[i][k]);
+        wm_json_obj_end(&j);
+    }
+    wm_json_obj_end(&j);
+    if (n_gates) {
+        wm_json_arr(&j, "thresholds");
+        for (size_t g = 0; g < n_gates; g++)
+            for (size_t i = 0; i < nco; i++) {
+                int hi = wm_cmp_higher_is_better(gates[g].metric);
+                const wm_agg *a = &agg[i][gates[g].metric];
+                double worst = hi ? a->min : a->max;
+                int ok = hi ? worst >= gates[g].value : worst <= gates[g].value; /* NaN fails */
+                passed &= ok;
+                wm_json_obj(&j, NULL);
+                wm_json_str(&j, "output", wm_session_output(cand, i)->name);
+                wm_json_str(&j, "metric", wm_cmp_names[gates[g].metric]);
+                wm_json_num(&j, "threshold", gates[g].value);
+                wm_json_num(&j, "worst", worst);
+                wm_json_bool(&j, "passed", ok);
+                wm_json_obj_end(&j);
+            }
+        wm_json_arr_end(&j);
+    }
+    if (per_layer && rs) { /* intermediate values of the last sample, in the candidate's (topological) order */
+        wm_json_obj(&j, "per_layer");
+        wm_json_num(&j, "layer_threshold_db", layer_thr);
+        wm_json_arr(&j, "values");
+        const char *first = NULL, *first_op = NULL, *first_node = NULL;
+        double first_db = 0;
+        size_t compared = 0;
+        for (size_t v = 0; v < wm_session_n_values(cand); v++) {
+            const char *name = wm_session_value_name(cand, v), *op = NULL;
+            const char *node = wm_session_value_producer(cand, name, &op);
+            wm_tensor a, b;
+            wm_error e2 = {0};
+            if (!node || wm_session_value_of(cand, name, &a, &e2) || wm_session_value_of(rs, name, &b, &e2)) continue;
+            wm_cmp m;
+            if (wm_compare(&a, &b, name, &m, &e2)) continue;
+            compared++;
+            wm_json_obj(&j, NULL);
+            wm_json_str(&j, "value", name);
+            wm_json_str(&j, "node", node);
+            wm_json_str(&j, "op", op);
+            wm_json_num(&j, "sqnr_db", m.sqnr_db);
+            wm_json_num(&j, "max_abs_diff", m.max_abs);
+            wm_json_obj_end(&j);
+            if (!first && !(m.sqnr_db >= layer_thr)) first = name, first_op = op, first_node = node, first_db = m.sqnr_db;
+        }
+        wm_json_arr_end(&j);
+        wm_json_uint(&j, "values_compared", compared);
+        if (first) {
+            wm_json_obj(&j, "first_divergence");
+            wm_json_str(&j, "value", first);
+            wm_json_str(&j, "node", first_node);
+            wm_json_str(&j, "op", first_op);
+            wm_json_num(&j, "sqnr_db", first_db);
+            wm_json_obj_end(&j);
+        } else
+            wm_json_null(&j, "first_divergence");
+        wm_json_obj_end(&j);
+    }
+    wm_json_bool(&j, "passed", passed);
+    wm_json_obj_end(&j);
+    rc = wm_cli_emit(&c, c.model, &j);
+    if (rc == WM_EXIT_OK && !passed) rc = WM_EXIT_CHECK;
+    goto done;
+fail:
+    rc = wm_cli_fail(&c, &err);
+done:
+    wm_json_free(&j);
+    free(co);
+    free(ro);
+    free(cin);
+    free(agg);
+    free(match);
+    for (size_t i = 0; i < nbufs; i++) free(bufs[i]);
+    free(bufs);
+    wm_st_close(rf);
+    wm_session_free(cand);
+    wm_session_free(rs);
+    for (size_t i = 0; i < n_dims; i++) free((char *)dims[i].name);
+    return rc;
+}

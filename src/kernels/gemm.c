@@ -1,0 +1,322 @@
+/*
+ * gemm.c - the ISA-independent SGEMM driver (GotoBLAS/BLIS blocking), B
+ * packing, workspace sizes, the (ith, nth) split and the generic 6x16
+ * micro-kernel in plain C.
+ *
+ * Blocking: for each share's region [m0,m1) x [n0,n1) of C:
+ *   for n-block (NC, or the whole region with prepacked B)
+ *     for k-block (KC)                  B block packed (unless prepacked)
+ *       for m-block (MC)                A read in place (A^T: packed into MR-row panels)
+ *         for each 16-column B micro-panel (stays in L1)
+ *           for each 6-row A micro-panel (from L2): micro-kernel
+ *       last k-block: epilogue on the finished rows
+ * Packed B layout (prepacked and on the fly alike): K is cut into blocks of
+ * KC rows (the last one shorter); block b (rows k0 = b*KC, kc of them) starts
+ * at k0 * Np (Np = N rounded up to 16) and holds the 16-column panels one after
+ * the other, panel p at + p*kc*16, row k of it at + k*16. Every micro-kernel
+ * call reads one contiguous kc x 16 slab and the slabs of one k-block follow
+ * each other, so the whole of B streams sequentially (prefetcher friendly).
+ * Zero padded past N.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+
+/* ------------------------------------------------------------ helpers */
+
+void wm_split_units(int64_t n, int64_t unit, int ith, int nth, int64_t *b, int64_t *e) {
+    int64_t units = (n + unit - 1) / unit;
+    int64_t q = units / nth, r = units % nth;
+    int64_t ub = ith * q + (ith < r ? ith : r);
+    int64_t ue = ub + q + (ith < r);
+    *b = ub * unit < n ? ub * unit : n;
+    *e = ue * unit < n ? ue * unit : n;
+}
+
+void *wm_work_slice(void *work, size_t per, int ith) {
+    uintptr_t p = (uintptr_t)work + per * (size_t)ith;
+    return (void *)((p + 63) & ~(uintptr_t)63);
+}
+
+void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
+                       float *C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    if (!ep->bias && !ep->bias_m && ep->act == WM_ACT_NONE && !ep->residual) return;
+    int64_t n = n1 - n0;
+    for (int64_t m = m0; m < m1; m++) {
+        float *c = C + m * ldc + n0;
+        if (ep->bias)
+            for (int64_t j = 0; j < n; j++) c[j] += ep->bias[n0 + j];
+        if (ep->bias_m) {
+            float bm = ep->bias_m[m];
+            for (int64_t j = 0; j < n; j++) c[j] += bm;
+        }
+        if (ep->act != WM_ACT_NONE) vact(n, c, c, ep->act, ep->act_a, ep->act_b);
+        if (ep->residual) {
+            const float *r = ep->residual + m * ep->ld_residual + n0;
+            for (int64_t j = 0; j < n; j++) c[j] += r[j];
+        }
+    }
+}
+
+/* ------------------------------------------------------------ packing */
+
+size_t wm_sgemm_pack_b_size(int64_t K, int64_t N) {
+    int64_t panels = (N + WM_NR - 1) / WM_NR;
+    return (size_t)panels * (size_t)(K > 0 ? K : 0) * WM_NR * sizeof(float);
+}
+
+/* Packs op(B)[k0:k0+kc, n0:n0+nc] into panels of kc x 16 (stride pstride floats between panels). */
+static void pack_b_block(int trans_b, const float *B, int64_t ldb, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                         float *dst, int64_t pstride) {
+    for (int64_t p = 0; p * WM_NR < nc; p++) {
+        float *d = dst + p * pstride;
+        int64_t j0 = n0 + p * WM_NR, nv = nc - p * WM_NR < WM_NR ? nc - p * WM_NR : WM_NR;
+        if (!trans_b) {
+            for (int64_t k = 0; k < kc; k++) {
+                const float *s = B + (k0 + k) * ldb + j0;
+                float *o = d + k * WM_NR;
+                int64_t j = 0;
+                for (; j < nv; j++) o[j] = s[j];
+                for (; j < WM_NR; j++) o[j] = 0.0f;
+            }
+        } else {
+            if (nv < WM_NR) memset(d, 0, (size_t)kc * WM_NR * sizeof(float));
+            for (int64_t j = 0; j < nv; j++) {
+                const float *s = B + (j0 + j) * ldb + k0;
+                for (int64_t k = 0; k < kc; k++) d[k * WM_NR + j] = s[k];
+            }
+        }
+    }
+}
+
+int64_t wm_packed_np(int64_t N) { return (N + WM_NR - 1) / WM_NR * WM_NR; }
+
+void wm_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
+    if (K <= 0 || N <= 0) return;
+    for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
+        int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC;
+        pack_b_block(trans_b, B, ldb, k0, kc, 0, N, packed + k0 * wm_packed_np(N), kc * WM_NR);
+    }
+}
+
+void wm_bsrc_pack_f32(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
+    pack_b_block(s->trans, s->p, s->ld, k0, kc, n0, nc, dst, pstride);
+}
+
+void wm_bsrc_pack_f16(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
+    const uint16_t *B = s->p;
+    for (int64_t p = 0; p * WM_NR < nc; p++) {
+        float *d = dst + p * pstride;
+        int64_t j0 = n0 + p * WM_NR, nv = nc - p * WM_NR < WM_NR ? nc - p * WM_NR : WM_NR;
+        for (int64_t k = 0; k < kc; k++)
+            for (int64_t j = 0; j < WM_NR; j++)
+                d[k * WM_NR + j] = j >= nv ? 0.0f
+                                   : s->trans ? wm_half_to_float(B[(j0 + j) * s->ld + k0 + k])
+                                              : wm_half_to_float(B[(k0 + k) * s->ld + j0 + j]);
+    }
+}
+
+void wm_sgemm_pack_b_f16(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, float *packed) {
+    if (K <= 0 || N <= 0) return;
+    wm_bsrc s = {wm_bsrc_pack_f16, B, ldb, trans_b, NULL};
+    for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
+        int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC;
+        wm_bsrc_pack_f16(&s, k0, kc, 0, N, packed + k0 * wm_packed_np(N), kc * WM_NR);
+    }
+}
+
+/* Packs op(A)[m0:m0+mc, k0:k0+kc] into MR-row panels: panel i holds [k][r] at i*kc*MR + k*MR + r. */
+static void pack_a_block(const float *A, int64_t lda, int trans_a, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+                         float *dst) {
+    for (int64_t i = 0; i < mc; i += WM_MR) {
+        float *d = dst + i * kc;
+        int64_t mv = mc - i < WM_MR ? mc - i : WM_MR;
+        if (!trans_a) {
+            const float *rows[WM_MR];
+            for (int r = 0; r < WM_MR; r++) rows[r] = r < mv ? A + (m0 + i + r) * lda + k0 : NULL;
+            for (int64_t k = 0; k < kc; k++)
+                for (int r = 0; r < WM_MR; r++) d[k * WM_MR + r] = r < mv ? rows[r][k] : 0.0f;
+        } else {
+            for (int64_t k = 0; k < kc; k++) {
+                const float *s = A + (k0 + k) * lda + m0 + i;
+                for (int r = 0; r < WM_MR; r++) d[k * WM_MR + r] = r < mv ? s[r] : 0.0f;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ split */
+
+/* Chooses pm x pn = nth shares over (M, N) minimizing the largest share's padded work plus packing. */
+static void plan_split(int64_t M, int64_t N, int64_t K, int nth, int prepacked, int *pm, int *pn) {
+    double best = -1;
+    *pm = 1;
+    *pn = nth;
+    int64_t mt = (M + WM_MR - 1) / WM_MR, nt = (N + WM_NR - 1) / WM_NR;
+    for (int a = 1; a <= nth; a++) {
+        if (nth % a) continue;
+        int b = nth / a;
+        if (a > mt && a > 1) continue;
+        if (b > nt && b > 1) continue;
+        double rows = (double)((mt + a - 1) / a) * WM_MR, cols = (double)((nt + b - 1) / b) * WM_NR;
+        double cost = rows * cols * (double)K + 4.0 * rows * (double)K + (prepacked ? 0.0 : 4.0 * cols * (double)K);
+        if (best < 0 || cost < best) {
+            best = cost;
+            *pm = a;
+            *pn = b;
+        }
+    }
+}
+
+size_t wm_sgemm_workspace_size(const wm_sgemm_args *a, int nth) {
+    if (nth < 1) nth = 1;
+    int64_t kc = a->K < WM_KC ? (a->K > 0 ? a->K : 1) : WM_KC;
+    int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M > 0 ? a->M : 1, WM_MR) : WM_MC;
+    int64_t nc = a->N < WM_NC ? WM_ALIGN_UP(a->N > 0 ? a->N : 1, WM_NR) : WM_NC;
+    size_t per = (size_t)(mc * kc) * sizeof(float) + 64;
+    if (!a->packed_b) per += (size_t)(kc * nc) * sizeof(float) + 64;
+    per = WM_ALIGN_UP(per + 64, 64);
+    return per * (size_t)nth;
+}
+
+int wm_sgemm_tasks(int64_t M, int64_t N, int64_t K) {
+    if (M <= 0 || N <= 0) return 1;
+    double flops = 2.0 * (double)M * (double)N * (double)(K > 0 ? K : 1);
+    double t = flops / (double)(1 << 18); /* ~5 us of work per share at least */
+    int64_t tiles = ((M + WM_MR - 1) / WM_MR) * ((N + WM_NR - 1) / WM_NR);
+    if (M <= 4) tiles = (N + 63) / 64; /* GEMV: 64-column strips */
+    if (t > (double)tiles) t = (double)tiles;
+    if (t > 64) t = 64;
+    return t < 1 ? 1 : (int)t;
+}
+
+/* ------------------------------------------------------------ driver */
+
+static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int64_t m0, int64_t m1,
+                        int64_t n0, int64_t n1, float *apack, float *bpack) {
+    const int64_t K = a->K;
+    const int zero_k = K == 0 || a->alpha == 0.0f;
+    const int64_t nstep = a->packed_b ? n1 - n0 : WM_NC;
+    for (int64_t nb = n0; nb < n1; nb += nstep) {
+        int64_t nc = n1 - nb < nstep ? n1 - nb : nstep;
+        for (int64_t kb = 0; kb < (zero_k ? 1 : K); kb += WM_KC) {
+            int64_t kc = zero_k ? 0 : (K - kb < WM_KC ? K - kb : WM_KC);
+            int first = kb == 0, last = zero_k || kb + kc >= K;
+            const float *bp;
+            int64_t pstride;
+            if (a->packed_b) {
+                bp = a->packed_b + kb * wm_packed_np(a->N) + (nb / WM_NR) * kc * WM_NR;
+                pstride = kc * WM_NR;
+            } else {
+                if (kc) src->pack(src, kb, kc, nb, nc, bpack, kc * WM_NR);
+                bp = bpack;
+                pstride = kc * WM_NR;
+            }
+            for (int64_t mb = m0; mb < m1; mb += WM_MC) {
+                int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
+                /* A^T is packed into MR-row panels; plain A is read in place (rows of lda) */
+                if (kc && a->trans_a) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, apack);
+                for (int64_t j = 0; j < nc; j += WM_NR) {
+                    int nv = (int)(nc - j < WM_NR ? nc - j : WM_NR);
+                    const float *bj = bp + (j / WM_NR) * pstride;
+                    for (int64_t i = 0; i < mc; i += WM_MR) {
+                        int mv = (int)(mc - i < WM_MR ? mc - i : WM_MR);
+                        const float *ai = !kc ? NULL : a->trans_a ? apack + i * kc : a->A + (mb + i) * a->lda + kb;
+                        u->kernel(kc, ai, a->trans_a || !kc ? 0 : a->lda, bj, a->C + (mb + i) * a->ldc + nb + j, a->ldc,
+                                  mv, nv, a->alpha, a->beta, first);
+                    }
+                }
+                if (last) wm_epilogue_apply(&a->ep, u->vact, a->C, a->ldc, mb, mb + mc, nb, nb + nc);
+            }
+        }
+    }
+}
+
+void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int ith, int nth) {
+    if (a->M <= 0 || a->N <= 0) return;
+    int pm, pn;
+    plan_split(a->M, a->N, a->K, nth, a->packed_b != NULL, &pm, &pn);
+    int64_t m0, m1, n0, n1;
+    wm_split_units(a->M, WM_MR, ith / pn, pm, &m0, &m1);
+    wm_split_units(a->N, WM_NR, ith % pn, pn, &n0, &n1);
+    if (m0 >= m1 || n0 >= n1) return;
+    size_t per = wm_sgemm_workspace_size(a, 1);
+    char *w = wm_work_slice(a->work, per, ith);
+    int64_t kc = a->K < WM_KC ? (a->K > 0 ? a->K : 1) : WM_KC;
+    int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M, WM_MR) : WM_MC;
+    float *apack = (float *)w;
+    float *bpack = (float *)(w + WM_ALIGN_UP((size_t)(mc * kc) * sizeof(float), 64));
+    gemm_region(u, a, src, m0, m1, n0, n1, apack, bpack);
+}
+
+void wm_sgemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, int ith, int nth) {
+    if (a->M <= 0 || a->N <= 0) return;
+    if (u->small_m && u->small_m(a, ith, nth)) return;
+    wm_bsrc src = {wm_bsrc_pack_f32, a->B, a->ldb, a->trans_b, NULL};
+    wm_gemm_drive(u, a, &src, ith, nth);
+}
+
+void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth) {
+    int64_t c0 = b->count[0] > 0 ? b->count[0] : 1, c1 = b->count[1] > 0 ? b->count[1] : 1;
+    int64_t total = c0 * c1;
+    int64_t lo = 0, hi = total;
+    int sub_ith = ith, sub_nth = nth;
+    if (total >= nth) { /* whole matrices per share */
+        wm_split_units(total, 1, ith, nth, &lo, &hi);
+        sub_ith = 0;
+        sub_nth = 1;
+    }
+    size_t per = wm_sgemm_workspace_size(a, 1);
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t i = t / c1, j = t % c1;
+        wm_sgemm_args m = *a;
+        m.A = a->A + i * b->stride_a[0] + j * b->stride_a[1];
+        if (a->packed_b) m.packed_b = a->packed_b + i * b->stride_b[0] + j * b->stride_b[1];
+        else m.B = a->B + i * b->stride_b[0] + j * b->stride_b[1];
+        m.C = a->C + i * b->stride_c[0] + j * b->stride_c[1];
+        if (a->ep.residual) m.ep.residual = a->ep.residual + i * b->stride_c[0] + j * b->stride_c[1];
+        if (sub_nth == 1) { /* this share's own slice, used as a one-share workspace */
+            m.work = (char *)a->work + per * (size_t)ith;
+            wm_sgemm_drive(u, &m, 0, 1);
+        } else {
+            wm_sgemm_drive(u, &m, sub_ith, sub_nth);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ generic micro-kernel */
+
+static void ukr_generic(int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc, int mv,
+                        int nv, float alpha, float beta, int first) {
+    float acc[WM_MR][WM_NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        const float *bv = bp + k * WM_NR;
+        for (int i = 0; i < mv; i++) {
+            float x = lda ? ap[i * lda + k] : ap[k * WM_MR + i];
+            for (int j = 0; j < WM_NR; j++) acc[i][j] += x * bv[j];
+        }
+    }
+    for (int i = 0; i < mv; i++) {
+        float *ci = c + i * ldc;
+        if (first && beta == 0.0f)
+            for (int j = 0; j < nv; j++) ci[j] = alpha * acc[i][j];
+        else if (first)
+            for (int j = 0; j < nv; j++) ci[j] = alpha * acc[i][j] + beta * ci[j];
+        else
+            for (int j = 0; j < nv; j++) ci[j] = alpha * acc[i][j] + ci[j];
+    }
+}
+
+static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, float p, float q) {
+    wm_kernels_generic()->vact(n, y, x, act, p, q);
+}
+
+const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, vact_generic_fwd, NULL};
+
+void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
+
+void wm_sgemm_batch_generic(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth) {
+    wm_sgemm_batch_drive(&wm_gemm_ukr_generic, a, b, ith, nth);
+}

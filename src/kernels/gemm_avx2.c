@@ -1,0 +1,291 @@
+/*
+ * gemm_avx2.c - AVX2/FMA SGEMM: the 6x16 micro-kernel (12 ymm accumulators,
+ * 2 B loads + 6 broadcasts per k) for the shared driver in gemm.c, and GEMV
+ * paths for M <= 2 that stream B (plain, transposed or prepacked) once.
+ * Compiled with -mavx2 -mfma -mf16c; reached only through the AVX2 table.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+
+/* ------------------------------------------------------------ micro-kernel */
+
+/* One output row of 16: the arithmetic of every case, shared by full and partial tiles. */
+static inline void row_out(__m256 a0, __m256 a1, float *c, __m256 alpha, __m256 beta, int mode) {
+    __m256 r0, r1;
+    if (mode == 0) { /* first, beta == 0 */
+        r0 = _mm256_mul_ps(alpha, a0);
+        r1 = _mm256_mul_ps(alpha, a1);
+    } else if (mode == 1) { /* first: alpha acc + beta c */
+        r0 = _mm256_fmadd_ps(alpha, a0, _mm256_mul_ps(beta, _mm256_loadu_ps(c)));
+        r1 = _mm256_fmadd_ps(alpha, a1, _mm256_mul_ps(beta, _mm256_loadu_ps(c + 8)));
+    } else { /* later k-blocks: alpha acc + c */
+        r0 = _mm256_fmadd_ps(alpha, a0, _mm256_loadu_ps(c));
+        r1 = _mm256_fmadd_ps(alpha, a1, _mm256_loadu_ps(c + 8));
+    }
+    _mm256_storeu_ps(c, r0);
+    _mm256_storeu_ps(c + 8, r1);
+}
+
+#define FMA_ROW(r, addr)                                                                                               \
+    do {                                                                                                               \
+        __m256 a_ = _mm256_broadcast_ss(addr);                                                                         \
+        c##r##0 = _mm256_fmadd_ps(a_, b0, c##r##0);                                                                    \
+        c##r##1 = _mm256_fmadd_ps(a_, b1, c##r##1);                                                                    \
+    } while (0)
+
+static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc, int mv, int nv,
+                     float alpha, float beta, int first) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    if (lda == 0) { /* packed A panel: [k][6] */
+        for (int64_t k = 0; k < kc; k++) {
+            __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+            FMA_ROW(0, ap + 0);
+            FMA_ROW(1, ap + 1);
+            FMA_ROW(2, ap + 2);
+            FMA_ROW(3, ap + 3);
+            FMA_ROW(4, ap + 4);
+            FMA_ROW(5, ap + 5);
+            ap += WM_MR;
+            bp += WM_NR;
+        }
+    } else { /* rows of A in place; rows past mv alias row 0 (read, never stored) */
+        const float *a0 = ap, *a1 = mv > 1 ? ap + lda : ap, *a2 = mv > 2 ? ap + 2 * lda : ap;
+        const float *a3 = mv > 3 ? ap + 3 * lda : ap, *a4 = mv > 4 ? ap + 4 * lda : ap, *a5 = mv > 5 ? ap + 5 * lda : ap;
+        for (int64_t k = 0; k < kc; k++) {
+            __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+            FMA_ROW(0, a0 + k);
+            FMA_ROW(1, a1 + k);
+            FMA_ROW(2, a2 + k);
+            FMA_ROW(3, a3 + k);
+            FMA_ROW(4, a4 + k);
+            FMA_ROW(5, a5 + k);
+            bp += WM_NR;
+        }
+    }
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    int mode = first ? (beta == 0.0f ? 0 : 1) : 2;
+    if (mv == WM_MR && nv == WM_NR) {
+        row_out(c00, c01, c + 0 * ldc, va, vb, mode);
+        row_out(c10, c11, c + 1 * ldc, va, vb, mode);
+        row_out(c20, c21, c + 2 * ldc, va, vb, mode);
+        row_out(c30, c31, c + 3 * ldc, va, vb, mode);
+        row_out(c40, c41, c + 4 * ldc, va, vb, mode);
+        row_out(c50, c51, c + 5 * ldc, va, vb, mode);
+        return;
+    }
+    /* partial tile: same arithmetic through a 16-float bounce row */
+    __m256 acc[WM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    float tmp[WM_NR];
+    for (int i = 0; i < mv; i++) {
+        float *ci = c + i * ldc;
+        memset(tmp, 0, sizeof tmp);
+        if (mode != 0) memcpy(tmp, ci, (size_t)nv * sizeof(float));
+        row_out(acc[i][0], acc[i][1], tmp, va, vb, mode);
+        memcpy(ci, tmp, (size_t)nv * sizeof(float));
+    }
+}
+
+/* ------------------------------------------------------------ GEMV (M <= 2) */
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* y[0:nc] = sum_k x[k] * B[k][0:nc] (B row-major, ld), nc <= 64; per column: FMA chain over k. */
+static void gemv_rows_64(int64_t K, const float *x, const float *B, int64_t ld, int64_t nc, float *y) {
+    if (nc == 64) {
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        for (int64_t k = 0; k < K; k++) {
+            const float *b = B + k * ld;
+            __m256 a = _mm256_broadcast_ss(x + k);
+            s0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b), s0);
+            s1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 8), s1);
+            s2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 16), s2);
+            s3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 24), s3);
+            s4 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 32), s4);
+            s5 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 40), s5);
+            s6 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 48), s6);
+            s7 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + 56), s7);
+        }
+        _mm256_storeu_ps(y, s0);
+        _mm256_storeu_ps(y + 8, s1);
+        _mm256_storeu_ps(y + 16, s2);
+        _mm256_storeu_ps(y + 24, s3);
+        _mm256_storeu_ps(y + 32, s4);
+        _mm256_storeu_ps(y + 40, s5);
+        _mm256_storeu_ps(y + 48, s6);
+        _mm256_storeu_ps(y + 56, s7);
+        return;
+    }
+    int64_t j = 0;
+    for (; j + 8 <= nc; j += 8) {
+        __m256 s = _mm256_setzero_ps();
+        for (int64_t k = 0; k < K; k++) s = _mm256_fmadd_ps(_mm256_broadcast_ss(x + k), _mm256_loadu_ps(B + k * ld + j), s);
+        _mm256_storeu_ps(y + j, s);
+    }
+    for (; j < nc; j++) {
+        __m128 s = _mm_setzero_ps();
+        for (int64_t k = 0; k < K; k++) s = _mm_fmadd_ss(_mm_load_ss(x + k), _mm_load_ss(B + k * ld + j), s);
+        y[j] = _mm_cvtss_f32(s);
+    }
+}
+
+/* one row's dot: 2 accumulators over 16-float steps, scalar FMA tail (the 4-row loop does the same per row) */
+static inline __m256 dot_row_acc(int64_t K, const float *x, const float *b, float *tail) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(b + k), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8), _mm256_loadu_ps(b + k + 8), s1);
+    }
+    float t = 0;
+    for (; k < K; k++) t = __builtin_fmaf(x[k], b[k], t);
+    *tail = t;
+    return _mm256_add_ps(s0, s1);
+}
+
+static void gemv_trans(int64_t K, const float *x, const float *B, int64_t ld, int64_t n0, int64_t n1, float *y) {
+    int64_t n = n0;
+    for (; n + 4 <= n1; n += 4) { /* 4 independent streams; 2 accumulators each */
+        const float *b0 = B + n * ld, *b1 = b0 + ld, *b2 = b1 + ld, *b3 = b2 + ld;
+        __m256 p0 = _mm256_setzero_ps(), q0 = p0, p1 = p0, q1 = p0, p2 = p0, q2 = p0, p3 = p0, q3 = p0;
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16) {
+            __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
+            p0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b0 + k), p0);
+            q0 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b0 + k + 8), q0);
+            p1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b1 + k), p1);
+            q1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b1 + k + 8), q1);
+            p2 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b2 + k), p2);
+            q2 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b2 + k + 8), q2);
+            p3 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b3 + k), p3);
+            q3 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b3 + k + 8), q3);
+        }
+        float t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+        for (; k < K; k++) {
+            t0 = __builtin_fmaf(x[k], b0[k], t0);
+            t1 = __builtin_fmaf(x[k], b1[k], t1);
+            t2 = __builtin_fmaf(x[k], b2[k], t2);
+            t3 = __builtin_fmaf(x[k], b3[k], t3);
+        }
+        y[n - n0] = hsum(_mm256_add_ps(p0, q0)) + t0;
+        y[n - n0 + 1] = hsum(_mm256_add_ps(p1, q1)) + t1;
+        y[n - n0 + 2] = hsum(_mm256_add_ps(p2, q2)) + t2;
+        y[n - n0 + 3] = hsum(_mm256_add_ps(p3, q3)) + t3;
+    }
+    for (; n < n1; n++) {
+        float t;
+        __m256 s = dot_row_acc(K, x, B + n * ld, &t);
+        y[n - n0] = hsum(s) + t;
+    }
+}
+
+/* y[0:n1-n0] from prepacked B (n0 a multiple of 16; layout in gemm.c): 4 panels (64 columns) at a
+ * time, the k-blocks in order; per column one FMA chain over k whatever the grouping. */
+static void gemv_packed(int64_t K, const float *x, const float *P, int64_t Np, int64_t n0, int64_t n1, float *y) {
+    int64_t n = n0;
+    for (; n + 64 <= n1; n += 64) {
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+        for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
+            int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC, ps = kc * WM_NR;
+            const float *b = P + k0 * Np + (n / WM_NR) * ps;
+            for (int64_t k = 0; k < kc; k++) {
+                __m256 a = _mm256_broadcast_ss(x + k0 + k);
+                const float *bk = b + k * WM_NR;
+                s0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(bk), s0);
+                s1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(bk + 8), s1);
+                s2 = _mm256_fmadd_ps(a, _mm256_loadu_ps(bk + ps), s2);
+                s3 = _mm256_fmadd_ps(a, _mm256_loadu_ps(bk + ps + 8), s3);
+                s4 = _mm256_fmadd_ps(a, _mm256_loadu_ps(bk + 2 * ps), s4);
+                s5 = _mm256_fmadd_ps(a, _mm256_loadu_ps(bk + 2 * ps + 8), s5);
+                s6 = _mm256_fmadd_ps(a, _mm256_loadu_ps(bk + 3 * ps), s6);
+                s7 = _mm256_fmadd_ps(a, _mm256_loadu_ps(bk + 3 * ps + 8), s7);
+            }
+        }
+        float *o = y + (n - n0);
+        _mm256_storeu_ps(o, s0);
+        _mm256_storeu_ps(o + 8, s1);
+        _mm256_storeu_ps(o + 16, s2);
+        _mm256_storeu_ps(o + 24, s3);
+        _mm256_storeu_ps(o + 32, s4);
+        _mm256_storeu_ps(o + 40, s5);
+        _mm256_storeu_ps(o + 48, s6);
+        _mm256_storeu_ps(o + 56, s7);
+    }
+    for (; n < n1; n += WM_NR) { /* remaining panels one by one */
+        __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+        for (int64_t k0 = 0; k0 < K; k0 += WM_KC) {
+            int64_t kc = K - k0 < WM_KC ? K - k0 : WM_KC;
+            const float *b = P + k0 * Np + (n / WM_NR) * kc * WM_NR;
+            for (int64_t k = 0; k < kc; k++) {
+                __m256 a = _mm256_broadcast_ss(x + k0 + k);
+                s0 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + k * WM_NR), s0);
+                s1 = _mm256_fmadd_ps(a, _mm256_loadu_ps(b + k * WM_NR + 8), s1);
+            }
+        }
+        float t[WM_NR];
+        _mm256_storeu_ps(t, s0);
+        _mm256_storeu_ps(t + 8, s1);
+        int64_t nv = n1 - n < WM_NR ? n1 - n : WM_NR;
+        memcpy(y + (n - n0), t, (size_t)nv * sizeof(float));
+    }
+}
+
+static void vact_avx2_fwd(int64_t n, float *y, const float *x, wm_act act, float p, float q);
+
+/* GEMV for M <= 2 with plain A: each share takes 16-column units; returns 1 (handled) or 0. */
+static int small_m(const wm_sgemm_args *a, int ith, int nth) {
+    if (a->M > 2 || a->trans_a) return 0;
+    int64_t n0, n1;
+    wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
+    if (n0 >= n1) return 1;
+    float buf[64];
+    for (int64_t m = 0; m < a->M; m++) {
+        const float *x = a->A + m * a->lda;
+        float *c = a->C + m * a->ldc;
+        for (int64_t nb = n0; nb < n1; nb += 64) {
+            int64_t nc = n1 - nb < 64 ? n1 - nb : 64;
+            if (a->K == 0 || a->alpha == 0.0f) {
+                memset(buf, 0, sizeof buf);
+            } else if (a->packed_b) {
+                gemv_packed(a->K, x, a->packed_b, wm_packed_np(a->N), nb, nb + nc, buf);
+            } else if (a->trans_b) {
+                gemv_trans(a->K, x, a->B, a->ldb, nb, nb + nc, buf);
+            } else {
+                gemv_rows_64(a->K, x, a->B + nb, a->ldb, nc, buf);
+            }
+            /* same combine as the micro-kernel */
+            __m256 va = _mm256_set1_ps(a->alpha), vb = _mm256_set1_ps(a->beta);
+            int mode = a->beta == 0.0f ? 0 : 1;
+            for (int64_t j = 0; j < nc; j += WM_NR) {
+                float tmp[WM_NR] = {0};
+                int64_t nv = nc - j < WM_NR ? nc - j : WM_NR;
+                if (mode) memcpy(tmp, c + nb + j, (size_t)nv * sizeof(float));
+                float acc[WM_NR] = {0};
+                memcpy(acc, buf + j, (size_t)nv * sizeof(float));
+                row_out(_mm256_loadu_ps(acc), _mm256_loadu_ps(acc + 8), tmp, va, vb, mode);
+                memcpy(c + nb + j, tmp, (size_t)nv * sizeof(float));
+            }
+        }
+    }
+    wm_epilogue_apply(&a->ep, vact_avx2_fwd, a->C, a->ldc, 0, a->M, n0, n1);
+    return 1;
+}
+
+static void vact_avx2_fwd(int64_t n, float *y, const float *x, wm_act act, float p, float q) {
+    wm_kernels_avx2()->vact(n, y, x, act, p, q);
+}
+
+const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, vact_avx2_fwd, small_m};
+
+void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
+
+void wm_sgemm_batch_avx2(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth) {
+    wm_sgemm_batch_drive(&wm_gemm_ukr_avx2, a, b, ith, nth);
+}

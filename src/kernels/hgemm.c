@@ -1,0 +1,66 @@
+/*
+ * hgemm.c - fp16-weight GEMM/GEMV, generic C. Small M: a GEMV that converts
+ * each half weight as it reads it; large M: the SGEMM driver with B panels
+ * converted to fp32 as they are packed.
+ */
+#include "kernels/kernels_impl.h"
+
+#define HGEMM_BIG_M 8 /* from this many rows on, pack + micro-kernel pays off */
+
+size_t wm_hgemm_workspace_size(const wm_hgemm_args *a, int nth) {
+    wm_sgemm_args s = {0};
+    s.M = a->M;
+    s.N = a->N;
+    s.K = a->K;
+    return wm_sgemm_workspace_size(&s, nth);
+}
+
+static void hgemm_big(const wm_gemm_ukr *u, const wm_hgemm_args *a, int ith, int nth) {
+    wm_sgemm_args s = {0};
+    s.M = a->M;
+    s.N = a->N;
+    s.K = a->K;
+    s.alpha = 1.0f;
+    s.A = a->A;
+    s.lda = a->lda;
+    s.C = a->C;
+    s.ldc = a->ldc;
+    s.ep = a->ep;
+    s.work = a->work;
+    wm_bsrc src = {wm_bsrc_pack_f16, a->B, a->ldb, a->trans_b, NULL};
+    wm_gemm_drive(u, &s, &src, ith, nth);
+}
+
+void wm_hgemm_generic(const wm_hgemm_args *a, int ith, int nth) {
+    if (a->M <= 0 || a->N <= 0) return;
+    if (a->M >= HGEMM_BIG_M) {
+        hgemm_big(&wm_gemm_ukr_generic, a, ith, nth);
+        return;
+    }
+    int64_t n0, n1;
+    wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
+    if (n0 >= n1) return;
+    for (int64_t m = 0; m < a->M; m++) {
+        const float *x = a->A + m * a->lda;
+        float *c = a->C + m * a->ldc;
+        if (!a->trans_b) {
+            for (int64_t nb = n0; nb < n1; nb += 256) {
+                int64_t nc = n1 - nb < 256 ? n1 - nb : 256;
+                float acc[256] = {0};
+                for (int64_t k = 0; k < a->K; k++) {
+                    const uint16_t *row = a->B + k * a->ldb + nb;
+                    for (int64_t j = 0; j < nc; j++) acc[j] += x[k] * wm_half_to_float(row[j]);
+                }
+                for (int64_t j = 0; j < nc; j++) c[nb + j] = acc[j];
+            }
+        } else {
+            for (int64_t n = n0; n < n1; n++) {
+                const uint16_t *row = a->B + n * a->ldb;
+                float s = 0;
+                for (int64_t k = 0; k < a->K; k++) s += x[k] * wm_half_to_float(row[k]);
+                c[n] = s;
+            }
+        }
+    }
+    wm_epilogue_apply(&a->ep, wm_gemm_ukr_generic.vact, a->C, a->ldc, 0, a->M, n0, n1);
+}

@@ -1,0 +1,62 @@
+/*
+ * kernels.c - the dispatch tables: generic C, then AVX2+FMA+F16C upgrades,
+ * selected once (pthread_once) from wm_cpu_detect; WM_KERNELS=generic forces
+ * the generic table.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "kernels/kernels_impl.h"
+
+static wm_kernels g_generic, g_avx2;
+static int g_have_avx2;
+static const wm_kernels *g_selected;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void fill_generic(wm_kernels *k) {
+    memset(k, 0, sizeof *k);
+    k->name = "generic";
+    k->sgemm = wm_sgemm_generic;
+    k->sgemm_batch = wm_sgemm_batch_generic;
+    k->hgemm = wm_hgemm_generic;
+    k->nbits_gemm = wm_nbits_generic;
+    k->igemm = wm_igemm_generic;
+    wm_vmath_fill_generic(k);
+}
+
+static void init_tables(void) {
+    fill_generic(&g_generic);
+    wm_cpu_info ci;
+    wm_cpu_detect(&ci);
+    g_have_avx2 = ci.avx2 && ci.fma && ci.f16c;
+    if (g_have_avx2) {
+        g_avx2 = g_generic; /* upgrades replace what has an AVX2 version */
+        g_avx2.name = "avx2";
+        g_avx2.sgemm = wm_sgemm_avx2;
+        g_avx2.sgemm_batch = wm_sgemm_batch_avx2;
+        g_avx2.hgemm = wm_hgemm_avx2;
+        g_avx2.nbits_gemm = wm_nbits_avx2;
+        g_avx2.igemm = wm_igemm_avx2;
+        wm_vmath_fill_avx2(&g_avx2);
+    }
+    const char *env = getenv("WM_KERNELS");
+    int force_generic = env && strcmp(env, "generic") == 0;
+    g_selected = g_have_avx2 && !force_generic ? &g_avx2 : &g_generic;
+}
+
+const wm_kernels *wm_kernels_get(void) {
+    pthread_once(&g_once, init_tables);
+    return g_selected;
+}
+
+const wm_kernels *wm_kernels_generic(void) {
+    pthread_once(&g_once, init_tables);
+    return &g_generic;
+}
+
+const wm_kernels *wm_kernels_avx2(void) {
+    pthread_once(&g_once, init_tables);
+    return g_have_avx2 ? &g_avx2 : NULL;
+}

@@ -1,0 +1,270 @@
+/*
+ * kernels.h - the numeric kernels of the CPU engine, behind one dispatch table.
+ *
+ * MLAS-platform style: wm_kernels_get() returns a table of function pointers
+ * filled once (thread-safe) from wm_cpu_detect: the generic C table first,
+ * then AVX2 + FMA + F16C upgrades when the CPU has all three. The environment
+ * variable WM_KERNELS=generic forces the generic table. Only *_avx2.c files are
+ * compiled with ISA flags. Every fast kernel has a naive reference in
+ * kernels_ref.h that the unit tests compare it with.
+ *
+ * Conventions
+ * - Matrices are row-major with a leading dimension (elements between rows);
+ *   the column stride is always 1. Sizes are int64_t; any size may be 0.
+ * - Threaded kernels take (args, ith, nth) and do share ith of nth; they are
+ *   meant to be called as wm_pool_run(pool, fn, ctx, nth) with
+ *   fn = ctx->K->sgemm(&ctx->args, ith, nth). The split is over output tiles
+ *   only (never over K) and every output element is reduced in the same order
+ *   whatever nth is, so results are bit-identical run to run AND for any nth
+ *   (not between the generic and the AVX2 table).
+ *   (args, 0, 1) is the single-thread entry point: use it per (batch, head)
+ *   inside your own parallel loop, each thread with its own workspace.
+ * - Kernels never allocate. Scratch comes from args->work, a caller buffer of
+ *   at least wm_<family>_workspace_size(args, nth) bytes (any alignment; the
+ *   size does not depend on the table, only on the shapes and nth). Share ith
+ *   uses its own slice, so one buffer serves all shares of one call.
+ * - No alignment is required of any pointer beyond the element type's own.
+ * - Argument structs: zero-initialize them (= {0}) and set what you need;
+ *   fields may be added at the end later, never changed or removed.
+ * - IEEE half and bfloat16 values are carried as uint16_t bit patterns.
+ */
+#ifndef WM_KERNELS_KERNELS_H
+#define WM_KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------- epilogue */
+
+/* Elementwise activation fused after a GEMM (and available on arrays: vact). */
+typedef enum wm_act {
+    WM_ACT_NONE = 0,
+    WM_ACT_RELU,       /* max(x, 0) */
+    WM_ACT_GELU_ERF,   /* 0.5 x (1 + erf(x / sqrt 2)) */
+    WM_ACT_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    WM_ACT_SILU,       /* x * sigmoid(x) */
+    WM_ACT_SIGMOID,    /* 1 / (1 + exp(-x)) */
+    WM_ACT_TANH,
+    WM_ACT_CLIP,       /* min(max(x, act_a), act_b)  (Relu6: 0, 6) */
+    WM_ACT_LEAKY_RELU, /* x >= 0 ? x : act_a * x */
+    WM_ACT_COUNT
+} wm_act;
+
+/*
+ * What happens to each output element v = alpha * sum_k op(A)[m,k] op(B)[k,n]
+ * (+ beta * C[m,n]) after the full K reduction, in this order:
+ *   v += bias[n];  v += bias_m[m];  v = act(v);  v += residual[m * ld_residual + n]
+ */
+typedef struct wm_epilogue {
+    const float *bias;     /* [N] broadcast over rows, or NULL */
+    const float *bias_m;   /* [M] broadcast over columns (conv as W @ im2col), or NULL */
+    wm_act act;
+    float act_a, act_b;    /* parameters of CLIP / LEAKY_RELU */
+    const float *residual; /* [M, ld_residual] added last, or NULL; may equal C only if beta == 0 */
+    int64_t ld_residual;
+} wm_epilogue;
+
+/* ------------------------------------------------------------------- sgemm */
+
+/*
+ * C[M,N] = epilogue(alpha * op(A) @ op(B) + beta * C)
+ *   op(A) = A [M,K] (lda >= K), or A^T with A stored [K,M] (lda >= M) when trans_a
+ *   op(B) = B [K,N] (ldb >= N), or B^T with B stored [N,K] (ldb >= K) when trans_b
+ *   or packed_b from wm_sgemm_pack_b (then B, ldb, trans_b are ignored).
+ * beta == 0: C is write-only (NaN/garbage in C is ignored). C must not overlap A or B.
+ */
+typedef struct wm_sgemm_args {
+    int64_t M, N, K;
+    float alpha, beta;
+    const float *A;
+    int64_t lda;
+    int trans_a;
+    const float *B;
+    int64_t ldb;
+    int trans_b;
+    const float *packed_b; /* prepacked B (constant weights), or NULL */
+    float *C;
+    int64_t ldc;
+    wm_epilogue ep;
+    void *work; /* wm_sgemm_workspace_size(this, nth) bytes */
+} wm_sgemm_args;
+
+/* Two-level batch over the same GEMM shape (e.g. [batch][head] in attention):
+ * matrix (i, j) uses A + i*stride_a[0] + j*stride_a[1] (elements), same for
+ * B (or packed_b), C and ep.residual (with stride_c). Stride 0 broadcasts. */
+typedef struct wm_gemm_batch {
+    int64_t count[2]; /* outer, inner; 0 counts as 1 */
+    int64_t stride_a[2], stride_b[2], stride_c[2];
+} wm_gemm_batch;
+
+/* Bytes of a prepacked B for op(B) of shape [K,N] (ISA independent layout). */
+size_t wm_sgemm_pack_b_size(int64_t K, int64_t N);
+/* Packs op(B) (B [K,N] or, with trans_b, [N,K]) into packed (pack_b_size bytes). Single-threaded. */
+void wm_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed);
+/* Same from IEEE half weights (fp16 MatMul initializers, large-M path of hgemm). */
+void wm_sgemm_pack_b_f16(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, float *packed);
+/* Workspace bytes for sgemm / sgemm_batch with nth shares (0 when none is needed). */
+size_t wm_sgemm_workspace_size(const wm_sgemm_args *a, int nth);
+/* How many shares pay off for a GEMM of this size (>= 1; the caller caps it by its pool size).
+ * Valid for every GEMM/GEMV family below. */
+int wm_sgemm_tasks(int64_t M, int64_t N, int64_t K);
+
+/* ------------------------------------------------- fp16-weight GEMM / GEMV */
+
+/*
+ * C[M,N] = epilogue(A[M,K] @ op(B)) with B in IEEE half: [K,N] row-major
+ * (ldb >= N, an ONNX MatMul initializer) or, with trans_b, [N,K] (ldb >= K).
+ * Memory-bound GEMV for small M (reads half weights directly); for large M it
+ * converts panels to fp32 in the workspace (or prepack with wm_sgemm_pack_b_f16
+ * and call sgemm).
+ */
+typedef struct wm_hgemm_args {
+    int64_t M, N, K;
+    const float *A;
+    int64_t lda;
+    const uint16_t *B;
+    int64_t ldb;
+    int trans_b;
+    float *C;
+    int64_t ldc;
+    wm_epilogue ep;
+    void *work; /* wm_hgemm_workspace_size(this, nth) bytes */
+} wm_hgemm_args;
+
+size_t wm_hgemm_workspace_size(const wm_hgemm_args *a, int nth);
+
+/* ------------------------------- MatMulNBits: block-quantized weights (2..8 bit) */
+
+/*
+ * onnxruntime com.microsoft MatMulNBits: C[M,N] = epilogue(A[M,K] @ dequant(B)^T)
+ *   B:      uint8 [N][k_blocks][block_size * bits / 8], k_blocks = ceil(K / block_size),
+ *           codes packed low bits first along K (4 bit: element 2i in the low
+ *           nibble of byte i, 2i+1 in the high nibble).
+ *   scales: fp32 [N][k_blocks] (convert fp16 scales once at session creation).
+ *   zero points: packed uint8 [N][ceil(k_blocks * bits / 8)] (same bit packing
+ *           as B), or float [N][k_blocks] (zero_points_f), or neither: 2^(bits-1).
+ *   w = (code - zero_point) * scale.
+ * accuracy_level 4 allows int8 activations: for small M (decode) A is
+ * quantized per block (block_size values) to int8 with one fp32 scale
+ * (amax / 127, round to nearest even) and the block dot products are integer
+ * (what wm_ref_nbits_q8 computes); for large M the kernel may use the more
+ * accurate fp32 path instead. Other levels: fp32 math (dequantize on the fly).
+ * bits: 2, 4 or 8 (4 and 8 have AVX2 paths).
+ */
+typedef struct wm_nbits_args {
+    int64_t M, N, K;
+    int bits;       /* 2, 4 or 8 */
+    int block_size; /* power of two >= 16 */
+    int accuracy_level;
+    const float *A;
+    int64_t lda;
+    const uint8_t *B;
+    const float *scales;
+    const uint8_t *zero_points;  /* packed, or NULL */
+    const float *zero_points_f;  /* unpacked float, or NULL (used when zero_points is NULL) */
+    float *C;
+    int64_t ldc;
+    wm_epilogue ep;
+    void *work; /* wm_nbits_workspace_size(this, nth) bytes */
+} wm_nbits_args;
+
+size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth);
+
+/* ------------------------------------- MatMulInteger: 8-bit integer GEMM */
+
+/*
+ * C[M,N] (int32) = sum_k (A[m,k] - a_zp[m]) * (B[k,n] - b_zp[n])   (exact, no saturation)
+ *   A: uint8 or int8 [M,K] (lda >= K); B: uint8 or int8 [K,N] (ldb >= N), or packed_b.
+ *   a_zp[m] = a_zero_points ? a_zero_points[m] : a_zero_point  (per tensor or per row)
+ *   b_zp[n] = b_zero_points ? b_zero_points[n] : b_zero_point  (per tensor or per column)
+ * Optional float output instead of / besides C (MatMulIntegerToFloat, DynamicQuantizeMatMul):
+ *   Cf[m,n] = epilogue(a_scale * b_scale[b_scale_count == 1 ? 0 : n] * acc)
+ */
+typedef struct wm_igemm_args {
+    int64_t M, N, K;
+    const void *A;
+    int64_t lda;
+    int a_signed;
+    const void *B;
+    int64_t ldb;
+    int b_signed;
+    const void *packed_b; /* from wm_igemm_pack_b (zero points of B folded in), or NULL */
+    int32_t a_zero_point, b_zero_point;
+    const int32_t *a_zero_points; /* [M] or NULL */
+    const int32_t *b_zero_points; /* [N] or NULL (ignored with packed_b) */
+    int32_t *C;                   /* int32 output, or NULL */
+    int64_t ldc;
+    float *Cf; /* float output, or NULL */
+    int64_t ldcf;
+    float a_scale;
+    const float *b_scale;
+    int64_t b_scale_count; /* 1 or N */
+    wm_epilogue ep;        /* applies to Cf only */
+    void *work;            /* wm_igemm_workspace_size(this, nth) bytes */
+} wm_igemm_args;
+
+size_t wm_igemm_pack_b_size(int64_t K, int64_t N);
+void wm_igemm_pack_b(int b_signed, int64_t K, int64_t N, const void *B, int64_t ldb, int32_t b_zero_point,
+                     const int32_t *b_zero_points, void *packed);
+size_t wm_igemm_workspace_size(const wm_igemm_args *a, int nth);
+
+/* ------------------------------------------------------- the dispatch table */
+
+typedef struct wm_kernels {
+    const char *name; /* "generic" or "avx2" */
+
+    /* GEMM families (see the argument structs above) */
+    void (*sgemm)(const wm_sgemm_args *a, int ith, int nth);
+    void (*sgemm_batch)(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
+    void (*hgemm)(const wm_hgemm_args *a, int ith, int nth);
+    void (*nbits_gemm)(const wm_nbits_args *a, int ith, int nth);
+    void (*igemm)(const wm_igemm_args *a, int ith, int nth);
+
+    /* Elementwise on contiguous arrays; y may equal x (in place). */
+    void (*vexp)(int64_t n, float *y, const float *x);
+    void (*vlog)(int64_t n, float *y, const float *x);
+    void (*vtanh)(int64_t n, float *y, const float *x);
+    void (*verf)(int64_t n, float *y, const float *x);
+    void (*vsigmoid)(int64_t n, float *y, const float *x);
+    void (*vgelu_erf)(int64_t n, float *y, const float *x);
+    void (*vgelu_tanh)(int64_t n, float *y, const float *x);
+    void (*vsilu)(int64_t n, float *y, const float *x);
+    void (*vact)(int64_t n, float *y, const float *x, wm_act act, float act_a, float act_b);
+
+    /* Rows. softmax: y = softmax(x * scale + mask) with mask [n] additive or NULL
+     * (max-subtracted; a row of all -inf gives NaN like the math). */
+    void (*softmax_row)(int64_t n, float *y, const float *x, float scale, const float *mask);
+    void (*log_softmax_row)(int64_t n, float *y, const float *x);
+    /* y = (x - mean) * inv_std * gamma + beta, inv_std = 1/sqrt(var + eps) (biased variance,
+     * two-pass); gamma/beta may be NULL (1 / 0); *mean / *inv_std written when non-NULL. */
+    void (*layernorm_row)(int64_t n, float *y, const float *x, const float *gamma, const float *beta, float eps,
+                          float *mean, float *inv_std);
+    /* y = x / sqrt(mean(x^2) + eps) * gamma (gamma may be NULL) */
+    void (*rmsnorm_row)(int64_t n, float *y, const float *x, const float *gamma, float eps);
+
+    /* Conversions (round to nearest even; NaN stays NaN, overflow gives inf). */
+    void (*f16_to_f32)(int64_t n, float *y, const uint16_t *x);
+    void (*f32_to_f16)(int64_t n, uint16_t *y, const float *x);
+    void (*bf16_to_f32)(int64_t n, float *y, const uint16_t *x);
+    void (*f32_to_bf16)(int64_t n, uint16_t *y, const float *x);
+
+    /* BLAS-1 style. Reductions use a fixed order: deterministic for a given table. */
+    float (*dot)(int64_t n, const float *x, const float *y);
+    void (*axpy)(int64_t n, float a, const float *x, float *y); /* y += a x */
+    void (*scale)(int64_t n, float *y, const float *x, float a); /* y = a x */
+    void (*add)(int64_t n, float *z, const float *x, const float *y);
+    void (*sub)(int64_t n, float *z, const float *x, const float *y);
+    void (*mul)(int64_t n, float *z, const float *x, const float *y);
+    void (*div)(int64_t n, float *z, const float *x, const float *y);
+    float (*reduce_sum)(int64_t n, const float *x);
+    float (*reduce_max)(int64_t n, const float *x); /* -inf for n == 0 */
+} wm_kernels;
+
+/* The table for this CPU (WM_KERNELS=generic forces the generic one). Never NULL. */
+const wm_kernels *wm_kernels_get(void);
+/* The portable C table. Never NULL. */
+const wm_kernels *wm_kernels_generic(void);
+/* The AVX2+FMA+F16C table, or NULL when this CPU (or OS) lacks one of them. */
+const wm_kernels *wm_kernels_avx2(void);
+
+#endif

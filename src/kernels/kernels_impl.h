@@ -1,0 +1,93 @@
+/*
+ * kernels_impl.h - what the kernel files share internally (not for src/ops).
+ *
+ * The SGEMM driver (gemm.c) is ISA independent: blocking, packing, the
+ * (ith, nth) split and the epilogue. It calls a 6x16 micro-kernel and the
+ * table's vact through a wm_gemm_ukr, so the generic and the AVX2 table share
+ * one driver and one packed-B layout.
+ */
+#ifndef WM_KERNELS_IMPL_H
+#define WM_KERNELS_IMPL_H
+
+#include "kernels/kernels.h"
+
+/* Register tile of the micro-kernel and cache blocks (AMD Zen 3: 32 KiB L1d, 512 KiB L2 per core). */
+#define WM_MR 6
+#define WM_NR 16
+#define WM_KC 256  /* B micro-panel KC x 16 floats = 16 KiB in L1 */
+#define WM_MC 144  /* A block MC x KC floats = 144 KiB in L2 */
+#define WM_NC 1024 /* B block packed on the fly: KC x NC floats = 1 MiB */
+
+#define WM_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+
+/*
+ * One micro-kernel call: acc[i][j] = sum_{k < kc} A(i,k) * bp[k*NR + j], where
+ * A(i,k) = ap[k*MR + i] (packed panel, lda == 0) or ap[i*lda + k] (rows of A
+ * read in place, lda > 0; rows i >= mv are not read). Then for the mv x nv
+ * valid corner of the tile at c (ldc):
+ *   first && beta == 0:  c = alpha * acc
+ *   first:               c = alpha * acc + beta * c
+ *   otherwise:           c = alpha * acc + c
+ * Full and partial tiles must use the same arithmetic (results independent of nth).
+ */
+typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc, int mv,
+                          int nv, float alpha, float beta, int first);
+
+typedef struct wm_gemm_ukr {
+    wm_ukr_fn kernel;
+    void (*vact)(int64_t n, float *y, const float *x, wm_act act, float act_a, float act_b);
+    /* optional fast path for small M (NULL: none); returns 1 when it handled share ith */
+    int (*small_m)(const wm_sgemm_args *a, int ith, int nth);
+} wm_gemm_ukr;
+
+/* Where B blocks come from when B is not prepacked: pack op(B)[k0:k0+kc, n0:n0+nc]
+ * into 16-column panels of kc x 16 floats, pstride floats apart, zero padded. */
+typedef struct wm_bsrc {
+    void (*pack)(const struct wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
+                 int64_t pstride);
+    const void *p; /* the B data */
+    int64_t ld;
+    int trans;
+    const void *ctx; /* e.g. the wm_nbits_args */
+} wm_bsrc;
+
+extern const wm_gemm_ukr wm_gemm_ukr_generic;
+
+void wm_sgemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, int ith, int nth);
+/* The blocked driver with B from src (a->packed_b must be NULL; a->B unused). */
+void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int ith, int nth);
+/* wm_bsrc packers for fp32 and IEEE half B (p, ld, trans as in the GEMM args) */
+void wm_bsrc_pack_f32(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);
+void wm_bsrc_pack_f16(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);
+void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
+/* Applies ep to rows [m0, m1) x columns [n0, n1) of C (all of the K reduction done). */
+void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
+                       float *C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+/* Padded width of a packed B (N rounded up to 16): k-block k0 starts at k0 * wm_packed_np(N). */
+int64_t wm_packed_np(int64_t N);
+/* Splits [0, n) in units of `unit` among nth shares: share ith gets [*b, *e). */
+void wm_split_units(int64_t n, int64_t unit, int ith, int nth, int64_t *b, int64_t *e);
+/* A 64-byte aligned slice `ith` of `per` bytes from work (per already includes 64 bytes of slack). */
+void *wm_work_slice(void *work, size_t per, int ith);
+
+/* IEEE half <-> float, scalar, exact RNE (shared by generic code and tails). */
+float wm_half_to_float(uint16_t h);
+uint16_t wm_float_to_half(float f);
+
+/* Generic table entries */
+void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth);
+void wm_sgemm_batch_generic(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
+void wm_hgemm_generic(const wm_hgemm_args *a, int ith, int nth);
+void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth);
+void wm_igemm_generic(const wm_igemm_args *a, int ith, int nth);
+void wm_vmath_fill_generic(wm_kernels *k);
+
+/* AVX2 table entries (defined in *_avx2.c; call only when wm_kernels_avx2() is non-NULL) */
+void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth);
+void wm_sgemm_batch_avx2(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
+void wm_hgemm_avx2(const wm_hgemm_args *a, int ith, int nth);
+void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth);
+void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth);
+void wm_vmath_fill_avx2(wm_kernels *k);
+
+#endif

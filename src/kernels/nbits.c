@@ -1,0 +1,180 @@
+/*
+ * nbits.c - MatMulNBits (block-quantized 2/4/8-bit weights), generic C, and
+ * the pieces the AVX2 version shares: workspace layout, zero points, the
+ * dequantizing B packer for the large-M path (SGEMM micro-kernel) and the
+ * int8 quantization of activations (accuracy_level 4).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+#include "kernels/nbits_impl.h"
+
+int64_t wm_nbits_kblocks(const wm_nbits_args *a) { return (a->K + a->block_size - 1) / a->block_size; }
+
+float wm_nbits_zp(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t kb) {
+    if (a->zero_points) {
+        int64_t row = (kb * a->bits + 7) / 8, bit = blk * a->bits;
+        return (float)((a->zero_points[n * row + bit / 8] >> (bit % 8)) & ((1 << a->bits) - 1));
+    }
+    if (a->zero_points_f) return a->zero_points_f[n * kb + blk];
+    return (float)(1 << (a->bits - 1));
+}
+
+/* Codes [i0, i0+len) of block blk of column n as floats minus zp, times scale. */
+void wm_nbits_dequant_run(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t i0, int64_t len, float *w) {
+    int64_t kb = wm_nbits_kblocks(a), blob = (int64_t)a->block_size * a->bits / 8;
+    const uint8_t *p = a->B + (n * kb + blk) * blob;
+    float zp = wm_nbits_zp(a, n, blk, kb), sc = a->scales[n * kb + blk];
+    int bits = a->bits, mask = (1 << bits) - 1;
+    for (int64_t i = 0; i < len; i++) {
+        int64_t bit = (i0 + i) * bits;
+        w[i] = ((float)((p[bit >> 3] >> (bit & 7)) & mask) - zp) * sc;
+    }
+}
+
+int wm_nbits_use_q8(const wm_nbits_args *a) { return a->accuracy_level == 4 && a->M < WM_NBITS_BIG_M; }
+
+size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
+    if (nth < 1) nth = 1;
+    if (a->M >= WM_NBITS_BIG_M) {
+        wm_sgemm_args s = {0};
+        s.M = a->M;
+        s.N = a->N;
+        s.K = a->K;
+        return wm_sgemm_workspace_size(&s, nth);
+    }
+    if (a->accuracy_level != 4) return 0;
+    int64_t kb = wm_nbits_kblocks(a), kp = kb * a->block_size;
+    size_t per = (size_t)(a->M > 0 ? a->M : 0) * ((size_t)kp + (size_t)kb * (sizeof(float) + sizeof(int32_t)));
+    return (WM_ALIGN_UP(per, 64) + 128) * (size_t)nth;
+}
+
+/* Slices of one share's q8 workspace: int8 codes [M][kp], scales [M][kb], sums [M][kb]. */
+void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm_nbits_q8 *q) {
+    int64_t kb = wm_nbits_kblocks(a), kp = kb * a->block_size;
+    char *w = wm_work_slice(work, wm_nbits_workspace_size(a, nth) / (size_t)nth, ith);
+    q->kb = kb;
+    q->kp = kp;
+    q->scale = (float *)w;
+    q->sum = (int32_t *)(w + (size_t)a->M * kb * sizeof(float));
+    q->q = (int8_t *)(w + (size_t)a->M * kb * (sizeof(float) + sizeof(int32_t)));
+}
+
+/* Generic: quantize row m of A (see wm_ref_quant_block_q8); the tail of the last block is zero. */
+void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q) {
+    for (int64_t m = 0; m < a->M; m++)
+        for (int64_t b = 0; b < q->kb; b++) {
+            int64_t k0 = b * a->block_size, len = a->K - k0 < a->block_size ? a->K - k0 : a->block_size;
+            const float *x = a->A + m * a->lda + k0;
+            int8_t *d = q->q + m * q->kp + k0;
+            float amax = 0;
+            for (int64_t i = 0; i < len; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+            float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            int32_t s = 0;
+            for (int64_t i = 0; i < len; i++) {
+                float r = nearbyintf(x[i] * inv);
+                d[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+                s += d[i];
+            }
+            for (int64_t i = len; i < a->block_size; i++) d[i] = 0;
+            q->scale[m * q->kb + b] = amax / 127.0f;
+            q->sum[m * q->kb + b] = s;
+        }
+}
+
+/* wm_bsrc packer: dequantizes op(B)[k0:k0+kc, n0:n0+nc] (B is stored [N][K]) into panels. */
+void wm_nbits_bsrc_pack(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
+    const wm_nbits_args *a = s->ctx;
+    float w[256];
+    for (int64_t p = 0; p * WM_NR < nc; p++) {
+        float *d = dst + p * pstride;
+        int64_t nv = nc - p * WM_NR < WM_NR ? nc - p * WM_NR : WM_NR;
+        if (nv < WM_NR) memset(d, 0, (size_t)kc * WM_NR * sizeof(float));
+        for (int64_t j = 0; j < nv; j++) {
+            int64_t n = n0 + p * WM_NR + j;
+            for (int64_t k = k0; k < k0 + kc;) {
+                int64_t blk = k / a->block_size, i0 = k % a->block_size;
+                int64_t len = a->block_size - i0;
+                if (len > k0 + kc - k) len = k0 + kc - k;
+                if (len > 256) len = 256;
+                wm_nbits_dequant_run(a, n, blk, i0, len, w);
+                for (int64_t i = 0; i < len; i++) d[(k - k0 + i) * WM_NR + j] = w[i];
+                k += len;
+            }
+        }
+    }
+}
+
+void wm_nbits_big(const wm_gemm_ukr *u, const wm_nbits_args *a, wm_bsrc_fn pack, int ith, int nth) {
+    wm_sgemm_args s = {0};
+    s.M = a->M;
+    s.N = a->N;
+    s.K = a->K;
+    s.alpha = 1.0f;
+    s.A = a->A;
+    s.lda = a->lda;
+    s.C = a->C;
+    s.ldc = a->ldc;
+    s.ep = a->ep;
+    s.work = a->work;
+    wm_bsrc src = {pack, a->B, 0, 1, a};
+    wm_gemm_drive(u, &s, &src, ith, nth);
+}
+
+void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
+    if (a->M <= 0 || a->N <= 0) return;
+    if (a->M >= WM_NBITS_BIG_M) {
+        wm_nbits_big(&wm_gemm_ukr_generic, a, wm_nbits_bsrc_pack, ith, nth);
+        return;
+    }
+    int64_t n0, n1;
+    wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
+    if (n0 >= n1) return;
+    int64_t kb = wm_nbits_kblocks(a);
+    if (wm_nbits_use_q8(a)) {
+        wm_nbits_q8 q;
+        wm_nbits_q8_layout(a, a->work, ith, nth, &q);
+        wm_nbits_quant_rows_generic(a, &q);
+        int64_t blob = (int64_t)a->block_size * a->bits / 8;
+        int bits = a->bits, mask = (1 << bits) - 1;
+        for (int64_t n = n0; n < n1; n++) {
+            float acc[WM_NBITS_BIG_M] = {0};
+            for (int64_t b = 0; b < kb; b++) {
+                const uint8_t *p = a->B + (n * kb + b) * blob;
+                float zp = wm_nbits_zp(a, n, b, kb), sw = a->scales[n * kb + b];
+                for (int64_t m = 0; m < a->M; m++) {
+                    const int8_t *x = q.q + m * q.kp + b * a->block_size;
+                    int32_t dot = 0;
+                    for (int64_t i = 0; i < a->block_size; i++) {
+                        int64_t bit = i * bits;
+                        dot += x[i] * ((p[bit >> 3] >> (bit & 7)) & mask);
+                    }
+                    acc[m] += q.scale[m * kb + b] * sw * ((float)dot - zp * (float)q.sum[m * kb + b]);
+                }
+            }
+            for (int64_t m = 0; m < a->M; m++) a->C[m * a->ldc + n] = acc[m];
+        }
+    } else {
+        float w[256];
+        for (int64_t n = n0; n < n1; n++) {
+            float acc[WM_NBITS_BIG_M] = {0};
+            for (int64_t k = 0; k < a->K;) {
+                int64_t blk = k / a->block_size, i0 = k % a->block_size;
+                int64_t len = a->block_size - i0;
+                if (len > a->K - k) len = a->K - k;
+                if (len > 256) len = 256;
+                wm_nbits_dequant_run(a, n, blk, i0, len, w);
+                for (int64_t m = 0; m < a->M; m++) {
+                    const float *x = a->A + m * a->lda + k;
+                    float s = 0;
+                    for (int64_t i = 0; i < len; i++) s += x[i] * w[i];
+                    acc[m] += s;
+                }
+                k += len;
+            }
+            for (int64_t m = 0; m < a->M; m++) a->C[m * a->ldc + n] = acc[m];
+        }
+    }
+    wm_epilogue_apply(&a->ep, wm_gemm_ukr_generic.vact, a->C, a->ldc, 0, a->M, n0, n1);
+}

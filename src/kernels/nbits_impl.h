@@ -1,0 +1,30 @@
+/* nbits_impl.h - MatMulNBits pieces shared by nbits.c and nbits_avx2.c. */
+#ifndef WM_KERNELS_NBITS_IMPL_H
+#define WM_KERNELS_NBITS_IMPL_H
+
+#include "kernels/kernels_impl.h"
+
+#define WM_NBITS_BIG_M 8 /* from this many rows on: dequantize panels + SGEMM micro-kernel */
+
+typedef void (*wm_bsrc_fn)(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
+                           int64_t pstride);
+
+/* One share's quantized activations (accuracy_level 4): row m, block b at q[m*kp + b*block_size]. */
+typedef struct wm_nbits_q8 {
+    int64_t kb, kp;
+    int8_t *q;
+    float *scale;
+    int32_t *sum;
+} wm_nbits_q8;
+
+int64_t wm_nbits_kblocks(const wm_nbits_args *a);
+float wm_nbits_zp(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t kb);
+void wm_nbits_dequant_run(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t i0, int64_t len, float *w);
+int wm_nbits_use_q8(const wm_nbits_args *a);
+void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm_nbits_q8 *q);
+void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q);
+void wm_nbits_bsrc_pack(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
+                        int64_t pstride);
+void wm_nbits_big(const wm_gemm_ukr *u, const wm_nbits_args *a, wm_bsrc_fn pack, int ith, int nth);
+
+#endif

@@ -1,0 +1,208 @@
+#include "llm/causal_lm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "ops/op.h"
+#include "runtime/inputs.h"
+
+#define MAX_LAYERS 256
+
+struct wm_clm {
+    wm_session *s;
+    size_t n_in, n_out;
+    int i_ids, i_mask, i_pos;
+    int i_pk[MAX_LAYERS], i_pv[MAX_LAYERS];
+    int o_logits, o_pk[MAX_LAYERS], o_pv[MAX_LAYERS];
+    int layers;
+    int64_t kv_heads, head_dim, max_len, len, vocab;
+    int32_t kv_dtype;
+    size_t kv_bytes;          /* one buffer: [1, KV, max_len, D] */
+    void *kv[2][2 * MAX_LAYERS];
+    int cur;                  /* buffer set holding the past */
+    wm_tensor *in, *out;
+    wm_out_bind *bind;
+    void *ids_buf, *mask_buf, *pos_buf;
+    float *last;              /* last position's logits */
+};
+
+static int find_in(const wm_session *s, const char *name) {
+    for (size_t i = 0; i < wm_session_n_inputs(s); i++)
+        if (!strcmp(wm_session_input(s, i)->name, name)) return (int)i;
+    return -1;
+}
+
+static int find_out(const wm_session *s, const char *name) {
+    for (size_t i = 0; i < wm_session_n_outputs(s); i++)
+        if (!strcmp(wm_session_output(s, i)->name, name)) return (int)i;
+    return -1;
+}
+
+static int is_int_t(int32_t dt) { return dt == WM_DT_INT64 || dt == WM_DT_INT32; }
+
+wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_error *err) {
+    *out = NULL;
+    char file[4096];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(file, sizeof file, "%s/model.onnx", path);
+    else snprintf(file, sizeof file, "%s", path);
+    wm_clm *m = calloc(1, sizeof *m);
+    if (!m) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    wm_session_opts so = {.threads = o ? o->threads : 0};
+    wm_status rc = wm_session_new(file, &so, &m->s, err);
+    if (rc) goto fail;
+    m->max_len = o && o->max_length > 0 ? o->max_length : 2048;
+    m->n_in = wm_session_n_inputs(m->s);
+    m->n_out = wm_session_n_outputs(m->s);
+    m->i_ids = find_in(m->s, "input_ids");
+    m->i_mask = find_in(m->s, "attention_mask");
+    m->i_pos = find_in(m->s, "position_ids");
+    m->o_logits = find_out(m->s, "logits");
+    if (m->i_ids < 0 || m->o_logits < 0) {
+        rc = wm_err(err, WM_ERR_UNSUPPORTED, "%s: a causal LM needs an input 'input_ids' and an output 'logits'", file);
+        goto fail;
+    }
+    int32_t idt = wm_session_input(m->s, (size_t)m->i_ids)->dtype;
+    if (!is_int_t(idt) || (m->i_mask >= 0 && !is_int_t(wm_session_input(m->s, (size_t)m->i_mask)->dtype)) ||
+        (m->i_pos >= 0 && !is_int_t(wm_session_input(m->s, (size_t)m->i_pos)->dtype))) {
+        rc = wm_err(err, WM_ERR_UNSUPPORTED, "%s: input_ids, attention_mask and position_ids must be int32 or int64", file);
+        goto fail;
+    }
+    for (int l = 0; l < MAX_LAYERS; l++) {
+        char k[96], v[96], pk[96], pv[96];
+        snprintf(k, sizeof k, "past_key_values.%d.key", l);
+        snprintf(v, sizeof v, "past_key_values.%d.value", l);
+        snprintf(pk, sizeof pk, "present.%d.key", l);
+        snprintf(pv, sizeof pv, "present.%d.value", l);
+        int a = find_in(m->s, k), b = find_in(m->s, v), c = find_out(m->s, pk), d = find_out(m->s, pv);
+        if (a < 0 && b < 0 && c < 0 && d < 0) break;
+        if (a < 0 || b < 0 || c < 0 || d < 0) {
+            rc = wm_err(err, WM_ERR_UNSUPPORTED, "%s: layer %d lacks one of %s, %s, %s, %s", file, l, k, v, pk, pv);
+            goto fail;
+        }
+        const wm_io_info *pi = wm_session_input(m->s, (size_t)a);
+        if (pi->rank != 4 || pi->dims[1] < 1 || pi->dims[3] < 1) {
+            rc = wm_err(err, WM_ERR_UNSUPPORTED, "%s: %s must be [batch, kv_heads, past, head_dim] with fixed heads and head_dim",
+                        file, k);
+            goto fail;
+        }
+        if (l == 0) m->kv_heads = pi->dims[1], m->head_dim = pi->dims[3], m->kv_dtype = pi->dtype;
+        m->i_pk[l] = a, m->i_pv[l] = b, m->o_pk[l] = c, m->o_pv[l] = d;
+        m->layers = l + 1;
+    }
+    if (m->layers == 0) {
+        rc = wm_err(err, WM_ERR_UNSUPPORTED, "%s: no past_key_values.N.key inputs: export the decoder with its KV cache", file);
+        goto fail;
+    }
+    if (m->n_in != (size_t)(1 + (m->i_mask >= 0) + (m->i_pos >= 0) + 2 * m->layers)) {
+        rc = wm_err(err, WM_ERR_UNSUPPORTED, "%s: inputs other than input_ids, attention_mask, position_ids and the past", file);
+        goto fail;
+    }
+    m->vocab = wm_inputs_index_range(m->s, (size_t)m->i_ids);
+    m->kv_bytes = (size_t)(m->kv_heads * m->max_len * m->head_dim) * wm_dtype_size(m->kv_dtype);
+    for (int set = 0; set < 2; set++)
+        for (int l = 0; l < 2 * m->layers; l++)
+            if (!(m->kv[set][l] = aligned_alloc(64, (m->kv_bytes + 63) & ~(size_t)63))) goto nomem;
+    m->in = calloc(m->n_in, sizeof *m->in);
+    m->out = calloc(m->n_out, sizeof *m->out);
+    m->bind = calloc(m->n_out, sizeof *m->bind);
+    m->ids_buf = malloc((size_t)m->max_len * 8);
+    m->mask_buf = malloc((size_t)m->max_len * 8);
+    m->pos_buf = malloc((size_t)m->max_len * 8);
+    if (!m->in || !m->out || !m->bind || !m->ids_buf || !m->mask_buf || !m->pos_buf) goto nomem;
+    *out = m;
+    return WM_OK;
+nomem:
+    rc = wm_err(err, WM_ERR_NOMEM, "%s: cannot allocate the KV cache (%d layers x %lld tokens)", file, m->layers,
+                (long long)m->max_len);
+fail:
+    wm_clm_free(m);
+    return rc;
+}
+
+void wm_clm_free(wm_clm *m) {
+    if (!m) return;
+    for (int set = 0; set < 2; set++)
+        for (int l = 0; l < 2 * MAX_LAYERS; l++) free(m->kv[set][l]);
+    free(m->in);
+    free(m->out);
+    free(m->bind);
+    free(m->ids_buf);
+    free(m->mask_buf);
+    free(m->pos_buf);
+    free(m->last);
+    wm_session_free(m->s);
+    free(m);
+}
+
+int64_t wm_clm_vocab(const wm_clm *m) { return m->vocab; }
+int64_t wm_clm_length(const wm_clm *m) { return m->len; }
+int wm_clm_layers(const wm_clm *m) { return m->layers; }
+const wm_session *wm_clm_session(const wm_clm *m) { return m->s; }
+void wm_clm_reset(wm_clm *m) { m->len = 0; }
+
+static void fill_int(void *buf, int32_t dt, size_t i, int64_t v) {
+    if (dt == WM_DT_INT64) ((int64_t *)buf)[i] = v;
+    else ((int32_t *)buf)[i] = (int32_t)v;
+}
+
+static void int_input(wm_tensor *t, int32_t dt, void *buf, int64_t n) {
+    t->dtype = dt;
+    t->rank = 2;
+    t->dims[0] = 1;
+    t->dims[1] = n;
+    t->data = buf;
+}
+
+wm_status wm_clm_append(wm_clm *m, const int32_t *ids, size_t n, const float **logits, wm_error *err) {
+    if (n == 0) return wm_err(err, WM_ERR_USAGE, "no tokens to append");
+    if (m->len + (int64_t)n > m->max_len)
+        return wm_err(err, WM_ERR_USAGE, "the sequence would reach %lld tokens, over the cache's %lld (raise max length)",
+                      (long long)(m->len + (int64_t)n), (long long)m->max_len);
+    const wm_session *s = m->s;
+    int32_t dt = wm_session_input(s, (size_t)m->i_ids)->dtype;
+    for (size_t i = 0; i < n; i++) fill_int(m->ids_buf, dt, i, ids[i]);
+    int_input(&m->in[m->i_ids], dt, m->ids_buf, (int64_t)n);
+    int64_t total = m->len + (int64_t)n;
+    if (m->i_mask >= 0) {
+        int32_t mdt = wm_session_input(s, (size_t)m->i_mask)->dtype;
+        for (int64_t i = 0; i < total; i++) fill_int(m->mask_buf, mdt, (size_t)i, 1);
+        int_input(&m->in[m->i_mask], mdt, m->mask_buf, total);
+    }
+    if (m->i_pos >= 0) {
+        int32_t pdt = wm_session_input(s, (size_t)m->i_pos)->dtype;
+        for (size_t i = 0; i < n; i++) fill_int(m->pos_buf, pdt, i, m->len + (int64_t)i);
+        int_input(&m->in[m->i_pos], pdt, m->pos_buf, (int64_t)n);
+    }
+    for (int l = 0; l < m->layers; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            wm_tensor *t = &m->in[kv ? m->i_pv[l] : m->i_pk[l]];
+            t->dtype = m->kv_dtype;
+            t->rank = 4;
+            t->dims[0] = 1, t->dims[1] = m->kv_heads, t->dims[2] = m->len, t->dims[3] = m->head_dim;
+            t->data = m->kv[m->cur][2 * l + kv];
+            wm_out_bind *b = &m->bind[kv ? m->o_pv[l] : m->o_pk[l]];
+            b->data = m->kv[1 - m->cur][2 * l + kv];
+            b->capacity = m->kv_bytes;
+        }
+    wm_status st = wm_session_run_bound(m->s, m->in, m->n_in, m->out, m->n_out, m->bind, err);
+    if (st) return st;
+    const wm_tensor *lg = &m->out[m->o_logits];
+    int64_t v = lg->rank ? lg->dims[lg->rank - 1] : 0;
+    if (v <= 0 || (int64_t)wm_tensor_numel(lg) % v) return wm_err(err, WM_ERR_INPUT, "logits have an unexpected shape");
+    if (v != m->vocab || !m->last) {
+        float *nl = realloc(m->last, (size_t)v * sizeof *nl);
+        if (!nl) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        m->last = nl;
+        m->vocab = v;
+    }
+    uint64_t off = wm_tensor_numel(lg) - (uint64_t)v;
+    wm_convert(lg->dtype, (const uint8_t *)lg->data + off * wm_dtype_size(lg->dtype), WM_DT_FLOAT, m->last, (uint64_t)v);
+    m->cur = 1 - m->cur;
+    m->len = total;
+    *logits = m->last;
+    return WM_OK;
+}

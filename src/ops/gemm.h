@@ -1,0 +1,39 @@
+/*
+ * gemm.h - the float32 GEMM every op uses (MatMul, Gemm, Conv via im2col,
+ * attention): C = act(alpha * op(A) op(B) + beta * C + bias), row-major,
+ * on the session's pool, running the kernel table of src/kernels (AVX2/FMA
+ * when the CPU has it). Constant weights are packed once at session
+ * creation (wm_gemm_pack) and passed as packed_b. Scratch comes from the
+ * session's GEMM workspace in x (one slice per thread): no allocation.
+ */
+#ifndef WM_OPS_GEMM_H
+#define WM_OPS_GEMM_H
+
+#include "kernels/kernels.h"
+#include "ops/op.h"
+
+typedef struct wm_gemm_args {
+    int64_t M, N, K;
+    const float *A; int64_t lda; int ta;
+    const float *B; int64_t ldb; int tb;
+    float *C; int64_t ldc;
+    float alpha, beta;
+    const float *packed_b; /* wm_gemm_pack of op(B), or NULL */
+    const float *bias;     /* [N] added to every row, or NULL */
+    wm_act act;            /* activation after the bias */
+} wm_gemm_args;
+
+/* Runs g on x's pool (threads split the output tiles). */
+void wm_sgemm(wm_exec *x, const wm_gemm_args *g);
+
+/* Single-threaded, for callers that parallelize themselves (per batch/head): ith picks the scratch slice. */
+void wm_sgemm_st(wm_exec *x, int ith, const wm_gemm_args *g);
+
+/* Bytes of packed op(B) [K, N]; packs it (tb: B is stored [N, K]). */
+size_t wm_gemm_pack_size(int64_t K, int64_t N);
+void wm_gemm_pack(int tb, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed);
+
+/* Per-thread scratch the session provides in wm_exec.gemm_ws. */
+size_t wm_gemm_scratch_per_thread(void);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * rows.h - float rows of any float tensor: load a row of float32/float16/
+ * bfloat16/float64 into a float buffer and store it back. Norms, softmax
+ * and friends compute in float32 on such rows.
+ */
+#ifndef WM_OPS_ROWS_H
+#define WM_OPS_ROWS_H
+
+#include "ops/op.h"
+
+static inline void wm_row_load(int32_t dt, const void *base, uint64_t off, float *dst, int64_t n) {
+    switch (dt) {
+    case WM_DT_FLOAT: {
+        const float *s = (const float *)base + off;
+        for (int64_t i = 0; i < n; i++) dst[i] = s[i];
+        break;
+    }
+    case WM_DT_DOUBLE: {
+        const double *s = (const double *)base + off;
+        for (int64_t i = 0; i < n; i++) dst[i] = (float)s[i];
+        break;
+    }
+    case WM_DT_FLOAT16: {
+        const uint16_t *s = (const uint16_t *)base + off;
+        for (int64_t i = 0; i < n; i++) dst[i] = wm_f16_to_f32(s[i]);
+        break;
+    }
+    default: {
+        const uint16_t *s = (const uint16_t *)base + off;
+        for (int64_t i = 0; i < n; i++) dst[i] = wm_bf16_to_f32(s[i]);
+        break;
+    }
+    }
+}
+
+static inline void wm_row_store(int32_t dt, void *base, uint64_t off, const float *src, int64_t n) {
+    switch (dt) {
+    case WM_DT_FLOAT: {
+        float *d = (float *)base + off;
+        for (int64_t i = 0; i < n; i++) d[i] = src[i];
+        break;
+    }
+    case WM_DT_DOUBLE: {
+        double *d = (double *)base + off;
+        for (int64_t i = 0; i < n; i++) d[i] = src[i];
+        break;
+    }
+    case WM_DT_FLOAT16: {
+        uint16_t *d = (uint16_t *)base + off;
+        for (int64_t i = 0; i < n; i++) d[i] = wm_f32_to_f16(src[i]);
+        break;
+    }
+    default: {
+        uint16_t *d = (uint16_t *)base + off;
+        for (int64_t i = 0; i < n; i++) d[i] = wm_f32_to_bf16(src[i]);
+        break;
+    }
+    }
+}
+
+#endif

@@ -1,0 +1,194 @@
+#include "runtime/inputs.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/error.h"
+#include "hf/safetensors.h"
+#include "runtime/session_impl.h"
+
+static int has(const char *s, const char *sub) {
+    size_t n = strlen(sub);
+    for (; *s; s++)
+        if (!strncasecmp(s, sub, n)) return 1;
+    return 0;
+}
+
+static int explicit_dim(const wm_input_opts *o, const char *nm, int64_t *v) {
+    if (nm)
+        for (size_t i = 0; i < o->n_dims; i++)
+            if (!strcmp(o->dims[i].name, nm)) return *v = o->dims[i].value, 1;
+    return 0;
+}
+
+static int64_t bind_dim(const wm_input_opts *o, const wm_io_info *io, int d) {
+    const char *nm = io->dim_names[d];
+    int64_t v;
+    if (explicit_dim(o, nm, &v)) return v;
+    int64_t batch = o->batch > 0 ? o->batch : 1, seq = o->seq > 0 ? o->seq : 128, past = o->past > 0 ? o->past : 0;
+    /* decoders by the GenAI/Optimum convention: the roles of the dims are known whatever their names */
+    if (d == 0 && (!strncmp(io->name, "past_key_values.", 16) || !strcmp(io->name, "attention_mask") ||
+                   !strcmp(io->name, "input_ids") || !strcmp(io->name, "position_ids")))
+        return batch;
+    if (!strncmp(io->name, "past_key_values.", 16) && d == 2) return past;
+    if (!strcmp(io->name, "attention_mask") && d == 1 && io->rank == 2) return past + seq;
+    if ((!strcmp(io->name, "input_ids") || !strcmp(io->name, "position_ids")) && d == 1) return seq;
+    if (!nm) return d == 0 ? batch : seq;
+    if (has(nm, "batch") || !strcmp(nm, "N") || !strcmp(nm, "b") || !strcmp(nm, "B")) return batch;
+    if (has(nm, "total") || strchr(nm, '+')) return past + seq;
+    if (has(nm, "past")) return past;
+    if (d == 0 && !has(nm, "seq") && !has(nm, "len")) return batch;
+    return seq;
+}
+
+/* Follows value v through shape-only ops to a Gather's indices; returns the table's row count or 0. */
+static int64_t index_range_of(const wm_session *s, const char *name, int depth) {
+    if (depth > 6) return 0;
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        const wm_node *n = &s->nodes[i];
+        const wm_onnx_node *p = n->proto;
+        for (int k = 0; k < n->n_in; k++) {
+            if (!p->input[k] || strcmp(p->input[k], name)) continue;
+            const char *op = p->op_type;
+            if (!strcmp(op, "Gather") && k == 1 && n->in_const[0]) {
+                int r = n->in_const[0]->rank;
+                int64_t ax = wm_attr_int(n, "axis", 0);
+                if (ax < 0) ax += r;
+                if (ax >= 0 && ax < r) return n->in_const[0]->dims[ax];
+            }
+            if (k == 0 && (!strcmp(op, "Cast") || !strcmp(op, "Reshape") || !strcmp(op, "Unsqueeze") ||
+                           !strcmp(op, "Squeeze") || !strcmp(op, "Flatten") || !strcmp(op, "Identity"))) {
+                int64_t r = index_range_of(s, p->output[0], depth + 1);
+                if (r) return r;
+            }
+        }
+    }
+    return 0;
+}
+
+int64_t wm_inputs_index_range(const wm_session *s, size_t i) {
+    return i < s->n_inputs ? index_range_of(s, s->inputs[i].name, 0) : 0;
+}
+
+static uint64_t next(uint64_t *st) { /* xorshift64* */
+    uint64_t x = *st;
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    *st = x;
+    return x * 2685821657736338717ull;
+}
+
+static double unit(uint64_t *st) { return (double)(next(st) >> 11) * (1.0 / 9007199254740992.0); }
+
+static void put(int32_t dt, void *p, uint64_t i, double v) {
+    switch (dt) {
+    case WM_DT_FLOAT: ((float *)p)[i] = (float)v; break;
+    case WM_DT_DOUBLE: ((double *)p)[i] = v; break;
+    case WM_DT_FLOAT16: ((uint16_t *)p)[i] = wm_f32_to_f16((float)v); break;
+    case WM_DT_BFLOAT16: ((uint16_t *)p)[i] = wm_f32_to_bf16((float)v); break;
+    case WM_DT_INT8: case WM_DT_UINT8: case WM_DT_BOOL: ((uint8_t *)p)[i] = (uint8_t)(int64_t)v; break;
+    case WM_DT_INT16: case WM_DT_UINT16: ((uint16_t *)p)[i] = (uint16_t)(int64_t)v; break;
+    case WM_DT_INT32: case WM_DT_UINT32: ((uint32_t *)p)[i] = (uint32_t)(int64_t)v; break;
+    default: ((int64_t *)p)[i] = (int64_t)v; break;
+    }
+}
+
+static wm_status alloc_inputs(wm_inputs *in, size_t n, wm_error *err) {
+    memset(in, 0, sizeof *in);
+    in->t = calloc(n + 1, sizeof *in->t);
+    in->bufs = calloc(n + 1, sizeof *in->bufs);
+    in->n = n;
+    if (!in->t || !in->bufs) {
+        wm_inputs_free(in);
+        return wm_err(err, WM_ERR_NOMEM, "inputs: out of memory");
+    }
+    return WM_OK;
+}
+
+wm_status wm_inputs_make(const wm_session *s, const wm_input_opts *o, wm_inputs *in, wm_error *err) {
+    wm_status st = alloc_inputs(in, s->n_inputs, err);
+    if (st) return st;
+    uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+    int64_t past = o->past > 0 ? o->past : 0;
+    for (size_t i = 0; i < s->n_inputs; i++) {
+        const wm_io_info *io = &s->inputs[i];
+        wm_tensor *t = &in->t[i];
+        t->dtype = io->dtype;
+        if (io->rank < 0)
+            return wm_err(err, WM_ERR_INPUT, "input '%s' has unknown rank: give the data with --input-data", io->name);
+        t->rank = io->rank;
+        uint64_t numel = 1;
+        for (int d = 0; d < io->rank; d++) {
+            t->dims[d] = io->dims[d] >= 0 ? io->dims[d] : bind_dim(o, io, d);
+            if (t->dims[d] < 0 || __builtin_mul_overflow(numel, (uint64_t)t->dims[d], &numel) || numel > (1ull << 34)) {
+                wm_inputs_free(in);
+                return wm_err(err, WM_ERR_USAGE, "input '%s': dim %d is too large", io->name, d);
+            }
+        }
+        size_t es = wm_dtype_size(io->dtype);
+        in->bufs[i] = aligned_alloc(64, ((numel * es) | 63) + 1);
+        if (!in->bufs[i]) {
+            wm_inputs_free(in);
+            return wm_err(err, WM_ERR_NOMEM, "input '%s': out of memory", io->name);
+        }
+        t->data = in->bufs[i];
+        int is_float = io->dtype == WM_DT_FLOAT || io->dtype == WM_DT_FLOAT16 || io->dtype == WM_DT_BFLOAT16 ||
+                       io->dtype == WM_DT_DOUBLE;
+        int64_t range = is_float ? 0 : wm_inputs_index_range(s, i);
+        int64_t last = t->rank ? t->dims[t->rank - 1] : 1;
+        for (uint64_t k = 0; k < numel; k++) {
+            double v;
+            if (is_float) v = io->rank == 4 && !has(io->name, "past") ? unit(&rng) : 2 * unit(&rng) - 1;
+            else if (range > 0) v = (double)(next(&rng) % (uint64_t)range);
+            else if (has(io->name, "mask")) v = 1;
+            else if (has(io->name, "position")) v = (double)(past + (int64_t)(k % (uint64_t)(last ? last : 1)));
+            else v = 0;
+            put(io->dtype, t->data, k, v);
+        }
+    }
+    return WM_OK;
+}
+
+wm_status wm_inputs_read(const wm_session *s, const char *path, wm_inputs *in, wm_error *err) {
+    wm_st_file *f = NULL;
+    wm_status st = wm_st_open(path, NULL, &f, err);
+    if (st) return st;
+    if ((st = alloc_inputs(in, s->n_inputs, err))) goto done;
+    for (size_t i = 0; i < s->n_inputs; i++) {
+        const wm_io_info *io = &s->inputs[i];
+        const wm_st_tensor *t = wm_st_find(f, io->name);
+        if (!t) {
+            st = wm_err(err, WM_ERR_INPUT, "%s: no tensor named '%s' (an input of the model)", path, io->name);
+            goto done;
+        }
+        if (t->rank > WM_MAX_RANK) {
+            st = wm_err(err, WM_ERR_INPUT, "%s: tensor '%s' has rank %zu", path, io->name, t->rank);
+            goto done;
+        }
+        wm_tensor *x = &in->t[i];
+        x->dtype = wm_st_dtype_onnx(t->dtype);
+        x->rank = (int32_t)t->rank;
+        for (size_t d = 0; d < t->rank; d++) x->dims[d] = t->shape[d];
+        in->bufs[i] = aligned_alloc(64, (t->nbytes | 63) + 1);
+        if (!in->bufs[i]) {
+            st = wm_err(err, WM_ERR_NOMEM, "%s: out of memory", path);
+            goto done;
+        }
+        if (t->nbytes) memcpy(in->bufs[i], t->data, t->nbytes);
+        x->data = in->bufs[i];
+    }
+done:
+    wm_st_close(f);
+    if (st) wm_inputs_free(in);
+    return st;
+}
+
+void wm_inputs_free(wm_inputs *in) {
+    if (!in) return;
+    if (in->bufs)
+        for (size_t i = 0; i < in->n; i++) free(in->bufs[i]);
+    free(in->bufs);
+    free(in->t);
+    memset(in, 0, sizeof *in);
+}

@@ -1,0 +1,39 @@
+/*
+ * pool.h - one thread pool per session: a parallel-for over (ith, nth).
+ *
+ * wm_pool_run(p, fn, ctx, nth) calls fn(ctx, ith, nth) once for every ith
+ * in [0, nth) and returns when all calls are done; the caller's thread runs
+ * ith 0. Kernels take their own share of the work from (ith, nth), so the
+ * partitioning, and with it the order of every reduction, depends only on
+ * nth: the same nth gives bit-identical results run to run. Workers spin
+ * briefly after a job (decode steps run hundreds of small ops back to back),
+ * then sleep on a condition variable. Not reentrant: fn must not call
+ * wm_pool_run on the same pool.
+ */
+#ifndef WM_RUNTIME_POOL_H
+#define WM_RUNTIME_POOL_H
+
+#include "winml/winml.h"
+
+typedef struct wm_pool wm_pool;
+typedef void (*wm_pool_fn)(void *ctx, int ith, int nth);
+
+/*
+ * Creates a pool of n_threads (the caller counts as one; 0 = number of
+ * online CPUs). *out owns its threads; release with wm_pool_free.
+ */
+wm_status wm_pool_new(int n_threads, wm_pool **out, wm_error *err);
+void wm_pool_free(wm_pool *p); /* joins the workers; accepts NULL */
+int wm_pool_size(const wm_pool *p); /* 1 for a NULL pool */
+
+/* Runs fn over nth shares (nth <= 0 or > size: size). A NULL pool runs them in the caller. */
+void wm_pool_run(wm_pool *p, wm_pool_fn fn, void *ctx, int nth);
+
+/* The range [*b, *e) of n items that share ith of nth takes (contiguous, balanced). */
+static inline void wm_split(long n, int ith, int nth, long *b, long *e) {
+    long q = n / nth, r = n % nth;
+    *b = ith * q + (ith < r ? ith : r);
+    *e = *b + q + (ith < r);
+}
+
+#endif

@@ -1,0 +1,164 @@
+/* run.c - wm_session_run: check inputs, find the plan, bind buffers, execute. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "runtime/session_impl.h"
+
+static wm_status check_inputs(const wm_session *s, const wm_tensor *inputs, size_t n, wm_error *err) {
+    if (n != s->n_inputs)
+        return wm_err(err, WM_ERR_INPUT, "the model takes %zu inputs, %zu given", s->n_inputs, n);
+    for (size_t i = 0; i < n; i++) {
+        const wm_io_info *io = &s->inputs[i];
+        const wm_tensor *t = &inputs[i];
+        if (t->dtype != io->dtype)
+            return wm_err(err, WM_ERR_INPUT, "input '%s': element type %s given, the model takes %s", io->name,
+                          wm_dtype_name(t->dtype), wm_dtype_name(io->dtype));
+        if (t->rank < 0 || t->rank > WM_MAX_RANK)
+            return wm_err(err, WM_ERR_INPUT, "input '%s': rank %d is out of range", io->name, t->rank);
+        if (io->rank >= 0 && t->rank != io->rank)
+            return wm_err(err, WM_ERR_INPUT, "input '%s': rank %d given, the model takes rank %d", io->name, t->rank,
+                          io->rank);
+        for (int d = 0; d < t->rank; d++) {
+            if (t->dims[d] < 0) return wm_err(err, WM_ERR_INPUT, "input '%s': dim %d is negative", io->name, d);
+            if (io->rank >= 0 && io->dims[d] >= 0 && io->dims[d] != t->dims[d])
+                return wm_err(err, WM_ERR_INPUT, "input '%s': dim %d is %lld, the model takes %lld", io->name, d,
+                              (long long)t->dims[d], (long long)io->dims[d]);
+        }
+        if (!t->data && wm_tensor_numel(t) > 0) return wm_err(err, WM_ERR_INPUT, "input '%s' has no data", io->name);
+    }
+    return WM_OK;
+}
+
+static void *eager_alloc(wm_session *s, uint64_t n) {
+    if (s->n_eager_bufs == s->cap_eager_bufs) {
+        size_t cap = s->cap_eager_bufs ? 2 * s->cap_eager_bufs : 64;
+        void **nb = realloc(s->eager_bufs, cap * sizeof *nb);
+        if (!nb) return NULL;
+        s->eager_bufs = nb;
+        s->cap_eager_bufs = cap;
+    }
+    void *p = aligned_alloc(64, ((n ? n : 1) + 63) & ~(uint64_t)63);
+    if (p) s->eager_bufs[s->n_eager_bufs++] = p;
+    s->run_allocs++;
+    return p;
+}
+
+/* Data-dependent shapes: infer with real data and allocate node by node. */
+static wm_status run_eager(wm_session *s, wm_plan *p, const wm_tensor *inputs, wm_error *err) {
+    for (size_t i = 0; i < s->n_eager_bufs; i++) free(s->eager_bufs[i]);
+    s->n_eager_bufs = 0;
+    for (size_t v = 0; v < s->n_vals; v++) {
+        const wm_val *val = &s->vals[v];
+        if (val->kind == WM_VAL_CONST) p->t[v] = val->c;
+        else if (val->kind == WM_VAL_INPUT) p->t[v] = inputs[val->input_index];
+        else {
+            memset(&p->t[v], 0, sizeof p->t[v]);
+            p->t[v].dtype = val->dtype;
+        }
+    }
+    wm_tensor *in[WM_MAX_IO], *out[WM_MAX_IO];
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        if (s->folded[i]) continue;
+        const wm_node *n = &s->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = wm_session_value(s, n->proto->input[k]);
+            in[k] = v >= 0 ? &p->t[v] : NULL;
+        }
+        for (int k = 0; k < n->n_out; k++) {
+            int v = wm_session_value(s, n->proto->output[k]);
+            out[k] = v >= 0 ? &p->t[v] : NULL;
+        }
+        wm_status st = n->op->infer(&s->nodes[i], in, out, err);
+        if (st == WM_NEED_DATA) return wm_node_err(n, err, WM_ERR_INTERNAL, "shape unknown with every input known");
+        if (st) return st;
+        for (int k = 0; k < n->n_out; k++) {
+            if (!out[k]) continue;
+            uint64_t numel = 1;
+            for (int d = 0; d < out[k]->rank; d++) {
+                if (out[k]->dims[d] < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output %d has a negative dim", k);
+                if (__builtin_mul_overflow(numel, (uint64_t)out[k]->dims[d], &numel) || numel > (1ull << 40))
+                    return wm_node_err(n, err, WM_ERR_INPUT, "output %d is too large", k);
+            }
+            if (!(out[k]->data = eager_alloc(s, wm_tensor_nbytes(out[k]))))
+                return wm_err(err, WM_ERR_NOMEM, "run: out of memory");
+        }
+        size_t ws = wm_node_workspace(s, (int)i, in, out);
+        void *wsp = ws ? eager_alloc(s, ws) : NULL;
+        if (ws && !wsp) return wm_err(err, WM_ERR_NOMEM, "run: out of memory");
+        if ((st = wm_node_exec(s, (int)i, in, out, wsp, ws, err))) return st;
+    }
+    return WM_OK;
+}
+
+wm_status wm_session_run(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
+                         size_t n_outputs, wm_error *err) {
+    return wm_session_run_bound(s, inputs, n_inputs, outputs, n_outputs, NULL, err);
+}
+
+/* Points output i (and every view sharing its block) at the caller's buffer. */
+static wm_status bind_output(wm_session *s, wm_plan *p, size_t i, const wm_out_bind *b, wm_error *err) {
+    int v = s->out_val[i];
+    uint64_t need = wm_tensor_nbytes(&p->t[v]);
+    if (need > b->capacity)
+        return wm_err(err, WM_ERR_USAGE, "output '%s' needs %llu bytes, the bound buffer has %llu", s->outputs[i].name,
+                      (unsigned long long)need, (unsigned long long)b->capacity);
+    if (p->loc[v].kind != WM_LOC_ARENA || p->eager) return WM_OK; /* copied after the run */
+    int r = p->root[v];
+    for (size_t u = 0; u < s->n_vals; u++)
+        if (p->root[u] == r && p->loc[u].kind == WM_LOC_ARENA) p->t[u].data = b->data;
+    return WM_OK;
+}
+
+wm_status wm_session_run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
+                               size_t n_outputs, const wm_out_bind *bind, wm_error *err) {
+    wm_status st = check_inputs(s, inputs, n_inputs, err);
+    if (st) return st;
+    if (n_outputs > s->n_outputs)
+        return wm_err(err, WM_ERR_USAGE, "%zu outputs asked, the model has %zu", n_outputs, s->n_outputs);
+    wm_plan *p;
+    if ((st = wm_plan_get(s, inputs, &p, err))) return st;
+    s->last = p;
+    if (p->eager) {
+        if ((st = run_eager(s, p, inputs, err))) return st;
+    } else {
+        uint8_t *mem = s->mem;
+        for (size_t v = 0; v < s->n_vals; v++) {
+            const wm_loc *l = &p->loc[v];
+            switch (l->kind) {
+            case WM_LOC_ARENA: p->t[v].data = mem + l->off; break;
+            case WM_LOC_FIXED: p->t[v].data = l->ptr; break;
+            case WM_LOC_INPUT: p->t[v].data = inputs[l->input].data; break;
+            default: break;
+            }
+        }
+        for (size_t i = 0; bind && i < n_outputs; i++)
+            if (bind[i].data && (st = bind_output(s, p, i, &bind[i], err))) return st;
+        void *ws = mem + ((p->arena_bytes + 63) & ~(uint64_t)63);
+        struct timespec t0, t1;
+        for (int j = 0; j < p->n_run; j++) {
+            wm_tensor **io = p->io + p->io_off[j];
+            int i = p->run[j];
+            if (s->prof_ms) clock_gettime(CLOCK_MONOTONIC, &t0);
+            if ((st = wm_node_exec(s, i, io, io + s->nodes[i].n_in, ws, p->ws_bytes, err))) return st;
+            if (s->prof_ms) {
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                s->prof_ms[i] += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+            }
+        }
+        s->prof_runs++;
+    }
+    for (size_t i = 0; i < n_outputs; i++) {
+        outputs[i] = p->t[s->out_val[i]];
+        if (bind && bind[i].data && outputs[i].data != bind[i].data) { /* eager plans, constants, inputs */
+            uint64_t nb = wm_tensor_nbytes(&outputs[i]);
+            if (nb > bind[i].capacity)
+                return wm_err(err, WM_ERR_USAGE, "output '%s' needs %llu bytes, the bound buffer has %llu",
+                              s->outputs[i].name, (unsigned long long)nb, (unsigned long long)bind[i].capacity);
+            memmove(bind[i].data, outputs[i].data, nb);
+            outputs[i].data = bind[i].data;
+        }
+    }
+    return WM_OK;
+}

@@ -1,0 +1,527 @@
+/*
+ * session.c - session creation: values, constants, op resolution, type
+ * inference, folding of constant subgraphs, graph IO descriptions.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "onnx/onnx_model.h"
+#include "ops/gemm.h"
+#include "runtime/session_impl.h"
+
+/* ---------------------------------------------------------------- name map */
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    while (*s) h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+    return h;
+}
+
+static wm_status map_init(wm_session *s, size_t n, wm_error *err) {
+    size_t cap = 16;
+    while (cap < 2 * n + 2) cap *= 2;
+    s->map.keys = calloc(cap, sizeof *s->map.keys);
+    s->map.ids = calloc(cap, sizeof *s->map.ids);
+    s->map.cap = cap;
+    if (!s->map.keys || !s->map.ids) return wm_err(err, WM_ERR_NOMEM, "session: out of memory");
+    return WM_OK;
+}
+
+static void map_put(wm_session *s, const char *name, int id) {
+    size_t m = s->map.cap - 1, i = hash_str(name) & m;
+    while (s->map.keys[i] && strcmp(s->map.keys[i], name)) i = (i + 1) & m;
+    s->map.keys[i] = name;
+    s->map.ids[i] = id;
+}
+
+int wm_session_value(const wm_session *s, const char *name) {
+    if (!name || !*name) return -1;
+    size_t m = s->map.cap - 1, i = hash_str(name) & m;
+    while (s->map.keys[i]) {
+        if (!strcmp(s->map.keys[i], name)) return s->map.ids[i];
+        i = (i + 1) & m;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- constants */
+
+/* Makes c describe initializer t; data points into the mapping when aligned, else into a copy in the session arena. */
+static wm_status const_from_proto(wm_session *s, const wm_onnx_tensor *t, wm_tensor *c, wm_error *err) {
+    const char *nm = t->name ? t->name : "?";
+    size_t esz = wm_dtype_size(t->data_type);
+    if (!esz || !wm_dtype_valid(t->data_type))
+        return wm_err(err, WM_ERR_UNSUPPORTED, "initializer '%s': element type %s is not supported by the engine", nm,
+                      wm_dtype_name(t->data_type));
+    if (t->n_dims > WM_MAX_RANK)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "initializer '%s': rank %zu is over %d", nm, t->n_dims, WM_MAX_RANK);
+    uint64_t numel;
+    wm_status st = wm_onnx_tensor_numel(t, &numel, err);
+    if (st) return st;
+    c->dtype = t->data_type;
+    c->rank = (int32_t)t->n_dims;
+    for (size_t i = 0; i < t->n_dims; i++) c->dims[i] = t->dims[i];
+    uint64_t nbytes = numel * esz;
+    wm_bytes b = wm_onnx_tensor_bytes(t);
+    if (b.p && b.n == nbytes) {
+        if (((uintptr_t)b.p % (esz < 8 ? esz : 8)) == 0) {
+            c->data = (void *)b.p;
+            return WM_OK;
+        }
+        void *d = wm_arena_alloc(&s->arena, nbytes ? nbytes : 1);
+        if (!d) return wm_err(err, WM_ERR_NOMEM, "initializer '%s': out of memory", nm);
+        memcpy(d, b.p, nbytes);
+        c->data = d;
+        return WM_OK;
+    }
+    void *d = wm_arena_alloc(&s->arena, nbytes ? nbytes : 1);
+    if (!d) return wm_err(err, WM_ERR_NOMEM, "initializer '%s': out of memory", nm);
+    c->data = d;
+    if (numel == 0) return WM_OK;
+    /* typed fields: one int32 per element for the small types, int64/uint64/double for the wide ones */
+    switch (t->data_type) {
+    case WM_DT_INT8: case WM_DT_UINT8: case WM_DT_BOOL: case WM_DT_INT16: case WM_DT_UINT16:
+    case WM_DT_FLOAT16: case WM_DT_BFLOAT16: case WM_DT_FLOAT8E4M3FN: case WM_DT_FLOAT8E4M3FNUZ:
+    case WM_DT_FLOAT8E5M2: case WM_DT_FLOAT8E5M2FNUZ: case WM_DT_INT32:
+        if (t->n_int32_data != numel) break;
+        for (uint64_t i = 0; i < numel; i++) {
+            int32_t v = t->int32_data[i];
+            if (esz == 1) ((uint8_t *)d)[i] = (uint8_t)v;
+            else if (esz == 2) ((uint16_t *)d)[i] = (uint16_t)v;
+            else ((int32_t *)d)[i] = v;
+        }
+        return WM_OK;
+    case WM_DT_UINT32:
+        if (t->n_uint64_data != numel) break;
+        for (uint64_t i = 0; i < numel; i++) ((uint32_t *)d)[i] = (uint32_t)t->uint64_data[i];
+        return WM_OK;
+    default: break;
+    }
+    return wm_err(err, WM_ERR_INPUT, "initializer '%s': its data does not match its shape (%llu elements of %s)", nm,
+                  (unsigned long long)numel, wm_dtype_name(t->data_type));
+}
+
+/* ---------------------------------------------------------------- values */
+
+static int add_value(wm_session *s, const char *name, int kind) {
+    int id = (int)s->n_vals++;
+    wm_val *v = &s->vals[id];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    v->kind = kind;
+    v->producer = -1;
+    v->input_index = -1;
+    v->output_index = -1;
+    map_put(s, name, id);
+    return id;
+}
+
+static wm_status io_info(const wm_onnx_value_info *vi, wm_io_info *io, wm_error *err) {
+    memset(io, 0, sizeof *io);
+    io->name = vi->name;
+    io->rank = -1;
+    const wm_onnx_type *ty = vi->type;
+    if (!ty || !ty->tensor_type)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "graph input/output '%s': only tensor types are supported", vi->name);
+    io->dtype = ty->tensor_type->elem_type;
+    const wm_onnx_shape *sh = ty->tensor_type->shape;
+    if (sh) {
+        if (sh->n_dim > WM_MAX_RANK)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "graph input/output '%s': rank %zu is over %d", vi->name, sh->n_dim,
+                          WM_MAX_RANK);
+        io->rank = (int32_t)sh->n_dim;
+        for (size_t i = 0; i < sh->n_dim; i++) {
+            const wm_onnx_dim *d = sh->dim[i];
+            int has_value = d && (d->pb.has & 1u);
+            io->dims[i] = has_value && d->dim_value >= 0 ? d->dim_value : -1;
+            io->dim_names[i] = d && d->dim_param && *d->dim_param ? d->dim_param : NULL;
+        }
+    }
+    return WM_OK;
+}
+
+/* ---------------------------------------------------------------- folding */
+
+static void *session_alloc(wm_session *s, uint64_t n) {
+    uint8_t *p = wm_arena_alloc(&s->arena, (size_t)n + 64);
+    return p ? (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63) : NULL;
+}
+
+/* Evaluates node i whose inputs are all constants; its outputs become constants. */
+static wm_status fold_node(wm_session *s, int i, wm_error *err) {
+    wm_node *n = &s->nodes[i];
+    wm_tensor tin[WM_MAX_IO], tout[WM_MAX_IO];
+    wm_tensor *in[WM_MAX_IO], *out[WM_MAX_IO];
+    const wm_onnx_node *p = n->proto;
+    for (int k = 0; k < n->n_in; k++) {
+        int v = wm_session_value(s, p->input[k]);
+        in[k] = v >= 0 ? (tin[k] = s->vals[v].c, &tin[k]) : NULL;
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        memset(&tout[k], 0, sizeof tout[k]);
+        tout[k].dtype = n->out_dtype[k];
+        out[k] = p->output[k] && *p->output[k] ? &tout[k] : NULL;
+    }
+    wm_status st = n->op->infer(n, in, out, err);
+    if (st == WM_NEED_DATA) return wm_node_err(n, err, WM_ERR_INTERNAL, "shape unknown with every input constant");
+    if (st) return st;
+    for (int k = 0; k < n->n_out; k++) {
+        if (!out[k]) continue;
+        if (out[k]->rank > WM_MAX_RANK) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output rank over %d", WM_MAX_RANK);
+        uint64_t nb = wm_tensor_nbytes(out[k]);
+        out[k]->data = session_alloc(s, nb ? nb : 1);
+        if (!out[k]->data) return wm_err(err, WM_ERR_NOMEM, "folding constants: out of memory");
+    }
+    size_t ws = wm_node_workspace(s, i, in, out);
+    void *wsp = NULL;
+    if (ws && !(wsp = aligned_alloc(64, (ws + 63) & ~(size_t)63))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    st = wm_node_exec(s, i, in, out, wsp, ws, err);
+    free(wsp);
+    if (st) return st;
+    for (int k = 0; k < n->n_out; k++) {
+        if (!out[k]) continue;
+        wm_val *v = &s->vals[wm_session_value(s, p->output[k])];
+        v->kind = WM_VAL_CONST;
+        v->c = *out[k];
+    }
+    return WM_OK;
+}
+
+size_t wm_node_workspace(wm_session *s, int i, wm_tensor *const *in, wm_tensor *const *out) {
+    wm_node *n = &s->nodes[i];
+    return n->op->workspace ? n->op->workspace(n, in, out, wm_pool_size(s->pool)) : 0;
+}
+
+wm_status wm_node_exec(wm_session *s, int i, wm_tensor *const *in, wm_tensor *const *out, void *ws, size_t ws_size,
+                       wm_error *err) {
+    wm_node *n = &s->nodes[i];
+    wm_exec x = {.pool = s->pool, .nth = wm_pool_size(s->pool), .ws = ws, .ws_size = ws_size, .err = err,
+                 .gemm_ws = s->gemm_ws, .gemm_ws_per = s->gemm_ws_per};
+    return n->op->run(n, in, out, &x);
+}
+
+/* ---------------------------------------------------------------- nodes */
+
+static int domain_opset(const wm_onnx_modelproto *mp, const char *domain) {
+    if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const char *d = mp->opset_import[i]->domain;
+        if (!d || !strcmp(d, "ai.onnx")) d = "";
+        if (!strcmp(d, domain)) return (int)mp->opset_import[i]->version;
+    }
+    return -1;
+}
+
+static wm_status init_node(wm_session *s, int i, const wm_onnx_node *p, wm_error *err) {
+    wm_node *n = &s->nodes[i];
+    n->proto = p;
+    n->arena = &s->arena;
+    const char *dom = p->domain && *p->domain ? p->domain : "";
+    int opset = domain_opset(s->model->proto, dom);
+    if (!strcmp(dom, "com.microsoft") && opset < 0) opset = 1; /* contrib ops are version 1 */
+    if (opset < 0)
+        return wm_node_err(n, err, WM_ERR_INPUT, "the model imports no opset for domain '%s'", *dom ? dom : "ai.onnx");
+    n->opset = opset;
+    if (p->n_input > WM_MAX_IO || p->n_output > WM_MAX_IO)
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "more than %d inputs or outputs", WM_MAX_IO);
+    n->n_in = (int)p->n_input;
+    n->n_out = (int)p->n_output;
+    const wm_op *near = NULL;
+    n->op = wm_op_find(dom, p->op_type ? p->op_type : "", opset, &near);
+    if (!n->op) {
+        if (near)
+            return wm_node_err(n, err, WM_ERR_UNSUPPORTED,
+                               "op %s is supported for opsets %d..%d of domain '%s', not opset %d", p->op_type,
+                               near->since, near->until ? near->until : 99, *dom ? dom : "ai.onnx", opset);
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "op %s of domain '%s' (opset %d) is not supported by the engine",
+                           p->op_type, *dom ? dom : "ai.onnx", opset);
+    }
+    for (int k = 0; k < n->n_in; k++) {
+        const char *nm = p->input[k];
+        if (!nm || !*nm) continue;
+        int v = wm_session_value(s, nm);
+        if (v < 0) return wm_node_err(n, err, WM_ERR_INPUT, "input '%s' is not defined", nm);
+        n->in_dtype[k] = s->vals[v].dtype;
+        if (s->vals[v].kind == WM_VAL_CONST) n->in_const[k] = &s->vals[v].c;
+    }
+    wm_status st = n->op->init(n, err);
+    if (st) return st;
+    for (int k = 0; k < n->n_out; k++) {
+        const char *nm = p->output[k];
+        if (!nm || !*nm) {
+            n->out_dtype[k] = 0;
+            continue;
+        }
+        if (!n->out_dtype[k]) return wm_node_err(n, err, WM_ERR_INTERNAL, "output %d has no element type", k);
+        if (wm_session_value(s, nm) >= 0) return wm_node_err(n, err, WM_ERR_INPUT, "output '%s' is defined twice", nm);
+        int v = add_value(s, nm, WM_VAL_NODE);
+        s->vals[v].dtype = n->out_dtype[k];
+        s->vals[v].producer = i;
+    }
+    s->packed_bytes += n->packed_bytes;
+    return WM_OK;
+}
+
+static int foldable(const wm_session *s, const wm_node *n) {
+    if (n->op->flags & WM_OP_NOFOLD) return 0;
+    int any_input = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        if (!wm_has_in(n, k)) continue;
+        any_input = 1;
+        if (!n->in_const[k]) return 0;
+    }
+    if (!any_input) return 1; /* Constant, and ops that make something from attributes alone */
+    return !s->opts.no_fold;
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+wm_status wm_session_new(const char *path, const wm_session_opts *opts, wm_session **out, wm_error *err) {
+    *out = NULL;
+    wm_onnx_model *m = NULL;
+    wm_status st = wm_onnx_load(path, &m, err);
+    if (st) return st;
+    st = wm_session_new_model(m, opts, out, err);
+    if (st) wm_err_prefix(err, "%s", path);
+    return st;
+}
+
+wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm_session **out, wm_error *err) {
+    *out = NULL;
+    wm_status st;
+    wm_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        wm_onnx_free(m);
+        return wm_err(err, WM_ERR_NOMEM, "session: out of memory");
+    }
+    s->model = m;
+    wm_arena_init(&s->arena);
+    if (opts) s->opts = *opts;
+    if (s->opts.max_plans <= 0) s->opts.max_plans = 8;
+    /* the pool and the GEMM scratch come first: folding at creation runs kernels too */
+    if ((st = wm_pool_new(s->opts.threads, &s->pool, err))) goto fail;
+    s->gemm_ws_per = wm_gemm_scratch_per_thread();
+    if (!(s->gemm_ws = aligned_alloc(64, s->gemm_ws_per * (size_t)wm_pool_size(s->pool)))) {
+        st = wm_err(err, WM_ERR_NOMEM, "session: out of memory");
+        goto fail;
+    }
+    wm_onnx_graph *g = m->proto ? m->proto->graph : NULL;
+    if (!g) {
+        st = wm_err(err, WM_ERR_INPUT, "the model has no graph");
+        goto fail;
+    }
+    if ((st = wm_graph_open(m, g, &s->graph, err))) goto fail;
+    if ((st = wm_graph_topo_sort(s->graph, err))) goto fail;
+    size_t cap = g->n_initializer + g->n_input;
+    for (size_t i = 0; i < g->n_node; i++) cap += g->node[i]->n_output;
+    s->vals = calloc(cap ? cap : 1, sizeof *s->vals);
+    s->nodes = calloc(g->n_node ? g->n_node : 1, sizeof *s->nodes);
+    s->folded = calloc(g->n_node ? g->n_node : 1, 1);
+    s->in_val = calloc(g->n_input + 1, sizeof *s->in_val);
+    s->out_val = calloc(g->n_output + 1, sizeof *s->out_val);
+    s->inputs = calloc(g->n_input + 1, sizeof *s->inputs);
+    s->outputs = calloc(g->n_output + 1, sizeof *s->outputs);
+    if (!s->vals || !s->nodes || !s->folded || !s->in_val || !s->out_val || !s->inputs || !s->outputs) {
+        st = wm_err(err, WM_ERR_NOMEM, "session: out of memory");
+        goto fail;
+    }
+    if ((st = map_init(s, cap, err))) goto fail;
+    if (g->n_sparse_initializer) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "sparse initializers are not supported by the engine");
+        goto fail;
+    }
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const wm_onnx_tensor *t = g->initializer[i];
+        if (!t->name || !*t->name || wm_session_value(s, t->name) >= 0) {
+            st = wm_err(err, WM_ERR_INPUT, "initializer %zu: missing or duplicate name", i);
+            goto fail;
+        }
+        int v = add_value(s, t->name, WM_VAL_CONST);
+        if ((st = const_from_proto(s, t, &s->vals[v].c, err))) goto fail;
+        s->vals[v].dtype = s->vals[v].c.dtype;
+    }
+    for (size_t i = 0; i < g->n_input; i++) {
+        const wm_onnx_value_info *vi = g->input[i];
+        if (!vi->name || !*vi->name) {
+            st = wm_err(err, WM_ERR_INPUT, "graph input %zu has no name", i);
+            goto fail;
+        }
+        if (wm_session_value(s, vi->name) >= 0) continue; /* an initializer listed as input: a constant here */
+        wm_io_info *io = &s->inputs[s->n_inputs];
+        if ((st = io_info(vi, io, err))) goto fail;
+        if (!wm_dtype_size(io->dtype)) {
+            st = wm_err(err, WM_ERR_UNSUPPORTED, "graph input '%s': element type %s is not supported", vi->name,
+                        wm_dtype_name(io->dtype));
+            goto fail;
+        }
+        int v = add_value(s, vi->name, WM_VAL_INPUT);
+        s->vals[v].dtype = io->dtype;
+        s->vals[v].input_index = (int)s->n_inputs;
+        s->in_val[s->n_inputs++] = v;
+    }
+    s->n_nodes = g->n_node;
+    for (size_t i = 0; i < g->n_node; i++) {
+        if ((st = init_node(s, (int)i, g->node[i], err))) goto fail;
+        if (foldable(s, &s->nodes[i])) {
+            if ((st = fold_node(s, (int)i, err))) goto fail;
+            s->folded[i] = 1;
+            s->n_folded++;
+            /* later nodes see the new constants through in_const when they init */
+        }
+    }
+    for (size_t i = 0; i < g->n_output; i++) {
+        const wm_onnx_value_info *vi = g->output[i];
+        int v = wm_session_value(s, vi->name);
+        if (v < 0) {
+            st = wm_err(err, WM_ERR_INPUT, "graph output '%s' is not produced by any node", vi->name ? vi->name : "");
+            goto fail;
+        }
+        if ((st = io_info(vi, &s->outputs[i], err))) goto fail;
+        s->outputs[i].dtype = s->vals[v].dtype;
+        s->out_val[i] = v;
+        if (s->vals[v].output_index < 0) s->vals[v].output_index = (int)i;
+    }
+    s->n_outputs = g->n_output;
+    const char *prof = getenv("WM_PROFILE");
+    if (prof && *prof && strcmp(prof, "0")) s->prof_ms = calloc(s->n_nodes + 1, sizeof *s->prof_ms);
+    s->plans = calloc((size_t)s->opts.max_plans, sizeof *s->plans);
+    if (!s->plans) {
+        st = wm_err(err, WM_ERR_NOMEM, "session: out of memory");
+        goto fail;
+    }
+    *out = s;
+    return WM_OK;
+fail:
+    wm_session_free(s);
+    return st;
+}
+
+/* WM_PROFILE=1: milliseconds per op type per run, largest first, on stderr */
+static void print_profile(const wm_session *s) {
+    if (!s->prof_runs) return;
+    const char *names[512];
+    double ms[512];
+    int cnt[512], n = 0;
+    double total = 0;
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        const char *op = s->nodes[i].proto->op_type;
+        int k = 0;
+        while (k < n && strcmp(names[k], op)) k++;
+        if (k == n) {
+            if (n == 512) continue;
+            names[n] = op, ms[n] = 0, cnt[n] = 0, n++;
+        }
+        ms[k] += s->prof_ms[i] / (double)s->prof_runs;
+        cnt[k] += s->prof_ms[i] > 0;
+        total += s->prof_ms[i] / (double)s->prof_runs;
+    }
+    fprintf(stderr, "profile: %.3f ms per run over %llu runs\n", total, (unsigned long long)s->prof_runs);
+    for (int done = 0; done < n; done++) {
+        int best = -1;
+        for (int k = 0; k < n; k++)
+            if (ms[k] >= 0 && (best < 0 || ms[k] > ms[best])) best = k;
+        if (ms[best] <= 0) break;
+        fprintf(stderr, "  %-32s %9.3f ms %5.1f%%  (%d nodes)\n", names[best], ms[best], 100 * ms[best] / total, cnt[best]);
+        ms[best] = -1;
+    }
+}
+
+void wm_session_free(wm_session *s) {
+    if (!s) return;
+    if (s->prof_ms) print_profile(s);
+    free(s->prof_ms);
+    for (size_t i = 0; i < s->n_plans; i++) wm_plan_free(s->plans[i]);
+    free(s->plans);
+    for (size_t i = 0; i < s->n_eager_bufs; i++) free(s->eager_bufs[i]);
+    free(s->eager_bufs);
+    free(s->mem);
+    free(s->gemm_ws);
+    wm_pool_free(s->pool);
+    wm_graph_free(s->graph);
+    free(s->vals);
+    free(s->nodes);
+    free(s->folded);
+    free(s->in_val);
+    free(s->out_val);
+    free(s->inputs);
+    free(s->outputs);
+    free(s->map.keys);
+    free(s->map.ids);
+    wm_arena_free(&s->arena);
+    wm_onnx_free(s->model);
+    free(s);
+}
+
+size_t wm_session_n_inputs(const wm_session *s) { return s->n_inputs; }
+size_t wm_session_n_outputs(const wm_session *s) { return s->n_outputs; }
+const wm_io_info *wm_session_input(const wm_session *s, size_t i) { return i < s->n_inputs ? &s->inputs[i] : NULL; }
+const wm_io_info *wm_session_output(const wm_session *s, size_t i) { return i < s->n_outputs ? &s->outputs[i] : NULL; }
+int wm_session_threads(const wm_session *s) { return wm_pool_size(s->pool); }
+
+void wm_session_get_stats(const wm_session *s, wm_session_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->n_nodes = s->n_nodes;
+    st->n_folded = s->n_folded;
+    st->n_plans = s->n_plans_made;
+    st->packed_bytes = s->packed_bytes;
+    st->run_allocs = s->run_allocs;
+    if (s->last) {
+        st->n_run_nodes = (size_t)s->last->n_run;
+        st->arena_bytes = s->last->arena_bytes;
+        st->naive_bytes = s->last->naive_bytes;
+        st->eager = s->last->eager;
+    }
+}
+
+const char *wm_session_precision(const wm_session *s) {
+    const wm_onnx_graph *g = s->model->proto->graph;
+    for (size_t i = 0; i < g->n_node; i++)
+        if (g->node[i]->op_type && !strcmp(g->node[i]->op_type, "MatMulNBits")) {
+            const wm_onnx_attr *a = NULL;
+            for (size_t k = 0; k < g->node[i]->n_attribute; k++)
+                if (!strcmp(g->node[i]->attribute[k]->name, "bits")) a = g->node[i]->attribute[k];
+            return a && a->i == 8 ? "int8" : "int4";
+        }
+    uint64_t by[WM_DT_COUNT] = {0};
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const wm_onnx_tensor *t = g->initializer[i];
+        uint64_t numel;
+        if (t->data_type > 0 && t->data_type < WM_DT_COUNT && wm_onnx_tensor_numel(t, &numel, NULL) == WM_OK)
+            by[t->data_type] += numel * wm_dtype_size(t->data_type);
+    }
+    int best = WM_DT_FLOAT;
+    for (int d = 1; d < WM_DT_COUNT; d++)
+        if (by[d] > by[best]) best = d;
+    switch (best) {
+    case WM_DT_FLOAT16: return "fp16";
+    case WM_DT_BFLOAT16: return "bf16";
+    case WM_DT_INT8: case WM_DT_UINT8: return "int8";
+    case WM_DT_DOUBLE: return "fp64";
+    default: return "fp32";
+    }
+}
+
+wm_status wm_session_value_of(const wm_session *s, const char *name, wm_tensor *out, wm_error *err) {
+    if (!s->opts.keep_values) return wm_err(err, WM_ERR_USAGE, "the session was not made with keep_values");
+    if (!s->last) return wm_err(err, WM_ERR_USAGE, "no run yet");
+    int v = wm_session_value(s, name);
+    if (v < 0) return wm_err(err, WM_ERR_INPUT, "no value named '%s'", name);
+    const wm_tensor *t = &s->last->t[v];
+    if (!t->data && wm_tensor_numel(t)) return wm_err(err, WM_ERR_INPUT, "value '%s' was not computed", name);
+    *out = *t;
+    return WM_OK;
+}
+
+size_t wm_session_n_values(const wm_session *s) { return s->n_vals; }
+const char *wm_session_value_name(const wm_session *s, size_t i) { return i < s->n_vals ? s->vals[i].name : NULL; }
+
+const char *wm_session_value_producer(const wm_session *s, const char *name, const char **op_type) {
+    int v = wm_session_value(s, name);
+    if (op_type) *op_type = NULL;
+    if (v < 0 || s->vals[v].producer < 0) return NULL;
+    const wm_node *n = &s->nodes[s->vals[v].producer];
+    if (op_type) *op_type = n->proto->op_type;
+    return wm_node_label(n);
+}

@@ -1,0 +1,50 @@
+"""After the first run of an input shape (which makes the plan), wm_session_run makes no heap
+allocation: counted by tests/tools/wm_alloccount, which interposes malloc/calloc/realloc/
+aligned_alloc for the whole process (thread pool included)."""
+import json
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def _count(build_dir, path):
+    r = subprocess.run([f"{build_dir}/wm_alloccount", str(path), "25"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_encoder_run_loop_allocates_nothing(build_dir, tmp_path):
+    cfg = transformers.XLMRobertaConfig(vocab_size=120, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                        num_attention_heads=4, max_position_embeddings=40, pad_token_id=1)
+    m = transformers.XLMRobertaForSequenceClassification(cfg).eval()
+    ids = torch.randint(2, 120, (1, 8))
+    path = tmp_path / "xlmr.onnx"
+    torch.onnx.export(m, (ids, torch.ones_like(ids)), str(path), input_names=["input_ids", "attention_mask"],
+                      output_names=["logits"], opset_version=17, dynamo=False,
+                      dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}})
+    d = _count(build_dir, path)
+    assert d == {"runs": 25, "allocations": 0}
+
+
+def test_decoder_run_loop_allocates_nothing(build_dir, tmp_path):
+    cfg = transformers.Qwen2Config(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    m = transformers.Qwen2ForCausalLM(cfg).eval()
+
+    class NoCache(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+
+    ids = torch.randint(0, 128, (1, 8))
+    path = tmp_path / "qwen2.onnx"
+    torch.onnx.export(NoCache(m), (ids, torch.ones_like(ids)), str(path), input_names=["input_ids", "attention_mask"],
+                      output_names=["logits"], opset_version=17, dynamo=False,
+                      dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}})
+    assert _count(build_dir, path) == {"runs": 25, "allocations": 0}

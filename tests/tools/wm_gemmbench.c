@@ -1,0 +1,358 @@
+/*
+ * wm_gemmbench - times the kernels for bench/bench_gemm.py and bench/bench_membw.py.
+ *
+ *   wm_gemmbench peak  [--threads T]                 FMA throughput loop on T threads: GFLOP/s
+ *   wm_gemmbench membw [--threads T] [--mb MB]       streaming sum over an MB buffer: GB/s
+ *   wm_gemmbench sgemm M K N [--threads T] [--packed] [--transb] [--batch B]
+ *   wm_gemmbench gemv TYPE K N [--threads T] [--block BS] [--cold-mb MB]
+ *        TYPE: f32 (prepacked), f32t ([N,K]), f16 ([K,N]), f16t ([N,K]), q8 / q4 (MatMulNBits
+ *        8 / 4 bit, fp32 activations), q8a / q4a (accuracy_level 4: int8 activations);
+ *        --cold-mb cycles over enough weight copies to exceed MB (DRAM, not cache)
+ *   wm_gemmbench igemm M K N [--threads T] [--packed]    (u8 x s8 MatMulInteger)
+ * Common: --generic (generic table), --min-ms MS (default 300), --reps R (min runs, default 5).
+ * Prints one JSON line: median_ms (wall), gflops, gbps (weight bytes / time), cpu_ms (median of the
+ * slowest share's thread CPU time: what the run costs without preemption by other processes),
+ * gflops_cpu, gbps_cpu, runs.
+ * Exit codes: 0 ok, 2 usage error.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+#include "kernels/probe.h"
+#include "runtime/pool.h"
+
+typedef struct opts {
+    int threads, packed, transb, generic, reps, block;
+    int64_t batch;
+    double min_ms, cold_mb, mb;
+} opts;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static float frand(unsigned *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 65536.0f - 0.5f;
+}
+
+static void *xmalloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64)) {
+        fprintf(stderr, "wm_gemmbench: out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    memset(p, 0, n ? n : 64);
+    return p;
+}
+
+/* ------------------------------------------------------------ job plumbing */
+
+typedef struct job {
+    const wm_kernels *K;
+    int kind; /* 0 sgemm, 1 batch, 2 hgemm, 3 nbits, 4 igemm, 5 fma, 6 sum */
+    wm_sgemm_args s;
+    wm_gemm_batch b;
+    wm_hgemm_args h;
+    wm_nbits_args q;
+    wm_igemm_args i;
+    int64_t iters;
+    const float *buf;
+    int64_t n;
+    volatile float sink;
+    double cpu_ms[256]; /* CPU time of each share in the last run (contention-free estimate) */
+} job;
+
+static double thread_cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void run_share(void *ctx, int ith, int nth) {
+    job *j = ctx;
+    double c0 = thread_cpu_ms();
+    switch (j->kind) {
+    case 0: j->K->sgemm(&j->s, ith, nth); break;
+    case 1: j->K->sgemm_batch(&j->s, &j->b, ith, nth); break;
+    case 2: j->K->hgemm(&j->h, ith, nth); break;
+    case 3: j->K->nbits_gemm(&j->q, ith, nth); break;
+    case 4: j->K->igemm(&j->i, ith, nth); break;
+    case 5: j->sink = wm_probe_fma_avx2(j->iters); break;
+    case 6: {
+        long b, e;
+        wm_split(j->n / 64, ith, nth, &b, &e);
+        j->sink = wm_probe_sum_avx2(j->buf + b * 64, (e - b) * 64);
+        break;
+    }
+    }
+    if (ith < 256) j->cpu_ms[ith] = thread_cpu_ms() - c0;
+}
+
+/* Runs the job until min_ms and reps are reached; cb (may be NULL) rotates weight copies. */
+static double g_cpu_median;
+
+static double time_job(wm_pool *pool, job *j, const opts *o, int nth, void (*cb)(job *, int), int *runs) {
+    static double t[4096], tc[4096];
+    int n = 0;
+    wm_pool_run(pool, run_share, j, nth); /* warm-up */
+    double start = now_ms();
+    while (n < 4096 && (n < o->reps || now_ms() - start < o->min_ms)) {
+        if (cb) cb(j, n);
+        double t0 = now_ms();
+        wm_pool_run(pool, run_share, j, nth);
+        t[n] = now_ms() - t0;
+        double mx = 0;
+        for (int i = 0; i < nth && i < 256; i++) mx = j->cpu_ms[i] > mx ? j->cpu_ms[i] : mx;
+        tc[n++] = mx;
+    }
+    qsort(t, (size_t)n, sizeof *t, cmp_d);
+    qsort(tc, (size_t)n, sizeof *tc, cmp_d);
+    g_cpu_median = tc[n / 2];
+    *runs = n;
+    return t[n / 2];
+}
+
+/* ------------------------------------------------------------ gemv weight copies */
+
+static void **g_copies;
+static int g_ncopies;
+
+static void rotate(job *j, int run) {
+    void *w = g_copies[run % g_ncopies];
+    switch (j->kind) {
+    case 0: j->s.packed_b ? (j->s.packed_b = w) : (j->s.B = w); break;
+    case 2: j->h.B = w; break;
+    case 3: j->q.B = w; break;
+    default: break;
+    }
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: wm_gemmbench peak|membw|sgemm M K N|gemv TYPE K N|igemm M K N [options]\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return usage();
+    opts o = {.threads = 1, .reps = 5, .min_ms = 300, .block = 32, .mb = 1024, .batch = 1};
+    const char *cmd = argv[1];
+    int64_t dims[4] = {0};
+    const char *type = NULL;
+    int nd = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--packed")) o.packed = 1;
+        else if (!strcmp(a, "--transb")) o.transb = 1;
+        else if (!strcmp(a, "--generic")) o.generic = 1;
+        else if (!strcmp(a, "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
+        else if (!strcmp(a, "--min-ms") && i + 1 < argc) o.min_ms = atof(argv[++i]);
+        else if (!strcmp(a, "--block") && i + 1 < argc) o.block = atoi(argv[++i]);
+        else if (!strcmp(a, "--batch") && i + 1 < argc) o.batch = atoll(argv[++i]);
+        else if (!strcmp(a, "--cold-mb") && i + 1 < argc) o.cold_mb = atof(argv[++i]);
+        else if (!strcmp(a, "--mb") && i + 1 < argc) o.mb = atof(argv[++i]);
+        else if (!type && !strcmp(cmd, "gemv") && a[0] != '-') type = a;
+        else if (nd < 4 && a[0] != '-') dims[nd++] = atoll(a);
+        else return usage();
+    }
+    if (o.threads < 1 || o.reps < 1) return usage();
+    const wm_kernels *K = o.generic ? wm_kernels_generic() : wm_kernels_get();
+    wm_pool *pool = NULL;
+    wm_error err = {0};
+    if (wm_pool_new(o.threads, &pool, &err) != WM_OK) {
+        fprintf(stderr, "wm_gemmbench: %s\n", err.msg);
+        return 2;
+    }
+    job *j = xmalloc(sizeof *j);
+    j->K = K;
+    unsigned seed = 12345;
+    int runs = 0;
+    double ms = 0, flops = 0, bytes = 0;
+    int nth = o.threads;
+
+    if (!strcmp(cmd, "peak")) {
+        if (!wm_kernels_avx2()) return usage();
+        j->kind = 5;
+        j->iters = 20 * 1000 * 1000;
+        ms = time_job(pool, j, &o, nth, NULL, &runs);
+        flops = (double)j->iters * 10 * 16 * nth;
+    } else if (!strcmp(cmd, "membw")) {
+        if (!wm_kernels_avx2()) return usage();
+        j->kind = 6;
+        j->n = (int64_t)(o.mb * 1024 * 1024 / 4) / 64 * 64;
+        float *x = xmalloc((size_t)j->n * 4);
+        for (int64_t i = 0; i < j->n; i++) x[i] = 1.0f;
+        j->buf = x;
+        ms = time_job(pool, j, &o, nth, NULL, &runs);
+        bytes = (double)j->n * 4;
+    } else if (!strcmp(cmd, "sgemm")) {
+        if (nd != 3) return usage();
+        int64_t M = dims[0], Kd = dims[1], N = dims[2], B = o.batch;
+        float *A = xmalloc((size_t)(B * M * Kd) * 4), *Bm = xmalloc((size_t)(B * Kd * N) * 4),
+              *C = xmalloc((size_t)(B * M * N) * 4);
+        for (int64_t i = 0; i < B * M * Kd; i++) A[i] = frand(&seed);
+        for (int64_t i = 0; i < B * Kd * N; i++) Bm[i] = frand(&seed);
+        wm_sgemm_args *s = &j->s;
+        s->M = M;
+        s->N = N;
+        s->K = Kd;
+        s->alpha = 1;
+        s->A = A;
+        s->lda = Kd;
+        s->B = Bm;
+        s->trans_b = o.transb;
+        s->ldb = o.transb ? Kd : N;
+        s->C = C;
+        s->ldc = N;
+        if (o.packed && B == 1) {
+            float *P = xmalloc(wm_sgemm_pack_b_size(Kd, N));
+            wm_sgemm_pack_b(o.transb, Kd, N, Bm, s->ldb, P);
+            s->packed_b = P;
+        }
+        s->work = xmalloc(wm_sgemm_workspace_size(s, nth));
+        j->kind = B > 1 ? 1 : 0;
+        j->b.count[0] = B;
+        j->b.count[1] = 1;
+        j->b.stride_a[0] = M * Kd;
+        j->b.stride_b[0] = Kd * N;
+        j->b.stride_c[0] = M * N;
+        ms = time_job(pool, j, &o, nth, NULL, &runs);
+        flops = 2.0 * B * M * N * Kd;
+        bytes = (double)B * Kd * N * 4;
+    } else if (!strcmp(cmd, "gemv")) {
+        if (nd != 2 || !type) return usage();
+        int64_t Kd = dims[0], N = dims[1];
+        float *A = xmalloc((size_t)Kd * 4), *C = xmalloc((size_t)N * 4);
+        for (int64_t i = 0; i < Kd; i++) A[i] = frand(&seed);
+        size_t wbytes = 0;
+        int64_t kb = (Kd + o.block - 1) / o.block;
+        if (!strcmp(type, "f32") || !strcmp(type, "f32t")) {
+            j->kind = 0;
+            wbytes = !strcmp(type, "f32") ? wm_sgemm_pack_b_size(Kd, N) : (size_t)(Kd * N) * 4;
+        } else if (!strcmp(type, "f16") || !strcmp(type, "f16t")) {
+            j->kind = 2;
+            wbytes = (size_t)(Kd * N) * 2;
+        } else if (!strcmp(type, "q4") || !strcmp(type, "q4a") || !strcmp(type, "q8") || !strcmp(type, "q8a")) {
+            j->kind = 3;
+            wbytes = (size_t)(N * kb * o.block * (type[1] - '0') / 8);
+        } else {
+            return usage();
+        }
+        g_ncopies = o.cold_mb > 0 ? (int)ceil(o.cold_mb * 1024 * 1024 / (double)wbytes) : 1;
+        g_copies = xmalloc(sizeof(void *) * (size_t)g_ncopies);
+        for (int c = 0; c < g_ncopies; c++) {
+            unsigned char *w = xmalloc(wbytes);
+            if (j->kind == 0) {
+                float *f = (float *)w;
+                for (size_t i = 0; i < wbytes / 4; i++) f[i] = frand(&seed);
+            } else if (j->kind == 2) {
+                uint16_t *h = (uint16_t *)w;
+                for (size_t i = 0; i < wbytes / 2; i++) h[i] = (uint16_t)(0x3000 + ((seed = seed * 1664525u + 1013904223u) >> 22));
+            } else {
+                for (size_t i = 0; i < wbytes; i++) w[i] = (unsigned char)((seed = seed * 1664525u + 1013904223u) >> 24);
+            }
+            g_copies[c] = w;
+        }
+        if (j->kind == 0) {
+            wm_sgemm_args *s = &j->s;
+            s->M = 1;
+            s->N = N;
+            s->K = Kd;
+            s->alpha = 1;
+            s->A = A;
+            s->lda = Kd;
+            s->C = C;
+            s->ldc = N;
+            if (!strcmp(type, "f32")) s->packed_b = g_copies[0];
+            else {
+                s->B = g_copies[0];
+                s->trans_b = 1;
+                s->ldb = Kd;
+            }
+            s->work = xmalloc(wm_sgemm_workspace_size(s, nth));
+        } else if (j->kind == 2) {
+            wm_hgemm_args *h = &j->h;
+            h->M = 1;
+            h->N = N;
+            h->K = Kd;
+            h->A = A;
+            h->lda = Kd;
+            h->B = g_copies[0];
+            h->trans_b = !strcmp(type, "f16t");
+            h->ldb = h->trans_b ? Kd : N;
+            h->C = C;
+            h->ldc = N;
+            h->work = xmalloc(wm_hgemm_workspace_size(h, nth));
+        } else {
+            wm_nbits_args *q = &j->q;
+            q->M = 1;
+            q->N = N;
+            q->K = Kd;
+            q->bits = type[1] - '0';
+            q->block_size = o.block;
+            q->accuracy_level = type[2] == 'a' ? 4 : 0;
+            q->A = A;
+            q->lda = Kd;
+            q->B = g_copies[0];
+            float *sc = xmalloc((size_t)(N * kb) * 4);
+            for (int64_t i = 0; i < N * kb; i++) sc[i] = 0.01f;
+            q->scales = sc;
+            q->C = C;
+            q->ldc = N;
+            q->work = xmalloc(wm_nbits_workspace_size(q, nth));
+        }
+        ms = time_job(pool, j, &o, nth, g_ncopies > 1 ? rotate : NULL, &runs);
+        flops = 2.0 * N * Kd;
+        bytes = (double)wbytes;
+    } else if (!strcmp(cmd, "igemm")) {
+        if (nd != 3) return usage();
+        int64_t M = dims[0], Kd = dims[1], N = dims[2];
+        uint8_t *A = xmalloc((size_t)(M * Kd));
+        int8_t *Bm = xmalloc((size_t)(Kd * N));
+        int32_t *C = xmalloc((size_t)(M * N) * 4);
+        for (int64_t i = 0; i < M * Kd; i++) A[i] = (uint8_t)((seed = seed * 1664525u + 1013904223u) >> 24);
+        for (int64_t i = 0; i < Kd * N; i++) Bm[i] = (int8_t)((seed = seed * 1664525u + 1013904223u) >> 24);
+        wm_igemm_args *g = &j->i;
+        g->M = M;
+        g->N = N;
+        g->K = Kd;
+        g->A = A;
+        g->lda = Kd;
+        g->B = Bm;
+        g->ldb = N;
+        g->b_signed = 1;
+        g->a_zero_point = 128;
+        g->C = C;
+        g->ldc = N;
+        if (o.packed) {
+            void *P = xmalloc(wm_igemm_pack_b_size(Kd, N));
+            wm_igemm_pack_b(1, Kd, N, Bm, N, 0, NULL, P);
+            g->packed_b = P;
+        }
+        g->work = xmalloc(wm_igemm_workspace_size(g, nth));
+        j->kind = 4;
+        ms = time_job(pool, j, &o, nth, NULL, &runs);
+        flops = 2.0 * M * N * Kd;
+        bytes = (double)Kd * N;
+    } else {
+        return usage();
+    }
+    printf("{\"cmd\": \"%s\", \"kernels\": \"%s\", \"threads\": %d, \"median_ms\": %.6f, \"gflops\": %.3f, "
+           "\"gbps\": %.3f, \"cpu_ms\": %.6f, \"gflops_cpu\": %.3f, \"gbps_cpu\": %.3f, \"runs\": %d}\n",
+           cmd, K->name, nth, ms, flops / ms / 1e6, bytes / ms / 1e6, g_cpu_median, flops / g_cpu_median / 1e6,
+           bytes / g_cpu_median / 1e6, runs);
+    wm_pool_free(pool);
+    return 0;
+}

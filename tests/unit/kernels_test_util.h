@@ -1,0 +1,51 @@
+/*
+ * kernels_test_util.h - shared helpers of the kernel unit tests: the tables to
+ * test (generic, and AVX2 when the CPU has it), deterministic random fills,
+ * exact-size allocations (so ASan sees any read past a matrix) and running
+ * every share of a threaded kernel in turn.
+ */
+#ifndef WM_KERNELS_TEST_UTIL_H
+#define WM_KERNELS_TEST_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_ref.h"
+
+static inline int kt_tables(const wm_kernels *out[2]) {
+    int n = 0;
+    out[n++] = wm_kernels_generic();
+    if (wm_kernels_avx2()) out[n++] = wm_kernels_avx2();
+    return n;
+}
+
+static inline uint32_t kt_next(uint32_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+/* uniform in [-1, 1) */
+static inline float kt_uniform(uint32_t *s) { return (float)(kt_next(s) >> 8) / 8388608.0f - 1.0f; }
+
+static inline void kt_fill(float *x, int64_t n, uint32_t *s) {
+    for (int64_t i = 0; i < n; i++) x[i] = kt_uniform(s);
+}
+
+/* rows x cols with leading dimension ld, allocated to exactly (rows-1)*ld + cols elements */
+static inline size_t kt_span(int64_t rows, int64_t cols, int64_t ld) {
+    return rows > 0 && cols > 0 ? (size_t)((rows - 1) * ld + cols) : 0;
+}
+
+static inline void *kt_alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) abort();
+    return p;
+}
+
+#endif

@@ -1,0 +1,339 @@
+/*
+ * Unit tests of SGEMM (plain, transposed, prepacked, batched, fused epilogue)
+ * and fp16-weight GEMM against the naive references in kernels_ref.c, on the
+ * generic and the AVX2 table, with awkward shapes, padded leading dimensions,
+ * alpha/beta variants and every share count; plus determinism across nth.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "kernels_test_util.h"
+
+/* |C - R| <= (K + 4) * eps * (|alpha| sum|a||b| + |beta c|) + tiny, elementwise (a float accumulation bound). */
+static void check_close(const float *C, const float *R, const double *bound, int64_t M, int64_t N, int64_t ldc,
+                        const char *what) {
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double d = fabs((double)C[m * ldc + n] - R[m * ldc + n]);
+            if (!(d <= bound[m * N + n])) {
+                fail_msg("%s: C[%lld,%lld] = %.9g, reference %.9g, bound %.3g", what, (long long)m, (long long)n,
+                         C[m * ldc + n], R[m * ldc + n], bound[m * N + n]);
+            }
+        }
+}
+
+typedef struct sg_case {
+    int64_t M, N, K;
+    int ta, tb, packed, pad;
+    float alpha, beta;
+    int epi; /* 0 none, 1 bias + gelu_erf, 2 bias_m + relu + residual, 3 bias + silu, 4 clip */
+} sg_case;
+
+static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t seed, float **out, int64_t *ldc_out,
+                      int verify) {
+    int64_t M = c->M, N = c->N, K = c->K, pad = c->pad;
+    int64_t lda = (c->ta ? M : K) + pad, ldb = (c->tb ? K : N) + pad, ldc = N + pad;
+    size_t sa = c->ta ? kt_span(K, M, lda) : kt_span(M, K, lda);
+    size_t sb = c->tb ? kt_span(N, K, ldb) : kt_span(K, N, ldb);
+    float *A = kt_alloc(sa * 4), *B = kt_alloc(sb * 4);
+    size_t sc = (size_t)(M * ldc);
+    float *C = kt_alloc(sc * 4 + 4), *R = kt_alloc(sc * 4 + 4), *C0 = kt_alloc(sc * 4 + 4);
+    float *bias = kt_alloc((size_t)N * 4 + 4), *bias_m = kt_alloc((size_t)M * 4 + 4), *res = kt_alloc(sc * 4 + 4);
+    uint32_t s = seed;
+    kt_fill(A, (int64_t)sa, &s);
+    kt_fill(B, (int64_t)sb, &s);
+    kt_fill(C0, (int64_t)sc, &s);
+    kt_fill(bias, N, &s);
+    kt_fill(bias_m, M, &s);
+    kt_fill(res, (int64_t)sc, &s);
+    if (c->beta == 0.0f) /* write-only C: garbage (NaN) must not leak */
+        for (size_t i = 0; i < sc; i++) C0[i] = NAN;
+    for (int64_t m = 0; m < M; m++) /* padding sentinel */
+        for (int64_t n = N; n < ldc; n++) C0[m * ldc + n] = 12345.0f;
+    memcpy(C, C0, sc * 4);
+    memcpy(R, C0, sc * 4);
+
+    wm_sgemm_args a = {0};
+    a.M = M;
+    a.N = N;
+    a.K = K;
+    a.alpha = c->alpha;
+    a.beta = c->beta;
+    a.A = A;
+    a.lda = lda;
+    a.trans_a = c->ta;
+    a.B = B;
+    a.ldb = ldb;
+    a.trans_b = c->tb;
+    a.C = C;
+    a.ldc = ldc;
+    if (c->epi == 1) {
+        a.ep.bias = bias;
+        a.ep.act = WM_ACT_GELU_ERF;
+    } else if (c->epi == 2) {
+        a.ep.bias_m = bias_m;
+        a.ep.act = WM_ACT_RELU;
+        a.ep.residual = res;
+        a.ep.ld_residual = ldc;
+    } else if (c->epi == 3) {
+        a.ep.bias = bias;
+        a.ep.act = WM_ACT_SILU;
+    } else if (c->epi == 4) {
+        a.ep.act = WM_ACT_CLIP;
+        a.ep.act_a = -0.5f;
+        a.ep.act_b = 0.25f;
+    }
+    float *P = NULL;
+    if (c->packed) {
+        P = kt_alloc(wm_sgemm_pack_b_size(K, N));
+        wm_sgemm_pack_b(c->tb, K, N, B, ldb, P);
+        a.packed_b = P;
+    }
+    size_t ws = wm_sgemm_workspace_size(&a, nth);
+    a.work = ws ? kt_alloc(ws) : NULL;
+    for (int i = 0; i < nth; i++) T->sgemm(&a, i, nth);
+
+    if (!verify) goto done;
+    /* reference and its error bound */
+    wm_sgemm_args r = a;
+    r.C = R;
+    r.packed_b = NULL;
+    wm_ref_sgemm(&r);
+    /* entries are in [-1, 1), so sum_k |a||b| <= K: a float accumulation error bound per element */
+    double *bound = kt_alloc((size_t)(M * N) * sizeof(double) + 8);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double v = fabs(c->alpha) * (double)K + (c->beta != 0.0f ? fabs(c->beta * C0[m * ldc + n]) : 0.0);
+            if (c->epi == 1 || c->epi == 3) v += fabs(bias[n]) + 2.0;
+            if (c->epi == 2) v += fabs(bias_m[m]) + fabs(res[m * ldc + n]);
+            bound[m * N + n] = (double)(K + 8) * 1.2e-7 * v + 1e-6;
+        }
+    char what[200];
+    snprintf(what, sizeof what, "%s sgemm M=%lld N=%lld K=%lld ta=%d tb=%d packed=%d pad=%lld a=%g b=%g epi=%d nth=%d",
+             T->name, (long long)M, (long long)N, (long long)K, c->ta, c->tb, c->packed, (long long)pad, c->alpha,
+             c->beta, c->epi, nth);
+    check_close(C, R, bound, M, N, ldc, what);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = N; n < ldc; n++)
+            if (C[m * ldc + n] != 12345.0f) fail_msg("%s: padding of C row %lld overwritten", what, (long long)m);
+    free(bound);
+done:
+    free(A);
+    free(B);
+    free(R);
+    free(C0);
+    free(bias);
+    free(bias_m);
+    free(res);
+    free(P);
+    free(a.work);
+    if (out) {
+        *out = C;
+        *ldc_out = ldc;
+    } else {
+        free(C);
+    }
+}
+
+static void test_sgemm_shapes(void **state) {
+    (void)state;
+    const wm_kernels *T[2];
+    int nt = kt_tables(T);
+    static const int64_t dims[][3] = {{0, 5, 7},   {5, 0, 7},    {5, 7, 0},    {1, 1, 1},    {1, 17, 3},
+                                      {2, 33, 19}, {3, 16, 16},  {6, 16, 256}, {7, 17, 257}, {13, 31, 29},
+                                      {1, 100, 513}, {2, 64, 300}, {37, 23, 270}, {150, 9, 40}, {145, 20, 260}};
+    uint32_t seed = 1;
+    for (int t = 0; t < nt; t++)
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (int v = 0; v < 8; v++) {
+                if (dims[d][0] * dims[d][1] * dims[d][2] > 200000 && v % 3) continue; /* keep the ASan run short */
+                sg_case c = {dims[d][0], dims[d][1], dims[d][2], v & 1, (v >> 1) & 1, (v >> 2) & 1, 0, 1.0f, 0.0f, 0};
+                c.pad = (v % 3) * 3;
+                for (int nth = 1; nth <= 3; nth += 2) run_sgemm(T[t], &c, nth, seed++, NULL, NULL, 1);
+            }
+}
+
+static void test_sgemm_alpha_beta_epilogue(void **state) {
+    (void)state;
+    const wm_kernels *T[2];
+    int nt = kt_tables(T);
+    static const float ab[][2] = {{1, 1}, {0.5f, 2}, {-1, 0.25f}, {2, 0}, {0, 1}, {0, 0}};
+    uint32_t seed = 100;
+    for (int t = 0; t < nt; t++)
+        for (size_t i = 0; i < sizeof ab / sizeof ab[0]; i++)
+            for (int epi = 0; epi <= 4; epi++)
+                for (int packed = 0; packed < 2; packed++) {
+                    sg_case c = {19, 37, 70, 0, epi & 1, packed, 2, ab[i][0], ab[i][1], epi};
+                    run_sgemm(T[t], &c, 2, seed++, NULL, NULL, 1);
+                    sg_case g = {1, 70, 41, 0, epi & 1, packed, 1, ab[i][0], ab[i][1], epi}; /* GEMV path */
+                    run_sgemm(T[t], &g, 3, seed++, NULL, NULL, 1);
+                }
+}
+
+/* Same table, same inputs: bit-identical for nth = 1, 2, 3 and 5 (the split never cuts K). */
+static void test_sgemm_deterministic(void **state) {
+    (void)state;
+    const wm_kernels *T[2];
+    int nt = kt_tables(T);
+    static const int64_t dims[][3] = {{150, 40, 300}, {1, 300, 70}, {2, 77, 513}, {31, 200, 17}};
+    for (int t = 0; t < nt; t++)
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (int packed = 0; packed < 2; packed++) {
+                sg_case c = {dims[d][0], dims[d][1], dims[d][2], 0, 0, packed, 0, 1.0f, 0.0f, 1};
+                float *ref = NULL, *C = NULL;
+                int64_t ldc;
+                run_sgemm(T[t], &c, 1, 7, &ref, &ldc, 1);
+                static const int nths[] = {1, 2, 3, 5};
+                for (size_t i = 0; i < 4; i++) {
+                    run_sgemm(T[t], &c, nths[i], 7, &C, &ldc, 0);
+                    if (memcmp(C, ref, (size_t)(c.M * ldc) * 4) != 0)
+                        fail_msg("%s: M=%lld N=%lld K=%lld packed=%d differs between nth=1 and nth=%d", T[t]->name,
+                                 (long long)c.M, (long long)c.N, (long long)c.K, packed, nths[i]);
+                    free(C);
+                }
+                free(ref);
+            }
+}
+
+/* attention-like batch: [2 batches][3 heads], A/C laid out [b][s][h][d] (strided heads), B = K^T per head */
+static void test_sgemm_batch(void **state) {
+    (void)state;
+    const wm_kernels *T[2];
+    int nt = kt_tables(T);
+    const int64_t Bt = 2, H = 3, S = 13, D = 8;
+    for (int t = 0; t < nt; t++)
+        for (int nth = 1; nth <= 8; nth += 7) {
+            uint32_t s = 42;
+            int64_t n = Bt * S * H * D;
+            float *Q = kt_alloc((size_t)n * 4), *Kx = kt_alloc((size_t)n * 4);
+            float *C = kt_alloc((size_t)(Bt * H * S * S) * 4), *R = kt_alloc((size_t)(Bt * H * S * S) * 4);
+            kt_fill(Q, n, &s);
+            kt_fill(Kx, n, &s);
+            wm_sgemm_args a = {0};
+            a.M = S;
+            a.N = S;
+            a.K = D;
+            a.alpha = 0.35f;
+            a.A = Q;
+            a.lda = H * D;
+            a.B = Kx;
+            a.ldb = H * D;
+            a.trans_b = 1;
+            a.C = C;
+            a.ldc = S;
+            wm_gemm_batch b = {{Bt, H}, {S * H * D, D}, {S * H * D, D}, {H * S * S, S * S}};
+            a.work = kt_alloc(wm_sgemm_workspace_size(&a, nth));
+            for (int i = 0; i < nth; i++) T[t]->sgemm_batch(&a, &b, i, nth);
+            for (int64_t bi = 0; bi < Bt; bi++)
+                for (int64_t h = 0; h < H; h++) {
+                    wm_sgemm_args r = a;
+                    r.A = Q + bi * S * H * D + h * D;
+                    r.B = Kx + bi * S * H * D + h * D;
+                    r.C = R + bi * H * S * S + h * S * S;
+                    r.work = NULL;
+                    wm_ref_sgemm(&r);
+                }
+            for (int64_t i = 0; i < Bt * H * S * S; i++)
+                if (fabsf(C[i] - R[i]) > 1e-5f) fail_msg("%s batch nth=%d: C[%lld] %g vs %g", T[t]->name, nth, (long long)i, C[i], R[i]);
+            free(a.work);
+            free(Q);
+            free(Kx);
+            free(C);
+            free(R);
+        }
+}
+
+/* fp16 weights: GEMV (small M) and the packed path (large M), [K,N] and [N,K], vs the reference. */
+static void test_hgemm(void **state) {
+    (void)state;
+    const wm_kernels *T[2];
+    int nt = kt_tables(T);
+    static const int64_t dims[][3] = {{1, 1, 1}, {1, 70, 33}, {2, 129, 300}, {3, 17, 16}, {9, 40, 70}, {20, 33, 260}, {0, 3, 3}, {4, 0, 5}, {4, 5, 0}};
+    uint32_t s = 9;
+    for (int t = 0; t < nt; t++)
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (int tb = 0; tb < 2; tb++) {
+                int64_t M = dims[d][0], N = dims[d][1], K = dims[d][2], pad = 3;
+                int64_t lda = K + pad, ldb = (tb ? K : N) + pad, ldc = N + 1;
+                size_t sa = kt_span(M, K, lda), sb = tb ? kt_span(N, K, ldb) : kt_span(K, N, ldb);
+                float *A = kt_alloc(sa * 4), *C = kt_alloc((size_t)(M * ldc) * 4 + 4), *R = kt_alloc((size_t)(M * ldc) * 4 + 4);
+                float *bias = kt_alloc((size_t)N * 4 + 4);
+                uint16_t *B = kt_alloc(sb * 2);
+                kt_fill(A, (int64_t)sa, &s);
+                kt_fill(bias, N, &s);
+                float *tmp = kt_alloc(sb * 4 + 4);
+                kt_fill(tmp, (int64_t)sb, &s);
+                wm_kernels_generic()->f32_to_f16((int64_t)sb, B, tmp);
+                wm_hgemm_args a = {0};
+                a.M = M;
+                a.N = N;
+                a.K = K;
+                a.A = A;
+                a.lda = lda;
+                a.B = B;
+                a.ldb = ldb;
+                a.trans_b = tb;
+                a.C = C;
+                a.ldc = ldc;
+                a.ep.bias = bias;
+                a.ep.act = WM_ACT_GELU_TANH;
+                for (int nth = 1; nth <= 3; nth += 2) {
+                    a.work = kt_alloc(wm_hgemm_workspace_size(&a, nth));
+                    for (int i = 0; i < nth; i++) T[t]->hgemm(&a, i, nth);
+                    wm_hgemm_args r = a;
+                    r.C = R;
+                    wm_ref_hgemm(&r);
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            double e = fabs((double)C[m * ldc + n] - R[m * ldc + n]);
+                            if (e > 2e-6 * (K + 8) + 2e-6 * fabs(R[m * ldc + n]))
+                                fail_msg("%s hgemm M=%lld N=%lld K=%lld tb=%d nth=%d: C[%lld,%lld] %g vs %g", T[t]->name,
+                                         (long long)M, (long long)N, (long long)K, tb, nth, (long long)m, (long long)n,
+                                         C[m * ldc + n], R[m * ldc + n]);
+                        }
+                    free(a.work);
+                }
+                free(A);
+                free(B);
+                free(C);
+                free(R);
+                free(bias);
+                free(tmp);
+            }
+}
+
+/* Prepacked fp16 -> fp32 panels equal packing the converted matrix. */
+static void test_pack_f16(void **state) {
+    (void)state;
+    int64_t K = 300, N = 37;
+    uint32_t s = 5;
+    float *f = kt_alloc((size_t)(K * N) * 4);
+    uint16_t *h = kt_alloc((size_t)(K * N) * 2);
+    kt_fill(f, K * N, &s);
+    wm_kernels_generic()->f32_to_f16(K * N, h, f);
+    wm_kernels_generic()->f16_to_f32(K * N, f, h);
+    for (int tb = 0; tb < 2; tb++) {
+        size_t ps = wm_sgemm_pack_b_size(K, N);
+        float *p1 = kt_alloc(ps), *p2 = kt_alloc(ps);
+        int64_t ld = tb ? K : N;
+        wm_sgemm_pack_b(tb, K, N, f, ld, p1);
+        wm_sgemm_pack_b_f16(tb, K, N, h, ld, p2);
+        assert_memory_equal(p1, p2, ps);
+        free(p1);
+        free(p2);
+    }
+    free(f);
+    free(h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sgemm_shapes),   cmocka_unit_test(test_sgemm_alpha_beta_epilogue),
+        cmocka_unit_test(test_sgemm_deterministic), cmocka_unit_test(test_sgemm_batch),
+        cmocka_unit_test(test_hgemm),          cmocka_unit_test(test_pack_f16),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
