@@ -152,6 +152,30 @@ def main():
     lat["note"] = ("median ms per run of one [1, %d] sample, round-robin over the four sessions, 2 threads; winml's "
                    "own engine is pending, so only onnxruntime executes here" % a.lat_seq)
     res["latency_ms"] = lat
+    # winml's engine (no attention contrib ops yet): the export vs our graph optimized without attention fusion
+    noattn = os.path.join(d, "crossenc_ts_noattn.onnx")
+    r = subprocess.run([winml, "optimize", "-m", src, "-o", noattn, "--disable-attention", "--disable-gqa", "-q"],
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(r.stderr)
+    eng = {"export": [], "winml_optimized_no_attention": []}
+    for _ in range(3):  # alternate the two so a shared machine slows both alike
+        for key, path in (("export", src), ("winml_optimized_no_attention", noattn)):
+            r = subprocess.run([winml, "perf", "-m", path, "--seq-len", str(a.lat_seq), "--threads", "2", "--warmup",
+                                "3", "--iterations", str(max(5, a.iters // 3)), "-f", "json"], capture_output=True,
+                               text=True)
+            if r.returncode:
+                eng[key] = None
+                print(f"engine perf failed on {path}: {r.stderr.strip()}", file=sys.stderr)
+                break
+            if eng[key] is not None:
+                eng[key].append(json.loads(r.stdout)["latency_ms"]["p50"])
+    if eng["export"] and eng["winml_optimized_no_attention"]:
+        res["engine_latency_ms"] = {k: float(np.median(v)) for k, v in eng.items()}
+        res["engine_latency_ms"]["ratio_optimized_vs_export"] = (res["engine_latency_ms"]["winml_optimized_no_attention"]
+                                                                 / res["engine_latency_ms"]["export"])
+        res["engine_latency_ms"]["note"] = ("winml perf p50 ms, [1, %d], 2 threads; the engine has no attention "
+                                            "contrib ops yet, so the optimized graph keeps attention decomposed" % a.lat_seq)
     text = json.dumps(res, indent=1)
     print(text)
     if a.json:

@@ -7,8 +7,9 @@ N(0, 0.1), so LayerNorm scales are not 1 and biases not 0), exported by both exp
 Exports are cached for the whole pytest process (they take seconds each).
 
 run_model(path, feeds) is the one place a runtime executes a model: onnxruntime's CPU provider with its
-own graph optimizations off (so what runs is exactly our graph). WM_RUNNER=<cmd> plugs in another runner
-later (it gets `<cmd> MODEL.onnx IN.npz OUT.npz` and must write the outputs in order as arr_0, arr_1, ...).
+own graph optimizations off (so what runs is exactly our graph). WM_RUNNER plugs in another runner:
+WM_RUNNER=engine runs winml's own engine (wm_run from $WM_BUILD, safetensors in and out); any other value is
+a command that gets `<cmd> MODEL.onnx IN.npz OUT.npz` and writes the outputs in order as arr_0, arr_1, ...
 """
 import os
 import subprocess
@@ -37,6 +38,8 @@ def _dir():
 def run_model(path, feeds):
     """Runs model `path` on `feeds` (dict name -> array); returns the outputs as a list of arrays."""
     runner = os.environ.get("WM_RUNNER")
+    if runner == "engine":
+        return _run_engine(path, feeds)
     if runner:
         with tempfile.TemporaryDirectory() as d:
             fin, fout = os.path.join(d, "in.npz"), os.path.join(d, "out.npz")
@@ -51,6 +54,20 @@ def run_model(path, feeds):
     s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     names = {i.name for i in s.get_inputs()}
     return s.run(None, {k: v for k, v in feeds.items() if k in names})
+
+
+def _run_engine(path, feeds):
+    import onnx
+    from safetensors.numpy import load_file, save_file
+    import oracle_util as U
+    tool = U.binary(U.build_dir("WM_BUILD", "build"), "wm_run")
+    outs = [o.name for o in onnx.load(path, load_external_data=False).graph.output]
+    with tempfile.TemporaryDirectory() as d:
+        fin, fout = os.path.join(d, "in.safetensors"), os.path.join(d, "out.safetensors")
+        save_file({k: np.ascontiguousarray(v) for k, v in feeds.items() if k in input_types(path)}, fin)
+        subprocess.run([tool, path, fin, fout], check=True, capture_output=True)
+        got = load_file(fout)
+        return [got[n] for n in outs]
 
 
 def input_types(path):
