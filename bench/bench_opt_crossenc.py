@@ -149,8 +149,8 @@ def main():
     }, f, a.iters)
     lat["ratio_winml_vs_ort_optimizer"] = lat["winml_optimized_ort_enable_all"] / lat["ort_transformers_optimizer_enable_all"]
     lat["ratio_winml_vs_export_enable_all"] = lat["winml_optimized_ort_enable_all"] / lat["export_ort_enable_all"]
-    lat["note"] = ("median ms per run of one [1, %d] sample, round-robin over the four sessions, 2 threads; winml's "
-                   "own engine is pending, so only onnxruntime executes here" % a.lat_seq)
+    lat["note"] = ("median ms per run of one [1, %d] sample, round-robin over the four sessions, 2 threads, all "
+                   "executed by onnxruntime" % a.lat_seq)
     res["latency_ms"] = lat
     # winml's engine (no attention contrib ops yet): the export vs our graph optimized without attention fusion
     noattn = os.path.join(d, "crossenc_ts_noattn.onnx")
