@@ -65,6 +65,10 @@ void wm_cli_info(const wm_cli *c, const char *fmt, ...) __attribute__((format(pr
 int wm_cmd_inspect(int argc, char **argv);
 int wm_cmd_sys(int argc, char **argv);
 int wm_cmd_analyze(int argc, char **argv);
+int wm_cmd_optimize(int argc, char **argv);
+int wm_cmd_quantize(int argc, char **argv);
+/* Writes j to c->out when set (temp + rename); an exit code. For commands whose -o is a model. */
+int wm_cli_opt_write_json(const wm_cli *c, const wm_json *j);
 int wm_cmd_perf(int argc, char **argv);
 int wm_cmd_eval(int argc, char **argv);
 int wm_cmd_generate(int argc, char **argv);

@@ -7,6 +7,8 @@
 static const wm_cmd commands[] = {
     {"inspect", "describe a model: IO, opsets, op histogram, parameters, external data", wm_cmd_inspect},
     {"analyze", "static EP compatibility (CPU, QNN, OpenVINO, VitisAI, DML) per node, op and component", wm_cmd_analyze},
+    {"optimize", "graph cleanup and fusions (LayerNorm, Gelu, attention, ...), nodes before -> after", wm_cmd_optimize},
+    {"quantize", "fp16, int8 (dynamic, QDQ), int4 weight-only (MatMulNBits), w8a16", wm_cmd_quantize},
     {"eval", "numerics of a candidate model against a reference (compare mode), with gates", wm_cmd_eval},
     {"generate", "text generation with a KV cache on a causal LM artifact", wm_cmd_generate},
     {"perf", "latency, throughput and memory of a model on the CPU engine", wm_cmd_perf},

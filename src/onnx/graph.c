@@ -1165,3 +1165,27 @@ wm_status wm_graph_add_initializer_tensor(wm_graph *g, wm_onnx_tensor *t, wm_err
     *slot = v->init = t;
     return WM_OK;
 }
+
+/* ---------------------------------------------------------------- input rewiring (added for the optimizer) */
+
+wm_status wm_graph_set_input(wm_graph *g, wm_onnx_node *n, size_t slot, const char *name, wm_error *err) {
+    if (!n || slot > 4096) return wm_err(err, WM_ERR_INPUT, "graph '%s': set input: bad node or slot", gname(g));
+    wm_arena *a = &g->model->arena;
+    while (n->n_input <= slot) {
+        char **s = wm_vec_push(a, &n->input, &n->n_input, sizeof *s);
+        if (!s) return nomem(err);
+        *s = (char *)"";
+    }
+    if (is_name(n->input[slot])) {
+        wm_value *old = map_get(&g->values, n->input[slot]);
+        if (old) use_drop(old, n, (int32_t)slot);
+    }
+    if (!is_name(name)) {
+        n->input[slot] = (char *)"";
+        return WM_OK;
+    }
+    wm_value *v = val_intern_copy(g, name);
+    if (!v || use_add(g, v, n, (int32_t)slot)) return nomem(err);
+    n->input[slot] = v->name;
+    return WM_OK;
+}

@@ -216,4 +216,13 @@ wm_status wm_graph_check(const wm_graph *g, wm_error *err);
  */
 wm_status wm_graph_add_initializer_tensor(wm_graph *g, wm_onnx_tensor *t, wm_error *err);
 
+/* ---------------------------------------------------------------- rewiring (optimizer) */
+
+/*
+ * Points input slot of node n at value name (NULL or "": an omitted
+ * optional input), keeping the index current; slots past the end are
+ * added as omitted inputs. The name is copied when new.
+ */
+wm_status wm_graph_set_input(wm_graph *g, wm_onnx_node *n, size_t slot, const char *name, wm_error *err);
+
 #endif

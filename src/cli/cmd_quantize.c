@@ -1,0 +1,305 @@
+/*
+ * cmd_quantize.c - `winml quantize -m IN.onnx -o OUT.onnx -p fp16|int8|int8-static|w8a16|int4 ...`:
+ * precision conversion with the recipe's quant fields as flags; large models
+ * are streamed tensor by tensor (mmap'd weights in, quantized bytes out).
+ */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "onnx/dtype.h"
+#include "onnx/onnx_model.h"
+#include "opt/quant.h"
+#include "opt/quant_calib.h"
+
+static void help(void) {
+    printf("usage: winml quantize -m IN.onnx -o OUT.onnx -p fp16|int8|int8-static|w8a16|int4 [options]\n\n"
+           "  -p fp16          weights and compute in float16 (--keep-io-types, --op-block-list A,B)\n"
+           "  -p int8          dynamic: DynamicQuantizeLinear + MatMulInteger, int8 weights\n"
+           "  -p int8-static   QDQ: uint8 activations from calibrated ranges, int8 weights\n"
+           "  -p w8a16         QDQ with uint16 activations (NPUs)\n"
+           "  -p int4          weight-only RTN blocks -> MatMulNBits (--block-size 32|64|128, --bits 4|8)\n"
+           "options:\n"
+           "  --block-size N   int4 block (power of two >= 16, default 32)\n"
+           "  --symmetric / --asymmetric   weights (default: symmetric int8, asymmetric int4)\n"
+           "  --per-channel    int8 weight scales per output channel\n"
+           "  --reduce-range   7-bit int8 weights (u8s8 MatMulInteger saturates on x86 CPUs without VNNI)\n"
+           "  --weight-type int8|uint8, --activation-type uint8|int8|uint16|int16\n"
+           "  --ranges FILE    static: activation ranges as JSON {\"value\": [min, max], ...}\n"
+           "  --calib-data DIR static: collected activations (DIR/manifest.json: {\"value\": [\"file.f32\", ...]})\n"
+           "  --method minmax|entropy|percentile  --percentile P  --samples N   calibration of --calib-data\n"
+           "  --op-types A,B   op types to quantize (default MatMul[,Gemm]); --exclude NODE,...\n"
+           "  --int8-nodes N,...  MatMuls (node or weight names) kept at 8 bits in int4 mode (e.g. lm_head)\n"
+           "  --accuracy-level N  MatMulNBits accuracy_level (0: omitted)\n"
+           "  --stream auto|on|off  compute quantized weights while writing (auto: weights over 100 MiB)\n"
+           "  -f json, --report FILE (JSON report), -q\n"
+           "The model must be a valid ONNX file; weights over 1 KiB go to OUT.onnx.data when streaming or\n"
+           "when the model is over 100 MiB.\n");
+}
+
+typedef struct list {
+    const char *v[256];
+    size_t n;
+    char *buf;
+} list;
+
+/* Splits s on commas into l (s copied); -1 when more than 256 items or OOM. */
+static int split(list *l, const char *s) {
+    free(l->buf);
+    l->n = 0;
+    if (!(l->buf = strdup(s))) return -1;
+    for (char *p = l->buf, *tok; (tok = strsep(&p, ","));) {
+        if (!*tok) continue;
+        if (l->n == 256) return -1;
+        l->v[l->n++] = tok;
+    }
+    return 0;
+}
+
+static int32_t dtype_arg(const char *s) {
+    if (!strcmp(s, "int8")) return WM_DT_INT8;
+    if (!strcmp(s, "uint8")) return WM_DT_UINT8;
+    if (!strcmp(s, "uint16")) return WM_DT_UINT16;
+    if (!strcmp(s, "int16")) return WM_DT_INT16;
+    return 0;
+}
+
+static uint64_t model_bytes(const wm_onnx_model *m) {
+    uint64_t n = m->file.size;
+    for (size_t i = 0; i < m->n_ext; i++) n += m->ext[i].map.size;
+    return n;
+}
+
+enum {
+    O_BLOCK = 256, O_SYM, O_ASYM, O_PERCH, O_WTYPE, O_ATYPE, O_RANGES, O_CALIB, O_METHOD, O_PCT, O_SAMPLES,
+    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE
+};
+
+int wm_cmd_quantize(int argc, char **argv) {
+    wm_cli c;
+    wm_cli_init(&c, "winml quantize");
+    static const struct option longs[] = {
+        WM_CLI_COMMON_LONG,
+        {"precision", required_argument, 0, 'p'},     {"block-size", required_argument, 0, O_BLOCK},
+        {"symmetric", no_argument, 0, O_SYM},         {"asymmetric", no_argument, 0, O_ASYM},
+        {"per-channel", no_argument, 0, O_PERCH},     {"weight-type", required_argument, 0, O_WTYPE},
+        {"activation-type", required_argument, 0, O_ATYPE}, {"ranges", required_argument, 0, O_RANGES},
+        {"calib-data", required_argument, 0, O_CALIB}, {"method", required_argument, 0, O_METHOD},
+        {"percentile", required_argument, 0, O_PCT},  {"samples", required_argument, 0, O_SAMPLES},
+        {"op-types", required_argument, 0, O_OPTYPES}, {"exclude", required_argument, 0, O_EXCLUDE},
+        {"int8-nodes", required_argument, 0, O_INT8}, {"accuracy-level", required_argument, 0, O_ACC},
+        {"stream", required_argument, 0, O_STREAM},   {"keep-io-types", no_argument, 0, O_KEEPIO},
+        {"op-block-list", required_argument, 0, O_BLOCKLIST}, {"bits", required_argument, 0, O_BITS},
+        {"report", required_argument, 0, O_REPORT},   {"reduce-range", no_argument, 0, O_REDUCE},
+        {0, 0, 0, 0}};
+    const char *prec = NULL, *ranges_path = NULL, *calib_dir = NULL, *report = NULL, *stream = "auto";
+    const char *method = "minmax";
+    int sym = -1, perch = 0, keep_io = 0, bits = 4, samples = 0, reduce = 0;
+    double pct = 99.999;
+    int64_t block = 32, acc = 0;
+    int32_t wtype = WM_DT_INT8, atype = 0;
+    list optypes = {{0}, 0, NULL}, exclude = {{0}, 0, NULL}, int8n = {{0}, 0, NULL}, blocklist = {{0}, 0, NULL};
+    int have_blocklist = 0, rc = WM_EXIT_ERROR, opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "p:", longs, NULL)) != -1) {
+        char *end = NULL;
+        switch (opt) {
+        case 'h': help(); rc = WM_EXIT_OK; goto out;
+        case 'p': prec = optarg; break;
+        case O_BLOCK:
+            block = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || block < 16 || (block & (block - 1))) {
+                wm_cli_usage_error(&c, "--block-size: '%s' is not a power of two >= 16", optarg);
+                goto out;
+            }
+            break;
+        case O_BITS:
+            bits = (int)strtol(optarg, &end, 10);
+            if (*end || (bits != 4 && bits != 8)) {
+                wm_cli_usage_error(&c, "--bits: 4 or 8, not '%s'", optarg);
+                goto out;
+            }
+            break;
+        case O_SYM: sym = 1; break;
+        case O_ASYM: sym = 0; break;
+        case O_PERCH: perch = 1; break;
+        case O_REDUCE: reduce = 1; break;
+        case O_KEEPIO: keep_io = 1; break;
+        case O_WTYPE:
+        case O_ATYPE: {
+            int32_t dt = dtype_arg(optarg);
+            if (!dt) {
+                wm_cli_usage_error(&c, "%s: unknown type '%s'", opt == O_WTYPE ? "--weight-type" : "--activation-type",
+                                   optarg);
+                goto out;
+            }
+            if (opt == O_WTYPE) wtype = dt;
+            else atype = dt;
+            break;
+        }
+        case O_RANGES: ranges_path = optarg; break;
+        case O_CALIB: calib_dir = optarg; break;
+        case O_METHOD:
+            if (strcmp(optarg, "minmax") && strcmp(optarg, "entropy") && strcmp(optarg, "percentile")) {
+                wm_cli_usage_error(&c, "--method: minmax, entropy or percentile, not '%s'", optarg);
+                goto out;
+            }
+            method = optarg;
+            break;
+        case O_PCT:
+            pct = strtod(optarg, &end);
+            if (!*optarg || *end || pct <= 0 || pct > 100) {
+                wm_cli_usage_error(&c, "--percentile: a number in (0, 100], not '%s'", optarg);
+                goto out;
+            }
+            break;
+        case O_SAMPLES:
+            samples = (int)strtol(optarg, &end, 10);
+            if (!*optarg || *end || samples < 0) {
+                wm_cli_usage_error(&c, "--samples: not a count '%s'", optarg);
+                goto out;
+            }
+            break;
+        case O_ACC:
+            acc = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || acc < 0 || acc > 4) {
+                wm_cli_usage_error(&c, "--accuracy-level: 0..4, not '%s'", optarg);
+                goto out;
+            }
+            break;
+        case O_STREAM:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                wm_cli_usage_error(&c, "--stream: auto, on or off, not '%s'", optarg);
+                goto out;
+            }
+            stream = optarg;
+            break;
+        case O_OPTYPES:
+        case O_EXCLUDE:
+        case O_INT8:
+        case O_BLOCKLIST: {
+            list *l = opt == O_OPTYPES ? &optypes : opt == O_EXCLUDE ? &exclude : opt == O_INT8 ? &int8n : &blocklist;
+            if (opt == O_BLOCKLIST) have_blocklist = 1;
+            if (split(l, optarg)) {
+                wm_cli_usage_error(&c, "too many names in '%s'", optarg);
+                goto out;
+            }
+            break;
+        }
+        case O_REPORT: report = optarg; break;
+        default:
+            if ((rc = wm_cli_other_opt(&c, opt, optarg, argv))) goto out;
+            rc = WM_EXIT_ERROR;
+        }
+    }
+    if (optind < argc) {
+        wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
+        goto out;
+    }
+    const char *out = c.out;
+    c.out = report;
+    wm_quant_mode mode = wm_quant_mode_parse(prec);
+    if (!prec || !mode) {
+        wm_cli_usage_error(&c, "-p: one of fp16, int8, int8-static, w8a16, int4 is required%s%s%s", prec ? " (got '" : "",
+                           prec ? prec : "", prec ? "')" : "");
+        goto out;
+    }
+    if (!c.model || !out) {
+        wm_cli_usage_error(&c, "-m IN.onnx and -o OUT.onnx are required");
+        goto out;
+    }
+    int is_static = mode == WM_QUANT_INT8_STATIC || mode == WM_QUANT_W8A16;
+    if (is_static && !ranges_path && !calib_dir) {
+        wm_cli_usage_error(&c, "-p %s needs activation ranges: --ranges FILE or --calib-data DIR", prec);
+        goto out;
+    }
+    wm_quant_config cfg;
+    wm_quant_config_default(&cfg, mode);
+    if (sym >= 0) cfg.symmetric = sym;
+    cfg.per_channel = perch;
+    cfg.reduce_range = reduce;
+    cfg.keep_io_types = keep_io;
+    cfg.bits = bits;
+    cfg.block_size = block;
+    cfg.accuracy_level = acc;
+    cfg.weight_type = wtype;
+    if (atype) cfg.activation_type = atype;
+    cfg.op_types = optypes.v;
+    cfg.n_op_types = optypes.n;
+    cfg.exclude = exclude.v;
+    cfg.n_exclude = exclude.n;
+    cfg.int8_nodes = int8n.v;
+    cfg.n_int8_nodes = int8n.n;
+    cfg.op_block = blocklist.v;
+    cfg.n_op_block = blocklist.n;
+    cfg.op_block_given = have_blocklist;
+
+    wm_error err = {0};
+    wm_onnx_model *m = NULL;
+    wm_graph *g = NULL;
+    wm_quant_plan *plan = NULL;
+    wm_calib_ranges rg = {0};
+    wm_quant_report rep;
+    memset(&rep, 0, sizeof rep);
+    if (ranges_path && wm_calib_ranges_load(ranges_path, &rg, &err)) goto fail;
+    if (calib_dir && wm_calib_from_dir(calib_dir, method, pct, samples, &rg, &err)) goto fail;
+    cfg.ranges = rg.v;
+    cfg.n_ranges = rg.n;
+    if (wm_onnx_load(c.model, &m, &err) || wm_graph_open(m, m->proto->graph, &g, &err)) goto fail;
+    int streamed = !strcmp(stream, "on") || (!strcmp(stream, "auto") && model_bytes(m) > (100ull << 20));
+    if (wm_quant_run(g, &cfg, &rep, streamed ? &plan : NULL, &err)) goto fail;
+    if (wm_graph_check(g, &err)) {
+        err.status = WM_ERR_INTERNAL;
+        goto fail;
+    }
+    if (streamed ? wm_quant_save(g, plan, out, &err) : wm_onnx_save(m, out, NULL, &err)) goto fail;
+    wm_json j;
+    wm_json_init(&j);
+    wm_json_obj(&j, NULL);
+    wm_json_str(&j, "model", c.model);
+    wm_json_str(&j, "output", out);
+    wm_json_str(&j, "precision", wm_quant_mode_name(mode));
+    wm_json_bool(&j, "streamed", streamed);
+    wm_json_obj(&j, "report");
+    wm_json_uint(&j, "nodes_before", rep.nodes_before);
+    wm_json_uint(&j, "nodes_after", rep.nodes_after);
+    wm_json_uint(&j, "quantized", rep.quantized);
+    wm_json_uint(&j, "skipped", rep.skipped);
+    wm_json_uint(&j, "casts", rep.casts);
+    wm_json_uint(&j, "weight_bytes_before", rep.weight_bytes_before);
+    wm_json_uint(&j, "weight_bytes_after", rep.weight_bytes_after);
+    wm_json_uint(&j, "peak_rss_bytes", wm_peak_rss_bytes());
+    wm_json_obj_end(&j);
+    wm_json_obj_end(&j);
+    if (c.json) rc = wm_cli_emit(&c, NULL, &j);
+    else {
+        rc = wm_cli_opt_write_json(&c, &j);
+        if (rc == WM_EXIT_OK && !c.quiet)
+            printf("%s -> %s (%s%s): %zu nodes quantized, %zu skipped, %zu casts; nodes %zu -> %zu; weights %.1f -> "
+                   "%.1f MiB; peak RSS %.1f MiB\n",
+                   c.model, out, wm_quant_mode_name(mode), streamed ? ", streamed" : "", rep.quantized, rep.skipped,
+                   rep.casts, rep.nodes_before, rep.nodes_after, rep.weight_bytes_before / 1048576.0,
+                   rep.weight_bytes_after / 1048576.0, wm_peak_rss_bytes() / 1048576.0);
+    }
+    wm_json_free(&j);
+    goto done;
+fail:
+    rc = wm_cli_fail(&c, &err);
+done:
+    wm_calib_ranges_free(&rg);
+    wm_quant_plan_free(plan);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+out:
+    free(optypes.buf);
+    free(exclude.buf);
+    free(int8n.buf);
+    free(blocklist.buf);
+    return rc;
+}

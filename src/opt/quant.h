@@ -1,0 +1,109 @@
+/*
+ * quant.h - precision conversion: fp16, int8 (dynamic MatMulInteger, static
+ * QDQ with given activation ranges, w8a16) and int4/int8 weight-only RTN
+ * (MatMulNBits, com.microsoft), with a streaming save for large models.
+ *
+ * wm_quant_run rewrites a graph in place. New weight tensors are either
+ * computed at once into the model arena (plan == NULL), or deferred: the
+ * graph then references tensors whose bytes are produced one at a time by
+ * wm_quant_save, which writes them straight to the data file, so a model
+ * whose weights are mmap'd quantizes within a small resident set.
+ *
+ * Calibration for static QDQ is separate (quant_calib.h): ranges come in
+ * as (value name, min, max) pairs from whatever ran the model.
+ */
+#ifndef WM_OPT_QUANT_H
+#define WM_OPT_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onnx/graph.h"
+
+typedef enum wm_quant_mode {
+    WM_QUANT_FP16 = 1,      /* weights and compute in float16 */
+    WM_QUANT_INT8_DYNAMIC,  /* DynamicQuantizeLinear + MatMulInteger, int8 weights */
+    WM_QUANT_INT8_STATIC,   /* QDQ: uint8/int8 activations from calibrated ranges, int8 weights */
+    WM_QUANT_W8A16,         /* QDQ: uint16 activations, int8 weights (NPUs) */
+    WM_QUANT_INT4           /* weight-only RTN blocks -> MatMulNBits */
+} wm_quant_mode;
+
+typedef struct wm_quant_range {
+    const char *name; /* a value of the graph */
+    float lo, hi;
+} wm_quant_range;
+
+typedef struct wm_quant_config {
+    wm_quant_mode mode;
+    /* selection */
+    const char *const *op_types; size_t n_op_types; /* ops to quantize (default MatMul, and Gemm for int8) */
+    const char *const *exclude; size_t n_exclude;   /* node names left as they are */
+    /* fp16 */
+    int keep_io_types;                              /* float32 graph inputs/outputs stay float32 */
+    const char *const *op_block; size_t n_op_block; /* ops kept in float32 */
+    int op_block_given;                             /* 1: op_block replaces the default list */
+    /* int8 */
+    int per_channel;        /* weight scales per output column */
+    int symmetric;          /* symmetric weights (int8 zero point 0; int4 no zero points) */
+    int act_symmetric;      /* static: symmetric activations (int8) */
+    int reduce_range;       /* 7-bit weights: avoids u8s8 saturation on x86 without VNNI */
+    int32_t weight_type;    /* WM_DT_INT8 (default) or WM_DT_UINT8 */
+    int32_t activation_type;/* static: WM_DT_UINT8 (default), WM_DT_INT8, WM_DT_UINT16 (w8a16), WM_DT_INT16 */
+    const wm_quant_range *ranges; size_t n_ranges;  /* static: activation ranges by value */
+    /* int4 RTN */
+    int bits;               /* 4 (default) or 8 */
+    int64_t block_size;     /* power of two >= 16 (default 32) */
+    int64_t accuracy_level; /* MatMulNBits accuracy_level attribute; 0: omitted */
+    const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul node names (or weight names) kept at 8 bits */
+} wm_quant_config;
+
+typedef struct wm_quant_report {
+    size_t nodes_before, nodes_after;
+    size_t quantized;       /* nodes converted */
+    size_t skipped;         /* candidates left as they are (no constant weight, excluded, ...) */
+    size_t casts;           /* Cast nodes added (fp16) */
+    uint64_t weight_bytes_before, weight_bytes_after;
+} wm_quant_report;
+
+typedef struct wm_quant_plan wm_quant_plan;
+
+/* Defaults for mode (block 32, symmetric int8 weights, uint8 activations, ...). */
+void wm_quant_config_default(wm_quant_config *c, wm_quant_mode mode);
+
+/*
+ * Quantizes g as c says. plan NULL: new tensors are computed now (model
+ * arena). plan non-NULL: *plan receives the deferred work (free with
+ * wm_quant_plan_free after wm_quant_save). r may be NULL.
+ */
+wm_status wm_quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan **plan,
+                       wm_error *err);
+
+/*
+ * Writes g's model to path with every tensor of at least 1 KiB in
+ * "<file>.data", computing deferred tensors one at a time and releasing the
+ * source pages of mmap'd weights as they are read. Temporary names, renamed
+ * on success. plan may be NULL. The model must not be used afterwards
+ * except to free it (its tensors now reference the new data file).
+ */
+wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, wm_error *err);
+
+void wm_quant_plan_free(wm_quant_plan *p);
+
+/* "fp16", "int8", "int8-static"/"qdq", "w8a16", "int4" -> mode; 0 when unknown. */
+wm_quant_mode wm_quant_mode_parse(const char *s);
+const char *wm_quant_mode_name(wm_quant_mode m);
+
+/* ------------------------------------------------------------ block quantization (MatMulNBits layout) */
+
+/*
+ * Quantizes w [K, N] (row-major floats, column n = output n) in blocks of
+ * bs rows per column, the way onnxruntime's MatMulNBits expects:
+ * q [N, ceil(K/bs), bs*bits/8] packed low nibble first, scales [N, ceil(K/bs)],
+ * zero points [N, ceil(ceil(K/bs)*bits/8)] packed (asymmetric only; NULL for
+ * symmetric, whose implicit zero point is 2^(bits-1)). Padding rows quantize
+ * to the zero point. bits 4 or 8.
+ */
+void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
+                     float *scales, uint8_t *zp);
+
+#endif

@@ -1,0 +1,76 @@
+/* quant_impl.h - what the quantization modules share (internal). */
+#ifndef WM_OPT_QUANT_IMPL_H
+#define WM_OPT_QUANT_IMPL_H
+
+#include "opt/opt_util.h"
+#include "opt/quant.h"
+#include "opt/shape.h"
+#include "onnx/onnx_model.h"
+
+enum { WM_QJOB_NBITS = 1, WM_QJOB_TO_F16, WM_QJOB_INT8W };
+
+/*
+ * One deferred computation: reads src, produces the bytes of dst[0..n_dst).
+ *  NBITS:  dst = packed weights, scales, [zero points]   (K, N, bs, bits, sym, scale_dtype)
+ *  TO_F16: dst = src converted to float16 (clamped to +-65504)
+ *  INT8W:  dst = quantized weight, scale(s), [zero point(s)] (K, N, per_channel, sym, qtype, trans)
+ */
+typedef struct wm_qjob {
+    int kind;
+    const wm_onnx_model *m;   /* owner of src's mapping (pages released while reading) */
+    const wm_onnx_tensor *src;
+    wm_onnx_tensor *dst[3];
+    size_t n_dst;
+    int64_t K, N, bs;
+    int bits, sym, per_channel, trans, reduce;
+    int32_t scale_dtype, qtype;
+} wm_qjob;
+
+struct wm_quant_plan {
+    wm_qjob *jobs;
+    size_t n, cap;
+};
+
+/* The sizes (bytes) of job j's outputs into sz[0..n_dst). */
+void wm_qjob_sizes(const wm_qjob *j, uint64_t *sz);
+
+/*
+ * Runs job j: out[i] receive malloc'ed buffers of wm_qjob_sizes bytes
+ * (caller frees). src bytes may be released from memory as they are read
+ * (release != 0: madvise on mapped file ranges).
+ */
+wm_status wm_qjob_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err);
+
+/*
+ * Adds the job's output tensors as initializers (names, dtypes, dims given)
+ * and either runs the job now (plan NULL: bytes copied into the arena) or
+ * records it in plan (tensors left without bytes until wm_quant_save).
+ */
+typedef struct wm_qout {
+    const char *name;
+    int32_t dtype;
+    int64_t dims[4];
+    size_t rank;
+} wm_qout;
+wm_status wm_qjob_submit(wm_graph *g, wm_quant_plan *plan, wm_qjob *j, const wm_qout *outs, wm_error *err);
+
+/* Releases the pages of p[0..n) when they lie in one of m's file mappings (no-op otherwise). */
+void wm_quant_release(const wm_onnx_model *m, const void *p, size_t n);
+
+/* 1 when node n is selected by c (op type listed, not excluded by name). */
+int wm_quant_selected(const wm_quant_config *c, const wm_onnx_node *n, const char *const *dflt, size_t n_dflt);
+/* 1 when name is listed in v[0..n). */
+int wm_quant_listed(const char *const *v, size_t n, const char *name);
+
+/* Passes */
+wm_status wm_quant_fp16(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
+                        wm_error *err);
+wm_status wm_quant_int8(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
+                        wm_error *err);
+wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
+                         wm_error *err);
+
+/* Float32 view of a constant weight, row-major, as floats (decoded from f32/f16/bf16/f64); caller frees. */
+float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err);
+
+#endif

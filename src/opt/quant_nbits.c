@@ -1,0 +1,297 @@
+/*
+ * quant_nbits.c - weight-only round-to-nearest block quantization into
+ * MatMulNBits (com.microsoft): the block quantizer in onnxruntime's layout,
+ * and the pass turning MatMul(A, W const [K, N]) into MatMulNBits.
+ *
+ * Per column n and block of bs rows (values v of that block):
+ *   symmetric:  m = the one of (min, max) with the larger magnitude;
+ *               scale = -m / 2^(bits-1); zero point 2^(bits-1) (implicit)
+ *   asymmetric: lo = min(min, 0), hi = max(max, 0); scale = (hi-lo)/(2^bits-1);
+ *               zp = clamp(round(-lo/scale)) (0 when scale is 0)
+ *   q = clamp(round(v * (1/scale) + zp), 0, 2^bits-1)   (round half away from 0)
+ * Packed two 4-bit values per byte, the lower index in the low nibble.
+ * For float16 weights the scale is rounded to float16 before use.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/error.h"
+#include "onnx/dtype.h"
+#include "opt/quant_impl.h"
+
+static float round_scale(float s, int32_t scale_dtype) {
+    if (scale_dtype == WM_DT_FLOAT16) return wm_f16_to_f32(wm_f32_to_f16(s));
+    if (scale_dtype == WM_DT_BFLOAT16) return wm_bf16_to_f32(wm_f32_to_bf16(s));
+    return s;
+}
+
+/*
+ * One block row (rows [kb*bs, kb*bs + nrows) of all N columns, row-major) with a given scale
+ * rounding. Walks the rows in memory order (per-column state in scratch: 3*N floats + N ints),
+ * so a wide weight streams through the cache; each value sees the same arithmetic as the
+ * per-column definition above.
+ */
+static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, int64_t N, int64_t bs, int bits,
+                      int sym, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp, float *scratch) {
+    int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8, zp_cols = (nblk * bits + 7) / 8;
+    const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
+    float *mn = scratch, *mx = scratch + N, *rs = scratch + 2 * N;
+    int *zs = (int *)(scratch + 3 * N);
+    for (int64_t n = 0; n < N; n++) {
+        mn[n] = FLT_MAX;
+        mx[n] = -FLT_MAX;
+    }
+    for (int64_t r = 0; r < nrows; r++) {
+        const float *row = rows + r * N;
+        for (int64_t n = 0; n < N; n++) {
+            float v = row[n];
+            if (v < mn[n]) mn[n] = v;
+            if (v > mx[n]) mx[n] = v;
+        }
+    }
+    for (int64_t n = 0; n < N; n++) {
+        float scale, lo = mn[n], hi = mx[n];
+        int z;
+        if (sym) {
+            float m = fabsf(hi) > fabsf(lo) ? hi : lo;
+            scale = -m / (float)kmid;
+            z = kmid;
+        } else {
+            lo = lo < 0.0f ? lo : 0.0f;
+            hi = hi > 0.0f ? hi : 0.0f;
+            scale = (hi - lo) / (float)kmax;
+            float zf = scale != 0.0f ? 0.0f - lo / scale : lo;
+            z = !(zf >= 0.0f) ? 0 : zf > (float)kmax ? kmax : (int)roundf(zf);
+        }
+        scale = round_scale(scale, scale_dtype);
+        scales[n * nblk + kb] = scale;
+        if (zp) {
+            uint8_t *b = &zp[n * zp_cols + kb * bits / 8];
+            if (bits == 8) *b = (uint8_t)z;
+            else if (kb % 2 == 0) *b = (uint8_t)((*b & 0xf0) | z);
+            else *b = (uint8_t)((*b & 0x0f) | (z << 4));
+        }
+        rs[n] = scale != 0.0f ? 1.0f / scale : 0.0f;
+        zs[n] = z;
+        uint8_t *dst = &q[(n * nblk + kb) * blob]; /* padding rows past K hold the zero point */
+        for (int64_t r = nrows; r < bs; r++) {
+            if (bits == 8) dst[r] = (uint8_t)z;
+            else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | z);
+            else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (z << 4));
+        }
+    }
+    const int64_t tile = 64; /* columns per pass: their output blocks stay in cache across the rows */
+    for (int64_t n0 = 0; n0 < N; n0 += tile) {
+        int64_t n1 = n0 + tile < N ? n0 + tile : N;
+        for (int64_t r = 0; r < nrows; r++) {
+            const float *row = rows + r * N;
+            for (int64_t n = n0; n < n1; n++) {
+                float x = roundf(row[n] * rs[n] + (float)zs[n]);
+                int qi = x != x ? zs[n] : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x; /* NaN: the zero point */
+                uint8_t *dst = &q[(n * nblk + kb) * blob];
+                if (bits == 8) dst[r] = (uint8_t)qi;
+                else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | qi);
+                else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (qi << 4));
+            }
+        }
+    }
+}
+
+void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
+                     float *scales, uint8_t *zp) {
+    int64_t nblk = (K + bs - 1) / bs;
+    float *scratch = malloc((size_t)(4 * N) * sizeof *scratch);
+    if (!scratch) return; /* callers size N small; the streamed path checks its own allocation */
+    if (zp) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
+    for (int64_t kb = 0; kb < nblk; kb++) {
+        int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
+        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, WM_DT_FLOAT, q, scales, zp, scratch);
+    }
+    free(scratch);
+}
+
+/* ---------------------------------------------------------------- reading weights */
+
+void wm_quant_release(const wm_onnx_model *m, const void *p, size_t n) {
+    if (!m || !p || !n) return;
+    const uint8_t *a = p;
+    const wm_map *maps[65];
+    size_t k = 0;
+    maps[k++] = &m->file;
+    for (size_t i = 0; i < m->n_ext && k < 65; i++) maps[k++] = &m->ext[i].map;
+    for (size_t i = 0; i < k; i++) {
+        const wm_map *mp = maps[i];
+        if (!mp->data || a < mp->data || a + n > mp->data + mp->size) continue;
+        uintptr_t pg = 4096, lo = ((uintptr_t)a + pg - 1) / pg * pg, hi = ((uintptr_t)a + n) / pg * pg;
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        return;
+    }
+}
+
+/* Element i of a raw float tensor of dtype dt (unaligned-safe). */
+static float load_elem(const uint8_t *p, int32_t dt, uint64_t i) {
+    switch (dt) {
+    case WM_DT_FLOAT: {
+        float f;
+        memcpy(&f, p + i * 4, 4);
+        return f;
+    }
+    case WM_DT_FLOAT16: {
+        uint16_t h;
+        memcpy(&h, p + i * 2, 2);
+        return wm_f16_to_f32(h);
+    }
+    case WM_DT_BFLOAT16: {
+        uint16_t h;
+        memcpy(&h, p + i * 2, 2);
+        return wm_bf16_to_f32(h);
+    }
+    case WM_DT_DOUBLE: {
+        double d;
+        memcpy(&d, p + i * 8, 8);
+        return (float)d;
+    }
+    default: return 0;
+    }
+}
+
+/* Rows [r0, r0+nr) of a 2-D float tensor of N columns into dst (floats); releases the source range. */
+static wm_status read_rows(const wm_onnx_model *m, const wm_onnx_tensor *t, int64_t r0, int64_t nr, int64_t N,
+                           float *dst, int release, wm_error *err) {
+    wm_bytes b = wm_onnx_tensor_bytes(t);
+    size_t es = wm_ct_elem_size(t->data_type);
+    uint64_t first = (uint64_t)(r0 * N), count = (uint64_t)(nr * N);
+    if (!b.p || (first + count) * es > b.n)
+        return wm_err(err, WM_ERR_INPUT, "tensor '%s': its data is missing or short", t->name ? t->name : "");
+    const uint8_t *p = b.p + first * es;
+    if (t->data_type == WM_DT_FLOAT) memcpy(dst, p, (size_t)count * 4);
+    else
+        for (uint64_t i = 0; i < count; i++) dst[i] = load_elem(p, t->data_type, i);
+    if (release) wm_quant_release(m, p, (size_t)(count * es));
+    return WM_OK;
+}
+
+float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err) {
+    uint64_t n = 1;
+    for (size_t i = 0; i < t->n_dims; i++) n *= (uint64_t)t->dims[i];
+    float *w = malloc((size_t)(n ? n : 1) * sizeof *w);
+    if (!w) {
+        wm_err(err, WM_ERR_NOMEM, "out of memory reading '%s'", t->name ? t->name : "");
+        return NULL;
+    }
+    if (read_rows(m, t, 0, 1, (int64_t)n, w, release, err)) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* ---------------------------------------------------------------- the NBITS job */
+
+void wm_qjob_nbits_sizes(const wm_qjob *j, uint64_t *sz);
+void wm_qjob_nbits_sizes(const wm_qjob *j, uint64_t *sz) {
+    uint64_t nblk = (uint64_t)((j->K + j->bs - 1) / j->bs);
+    sz[0] = (uint64_t)j->N * nblk * (uint64_t)(j->bs * j->bits / 8);
+    sz[1] = (uint64_t)j->N * nblk * wm_ct_elem_size(j->scale_dtype);
+    sz[2] = j->sym ? 0 : (uint64_t)j->N * ((nblk * (uint64_t)j->bits + 7) / 8);
+}
+
+wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err);
+wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err) {
+    int64_t K = j->K, N = j->N, bs = j->bs, nblk = (K + bs - 1) / bs;
+    float *rows = malloc((size_t)(bs * N) * sizeof *rows), *sc = malloc((size_t)(nblk * N) * sizeof *sc);
+    float *scratch = malloc((size_t)(4 * N) * sizeof *scratch);
+    if (!rows || !sc || !scratch) {
+        free(rows);
+        free(sc);
+        free(scratch);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
+    }
+    if (out[2]) memset(out[2], 0, (size_t)(N * ((nblk * j->bits + 7) / 8)));
+    wm_status s = WM_OK;
+    for (int64_t kb = 0; kb < nblk && !s; kb++) {
+        int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
+        if ((s = read_rows(j->m, j->src, r0, nr, N, rows, release, err))) break;
+        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->scale_dtype, out[0], sc, out[2], scratch);
+    }
+    for (int64_t i = 0; !s && i < nblk * N; i++) {
+        if (j->scale_dtype == WM_DT_FLOAT) memcpy(out[1] + i * 4, &sc[i], 4);
+        else {
+            uint16_t h = j->scale_dtype == WM_DT_FLOAT16 ? wm_f32_to_f16(sc[i]) : wm_f32_to_bf16(sc[i]);
+            memcpy(out[1] + i * 2, &h, 2);
+        }
+    }
+    free(rows);
+    free(sc);
+    free(scratch);
+    return s;
+}
+
+/* ---------------------------------------------------------------- the pass */
+
+static const char *const NBITS_DEFAULT_OPS[] = {"MatMul"};
+
+/* Is this MatMul to keep at 8 bits (listed by node name or weight name)? */
+static int wants_8bit(const wm_quant_config *c, const wm_onnx_node *n) {
+    return (n->name && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, n->name)) ||
+           (wm_opt_in(n, 1) && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, n->input[1]));
+}
+
+static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
+                           wm_onnx_node *n, wm_error *err) {
+    const char *a = wm_opt_in(n, 0), *w = wm_opt_in(n, 1);
+    const wm_onnx_tensor *t = w ? wm_graph_constant(g, w) : NULL;
+    int32_t dt = t ? t->data_type : 0;
+    if (!a || !t || t->n_dims != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16 && dt != WM_DT_BFLOAT16) ||
+        t->dims[0] <= 0 || t->dims[1] <= 0) {
+        r->skipped++;
+        return WM_OK;
+    }
+    int bits = wants_8bit(c, n) ? 8 : c->bits;
+    wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, t->dims[0], t->dims[1], c->block_size, bits,
+                 c->symmetric, 0, 0, 0, dt, 0};
+    int64_t nblk = (j.K + j.bs - 1) / j.bs;
+    char nm[3][256];
+    snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
+    snprintf(nm[1], sizeof nm[1], "%s_scales", w);
+    snprintf(nm[2], sizeof nm[2], "%s_zero_points", w);
+    wm_qout outs[3] = {{wm_opt_name_exact(g, nm[0]), WM_DT_UINT8, {j.N, nblk, j.bs * bits / 8}, 3},
+                       {wm_opt_name_exact(g, nm[1]), dt, {j.N, nblk}, 2},
+                       {wm_opt_name_exact(g, nm[2]), WM_DT_UINT8, {j.N, (nblk * bits + 7) / 8}, 2}};
+    if (!outs[0].name || !outs[1].name || !outs[2].name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    j.n_dst = c->symmetric ? 2 : 3;
+    wm_status s = wm_qjob_submit(g, plan, &j, outs, err);
+    if (s) return s;
+    const char *in[4] = {a, outs[0].name, outs[1].name, outs[2].name}, *out[1] = {n->output[0]};
+    char name[256];
+    snprintf(name, sizeof name, "%s_Q%d", n->name ? n->name : "MatMul", bits);
+    if (wm_graph_remove_node(g, n, err)) return err->status;
+    wm_onnx_node *f = wm_graph_add_node(g, "MatMulNBits", "com.microsoft", wm_graph_unique_name(g, name), in,
+                                        c->symmetric ? 3 : 4, out, 1, err);
+    if (!f || wm_graph_set_attr_int(g, f, "K", j.K, err) || wm_graph_set_attr_int(g, f, "N", j.N, err) ||
+        wm_graph_set_attr_int(g, f, "bits", bits, err) || wm_graph_set_attr_int(g, f, "block_size", j.bs, err) ||
+        (c->accuracy_level && wm_graph_set_attr_int(g, f, "accuracy_level", c->accuracy_level, err)))
+        return err->status ? err->status : WM_ERR_NOMEM;
+    r->quantized++;
+    return WM_OK;
+}
+
+wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
+                         wm_error *err) {
+    if (c->bits != 4 && c->bits != 8) return wm_err(err, WM_ERR_USAGE, "weight-only quantization: bits must be 4 or 8");
+    if (c->block_size < 16 || (c->block_size & (c->block_size - 1)))
+        return wm_err(err, WM_ERR_USAGE, "block size %lld: must be a power of two >= 16", (long long)c->block_size);
+    size_t n;
+    wm_onnx_node **v = wm_opt_snapshot(g, &n, err);
+    if (!v) return WM_ERR_NOMEM;
+    wm_status s = WM_OK;
+    for (size_t i = 0; i < n && !s; i++)
+        if (wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 1)) s = nbits_one(g, c, r, plan, v[i], err);
+    free(v);
+    if (!s) s = wm_opt_need_opset(g, "com.microsoft", 1, err);
+    return s;
+}

@@ -1,0 +1,328 @@
+"""winml quantize against onnxruntime: int4 MatMulNBits bit-identical to onnxruntime's own quantizer and
+dequantizing to the naive numpy reference; fp16, int8 dynamic, static QDQ and w8a16 on tiny exports compared
+with float32 in onnxruntime (SQNR in numpy); calibrators against onnxruntime's calibration collectors."""
+import copy
+import json
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import opt_models as M
+import oracle_util as U
+
+
+@pytest.fixture(scope="module")
+def opttool(build_dir):
+    p = U.binary(build_dir, "wm_opttool")
+    if not os.access(p, os.X_OK):
+        pytest.fail(f"wm_opttool not found at {p}", pytrace=False)
+    return p
+
+
+def quantize(winml, src, dst, *args):
+    r = U.run([winml, "quantize", "-m", src, "-o", dst, "-f", "json", *args])
+    assert r.returncode == 0, U.describe(r)
+    return json.loads(r.stdout)["report"]
+
+
+def matmul_model(path, w, dtype=T.FLOAT):
+    k, n = w.shape
+    g = h.make_graph([h.make_node("MatMul", ["x", "W"], ["y"], name="mm")], "g",
+                     [h.make_tensor_value_info("x", dtype, [None, k])], [h.make_tensor_value_info("y", dtype, [None, n])],
+                     [nh.from_array(w, "W")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    onnx.save(m, path)
+    return m
+
+
+def tensors(model):
+    return {i.name: nh.to_array(i) for i in model.graph.initializer}
+
+
+def naive_dequant(q, scales, zp, k, bs, bits):
+    """Unpacks MatMulNBits tensors the slow, obvious way: returns W [K, N]."""
+    n, nblk, _ = q.shape
+    out = np.zeros((n, nblk * bs), np.float32)
+    for col in range(n):
+        for b in range(nblk):
+            vals = []
+            for byte in q[col, b]:
+                vals += [int(byte) & 15, int(byte) >> 4] if bits == 4 else [int(byte)]
+            if zp is None:
+                z = 1 << (bits - 1)
+            else:
+                zb = int(zp[col, b // 2] if bits == 4 else zp[col, b])
+                z = (zb >> (4 * (b % 2))) & 15 if bits == 4 else zb
+            out[col, b * bs:(b + 1) * bs] = (np.array(vals, np.float32) - z) * scales[col, b]
+    return out[:, :k].T
+
+
+@pytest.mark.parametrize("sym", (True, False))
+@pytest.mark.parametrize("bs", (32, 64, 128))
+def test_int4_matches_onnxruntime_quantizer(winml, tmp_path, bs, sym):
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    rng = np.random.default_rng(bs + sym)
+    w = (rng.standard_normal((256, 40)) * rng.uniform(0.1, 3, 40)).astype(np.float32)
+    src, dst = str(tmp_path / "mm.onnx"), str(tmp_path / "q.onnx")
+    model = matmul_model(src, w)
+    rep = quantize(winml, src, dst, "-p", "int4", "--block-size", str(bs), "--symmetric" if sym else "--asymmetric")
+    assert rep["quantized"] == 1
+    ours = onnx.load(dst)
+    q = MatMulNBitsQuantizer(copy.deepcopy(model), algo_config=DefaultWeightOnlyQuantConfig(block_size=bs,
+                                                                                          is_symmetric=sym))
+    q.process()
+    ref = q.model.model
+    node, rnode = ours.graph.node[0], ref.graph.node[0]
+    assert (node.op_type, node.domain) == ("MatMulNBits", "com.microsoft")
+    attrs = {a.name: a.i for a in node.attribute}
+    rattrs = {a.name: a.i for a in rnode.attribute}
+    assert {k: attrs[k] for k in ("K", "N", "bits", "block_size")} == {k: rattrs[k] for k in ("K", "N", "bits",
+                                                                                               "block_size")}
+    ot, rt = tensors(ours), tensors(ref)
+    for slot in range(1, len(rnode.input)):
+        a, b = ot[node.input[slot]], rt[rnode.input[slot]]
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), f"input {slot} differs"
+    assert len(node.input) == len(rnode.input)
+    # onnxruntime's MatMulNBits result equals x @ the naive dequantization of our tensors
+    wd = naive_dequant(ot[node.input[1]], ot[node.input[2]], ot[node.input[3]] if not sym else None, 256, bs, 4)
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    y = M.run_model(dst, {"x": x})[0]
+    np.testing.assert_allclose(y, x @ wd, rtol=1e-4, atol=1e-4)
+
+
+def test_int4_padded_k_and_fp16_and_8bit(winml, tmp_path):
+    rng = np.random.default_rng(5)
+    for k, dt, bits in ((200, np.float32, 4), (96, np.float16, 4), (128, np.float32, 8)):
+        w = rng.standard_normal((k, 24)).astype(dt)
+        src, dst = str(tmp_path / "mm.onnx"), str(tmp_path / "q.onnx")
+        matmul_model(src, w, T.FLOAT16 if dt == np.float16 else T.FLOAT)
+        quantize(winml, src, dst, "-p", "int4", "--block-size", "32", "--asymmetric", "--bits", str(bits))
+        m = onnx.load(dst)
+        node, t = m.graph.node[0], tensors(m)
+        assert {a.name: a.i for a in node.attribute}["bits"] == bits
+        wd = naive_dequant(t[node.input[1]], t[node.input[2]].astype(np.float32), t[node.input[3]], k, 32, bits)
+        x = rng.standard_normal((2, k)).astype(dt)
+        y = M.run_model(dst, {"x": x})[0].astype(np.float32)
+        ref = x.astype(np.float32) @ wd
+        tol = 2e-2 if dt == np.float16 else 1e-4
+        np.testing.assert_allclose(y, ref, rtol=tol, atol=tol * np.abs(ref).max())
+        err = np.abs(wd - w.astype(np.float32)).max()
+        assert err <= np.abs(w).max() / (15 if bits == 4 else 255) * 1.01, err
+
+
+def decoder_metrics(src, dst):
+    """SQNR of logits and top-1 agreement over the three decoding regimes."""
+    sq, agree, total = [], 0, 0
+    for i, (b, s, p) in enumerate(((2, 5, 0), (2, 1, 6), (1, 3, 4))):
+        f = M.decoder_feeds(src, b, s, p, seed=10 + i)
+        ref, got = M.run_model(src, f)[0], M.run_model(dst, f)[0]
+        sq.append(M.sqnr_db(ref, got))
+        agree += int((ref.argmax(-1) == got.argmax(-1)).sum())
+        total += ref.shape[0] * ref.shape[1]
+    return min(sq), agree / total
+
+
+@pytest.mark.parametrize("prec,args,min_sqnr", (("int4", ("--block-size", "32"), 12.0),
+                                                 ("int4", ("--block-size", "32", "--symmetric"), 10.0),
+                                                 ("int8", (), 25.0)))
+def test_decoder_quantized(winml, tmp_path, prec, args, min_sqnr):
+    src = M.export("qwen2", "dyn")
+    opt, dst = str(tmp_path / "o.onnx"), str(tmp_path / "q.onnx")
+    r = U.run([winml, "optimize", "-m", src, "-o", opt, "-q"])
+    assert r.returncode == 0, U.describe(r)
+    rep = quantize(winml, opt, dst, "-p", prec, *args)
+    ops = [n.op_type for n in onnx.load(dst).graph.node]
+    expect = "MatMulNBits" if prec == "int4" else "MatMulInteger"
+    assert ops.count(expect) == rep["quantized"] == 7 * M.L + 1  # q k v o gate up down per layer, lm_head
+    sq, top1 = decoder_metrics(src, dst)
+    U.note(f"qwen2 tiny {prec} {' '.join(args)}: logits SQNR {sq:.1f} dB, top-1 agreement {top1:.3f}")
+    assert sq >= min_sqnr and top1 >= 0.6
+
+
+def test_int4_lm_head_8bit(winml, tmp_path):
+    src = M.export("qwen2", "dyn")
+    m = onnx.load(src)
+    head = next(n for n in m.graph.node if n.op_type == "MatMul" and "logits" in n.output)
+    dst = str(tmp_path / "q.onnx")
+    quantize(winml, src, dst, "-p", "int4", "--int8-nodes", head.name)
+    bits = {n.output[0]: {a.name: a.i for a in n.attribute}["bits"] for n in onnx.load(dst).graph.node
+            if n.op_type == "MatMulNBits"}
+    assert bits["logits"] == 8 and sorted(set(bits.values())) == [4, 8]
+    sq, _ = decoder_metrics(src, dst)
+    assert sq > 10
+
+
+@pytest.mark.parametrize("keep_io", (False, True))
+def test_fp16_encoder(winml, tmp_path, keep_io):
+    src = M.export("xlmr", "dyn")
+    opt, dst = str(tmp_path / "o.onnx"), str(tmp_path / "h.onnx")
+    assert U.run([winml, "optimize", "-m", src, "-o", opt, "-q"]).returncode == 0
+    rep = quantize(winml, opt, dst, "-p", "fp16", *(["--keep-io-types"] if keep_io else []))
+    m = onnx.load(dst)
+    out_type = m.graph.output[0].type.tensor_type.elem_type
+    assert out_type == (T.FLOAT if keep_io else T.FLOAT16)
+    floats = [i.name for i in m.graph.initializer if i.data_type == T.FLOAT]
+    halves = [i.name for i in m.graph.initializer if i.data_type == T.FLOAT16]
+    assert len(halves) > len(floats), (floats, halves)
+    casts = sum(n.op_type == "Cast" for n in m.graph.node) - sum(n.op_type == "Cast" for n in onnx.load(opt).graph.node)
+    assert casts == rep["casts"] and casts <= 4, casts  # minimum casts: at the IO boundary only
+    sq = []
+    for i in range(5):
+        f = M.encoder_feeds(2, 9, seed=20 + i)
+        sq.append(M.sqnr_db(M.run_model(src, f)[0], M.run_model(dst, f)[0]))
+    U.note(f"xlmr tiny fp16 keep_io={keep_io}: logits SQNR min {min(sq):.1f} dB")
+    assert min(sq) >= 50
+
+
+def intermediate_ranges(path, names, feeds_list):
+    """min/max of values `names` over runs of `feeds_list`, found by making them graph outputs (onnxruntime)."""
+    m = onnx.load(path)
+    for n in names:
+        m.graph.output.append(h.make_tensor_value_info(n, T.FLOAT, None))
+    tmp = path + ".probe.onnx"
+    onnx.save(m, tmp)
+    lo, hi, seen = {}, {}, {n: [] for n in names}
+    for f in feeds_list:
+        outs = M.run_model(tmp, f)[-len(names):]
+        for n, v in zip(names, outs):
+            seen[n].append(np.asarray(v, np.float32))
+            lo[n] = min(lo.get(n, np.inf), float(v.min()))
+            hi[n] = max(hi.get(n, -np.inf), float(v.max()))
+    os.unlink(tmp)
+    return {n: [lo[n], hi[n]] for n in names}, seen
+
+
+@pytest.mark.parametrize("prec", ("int8-static", "w8a16"))
+def test_static_qdq_with_ranges(winml, tmp_path, prec):
+    src = M.export("bert", "ts")
+    opt, dst, dst2 = str(tmp_path / "o.onnx"), str(tmp_path / "q.onnx"), str(tmp_path / "q2.onnx")
+    assert U.run([winml, "optimize", "-m", src, "-o", opt, "-q"]).returncode == 0
+    m = onnx.load(opt)
+    inits = {i.name for i in m.graph.initializer}
+    acts = sorted({n.input[0] for n in m.graph.node if n.op_type in ("MatMul", "Gemm") and n.input[1] in inits})
+    calib = [M.encoder_feeds(2, 9, seed=30 + i) for i in range(4)]
+    ranges, seen = intermediate_ranges(opt, acts, calib)
+    rp = tmp_path / "ranges.json"
+    rp.write_text(json.dumps(ranges))
+    rep = quantize(winml, opt, dst, "-p", prec, "--ranges", str(rp))
+    ops = [n.op_type for n in onnx.load(dst).graph.node]
+    assert rep["quantized"] == len(acts) * 0 + sum(1 for n in m.graph.node if n.op_type in ("MatMul", "Gemm")
+                                                   and n.input[1] in inits)
+    assert ops.count("QuantizeLinear") == len(acts) and ops.count("DequantizeLinear") == len(acts) + rep["quantized"]
+    # the same ranges from collected tensors (--calib-data, minmax) give the same model outputs
+    d = tmp_path / "calib"
+    d.mkdir()
+    manifest = {}
+    for n, arrs in seen.items():
+        manifest[n] = []
+        for i, a in enumerate(arrs):
+            fn = f"{abs(hash(n)) % 10**8}_{i}.f32"
+            a.astype(np.float32).tofile(d / fn)
+            manifest[n].append(fn)
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    quantize(winml, opt, dst2, "-p", prec, "--calib-data", str(d), "--method", "minmax")
+    sq = []
+    for i in range(4):
+        f = M.encoder_feeds(2, 9, seed=40 + i)
+        ref, got = M.run_model(src, f)[0], M.run_model(dst, f)[0]
+        np.testing.assert_array_equal(got, M.run_model(dst2, f)[0])
+        sq.append(M.sqnr_db(ref, got))
+    U.note(f"bert tiny {prec} (QDQ, minmax ranges): output SQNR min {min(sq):.1f} dB")
+    assert min(sq) >= (20 if prec == "int8-static" else 35)
+
+
+def test_streamed_equals_eager(winml, tmp_path):
+    src = M.export("llama", "ts")
+    a, b = str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")
+    quantize(winml, src, a, "-p", "int4", "--stream", "off")
+    rep = quantize(winml, src, b, "-p", "int4", "--stream", "on")
+    assert os.path.exists(b + ".data") and not os.path.exists(a + ".data")
+    ta = {i.name: nh.to_array(i) for i in onnx.load(a).graph.initializer}
+    tb = {i.name: nh.to_array(i) for i in onnx.load(b).graph.initializer}
+    assert ta.keys() == tb.keys() and all(np.array_equal(ta[k], tb[k]) for k in ta)
+    assert rep["quantized"] > 0
+    for path in (a, b):
+        onnx.checker.check_model(onnx.load(path))
+
+
+# ---------------------------------------------------------------- calibration math
+
+
+def calib_batches(seed):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal(4000) * s + o).astype(np.float32) for s, o in ((1.0, 0.3), (2.5, -0.2), (0.7, 1.0))]
+
+
+def run_calib(opttool, tmp_path, method, batches, *opts):
+    args = [opttool, "calib", method, *opts]
+    for i, b in enumerate(batches):
+        f = tmp_path / f"b{i}.f32"
+        b.tofile(f)
+        args += ["v", str(f)]
+    r = U.run(args)
+    assert r.returncode == 0, U.describe(r)
+    return json.loads(r.stdout)["v"]
+
+
+def ort_hist(method, batches, symmetric, bins, qbins=128, pct=99.999):
+    from onnxruntime.quantization.calibrate import HistogramCollector
+    c = HistogramCollector(method=method, symmetric=symmetric, num_bins=bins, num_quantized_bins=qbins,
+                           percentile=pct, scenario="same")
+    for b in batches:
+        c.collect({"v": [b]})
+    lo, hi = c.compute_collection_result()["v"][:2]
+    return float(lo), float(hi)
+
+
+@pytest.mark.parametrize("seed", (1, 2))
+def test_calibration_matches_onnxruntime(opttool, tmp_path, seed):
+    batches = calib_batches(seed)
+    lo, hi = run_calib(opttool, tmp_path, "minmax", batches)
+    assert (lo, hi) == (float(min(b.min() for b in batches)), float(max(b.max() for b in batches)))
+    for nb in (128, 1024):
+        for nq in (128,):
+            got = run_calib(opttool, tmp_path, "entropy", batches, "--bins", str(nb), "--qbins", str(nq))
+            assert got == list(ort_hist("entropy", batches, False, nb, nq)), (nb, nq)
+    got = run_calib(opttool, tmp_path, "percentile", batches, "--symmetric", "0", "--percentile", "99.9")
+    assert got == list(ort_hist("percentile", batches, False, 2048, pct=99.9))
+    got = run_calib(opttool, tmp_path, "percentile", batches[:1], "--percentile", "99.99")
+    assert got == list(ort_hist("percentile", batches[:1], True, 2048, pct=99.99))
+    got = run_calib(opttool, tmp_path, "percentile", batches)
+    want = ort_hist("percentile", batches, True, 2048)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_quantize_errors(winml, tmp_path):
+    src = str(tmp_path / "mm.onnx")
+    matmul_model(src, np.ones((32, 8), np.float32))
+    out = str(tmp_path / "q.onnx")
+    cases = [
+        (["-p", "int5"], "int5"),
+        (["-p", "int8-static"], "ranges"),
+        (["-p", "int4", "--block-size", "48"], "block-size"),
+        (["-p", "int4", "--bogus"], "--bogus"),
+    ]
+    for args, needle in cases:
+        r = U.run([winml, "quantize", "-m", src, "-o", out, *args])
+        U.assert_clean_error(r, "winml quantize", needle)
+        assert not os.path.exists(out)
+    bad = tmp_path / "r.json"
+    for text in ('{"x": [1, 0]}', '{"x": [0, "a"]}', "[1, 2]", '{"x": [0, 1e999]}', "{"):
+        bad.write_text(text)
+        r = U.run([winml, "quantize", "-m", src, "-o", out, "-p", "int8-static", "--ranges", str(bad)])
+        U.assert_clean_error(r, "winml quantize", "r.json")
+        assert not os.path.exists(out)
+    r = U.run([winml, "quantize", "-m", str(tmp_path / "missing.onnx"), "-o", out, "-p", "fp16"])
+    U.assert_clean_error(r, "winml quantize", "missing.onnx")
+    (tmp_path / "junk.onnx").write_bytes(b"\x0a\xff\xff\xff\xff\x0f")
+    r = U.run([winml, "quantize", "-m", str(tmp_path / "junk.onnx"), "-o", out, "-p", "int4"])
+    U.assert_clean_error(r, "winml quantize", "junk.onnx")
+    assert not os.path.exists(out)

@@ -1,0 +1,290 @@
+/* Unit tests of quantization: int4 blocks vs a naive reference quantizer, deferred (streamed) save == eager,
+ * fp16 cast placement, calibration basics. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "unit_tmpdir.h"
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "onnx/dtype.h"
+#include "onnx/graph.h"
+#include "onnx/onnx_model.h"
+#include "opt/opt_util.h"
+#include "opt/quant.h"
+#include "opt/quant_calib.h"
+#include "opt/quant_recipe.h"
+
+#define NAMES(...) (const char *const[]){__VA_ARGS__}, sizeof((const char *const[]){__VA_ARGS__}) / sizeof(char *)
+
+static char dir[64];
+
+static int setup(void **s) {
+    (void)s;
+    return wm_test_tmpdir_make(dir, sizeof dir, "quant");
+}
+
+static int teardown(void **s) {
+    (void)s;
+    return wm_test_tmpdir_remove(dir);
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static float frand(void) { /* xorshift, roughly N(0, 1) by summing uniforms */
+    float s = 0;
+    for (int i = 0; i < 4; i++) {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        s += (float)(rng_state >> 40) / (float)(1 << 24) - 0.5f;
+    }
+    return s * 1.7f;
+}
+
+/*
+ * The naive reference: one value at a time, straight from the definition.
+ * Symmetric 4-bit: m = the extreme of the block with the largest magnitude, scale = -m/8,
+ * q = clamp(round(v/scale) + 8, 0, 15), written into nibble (k % 2) of byte k/2 of the column's block.
+ */
+static void naive_q4_sym(const float *w, int K, int N, int bs, uint8_t *q, float *scales) {
+    int nblk = (K + bs - 1) / bs;
+    memset(q, 0, (size_t)(N * nblk * bs / 2));
+    for (int n = 0; n < N; n++)
+        for (int b = 0; b < nblk; b++) {
+            float lo = FLT_MAX, hi = -FLT_MAX;
+            for (int k = b * bs; k < (b + 1) * bs && k < K; k++) {
+                lo = fminf(lo, w[k * N + n]);
+                hi = fmaxf(hi, w[k * N + n]);
+            }
+            float m = fabsf(hi) > fabsf(lo) ? hi : lo, scale = -m / 8.0f, inv = scale != 0 ? 1.0f / scale : 0;
+            scales[n * nblk + b] = scale;
+            for (int r = 0; r < bs; r++) {
+                int k = b * bs + r, v = 8;
+                if (k < K) {
+                    float x = roundf(w[k * N + n] * inv + 8.0f);
+                    v = x < 0 ? 0 : x > 15 ? 15 : (int)x;
+                }
+                q[(n * nblk + b) * (bs / 2) + r / 2] |= (uint8_t)(r % 2 ? v << 4 : v);
+            }
+        }
+}
+
+static void test_int4_sym_block32_matches_naive(void **st) {
+    (void)st;
+    for (int trial = 0; trial < 3; trial++) {
+        int K = trial == 2 ? 100 : 256, N = 24 + trial, bs = 32, nblk = (K + bs - 1) / bs;
+        float *w = malloc(sizeof(float) * (size_t)(K * N)), *s1 = malloc(sizeof(float) * (size_t)(N * nblk)),
+              *s2 = malloc(sizeof(float) * (size_t)(N * nblk));
+        uint8_t *q1 = malloc((size_t)(N * nblk * bs / 2)), *q2 = malloc((size_t)(N * nblk * bs / 2));
+        for (int i = 0; i < K * N; i++) w[i] = frand() * (trial == 1 ? 100.0f : 1.0f);
+        if (trial == 1)
+            for (int k = 0; k < K; k++) w[k * N] = 0.0f; /* an all-zero column */
+        wm_quant_blocks(w, K, N, bs, 4, 1, q1, s1, NULL);
+        naive_q4_sym(w, K, N, bs, q2, s2);
+        assert_memory_equal(q1, q2, (size_t)(N * nblk * bs / 2));
+        assert_memory_equal(s1, s2, sizeof(float) * (size_t)(N * nblk));
+        /* round trip: within half a step of the block's scale; a step at the clamped end (-m maps to +8 -> 15) */
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < K; k++) {
+                int b = k / bs, r = k % bs, byte = q1[(n * nblk + b) * (bs / 2) + r / 2];
+                int v = r % 2 ? byte >> 4 : byte & 15;
+                float back = (float)(v - 8) * s1[n * nblk + b];
+                float step = fabsf(s1[n * nblk + b]), bound = (v == 15 ? 1.0f : 0.5f) * step * 1.0001f + 1e-30f;
+                assert_true(fabsf(back - w[k * N + n]) <= bound);
+            }
+        free(w), free(s1), free(s2), free(q1), free(q2);
+    }
+}
+
+static void test_int4_asym_zero_points(void **st) {
+    (void)st;
+    int K = 64, N = 3, bs = 16, nblk = 4;
+    float w[64 * 3];
+    for (int i = 0; i < K * N; i++) w[i] = (float)(i % 7) + 0.25f; /* all positive: lo clamps to 0 */
+    uint8_t q[3 * 4 * 8], zp[3 * 2];
+    float s[3 * 4];
+    wm_quant_blocks(w, K, N, bs, 4, 0, q, s, zp);
+    for (int i = 0; i < N * 2; i++) assert_int_equal(zp[i], 0); /* zero point 0 in both nibbles */
+    for (int i = 0; i < N * nblk; i++) assert_true(s[i] > 0);
+}
+
+/* ---------------------------------------------------------------- deferred save == eager */
+
+static void add_opset(wm_onnx_model *m, const char *domain, int64_t version) {
+    wm_onnx_opset *o = wm_pb_new(&m->arena, &wm_onnx_opset_desc);
+    o->domain = domain ? wm_arena_strdup(&m->arena, domain) : NULL;
+    o->version = version;
+    *(wm_onnx_opset **)wm_vec_push(&m->arena, &m->proto->opset_import, &m->proto->n_opset_import, sizeof o) = o;
+}
+
+/* x [2, 64] -> MatMul(W1 [64, 32]) -> TopK-free Relu -> MatMul(W2 [32, 16]) -> y */
+static wm_onnx_model *mlp(wm_graph **g) {
+    wm_onnx_model *m = wm_onnx_model_new();
+    m->proto->graph = wm_pb_new(&m->arena, &wm_onnx_graph_desc);
+    m->proto->graph->name = wm_arena_strdup(&m->arena, "mlp");
+    add_opset(m, "", 17);
+    wm_error e = {0};
+    assert_int_equal(wm_graph_open(m, m->proto->graph, g, &e), WM_OK);
+    assert_int_equal(wm_graph_add_input(*g, "x", WM_DT_FLOAT, (int64_t[]){2, 64}, 2, &e), WM_OK);
+    float *w1 = wm_arena_alloc(&m->arena, 64 * 32 * 4), *w2 = wm_arena_alloc(&m->arena, 32 * 16 * 4);
+    for (int i = 0; i < 64 * 32; i++) w1[i] = frand();
+    for (int i = 0; i < 32 * 16; i++) w2[i] = frand();
+    assert_int_equal(wm_graph_add_initializer(*g, "W1", WM_DT_FLOAT, (int64_t[]){64, 32}, 2,
+                                              (wm_bytes){(const uint8_t *)w1, 64 * 32 * 4}, NULL, &e),
+                     WM_OK);
+    assert_int_equal(wm_graph_add_initializer(*g, "W2", WM_DT_FLOAT, (int64_t[]){32, 16}, 2,
+                                              (wm_bytes){(const uint8_t *)w2, 32 * 16 * 4}, NULL, &e),
+                     WM_OK);
+    assert_non_null(wm_graph_add_node(*g, "MatMul", NULL, "mm1", NAMES("x", "W1"), NAMES("h"), &e));
+    assert_non_null(wm_graph_add_node(*g, "Relu", NULL, "relu", NAMES("h"), NAMES("hr"), &e));
+    assert_non_null(wm_graph_add_node(*g, "MatMul", NULL, "mm2", NAMES("hr", "W2"), NAMES("y"), &e));
+    assert_int_equal(wm_graph_add_output(*g, "y", WM_DT_FLOAT, (int64_t[]){2, 16}, 2, &e), WM_OK);
+    return m;
+}
+
+static void test_deferred_save_equals_eager(void **st) {
+    (void)st;
+    wm_error e = {0};
+    wm_quant_config c;
+    wm_quant_config_default(&c, WM_QUANT_INT4);
+    c.symmetric = 0;
+    uint64_t seed = rng_state;
+    wm_graph *ga, *gb;
+    wm_onnx_model *ma = mlp(&ga);
+    rng_state = seed;
+    wm_onnx_model *mb = mlp(&gb);
+    wm_quant_report ra, rb;
+    wm_quant_plan *plan = NULL;
+    assert_int_equal(wm_quant_run(ga, &c, &ra, NULL, &e), WM_OK);
+    assert_int_equal(wm_quant_run(gb, &c, &rb, &plan, &e), WM_OK);
+    assert_non_null(plan);
+    assert_int_equal(ra.quantized, 2);
+    /* deferred tensors have no bytes yet */
+    wm_onnx_tensor *t = wm_graph_initializer(gb, "W1_Q4");
+    assert_non_null(t);
+    assert_null(wm_onnx_tensor_bytes(t).p);
+    char pa[128], pb[128];
+    snprintf(pa, sizeof pa, "%s/a.onnx", dir);
+    snprintf(pb, sizeof pb, "%s/b.onnx", dir);
+    wm_onnx_save_opts o;
+    wm_onnx_save_opts_default(&o);
+    o.external = WM_EXTDATA_NEVER;
+    assert_int_equal(wm_onnx_save(ma, pa, &o, &e), WM_OK);
+    assert_int_equal(wm_quant_save(gb, plan, pb, &e), WM_OK);
+    wm_onnx_model *la, *lb;
+    assert_int_equal(wm_onnx_load(pa, &la, &e), WM_OK);
+    assert_int_equal(wm_onnx_load(pb, &lb, &e), WM_OK);
+    wm_onnx_graph *a = la->proto->graph, *b = lb->proto->graph;
+    assert_int_equal(a->n_initializer, b->n_initializer);
+    for (size_t i = 0; i < a->n_initializer; i++) {
+        const wm_onnx_tensor *ta = a->initializer[i], *tb = NULL;
+        for (size_t k = 0; k < b->n_initializer; k++)
+            if (!strcmp(b->initializer[k]->name, ta->name)) tb = b->initializer[k];
+        assert_non_null(tb);
+        wm_bytes x = wm_onnx_tensor_bytes(ta), y = wm_onnx_tensor_bytes(tb);
+        assert_int_equal(x.n, y.n);
+        assert_memory_equal(x.p, y.p, x.n);
+    }
+    wm_onnx_free(la);
+    wm_onnx_free(lb);
+    wm_quant_plan_free(plan);
+    wm_graph_free(ga);
+    wm_graph_free(gb);
+    wm_onnx_free(ma);
+    wm_onnx_free(mb);
+}
+
+static void test_fp16_minimal_casts(void **st) {
+    (void)st;
+    wm_error e = {0};
+    wm_graph *g;
+    wm_onnx_model *m = mlp(&g);
+    wm_quant_config c;
+    wm_quant_config_default(&c, WM_QUANT_FP16);
+    c.keep_io_types = 1;
+    const char *block[] = {"Relu"};
+    c.op_block = block;
+    c.n_op_block = 1;
+    wm_quant_report r;
+    assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_OK);
+    /* x->fp16 for mm1, mm1 out->fp32 for the blocked Relu, Relu out->fp16 for mm2, y->fp32: 4 casts */
+    assert_int_equal(r.casts, 4);
+    assert_int_equal(r.quantized, 2);
+    assert_int_equal(wm_graph_initializer(g, "W1_fp16")->data_type, WM_DT_FLOAT16);
+    assert_null(wm_graph_initializer(g, "W1"));
+    assert_int_equal(wm_graph_check(g, &e), WM_OK);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+}
+
+static void test_calib_minmax_and_errors(void **st) {
+    (void)st;
+    wm_error e = {0};
+    wm_calib_opts o;
+    wm_calib_opts_default(&o, WM_CALIB_MINMAX);
+    wm_calib *c;
+    assert_int_equal(wm_calib_new(&o, &c, &e), WM_OK);
+    float a[] = {1, -2, NAN, 3}, b[] = {0.5f, 7};
+    assert_int_equal(wm_calib_observe(c, "v", a, 4, &e), WM_OK);
+    assert_int_equal(wm_calib_observe(c, "v", b, 2, &e), WM_OK);
+    assert_int_equal(wm_calib_observe(c, "u", b, 2, &e), WM_OK);
+    wm_calib_ranges r;
+    assert_int_equal(wm_calib_result(c, &r, &e), WM_OK);
+    assert_int_equal(r.n, 2);
+    assert_string_equal(r.v[0].name, "v");
+    assert_true(r.v[0].lo == -2 && r.v[0].hi == 7);
+    wm_calib_ranges_free(&r);
+    wm_calib_free(c);
+    wm_calib_opts_default(&o, WM_CALIB_ENTROPY);
+    o.num_quantized_bins = 256; /* more quantized bins than bins */
+    assert_int_equal(wm_calib_new(&o, &c, &e), WM_ERR_USAGE);
+}
+
+static void test_recipe_quant_section(void **st) {
+    (void)st;
+    const char *text = "{\"mode\": \"static\", \"weight_type\": \"QInt8\", \"activation_type\": \"QUInt16\","
+                       " \"calibration_method\": \"entropy\", \"samples\": 16, \"per_channel\": true,"
+                       " \"symmetric\": false, \"op_types_to_quantize\": [\"MatMul\"],"
+                       " \"nodes_to_exclude\": [\"lm_head\"], \"rtn_bits\": 4, \"rtn_block_size\": 128}";
+    cJSON *doc = cJSON_Parse(text);
+    assert_non_null(doc);
+    wm_quant_recipe r;
+    wm_error e = {0};
+    assert_int_equal(wm_quant_recipe_parse(doc, &r, &e), WM_OK);
+    assert_int_equal(r.config.mode, WM_QUANT_W8A16); /* static with 16-bit activations */
+    assert_int_equal(r.config.activation_type, WM_DT_UINT16);
+    assert_int_equal(r.config.weight_type, WM_DT_INT8);
+    assert_true(r.config.per_channel && !r.config.symmetric);
+    assert_int_equal(r.config.block_size, 128);
+    assert_int_equal(r.samples, 16);
+    assert_string_equal(r.calibration_method, "entropy");
+    assert_int_equal(r.config.n_exclude, 1);
+    assert_string_equal(r.config.exclude[0], "lm_head");
+    cJSON_Delete(doc);
+    static const char *bad[] = {"{\"mode\": \"int3\"}", "{\"mode\": \"rtn\", \"rtn_block_size\": 48}",
+                                "{\"mode\": \"fp16\", \"fp16_op_block_list\": [1]}",
+                                "{\"mode\": \"dynamic\", \"per_channel\": \"yes\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        doc = cJSON_Parse(bad[i]);
+        e.status = WM_OK;
+        assert_int_equal(wm_quant_recipe_parse(doc, &r, &e), WM_ERR_INPUT);
+        assert_non_null(strstr(e.msg, "recipe quant."));
+        cJSON_Delete(doc);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_int4_sym_block32_matches_naive), cmocka_unit_test(test_int4_asym_zero_points),
+        cmocka_unit_test(test_deferred_save_equals_eager),     cmocka_unit_test(test_fp16_minimal_casts),
+        cmocka_unit_test(test_calib_minmax_and_errors),  cmocka_unit_test(test_recipe_quant_section),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
