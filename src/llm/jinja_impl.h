@@ -60,6 +60,7 @@ struct jlist {
     size_t n;
     jv *v;
     int tuple;
+    int view; /* 1 dict_items, 2 dict_keys, 3 dict_values: only repr() differs */
 };
 
 enum { JD_DICT = 0, JD_NS, JD_LOOP };
@@ -233,6 +234,10 @@ size_t u8_len(const char *p, size_t n); /* code points */
 size_t u8_next(const char *p, size_t n, size_t i); /* byte index of the next code point */
 uint32_t u8_decode(const char *p, size_t n, size_t i, size_t *len);
 int py_isspace(uint32_t cp);
+/* simple Unicode case mapping for Latin, Greek, Cyrillic, Armenian, fullwidth Latin (others unchanged) */
+uint32_t uc_upper(uint32_t cp);
+uint32_t uc_lower(uint32_t cp);
+int uc_is_cased(uint32_t cp);
 size_t py_space_at(const char *p, size_t n, size_t i); /* bytes of a whitespace char at i, 0 if none */
 size_t py_space_before(const char *p, size_t i); /* bytes of a whitespace char ending at i, 0 if none */
 

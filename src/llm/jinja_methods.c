@@ -243,46 +243,77 @@ fail:
     return -1;
 }
 
-static char up(char ch) { return ch >= 'a' && ch <= 'z' ? (char)(ch - 32) : ch; }
-static char lo(char ch) { return ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch; }
 static int is_alpha(char ch) { return (ch | 32) >= 'a' && (ch | 32) <= 'z'; }
 
-/* mode: 'u' upper, 'l' lower, 't' Python title, 'c' capitalize, 's' swapcase, 'j' jinja title filter */
+static int put_cp(jctx *c, jbuf *b, uint32_t cp, int upper) {
+    char t[4];
+    size_t n;
+    if (upper && cp == 0xdf) return jbuf_put(c, b, "SS", 2); /* Python's full upper-casing of sharp s */
+    if (cp < 0x80) {
+        t[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        t[0] = (char)(0xc0 | (cp >> 6));
+        t[1] = (char)(0x80 | (cp & 0x3f));
+        n = 2;
+    } else if (cp < 0x10000) {
+        t[0] = (char)(0xe0 | (cp >> 12));
+        t[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        t[2] = (char)(0x80 | (cp & 0x3f));
+        n = 3;
+    } else {
+        t[0] = (char)(0xf0 | (cp >> 18));
+        t[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        t[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        t[3] = (char)(0x80 | (cp & 0x3f));
+        n = 4;
+    }
+    return jbuf_put(c, b, t, n);
+}
+
+/* mode: 'u' upper, 'l' lower, 't' Python title, 'c' capitalize, 's' swapcase, 'j' jinja title filter.
+ * Simple case mapping (uc_upper / uc_lower) plus sharp s -> SS. */
 int jcase(jctx *c, const jnode *at, jv s, char mode, jv *out);
 int jcase(jctx *c, const jnode *at, jv s, char mode, jv *out) {
     if (jcharge(c, at, s.u.s.n / 64)) return -1;
-    char *d = jalloc(c, s.u.s.n + 1);
-    if (!d) return -1;
-    int prev_cased = 0, word_start = 1;
-    for (size_t i = 0; i < s.u.s.n; i++) {
-        char ch = s.u.s.p[i];
+    jbuf b = {0};
+    int prev_cased = 0, word_start = 1, first = 1;
+    for (size_t i = 0; i < s.u.s.n;) {
+        size_t l;
+        uint32_t cp = u8_decode(s.u.s.p, s.u.s.n, i, &l), o = cp;
+        int upper = 0;
+        if (l == 1 && cp >= 0x80) { /* an invalid byte: copy it */
+            if (jbuf_put(c, &b, s.u.s.p + i, 1)) goto fail;
+            i++;
+            continue;
+        }
         switch (mode) {
-        case 'u': d[i] = up(ch); break;
-        case 'l': d[i] = lo(ch); break;
-        case 's': d[i] = is_alpha(ch) ? (char)(ch ^ 32) : ch; break;
-        case 'c': d[i] = i == 0 ? up(ch) : lo(ch); break;
+        case 'u': o = uc_upper(cp); upper = 1; break;
+        case 'l': o = uc_lower(cp); break;
+        case 's': o = uc_upper(cp) != cp ? uc_upper(cp) : uc_lower(cp); upper = o != cp && uc_upper(cp) != cp; break;
+        case 'c': o = first ? uc_upper(cp) : uc_lower(cp); upper = first; break;
         case 't':
-            d[i] = prev_cased ? lo(ch) : up(ch);
-            prev_cased = is_alpha(ch) || ((unsigned char)ch >= 0x80 && prev_cased);
+            o = prev_cased ? uc_lower(cp) : uc_upper(cp);
+            upper = !prev_cased;
+            prev_cased = uc_is_cased(cp);
             break;
         case 'j': { /* words split at runs of [-\s({[<]: first char upper, rest lower */
-            int delim = ch == '-' || ch == '(' || ch == '{' || ch == '[' || ch == '<' || py_space_at(s.u.s.p, s.u.s.n, i);
-            d[i] = word_start ? up(ch) : lo(ch);
-            if (delim) {
-                size_t l = py_space_at(s.u.s.p, s.u.s.n, i);
-                for (size_t k = 1; k < l; k++) d[i + k] = s.u.s.p[i + k];
-                if (l > 1) i += l - 1;
-                word_start = 1;
-            } else {
-                word_start = 0;
-            }
+            int delim = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || py_isspace(cp);
+            o = word_start ? uc_upper(cp) : uc_lower(cp);
+            upper = word_start;
+            word_start = delim;
             break;
         }
         }
+        if (upper && cp == 0xdf && mode != 'u' && mode != 's') upper = 0; /* titlecase of sharp s is "Ss": keep it */
+        if (put_cp(c, &b, o, upper && cp == 0xdf && (mode == 'u' || mode == 's'))) goto fail;
+        first = 0;
+        i += l;
     }
-    d[s.u.s.n] = 0;
-    *out = jv_cstr(d, s.u.s.n);
-    return 0;
+    return jbuf_to_str(c, &b, out);
+fail:
+    jbuf_free(&b);
+    return -1;
 }
 
 /* code points in [0, byte offset) */
@@ -505,6 +536,7 @@ static int dict_method(jctx *c, const jnode *at, jv d, const char *m, const jarg
             return 0;
         }
         if (jlist_new(c, s->n, 0, out)) return -1;
+        out->u.l->view = m[0] == 'i' ? 1 : m[0] == 'k' ? 2 : 3;
         for (size_t i = 0; i < s->n; i++) {
             if (m[0] == 'k') out->u.l->v[i] = s->k[i];
             else if (m[0] == 'v') out->u.l->v[i] = s->v[i];

@@ -360,6 +360,64 @@ size_t py_space_before(const char *p, size_t i) {
     return py_isspace(cp) ? l : 0;
 }
 
+/* ---- case mapping ---- */
+
+/* ranges where upper and lower case alternate (even = upper) */
+static int alt_range(uint32_t cp) {
+    return (cp >= 0x100 && cp <= 0x12f) || (cp >= 0x132 && cp <= 0x137) || (cp >= 0x14a && cp <= 0x177) ||
+           (cp >= 0x1e00 && cp <= 0x1e95) || (cp >= 0x1ea0 && cp <= 0x1eff) || (cp >= 0x460 && cp <= 0x481) ||
+           (cp >= 0x48a && cp <= 0x4bf) || (cp >= 0x4d0 && cp <= 0x52f) || (cp >= 0x3d8 && cp <= 0x3ef);
+}
+/* odd = upper */
+static int alt_range_odd(uint32_t cp) {
+    return (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e) || (cp >= 0x4c1 && cp <= 0x4ce);
+}
+
+uint32_t uc_upper(uint32_t cp) {
+    if (cp < 0x80) return cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
+    if ((cp >= 0xe0 && cp <= 0xfe && cp != 0xf7)) return cp - 32;
+    if (cp == 0xff) return 0x178;
+    if (cp == 0xb5) return 0x39c;
+    if (alt_range(cp)) return cp & ~1u;
+    if (alt_range_odd(cp)) return (cp & 1) ? cp : cp - 1;
+    if (cp == 0x131) return 'I';
+    if (cp == 0x17f) return 'S';
+    if (cp >= 0x3b1 && cp <= 0x3cb && cp != 0x3c2) return cp - 32;
+    if (cp == 0x3c2) return 0x3a3;
+    if (cp == 0x3ac) return 0x386;
+    if (cp >= 0x3ad && cp <= 0x3af) return cp - 37;
+    if (cp == 0x3cc) return 0x38c;
+    if (cp == 0x3cd || cp == 0x3ce) return cp - 63;
+    if (cp >= 0x430 && cp <= 0x44f) return cp - 32;
+    if (cp >= 0x450 && cp <= 0x45f) return cp - 80;
+    if (cp >= 0x561 && cp <= 0x586) return cp - 48;
+    if (cp >= 0xff41 && cp <= 0xff5a) return cp - 32;
+    return cp;
+}
+
+uint32_t uc_lower(uint32_t cp) {
+    if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+    if ((cp >= 0xc0 && cp <= 0xde && cp != 0xd7)) return cp + 32;
+    if (cp == 0x178) return 0xff;
+    if (alt_range(cp)) return cp | 1u;
+    if (alt_range_odd(cp)) return (cp & 1) ? cp + 1 : cp;
+    if (cp >= 0x391 && cp <= 0x3ab && cp != 0x3a2) return cp + 32;
+    if (cp == 0x386) return 0x3ac;
+    if (cp >= 0x388 && cp <= 0x38a) return cp + 37;
+    if (cp == 0x38c) return 0x3cc;
+    if (cp == 0x38e || cp == 0x38f) return cp + 63;
+    if (cp >= 0x410 && cp <= 0x42f) return cp + 32;
+    if (cp >= 0x400 && cp <= 0x40f) return cp + 80;
+    if (cp >= 0x531 && cp <= 0x556) return cp + 48;
+    if (cp >= 0xff21 && cp <= 0xff3a) return cp + 32;
+    return cp;
+}
+
+int uc_is_cased(uint32_t cp) {
+    return uc_upper(cp) != cp || uc_lower(cp) != cp || cp == 0xdf || cp == 0x138 || cp == 0x149 || cp == 0x390 ||
+           cp == 0x3b0;
+}
+
 /* ---- str() / repr() ---- */
 
 /* Python's repr(float): the shortest digits that round-trip, fixed notation
@@ -487,13 +545,16 @@ static int str_or_repr(jctx *c, jbuf *b, jv v, int repr, int depth) {
     case JV_STR: return repr ? repr_str(c, b, v.u.s.p, v.u.s.n) : jbuf_put(c, b, v.u.s.p, v.u.s.n);
     case JV_LIST: {
         const jlist *l = v.u.l;
+        static const char *const views[] = {"", "dict_items(", "dict_keys(", "dict_values("};
+        if (l->view > 0 && l->view < 4 && jbuf_put(c, b, views[l->view], strlen(views[l->view]))) return -1;
         if (jbuf_putc(c, b, l->tuple ? '(' : '[')) return -1;
         for (size_t i = 0; i < l->n; i++) {
             if (i && jbuf_put(c, b, ", ", 2)) return -1;
             if (jcharge(c, NULL, 1) || str_or_repr(c, b, l->v[i], 1, depth + 1)) return -1;
         }
         if (l->tuple && l->n == 1 && jbuf_putc(c, b, ',')) return -1;
-        return jbuf_putc(c, b, l->tuple ? ')' : ']');
+        if (jbuf_putc(c, b, l->tuple ? ')' : ']')) return -1;
+        return l->view > 0 && l->view < 4 ? jbuf_putc(c, b, ')') : 0;
     }
     case JV_DICT: {
         const jdict *d = v.u.d;

@@ -15,6 +15,9 @@
  *   wm_chattool text TEMPLATE.jinja VARS.json
  *       Renders a bare template with the variables of a JSON object (no chat
  *       normalization): for the Jinja construct tests.
+ *   wm_chattool textcases CASES.json
+ *       Many bare templates: [{"template": text, "vars": {name: "<JSON text>"}}]
+ *       -> a JSON array of {"ok": rendering} or {"error": message}.
  * Exit codes: 0 ok, 2 error.
  */
 #include <cjson/cJSON.h>
@@ -194,7 +197,67 @@ done:
     return rc;
 }
 
+static int text_case(const cJSON *c, char **out, size_t *on, wm_error *e) {
+    const char *src = str_field(c, "template");
+    wm_jinja *t = NULL;
+    wm_jinja_ctx *cx = NULL;
+    int rc = -1;
+    if (!src) {
+        snprintf(e->msg, sizeof e->msg, "case without \"template\"");
+        return -1;
+    }
+    if (wm_jinja_compile(src, strlen(src), NULL, &t, e) || wm_jinja_ctx_new(NULL, 1700000000, &cx, e)) goto done;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(c, "vars")) {
+        if (!cJSON_IsString(it)) {
+            snprintf(e->msg, sizeof e->msg, "variable %s: value must be JSON text", it->string);
+            goto done;
+        }
+        if (wm_jinja_ctx_set_json(cx, it->string, it->valuestring, strlen(it->valuestring), e)) goto done;
+    }
+    if (wm_jinja_render(t, cx, out, on, e)) goto done;
+    rc = 0;
+done:
+    wm_jinja_ctx_free(cx);
+    wm_jinja_free(t);
+    return rc;
+}
+
+static int run_textcases(const char *path) {
+    size_t n;
+    char *text = slurp(path, &n);
+    if (!text) return 2;
+    cJSON *cases = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsArray(cases)) {
+        fprintf(stderr, "wm_chattool: %s: not a JSON array\n", path);
+        cJSON_Delete(cases);
+        return 2;
+    }
+    wm_json j;
+    wm_json_init(&j);
+    wm_json_arr(&j, NULL);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cases) {
+        char *out = NULL;
+        size_t on = 0;
+        wm_error e = {0};
+        wm_json_obj(&j, NULL);
+        if (text_case(c, &out, &on, &e)) wm_json_str(&j, "error", e.msg);
+        else wm_json_strn(&j, "ok", out, on);
+        wm_json_obj_end(&j);
+        free(out);
+    }
+    wm_json_arr_end(&j);
+    cJSON_Delete(cases);
+    fputs(wm_json_text(&j), stdout);
+    fputc('\n', stdout);
+    wm_json_free(&j);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "textcases")) return run_textcases(argv[2]);
     if (argc == 4 && !strcmp(argv[1], "cases")) return run_cases(argv[2], argv[3]);
     if (argc >= 4 && !strcmp(argv[1], "render")) return run_one(argc, argv);
     if (argc == 4 && !strcmp(argv[1], "text")) return run_text(argv[2], argv[3]);
