@@ -80,6 +80,7 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
         c.mem_limit = cx->lim.max_memory;
         c.max_steps = cx->lim.max_steps;
         c.max_depth = cx->lim.max_depth;
+        c.max_edepth = cx->lim.max_depth * 8;
         c.max_output = cx->lim.max_output;
         c.err = err;
         jv raw, msgs;

@@ -11,6 +11,7 @@ void wm_jinja_limits_default(wm_jinja_limits *l) {
     l->max_memory = 256u << 20;
     l->max_steps = 50000000;
     l->max_depth = 100;
+    l->max_iterations = 1000000;
 }
 
 static void limits_or_default(const wm_jinja_limits *in, wm_jinja_limits *out) {
@@ -68,7 +69,9 @@ static void ctx_jctx(wm_jinja_ctx *cx, jctx *c, wm_error *err) {
     c->mem_limit = cx->lim.max_memory;
     c->max_steps = cx->lim.max_steps;
     c->max_depth = cx->lim.max_depth;
+    c->max_edepth = cx->lim.max_depth * 8;
     c->max_output = cx->lim.max_output;
+    c->max_iterations = cx->lim.max_iterations;
     c->err = err;
 }
 

@@ -37,6 +37,7 @@ typedef struct wm_jinja_limits {
     size_t max_memory;    /* bytes of values made while rendering (default 256 MiB) */
     uint64_t max_steps;   /* evaluation steps: nodes, loop iterations, bytes scanned / 64 (default 50M) */
     int max_depth;        /* nesting of template blocks/expressions and macro recursion (default 100) */
+    uint64_t max_iterations; /* for-loop iterations in one render, all loops together (default 1M) */
 } wm_jinja_limits;
 
 /* Fills *l with the defaults above. */

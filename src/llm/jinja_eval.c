@@ -412,7 +412,7 @@ static int call_macro(jctx *c, const jnode *at, const jmacro *m, const jargs *a,
     const jnode *def = m->def;
     if (a->n > def->n)
         return jerr(c, at, WM_ERR_INPUT, "macro '%s' takes not more than %zu argument(s)", def->name, def->n);
-    if (++c->depth > c->max_depth) return jerr(c, at, WM_ERR_INPUT, "recursion deeper than %d", c->max_depth);
+    if (++c->depth > c->max_depth) return jerr(c, at, WM_ERR_INPUT, "nesting or recursion deeper than %d", c->max_depth);
     jframe *fr = jalloc(c, sizeof *fr);
     if (!fr) return -1;
     fr->parent = m->closure;
@@ -463,19 +463,37 @@ int jcall(jctx *c, const jnode *at, jv fn, const jargs *a, jv *out) {
 
 /* ---- expressions ---- */
 
+/* a block set / filter block's chain (innermost filter has a == NULL), applied innermost first */
 static int apply_filters(jctx *c, jframe *f, const jnode *chain, jv base, jv *out) {
-    if (!chain) {
-        *out = base;
-        return 0;
+    size_t n = 0;
+    for (const jnode *k = chain; k; k = k->a) n++;
+    const jnode **order = n ? malloc(n * sizeof *order) : NULL;
+    if (n && !order) return jerr(c, chain, WM_ERR_NOMEM, "out of memory");
+    size_t i = n;
+    for (const jnode *k = chain; k; k = k->a) order[--i] = k;
+    jv cur = base;
+    int rc = 0;
+    for (i = 0; i < n && !rc; i++) {
+        jargs a;
+        rc = eval_args(c, f, order[i], &a) || jfilter(c, f, order[i], order[i]->name, cur, &a, &cur) ? -1 : 0;
     }
-    jv in;
-    if (apply_filters(c, f, chain->a, base, &in)) return -1;
-    jargs a;
-    if (eval_args(c, f, chain, &a)) return -1;
-    return jfilter(c, f, chain, chain->name, in, &a, out);
+    free(order);
+    *out = cur;
+    return rc;
 }
 
+static int jeval_node(jctx *c, jframe *f, const jnode *e, jv *out);
+
+/* expression depth is bounded here: chains like a+b+...+z or x|f|f|... nest one level per term */
 int jeval(jctx *c, jframe *f, const jnode *e, jv *out) {
+    if (++c->edepth > c->max_edepth)
+        return jerr(c, e, WM_ERR_INPUT, "expression nested deeper than %d", c->max_edepth);
+    int rc = jeval_node(c, f, e, out);
+    c->edepth--;
+    return rc;
+}
+
+static int jeval_node(jctx *c, jframe *f, const jnode *e, jv *out) {
     jv a, b;
     jargs args;
     if (jcharge(c, e, 1)) return -1;
@@ -649,14 +667,21 @@ static int exec_for(jctx *c, jframe *f, const jnode *s) {
         kept.u.l->n = m;
         items = kept.u.l;
     }
+    /* one frame for all iterations, emptied each time, unless the body defines a macro (a closure
+     * must keep its iteration's variables); the loop object only when the body names "loop" */
+    jframe *fr = NULL;
     for (size_t i = 0; i < items->n; i++) {
-        jframe *fr = jalloc(c, sizeof *fr);
         jv loop;
-        if (!fr || jcharge(c, s, 1)) return -1;
-        fr->parent = f;
-        if (loop_object(c, items, i, &loop) || jframe_set(c, fr, "loop", loop) || assign(c, fr, s->a, items->v[i]) ||
-            jexec_body(c, fr, s->items, s->n))
-            return -1;
+        if (++c->iterations > c->max_iterations)
+            return jerr(c, s, WM_ERR_INPUT, "loop iteration limit (%llu) exceeded", (unsigned long long)c->max_iterations);
+        if (jcharge(c, s, 1)) return -1;
+        if (!fr || (s->op & FOR_HAS_MACRO)) {
+            if (!(fr = jalloc(c, sizeof *fr))) return -1;
+            fr->parent = f;
+        }
+        fr->n = 0;
+        if ((s->op & FOR_USES_LOOP) && (loop_object(c, items, i, &loop) || jframe_set(c, fr, "loop", loop))) return -1;
+        if (assign(c, fr, s->a, items->v[i]) || jexec_body(c, fr, s->items, s->n)) return -1;
         if (c->loopctl == 1) {
             c->loopctl = 0;
             break;
@@ -712,7 +737,8 @@ static int exec_stmt(jctx *c, jframe *f, const jnode *s) {
 }
 
 int jexec_body(jctx *c, jframe *f, jnode *const *body, size_t n) {
-    if (++c->depth > c->max_depth) return jerr(c, n ? body[0] : NULL, WM_ERR_INPUT, "nesting deeper than %d", c->max_depth);
+    if (++c->depth > c->max_depth)
+        return jerr(c, n ? body[0] : NULL, WM_ERR_INPUT, "nesting or recursion deeper than %d", c->max_depth);
     for (size_t i = 0; i < n && !c->loopctl; i++)
         if (exec_stmt(c, f, body[i])) return -1;
     c->depth--;

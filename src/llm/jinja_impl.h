@@ -123,7 +123,7 @@ typedef enum {
     N_TEXT,   /* val */
     N_OUTPUT, /* {{ a }} */
     N_IF,     /* a, body items, else items2 */
-    N_FOR,    /* target a, iterable b, filter c, body items, else items2 */
+    N_FOR,    /* target a, iterable b, filter c, body items, else items2; op: FOR_* flags */
     N_SET,    /* target a = b */
     N_SETBLOCK, /* target a, filter chain c (N_FILTER with a=NULL), body items */
     N_MACRO,  /* name, params items (N_NAME or N_KWARG), body items2 */
@@ -132,6 +132,8 @@ typedef enum {
     N_CONTINUE,
     N_BLOCK /* plain body: generation blocks, the template itself */
 } jnode_kind;
+
+enum { FOR_USES_LOOP = 1, FOR_HAS_MACRO = 2 };
 
 enum {
     OP_ADD = 1, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW,
@@ -187,10 +189,12 @@ struct jctx {
     size_t mem_limit;
     uint64_t steps, max_steps;
     int depth, max_depth;
+    int edepth, max_edepth; /* expression evaluation depth, 8 x max_depth */
     jbuf *out;
     size_t max_output;
     wm_error *err;
     int64_t now;
+    uint64_t iterations, max_iterations;
     int loopctl; /* 1 break, 2 continue pending */
     int failed;
 };

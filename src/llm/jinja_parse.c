@@ -13,6 +13,7 @@ typedef struct ps {
     jtok *tk;
     size_t nt, i;
     int depth;
+    int loops; /* for bodies we are inside (a macro body starts again at 0) */
     wm_error *err;
     int failed;
 } ps;
@@ -634,6 +635,22 @@ static jnode *assign_target(ps *p, int with_ns, const char *extra_end) {
     return tup ? tup : first;
 }
 
+/* FOR_USES_LOOP when the subtree names "loop", FOR_HAS_MACRO when it defines a macro (depth is
+ * bounded by the parser's own nesting limit) */
+static int walk_flags(const jnode *n, int depth) {
+    if (!n || depth > 4 * 1024) return FOR_USES_LOOP | FOR_HAS_MACRO;
+    int f = 0;
+    if (n->kind == N_NAME && !strcmp(n->name, "loop")) f |= FOR_USES_LOOP;
+    if (n->kind == N_MACRO) f |= FOR_HAS_MACRO;
+    if ((n->kind == N_NSREF) && !strcmp(n->name, "loop")) f |= FOR_USES_LOOP;
+    const jnode *kids[3] = {n->a, n->b, n->c};
+    for (int i = 0; i < 3; i++)
+        if (kids[i]) f |= walk_flags(kids[i], depth + 1);
+    for (size_t i = 0; i < n->n; i++) f |= walk_flags(n->items[i], depth + 1);
+    for (size_t i = 0; i < n->n2; i++) f |= walk_flags(n->items2[i], depth + 1);
+    return f;
+}
+
 static int expect_block_end(ps *p) {
     char b[64];
     if (cur(p)->type != T_BLOCK_END) {
@@ -679,7 +696,11 @@ static jnode *stmt_for(ps *p, jtok *t) {
     }
     if (is_name(cur(p), "recursive")) return punsupported(p, cur(p), "a recursive for loop");
     static const char *const ends[] = {"endfor", "else", NULL};
-    if (expect_block_end(p) || subparse(p, &n->items, &n->n, ends, t)) return NULL;
+    if (expect_block_end(p)) return NULL;
+    p->loops++;
+    if (subparse(p, &n->items, &n->n, ends, t)) return NULL;
+    p->loops--;
+    for (size_t i = 0; i < n->n; i++) n->op |= walk_flags(n->items[i], 0);
     if (is_name(cur(p), "else")) {
         static const char *const ends2[] = {"endfor", NULL};
         adv(p);
@@ -732,7 +753,10 @@ static jnode *stmt_macro(ps *p, jtok *t) {
     }
     adv(p);
     static const char *const ends[] = {"endmacro", NULL};
+    int loops = p->loops;
+    p->loops = 0;
     if (expect_block_end(p) || subparse(p, &n->items2, &n->n2, ends, t)) return NULL;
+    p->loops = loops;
     adv(p);
     if (cur(p)->type == T_NAME) adv(p); /* {% endmacro name %} */
     return expect_block_end(p) ? NULL : n;
@@ -748,6 +772,7 @@ static jnode *statement(ps *p) {
     if (is_name(t, "set")) return stmt_set(p, t);
     if (is_name(t, "macro")) return stmt_macro(p, t);
     if (is_name(t, "break") || is_name(t, "continue")) {
+        if (!p->loops) return pfail(p, t, "'%s' outside of a loop", is_name(t, "break") ? "break" : "continue");
         jnode *n = mk(p, is_name(t, "break") ? N_BREAK : N_CONTINUE, t);
         return !n || expect_block_end(p) ? NULL : n;
     }
@@ -831,7 +856,7 @@ wm_status jparse(wm_jinja *t, const char *src, size_t n, wm_error *err) {
     size_t nt;
     wm_status st = jlex(&t->arena, src, n, &toks, &nt, err);
     if (st) return st;
-    ps p = {t, toks, nt, 0, 0, err, 0};
+    ps p = {t, toks, nt, 0, 0, 0, err, 0};
     jtok start = {0};
     start.line = start.col = 1;
     jnode *root = mk(&p, N_BLOCK, &start);

@@ -59,7 +59,7 @@ static const char *str_field(const cJSON *o, const char *k) {
 
 static int run_cases(const char *src, const char *cases_path) {
     wm_error e = {0};
-    wm_chat_template t;
+    wm_chat_template t, tt; /* the template without tools, and with tools ("tool_use" when there is one) */
     size_t n;
     char *text = slurp(cases_path, &n);
     if (!text) return 2;
@@ -71,6 +71,11 @@ static int run_cases(const char *src, const char *cases_path) {
         return 2;
     }
     if (wm_chat_template_load(src, NULL, 0, &t, &e)) {
+        cJSON_Delete(cases);
+        return fail(src, &e);
+    }
+    if (wm_chat_template_load(src, NULL, 1, &tt, &e)) {
+        wm_chat_template_free(&t);
         cJSON_Delete(cases);
         return fail(src, &e);
     }
@@ -93,7 +98,7 @@ static int run_cases(const char *src, const char *cases_path) {
         wm_json_obj(&j, NULL);
         if (!msgs) {
             wm_json_str(&j, "error", "case without \"messages\"");
-        } else if (wm_chat_apply_json(tmpl ? tmpl : t.source, msgs, strlen(msgs), gen, &v, &out, &out_len, &ce)) {
+        } else if (wm_chat_apply_json(tmpl ? tmpl : v.tools_json ? tt.source : t.source, msgs, strlen(msgs), gen, &v, &out, &out_len, &ce)) {
             wm_json_str(&j, "error", ce.msg);
             wm_json_str(&j, "status", wm_status_name(ce.status));
         } else {
@@ -105,6 +110,7 @@ static int run_cases(const char *src, const char *cases_path) {
     wm_json_arr_end(&j);
     cJSON_Delete(cases);
     wm_chat_template_free(&t);
+    wm_chat_template_free(&tt);
     if (j.oom) {
         wm_json_free(&j);
         fprintf(stderr, "wm_chattool: out of memory\n");
