@@ -32,21 +32,21 @@ static wm_status jfail(jctx *c) { return c->err && c->err->status ? c->err->stat
 static wm_status normalize(jctx *c, jv msgs, jv *out) {
     if (msgs.t != JV_LIST) return wm_err(c->err, WM_ERR_INPUT, "messages: expected a JSON array of message objects");
     if (msgs.u.l->n == 0) return wm_err(c->err, WM_ERR_INPUT, "messages: the conversation is empty");
-    if (jlist_new(c, msgs.u.l->n, 0, out)) return jfail(c);
+    if (wm_jlist_new(c, msgs.u.l->n, 0, out)) return jfail(c);
     static const char *const rkeys[] = {"reasoning_content", "thinking", "reasoning"};
     for (size_t i = 0; i < msgs.u.l->n; i++) {
-        jv m = msgs.u.l->v[i], nm, r = jv_none();
+        jv m = msgs.u.l->v[i], nm, r = wm_jv_none();
         if (m.t != JV_DICT || m.u.d->kind != JD_DICT)
-            return wm_err(c->err, WM_ERR_INPUT, "messages[%zu]: expected an object, got %s", i, jv_typename(m));
+            return wm_err(c->err, WM_ERR_INPUT, "messages[%zu]: expected an object, got %s", i, wm_jv_typename(m));
         for (int k = 0; k < 3 && r.t == JV_NONE; k++) {
             jv x;
-            if (jdict_get(m.u.d, rkeys[k], strlen(rkeys[k]), &x) && x.t != JV_NONE) r = x;
+            if (wm_jdict_get(m.u.d, rkeys[k], strlen(rkeys[k]), &x) && x.t != JV_NONE) r = x;
         }
-        if (jdict_new(c, JD_DICT, &nm)) return jfail(c);
-        if (r.t != JV_NONE && jdict_set(c, nm.u.d, jv_cstr("thinking", 8), r)) return jfail(c);
+        if (wm_jdict_new(c, JD_DICT, &nm)) return jfail(c);
+        if (r.t != JV_NONE && wm_jdict_set(c, nm.u.d, wm_jv_cstr("thinking", 8), r)) return jfail(c);
         for (size_t k = 0; k < m.u.d->n; k++)
-            if (m.u.d->v[k].t != JV_NONE && jdict_set(c, nm.u.d, m.u.d->k[k], m.u.d->v[k])) return jfail(c);
-        if (r.t != JV_NONE && jdict_set(c, nm.u.d, jv_cstr("reasoning_content", 17), r)) return jfail(c);
+            if (m.u.d->v[k].t != JV_NONE && wm_jdict_set(c, nm.u.d, m.u.d->k[k], m.u.d->v[k])) return jfail(c);
+        if (r.t != JV_NONE && wm_jdict_set(c, nm.u.d, wm_jv_cstr("reasoning_content", 17), r)) return jfail(c);
         out->u.l->v[i] = nm;
     }
     return WM_OK;
@@ -84,13 +84,13 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
         c.max_output = cx->lim.max_output;
         c.err = err;
         jv raw, msgs;
-        if (jjson_parse(&c, messages_json, json_len, &raw)) {
+        if (wm_jjson_parse(&c, messages_json, json_len, &raw)) {
             wm_err_prefix(err, "messages");
             st = jfail(&c);
             goto done;
         }
         if ((st = normalize(&c, raw, &msgs))) goto done;
-        if (jframe_set(&c, &cx->globals, "messages", msgs)) {
+        if (wm_jframe_set(&c, &cx->globals, "messages", msgs)) {
             st = jfail(&c);
             goto done;
         }
@@ -113,7 +113,7 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
         c.mem_limit = cx->lim.max_memory;
         c.err = err;
         jv extra;
-        if (jjson_parse(&c, vars->extra_json, strlen(vars->extra_json), &extra)) {
+        if (wm_jjson_parse(&c, vars->extra_json, strlen(vars->extra_json), &extra)) {
             wm_err_prefix(err, "template variables");
             st = jfail(&c);
             goto done;
@@ -130,7 +130,7 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
                     st = wm_err(err, WM_ERR_INPUT, "template variables: '%s' is set by the chat itself", reserved[r]);
                     goto done;
                 }
-            if (jframe_set(&c, &cx->globals, k.u.s.p, extra.u.d->v[i])) {
+            if (wm_jframe_set(&c, &cx->globals, k.u.s.p, extra.u.d->v[i])) {
                 st = jfail(&c);
                 goto done;
             }
@@ -253,7 +253,7 @@ static wm_status load_config(const char *cfg, wm_chat_template *t, named *tpl, s
     wm_status st = read_text(cfg, MAX_CONFIG_BYTES, &text, &len, err);
     if (st) return st;
     jv root;
-    if (jjson_parse(c, text, len, &root)) {
+    if (wm_jjson_parse(c, text, len, &root)) {
         free(text);
         wm_err_prefix(err, "%s", cfg);
         return jfail(c);
@@ -264,14 +264,14 @@ static wm_status load_config(const char *cfg, wm_chat_template *t, named *tpl, s
     char **dst[] = {&t->bos_token, &t->eos_token, &t->unk_token, &t->pad_token};
     for (int i = 0; i < 4; i++) {
         jv v;
-        if (!jdict_get(root.u.d, toks[i], strlen(toks[i]), &v) || v.t == JV_NONE) continue;
-        if (v.t == JV_DICT && !jdict_get(v.u.d, "content", 7, &v))
+        if (!wm_jdict_get(root.u.d, toks[i], strlen(toks[i]), &v) || v.t == JV_NONE) continue;
+        if (v.t == JV_DICT && !wm_jdict_get(v.u.d, "content", 7, &v))
             return wm_err(err, WM_ERR_INPUT, "%s: %s is an object without \"content\"", cfg, toks[i]);
         if (v.t != JV_STR) return wm_err(err, WM_ERR_INPUT, "%s: %s must be a string or an AddedToken object", cfg, toks[i]);
         if ((st = take_str(v, cfg, toks[i], dst[i], err))) return st;
     }
     jv ct;
-    if (!jdict_get(root.u.d, "chat_template", 13, &ct) || ct.t == JV_NONE) return WM_OK;
+    if (!wm_jdict_get(root.u.d, "chat_template", 13, &ct) || ct.t == JV_NONE) return WM_OK;
     if (ct.t == JV_STR) {
         tpl[(*ntpl)++] = (named){"default", ct, NULL};
         return WM_OK;
@@ -279,7 +279,7 @@ static wm_status load_config(const char *cfg, wm_chat_template *t, named *tpl, s
     if (ct.t != JV_LIST) return wm_err(err, WM_ERR_INPUT, "%s: chat_template must be a string or a list of {name, template}", cfg);
     for (size_t i = 0; i < ct.u.l->n; i++) {
         jv e = ct.u.l->v[i], nm, tx;
-        if (e.t != JV_DICT || !jdict_get(e.u.d, "name", 4, &nm) || !jdict_get(e.u.d, "template", 8, &tx) ||
+        if (e.t != JV_DICT || !wm_jdict_get(e.u.d, "name", 4, &nm) || !wm_jdict_get(e.u.d, "template", 8, &tx) ||
             nm.t != JV_STR || tx.t != JV_STR)
             return wm_err(err, WM_ERR_INPUT, "%s: chat_template[%zu] must be {\"name\": str, \"template\": str}", cfg, i);
         if (*ntpl == cap) return wm_err(err, WM_ERR_INPUT, "%s: more than %zu chat templates", cfg, cap);
@@ -325,7 +325,7 @@ wm_status wm_chat_template_load(const char *path, const char *name, int has_tool
             while (k < ntpl && strcmp(tpl[k].name, "default") != 0) k++;
             if (k == ntpl) ntpl++;
             free(tpl[k].file_text);
-            tpl[k] = (named){"default", jv_cstr(s, len), s};
+            tpl[k] = (named){"default", wm_jv_cstr(s, len), s};
             src_name = "chat_template.jinja";
         }
         if (name && strcmp(name, "default") != 0) {
@@ -338,7 +338,7 @@ wm_status wm_chat_template_load(const char *path, const char *name, int has_tool
                 char *s;
                 size_t len;
                 if ((st = read_text(buf, 1u << 24, &s, &len, err))) goto done;
-                tpl[ntpl++] = (named){name, jv_cstr(s, len), s};
+                tpl[ntpl++] = (named){name, wm_jv_cstr(s, len), s};
                 src_name = "additional_chat_templates";
             }
         }
@@ -346,7 +346,7 @@ wm_status wm_chat_template_load(const char *path, const char *name, int has_tool
         char *s;
         size_t len;
         if ((st = read_text(path, 1u << 24, &s, &len, err))) goto done;
-        tpl[ntpl++] = (named){"default", jv_cstr(s, len), s};
+        tpl[ntpl++] = (named){"default", wm_jv_cstr(s, len), s};
         src_name = "template file";
     } else {
         if ((st = load_config(path, t, tpl, &ntpl, CAP, &c, err))) goto done;

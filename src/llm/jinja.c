@@ -30,7 +30,7 @@ wm_status wm_jinja_compile(const char *src, size_t n, const wm_jinja_limits *lim
         wm_jinja_free(t);
         return wm_err(err, WM_ERR_INPUT, "chat template: %zu bytes, more than the limit of %zu", n, max);
     }
-    wm_status st = jparse(t, src ? src : "", n, err);
+    wm_status st = wm_jparse(t, src ? src : "", n, err);
     if (st) {
         wm_jinja_free(t);
         return st;
@@ -78,7 +78,7 @@ static void ctx_jctx(wm_jinja_ctx *cx, jctx *c, wm_error *err) {
 static wm_status ctx_set(wm_jinja_ctx *cx, const char *name, jv v, jctx *c) {
     char *nm = wm_arena_strdup(&cx->arena, name);
     if (!nm) return wm_err(c->err, WM_ERR_NOMEM, "out of memory");
-    if (jframe_set(c, &cx->globals, nm, v)) return c->err && c->err->status ? c->err->status : WM_ERR_NOMEM;
+    if (wm_jframe_set(c, &cx->globals, nm, v)) return c->err && c->err->status ? c->err->status : WM_ERR_NOMEM;
     return WM_OK;
 }
 
@@ -86,7 +86,7 @@ wm_status wm_jinja_ctx_set_json(wm_jinja_ctx *cx, const char *name, const char *
     jctx c;
     jv v;
     ctx_jctx(cx, &c, err);
-    if (jjson_parse(&c, json, n, &v)) {
+    if (wm_jjson_parse(&c, json, n, &v)) {
         wm_err_prefix(err, "variable '%s'", name);
         return err && err->status ? err->status : WM_ERR_INPUT;
     }
@@ -97,20 +97,20 @@ wm_status wm_jinja_ctx_set_str(wm_jinja_ctx *cx, const char *name, const char *s
     jctx c;
     jv v;
     ctx_jctx(cx, &c, err);
-    if (jstr(&c, s, strlen(s), &v)) return err && err->status ? err->status : WM_ERR_NOMEM;
+    if (wm_jstr(&c, s, strlen(s), &v)) return err && err->status ? err->status : WM_ERR_NOMEM;
     return ctx_set(cx, name, v, &c);
 }
 
 wm_status wm_jinja_ctx_set_bool(wm_jinja_ctx *cx, const char *name, int b, wm_error *err) {
     jctx c;
     ctx_jctx(cx, &c, err);
-    return ctx_set(cx, name, jv_bool(b), &c);
+    return ctx_set(cx, name, wm_jv_bool(b), &c);
 }
 
 wm_status wm_jinja_ctx_set_none(wm_jinja_ctx *cx, const char *name, wm_error *err) {
     jctx c;
     ctx_jctx(cx, &c, err);
-    return ctx_set(cx, name, jv_none(), &c);
+    return ctx_set(cx, name, wm_jv_none(), &c);
 }
 
 wm_status wm_jinja_render(const wm_jinja *t, wm_jinja_ctx *cx, char **out, size_t *out_len, wm_error *err) {
@@ -125,11 +125,11 @@ wm_status wm_jinja_render(const wm_jinja *t, wm_jinja_ctx *cx, char **out, size_
     jbuf buf = {0};
     c.out = &buf;
     jframe top = {&cx->globals, NULL, 0, 0};
-    int rc = jexec_body(&c, &top, t->root->items, t->root->n);
-    if (!rc && c.loopctl) rc = jerr(&c, NULL, WM_ERR_INPUT, "'break' or 'continue' outside of a loop");
+    int rc = wm_jexec_body(&c, &top, t->root->items, t->root->n);
+    if (!rc && c.loopctl) rc = wm_jerr(&c, NULL, WM_ERR_INPUT, "'break' or 'continue' outside of a loop");
     wm_arena_free(&arena);
     if (rc) {
-        jbuf_free(&buf);
+        wm_jbuf_free(&buf);
         return err && err->status ? err->status : WM_ERR_INPUT;
     }
     if (!buf.p) {

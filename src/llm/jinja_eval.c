@@ -10,7 +10,7 @@
 
 /* ---- frames ---- */
 
-int jframe_set(jctx *c, jframe *f, const char *name, jv v) {
+int wm_jframe_set(jctx *c, jframe *f, const char *name, jv v) {
     for (size_t i = 0; i < f->n; i++)
         if (strcmp(f->vars[i].name, name) == 0) {
             f->vars[i].v = v;
@@ -18,7 +18,7 @@ int jframe_set(jctx *c, jframe *f, const char *name, jv v) {
         }
     if (f->n == f->cap) {
         size_t cap = f->cap ? f->cap * 2 : 8;
-        jvar *nv = jalloc(c, cap * sizeof(jvar));
+        jvar *nv = wm_jalloc(c, cap * sizeof(jvar));
         if (!nv) return -1;
         if (f->n) memcpy(nv, f->vars, f->n * sizeof(jvar));
         f->vars = nv;
@@ -30,7 +30,7 @@ int jframe_set(jctx *c, jframe *f, const char *name, jv v) {
     return 0;
 }
 
-int jlookup(jctx *c, jframe *f, const char *name, jv *out) {
+int wm_jlookup(jctx *c, jframe *f, const char *name, jv *out) {
     (void)c;
     for (; f; f = f->parent)
         for (size_t i = 0; i < f->n; i++)
@@ -38,7 +38,7 @@ int jlookup(jctx *c, jframe *f, const char *name, jv *out) {
                 *out = f->vars[i].v;
                 return 1;
             }
-    const jfunc *g = jglobal_find(name);
+    const jfunc *g = wm_jglobal_find(name);
     if (g) {
         memset(out, 0, sizeof *out);
         out->t = JV_FUNC;
@@ -49,16 +49,16 @@ int jlookup(jctx *c, jframe *f, const char *name, jv *out) {
 }
 
 static int undefined_err(jctx *c, const jnode *at, jv v, const char *doing) {
-    if (v.uname) return jerr(c, at, WM_ERR_INPUT, "'%s' is undefined (%s)", v.uname, doing);
-    return jerr(c, at, WM_ERR_INPUT, "undefined value (%s)", doing);
+    if (v.uname) return wm_jerr(c, at, WM_ERR_INPUT, "'%s' is undefined (%s)", v.uname, doing);
+    return wm_jerr(c, at, WM_ERR_INPUT, "undefined value (%s)", doing);
 }
 
 /* ---- lookups ---- */
 
-int jgetattr(jctx *c, const jnode *at, jv obj, const char *name, size_t nn, jv *out) {
+int wm_jgetattr(jctx *c, const jnode *at, jv obj, const char *name, size_t nn, jv *out) {
     if (obj.t == JV_UNDEF) return undefined_err(c, at, obj, "attribute access");
-    if (jmethod_exists(obj, name, nn)) {
-        jmethod *m = jalloc(c, sizeof *m);
+    if (wm_jmethod_exists(obj, name, nn)) {
+        jmethod *m = wm_jalloc(c, sizeof *m);
         if (!m) return -1;
         m->self = obj;
         m->name = name;
@@ -67,8 +67,8 @@ int jgetattr(jctx *c, const jnode *at, jv obj, const char *name, size_t nn, jv *
         out->u.m = m;
         return 0;
     }
-    if (obj.t == JV_DICT && jdict_get(obj.u.d, name, nn, out)) return 0;
-    *out = jv_undef(name);
+    if (obj.t == JV_DICT && wm_jdict_get(obj.u.d, name, nn, out)) return 0;
+    *out = wm_jv_undef(name);
     return 0;
 }
 
@@ -81,24 +81,24 @@ static int to_index(jv k, int64_t *i) {
 
 /* code point start offsets of a string (n+1 entries); malloc'ed */
 static size_t *cp_offsets(jctx *c, const char *p, size_t n, size_t *count) {
-    size_t k = u8_len(p, n);
+    size_t k = wm_u8_len(p, n);
     size_t *o = malloc((k + 1) * sizeof(size_t));
     if (!o) {
-        jerr(c, NULL, WM_ERR_NOMEM, "out of memory");
+        wm_jerr(c, NULL, WM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     size_t j = 0;
-    for (size_t i = 0; i < n; i = u8_next(p, n, i)) o[j++] = i;
+    for (size_t i = 0; i < n; i = wm_u8_next(p, n, i)) o[j++] = i;
     o[j] = n;
     *count = k;
     return o;
 }
 
-int jgetitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
+int wm_jgetitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
     int64_t i;
     if (obj.t == JV_UNDEF) return undefined_err(c, at, obj, "item access");
     if (obj.t == JV_DICT) {
-        if (jdict_getv(obj.u.d, key, out)) return 0;
+        if (wm_jdict_getv(obj.u.d, key, out)) return 0;
     } else if (obj.t == JV_LIST && to_index(key, &i)) {
         int64_t n = (int64_t)obj.u.l->n;
         if (i < 0) i += n;
@@ -107,23 +107,23 @@ int jgetitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
             return 0;
         }
     } else if (obj.t == JV_STR && to_index(key, &i)) {
-        if (jcharge(c, at, obj.u.s.n / 64)) return -1;
+        if (wm_jcharge(c, at, obj.u.s.n / 64)) return -1;
         size_t k;
         size_t *o = cp_offsets(c, obj.u.s.p, obj.u.s.n, &k);
         if (!o) return -1;
         if (i < 0) i += (int64_t)k;
         int rc = 0, found = 0;
         if (i >= 0 && i < (int64_t)k) {
-            rc = jstr(c, obj.u.s.p + o[i], o[i + 1] - o[i], out);
+            rc = wm_jstr(c, obj.u.s.p + o[i], o[i + 1] - o[i], out);
             found = 1;
         }
         free(o);
         if (rc || found) return rc;
     }
-    if (key.t == JV_STR && obj.t != JV_DICT) return jgetattr(c, at, obj, key.u.s.p, key.u.s.n, out);
-    if (key.t == JV_STR && jmethod_exists(obj, key.u.s.p, key.u.s.n))
-        return jgetattr(c, at, obj, key.u.s.p, key.u.s.n, out);
-    *out = jv_undef(key.t == JV_STR ? key.u.s.p : NULL);
+    if (key.t == JV_STR && obj.t != JV_DICT) return wm_jgetattr(c, at, obj, key.u.s.p, key.u.s.n, out);
+    if (key.t == JV_STR && wm_jmethod_exists(obj, key.u.s.p, key.u.s.n))
+        return wm_jgetattr(c, at, obj, key.u.s.p, key.u.s.n, out);
+    *out = wm_jv_undef(key.t == JV_STR ? key.u.s.p : NULL);
     return 0;
 }
 
@@ -134,7 +134,7 @@ static int slice_bound(jctx *c, const jnode *at, jv v, int64_t len, int64_t step
         *out = step > 0 ? (is_start ? 0 : len) : (is_start ? len - 1 : -1);
         return 0;
     }
-    if (!to_index(v, &x)) return jerr(c, at, WM_ERR_INPUT, "slice indices must be integers or None");
+    if (!to_index(v, &x)) return wm_jerr(c, at, WM_ERR_INPUT, "slice indices must be integers or None");
     if (x < 0) {
         x += len;
         if (x < 0) x = step < 0 ? -1 : 0;
@@ -146,21 +146,21 @@ static int slice_bound(jctx *c, const jnode *at, jv v, int64_t len, int64_t step
 }
 
 static int do_slice(jctx *c, jframe *f, const jnode *at, jv obj, const jnode *sl, jv *out) {
-    jv a = jv_none(), b = jv_none(), s = jv_none();
-    if ((sl->a && jeval(c, f, sl->a, &a)) || (sl->b && jeval(c, f, sl->b, &b)) || (sl->c && jeval(c, f, sl->c, &s)))
+    jv a = wm_jv_none(), b = wm_jv_none(), s = wm_jv_none();
+    if ((sl->a && wm_jeval(c, f, sl->a, &a)) || (sl->b && wm_jeval(c, f, sl->b, &b)) || (sl->c && wm_jeval(c, f, sl->c, &s)))
         return -1;
     int64_t step = 1;
     if (s.t != JV_NONE && s.t != JV_UNDEF && !to_index(s, &step))
-        return jerr(c, at, WM_ERR_INPUT, "slice step must be an integer or None");
-    if (step == 0) return jerr(c, at, WM_ERR_INPUT, "slice step cannot be zero");
+        return wm_jerr(c, at, WM_ERR_INPUT, "slice step must be an integer or None");
+    if (step == 0) return wm_jerr(c, at, WM_ERR_INPUT, "slice step cannot be zero");
     if (obj.t == JV_UNDEF) return undefined_err(c, at, obj, "slicing");
     size_t *o = NULL, len;
     if (obj.t == JV_STR) {
-        if (jcharge(c, at, obj.u.s.n / 64) || !(o = cp_offsets(c, obj.u.s.p, obj.u.s.n, &len))) return -1;
+        if (wm_jcharge(c, at, obj.u.s.n / 64) || !(o = cp_offsets(c, obj.u.s.p, obj.u.s.n, &len))) return -1;
     } else if (obj.t == JV_LIST) {
         len = obj.u.l->n;
     } else {
-        return jerr(c, at, WM_ERR_INPUT, "'%s' object is not subscriptable with a slice", jv_typename(obj));
+        return wm_jerr(c, at, WM_ERR_INPUT, "'%s' object is not subscriptable with a slice", wm_jv_typename(obj));
     }
     int64_t st, en;
     if (slice_bound(c, at, a, (int64_t)len, step, 1, &st) || slice_bound(c, at, b, (int64_t)len, step, 0, &en)) {
@@ -175,21 +175,21 @@ static int do_slice(jctx *c, jframe *f, const jnode *at, jv obj, const jnode *sl
         jbuf bb = {0};
         for (int64_t k = 0; k < cnt && !rc; k++) {
             int64_t idx = st + k * step;
-            rc = jbuf_put(c, &bb, obj.u.s.p + o[idx], o[idx + 1] - o[idx]);
+            rc = wm_jbuf_put(c, &bb, obj.u.s.p + o[idx], o[idx + 1] - o[idx]);
         }
         free(o);
         if (rc) {
-            jbuf_free(&bb);
+            wm_jbuf_free(&bb);
             return -1;
         }
-        return jbuf_to_str(c, &bb, out);
+        return wm_jbuf_to_str(c, &bb, out);
     }
-    if (jlist_new(c, (size_t)cnt, obj.u.l->tuple, out)) return -1;
+    if (wm_jlist_new(c, (size_t)cnt, obj.u.l->tuple, out)) return -1;
     for (int64_t k = 0; k < cnt; k++) out->u.l->v[k] = obj.u.l->v[st + k * step];
     return 0;
 }
 
-int jiter(jctx *c, const jnode *at, jv v, jlist **out) {
+int wm_jiter(jctx *c, const jnode *at, jv v, jlist **out) {
     static jlist empty = {0, NULL, 0};
     jv l;
     switch (v.t) {
@@ -197,16 +197,16 @@ int jiter(jctx *c, const jnode *at, jv v, jlist **out) {
     case JV_LIST: *out = v.u.l; return 0;
     case JV_DICT:
         if (v.u.d->kind != JD_DICT) break;
-        if (jlist_new(c, v.u.d->n, 0, &l)) return -1;
+        if (wm_jlist_new(c, v.u.d->n, 0, &l)) return -1;
         memcpy(l.u.l->v, v.u.d->k, v.u.d->n * sizeof(jv));
         *out = l.u.l;
         return 0;
     case JV_STR: {
-        size_t k = u8_len(v.u.s.p, v.u.s.n), j = 0;
-        if (jcharge(c, at, v.u.s.n / 64) || jlist_new(c, k, 0, &l)) return -1;
+        size_t k = wm_u8_len(v.u.s.p, v.u.s.n), j = 0;
+        if (wm_jcharge(c, at, v.u.s.n / 64) || wm_jlist_new(c, k, 0, &l)) return -1;
         for (size_t i = 0; i < v.u.s.n; j++) {
-            size_t e = u8_next(v.u.s.p, v.u.s.n, i);
-            l.u.l->v[j] = jv_cstr(v.u.s.p + i, e - i); /* points into the string: values are immutable */
+            size_t e = wm_u8_next(v.u.s.p, v.u.s.n, i);
+            l.u.l->v[j] = wm_jv_cstr(v.u.s.p + i, e - i); /* points into the string: values are immutable */
             i = e;
         }
         *out = l.u.l;
@@ -214,7 +214,7 @@ int jiter(jctx *c, const jnode *at, jv v, jlist **out) {
     }
     default: break;
     }
-    return jerr(c, at, WM_ERR_INPUT, "'%s' object is not iterable", jv_typename(v));
+    return wm_jerr(c, at, WM_ERR_INPUT, "'%s' object is not iterable", wm_jv_typename(v));
 }
 
 /* ---- arithmetic ---- */
@@ -226,17 +226,19 @@ static int64_t inum(jv v) { return v.t == JV_INT ? v.u.i : v.u.b; }
 static int repeat(jctx *c, const jnode *at, jv seq, int64_t k, jv *out) {
     if (k < 0) k = 0;
     if (seq.t == JV_STR) {
-        jbuf b = {0};
-        for (int64_t i = 0; i < k; i++)
-            if (jcharge(c, at, 1 + seq.u.s.n / 64) || jbuf_put(c, &b, seq.u.s.p, seq.u.s.n)) {
-                jbuf_free(&b);
-                return -1;
-            }
-        return jbuf_to_str(c, &b, out);
+        uint64_t total;
+        if (!wm_mul_u64(seq.u.s.n, (uint64_t)k, &total) || total >= c->mem_limit)
+            return wm_jerr(c, at, WM_ERR_INPUT, "string size limit (%zu bytes) exceeded", c->mem_limit);
+        char *d = wm_jalloc(c, (size_t)total + 1);
+        if (!d || wm_jcharge(c, at, 1 + total / 64)) return -1;
+        for (int64_t i = 0; i < k; i++) memcpy(d + (size_t)i * seq.u.s.n, seq.u.s.p, seq.u.s.n);
+        d[total] = 0;
+        *out = wm_jv_cstr(d, (size_t)total);
+        return 0;
     }
     size_t n = seq.u.l->n;
-    if (n && (uint64_t)k > (c->mem_limit / sizeof(jv)) / n) return jerr(c, at, WM_ERR_INPUT, "memory limit exceeded (list repetition)");
-    if (jcharge(c, at, (uint64_t)k * n) || jlist_new(c, (size_t)k * n, seq.u.l->tuple, out)) return -1;
+    if (n && (uint64_t)k > (c->mem_limit / sizeof(jv)) / n) return wm_jerr(c, at, WM_ERR_INPUT, "memory limit exceeded (list repetition)");
+    if (wm_jcharge(c, at, (uint64_t)k * n) || wm_jlist_new(c, (size_t)k * n, seq.u.l->tuple, out)) return -1;
     for (int64_t i = 0; i < k; i++) memcpy(out->u.l->v + i * n, seq.u.l->v, n * sizeof(jv));
     return 0;
 }
@@ -255,7 +257,7 @@ static int arith(jctx *c, const jnode *at, int op, jv a, jv b, jv *out) {
             case OP_MUL: if (__builtin_mul_overflow(x, y, &r)) goto ovf; break;
             case OP_FLOORDIV:
             case OP_MOD:
-                if (y == 0) return jerr(c, at, WM_ERR_INPUT, "integer division or modulo by zero");
+                if (y == 0) return wm_jerr(c, at, WM_ERR_INPUT, "integer division or modulo by zero");
                 if (x == INT64_MIN && y == -1) goto ovf;
                 r = op == OP_FLOORDIV ? x / y : x % y;
                 if (op == OP_FLOORDIV && (x % y != 0) && ((x < 0) != (y < 0))) r--;
@@ -263,8 +265,8 @@ static int arith(jctx *c, const jnode *at, int op, jv a, jv b, jv *out) {
                 break;
             case OP_POW:
                 if (y < 0) {
-                    if (x == 0) return jerr(c, at, WM_ERR_INPUT, "0 cannot be raised to a negative power");
-                    *out = jv_float(pow((double)x, (double)y));
+                    if (x == 0) return wm_jerr(c, at, WM_ERR_INPUT, "0 cannot be raised to a negative power");
+                    *out = wm_jv_float(pow((double)x, (double)y));
                     return 0;
                 }
                 r = 1;
@@ -277,7 +279,7 @@ static int arith(jctx *c, const jnode *at, int op, jv a, jv b, jv *out) {
                 }
                 break;
             }
-            *out = jv_int(r);
+            *out = wm_jv_int(r);
             return 0;
         }
         double x = fnum(a), y = fnum(b), r = 0;
@@ -286,12 +288,12 @@ static int arith(jctx *c, const jnode *at, int op, jv a, jv b, jv *out) {
         case OP_SUB: r = x - y; break;
         case OP_MUL: r = x * y; break;
         case OP_DIV:
-            if (y == 0) return jerr(c, at, WM_ERR_INPUT, "division by zero");
+            if (y == 0) return wm_jerr(c, at, WM_ERR_INPUT, "division by zero");
             r = x / y;
             break;
         case OP_FLOORDIV:
         case OP_MOD: { /* Python's float divmod */
-            if (y == 0) return jerr(c, at, WM_ERR_INPUT, "float division or modulo by zero");
+            if (y == 0) return wm_jerr(c, at, WM_ERR_INPUT, "float division or modulo by zero");
             double mod = fmod(x, y), div = (x - mod) / y, fl;
             if (mod != 0) {
                 if ((y < 0) != (mod < 0)) {
@@ -311,24 +313,24 @@ static int arith(jctx *c, const jnode *at, int op, jv a, jv b, jv *out) {
             break;
         }
         case OP_POW:
-            if (x == 0 && y < 0) return jerr(c, at, WM_ERR_INPUT, "0.0 cannot be raised to a negative power");
+            if (x == 0 && y < 0) return wm_jerr(c, at, WM_ERR_INPUT, "0.0 cannot be raised to a negative power");
             r = pow(x, y);
             break;
         }
-        *out = jv_float(r);
+        *out = wm_jv_float(r);
         return 0;
     }
     if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
         jbuf s = {0};
-        if (jcharge(c, at, (a.u.s.n + b.u.s.n) / 64) || jbuf_put(c, &s, a.u.s.p, a.u.s.n) ||
-            jbuf_put(c, &s, b.u.s.p, b.u.s.n)) {
-            jbuf_free(&s);
+        if (wm_jcharge(c, at, (a.u.s.n + b.u.s.n) / 64) || wm_jbuf_put(c, &s, a.u.s.p, a.u.s.n) ||
+            wm_jbuf_put(c, &s, b.u.s.p, b.u.s.n)) {
+            wm_jbuf_free(&s);
             return -1;
         }
-        return jbuf_to_str(c, &s, out);
+        return wm_jbuf_to_str(c, &s, out);
     }
     if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
-        if (jlist_new(c, a.u.l->n + b.u.l->n, a.u.l->tuple, out)) return -1;
+        if (wm_jlist_new(c, a.u.l->n + b.u.l->n, a.u.l->tuple, out)) return -1;
         if (a.u.l->n) memcpy(out->u.l->v, a.u.l->v, a.u.l->n * sizeof(jv));
         if (b.u.l->n) memcpy(out->u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(jv));
         return 0;
@@ -338,11 +340,11 @@ static int arith(jctx *c, const jnode *at, int op, jv a, jv b, jv *out) {
     if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL))
         return repeat(c, at, b, inum(a), out);
     if (op == OP_MOD && a.t == JV_STR)
-        return jerr(c, at, WM_ERR_UNSUPPORTED, "printf-style string formatting ('%%') is not supported");
-    return jerr(c, at, WM_ERR_INPUT, "unsupported operand types for %s: '%s' and '%s'", names[op], jv_typename(a),
-                jv_typename(b));
+        return wm_jerr(c, at, WM_ERR_UNSUPPORTED, "printf-style string formatting ('%%') is not supported");
+    return wm_jerr(c, at, WM_ERR_INPUT, "unsupported operand types for %s: '%s' and '%s'", names[op], wm_jv_typename(a),
+                wm_jv_typename(b));
 ovf:
-    return jerr(c, at, WM_ERR_INPUT, "integer overflow in '%s'", names[op]);
+    return wm_jerr(c, at, WM_ERR_INPUT, "integer overflow in '%s'", names[op]);
 }
 
 static int contains(jctx *c, const jnode *at, jv item, jv seq, int *r) {
@@ -350,40 +352,40 @@ static int contains(jctx *c, const jnode *at, jv item, jv seq, int *r) {
     case JV_UNDEF: *r = 0; return 0;
     case JV_STR:
         if (item.t != JV_STR)
-            return jerr(c, at, WM_ERR_INPUT, "'in <string>' requires a string as left operand, not %s", jv_typename(item));
-        if (jcharge(c, at, seq.u.s.n / 16)) return -1;
-        *r = jfind(seq.u.s.p, seq.u.s.n, item.u.s.p, item.u.s.n, 0) >= 0;
+            return wm_jerr(c, at, WM_ERR_INPUT, "'in <string>' requires a string as left operand, not %s", wm_jv_typename(item));
+        if (wm_jcharge(c, at, seq.u.s.n / 16)) return -1;
+        *r = wm_jfind(seq.u.s.p, seq.u.s.n, item.u.s.p, item.u.s.n, 0) >= 0;
         return 0;
     case JV_LIST:
         *r = 0;
-        if (jcharge(c, at, seq.u.l->n)) return -1;
-        for (size_t i = 0; i < seq.u.l->n && !*r; i++) *r = jv_equal(seq.u.l->v[i], item);
+        if (wm_jcharge(c, at, seq.u.l->n)) return -1;
+        for (size_t i = 0; i < seq.u.l->n && !*r; i++) *r = wm_jv_equal(seq.u.l->v[i], item);
         return 0;
     case JV_DICT:
         if (seq.u.d->kind == JD_DICT) {
             jv tmp;
-            if (jcharge(c, at, seq.u.d->n)) return -1;
-            *r = jdict_getv(seq.u.d, item, &tmp);
+            if (wm_jcharge(c, at, seq.u.d->n)) return -1;
+            *r = wm_jdict_getv(seq.u.d, item, &tmp);
             return 0;
         }
         break;
     default: break;
     }
-    return jerr(c, at, WM_ERR_INPUT, "argument of type '%s' is not iterable", jv_typename(seq));
+    return wm_jerr(c, at, WM_ERR_INPUT, "argument of type '%s' is not iterable", wm_jv_typename(seq));
 }
 
 static int compare_op(jctx *c, const jnode *at, int op, jv a, jv b, int *r) {
     int k;
     switch (op) {
-    case OP_EQ: *r = jv_equal(a, b); return 0;
-    case OP_NE: *r = !jv_equal(a, b); return 0;
+    case OP_EQ: *r = wm_jv_equal(a, b); return 0;
+    case OP_NE: *r = !wm_jv_equal(a, b); return 0;
     case OP_IN: return contains(c, at, a, b, r);
     case OP_NOTIN:
         if (contains(c, at, a, b, r)) return -1;
         *r = !*r;
         return 0;
     default:
-        if (jv_compare(c, at, a, b, &k)) return -1;
+        if (wm_jv_compare(c, at, a, b, &k)) return -1;
         *r = op == OP_LT ? k < 0 : op == OP_LE ? k <= 0 : op == OP_GT ? k > 0 : k >= 0;
         return 0;
     }
@@ -393,15 +395,15 @@ static int compare_op(jctx *c, const jnode *at, int op, jv a, jv b, int *r) {
 
 static int eval_args(jctx *c, jframe *f, const jnode *e, jargs *a) {
     memset(a, 0, sizeof *a);
-    if (e->n && !(a->v = jalloc(c, e->n * sizeof(jv)))) return -1;
+    if (e->n && !(a->v = wm_jalloc(c, e->n * sizeof(jv)))) return -1;
     for (size_t i = 0; i < e->n; i++)
-        if (jeval(c, f, e->items[i], &a->v[i])) return -1;
+        if (wm_jeval(c, f, e->items[i], &a->v[i])) return -1;
     a->n = e->n;
     if (e->n2) {
-        if (!(a->kn = jalloc(c, e->n2 * sizeof(char *))) || !(a->kv = jalloc(c, e->n2 * sizeof(jv)))) return -1;
+        if (!(a->kn = wm_jalloc(c, e->n2 * sizeof(char *))) || !(a->kv = wm_jalloc(c, e->n2 * sizeof(jv)))) return -1;
         for (size_t i = 0; i < e->n2; i++) {
             a->kn[i] = e->items2[i]->name;
-            if (jeval(c, f, e->items2[i]->a, &a->kv[i])) return -1;
+            if (wm_jeval(c, f, e->items2[i]->a, &a->kv[i])) return -1;
         }
         a->nk = e->n2;
     }
@@ -411,21 +413,21 @@ static int eval_args(jctx *c, jframe *f, const jnode *e, jargs *a) {
 static int call_macro(jctx *c, const jnode *at, const jmacro *m, const jargs *a, jv *out) {
     const jnode *def = m->def;
     if (a->n > def->n)
-        return jerr(c, at, WM_ERR_INPUT, "macro '%s' takes not more than %zu argument(s)", def->name, def->n);
-    if (++c->depth > c->max_depth) return jerr(c, at, WM_ERR_INPUT, "nesting or recursion deeper than %d", c->max_depth);
-    jframe *fr = jalloc(c, sizeof *fr);
+        return wm_jerr(c, at, WM_ERR_INPUT, "macro '%s' takes not more than %zu argument(s)", def->name, def->n);
+    if (++c->depth > c->max_depth) return wm_jerr(c, at, WM_ERR_INPUT, "nesting or recursion deeper than %d", c->max_depth);
+    jframe *fr = wm_jalloc(c, sizeof *fr);
     if (!fr) return -1;
     fr->parent = m->closure;
     for (size_t k = 0; k < a->nk; k++) {
         size_t i;
         for (i = 0; i < def->n; i++)
             if (strcmp(def->items[i]->name, a->kn[k]) == 0) break;
-        if (i == def->n) return jerr(c, at, WM_ERR_INPUT, "macro '%s' has no parameter '%s'", def->name, a->kn[k]);
-        if (i < a->n) return jerr(c, at, WM_ERR_INPUT, "macro '%s' got parameter '%s' twice", def->name, a->kn[k]);
+        if (i == def->n) return wm_jerr(c, at, WM_ERR_INPUT, "macro '%s' has no parameter '%s'", def->name, a->kn[k]);
+        if (i < a->n) return wm_jerr(c, at, WM_ERR_INPUT, "macro '%s' got parameter '%s' twice", def->name, a->kn[k]);
     }
     for (size_t i = 0; i < def->n; i++) {
         const jnode *prm = def->items[i];
-        jv v = jv_undef(prm->name);
+        jv v = wm_jv_undef(prm->name);
         int have = 0;
         if (i < a->n) {
             v = a->v[i];
@@ -436,28 +438,28 @@ static int call_macro(jctx *c, const jnode *at, const jmacro *m, const jargs *a,
                 v = a->kv[k];
                 have = 1;
             }
-        if (!have && prm->a && jeval(c, fr, prm->a, &v)) return -1;
-        if (jframe_set(c, fr, prm->name, v)) return -1;
+        if (!have && prm->a && wm_jeval(c, fr, prm->a, &v)) return -1;
+        if (wm_jframe_set(c, fr, prm->name, v)) return -1;
     }
     jbuf *saved = c->out, buf = {0};
     c->out = &buf;
-    int rc = jexec_body(c, fr, def->items2, def->n2);
+    int rc = wm_jexec_body(c, fr, def->items2, def->n2);
     c->out = saved;
     c->depth--;
     if (rc) {
-        jbuf_free(&buf);
+        wm_jbuf_free(&buf);
         return -1;
     }
-    return jbuf_to_str(c, &buf, out);
+    return wm_jbuf_to_str(c, &buf, out);
 }
 
-int jcall(jctx *c, const jnode *at, jv fn, const jargs *a, jv *out) {
+int wm_jcall(jctx *c, const jnode *at, jv fn, const jargs *a, jv *out) {
     switch (fn.t) {
     case JV_FUNC: return fn.u.fn->fn(c, at, a, out);
-    case JV_METHOD: return jmethod_call(c, at, fn.u.m->self, fn.u.m->name, a, out);
+    case JV_METHOD: return wm_jmethod_call(c, at, fn.u.m->self, fn.u.m->name, a, out);
     case JV_MACRO: return call_macro(c, at, fn.u.mac, a, out);
     case JV_UNDEF: return undefined_err(c, at, fn, "call");
-    default: return jerr(c, at, WM_ERR_INPUT, "'%s' object is not callable", jv_typename(fn));
+    default: return wm_jerr(c, at, WM_ERR_INPUT, "'%s' object is not callable", wm_jv_typename(fn));
     }
 }
 
@@ -468,14 +470,14 @@ static int apply_filters(jctx *c, jframe *f, const jnode *chain, jv base, jv *ou
     size_t n = 0;
     for (const jnode *k = chain; k; k = k->a) n++;
     const jnode **order = n ? malloc(n * sizeof *order) : NULL;
-    if (n && !order) return jerr(c, chain, WM_ERR_NOMEM, "out of memory");
+    if (n && !order) return wm_jerr(c, chain, WM_ERR_NOMEM, "out of memory");
     size_t i = n;
     for (const jnode *k = chain; k; k = k->a) order[--i] = k;
     jv cur = base;
     int rc = 0;
     for (i = 0; i < n && !rc; i++) {
         jargs a;
-        rc = eval_args(c, f, order[i], &a) || jfilter(c, f, order[i], order[i]->name, cur, &a, &cur) ? -1 : 0;
+        rc = eval_args(c, f, order[i], &a) || wm_jfilter(c, f, order[i], order[i]->name, cur, &a, &cur) ? -1 : 0;
     }
     free(order);
     *out = cur;
@@ -485,9 +487,9 @@ static int apply_filters(jctx *c, jframe *f, const jnode *chain, jv base, jv *ou
 static int jeval_node(jctx *c, jframe *f, const jnode *e, jv *out);
 
 /* expression depth is bounded here: chains like a+b+...+z or x|f|f|... nest one level per term */
-int jeval(jctx *c, jframe *f, const jnode *e, jv *out) {
+int wm_jeval(jctx *c, jframe *f, const jnode *e, jv *out) {
     if (++c->edepth > c->max_edepth)
-        return jerr(c, e, WM_ERR_INPUT, "expression nested deeper than %d", c->max_edepth);
+        return wm_jerr(c, e, WM_ERR_INPUT, "expression nested deeper than %d", c->max_edepth);
     int rc = jeval_node(c, f, e, out);
     c->edepth--;
     return rc;
@@ -496,136 +498,136 @@ int jeval(jctx *c, jframe *f, const jnode *e, jv *out) {
 static int jeval_node(jctx *c, jframe *f, const jnode *e, jv *out) {
     jv a, b;
     jargs args;
-    if (jcharge(c, e, 1)) return -1;
+    if (wm_jcharge(c, e, 1)) return -1;
     switch (e->kind) {
     case N_CONST: *out = e->val; return 0;
     case N_NAME:
-        if (!jlookup(c, f, e->name, out)) *out = jv_undef(e->name);
+        if (!wm_jlookup(c, f, e->name, out)) *out = wm_jv_undef(e->name);
         return 0;
     case N_GETATTR:
-        if (jeval(c, f, e->a, &a)) return -1;
-        return jgetattr(c, e, a, e->name, strlen(e->name), out);
+        if (wm_jeval(c, f, e->a, &a)) return -1;
+        return wm_jgetattr(c, e, a, e->name, strlen(e->name), out);
     case N_GETITEM:
-        if (jeval(c, f, e->a, &a)) return -1;
+        if (wm_jeval(c, f, e->a, &a)) return -1;
         if (e->b->kind == N_SLICE) return do_slice(c, f, e, a, e->b, out);
-        if (jeval(c, f, e->b, &b)) return -1;
-        return jgetitem(c, e, a, b, out);
+        if (wm_jeval(c, f, e->b, &b)) return -1;
+        return wm_jgetitem(c, e, a, b, out);
     case N_CALL:
         if (e->a->kind == N_GETATTR) {
-            if (jeval(c, f, e->a->a, &a)) return -1;
-            if (a.t != JV_UNDEF && jmethod_exists(a, e->a->name, strlen(e->a->name))) {
+            if (wm_jeval(c, f, e->a->a, &a)) return -1;
+            if (a.t != JV_UNDEF && wm_jmethod_exists(a, e->a->name, strlen(e->a->name))) {
                 if (eval_args(c, f, e, &args)) return -1;
-                return jmethod_call(c, e, a, e->a->name, &args, out);
+                return wm_jmethod_call(c, e, a, e->a->name, &args, out);
             }
-            if (jgetattr(c, e->a, a, e->a->name, strlen(e->a->name), &b)) return -1;
-        } else if (jeval(c, f, e->a, &b)) {
+            if (wm_jgetattr(c, e->a, a, e->a->name, strlen(e->a->name), &b)) return -1;
+        } else if (wm_jeval(c, f, e->a, &b)) {
             return -1;
         }
         if (b.t == JV_UNDEF) return undefined_err(c, e, b, "call");
         if (eval_args(c, f, e, &args)) return -1;
-        return jcall(c, e, b, &args, out);
+        return wm_jcall(c, e, b, &args, out);
     case N_FILTER:
-        if (jeval(c, f, e->a, &a) || eval_args(c, f, e, &args)) return -1;
-        return jfilter(c, f, e, e->name, a, &args, out);
+        if (wm_jeval(c, f, e->a, &a) || eval_args(c, f, e, &args)) return -1;
+        return wm_jfilter(c, f, e, e->name, a, &args, out);
     case N_TEST: {
         int r;
-        if (jeval(c, f, e->a, &a) || eval_args(c, f, e, &args) || jtest(c, f, e, e->name, a, &args, &r)) return -1;
-        *out = jv_bool(r);
+        if (wm_jeval(c, f, e->a, &a) || eval_args(c, f, e, &args) || wm_jtest(c, f, e, e->name, a, &args, &r)) return -1;
+        *out = wm_jv_bool(r);
         return 0;
     }
     case N_UNARY:
-        if (jeval(c, f, e->a, &a)) return -1;
+        if (wm_jeval(c, f, e->a, &a)) return -1;
         if (e->op == OP_NOT) {
-            *out = jv_bool(!jv_truthy(a));
+            *out = wm_jv_bool(!wm_jv_truthy(a));
             return 0;
         }
         if (a.t == JV_UNDEF) return undefined_err(c, e, a, "unary operator");
-        if (!is_num(a)) return jerr(c, e, WM_ERR_INPUT, "bad operand type for unary %s: '%s'", e->op == OP_NEG ? "-" : "+", jv_typename(a));
-        if (e->op == OP_POS) *out = a.t == JV_BOOL ? jv_int(a.u.b) : a;
-        else if (a.t == JV_FLOAT) *out = jv_float(-a.u.f);
-        else if (inum(a) == INT64_MIN) return jerr(c, e, WM_ERR_INPUT, "integer overflow in unary '-'");
-        else *out = jv_int(-inum(a));
+        if (!is_num(a)) return wm_jerr(c, e, WM_ERR_INPUT, "bad operand type for unary %s: '%s'", e->op == OP_NEG ? "-" : "+", wm_jv_typename(a));
+        if (e->op == OP_POS) *out = a.t == JV_BOOL ? wm_jv_int(a.u.b) : a;
+        else if (a.t == JV_FLOAT) *out = wm_jv_float(-a.u.f);
+        else if (inum(a) == INT64_MIN) return wm_jerr(c, e, WM_ERR_INPUT, "integer overflow in unary '-'");
+        else *out = wm_jv_int(-inum(a));
         return 0;
     case N_BINARY:
-        if (jeval(c, f, e->a, &a)) return -1;
+        if (wm_jeval(c, f, e->a, &a)) return -1;
         if (e->op == OP_AND) {
-            if (!jv_truthy(a)) {
+            if (!wm_jv_truthy(a)) {
                 *out = a;
                 return 0;
             }
-            return jeval(c, f, e->b, out);
+            return wm_jeval(c, f, e->b, out);
         }
         if (e->op == OP_OR) {
-            if (jv_truthy(a)) {
+            if (wm_jv_truthy(a)) {
                 *out = a;
                 return 0;
             }
-            return jeval(c, f, e->b, out);
+            return wm_jeval(c, f, e->b, out);
         }
-        if (jeval(c, f, e->b, &b)) return -1;
+        if (wm_jeval(c, f, e->b, &b)) return -1;
         return arith(c, e, e->op, a, b, out);
     case N_COMPARE: {
-        if (jeval(c, f, e->a, &a)) return -1;
+        if (wm_jeval(c, f, e->a, &a)) return -1;
         for (size_t i = 0; i < e->n; i++) {
             int r;
-            if (jeval(c, f, e->items[i]->a, &b) || compare_op(c, e->items[i], e->items[i]->op, a, b, &r)) return -1;
+            if (wm_jeval(c, f, e->items[i]->a, &b) || compare_op(c, e->items[i], e->items[i]->op, a, b, &r)) return -1;
             if (!r) {
-                *out = jv_bool(0);
+                *out = wm_jv_bool(0);
                 return 0;
             }
             a = b;
         }
-        *out = jv_bool(1);
+        *out = wm_jv_bool(1);
         return 0;
     }
     case N_CONCAT: {
         jbuf s = {0};
         for (size_t i = 0; i < e->n; i++)
-            if (jeval(c, f, e->items[i], &a) || jv_str(c, &s, a)) {
-                jbuf_free(&s);
+            if (wm_jeval(c, f, e->items[i], &a) || wm_jv_str(c, &s, a)) {
+                wm_jbuf_free(&s);
                 return -1;
             }
-        return jbuf_to_str(c, &s, out);
+        return wm_jbuf_to_str(c, &s, out);
     }
     case N_COND:
-        if (jeval(c, f, e->a, &a)) return -1;
-        if (jv_truthy(a)) return jeval(c, f, e->b, out);
-        if (e->c) return jeval(c, f, e->c, out);
-        *out = jv_undef(NULL);
+        if (wm_jeval(c, f, e->a, &a)) return -1;
+        if (wm_jv_truthy(a)) return wm_jeval(c, f, e->b, out);
+        if (e->c) return wm_jeval(c, f, e->c, out);
+        *out = wm_jv_undef(NULL);
         return 0;
     case N_LIST:
     case N_TUPLE:
-        if (jlist_new(c, e->n, e->kind == N_TUPLE, out)) return -1;
+        if (wm_jlist_new(c, e->n, e->kind == N_TUPLE, out)) return -1;
         for (size_t i = 0; i < e->n; i++)
-            if (jeval(c, f, e->items[i], &out->u.l->v[i])) return -1;
+            if (wm_jeval(c, f, e->items[i], &out->u.l->v[i])) return -1;
         return 0;
     case N_DICT:
-        if (jdict_new(c, JD_DICT, out)) return -1;
+        if (wm_jdict_new(c, JD_DICT, out)) return -1;
         for (size_t i = 0; i < e->n; i++)
-            if (jeval(c, f, e->items[i], &a) || jeval(c, f, e->items2[i], &b) || jdict_set(c, out->u.d, a, b)) return -1;
+            if (wm_jeval(c, f, e->items[i], &a) || wm_jeval(c, f, e->items2[i], &b) || wm_jdict_set(c, out->u.d, a, b)) return -1;
         return 0;
-    default: return jerr(c, e, WM_ERR_INTERNAL, "expression node %d cannot be evaluated", e->kind);
+    default: return wm_jerr(c, e, WM_ERR_INTERNAL, "expression node %d cannot be evaluated", e->kind);
     }
 }
 
 /* ---- statements ---- */
 
 static int assign(jctx *c, jframe *f, const jnode *target, jv v) {
-    if (target->kind == N_NAME) return jframe_set(c, f, target->name, v);
+    if (target->kind == N_NAME) return wm_jframe_set(c, f, target->name, v);
     if (target->kind == N_NSREF) {
         jv ns;
-        if (!jlookup(c, f, target->name, &ns) || ns.t != JV_DICT || ns.u.d->kind != JD_NS)
-            return jerr(c, target, WM_ERR_INPUT, "can't assign attribute '%s' on '%s': not a namespace", target->name2,
+        if (!wm_jlookup(c, f, target->name, &ns) || ns.t != JV_DICT || ns.u.d->kind != JD_NS)
+            return wm_jerr(c, target, WM_ERR_INPUT, "can't assign attribute '%s' on '%s': not a namespace", target->name2,
                         target->name);
         if (target->name2[0] == '_')
-            return jerr(c, target, WM_ERR_INPUT, "namespace attributes starting with '_' are not allowed");
-        return jdict_set(c, ns.u.d, jv_cstr(target->name2, strlen(target->name2)), v);
+            return wm_jerr(c, target, WM_ERR_INPUT, "namespace attributes starting with '_' are not allowed");
+        return wm_jdict_set(c, ns.u.d, wm_jv_cstr(target->name2, strlen(target->name2)), v);
     }
     /* tuple unpacking */
     jlist *items;
-    if (jiter(c, target, v, &items)) return -1;
+    if (wm_jiter(c, target, v, &items)) return -1;
     if (items->n != target->n)
-        return jerr(c, target, WM_ERR_INPUT, "cannot unpack %zu values into %zu names", items->n, target->n);
+        return wm_jerr(c, target, WM_ERR_INPUT, "cannot unpack %zu values into %zu names", items->n, target->n);
     for (size_t i = 0; i < target->n; i++)
         if (assign(c, f, target->items[i], items->v[i])) return -1;
     return 0;
@@ -635,34 +637,34 @@ static int loop_object(jctx *c, const jlist *items, size_t i, jv *out) {
     static const char *const keys[] = {"index0", "index", "revindex0", "revindex", "first", "last", "length",
                                        "depth", "depth0", "previtem", "nextitem"};
     int64_t n = (int64_t)items->n, k = (int64_t)i;
-    jv vals[11] = {jv_int(k), jv_int(k + 1), jv_int(n - k - 1), jv_int(n - k), jv_bool(k == 0), jv_bool(k == n - 1),
-                   jv_int(n), jv_int(1), jv_int(0)};
+    jv vals[11] = {wm_jv_int(k), wm_jv_int(k + 1), wm_jv_int(n - k - 1), wm_jv_int(n - k), wm_jv_bool(k == 0), wm_jv_bool(k == n - 1),
+                   wm_jv_int(n), wm_jv_int(1), wm_jv_int(0)};
     size_t nk = 9;
-    if (jdict_new(c, JD_LOOP, out)) return -1;
+    if (wm_jdict_new(c, JD_LOOP, out)) return -1;
     jdict *d = out->u.d;
     d->index0 = k;
     d->cap = 11;
-    if (!(d->k = jalloc(c, 11 * sizeof(jv))) || !(d->v = jalloc(c, 11 * sizeof(jv)))) return -1;
+    if (!(d->k = wm_jalloc(c, 11 * sizeof(jv))) || !(d->v = wm_jalloc(c, 11 * sizeof(jv)))) return -1;
     for (size_t j = 0; j < nk; j++)
-        if (jdict_set(c, out->u.d, jv_cstr(keys[j], strlen(keys[j])), vals[j])) return -1;
-    if (i > 0 && jdict_set(c, out->u.d, jv_cstr("previtem", 8), items->v[i - 1])) return -1;
-    if (i + 1 < items->n && jdict_set(c, out->u.d, jv_cstr("nextitem", 8), items->v[i + 1])) return -1;
+        if (wm_jdict_set(c, out->u.d, wm_jv_cstr(keys[j], strlen(keys[j])), vals[j])) return -1;
+    if (i > 0 && wm_jdict_set(c, out->u.d, wm_jv_cstr("previtem", 8), items->v[i - 1])) return -1;
+    if (i + 1 < items->n && wm_jdict_set(c, out->u.d, wm_jv_cstr("nextitem", 8), items->v[i + 1])) return -1;
     return 0;
 }
 
 static int exec_for(jctx *c, jframe *f, const jnode *s) {
     jv it;
     jlist *items;
-    if (jeval(c, f, s->b, &it) || jiter(c, s, it, &items)) return -1;
+    if (wm_jeval(c, f, s->b, &it) || wm_jiter(c, s, it, &items)) return -1;
     if (s->c) { /* "for x in xs if cond": filter first, loop.* counts what is left */
         jv kept;
-        if (jlist_new(c, items->n, 0, &kept)) return -1;
+        if (wm_jlist_new(c, items->n, 0, &kept)) return -1;
         size_t m = 0;
         for (size_t i = 0; i < items->n; i++) {
             jframe fr = {f, NULL, 0, 0};
             jv cond;
-            if (jcharge(c, s, 1) || assign(c, &fr, s->a, items->v[i]) || jeval(c, &fr, s->c, &cond)) return -1;
-            if (jv_truthy(cond)) kept.u.l->v[m++] = items->v[i];
+            if (wm_jcharge(c, s, 1) || assign(c, &fr, s->a, items->v[i]) || wm_jeval(c, &fr, s->c, &cond)) return -1;
+            if (wm_jv_truthy(cond)) kept.u.l->v[m++] = items->v[i];
         }
         kept.u.l->n = m;
         items = kept.u.l;
@@ -673,72 +675,72 @@ static int exec_for(jctx *c, jframe *f, const jnode *s) {
     for (size_t i = 0; i < items->n; i++) {
         jv loop;
         if (++c->iterations > c->max_iterations)
-            return jerr(c, s, WM_ERR_INPUT, "loop iteration limit (%llu) exceeded", (unsigned long long)c->max_iterations);
-        if (jcharge(c, s, 1)) return -1;
+            return wm_jerr(c, s, WM_ERR_INPUT, "loop iteration limit (%llu) exceeded", (unsigned long long)c->max_iterations);
+        if (wm_jcharge(c, s, 1)) return -1;
         if (!fr || (s->op & FOR_HAS_MACRO)) {
-            if (!(fr = jalloc(c, sizeof *fr))) return -1;
+            if (!(fr = wm_jalloc(c, sizeof *fr))) return -1;
             fr->parent = f;
         }
         fr->n = 0;
-        if ((s->op & FOR_USES_LOOP) && (loop_object(c, items, i, &loop) || jframe_set(c, fr, "loop", loop))) return -1;
-        if (assign(c, fr, s->a, items->v[i]) || jexec_body(c, fr, s->items, s->n)) return -1;
+        if ((s->op & FOR_USES_LOOP) && (loop_object(c, items, i, &loop) || wm_jframe_set(c, fr, "loop", loop))) return -1;
+        if (assign(c, fr, s->a, items->v[i]) || wm_jexec_body(c, fr, s->items, s->n)) return -1;
         if (c->loopctl == 1) {
             c->loopctl = 0;
             break;
         }
         c->loopctl = 0;
     }
-    if (items->n == 0 && s->n2) return jexec_body(c, f, s->items2, s->n2);
+    if (items->n == 0 && s->n2) return wm_jexec_body(c, f, s->items2, s->n2);
     return 0;
 }
 
 static int capture(jctx *c, jframe *f, const jnode *s, jv *out) {
     jbuf *saved = c->out, buf = {0};
     c->out = &buf;
-    int rc = jexec_body(c, f, s->items, s->n);
+    int rc = wm_jexec_body(c, f, s->items, s->n);
     c->out = saved;
     if (rc) {
-        jbuf_free(&buf);
+        wm_jbuf_free(&buf);
         return -1;
     }
     jv text;
-    if (jbuf_to_str(c, &buf, &text)) return -1;
+    if (wm_jbuf_to_str(c, &buf, &text)) return -1;
     return apply_filters(c, f, s->c, text, out);
 }
 
 static int exec_stmt(jctx *c, jframe *f, const jnode *s) {
     jv v;
-    if (jcharge(c, s, 1)) return -1;
+    if (wm_jcharge(c, s, 1)) return -1;
     switch (s->kind) {
-    case N_TEXT: return jbuf_put(c, c->out, s->val.u.s.p, s->val.u.s.n);
-    case N_OUTPUT: return jeval(c, f, s->a, &v) || jv_str(c, c->out, v) ? -1 : 0;
+    case N_TEXT: return wm_jbuf_put(c, c->out, s->val.u.s.p, s->val.u.s.n);
+    case N_OUTPUT: return wm_jeval(c, f, s->a, &v) || wm_jv_str(c, c->out, v) ? -1 : 0;
     case N_IF:
-        if (jeval(c, f, s->a, &v)) return -1;
-        return jv_truthy(v) ? jexec_body(c, f, s->items, s->n) : jexec_body(c, f, s->items2, s->n2);
+        if (wm_jeval(c, f, s->a, &v)) return -1;
+        return wm_jv_truthy(v) ? wm_jexec_body(c, f, s->items, s->n) : wm_jexec_body(c, f, s->items2, s->n2);
     case N_FOR: return exec_for(c, f, s);
-    case N_SET: return jeval(c, f, s->b, &v) || assign(c, f, s->a, v) ? -1 : 0;
+    case N_SET: return wm_jeval(c, f, s->b, &v) || assign(c, f, s->a, v) ? -1 : 0;
     case N_SETBLOCK: return capture(c, f, s, &v) || assign(c, f, s->a, v) ? -1 : 0;
-    case N_FILTERBLOCK: return capture(c, f, s, &v) || jv_str(c, c->out, v) ? -1 : 0;
+    case N_FILTERBLOCK: return capture(c, f, s, &v) || wm_jv_str(c, c->out, v) ? -1 : 0;
     case N_MACRO: {
-        jmacro *m = jalloc(c, sizeof *m);
+        jmacro *m = wm_jalloc(c, sizeof *m);
         if (!m) return -1;
         m->def = s;
         m->closure = f;
         memset(&v, 0, sizeof v);
         v.t = JV_MACRO;
         v.u.mac = m;
-        return jframe_set(c, f, s->name, v);
+        return wm_jframe_set(c, f, s->name, v);
     }
     case N_BREAK: c->loopctl = 1; return 0;
     case N_CONTINUE: c->loopctl = 2; return 0;
-    case N_BLOCK: return jexec_body(c, f, s->items, s->n);
-    default: return jerr(c, s, WM_ERR_INTERNAL, "statement node %d cannot be executed", s->kind);
+    case N_BLOCK: return wm_jexec_body(c, f, s->items, s->n);
+    default: return wm_jerr(c, s, WM_ERR_INTERNAL, "statement node %d cannot be executed", s->kind);
     }
 }
 
-int jexec_body(jctx *c, jframe *f, jnode *const *body, size_t n) {
+int wm_jexec_body(jctx *c, jframe *f, jnode *const *body, size_t n) {
     if (++c->depth > c->max_depth)
-        return jerr(c, n ? body[0] : NULL, WM_ERR_INPUT, "nesting or recursion deeper than %d", c->max_depth);
+        return wm_jerr(c, n ? body[0] : NULL, WM_ERR_INPUT, "nesting or recursion deeper than %d", c->max_depth);
     for (size_t i = 0; i < n && !c->loopctl; i++)
         if (exec_stmt(c, f, body[i])) return -1;
     c->depth--;

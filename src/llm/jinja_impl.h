@@ -200,97 +200,97 @@ struct jctx {
 };
 
 /* ---- jinja_value.c ---- */
-void *jalloc(jctx *c, size_t n);                 /* NULL + error on OOM / over the memory limit */
-int jstr(jctx *c, const char *p, size_t n, jv *out); /* copies */
-jv jv_undef(const char *name);
-jv jv_none(void);
-jv jv_bool(int b);
-jv jv_int(int64_t i);
-jv jv_float(double f);
-jv jv_cstr(const char *p, size_t n); /* no copy: p must outlive the value */
-int jlist_new(jctx *c, size_t n, int tuple, jv *out);
-int jdict_new(jctx *c, int kind, jv *out);
-int jdict_set(jctx *c, jdict *d, jv k, jv v); /* keeps the first position of a key */
-int jdict_get(const jdict *d, const char *k, size_t kn, jv *out); /* 1 found */
-int jdict_getv(const jdict *d, jv k, jv *out);
-int jv_truthy(jv v);
-int jv_equal(jv a, jv b);
+void *wm_jalloc(jctx *c, size_t n);                 /* NULL + error on OOM / over the memory limit */
+int wm_jstr(jctx *c, const char *p, size_t n, jv *out); /* copies */
+jv wm_jv_undef(const char *name);
+jv wm_jv_none(void);
+jv wm_jv_bool(int b);
+jv wm_jv_int(int64_t i);
+jv wm_jv_float(double f);
+jv wm_jv_cstr(const char *p, size_t n); /* no copy: p must outlive the value */
+int wm_jlist_new(jctx *c, size_t n, int tuple, jv *out);
+int wm_jdict_new(jctx *c, int kind, jv *out);
+int wm_jdict_set(jctx *c, jdict *d, jv k, jv v); /* keeps the first position of a key */
+int wm_jdict_get(const jdict *d, const char *k, size_t kn, jv *out); /* 1 found */
+int wm_jdict_getv(const jdict *d, jv k, jv *out);
+int wm_jv_truthy(jv v);
+int wm_jv_equal(jv a, jv b);
 /* -1/0/1 into *r; returns 0, or -1 (error set) when not comparable */
-int jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r);
-const char *jv_typename(jv v);
+int wm_jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r);
+const char *wm_jv_typename(jv v);
 /* str(v) appended to b; repr(v) appended to b */
-int jv_str(jctx *c, jbuf *b, jv v);
-int jv_repr(jctx *c, jbuf *b, jv v);
-int jv_tostr(jctx *c, jv v, jv *out); /* str(v) as a string value */
-void py_float_repr(double f, char *buf, size_t n);
+int wm_jv_str(jctx *c, jbuf *b, jv v);
+int wm_jv_repr(jctx *c, jbuf *b, jv v);
+int wm_jv_tostr(jctx *c, jv v, jv *out); /* str(v) as a string value */
+void wm_py_float_repr(double f, char *buf, size_t n);
 
 /* buffers (malloc'ed, capped at max_output for the render output, at max_memory otherwise) */
-int jbuf_put(jctx *c, jbuf *b, const char *p, size_t n);
-int jbuf_putc(jctx *c, jbuf *b, char ch);
-int jbuf_to_str(jctx *c, jbuf *b, jv *out); /* copies into the arena, frees b */
-void jbuf_free(jbuf *b);
+int wm_jbuf_put(jctx *c, jbuf *b, const char *p, size_t n);
+int wm_jbuf_putc(jctx *c, jbuf *b, char ch);
+int wm_jbuf_to_str(jctx *c, jbuf *b, jv *out); /* copies into the arena, frees b */
+void wm_jbuf_free(jbuf *b);
 
 /* byte offset of the first occurrence of needle at or after from, -1 if none */
-int64_t jfind(const char *h, size_t hn, const char *nd, size_t nn, size_t from);
+int64_t wm_jfind(const char *h, size_t hn, const char *nd, size_t nn, size_t from);
 
 /* UTF-8 and Python whitespace */
-size_t u8_len(const char *p, size_t n); /* code points */
-size_t u8_next(const char *p, size_t n, size_t i); /* byte index of the next code point */
-uint32_t u8_decode(const char *p, size_t n, size_t i, size_t *len);
-int py_isspace(uint32_t cp);
+size_t wm_u8_len(const char *p, size_t n); /* code points */
+size_t wm_u8_next(const char *p, size_t n, size_t i); /* byte index of the next code point */
+uint32_t wm_u8_decode(const char *p, size_t n, size_t i, size_t *len);
+int wm_py_isspace(uint32_t cp);
 /* simple Unicode case mapping for Latin, Greek, Cyrillic, Armenian, fullwidth Latin (others unchanged) */
-uint32_t uc_upper(uint32_t cp);
-uint32_t uc_lower(uint32_t cp);
-int uc_is_cased(uint32_t cp);
-size_t py_space_at(const char *p, size_t n, size_t i); /* bytes of a whitespace char at i, 0 if none */
-size_t py_space_before(const char *p, size_t i); /* bytes of a whitespace char ending at i, 0 if none */
+uint32_t wm_uc_upper(uint32_t cp);
+uint32_t wm_uc_lower(uint32_t cp);
+int wm_uc_is_cased(uint32_t cp);
+size_t wm_py_space_at(const char *p, size_t n, size_t i); /* bytes of a whitespace char at i, 0 if none */
+size_t wm_py_space_before(const char *p, size_t i); /* bytes of a whitespace char ending at i, 0 if none */
 
 /* errors: set once, always return -1 */
-int jerr(jctx *c, const jnode *at, wm_status s, const char *fmt, ...)
+int wm_jerr(jctx *c, const jnode *at, wm_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-int jcharge(jctx *c, const jnode *at, uint64_t steps);
+int wm_jcharge(jctx *c, const jnode *at, uint64_t steps);
 
 /* ---- jinja_json.c ---- */
 /* Parses JSON text (Python json.loads rules) into values made in c's arena;
  * depth at most 128. Errors say "JSON offset N: reason". */
-int jjson_parse(jctx *c, const char *p, size_t n, jv *out);
+int wm_jjson_parse(jctx *c, const char *p, size_t n, jv *out);
 typedef struct jdump_opts {
     int indent; /* -1: none */
     const char *indent_str; size_t indent_n; /* a string indent (used when not NULL) */
     const char *item_sep; const char *key_sep;
     int sort_keys, ensure_ascii;
 } jdump_opts;
-int jjson_dump(jctx *c, const jnode *at, jbuf *b, jv v, const jdump_opts *o, int depth);
+int wm_jjson_dump(jctx *c, const jnode *at, jbuf *b, jv v, const jdump_opts *o, int depth);
 
 /* ---- jinja_lex.c / jinja_parse.c ---- */
-wm_status jparse(wm_jinja *t, const char *src, size_t n, wm_error *err);
+wm_status wm_jparse(wm_jinja *t, const char *src, size_t n, wm_error *err);
 
 /* ---- jinja_eval.c ---- */
-int jeval(jctx *c, jframe *f, const jnode *e, jv *out);
-int jexec_body(jctx *c, jframe *f, jnode *const *body, size_t n);
-int jframe_set(jctx *c, jframe *f, const char *name, jv v);
-int jlookup(jctx *c, jframe *f, const char *name, jv *out); /* 1 found */
-int jgetattr(jctx *c, const jnode *at, jv obj, const char *name, size_t nn, jv *out);
-int jgetitem(jctx *c, const jnode *at, jv obj, jv key, jv *out);
-int jcall(jctx *c, const jnode *at, jv fn, const jargs *a, jv *out);
+int wm_jeval(jctx *c, jframe *f, const jnode *e, jv *out);
+int wm_jexec_body(jctx *c, jframe *f, jnode *const *body, size_t n);
+int wm_jframe_set(jctx *c, jframe *f, const char *name, jv v);
+int wm_jlookup(jctx *c, jframe *f, const char *name, jv *out); /* 1 found */
+int wm_jgetattr(jctx *c, const jnode *at, jv obj, const char *name, size_t nn, jv *out);
+int wm_jgetitem(jctx *c, const jnode *at, jv obj, jv key, jv *out);
+int wm_jcall(jctx *c, const jnode *at, jv fn, const jargs *a, jv *out);
 /* iteration: a list of items (dict -> keys, string -> chars, undefined -> empty) */
-int jiter(jctx *c, const jnode *at, jv v, jlist **out);
+int wm_jiter(jctx *c, const jnode *at, jv v, jlist **out);
 
 /* ---- jinja_filters.c / jinja_methods.c ---- */
-int jfilter(jctx *c, jframe *f, const jnode *at, const char *name, jv v, const jargs *a, jv *out);
-int jtest(jctx *c, jframe *f, const jnode *at, const char *name, jv v, const jargs *a, int *out);
-int jmethod_call(jctx *c, const jnode *at, jv self, const char *name, const jargs *a, jv *out);
-int jmethod_exists(jv self, const char *name, size_t nn);
-const jfunc *jglobal_find(const char *name);
+int wm_jfilter(jctx *c, jframe *f, const jnode *at, const char *name, jv v, const jargs *a, jv *out);
+int wm_jtest(jctx *c, jframe *f, const jnode *at, const char *name, jv v, const jargs *a, int *out);
+int wm_jmethod_call(jctx *c, const jnode *at, jv self, const char *name, const jargs *a, jv *out);
+int wm_jmethod_exists(jv self, const char *name, size_t nn);
+const jfunc *wm_jglobal_find(const char *name);
 /* 1: a supported filter, 2: a jinja2 filter we do not support, 0: no such filter */
-int jfilter_known(const char *name);
-int jtest_known(const char *name);
+int wm_jfilter_known(const char *name);
+int wm_jtest_known(const char *name);
 /* argument helpers: i-th positional or keyword name; returns 1 when present */
-int jarg(const jargs *a, size_t i, const char *kw, jv *out);
-int jargs_check(jctx *c, const jnode *at, const char *what, const jargs *a, size_t maxpos,
+int wm_jarg(const jargs *a, size_t i, const char *kw, jv *out);
+int wm_jargs_check(jctx *c, const jnode *at, const char *what, const jargs *a, size_t maxpos,
                 const char *const *kws);
 
 #endif

@@ -64,7 +64,7 @@ static int put_u8(jctx *c, jbuf *b, uint32_t cp) {
         t[3] = (char)(0x80 | (cp & 0x3f));
         n = 4;
     }
-    return jbuf_put(c, b, t, n);
+    return wm_jbuf_put(c, b, t, n);
 }
 
 static int jp_string(jp *s, jv *out) {
@@ -72,31 +72,31 @@ static int jp_string(jp *s, jv *out) {
     s->i++; /* opening quote */
     for (;;) {
         if (s->i >= s->n) {
-            jbuf_free(&b);
+            wm_jbuf_free(&b);
             return jp_fail(s, "unterminated string");
         }
         unsigned char ch = (unsigned char)s->p[s->i];
         if (ch == '"') break;
         if (ch < 0x20) {
-            jbuf_free(&b);
+            wm_jbuf_free(&b);
             return jp_fail(s, "control character in string");
         }
         if (ch == '\\') {
             if (s->i + 1 >= s->n) {
-                jbuf_free(&b);
+                wm_jbuf_free(&b);
                 return jp_fail(s, "unterminated escape");
             }
             char e = s->p[s->i + 1];
             const char *m = strchr("\"\\/bfnrt", e);
             if (e && m) {
                 static const char rep[] = "\"\\/\b\f\n\r\t";
-                if (jbuf_putc(s->c, &b, rep[m - "\"\\/bfnrt"])) goto oom;
+                if (wm_jbuf_putc(s->c, &b, rep[m - "\"\\/bfnrt"])) goto oom;
                 s->i += 2;
                 continue;
             }
             uint32_t cp, lo;
             if (e != 'u' || s->i + 6 > s->n || hex4(s->p + s->i + 2, &cp)) {
-                jbuf_free(&b);
+                wm_jbuf_free(&b);
                 return jp_fail(s, "invalid escape in string");
             }
             s->i += 6;
@@ -109,19 +109,19 @@ static int jp_string(jp *s, jv *out) {
             continue;
         }
         size_t l;
-        uint32_t cp = u8_decode(s->p, s->n, s->i, &l);
+        uint32_t cp = wm_u8_decode(s->p, s->n, s->i, &l);
         if (ch >= 0x80 && (l == 1 || (l == 2 && cp < 0x80) || (l == 3 && cp < 0x800) || (l == 4 && cp < 0x10000) ||
                            cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))) {
-            jbuf_free(&b);
+            wm_jbuf_free(&b);
             return jp_fail(s, "invalid UTF-8 in string");
         }
-        if (jbuf_put(s->c, &b, s->p + s->i, l)) goto oom;
+        if (wm_jbuf_put(s->c, &b, s->p + s->i, l)) goto oom;
         s->i += l;
     }
     s->i++;
-    return jbuf_to_str(s->c, &b, out);
+    return wm_jbuf_to_str(s->c, &b, out);
 oom:
-    jbuf_free(&b);
+    wm_jbuf_free(&b);
     return -1;
 }
 
@@ -131,7 +131,7 @@ static int jp_number(jp *s, jv *out) {
     if (s->p[s->i] == '-') s->i++;
     if (s->i + 8 <= s->n && memcmp(s->p + s->i, "Infinity", 8) == 0) {
         s->i += 8;
-        *out = jv_float(s->p[st] == '-' ? -INFINITY : INFINITY);
+        *out = wm_jv_float(s->p[st] == '-' ? -INFINITY : INFINITY);
         return 0;
     }
     if (s->i >= s->n || s->p[s->i] < '0' || s->p[s->i] > '9') return jp_fail(s, "invalid number");
@@ -161,14 +161,14 @@ static int jp_number(jp *s, jv *out) {
         if (!big) return jp_fail(s, "out of memory");
         memcpy(big, s->p + st, len);
         big[len] = 0;
-        *out = jv_float(strtod(big, NULL));
+        *out = wm_jv_float(strtod(big, NULL));
         free(big);
         return 0;
     }
     memcpy(tmp, s->p + st, len);
     tmp[len] = 0;
     if (is_float) {
-        *out = jv_float(strtod(tmp, NULL));
+        *out = wm_jv_float(strtod(tmp, NULL));
         return 0;
     }
     /* digits accumulated as a negative number so INT64_MIN fits */
@@ -177,19 +177,19 @@ static int jp_number(jp *s, jv *out) {
     for (const char *q = tmp + neg; *q; q++) {
         int d = *q - '0';
         if (v < (INT64_MIN + d) / 10) {
-            *out = jv_float(strtod(tmp, NULL));
+            *out = wm_jv_float(strtod(tmp, NULL));
             return 0;
         }
         v = v * 10 - d;
     }
     if (!neg) {
         if (v == INT64_MIN) {
-            *out = jv_float(strtod(tmp, NULL));
+            *out = wm_jv_float(strtod(tmp, NULL));
             return 0;
         }
         v = -v;
     }
-    *out = jv_int(v);
+    *out = wm_jv_int(v);
     return 0;
 }
 
@@ -210,7 +210,7 @@ static int jp_object(jp *s, jv *out, int depth) {
     jp_ws(s);
     if (s->i < s->n && s->p[s->i] == '}') {
         s->i++;
-        return jdict_new(c, JD_DICT, out);
+        return wm_jdict_new(c, JD_DICT, out);
     }
     for (;;) {
         jp_ws(s);
@@ -269,7 +269,7 @@ static int jp_object(jp *s, jv *out, int depth) {
                 m++;
                 break;
             }
-            if (jv_equal(ks[j], ks[i])) {
+            if (wm_jv_equal(ks[j], ks[i])) {
                 vs[j] = vs[i];
                 break;
             }
@@ -277,10 +277,10 @@ static int jp_object(jp *s, jv *out, int depth) {
         }
     }
     free(slot);
-    if (jdict_new(c, JD_DICT, out)) goto fail;
+    if (wm_jdict_new(c, JD_DICT, out)) goto fail;
     jdict *d = out->u.d;
-    d->k = jalloc(c, m * sizeof(jv));
-    d->v = d->k ? jalloc(c, m * sizeof(jv)) : NULL;
+    d->k = wm_jalloc(c, m * sizeof(jv));
+    d->v = d->k ? wm_jalloc(c, m * sizeof(jv)) : NULL;
     if (!d->v) goto fail;
     memcpy(d->k, ks, m * sizeof(jv));
     memcpy(d->v, vs, m * sizeof(jv));
@@ -303,7 +303,7 @@ static int jp_array(jp *s, jv *out, int depth) {
     jp_ws(s);
     if (s->i < s->n && s->p[s->i] == ']') {
         s->i++;
-        return jlist_new(s->c, 0, 0, out);
+        return wm_jlist_new(s->c, 0, 0, out);
     }
     for (;;) {
         jv v;
@@ -330,7 +330,7 @@ static int jp_array(jp *s, jv *out, int depth) {
         jp_fail(s, "expected ',' or ']'");
         goto fail;
     }
-    if (jlist_new(s->c, n, 0, out)) goto fail;
+    if (wm_jlist_new(s->c, n, 0, out)) goto fail;
     memcpy(out->u.l->v, vs, n * sizeof(jv));
     free(vs);
     return 0;
@@ -351,33 +351,33 @@ static int jp_value(jp *s, jv *out, int depth) {
     if (ch == '-' || (ch >= '0' && ch <= '9')) return jp_number(s, out);
     if (left >= 4 && memcmp(s->p + s->i, "true", 4) == 0) {
         s->i += 4;
-        *out = jv_bool(1);
+        *out = wm_jv_bool(1);
         return 0;
     }
     if (left >= 5 && memcmp(s->p + s->i, "false", 5) == 0) {
         s->i += 5;
-        *out = jv_bool(0);
+        *out = wm_jv_bool(0);
         return 0;
     }
     if (left >= 4 && memcmp(s->p + s->i, "null", 4) == 0) {
         s->i += 4;
-        *out = jv_none();
+        *out = wm_jv_none();
         return 0;
     }
     if (left >= 3 && memcmp(s->p + s->i, "NaN", 3) == 0) {
         s->i += 3;
-        *out = jv_float(NAN);
+        *out = wm_jv_float(NAN);
         return 0;
     }
     if (left >= 8 && memcmp(s->p + s->i, "Infinity", 8) == 0) {
         s->i += 8;
-        *out = jv_float(INFINITY);
+        *out = wm_jv_float(INFINITY);
         return 0;
     }
     return jp_fail(s, "unexpected character");
 }
 
-int jjson_parse(jctx *c, const char *p, size_t n, jv *out) {
+int wm_jjson_parse(jctx *c, const char *p, size_t n, jv *out) {
     jp s = {c, p, n, 0};
     if (jp_value(&s, out, 0)) return -1;
     jp_ws(&s);
@@ -388,7 +388,7 @@ int jjson_parse(jctx *c, const char *p, size_t n, jv *out) {
 /* ---- dump ---- */
 
 static int dump_str(jctx *c, jbuf *b, const char *p, size_t n, int ensure_ascii) {
-    if (jbuf_putc(c, b, '"')) return -1;
+    if (wm_jbuf_putc(c, b, '"')) return -1;
     size_t run = 0; /* bytes copied as they are, flushed in one go */
     for (size_t i = 0; i < n;) {
         unsigned char ch = (unsigned char)p[i];
@@ -406,7 +406,7 @@ static int dump_str(jctx *c, jbuf *b, const char *p, size_t n, int ensure_ascii)
             snprintf(tmp, sizeof tmp, "\\u%04x", ch);
             esc = tmp;
         } else if (ch >= 0x80 && ensure_ascii) {
-            uint32_t cp = u8_decode(p, n, i, &l);
+            uint32_t cp = wm_u8_decode(p, n, i, &l);
             if (cp >= 0x10000) {
                 cp -= 0x10000;
                 snprintf(tmp, sizeof tmp, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
@@ -420,23 +420,23 @@ static int dump_str(jctx *c, jbuf *b, const char *p, size_t n, int ensure_ascii)
             i++;
             continue;
         }
-        if (run && jbuf_put(c, b, p + i - run, run)) return -1;
+        if (run && wm_jbuf_put(c, b, p + i - run, run)) return -1;
         run = 0;
-        if (jbuf_put(c, b, esc, strlen(esc))) return -1;
+        if (wm_jbuf_put(c, b, esc, strlen(esc))) return -1;
         i += l;
     }
-    if (run && jbuf_put(c, b, p + n - run, run)) return -1;
-    return jbuf_putc(c, b, '"');
+    if (run && wm_jbuf_put(c, b, p + n - run, run)) return -1;
+    return wm_jbuf_putc(c, b, '"');
 }
 
 static int newline_indent(jctx *c, jbuf *b, const jdump_opts *o, int level) {
-    if (jbuf_putc(c, b, '\n')) return -1;
+    if (wm_jbuf_putc(c, b, '\n')) return -1;
     for (int k = 0; k < level; k++) {
         if (o->indent_str) {
-            if (jbuf_put(c, b, o->indent_str, o->indent_n)) return -1;
+            if (wm_jbuf_put(c, b, o->indent_str, o->indent_n)) return -1;
         } else {
             for (int s = 0; s < o->indent; s++)
-                if (jbuf_putc(c, b, ' ')) return -1;
+                if (wm_jbuf_putc(c, b, ' ')) return -1;
         }
     }
     return 0;
@@ -447,14 +447,14 @@ static int key_text(jctx *c, const jnode *at, jv k, jv *out) {
     switch (k.t) {
     case JV_STR: *out = k; return 0;
     case JV_INT: snprintf(num, sizeof num, "%lld", (long long)k.u.i); break;
-    case JV_FLOAT: py_float_repr(k.u.f, num, sizeof num); break;
+    case JV_FLOAT: wm_py_float_repr(k.u.f, num, sizeof num); break;
     case JV_BOOL: snprintf(num, sizeof num, "%s", k.u.b ? "true" : "false"); break;
     case JV_NONE: snprintf(num, sizeof num, "null"); break;
     default:
-        return jerr(c, at, WM_ERR_INPUT, "tojson: keys must be str, int, float, bool or None, not %s",
-                    jv_typename(k));
+        return wm_jerr(c, at, WM_ERR_INPUT, "tojson: keys must be str, int, float, bool or None, not %s",
+                    wm_jv_typename(k));
     }
-    return jstr(c, num, strlen(num), out);
+    return wm_jstr(c, num, strlen(num), out);
 }
 
 static int cmp_keys(const void *a, const void *b) {
@@ -464,38 +464,38 @@ static int cmp_keys(const void *a, const void *b) {
     return m ? m : (x->u.s.n > y->u.s.n) - (x->u.s.n < y->u.s.n);
 }
 
-int jjson_dump(jctx *c, const jnode *at, jbuf *b, jv v, const jdump_opts *o, int depth) {
+int wm_jjson_dump(jctx *c, const jnode *at, jbuf *b, jv v, const jdump_opts *o, int depth) {
     char num[64];
     int pretty = o->indent >= 0 || o->indent_str;
-    if (depth > JSON_MAX_DEPTH) return jerr(c, at, WM_ERR_INPUT, "tojson: value nested deeper than 128");
-    if (jcharge(c, at, 1)) return -1;
+    if (depth > JSON_MAX_DEPTH) return wm_jerr(c, at, WM_ERR_INPUT, "tojson: value nested deeper than 128");
+    if (wm_jcharge(c, at, 1)) return -1;
     switch (v.t) {
-    case JV_NONE: return jbuf_put(c, b, "null", 4);
-    case JV_BOOL: return v.u.b ? jbuf_put(c, b, "true", 4) : jbuf_put(c, b, "false", 5);
-    case JV_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); return jbuf_put(c, b, num, strlen(num));
+    case JV_NONE: return wm_jbuf_put(c, b, "null", 4);
+    case JV_BOOL: return v.u.b ? wm_jbuf_put(c, b, "true", 4) : wm_jbuf_put(c, b, "false", 5);
+    case JV_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); return wm_jbuf_put(c, b, num, strlen(num));
     case JV_FLOAT:
         if (isnan(v.u.f)) snprintf(num, sizeof num, "NaN");
         else if (isinf(v.u.f)) snprintf(num, sizeof num, v.u.f < 0 ? "-Infinity" : "Infinity");
-        else py_float_repr(v.u.f, num, sizeof num);
-        return jbuf_put(c, b, num, strlen(num));
+        else wm_py_float_repr(v.u.f, num, sizeof num);
+        return wm_jbuf_put(c, b, num, strlen(num));
     case JV_STR: return dump_str(c, b, v.u.s.p, v.u.s.n, o->ensure_ascii);
     case JV_LIST: {
         const jlist *l = v.u.l;
-        if (l->n == 0) return jbuf_put(c, b, "[]", 2);
-        if (jbuf_putc(c, b, '[')) return -1;
+        if (l->n == 0) return wm_jbuf_put(c, b, "[]", 2);
+        if (wm_jbuf_putc(c, b, '[')) return -1;
         for (size_t i = 0; i < l->n; i++) {
-            if (i && jbuf_put(c, b, o->item_sep, strlen(o->item_sep))) return -1;
+            if (i && wm_jbuf_put(c, b, o->item_sep, strlen(o->item_sep))) return -1;
             if (pretty && newline_indent(c, b, o, depth + 1)) return -1;
-            if (jjson_dump(c, at, b, l->v[i], o, depth + 1)) return -1;
+            if (wm_jjson_dump(c, at, b, l->v[i], o, depth + 1)) return -1;
         }
         if (pretty && newline_indent(c, b, o, depth)) return -1;
-        return jbuf_putc(c, b, ']');
+        return wm_jbuf_putc(c, b, ']');
     }
     case JV_DICT: {
         const jdict *d = v.u.d;
         if (d->kind != JD_DICT) break;
-        if (d->n == 0) return jbuf_put(c, b, "{}", 2);
-        jv *tr = jalloc(c, d->n * 3 * sizeof(jv));
+        if (d->n == 0) return wm_jbuf_put(c, b, "{}", 2);
+        jv *tr = wm_jalloc(c, d->n * 3 * sizeof(jv));
         if (!tr) return -1;
         for (size_t i = 0; i < d->n; i++) {
             if (key_text(c, at, d->k[i], &tr[3 * i])) return -1;
@@ -503,18 +503,18 @@ int jjson_dump(jctx *c, const jnode *at, jbuf *b, jv v, const jdump_opts *o, int
             tr[3 * i + 2] = d->v[i];
         }
         if (o->sort_keys) qsort(tr, d->n, 3 * sizeof(jv), cmp_keys);
-        if (jbuf_putc(c, b, '{')) return -1;
+        if (wm_jbuf_putc(c, b, '{')) return -1;
         for (size_t i = 0; i < d->n; i++) {
-            if (i && jbuf_put(c, b, o->item_sep, strlen(o->item_sep))) return -1;
+            if (i && wm_jbuf_put(c, b, o->item_sep, strlen(o->item_sep))) return -1;
             if (pretty && newline_indent(c, b, o, depth + 1)) return -1;
             if (dump_str(c, b, tr[3 * i].u.s.p, tr[3 * i].u.s.n, o->ensure_ascii) ||
-                jbuf_put(c, b, o->key_sep, strlen(o->key_sep)) || jjson_dump(c, at, b, tr[3 * i + 2], o, depth + 1))
+                wm_jbuf_put(c, b, o->key_sep, strlen(o->key_sep)) || wm_jjson_dump(c, at, b, tr[3 * i + 2], o, depth + 1))
                 return -1;
         }
         if (pretty && newline_indent(c, b, o, depth)) return -1;
-        return jbuf_putc(c, b, '}');
+        return wm_jbuf_putc(c, b, '}');
     }
     default: break;
     }
-    return jerr(c, at, WM_ERR_INPUT, "tojson: object of type %s is not JSON serializable", jv_typename(v));
+    return wm_jerr(c, at, WM_ERR_INPUT, "tojson: object of type %s is not JSON serializable", wm_jv_typename(v));
 }

@@ -67,7 +67,7 @@ static int emit_data(lx *x, size_t pos, size_t n) {
 }
 
 /* Python's \s at i (unicode whitespace) */
-static size_t ws_at(lx *x, size_t i) { return i < x->n ? py_space_at(x->s, x->n, i) : 0; }
+static size_t ws_at(lx *x, size_t i) { return i < x->n ? wm_py_space_at(x->s, x->n, i) : 0; }
 static size_t skip_ws(lx *x, size_t i) {
     size_t l;
     while ((l = ws_at(x, i))) i += l;
@@ -78,7 +78,7 @@ static size_t skip_ws(lx *x, size_t i) {
 static size_t strip_text(lx *x, size_t b, size_t e, char sign, int lstrip_ok, int line_starting) {
     if (sign == '-') {
         size_t l;
-        while (e > b && (l = py_space_before(x->s + b, e - b))) e -= l;
+        while (e > b && (l = wm_py_space_before(x->s + b, e - b))) e -= l;
         return e;
     }
     if (sign == '+' || !lstrip_ok) return e;
@@ -88,7 +88,7 @@ static size_t strip_text(lx *x, size_t b, size_t e, char sign, int lstrip_ok, in
     if (lpos == e) return e; /* nothing between the newline and the tag */
     size_t i = lpos;
     while (i < e) {
-        size_t l = py_space_at(x->s, e, i);
+        size_t l = wm_py_space_at(x->s, e, i);
         if (!l) return e;
         i += l;
     }
@@ -178,7 +178,7 @@ static wm_status lex_string(lx *x, size_t *pi, jtok *t) {
             /* backslashreplace turned the char into \xNN / \uNNNN / \UNNNNNNNN, the backslash before it
              * escaped that backslash: the result is the escape text itself */
             size_t l;
-            uint32_t cp = u8_decode(x->s, j, k + 1, &l);
+            uint32_t cp = wm_u8_decode(x->s, j, k + 1, &l);
             char tmp[16];
             int tn = cp < 0x100 ? snprintf(tmp, sizeof tmp, "\\x%02x", cp)
                    : cp < 0x10000 ? snprintf(tmp, sizeof tmp, "\\u%04x", cp)
@@ -346,7 +346,7 @@ static wm_status lex_tag(lx *x, size_t *pi, int is_block, int *line_starting) {
     }
 }
 
-wm_status jlex(wm_arena *a, const char *src, size_t n, jtok **toks, size_t *ntoks, wm_error *err) {
+wm_status wm_jlex(wm_arena *a, const char *src, size_t n, jtok **toks, size_t *ntoks, wm_error *err) {
     lx x = {0};
     x.a = a;
     x.err = err;

@@ -38,6 +38,6 @@ typedef struct jtok {
  * lstrip_blocks, newlines normalized to \n, one trailing newline dropped).
  * *toks is allocated in arena a (the template's). Errors name line/col.
  */
-wm_status jlex(wm_arena *a, const char *src, size_t n, jtok **toks, size_t *ntoks, wm_error *err);
+wm_status wm_jlex(wm_arena *a, const char *src, size_t n, jtok **toks, size_t *ntoks, wm_error *err);
 
 #endif

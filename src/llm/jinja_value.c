@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "llm/jinja_impl.h"
 
-int jerr(jctx *c, const jnode *at, wm_status s, const char *fmt, ...) {
+int wm_jerr(jctx *c, const jnode *at, wm_status s, const char *fmt, ...) {
     if (c->failed) return -1;
     c->failed = 1;
     char msg[768];
@@ -24,54 +24,54 @@ int jerr(jctx *c, const jnode *at, wm_status s, const char *fmt, ...) {
     return -1;
 }
 
-int jcharge(jctx *c, const jnode *at, uint64_t steps) {
+int wm_jcharge(jctx *c, const jnode *at, uint64_t steps) {
     c->steps += steps;
     if (c->steps > c->max_steps)
-        return jerr(c, at, WM_ERR_INPUT, "evaluation step limit (%llu) exceeded",
+        return wm_jerr(c, at, WM_ERR_INPUT, "evaluation step limit (%llu) exceeded",
                     (unsigned long long)c->max_steps);
     return 0;
 }
 
-void *jalloc(jctx *c, size_t n) {
+void *wm_jalloc(jctx *c, size_t n) {
     if (n > c->mem_limit || c->arena->used_bytes > c->mem_limit - n) {
-        jerr(c, NULL, WM_ERR_INPUT, "memory limit (%zu bytes) exceeded", c->mem_limit);
+        wm_jerr(c, NULL, WM_ERR_INPUT, "memory limit (%zu bytes) exceeded", c->mem_limit);
         return NULL;
     }
     void *p = wm_arena_alloc(c->arena, n ? n : 1);
-    if (!p) jerr(c, NULL, WM_ERR_NOMEM, "out of memory");
+    if (!p) wm_jerr(c, NULL, WM_ERR_NOMEM, "out of memory");
     return p;
 }
 
-jv jv_undef(const char *name) {
+jv wm_jv_undef(const char *name) {
     jv v = {0};
     v.t = JV_UNDEF;
     v.uname = name;
     return v;
 }
-jv jv_none(void) {
+jv wm_jv_none(void) {
     jv v = {0};
     v.t = JV_NONE;
     return v;
 }
-jv jv_bool(int b) {
+jv wm_jv_bool(int b) {
     jv v = {0};
     v.t = JV_BOOL;
     v.u.b = b != 0;
     return v;
 }
-jv jv_int(int64_t i) {
+jv wm_jv_int(int64_t i) {
     jv v = {0};
     v.t = JV_INT;
     v.u.i = i;
     return v;
 }
-jv jv_float(double f) {
+jv wm_jv_float(double f) {
     jv v = {0};
     v.t = JV_FLOAT;
     v.u.f = f;
     return v;
 }
-jv jv_cstr(const char *p, size_t n) {
+jv wm_jv_cstr(const char *p, size_t n) {
     jv v = {0};
     v.t = JV_STR;
     v.u.s.p = p;
@@ -79,20 +79,20 @@ jv jv_cstr(const char *p, size_t n) {
     return v;
 }
 
-int jstr(jctx *c, const char *p, size_t n, jv *out) {
-    char *d = jalloc(c, n + 1);
+int wm_jstr(jctx *c, const char *p, size_t n, jv *out) {
+    char *d = wm_jalloc(c, n + 1);
     if (!d) return -1;
     if (n) memcpy(d, p, n);
     d[n] = 0;
-    *out = jv_cstr(d, n);
+    *out = wm_jv_cstr(d, n);
     return 0;
 }
 
-int jlist_new(jctx *c, size_t n, int tuple, jv *out) {
-    jlist *l = jalloc(c, sizeof *l);
+int wm_jlist_new(jctx *c, size_t n, int tuple, jv *out) {
+    jlist *l = wm_jalloc(c, sizeof *l);
     if (!l) return -1;
-    if (n > ((size_t)-1) / sizeof(jv)) return jerr(c, NULL, WM_ERR_INPUT, "list too long");
-    if (n && !(l->v = jalloc(c, n * sizeof(jv)))) return -1;
+    if (n > ((size_t)-1) / sizeof(jv)) return wm_jerr(c, NULL, WM_ERR_INPUT, "list too long");
+    if (n && !(l->v = wm_jalloc(c, n * sizeof(jv)))) return -1;
     l->n = n;
     l->tuple = tuple;
     memset(out, 0, sizeof *out);
@@ -101,8 +101,8 @@ int jlist_new(jctx *c, size_t n, int tuple, jv *out) {
     return 0;
 }
 
-int jdict_new(jctx *c, int kind, jv *out) {
-    jdict *d = jalloc(c, sizeof *d);
+int wm_jdict_new(jctx *c, int kind, jv *out) {
+    jdict *d = wm_jalloc(c, sizeof *d);
     if (!d) return -1;
     d->kind = kind;
     memset(out, 0, sizeof *out);
@@ -112,15 +112,15 @@ int jdict_new(jctx *c, int kind, jv *out) {
 }
 
 /* Dicts grow by doubling inside the arena (old arrays are left behind). */
-int jdict_set(jctx *c, jdict *d, jv k, jv v) {
+int wm_jdict_set(jctx *c, jdict *d, jv k, jv v) {
     for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(d->k[i], k)) {
+        if (wm_jv_equal(d->k[i], k)) {
             d->v[i] = v;
             return 0;
         }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
-        jv *nk = jalloc(c, cap * sizeof(jv)), *nv = nk ? jalloc(c, cap * sizeof(jv)) : NULL;
+        jv *nk = wm_jalloc(c, cap * sizeof(jv)), *nv = nk ? wm_jalloc(c, cap * sizeof(jv)) : NULL;
         if (!nv) return -1;
         if (d->n) {
             memcpy(nk, d->k, d->n * sizeof(jv));
@@ -136,7 +136,7 @@ int jdict_set(jctx *c, jdict *d, jv k, jv v) {
     return 0;
 }
 
-int jdict_get(const jdict *d, const char *k, size_t kn, jv *out) {
+int wm_jdict_get(const jdict *d, const char *k, size_t kn, jv *out) {
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].t == JV_STR && d->k[i].u.s.n == kn && memcmp(d->k[i].u.s.p, k, kn) == 0) {
             *out = d->v[i];
@@ -145,16 +145,16 @@ int jdict_get(const jdict *d, const char *k, size_t kn, jv *out) {
     return 0;
 }
 
-int jdict_getv(const jdict *d, jv k, jv *out) {
+int wm_jdict_getv(const jdict *d, jv k, jv *out) {
     for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(d->k[i], k)) {
+        if (wm_jv_equal(d->k[i], k)) {
             *out = d->v[i];
             return 1;
         }
     return 0;
 }
 
-int jv_truthy(jv v) {
+int wm_jv_truthy(jv v) {
     switch (v.t) {
     case JV_UNDEF:
     case JV_NONE: return 0;
@@ -174,7 +174,7 @@ static double num_f(jv v) {
 }
 static int64_t num_i(jv v) { return v.t == JV_INT ? v.u.i : v.u.b; }
 
-int jv_equal(jv a, jv b) {
+int wm_jv_equal(jv a, jv b) {
     if (is_num(a) && is_num(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -187,14 +187,14 @@ int jv_equal(jv a, jv b) {
     case JV_LIST:
         if (a.u.l->tuple != b.u.l->tuple || a.u.l->n != b.u.l->n) return 0;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+            if (!wm_jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
         return 1;
     case JV_DICT:
         if (a.u.d->kind != JD_DICT || b.u.d->kind != JD_DICT) return a.u.d == b.u.d;
         if (a.u.d->n != b.u.d->n) return 0;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jv o;
-            if (!jdict_getv(b.u.d, a.u.d->k[i], &o) || !jv_equal(a.u.d->v[i], o)) return 0;
+            if (!wm_jdict_getv(b.u.d, a.u.d->k[i], &o) || !wm_jv_equal(a.u.d->v[i], o)) return 0;
         }
         return 1;
     case JV_FUNC: return a.u.fn == b.u.fn;
@@ -203,7 +203,7 @@ int jv_equal(jv a, jv b) {
     }
 }
 
-const char *jv_typename(jv v) {
+const char *wm_jv_typename(jv v) {
     switch (v.t) {
     case JV_UNDEF: return "Undefined";
     case JV_NONE: return "NoneType";
@@ -219,7 +219,7 @@ const char *jv_typename(jv v) {
     }
 }
 
-int jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r) {
+int wm_jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r) {
     if (is_num(a) && is_num(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT) {
             double x = num_f(a), y = num_f(b);
@@ -239,32 +239,32 @@ int jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r) {
     if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
-            if (jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
-            return jv_compare(c, at, a.u.l->v[i], b.u.l->v[i], r);
+            if (wm_jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
+            return wm_jv_compare(c, at, a.u.l->v[i], b.u.l->v[i], r);
         }
         *r = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n ? 1 : 0;
         return 0;
     }
     if (a.t == JV_UNDEF || b.t == JV_UNDEF)
-        return jerr(c, at, WM_ERR_INPUT, "'%s' is undefined (in a comparison)",
+        return wm_jerr(c, at, WM_ERR_INPUT, "'%s' is undefined (in a comparison)",
                     (a.t == JV_UNDEF ? a.uname : b.uname) ? (a.t == JV_UNDEF ? a.uname : b.uname) : "value");
-    return jerr(c, at, WM_ERR_INPUT, "ordering not supported between '%s' and '%s'", jv_typename(a),
-                jv_typename(b));
+    return wm_jerr(c, at, WM_ERR_INPUT, "ordering not supported between '%s' and '%s'", wm_jv_typename(a),
+                wm_jv_typename(b));
 }
 
 /* ---- buffers ---- */
 
-int jbuf_put(jctx *c, jbuf *b, const char *p, size_t n) {
+int wm_jbuf_put(jctx *c, jbuf *b, const char *p, size_t n) {
     size_t lim = b == c->out ? c->max_output : c->mem_limit;
     if (n > lim || b->n > lim - n) {
-        if (b == c->out) return jerr(c, NULL, WM_ERR_INPUT, "output limit (%zu bytes) exceeded", lim);
-        return jerr(c, NULL, WM_ERR_INPUT, "string size limit (%zu bytes) exceeded", lim);
+        if (b == c->out) return wm_jerr(c, NULL, WM_ERR_INPUT, "output limit (%zu bytes) exceeded", lim);
+        return wm_jerr(c, NULL, WM_ERR_INPUT, "string size limit (%zu bytes) exceeded", lim);
     }
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n + 1) cap *= 2;
         char *q = realloc(b->p, cap);
-        if (!q) return jerr(c, NULL, WM_ERR_NOMEM, "out of memory");
+        if (!q) return wm_jerr(c, NULL, WM_ERR_NOMEM, "out of memory");
         b->p = q;
         b->cap = cap;
     }
@@ -274,21 +274,21 @@ int jbuf_put(jctx *c, jbuf *b, const char *p, size_t n) {
     return 0;
 }
 
-int jbuf_putc(jctx *c, jbuf *b, char ch) { return jbuf_put(c, b, &ch, 1); }
+int wm_jbuf_putc(jctx *c, jbuf *b, char ch) { return wm_jbuf_put(c, b, &ch, 1); }
 
-int jbuf_to_str(jctx *c, jbuf *b, jv *out) {
-    int rc = jstr(c, b->p ? b->p : "", b->n, out);
-    jbuf_free(b);
+int wm_jbuf_to_str(jctx *c, jbuf *b, jv *out) {
+    int rc = wm_jstr(c, b->p ? b->p : "", b->n, out);
+    wm_jbuf_free(b);
     return rc;
 }
 
-void jbuf_free(jbuf *b) {
+void wm_jbuf_free(jbuf *b) {
     free(b->p);
     b->p = NULL;
     b->n = b->cap = 0;
 }
 
-int64_t jfind(const char *h, size_t hn, const char *nd, size_t nn, size_t from) {
+int64_t wm_jfind(const char *h, size_t hn, const char *nd, size_t nn, size_t from) {
     if (from > hn || nn > hn - from) return -1;
     if (nn == 0) return (int64_t)from;
     for (size_t i = from; i + nn <= hn; i++) {
@@ -302,7 +302,7 @@ int64_t jfind(const char *h, size_t hn, const char *nd, size_t nn, size_t from) 
 
 /* ---- UTF-8 ---- */
 
-uint32_t u8_decode(const char *p, size_t n, size_t i, size_t *len) {
+uint32_t wm_u8_decode(const char *p, size_t n, size_t i, size_t *len) {
     const unsigned char *s = (const unsigned char *)p;
     unsigned char c0 = s[i];
     size_t need = c0 < 0x80 ? 1 : (c0 >> 5) == 6 ? 2 : (c0 >> 4) == 14 ? 3 : (c0 >> 3) == 30 ? 4 : 1;
@@ -319,32 +319,32 @@ uint32_t u8_decode(const char *p, size_t n, size_t i, size_t *len) {
     return cp;
 }
 
-size_t u8_next(const char *p, size_t n, size_t i) {
+size_t wm_u8_next(const char *p, size_t n, size_t i) {
     size_t l;
-    u8_decode(p, n, i, &l);
+    wm_u8_decode(p, n, i, &l);
     return i + l;
 }
 
-size_t u8_len(const char *p, size_t n) {
+size_t wm_u8_len(const char *p, size_t n) {
     size_t k = 0;
-    for (size_t i = 0; i < n; i = u8_next(p, n, i)) k++;
+    for (size_t i = 0; i < n; i = wm_u8_next(p, n, i)) k++;
     return k;
 }
 
 /* str.isspace(): the Unicode White_Space / bidi whitespace set Python uses */
-int py_isspace(uint32_t cp) {
+int wm_py_isspace(uint32_t cp) {
     if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0d) || (cp >= 0x1c && cp <= 0x1f);
     return cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
            cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
 
-size_t py_space_at(const char *p, size_t n, size_t i) {
+size_t wm_py_space_at(const char *p, size_t n, size_t i) {
     size_t l;
-    uint32_t cp = u8_decode(p, n, i, &l);
-    return py_isspace(cp) ? l : 0;
+    uint32_t cp = wm_u8_decode(p, n, i, &l);
+    return wm_py_isspace(cp) ? l : 0;
 }
 
-size_t py_space_before(const char *p, size_t i) {
+size_t wm_py_space_before(const char *p, size_t i) {
     if (i == 0) return 0;
     size_t j = i - 1, back = 0;
     while (j > 0 && back < 3 && ((unsigned char)p[j] & 0xc0) == 0x80) {
@@ -352,12 +352,12 @@ size_t py_space_before(const char *p, size_t i) {
         back++;
     }
     size_t l;
-    uint32_t cp = u8_decode(p, i, j, &l);
+    uint32_t cp = wm_u8_decode(p, i, j, &l);
     if (j + l != i) { /* not a whole char: try the last byte alone */
         cp = (unsigned char)p[i - 1];
-        return py_isspace(cp) && cp < 0x80 ? 1 : 0;
+        return wm_py_isspace(cp) && cp < 0x80 ? 1 : 0;
     }
-    return py_isspace(cp) ? l : 0;
+    return wm_py_isspace(cp) ? l : 0;
 }
 
 /* ---- case mapping ---- */
@@ -373,7 +373,7 @@ static int alt_range_odd(uint32_t cp) {
     return (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e) || (cp >= 0x4c1 && cp <= 0x4ce);
 }
 
-uint32_t uc_upper(uint32_t cp) {
+uint32_t wm_uc_upper(uint32_t cp) {
     if (cp < 0x80) return cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
     if ((cp >= 0xe0 && cp <= 0xfe && cp != 0xf7)) return cp - 32;
     if (cp == 0xff) return 0x178;
@@ -395,7 +395,7 @@ uint32_t uc_upper(uint32_t cp) {
     return cp;
 }
 
-uint32_t uc_lower(uint32_t cp) {
+uint32_t wm_uc_lower(uint32_t cp) {
     if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
     if ((cp >= 0xc0 && cp <= 0xde && cp != 0xd7)) return cp + 32;
     if (cp == 0x178) return 0xff;
@@ -413,8 +413,8 @@ uint32_t uc_lower(uint32_t cp) {
     return cp;
 }
 
-int uc_is_cased(uint32_t cp) {
-    return uc_upper(cp) != cp || uc_lower(cp) != cp || cp == 0xdf || cp == 0x138 || cp == 0x149 || cp == 0x390 ||
+int wm_uc_is_cased(uint32_t cp) {
+    return wm_uc_upper(cp) != cp || wm_uc_lower(cp) != cp || cp == 0xdf || cp == 0x138 || cp == 0x149 || cp == 0x390 ||
            cp == 0x3b0;
 }
 
@@ -422,7 +422,7 @@ int uc_is_cased(uint32_t cp) {
 
 /* Python's repr(float): the shortest digits that round-trip, fixed notation
  * for exponents -4 <= e < 16, else d.ddde+XX. */
-void py_float_repr(double f, char *buf, size_t n) {
+void wm_py_float_repr(double f, char *buf, size_t n) {
     if (isnan(f)) {
         snprintf(buf, n, "nan");
         return;
@@ -494,10 +494,10 @@ static int py_isprintable(uint32_t cp) {
 static int repr_str(jctx *c, jbuf *b, const char *p, size_t n) {
     int has_sq = memchr(p, '\'', n) != NULL, has_dq = memchr(p, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    if (jbuf_putc(c, b, q)) return -1;
+    if (wm_jbuf_putc(c, b, q)) return -1;
     for (size_t i = 0; i < n;) {
         size_t l;
-        uint32_t cp = u8_decode(p, n, i, &l);
+        uint32_t cp = wm_u8_decode(p, n, i, &l);
         char tmp[16];
         const char *w = tmp;
         size_t wn;
@@ -527,78 +527,78 @@ static int repr_str(jctx *c, jbuf *b, const char *p, size_t n) {
             w = p + i;
             wn = l;
         }
-        if (jbuf_put(c, b, w, wn)) return -1;
+        if (wm_jbuf_put(c, b, w, wn)) return -1;
         i += l;
     }
-    return jbuf_putc(c, b, q);
+    return wm_jbuf_putc(c, b, q);
 }
 
 static int str_or_repr(jctx *c, jbuf *b, jv v, int repr, int depth) {
     char num[64];
-    if (depth > c->max_depth) return jerr(c, NULL, WM_ERR_INPUT, "value nested too deeply to print");
+    if (depth > c->max_depth) return wm_jerr(c, NULL, WM_ERR_INPUT, "value nested too deeply to print");
     switch (v.t) {
-    case JV_UNDEF: return repr ? jbuf_put(c, b, "Undefined", 9) : 0;
-    case JV_NONE: return jbuf_put(c, b, "None", 4);
-    case JV_BOOL: return v.u.b ? jbuf_put(c, b, "True", 4) : jbuf_put(c, b, "False", 5);
-    case JV_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); return jbuf_put(c, b, num, strlen(num));
-    case JV_FLOAT: py_float_repr(v.u.f, num, sizeof num); return jbuf_put(c, b, num, strlen(num));
-    case JV_STR: return repr ? repr_str(c, b, v.u.s.p, v.u.s.n) : jbuf_put(c, b, v.u.s.p, v.u.s.n);
+    case JV_UNDEF: return repr ? wm_jbuf_put(c, b, "Undefined", 9) : 0;
+    case JV_NONE: return wm_jbuf_put(c, b, "None", 4);
+    case JV_BOOL: return v.u.b ? wm_jbuf_put(c, b, "True", 4) : wm_jbuf_put(c, b, "False", 5);
+    case JV_INT: snprintf(num, sizeof num, "%lld", (long long)v.u.i); return wm_jbuf_put(c, b, num, strlen(num));
+    case JV_FLOAT: wm_py_float_repr(v.u.f, num, sizeof num); return wm_jbuf_put(c, b, num, strlen(num));
+    case JV_STR: return repr ? repr_str(c, b, v.u.s.p, v.u.s.n) : wm_jbuf_put(c, b, v.u.s.p, v.u.s.n);
     case JV_LIST: {
         const jlist *l = v.u.l;
         static const char *const views[] = {"", "dict_items(", "dict_keys(", "dict_values("};
-        if (l->view > 0 && l->view < 4 && jbuf_put(c, b, views[l->view], strlen(views[l->view]))) return -1;
-        if (jbuf_putc(c, b, l->tuple ? '(' : '[')) return -1;
+        if (l->view > 0 && l->view < 4 && wm_jbuf_put(c, b, views[l->view], strlen(views[l->view]))) return -1;
+        if (wm_jbuf_putc(c, b, l->tuple ? '(' : '[')) return -1;
         for (size_t i = 0; i < l->n; i++) {
-            if (i && jbuf_put(c, b, ", ", 2)) return -1;
-            if (jcharge(c, NULL, 1) || str_or_repr(c, b, l->v[i], 1, depth + 1)) return -1;
+            if (i && wm_jbuf_put(c, b, ", ", 2)) return -1;
+            if (wm_jcharge(c, NULL, 1) || str_or_repr(c, b, l->v[i], 1, depth + 1)) return -1;
         }
-        if (l->tuple && l->n == 1 && jbuf_putc(c, b, ',')) return -1;
-        if (jbuf_putc(c, b, l->tuple ? ')' : ']')) return -1;
-        return l->view > 0 && l->view < 4 ? jbuf_putc(c, b, ')') : 0;
+        if (l->tuple && l->n == 1 && wm_jbuf_putc(c, b, ',')) return -1;
+        if (wm_jbuf_putc(c, b, l->tuple ? ')' : ']')) return -1;
+        return l->view > 0 && l->view < 4 ? wm_jbuf_putc(c, b, ')') : 0;
     }
     case JV_DICT: {
         const jdict *d = v.u.d;
-        if (d->kind == JD_NS && jbuf_put(c, b, "<Namespace ", 11)) return -1;
+        if (d->kind == JD_NS && wm_jbuf_put(c, b, "<Namespace ", 11)) return -1;
         if (d->kind == JD_LOOP) {
             int64_t len = 0;
             jv lv;
-            if (jdict_get(d, "length", 6, &lv) && lv.t == JV_INT) len = lv.u.i;
+            if (wm_jdict_get(d, "length", 6, &lv) && lv.t == JV_INT) len = lv.u.i;
             snprintf(num, sizeof num, "<LoopContext %lld/%lld>", (long long)d->index0 + 1, (long long)len);
-            return jbuf_put(c, b, num, strlen(num));
+            return wm_jbuf_put(c, b, num, strlen(num));
         }
-        if (jbuf_putc(c, b, '{')) return -1;
+        if (wm_jbuf_putc(c, b, '{')) return -1;
         for (size_t i = 0; i < d->n; i++) {
-            if (i && jbuf_put(c, b, ", ", 2)) return -1;
-            if (jcharge(c, NULL, 1) || str_or_repr(c, b, d->k[i], 1, depth + 1) || jbuf_put(c, b, ": ", 2) ||
+            if (i && wm_jbuf_put(c, b, ", ", 2)) return -1;
+            if (wm_jcharge(c, NULL, 1) || str_or_repr(c, b, d->k[i], 1, depth + 1) || wm_jbuf_put(c, b, ": ", 2) ||
                 str_or_repr(c, b, d->v[i], 1, depth + 1))
                 return -1;
         }
-        if (jbuf_putc(c, b, '}')) return -1;
-        return d->kind == JD_NS ? jbuf_putc(c, b, '>') : 0;
+        if (wm_jbuf_putc(c, b, '}')) return -1;
+        return d->kind == JD_NS ? wm_jbuf_putc(c, b, '>') : 0;
     }
     case JV_FUNC:
         snprintf(num, sizeof num, "<function %.40s>", v.u.fn->name);
-        return jbuf_put(c, b, num, strlen(num));
+        return wm_jbuf_put(c, b, num, strlen(num));
     case JV_METHOD:
         snprintf(num, sizeof num, "<built-in method %.40s>", v.u.m->name);
-        return jbuf_put(c, b, num, strlen(num));
-    case JV_MACRO: return jbuf_put(c, b, "<Macro>", 7);
+        return wm_jbuf_put(c, b, num, strlen(num));
+    case JV_MACRO: return wm_jbuf_put(c, b, "<Macro>", 7);
     }
     return 0;
 }
 
-int jv_str(jctx *c, jbuf *b, jv v) { return str_or_repr(c, b, v, 0, 0); }
-int jv_repr(jctx *c, jbuf *b, jv v) { return str_or_repr(c, b, v, 1, 0); }
+int wm_jv_str(jctx *c, jbuf *b, jv v) { return str_or_repr(c, b, v, 0, 0); }
+int wm_jv_repr(jctx *c, jbuf *b, jv v) { return str_or_repr(c, b, v, 1, 0); }
 
-int jv_tostr(jctx *c, jv v, jv *out) {
+int wm_jv_tostr(jctx *c, jv v, jv *out) {
     if (v.t == JV_STR) {
         *out = v;
         return 0;
     }
     jbuf b = {0};
-    if (jv_str(c, &b, v)) {
-        jbuf_free(&b);
+    if (wm_jv_str(c, &b, v)) {
+        wm_jbuf_free(&b);
         return -1;
     }
-    return jbuf_to_str(c, &b, out);
+    return wm_jbuf_to_str(c, &b, out);
 }
