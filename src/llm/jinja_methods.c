@@ -289,7 +289,15 @@ int wm_jcase(jctx *c, const jnode *at, jv s, char mode, jv *out) {
         }
         switch (mode) {
         case 'u': o = wm_uc_upper(cp); upper = 1; break;
-        case 'l': o = wm_uc_lower(cp); break;
+        case 'l':
+            o = wm_uc_lower(cp);
+            if (cp == 0x3a3) { /* Python's final sigma: after a cased letter and not before one */
+                size_t nl;
+                int next_cased = i + l < s.u.s.n && wm_uc_is_cased(wm_u8_decode(s.u.s.p, s.u.s.n, i + l, &nl));
+                if (prev_cased && !next_cased) o = 0x3c2;
+            }
+            prev_cased = wm_uc_is_cased(cp);
+            break;
         case 's': o = wm_uc_upper(cp) != cp ? wm_uc_upper(cp) : wm_uc_lower(cp); upper = o != cp && wm_uc_upper(cp) != cp; break;
         case 'c': o = first ? wm_uc_upper(cp) : wm_uc_lower(cp); upper = first; break;
         case 't':

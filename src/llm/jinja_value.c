@@ -375,6 +375,8 @@ static int alt_range_odd(uint32_t cp) {
 
 uint32_t wm_uc_upper(uint32_t cp) {
     if (cp < 0x80) return cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
+    if ((cp >= 0x1c4 && cp <= 0x1cc) || (cp >= 0x1f1 && cp <= 0x1f3)) /* DŽ Dž dž, LJ Lj lj, NJ Nj nj, DZ Dz dz */
+        return cp - (cp - (cp >= 0x1f1 ? 0x1f1 : 0x1c4)) % 3;
     if ((cp >= 0xe0 && cp <= 0xfe && cp != 0xf7)) return cp - 32;
     if (cp == 0xff) return 0x178;
     if (cp == 0xb5) return 0x39c;
@@ -397,6 +399,8 @@ uint32_t wm_uc_upper(uint32_t cp) {
 
 uint32_t wm_uc_lower(uint32_t cp) {
     if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+    if ((cp >= 0x1c4 && cp <= 0x1cc) || (cp >= 0x1f1 && cp <= 0x1f3))
+        return cp - (cp - (cp >= 0x1f1 ? 0x1f1 : 0x1c4)) % 3 + 2;
     if ((cp >= 0xc0 && cp <= 0xde && cp != 0xd7)) return cp + 32;
     if (cp == 0x178) return 0xff;
     if (alt_range(cp)) return cp | 1u;

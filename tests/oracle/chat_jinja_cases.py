@@ -30,6 +30,7 @@ VARS = {
     "text_nl": "line one\nline two\n\nline four",
     "quotes": "it's \"quoted\" \\ back",
     "emoji": "🙂 👍🏽 日本語",
+    "parts": [{"type": "text", "text": "first part"}, {"type": "image", "url": "x"}, {"type": "text", "text": "second"}],
 }
 
 CASES = [
@@ -130,6 +131,24 @@ CASES = [
     "{% generation %}inside generation {{ 1 }}{% endgeneration %}",
     "{%- for m in msgs -%}\n  {{- m.role }}: {{ m.content|trim }}\n{% endfor -%}",
     "{% for m in msgs %}{% if m.tool_calls is defined %}{% for tc in m.tool_calls %}{{ tc.function.name }}({{ tc.function.arguments|tojson }}){% endfor %}{% endif %}{% endfor %}",
+    # patterns seen in other chat templates
+    "{% set c = parts if parts is string else parts|selectattr('type', 'equalto', 'text')|map(attribute='text')|join('\\n') %}{{ c }}",
+    "{{ parts[1]['text'] }} {{ parts|map(attribute='type')|list }} {{ parts|selectattr('type', 'in', ['image'])|list|length }}",
+    "{{ msgs|map('tojson')|join('\\n') }}",
+    "{{ msgs[0]|tojson|safe }} {{ msgs[-1].content is not none and msgs[-1].content|length > 0 }}",
+    "{% for m in msgs %}{% if loop.index is divisibleby 2 %}{{ m.role }}{% endif %}{% endfor %}",
+    "{% if msgs|length > 0 and msgs[-1].role == 'user' %}last user{% endif %}",
+    "{{ '\\n'.join(['a', 'b']) }} {{ range(msgs|length - 1, -1, -1)|list }} {{ msgs[1::2]|map(attribute='role')|list }}",
+    "{% set ns = namespace(x='a') %}{{ ns.x ~ 'y' }} {{ d|dictsort(reverse=true) }} {{ 'b' >= 'a' }}",
+    "{% set tj = d|tojson(indent=2) %}{{ tj|length }} {{ tj|indent(4) }}",
+    "{%- macro render(m, prefix='') -%}{{ prefix }}{{ m.role|upper }}:{{ m.content }}{%- endmacro -%}{% for m in msgs %}{{ render(m, prefix=loop.index ~ '.') }} {% endfor %}",
+    "{%- for m in msgs -%}{%- if m.role == 'system' -%}{%- continue -%}{%- endif -%}[{{ m.role }}]{%- endfor -%}",
+    "{{ 'ｔｅｓｔ' + '<｜User｜>' }} {{ '\\u00e9\\U0001F642' }} {{ 'Ünïcödé ΣΊΣΥΦΟΣ Привет'|lower }} {{ 'ß straße'|upper }}",
+    "{{ 'Héllo Wörld'|title }} {{ 'élan vital'.title() }} {{ 'ÉCOLE'.capitalize() }} {{ 'ǅ ǈ'|lower }}",
+    "{{ (msgs|first).role }} {{ (msgs|last)['content'] }} {{ msgs|length is odd }}",
+    "{% for k, v in nested.k.items() %}{{ k }}:{{ v|tojson }}{% endfor %} {{ nested|tojson(sort_keys=true, indent=1) }}",
+    "{{ 1 in [1.0] }} {{ (1, 2) == [1, 2] }} {{ none == none }} {{ undefined_thing == undefined_other }} {{ d != d }}",
+    "{{ 0.1 + 0.2 }} {{ 1e300 * 1e10 }} {{ -1e300 * 1e10 }} {{ 10 ** 18 / 3 }} {{ 2 ** 62 - 1 + 2 ** 62 }}",
     # errors: both must fail
     "{{ undefined_thing.attr }}",
     "{{ 1 + 'a' }}",
