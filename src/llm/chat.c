@@ -306,6 +306,7 @@ wm_status wm_chat_template_load(const char *path, const char *name, int has_tool
     wm_status st = WM_OK;
     char buf[4096];
     memset(t, 0, sizeof *t);
+    memset(tpl, 0, sizeof tpl);
     wm_arena_init(&arena);
     jctx c;
     memset(&c, 0, sizeof c);

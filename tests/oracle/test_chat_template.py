@@ -323,7 +323,7 @@ def test_jinja_constructs_match_jinja2(chattool, tmp_path):
     assert not bad, "\n".join(f"{t!r}\n  jinja2: {r!r}\n  ours:   {m!r}" for t, r, m in bad[:10])
 
 
-def test_template_reader_forms(chattool, tmp_path):
+def test_template_reader_forms(chattool_asan, tmp_path):
     """chat_template.jinja beside a config without one; the list form (default / tool_use);
     AddedToken special tokens: transformers and our reader pick the same template and tokens."""
     qcfg = json.load(open(NPM.npm_member(PACKAGES["qwen3"], "models/tokenizer_config.json")))
@@ -361,11 +361,11 @@ def test_template_reader_forms(chattool, tmp_path):
             cases.append({"messages": json.dumps(msgs), "add_generation_prompt": gen})
             cases.append({"messages": json.dumps(msgs), "add_generation_prompt": gen, "tools": json.dumps(TOOLS),
                           "kwargs": json.dumps({"date_string": "26 Jul 2024"})})
-        eq, both_err, bad = compare(tok, chattool, str(d), cases, tmp_path)
+        eq, both_err, bad = compare(tok, chattool_asan, str(d), cases, tmp_path)
         assert not bad and eq == len(cases), show(bad)
         total += eq
     # the file won: its prefix shows, with the AddedToken contents
-    r = ours(chattool, str(forms["jinja_file"]), [{"messages": json.dumps(msgs), "add_generation_prompt": False}],
+    r = ours(chattool_asan, str(forms["jinja_file"]), [{"messages": json.dumps(msgs), "add_generation_prompt": False}],
              tmp_path, "one.json")
     assert r[0][1].startswith("<|endoftext|>|<|im_end|>|"), r
 
@@ -477,7 +477,7 @@ def test_hostile_json_inputs(chattool_asan, tmp_path):
         assert "tokenizer_config.json" in r.stderr or "chat template" in r.stderr, (k, U.describe(r))
 
 
-def test_message_normalization_matches_transformers(chattool, tmp_path):
+def test_message_normalization_matches_transformers(chattool_asan, tmp_path):
     """What the template sees of the messages (null keys dropped, reasoning aliases, key order) and of
     the other variables, printed with tojson: equal to what transformers gives it."""
     d = tmp_path / "norm"
@@ -503,5 +503,5 @@ def test_message_normalization_matches_transformers(chattool, tmp_path):
             cases.append({"messages": json.dumps(m), "add_generation_prompt": gen,
                           "kwargs": json.dumps({"extra": {"k": [1, "é", None]}, "eos_token": "OVERRIDE"})})
             cases.append({"messages": json.dumps(m), "add_generation_prompt": gen, "tools": json.dumps(TOOLS)})
-    eq, both_err, bad = compare(tok, chattool, str(d), cases, tmp_path)
+    eq, both_err, bad = compare(tok, chattool_asan, str(d), cases, tmp_path)
     assert not bad and eq == len(cases), show(bad)

@@ -135,6 +135,18 @@ static void test_template_load(void **state) {
     assert_int_equal(wm_chat_template_load(sub, NULL, 0, &t, &err), WM_OK);
     assert_string_equal(t.source, "D");
     wm_chat_template_free(&t);
+    /* a config without chat_template next to chat_template.jinja (the .jinja gives the only template) */
+    write_file(dir, "tokenizer_config.json", "{\"eos_token\": \"E\"}");
+    write_file(dir, "chat_template.jinja", "ONLY FILE");
+    for (int k = 0; k < 2; k++) { /* twice: nothing may leak from one call's stack into the next */
+        assert_int_equal(wm_chat_template_load(dir, NULL, 0, &t, &err), WM_OK);
+        assert_string_equal(t.source, "ONLY FILE");
+        assert_string_equal(t.eos_token, "E");
+        assert_string_equal(t.origin, "chat_template.jinja");
+        wm_chat_template_free(&t);
+    }
+    snprintf(sub, sizeof sub, "%s/chat_template.jinja", dir);
+    remove(sub);
     /* bad configs */
     const char *bad[] = {"{\"chat_template\": 5}", "{\"chat_template\": [{\"name\": \"default\"}]}", "[1]", "{",
                          "{\"bos_token\": {\"x\": 1}, \"chat_template\": \"t\"}", "{\"bos_token\": 3, \"chat_template\": \"t\"}",
