@@ -5,14 +5,56 @@
  * with tools, under small limits so each run stays fast. The same bytes are also given to
  * the JSON reader as a messages array. Any input must end in WM_OK or a one-line error:
  * never a crash, a leak, a hang or an output past the limit.
+ * An input starting with byte 0x01 is instead a tokenizer_config.json (the rest of it),
+ * read by wm_chat_template_load from a scratch folder, with and without tools, and the
+ * template it yields rendered as above.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "llm/chat.h"
 #include "llm/jinja.h"
+
+static char dir[64];
+
+static void cleanup(void) {
+    char p[128];
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* config mode: returns the template source it loaded (malloc'ed) or NULL */
+static char *load_config(const uint8_t *data, size_t size) {
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/wm_fuzz_jinja_XXXXXX");
+        if (!mkdtemp(dir)) abort();
+        atexit(cleanup);
+    }
+    char p[128];
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(p, "wb");
+    if (!f) abort();
+    if (size && fwrite(data, 1, size, f) != size) abort();
+    fclose(f);
+    char *src = NULL;
+    for (int tools = 0; tools < 2; tools++) {
+        wm_chat_template t;
+        wm_error err = {0};
+        if (wm_chat_template_load(dir, NULL, tools, &t, &err) == WM_OK) {
+            if (!t.source) abort();
+            if (!src) src = strdup(t.source);
+            wm_chat_template_free(&t);
+        } else if (!err.msg[0] || t.source) {
+            abort();
+        }
+    }
+    return src;
+}
 
 static const char MSGS[] =
     "[{\"role\": \"system\", \"content\": \"You are helpful.\"},"
@@ -34,10 +76,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lim.max_steps = 200000;
     lim.max_iterations = 20000;
     lim.max_depth = 64;
-    char *src = malloc(size + 1);
-    if (!src) return 0;
-    memcpy(src, data, size);
-    src[size] = 0;
+    char *src;
+    if (size && data[0] == 1) {
+        if (!(src = load_config(data + 1, size - 1))) return 0;
+        size = strlen(src);
+    } else {
+        if (!(src = malloc(size + 1))) return 0;
+        memcpy(src, data, size);
+        src[size] = 0;
+    }
     wm_chat_vars v;
     wm_chat_vars_init(&v);
     v.bos_token = "<s>";
