@@ -23,7 +23,10 @@ void wm_chat_vars_from_template(wm_chat_vars *v, const wm_chat_template *t) {
     v->bos_token = t->bos_token;
     v->eos_token = t->eos_token;
     v->unk_token = t->unk_token;
+    v->sep_token = t->sep_token;
     v->pad_token = t->pad_token;
+    v->cls_token = t->cls_token;
+    v->mask_token = t->mask_token;
 }
 
 static wm_status jfail(jctx *c) { return c->err && c->err->status ? c->err->status : WM_ERR_INPUT; }
@@ -99,9 +102,10 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
         (st = set_json_var(cx, "documents", vars->documents_json, err)) ||
         (st = wm_jinja_ctx_set_bool(cx, "add_generation_prompt", add_generation_prompt, err)))
         goto done;
-    const char *tok_names[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
-    const char *tok_vals[] = {vars->bos_token, vars->eos_token, vars->unk_token, vars->pad_token};
-    for (int i = 0; i < 4; i++)
+    const char *tok_names[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+    const char *tok_vals[] = {vars->bos_token, vars->eos_token, vars->unk_token, vars->sep_token,
+                              vars->pad_token, vars->cls_token, vars->mask_token};
+    for (int i = 0; i < 7; i++)
         if (tok_vals[i] && (st = wm_jinja_ctx_set_str(cx, tok_names[i], tok_vals[i], err))) goto done;
     if (vars->enable_thinking >= 0 && (st = wm_jinja_ctx_set_bool(cx, "enable_thinking", vars->enable_thinking, err)))
         goto done;
@@ -179,7 +183,10 @@ void wm_chat_template_free(wm_chat_template *t) {
     free(t->bos_token);
     free(t->eos_token);
     free(t->unk_token);
+    free(t->sep_token);
     free(t->pad_token);
+    free(t->cls_token);
+    free(t->mask_token);
     memset(t, 0, sizeof *t);
 }
 
@@ -260,9 +267,10 @@ static wm_status load_config(const char *cfg, wm_chat_template *t, named *tpl, s
     }
     free(text);
     if (root.t != JV_DICT) return wm_err(err, WM_ERR_INPUT, "%s: expected a JSON object", cfg);
-    static const char *const toks[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
-    char **dst[] = {&t->bos_token, &t->eos_token, &t->unk_token, &t->pad_token};
-    for (int i = 0; i < 4; i++) {
+    static const char *const toks[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                       "pad_token", "cls_token", "mask_token"};
+    char **dst[] = {&t->bos_token, &t->eos_token, &t->unk_token, &t->sep_token, &t->pad_token, &t->cls_token, &t->mask_token};
+    for (int i = 0; i < 7; i++) {
         jv v;
         if (!wm_jdict_get(root.u.d, toks[i], strlen(toks[i]), &v) || v.t == JV_NONE) continue;
         if (v.t == JV_DICT && !wm_jdict_get(v.u.d, "content", 7, &v))

@@ -9,7 +9,8 @@
  * "thinking" (first key) and "reasoning_content"; the template sees
  * messages, tools (None when not given), documents (None),
  * add_generation_prompt, the special tokens the tokenizer config sets
- * (bos_token, eos_token, unk_token, pad_token) and any extra variables
+ * (bos_token, eos_token, unk_token, sep_token, pad_token, cls_token, mask_token: transformers'
+ * special_tokens_map) and any extra variables
  * (enable_thinking, date_string, ...), which override the special tokens.
  * The template language is the Jinja subset of llm/jinja.h.
  *
@@ -33,7 +34,8 @@ typedef struct wm_chat_message {
 } wm_chat_message;
 
 typedef struct wm_chat_vars {
-    const char *bos_token, *eos_token, *unk_token, *pad_token; /* NULL: not defined in the template */
+    /* NULL: not defined in the template */
+    const char *bos_token, *eos_token, *unk_token, *sep_token, *pad_token, *cls_token, *mask_token;
     const char *tools_json;     /* NULL: tools = None; else a JSON array of tool schemas */
     const char *documents_json; /* NULL: documents = None; else a JSON array */
     int enable_thinking;        /* -1: not passed; 0 / 1: passed as false / true */
@@ -66,7 +68,8 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
 
 typedef struct wm_chat_template {
     char *source;                                 /* the template text */
-    char *bos_token, *eos_token, *unk_token, *pad_token; /* NULL when the config does not set them */
+    /* NULL when the config does not set them */
+    char *bos_token, *eos_token, *unk_token, *sep_token, *pad_token, *cls_token, *mask_token;
     char origin[96];                              /* where the template came from, for messages */
 } wm_chat_template;
 

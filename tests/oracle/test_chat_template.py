@@ -484,11 +484,13 @@ def test_message_normalization_matches_transformers(chattool_asan, tmp_path):
     d.mkdir()
     cfg = json.load(open(NPM.npm_member(PACKAGES["mistral_nemo"], "models/tokenizer_config.json")))
     cfg.pop("chat_template")
+    cfg.update(sep_token="</s>", cls_token={"content": "<s>", "__type": "AddedToken"}, mask_token="<unk>")
     (d / "tokenizer_config.json").write_text(json.dumps(cfg))
     shutil.copy(NPM.npm_member(PACKAGES["mistral_nemo"], "models/tokenizer.json"), d / "tokenizer.json")
     (d / "chat_template.jinja").write_text(
         "{{ messages|tojson }}|{{ tools|tojson }}|{{ documents|tojson }}|{{ add_generation_prompt }}|"
-        "{{ bos_token }}|{{ eos_token }}|{{ unk_token }}|{{ pad_token is defined }}|{{ extra|tojson if extra is defined else 'no extra' }}")
+        "{{ bos_token }}|{{ eos_token }}|{{ unk_token }}|{{ pad_token is defined }}|{{ sep_token }}|{{ cls_token }}|"
+        "{{ mask_token }}|{{ extra|tojson if extra is defined else 'no extra' }}")
     tok = load_tokenizer(str(d))
     msg_sets = [
         [{"role": "user", "content": "u", "name": None}],
