@@ -339,8 +339,7 @@ static int arith(jctx *c, const jnode *at, int op, jv a, jv b, jv *out) {
         return repeat(c, at, a, inum(b), out);
     if (op == OP_MUL && (b.t == JV_STR || b.t == JV_LIST) && (a.t == JV_INT || a.t == JV_BOOL))
         return repeat(c, at, b, inum(a), out);
-    if (op == OP_MOD && a.t == JV_STR)
-        return wm_jerr(c, at, WM_ERR_UNSUPPORTED, "printf-style string formatting ('%%') is not supported");
+    if (op == OP_MOD && a.t == JV_STR) return wm_jformat(c, at, a, b, out);
     return wm_jerr(c, at, WM_ERR_INPUT, "unsupported operand types for %s: '%s' and '%s'", names[op], wm_jv_typename(a),
                 wm_jv_typename(b));
 ovf:

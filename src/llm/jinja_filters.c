@@ -13,12 +13,12 @@ int wm_jcase(jctx *c, const jnode *at, jv s, char mode, jv *out);
 int wm_jsplitlines(jctx *c, const jnode *at, jv s, int keepends, jv *out);
 
 static const char *const filters_ok[] = {
-    "abs", "attr", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "first", "float",
+    "abs", "attr", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "first", "float", "format",
     "indent", "int", "items", "join", "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr",
     "replace", "reverse", "round", "safe", "select", "selectattr", "sort", "string", "sum", "title", "tojson", "trim",
     "unique", "upper", "wordcount", NULL};
 static const char *const filters_jinja[] = { /* jinja2 filters outside the subset: "not supported" */
-    "batch", "filesizeformat", "forceescape", "format", "groupby", "pprint", "random", "slice", "striptags",
+    "batch", "filesizeformat", "forceescape", "groupby", "pprint", "random", "slice", "striptags",
     "truncate", "urlencode", "urlize", "wordwrap", "xmlattr", NULL};
 static const char *const tests_ok[] = {
     "defined", "undefined", "none", "boolean", "false", "true", "integer", "float", "number", "string", "mapping",
@@ -588,6 +588,19 @@ int wm_jfilter(jctx *c, jframe *f, const jnode *at, const char *name, jv v, cons
         return 0;
     }
     if (!strcmp(name, "indent")) return f_indent(c, at, v, a, out);
+    if (!strcmp(name, "format")) { /* jinja2: value % args, or value % kwargs */
+        if (wm_jv_tostr(c, v, &s)) return -1;
+        if (a->n && a->nk) return wm_jerr(c, at, WM_ERR_INPUT, "format: can't handle positional and keyword arguments at the same time");
+        if (a->nk) {
+            if (wm_jdict_new(c, JD_DICT, &x)) return -1;
+            for (size_t k = 0; k < a->nk; k++)
+                if (wm_jdict_set(c, x.u.d, wm_jv_cstr(a->kn[k], strlen(a->kn[k])), a->kv[k])) return -1;
+        } else {
+            if (wm_jlist_new(c, a->n, 1, &x)) return -1;
+            if (a->n) memcpy(x.u.l->v, a->v, a->n * sizeof(jv));
+        }
+        return wm_jformat(c, at, s, x, out);
+    }
     if (!strcmp(name, "attr")) {
         if (!wm_jarg(a, 0, "name", &x) || x.t != JV_STR) return wm_jerr(c, at, WM_ERR_INPUT, "attr needs a name");
         if (v.t != JV_UNDEF && wm_jmethod_exists(v, x.u.s.p, x.u.s.n)) return wm_jgetattr(c, at, v, x.u.s.p, x.u.s.n, out);

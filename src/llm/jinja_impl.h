@@ -284,6 +284,8 @@ int wm_jfilter(jctx *c, jframe *f, const jnode *at, const char *name, jv v, cons
 int wm_jtest(jctx *c, jframe *f, const jnode *at, const char *name, jv v, const jargs *a, int *out);
 int wm_jmethod_call(jctx *c, const jnode *at, jv self, const char *name, const jargs *a, jv *out);
 int wm_jmethod_exists(jv self, const char *name, size_t nn);
+/* Python's fmt % args (printf-style: %s %r %d %i %u %f %e %g %x %o, flags, width, precision, %(key)s) */
+int wm_jformat(jctx *c, const jnode *at, jv fmt, jv args, jv *out);
 const jfunc *wm_jglobal_find(const char *name);
 /* 1: a supported filter, 2: a jinja2 filter we do not support, 0: no such filter */
 int wm_jfilter_known(const char *name);

@@ -149,6 +149,13 @@ CASES = [
     "{% for k, v in nested.k.items() %}{{ k }}:{{ v|tojson }}{% endfor %} {{ nested|tojson(sort_keys=true, indent=1) }}",
     "{{ 1 in [1.0] }} {{ (1, 2) == [1, 2] }} {{ none == none }} {{ undefined_thing == undefined_other }} {{ d != d }}",
     "{{ 0.1 + 0.2 }} {{ 1e300 * 1e10 }} {{ -1e300 * 1e10 }} {{ 10 ** 18 / 3 }} {{ 2 ** 62 - 1 + 2 ** 62 }}",
+    # printf-style formatting
+    "{{ '%s and %s' % ('a', 1) }} {{ '%d|%5d|%-5d|%05d|%+d' % (3, 4, 5, 6, 7) }} {{ '%.2f|%8.3f|%e|%g|%x|%X|%#x' % (f, f, f, 0.0001, 255, 255, 255) }}",
+    "{{ '%s' % xs }} {{ '%r' % s }} {{ '%(a)s-%(b)s' % d }} {{ '%5s|%-5s|%.2s' % ('ab', 'cd', 'efg') }} {{ '100%%' % () }} {{ '%s' % d }}",
+    "{{ '%s, %s!'|format('Hello', 'you') }} {{ '%(x)s'|format(x=1) }} {{ '%d' % 3.9 }} {{ '%i' % true }} {{ '%s' % none }} {{ '%.3s' % emoji }}",
+    "{{ '%s %s' % ('only one',) }}",
+    "{{ 'no conversions' % 5 }}",
+    "{{ '%d' % 'x' }}",
     # errors: both must fail
     "{{ undefined_thing.attr }}",
     "{{ 1 + 'a' }}",
