@@ -74,6 +74,7 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
         vars = &none;
     }
     if (!tmpl) return wm_err(err, WM_ERR_USAGE, "no chat template");
+    if (!messages_json) return wm_err(err, WM_ERR_USAGE, "no messages");
     if ((st = wm_jinja_compile(tmpl, strlen(tmpl), vars->limits, &t, err))) return st;
     if ((st = wm_jinja_ctx_new(vars->limits, vars->now, &cx, err))) goto done;
     {

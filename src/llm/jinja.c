@@ -30,7 +30,7 @@ wm_status wm_jinja_compile(const char *src, size_t n, const wm_jinja_limits *lim
         wm_jinja_free(t);
         return wm_err(err, WM_ERR_INPUT, "chat template: %zu bytes, more than the limit of %zu", n, max);
     }
-    wm_status st = wm_jparse(t, src ? src : "", n, err);
+    wm_status st = wm_jparse(t, src ? src : "", src ? n : 0, err);
     if (st) {
         wm_jinja_free(t);
         return st;
