@@ -112,6 +112,7 @@ static void test_operators(void **state) {
         {"{{ true and 'x' }} {{ 0 or 'y' }} {{ not xs }} {{ not e }}", "x y False True"},
         {"{{ 'y' if xs else 'n' }} [{{ 'z' if false }}] {{ 1 if false else 2 if true else 3 }}", "y [] 2"},
         {"{{ -(xs|length) }} {{ - - 3 }}", "-3 3"},
+        {"{{ '%s-%d|%5.1f|%-3s|' % ('a', 3, 2.5, 'x') }} {{ '%(k)s'|format(k=1) }} {{ '%s' % xs }}", "a-3|  2.5|x  | 1 [1, 2, 3]"},
     };
     run_cases(cases, sizeof cases / sizeof cases[0]);
 }
@@ -230,6 +231,8 @@ static void test_errors_name_line_and_column(void **state) {
         {"{{ 99999999999999999999 }}", "64-bit"},
         {"{{ (1 }}", "line 1 col 7: unexpected '}'"},
         {"{{ ) }}", "unexpected ')'"},
+        {"{{ '%s %s' % ('one',) }}", "not enough arguments for format string"},
+        {"{{ 'none' % 5 }}", "not all arguments converted"},
     };
     run_errors(cases, sizeof cases / sizeof cases[0], NULL);
 }
