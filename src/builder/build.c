@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "builder/build.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -25,6 +26,10 @@
 #include "core/file.h"
 #include "hf/config.h"
 #include "hf/safetensors.h"
+#include "onnx/graph.h"
+#include "opt/opt.h"
+#include "opt/quant.h"
+#include "opt/quant_recipe.h"
 
 static double now(void) {
     struct timespec t;
@@ -186,6 +191,8 @@ typedef struct stage_rec {
     stage_status status;
     char reason[256];
     double seconds;
+    size_t nodes;      /* optim / quant: nodes after the stage */
+    wm_opt_hist ops;   /* and their op histogram */
 } stage_rec;
 
 typedef struct build_ctx {
@@ -224,21 +231,116 @@ static wm_status stage_export(build_ctx *b, stage_rec *rec) {
     return s;
 }
 
-static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
-    rec->status = b->recipe.has_optim ? ST_NOT_RUN : ST_SKIPPED;
-    snprintf(rec->reason, sizeof rec->reason, "%s",
-             b->recipe.has_optim ? "the graph optimizer is not available in this build yet: model.onnx is the plain "
-                                   "export (standard ONNX, no fusions)"
-                                 : "recipe optim is null");
-    return WM_OK;
+/* Loads the stage folder's model.onnx and indexes its graph. */
+static wm_status open_stage_model(build_ctx *b, wm_onnx_model **m, wm_graph **g) {
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+    *m = NULL, *g = NULL;
+    wm_status s = wm_onnx_load(p, m, b->err);
+    if (!s) s = wm_graph_open(*m, (*m)->proto->graph, g, b->err);
+    return s;
 }
 
+/* Node count and op histogram of the stage's model for the manifest. */
+static void record_graph(stage_rec *rec, const wm_graph *g) {
+    const wm_onnx_graph *pg = wm_graph_proto(g);
+    rec->nodes = pg->n_node;
+    wm_opt_hist_free(&rec->ops);
+    wm_error e = {0};
+    wm_opt_hist_of(pg, &rec->ops, &e);
+}
+
+/*
+ * The recipe's optim flags name passes of src/opt: a flag set to false
+ * disables its pass; the level is "all" (GroupQueryAttention included).
+ * The optimized model replaces model.onnx (written through temporary
+ * names, so the mapped source stays valid until the rename).
+ */
+static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
+    if (!b->recipe.has_optim) {
+        rec->status = ST_SKIPPED;
+        snprintf(rec->reason, sizeof rec->reason, "recipe optim is null");
+        return WM_OK;
+    }
+    wm_opt_config c;
+    wm_opt_config_default(&c);
+    c.level = WM_OPT_ALL;
+    for (size_t i = 0; i < b->recipe.n_optim; i++)
+        if (!b->recipe.optim[i].value && wm_opt_pass_find(b->recipe.optim[i].name) && c.n_disable < WM_OPT_MAX_SWITCHES)
+            c.disable[c.n_disable++] = b->recipe.optim[i].name;
+    wm_onnx_model *m;
+    wm_graph *g;
+    wm_opt_report r = {0};
+    wm_status s = open_stage_model(b, &m, &g);
+    size_t before = s ? 0 : wm_graph_proto(g)->n_node;
+    if (!s) s = wm_opt_run(g, &c, &r, b->err);
+    if (!s) {
+        char p[PATH_MAX + 64];
+        wm_onnx_save_opts so;
+        wm_onnx_save_opts_default(&so);
+        so.threshold_bytes = b->o->external_threshold ? b->o->external_threshold : so.threshold_bytes;
+        snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+        s = wm_onnx_save(m, p, &so, b->err);
+    }
+    if (!s) {
+        record_graph(rec, g);
+        rec->status = ST_DONE;
+        snprintf(rec->reason, sizeof rec->reason, "%zu -> %zu nodes (level all, %zu passes disabled)", before,
+                 rec->nodes, c.n_disable);
+        b->ex.model_sha[0] = b->ex.data_sha[0] = 0; /* the artifacts changed: hash them again */
+    }
+    wm_opt_report_free(&r);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+    return s;
+}
+
+/* The recipe's quant section (reference field names) through src/opt's quantizer, weights streamed. */
 static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
-    /* a quant section was refused before any work started; reaching here means fp32 */
-    (void)b;
-    rec->status = ST_SKIPPED;
-    snprintf(rec->reason, sizeof rec->reason, "recipe quant is null: float32 weights");
-    return WM_OK;
+    if (!b->recipe.has_quant) {
+        rec->status = ST_SKIPPED;
+        snprintf(rec->reason, sizeof rec->reason, "recipe quant is null: float32 weights");
+        return WM_OK;
+    }
+    wm_json j;
+    wm_json_init(&j);
+    wm_recipe_json(&b->recipe, &j);
+    cJSON *root = j.oom ? NULL : cJSON_Parse(wm_json_text(&j));
+    wm_json_free(&j);
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quant");
+    if (!q) {
+        cJSON_Delete(root);
+        return wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+    }
+    wm_quant_recipe qr;
+    wm_status s = wm_quant_recipe_parse(q, &qr, b->err);
+    if (!s && (qr.config.mode == WM_QUANT_INT8_STATIC || qr.config.mode == WM_QUANT_W8A16))
+        s = wm_err(b->err, WM_ERR_UNSUPPORTED, "quant mode '%s' needs calibrated activation ranges: build fp32, then "
+                   "run `winml quantize --calib-data` (static calibration is not wired into build)", b->recipe.quant_mode);
+    wm_onnx_model *m = NULL;
+    wm_graph *g = NULL;
+    wm_quant_plan *plan = NULL;
+    wm_quant_report r = {0};
+    if (!s) s = open_stage_model(b, &m, &g);
+    if (!s) s = wm_quant_run(g, &qr.config, &r, &plan, b->err);
+    if (!s) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+        s = wm_quant_save(g, plan, p, b->err);
+    }
+    if (!s) {
+        record_graph(rec, g);
+        rec->status = ST_DONE;
+        snprintf(rec->reason, sizeof rec->reason, "%s: %zu nodes quantized, weights %llu -> %llu bytes",
+                 wm_quant_mode_name(qr.config.mode), r.quantized, (unsigned long long)r.weight_bytes_before,
+                 (unsigned long long)r.weight_bytes_after);
+        b->ex.model_sha[0] = b->ex.data_sha[0] = 0;
+    }
+    wm_quant_plan_free(plan);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+    cJSON_Delete(root);
+    return s;
 }
 
 static wm_status stage_compile(build_ctx *b, stage_rec *rec) {
@@ -283,7 +385,7 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     wm_json_str(j, "model_type", a->model_type);
     wm_json_str(j, "task", wm_task_name(a->task));
     wm_json_str(j, "inference_class", a->inference_class);
-    wm_json_str(j, "precision", "fp32");
+    wm_json_str(j, "precision", b->recipe.has_quant ? wm_precision_name(b->recipe.precision) : "fp32");
     wm_json_bool(j, "random_weights", b->o->random);
     if (b->o->random) wm_json_uint(j, "seed", b->o->seed);
     time_t tt = time(NULL);
@@ -310,6 +412,12 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
             wm_json_uint(j, "parameter_bytes", b->ex.param_bytes);
             wm_json_bool(j, "external_data", b->ex.external);
             wm_json_int(j, "opset", b->recipe.opset);
+        }
+        if (strcmp(r->name, "export") && r->status == ST_DONE && r->nodes) {
+            wm_json_uint(j, "nodes", r->nodes);
+            wm_json_obj(j, "ops");
+            for (size_t k = 0; k < r->ops.n; k++) wm_json_int(j, r->ops.items[k].op, r->ops.items[k].n);
+            wm_json_obj_end(j);
         }
         wm_json_obj_end(j);
     }
@@ -348,9 +456,6 @@ static wm_status prepare(build_ctx *b) {
         note(b, "note: -p fp32 overrides the recipe's quant section (%s)\n", b->recipe.quant_mode);
         b->recipe.has_quant = 0; /* the resolved recipe written to the folder says what was built */
     }
-    if (prec != WM_PREC_FP32)
-        return wm_err(err, WM_ERR_UNSUPPORTED, "%s quantization is not available yet (this build produces float32 "
-                      "only; use -p fp32 or a recipe with \"quant\": null)", wm_precision_name(prec));
     if (!o->random) {
         if (!b->ck.weights[0]) {
             /* a config the builder cannot use is the more fundamental problem: say that first */
@@ -365,7 +470,10 @@ static wm_status prepare(build_ctx *b) {
         if ((s = wm_st_open(b->ck.dir, NULL, &b->st, err))) return s;
     }
     if ((s = wm_arch_resolve(&b->ck, b->st, task, &b->arch, err))) return s;
-    if (!o->recipe && (s = wm_recipe_default(&b->arch, WM_PREC_FP32, o->ep ? o->ep : "cpu",
+    if (o->recipe && prec != WM_PREC_FP32 && (int)b->recipe.precision != prec)
+        return wm_err(err, WM_ERR_USAGE, "-p %s disagrees with the recipe's quant section (%s): drop -p or edit the recipe",
+                      wm_precision_name(prec), b->recipe.has_quant ? b->recipe.quant_mode : "null");
+    if (!o->recipe && (s = wm_recipe_default(&b->arch, (wm_precision)prec, o->ep ? o->ep : "cpu",
                                              o->device ? o->device : "cpu", &b->recipe, err)))
         return s;
     if (o->recipe && o->ep && b->recipe.has_compile && strcmp(o->ep, b->recipe.provider))
@@ -495,6 +603,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     wm_arch_free(&b->arch);
     wm_st_close(b->st);
     wm_hf_checkpoint_free(&b->ck);
+    for (size_t i = 0; i < b->n_stages; i++) wm_opt_hist_free(&b->stages[i].ops);
     free(b);
     return s;
 }
