@@ -7,17 +7,128 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libgen.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "cli/cli.h"
+#include "core/file.h"
+#include "hf/config.h"
+#include "hf/tokenizer.h"
+#include "llm/chat.h"
 #include "llm/generate.h"
 
 static void help(void) {
-    printf("usage: winml generate -m BUILD_DIR|MODEL.onnx --ids ID,ID,... [--max-new-tokens N]\n"
-           "                      [--temperature T] [--top-k K] [--top-p P] [--min-p M] [--repetition-penalty R]\n"
-           "                      [--seed S] [--eos ID,...] [--max-length N] [--threads N] [-f table|json]\n\n"
+    printf("usage: winml generate -m BUILD_DIR|MODEL.onnx (--prompt TEXT [--chat] [--system TEXT] | --ids ID,...)\n"
+           "                      [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p M]\n"
+           "                      [--repetition-penalty R] [--seed S] [--eos ID,...] [--stop STRING]...\n"
+           "                      [--no-thinking] [--max-length N] [--threads N] [-f table|json]\n\n"
            "Prefills the prompt and decodes one token per step with the KV cache, greedy unless a sampling\n"
-           "flag is given (temperature, top-k, top-p, min-p; the seed makes sampling repeat). Stops after\n"
-           "--max-new-tokens (default 32) or at an --eos id. Prints the new ids and the speed (time to first\n"
-           "token, prefill and decode tokens/s). --prompt TEXT and --chat need the tokenizer module (issue 4).\n");
+           "flag is given (temperature, top-k, top-p, min-p; the seed makes sampling repeat). The prompt is\n"
+           "encoded with the tokenizer in the model's folder; --chat first applies its chat template\n"
+           "(tokenizer_config.json) to one user turn (after --system when given). Text streams to stdout as\n"
+           "it is decoded (whole UTF-8 characters). Stops after --max-new-tokens (default 32), at an end id\n"
+           "(--eos, else generation_config.json / config.json, else the tokenizer's eos) or at a --stop\n"
+           "string (not printed). -f json prints the text, ids and speed as one object instead.\n");
+}
+
+/* the folder holding the model (a build folder, or the folder of a .onnx file) */
+static void model_folder(const char *m, char *out, size_t n) {
+    struct stat st;
+    if (stat(m, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(out, n, "%s", m);
+    else {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s", m);
+        snprintf(out, n, "%s", dirname(tmp));
+    }
+}
+
+/* End ids from generation_config.json, else config.json, of folder; 0 found. */
+static size_t eos_from_configs(const char *folder, int32_t *ids, size_t cap) {
+    const char *files[] = {"generation_config.json", "config.json"};
+    for (int f = 0; f < 2; f++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", folder, files[f]);
+        if (access(p, R_OK)) continue;
+        wm_error e = {0};
+        size_t n = 0;
+        if (f == 0) {
+            wm_hf_gen_config g = {0};
+            wm_map mp = {0};
+            if (wm_map_file(p, 0, &mp, &e)) continue;
+            if (!wm_hf_gen_config_parse((const char *)mp.data, mp.size, p, &g, &e))
+                for (size_t i = 0; i < g.eos.n && n < cap; i++) ids[n++] = (int32_t)g.eos.v[i];
+            wm_unmap(&mp);
+            wm_hf_gen_config_free(&g);
+        } else {
+            wm_hf_config c = {0};
+            if (!wm_hf_config_load(p, &c, &e))
+                for (size_t i = 0; i < c.eos.n && n < cap; i++) ids[n++] = (int32_t)c.eos.v[i];
+            wm_hf_config_free(&c);
+        }
+        if (n) return n;
+    }
+    return 0;
+}
+
+typedef struct stream_ctx {
+    const wm_tokenizer *tok;
+    wm_tok_stream ts;
+    wm_tok_buf text;            /* everything decoded so far */
+    size_t printed;             /* bytes of text written to stdout */
+    const char *const *stops;
+    size_t n_stops;
+    int print;                  /* stream to stdout */
+    int stopped;                /* a stop string was seen */
+    size_t cut;                 /* text length up to the stop string */
+    wm_error err;
+} stream_ctx;
+
+/* Holds back enough bytes to catch a stop string split across tokens. */
+static size_t hold_back(const stream_ctx *c) {
+    size_t h = 0;
+    for (size_t i = 0; i < c->n_stops; i++) {
+        size_t k = strlen(c->stops[i]);
+        if (k > h) h = k;
+    }
+    return h ? h - 1 : 0;
+}
+
+static int on_token(void *arg, int32_t id) {
+    stream_ctx *c = arg;
+    if (!c->tok) return 0;
+    wm_tok_buf chunk = {0};
+    int emitted = 0;
+    if (wm_tok_stream_step(&c->ts, id, &chunk, &emitted, &c->err)) {
+        wm_tok_buf_free(&chunk);
+        return 1;
+    }
+    if (emitted && chunk.n) {
+        if (c->text.n + chunk.n + 1 > c->text.cap) {
+            size_t cap = (c->text.n + chunk.n + 1) * 2;
+            char *np = realloc(c->text.p, cap);
+            if (!np) {
+                wm_tok_buf_free(&chunk);
+                return 1;
+            }
+            c->text.p = np, c->text.cap = cap;
+        }
+        memcpy(c->text.p + c->text.n, chunk.p, chunk.n);
+        c->text.n += chunk.n;
+        c->text.p[c->text.n] = 0;
+    }
+    wm_tok_buf_free(&chunk);
+    for (size_t i = 0; i < c->n_stops && !c->stopped; i++) {
+        const char *hit = c->text.n ? strstr(c->text.p, c->stops[i]) : NULL;
+        if (hit) c->stopped = 1, c->cut = (size_t)(hit - c->text.p);
+    }
+    size_t upto = c->stopped ? c->cut : (c->text.n > hold_back(c) ? c->text.n - hold_back(c) : 0);
+    if (c->print && upto > c->printed) {
+        fwrite(c->text.p + c->printed, 1, upto - c->printed, stdout);
+        fflush(stdout);
+        c->printed = upto;
+    }
+    return c->stopped;
 }
 
 /* Parses "1,2,3" into a new array (*n items). Returns 0 or -1. */
@@ -51,11 +162,14 @@ static int parse_ids(const char *s, int32_t **out, size_t *n) {
 int wm_cmd_generate(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml generate");
-    enum { O_IDS = 256, O_PROMPT, O_CHAT, O_MAXNEW, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_EOS, O_MAXLEN, O_THREADS };
+    enum { O_IDS = 256, O_PROMPT, O_CHAT, O_SYSTEM, O_STOP, O_NOTHINK, O_MAXNEW, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP,
+           O_SEED, O_EOS, O_MAXLEN, O_THREADS };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"ids", required_argument, 0, O_IDS},          {"prompt", required_argument, 0, O_PROMPT},
         {"chat", no_argument, 0, O_CHAT},               {"max-new-tokens", required_argument, 0, O_MAXNEW},
+        {"system", required_argument, 0, O_SYSTEM},     {"stop", required_argument, 0, O_STOP},
+        {"no-thinking", no_argument, 0, O_NOTHINK},
         {"temperature", required_argument, 0, O_TEMP},  {"top-k", required_argument, 0, O_TOPK},
         {"top-p", required_argument, 0, O_TOPP},        {"min-p", required_argument, 0, O_MINP},
         {"repetition-penalty", required_argument, 0, O_REP}, {"seed", required_argument, 0, O_SEED},
@@ -66,7 +180,12 @@ int wm_cmd_generate(int argc, char **argv) {
     int32_t *ids = NULL, *eos = NULL;
     size_t n_ids = 0, n_eos = 0;
     long max_len = 0, threads = 0;
-    int opt, rc = WM_EXIT_ERROR;
+    int opt, rc = WM_EXIT_ERROR, chat = 0, no_think = 0;
+    const char *prompt = NULL, *system = NULL, *stops[16];
+    size_t n_stops = 0;
+    wm_tokenizer *tok = NULL;
+    stream_ctx sc = {0};
+    char *rendered = NULL;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
@@ -97,9 +216,17 @@ int wm_cmd_generate(int argc, char **argv) {
                 goto out;
             }
             break;
-        case O_PROMPT: case O_CHAT:
-            rc = wm_cli_usage_error(&c, "--prompt/--chat need the tokenizer module (issue 4), not in this build: give --ids");
-            goto out;
+        case O_PROMPT: prompt = optarg; break;
+        case O_CHAT: chat = 1; break;
+        case O_SYSTEM: system = optarg; break;
+        case O_NOTHINK: no_think = 1; break;
+        case O_STOP:
+            if (n_stops == 16 || !*optarg) {
+                rc = wm_cli_usage_error(&c, "--stop: at most 16 non-empty strings");
+                goto out;
+            }
+            stops[n_stops++] = optarg;
+            break;
         case O_MAXNEW: go.max_new_tokens = (size_t)l; break;
         case O_TEMP: go.sampling.temperature = (float)d, go.sampling.greedy = 0; break;
         case O_TOPK: go.sampling.top_k = (int)l, go.sampling.greedy = 0; break;
@@ -117,13 +244,80 @@ int wm_cmd_generate(int argc, char **argv) {
         rc = wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
         goto out;
     }
-    if (!c.model || !ids) {
-        rc = wm_cli_usage_error(&c, "-m MODEL and --ids are required");
+    if (!c.model || !!ids == !!prompt) {
+        rc = wm_cli_usage_error(&c, "-m MODEL and one of --prompt or --ids are required");
         goto out;
+    }
+    if ((chat || system) && !prompt) {
+        rc = wm_cli_usage_error(&c, "--chat and --system need --prompt");
+        goto out;
+    }
+    wm_error err = {0};
+    char folder[4096];
+    model_folder(c.model, folder, sizeof folder);
+    if (prompt) {
+        if (wm_tokenizer_load_dir(folder, &tok, &err)) {
+            rc = wm_cli_fail(&c, &err);
+            goto out;
+        }
+        const char *text = prompt;
+        wm_encode_opts eo = wm_encode_opts_default();
+        if (chat || system) {
+            wm_chat_template t = {0};
+            if (wm_chat_template_load(folder, NULL, 0, &t, &err)) {
+                rc = wm_cli_fail(&c, &err);
+                goto out;
+            }
+            wm_chat_vars v;
+            wm_chat_vars_init(&v);
+            wm_chat_vars_from_template(&v, &t);
+            if (no_think) v.enable_thinking = 0;
+            wm_chat_message msgs[2];
+            size_t nm = 0;
+            if (system) msgs[nm].role = "system", msgs[nm].content = system, msgs[nm++].reasoning_content = NULL;
+            msgs[nm].role = "user", msgs[nm].content = prompt, msgs[nm++].reasoning_content = NULL;
+            wm_status st = wm_chat_apply(t.source, msgs, nm, 1, &v, &rendered, &err);
+            wm_chat_template_free(&t);
+            if (st) {
+                rc = wm_cli_fail(&c, &err);
+                goto out;
+            }
+            text = rendered;
+            eo.add_special_tokens = 0; /* the template wrote them, as apply_chat_template(tokenize=True) */
+        }
+        wm_encoding enc;
+        wm_encoding_init(&enc);
+        if (wm_tokenizer_encode(tok, text, strlen(text), NULL, 0, &eo, &enc, &err)) {
+            wm_encoding_free(&enc);
+            rc = wm_cli_fail(&c, &err);
+            goto out;
+        }
+        n_ids = enc.n;
+        ids = malloc((n_ids ? n_ids : 1) * sizeof *ids);
+        if (ids) memcpy(ids, enc.ids, n_ids * sizeof *ids);
+        wm_encoding_free(&enc);
+        if (!ids || !n_ids) {
+            rc = wm_cli_usage_error(&c, "--prompt: the text encodes to no tokens");
+            goto out;
+        }
+    }
+    if (!eos) { /* the model's own end ids */
+        int32_t found[16];
+        size_t nf = eos_from_configs(folder, found, 16);
+        if (!nf && tok && wm_tokenizer_special_id(tok, WM_TOK_EOS) >= 0) found[nf++] = wm_tokenizer_special_id(tok, WM_TOK_EOS);
+        if (nf && (eos = malloc(nf * sizeof *eos))) memcpy(eos, found, nf * sizeof *eos), n_eos = nf;
     }
     go.eos = eos;
     go.n_eos = n_eos;
-    wm_error err = {0};
+    if (tok) {
+        sc.tok = tok;
+        wm_tok_stream_init(&sc.ts, tok, 1);
+        sc.stops = stops;
+        sc.n_stops = n_stops;
+        sc.print = !c.json;
+        go.on_token = on_token;
+        go.ctx = &sc;
+    }
     wm_clm *m = NULL;
     wm_clm_opts co = {.threads = (int)threads, .max_length = max_len ? max_len : (long)(n_ids + go.max_new_tokens)};
     if (wm_clm_open(c.model, &co, &m, &err)) {
@@ -140,14 +334,34 @@ int wm_cmd_generate(int argc, char **argv) {
         wm_clm_free(m);
         goto out;
     }
+    if (sc.err.status) {
+        rc = wm_cli_fail(&c, &sc.err);
+        free(gen);
+        wm_clm_free(m);
+        goto out;
+    }
+    if (tok && !c.json) { /* the text went to stdout as it came: finish it, speed to stderr */
+        size_t end = sc.stopped ? sc.cut : sc.text.n;
+        if (end > sc.printed) fwrite(sc.text.p + sc.printed, 1, end - sc.printed, stdout);
+        fputc('\n', stdout);
+        if (!c.quiet)
+            fprintf(stderr, "%zu prompt tokens, %zu new (%s); ttft %.1f ms, decode %.1f tokens/s\n", gs.prompt_tokens,
+                    n_gen, sc.stopped ? "stop string" : gs.stopped_by_eos ? "eos" : "length", gs.ttft_ms,
+                    gs.decode_ms > 0 ? (double)(n_gen - 1) * 1e3 / gs.decode_ms : 0.0);
+        free(gen);
+        wm_clm_free(m);
+        rc = WM_EXIT_OK;
+        goto out;
+    }
     wm_json j;
     wm_json_init(&j);
     wm_json_obj(&j, NULL);
+    if (tok) wm_json_strn(&j, "text", sc.text.p ? sc.text.p : "", sc.stopped ? sc.cut : sc.text.n);
     wm_json_uint(&j, "prompt_tokens", gs.prompt_tokens);
     wm_json_arr(&j, "ids");
     for (size_t i = 0; i < n_gen; i++) wm_json_int(&j, NULL, gen[i]);
     wm_json_arr_end(&j);
-    wm_json_str(&j, "stop", gs.stopped_by_eos ? "eos" : "length");
+    wm_json_str(&j, "stop", sc.stopped ? "stop_string" : gs.stopped_by_eos ? "eos" : "length");
     wm_json_obj(&j, "speed");
     wm_json_num(&j, "ttft_ms", gs.ttft_ms);
     wm_json_num(&j, "prefill_tokens_per_sec", gs.prefill_ms > 0 ? gs.prompt_tokens * 1e3 / gs.prefill_ms : 0.0);
@@ -162,5 +376,9 @@ int wm_cmd_generate(int argc, char **argv) {
 out:
     free(ids);
     free(eos);
+    free(rendered);
+    if (sc.tok) wm_tok_stream_free(&sc.ts);
+    wm_tok_buf_free(&sc.text);
+    wm_tokenizer_free(tok);
     return rc;
 }

@@ -239,8 +239,8 @@ size_t wm_u8_next(const char *p, size_t n, size_t i); /* byte index of the next 
 uint32_t wm_u8_decode(const char *p, size_t n, size_t i, size_t *len);
 int wm_py_isspace(uint32_t cp);
 /* simple Unicode case mapping for Latin, Greek, Cyrillic, Armenian, fullwidth Latin (others unchanged) */
-uint32_t wm_uc_upper(uint32_t cp);
-uint32_t wm_uc_lower(uint32_t cp);
+uint32_t wm_jinja_uc_upper(uint32_t cp);
+uint32_t wm_jinja_uc_lower(uint32_t cp);
 int wm_uc_is_cased(uint32_t cp);
 size_t wm_py_space_at(const char *p, size_t n, size_t i); /* bytes of a whitespace char at i, 0 if none */
 size_t wm_py_space_before(const char *p, size_t i); /* bytes of a whitespace char ending at i, 0 if none */

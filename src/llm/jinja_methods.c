@@ -272,7 +272,7 @@ static int put_cp(jctx *c, jbuf *b, uint32_t cp, int upper) {
 }
 
 /* mode: 'u' upper, 'l' lower, 't' Python title, 'c' capitalize, 's' swapcase, 'j' jinja title filter.
- * Simple case mapping (wm_uc_upper / wm_uc_lower) plus sharp s -> SS. */
+ * Simple case mapping (wm_jinja_uc_upper / wm_jinja_uc_lower) plus sharp s -> SS. */
 int wm_jcase(jctx *c, const jnode *at, jv s, char mode, jv *out);
 int wm_jcase(jctx *c, const jnode *at, jv s, char mode, jv *out) {
     if (wm_jcharge(c, at, s.u.s.n / 64)) return -1;
@@ -288,9 +288,9 @@ int wm_jcase(jctx *c, const jnode *at, jv s, char mode, jv *out) {
             continue;
         }
         switch (mode) {
-        case 'u': o = wm_uc_upper(cp); upper = 1; break;
+        case 'u': o = wm_jinja_uc_upper(cp); upper = 1; break;
         case 'l':
-            o = wm_uc_lower(cp);
+            o = wm_jinja_uc_lower(cp);
             if (cp == 0x3a3) { /* Python's final sigma: after a cased letter and not before one */
                 size_t nl;
                 int next_cased = i + l < s.u.s.n && wm_uc_is_cased(wm_u8_decode(s.u.s.p, s.u.s.n, i + l, &nl));
@@ -298,16 +298,16 @@ int wm_jcase(jctx *c, const jnode *at, jv s, char mode, jv *out) {
             }
             prev_cased = wm_uc_is_cased(cp);
             break;
-        case 's': o = wm_uc_upper(cp) != cp ? wm_uc_upper(cp) : wm_uc_lower(cp); upper = o != cp && wm_uc_upper(cp) != cp; break;
-        case 'c': o = first ? wm_uc_upper(cp) : wm_uc_lower(cp); upper = first; break;
+        case 's': o = wm_jinja_uc_upper(cp) != cp ? wm_jinja_uc_upper(cp) : wm_jinja_uc_lower(cp); upper = o != cp && wm_jinja_uc_upper(cp) != cp; break;
+        case 'c': o = first ? wm_jinja_uc_upper(cp) : wm_jinja_uc_lower(cp); upper = first; break;
         case 't':
-            o = prev_cased ? wm_uc_lower(cp) : wm_uc_upper(cp);
+            o = prev_cased ? wm_jinja_uc_lower(cp) : wm_jinja_uc_upper(cp);
             upper = !prev_cased;
             prev_cased = wm_uc_is_cased(cp);
             break;
         case 'j': { /* words split at runs of [-\s({[<]: first char upper, rest lower */
             int delim = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || wm_py_isspace(cp);
-            o = word_start ? wm_uc_upper(cp) : wm_uc_lower(cp);
+            o = word_start ? wm_jinja_uc_upper(cp) : wm_jinja_uc_lower(cp);
             upper = word_start;
             word_start = delim;
             break;

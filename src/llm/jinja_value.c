@@ -373,7 +373,7 @@ static int alt_range_odd(uint32_t cp) {
     return (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e) || (cp >= 0x4c1 && cp <= 0x4ce);
 }
 
-uint32_t wm_uc_upper(uint32_t cp) {
+uint32_t wm_jinja_uc_upper(uint32_t cp) {
     if (cp < 0x80) return cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
     if ((cp >= 0x1c4 && cp <= 0x1cc) || (cp >= 0x1f1 && cp <= 0x1f3)) /* DŽ Dž dž, LJ Lj lj, NJ Nj nj, DZ Dz dz */
         return cp - (cp - (cp >= 0x1f1 ? 0x1f1 : 0x1c4)) % 3;
@@ -397,7 +397,7 @@ uint32_t wm_uc_upper(uint32_t cp) {
     return cp;
 }
 
-uint32_t wm_uc_lower(uint32_t cp) {
+uint32_t wm_jinja_uc_lower(uint32_t cp) {
     if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
     if ((cp >= 0x1c4 && cp <= 0x1cc) || (cp >= 0x1f1 && cp <= 0x1f3))
         return cp - (cp - (cp >= 0x1f1 ? 0x1f1 : 0x1c4)) % 3 + 2;
@@ -418,7 +418,7 @@ uint32_t wm_uc_lower(uint32_t cp) {
 }
 
 int wm_uc_is_cased(uint32_t cp) {
-    return wm_uc_upper(cp) != cp || wm_uc_lower(cp) != cp || cp == 0xdf || cp == 0x138 || cp == 0x149 || cp == 0x390 ||
+    return wm_jinja_uc_upper(cp) != cp || wm_jinja_uc_lower(cp) != cp || cp == 0xdf || cp == 0x138 || cp == 0x149 || cp == 0x390 ||
            cp == 0x3b0;
 }
 
