@@ -467,7 +467,7 @@ static wm_status prepare(build_ctx *b) {
             return wm_err(err, WM_ERR_INPUT, "%s: no model.safetensors (or index) in the checkpoint; use "
                           "--random-weights to build the architecture from config.json alone", b->ck.dir);
         }
-        if ((s = wm_st_open(b->ck.dir, NULL, &b->st, err))) return s;
+        if ((s = wm_st_open(b->ck.dir, &(wm_st_open_opts){.root = b->ck.root[0] ? b->ck.root : NULL}, &b->st, err))) return s;
     }
     if ((s = wm_arch_resolve(&b->ck, b->st, task, &b->arch, err))) return s;
     if (o->recipe && prec != WM_PREC_FP32 && (int)b->recipe.precision != prec)

@@ -48,7 +48,7 @@ wm_status wm_hf_inspect(const char *spec, int task, int list_tasks, wm_json *j, 
     memset(&r, 0, sizeof r);
     wm_status s = wm_hf_open_checkpoint(spec, &ck, err);
     if (s) return s;
-    if (ck.weights[0] && (s = wm_st_open(ck.dir, NULL, &st, err))) goto done;
+    if (ck.weights[0] && (s = wm_st_open(ck.dir, &(wm_st_open_opts){.root = ck.root[0] ? ck.root : NULL}, &st, err))) goto done;
     if ((s = wm_arch_resolve(&ck, st, task, &a, err))) goto done;
     int tasks[WM_TASK_COUNT];
     size_t nt = wm_arch_tasks(&a, tasks);

@@ -1,6 +1,8 @@
 /* cmd_inspect.c - `winml inspect -m model.onnx [-f json] [-o FILE]`. */
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "builder/arch.h"
 #include "builder/inspect_hf.h"
@@ -51,7 +53,10 @@ int wm_cmd_inspect(int argc, char **argv) {
     if (!c.model) return wm_cli_usage_error(&c, "-m MODEL is required");
 
     wm_error err = {0};
-    if (wm_hf_is_checkpoint_dir(c.model)) {
+    struct stat mst;
+    /* a checkpoint folder, or ORG/NAME[@REV] (no such path) resolved through the Hugging Face cache */
+    if (wm_hf_is_checkpoint_dir(c.model) || (stat(c.model, &mst) != 0 && strchr(c.model, '/') &&
+                                             !strstr(c.model, ".onnx"))) {
         wm_json j;
         wm_json_init(&j);
         int rc = wm_hf_inspect(c.model, task, list_tasks, &j, &err) ? wm_cli_fail(&c, &err) : wm_cli_emit(&c, c.model, &j);

@@ -4,12 +4,14 @@
  */
 #define _GNU_SOURCE
 #include "hf/config.h"
+#include "hf/hub.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "core/error.h"
@@ -704,12 +706,17 @@ wm_status wm_hf_open_checkpoint(const char *spec, wm_hf_checkpoint *ck, wm_error
     memset(ck, 0, sizeof *ck);
     struct stat st;
     if (!spec || !*spec) return wm_err(err, WM_ERR_USAGE, "no model given (-m)");
-    if (stat(spec, &st) != 0)
-        return wm_err(err, WM_ERR_INPUT, "%s: no such file or folder (hub names are resolved from a local folder only "
-                      "for now)", spec);
-    if (!S_ISDIR(st.st_mode)) return wm_err(err, WM_ERR_INPUT, "%s: not a checkpoint folder", spec);
-    if ((size_t)snprintf(ck->dir, sizeof ck->dir, "%s", spec) >= sizeof ck->dir)
-        return wm_err(err, WM_ERR_INPUT, "%s: path too long", spec);
+    if (stat(spec, &st) != 0) {
+        /* not a path: ORG/NAME[@REV] in the Hugging Face cache, downloaded on a miss (unless offline) */
+        wm_hf_resolve_opts ro = {.need_set = 1, .need = WM_HF_NEED_CONFIG | WM_HF_NEED_TOKENIZER,
+                                 .progress = isatty(2)};
+        wm_status rs = wm_hf_resolve(spec, &ro, ck->dir, sizeof ck->dir, ck->root, sizeof ck->root, err);
+        if (rs) return rs;
+    } else {
+        if (!S_ISDIR(st.st_mode)) return wm_err(err, WM_ERR_INPUT, "%s: not a checkpoint folder", spec);
+        if ((size_t)snprintf(ck->dir, sizeof ck->dir, "%s", spec) >= sizeof ck->dir)
+            return wm_err(err, WM_ERR_INPUT, "%s: path too long", spec);
+    }
     size_t L = strlen(ck->dir);
     while (L > 1 && ck->dir[L - 1] == '/') ck->dir[--L] = 0;
     if (!is_file(ck->dir, "config.json"))

@@ -132,6 +132,7 @@ void wm_hf_tok_config_free(wm_hf_tok_config *t);
 /* A checkpoint folder: its configs and which weight files it has. */
 typedef struct wm_hf_checkpoint {
     char dir[PATH_MAX];
+    char root[PATH_MAX];  /* files must resolve inside it (a hub cache repo folder); "" for a local folder */
     wm_hf_config config;
     int has_gen, has_tok;
     wm_hf_gen_config gen;

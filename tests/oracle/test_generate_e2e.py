@@ -70,3 +70,36 @@ def test_stop_string(winml, checkpoint):
                         "--eos", "999999", "--stop", stop, "-f", "json"], capture_output=True, text=True)
     got = json.loads(r.stdout)
     assert got["stop"] == "stop_string" and got["text"] == text[:text.index(stop)]
+
+
+def test_build_from_hub_cache_name(winml, checkpoint, tmp_path):
+    """-m ORG/NAME resolves in the Hugging Face cache layout (snapshot links into blobs), offline."""
+    import hashlib
+    import os
+    m, hf, build = checkpoint
+    repo = tmp_path / "cache" / "models--acme--tiny-qwen3"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snap = repo / "snapshots" / commit
+    os.makedirs(repo / "blobs")
+    os.makedirs(snap)
+    os.makedirs(repo / "refs")
+    for f in os.listdir(hf):
+        data = (hf / f).read_bytes()
+        h = hashlib.sha256(data).hexdigest()
+        (repo / "blobs" / h).write_bytes(data)
+        os.symlink(f"../../blobs/{h}", snap / f)
+    (repo / "refs" / "main").write_text(commit)
+    env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "cache"), HF_HUB_OFFLINE="1")
+    out = tmp_path / "b"
+    r = subprocess.run([winml, "build", "-m", "acme/tiny-qwen3", "-o", out, "-q", "-f", "json"], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    a = subprocess.run([winml, "generate", "-m", out, "--chat", "--prompt", PROMPTS[0], "--max-new-tokens", "8",
+                        "--eos", "999999", "-f", "json"], capture_output=True, text=True)
+    b = subprocess.run([winml, "generate", "-m", build, "--chat", "--prompt", PROMPTS[0], "--max-new-tokens", "8",
+                        "--eos", "999999", "-f", "json"], capture_output=True, text=True)
+    assert json.loads(a.stdout)["ids"] == json.loads(b.stdout)["ids"]
+    miss = subprocess.run([winml, "build", "-m", "acme/absent", "-o", tmp_path / "c"], capture_output=True, text=True,
+                          env=env)
+    assert miss.returncode == 2 and "winml download -m acme/absent" in miss.stderr
+    assert not (tmp_path / "c").exists()
