@@ -15,17 +15,34 @@ struct wm_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake;
     atomic_uint gen;     /* bumped once per job */
-    atomic_int pending;  /* shares of the current job not yet finished */
+    atomic_int next;     /* the next share of the current job to claim */
+    atomic_int done;     /* shares of the current job finished */
+    atomic_int nth;      /* shares of the current job */
     atomic_int sleepers; /* workers waiting on `wake` */
     atomic_int stop;
-    wm_pool_fn fn;
+    wm_pool_fn fn;       /* read only after a successful claim (which orders it after the caller's stores) */
     void *ctx;
-    int nth;
 };
+
+/*
+ * Shares are claimed, not assigned: the caller and every awake worker take
+ * the next unclaimed share until none is left, so a worker the OS has not
+ * scheduled yet does not hold up the job (the caller takes its share). A
+ * share's work depends only on its index, never on the thread running it,
+ * so results stay bit-identical; share k uses scratch slice k.
+ */
+static void claim_shares(wm_pool *p) {
+    for (;;) {
+        int k = atomic_fetch_add(&p->next, 1);
+        int nth = atomic_load(&p->nth);
+        if (k >= nth) return;
+        p->fn(p->ctx, k, nth);
+        atomic_fetch_add(&p->done, 1);
+    }
+}
 
 typedef struct worker_arg {
     wm_pool *p;
-    int ith;
 } worker_arg;
 
 static inline void cpu_relax(void) {
@@ -37,7 +54,6 @@ static inline void cpu_relax(void) {
 static void *worker(void *arg) {
     worker_arg *wa = arg;
     wm_pool *p = wa->p;
-    int ith = wa->ith;
     free(wa);
     unsigned seen = 0; /* the generation at creation: a job posted before this thread first runs is still seen */
     for (;;) {
@@ -57,10 +73,7 @@ static void *worker(void *arg) {
             spins = 0;
         }
         seen = g;
-        if (ith < p->nth) {
-            p->fn(p->ctx, ith, p->nth);
-            atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
-        }
+        claim_shares(p);
     }
 }
 
@@ -74,6 +87,7 @@ wm_status wm_pool_new(int n_threads, wm_pool **out, wm_error *err) {
     wm_pool *p = calloc(1, sizeof *p);
     if (!p) return wm_err(err, WM_ERR_NOMEM, "thread pool: out of memory");
     p->n = n_threads;
+    atomic_store(&p->next, 1 << 30); /* no job yet: nothing to claim */
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     if (n_threads > 1) {
@@ -83,7 +97,6 @@ wm_status wm_pool_new(int n_threads, wm_pool **out, wm_error *err) {
             worker_arg *wa = malloc(sizeof *wa);
             if (!wa) goto nomem;
             wa->p = p;
-            wa->ith = i;
             if (pthread_create(&p->threads[i], NULL, worker, wa) != 0) {
                 free(wa);
                 p->n = i; /* join the ones that started */
@@ -122,16 +135,18 @@ void wm_pool_run(wm_pool *p, wm_pool_fn fn, void *ctx, int nth) {
         fn(ctx, 0, 1);
         return;
     }
+    /* every share of the previous job is done: no thread reads these until it claims a share below */
     p->fn = fn;
     p->ctx = ctx;
-    p->nth = nth;
-    atomic_store(&p->pending, nth - 1);
+    atomic_store(&p->nth, nth);
+    atomic_store(&p->done, 0);
+    atomic_store(&p->next, 0);    /* opens the job to claims */
     atomic_fetch_add(&p->gen, 1); /* seq_cst: pairs with the sleepers count */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    fn(ctx, 0, nth);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) cpu_relax();
+    claim_shares(p);
+    while (atomic_load(&p->done) < nth) cpu_relax();
 }

@@ -2,8 +2,10 @@
  * pool.h - one thread pool per session: a parallel-for over (ith, nth).
  *
  * wm_pool_run(p, fn, ctx, nth) calls fn(ctx, ith, nth) once for every ith
- * in [0, nth) and returns when all calls are done; the caller's thread runs
- * ith 0. Kernels take their own share of the work from (ith, nth), so the
+ * in [0, nth) and returns when all calls are done; the caller and the
+ * workers claim shares as they come free (a descheduled worker's share is
+ * taken by another thread), and at most one thread runs a given ith at a
+ * time, so ith may index per-share scratch. Kernels take their own share of the work from (ith, nth), so the
  * partitioning, and with it the order of every reduction, depends only on
  * nth: the same nth gives bit-identical results run to run. Workers spin
  * briefly after a job (decode steps run hundreds of small ops back to back),
