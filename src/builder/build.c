@@ -105,7 +105,7 @@ static wm_status copy_file(const char *src, const char *dst, wm_error *err) {
 static const char *const carried[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                       "vocab.json", "merges.txt", "vocab.txt", "added_tokens.json",
                                       "sentencepiece.bpe.model", "tokenizer.model", "spiece.model",
-                                      "chat_template.jinja", "chat_template.json", "generation_config.json", NULL};
+                                      "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json", NULL};
 
 /* ------------------------------------------------------------ genai_config */
 

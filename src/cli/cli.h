@@ -72,6 +72,7 @@ int wm_cli_opt_write_json(const wm_cli *c, const wm_json *j);
 int wm_cmd_perf(int argc, char **argv);
 int wm_cmd_eval(int argc, char **argv);
 int wm_cmd_generate(int argc, char **argv);
+int wm_cmd_run(int argc, char **argv);
 int wm_cmd_download(int argc, char **argv);
 int wm_cmd_cache(int argc, char **argv);
 int wm_cmd_tokenize(int argc, char **argv);

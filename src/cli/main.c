@@ -11,6 +11,7 @@ static const wm_cmd commands[] = {
     {"quantize", "fp16, int8 (dynamic, QDQ), int4 weight-only (MatMulNBits), w8a16", wm_cmd_quantize},
     {"eval", "numerics of a candidate model against a reference (compare mode), with gates", wm_cmd_eval},
     {"generate", "text generation with a KV cache on a causal LM artifact", wm_cmd_generate},
+    {"run", "an encoder build on text: labels, reranker scores or embeddings", wm_cmd_run},
     {"perf", "latency, throughput and memory of a model on the CPU engine", wm_cmd_perf},
     {"download", "fetch a Hugging Face model (ORG/NAME[@REV]) into the hub cache, resumable and verified", wm_cmd_download},
     {"cache", "the Hugging Face cache: its folder and the models it holds", wm_cmd_cache},

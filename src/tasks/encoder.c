@@ -1,0 +1,200 @@
+#include "tasks/encoder.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "hf/config.h"
+#include "ops/op.h"
+
+struct wm_encoder {
+    wm_session *s;
+    wm_tokenizer *tok;
+    wm_hf_config cfg;
+    int has_cfg;
+    char task[64];
+    int i_ids, i_mask, i_type;
+    int64_t fixed_seq; /* 0: symbolic */
+    void *bufs[3];
+    size_t cap;
+    float *out;
+    size_t out_cap;
+};
+
+static int input_index(const wm_session *s, const char *name) {
+    for (size_t i = 0; i < wm_session_n_inputs(s); i++)
+        if (!strcmp(wm_session_input(s, i)->name, name)) return (int)i;
+    return -1;
+}
+
+static void read_task(const char *folder, char *task, size_t n) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/winml_build_config.json", folder);
+    cJSON *root = NULL;
+    wm_error e = {0};
+    task[0] = 0;
+    if (wm_hf_json_load(p, 1 << 22, &root, &e)) return;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "loader"), "task");
+    if (cJSON_IsString(t)) snprintf(task, n, "%s", t->valuestring);
+    cJSON_Delete(root);
+}
+
+wm_status wm_encoder_open(const char *folder, int threads, wm_encoder **out, wm_error *err) {
+    *out = NULL;
+    wm_encoder *e = calloc(1, sizeof *e);
+    if (!e) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    char p[4200];
+    snprintf(p, sizeof p, "%s/model.onnx", folder);
+    wm_session_opts so = {.threads = threads};
+    wm_status st = wm_session_new(p, &so, &e->s, err);
+    if (!st) st = wm_tokenizer_load_dir(folder, &e->tok, err);
+    if (st) goto fail;
+    snprintf(p, sizeof p, "%s/config.json", folder);
+    wm_error ce = {0};
+    e->has_cfg = wm_hf_config_load(p, &e->cfg, &ce) == WM_OK;
+    read_task(folder, e->task, sizeof e->task);
+    e->i_ids = input_index(e->s, "input_ids");
+    e->i_mask = input_index(e->s, "attention_mask");
+    e->i_type = input_index(e->s, "token_type_ids");
+    if (e->i_ids < 0 || wm_session_n_outputs(e->s) < 1) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/model.onnx: an encoder needs an input 'input_ids'", folder);
+        goto fail;
+    }
+    size_t known = 1 + (e->i_mask >= 0) + (e->i_type >= 0);
+    if (wm_session_n_inputs(e->s) != known) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/model.onnx: inputs other than input_ids, attention_mask and "
+                    "token_type_ids (a decoder? use winml generate)", folder);
+        goto fail;
+    }
+    const wm_io_info *ii = wm_session_input(e->s, (size_t)e->i_ids);
+    if (ii->rank != 2 || (ii->dims[0] >= 0 && ii->dims[0] != 1)) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/model.onnx: input_ids must be [batch, sequence]", folder);
+        goto fail;
+    }
+    e->fixed_seq = ii->dims[1] > 0 ? ii->dims[1] : 0;
+    *out = e;
+    return WM_OK;
+fail:
+    wm_encoder_free(e);
+    return st;
+}
+
+void wm_encoder_free(wm_encoder *e) {
+    if (!e) return;
+    for (int i = 0; i < 3; i++) free(e->bufs[i]);
+    free(e->out);
+    if (e->has_cfg) wm_hf_config_free(&e->cfg);
+    wm_tokenizer_free(e->tok);
+    wm_session_free(e->s);
+    free(e);
+}
+
+const char *wm_encoder_task(const wm_encoder *e) { return e->task; }
+const wm_tokenizer *wm_encoder_tokenizer(const wm_encoder *e) { return e->tok; }
+const char *wm_encoder_label(const wm_encoder *e, size_t i) {
+    return e->has_cfg && i < e->cfg.n_labels ? e->cfg.labels[i] : NULL;
+}
+
+static void put_int(void *b, int32_t dt, size_t i, int64_t v) {
+    if (dt == WM_DT_INT32) ((int32_t *)b)[i] = (int32_t)v;
+    else ((int64_t *)b)[i] = v;
+}
+
+wm_status wm_encoder_run(wm_encoder *e, const char *text, const char *pair, int normalize, const float **out, size_t *n,
+                         int *pooled, wm_error *err) {
+    wm_encode_opts eo = wm_encode_opts_default();
+    if (e->fixed_seq) { /* the static shape the artifact was built with */
+        eo.use_defaults = 0;
+        eo.truncation.enabled = 1;
+        eo.truncation.max_length = (size_t)e->fixed_seq;
+        eo.padding.enabled = 1;
+        eo.padding.length = (size_t)e->fixed_seq;
+        int32_t pad = wm_tokenizer_special_id(e->tok, WM_TOK_PAD);
+        eo.padding.pad_id = pad >= 0 ? pad : 0;
+    }
+    wm_encoding enc;
+    wm_encoding_init(&enc);
+    wm_status st = wm_tokenizer_encode(e->tok, text, strlen(text), pair, pair ? strlen(pair) : 0, &eo, &enc, err);
+    if (st) goto done;
+    size_t S = enc.n;
+    if (!S) {
+        st = wm_err(err, WM_ERR_INPUT, "the text encodes to no tokens");
+        goto done;
+    }
+    if (S > e->cap) {
+        for (int i = 0; i < 3; i++) {
+            void *nb = realloc(e->bufs[i], S * 8);
+            if (!nb) {
+                st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            e->bufs[i] = nb;
+        }
+        e->cap = S;
+    }
+    wm_tensor in[3];
+    int idx[3] = {e->i_ids, e->i_mask, e->i_type};
+    for (int k = 0; k < 3; k++) {
+        if (idx[k] < 0) continue;
+        int32_t dt = wm_session_input(e->s, (size_t)idx[k])->dtype;
+        for (size_t i = 0; i < S; i++)
+            put_int(e->bufs[k], dt, i, k == 0 ? enc.ids[i] : k == 1 ? enc.attention_mask[i] : enc.type_ids[i]);
+        wm_tensor *t = &in[idx[k]];
+        t->dtype = dt, t->rank = 2, t->dims[0] = 1, t->dims[1] = (int64_t)S, t->data = e->bufs[k];
+    }
+    wm_tensor o[16];
+    size_t no = wm_session_n_outputs(e->s);
+    if ((st = wm_session_run(e->s, in, wm_session_n_inputs(e->s), o, no < 16 ? no : 16, err))) goto done;
+    const wm_tensor *y = &o[0];
+    size_t need = y->rank == 3 ? (size_t)y->dims[2] : (size_t)wm_tensor_numel(y);
+    if (need > e->out_cap) {
+        float *nb = realloc(e->out, need * sizeof *nb);
+        if (!nb) {
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        e->out = nb, e->out_cap = need;
+    }
+    *pooled = y->rank == 3;
+    if (y->rank == 3) { /* mean over the tokens the mask keeps */
+        int64_t T = y->dims[1], H = y->dims[2];
+        float *row = malloc((size_t)H * sizeof *row);
+        double *acc = calloc((size_t)H, sizeof *acc);
+        double cnt = 0;
+        if (!row || !acc) {
+            free(row), free(acc);
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int64_t t = 0; t < T && t < (int64_t)S; t++) {
+            if (!enc.attention_mask[t]) continue;
+            wm_convert(y->dtype, (const uint8_t *)y->data + (size_t)(t * H) * wm_dtype_size(y->dtype), WM_DT_FLOAT, row,
+                       (uint64_t)H);
+            for (int64_t h = 0; h < H; h++) acc[h] += row[h];
+            cnt++;
+        }
+        double norm = 0;
+        for (int64_t h = 0; h < H; h++) {
+            acc[h] /= cnt > 0 ? cnt : 1;
+            norm += acc[h] * acc[h];
+        }
+        norm = normalize && norm > 0 ? sqrt(norm) : 1;
+        for (int64_t h = 0; h < H; h++) e->out[h] = (float)(acc[h] / norm);
+        free(row), free(acc);
+    } else {
+        wm_convert(y->dtype, y->data, WM_DT_FLOAT, e->out, wm_tensor_numel(y));
+        if (normalize && !strcmp(e->task, "feature-extraction")) {
+            double s2 = 0;
+            for (size_t i = 0; i < need; i++) s2 += (double)e->out[i] * e->out[i];
+            for (size_t i = 0; s2 > 0 && i < need; i++) e->out[i] = (float)(e->out[i] / sqrt(s2));
+        }
+    }
+    *out = e->out;
+    *n = need;
+done:
+    wm_encoding_free(&enc);
+    return st;
+}

@@ -1,0 +1,92 @@
+"""`winml run` on encoder builds, against transformers: a BERT classifier with the real
+bert-base-uncased vocab (labels and softmax scores), a single-logit reranker (scores per
+(query, passage) pair and their ranking), and feature extraction (mean-pooled, L2-normalized
+embeddings as sentence-transformers computes them)."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+import tok_oracle  # noqa: E402
+
+QUERY = "how do whales breathe?"
+PASSAGES = ["Whales breathe air through blowholes on top of their heads.", "The stock market fell today.",
+            "Dolphins and whales are mammals; they surface to breathe.", "Ünïcödé text, émojis 🐋 and CJK 鲸鱼."]
+
+
+@pytest.fixture(scope="module")
+def bert_vocab():
+    d, _, _ = tok_oracle.build_fixtures(["bert"])["bert"]
+    return os.path.join(d, "vocab.txt")
+
+
+def make(tmp, winml, vocab, cls, task, **kw):
+    torch.manual_seed(3)
+    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                  num_attention_heads=4, max_position_embeddings=128, **kw)
+    m = cls(cfg).eval()
+    hf = tmp / "hf"
+    m.save_pretrained(hf)
+    tok = transformers.BertTokenizerFast(vocab_file=vocab, do_lower_case=True)
+    tok.save_pretrained(hf)
+    r = subprocess.run([winml, "build", "-m", hf, "-o", tmp / "b", "-t", task, "-q"], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    return m, tok, tmp / "b"
+
+
+def run(winml, build, *args):
+    r = subprocess.run([winml, "run", "-m", build, *args, "-f", "json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_classifier_labels(winml, bert_vocab, tmp_path):
+    m, tok, b = make(tmp_path, winml, bert_vocab, transformers.BertForSequenceClassification, "text-classification",
+                     num_labels=3, id2label={0: "neg", 1: "neu", 2: "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
+    for text in PASSAGES:
+        enc = tok(text, return_tensors="pt", truncation=True, max_length=128)
+        with torch.no_grad():
+            want = torch.softmax(m(**enc).logits[0], -1).numpy()
+        got = run(winml, b, "--text", text)["results"][0]
+        assert [s["label"] for s in got["scores"]] == ["neg", "neu", "pos"]
+        assert np.allclose([s["score"] for s in got["scores"]], want, atol=1e-5)
+        assert got["label"] == ["neg", "neu", "pos"][int(np.argmax(want))]
+
+
+def test_reranker_scores_and_ranking(winml, bert_vocab, tmp_path):
+    m, tok, b = make(tmp_path, winml, bert_vocab, transformers.BertForSequenceClassification, "text-classification",
+                     num_labels=1)
+    enc = tok([QUERY] * len(PASSAGES), PASSAGES, return_tensors="pt", padding=True, truncation=True, max_length=128)
+    with torch.no_grad():
+        want = m(**enc).logits[:, 0].numpy()
+    args = ["--text", QUERY]
+    for p in PASSAGES:
+        args += ["--pair", p]
+    got = run(winml, b, *args)
+    assert np.allclose([r["score"] for r in got["results"]], want, atol=1e-4)
+    assert got["ranking"] == [int(i) for i in np.argsort(-want, kind="stable")]
+
+
+def test_feature_extraction_embeddings(winml, bert_vocab, tmp_path):
+    m, tok, b = make(tmp_path, winml, bert_vocab, transformers.BertModel, "feature-extraction")
+    for text in PASSAGES[:2]:
+        enc = tok(text, return_tensors="pt")
+        with torch.no_grad():
+            h = m(**enc).last_hidden_state[0]
+        mask = enc["attention_mask"][0, :, None].float()
+        emb = (h * mask).sum(0) / mask.sum()
+        emb = (emb / emb.norm()).numpy()
+        got = run(winml, b, "--text", text)["results"][0]
+        assert got["dims"] == 64 and np.allclose(got["embedding"], emb, atol=1e-5)
+        raw = run(winml, b, "--text", text, "--no-normalize")["results"][0]["embedding"]
+        assert abs(np.linalg.norm(raw) - 1.0) > 1e-3
+
+
+def test_run_refuses_a_decoder(winml, tmp_path):
+    r = subprocess.run([winml, "run", "-m", tmp_path / "nothing", "--text", "x"], capture_output=True, text=True)
+    assert r.returncode == 2
