@@ -17,6 +17,7 @@
 #include "onnx/dtype.h"
 #include "ops/op.h"
 #include "runtime/inputs.h"
+#include "tasks/task_eval.h"
 #include "winml/runtime.h"
 
 static void help(void) {
@@ -30,7 +31,15 @@ static void help(void) {
            "must reach it; mse, max_abs_diff: the worst sample must stay under it) makes it a gate: exit 1 when\n"
            "missed. --per-layer compares every intermediate value the two graphs share by name (first sample)\n"
            "and names the first one whose SQNR falls below --layer-threshold (default 30 dB).\n"
-           "--mode task (data sets) is tracked in issue 7 and not available in this build.\n");
+           "\n"
+           "winml eval --mode task -m BUILD_DIR --dataset FILE [--task TASK] [--samples N] [column flags]\n"
+           "  text-classification (accuracy, F1; GLUE TSV, JSONL or CSV with text [+ pair] and label columns),\n"
+           "  text-ranking (MRR@10, nDCG@10 from query / passage / label rows, grouped by query),\n"
+           "  feature-extraction (Spearman of the embeddings' cosine against sentence1 / sentence2 / score),\n"
+           "  text-generation (perplexity of a text file, sliding window --max-length 512 --stride 256).\n"
+           "  Columns default to common names (sentence1, #1 String, label, Quality, query, passage, score ...);\n"
+           "  name them with --text-column, --pair-column, --label-column, --query-column, --passage-column,\n"
+           "  --sentence1-column, --sentence2-column, --score-column.\n");
 }
 
 typedef struct gate {
@@ -76,7 +85,8 @@ static void agg_json(wm_json *j, const char *key, const wm_agg *a) {
 int wm_cmd_eval(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml eval");
-    enum { O_MODE = 256, O_REF, O_REFOUT, O_SAMPLES, O_SEED, O_THR, O_PL, O_PLT, O_BATCH, O_SEQ, O_DIM, O_THREADS, O_MODELID };
+    enum { O_MODE = 256, O_REF, O_REFOUT, O_SAMPLES, O_SEED, O_THR, O_PL, O_PLT, O_BATCH, O_SEQ, O_DIM, O_THREADS, O_MODELID,
+           O_DATASET, O_TASK, O_CTEXT, O_CPAIR, O_CLABEL, O_CQUERY, O_CPASS, O_CS1, O_CS2, O_CSCORE, O_MAXLEN, O_STRIDE };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"mode", required_argument, 0, O_MODE},        {"reference", required_argument, 0, O_REF},
@@ -85,7 +95,15 @@ int wm_cmd_eval(int argc, char **argv) {
         {"per-layer", no_argument, 0, O_PL},           {"layer-threshold", required_argument, 0, O_PLT},
         {"batch-size", required_argument, 0, O_BATCH}, {"seq-len", required_argument, 0, O_SEQ},
         {"dim", required_argument, 0, O_DIM},          {"threads", required_argument, 0, O_THREADS},
-        {"model-id", required_argument, 0, O_MODELID}, {0, 0, 0, 0}};
+        {"model-id", required_argument, 0, O_MODELID}, {"dataset", required_argument, 0, O_DATASET},
+        {"task", required_argument, 0, O_TASK},        {"text-column", required_argument, 0, O_CTEXT},
+        {"pair-column", required_argument, 0, O_CPAIR}, {"label-column", required_argument, 0, O_CLABEL},
+        {"query-column", required_argument, 0, O_CQUERY}, {"passage-column", required_argument, 0, O_CPASS},
+        {"sentence1-column", required_argument, 0, O_CS1}, {"sentence2-column", required_argument, 0, O_CS2},
+        {"score-column", required_argument, 0, O_CSCORE}, {"max-length", required_argument, 0, O_MAXLEN},
+        {"stride", required_argument, 0, O_STRIDE}, {0, 0, 0, 0}};
+    wm_task_opts to = {0};
+    int samples_given = 0;
     const char *mode = "compare", *ref = NULL, *refout = NULL;
     long samples = 20, seed = 0, batch = 1, seq = 32, threads = 0;
     int per_layer = 0;
@@ -106,12 +124,25 @@ int wm_cmd_eval(int argc, char **argv) {
         case O_REFOUT: refout = optarg; break;
         case O_MODELID:
             return wm_cli_usage_error(&c, "--model-id needs the model builder (issue 5): give --reference REF.onnx instead");
-        case O_SAMPLES: case O_SEED: case O_BATCH: case O_SEQ: case O_THREADS: {
+        case O_SAMPLES: case O_SEED: case O_BATCH: case O_SEQ: case O_THREADS: case O_MAXLEN: case O_STRIDE: {
             long v = strtol(optarg, &end, 10);
             if (!*optarg || *end || v < (opt == O_SEED ? 0 : 1)) return wm_cli_usage_error(&c, "'%s' is not a valid count", optarg);
-            *(opt == O_SAMPLES ? &samples : opt == O_SEED ? &seed : opt == O_BATCH ? &batch : opt == O_SEQ ? &seq : &threads) = v;
+            if (opt == O_MAXLEN) to.max_length = v;
+            else if (opt == O_STRIDE) to.stride = v;
+            else *(opt == O_SAMPLES ? &samples : opt == O_SEED ? &seed : opt == O_BATCH ? &batch : opt == O_SEQ ? &seq : &threads) = v;
+            samples_given |= opt == O_SAMPLES;
             break;
         }
+        case O_DATASET: to.dataset = optarg; break;
+        case O_TASK: to.task = optarg; break;
+        case O_CTEXT: to.col_text = optarg; break;
+        case O_CPAIR: to.col_pair = optarg; break;
+        case O_CLABEL: to.col_label = optarg; break;
+        case O_CQUERY: to.col_query = optarg; break;
+        case O_CPASS: to.col_passage = optarg; break;
+        case O_CS1: to.col_s1 = optarg; break;
+        case O_CS2: to.col_s2 = optarg; break;
+        case O_CSCORE: to.col_score = optarg; break;
         case O_THR: {
             const char *eq = strchr(optarg, '=');
             int m = eq ? parse_metric(optarg, (size_t)(eq - optarg)) : -1;
@@ -145,11 +176,27 @@ int wm_cmd_eval(int argc, char **argv) {
         }
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
-    if (strcmp(mode, "compare")) {
-        if (!strcmp(mode, "task"))
-            return wm_cli_usage_error(&c, "--mode task (metrics on data sets) is tracked in issue 7 and not available in this build");
-        return wm_cli_usage_error(&c, "--mode: '%s' is not compare or task", mode);
+    if (!strcmp(mode, "task")) {
+        if (!c.model || !to.dataset) return wm_cli_usage_error(&c, "--mode task needs -m BUILD_DIR and --dataset FILE");
+        to.samples = samples_given ? samples : 0;
+        to.threads = (int)threads;
+        wm_error terr = {0};
+        wm_json tj;
+        wm_json_init(&tj);
+        wm_json_obj(&tj, NULL);
+        wm_json_str(&tj, "mode", "task");
+        wm_json_str(&tj, "model", c.model);
+        int trc;
+        if (wm_task_eval(c.model, &to, &tj, &terr)) trc = wm_cli_fail(&c, &terr);
+        else {
+            wm_json_obj_end(&tj);
+            trc = wm_cli_emit(&c, c.model, &tj);
+        }
+        wm_json_free(&tj);
+        for (size_t i = 0; i < n_dims; i++) free((char *)dims[i].name);
+        return trc;
     }
+    if (strcmp(mode, "compare")) return wm_cli_usage_error(&c, "--mode: '%s' is not compare or task", mode);
     if (!c.model) return wm_cli_usage_error(&c, "-m CANDIDATE.onnx is required");
     if (!!ref + !!refout != 1) return wm_cli_usage_error(&c, "give exactly one of --reference REF.onnx or --reference-outputs FILE");
 

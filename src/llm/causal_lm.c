@@ -27,6 +27,9 @@ struct wm_clm {
     wm_out_bind *bind;
     void *ids_buf, *mask_buf, *pos_buf;
     float *last;              /* last position's logits */
+    float *all;               /* every position's logits (wm_clm_append_all) */
+    size_t all_cap;
+    int want_all;
 };
 
 static int find_in(const wm_session *s, const char *name) {
@@ -134,6 +137,7 @@ void wm_clm_free(wm_clm *m) {
     free(m->mask_buf);
     free(m->pos_buf);
     free(m->last);
+    free(m->all);
     wm_session_free(m->s);
     free(m);
 }
@@ -201,8 +205,28 @@ wm_status wm_clm_append(wm_clm *m, const int32_t *ids, size_t n, const float **l
     }
     uint64_t off = wm_tensor_numel(lg) - (uint64_t)v;
     wm_convert(lg->dtype, (const uint8_t *)lg->data + off * wm_dtype_size(lg->dtype), WM_DT_FLOAT, m->last, (uint64_t)v);
+    if (m->want_all) {
+        uint64_t total_f = wm_tensor_numel(lg);
+        if (total_f != (uint64_t)n * (uint64_t)v)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "the model returns logits for the last position only");
+        if (total_f > m->all_cap) {
+            float *na = realloc(m->all, (size_t)total_f * sizeof *na);
+            if (!na) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+            m->all = na, m->all_cap = (size_t)total_f;
+        }
+        wm_convert(lg->dtype, lg->data, WM_DT_FLOAT, m->all, total_f);
+    }
     m->cur = 1 - m->cur;
     m->len = total;
     *logits = m->last;
     return WM_OK;
+}
+
+wm_status wm_clm_append_all(wm_clm *m, const int32_t *ids, size_t n, const float **all, wm_error *err) {
+    const float *last;
+    m->want_all = 1;
+    wm_status st = wm_clm_append(m, ids, n, &last, err);
+    m->want_all = 0;
+    if (!st) *all = m->all;
+    return st;
 }

@@ -45,4 +45,11 @@ void wm_clm_reset(wm_clm *m);
  */
 wm_status wm_clm_append(wm_clm *m, const int32_t *ids, size_t n, const float **logits, wm_error *err);
 
+/*
+ * As wm_clm_append, but *all receives the logits of every appended
+ * position: n rows of wm_clm_vocab floats (owned by m, valid until the next
+ * call). For perplexity.
+ */
+wm_status wm_clm_append_all(wm_clm *m, const int32_t *ids, size_t n, const float **all, wm_error *err);
+
 #endif

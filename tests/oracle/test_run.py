@@ -24,11 +24,14 @@ def bert_vocab():
     return os.path.join(d, "vocab.txt")
 
 
-def make(tmp, winml, vocab, cls, task, **kw):
+def make(tmp, winml, vocab, cls, task, scale=1.0, **kw):
     torch.manual_seed(3)
     cfg = transformers.BertConfig(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                   num_attention_heads=4, max_position_embeddings=128, **kw)
     m = cls(cfg).eval()
+    with torch.no_grad():  # scale > 1: more spread-out outputs than the default init (no tied scores)
+        for p in m.parameters():
+            p.mul_(scale)
     hf = tmp / "hf"
     m.save_pretrained(hf)
     tok = transformers.BertTokenizerFast(vocab_file=vocab, do_lower_case=True)

@@ -1,0 +1,268 @@
+#include "tasks/task_eval.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "eval/dataset.h"
+#include "eval/metrics.h"
+#include "hf/tokenizer.h"
+#include "llm/causal_lm.h"
+#include "tasks/encoder.h"
+
+/* The column named by spec, else the first of the default names present. */
+static int column(const wm_table *t, const char *spec, const char *const *defaults, const char *what, const char *path,
+                  wm_error *err, int *out) {
+    if (spec) {
+        *out = wm_table_col(t, spec);
+        if (*out < 0) return wm_err(err, WM_ERR_INPUT, "%s: no column '%s' (%s)", path, spec, what), -1;
+        return 0;
+    }
+    for (size_t i = 0; defaults[i]; i++)
+        if ((*out = wm_table_col(t, defaults[i])) >= 0) return 0;
+    wm_err(err, WM_ERR_INPUT, "%s: no %s column (name it with a column flag)", path, what);
+    return -1;
+}
+
+static int parse_num(const char *s, double *v) {
+    if (!s) return -1;
+    if (!strcmp(s, "true")) return *v = 1, 0;
+    if (!strcmp(s, "false")) return *v = 0, 0;
+    char *end;
+    *v = strtod(s, &end);
+    return *s && !*end ? 0 : -1;
+}
+
+static wm_status classification(wm_encoder *e, const wm_table *t, const wm_task_opts *o, wm_json *j, wm_error *err) {
+    static const char *const dtext[] = {"text", "sentence", "sentence1", "#1 String", "question", NULL};
+    static const char *const dpair[] = {"pair", "sentence2", "#2 String", NULL};
+    static const char *const dlab[] = {"label", "Quality", NULL};
+    int ct, cp = -1, cl;
+    if (column(t, o->col_text, dtext, "text", o->dataset, err, &ct) || column(t, o->col_label, dlab, "label", o->dataset, err, &cl))
+        return err->status;
+    if (o->col_pair) {
+        if (column(t, o->col_pair, dpair, "pair", o->dataset, err, &cp)) return err->status;
+    } else
+        for (size_t i = 0; dpair[i] && cp < 0; i++) cp = wm_table_col(t, dpair[i]);
+    size_t n = t->n_rows;
+    if (o->samples > 0 && (size_t)o->samples < n) n = (size_t)o->samples;
+    int64_t *pred = malloc((n + 1) * sizeof *pred), *gold = malloc((n + 1) * sizeof *gold);
+    if (!pred || !gold) {
+        free(pred), free(gold);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    int n_classes = 2;
+    wm_status st = WM_OK;
+    for (size_t r = 0; r < n && !st; r++) {
+        double g;
+        const char *text = wm_table_cell(t, r, ct);
+        if (!text || parse_num(wm_table_cell(t, r, cl), &g)) {
+            st = wm_err(err, WM_ERR_INPUT, "%s: row %zu: missing text or a label that is not a number", o->dataset, r + 1);
+            break;
+        }
+        const float *y;
+        size_t k;
+        int pooled;
+        if ((st = wm_encoder_run(e, text, cp >= 0 ? wm_table_cell(t, r, cp) : NULL, 0, &y, &k, &pooled, err))) break;
+        size_t best = 0;
+        for (size_t i = 1; i < k; i++) best = y[i] > y[best] ? i : best;
+        pred[r] = k == 1 ? y[0] > 0 : (int64_t)best;
+        gold[r] = (int64_t)g;
+        if ((int)k > n_classes) n_classes = (int)k;
+    }
+    if (!st) {
+        wm_json_uint(j, "samples", n);
+        wm_json_num(j, "accuracy", wm_metric_accuracy(pred, gold, n));
+        wm_json_num(j, "f1", wm_metric_f1(pred, gold, n, n_classes));
+        wm_json_str(j, "f1_average", n_classes > 2 ? "macro" : "binary");
+    }
+    free(pred), free(gold);
+    return st;
+}
+
+static wm_status ranking(wm_encoder *e, const wm_table *t, const wm_task_opts *o, wm_json *j, wm_error *err) {
+    static const char *const dq[] = {"query", "question", NULL}, *const dp[] = {"passage", "document", "text", NULL};
+    static const char *const dl[] = {"label", "relevance", "score", NULL};
+    int cq, cp, cl;
+    if (column(t, o->col_query, dq, "query", o->dataset, err, &cq) || column(t, o->col_passage, dp, "passage", o->dataset, err, &cp) ||
+        column(t, o->col_label, dl, "label", o->dataset, err, &cl))
+        return err->status;
+    size_t n = t->n_rows;
+    if (o->samples > 0 && (size_t)o->samples < n) n = (size_t)o->samples;
+    double *sc = malloc((n + 1) * sizeof *sc), *rel = malloc((n + 1) * sizeof *rel);
+    uint8_t *done = calloc(n + 1, 1);
+    wm_status st = (!sc || !rel || !done) ? wm_err(err, WM_ERR_NOMEM, "out of memory") : WM_OK;
+    for (size_t r = 0; r < n && !st; r++) {
+        const float *y;
+        size_t k;
+        int pooled;
+        const char *q = wm_table_cell(t, r, cq), *p = wm_table_cell(t, r, cp);
+        if (!q || !p || parse_num(wm_table_cell(t, r, cl), &rel[r])) {
+            st = wm_err(err, WM_ERR_INPUT, "%s: row %zu: missing query/passage or a label that is not a number", o->dataset, r + 1);
+            break;
+        }
+        if ((st = wm_encoder_run(e, q, p, 0, &y, &k, &pooled, err))) break;
+        sc[r] = k == 1 ? y[0] : y[k - 1] - y[0]; /* one logit: the score; two: relevant minus not */
+    }
+    double mrr = 0, ndcg = 0;
+    size_t queries = 0;
+    double *gs = st ? NULL : malloc((n + 1) * sizeof *gs), *gr = st ? NULL : malloc((n + 1) * sizeof *gr);
+    if (!st && (!gs || !gr)) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (size_t r = 0; r < n && !st; r++) { /* rows of one query, in file order */
+        if (done[r]) continue;
+        size_t m = 0;
+        for (size_t k = r; k < n; k++)
+            if (!done[k] && !strcmp(wm_table_cell(t, k, cq), wm_table_cell(t, r, cq))) gs[m] = sc[k], gr[m++] = rel[k], done[k] = 1;
+        mrr += wm_metric_mrr_at(gs, gr, m, 10);
+        ndcg += wm_metric_ndcg_at(gs, gr, m, 10);
+        queries++;
+    }
+    if (!st) {
+        wm_json_uint(j, "samples", n);
+        wm_json_uint(j, "queries", queries);
+        wm_json_num(j, "mrr_at_10", queries ? mrr / (double)queries : NAN);
+        wm_json_num(j, "ndcg_at_10", queries ? ndcg / (double)queries : NAN);
+    }
+    free(sc), free(rel), free(done), free(gs), free(gr);
+    return st;
+}
+
+static wm_status similarity(wm_encoder *e, const wm_table *t, const wm_task_opts *o, wm_json *j, wm_error *err) {
+    static const char *const d1[] = {"sentence1", "text1", NULL}, *const d2[] = {"sentence2", "text2", NULL};
+    static const char *const ds[] = {"score", "label", "similarity", NULL};
+    int c1, c2, cs;
+    if (column(t, o->col_s1, d1, "sentence1", o->dataset, err, &c1) || column(t, o->col_s2, d2, "sentence2", o->dataset, err, &c2) ||
+        column(t, o->col_score, ds, "score", o->dataset, err, &cs))
+        return err->status;
+    size_t n = t->n_rows;
+    if (o->samples > 0 && (size_t)o->samples < n) n = (size_t)o->samples;
+    double *cos = malloc((n + 1) * sizeof *cos), *gold = malloc((n + 1) * sizeof *gold), *scratch = malloc((4 * n + 4) * sizeof *scratch);
+    float *a = NULL;
+    size_t na = 0;
+    wm_status st = (!cos || !gold || !scratch) ? wm_err(err, WM_ERR_NOMEM, "out of memory") : WM_OK;
+    for (size_t r = 0; r < n && !st; r++) {
+        const float *y;
+        size_t k;
+        int pooled;
+        const char *s1 = wm_table_cell(t, r, c1), *s2 = wm_table_cell(t, r, c2);
+        if (!s1 || !s2 || parse_num(wm_table_cell(t, r, cs), &gold[r])) {
+            st = wm_err(err, WM_ERR_INPUT, "%s: row %zu: missing sentences or a score that is not a number", o->dataset, r + 1);
+            break;
+        }
+        if ((st = wm_encoder_run(e, s1, NULL, 1, &y, &k, &pooled, err))) break;
+        if (k > na) {
+            float *nb = realloc(a, k * sizeof *nb);
+            if (!nb) {
+                st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                break;
+            }
+            a = nb, na = k;
+        }
+        memcpy(a, y, k * sizeof *a);
+        if ((st = wm_encoder_run(e, s2, NULL, 1, &y, &k, &pooled, err))) break;
+        double dot = 0, x2 = 0, y2 = 0;
+        for (size_t i = 0; i < k; i++) dot += (double)a[i] * y[i], x2 += (double)a[i] * a[i], y2 += (double)y[i] * y[i];
+        cos[r] = x2 > 0 && y2 > 0 ? dot / sqrt(x2 * y2) : 0;
+    }
+    if (!st) {
+        wm_json_uint(j, "samples", n);
+        wm_json_num(j, "spearman_cosine", wm_metric_spearman(cos, gold, n, scratch));
+    }
+    free(cos), free(gold), free(scratch), free(a);
+    return st;
+}
+
+/* Perplexity with a sliding window: each window re-reads up to max_length tokens and scores only the new ones. */
+static wm_status perplexity(const char *dir, const wm_task_opts *o, wm_json *j, wm_error *err) {
+    wm_tokenizer *tok = NULL;
+    wm_clm *m = NULL;
+    wm_map text = {0};
+    wm_encoding enc;
+    wm_encoding_init(&enc);
+    long L = o->max_length > 0 ? o->max_length : 512, stride = o->stride > 0 ? o->stride : (L / 2 > 0 ? L / 2 : 1);
+    wm_status st = wm_tokenizer_load_dir(dir, &tok, err);
+    wm_clm_opts co = {.threads = o->threads, .max_length = L};
+    if (!st) st = wm_clm_open(dir, &co, &m, err);
+    if (!st) st = wm_map_file(o->dataset, 0, &text, err);
+    wm_encode_opts eo = wm_encode_opts_default();
+    eo.use_defaults = 0; /* no truncation: the whole text */
+    if (!st) st = wm_tokenizer_encode(tok, text.data ? (const char *)text.data : "", text.size, NULL, 0, &eo, &enc, err);
+    size_t N = enc.n;
+    if (!st && N < 2) st = wm_err(err, WM_ERR_INPUT, "%s: fewer than 2 tokens", o->dataset);
+    double nll = 0;
+    uint64_t count = 0;
+    size_t prev_end = 0, windows = 0;
+    for (size_t begin = 0; !st && begin < N; begin += (size_t)stride) {
+        size_t end = begin + (size_t)L < N ? begin + (size_t)L : N, trg = end - prev_end;
+        const float *all;
+        wm_clm_reset(m);
+        if ((st = wm_clm_append_all(m, enc.ids + begin, end - begin, &all, err))) break;
+        int64_t V = wm_clm_vocab(m);
+        size_t first = end - trg > begin + 1 ? end - trg : begin + 1; /* token begin has no prediction */
+        for (size_t t = first; t < end; t++) {
+            const float *row = all + (size_t)(t - 1 - begin) * (size_t)V;
+            double mx = row[0], sum = 0;
+            for (int64_t v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
+            for (int64_t v = 0; v < V; v++) sum += exp((double)row[v] - mx);
+            int32_t id = enc.ids[t];
+            if (id < 0 || id >= V) {
+                st = wm_err(err, WM_ERR_INPUT, "token id %d is outside the model's vocabulary (%lld)", id, (long long)V);
+                break;
+            }
+            nll += log(sum) + mx - row[id];
+            count++;
+        }
+        windows++;
+        prev_end = end;
+        if (end == N) break;
+    }
+    if (!st) {
+        wm_json_uint(j, "tokens", N);
+        wm_json_uint(j, "scored_tokens", count);
+        wm_json_uint(j, "windows", windows);
+        wm_json_int(j, "max_length", L);
+        wm_json_int(j, "stride", stride);
+        wm_json_num(j, "perplexity", wm_metric_perplexity(nll, count));
+    }
+    wm_encoding_free(&enc);
+    wm_unmap(&text);
+    wm_clm_free(m);
+    wm_tokenizer_free(tok);
+    return st;
+}
+
+wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_error *err) {
+    char task[64] = "";
+    if (o->task) snprintf(task, sizeof task, "%s", o->task);
+    wm_encoder *e = NULL;
+    wm_status st = WM_OK;
+    if (strcmp(task, "text-generation")) {
+        st = wm_encoder_open(dir, o->threads, &e, err);
+        if (st) return st;
+        if (!task[0]) snprintf(task, sizeof task, "%s", wm_encoder_task(e));
+    }
+    wm_json_str(j, "task", task);
+    wm_json_str(j, "dataset", o->dataset);
+    if (!strcmp(task, "text-generation")) {
+        wm_json_obj(j, "metrics");
+        st = perplexity(dir, o, j, err);
+        wm_json_obj_end(j);
+        return st;
+    }
+    wm_table t = {0};
+    if ((st = wm_table_read(o->dataset, WM_TABLE_AUTO, &t, err))) goto done;
+    wm_json_obj(j, "metrics");
+    if (!strcmp(task, "text-classification")) st = classification(e, &t, o, j, err);
+    else if (!strcmp(task, "text-ranking")) st = ranking(e, &t, o, j, err);
+    else if (!strcmp(task, "feature-extraction")) st = similarity(e, &t, o, j, err);
+    else st = wm_err(err, WM_ERR_USAGE, "task '%s' has no task evaluation (text-classification, text-ranking, "
+                     "feature-extraction, text-generation)", task);
+    wm_json_obj_end(j);
+done:
+    wm_table_free(&t);
+    wm_encoder_free(e);
+    return st;
+}

@@ -1,0 +1,29 @@
+/*
+ * task_eval.h - `winml eval --mode task`: task metrics of a build on local
+ * data (src/eval/dataset.h tables, src/eval/metrics.h metrics).
+ *   text-classification  columns text [+ pair] + label -> accuracy, F1
+ *                        (a single-logit head predicts label 1 when its score > 0)
+ *   text-ranking         columns query, passage, label -> MRR@10, nDCG@10 over queries
+ *   feature-extraction   columns sentence1, sentence2, score -> Spearman of cosine vs score
+ *   text-generation      a text file -> perplexity with a sliding window (max_length, stride),
+ *                        as the transformers perplexity guide computes it
+ * Results go into j as an object of metrics plus counts.
+ */
+#ifndef WM_TASKS_TASK_EVAL_H
+#define WM_TASKS_TASK_EVAL_H
+
+#include "core/json.h"
+#include "winml/winml.h"
+
+typedef struct wm_task_opts {
+    const char *task;     /* NULL: the build's own task */
+    const char *dataset;  /* path */
+    const char *col_text, *col_pair, *col_label, *col_query, *col_passage, *col_s1, *col_s2, *col_score; /* NULL: defaults */
+    long samples;         /* 0: all rows */
+    long max_length, stride; /* perplexity window (0: 512, max_length / 2) */
+    int threads;
+} wm_task_opts;
+
+wm_status wm_task_eval(const char *build_dir, const wm_task_opts *o, wm_json *j, wm_error *err);
+
+#endif
