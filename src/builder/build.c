@@ -252,9 +252,13 @@ static void record_graph(stage_rec *rec, const wm_graph *g) {
 
 /*
  * The recipe's optim flags name passes of src/opt: a flag set to false
- * disables its pass; the level is "all" (GroupQueryAttention included).
- * The optimized model replaces model.onnx (written through temporary
- * names, so the mapped source stays valid until the rename).
+ * disables its pass. The level is "extended": GroupQueryAttention (level
+ * all) handles unpadded and right-padded batches only, and a build serves
+ * any batch. Below opset 23 the RMSNorm fusion stays off: its
+ * SimplifiedLayerNormalization lives in the default domain, which
+ * onnxruntime accepts but onnx.checker refuses, and a build must stay
+ * valid ONNX. The optimized model replaces model.onnx (written through
+ * temporary names, so the mapped source stays valid until the rename).
  */
 static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     if (!b->recipe.has_optim) {
@@ -264,7 +268,8 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     }
     wm_opt_config c;
     wm_opt_config_default(&c);
-    c.level = WM_OPT_ALL;
+    c.level = WM_OPT_EXTENDED;
+    if (b->recipe.opset < 23) c.disable[c.n_disable++] = "rmsnorm";
     for (size_t i = 0; i < b->recipe.n_optim; i++)
         if (!b->recipe.optim[i].value && wm_opt_pass_find(b->recipe.optim[i].name) && c.n_disable < WM_OPT_MAX_SWITCHES)
             c.disable[c.n_disable++] = b->recipe.optim[i].name;
@@ -285,7 +290,7 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     if (!s) {
         record_graph(rec, g);
         rec->status = ST_DONE;
-        snprintf(rec->reason, sizeof rec->reason, "%zu -> %zu nodes (level all, %zu passes disabled)", before,
+        snprintf(rec->reason, sizeof rec->reason, "%zu -> %zu nodes (level extended, %zu passes disabled)", before,
                  rec->nodes, c.n_disable);
         b->ex.model_sha[0] = b->ex.data_sha[0] = 0; /* the artifacts changed: hash them again */
     }

@@ -181,7 +181,20 @@ def run_ort(path, feeds, outputs=None):
     return dict(zip(names, s.run(names, feeds)))
 
 
-RUNNERS = {"onnxruntime": run_ort}
+def run_engine(path, feeds, outputs=None):
+    """Our CPU engine (tests/tools/wm_run) on the same feeds; returns {name: array}."""
+    import tempfile
+
+    from engine_util import engine_run
+    build = os.environ.get("WM_BUILD", "build")
+    if not os.path.isabs(build):
+        build = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), build)
+    with tempfile.TemporaryDirectory() as tmp:
+        out, _ = engine_run(build, path, feeds, tmp)
+    return {k: out[k] for k in (outputs or out)}
+
+
+RUNNERS = {"onnxruntime": run_ort, "engine": run_engine}
 
 
 def random_ids(rng, shape, vocab, low=3):

@@ -52,7 +52,9 @@ def tiny(workdir):
 
 
 def build(winml, ckpt, out, *extra):
-    r = U.run([winml, "build", "-m", ckpt, "-o", out, "-q", "-f", "json", *extra], timeout=300)
+    """The export stage (the plain graph these tests are about); reruns (one per runner) replace the folder."""
+    again = ["--rebuild"] if os.path.exists(out) else []
+    r = U.run([winml, "export", "-m", ckpt, "-o", out, "-q", "-f", "json", *again, *extra], timeout=300)
     assert r.returncode == 0, U.describe(r)
     return json.loads(r.stdout)
 
@@ -148,6 +150,31 @@ def test_decoder_prefill_logits_and_present(kind, built_decoder, run_model):
         vk = np.broadcast_to(kv_valid[:, :, S - n:], k.shape)
         assert_close(out[f"present.{i}.key"][:, :, S - n:], k, vk, f"{kind} present.{i}.key")
         assert_close(out[f"present.{i}.value"][:, :, S - n:], v, vk, f"{kind} present.{i}.value")
+
+
+@pytest.mark.parametrize("kind", BU.TINY_DECODERS)
+def test_optimized_build_matches_transformers(kind, tiny, workdir, winml, run_model):
+    """`winml build` (export + optimize: fused norms, activations, attention where it applies) still gives
+    transformers' logits and present KV, padded batches included."""
+    ckpt, model = tiny(kind)
+    out = str(workdir / f"opt_{kind}")
+    again = ["--rebuild"] if os.path.exists(out) else []
+    r = U.run([winml, "build", "-m", ckpt, "-o", out, "-q", "-f", "json", *again], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    stages = {st["name"]: st for st in json.loads(r.stdout)["stages"]}
+    assert stages["optim"]["status"] == "done" and stages["optim"]["nodes"] < stages["export"]["nodes"]
+    path = os.path.join(out, "model.onnx")
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    rng = np.random.default_rng(7)
+    B, S = 3, 9
+    ids = BU.random_ids(rng, (B, S), model.config.vocab_size)
+    mask = masks(B, S, rng)
+    pos = positions(mask)
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(pos),
+                    use_cache=True)
+    got = run_model(path, {"input_ids": ids, "attention_mask": mask, "position_ids": pos, **empty_past(model, B)})
+    assert_close(got["logits"], ref.logits.numpy(), mask.astype(bool), f"{kind} optimized logits")
 
 
 @pytest.mark.parametrize("kind", BU.TINY_ROPE)
