@@ -132,7 +132,7 @@ def test_per_layer_names_corrupted_node(winml, bert, tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--mode", "task"], "issue 7"),
+    (["--mode", "task"], "--dataset FILE"),
     (["--threshold", "speed=3"], "METRIC=VALUE"),
     ([], "exactly one of"),
 ])
