@@ -175,6 +175,20 @@ static wm_status read_rows(const wm_onnx_model *m, const wm_onnx_tensor *t, int6
     return WM_OK;
 }
 
+/* Columns [k0, k0+nk) of a [N, K] tensor, transposed into dst as nk rows of N floats. */
+static wm_status read_cols_t(const wm_onnx_tensor *t, int64_t k0, int64_t nk, int64_t K, int64_t N, float *dst,
+                             wm_error *err) {
+    wm_bytes b = wm_onnx_tensor_bytes(t);
+    size_t es = wm_ct_elem_size(t->data_type);
+    if (!b.p || (uint64_t)(N * K) * es > b.n)
+        return wm_err(err, WM_ERR_INPUT, "tensor '%s': its data is missing or short", t->name ? t->name : "");
+    for (int64_t n = 0; n < N; n++) {
+        const uint8_t *row = b.p + (size_t)(n * K + k0) * es;
+        for (int64_t k = 0; k < nk; k++) dst[k * N + n] = load_elem(row, t->data_type, (uint64_t)k);
+    }
+    return WM_OK;
+}
+
 float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err) {
     uint64_t n = 1;
     for (size_t i = 0; i < t->n_dims; i++) n *= (uint64_t)t->dims[i];
@@ -215,7 +229,9 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
     wm_status s = WM_OK;
     for (int64_t kb = 0; kb < nblk && !s; kb++) {
         int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
-        if ((s = read_rows(j->m, j->src, r0, nr, N, rows, release, err))) break;
+        if (j->trans) s = read_cols_t(j->src, r0, nr, K, N, rows, err); /* B stored [N, K] (Gemm transB) */
+        else s = read_rows(j->m, j->src, r0, nr, N, rows, release, err);
+        if (s) break;
         block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->scale_dtype, out[0], sc, out[2], scratch);
     }
     for (int64_t i = 0; !s && i < nblk * N; i++) {
@@ -233,7 +249,22 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
 
 /* ---------------------------------------------------------------- the pass */
 
-static const char *const NBITS_DEFAULT_OPS[] = {"MatMul"};
+/* MatMul, and Gemm without a bias (a decoder's lm_head: Gemm(transB) over the [vocab, hidden] table) */
+static const char *const NBITS_DEFAULT_OPS[] = {"MatMul", "Gemm"};
+
+/* A Gemm MatMulNBits can replace: no C, alpha 1, no transA; *trans_b receives transB. */
+static int plain_gemm(const wm_onnx_node *n, int *trans_b) {
+    *trans_b = 0;
+    if (!n->op_type || strcmp(n->op_type, "Gemm")) return 1;
+    if (wm_opt_in(n, 2)) return 0;
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        const wm_onnx_attr *a = n->attribute[i];
+        if (!strcmp(a->name, "transA") && a->i) return 0;
+        if (!strcmp(a->name, "alpha") && a->f != 1.0f) return 0;
+        if (!strcmp(a->name, "transB")) *trans_b = a->i != 0;
+    }
+    return 1;
+}
 
 /* Is this MatMul to keep at 8 bits (listed by node name or weight name)? */
 static int wants_8bit(const wm_quant_config *c, const wm_onnx_node *n) {
@@ -246,14 +277,15 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
     const char *a = wm_opt_in(n, 0), *w = wm_opt_in(n, 1);
     const wm_onnx_tensor *t = w ? wm_graph_constant(g, w) : NULL;
     int32_t dt = t ? t->data_type : 0;
+    int tb;
     if (!a || !t || t->n_dims != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16 && dt != WM_DT_BFLOAT16) ||
-        t->dims[0] <= 0 || t->dims[1] <= 0) {
+        t->dims[0] <= 0 || t->dims[1] <= 0 || !plain_gemm(n, &tb)) {
         r->skipped++;
         return WM_OK;
     }
     int bits = wants_8bit(c, n) ? 8 : c->bits;
-    wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, t->dims[0], t->dims[1], c->block_size, bits,
-                 c->symmetric, 0, 0, 0, dt, 0};
+    wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, tb ? t->dims[1] : t->dims[0],
+                 tb ? t->dims[0] : t->dims[1], c->block_size, bits, c->symmetric, 0, tb, 0, dt, 0};
     int64_t nblk = (j.K + j.bs - 1) / j.bs;
     char nm[3][256];
     snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
@@ -290,7 +322,7 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report 
     if (!v) return WM_ERR_NOMEM;
     wm_status s = WM_OK;
     for (size_t i = 0; i < n && !s; i++)
-        if (wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 1)) s = nbits_one(g, c, r, plan, v[i], err);
+        if (wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2)) s = nbits_one(g, c, r, plan, v[i], err);
     free(v);
     if (!s) s = wm_opt_need_opset(g, "com.microsoft", 1, err);
     return s;

@@ -115,6 +115,39 @@ def test_int4_padded_k_and_fp16_and_8bit(winml, tmp_path):
         assert err <= np.abs(w).max() / (15 if bits == 4 else 255) * 1.01, err
 
 
+def gemm_model(path, w, trans_b, bias=None):
+    n = w.shape[0] if trans_b else w.shape[1]
+    inits = [nh.from_array(w, "W")] + ([nh.from_array(bias, "C")] if bias is not None else [])
+    node = h.make_node("Gemm", ["x", "W"] + (["C"] if bias is not None else []), ["y"], name="head", transB=trans_b)
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [None, w.shape[1 if trans_b else 0]])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [None, n])], inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.parametrize("trans_b", (1, 0))
+def test_int4_gemm_lm_head(winml, tmp_path, trans_b):
+    """A bias-free Gemm (the builder's lm_head over the tied [vocab, hidden] table uses transB) becomes
+    MatMulNBits with exactly the tensors the equivalent MatMul gets; a Gemm with a bias is left alone."""
+    rng = np.random.default_rng(7 + trans_b)
+    w = rng.standard_normal((96, 50)).astype(np.float32)  # [K, N]
+    mm, gm, qa, qb = (str(tmp_path / f) for f in ("mm.onnx", "gemm.onnx", "qa.onnx", "qb.onnx"))
+    matmul_model(mm, w)
+    gemm_model(gm, w.T.copy() if trans_b else w, trans_b)
+    quantize(winml, mm, qa, "-p", "int4", "--block-size", "32")
+    assert quantize(winml, gm, qb, "-p", "int4", "--block-size", "32")["quantized"] == 1
+    a, b = onnx.load(qa), onnx.load(qb)
+    na, nb = a.graph.node[0], b.graph.node[0]
+    assert nb.op_type == "MatMulNBits" and [x.i for x in na.attribute] == [x.i for x in nb.attribute]
+    ta, tb = tensors(a), tensors(b)
+    for sa, sb in zip(na.input[1:], nb.input[1:]):
+        assert np.array_equal(ta[sa], tb[sb])
+    x = rng.standard_normal((3, 96)).astype(np.float32)
+    np.testing.assert_allclose(M.run_model(qb, {"x": x})[0], M.run_model(qa, {"x": x})[0], rtol=0, atol=0)
+    gemm_model(gm, w.T.copy(), 1, bias=np.ones(50, np.float32))
+    rep = quantize(winml, gm, qb, "-p", "int4", "--block-size", "32")
+    assert rep["quantized"] == 0 and onnx.load(qb).graph.node[0].op_type == "Gemm"
+
+
 def decoder_metrics(src, dst):
     """SQNR of logits and top-1 agreement over the three decoding regimes."""
     sq, agree, total = [], 0, 0
