@@ -70,7 +70,7 @@ typedef struct wm_recipe {
     /* quant */
     int has_quant;
     char quant_mode[16], weight_type[16], activation_type[16], calibration_method[16];
-    int64_t samples, rtn_bits, rtn_block_size;
+    int64_t samples, rtn_bits, rtn_block_size, rtn_accuracy_level; /* accuracy: MatMulNBits's attribute */
     int per_channel, symmetric, fp16_keep_io_types;
     char **fp16_op_block_list, **op_types_to_quantize, **nodes_to_exclude; /* NULL-terminated, malloc'ed */
     /* compile */

@@ -30,8 +30,10 @@ static void help(int export_only) {
                "resolved recipe), build_manifest.json (stages, times, node and op counts, parameter\n"
                "bytes, sha256 of every artifact), the tokenizer files, and for decoders genai_config.json\n"
                "(onnxruntime-genai). The folder appears only when complete; an existing DIR is refused\n"
-               "unless --rebuild. Today the optimizer and EP compile stages are not available (reported\n"
-               "as not run) and only fp32 can be produced (-p fp16/int8/int4 fail with exit 2).\n");
+               "unless --rebuild. Stages: export (from the weights), optim (fusions at level extended),\n"
+               "quant (-p fp16: weights and compute in half; int8: dynamic MatMulInteger; int4:\n"
+               "MatMulNBits, recipe quant.rtn_block_size, default 128), compile (reported as not run:\n"
+               "the CPU engine needs no EP compile step).\n");
 }
 
 static int run(int argc, char **argv, int export_only) {

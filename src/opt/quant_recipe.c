@@ -4,6 +4,7 @@
  *   mode static|dynamic|rtn|fp16 (also fp16, int8, int4, w8a16, qdq), weight_type,
  *   activation_type (QInt8/QUInt8/QUInt16/QInt16 or int8/uint8/uint16/int16),
  *   calibration_method, samples, per_channel, symmetric, rtn_bits, rtn_block_size,
+ *   rtn_accuracy_level (ours: MatMulNBits accuracy_level, 4 = int8 activations),
  *   fp16_keep_io_types, fp16_op_block_list, op_types_to_quantize, nodes_to_exclude.
  * Strings point into the cJSON tree, which must outlive the recipe.
  */
@@ -88,6 +89,10 @@ wm_status wm_quant_recipe_parse(const cJSON *q, wm_quant_recipe *r, wm_error *er
         return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_bits: 4 or 8");
     if (integer(cJSON_GetObjectItemCaseSensitive(q, "rtn_block_size"), 16, 1 << 20, &bs) || (bs & (bs - 1)))
         return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_block_size: a power of two >= 16");
+    int64_t acc = 0;
+    if (integer(cJSON_GetObjectItemCaseSensitive(q, "rtn_accuracy_level"), 0, 4, &acc))
+        return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_accuracy_level: 0 (unset) to 4 (int8 activations)");
+    c->accuracy_level = acc;
     if (integer(cJSON_GetObjectItemCaseSensitive(q, "samples"), 0, 1 << 30, &samples))
         return wm_err(err, WM_ERR_INPUT, "recipe quant.samples: a count");
     c->bits = (int)bits;

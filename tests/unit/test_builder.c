@@ -402,6 +402,7 @@ static void test_recipe_round_trip_and_strictness(void **state) {
     assert_int_equal(wm_recipe_parse(text, strlen(text), "r.json", &r2, &e), WM_OK);
     assert_int_equal(r2.precision, WM_PREC_INT4);
     assert_int_equal(r2.rtn_block_size, 128);
+    assert_int_equal(r2.rtn_accuracy_level, 4);
     assert_int_equal(r2.n_inputs, r.n_inputs);
     assert_string_equal(r2.inputs[3].name, "past_key_values.0.key");
     assert_int_equal(r2.inputs[3].dims[1].v, 2);

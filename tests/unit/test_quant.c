@@ -252,7 +252,8 @@ static void test_recipe_quant_section(void **st) {
     const char *text = "{\"mode\": \"static\", \"weight_type\": \"QInt8\", \"activation_type\": \"QUInt16\","
                        " \"calibration_method\": \"entropy\", \"samples\": 16, \"per_channel\": true,"
                        " \"symmetric\": false, \"op_types_to_quantize\": [\"MatMul\"],"
-                       " \"nodes_to_exclude\": [\"lm_head\"], \"rtn_bits\": 4, \"rtn_block_size\": 128}";
+                       " \"nodes_to_exclude\": [\"lm_head\"], \"rtn_bits\": 4, \"rtn_block_size\": 128,"
+                       " \"rtn_accuracy_level\": 4}";
     cJSON *doc = cJSON_Parse(text);
     assert_non_null(doc);
     wm_quant_recipe r;
@@ -263,6 +264,7 @@ static void test_recipe_quant_section(void **st) {
     assert_int_equal(r.config.weight_type, WM_DT_INT8);
     assert_true(r.config.per_channel && !r.config.symmetric);
     assert_int_equal(r.config.block_size, 128);
+    assert_int_equal(r.config.accuracy_level, 4);
     assert_int_equal(r.samples, 16);
     assert_string_equal(r.calibration_method, "entropy");
     assert_int_equal(r.config.n_exclude, 1);
@@ -270,7 +272,8 @@ static void test_recipe_quant_section(void **st) {
     cJSON_Delete(doc);
     static const char *bad[] = {"{\"mode\": \"int3\"}", "{\"mode\": \"rtn\", \"rtn_block_size\": 48}",
                                 "{\"mode\": \"fp16\", \"fp16_op_block_list\": [1]}",
-                                "{\"mode\": \"dynamic\", \"per_channel\": \"yes\"}"};
+                                "{\"mode\": \"dynamic\", \"per_channel\": \"yes\"}",
+                                "{\"mode\": \"rtn\", \"rtn_accuracy_level\": 5}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         doc = cJSON_Parse(bad[i]);
         e.status = WM_OK;
