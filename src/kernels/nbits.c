@@ -33,11 +33,12 @@ void wm_nbits_dequant_run(const wm_nbits_args *a, int64_t n, int64_t blk, int64_
     }
 }
 
-int wm_nbits_use_q8(const wm_nbits_args *a) { return a->accuracy_level == 4 && a->M < WM_NBITS_BIG_M; }
+/* accuracy_level 4 (int8 activations) at every M; otherwise small M only (big M: fp32 panels + SGEMM) */
+int wm_nbits_use_q8(const wm_nbits_args *a) { return a->accuracy_level == 4; }
 
 size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
     if (nth < 1) nth = 1;
-    if (a->M >= WM_NBITS_BIG_M) {
+    if (a->M >= WM_NBITS_BIG_M && !wm_nbits_use_q8(a)) {
         wm_sgemm_args s = {0};
         s.M = a->M;
         s.N = a->N;
@@ -128,7 +129,7 @@ void wm_nbits_big(const wm_gemm_ukr *u, const wm_nbits_args *a, wm_bsrc_fn pack,
 
 void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
-    if (a->M >= WM_NBITS_BIG_M) {
+    if (a->M >= WM_NBITS_BIG_M && !wm_nbits_use_q8(a)) {
         wm_nbits_big(&wm_gemm_ukr_generic, a, wm_nbits_bsrc_pack, ith, nth);
         return;
     }
@@ -142,23 +143,22 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
         wm_nbits_quant_rows_generic(a, &q);
         int64_t blob = (int64_t)a->block_size * a->bits / 8;
         int bits = a->bits, mask = (1 << bits) - 1;
-        for (int64_t n = n0; n < n1; n++) {
-            float acc[WM_NBITS_BIG_M] = {0};
-            for (int64_t b = 0; b < kb; b++) {
-                const uint8_t *p = a->B + (n * kb + b) * blob;
-                float zp = wm_nbits_zp(a, n, b, kb), sw = a->scales[n * kb + b];
-                for (int64_t m = 0; m < a->M; m++) {
+        for (int64_t n = n0; n < n1; n++)
+            for (int64_t m = 0; m < a->M; m++) {
+                float acc = 0;
+                for (int64_t b = 0; b < kb; b++) {
+                    const uint8_t *p = a->B + (n * kb + b) * blob;
+                    float zp = wm_nbits_zp(a, n, b, kb), sw = a->scales[n * kb + b];
                     const int8_t *x = q.q + m * q.kp + b * a->block_size;
                     int32_t dot = 0;
                     for (int64_t i = 0; i < a->block_size; i++) {
                         int64_t bit = i * bits;
                         dot += x[i] * ((p[bit >> 3] >> (bit & 7)) & mask);
                     }
-                    acc[m] += q.scale[m * q.kbs + b] * sw * ((float)dot - zp * (float)q.sum[m * q.kbs + b]);
+                    acc += q.scale[m * q.kbs + b] * sw * ((float)dot - zp * (float)q.sum[m * q.kbs + b]);
                 }
+                a->C[m * a->ldc + n] = acc;
             }
-            for (int64_t m = 0; m < a->M; m++) a->C[m * a->ldc + n] = acc[m];
-        }
     } else {
         float w[256];
         for (int64_t n = n0; n < n1; n++) {

@@ -457,7 +457,7 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
         wm_nbits_generic(a, ith, nth);
         return;
     }
-    if (a->M >= WM_NBITS_BIG_M) {
+    if (a->M >= WM_NBITS_BIG_M && !wm_nbits_use_q8(a)) {
         wm_nbits_big(&wm_gemm_ukr_avx2, a, pack_nbits_avx2, ith, nth);
         return;
     }
@@ -471,17 +471,25 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     else prep_f32(a, &q);
     float (*col)(const wm_nbits_args *, const wm_nbits_q8 *, int64_t, int64_t) =
         q8 ? (a->bits == 4 ? col_q8_b4 : col_q8_b8) : (a->bits == 4 ? col_f32_b4 : col_f32_b8);
-    int64_t n = n0;
-    if (q8) /* column pairs */
-        for (; n + 2 <= n1; n += 2)
-            for (int64_t m = 0; m < a->M; m++) {
-                float o[2];
-                if (a->bits == 4) col2_q8_b4(a, &q, n, m, o);
-                else cols_q8_b8(a, &q, n, 2, m, o);
-                a->C[m * a->ldc + n] = o[0];
-                a->C[m * a->ldc + n + 1] = o[1];
-            }
-    for (; n < n1; n++) /* M is small: rows re-read the column from L1 */
-        for (int64_t m = 0; m < a->M; m++) a->C[m * a->ldc + n] = col(a, &q, n, m);
+    /* Tiles: NB columns (their codes stay in L2) x MB rows (their activations stay in L1); within a
+     * tile, column pairs share activation loads. A column's value does not depend on the tiling. */
+    enum { NB = 128, MB = 16 };
+    for (int64_t nb = n0; nb < n1; nb += NB) {
+        int64_t ne = n1 - nb < NB ? n1 : nb + NB;
+        for (int64_t m0 = 0; m0 < a->M; m0 += MB) {
+            int64_t me = a->M - m0 < MB ? a->M : m0 + MB, n = nb;
+            if (q8)
+                for (; n + 2 <= ne; n += 2)
+                    for (int64_t m = m0; m < me; m++) {
+                        float o[2];
+                        if (a->bits == 4) col2_q8_b4(a, &q, n, m, o);
+                        else cols_q8_b8(a, &q, n, 2, m, o);
+                        a->C[m * a->ldc + n] = o[0];
+                        a->C[m * a->ldc + n + 1] = o[1];
+                    }
+            for (; n < ne; n++)
+                for (int64_t m = m0; m < me; m++) a->C[m * a->ldc + n] = col(a, &q, n, m);
+        }
+    }
     wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
 }
