@@ -41,6 +41,27 @@ cpu_dt = {"MatMul": ["float64","float32","int32","int64","uint32","uint64"], "Ge
   "Pow": ["float64","float32","int32","int64"], "Gelu": F, "LayerNormalization": ["float64","float32","float16"],
   "ReduceMean": ["float64","float32","int32","int64"], "Cos": F, "Sin": FD, "Neg": ["float64","float32","int16","int32","int64","int8"],
   "Where": None, "AveragePool": F, "MaxPool": ["float64","float32","int8","uint8"], "GlobalAveragePool": F}
+# Per-type constraints read from the same OperatorKernels.md rows (the newest opset row of each op), added after
+# scripts/ep_rules_check_cpu.py showed ORT refusing these types; RNN layout and RoiAlign-22 from onnxruntime 1.32
+# session creation (its error messages: "layout_ == 0 was false", "no implementation for RoiAlign(22)").
+CAST_T = ["bfloat16","bool","float64","float32","float16","float8e4m3fn","float8e4m3fnuz","float8e5m2","float8e5m2fnuz",
+  "int16","int2","int32","int4","int64","int8","string","uint16","uint2","uint32","uint4","uint64","uint8",
+  "float8e8m0"]  # float8e8m0: newer than the snapshot, Cast to/from it runs in onnxruntime 1.32 (session creation)
+CAST_TO = [1,2,3,4,5,6,7,8,9,10,11,12,13,16,17,18,19,20,21,22,24,25,26]  # the TensorProto numbers of CAST_T
+MINMAX_T = ["float64","float32","float16","int32","int64","int8","uint32","uint64","uint8"]
+POW_T = ["float64","float32","int32","int64"]
+Q_T = ["float8e4m3fn","float8e4m3fnuz","float8e5m2","float8e5m2fnuz","int16","int2","int4","int8","uint16","uint2","uint4","uint8"]
+RNN_LAYOUT = dict(attrs={"layout": [0]}, reason="CPU kernel registered; batch-major layout=1 is refused at session creation")
+cpu_more = {
+  "Cast": dict(dtypes={"0": CAST_T}, attrs={"to": CAST_TO}, reason="CPU kernel registered; no float4e2m1 kernel"),
+  "Max": dict(dtypes={"0": MINMAX_T}), "Min": dict(dtypes={"0": MINMAX_T}),
+  "Pow": dict(dtypes={"0": POW_T, "1": POW_T}),
+  "TopK": dict(dtypes={"0": POW_T}),
+  "DequantizeLinear": dict(dtypes={"0": Q_T + ["int32"]}, reason="CPU kernel registered; no float4e2m1 kernel"),
+  "QuantizeLinear": dict(dtypes={"0": ["float32","float16"], "2": Q_T}, reason="CPU kernel registered; no float4e2m1 kernel"),
+  "GRU": RNN_LAYOUT, "LSTM": RNN_LAYOUT, "RNN": RNN_LAYOUT,
+  "RoiAlign": dict(until=21, reason="CPU kernel registered up to opset 21 (onnxruntime 1.32 has no RoiAlign-22 kernel)"),
+}
 rules = []
 for item in cpu_ops.replace("\n","").split(";"):
     op, v = item.strip().split()
@@ -48,10 +69,14 @@ for item in cpu_ops.replace("\n","").split(";"):
     r = R(op, int(lo), int(hi) if hi else None, reason="CPU kernel registered")
     if cpu_dt.get(op): r["dtypes"] = {"0": cpu_dt[op]}
     if op == "Where": r["dtypes"] = {"1": ["float64","float32","int32","int64","string","uint8"]}
+    if op in cpu_more: r.update(cpu_more[op])
     rules.append(r)
-for op in ["HardSwish","Mish","GroupNormalization","CenterCropPad","Swish","CastLike","NegativeLogLikelihoodLoss","SoftmaxCrossEntropyLoss","SequenceMap"]:
+rules.append(R("CastLike", 1, dtypes={"0": CAST_T, "1": CAST_T}, reason="no CPU kernel; ORT expands the ONNX function body into Cast (no float4e2m1 kernel)"))
+for op in ["HardSwish","Mish","GroupNormalization","CenterCropPad","Swish","NegativeLogLikelihoodLoss","SoftmaxCrossEntropyLoss","SequenceMap"]:
     rules.append(R(op, 1, reason="no CPU kernel; ORT expands the ONNX function body into primitive ops (verified with onnxruntime 1.32)"))
-for op, v in [("NonMaxSuppression", 10), ("BitCast", 1), ("CumProd", 1), ("DeformConv", 1), ("CausalConvWithState", 1), ("LinearAttention", 1)]:
+rules.append(R("BitCast", 1, dtypes={"0": [d for d in CAST_T if d not in ("bool", "string")]},
+  reason="CPU kernel in onnxruntime 1.32 (verified by session creation, newer than the OperatorKernels.md snapshot); bool inputs are refused"))
+for op, v in [("NonMaxSuppression", 10), ("CumProd", 1), ("DeformConv", 1), ("CausalConvWithState", 1), ("LinearAttention", 1)]:
     rules.append(R(op, v, reason="CPU kernel in onnxruntime 1.32 (verified by session creation; newer than or missing from the OperatorKernels.md snapshot)"))
 for op, v in [("ArrayFeatureExtractor",1),("Binarizer",1),("CastMap",1),("CategoryMapper",1),("DictVectorizer",1),("FeatureVectorizer",1),("Imputer",1),("LabelEncoder",1),("LinearClassifier",1),("LinearRegressor",1),("Normalizer",1),("OneHotEncoder",1),("SVMClassifier",1),("SVMRegressor",1),("Scaler",1),("TreeEnsemble",5),("TreeEnsembleClassifier",1),("TreeEnsembleRegressor",1),("ZipMap",1)]:
     rules.append(R(op, v, domain="ai.onnx.ml", reason="CPU kernel registered (ai.onnx.ml)"))
@@ -67,7 +92,7 @@ for item in ms.split(";"):
     if msdt.get(op): r["dtypes"] = {"0": msdt[op]}
     rules.append(r)
 dump("cpu", {"ep": "cpu", "version": 1,
-  "source": "onnxruntime docs/OperatorKernels.md, CPUExecutionProvider section, main branch at commit 001d12d2 (2025). Complete for the ai.onnx and com.microsoft op lists and their lowest registered opset; opset gaps inside a range and per-type constraints are recorded only for the common transformer/CNN ops (dtypes of input 0). ai.onnx.ml ops are listed by name; com.microsoft.nchwc (internal, layout-optimizer only) is not covered. Checked against onnxruntime 1.32 CPU session creation on the 1325 ONNX backend node tests: ops with function bodies and a few kernels newer than the snapshot were added from that check.",
+  "source": "onnxruntime docs/OperatorKernels.md, CPUExecutionProvider section, main branch at commit 001d12d2 (2025). Complete for the ai.onnx and com.microsoft op lists and their lowest registered opset; opset gaps inside a range and per-type constraints are recorded only for the common transformer/CNN ops (dtypes of input 0). ai.onnx.ml ops are listed by name; com.microsoft.nchwc (internal, layout-optimizer only) is not covered. Checked against onnxruntime 1.32 CPU session creation on the 1325 ONNX backend node tests: ops with function bodies and a few kernels newer than the snapshot were added from that check, and per-type rows (Cast, CastLike, Max, Min, Pow, TopK, QuantizeLinear, DequantizeLinear, BitCast), RNN layout and RoiAlign's last opset were recorded until every test agrees (scripts/ep_rules_check_cpu.py: 1321 of 1321; 4 StringNormalizer tests fail on machines without the en_US locale and are not counted).",
   "devices": ["cpu"], "model_checks": {"static_shapes": False, "int64": "native", "float16": "cast", "control_flow": True, "max_opset": 27},
   "rules": rules})
 
