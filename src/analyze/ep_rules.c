@@ -49,7 +49,9 @@ typedef struct parser {
 #define FAIL(...) return wm_err(p->err, WM_ERR_INPUT, __VA_ARGS__)
 
 static wm_status get_int(parser *p, const cJSON *v, const char *where, int64_t *out) {
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
+    /* range first: converting a double outside int64 (or inf/nan) to an integer is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= -9.0e18 && v->valuedouble <= 9.0e18) ||
+        v->valuedouble != (double)(int64_t)v->valuedouble)
         FAIL("%s: %s: expected an integer", p->file, where);
     *out = (int64_t)v->valuedouble;
     return WM_OK;
@@ -324,6 +326,8 @@ wm_status wm_ep_rules_load(const char *path, wm_ep_rules **out, wm_error *err) {
     wm_status s;
     if (bad) s = wm_err(err, WM_ERR_IO, "%s: read failed", path);
     else if (n > MAX_RULE_FILE) s = wm_err(err, WM_ERR_INPUT, "%s: larger than %u bytes", path, MAX_RULE_FILE);
+    else if (memchr(buf, 0, n)) s = wm_err(err, WM_ERR_INPUT, "%s: contains a NUL byte at %zu (not a JSON text)", path,
+                                          (size_t)((const char *)memchr(buf, 0, n) - buf));
     else {
         buf[n] = 0;
         s = wm_ep_rules_parse(buf, path, out, err);
