@@ -77,6 +77,17 @@ CASES = [
     ("check_bad", json.dumps(dict(HEAD, rules=[], model_checks={"int64": "sometimes"})), ["model_checks.int64"]),
     ("check_unknown", json.dumps(dict(HEAD, rules=[], model_checks={"speed": True})), ["model_checks.speed"]),
     ("device_checks_other", json.dumps(dict(HEAD, rules=[], device_checks={"gpu": {}})), ["device_checks.gpu"]),
+    ("repeated_attrs", rules_with({"op_type": "Add", "since": 1, "level": "supported", "attrs": {"a": [1]}})
+     .replace('"attrs": {"a": [1]}', '"attrs": {"a": [1]}, "attrs": {"b": [1], "c": [2], "d": [3]}'),
+     ["rules[0] (Add).attrs", "repeated field"]),
+    ("repeated_dtypes", rules_with({"op_type": "Add", "since": 1, "level": "supported", "dtypes": {"0": ["float32"]}})
+     .replace('"dtypes": {"0": ["float32"]}', '"dtypes": {"0": ["float32"]}, "dtypes": {"1": ["int8"], "2": ["int8"]}'),
+     ["rules[0] (Add).dtypes", "repeated field"]),
+    ("repeated_index", rules_with({"op_type": "Add", "since": 1, "level": "supported", "dtypes": {"0": ["float32"]}})
+     .replace('{"0": ["float32"]}', '{"0": ["float32"], "0": ["int8"]}'), ["rules[0] (Add).dtypes.0", "repeated"]),
+    ("repeated_attr_name", rules_with({"op_type": "Add", "since": 1, "level": "supported", "attrs": {"a": [1]}})
+     .replace('{"a": [1]}', '{"a": [1], "a": [2]}'), ["rules[0] (Add).attrs.a", "repeated"]),
+    ("repeated_top", rules_with(OK_RULE).replace('"ep": "bad"', '"ep": "bad", "ep": "bad"'), ["ep", "repeated"]),
     ("not_json", "{not json", ["not valid JSON"]),
     ("truncated", rules_with(OK_RULE)[:-7], ["not valid JSON"]),
     ("empty", "", ["not valid JSON"]),
