@@ -41,6 +41,27 @@ cpu_dt = {"MatMul": ["float64","float32","int32","int64","uint32","uint64"], "Ge
   "Pow": ["float64","float32","int32","int64"], "Gelu": F, "LayerNormalization": ["float64","float32","float16"],
   "ReduceMean": ["float64","float32","int32","int64"], "Cos": F, "Sin": FD, "Neg": ["float64","float32","int16","int32","int64","int8"],
   "Where": None, "AveragePool": F, "MaxPool": ["float64","float32","int8","uint8"], "GlobalAveragePool": F}
+# Per-type constraints read from the same OperatorKernels.md rows (the newest opset row of each op), added after
+# scripts/ep_rules_check_cpu.py showed ORT refusing these types; RNN layout and RoiAlign-22 from onnxruntime 1.32
+# session creation (its error messages: "layout_ == 0 was false", "no implementation for RoiAlign(22)").
+CAST_T = ["bfloat16","bool","float64","float32","float16","float8e4m3fn","float8e4m3fnuz","float8e5m2","float8e5m2fnuz",
+  "int16","int2","int32","int4","int64","int8","string","uint16","uint2","uint32","uint4","uint64","uint8",
+  "float8e8m0"]  # float8e8m0: newer than the snapshot, Cast to/from it runs in onnxruntime 1.32 (session creation)
+CAST_TO = [1,2,3,4,5,6,7,8,9,10,11,12,13,16,17,18,19,20,21,22,24,25,26]  # the TensorProto numbers of CAST_T
+MINMAX_T = ["float64","float32","float16","int32","int64","int8","uint32","uint64","uint8"]
+POW_T = ["float64","float32","int32","int64"]
+Q_T = ["float8e4m3fn","float8e4m3fnuz","float8e5m2","float8e5m2fnuz","int16","int2","int4","int8","uint16","uint2","uint4","uint8"]
+RNN_LAYOUT = dict(attrs={"layout": [0]}, reason="CPU kernel registered; batch-major layout=1 is refused at session creation")
+cpu_more = {
+  "Cast": dict(dtypes={"0": CAST_T}, attrs={"to": CAST_TO}, reason="CPU kernel registered; no float4e2m1 kernel"),
+  "Max": dict(dtypes={"0": MINMAX_T}), "Min": dict(dtypes={"0": MINMAX_T}),
+  "Pow": dict(dtypes={"0": POW_T, "1": POW_T}),
+  "TopK": dict(dtypes={"0": POW_T}),
+  "DequantizeLinear": dict(dtypes={"0": Q_T + ["int32"]}, reason="CPU kernel registered; no float4e2m1 kernel"),
+  "QuantizeLinear": dict(dtypes={"0": ["float32","float16"], "2": Q_T}, reason="CPU kernel registered; no float4e2m1 kernel"),
+  "GRU": RNN_LAYOUT, "LSTM": RNN_LAYOUT, "RNN": RNN_LAYOUT,
+  "RoiAlign": dict(until=21, reason="CPU kernel registered up to opset 21 (onnxruntime 1.32 has no RoiAlign-22 kernel)"),
+}
 rules = []
 for item in cpu_ops.replace("\n","").split(";"):
     op, v = item.strip().split()
@@ -48,10 +69,14 @@ for item in cpu_ops.replace("\n","").split(";"):
     r = R(op, int(lo), int(hi) if hi else None, reason="CPU kernel registered")
     if cpu_dt.get(op): r["dtypes"] = {"0": cpu_dt[op]}
     if op == "Where": r["dtypes"] = {"1": ["float64","float32","int32","int64","string","uint8"]}
+    if op in cpu_more: r.update(cpu_more[op])
     rules.append(r)
-for op in ["HardSwish","Mish","GroupNormalization","CenterCropPad","Swish","CastLike","NegativeLogLikelihoodLoss","SoftmaxCrossEntropyLoss","SequenceMap"]:
+rules.append(R("CastLike", 1, dtypes={"0": CAST_T, "1": CAST_T}, reason="no CPU kernel; ORT expands the ONNX function body into Cast (no float4e2m1 kernel)"))
+for op in ["HardSwish","Mish","GroupNormalization","CenterCropPad","Swish","NegativeLogLikelihoodLoss","SoftmaxCrossEntropyLoss","SequenceMap"]:
     rules.append(R(op, 1, reason="no CPU kernel; ORT expands the ONNX function body into primitive ops (verified with onnxruntime 1.32)"))
-for op, v in [("NonMaxSuppression", 10), ("BitCast", 1), ("CumProd", 1), ("DeformConv", 1), ("CausalConvWithState", 1), ("LinearAttention", 1)]:
+rules.append(R("BitCast", 1, dtypes={"0": [d for d in CAST_T if d not in ("bool", "string")]},
+  reason="CPU kernel in onnxruntime 1.32 (verified by session creation, newer than the OperatorKernels.md snapshot); bool inputs are refused"))
+for op, v in [("NonMaxSuppression", 10), ("CumProd", 1), ("DeformConv", 1), ("CausalConvWithState", 1), ("LinearAttention", 1)]:
     rules.append(R(op, v, reason="CPU kernel in onnxruntime 1.32 (verified by session creation; newer than or missing from the OperatorKernels.md snapshot)"))
 for op, v in [("ArrayFeatureExtractor",1),("Binarizer",1),("CastMap",1),("CategoryMapper",1),("DictVectorizer",1),("FeatureVectorizer",1),("Imputer",1),("LabelEncoder",1),("LinearClassifier",1),("LinearRegressor",1),("Normalizer",1),("OneHotEncoder",1),("SVMClassifier",1),("SVMRegressor",1),("Scaler",1),("TreeEnsemble",5),("TreeEnsembleClassifier",1),("TreeEnsembleRegressor",1),("ZipMap",1)]:
     rules.append(R(op, v, domain="ai.onnx.ml", reason="CPU kernel registered (ai.onnx.ml)"))
@@ -67,7 +92,7 @@ for item in ms.split(";"):
     if msdt.get(op): r["dtypes"] = {"0": msdt[op]}
     rules.append(r)
 dump("cpu", {"ep": "cpu", "version": 1,
-  "source": "onnxruntime docs/OperatorKernels.md, CPUExecutionProvider section, main branch at commit 001d12d2 (2025). Complete for the ai.onnx and com.microsoft op lists and their lowest registered opset; opset gaps inside a range and per-type constraints are recorded only for the common transformer/CNN ops (dtypes of input 0). ai.onnx.ml ops are listed by name; com.microsoft.nchwc (internal, layout-optimizer only) is not covered. Checked against onnxruntime 1.32 CPU session creation on the 1325 ONNX backend node tests: ops with function bodies and a few kernels newer than the snapshot were added from that check.",
+  "source": "onnxruntime docs/OperatorKernels.md, CPUExecutionProvider section, main branch at commit 001d12d2 (2025). Complete for the ai.onnx and com.microsoft op lists and their lowest registered opset; opset gaps inside a range and per-type constraints are recorded only for the common transformer/CNN ops (dtypes of input 0). ai.onnx.ml ops are listed by name; com.microsoft.nchwc (internal, layout-optimizer only) is not covered. Checked against onnxruntime 1.32 CPU session creation on the 1325 ONNX backend node tests: ops with function bodies and a few kernels newer than the snapshot were added from that check, and per-type rows (Cast, CastLike, Max, Min, Pow, TopK, QuantizeLinear, DequantizeLinear, BitCast), RNN layout and RoiAlign's last opset were recorded until every test agrees (scripts/ep_rules_check_cpu.py: 1321 of 1321; 4 StringNormalizer tests fail on machines without the en_US locale and are not counted).",
   "devices": ["cpu"], "model_checks": {"static_shapes": False, "int64": "native", "float16": "cast", "control_flow": True, "max_opset": 27},
   "rules": rules})
 
@@ -156,33 +181,70 @@ dump("vitisai", {"ep": "vitisai", "version": 1,
   "devices": ["npu"], "model_checks": {"static_shapes": True, "int64": "cast", "control_flow": False, "max_opset": 22},
   "rules": va})
 
-# ---------------- DirectML
-dm = simple("""Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh AveragePool BatchNormalization BitShift BitwiseAnd
-BitwiseNot BitwiseOr BitwiseXor Cast CastLike Ceil Celu Clip Concat ConstantOfShape Conv ConvInteger ConvTranspose Cos Cosh
-CumSum DepthToSpace DequantizeLinear Div Dropout DynamicQuantizeLinear Einsum Elu Equal Erf Exp EyeLike Flatten Floor GRU
-Gather GatherElements GatherND Gelu Gemm GlobalAveragePool GlobalLpPool GlobalMaxPool Greater GreaterOrEqual GridSample
-HardSigmoid HardSwish Hardmax Identity If InstanceNormalization IsInf IsNaN LRN LSTM LayerNormalization LeakyRelu Less
-LessOrEqual Log LogSoftmax LpNormalization LpPool MatMul MatMulInteger Max MaxPool MaxRoiPool MaxUnpool Mean
-MeanVarianceNormalization Min Mod Mul Neg Not OneHot Or PRelu Pad Pow QLinearConv QLinearMatMul QuantizeLinear RNN
-RandomNormal RandomNormalLike RandomUniform RandomUniformLike Reciprocal ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp
-ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum ReduceSumSquare Relu ReverseSequence RoiAlign Round Scatter
-ScatterElements ScatterND Selu Shrink Sigmoid Sign Sin Sinh Size Softmax Softplus Softsign SpaceToDepth Split Sqrt Squeeze
-Sub Sum Tan Tanh ThresholdedRelu Transpose Trilu Unsqueeze Upsample Where Xor""", reason="DML kernel registered")
-dm += [const("Reshape", [1], "shape must be a CPU constant"), const("Slice", [1, 2], "starts/ends (and axes/steps) must be CPU constants", since=10),
-       R("Slice", 1, until=9, reason="DML kernel registered"),
-       const("Expand", [1], "shape must be a CPU constant"), const("Tile", [1], "repeats must be a CPU constant"),
-       const("TopK", [1], "k must be a CPU constant", since=10), R("TopK", 1, until=9, reason="DML kernel registered"),
-       const("Range", [0, 1, 2], "start/limit/delta must be CPU constants"),
-       R("Resize", 10, level="partial", reason="scales/sizes must be CPU constants"),
-       R("NonZero", 1, level="partial", reason="runs on DML but cannot be fused into a DML graph partition"),
+# ---------------- DirectML: docs/OperatorKernels.md, DmlExecutionProvider section (same commit as the CPU data), read row by
+# row: the lowest registered opset of each op and the types of its first input in the newest row ("Op since TYPES").
+DT = {"FH": ["float32", "float16"], "F": ["float32"], "B": ["bool"], "I8": ["int8", "uint8"],
+      "NUM": ["float32","float16","int16","int32","int64","int8","uint16","uint32","uint64","uint8"],
+      "ANY": ["bool","float64","float32","float16","int16","int32","int64","int8","uint16","uint32","uint64","uint8"],
+      "SINT": ["float32","float16","int16","int32","int64","int8"], "RELU": ["float32","float16","int16","int32","int8"],
+      "RED": ["float32","float16","int32","int64","uint32","uint64"], "BITS": ["int16","int32","int64","int8","uint16","uint32","uint64","uint8"],
+      "MOD": ["float32","float16","int16","int32","int8","uint16","uint32","uint8"], "-": None}
+dml_ops = """Abs 6 SINT;Acos 7 FH;Acosh 9 FH;Add 7 NUM;Affine 1 FH;And 7 B;ArgMax 1 NUM;ArgMin 1 NUM;Asin 7 FH;Asinh 9 FH;Atan 7 FH;
+Atanh 9 FH;AveragePool 7 FH;BatchNormalization 7 FH;BitShift 11 -;BitwiseAnd 18 BITS;BitwiseNot 18 BITS;BitwiseOr 18 BITS;
+BitwiseXor 18 BITS;Cast 6 ANY;CastLike 15 ANY;Ceil 6 FH;Celu 12 FH;Clip 6 NUM;Col2Im 18 ANY;Concat 4 ANY;ConcatFromSequence 11 -;
+ConstantOfShape 9 -;Conv 1 FH;ConvInteger 10 I8;ConvTranspose 1 FH;Cos 7 FH;Cosh 9 FH;Crop 1 FH;CumSum 11 RED;DFT 17 -;
+DepthToSpace 1 ANY;DequantizeLinear 10 -;Div 7 NUM;Dropout 7 FH;DynamicQuantizeLinear 11 F;Einsum 12 FH;Elu 6 FH;Equal 7 NUM;
+Erf 9 FH;Exp 6 FH;EyeLike 9 ANY;Flatten 1 ANY;Floor 6 FH;GRU 7 FH;Gather 1 ANY;GatherElements 11 ANY;GatherND 11 ANY;Gemm 7 FH;
+GlobalAveragePool 1 FH;GlobalLpPool 2 FH;GlobalMaxPool 1 FH;Greater 7 NUM;GreaterOrEqual 12 NUM;GridSample 16 NUM;HardSigmoid 6 FH;
+Hardmax 1 FH;Identity 1 ANY;If 7 -;ImageScaler 1 FH;InstanceNormalization 6 FH;IsInf 10 F;IsNaN 9 FH;LRN 1 FH;LSTM 7 FH;
+LayerNormalization 1 FH;LeakyRelu 6 FH;Less 7 NUM;LessOrEqual 12 NUM;Log 6 FH;LogSoftmax 1 FH;LpNormalization 1 FH;LpPool 2 FH;
+MatMul 1 FH;MatMulInteger 10 I8;Max 6 NUM;MaxPool 1 -;MaxRoiPool 1 FH;MaxUnpool 9 FH;Mean 6 FH;MeanVarianceNormalization 1 FH;
+Min 6 NUM;Mod 10 MOD;Mul 7 NUM;Neg 6 SINT;Not 1 B;OneHot 9 -;OptionalGetElement 15 -;OptionalHasElement 15 -;Or 7 B;
+PRelu 7 RELU;Pad 2 ANY;ParametricSoftplus 1 FH;Pow 7 -;QLinearConv 10 I8;QLinearMatMul 10 I8;QuantizeLinear 10 -;RNN 7 FH;
+Reciprocal 6 FH;ReduceL1 1 RED;ReduceL2 1 RED;ReduceLogSum 1 RED;ReduceLogSumExp 1 RED;ReduceMax 1 ANY;ReduceMean 1 RED;
+ReduceMin 1 ANY;ReduceProd 1 RED;ReduceSum 1 RED;ReduceSumSquare 1 RED;Relu 6 RELU;ReverseSequence 10 ANY;RoiAlign 10 FH;Round 11 FH;
+STFT 17 FH;ScaledTanh 1 FH;Scatter 9 ANY;ScatterElements 11 ANY;ScatterND 11 ANY;Selu 6 FH;SequenceAt 11 -;SequenceConstruct 11 -;
+SequenceEmpty 11 -;SequenceErase 11 -;SequenceInsert 11 -;SequenceLength 11 -;Shrink 9 MOD;Sigmoid 6 FH;Sign 9 NUM;Sin 7 FH;
+Sinh 9 FH;Size 1 -;Softmax 1 FH;Softplus 1 FH;Softsign 1 FH;SpaceToDepth 1 ANY;Split 2 ANY;Sqrt 6 FH;Squeeze 1 ANY;Sub 7 NUM;
+Sum 6 FH;Tan 7 FH;Tanh 6 FH;ThresholdedRelu 1 FH;Transpose 1 ANY;Trilu 14 ANY;Unsqueeze 1 ANY;Upsample 7 FH;Xor 7 B"""
+dml_more = {"MaxPool": {"0": ["float32", "float16", "int8", "uint8"]}, "Pow": {"0": ["float32", "float16", "int32"]},
+            "DequantizeLinear": {"0": ["int4", "int8", "uint4", "uint8", "int32"]},
+            "QuantizeLinear": {"0": ["float32", "float16", "int32"]}, "Range": None}
+dm = []
+for item in dml_ops.replace("\n", "").split(";"):
+    op, v, t = item.split()
+    r = R(op, int(v), reason="DML kernel registered")
+    dt = DT[t] if t != "-" else dml_more.get(op)
+    if dt:
+        r["dtypes"] = dt if isinstance(dt, dict) else {"0": dt}
+    dm.append(r)
+dm.append(R("Where", 9, dtypes={"1": DT["ANY"]}, reason="DML kernel registered"))
+dm += [const("Reshape", [1], "shape must be a CPU constant", since=5, dtypes={"0": DT["ANY"]}),
+       const("Slice", [1, 2], "starts/ends (and axes/steps) must be CPU constants", since=10, dtypes={"0": DT["ANY"]}),
+       R("Slice", 1, until=9, dtypes={"0": DT["ANY"]}, reason="DML kernel registered"),
+       const("Expand", [1], "shape must be a CPU constant", since=8, dtypes={"0": DT["ANY"]}),
+       const("Tile", [1], "repeats must be a CPU constant", since=6, dtypes={"0": DT["ANY"]}),
+       const("TopK", [1], "k must be a CPU constant", since=10, dtypes={"0": DT["NUM"]}),
+       R("TopK", 1, until=9, dtypes={"0": DT["NUM"]}, reason="DML kernel registered"),
+       const("Range", [0, 1, 2], "start/limit/delta must be CPU constants", since=11,
+             dtypes={"0": ["float32", "int16", "int32", "int64"]}),
+       R("Resize", 10, level="partial", dtypes={"0": ["float32", "float16", "int8", "uint8"]},
+         reason="scales/sizes must be CPU constants"),
+       R("NonZero", 9, level="partial", reason="runs on DML but cannot be fused into a DML graph partition"),
        R("Shape", 1, level="partial", reason="runs on DML but cannot be fused into a DML graph partition"),
        R("Loop", 1, level="unsupported", reason="no DML Loop kernel"),
        R("Constant", 1, reason="folded into an initializer")]
-dm += simple("""Attention BiasGelu DequantizeLinear EmbedLayerNormalization FastGelu FusedMatMul GroupQueryAttention MatMulIntegerToFloat
-MatMulNBits MultiHeadAttention QAttention QLinearAdd QLinearSigmoid QuantizeLinear QuickGelu RotaryEmbedding SkipLayerNormalization
-SkipSimplifiedLayerNormalization""", domain="com.microsoft", reason="DML contrib kernel registered")
-dm.append(R("SimplifiedLayerNormalization", 1, reason="DML kernel registered (ONNX Runtime defines it in the default domain)"))
-dump("dml", {"ep": "dml", "version": 1,
-  "source": "onnxruntime docs/OperatorKernels.md, DmlExecutionProvider section (op names; the ~167 ai.onnx + 29 com.microsoft rows), and OperatorRegistration.cpp CPU-constant input rules, as summarised in shared/facts/onnx-and-eps.md; names without opset ranges or dtypes in this first cut (about 150 ai.onnx + 19 com.microsoft).",
+for op in "Gelu HardSwish Mish RandomNormal RandomNormalLike RandomUniform RandomUniformLike".split():
+    dm.append(R(op, 1, level="unsupported", reason=f"no DML kernel for {op} in OperatorKernels.md (ai.onnx); ORT assigns it to the CPU EP"))
+dm += simple("""Attention BiasAdd BiasGelu BiasSplitGelu ConvTransposeWithDynamicPads EmbedLayerNormalization FastGelu FusedMatMul
+FusedMatMulActivation Gelu GroupNorm GroupQueryAttention MultiHeadAttention NhwcConv QuickGelu RotaryEmbedding SkipLayerNormalization
+SkipSimplifiedLayerNormalization""", domain="com.microsoft", reason="DML contrib kernel registered", dtypes={"0": DT["FH"]})
+dm += simple("""DequantizeLinear QAttention QLinearAdd QLinearAveragePool QLinearConcat QLinearGlobalAveragePool QLinearSigmoid
+DynamicQuantizeMatMul MatMulIntegerToFloat QuantizeLinear""", domain="com.microsoft", reason="DML contrib kernel registered")
+dm.append(R("MatMulNBits", 1, domain="com.microsoft", dtypes={"0": DT["FH"], "1": ["uint8"]}, reason="DML contrib kernel registered"))
+dm.append(R("SimplifiedLayerNormalization", 1, dtypes={"0": DT["FH"]},
+            reason="DML kernel registered (ONNX Runtime defines it in the default domain)"))
+dump("dml", {"ep": "dml", "version": 2,
+  "source": "onnxruntime docs/OperatorKernels.md, DmlExecutionProvider section, main branch at commit 001d12d2 (2025), read row by row: every ai.onnx row (Memcpy* and the GroupNorm row aside) and the 29 com.microsoft rows, with their lowest registered opset and the types of the first input in the newest row (older rows are sometimes narrower: not recorded); CPU-constant input rules (Reshape, Slice, Expand, Tile, TopK, Range, Resize) from OperatorRegistration.cpp as summarised in shared/facts/onnx-and-eps.md; Gelu (ai.onnx-20), HardSwish, Mish and the Random* ops have no DML row and are listed unsupported.",
   "devices": ["gpu"], "model_checks": {"static_shapes": False, "int64": "native", "control_flow": True, "max_opset": None},
   "rules": dm})

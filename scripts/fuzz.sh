@@ -32,6 +32,7 @@ for bin in "$B"/fuzz_*; do
     done
   fi
   [ "$kind" = config ] && for f in examples/recipes/*/*/*/*.json; do cp "$f" "$seeds/s$i"; i=$((i+1)); done
+  [ "$kind" = ep_rules ] && for f in data/ep_rules/*.json; do cp "$f" "$seeds/s$i"; i=$((i+1)); done
   echo "$name: $mode run, ${secs}s, $i seeds" >&2
   ASAN_OPTIONS=detect_leaks=1 "$bin" -max_total_time="$secs" -max_len=65536 -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run/$name-" "$run/$kind" "$seeds" 2>&1 \

@@ -63,6 +63,43 @@ void wm_analysis_free(wm_analysis *a);
  */
 void wm_analysis_json(const wm_graph *g, const wm_analysis *a, wm_json *j, const char *key);
 
+#define WM_OPSTAT_REASONS 3
+
+/* One row of the op histogram: an op type, its node count, worst level and up to 3 distinct reasons. */
+typedef struct wm_opstat {
+    const char *op, *domain; /* borrowed from the graph */
+    size_t count;
+    wm_level level;
+    const char *reasons[WM_OPSTAT_REASONS]; size_t n_reasons; /* borrowed from a */
+} wm_opstat;
+
+/*
+ * The op histogram of analysis a of g, most frequent first: *out is a
+ * malloc'ed array of *n the caller frees (free). WM_ERR_NOMEM only.
+ */
+wm_status wm_op_stats(const wm_graph *g, const wm_analysis *a, wm_opstat **out, size_t *n, wm_error *err);
+
+#define WM_COMPONENT_BECAUSE 4
+
+/* One name-scope group of nodes ("layers 0-23 attn") with its worst level. */
+typedef struct wm_component {
+    char name[192];
+    size_t nodes, not_supported;
+    wm_level level;
+    const char *because[WM_COMPONENT_BECAUSE]; size_t n_because; /* op types of the not-supported nodes (borrowed from g) */
+} wm_component;
+
+/*
+ * The components of analysis a of g, in first-node order: *out is a malloc'ed
+ * array of *n the caller frees (free). Nodes without a '/' scope (fused nodes)
+ * take the scope of a scoped consumer, else of a scoped producer.
+ * WM_ERR_NOMEM is the only failure.
+ */
+wm_status wm_components(const wm_graph *g, const wm_analysis *a, wm_component **out, size_t *n, wm_error *err);
+
+/* "layers 0-1 attn: partial on qnn/npu because of GroupQueryAttention" into line. */
+void wm_component_summary(const wm_analysis *a, const wm_component *c, char *line, size_t n);
+
 /* The component summary of a: wm_json array "components" (see components.c). */
 void wm_analysis_components_json(const wm_graph *g, const wm_analysis *a, wm_json *j);
 

@@ -4,33 +4,26 @@
 #include <string.h>
 
 #include "analyze/analyze.h"
-
-typedef struct opstat {
-    const char *op, *domain;
-    size_t count;
-    wm_level level;
-    const char *reasons[3]; size_t n_reasons;
-} opstat;
+#include "core/error.h"
 
 static int by_count(const void *x, const void *y) {
-    const opstat *a = x, *b = y;
+    const wm_opstat *a = x, *b = y;
     if (a->count != b->count) return a->count < b->count ? 1 : -1;
-    return strcmp(a->op, b->op);
+    int c = strcmp(a->op, b->op);
+    return c ? c : strcmp(a->domain, b->domain);
 }
 
-static void ops_json(const wm_onnx_graph *pg, const wm_analysis *a, wm_json *j) {
-    opstat *st = calloc(pg->n_node ? pg->n_node : 1, sizeof *st);
+wm_status wm_op_stats(const wm_graph *g, const wm_analysis *a, wm_opstat **out, size_t *n_out, wm_error *err) {
+    const wm_onnx_graph *pg = wm_graph_proto(g);
+    *out = NULL;
+    *n_out = 0;
+    wm_opstat *st = calloc(pg->n_node ? pg->n_node : 1, sizeof *st);
+    if (!st) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     size_t ns = 0;
-    wm_json_arr(j, "ops");
-    if (!st) {
-        j->oom = 1;
-        wm_json_arr_end(j);
-        return;
-    }
     for (size_t i = 0; i < pg->n_node; i++) {
         const wm_onnx_node *n = pg->node[i];
         const char *dom = n->domain ? n->domain : "";
-        opstat *s = NULL;
+        wm_opstat *s = NULL;
         for (size_t k = 0; k < ns && !s; k++)
             if (!strcmp(st[k].op, n->op_type) && !strcmp(st[k].domain, dom)) s = &st[k];
         if (!s) {
@@ -41,13 +34,24 @@ static void ops_json(const wm_onnx_graph *pg, const wm_analysis *a, wm_json *j) 
         s->count++;
         if (a->level[i] > s->level) s->level = a->level[i];
         const char *r = a->reason[i];
-        if (r && s->n_reasons < 3) {
+        if (r && s->n_reasons < WM_OPSTAT_REASONS) {
             int dup = 0;
             for (size_t k = 0; k < s->n_reasons; k++) dup |= !strcmp(s->reasons[k], r);
             if (!dup) s->reasons[s->n_reasons++] = r;
         }
     }
     qsort(st, ns, sizeof *st, by_count);
+    *out = st;
+    *n_out = ns;
+    return WM_OK;
+}
+
+static void ops_json(const wm_graph *g, const wm_analysis *a, wm_json *j) {
+    wm_opstat *st = NULL;
+    size_t ns = 0;
+    wm_error err = {0};
+    wm_json_arr(j, "ops");
+    if (wm_op_stats(g, a, &st, &ns, &err)) j->oom = 1;
     for (size_t k = 0; k < ns; k++) {
         wm_json_obj(j, NULL);
         wm_json_str(j, "op", st[k].op);
@@ -89,7 +93,7 @@ void wm_analysis_json(const wm_graph *g, const wm_analysis *a, wm_json *j, const
     wm_json_uint(j, "crossing_tensors", a->crossing_tensors);
     wm_json_uint(j, "subgraph_nodes_not_analyzed", a->subgraph_nodes);
     wm_json_obj_end(j);
-    ops_json(pg, a, j);
+    ops_json(g, a, j);
     wm_analysis_components_json(g, a, j);
     wm_json_arr(j, "nodes");
     for (size_t i = 0; i < pg->n_node; i++) {

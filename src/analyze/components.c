@@ -1,10 +1,12 @@
 /* components.c - name-scope grouping of nodes ("layers 0-23 attn") with a verdict per group. */
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analyze/analyze.h"
+#include "core/error.h"
 
 #define MAX_PARTS 16
 #define MAX_LAYERS 4096
@@ -67,7 +69,7 @@ typedef struct group {
     unsigned char *seen; /* MAX_LAYERS bits, lazily allocated */
     size_t nodes, bad;
     wm_level level;
-    const char *because[4]; size_t n_because;
+    const char *because[WM_COMPONENT_BECAUSE]; size_t n_because;
 } group;
 
 /* "layers.#/attn" + 0..23 -> "layers 0-23 attn". */
@@ -94,21 +96,108 @@ static void display(const group *gr, char *out, size_t n) {
     out[o < n ? o : n - 1] = 0;
 }
 
-void wm_analysis_components_json(const wm_graph *g, const wm_analysis *a, wm_json *j) {
+/* ---- node pointer -> index (open addressing) */
+
+typedef struct idx_map {
+    const wm_onnx_node **key;
+    size_t *val;
+    size_t cap;
+} idx_map;
+
+static size_t ptr_hash(const void *p, size_t cap) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+static size_t idx_get(const idx_map *m, const wm_onnx_node *n) {
+    if (!n) return SIZE_MAX;
+    for (size_t i = ptr_hash(n, m->cap); m->key[i]; i = (i + 1) & (m->cap - 1))
+        if (m->key[i] == n) return m->val[i];
+    return SIZE_MAX;
+}
+
+typedef struct nscope {
+    char key[128];
+    long layer;
+    int scoped; /* 0: no '/' scope (fused or unnamed node) */
+} nscope;
+
+/*
+ * Scope of every node into sc[n_node]. A node without a scope (the fused nodes
+ * optimizers name "SkipLayerNorm_3") takes the scope of its first scoped
+ * consumer, else of its first scoped producer, so "layers 0-1 attn" keeps its
+ * input norm after fusion. Returns 0 on out of memory.
+ */
+static int scopes(const wm_graph *g, nscope *sc) {
     const wm_onnx_graph *pg = wm_graph_proto(g);
-    size_t cap = 16, ng = 0;
-    group *gs = calloc(cap, sizeof *gs);
-    wm_json_arr(j, "components");
-    if (!gs) {
-        j->oom = 1;
-        wm_json_arr_end(j);
-        return;
+    idx_map m = {0};
+    m.cap = 16;
+    while (m.cap < pg->n_node * 2 + 2) m.cap *= 2;
+    m.key = calloc(m.cap, sizeof *m.key);
+    m.val = calloc(m.cap, sizeof *m.val);
+    if (!m.key || !m.val) {
+        free(m.key);
+        free(m.val);
+        return 0;
+    }
+    for (size_t i = 0; i < pg->n_node; i++) {
+        size_t h = ptr_hash(pg->node[i], m.cap);
+        while (m.key[h]) h = (h + 1) & (m.cap - 1);
+        m.key[h] = pg->node[i];
+        m.val[h] = i;
+        wm_scope_key(pg->node[i]->name, sc[i].key, sizeof sc[i].key, &sc[i].layer);
+        sc[i].scoped = strcmp(sc[i].key, "(top level)") != 0;
+    }
+    /* consumers, last node first so chains of unscoped nodes resolve in one pass */
+    for (size_t i = pg->n_node; i-- > 0;) {
+        const wm_onnx_node *n = pg->node[i];
+        for (size_t o = 0; o < n->n_output && !sc[i].scoped; o++) {
+            if (!n->output[o][0]) continue;
+            size_t nu = 0;
+            const wm_use *u = wm_graph_consumers(g, n->output[o], &nu);
+            for (size_t k = 0; k < nu; k++) {
+                size_t j = idx_get(&m, u[k].node);
+                if (j != SIZE_MAX && sc[j].scoped) {
+                    memcpy(sc[i].key, sc[j].key, sizeof sc[i].key);
+                    sc[i].layer = sc[j].layer;
+                    sc[i].scoped = 1;
+                    break;
+                }
+            }
+        }
     }
     for (size_t i = 0; i < pg->n_node; i++) {
         const wm_onnx_node *n = pg->node[i];
-        char key[128];
-        long layer;
-        wm_scope_key(n->name, key, sizeof key, &layer);
+        for (size_t k = 0; k < n->n_input && !sc[i].scoped; k++) {
+            size_t j = n->input[k][0] ? idx_get(&m, wm_graph_producer(g, n->input[k])) : SIZE_MAX;
+            if (j != SIZE_MAX && sc[j].scoped) {
+                memcpy(sc[i].key, sc[j].key, sizeof sc[i].key);
+                sc[i].layer = sc[j].layer;
+                sc[i].scoped = 1;
+            }
+        }
+    }
+    free(m.key);
+    free(m.val);
+    return 1;
+}
+
+wm_status wm_components(const wm_graph *g, const wm_analysis *a, wm_component **out, size_t *n_out, wm_error *err) {
+    const wm_onnx_graph *pg = wm_graph_proto(g);
+    *out = NULL;
+    *n_out = 0;
+    size_t cap = 16, ng = 0;
+    group *gs = calloc(cap, sizeof *gs);
+    nscope *sc = calloc(pg->n_node ? pg->n_node : 1, sizeof *sc);
+    wm_component *res = NULL;
+    if (!gs || !sc || !scopes(g, sc)) goto oom;
+    for (size_t i = 0; i < pg->n_node; i++) {
+        const wm_onnx_node *n = pg->node[i];
+        const char *key = sc[i].key;
+        long layer = sc[i].layer;
         group *gr = NULL;
         for (size_t k = ng; k-- > 0;)
             if (!strcmp(gs[k].key, key)) {
@@ -118,10 +207,7 @@ void wm_analysis_components_json(const wm_graph *g, const wm_analysis *a, wm_jso
         if (!gr) {
             if (ng == cap) {
                 group *q = realloc(gs, cap * 2 * sizeof *gs);
-                if (!q) {
-                    j->oom = 1;
-                    break;
-                }
+                if (!q) goto oom;
                 gs = q;
                 cap *= 2;
             }
@@ -134,8 +220,8 @@ void wm_analysis_components_json(const wm_graph *g, const wm_analysis *a, wm_jso
         if (layer >= 0) {
             if (gr->lo < 0 || layer < gr->lo) gr->lo = layer;
             if (layer > gr->hi) gr->hi = layer;
-            if (!gr->seen) gr->seen = calloc(MAX_LAYERS / 8, 1);
-            if (gr->seen && layer < MAX_LAYERS && !(gr->seen[layer / 8] & (1u << (layer % 8)))) {
+            if (!gr->seen && !(gr->seen = calloc(MAX_LAYERS / 8, 1))) goto oom;
+            if (layer < MAX_LAYERS && !(gr->seen[layer / 8] & (1u << (layer % 8)))) {
                 gr->seen[layer / 8] |= (unsigned char)(1u << (layer % 8));
                 gr->n_layers++;
             }
@@ -146,29 +232,62 @@ void wm_analysis_components_json(const wm_graph *g, const wm_analysis *a, wm_jso
             gr->bad++;
             int dup = 0;
             for (size_t k = 0; k < gr->n_because; k++) dup |= !strcmp(gr->because[k], n->op_type);
-            if (!dup && gr->n_because < 4) gr->because[gr->n_because++] = n->op_type;
+            if (!dup && gr->n_because < WM_COMPONENT_BECAUSE) gr->because[gr->n_because++] = n->op_type;
         }
     }
+    res = calloc(ng ? ng : 1, sizeof *res);
+    if (!res) goto oom;
     for (size_t k = 0; k < ng; k++) {
-        group *gr = &gs[k];
-        char name[192], line[512];
-        display(gr, name, sizeof name);
+        display(&gs[k], res[k].name, sizeof res[k].name);
+        res[k].nodes = gs[k].nodes;
+        res[k].not_supported = gs[k].bad;
+        res[k].level = gs[k].level;
+        res[k].n_because = gs[k].n_because;
+        for (size_t b = 0; b < gs[k].n_because; b++) res[k].because[b] = gs[k].because[b];
+    }
+    *out = res;
+    *n_out = ng;
+    for (size_t k = 0; k < ng; k++) free(gs[k].seen);
+    free(gs);
+    free(sc);
+    return WM_OK;
+oom:
+    if (gs)
+        for (size_t k = 0; k < ng; k++) free(gs[k].seen);
+    free(gs);
+    free(sc);
+    free(res);
+    return wm_err(err, WM_ERR_NOMEM, "out of memory");
+}
+
+void wm_component_summary(const wm_analysis *a, const wm_component *c, char *line, size_t n) {
+    size_t o = (size_t)snprintf(line, n, "%s: %s on %s/%s", c->name, wm_level_name(c->level), a->rules->ep,
+                                wm_device_name(a->device));
+    for (size_t b = 0; b < c->n_because && o < n; b++)
+        o += (size_t)snprintf(line + o, n - o, "%s%s", b ? ", " : " because of ", c->because[b]);
+}
+
+void wm_analysis_components_json(const wm_graph *g, const wm_analysis *a, wm_json *j) {
+    wm_component *cs = NULL;
+    size_t nc = 0;
+    wm_error err = {0};
+    wm_json_arr(j, "components");
+    if (wm_components(g, a, &cs, &nc, &err)) j->oom = 1;
+    for (size_t k = 0; k < nc; k++) {
+        const wm_component *c = &cs[k];
+        char line[512];
         wm_json_obj(j, NULL);
-        wm_json_str(j, "component", name);
-        wm_json_uint(j, "nodes", gr->nodes);
-        wm_json_str(j, "level", wm_level_name(gr->level));
-        wm_json_uint(j, "not_supported_nodes", gr->bad);
+        wm_json_str(j, "component", c->name);
+        wm_json_uint(j, "nodes", c->nodes);
+        wm_json_str(j, "level", wm_level_name(c->level));
+        wm_json_uint(j, "not_supported_nodes", c->not_supported);
         wm_json_arr(j, "because");
-        for (size_t b = 0; b < gr->n_because; b++) wm_json_str(j, NULL, gr->because[b]);
+        for (size_t b = 0; b < c->n_because; b++) wm_json_str(j, NULL, c->because[b]);
         wm_json_arr_end(j);
-        size_t o = (size_t)snprintf(line, sizeof line, "%s: %s on %s/%s", name, wm_level_name(gr->level), a->rules->ep,
-                                    wm_device_name(a->device));
-        for (size_t b = 0; b < gr->n_because && o < sizeof line; b++)
-            o += (size_t)snprintf(line + o, sizeof line - o, "%s%s", b ? ", " : " because of ", gr->because[b]);
+        wm_component_summary(a, c, line, sizeof line);
         wm_json_str(j, "summary", line);
         wm_json_obj_end(j);
-        free(gr->seen);
     }
     wm_json_arr_end(j);
-    free(gs);
+    free(cs);
 }

@@ -48,8 +48,17 @@ typedef struct parser {
 
 #define FAIL(...) return wm_err(p->err, WM_ERR_INPUT, __VA_ARGS__)
 
+/* 1 when a member of obj before f has f's key (a repeated field would be ambiguous). */
+static int dup_key(const cJSON *obj, const cJSON *f) {
+    for (const cJSON *e = obj->child; e && e != f; e = e->next)
+        if (e->string && f->string && !strcmp(e->string, f->string)) return 1;
+    return 0;
+}
+
 static wm_status get_int(parser *p, const cJSON *v, const char *where, int64_t *out) {
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
+    /* range first: converting a double outside int64 (or inf/nan) to an integer is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= -9.0e18 && v->valuedouble <= 9.0e18) ||
+        v->valuedouble != (double)(int64_t)v->valuedouble)
         FAIL("%s: %s: expected an integer", p->file, where);
     *out = (int64_t)v->valuedouble;
     return WM_OK;
@@ -71,6 +80,7 @@ static wm_status parse_checks(parser *p, const cJSON *o, const char *where, wm_e
     char w[96];
     for (const cJSON *f = o->child; f; f = f->next) {
         snprintf(w, sizeof w, "%s.%s", where, f->string);
+        if (dup_key(o, f)) FAIL("%s: %s: repeated field", p->file, w);
         if (!strcmp(f->string, "static_shapes") || !strcmp(f->string, "control_flow")) {
             if (!cJSON_IsBool(f)) FAIL("%s: %s: expected true or false", p->file, w);
             if (f->string[0] == 's') c->static_shapes = cJSON_IsTrue(f);
@@ -125,6 +135,7 @@ static wm_status parse_dtypes(parser *p, const cJSON *o, const char *where, wm_r
     ru->dtypes = wm_arena_alloc(&p->r->arena, (cnt ? cnt : 1) * sizeof *ru->dtypes);
     if (!ru->dtypes) return wm_err(p->err, WM_ERR_NOMEM, "out of memory");
     for (const cJSON *f = o->child; f; f = f->next) {
+        if (dup_key(o, f)) FAIL("%s: %s.%s: repeated input index", p->file, where, f->string);
         char *end;
         errno = 0;
         long idx = strtol(f->string, &end, 10);
@@ -152,6 +163,7 @@ static wm_status parse_attrs(parser *p, const cJSON *o, const char *where, wm_ru
     ru->attrs = wm_arena_alloc(&p->r->arena, (cnt ? cnt : 1) * sizeof *ru->attrs);
     if (!ru->attrs) return wm_err(p->err, WM_ERR_NOMEM, "out of memory");
     for (const cJSON *f = o->child; f; f = f->next) {
+        if (dup_key(o, f)) FAIL("%s: %s.%s: repeated attribute", p->file, where, f->string);
         if (!cJSON_IsArray(f) || !f->child) FAIL("%s: %s.%s: expected a non-empty array of allowed values", p->file, where, f->string);
         wm_rule_attr *a = &ru->attrs[ru->n_attrs++];
         memset(a, 0, sizeof *a);
@@ -189,6 +201,7 @@ static wm_status parse_rule(parser *p, const cJSON *o, size_t i, wm_rule *ru) {
     for (const cJSON *f = o->child; f; f = f->next) {
         char w[200];
         snprintf(w, sizeof w, "%s.%s", where, f->string);
+        if (dup_key(o, f)) FAIL("%s: %s: repeated field", p->file, w);
         const char *k = f->string;
         if (!strcmp(k, "op_type")) {
             ru->op_type = wm_arena_strdup(&p->r->arena, f->valuestring);
@@ -254,6 +267,8 @@ static wm_status parse_doc(parser *p, const cJSON *doc) {
     if (!cJSON_IsString(ep) || !ep->valuestring[0]) FAIL("%s: ep: missing or not a string", p->file);
     if (!cJSON_IsString(src) || !src->valuestring[0]) FAIL("%s: source: missing (name the public document and version)", p->file);
     for (const cJSON *f = doc->child; f; f = f->next)
+        if (dup_key(doc, f)) FAIL("%s: %s: repeated top-level field", p->file, f->string);
+    for (const cJSON *f = doc->child; f; f = f->next)
         if (strcmp(f->string, "ep") && strcmp(f->string, "source") && strcmp(f->string, "devices") &&
             strcmp(f->string, "model_checks") && strcmp(f->string, "device_checks") && strcmp(f->string, "rules") &&
             strcmp(f->string, "version"))
@@ -271,6 +286,7 @@ static wm_status parse_doc(parser *p, const cJSON *doc) {
             char w[64];
             snprintf(w, sizeof w, "device_checks.%s", f->string);
             if (!b || !(b & r->devices)) FAIL("%s: %s: not a device of this EP", p->file, w);
+            if (dup_key(dc, f)) FAIL("%s: %s: repeated device", p->file, w);
             if (parse_checks(p, f, w, &r->device_checks[dev_index(b)])) return WM_ERR_INPUT;
         }
     }
@@ -324,6 +340,8 @@ wm_status wm_ep_rules_load(const char *path, wm_ep_rules **out, wm_error *err) {
     wm_status s;
     if (bad) s = wm_err(err, WM_ERR_IO, "%s: read failed", path);
     else if (n > MAX_RULE_FILE) s = wm_err(err, WM_ERR_INPUT, "%s: larger than %u bytes", path, MAX_RULE_FILE);
+    else if (memchr(buf, 0, n)) s = wm_err(err, WM_ERR_INPUT, "%s: contains a NUL byte at %zu (not a JSON text)", path,
+                                          (size_t)((const char *)memchr(buf, 0, n) - buf));
     else {
         buf[n] = 0;
         s = wm_ep_rules_parse(buf, path, out, err);

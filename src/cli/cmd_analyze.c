@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "analyze/analyze.h"
+#include "cli/analyze_view.h"
 #include "cli/cli.h"
 #include "core/error.h"
 
@@ -19,11 +20,14 @@
 
 static void help(void) {
     printf("usage: winml analyze -m MODEL.onnx [--ep all|cpu|qnn|openvino|vitisai|dml] [--device npu|gpu|cpu|all]\n"
-           "                     [--rules DIR] [-f table|json] [-o FILE] [-q]\n\n"
+           "                     [--rules DIR] [-f table|json] [-o FILE] [-q] [-v]\n\n"
            "Predicts, without reading weights, which nodes each execution provider would take on\n"
            "each device, from the rule files in DIR (default: $WM_DATA_DIR/ep_rules, else\n"
            "<winml dir>/../data/ep_rules): counts per level, per-op levels and reasons, model-level\n"
            "checks, a linear-order partition estimate and a per-component summary.\n"
+           "The table view (default) colours levels on a terminal (not with NO_COLOR or when piped);\n"
+           "-q keeps the summary lines only, -v adds every reason and every node not supported;\n"
+           "-f json prints the JSON documented in data/ep_rules/SCHEMA.md, -o FILE writes it too.\n"
            "exit: 0 everything supported on every analyzed target, 1 something partial, unsupported\n"
            "or unknown, 2 usage, model or rule-file error.\n");
 }
@@ -199,7 +203,15 @@ int wm_cmd_analyze(int argc, char **argv) {
         wm_err(&err, WM_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    rc = wm_cli_emit(&c, c.model, &j);
+    if (c.json) {
+        rc = wm_cli_emit(&c, c.model, &j);
+    } else {
+        rc = wm_cli_opt_write_json(&c, &j);
+        const wm_analysis *as[MAX_EPS * 3];
+        for (size_t t = 0; t < n_tg; t++) as[t] = &tg[t].a;
+        if (rc == WM_EXIT_OK && wm_analyze_view(&c, c.model, g, as, n_tg, &err)) goto fail;
+        if (rc == WM_EXIT_OK && fflush(stdout) != 0) rc = WM_EXIT_ERROR;
+    }
     if (rc == WM_EXIT_OK && worst != WM_LEVEL_SUPPORTED) rc = WM_EXIT_CHECK;
     goto done;
 fail:

@@ -248,6 +248,34 @@ static void test_unknown_op_and_contrib(void **s) {
     wm_onnx_free(m);
 }
 
+/* Fused nodes without a scope join their consumer's component, else their producer's. */
+static void test_components_of_unscoped_nodes(void **s) {
+    (void)s;
+    wm_graph *g;
+    wm_onnx_model *m = new_model(&g);
+    input(g, "X", WM_DT_FLOAT, (int64_t[]){3, 4}, 2);
+    add(g, "Relu", NULL, "SkipLayerNorm_1", NAMES("X"), NAMES("A"));        /* consumer is layer 2 attn */
+    add(g, "Relu", NULL, "Norm_2", NAMES("A"), NAMES("B"));                 /* chain: consumer of a consumer */
+    add(g, "MatMul", NULL, "/model/layers.2/attn/q_proj/MatMul", NAMES("B", "B"), NAMES("C"));
+    add(g, "Relu", NULL, "Gelu_3", NAMES("C"), NAMES("D"));                 /* no consumer: its producer's */
+    add(g, "Relu", NULL, "Lonely_4", NAMES("X"), NAMES("E"));               /* neither: top level */
+    wm_analysis a;
+    wm_error e = {0};
+    assert_int_equal(wm_analyze_graph(g, rules, WM_DEV_NPU, &a, &e), WM_OK);
+    wm_component *cs = NULL;
+    size_t n = 0;
+    assert_int_equal(wm_components(g, &a, &cs, &n, &e), WM_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(cs[0].name, "layers 2 attn");
+    assert_int_equal(cs[0].nodes, 4);
+    assert_string_equal(cs[1].name, "(top level)");
+    assert_int_equal(cs[1].nodes, 1);
+    free(cs);
+    wm_analysis_free(&a);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+}
+
 static void test_scope_keys(void **s) {
     (void)s;
     char k[128];
@@ -341,6 +369,7 @@ int main(void) {
         cmocka_unit_test(test_static_shape),   cmocka_unit_test(test_const_input),
         cmocka_unit_test(test_attr_value),     cmocka_unit_test(test_opset_range),
         cmocka_unit_test(test_unknown_op_and_contrib), cmocka_unit_test(test_scope_keys),
+        cmocka_unit_test(test_components_of_unscoped_nodes),
         cmocka_unit_test(test_malformed_rules), cmocka_unit_test(test_shipped_rules_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
