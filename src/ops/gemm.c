@@ -45,6 +45,35 @@ void wm_sgemm(wm_exec *x, const wm_gemm_args *g) {
     free(tmp);
 }
 
+typedef struct hctx {
+    const wm_kernels *k;
+    wm_hgemm_args a;
+} hctx;
+
+static void hgemm_part(void *arg, int ith, int nth) {
+    const hctx *c = arg;
+    c->k->hgemm(&c->a, ith, nth);
+}
+
+void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb, float *C,
+              const float *bias) {
+    if (M <= 0 || N <= 0) return;
+    int nth = wm_sgemm_tasks(M, N, K);
+    if (nth > x->nth) nth = x->nth;
+    hctx c = {wm_kernels_get(), {0}};
+    c.a.M = M, c.a.N = N, c.a.K = K;
+    c.a.A = A, c.a.lda = K;
+    c.a.B = B, c.a.trans_b = tb, c.a.ldb = tb ? K : N;
+    c.a.C = C, c.a.ldc = N;
+    c.a.ep.bias = bias;
+    c.a.ep.act = WM_ACT_NONE;
+    void *tmp = NULL;
+    if (x->gemm_ws && wm_hgemm_workspace_size(&c.a, nth) <= x->gemm_ws_per * (size_t)nth) c.a.work = x->gemm_ws;
+    else c.a.work = tmp = aligned_alloc(64, (wm_hgemm_workspace_size(&c.a, nth) + 63) & ~(size_t)63);
+    wm_pool_run(x->pool, hgemm_part, &c, nth);
+    free(tmp);
+}
+
 void wm_sgemm_st(wm_exec *x, int ith, const wm_gemm_args *g) {
     if (g->M <= 0 || g->N <= 0) return;
     wm_sgemm_args a;

@@ -26,6 +26,11 @@ typedef struct wm_gemm_args {
 /* Runs g on x's pool (threads split the output tiles). */
 void wm_sgemm(wm_exec *x, const wm_gemm_args *g);
 
+/* C[M,N] = A (float32) @ op(B) + bias with B in IEEE half, read directly (no float32 copy of the
+ * weights): the fp16 MatMul / Gemm path. Runs on x's pool with the session's GEMM scratch. */
+void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb, float *C,
+              const float *bias);
+
 /* Single-threaded, for callers that parallelize themselves (per batch/head): ith picks the scratch slice. */
 void wm_sgemm_st(wm_exec *x, int ith, const wm_gemm_args *g);
 

@@ -52,6 +52,7 @@ static int is_half(int32_t dt) { return dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOA
 typedef struct mm_state {
     float *packed; /* packed op(B) [K, N] of a constant 2-D B */
     float *b32;    /* a constant batched half B in float32 */
+    int h16;       /* a constant 2-D float16 B, read as is by the half-weight GEMM (half the bytes) */
 } mm_state;
 
 static wm_status mm_init(wm_node *n, wm_error *err) {
@@ -65,12 +66,14 @@ static wm_status mm_init(wm_node *n, wm_error *err) {
     if (!ms) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     n->state = ms;
     int tb = !strcmp(n->proto->op_type, "FusedMatMul") ? (int)wm_attr_int(n, "transB", 0) : 0;
-    if (b->rank == 2) {
+    if (b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
+        !wm_attr_int(n, "transA", 0)) {
+        ms->h16 = 1;
+    } else if (b->rank == 2) {
         int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
         size_t sz = wm_gemm_pack_size(K, N);
         if (!(ms->packed = wm_node_alloc(n, sz))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-        if (dt == WM_DT_FLOAT16) wm_sgemm_pack_b_f16(tb, K, N, b->data, b->dims[1], ms->packed);
-        else if (dt == WM_DT_FLOAT) wm_gemm_pack(tb, K, N, b->data, b->dims[1], ms->packed);
+        if (dt == WM_DT_FLOAT) wm_gemm_pack(tb, K, N, b->data, b->dims[1], ms->packed);
         else {
             float *tmp = malloc((size_t)(K * N) * sizeof(float) + 1);
             if (!tmp) return wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -172,8 +175,9 @@ static void mm_f32(const mm_shape *s, const wm_tensor *a, const float *A, const 
 static size_t mm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
     (void)nth;
     if (!is_half(in[0]->dtype)) return 0;
-    uint64_t f = wm_tensor_numel(in[0]) + wm_tensor_numel(out[0]) + wm_tensor_numel(in[1]);
-    (void)n;
+    const mm_state *ms = n->state;
+    int b_ready = ms && (ms->b32 || ms->h16 || (ms->packed && !wm_attr_int(n, "transA", 0))); /* else B is widened into the workspace */
+    uint64_t f = wm_tensor_numel(in[0]) + wm_tensor_numel(out[0]) + (b_ready ? 0 : wm_tensor_numel(in[1]));
     return (size_t)f * sizeof(float) + 128;
 }
 
@@ -193,6 +197,11 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
         uint64_t na = wm_tensor_numel(in[0]), nc = wm_tensor_numel(out[0]);
         float *A = x->ws, *C = A + na, *B = ms && ms->b32 ? ms->b32 : C + nc;
         wm_convert(dt, in[0]->data, WM_DT_FLOAT, A, na);
+        if (ms && ms->h16 && s.rb <= 2 && !s.ta) { /* A's batch folds into M */
+            wm_hgemm(x, s.batch * s.M, s.N, s.K, A, in[1]->data, s.tb, C, NULL);
+            wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
+            return WM_OK;
+        }
         if (!packed && !(ms && ms->b32)) wm_convert(dt, in[1]->data, WM_DT_FLOAT, B, wm_tensor_numel(in[1]));
         mm_f32(&s, in[0], A, in[1], B, C, alpha, packed, x);
         wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
@@ -209,35 +218,51 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 
 /* ---------------------------------------------------------------- Gemm */
 
-/* float32 Gemm with a constant B is packed once; a constant C of N values (times beta) becomes the bias */
+/* Gemm with a constant B: float32 packs it once; float16 reads it as is (wm_hgemm) when alpha is 1 and A is
+ * not transposed, else widens and packs it; bfloat16 widens and packs. A constant C of N values (times beta)
+ * becomes a float32 bias. Half types compute in float32. */
 typedef struct gemm_state {
     float *packed;
     float *bias;
+    int h16;
 } gemm_state;
 
 static wm_status gemm_init(wm_node *n, wm_error *err) {
     wm_status st = wm_check_type(n, 0, mm_types, err);
     if (!st) st = wm_check_same_type(n, 0, 1, err);
     if (!st && wm_has_in(n, 2)) st = wm_check_same_type(n, 0, 2, err);
-    n->out_dtype[0] = n->in_dtype[0];
-    if (st || n->in_dtype[0] != WM_DT_FLOAT) return st;
+    int32_t dt = n->in_dtype[0];
+    n->out_dtype[0] = dt;
+    if (st || !(dt == WM_DT_FLOAT || is_half(dt))) return st;
     gemm_state *gs = wm_node_alloc(n, sizeof *gs);
     if (!gs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     n->state = gs;
     const wm_tensor *b = n->in_const[1], *c = wm_has_in(n, 2) ? n->in_const[2] : NULL;
     int tb = (int)wm_attr_int(n, "transB", 0);
-    if (b && b->rank == 2) {
+    if (b && b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
+        !wm_attr_int(n, "transA", 0)) {
+        gs->h16 = 1;
+    } else if (b && b->rank == 2) {
         int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
         size_t sz = wm_gemm_pack_size(K, N);
         if (!(gs->packed = wm_node_alloc(n, sz))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-        wm_gemm_pack(tb, K, N, b->data, b->dims[1], gs->packed);
+        if (dt == WM_DT_FLOAT) {
+            wm_gemm_pack(tb, K, N, b->data, b->dims[1], gs->packed);
+        } else {
+            float *tmp = malloc((size_t)(K * N) * sizeof(float) + 1);
+            if (!tmp) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+            wm_convert(dt, b->data, WM_DT_FLOAT, tmp, (uint64_t)(K * N));
+            wm_gemm_pack(tb, K, N, tmp, b->dims[1], gs->packed);
+            free(tmp);
+        }
         n->packed_bytes += sz;
     }
     float beta = wm_attr_float(n, "beta", 1.0f);
     if (c && (c->rank == 1 || (c->rank == 2 && c->dims[0] == 1)) && c->dims[c->rank - 1] > 1) {
         int64_t N = c->dims[c->rank - 1];
         if (!(gs->bias = wm_node_alloc(n, (size_t)N * sizeof(float)))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-        for (int64_t j = 0; j < N; j++) gs->bias[j] = beta * ((const float *)c->data)[j];
+        wm_convert(dt, c->data, WM_DT_FLOAT, gs->bias, (uint64_t)N);
+        for (int64_t j = 0; j < N; j++) gs->bias[j] *= beta;
     }
     return WM_OK;
 }
@@ -259,12 +284,51 @@ static wm_status gemm_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
     return WM_OK;
 }
 
+/* float16 / bfloat16 Gemm in float32: A widened into the workspace, then C (a bias, or broadcast and added
+ * after the product), then narrowed into the output. */
+static wm_status gemm_run_half(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    int ta = (int)wm_attr_int(n, "transA", 0), tb = (int)wm_attr_int(n, "transB", 0);
+    float alpha = wm_attr_float(n, "alpha", 1.0f), beta = wm_attr_float(n, "beta", 1.0f);
+    int64_t M = out[0]->dims[0], N = out[0]->dims[1], K = in[0]->dims[ta ? 0 : 1];
+    const wm_tensor *c = n->n_in > 2 ? in[2] : NULL;
+    const gemm_state *gs = n->state;
+    int32_t dt = out[0]->dtype;
+    float *A = x->ws, *O = A + M * K;
+    wm_convert(dt, in[0]->data, WM_DT_FLOAT, A, (uint64_t)(M * K));
+    if (gs->h16) {
+        wm_hgemm(x, M, N, K, A, in[1]->data, tb, O, gs->bias);
+    } else {
+        float *B = O + M * N;
+        if (!gs->packed) wm_convert(dt, in[1]->data, WM_DT_FLOAT, B, (uint64_t)(K * N));
+        wm_gemm_args g = {M, N, K, A, ta ? M : K, ta, gs->packed ? NULL : B, tb ? K : N, tb, O, N, alpha, 0,
+                          gs->packed, gs->bias, WM_ACT_NONE};
+        wm_sgemm(x, &g);
+    }
+    if (c && beta != 0 && !gs->bias) {
+        int64_t cm = c->rank == 2 ? c->dims[0] : 1, cn = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                O[i * N + j] += beta * (float)wm_tensor_get_f64(c, (uint64_t)((cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)));
+    }
+    wm_convert(WM_DT_FLOAT, O, dt, out[0]->data, (uint64_t)(M * N));
+    return WM_OK;
+}
+
+static size_t gemm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
+    (void)nth;
+    if (!is_half(out[0]->dtype)) return 0;
+    const gemm_state *gs = n->state;
+    uint64_t f = wm_tensor_numel(in[0]) + wm_tensor_numel(out[0]) + (gs && (gs->h16 || gs->packed) ? 0 : wm_tensor_numel(in[1]));
+    return (size_t)f * sizeof(float) + 128;
+}
+
 static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
     int ta = (int)wm_attr_int(n, "transA", 0), tb = (int)wm_attr_int(n, "transB", 0);
     float alpha = wm_attr_float(n, "alpha", 1.0f), beta = wm_attr_float(n, "beta", 1.0f);
     int64_t M = out[0]->dims[0], N = out[0]->dims[1], K = in[0]->dims[ta ? 0 : 1];
     const wm_tensor *c = n->n_in > 2 ? in[2] : NULL;
     int32_t dt = out[0]->dtype;
+    if (is_half(dt)) return gemm_run_half(n, in, out, x);
     if (dt != WM_DT_FLOAT) {
         gemm_generic(dt, M, N, K, in[0]->data, ta, in[1]->data, tb, out[0]->data, alpha);
         if (c && beta != 0) {
@@ -302,7 +366,7 @@ static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
 static const wm_op ops[] = {
     {"", "MatMul", 1, 0, mm_init, mm_infer, mm_run, mm_workspace, 0, 0},
     {"com.microsoft", "FusedMatMul", 1, 0, mm_init, mm_infer, mm_run, mm_workspace, 0, 0},
-    {"", "Gemm", 1, 0, gemm_init, gemm_infer, gemm_run, NULL, 0, 0},
+    {"", "Gemm", 1, 0, gemm_init, gemm_infer, gemm_run, gemm_workspace, 0, 0},
 };
 
 const wm_op_table wm_ops_matmul = {ops, sizeof ops / sizeof ops[0]};
