@@ -57,7 +57,8 @@ def build(winml, ckpt, out, recipe):
     if r.returncode:
         raise RuntimeError(f"build failed ({r.returncode}): {r.stderr.strip()}")
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out) if f.startswith("model.onnx"))
-    return time.monotonic() - t0, size
+    manifest = json.load(open(os.path.join(out, "build_manifest.json")))
+    return time.monotonic() - t0, size, manifest.get("peak_rss_bytes", 0)
 
 
 def perf(winml, out, args, decode_at):
@@ -91,7 +92,7 @@ def main():
     if args.only:
         names = [n for n in names if any(s in n for s in args.only)]
     rows, failures = [], 0
-    hdr = (f"{'model':42} {'prec':5} {'build s':>7} {'MB':>6} {'load ms':>7} {'TTFT ms':>8} {'prefill t/s':>11} "
+    hdr = (f"{'model':42} {'prec':5} {'build s':>7} {'bld RSS':>7} {'MB':>6} {'load ms':>7} {'TTFT ms':>8} {'prefill t/s':>11} "
            f"{'decode t/s':>10} {'TPOT ms':>7} {'RSS MB':>7}  decode@1024/@64")
     print(hdr, flush=True)
     for name in names:
@@ -104,7 +105,7 @@ def main():
                                                  capture_output=True, text=True).stdout)
                 recipe, row["optim_skipped"] = recipe_for(args.winml, ckpt, prec, args.block_size, args.work,
                                                           4 * insp["parameters"])
-                row["build_s"], row["bytes"] = build(args.winml, ckpt, out, recipe)
+                row["build_s"], row["bytes"], row["build_peak_rss"] = build(args.winml, ckpt, out, recipe)
                 res = perf(args.winml, out, args, name in args.decode_at_models.split(","))
                 llm = res["llm"]
                 row.update({k: llm.get(k) for k in ("load_ms", "ttft_ms", "prefill_tokens_per_sec",
@@ -115,7 +116,7 @@ def main():
                     at = {d["context"]: d["decode_tokens_per_sec"] for d in llm["decode_at_context"]}
                     row["decode_at_context"] = at
                     ratio = f"{at[1024]:.1f}/{at[64]:.1f} = {at[1024] / at[64]:.2f}"
-                print(f"{name:42} {prec:5} {row['build_s']:7.1f} {row['bytes'] / 2**20:6.0f} {row['load_ms']:7.0f} "
+                print(f"{name:42} {prec:5} {row['build_s']:7.1f} {row['build_peak_rss'] / 2**20:7.0f} {row['bytes'] / 2**20:6.0f} {row['load_ms']:7.0f} "
                       f"{row['ttft_ms']:8.0f} {row['prefill_tokens_per_sec']:11.1f} "
                       f"{row['decode_tokens_per_sec']:10.2f} {row['tpot_ms']:7.1f} {row['peak_rss_mb']:7.0f}  {ratio}"
                       f"{'  (optim skipped: disk)' if row['optim_skipped'] else ''}",
