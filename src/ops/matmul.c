@@ -1,8 +1,9 @@
 /*
  * matmul.c - MatMul (numpy semantics: batch dims broadcast, 1-D operands
  * promoted), Gemm, and com.microsoft FusedMatMul (transposes + alpha).
- * float32 runs on the GEMM kernel; float16/bfloat16/float64 and integer
- * types go through a float64/int64 reference loop.
+ * float32 runs on the GEMM kernel (MatMul widens float16/bfloat16 to it);
+ * Gemm in float16/bfloat16 sums alpha A B + beta C in float64 and rounds
+ * once; float64 and integer types go through a float64/int64 reference loop.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +266,22 @@ static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
     int64_t M = out[0]->dims[0], N = out[0]->dims[1], K = in[0]->dims[ta ? 0 : 1];
     const wm_tensor *c = n->n_in > 2 ? in[2] : NULL;
     int32_t dt = out[0]->dtype;
+    if (is_half(dt)) { /* float64 sum of alpha A B + beta C, rounded to the half type once */
+        wm_tensor ta_ = {.dtype = dt, .data = in[0]->data}, tb_ = {.dtype = dt, .data = in[1]->data};
+        int64_t cm = c ? (c->rank == 2 ? c->dims[0] : 1) : 0, cn = c ? (c->rank >= 1 ? c->dims[c->rank - 1] : 1) : 0;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++)
+                    acc += wm_tensor_get_f64(&ta_, (uint64_t)(ta ? k * M + i : i * K + k)) *
+                           wm_tensor_get_f64(&tb_, (uint64_t)(tb ? j * K + k : k * N + j));
+                acc *= alpha;
+                if (c && beta != 0) acc += beta * wm_tensor_get_f64(c, (uint64_t)((cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)));
+                uint64_t o = (uint64_t)(i * N + j);
+                ((uint16_t *)out[0]->data)[o] = dt == WM_DT_FLOAT16 ? wm_f32_to_f16((float)acc) : wm_f32_to_bf16((float)acc);
+            }
+        return WM_OK;
+    }
     if (dt != WM_DT_FLOAT) {
         gemm_generic(dt, M, N, K, in[0]->data, ta, in[1]->data, tb, out[0]->data, alpha);
         if (c && beta != 0) {
@@ -274,8 +291,6 @@ static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
                     uint64_t o = (uint64_t)(i * N + j), ci = (uint64_t)((cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j));
                     double v = wm_tensor_get_f64(out[0], o) + beta * wm_tensor_get_f64(c, ci);
                     if (dt == WM_DT_DOUBLE) ((double *)out[0]->data)[o] = v;
-                    else if (dt == WM_DT_FLOAT16) ((uint16_t *)out[0]->data)[o] = wm_f32_to_f16((float)v);
-                    else if (dt == WM_DT_BFLOAT16) ((uint16_t *)out[0]->data)[o] = wm_f32_to_bf16((float)v);
                     else if (dt == WM_DT_INT32 || dt == WM_DT_UINT32) ((int32_t *)out[0]->data)[o] += (int32_t)(beta * (double)wm_tensor_get_int(c, ci));
                     else ((int64_t *)out[0]->data)[o] += (int64_t)(beta * (double)wm_tensor_get_int(c, ci));
                 }
