@@ -1,7 +1,7 @@
 /*
  * attention_ms.c - onnxruntime contrib attention: com.microsoft Attention
- * (packed QKV projection weights) and MultiHeadAttention, float32, on the
- * attention core (attn_core.h).
+ * (packed QKV projection weights; float32, and float16 computed in float32)
+ * and MultiHeadAttention (float32), on the attention core (attn_core.h).
  *
  * Attention: input (B, S, in) x weights (in, Dq + Dk + Dv) + bias, heads
  *   num_heads (qkv_hidden_sizes when V differs); past (2, B, N, P, H) ->
@@ -98,19 +98,40 @@ typedef struct mshape {
     int fmt; /* MHA: 0 BSNH K/V, 1 BNSH K/V, 2 packed QKV, 3 packed KV */
 } mshape;
 
+static const int32_t at_types[] = {WM_DT_FLOAT, WM_DT_FLOAT16, 0};
+
+static int at_half(int32_t dt) { return dt == WM_DT_FLOAT16; }
+
+/*
+ * float16 Attention computes in float32 (as onnxruntime's CPU provider does
+ * after inserting casts): the constant weights are widened and packed once
+ * here, into node memory (n->state) that the session frees with the node.
+ */
 static wm_status at_init(wm_node *n, wm_error *err) {
-    wm_status st = wm_check_type(n, 0, f32_only, err);
+    wm_status st = wm_check_type(n, 0, at_types, err);
     for (int i = 1; i < 6 && !st; i++)
-        if (i != 3 && wm_has_in(n, i)) st = wm_check_type(n, i, f32_only, err);
+        if (i != 3 && wm_has_in(n, i)) st = wm_check_same_type(n, 0, i, err);
     if (st) return st;
     if (wm_has_in(n, 3) && n->in_dtype[3] != WM_DT_INT32) return wm_node_err(n, err, WM_ERR_INPUT, "mask_index must be int32");
     if (wm_attr_int(n, "num_heads", 0) <= 0) return wm_node_err(n, err, WM_ERR_INPUT, "num_heads must be positive");
     if (wm_attr_int(n, "do_rotary", 0)) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "do_rotary=1");
     if (wm_attr_int(n, "past_present_share_buffer", 0) || wm_has_in(n, 6))
         return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "past_present_share_buffer / past_sequence_length");
-    if (!n->in_const[1]) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "weights must be a constant");
-    n->out_dtype[0] = WM_DT_FLOAT;
-    if (n->n_out > 1) n->out_dtype[1] = WM_DT_FLOAT;
+    const wm_tensor *w = n->in_const[1];
+    if (!w) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "weights must be a constant");
+    int32_t dt = n->in_dtype[0];
+    n->out_dtype[0] = dt;
+    if (n->n_out > 1) n->out_dtype[1] = dt;
+    if (at_half(dt)) {
+        if (w->rank != 2) return wm_node_err(n, err, WM_ERR_INPUT, "weights must be (in, Dq + Dk + Dv)");
+        int64_t K = w->dims[0], N = w->dims[1];
+        size_t sz = wm_gemm_pack_size(K, N);
+        float *packed = wm_node_alloc(n, sz);
+        if (!packed) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        wm_sgemm_pack_b_f16(0, K, N, w->data, N, packed);
+        n->state = packed;
+        n->packed_bytes += sz;
+    }
     return WM_OK;
 }
 
@@ -155,14 +176,32 @@ static wm_status at_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
     return WM_OK;
 }
 
-/* workspace: qkv (B*S, Dq+Dk+Dv), present when not an output, mask ints, core scratch */
-static void at_layout(const wm_node *n, const mshape *s, wm_tensor *const *out, wm_wsbump *w, float **qkv, float **pres,
-                      int64_t **kv) {
-    *qkv = wm_ws_take(w, (size_t)(s->B * s->S * (s->Dq + s->Dk + s->Dv)) * sizeof(float));
-    *pres = NULL;
-    if (s->P || (n->n_out > 1 && out[1]))
-        *pres = n->n_out > 1 && out[1] ? out[1]->data : wm_ws_take(w, (size_t)(2 * s->B * s->N * s->T * s->H) * sizeof(float));
-    *kv = wm_ws_take(w, (size_t)(2 * s->B + 1) * sizeof(int64_t));
+/* float32 views of the operands; for float16 the workspace holds widened copies */
+typedef struct at_bufs {
+    float *qkv, *pres, *x, *past, *ab, *y;
+    int64_t *kv;
+} at_bufs;
+
+/* workspace: qkv (B*S, Dq+Dk+Dv), present when not a float32 output, mask ints; float16 adds
+ * float32 input, past, attention_bias and output */
+static void at_layout(const wm_node *n, const mshape *s, wm_tensor *const *in, wm_tensor *const *out, wm_wsbump *w,
+                      at_bufs *b) {
+    int half = at_half(in[0]->dtype), pres_out = n->n_out > 1 && out[1];
+    memset(b, 0, sizeof *b);
+    b->qkv = wm_ws_take(w, (size_t)(s->B * s->S * (s->Dq + s->Dk + s->Dv)) * sizeof(float));
+    if (s->P || pres_out)
+        b->pres = pres_out && !half ? out[1]->data : wm_ws_take(w, (size_t)(2 * s->B * s->N * s->T * s->H) * sizeof(float));
+    b->kv = wm_ws_take(w, (size_t)(2 * s->B + 1) * sizeof(int64_t));
+    if (!half) {
+        b->x = in[0]->data, b->y = out[0]->data;
+        b->past = s->P ? in[4]->data : NULL;
+        b->ab = wm_has_in(n, 5) ? in[5]->data : NULL;
+        return;
+    }
+    b->x = wm_ws_take(w, (size_t)(s->B * s->S * s->in) * sizeof(float));
+    b->y = wm_ws_take(w, (size_t)(s->B * s->S * s->Dv) * sizeof(float));
+    if (s->P) b->past = wm_ws_take(w, (size_t)wm_tensor_numel(in[4]) * sizeof(float));
+    if (wm_has_in(n, 5)) b->ab = wm_ws_take(w, (size_t)wm_tensor_numel(in[5]) * sizeof(float));
 }
 
 static void at_core(const mshape *s, wm_attn *a) {
@@ -175,9 +214,8 @@ static size_t at_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     wm_error e = {0};
     if (at_shape(n, in, &s, &e)) return 0;
     wm_wsbump w = {NULL, 0};
-    float *qkv, *pres;
-    int64_t *kv;
-    at_layout(n, &s, out, &w, &qkv, &pres, &kv);
+    at_bufs b;
+    at_layout(n, &s, in, out, &w, &b);
     wm_attn a;
     at_core(&s, &a);
     return w.off + 64 + wm_attn_workspace(&a, nth);
@@ -188,14 +226,25 @@ static wm_status at_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     wm_status st = at_shape(n, in, &s, x->err);
     if (st) return st;
     wm_wsbump w = {x->ws, 0};
-    float *qkv, *pres;
-    int64_t *kv;
-    at_layout(n, &s, out, &w, &qkv, &pres, &kv);
-    int64_t D = s.Dq + s.Dk + s.Dv, BS = s.B * s.S;
-    if (wm_has_in(n, 2)) { /* bias rows, then accumulate the projection */
-        for (int64_t r = 0; r < BS; r++) memcpy(qkv + r * D, in[2]->data, (size_t)D * sizeof(float));
+    at_bufs b;
+    at_layout(n, &s, in, out, &w, &b);
+    int32_t dt = in[0]->dtype;
+    int half = at_half(dt);
+    if (half) {
+        wm_convert(dt, in[0]->data, WM_DT_FLOAT, b.x, wm_tensor_numel(in[0]));
+        if (b.past) wm_convert(dt, in[4]->data, WM_DT_FLOAT, b.past, wm_tensor_numel(in[4]));
+        if (b.ab) wm_convert(dt, in[5]->data, WM_DT_FLOAT, b.ab, wm_tensor_numel(in[5]));
     }
-    wm_gemm_args g = {BS, D, s.in, in[0]->data, s.in, 0, in[1]->data, D, 0, qkv, D, 1.0f, wm_has_in(n, 2) ? 1.0f : 0.0f};
+    int64_t D = s.Dq + s.Dk + s.Dv, BS = s.B * s.S;
+    float *qkv = b.qkv, *pres = b.pres;
+    if (wm_has_in(n, 2)) { /* bias rows, then accumulate the projection */
+        for (int64_t r = 0; r < BS; r++) {
+            if (half) wm_convert(dt, in[2]->data, WM_DT_FLOAT, qkv + r * D, (uint64_t)D);
+            else memcpy(qkv + r * D, in[2]->data, (size_t)D * sizeof(float));
+        }
+    }
+    wm_gemm_args g = {BS, D, s.in, b.x, s.in, 0, half ? NULL : in[1]->data, D, 0, qkv, D, 1.0f, wm_has_in(n, 2) ? 1.0f : 0.0f,
+                      half ? n->state : NULL, NULL, WM_ACT_NONE};
     wm_sgemm(x, &g);
     wm_attn a;
     at_core(&s, &a);
@@ -204,7 +253,7 @@ static wm_status at_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     if (pres) {
         float *pk = pres, *pv = pres + s.B * s.N * s.T * s.H;
         if (s.P) {
-            const float *past = in[4]->data, *pastv = past + s.B * s.N * s.P * s.H;
+            const float *past = b.past, *pastv = past + s.B * s.N * s.P * s.H;
             copy_heads(pk, s.T, 0, past, s.N * s.P * s.H, s.P * s.H, s.H, s.B, s.N, s.P, s.H, NULL);
             copy_heads(pv, s.T, 0, pastv, s.N * s.P * s.H, s.P * s.H, s.H, s.B, s.N, s.P, s.H, NULL);
         }
@@ -216,12 +265,20 @@ static wm_status at_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
         a.k = k, a.k_sb = s.S * D, a.k_sh = s.H, a.k_ss = D;
         a.v = v, a.v_sb = s.S * D, a.v_sh = s.Hv, a.v_ss = D;
     }
-    a.o = out[0]->data, a.o_sb = s.S * s.Dv, a.o_sh = s.Hv, a.o_ss = s.Dv;
+    a.o = b.y, a.o_sb = s.S * s.Dv, a.o_sh = s.Hv, a.o_ss = s.Dv;
     common_attrs(n, &a, s.H);
     a.causal_off0 = s.P;
-    mask_setup(&a, wm_has_in(n, 3) ? in[3] : NULL, kv);
-    bias_setup(&a, wm_has_in(n, 5) ? in[5] : NULL);
+    mask_setup(&a, wm_has_in(n, 3) ? in[3] : NULL, b.kv);
+    if (wm_has_in(n, 5)) { /* attention_bias as float32 (converted above for float16) */
+        wm_tensor ab = *in[5];
+        ab.data = b.ab;
+        bias_setup(&a, &ab);
+    }
     wm_attn_run(&a, x, w.p + ((w.off + 63) & ~(size_t)63));
+    if (half) {
+        wm_convert(WM_DT_FLOAT, b.y, dt, out[0]->data, (uint64_t)(BS * s.Dv));
+        if (n->n_out > 1 && out[1]) wm_convert(WM_DT_FLOAT, pres, dt, out[1]->data, (uint64_t)(2 * s.B * s.N * s.T * s.H));
+    }
     return WM_OK;
 }
 

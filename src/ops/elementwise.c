@@ -118,14 +118,14 @@ typedef struct ustate {
 static void load_f32(int32_t dt, const void *src, float *dst, int64_t n) {
     const uint16_t *s = src;
     if (dt == WM_DT_FLOAT16)
-        for (int64_t i = 0; i < n; i++) dst[i] = wm_f16_to_f32(s[i]);
+        wm_kernels_get()->f16_to_f32(n, dst, s);
     else
         for (int64_t i = 0; i < n; i++) dst[i] = wm_bf16_to_f32(s[i]);
 }
 static void store_f32(int32_t dt, const float *src, void *dst, int64_t n) {
     uint16_t *d = dst;
     if (dt == WM_DT_FLOAT16)
-        for (int64_t i = 0; i < n; i++) d[i] = wm_f32_to_f16(src[i]);
+        wm_kernels_get()->f32_to_f16(n, d, src);
     else
         for (int64_t i = 0; i < n; i++) d[i] = wm_f32_to_bf16(src[i]);
 }
@@ -758,12 +758,12 @@ void wm_convert(int32_t from, const void *src, int32_t to, void *dst, uint64_t n
         if (dst != src) memcpy(dst, src, n * wm_dtype_size(to));
         return;
     }
-    if (from == WM_DT_FLOAT && to == WM_DT_FLOAT16) {
-        for (uint64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = wm_f32_to_f16(((const float *)src)[i]);
+    if (from == WM_DT_FLOAT && to == WM_DT_FLOAT16) { /* the kernel table's (F16C when present): same rounding */
+        wm_kernels_get()->f32_to_f16((int64_t)n, dst, src);
         return;
     }
     if (from == WM_DT_FLOAT16 && to == WM_DT_FLOAT) {
-        for (uint64_t i = 0; i < n; i++) ((float *)dst)[i] = wm_f16_to_f32(((const uint16_t *)src)[i]);
+        wm_kernels_get()->f16_to_f32((int64_t)n, dst, src);
         return;
     }
     wm_tensor t = {.dtype = from, .data = (void *)src};

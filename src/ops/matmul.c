@@ -1,8 +1,11 @@
 /*
  * matmul.c - MatMul (numpy semantics: batch dims broadcast, 1-D operands
  * promoted), Gemm, and com.microsoft FusedMatMul (transposes + alpha).
- * float32 runs on the GEMM kernel; float16/bfloat16/float64 and integer
- * types go through a float64/int64 reference loop.
+ * float32 runs on the GEMM kernel; float16 constant weights are read as is
+ * by the half-weight GEMM (wm_hgemm), other float16/bfloat16 operands are
+ * widened to float32 (alpha A B + beta C summed in float32, rounded to the
+ * half type once); float64 and integer types go through a float64/int64
+ * reference loop.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -338,8 +341,6 @@ static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
                     uint64_t o = (uint64_t)(i * N + j), ci = (uint64_t)((cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j));
                     double v = wm_tensor_get_f64(out[0], o) + beta * wm_tensor_get_f64(c, ci);
                     if (dt == WM_DT_DOUBLE) ((double *)out[0]->data)[o] = v;
-                    else if (dt == WM_DT_FLOAT16) ((uint16_t *)out[0]->data)[o] = wm_f32_to_f16((float)v);
-                    else if (dt == WM_DT_BFLOAT16) ((uint16_t *)out[0]->data)[o] = wm_f32_to_bf16((float)v);
                     else if (dt == WM_DT_INT32 || dt == WM_DT_UINT32) ((int32_t *)out[0]->data)[o] += (int32_t)(beta * (double)wm_tensor_get_int(c, ci));
                     else ((int64_t *)out[0]->data)[o] += (int64_t)(beta * (double)wm_tensor_get_int(c, ci));
                 }

@@ -6,6 +6,7 @@
 #ifndef WM_OPS_ROWS_H
 #define WM_OPS_ROWS_H
 
+#include "kernels/kernels.h"
 #include "ops/op.h"
 
 static inline void wm_row_load(int32_t dt, const void *base, uint64_t off, float *dst, int64_t n) {
@@ -21,8 +22,7 @@ static inline void wm_row_load(int32_t dt, const void *base, uint64_t off, float
         break;
     }
     case WM_DT_FLOAT16: {
-        const uint16_t *s = (const uint16_t *)base + off;
-        for (int64_t i = 0; i < n; i++) dst[i] = wm_f16_to_f32(s[i]);
+        wm_kernels_get()->f16_to_f32(n, dst, (const uint16_t *)base + off); /* F16C when present */
         break;
     }
     default: {
@@ -46,8 +46,7 @@ static inline void wm_row_store(int32_t dt, void *base, uint64_t off, const floa
         break;
     }
     case WM_DT_FLOAT16: {
-        uint16_t *d = (uint16_t *)base + off;
-        for (int64_t i = 0; i < n; i++) d[i] = wm_f32_to_f16(src[i]);
+        wm_kernels_get()->f32_to_f16(n, (uint16_t *)base + off, src); /* same rounding as wm_f32_to_f16 */
         break;
     }
     default: {
