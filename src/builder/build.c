@@ -7,7 +7,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -39,13 +38,7 @@ static double now(void) {
 
 /* ------------------------------------------------------------ files */
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
-    (void)st;
-    (void)f;
-    return flag == FTW_DP ? rmdir(p) : unlink(p);
-}
-
-static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void rm_tree(const char *dir) { wm_rm_tree(dir); }
 
 static int is_dir(const char *p) {
     struct stat st;

@@ -5,13 +5,17 @@
  * mean/std/min/max over samples; --threshold gates (exit 1); --per-layer
  * finds the first intermediate value where the candidate departs.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/build.h"
 #include "cli/cli.h"
+#include "core/file.h"
 #include "eval/compare.h"
 #include "hf/safetensors.h"
 #include "onnx/dtype.h"
@@ -21,11 +25,14 @@
 #include "winml/runtime.h"
 
 static void help(void) {
-    printf("usage: winml eval --mode compare -m CANDIDATE.onnx (--reference REF.onnx | --reference-outputs FILE.safetensors)\n"
+    printf("usage: winml eval --mode compare -m CANDIDATE.onnx (--reference REF.onnx | --reference-outputs FILE.safetensors |\n"
+           "                  --model-id CHECKPOINT)\n"
            "                  [--samples N] [--seed S] [--threshold METRIC=VALUE]... [--per-layer [--layer-threshold DB]]\n"
            "                  [--batch-size N] [--seq-len N] [--dim NAME=VALUE]... [--threads N] [-f table|json] [-o FILE]\n\n"
            "Runs the candidate and the reference on the same inputs (seeded, made from the reference's input\n"
            "specs; or the inputs stored in --reference-outputs as inputs.<i>.<name> next to outputs.<i>.<name>)\n"
+           "--model-id (a checkpoint folder or ORG/NAME[@REV]): the reference is the checkpoint's plain float32\n"
+           "export (no fusions, no quantization) in a temporary folder, fed the candidate's inputs.\n"
            "and reports, per output, sqnr_db, psnr_db, cosine_similarity, mse and max_abs_diff as mean/std/min/max\n"
            "over --samples (default 20). --threshold sqnr_db=50 (or psnr_db, cosine_similarity: the worst sample\n"
            "must reach it; mse, max_abs_diff: the worst sample must stay under it) makes it a gate: exit 1 when\n"
@@ -82,6 +89,26 @@ static void agg_json(wm_json *j, const char *key, const wm_agg *a) {
     wm_json_obj_end(j);
 }
 
+/* Exports checkpoint model_id (plain float32, no fusions) into a new temporary folder: tmpdir receives the
+ * folder (the caller removes it with wm_rm_tree), path its model.onnx. */
+static wm_status export_reference(const char *model_id, char *tmpdir, char *path, wm_error *err) {
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, PATH_MAX, "%s/winml-eval-ref-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        int e = errno;
+        tmpdir[0] = 0;
+        return wm_err(err, WM_ERR_IO, "--model-id: cannot create a temporary folder: %s", strerror(e));
+    }
+    snprintf(path, PATH_MAX + 32, "%s/ref", tmpdir);
+    wm_build_opts bo = {.model = model_id, .out_dir = path, .task = -1, .precision = -1, .export_only = 1, .quiet = 1};
+    wm_json summary;
+    wm_json_init(&summary);
+    wm_status s = wm_build(&bo, &summary, err);
+    wm_json_free(&summary);
+    snprintf(path, PATH_MAX + 32, "%s/ref/model.onnx", tmpdir);
+    return s;
+}
+
 int wm_cmd_eval(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml eval");
@@ -104,7 +131,7 @@ int wm_cmd_eval(int argc, char **argv) {
         {"stride", required_argument, 0, O_STRIDE}, {0, 0, 0, 0}};
     wm_task_opts to = {0};
     int samples_given = 0;
-    const char *mode = "compare", *ref = NULL, *refout = NULL;
+    const char *mode = "compare", *ref = NULL, *refout = NULL, *model_id = NULL;
     long samples = 20, seed = 0, batch = 1, seq = 32, threads = 0;
     int per_layer = 0;
     double layer_thr = 30;
@@ -122,8 +149,7 @@ int wm_cmd_eval(int argc, char **argv) {
         case O_MODE: mode = optarg; break;
         case O_REF: ref = optarg; break;
         case O_REFOUT: refout = optarg; break;
-        case O_MODELID:
-            return wm_cli_usage_error(&c, "--model-id needs the model builder (issue 5): give --reference REF.onnx instead");
+        case O_MODELID: model_id = optarg; break;
         case O_SAMPLES: case O_SEED: case O_BATCH: case O_SEQ: case O_THREADS: case O_MAXLEN: case O_STRIDE: {
             long v = strtol(optarg, &end, 10);
             if (!*optarg || *end || v < (opt == O_SEED ? 0 : 1)) return wm_cli_usage_error(&c, "'%s' is not a valid count", optarg);
@@ -198,7 +224,8 @@ int wm_cmd_eval(int argc, char **argv) {
     }
     if (strcmp(mode, "compare")) return wm_cli_usage_error(&c, "--mode: '%s' is not compare or task", mode);
     if (!c.model) return wm_cli_usage_error(&c, "-m CANDIDATE.onnx is required");
-    if (!!ref + !!refout != 1) return wm_cli_usage_error(&c, "give exactly one of --reference REF.onnx or --reference-outputs FILE");
+    if (!!ref + !!refout + !!model_id != 1)
+        return wm_cli_usage_error(&c, "give exactly one of --reference REF.onnx, --reference-outputs FILE or --model-id CHECKPOINT");
 
     wm_error err = {0};
     int rc = WM_EXIT_ERROR;
@@ -212,7 +239,10 @@ int wm_cmd_eval(int argc, char **argv) {
     int *match = NULL;
     wm_json j;
     wm_json_init(&j);
+    char tmpdir[PATH_MAX] = "", refpath[PATH_MAX + 32];
     if (wm_session_new(c.model, &so, &cand, &err)) goto fail;
+    if (model_id && export_reference(model_id, tmpdir, refpath, &err)) goto fail;
+    if (model_id) ref = refpath;
     if (ref && wm_session_new(ref, &so, &rs, &err)) goto fail;
     if (refout) {
         if (wm_st_open(refout, NULL, &rf, &err)) goto fail;
@@ -251,7 +281,7 @@ int wm_cmd_eval(int argc, char **argv) {
     }
     for (long smp = 0; smp < samples; smp++) {
         wm_inputs gen = {0};
-        const wm_session *spec = rs ? rs : cand;
+        const wm_session *spec = rs && !model_id ? rs : cand; /* an export's dims are symbolic: the candidate's */
         wm_input_opts io = {dims, n_dims, batch, seq, 0, (uint64_t)(seed + smp)};
         if (!rf && wm_inputs_make(spec, &io, &gen, &err)) goto fail;
         for (size_t i = 0; i < nci; i++) { /* candidate inputs by name, converted to its element types */
@@ -300,10 +330,17 @@ int wm_cmd_eval(int argc, char **argv) {
             size_t nri = wm_session_n_inputs(rs);
             wm_tensor *rin = calloc(nri + 1, sizeof *rin);
             for (size_t i = 0; i < nri && rin; i++) {
-                rin[i] = gen.t[i];
-                if (rf) { /* inputs from the file, by name */
+                if (spec == rs) rin[i] = gen.t[i];
+                if (spec != rs) { /* the candidate's inputs (from the file or generated), by name */
                     for (size_t k = 0; k < nci; k++)
                         if (!strcmp(wm_session_input(cand, k)->name, wm_session_input(rs, i)->name)) rin[i] = cin[k];
+                    if (!rin[i].data) {
+                        wm_err(&err, WM_ERR_INPUT, "reference input '%s' is not an input of the candidate %s",
+                               wm_session_input(rs, i)->name, c.model);
+                        free(rin);
+                        wm_inputs_free(&gen);
+                        goto fail;
+                    }
                     as_type(&rin[i], wm_session_input(rs, i)->dtype, &bufs, &nbufs, &err);
                 }
             }
@@ -358,7 +395,8 @@ int wm_cmd_eval(int argc, char **argv) {
     wm_json_obj(&j, NULL);
     wm_json_str(&j, "mode", "compare");
     wm_json_str(&j, "candidate", c.model);
-    wm_json_str(&j, "reference", ref ? ref : refout);
+    wm_json_str(&j, "reference", model_id ? model_id : ref ? ref : refout);
+    if (model_id) wm_json_str(&j, "reference_kind", "float32 export of the checkpoint");
     wm_json_int(&j, "samples", samples);
     wm_json_int(&j, "seed", seed);
     wm_json_obj(&j, "outputs");
@@ -445,6 +483,7 @@ done:
     wm_st_close(rf);
     wm_session_free(cand);
     wm_session_free(rs);
+    if (tmpdir[0]) wm_rm_tree(tmpdir);
     for (size_t i = 0; i < n_dims; i++) free((char *)dims[i].name);
     return rc;
 }

@@ -49,4 +49,7 @@ uint64_t wm_peak_rss_bytes(void);
 /* Current resident set size in bytes (from /proc/self/statm), 0 if unknown. */
 uint64_t wm_current_rss_bytes(void);
 
+/* Removes dir and everything under it (symlinks themselves, never their targets); best effort. */
+void wm_rm_tree(const char *dir);
+
 #endif

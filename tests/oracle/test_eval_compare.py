@@ -131,10 +131,41 @@ def test_per_layer_names_corrupted_node(winml, bert, tmp_path):
     assert before and all(v["sqnr_db"] is None or v["sqnr_db"] > 100 for v in before)
 
 
+def test_model_id_reference(winml, bert, tmp_path):
+    """--model-id: the reference is the checkpoint's plain float32 export, built in a temporary folder that is
+    removed afterwards; our optimized build passes a tight gate against it, a corrupted copy fails it."""
+    d, _ = bert
+    out = tmp_path / "build"
+    r = subprocess.run([winml, "build", "-m", d / "hf", "-o", out, "-q"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+    argv = [winml, "eval", "-m", out / "model.onnx", "--model-id", d / "hf", "--samples", "3", "--seq-len", "12",
+            "--threshold", "max_abs_diff=1e-4", "-f", "json"]
+    r = subprocess.run(list(map(str, argv)), capture_output=True, text=True, timeout=600, env=env)
+    res = json.loads(r.stdout)
+    assert r.returncode == 0 and res["passed"], (r.stderr, res)
+    assert res["reference"] == str(d / "hf") and res["samples"] == 3
+    assert not list(tmp.iterdir())  # the temporary export is gone
+    m = onnx.load(str(out / "model.onnx"))
+    big = max(m.graph.initializer, key=lambda t: int(np.prod(t.dims)) if t.data_type == 1 else 0)
+    arr = numpy_helper.to_array(big).copy()
+    arr *= 1.5
+    big.CopyFrom(numpy_helper.from_array(arr, big.name))
+    bad = tmp_path / "bad.onnx"
+    onnx.save(m, str(bad))
+    argv[3] = bad
+    r = subprocess.run(list(map(str, argv)), capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 1 and not json.loads(r.stdout)["passed"], r.stderr
+    assert not list(tmp.iterdir())
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--mode", "task"], "--dataset FILE"),
     (["--threshold", "speed=3"], "METRIC=VALUE"),
     ([], "exactly one of"),
+    (["--model-id", "/nonexistent/ckpt"], "/nonexistent/ckpt"),
 ])
 def test_usage_errors(winml, bert, args, needle):
     d, path = bert
