@@ -43,11 +43,19 @@ int main(int argc, char **argv) {
     wm_session *s = NULL;
     wm_st_file *f = NULL;
     int rc = 2;
+    size_t ni = 0, no = 0;
+    wm_tensor *in = NULL, *out = NULL, *first = NULL;
+    void **bufs = NULL;
+    wm_st_tensor *st = NULL;
     if (wm_session_new(argv[1], &o, &s, &err)) goto fail;
     if (wm_st_open(argv[2], NULL, &f, &err)) goto fail;
-    size_t ni = wm_session_n_inputs(s), no = wm_session_n_outputs(s);
-    wm_tensor *in = calloc(ni + 1, sizeof *in), *out = calloc(no + 1, sizeof *out), *first = calloc(no + 1, sizeof *first);
-    void **bufs = calloc(ni + no + 1, sizeof *bufs);
+    ni = wm_session_n_inputs(s), no = wm_session_n_outputs(s);
+    in = calloc(ni + 1, sizeof *in), out = calloc(no + 1, sizeof *out), first = calloc(no + 1, sizeof *first);
+    bufs = calloc(ni + no + 1, sizeof *bufs);
+    if (!in || !out || !first || !bufs) {
+        fprintf(stderr, "wm_run: out of memory\n");
+        goto fail_quiet;
+    }
     for (size_t i = 0; i < ni; i++) {
         const wm_io_info *io = wm_session_input(s, i);
         const wm_st_tensor *t = wm_st_find(f, io->name);
@@ -78,8 +86,8 @@ int main(int argc, char **argv) {
             }
         }
     }
-    wm_st_tensor *st = calloc(no + 1, sizeof *st);
-    for (size_t k = 0; k < no; k++) {
+    st = calloc(no + 1, sizeof *st);
+    for (size_t k = 0; k < no && st; k++) {
         st[k].name = wm_session_output(s, k)->name;
         st[k].dtype = st_of(first[k].dtype);
         st[k].rank = (size_t)first[k].rank;
@@ -88,7 +96,7 @@ int main(int argc, char **argv) {
         st[k].nbytes = wm_tensor_nbytes(&first[k]);
         st[k].numel = wm_tensor_numel(&first[k]);
     }
-    if (wm_st_write(argv[3], st, no, NULL, 0, &err)) goto fail;
+    if (!st || wm_st_write(argv[3], st, no, NULL, 0, &err)) goto fail;
     if (stats) {
         wm_session_stats ss;
         wm_session_get_stats(s, &ss);
@@ -97,12 +105,18 @@ int main(int argc, char **argv) {
                ss.n_nodes, ss.n_folded, ss.n_run_nodes, ss.n_plans, (unsigned long long)ss.arena_bytes,
                (unsigned long long)ss.naive_bytes, (unsigned long long)ss.run_allocs, ss.eager, wm_session_threads(s));
     }
-    wm_st_close(f);
-    wm_session_free(s);
-    return 0;
+    rc = 0;
+    goto done;
 fail:
-    fprintf(stderr, "wm_run: %s\n", err.msg);
+    fprintf(stderr, "wm_run: %s\n", err.msg[0] ? err.msg : "out of memory");
 fail_quiet:
+done:
+    for (size_t i = 0; bufs && i < ni + no; i++) free(bufs[i]);
+    free(bufs);
+    free(in);
+    free(out);
+    free(first);
+    free(st);
     wm_st_close(f);
     wm_session_free(s);
     return rc;
