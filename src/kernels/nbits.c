@@ -33,8 +33,9 @@ void wm_nbits_dequant_run(const wm_nbits_args *a, int64_t n, int64_t blk, int64_
     }
 }
 
-/* accuracy_level 4 (int8 activations) at every M; otherwise small M only (big M: fp32 panels + SGEMM) */
-int wm_nbits_use_q8(const wm_nbits_args *a) { return a->accuracy_level == 4; }
+/* accuracy_level 4 (int8 activations) below WM_NBITS_Q8_MAX_M rows; from there on the float32 panels + SGEMM
+ * are faster (accuracy_level is a minimum: float32 activations meet it) */
+int wm_nbits_use_q8(const wm_nbits_args *a) { return a->accuracy_level == 4 && a->M < WM_NBITS_Q8_MAX_M; }
 
 size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
     if (nth < 1) nth = 1;

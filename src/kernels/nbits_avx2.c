@@ -413,37 +413,75 @@ static float col_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
 
 /* ------------------------------------------------------------ large M: dequantizing packer */
 
+/* 32 dequantized weights of column n from k = g (a 32-aligned group), in K order, into w */
+static inline void deq32_b4(const wm_nbits_args *a, int64_t n, int64_t g, int64_t kb, int64_t colbytes, float *w) {
+    const int64_t bs = a->block_size;
+    const uint8_t *col = a->B + n * colbytes;
+    uint8_t buf[16];
+    const uint8_t *src = g / 2 + 16 <= colbytes ? col + g / 2 : tail16(col + g / 2, colbytes - g / 2, buf);
+    __m128i v = _mm_loadu_si128((const __m128i *)src), m = _mm_set1_epi8(0x0f);
+    __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+    __m128i e0 = _mm_unpacklo_epi8(lo, hi), e1 = _mm_unpackhi_epi8(lo, hi); /* K order */
+    int64_t bA = g / bs, bB = (g + 16) / bs < kb ? (g + 16) / bs : bA;
+    __m256 sA = _mm256_set1_ps(a->scales[n * kb + bA]), sB = _mm256_set1_ps(a->scales[n * kb + bB]);
+    __m256 zA = _mm256_set1_ps(-zp_of(a, n, bA, kb) * a->scales[n * kb + bA]);
+    __m256 zB = _mm256_set1_ps(-zp_of(a, n, bB, kb) * a->scales[n * kb + bB]);
+    _mm256_storeu_ps(w, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e0)), sA, zA));
+    _mm256_storeu_ps(w + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e0, 8))), sA, zA));
+    _mm256_storeu_ps(w + 16, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e1)), sB, zB));
+    _mm256_storeu_ps(w + 24, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e1, 8))), sB, zB));
+}
+
+/* rows r[0..7] (8 floats each) transposed: out[i] = (r[0][i], ..., r[7][i]) */
+static inline void tr8x8(__m256 *r) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* wm_bsrc packer for 4-bit codes: columns are dequantized 32 K values at a time, 8 columns together, and
+ * written into the [k][WM_NR] panel with 8x8 transposes (whole groups) or element by element (edges). */
 static void pack_nbits_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
     const wm_nbits_args *a = s->ctx;
     if (a->bits != 4 || a->zero_points_f) {
         wm_nbits_bsrc_pack(s, k0, kc, n0, nc, dst, pstride);
         return;
     }
-    int64_t kb = wm_nbits_kblocks(a), bs = a->block_size, colbytes = kb * bs / 2;
-    float w[32];
-    uint8_t buf[16];
+    int64_t kb = wm_nbits_kblocks(a), colbytes = kb * a->block_size / 2;
+    float w[8][32];
     for (int64_t p = 0; p * WM_NR < nc; p++) {
         float *d = dst + p * pstride;
         int64_t nv = nc - p * WM_NR < WM_NR ? nc - p * WM_NR : WM_NR;
         if (nv < WM_NR) memset(d, 0, (size_t)kc * WM_NR * sizeof(float));
-        for (int64_t j = 0; j < nv; j++) {
-            int64_t n = n0 + p * WM_NR + j;
-            const uint8_t *col = a->B + n * colbytes;
-            for (int64_t g = k0 & ~(int64_t)31; g < k0 + kc; g += 32) { /* dequantize 32, keep those in range */
-                const uint8_t *src = g / 2 + 16 <= colbytes ? col + g / 2 : tail16(col + g / 2, colbytes - g / 2, buf);
-                __m128i v = _mm_loadu_si128((const __m128i *)src), m = _mm_set1_epi8(0x0f);
-                __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-                __m128i e0 = _mm_unpacklo_epi8(lo, hi), e1 = _mm_unpackhi_epi8(lo, hi); /* K order */
-                int64_t bA = g / bs, bB = (g + 16) / bs < kb ? (g + 16) / bs : bA;
-                __m256 sA = _mm256_set1_ps(a->scales[n * kb + bA]), sB = _mm256_set1_ps(a->scales[n * kb + bB]);
-                __m256 zA = _mm256_set1_ps(-zp_of(a, n, bA, kb) * a->scales[n * kb + bA]);
-                __m256 zB = _mm256_set1_ps(-zp_of(a, n, bB, kb) * a->scales[n * kb + bB]);
-                _mm256_storeu_ps(w, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e0)), sA, zA));
-                _mm256_storeu_ps(w + 8, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e0, 8))), sA, zA));
-                _mm256_storeu_ps(w + 16, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(e1)), sB, zB));
-                _mm256_storeu_ps(w + 24, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(e1, 8))), sB, zB));
+        for (int64_t j0 = 0; j0 < nv; j0 += 8) {
+            int64_t nj = nv - j0 < 8 ? nv - j0 : 8;
+            for (int64_t g = k0 & ~(int64_t)31; g < k0 + kc; g += 32) {
+                for (int64_t j = 0; j < nj; j++) deq32_b4(a, n0 + p * WM_NR + j0 + j, g, kb, colbytes, w[j]);
+                if (nj == 8 && g >= k0 && g + 32 <= k0 + kc) {
+                    for (int q = 0; q < 4; q++) {
+                        __m256 r[8];
+                        for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(w[j] + 8 * q);
+                        tr8x8(r);
+                        for (int i = 0; i < 8; i++) _mm256_storeu_ps(d + (g - k0 + 8 * q + i) * WM_NR + j0, r[i]);
+                    }
+                    continue;
+                }
                 int64_t lo_k = g < k0 ? k0 : g, hi_k = g + 32 < k0 + kc ? g + 32 : k0 + kc;
-                for (int64_t k = lo_k; k < hi_k; k++) d[(k - k0) * WM_NR + j] = w[k - g];
+                for (int64_t j = 0; j < nj; j++)
+                    for (int64_t k = lo_k; k < hi_k; k++) d[(k - k0) * WM_NR + j0 + j] = w[j][k - g];
             }
         }
     }

@@ -4,7 +4,8 @@
 
 #include "kernels/kernels_impl.h"
 
-#define WM_NBITS_BIG_M 8 /* from this many rows on: dequantize panels + SGEMM micro-kernel */
+#define WM_NBITS_BIG_M 8     /* from this many rows on: dequantize panels + SGEMM micro-kernel */
+#define WM_NBITS_Q8_MAX_M 32 /* accuracy_level 4 keeps int8 activations below this many rows */
 
 typedef void (*wm_bsrc_fn)(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                            int64_t pstride);
