@@ -31,15 +31,6 @@ static const char *rope(wm_gb *b, const wm_model_ctx *c, const char *x) {
     return y;
 }
 
-/* k or v [B, kvh, T, hd] -> [B, nh, T, hd] by repeating each kv head nh/kvh times. */
-static const char *repeat_kv(wm_gb *b, const wm_arch *a, const char *x) {
-    static const int64_t ax2[] = {2};
-    int64_t rep[5] = {1, 1, a->nh / a->kvh, 1, 1}, shape[4] = {0, a->nh, -1, a->hd};
-    const char *u = gb_unsqueeze(b, x, ax2, 1);
-    const char *e = gb_op(b, "Expand", 2, u, gb_i64(b, rep, 5));
-    return gb_reshape(b, e, shape, 4);
-}
-
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {
     const wm_arch *a = c->a;
     char sc[160], sub[192];
@@ -101,22 +92,34 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
         gb_scope(b, "%s/v_cache", sc);
         v = gb_op_named(b, "Concat", name, 2, past, v);
         gb_attr_i(b, "axis", 2);
-        if (a->kvh != a->nh) {
-            gb_scope(b, "%s/repeat_kv", sc);
-            k = repeat_kv(b, a, k);
-            v = repeat_kv(b, a, v);
-        }
     }
+    /* Grouped KV heads: query heads go 5-D [B, kvh, nh/kvh, S, hd] and meet keys / values [B, kvh, 1, T, hd]
+     * through MatMul's batch broadcast, so the KV cache is never copied nh/kvh times (repeat_kv) per step. */
+    int grouped = cache && a->kvh != a->nh;
+    static const int64_t ax2[] = {2}, ax1[] = {1}, kt5[] = {0, 1, 2, 4, 3};
+    const char *bias = a->sliding && a->sliding[layer] ? c->bias_sliding : c->bias_full;
     gb_scope(b, "%s/sdpa", sc);
-    if (cache || a->pos == WM_POS_ROPE) k = gb_transpose(b, k, kt, 4);
+    if (grouped) {
+        int64_t q5[5] = {0, a->kvh, a->nh / a->kvh, -1, a->hd};
+        q = gb_reshape(b, q, q5, 5);
+        k = gb_transpose(b, gb_unsqueeze(b, k, ax2, 1), kt5, 5);
+        v = gb_unsqueeze(b, v, ax2, 1);
+        bias = gb_unsqueeze(b, bias, ax1, 1); /* [B, 1, S, T] -> [B, 1, 1, S, T] */
+    } else if (cache || a->pos == WM_POS_ROPE) {
+        k = gb_transpose(b, k, kt, 4);
+    }
     const char *s = gb_op(b, "MatMul", 2, q, k);
     double scale = a->scale_attn ? 1.0 / sqrt((double)a->hd) : 1.0;
     if (a->scale_by_layer) scale /= (double)(layer + 1);
     if (scale != 1.0) s = gb_op(b, "Mul", 2, s, gb_f32s(b, (float)scale));
-    s = gb_op(b, "Add", 2, s, a->sliding && a->sliding[layer] ? c->bias_sliding : c->bias_full);
+    s = gb_op(b, "Add", 2, s, bias);
     const char *p = gb_op(b, "Softmax", 1, s);
     gb_attr_i(b, "axis", -1);
     const char *o = gb_op(b, "MatMul", 2, p, v);
+    if (grouped) {
+        int64_t o4[4] = {0, a->nh, -1, a->hd};
+        o = gb_reshape(b, o, o4, 4);
+    }
     o = gb_transpose(b, o, bhsd, 4);
     int64_t os[3] = {0, 0, a->nh * a->hd};
     o = gb_reshape(b, o, os, 3);
