@@ -95,7 +95,8 @@ def winml_build(winml, ck, out, prec):
         r = json.load(open(recipe))
         r["quant"].update(rtn_block_size=32, symmetric=True, rtn_accuracy_level=4)
         json.dump(r, open(recipe, "w"), indent=2)
-    subprocess.run([winml, "build", "-m", ck, "-o", out, "-c", recipe, "-q", "--rebuild"], check=True)
+    subprocess.run([winml, "build", "-m", ck, "-o", out, "-c", recipe, "-q", "--rebuild"], check=True,
+                   stdout=subprocess.DEVNULL)
     return out
 
 
