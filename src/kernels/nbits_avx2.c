@@ -489,6 +489,10 @@ static void pack_nbits_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0
 
 /* ------------------------------------------------------------ entry */
 
+#ifndef WM_NBITS_PF
+#define WM_NBITS_PF 2048
+#endif
+
 void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
     if ((a->bits != 4 && a->bits != 8) || a->zero_points_f || a->block_size < 16) {
@@ -512,12 +516,18 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     /* Tiles: NB columns (their codes stay in L2) x MB rows (their activations stay in L1); within a
      * tile, column pairs share activation loads. A column's value does not depend on the tiling. */
     enum { NB = 128, MB = 16 };
+    const int64_t colbytes = wm_nbits_kblocks(a) * a->block_size * a->bits / 8;
     for (int64_t nb = n0; nb < n1; nb += NB) {
         int64_t ne = n1 - nb < NB ? n1 : nb + NB;
         for (int64_t m0 = 0; m0 < a->M; m0 += MB) {
             int64_t me = a->M - m0 < MB ? a->M : m0 + MB, n = nb;
             if (q8)
-                for (; n + 2 <= ne; n += 2)
+                for (; n + 2 <= ne; n += 2) {
+                    if (m0 == 0) { /* software prefetch ~4 KiB ahead: the hardware's stops at page ends */
+                        const char *pf = (const char *)a->B + n * colbytes + WM_NBITS_PF;
+                        const char *pe = (const char *)a->B + (a->N * colbytes);
+                        for (int64_t o = 0; o < 2 * colbytes && pf + o < pe; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+                    }
                     for (int64_t m = m0; m < me; m++) {
                         float o[2];
                         if (a->bits == 4) col2_q8_b4(a, &q, n, m, o);
@@ -525,6 +535,7 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
                         a->C[m * a->ldc + n] = o[0];
                         a->C[m * a->ldc + n + 1] = o[1];
                     }
+                }
             for (; n < ne; n++)
                 for (int64_t m = m0; m < me; m++) a->C[m * a->ldc + n] = col(a, &q, n, m);
         }
