@@ -24,8 +24,8 @@ static inline float hsum(__m256 v) {
  * 4 rows of B per pass: long contiguous reads of every row (few TLB misses, prefetcher friendly).
  * Per column the arithmetic is one FMA chain over k in order, whatever the chunking. */
 static void gemv_h_rows(int64_t K, const float *x, const uint16_t *B, int64_t ld, int64_t nc, float *y) {
-    for (int64_t j0 = 0; j0 < nc; j0 += 512) {
-        int64_t w = nc - j0 < 512 ? nc - j0 : 512, w8 = w & ~(int64_t)7;
+    for (int64_t j0 = 0; j0 < nc; j0 += 4096) {
+        int64_t w = nc - j0 < 4096 ? nc - j0 : 4096, w8 = w & ~(int64_t)7;
         float *yc = y + j0;
         memset(yc, 0, (size_t)w * sizeof(float));
         int64_t k = 0;
@@ -80,7 +80,14 @@ static void gemv_h_trans(int64_t K, const float *x, const uint16_t *B, int64_t l
         const uint16_t *b0 = B + n * ld, *b1 = b0 + ld, *b2 = b1 + ld, *b3 = b2 + ld;
         __m256 p0 = _mm256_setzero_ps(), q0 = p0, p1 = p0, q1 = p0, p2 = p0, q2 = p0, p3 = p0, q3 = p0;
         int64_t k = 0;
+        const uint16_t *pf = b0 + 4 * ld; /* the next 4 rows, prefetched as these are read */
         for (; k + 16 <= K; k += 16) {
+            if (n + 8 <= n1 && !(k & 31)) {
+                _mm_prefetch((const char *)(pf + k), _MM_HINT_T0);
+                _mm_prefetch((const char *)(pf + ld + k), _MM_HINT_T0);
+                _mm_prefetch((const char *)(pf + 2 * ld + k), _MM_HINT_T0);
+                _mm_prefetch((const char *)(pf + 3 * ld + k), _MM_HINT_T0);
+            }
             __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + k + 8);
             p0 = _mm256_fmadd_ps(x0, ld8h(b0 + k), p0);
             q0 = _mm256_fmadd_ps(x1, ld8h(b0 + k + 8), q0);

@@ -503,6 +503,28 @@ static void store_f(int32_t dt, void *p, int64_t i, double v) {
 
 static void bin_fgen(void *ctx, void *out, const void *const *in, const int64_t *step, int64_t n) {
     const fctx *c = ctx;
+    int op = c->s->op;
+    if (c->ta == WM_DT_FLOAT16 && c->tb == WM_DT_FLOAT16 && c->to == WM_DT_FLOAT16 && !c->s->cmp &&
+        (op == BOP_ADD || op == BOP_SUB || op == BOP_MUL || op == BOP_DIV ||
+         (op == BOP_POW && !step[1] && wm_f16_to_f32(((const uint16_t *)in[1])[0]) == 2.0f)) &&
+        step[0] <= 1 && step[1] <= 1) {
+        /* float16 + - * and x^2: exact in float32 for half inputs (products exactly, sums to within float32's
+         * rounding, far below half's), so widening, the float32 kernel and one rounding give the same halves;
+         * division is float32's quotient rounded to half, as onnxruntime computes it */
+        float xa[256], xb[256], xo[256];
+        const uint16_t *a = in[0], *b = in[1];
+        for (int64_t i0 = 0; i0 < n; i0 += 256) {
+            int64_t m = n - i0 < 256 ? n - i0 : 256;
+            if (step[0]) wm_convert(WM_DT_FLOAT16, a + i0, WM_DT_FLOAT, xa, (uint64_t)m);
+            else xa[0] = wm_f16_to_f32(a[0]);
+            if (step[1]) wm_convert(WM_DT_FLOAT16, b + i0, WM_DT_FLOAT, xb, (uint64_t)m);
+            else xb[0] = wm_f16_to_f32(b[0]);
+            const void *const fin[2] = {xa, xb};
+            bin_f32((void *)c->s, xo, fin, step, m);
+            wm_convert(WM_DT_FLOAT, xo, WM_DT_FLOAT16, (uint16_t *)out + i0, (uint64_t)m);
+        }
+        return;
+    }
     for (int64_t i = 0; i < n; i++)
         store_f(c->to, out, i, bin_f64_one(c->s->op, load_f(c->ta, in[0], i * step[0]), load_f(c->tb, in[1], i * step[1])));
 }
