@@ -32,7 +32,8 @@ static void help(int export_only) {
                "(onnxruntime-genai). The folder appears only when complete; an existing DIR is refused\n"
                "unless --rebuild. Stages: export (from the weights), optim (fusions at level extended),\n"
                "quant (-p fp16: weights and compute in half; int8: dynamic MatMulInteger; int4:\n"
-               "MatMulNBits, recipe quant.rtn_block_size, default 128), compile (reported as not run:\n"
+               "MatMulNBits, recipe quant.rtn_block_size (default 128) and rtn_accuracy_level (default 4:\n"
+               "int8 activations)), compile (reported as not run:\n"
                "the CPU engine needs no EP compile step).\n");
 }
 
