@@ -25,6 +25,8 @@
 typedef struct head_src {
     const char *x3;           /* [B, S, heads*H] projection */
     wm_onnx_node *rope;       /* RotaryEmbedding on the 4-D form, or NULL */
+    const char *norm4;        /* per-head norm output [B, S, heads, H] (Qwen3's q/k norm) the 3-D input is
+                                 remade from, or NULL */
     const char *past;         /* past cache graph input (Concat form), or NULL */
     const char *present;      /* the Concat output, or NULL */
     int64_t heads;
@@ -53,6 +55,18 @@ static int perm_is(const wm_onnx_node *t, const int64_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (v[i] != p[i]) return 0;
     return 1;
+}
+
+/* y when x = Unsqueeze(y, [2]) with y 4-D (the grouped-heads form's extra axis); else NULL. */
+static const char *squeeze_group_axis(const wm_pass_ctx *c, const char *x) {
+    wm_onnx_node *u = x ? wm_m_prod(c->g, x, "Unsqueeze") : NULL;
+    const char *y = u ? wm_opt_in(u, 0) : NULL;
+    if (!y || wm_shapes_rank(c->sh, y) != 4 || wm_shapes_rank(c->sh, x) != 5) return NULL;
+    const wm_tinfo *ty = wm_shapes_get(c->sh, y), *tx = wm_shapes_get(c->sh, x);
+    if (!(tx->dim[2].k == WM_SD_CONST && tx->dim[2].v == 1)) return NULL;
+    for (int i = 0; i < 4; i++)
+        if (!wm_sdim_eq(ty->dim[i], tx->dim[i < 2 ? i : i + 1])) return NULL;
+    return y;
 }
 
 /* x = y * c (c a scalar constant): returns y and multiplies *scale by c; else x itself. */
@@ -93,7 +107,13 @@ static int heads_of(const attn_match *a, const wm_pass_ctx *c, const char *x, he
         p = x ? wm_graph_producer(c->g, x) : NULL;
     }
     if (!wm_opt_is(p, "Transpose") || !perm_is(p, p0213, 4)) return 0;
-    hs->x3 = split_heads(a, c, wm_opt_in(p, 0), &hs->heads);
+    const char *x4 = wm_opt_in(p, 0);
+    wm_onnx_node *nm = x4 ? wm_m_prod(c->g, x4, "SimplifiedLayerNormalization") : NULL;
+    if (nm && (wm_opt_attr_i(nm, "axis", -1) == -1 || wm_opt_attr_i(nm, "axis", -1) == 3) && wm_opt_nuses(c->g, x4) == 1) {
+        hs->norm4 = x4; /* RMSNorm over each head: the fused node reads Reshape(norm output) */
+        x4 = wm_opt_in(nm, 0);
+    }
+    hs->x3 = split_heads(a, c, x4, &hs->heads);
     return hs->x3 != NULL;
 }
 
@@ -145,9 +165,14 @@ static const char *untranspose_k(const wm_pass_ctx *c, const char *kt, int *bsnh
 }
 
 /* The key side from Kt: fills a->k (heads, cache, rope) and a->kvN. */
-static int key_of(attn_match *a, const wm_pass_ctx *c, const char *kt, double *scale) {
-    int bsnh;
-    const char *kh = untranspose_k(c, unscale(c->g, kt, scale), &bsnh);
+static int key_of(attn_match *a, const wm_pass_ctx *c, const char *kt, double *scale, int grouped) {
+    int bsnh = 0;
+    const char *kh;
+    if (grouped) { /* Transpose(Unsqueeze(Kh, 2), 0,1,2,4,3) */
+        static const int64_t p01243[5] = {0, 1, 2, 4, 3};
+        wm_onnx_node *t = wm_m_prod(c->g, unscale(c->g, kt, scale), "Transpose");
+        kh = t && perm_is(t, p01243, 5) ? squeeze_group_axis(c, wm_opt_in(t, 0)) : NULL;
+    } else kh = untranspose_k(c, unscale(c->g, kt, scale), &bsnh);
     if (!kh) return 0;
     if (bsnh) { /* Transpose(Reshape(k3, [B,T,N,H]), 0,2,3,1): no cache, no rope */
         a->k.x3 = split_heads(a, c, kh, &a->k.heads);
@@ -176,7 +201,15 @@ static int match(const wm_pass_ctx *c, wm_onnx_node *sm, attn_match *a) {
     }
     wm_onnx_node *pv = wm_m_sole(g, p, "MatMul");
     if (!pv || strcmp(pv->input[0], p)) return 0;
-    wm_onnx_node *tr = wm_m_sole(g, pv->output[0], "Transpose");
+    /* grouped KV heads without repeat: [B, kvN, N/kvN, S, H] products, Reshape back to [B, N, S, H] */
+    const char *pvo = pv->output[0];
+    int grouped = wm_shapes_rank(c->sh, pvo) == 5;
+    if (grouped) {
+        wm_onnx_node *r = wm_m_sole(g, pvo, "Reshape");
+        if (!r || wm_shapes_rank(c->sh, r->output[0]) != 4) return 0;
+        pvo = r->output[0];
+    }
+    wm_onnx_node *tr = wm_m_sole(g, pvo, "Transpose");
     if (!tr || !perm_is(tr, p0213, 4) || wm_opt_is_graph_output(g, tr->output[0])) return 0;
     size_t nu;
     const wm_use *u = wm_graph_consumers(g, tr->output[0], &nu);
@@ -212,15 +245,25 @@ static int match(const wm_pass_ctx *c, wm_onnx_node *sm, attn_match *a) {
     } else qk = unscale(g, qk, &scale);
     wm_onnx_node *mm = wm_m_prod(g, qk, "MatMul");
     if (!mm) return 0;
-    const char *qh = unscale(g, mm->input[0], &scale);
+    const char *qh = unscale(g, mm->input[0], &scale), *q5 = NULL;
+    if (grouped) { /* Reshape(Qh, [B, kvN, N/kvN, S, H]) */
+        wm_onnx_node *r = wm_m_prod(g, qh, "Reshape");
+        q5 = qh;
+        qh = r ? unscale(g, wm_opt_in(r, 0), &scale) : NULL;
+        if (!qh || wm_shapes_rank(c->sh, qh) != 4) return 0;
+    }
     a->H = wm_shapes_dim(c->sh, qh, 3);
-    if (a->H <= 0 || !heads_of(a, c, qh, &a->q) || !key_of(a, c, mm->input[1], &scale)) return 0;
-    const char *vh = unrepeat(c, pv->input[1]);
-    if (!kv_of(a, c, vh, &a->v)) return 0;
+    if (a->H <= 0 || !heads_of(a, c, qh, &a->q) || !key_of(a, c, mm->input[1], &scale, grouped)) return 0;
+    const char *vh = grouped ? squeeze_group_axis(c, pv->input[1]) : unrepeat(c, pv->input[1]);
+    if (!vh || !kv_of(a, c, vh, &a->v)) return 0;
     a->N = a->q.heads;
     a->kvN = a->k.heads;
     a->scale = scale;
-    if (a->v.heads != a->kvN || a->N % a->kvN || a->v.rope) return 0;
+    if (a->v.heads != a->kvN || a->N % a->kvN || a->v.rope || a->v.norm4) return 0;
+    if (grouped && (wm_shapes_dim(c->sh, q5, 1) != a->kvN || wm_shapes_dim(c->sh, q5, 2) != a->N / a->kvN ||
+                    wm_shapes_dim(c->sh, q5, 4) != a->H || wm_shapes_dim(c->sh, pvo, 1) != a->N))
+        return 0;
+    if (grouped && a->mask && !(a->mask = squeeze_group_axis(c, a->mask))) return 0;
     if (!a->k.past != !a->v.past) return 0;
     if (a->k.rope && (!a->q.rope || strcmp(a->k.rope->input[2], a->q.rope->input[2]))) return 0;
     if (a->mask) {
@@ -235,8 +278,15 @@ static int match(const wm_pass_ctx *c, wm_onnx_node *sm, attn_match *a) {
 
 /* RotaryEmbedding on the 3-D projection: same caches and positions, num_heads given. */
 static const char *rope_3d(wm_pass_ctx *c, const head_src *hs) {
-    if (!hs->rope) return hs->x3;
-    const char *in[4] = {hs->x3, hs->rope->input[1], hs->rope->input[2], hs->rope->input[3]}, *out;
+    const char *x3 = hs->x3;
+    if (hs->norm4) { /* the normalized heads back to [B, S, heads*H] */
+        int64_t dims[3] = {0, 0, hs->heads * wm_shapes_dim(c->sh, hs->norm4, 3)};
+        const char *shp = wm_opt_const_i64(c->g, "heads_merged", dims, 3, 0, c->err);
+        const char *rin[2] = {hs->norm4, shp};
+        if (!shp || !(x3 = wm_opt_emit(c->g, "Reshape", NULL, rin, 2, c->err))) return NULL;
+    }
+    if (!hs->rope) return x3;
+    const char *in[4] = {x3, hs->rope->input[1], hs->rope->input[2], hs->rope->input[3]}, *out;
     wm_onnx_node *n = wm_opt_emit_node(c->g, "RotaryEmbedding", "com.microsoft", in, 4, &out, c->err);
     if (!n || wm_graph_set_attr_int(c->g, n, "interleaved", 0, c->err) ||
         wm_graph_set_attr_int(c->g, n, "num_heads", hs->heads, c->err))
@@ -278,7 +328,7 @@ static wm_status free_present(wm_pass_ctx *c, const head_src *hs) {
 
 /* Splits x3 = Add(MatMul out, b[D]) (one use, no rotary): the MatMul output and b; 0 otherwise. */
 static int proj_bias(const wm_pass_ctx *c, const head_src *hs, const char **mm, const char **b) {
-    wm_onnx_node *add = hs->rope ? NULL : wm_m_prod(c->g, hs->x3, "Add");
+    wm_onnx_node *add = hs->rope || hs->norm4 ? NULL : wm_m_prod(c->g, hs->x3, "Add");
     int64_t d = wm_shapes_dim(c->sh, hs->x3, -1);
     if (!add || wm_opt_nuses(c->g, hs->x3) != 1 || d <= 0) return 0;
     for (int k = 0; k < 2; k++) {
@@ -368,7 +418,7 @@ static const char *concat_columns(wm_pass_ctx *c, const char *const *names) {
 static int emit_packed(wm_pass_ctx *c, const attn_match *a, const char *q, const char *k, const char *v,
                        const char *qkvb) {
     wm_graph *g = c->g;
-    if (a->k.past || a->q.rope || a->k.rope) return 0;
+    if (a->k.past || a->q.rope || a->k.rope || a->q.norm4 || a->k.norm4) return 0;
     wm_onnx_node *mq = const_matmul(c, q), *mk = const_matmul(c, k), *mv = const_matmul(c, v);
     if (!mq || !mk || !mv || strcmp(mq->input[0], mk->input[0]) || strcmp(mq->input[0], mv->input[0])) return 0;
     const char *x = mq->input[0];

@@ -6,10 +6,12 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/error.h"
 #include "onnx/dtype.h"
 #include "opt/match.h"
+#include "opt/opt.h"
 
 int wm_m_reduces_last_axis(const wm_pass_ctx *c, const wm_onnx_node *r) {
     if (!wm_opt_is(r, "ReduceMean") || wm_opt_attr_i(r, "keepdims", 1) != 1) return 0;
@@ -296,4 +298,53 @@ static wm_status skipnorm_one(wm_pass_ctx *c, wm_onnx_node *ln) {
 wm_status wm_pass_skipnorm(wm_pass_ctx *c) {
     wm_status s = each_op(c, "LayerNormalization", skipnorm_one);
     return s ? s : each_op(c, "SimplifiedLayerNormalization", skipnorm_one);
+}
+
+/* ---------------------------------------------------------------- RMSNorm back to standard ops */
+
+/*
+ * The default-domain SimplifiedLayerNormalization nodes left after fusion
+ * (those no residual Add took into a com.microsoft SkipSimplifiedLayerNormalization)
+ * become x / Sqrt(ReduceMean(x*x, -1) + eps) * w again: below opset 23 the
+ * op is ONNX Runtime's alone and onnx.checker refuses it. Float32 graphs
+ * (the build runs this before precision conversion). *n receives the count.
+ */
+wm_status wm_opt_expand_rmsnorm(wm_graph *g, size_t *count, wm_error *err) {
+    size_t n;
+    *count = 0;
+    wm_onnx_node **v = wm_opt_snapshot(g, &n, err);
+    if (!v) return WM_ERR_NOMEM;
+    int64_t opset = wm_graph_opset(g, "");
+    wm_status s = WM_OK;
+    for (size_t i = 0; i < n && !s; i++) {
+        wm_onnx_node *ln = v[i];
+        if (!wm_opt_is(ln, "SimplifiedLayerNormalization") || ln->n_input < 2 || !wm_opt_out(ln, 0)) continue;
+        int64_t axis = wm_opt_attr_i(ln, "axis", -1);
+        float eps = wm_opt_attr_f(ln, "epsilon", 1e-5f);
+        const char *x = ln->input[0], *w = ln->input[1], *y = ln->output[0];
+        const char *sq_in[2] = {x, x};
+        const char *sq = wm_opt_emit(g, "Mul", NULL, sq_in, 2, err), *ms = NULL;
+        wm_onnx_node *rm = NULL;
+        if (sq && opset >= 18) {
+            const char *ax = wm_opt_const_i64(g, "rms_axes", &axis, 1, 0, err);
+            const char *rin[2] = {sq, ax};
+            rm = ax ? wm_opt_emit_node(g, "ReduceMean", NULL, rin, 2, &ms, err) : NULL;
+        } else if (sq) {
+            const char *rin[1] = {sq};
+            rm = wm_opt_emit_node(g, "ReduceMean", NULL, rin, 1, &ms, err);
+            if (rm && wm_graph_set_attr_ints(g, rm, "axes", &axis, 1, err)) rm = NULL;
+        }
+        const char *e = rm ? wm_opt_const_f32(g, "rms_eps", &eps, 1, 1, err) : NULL;
+        const char *ain[2] = {ms, e};
+        const char *sum = e ? wm_opt_emit(g, "Add", NULL, ain, 2, err) : NULL;
+        const char *qin[1] = {sum};
+        const char *rt = sum ? wm_opt_emit(g, "Sqrt", NULL, qin, 1, err) : NULL;
+        const char *din[2] = {x, rt};
+        const char *nx = rt ? wm_opt_emit(g, "Div", NULL, din, 2, err) : NULL;
+        const char *min[2] = {nx, w}, *out[1] = {y};
+        if (!nx || !wm_opt_replace(g, ln, "Mul", NULL, min, 2, out, 1, err)) s = err->status ? err->status : WM_ERR_NOMEM;
+        else (*count)++;
+    }
+    free(v);
+    return s ? s : *count ? wm_graph_topo_sort(g, err) : WM_OK;
 }

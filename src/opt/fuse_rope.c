@@ -60,6 +60,27 @@ static int is_rotate_half(const wm_pass_ctx *c, const char *name, const char *x,
 }
 
 /*
+ * angles = positions[..., 1] * freqs[H] with freqs a constant whose halves
+ * are equal (inv_freq stored already duplicated, as winml's export does):
+ * then every row of the angles has equal halves too.
+ */
+static int dup_freqs(const wm_pass_ctx *c, const char *angles) {
+    wm_onnx_node *m = angles ? wm_m_prod(c->g, angles, "Mul") : NULL;
+    for (int k = 0; m && m->n_input == 2 && k < 2; k++) {
+        const char *f = m->input[k], *x = m->input[1 - k];
+        wm_ct t;
+        if (!wm_opt_const(c->g, f, 1u << 16, &t)) continue;
+        int ok = t.rank >= 1 && t.dims[t.rank - 1] % 2 == 0 && wm_shapes_dim(c->sh, x, -1) == 1;
+        for (int d = 0; d < t.rank - 1; d++) ok = ok && t.dims[d] == 1;
+        int64_t h = ok ? t.dims[t.rank - 1] / 2 : 0;
+        for (int64_t i = 0; ok && i < h; i++) ok = wm_ct_getf(&t, (uint64_t)i) == wm_ct_getf(&t, (uint64_t)(i + h));
+        wm_ct_free(&t);
+        if (ok) return 1;
+    }
+    return 0;
+}
+
+/*
  * cos (or sin) as used by the product: the value itself [B|1, 1, S, H] or
  * [B|1, S, H]; checks it is Cos/Sin of Concat(f, f) (possibly scaled and
  * unsqueezed) so both halves are equal. Returns 1 when usable.
@@ -71,9 +92,11 @@ static int halves_equal(const wm_pass_ctx *c, const char *name, const char *trig
         if (!p) return 0;
         if (wm_opt_is(p, trig)) {
             wm_onnx_node *cat = wm_m_prod(c->g, wm_opt_in(p, 0), "Concat");
-            return cat && cat->n_input == 2 && !strcmp(cat->input[0], cat->input[1]) &&
-                   (wm_opt_attr_i(cat, "axis", 0) == -1 ||
-                    wm_opt_attr_i(cat, "axis", 0) == wm_shapes_rank(c->sh, cat->input[0]) - 1);
+            if (cat)
+                return cat->n_input == 2 && !strcmp(cat->input[0], cat->input[1]) &&
+                       (wm_opt_attr_i(cat, "axis", 0) == -1 ||
+                        wm_opt_attr_i(cat, "axis", 0) == wm_shapes_rank(c->sh, cat->input[0]) - 1);
+            return dup_freqs(c, wm_opt_in(p, 0));
         }
         if (wm_opt_is(p, "Unsqueeze") || wm_opt_is(p, "Cast") || wm_opt_is(p, "Identity")) v = wm_opt_in(p, 0);
         else if (wm_opt_is(p, "Mul")) { /* attention scaling by a scalar */
