@@ -24,6 +24,7 @@ static void fill_generic(wm_kernels *k) {
     k->nbits_gemm = wm_nbits_generic;
     k->igemm = wm_igemm_generic;
     wm_vmath_fill_generic(k);
+    wm_attn_rows_fill_generic(k);
 }
 
 static void init_tables(void) {
@@ -40,6 +41,7 @@ static void init_tables(void) {
         g_avx2.nbits_gemm = wm_nbits_avx2;
         g_avx2.igemm = wm_igemm_avx2;
         wm_vmath_fill_avx2(&g_avx2);
+        wm_attn_rows_fill_avx2(&g_avx2);
     }
     const char *env = getenv("WM_KERNELS");
     int force_generic = env && strcmp(env, "generic") == 0;

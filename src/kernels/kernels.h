@@ -242,6 +242,15 @@ typedef struct wm_kernels {
     /* y = x / sqrt(mean(x^2) + eps) * gamma (gamma may be NULL) */
     void (*rmsnorm_row)(int64_t n, float *y, const float *x, const float *gamma, float eps);
 
+    /* Attention for a few query rows (decode: the heads of one KV group) over n key/value rows:
+     *   attn_qk: s[r*lds + j] = scale * dot(q[r*ldq ..], k[j*ldk ..]) over d, r < m, j < n
+     *   attn_pv: o[r*ldo + c] = sum_j p[r*ldp + j] * v[j*ldv + c], c < d (o written, not accumulated)
+     * Each key/value row is read once per call whatever m; m <= 16 is the intended use. */
+    void (*attn_qk)(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
+                    float scale, float *s, int64_t lds);
+    void (*attn_pv)(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                    float *o, int64_t ldo);
+
     /* Conversions (round to nearest even; NaN stays NaN, overflow gives inf). */
     void (*f16_to_f32)(int64_t n, float *y, const uint16_t *x);
     void (*f32_to_f16)(int64_t n, uint16_t *y, const float *x);

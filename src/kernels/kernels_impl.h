@@ -90,6 +90,7 @@ void wm_hgemm_generic(const wm_hgemm_args *a, int ith, int nth);
 void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth);
 void wm_igemm_generic(const wm_igemm_args *a, int ith, int nth);
 void wm_vmath_fill_generic(wm_kernels *k);
+void wm_attn_rows_fill_generic(wm_kernels *k);
 
 /* AVX2 table entries (defined in *_avx2.c; call only when wm_kernels_avx2() is non-NULL) */
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth);
@@ -98,5 +99,6 @@ void wm_hgemm_avx2(const wm_hgemm_args *a, int ith, int nth);
 void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth);
 void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth);
 void wm_vmath_fill_avx2(wm_kernels *k);
+void wm_attn_rows_fill_avx2(wm_kernels *k);
 
 #endif

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "ops/gemm.h"
 
 typedef struct actx {
@@ -64,7 +65,7 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
         mrow = (const uint8_t *)a->mask + (size_t)(b * a->m_sb + h * a->m_sh + s * a->m_ss) * es;
     }
     int plain = !brow && !a->mask && !a->kv_lo && !a->kv_hi;
-    for (int64_t t = t0; t < t0 + n; t++) {
+    for (int64_t t = t0; t < t0 + n && (!plain || lo > t0 || hi < t0 + n); t++) {
         float *x = &row[t - t0];
         if (t < lo || t >= hi) {
             *x = -INFINITY;
@@ -78,6 +79,13 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
     /* softmax over [lo, hi); excluded keys get 0 */
     float m = -INFINITY, extra = a->sink ? a->sink[h] : 0.0f;
     int has_extra = a->sink || a->smooth;
+    if (!has_extra) { /* the kernel table's row softmax (vector exp) over the keys not excluded */
+        for (int64_t j = 0; j < n; j++)
+            if (t0 + j < lo || t0 + j >= hi) row[j] = 0.0f;
+        if (hi > lo) wm_kernels_get()->softmax_row(hi - lo, row + (lo - t0), row + (lo - t0), 1.0f, NULL);
+        if (a->qk && a->qk_mode == WM_QK_PROBS) store_qk(a, b, h, s, t0, row, n);
+        return;
+    }
     for (int64_t t = lo; t < hi; t++) m = row[t - t0] > m ? row[t - t0] : m;
     if (has_extra && extra > m) m = extra;
     double sum = has_extra ? exp((double)(extra - m)) : 0.0;
@@ -122,16 +130,19 @@ static void unit(const actx *c, int64_t u, float *sc, int ith) {
     }
     int64_t n = t1 - t0;
     float *o = a->o + b * a->o_sb + h0 * a->o_sh + s0 * a->o_ss;
-    if (n > 0) {
-        wm_gemm_args g1 = {m, n, a->dk, a->q + b * a->q_sb + h0 * a->q_sh + s0 * a->q_ss, qstep, 0,
-                           a->k + b * a->k_sb + g * a->k_sh + t0 * a->k_ss, a->k_ss, 1, sc, n, a->scale, 0};
+    const float *qp = a->q + b * a->q_sb + h0 * a->q_sh + s0 * a->q_ss, *kp = a->k + b * a->k_sb + g * a->k_sh + t0 * a->k_ss;
+    const float *vp = a->v + b * a->v_sb + g * a->v_sh + t0 * a->v_ss;
+    int few = m <= WM_ATTN_FEW_ROWS; /* decode: row kernels read each key/value row once, no packing */
+    if (n > 0 && few) wm_kernels_get()->attn_qk(m, n, a->dk, qp, qstep, kp, a->k_ss, a->scale, sc, n);
+    else if (n > 0) {
+        wm_gemm_args g1 = {m, n, a->dk, qp, qstep, 0, kp, a->k_ss, 1, sc, n, a->scale, 0};
         wm_sgemm_st(c->x, ith, &g1);
     }
     for (int64_t r = 0; r < m; r++)
         row_softmax(a, b, c->group ? h0 + r : h0, c->group ? 0 : s0 + r, t0, sc + r * n, n);
-    if (n > 0) {
-        wm_gemm_args g2 = {m, a->dv, n, sc, n, 0, a->v + b * a->v_sb + g * a->v_sh + t0 * a->v_ss, a->v_ss, 0,
-                           o, ostep, 1.0f, 0};
+    if (n > 0 && few) wm_kernels_get()->attn_pv(m, n, a->dv, sc, n, vp, a->v_ss, o, ostep);
+    else if (n > 0) {
+        wm_gemm_args g2 = {m, a->dv, n, sc, n, 0, vp, a->v_ss, 0, o, ostep, 1.0f, 0};
         wm_sgemm_st(c->x, ith, &g2);
     } else {
         for (int64_t r = 0; r < m; r++) memset(o + r * ostep, 0, (size_t)a->dv * sizeof *o);

@@ -9,7 +9,8 @@
  * present_key/present_value are (B, Nkv, max(total, Pbuf), H): the rows of
  * the past that are valid are copied, the new keys/values written after
  * them, every other row zero, so with a max-length past buffer the present
- * is that buffer updated in place (past_present_share_buffer layout).
+ * is that buffer updated in place (past_present_share_buffer layout): when
+ * present and past are the same memory, only the new rows are written.
  * First prompt (S == total, or S > 1 with batch 1 continuing a past): the
  * past length of entry b is 0 for a first prompt, else seqlens_k[b] + 1 - S.
  * Causal attention over keys [0, past_b + s] (local_window_size w > 0: only
@@ -191,13 +192,20 @@ static wm_status gqa_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
     int64_t qd = g.packed ? (Nq + 2 * Nkv) * H : Nq * H, kd = g.packed ? qd : Nkv * H;
     const float *q = in[I_Q]->data;
     const float *k = g.packed ? q + Nq * H : in[I_K]->data, *v = g.packed ? q + (Nq + Nkv) * H : in[I_V]->data;
-    /* present = valid past rows ++ new rows, zero elsewhere */
-    memset(pk, 0, (size_t)(B * Nkv * T * H) * sizeof(float));
-    memset(pv, 0, (size_t)(B * Nkv * T * H) * sizeof(float));
+    /* present = valid past rows ++ new rows, zero elsewhere; when present is the past's own buffer
+       (shared max-length cache, T == Pbuf) only the new rows are written */
+    int shared = wm_has_in(n, I_PK) && pk == (const float *)in[I_PK]->data && pv == (const float *)in[I_PV]->data;
+    if (!shared && wm_has_in(n, I_PK) && (pk == (const float *)in[I_PV]->data || pv == (const float *)in[I_PK]->data))
+        return wm_node_err(n, x->err, WM_ERR_INPUT, "present_key/present_value share memory with the other past tensor");
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Nkv; h++) {
             float *dk = pk + (b * Nkv + h) * T * H, *dv = pv + (b * Nkv + h) * T * H;
-            if (past[b]) {
+            if (!shared) {
+                size_t tail = (size_t)((T - kvn[b]) * H) * sizeof(float);
+                memset(dk + kvn[b] * H, 0, tail);
+                memset(dv + kvn[b] * H, 0, tail);
+            }
+            if (past[b] && !shared) {
                 memcpy(dk, (const float *)in[I_PK]->data + (b * Nkv + h) * g.Pbuf * H, (size_t)(past[b] * H) * sizeof(float));
                 memcpy(dv, (const float *)in[I_PV]->data + (b * Nkv + h) * g.Pbuf * H, (size_t)(past[b] * H) * sizeof(float));
             }
@@ -246,7 +254,8 @@ static wm_status gqa_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
 }
 
 static const wm_op ops[] = {
-    {"com.microsoft", "GroupQueryAttention", 1, 0, gqa_init, gqa_infer, gqa_run, gqa_workspace, 0, 1u << I_TOTAL},
+    {"com.microsoft", "GroupQueryAttention", 1, 0, gqa_init, gqa_infer, gqa_run, gqa_workspace, WM_OP_KV_INPLACE,
+     1u << I_TOTAL},
 };
 
 const wm_op_table wm_ops_gqa = {ops, sizeof ops / sizeof ops[0]};

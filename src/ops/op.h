@@ -47,6 +47,8 @@ enum {
     WM_OP_INPLACE = 1u << 1, /* output 0 may use input 0's buffer when input 0 dies here (same size) */
     WM_OP_NOFOLD = 1u << 2,  /* never evaluate ahead (random ops) */
     WM_OP_DIMS_ONLY = 1u << 3, /* run reads only the dims of its inputs (Shape, Size): evaluated ahead */
+    WM_OP_KV_INPLACE = 1u << 4, /* outputs 1, 2 (present K/V) may share memory with inputs 3, 4 (past K/V):
+                                   the run then appends in place (GroupQueryAttention's shared buffer) */
 };
 
 typedef struct wm_op {

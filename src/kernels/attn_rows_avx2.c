@@ -1,0 +1,119 @@
+/*
+ * attn_rows_avx2.c - attention for a few query rows (decode) with AVX2/FMA:
+ * attn_qk takes two query rows against four key rows at a time (8
+ * accumulators) streaming the keys once, in order, each block meeting every
+ * query row while it is in L1; attn_pv four query rows x 16 columns per
+ * pass over the value rows.
+ */
+#include <immintrin.h>
+
+#include "kernels/kernels_impl.h"
+
+static inline float hsum8(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* the four sums of a0..a3 as one vector */
+static inline __m128 hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+static float dot_tail(const float *a, const float *b, int64_t c0, int64_t d) {
+    float acc = 0.0f;
+    for (int64_t c = c0; c < d; c++) acc += a[c] * b[c];
+    return acc;
+}
+
+/* keys of one block: two query rows (qa, qb) against four key rows; d8 = d rounded down to 8 */
+static inline void qk_block4(const float *qa, const float *qb, const float *k0, int64_t ldk, int64_t d, int64_t d8,
+                             __m128 vs, float *sa, float *sb, int two) {
+    const float *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int64_t c = 0; c < d8; c += 8) {
+        __m256 x = _mm256_loadu_ps(qa + c), y = _mm256_loadu_ps(qb + c);
+        __m256 w0 = _mm256_loadu_ps(k0 + c), w1 = _mm256_loadu_ps(k1 + c);
+        __m256 w2 = _mm256_loadu_ps(k2 + c), w3 = _mm256_loadu_ps(k3 + c);
+        a0 = _mm256_fmadd_ps(x, w0, a0), b0 = _mm256_fmadd_ps(y, w0, b0);
+        a1 = _mm256_fmadd_ps(x, w1, a1), b1 = _mm256_fmadd_ps(y, w1, b1);
+        a2 = _mm256_fmadd_ps(x, w2, a2), b2 = _mm256_fmadd_ps(y, w2, b2);
+        a3 = _mm256_fmadd_ps(x, w3, a3), b3 = _mm256_fmadd_ps(y, w3, b3);
+    }
+    __m128 ra = hsum4x8(a0, a1, a2, a3), rb = hsum4x8(b0, b1, b2, b3);
+    if (d8 < d) {
+        ra = _mm_add_ps(ra, _mm_setr_ps(dot_tail(qa, k0, d8, d), dot_tail(qa, k1, d8, d), dot_tail(qa, k2, d8, d),
+                                        dot_tail(qa, k3, d8, d)));
+        rb = _mm_add_ps(rb, _mm_setr_ps(dot_tail(qb, k0, d8, d), dot_tail(qb, k1, d8, d), dot_tail(qb, k2, d8, d),
+                                        dot_tail(qb, k3, d8, d)));
+    }
+    _mm_storeu_ps(sa, _mm_mul_ps(ra, vs));
+    if (two) _mm_storeu_ps(sb, _mm_mul_ps(rb, vs));
+}
+
+/* Keys stream once, in order (the hardware prefetcher's case): each block of four key rows meets
+   every query row, two at a time, while it is in L1. */
+static void a_attn_qk(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
+                      float scale, float *s, int64_t lds) {
+    int64_t d8 = d & ~(int64_t)7, j = 0;
+    __m128 vs = _mm_set1_ps(scale);
+    for (; j + 4 <= n; j += 4)
+        for (int64_t r = 0; r < m; r += 2) {
+            int two = r + 1 < m;
+            const float *qa = q + r * ldq;
+            qk_block4(qa, two ? qa + ldq : qa, k + j * ldk, ldk, d, d8, vs, s + r * lds + j, s + (r + two) * lds + j, two);
+        }
+    for (; j < n; j++) {
+        const float *kj = k + j * ldk;
+        for (int64_t r = 0; r < m; r++) {
+            const float *qa = q + r * ldq;
+            __m256 a0 = _mm256_setzero_ps();
+            for (int64_t c = 0; c < d8; c += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + c), _mm256_loadu_ps(kj + c), a0);
+            s[r * lds + j] = scale * (hsum8(a0) + dot_tail(qa, kj, d8, d));
+        }
+    }
+}
+
+/* Four query rows x 16 output columns in registers per pass over the value rows (rows past m
+   repeat the last one, results dropped); the passes for later columns find the rows in L2. */
+static void a_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                      float *o, int64_t ldo) {
+    int64_t d16 = d & ~(int64_t)15;
+    for (int64_t r = 0; r < m; r += 4) {
+        int64_t mr = m - r < 4 ? m - r : 4;
+        const float *pr[4];
+        for (int i = 0; i < 4; i++) pr[i] = p + (r + (i < mr ? i : mr - 1)) * ldp;
+        for (int64_t c = 0; c < d16; c += 16) {
+            __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+                   c31 = c00;
+            const float *x = v + c;
+            for (int64_t j = 0; j < n; j++, x += ldv) {
+                __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), w;
+                w = _mm256_broadcast_ss(pr[0] + j), c00 = _mm256_fmadd_ps(w, v0, c00), c01 = _mm256_fmadd_ps(w, v1, c01);
+                w = _mm256_broadcast_ss(pr[1] + j), c10 = _mm256_fmadd_ps(w, v0, c10), c11 = _mm256_fmadd_ps(w, v1, c11);
+                w = _mm256_broadcast_ss(pr[2] + j), c20 = _mm256_fmadd_ps(w, v0, c20), c21 = _mm256_fmadd_ps(w, v1, c21);
+                w = _mm256_broadcast_ss(pr[3] + j), c30 = _mm256_fmadd_ps(w, v0, c30), c31 = _mm256_fmadd_ps(w, v1, c31);
+            }
+            __m256 acc[8] = {c00, c01, c10, c11, c20, c21, c30, c31};
+            for (int64_t i = 0; i < mr; i++) {
+                _mm256_storeu_ps(o + (r + i) * ldo + c, acc[2 * i]);
+                _mm256_storeu_ps(o + (r + i) * ldo + c + 8, acc[2 * i + 1]);
+            }
+        }
+        for (int64_t i = 0; i < mr && d16 < d; i++) { /* columns past the last 16 */
+            float *y = o + (r + i) * ldo;
+            for (int64_t c = d16; c < d; c++) {
+                float acc = 0.0f;
+                for (int64_t j = 0; j < n; j++) acc += pr[i][j] * v[j * ldv + c];
+                y[c] = acc;
+            }
+        }
+    }
+}
+
+void wm_attn_rows_fill_avx2(wm_kernels *k) {
+    k->attn_qk = a_attn_qk;
+    k->attn_pv = a_attn_pv;
+}
