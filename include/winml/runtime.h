@@ -92,6 +92,14 @@ wm_status wm_session_run(wm_session *s, const wm_tensor *inputs, size_t n_inputs
  */
 wm_status wm_session_value_of(const wm_session *s, const char *name, wm_tensor *out, wm_error *err);
 
+/*
+ * 1 when graph output out may be bound to the very buffer that feeds graph
+ * input in: in is read only by ops that update their past KV cache in
+ * place (WM_OP_KV_INPLACE, at the past slot matching the present slot that
+ * produces out). A causal LM then keeps one max-length cache and appends.
+ */
+int wm_session_kv_inplace(const wm_session *s, size_t in, size_t out);
+
 /* Number of values and the name of value i, in creation order (graph inputs, initializers, node outputs in topological order). */
 size_t wm_session_n_values(const wm_session *s);
 const char *wm_session_value_name(const wm_session *s, size_t i);

@@ -23,6 +23,7 @@ struct wm_clm {
     size_t kv_bytes;          /* one buffer: [1, KV, max_len, D] */
     void *kv[2][2 * MAX_LAYERS];
     int cur;                  /* buffer set holding the past */
+    int inplace;              /* every present may be bound over its past: one set, appended in place */
     wm_tensor *in, *out;
     wm_out_bind *bind;
     void *ids_buf, *mask_buf, *pos_buf;
@@ -106,7 +107,11 @@ wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_e
     }
     m->vocab = wm_inputs_index_range(m->s, (size_t)m->i_ids);
     m->kv_bytes = (size_t)(m->kv_heads * m->max_len * m->head_dim) * wm_dtype_size(m->kv_dtype);
-    for (int set = 0; set < 2; set++)
+    m->inplace = getenv("WM_KV_COPY") == NULL; /* WM_KV_COPY=1: the two-set form (for comparisons) */
+    for (int l = 0; l < m->layers && m->inplace; l++)
+        m->inplace = wm_session_kv_inplace(m->s, (size_t)m->i_pk[l], (size_t)m->o_pk[l]) &&
+                     wm_session_kv_inplace(m->s, (size_t)m->i_pv[l], (size_t)m->o_pv[l]);
+    for (int set = 0; set < (m->inplace ? 1 : 2); set++)
         for (int l = 0; l < 2 * m->layers; l++)
             if (!(m->kv[set][l] = aligned_alloc(64, (m->kv_bytes + 63) & ~(size_t)63))) goto nomem;
     m->in = calloc(m->n_in, sizeof *m->in);
@@ -145,6 +150,7 @@ void wm_clm_free(wm_clm *m) {
 int64_t wm_clm_vocab(const wm_clm *m) { return m->vocab; }
 int64_t wm_clm_length(const wm_clm *m) { return m->len; }
 int wm_clm_layers(const wm_clm *m) { return m->layers; }
+int wm_clm_inplace(const wm_clm *m) { return m->inplace; }
 const wm_session *wm_clm_session(const wm_clm *m) { return m->s; }
 void wm_clm_reset(wm_clm *m) { m->len = 0; }
 
@@ -186,10 +192,11 @@ wm_status wm_clm_append(wm_clm *m, const int32_t *ids, size_t n, const float **l
             wm_tensor *t = &m->in[kv ? m->i_pv[l] : m->i_pk[l]];
             t->dtype = m->kv_dtype;
             t->rank = 4;
-            t->dims[0] = 1, t->dims[1] = m->kv_heads, t->dims[2] = m->len, t->dims[3] = m->head_dim;
+            t->dims[0] = 1, t->dims[1] = m->kv_heads, t->dims[2] = m->inplace ? m->max_len : m->len;
+            t->dims[3] = m->head_dim;
             t->data = m->kv[m->cur][2 * l + kv];
             wm_out_bind *b = &m->bind[kv ? m->o_pv[l] : m->o_pk[l]];
-            b->data = m->kv[1 - m->cur][2 * l + kv];
+            b->data = m->kv[m->inplace ? m->cur : 1 - m->cur][2 * l + kv];
             b->capacity = m->kv_bytes;
         }
     wm_status st = wm_session_run_bound(m->s, m->in, m->n_in, m->out, m->n_out, m->bind, err);
@@ -216,7 +223,7 @@ wm_status wm_clm_append(wm_clm *m, const int32_t *ids, size_t n, const float **l
         }
         wm_convert(lg->dtype, lg->data, WM_DT_FLOAT, m->all, total_f);
     }
-    m->cur = 1 - m->cur;
+    if (!m->inplace) m->cur = 1 - m->cur;
     m->len = total;
     *logits = m->last;
     return WM_OK;

@@ -4,10 +4,14 @@
  *   inputs  input_ids [B, S], attention_mask [B, P+S] (optional),
  *           position_ids [B, S] (optional), past_key_values.N.key/.value [B, KV, P, D]
  *   outputs logits [B, S, V] (or [B, V]), present.N.key/.value [B, KV, P+S, D]
- * run as prefill and decode steps over a KV cache (batch 1). The cache is
- * two preallocated buffer sets of the maximum length: each step reads the
- * past from one set and the engine writes the present straight into the
- * other (bound outputs), so the runner itself never copies the cache.
+ * run as prefill and decode steps over a KV cache (batch 1), preallocated at
+ * the maximum length. When every past is read only by an op that appends in
+ * place (GroupQueryAttention, wm_session_kv_inplace), there is one buffer
+ * set: the past input spans the whole capacity, the present is bound to the
+ * same memory and each step writes only its new rows. Otherwise (a Concat
+ * graph) there are two sets: each step reads the past from one and the
+ * engine writes the present straight into the other (bound outputs), so the
+ * runner itself never copies the cache, though the graph's Concat does.
  */
 #ifndef WM_LLM_CAUSAL_LM_H
 #define WM_LLM_CAUSAL_LM_H
@@ -32,6 +36,7 @@ void wm_clm_free(wm_clm *m);
 int64_t wm_clm_vocab(const wm_clm *m);     /* known after the first step; from the embedding table before */
 int64_t wm_clm_length(const wm_clm *m);    /* tokens in the cache */
 int wm_clm_layers(const wm_clm *m);
+int wm_clm_inplace(const wm_clm *m);        /* 1: one cache appended in place (see above) */
 const wm_session *wm_clm_session(const wm_clm *m);
 
 /* Forgets the cache (a new sequence). */

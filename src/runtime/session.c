@@ -603,3 +603,25 @@ const char *wm_session_value_producer(const wm_session *s, const char *name, con
     if (op_type) *op_type = n->proto->op_type;
     return wm_node_label(n);
 }
+
+int wm_session_kv_inplace(const wm_session *s, size_t in, size_t out) {
+    if (in >= s->n_inputs || out >= s->n_outputs) return 0;
+    const char *iname = s->inputs[in].name, *oname = s->outputs[out].name;
+    int prod = s->vals[s->out_val[out]].producer, slot = -1, users = 0;
+    if (prod < 0 || !(s->nodes[prod].op->flags & WM_OP_KV_INPLACE)) return 0;
+    const wm_onnx_node *pp = s->nodes[prod].proto;
+    for (int k = 1; k <= 2; k++)
+        if ((size_t)k < pp->n_output && pp->output[k] && !strcmp(pp->output[k], oname)) slot = k + 2;
+    if (slot < 0 || (size_t)slot >= pp->n_input || !pp->input[slot] || strcmp(pp->input[slot], iname)) return 0;
+    for (size_t i = 0; i < s->n_nodes; i++) {
+        const wm_onnx_node *np = s->nodes[i].proto;
+        for (size_t k = 0; k < np->n_input; k++)
+            if (np->input[k] && !strcmp(np->input[k], iname)) {
+                if ((int)i != prod || (int)k != slot) return 0;
+                users++;
+            }
+    }
+    for (size_t o = 0; o < s->n_outputs; o++)
+        if (!strcmp(s->outputs[o].name, iname)) return 0;
+    return users == 1;
+}

@@ -1,7 +1,8 @@
 """`winml generate` (the CausalLM runner: prefill + decode steps over a KV cache kept in two bound
-buffer sets) against transformers' generate: greedy decoding must give the same tokens, token for
-token, for tiny random gpt2 / llama / qwen2 / qwen3 exported with their KV cache; sampling with a
-seed repeats; eos stops the loop."""
+buffer sets, or in one appended in place when GroupQueryAttention reads the past) against
+transformers' generate: greedy decoding must give the same tokens, token for token, for tiny random
+gpt2 / llama / qwen2 / qwen3 exported with their KV cache, and for the GroupQueryAttention-fused
+graphs; sampling with a seed repeats; eos stops the loop."""
 import copy
 import json
 import subprocess
@@ -105,3 +106,47 @@ def test_cache_overflow_is_a_clear_error(winml, decoder):
     r = subprocess.run([winml, "generate", "-m", str(path), "--ids", "1,2,3", "--max-new-tokens", "5",
                         "--max-length", "4"], capture_output=True, text=True)
     assert r.returncode == 2 and "max length" in r.stderr
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama", "qwen2", "qwen3"])
+def fused_decoder(request, tmp_path_factory, winml):
+    """`winml build` of a tiny checkpoint (default recipe: attention fused into GroupQueryAttention, whose past
+    the runner binds as one max-length cache that each step appends to in place)."""
+    import builder_util as BU
+    d = tmp_path_factory.mktemp(request.param + "_gqa")
+    m = BU.make_tiny(request.param, str(d / "hf"), seed=3)
+    r = subprocess.run([winml, "build", "-m", str(d / "hf"), "-o", str(d / "build"), "-q", "-f", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    optim = {st["name"]: st for st in json.loads(r.stdout)["stages"]}["optim"]
+    assert optim["ops"].get("GroupQueryAttention") == m.config.num_hidden_layers, optim["ops"]
+    return m, d / "build"
+
+
+def test_in_place_cache_greedy_matches_transformers(winml, fused_decoder, monkeypatch):
+    """The in-place cache (one buffer set) gives transformers' tokens, and the same tokens as the two-set form."""
+    m, path = fused_decoder
+    prompt = np.random.default_rng(5).integers(3, m.config.vocab_size, 9).tolist()
+    with torch.no_grad():
+        ref = m.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, 9, dtype=torch.long), max_new_tokens=40,
+                         min_new_tokens=40, do_sample=False, eos_token_id=None, pad_token_id=0)
+    want = ref[0, 9:].tolist()
+    assert generate(winml, path, prompt, "--max-new-tokens", "40")["ids"] == want
+    monkeypatch.setenv("WM_KV_COPY", "1")
+    assert generate(winml, path, prompt, "--max-new-tokens", "40")["ids"] == want
+    monkeypatch.delenv("WM_KV_COPY")
+    r = subprocess.run([winml, "perf", "-m", str(path), "--warmup", "1", "--iterations", "2", "--seq-len", "4",
+                        "--prompt-len", "8", "--gen-len", "4", "--llm-runs", "1", "--decode-at", "16", "-f", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    llm = json.loads(r.stdout)["llm"]
+    assert llm["kv_cache"] == "in_place" and llm["decode_at_context"][0]["decode_tokens_per_sec"] > 0
+
+
+def test_plain_export_uses_two_buffer_sets(winml, decoder):
+    m, path = decoder
+    r = subprocess.run([winml, "perf", "-m", str(path), "--warmup", "1", "--iterations", "2", "--seq-len", "4",
+                        "--prompt-len", "8", "--gen-len", "4", "--llm-runs", "1", "-f", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["llm"]["kv_cache"] == "double_buffer"
