@@ -114,7 +114,7 @@ static void ids_json(wm_json *j, const char *key, const wm_hf_ids *ids) {
 }
 
 /* onnxruntime-genai's runtime config for a decoder export. */
-static void genai_config(const wm_hf_checkpoint *ck, const wm_arch *a, wm_json *j) {
+static void genai_config(const wm_hf_checkpoint *ck, const wm_arch *a, int shared_kv, wm_json *j) {
     const wm_hf_config *c = &ck->config;
     const wm_hf_ids *eos = ck->has_gen && ck->gen.eos.n ? &ck->gen.eos : &c->eos;
     const wm_hf_ids *bos = ck->has_gen && ck->gen.bos.n ? &ck->gen.bos : &c->bos;
@@ -165,7 +165,7 @@ static void genai_config(const wm_hf_checkpoint *ck, const wm_arch *a, wm_json *
     wm_json_int(j, "no_repeat_ngram_size", 0);
     wm_json_int(j, "num_beams", 1);
     wm_json_int(j, "num_return_sequences", 1);
-    wm_json_bool(j, "past_present_share_buffer", 0);
+    wm_json_bool(j, "past_present_share_buffer", shared_kv);
     wm_json_num(j, "repetition_penalty",
                 ck->has_gen && !isnan(ck->gen.repetition_penalty) ? ck->gen.repetition_penalty : 1.0);
     wm_json_num(j, "temperature", ck->has_gen && !isnan(ck->gen.temperature) ? ck->gen.temperature : 1.0);
@@ -198,6 +198,7 @@ typedef struct build_ctx {
     wm_export_result ex;
     stage_rec stages[4];
     size_t n_stages;
+    int shared_kv; /* the optimized decoder uses GroupQueryAttention (genai_config past_present_share_buffer) */
     wm_error *err;
 } build_ctx;
 
@@ -245,13 +246,20 @@ static void record_graph(stage_rec *rec, const wm_graph *g) {
 
 /*
  * The recipe's optim flags name passes of src/opt: a flag set to false
- * disables its pass. The level is "extended": GroupQueryAttention (level
- * all) handles unpadded and right-padded batches only, and a build serves
- * any batch. Below opset 23 the RMSNorm fusion stays off: its
- * SimplifiedLayerNormalization lives in the default domain, which
- * onnxruntime accepts but onnx.checker refuses, and a build must stay
- * valid ONNX. The optimized model replaces model.onnx (written through
- * temporary names, so the mapped source stays valid until the rename).
+ * disables its pass. Decoders not converted to fp16 are optimized at level
+ * all: GroupQueryAttention, which appends to a max-length KV cache in
+ * place (ONNX Runtime GenAI's past_present_share_buffer, winml's causal LM
+ * runner) but serves unpadded and right-padded batches only, as ONNX
+ * Runtime GenAI's own decoders do; recipe "gqa": false keeps the graph's
+ * own mask (any padding). Other models (and fp16 decoders: winml's GQA
+ * kernel is float32; sliding-window decoders, whose mask GQA would drop)
+ * stop at level "extended". Below opset 23 the
+ * SimplifiedLayerNormalization nodes no residual Add absorbed are
+ * expanded back to standard ops: that op lives in the default domain,
+ * which onnxruntime accepts but onnx.checker refuses, and a build must
+ * stay valid ONNX. The optimized model replaces model.onnx (written
+ * through temporary names, so the mapped source stays valid until the
+ * rename).
  */
 static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     if (!b->recipe.has_optim) {
@@ -261,8 +269,10 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     }
     wm_opt_config c;
     wm_opt_config_default(&c);
-    c.level = WM_OPT_EXTENDED;
-    if (b->recipe.opset < 23) c.disable[c.n_disable++] = "rmsnorm";
+    /* a sliding-window mask is more than causal + padding: GroupQueryAttention would drop it */
+    int all = b->arch.kind == WM_DECODER && !(b->recipe.has_quant && b->recipe.precision == WM_PREC_FP16) &&
+              b->arch.window == 0;
+    c.level = all ? WM_OPT_ALL : WM_OPT_EXTENDED;
     for (size_t i = 0; i < b->recipe.n_optim; i++)
         if (!b->recipe.optim[i].value && wm_opt_pass_find(b->recipe.optim[i].name) && c.n_disable < WM_OPT_MAX_SWITCHES)
             c.disable[c.n_disable++] = b->recipe.optim[i].name;
@@ -272,6 +282,13 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     wm_status s = open_stage_model(b, &m, &g);
     size_t before = s ? 0 : wm_graph_proto(g)->n_node;
     if (!s) s = wm_opt_run(g, &c, &r, b->err);
+    size_t expanded = 0;
+    if (!s && b->recipe.opset < 23) s = wm_opt_expand_rmsnorm(g, &expanded, b->err);
+    if (!s) {
+        wm_onnx_graph *pg = wm_graph_proto(g);
+        for (size_t i = 0; i < pg->n_node; i++)
+            if (!strcmp(pg->node[i]->op_type, "GroupQueryAttention")) b->shared_kv = 1;
+    }
     if (!s) {
         char p[PATH_MAX + 64];
         wm_onnx_save_opts so;
@@ -283,8 +300,9 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     if (!s) {
         record_graph(rec, g);
         rec->status = ST_DONE;
-        snprintf(rec->reason, sizeof rec->reason, "%zu -> %zu nodes (level extended, %zu passes disabled)", before,
-                 rec->nodes, c.n_disable);
+        snprintf(rec->reason, sizeof rec->reason, "%zu -> %zu nodes (level %s, %zu passes disabled%s)", before,
+                 rec->nodes, all ? "all" : "extended", c.n_disable,
+                 b->shared_kv ? "; GroupQueryAttention: KV cache appended in place" : "");
         b->ex.model_sha[0] = b->ex.data_sha[0] = 0; /* the artifacts changed: hash them again */
     }
     wm_opt_report_free(&r);
@@ -554,7 +572,7 @@ static wm_status finish_files(build_ctx *b) {
     wm_json_free(&j);
     if (!s && b->arch.kind == WM_DECODER) {
         wm_json_init(&j);
-        genai_config(&b->ck, &b->arch, &j);
+        genai_config(&b->ck, &b->arch, b->shared_kv, &j);
         snprintf(p, sizeof p, "%s/genai_config.json", b->stage_dir);
         s = j.oom ? wm_err(b->err, WM_ERR_NOMEM, "out of memory") : write_text(p, wm_json_text(&j), b->err);
         wm_json_free(&j);

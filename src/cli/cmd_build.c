@@ -30,11 +30,13 @@ static void help(int export_only) {
                "resolved recipe), build_manifest.json (stages, times, node and op counts, parameter\n"
                "bytes, sha256 of every artifact), the tokenizer files, and for decoders genai_config.json\n"
                "(onnxruntime-genai). The folder appears only when complete; an existing DIR is refused\n"
-               "unless --rebuild. Stages: export (from the weights), optim (fusions at level extended),\n"
+               "unless --rebuild. Stages: export (from the weights), optim (fusions at level extended;\n"
+               "decoders not built in fp16 and without a sliding window at level all: GroupQueryAttention,\n"
+               "whose KV cache is appended in place, for unpadded or right-padded batches as in\n"
+               "onnxruntime-genai; recipe \"gqa\": false keeps the graph's own mask for left padding),\n"
                "quant (-p fp16: weights and compute in half; int8: dynamic MatMulInteger; int4:\n"
                "MatMulNBits, recipe quant.rtn_block_size (default 128) and rtn_accuracy_level (default 4:\n"
-               "int8 activations)), compile (reported as not run:\n"
-               "the CPU engine needs no EP compile step).\n");
+               "int8 activations)), compile (reported as not run: the CPU engine needs no EP compile step).\n");
 }
 
 static int run(int argc, char **argv, int export_only) {

@@ -152,29 +152,56 @@ def test_decoder_prefill_logits_and_present(kind, built_decoder, run_model):
         assert_close(out[f"present.{i}.value"][:, :, S - n:], v, vk, f"{kind} present.{i}.value")
 
 
-@pytest.mark.parametrize("kind", BU.TINY_DECODERS)
-def test_optimized_build_matches_transformers(kind, tiny, workdir, winml, run_model):
-    """`winml build` (export + optimize: fused norms, activations, attention where it applies) still gives
-    transformers' logits and present KV, padded batches included."""
-    ckpt, model = tiny(kind)
-    out = str(workdir / f"opt_{kind}")
+# decoders whose default build fuses attention into GroupQueryAttention (in-place KV cache): the others keep
+# their own attention (mistral: sliding window; phi3: partial rotary)
+GQA_KINDS = {"gpt2", "llama", "llama_bias", "qwen2", "qwen3"}
+
+
+def _opt_build(winml, ckpt, out, *extra):
     again = ["--rebuild"] if os.path.exists(out) else []
-    r = U.run([winml, "build", "-m", ckpt, "-o", out, "-q", "-f", "json", *again], timeout=300)
+    r = U.run([winml, "build", "-m", ckpt, "-o", out, "-q", "-f", "json", *extra, *again], timeout=300)
     assert r.returncode == 0, U.describe(r)
     stages = {st["name"]: st for st in json.loads(r.stdout)["stages"]}
     assert stages["optim"]["status"] == "done" and stages["optim"]["nodes"] < stages["export"]["nodes"]
     path = os.path.join(out, "model.onnx")
     onnx.checker.check_model(onnx.load(path), full_check=True)
-    rng = np.random.default_rng(7)
-    B, S = 3, 9
-    ids = BU.random_ids(rng, (B, S), model.config.vocab_size)
-    mask = masks(B, S, rng)
+    return path, stages["optim"]["ops"]
+
+
+def _check_against_transformers(model, path, run_model, mask, label):
+    B, S = mask.shape
+    ids = BU.random_ids(np.random.default_rng(7), (B, S), model.config.vocab_size)
     pos = positions(mask)
     with torch.no_grad():
         ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(pos),
                     use_cache=True)
     got = run_model(path, {"input_ids": ids, "attention_mask": mask, "position_ids": pos, **empty_past(model, B)})
-    assert_close(got["logits"], ref.logits.numpy(), mask.astype(bool), f"{kind} optimized logits")
+    assert_close(got["logits"], ref.logits.numpy(), mask.astype(bool), label)
+
+
+@pytest.mark.parametrize("kind", BU.TINY_DECODERS)
+def test_optimized_build_matches_transformers(kind, tiny, workdir, winml, run_model):
+    """`winml build` (export + optimize: fused norms, activations, rotary, GroupQueryAttention where it applies)
+    still gives transformers' logits on full and right-padded rows (what GroupQueryAttention serves, as in
+    onnxruntime-genai); with the recipe's "gqa": false the graph keeps its own mask and left padding works too."""
+    ckpt, model = tiny(kind)
+    path, ops = _opt_build(winml, ckpt, str(workdir / f"opt_{kind}"))
+    assert ("GroupQueryAttention" in ops) == (kind in GQA_KINDS), ops
+    gen = json.load(open(os.path.join(os.path.dirname(path), "genai_config.json")))
+    assert gen["search"]["past_present_share_buffer"] == (kind in GQA_KINDS)
+    rng = np.random.default_rng(7)
+    mask = masks(3, 9, rng)
+    rows = mask[:2] if kind in GQA_KINDS else mask  # row 2 is left-padded
+    _check_against_transformers(model, path, run_model, rows, f"{kind} optimized logits")
+    if kind in GQA_KINDS:
+        recipe = str(workdir / f"recipe_{kind}.json")
+        assert U.run([winml, "config", "-m", ckpt, "-o", recipe]).returncode == 0
+        r = json.load(open(recipe))
+        r["optim"]["gqa"] = False
+        json.dump(r, open(recipe, "w"))
+        path2, ops2 = _opt_build(winml, ckpt, str(workdir / f"opt_nogqa_{kind}"), "-c", recipe)
+        assert "GroupQueryAttention" not in ops2
+        _check_against_transformers(model, path2, run_model, mask, f"{kind} optimized (gqa off) logits")
 
 
 @pytest.mark.parametrize("kind", BU.TINY_ROPE)

@@ -170,7 +170,8 @@ def test_build_folder(tiny_ckpt, winml, tmp_path):
     assert dec["inputs"]["past_key_names"] == "past_key_values.%d.key"
     assert dec["outputs"]["present_value_names"] == "present.%d.value"
     assert g["model"]["eos_token_id"] == [7, 9] and g["search"]["top_k"] == 20
-    assert g["search"]["past_present_share_buffer"] is False
+    # the optimized decoder appends to its KV cache in place (GroupQueryAttention), as genai_config says
+    assert "GroupQueryAttention" in st["optim"]["ops"] and g["search"]["past_present_share_buffer"] is True
     # the resolved recipe rebuilds the same bytes
     out2 = tmp_path / "out2"
     r = U.run([winml, "build", "-m", tiny_ckpt, "-o", str(out2), "-c", str(out / "winml_build_config.json"), "-q"])
