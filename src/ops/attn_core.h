@@ -77,7 +77,7 @@ static inline void *wm_ws_take(wm_wsbump *w, size_t bytes) {
 }
 
 /* Query rows per unit of work. */
-#define WM_ATTN_QBLOCK 32
+#define WM_ATTN_QBLOCK 128
 /* units of at most this many query rows (decode) use the kernel table's attn_qk / attn_pv instead of GEMM */
 #define WM_ATTN_FEW_ROWS 8
 
