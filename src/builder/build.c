@@ -282,13 +282,7 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     wm_status s = open_stage_model(b, &m, &g);
     size_t before = s ? 0 : wm_graph_proto(g)->n_node;
     if (!s) s = wm_opt_run(g, &c, &r, b->err);
-    size_t expanded = 0;
-    if (!s && b->recipe.opset < 23) s = wm_opt_expand_rmsnorm(g, &expanded, b->err);
-    if (!s) {
-        wm_onnx_graph *pg = wm_graph_proto(g);
-        for (size_t i = 0; i < pg->n_node; i++)
-            if (!strcmp(pg->node[i]->op_type, "GroupQueryAttention")) b->shared_kv = 1;
-    }
+    if (!s && b->recipe.opset < 23) s = wm_opt_expand_rmsnorm(g, b->err);
     if (!s) {
         char p[PATH_MAX + 64];
         wm_onnx_save_opts so;
@@ -299,6 +293,8 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     }
     if (!s) {
         record_graph(rec, g);
+        for (size_t i = 0; i < rec->ops.n; i++)
+            if (!strcmp(rec->ops.items[i].op, "GroupQueryAttention")) b->shared_kv = 1;
         rec->status = ST_DONE;
         snprintf(rec->reason, sizeof rec->reason, "%zu -> %zu nodes (level %s, %zu passes disabled%s)", before,
                  rec->nodes, all ? "all" : "extended", c.n_disable,

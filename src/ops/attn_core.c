@@ -65,7 +65,8 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
         mrow = (const uint8_t *)a->mask + (size_t)(b * a->m_sb + h * a->m_sh + s * a->m_ss) * es;
     }
     int plain = !brow && !a->mask && !a->kv_lo && !a->kv_hi;
-    for (int64_t t = t0; t < t0 + n && (!plain || lo > t0 || hi < t0 + n); t++) {
+    int64_t t_end = plain && lo <= t0 && hi >= t0 + n ? t0 : t0 + n; /* nothing to mask or exclude: no pass */
+    for (int64_t t = t0; t < t_end; t++) {
         float *x = &row[t - t0];
         if (t < lo || t >= hi) {
             *x = -INFINITY;
@@ -133,14 +134,15 @@ static void unit(const actx *c, int64_t u, float *sc, int ith) {
     const float *qp = a->q + b * a->q_sb + h0 * a->q_sh + s0 * a->q_ss, *kp = a->k + b * a->k_sb + g * a->k_sh + t0 * a->k_ss;
     const float *vp = a->v + b * a->v_sb + g * a->v_sh + t0 * a->v_ss;
     int few = m <= WM_ATTN_FEW_ROWS; /* decode: row kernels read each key/value row once, no packing */
-    if (n > 0 && few) wm_kernels_get()->attn_qk(m, n, a->dk, qp, qstep, kp, a->k_ss, a->scale, sc, n);
+    const wm_kernels *K = wm_kernels_get();
+    if (n > 0 && few) K->attn_qk(m, n, a->dk, qp, qstep, kp, a->k_ss, a->scale, sc, n);
     else if (n > 0) {
         wm_gemm_args g1 = {m, n, a->dk, qp, qstep, 0, kp, a->k_ss, 1, sc, n, a->scale, 0};
         wm_sgemm_st(c->x, ith, &g1);
     }
     for (int64_t r = 0; r < m; r++)
         row_softmax(a, b, c->group ? h0 + r : h0, c->group ? 0 : s0 + r, t0, sc + r * n, n);
-    if (n > 0 && few) wm_kernels_get()->attn_pv(m, n, a->dv, sc, n, vp, a->v_ss, o, ostep);
+    if (n > 0 && few) K->attn_pv(m, n, a->dv, sc, n, vp, a->v_ss, o, ostep);
     else if (n > 0) {
         wm_gemm_args g2 = {m, a->dv, n, sc, n, 0, vp, a->v_ss, 0, o, ostep, 1.0f, 0};
         wm_sgemm_st(c->x, ith, &g2);

@@ -201,13 +201,13 @@ static wm_status gqa_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
         for (int64_t h = 0; h < Nkv; h++) {
             float *dk = pk + (b * Nkv + h) * T * H, *dv = pv + (b * Nkv + h) * T * H;
             if (!shared) {
-                size_t tail = (size_t)((T - kvn[b]) * H) * sizeof(float);
+                size_t tail = (size_t)((T - kvn[b]) * H) * sizeof(float), head = (size_t)(past[b] * H) * sizeof(float);
                 memset(dk + kvn[b] * H, 0, tail);
                 memset(dv + kvn[b] * H, 0, tail);
-            }
-            if (past[b] && !shared) {
-                memcpy(dk, (const float *)in[I_PK]->data + (b * Nkv + h) * g.Pbuf * H, (size_t)(past[b] * H) * sizeof(float));
-                memcpy(dv, (const float *)in[I_PV]->data + (b * Nkv + h) * g.Pbuf * H, (size_t)(past[b] * H) * sizeof(float));
+                if (head) {
+                    memcpy(dk, (const float *)in[I_PK]->data + (b * Nkv + h) * g.Pbuf * H, head);
+                    memcpy(dv, (const float *)in[I_PV]->data + (b * Nkv + h) * g.Pbuf * H, head);
+                }
             }
             for (int64_t s = 0; s < S; s++) {
                 float *rk = dk + (past[b] + s) * H;

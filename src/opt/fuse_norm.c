@@ -307,11 +307,10 @@ wm_status wm_pass_skipnorm(wm_pass_ctx *c) {
  * (those no residual Add took into a com.microsoft SkipSimplifiedLayerNormalization)
  * become x / Sqrt(ReduceMean(x*x, -1) + eps) * w again: below opset 23 the
  * op is ONNX Runtime's alone and onnx.checker refuses it. Float32 graphs
- * (the build runs this before precision conversion). *n receives the count.
+ * (the build runs this before precision conversion).
  */
-wm_status wm_opt_expand_rmsnorm(wm_graph *g, size_t *count, wm_error *err) {
-    size_t n;
-    *count = 0;
+wm_status wm_opt_expand_rmsnorm(wm_graph *g, wm_error *err) {
+    size_t n, count = 0;
     wm_onnx_node **v = wm_opt_snapshot(g, &n, err);
     if (!v) return WM_ERR_NOMEM;
     int64_t opset = wm_graph_opset(g, "");
@@ -343,8 +342,8 @@ wm_status wm_opt_expand_rmsnorm(wm_graph *g, size_t *count, wm_error *err) {
         const char *nx = rt ? wm_opt_emit(g, "Div", NULL, din, 2, err) : NULL;
         const char *min[2] = {nx, w}, *out[1] = {y};
         if (!nx || !wm_opt_replace(g, ln, "Mul", NULL, min, 2, out, 1, err)) s = err->status ? err->status : WM_ERR_NOMEM;
-        else (*count)++;
+        else count++;
     }
     free(v);
-    return s ? s : *count ? wm_graph_topo_sort(g, err) : WM_OK;
+    return s ? s : count ? wm_graph_topo_sort(g, err) : WM_OK;
 }

@@ -102,9 +102,9 @@ void wm_opt_report_json(const wm_opt_report *r, wm_json *j, const char *key);
 /*
  * Turns the default-domain SimplifiedLayerNormalization nodes of a float32
  * graph back into standard ops (for models below opset 23, where only ONNX
- * Runtime knows the op); *count receives how many.
+ * Runtime knows the op).
  */
-wm_status wm_opt_expand_rmsnorm(wm_graph *g, size_t *count, wm_error *err);
+wm_status wm_opt_expand_rmsnorm(wm_graph *g, wm_error *err);
 
 /* Runs one pass by name (tests, the build pipeline); *fired receives its count. */
 wm_status wm_opt_run_pass(wm_graph *g, const char *name, const wm_opt_config *c, size_t *fired, wm_error *err);
