@@ -77,6 +77,7 @@ int wm_cmd_sys(int argc, char **argv) {
     wm_json_arr(&j, "available");
     wm_json_str(&j, NULL, wm_kernels_generic()->name);
     if (wm_kernels_avx2()) wm_json_str(&j, NULL, wm_kernels_avx2()->name);
+    if (wm_kernels_avx512()) wm_json_str(&j, NULL, wm_kernels_avx512()->name);
     wm_json_arr_end(&j);
     wm_json_obj_end(&j);
     wm_json_arr(&j, "devices");

@@ -1,7 +1,7 @@
 /*
  * kernels.c - the dispatch tables: generic C, then AVX2+FMA+F16C upgrades,
- * selected once (pthread_once) from wm_cpu_detect; WM_KERNELS=generic forces
- * the generic table.
+ * then AVX-512 (F, BW, VL, VNNI) upgrades, selected once (pthread_once) from
+ * wm_cpu_detect; WM_KERNELS=generic or WM_KERNELS=avx2 caps the choice.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -10,8 +10,8 @@
 #include "core/cpu.h"
 #include "kernels/kernels_impl.h"
 
-static wm_kernels g_generic, g_avx2;
-static int g_have_avx2;
+static wm_kernels g_generic, g_avx2, g_avx512;
+static int g_have_avx2, g_have_avx512;
 static const wm_kernels *g_selected;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -22,6 +22,7 @@ static void fill_generic(wm_kernels *k) {
     k->sgemm_batch = wm_sgemm_batch_generic;
     k->hgemm = wm_hgemm_generic;
     k->nbits_gemm = wm_nbits_generic;
+    k->nbits_q8 = wm_nbits_q8_default;
     k->igemm = wm_igemm_generic;
     wm_vmath_fill_generic(k);
     wm_attn_rows_fill_generic(k);
@@ -35,6 +36,7 @@ static void init_tables(void) {
     if (g_have_avx2) {
         g_avx2 = g_generic; /* upgrades replace what has an AVX2 version */
         g_avx2.name = "avx2";
+        g_avx2.isa = 1;
         g_avx2.sgemm = wm_sgemm_avx2;
         g_avx2.sgemm_batch = wm_sgemm_batch_avx2;
         g_avx2.hgemm = wm_hgemm_avx2;
@@ -43,9 +45,17 @@ static void init_tables(void) {
         wm_vmath_fill_avx2(&g_avx2);
         wm_attn_rows_fill_avx2(&g_avx2);
     }
+    g_have_avx512 = g_have_avx2 && ci.avx512f && ci.avx512bw && ci.avx512vl && ci.avx512vnni;
+    if (g_have_avx512) {
+        g_avx512 = g_avx2;
+        g_avx512.name = "avx512";
+        g_avx512.isa = 2;
+        g_avx512.nbits_gemm = wm_nbits_avx512;
+        g_avx512.nbits_q8 = wm_nbits_q8_avx512;
+    }
     const char *env = getenv("WM_KERNELS");
-    int force_generic = env && strcmp(env, "generic") == 0;
-    g_selected = g_have_avx2 && !force_generic ? &g_avx2 : &g_generic;
+    int cap = !env ? 2 : strcmp(env, "generic") == 0 ? 0 : strcmp(env, "avx2") == 0 ? 1 : 2;
+    g_selected = g_have_avx512 && cap >= 2 ? &g_avx512 : g_have_avx2 && cap >= 1 ? &g_avx2 : &g_generic;
 }
 
 const wm_kernels *wm_kernels_get(void) {
@@ -61,4 +71,9 @@ const wm_kernels *wm_kernels_generic(void) {
 const wm_kernels *wm_kernels_avx2(void) {
     pthread_once(&g_once, init_tables);
     return g_have_avx2 ? &g_avx2 : NULL;
+}
+
+const wm_kernels *wm_kernels_avx512(void) {
+    pthread_once(&g_once, init_tables);
+    return g_have_avx512 ? &g_avx512 : NULL;
 }

@@ -211,13 +211,15 @@ size_t wm_igemm_workspace_size(const wm_igemm_args *a, int nth);
 /* ------------------------------------------------------- the dispatch table */
 
 typedef struct wm_kernels {
-    const char *name; /* "generic" or "avx2" */
+    const char *name; /* "generic", "avx2" or "avx512" */
+    int isa;          /* 0 generic, 1 AVX2+FMA+F16C, 2 that and AVX-512 F/BW/VL/VNNI */
 
     /* GEMM families (see the argument structs above) */
     void (*sgemm)(const wm_sgemm_args *a, int ith, int nth);
     void (*sgemm_batch)(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
     void (*hgemm)(const wm_hgemm_args *a, int ith, int nth);
     void (*nbits_gemm)(const wm_nbits_args *a, int ith, int nth);
+    int (*nbits_q8)(const wm_nbits_args *a); /* 1: nbits_gemm computes these args with int8 activations */
     void (*igemm)(const wm_igemm_args *a, int ith, int nth);
 
     /* Elementwise on contiguous arrays; y may equal x (in place). */
@@ -269,11 +271,14 @@ typedef struct wm_kernels {
     float (*reduce_max)(int64_t n, const float *x); /* -inf for n == 0 */
 } wm_kernels;
 
-/* The table for this CPU (WM_KERNELS=generic forces the generic one). Never NULL. */
+/* The table for this CPU: the AVX-512 one, else the AVX2 one, else the generic one (WM_KERNELS=generic or
+ * WM_KERNELS=avx2 caps it). Never NULL. */
 const wm_kernels *wm_kernels_get(void);
 /* The portable C table. Never NULL. */
 const wm_kernels *wm_kernels_generic(void);
 /* The AVX2+FMA+F16C table, or NULL when this CPU (or OS) lacks one of them. */
 const wm_kernels *wm_kernels_avx2(void);
+/* The AVX2 table with AVX-512 F/BW/VL/VNNI upgrades (MatMulNBits), or NULL when this CPU (or OS) lacks them. */
+const wm_kernels *wm_kernels_avx512(void);
 
 #endif

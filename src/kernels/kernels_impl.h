@@ -101,4 +101,9 @@ void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth);
 void wm_vmath_fill_avx2(wm_kernels *k);
 void wm_attn_rows_fill_avx2(wm_kernels *k);
 
+/* AVX-512 (F, BW, VL, VNNI) upgrades (defined in *_avx512.c; call only when wm_kernels_avx512() is non-NULL) */
+void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth);
+int wm_nbits_q8_avx512(const wm_nbits_args *a);
+int wm_nbits_q8_default(const wm_nbits_args *a);
+
 #endif

@@ -37,26 +37,49 @@ void wm_nbits_dequant_run(const wm_nbits_args *a, int64_t n, int64_t blk, int64_
  * are faster (accuracy_level is a minimum: float32 activations meet it) */
 int wm_nbits_use_q8(const wm_nbits_args *a) { return a->accuracy_level == 4 && a->M < WM_NBITS_Q8_MAX_M; }
 
+/* the tables' nbits_q8: the generic and AVX2 kernels; the AVX-512 one (int8 at every M where it applies) */
+int wm_nbits_q8_default(const wm_nbits_args *a) { return wm_nbits_use_q8(a); }
+int wm_nbits_q8_avx512(const wm_nbits_args *a) { return wm_nbits_vnni_ok(a) || wm_nbits_use_q8(a); }
+
+/* AVX-512 VNNI kernel (nbits_avx512.c): 4 bits, default zero point, int8 activations, block >= 32 */
+int wm_nbits_vnni_ok(const wm_nbits_args *a) {
+    return a->bits == 4 && a->accuracy_level == 4 && !a->zero_points && !a->zero_points_f && a->block_size >= 32 &&
+           !(a->block_size & (a->block_size - 1));
+}
+
+/* per-share q8 layout sizes: q rows padded to 512 (the VNNI kernels' 128-groups and 16-block super-groups of
+ * 32-element blocks), scale/sum rows padded so that 16 values can be read from any multiple of 16 blocks */
+static void q8_dims(const wm_nbits_args *a, int64_t *kb, int64_t *kp, int64_t *kbs) {
+    *kb = wm_nbits_kblocks(a);
+    *kp = WM_ALIGN_UP(*kb * a->block_size, 512);
+    *kbs = WM_ALIGN_UP(*kb, 16) + 16;
+}
+
 size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
     if (nth < 1) nth = 1;
+    size_t big = 0;
     if (a->M >= WM_NBITS_BIG_M && !wm_nbits_use_q8(a)) {
         wm_sgemm_args s = {0};
         s.M = a->M;
         s.N = a->N;
         s.K = a->K;
-        return wm_sgemm_workspace_size(&s, nth);
+        big = wm_sgemm_workspace_size(&s, nth);
+        if (!wm_nbits_vnni_ok(a)) return big; /* only the VNNI kernel quantizes A at this size */
     }
-    /* small M, per share: int8 path: codes [M][kp] + scales + sums; fp32 path: a copy of A [M][kp] */
-    int64_t kb = wm_nbits_kblocks(a), kp = WM_ALIGN_UP(kb * a->block_size, 64), kbs = WM_ALIGN_UP(kb, 8);
+    /* per share: int8 path: codes [M][kp] + scales + sums; fp32 path: a copy of A [M][kp] */
+    int64_t kb, kp, kbs;
+    q8_dims(a, &kb, &kp, &kbs);
     size_t m = (size_t)(a->M > 0 ? a->M : 0);
     size_t per = a->accuracy_level == 4 ? m * ((size_t)kp + (size_t)kbs * (sizeof(float) + sizeof(int32_t)))
                                         : m * (size_t)kp * sizeof(float);
-    return (WM_ALIGN_UP(per, 64) + 128) * (size_t)nth;
+    size_t small = (WM_ALIGN_UP(per, 64) + 128) * (size_t)nth;
+    return small > big ? small : big;
 }
 
 /* Slices of one share's small-M workspace (see wm_nbits_workspace_size); row m at q[m*kp], xf[m*kp]. */
 void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm_nbits_q8 *q) {
-    int64_t kb = wm_nbits_kblocks(a), kp = WM_ALIGN_UP(kb * a->block_size, 64), kbs = WM_ALIGN_UP(kb, 8);
+    int64_t kb, kp, kbs;
+    q8_dims(a, &kb, &kp, &kbs);
     char *w = wm_work_slice(work, wm_nbits_workspace_size(a, nth) / (size_t)nth, ith);
     q->kb = kb;
     q->kbs = kbs;

@@ -25,6 +25,7 @@ int64_t wm_nbits_kblocks(const wm_nbits_args *a);
 float wm_nbits_zp(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t kb);
 void wm_nbits_dequant_run(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t i0, int64_t len, float *w);
 int wm_nbits_use_q8(const wm_nbits_args *a);
+int wm_nbits_vnni_ok(const wm_nbits_args *a);
 void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm_nbits_q8 *q);
 void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q);
 void wm_nbits_bsrc_pack(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,

@@ -9,7 +9,7 @@ static int use_avx2(void) {
     static atomic_int v = -1; /* every thread computes the same value */
     int c = atomic_load_explicit(&v, memory_order_relaxed);
     if (c < 0) {
-        c = wm_kernels_avx2() != NULL && wm_kernels_get() == wm_kernels_avx2();
+        c = wm_kernels_get()->isa >= 1; /* the AVX2 table or one built on it */
         atomic_store_explicit(&v, c, memory_order_relaxed);
     }
     return c;

@@ -4,10 +4,11 @@
  *   wm_gemmbench peak  [--threads T]                 FMA throughput loop on T threads: GFLOP/s
  *   wm_gemmbench membw [--threads T] [--mb MB]       streaming sum over an MB buffer: GB/s
  *   wm_gemmbench sgemm M K N [--threads T] [--packed] [--transb] [--batch B]
- *   wm_gemmbench gemv TYPE K N [--threads T] [--block BS] [--cold-mb MB]
+ *   wm_gemmbench gemv TYPE K N [--threads T] [--block BS] [--cold-mb MB] [--rows M]
  *        TYPE: f32 (prepacked), f32t ([N,K]), f16 ([K,N]), f16t ([N,K]), q8 / q4 (MatMulNBits
  *        8 / 4 bit, fp32 activations), q8a / q4a (accuracy_level 4: int8 activations);
- *        --cold-mb cycles over enough weight copies to exceed MB (DRAM, not cache)
+ *        --cold-mb cycles over enough weight copies to exceed MB (DRAM, not cache); --rows M: M rows of
+ *        activations (q types only: prefill-sized MatMulNBits)
  *   wm_gemmbench igemm M K N [--threads T] [--packed]    (u8 x s8 MatMulInteger)
  * Common: --generic (generic table), --min-ms MS (default 300), --reps R (min runs, default 5).
  * Prints one JSON line: median_ms (wall), gflops, gbps (weight bytes / time), cpu_ms (median of the
@@ -26,7 +27,7 @@
 #include "runtime/pool.h"
 
 typedef struct opts {
-    int threads, packed, transb, generic, reps, block;
+    int threads, packed, transb, generic, reps, block, rows;
     int64_t batch;
     double min_ms, cold_mb, mb;
 } opts;
@@ -161,6 +162,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
         else if (!strcmp(a, "--min-ms") && i + 1 < argc) o.min_ms = atof(argv[++i]);
         else if (!strcmp(a, "--block") && i + 1 < argc) o.block = atoi(argv[++i]);
+        else if (!strcmp(a, "--rows") && i + 1 < argc) o.rows = atoi(argv[++i]);
         else if (!strcmp(a, "--batch") && i + 1 < argc) o.batch = atoll(argv[++i]);
         else if (!strcmp(a, "--cold-mb") && i + 1 < argc) o.cold_mb = atof(argv[++i]);
         else if (!strcmp(a, "--mb") && i + 1 < argc) o.mb = atof(argv[++i]);
@@ -235,8 +237,9 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "gemv")) {
         if (nd != 2 || !type) return usage();
         int64_t Kd = dims[0], N = dims[1];
-        float *A = xmalloc((size_t)Kd * 4), *C = xmalloc((size_t)N * 4);
-        for (int64_t i = 0; i < Kd; i++) A[i] = frand(&seed);
+        int64_t rows = o.rows > 1 ? o.rows : 1;
+        float *A = xmalloc((size_t)(rows * Kd) * 4), *C = xmalloc((size_t)(rows * N) * 4);
+        for (int64_t i = 0; i < rows * Kd; i++) A[i] = frand(&seed);
         size_t wbytes = 0;
         int64_t kb = (Kd + o.block - 1) / o.block;
         if (!strcmp(type, "f32") || !strcmp(type, "f32t")) {
@@ -298,7 +301,7 @@ int main(int argc, char **argv) {
             h->work = xmalloc(wm_hgemm_workspace_size(h, nth));
         } else {
             wm_nbits_args *q = &j->q;
-            q->M = 1;
+            q->M = rows;
             q->N = N;
             q->K = Kd;
             q->bits = type[1] - '0';
@@ -315,7 +318,7 @@ int main(int argc, char **argv) {
             q->work = xmalloc(wm_nbits_workspace_size(q, nth));
         }
         ms = time_job(pool, j, &o, nth, g_ncopies > 1 ? rotate : NULL, &runs);
-        flops = 2.0 * N * Kd;
+        flops = 2.0 * N * Kd * (j->kind == 3 ? (double)rows : 1.0);
         bytes = (double)wbytes;
     } else if (!strcmp(cmd, "igemm")) {
         if (nd != 3) return usage();

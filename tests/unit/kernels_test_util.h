@@ -23,6 +23,15 @@ static inline int kt_tables(const wm_kernels *out[2]) {
     return n;
 }
 
+/* kt_tables plus the AVX-512 table where this CPU has one (it upgrades only MatMulNBits); a line on stderr
+ * says when it is not run */
+static inline int kt_tables_nbits(const wm_kernels *out[3]) {
+    int n = kt_tables(out);
+    if (wm_kernels_avx512()) out[n++] = wm_kernels_avx512();
+    else fprintf(stderr, "nbits tests: no avx512 (F/BW/VL/VNNI) table on this CPU, its kernel is not run\n");
+    return n;
+}
+
 static inline uint32_t kt_next(uint32_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 17;

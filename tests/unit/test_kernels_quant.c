@@ -57,7 +57,7 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
     for (int i = 0; i < nth; i++) T->nbits_gemm(&a, i, nth);
     wm_nbits_args r = a;
     r.C = R;
-    int q8 = c->acc == 4 && c->M < 32; /* accuracy_level 4: int8 activations below 32 rows (WM_NBITS_Q8_MAX_M) */
+    int q8 = T->nbits_q8(&a); /* accuracy_level 4: int8 activations where the table's kernel uses them */
     if (q8) wm_ref_nbits_q8(&r);
     else wm_ref_nbits(&r);
     /* bound: |x| < 1, |w| <= 255 * 0.04 * 2; float accumulation over K */
@@ -85,10 +85,10 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
 
 static void test_nbits(void **state) {
     (void)state;
-    const wm_kernels *T[2];
-    int nt = kt_tables(T);
+    const wm_kernels *T[3];
+    int nt = kt_tables_nbits(T);
     static const int bss[] = {16, 32, 64, 128, 256};
-    static const int64_t mk[][3] = {{1, 37, 100}, {2, 19, 300}, {3, 17, 64}, {5, 33, 257}, {9, 21, 130}, {1, 16, 16}, {40, 29, 150}};
+    static const int64_t mk[][3] = {{1, 37, 100}, {2, 19, 300}, {3, 17, 64}, {5, 33, 257}, {9, 21, 130}, {1, 16, 16}, {40, 29, 150}, {37, 11, 700}};
     uint32_t seed = 1;
     for (int t = 0; t < nt; t++)
         for (int bits = 2; bits <= 8; bits *= 2)
@@ -104,8 +104,8 @@ static void test_nbits(void **state) {
 
 static void test_nbits_edges_and_determinism(void **state) {
     (void)state;
-    const wm_kernels *T[2];
-    int nt = kt_tables(T);
+    const wm_kernels *T[3];
+    int nt = kt_tables_nbits(T);
     for (int t = 0; t < nt; t++) {
         nb_case z[] = {{0, 5, 32, 4, 32, 0, 0}, {3, 0, 32, 4, 32, 4, 0}, {2, 3, 1, 4, 16, 4, 1}, {1, 3, 1, 8, 16, 0, 1}};
         for (size_t i = 0; i < sizeof z / sizeof z[0]; i++) run_nbits(T[t], &z[i], 2, 5, NULL);

@@ -1,0 +1,276 @@
+/*
+ * nbits_avx512.c - MatMulNBits with AVX-512 VNNI: 4-bit codes with the default
+ * zero point (symmetric RTN, no zero_points input), block size >= 32, int8
+ * activations (accuracy_level 4), for every M (decode and prefill). Anything
+ * else goes to the AVX2 kernel.
+ *
+ * Activations: each share quantizes all rows of A per block (amax / 127, RNE,
+ * as wm_ref_nbits_q8) and keeps per row and block the scale and the
+ * correction -zp * sum(q). The dot is vpdpbusd (u8 codes x s8 activations,
+ * exact int32); the accumulator starts from the corrections, so a block's
+ * lanes add up to sum (code - zp) * q, scaled by sa * sw of the block in fp32.
+ *
+ * Block 32 ("super-groups"): 16 blocks (256 code bytes per column) at a time,
+ * lane L = block L. The four 64-byte loads of a column are transposed with
+ * eight two-source dword permutes so that vector t holds dword t (elements
+ * 8t..8t+7) of every block; its low nibbles meet the activations' even
+ * elements and its high nibbles the odd ones. A lane sums a whole block, so the
+ * float fold (convert, scale, add) comes once per 512 elements instead of once
+ * per 128. Activation layout per super-group: 8 vectors (t, low/high), lane L
+ * byte u = element 8t + 2u (+1 for high) of block L.
+ * Larger blocks ("groups"): 128 elements at a time in the codes' own order
+ * (per 128 elements the 64 even ones, then the 64 odd ones), lane L = elements
+ * 8L..8L+7, so a block covers bs/8 lanes; the fold comes once per 128.
+ * Tiles of up to 4 rows x 4 columns: the codes of 4 columns meet every row
+ * quad of A (in L2) before the next column quad.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+#include "kernels/nbits_impl.h"
+
+/* row m of A quantized into q (see the file comment); q->sum holds -zp * sum(q) */
+static void quant_row(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m) {
+    const int64_t bs = a->block_size;
+    const float *x = a->A + m * a->lda;
+    int8_t *d = q->q + m * q->kp;
+    float *sc = q->scale + m * q->kbs;
+    int32_t *cr = q->sum + m * q->kbs;
+    memset(d, 0, (size_t)q->kp);
+    memset(sc, 0, (size_t)q->kbs * sizeof *sc);
+    memset(cr, 0, (size_t)q->kbs * sizeof *cr);
+    const __m128i evod = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m512i lim = _mm512_set1_epi32(127);
+    for (int64_t b = 0; b < q->kb; b++) {
+        int64_t k0 = b * bs, len = a->K - k0 < bs ? a->K - k0 : bs;
+        __m512 vmax = _mm512_setzero_ps();
+        for (int64_t i = 0; i < len; i += 16) {
+            __mmask16 mk = len - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - i)) - 1);
+            vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_maskz_loadu_ps(mk, x + k0 + i)));
+        }
+        float amax = _mm512_reduce_max_ps(vmax);
+        __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        __m512i vsum = _mm512_setzero_si512();
+        for (int64_t i = 0; i < len; i += 16) {
+            __mmask16 mk = len - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - i)) - 1);
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + k0 + i), inv)); /* RNE */
+            v = _mm512_max_epi32(_mm512_min_epi32(v, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+            vsum = _mm512_add_epi32(vsum, v);
+            __m128i by = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(v), evod); /* 8 evens, then 8 odds */
+            int64_t e = k0 + i, g = e & ~(int64_t)127, off = (e & 127) >> 1;
+            _mm_storel_epi64((__m128i *)(d + g + off), by);
+            _mm_storel_epi64((__m128i *)(d + g + 64 + off), _mm_srli_si128(by, 8));
+        }
+        sc[b] = amax / 127.0f;
+        cr[b] = -(1 << (a->bits - 1)) * _mm512_reduce_add_epi32(vsum);
+    }
+}
+
+/* block 32: row m of A quantized into the super-group layout (see the file comment) */
+static void quant_row_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m) {
+    const float *x = a->A + m * a->lda;
+    int8_t *d = q->q + m * q->kp;
+    float *sc = q->scale + m * q->kbs;
+    int32_t *cr = q->sum + m * q->kbs;
+    memset(d, 0, (size_t)q->kp);
+    memset(sc, 0, (size_t)q->kbs * sizeof *sc);
+    memset(cr, 0, (size_t)q->kbs * sizeof *cr);
+    const __m128i evod = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+    for (int64_t b = 0; b < q->kb; b++) {
+        int64_t k0 = b * 32, len = a->K - k0 < 32 ? a->K - k0 : 32;
+        __mmask16 m0 = len >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << len) - 1);
+        __mmask16 m1 = len >= 32 ? (__mmask16)0xffff : len > 16 ? (__mmask16)((1u << (len - 16)) - 1) : 0;
+        __m512 v0 = _mm512_maskz_loadu_ps(m0, x + k0), v1 = _mm512_maskz_loadu_ps(m1, x + k0 + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+        __m512i q0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v0, inv)), lim), nlim); /* RNE */
+        __m512i q1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, inv)), lim), nlim);
+        int32_t dw[8]; /* dword 2t + h: elements 8t + 2u + h, u = 0..3 */
+        _mm_storeu_si128((__m128i *)dw, _mm_shuffle_epi8(_mm512_cvtepi32_epi8(q0), evod));
+        _mm_storeu_si128((__m128i *)(dw + 4), _mm_shuffle_epi8(_mm512_cvtepi32_epi8(q1), evod));
+        int8_t *base = d + (b >> 4) * 512 + 4 * (b & 15);
+        for (int v = 0; v < 8; v++) memcpy(base + 64 * v, &dw[v], 4);
+        sc[b] = amax / 127.0f;
+        cr[b] = -8 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+}
+
+/* block 32: an mr x nr tile (see the file comment) */
+static inline __attribute__((always_inline)) void tile_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0,
+                                                            const int mr, int64_t n0, const int nr, int pf) {
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    const __m512i IA = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+    const __m512i IB = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    const __m512i J0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i J1 = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const int64_t kb = q->kb, colbytes = kb * 16, ns = (kb + 15) / 16;
+    __m512 acc[4][4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+        #pragma GCC unroll 4
+        for (int j = 0; j < nr; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ns; g++) {
+        int64_t b0 = g * 16, off = g * 256;
+        __mmask16 smk = kb - b0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (kb - b0)) - 1);
+        __m512 sa[4];
+        __m512i cr[4];
+        #pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            sa[i] = _mm512_loadu_ps(q->scale + (m0 + i) * q->kbs + b0);
+            cr[i] = _mm512_loadu_si512(q->sum + (m0 + i) * q->kbs + b0);
+        }
+        #pragma GCC unroll 4
+        for (int j = 0; j < nr; j++) {
+            const uint8_t *p = a->B + (n0 + j) * colbytes + off;
+            if (pf) {
+                _mm_prefetch((const char *)(p + 4 * colbytes), _MM_HINT_T0);
+                _mm_prefetch((const char *)(p + 4 * colbytes + 64), _MM_HINT_T0);
+                _mm_prefetch((const char *)(p + 4 * colbytes + 128), _MM_HINT_T0);
+                _mm_prefetch((const char *)(p + 4 * colbytes + 192), _MM_HINT_T0);
+            }
+            __m512i v[4];
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                int64_t o = off + 64 * k, left = colbytes - o;
+                v[k] = left >= 64 ? _mm512_loadu_si512(p + 64 * k)
+                       : left > 0 ? _mm512_maskz_loadu_epi8(((__mmask64)1 << left) - 1, p + 64 * k)
+                                  : _mm512_setzero_si512();
+            }
+            __m512i pa = _mm512_permutex2var_epi32(v[0], IA, v[1]), pb = _mm512_permutex2var_epi32(v[0], IB, v[1]);
+            __m512i qa = _mm512_permutex2var_epi32(v[2], IA, v[3]), qb = _mm512_permutex2var_epi32(v[2], IB, v[3]);
+            __m512i o4[4] = {_mm512_permutex2var_epi32(pa, J0, qa), _mm512_permutex2var_epi32(pa, J1, qa),
+                             _mm512_permutex2var_epi32(pb, J0, qb), _mm512_permutex2var_epi32(pb, J1, qb)};
+            __m512i lo[4], hi[4];
+            #pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) {
+                lo[t] = _mm512_and_si512(o4[t], nib);
+                hi[t] = _mm512_and_si512(_mm512_srli_epi16(o4[t], 4), nib);
+            }
+            __m512 sw = _mm512_maskz_loadu_ps(smk, a->scales + (n0 + j) * kb + b0);
+            #pragma GCC unroll 4
+            for (int i = 0; i < mr; i++) {
+                const int8_t *x = q->q + (m0 + i) * q->kp + g * 512;
+                __m512i s = cr[i];
+                #pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) {
+                    s = _mm512_dpbusd_epi32(s, lo[t], _mm512_loadu_si512(x + 128 * t));
+                    s = _mm512_dpbusd_epi32(s, hi[t], _mm512_loadu_si512(x + 128 * t + 64));
+                }
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sa[i], sw), acc[i][j]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+        #pragma GCC unroll 4
+        for (int j = 0; j < nr; j++) a->C[(m0 + i) * a->ldc + n0 + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+/* per-call constants of the group kernel: lane -> block of the lane's 8 elements within a 128-group */
+typedef struct vctx {
+    int64_t kb, colbytes, ng, bpg; /* blocks, bytes per column, 128-groups, blocks per group (0: bs > 128) */
+    __m512i idx;                   /* lane L -> 8L / bs (0 when bs >= 128) */
+    __mmask16 first;               /* lanes that start a block (bs <= 128) */
+} vctx;
+
+static inline __attribute__((always_inline)) void tile(const wm_nbits_args *a, const wm_nbits_q8 *q, const vctx *t,
+                                                       int64_t m0, const int mr, int64_t n0, const int nr, int pf) {
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    __m512 acc[4][4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+        #pragma GCC unroll 4
+        for (int j = 0; j < nr; j++) acc[i][j] = _mm512_setzero_ps();
+    const uint8_t *col = a->B + n0 * t->colbytes;
+    const float *scw = a->scales + n0 * t->kb;
+    for (int64_t g = 0; g < t->ng; g++) {
+        int64_t b0 = t->bpg ? g * t->bpg : g * 128 / a->block_size, off = g * 64;
+        __mmask16 first = t->bpg ? t->first : (__mmask16)((g * 128) % a->block_size == 0);
+        __mmask16 smk = t->kb - b0 >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (t->kb - b0)) - 1);
+        __mmask64 cmk = t->colbytes - off >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (t->colbytes - off)) - 1);
+        __m512i lo[4], hi[4];
+        __m512 sw[4];
+        #pragma GCC unroll 4
+        for (int j = 0; j < nr; j++) {
+            const uint8_t *p = col + j * t->colbytes + off;
+            if (pf) _mm_prefetch((const char *)(p + 4 * t->colbytes), _MM_HINT_T0);
+            __m512i c = _mm512_maskz_loadu_epi8(cmk, p);
+            lo[j] = _mm512_and_si512(c, nib);
+            hi[j] = _mm512_and_si512(_mm512_srli_epi16(c, 4), nib);
+            sw[j] = _mm512_permutexvar_ps(t->idx, _mm512_maskz_loadu_ps(smk, scw + j * t->kb + b0));
+        }
+        #pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            const int8_t *x = q->q + (m0 + i) * q->kp + g * 128;
+            __m512 sa = _mm512_permutexvar_ps(t->idx, _mm512_loadu_ps(q->scale + (m0 + i) * q->kbs + b0));
+            __m512i cr = _mm512_maskz_permutexvar_epi32(first, t->idx, _mm512_loadu_si512(q->sum + (m0 + i) * q->kbs + b0));
+            __m512i xe = _mm512_loadu_si512(x), xo = _mm512_loadu_si512(x + 64);
+            #pragma GCC unroll 4
+            for (int j = 0; j < nr; j++) {
+                __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(cr, lo[j], xe), hi[j], xo);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sa, sw[j]), acc[i][j]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+        #pragma GCC unroll 4
+        for (int j = 0; j < nr; j++) a->C[(m0 + i) * a->ldc + n0 + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+#define WM_TILE_CASE(MR, NR)                                                                                           \
+    case (MR) * 8 + (NR):                                                                                              \
+        if (t) tile(a, q, t, m0, MR, n0, NR, pf);                                                                      \
+        else tile_sg32(a, q, m0, MR, n0, NR, pf);                                                                      \
+        break
+/* one tile: the group kernel with t, the block-32 super-group kernel without */
+static void tile_any(const wm_nbits_args *a, const wm_nbits_q8 *q, const vctx *t, int64_t m0, int mr, int64_t n0, int nr,
+                     int pf) {
+    switch (mr * 8 + nr) {
+        WM_TILE_CASE(4, 4); WM_TILE_CASE(4, 3); WM_TILE_CASE(4, 2); WM_TILE_CASE(4, 1);
+        WM_TILE_CASE(3, 4); WM_TILE_CASE(3, 3); WM_TILE_CASE(3, 2); WM_TILE_CASE(3, 1);
+        WM_TILE_CASE(2, 4); WM_TILE_CASE(2, 3); WM_TILE_CASE(2, 2); WM_TILE_CASE(2, 1);
+        WM_TILE_CASE(1, 4); WM_TILE_CASE(1, 3); WM_TILE_CASE(1, 2); WM_TILE_CASE(1, 1);
+    default: break;
+    }
+}
+#undef WM_TILE_CASE
+
+void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth) {
+    if (!wm_nbits_vnni_ok(a)) {
+        wm_nbits_avx2(a, ith, nth);
+        return;
+    }
+    if (a->M <= 0 || a->N <= 0) return;
+    int64_t n0, n1;
+    wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
+    if (n0 >= n1) return;
+    wm_nbits_q8 q;
+    wm_nbits_q8_layout(a, a->work, ith, nth, &q);
+    int sg32 = a->block_size == 32;
+    for (int64_t m = 0; m < a->M; m++) {
+        if (sg32) quant_row_sg32(a, &q, m);
+        else quant_row(a, &q, m);
+    }
+    vctx t;
+    t.kb = q.kb;
+    t.colbytes = q.kb * a->block_size / 2;
+    t.ng = (q.kb * a->block_size + 127) / 128;
+    t.bpg = a->block_size <= 128 ? 128 / a->block_size : 0;
+    int32_t ix[16];
+    __mmask16 first = 0;
+    for (int l = 0; l < 16; l++) {
+        ix[l] = a->block_size <= 128 ? 8 * l / a->block_size : 0;
+        if ((8 * l) % a->block_size == 0) first |= (__mmask16)(1u << l);
+    }
+    t.idx = _mm512_loadu_si512(ix);
+    t.first = first;
+    int pf = a->M <= 4; /* decode: the codes stream from memory; fetch the next column quad's */
+    for (int64_t n = n0; n < n1; n += 4) {
+        int nr = n1 - n < 4 ? (int)(n1 - n) : 4;
+        for (int64_t m0 = 0; m0 < a->M; m0 += 4) tile_any(a, &q, sg32 ? NULL : &t, m0, a->M - m0 < 4 ? (int)(a->M - m0) : 4, n, nr, pf);
+    }
+    wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
+}
