@@ -163,6 +163,7 @@ static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o,
     wm_json_num(j, "total_duration_ms", median(tot, o->runs));
     wm_json_int(j, "kv_layers", wm_clm_layers(m));
     wm_json_str(j, "kv_cache", wm_clm_inplace(m) ? "in_place" : "double_buffer");
+    wm_json_str(j, "logits", wm_clm_narrowed(m) ? "last_position" : "every_position");
     wm_json_num(j, "peak_rss_mb", mb(wm_peak_rss_bytes()));
     if (o->n_decode_at) {
         wm_json_arr(j, "decode_at_context");

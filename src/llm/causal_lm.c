@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "llm/clm_head.h"
+#include "onnx/onnx_model.h"
 #include "ops/op.h"
 #include "runtime/inputs.h"
 
@@ -27,6 +29,10 @@ struct wm_clm {
     wm_tensor *in, *out;
     wm_out_bind *bind;
     void *ids_buf, *mask_buf, *pos_buf;
+    wm_session *s_full;       /* when s has its head narrowed: the graph as it is, opened for append_all */
+    int narrowed;             /* s computes the logits of the last position only (clm_head.h) */
+    wm_session_opts so;
+    char file[4096];
     float *last;              /* last position's logits */
     float *all;               /* every position's logits (wm_clm_append_all) */
     size_t all_cap;
@@ -47,16 +53,40 @@ static int find_out(const wm_session *s, const char *name) {
 
 static int is_int_t(int32_t dt) { return dt == WM_DT_INT64 || dt == WM_DT_INT32; }
 
+/* A session for file; with narrow, its logits cut to the last position when the head allows (*narrowed = 1). */
+static wm_status open_session(const char *file, const wm_session_opts *so, int narrow, wm_session **out, int *narrowed,
+                              wm_error *err) {
+    *narrowed = 0;
+    if (!narrow) return wm_session_new(file, so, out, err);
+    wm_onnx_model *md = NULL;
+    wm_status st = wm_onnx_load(file, &md, err);
+    if (st) return st;
+    wm_graph *g = NULL;
+    if (md->proto && md->proto->graph && wm_graph_open(md, md->proto->graph, &g, NULL) == WM_OK) {
+        int r = wm_clm_narrow_head(g, "logits", NULL);
+        wm_graph_free(g);
+        if (r < 0) { /* a failed edit: the graph as it is */
+            wm_onnx_free(md);
+            return wm_session_new(file, so, out, err);
+        }
+        *narrowed = r;
+    }
+    st = wm_session_new_model(md, so, out, err);
+    if (st) wm_err_prefix(err, "%s", file);
+    return st;
+}
+
 wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_error *err) {
     *out = NULL;
-    char file[4096];
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(file, sizeof file, "%s/model.onnx", path);
-    else snprintf(file, sizeof file, "%s", path);
     wm_clm *m = calloc(1, sizeof *m);
     if (!m) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    wm_session_opts so = {.threads = o ? o->threads : 0};
-    wm_status rc = wm_session_new(file, &so, &m->s, err);
+    char *file = m->file;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(file, sizeof m->file, "%s/model.onnx", path);
+    else snprintf(file, sizeof m->file, "%s", path);
+    m->so.threads = o ? o->threads : 0;
+    /* WM_LOGITS_ALL=1: every position's logits in every step (for comparisons) */
+    wm_status rc = open_session(file, &m->so, getenv("WM_LOGITS_ALL") == NULL, &m->s, &m->narrowed, err);
     if (rc) goto fail;
     m->max_len = o && o->max_length > 0 ? o->max_length : 2048;
     m->n_in = wm_session_n_inputs(m->s);
@@ -143,6 +173,7 @@ void wm_clm_free(wm_clm *m) {
     free(m->pos_buf);
     free(m->last);
     free(m->all);
+    wm_session_free(m->s_full);
     wm_session_free(m->s);
     free(m);
 }
@@ -151,6 +182,7 @@ int64_t wm_clm_vocab(const wm_clm *m) { return m->vocab; }
 int64_t wm_clm_length(const wm_clm *m) { return m->len; }
 int wm_clm_layers(const wm_clm *m) { return m->layers; }
 int wm_clm_inplace(const wm_clm *m) { return m->inplace; }
+int wm_clm_narrowed(const wm_clm *m) { return m->narrowed; }
 const wm_session *wm_clm_session(const wm_clm *m) { return m->s; }
 void wm_clm_reset(wm_clm *m) { m->len = 0; }
 
@@ -172,7 +204,12 @@ wm_status wm_clm_append(wm_clm *m, const int32_t *ids, size_t n, const float **l
     if (m->len + (int64_t)n > m->max_len)
         return wm_err(err, WM_ERR_USAGE, "the sequence would reach %lld tokens, over the cache's %lld (raise max length)",
                       (long long)(m->len + (int64_t)n), (long long)m->max_len);
-    const wm_session *s = m->s;
+    if (m->want_all && m->narrowed && !m->s_full) {
+        int unused;
+        wm_status st = open_session(m->file, &m->so, 0, &m->s_full, &unused, err);
+        if (st) return st;
+    }
+    wm_session *s = m->want_all && m->narrowed ? m->s_full : m->s;
     int32_t dt = wm_session_input(s, (size_t)m->i_ids)->dtype;
     for (size_t i = 0; i < n; i++) fill_int(m->ids_buf, dt, i, ids[i]);
     int_input(&m->in[m->i_ids], dt, m->ids_buf, (int64_t)n);
@@ -199,7 +236,7 @@ wm_status wm_clm_append(wm_clm *m, const int32_t *ids, size_t n, const float **l
             b->data = m->kv[m->inplace ? m->cur : 1 - m->cur][2 * l + kv];
             b->capacity = m->kv_bytes;
         }
-    wm_status st = wm_session_run_bound(m->s, m->in, m->n_in, m->out, m->n_out, m->bind, err);
+    wm_status st = wm_session_run_bound(s, m->in, m->n_in, m->out, m->n_out, m->bind, err);
     if (st) return st;
     const wm_tensor *lg = &m->out[m->o_logits];
     int64_t v = lg->rank ? lg->dims[lg->rank - 1] : 0;

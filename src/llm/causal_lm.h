@@ -12,6 +12,11 @@
  * graph) there are two sets: each step reads the past from one and the
  * engine writes the present straight into the other (bound outputs), so the
  * runner itself never copies the cache, though the graph's Concat does.
+ * The steps of wm_clm_append need only the last position's logits: the
+ * session runs the graph with its head narrowed to that position
+ * (clm_head.h; WM_LOGITS_ALL=1 keeps every position), so a prompt's prefill
+ * skips the vocabulary product of all but one row. wm_clm_append_all opens
+ * the graph as it is on first use.
  */
 #ifndef WM_LLM_CAUSAL_LM_H
 #define WM_LLM_CAUSAL_LM_H
@@ -37,6 +42,7 @@ int64_t wm_clm_vocab(const wm_clm *m);     /* known after the first step; from t
 int64_t wm_clm_length(const wm_clm *m);    /* tokens in the cache */
 int wm_clm_layers(const wm_clm *m);
 int wm_clm_inplace(const wm_clm *m);        /* 1: one cache appended in place (see above) */
+int wm_clm_narrowed(const wm_clm *m);       /* 1: steps compute the last position's logits only (clm_head.h) */
 const wm_session *wm_clm_session(const wm_clm *m);
 
 /* Forgets the cache (a new sequence). */

@@ -124,7 +124,8 @@ def fused_decoder(request, tmp_path_factory, winml):
 
 
 def test_in_place_cache_greedy_matches_transformers(winml, fused_decoder, monkeypatch):
-    """The in-place cache (one buffer set) gives transformers' tokens, and the same tokens as the two-set form."""
+    """The in-place cache (one buffer set) gives transformers' tokens, and the same tokens as the two-set form and
+    as every-position logits (the runner's steps narrow the head to the last position unless WM_LOGITS_ALL)."""
     m, path = fused_decoder
     prompt = np.random.default_rng(5).integers(3, m.config.vocab_size, 9).tolist()
     with torch.no_grad():
@@ -135,12 +136,16 @@ def test_in_place_cache_greedy_matches_transformers(winml, fused_decoder, monkey
     monkeypatch.setenv("WM_KV_COPY", "1")
     assert generate(winml, path, prompt, "--max-new-tokens", "40")["ids"] == want
     monkeypatch.delenv("WM_KV_COPY")
+    monkeypatch.setenv("WM_LOGITS_ALL", "1")
+    assert generate(winml, path, prompt, "--max-new-tokens", "40")["ids"] == want
+    monkeypatch.delenv("WM_LOGITS_ALL")
     r = subprocess.run([winml, "perf", "-m", str(path), "--warmup", "1", "--iterations", "2", "--seq-len", "4",
                         "--prompt-len", "8", "--gen-len", "4", "--llm-runs", "1", "--decode-at", "16", "-f", "json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     llm = json.loads(r.stdout)["llm"]
     assert llm["kv_cache"] == "in_place" and llm["decode_at_context"][0]["decode_tokens_per_sec"] > 0
+    assert llm["logits"] == "last_position"
 
 
 def test_plain_export_uses_two_buffer_sets(winml, decoder):
@@ -149,4 +154,6 @@ def test_plain_export_uses_two_buffer_sets(winml, decoder):
                         "--prompt-len", "8", "--gen-len", "4", "--llm-runs", "1", "-f", "json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["llm"]["kv_cache"] == "double_buffer"
+    llm = json.loads(r.stdout)["llm"]
+    assert llm["kv_cache"] == "double_buffer"
+    assert llm["logits"] == "last_position"  # torch.onnx's head: MatMul straight on [B, S, H]
