@@ -425,3 +425,118 @@ def test_console_view(winml, ours):
     assert "partitions (linear node order)" in out
     q = U.run([winml, "analyze", "-m", path, "--ep", "qnn", "--device", "npu", "-q"])
     assert q.returncode == 1 and len(q.stdout.splitlines()) == 3, U.describe(q)
+
+
+# ------------------------------------------------------------------ per-op constraints of the EP rule files (v2 data)
+
+def _target(winml, path, ep, device):
+    r = U.run([winml, "analyze", "-m", path, "--ep", ep, "--device", device, "-f", "json"])
+    assert r.returncode in (0, 1), U.describe(r)
+    t = json.loads(r.stdout)["targets"][0]
+    assert (t["ep"], t["device"]) == (ep, device)
+    return t
+
+
+def _node_reason(t, op):
+    return " ".join(n["reason"] for n in t["nodes"] if n["op"] == op)
+
+
+def _init_graph(tmp_path, name, node, inputs, outputs, inits, opset=17, domain_opsets=()):
+    g = helper.make_graph([node], "g", inputs, outputs, initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), *domain_opsets])
+    p = str(tmp_path / f"{name}.onnx")
+    onnx.save(m, p)
+    return p
+
+
+def test_qnn_matmulnbits_gpu_only(winml, tmp_path):
+    """matmulnbits_op_builder.cc: GPU backend only, bits 4, block_size 32, float32 A, constant B/scales."""
+    vi = helper.make_tensor_value_info
+    K, N = 64, 8
+    B = helper.make_tensor("B", TensorProto.UINT8, [N, K // 32, 16], bytes(N * (K // 32) * 16), raw=True)
+    S = helper.make_tensor("S", TensorProto.FLOAT, [N * (K // 32)], [0.5] * (N * (K // 32)))
+    ms = (helper.make_opsetid("com.microsoft", 1),)
+
+    def model(name, bits=4, block=32):
+        node = helper.make_node("MatMulNBits", ["A", "B", "S"], ["Y"], domain="com.microsoft", K=K, N=N, bits=bits,
+                                block_size=block, name=name)
+        return _init_graph(tmp_path, name, node, [vi("A", TensorProto.FLOAT, [1, 4, K])],
+                           [vi("Y", TensorProto.FLOAT, [1, 4, N])], [B, S], domain_opsets=ms)
+    p = model("mmnb")
+    npu, gpu = _target(winml, p, "qnn", "npu"), _target(winml, p, "qnn", "gpu")
+    assert npu["counts"]["unsupported"] == 1 and "GPU only" in _node_reason(npu, "MatMulNBits"), npu["nodes"]
+    assert gpu["counts"]["supported"] == 1 and gpu["verdict"] == "supported", gpu["nodes"]
+    # bits=8 is outside the GPU builder's {4}
+    g8 = _target(winml, model("mmnb8", bits=8), "qnn", "gpu")
+    assert g8["counts"]["unsupported"] == 1 and "attribute bits=8 not allowed" in _node_reason(g8, "MatMulNBits")
+
+
+def test_qnn_topk_needs_constant_k_and_opset10(winml, tmp_path):
+    vi = helper.make_tensor_value_info
+    x, v, i = vi("x", TensorProto.FLOAT, [2, 5]), vi("v", TensorProto.FLOAT, [2, 3]), vi("i", TensorProto.INT64, [2, 3])
+    k_init = helper.make_tensor("k", TensorProto.INT64, [1], [3])
+    const = _init_graph(tmp_path, "topk_const", helper.make_node("TopK", ["x", "k"], ["v", "i"]), [x], [v, i], [k_init])
+    dyn = _graph(tmp_path, "topk_dyn", helper.make_node("TopK", ["x", "k"], ["v", "i"]),
+                 [x, vi("k", TensorProto.INT64, [1])], [v, i])
+    old = _graph(tmp_path, "topk_9", helper.make_node("TopK", ["x"], ["v", "i"], k=3), [x], [v, i], opset=9)
+    smallest = _init_graph(tmp_path, "topk_small", helper.make_node("TopK", ["x", "k"], ["v", "i"], largest=0), [x],
+                           [v, i], [k_init])
+    for dev in ("npu", "gpu"):
+        assert _target(winml, const, "qnn", dev)["counts"]["supported"] == 1
+        t = _target(winml, dyn, "qnn", dev)
+        assert t["counts"]["unsupported"] == 1 and "must be constant" in _node_reason(t, "TopK"), t["nodes"]
+        t = _target(winml, old, "qnn", dev)  # the k-attribute form of opsets 1..9 is outside the supported range
+        assert t["counts"]["unsupported"] == 1 and "TopK-1..9" in _node_reason(t, "TopK"), t["nodes"]
+        t = _target(winml, smallest, "qnn", dev)
+        assert t["counts"]["unsupported"] == 1 and "attribute largest=0 not allowed" in _node_reason(t, "TopK")
+
+
+def test_qnn_pad_rank_and_mode(winml, tmp_path):
+    vi = helper.make_tensor_value_info
+    pads6 = helper.make_tensor("pads", TensorProto.INT64, [12], [0] * 12)
+    x6 = vi("x", TensorProto.FLOAT, [1, 1, 1, 1, 1, 2])
+    p = _init_graph(tmp_path, "pad6", helper.make_node("Pad", ["x", "pads"], ["y"]), [x6],
+                    [vi("y", TensorProto.FLOAT, [1, 1, 1, 1, 1, 2])], [pads6])
+    t = _target(winml, p, "qnn", "npu")
+    assert t["counts"]["unsupported"] == 1 and "exceeds max_rank 5" in _node_reason(t, "Pad"), t["nodes"]
+    pads2 = helper.make_tensor("pads", TensorProto.INT64, [4], [0, 1, 0, 1])
+    x2, y2 = vi("x", TensorProto.FLOAT, [2, 3]), vi("y", TensorProto.FLOAT, [2, 5])
+    ok = _init_graph(tmp_path, "pad_edge", helper.make_node("Pad", ["x", "pads"], ["y"], mode="edge"), [x2], [y2], [pads2])
+    assert _target(winml, ok, "qnn", "npu")["counts"]["supported"] == 1
+    wrap = _init_graph(tmp_path, "pad_wrap", helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap"), [x2], [y2],
+                       [pads2], opset=19)
+    t = _target(winml, wrap, "qnn", "npu")
+    assert t["counts"]["unsupported"] == 1 and "attribute mode='wrap' not allowed" in _node_reason(t, "Pad")
+
+
+def test_openvino_device_dtype_sets(winml, tmp_path):
+    """data_ops.cc: the GPU type list has no uint32 (CPU's has; NPU uses CPU's); no device takes float64."""
+    vi = helper.make_tensor_value_info
+    u32 = _graph(tmp_path, "add_u32", helper.make_node("Add", ["a", "b"], ["c"]),
+                 [vi("a", TensorProto.UINT32, [4]), vi("b", TensorProto.UINT32, [4])], [vi("c", TensorProto.UINT32, [4])])
+    assert _target(winml, u32, "openvino", "cpu")["counts"]["supported"] == 1
+    assert _target(winml, u32, "openvino", "npu")["counts"]["supported"] == 1
+    t = _target(winml, u32, "openvino", "gpu")
+    assert t["counts"]["unsupported"] == 1 and "input 0 dtype uint32 not supported" in _node_reason(t, "Add"), t
+    f64 = _graph(tmp_path, "relu_f64", helper.make_node("Relu", ["a"], ["c"]), [vi("a", TensorProto.DOUBLE, [4])],
+                 [vi("c", TensorProto.DOUBLE, [4])])
+    for dev in ("cpu", "gpu", "npu"):
+        t = _target(winml, f64, "openvino", dev)
+        assert t["counts"]["unsupported"] == 1 and "dtype float64 not supported" in _node_reason(t, "Relu"), (dev, t)
+    # ReduceMax rejects int8 on every device (op_list_ exclusion), takes int32
+    rm = lambda n, dt: _graph(tmp_path, n, helper.make_node("ReduceMax", ["a"], ["c"], keepdims=0),
+                              [vi("a", dt, [4])], [vi("c", dt, [])])
+    t = _target(winml, rm("rmax_i8", TensorProto.INT8), "openvino", "cpu")
+    assert t["counts"]["unsupported"] == 1 and "dtype int8 not supported" in _node_reason(t, "ReduceMax")
+    assert _target(winml, rm("rmax_i32", TensorProto.INT32), "openvino", "cpu")["counts"]["supported"] == 1
+
+
+def test_openvino_device_only_ops(winml, tmp_path):
+    """GroupQueryAttention is listed for GPU only; Sinh for CPU only (so also NPU, which uses the CPU list)."""
+    vi = helper.make_tensor_value_info
+    p = _graph(tmp_path, "sinh", helper.make_node("Sinh", ["a"], ["c"]), [vi("a", TensorProto.FLOAT, [4])],
+               [vi("c", TensorProto.FLOAT, [4])])
+    assert _target(winml, p, "openvino", "cpu")["counts"]["supported"] == 1
+    assert _target(winml, p, "openvino", "npu")["counts"]["supported"] == 1
+    t = _target(winml, p, "openvino", "gpu")
+    assert t["counts"]["unsupported"] == 1 and "CPU/NPU only" in _node_reason(t, "Sinh"), t["nodes"]
