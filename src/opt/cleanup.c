@@ -342,10 +342,14 @@ typedef struct init_key {
     uint64_t h;
 } init_key;
 
+/* A candidate key, not a proof (equal keys are compared in full): the first 256 bytes and 32 bytes spread over
+ * the rest, so a large mapped weight costs at most 33 pages of resident memory instead of all of them. */
 static uint64_t sample_hash(wm_bytes b) {
     uint64_t h = 1469598103934665603ull ^ b.n;
-    size_t step = b.n > 4096 ? b.n / 1024 : 1;
-    for (size_t i = 0; i < b.n; i += step) h = (h ^ b.p[i]) * 1099511628211ull;
+    size_t head = b.n < 256 ? b.n : 256;
+    for (size_t i = 0; i < head; i++) h = (h ^ b.p[i]) * 1099511628211ull;
+    if (b.n > head)
+        for (size_t k = 1; k <= 32; k++) h = (h ^ b.p[head + (b.n - head - 1) * k / 32]) * 1099511628211ull;
     return h;
 }
 
@@ -375,6 +379,7 @@ wm_status wm_pass_dedup(wm_pass_ctx *c) {
         wm_bytes b = wm_onnx_tensor_bytes(t);
         if (!v || v->input || v->output || !b.p || t->data_type == WM_DT_STRING) continue;
         k[m++] = (init_key){t, b, sample_hash(b)};
+        wm_opt_release(wm_graph_model(c->g), b.p, b.n); /* mapped weights: no lasting resident pages */
     }
     qsort(k, m, sizeof *k, cmp_key);
     wm_status s = WM_OK;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -454,4 +455,22 @@ int wm_ptrset_add(wm_ptrset *s, const void *p) {
 void wm_ptrset_free(wm_ptrset *s) {
     free(s->slot);
     memset(s, 0, sizeof *s);
+}
+
+/* ---------------------------------------------------------------- mapped weights */
+
+void wm_opt_release(const wm_onnx_model *m, const void *p, size_t n) {
+    if (!m || !p || !n) return;
+    const uint8_t *a = p;
+    const wm_map *maps[65];
+    size_t k = 0;
+    maps[k++] = &m->file;
+    for (size_t i = 0; i < m->n_ext && k < 65; i++) maps[k++] = &m->ext[i].map;
+    for (size_t i = 0; i < k; i++) {
+        const wm_map *mp = maps[i];
+        if (!mp->data || a < mp->data || a + n > mp->data + mp->size) continue;
+        uintptr_t pg = 4096, lo = ((uintptr_t)a + pg - 1) / pg * pg, hi = ((uintptr_t)a + n) / pg * pg;
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        return;
+    }
 }

@@ -153,4 +153,8 @@ void wm_ptrset_free(wm_ptrset *s);
 struct wm_json;
 void wm_opt_histogram_json(const wm_onnx_graph *g, struct wm_json *j, const char *key);
 
+/* Drops the whole pages of [p, p+n) from this process when they belong to one of m's file mappings (they stay in
+ * the page cache and come back on the next read): reading a weight once then costs no lasting resident memory. */
+void wm_opt_release(const wm_onnx_model *m, const void *p, size_t n);
+
 #endif

@@ -116,7 +116,7 @@ static wm_status f16_run(const wm_qjob *j, uint8_t **out, int release, wm_error 
             uint16_t h = to_half_sat(f);
             memcpy(out[0] + (i0 + i) * 2, &h, 2);
         }
-        if (release) wm_quant_release(j->m, b.p + i0 * es, (size_t)(k * es));
+        if (release) wm_opt_release(j->m, b.p + i0 * es, (size_t)(k * es));
     }
     return WM_OK;
 }

@@ -54,9 +54,6 @@ typedef struct wm_qout {
 } wm_qout;
 wm_status wm_qjob_submit(wm_graph *g, wm_quant_plan *plan, wm_qjob *j, const wm_qout *outs, wm_error *err);
 
-/* Releases the pages of p[0..n) when they lie in one of m's file mappings (no-op otherwise). */
-void wm_quant_release(const wm_onnx_model *m, const void *p, size_t n);
-
 /* 1 when node n is selected by c (op type listed, not excluded by name). */
 int wm_quant_selected(const wm_quant_config *c, const wm_onnx_node *n, const char *const *dflt, size_t n_dflt);
 /* 1 when name is listed in v[0..n). */

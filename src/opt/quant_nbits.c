@@ -116,21 +116,6 @@ void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits,
 
 /* ---------------------------------------------------------------- reading weights */
 
-void wm_quant_release(const wm_onnx_model *m, const void *p, size_t n) {
-    if (!m || !p || !n) return;
-    const uint8_t *a = p;
-    const wm_map *maps[65];
-    size_t k = 0;
-    maps[k++] = &m->file;
-    for (size_t i = 0; i < m->n_ext && k < 65; i++) maps[k++] = &m->ext[i].map;
-    for (size_t i = 0; i < k; i++) {
-        const wm_map *mp = maps[i];
-        if (!mp->data || a < mp->data || a + n > mp->data + mp->size) continue;
-        uintptr_t pg = 4096, lo = ((uintptr_t)a + pg - 1) / pg * pg, hi = ((uintptr_t)a + n) / pg * pg;
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-        return;
-    }
-}
 
 /* Element i of a raw float tensor of dtype dt (unaligned-safe). */
 static float load_elem(const uint8_t *p, int32_t dt, uint64_t i) {
@@ -171,7 +156,7 @@ static wm_status read_rows(const wm_onnx_model *m, const wm_onnx_tensor *t, int6
     if (t->data_type == WM_DT_FLOAT) memcpy(dst, p, (size_t)count * 4);
     else
         for (uint64_t i = 0; i < count; i++) dst[i] = load_elem(p, t->data_type, i);
-    if (release) wm_quant_release(m, p, (size_t)(count * es));
+    if (release) wm_opt_release(m, p, (size_t)(count * es));
     return WM_OK;
 }
 

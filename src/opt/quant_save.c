@@ -76,7 +76,7 @@ static wm_status write_all(saver *s, const uint8_t *p, size_t n, int release) {
             if (w < 0) return wm_err(s->err, WM_ERR_IO, "%s: write failed: %s", s->tmp, strerror(errno));
             done += (size_t)w;
         }
-        if (release) wm_quant_release(s->m, p, k);
+        if (release) wm_opt_release(s->m, p, k);
         p += k;
         n -= k;
         s->pos += k;
