@@ -30,6 +30,10 @@ typedef struct wm_onnx_save_opts {
     uint64_t min_tensor_bytes; /* only tensors of at least this many bytes move out (default 1 KiB) */
     uint32_t align;            /* offset alignment inside the data file (default 4096) */
     const char *data_name;     /* data file name beside the model (default "<model file>.data") */
+    int keep_data;             /* 1: m was loaded from path's folder and its data file is the one being written:
+                                  tensors stored there stay in place and new ones are appended, so unchanged
+                                  weights are not copied (a full rewrite instead when over 1/8 of the file
+                                  would be bytes no tensor references any more) */
 } wm_onnx_save_opts;
 
 void wm_onnx_save_opts_default(wm_onnx_save_opts *o);

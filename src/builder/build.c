@@ -259,7 +259,9 @@ static void record_graph(stage_rec *rec, const wm_graph *g) {
  * which onnxruntime accepts but onnx.checker refuses, and a build must
  * stay valid ONNX. The optimized model replaces model.onnx (written
  * through temporary names, so the mapped source stays valid until the
- * rename).
+ * rename); its weights stay in the export's data file, and the initializers
+ * the passes made are appended to it (wm_onnx_save_opts.keep_data), so the
+ * unchanged weights are neither copied nor read.
  */
 static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     if (!b->recipe.has_optim) {
@@ -283,11 +285,16 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     size_t before = s ? 0 : wm_graph_proto(g)->n_node;
     if (!s) s = wm_opt_run(g, &c, &r, b->err);
     if (!s && b->recipe.opset < 23) s = wm_opt_expand_rmsnorm(g, b->err);
+    char dp[PATH_MAX + 64];
+    struct stat d0, d1;
+    snprintf(dp, sizeof dp, "%s/model.onnx.data", b->stage_dir);
+    int had_data = b->ex.data_sha[0] && stat(dp, &d0) == 0 && (uint64_t)d0.st_size == b->ex.data_bytes;
     if (!s) {
         char p[PATH_MAX + 64];
         wm_onnx_save_opts so;
         wm_onnx_save_opts_default(&so);
         so.threshold_bytes = b->o->external_threshold ? b->o->external_threshold : so.threshold_bytes;
+        so.keep_data = 1; /* the export's weights stay where they are; what the passes made is appended */
         snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
         s = wm_onnx_save(m, p, &so, b->err);
     }
@@ -299,7 +306,11 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
         snprintf(rec->reason, sizeof rec->reason, "%zu -> %zu nodes (level %s, %zu passes disabled%s)", before,
                  rec->nodes, all ? "all" : "extended", c.n_disable,
                  b->shared_kv ? "; GroupQueryAttention: KV cache appended in place" : "");
-        b->ex.model_sha[0] = b->ex.data_sha[0] = 0; /* the artifacts changed: hash them again */
+        b->ex.model_sha[0] = 0; /* the artifacts changed: hash them again */
+        /* the data file only grew (same file, kept data): hash just what was appended */
+        if (!(had_data && stat(dp, &d1) == 0 && d1.st_ino == d0.st_ino && d1.st_dev == d0.st_dev &&
+              wm_sha256_file_tail(dp, b->ex.data_bytes, &b->ex.data_state, b->ex.data_sha, NULL) == WM_OK))
+            b->ex.data_sha[0] = 0;
     }
     wm_opt_report_free(&r);
     wm_graph_free(g);

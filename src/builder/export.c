@@ -234,6 +234,7 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
     if (s || (s = add_outputs(g, a, r, err))) goto done; /* after the nodes: outputs are renamed into place */
     if ((s = wm_graph_check(g, err))) goto done;
     if ((s = wm_wsink_finish(&sink, res->data_sha, err))) goto done;
+    res->data_state = sink.sha;
     res->external = external;
     res->param_bytes = sink.param_bytes;
     res->n_params = sink.param_bytes / 4;

@@ -16,6 +16,7 @@
 #define WM_BUILDER_EXPORT_H
 
 #include "builder/arch.h"
+#include "core/sha256.h"
 #include "builder/recipe.h"
 
 #define WM_EXPORT_MAX_OPS 96
@@ -38,6 +39,7 @@ typedef struct wm_export_result {
     int external;
     char model_sha[65], data_sha[65];
     uint64_t model_bytes, data_bytes;
+    wm_sha256 data_state; /* the data file's digest state after its data_bytes bytes (data_sha not yet final) */
     wm_op_count ops[WM_EXPORT_MAX_OPS];
     size_t n_ops;
 } wm_export_result;

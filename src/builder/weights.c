@@ -355,7 +355,8 @@ wm_status wm_wsink_finish(wm_wsink *s, char sha_hex[65], wm_error *err) {
     int e = writer_stop(s);
     if (e) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", s->path, strerror(e));
     if (fsync(s->fd) != 0) return wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", s->path, strerror(errno));
-    wm_sha256_hex(&s->sha, sha_hex);
+    wm_sha256 fin = s->sha; /* s->sha stays the running state (wm_sha256_file_tail can continue it) */
+    wm_sha256_hex(&fin, sha_hex);
     return WM_OK;
 }
 

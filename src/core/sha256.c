@@ -171,16 +171,25 @@ void wm_sha256_hex(wm_sha256 *s, char hex[65]) {
 }
 
 wm_status wm_sha256_file(const char *path, char hex[65], wm_error *err) {
+    wm_sha256 s;
+    wm_sha256_init(&s);
+    return wm_sha256_file_tail(path, 0, &s, hex, err);
+}
+
+wm_status wm_sha256_file_tail(const char *path, uint64_t from, wm_sha256 *sp, char hex[65], wm_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (lseek(fd, (off_t)from, SEEK_SET) < 0) {
+        close(fd);
+        return wm_err(err, WM_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
+    }
     size_t cap = 1u << 20;
     uint8_t *buf = malloc(cap);
     if (!buf) {
         close(fd);
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
-    wm_sha256 s;
-    wm_sha256_init(&s);
+    wm_sha256 s = *sp;
     wm_status st = WM_OK;
     for (;;) {
         ssize_t r = read(fd, buf, cap);

@@ -24,5 +24,8 @@ void wm_sha256_hex(wm_sha256 *s, char hex[65]);
 int wm_sha256_accelerated(void);
 /* Digest of a whole file (read in chunks) into hex; WM_ERR_IO on a read error. */
 wm_status wm_sha256_file(const char *path, char hex[65], wm_error *err);
+/* The digest of path given the state s after its first `from` bytes (s itself unchanged): hashes only the
+ * bytes from `from` to the end, e.g. of a file that grew by appending. */
+wm_status wm_sha256_file_tail(const char *path, uint64_t from, wm_sha256 *s, char hex[65], wm_error *err);
 
 #endif

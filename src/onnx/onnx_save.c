@@ -7,6 +7,10 @@
  * in-memory model is unchanged. The data file is written first, the model
  * last (the commit point); both go to temporary names and are renamed only
  * when complete, so a failure leaves no partial output behind.
+ * keep_data (a model loaded from the same folder, saved over itself): the
+ * tensors already in the data file keep their places and only the others
+ * are appended to it; the old model.onnx references none of the appended
+ * bytes, so it stays valid until the new one is renamed over it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -27,6 +32,7 @@ void wm_onnx_save_opts_default(wm_onnx_save_opts *o) {
     o->min_tensor_bytes = 1024;
     o->align = 4096;
     o->data_name = NULL;
+    o->keep_data = 0;
 }
 
 /* What a tensor looked like before the save touched it. */
@@ -35,6 +41,7 @@ typedef struct saved {
     wm_onnx_tensor orig;
     wm_bytes data; /* the bytes to write when it goes external */
     uint64_t offset;
+    int kept;      /* keep_data: already in the data file at offset, left as it was */
 } saved;
 
 typedef struct save_ctx {
@@ -120,11 +127,40 @@ static wm_status open_tmp(const char *final, char *tmp, size_t n, int *fd, wm_er
     return WM_OK;
 }
 
-static wm_status write_data_file(saved *v, size_t n, int fd, const char *tmp, wm_error *err) {
+/* Writes the external tensors that are not kept, in offset order, from file position pos (zeros between). */
+/* keep_data: the tensor's place in data file `name` (its original external reference), or 0 */
+static int kept_place(const saved *s, const char *name, uint64_t *offset) {
+    const wm_onnx_tensor *t = &s->orig;
+    if (t->data_location != WM_ONNX_DATA_EXTERNAL) return 0;
+    const char *loc = NULL, *off = "0";
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const wm_onnx_sse *kv = t->external_data[i];
+        if (kv->key && kv->value && !strcmp(kv->key, "location")) loc = kv->value;
+        if (kv->key && kv->value && !strcmp(kv->key, "offset")) off = kv->value;
+    }
+    if (!loc || strcmp(loc, name)) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(off, &end, 10);
+    if (errno || *end || end == off) return 0;
+    *offset = v;
+    return 1;
+}
+
+/* keep_data applies: m's folder is path's and data_path exists (its size in *size) */
+static int can_keep(const wm_onnx_model *m, const char *dir, const char *data_path, uint64_t *size) {
+    char a[PATH_MAX], b[PATH_MAX];
+    struct stat st;
+    if (!m->dir || !realpath(m->dir, a) || !realpath(dir, b) || strcmp(a, b)) return 0;
+    if (stat(data_path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    *size = (uint64_t)st.st_size;
+    return 1;
+}
+
+static wm_status write_data_file(saved *v, size_t n, int fd, uint64_t pos, const char *tmp, wm_error *err) {
     static const unsigned char zeros[4096];
-    uint64_t pos = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!v[i].t->n_external_data) continue; /* stayed inline */
+        if (!v[i].t->n_external_data || v[i].kept) continue; /* stayed inline, or already there */
         while (pos < v[i].offset) {
             size_t k = v[i].offset - pos > sizeof zeros ? sizeof zeros : (size_t)(v[i].offset - pos);
             if (fd_write(&fd, zeros, k)) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
@@ -165,11 +201,34 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
     external = o.external == WM_EXTDATA_ALWAYS ||
                (o.external == WM_EXTDATA_AUTO &&
                 (inline_size >= o.threshold_bytes || inline_size > WM_PB_MAX_MESSAGE - (64u << 20)));
+    uint64_t pos = 0;
+    int keep = 0;
+    if (o.keep_data && o.external != WM_EXTDATA_NEVER) {
+        if ((s = wm_path_resolve_inside(dir, data_name, 0, data_path, sizeof data_path, err))) goto done;
+        uint64_t old = 0, live = 0;
+        if (can_keep(m, dir, data_path, &old)) {
+            for (size_t i = 0; i < c.n; i++)
+                if ((c.v[i].kept = kept_place(&c.v[i], data_name, &c.v[i].offset) &&
+                                   c.v[i].offset <= old && c.v[i].data.n <= old - c.v[i].offset))
+                    live += c.v[i].data.n;
+            keep = live > 0 && old - live <= old / 8; /* else the dead bytes are worth a rewrite */
+        }
+        if (keep) {
+            external = 1;
+            pos = old;
+        } else {
+            for (size_t i = 0; i < c.n; i++) c.v[i].kept = 0;
+        }
+    }
     if (external) {
         if ((s = wm_path_resolve_inside(dir, data_name, 0, data_path, sizeof data_path, err))) goto done;
-        uint64_t pos = 0;
-        int moved = 0;
+        uint64_t first = pos;
+        int moved = keep;
         for (size_t i = 0; i < c.n; i++) {
+            if (c.v[i].kept) {
+                *c.v[i].t = c.v[i].orig; /* its reference as loaded */
+                continue;
+            }
             if (c.v[i].data.n < o.min_tensor_bytes) continue;
             moved = 1;
             uint64_t al = (pos + o.align - 1) / o.align * o.align;
@@ -178,6 +237,7 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
             if ((s = make_external(&scratch, &c.v[i], data_name, err))) goto done;
         }
         external = moved; /* no tensor large enough: no data file */
+        pos = first;
     }
     uint64_t size = wm_pb_size(&wm_onnx_model_desc, m->proto);
     if (size > WM_PB_MAX_MESSAGE) {
@@ -185,9 +245,16 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
                    (unsigned long long)size, external ? " even with external data" : "; save it with external data");
         goto done;
     }
-    if (external) {
+    if (keep) { /* appended in place: the old model references nothing past the old end */
+        data_fd = open(data_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (data_fd < 0 || lseek(data_fd, (off_t)pos, SEEK_SET) < 0) {
+            s = wm_err(err, WM_ERR_IO, "%s: cannot append: %s", data_path, strerror(errno));
+            goto done;
+        }
+        if ((s = write_data_file(c.v, c.n, data_fd, pos, data_path, err))) goto done;
+    } else if (external) {
         if ((s = open_tmp(data_path, tmp_data, sizeof tmp_data, &data_fd, err))) goto done;
-        if ((s = write_data_file(c.v, c.n, data_fd, tmp_data, err))) goto done;
+        if ((s = write_data_file(c.v, c.n, data_fd, 0, tmp_data, err))) goto done;
     }
     if ((s = open_tmp(path, tmp_model, sizeof tmp_model, &model_fd, err))) goto done;
     wm_pb_sink sink = {fd_write, &model_fd};
@@ -195,7 +262,7 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
         s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp_model, strerror(errno));
         goto done;
     }
-    if (external && rename(tmp_data, data_path) != 0) {
+    if (external && !keep && rename(tmp_data, data_path) != 0) {
         s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", data_path, strerror(errno));
         goto done;
     }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -126,6 +127,72 @@ static void test_inline_and_external_round_trip(void **s) {
     wm_onnx_free(m);
 }
 
+/* Appends initializer name (n floats, values i + base) to m's graph (bytes in m's arena). */
+static void add_tensor(wm_onnx_model *m, const char *name, size_t n, float base) {
+    wm_arena *a = &m->arena;
+    float *data = wm_arena_alloc(a, n * sizeof(float) + 1);
+    for (size_t i = 0; i < n; i++) data[i] = (float)i + base;
+    wm_onnx_tensor *t = wm_pb_new(a, &wm_onnx_tensor_desc);
+    t->name = wm_arena_strdup(a, name);
+    t->data_type = WM_DT_FLOAT;
+    *(int64_t *)wm_vec_push(a, &t->dims, &t->n_dims, sizeof(int64_t)) = (int64_t)n;
+    t->raw_data = (wm_bytes){(const uint8_t *)data, n * sizeof(float)};
+    wm_onnx_graph *g = m->proto->graph;
+    *(wm_onnx_tensor **)wm_vec_push(a, &g->initializer, &g->n_initializer, sizeof(void *)) = t;
+}
+
+/* keep_data: a model saved over itself keeps its data file (same inode, old bytes in place) and appends the new
+ * tensor; once more than 1/8 of the file would be unreferenced, the file is rewritten instead. */
+static void test_keep_data_appends(void **s) {
+    (void)s;
+    wm_onnx_save_opts o;
+    wm_onnx_save_opts_default(&o);
+    o.threshold_bytes = 1000;
+    char p[256], d[300];
+    path_of(p, sizeof p, "keep.onnx");
+    snprintf(d, sizeof d, "%s.data", p);
+    wm_onnx_model *m = model_with_tensor(5000, NULL);
+    add_tensor(m, "V", 3000, 7.0f);
+    wm_error e = {0};
+    assert_int_equal(wm_onnx_save(m, p, &o, &e), WM_OK);
+    wm_onnx_free(m);
+    struct stat st0, st1;
+    assert_int_equal(stat(d, &st0), 0);
+    assert_int_equal(st0.st_size, 20480 + 12000); /* W at 0, V at the next 4 KiB boundary */
+    wm_onnx_model *back;
+    assert_int_equal(wm_onnx_load(p, &back, &e), WM_OK);
+    add_tensor(back, "N", 2000, 3.0f);
+    o.keep_data = 1;
+    assert_int_equal(wm_onnx_save(back, p, &o, &e), WM_OK);
+    wm_onnx_free(back);
+    assert_int_equal(stat(d, &st1), 0);
+    assert_true(st1.st_ino == st0.st_ino);             /* appended, not rewritten */
+    assert_int_equal(st1.st_size, 32768 + 8000);      /* N after V, aligned */
+    assert_int_equal(wm_onnx_load(p, &back, &e), WM_OK);
+    wm_onnx_graph *g = back->proto->graph;
+    assert_int_equal(g->n_initializer, 3);
+    for (size_t i = 0; i < 3; i++) {
+        wm_bytes b = wm_onnx_tensor_bytes(g->initializer[i]);
+        const float *f = (const float *)b.p;
+        const char *nm = g->initializer[i]->name;
+        float base = !strcmp(nm, "W") ? 0 : !strcmp(nm, "V") ? 7.0f : 3.0f;
+        float step = !strcmp(nm, "W") ? 0.5f : 1.0f;
+        assert_int_equal(b.n, (!strcmp(nm, "W") ? 5000 : !strcmp(nm, "V") ? 3000 : 2000) * 4);
+        for (size_t k = 0; k < b.n / 4; k++) assert_true(f[k] == (float)k * step + base);
+    }
+    /* drop W (20000 of the file's 40768 bytes): too much dead space, so a full rewrite (a new file) */
+    g->initializer[0] = g->initializer[2];
+    g->n_initializer = 2;
+    assert_int_equal(wm_onnx_save(back, p, &o, &e), WM_OK);
+    wm_onnx_free(back);
+    assert_int_equal(stat(d, &st1), 0);
+    assert_true(st1.st_ino != st0.st_ino);
+    assert_int_equal(st1.st_size, 8192 + 12000); /* N (now first) at 0, V at 8192 */
+    assert_int_equal(wm_onnx_load(p, &back, &e), WM_OK);
+    assert_int_equal(back->proto->graph->n_initializer, 2);
+    wm_onnx_free(back);
+}
+
 static void test_small_tensors_stay_inline(void **s) {
     (void)s;
     wm_onnx_save_opts o;
@@ -239,6 +306,7 @@ int main(void) {
         cmocka_unit_test(test_relative_path_rules),
         cmocka_unit_test_setup_teardown(test_symlink_escape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_inline_and_external_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep_data_appends, setup, teardown),
         cmocka_unit_test_setup_teardown(test_small_tensors_stay_inline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_data_must_match_shape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_external_keys_checked, setup, teardown),
