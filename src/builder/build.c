@@ -63,7 +63,7 @@ static wm_status write_text(const char *path, const char *text, wm_error *err) {
         }
         off += (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (wm_durable_sync(fd) != 0 || close(fd) != 0) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
     return WM_OK;
 }
 
@@ -88,7 +88,7 @@ static wm_status copy_file(const char *src, const char *dst, wm_error *err) {
         if (w < 0) s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
         else off += (size_t)w;
     }
-    if (!s && (fsync(fd) != 0)) s = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
+    if (!s && (wm_durable_sync(fd) != 0)) s = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
     close(fd);
     wm_unmap(&m);
     return s;

@@ -16,6 +16,7 @@
 #include "builder/model_impl.h"
 #include "core/sha256.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "onnx/dtype.h"
 
 size_t wm_export_output_names(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap) {
@@ -172,7 +173,7 @@ static wm_status write_model(wm_onnx_model *m, const char *path, wm_error *err) 
     if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     wm_pb_sink sink = {fd_write, &fd};
     wm_status s = WM_OK;
-    if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || fsync(fd) != 0)
+    if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || wm_durable_sync(fd) != 0)
         s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
     close(fd);
     if (!s && rename(tmp, path) != 0) s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", path, strerror(errno));

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/half.h"
 #include "onnx/dtype.h"
 
@@ -115,7 +116,7 @@ static void *writer_main(void *arg) {
             wm_sha256_update(&s->sha, s->slot[k], s->slot_n[k]);
             if (fd_write_all(s->fd, s->slot[k], s->slot_n[k])) e = errno ? errno : EIO;
             /* start writeback now, so the final fsync does not wait for the whole file */
-            else sync_file_range(s->fd, (off64_t)s->w_off, (off64_t)s->slot_n[k], SYNC_FILE_RANGE_WRITE);
+            else if (wm_durable()) sync_file_range(s->fd, (off64_t)s->w_off, (off64_t)s->slot_n[k], SYNC_FILE_RANGE_WRITE);
             s->w_off += s->slot_n[k];
         }
         pthread_mutex_lock(&s->mu);
@@ -354,7 +355,7 @@ wm_status wm_wsink_finish(wm_wsink *s, char sha_hex[65], wm_error *err) {
     if (st) return st;
     int e = writer_stop(s);
     if (e) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", s->path, strerror(e));
-    if (fsync(s->fd) != 0) return wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", s->path, strerror(errno));
+    if (wm_durable_sync(s->fd) != 0) return wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", s->path, strerror(errno));
     wm_sha256 fin = s->sha; /* s->sha stays the running state (wm_sha256_file_tail can continue it) */
     wm_sha256_hex(&fin, sha_hex);
     return WM_OK;

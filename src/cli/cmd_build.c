@@ -13,10 +13,11 @@
 #include "builder/build.h"
 #include "builder/recipe.h"
 #include "cli/cli.h"
+#include "core/file.h"
 
 static void help(int export_only) {
     if (export_only)
-        printf("usage: winml export -m CHECKPOINT -o DIR [-c RECIPE] [-t TASK] [--rebuild]\n"
+        printf("usage: winml export -m CHECKPOINT -o DIR [-c RECIPE] [-t TASK] [--rebuild] [--sync]\n"
                "                    [--random-weights [--seed N]] [-f json] [-q]\n\n"
                "The export stage alone: builds DIR/model.onnx (+ model.onnx.data when the model is\n"
                ">= 100 MiB) straight from the safetensors weights: a plain float32 standard-ONNX graph\n"
@@ -24,7 +25,7 @@ static void help(int export_only) {
                "architecture from config.json alone with seeded random values.\n");
     else
         printf("usage: winml build -m CHECKPOINT -o DIR [-c RECIPE] [-t TASK] [-p fp32|fp16|int8|int4]\n"
-               "                   [--ep cpu] [--device cpu] [--no-compile] [--rebuild]\n"
+               "                   [--ep cpu] [--device cpu] [--no-compile] [--rebuild] [--sync]\n"
                "                   [--random-weights [--seed N]] [-f json] [-q]\n\n"
                "Writes DIR/model.onnx (+ model.onnx.data when large), winml_build_config.json (the\n"
                "resolved recipe), build_manifest.json (stages, times, node and op counts, parameter\n"
@@ -36,13 +37,16 @@ static void help(int export_only) {
                "onnxruntime-genai; recipe \"gqa\": false keeps the graph's own mask for left padding),\n"
                "quant (-p fp16: weights and compute in half; int8: dynamic MatMulInteger; int4:\n"
                "MatMulNBits, recipe quant.rtn_block_size (default 128) and rtn_accuracy_level (default 4:\n"
-               "int8 activations)), compile (reported as not run: the CPU engine needs no EP compile step).\n");
+               "int8 activations)), compile (reported as not run: the CPU engine needs no EP compile step).\n"
+               "Files are written under temporary names and renamed when complete (atomic for readers and\n"
+               "against a failed run); --sync also fsyncs each one first, so the folder survives a power\n"
+               "loss, at the cost of waiting for the disk.\n");
 }
 
 static int run(int argc, char **argv, int export_only) {
     wm_cli c;
     wm_cli_init(&c, export_only ? "winml export" : "winml build");
-    enum { O_EP = 1000, O_DEVICE, O_NO_COMPILE, O_REBUILD, O_RANDOM, O_SEED };
+    enum { O_EP = 1000, O_DEVICE, O_NO_COMPILE, O_REBUILD, O_RANDOM, O_SEED, O_SYNC };
     static const struct option longs[] = {WM_CLI_COMMON_LONG,
                                           {"config", required_argument, 0, 'c'},
                                           {"recipe", required_argument, 0, 'c'},
@@ -54,6 +58,7 @@ static int run(int argc, char **argv, int export_only) {
                                           {"rebuild", no_argument, 0, O_REBUILD},
                                           {"random-weights", no_argument, 0, O_RANDOM},
                                           {"seed", required_argument, 0, O_SEED},
+                                          {"sync", no_argument, 0, O_SYNC},
                                           {0, 0, 0, 0}};
     wm_build_opts o;
     memset(&o, 0, sizeof o);
@@ -78,6 +83,7 @@ static int run(int argc, char **argv, int export_only) {
         case O_NO_COMPILE: o.no_compile = 1; break;
         case O_REBUILD: o.rebuild = 1; break;
         case O_RANDOM: o.random = 1; break;
+        case O_SYNC: wm_set_durable(1); break;
         case O_SEED: {
             char *end = NULL;
             unsigned long long v = strtoull(optarg, &end, 10);

@@ -167,3 +167,9 @@ static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *
 }
 
 void wm_rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static int g_durable;
+
+void wm_set_durable(int on) { g_durable = on != 0; }
+int wm_durable(void) { return g_durable; }
+int wm_durable_sync(int fd) { return g_durable ? fsync(fd) : 0; }

@@ -52,4 +52,16 @@ uint64_t wm_current_rss_bytes(void);
 /* Removes dir and everything under it (symlinks themselves, never their targets); best effort. */
 void wm_rm_tree(const char *dir);
 
+/*
+ * Durability of written artifacts. Writers go to temporary names and rename
+ * when complete, which makes every output atomic for readers and against a
+ * failed or killed process. Surviving a power loss also needs the bytes on
+ * disk before the rename: with wm_set_durable(1) (winml build --sync)
+ * wm_durable_sync fsyncs fd; by default it returns 0 at once and the kernel
+ * writes the page cache back in its own time, as the Python exporters do.
+ */
+void wm_set_durable(int on);
+int wm_durable(void);
+int wm_durable_sync(int fd); /* 0, or -1 with errno from fsync */
+
 #endif

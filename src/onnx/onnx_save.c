@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/file.h"
 #include "core/error.h"
 #include "onnx/dtype.h"
 #include "onnx/onnx_model.h"
@@ -170,7 +171,7 @@ static wm_status write_data_file(saved *v, size_t n, int fd, uint64_t pos, const
             return wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
         pos += v[i].data.n;
     }
-    if (fsync(fd) != 0) return wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (wm_durable_sync(fd) != 0) return wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
     return WM_OK;
 }
 
@@ -258,7 +259,7 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
     }
     if ((s = open_tmp(path, tmp_model, sizeof tmp_model, &model_fd, err))) goto done;
     wm_pb_sink sink = {fd_write, &model_fd};
-    if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || fsync(model_fd) != 0) {
+    if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || wm_durable_sync(model_fd) != 0) {
         s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp_model, strerror(errno));
         goto done;
     }

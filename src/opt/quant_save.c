@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/file.h"
 #include "core/error.h"
 #include "onnx/dtype.h"
 #include "opt/quant_impl.h"
@@ -198,7 +199,7 @@ wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, wm_e
         }
         st = put(&s, r->t, b.p, b.n, 1);
     }
-    if (!st && fsync(s.fd) != 0) st = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", tmp_data, strerror(errno));
+    if (!st && wm_durable_sync(s.fd) != 0) st = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", tmp_data, strerror(errno));
     if (st) goto done;
     uint64_t size = wm_pb_size(&wm_onnx_model_desc, s.m->proto);
     if (size > WM_PB_MAX_MESSAGE) {
@@ -214,7 +215,7 @@ wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, wm_e
         goto done;
     }
     wm_pb_sink sink = {fd_sink, &model_fd};
-    if (wm_pb_encode(&sink, &wm_onnx_model_desc, s.m->proto) || fsync(model_fd) != 0) {
+    if (wm_pb_encode(&sink, &wm_onnx_model_desc, s.m->proto) || wm_durable_sync(model_fd) != 0) {
         st = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp_model, strerror(errno));
         goto done;
     }

@@ -213,8 +213,8 @@ def test_external_data_random_weights_deterministic(winml, tmp_path):
     for i, seed in enumerate(["3", "3", "4"]):
         out = tmp_path / f"o{i}"
         argv = [winml, "build", "-m", str(d), "-o", str(out), "--random-weights", "--seed", seed, "-f", "json"]
-        if i == 1:  # the portable SHA-256 (no SHA-NI) must give the same digests
-            argv = ["env", "WM_SHA256_GENERIC=1", *argv]
+        if i == 1:  # the portable SHA-256 (no SHA-NI) must give the same digests; --sync (fsync) the same bytes
+            argv = ["env", "WM_SHA256_GENERIC=1", *argv, "--sync"]
         r = U.run(argv)
         assert r.returncode == 0, U.describe(r)
         man = json.loads(r.stdout)
