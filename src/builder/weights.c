@@ -237,18 +237,25 @@ static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64
         }
         return WM_OK;
     }
-    /* source [R, C] -> output [C, R]: blocks of whole output rows, gathered column-wise from the source */
+    /* source [R, C] -> output [C, R]: blocks of whole output rows, gathered from tiles of TR source rows x
+     * 256 source columns (converted into tmp, then written out as runs of TR consecutive floats per output row,
+     * so neither side strides through more cache lines than the tile holds) */
+    enum { TR = 32 };
     uint64_t R = (uint64_t)dims[1], C = (uint64_t)dims[0];
-    float tmp[256];
+    static _Thread_local float tmp[TR][256];
     if (R * sizeof(float) <= WM_WSINK_SLOT) {
         for (uint64_t c0 = 0; c0 < C;) {
             if (!(d = (float *)reserve(o, (size_t)R * sizeof(float), &avail))) return o->err->status;
             uint64_t bc = ELEMS(avail) / R;
             if (bc > C - c0) bc = C - c0;
             if (bc > 256) bc = 256;
-            for (uint64_t r = 0; r < R; r++) {
-                convert(t->data + (r * C + c0) * es, t->dtype, (size_t)bc, tmp);
-                for (uint64_t j = 0; j < bc; j++) d[j * R + r] = tmp[j];
+            for (uint64_t r0 = 0; r0 < R; r0 += TR) {
+                uint64_t nr = R - r0 < TR ? R - r0 : TR;
+                for (uint64_t r = 0; r < nr; r++) convert(t->data + ((r0 + r) * C + c0) * es, t->dtype, (size_t)bc, tmp[r]);
+                for (uint64_t j = 0; j < bc; j++) {
+                    float *row = d + j * R + r0;
+                    for (uint64_t r = 0; r < nr; r++) row[r] = tmp[r][j];
+                }
             }
             commit(o, (size_t)(bc * R * sizeof(float)));
             c0 += bc;
