@@ -52,6 +52,7 @@ static void init_tables(void) {
         g_avx512.isa = 2;
         g_avx512.nbits_gemm = wm_nbits_avx512;
         g_avx512.nbits_q8 = wm_nbits_q8_avx512;
+        g_avx512.nbits_half_scales = 1;
     }
     const char *env = getenv("WM_KERNELS");
     int cap = !env ? 2 : strcmp(env, "generic") == 0 ? 0 : strcmp(env, "avx2") == 0 ? 1 : 2;

@@ -160,6 +160,8 @@ typedef struct wm_nbits_args {
     int64_t lda;
     const uint8_t *B;
     const float *scales;
+    const uint16_t *scales_h;    /* optional: the same scales as IEEE halves (each exactly equal); a kernel that
+                                    streams weights may read these instead (half the scale bytes per token) */
     const uint8_t *zero_points;  /* packed, or NULL */
     const float *zero_points_f;  /* unpacked float, or NULL (used when zero_points is NULL) */
     float *C;
@@ -220,6 +222,7 @@ typedef struct wm_kernels {
     void (*hgemm)(const wm_hgemm_args *a, int ith, int nth);
     void (*nbits_gemm)(const wm_nbits_args *a, int ith, int nth);
     int (*nbits_q8)(const wm_nbits_args *a); /* 1: nbits_gemm computes these args with int8 activations */
+    int nbits_half_scales;                   /* 1: nbits_gemm reads wm_nbits_args.scales_h when given */
     void (*igemm)(const wm_igemm_args *a, int ith, int nth);
 
     /* Elementwise on contiguous arrays; y may equal x (in place). */

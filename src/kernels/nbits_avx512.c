@@ -148,7 +148,8 @@ static inline __attribute__((always_inline)) void tile_sg32(const wm_nbits_args 
                 lo[t] = _mm512_and_si512(o4[t], nib);
                 hi[t] = _mm512_and_si512(_mm512_srli_epi16(o4[t], 4), nib);
             }
-            __m512 sw = _mm512_maskz_loadu_ps(smk, a->scales + (n0 + j) * kb + b0);
+            __m512 sw = a->scales_h ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(smk, a->scales_h + (n0 + j) * kb + b0))
+                                    : _mm512_maskz_loadu_ps(smk, a->scales + (n0 + j) * kb + b0);
             #pragma GCC unroll 4
             for (int i = 0; i < mr; i++) {
                 const int8_t *x = q->q + (m0 + i) * q->kp + g * 512;
@@ -199,7 +200,9 @@ static inline __attribute__((always_inline)) void tile(const wm_nbits_args *a, c
             __m512i c = _mm512_maskz_loadu_epi8(cmk, p);
             lo[j] = _mm512_and_si512(c, nib);
             hi[j] = _mm512_and_si512(_mm512_srli_epi16(c, 4), nib);
-            sw[j] = _mm512_permutexvar_ps(t->idx, _mm512_maskz_loadu_ps(smk, scw + j * t->kb + b0));
+            __m512 s16 = a->scales_h ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(smk, a->scales_h + (n0 + j) * t->kb + b0))
+                                     : _mm512_maskz_loadu_ps(smk, scw + j * t->kb + b0);
+            sw[j] = _mm512_permutexvar_ps(t->idx, s16);
         }
         #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {

@@ -26,6 +26,7 @@ typedef struct wm_nbits_w {
     int64_t k_blocks, blob;
     const uint8_t *b;
     const float *scales; /* (N, k_blocks) */
+    const uint16_t *scales_h; /* the same as exact halves, or NULL (wm_nbits_args.scales_h) */
     const uint8_t *zp;   /* packed zero points, or NULL */
     const float *zp_f;   /* float zero points (N, k_blocks), or NULL */
     int accuracy;        /* accuracy_level: 4 lets decode quantize activations to int8 */

@@ -254,7 +254,7 @@ static void nb_args(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda,
     memset(a, 0, sizeof *a);
     a->M = M, a->N = w->N, a->K = w->K;
     a->bits = w->bits, a->block_size = (int)w->block, a->accuracy_level = w->accuracy;
-    a->A = A, a->lda = lda, a->B = w->b, a->scales = w->scales;
+    a->A = A, a->lda = lda, a->B = w->b, a->scales = w->scales, a->scales_h = w->scales_h;
     a->zero_points = w->zp, a->zero_points_f = w->zp ? NULL : w->zp_f;
     a->C = C, a->ldc = ldc, a->ep.bias = bias, a->work = ws;
 }
@@ -292,6 +292,7 @@ void wm_nbits_matmul(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda
 typedef struct nbstate {
     wm_nbits_w w;          /* b/scales/zp pointers set when constant, else per run */
     const float *scales_c; /* constant scales converted to float32, or NULL */
+    const uint16_t *scales_h; /* constant scales as halves, each exactly equal, when the kernel reads them */
     const float *zp_c;     /* constant float zero points converted, or NULL */
 } nbstate;
 
@@ -336,6 +337,24 @@ static wm_status nb_init(wm_node *n, wm_error *err) {
     }
     if (wm_has_in(n, 5) && n->in_dtype[5] != n->in_dtype[0]) return wm_node_err(n, err, WM_ERR_INPUT, "bias must have A's type");
     if (n->in_const[2] && !(s->scales_c = to_f32(n, n->in_const[2]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    /* the kernel that reads halves (AVX-512 VNNI: 4 bits, int8 activations, default zero point, block >= 32) */
+    if (n->in_const[2] && !wm_has_in(n, 3) && wm_kernels_get()->nbits_half_scales && s->w.bits == 4 &&
+        s->w.accuracy == 4 && s->w.block >= 32) {
+        const wm_tensor *t = n->in_const[2];
+        uint64_t ns = wm_tensor_numel(t);
+        if (t->dtype == WM_DT_FLOAT16) {
+            s->scales_h = t->data;
+        } else { /* float32 scales that are all exact halves (winml's quantizer writes them so) */
+            uint16_t *h = wm_node_alloc(n, ns * sizeof *h);
+            if (!h) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+            uint64_t i = 0;
+            for (; i < ns && wm_f16_to_f32(h[i] = wm_f32_to_f16(s->scales_c[i])) == s->scales_c[i]; i++) {}
+            if (i == ns) {
+                s->scales_h = h;
+                n->packed_bytes += ns * sizeof *h;
+            }
+        }
+    }
     if (wm_has_in(n, 3) && n->in_dtype[3] != WM_DT_UINT8 && n->in_const[3] && !(s->zp_c = to_f32(n, n->in_const[3])))
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
     n->out_dtype[0] = n->in_dtype[0];
@@ -388,6 +407,7 @@ static wm_status nb_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     int64_t M = (int64_t)(wm_tensor_numel(in[0]) / (uint64_t)w.K);
     w.b = in[1]->data;
     w.scales = s->scales_c ? s->scales_c : in[2]->dtype == WM_DT_FLOAT ? in[2]->data : NULL;
+    w.scales_h = s->scales_h;
     if (!w.scales) {
         float *sc = take(&p, wm_tensor_numel(in[2]) * sizeof(float));
         wm_convert(in[2]->dtype, in[2]->data, WM_DT_FLOAT, sc, wm_tensor_numel(in[2]));

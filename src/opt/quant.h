@@ -54,6 +54,8 @@ typedef struct wm_quant_config {
     int bits;               /* 4 (default) or 8 */
     int64_t block_size;     /* power of two >= 16 (default 32) */
     int64_t accuracy_level; /* MatMulNBits accuracy_level attribute; 0: omitted */
+    int half_scales;        /* float32 scales rounded to the nearest normal half (codes computed with it), so an
+                               engine may stream them as 2 bytes; 0 (default): onnxruntime's quantizer's values */
     const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul node names (or weight names) kept at 8 bits */
 } wm_quant_config;
 

@@ -24,6 +24,7 @@ typedef struct wm_qjob {
     int64_t K, N, bs;
     int bits, sym, per_channel, trans, reduce;
     int32_t scale_dtype, qtype;
+    int half_scales; /* NBITS with float32 scales: wm_quant_config.half_scales */
 } wm_qjob;
 
 struct wm_quant_plan {

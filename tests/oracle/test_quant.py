@@ -95,6 +95,38 @@ def test_int4_matches_onnxruntime_quantizer(winml, tmp_path, bs, sym):
     np.testing.assert_allclose(y, x @ wd, rtol=1e-4, atol=1e-4)
 
 
+def test_int4_half_scales(winml, tmp_path):
+    """--half-scales: every float32 scale is an exact half, codes are computed with it (onnxruntime's result equals
+    x @ the naive dequantization), the error stays that of RTN, and our engine (which streams such scales as halves
+    at accuracy level 4) agrees with onnxruntime on it."""
+    rng = np.random.default_rng(11)
+    w = (rng.standard_normal((256, 40)) * rng.uniform(0.1, 3, 40)).astype(np.float32)
+    src, dst, ref = str(tmp_path / "mm.onnx"), str(tmp_path / "q.onnx"), str(tmp_path / "r.onnx")
+    matmul_model(src, w)
+    dst4 = str(tmp_path / "q4.onnx")
+    quantize(winml, src, dst, "-p", "int4", "--block-size", "32", "--symmetric", "--half-scales")
+    quantize(winml, src, dst4, "-p", "int4", "--block-size", "32", "--symmetric", "--half-scales", "--accuracy-level", "4")
+    quantize(winml, src, ref, "-p", "int4", "--block-size", "32", "--symmetric")
+    m, r = onnx.load(dst), onnx.load(ref)
+    t, rt = tensors(m), tensors(r)
+    sc, rsc = t[m.graph.node[0].input[2]], rt[r.graph.node[0].input[2]]
+    assert sc.dtype == np.float32 and np.array_equal(sc.astype(np.float16).astype(np.float32), sc)
+    assert not np.array_equal(rsc.astype(np.float16).astype(np.float32), rsc)  # the default: not rounded
+    assert np.max(np.abs(sc / rsc - 1)) <= 2.0 ** -11
+    wd = naive_dequant(t[m.graph.node[0].input[1]], sc, None, 256, 32, 4)
+    step = np.repeat(np.abs(sc), 32, axis=1)[:, :256].T  # per-weight quantization step
+    err = np.abs(wd - w)  # RTN: half a step, a whole one where symmetric codes clamp at +7
+    assert np.all(err <= step * (1 + 2.0 ** -10)) and np.mean(err <= 0.5 * step * (1 + 2.0 ** -10)) > 0.97
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    y = M.run_model(dst, {"x": x})[0]
+    np.testing.assert_allclose(y, x @ wd, rtol=1e-4, atol=1e-4)
+    import builder_util as BU
+    for rows in (1, 3, 40):  # decode and prefill sizes (int8 activations: onnxruntime's accuracy level 4 too)
+        xr = rng.standard_normal((rows, 256)).astype(np.float32)
+        np.testing.assert_allclose(BU.run_engine(dst4, {"x": xr})["y"], M.run_model(dst4, {"x": xr})[0], rtol=0.05,
+                                   atol=0.05 * float(np.abs(xr @ wd).max()))
+
+
 def test_int4_padded_k_and_fp16_and_8bit(winml, tmp_path):
     rng = np.random.default_rng(5)
     for k, dt, bits in ((200, np.float32, 4), (96, np.float16, 4), (128, np.float32, 8)):
