@@ -540,3 +540,78 @@ def test_openvino_device_only_ops(winml, tmp_path):
     assert _target(winml, p, "openvino", "npu")["counts"]["supported"] == 1
     t = _target(winml, p, "openvino", "gpu")
     assert t["counts"]["unsupported"] == 1 and "CPU/NPU only" in _node_reason(t, "Sinh"), t["nodes"]
+
+
+def test_qnn_htp_vs_gpu_builder_checks(winml, tmp_path):
+    """onnxruntime-qnn@cee6c0d9: BatchNormalization's HTP dtype table has no float64 (GPU has no builder dtype check);
+    ReduceProd is refused on HTP only; HTP has no rank-5 MaxPool; Upsample takes float32 only off HTP."""
+    vi = helper.make_tensor_value_info
+    D = TensorProto.DOUBLE
+    prm = [helper.make_tensor(n, D, [2], [1.0, 1.0]) for n in ("s", "b", "m", "v")]
+    bn = _init_graph(tmp_path, "bn_f64", helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"]),
+                     [vi("x", D, [1, 2, 3, 3])], [vi("y", D, [1, 2, 3, 3])], prm)
+    t = _target(winml, bn, "qnn", "npu")
+    assert t["counts"]["unsupported"] == 1 and "input 0 dtype float64 not supported" in _node_reason(
+        t, "BatchNormalization"), t["nodes"]
+    assert _target(winml, bn, "qnn", "gpu")["counts"]["supported"] == 1
+    rp = _graph(tmp_path, "rprod", helper.make_node("ReduceProd", ["a"], ["c"], keepdims=0),
+                [vi("a", TensorProto.FLOAT, [4])], [vi("c", TensorProto.FLOAT, [])])
+    t = _target(winml, rp, "qnn", "npu")
+    assert t["counts"]["unsupported"] == 1 and "HTP" in _node_reason(t, "ReduceProd"), t["nodes"]
+    assert _target(winml, rp, "qnn", "gpu")["counts"]["supported"] == 1
+    mp = _graph(tmp_path, "maxpool3d", helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[1, 1, 1]),
+                [vi("x", TensorProto.FLOAT, [1, 1, 2, 2, 2])], [vi("y", TensorProto.FLOAT, [1, 1, 2, 2, 2])])
+    t = _target(winml, mp, "qnn", "npu")
+    assert t["counts"]["unsupported"] == 1 and "exceeds max_rank 4" in _node_reason(t, "MaxPool"), t["nodes"]
+    assert _target(winml, mp, "qnn", "gpu")["counts"]["supported"] == 1
+    sc = helper.make_tensor("sc", TensorProto.FLOAT, [4], [1.0, 1.0, 2.0, 2.0])
+    up = _init_graph(tmp_path, "up_f16", helper.make_node("Upsample", ["x", "sc"], ["y"]),
+                     [vi("x", TensorProto.FLOAT16, [1, 1, 2, 2])], [vi("y", TensorProto.FLOAT16, [1, 1, 4, 4])], [sc],
+                     opset=9)
+    assert _target(winml, up, "qnn", "npu")["counts"]["supported"] == 1
+    t = _target(winml, up, "qnn", "gpu")
+    assert t["counts"]["unsupported"] == 1 and "input 0 dtype float16 not supported" in _node_reason(t, "Upsample")
+
+
+def test_qnn_constant_inputs_and_attributes(winml, tmp_path):
+    """cumsum_op_builder.cc: constant axis, reverse=0; slice_op_builder.cc: constant starts/ends;
+    simple_op_builder.cc: ScatterND reduction none/add/mul."""
+    vi = helper.make_tensor_value_info
+    x, y = vi("x", TensorProto.FLOAT, [4]), vi("y", TensorProto.FLOAT, [4])
+    ax = helper.make_tensor("ax", TensorProto.INT64, [], [0])
+    ok = _init_graph(tmp_path, "cumsum", helper.make_node("CumSum", ["x", "ax"], ["y"]), [x], [y], [ax])
+    rev = _init_graph(tmp_path, "cumsum_rev", helper.make_node("CumSum", ["x", "ax"], ["y"], reverse=1), [x], [y], [ax])
+    dyn = _graph(tmp_path, "cumsum_dyn", helper.make_node("CumSum", ["x", "ax"], ["y"]),
+                 [x, vi("ax", TensorProto.INT64, [])], [y])
+    for dev in ("npu", "gpu"):
+        assert _target(winml, ok, "qnn", dev)["counts"]["supported"] == 1
+        t = _target(winml, rev, "qnn", dev)
+        assert t["counts"]["unsupported"] == 1 and "attribute reverse=1 not allowed" in _node_reason(t, "CumSum")
+        t = _target(winml, dyn, "qnn", dev)
+        assert t["counts"]["unsupported"] == 1 and "must be constant" in _node_reason(t, "CumSum")
+    sl = _graph(tmp_path, "slice_dyn", helper.make_node("Slice", ["x", "st", "en"], ["y"]),
+                [x, vi("st", TensorProto.INT64, [1]), vi("en", TensorProto.INT64, [1])], [vi("y", TensorProto.FLOAT, [2])])
+    t = _target(winml, sl, "qnn", "npu")
+    assert t["counts"]["unsupported"] == 1 and "must be constant" in _node_reason(t, "Slice"), t["nodes"]
+    idx = helper.make_tensor("i", TensorProto.INT64, [1, 1], [0])
+    sn = _init_graph(tmp_path, "scatternd_max",
+                     helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction="max"),
+                     [x, vi("u", TensorProto.FLOAT, [1])], [y], [idx], opset=18)
+    t = _target(winml, sn, "qnn", "gpu")
+    assert t["counts"]["unsupported"] == 1 and "attribute reduction='max' not allowed" in _node_reason(t, "ScatterND")
+
+
+def test_vitisai_ops_after_sin(winml, tmp_path):
+    """Ryzen AI 1.7.0 table (amd/RyzenAI-SW docs/tools/ops_support.mdx): TopK, ThresholdedRelu and Xor are listed."""
+    vi = helper.make_tensor_value_info
+    x, v, i = vi("x", TensorProto.FLOAT, [2, 5]), vi("v", TensorProto.FLOAT, [2, 3]), vi("i", TensorProto.INT64, [2, 3])
+    k = helper.make_tensor("k", TensorProto.INT64, [1], [3])
+    tk = _init_graph(tmp_path, "vai_topk", helper.make_node("TopK", ["x", "k"], ["v", "i"]), [x], [v, i], [k])
+    t = _target(winml, tk, "vitisai", "npu")
+    assert t["counts"]["supported"] == 1 and t["verdict"] == "supported", t["nodes"]
+    tr = _graph(tmp_path, "vai_trelu", helper.make_node("ThresholdedRelu", ["a"], ["c"]),
+                [vi("a", TensorProto.FLOAT, [4])], [vi("c", TensorProto.FLOAT, [4])])
+    assert _target(winml, tr, "vitisai", "npu")["counts"]["supported"] == 1
+    xo = _graph(tmp_path, "vai_xor", helper.make_node("Xor", ["a", "b"], ["c"]),
+                [vi("a", TensorProto.BOOL, [4]), vi("b", TensorProto.BOOL, [4])], [vi("c", TensorProto.BOOL, [4])])
+    assert _target(winml, xo, "vitisai", "npu")["counts"]["supported"] == 1
