@@ -155,6 +155,19 @@ static void unary_part(void *arg, int ith, int nth) {
         case UOP_Sigmoid: k->vsigmoid(hi - lo, y, x); break;
         case UOP_Gelu: (p->approx ? k->vgelu_tanh : k->vgelu_erf)(hi - lo, y, x); break;
         case UOP_FastGelu: k->vgelu_tanh(hi - lo, y, x); break;
+        case UOP_QuickGelu: /* x * sigmoid(alpha x): SiLU when alpha is 1 (how fused SwiGLU MLPs use it) */
+            if (p->alpha == 1.0f) {
+                k->vsilu(hi - lo, y, x);
+                break;
+            }
+            for (long i = 0; i < hi - lo; i += CHUNK) {
+                float t[CHUNK];
+                long m = hi - lo - i < CHUNK ? hi - lo - i : CHUNK;
+                for (long j = 0; j < m; j++) t[j] = (float)p->alpha * x[i + j];
+                k->vsigmoid(m, t, t);
+                for (long j = 0; j < m; j++) y[i + j] = x[i + j] * t[j];
+            }
+            break;
         default: ufns32[c->s->op](x, y, hi - lo, p); break;
         }
         break;

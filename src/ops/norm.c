@@ -2,8 +2,8 @@
  * norm.c - LayerNormalization (17), RMSNormalization (23), and the ONNX
  * Runtime forms SimplifiedLayerNormalization, SkipLayerNormalization and
  * SkipSimplifiedLayerNormalization (com.microsoft). Each row (the dims from
- * `axis` on) is normalized in float32 with a two-pass mean/variance;
- * threads take whole rows.
+ * `axis` on) is normalized in float32 with a two-pass mean/variance (the
+ * kernel table's row kernels); threads take whole rows.
  */
 #include <math.h>
 #include <string.h>
@@ -73,6 +73,8 @@ typedef struct nctx {
     int n_in, n_out;
     uint64_t rows, len;
     float *ws; /* per thread: 4 rows of len floats */
+    const wm_kernels *k;
+    int rms_stats; /* an RMS form whose statistics outputs (mean / inv_std_var) are wanted */
 } nctx;
 
 static void norm_part(void *arg, int ith, int nth) {
@@ -103,18 +105,19 @@ static void norm_part(void *arg, int ith, int nth) {
             }
             if (c->n_out > 3 && c->out[3]) wm_row_store(c->out[3]->dtype, c->out[3]->data, off, x, (int64_t)len);
         }
-        double mean = 0, var = 0;
-        if (!s->rms) {
-            for (uint64_t i = 0; i < len; i++) mean += x[i];
-            mean /= (double)len;
+        float m = 0, inv;
+        if (!s->rms) { /* the table's row kernel (vector, two-pass) */
+            c->k->layernorm_row((int64_t)len, t, x, g, beta ? b : NULL, s->eps, &m, &inv);
+        } else if (!c->rms_stats) {
+            c->k->rmsnorm_row((int64_t)len, t, x, g, s->eps);
+            inv = 0; /* not an output of this node */
+        } else { /* RMS with its statistics as outputs */
+            double var = 0;
+            for (uint64_t i = 0; i < len; i++) var += (double)x[i] * x[i];
+            var /= (double)len;
+            inv = (float)(1.0 / sqrt(var + s->eps));
+            for (uint64_t i = 0; i < len; i++) t[i] = x[i] * inv * g[i];
         }
-        for (uint64_t i = 0; i < len; i++) {
-            double d = x[i] - mean;
-            var += d * d;
-        }
-        var /= (double)len;
-        float m = (float)mean, inv = (float)(1.0 / sqrt(var + s->eps));
-        for (uint64_t i = 0; i < len; i++) t[i] = (x[i] - m) * inv * g[i] + (beta ? b[i] : 0.0f);
         wm_row_store(c->out[0]->dtype, c->out[0]->data, off, t, (int64_t)len);
         if (s->skip) { /* outputs: 1 mean, 2 inv_std_var */
             if (c->n_out > 1 && c->out[1]) ((float *)c->out[1]->data)[r] = m;
@@ -142,7 +145,9 @@ static size_t norm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *
 }
 
 static wm_status norm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
-    nctx c = {n->state, in, out, n->n_in, n->n_out, 0, 0, x->ws};
+    const nstate *s = n->state;
+    nctx c = {s, in, out, n->n_in, n->n_out, 0, 0, x->ws, wm_kernels_get(), 0};
+    for (int i = 1; i < n->n_out && i < 3; i++) c.rms_stats |= s->rms && out[i] != NULL;
     rows_len(n, in[0], &c.rows, &c.len);
     if (!c.rows || !c.len) return WM_OK;
     int nth = c.rows * c.len >= 16384 ? x->nth : 1;
