@@ -215,9 +215,13 @@ wm_status wm_clm_append(wm_clm *m, const int32_t *ids, size_t n, const float **l
     int_input(&m->in[m->i_ids], dt, m->ids_buf, (int64_t)n);
     int64_t total = m->len + (int64_t)n;
     if (m->i_mask >= 0) {
+        /* in place: the mask spans the whole cache (ones, then zeros), as long as the past it describes, so every
+           decode step has the same input shapes and reuses one execution plan; GroupQueryAttention reads the
+           lengths from the ones (seqlens_k) */
+        int64_t mlen = m->inplace ? m->max_len : total;
         int32_t mdt = wm_session_input(s, (size_t)m->i_mask)->dtype;
-        for (int64_t i = 0; i < total; i++) fill_int(m->mask_buf, mdt, (size_t)i, 1);
-        int_input(&m->in[m->i_mask], mdt, m->mask_buf, total);
+        for (int64_t i = 0; i < mlen; i++) fill_int(m->mask_buf, mdt, (size_t)i, i < total);
+        int_input(&m->in[m->i_mask], mdt, m->mask_buf, mlen);
     }
     if (m->i_pos >= 0) {
         int32_t pdt = wm_session_input(s, (size_t)m->i_pos)->dtype;
