@@ -13,8 +13,9 @@ Every peer starts from that same folder:
                int4 build folder run by onnxruntime-genai (we write genai_config.json)
   transformers eager PyTorch, float32, greedy with the KV cache
 All with the same thread count (--threads, default all cores). Ratios are ours / peer (higher is better for us).
-The decode roofline: weight bytes read per token (every initializer except the rows a Gather reads) / read
-bandwidth measured by wm_gemmbench membw in the same run.
+The decode roofline: weight bytes read per token (every initializer except the rows a Gather reads; MatMulNBits
+scales that are all exact halves count 2 bytes, as our engine reads them) / read bandwidth measured by
+wm_gemmbench membw in the same run.
 
 usage: bench/bench_llm_peers.py [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
                                 [--rounds 2] [--peers llama,genai,hf] [--precisions int4,fp16,fp32] [-o results.json]
@@ -109,9 +110,16 @@ def winml_perf(winml, out, a):
 
 
 def weight_bytes_per_token(path):
-    """Bytes of initializers a decode step reads: all of them, except tables only Gathered (one row each)."""
+    """Bytes of initializers a decode step reads: all of them, except tables only Gathered (one row each); the
+    float32 scales of a MatMulNBits count 2 bytes each when every one is an exact half (winml streams those as
+    halves: recipe rtn_half_scales)."""
     import onnx
-    m = onnx.load(path, load_external_data=False)
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    half = set()
+    for n in m.graph.node:
+        if n.op_type == "MatMulNBits" and len(n.input) > 2:
+            half.add(n.input[2])
     uses = {}
     for n in m.graph.node:
         for i in n.input:
@@ -121,6 +129,10 @@ def weight_bytes_per_token(path):
         size = int(np.prod(t.dims)) * {1: 4, 10: 2, 16: 2, 2: 1, 3: 1, 6: 4, 7: 8}.get(t.data_type, 4)
         if uses.get(t.name) and all(u == "Gather" for u in uses[t.name]):
             size = size // max(t.dims[0], 1)
+        elif t.name in half and t.data_type == 1:
+            a = numpy_helper.to_array(t)
+            if np.array_equal(a.astype(np.float16).astype(np.float32), a):
+                size //= 2
         total += size
     return total
 
