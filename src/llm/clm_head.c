@@ -5,6 +5,7 @@
  * or after quantization):
  *   X [B, S, H] -> Reshape [-1, H] -> MatMul | MatMulNBits | Gemm -> Reshape [B, S, V] -> logits
  *   X [B, S, H] -> MatMul | MatMulNBits -> logits
+ * either possibly followed by a Cast (fp16 builds keep float32 logits).
  * The rewrite slices X to its last position (Slice axis 1, -1:) before the head;
  * in the first form the trailing Reshape (whose shape is computed from S) becomes
  * an Unsqueeze of axis 1. Anything else is left as it is.
@@ -41,6 +42,10 @@ static void fix_dim1(wm_graph *g, const char *name) {
 
 int wm_clm_narrow_head(wm_graph *g, const char *logits, wm_error *err) {
     wm_onnx_node *tail = wm_graph_producer(g, logits);
+    if (tail && wm_opt_is(tail, "Cast")) { /* look through a trailing Cast used only here */
+        const char *ci = wm_opt_in(tail, 0);
+        tail = ci && only_use(g, ci) ? wm_graph_producer(g, ci) : NULL;
+    }
     if (!tail) return 0;
     wm_onnx_node *head = tail, *r2 = NULL, *r1 = NULL;
     if (wm_opt_is(tail, "Reshape")) {
@@ -71,8 +76,8 @@ int wm_clm_narrow_head(wm_graph *g, const char *logits, wm_error *err) {
     if (!wm_graph_add_node(g, "Slice", NULL, wm_graph_unique_name(g, "/clm_head/Slice"), sin, 4, &xs, 1, err)) return -1;
     if (wm_graph_set_input(g, r1 ? r1 : head, 0, xs, err)) return -1;
     if (r2) { /* [B, V] -> [B, 1, V] */
-        const char *hout = wm_opt_in(r2, 0);
-        if (wm_graph_remove_node(g, r2, err)) return -1;
+        const char *hout = wm_opt_in(r2, 0), *rout = wm_opt_out(r2, 0); /* arena strings outlive the node */
+        if (!rout || wm_graph_remove_node(g, r2, err)) return -1;
         int64_t one = 1;
         const char *uin[2] = {hout, NULL};
         size_t nin = 1;
@@ -81,7 +86,7 @@ int wm_clm_narrow_head(wm_graph *g, const char *logits, wm_error *err) {
             nin = 2;
         }
         wm_onnx_node *u = wm_graph_add_node(g, "Unsqueeze", NULL, wm_graph_unique_name(g, "/clm_head/Unsqueeze"), uin,
-                                            nin, &logits, 1, err);
+                                            nin, &rout, 1, err);
         if (!u) return -1;
         if (nin == 1 && wm_graph_set_attr_ints(g, u, "axes", &one, 1, err)) return -1;
     }

@@ -157,3 +157,23 @@ def test_plain_export_uses_two_buffer_sets(winml, decoder):
     llm = json.loads(r.stdout)["llm"]
     assert llm["kv_cache"] == "double_buffer"
     assert llm["logits"] == "last_position"  # torch.onnx's head: MatMul straight on [B, S, H]
+
+
+def test_fp16_build_narrows_the_head_through_its_cast(winml, tmp_path, monkeypatch):
+    """An fp16 build ends Gemm -> Reshape -> Cast(float32) -> logits: the runner narrows that head too (perf says
+    last_position), and greedy tokens are the same as with every position's logits."""
+    import builder_util as BU
+    BU.make_tiny("qwen2", str(tmp_path / "hf"), seed=4)
+    r = subprocess.run([winml, "build", "-m", str(tmp_path / "hf"), "-o", str(tmp_path / "b16"), "-p", "fp16", "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "b16"
+    r = subprocess.run([winml, "perf", "-m", str(path), "--warmup", "1", "--iterations", "2", "--seq-len", "4",
+                        "--prompt-len", "8", "--gen-len", "4", "--llm-runs", "1", "-f", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["llm"]["logits"] == "last_position"
+    prompt = list(range(5, 14))
+    want = generate(winml, path, prompt, "--max-new-tokens", "20")["ids"]
+    monkeypatch.setenv("WM_LOGITS_ALL", "1")
+    assert generate(winml, path, prompt, "--max-new-tokens", "20")["ids"] == want
