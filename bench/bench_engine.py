@@ -5,10 +5,13 @@ Rows (real architectures, random weights, exported once with torch.onnx into --w
   xlmr-mMiniLMv2-L12-H384 (cross-encoder) at seq 128 and 512, bert-base at 128, gpt2 full-sequence
   forward at 128, vit-b16 at 224, resnet-50 at 224; batch 1.
 For each: median latency of `winml perf` (our engine) and of onnxruntime (ORT_ENABLE_ALL, intra-op
-threads = --threads), and the ratio ours / onnxruntime (< 1.0: we are faster).
+threads = --threads), and the ratio ours / onnxruntime (< 1.0: we are faster). With --rounds R (default 3)
+the two alternate R times per model (ours, ort, ours, ort, ...) and the figure is the median of the R
+per-round ratios, so a machine whose speed drifts during the run (seen here: +-25%) moves both sides of
+each ratio.
 Not a test: timings are noisy; the ratio measured side by side is the figure.
 
-usage: bench/bench_engine.py [--threads N] [--iterations N] [--rows a,b,...] [--work DIR] [--winml PATH]
+usage: bench/bench_engine.py [--threads N] [--iterations N] [--rounds R] [--rows a,b,...] [--work DIR] [--winml PATH]
 """
 import argparse
 import json
@@ -120,21 +123,30 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rows", default="xlmr,bert-base,gpt2,vit-b16,resnet-50")
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench-engine"))
     ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     rows = export_rows(a.work, a.rows.split(","))
-    print(f"threads={a.threads} iterations={a.iterations}")
-    print(f"{'model':34s} {'ours ms':>10s} {'onnxruntime ms':>15s} {'ours/ort':>9s}")
+    print(f"threads={a.threads} iterations={a.iterations} rounds={a.rounds}")
+    print(f"{'model':34s} {'ours ms':>10s} {'onnxruntime ms':>15s} {'ours/ort':>9s}  per-round ratios")
     for name, (path, dims) in rows.items():
-        mine, shapes = ours(a.winml, path, dims, a.threads, a.iterations)
-        if mine is None:
+        mines, theirs, ratios = [], [], []
+        for _ in range(max(a.rounds, 1)):
+            mine, shapes = ours(a.winml, path, dims, a.threads, a.iterations)
+            if mine is None:
+                break
+            t = ort(path, shapes, a.threads, a.iterations)
+            mines.append(mine)
+            theirs.append(t)
+            ratios.append(mine / t)
+        if not ratios:
             print(f"{name:34s} {'error':>10s}  {shapes}")
             continue
-        theirs = ort(path, shapes, a.threads, a.iterations)
-        print(f"{name:34s} {mine:10.2f} {theirs:15.2f} {mine / theirs:9.2f}", flush=True)
+        print(f"{name:34s} {statistics.median(mines):10.2f} {statistics.median(theirs):15.2f} "
+              f"{statistics.median(ratios):9.2f}  {' '.join(f'{r:.2f}' for r in ratios)}", flush=True)
 
 
 if __name__ == "__main__":
