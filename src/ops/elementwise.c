@@ -272,6 +272,19 @@ INT_UNARY(int64_t, i64)
 INT_UNARY(uint64_t, u64)
 #undef INT_UNARY
 
+typedef struct relu_ctx {
+    const float *a;
+    float *o;
+    int64_t n;
+} relu_ctx;
+
+static void relu_part(void *arg, int ith, int nth) {
+    const relu_ctx *c = arg;
+    long lo, hi;
+    wm_split((long)c->n, ith, nth, &lo, &hi);
+    if (hi > lo) wm_kernels_get()->vact(hi - lo, c->o + lo, c->a + lo, WM_ACT_RELU, 0, 0);
+}
+
 static void float_unary_numeric(int op, double *v, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         double a = v[i];
@@ -366,6 +379,11 @@ static wm_status numeric_unary_run(wm_node *n, wm_tensor *const *in, wm_tensor *
     case WM_DT_INT64: nu_i64(s->op, a, o, cnt); return WM_OK;
     case WM_DT_UINT64: nu_u64(s->op, a, o, cnt); return WM_OK;
     case WM_DT_FLOAT:
+        if (s->op == NOP_RELU) { /* the table's vector activation (y may equal x); NaN gives 0 as below */
+            relu_ctx rc = {a, o, cnt};
+            wm_pool_run(x->pool, relu_part, &rc, cnt >= 65536 ? x->nth : 1);
+            return WM_OK;
+        }
         for (int64_t i = 0; i < cnt; i++) {
             float v = ((const float *)a)[i];
             switch (s->op) {
@@ -447,7 +465,17 @@ static void bin_f32(void *ctx, void *out, const void *const *in, const int64_t *
     case BOP_SUB: LOOP(x - y); break;
     case BOP_MUL: LOOP(x * y); break;
     case BOP_DIV: LOOP(x / y); break;
-    case BOP_POW: LOOP(y == 2.0f ? x * x : y == 0.5f ? sqrtf(x) : powf(x, y)); break;
+    case BOP_POW:
+        if (sa && !sb && (b[0] == 2.0f || b[0] == 3.0f)) { /* a constant square or cube (gelu_new's x^3): products,
+                                                              which vectorize; within an ulp of powf as in onnxruntime */
+            if (b[0] == 2.0f)
+                for (int64_t i = 0; i < n; i++) o[i] = a[i] * a[i];
+            else
+                for (int64_t i = 0; i < n; i++) o[i] = a[i] * a[i] * a[i];
+            break;
+        }
+        LOOP(y == 2.0f ? x * x : y == 0.5f ? sqrtf(x) : powf(x, y));
+        break;
     case BOP_MOD: LOOP((float)fmod_py(x, y)); break;
     case BOP_FMOD: LOOP(fmodf(x, y)); break;
     case BOP_MAX: LOOP(isnan(x) || isnan(y) ? NAN : (x > y ? x : y)); break;
