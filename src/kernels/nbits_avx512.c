@@ -30,8 +30,13 @@
 #include "kernels/kernels_impl.h"
 #include "kernels/nbits_impl.h"
 
-/* row m of A quantized into q (see the file comment); q->sum holds -zp * sum(q) */
-static void quant_row(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m) {
+/*
+ * Row m of A quantized into q (see the file comment): per block amax / 127 and RNE (wm_ref_nbits_q8), q->sum
+ * holding -zp * sum(q). The values of each 16-element chunk go to the kernel's layout: sg32 (block 32) the
+ * super-group dwords (dword 2t + h of a block: elements 8t + 2u + h, u = 0..3, at 64 * (2t + h) + 4 * lane),
+ * else per 128 elements the 64 even ones, then the 64 odd ones.
+ */
+static void quant_row(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m, int sg32) {
     const int64_t bs = a->block_size;
     const float *x = a->A + m * a->lda;
     int8_t *d = q->q + m * q->kp;
@@ -40,8 +45,10 @@ static void quant_row(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m) {
     memset(d, 0, (size_t)q->kp);
     memset(sc, 0, (size_t)q->kbs * sizeof *sc);
     memset(cr, 0, (size_t)q->kbs * sizeof *cr);
-    const __m128i evod = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    const __m512i lim = _mm512_set1_epi32(127);
+    /* evens then odds of each 16 (groups), or of each 8 (super-group dwords) */
+    const __m128i evod = sg32 ? _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15)
+                              : _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
     for (int64_t b = 0; b < q->kb; b++) {
         int64_t k0 = b * bs, len = a->K - k0 < bs ? a->K - k0 : bs;
         __m512 vmax = _mm512_setzero_ps();
@@ -55,45 +62,22 @@ static void quant_row(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m) {
         for (int64_t i = 0; i < len; i += 16) {
             __mmask16 mk = len - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - i)) - 1);
             __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + k0 + i), inv)); /* RNE */
-            v = _mm512_max_epi32(_mm512_min_epi32(v, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+            v = _mm512_max_epi32(_mm512_min_epi32(v, lim), nlim);
             vsum = _mm512_add_epi32(vsum, v);
-            __m128i by = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(v), evod); /* 8 evens, then 8 odds */
-            int64_t e = k0 + i, g = e & ~(int64_t)127, off = (e & 127) >> 1;
-            _mm_storel_epi64((__m128i *)(d + g + off), by);
-            _mm_storel_epi64((__m128i *)(d + g + 64 + off), _mm_srli_si128(by, 8));
+            __m128i by = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(v), evod);
+            if (sg32) { /* chunk i / 16 of the block: dwords 4 (i / 16) .. + 3 */
+                int32_t dw[4];
+                _mm_storeu_si128((__m128i *)dw, by);
+                int8_t *base = d + (b >> 4) * 512 + 4 * (b & 15) + 64 * 4 * (i >> 4);
+                for (int v4 = 0; v4 < 4; v4++) memcpy(base + 64 * v4, &dw[v4], 4);
+            } else {
+                int64_t e = k0 + i, g = e & ~(int64_t)127, off = (e & 127) >> 1;
+                _mm_storel_epi64((__m128i *)(d + g + off), by);
+                _mm_storel_epi64((__m128i *)(d + g + 64 + off), _mm_srli_si128(by, 8));
+            }
         }
         sc[b] = amax / 127.0f;
         cr[b] = -(1 << (a->bits - 1)) * _mm512_reduce_add_epi32(vsum);
-    }
-}
-
-/* block 32: row m of A quantized into the super-group layout (see the file comment) */
-static void quant_row_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m) {
-    const float *x = a->A + m * a->lda;
-    int8_t *d = q->q + m * q->kp;
-    float *sc = q->scale + m * q->kbs;
-    int32_t *cr = q->sum + m * q->kbs;
-    memset(d, 0, (size_t)q->kp);
-    memset(sc, 0, (size_t)q->kbs * sizeof *sc);
-    memset(cr, 0, (size_t)q->kbs * sizeof *cr);
-    const __m128i evod = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
-    const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
-    for (int64_t b = 0; b < q->kb; b++) {
-        int64_t k0 = b * 32, len = a->K - k0 < 32 ? a->K - k0 : 32;
-        __mmask16 m0 = len >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << len) - 1);
-        __mmask16 m1 = len >= 32 ? (__mmask16)0xffff : len > 16 ? (__mmask16)((1u << (len - 16)) - 1) : 0;
-        __m512 v0 = _mm512_maskz_loadu_ps(m0, x + k0), v1 = _mm512_maskz_loadu_ps(m1, x + k0 + 16);
-        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        __m512 inv = _mm512_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
-        __m512i q0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v0, inv)), lim), nlim); /* RNE */
-        __m512i q1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, inv)), lim), nlim);
-        int32_t dw[8]; /* dword 2t + h: elements 8t + 2u + h, u = 0..3 */
-        _mm_storeu_si128((__m128i *)dw, _mm_shuffle_epi8(_mm512_cvtepi32_epi8(q0), evod));
-        _mm_storeu_si128((__m128i *)(dw + 4), _mm_shuffle_epi8(_mm512_cvtepi32_epi8(q1), evod));
-        int8_t *base = d + (b >> 4) * 512 + 4 * (b & 15);
-        for (int v = 0; v < 8; v++) memcpy(base + 64 * v, &dw[v], 4);
-        sc[b] = amax / 127.0f;
-        cr[b] = -8 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     }
 }
 
@@ -253,10 +237,7 @@ void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth) {
     wm_nbits_q8 q;
     wm_nbits_q8_layout(a, a->work, ith, nth, &q);
     int sg32 = a->block_size == 32;
-    for (int64_t m = 0; m < a->M; m++) {
-        if (sg32) quant_row_sg32(a, &q, m);
-        else quant_row(a, &q, m);
-    }
+    for (int64_t m = 0; m < a->M; m++) quant_row(a, &q, m, sg32);
     vctx t;
     t.kb = q.kb;
     t.colbytes = q.kb * a->block_size / 2;

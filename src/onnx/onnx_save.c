@@ -204,8 +204,10 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
                 (inline_size >= o.threshold_bytes || inline_size > WM_PB_MAX_MESSAGE - (64u << 20)));
     uint64_t pos = 0;
     int keep = 0;
+    if ((external || o.keep_data) && o.external != WM_EXTDATA_NEVER &&
+        (s = wm_path_resolve_inside(dir, data_name, 0, data_path, sizeof data_path, err)))
+        goto done;
     if (o.keep_data && o.external != WM_EXTDATA_NEVER) {
-        if ((s = wm_path_resolve_inside(dir, data_name, 0, data_path, sizeof data_path, err))) goto done;
         uint64_t old = 0, live = 0;
         if (can_keep(m, dir, data_path, &old)) {
             for (size_t i = 0; i < c.n; i++)
@@ -222,7 +224,6 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
         }
     }
     if (external) {
-        if ((s = wm_path_resolve_inside(dir, data_name, 0, data_path, sizeof data_path, err))) goto done;
         uint64_t first = pos;
         int moved = keep;
         for (size_t i = 0; i < c.n; i++) {

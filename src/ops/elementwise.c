@@ -340,7 +340,6 @@ static wm_status dropout_infer(wm_node *n, wm_tensor *const *in, wm_tensor *cons
 }
 
 static wm_status numeric_unary_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
-    (void)x;
     const nstate *s = n->state;
     int64_t cnt = (int64_t)wm_tensor_numel(out[0]);
     const void *a = in[0]->data;
