@@ -135,21 +135,21 @@ void wm_sgemm_pack_b_f16(int trans_b, int64_t K, int64_t N, const uint16_t *B, i
     }
 }
 
-/* Packs op(A)[m0:m0+mc, k0:k0+kc] into MR-row panels: panel i holds [k][r] at i*kc*MR + k*MR + r. */
+/* Packs op(A)[m0:m0+mc, k0:k0+kc] into mr-row panels: panel i holds [k][r] at i*kc*mr + k*mr + r (zero rows past mc). */
 static void pack_a_block(const float *A, int64_t lda, int trans_a, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
-                         float *dst) {
-    for (int64_t i = 0; i < mc; i += WM_MR) {
+                         int mr, float *dst) {
+    for (int64_t i = 0; i < mc; i += mr) {
         float *d = dst + i * kc;
-        int64_t mv = mc - i < WM_MR ? mc - i : WM_MR;
+        int64_t mv = mc - i < mr ? mc - i : mr;
         if (!trans_a) {
-            const float *rows[WM_MR];
-            for (int r = 0; r < WM_MR; r++) rows[r] = r < mv ? A + (m0 + i + r) * lda + k0 : NULL;
+            const float *rows[WM_MR_MAX];
+            for (int r = 0; r < mr; r++) rows[r] = r < mv ? A + (m0 + i + r) * lda + k0 : NULL;
             for (int64_t k = 0; k < kc; k++)
-                for (int r = 0; r < WM_MR; r++) d[k * WM_MR + r] = r < mv ? rows[r][k] : 0.0f;
+                for (int r = 0; r < mr; r++) d[k * mr + r] = r < mv ? rows[r][k] : 0.0f;
         } else {
             for (int64_t k = 0; k < kc; k++) {
                 const float *s = A + (k0 + k) * lda + m0 + i;
-                for (int r = 0; r < WM_MR; r++) d[k * WM_MR + r] = r < mv ? s[r] : 0.0f;
+                for (int r = 0; r < mr; r++) d[k * mr + r] = r < mv ? s[r] : 0.0f;
             }
         }
     }
@@ -181,7 +181,7 @@ static void plan_split(int64_t M, int64_t N, int64_t K, int nth, int prepacked, 
 size_t wm_sgemm_workspace_size(const wm_sgemm_args *a, int nth) {
     if (nth < 1) nth = 1;
     int64_t kc = wm_sgemm_kc(a->K);
-    int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M > 0 ? a->M : 1, WM_MR) : WM_MC;
+    int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M > 0 ? a->M : 1, WM_MR_MAX) : WM_MC;
     int64_t nc = a->N < WM_NC ? WM_ALIGN_UP(a->N > 0 ? a->N : 1, WM_NR) : WM_NC;
     size_t per = (size_t)(mc * kc) * sizeof(float) + 64;
     if (!a->packed_b) per += (size_t)(kc * nc) * sizeof(float) + 64;
@@ -206,7 +206,11 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                         int64_t n0, int64_t n1, float *apack, float *bpack) {
     const int64_t K = a->K;
     const int zero_k = K == 0 || a->alpha == 0.0f;
-    const int64_t nstep = a->packed_b ? n1 - n0 : WM_NC;
+    const int mr = u->mr ? u->mr : WM_MR;
+    /* rows of A a multiple of 4 KiB apart share L1 sets: a tall tile's rows would evict each other */
+    const int pack = a->trans_a || u->pack_a == 1 || (u->pack_a == 2 && a->lda % 1024 == 0);
+    const int64_t tw = (int64_t)(u->np ? u->np : 1) * WM_NR; /* tile width */
+    const int64_t nstep = a->packed_b ? 512 : WM_NC;
     for (int64_t nb = n0; nb < n1; nb += nstep) {
         int64_t nc = n1 - nb < nstep ? n1 - nb : nstep;
         const int64_t kcb = wm_sgemm_kc(K);
@@ -225,16 +229,16 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             }
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
-                /* A^T is packed into MR-row panels; plain A is read in place (rows of lda) */
-                if (kc && a->trans_a) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, apack);
-                for (int64_t j = 0; j < nc; j += WM_NR) {
-                    int nv = (int)(nc - j < WM_NR ? nc - j : WM_NR);
+                /* A^T (or any A for a packing kernel) goes into mr-row panels; else plain A is read in place */
+                if (kc && pack) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, mr, apack);
+                for (int64_t j = 0; j < nc; j += tw) {
+                    int nv = (int)(nc - j < tw ? nc - j : tw);
                     const float *bj = bp + (j / WM_NR) * pstride;
-                    for (int64_t i = 0; i < mc; i += WM_MR) {
-                        int mv = (int)(mc - i < WM_MR ? mc - i : WM_MR);
-                        const float *ai = !kc ? NULL : a->trans_a ? apack + i * kc : a->A + (mb + i) * a->lda + kb;
-                        u->kernel(kc, ai, a->trans_a || !kc ? 0 : a->lda, bj, a->C + (mb + i) * a->ldc + nb + j, a->ldc,
-                                  mv, nv, a->alpha, a->beta, first);
+                    for (int64_t i = 0; i < mc; i += mr) {
+                        int mv = (int)(mc - i < mr ? mc - i : mr);
+                        const float *ai = !kc ? NULL : pack ? apack + i * kc : a->A + (mb + i) * a->lda + kb;
+                        u->kernel(kc, ai, pack || !kc ? 0 : a->lda, bj, pstride, a->C + (mb + i) * a->ldc + nb + j,
+                                  a->ldc, mv, nv, a->alpha, a->beta, first);
                     }
                 }
                 if (last) wm_epilogue_apply(&a->ep, u->vact, a->C, a->ldc, mb, mb + mc, nb, nb + nc);
@@ -254,7 +258,7 @@ void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *
     size_t per = wm_sgemm_workspace_size(a, 1);
     char *w = wm_work_slice(a->work, per, ith);
     int64_t kc = wm_sgemm_kc(a->K);
-    int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M, WM_MR) : WM_MC;
+    int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M, WM_MR_MAX) : WM_MC;
     float *apack = (float *)w;
     float *bpack = (float *)(w + WM_ALIGN_UP((size_t)(mc * kc) * sizeof(float), 64));
     gemm_region(u, a, src, m0, m1, n0, n1, apack, bpack);
@@ -297,8 +301,9 @@ void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm
 
 /* ------------------------------------------------------------ generic micro-kernel */
 
-static void ukr_generic(int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc, int mv,
-                        int nv, float alpha, float beta, int first) {
+static void ukr_generic(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
+                        int64_t ldc, int mv, int nv, float alpha, float beta, int first) {
+    (void)pstride; /* one panel per tile */
     float acc[WM_MR][WM_NR];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < kc; k++) {
@@ -323,7 +328,7 @@ static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, fl
     wm_kernels_generic()->vact(n, y, x, act, p, q);
 }
 
-const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, vact_generic_fwd, NULL, NULL};
+const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL};
 
 void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
 

@@ -35,8 +35,9 @@ static inline void row_out(__m256 a0, __m256 a1, float *c, __m256 alpha, __m256 
         c##r##1 = _mm256_fmadd_ps(a_, b1, c##r##1);                                                                    \
     } while (0)
 
-static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc, int mv, int nv,
-                     float alpha, float beta, int first) {
+static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c, int64_t ldc,
+                     int mv, int nv, float alpha, float beta, int first) {
+    (void)pstride; /* one panel per tile */
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     if (lda == 0) { /* packed A panel: [k][6] */
@@ -400,7 +401,7 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
     }
 }
 
-const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, vact_avx2_fwd, small_m, pack_b_avx2};
+const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

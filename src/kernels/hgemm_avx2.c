@@ -144,9 +144,8 @@ static void pack_f16_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, 
     }
 }
 
-
-
-void wm_hgemm_avx2(const wm_hgemm_args *a, int ith, int nth) {
+/* big M through the driver with micro-kernel u (the AVX2 or the AVX-512 table's); small M: F16C GEMV */
+static void hgemm_with(const wm_gemm_ukr *u, const wm_hgemm_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
     if (a->M >= HGEMM_BIG_M) {
         wm_sgemm_args s = {0};
@@ -161,7 +160,7 @@ void wm_hgemm_avx2(const wm_hgemm_args *a, int ith, int nth) {
         s.ep = a->ep;
         s.work = a->work;
         wm_bsrc src = {pack_f16_avx2, a->B, a->ldb, a->trans_b, NULL};
-        wm_gemm_drive(&wm_gemm_ukr_avx2, &s, &src, ith, nth);
+        wm_gemm_drive(u, &s, &src, ith, nth);
         return;
     }
     int64_t n0, n1;
@@ -176,3 +175,7 @@ void wm_hgemm_avx2(const wm_hgemm_args *a, int ith, int nth) {
     }
     wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
 }
+
+void wm_hgemm_avx2(const wm_hgemm_args *a, int ith, int nth) { hgemm_with(&wm_gemm_ukr_avx2, a, ith, nth); }
+
+void wm_hgemm_avx512(const wm_hgemm_args *a, int ith, int nth) { hgemm_with(&wm_gemm_ukr_avx512, a, ith, nth); }

@@ -50,6 +50,9 @@ static void init_tables(void) {
         g_avx512 = g_avx2;
         g_avx512.name = "avx512";
         g_avx512.isa = 2;
+        g_avx512.sgemm = wm_sgemm_avx512;
+        g_avx512.sgemm_batch = wm_sgemm_batch_avx512;
+        g_avx512.hgemm = wm_hgemm_avx512;
         g_avx512.nbits_gemm = wm_nbits_avx512;
         g_avx512.nbits_q8 = wm_nbits_q8_avx512;
         g_avx512.nbits_half_scales = 1;

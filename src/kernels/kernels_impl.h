@@ -13,6 +13,7 @@
 
 /* Register tile of the micro-kernel and cache blocks (AMD Zen 3: 32 KiB L1d, 512 KiB L2 per core). */
 #define WM_MR 6
+#define WM_MR_MAX 12 /* tallest register tile of any table (A blocks are sized for it) */
 #define WM_NR 16
 #define WM_KC 256  /* B micro-panel KC x 16 floats = 16 KiB in L1 */
 #define WM_MC 144  /* A block MC x KC floats = 144 KiB in L2 */
@@ -21,10 +22,11 @@
 #define WM_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
 /*
- * One micro-kernel call: acc[i][j] = sum_{k < kc} A(i,k) * bp[k*NR + j], where
- * A(i,k) = ap[k*MR + i] (packed panel, lda == 0) or ap[i*lda + k] (rows of A
- * read in place, lda > 0; rows i >= mv are not read). Then for the mv x nv
- * valid corner of the tile at c (ldc):
+ * One micro-kernel call on a tile of u->mr rows x u->np 16-column panels:
+ * acc[i][j] = sum_{k < kc} A(i,k) * B(k,j), where B(k,j) = bp[(j/16)*pstride +
+ * k*16 + j%16] and A(i,k) = ap[k*mr + i] (packed panel of mr rows, lda == 0) or
+ * ap[i*lda + k] (rows of A read in place, lda > 0; rows i >= mv are not read).
+ * Then for the mv x nv valid corner of the tile at c (ldc):
  *   first && beta == 0:  c = alpha * acc
  *   first:               c = alpha * acc + beta * c
  *   otherwise:           c = alpha * acc + c
@@ -32,11 +34,14 @@
  */
 struct wm_bsrc;
 
-typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float *bp, float *c, int64_t ldc, int mv,
-                          int nv, float alpha, float beta, int first);
+typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
+                          int64_t ldc, int mv, int nv, float alpha, float beta, int first);
 
 typedef struct wm_gemm_ukr {
     wm_ukr_fn kernel;
+    int mr;     /* rows per tile (<= WM_MR_MAX); 0 means WM_MR */
+    int np;     /* 16-column panels per tile; 0 means 1 */
+    int pack_a; /* A into mr-row panels: 0 only when transposed, 1 always, 2 also when rows are 4 KiB apart */
     void (*vact)(int64_t n, float *y, const float *x, wm_act act, float act_a, float act_b);
     /* optional fast path for small M (NULL: none); returns 1 when it handled share ith */
     int (*small_m)(const wm_sgemm_args *a, int ith, int nth);
@@ -58,7 +63,8 @@ struct wm_bsrc {
 typedef struct wm_bsrc wm_bsrc;
 
 extern const wm_gemm_ukr wm_gemm_ukr_generic;
-extern const wm_gemm_ukr wm_gemm_ukr_avx2; /* AVX2 table only */
+extern const wm_gemm_ukr wm_gemm_ukr_avx2;   /* AVX2 table only */
+extern const wm_gemm_ukr wm_gemm_ukr_avx512; /* AVX-512 table only */
 
 void wm_sgemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, int ith, int nth);
 /* The blocked driver with B from src (a->packed_b must be NULL; a->B unused). */
@@ -103,6 +109,9 @@ void wm_attn_rows_fill_avx2(wm_kernels *k);
 
 /* AVX-512 (F, BW, VL, VNNI) upgrades (defined in *_avx512.c; call only when wm_kernels_avx512() is non-NULL) */
 void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth);
+void wm_sgemm_avx512(const wm_sgemm_args *a, int ith, int nth);
+void wm_sgemm_batch_avx512(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
+void wm_hgemm_avx512(const wm_hgemm_args *a, int ith, int nth); /* the AVX2 one with the AVX-512 micro-kernel */
 int wm_nbits_q8_avx512(const wm_nbits_args *a);
 int wm_nbits_q8_default(const wm_nbits_args *a);
 

@@ -1,6 +1,6 @@
 /*
  * kernels_test_util.h - shared helpers of the kernel unit tests: the tables to
- * test (generic, and AVX2 when the CPU has it), deterministic random fills,
+ * test (generic, then AVX2 and AVX-512 when the CPU has them), deterministic random fills,
  * exact-size allocations (so ASan sees any read past a matrix) and running
  * every share of a threaded kernel in turn.
  */
@@ -16,19 +16,14 @@
 #include "kernels/kernels.h"
 #include "kernels/kernels_ref.h"
 
-static inline int kt_tables(const wm_kernels *out[2]) {
+/* generic, AVX2 and AVX-512 (F/BW/VL/VNNI) where this CPU has them; a line on stderr says when the AVX-512
+ * table (its SGEMM and MatMulNBits kernels) is not run */
+static inline int kt_tables(const wm_kernels *out[3]) {
     int n = 0;
     out[n++] = wm_kernels_generic();
     if (wm_kernels_avx2()) out[n++] = wm_kernels_avx2();
-    return n;
-}
-
-/* kt_tables plus the AVX-512 table where this CPU has one (it upgrades only MatMulNBits); a line on stderr
- * says when it is not run */
-static inline int kt_tables_nbits(const wm_kernels *out[3]) {
-    int n = kt_tables(out);
     if (wm_kernels_avx512()) out[n++] = wm_kernels_avx512();
-    else fprintf(stderr, "nbits tests: no avx512 (F/BW/VL/VNNI) table on this CPU, its kernel is not run\n");
+    else fprintf(stderr, "kernel tests: no avx512 (F/BW/VL/VNNI) table on this CPU, its kernels are not run\n");
     return n;
 }
 

@@ -30,7 +30,7 @@ static void check(double got, double ref, double mag, const char *what, int64_t 
 /* Calls fn for every table and every (m, n, d) of the grids above. */
 static void each_shape(void (*fn)(const wm_kernels *k, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed),
                        uint32_t seed) {
-    const wm_kernels *tab[2];
+    const wm_kernels *tab[3];
     int nt = kt_tables(tab);
     for (int t = 0; t < nt; t++)
         for (size_t a = 0; a < sizeof g_m / sizeof *g_m; a++)

@@ -140,11 +140,12 @@ done:
 
 static void test_sgemm_shapes(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     static const int64_t dims[][3] = {{0, 5, 7},   {5, 0, 7},    {5, 7, 0},    {1, 1, 1},    {1, 17, 3},
                                       {2, 33, 19}, {3, 16, 16},  {6, 16, 256}, {7, 17, 257}, {13, 31, 29},
-                                      {1, 100, 513}, {2, 64, 300}, {37, 23, 270}, {150, 9, 40}, {145, 20, 260}};
+                                      {1, 100, 513}, {2, 64, 300}, {37, 23, 270}, {150, 9, 40}, {145, 20, 260},
+                                      {25, 47, 1024} /* rows 4 KiB apart: AVX-512 packs A */};
     uint32_t seed = 1;
     for (int t = 0; t < nt; t++)
         for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
@@ -158,7 +159,7 @@ static void test_sgemm_shapes(void **state) {
 
 static void test_sgemm_alpha_beta_epilogue(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     static const float ab[][2] = {{1, 1}, {0.5f, 2}, {-1, 0.25f}, {2, 0}, {0, 1}, {0, 0}};
     uint32_t seed = 100;
@@ -176,7 +177,7 @@ static void test_sgemm_alpha_beta_epilogue(void **state) {
 /* Same table, same inputs: bit-identical for nth = 1, 2, 3 and 5 (the split never cuts K). */
 static void test_sgemm_deterministic(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     static const int64_t dims[][3] = {{150, 40, 300}, {1, 300, 70}, {2, 77, 513}, {31, 200, 17}};
     for (int t = 0; t < nt; t++)
@@ -201,7 +202,7 @@ static void test_sgemm_deterministic(void **state) {
 /* attention-like batch: [2 batches][3 heads], A/C laid out [b][s][h][d] (strided heads), B = K^T per head */
 static void test_sgemm_batch(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     const int64_t Bt = 2, H = 3, S = 13, D = 8;
     for (int t = 0; t < nt; t++)
@@ -249,7 +250,7 @@ static void test_sgemm_batch(void **state) {
 /* fp16 weights: GEMV (small M) and the packed path (large M), [K,N] and [N,K], vs the reference. */
 static void test_hgemm(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     static const int64_t dims[][3] = {{1, 1, 1}, {1, 70, 33}, {2, 129, 300}, {3, 17, 16}, {9, 40, 70}, {20, 33, 260}, {0, 3, 3}, {4, 0, 5}, {4, 5, 0}};
     uint32_t s = 9;

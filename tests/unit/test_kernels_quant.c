@@ -94,7 +94,7 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
 static void test_nbits(void **state) {
     (void)state;
     const wm_kernels *T[3];
-    int nt = kt_tables_nbits(T);
+    int nt = kt_tables(T);
     static const int bss[] = {16, 32, 64, 128, 256};
     static const int64_t mk[][3] = {{1, 37, 100}, {2, 19, 300}, {3, 17, 64}, {5, 33, 257}, {9, 21, 130}, {1, 16, 16}, {40, 29, 150}, {37, 11, 700}};
     uint32_t seed = 1;
@@ -113,7 +113,7 @@ static void test_nbits(void **state) {
 static void test_nbits_edges_and_determinism(void **state) {
     (void)state;
     const wm_kernels *T[3];
-    int nt = kt_tables_nbits(T);
+    int nt = kt_tables(T);
     for (int t = 0; t < nt; t++) {
         nb_case z[] = {{0, 5, 32, 4, 32, 0, 0}, {3, 0, 32, 4, 32, 4, 0}, {2, 3, 1, 4, 16, 4, 1}, {1, 3, 1, 8, 16, 0, 1}};
         for (size_t i = 0; i < sizeof z / sizeof z[0]; i++) run_nbits(T[t], &z[i], 2, 5, NULL);
@@ -243,7 +243,7 @@ static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int 
 
 static void test_igemm(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     static const int64_t dims[][3] = {{1, 1, 1}, {1, 37, 64}, {2, 17, 33}, {7, 16, 512}, {13, 35, 515}, {150, 20, 40}, {0, 3, 3}, {3, 0, 3}, {3, 3, 0}};
     uint32_t seed = 3;

@@ -70,7 +70,7 @@ static int64_t make_inputs(const fn_case *c, float *x, int64_t cap) {
 
 static void test_elementwise(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     const int64_t cap = 200000;
     float *x = kt_alloc((size_t)cap * 4), *y = kt_alloc((size_t)cap * 4);
@@ -122,7 +122,7 @@ static void test_elementwise(void **state) {
 
 static void test_act_dispatch(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     float x[37], y[37];
     uint32_t s = 3;
@@ -139,7 +139,7 @@ static void test_act_dispatch(void **state) {
 
 static void test_rows(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     static const int64_t ns[] = {1, 2, 7, 8, 9, 31, 33, 128, 333, 512};
     float x[512], y[512], g[512], b[512], mask[512];
@@ -246,7 +246,7 @@ static void test_rows(void **state) {
  * float16 (ties checked at exact midpoints); bf16 likewise. Both tables must agree bit for bit. */
 static void test_conversions(void **state) {
     (void)state;
-    const wm_kernels *T[2];
+    const wm_kernels *T[3];
     int nt = kt_tables(T);
     uint16_t *h = kt_alloc(65536 * 2), *h2 = kt_alloc(65536 * 2);
     float *f = kt_alloc(65536 * 4), *f0 = kt_alloc(65536 * 4);
