@@ -42,7 +42,11 @@ typedef struct wm_session_opts {
     int no_fold;         /* 1: do not fold constant subgraphs at creation */
     int max_plans;       /* plans kept for distinct input shapes (0: 8) */
     int keep_values;     /* 1: no activation memory is reused, so every value can be read after a run
-                            (wm_session_value_of; for per-layer comparisons, not for speed) */
+                            (wm_session_value_of; for per-layer comparisons, not for speed); also keeps
+                            the graph as written (no optimization) so its values keep their names */
+    int no_optimize;     /* 1: run the graph as written; by default the session first fuses it for its
+                            kernels (LayerNorm, GELU, SkipLayerNorm, bias and activation into the MatMul,
+                            ...: see src/opt/opt.h, wm_opt_config_engine) */
 } wm_session_opts;
 
 /* Description of a graph input or output. dims[i] < 0 is symbolic (dim_names[i], may be NULL). */

@@ -53,7 +53,7 @@ static int list_passes(const wm_cli *c) {
     wm_json_init(&j);
     wm_json_obj(&j, NULL);
     wm_json_arr(&j, "passes");
-    static const char *lv[] = {"none", "basic", "extended", "all"};
+    static const char *lv[] = {"none", "basic", "extended", "all", "engine"};
     for (size_t i = 0; i < wm_opt_pass_count(); i++) {
         const wm_opt_pass_info *p = wm_opt_pass_get(i);
         wm_json_obj(&j, NULL);

@@ -1,6 +1,9 @@
 /*
  * matmul.c - MatMul (numpy semantics: batch dims broadcast, 1-D operands
- * promoted), Gemm, and com.microsoft FusedMatMul (transposes + alpha).
+ * promoted), Gemm, com.microsoft FusedMatMul (transposes + alpha), and
+ * winml's own ai.winml MatMulBias (float32 MatMul by a constant 2-D weight,
+ * then + bias[N] and an activation, applied by the GEMM epilogue; made by
+ * the engine's matmul_epilogue pass).
  * float32 runs on the GEMM kernel; float16 constant weights are read as is
  * by the half-weight GEMM (wm_hgemm), other float16/bfloat16 operands are
  * widened to float32 (alpha A B + beta C summed in float32, rounded to the
@@ -56,7 +59,29 @@ typedef struct mm_state {
     float *packed; /* packed op(B) [K, N] of a constant 2-D B */
     float *b32;    /* a constant batched half B in float32 */
     int h16;       /* a constant 2-D float16 B, read as is by the half-weight GEMM (half the bytes) */
+    const float *bias; /* MatMulBias: [N] or NULL */
+    wm_act act;        /* MatMulBias: activation after the bias */
 } mm_state;
+
+/* MatMulBias (float32 A, constant 2-D B checked by the caller): optional bias a constant float32 [N],
+ * activation by name. */
+static wm_status mmb_init(wm_node *n, mm_state *ms, wm_error *err) {
+    const wm_tensor *b = n->in_const[1], *c = n->n_in > 2 ? n->in_const[2] : NULL;
+    if (wm_has_in(n, 2) && (!c || c->dtype != WM_DT_FLOAT || c->rank != 1 || c->dims[0] != b->dims[1]))
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "bias must be a constant float32 [%lld]", (long long)b->dims[1]);
+    ms->bias = c ? c->data : NULL;
+    char buf[32];
+    const char *a = wm_attr_string(n, "activation", "", buf, sizeof buf);
+    static const struct { const char *name; wm_act act; } acts[] = {
+        {"", WM_ACT_NONE},         {"Gelu", WM_ACT_GELU_ERF}, {"FastGelu", WM_ACT_GELU_TANH},
+        {"Relu", WM_ACT_RELU},     {"Sigmoid", WM_ACT_SIGMOID}, {"Tanh", WM_ACT_TANH}};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (!strcmp(a, acts[i].name)) {
+            ms->act = acts[i].act;
+            return WM_OK;
+        }
+    return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "activation '%s' is not supported", a);
+}
 
 static wm_status mm_init(wm_node *n, wm_error *err) {
     wm_status st = wm_check_type(n, 0, mm_types, err);
@@ -64,10 +89,14 @@ static wm_status mm_init(wm_node *n, wm_error *err) {
     n->out_dtype[0] = n->in_dtype[0];
     const wm_tensor *b = n->in_const[1];
     int32_t dt = n->in_dtype[0];
+    int bias_op = !strcmp(n->proto->op_type, "MatMulBias");
+    if (!st && bias_op && (!b || b->rank != 2 || dt != WM_DT_FLOAT))
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "needs float32 A and a constant 2-D float32 B");
     if (st || !b || !(dt == WM_DT_FLOAT || is_half(dt))) return st;
     mm_state *ms = wm_node_alloc(n, sizeof *ms);
     if (!ms) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     n->state = ms;
+    if (bias_op && (st = mmb_init(n, ms, err))) return st;
     int tb = !strcmp(n->proto->op_type, "FusedMatMul") ? (int)wm_attr_int(n, "transB", 0) : 0;
     if (b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
         !wm_attr_int(n, "transA", 0)) {
@@ -160,11 +189,11 @@ static int64_t batch_off(const mm_shape *s, const wm_tensor *t, int64_t q, int64
 
 /* float32 product of A (dims of a) and B (dims of b) into C, batch dims broadcast */
 static void mm_f32(const mm_shape *s, const wm_tensor *a, const float *A, const wm_tensor *b, const float *B, float *C,
-                   float alpha, const float *packed, wm_exec *x) {
+                   float alpha, const float *packed, const mm_state *ms, wm_exec *x) {
     int64_t ma = s->M * s->K, mb = s->K * s->N, mo = s->M * s->N;
-    if (s->rb <= 2 && !s->ta) { /* A's batch folds into M when B has no batch dims */
+    if (s->rb <= 2 && !s->ta) { /* A's batch folds into M when B has no batch dims (MatMulBias: always) */
         wm_gemm_args g = {s->batch * s->M, s->N, s->K, A, s->K, 0, B, s->tb ? s->K : s->N, s->tb, C, s->N, alpha, 0,
-                          packed, NULL, WM_ACT_NONE};
+                          packed, ms ? ms->bias : NULL, ms ? ms->act : WM_ACT_NONE};
         wm_sgemm(x, &g);
         return;
     }
@@ -193,7 +222,7 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     const mm_state *ms = n->state;
     const float *packed = ms && s.rb <= 2 && !s.ta ? ms->packed : NULL;
     if (dt == WM_DT_FLOAT) {
-        mm_f32(&s, in[0], in[0]->data, in[1], in[1]->data, out[0]->data, alpha, packed, x);
+        mm_f32(&s, in[0], in[0]->data, in[1], in[1]->data, out[0]->data, alpha, packed, ms, x);
         return WM_OK;
     }
     if (is_half(dt)) {
@@ -206,7 +235,7 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
             return WM_OK;
         }
         if (!packed && !(ms && ms->b32)) wm_convert(dt, in[1]->data, WM_DT_FLOAT, B, wm_tensor_numel(in[1]));
-        mm_f32(&s, in[0], A, in[1], B, C, alpha, packed, x);
+        mm_f32(&s, in[0], A, in[1], B, C, alpha, packed, ms, x);
         wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
         return WM_OK;
     }
@@ -367,6 +396,7 @@ static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
 static const wm_op ops[] = {
     {"", "MatMul", 1, 0, mm_init, mm_infer, mm_run, mm_workspace, 0, 0},
     {"com.microsoft", "FusedMatMul", 1, 0, mm_init, mm_infer, mm_run, mm_workspace, 0, 0},
+    {"ai.winml", "MatMulBias", 1, 0, mm_init, mm_infer, mm_run, mm_workspace, 0, 0},
     {"", "Gemm", 1, 0, gemm_init, gemm_infer, gemm_run, gemm_workspace, 0, 0},
 };
 

@@ -52,12 +52,23 @@ static const pass_entry PASSES[] = {
      wm_pass_skipnorm},
     {{"biasgelu", WM_OPT_EXTENDED, "Add(bias) + Gelu/FastGelu -> BiasGelu / FastGelu with bias"}, wm_pass_biasgelu},
     {{"gemm", WM_OPT_EXTENDED, "2-D MatMul + Add(bias) -> Gemm"}, wm_pass_gemm},
+    {{"matmul_epilogue", WM_OPT_ENGINE,
+      "float32 MatMul by a constant + bias Add / BiasGelu / activation -> MatMulBias (winml engine op)"},
+     wm_pass_matmul_epilogue},
 };
 #define N_PASSES (sizeof PASSES / sizeof PASSES[0])
 
 void wm_opt_config_default(wm_opt_config *c) {
     memset(c, 0, sizeof *c);
     c->level = WM_OPT_ALL;
+}
+
+void wm_opt_config_engine(wm_opt_config *c) {
+    memset(c, 0, sizeof *c);
+    c->level = WM_OPT_EXTENDED;
+    c->disable[c->n_disable++] = "attention";
+    c->disable[c->n_disable++] = "initializer_dedup";
+    c->enable[c->n_enable++] = "matmul_epilogue";
 }
 
 size_t wm_opt_pass_count(void) { return N_PASSES; }

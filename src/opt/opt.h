@@ -17,6 +17,12 @@
  *             MultiHeadAttention
  *   all       + GroupQueryAttention for decoders (its mask is derived from the
  *             2-D attention mask: right-padded or unpadded batches only)
+ *   engine    (by name only) MatMul + bias + activation -> ai.winml MatMulBias
+ *
+ * The engine optimizes every graph it opens (wm_opt_config_engine): the
+ * extended fusions without MultiHeadAttention (its unfused form runs faster
+ * on winml's kernels) and initializer dedup (it would read every weight), plus
+ * the engine passes.
  */
 #ifndef WM_OPT_OPT_H
 #define WM_OPT_OPT_H
@@ -27,7 +33,15 @@
 #include "core/json.h"
 #include "onnx/graph.h"
 
-typedef enum wm_opt_level { WM_OPT_NONE = 0, WM_OPT_BASIC = 1, WM_OPT_EXTENDED = 2, WM_OPT_ALL = 3 } wm_opt_level;
+/* WM_OPT_ENGINE marks passes into winml's own engine ops (domain ai.winml): never selected by a level, only
+ * by name (the engine's sessions enable them; see wm_opt_config_engine). */
+typedef enum wm_opt_level {
+    WM_OPT_NONE = 0,
+    WM_OPT_BASIC = 1,
+    WM_OPT_EXTENDED = 2,
+    WM_OPT_ALL = 3,
+    WM_OPT_ENGINE = 4
+} wm_opt_level;
 
 #define WM_OPT_MAX_SWITCHES 64
 
@@ -80,6 +94,8 @@ typedef struct wm_opt_pass_info {
 
 /* Defaults: level all, no switches. */
 void wm_opt_config_default(wm_opt_config *c);
+/* What the engine runs on the graphs it opens (see above). */
+void wm_opt_config_engine(wm_opt_config *c);
 
 /* The pass table (in run order) and its size. */
 size_t wm_opt_pass_count(void);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "onnx/onnx_model.h"
 #include "ops/gemm.h"
+#include "opt/opt.h"
 #include "runtime/session_impl.h"
 #include "runtime/subgraph.h"
 
@@ -305,6 +306,12 @@ wm_status wm_session_new(const char *path, const wm_session_opts *opts, wm_sessi
     return st;
 }
 
+/* 1 when environment variable name is "0" (a switch for benchmarks and bisecting) */
+static int getenv_off(const char *name) {
+    const char *v = getenv(name);
+    return v && !strcmp(v, "0");
+}
+
 wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm_session **out, wm_error *err) {
     *out = NULL;
     wm_status st;
@@ -330,6 +337,14 @@ wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm
         goto fail;
     }
     if ((st = wm_graph_open(m, g, &s->graph, err))) goto fail;
+    if (!s->opts.no_optimize && !s->opts.keep_values && !getenv_off("WM_OPTIMIZE")) {
+        wm_opt_config oc;
+        wm_opt_config_engine(&oc);
+        if ((st = wm_opt_run(s->graph, &oc, NULL, err))) {
+            wm_err_prefix(err, "graph optimization");
+            goto fail;
+        }
+    }
     if ((st = wm_graph_topo_sort(s->graph, err))) goto fail;
     if ((st = build(s, g, NULL, 0, NULL, NULL, 0, err))) goto fail;
     *out = s;
@@ -472,7 +487,7 @@ static wm_status build(wm_session *s, wm_onnx_graph *g, const int32_t *formal_dt
     return WM_OK;
 }
 
-/* WM_PROFILE=1: milliseconds per op type per run, largest first, on stderr */
+/* WM_PROFILE=N: milliseconds per op type per run, largest first, on stderr; N > 1 adds the N slowest nodes */
 static void print_profile(const wm_session *s) {
     if (!s->prof_runs) return;
     const char *names[512];
@@ -500,6 +515,21 @@ static void print_profile(const wm_session *s) {
         fprintf(stderr, "  %-32s %9.3f ms %5.1f%%  (%d nodes)\n", names[best], ms[best], 100 * ms[best] / total, cnt[best]);
         ms[best] = -1;
     }
+    long top = strtol(getenv("WM_PROFILE"), NULL, 10);
+    if (top <= 1) return;
+    char *seen = calloc(s->n_nodes + 1, 1);
+    if (!seen) return;
+    for (long t = 0; t < top && t < (long)s->n_nodes; t++) {
+        size_t b = s->n_nodes;
+        for (size_t i = 0; i < s->n_nodes; i++)
+            if (!seen[i] && (b == s->n_nodes || s->prof_ms[i] > s->prof_ms[b])) b = i;
+        if (b == s->n_nodes || s->prof_ms[b] <= 0) break;
+        seen[b] = 1;
+        const wm_onnx_node *np = s->nodes[b].proto;
+        fprintf(stderr, "  node %-40s %-20s %9.3f ms\n", np->name ? np->name : "?", np->op_type,
+                s->prof_ms[b] / (double)s->prof_runs);
+    }
+    free(seen);
 }
 
 void wm_session_free(wm_session *s) {

@@ -25,9 +25,10 @@ def test_list_passes(winml):
     names = [p["name"] for p in passes]
     for want in ("constant_folding", "dead_nodes", "layernorm", "rmsnorm", "skiplayernorm", "gelu", "fastgelu",
                  "biasgelu", "quickgelu", "gemm", "rotary", "attention", "gqa", "common_subexpression",
-                 "initializer_dedup", "shape_arithmetic", "identity_elimination"):
+                 "initializer_dedup", "shape_arithmetic", "identity_elimination", "matmul_epilogue"):
         assert want in names
-    assert {p["level"] for p in passes} == {"basic", "extended", "all"}
+    assert {p["level"] for p in passes} == {"basic", "extended", "all", "engine"}
+    assert [p["name"] for p in passes if p["level"] == "engine"] == ["matmul_epilogue"]
     r = U.run([winml, "optimize", "-l"])
     assert r.returncode == 0 and "layernorm" in r.stdout
 

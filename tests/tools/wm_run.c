@@ -4,10 +4,10 @@
  * safetensors file. Used by the oracle tests to compare with onnxruntime.
  *
  *   wm_run MODEL.onnx IN.safetensors OUT.safetensors [--threads N]
- *          [--repeat N] [--no-fold] [--stats]
+ *          [--repeat N] [--no-fold] [--no-optimize] [--stats]
  * --repeat runs N times and fails (exit 1) unless every run's outputs are
- * bit-identical to the first; --stats prints session statistics as JSON
- * on stdout.
+ * bit-identical to the first; --no-optimize runs the graph as written (no
+ * session-time fusions); --stats prints session statistics as JSON on stdout.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ static wm_st_dtype st_of(int32_t dt) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: wm_run MODEL IN.safetensors OUT.safetensors [--threads N] [--repeat N] [--no-fold] [--stats]\n");
+        fprintf(stderr, "usage: wm_run MODEL IN.safetensors OUT.safetensors [--threads N] [--repeat N] [--no-fold] [--no-optimize] [--stats]\n");
         return 2;
     }
     wm_session_opts o = {0};
@@ -33,6 +33,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-fold")) o.no_fold = 1;
+        else if (!strcmp(argv[i], "--no-optimize")) o.no_optimize = 1;
         else if (!strcmp(argv[i], "--stats")) stats = 1;
         else {
             fprintf(stderr, "wm_run: unknown option %s\n", argv[i]);
