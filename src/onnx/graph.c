@@ -622,6 +622,36 @@ wm_status wm_graph_set_attr_ints(wm_graph *g, wm_onnx_node *n, const char *name,
     return WM_OK;
 }
 
+wm_status wm_graph_set_attr_floats(wm_graph *g, wm_onnx_node *n, const char *name, const float *v, size_t nv,
+                                   wm_error *err) {
+    wm_status s = attr_args(g, n, name, err);
+    if (s) return s;
+    if (nv && !v) return wm_err(err, WM_ERR_INPUT, "graph '%s': attribute '%s': no values", gname(g), name);
+    wm_onnx_attr *a = attr_new(g, n, name, WM_ATTR_FLOATS);
+    if (!a || vec_append(&g->model->arena, &a->floats, &a->n_floats, sizeof *v, v, nv)) return nomem(err);
+    return WM_OK;
+}
+
+wm_status wm_graph_copy_attrs(wm_graph *g, wm_onnx_node *dst, const wm_onnx_node *src, wm_error *err) {
+    if (!dst || !src) return wm_err(err, WM_ERR_INPUT, "graph '%s': copy attributes: missing node", gname(g));
+    for (size_t i = 0; i < src->n_attribute; i++) {
+        const wm_onnx_attr *at = src->attribute[i];
+        if (!at || at->g || at->n_graphs)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "graph '%s': copy attributes: graph attributes are not copied",
+                          gname(g));
+        wm_onnx_attr *old = wm_graph_node_attr(dst, at->name);
+        if (old) {
+            for (size_t k = 0; k < dst->n_attribute; k++)
+                if (dst->attribute[k] == old) dst->attribute[k] = (wm_onnx_attr *)at;
+            continue;
+        }
+        wm_onnx_attr **slot = wm_vec_push(&g->model->arena, &dst->attribute, &dst->n_attribute, sizeof *slot);
+        if (!slot) return nomem(err);
+        *slot = (wm_onnx_attr *)at; /* the arena keeps src's attributes alive (removed nodes stay in it) */
+    }
+    return WM_OK;
+}
+
 wm_status wm_graph_set_attr_string(wm_graph *g, wm_onnx_node *n, const char *name, const char *v, wm_error *err) {
     wm_status s = attr_args(g, n, name, err);
     if (s) return s;

@@ -122,7 +122,12 @@ wm_status wm_graph_set_attr_int(wm_graph *g, wm_onnx_node *n, const char *name, 
 wm_status wm_graph_set_attr_float(wm_graph *g, wm_onnx_node *n, const char *name, float v, wm_error *err);
 wm_status wm_graph_set_attr_ints(wm_graph *g, wm_onnx_node *n, const char *name, const int64_t *v, size_t nv,
                                  wm_error *err);
+wm_status wm_graph_set_attr_floats(wm_graph *g, wm_onnx_node *n, const char *name, const float *v, size_t nv,
+                                   wm_error *err);
 wm_status wm_graph_set_attr_string(wm_graph *g, wm_onnx_node *n, const char *name, const char *v, wm_error *err);
+/* Gives dst every attribute of src (shared, not copied: both live in the model arena; one of the same name
+ * on dst is replaced). Graph attributes are refused (WM_ERR_UNSUPPORTED). */
+wm_status wm_graph_copy_attrs(wm_graph *g, wm_onnx_node *dst, const wm_onnx_node *src, wm_error *err);
 wm_status wm_graph_set_attr_tensor(wm_graph *g, wm_onnx_node *n, const char *name, wm_onnx_tensor *t,
                                    wm_error *err);
 /* Sets a GRAPH attribute (sub must live in the model arena) and indexes the outer names sub uses. */

@@ -12,6 +12,13 @@
  * The GEMM kernel applies bias and activation to each tile as it finishes
  * (wm_epilogue), so the product is written once instead of two or three
  * times.
+ *
+ * conv_activation: a float32 Conv whose output is used once, by
+ *   Relu / Sigmoid / Tanh / LeakyRelu         -> com.microsoft FusedConv with that activation
+ *   Add(y, r), r of y's very shape (residual) -> FusedConv(X, W, B, Z = r), then the Add's sole
+ *                                                Relu / Sigmoid / Tanh / LeakyRelu too
+ * FusedConv adds Z and applies the activation to each output tile while it
+ * is in cache (ONNX Runtime's CPU provider runs the same op).
  */
 #include "core/error.h"
 #include "onnx/dtype.h"
@@ -77,6 +84,75 @@ wm_status wm_pass_matmul_epilogue(wm_pass_ctx *c) {
     wm_status s = WM_OK;
     for (size_t i = 0; i < n && !s; i++)
         if (wm_opt_is(v[i], "MatMul")) s = epilogue_one(c, v[i]);
+    free(v);
+    return s;
+}
+
+/* ---------------------------------------------------------------- Conv + residual + activation */
+
+/* FusedConv's activation name for node a (a sole-input activation it supports), its alpha in *alpha */
+static const char *conv_act_of(const wm_onnx_node *a, float *alpha) {
+    if (!a || a->n_input != 1) return NULL;
+    if (wm_opt_is(a, "Relu")) return "Relu";
+    if (wm_opt_is(a, "Sigmoid")) return "Sigmoid";
+    if (wm_opt_is(a, "Tanh")) return "Tanh";
+    if (wm_opt_is(a, "LeakyRelu")) {
+        *alpha = wm_opt_attr_f(a, "alpha", 0.01f);
+        return "LeakyRelu";
+    }
+    return NULL;
+}
+
+/* a and b have the same known rank and symbolically equal dims */
+static int same_shape(const wm_shapes *sh, const char *a, const char *b) {
+    const wm_tinfo *x = wm_shapes_get(sh, a), *y = wm_shapes_get(sh, b);
+    if (!x || !y || x->rank < 1 || x->rank != y->rank) return 0;
+    for (int i = 0; i < x->rank; i++)
+        if (!wm_sdim_eq(x->dim[i], y->dim[i])) return 0;
+    return 1;
+}
+
+static wm_status conv_one(wm_pass_ctx *c, wm_onnx_node *cv) {
+    wm_graph *g = c->g;
+    const char *x = wm_opt_in(cv, 0), *w = wm_opt_in(cv, 1), *y = wm_opt_out(cv, 0);
+    if (!x || !w || !y || cv->n_input > 3 || wm_shapes_dtype(c->sh, x) != WM_DT_FLOAT) return WM_OK;
+    if (!wm_graph_constant(g, w) || wm_opt_is_graph_output(g, y)) return WM_OK;
+    wm_onnx_node *u = wm_opt_sole_consumer(g, y), *last = NULL;
+    const char *z = NULL, *act = NULL;
+    float alpha = 0;
+    if (wm_opt_is(u, "Add")) {
+        z = wm_m_other(u, y);
+        if (!z || !strcmp(z, y) || wm_graph_constant(g, z) || !same_shape(c->sh, z, y) ||
+            wm_shapes_dtype(c->sh, z) != WM_DT_FLOAT)
+            return WM_OK;
+        last = u;
+        const char *s = wm_opt_out(u, 0);
+        wm_onnx_node *v = s && !wm_opt_is_graph_output(g, s) ? wm_opt_sole_consumer(g, s) : NULL;
+        if ((act = conv_act_of(v, &alpha))) last = v;
+    } else if ((act = conv_act_of(u, &alpha))) {
+        last = u;
+    } else {
+        return WM_OK;
+    }
+    const char *in[4] = {x, w, wm_opt_in(cv, 2) ? cv->input[2] : "", z}, *out[1] = {last->output[0]};
+    wm_onnx_node *f = wm_opt_replace(g, last, "FusedConv", "com.microsoft", in, z ? 4 : (size_t)cv->n_input, out, 1,
+                                     c->err);
+    if (!f || wm_graph_copy_attrs(g, f, cv, c->err) ||
+        (act && wm_graph_set_attr_string(g, f, "activation", act, c->err)) ||
+        (act && !strcmp(act, "LeakyRelu") && wm_graph_set_attr_floats(g, f, "activation_params", &alpha, 1, c->err)) ||
+        wm_opt_need_opset(g, "com.microsoft", 1, c->err))
+        return c->err->status ? c->err->status : WM_ERR_NOMEM;
+    c->fired++;
+    return WM_OK;
+}
+
+wm_status wm_pass_conv_activation(wm_pass_ctx *c) {
+    size_t n;
+    wm_onnx_node **v = wm_opt_snapshot(c->g, &n, c->err);
+    if (!v) return WM_ERR_NOMEM;
+    wm_status s = WM_OK;
+    for (size_t i = 0; i < n && !s; i++)
+        if (wm_opt_is(v[i], "Conv")) s = conv_one(c, v[i]);
     free(v);
     return s;
 }

@@ -55,6 +55,9 @@ static const pass_entry PASSES[] = {
     {{"matmul_epilogue", WM_OPT_ENGINE,
       "float32 MatMul by a constant + bias Add / BiasGelu / activation -> MatMulBias (winml engine op)"},
      wm_pass_matmul_epilogue},
+    {{"conv_activation", WM_OPT_ENGINE,
+      "float32 Conv + residual Add / Relu / Sigmoid / Tanh / LeakyRelu -> com.microsoft FusedConv"},
+     wm_pass_conv_activation},
 };
 #define N_PASSES (sizeof PASSES / sizeof PASSES[0])
 
@@ -69,6 +72,7 @@ void wm_opt_config_engine(wm_opt_config *c) {
     c->disable[c->n_disable++] = "attention";
     c->disable[c->n_disable++] = "initializer_dedup";
     c->enable[c->n_enable++] = "matmul_epilogue";
+    c->enable[c->n_enable++] = "conv_activation";
 }
 
 size_t wm_opt_pass_count(void) { return N_PASSES; }

@@ -17,7 +17,8 @@
  *             MultiHeadAttention
  *   all       + GroupQueryAttention for decoders (its mask is derived from the
  *             2-D attention mask: right-padded or unpadded batches only)
- *   engine    (by name only) MatMul + bias + activation -> ai.winml MatMulBias
+ *   engine    (by name only) MatMul + bias + activation -> ai.winml MatMulBias;
+ *             Conv + residual + activation -> com.microsoft FusedConv
  *
  * The engine optimizes every graph it opens (wm_opt_config_engine): the
  * extended fusions without MultiHeadAttention (its unfused form runs faster

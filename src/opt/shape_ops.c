@@ -42,6 +42,54 @@ static int axes_of(const ctx *c, int64_t input_from, size_t slot, const char *at
 
 static int norm_axis(int64_t a, int rank) { return (int)(a < 0 ? a + rank : a); }
 
+/* The STRING attribute name of the node as a C string compared with v (absent: v is ""). */
+static int attr_str_is(const ctx *c, const char *name, const char *v) {
+    const wm_onnx_attr *a = wm_graph_node_attr(c->n, name);
+    size_t n = a && a->s.p ? a->s.n : 0;
+    return strlen(v) == n && (!n || !memcmp(a->s.p, v, n));
+}
+
+/*
+ * Conv / FusedConv / MaxPool / AveragePool / LpPool: [N, channels, spatial...]
+ * with each spatial size from its static input size, kernel (kernel_shape, else
+ * the weight's dims), strides, dilations, pads or auto_pad (and ceil_mode);
+ * channels: the weight's first dim for convolutions, the input's for pools.
+ * GlobalAveragePool / GlobalMaxPool: spatial sizes 1. Unknown what is not static.
+ */
+static void r_window(const ctx *c, int conv, int global) {
+    wm_tinfo *o = OUT(c, 0);
+    const wm_tinfo *x = IN(c, 0), *w = IN(c, 1);
+    if (!o) return;
+    o->dtype = x->dtype;
+    if (x->rank < 3 || x->rank > WM_SH_MAXR) return;
+    int nd = x->rank - 2;
+    o->rank = x->rank;
+    o->dim[0] = x->dim[0];
+    o->dim[1] = conv ? (w->rank == x->rank ? w->dim[0] : sd_u()) : x->dim[1];
+    size_t nk, ns, nd_, np;
+    const int64_t *k = wm_opt_attr_ints(c->n, "kernel_shape", &nk), *st = wm_opt_attr_ints(c->n, "strides", &ns);
+    const int64_t *dl = wm_opt_attr_ints(c->n, "dilations", &nd_), *pd = wm_opt_attr_ints(c->n, "pads", &np);
+    int same_pad = attr_str_is(c, "auto_pad", "SAME_UPPER") || attr_str_is(c, "auto_pad", "SAME_LOWER");
+    int valid = attr_str_is(c, "auto_pad", "VALID");
+    int known_pad = same_pad || valid || attr_str_is(c, "auto_pad", "") || attr_str_is(c, "auto_pad", "NOTSET");
+    int ceil_mode = !conv && wm_opt_attr_i(c->n, "ceil_mode", 0);
+    for (int i = 0; i < nd; i++) {
+        wm_sdim in = x->dim[2 + i];
+        o->dim[2 + i] = sd_u();
+        if (global) {
+            o->dim[2 + i] = sd_c(1);
+            continue;
+        }
+        int64_t kk = k && (int)nk == nd ? k[i] : conv && w->rank == x->rank && w->dim[2 + i].k == WM_SD_CONST ? w->dim[2 + i].v : -1;
+        int64_t s = st && (int)ns == nd ? st[i] : 1, d = dl && (int)nd_ == nd ? dl[i] : 1;
+        int64_t pb = pd && (int)np == 2 * nd ? pd[i] : 0, pe = pd && (int)np == 2 * nd ? pd[nd + i] : 0;
+        if (in.k != WM_SD_CONST || kk < 1 || s < 1 || d < 1 || !known_pad || (pd && (int)np != 2 * nd)) continue;
+        int64_t dk = (kk - 1) * d + 1, span = valid || same_pad ? in.v - (valid ? dk : 1) : in.v + pb + pe - dk;
+        if (span < 0) continue;
+        o->dim[2 + i] = sd_c(ceil_mode ? (span + s - 1) / s + 1 : span / s + 1);
+    }
+}
+
 /* Multi-directional broadcast of a and b into o (shape only). */
 static void bcast(wm_shapes *s, wm_tinfo *o, const wm_tinfo *a, const wm_tinfo *b) {
     (void)s;
@@ -736,10 +784,12 @@ static void r_default_domain(const ctx *c) {
     } else if (!strcmp(op, "GatherElements")) {
         if ((o = OUT(c, 0))) same(o, IN(c, 1)), o->dtype = IN(c, 0)->dtype;
     } else if (!strcmp(op, "GatherND") || !strcmp(op, "Tile") || !strcmp(op, "Pad") || !strcmp(op, "Resize") ||
-               !strcmp(op, "Conv") || !strcmp(op, "MaxPool") || !strcmp(op, "AveragePool") ||
-               !strcmp(op, "GlobalAveragePool") || !strcmp(op, "Einsum") || !strcmp(op, "ConvTranspose") ||
+               !strcmp(op, "Einsum") || !strcmp(op, "ConvTranspose") ||
                !strcmp(op, "DepthToSpace") || !strcmp(op, "SpaceToDepth") || !strcmp(op, "Upsample")) {
         if ((o = OUT(c, 0))) o->dtype = IN(c, 0)->dtype;
+    } else if (!strcmp(op, "Conv") || !strcmp(op, "MaxPool") || !strcmp(op, "AveragePool") ||
+               !strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool")) {
+        r_window(c, !strcmp(op, "Conv"), !strncmp(op, "Global", 6));
     } else if (!strcmp(op, "ArgMax") || !strcmp(op, "ArgMin") || !strcmp(op, "NonZero")) {
         if ((o = OUT(c, 0))) o->dtype = WM_DT_INT64;
     } else if (!strcmp(op, "TopK")) {

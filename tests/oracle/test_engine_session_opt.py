@@ -147,3 +147,61 @@ def test_session_optimization_matches_ort(build_dir, tmp_path, kind):
     w1 = E.assert_close(fused, ref, label=f"{kind} optimized session")
     w2 = E.assert_close(plain, ref, label=f"{kind} graph as written")
     U.note(f"{kind}: max abs diff vs onnxruntime {max(w1.values()):.2e} fused, {max(w2.values()):.2e} as written")
+
+
+def conv_graph(tail, extra_inputs=(), extra_outputs=()):
+    """Conv(x[1,4,9,9], W[6,4,3,3], B, pad 1) -> "c", then `tail`; output "out"; r[1,6,9,9] is an input."""
+    rng = np.random.default_rng(8)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (6, 4, 3, 3)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (6,)).astype(np.float32), "B"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (1, 6, 1, 1)).astype(np.float32), "bc")]
+    conv = helper.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 9, 9])]
+    ins += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 6, 9, 9]) for n in extra_inputs]
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("out",) + tuple(extra_outputs)]
+    g = helper.make_graph([conv] + tail, "g", ins, outs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+CONV_CASES = {
+    # name: (tail, extra inputs, extra outputs, fused?, activation, has Z)
+    "relu": ([helper.make_node("Relu", ["c"], ["out"])], (), (), True, "Relu", False),
+    "leaky": ([helper.make_node("LeakyRelu", ["c"], ["out"], alpha=0.2)], (), (), True, "LeakyRelu", False),
+    "residual_relu": ([helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["out"])], ("r",),
+                      (), True, "Relu", True),
+    "residual_first": ([helper.make_node("Add", ["r", "c"], ["out"])], ("r",), (), True, None, True),
+    "residual_sum_output": ([helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["out"])],
+                            ("r",), ("s",), True, None, True),
+    # not fused: a constant broadcast addend, the conv output used twice, the conv output a graph output
+    "const_add": ([helper.make_node("Add", ["c", "bc"], ["out"])], (), (), False, None, False),
+    "used_twice": ([helper.make_node("Add", ["c", "c"], ["out"])], (), (), False, None, False),
+    "conv_is_output": ([helper.make_node("Relu", ["c"], ["out"])], (), ("c",), False, None, False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_conv_activation_forms(winml, build_dir, tmp_path, case):
+    tail, ins, outs, fused, act, has_z = CONV_CASES[case]
+    src, dst = str(tmp_path / "c.onnx"), str(tmp_path / "co.onnx")
+    onnx.save(conv_graph(tail, ins, outs), src)
+    r = U.run([winml, "optimize", "-m", src, "-o", dst, "--level", "basic", "--enable-conv_activation", "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    fired = {p["name"]: p["fired"] for p in json.loads(r.stdout)["report"]["passes"]}["conv_activation"]
+    assert fired == (1 if fused else 0), case
+    if fused:
+        node = next(n for n in onnx.load(dst).graph.node if n.op_type == "FusedConv")
+        attrs = {a.name: a for a in node.attribute}
+        assert (attrs["activation"].s.decode() if "activation" in attrs else None) == act
+        assert list(attrs["pads"].ints) == [1, 1, 1, 1] and list(attrs["kernel_shape"].ints) == [3, 3]
+        assert (len(node.input) == 4 and node.input[3] == "r") == has_z
+        if act == "LeakyRelu":
+            assert list(attrs["activation_params"].floats) == pytest.approx([0.2])
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.normal(0, 1, (1, 4, 9, 9)).astype(np.float32)}
+    for n in ins:
+        feeds[n] = rng.normal(0, 1, (1, 6, 9, 9)).astype(np.float32)
+    ref = E.ort_run(src, feeds, optimized=False)
+    ours, _ = E.engine_run(build_dir, src, feeds, tmp_path)
+    E.assert_close(ours, ref, atol=1e-5, label=case)
+    if fused:  # the fused file runs in onnxruntime too (FusedConv is its CPU contrib op)
+        E.assert_close(E.ort_run(dst, feeds), ref, atol=1e-5, label=case + " fused in onnxruntime")

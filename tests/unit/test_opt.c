@@ -130,6 +130,46 @@ static void test_shape_symbolic_reshape(void **st) {
     wm_onnx_free(m);
 }
 
+/* Conv / pools: output spatial sizes from pads, strides, dilations, auto_pad, ceil_mode; symbolic batch kept */
+static void test_shape_window_ops(void **st) {
+    (void)st;
+    wm_graph *g;
+    wm_onnx_model *m = new_model(&g, 17);
+    wm_error e = {0};
+    sym_input(g, "x", (int64_t[]){-1, 3, 224, 223}, 4);
+    static float w[8 * 3 * 7 * 7];
+    f32_init(g, "w", w, (int64_t[]){8, 3, 7, 7}, 4);
+    wm_onnx_node *c1 = node(g, "Conv", NAMES("x", "w"), NAMES("c1"));
+    assert_int_equal(wm_graph_set_attr_ints(g, c1, "strides", (int64_t[]){2, 2}, 2, &e), WM_OK);
+    assert_int_equal(wm_graph_set_attr_ints(g, c1, "pads", (int64_t[]){3, 3, 3, 3}, 4, &e), WM_OK);
+    wm_onnx_node *c2 = node(g, "Conv", NAMES("x", "w"), NAMES("c2"));
+    assert_int_equal(wm_graph_set_attr_string(g, c2, "auto_pad", "SAME_UPPER", &e), WM_OK);
+    assert_int_equal(wm_graph_set_attr_ints(g, c2, "strides", (int64_t[]){2, 3}, 2, &e), WM_OK);
+    wm_onnx_node *c3 = node(g, "Conv", NAMES("x", "w"), NAMES("c3"));
+    assert_int_equal(wm_graph_set_attr_ints(g, c3, "dilations", (int64_t[]){2, 2}, 2, &e), WM_OK);
+    wm_onnx_node *p1 = node(g, "MaxPool", NAMES("c1"), NAMES("p1"));
+    assert_int_equal(wm_graph_set_attr_ints(g, p1, "kernel_shape", (int64_t[]){3, 3}, 2, &e), WM_OK);
+    assert_int_equal(wm_graph_set_attr_ints(g, p1, "strides", (int64_t[]){2, 2}, 2, &e), WM_OK);
+    assert_int_equal(wm_graph_set_attr_int(g, p1, "ceil_mode", 1, &e), WM_OK);
+    node(g, "GlobalAveragePool", NAMES("p1"), NAMES("gp"));
+    wm_shapes *s;
+    assert_int_equal(wm_shapes_infer(g, &s, &e), WM_OK);
+    assert_string_equal(symbol_of(s, wm_shapes_get(s, "c1")->dim[0]), "b");
+    assert_int_equal(wm_shapes_dim(s, "c1", 1), 8);
+    assert_int_equal(wm_shapes_dim(s, "c1", 2), 112); /* (224 + 6 - 7) / 2 + 1 */
+    assert_int_equal(wm_shapes_dim(s, "c1", 3), 112); /* (223 + 6 - 7) / 2 + 1 */
+    assert_int_equal(wm_shapes_dim(s, "c2", 2), 112); /* ceil(224 / 2) */
+    assert_int_equal(wm_shapes_dim(s, "c2", 3), 75);  /* ceil(223 / 3) */
+    assert_int_equal(wm_shapes_dim(s, "c3", 2), 212); /* 224 - 13 + 1 */
+    assert_int_equal(wm_shapes_dim(s, "p1", 1), 8);
+    assert_int_equal(wm_shapes_dim(s, "p1", 2), 56); /* ceil((112 - 3) / 2) + 1 */
+    assert_int_equal(wm_shapes_dim(s, "gp", 3), 1);
+    assert_int_equal(wm_shapes_dtype(s, "gp"), WM_DT_FLOAT);
+    wm_shapes_free(s);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+}
+
 static void test_shape_static_values_fold(void **st) {
     (void)st;
     wm_graph *g;
@@ -348,7 +388,8 @@ static void test_half_conversions(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shape_symbolic_reshape), cmocka_unit_test(test_shape_static_values_fold),
+        cmocka_unit_test(test_shape_symbolic_reshape), cmocka_unit_test(test_shape_window_ops),
+        cmocka_unit_test(test_shape_static_values_fold),
         cmocka_unit_test(test_fold_ops),               cmocka_unit_test(test_dce_cse_dedup_identity),
         cmocka_unit_test(test_unknown_pass_is_usage_error), cmocka_unit_test(test_rmsnorm_fusion),
         cmocka_unit_test(test_half_conversions),
