@@ -65,16 +65,29 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
         mrow = (const uint8_t *)a->mask + (size_t)(b * a->m_sb + h * a->m_sh + s * a->m_ss) * es;
     }
     int plain = !brow && !a->mask && !a->kv_lo && !a->kv_hi;
-    int64_t t_end = plain && lo <= t0 && hi >= t0 + n ? t0 : t0 + n; /* nothing to mask or exclude: no pass */
-    for (int64_t t = t0; t < t_end; t++) {
-        float *x = &row[t - t0];
-        if (t < lo || t >= hi) {
-            *x = -INFINITY;
-            continue;
+    for (int64_t t = t0; t < lo; t++) row[t - t0] = -INFINITY;
+    for (int64_t t = hi > t0 ? hi : t0; t < t0 + n; t++) row[t - t0] = -INFINITY;
+    if (!plain) { /* is_masked as ranges: keys [ulo, uhi) pass every bound, the rest of [lo, hi) take mv once */
+        int64_t ulo = a->kv_lo && a->kv_lo[b] > lo ? a->kv_lo[b] : lo, uhi = hi;
+        if (a->kv_hi && a->kv_hi[b] < uhi) uhi = a->kv_hi[b];
+        if (a->bias && a->bias_n < uhi) uhi = a->bias_n;
+        if (a->mask && a->m_n < uhi) uhi = a->m_n;
+        if (uhi < ulo) uhi = ulo;
+        const float mv = a->mask_value;
+        if (brow) {
+            int64_t e = hi < a->bias_n ? hi : a->bias_n;
+            for (int64_t t = lo; t < e; t++) row[t - t0] += brow[t];
         }
-        if (plain) continue;
-        if (brow && t < a->bias_n) *x += brow[t];
-        if (is_masked(a, b, h, s, t, mrow)) *x += a->mask_value;
+        for (int64_t t = lo; t < ulo && t < hi; t++) row[t - t0] += mv;
+        for (int64_t t = uhi > lo ? uhi : lo; t < hi; t++) row[t - t0] += mv;
+        float *r = row - t0;
+        if (a->mask && a->mask_i32) {
+            const int32_t *m = mrow;
+            for (int64_t t = ulo; t < uhi; t++) r[t] += m[t] == 0 ? mv : 0.0f;
+        } else if (a->mask) {
+            const uint8_t *m = mrow;
+            for (int64_t t = ulo; t < uhi; t++) r[t] += m[t] == 0 ? mv : 0.0f;
+        }
     }
     if (a->qk && a->qk_mode == WM_QK_MASKED) store_qk(a, b, h, s, t0, row, n);
     /* softmax over [lo, hi); excluded keys get 0 */

@@ -69,7 +69,6 @@ void wm_opt_config_default(wm_opt_config *c) {
 void wm_opt_config_engine(wm_opt_config *c) {
     memset(c, 0, sizeof *c);
     c->level = WM_OPT_EXTENDED;
-    c->disable[c->n_disable++] = "attention";
     c->disable[c->n_disable++] = "initializer_dedup";
     c->enable[c->n_enable++] = "matmul_epilogue";
     c->enable[c->n_enable++] = "conv_activation";

@@ -21,9 +21,8 @@
  *             Conv + residual + activation -> com.microsoft FusedConv
  *
  * The engine optimizes every graph it opens (wm_opt_config_engine): the
- * extended fusions without MultiHeadAttention (its unfused form runs faster
- * on winml's kernels) and initializer dedup (it would read every weight), plus
- * the engine passes.
+ * extended fusions without initializer dedup (it would read every weight),
+ * plus the engine passes.
  */
 #ifndef WM_OPT_OPT_H
 #define WM_OPT_OPT_H

@@ -1,5 +1,5 @@
-"""The engine fuses every graph it opens (wm_opt_config_engine: the extended fusions without
-MultiHeadAttention, plus MatMul + bias + activation into its own ai.winml MatMulBias). Checked against
+"""The engine fuses every graph it opens (wm_opt_config_engine: the extended fusions, plus MatMul + bias +
+activation into its own ai.winml MatMulBias and Conv + residual + activation into FusedConv). Checked against
 onnxruntime on the graph as written:
   * handmade graphs, one per MatMulBias form (bias Add, BiasGelu, FastGelu with bias, Add then
     Gelu/Relu/Sigmoid/Tanh, activation alone) and the forms it must leave alone (product used twice,
