@@ -157,19 +157,24 @@ static void pack_a_block(const float *A, int64_t lda, int trans_a, int64_t m0, i
 
 /* ------------------------------------------------------------ split */
 
-/* Chooses pm x pn = nth shares over (M, N) minimizing the largest share's padded work plus packing. */
-static void plan_split(int64_t M, int64_t N, int64_t K, int nth, int prepacked, int *pm, int *pn) {
+/*
+ * Chooses pm x pn = nth shares over (M, N) minimizing the largest share's work: its tiles (rows rounded up to
+ * the kernel's mr, columns to 16) times K, plus reading its rows of A, plus its columns of B: packed on the
+ * fly, or streamed from a prepacked B (every share with the same columns reads them again, so splitting M
+ * alone makes each share read all of B).
+ */
+static void plan_split(int64_t M, int64_t N, int64_t K, int nth, int prepacked, int mr, int *pm, int *pn) {
     double best = -1;
     *pm = 1;
     *pn = nth;
-    int64_t mt = (M + WM_MR - 1) / WM_MR, nt = (N + WM_NR - 1) / WM_NR;
+    int64_t mt = (M + mr - 1) / mr, nt = (N + WM_NR - 1) / WM_NR;
     for (int a = 1; a <= nth; a++) {
         if (nth % a) continue;
         int b = nth / a;
         if (a > mt && a > 1) continue;
         if (b > nt && b > 1) continue;
-        double rows = (double)((mt + a - 1) / a) * WM_MR, cols = (double)((nt + b - 1) / b) * WM_NR;
-        double cost = rows * cols * (double)K + 4.0 * rows * (double)K + (prepacked ? 0.0 : 4.0 * cols * (double)K);
+        double rows = (double)((mt + a - 1) / a) * mr, cols = (double)((nt + b - 1) / b) * WM_NR;
+        double cost = rows * cols * (double)K + 4.0 * rows * (double)K + (prepacked ? 2.0 : 4.0) * cols * (double)K;
         if (best < 0 || cost < best) {
             best = cost;
             *pm = a;
@@ -249,10 +254,10 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
 
 void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
-    int pm, pn;
-    plan_split(a->M, a->N, a->K, nth, a->packed_b != NULL, &pm, &pn);
+    int pm, pn, mr = u->mr ? u->mr : WM_MR;
+    plan_split(a->M, a->N, a->K, nth, a->packed_b != NULL, mr, &pm, &pn);
     int64_t m0, m1, n0, n1;
-    wm_split_units(a->M, WM_MR, ith / pn, pm, &m0, &m1);
+    wm_split_units(a->M, mr, ith / pn, pm, &m0, &m1);
     wm_split_units(a->N, WM_NR, ith % pn, pn, &n0, &n1);
     if (m0 >= m1 || n0 >= n1) return;
     size_t per = wm_sgemm_workspace_size(a, 1);
