@@ -282,7 +282,9 @@ typedef struct conv_plan {
 
 static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
 
-static void make_plan(const wm_win *w, int64_t N, int64_t C, int64_t M, int64_t G, int need_pack, conv_plan *p) {
+/* nth > 1: tiles are cut so that whole-tile shares come out even (workspace sizes use nth 0: the largest tiles) */
+static void make_plan(const wm_win *w, int64_t N, int64_t C, int64_t M, int64_t G, int need_pack, int nth,
+                      conv_plan *p) {
     memset(p, 0, sizeof *p);
     p->N = N, p->Cg = C / G, p->Mg = M / G, p->kp = wm_win_prod(w->k), p->K = p->Cg * p->kp;
     p->P = wm_win_prod(w->out), p->inP = wm_win_prod(w->in);
@@ -293,6 +295,19 @@ static void make_plan(const wm_win *w, int64_t N, int64_t C, int64_t M, int64_t 
     if (p->P <= 320) pt = p->P;
     p->Pt = pt > 0 ? pt : 1;
     p->ntiles = (p->P + p->Pt - 1) / p->Pt;
+    int64_t per_img = N * G;
+    if (nth > 1 && p->ntiles > 1 && per_img * p->ntiles >= 2 * nth) {
+        /* near-equal tiles (<= 256 rows, a multiple of 8 for the 8x8 transposes), as many as make the
+         * shares' tile counts match: 3136 positions were 12 x 256 + 64, split 7 | 6 tiles */
+        int64_t nt = p->ntiles;
+        while ((per_img * nt) % nth) nt++;
+        int64_t t = (p->P + nt - 1) / nt;
+        t = (t + 7) / 8 * 8;
+        if (t >= 16 && t <= p->Pt) {
+            p->Pt = t;
+            p->ntiles = (p->P + t - 1) / t;
+        }
+    }
     p->units = N * G * p->ntiles;
     wm_sgemm_args a = {.M = p->Pt, .N = p->Mg, .K = p->K, .packed_b = (const float *)1};
     p->gper = up64(wm_sgemm_workspace_size(&a, 1));
@@ -442,7 +457,7 @@ void wm_conv_post_apply(const wm_conv_post *post, float *y, uint64_t off, int64_
 void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, const void *wpack, const float *b,
                  const wm_conv_post *post, float *y, int64_t N, int64_t C, int64_t M, int64_t G, void *ws) {
     conv_plan pl;
-    make_plan(w, N, C, M, G, wpack == NULL, &pl);
+    make_plan(w, N, C, M, G, wpack == NULL, x->nth, &pl);
     if (!N || !M || !pl.P) return;
     conv_job j = {&pl, w, in, wt, b, post, wpack, y, C, M, G, ws, 0, 0, 0, 0, 0, NULL, NULL};
     if (direct(&pl, G)) {
@@ -482,7 +497,7 @@ void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, 
 
 size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t M, int64_t G, int packed, int nth) {
     conv_plan pl;
-    make_plan(w, 1, C, M, G, !packed, &pl);
+    make_plan(w, 1, C, M, G, !packed, 0, &pl);
     if (direct(&pl, G)) return (size_t)nth * wm_conv_plane_ws(w) + 64;
     wm_sgemm_args a0 = {.M = pl.Pt, .N = pl.Mg, .K = pl.K, .packed_b = (const float *)1};
     size_t shared = up64(wm_sgemm_workspace_size(&a0, nth)) + pl.colt + pl.tt;
