@@ -103,10 +103,17 @@ static const int32_t at_types[] = {WM_DT_FLOAT, WM_DT_FLOAT16, 0};
 static int at_half(int32_t dt) { return dt == WM_DT_FLOAT16; }
 
 /*
- * float16 Attention computes in float32 (as onnxruntime's CPU provider does
- * after inserting casts): the constant weights are widened and packed once
- * here, into node memory (n->state) that the session frees with the node.
+ * Attention's projection weights are packed for the GEMM once, here (float16
+ * ones widened first: float16 Attention computes in float32, as onnxruntime's
+ * CPU provider does after inserting casts), and a constant bias is kept in
+ * float32 for the GEMM epilogue; both in node memory the session frees with
+ * the node.
  */
+typedef struct at_state {
+    float *packed; /* the (in, Dq + Dk + Dv) weights packed */
+    float *bias;   /* a constant bias in float32, or NULL */
+} at_state;
+
 static wm_status at_init(wm_node *n, wm_error *err) {
     wm_status st = wm_check_type(n, 0, at_types, err);
     for (int i = 1; i < 6 && !st; i++)
@@ -117,21 +124,26 @@ static wm_status at_init(wm_node *n, wm_error *err) {
     if (wm_attr_int(n, "do_rotary", 0)) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "do_rotary=1");
     if (wm_attr_int(n, "past_present_share_buffer", 0) || wm_has_in(n, 6))
         return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "past_present_share_buffer / past_sequence_length");
-    const wm_tensor *w = n->in_const[1];
+    const wm_tensor *w = n->in_const[1], *bias = wm_has_in(n, 2) ? n->in_const[2] : NULL;
     if (!w) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "weights must be a constant");
     int32_t dt = n->in_dtype[0];
     n->out_dtype[0] = dt;
     if (n->n_out > 1) n->out_dtype[1] = dt;
-    if (at_half(dt)) {
-        if (w->rank != 2) return wm_node_err(n, err, WM_ERR_INPUT, "weights must be (in, Dq + Dk + Dv)");
-        int64_t K = w->dims[0], N = w->dims[1];
-        size_t sz = wm_gemm_pack_size(K, N);
-        float *packed = wm_node_alloc(n, sz);
-        if (!packed) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-        wm_sgemm_pack_b_f16(0, K, N, w->data, N, packed);
-        n->state = packed;
-        n->packed_bytes += sz;
+    if (w->rank != 2) return wm_node_err(n, err, WM_ERR_INPUT, "weights must be (in, Dq + Dk + Dv)");
+    int64_t K = w->dims[0], N = w->dims[1];
+    at_state *as = wm_node_alloc(n, sizeof *as);
+    size_t sz = wm_gemm_pack_size(K, N);
+    float *packed = as ? wm_node_alloc(n, sz) : NULL;
+    if (!packed) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    if (at_half(dt)) wm_sgemm_pack_b_f16(0, K, N, w->data, N, packed);
+    else wm_gemm_pack(0, K, N, w->data, N, packed);
+    as->packed = packed;
+    n->packed_bytes += sz;
+    if (bias && bias->rank == 1 && bias->dims[0] == N) {
+        if (!(as->bias = wm_node_alloc(n, (size_t)N * sizeof(float)))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        wm_convert(dt, bias->data, WM_DT_FLOAT, as->bias, (uint64_t)N);
     }
+    n->state = as;
     return WM_OK;
 }
 
@@ -237,14 +249,16 @@ static wm_status at_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     }
     int64_t D = s.Dq + s.Dk + s.Dv, BS = s.B * s.S;
     float *qkv = b.qkv, *pres = b.pres;
-    if (wm_has_in(n, 2)) { /* bias rows, then accumulate the projection */
+    const at_state *as = n->state;
+    int bias_rows = wm_has_in(n, 2) && !as->bias;
+    if (bias_rows) { /* a bias that is not constant: its rows first, then accumulate the projection */
         for (int64_t r = 0; r < BS; r++) {
             if (half) wm_convert(dt, in[2]->data, WM_DT_FLOAT, qkv + r * D, (uint64_t)D);
             else memcpy(qkv + r * D, in[2]->data, (size_t)D * sizeof(float));
         }
     }
-    wm_gemm_args g = {BS, D, s.in, b.x, s.in, 0, half ? NULL : in[1]->data, D, 0, qkv, D, 1.0f, wm_has_in(n, 2) ? 1.0f : 0.0f,
-                      half ? n->state : NULL, NULL, WM_ACT_NONE};
+    wm_gemm_args g = {BS, D, s.in, b.x, s.in, 0, NULL, D, 0, qkv, D, 1.0f, bias_rows ? 1.0f : 0.0f,
+                      as->packed, as->bias, WM_ACT_NONE};
     wm_sgemm(x, &g);
     wm_attn a;
     at_core(&s, &a);
