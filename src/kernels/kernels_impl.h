@@ -16,7 +16,7 @@
 #define WM_MR_MAX 12 /* tallest register tile of any table (A blocks are sized for it) */
 #define WM_NR 16
 #define WM_KC 256  /* B micro-panel KC x 16 floats = 16 KiB in L1 */
-#define WM_MC 144  /* A block MC x KC floats = 144 KiB in L2 */
+#define WM_MC 264  /* A block MC x KC floats = 264 KiB in L2 (a multiple of every tile height) */
 #define WM_NC 1024 /* B block packed on the fly: KC x NC floats = 1 MiB */
 
 #define WM_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
