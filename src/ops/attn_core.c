@@ -32,19 +32,6 @@ static void store_qk(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64_t 
     for (int64_t j = t0 + n; j < a->T; j++) d[j] = a->qk_mode == WM_QK_PROBS ? 0.0f : -INFINITY;
 }
 
-/* 1 when key j of row (b, h, s) takes the mask value */
-static inline int is_masked(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64_t j, const void *mrow) {
-    if (a->kv_lo && j < a->kv_lo[b]) return 1;
-    if (a->kv_hi && j >= a->kv_hi[b]) return 1;
-    if (a->bias && j >= a->bias_n) return 1;
-    if (a->mask) {
-        if (j >= a->m_n) return 1;
-        if (a->mask_i32 ? ((const int32_t *)mrow)[j] == 0 : ((const uint8_t *)mrow)[j] == 0) return 1;
-    }
-    (void)h, (void)s;
-    return 0;
-}
-
 /* One row of scores over keys [t0, t0 + n): masks, softmax (in place); [lo, hi) are the keys not excluded. */
 static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64_t t0, float *row, int64_t n) {
     int64_t off = a->causal_off ? a->causal_off[b] : a->causal_off0;
@@ -67,7 +54,7 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
     int plain = !brow && !a->mask && !a->kv_lo && !a->kv_hi;
     for (int64_t t = t0; t < lo; t++) row[t - t0] = -INFINITY;
     for (int64_t t = hi > t0 ? hi : t0; t < t0 + n; t++) row[t - t0] = -INFINITY;
-    if (!plain) { /* is_masked as ranges: keys [ulo, uhi) pass every bound, the rest of [lo, hi) take mv once */
+    if (!plain) { /* the masks as ranges: keys [ulo, uhi) pass every bound, the rest of [lo, hi) take mv once */
         int64_t ulo = a->kv_lo && a->kv_lo[b] > lo ? a->kv_lo[b] : lo, uhi = hi;
         if (a->kv_hi && a->kv_hi[b] < uhi) uhi = a->kv_hi[b];
         if (a->bias && a->bias_n < uhi) uhi = a->bias_n;
