@@ -211,11 +211,11 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                         int64_t n0, int64_t n1, float *apack, float *bpack) {
     const int64_t K = a->K;
     const int zero_k = K == 0 || a->alpha == 0.0f;
-    const int mr = u->mr ? u->mr : WM_MR;
+    const int mr = u->mr;
     /* rows of A a multiple of 4 KiB apart share L1 sets: a tall tile's rows would evict each other */
-    const int pack = a->trans_a || u->pack_a == 1 || (u->pack_a == 2 && a->lda % 1024 == 0);
-    const int64_t tw = (int64_t)(u->np ? u->np : 1) * WM_NR; /* tile width */
-    const int64_t nstep = a->packed_b ? 512 : WM_NC;
+    const int pack = a->trans_a || (u->pack_aliased && a->lda % 1024 == 0);
+    const int64_t tw = (int64_t)u->np * WM_NR; /* tile width */
+    const int64_t nstep = a->packed_b ? WM_NC_PACKED : WM_NC;
     for (int64_t nb = n0; nb < n1; nb += nstep) {
         int64_t nc = n1 - nb < nstep ? n1 - nb : nstep;
         const int64_t kcb = wm_sgemm_kc(K);
@@ -234,7 +234,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             }
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
-                /* A^T (or any A for a packing kernel) goes into mr-row panels; else plain A is read in place */
+                /* A^T (and aliased rows) go into mr-row panels; else plain A is read in place */
                 if (kc && pack) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, mr, apack);
                 for (int64_t j = 0; j < nc; j += tw) {
                     int nv = (int)(nc - j < tw ? nc - j : tw);
@@ -254,7 +254,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
 
 void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
-    int pm, pn, mr = u->mr ? u->mr : WM_MR;
+    int pm, pn, mr = u->mr;
     plan_split(a->M, a->N, a->K, nth, a->packed_b != NULL, mr, &pm, &pn);
     int64_t m0, m1, n0, n1;
     wm_split_units(a->M, mr, ith / pn, pm, &m0, &m1);

@@ -1,12 +1,13 @@
 /*
  * gemm_avx512.c - AVX-512 SGEMM micro-kernel for the shared driver in gemm.c:
  * tiles of 12 rows x 32 columns (two 16-column B panels) in 24 zmm
- * accumulators. A is packed into 12-row panels ([k][12]) so each k reads two
- * B vectors and 12 broadcast scalars (vfmadd231ps with an embedded {1to16}
- * broadcast): 24 FMAs per 14 loads, against 12 per 8 for the AVX2 6x16 tile.
- * Smaller tails (rows rounded up to 4, one panel) run the same code with
- * fewer accumulators. The small-M GEMV paths and the B packer are the AVX2
- * ones. Compiled with -mavx512f; reached only through the AVX-512 table.
+ * accumulators. Each k reads two B vectors and broadcasts 12 scalars of A,
+ * each used twice: 24 FMAs per 14 loads, against 12 per 8 for the AVX2 6x16
+ * tile. A is read in place, or from 12-row panels ([k][12]) when the driver
+ * packs it (A^T, or rows 4 KiB apart). Tails (rows rounded up to 4, one
+ * panel) run the same code with fewer accumulators. The small-M GEMV paths
+ * and the B packer are the AVX2 ones. Compiled with -mavx512f; reached only
+ * through the AVX-512 table.
  */
 #include <immintrin.h>
 
@@ -23,7 +24,7 @@ static inline void row_store(__m512 acc, float *c, __mmask16 m, __m512 alpha, __
     _mm512_mask_storeu_ps(c, m, r);
 }
 
-/* rows x (np * 16) tile over a packed A panel (stride MR floats per k); rows past mv are computed, not stored */
+/* rows x (np * 16) tile; A packed (lda 0: stride MR floats per k) or rows in place; rows past mv are not stored */
 static inline __attribute__((always_inline)) void tile(const int rows, const int np, int64_t kc, const float *ap,
                                                        int64_t lda, const float *bp, int64_t pstride, float *c,
                                                        int64_t ldc, int mv, int nv, float alpha, float beta,
@@ -96,7 +97,7 @@ static void pack_fwd(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64
     wm_gemm_ukr_avx2.pack_f32(s, k0, kc, n0, nc, dst, pstride);
 }
 
-const wm_gemm_ukr wm_gemm_ukr_avx512 = {ukr_12x32, MR, 2, 2, vact_fwd, small_m_fwd, pack_fwd};
+const wm_gemm_ukr wm_gemm_ukr_avx512 = {ukr_12x32, MR, 2, 1, vact_fwd, small_m_fwd, pack_fwd};
 
 void wm_sgemm_avx512(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx512, a, ith, nth); }
 

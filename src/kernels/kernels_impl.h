@@ -2,9 +2,9 @@
  * kernels_impl.h - what the kernel files share internally (not for src/ops).
  *
  * The SGEMM driver (gemm.c) is ISA independent: blocking, packing, the
- * (ith, nth) split and the epilogue. It calls a 6x16 micro-kernel and the
- * table's vact through a wm_gemm_ukr, so the generic and the AVX2 table share
- * one driver and one packed-B layout.
+ * (ith, nth) split and the epilogue. It calls the table's micro-kernel (its
+ * tile shape in the wm_gemm_ukr) and vact, so the generic, AVX2 and AVX-512
+ * tables share one driver and one packed-B layout.
  */
 #ifndef WM_KERNELS_IMPL_H
 #define WM_KERNELS_IMPL_H
@@ -18,6 +18,7 @@
 #define WM_KC 256  /* B micro-panel KC x 16 floats = 16 KiB in L1 */
 #define WM_MC 264  /* A block MC x KC floats = 264 KiB in L2 (a multiple of every tile height) */
 #define WM_NC 1024 /* B block packed on the fly: KC x NC floats = 1 MiB */
+#define WM_NC_PACKED 512 /* prepacked B: columns per block, so C's rows of a block stay in L2 across k-blocks */
 
 #define WM_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
 
@@ -39,9 +40,9 @@ typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float 
 
 typedef struct wm_gemm_ukr {
     wm_ukr_fn kernel;
-    int mr;     /* rows per tile (<= WM_MR_MAX); 0 means WM_MR */
-    int np;     /* 16-column panels per tile; 0 means 1 */
-    int pack_a; /* A into mr-row panels: 0 only when transposed, 1 always, 2 also when rows are 4 KiB apart */
+    int mr;           /* rows per tile (<= WM_MR_MAX) */
+    int np;           /* 16-column panels per tile */
+    int pack_aliased; /* 1: A goes into mr-row panels also when its rows are 4 KiB apart (else only A^T) */
     void (*vact)(int64_t n, float *y, const float *x, wm_act act, float act_a, float act_b);
     /* optional fast path for small M (NULL: none); returns 1 when it handled share ith */
     int (*small_m)(const wm_sgemm_args *a, int ith, int nth);

@@ -612,24 +612,27 @@ static int vec_append(wm_arena *a, void *arr, size_t *n, size_t elem, const void
     return 0;
 }
 
-wm_status wm_graph_set_attr_ints(wm_graph *g, wm_onnx_node *n, const char *name, const int64_t *v, size_t nv,
-                                 wm_error *err) {
+/* An INTS or FLOATS attribute: nv values of elem bytes from v */
+static wm_status set_attr_array(wm_graph *g, wm_onnx_node *n, const char *name, int32_t type, const void *v, size_t nv,
+                                size_t elem, wm_error *err) {
     wm_status s = attr_args(g, n, name, err);
     if (s) return s;
     if (nv && !v) return wm_err(err, WM_ERR_INPUT, "graph '%s': attribute '%s': no values", gname(g), name);
-    wm_onnx_attr *a = attr_new(g, n, name, WM_ATTR_INTS);
-    if (!a || vec_append(&g->model->arena, &a->ints, &a->n_ints, sizeof *v, v, nv)) return nomem(err);
-    return WM_OK;
+    wm_onnx_attr *a = attr_new(g, n, name, type);
+    if (!a) return nomem(err);
+    int fail = type == WM_ATTR_INTS ? vec_append(&g->model->arena, &a->ints, &a->n_ints, elem, v, nv)
+                                    : vec_append(&g->model->arena, &a->floats, &a->n_floats, elem, v, nv);
+    return fail ? nomem(err) : WM_OK;
+}
+
+wm_status wm_graph_set_attr_ints(wm_graph *g, wm_onnx_node *n, const char *name, const int64_t *v, size_t nv,
+                                 wm_error *err) {
+    return set_attr_array(g, n, name, WM_ATTR_INTS, v, nv, sizeof *v, err);
 }
 
 wm_status wm_graph_set_attr_floats(wm_graph *g, wm_onnx_node *n, const char *name, const float *v, size_t nv,
                                    wm_error *err) {
-    wm_status s = attr_args(g, n, name, err);
-    if (s) return s;
-    if (nv && !v) return wm_err(err, WM_ERR_INPUT, "graph '%s': attribute '%s': no values", gname(g), name);
-    wm_onnx_attr *a = attr_new(g, n, name, WM_ATTR_FLOATS);
-    if (!a || vec_append(&g->model->arena, &a->floats, &a->n_floats, sizeof *v, v, nv)) return nomem(err);
-    return WM_OK;
+    return set_attr_array(g, n, name, WM_ATTR_FLOATS, v, nv, sizeof *v, err);
 }
 
 wm_status wm_graph_copy_attrs(wm_graph *g, wm_onnx_node *dst, const wm_onnx_node *src, wm_error *err) {

@@ -231,14 +231,6 @@ static int holds_all(int32_t a, int32_t b) {
     }
 }
 
-static int same_shape(const wm_shapes *sh, const char *a, const char *b) {
-    const wm_tinfo *x = wm_shapes_get(sh, a), *y = wm_shapes_get(sh, b);
-    if (!x || !y || x->rank < 0 || x->rank != y->rank) return 0;
-    for (int i = 0; i < x->rank; i++)
-        if (!wm_sdim_eq(x->dim[i], y->dim[i])) return 0;
-    return 1;
-}
-
 static int perm_of(const wm_onnx_node *n, int rank, int64_t *p) {
     size_t k;
     const int64_t *v = wm_opt_attr_ints(n, "perm", &k);
@@ -273,8 +265,8 @@ static int identity_one(wm_pass_ctx *c, wm_onnx_node *n, wm_status *s) {
     if (wm_opt_is(n, "Reshape") || wm_opt_is(n, "Expand") || wm_opt_is(n, "Squeeze") || wm_opt_is(n, "Unsqueeze") ||
         wm_opt_is(n, "Flatten") || wm_opt_is(n, "Slice") || wm_opt_is(n, "Concat")) {
         if (wm_opt_is(n, "Concat") && n->n_input != 1) return 0;
-        if (wm_opt_is(n, "Slice") || wm_opt_is(n, "Flatten") ? !same_shape(c->sh, x, y) || !wm_shapes_static(c->sh, x, NULL)
-                                                             : !same_shape(c->sh, x, y))
+        if (wm_opt_is(n, "Slice") || wm_opt_is(n, "Flatten") ? !wm_shapes_same(c->sh, x, y) || !wm_shapes_static(c->sh, x, NULL)
+                                                             : !wm_shapes_same(c->sh, x, y))
             goto chains;
         return bypass(c, n, x, s);
     }
@@ -300,11 +292,11 @@ static int identity_one(wm_pass_ctx *c, wm_onnx_node *n, wm_status *s) {
         return 1;
     }
     if ((wm_opt_is(n, "Mul") || wm_opt_is(n, "Div") || wm_opt_is(n, "Add") || wm_opt_is(n, "Sub")) &&
-        same_shape(c->sh, x, y) && dx && dx == wm_shapes_dtype(c->sh, y)) {
+        wm_shapes_same(c->sh, x, y) && dx && dx == wm_shapes_dtype(c->sh, y)) {
         double unit = wm_opt_is(n, "Mul") || wm_opt_is(n, "Div") ? 1 : 0;
         if (wm_opt_in(n, 1) && wm_opt_const_is(g, n->input[1], unit, 0)) return bypass(c, n, x, s);
         if ((wm_opt_is(n, "Mul") || wm_opt_is(n, "Add")) && wm_opt_in(n, 1) && wm_opt_const_is(g, x, unit, 0) &&
-            same_shape(c->sh, n->input[1], y))
+            wm_shapes_same(c->sh, n->input[1], y))
             return bypass(c, n, n->input[1], s);
     }
     return 0;

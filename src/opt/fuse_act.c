@@ -10,17 +10,6 @@
 #include "onnx/dtype.h"
 #include "opt/match.h"
 
-static wm_status each_op(wm_pass_ctx *c, const char *op, wm_status (*fn)(wm_pass_ctx *, wm_onnx_node *)) {
-    size_t n;
-    wm_onnx_node **v = wm_opt_snapshot(c->g, &n, c->err);
-    if (!v) return WM_ERR_NOMEM;
-    wm_status s = WM_OK;
-    for (size_t i = 0; i < n && !s; i++)
-        if (wm_opt_is(v[i], op)) s = fn(c, v[i]);
-    free(v);
-    return s;
-}
-
 static int is_x(const char *a, const char *x) { return a && x && !strcmp(a, x); }
 
 /*
@@ -72,7 +61,7 @@ static wm_status gelu_one(wm_pass_ctx *c, wm_onnx_node *erf) {
     return emit_unary(c, last, "Gelu", std ? NULL : "com.microsoft", x);
 }
 
-wm_status wm_pass_gelu(wm_pass_ctx *c) { return each_op(c, "Erf", gelu_one); }
+wm_status wm_pass_gelu(wm_pass_ctx *c) { return wm_opt_each_op(c, "Erf", gelu_one); }
 
 /* x + 0.044715 * x^3 (x^3 as Pow(x,3) or x*x*x): returns x. */
 static const char *cubic_inner(const wm_graph *g, const char *name) {
@@ -103,7 +92,7 @@ static wm_status fastgelu_one(wm_pass_ctx *c, wm_onnx_node *th) {
     return last ? emit_unary(c, last, "FastGelu", "com.microsoft", x) : WM_OK;
 }
 
-wm_status wm_pass_fastgelu(wm_pass_ctx *c) { return each_op(c, "Tanh", fastgelu_one); }
+wm_status wm_pass_fastgelu(wm_pass_ctx *c) { return wm_opt_each_op(c, "Tanh", fastgelu_one); }
 
 /* ---------------------------------------------------------------- bias + gelu */
 
@@ -170,7 +159,7 @@ static wm_status quickgelu_one(wm_pass_ctx *c, wm_onnx_node *sg) {
     return WM_OK;
 }
 
-wm_status wm_pass_quickgelu(wm_pass_ctx *c) { return each_op(c, "Sigmoid", quickgelu_one); }
+wm_status wm_pass_quickgelu(wm_pass_ctx *c) { return wm_opt_each_op(c, "Sigmoid", quickgelu_one); }
 
 /* ---------------------------------------------------------------- MatMul + Add -> Gemm */
 
@@ -194,7 +183,7 @@ static wm_status gemm_one(wm_pass_ctx *c, wm_onnx_node *mm) {
     return WM_OK;
 }
 
-wm_status wm_pass_gemm(wm_pass_ctx *c) { return each_op(c, "MatMul", gemm_one); }
+wm_status wm_pass_gemm(wm_pass_ctx *c) { return wm_opt_each_op(c, "MatMul", gemm_one); }
 
 /* ---------------------------------------------------------------- Reshape + 2-D Gemm + Reshape -> MatMul + Add */
 
@@ -230,4 +219,4 @@ static wm_status gemm3d_one(wm_pass_ctx *c, wm_onnx_node *gm) {
     return WM_OK;
 }
 
-wm_status wm_pass_gemm3d(wm_pass_ctx *c) { return each_op(c, "Gemm", gemm3d_one); }
+wm_status wm_pass_gemm3d(wm_pass_ctx *c) { return wm_opt_each_op(c, "Gemm", gemm3d_one); }

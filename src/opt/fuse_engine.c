@@ -77,16 +77,7 @@ static wm_status epilogue_one(wm_pass_ctx *c, wm_onnx_node *mm) {
     return WM_OK;
 }
 
-wm_status wm_pass_matmul_epilogue(wm_pass_ctx *c) {
-    size_t n;
-    wm_onnx_node **v = wm_opt_snapshot(c->g, &n, c->err);
-    if (!v) return WM_ERR_NOMEM;
-    wm_status s = WM_OK;
-    for (size_t i = 0; i < n && !s; i++)
-        if (wm_opt_is(v[i], "MatMul")) s = epilogue_one(c, v[i]);
-    free(v);
-    return s;
-}
+wm_status wm_pass_matmul_epilogue(wm_pass_ctx *c) { return wm_opt_each_op(c, "MatMul", epilogue_one); }
 
 /* ---------------------------------------------------------------- Conv + residual + activation */
 
@@ -103,15 +94,6 @@ static const char *conv_act_of(const wm_onnx_node *a, float *alpha) {
     return NULL;
 }
 
-/* a and b have the same known rank and symbolically equal dims */
-static int same_shape(const wm_shapes *sh, const char *a, const char *b) {
-    const wm_tinfo *x = wm_shapes_get(sh, a), *y = wm_shapes_get(sh, b);
-    if (!x || !y || x->rank < 1 || x->rank != y->rank) return 0;
-    for (int i = 0; i < x->rank; i++)
-        if (!wm_sdim_eq(x->dim[i], y->dim[i])) return 0;
-    return 1;
-}
-
 static wm_status conv_one(wm_pass_ctx *c, wm_onnx_node *cv) {
     wm_graph *g = c->g;
     const char *x = wm_opt_in(cv, 0), *w = wm_opt_in(cv, 1), *y = wm_opt_out(cv, 0);
@@ -122,7 +104,7 @@ static wm_status conv_one(wm_pass_ctx *c, wm_onnx_node *cv) {
     float alpha = 0;
     if (wm_opt_is(u, "Add")) {
         z = wm_m_other(u, y);
-        if (!z || !strcmp(z, y) || wm_graph_constant(g, z) || !same_shape(c->sh, z, y) ||
+        if (!z || !strcmp(z, y) || wm_graph_constant(g, z) || !wm_shapes_same(c->sh, z, y) ||
             wm_shapes_dtype(c->sh, z) != WM_DT_FLOAT)
             return WM_OK;
         last = u;
@@ -146,13 +128,4 @@ static wm_status conv_one(wm_pass_ctx *c, wm_onnx_node *cv) {
     return WM_OK;
 }
 
-wm_status wm_pass_conv_activation(wm_pass_ctx *c) {
-    size_t n;
-    wm_onnx_node **v = wm_opt_snapshot(c->g, &n, c->err);
-    if (!v) return WM_ERR_NOMEM;
-    wm_status s = WM_OK;
-    for (size_t i = 0; i < n && !s; i++)
-        if (wm_opt_is(v[i], "Conv")) s = conv_one(c, v[i]);
-    free(v);
-    return s;
-}
+wm_status wm_pass_conv_activation(wm_pass_ctx *c) { return wm_opt_each_op(c, "Conv", conv_one); }

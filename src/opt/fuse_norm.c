@@ -174,18 +174,7 @@ static wm_status layernorm_one(wm_pass_ctx *c, wm_onnx_node *sq) {
     return WM_OK;
 }
 
-static wm_status each_op(wm_pass_ctx *c, const char *op, wm_status (*fn)(wm_pass_ctx *, wm_onnx_node *)) {
-    size_t n;
-    wm_onnx_node **v = wm_opt_snapshot(c->g, &n, c->err);
-    if (!v) return WM_ERR_NOMEM;
-    wm_status s = WM_OK;
-    for (size_t i = 0; i < n && !s; i++)
-        if (wm_opt_is(v[i], op)) s = fn(c, v[i]);
-    free(v);
-    return s;
-}
-
-wm_status wm_pass_layernorm(wm_pass_ctx *c) { return each_op(c, "Sqrt", layernorm_one); }
+wm_status wm_pass_layernorm(wm_pass_ctx *c) { return wm_opt_each_op(c, "Sqrt", layernorm_one); }
 
 /* ---------------------------------------------------------------- RMSNorm */
 
@@ -224,7 +213,7 @@ static wm_status rmsnorm_one(wm_pass_ctx *c, wm_onnx_node *sq) {
     return WM_OK;
 }
 
-wm_status wm_pass_rmsnorm(wm_pass_ctx *c) { return each_op(c, "Sqrt", rmsnorm_one); }
+wm_status wm_pass_rmsnorm(wm_pass_ctx *c) { return wm_opt_each_op(c, "Sqrt", rmsnorm_one); }
 
 /* ---------------------------------------------------------------- SkipLayerNorm */
 
@@ -296,8 +285,8 @@ static wm_status skipnorm_one(wm_pass_ctx *c, wm_onnx_node *ln) {
 }
 
 wm_status wm_pass_skipnorm(wm_pass_ctx *c) {
-    wm_status s = each_op(c, "LayerNormalization", skipnorm_one);
-    return s ? s : each_op(c, "SimplifiedLayerNormalization", skipnorm_one);
+    wm_status s = wm_opt_each_op(c, "LayerNormalization", skipnorm_one);
+    return s ? s : wm_opt_each_op(c, "SimplifiedLayerNormalization", skipnorm_one);
 }
 
 /* ---------------------------------------------------------------- RMSNorm back to standard ops */

@@ -74,6 +74,17 @@ void wm_opt_config_engine(wm_opt_config *c) {
     c->enable[c->n_enable++] = "conv_activation";
 }
 
+wm_status wm_opt_each_op(wm_pass_ctx *c, const char *op, wm_status (*fn)(wm_pass_ctx *, wm_onnx_node *)) {
+    size_t n;
+    wm_onnx_node **v = wm_opt_snapshot(c->g, &n, c->err);
+    if (!v) return WM_ERR_NOMEM;
+    wm_status s = WM_OK;
+    for (size_t i = 0; i < n && !s; i++)
+        if (wm_opt_is(v[i], op)) s = fn(c, v[i]);
+    free(v);
+    return s;
+}
+
 size_t wm_opt_pass_count(void) { return N_PASSES; }
 
 const wm_opt_pass_info *wm_opt_pass_get(size_t i) { return i < N_PASSES ? &PASSES[i].info : NULL; }

@@ -23,6 +23,9 @@ typedef struct wm_pass_ctx {
 
 typedef wm_status (*wm_pass_fn)(wm_pass_ctx *c);
 
+/* Calls fn on every default-domain node of type op (a snapshot of the node list, so fn may edit); stops at an error. */
+wm_status wm_opt_each_op(wm_pass_ctx *c, const char *op, wm_status (*fn)(wm_pass_ctx *, wm_onnx_node *));
+
 /* cleanup.c */
 wm_status wm_pass_const_nodes(wm_pass_ctx *c);
 wm_status wm_pass_fold(wm_pass_ctx *c);

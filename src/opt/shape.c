@@ -137,6 +137,14 @@ wm_sdim sh_arith(wm_shapes *s, char op, wm_sdim a, wm_sdim b) {
 
 int wm_sdim_eq(wm_sdim a, wm_sdim b) { return a.k && a.k == b.k && a.v == b.v; }
 
+int wm_shapes_same(const wm_shapes *s, const char *a, const char *b) {
+    const wm_tinfo *x = wm_shapes_get(s, a), *y = wm_shapes_get(s, b);
+    if (!x || !y || x->rank < 0 || x->rank != y->rank) return 0;
+    for (int i = 0; i < x->rank; i++)
+        if (!wm_sdim_eq(x->dim[i], y->dim[i])) return 0;
+    return 1;
+}
+
 /* ---------------------------------------------------------------- seeding */
 
 static void from_type(wm_shapes *s, wm_tinfo *t, const wm_onnx_type *ty) {

@@ -58,6 +58,9 @@ int wm_shapes_static(const wm_shapes *s, const char *name, uint64_t *numel);
 /* 1 when every tracked value of name is a constant (the tensor's values are known). */
 int wm_shapes_values_known(const wm_shapes *s, const char *name);
 
+/* 1 when a and b have the same known rank and symbolically equal dims. */
+int wm_shapes_same(const wm_shapes *s, const char *a, const char *b);
+
 /* 1 when two sdims are known equal (same constant or same symbol). */
 int wm_sdim_eq(wm_sdim a, wm_sdim b);
 

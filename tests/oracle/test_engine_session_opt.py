@@ -83,8 +83,11 @@ def test_matmul_epilogue_forms(winml, build_dir, tmp_path, case):
         assert attrs.get("activation") == act, (case, attrs)
     x = np.random.default_rng(1).normal(0, 1.5, (2, 3, K)).astype(np.float32)
     ref = E.ort_run(src, {"x": x})
-    ours, _ = E.engine_run(build_dir, src, {"x": x}, tmp_path)
+    ours, st = E.engine_run(build_dir, src, {"x": x}, tmp_path)
     E.assert_close(ours, ref, atol=1e-5, label=case)
+    # the session fused the same way (fewer nodes than the graph as written), or left the graph alone
+    _, st_plain = E.engine_run(build_dir, src, {"x": x}, tmp_path, extra=("--no-optimize",))
+    assert (st["nodes"] < st_plain["nodes"]) == fused, (case, st, st_plain)
 
 
 def test_matmul_epilogue_leaves_other_biases(winml, build_dir, tmp_path):
@@ -142,8 +145,9 @@ def test_session_optimization_matches_ort(build_dir, tmp_path, kind):
     names = {i.name for i in onnx.load(src, load_external_data=False).graph.input}
     f = {k: v for k, v in f.items() if k in names}
     ref = E.ort_run(src, f, optimized=False)
-    fused, _ = E.engine_run(build_dir, src, f, tmp_path)
-    plain, _ = E.engine_run(build_dir, src, f, tmp_path, extra=("--no-optimize",))
+    fused, st = E.engine_run(build_dir, src, f, tmp_path)
+    plain, st_plain = E.engine_run(build_dir, src, f, tmp_path, extra=("--no-optimize",))
+    assert st["nodes"] < st_plain["nodes"], (kind, st, st_plain)  # the session did fuse
     w1 = E.assert_close(fused, ref, label=f"{kind} optimized session")
     w2 = E.assert_close(plain, ref, label=f"{kind} graph as written")
     U.note(f"{kind}: max abs diff vs onnxruntime {max(w1.values()):.2e} fused, {max(w2.values()):.2e} as written")
@@ -201,7 +205,9 @@ def test_conv_activation_forms(winml, build_dir, tmp_path, case):
     for n in ins:
         feeds[n] = rng.normal(0, 1, (1, 6, 9, 9)).astype(np.float32)
     ref = E.ort_run(src, feeds, optimized=False)
-    ours, _ = E.engine_run(build_dir, src, feeds, tmp_path)
+    ours, st = E.engine_run(build_dir, src, feeds, tmp_path)
     E.assert_close(ours, ref, atol=1e-5, label=case)
+    _, st_plain = E.engine_run(build_dir, src, feeds, tmp_path, extra=("--no-optimize",))
+    assert (st["nodes"] < st_plain["nodes"]) == fused, (case, st, st_plain)
     if fused:  # the fused file runs in onnxruntime too (FusedConv is its CPU contrib op)
         E.assert_close(E.ort_run(dst, feeds), ref, atol=1e-5, label=case + " fused in onnxruntime")
