@@ -168,6 +168,8 @@ typedef struct wm_nbits_args {
     int64_t ldc;
     wm_epilogue ep;
     void *work; /* wm_nbits_workspace_size(this, nth) bytes */
+    const uint8_t *packed; /* optional: B and the scales in the table's nbits_pack layout (then B, scales and
+                              scales_h are not read); made once per weight at session creation */
 } wm_nbits_args;
 
 size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth);
@@ -223,6 +225,10 @@ typedef struct wm_kernels {
     void (*nbits_gemm)(const wm_nbits_args *a, int ith, int nth);
     int (*nbits_q8)(const wm_nbits_args *a); /* 1: nbits_gemm computes these args with int8 activations */
     int nbits_half_scales;                   /* 1: nbits_gemm reads wm_nbits_args.scales_h when given */
+    /* Optional weight repacking for nbits_gemm: pack_size gives the bytes of the layout for these weights (M, A,
+     * C unused), 0 when the kernel has none for them; pack writes it (64-byte aligned dst). */
+    size_t (*nbits_pack_size)(const wm_nbits_args *a);
+    void (*nbits_pack)(const wm_nbits_args *a, uint8_t *dst);
     void (*igemm)(const wm_igemm_args *a, int ith, int nth);
 
     /* Elementwise on contiguous arrays; y may equal x (in place). */

@@ -153,6 +153,137 @@ static inline __attribute__((always_inline)) void tile_sg32(const wm_nbits_args 
         for (int j = 0; j < nr; j++) a->C[(m0 + i) * a->ldc + n0 + j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
+/*
+ * Packed block-32 layout (wm_nbits_pack_avx512, made once per weight at session creation): what tile_sg32 builds
+ * with eight permutes per column and super-group, stored ready, and the scales next to their codes, so that a
+ * column quad is one sequential stream. A 64-byte header holds the scale size es (2: halves, 4: floats). Columns
+ * go in quads (N padded to 4 with zero codes and scales); quad c starts at 64 + c * qstride (qstride 64-aligned).
+ * In it super-group g (nb = min(16, kb - 16 g) blocks) starts at g * 16 * (64 + 4 es): column j's vector t
+ * (dword t of each of the nb blocks) at (4 j + t) * 4 nb, then the nb scales of column j at 64 nb + j * es * nb.
+ */
+#define WM_PK_HEAD 64
+static int64_t pk_qstride(int64_t kb, int64_t es) { return WM_ALIGN_UP(kb * (64 + 4 * es), 64); }
+
+size_t wm_nbits_pack_size_avx512(const wm_nbits_args *a) {
+    if (!wm_nbits_vnni_ok(a) || a->block_size != 32 || a->N <= 0 || a->K <= 0) return 0;
+    return (size_t)(WM_PK_HEAD + ((a->N + 3) / 4) * pk_qstride(wm_nbits_kblocks(a), a->scales_h ? 2 : 4));
+}
+
+void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst) {
+    const int64_t kb = wm_nbits_kblocks(a), es = a->scales_h ? 2 : 4, qs = pk_qstride(kb, es), nq = (a->N + 3) / 4;
+    const __m512i IA = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+    const __m512i IB = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    const __m512i J0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i J1 = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    memset(dst, 0, WM_PK_HEAD);
+    dst[0] = (uint8_t)es;
+    dst += WM_PK_HEAD;
+    for (int64_t c = 0; c < nq; c++) {
+        if (4 * c + 4 > a->N) memset(dst + c * qs, 0, (size_t)qs);
+        else memset(dst + c * qs + kb * (64 + 4 * es), 0, (size_t)(qs - kb * (64 + 4 * es)));
+        for (int64_t b0 = 0; b0 < kb; b0 += 16) {
+            int64_t nb = kb - b0 < 16 ? kb - b0 : 16;
+            uint8_t *p = dst + c * qs + b0 * (64 + 4 * es);
+            for (int64_t j = 0; j < 4 && 4 * c + j < a->N; j++) {
+                int64_t n = 4 * c + j;
+                const uint8_t *col = a->B + (n * kb + b0) * 16;
+                if (nb == 16) { /* the transpose of tile_sg32 */
+                    __m512i v0 = _mm512_loadu_si512(col), v1 = _mm512_loadu_si512(col + 64);
+                    __m512i v2 = _mm512_loadu_si512(col + 128), v3 = _mm512_loadu_si512(col + 192);
+                    __m512i pa = _mm512_permutex2var_epi32(v0, IA, v1), pb = _mm512_permutex2var_epi32(v0, IB, v1);
+                    __m512i qa = _mm512_permutex2var_epi32(v2, IA, v3), qb = _mm512_permutex2var_epi32(v2, IB, v3);
+                    _mm512_storeu_si512(p + (4 * j + 0) * 64, _mm512_permutex2var_epi32(pa, J0, qa));
+                    _mm512_storeu_si512(p + (4 * j + 1) * 64, _mm512_permutex2var_epi32(pa, J1, qa));
+                    _mm512_storeu_si512(p + (4 * j + 2) * 64, _mm512_permutex2var_epi32(pb, J0, qb));
+                    _mm512_storeu_si512(p + (4 * j + 3) * 64, _mm512_permutex2var_epi32(pb, J1, qb));
+                } else {
+                    for (int64_t t = 0; t < 4; t++)
+                        for (int64_t l = 0; l < nb; l++) memcpy(p + (4 * j + t) * 4 * nb + 4 * l, col + 16 * l + 4 * t, 4);
+                }
+                uint8_t *sp = p + 64 * nb + j * es * nb;
+                if (es == 2) memcpy(sp, a->scales_h + n * kb + b0, (size_t)nb * 2);
+                else memcpy(sp, a->scales + n * kb + b0, (size_t)nb * 4);
+            }
+        }
+    }
+}
+
+#define WM_PK_PF 1024 /* decode: prefetch distance in a quad's stream (bytes; 512-2048 measured alike, none 15% slower) */
+
+/* one super-group of a packed quad for rows m0 .. m0 + mr (full: nb = 16) */
+static inline __attribute__((always_inline)) void pk_step(const wm_nbits_q8 *q, int64_t m0, const int mr,
+                                                          const uint8_t *p, int64_t b0, int64_t nb, const int full,
+                                                          const int es, int pf, __m512 acc[4][4]) {
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    const __mmask16 mk = full ? (__mmask16)0xffff : (__mmask16)((1u << nb) - 1);
+    if (full) nb = 16;
+    if (pf)
+        for (int l = 0; l < 16 * (64 + 4 * es) / 64; l++) _mm_prefetch((const char *)(p + WM_PK_PF + 64 * l), _MM_HINT_T0);
+    __m512 sa[4];
+    __m512i cr[4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {
+        sa[i] = _mm512_loadu_ps(q->scale + (m0 + i) * q->kbs + b0);
+        cr[i] = _mm512_loadu_si512(q->sum + (m0 + i) * q->kbs + b0);
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m512i lo[4], hi[4];
+        #pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            const uint8_t *v = p + (4 * j + t) * 4 * nb;
+            __m512i c = full ? _mm512_loadu_si512(v) : _mm512_maskz_loadu_epi32(mk, v);
+            lo[t] = _mm512_and_si512(c, nib);
+            hi[t] = _mm512_and_si512(_mm512_srli_epi16(c, 4), nib);
+        }
+        const uint8_t *sp = p + 64 * nb + j * es * nb;
+        __m512 sw = es == 2 ? _mm512_cvtph_ps(full ? _mm256_loadu_si256((const __m256i *)sp) : _mm256_maskz_loadu_epi16(mk, sp))
+                            : (full ? _mm512_loadu_ps(sp) : _mm512_maskz_loadu_ps(mk, sp));
+        #pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            const int8_t *x = q->q + (m0 + i) * q->kp + b0 * 32;
+            __m512i s = cr[i];
+            #pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) {
+                s = _mm512_dpbusd_epi32(s, lo[t], _mm512_loadu_si512(x + 128 * t));
+                s = _mm512_dpbusd_epi32(s, hi[t], _mm512_loadu_si512(x + 128 * t + 64));
+            }
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sa[i], sw), acc[i][j]);
+        }
+    }
+}
+
+/* rows m0 .. m0 + mr times packed column quad c (columns 4c .. 4c + 3 below N) */
+static inline __attribute__((always_inline)) void tile_pk(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0,
+                                                          const int mr, int64_t c, const int es, int pf) {
+    const int64_t kb = q->kb, gbytes = 16 * (64 + 4 * es), full = kb / 16;
+    const uint8_t *p = a->packed + WM_PK_HEAD + c * pk_qstride(kb, es);
+    __m512 acc[4][4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+        #pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < full; g++, p += gbytes) pk_step(q, m0, mr, p, 16 * g, 16, 1, es, pf, acc);
+    if (kb > 16 * full) pk_step(q, m0, mr, p, 16 * full, kb - 16 * full, 0, es, pf, acc);
+    int nc = a->N - 4 * c < 4 ? (int)(a->N - 4 * c) : 4;
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nc; j++) a->C[(m0 + i) * a->ldc + 4 * c + j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+#define WM_PK_CASE(MR)                                                                                                 \
+    case MR:                                                                                                           \
+        if (es == 2) tile_pk(a, q, m0, MR, c, 2, pf);                                                                  \
+        else tile_pk(a, q, m0, MR, c, 4, pf);                                                                          \
+        break
+static void tile_pk_any(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int mr, int64_t c, int es, int pf) {
+    switch (mr) {
+        WM_PK_CASE(4); WM_PK_CASE(3); WM_PK_CASE(2); WM_PK_CASE(1);
+    default: break;
+    }
+}
+#undef WM_PK_CASE
+
 /* per-call constants of the group kernel: lane -> block of the lane's 8 elements within a 128-group */
 typedef struct vctx {
     int64_t kb, colbytes, ng, bpg; /* blocks, bytes per column, 128-groups, blocks per group (0: bs > 128) */
@@ -252,6 +383,13 @@ void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth) {
     t.idx = _mm512_loadu_si512(ix);
     t.first = first;
     int pf = a->M <= 4; /* decode: the codes stream from memory; fetch the next column quad's */
+    if (a->packed && sg32) {
+        int es = a->packed[0];
+        for (int64_t c = n0 / 4; c < (n1 + 3) / 4; c++)
+            for (int64_t m0 = 0; m0 < a->M; m0 += 4) tile_pk_any(a, &q, m0, a->M - m0 < 4 ? (int)(a->M - m0) : 4, c, es, pf);
+        wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
+        return;
+    }
     for (int64_t n = n0; n < n1; n += 4) {
         int nr = n1 - n < 4 ? (int)(n1 - n) : 4;
         for (int64_t m0 = 0; m0 < a->M; m0 += 4) tile_any(a, &q, sg32 ? NULL : &t, m0, a->M - m0 < 4 ? (int)(a->M - m0) : 4, n, nr, pf);

@@ -30,6 +30,7 @@ typedef struct wm_nbits_w {
     const uint8_t *zp;   /* packed zero points, or NULL */
     const float *zp_f;   /* float zero points (N, k_blocks), or NULL */
     int accuracy;        /* accuracy_level: 4 lets decode quantize activations to int8 */
+    const uint8_t *packed; /* b and the scales in the kernel table's nbits_pack layout, or NULL */
 } wm_nbits_w;
 
 /* Code of weight (n, k) (0 .. 2^bits - 1). */

@@ -17,6 +17,7 @@
  * levels compute in float32.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/gemm.h"
@@ -256,7 +257,7 @@ static void nb_args(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda,
     a->bits = w->bits, a->block_size = (int)w->block, a->accuracy_level = w->accuracy;
     a->A = A, a->lda = lda, a->B = w->b, a->scales = w->scales, a->scales_h = w->scales_h;
     a->zero_points = w->zp, a->zero_points_f = w->zp ? NULL : w->zp_f;
-    a->C = C, a->ldc = ldc, a->ep.bias = bias, a->work = ws;
+    a->C = C, a->ldc = ldc, a->ep.bias = bias, a->work = ws, a->packed = w->packed;
 }
 
 static int nb_threads(const wm_nbits_w *w, int64_t M, const wm_exec *x) {
@@ -294,6 +295,7 @@ typedef struct nbstate {
     const float *scales_c; /* constant scales converted to float32, or NULL */
     const uint16_t *scales_h; /* constant scales as halves, each exactly equal, when the kernel reads them */
     const float *zp_c;     /* constant float zero points converted, or NULL */
+    const uint8_t *packed; /* constant B and scales in the kernel table's nbits_pack layout, or NULL */
 } nbstate;
 
 static const float *to_f32(wm_node *n, const wm_tensor *t) {
@@ -304,6 +306,33 @@ static const float *to_f32(wm_node *n, const wm_tensor *t) {
         n->packed_bytes += wm_tensor_numel(t) * sizeof(float);
     }
     return d;
+}
+
+/* Constant weights in the kernel's own layout when it has one (AVX-512 VNNI, block 32): made here once, the way
+ * onnxruntime prepacks MatMulNBits; WM_NBITS_PACK=0 keeps the stored layout. */
+static wm_status nb_pack(wm_node *n, nbstate *s, wm_error *err) {
+    const wm_kernels *k = wm_kernels_get();
+    const char *env = getenv("WM_NBITS_PACK");
+    if (!k->nbits_pack_size || !n->in_const[1] || !n->in_const[2] || wm_has_in(n, 3) || (env && !strcmp(env, "0")))
+        return WM_OK;
+    if (wm_tensor_nbytes(n->in_const[1]) != (uint64_t)(s->w.N * s->w.k_blocks * s->w.blob) ||
+        wm_tensor_numel(n->in_const[2]) != (uint64_t)(s->w.N * s->w.k_blocks))
+        return WM_OK; /* infer names the mismatch */
+    wm_nbits_w w = s->w;
+    w.b = n->in_const[1]->data;
+    w.scales = s->scales_c;
+    w.scales_h = s->scales_h;
+    wm_nbits_args a;
+    nb_args(&w, 1, NULL, w.K, NULL, w.N, NULL, NULL, &a);
+    size_t size = k->nbits_pack_size(&a);
+    if (!size) return WM_OK;
+    uint8_t *p = wm_node_alloc(n, size);
+    if (!p) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    k->nbits_pack(&a, p);
+    wm_node_release_const(n, 1);
+    s->packed = p;
+    n->packed_bytes += size;
+    return WM_OK;
 }
 
 static wm_status nb_init(wm_node *n, wm_error *err) {
@@ -338,25 +367,39 @@ static wm_status nb_init(wm_node *n, wm_error *err) {
     if (wm_has_in(n, 5) && n->in_dtype[5] != n->in_dtype[0]) return wm_node_err(n, err, WM_ERR_INPUT, "bias must have A's type");
     if (n->in_const[2] && !(s->scales_c = to_f32(n, n->in_const[2]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     /* the kernel that reads halves (AVX-512 VNNI: 4 bits, int8 activations, default zero point, block >= 32) */
+    uint16_t *h = NULL; /* float32 scales that are all exact halves (winml's quantizer writes them so), as halves */
+    uint64_t ns = n->in_const[2] ? wm_tensor_numel(n->in_const[2]) : 0;
     if (n->in_const[2] && !wm_has_in(n, 3) && wm_kernels_get()->nbits_half_scales && s->w.bits == 4 &&
         s->w.accuracy == 4 && s->w.block >= 32) {
-        const wm_tensor *t = n->in_const[2];
-        uint64_t ns = wm_tensor_numel(t);
-        if (t->dtype == WM_DT_FLOAT16) {
-            s->scales_h = t->data;
-        } else { /* float32 scales that are all exact halves (winml's quantizer writes them so) */
-            uint16_t *h = wm_node_alloc(n, ns * sizeof *h);
-            if (!h) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        if (n->in_const[2]->dtype == WM_DT_FLOAT16) {
+            s->scales_h = n->in_const[2]->data;
+        } else {
+            if (!(h = malloc(ns * sizeof *h + 1))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
             uint64_t i = 0;
             for (; i < ns && wm_f16_to_f32(h[i] = wm_f32_to_f16(s->scales_c[i])) == s->scales_c[i]; i++) {}
-            if (i == ns) {
-                s->scales_h = h;
-                n->packed_bytes += ns * sizeof *h;
-            }
+            if (i == ns) s->scales_h = h;
         }
     }
-    if (wm_has_in(n, 3) && n->in_dtype[3] != WM_DT_UINT8 && n->in_const[3] && !(s->zp_c = to_f32(n, n->in_const[3])))
+    if (wm_has_in(n, 3) && n->in_dtype[3] != WM_DT_UINT8 && n->in_const[3] && !(s->zp_c = to_f32(n, n->in_const[3]))) {
+        free(h);
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    st = nb_pack(n, s, err);
+    if (!st && s->packed) { /* the packed layout holds the scales: the kernel reads neither them nor B */
+        wm_node_release_const(n, 2);
+        s->scales_h = NULL;
+    } else if (!st && h && s->scales_h == h) { /* kept for the kernel: into the session's memory */
+        uint16_t *keep = wm_node_alloc(n, ns * sizeof *h);
+        if (keep) {
+            memcpy(keep, h, ns * sizeof *h);
+            n->packed_bytes += ns * sizeof *h;
+        } else {
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        }
+        s->scales_h = keep;
+    }
+    free(h);
+    if (st) return st;
     n->out_dtype[0] = n->in_dtype[0];
     return WM_OK;
 }
@@ -408,6 +451,7 @@ static wm_status nb_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     w.b = in[1]->data;
     w.scales = s->scales_c ? s->scales_c : in[2]->dtype == WM_DT_FLOAT ? in[2]->data : NULL;
     w.scales_h = s->scales_h;
+    w.packed = s->packed;
     if (!w.scales) {
         float *sc = take(&p, wm_tensor_numel(in[2]) * sizeof(float));
         wm_convert(in[2]->dtype, in[2]->data, WM_DT_FLOAT, sc, wm_tensor_numel(in[2]));

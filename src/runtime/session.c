@@ -10,6 +10,7 @@
 #include "onnx/onnx_model.h"
 #include "ops/gemm.h"
 #include "opt/opt.h"
+#include "opt/opt_util.h"
 #include "runtime/session_impl.h"
 #include "runtime/subgraph.h"
 
@@ -277,6 +278,12 @@ static wm_status init_node(wm_session *s, int i, const wm_onnx_node *p, wm_error
     }
     s->packed_bytes += n->packed_bytes;
     return WM_OK;
+}
+
+void wm_node_release_const(const wm_node *n, int k) {
+    const wm_session *s = n->scope;
+    const wm_tensor *t = k >= 0 && k < n->n_in ? n->in_const[k] : NULL;
+    if (s && t && t->data) wm_opt_release(s->model, t->data, (size_t)wm_tensor_nbytes(t));
 }
 
 static int foldable(const wm_session *s, const wm_node *n) {

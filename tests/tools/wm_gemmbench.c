@@ -10,7 +10,7 @@
  *        --cold-mb cycles over enough weight copies to exceed MB (DRAM, not cache); --rows M: M rows of
  *        activations (q types only: prefill-sized MatMulNBits)
  *   wm_gemmbench igemm M K N [--threads T] [--packed]    (u8 x s8 MatMulInteger)
- * Common: --generic (generic table), --min-ms MS (default 300), --reps R (min runs, default 5).
+ * Common: --generic (generic table), --plain (q types: the weights as stored, not the table's packed layout), --min-ms MS (default 300), --reps R (min runs, default 5).
  * Prints one JSON line: median_ms (wall), gflops, gbps (weight bytes / time), cpu_ms (median of the
  * slowest share's thread CPU time: what the run costs without preemption by other processes),
  * gflops_cpu, gbps_cpu, min_ms (the fastest run: the least disturbed), gflops_min, gbps_min, runs.
@@ -21,13 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 
+#include "core/half.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
 #include "kernels/probe.h"
 #include "runtime/pool.h"
 
 typedef struct opts {
-    int threads, packed, transb, generic, reps, block, rows;
+    int threads, packed, transb, generic, reps, block, rows, plain;
     int64_t batch;
     double min_ms, cold_mb, mb;
 } opts;
@@ -136,7 +139,7 @@ static void rotate(job *j, int run) {
     switch (j->kind) {
     case 0: j->s.packed_b ? (j->s.packed_b = w) : (j->s.B = w); break;
     case 2: j->h.B = w; break;
-    case 3: j->q.B = w; break;
+    case 3: j->q.packed ? (j->q.packed = w) : (j->q.B = w); break;
     default: break;
     }
 }
@@ -159,6 +162,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--packed")) o.packed = 1;
         else if (!strcmp(a, "--transb")) o.transb = 1;
         else if (!strcmp(a, "--generic")) o.generic = 1;
+        else if (!strcmp(a, "--plain")) o.plain = 1;
         else if (!strcmp(a, "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
         else if (!strcmp(a, "--min-ms") && i + 1 < argc) o.min_ms = atof(argv[++i]);
         else if (!strcmp(a, "--block") && i + 1 < argc) o.block = atoi(argv[++i]);
@@ -316,6 +320,23 @@ int main(int argc, char **argv) {
             q->C = C;
             q->ldc = N;
             q->work = xmalloc(wm_nbits_workspace_size(q, nth));
+            size_t pks = K->nbits_pack_size && !o.plain ? K->nbits_pack_size(q) : 0;
+            if (pks) { /* as a session does: halves for scales, each weight copy repacked once */
+                uint16_t *sh = xmalloc((size_t)(N * kb) * 2);
+                for (int64_t i = 0; i < N * kb; i++) sc[i] = wm_f16_to_f32(sh[i] = wm_f32_to_f16(sc[i]));
+                q->scales_h = sh;
+                for (int c = 0; c < g_ncopies; c++) {
+                    uint8_t *pk = aligned_alloc(1 << 21, WM_ALIGN_UP(pks, 1 << 21));
+                    if (!pk) return 1;
+                    if (getenv("HUGE")) madvise(pk, WM_ALIGN_UP(pks, 1 << 21), MADV_HUGEPAGE);
+                    q->B = g_copies[c];
+                    K->nbits_pack(q, pk);
+                    free(g_copies[c]);
+                    g_copies[c] = pk;
+                }
+                q->B = NULL;
+                q->packed = g_copies[0];
+            }
         }
         ms = time_job(pool, j, &o, nth, g_ncopies > 1 ? rotate : NULL, &runs);
         flops = 2.0 * N * Kd * (j->kind == 3 ? (double)rows : 1.0);

@@ -62,6 +62,24 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
     size_t ws = wm_nbits_workspace_size(&a, nth);
     a.work = ws ? kt_alloc(ws) : NULL;
     for (int i = 0; i < nth; i++) T->nbits_gemm(&a, i, nth);
+    size_t pks = T->nbits_pack_size ? T->nbits_pack_size(&a) : 0;
+    if (pks) { /* the packed layout gives the same bits as the plain one, and reads neither B nor the scales */
+        uint8_t *pk = aligned_alloc(64, (pks + 63) / 64 * 64);
+        float *C2 = kt_alloc((size_t)(c->M * ldc) * 4 + 4);
+        if (!pk) abort();
+        memcpy(C2, C, (size_t)(c->M * ldc) * 4 + 4);
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t n = 0; n < c->N; n++) C2[m * ldc + n] = -1.0f;
+        T->nbits_pack(&a, pk);
+        wm_nbits_args p = a;
+        p.packed = pk, p.B = NULL, p.scales = NULL, p.C = C2;
+        for (int i = 0; i < nth; i++) T->nbits_gemm(&p, i, nth);
+        if (memcmp(C, C2, (size_t)(c->M * ldc) * 4 + 4) != 0)
+            fail_msg("%s nbits packed M=%lld N=%lld K=%lld bs=%d nth=%d: differs from the plain layout", T->name,
+                     (long long)c->M, (long long)c->N, (long long)c->K, c->bs, nth);
+        free(pk);
+        free(C2);
+    }
     wm_nbits_args r = a;
     r.C = R;
     int q8 = T->nbits_q8(&a); /* accuracy_level 4: int8 activations where the table's kernel uses them */
@@ -96,7 +114,7 @@ static void test_nbits(void **state) {
     const wm_kernels *T[3];
     int nt = kt_tables(T);
     static const int bss[] = {16, 32, 64, 128, 256};
-    static const int64_t mk[][3] = {{1, 37, 100}, {2, 19, 300}, {3, 17, 64}, {5, 33, 257}, {9, 21, 130}, {1, 16, 16}, {40, 29, 150}, {37, 11, 700}};
+    static const int64_t mk[][3] = {{1, 37, 100}, {2, 19, 300}, {3, 17, 64}, {5, 33, 257}, {9, 21, 130}, {1, 16, 16}, {40, 29, 150}, {37, 11, 700}, {1, 13, 896}, {6, 10, 1056}};
     uint32_t seed = 1;
     for (int t = 0; t < nt; t++)
         for (int bits = 2; bits <= 8; bits *= 2)
