@@ -328,7 +328,7 @@ int main(int argc, char **argv) {
                 for (int c = 0; c < g_ncopies; c++) {
                     uint8_t *pk = aligned_alloc(1 << 21, WM_ALIGN_UP(pks, 1 << 21));
                     if (!pk) return 1;
-                    if (getenv("HUGE")) madvise(pk, WM_ALIGN_UP(pks, 1 << 21), MADV_HUGEPAGE);
+                    madvise(pk, WM_ALIGN_UP(pks, 1 << 21), MADV_HUGEPAGE); /* as the session's arena */
                     q->B = g_copies[c];
                     K->nbits_pack(q, pk);
                     free(g_copies[c]);
