@@ -2,7 +2,8 @@
  * hgemm_avx2.c - fp16-weight GEMM/GEMV with F16C: for small M a GEMV that
  * converts 8 halves per vcvtph2ps straight from the weight stream (memory
  * bound: weights are read once at full bandwidth); for large M the SGEMM
- * driver with B panels converted to fp32 while packing.
+ * driver with B panels converted to fp32 while packing. Both read the
+ * weights as stored or as wm_hgemm_pack_b panels (sessions pack constants).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -113,6 +114,59 @@ static void gemv_h_trans(int64_t K, const float *x, const uint16_t *B, int64_t l
     for (; n < n1; n++) y[n - n0] = dot_h(K, x, B + n * ld);
 }
 
+#define WM_HP_PF 16 /* rows of a panel (128 bytes each) fetched ahead */
+
+/* y[n - n0] = dot(x, column n) over wm_hgemm_pack_b panels (n0 a multiple of 16): a panel of 64 columns is one
+ * sequential stream with its 64 sums in registers; per column one FMA chain over k in order. */
+static void gemv_h_panels(int64_t K, const float *x, const uint16_t *P, int64_t n0, int64_t n1, float *y) {
+    for (int64_t n = n0; n < n1;) {
+        const uint16_t *p = P + (n / WM_HP) * K * WM_HP;
+        int q0 = (int)(n % WM_HP) / 8, q1 = n1 - (n - n % WM_HP) >= WM_HP ? 8 : (int)((n1 - (n - n % WM_HP) + 7) / 8);
+        __m256 c[8];
+        for (int i = 0; i < 8; i++) c[i] = _mm256_setzero_ps();
+        if (q0 == 0 && q1 == 8) {
+            for (int64_t k = 0; k < K; k++) {
+                const uint16_t *r = p + k * WM_HP;
+                _mm_prefetch((const char *)(r + WM_HP_PF * WM_HP), _MM_HINT_T0);
+                _mm_prefetch((const char *)(r + WM_HP_PF * WM_HP + 32), _MM_HINT_T0);
+                __m256 a = _mm256_broadcast_ss(x + k);
+                c[0] = _mm256_fmadd_ps(a, ld8h(r), c[0]);
+                c[1] = _mm256_fmadd_ps(a, ld8h(r + 8), c[1]);
+                c[2] = _mm256_fmadd_ps(a, ld8h(r + 16), c[2]);
+                c[3] = _mm256_fmadd_ps(a, ld8h(r + 24), c[3]);
+                c[4] = _mm256_fmadd_ps(a, ld8h(r + 32), c[4]);
+                c[5] = _mm256_fmadd_ps(a, ld8h(r + 40), c[5]);
+                c[6] = _mm256_fmadd_ps(a, ld8h(r + 48), c[6]);
+                c[7] = _mm256_fmadd_ps(a, ld8h(r + 56), c[7]);
+            }
+        } else {
+            for (int64_t k = 0; k < K; k++) {
+                __m256 a = _mm256_broadcast_ss(x + k);
+                for (int q = q0; q < q1; q++) c[q] = _mm256_fmadd_ps(a, ld8h(p + k * WM_HP + 8 * q), c[q]);
+            }
+        }
+        float t[WM_HP];
+        for (int i = 0; i < 8; i++) _mm256_storeu_ps(t + 8 * i, c[i]);
+        int64_t e = n - n % WM_HP + WM_HP < n1 ? n - n % WM_HP + WM_HP : n1;
+        memcpy(y + (n - n0), t + n % WM_HP, (size_t)(e - n) * sizeof(float));
+        n = e;
+    }
+}
+
+/* wm_bsrc packer from wm_hgemm_pack_b panels: kc rows of 16 halves of a 64-column panel per 16-column panel */
+static void pack_hp_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
+    const uint16_t *P = s->p;
+    for (int64_t p = 0; p * WM_NR < nc; p++) {
+        int64_t j = n0 + p * WM_NR;
+        const uint16_t *src = P + (j / WM_HP) * s->ld * WM_HP + k0 * WM_HP + j % WM_HP;
+        float *d = dst + p * pstride;
+        for (int64_t k = 0; k < kc; k++) {
+            _mm256_storeu_ps(d + k * WM_NR, ld8h(src + k * WM_HP));
+            _mm256_storeu_ps(d + k * WM_NR + 8, ld8h(src + k * WM_HP + 8));
+        }
+    }
+}
+
 /* wm_bsrc packer: half B block -> fp32 panels (8 conversions per instruction where B rows are contiguous) */
 static void pack_f16_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
     const uint16_t *B = s->p;
@@ -160,16 +214,18 @@ static void hgemm_with(const wm_gemm_ukr *u, const wm_hgemm_args *a, int ith, in
         s.ep = a->ep;
         s.work = a->work;
         wm_bsrc src = {pack_f16_avx2, a->B, a->ldb, a->trans_b, NULL};
+        if (a->packed_b) src = (wm_bsrc){pack_hp_avx2, a->packed_b, a->K, 0, NULL};
         wm_gemm_drive(u, &s, &src, ith, nth);
         return;
     }
     int64_t n0, n1;
-    wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
+    wm_split_units(a->N, a->packed_b ? WM_HP : WM_NR, ith, nth, &n0, &n1); /* whole panels per share */
     if (n0 >= n1) return;
     for (int64_t m = 0; m < a->M; m++) {
         const float *x = a->A + m * a->lda;
         float *c = a->C + m * a->ldc;
         if (a->K == 0) memset(c + n0, 0, (size_t)(n1 - n0) * sizeof(float));
+        else if (a->packed_b) gemv_h_panels(a->K, x, a->packed_b, n0, n1, c + n0);
         else if (a->trans_b) gemv_h_trans(a->K, x, a->B, a->ldb, n0, n1, c + n0);
         else gemv_h_rows(a->K, x, a->B + n0, a->ldb, n1 - n0, c + n0);
     }

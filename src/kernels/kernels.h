@@ -129,9 +129,15 @@ typedef struct wm_hgemm_args {
     int64_t ldc;
     wm_epilogue ep;
     void *work; /* wm_hgemm_workspace_size(this, nth) bytes */
+    const uint16_t *packed_b; /* wm_hgemm_pack_b of op(B), or NULL (then B, ldb and trans_b are not read) */
 } wm_hgemm_args;
 
 size_t wm_hgemm_workspace_size(const wm_hgemm_args *a, int nth);
+/* Half weights in 64-column panels, made once per constant weight: panel p holds op(B)[k][64p .. 64p+63] for
+ * k = 0 .. K-1 at p*K*64 + k*64 (columns past N zero). The GEMV then reads each panel as one sequential stream
+ * and keeps its 64 sums in registers. Size in bytes; pack writes it. */
+size_t wm_hgemm_pack_b_size(int64_t K, int64_t N);
+void wm_hgemm_pack_b(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, uint16_t *packed);
 
 /* ------------------------------- MatMulNBits: block-quantized weights (2..8 bit) */
 

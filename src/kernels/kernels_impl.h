@@ -15,6 +15,7 @@
 #define WM_MR 6
 #define WM_MR_MAX 12 /* tallest register tile of any table (A blocks are sized for it) */
 #define WM_NR 16
+#define WM_HP 64 /* columns per panel of wm_hgemm_pack_b */
 #define WM_KC 256  /* B micro-panel KC x 16 floats = 16 KiB in L1 */
 #define WM_MC 264  /* A block MC x KC floats = 264 KiB in L2 (a multiple of every tile height) */
 #define WM_NC 1024 /* B block packed on the fly: KC x NC floats = 1 MiB */
@@ -73,6 +74,8 @@ void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *
 /* wm_bsrc packers for fp32 and IEEE half B (p, ld, trans as in the GEMM args) */
 void wm_bsrc_pack_f32(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);
 void wm_bsrc_pack_f16(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);
+/* the same from wm_hgemm_pack_b panels (p = the panels, ld = K; n0 a multiple of 16) */
+void wm_bsrc_pack_hp(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);
 void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
 /* Applies ep to rows [m0, m1) x columns [n0, n1) of C (all of the K reduction done). */
 void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),

@@ -55,15 +55,27 @@ static void hgemm_part(void *arg, int ith, int nth) {
     c->k->hgemm(&c->a, ith, nth);
 }
 
-void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb, float *C,
-              const float *bias) {
+uint16_t *wm_hgemm_prepack(wm_node *n, int k, int tb) {
+    const wm_tensor *b = n->in_const[k];
+    int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
+    size_t size = wm_hgemm_pack_b_size(K, N);
+    uint16_t *p = wm_node_alloc(n, size ? size : 1);
+    if (!p) return NULL;
+    wm_hgemm_pack_b(tb, K, N, b->data, b->dims[1], p);
+    n->packed_bytes += size;
+    wm_node_release_const(n, k);
+    return p;
+}
+
+void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,
+              const uint16_t *packed, float *C, const float *bias) {
     if (M <= 0 || N <= 0) return;
     int nth = wm_sgemm_tasks(M, N, K);
     if (nth > x->nth) nth = x->nth;
     hctx c = {wm_kernels_get(), {0}};
     c.a.M = M, c.a.N = N, c.a.K = K;
     c.a.A = A, c.a.lda = K;
-    c.a.B = B, c.a.trans_b = tb, c.a.ldb = tb ? K : N;
+    c.a.B = B, c.a.trans_b = tb, c.a.ldb = tb ? K : N, c.a.packed_b = packed;
     c.a.C = C, c.a.ldc = N;
     c.a.ep.bias = bias;
     c.a.ep.act = WM_ACT_NONE;

@@ -27,9 +27,14 @@ typedef struct wm_gemm_args {
 void wm_sgemm(wm_exec *x, const wm_gemm_args *g);
 
 /* C[M,N] = A (float32) @ op(B) + bias with B in IEEE half, read directly (no float32 copy of the
- * weights): the fp16 MatMul / Gemm path. Runs on x's pool with the session's GEMM scratch. */
-void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb, float *C,
-              const float *bias);
+ * weights): the fp16 MatMul / Gemm path. packed: op(B) from wm_hgemm_prepack (then B is not read), or NULL.
+ * Runs on x's pool with the session's GEMM scratch. */
+void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,
+              const uint16_t *packed, float *C, const float *bias);
+
+/* op(B) of node n's constant 2-D float16 input k (tb: stored [N, K]) in the half GEMM's panels
+ * (wm_hgemm_pack_b), in the session's memory; the input's mapped pages are released. NULL on OOM. */
+uint16_t *wm_hgemm_prepack(wm_node *n, int k, int tb);
 
 /* Single-threaded, for callers that parallelize themselves (per batch/head): ith picks the scratch slice. */
 void wm_sgemm_st(wm_exec *x, int ith, const wm_gemm_args *g);

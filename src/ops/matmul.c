@@ -58,7 +58,8 @@ static int is_half(int32_t dt) { return dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOA
 typedef struct mm_state {
     float *packed; /* packed op(B) [K, N] of a constant 2-D B */
     float *b32;    /* a constant batched half B in float32 */
-    int h16;       /* a constant 2-D float16 B, read as is by the half-weight GEMM (half the bytes) */
+    int h16;       /* a constant 2-D float16 B, read by the half-weight GEMM (half the bytes) ... */
+    const uint16_t *hpacked; /* ... from its panels (wm_hgemm_prepack) */
     const float *bias; /* MatMulBias: [N] or NULL */
     wm_act act;        /* MatMulBias: activation after the bias */
 } mm_state;
@@ -101,6 +102,7 @@ static wm_status mm_init(wm_node *n, wm_error *err) {
     if (b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
         !wm_attr_int(n, "transA", 0)) {
         ms->h16 = 1;
+        if (!(ms->hpacked = wm_hgemm_prepack(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     } else if (b->rank == 2) {
         int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
         size_t sz = wm_gemm_pack_size(K, N);
@@ -230,7 +232,7 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
         float *A = x->ws, *C = A + na, *B = ms && ms->b32 ? ms->b32 : C + nc;
         wm_convert(dt, in[0]->data, WM_DT_FLOAT, A, na);
         if (ms && ms->h16 && s.rb <= 2 && !s.ta) { /* A's batch folds into M */
-            wm_hgemm(x, s.batch * s.M, s.N, s.K, A, in[1]->data, s.tb, C, NULL);
+            wm_hgemm(x, s.batch * s.M, s.N, s.K, A, in[1]->data, s.tb, ms->hpacked, C, NULL);
             wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
             return WM_OK;
         }
@@ -257,6 +259,7 @@ typedef struct gemm_state {
     float *packed;
     float *bias;
     int h16;
+    const uint16_t *hpacked; /* h16: B in the half GEMM's panels */
 } gemm_state;
 
 static wm_status gemm_init(wm_node *n, wm_error *err) {
@@ -274,6 +277,7 @@ static wm_status gemm_init(wm_node *n, wm_error *err) {
     if (b && b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
         !wm_attr_int(n, "transA", 0)) {
         gs->h16 = 1;
+        if (!(gs->hpacked = wm_hgemm_prepack(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     } else if (b && b->rank == 2) {
         int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
         size_t sz = wm_gemm_pack_size(K, N);
@@ -328,7 +332,7 @@ static wm_status gemm_run_half(wm_node *n, wm_tensor *const *in, wm_tensor *cons
     float *A = x->ws, *O = A + M * K;
     wm_convert(dt, in[0]->data, WM_DT_FLOAT, A, (uint64_t)(M * K));
     if (gs->h16) {
-        wm_hgemm(x, M, N, K, A, in[1]->data, tb, O, gs->bias);
+        wm_hgemm(x, M, N, K, A, in[1]->data, tb, gs->hpacked, O, gs->bias);
     } else {
         float *B = O + M * N;
         if (!gs->packed) wm_convert(dt, in[1]->data, WM_DT_FLOAT, B, (uint64_t)(K * N));

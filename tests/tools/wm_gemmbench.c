@@ -10,7 +10,7 @@
  *        --cold-mb cycles over enough weight copies to exceed MB (DRAM, not cache); --rows M: M rows of
  *        activations (q types only: prefill-sized MatMulNBits)
  *   wm_gemmbench igemm M K N [--threads T] [--packed]    (u8 x s8 MatMulInteger)
- * Common: --generic (generic table), --plain (q types: the weights as stored, not the table's packed layout), --min-ms MS (default 300), --reps R (min runs, default 5).
+ * Common: --generic (generic table), --plain (f16 and q types: the weights as stored, not packed as a session does), --min-ms MS (default 300), --reps R (min runs, default 5).
  * Prints one JSON line: median_ms (wall), gflops, gbps (weight bytes / time), cpu_ms (median of the
  * slowest share's thread CPU time: what the run costs without preemption by other processes),
  * gflops_cpu, gbps_cpu, min_ms (the fastest run: the least disturbed), gflops_min, gbps_min, runs.
@@ -138,7 +138,7 @@ static void rotate(job *j, int run) {
     void *w = g_copies[run % g_ncopies];
     switch (j->kind) {
     case 0: j->s.packed_b ? (j->s.packed_b = w) : (j->s.B = w); break;
-    case 2: j->h.B = w; break;
+    case 2: j->h.packed_b ? (j->h.packed_b = w) : (j->h.B = w); break;
     case 3: j->q.packed ? (j->q.packed = w) : (j->q.B = w); break;
     default: break;
     }
@@ -303,6 +303,19 @@ int main(int argc, char **argv) {
             h->C = C;
             h->ldc = N;
             h->work = xmalloc(wm_hgemm_workspace_size(h, nth));
+            if (!o.plain) { /* as a session does: each weight copy in the half GEMM's panels */
+                size_t ps = wm_hgemm_pack_b_size(Kd, N);
+                for (int c = 0; c < g_ncopies; c++) {
+                    uint16_t *pk = aligned_alloc(1 << 21, WM_ALIGN_UP(ps, 1 << 21));
+                    if (!pk) return 1;
+                    madvise(pk, WM_ALIGN_UP(ps, 1 << 21), MADV_HUGEPAGE);
+                    wm_hgemm_pack_b(h->trans_b, Kd, N, g_copies[c], h->ldb, pk);
+                    free(g_copies[c]);
+                    g_copies[c] = pk;
+                }
+                h->B = NULL;
+                h->packed_b = g_copies[0];
+            }
         } else {
             wm_nbits_args *q = &j->q;
             q->M = rows;
