@@ -138,47 +138,47 @@ typedef struct uctx {
     int64_t n;
 } uctx;
 
+/* y = op(x) on n floats: the table's vector kernels for the hot activations, else the scalar functions */
+static void unary_f32(const ustate *s, const float *x, float *y, long n) {
+    const uparams *p = &s->p;
+    const wm_kernels *k = wm_kernels_get();
+    switch (s->op) {
+    case UOP_Exp: k->vexp(n, y, x); break;
+    case UOP_Tanh: k->vtanh(n, y, x); break;
+    case UOP_Erf: k->verf(n, y, x); break;
+    case UOP_Sigmoid: k->vsigmoid(n, y, x); break;
+    case UOP_Gelu: (p->approx ? k->vgelu_tanh : k->vgelu_erf)(n, y, x); break;
+    case UOP_FastGelu: k->vgelu_tanh(n, y, x); break;
+    case UOP_QuickGelu: /* x * sigmoid(alpha x): SiLU when alpha is 1 (how fused SwiGLU MLPs use it) */
+        if (p->alpha == 1.0f) {
+            k->vsilu(n, y, x);
+            break;
+        }
+        for (long i = 0; i < n; i += CHUNK) {
+            float t[CHUNK];
+            long m = n - i < CHUNK ? n - i : CHUNK;
+            for (long j = 0; j < m; j++) t[j] = (float)p->alpha * x[i + j];
+            k->vsigmoid(m, t, t);
+            for (long j = 0; j < m; j++) y[i + j] = x[i + j] * t[j];
+        }
+        break;
+    default: ufns32[s->op](x, y, n, p); break;
+    }
+}
+
 static void unary_part(void *arg, int ith, int nth) {
     const uctx *c = arg;
     long lo, hi;
     wm_split((long)c->n, ith, nth, &lo, &hi);
-    const uparams *p = &c->s->p;
     switch (c->dt) {
-    case WM_DT_FLOAT: {
-        const float *x = (const float *)c->in + lo;
-        float *y = (float *)c->out + lo;
-        const wm_kernels *k = wm_kernels_get();
-        switch (c->s->op) { /* vectorized kernels for the hot activations */
-        case UOP_Exp: k->vexp(hi - lo, y, x); break;
-        case UOP_Tanh: k->vtanh(hi - lo, y, x); break;
-        case UOP_Erf: k->verf(hi - lo, y, x); break;
-        case UOP_Sigmoid: k->vsigmoid(hi - lo, y, x); break;
-        case UOP_Gelu: (p->approx ? k->vgelu_tanh : k->vgelu_erf)(hi - lo, y, x); break;
-        case UOP_FastGelu: k->vgelu_tanh(hi - lo, y, x); break;
-        case UOP_QuickGelu: /* x * sigmoid(alpha x): SiLU when alpha is 1 (how fused SwiGLU MLPs use it) */
-            if (p->alpha == 1.0f) {
-                k->vsilu(hi - lo, y, x);
-                break;
-            }
-            for (long i = 0; i < hi - lo; i += CHUNK) {
-                float t[CHUNK];
-                long m = hi - lo - i < CHUNK ? hi - lo - i : CHUNK;
-                for (long j = 0; j < m; j++) t[j] = (float)p->alpha * x[i + j];
-                k->vsigmoid(m, t, t);
-                for (long j = 0; j < m; j++) y[i + j] = x[i + j] * t[j];
-            }
-            break;
-        default: ufns32[c->s->op](x, y, hi - lo, p); break;
-        }
-        break;
-    }
-    case WM_DT_DOUBLE: ufns64[c->s->op]((const double *)c->in + lo, (double *)c->out + lo, hi - lo, p); break;
-    default: {
+    case WM_DT_FLOAT: unary_f32(c->s, (const float *)c->in + lo, (float *)c->out + lo, hi - lo); break;
+    case WM_DT_DOUBLE: ufns64[c->s->op]((const double *)c->in + lo, (double *)c->out + lo, hi - lo, &c->s->p); break;
+    default: { /* half types: computed in float32, a chunk at a time */
         float buf[CHUNK];
         for (long i = lo; i < hi; i += CHUNK) {
             int64_t k = hi - i < CHUNK ? hi - i : CHUNK;
             load_f32(c->dt, (const uint16_t *)c->in + i, buf, k);
-            ufns32[c->s->op](buf, buf, k, p);
+            unary_f32(c->s, buf, buf, (long)k);
             store_f32(c->dt, buf, (uint16_t *)c->out + i, k);
         }
     }
