@@ -14,11 +14,18 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/half.h"
+#include "kernels/kernels.h"
 #include "onnx/dtype.h"
 
 
-/* Converts n elements of dtype dt at src (any alignment) into dst. */
+/* Converts n elements of dtype dt at src (any alignment) into dst; halves at even addresses by the kernel
+ * table's vector conversion. */
 static void convert(const uint8_t *src, wm_st_dtype dt, size_t n, float *dst) {
+    if ((dt == WM_ST_F16 || dt == WM_ST_BF16) && !((uintptr_t)src & 1)) {
+        const wm_kernels *k = wm_kernels_get();
+        (dt == WM_ST_F16 ? k->f16_to_f32 : k->bf16_to_f32)((int64_t)n, dst, (const uint16_t *)(const void *)src);
+        return;
+    }
     switch (dt) {
     case WM_ST_F32: memcpy(dst, src, n * 4); break;
     case WM_ST_F16:
@@ -99,21 +106,26 @@ static int fd_write_all(int fd, const uint8_t *p, size_t n) {
 }
 
 /*
- * External mode is a two-stage pipeline: this thread converts into slot k
- * while the writer thread hashes and writes the slots before it, in order.
- * A slot is free (the producer may fill it) or queued (the writer owns it).
+ * External mode is a pipeline: the producer converts into slot k while the
+ * hasher and the writer thread each work through the slots before it, in
+ * order (SHA-256 and the kernel's copy into the page cache are the two
+ * largest costs of a build; apart they run on two cores). A slot is free
+ * (the producer may fill it) when no stage bit is left in queued[k].
  */
-static void *writer_main(void *arg) {
-    wm_wsink *s = arg;
+static void *stage_main(void *arg) {
+    wm_wsink_stage *a = arg;
+    wm_wsink *s = a->s;
+    const int st = a->stage, bit = 1 << a->stage;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->queued[s->w_next] && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
-        if (!s->queued[s->w_next]) break; /* stop, and nothing left */
-        int k = s->w_next;
+        while (!(s->queued[s->next[st]] & bit) && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+        if (!(s->queued[s->next[st]] & bit)) break; /* stop, and nothing left */
+        int k = s->next[st], skip = s->werr != 0;
         pthread_mutex_unlock(&s->mu);
         int e = 0;
-        if (!s->werr) {
+        if (!skip && st == 0) {
             wm_sha256_update(&s->sha, s->slot[k], s->slot_n[k]);
+        } else if (!skip) {
             if (fd_write_all(s->fd, s->slot[k], s->slot_n[k])) e = errno ? errno : EIO;
             /* start writeback now, so the final fsync does not wait for the whole file */
             else if (wm_durable()) sync_file_range(s->fd, (off64_t)s->w_off, (off64_t)s->slot_n[k], SYNC_FILE_RANGE_WRITE);
@@ -121,8 +133,8 @@ static void *writer_main(void *arg) {
         }
         pthread_mutex_lock(&s->mu);
         if (e && !s->werr) s->werr = e;
-        s->queued[k] = 0;
-        s->w_next = (k + 1) % WM_WSINK_SLOTS;
+        s->queued[k] &= ~bit;
+        s->next[st] = (k + 1) % WM_WSINK_SLOTS;
         pthread_cond_broadcast(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -134,7 +146,7 @@ static wm_status submit(wm_wsink *s, wm_error *err) {
     if (!s->cur_n) return WM_OK;
     pthread_mutex_lock(&s->mu);
     s->slot_n[s->cur] = s->cur_n;
-    s->queued[s->cur] = 1;
+    s->queued[s->cur] = 3; /* hash and write */
     s->cur = (s->cur + 1) % WM_WSINK_SLOTS;
     s->cur_n = 0;
     pthread_cond_broadcast(&s->cv);
@@ -145,14 +157,14 @@ static wm_status submit(wm_wsink *s, wm_error *err) {
     return WM_OK;
 }
 
-/* Stops the writer after it drained the queue; returns its error (0 when none). */
+/* Stops the stage threads after they drained the queue; returns the write error (0 when none). */
 static int writer_stop(wm_wsink *s) {
     if (!s->thread_on) return s->werr;
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
+    for (int i = 0; i < s->thread_on; i++) pthread_join(s->thread[i], NULL);
     s->thread_on = 0;
     return s->werr;
 }
@@ -291,8 +303,12 @@ wm_status wm_wsink_init(wm_wsink *s, wm_onnx_model *m, const char *data_path, co
     if (pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->cv, NULL))
         return wm_err(err, WM_ERR_NOMEM, "cannot set up the writer thread");
     s->sync_on = 1;
-    if (pthread_create(&s->thread, NULL, writer_main, s)) return wm_err(err, WM_ERR_NOMEM, "cannot start the writer thread");
-    s->thread_on = 1;
+    for (int i = 0; i < 2; i++) {
+        s->stage[i] = (wm_wsink_stage){s, i};
+        if (pthread_create(&s->thread[i], NULL, stage_main, &s->stage[i]))
+            return wm_err(err, WM_ERR_NOMEM, "cannot start the %s thread", i ? "writer" : "hasher");
+        s->thread_on = i + 1;
+    }
     return WM_OK;
 }
 

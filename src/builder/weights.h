@@ -6,9 +6,10 @@
  * models under the external-data threshold) or streams each tensor of at
  * least min_bytes straight into one data file as it is added, at aligned
  * offsets, hashing the bytes on the way (SHA-256). Streaming is a
- * pipeline: values are converted into one of three 16 MiB slots while a
- * writer thread hashes and writes the previous ones in order, so a build's
- * memory stays far below the model size and conversion overlaps I/O. float16 / bfloat16 / float64 sources are converted on the
+ * pipeline: values are converted into one of four 16 MiB slots while a
+ * hasher thread and a writer thread each take the previous ones in order,
+ * so a build's memory stays far below the model size and conversion,
+ * hashing and the copy into the page cache overlap. float16 / bfloat16 / float64 sources are converted on the
  * fly; 2-D tensors may be transposed on the way (Linear [out, in] ->
  * MatMul [in, out]) by blocks. With release_source set (sources are file
  * mappings), pages of the source are released after each tensor
@@ -33,8 +34,13 @@ typedef struct wm_wsrc {
     float scale, fill;     /* generated with scale == 0: every value is fill */
 } wm_wsrc;
 
-#define WM_WSINK_SLOTS 3           /* slots of the convert -> hash+write pipeline */
+#define WM_WSINK_SLOTS 4           /* slots of the convert -> (hash, write) pipeline */
 #define WM_WSINK_SLOT (16u << 20)   /* bytes per slot */
+
+typedef struct wm_wsink_stage {
+    struct wm_wsink *s;
+    int stage; /* 0 hash, 1 write */
+} wm_wsink_stage;
 
 typedef struct wm_wsink {
     wm_onnx_model *m;
@@ -43,17 +49,19 @@ typedef struct wm_wsink {
     char location[256];       /* as written in the model */
     uint64_t pos;             /* bytes produced for the data file */
     uint64_t min_bytes, align;
-    wm_sha256 sha;            /* of the data file, updated by the writer thread */
+    wm_sha256 sha;            /* of the data file, updated by the hasher thread */
     uint64_t n_tensors, n_external, param_bytes;
     int release_source; /* sources are file mappings: drop their pages after use (never for heap memory) */
-    /* the pipeline (external mode): the producer fills slot[cur]; a writer thread hashes and writes */
+    /* the pipeline (external mode): the producer fills slot[cur]; stage 0 (hasher) and stage 1 (writer) threads
+     * each take the queued slots in order; queued[k] holds the bits of the stages still to run on slot k */
     uint8_t *slot[WM_WSINK_SLOTS];
     size_t slot_n[WM_WSINK_SLOTS];
     int queued[WM_WSINK_SLOTS];
-    int cur, w_next, stop, werr, thread_on, sync_on;
+    int cur, next[2], stop, werr, thread_on, sync_on;
     size_t cur_n;
     uint64_t w_off;           /* bytes written by the writer thread */
-    pthread_t thread;
+    pthread_t thread[2];
+    wm_wsink_stage stage[2];
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } wm_wsink;
