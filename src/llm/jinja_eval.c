@@ -162,7 +162,7 @@ static int do_slice(jctx *c, jframe *f, const jnode *at, jv obj, const jnode *sl
     } else {
         return wm_jerr(c, at, WM_ERR_INPUT, "'%s' object is not subscriptable with a slice", wm_jv_typename(obj));
     }
-    int64_t st, en;
+    int64_t st = 0, en = 0; /* set by slice_bound (initialized for -O3's maybe-uninitialized) */
     if (slice_bound(c, at, a, (int64_t)len, step, 1, &st) || slice_bound(c, at, b, (int64_t)len, step, 0, &en)) {
         free(o);
         return -1;

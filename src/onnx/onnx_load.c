@@ -227,7 +227,7 @@ static wm_status check_external(load_ctx *c, wm_onnx_tensor *t, uint64_t nbytes,
 static wm_status check_tensor(void *ctx, wm_onnx_tensor *t, const char *where) {
     load_ctx *c = ctx;
     wm_error *err = c->err;
-    uint64_t numel, nbytes = 0;
+    uint64_t numel = 0, nbytes = 0;
     wm_status s = wm_onnx_tensor_numel(t, &numel, err);
     int has_data = t->raw_data.p || t->data_location == WM_ONNX_DATA_EXTERNAL;
     int have_nbytes = 0;

@@ -181,7 +181,7 @@ static wm_status conv_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
 static size_t conv_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
     const conv_state *s = n->state;
     wm_win w;
-    int64_t M;
+    int64_t M = 0;
     if (in[0]->dtype == WM_DT_DOUBLE || conv_geom(n, &s->a, s->group, in, 1, &w, &M, NULL)) return 0;
     size_t b = wm_conv_f32_ws(&w, in[0]->dims[1], M, s->group, s->wpack != NULL, nth);
     if (in[0]->dtype != WM_DT_FLOAT) { /* float32 copies of X, Y and (when not prepacked) W, B */

@@ -192,7 +192,7 @@ static wm_status dft_resolve(const wm_node *n, wm_tensor *const *in, dft_args *d
 }
 
 static wm_status dft_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
-    dft_args d;
+    dft_args d = {0};
     wm_status st = dft_resolve(n, in, &d, err);
     if (st) return st;
     wm_set_shape(out[0], in[0]->rank, in[0]->dims);
@@ -206,7 +206,7 @@ static size_t dft_per_thread(int64_t N) { return (size_t)(4 * N + 2 * N + 8) * s
 
 static size_t dft_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
     (void)out;
-    dft_args d;
+    dft_args d = {0};
     if (dft_resolve(n, in, &d, NULL)) return 0;
     return (size_t)(2 * d.N) * sizeof(double) + (size_t)nth * dft_per_thread(d.N);
 }
@@ -261,7 +261,7 @@ static void dft_part(void *arg, int ith, int nth) {
 }
 
 static wm_status dft_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
-    dft_args d;
+    dft_args d = {0};
     wm_status st = dft_resolve(n, in, &d, x->err);
     if (st) return st;
     dft_ctx c = {.d = &d, .x = in[0], .y = out[0], .ws = (double *)x->ws + 2 * d.N, .per = dft_per_thread(d.N) / sizeof(double)};
@@ -328,7 +328,7 @@ static wm_status stft_resolve(const wm_node *n, wm_tensor *const *in, stft_args 
 }
 
 static wm_status stft_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
-    stft_args s;
+    stft_args s = {0};
     wm_status st = stft_resolve(n, in, &s, err);
     if (st) return st;
     int64_t d[4] = {s.batch, s.frames, s.bins, 2};
@@ -338,7 +338,7 @@ static wm_status stft_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
 
 static size_t stft_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
     (void)out;
-    stft_args s;
+    stft_args s = {0};
     if (stft_resolve(n, in, &s, NULL)) return 0;
     return (size_t)(2 * s.flen) * sizeof(double) + (size_t)nth * dft_per_thread(s.flen);
 }
@@ -376,7 +376,7 @@ static void stft_part(void *arg, int ith, int nth) {
 }
 
 static wm_status stft_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
-    stft_args s;
+    stft_args s = {0};
     wm_status st = stft_resolve(n, in, &s, x->err);
     if (st) return st;
     stft_ctx c = {.s = &s, .x = in[0], .y = out[0], .ws = (double *)x->ws + 2 * s.flen, .per = dft_per_thread(s.flen) / sizeof(double)};

@@ -98,7 +98,7 @@ static void transpose_part(void *arg, int ith, int nth) {
 /* Transposes src (rank r, dims) by perm into dst; elements of es bytes. */
 void wm_transpose(const void *src, void *dst, size_t es, int r, const int64_t *dims, const int64_t *perm, wm_exec *x) {
     /* drop size-1 dims: they do not move anything */
-    int64_t d2[WM_MAX_RANK], p2[WM_MAX_RANK], map[WM_MAX_RANK];
+    int64_t d2[WM_MAX_RANK] = {0}, p2[WM_MAX_RANK] = {0}, map[WM_MAX_RANK];
     int r2 = 0;
     for (int i = 0; i < r; i++) map[i] = dims[i] == 1 ? -1 : r2++;
     for (int i = 0, k = 0; i < r; i++)
