@@ -8,9 +8,12 @@ onnx.checker.check_model(path) (the path form, so external data is checked) and 
 onnxruntime (a 4-token prefill for decoders, a [1, 512] batch for the encoder). Outputs are removed after
 each model (a 7B fp32 export is ~30 GB).
 
-usage: bench/bench_build.py [--work DIR] [--winml build/winml] [--only SUBSTR ...] [--with-7b] [--keep]
+usage: bench/bench_build.py [--work DIR] [--winml build/winml] [--only SUBSTR ...] [--with-7b] [--bf16-source] [--keep]
        (--with-7b adds Qwen2.5-7B-Instruct: checks free disk first, loads it in onnxruntime without
         prepacking and runs a 1-token forward; see also bench_build_vs_python.py)
+       (--bf16-source: instead of --random-weights, each seed is first written as a bfloat16 safetensors
+        checkpoint (5 GB shards + index, seeded uniform values, tensor names and shapes from transformers' model
+        on the meta device) and the build streams it, as from a downloaded checkpoint)
 Not part of the test suite.
 """
 import argparse
@@ -31,13 +34,63 @@ import numpy as np  # noqa: E402
 BIG = "Qwen/Qwen2.5-7B-Instruct"
 
 
-def timed_build(winml, ckpt, out, extra=()):
+def write_bf16_checkpoint(ckpt, seed=1, shard_bytes=5 << 30):
+    """Writes ckpt/model-0000i-of-0000n.safetensors (+ index) in bfloat16 with uniform values in [-0.02, 0.02)
+    (norm weights 1), one tensor in memory at a time; names and shapes from the transformers model of
+    ckpt/config.json built on the meta device (no weights allocated). Skipped when the index exists."""
+    index = os.path.join(ckpt, "model.safetensors.index.json")
+    if os.path.exists(index):
+        return
+    import torch
+    import transformers as T
+    from safetensors.torch import save_file
+    cfg = T.AutoConfig.from_pretrained(ckpt)
+    with torch.device("meta"):
+        m = T.AutoModelForCausalLM.from_config(cfg)
+    sd = m.state_dict()
+    if getattr(cfg, "tie_word_embeddings", False):
+        sd.pop("lm_head.weight", None)
+    rng = np.random.default_rng(seed)
+    shards, cur, cur_bytes = [], {}, 0
+    for name, t in sd.items():
+        n = t.numel()
+        if cur and cur_bytes + 2 * n > shard_bytes:
+            shards.append(cur)
+            cur, cur_bytes = {}, 0
+        cur[name] = tuple(t.shape)
+        cur_bytes += 2 * n
+    shards.append(cur)
+    weight_map = {}
+    for i, shard in enumerate(shards):
+        fn = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        tensors = {}
+        for name, shape in shard.items():
+            n = int(np.prod(shape))
+            if name.endswith("norm.weight"):
+                v = np.ones(n, np.float32)
+            else:
+                v = rng.random(n, dtype=np.float32)
+                v *= 0.04
+                v -= 0.02
+            bits = (v.view(np.uint32) >> 16).astype(np.uint16)  # bfloat16: the high half (truncation)
+            del v
+            tensors[name] = torch.from_numpy(bits).view(torch.bfloat16).reshape(shape)
+            weight_map[name] = fn
+        save_file(tensors, os.path.join(ckpt, fn), metadata={"format": "pt"})
+        del tensors
+    total = sum(2 * int(np.prod(s)) for sh in shards for s in sh.values())
+    with open(index, "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1)
+
+
+def timed_build(winml, ckpt, out, extra=(), random_weights=True):
     """Runs winml build under /usr/bin/time; returns (seconds, peak_rss_bytes, manifest)."""
     shutil.rmtree(out, ignore_errors=True)
     tf = out + ".time"
     t0 = time.monotonic()
+    src = ["--random-weights", "--seed", "1"] if random_weights else []
     r = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", tf, winml, "build", "-m", ckpt, "-o", out,
-                        "--random-weights", "--seed", "1", "-f", "json", *extra], capture_output=True, text=True)
+                        *src, "-f", "json", *extra], capture_output=True, text=True)
     wall = time.monotonic() - t0
     if r.returncode != 0:
         raise RuntimeError(f"winml build failed ({r.returncode}): {r.stderr.strip()}")
@@ -87,6 +140,7 @@ def main():
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--with-7b", action="store_true")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--bf16-source", action="store_true")
     args = ap.parse_args()
     import onnx
     os.makedirs(args.work, exist_ok=True)
@@ -101,11 +155,18 @@ def main():
         if big:
             free = shutil.disk_usage(args.work).free
             print(f"{name}: {free / 2**30:.1f} GiB free on {args.work}", flush=True)
-            if free < 34 * 2**30:
-                print(f"{name}: SKIPPED, not enough disk for a ~30 GB export", flush=True)
+            if free < (34 + (16 if args.bf16_source else 0)) * 2**30:
+                print(f"{name}: SKIPPED, not enough disk for a ~30 GB export (and its ~15 GB source)", flush=True)
                 continue
+        src_gb = 0.0
+        if args.bf16_source:
+            print(f"{name}: writing a bfloat16 checkpoint ...", flush=True)
+            t0 = time.monotonic()
+            write_bf16_checkpoint(ckpt)
+            src_gb = sum(os.path.getsize(os.path.join(ckpt, f)) for f in os.listdir(ckpt) if f.endswith(".safetensors")) / 1e9
+            print(f"{name}: {src_gb:.2f} GB of bfloat16 safetensors in {time.monotonic() - t0:.0f} s", flush=True)
         print(f"{name}: building ...", flush=True)
-        wall, rss, man = timed_build(args.winml, ckpt, out)
+        wall, rss, man = timed_build(args.winml, ckpt, out, random_weights=not args.bf16_source)
         ex = man["stages"][0]
         arts = {a["file"]: a["bytes"] for a in man["artifacts"]}
         path = os.path.join(out, "model.onnx")
@@ -117,7 +178,8 @@ def main():
                    model_onnx_bytes=arts["model.onnx"], data_bytes=arts.get("model.onnx.data", 0),
                    build_s=round(wall, 2), build_peak_rss_mb=round(rss / 2**20, 1),
                    manifest_peak_rss_mb=round(man["peak_rss_bytes"] / 2**20, 1), checker_s=round(check, 2),
-                   ort_load_s=round(load, 2), ort_forward_s=round(run, 3), logits_shape=list(shape))
+                   ort_load_s=round(load, 2), ort_forward_s=round(run, 3), logits_shape=list(shape),
+                   source_bf16_gb=round(src_gb, 2))
         print(json.dumps(row), flush=True)
         rows.append(row)
         if not args.keep:
