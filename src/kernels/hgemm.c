@@ -22,7 +22,14 @@ size_t wm_hgemm_pack_b_size(int64_t K, int64_t N) {
 }
 
 void wm_hgemm_pack_b(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, uint16_t *packed) {
-    for (int64_t p = 0; p * WM_HP < N; p++) {
+    wm_hgemm_pack_b_share(trans_b, K, N, B, ldb, packed, 0, 1);
+}
+
+void wm_hgemm_pack_b_share(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, uint16_t *packed,
+                           int ith, int nth) {
+    int64_t p0, p1;
+    wm_split_units((N + WM_HP - 1) / WM_HP, 1, ith, nth, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
         uint16_t *d = packed + p * K * WM_HP;
         int64_t j0 = p * WM_HP, nv = N - j0 < WM_HP ? N - j0 : WM_HP;
         if (trans_b) {

@@ -138,6 +138,9 @@ size_t wm_hgemm_workspace_size(const wm_hgemm_args *a, int nth);
  * and keeps its 64 sums in registers. Size in bytes; pack writes it. */
 size_t wm_hgemm_pack_b_size(int64_t K, int64_t N);
 void wm_hgemm_pack_b(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, uint16_t *packed);
+/* The panels of share ith of nth (every share together: wm_hgemm_pack_b). */
+void wm_hgemm_pack_b_share(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, uint16_t *packed,
+                           int ith, int nth);
 
 /* ------------------------------- MatMulNBits: block-quantized weights (2..8 bit) */
 
@@ -232,9 +235,10 @@ typedef struct wm_kernels {
     int (*nbits_q8)(const wm_nbits_args *a); /* 1: nbits_gemm computes these args with int8 activations */
     int nbits_half_scales;                   /* 1: nbits_gemm reads wm_nbits_args.scales_h when given */
     /* Optional weight repacking for nbits_gemm: pack_size gives the bytes of the layout for these weights (M, A,
-     * C unused), 0 when the kernel has none for them; pack writes it (64-byte aligned dst). */
+     * C unused), 0 when the kernel has none for them; pack writes share ith of nth of it (64-byte aligned dst;
+     * all shares together make the layout, in any order or in parallel). */
     size_t (*nbits_pack_size)(const wm_nbits_args *a);
-    void (*nbits_pack)(const wm_nbits_args *a, uint8_t *dst);
+    void (*nbits_pack)(const wm_nbits_args *a, uint8_t *dst, int ith, int nth);
     void (*igemm)(const wm_igemm_args *a, int ith, int nth);
 
     /* Elementwise on contiguous arrays; y may equal x (in place). */

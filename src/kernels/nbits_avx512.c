@@ -169,16 +169,20 @@ size_t wm_nbits_pack_size_avx512(const wm_nbits_args *a) {
     return (size_t)(WM_PK_HEAD + ((a->N + 3) / 4) * pk_qstride(wm_nbits_kblocks(a), a->scales_h ? 2 : 4));
 }
 
-void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst) {
+void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth) {
     const int64_t kb = wm_nbits_kblocks(a), es = a->scales_h ? 2 : 4, qs = pk_qstride(kb, es), nq = (a->N + 3) / 4;
     const __m512i IA = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
     const __m512i IB = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
     const __m512i J0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i J1 = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    memset(dst, 0, WM_PK_HEAD);
-    dst[0] = (uint8_t)es;
+    if (ith == 0) {
+        memset(dst, 0, WM_PK_HEAD);
+        dst[0] = (uint8_t)es;
+    }
     dst += WM_PK_HEAD;
-    for (int64_t c = 0; c < nq; c++) {
+    int64_t c0, c1;
+    wm_split_units(nq, 1, ith, nth, &c0, &c1);
+    for (int64_t c = c0; c < c1; c++) {
         if (4 * c + 4 > a->N) memset(dst + c * qs, 0, (size_t)qs);
         else memset(dst + c * qs + kb * (64 + 4 * es), 0, (size_t)(qs - kb * (64 + 4 * es)));
         for (int64_t b0 = 0; b0 < kb; b0 += 16) {

@@ -93,6 +93,9 @@ const wm_op *wm_op_find(const char *domain, const char *name, int opset, const w
 /* Zeroed memory owned by the session (released with it); aligned to 64 bytes. NULL on OOM. */
 void *wm_node_alloc(wm_node *n, size_t size);
 
+/* The session's thread pool, for work at init that pays to split (weight packing); NULL outside a session. */
+struct wm_pool *wm_node_pool(const wm_node *n);
+
 /* Drops the resident pages of constant input k when they are mapped from the model's files: for weights the op
  * has copied into its own layout at init and will not read again (they stay readable: the file backs them). */
 void wm_node_release_const(const wm_node *n, int k);

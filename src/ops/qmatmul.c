@@ -308,6 +308,17 @@ static const float *to_f32(wm_node *n, const wm_tensor *t) {
     return d;
 }
 
+typedef struct nbpack_job {
+    const wm_kernels *k;
+    const wm_nbits_args *a;
+    uint8_t *dst;
+} nbpack_job;
+
+static void nbpack_part(void *arg, int ith, int nth) {
+    const nbpack_job *j = arg;
+    j->k->nbits_pack(j->a, j->dst, ith, nth);
+}
+
 /* Constant weights in the kernel's own layout when it has one (AVX-512 VNNI, block 32): made here once, the way
  * onnxruntime prepacks MatMulNBits; WM_NBITS_PACK=0 keeps the stored layout. */
 static wm_status nb_pack(wm_node *n, nbstate *s, wm_error *err) {
@@ -328,7 +339,8 @@ static wm_status nb_pack(wm_node *n, nbstate *s, wm_error *err) {
     if (!size) return WM_OK;
     uint8_t *p = wm_node_alloc(n, size);
     if (!p) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    k->nbits_pack(&a, p);
+    nbpack_job j = {k, &a, p}; /* column quads split over the pool: copying and first touch */
+    wm_pool_run(wm_node_pool(n), nbpack_part, &j, size >= (1u << 20) ? 0 : 1);
     wm_node_release_const(n, 1);
     s->packed = p;
     n->packed_bytes += size;

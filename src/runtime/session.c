@@ -280,6 +280,11 @@ static wm_status init_node(wm_session *s, int i, const wm_onnx_node *p, wm_error
     return WM_OK;
 }
 
+wm_pool *wm_node_pool(const wm_node *n) {
+    const wm_session *s = n->scope;
+    return s ? s->pool : NULL;
+}
+
 void wm_node_release_const(const wm_node *n, int k) {
     const wm_session *s = n->scope;
     const wm_tensor *t = k >= 0 && k < n->n_in ? n->in_const[k] : NULL;

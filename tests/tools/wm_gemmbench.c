@@ -343,7 +343,7 @@ int main(int argc, char **argv) {
                     if (!pk) return 1;
                     madvise(pk, WM_ALIGN_UP(pks, 1 << 21), MADV_HUGEPAGE); /* as the session's arena */
                     q->B = g_copies[c];
-                    K->nbits_pack(q, pk);
+                    K->nbits_pack(q, pk, 0, 1);
                     free(g_copies[c]);
                     g_copies[c] = pk;
                 }

@@ -295,7 +295,7 @@ static void test_hgemm(void **state) {
                         memcpy(C2, C, (size_t)(M * ldc) * 4 + 4);
                         for (int64_t m = 0; m < M; m++)
                             for (int64_t n = 0; n < N; n++) C2[m * ldc + n] = -7.0f;
-                        wm_hgemm_pack_b(tb, K, N, B, ldb, P);
+                        for (int i = nth - 1; i >= 0; i--) wm_hgemm_pack_b_share(tb, K, N, B, ldb, P, i, nth);
                         wm_hgemm_args p = a;
                         p.packed_b = P, p.B = NULL, p.C = C2;
                         for (int i = 0; i < nth; i++) T[t]->hgemm(&p, i, nth);

@@ -70,7 +70,7 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
         memcpy(C2, C, (size_t)(c->M * ldc) * 4 + 4);
         for (int64_t m = 0; m < c->M; m++)
             for (int64_t n = 0; n < c->N; n++) C2[m * ldc + n] = -1.0f;
-        T->nbits_pack(&a, pk);
+        for (int i = nth - 1; i >= 0; i--) T->nbits_pack(&a, pk, i, nth); /* shares in any order */
         wm_nbits_args p = a;
         p.packed = pk, p.B = NULL, p.scales = NULL, p.C = C2;
         for (int i = 0; i < nth; i++) T->nbits_gemm(&p, i, nth);
