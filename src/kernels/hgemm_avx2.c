@@ -116,40 +116,33 @@ static void gemv_h_trans(int64_t K, const float *x, const uint16_t *B, int64_t l
 
 #define WM_HP_PF 16 /* rows of a panel (128 bytes each) fetched ahead */
 
-/* y[n - n0] = dot(x, column n) over wm_hgemm_pack_b panels (n0 a multiple of 16): a panel of 64 columns is one
- * sequential stream with its 64 sums in registers; per column one FMA chain over k in order. */
+/* y[n - n0] = dot(x, column n) over wm_hgemm_pack_b panels (n0 a multiple of 64: shares are whole panels): a
+ * panel is one sequential stream with its 64 sums in registers; per column one FMA chain over k in order. */
 static void gemv_h_panels(int64_t K, const float *x, const uint16_t *P, int64_t n0, int64_t n1, float *y) {
-    for (int64_t n = n0; n < n1;) {
+    for (int64_t n = n0; n < n1; n += WM_HP) {
         const uint16_t *p = P + (n / WM_HP) * K * WM_HP;
-        int q0 = (int)(n % WM_HP) / 8, q1 = n1 - (n - n % WM_HP) >= WM_HP ? 8 : (int)((n1 - (n - n % WM_HP) + 7) / 8);
+        int64_t w = n1 - n < WM_HP ? n1 - n : WM_HP;
+        int q1 = (int)((w + 7) / 8); /* 8-column groups holding columns below n1 */
         __m256 c[8];
         for (int i = 0; i < 8; i++) c[i] = _mm256_setzero_ps();
-        if (q0 == 0 && q1 == 8) {
+        if (q1 == 8) {
             for (int64_t k = 0; k < K; k++) {
                 const uint16_t *r = p + k * WM_HP;
                 _mm_prefetch((const char *)(r + WM_HP_PF * WM_HP), _MM_HINT_T0);
                 _mm_prefetch((const char *)(r + WM_HP_PF * WM_HP + 32), _MM_HINT_T0);
                 __m256 a = _mm256_broadcast_ss(x + k);
-                c[0] = _mm256_fmadd_ps(a, ld8h(r), c[0]);
-                c[1] = _mm256_fmadd_ps(a, ld8h(r + 8), c[1]);
-                c[2] = _mm256_fmadd_ps(a, ld8h(r + 16), c[2]);
-                c[3] = _mm256_fmadd_ps(a, ld8h(r + 24), c[3]);
-                c[4] = _mm256_fmadd_ps(a, ld8h(r + 32), c[4]);
-                c[5] = _mm256_fmadd_ps(a, ld8h(r + 40), c[5]);
-                c[6] = _mm256_fmadd_ps(a, ld8h(r + 48), c[6]);
-                c[7] = _mm256_fmadd_ps(a, ld8h(r + 56), c[7]);
+                #pragma GCC unroll 8
+                for (int q = 0; q < 8; q++) c[q] = _mm256_fmadd_ps(a, ld8h(r + 8 * q), c[q]);
             }
-        } else {
+        } else { /* the last, partial panel */
             for (int64_t k = 0; k < K; k++) {
                 __m256 a = _mm256_broadcast_ss(x + k);
-                for (int q = q0; q < q1; q++) c[q] = _mm256_fmadd_ps(a, ld8h(p + k * WM_HP + 8 * q), c[q]);
+                for (int q = 0; q < q1; q++) c[q] = _mm256_fmadd_ps(a, ld8h(p + k * WM_HP + 8 * q), c[q]);
             }
         }
         float t[WM_HP];
         for (int i = 0; i < 8; i++) _mm256_storeu_ps(t + 8 * i, c[i]);
-        int64_t e = n - n % WM_HP + WM_HP < n1 ? n - n % WM_HP + WM_HP : n1;
-        memcpy(y + (n - n0), t + n % WM_HP, (size_t)(e - n) * sizeof(float));
-        n = e;
+        memcpy(y + (n - n0), t, (size_t)w * sizeof(float));
     }
 }
 

@@ -81,14 +81,44 @@ static void quant_row(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m, i
     }
 }
 
-/* block 32: an mr x nr tile (see the file comment) */
-static inline __attribute__((always_inline)) void tile_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0,
-                                                            const int mr, int64_t n0, const int nr, int pf) {
-    const __m512i nib = _mm512_set1_epi8(0x0f);
+/* The super-group transpose: v = a column's 256 code bytes of 16 blocks (4 x 64), o[t] lane L = dword t of
+ * block L (see the file comment). */
+static inline __attribute__((always_inline)) void sg_transpose(const __m512i v[4], __m512i o[4]) {
     const __m512i IA = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
     const __m512i IB = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
     const __m512i J0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i J1 = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512i pa = _mm512_permutex2var_epi32(v[0], IA, v[1]), pb = _mm512_permutex2var_epi32(v[0], IB, v[1]);
+    __m512i qa = _mm512_permutex2var_epi32(v[2], IA, v[3]), qb = _mm512_permutex2var_epi32(v[2], IB, v[3]);
+    o[0] = _mm512_permutex2var_epi32(pa, J0, qa);
+    o[1] = _mm512_permutex2var_epi32(pa, J1, qa);
+    o[2] = _mm512_permutex2var_epi32(pb, J0, qb);
+    o[3] = _mm512_permutex2var_epi32(pb, J1, qb);
+}
+
+/* low and high nibbles of each code byte */
+static inline __attribute__((always_inline)) void nibbles(__m512i c, __m512i *lo, __m512i *hi) {
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    *lo = _mm512_and_si512(c, nib);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(c, 4), nib);
+}
+
+/* One super-group of one row and column: acc + float(cr + sum_t lo[t] . x_even[t] + hi[t] . x_odd[t]) * sa * sw,
+ * x the row's 512 activations of the super-group (lane L = block L). */
+static inline __attribute__((always_inline)) __m512 sg_dot(__m512 acc, __m512i cr, const __m512i lo[4],
+                                                           const __m512i hi[4], const int8_t *x, __m512 sa, __m512 sw) {
+    __m512i s = cr;
+    #pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        s = _mm512_dpbusd_epi32(s, lo[t], _mm512_loadu_si512(x + 128 * t));
+        s = _mm512_dpbusd_epi32(s, hi[t], _mm512_loadu_si512(x + 128 * t + 64));
+    }
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sa, sw), acc);
+}
+
+/* block 32: an mr x nr tile (see the file comment) */
+static inline __attribute__((always_inline)) void tile_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0,
+                                                            const int mr, int64_t n0, const int nr, int pf) {
     const int64_t kb = q->kb, colbytes = kb * 16, ns = (kb + 15) / 16;
     __m512 acc[4][4];
     #pragma GCC unroll 4
@@ -122,29 +152,15 @@ static inline __attribute__((always_inline)) void tile_sg32(const wm_nbits_args 
                        : left > 0 ? _mm512_maskz_loadu_epi8(((__mmask64)1 << left) - 1, p + 64 * k)
                                   : _mm512_setzero_si512();
             }
-            __m512i pa = _mm512_permutex2var_epi32(v[0], IA, v[1]), pb = _mm512_permutex2var_epi32(v[0], IB, v[1]);
-            __m512i qa = _mm512_permutex2var_epi32(v[2], IA, v[3]), qb = _mm512_permutex2var_epi32(v[2], IB, v[3]);
-            __m512i o4[4] = {_mm512_permutex2var_epi32(pa, J0, qa), _mm512_permutex2var_epi32(pa, J1, qa),
-                             _mm512_permutex2var_epi32(pb, J0, qb), _mm512_permutex2var_epi32(pb, J1, qb)};
-            __m512i lo[4], hi[4];
+            __m512i o4[4], lo[4], hi[4];
+            sg_transpose(v, o4);
             #pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) {
-                lo[t] = _mm512_and_si512(o4[t], nib);
-                hi[t] = _mm512_and_si512(_mm512_srli_epi16(o4[t], 4), nib);
-            }
+            for (int t = 0; t < 4; t++) nibbles(o4[t], &lo[t], &hi[t]);
             __m512 sw = a->scales_h ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(smk, a->scales_h + (n0 + j) * kb + b0))
                                     : _mm512_maskz_loadu_ps(smk, a->scales + (n0 + j) * kb + b0);
             #pragma GCC unroll 4
-            for (int i = 0; i < mr; i++) {
-                const int8_t *x = q->q + (m0 + i) * q->kp + g * 512;
-                __m512i s = cr[i];
-                #pragma GCC unroll 4
-                for (int t = 0; t < 4; t++) {
-                    s = _mm512_dpbusd_epi32(s, lo[t], _mm512_loadu_si512(x + 128 * t));
-                    s = _mm512_dpbusd_epi32(s, hi[t], _mm512_loadu_si512(x + 128 * t + 64));
-                }
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sa[i], sw), acc[i][j]);
-            }
+            for (int i = 0; i < mr; i++)
+                acc[i][j] = sg_dot(acc[i][j], cr[i], lo, hi, q->q + (m0 + i) * q->kp + g * 512, sa[i], sw);
         }
     }
     #pragma GCC unroll 4
@@ -171,10 +187,6 @@ size_t wm_nbits_pack_size_avx512(const wm_nbits_args *a) {
 
 void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth) {
     const int64_t kb = wm_nbits_kblocks(a), es = a->scales_h ? 2 : 4, qs = pk_qstride(kb, es), nq = (a->N + 3) / 4;
-    const __m512i IA = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
-    const __m512i IB = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-    const __m512i J0 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i J1 = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     if (ith == 0) {
         memset(dst, 0, WM_PK_HEAD);
         dst[0] = (uint8_t)es;
@@ -192,14 +204,10 @@ void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth
                 int64_t n = 4 * c + j;
                 const uint8_t *col = a->B + (n * kb + b0) * 16;
                 if (nb == 16) { /* the transpose of tile_sg32 */
-                    __m512i v0 = _mm512_loadu_si512(col), v1 = _mm512_loadu_si512(col + 64);
-                    __m512i v2 = _mm512_loadu_si512(col + 128), v3 = _mm512_loadu_si512(col + 192);
-                    __m512i pa = _mm512_permutex2var_epi32(v0, IA, v1), pb = _mm512_permutex2var_epi32(v0, IB, v1);
-                    __m512i qa = _mm512_permutex2var_epi32(v2, IA, v3), qb = _mm512_permutex2var_epi32(v2, IB, v3);
-                    _mm512_storeu_si512(p + (4 * j + 0) * 64, _mm512_permutex2var_epi32(pa, J0, qa));
-                    _mm512_storeu_si512(p + (4 * j + 1) * 64, _mm512_permutex2var_epi32(pa, J1, qa));
-                    _mm512_storeu_si512(p + (4 * j + 2) * 64, _mm512_permutex2var_epi32(pb, J0, qb));
-                    _mm512_storeu_si512(p + (4 * j + 3) * 64, _mm512_permutex2var_epi32(pb, J1, qb));
+                    __m512i v[4], o[4];
+                    for (int k = 0; k < 4; k++) v[k] = _mm512_loadu_si512(col + 64 * k);
+                    sg_transpose(v, o);
+                    for (int t = 0; t < 4; t++) _mm512_storeu_si512(p + (4 * j + t) * 64, o[t]);
                 } else {
                     for (int64_t t = 0; t < 4; t++)
                         for (int64_t l = 0; l < nb; l++) memcpy(p + (4 * j + t) * 4 * nb + 4 * l, col + 16 * l + 4 * t, 4);
@@ -218,7 +226,6 @@ void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth
 static inline __attribute__((always_inline)) void pk_step(const wm_nbits_q8 *q, int64_t m0, const int mr,
                                                           const uint8_t *p, int64_t b0, int64_t nb, const int full,
                                                           const int es, int pf, __m512 acc[4][4]) {
-    const __m512i nib = _mm512_set1_epi8(0x0f);
     const __mmask16 mk = full ? (__mmask16)0xffff : (__mmask16)((1u << nb) - 1);
     if (full) nb = 16;
     if (pf)
@@ -236,24 +243,13 @@ static inline __attribute__((always_inline)) void pk_step(const wm_nbits_q8 *q, 
         #pragma GCC unroll 4
         for (int t = 0; t < 4; t++) {
             const uint8_t *v = p + (4 * j + t) * 4 * nb;
-            __m512i c = full ? _mm512_loadu_si512(v) : _mm512_maskz_loadu_epi32(mk, v);
-            lo[t] = _mm512_and_si512(c, nib);
-            hi[t] = _mm512_and_si512(_mm512_srli_epi16(c, 4), nib);
+            nibbles(full ? _mm512_loadu_si512(v) : _mm512_maskz_loadu_epi32(mk, v), &lo[t], &hi[t]);
         }
         const uint8_t *sp = p + 64 * nb + j * es * nb;
         __m512 sw = es == 2 ? _mm512_cvtph_ps(full ? _mm256_loadu_si256((const __m256i *)sp) : _mm256_maskz_loadu_epi16(mk, sp))
                             : (full ? _mm512_loadu_ps(sp) : _mm512_maskz_loadu_ps(mk, sp));
         #pragma GCC unroll 4
-        for (int i = 0; i < mr; i++) {
-            const int8_t *x = q->q + (m0 + i) * q->kp + b0 * 32;
-            __m512i s = cr[i];
-            #pragma GCC unroll 4
-            for (int t = 0; t < 4; t++) {
-                s = _mm512_dpbusd_epi32(s, lo[t], _mm512_loadu_si512(x + 128 * t));
-                s = _mm512_dpbusd_epi32(s, hi[t], _mm512_loadu_si512(x + 128 * t + 64));
-            }
-            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sa[i], sw), acc[i][j]);
-        }
+        for (int i = 0; i < mr; i++) acc[i][j] = sg_dot(acc[i][j], cr[i], lo, hi, q->q + (m0 + i) * q->kp + b0 * 32, sa[i], sw);
     }
 }
 
@@ -297,7 +293,6 @@ typedef struct vctx {
 
 static inline __attribute__((always_inline)) void tile(const wm_nbits_args *a, const wm_nbits_q8 *q, const vctx *t,
                                                        int64_t m0, const int mr, int64_t n0, const int nr, int pf) {
-    const __m512i nib = _mm512_set1_epi8(0x0f);
     __m512 acc[4][4];
     #pragma GCC unroll 4
     for (int i = 0; i < mr; i++)
@@ -316,9 +311,7 @@ static inline __attribute__((always_inline)) void tile(const wm_nbits_args *a, c
         for (int j = 0; j < nr; j++) {
             const uint8_t *p = col + j * t->colbytes + off;
             if (pf) _mm_prefetch((const char *)(p + 4 * t->colbytes), _MM_HINT_T0);
-            __m512i c = _mm512_maskz_loadu_epi8(cmk, p);
-            lo[j] = _mm512_and_si512(c, nib);
-            hi[j] = _mm512_and_si512(_mm512_srli_epi16(c, 4), nib);
+            nibbles(_mm512_maskz_loadu_epi8(cmk, p), &lo[j], &hi[j]);
             __m512 s16 = a->scales_h ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(smk, a->scales_h + (n0 + j) * t->kb + b0))
                                      : _mm512_maskz_loadu_ps(smk, scw + j * t->kb + b0);
             sw[j] = _mm512_permutexvar_ps(t->idx, s16);

@@ -377,13 +377,17 @@ static wm_status nb_init(wm_node *n, wm_error *err) {
                 return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "g_idx is not k / block_size (act-order weights)");
     }
     if (wm_has_in(n, 5) && n->in_dtype[5] != n->in_dtype[0]) return wm_node_err(n, err, WM_ERR_INPUT, "bias must have A's type");
-    if (n->in_const[2] && !(s->scales_c = to_f32(n, n->in_const[2]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     /* the kernel that reads halves (AVX-512 VNNI: 4 bits, int8 activations, default zero point, block >= 32) */
+    int half_kernel = n->in_const[2] && !wm_has_in(n, 3) && wm_kernels_get()->nbits_half_scales && s->w.bits == 4 &&
+                      s->w.accuracy == 4 && s->w.block >= 32;
+    int f16_scales = n->in_const[2] && n->in_const[2]->dtype == WM_DT_FLOAT16;
+    /* float32 scales now, unless the half kernel takes float16 ones as they are (then only when not packed, below) */
+    if (n->in_const[2] && !(half_kernel && f16_scales) && !(s->scales_c = to_f32(n, n->in_const[2])))
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
     uint16_t *h = NULL; /* float32 scales that are all exact halves (winml's quantizer writes them so), as halves */
     uint64_t ns = n->in_const[2] ? wm_tensor_numel(n->in_const[2]) : 0;
-    if (n->in_const[2] && !wm_has_in(n, 3) && wm_kernels_get()->nbits_half_scales && s->w.bits == 4 &&
-        s->w.accuracy == 4 && s->w.block >= 32) {
-        if (n->in_const[2]->dtype == WM_DT_FLOAT16) {
+    if (half_kernel) {
+        if (f16_scales) {
             s->scales_h = n->in_const[2]->data;
         } else {
             if (!(h = malloc(ns * sizeof *h + 1))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -397,6 +401,8 @@ static wm_status nb_init(wm_node *n, wm_error *err) {
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
     st = nb_pack(n, s, err);
+    if (!st && !s->packed && n->in_const[2] && !s->scales_c && !(s->scales_c = to_f32(n, n->in_const[2])))
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
     if (!st && s->packed) { /* the packed layout holds the scales: the kernel reads neither them nor B */
         wm_node_release_const(n, 2);
         s->scales_h = NULL;
@@ -443,7 +449,7 @@ static size_t nb_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     uint64_t M = wm_tensor_numel(in[0]) / (uint64_t)s->w.K;
     size_t b = wm_nbits_workspace(&s->w, (int64_t)M, nth) + 64 * 6;
     if (in[0]->dtype != WM_DT_FLOAT) b += (size_t)(M * (uint64_t)(s->w.K + s->w.N)) * sizeof(float);
-    if (!s->scales_c && in[2]->dtype != WM_DT_FLOAT) b += wm_tensor_numel(in[2]) * sizeof(float);
+    if (!s->scales_c && !s->packed && in[2]->dtype != WM_DT_FLOAT) b += wm_tensor_numel(in[2]) * sizeof(float);
     if (wm_has_in(n, 3) && in[3]->dtype != WM_DT_UINT8 && !s->zp_c) b += wm_tensor_numel(in[3]) * sizeof(float);
     if (wm_has_in(n, 5) && in[5]->dtype != WM_DT_FLOAT) b += wm_tensor_numel(in[5]) * sizeof(float);
     return b;
@@ -464,7 +470,7 @@ static wm_status nb_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     w.scales = s->scales_c ? s->scales_c : in[2]->dtype == WM_DT_FLOAT ? in[2]->data : NULL;
     w.scales_h = s->scales_h;
     w.packed = s->packed;
-    if (!w.scales) {
+    if (!w.scales && !w.packed) { /* the packed layout holds its own scales */
         float *sc = take(&p, wm_tensor_numel(in[2]) * sizeof(float));
         wm_convert(in[2]->dtype, in[2]->data, WM_DT_FLOAT, sc, wm_tensor_numel(in[2]));
         w.scales = sc;

@@ -131,6 +131,18 @@ static double time_job(wm_pool *pool, job *j, const opts *o, int nth, void (*cb)
 
 /* ------------------------------------------------------------ gemv weight copies */
 
+/* A packed weight copy: 2 MiB aligned and advised as huge pages, as the session's arena holds packed weights. */
+static void *huge_alloc(size_t n) {
+    size_t len = WM_ALIGN_UP(n, (size_t)1 << 21);
+    void *p = aligned_alloc((size_t)1 << 21, len);
+    if (!p) {
+        fprintf(stderr, "wm_gemmbench: out of memory\n");
+        exit(1);
+    }
+    madvise(p, len, MADV_HUGEPAGE);
+    return p;
+}
+
 static void **g_copies;
 static int g_ncopies;
 
@@ -306,9 +318,7 @@ int main(int argc, char **argv) {
             if (!o.plain) { /* as a session does: each weight copy in the half GEMM's panels */
                 size_t ps = wm_hgemm_pack_b_size(Kd, N);
                 for (int c = 0; c < g_ncopies; c++) {
-                    uint16_t *pk = aligned_alloc(1 << 21, WM_ALIGN_UP(ps, 1 << 21));
-                    if (!pk) return 1;
-                    madvise(pk, WM_ALIGN_UP(ps, 1 << 21), MADV_HUGEPAGE);
+                    uint16_t *pk = huge_alloc(ps);
                     wm_hgemm_pack_b(h->trans_b, Kd, N, g_copies[c], h->ldb, pk);
                     free(g_copies[c]);
                     g_copies[c] = pk;
@@ -339,9 +349,7 @@ int main(int argc, char **argv) {
                 for (int64_t i = 0; i < N * kb; i++) sc[i] = wm_f16_to_f32(sh[i] = wm_f32_to_f16(sc[i]));
                 q->scales_h = sh;
                 for (int c = 0; c < g_ncopies; c++) {
-                    uint8_t *pk = aligned_alloc(1 << 21, WM_ALIGN_UP(pks, 1 << 21));
-                    if (!pk) return 1;
-                    madvise(pk, WM_ALIGN_UP(pks, 1 << 21), MADV_HUGEPAGE); /* as the session's arena */
+                    uint8_t *pk = huge_alloc(pks);
                     q->B = g_copies[c];
                     K->nbits_pack(q, pk, 0, 1);
                     free(g_copies[c]);
