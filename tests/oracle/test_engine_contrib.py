@@ -399,7 +399,7 @@ def pack_bits(codes, bits):
 
 
 def nbits_case(tmp, build_dir, M=3, K=64, N=40, block=32, bits=4, zp="packed", bias=False, a_rank=2, fp16=False,
-               g_idx=False, name="nbits"):
+               g_idx=False, name="nbits", accuracy=0, atol=None):
     kb = (K + block - 1) // block
     codes = RNG.integers(0, 1 << bits, (N, kb * block))
     codes[:, K:] = 0
@@ -430,9 +430,9 @@ def nbits_case(tmp, build_dir, M=3, K=64, N=40, block=32, bits=4, zp="packed", b
     shape = [M, K] if a_rank == 2 else [2, M, K]
     feeds = {"A": rnd(*shape).astype(nt)}
     node = helper.make_node("MatMulNBits", ins, ["Y"], domain=MS, K=K, N=N, bits=bits, block_size=block,
-                            accuracy_level=0)
+                            accuracy_level=accuracy)
     m = make_model([node], [("A", ft, shape)], [("Y", ft, shape[:-1] + [N])], inits)
-    return check(build_dir, tmp, m, feeds, atol=2e-2 if fp16 else 1e-4, what=name)
+    return check(build_dir, tmp, m, feeds, atol=atol or (2e-2 if fp16 else 1e-4), what=name)
 
 
 @pytest.mark.parametrize("block", [16, 32, 64, 128, 256])
@@ -457,6 +457,15 @@ def test_matmulnbits_trivial_g_idx(tmp_path, build_dir):
 
 def test_matmulnbits_fp16(tmp_path, build_dir):
     nbits_case(tmp_path, build_dir, fp16=True, bias=True)
+
+
+@pytest.mark.parametrize("fp16", [False, True])
+@pytest.mark.parametrize("M", [1, 5])
+def test_matmulnbits_int8_activations(tmp_path, build_dir, fp16, M):
+    # accuracy_level 4, block 32, default zero point: the path whose weights a session packs on AVX-512 (float32 or
+    # float16 scales; 33 blocks: a full 16-block super-group and a partial one); both sides quantize A to int8
+    nbits_case(tmp_path, build_dir, M=M, K=1056, N=70, block=32, zp="none", fp16=fp16, accuracy=4, atol=3e-2,
+               name=f"nbits_acc4_{'f16' if fp16 else 'f32'}_{M}")
 
 
 def test_matmulnbits_decode_row(tmp_path, build_dir):
