@@ -251,9 +251,9 @@ static void record_graph(stage_rec *rec, const wm_graph *g) {
  * place (ONNX Runtime GenAI's past_present_share_buffer, winml's causal LM
  * runner) but serves unpadded and right-padded batches only, as ONNX
  * Runtime GenAI's own decoders do; recipe "gqa": false keeps the graph's
- * own mask (any padding). Other models (and fp16 decoders: winml's GQA
- * kernel is float32; sliding-window decoders, whose mask GQA would drop)
- * stop at level "extended". Below opset 23 the
+ * own mask (any padding). Other models (and sliding-window decoders, whose
+ * mask GQA would drop) stop at level "extended"; fp16 decoders get
+ * GroupQueryAttention too (see stage_quant for its precision). Below opset 23 the
  * SimplifiedLayerNormalization nodes no residual Add absorbed are
  * expanded back to standard ops: that op lives in the default domain,
  * which onnxruntime accepts but onnx.checker refuses, and a build must
@@ -272,8 +272,7 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     wm_opt_config c;
     wm_opt_config_default(&c);
     /* a sliding-window mask is more than causal + padding: GroupQueryAttention would drop it */
-    int all = b->arch.kind == WM_DECODER && !(b->recipe.has_quant && b->recipe.precision == WM_PREC_FP16) &&
-              b->arch.window == 0;
+    int all = b->arch.kind == WM_DECODER && b->arch.window == 0;
     c.level = all ? WM_OPT_ALL : WM_OPT_EXTENDED;
     for (size_t i = 0; i < b->recipe.n_optim; i++)
         if (!b->recipe.optim[i].value && wm_opt_pass_find(b->recipe.optim[i].name) && c.n_disable < WM_OPT_MAX_SWITCHES)
@@ -337,6 +336,18 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     }
     wm_quant_recipe qr;
     wm_status s = wm_quant_recipe_parse(q, &qr, b->err);
+    /* fp16 with float32 graph IO: the KV cache inputs/outputs stay float32, so GroupQueryAttention stays
+       float32 too and appends to that cache in place (onnxruntime's float16 GQA takes a float16 cache only;
+       a float32 cache between casts would be copied twice per token). Its query/key/value get Casts. */
+    if (!s && qr.config.mode == WM_QUANT_FP16 && qr.config.keep_io_types && b->shared_kv) {
+        size_t nb = qr.config.op_block_given ? qr.config.n_op_block : 0;
+        int listed = 0;
+        for (size_t i = 0; i < nb; i++) listed |= !strcmp(qr.op_block[i], "GroupQueryAttention");
+        if (nb < WM_QUANT_RECIPE_MAX && !listed) {
+            qr.op_block[nb++] = "GroupQueryAttention";
+            qr.config.op_block = qr.op_block, qr.config.n_op_block = nb;
+        }
+    }
     if (!s && (qr.config.mode == WM_QUANT_INT8_STATIC || qr.config.mode == WM_QUANT_W8A16))
         s = wm_err(b->err, WM_ERR_UNSUPPORTED, "quant mode '%s' needs calibrated activation ranges: build fp32, then "
                    "run `winml quantize --calib-data` (static calibration is not wired into build)", b->recipe.quant_mode);

@@ -1,35 +1,67 @@
 /*
  * attn_rows.c - attention for a few query rows (decode), generic C:
  * scores q . k_j and the probability-weighted sum of value rows
- * (kernels.h: attn_qk, attn_pv). The AVX2 versions are attn_rows_avx2.c.
+ * (kernels.h: attn_qk, attn_pv), with float32 or float16 (_h) keys and
+ * values. The AVX2 versions are attn_rows_avx2.c.
  */
+#include "core/half.h"
 #include "kernels/kernels_impl.h"
 
-static void g_attn_qk(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
-                      float scale, float *s, int64_t lds) {
+/* element i of a key/value row: float32, or float16 when h */
+static inline float kv_at(const void *p, int64_t i, int h) {
+    return h ? wm_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static inline void qk_rows(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const void *k, int64_t ldk,
+                           float scale, float *s, int64_t lds, int h) {
+    size_t es = h ? 2 : 4;
     for (int64_t r = 0; r < m; r++)
         for (int64_t j = 0; j < n; j++) {
-            const float *a = q + r * ldq, *b = k + j * ldk;
+            const float *a = q + r * ldq;
+            const void *b = (const uint8_t *)k + (size_t)(j * ldk) * es;
             float acc = 0.0f;
-            for (int64_t c = 0; c < d; c++) acc += a[c] * b[c];
+            for (int64_t c = 0; c < d; c++) acc += a[c] * kv_at(b, c, h);
             s[r * lds + j] = scale * acc;
         }
 }
 
-static void g_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const float *v, int64_t ldv,
-                      float *o, int64_t ldo) {
+static inline void pv_rows(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const void *v, int64_t ldv,
+                           float *o, int64_t ldo, int h) {
+    size_t es = h ? 2 : 4;
     for (int64_t r = 0; r < m; r++) {
         float *y = o + r * ldo;
         for (int64_t c = 0; c < d; c++) y[c] = 0.0f;
         for (int64_t j = 0; j < n; j++) {
             float w = p[r * ldp + j];
-            const float *x = v + j * ldv;
-            for (int64_t c = 0; c < d; c++) y[c] += w * x[c];
+            const void *x = (const uint8_t *)v + (size_t)(j * ldv) * es;
+            for (int64_t c = 0; c < d; c++) y[c] += w * kv_at(x, c, h);
         }
     }
+}
+
+static void g_attn_qk(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
+                      float scale, float *s, int64_t lds) {
+    qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, 0);
+}
+
+static void g_attn_qk_h(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const uint16_t *k, int64_t ldk,
+                        float scale, float *s, int64_t lds) {
+    qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, 1);
+}
+
+static void g_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                      float *o, int64_t ldo) {
+    pv_rows(m, n, d, p, ldp, v, ldv, o, ldo, 0);
+}
+
+static void g_attn_pv_h(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const uint16_t *v, int64_t ldv,
+                        float *o, int64_t ldo) {
+    pv_rows(m, n, d, p, ldp, v, ldv, o, ldo, 1);
 }
 
 void wm_attn_rows_fill_generic(wm_kernels *k) {
     k->attn_qk = g_attn_qk;
     k->attn_pv = g_attn_pv;
+    k->attn_qk_h = g_attn_qk_h;
+    k->attn_pv_h = g_attn_pv_h;
 }

@@ -1,13 +1,18 @@
 /*
- * attn_rows_avx2.c - attention for a few query rows (decode) with AVX2/FMA:
+ * attn_rows_avx2.c - attention for a few query rows (decode) with AVX2/FMA,
+ * float32 or float16 (F16C, converted on load) keys and values:
  * attn_qk takes two query rows against four key rows at a time (8
  * accumulators) streaming the keys once, in order, each block meeting every
  * query row while it is in L1; attn_pv four query rows x 16 columns per
- * pass over the value rows.
+ * pass over the value rows. Each body is written once, for element size
+ * h (0: float32, 1: float16), and inlined into both entry points.
  */
 #include <immintrin.h>
 
+#include "core/half.h"
 #include "kernels/kernels_impl.h"
+
+#define KV_INLINE static inline __attribute__((always_inline))
 
 static inline float hsum8(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -22,21 +27,36 @@ static inline __m128 hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
-static float dot_tail(const float *a, const float *b, int64_t c0, int64_t d) {
+/* row j of a key/value matrix with leading dimension ld (elements) */
+KV_INLINE const void *kv_row(const void *p, int64_t j, int64_t ld, int h) {
+    return (const uint8_t *)p + (size_t)(j * ld) * (h ? 2u : 4u);
+}
+
+/* eight elements from c on, as float32 */
+KV_INLINE __m256 kv_load8(const void *p, int64_t c, int h) {
+    if (h) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + c)));
+    return _mm256_loadu_ps((const float *)p + c);
+}
+
+KV_INLINE float kv_at(const void *p, int64_t c, int h) {
+    return h ? wm_f16_to_f32(((const uint16_t *)p)[c]) : ((const float *)p)[c];
+}
+
+static inline float dot_tail(const float *a, const void *b, int64_t c0, int64_t d, int h) {
     float acc = 0.0f;
-    for (int64_t c = c0; c < d; c++) acc += a[c] * b[c];
+    for (int64_t c = c0; c < d; c++) acc += a[c] * kv_at(b, c, h);
     return acc;
 }
 
 /* keys of one block: two query rows (qa, qb) against four key rows; d8 = d rounded down to 8 */
-static inline void qk_block4(const float *qa, const float *qb, const float *k0, int64_t ldk, int64_t d, int64_t d8,
-                             __m128 vs, float *sa, float *sb, int two) {
-    const float *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+KV_INLINE void qk_block4(const float *qa, const float *qb, const void *k0, int64_t ldk, int64_t d, int64_t d8,
+                         __m128 vs, float *sa, float *sb, int two, int h) {
+    const void *k1 = kv_row(k0, 1, ldk, h), *k2 = kv_row(k0, 2, ldk, h), *k3 = kv_row(k0, 3, ldk, h);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (int64_t c = 0; c < d8; c += 8) {
         __m256 x = _mm256_loadu_ps(qa + c), y = _mm256_loadu_ps(qb + c);
-        __m256 w0 = _mm256_loadu_ps(k0 + c), w1 = _mm256_loadu_ps(k1 + c);
-        __m256 w2 = _mm256_loadu_ps(k2 + c), w3 = _mm256_loadu_ps(k3 + c);
+        __m256 w0 = kv_load8(k0, c, h), w1 = kv_load8(k1, c, h);
+        __m256 w2 = kv_load8(k2, c, h), w3 = kv_load8(k3, c, h);
         a0 = _mm256_fmadd_ps(x, w0, a0), b0 = _mm256_fmadd_ps(y, w0, b0);
         a1 = _mm256_fmadd_ps(x, w1, a1), b1 = _mm256_fmadd_ps(y, w1, b1);
         a2 = _mm256_fmadd_ps(x, w2, a2), b2 = _mm256_fmadd_ps(y, w2, b2);
@@ -44,10 +64,10 @@ static inline void qk_block4(const float *qa, const float *qb, const float *k0, 
     }
     __m128 ra = hsum4x8(a0, a1, a2, a3), rb = hsum4x8(b0, b1, b2, b3);
     if (d8 < d) {
-        ra = _mm_add_ps(ra, _mm_setr_ps(dot_tail(qa, k0, d8, d), dot_tail(qa, k1, d8, d), dot_tail(qa, k2, d8, d),
-                                        dot_tail(qa, k3, d8, d)));
-        rb = _mm_add_ps(rb, _mm_setr_ps(dot_tail(qb, k0, d8, d), dot_tail(qb, k1, d8, d), dot_tail(qb, k2, d8, d),
-                                        dot_tail(qb, k3, d8, d)));
+        ra = _mm_add_ps(ra, _mm_setr_ps(dot_tail(qa, k0, d8, d, h), dot_tail(qa, k1, d8, d, h),
+                                        dot_tail(qa, k2, d8, d, h), dot_tail(qa, k3, d8, d, h)));
+        rb = _mm_add_ps(rb, _mm_setr_ps(dot_tail(qb, k0, d8, d, h), dot_tail(qb, k1, d8, d, h),
+                                        dot_tail(qb, k2, d8, d, h), dot_tail(qb, k3, d8, d, h)));
     }
     _mm_storeu_ps(sa, _mm_mul_ps(ra, vs));
     if (two) _mm_storeu_ps(sb, _mm_mul_ps(rb, vs));
@@ -55,31 +75,32 @@ static inline void qk_block4(const float *qa, const float *qb, const float *k0, 
 
 /* Keys stream once, in order (the hardware prefetcher's case): each block of four key rows meets
    every query row, two at a time, while it is in L1. */
-static void a_attn_qk(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
-                      float scale, float *s, int64_t lds) {
+KV_INLINE void qk_rows(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const void *k, int64_t ldk,
+                       float scale, float *s, int64_t lds, int h) {
     int64_t d8 = d & ~(int64_t)7, j = 0;
     __m128 vs = _mm_set1_ps(scale);
     for (; j + 4 <= n; j += 4)
         for (int64_t r = 0; r < m; r += 2) {
             int two = r + 1 < m;
             const float *qa = q + r * ldq;
-            qk_block4(qa, two ? qa + ldq : qa, k + j * ldk, ldk, d, d8, vs, s + r * lds + j, s + (r + two) * lds + j, two);
+            qk_block4(qa, two ? qa + ldq : qa, kv_row(k, j, ldk, h), ldk, d, d8, vs, s + r * lds + j,
+                      s + (r + two) * lds + j, two, h);
         }
     for (; j < n; j++) {
-        const float *kj = k + j * ldk;
+        const void *kj = kv_row(k, j, ldk, h);
         for (int64_t r = 0; r < m; r++) {
             const float *qa = q + r * ldq;
             __m256 a0 = _mm256_setzero_ps();
-            for (int64_t c = 0; c < d8; c += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + c), _mm256_loadu_ps(kj + c), a0);
-            s[r * lds + j] = scale * (hsum8(a0) + dot_tail(qa, kj, d8, d));
+            for (int64_t c = 0; c < d8; c += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + c), kv_load8(kj, c, h), a0);
+            s[r * lds + j] = scale * (hsum8(a0) + dot_tail(qa, kj, d8, d, h));
         }
     }
 }
 
 /* Four query rows x 16 output columns in registers per pass over the value rows (rows past m
    repeat the last one, results dropped); the passes for later columns find the rows in L2. */
-static void a_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const float *v, int64_t ldv,
-                      float *o, int64_t ldo) {
+KV_INLINE void pv_rows(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const void *v, int64_t ldv,
+                       float *o, int64_t ldo, int h) {
     int64_t d16 = d & ~(int64_t)15;
     for (int64_t r = 0; r < m; r += 4) {
         int64_t mr = m - r < 4 ? m - r : 4;
@@ -88,9 +109,9 @@ static void a_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t l
         for (int64_t c = 0; c < d16; c += 16) {
             __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
                    c31 = c00;
-            const float *x = v + c;
-            for (int64_t j = 0; j < n; j++, x += ldv) {
-                __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), w;
+            for (int64_t j = 0; j < n; j++) {
+                const void *x = kv_row(v, j, ldv, h);
+                __m256 v0 = kv_load8(x, c, h), v1 = kv_load8(x, c + 8, h), w;
                 w = _mm256_broadcast_ss(pr[0] + j), c00 = _mm256_fmadd_ps(w, v0, c00), c01 = _mm256_fmadd_ps(w, v1, c01);
                 w = _mm256_broadcast_ss(pr[1] + j), c10 = _mm256_fmadd_ps(w, v0, c10), c11 = _mm256_fmadd_ps(w, v1, c11);
                 w = _mm256_broadcast_ss(pr[2] + j), c20 = _mm256_fmadd_ps(w, v0, c20), c21 = _mm256_fmadd_ps(w, v1, c21);
@@ -106,14 +127,36 @@ static void a_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t l
             float *y = o + (r + i) * ldo;
             for (int64_t c = d16; c < d; c++) {
                 float acc = 0.0f;
-                for (int64_t j = 0; j < n; j++) acc += pr[i][j] * v[j * ldv + c];
+                for (int64_t j = 0; j < n; j++) acc += pr[i][j] * kv_at(kv_row(v, j, ldv, h), c, h);
                 y[c] = acc;
             }
         }
     }
 }
 
+static void a_attn_qk(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
+                      float scale, float *s, int64_t lds) {
+    qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, 0);
+}
+
+static void a_attn_qk_h(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const uint16_t *k, int64_t ldk,
+                        float scale, float *s, int64_t lds) {
+    qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, 1);
+}
+
+static void a_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const float *v, int64_t ldv,
+                      float *o, int64_t ldo) {
+    pv_rows(m, n, d, p, ldp, v, ldv, o, ldo, 0);
+}
+
+static void a_attn_pv_h(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const uint16_t *v, int64_t ldv,
+                        float *o, int64_t ldo) {
+    pv_rows(m, n, d, p, ldp, v, ldv, o, ldo, 1);
+}
+
 void wm_attn_rows_fill_avx2(wm_kernels *k) {
     k->attn_qk = a_attn_qk;
     k->attn_pv = a_attn_pv;
+    k->attn_qk_h = a_attn_qk_h;
+    k->attn_pv_h = a_attn_pv_h;
 }

@@ -271,6 +271,11 @@ typedef struct wm_kernels {
                     float scale, float *s, int64_t lds);
     void (*attn_pv)(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const float *v, int64_t ldv,
                     float *o, int64_t ldo);
+    /* the same with float16 keys / values (a float16 KV cache read in place, converted on load) */
+    void (*attn_qk_h)(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const uint16_t *k, int64_t ldk,
+                      float scale, float *s, int64_t lds);
+    void (*attn_pv_h)(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const uint16_t *v, int64_t ldv,
+                      float *o, int64_t ldo);
 
     /* Conversions (round to nearest even; NaN stays NaN, overflow gives inf). */
     void (*f16_to_f32)(int64_t n, float *y, const uint16_t *x);

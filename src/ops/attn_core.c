@@ -21,8 +21,22 @@ static int64_t unit_rows(const wm_attn *a) {
     return a->S < WM_ATTN_QBLOCK ? a->S : WM_ATTN_QBLOCK;
 }
 
+/* floats of one thread's scratch: scores, and with float16 K/V on the GEMM path their float32 copies */
+static size_t unit_floats(const wm_attn *a) {
+    size_t T = (size_t)(a->T ? a->T : 1), f = (size_t)unit_rows(a) * T;
+    if (a->kv_h16 && unit_rows(a) > WM_ATTN_FEW_ROWS) f += T * (size_t)(a->dk + a->dv);
+    return (f + 15) & ~(size_t)15;
+}
+
 size_t wm_attn_workspace(const wm_attn *a, int nth) {
-    return (size_t)(nth > 0 ? nth : 1) * (size_t)unit_rows(a) * (size_t)(a->T ? a->T : 1) * sizeof(float) + 64;
+    return (size_t)(nth > 0 ? nth : 1) * unit_floats(a) * sizeof(float) + 64;
+}
+
+/* rows [0, n) of a float16 matrix (leading dimension ld) as float32 rows of d */
+static const float *widen_rows(const void *src, int64_t ld, int64_t n, int64_t d, float *dst) {
+    const wm_kernels *K = wm_kernels_get();
+    for (int64_t j = 0; j < n; j++) K->f16_to_f32(d, dst + j * d, (const uint16_t *)src + j * ld);
+    return dst;
 }
 
 static void store_qk(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64_t t0, const float *row, int64_t n) {
@@ -131,20 +145,30 @@ static void unit(const actx *c, int64_t u, float *sc, int ith) {
     }
     int64_t n = t1 - t0;
     float *o = a->o + b * a->o_sb + h0 * a->o_sh + s0 * a->o_ss;
-    const float *qp = a->q + b * a->q_sb + h0 * a->q_sh + s0 * a->q_ss, *kp = a->k + b * a->k_sb + g * a->k_sh + t0 * a->k_ss;
-    const float *vp = a->v + b * a->v_sb + g * a->v_sh + t0 * a->v_ss;
+    const float *qp = a->q + b * a->q_sb + h0 * a->q_sh + s0 * a->q_ss;
+    size_t es = a->kv_h16 ? 2 : 4;
+    const void *kp = (const uint8_t *)a->k + (size_t)(b * a->k_sb + g * a->k_sh + t0 * a->k_ss) * es;
+    const void *vp = (const uint8_t *)a->v + (size_t)(b * a->v_sb + g * a->v_sh + t0 * a->v_ss) * es;
     int few = m <= WM_ATTN_FEW_ROWS; /* decode: row kernels read each key/value row once, no packing */
     const wm_kernels *K = wm_kernels_get();
-    if (n > 0 && few) K->attn_qk(m, n, a->dk, qp, qstep, kp, a->k_ss, a->scale, sc, n);
+    int64_t kld = a->k_ss, vld = a->v_ss;
+    if (n > 0 && !few && a->kv_h16) { /* float32 copies of the unit's keys and values, after its scores */
+        float *kw = sc + (size_t)m * (size_t)n;
+        kp = widen_rows(kp, kld, n, a->dk, kw), kld = a->dk;
+        vp = widen_rows(vp, vld, n, a->dv, kw + n * a->dk), vld = a->dv;
+    }
+    if (n > 0 && few && a->kv_h16) K->attn_qk_h(m, n, a->dk, qp, qstep, kp, kld, a->scale, sc, n);
+    else if (n > 0 && few) K->attn_qk(m, n, a->dk, qp, qstep, kp, kld, a->scale, sc, n);
     else if (n > 0) {
-        wm_gemm_args g1 = {m, n, a->dk, qp, qstep, 0, kp, a->k_ss, 1, sc, n, a->scale, 0};
+        wm_gemm_args g1 = {m, n, a->dk, qp, qstep, 0, kp, kld, 1, sc, n, a->scale, 0};
         wm_sgemm_st(c->x, ith, &g1);
     }
     for (int64_t r = 0; r < m; r++)
         row_softmax(a, b, c->group ? h0 + r : h0, c->group ? 0 : s0 + r, t0, sc + r * n, n);
-    if (n > 0 && few) K->attn_pv(m, n, a->dv, sc, n, vp, a->v_ss, o, ostep);
+    if (n > 0 && few && a->kv_h16) K->attn_pv_h(m, n, a->dv, sc, n, vp, vld, o, ostep);
+    else if (n > 0 && few) K->attn_pv(m, n, a->dv, sc, n, vp, vld, o, ostep);
     else if (n > 0) {
-        wm_gemm_args g2 = {m, a->dv, n, sc, n, 0, vp, a->v_ss, 0, o, ostep, 1.0f, 0};
+        wm_gemm_args g2 = {m, a->dv, n, sc, n, 0, vp, vld, 0, o, ostep, 1.0f, 0};
         wm_sgemm_st(c->x, ith, &g2);
     } else {
         for (int64_t r = 0; r < m; r++) memset(o + r * ostep, 0, (size_t)a->dv * sizeof *o);
@@ -156,7 +180,7 @@ static void part(void *arg, int ith, int nth) {
     const wm_attn *a = c->a;
     long lo, hi;
     wm_split((long)(c->group ? a->B * a->Hkv : a->B * a->Hq * c->nblk), ith, nth, &lo, &hi);
-    float *sc = c->ws + (size_t)ith * (size_t)unit_rows(a) * (size_t)(a->T ? a->T : 1);
+    float *sc = c->ws + (size_t)ith * unit_floats(a);
     for (long u = lo; u < hi; u++) unit(c, u, sc, ith);
 }
 

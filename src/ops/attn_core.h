@@ -9,8 +9,10 @@
  *   P = softmax(scores) over the keys of the row        (excluded keys: 0)
  *   O = P V                                 (wm_sgemm_st, into the output)
  *
- * Layout: every operand is addressed by strides in floats with the head
- * dim contiguous, so BSNH (3-D, heads packed in the hidden dim), BNSH and
+ * Layout: every operand is addressed by strides in elements with the head
+ * dim contiguous; K and V may be float16 (kv_h16: the few-row kernels
+ * convert on load, the GEMM path converts the unit's key/value rows into
+ * its scratch first), so BSNH (3-D, heads packed in the hidden dim), BNSH and
  * packed QKV inputs are read in place. Query head h reads key/value head
  * h / (Hq / Hkv) (grouped-query attention without copies).
  *
@@ -42,8 +44,9 @@ typedef struct wm_attn {
     int64_t dk, dv;           /* head sizes of Q/K and of V */
     /* element (b, h, s, 0) of Q at q + b*q_sb + h*q_sh + s*q_ss; likewise K, V (with kv head), O */
     const float *q; int64_t q_sb, q_sh, q_ss;
-    const float *k; int64_t k_sb, k_sh, k_ss;
-    const float *v; int64_t v_sb, v_sh, v_ss;
+    const void *k; int64_t k_sb, k_sh, k_ss; /* float32, or float16 when kv_h16 */
+    const void *v; int64_t v_sb, v_sh, v_ss;
+    int kv_h16;               /* K and V are float16 (a float16 KV cache read in place) */
     float *o; int64_t o_sb, o_sh, o_ss;
     float scale, softcap;     /* softcap 0: none */
     float mask_value;         /* -INFINITY or mask_filter_value */

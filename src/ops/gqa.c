@@ -1,6 +1,10 @@
 /*
- * gqa.c - com.microsoft GroupQueryAttention (onnxruntime contrib), float32,
- * on the attention core (attn_core.h).
+ * gqa.c - com.microsoft GroupQueryAttention (onnxruntime contrib), float32
+ * or float16 (every T input one type, as onnxruntime's CPU kernels take
+ * them), on the attention core (attn_core.h). float16: the KV cache stays
+ * float16 and the core reads it in place; query, new keys/values, rotary
+ * tables, bias and sinks are widened to float32, keys rotated in float32
+ * and rounded once into the cache, the output rounded once.
  *
  * query (B, S, Nq*H) with key/value (B, S, Nkv*H), or packed QKV query
  * (B, S, (Nq + 2 Nkv) H); past_key/past_value (B, Nkv, Pbuf, H);
@@ -23,18 +27,21 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "ops/attn_core.h"
 #include "ops/rope.h"
 
-static const int32_t f32_only[] = {WM_DT_FLOAT, 0};
+static const int32_t f32_f16[] = {WM_DT_FLOAT, WM_DT_FLOAT16, 0};
 
 enum { I_Q, I_K, I_V, I_PK, I_PV, I_SEQ, I_TOTAL, I_COS, I_SIN, I_POS, I_BIAS, I_SINK };
 
 static wm_status gqa_init(wm_node *n, wm_error *err) {
-    wm_status st = wm_check_type(n, I_Q, f32_only, err);
-    for (int i = 1; i <= I_SINK && i < n->n_in && !st; i++)
-        if (wm_has_in(n, i) && i != I_SEQ && i != I_TOTAL && i != I_POS) st = wm_check_type(n, i, f32_only, err);
+    wm_status st = wm_check_type(n, I_Q, f32_f16, err);
     if (st) return st;
+    for (int i = 1; i <= I_SINK && i < n->n_in; i++)
+        if (wm_has_in(n, i) && i != I_SEQ && i != I_TOTAL && i != I_POS && n->in_dtype[i] != n->in_dtype[I_Q])
+            return wm_node_err(n, err, WM_ERR_INPUT, "input %d is %s but query is %s (one type T)", i,
+                               wm_dtype_name(n->in_dtype[i]), wm_dtype_name(n->in_dtype[I_Q]));
     if (!wm_has_in(n, I_SEQ) || !wm_has_in(n, I_TOTAL) || n->in_dtype[I_SEQ] != WM_DT_INT32 || n->in_dtype[I_TOTAL] != WM_DT_INT32)
         return wm_node_err(n, err, WM_ERR_INPUT, "seqlens_k and total_sequence_length must be int32");
     if (wm_has_in(n, I_POS) && n->in_dtype[I_POS] != WM_DT_INT64) return wm_node_err(n, err, WM_ERR_INPUT, "position_ids must be int64");
@@ -54,7 +61,7 @@ static wm_status gqa_init(wm_node *n, wm_error *err) {
     if (strcmp(kq, "NONE")) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "k_quant_type %s", kq);
     const char *vq = wm_attr_string(n, "v_quant_type", "NONE", buf, sizeof buf);
     if (strcmp(vq, "NONE")) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "v_quant_type %s", vq);
-    for (int k = 0; k < n->n_out; k++) n->out_dtype[k] = WM_DT_FLOAT;
+    for (int k = 0; k < n->n_out; k++) n->out_dtype[k] = n->in_dtype[I_Q];
     return WM_OK;
 }
 
@@ -124,13 +131,29 @@ static wm_status gqa_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
     return WM_OK;
 }
 
-static void gqa_layout(const wm_node *n, const gshape *g, wm_tensor *const *out, wm_wsbump *w, float **qr, float **pk,
-                       float **pv, int64_t **ints) {
-    *qr = wm_attr_int(n, "do_rotary", 0) ? wm_ws_take(w, (size_t)(g->B * g->S * g->Nq * g->H) * sizeof(float)) : NULL;
-    size_t kvb = (size_t)(g->B * g->Nkv * g->T * g->H) * sizeof(float);
-    *pk = n->n_out > 1 && out[1] ? out[1]->data : wm_ws_take(w, kvb);
-    *pv = n->n_out > 2 && out[2] ? out[2]->data : wm_ws_take(w, kvb);
-    *ints = wm_ws_take(w, (size_t)(3 * g->B + 1) * sizeof(int64_t));
+/* workspace: float32 query (rotated), the KV buffers when present is not an output; float16: the
+   float32 output, bias and sinks, one widened row (largest of a head and a rotary half-table pair) */
+typedef struct gqa_ws {
+    float *qr, *o32, *bias, *sink, *row;
+    void *pk, *pv;
+    int64_t *ints;
+} gqa_ws;
+
+static void gqa_layout(const wm_node *n, wm_tensor *const *in, const gshape *g, wm_tensor *const *out, wm_wsbump *w,
+                       gqa_ws *l) {
+    int h16 = n->in_dtype[I_Q] == WM_DT_FLOAT16;
+    size_t es = h16 ? 2 : 4, qn = (size_t)(g->B * g->S * g->Nq * g->H);
+    memset(l, 0, sizeof *l);
+    l->qr = wm_attr_int(n, "do_rotary", 0) || h16 ? wm_ws_take(w, qn * sizeof(float)) : NULL;
+    size_t kvb = (size_t)(g->B * g->Nkv * g->T * g->H) * es;
+    l->pk = n->n_out > 1 && out[1] ? out[1]->data : wm_ws_take(w, kvb);
+    l->pv = n->n_out > 2 && out[2] ? out[2]->data : wm_ws_take(w, kvb);
+    l->ints = wm_ws_take(w, (size_t)(3 * g->B + 1) * sizeof(int64_t));
+    if (!h16) return;
+    l->o32 = wm_ws_take(w, qn * sizeof(float));
+    if (wm_has_in(n, I_BIAS)) l->bias = wm_ws_take(w, (size_t)wm_tensor_numel(in[I_BIAS]) * sizeof(float));
+    if (wm_has_in(n, I_SINK)) l->sink = wm_ws_take(w, (size_t)g->Nq * sizeof(float));
+    l->row = wm_ws_take(w, (size_t)(g->H + g->rot + 2) * sizeof(float));
 }
 
 static void gqa_core(const gshape *g, wm_attn *a) {
@@ -143,19 +166,46 @@ static size_t gqa_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *c
     wm_error e = {0};
     if (gqa_shape(n, in, &g, 1, &e)) return 0;
     wm_wsbump w = {NULL, 0};
-    float *qr, *pk, *pv;
-    int64_t *ints;
-    gqa_layout(n, &g, out, &w, &qr, &pk, &pv, &ints);
+    gqa_ws l;
+    gqa_layout(n, in, &g, out, &w, &l);
     wm_attn a;
     gqa_core(&g, &a);
+    a.kv_h16 = n->in_dtype[I_Q] == WM_DT_FLOAT16;
     return w.off + 64 + wm_attn_workspace(&a, nth);
 }
 
-/* rotates row x (head vector) at position pos */
-static void rot_at(const wm_node *n, wm_tensor *const *in, const gshape *g, float *x, int64_t pos) {
+/* rotates row x (head vector) at position pos; float16 tables are widened into tmp (rot floats) */
+static void rot_at(const wm_node *n, wm_tensor *const *in, const gshape *g, float *x, int64_t pos, float *tmp) {
     int64_t half = g->rot / 2;
-    const float *c = (const float *)in[I_COS]->data + pos * half, *s = (const float *)in[I_SIN]->data + pos * half;
+    const float *c, *s;
+    if (in[I_COS]->dtype == WM_DT_FLOAT16) {
+        const wm_kernels *K = wm_kernels_get();
+        K->f16_to_f32(half, tmp, (const uint16_t *)in[I_COS]->data + pos * half);
+        K->f16_to_f32(half, tmp + half, (const uint16_t *)in[I_SIN]->data + pos * half);
+        c = tmp, s = tmp + half;
+    } else {
+        c = (const float *)in[I_COS]->data + pos * half, s = (const float *)in[I_SIN]->data + pos * half;
+    }
     wm_rope_rotate(x, g->rot, c, s, wm_attr_int(n, "rotary_interleaved", 0) != 0);
+}
+
+/* Writes head vector src (H elements of the node's type) to dst in that type, rotated at pos when
+   rotary is on: float32 in place, float16 through the float32 row buf (rounded once). */
+static void put_row(const wm_node *n, wm_tensor *const *in, const gshape *g, void *dst, const void *src, int h16,
+                    int rot, int64_t pos, float *buf) {
+    if (!h16) {
+        memcpy(dst, src, (size_t)g->H * sizeof(float));
+        if (rot) rot_at(n, in, g, dst, pos, NULL);
+        return;
+    }
+    if (!rot) {
+        memcpy(dst, src, (size_t)g->H * 2);
+        return;
+    }
+    const wm_kernels *K = wm_kernels_get();
+    K->f16_to_f32(g->H, buf, src);
+    rot_at(n, in, g, buf, pos, buf + g->H);
+    K->f32_to_f16(g->H, dst, buf);
 }
 
 static wm_status gqa_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
@@ -163,11 +213,12 @@ static wm_status gqa_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
     wm_status st = gqa_shape(n, in, &g, 1, x->err);
     if (st) return st;
     wm_wsbump w = {x->ws, 0};
-    float *qr, *pk, *pv;
-    int64_t *ints;
-    gqa_layout(n, &g, out, &w, &qr, &pk, &pv, &ints);
+    gqa_ws l;
+    gqa_layout(n, in, &g, out, &w, &l);
+    int h16 = n->in_dtype[I_Q] == WM_DT_FLOAT16;
+    size_t es = h16 ? 2 : 4;
     int64_t B = g.B, S = g.S, Nq = g.Nq, Nkv = g.Nkv, H = g.H, T = g.T;
-    int64_t *past = ints, *kvn = ints + B;
+    int64_t *past = l.ints, *kvn = l.ints + B;
     const int32_t *seq = in[I_SEQ]->data;
     int subsequent = S > 1 && S != g.total, first = !subsequent && S == g.total;
     if (subsequent && B != 1) return wm_node_err(n, x->err, WM_ERR_INPUT, "a prompt continuing a past needs batch 1");
@@ -188,51 +239,58 @@ static wm_status gqa_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
                                    (long long)p, (long long)in[I_COS]->dims[0]);
         }
     }
-    /* sources: element (b, s, head h) of Q/K/V */
+    /* sources: element (b, s, head h) of Q/K/V, in elements of the node's type */
     int64_t qd = g.packed ? (Nq + 2 * Nkv) * H : Nq * H, kd = g.packed ? qd : Nkv * H;
-    const float *q = in[I_Q]->data;
-    const float *k = g.packed ? q + Nq * H : in[I_K]->data, *v = g.packed ? q + (Nq + Nkv) * H : in[I_V]->data;
+    const uint8_t *q = in[I_Q]->data;
+    const uint8_t *k = g.packed ? q + (size_t)(Nq * H) * es : (const uint8_t *)in[I_K]->data;
+    const uint8_t *v = g.packed ? q + (size_t)((Nq + Nkv) * H) * es : (const uint8_t *)in[I_V]->data;
+    uint8_t *pk = l.pk, *pv = l.pv;
     /* present = valid past rows ++ new rows, zero elsewhere; when present is the past's own buffer
        (shared max-length cache, T == Pbuf) only the new rows are written */
-    int shared = wm_has_in(n, I_PK) && pk == (const float *)in[I_PK]->data && pv == (const float *)in[I_PV]->data;
-    if (!shared && wm_has_in(n, I_PK) && (pk == (const float *)in[I_PV]->data || pv == (const float *)in[I_PK]->data))
+    int shared = wm_has_in(n, I_PK) && l.pk == in[I_PK]->data && l.pv == in[I_PV]->data;
+    if (!shared && wm_has_in(n, I_PK) && (l.pk == in[I_PV]->data || l.pv == in[I_PK]->data))
         return wm_node_err(n, x->err, WM_ERR_INPUT, "present_key/present_value share memory with the other past tensor");
+    size_t row = (size_t)H * es;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Nkv; h++) {
-            float *dk = pk + (b * Nkv + h) * T * H, *dv = pv + (b * Nkv + h) * T * H;
+            uint8_t *dk = pk + (size_t)((b * Nkv + h) * T) * row, *dv = pv + (size_t)((b * Nkv + h) * T) * row;
             if (!shared) {
-                size_t tail = (size_t)((T - kvn[b]) * H) * sizeof(float), head = (size_t)(past[b] * H) * sizeof(float);
-                memset(dk + kvn[b] * H, 0, tail);
-                memset(dv + kvn[b] * H, 0, tail);
+                size_t tail = (size_t)(T - kvn[b]) * row, head = (size_t)past[b] * row;
+                memset(dk + (size_t)kvn[b] * row, 0, tail);
+                memset(dv + (size_t)kvn[b] * row, 0, tail);
                 if (head) {
-                    memcpy(dk, (const float *)in[I_PK]->data + (b * Nkv + h) * g.Pbuf * H, head);
-                    memcpy(dv, (const float *)in[I_PV]->data + (b * Nkv + h) * g.Pbuf * H, head);
+                    memcpy(dk, (const uint8_t *)in[I_PK]->data + (size_t)((b * Nkv + h) * g.Pbuf) * row, head);
+                    memcpy(dv, (const uint8_t *)in[I_PV]->data + (size_t)((b * Nkv + h) * g.Pbuf) * row, head);
                 }
             }
             for (int64_t s = 0; s < S; s++) {
-                float *rk = dk + (past[b] + s) * H;
-                memcpy(rk, k + (b * S + s) * kd + h * H, (size_t)H * sizeof(float));
-                memcpy(dv + (past[b] + s) * H, v + (b * S + s) * kd + h * H, (size_t)H * sizeof(float));
-                if (do_rot) rot_at(n, in, &g, rk, pos_ids ? pos_ids[b * S + s] : past[b] + s);
+                size_t src = (size_t)((b * S + s) * kd + h * H) * es;
+                int64_t pos = pos_ids ? pos_ids[b * S + s] : past[b] + s;
+                put_row(n, in, &g, dk + (size_t)(past[b] + s) * row, k + src, h16, do_rot, pos, l.row);
+                memcpy(dv + (size_t)(past[b] + s) * row, v + src, row);
             }
         }
     wm_attn a;
     gqa_core(&g, &a);
-    if (qr) { /* rotated copy of Q as (B, S, Nq, H) */
+    const wm_kernels *K = wm_kernels_get();
+    if (l.qr) { /* float32 (rotated) copy of Q as (B, S, Nq, H) */
         for (int64_t b = 0; b < B; b++)
             for (int64_t s = 0; s < S; s++)
                 for (int64_t h = 0; h < Nq; h++) {
-                    float *r = qr + ((b * S + s) * Nq + h) * H;
-                    memcpy(r, q + (b * S + s) * qd + h * H, (size_t)H * sizeof(float));
-                    rot_at(n, in, &g, r, pos_ids ? pos_ids[b * S + s] : past[b] + s);
+                    float *r = l.qr + ((b * S + s) * Nq + h) * H;
+                    const uint8_t *src = q + (size_t)((b * S + s) * qd + h * H) * es;
+                    if (h16) K->f16_to_f32(H, r, (const uint16_t *)src);
+                    else memcpy(r, src, (size_t)H * sizeof(float));
+                    if (do_rot) rot_at(n, in, &g, r, pos_ids ? pos_ids[b * S + s] : past[b] + s, l.row);
                 }
-        a.q = qr, a.q_sb = S * Nq * H, a.q_sh = H, a.q_ss = Nq * H;
+        a.q = l.qr, a.q_sb = S * Nq * H, a.q_sh = H, a.q_ss = Nq * H;
     } else {
-        a.q = q, a.q_sb = S * qd, a.q_sh = H, a.q_ss = qd;
+        a.q = (const float *)q, a.q_sb = S * qd, a.q_sh = H, a.q_ss = qd;
     }
+    a.kv_h16 = h16;
     a.k = pk, a.k_sb = Nkv * T * H, a.k_sh = T * H, a.k_ss = H;
     a.v = pv, a.v_sb = Nkv * T * H, a.v_sh = T * H, a.v_ss = H;
-    a.o = out[0]->data, a.o_sb = S * Nq * H, a.o_sh = H, a.o_ss = Nq * H;
+    a.o = h16 ? l.o32 : out[0]->data, a.o_sb = S * Nq * H, a.o_sh = H, a.o_ss = Nq * H;
     float sc = wm_attr_float(n, "scale", 0.0f);
     a.scale = sc != 0.0f ? sc : 1.0f / sqrtf((float)H);
     a.softcap = wm_attr_float(n, "softcap", 0.0f);
@@ -243,13 +301,18 @@ static wm_status gqa_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
     a.window = lw > 0 ? lw - 1 : -1; /* keys of the last local_window_size positions (onnxruntime 1.32) */
     if (wm_has_in(n, I_BIAS)) {
         const wm_tensor *t = in[I_BIAS];
-        a.bias = t->data, a.bias_n = t->dims[3], a.bias_ss = t->dims[3];
+        if (h16) K->f16_to_f32((int64_t)wm_tensor_numel(t), l.bias, t->data);
+        a.bias = h16 ? l.bias : t->data, a.bias_n = t->dims[3], a.bias_ss = t->dims[3];
         a.bias_sh = t->dims[1] == 1 ? 0 : S * t->dims[3];
         a.bias_sb = t->dims[0] == 1 ? 0 : t->dims[1] * S * t->dims[3];
     }
-    if (wm_has_in(n, I_SINK)) a.sink = in[I_SINK]->data;
+    if (wm_has_in(n, I_SINK)) {
+        if (h16) K->f16_to_f32(Nq, l.sink, in[I_SINK]->data);
+        a.sink = h16 ? l.sink : in[I_SINK]->data;
+    }
     a.smooth = wm_attr_int(n, "smooth_softmax", 0) != 0;
     wm_attn_run(&a, x, w.p + ((w.off + 63) & ~(size_t)63));
+    if (h16) K->f32_to_f16((int64_t)(B * S * Nq * H), out[0]->data, l.o32);
     return WM_OK;
 }
 

@@ -204,6 +204,38 @@ def test_optimized_build_matches_transformers(kind, tiny, workdir, winml, run_mo
         _check_against_transformers(model, path2, run_model, mask, f"{kind} optimized (gqa off) logits")
 
 
+@pytest.mark.parametrize("kind", ["qwen2", "llama"])
+def test_fp16_build_keeps_float32_gqa_on_the_shared_cache(kind, tiny, workdir, winml, run_model):
+    """An fp16 decoder build fuses GroupQueryAttention too. With float32 graph IO (the recipe's
+    fp16_keep_io_types) the KV cache inputs/outputs are float32, so the attention stays float32 and reads the
+    past inputs straight (no Cast between them: the cache is appended in place, past_present_share_buffer),
+    while the projections around it are float16; logits stay within float16 error of transformers."""
+    ckpt, model = tiny(kind)
+    path, ops = _opt_build(winml, ckpt, str(workdir / f"opt16_{kind}"), "-p", "fp16")
+    assert "GroupQueryAttention" in ops, ops
+    m = onnx.load(path, load_external_data=False)
+    inputs = {i.name: i.type.tensor_type.elem_type for i in m.graph.input}
+    gqa = [n for n in m.graph.node if n.op_type == "GroupQueryAttention"]
+    assert len(gqa) == model.config.num_hidden_layers
+    for n in gqa:
+        assert n.input[3] in inputs and n.input[4] in inputs, n.input  # past key/value: graph inputs, uncast
+        assert inputs[n.input[3]] == onnx.TensorProto.FLOAT
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in m.graph.initializer)
+    gen = json.load(open(os.path.join(os.path.dirname(path), "genai_config.json")))
+    assert gen["search"]["past_present_share_buffer"] is True
+    mask = masks(3, 9, np.random.default_rng(7))[:2]
+    ids = BU.random_ids(np.random.default_rng(7), mask.shape, model.config.vocab_size)
+    pos = positions(mask)
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                    position_ids=torch.tensor(pos)).logits.numpy()
+    got = run_model(path, {"input_ids": ids, "attention_mask": mask, "position_ids": pos,
+                           **empty_past(model, mask.shape[0])})["logits"]
+    valid = mask.astype(bool)
+    d = float(np.abs(got - ref)[valid].max())
+    assert d <= 2e-2 * float(np.abs(ref[valid]).max()), f"{kind} fp16 logits: max abs diff {d:.3g}"
+
+
 @pytest.mark.parametrize("kind", BU.TINY_ROPE)
 def test_decoder_rope_scaling(kind, built_decoder, run_model):
     """llama3 / linear / yarn inverse frequencies, and longrope's switch from short to long factors once the

@@ -228,7 +228,7 @@ def rope_caches(P, rot, base=10000.0):
 
 def gqa_case(tmp, build_dir, B=1, S=5, Nq=4, Nkv=2, H=16, past_buf=0, past_len=None, seqlens=None, total=None,
              packed=False, rotary=False, interleaved=False, rot=None, window=-1, softcap=0.0, scale=None,
-             attn_bias=False, sink=False, smooth=False, rows=None, name="gqa"):
+             attn_bias=False, sink=False, smooth=False, rows=None, f16=False, name="gqa"):
     feeds, io, inits = {}, [], []
     if packed:
         feeds["q"] = rnd(B, S, (Nq + 2 * Nkv) * H)
@@ -279,8 +279,15 @@ def gqa_case(tmp, build_dir, B=1, S=5, Nq=4, Nkv=2, H=16, past_buf=0, past_len=N
         attrs["smooth_softmax"] = 1
     node = helper.make_node("GroupQueryAttention", ins, ["y", "present_k", "present_v"], domain=MS, **attrs)
     outs = [("y", F, [B, S, Nq * H]), ("present_k", F, [B, Nkv, T, H]), ("present_v", F, [B, Nkv, T, H])]
+    atol = 1e-4
+    if f16:  # type T float16 throughout (the float16 KV cache of an fp16 decoder); both engines round
+        feeds = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds.items()}
+        inits = [numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name) for t in inits]
+        io = [(n, TP.FLOAT16 if t == F else t, sh) for n, t, sh in io]
+        outs = [(n, TP.FLOAT16, sh) for n, _, sh in outs]
+        atol = 4e-3  # onnxruntime rounds the rotated query to float16, the engine keeps it in float32
     m = make_model([node], io, outs, inits)
-    return check(build_dir, tmp, m, feeds, rows=rows, what=name)
+    return check(build_dir, tmp, m, feeds, rows=rows, atol=atol, what=name)
 
 
 def test_gqa_prefill_empty_past(tmp_path, build_dir):
@@ -341,6 +348,19 @@ def test_gqa_padded_first_prompt(tmp_path, build_dir):
     gqa_case(tmp_path, build_dir, B=2, S=6, seqlens=[5, 3], total=6,
              rows={"y": (1, slice(0, 4)), "present_k": (1, slice(None), slice(0, 4)),
                    "present_v": (1, slice(None), slice(0, 4))})
+
+
+def test_gqa_float16(tmp_path, build_dir):
+    # the fp16 decoder's path: float16 query/keys/values, KV cache, rotary tables, bias and sinks
+    gqa_case(tmp_path, build_dir, S=1, past_buf=40, past_len=33, rotary=True, Nq=14, Nkv=2, H=64, f16=True,
+             name="gqa16_decode")
+    gqa_case(tmp_path, build_dir, B=3, S=1, past_buf=12, seqlens=[5, 9, 3], total=10, rotary=True, packed=True,
+             f16=True, name="gqa16_ragged")
+    gqa_case(tmp_path, build_dir, S=20, past_buf=32, rotary=True, f16=True, name="gqa16_prefill")
+    gqa_case(tmp_path, build_dir, S=11, past_buf=24, past_len=6, rotary=True, interleaved=True, rot=16, H=32,
+             f16=True, name="gqa16_continued")
+    gqa_case(tmp_path, build_dir, S=6, past_buf=8, past_len=2, Nq=6, Nkv=2, attn_bias=True, sink=True, f16=True,
+             name="gqa16_bias_sink")
 
 
 # ------------------------------------------------------------------ com.microsoft RotaryEmbedding

@@ -1,6 +1,6 @@
 /*
- * Unit tests of the few-row attention kernels (attn_qk, attn_pv) of both
- * tables against double-precision naive references, on awkward shapes: any
+ * Unit tests of the few-row attention kernels (attn_qk, attn_pv, and their
+ * float16 key/value forms attn_qk_h, attn_pv_h) of every table against double-precision naive references, on awkward shapes: any
  * number of query rows (odd, past a block), key counts around the 4- and
  * 8-row blocks, head sizes off the 8/16/64-float tiles, padded strides, and
  * n == 0. Buffers are exact-size so ASan sees any read or write past them.
@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "core/half.h"
 #include "kernels_test_util.h"
 
 static const int64_t g_m[] = {1, 2, 3, 7, 8, 9};
@@ -78,6 +79,66 @@ static void pv_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int od
     free(p), free(v), free(o);
 }
 
+/* float16 copy of x (n values); x is rounded to what the copy holds, so references read x */
+static uint16_t *to_half(float *x, size_t n) {
+    uint16_t *h = kt_alloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) x[i] = wm_f16_to_f32(h[i] = wm_f32_to_f16(x[i]));
+    return h;
+}
+
+static void qk_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
+    int64_t ldq = d + 1, ldk = d + (odd ? 0 : 3), lds = n + 1;
+    size_t nk = kt_span(n, d, ldk);
+    float *q = kt_alloc(kt_span(m, d, ldq) * sizeof(float)), *k = kt_alloc(nk * sizeof(float));
+    float *s = kt_alloc(kt_span(m, n, lds) * sizeof(float));
+    kt_fill(q, (int64_t)kt_span(m, d, ldq), seed);
+    kt_fill(k, (int64_t)nk, seed);
+    uint16_t *kh = to_half(k, nk);
+    K->attn_qk_h(m, n, d, q, ldq, kh, ldk, 0.37f, s, lds);
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t j = 0; j < n; j++) {
+            double ref = 0, mag = 0;
+            for (int64_t i = 0; i < d; i++) {
+                ref += (double)q[r * ldq + i] * k[j * ldk + i];
+                mag += fabs((double)q[r * ldq + i] * k[j * ldk + i]);
+            }
+            check(s[r * lds + j], 0.37 * ref, 0.37 * mag, K->name, m, n, d);
+        }
+    free(q), free(k), free(s), free(kh);
+}
+
+static void pv_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
+    int64_t ldp = n + 2, ldv = d + (odd ? 2 : 0), ldo = d + 1;
+    size_t nv = kt_span(n, d, ldv), no = kt_span(m, d, ldo);
+    float *p = kt_alloc(kt_span(m, n, ldp) * sizeof(float)), *v = kt_alloc(nv * sizeof(float));
+    float *o = kt_alloc(no * sizeof(float));
+    kt_fill(p, (int64_t)kt_span(m, n, ldp), seed);
+    kt_fill(v, (int64_t)nv, seed);
+    uint16_t *vh = to_half(v, nv);
+    for (size_t i = 0; i < no; i++) o[i] = NAN; /* written, never read */
+    K->attn_pv_h(m, n, d, p, ldp, vh, ldv, o, ldo);
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t i = 0; i < d; i++) {
+            double ref = 0, mag = 0;
+            for (int64_t j = 0; j < n; j++) {
+                ref += (double)p[r * ldp + j] * v[j * ldv + i];
+                mag += fabs((double)p[r * ldp + j] * v[j * ldv + i]);
+            }
+            check(o[r * ldo + i], ref, mag, K->name, m, n, d);
+        }
+    free(p), free(v), free(o), free(vh);
+}
+
+static void test_qk_h(void **state) {
+    (void)state;
+    each_shape(qk_h_case, 4242);
+}
+
+static void test_pv_h(void **state) {
+    (void)state;
+    each_shape(pv_h_case, 999);
+}
+
 static void test_qk(void **state) {
     (void)state;
     each_shape(qk_case, 12345);
@@ -92,6 +153,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qk),
         cmocka_unit_test(test_pv),
+        cmocka_unit_test(test_qk_h),
+        cmocka_unit_test(test_pv_h),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/half.h"
 #include "ops/attn_core.h"
 #include "ops/nbits.h"
 #include "runtime/pool.h"
@@ -51,7 +52,7 @@ static double ref_bias(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64_
 }
 
 /* out[b][h][s][:] written at the core's output strides */
-static void reference(const wm_attn *a) {
+static void reference(const wm_attn *a, const float *kf, const float *vf) {
     int64_t grp = a->Hq / a->Hkv;
     double *p = malloc((size_t)(a->T ? a->T : 1) * sizeof *p);
     for (int64_t b = 0; b < a->B; b++)
@@ -67,7 +68,7 @@ static void reference(const wm_attn *a) {
                         p[j] = NAN; /* marks: probability 0 */
                         continue;
                     }
-                    const float *k = a->k + b * a->k_sb + g * a->k_sh + j * a->k_ss;
+                    const float *k = kf + b * a->k_sb + g * a->k_sh + j * a->k_ss;
                     double dot = 0;
                     for (int64_t d = 0; d < a->dk; d++) dot += (double)q[d] * k[d];
                     dot *= a->scale;
@@ -90,7 +91,7 @@ static void reference(const wm_attn *a) {
                 for (int64_t d = 0; d < a->dv; d++) {
                     double acc = 0;
                     for (int64_t j = 0; j < n; j++)
-                        if (p[j] != 0) acc += p[j] / sum * a->v[b * a->v_sb + g * a->v_sh + j * a->v_ss + d];
+                        if (p[j] != 0) acc += p[j] / sum * vf[b * a->v_sb + g * a->v_sh + j * a->v_ss + d];
                     o[d] = sum > 0 ? (float)acc : 0.0f;
                 }
             }
@@ -107,7 +108,15 @@ typedef struct acase {
     int64_t window;    /* 0: none */
     float softcap;
     int bias, mask, ranges, per_batch, sink, smooth;
+    int h16;           /* float16 K/V (the reference reads their float32 values) */
 } acase;
+
+/* float16 copy of x (n values); x is rounded to what the copy holds */
+static uint16_t *halves(float *x, size_t n) {
+    uint16_t *h = malloc((n ? n : 1) * sizeof *h);
+    for (size_t i = 0; i < n; i++) x[i] = wm_f16_to_f32(h[i] = wm_f32_to_f16(x[i]));
+    return h;
+}
 
 static void fill_layout(int64_t B, int64_t H, int64_t L, int64_t d, int bsnh, int64_t *sb, int64_t *sh, int64_t *ss) {
     (void)B;
@@ -124,6 +133,11 @@ static double run_case(const acase *c, int threads) {
     size_t on = (size_t)(c->B * c->Hq * c->S * c->dv);
     float *o1 = calloc(on, sizeof *o1), *o2 = calloc(on, sizeof *o2);
     a.q = q, a.k = k, a.v = v;
+    uint16_t *kh = NULL, *vh = NULL;
+    if (c->h16) {
+        kh = halves(k, (size_t)(c->B * c->Hkv * c->T * c->dk)), vh = halves(v, (size_t)(c->B * c->Hkv * c->T * c->dv));
+        a.k = kh, a.v = vh, a.kv_h16 = 1;
+    }
     fill_layout(c->B, c->Hq, c->S, c->dk, c->bsnh, &a.q_sb, &a.q_sh, &a.q_ss);
     fill_layout(c->B, c->Hkv, c->T, c->dk, c->bsnh, &a.k_sb, &a.k_sh, &a.k_ss);
     fill_layout(c->B, c->Hkv, c->T, c->dv, c->bsnh, &a.v_sb, &a.v_sh, &a.v_ss);
@@ -171,7 +185,7 @@ static double run_case(const acase *c, int threads) {
     wm_attn_run(&a, &x1, ws);
     assert_memory_equal(o1, o2, on * sizeof *o1);
     a.o = o2;
-    reference(&a);
+    reference(&a, k, v);
     double worst = 0;
     for (size_t i = 0; i < on; i++) {
         double d = fabs((double)o1[i] - o2[i]);
@@ -180,7 +194,7 @@ static double run_case(const acase *c, int threads) {
     free(ws);
     wm_pool_free(pool);
     free(q), free(k), free(v), free(o1), free(o2), free(offs), free(kvn), free(lo), free(hi), free(bias), free(mask),
-        free(sink);
+        free(sink), free(kh), free(vh);
     return worst;
 }
 
@@ -236,6 +250,17 @@ static void test_softcap_bias_sink(void **st) {
     CHECK(.B = 2, .Hq = 3, .Hkv = 3, .S = 5, .T = 8, .dk = 6, .dv = 4, .softcap = 0.7f, .bias = 1);
     CHECK(.B = 1, .Hq = 4, .Hkv = 2, .S = 4, .T = 4, .dk = 8, .dv = 8, .causal = 1, .sink = 1);
     CHECK(.B = 1, .Hq = 2, .Hkv = 2, .S = 3, .T = 6, .dk = 8, .dv = 8, .smooth = 1, .mask = 1);
+}
+
+static void test_float16_kv(void **st) {
+    (void)st; /* decode (row kernels, grouped heads), prefill blocks (GEMM on widened rows), padded strides */
+    CHECK(.B = 2, .Hq = 14, .Hkv = 2, .S = 1, .T = 37, .dk = 64, .dv = 64, .bsnh = 1, .causal = 1, .off = 36,
+          .per_batch = 1, .h16 = 1);
+    CHECK(.B = 1, .Hq = 6, .Hkv = 3, .S = 1, .T = 9, .dk = 13, .dv = 5, .h16 = 1);
+    CHECK(.B = 1, .Hq = 4, .Hkv = 2, .S = WM_ATTN_QBLOCK + 9, .T = WM_ATTN_QBLOCK + 9, .dk = 24, .dv = 24,
+          .causal = 1, .h16 = 1);
+    CHECK(.B = 2, .Hq = 2, .Hkv = 1, .S = 12, .T = 30, .dk = 7, .dv = 9, .causal = 1, .off = 18, .bias = 1,
+          .h16 = 1);
 }
 
 static void test_thread_counts_identical(void **st) {
@@ -316,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_long_sequences_blocks), cmocka_unit_test(test_causal_with_past_and_padding),
         cmocka_unit_test(test_gqa_groups),            cmocka_unit_test(test_local_window),
         cmocka_unit_test(test_softcap_bias_sink),     cmocka_unit_test(test_thread_counts_identical),
+        cmocka_unit_test(test_float16_kv),
         cmocka_unit_test(test_nbits_unpack_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
