@@ -93,6 +93,51 @@ void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, i
         for (int64_t j = 0; j < cols; j++) d[j * ldd + i] = s[i * lds + j] + (bias ? bias[j] : 0.0f);
 }
 
+/* 8x8 block with the epilogue: d[j * ldd + i] = clamp(s[i * lds + j] + b[j] + z[j * ldd + i]) (z: NULL, none) */
+static inline __attribute__((always_inline)) void tr8x8_epi(const float *s, int64_t lds, float *d, int64_t ldd,
+                                                            const float *b, const float *z, __m256 lo, __m256 hi) {
+    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds);
+    __m256 r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds);
+    __m256 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
+    __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44);
+    __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    __m256 o[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                   _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                   _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                   _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    for (int k = 0; k < 8; k++) {
+        __m256 v = _mm256_add_ps(o[k], _mm256_broadcast_ss(b + k));
+        if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + k * ldd));
+        _mm256_storeu_ps(d + k * ldd, _mm256_min_ps(hi, _mm256_max_ps(lo, v))); /* NaN passes through */
+    }
+}
+
+static inline float epi1(float v, const wm_cnn_epi *e) {
+    v = v < e->lo ? e->lo : v;
+    return v > e->hi ? e->hi : v;
+}
+
+void wm_cnn_transpose_epi_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
+                               const wm_cnn_epi *e) {
+    static const float zeros[8] = {0};
+    int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
+    __m256 lo = _mm256_set1_ps(e->lo), hi = _mm256_set1_ps(e->hi);
+    const float *z = e->z;
+    for (int64_t i = 0; i < r8; i += 8)
+        for (int64_t j = 0; j < c8; j += 8) {
+            const float *b = e->bias ? e->bias + j : zeros;
+            if (z) tr8x8_epi(s + i * lds + j, lds, d + j * ldd + i, ldd, b, z + j * ldd + i, lo, hi);
+            else tr8x8_epi(s + i * lds + j, lds, d + j * ldd + i, ldd, b, NULL, lo, hi);
+        }
+    for (int64_t i = 0; i < rows; i++) /* the edges: columns past c8 of every row, rows past r8 */
+        for (int64_t j = i < r8 ? c8 : 0; j < cols; j++)
+            d[j * ldd + i] = epi1(s[i * lds + j] + (e->bias ? e->bias[j] : 0.0f) + (z ? z[j * ldd + i] : 0.0f), e);
+}
+
 void wm_cnn_affine_avx2(float *y, const float *x, float a, float b, int64_t n) {
     __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
     int64_t i = 0;

@@ -62,6 +62,26 @@ void wm_cnn_transpose(const float *s, int64_t lds, float *d, int64_t ldd, int64_
                 for (int64_t j = j0; j < cols && j < j0 + 16; j++) d[j * ldd + i] = s[i * lds + j] + (bias ? bias[j] : 0.0f);
 }
 
+/* one element of the epilogue transpose */
+static inline float epi_at(const float *s, int64_t lds, const float *d_z, int64_t ldd, int64_t i, int64_t j,
+                           const wm_cnn_epi *e) {
+    float v = s[i * lds + j] + (e->bias ? e->bias[j] : 0.0f) + (d_z ? d_z[j * ldd + i] : 0.0f);
+    v = v < e->lo ? e->lo : v;
+    return v > e->hi ? e->hi : v;
+}
+
+void wm_cnn_transpose_epi(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
+                          const wm_cnn_epi *e) {
+    if (use_avx2()) {
+        wm_cnn_transpose_epi_avx2(s, lds, d, ldd, rows, cols, e);
+        return;
+    }
+    for (int64_t i0 = 0; i0 < rows; i0 += 16)
+        for (int64_t j0 = 0; j0 < cols; j0 += 16)
+            for (int64_t i = i0; i < rows && i < i0 + 16; i++)
+                for (int64_t j = j0; j < cols && j < j0 + 16; j++) d[j * ldd + i] = epi_at(s, lds, e->z, ldd, i, j, e);
+}
+
 void wm_cnn_affine(float *y, const float *x, float a, float b, int64_t n) {
     if (use_avx2()) {
         wm_cnn_affine_avx2(y, x, a, b, n);

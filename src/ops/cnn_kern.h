@@ -36,6 +36,17 @@ void wm_cnn_affine(float *y, const float *x, float a, float b, int64_t n);
 /* d[j * ldd + i] = s[i * lds + j] (+ bias[j] when bias is not NULL) for i < rows, j < cols */
 void wm_cnn_transpose(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols, const float *bias);
 
+/* what a transpose adds on the way out: bias[j] (or none), z[j * ldd + i] (a residual laid out like d, or
+   none), then clamps to [lo, hi] (ReLU: 0, inf; none: -inf, inf) */
+typedef struct wm_cnn_epi {
+    const float *bias, *z;
+    float lo, hi;
+} wm_cnn_epi;
+
+/* d[j * ldd + i] = min(max(s[i * lds + j] + bias[j] + z[j * ldd + i], lo), hi) for i < rows, j < cols */
+void wm_cnn_transpose_epi(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
+                          const wm_cnn_epi *e);
+
 void wm_cnn_axpy_avx2(float *y, const float *x, float a, int64_t n);
 void wm_cnn_dwrow_avx2(float *y, const float *x, const float *w, int64_t taps, int64_t d, int64_t n);
 void wm_cnn_dwconv_row_avx2(float *y, const float *const *rows, int nr, const float *w, int64_t k, int64_t d, float b,
@@ -46,5 +57,7 @@ void wm_cnn_hpool_avx2(float *y, const float *buf, int64_t n, int64_t s, int64_t
 void wm_cnn_affine_avx2(float *y, const float *x, float a, float b, int64_t n);
 void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
                            const float *bias);
+void wm_cnn_transpose_epi_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
+                               const wm_cnn_epi *e);
 
 #endif

@@ -19,6 +19,7 @@
  * Depthwise convolutions (one input channel per group) run a direct loop
  * per output plane (vector axpy over output rows).
  */
+#include <math.h>
 #include <string.h>
 
 #include "ops/cnn_kern.h"
@@ -380,11 +381,30 @@ static void unit_args(const conv_job *j, int64_t g, int64_t p0, int64_t p1, cons
     a->work = work;
 }
 
-/* y[n, g*Mg + m, p0 + i] = T[i, m] + bias[g*Mg + m] for m in [m0, m1) */
+/* the post-ops the store can apply itself: a residual, then none / ReLU / Clip (bounds in *e) */
+static int post_in_store(const wm_conv_post *post, wm_cnn_epi *e) {
+    e->lo = -INFINITY, e->hi = INFINITY, e->z = post ? post->z : NULL;
+    if (!post || post->act == WM_ACT_NONE) return !post || !post->hard_sigmoid;
+    if (post->hard_sigmoid) return 0;
+    if (post->act == WM_ACT_RELU) e->lo = 0.0f;
+    else if (post->act == WM_ACT_CLIP) e->lo = post->a, e->hi = post->b;
+    else return 0;
+    return 1;
+}
+
+/* y[n, g*Mg + m, p0 + i] = post(T[i, m] + bias[g*Mg + m]) for m in [m0, m1): the residual and a ReLU/Clip in the
+   transposing store (one pass over y), other activations after it */
 static void untile(const conv_job *j, int64_t n, int64_t g, int64_t p0, int64_t p1, const float *T, int64_t m0, int64_t m1) {
     const conv_plan *pl = j->pl;
-    wm_cnn_transpose(T + m0, pl->Mg, j->y + (n * j->M + g * pl->Mg + m0) * pl->P + p0, pl->P, p1 - p0, m1 - m0,
-                     j->b ? j->b + g * pl->Mg + m0 : NULL);
+    wm_cnn_epi e;
+    uint64_t off0 = (uint64_t)((n * j->M + g * pl->Mg + m0) * pl->P + p0);
+    if (post_in_store(j->post, &e)) {
+        e.bias = j->b ? j->b + g * pl->Mg + m0 : NULL;
+        if (e.z) e.z += off0;
+        wm_cnn_transpose_epi(T + m0, pl->Mg, j->y + off0, pl->P, p1 - p0, m1 - m0, &e);
+        return;
+    }
+    wm_cnn_transpose(T + m0, pl->Mg, j->y + off0, pl->P, p1 - p0, m1 - m0, j->b ? j->b + g * pl->Mg + m0 : NULL);
     if (j->post)
         for (int64_t m = m0; m < m1; m++) {
             uint64_t off = (uint64_t)((n * j->M + g * pl->Mg + m) * pl->P + p0);
