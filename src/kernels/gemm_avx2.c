@@ -328,12 +328,22 @@ static int small_m(const wm_sgemm_args *a, int ith, int nth) {
             }
         }
     }
-    wm_epilogue_apply(&a->ep, vact_avx2_fwd, a->C, a->ldc, 0, a->M, n0, n1);
+    wm_epilogue_apply_ukr(&a->ep, &wm_gemm_ukr_avx2, a->C, a->ldc, 0, a->M, n0, n1);
     return 1;
 }
 
 static void vact_avx2_fwd(int64_t n, float *y, const float *x, wm_act act, float p, float q) {
     wm_kernels_avx2()->vact(n, y, x, act, p, q);
+}
+
+void wm_vadd_avx2(int64_t n, float *y, const float *x) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+        _mm256_storeu_ps(y + i + 8, _mm256_add_ps(_mm256_loadu_ps(y + i + 8), _mm256_loadu_ps(x + i + 8)));
+    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
 }
 
 /* ------------------------------------------------------------ B packing (on the fly) */
@@ -401,7 +411,7 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
     }
 }
 
-const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2};
+const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

@@ -62,6 +62,7 @@ typedef struct wm_epilogue {
     float act_a, act_b;    /* parameters of CLIP / LEAKY_RELU */
     const float *residual; /* [M, ld_residual] added last, or NULL; must not overlap C (C += A@B: beta = 1) */
     int64_t ld_residual;
+    int residual_first;    /* the residual is added before the activation instead (a convolution's Z) */
 } wm_epilogue;
 
 /* ------------------------------------------------------------------- sgemm */

@@ -50,6 +50,8 @@ typedef struct wm_gemm_ukr {
     /* packer of fp32 B blocks (a wm_bsrc pack function; NULL: the generic one) */
     void (*pack_f32)(const struct wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                      int64_t pstride);
+    /* y[i] += x[i] for the epilogue's bias and residual rows (NULL: a plain loop) */
+    void (*vadd)(int64_t n, float *y, const float *x);
 } wm_gemm_ukr;
 
 /* Where B blocks come from when B is not prepacked: pack op(B)[k0:k0+kc, n0:n0+nc]
@@ -80,6 +82,10 @@ void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm
 /* Applies ep to rows [m0, m1) x columns [n0, n1) of C (all of the K reduction done). */
 void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
                        float *C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+/* The same with u's vector kernels (activation and row adds). */
+void wm_vadd_avx2(int64_t n, float *y, const float *x); /* y += x (gemm_avx2.c) */
+void wm_epilogue_apply_ukr(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, int64_t ldc, int64_t m0, int64_t m1,
+                           int64_t n0, int64_t n1);
 /* Padded width of a packed B (N rounded up to 16): k-block k0 starts at k0 * wm_packed_np(N). */
 int64_t wm_packed_np(int64_t N);
 /* Rows per k-block for a K deep GEMM (<= WM_KC, balanced; defines the packed B layout too). */

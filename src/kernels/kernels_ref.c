@@ -29,8 +29,9 @@ void wm_ref_epilogue(const wm_epilogue *ep, int64_t M, int64_t N, float *C, int6
             double v = C[m * ldc + n];
             if (ep->bias) v += ep->bias[n];
             if (ep->bias_m) v += ep->bias_m[m];
+            if (ep->residual && ep->residual_first) v += ep->residual[m * ep->ld_residual + n];
             v = wm_ref_act(v, ep->act, ep->act_a, ep->act_b);
-            if (ep->residual) v += ep->residual[m * ep->ld_residual + n];
+            if (ep->residual && !ep->residual_first) v += ep->residual[m * ep->ld_residual + n];
             C[m * ldc + n] = (float)v;
         }
 }

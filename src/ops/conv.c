@@ -72,24 +72,23 @@ typedef struct conv_state {
     wm_conv_post post;
 } conv_state;
 
-/* FusedConv's activation attribute (ONNX Runtime contrib op): the name and its activation_params. */
-static wm_status fused_act(wm_node *n, conv_state *s, wm_error *err) {
+wm_status wm_conv_act_read(wm_node *n, wm_conv_post *post, wm_error *err) {
     char buf[32];
     const char *a = wm_attr_string(n, "activation", "", buf, sizeof buf);
     size_t np;
     const float *pv = wm_attr_floats(n, "activation_params", &np);
-    s->post.act = WM_ACT_NONE;
+    post->act = WM_ACT_NONE;
     if (!*a) return WM_OK;
-    if (!strcmp(a, "Relu")) s->post.act = WM_ACT_RELU;
-    else if (!strcmp(a, "Tanh")) s->post.act = WM_ACT_TANH;
-    else if (!strcmp(a, "Sigmoid")) s->post.act = WM_ACT_SIGMOID;
-    else if (!strcmp(a, "LeakyRelu")) s->post.act = WM_ACT_LEAKY_RELU, s->post.a = np > 0 ? pv[0] : 0.01f;
+    if (!strcmp(a, "Relu")) post->act = WM_ACT_RELU;
+    else if (!strcmp(a, "Tanh")) post->act = WM_ACT_TANH;
+    else if (!strcmp(a, "Sigmoid")) post->act = WM_ACT_SIGMOID;
+    else if (!strcmp(a, "LeakyRelu")) post->act = WM_ACT_LEAKY_RELU, post->a = np > 0 ? pv[0] : 0.01f;
     else if (!strcmp(a, "Clip")) {
         if (np < 2) return wm_node_err(n, err, WM_ERR_INPUT, "activation Clip needs activation_params (min, max)");
-        s->post.act = WM_ACT_CLIP, s->post.a = pv[0], s->post.b = pv[1];
+        post->act = WM_ACT_CLIP, post->a = pv[0], post->b = pv[1];
     } else if (!strcmp(a, "HardSigmoid")) {
-        s->post.hard_sigmoid = 1;
-        s->post.a = np > 0 ? pv[0] : 0.2f, s->post.b = np > 1 ? pv[1] : 0.5f;
+        post->hard_sigmoid = 1;
+        post->a = np > 0 ? pv[0] : 0.2f, post->b = np > 1 ? pv[1] : 0.5f;
     } else
         return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "activation '%s' is not supported", a);
     return WM_OK;
@@ -122,7 +121,7 @@ static wm_status conv_init(wm_node *n, wm_error *err) {
     if (s->fused) {
         if (n->in_dtype[0] != WM_DT_FLOAT) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "FusedConv runs on float32 only");
         if (wm_has_in(n, 3) && (st = wm_check_same_type(n, 0, 3, err))) return st;
-        if ((st = fused_act(n, s, err))) return st;
+        if ((st = wm_conv_act_read(n, &s->post, err))) return st;
     }
     if (n->in_dtype[0] != WM_DT_DOUBLE) {
         if (n->in_const[1] && !(s->w32 = wm_conv_const_f32(n, n->in_const[1]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");

@@ -16,6 +16,10 @@ typedef struct wm_conv_post {
     const float *z;
 } wm_conv_post;
 
+/* FusedConv's activation / activation_params attributes (ONNX Runtime contrib op) into post (act, a, b,
+   hard_sigmoid; z untouched). */
+wm_status wm_conv_act_read(wm_node *n, wm_conv_post *post, wm_error *err);
+
 /* Applies post to n values of y at offset off of the output (z read at the same offset). */
 void wm_conv_post_apply(const wm_conv_post *post, float *y, uint64_t off, int64_t n);
 

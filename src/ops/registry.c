@@ -8,6 +8,7 @@ extern const wm_op_table wm_ops_elementwise, wm_ops_shape, wm_ops_tensor, wm_ops
     wm_ops_matmul, wm_ops_norm;
 extern const wm_op_table wm_ops_conv, wm_ops_convt, wm_ops_pool, wm_ops_norm_nn,
     wm_ops_space, wm_ops_resize, wm_ops_sample; /* vision ops (ops-cnn) */
+extern const wm_op_table wm_ops_conv_nhwc;   /* conv_nhwc.c: ai.winml NhwcConv, NhwcMaxPool (engine layout pass) */
 
 extern const wm_op_table wm_ops_attention;    /* attention.c: ONNX Attention, TensorScatter */
 extern const wm_op_table wm_ops_attention_ms; /* attention_ms.c: com.microsoft Attention, MultiHeadAttention */
@@ -23,6 +24,7 @@ static const wm_op_table *const tables[] = {
     &wm_ops_elementwise, &wm_ops_shape, &wm_ops_tensor, &wm_ops_reduce, &wm_ops_nn, &wm_ops_matmul, &wm_ops_norm,
     &wm_ops_conv, &wm_ops_convt, &wm_ops_pool, &wm_ops_norm_nn, &wm_ops_space, &wm_ops_resize,
     &wm_ops_sample, /* vision ops (ops-cnn) */
+    &wm_ops_conv_nhwc,
     &wm_ops_attention,
     &wm_ops_attention_ms,
     &wm_ops_gqa,

@@ -19,6 +19,16 @@
  *                                                Relu / Sigmoid / Tanh / LeakyRelu too
  * FusedConv adds Z and applies the activation to each output tile while it
  * is in cache (ONNX Runtime's CPU provider runs the same op).
+ *
+ * nhwc_layout: chains of float32 2-D Conv / FusedConv (group 1, constant
+ * weights, activation other than HardSigmoid) and MaxPool (no Indices) run
+ * channels-last as ai.winml NhwcConv / NhwcMaxPool (src/ops/conv_nhwc.c):
+ * a convolution then needs no transposes in or out of its GEMM. A node
+ * converts when it is linked to another convertible node (its X or Z made
+ * by one, or its output read by one), so a lone Conv keeps NCHW. Tensors
+ * cross the layout boundary once each through a Transpose: NCHW values
+ * into the chain (perm 0,2,3,1), chain values any other node or a graph
+ * output reads (perm 0,3,1,2, under the value's own name).
  */
 #include "core/error.h"
 #include "onnx/dtype.h"
@@ -129,3 +139,129 @@ static wm_status conv_one(wm_pass_ctx *c, wm_onnx_node *cv) {
 }
 
 wm_status wm_pass_conv_activation(wm_pass_ctx *c) { return wm_opt_each_op(c, "Conv", conv_one); }
+
+/* ---------------------------------------------------------------- nhwc_layout */
+
+/* A float32 4-D activation value (the X or Z of a 2-D node). */
+static int f32_4d(const wm_pass_ctx *c, const char *v) {
+    return v && wm_shapes_dtype(c->sh, v) == WM_DT_FLOAT && wm_shapes_rank(c->sh, v) == 4;
+}
+
+static int nhwc_ok(const wm_pass_ctx *c, const wm_onnx_node *n) {
+    const char *y = wm_opt_out(n, 0);
+    if (!y || n->n_output != 1 || !f32_4d(c, wm_opt_in(n, 0))) return 0;
+    if (wm_opt_is(n, "MaxPool")) {
+        size_t nk;
+        return wm_opt_attr_ints(n, "kernel_shape", &nk) && nk == 2 && !wm_opt_attr_i(n, "storage_order", 0);
+    }
+    if (!wm_opt_is(n, "Conv") && !wm_opt_is_ms(n, "FusedConv")) return 0;
+    const wm_onnx_tensor *w = wm_opt_in(n, 1) ? wm_graph_constant(c->g, n->input[1]) : NULL;
+    if (!w || w->data_type != WM_DT_FLOAT || w->n_dims != 4 || wm_opt_attr_i(n, "group", 1) != 1) return 0;
+    const char *b = wm_opt_in(n, 2);
+    if (b && wm_shapes_dtype(c->sh, b) != WM_DT_FLOAT) return 0;
+    if (wm_opt_in(n, 3) && !f32_4d(c, n->input[3])) return 0;
+    const wm_onnx_attr *a = wm_graph_node_attr(n, "activation");
+    return !(a && a->s.n == 11 && !memcmp(a->s.p, "HardSigmoid", 11));
+}
+
+/* the activation inputs of a convertible node: X, and a FusedConv's Z */
+static int nhwc_slot(const wm_onnx_node *n, int32_t slot) { return slot == 0 || (slot == 3 && !wm_opt_is(n, "MaxPool")); }
+
+typedef struct nhwc_map {
+    const char **from, **to; /* an NCHW name and its channels-last twin */
+    size_t n, cap;
+} nhwc_map;
+
+static const char *map_get(const nhwc_map *m, const char *k) {
+    for (size_t i = 0; i < m->n; i++)
+        if (!strcmp(m->from[i], k)) return m->to[i];
+    return NULL;
+}
+
+static int map_put(nhwc_map *m, const char *k, const char *v) {
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        const char **f = realloc(m->from, cap * sizeof *f), **t = f ? realloc(m->to, cap * sizeof *t) : NULL;
+        if (f) m->from = f;
+        if (!t) return -1;
+        m->to = t, m->cap = cap;
+    }
+    m->from[m->n] = k, m->to[m->n++] = v;
+    return 0;
+}
+
+/* v's channels-last twin: a converted node's output, or a Transpose of v made once */
+static const char *nhwc_of(wm_pass_ctx *c, nhwc_map *m, const char *v) {
+    const char *t = map_get(m, v);
+    if (t) return t;
+    static const int64_t perm[4] = {0, 2, 3, 1};
+    wm_onnx_node *tr = wm_opt_emit_node(c->g, "Transpose", NULL, &v, 1, &t, c->err);
+    if (!tr || wm_graph_set_attr_ints(c->g, tr, "perm", perm, 4, c->err) || map_put(m, v, t)) return NULL;
+    return t;
+}
+
+wm_status wm_pass_nhwc_layout(wm_pass_ctx *c) {
+    wm_graph *g = c->g;
+    size_t nn;
+    wm_status st = wm_graph_topo_sort(g, c->err); /* earlier passes append their nodes */
+    if (st) return st;
+    wm_onnx_node **v = wm_opt_snapshot(g, &nn, c->err);
+    if (!v) return WM_ERR_NOMEM;
+    wm_ptrset ok = {0}, keep = {0};
+    nhwc_map m = {0};
+    for (size_t i = 0; i < nn; i++)
+        if (nhwc_ok(c, v[i]) && wm_ptrset_add(&ok, v[i]) < 0) st = wm_err(c->err, WM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nn && !st; i++) { /* linked to another convertible node */
+        const wm_onnx_node *n = v[i];
+        if (!wm_ptrset_has(&ok, n)) continue;
+        int linked = 0;
+        for (int32_t s = 0; s < 4 && !linked; s++)
+            if (nhwc_slot(n, s) && wm_opt_in(n, (size_t)s)) {
+                const wm_onnx_node *p = wm_graph_producer(g, n->input[s]);
+                linked = p && wm_ptrset_has(&ok, p);
+            }
+        size_t nu;
+        const wm_use *u = wm_graph_consumers(g, n->output[0], &nu);
+        for (size_t k = 0; k < nu && !linked; k++) linked = wm_ptrset_has(&ok, u[k].node) && nhwc_slot(u[k].node, u[k].slot);
+        if (linked && wm_ptrset_add(&keep, n) < 0) st = wm_err(c->err, WM_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nn && !st; i++) { /* graph order: a node's converted producers come first */
+        wm_onnx_node *n = v[i];
+        if (!wm_ptrset_has(&keep, n)) continue;
+        const char *y = n->output[0], *in[4] = {NULL, "", "", ""};
+        size_t n_in = wm_opt_is(n, "MaxPool") ? 1 : n->n_input;
+        for (size_t s = 0; s < n_in && !st; s++) {
+            const char *x = wm_opt_in(n, s);
+            in[s] = !x ? "" : nhwc_slot(n, (int32_t)s) ? nhwc_of(c, &m, x) : x;
+            if (!in[s]) st = c->err->status ? c->err->status : WM_ERR_NOMEM;
+        }
+        if (st) break;
+        /* readers that stay NCHW (or a graph output) get the value back under its own name */
+        int back = wm_opt_is_graph_output(g, y);
+        size_t nu;
+        const wm_use *u = wm_graph_consumers(g, y, &nu);
+        for (size_t k = 0; k < nu; k++) back |= !wm_ptrset_has(&keep, u[k].node) || !nhwc_slot(u[k].node, u[k].slot);
+        const char *yn = wm_opt_name(g, "nhwc"), *op = wm_opt_is(n, "MaxPool") ? "NhwcMaxPool" : "NhwcConv";
+        /* the node keeps its name (profiles and errors name what the user's graph calls it) */
+        wm_onnx_node *f = yn && !wm_graph_remove_node(g, n, c->err)
+                              ? wm_opt_add(g, op, "ai.winml", n->name && *n->name ? n->name : op, in, n_in, &yn, 1, c->err)
+                              : NULL;
+        if (!f || wm_graph_copy_attrs(g, f, n, c->err) || map_put(&m, y, yn)) {
+            st = c->err->status ? c->err->status : wm_err(c->err, WM_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (back) {
+            static const int64_t perm[4] = {0, 3, 1, 2};
+            wm_onnx_node *t = wm_opt_add(g, "Transpose", NULL, "Transpose", &yn, 1, &y, 1, c->err);
+            if (!t || wm_graph_set_attr_ints(g, t, "perm", perm, 4, c->err)) {
+                st = c->err->status ? c->err->status : WM_ERR_NOMEM;
+                break;
+            }
+        }
+        c->fired++;
+    }
+    if (!st && c->fired) st = wm_opt_need_opset(g, "ai.winml", 1, c->err);
+    free(m.from), free(m.to), free(v);
+    wm_ptrset_free(&ok), wm_ptrset_free(&keep);
+    return st;
+}

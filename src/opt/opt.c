@@ -58,6 +58,9 @@ static const pass_entry PASSES[] = {
     {{"conv_activation", WM_OPT_ENGINE,
       "float32 Conv + residual Add / Relu / Sigmoid / Tanh / LeakyRelu -> com.microsoft FusedConv"},
      wm_pass_conv_activation},
+    {{"nhwc_layout", WM_OPT_ENGINE,
+      "chains of float32 2-D Conv / FusedConv / MaxPool -> channels-last NhwcConv / NhwcMaxPool (winml engine ops)"},
+     wm_pass_nhwc_layout},
 };
 #define N_PASSES (sizeof PASSES / sizeof PASSES[0])
 
@@ -72,6 +75,7 @@ void wm_opt_config_engine(wm_opt_config *c) {
     c->disable[c->n_disable++] = "initializer_dedup";
     c->enable[c->n_enable++] = "matmul_epilogue";
     c->enable[c->n_enable++] = "conv_activation";
+    c->enable[c->n_enable++] = "nhwc_layout";
 }
 
 wm_status wm_opt_each_op(wm_pass_ctx *c, const char *op, wm_status (*fn)(wm_pass_ctx *, wm_onnx_node *)) {

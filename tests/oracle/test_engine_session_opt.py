@@ -211,3 +211,53 @@ def test_conv_activation_forms(winml, build_dir, tmp_path, case):
     assert (st["nodes"] < st_plain["nodes"]) == fused, (case, st, st_plain)
     if fused:  # the fused file runs in onnxruntime too (FusedConv is its CPU contrib op)
         E.assert_close(E.ort_run(dst, feeds), ref, atol=1e-5, label=case + " fused in onnxruntime")
+
+
+def nhwc_chain_graph():
+    """A chain the engine runs channels-last, on odd sizes and every window option: x[2,5,13,11] ->
+    Conv(asymmetric pads, stride 2x1, dilation 1x2) + Relu -> MaxPool(3x2, pads, ceil_mode) -> 1x1 Conv (no bias)
+    + residual Add + LeakyRelu -> "mid" (also read by a ReduceMean: NCHW again) -> Conv(SAME_UPPER, stride 2)
+    + Sigmoid -> "out"; plus a lone Conv on x ("lone"), which keeps NCHW."""
+    rng = np.random.default_rng(11)
+    w = lambda *s: numpy_helper.from_array(rng.normal(0, 0.3, s).astype(np.float32), f"W{len(inits)}")
+    inits = []
+    inits.append(w(8, 5, 3, 3)), inits.append(numpy_helper.from_array(rng.normal(0, 0.3, (8,)).astype(np.float32), "B0"))
+    inits.append(w(8, 8, 1, 1)), inits.append(w(6, 8, 3, 3)), inits.append(w(3, 5, 1, 1))
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "W0", "B0"], ["c1"], pads=[1, 2, 0, 1], strides=[2, 1], dilations=[1, 2]),
+             n("Relu", ["c1"], ["r1"]),
+             n("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1),
+             n("Conv", ["p1", "W2"], ["c2"]),
+             n("Add", ["c2", "p1"], ["s"]),
+             n("LeakyRelu", ["s"], ["mid"], alpha=0.1),
+             n("ReduceMean", ["mid"], ["mean"], axes=[2, 3]),
+             n("Conv", ["mid", "W3"], ["c3"], auto_pad="SAME_UPPER", strides=[2, 2]),
+             n("Sigmoid", ["c3"], ["out"]),
+             n("Conv", ["x", "W4"], ["lone"])]
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("out", "mid", "mean", "lone")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 13, 11])], outs,
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_nhwc_layout_chain(winml, build_dir, tmp_path):
+    """nhwc_layout converts the linked Conv / MaxPool nodes (3 + 1) to ai.winml NhwcConv / NhwcMaxPool with one
+    Transpose into the chain and one back per value an NCHW reader or a graph output needs; the lone Conv stays;
+    the engine's session (which runs the pass) matches onnxruntime on the graph as written."""
+    src, dst = str(tmp_path / "n.onnx"), str(tmp_path / "no.onnx")
+    onnx.save(nhwc_chain_graph(), src)
+    r = U.run([winml, "optimize", "-m", src, "-o", dst, "--level", "basic", "--enable-conv_activation",
+               "--enable-nhwc_layout", "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    fired = {p["name"]: p["fired"] for p in json.loads(r.stdout)["report"]["passes"]}
+    assert fired["nhwc_layout"] == 4, fired
+    ops = [x.op_type for x in onnx.load(dst).graph.node]
+    assert ops.count("NhwcConv") == 3 and ops.count("NhwcMaxPool") == 1, ops
+    assert ops.count("Conv") == 1 and "MaxPool" not in ops, ops  # the lone Conv
+    assert ops.count("Transpose") == 3, ops  # x in; "mid" (ReduceMean, graph output) and "out" back
+    feeds = {"x": np.random.default_rng(4).normal(0, 1, (2, 5, 13, 11)).astype(np.float32)}
+    ref = E.ort_run(src, feeds, optimized=False)
+    ours, _ = E.engine_run(build_dir, src, feeds, tmp_path)
+    E.assert_close(ours, ref, atol=1e-5, label="nhwc chain")
+    for o in ("out", "mid", "mean", "lone"):
+        assert ours[o].shape == ref[o].shape, o

@@ -29,7 +29,8 @@ typedef struct sg_case {
     int64_t M, N, K;
     int ta, tb, packed, pad;
     float alpha, beta;
-    int epi; /* 0 none, 1 bias + gelu_erf, 2 bias_m + relu + residual, 3 bias + silu, 4 clip */
+    int epi; /* 0 none, 1 bias + gelu_erf, 2 bias_m + relu + residual, 3 bias + silu, 4 clip,
+              * 5 bias + residual before a relu (a convolution's Z) */
 } sg_case;
 
 static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t seed, float **out, int64_t *ldc_out,
@@ -85,6 +86,12 @@ static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t s
         a.ep.act = WM_ACT_CLIP;
         a.ep.act_a = -0.5f;
         a.ep.act_b = 0.25f;
+    } else if (c->epi == 5) {
+        a.ep.bias = bias;
+        a.ep.act = WM_ACT_RELU;
+        a.ep.residual = res;
+        a.ep.ld_residual = ldc;
+        a.ep.residual_first = 1;
     }
     float *P = NULL;
     if (c->packed) {
@@ -109,6 +116,7 @@ static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t s
             double v = fabs(c->alpha) * (double)K + (c->beta != 0.0f ? fabs(c->beta * C0[m * ldc + n]) : 0.0);
             if (c->epi == 1 || c->epi == 3) v += fabs(bias[n]) + 2.0;
             if (c->epi == 2) v += fabs(bias_m[m]) + fabs(res[m * ldc + n]);
+            if (c->epi == 5) v += fabs(bias[n]) + fabs(res[m * ldc + n]);
             bound[m * N + n] = (double)(K + 8) * 1.2e-7 * v + 1e-6;
         }
     char what[200];
@@ -165,7 +173,7 @@ static void test_sgemm_alpha_beta_epilogue(void **state) {
     uint32_t seed = 100;
     for (int t = 0; t < nt; t++)
         for (size_t i = 0; i < sizeof ab / sizeof ab[0]; i++)
-            for (int epi = 0; epi <= 4; epi++)
+            for (int epi = 0; epi <= 5; epi++)
                 for (int packed = 0; packed < 2; packed++) {
                     sg_case c = {19, 37, 70, 0, epi & 1, packed, 2, ab[i][0], ab[i][1], epi};
                     run_sgemm(T[t], &c, 2, seed++, NULL, NULL, 1);

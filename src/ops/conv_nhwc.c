@@ -1,0 +1,361 @@
+/*
+ * conv_nhwc.c - winml's channels-last engine ops (domain ai.winml), which
+ * the engine's nhwc_layout pass (src/opt/fuse_engine.c) puts in place of
+ * chains of 2-D Conv / FusedConv / MaxPool (float32, group 1):
+ *
+ *   NhwcConv(X [N, H, W, C], W [M, C, kh, kw], B [M]?, Z [N, OH, OW, M]?) -> Y [N, OH, OW, M]
+ *     Conv's attributes (kernel_shape, strides, dilations, pads, auto_pad)
+ *     and FusedConv's activation / activation_params;
+ *     Y = act(conv(X, W) + B + Z)
+ *   NhwcMaxPool(X [N, H, W, C]) -> Y [N, OH, OW, C], MaxPool's attributes
+ *     (no Indices output).
+ *
+ * Channels last, a convolution is one GEMM per tile of output positions
+ * with nothing to transpose: Y_tile[Pt, M] = A[Pt, K] x Wr^T[K, M], K =
+ * kh * kw * C in (ky, kx, c) order. A is X itself for a 1x1 stride-1
+ * unpadded convolution (rows of C channels, read in place), else the
+ * tile's patches copied row by row (a kernel row's kw * C values are
+ * contiguous in X). Wr^T is packed once at session creation; the GEMM
+ * writes Y directly and its epilogue adds the bias and the residual Z and
+ * applies the activation to each tile while it is in cache. Threads take whole tiles
+ * when there are at least two per thread, else each tile's GEMM is split
+ * over them; either way every output is one reduction in a fixed order,
+ * so results do not depend on the thread count.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cnn_kern.h"
+#include "ops/conv_impl.h"
+
+/* ---------------------------------------------------------------- NhwcConv */
+
+typedef struct nhwc_state {
+    wm_win_attr a;
+    const float *b32;    /* constant bias as float32, or NULL (then B is read per run) */
+    const float *wpack;  /* Wr^T packed for the GEMM */
+    int64_t M, C, kh, kw;
+    wm_conv_post post;   /* act, a, b */
+} nhwc_state;
+
+static const int32_t f32_only[] = {WM_DT_FLOAT, 0};
+
+static wm_status nc_init(wm_node *n, wm_error *err) {
+    nhwc_state *s = wm_node_alloc(n, sizeof *s);
+    if (!s) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    n->state = s;
+    wm_status st = wm_win_attr_read(n, &s->a, 0, 0, err);
+    if (st) return st;
+    if (n->n_in < 2) return wm_node_err(n, err, WM_ERR_INPUT, "needs inputs X and W");
+    for (int i = 0; i < n->n_in && i < 4; i++)
+        if (wm_has_in(n, i) && (st = wm_check_type(n, i, f32_only, err))) return st;
+    if ((st = wm_conv_act_read(n, &s->post, err))) return st;
+    if (s->post.hard_sigmoid) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "activation HardSigmoid");
+    const wm_tensor *W = n->in_const[1];
+    if (!W || W->rank != 4) return wm_node_err(n, err, WM_ERR_INPUT, "W must be a constant [M, C, kh, kw]");
+    if (wm_attr_int(n, "group", 1) != 1) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "group != 1");
+    s->M = W->dims[0], s->C = W->dims[1], s->kh = W->dims[2], s->kw = W->dims[3];
+    if (wm_has_in(n, 2) && n->in_const[2]) s->b32 = n->in_const[2]->data;
+    /* Wr [M, kh, kw, C] from W [M, C, kh, kw], then its transpose packed as the GEMM's B */
+    int64_t K = s->C * s->kh * s->kw, taps = s->kh * s->kw;
+    float *wr = malloc((size_t)(s->M * K) * sizeof *wr + 1);
+    size_t sz = wm_conv_pack_size(K, s->M, 1);
+    float *pk = wm_node_alloc(n, sz);
+    if (!wr || !pk) {
+        free(wr);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    const float *w = W->data;
+    for (int64_t m = 0; m < s->M; m++)
+        for (int64_t c = 0; c < s->C; c++)
+            for (int64_t t = 0; t < taps; t++) wr[(m * taps + t) * s->C + c] = w[(m * s->C + c) * taps + t];
+    wm_conv_pack(wr, K, s->M, 1, pk);
+    free(wr);
+    s->wpack = pk;
+    n->packed_bytes += sz;
+    n->out_dtype[0] = WM_DT_FLOAT;
+    return WM_OK;
+}
+
+static wm_status nc_geom(const wm_node *n, wm_tensor *const *in, wm_win *w, wm_error *err) {
+    const nhwc_state *s = n->state;
+    const wm_tensor *X = in[0];
+    if (X->rank != 4) return wm_node_err(n, err, WM_ERR_INPUT, "X must be [N, H, W, C]");
+    if (X->dims[3] != s->C)
+        return wm_node_err(n, err, WM_ERR_INPUT, "X has %lld channels, W takes %lld", (long long)X->dims[3],
+                           (long long)s->C);
+    if (n->n_in > 2 && in[2] && (in[2]->rank != 1 || in[2]->dims[0] != s->M))
+        return wm_node_err(n, err, WM_ERR_INPUT, "B must be 1-D with %lld values", (long long)s->M);
+    int64_t sp[2] = {X->dims[1], X->dims[2]}, k[2] = {s->kh, s->kw};
+    return wm_win_make(n, &s->a, 2, sp, k, w, err);
+}
+
+static wm_status nc_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    const nhwc_state *s = n->state;
+    wm_win w;
+    wm_status st = nc_geom(n, in, &w, err);
+    if (st) return st;
+    int64_t d[4] = {in[0]->dims[0], w.out[1], w.out[2], s->M};
+    wm_set_shape(out[0], 4, d);
+    if (n->n_in > 3 && in[3]) {
+        int same = in[3]->rank == 4;
+        for (int i = 0; same && i < 4; i++) same = in[3]->dims[i] == d[i];
+        if (!same) return wm_node_err(n, err, WM_ERR_INPUT, "Z must have the output's shape");
+    }
+    return WM_OK;
+}
+
+typedef struct nc_plan {
+    int64_t N, P, K, Pt, ntiles, units;
+    int direct;    /* 1x1 stride 1 unpadded: A is X itself */
+    size_t gemm1;  /* GEMM scratch of one share */
+    size_t colt;   /* one col^T tile */
+} nc_plan;
+
+static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nth, nc_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->N = N, p->P = w->out[1] * w->out[2], p->K = s->C * s->kh * s->kw;
+    p->direct = s->kh == 1 && s->kw == 1 && w->s[1] == 1 && w->s[2] == 1 && w->pb[1] == 0 && w->pb[2] == 0 &&
+                w->pe[1] == 0 && w->pe[2] == 0;
+    int64_t pt = 256;
+    if (p->P <= 320) pt = p->P > 0 ? p->P : 1; /* a small image is one tile: its GEMM is split over the threads */
+    int64_t nt = (p->P + pt - 1) / pt;
+    if (nth > 1 && nt > 1 && N * nt >= 2 * nth) { /* near-equal tiles (a multiple of 8 rows), as many per thread */
+        while ((N * nt) % nth) nt++;
+        int64_t t = ((p->P + nt - 1) / nt + 7) / 8 * 8;
+        if (t >= 16 && t <= pt) pt = t;
+    }
+    p->Pt = pt;
+    p->ntiles = (p->P + pt - 1) / pt;
+    p->units = N * p->ntiles;
+    wm_sgemm_args a = {.M = pt, .N = s->M, .K = p->K, .packed_b = (const float *)1};
+    p->gemm1 = up64(wm_sgemm_workspace_size(&a, 1));
+    p->colt = p->direct ? 0 : up64((size_t)(pt * p->K) * sizeof(float));
+}
+
+static size_t nc_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
+    (void)out;
+    const nhwc_state *s = n->state;
+    wm_win w;
+    if (nc_geom(n, in, &w, NULL)) return 0;
+    nc_plan pl;
+    nc_make_plan(s, &w, in[0]->dims[0], nth, &pl);
+    wm_sgemm_args a = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
+    size_t shared = up64(wm_sgemm_workspace_size(&a, nth)) + pl.colt, tiles = (size_t)nth * (pl.gemm1 + pl.colt);
+    return (shared > tiles ? shared : tiles) + 64;
+}
+
+typedef struct nc_job {
+    const nhwc_state *s;
+    const nc_plan *pl;
+    const wm_win *w;
+    const float *x, *b, *z;
+    float *y;
+    uint8_t *ws;
+    /* shared mode: the tile at hand and its col^T */
+    int64_t n, p0, p1;
+    float *col;
+} nc_job;
+
+/* Rows [q0, q1) of the col^T tile of positions [p0, p1) of image n: row i = the kh x kw x C patch of position
+   p0 + i in (ky, kx, c) order, zeros in the padding. */
+static void nc_patches(const nc_job *j, int64_t n, int64_t p0, int64_t q0, int64_t q1, float *col) {
+    const nhwc_state *s = j->s;
+    const wm_win *w = j->w;
+    int64_t H = w->in[1], W = w->in[2], OW = w->out[2], C = s->C, K = j->pl->K, run = s->kw * C;
+    for (int64_t i = q0; i < q1; i++) {
+        int64_t p = p0 + i, oy = p / OW, ox = p % OW;
+        float *row = col + i * K;
+        int64_t ix0 = ox * w->s[2] - w->pb[2];
+        int whole_x = w->d[2] == 1 && ix0 >= 0 && ix0 + s->kw <= W;
+        for (int64_t ky = 0; ky < s->kh; ky++) {
+            int64_t iy = oy * w->s[1] - w->pb[1] + ky * w->d[1];
+            float *dst = row + ky * run;
+            if (iy < 0 || iy >= H) {
+                memset(dst, 0, (size_t)run * sizeof *dst);
+                continue;
+            }
+            const float *src = j->x + ((n * H + iy) * W) * C;
+            if (whole_x) {
+                memcpy(dst, src + ix0 * C, (size_t)run * sizeof *dst);
+                continue;
+            }
+            for (int64_t kx = 0; kx < s->kw; kx++) {
+                int64_t ix = ix0 + kx * w->d[2];
+                if (ix < 0 || ix >= W) memset(dst + kx * C, 0, (size_t)C * sizeof *dst);
+                else memcpy(dst + kx * C, src + ix * C, (size_t)C * sizeof *dst);
+            }
+        }
+    }
+}
+
+/* The GEMM of tile (n, p0..p1): Y rows = A x Wr^T + Z, then bias and activation (a->work set by the caller). */
+static void nc_args(const nc_job *j, int64_t n, int64_t p0, int64_t p1, const float *col, wm_sgemm_args *a) {
+    const nhwc_state *s = j->s;
+    const nc_plan *pl = j->pl;
+    memset(a, 0, sizeof *a);
+    a->M = p1 - p0, a->N = s->M, a->K = pl->K, a->alpha = 1.0f;
+    if (pl->direct) a->A = j->x + (n * pl->P + p0) * s->C, a->lda = s->C;
+    else a->A = col, a->lda = pl->K;
+    a->packed_b = s->wpack;
+    a->C = j->y + (n * pl->P + p0) * s->M, a->ldc = s->M;
+    a->ep.bias = j->b;
+    a->ep.act = s->post.act, a->ep.act_a = s->post.a, a->ep.act_b = s->post.b;
+    if (j->z == j->y) a->beta = 1.0f; /* Z in place: accumulated into it */
+    else if (j->z) {                  /* added by the epilogue before the activation */
+        a->ep.residual = j->z + (n * pl->P + p0) * s->M, a->ep.ld_residual = s->M;
+        a->ep.residual_first = 1;
+    }
+}
+
+static void nc_tiles_part(void *arg, int ith, int nth) {
+    const nc_job *j = arg;
+    const nc_plan *pl = j->pl;
+    long lo, hi;
+    wm_split((long)pl->units, ith, nth, &lo, &hi);
+    uint8_t *mine = j->ws + (size_t)ith * (pl->gemm1 + pl->colt);
+    float *col = (float *)(mine + pl->gemm1);
+    const wm_kernels *kt = wm_kernels_get();
+    for (long u = lo; u < hi; u++) {
+        int64_t n = u / pl->ntiles, p0 = (u % pl->ntiles) * pl->Pt, p1 = p0 + pl->Pt < pl->P ? p0 + pl->Pt : pl->P;
+        if (!pl->direct) nc_patches(j, n, p0, 0, p1 - p0, col);
+        wm_sgemm_args a;
+        nc_args(j, n, p0, p1, col, &a);
+        a.work = mine;
+        kt->sgemm(&a, 0, 1);
+    }
+}
+
+static void nc_col_part(void *arg, int ith, int nth) {
+    const nc_job *j = arg;
+    long lo, hi;
+    wm_split((long)(j->p1 - j->p0), ith, nth, &lo, &hi);
+    nc_patches(j, j->n, j->p0, lo, hi, j->col);
+}
+
+static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    const nhwc_state *s = n->state;
+    wm_win w;
+    wm_status st = nc_geom(n, in, &w, x->err);
+    if (st) return st;
+    nc_plan pl;
+    nc_make_plan(s, &w, in[0]->dims[0], x->nth, &pl);
+    if (!pl.N || !pl.P || !s->M) return WM_OK;
+    const float *b = s->b32 ? s->b32 : n->n_in > 2 && in[2] ? in[2]->data : NULL;
+    const float *z = n->n_in > 3 && in[3] ? in[3]->data : NULL;
+    nc_job j = {s, &pl, &w, in[0]->data, b, z, out[0]->data, x->ws, 0, 0, 0, NULL};
+    double flops = 2.0 * (double)pl.P * (double)s->M * (double)pl.K * (double)pl.N;
+    int nth = flops >= 2e5 ? x->nth : 1;
+    if (pl.units >= 2 * (int64_t)nth || nth == 1) {
+        wm_pool_run(x->pool, nc_tiles_part, &j, nth > pl.units ? (int)pl.units : nth);
+        return WM_OK;
+    }
+    /* few large tiles: each tile's patches and GEMM split over the threads */
+    wm_sgemm_args a0 = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
+    uint8_t *gws = x->ws;
+    j.col = (float *)(gws + up64(wm_sgemm_workspace_size(&a0, nth)));
+    for (int64_t u = 0; u < pl.units; u++) {
+        j.n = u / pl.ntiles, j.p0 = (u % pl.ntiles) * pl.Pt, j.p1 = j.p0 + pl.Pt < pl.P ? j.p0 + pl.Pt : pl.P;
+        if (!pl.direct) wm_pool_run(x->pool, nc_col_part, &j, (uint64_t)(pl.K * (j.p1 - j.p0)) >= 32768 ? nth : 1);
+        wm_sgemm_args a;
+        nc_args(&j, j.n, j.p0, j.p1, j.col, &a);
+        a.work = gws;
+        wm_conv_gemm(x, &a);
+    }
+    return WM_OK;
+}
+
+/* ---------------------------------------------------------------- NhwcMaxPool */
+
+typedef struct nmp_state {
+    wm_win_attr a;
+} nmp_state;
+
+static wm_status mp_init(wm_node *n, wm_error *err) {
+    nmp_state *s = wm_node_alloc(n, sizeof *s);
+    if (!s) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    n->state = s;
+    wm_status st = wm_win_attr_read(n, &s->a, 1, 0, err);
+    if (st) return st;
+    if ((st = wm_check_type(n, 0, f32_only, err))) return st;
+    if (n->n_out > 1) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "the Indices output");
+    n->out_dtype[0] = WM_DT_FLOAT;
+    return WM_OK;
+}
+
+static wm_status mp_geom(const wm_node *n, wm_tensor *const *in, wm_win *w, wm_error *err) {
+    const nmp_state *s = n->state;
+    if (in[0]->rank != 4) return wm_node_err(n, err, WM_ERR_INPUT, "X must be [N, H, W, C]");
+    if (s->a.n_kernel != 2) return wm_node_err(n, err, WM_ERR_INPUT, "kernel_shape must have 2 values");
+    int64_t sp[2] = {in[0]->dims[1], in[0]->dims[2]};
+    return wm_win_make(n, &s->a, 2, sp, NULL, w, err);
+}
+
+static wm_status mp_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    wm_win w;
+    wm_status st = mp_geom(n, in, &w, err);
+    if (st) return st;
+    int64_t d[4] = {in[0]->dims[0], w.out[1], w.out[2], in[0]->dims[3]};
+    wm_set_shape(out[0], 4, d);
+    return WM_OK;
+}
+
+typedef struct mp_job {
+    const wm_win *w;
+    const float *x;
+    float *y;
+    int64_t N, C;
+} mp_job;
+
+/* output rows (image, oy) [lo, hi): each position the running max of its window's channel vectors */
+static void mp_part(void *arg, int ith, int nth) {
+    const mp_job *j = arg;
+    const wm_win *w = j->w;
+    int64_t H = w->in[1], W = w->in[2], OH = w->out[1], OW = w->out[2], C = j->C;
+    long lo, hi;
+    wm_split((long)(j->N * OH), ith, nth, &lo, &hi);
+    for (long r = lo; r < hi; r++) {
+        int64_t n = r / OH, oy = r % OH;
+        for (int64_t ox = 0; ox < OW; ox++) {
+            float *y = j->y + ((n * OH + oy) * OW + ox) * C;
+            int any = 0;
+            for (int64_t ky = 0; ky < w->k[1]; ky++) {
+                int64_t iy = oy * w->s[1] - w->pb[1] + ky * w->d[1];
+                if (iy < 0 || iy >= H) continue;
+                for (int64_t kx = 0; kx < w->k[2]; kx++) {
+                    int64_t ix = ox * w->s[2] - w->pb[2] + kx * w->d[2];
+                    if (ix < 0 || ix >= W) continue;
+                    const float *v = j->x + ((n * H + iy) * W + ix) * C;
+                    if (any) wm_cnn_vmax(y, v, C);
+                    else memcpy(y, v, (size_t)C * sizeof *y);
+                    any = 1;
+                }
+            }
+            if (!any)
+                for (int64_t c = 0; c < C; c++) y[c] = -INFINITY;
+        }
+    }
+}
+
+static wm_status mp_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    wm_win w;
+    wm_status st = mp_geom(n, in, &w, x->err);
+    if (st) return st;
+    mp_job j = {&w, in[0]->data, out[0]->data, in[0]->dims[0], in[0]->dims[3]};
+    int64_t rows = j.N * w.out[1];
+    uint64_t work = (uint64_t)(rows * w.out[2] * j.C * w.k[1] * w.k[2]);
+    int nth = work >= 65536 ? x->nth : 1;
+    if (nth > rows) nth = rows > 0 ? (int)rows : 1;
+    wm_pool_run(x->pool, mp_part, &j, nth);
+    return WM_OK;
+}
+
+static const wm_op ops[] = {
+    {"ai.winml", "NhwcConv", 1, 0, nc_init, nc_infer, nc_run, nc_workspace, 0, 0},
+    {"ai.winml", "NhwcMaxPool", 1, 0, mp_init, mp_infer, mp_run, NULL, 0, 0},
+};
+
+const wm_op_table wm_ops_conv_nhwc = {ops, sizeof ops / sizeof ops[0]};
