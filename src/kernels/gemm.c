@@ -45,10 +45,20 @@ static void vadd_plain(int64_t n, float *y, const float *x) {
 }
 
 static void epilogue_rows(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
-                          void (*vadd)(int64_t, float *, const float *), float *C, int64_t ldc, int64_t m0, int64_t m1,
-                          int64_t n0, int64_t n1) {
+                          void (*vadd)(int64_t, float *, const float *),
+                          void (*vepi)(int64_t, float *, const float *, const float *, float), float *C, int64_t ldc,
+                          int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     if (!ep->bias && !ep->bias_m && ep->act == WM_ACT_NONE && !ep->residual) return;
     int64_t n = n1 - n0;
+    /* bias, a residual before the activation, and none / ReLU: one pass over each row */
+    if (vepi && !ep->bias_m && (ep->act == WM_ACT_NONE || ep->act == WM_ACT_RELU) &&
+        (!ep->residual || ep->residual_first || ep->act == WM_ACT_NONE)) {
+        float lo = ep->act == WM_ACT_RELU ? 0.0f : -INFINITY;
+        for (int64_t m = m0; m < m1; m++)
+            vepi(n, C + m * ldc + n0, ep->bias ? ep->bias + n0 : NULL,
+                 ep->residual ? ep->residual + m * ep->ld_residual + n0 : NULL, lo);
+        return;
+    }
     for (int64_t m = m0; m < m1; m++) {
         float *c = C + m * ldc + n0;
         if (ep->bias) vadd(n, c, ep->bias + n0);
@@ -65,12 +75,12 @@ static void epilogue_rows(const wm_epilogue *ep, void (*vact)(int64_t, float *, 
 
 void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
                        float *C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    epilogue_rows(ep, vact, vadd_plain, C, ldc, m0, m1, n0, n1);
+    epilogue_rows(ep, vact, vadd_plain, NULL, C, ldc, m0, m1, n0, n1);
 }
 
 void wm_epilogue_apply_ukr(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, int64_t ldc, int64_t m0, int64_t m1,
                            int64_t n0, int64_t n1) {
-    epilogue_rows(ep, u->vact, u->vadd ? u->vadd : vadd_plain, C, ldc, m0, m1, n0, n1);
+    epilogue_rows(ep, u->vact, u->vadd ? u->vadd : vadd_plain, u->vepi, C, ldc, m0, m1, n0, n1);
 }
 
 /* ------------------------------------------------------------ packing */
@@ -346,7 +356,7 @@ static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, fl
     wm_kernels_generic()->vact(n, y, x, act, p, q);
 }
 
-const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, NULL};
+const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, NULL, NULL};
 
 void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
 

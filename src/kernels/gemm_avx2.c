@@ -346,6 +346,22 @@ void wm_vadd_avx2(int64_t n, float *y, const float *x) {
     for (; i < n; i++) y[i] += x[i];
 }
 
+/* the clamp as ReLU's vact does it: max(v, lo) (so -0 gives +0), NaN kept */
+void wm_vepi_avx2(int64_t n, float *y, const float *b, const float *r, float lo) {
+    __m256 vl = _mm256_set1_ps(lo);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(y + i);
+        if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + i));
+        if (r) v = _mm256_add_ps(v, _mm256_loadu_ps(r + i));
+        _mm256_storeu_ps(y + i, _mm256_blendv_ps(_mm256_max_ps(v, vl), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    }
+    for (; i < n; i++) {
+        float v = y[i] + (b ? b[i] : 0.0f) + (r ? r[i] : 0.0f);
+        y[i] = v > lo || v != v ? v : lo;
+    }
+}
+
 /* ------------------------------------------------------------ B packing (on the fly) */
 
 static inline __m256i lane_mask(int64_t n) { /* lanes < n */
@@ -411,7 +427,8 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
     }
 }
 
-const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2};
+const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2,
+                                     wm_vepi_avx2};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

@@ -52,6 +52,8 @@ typedef struct wm_gemm_ukr {
                      int64_t pstride);
     /* y[i] += x[i] for the epilogue's bias and residual rows (NULL: a plain loop) */
     void (*vadd)(int64_t n, float *y, const float *x);
+    /* y[i] = max(y[i] + b[i] + r[i], lo) in one pass, b or r NULL for none (NULL: the separate passes) */
+    void (*vepi)(int64_t n, float *y, const float *b, const float *r, float lo);
 } wm_gemm_ukr;
 
 /* Where B blocks come from when B is not prepacked: pack op(B)[k0:k0+kc, n0:n0+nc]
@@ -84,6 +86,7 @@ void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, con
                        float *C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 /* The same with u's vector kernels (activation and row adds). */
 void wm_vadd_avx2(int64_t n, float *y, const float *x); /* y += x (gemm_avx2.c) */
+void wm_vepi_avx2(int64_t n, float *y, const float *b, const float *r, float lo); /* the vepi of gemm_avx2.c */
 void wm_epilogue_apply_ukr(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, int64_t ldc, int64_t m0, int64_t m1,
                            int64_t n0, int64_t n1);
 /* Padded width of a packed B (N rounded up to 16): k-block k0 starts at k0 * wm_packed_np(N). */

@@ -15,7 +15,8 @@
  * kh * kw * C in (ky, kx, c) order. A is X itself for a 1x1 stride-1
  * unpadded convolution (rows of C channels, read in place), else the
  * tile's patches copied row by row (a kernel row's kw * C values are
- * contiguous in X). Wr^T is packed once at session creation; the GEMM
+ * contiguous in X), at a row stride that is not a multiple of 4 KiB (X
+ * itself is copied so when C is a multiple of 1024). Wr^T is packed once at session creation; the GEMM
  * writes Y directly and its epilogue adds the bias and the residual Z and
  * applies the activation to each tile while it is in cache. Threads take whole tiles
  * when there are at least two per thread, else each tile's GEMM is split
@@ -108,7 +109,8 @@ static wm_status nc_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
 
 typedef struct nc_plan {
     int64_t N, P, K, Pt, ntiles, units;
-    int direct;    /* 1x1 stride 1 unpadded: A is X itself */
+    int64_t lda;   /* A's row stride: C (X itself) or that of the col^T tile, never a multiple of 4 KiB */
+    int direct;    /* 1x1 stride 1 unpadded: A is X itself, unless its rows are 4 KiB apart (then copied) */
     size_t gemm1;  /* GEMM scratch of one share */
     size_t colt;   /* one col^T tile */
 } nc_plan;
@@ -133,7 +135,11 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
     p->units = N * p->ntiles;
     wm_sgemm_args a = {.M = pt, .N = s->M, .K = p->K, .packed_b = (const float *)1};
     p->gemm1 = up64(wm_sgemm_workspace_size(&a, 1));
-    p->colt = p->direct ? 0 : up64((size_t)(pt * p->K) * sizeof(float));
+    /* rows a multiple of 4 KiB apart would share L1 sets, and the GEMM would repack them element by element
+       for every block of output channels: such A is copied once per tile to a padded stride instead */
+    p->lda = p->K;
+    if (p->lda % 1024 == 0) p->lda += 16, p->direct = 0;
+    p->colt = p->direct ? 0 : up64((size_t)(pt * p->lda) * sizeof(float));
 }
 
 static size_t nc_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
@@ -165,10 +171,10 @@ typedef struct nc_job {
 static void nc_patches(const nc_job *j, int64_t n, int64_t p0, int64_t q0, int64_t q1, float *col) {
     const nhwc_state *s = j->s;
     const wm_win *w = j->w;
-    int64_t H = w->in[1], W = w->in[2], OW = w->out[2], C = s->C, K = j->pl->K, run = s->kw * C;
+    int64_t H = w->in[1], W = w->in[2], OW = w->out[2], C = s->C, ld = j->pl->lda, run = s->kw * C;
     for (int64_t i = q0; i < q1; i++) {
         int64_t p = p0 + i, oy = p / OW, ox = p % OW;
-        float *row = col + i * K;
+        float *row = col + i * ld;
         int64_t ix0 = ox * w->s[2] - w->pb[2];
         int whole_x = w->d[2] == 1 && ix0 >= 0 && ix0 + s->kw <= W;
         for (int64_t ky = 0; ky < s->kh; ky++) {
@@ -199,7 +205,7 @@ static void nc_args(const nc_job *j, int64_t n, int64_t p0, int64_t p1, const fl
     memset(a, 0, sizeof *a);
     a->M = p1 - p0, a->N = s->M, a->K = pl->K, a->alpha = 1.0f;
     if (pl->direct) a->A = j->x + (n * pl->P + p0) * s->C, a->lda = s->C;
-    else a->A = col, a->lda = pl->K;
+    else a->A = col, a->lda = pl->lda;
     a->packed_b = s->wpack;
     a->C = j->y + (n * pl->P + p0) * s->M, a->ldc = s->M;
     a->ep.bias = j->b;

@@ -30,7 +30,7 @@ typedef struct sg_case {
     int ta, tb, packed, pad;
     float alpha, beta;
     int epi; /* 0 none, 1 bias + gelu_erf, 2 bias_m + relu + residual, 3 bias + silu, 4 clip,
-              * 5 bias + residual before a relu (a convolution's Z) */
+              * 5 bias + residual before a relu (a convolution's Z), 6 bias + relu */
 } sg_case;
 
 static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t seed, float **out, int64_t *ldc_out,
@@ -92,6 +92,9 @@ static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t s
         a.ep.residual = res;
         a.ep.ld_residual = ldc;
         a.ep.residual_first = 1;
+    } else if (c->epi == 6) {
+        a.ep.bias = bias;
+        a.ep.act = WM_ACT_RELU;
     }
     float *P = NULL;
     if (c->packed) {
@@ -117,6 +120,7 @@ static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t s
             if (c->epi == 1 || c->epi == 3) v += fabs(bias[n]) + 2.0;
             if (c->epi == 2) v += fabs(bias_m[m]) + fabs(res[m * ldc + n]);
             if (c->epi == 5) v += fabs(bias[n]) + fabs(res[m * ldc + n]);
+            if (c->epi == 6) v += fabs(bias[n]);
             bound[m * N + n] = (double)(K + 8) * 1.2e-7 * v + 1e-6;
         }
     char what[200];
@@ -173,7 +177,7 @@ static void test_sgemm_alpha_beta_epilogue(void **state) {
     uint32_t seed = 100;
     for (int t = 0; t < nt; t++)
         for (size_t i = 0; i < sizeof ab / sizeof ab[0]; i++)
-            for (int epi = 0; epi <= 5; epi++)
+            for (int epi = 0; epi <= 6; epi++)
                 for (int packed = 0; packed < 2; packed++) {
                     sg_case c = {19, 37, 70, 0, epi & 1, packed, 2, ab[i][0], ab[i][1], epi};
                     run_sgemm(T[t], &c, 2, seed++, NULL, NULL, 1);
