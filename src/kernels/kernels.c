@@ -58,6 +58,7 @@ static void init_tables(void) {
         g_avx512.nbits_half_scales = 1;
         g_avx512.nbits_pack_size = wm_nbits_pack_size_avx512;
         g_avx512.nbits_pack = wm_nbits_pack_avx512;
+        wm_attn_rows_fill_avx512(&g_avx512);
     }
     const char *env = getenv("WM_KERNELS");
     int cap = !env ? 2 : strcmp(env, "generic") == 0 ? 0 : strcmp(env, "avx2") == 0 ? 1 : 2;
