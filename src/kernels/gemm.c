@@ -258,7 +258,8 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
                 /* A^T (and aliased rows) go into mr-row panels; else plain A is read in place */
-                if (kc && pack) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, mr, apack);
+                if (kc && pack && !a->trans_a && u->pack_a) u->pack_a(a->A, a->lda, mb, mc, kb, kc, apack);
+                else if (kc && pack) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, mr, apack);
                 for (int64_t j = 0; j < nc; j += tw) {
                     int nv = (int)(nc - j < tw ? nc - j : tw);
                     const float *bj = bp + (j / WM_NR) * pstride;
@@ -356,7 +357,7 @@ static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, fl
     wm_kernels_generic()->vact(n, y, x, act, p, q);
 }
 
-const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, NULL, NULL};
+const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, NULL, NULL, NULL};
 
 void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
 

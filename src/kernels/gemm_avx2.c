@@ -346,6 +346,61 @@ void wm_vadd_avx2(int64_t n, float *y, const float *x) {
     for (; i < n; i++) y[i] += x[i];
 }
 
+/* 8 rows x 8 columns from r[0..7] + k: column j to d + j * 12 (the 8 rows' values at k + j) */
+static inline void pack8x8(const float *const *r, int64_t k, float *d) {
+    __m256 r0 = _mm256_loadu_ps(r[0] + k), r1 = _mm256_loadu_ps(r[1] + k), r2 = _mm256_loadu_ps(r[2] + k);
+    __m256 r3 = _mm256_loadu_ps(r[3] + k), r4 = _mm256_loadu_ps(r[4] + k), r5 = _mm256_loadu_ps(r[5] + k);
+    __m256 r6 = _mm256_loadu_ps(r[6] + k), r7 = _mm256_loadu_ps(r[7] + k);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
+    __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44);
+    __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(d + 0 * 12, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(d + 1 * 12, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(d + 2 * 12, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(d + 3 * 12, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(d + 4 * 12, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(d + 5 * 12, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(d + 6 * 12, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(d + 7 * 12, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* 4 rows x 8 columns from r[0..3] + k: column j to d + j * 12 (4 values) */
+static inline void pack4x8(const float *const *r, int64_t k, float *d) {
+    __m256 a = _mm256_loadu_ps(r[0] + k), b = _mm256_loadu_ps(r[1] + k), c = _mm256_loadu_ps(r[2] + k);
+    __m256 e = _mm256_loadu_ps(r[3] + k);
+    __m256 t0 = _mm256_unpacklo_ps(a, b), t1 = _mm256_unpackhi_ps(a, b), t2 = _mm256_unpacklo_ps(c, e);
+    __m256 t3 = _mm256_unpackhi_ps(c, e);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44);
+    __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    _mm_storeu_ps(d + 0 * 12, _mm256_castps256_ps128(u0));
+    _mm_storeu_ps(d + 1 * 12, _mm256_castps256_ps128(u1));
+    _mm_storeu_ps(d + 2 * 12, _mm256_castps256_ps128(u2));
+    _mm_storeu_ps(d + 3 * 12, _mm256_castps256_ps128(u3));
+    _mm_storeu_ps(d + 4 * 12, _mm256_extractf128_ps(u0, 1));
+    _mm_storeu_ps(d + 5 * 12, _mm256_extractf128_ps(u1, 1));
+    _mm_storeu_ps(d + 6 * 12, _mm256_extractf128_ps(u2, 1));
+    _mm_storeu_ps(d + 7 * 12, _mm256_extractf128_ps(u3, 1));
+}
+
+void wm_pack_a12_avx2(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
+    for (int64_t i = 0; i < mc; i += 12) {
+        float *d = dst + i * kc;
+        int64_t mv = mc - i < 12 ? mc - i : 12, k = 0;
+        const float *rows[12];
+        for (int r = 0; r < 12; r++) rows[r] = A + (m0 + i + (r < mv ? r : 0)) * lda + k0;
+        if (mv == 12)
+            for (; k + 8 <= kc; k += 8) {
+                pack8x8(rows, k, d + k * 12);
+                pack4x8(rows + 8, k, d + k * 12 + 8);
+            }
+        for (; k < kc; k++) /* the k tail, and a last panel of fewer rows (zeros past them) */
+            for (int r = 0; r < 12; r++) d[k * 12 + r] = r < mv ? rows[r][k] : 0.0f;
+    }
+}
+
 /* the clamp as ReLU's vact does it: max(v, lo) (so -0 gives +0), NaN kept */
 void wm_vepi_avx2(int64_t n, float *y, const float *b, const float *r, float lo) {
     __m256 vl = _mm256_set1_ps(lo);
@@ -428,7 +483,7 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
 }
 
 const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2,
-                                     wm_vepi_avx2};
+                                     wm_vepi_avx2, NULL};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

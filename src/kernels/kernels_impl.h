@@ -54,6 +54,8 @@ typedef struct wm_gemm_ukr {
     void (*vadd)(int64_t n, float *y, const float *x);
     /* y[i] = max(y[i] + b[i] + r[i], lo) in one pass, b or r NULL for none (NULL: the separate passes) */
     void (*vepi)(int64_t n, float *y, const float *b, const float *r, float lo);
+    /* packs plain A[m0:m0+mc, k0:k0+kc] into mr-row panels like pack_a_block (NULL: the scalar loop) */
+    void (*pack_a)(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst);
 } wm_gemm_ukr;
 
 /* Where B blocks come from when B is not prepacked: pack op(B)[k0:k0+kc, n0:n0+nc]
@@ -87,6 +89,8 @@ void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, con
 /* The same with u's vector kernels (activation and row adds). */
 void wm_vadd_avx2(int64_t n, float *y, const float *x); /* y += x (gemm_avx2.c) */
 void wm_vepi_avx2(int64_t n, float *y, const float *b, const float *r, float lo); /* the vepi of gemm_avx2.c */
+/* pack_a for 12-row panels with AVX2 8x8 / 4x8 transposes (gemm_avx2.c) */
+void wm_pack_a12_avx2(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst);
 void wm_epilogue_apply_ukr(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, int64_t ldc, int64_t m0, int64_t m1,
                            int64_t n0, int64_t n1);
 /* Padded width of a packed B (N rounded up to 16): k-block k0 starts at k0 * wm_packed_np(N). */
