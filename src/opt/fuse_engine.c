@@ -149,7 +149,7 @@ static int f32_4d(const wm_pass_ctx *c, const char *v) {
 
 static int nhwc_ok(const wm_pass_ctx *c, const wm_onnx_node *n) {
     const char *y = wm_opt_out(n, 0);
-    if (!y || n->n_output != 1 || !f32_4d(c, wm_opt_in(n, 0))) return 0;
+    if (!y || n->n_output != 1 || n->n_input > 4 || !f32_4d(c, wm_opt_in(n, 0))) return 0;
     if (wm_opt_is(n, "MaxPool")) {
         size_t nk;
         return wm_opt_attr_ints(n, "kernel_shape", &nk) && nk == 2 && !wm_opt_attr_i(n, "storage_order", 0);
