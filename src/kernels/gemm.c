@@ -40,47 +40,31 @@ void *wm_work_slice(void *work, size_t per, int ith) {
     return (void *)((p + 63) & ~(uintptr_t)63);
 }
 
-static void vadd_plain(int64_t n, float *y, const float *x) {
-    for (int64_t j = 0; j < n; j++) y[j] += x[j];
-}
-
-static void epilogue_rows(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
-                          void (*vadd)(int64_t, float *, const float *),
-                          void (*vepi)(int64_t, float *, const float *, const float *, float), float *C, int64_t ldc,
-                          int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+void wm_epilogue_apply(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, int64_t ldc, int64_t m0, int64_t m1,
+                       int64_t n0, int64_t n1) {
     if (!ep->bias && !ep->bias_m && ep->act == WM_ACT_NONE && !ep->residual) return;
     int64_t n = n1 - n0;
     /* bias, a residual before the activation, and none / ReLU: one pass over each row */
-    if (vepi && !ep->bias_m && (ep->act == WM_ACT_NONE || ep->act == WM_ACT_RELU) &&
+    if (u->vepi && !ep->bias_m && (ep->act == WM_ACT_NONE || ep->act == WM_ACT_RELU) &&
         (!ep->residual || ep->residual_first || ep->act == WM_ACT_NONE)) {
         float lo = ep->act == WM_ACT_RELU ? 0.0f : -INFINITY;
         for (int64_t m = m0; m < m1; m++)
-            vepi(n, C + m * ldc + n0, ep->bias ? ep->bias + n0 : NULL,
-                 ep->residual ? ep->residual + m * ep->ld_residual + n0 : NULL, lo);
+            u->vepi(n, C + m * ldc + n0, ep->bias ? ep->bias + n0 : NULL,
+                    ep->residual ? ep->residual + m * ep->ld_residual + n0 : NULL, lo);
         return;
     }
     for (int64_t m = m0; m < m1; m++) {
         float *c = C + m * ldc + n0;
-        if (ep->bias) vadd(n, c, ep->bias + n0);
+        if (ep->bias) u->vadd(n, c, ep->bias + n0);
         if (ep->bias_m) {
             float bm = ep->bias_m[m];
             for (int64_t j = 0; j < n; j++) c[j] += bm;
         }
         const float *r = ep->residual ? ep->residual + m * ep->ld_residual + n0 : NULL;
-        if (r && ep->residual_first) vadd(n, c, r);
-        if (ep->act != WM_ACT_NONE) vact(n, c, c, ep->act, ep->act_a, ep->act_b);
-        if (r && !ep->residual_first) vadd(n, c, r);
+        if (r && ep->residual_first) u->vadd(n, c, r);
+        if (ep->act != WM_ACT_NONE) u->vact(n, c, c, ep->act, ep->act_a, ep->act_b);
+        if (r && !ep->residual_first) u->vadd(n, c, r);
     }
-}
-
-void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
-                       float *C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    epilogue_rows(ep, vact, vadd_plain, NULL, C, ldc, m0, m1, n0, n1);
-}
-
-void wm_epilogue_apply_ukr(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, int64_t ldc, int64_t m0, int64_t m1,
-                           int64_t n0, int64_t n1) {
-    epilogue_rows(ep, u->vact, u->vadd ? u->vadd : vadd_plain, u->vepi, C, ldc, m0, m1, n0, n1);
 }
 
 /* ------------------------------------------------------------ packing */
@@ -270,7 +254,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                                   a->ldc, mv, nv, a->alpha, a->beta, first);
                     }
                 }
-                if (last) wm_epilogue_apply_ukr(&a->ep, u, a->C, a->ldc, mb, mb + mc, nb, nb + nc);
+                if (last) wm_epilogue_apply(&a->ep, u, a->C, a->ldc, mb, mb + mc, nb, nb + nc);
             }
         }
     }
@@ -356,8 +340,10 @@ static void ukr_generic(int64_t kc, const float *ap, int64_t lda, const float *b
 static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, float p, float q) {
     wm_kernels_generic()->vact(n, y, x, act, p, q);
 }
+static void vadd_generic_fwd(int64_t n, float *y, const float *x) { wm_kernels_generic()->add(n, y, y, x); }
 
-const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, NULL, NULL, NULL};
+const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, vadd_generic_fwd, NULL,
+                                        NULL};
 
 void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
 

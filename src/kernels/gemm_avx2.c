@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
+#include "kernels/transpose_avx2.h"
 
 /* ------------------------------------------------------------ micro-kernel */
 
@@ -328,7 +329,7 @@ static int small_m(const wm_sgemm_args *a, int ith, int nth) {
             }
         }
     }
-    wm_epilogue_apply_ukr(&a->ep, &wm_gemm_ukr_avx2, a->C, a->ldc, 0, a->M, n0, n1);
+    wm_epilogue_apply(&a->ep, &wm_gemm_ukr_avx2, a->C, a->ldc, 0, a->M, n0, n1);
     return 1;
 }
 
@@ -336,35 +337,15 @@ static void vact_avx2_fwd(int64_t n, float *y, const float *x, wm_act act, float
     wm_kernels_avx2()->vact(n, y, x, act, p, q);
 }
 
-void wm_vadd_avx2(int64_t n, float *y, const float *x) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
-        _mm256_storeu_ps(y + i + 8, _mm256_add_ps(_mm256_loadu_ps(y + i + 8), _mm256_loadu_ps(x + i + 8)));
-    }
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
-    for (; i < n; i++) y[i] += x[i];
-}
+void wm_vadd_avx2_fwd(int64_t n, float *y, const float *x) { wm_kernels_avx2()->add(n, y, y, x); }
 
 /* 8 rows x 8 columns from r[0..7] + k: column j to d + j * 12 (the 8 rows' values at k + j) */
 static inline void pack8x8(const float *const *r, int64_t k, float *d) {
-    __m256 r0 = _mm256_loadu_ps(r[0] + k), r1 = _mm256_loadu_ps(r[1] + k), r2 = _mm256_loadu_ps(r[2] + k);
-    __m256 r3 = _mm256_loadu_ps(r[3] + k), r4 = _mm256_loadu_ps(r[4] + k), r5 = _mm256_loadu_ps(r[5] + k);
-    __m256 r6 = _mm256_loadu_ps(r[6] + k), r7 = _mm256_loadu_ps(r[7] + k);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
-    __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44);
-    __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d + 0 * 12, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d + 1 * 12, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d + 2 * 12, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d + 3 * 12, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d + 4 * 12, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d + 5 * 12, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d + 6 * 12, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d + 7 * 12, _mm256_permute2f128_ps(u3, u7, 0x31));
+    const float *rk[8];
+    __m256 o[8];
+    for (int i = 0; i < 8; i++) rk[i] = r[i] + k;
+    wm_tr8x8_avx2(rk, o);
+    for (int j = 0; j < 8; j++) _mm256_storeu_ps(d + j * 12, o[j]);
 }
 
 /* 4 rows x 8 columns from r[0..3] + k: column j to d + j * 12 (4 values) */
@@ -482,7 +463,7 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
     }
 }
 
-const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2,
+const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2_fwd,
                                      wm_vepi_avx2, NULL};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }

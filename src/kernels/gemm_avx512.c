@@ -97,7 +97,7 @@ static void pack_fwd(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64
     wm_gemm_ukr_avx2.pack_f32(s, k0, kc, n0, nc, dst, pstride);
 }
 
-const wm_gemm_ukr wm_gemm_ukr_avx512 = {ukr_12x32, MR, 2, 1, vact_fwd, small_m_fwd, pack_fwd, wm_vadd_avx2,
+const wm_gemm_ukr wm_gemm_ukr_avx512 = {ukr_12x32, MR, 2, 1, vact_fwd, small_m_fwd, pack_fwd, wm_vadd_avx2_fwd,
                                        wm_vepi_avx2, wm_pack_a12_avx2};
 
 void wm_sgemm_avx512(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx512, a, ith, nth); }

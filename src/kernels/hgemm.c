@@ -110,5 +110,5 @@ void wm_hgemm_generic(const wm_hgemm_args *a, int ith, int nth) {
             }
         }
     }
-    wm_epilogue_apply(&a->ep, wm_gemm_ukr_generic.vact, a->C, a->ldc, 0, a->M, n0, n1);
+    wm_epilogue_apply(&a->ep, &wm_gemm_ukr_generic, a->C, a->ldc, 0, a->M, n0, n1);
 }

@@ -222,7 +222,7 @@ static void hgemm_with(const wm_gemm_ukr *u, const wm_hgemm_args *a, int ith, in
         else if (a->trans_b) gemv_h_trans(a->K, x, a->B, a->ldb, n0, n1, c + n0);
         else gemv_h_rows(a->K, x, a->B + n0, a->ldb, n1 - n0, c + n0);
     }
-    wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
+    wm_epilogue_apply(&a->ep, &wm_gemm_ukr_avx2, a->C, a->ldc, 0, a->M, n0, n1);
 }
 
 void wm_hgemm_avx2(const wm_hgemm_args *a, int ith, int nth) { hgemm_with(&wm_gemm_ukr_avx2, a, ith, nth); }

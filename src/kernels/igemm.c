@@ -60,8 +60,8 @@ size_t wm_igemm_workspace_size(const wm_igemm_args *a, int nth) {
 }
 
 /* Converts a finished int32 block (rows m0.., columns n0.., ld) to C and/or Cf with the epilogue. */
-void wm_igemm_store(const wm_igemm_args *a, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
-                    const int32_t *acc, int64_t ld, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+void wm_igemm_store(const wm_igemm_args *a, const wm_gemm_ukr *u, const int32_t *acc, int64_t ld, int64_t m0,
+                    int64_t m1, int64_t n0, int64_t n1) {
     for (int64_t m = m0; m < m1; m++) {
         const int32_t *s = acc + (m - m0) * ld;
         if (a->C) memcpy(a->C + m * a->ldc + n0, s, (size_t)(n1 - n0) * sizeof(int32_t));
@@ -71,7 +71,7 @@ void wm_igemm_store(const wm_igemm_args *a, void (*vact)(int64_t, float *, const
                 c[n - n0] = a->a_scale * a->b_scale[a->b_scale_count == 1 ? 0 : n] * (float)s[n - n0];
         }
     }
-    if (a->Cf) wm_epilogue_apply(&a->ep, vact, a->Cf, a->ldcf, m0, m1, n0, n1);
+    if (a->Cf) wm_epilogue_apply(&a->ep, u, a->Cf, a->ldcf, m0, m1, n0, n1);
 }
 
 void wm_igemm_generic(const wm_igemm_args *a, int ith, int nth) {
@@ -97,7 +97,7 @@ void wm_igemm_generic(const wm_igemm_args *a, int ith, int nth) {
                     acc[j] += x * y;
                 }
             }
-            wm_igemm_store(a, wm_gemm_ukr_generic.vact, acc, WM_NR, m, m + 1, nb, nb + nc);
+            wm_igemm_store(a, &wm_gemm_ukr_generic, acc, WM_NR, m, m + 1, nb, nb + nc);
         }
     }
 }

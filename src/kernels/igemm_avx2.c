@@ -118,7 +118,7 @@ void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth) {
                     for (int64_t i = 0; i < mc; i += WM_MR)
                         ukr_i6x16(kc2, apack + i * kc2 * 2, bp + (j / WM_NR) * pstride, acc + i * ld + j, ld, kb == 0);
             }
-            wm_igemm_store(a, wm_gemm_ukr_avx2.vact, acc, ld, mb, mb + mc, nb, nb + nc);
+            wm_igemm_store(a, &wm_gemm_ukr_avx2, acc, ld, mb, mb + mc, nb, nb + nc);
         }
     }
 }

@@ -11,7 +11,7 @@ int32_t wm_igemm_a_at(const void *A, int a_signed, int64_t lda, int64_t m, int64
 int32_t wm_igemm_b_at(const void *B, int b_signed, int64_t ldb, int64_t k, int64_t n);
 void wm_igemm_pack_b_block(int b_signed, const void *B, int64_t ldb, int64_t K, int32_t zp, const int32_t *zps,
                            int64_t k0, int64_t kc, int64_t n0, int64_t nc, int16_t *dst, int64_t pstride);
-void wm_igemm_store(const wm_igemm_args *a, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
-                    const int32_t *acc, int64_t ld, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+void wm_igemm_store(const wm_igemm_args *a, const wm_gemm_ukr *u, const int32_t *acc, int64_t ld, int64_t m0,
+                    int64_t m1, int64_t n0, int64_t n1);
 
 #endif

@@ -50,7 +50,7 @@ typedef struct wm_gemm_ukr {
     /* packer of fp32 B blocks (a wm_bsrc pack function; NULL: the generic one) */
     void (*pack_f32)(const struct wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                      int64_t pstride);
-    /* y[i] += x[i] for the epilogue's bias and residual rows (NULL: a plain loop) */
+    /* y[i] += x[i] for the epilogue's bias and residual rows (the kernel table's add) */
     void (*vadd)(int64_t n, float *y, const float *x);
     /* y[i] = max(y[i] + b[i] + r[i], lo) in one pass, b or r NULL for none (NULL: the separate passes) */
     void (*vepi)(int64_t n, float *y, const float *b, const float *r, float lo);
@@ -83,16 +83,14 @@ void wm_bsrc_pack_f16(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int6
 /* the same from wm_hgemm_pack_b panels (p = the panels, ld = K; n0 a multiple of 16) */
 void wm_bsrc_pack_hp(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);
 void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
-/* Applies ep to rows [m0, m1) x columns [n0, n1) of C (all of the K reduction done). */
-void wm_epilogue_apply(const wm_epilogue *ep, void (*vact)(int64_t, float *, const float *, wm_act, float, float),
-                       float *C, int64_t ldc, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
-/* The same with u's vector kernels (activation and row adds). */
-void wm_vadd_avx2(int64_t n, float *y, const float *x); /* y += x (gemm_avx2.c) */
+/* Applies ep to rows [m0, m1) x columns [n0, n1) of C (all of the K reduction done), with u's vector
+   kernels (activation, row adds, the one-pass bias/residual/ReLU). */
+void wm_epilogue_apply(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, int64_t ldc, int64_t m0, int64_t m1,
+                       int64_t n0, int64_t n1);
+void wm_vadd_avx2_fwd(int64_t n, float *y, const float *x); /* y += x: the AVX2 table's add (gemm_avx2.c) */
 void wm_vepi_avx2(int64_t n, float *y, const float *b, const float *r, float lo); /* the vepi of gemm_avx2.c */
 /* pack_a for 12-row panels with AVX2 8x8 / 4x8 transposes (gemm_avx2.c) */
 void wm_pack_a12_avx2(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst);
-void wm_epilogue_apply_ukr(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, int64_t ldc, int64_t m0, int64_t m1,
-                           int64_t n0, int64_t n1);
 /* Padded width of a packed B (N rounded up to 16): k-block k0 starts at k0 * wm_packed_np(N). */
 int64_t wm_packed_np(int64_t N);
 /* Rows per k-block for a K deep GEMM (<= WM_KC, balanced; defines the packed B layout too). */

@@ -204,5 +204,5 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
             for (int64_t m = 0; m < a->M; m++) a->C[m * a->ldc + n] = acc[m];
         }
     }
-    wm_epilogue_apply(&a->ep, wm_gemm_ukr_generic.vact, a->C, a->ldc, 0, a->M, n0, n1);
+    wm_epilogue_apply(&a->ep, &wm_gemm_ukr_generic, a->C, a->ldc, 0, a->M, n0, n1);
 }

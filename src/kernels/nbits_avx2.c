@@ -540,5 +540,5 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
                 for (int64_t m = m0; m < me; m++) a->C[m * a->ldc + n] = col(a, &q, n, m);
         }
     }
-    wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
+    wm_epilogue_apply(&a->ep, &wm_gemm_ukr_avx2, a->C, a->ldc, 0, a->M, n0, n1);
 }

@@ -384,12 +384,12 @@ void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth) {
         int es = a->packed[0];
         for (int64_t c = n0 / 4; c < (n1 + 3) / 4; c++)
             for (int64_t m0 = 0; m0 < a->M; m0 += 4) tile_pk_any(a, &q, m0, a->M - m0 < 4 ? (int)(a->M - m0) : 4, c, es, pf);
-        wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
+        wm_epilogue_apply(&a->ep, &wm_gemm_ukr_avx2, a->C, a->ldc, 0, a->M, n0, n1);
         return;
     }
     for (int64_t n = n0; n < n1; n += 4) {
         int nr = n1 - n < 4 ? (int)(n1 - n) : 4;
         for (int64_t m0 = 0; m0 < a->M; m0 += 4) tile_any(a, &q, sg32 ? NULL : &t, m0, a->M - m0 < 4 ? (int)(a->M - m0) : 4, n, nr, pf);
     }
-    wm_epilogue_apply(&a->ep, wm_gemm_ukr_avx2.vact, a->C, a->ldc, 0, a->M, n0, n1);
+    wm_epilogue_apply(&a->ep, &wm_gemm_ukr_avx2, a->C, a->ldc, 0, a->M, n0, n1);
 }

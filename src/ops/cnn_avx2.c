@@ -1,6 +1,7 @@
 /* cnn_avx2.c - AVX2/FMA versions of the small vector kernels of the vision ops (compiled with -mavx2 -mfma). */
 #include <immintrin.h>
 
+#include "kernels/transpose_avx2.h"
 #include "ops/cnn_kern.h"
 
 void wm_cnn_axpy_avx2(float *y, const float *x, float a, int64_t n) {
@@ -61,23 +62,11 @@ void wm_cnn_vadd_avx2(float *y, const float *x, int64_t n) {
 
 /* 8x8 block: d[j * ldd + i] = s[i * lds + j] + b[j] (b: 8 biases, zeros when none) */
 static inline void tr8x8(const float *s, int64_t lds, float *d, int64_t ldd, const float *b) {
-    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds);
-    __m256 r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds);
-    __m256 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
-    __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44);
-    __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d, _mm256_add_ps(_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_broadcast_ss(b + 0)));
-    _mm256_storeu_ps(d + ldd, _mm256_add_ps(_mm256_permute2f128_ps(u1, u5, 0x20), _mm256_broadcast_ss(b + 1)));
-    _mm256_storeu_ps(d + 2 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u2, u6, 0x20), _mm256_broadcast_ss(b + 2)));
-    _mm256_storeu_ps(d + 3 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u3, u7, 0x20), _mm256_broadcast_ss(b + 3)));
-    _mm256_storeu_ps(d + 4 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u0, u4, 0x31), _mm256_broadcast_ss(b + 4)));
-    _mm256_storeu_ps(d + 5 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u1, u5, 0x31), _mm256_broadcast_ss(b + 5)));
-    _mm256_storeu_ps(d + 6 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u2, u6, 0x31), _mm256_broadcast_ss(b + 6)));
-    _mm256_storeu_ps(d + 7 * ldd, _mm256_add_ps(_mm256_permute2f128_ps(u3, u7, 0x31), _mm256_broadcast_ss(b + 7)));
+    const float *r[8];
+    __m256 o[8];
+    wm_tr8x8_rows(s, lds, r);
+    wm_tr8x8_avx2(r, o);
+    for (int k = 0; k < 8; k++) _mm256_storeu_ps(d + k * ldd, _mm256_add_ps(o[k], _mm256_broadcast_ss(b + k)));
 }
 
 void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
@@ -96,19 +85,10 @@ void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, i
 /* 8x8 block with the epilogue: d[j * ldd + i] = clamp(s[i * lds + j] + b[j] + z[j * ldd + i]) (z: NULL, none) */
 static inline __attribute__((always_inline)) void tr8x8_epi(const float *s, int64_t lds, float *d, int64_t ldd,
                                                             const float *b, const float *z, __m256 lo, __m256 hi) {
-    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds);
-    __m256 r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds);
-    __m256 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
-    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3);
-    __m256 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-    __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44);
-    __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE), u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    __m256 o[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-                   _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-                   _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-                   _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+    const float *r[8];
+    __m256 o[8];
+    wm_tr8x8_rows(s, lds, r);
+    wm_tr8x8_avx2(r, o);
     for (int k = 0; k < 8; k++) {
         __m256 v = _mm256_add_ps(o[k], _mm256_broadcast_ss(b + k));
         if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + k * ldd));

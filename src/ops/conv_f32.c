@@ -283,6 +283,19 @@ typedef struct conv_plan {
 
 static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
 
+int64_t wm_conv_tile_rows(int64_t P, int64_t images, int nth) {
+    int64_t pt = P <= 320 ? (P > 0 ? P : 1) : 256; /* a whole small image when it is at most 1.25 tiles */
+    int64_t nt = (P + pt - 1) / pt;
+    if (nth > 1 && nt > 1 && images * nt >= 2 * nth) {
+        /* near-equal tiles (<= 256 rows, a multiple of 8 for the 8x8 transposes), as many as make the
+         * shares' tile counts match: 3136 positions were 12 x 256 + 64, split 7 | 6 tiles */
+        while ((images * nt) % nth) nt++;
+        int64_t t = ((P + nt - 1) / nt + 7) / 8 * 8;
+        if (t >= 16 && t <= pt) pt = t;
+    }
+    return pt;
+}
+
 /* nth > 1: tiles are cut so that whole-tile shares come out even (workspace sizes use nth 0: the largest tiles) */
 static void make_plan(const wm_win *w, int64_t N, int64_t C, int64_t M, int64_t G, int need_pack, int nth,
                       conv_plan *p) {
@@ -292,23 +305,8 @@ static void make_plan(const wm_win *w, int64_t N, int64_t C, int64_t M, int64_t 
     p->pointwise = 1;
     for (int i = 0; i < WM_CNN_ND; i++)
         p->pointwise &= w->k[i] == 1 && w->s[i] == 1 && w->pb[i] == 0 && w->pe[i] == 0;
-    int64_t pt = 256; /* rows of the GEMM per tile; a whole small image when it is at most 1.25 tiles */
-    if (p->P <= 320) pt = p->P;
-    p->Pt = pt > 0 ? pt : 1;
+    p->Pt = wm_conv_tile_rows(p->P, N * G, nth);
     p->ntiles = (p->P + p->Pt - 1) / p->Pt;
-    int64_t per_img = N * G;
-    if (nth > 1 && p->ntiles > 1 && per_img * p->ntiles >= 2 * nth) {
-        /* near-equal tiles (<= 256 rows, a multiple of 8 for the 8x8 transposes), as many as make the
-         * shares' tile counts match: 3136 positions were 12 x 256 + 64, split 7 | 6 tiles */
-        int64_t nt = p->ntiles;
-        while ((per_img * nt) % nth) nt++;
-        int64_t t = (p->P + nt - 1) / nt;
-        t = (t + 7) / 8 * 8;
-        if (t >= 16 && t <= p->Pt) {
-            p->Pt = t;
-            p->ntiles = (p->P + t - 1) / t;
-        }
-    }
     p->units = N * G * p->ntiles;
     wm_sgemm_args a = {.M = p->Pt, .N = p->Mg, .K = p->K, .packed_b = (const float *)1};
     p->gper = up64(wm_sgemm_workspace_size(&a, 1));

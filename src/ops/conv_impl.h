@@ -38,6 +38,10 @@ size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t M, int64_t G, int pack
 size_t wm_conv_pack_size(int64_t K, int64_t Mg, int64_t G);
 void wm_conv_pack(const float *wt, int64_t K, int64_t Mg, int64_t G, float *packed);
 
+/* Output positions per GEMM tile of an image of P positions, `images` (image x group) units, nth threads:
+   the whole image up to 320, else up to 256, near-equal and a multiple of 8 so that whole-tile shares even out. */
+int64_t wm_conv_tile_rows(int64_t P, int64_t images, int nth);
+
 /* Runs a on x's pool with the kernel table's sgemm (a->work: wm_conv_gemm_ws(M, N, K, x->nth) bytes). */
 void wm_conv_gemm(wm_exec *x, const wm_sgemm_args *a);
 size_t wm_conv_gemm_ws(int64_t M, int64_t N, int64_t K, int nth);

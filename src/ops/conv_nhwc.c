@@ -122,14 +122,7 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
     p->N = N, p->P = w->out[1] * w->out[2], p->K = s->C * s->kh * s->kw;
     p->direct = s->kh == 1 && s->kw == 1 && w->s[1] == 1 && w->s[2] == 1 && w->pb[1] == 0 && w->pb[2] == 0 &&
                 w->pe[1] == 0 && w->pe[2] == 0;
-    int64_t pt = 256;
-    if (p->P <= 320) pt = p->P > 0 ? p->P : 1; /* a small image is one tile: its GEMM is split over the threads */
-    int64_t nt = (p->P + pt - 1) / pt;
-    if (nth > 1 && nt > 1 && N * nt >= 2 * nth) { /* near-equal tiles (a multiple of 8 rows), as many per thread */
-        while ((N * nt) % nth) nt++;
-        int64_t t = ((p->P + nt - 1) / nt + 7) / 8 * 8;
-        if (t >= 16 && t <= pt) pt = t;
-    }
+    int64_t pt = wm_conv_tile_rows(p->P, N, nth); /* a small image is one tile: its GEMM is split over the threads */
     p->Pt = pt;
     p->ntiles = (p->P + pt - 1) / pt;
     p->units = N * p->ntiles;

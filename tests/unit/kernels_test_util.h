@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "kernels/kernels.h"
 #include "kernels/kernels_ref.h"
 
@@ -50,6 +51,13 @@ static inline void *kt_alloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     if (!p) abort();
     return p;
+}
+
+/* A float16 copy of x (n values, caller frees); x is rounded to what the copy holds, so references read x. */
+static inline uint16_t *kt_halves(float *x, size_t n) {
+    uint16_t *h = kt_alloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) x[i] = wm_f16_to_f32(h[i] = wm_f32_to_f16(x[i]));
+    return h;
 }
 
 #endif

@@ -11,7 +11,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/half.h"
 #include "kernels_test_util.h"
 
 static const int64_t g_m[] = {1, 2, 3, 7, 8, 9};
@@ -39,62 +38,18 @@ static void each_shape(void (*fn)(const wm_kernels *k, int64_t m, int64_t n, int
                 for (size_t c = 0; c < sizeof g_d / sizeof *g_d; c++) fn(tab[t], g_m[a], g_n[b], g_d[c], (int)(c % 2), &seed);
 }
 
-static void qk_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
-    int64_t ldq = d + 3, ldk = d + (odd ? 0 : 5), lds = n + 2;
-    float *q = kt_alloc(kt_span(m, d, ldq) * sizeof(float)), *k = kt_alloc(kt_span(n, d, ldk) * sizeof(float));
-    float *s = kt_alloc(kt_span(m, n, lds) * sizeof(float));
-    kt_fill(q, (int64_t)kt_span(m, d, ldq), seed);
-    kt_fill(k, (int64_t)kt_span(n, d, ldk), seed);
-    K->attn_qk(m, n, d, q, ldq, k, ldk, 0.37f, s, lds);
-    for (int64_t r = 0; r < m; r++)
-        for (int64_t j = 0; j < n; j++) {
-            double ref = 0, mag = 0;
-            for (int64_t i = 0; i < d; i++) {
-                ref += (double)q[r * ldq + i] * k[j * ldk + i];
-                mag += fabs((double)q[r * ldq + i] * k[j * ldk + i]);
-            }
-            check(s[r * lds + j], 0.37 * ref, 0.37 * mag, K->name, m, n, d);
-        }
-    free(q), free(k), free(s);
-}
-
-static void pv_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
-    int64_t ldp = n + 1, ldv = d + (odd ? 4 : 0), ldo = d + 2;
-    float *p = kt_alloc(kt_span(m, n, ldp) * sizeof(float)), *v = kt_alloc(kt_span(n, d, ldv) * sizeof(float));
-    size_t no = kt_span(m, d, ldo);
-    float *o = kt_alloc(no * sizeof(float));
-    kt_fill(p, (int64_t)kt_span(m, n, ldp), seed);
-    kt_fill(v, (int64_t)kt_span(n, d, ldv), seed);
-    for (size_t i = 0; i < no; i++) o[i] = NAN; /* written, never read */
-    K->attn_pv(m, n, d, p, ldp, v, ldv, o, ldo);
-    for (int64_t r = 0; r < m; r++)
-        for (int64_t i = 0; i < d; i++) {
-            double ref = 0, mag = 0;
-            for (int64_t j = 0; j < n; j++) {
-                ref += (double)p[r * ldp + j] * v[j * ldv + i];
-                mag += fabs((double)p[r * ldp + j] * v[j * ldv + i]);
-            }
-            check(o[r * ldo + i], ref, mag, K->name, m, n, d);
-        }
-    free(p), free(v), free(o);
-}
-
-/* float16 copy of x (n values); x is rounded to what the copy holds, so references read x */
-static uint16_t *to_half(float *x, size_t n) {
-    uint16_t *h = kt_alloc(n * sizeof *h);
-    for (size_t i = 0; i < n; i++) x[i] = wm_f16_to_f32(h[i] = wm_f32_to_f16(x[i]));
-    return h;
-}
-
-static void qk_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
-    int64_t ldq = d + 1, ldk = d + (odd ? 0 : 3), lds = n + 1;
+/* Scores of m query rows against n key rows, float32 keys or (h) float16 ones; strides differ between the two
+   so that both kinds meet padded and unpadded rows. */
+static void qk_run(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed, int h) {
+    int64_t ldq = d + (h ? 1 : 3), ldk = d + (odd ? 0 : h ? 3 : 5), lds = n + (h ? 1 : 2);
     size_t nk = kt_span(n, d, ldk);
     float *q = kt_alloc(kt_span(m, d, ldq) * sizeof(float)), *k = kt_alloc(nk * sizeof(float));
     float *s = kt_alloc(kt_span(m, n, lds) * sizeof(float));
     kt_fill(q, (int64_t)kt_span(m, d, ldq), seed);
     kt_fill(k, (int64_t)nk, seed);
-    uint16_t *kh = to_half(k, nk);
-    K->attn_qk_h(m, n, d, q, ldq, kh, ldk, 0.37f, s, lds);
+    uint16_t *kh = h ? kt_halves(k, nk) : NULL; /* k now holds the values the halves hold */
+    if (h) K->attn_qk_h(m, n, d, q, ldq, kh, ldk, 0.37f, s, lds);
+    else K->attn_qk(m, n, d, q, ldq, k, ldk, 0.37f, s, lds);
     for (int64_t r = 0; r < m; r++)
         for (int64_t j = 0; j < n; j++) {
             double ref = 0, mag = 0;
@@ -107,16 +62,18 @@ static void qk_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int 
     free(q), free(k), free(s), free(kh);
 }
 
-static void pv_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
-    int64_t ldp = n + 2, ldv = d + (odd ? 2 : 0), ldo = d + 1;
+/* Probability-weighted sums of n value rows for m query rows, float32 or (h) float16 values. */
+static void pv_run(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed, int h) {
+    int64_t ldp = n + (h ? 2 : 1), ldv = d + (odd ? (h ? 2 : 4) : 0), ldo = d + (h ? 1 : 2);
     size_t nv = kt_span(n, d, ldv), no = kt_span(m, d, ldo);
     float *p = kt_alloc(kt_span(m, n, ldp) * sizeof(float)), *v = kt_alloc(nv * sizeof(float));
     float *o = kt_alloc(no * sizeof(float));
     kt_fill(p, (int64_t)kt_span(m, n, ldp), seed);
     kt_fill(v, (int64_t)nv, seed);
-    uint16_t *vh = to_half(v, nv);
+    uint16_t *vh = h ? kt_halves(v, nv) : NULL;
     for (size_t i = 0; i < no; i++) o[i] = NAN; /* written, never read */
-    K->attn_pv_h(m, n, d, p, ldp, vh, ldv, o, ldo);
+    if (h) K->attn_pv_h(m, n, d, p, ldp, vh, ldv, o, ldo);
+    else K->attn_pv(m, n, d, p, ldp, v, ldv, o, ldo);
     for (int64_t r = 0; r < m; r++)
         for (int64_t i = 0; i < d; i++) {
             double ref = 0, mag = 0;
@@ -129,14 +86,17 @@ static void pv_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int 
     free(p), free(v), free(o), free(vh);
 }
 
-static void test_qk_h(void **state) {
-    (void)state;
-    each_shape(qk_h_case, 4242);
+static void qk_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
+    qk_run(K, m, n, d, odd, seed, 0);
 }
-
-static void test_pv_h(void **state) {
-    (void)state;
-    each_shape(pv_h_case, 999);
+static void qk_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
+    qk_run(K, m, n, d, odd, seed, 1);
+}
+static void pv_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
+    pv_run(K, m, n, d, odd, seed, 0);
+}
+static void pv_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
+    pv_run(K, m, n, d, odd, seed, 1);
 }
 
 static void test_qk(void **state) {
@@ -147,6 +107,16 @@ static void test_qk(void **state) {
 static void test_pv(void **state) {
     (void)state;
     each_shape(pv_case, 777);
+}
+
+static void test_qk_h(void **state) {
+    (void)state;
+    each_shape(qk_h_case, 4242);
+}
+
+static void test_pv_h(void **state) {
+    (void)state;
+    each_shape(pv_h_case, 999);
 }
 
 int main(void) {

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/half.h"
+#include "kernels_test_util.h"
 #include "ops/attn_core.h"
 #include "ops/nbits.h"
 #include "runtime/pool.h"
@@ -111,12 +111,6 @@ typedef struct acase {
     int h16;           /* float16 K/V (the reference reads their float32 values) */
 } acase;
 
-/* float16 copy of x (n values); x is rounded to what the copy holds */
-static uint16_t *halves(float *x, size_t n) {
-    uint16_t *h = malloc((n ? n : 1) * sizeof *h);
-    for (size_t i = 0; i < n; i++) x[i] = wm_f16_to_f32(h[i] = wm_f32_to_f16(x[i]));
-    return h;
-}
 
 static void fill_layout(int64_t B, int64_t H, int64_t L, int64_t d, int bsnh, int64_t *sb, int64_t *sh, int64_t *ss) {
     (void)B;
@@ -135,7 +129,7 @@ static double run_case(const acase *c, int threads) {
     a.q = q, a.k = k, a.v = v;
     uint16_t *kh = NULL, *vh = NULL;
     if (c->h16) {
-        kh = halves(k, (size_t)(c->B * c->Hkv * c->T * c->dk)), vh = halves(v, (size_t)(c->B * c->Hkv * c->T * c->dv));
+        kh = kt_halves(k, (size_t)(c->B * c->Hkv * c->T * c->dk)), vh = kt_halves(v, (size_t)(c->B * c->Hkv * c->T * c->dv));
         a.k = kh, a.v = vh, a.kv_h16 = 1;
     }
     fill_layout(c->B, c->Hq, c->S, c->dk, c->bsnh, &a.q_sb, &a.q_sh, &a.q_ss);
