@@ -90,6 +90,11 @@ void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm
     q->xf = (float *)w;
 }
 
+int wm_nbits_q8_view(const wm_nbits_args *a, int ith, int nth, wm_nbits_q8 *q) {
+    wm_nbits_q8_layout(a, a->work, a->shared_prep || ith < 0 ? 0 : ith, nth, q);
+    return ith < 0 || !a->shared_prep;
+}
+
 /* Generic: quantize row m of A (see wm_ref_quant_block_q8); the tail of the last block is zero. */
 void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q) {
     for (int64_t m = 0; m < a->M; m++)
@@ -157,14 +162,14 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
         wm_nbits_big(&wm_gemm_ukr_generic, a, wm_nbits_bsrc_pack, ith, nth);
         return;
     }
-    int64_t n0, n1;
-    wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
-    if (n0 >= n1) return;
+    int64_t n0 = 0, n1 = 0;
+    if (ith >= 0) wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
+    if (ith >= 0 && n0 >= n1) return;
     int64_t kb = wm_nbits_kblocks(a);
     if (wm_nbits_use_q8(a)) {
         wm_nbits_q8 q;
-        wm_nbits_q8_layout(a, a->work, ith, nth, &q);
-        wm_nbits_quant_rows_generic(a, &q);
+        if (wm_nbits_q8_view(a, ith, nth, &q)) wm_nbits_quant_rows_generic(a, &q);
+        if (ith < 0) return;
         int64_t blob = (int64_t)a->block_size * a->bits / 8;
         int bits = a->bits, mask = (1 << bits) - 1;
         for (int64_t n = n0; n < n1; n++)
@@ -185,6 +190,7 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
             }
     } else {
         float w[256];
+        if (ith < 0) return; /* reads A in place: nothing to prepare */
         for (int64_t n = n0; n < n1; n++) {
             float acc[WM_NBITS_BIG_M] = {0};
             for (int64_t k = 0; k < a->K;) {

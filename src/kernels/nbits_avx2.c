@@ -503,14 +503,16 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
         wm_nbits_big(&wm_gemm_ukr_avx2, a, pack_nbits_avx2, ith, nth);
         return;
     }
-    int64_t n0, n1;
-    wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
-    if (n0 >= n1) return;
+    int64_t n0 = 0, n1 = 0;
+    if (ith >= 0) wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
+    if (ith >= 0 && n0 >= n1) return;
     wm_nbits_q8 q;
-    wm_nbits_q8_layout(a, a->work, ith, nth, &q);
     int q8 = wm_nbits_use_q8(a);
-    if (q8) prep_q8(a, &q);
-    else prep_f32(a, &q);
+    if (wm_nbits_q8_view(a, ith, nth, &q)) {
+        if (q8) prep_q8(a, &q);
+        else prep_f32(a, &q);
+    }
+    if (ith < 0) return;
     float (*col)(const wm_nbits_args *, const wm_nbits_q8 *, int64_t, int64_t) =
         q8 ? (a->bits == 4 ? col_q8_b4 : col_q8_b8) : (a->bits == 4 ? col_f32_b4 : col_f32_b8);
     /* Tiles: NB columns (their codes stay in L2) x MB rows (their activations stay in L1); within a

@@ -359,13 +359,14 @@ void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth) {
         return;
     }
     if (a->M <= 0 || a->N <= 0) return;
-    int64_t n0, n1;
-    wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
-    if (n0 >= n1) return;
+    int64_t n0 = 0, n1 = 0;
+    if (ith >= 0) wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
+    if (ith >= 0 && n0 >= n1) return;
     wm_nbits_q8 q;
-    wm_nbits_q8_layout(a, a->work, ith, nth, &q);
     int sg32 = a->block_size == 32;
-    for (int64_t m = 0; m < a->M; m++) quant_row(a, &q, m, sg32);
+    if (wm_nbits_q8_view(a, ith, nth, &q))
+        for (int64_t m = 0; m < a->M; m++) quant_row(a, &q, m, sg32);
+    if (ith < 0) return;
     vctx t;
     t.kb = q.kb;
     t.colbytes = q.kb * a->block_size / 2;

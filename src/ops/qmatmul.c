@@ -260,9 +260,25 @@ static void nb_args(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda,
     a->C = C, a->ldc = ldc, a->ep.bias = bias, a->work = ws, a->packed = w->packed;
 }
 
+#ifndef WM_NB_SHARES
+#define WM_NB_SHARES 4
+#endif
+#define WM_NB_SHARE_BYTES (16 << 10)
+/*
+ * Shares of a MatMulNBits call. Decode (M <= 4) streams the weights once and each core draws only part of the
+ * memory bandwidth, so even small weights are split (a share per WM_NB_SHARE_BYTES of codes, 16 columns at least),
+ * into up to WM_NB_SHARES claimed shares per thread so that a thread held up by another process leaves its
+ * unclaimed shares to the others. Larger M splits by work (wm_sgemm_tasks), one share per thread at most.
+ */
 static int nb_threads(const wm_nbits_w *w, int64_t M, const wm_exec *x) {
-    int nth = wm_sgemm_tasks(M, w->N, w->K);
     int cap = x && x->pool ? x->nth : 1;
+    if (M <= 4 && cap > 1) {
+        int64_t s = w->N * w->k_blocks * w->blob / WM_NB_SHARE_BYTES, units = (w->N + 15) / 16;
+        if (s > units) s = units;
+        if (s > (int64_t)cap * WM_NB_SHARES) s = (int64_t)cap * WM_NB_SHARES;
+        return s < 1 ? 1 : (int)s;
+    }
+    int nth = wm_sgemm_tasks(M, w->N, w->K);
     return nth < cap ? nth : cap;
 }
 
@@ -287,7 +303,12 @@ void wm_nbits_matmul(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda
     if (!M || !w->N) return;
     nbctx c = {wm_kernels_get(), {0}};
     nb_args(w, M, A, lda, C, ldc, bias, ws, &c.a);
-    wm_pool_run(x ? x->pool : NULL, nb_part, &c, nb_threads(w, M, x));
+    int nth = nb_threads(w, M, x);
+    if (M <= 4 && nth > 1) { /* decode: A prepared once here, not once per share */
+        c.a.shared_prep = 1;
+        c.k->nbits_gemm(&c.a, -1, nth);
+    }
+    wm_pool_run_shares(x ? x->pool : NULL, nb_part, &c, nth);
 }
 
 typedef struct nbstate {
@@ -447,7 +468,7 @@ static size_t nb_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     (void)out;
     const nbstate *s = n->state;
     uint64_t M = wm_tensor_numel(in[0]) / (uint64_t)s->w.K;
-    size_t b = wm_nbits_workspace(&s->w, (int64_t)M, nth) + 64 * 6;
+    size_t b = wm_nbits_workspace(&s->w, (int64_t)M, M <= 4 && nth > 1 ? nth * WM_NB_SHARES : nth) + 64 * 6;
     if (in[0]->dtype != WM_DT_FLOAT) b += (size_t)(M * (uint64_t)(s->w.K + s->w.N)) * sizeof(float);
     if (!s->scales_c && !s->packed && in[2]->dtype != WM_DT_FLOAT) b += wm_tensor_numel(in[2]) * sizeof(float);
     if (wm_has_in(n, 3) && in[3]->dtype != WM_DT_UINT8 && !s->zp_c) b += wm_tensor_numel(in[3]) * sizeof(float);

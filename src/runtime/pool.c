@@ -130,9 +130,13 @@ int wm_pool_size(const wm_pool *p) { return p ? p->n : 1; }
 
 void wm_pool_run(wm_pool *p, wm_pool_fn fn, void *ctx, int nth) {
     int size = wm_pool_size(p);
-    if (nth <= 0 || nth > size) nth = size;
-    if (nth == 1) {
-        fn(ctx, 0, 1);
+    wm_pool_run_shares(p, fn, ctx, nth <= 0 || nth > size ? size : nth);
+}
+
+void wm_pool_run_shares(wm_pool *p, wm_pool_fn fn, void *ctx, int nth) {
+    if (nth < 1) nth = 1;
+    if (nth == 1 || wm_pool_size(p) == 1) {
+        for (int i = 0; i < nth; i++) fn(ctx, i, nth);
         return;
     }
     /* every share of the previous job is done: no thread reads these until it claims a share below */

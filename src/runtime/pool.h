@@ -31,6 +31,13 @@ int wm_pool_size(const wm_pool *p); /* 1 for a NULL pool */
 /* Runs fn over nth shares (nth <= 0 or > size: size). A NULL pool runs them in the caller. */
 void wm_pool_run(wm_pool *p, wm_pool_fn fn, void *ctx, int nth);
 
+/*
+ * Runs fn over exactly nth shares (>= 1), also more than the pool has threads: the threads claim them as they
+ * come free, so a thread that another process holds up leaves its unclaimed shares to the others. For jobs
+ * whose shares are small and independent (decode GEMVs).
+ */
+void wm_pool_run_shares(wm_pool *p, wm_pool_fn fn, void *ctx, int nth);
+
 /* The range [*b, *e) of n items that share ith of nth takes (contiguous, balanced). */
 static inline void wm_split(long n, int ith, int nth, long *b, long *e) {
     long q = n / nth, r = n % nth;

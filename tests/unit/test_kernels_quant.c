@@ -80,6 +80,21 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
         free(pk);
         free(C2);
     }
+    if (c->M > 0 && c->M <= 4 && ws) { /* A prepared once by ith = -1 for every share: the same bits */
+        float *C3 = kt_alloc((size_t)(c->M * ldc) * 4 + 4);
+        memcpy(C3, C, (size_t)(c->M * ldc) * 4 + 4);
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t n = 0; n < c->N; n++) C3[m * ldc + n] = -1.0f;
+        memset(a.work, 0xff, ws); /* nothing left from the runs above */
+        wm_nbits_args p = a;
+        p.C = C3, p.shared_prep = 1;
+        T->nbits_gemm(&p, -1, nth + 2);
+        for (int i = nth + 1; i >= 0; i--) T->nbits_gemm(&p, i, nth + 2); /* more shares, any order */
+        if (memcmp(C, C3, (size_t)(c->M * ldc) * 4 + 4) != 0)
+            fail_msg("%s nbits shared_prep M=%lld N=%lld K=%lld bs=%d nth=%d: differs from per-share preparation",
+                     T->name, (long long)c->M, (long long)c->N, (long long)c->K, c->bs, nth + 2);
+        free(C3);
+    }
     wm_nbits_args r = a;
     r.C = R;
     int q8 = T->nbits_q8(&a); /* accuracy_level 4: int8 activations where the table's kernel uses them */
