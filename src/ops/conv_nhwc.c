@@ -157,6 +157,7 @@ typedef struct nc_job {
     /* shared mode: the tile at hand and its col^T */
     int64_t n, p0, p1;
     float *col;
+    const wm_pool *pool;
 } nc_job;
 
 /* Rows [q0, q1) of the col^T tile of positions [p0, p1) of image n: row i = the kh x kw x C patch of position
@@ -210,12 +211,13 @@ static void nc_args(const nc_job *j, int64_t n, int64_t p0, int64_t p1, const fl
     }
 }
 
+/* one claimed share per tile; scratch per thread (wm_pool_thread) */
 static void nc_tiles_part(void *arg, int ith, int nth) {
     const nc_job *j = arg;
     const nc_plan *pl = j->pl;
     long lo, hi;
     wm_split((long)pl->units, ith, nth, &lo, &hi);
-    uint8_t *mine = j->ws + (size_t)ith * (pl->gemm1 + pl->colt);
+    uint8_t *mine = j->ws + (size_t)wm_pool_thread(j->pool) * (pl->gemm1 + pl->colt);
     float *col = (float *)(mine + pl->gemm1);
     const wm_kernels *kt = wm_kernels_get();
     for (long u = lo; u < hi; u++) {
@@ -245,11 +247,12 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     if (!pl.N || !pl.P || !s->M) return WM_OK;
     const float *b = s->b32 ? s->b32 : n->n_in > 2 && in[2] ? in[2]->data : NULL;
     const float *z = n->n_in > 3 && in[3] ? in[3]->data : NULL;
-    nc_job j = {s, &pl, &w, in[0]->data, b, z, out[0]->data, x->ws, 0, 0, 0, NULL};
+    nc_job j = {s, &pl, &w, in[0]->data, b, z, out[0]->data, x->ws, 0, 0, 0, NULL, x->pool};
     double flops = 2.0 * (double)pl.P * (double)s->M * (double)pl.K * (double)pl.N;
     int nth = flops >= 2e5 ? x->nth : 1;
     if (pl.units >= 2 * (int64_t)nth || nth == 1) {
-        wm_pool_run(x->pool, nc_tiles_part, &j, nth > pl.units ? (int)pl.units : nth);
+        if (nth == 1) nc_tiles_part(&j, 0, 1);
+        else wm_pool_run_shares(x->pool, nc_tiles_part, &j, (int)pl.units); /* a slowed thread leaves its tiles */
         return WM_OK;
     }
     /* few large tiles: each tile's patches and GEMM split over the threads */

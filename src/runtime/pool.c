@@ -43,7 +43,13 @@ static void claim_shares(wm_pool *p) {
 
 typedef struct worker_arg {
     wm_pool *p;
+    int index;
 } worker_arg;
+
+static _Thread_local const wm_pool *tl_pool; /* the pool this thread works for, or NULL */
+static _Thread_local int tl_index;           /* its index there */
+
+int wm_pool_thread(const wm_pool *p) { return p && tl_pool == p ? tl_index : 0; }
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -54,6 +60,8 @@ static inline void cpu_relax(void) {
 static void *worker(void *arg) {
     worker_arg *wa = arg;
     wm_pool *p = wa->p;
+    tl_pool = p;
+    tl_index = wa->index;
     free(wa);
     unsigned seen = 0; /* the generation at creation: a job posted before this thread first runs is still seen */
     for (;;) {
@@ -97,6 +105,7 @@ wm_status wm_pool_new(int n_threads, wm_pool **out, wm_error *err) {
             worker_arg *wa = malloc(sizeof *wa);
             if (!wa) goto nomem;
             wa->p = p;
+            wa->index = i;
             if (pthread_create(&p->threads[i], NULL, worker, wa) != 0) {
                 free(wa);
                 p->n = i; /* join the ones that started */

@@ -38,6 +38,11 @@ void wm_pool_run(wm_pool *p, wm_pool_fn fn, void *ctx, int nth);
  */
 void wm_pool_run_shares(wm_pool *p, wm_pool_fn fn, void *ctx, int nth);
 
+/* The calling thread's index in p while it runs one of p's shares: 1 .. size - 1 for p's workers, 0 for the
+ * thread that called wm_pool_run (whatever pool it may work for otherwise). With more shares than threads
+ * (wm_pool_run_shares) this, not the share index, picks per-thread scratch: a thread runs one share at a time. */
+int wm_pool_thread(const wm_pool *p);
+
 /* The range [*b, *e) of n items that share ith of nth takes (contiguous, balanced). */
 static inline void wm_split(long n, int ith, int nth, long *b, long *e) {
     long q = n / nth, r = n % nth;
