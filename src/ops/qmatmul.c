@@ -260,10 +260,8 @@ static void nb_args(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda,
     a->C = C, a->ldc = ldc, a->ep.bias = bias, a->work = ws, a->packed = w->packed;
 }
 
-#ifndef WM_NB_SHARES
-#define WM_NB_SHARES 4
-#endif
-#define WM_NB_SHARE_BYTES (16 << 10)
+#define WM_NB_SHARES 4             /* decode: claimed shares per thread at most */
+#define WM_NB_SHARE_BYTES (16 << 10) /* decode: codes per share at least */
 /*
  * Shares of a MatMulNBits call. Decode (M <= 4) streams the weights once and each core draws only part of the
  * memory bandwidth, so even small weights are split (a share per WM_NB_SHARE_BYTES of codes, 16 columns at least),
