@@ -58,6 +58,7 @@ typedef struct tr_ctx {
     int r;
     int64_t odims[WM_MAX_RANK], sst[WM_MAX_RANK]; /* output dims, source strides in output order */
     int64_t outer, inner;                         /* inner: length of the last output dim */
+    int chunks;                                   /* transpose_planes: row ranges per plane */
 } tr_ctx;
 
 static void transpose_part(void *arg, int ith, int nth) {
@@ -95,6 +96,32 @@ static void transpose_part(void *arg, int ith, int nth) {
     }
 }
 
+/*
+ * Planes of 4-byte elements when the output's second-to-last dim is contiguous in the source and its last dim is
+ * short (NCHW -> NHWC with few channels, NHWC -> NCHW of a small image): each plane is a 2-D transpose done by
+ * reading source rows in order and writing `inner` apart, instead of `inner`-long rows of strided reads.
+ */
+static void transpose_planes(void *arg, int ith, int nth) {
+    const tr_ctx *c = arg;
+    int r = c->r;
+    int64_t rows = c->odims[r - 2], inner = c->inner, is = c->sst[r - 1], planes = c->outer / rows;
+    long lo, hi;
+    wm_split((long)(planes * c->chunks), ith, nth, &lo, &hi); /* units: (plane, chunk of its rows) */
+    for (long u = lo; u < hi; u++) {
+        int64_t q = u / c->chunks, rem = q, so = 0;
+        long j0, j1;
+        wm_split((long)rows, (int)(u % c->chunks), c->chunks, &j0, &j1);
+        for (int d = r - 3; d >= 0; d--) {
+            so += (rem % c->odims[d]) * c->sst[d];
+            rem /= c->odims[d];
+        }
+        const uint32_t *s4 = (const uint32_t *)c->src + so;
+        uint32_t *d4 = (uint32_t *)c->dst + (size_t)q * (size_t)(rows * inner);
+        for (int64_t i = 0; i < inner; i++)
+            for (int64_t j = j0; j < j1; j++) d4[j * inner + i] = s4[i * is + j];
+    }
+}
+
 /* Transposes src (rank r, dims) by perm into dst; elements of es bytes. */
 void wm_transpose(const void *src, void *dst, size_t es, int r, const int64_t *dims, const int64_t *perm, wm_exec *x) {
     /* drop size-1 dims: they do not move anything */
@@ -105,6 +132,19 @@ void wm_transpose(const void *src, void *dst, size_t es, int r, const int64_t *d
         if (dims[perm[i]] != 1) p2[k++] = map[perm[i]];
     for (int i = 0, k = 0; i < r; i++)
         if (dims[i] != 1) d2[k++] = dims[i];
+    /* merge runs of output dims that follow each other in the source too (HW of NHWC -> NCHW): one dim each */
+    int64_t gd[WM_MAX_RANK], gs[WM_MAX_RANK];
+    int ng = 0;
+    for (int i = 0; i < r2; i++) {
+        if (i > 0 && p2[i] == p2[i - 1] + 1) gd[ng - 1] *= d2[p2[i]];
+        else gs[ng] = p2[i], gd[ng++] = d2[p2[i]];
+    }
+    for (int g = 0; g < ng; g++) { /* the group's place in source order */
+        int rank = 0;
+        for (int h = 0; h < ng; h++) rank += gs[h] < gs[g];
+        p2[g] = rank, d2[rank] = gd[g];
+    }
+    r2 = ng;
     uint64_t total = 1;
     for (int i = 0; i < r2; i++) total *= (uint64_t)d2[i];
     if (total == 0) return;
@@ -126,6 +166,12 @@ void wm_transpose(const void *src, void *dst, size_t es, int r, const int64_t *d
     c.inner = c.odims[r2 - 1];
     c.outer = (int64_t)(total / (uint64_t)c.inner);
     int nth = total >= 65536 && x ? x->nth : 1;
+    if (es == 4 && r2 >= 2 && c.sst[r2 - 2] == 1 && c.inner <= 64) {
+        int64_t planes = c.outer / c.odims[r2 - 2];
+        c.chunks = planes >= nth ? 1 : nth; /* few planes: their rows split over the threads */
+        wm_pool_run(x ? x->pool : NULL, transpose_planes, &c, nth);
+        return;
+    }
     if (c.outer < nth) nth = (int)c.outer;
     wm_pool_run(x ? x->pool : NULL, transpose_part, &c, nth);
 }
