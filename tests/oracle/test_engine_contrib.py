@@ -461,6 +461,28 @@ def test_matmulnbits_4bit_blocks(tmp_path, build_dir, block, zp):
     nbits_case(tmp_path, build_dir, K=256 + 16, block=block, zp=zp, name=f"nbits_{block}_{zp}")
 
 
+def test_matmulnbits_decode_shares_thread_independent(tmp_path, build_dir):
+    # a decode GEMV (M = 1, int8 activations) is split into claimed shares by weight bytes, up to 4 per thread:
+    # every column must come out the same bits whatever the thread count (1, 2, 3), and match onnxruntime
+    import onnx
+    from engine_oracle import compare, ort_run, wm_run
+    K, N, block = 896, 1200, 32
+    kb = K // block
+    B = pack_bits(RNG.integers(0, 16, (N, kb, block)), 4)
+    scales = (RNG.random((N, kb)) * 0.1 + 0.01).astype(np.float32)
+    node = helper.make_node("MatMulNBits", ["A", "B", "scales"], ["Y"], domain=MS, K=K, N=N, bits=4,
+                            block_size=block, accuracy_level=4)
+    m = make_model([node], [("A", TP.FLOAT, [1, K])], [("Y", TP.FLOAT, [1, N])],
+                   [numpy_helper.from_array(B, "B"), numpy_helper.from_array(scales.reshape(-1), "scales")])
+    path = str(tmp_path / "nbits_decode.onnx")
+    onnx.save(m, path)
+    feeds = {"A": rnd(1, K).astype(np.float32)}
+    got = {t: wm_run(build_dir, path, feeds, tmp_path, threads=t, tag=f"t{t}")["Y"] for t in (1, 2, 3)}
+    assert np.array_equal(got[1], got[2]) and np.array_equal(got[1], got[3]), "decode MatMulNBits differs by thread count"
+    # both sides quantize A to int8 per block the same way (measured max abs diff ~1e-5)
+    compare(ort_run(path, feeds), {"Y": got[2]}, atol=1e-3, what="nbits_decode")
+
+
 def test_matmulnbits_8bit(tmp_path, build_dir):
     nbits_case(tmp_path, build_dir, bits=8, zp="packed", name="nbits8")
     nbits_case(tmp_path, build_dir, bits=8, zp="none", name="nbits8_nozp")
