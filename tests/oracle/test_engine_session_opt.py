@@ -213,7 +213,7 @@ def test_conv_activation_forms(winml, build_dir, tmp_path, case):
         E.assert_close(E.ort_run(dst, feeds), ref, atol=1e-5, label=case + " fused in onnxruntime")
 
 
-def nhwc_chain_graph():
+def nhwc_chain_graph(shape=(2, 5, 13, 11)):
     """A chain the engine runs channels-last, on odd sizes and every window option: x[2,5,13,11] ->
     Conv(asymmetric pads, stride 2x1, dilation 1x2) + Relu -> MaxPool(3x2, pads, ceil_mode) -> 1x1 Conv (no bias)
     + residual Add + LeakyRelu -> "mid" (also read by a ReduceMean: NCHW again) -> Conv(SAME_UPPER, stride 2)
@@ -235,9 +235,20 @@ def nhwc_chain_graph():
              n("Sigmoid", ["c3"], ["out"]),
              n("Conv", ["x", "W4"], ["lone"])]
     outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("out", "mid", "mean", "lone")]
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 13, 11])], outs,
-                          inits)
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))], outs, inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_nhwc_chain_threads_bit_identical(build_dir, tmp_path):
+    """Images large enough for the channels-last convolutions' claimed tiles (16+ per conv, any thread takes any
+    tile, scratch per thread): the outputs are the same bits on 1, 2 and 3 threads and match onnxruntime."""
+    src = str(tmp_path / "big.onnx")
+    onnx.save(nhwc_chain_graph((2, 5, 96, 80)), src)
+    feeds = {"x": np.random.default_rng(5).normal(0, 1, (2, 5, 96, 80)).astype(np.float32)}
+    runs = {t: E.engine_run(build_dir, src, feeds, tmp_path, threads=t)[0] for t in (1, 2, 3)}
+    for o in ("out", "mid", "mean", "lone"):
+        assert np.array_equal(runs[1][o], runs[2][o]) and np.array_equal(runs[1][o], runs[3][o]), o
+    E.assert_close(runs[2], E.ort_run(src, feeds, optimized=False), atol=1e-4, label="nhwc chain, large")
 
 
 def test_nhwc_layout_chain(winml, build_dir, tmp_path):
