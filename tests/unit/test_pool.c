@@ -26,7 +26,7 @@ typedef struct job {
     atomic_int busy[8];      /* per thread index: a share holds it */
     atomic_int bad;          /* an index out of range, or held twice at once, or a wrong nth */
     int want_nth;
-    volatile uint64_t sink;
+    _Atomic uint64_t sink;   /* keeps the busy loop */
 } job;
 
 static void share(void *arg, int ith, int nth) {
@@ -44,7 +44,7 @@ static void share(void *arg, int ith, int nth) {
     if (atomic_exchange(&j->busy[t], 1)) atomic_fetch_add(&j->bad, 1);
     uint64_t x = (uint64_t)ith + 1; /* a little work, so that shares overlap */
     for (int i = 0; i < 20000; i++) x = x * 6364136223846793005ull + 1442695040888963407ull;
-    j->sink = x;
+    atomic_store_explicit(&j->sink, x, memory_order_relaxed);
     atomic_store(&j->busy[t], 0);
 }
 
