@@ -90,6 +90,13 @@ void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm
     q->xf = (float *)w;
 }
 
+int wm_nbits_share_cols(const wm_nbits_args *a, int ith, int nth, int64_t *n0, int64_t *n1) {
+    *n0 = *n1 = 0;
+    if (ith < 0) return 1;
+    wm_split_units(a->N, WM_NR, ith, nth, n0, n1);
+    return *n0 < *n1;
+}
+
 int wm_nbits_q8_view(const wm_nbits_args *a, int ith, int nth, wm_nbits_q8 *q) {
     wm_nbits_q8_layout(a, a->work, a->shared_prep || ith < 0 ? 0 : ith, nth, q);
     return ith < 0 || !a->shared_prep;
@@ -162,9 +169,8 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
         wm_nbits_big(&wm_gemm_ukr_generic, a, wm_nbits_bsrc_pack, ith, nth);
         return;
     }
-    int64_t n0 = 0, n1 = 0;
-    if (ith >= 0) wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
-    if (ith >= 0 && n0 >= n1) return;
+    int64_t n0, n1;
+    if (!wm_nbits_share_cols(a, ith, nth, &n0, &n1)) return;
     int64_t kb = wm_nbits_kblocks(a);
     if (wm_nbits_use_q8(a)) {
         wm_nbits_q8 q;

@@ -503,9 +503,8 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
         wm_nbits_big(&wm_gemm_ukr_avx2, a, pack_nbits_avx2, ith, nth);
         return;
     }
-    int64_t n0 = 0, n1 = 0;
-    if (ith >= 0) wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
-    if (ith >= 0 && n0 >= n1) return;
+    int64_t n0, n1;
+    if (!wm_nbits_share_cols(a, ith, nth, &n0, &n1)) return;
     wm_nbits_q8 q;
     int q8 = wm_nbits_use_q8(a);
     if (wm_nbits_q8_view(a, ith, nth, &q)) {

@@ -359,9 +359,8 @@ void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth) {
         return;
     }
     if (a->M <= 0 || a->N <= 0) return;
-    int64_t n0 = 0, n1 = 0;
-    if (ith >= 0) wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
-    if (ith >= 0 && n0 >= n1) return;
+    int64_t n0, n1;
+    if (!wm_nbits_share_cols(a, ith, nth, &n0, &n1)) return;
     wm_nbits_q8 q;
     int sg32 = a->block_size == 32;
     if (wm_nbits_q8_view(a, ith, nth, &q))

@@ -27,6 +27,9 @@ void wm_nbits_dequant_run(const wm_nbits_args *a, int64_t n, int64_t blk, int64_
 int wm_nbits_use_q8(const wm_nbits_args *a);
 int wm_nbits_vnni_ok(const wm_nbits_args *a);
 void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm_nbits_q8 *q);
+/* Share ith's columns [*n0, *n1) (whole units of WM_NR); 0: none, nothing to do. The preparation call of
+ * shared_prep (ith < 0) has no columns and returns 1. */
+int wm_nbits_share_cols(const wm_nbits_args *a, int ith, int nth, int64_t *n0, int64_t *n1);
 /* Share ith's view of prepared A (slice 0 for every share with a->shared_prep); 1 when this call prepares it
  * (ith < 0, or a share without shared_prep), then a call with ith < 0 returns right after preparing. */
 int wm_nbits_q8_view(const wm_nbits_args *a, int ith, int nth, wm_nbits_q8 *q);

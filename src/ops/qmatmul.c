@@ -268,9 +268,11 @@ static void nb_args(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda,
  * into up to WM_NB_SHARES claimed shares per thread so that a thread held up by another process leaves its
  * unclaimed shares to the others. Larger M splits by work (wm_sgemm_tasks), one share per thread at most.
  */
+static int nb_decode(int64_t M, int threads) { return M <= 4 && threads > 1; }
+
 static int nb_threads(const wm_nbits_w *w, int64_t M, const wm_exec *x) {
     int cap = x && x->pool ? x->nth : 1;
-    if (M <= 4 && cap > 1) {
+    if (nb_decode(M, cap)) {
         int64_t s = w->N * w->k_blocks * w->blob / WM_NB_SHARE_BYTES, units = (w->N + 15) / 16;
         if (s > units) s = units;
         if (s > (int64_t)cap * WM_NB_SHARES) s = (int64_t)cap * WM_NB_SHARES;
@@ -283,7 +285,7 @@ static int nb_threads(const wm_nbits_w *w, int64_t M, const wm_exec *x) {
 size_t wm_nbits_workspace(const wm_nbits_w *w, int64_t M, int nth) {
     wm_nbits_args a;
     nb_args(w, M, NULL, w->K, NULL, w->N, NULL, NULL, &a);
-    return wm_nbits_workspace_size(&a, nth) + 64;
+    return wm_nbits_workspace_size(&a, nb_decode(M, nth) ? nth * WM_NB_SHARES : nth) + 64; /* nb_threads' most */
 }
 
 typedef struct nbctx {
@@ -302,7 +304,7 @@ void wm_nbits_matmul(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda
     nbctx c = {wm_kernels_get(), {0}};
     nb_args(w, M, A, lda, C, ldc, bias, ws, &c.a);
     int nth = nb_threads(w, M, x);
-    if (M <= 4 && nth > 1) { /* decode: A prepared once here, not once per share */
+    if (nb_decode(M, nth)) { /* decode on several shares: A prepared once here, not once per share */
         c.a.shared_prep = 1;
         c.k->nbits_gemm(&c.a, -1, nth);
     }
@@ -466,7 +468,7 @@ static size_t nb_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     (void)out;
     const nbstate *s = n->state;
     uint64_t M = wm_tensor_numel(in[0]) / (uint64_t)s->w.K;
-    size_t b = wm_nbits_workspace(&s->w, (int64_t)M, M <= 4 && nth > 1 ? nth * WM_NB_SHARES : nth) + 64 * 6;
+    size_t b = wm_nbits_workspace(&s->w, (int64_t)M, nth) + 64 * 6;
     if (in[0]->dtype != WM_DT_FLOAT) b += (size_t)(M * (uint64_t)(s->w.K + s->w.N)) * sizeof(float);
     if (!s->scales_c && !s->packed && in[2]->dtype != WM_DT_FLOAT) b += wm_tensor_numel(in[2]) * sizeof(float);
     if (wm_has_in(n, 3) && in[3]->dtype != WM_DT_UINT8 && !s->zp_c) b += wm_tensor_numel(in[3]) * sizeof(float);

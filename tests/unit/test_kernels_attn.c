@@ -27,15 +27,17 @@ static void check(double got, double ref, double mag, const char *what, int64_t 
     }
 }
 
-/* Calls fn for every table and every (m, n, d) of the grids above. */
-static void each_shape(void (*fn)(const wm_kernels *k, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed),
-                       uint32_t seed) {
+typedef void (*case_fn)(const wm_kernels *k, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed, int h);
+
+/* Calls fn (h: float16 keys/values) for every table and every (m, n, d) of the grids above. */
+static void each_shape(case_fn fn, int h, uint32_t seed) {
     const wm_kernels *tab[3];
     int nt = kt_tables(tab);
     for (int t = 0; t < nt; t++)
         for (size_t a = 0; a < sizeof g_m / sizeof *g_m; a++)
             for (size_t b = 0; b < sizeof g_n / sizeof *g_n; b++)
-                for (size_t c = 0; c < sizeof g_d / sizeof *g_d; c++) fn(tab[t], g_m[a], g_n[b], g_d[c], (int)(c % 2), &seed);
+                for (size_t c = 0; c < sizeof g_d / sizeof *g_d; c++)
+                    fn(tab[t], g_m[a], g_n[b], g_d[c], (int)(c % 2), &seed, h);
 }
 
 /* Scores of m query rows against n key rows, float32 keys or (h) float16 ones; strides differ between the two
@@ -86,37 +88,24 @@ static void pv_run(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd
     free(p), free(v), free(o), free(vh);
 }
 
-static void qk_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
-    qk_run(K, m, n, d, odd, seed, 0);
-}
-static void qk_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
-    qk_run(K, m, n, d, odd, seed, 1);
-}
-static void pv_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
-    pv_run(K, m, n, d, odd, seed, 0);
-}
-static void pv_h_case(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd, uint32_t *seed) {
-    pv_run(K, m, n, d, odd, seed, 1);
-}
-
 static void test_qk(void **state) {
     (void)state;
-    each_shape(qk_case, 12345);
+    each_shape(qk_run, 0, 12345);
 }
 
 static void test_pv(void **state) {
     (void)state;
-    each_shape(pv_case, 777);
+    each_shape(pv_run, 0, 777);
 }
 
 static void test_qk_h(void **state) {
     (void)state;
-    each_shape(qk_h_case, 4242);
+    each_shape(qk_run, 1, 4242);
 }
 
 static void test_pv_h(void **state) {
     (void)state;
-    each_shape(pv_h_case, 999);
+    each_shape(pv_run, 1, 999);
 }
 
 int main(void) {
