@@ -162,6 +162,23 @@ static void pack_a_block(const float *A, int64_t lda, int trans_a, int64_t m0, i
     }
 }
 
+/* Gathers indirect op(A)[m0:m0+mc, k0:k0+kc] (wm_sgemm_args.ind) into mr-row panels like pack_a_block. */
+static void pack_a_ind(const wm_sgemm_args *a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int mr, float *dst) {
+    for (int64_t i = 0; i < mc; i += mr) {
+        float *d = dst + i * kc;
+        int64_t mv = mc - i < mr ? mc - i : mr;
+        for (int64_t k = 0; k < kc;) {
+            int64_t t = (k0 + k) / a->seg, c0 = (k0 + k) % a->seg;
+            int64_t len = a->seg - c0 < kc - k ? a->seg - c0 : kc - k;
+            for (int r = 0; r < mr; r++) {
+                const float *s = r < mv ? a->ind[t * a->ldi + m0 + i + r] + c0 : NULL;
+                for (int64_t q = 0; q < len; q++) d[(k + q) * mr + r] = s ? s[q] : 0.0f;
+            }
+            k += len;
+        }
+    }
+}
+
 /* ------------------------------------------------------------ split */
 
 /*
@@ -220,7 +237,8 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
     const int zero_k = K == 0 || a->alpha == 0.0f;
     const int mr = u->mr;
     /* rows of A a multiple of 4 KiB apart share L1 sets: a tall tile's rows would evict each other */
-    const int pack = a->trans_a || (u->pack_aliased && a->lda % 1024 == 0);
+    const int ind = a->ind != NULL;
+    const int pack = ind ? !u->kernel_ind : a->trans_a || (u->pack_aliased && a->lda % 1024 == 0);
     const int64_t tw = (int64_t)u->np * WM_NR; /* tile width */
     const int64_t nstep = a->packed_b ? WM_NC_PACKED : WM_NC;
     for (int64_t nb = n0; nb < n1; nb += nstep) {
@@ -242,16 +260,23 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
                 /* A^T (and aliased rows) go into mr-row panels; else plain A is read in place */
-                if (kc && pack && !a->trans_a && u->pack_a) u->pack_a(a->A, a->lda, mb, mc, kb, kc, apack);
+                if (kc && pack && ind) pack_a_ind(a, mb, mc, kb, kc, mr, apack);
+                else if (kc && pack && !a->trans_a && u->pack_a) u->pack_a(a->A, a->lda, mb, mc, kb, kc, apack);
                 else if (kc && pack) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, mr, apack);
                 for (int64_t j = 0; j < nc; j += tw) {
                     int nv = (int)(nc - j < tw ? nc - j : tw);
                     const float *bj = bp + (j / WM_NR) * pstride;
                     for (int64_t i = 0; i < mc; i += mr) {
                         int mv = (int)(mc - i < mr ? mc - i : mr);
+                        float *ci = a->C + (mb + i) * a->ldc + nb + j;
+                        if (kc && ind && !pack) {
+                            u->kernel_ind(kc, a->ind + mb + i, a->ldi, kb, a->seg, bj, pstride, ci, a->ldc, mv, nv,
+                                          a->alpha, a->beta, first);
+                            continue;
+                        }
                         const float *ai = !kc ? NULL : pack ? apack + i * kc : a->A + (mb + i) * a->lda + kb;
-                        u->kernel(kc, ai, pack || !kc ? 0 : a->lda, bj, pstride, a->C + (mb + i) * a->ldc + nb + j,
-                                  a->ldc, mv, nv, a->alpha, a->beta, first);
+                        u->kernel(kc, ai, pack || !kc ? 0 : a->lda, bj, pstride, ci, a->ldc, mv, nv, a->alpha, a->beta,
+                                  first);
                     }
                 }
                 if (last) wm_epilogue_apply(&a->ep, u, a->C, a->ldc, mb, mb + mc, nb, nb + nc);
@@ -279,7 +304,7 @@ void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *
 
 void wm_sgemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
-    if (u->small_m && u->small_m(a, ith, nth)) return;
+    if (!a->ind && u->small_m && u->small_m(a, ith, nth)) return;
     wm_bsrc src = {u->pack_f32 ? u->pack_f32 : wm_bsrc_pack_f32, a->B, a->ldb, a->trans_b, NULL};
     wm_gemm_drive(u, a, &src, ith, nth);
 }
@@ -343,7 +368,7 @@ static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, fl
 static void vadd_generic_fwd(int64_t n, float *y, const float *x) { wm_kernels_generic()->add(n, y, y, x); }
 
 const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, vadd_generic_fwd, NULL,
-                                        NULL};
+                                        NULL, NULL};
 
 void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
 

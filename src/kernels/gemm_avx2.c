@@ -29,6 +29,26 @@ static inline void row_out(__m256 a0, __m256 a1, float *c, __m256 alpha, __m256 
     _mm256_storeu_ps(c + 8, r1);
 }
 
+/* The finished tile to c (full, or the mv x nv corner through a 16-float bounce row): one arithmetic for both. */
+static inline __attribute__((always_inline)) void tile_store(__m256 acc[WM_MR][2], float *c, int64_t ldc, int mv,
+                                                             int nv, float alpha, float beta, int first) {
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    int mode = first ? (beta == 0.0f ? 0 : 1) : 2;
+    if (mv == WM_MR && nv == WM_NR) {
+#pragma GCC unroll 6
+        for (int i = 0; i < WM_MR; i++) row_out(acc[i][0], acc[i][1], c + i * ldc, va, vb, mode);
+        return;
+    }
+    float tmp[WM_NR];
+    for (int i = 0; i < mv; i++) {
+        float *ci = c + i * ldc;
+        memset(tmp, 0, sizeof tmp);
+        if (mode != 0) memcpy(tmp, ci, (size_t)nv * sizeof(float));
+        row_out(acc[i][0], acc[i][1], tmp, va, vb, mode);
+        memcpy(ci, tmp, (size_t)nv * sizeof(float));
+    }
+}
+
 #define FMA_ROW(r, addr)                                                                                               \
     do {                                                                                                               \
         __m256 a_ = _mm256_broadcast_ss(addr);                                                                         \
@@ -67,27 +87,36 @@ static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, 
             bp += WM_NR;
         }
     }
-    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-    int mode = first ? (beta == 0.0f ? 0 : 1) : 2;
-    if (mv == WM_MR && nv == WM_NR) {
-        row_out(c00, c01, c + 0 * ldc, va, vb, mode);
-        row_out(c10, c11, c + 1 * ldc, va, vb, mode);
-        row_out(c20, c21, c + 2 * ldc, va, vb, mode);
-        row_out(c30, c31, c + 3 * ldc, va, vb, mode);
-        row_out(c40, c41, c + 4 * ldc, va, vb, mode);
-        row_out(c50, c51, c + 5 * ldc, va, vb, mode);
-        return;
-    }
-    /* partial tile: same arithmetic through a 16-float bounce row */
     __m256 acc[WM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    float tmp[WM_NR];
-    for (int i = 0; i < mv; i++) {
-        float *ci = c + i * ldc;
-        memset(tmp, 0, sizeof tmp);
-        if (mode != 0) memcpy(tmp, ci, (size_t)nv * sizeof(float));
-        row_out(acc[i][0], acc[i][1], tmp, va, vb, mode);
-        memcpy(ci, tmp, (size_t)nv * sizeof(float));
+    tile_store(acc, c, ldc, mv, nv, alpha, beta, first);
+}
+
+/* ukr_6x16 with indirect A (wm_ukr_ind_fn): the six row pointers are reloaded at each segment of the k-block */
+static void ukr_ind_6x16(int64_t kc, const float *const *ind, int64_t ldi, int64_t k0, int64_t seg, const float *bp,
+                         int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha, float beta, int first) {
+    (void)pstride; /* one panel per tile */
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t k = 0; k < kc;) {
+        int64_t t = (k0 + k) / seg, c0 = (k0 + k) % seg, len = seg - c0 < kc - k ? seg - c0 : kc - k;
+        const float *const *row = ind + t * ldi;
+        const float *a0 = row[0] + c0, *a1 = (mv > 1 ? row[1] : row[0]) + c0, *a2 = (mv > 2 ? row[2] : row[0]) + c0;
+        const float *a3 = (mv > 3 ? row[3] : row[0]) + c0, *a4 = (mv > 4 ? row[4] : row[0]) + c0;
+        const float *a5 = (mv > 5 ? row[5] : row[0]) + c0;
+        for (int64_t q = 0; q < len; q++) {
+            __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+            FMA_ROW(0, a0 + q);
+            FMA_ROW(1, a1 + q);
+            FMA_ROW(2, a2 + q);
+            FMA_ROW(3, a3 + q);
+            FMA_ROW(4, a4 + q);
+            FMA_ROW(5, a5 + q);
+            bp += WM_NR;
+        }
+        k += len;
     }
+    __m256 acc[WM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    tile_store(acc, c, ldc, mv, nv, alpha, beta, first);
 }
 
 /* ------------------------------------------------------------ GEMV (M <= 2) */
@@ -464,7 +493,7 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
 }
 
 const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2_fwd,
-                                     wm_vepi_avx2, NULL};
+                                     wm_vepi_avx2, NULL, ukr_ind_6x16};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

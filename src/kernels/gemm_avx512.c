@@ -5,7 +5,8 @@
  * each used twice: 24 FMAs per 14 loads, against 12 per 8 for the AVX2 6x16
  * tile. A is read in place, or from 12-row panels ([k][12]) when the driver
  * packs it (A^T, or rows 4 KiB apart). Tails (rows rounded up to 4, one
- * panel) run the same code with fewer accumulators. The small-M GEMV paths
+ * panel) run the same code with fewer accumulators. ukr_ind_12x32 is the
+ * same tile with indirect A (a convolution's taps read in place). The small-M GEMV paths
  * and the B packer are the AVX2 ones. Compiled with -mavx512f; reached only
  * through the AVX-512 table.
  */
@@ -75,6 +76,82 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
     }
 }
 
+/* Where a finished indirect tile goes. Passed by address so that none of it is live in registers across the k
+   loop: with 24 accumulators, 12 row pointers and the segment state, GCC would park it in vector registers and
+   then spill the B vectors instead. */
+typedef struct tile_out {
+    float *c;
+    int64_t ldc;
+    int mv, nv, first;
+    float alpha, beta;
+} tile_out;
+
+/* rows x (np * 16) tile with indirect A: one run of A pointers per segment of the k-block (wm_ukr_ind_fn) */
+static inline __attribute__((always_inline)) void tile_ind(const int rows, const int np, int64_t kc,
+                                                           const float *const *ind, int64_t ldi, int64_t k0,
+                                                           int64_t seg, const float *bp, int64_t pstride,
+                                                           const tile_out *o) {
+    __m512 acc[MR][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < rows; r++) {
+        acc[r][0] = _mm512_setzero_ps();
+        acc[r][1] = _mm512_setzero_ps();
+    }
+    const float *const *row = ind + (k0 / seg) * ldi;
+    int64_t c0 = k0 % seg;
+    while (kc > 0) {
+        int64_t len = seg - c0 < kc ? seg - c0 : kc;
+        int mv = o->mv;
+        /* row r at base + d[r] bytes: one moving base and fixed distances, so that the 12 rows, both B panels and
+           the loop fit the general registers (the frame pointer takes one) */
+        const char *base = (const char *)(row[0] + c0);
+        ptrdiff_t d[MR];
+#pragma GCC unroll 12
+        for (int r = 0; r < rows; r++) d[r] = (const char *)((r < mv ? row[r] : row[0]) + c0) - base;
+        const float *b1p = bp + (np > 1 ? pstride : 0), *be = bp + len * WM_NR;
+        for (const float *b = bp; b < be; b += WM_NR, base += sizeof(float)) {
+            __m512 b0 = _mm512_loadu_ps(b);
+            __m512 b1 = np > 1 ? _mm512_loadu_ps(b1p + (b - bp)) : b0;
+#pragma GCC unroll 12
+            for (int r = 0; r < rows; r++) {
+                __m512 x = _mm512_set1_ps(*(const float *)(base + d[r]));
+                acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+                if (np > 1) acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+            }
+        }
+        bp += len * WM_NR;
+        kc -= len;
+        row += ldi;
+        c0 = 0;
+    }
+    __m512 va = _mm512_set1_ps(o->alpha), vb = _mm512_set1_ps(o->beta);
+    int mode = o->first ? (o->beta == 0.0f ? 0 : 1) : 2, nv = o->nv, mv = o->mv;
+    __mmask16 m0 = nv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nv) - 1u);
+    __mmask16 m1 = nv >= 32 ? (__mmask16)0xFFFF : nv > 16 ? (__mmask16)((1u << (nv - 16)) - 1u) : 0;
+#pragma GCC unroll 12
+    for (int r = 0; r < rows; r++) {
+        if (r >= mv) break;
+        row_store(acc[r][0], o->c + r * o->ldc, m0, va, vb, mode);
+        if (np > 1 && m1) row_store(acc[r][1], o->c + r * o->ldc + 16, m1, va, vb, mode);
+    }
+}
+
+static void ukr_ind_12x32(int64_t kc, const float *const *ind, int64_t ldi, int64_t k0, int64_t seg, const float *bp,
+                          int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha, float beta, int first) {
+    tile_out o = {c, ldc, mv, nv, first, alpha, beta};
+#define IND_ARGS kc, ind, ldi, k0, seg, bp, pstride, &o
+    if (nv > 16) {
+        if (mv > 8) tile_ind(12, 2, IND_ARGS);
+        else if (mv > 4) tile_ind(8, 2, IND_ARGS);
+        else tile_ind(4, 2, IND_ARGS);
+    } else {
+        if (mv > 8) tile_ind(12, 1, IND_ARGS);
+        else if (mv > 4) tile_ind(8, 1, IND_ARGS);
+        else tile_ind(4, 1, IND_ARGS);
+    }
+#undef IND_ARGS
+}
+
 static void ukr_12x32(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
                       int64_t ldc, int mv, int nv, float alpha, float beta, int first) {
     if (nv > 16) {
@@ -98,7 +175,7 @@ static void pack_fwd(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64
 }
 
 const wm_gemm_ukr wm_gemm_ukr_avx512 = {ukr_12x32, MR, 2, 1, vact_fwd, small_m_fwd, pack_fwd, wm_vadd_avx2_fwd,
-                                       wm_vepi_avx2, wm_pack_a12_avx2};
+                                       wm_vepi_avx2, wm_pack_a12_avx2, ukr_ind_12x32};
 
 void wm_sgemm_avx512(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx512, a, ith, nth); }
 

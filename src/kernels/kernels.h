@@ -88,6 +88,11 @@ typedef struct wm_sgemm_args {
     int64_t ldc;
     wm_epilogue ep;
     void *work; /* wm_sgemm_workspace_size(this, nth) bytes */
+    /* Indirect A (an implicit GEMM: a convolution's taps read where they lie, no im2col copy), used instead of
+       A, lda and trans_a when not NULL: op(A)[m][k] = ind[(k / seg) * ldi + m][k % seg]. Each pointer is a run
+       of seg floats (a tap's channels, or a zero run for padding); ldi >= M. */
+    const float *const *ind;
+    int64_t ldi, seg;
 } wm_sgemm_args;
 
 /* Two-level batch over the same GEMM shape (e.g. [batch][head] in attention):

@@ -39,6 +39,15 @@ struct wm_bsrc;
 typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
                           int64_t ldc, int mv, int nv, float alpha, float beta, int first);
 
+/*
+ * The same tile with indirect A (wm_sgemm_args.ind): A(i,k) = ind[((k0 + k) / seg) * ldi + i][(k0 + k) % seg]
+ * for the k-block starting at column k0 of op(A); rows i >= mv are not read. Same arithmetic, in the same
+ * order, as the plain kernel on the gathered A, so both paths give the same bits.
+ */
+typedef void (*wm_ukr_ind_fn)(int64_t kc, const float *const *ind, int64_t ldi, int64_t k0, int64_t seg,
+                              const float *bp, int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha,
+                              float beta, int first);
+
 typedef struct wm_gemm_ukr {
     wm_ukr_fn kernel;
     int mr;           /* rows per tile (<= WM_MR_MAX) */
@@ -56,6 +65,8 @@ typedef struct wm_gemm_ukr {
     void (*vepi)(int64_t n, float *y, const float *b, const float *r, float lo);
     /* packs plain A[m0:m0+mc, k0:k0+kc] into mr-row panels like pack_a_block (NULL: the scalar loop) */
     void (*pack_a)(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst);
+    /* the tile with indirect A (NULL: the driver gathers indirect A into mr-row panels for the plain kernel) */
+    wm_ukr_ind_fn kernel_ind;
 } wm_gemm_ukr;
 
 /* Where B blocks come from when B is not prepacked: pack op(B)[k0:k0+kc, n0:n0+nc]

@@ -41,7 +41,9 @@ void wm_ref_sgemm(const wm_sgemm_args *a) {
         for (int64_t n = 0; n < a->N; n++) {
             double s = 0;
             for (int64_t k = 0; k < a->K; k++) {
-                double x = a->trans_a ? a->A[k * a->lda + m] : a->A[m * a->lda + k];
+                double x = a->ind       ? a->ind[(k / a->seg) * a->ldi + m][k % a->seg]
+                           : a->trans_a ? a->A[k * a->lda + m]
+                                        : a->A[m * a->lda + k];
                 double y = a->trans_b ? a->B[n * a->ldb + k] : a->B[k * a->ldb + n];
                 s += x * y;
             }

@@ -13,10 +13,15 @@
  * Channels last, a convolution is one GEMM per tile of output positions
  * with nothing to transpose: Y_tile[Pt, M] = A[Pt, K] x Wr^T[K, M], K =
  * kh * kw * C in (ky, kx, c) order. A is X itself for a 1x1 stride-1
- * unpadded convolution (rows of C channels, read in place), else the
- * tile's patches copied row by row (a kernel row's kw * C values are
- * contiguous in X), at a row stride that is not a multiple of 4 KiB (X
- * itself is copied so when C is a multiple of 1024). Wr^T is packed once at session creation; the GEMM
+ * unpadded convolution (rows of C channels, read in place). Otherwise, with
+ * 16 channels or more, A is indirect (an implicit GEMM): each tap of a patch
+ * is a run of C channels in X, and the tile's table holds one pointer per
+ * (tap, position), to X or to a zero run for the padding, which the GEMM
+ * kernel reads in place. With fewer channels (a stem), or when neighbouring
+ * positions' runs are a multiple of 4 KiB apart, the tile's patches are
+ * copied row by row (a kernel row's kw * C values are contiguous in X), at a
+ * row stride that is not a multiple of 4 KiB (X itself is copied so when C is
+ * a multiple of 1024). Wr^T is packed once at session creation; the GEMM
  * writes Y directly and its epilogue adds the bias and the residual Z and
  * applies the activation to each tile while it is in cache. Threads take whole tiles
  * when there are at least two per thread, else each tile's GEMM is split
@@ -108,11 +113,12 @@ static wm_status nc_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
 }
 
 typedef struct nc_plan {
-    int64_t N, P, K, Pt, ntiles, units;
+    int64_t N, P, K, Pt, ntiles, units, taps;
     int64_t lda;   /* A's row stride: C (X itself) or that of the col^T tile, never a multiple of 4 KiB */
     int direct;    /* 1x1 stride 1 unpadded: A is X itself, unless its rows are 4 KiB apart (then copied) */
+    int indirect;  /* A read where it lies: a table of one X row (or the zero row) per tap and position */
     size_t gemm1;  /* GEMM scratch of one share */
-    size_t colt;   /* one col^T tile */
+    size_t colt;   /* one col^T tile, or one tile's indirection table */
 } nc_plan;
 
 static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
@@ -132,7 +138,14 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
        for every block of output channels: such A is copied once per tile to a padded stride instead */
     p->lda = p->K;
     if (p->lda % 1024 == 0) p->lda += 16, p->direct = 0;
-    p->colt = p->direct ? 0 : up64((size_t)(pt * p->lda) * sizeof(float));
+    /* a patch's taps are runs of C channels in X: with runs of 16 and more, the GEMM reads them in place
+       (no col^T copy); when neighbouring positions' runs are a multiple of 4 KiB apart (stride x C floats)
+       they would share L1 sets, and those are copied as above */
+    p->taps = s->kh * s->kw;
+    p->indirect = !p->direct && s->C >= 16 && (w->s[2] * s->C) % 1024 != 0;
+    p->colt = p->direct     ? 0
+              : p->indirect ? up64((size_t)(p->taps * pt) * sizeof(const float *))
+                            : up64((size_t)(pt * p->lda) * sizeof(float));
 }
 
 static size_t nc_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
@@ -144,14 +157,14 @@ static size_t nc_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     nc_make_plan(s, &w, in[0]->dims[0], nth, &pl);
     wm_sgemm_args a = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
     size_t shared = up64(wm_sgemm_workspace_size(&a, nth)) + pl.colt, tiles = (size_t)nth * (pl.gemm1 + pl.colt);
-    return (shared > tiles ? shared : tiles) + 64;
+    return (shared > tiles ? shared : tiles) + up64((size_t)s->C * sizeof(float)) + 64; /* + the zero row */
 }
 
 typedef struct nc_job {
     const nhwc_state *s;
     const nc_plan *pl;
     const wm_win *w;
-    const float *x, *b, *z;
+    const float *x, *b, *z, *zero; /* zero: C zeros, the padding taps of an indirect A */
     float *y;
     uint8_t *ws;
     /* shared mode: the tile at hand and its col^T */
@@ -192,6 +205,25 @@ static void nc_patches(const nc_job *j, int64_t n, int64_t p0, int64_t q0, int64
     }
 }
 
+/* The indirection table of the tile of positions [p0, p1) of image n: ind[t * (p1 - p0) + i] = the C channels
+   that tap t = ky * kw + kx of position p0 + i reads, or the zero row in the padding. */
+static void nc_indirect(const nc_job *j, int64_t n, int64_t p0, int64_t p1, const float **ind) {
+    const nhwc_state *s = j->s;
+    const wm_win *w = j->w;
+    int64_t H = w->in[1], W = w->in[2], OW = w->out[2], C = s->C, ld = p1 - p0;
+    for (int64_t i = 0; i < ld; i++) {
+        int64_t p = p0 + i, oy = p / OW, ox = p % OW;
+        for (int64_t ky = 0; ky < s->kh; ky++) {
+            int64_t iy = oy * w->s[1] - w->pb[1] + ky * w->d[1];
+            for (int64_t kx = 0; kx < s->kw; kx++) {
+                int64_t ix = ox * w->s[2] - w->pb[2] + kx * w->d[2];
+                int in = iy >= 0 && iy < H && ix >= 0 && ix < W;
+                ind[(ky * s->kw + kx) * ld + i] = in ? j->x + ((n * H + iy) * W + ix) * C : j->zero;
+            }
+        }
+    }
+}
+
 /* The GEMM of tile (n, p0..p1): Y rows = A x Wr^T + Z, then bias and activation (a->work set by the caller). */
 static void nc_args(const nc_job *j, int64_t n, int64_t p0, int64_t p1, const float *col, wm_sgemm_args *a) {
     const nhwc_state *s = j->s;
@@ -199,6 +231,7 @@ static void nc_args(const nc_job *j, int64_t n, int64_t p0, int64_t p1, const fl
     memset(a, 0, sizeof *a);
     a->M = p1 - p0, a->N = s->M, a->K = pl->K, a->alpha = 1.0f;
     if (pl->direct) a->A = j->x + (n * pl->P + p0) * s->C, a->lda = s->C;
+    else if (pl->indirect) a->ind = (const float *const *)col, a->ldi = p1 - p0, a->seg = s->C;
     else a->A = col, a->lda = pl->lda;
     a->packed_b = s->wpack;
     a->C = j->y + (n * pl->P + p0) * s->M, a->ldc = s->M;
@@ -222,7 +255,8 @@ static void nc_tiles_part(void *arg, int ith, int nth) {
     const wm_kernels *kt = wm_kernels_get();
     for (long u = lo; u < hi; u++) {
         int64_t n = u / pl->ntiles, p0 = (u % pl->ntiles) * pl->Pt, p1 = p0 + pl->Pt < pl->P ? p0 + pl->Pt : pl->P;
-        if (!pl->direct) nc_patches(j, n, p0, 0, p1 - p0, col);
+        if (pl->indirect) nc_indirect(j, n, p0, p1, (const float **)col);
+        else if (!pl->direct) nc_patches(j, n, p0, 0, p1 - p0, col);
         wm_sgemm_args a;
         nc_args(j, n, p0, p1, col, &a);
         a.work = mine;
@@ -247,7 +281,13 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     if (!pl.N || !pl.P || !s->M) return WM_OK;
     const float *b = s->b32 ? s->b32 : n->n_in > 2 && in[2] ? in[2]->data : NULL;
     const float *z = n->n_in > 3 && in[3] ? in[3]->data : NULL;
-    nc_job j = {s, &pl, &w, in[0]->data, b, z, out[0]->data, x->ws, 0, 0, 0, NULL, x->pool};
+    /* the zero row after the shares' scratch (nc_workspace) */
+    size_t ws_tiles = (size_t)x->nth * (pl.gemm1 + pl.colt);
+    wm_sgemm_args a0 = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
+    size_t ws_shared = up64(wm_sgemm_workspace_size(&a0, x->nth)) + pl.colt;
+    float *zero = (float *)(x->ws + up64(ws_tiles > ws_shared ? ws_tiles : ws_shared));
+    if (pl.indirect) memset(zero, 0, (size_t)s->C * sizeof *zero);
+    nc_job j = {s, &pl, &w, in[0]->data, b, z, zero, out[0]->data, x->ws, 0, 0, 0, NULL, x->pool};
     double flops = 2.0 * (double)pl.P * (double)s->M * (double)pl.K * (double)pl.N;
     int nth = flops >= 2e5 ? x->nth : 1;
     if (pl.units >= 2 * (int64_t)nth || nth == 1) {
@@ -256,12 +296,13 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
         return WM_OK;
     }
     /* few large tiles: each tile's patches and GEMM split over the threads */
-    wm_sgemm_args a0 = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
     uint8_t *gws = x->ws;
     j.col = (float *)(gws + up64(wm_sgemm_workspace_size(&a0, nth)));
     for (int64_t u = 0; u < pl.units; u++) {
         j.n = u / pl.ntiles, j.p0 = (u % pl.ntiles) * pl.Pt, j.p1 = j.p0 + pl.Pt < pl.P ? j.p0 + pl.Pt : pl.P;
-        if (!pl.direct) wm_pool_run(x->pool, nc_col_part, &j, (uint64_t)(pl.K * (j.p1 - j.p0)) >= 32768 ? nth : 1);
+        if (pl.indirect) nc_indirect(&j, j.n, j.p0, j.p1, (const float **)j.col);
+        else if (!pl.direct)
+            wm_pool_run(x->pool, nc_col_part, &j, (uint64_t)(pl.K * (j.p1 - j.p0)) >= 32768 ? nth : 1);
         wm_sgemm_args a;
         nc_args(&j, j.n, j.p0, j.p1, j.col, &a);
         a.work = gws;

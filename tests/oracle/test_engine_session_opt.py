@@ -213,16 +213,18 @@ def test_conv_activation_forms(winml, build_dir, tmp_path, case):
         E.assert_close(E.ort_run(dst, feeds), ref, atol=1e-5, label=case + " fused in onnxruntime")
 
 
-def nhwc_chain_graph(shape=(2, 5, 13, 11)):
+def nhwc_chain_graph(shape=(2, 5, 13, 11), ch=(8, 6)):
     """A chain the engine runs channels-last, on odd sizes and every window option: x[2,5,13,11] ->
     Conv(asymmetric pads, stride 2x1, dilation 1x2) + Relu -> MaxPool(3x2, pads, ceil_mode) -> 1x1 Conv (no bias)
     + residual Add + LeakyRelu -> "mid" (also read by a ReduceMean: NCHW again) -> Conv(SAME_UPPER, stride 2)
-    + Sigmoid -> "out"; plus a lone Conv on x ("lone"), which keeps NCHW."""
+    + Sigmoid -> "out"; plus a lone Conv on x ("lone"), which keeps NCHW. ch: the output channels of the first and
+    the last Conv."""
     rng = np.random.default_rng(11)
+    C, C1, C3 = shape[1], ch[0], ch[1]
     w = lambda *s: numpy_helper.from_array(rng.normal(0, 0.3, s).astype(np.float32), f"W{len(inits)}")
     inits = []
-    inits.append(w(8, 5, 3, 3)), inits.append(numpy_helper.from_array(rng.normal(0, 0.3, (8,)).astype(np.float32), "B0"))
-    inits.append(w(8, 8, 1, 1)), inits.append(w(6, 8, 3, 3)), inits.append(w(3, 5, 1, 1))
+    inits.append(w(C1, C, 3, 3)), inits.append(numpy_helper.from_array(rng.normal(0, 0.3, (C1,)).astype(np.float32), "B0"))
+    inits.append(w(C1, C1, 1, 1)), inits.append(w(C3, C1, 3, 3)), inits.append(w(3, C, 1, 1))
     n = helper.make_node
     nodes = [n("Conv", ["x", "W0", "B0"], ["c1"], pads=[1, 2, 0, 1], strides=[2, 1], dilations=[1, 2]),
              n("Relu", ["c1"], ["r1"]),
@@ -249,6 +251,20 @@ def test_nhwc_chain_threads_bit_identical(build_dir, tmp_path):
     for o in ("out", "mid", "mean", "lone"):
         assert np.array_equal(runs[1][o], runs[2][o]) and np.array_equal(runs[1][o], runs[3][o]), o
     E.assert_close(runs[2], E.ort_run(src, feeds, optimized=False), atol=1e-4, label="nhwc chain, large")
+
+
+@pytest.mark.parametrize("shape,ch", [((1, 19, 14, 12), (24, 17)), ((2, 16, 40, 36), (33, 16))])
+def test_nhwc_chain_indirect(build_dir, tmp_path, shape, ch):
+    """16+ input channels: the 3x3 convolutions (asymmetric pads, stride 2x1 with dilation 1x2; SAME_UPPER
+    stride 2) read each tap's channels in place through an indirection table instead of copying patches (one
+    tile split over the threads, and claimed tiles); same bits on 1, 2 and 3 threads, and onnxruntime's values."""
+    src = str(tmp_path / "ind.onnx")
+    onnx.save(nhwc_chain_graph(shape, ch), src)
+    feeds = {"x": np.random.default_rng(6).normal(0, 1, shape).astype(np.float32)}
+    runs = {t: E.engine_run(build_dir, src, feeds, tmp_path, threads=t)[0] for t in (1, 2, 3)}
+    for o in ("out", "mid", "mean", "lone"):
+        assert np.array_equal(runs[1][o], runs[2][o]) and np.array_equal(runs[1][o], runs[3][o]), o
+    E.assert_close(runs[2], E.ort_run(src, feeds, optimized=False), atol=1e-4, label=f"nhwc chain {shape}")
 
 
 def test_nhwc_layout_chain(winml, build_dir, tmp_path):

@@ -212,6 +212,86 @@ static void test_sgemm_deterministic(void **state) {
             }
 }
 
+/*
+ * Indirect A (an implicit-GEMM convolution): a pool of seg-float runs, some zero (padding), some shared by
+ * several rows, and a table ind[t * ldi + m] picking one per (segment, row). For every table and share count
+ * the result equals the plain GEMM on the gathered A bit for bit (same arithmetic, same order), and the naive
+ * reference within the float bound; seg values that cut k-blocks anywhere, K over several k-blocks, partial
+ * tiles, and the convolution's epilogue (bias, residual, ReLU).
+ */
+static void test_sgemm_indirect(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    static const int64_t cases[][4] = {/* M, N, K, seg */
+                                       {1, 16, 64, 64},   {13, 37, 90, 10},   {25, 64, 576, 64}, {40, 33, 1152, 128},
+                                       {29, 80, 600, 24}, {12, 32, 768, 256}, {7, 5, 17, 17},    {50, 48, 301, 7}};
+    uint32_t seed = 900;
+    for (int t = 0; t < nt; t++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+            for (int packed = 0; packed < 2; packed++) {
+                int64_t M = cases[ci][0], N = cases[ci][1], K = cases[ci][2], seg = cases[ci][3];
+                int64_t nseg = K / seg, ldi = M + 3, runs = M + 5;
+                float *pool = kt_alloc((size_t)(runs * seg) * 4), *B = kt_alloc((size_t)(K * N) * 4);
+                float *Ad = kt_alloc((size_t)(M * K) * 4 + 4), *bias = kt_alloc((size_t)N * 4);
+                float *res = kt_alloc((size_t)(M * N) * 4 + 4), *zero = calloc((size_t)seg, 4);
+                const float **ind = kt_alloc((size_t)(nseg * ldi) * sizeof *ind);
+                if (!zero) abort();
+                kt_fill(pool, runs * seg, &seed);
+                kt_fill(B, K * N, &seed);
+                kt_fill(bias, N, &seed);
+                kt_fill(res, M * N, &seed);
+                for (int64_t q = 0; q < nseg; q++)
+                    for (int64_t m = 0; m < ldi; m++) {
+                        uint32_t r = kt_next(&seed) % (uint32_t)(runs + 2);
+                        const float *run = r >= (uint32_t)runs ? zero : pool + r * seg;
+                        ind[q * ldi + m] = m < M ? run : NULL; /* entries past M are never read */
+                        if (m < M) memcpy(Ad + m * K + q * seg, run, (size_t)seg * 4);
+                    }
+                float *P = NULL;
+                wm_sgemm_args a = {0};
+                a.M = M, a.N = N, a.K = K, a.alpha = 1.0f, a.B = B, a.ldb = N, a.ldc = N;
+                a.ep.bias = bias, a.ep.residual = res, a.ep.ld_residual = N, a.ep.residual_first = 1;
+                a.ep.act = WM_ACT_RELU;
+                if (packed) {
+                    P = kt_alloc(wm_sgemm_pack_b_size(K, N));
+                    wm_sgemm_pack_b(0, K, N, B, N, P);
+                    a.packed_b = P;
+                }
+                wm_sgemm_args d = a; /* the plain GEMM on the gathered A */
+                d.A = Ad, d.lda = K;
+                float *Cd = kt_alloc((size_t)(M * N) * 4 + 4), *R = kt_alloc((size_t)(M * N) * 4 + 4);
+                d.C = Cd;
+                d.work = kt_alloc(wm_sgemm_workspace_size(&d, 1) + 1);
+                T[t]->sgemm(&d, 0, 1);
+                wm_sgemm_args r = d;
+                r.C = R, r.packed_b = NULL;
+                wm_ref_sgemm(&r);
+                a.ind = ind, a.ldi = ldi, a.seg = seg;
+                char what[160];
+                for (int nth = 1; nth <= 3; nth += 2) {
+                    float *C = kt_alloc((size_t)(M * N) * 4 + 4);
+                    a.C = C;
+                    a.work = kt_alloc(wm_sgemm_workspace_size(&a, nth) + 1);
+                    for (int i = nth - 1; i >= 0; i--) T[t]->sgemm(&a, i, nth);
+                    snprintf(what, sizeof what, "%s indirect sgemm M=%lld N=%lld K=%lld seg=%lld packed=%d nth=%d",
+                             T[t]->name, (long long)M, (long long)N, (long long)K, (long long)seg, packed, nth);
+                    for (int64_t i = 0; i < M * N; i++) {
+                        if (memcmp(&C[i], &Cd[i], 4) != 0)
+                            fail_msg("%s: C[%lld] = %.9g, plain GEMM on the gathered A %.9g", what, (long long)i, C[i],
+                                     Cd[i]);
+                        double bound = (double)(K + 8) * 1.2e-7 * ((double)K + 2.0) + 1e-6;
+                        if (!(fabs((double)C[i] - R[i]) <= bound))
+                            fail_msg("%s: C[%lld] = %.9g, reference %.9g", what, (long long)i, C[i], R[i]);
+                    }
+                    free(C);
+                    free(a.work);
+                }
+                free(pool), free(B), free(Ad), free(bias), free(res), free(zero), free(ind), free(P);
+                free(Cd), free(R), free(d.work);
+            }
+}
+
 /* attention-like batch: [2 batches][3 heads], A/C laid out [b][s][h][d] (strided heads), B = K^T per head */
 static void test_sgemm_batch(void **state) {
     (void)state;
@@ -368,6 +448,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgemm_shapes),   cmocka_unit_test(test_sgemm_alpha_beta_epilogue),
         cmocka_unit_test(test_sgemm_deterministic), cmocka_unit_test(test_sgemm_batch),
+        cmocka_unit_test(test_sgemm_indirect),
         cmocka_unit_test(test_hgemm),          cmocka_unit_test(test_pack_f16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
