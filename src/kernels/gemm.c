@@ -257,6 +257,12 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                 bp = bpack;
                 pstride = kc * WM_NR;
             }
+            /* the kernels apply a simple epilogue as they store the last k-block (wm_tile_epi) */
+            const wm_epilogue *ep = &a->ep;
+            const int fuse = last && u->fused_epi && !ep->bias_m &&
+                             (ep->act == WM_ACT_NONE || ep->act == WM_ACT_RELU) &&
+                             (!ep->residual || ep->residual_first || ep->act == WM_ACT_NONE);
+            wm_tile_epi te = {NULL, NULL, ep->ld_residual, ep->act == WM_ACT_RELU ? 0.0f : -INFINITY};
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
                 /* A^T (and aliased rows) go into mr-row panels; else plain A is read in place */
@@ -269,17 +275,21 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                     for (int64_t i = 0; i < mc; i += mr) {
                         int mv = (int)(mc - i < mr ? mc - i : mr);
                         float *ci = a->C + (mb + i) * a->ldc + nb + j;
+                        if (fuse) {
+                            te.bias = ep->bias ? ep->bias + nb + j : NULL;
+                            te.res = ep->residual ? ep->residual + (mb + i) * ep->ld_residual + nb + j : NULL;
+                        }
                         if (kc && ind && !pack) {
                             u->kernel_ind(kc, a->ind + mb + i, a->ldi, kb, a->seg, bj, pstride, ci, a->ldc, mv, nv,
-                                          a->alpha, a->beta, first);
+                                          a->alpha, a->beta, first, fuse ? &te : NULL);
                             continue;
                         }
                         const float *ai = !kc ? NULL : pack ? apack + i * kc : a->A + (mb + i) * a->lda + kb;
                         u->kernel(kc, ai, pack || !kc ? 0 : a->lda, bj, pstride, ci, a->ldc, mv, nv, a->alpha, a->beta,
-                                  first);
+                                  first, fuse ? &te : NULL);
                     }
                 }
-                if (last) wm_epilogue_apply(&a->ep, u, a->C, a->ldc, mb, mb + mc, nb, nb + nc);
+                if (last && !fuse) wm_epilogue_apply(&a->ep, u, a->C, a->ldc, mb, mb + mc, nb, nb + nc);
             }
         }
     }
@@ -340,8 +350,8 @@ void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm
 /* ------------------------------------------------------------ generic micro-kernel */
 
 static void ukr_generic(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
-                        int64_t ldc, int mv, int nv, float alpha, float beta, int first) {
-    (void)pstride; /* one panel per tile */
+                        int64_t ldc, int mv, int nv, float alpha, float beta, int first, const wm_tile_epi *e) {
+    (void)pstride, (void)e; /* one panel per tile; no fused epilogue */
     float acc[WM_MR][WM_NR];
     memset(acc, 0, sizeof acc);
     for (int64_t k = 0; k < kc; k++) {
@@ -368,7 +378,7 @@ static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, fl
 static void vadd_generic_fwd(int64_t n, float *y, const float *x) { wm_kernels_generic()->add(n, y, y, x); }
 
 const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, vadd_generic_fwd, NULL,
-                                        NULL, NULL};
+                                        NULL, NULL, 0};
 
 void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
 

@@ -57,8 +57,8 @@ static inline __attribute__((always_inline)) void tile_store(__m256 acc[WM_MR][2
     } while (0)
 
 static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c, int64_t ldc,
-                     int mv, int nv, float alpha, float beta, int first) {
-    (void)pstride; /* one panel per tile */
+                     int mv, int nv, float alpha, float beta, int first, const wm_tile_epi *e) {
+    (void)pstride, (void)e; /* one panel per tile; no fused epilogue */
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     if (lda == 0) { /* packed A panel: [k][6] */
@@ -93,8 +93,9 @@ static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, 
 
 /* ukr_6x16 with indirect A (wm_ukr_ind_fn): the six row pointers are reloaded at each segment of the k-block */
 static void ukr_ind_6x16(int64_t kc, const float *const *ind, int64_t ldi, int64_t k0, int64_t seg, const float *bp,
-                         int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha, float beta, int first) {
-    (void)pstride; /* one panel per tile */
+                         int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha, float beta, int first,
+                         const wm_tile_epi *e) {
+    (void)pstride, (void)e; /* one panel per tile; no fused epilogue */
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int64_t k = 0; k < kc;) {
@@ -493,7 +494,7 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
 }
 
 const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2_fwd,
-                                     wm_vepi_avx2, NULL, ukr_ind_6x16};
+                                     wm_vepi_avx2, NULL, ukr_ind_6x16, 0};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

@@ -16,12 +16,21 @@
 
 #define MR 12
 
-/* c (mode as in row_out of gemm_avx2.c: 0 first with beta 0, 1 first, 2 accumulate) for one row of nv <= 16 */
-static inline void row_store(__m512 acc, float *c, __mmask16 m, __m512 alpha, __m512 beta, int mode) {
+/* c (mode as in row_out of gemm_avx2.c: 0 first with beta 0, 1 first, 2 accumulate) for one row of nv <= 16,
+   then the fused epilogue when e (wm_tile_epi; row i, columns from col): the operations of wm_vepi_avx2, in its
+   order, so that the values are those of the separate pass */
+static inline void row_store(__m512 acc, float *c, __mmask16 m, __m512 alpha, __m512 beta, int mode,
+                             const wm_tile_epi *e, int64_t i, int col) {
     __m512 r;
     if (mode == 0) r = _mm512_mul_ps(alpha, acc);
     else if (mode == 1) r = _mm512_fmadd_ps(alpha, acc, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, c)));
     else r = _mm512_fmadd_ps(alpha, acc, _mm512_maskz_loadu_ps(m, c));
+    if (e) {
+        if (e->bias) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, e->bias + col));
+        if (e->res) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, e->res + i * e->ld_res + col));
+        __m512 mx = _mm512_max_ps(r, _mm512_set1_ps(e->lo));
+        r = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), r);
+    }
     _mm512_mask_storeu_ps(c, m, r);
 }
 
@@ -29,7 +38,7 @@ static inline void row_store(__m512 acc, float *c, __mmask16 m, __m512 alpha, __
 static inline __attribute__((always_inline)) void tile(const int rows, const int np, int64_t kc, const float *ap,
                                                        int64_t lda, const float *bp, int64_t pstride, float *c,
                                                        int64_t ldc, int mv, int nv, float alpha, float beta,
-                                                       int first) {
+                                                       int first, const wm_tile_epi *e) {
     __m512 acc[MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < rows; r++) {
@@ -71,8 +80,8 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
 #pragma GCC unroll 12
     for (int r = 0; r < rows; r++) {
         if (r >= mv) break;
-        row_store(acc[r][0], c + r * ldc, m0, va, vb, mode);
-        if (np > 1 && m1) row_store(acc[r][1], c + r * ldc + 16, m1, va, vb, mode);
+        row_store(acc[r][0], c + r * ldc, m0, va, vb, mode, e, r, 0);
+        if (np > 1 && m1) row_store(acc[r][1], c + r * ldc + 16, m1, va, vb, mode, e, r, 16);
     }
 }
 
@@ -84,6 +93,7 @@ typedef struct tile_out {
     int64_t ldc;
     int mv, nv, first;
     float alpha, beta;
+    const wm_tile_epi *e;
 } tile_out;
 
 /* rows x (np * 16) tile with indirect A: one run of A pointers per segment of the k-block (wm_ukr_ind_fn) */
@@ -131,14 +141,15 @@ static inline __attribute__((always_inline)) void tile_ind(const int rows, const
 #pragma GCC unroll 12
     for (int r = 0; r < rows; r++) {
         if (r >= mv) break;
-        row_store(acc[r][0], o->c + r * o->ldc, m0, va, vb, mode);
-        if (np > 1 && m1) row_store(acc[r][1], o->c + r * o->ldc + 16, m1, va, vb, mode);
+        row_store(acc[r][0], o->c + r * o->ldc, m0, va, vb, mode, o->e, r, 0);
+        if (np > 1 && m1) row_store(acc[r][1], o->c + r * o->ldc + 16, m1, va, vb, mode, o->e, r, 16);
     }
 }
 
 static void ukr_ind_12x32(int64_t kc, const float *const *ind, int64_t ldi, int64_t k0, int64_t seg, const float *bp,
-                          int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha, float beta, int first) {
-    tile_out o = {c, ldc, mv, nv, first, alpha, beta};
+                          int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha, float beta, int first,
+                          const wm_tile_epi *e) {
+    tile_out o = {c, ldc, mv, nv, first, alpha, beta, e};
 #define IND_ARGS kc, ind, ldi, k0, seg, bp, pstride, &o
     if (nv > 16) {
         if (mv > 8) tile_ind(12, 2, IND_ARGS);
@@ -153,15 +164,15 @@ static void ukr_ind_12x32(int64_t kc, const float *const *ind, int64_t ldi, int6
 }
 
 static void ukr_12x32(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
-                      int64_t ldc, int mv, int nv, float alpha, float beta, int first) {
+                      int64_t ldc, int mv, int nv, float alpha, float beta, int first, const wm_tile_epi *e) {
     if (nv > 16) {
-        if (mv > 8) tile(12, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first);
-        else if (mv > 4) tile(8, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first);
-        else tile(4, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first);
+        if (mv > 8) tile(12, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
+        else if (mv > 4) tile(8, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
+        else tile(4, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
     } else {
-        if (mv > 8) tile(12, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first);
-        else if (mv > 4) tile(8, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first);
-        else tile(4, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first);
+        if (mv > 8) tile(12, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
+        else if (mv > 4) tile(8, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
+        else tile(4, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
     }
 }
 
@@ -175,7 +186,7 @@ static void pack_fwd(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64
 }
 
 const wm_gemm_ukr wm_gemm_ukr_avx512 = {ukr_12x32, MR, 2, 1, vact_fwd, small_m_fwd, pack_fwd, wm_vadd_avx2_fwd,
-                                       wm_vepi_avx2, wm_pack_a12_avx2, ukr_ind_12x32};
+                                       wm_vepi_avx2, wm_pack_a12_avx2, ukr_ind_12x32, 1};
 
 void wm_sgemm_avx512(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx512, a, ith, nth); }
 

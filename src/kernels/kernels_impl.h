@@ -36,8 +36,20 @@
  */
 struct wm_bsrc;
 
+/*
+ * The epilogue a kernel with wm_gemm_ukr.fused_epi applies to the finished values of the last k-block before it
+ * stores them (e != NULL), in wm_vepi's order: v += bias[j]; v += res[i * ld_res + j]; v = max(v, lo), NaN kept.
+ * The output then goes to memory once, instead of being stored, read back and stored again.
+ */
+typedef struct wm_tile_epi {
+    const float *bias; /* at the tile's first column, or NULL */
+    const float *res;  /* at the tile's first row and column, or NULL */
+    int64_t ld_res;
+    float lo;          /* 0: ReLU; -INFINITY: none */
+} wm_tile_epi;
+
 typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
-                          int64_t ldc, int mv, int nv, float alpha, float beta, int first);
+                          int64_t ldc, int mv, int nv, float alpha, float beta, int first, const wm_tile_epi *e);
 
 /*
  * The same tile with indirect A (wm_sgemm_args.ind): A(i,k) = ind[((k0 + k) / seg) * ldi + i][(k0 + k) % seg]
@@ -46,7 +58,7 @@ typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float 
  */
 typedef void (*wm_ukr_ind_fn)(int64_t kc, const float *const *ind, int64_t ldi, int64_t k0, int64_t seg,
                               const float *bp, int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha,
-                              float beta, int first);
+                              float beta, int first, const wm_tile_epi *e);
 
 typedef struct wm_gemm_ukr {
     wm_ukr_fn kernel;
@@ -67,6 +79,7 @@ typedef struct wm_gemm_ukr {
     void (*pack_a)(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst);
     /* the tile with indirect A (NULL: the driver gathers indirect A into mr-row panels for the plain kernel) */
     wm_ukr_ind_fn kernel_ind;
+    int fused_epi; /* the kernels apply a wm_tile_epi (else the driver passes NULL and runs the epilogue after) */
 } wm_gemm_ukr;
 
 /* Where B blocks come from when B is not prepacked: pack op(B)[k0:k0+kc, n0:n0+nc]
