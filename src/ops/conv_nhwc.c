@@ -397,7 +397,7 @@ static wm_status mp_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 }
 
 static const wm_op ops[] = {
-    {"ai.winml", "NhwcConv", 1, 0, nc_init, nc_infer, nc_run, nc_workspace, 0, 0},
+    {"ai.winml", "NhwcConv", 1, 0, nc_init, nc_infer, nc_run, nc_workspace, WM_OP_INPLACE_IN3, 0},
     {"ai.winml", "NhwcMaxPool", 1, 0, mp_init, mp_infer, mp_run, NULL, 0, 0},
 };
 

@@ -49,6 +49,7 @@ enum {
     WM_OP_DIMS_ONLY = 1u << 3, /* run reads only the dims of its inputs (Shape, Size): evaluated ahead */
     WM_OP_KV_INPLACE = 1u << 4, /* outputs 1, 2 (present K/V) may share memory with inputs 3, 4 (past K/V):
                                    the run then appends in place (GroupQueryAttention's shared buffer) */
+    WM_OP_INPLACE_IN3 = 1u << 5, /* as WM_OP_INPLACE with input 3 (a convolution's residual Z, accumulated into) */
 };
 
 typedef struct wm_op {

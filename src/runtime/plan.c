@@ -130,6 +130,15 @@ static wm_status assign_memory(wm_session *s, wm_plan *p, wm_error *err) {
         int i = p->run[j];
         const wm_node *n = &s->nodes[i];
         int u = n->n_in > 0 ? wm_session_value(s, n->proto->input[0]) : -1;
+        /* the input whose buffer output 0 may take over when it dies here */
+        int ui = (n->op->flags & WM_OP_INPLACE) ? u
+                 : (n->op->flags & WM_OP_INPLACE_IN3) && n->n_in > 3 ? wm_session_value(s, n->proto->input[3])
+                                                                      : -1;
+        if (ui >= 0 && !(n->op->flags & WM_OP_INPLACE)) /* not elementwise: no other input in those bytes */
+            for (int k = 0; k < n->n_in && ui >= 0; k++) {
+                int v = k == 3 ? -1 : wm_session_value(s, n->proto->input[k]);
+                if (v >= 0 && root[v] == root[ui]) ui = -1;
+            }
         for (int k = 0; k < n->n_out; k++) {
             int w = wm_session_value(s, n->proto->output[k]);
             if (w < 0) continue;
@@ -147,11 +156,11 @@ static wm_status assign_memory(wm_session *s, wm_plan *p, wm_error *err) {
                 p->loc[w] = p->loc[u]; /* a view of a constant or of a caller's input */
                 continue;
             }
-            if (k == 0 && u >= 0 && !is_out && (n->op->flags & WM_OP_INPLACE) && p->loc[u].kind == WM_LOC_ARENA &&
-                rlast[ur] == j && rsize[ur] == nb && wm_tensor_nbytes(&p->t[u]) == nb &&
-                p->t[u].dtype == p->t[w].dtype) {
-                root[w] = ur;
-                rlast[ur] = lastv[w] > j ? lastv[w] : j;
+            int ri = ui >= 0 ? root[ui] : -1;
+            if (k == 0 && ui >= 0 && !is_out && p->loc[ui].kind == WM_LOC_ARENA && rlast[ri] == j && rsize[ri] == nb &&
+                wm_tensor_nbytes(&p->t[ui]) == nb && p->t[ui].dtype == p->t[w].dtype) {
+                root[w] = ri;
+                rlast[ri] = lastv[w] > j ? lastv[w] : j;
                 p->loc[w].kind = WM_LOC_ARENA;
                 continue;
             }

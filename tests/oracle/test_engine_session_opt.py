@@ -213,30 +213,34 @@ def test_conv_activation_forms(winml, build_dir, tmp_path, case):
         E.assert_close(E.ort_run(dst, feeds), ref, atol=1e-5, label=case + " fused in onnxruntime")
 
 
-def nhwc_chain_graph(shape=(2, 5, 13, 11), ch=(8, 6)):
+def nhwc_chain_graph(shape=(2, 5, 13, 11), ch=(8, 6), z_branch=False):
     """A chain the engine runs channels-last, on odd sizes and every window option: x[2,5,13,11] ->
     Conv(asymmetric pads, stride 2x1, dilation 1x2) + Relu -> MaxPool(3x2, pads, ceil_mode) -> 1x1 Conv (no bias)
     + residual Add + LeakyRelu -> "mid" (also read by a ReduceMean: NCHW again) -> Conv(SAME_UPPER, stride 2)
     + Sigmoid -> "out"; plus a lone Conv on x ("lone"), which keeps NCHW. ch: the output channels of the first and
-    the last Conv."""
+    the last Conv. z_branch: the residual is a 1x1 Conv of the pooled value instead of that value itself (X and Z
+    then differ, and the output may take Z's bytes)."""
     rng = np.random.default_rng(11)
     C, C1, C3 = shape[1], ch[0], ch[1]
     w = lambda *s: numpy_helper.from_array(rng.normal(0, 0.3, s).astype(np.float32), f"W{len(inits)}")
     inits = []
     inits.append(w(C1, C, 3, 3)), inits.append(numpy_helper.from_array(rng.normal(0, 0.3, (C1,)).astype(np.float32), "B0"))
-    inits.append(w(C1, C1, 1, 1)), inits.append(w(C3, C1, 3, 3)), inits.append(w(3, C, 1, 1))
+    inits.append(w(C1, C1, 1, 1)), inits.append(w(C3, C1, 3, 3)), inits.append(w(3, C, 1, 1)), inits.append(w(C1, C1, 1, 1))
     n = helper.make_node
     nodes = [n("Conv", ["x", "W0", "B0"], ["c1"], pads=[1, 2, 0, 1], strides=[2, 1], dilations=[1, 2]),
              n("Relu", ["c1"], ["r1"]),
              n("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1),
              n("Conv", ["p1", "W2"], ["c2"]),
-             n("Add", ["c2", "p1"], ["s"]),
+             n("Conv", ["p1", "W5"], ["zb"]),
+             n("Add", ["c2", "zb" if z_branch else "p1"], ["s"]),
              n("LeakyRelu", ["s"], ["mid"], alpha=0.1),
              n("ReduceMean", ["mid"], ["mean"], axes=[2, 3]),
              n("Conv", ["mid", "W3"], ["c3"], auto_pad="SAME_UPPER", strides=[2, 2]),
              n("Sigmoid", ["c3"], ["out"]),
              n("Conv", ["x", "W4"], ["lone"])]
     outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("out", "mid", "mean", "lone")]
+    if not z_branch:
+        del nodes[4], inits[-1]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))], outs, inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
@@ -253,13 +257,16 @@ def test_nhwc_chain_threads_bit_identical(build_dir, tmp_path):
     E.assert_close(runs[2], E.ort_run(src, feeds, optimized=False), atol=1e-4, label="nhwc chain, large")
 
 
+@pytest.mark.parametrize("z_branch", [False, True])
 @pytest.mark.parametrize("shape,ch", [((1, 19, 14, 12), (24, 17)), ((2, 16, 40, 36), (33, 16))])
-def test_nhwc_chain_indirect(build_dir, tmp_path, shape, ch):
+def test_nhwc_chain_indirect(build_dir, tmp_path, shape, ch, z_branch):
     """16+ input channels: the 3x3 convolutions (asymmetric pads, stride 2x1 with dilation 1x2; SAME_UPPER
     stride 2) read each tap's channels in place through an indirection table instead of copying patches (one
-    tile split over the threads, and claimed tiles); same bits on 1, 2 and 3 threads, and onnxruntime's values."""
+    tile split over the threads, and claimed tiles). The residual is the 1x1 convolution's own input (which its
+    output must not overwrite), or another value (whose bytes the output takes over: Z accumulated in place).
+    Same bits on 1, 2 and 3 threads, and onnxruntime's values."""
     src = str(tmp_path / "ind.onnx")
-    onnx.save(nhwc_chain_graph(shape, ch), src)
+    onnx.save(nhwc_chain_graph(shape, ch, z_branch), src)
     feeds = {"x": np.random.default_rng(6).normal(0, 1, shape).astype(np.float32)}
     runs = {t: E.engine_run(build_dir, src, feeds, tmp_path, threads=t)[0] for t in (1, 2, 3)}
     for o in ("out", "mid", "mean", "lone"):
