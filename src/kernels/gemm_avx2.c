@@ -12,8 +12,17 @@
 
 /* ------------------------------------------------------------ micro-kernel */
 
-/* One output row of 16: the arithmetic of every case, shared by full and partial tiles. */
-static inline void row_out(__m256 a0, __m256 a1, float *c, __m256 alpha, __m256 beta, int mode) {
+/* v + b + r, then max(., lo) keeping NaN: wm_vepi_avx2's operations, in its order (b or r NULL: none) */
+static inline __m256 epi8(__m256 v, const float *b, const float *r, __m256 lo) {
+    if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b));
+    if (r) v = _mm256_add_ps(v, _mm256_loadu_ps(r));
+    return _mm256_blendv_ps(_mm256_max_ps(v, lo), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+/* One output row of 16: the arithmetic of every case, shared by full and partial tiles; then, when epi, the
+   fused epilogue (wm_tile_epi) with this row's bias b and residual r (16 values each, or NULL). */
+static inline void row_out_epi(__m256 a0, __m256 a1, float *c, __m256 alpha, __m256 beta, int mode, int epi,
+                               const float *b, const float *r, __m256 lo) {
     __m256 r0, r1;
     if (mode == 0) { /* first, beta == 0 */
         r0 = _mm256_mul_ps(alpha, a0);
@@ -25,26 +34,44 @@ static inline void row_out(__m256 a0, __m256 a1, float *c, __m256 alpha, __m256 
         r0 = _mm256_fmadd_ps(alpha, a0, _mm256_loadu_ps(c));
         r1 = _mm256_fmadd_ps(alpha, a1, _mm256_loadu_ps(c + 8));
     }
+    if (epi) {
+        r0 = epi8(r0, b, r, lo);
+        r1 = epi8(r1, b ? b + 8 : NULL, r ? r + 8 : NULL, lo);
+    }
     _mm256_storeu_ps(c, r0);
     _mm256_storeu_ps(c + 8, r1);
 }
 
-/* The finished tile to c (full, or the mv x nv corner through a 16-float bounce row): one arithmetic for both. */
+static inline void row_out(__m256 a0, __m256 a1, float *c, __m256 alpha, __m256 beta, int mode) {
+    row_out_epi(a0, a1, c, alpha, beta, mode, 0, NULL, NULL, alpha);
+}
+
+/* The finished tile to c (full, or the mv x nv corner through 16-float bounce rows), with the fused epilogue e
+   when not NULL: one arithmetic for both. */
 static inline __attribute__((always_inline)) void tile_store(__m256 acc[WM_MR][2], float *c, int64_t ldc, int mv,
-                                                             int nv, float alpha, float beta, int first) {
-    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+                                                             int nv, float alpha, float beta, int first,
+                                                             const wm_tile_epi *e) {
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta), lo = _mm256_set1_ps(e ? e->lo : 0.0f);
     int mode = first ? (beta == 0.0f ? 0 : 1) : 2;
+    const float *bias = e ? e->bias : NULL, *res = e ? e->res : NULL;
     if (mv == WM_MR && nv == WM_NR) {
 #pragma GCC unroll 6
-        for (int i = 0; i < WM_MR; i++) row_out(acc[i][0], acc[i][1], c + i * ldc, va, vb, mode);
+        for (int i = 0; i < WM_MR; i++)
+            row_out_epi(acc[i][0], acc[i][1], c + i * ldc, va, vb, mode, e != NULL, bias,
+                        res ? res + i * e->ld_res : NULL, lo);
         return;
     }
-    float tmp[WM_NR];
+    float tmp[WM_NR], tb[WM_NR] = {0}, tr[WM_NR];
+    if (bias) memcpy(tb, bias, (size_t)nv * sizeof(float));
     for (int i = 0; i < mv; i++) {
         float *ci = c + i * ldc;
         memset(tmp, 0, sizeof tmp);
         if (mode != 0) memcpy(tmp, ci, (size_t)nv * sizeof(float));
-        row_out(acc[i][0], acc[i][1], tmp, va, vb, mode);
+        if (res) {
+            memset(tr, 0, sizeof tr);
+            memcpy(tr, res + i * e->ld_res, (size_t)nv * sizeof(float));
+        }
+        row_out_epi(acc[i][0], acc[i][1], tmp, va, vb, mode, e != NULL, bias ? tb : NULL, res ? tr : NULL, lo);
         memcpy(ci, tmp, (size_t)nv * sizeof(float));
     }
 }
@@ -58,7 +85,7 @@ static inline __attribute__((always_inline)) void tile_store(__m256 acc[WM_MR][2
 
 static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c, int64_t ldc,
                      int mv, int nv, float alpha, float beta, int first, const wm_tile_epi *e) {
-    (void)pstride, (void)e; /* one panel per tile; no fused epilogue */
+    (void)pstride; /* one panel per tile */
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     if (lda == 0) { /* packed A panel: [k][6] */
@@ -88,14 +115,14 @@ static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, 
         }
     }
     __m256 acc[WM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    tile_store(acc, c, ldc, mv, nv, alpha, beta, first);
+    tile_store(acc, c, ldc, mv, nv, alpha, beta, first, e);
 }
 
 /* ukr_6x16 with indirect A (wm_ukr_ind_fn): the six row pointers are reloaded at each segment of the k-block */
 static void ukr_ind_6x16(int64_t kc, const float *const *ind, int64_t ldi, int64_t k0, int64_t seg, const float *bp,
                          int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha, float beta, int first,
                          const wm_tile_epi *e) {
-    (void)pstride, (void)e; /* one panel per tile; no fused epilogue */
+    (void)pstride; /* one panel per tile */
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int64_t k = 0; k < kc;) {
@@ -117,7 +144,7 @@ static void ukr_ind_6x16(int64_t kc, const float *const *ind, int64_t ldi, int64
         k += len;
     }
     __m256 acc[WM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    tile_store(acc, c, ldc, mv, nv, alpha, beta, first);
+    tile_store(acc, c, ldc, mv, nv, alpha, beta, first, e);
 }
 
 /* ------------------------------------------------------------ GEMV (M <= 2) */
@@ -494,7 +521,7 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
 }
 
 const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2_fwd,
-                                     wm_vepi_avx2, NULL, ukr_ind_6x16, 0};
+                                     wm_vepi_avx2, NULL, ukr_ind_6x16, 1};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 
