@@ -17,11 +17,12 @@
  * 16 channels or more, A is indirect (an implicit GEMM): each tap of a patch
  * is a run of C channels in X, and the tile's table holds one pointer per
  * (tap, position), to X or to a zero run for the padding, which the GEMM
- * kernel reads in place. With fewer channels (a stem), or when neighbouring
- * positions' runs are a multiple of 4 KiB apart, the tile's patches are
- * copied row by row (a kernel row's kw * C values are contiguous in X), at a
- * row stride that is not a multiple of 4 KiB (X itself is copied so when C is
- * a multiple of 1024). Wr^T is packed once at session creation; the GEMM
+ * kernel reads in place. With fewer channels (a stem: 3), the runs are whole
+ * kernel rows (kw * C values) of a copy of X padded in width, made once per
+ * run. Otherwise (a dilated row of few channels, or neighbouring positions'
+ * runs a multiple of 4 KiB apart) the tile's patches are copied row by row,
+ * at a row stride that is not a multiple of 4 KiB (X itself is copied so when
+ * C is a multiple of 1024). Wr^T is packed once at session creation; the GEMM
  * writes Y directly and its epilogue adds the bias and the residual Z and
  * applies the activation to each tile while it is in cache. Threads take whole tiles
  * when there are at least two per thread, else each tile's GEMM is split
@@ -112,13 +113,19 @@ static wm_status nc_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
     return WM_OK;
 }
 
+enum { NC_PATCHES = 0, NC_TAPS = 1, NC_ROWS = 2 };
+
 typedef struct nc_plan {
-    int64_t N, P, K, Pt, ntiles, units, taps;
+    int64_t N, P, K, Pt, ntiles, units;
     int64_t lda;   /* A's row stride: C (X itself) or that of the col^T tile, never a multiple of 4 KiB */
     int direct;    /* 1x1 stride 1 unpadded: A is X itself, unless its rows are 4 KiB apart (then copied) */
-    int indirect;  /* A read where it lies: a table of one X row (or the zero row) per tap and position */
+    int indirect;  /* A read where it lies, through a table of runs per position: NC_TAPS, one run of C channels
+                      of X per tap; NC_ROWS, one run of kw x C values per kernel row of the width-padded copy */
+    int64_t runs, seg; /* runs per position (taps or kernel rows) and their length */
+    int64_t Wp;    /* NC_ROWS: the padded copy's width */
     size_t gemm1;  /* GEMM scratch of one share */
     size_t colt;   /* one col^T tile, or one tile's indirection table */
+    size_t xpad;   /* NC_ROWS: bytes of the padded copy */
 } nc_plan;
 
 static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
@@ -141,10 +148,17 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
     /* a patch's taps are runs of C channels in X: with runs of 16 and more, the GEMM reads them in place
        (no col^T copy); when neighbouring positions' runs are a multiple of 4 KiB apart (stride x C floats)
        they would share L1 sets, and those are copied as above */
-    p->taps = s->kh * s->kw;
-    p->indirect = !p->direct && s->C >= 16 && (w->s[2] * s->C) % 1024 != 0;
+    if (!p->direct && s->C >= 16 && (w->s[2] * s->C) % 1024 != 0)
+        p->indirect = NC_TAPS, p->runs = s->kh * s->kw, p->seg = s->C;
+    /* fewer channels (a stem: 3): a kernel row's kw x C values are one run in a copy of X padded in width, made
+       once per run (as large as X) instead of every tile's patches (kh x kw x C values per position) */
+    else if (!p->direct && w->d[2] == 1 && s->kw * s->C >= 8 && (w->s[2] * s->C) % 1024 != 0) {
+        p->indirect = NC_ROWS, p->runs = s->kh, p->seg = s->kw * s->C;
+        p->Wp = w->in[2] + w->pb[2] + w->pe[2];
+        p->xpad = up64((size_t)(N * w->in[1] * p->Wp * s->C) * sizeof(float));
+    }
     p->colt = p->direct     ? 0
-              : p->indirect ? up64((size_t)(p->taps * pt) * sizeof(const float *))
+              : p->indirect ? up64((size_t)(p->runs * pt) * sizeof(const float *))
                             : up64((size_t)(pt * p->lda) * sizeof(float));
 }
 
@@ -157,14 +171,16 @@ static size_t nc_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     nc_make_plan(s, &w, in[0]->dims[0], nth, &pl);
     wm_sgemm_args a = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
     size_t shared = up64(wm_sgemm_workspace_size(&a, nth)) + pl.colt, tiles = (size_t)nth * (pl.gemm1 + pl.colt);
-    return (shared > tiles ? shared : tiles) + up64((size_t)s->C * sizeof(float)) + 64; /* + the zero row */
+    /* + the zero run and the padded copy */
+    return (shared > tiles ? shared : tiles) + up64((size_t)(pl.seg + 1) * sizeof(float)) + pl.xpad + 64;
 }
 
 typedef struct nc_job {
     const nhwc_state *s;
     const nc_plan *pl;
     const wm_win *w;
-    const float *x, *b, *z, *zero; /* zero: C zeros, the padding taps of an indirect A */
+    const float *x, *b, *z, *zero; /* zero: a run of zeros, the padding of an indirect A */
+    float *xp;                     /* NC_ROWS: X padded in width */
     float *y;
     uint8_t *ws;
     /* shared mode: the tile at hand and its col^T */
@@ -205,8 +221,24 @@ static void nc_patches(const nc_job *j, int64_t n, int64_t p0, int64_t q0, int64
     }
 }
 
-/* The indirection table of the tile of positions [p0, p1) of image n: ind[t * (p1 - p0) + i] = the C channels
-   that tap t = ky * kw + kx of position p0 + i reads, or the zero row in the padding. */
+/* Rows [lo, hi) of the width-padded copy (NC_ROWS): each X row between zeros for the left and right padding. */
+static void nc_pad_part(void *arg, int ith, int nth) {
+    const nc_job *j = arg;
+    const wm_win *w = j->w;
+    int64_t W = w->in[2], C = j->s->C, Wp = j->pl->Wp, l = w->pb[2] * C, r = w->pe[2] * C;
+    long lo, hi;
+    wm_split((long)(j->pl->N * w->in[1]), ith, nth, &lo, &hi);
+    for (long row = lo; row < hi; row++) {
+        float *d = j->xp + row * Wp * C;
+        memset(d, 0, (size_t)l * sizeof *d);
+        memcpy(d + l, j->x + row * W * C, (size_t)(W * C) * sizeof *d);
+        memset(d + l + W * C, 0, (size_t)r * sizeof *d);
+    }
+}
+
+/* The indirection table of the tile of positions [p0, p1) of image n: ind[t * (p1 - p0) + i] = the run that
+   tap t = ky * kw + kx (NC_TAPS: C channels of X) or kernel row t = ky (NC_ROWS: kw x C values of the padded
+   copy) of position p0 + i reads, or the zero run in the padding. */
 static void nc_indirect(const nc_job *j, int64_t n, int64_t p0, int64_t p1, const float **ind) {
     const nhwc_state *s = j->s;
     const wm_win *w = j->w;
@@ -215,6 +247,11 @@ static void nc_indirect(const nc_job *j, int64_t n, int64_t p0, int64_t p1, cons
         int64_t p = p0 + i, oy = p / OW, ox = p % OW;
         for (int64_t ky = 0; ky < s->kh; ky++) {
             int64_t iy = oy * w->s[1] - w->pb[1] + ky * w->d[1];
+            if (j->pl->indirect == NC_ROWS) {
+                int in = iy >= 0 && iy < H;
+                ind[ky * ld + i] = in ? j->xp + ((n * H + iy) * j->pl->Wp + ox * w->s[2]) * C : j->zero;
+                continue;
+            }
             for (int64_t kx = 0; kx < s->kw; kx++) {
                 int64_t ix = ox * w->s[2] - w->pb[2] + kx * w->d[2];
                 int in = iy >= 0 && iy < H && ix >= 0 && ix < W;
@@ -231,7 +268,7 @@ static void nc_args(const nc_job *j, int64_t n, int64_t p0, int64_t p1, const fl
     memset(a, 0, sizeof *a);
     a->M = p1 - p0, a->N = s->M, a->K = pl->K, a->alpha = 1.0f;
     if (pl->direct) a->A = j->x + (n * pl->P + p0) * s->C, a->lda = s->C;
-    else if (pl->indirect) a->ind = (const float *const *)col, a->ldi = p1 - p0, a->seg = s->C;
+    else if (pl->indirect) a->ind = (const float *const *)col, a->ldi = p1 - p0, a->seg = pl->seg;
     else a->A = col, a->lda = pl->lda;
     a->packed_b = s->wpack;
     a->C = j->y + (n * pl->P + p0) * s->M, a->ldc = s->M;
@@ -286,10 +323,15 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     wm_sgemm_args a0 = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
     size_t ws_shared = up64(wm_sgemm_workspace_size(&a0, x->nth)) + pl.colt;
     float *zero = (float *)(x->ws + up64(ws_tiles > ws_shared ? ws_tiles : ws_shared));
-    if (pl.indirect) memset(zero, 0, (size_t)s->C * sizeof *zero);
-    nc_job j = {s, &pl, &w, in[0]->data, b, z, zero, out[0]->data, x->ws, 0, 0, 0, NULL, x->pool};
+    if (pl.indirect) memset(zero, 0, (size_t)pl.seg * sizeof *zero);
+    float *xp = (float *)((uint8_t *)zero + up64((size_t)(pl.seg + 1) * sizeof(float)));
+    nc_job j = {s, &pl, &w, in[0]->data, b, z, zero, xp, out[0]->data, x->ws, 0, 0, 0, NULL, x->pool};
     double flops = 2.0 * (double)pl.P * (double)s->M * (double)pl.K * (double)pl.N;
     int nth = flops >= 2e5 ? x->nth : 1;
+    if (pl.indirect == NC_ROWS) {
+        int64_t rows = pl.N * w.in[1];
+        wm_pool_run(x->pool, nc_pad_part, &j, rows >= 64 && nth > 1 ? nth : 1);
+    }
     if (pl.units >= 2 * (int64_t)nth || nth == 1) {
         if (nth == 1) nc_tiles_part(&j, 0, 1);
         else wm_pool_run_shares(x->pool, nc_tiles_part, &j, (int)pl.units); /* a slowed thread leaves its tiles */
