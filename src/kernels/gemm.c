@@ -9,7 +9,8 @@
  *       for m-block (MC)                A read in place (A^T: packed into MR-row panels)
  *         for each 16-column B micro-panel (stays in L1)
  *           for each 6-row A micro-panel (from L2): micro-kernel
- *       last k-block: epilogue on the finished rows
+ *       last k-block: epilogue on the finished rows (in the kernel's store when
+ *       the table fuses it and it is bias / residual / ReLU: wm_tile_epi)
  * Packed B layout (prepacked and on the fly alike): K is cut into blocks of
  * wm_sgemm_kc(K) rows (<= KC, balanced so the last block is not tiny; the last
  * one may be shorter); block b (rows k0 = b*kc, kc of them) starts

@@ -90,7 +90,7 @@ typedef struct wm_sgemm_args {
     void *work; /* wm_sgemm_workspace_size(this, nth) bytes */
     /* Indirect A (an implicit GEMM: a convolution's taps read where they lie, no im2col copy), used instead of
        A, lda and trans_a when not NULL: op(A)[m][k] = ind[(k / seg) * ldi + m][k % seg]. Each pointer is a run
-       of seg floats (a tap's channels, or a zero run for padding); ldi >= M. */
+       of seg floats (a tap's channels, or a zero run for padding); ldi >= M. sgemm only (not sgemm_batch). */
     const float *const *ind;
     int64_t ldi, seg;
 } wm_sgemm_args;
