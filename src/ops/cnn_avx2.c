@@ -54,6 +54,35 @@ void wm_cnn_vmax_avx2(float *y, const float *x, int64_t n) {
     for (; i < n; i++) y[i] = x[i] > y[i] ? x[i] : y[i];
 }
 
+void wm_cnn_vmaxn_avx2(float *y, const float *const *x, int nx, int64_t n) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 m0 = _mm256_loadu_ps(x[0] + i), m1 = _mm256_loadu_ps(x[0] + i + 8);
+        __m256 m2 = _mm256_loadu_ps(x[0] + i + 16), m3 = _mm256_loadu_ps(x[0] + i + 24);
+        for (int s = 1; s < nx; s++) {
+            const float *v = x[s] + i;
+            m0 = _mm256_max_ps(_mm256_loadu_ps(v), m0);
+            m1 = _mm256_max_ps(_mm256_loadu_ps(v + 8), m1);
+            m2 = _mm256_max_ps(_mm256_loadu_ps(v + 16), m2);
+            m3 = _mm256_max_ps(_mm256_loadu_ps(v + 24), m3);
+        }
+        _mm256_storeu_ps(y + i, m0);
+        _mm256_storeu_ps(y + i + 8, m1);
+        _mm256_storeu_ps(y + i + 16, m2);
+        _mm256_storeu_ps(y + i + 24, m3);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 m = _mm256_loadu_ps(x[0] + i);
+        for (int s = 1; s < nx; s++) m = _mm256_max_ps(_mm256_loadu_ps(x[s] + i), m);
+        _mm256_storeu_ps(y + i, m);
+    }
+    for (; i < n; i++) {
+        float m = x[0][i];
+        for (int s = 1; s < nx; s++) m = x[s][i] > m ? x[s][i] : m;
+        y[i] = m;
+    }
+}
+
 void wm_cnn_vadd_avx2(float *y, const float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));

@@ -43,6 +43,18 @@ void wm_cnn_vmax(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] > y[i] ? x[i] : y[i];
 }
 
+void wm_cnn_vmaxn(float *y, const float *const *x, int nx, int64_t n) {
+    if (use_avx2()) {
+        wm_cnn_vmaxn_avx2(y, x, nx, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float m = x[0][i];
+        for (int s = 1; s < nx; s++) m = x[s][i] > m ? x[s][i] : m;
+        y[i] = m;
+    }
+}
+
 void wm_cnn_vadd(float *y, const float *x, int64_t n) {
     if (use_avx2()) {
         wm_cnn_vadd_avx2(y, x, n);

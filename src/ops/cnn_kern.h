@@ -23,6 +23,9 @@ void wm_cnn_dwconv_row(float *y, const float *const *rows, int nr, const float *
                        int64_t n);
 /* y[i] = max(y[i], x[i]) (NaN in x is not propagated) */
 void wm_cnn_vmax(float *y, const float *x, int64_t n);
+/* y[i] = x[0][i], then y[i] = max(y[i], x[s][i]) for s = 1 .. nx - 1, as wm_cnn_vmax in turn (nx >= 1) but with
+   the running maximum kept in registers (a pool window's taps) */
+void wm_cnn_vmaxn(float *y, const float *const *x, int nx, int64_t n);
 /* y[i] += x[i] */
 void wm_cnn_vadd(float *y, const float *x, int64_t n);
 /*
@@ -52,6 +55,7 @@ void wm_cnn_dwrow_avx2(float *y, const float *x, const float *w, int64_t taps, i
 void wm_cnn_dwconv_row_avx2(float *y, const float *const *rows, int nr, const float *w, int64_t k, int64_t d, float b,
                             int64_t n);
 void wm_cnn_vmax_avx2(float *y, const float *x, int64_t n);
+void wm_cnn_vmaxn_avx2(float *y, const float *const *x, int nx, int64_t n);
 void wm_cnn_vadd_avx2(float *y, const float *x, int64_t n);
 void wm_cnn_hpool_avx2(float *y, const float *buf, int64_t n, int64_t s, int64_t k, int is_max, float scale);
 void wm_cnn_affine_avx2(float *y, const float *x, float a, float b, int64_t n);

@@ -406,20 +406,23 @@ static void mp_part(void *arg, int ith, int nth) {
         int64_t n = r / OH, oy = r % OH;
         for (int64_t ox = 0; ox < OW; ox++) {
             float *y = j->y + ((n * OH + oy) * OW + ox) * C;
-            int any = 0;
+            const float *taps[64]; /* the window's positions inside X, in (ky, kx) order */
+            int nt = 0;
             for (int64_t ky = 0; ky < w->k[1]; ky++) {
                 int64_t iy = oy * w->s[1] - w->pb[1] + ky * w->d[1];
                 if (iy < 0 || iy >= H) continue;
                 for (int64_t kx = 0; kx < w->k[2]; kx++) {
                     int64_t ix = ox * w->s[2] - w->pb[2] + kx * w->d[2];
                     if (ix < 0 || ix >= W) continue;
-                    const float *v = j->x + ((n * H + iy) * W + ix) * C;
-                    if (any) wm_cnn_vmax(y, v, C);
-                    else memcpy(y, v, (size_t)C * sizeof *y);
-                    any = 1;
+                    taps[nt++] = j->x + ((n * H + iy) * W + ix) * C;
+                    if (nt == 64) { /* a large window: fold what is gathered into its first tap's place */
+                        wm_cnn_vmaxn(y, taps, nt, C);
+                        taps[0] = y, nt = 1;
+                    }
                 }
             }
-            if (!any)
+            if (nt) wm_cnn_vmaxn(y, taps, nt, C);
+            else
                 for (int64_t c = 0; c < C; c++) y[c] = -INFINITY;
         }
     }

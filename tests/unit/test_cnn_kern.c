@@ -7,6 +7,7 @@
  * access past them. The entry point runs with WM_KERNELS=generic (its
  * naive loop); the AVX2 kernel is called directly where the CPU has AVX2
  * (a line on stderr says when it is not run, as for the kernel tables).
+ * Also the pool window maximum over a list of taps (wm_cnn_vmaxn).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -77,10 +78,42 @@ static void test_store(void **st) {
     else fprintf(stderr, "no AVX2 on this CPU: the AVX2 store is not run\n");
 }
 
+typedef void (*maxn_fn)(float *, const float *const *, int, int64_t);
+
+/* the window max: x[0], then the max with each further tap, against a naive loop of the same comparisons (a NaN
+   after the first tap is not taken, one in the first stays until a larger value comes: wm_cnn_vmax's rule) */
+static void maxn_sweep(maxn_fn fn) {
+    static const int64_t lens[] = {1, 7, 8, 9, 31, 32, 33, 64, 70};
+    for (size_t a = 0; a < sizeof lens / sizeof lens[0]; a++)
+        for (int nx = 1; nx <= 9; nx += 4) {
+            int64_t n = lens[a];
+            float *x = malloc((size_t)(nx * n) * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+            const float *p[9];
+            for (int s = 0; s < nx; s++) p[s] = x + s * n;
+            for (int64_t i = 0; i < nx * n; i++) x[i] = frand();
+            if (n > 5 && nx > 1) x[n + 5] = NAN;
+            fn(y, p, nx, n);
+            for (int64_t i = 0; i < n; i++) {
+                float m = p[0][i];
+                for (int s = 1; s < nx; s++) m = p[s][i] > m ? p[s][i] : m;
+                if (!(y[i] == m || (isnan(y[i]) && isnan(m))))
+                    fail_msg("n %lld taps %d [%lld]: %g vs %g", (long long)n, nx, (long long)i, y[i], m);
+            }
+            free(x), free(y);
+        }
+}
+
+static void test_vmaxn(void **st) {
+    (void)st;
+    maxn_sweep(wm_cnn_vmaxn);
+    if (wm_kernels_avx2()) maxn_sweep(wm_cnn_vmaxn_avx2);
+}
+
 int main(void) {
     setenv("WM_KERNELS", "generic", 1); /* the entry point dispatches to its generic loop */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store),
+        cmocka_unit_test(test_vmaxn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
