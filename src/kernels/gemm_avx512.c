@@ -11,6 +11,7 @@
  * through the AVX-512 table.
  */
 #include <immintrin.h>
+#include <stdint.h>
 
 #include "kernels/kernels_impl.h"
 
@@ -112,12 +113,12 @@ static inline __attribute__((always_inline)) void tile_ind(const int rows, const
     while (kc > 0) {
         int64_t len = seg - c0 < kc ? seg - c0 : kc;
         int mv = o->mv;
-        /* row r at base + d[r] bytes: one moving base and fixed distances, so that the 12 rows, both B panels and
-           the loop fit the general registers (the frame pointer takes one) */
-        const char *base = (const char *)(row[0] + c0);
-        ptrdiff_t d[MR];
+        /* row r at address base + d[r]: one moving base and fixed distances, so that the 12 rows, both B panels
+           and the loop fit the general registers (the frame pointer takes one). The rows may lie in different
+           objects (X, the zero run): integer addresses, not pointer differences. */
+        uintptr_t base = (uintptr_t)(row[0] + c0), d[MR];
 #pragma GCC unroll 12
-        for (int r = 0; r < rows; r++) d[r] = (const char *)((r < mv ? row[r] : row[0]) + c0) - base;
+        for (int r = 0; r < rows; r++) d[r] = (uintptr_t)((r < mv ? row[r] : row[0]) + c0) - base;
         const float *b1p = bp + (np > 1 ? pstride : 0), *be = bp + len * WM_NR;
         for (const float *b = bp; b < be; b += WM_NR, base += sizeof(float)) {
             __m512 b0 = _mm512_loadu_ps(b);
