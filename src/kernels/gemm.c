@@ -41,13 +41,18 @@ void *wm_work_slice(void *work, size_t per, int ith) {
     return (void *)((p + 63) & ~(uintptr_t)63);
 }
 
+/* bias, a residual before the activation, and none / ReLU: what wm_vepi and the kernels' fused store apply */
+static int epi_simple(const wm_epilogue *ep) {
+    return !ep->bias_m && (ep->act == WM_ACT_NONE || ep->act == WM_ACT_RELU) &&
+           (!ep->residual || ep->residual_first || ep->act == WM_ACT_NONE);
+}
+
 void wm_epilogue_apply(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, int64_t ldc, int64_t m0, int64_t m1,
                        int64_t n0, int64_t n1) {
     if (!ep->bias && !ep->bias_m && ep->act == WM_ACT_NONE && !ep->residual) return;
     int64_t n = n1 - n0;
-    /* bias, a residual before the activation, and none / ReLU: one pass over each row */
-    if (u->vepi && !ep->bias_m && (ep->act == WM_ACT_NONE || ep->act == WM_ACT_RELU) &&
-        (!ep->residual || ep->residual_first || ep->act == WM_ACT_NONE)) {
+    /* one pass over each row */
+    if (u->vepi && epi_simple(ep)) {
         float lo = ep->act == WM_ACT_RELU ? 0.0f : -INFINITY;
         for (int64_t m = m0; m < m1; m++)
             u->vepi(n, C + m * ldc + n0, ep->bias ? ep->bias + n0 : NULL,
@@ -260,9 +265,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             }
             /* the kernels apply a simple epilogue as they store the last k-block (wm_tile_epi) */
             const wm_epilogue *ep = &a->ep;
-            const int fuse = last && u->fused_epi && !ep->bias_m &&
-                             (ep->act == WM_ACT_NONE || ep->act == WM_ACT_RELU) &&
-                             (!ep->residual || ep->residual_first || ep->act == WM_ACT_NONE);
+            const int fuse = last && u->fused_epi && epi_simple(ep);
             wm_tile_epi te = {NULL, NULL, ep->ld_residual, ep->act == WM_ACT_RELU ? 0.0f : -INFINITY};
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;

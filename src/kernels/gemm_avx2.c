@@ -83,6 +83,27 @@ static inline __attribute__((always_inline)) void tile_store(__m256 acc[WM_MR][2
         c##r##1 = _mm256_fmadd_ps(a_, b1, c##r##1);                                                                    \
     } while (0)
 
+/* acc[r] += rows[r][off + q] * B row q (16 floats at bp + 16 q), q < len: the 6x16 tile over rows read in place */
+static inline __attribute__((always_inline)) void rows_fma(__m256 acc[WM_MR][2], const float *const rows[WM_MR],
+                                                           int64_t off, int64_t len, const float *bp) {
+    const float *a0 = rows[0] + off, *a1 = rows[1] + off, *a2 = rows[2] + off, *a3 = rows[3] + off;
+    const float *a4 = rows[4] + off, *a5 = rows[5] + off;
+    __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1], c20 = acc[2][0], c21 = acc[2][1];
+    __m256 c30 = acc[3][0], c31 = acc[3][1], c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
+    for (int64_t q = 0; q < len; q++) {
+        __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
+        FMA_ROW(0, a0 + q);
+        FMA_ROW(1, a1 + q);
+        FMA_ROW(2, a2 + q);
+        FMA_ROW(3, a3 + q);
+        FMA_ROW(4, a4 + q);
+        FMA_ROW(5, a5 + q);
+        bp += WM_NR;
+    }
+    acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11, acc[2][0] = c20, acc[2][1] = c21;
+    acc[3][0] = c30, acc[3][1] = c31, acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
+}
+
 static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c, int64_t ldc,
                      int mv, int nv, float alpha, float beta, int first, const wm_tile_epi *e) {
     (void)pstride; /* one panel per tile */
@@ -101,18 +122,12 @@ static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, 
             bp += WM_NR;
         }
     } else { /* rows of A in place; rows past mv alias row 0 (read, never stored) */
-        const float *a0 = ap, *a1 = mv > 1 ? ap + lda : ap, *a2 = mv > 2 ? ap + 2 * lda : ap;
-        const float *a3 = mv > 3 ? ap + 3 * lda : ap, *a4 = mv > 4 ? ap + 4 * lda : ap, *a5 = mv > 5 ? ap + 5 * lda : ap;
-        for (int64_t k = 0; k < kc; k++) {
-            __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-            FMA_ROW(0, a0 + k);
-            FMA_ROW(1, a1 + k);
-            FMA_ROW(2, a2 + k);
-            FMA_ROW(3, a3 + k);
-            FMA_ROW(4, a4 + k);
-            FMA_ROW(5, a5 + k);
-            bp += WM_NR;
-        }
+        const float *rows[WM_MR];
+        for (int r = 0; r < WM_MR; r++) rows[r] = r < mv ? ap + r * lda : ap;
+        __m256 acc[WM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+        rows_fma(acc, rows, 0, kc, bp);
+        tile_store(acc, c, ldc, mv, nv, alpha, beta, first, e);
+        return;
     }
     __m256 acc[WM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     tile_store(acc, c, ldc, mv, nv, alpha, beta, first, e);
@@ -123,27 +138,16 @@ static void ukr_ind_6x16(int64_t kc, const float *const *ind, int64_t ldi, int64
                          int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha, float beta, int first,
                          const wm_tile_epi *e) {
     (void)pstride; /* one panel per tile */
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    __m256 acc[WM_MR][2];
+    for (int r = 0; r < WM_MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc;) {
         int64_t t = (k0 + k) / seg, c0 = (k0 + k) % seg, len = seg - c0 < kc - k ? seg - c0 : kc - k;
         const float *const *row = ind + t * ldi;
-        const float *a0 = row[0] + c0, *a1 = (mv > 1 ? row[1] : row[0]) + c0, *a2 = (mv > 2 ? row[2] : row[0]) + c0;
-        const float *a3 = (mv > 3 ? row[3] : row[0]) + c0, *a4 = (mv > 4 ? row[4] : row[0]) + c0;
-        const float *a5 = (mv > 5 ? row[5] : row[0]) + c0;
-        for (int64_t q = 0; q < len; q++) {
-            __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
-            FMA_ROW(0, a0 + q);
-            FMA_ROW(1, a1 + q);
-            FMA_ROW(2, a2 + q);
-            FMA_ROW(3, a3 + q);
-            FMA_ROW(4, a4 + q);
-            FMA_ROW(5, a5 + q);
-            bp += WM_NR;
-        }
+        const float *rows[WM_MR];
+        for (int r = 0; r < WM_MR; r++) rows[r] = r < mv ? row[r] : row[0];
+        rows_fma(acc, rows, c0, len, bp + k * WM_NR);
         k += len;
     }
-    __m256 acc[WM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     tile_store(acc, c, ldc, mv, nv, alpha, beta, first, e);
 }
 

@@ -126,6 +126,7 @@ typedef struct nc_plan {
     size_t gemm1;  /* GEMM scratch of one share */
     size_t colt;   /* one col^T tile, or one tile's indirection table */
     size_t xpad;   /* NC_ROWS: bytes of the padded copy */
+    size_t zero_at, bytes; /* workspace: the shares' scratch, then the zero run at zero_at, then the padded copy */
 } nc_plan;
 
 static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
@@ -160,6 +161,10 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
     p->colt = p->direct     ? 0
               : p->indirect ? up64((size_t)(p->runs * pt) * sizeof(const float *))
                             : up64((size_t)(pt * p->lda) * sizeof(float));
+    /* claimed tiles: GEMM scratch and col^T per thread; one tile split over the threads: nth GEMM slices, one col^T */
+    size_t shared = up64(wm_sgemm_workspace_size(&a, nth)) + p->colt, tiles = (size_t)nth * (p->gemm1 + p->colt);
+    p->zero_at = up64(shared > tiles ? shared : tiles);
+    p->bytes = p->zero_at + up64((size_t)(p->seg + 1) * sizeof(float)) + p->xpad + 64;
 }
 
 static size_t nc_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
@@ -169,10 +174,7 @@ static size_t nc_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     if (nc_geom(n, in, &w, NULL)) return 0;
     nc_plan pl;
     nc_make_plan(s, &w, in[0]->dims[0], nth, &pl);
-    wm_sgemm_args a = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
-    size_t shared = up64(wm_sgemm_workspace_size(&a, nth)) + pl.colt, tiles = (size_t)nth * (pl.gemm1 + pl.colt);
-    /* + the zero run and the padded copy */
-    return (shared > tiles ? shared : tiles) + up64((size_t)(pl.seg + 1) * sizeof(float)) + pl.xpad + 64;
+    return pl.bytes;
 }
 
 typedef struct nc_job {
@@ -318,11 +320,7 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     if (!pl.N || !pl.P || !s->M) return WM_OK;
     const float *b = s->b32 ? s->b32 : n->n_in > 2 && in[2] ? in[2]->data : NULL;
     const float *z = n->n_in > 3 && in[3] ? in[3]->data : NULL;
-    /* the zero row after the shares' scratch (nc_workspace) */
-    size_t ws_tiles = (size_t)x->nth * (pl.gemm1 + pl.colt);
-    wm_sgemm_args a0 = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
-    size_t ws_shared = up64(wm_sgemm_workspace_size(&a0, x->nth)) + pl.colt;
-    float *zero = (float *)(x->ws + up64(ws_tiles > ws_shared ? ws_tiles : ws_shared));
+    float *zero = (float *)(x->ws + pl.zero_at);
     if (pl.indirect) memset(zero, 0, (size_t)pl.seg * sizeof *zero);
     float *xp = (float *)((uint8_t *)zero + up64((size_t)(pl.seg + 1) * sizeof(float)));
     nc_job j = {s, &pl, &w, in[0]->data, b, z, zero, xp, out[0]->data, x->ws, 0, 0, 0, NULL, x->pool};
@@ -339,6 +337,7 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     }
     /* few large tiles: each tile's patches and GEMM split over the threads */
     uint8_t *gws = x->ws;
+    wm_sgemm_args a0 = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
     j.col = (float *)(gws + up64(wm_sgemm_workspace_size(&a0, nth)));
     for (int64_t u = 0; u < pl.units; u++) {
         j.n = u / pl.ntiles, j.p0 = (u % pl.ntiles) * pl.Pt, j.p1 = j.p0 + pl.Pt < pl.P ? j.p0 + pl.Pt : pl.P;
