@@ -9,13 +9,24 @@
 
 #define WM_POOL_SPIN 20000 /* polls before a worker sleeps */
 
+/* one thread's home range of shares [next, end), on its own cache line: next in the low 32 bits, end in the
+   high ones, so that a claim (one fetch_add) reads the pair of one job, never the next of one and the end of
+   another (a worker may still be claiming when the caller posts the next job) */
+typedef struct wm_pool_range {
+    _Alignas(64) atomic_ullong r;
+} wm_pool_range;
+
+static inline unsigned long long range_pack(long b, long e) {
+    return (unsigned long long)b | (unsigned long long)e << 32;
+}
+
 struct wm_pool {
     int n;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake;
     atomic_uint gen;     /* bumped once per job */
-    atomic_int next;     /* the next share of the current job to claim */
+    wm_pool_range *home; /* per thread: its range of the current job's shares, claimed from the front */
     atomic_int done;     /* shares of the current job finished */
     atomic_int nth;      /* shares of the current job */
     atomic_int sleepers; /* workers waiting on `wake` */
@@ -25,19 +36,26 @@ struct wm_pool {
 };
 
 /*
- * Shares are claimed, not assigned: the caller and every awake worker take
- * the next unclaimed share until none is left, so a worker the OS has not
- * scheduled yet does not hold up the job (the caller takes its share). A
- * share's work depends only on its index, never on the thread running it,
- * so results stay bit-identical; share k uses scratch slice k.
+ * Shares are claimed, not assigned: thread t first takes the shares of its
+ * home range (the t-th contiguous slice of [0, nth)) in order, then those
+ * left in the other threads' ranges, so a worker the OS has not scheduled
+ * yet does not hold up the job (the others take its shares), while an
+ * undisturbed run gives every thread the same shares each time: what a
+ * thread writes in one job is in its own cache when a later job with the
+ * same split reads it. A share's work depends only on its index, never on
+ * the thread running it, so results stay bit-identical; share k uses
+ * scratch slice k.
  */
-static void claim_shares(wm_pool *p) {
-    for (;;) {
-        int k = atomic_fetch_add(&p->next, 1);
-        int nth = atomic_load(&p->nth);
-        if (k >= nth) return;
-        p->fn(p->ctx, k, nth);
-        atomic_fetch_add(&p->done, 1);
+static void claim_shares(wm_pool *p, int self) {
+    for (int v = 0; v < p->n; v++) {
+        wm_pool_range *r = &p->home[(self + v) % p->n];
+        for (;;) {
+            unsigned long long c = atomic_fetch_add(&r->r, 1);
+            unsigned k = (unsigned)(c & 0xffffffffu), e = (unsigned)(c >> 32);
+            if (k >= e) break;
+            p->fn(p->ctx, (int)k, atomic_load(&p->nth)); /* fn, ctx and nth were stored before the range */
+            atomic_fetch_add(&p->done, 1);
+        }
     }
 }
 
@@ -62,6 +80,7 @@ static void *worker(void *arg) {
     wm_pool *p = wa->p;
     tl_pool = p;
     tl_index = wa->index;
+    const int wa_index = wa->index;
     free(wa);
     unsigned seen = 0; /* the generation at creation: a job posted before this thread first runs is still seen */
     for (;;) {
@@ -81,7 +100,7 @@ static void *worker(void *arg) {
             spins = 0;
         }
         seen = g;
-        claim_shares(p);
+        claim_shares(p, wa_index);
     }
 }
 
@@ -95,7 +114,12 @@ wm_status wm_pool_new(int n_threads, wm_pool **out, wm_error *err) {
     wm_pool *p = calloc(1, sizeof *p);
     if (!p) return wm_err(err, WM_ERR_NOMEM, "thread pool: out of memory");
     p->n = n_threads;
-    atomic_store(&p->next, 1 << 30); /* no job yet: nothing to claim */
+    p->home = aligned_alloc(64, (size_t)n_threads * sizeof *p->home);
+    if (!p->home) {
+        free(p);
+        return wm_err(err, WM_ERR_NOMEM, "thread pool: out of memory");
+    }
+    for (int i = 0; i < n_threads; i++) atomic_init(&p->home[i].r, 0); /* no job yet: nothing to claim */
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     if (n_threads > 1) {
@@ -132,6 +156,7 @@ void wm_pool_free(wm_pool *p) {
     free(p->threads);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
+    free(p->home);
     free(p);
 }
 
@@ -153,13 +178,17 @@ void wm_pool_run_shares(wm_pool *p, wm_pool_fn fn, void *ctx, int nth) {
     p->ctx = ctx;
     atomic_store(&p->nth, nth);
     atomic_store(&p->done, 0);
-    atomic_store(&p->next, 0);    /* opens the job to claims */
+    for (int t = 0; t < p->n; t++) { /* home ranges: nth split into p->n contiguous slices; opens the job to claims */
+        long b, e;
+        wm_split(nth, t, p->n, &b, &e);
+        atomic_store(&p->home[t].r, range_pack(b, e));
+    }
     atomic_fetch_add(&p->gen, 1); /* seq_cst: pairs with the sleepers count */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    claim_shares(p);
+    claim_shares(p, 0);
     while (atomic_load(&p->done) < nth) cpu_relax();
 }

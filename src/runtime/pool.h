@@ -2,9 +2,12 @@
  * pool.h - one thread pool per session: a parallel-for over (ith, nth).
  *
  * wm_pool_run(p, fn, ctx, nth) calls fn(ctx, ith, nth) once for every ith
- * in [0, nth) and returns when all calls are done; the caller and the
- * workers claim shares as they come free (a descheduled worker's share is
- * taken by another thread), and at most one thread runs a given ith at a
+ * in [0, nth) and returns when all calls are done; each thread claims the
+ * shares of its own contiguous slice of [0, nth) first, in order (so an
+ * undisturbed run maps the same shares to the same thread every time, and
+ * a job reads from its own cache what the same split of an earlier job
+ * wrote there), then what is left of the others' slices (a descheduled
+ * worker's shares are taken by another thread); at most one thread runs a given ith at a
  * time, so ith may index per-share scratch. Kernels take their own share of the work from (ith, nth), so the
  * partitioning, and with it the order of every reduction, depends only on
  * nth: the same nth gives bit-identical results run to run. Workers spin
