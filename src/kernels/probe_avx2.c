@@ -5,8 +5,11 @@
 
 float wm_probe_fma_avx2(int64_t iters) {
     __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-    __m256 s0 = _mm256_set1_ps(1.0f), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0, s8 = s0,
-           s9 = s0;
+    /* ten different chains: with equal starting values GCC proves them equal and keeps one (latency-bound at a
+       quarter of the throughput, which the 10-chain FLOP count then overstated by 1.3x on Zen 4) */
+    __m256 s0 = _mm256_set1_ps(1.0f), s1 = _mm256_set1_ps(1.1f), s2 = _mm256_set1_ps(1.2f), s3 = _mm256_set1_ps(1.3f),
+           s4 = _mm256_set1_ps(1.4f), s5 = _mm256_set1_ps(1.5f), s6 = _mm256_set1_ps(1.6f), s7 = _mm256_set1_ps(1.7f),
+           s8 = _mm256_set1_ps(1.8f), s9 = _mm256_set1_ps(1.9f);
     for (int64_t i = 0; i < iters; i++) {
         s0 = _mm256_fmadd_ps(s0, a, b);
         s1 = _mm256_fmadd_ps(s1, a, b);
