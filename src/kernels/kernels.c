@@ -39,6 +39,7 @@ static void init_tables(void) {
         g_avx2.isa = 1;
         g_avx2.sgemm = wm_sgemm_avx2;
         g_avx2.sgemm_batch = wm_sgemm_batch_avx2;
+        g_avx2.sgemm_packs_aliased = wm_gemm_ukr_avx2.pack_aliased;
         g_avx2.hgemm = wm_hgemm_avx2;
         g_avx2.nbits_gemm = wm_nbits_avx2;
         g_avx2.igemm = wm_igemm_avx2;
@@ -52,6 +53,7 @@ static void init_tables(void) {
         g_avx512.isa = 2;
         g_avx512.sgemm = wm_sgemm_avx512;
         g_avx512.sgemm_batch = wm_sgemm_batch_avx512;
+        g_avx512.sgemm_packs_aliased = wm_gemm_ukr_avx512.pack_aliased;
         g_avx512.hgemm = wm_hgemm_avx512;
         g_avx512.nbits_gemm = wm_nbits_avx512;
         g_avx512.nbits_q8 = wm_nbits_q8_avx512;

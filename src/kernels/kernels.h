@@ -238,6 +238,9 @@ typedef struct wm_kernels {
     /* GEMM families (see the argument structs above) */
     void (*sgemm)(const wm_sgemm_args *a, int ith, int nth);
     void (*sgemm_batch)(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
+    /* 1: sgemm packs plain A into row panels itself when its rows are a multiple of 4 KiB apart (rows that would
+       share L1 sets), so a caller need not copy such A to a padded stride first */
+    int sgemm_packs_aliased;
     void (*hgemm)(const wm_hgemm_args *a, int ith, int nth);
     void (*nbits_gemm)(const wm_nbits_args *a, int ith, int nth);
     int (*nbits_q8)(const wm_nbits_args *a); /* 1: nbits_gemm computes these args with int8 activations */

@@ -22,7 +22,7 @@
  * run. Otherwise (a dilated row of few channels, or neighbouring positions'
  * runs a multiple of 4 KiB apart) the tile's patches are copied row by row,
  * at a row stride that is not a multiple of 4 KiB (X itself is copied so when
- * C is a multiple of 1024). Wr^T is packed once at session creation; the GEMM
+ * C is a multiple of 1024, unless the GEMM packs such rows itself). Wr^T is packed once at session creation; the GEMM
  * writes Y directly and its epilogue adds the bias and the residual Z and
  * applies the activation to each tile while it is in cache. Threads take whole tiles
  * when there are at least two per thread, else each tile's GEMM is split
@@ -142,10 +142,11 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
     p->units = N * p->ntiles;
     wm_sgemm_args a = {.M = pt, .N = s->M, .K = p->K, .packed_b = (const float *)1};
     p->gemm1 = up64(wm_sgemm_workspace_size(&a, 1));
-    /* rows a multiple of 4 KiB apart would share L1 sets, and the GEMM would repack them element by element
-       for every block of output channels: such A is copied once per tile to a padded stride instead */
+    /* rows a multiple of 4 KiB apart would share L1 sets: a direct A is left to the GEMM when it packs such rows
+       into panels itself (block by block, while they are in cache), else copied once per tile to a padded
+       stride, like the patches of such rows */
     p->lda = p->K;
-    if (p->lda % 1024 == 0) p->lda += 16, p->direct = 0;
+    if (p->lda % 1024 == 0 && !(p->direct && wm_kernels_get()->sgemm_packs_aliased)) p->lda += 16, p->direct = 0;
     /* a patch's taps are runs of C channels in X: with runs of 16 and more, the GEMM reads them in place
        (no col^T copy); when neighbouring positions' runs are a multiple of 4 KiB apart (stride x C floats)
        they would share L1 sets, and those are copied as above */
