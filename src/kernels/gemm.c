@@ -237,6 +237,45 @@ int wm_sgemm_tasks(int64_t M, int64_t N, int64_t K) {
 
 /* ------------------------------------------------------------ driver */
 
+/*
+ * Prefetch of prepacked B (weights, usually not in cache: a model's weights pass through once per run): while the
+ * tiles of one strip of B run, the strip read next is brought into L2, a slice per tile, so that the first tile
+ * of each strip does not wait on memory. The next strip is the following one of this k-block, or after the last,
+ * the first of the next k-block when no other row block reads this one again.
+ */
+typedef struct b_prefetch {
+    const char *p, *end;
+    int64_t step; /* bytes per tile, whole lines */
+} b_prefetch;
+
+static void b_prefetch_plan(const wm_sgemm_args *a, int64_t j, int64_t tw, int64_t nb, int64_t nc, int64_t kb,
+                            int64_t kc, int64_t kcb, int64_t pstride, int last_mb, int64_t tiles, b_prefetch *pf) {
+    const float *bp = a->packed_b + kb * wm_packed_np(a->N) + (nb / WM_NR) * kc * WM_NR;
+    int64_t w, panel;
+    pf->p = NULL;
+    if (j + tw < nc) {
+        pf->p = (const char *)(bp + ((j + tw) / WM_NR) * pstride);
+        w = nc - j - tw < tw ? nc - j - tw : tw;
+        panel = pstride;
+    } else if (last_mb && kb + kc < a->K) {
+        int64_t kc2 = a->K - kb - kc < kcb ? a->K - kb - kc : kcb;
+        pf->p = (const char *)(a->packed_b + (kb + kc) * wm_packed_np(a->N) + (nb / WM_NR) * kc2 * WM_NR);
+        w = nc < tw ? nc : tw;
+        panel = kc2 * WM_NR;
+    } else {
+        return;
+    }
+    int64_t bytes = (w + WM_NR - 1) / WM_NR * panel * (int64_t)sizeof(float);
+    pf->end = pf->p + bytes;
+    pf->step = ((bytes + tiles - 1) / tiles + 63) & ~(int64_t)63;
+}
+
+static inline void b_prefetch_step(b_prefetch *pf) {
+    if (!pf->p) return;
+    for (const char *q = pf->p; q < pf->p + pf->step && q < pf->end; q += 64) __builtin_prefetch(q, 0, 2);
+    pf->p += pf->step;
+}
+
 static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int64_t m0, int64_t m1,
                         int64_t n0, int64_t n1, float *apack, float *bpack) {
     const int64_t K = a->K;
@@ -276,8 +315,13 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                 for (int64_t j = 0; j < nc; j += tw) {
                     int nv = (int)(nc - j < tw ? nc - j : tw);
                     const float *bj = bp + (j / WM_NR) * pstride;
+                    b_prefetch pf = {NULL, NULL, 0};
+                    if (a->packed_b && kc)
+                        b_prefetch_plan(a, j, tw, nb, nc, kb, kc, kcb, pstride, mb + WM_MC >= m1, (mc + mr - 1) / mr,
+                                        &pf);
                     for (int64_t i = 0; i < mc; i += mr) {
                         int mv = (int)(mc - i < mr ? mc - i : mr);
+                        b_prefetch_step(&pf);
                         float *ci = a->C + (mb + i) * a->ldc + nb + j;
                         if (fuse) {
                             te.bias = ep->bias ? ep->bias + nb + j : NULL;
