@@ -293,6 +293,8 @@ typedef struct wm_kernels {
     void (*f32_to_f16)(int64_t n, uint16_t *y, const float *x);
     void (*bf16_to_f32)(int64_t n, float *y, const uint16_t *x);
     void (*f32_to_bf16)(int64_t n, uint16_t *y, const float *x);
+    /* 2-D transpose of 4-byte elements (moved as bits): dst[j * ldd + i] = src[i * lds + j], i < rows, j < cols */
+    void (*transpose32)(int64_t rows, int64_t cols, const uint32_t *src, int64_t lds, uint32_t *dst, int64_t ldd);
 
     /* BLAS-1 style. Reductions use a fixed order: deterministic for a given table. */
     float (*dot)(int64_t n, const float *x, const float *y);

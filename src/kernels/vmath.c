@@ -233,6 +233,17 @@ static void g_div(int64_t n, float *z, const float *x, const float *y) {
     for (int64_t i = 0; i < n; i++) z[i] = x[i] / y[i];
 }
 
+
+/* 8 x 8 blocks, so that both the reads and the writes stay within a few cache lines at a time */
+static void g_transpose32(int64_t rows, int64_t cols, const uint32_t *src, int64_t lds, uint32_t *dst, int64_t ldd) {
+    for (int64_t i0 = 0; i0 < rows; i0 += 8)
+        for (int64_t j0 = 0; j0 < cols; j0 += 8) {
+            int64_t i1 = i0 + 8 < rows ? i0 + 8 : rows, j1 = j0 + 8 < cols ? j0 + 8 : cols;
+            for (int64_t j = j0; j < j1; j++)
+                for (int64_t i = i0; i < i1; i++) dst[j * ldd + i] = src[i * lds + j];
+        }
+}
+
 void wm_vmath_fill_generic(wm_kernels *k) {
     k->vexp = g_exp;
     k->vlog = g_log;
@@ -251,6 +262,7 @@ void wm_vmath_fill_generic(wm_kernels *k) {
     k->f32_to_f16 = g_f2h;
     k->bf16_to_f32 = g_b2f;
     k->f32_to_bf16 = g_f2b;
+    k->transpose32 = g_transpose32;
     k->dot = g_dot;
     k->axpy = g_axpy;
     k->scale = g_scale;

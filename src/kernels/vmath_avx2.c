@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
+#include "kernels/transpose_avx2.h"
 
 #define V(x) _mm256_set1_ps(x)
 #define VINLINE static inline __attribute__((always_inline))
@@ -434,6 +435,25 @@ BIN_FN(a_sub, _mm256_sub_ps, -)
 BIN_FN(a_mul, _mm256_mul_ps, *)
 BIN_FN(a_div, _mm256_div_ps, /)
 
+
+/* 8 x 8 blocks transposed in registers (bit moves only: any 4-byte type); the edges one element at a time */
+static void a_transpose32(int64_t rows, int64_t cols, const uint32_t *src, int64_t lds, uint32_t *dst, int64_t ldd) {
+    int64_t r8 = rows & ~(int64_t)7, c8 = cols & ~(int64_t)7;
+    for (int64_t i0 = 0; i0 < r8; i0 += 8) {
+        for (int64_t j0 = 0; j0 < c8; j0 += 8) {
+            const float *r[8];
+            __m256 o[8];
+            wm_tr8x8_rows((const float *)(src + i0 * lds + j0), lds, r);
+            wm_tr8x8_avx2(r, o);
+            for (int j = 0; j < 8; j++) _mm256_storeu_ps((float *)(dst + (j0 + j) * ldd + i0), o[j]);
+        }
+        for (int64_t j = c8; j < cols; j++)
+            for (int64_t i = i0; i < i0 + 8; i++) dst[j * ldd + i] = src[i * lds + j];
+    }
+    for (int64_t i = r8; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) dst[j * ldd + i] = src[i * lds + j];
+}
+
 void wm_vmath_fill_avx2(wm_kernels *k) {
     k->vexp = a_exp;
     k->vlog = a_log;
@@ -452,6 +472,7 @@ void wm_vmath_fill_avx2(wm_kernels *k) {
     k->f32_to_f16 = a_f2h;
     k->bf16_to_f32 = a_b2f;
     k->f32_to_bf16 = a_f2b;
+    k->transpose32 = a_transpose32;
     k->dot = a_dot;
     k->axpy = a_axpy;
     k->scale = a_scale;

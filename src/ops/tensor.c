@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "ops/op.h"
 
 static wm_status any_type_init(wm_node *n, wm_error *err) {
@@ -97,9 +98,9 @@ static void transpose_part(void *arg, int ith, int nth) {
 }
 
 /*
- * Planes of 4-byte elements when the output's second-to-last dim is contiguous in the source and its last dim is
- * short (NCHW -> NHWC with few channels, NHWC -> NCHW of a small image): each plane is a 2-D transpose done by
- * reading source rows in order and writing `inner` apart, instead of `inner`-long rows of strided reads.
+ * Planes of 4-byte elements when the output's second-to-last dim is contiguous in the source (NCHW -> NHWC,
+ * NHWC -> NCHW): each plane is a 2-D transpose (the kernel table's transpose32, in 8 x 8 blocks), instead of
+ * `inner`-long rows of strided reads.
  */
 static void transpose_planes(void *arg, int ith, int nth) {
     const tr_ctx *c = arg;
@@ -117,8 +118,7 @@ static void transpose_planes(void *arg, int ith, int nth) {
         }
         const uint32_t *s4 = (const uint32_t *)c->src + so;
         uint32_t *d4 = (uint32_t *)c->dst + (size_t)q * (size_t)(rows * inner);
-        for (int64_t i = 0; i < inner; i++)
-            for (int64_t j = j0; j < j1; j++) d4[j * inner + i] = s4[i * is + j];
+        wm_kernels_get()->transpose32(inner, j1 - j0, s4 + j0, is, d4 + j0 * inner, inner);
     }
 }
 
@@ -166,7 +166,7 @@ void wm_transpose(const void *src, void *dst, size_t es, int r, const int64_t *d
     c.inner = c.odims[r2 - 1];
     c.outer = (int64_t)(total / (uint64_t)c.inner);
     int nth = total >= 65536 && x ? x->nth : 1;
-    if (es == 4 && r2 >= 2 && c.sst[r2 - 2] == 1 && c.inner <= 64) {
+    if (es == 4 && r2 >= 2 && c.sst[r2 - 2] == 1) {
         int64_t planes = c.outer / c.odims[r2 - 2];
         c.chunks = planes >= nth ? 1 : nth; /* few planes: their rows split over the threads */
         wm_pool_run(x ? x->pool : NULL, transpose_planes, &c, nth);

@@ -312,8 +312,38 @@ static void test_conversions(void **state) {
     free(f0);
 }
 
+/* transpose32 of every table against the element-by-element definition: sizes around the 8 x 8 blocks (0, 1, 7,
+ * 8, 9, 17, 49 x 2048-like), strides wider than the rows, arbitrary bit patterns (NaN payloads kept), and the
+ * destination's gaps between rows untouched. */
+static void test_transpose32(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    static const int64_t sz[][2] = {{0, 5}, {5, 0}, {1, 1}, {7, 9}, {8, 8}, {9, 17}, {16, 24}, {49, 131}, {3, 64}};
+    for (size_t c = 0; c < sizeof sz / sizeof sz[0]; c++) {
+        int64_t rows = sz[c][0], cols = sz[c][1], lds = cols + 3, ldd = rows + 5;
+        uint32_t *src = kt_alloc((size_t)(rows * lds + 1) * 4), *dst = kt_alloc((size_t)(cols * ldd + 1) * 4);
+        uint32_t s = 1234 + (uint32_t)c;
+        for (int64_t i = 0; i < rows * lds; i++) src[i] = kt_next(&s);
+        for (int t = 0; t < nt; t++) {
+            for (int64_t i = 0; i < cols * ldd; i++) dst[i] = 0xDEADBEEFu;
+            T[t]->transpose32(rows, cols, src, lds, dst, ldd);
+            for (int64_t j = 0; j < cols; j++)
+                for (int64_t i = 0; i < ldd; i++) {
+                    uint32_t want = i < rows ? src[i * lds + j] : 0xDEADBEEFu;
+                    if (dst[j * ldd + i] != want)
+                        fail_msg("%s transpose32 %lldx%lld: [%lld][%lld] %08x want %08x", T[t]->name, (long long)rows,
+                                 (long long)cols, (long long)j, (long long)i, dst[j * ldd + i], want);
+                }
+        }
+        free(src);
+        free(dst);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_transpose32),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_act_dispatch),
         cmocka_unit_test(test_rows),
