@@ -270,9 +270,11 @@ static void b_prefetch_plan(const wm_sgemm_args *a, int64_t j, int64_t tw, int64
     pf->step = ((bytes + tiles - 1) / tiles + 63) & ~(int64_t)63;
 }
 
+/* one prefetch per 128-byte pair of lines (the L2's adjacent-line prefetch brings the other): with one per line,
+   the bursts filled the miss queue and the prefetch instructions themselves stalled (1.7% of ResNet-50's samples) */
 static inline void b_prefetch_step(b_prefetch *pf) {
     if (!pf->p) return;
-    for (const char *q = pf->p; q < pf->p + pf->step && q < pf->end; q += 64) __builtin_prefetch(q, 0, 2);
+    for (const char *q = pf->p; q < pf->p + pf->step && q < pf->end; q += 128) __builtin_prefetch(q, 0, 2);
     pf->p += pf->step;
 }
 

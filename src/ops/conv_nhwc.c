@@ -246,21 +246,31 @@ static void nc_indirect(const nc_job *j, int64_t n, int64_t p0, int64_t p1, cons
     const nhwc_state *s = j->s;
     const wm_win *w = j->w;
     int64_t H = w->in[1], W = w->in[2], OW = w->out[2], C = s->C, ld = p1 - p0;
+    int64_t oy = p0 / OW, ox = p0 % OW; /* then stepped: no division per position */
+    const int rows = j->pl->indirect == NC_ROWS;
+    const float *img = rows ? j->xp + n * H * j->pl->Wp * C : j->x + n * H * W * C;
+    const int64_t ldrow = (rows ? j->pl->Wp : W) * C;
     for (int64_t i = 0; i < ld; i++) {
-        int64_t p = p0 + i, oy = p / OW, ox = p % OW;
+        int64_t iy0 = oy * w->s[1] - w->pb[1], ix0 = ox * w->s[2] - w->pb[2];
         for (int64_t ky = 0; ky < s->kh; ky++) {
-            int64_t iy = oy * w->s[1] - w->pb[1] + ky * w->d[1];
-            if (j->pl->indirect == NC_ROWS) {
-                int in = iy >= 0 && iy < H;
-                ind[ky * ld + i] = in ? j->xp + ((n * H + iy) * j->pl->Wp + ox * w->s[2]) * C : j->zero;
+            int64_t iy = iy0 + ky * w->d[1];
+            int in_y = iy >= 0 && iy < H;
+            const float **t = ind + ky * (rows ? 1 : s->kw) * ld + i;
+            if (!in_y) { /* a padding row: every tap of it reads zeros */
+                for (int64_t kx = 0; kx < (rows ? 1 : s->kw); kx++) t[kx * ld] = j->zero;
+                continue;
+            }
+            const float *row = img + iy * ldrow;
+            if (rows) {
+                t[0] = row + ox * w->s[2] * C;
                 continue;
             }
             for (int64_t kx = 0; kx < s->kw; kx++) {
-                int64_t ix = ox * w->s[2] - w->pb[2] + kx * w->d[2];
-                int in = iy >= 0 && iy < H && ix >= 0 && ix < W;
-                ind[(ky * s->kw + kx) * ld + i] = in ? j->x + ((n * H + iy) * W + ix) * C : j->zero;
+                int64_t ix = ix0 + kx * w->d[2];
+                t[kx * ld] = ix >= 0 && ix < W ? row + ix * C : j->zero;
             }
         }
+        if (++ox == OW) ox = 0, oy++;
     }
 }
 
