@@ -4,7 +4,7 @@
  * accumulators. Each k reads two B vectors and broadcasts 12 scalars of A,
  * each used twice: 24 FMAs per 14 loads, against 12 per 8 for the AVX2 6x16
  * tile. A is read in place, or from 12-row panels ([k][12]) when the driver
- * packs it (A^T, or rows 4 KiB apart). Tails (rows rounded up to 4, one
+ * packs it (A^T, or rows 4 KiB apart). Tails (rows rounded up to 4, or 2 for 1-2 rows; one
  * panel) run the same code with fewer accumulators. ukr_ind_12x32 is the
  * same tile with indirect A (a convolution's taps read in place). The small-M GEMV paths
  * and the B packer are the AVX2 ones. Compiled with -mavx512f; reached only
@@ -155,11 +155,13 @@ static void ukr_ind_12x32(int64_t kc, const float *const *ind, int64_t ldi, int6
     if (nv > 16) {
         if (mv > 8) tile_ind(12, 2, IND_ARGS);
         else if (mv > 4) tile_ind(8, 2, IND_ARGS);
-        else tile_ind(4, 2, IND_ARGS);
+        else if (mv > 2) tile_ind(4, 2, IND_ARGS);
+        else tile_ind(2, 2, IND_ARGS);
     } else {
         if (mv > 8) tile_ind(12, 1, IND_ARGS);
         else if (mv > 4) tile_ind(8, 1, IND_ARGS);
-        else tile_ind(4, 1, IND_ARGS);
+        else if (mv > 2) tile_ind(4, 1, IND_ARGS);
+        else tile_ind(2, 1, IND_ARGS);
     }
 #undef IND_ARGS
 }
@@ -169,11 +171,13 @@ static void ukr_12x32(int64_t kc, const float *ap, int64_t lda, const float *bp,
     if (nv > 16) {
         if (mv > 8) tile(12, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
         else if (mv > 4) tile(8, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
-        else tile(4, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
+        else if (mv > 2) tile(4, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
+        else tile(2, 2, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
     } else {
         if (mv > 8) tile(12, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
         else if (mv > 4) tile(8, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
-        else tile(4, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
+        else if (mv > 2) tile(4, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
+        else tile(2, 1, kc, ap, lda, bp, pstride, c, ldc, mv, nv, alpha, beta, first, e);
     }
 }
 
