@@ -159,7 +159,8 @@ static void test_sgemm_shapes(void **state) {
                                       {1, 100, 513}, {2, 64, 300}, {37, 23, 270}, {150, 9, 40}, {145, 20, 260},
                                       {25, 47, 1024} /* rows 4 KiB apart: AVX-512 packs A */,
                                       {37, 40, 1021} /* with pad 3 too, a last k-block of 253 */,
-                                      {14, 33, 70} /* a 2-row tail */, {26, 48, 1024}};
+                                      {14, 33, 70} /* a 2-row tail */, {26, 48, 1024}, {17, 40, 300} /* 5 */,
+                                      {18, 33, 64} /* 6 */};
     uint32_t seed = 1;
     for (int t = 0; t < nt; t++)
         for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
