@@ -126,6 +126,7 @@ typedef struct nc_plan {
     size_t gemm1;  /* GEMM scratch of one share */
     size_t colt;   /* one col^T tile, or one tile's indirection table */
     size_t xpad;   /* NC_ROWS: bytes of the padded copy */
+    size_t col_at;         /* one tile split over the threads: its col^T (or table) after the nth GEMM slices */
     size_t zero_at, bytes; /* workspace: the shares' scratch, then the zero run at zero_at, then the padded copy */
 } nc_plan;
 
@@ -163,7 +164,8 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
               : p->indirect ? up64((size_t)(p->runs * pt) * sizeof(const float *))
                             : up64((size_t)(pt * p->lda) * sizeof(float));
     /* claimed tiles: GEMM scratch and col^T per thread; one tile split over the threads: nth GEMM slices, one col^T */
-    size_t shared = up64(wm_sgemm_workspace_size(&a, nth)) + p->colt, tiles = (size_t)nth * (p->gemm1 + p->colt);
+    p->col_at = up64(wm_sgemm_workspace_size(&a, nth));
+    size_t shared = p->col_at + p->colt, tiles = (size_t)nth * (p->gemm1 + p->colt);
     p->zero_at = up64(shared > tiles ? shared : tiles);
     p->bytes = p->zero_at + up64((size_t)(p->seg + 1) * sizeof(float)) + p->xpad + 64;
 }
@@ -348,8 +350,7 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     }
     /* few large tiles: each tile's patches and GEMM split over the threads */
     uint8_t *gws = x->ws;
-    wm_sgemm_args a0 = {.M = pl.Pt, .N = s->M, .K = pl.K, .packed_b = (const float *)1};
-    j.col = (float *)(gws + up64(wm_sgemm_workspace_size(&a0, nth)));
+    j.col = (float *)(gws + pl.col_at); /* the plan's nth is x->nth, as here */
     for (int64_t u = 0; u < pl.units; u++) {
         j.n = u / pl.ntiles, j.p0 = (u % pl.ntiles) * pl.Pt, j.p1 = j.p0 + pl.Pt < pl.P ? j.p0 + pl.Pt : pl.P;
         if (pl.indirect) nc_indirect(&j, j.n, j.p0, j.p1, (const float **)j.col);

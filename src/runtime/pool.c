@@ -80,7 +80,6 @@ static void *worker(void *arg) {
     wm_pool *p = wa->p;
     tl_pool = p;
     tl_index = wa->index;
-    const int wa_index = wa->index;
     free(wa);
     unsigned seen = 0; /* the generation at creation: a job posted before this thread first runs is still seen */
     for (;;) {
@@ -100,7 +99,7 @@ static void *worker(void *arg) {
             spins = 0;
         }
         seen = g;
-        claim_shares(p, wa_index);
+        claim_shares(p, tl_index);
     }
 }
 
