@@ -222,8 +222,9 @@ void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth
 
 #define WM_PK_PF 1024 /* decode: prefetch distance in a quad's stream (bytes; 512-2048 measured alike, none 15% slower) */
 
-/* one super-group of a packed quad for rows m0 .. m0 + mr (full: nb = 16) */
-static inline __attribute__((always_inline)) void pk_step(const wm_nbits_q8 *q, int64_t m0, const int mr,
+/* one super-group of a packed quad for rows m0 .. m0 + mr (full: nb = 16), a column at a time: for decode (mr <= 2),
+ * where the codes stream from memory once and each column's 256 bytes are read in order */
+static inline __attribute__((always_inline)) void pk_step_cols(const wm_nbits_q8 *q, int64_t m0, const int mr,
                                                           const uint8_t *p, int64_t b0, int64_t nb, const int full,
                                                           const int es, int pf, __m512 acc[4][4]) {
     const __mmask16 mk = full ? (__mmask16)0xffff : (__mmask16)((1u << nb) - 1);
@@ -253,6 +254,68 @@ static inline __attribute__((always_inline)) void pk_step(const wm_nbits_q8 *q, 
     }
 }
 
+/* the same for mr >= 3 (prefill), a vector t at a time: vector t of the 4 columns is unpacked once and meets
+ * every row before vector t + 1: the 4 x mr integer sums are independent chains, and each activation
+ * vector is loaded once for the 4 columns. Per (row, column) the same integer sum and float fold as sg_dot. */
+static inline __attribute__((always_inline)) void pk_step_rows(const wm_nbits_q8 *q, int64_t m0, const int mr,
+                                                          const uint8_t *p, int64_t b0, int64_t nb, const int full,
+                                                          const int es, int pf, __m512 acc[4][4]) {
+    const __mmask16 mk = full ? (__mmask16)0xffff : (__mmask16)((1u << nb) - 1);
+    if (full) nb = 16;
+    if (pf)
+        for (int l = 0; l < 16 * (64 + 4 * es) / 64; l++) _mm_prefetch((const char *)(p + WM_PK_PF + 64 * l), _MM_HINT_T0);
+    __m512i s[4][4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < mr; i++) {
+        __m512i cr = _mm512_loadu_si512(q->sum + (m0 + i) * q->kbs + b0);
+        #pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) s[i][j] = cr;
+    }
+    #pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        __m512i lo[4], hi[4];
+        #pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *v = p + (4 * j + t) * 4 * nb;
+            nibbles(full ? _mm512_loadu_si512(v) : _mm512_maskz_loadu_epi32(mk, v), &lo[j], &hi[j]);
+        }
+        #pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            const int8_t *x = q->q + (m0 + i) * q->kp + b0 * 32 + 128 * t;
+            __m512i xe = _mm512_loadu_si512(x), xo = _mm512_loadu_si512(x + 64);
+            #pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) s[i][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s[i][j], lo[j], xe), hi[j], xo);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *sp = p + 64 * nb + j * es * nb;
+        __m512 sw = es == 2 ? _mm512_cvtph_ps(full ? _mm256_loadu_si256((const __m256i *)sp) : _mm256_maskz_loadu_epi16(mk, sp))
+                            : (full ? _mm512_loadu_ps(sp) : _mm512_maskz_loadu_ps(mk, sp));
+        #pragma GCC unroll 4
+        for (int i = 0; i < mr; i++) {
+            __m512 sa = _mm512_loadu_ps(q->scale + (m0 + i) * q->kbs + b0);
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][j]), _mm512_mul_ps(sa, sw), acc[i][j]);
+        }
+    }
+}
+
+/*
+ * The 16 horizontal sums of v[0..15] at once: lane 4k + j = the sum of v[4j + k], each added up in exactly the
+ * pairs and order of _mm512_reduce_add_ps (halves, quarters, then 2 + 2 and 1 + 1 within a quarter), so the
+ * bits are those of 16 reduce_add_ps calls, for 45 instructions instead of about 130.
+ */
+static inline __attribute__((always_inline)) __m512 reduce16(const __m512 v[16]) {
+    __m512 c[8], e[4], g[2];
+    for (int p = 0; p < 8; p++) /* lanes 0-7: v[2p]'s i + i+8; lanes 8-15: v[2p+1]'s */
+        c[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44), _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xee));
+    for (int p = 0; p < 4; p++) /* quarter q: v[4p + q]'s i + i+4 */
+        e[p] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0x88), _mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0xdd));
+    for (int p = 0; p < 2; p++) /* per quarter: e[2p]'s 0+2, 1+3, then e[2p+1]'s */
+        g[p] = _mm512_add_ps(_mm512_shuffle_ps(e[2 * p], e[2 * p + 1], 0x44), _mm512_shuffle_ps(e[2 * p], e[2 * p + 1], 0xee));
+    return _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], 0x88), _mm512_shuffle_ps(g[0], g[1], 0xdd));
+}
+
 /* rows m0 .. m0 + mr times packed column quad c (columns 4c .. 4c + 3 below N) */
 static inline __attribute__((always_inline)) void tile_pk(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0,
                                                           const int mr, int64_t c, const int es, int pf) {
@@ -263,9 +326,28 @@ static inline __attribute__((always_inline)) void tile_pk(const wm_nbits_args *a
     for (int i = 0; i < mr; i++)
         #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < full; g++, p += gbytes) pk_step(q, m0, mr, p, 16 * g, 16, 1, es, pf, acc);
-    if (kb > 16 * full) pk_step(q, m0, mr, p, 16 * full, kb - 16 * full, 0, es, pf, acc);
+    if (mr >= 3) {
+        for (int64_t g = 0; g < full; g++, p += gbytes) pk_step_rows(q, m0, mr, p, 16 * g, 16, 1, es, pf, acc);
+        if (kb > 16 * full) pk_step_rows(q, m0, mr, p, 16 * full, kb - 16 * full, 0, es, pf, acc);
+    } else {
+        for (int64_t g = 0; g < full; g++, p += gbytes) pk_step_cols(q, m0, mr, p, 16 * g, 16, 1, es, pf, acc);
+        if (kb > 16 * full) pk_step_cols(q, m0, mr, p, 16 * full, kb - 16 * full, 0, es, pf, acc);
+    }
     int nc = a->N - 4 * c < 4 ? (int)(a->N - 4 * c) : 4;
+    if (mr >= 3) { /* all sums at once: lane 4i + j = row i, column j */
+        __m512 v[16];
+        #pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+            #pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) v[4 * j + i] = i < mr ? acc[i][j] : _mm512_setzero_ps();
+        __m512 r = reduce16(v);
+        const __mmask8 cm = (__mmask8)((1u << nc) - 1);
+        _mm_mask_storeu_ps(a->C + m0 * a->ldc + 4 * c, cm, _mm512_castps512_ps128(r));
+        _mm_mask_storeu_ps(a->C + (m0 + 1) * a->ldc + 4 * c, cm, _mm512_extractf32x4_ps(r, 1));
+        _mm_mask_storeu_ps(a->C + (m0 + 2) * a->ldc + 4 * c, cm, _mm512_extractf32x4_ps(r, 2));
+        if (mr == 4) _mm_mask_storeu_ps(a->C + (m0 + 3) * a->ldc + 4 * c, cm, _mm512_extractf32x4_ps(r, 3));
+        return;
+    }
     #pragma GCC unroll 4
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nc; j++) a->C[(m0 + i) * a->ldc + 4 * c + j] = _mm512_reduce_add_ps(acc[i][j]);
