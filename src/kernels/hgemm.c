@@ -7,8 +7,6 @@
 
 #include "kernels/kernels_impl.h"
 
-#define HGEMM_BIG_M 8 /* from this many rows on, pack + micro-kernel pays off */
-
 size_t wm_hgemm_workspace_size(const wm_hgemm_args *a, int nth) {
     wm_sgemm_args s = {0};
     s.M = a->M;
@@ -74,7 +72,7 @@ static void hgemm_big(const wm_gemm_ukr *u, const wm_hgemm_args *a, int ith, int
 
 void wm_hgemm_generic(const wm_hgemm_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
-    if (a->M >= HGEMM_BIG_M) {
+    if (a->M >= WM_HGEMM_BIG_M) {
         hgemm_big(&wm_gemm_ukr_generic, a, ith, nth);
         return;
     }

@@ -10,8 +10,6 @@
 
 #include "kernels/kernels_impl.h"
 
-#define HGEMM_BIG_M 8
-
 static inline __m256 ld8h(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
 static inline float hsum(__m256 v) {
@@ -194,7 +192,7 @@ static void pack_f16_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, 
 /* big M through the driver with micro-kernel u (the AVX2 or the AVX-512 table's); small M: F16C GEMV */
 static void hgemm_with(const wm_gemm_ukr *u, const wm_hgemm_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
-    if (a->M >= HGEMM_BIG_M) {
+    if (a->M >= WM_HGEMM_BIG_M) {
         wm_sgemm_args s = {0};
         s.M = a->M;
         s.N = a->N;

@@ -139,6 +139,9 @@ typedef struct wm_hgemm_args {
 } wm_hgemm_args;
 
 size_t wm_hgemm_workspace_size(const wm_hgemm_args *a, int nth);
+/* Below this many rows hgemm is a GEMV: no workspace, and any share count gives the same bits (each column is one
+ * FMA chain over k in order), so callers may split it into more shares than threads. */
+#define WM_HGEMM_BIG_M 8
 /* Half weights in 64-column panels, made once per constant weight: panel p holds op(B)[k][64p .. 64p+63] for
  * k = 0 .. K-1 at p*K*64 + k*64 (columns past N zero). The GEMV then reads each panel as one sequential stream
  * and keeps its 64 sums in registers. Size in bytes; pack writes it. */

@@ -80,11 +80,28 @@ uint16_t *wm_hgemm_prepack(wm_node *n, int k, int tb) {
     return p;
 }
 
+#define WM_HGEMV_SHARES 4              /* GEMV: claimed shares per thread at most */
+#define WM_HGEMV_SHARE_BYTES (32 << 10) /* GEMV: weight bytes per share at least */
+/*
+ * Shares of an fp16-weight GEMM. A GEMV (M < WM_HGEMM_BIG_M: decode) streams the weights once, memory bound: it is
+ * split into up to WM_HGEMV_SHARES claimed shares per thread (whole 64-column panels, WM_HGEMV_SHARE_BYTES at least)
+ * so that a thread held up by another process leaves its unclaimed shares to the others instead of the whole
+ * step waiting for it. Larger M: one share per thread at most, by work (wm_sgemm_tasks).
+ */
+static int hgemm_shares(int64_t M, int64_t N, int64_t K, int packed, int threads) {
+    int nth = wm_sgemm_tasks(M, N, K);
+    if (nth > threads) nth = threads;
+    if (M >= WM_HGEMM_BIG_M || threads < 2 || nth < 2) return nth;
+    int64_t units = packed ? (N + 63) / 64 : (N + 15) / 16, s = N * K * 2 / WM_HGEMV_SHARE_BYTES;
+    if (s > units) s = units;
+    if (s > (int64_t)threads * WM_HGEMV_SHARES) s = (int64_t)threads * WM_HGEMV_SHARES;
+    return s > nth ? (int)s : nth;
+}
+
 void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,
               const uint16_t *packed, float *C, const float *bias) {
     if (M <= 0 || N <= 0) return;
-    int nth = wm_sgemm_tasks(M, N, K);
-    if (nth > x->nth) nth = x->nth;
+    int nth = hgemm_shares(M, N, K, packed != NULL, x->nth);
     hctx c = {wm_kernels_get(), {0}};
     c.a.M = M, c.a.N = N, c.a.K = K;
     c.a.A = A, c.a.lda = K;
@@ -93,9 +110,10 @@ void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const
     c.a.ep.bias = bias;
     c.a.ep.act = WM_ACT_NONE;
     void *tmp = NULL;
-    if (x->gemm_ws && wm_hgemm_workspace_size(&c.a, nth) <= x->gemm_ws_per * (size_t)nth) c.a.work = x->gemm_ws;
+    if (M < WM_HGEMM_BIG_M) c.a.work = NULL; /* the GEMV reads no workspace */
+    else if (x->gemm_ws && wm_hgemm_workspace_size(&c.a, nth) <= x->gemm_ws_per * (size_t)nth) c.a.work = x->gemm_ws;
     else c.a.work = tmp = aligned_alloc(64, (wm_hgemm_workspace_size(&c.a, nth) + 63) & ~(size_t)63);
-    wm_pool_run(x->pool, hgemm_part, &c, nth);
+    wm_pool_run_shares(x->pool, hgemm_part, &c, nth);
     free(tmp);
 }
 
