@@ -316,21 +316,28 @@ def main():
     print(f"Qwen2.5-0.5B-Instruct architecture, random weights; prompt {a.prompt_len} tokens, {a.gen_len} generated, "
           f"{a.threads} threads; read bandwidth {bw:.1f} GB/s (median of the rounds: "
           f"{', '.join(f'{b:.1f}' for b in bws)})")
+    print("Best of the rounds for each engine, and ours/peer both as best/best and as the median of the rounds' "
+          "ratios (each round runs ours and the peer back to back: the paired figure is the one the machine's "
+          "drift moves least)")
     print(f"{'engine':28} {'weights':8} {'prefill tok/s':>13} {'decode tok/s':>12} {'ours/peer prefill':>17} "
-          f"{'ours/peer decode':>16}")
+          f"{'ours/peer decode':>16} {'paired prefill':>14} {'paired decode':>13}")
     for k, v in res.items():
         if not v:
             print(f"{k[0]:28} {k[1]:8} {'failed':>13}")
             continue
         pre, dec = max(x[0] for x in v), max(x[1] for x in v)
         mine = res.get(("winml", k[1]))
-        rp = rd = ""
+        rp = rd = pp = pd = ""
+        row = {"engine": k[0], "weights": k[1], "prefill_tps": pre, "decode_tps": dec, "runs": v}
         if mine and k[0] != "winml":
             rp = f"{max(x[0] for x in mine) / pre:.2f}x"
             rd = f"{max(x[1] for x in mine) / dec:.2f}x"
-        table.append({"engine": k[0], "weights": k[1], "prefill_tps": pre, "decode_tps": dec,
-                      "runs": v})
-        print(f"{k[0]:28} {k[1]:8} {pre:13.1f} {dec:12.2f} {rp:>17} {rd:>16}")
+            if len(mine) == len(v):  # both ran every round
+                row["paired_prefill"] = statistics.median(m[0] / x[0] for m, x in zip(mine, v))
+                row["paired_decode"] = statistics.median(m[1] / x[1] for m, x in zip(mine, v))
+                pp, pd = f"{row['paired_prefill']:.2f}x", f"{row['paired_decode']:.2f}x"
+        table.append(row)
+        print(f"{k[0]:28} {k[1]:8} {pre:13.1f} {dec:12.2f} {rp:>17} {rd:>16} {pp:>14} {pd:>13}")
     for p in precs:
         if res.get(("winml", p)):
             wb = weight_bytes_per_token(os.path.join(ours[p], "model.onnx"))
