@@ -11,6 +11,7 @@
  * through the AVX-512 table.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "kernels/kernels_impl.h"
@@ -20,17 +21,19 @@
 /* c (mode as in row_out of gemm_avx2.c: 0 first with beta 0, 1 first, 2 accumulate) for one row of nv <= 16,
    then the fused epilogue when e (wm_tile_epi; row i, columns from col): the operations of wm_vepi_avx2, in its
    order, so that the values are those of the separate pass */
-static inline void row_store(__m512 acc, float *c, __mmask16 m, __m512 alpha, __m512 beta, int mode,
+static inline void row_store(__m512 acc, float *c, __mmask16 m, __m512 alpha, __m512 beta, int mode, int one,
                              const wm_tile_epi *e, int64_t i, int col) {
     __m512 r;
-    if (mode == 0) r = _mm512_mul_ps(alpha, acc);
+    if (mode == 0) r = one ? acc : _mm512_mul_ps(alpha, acc); /* 1 * x is x, bit for bit (NaN too) */
     else if (mode == 1) r = _mm512_fmadd_ps(alpha, acc, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, c)));
     else r = _mm512_fmadd_ps(alpha, acc, _mm512_maskz_loadu_ps(m, c));
     if (e) {
         if (e->bias) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, e->bias + col));
         if (e->res) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, e->res + i * e->ld_res + col));
-        __m512 mx = _mm512_max_ps(r, _mm512_set1_ps(e->lo));
-        r = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), r);
+        if (e->lo != -INFINITY) { /* max with -inf, NaN kept, is the identity */
+            __m512 mx = _mm512_max_ps(r, _mm512_set1_ps(e->lo));
+            r = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), r);
+        }
     }
     _mm512_mask_storeu_ps(c, m, r);
 }
@@ -75,14 +78,14 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
         }
     }
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    int mode = first ? (beta == 0.0f ? 0 : 1) : 2;
+    int mode = first ? (beta == 0.0f ? 0 : 1) : 2, one = alpha == 1.0f;
     __mmask16 m0 = nv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nv) - 1u);
     __mmask16 m1 = nv >= 32 ? (__mmask16)0xFFFF : nv > 16 ? (__mmask16)((1u << (nv - 16)) - 1u) : 0;
 #pragma GCC unroll 12
     for (int r = 0; r < rows; r++) {
         if (r >= mv) break;
-        row_store(acc[r][0], c + r * ldc, m0, va, vb, mode, e, r, 0);
-        if (np > 1 && m1) row_store(acc[r][1], c + r * ldc + 16, m1, va, vb, mode, e, r, 16);
+        row_store(acc[r][0], c + r * ldc, m0, va, vb, mode, one, e, r, 0);
+        if (np > 1 && m1) row_store(acc[r][1], c + r * ldc + 16, m1, va, vb, mode, one, e, r, 16);
     }
 }
 
@@ -136,14 +139,14 @@ static inline __attribute__((always_inline)) void tile_ind(const int rows, const
         c0 = 0;
     }
     __m512 va = _mm512_set1_ps(o->alpha), vb = _mm512_set1_ps(o->beta);
-    int mode = o->first ? (o->beta == 0.0f ? 0 : 1) : 2, nv = o->nv, mv = o->mv;
+    int mode = o->first ? (o->beta == 0.0f ? 0 : 1) : 2, nv = o->nv, mv = o->mv, one = o->alpha == 1.0f;
     __mmask16 m0 = nv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nv) - 1u);
     __mmask16 m1 = nv >= 32 ? (__mmask16)0xFFFF : nv > 16 ? (__mmask16)((1u << (nv - 16)) - 1u) : 0;
 #pragma GCC unroll 12
     for (int r = 0; r < rows; r++) {
         if (r >= mv) break;
-        row_store(acc[r][0], o->c + r * o->ldc, m0, va, vb, mode, o->e, r, 0);
-        if (np > 1 && m1) row_store(acc[r][1], o->c + r * o->ldc + 16, m1, va, vb, mode, o->e, r, 16);
+        row_store(acc[r][0], o->c + r * o->ldc, m0, va, vb, mode, one, o->e, r, 0);
+        if (np > 1 && m1) row_store(acc[r][1], o->c + r * o->ldc + 16, m1, va, vb, mode, one, o->e, r, 16);
     }
 }
 
