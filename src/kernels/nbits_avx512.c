@@ -316,6 +316,26 @@ static inline __attribute__((always_inline)) __m512 reduce16(const __m512 v[16])
     return _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], 0x88), _mm512_shuffle_ps(g[0], g[1], 0xdd));
 }
 
+/* The sums of v[0..3] (one row: mr = 1): quarter q, lane 0 = the sum of v[q], in the pairs and order of reduce16 */
+static inline __attribute__((always_inline)) __m512 reduce4(const __m512 v[4]) {
+    __m512 c0 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xee));
+    __m512 c1 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], 0x44), _mm512_shuffle_f32x4(v[2], v[3], 0xee));
+    __m512 e = _mm512_add_ps(_mm512_shuffle_f32x4(c0, c1, 0x88), _mm512_shuffle_f32x4(c0, c1, 0xdd));
+    __m512 g = _mm512_add_ps(e, _mm512_permute_ps(e, 0x4e)); /* lane 0: 0 + 2, lane 1: 1 + 3 */
+    return _mm512_add_ps(g, _mm512_permute_ps(g, 0xb1));    /* lane 0: (0 + 2) + (1 + 3) */
+}
+
+/* The sums of v[0..7] (two rows: mr = 2): quarter q, lane 0 = the sum of v[q], lane 2 = that of v[4 + q] */
+static inline __attribute__((always_inline)) __m512 reduce8(const __m512 v[8]) {
+    __m512 c[4];
+    for (int p = 0; p < 4; p++)
+        c[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44), _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xee));
+    __m512 e0 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xdd));
+    __m512 e1 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x88), _mm512_shuffle_f32x4(c[2], c[3], 0xdd));
+    __m512 g = _mm512_add_ps(_mm512_shuffle_ps(e0, e1, 0x44), _mm512_shuffle_ps(e0, e1, 0xee));
+    return _mm512_add_ps(g, _mm512_permute_ps(g, 0xb1));
+}
+
 /* rows m0 .. m0 + mr times packed column quad c (columns 4c .. 4c + 3 below N) */
 static inline __attribute__((always_inline)) void tile_pk(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0,
                                                           const int mr, int64_t c, const int es, int pf) {
@@ -348,9 +368,18 @@ static inline __attribute__((always_inline)) void tile_pk(const wm_nbits_args *a
         if (mr == 4) _mm_mask_storeu_ps(a->C + (m0 + 3) * a->ldc + 4 * c, cm, _mm512_extractf32x4_ps(r, 3));
         return;
     }
-    #pragma GCC unroll 4
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nc; j++) a->C[(m0 + i) * a->ldc + 4 * c + j] = _mm512_reduce_add_ps(acc[i][j]);
+    const __mmask8 cm = (__mmask8)((1u << nc) - 1);
+    const __m512i l0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    if (mr == 2) {
+        __m512 v[8] = {acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1], acc[1][2], acc[1][3]};
+        __m512 r = reduce8(v);
+        const __m512i l2 = _mm512_setr_epi32(2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        _mm_mask_storeu_ps(a->C + m0 * a->ldc + 4 * c, cm, _mm512_castps512_ps128(_mm512_permutexvar_ps(l0, r)));
+        _mm_mask_storeu_ps(a->C + (m0 + 1) * a->ldc + 4 * c, cm, _mm512_castps512_ps128(_mm512_permutexvar_ps(l2, r)));
+    } else {
+        __m512 v[4] = {acc[0][0], acc[0][1], acc[0][2], acc[0][3]};
+        _mm_mask_storeu_ps(a->C + m0 * a->ldc + 4 * c, cm, _mm512_castps512_ps128(_mm512_permutexvar_ps(l0, reduce4(v))));
+    }
 }
 
 #define WM_PK_CASE(MR)                                                                                                 \
