@@ -188,8 +188,11 @@ typedef struct wm_nbits_args {
     void *work; /* wm_nbits_workspace_size(this, nth) bytes */
     const uint8_t *packed; /* optional: B and the scales in the table's nbits_pack layout (then B, scales and
                               scales_h are not read); made once per weight at session creation */
-    int shared_prep; /* small M: A is prepared (quantized or copied) once, by a call with ith = -1 before the
-                        shares run, into share 0's slice of work, and every share reads it there */
+    int shared_prep; /* A is prepared (quantized or copied) once, by a call with ith = -1 before the shares run,
+                        into share 0's slice of work (wm_nbits_workspace_size(this, 1) bytes suffice), and every
+                        share reads it there */
+    int64_t prep_m0, prep_m1; /* with prep_m1 > 0, a call with ith = -1 prepares only rows [prep_m0, prep_m1):
+                                 calls on disjoint ranges may run at the same time (prefill) */
 } wm_nbits_args;
 
 size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth);

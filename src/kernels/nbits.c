@@ -98,13 +98,14 @@ int wm_nbits_share_cols(const wm_nbits_args *a, int ith, int nth, int64_t *n0, i
 }
 
 int wm_nbits_q8_view(const wm_nbits_args *a, int ith, int nth, wm_nbits_q8 *q) {
-    wm_nbits_q8_layout(a, a->work, a->shared_prep || ith < 0 ? 0 : ith, nth, q);
+    int one = a->shared_prep || ith < 0; /* the one shared slice: share 0's of a single-share workspace */
+    wm_nbits_q8_layout(a, a->work, one ? 0 : ith, one ? 1 : nth, q);
     return ith < 0 || !a->shared_prep;
 }
 
 /* Generic: quantize row m of A (see wm_ref_quant_block_q8); the tail of the last block is zero. */
-void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q) {
-    for (int64_t m = 0; m < a->M; m++)
+void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; m++)
         for (int64_t b = 0; b < q->kb; b++) {
             int64_t k0 = b * a->block_size, len = a->K - k0 < a->block_size ? a->K - k0 : a->block_size;
             const float *x = a->A + m * a->lda + k0;
@@ -174,7 +175,11 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
     int64_t kb = wm_nbits_kblocks(a);
     if (wm_nbits_use_q8(a)) {
         wm_nbits_q8 q;
-        if (wm_nbits_q8_view(a, ith, nth, &q)) wm_nbits_quant_rows_generic(a, &q);
+        if (wm_nbits_q8_view(a, ith, nth, &q)) {
+            int64_t m0, m1;
+            wm_nbits_prep_rows(a, ith, &m0, &m1);
+            wm_nbits_quant_rows_generic(a, &q, m0, m1);
+        }
         if (ith < 0) return;
         int64_t blob = (int64_t)a->block_size * a->bits / 8;
         int bits = a->bits, mask = (1 << bits) - 1;

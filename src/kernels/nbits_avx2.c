@@ -45,8 +45,8 @@ static inline float zp_of(const wm_nbits_args *a, int64_t n, int64_t blk, int64_
 /* ------------------------------------------------------------ activation prep (per share) */
 
 /* fp32 path: xf[m][kp] = A row m, zero padded, 4-bit order when bits == 4 */
-static void prep_f32(const wm_nbits_args *a, const wm_nbits_q8 *q) {
-    for (int64_t m = 0; m < a->M; m++) {
+static void prep_f32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; m++) {
         const float *x = a->A + m * a->lda;
         float *d = q->xf + m * q->kp;
         if (a->bits != 4) {
@@ -60,10 +60,10 @@ static void prep_f32(const wm_nbits_args *a, const wm_nbits_q8 *q) {
 }
 
 /* int8 path: per block amax/127 scale, q = RNE(x * 127/amax) (same as wm_ref_nbits_q8), sums */
-static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q) {
+static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
     int bs = a->block_size;
     int32_t tmp[32];
-    for (int64_t m = 0; m < a->M; m++) {
+    for (int64_t m = m0; m < m1; m++) {
         const float *x = a->A + m * a->lda;
         int8_t *d = q->q + m * q->kp;
         memset(d, 0, (size_t)q->kp);
@@ -508,8 +508,10 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     wm_nbits_q8 q;
     int q8 = wm_nbits_use_q8(a);
     if (wm_nbits_q8_view(a, ith, nth, &q)) {
-        if (q8) prep_q8(a, &q);
-        else prep_f32(a, &q);
+        int64_t m0, m1;
+        wm_nbits_prep_rows(a, ith, &m0, &m1);
+        if (q8) prep_q8(a, &q, m0, m1);
+        else prep_f32(a, &q, m0, m1);
     }
     if (ith < 0) return;
     float (*col)(const wm_nbits_args *, const wm_nbits_q8 *, int64_t, int64_t) =

@@ -474,8 +474,11 @@ void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth) {
     if (!wm_nbits_share_cols(a, ith, nth, &n0, &n1)) return;
     wm_nbits_q8 q;
     int sg32 = a->block_size == 32;
-    if (wm_nbits_q8_view(a, ith, nth, &q))
-        for (int64_t m = 0; m < a->M; m++) quant_row(a, &q, m, sg32);
+    if (wm_nbits_q8_view(a, ith, nth, &q)) {
+        int64_t m0, m1;
+        wm_nbits_prep_rows(a, ith, &m0, &m1);
+        for (int64_t m = m0; m < m1; m++) quant_row(a, &q, m, sg32);
+    }
     if (ith < 0) return;
     vctx t;
     t.kb = q.kb;

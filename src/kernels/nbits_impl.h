@@ -33,7 +33,13 @@ int wm_nbits_share_cols(const wm_nbits_args *a, int ith, int nth, int64_t *n0, i
 /* Share ith's view of prepared A (slice 0 for every share with a->shared_prep); 1 when this call prepares it
  * (ith < 0, or a share without shared_prep), then a call with ith < 0 returns right after preparing. */
 int wm_nbits_q8_view(const wm_nbits_args *a, int ith, int nth, wm_nbits_q8 *q);
-void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q);
+/* The rows of A that this call prepares: [prep_m0, prep_m1) for a shared_prep call with a range, else all. */
+static inline void wm_nbits_prep_rows(const wm_nbits_args *a, int ith, int64_t *m0, int64_t *m1) {
+    int ranged = ith < 0 && a->prep_m1 > 0;
+    *m0 = ranged ? a->prep_m0 : 0;
+    *m1 = ranged ? (a->prep_m1 < a->M ? a->prep_m1 : a->M) : a->M;
+}
+void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1);
 void wm_nbits_bsrc_pack(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                         int64_t pstride);
 void wm_nbits_big(const wm_gemm_ukr *u, const wm_nbits_args *a, wm_bsrc_fn pack, int ith, int nth);

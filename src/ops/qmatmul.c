@@ -260,19 +260,28 @@ static void nb_args(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda,
     a->C = C, a->ldc = ldc, a->ep.bias = bias, a->work = ws, a->packed = w->packed;
 }
 
-#define WM_NB_SHARES 4             /* decode: claimed shares per thread at most */
-#define WM_NB_SHARE_BYTES (16 << 10) /* decode: codes per share at least */
+#define WM_NB_SHARES 4             /* claimed shares per thread at most */
+#define WM_NB_SHARE_BYTES (16 << 10) /* claimed shares: codes per share at least */
 /*
  * Shares of a MatMulNBits call. Decode (M <= 4) streams the weights once and each core draws only part of the
  * memory bandwidth, so even small weights are split (a share per WM_NB_SHARE_BYTES of codes, 16 columns at least),
  * into up to WM_NB_SHARES claimed shares per thread so that a thread held up by another process leaves its
- * unclaimed shares to the others. Larger M splits by work (wm_sgemm_tasks), one share per thread at most.
+ * unclaimed shares to the others. So is a larger M that the kernel runs on int8 activations (prefill with
+ * accuracy_level 4): its shares read A as prepared once for all of them (shared_prep, the rows split over the
+ * threads), so more shares cost nothing more. Otherwise (float activations, or the dequantize + SGEMM path with
+ * its per-share workspace) larger M splits by work (wm_sgemm_tasks), one share per thread at most.
  */
-static int nb_decode(int64_t M, int threads) { return M <= 4 && threads > 1; }
+static int nb_claimed(const wm_nbits_w *w, int64_t M, int threads) {
+    if (threads < 2) return 0;
+    if (M <= 4) return 1;
+    wm_nbits_args a;
+    nb_args(w, M, NULL, w->K, NULL, w->N, NULL, NULL, &a);
+    return wm_kernels_get()->nbits_q8(&a);
+}
 
 static int nb_threads(const wm_nbits_w *w, int64_t M, const wm_exec *x) {
     int cap = x && x->pool ? x->nth : 1;
-    if (nb_decode(M, cap)) {
+    if (nb_claimed(w, M, cap)) {
         int64_t s = w->N * w->k_blocks * w->blob / WM_NB_SHARE_BYTES, units = (w->N + 15) / 16;
         if (s > units) s = units;
         if (s > (int64_t)cap * WM_NB_SHARES) s = (int64_t)cap * WM_NB_SHARES;
@@ -285,7 +294,7 @@ static int nb_threads(const wm_nbits_w *w, int64_t M, const wm_exec *x) {
 size_t wm_nbits_workspace(const wm_nbits_w *w, int64_t M, int nth) {
     wm_nbits_args a;
     nb_args(w, M, NULL, w->K, NULL, w->N, NULL, NULL, &a);
-    return wm_nbits_workspace_size(&a, nb_decode(M, nth) ? nth * WM_NB_SHARES : nth) + 64; /* nb_threads' most */
+    return wm_nbits_workspace_size(&a, nb_claimed(w, M, nth) ? 1 : nth) + 64; /* claimed: the one shared slice */
 }
 
 typedef struct nbctx {
@@ -298,15 +307,35 @@ static void nb_part(void *arg, int ith, int nth) {
     c->k->nbits_gemm(&c->a, ith, nth);
 }
 
+typedef struct nbprep {
+    const nbctx *c;
+    int shares; /* of the GEMM that follows */
+} nbprep;
+
+/* share ith of nth of the shared preparation: its rows of A */
+static void nb_prep_part(void *arg, int ith, int nth) {
+    const nbprep *p = arg;
+    wm_nbits_args a = p->c->a;
+    long m0, m1;
+    wm_split((long)a.M, ith, nth, &m0, &m1);
+    if (m0 >= m1) return;
+    a.prep_m0 = m0, a.prep_m1 = m1;
+    p->c->k->nbits_gemm(&a, -1, p->shares);
+}
+
 void wm_nbits_matmul(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda, float *C, int64_t ldc,
                      const float *bias, wm_exec *x, void *ws) {
     if (!M || !w->N) return;
     nbctx c = {wm_kernels_get(), {0}};
     nb_args(w, M, A, lda, C, ldc, bias, ws, &c.a);
     int nth = nb_threads(w, M, x);
-    if (nb_decode(M, nth)) { /* decode on several shares: A prepared once here, not once per share */
+    if (nb_claimed(w, M, x && x->pool ? x->nth : 1)) { /* A prepared once, not once per share */
         c.a.shared_prep = 1;
-        c.k->nbits_gemm(&c.a, -1, nth);
+        if (M <= 4) c.k->nbits_gemm(&c.a, -1, nth);
+        else { /* prefill: the rows split over the threads */
+            nbprep p = {&c, nth};
+            wm_pool_run(x->pool, nb_prep_part, &p, M < x->nth ? (int)M : 0);
+        }
     }
     wm_pool_run_shares(x ? x->pool : NULL, nb_part, &c, nth);
 }

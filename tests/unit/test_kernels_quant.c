@@ -80,7 +80,8 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
         free(pk);
         free(C2);
     }
-    if (c->M > 0 && c->M <= 4 && ws) { /* A prepared once by ith = -1 for every share: the same bits */
+    if (c->M > 0 && ws && (c->M <= 4 || T->nbits_q8(&a))) { /* A prepared once by ith = -1 for every share (decode,
+                                                                and prefill on int8 activations): the same bits */
         float *C3 = kt_alloc((size_t)(c->M * ldc) * 4 + 4);
         memcpy(C3, C, (size_t)(c->M * ldc) * 4 + 4);
         for (int64_t m = 0; m < c->M; m++)
@@ -93,6 +94,26 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
         if (memcmp(C, C3, (size_t)(c->M * ldc) * 4 + 4) != 0)
             fail_msg("%s nbits shared_prep M=%lld N=%lld K=%lld bs=%d nth=%d: differs from per-share preparation",
                      T->name, (long long)c->M, (long long)c->N, (long long)c->K, c->bs, nth + 2);
+        /* the same preparation in row ranges (prefill: the threads each take some rows), last range first, into a
+           workspace of one slice (what shared_prep needs) */
+        size_t ws1 = wm_nbits_workspace_size(&a, 1);
+        void *w1 = kt_alloc(ws1 ? ws1 : 1);
+        memset(w1, 0xff, ws1);
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t n = 0; n < c->N; n++) C3[m * ldc + n] = -1.0f;
+        p.work = w1;
+        int64_t cut = c->M / 3;
+        p.prep_m0 = cut, p.prep_m1 = c->M;
+        T->nbits_gemm(&p, -1, nth + 2);
+        if (cut > 0) {
+            p.prep_m0 = 0, p.prep_m1 = cut;
+            T->nbits_gemm(&p, -1, nth + 2);
+        }
+        for (int i = 0; i < nth + 2; i++) T->nbits_gemm(&p, i, nth + 2);
+        if (memcmp(C, C3, (size_t)(c->M * ldc) * 4 + 4) != 0)
+            fail_msg("%s nbits shared_prep by rows M=%lld N=%lld K=%lld bs=%d: differs from per-share preparation",
+                     T->name, (long long)c->M, (long long)c->N, (long long)c->K, c->bs);
+        free(w1);
         free(C3);
     }
     wm_nbits_args r = a;
