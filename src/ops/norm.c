@@ -72,7 +72,7 @@ typedef struct nctx {
     wm_tensor *const *out;
     int n_in, n_out;
     uint64_t rows, len;
-    float *ws; /* per thread: 4 rows of len floats */
+    float *ws; /* per thread: 5 rows of len floats */
     const wm_kernels *k;
     int rms_stats; /* an RMS form whose statistics outputs (mean / inv_std_var) are wanted */
 } nctx;
@@ -83,7 +83,7 @@ static void norm_part(void *arg, int ith, int nth) {
     long lo, hi;
     wm_split((long)c->rows, ith, nth, &lo, &hi);
     uint64_t len = c->len;
-    float *x = c->ws + (size_t)ith * 4 * len, *g = x + len, *b = g + len, *t = b + len;
+    float *x = c->ws + (size_t)ith * 5 * len, *g = x + len, *b = g + len, *t = b + len, *bb = t + len;
     wm_tensor *const *in = c->in;
     int gi = s->skip ? 2 : 1, bi = s->rms ? -1 : gi + 1;
     const wm_tensor *gamma = in[gi], *beta = bi >= 0 && bi < c->n_in ? in[bi] : NULL;
@@ -92,17 +92,18 @@ static void norm_part(void *arg, int ith, int nth) {
     const wm_tensor *bias = s->skip && bias_i < c->n_in ? in[bias_i] : NULL;
     wm_row_load(gamma->dtype, gamma->data, 0, g, (int64_t)len);
     if (beta) wm_row_load(beta->dtype, beta->data, 0, b, (int64_t)len);
+    if (bias) wm_row_load(bias->dtype, bias->data, 0, bb, (int64_t)len);
     uint64_t skip_rows = skip ? wm_tensor_numel(skip) / len : 1;
     for (long r = lo; r < hi; r++) {
         uint64_t off = (uint64_t)r * len;
         wm_row_load(in[0]->dtype, in[0]->data, off, x, (int64_t)len);
-        if (skip) {
-            wm_row_load(skip->dtype, skip->data, ((uint64_t)r % skip_rows) * len, t, (int64_t)len);
-            for (uint64_t i = 0; i < len; i++) x[i] += t[i];
-            if (bias) {
-                wm_row_load(bias->dtype, bias->data, 0, t, (int64_t)len);
-                for (uint64_t i = 0; i < len; i++) x[i] += t[i];
-            }
+        if (skip) { /* x = (input + skip) + bias, the table's vector add */
+            uint64_t so = ((uint64_t)r % skip_rows) * len;
+            const float *sr = t;
+            if (skip->dtype == WM_DT_FLOAT) sr = (const float *)skip->data + so;
+            else wm_row_load(skip->dtype, skip->data, so, t, (int64_t)len);
+            c->k->add((int64_t)len, x, x, sr);
+            if (bias) c->k->add((int64_t)len, x, x, bb);
             if (c->n_out > 3 && c->out[3]) wm_row_store(c->out[3]->dtype, c->out[3]->data, off, x, (int64_t)len);
         }
         float m = 0, inv;
@@ -141,7 +142,7 @@ static size_t norm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *
     (void)out;
     uint64_t rows, len;
     rows_len(n, in[0], &rows, &len);
-    return (size_t)nth * 4 * (size_t)len * sizeof(float);
+    return (size_t)nth * 5 * (size_t)len * sizeof(float);
 }
 
 static wm_status norm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
