@@ -278,6 +278,17 @@ static inline void b_prefetch_step(b_prefetch *pf) {
     pf->p += pf->step;
 }
 
+/* the rows of the next micro-tile's C (and the residual its fused store reads), brought in while this one runs: a
+   fresh output (or an earlier layer's residual) is not in cache, and with a short K its misses at the store were
+   not hidden behind the k loop */
+static inline void c_prefetch(const float *c, int64_t ldc, const float *res, int64_t ldr, int rows, int nv) {
+    for (int r = 0; r < rows; r++) {
+        for (int q = 0; q < nv; q += 16) __builtin_prefetch(c + r * ldc + q, 1, 3);
+        if (res)
+            for (int q = 0; q < nv; q += 16) __builtin_prefetch(res + r * ldr + q, 0, 3);
+    }
+}
+
 static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int64_t m0, int64_t m1,
                         int64_t n0, int64_t n1, float *apack, float *bpack) {
     const int64_t K = a->K;
@@ -325,6 +336,13 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                         int mv = (int)(mc - i < mr ? mc - i : mr);
                         b_prefetch_step(&pf);
                         float *ci = a->C + (mb + i) * a->ldc + nb + j;
+                        if (last && i + mr < mc) {
+                            int mv2 = (int)(mc - i - mr < mr ? mc - i - mr : mr);
+                            c_prefetch(ci + mr * a->ldc, a->ldc,
+                                       fuse && ep->residual ? ep->residual + (mb + i + mr) * ep->ld_residual + nb + j
+                                                            : NULL,
+                                       ep->ld_residual, mv2, nv);
+                        }
                         if (fuse) {
                             te.bias = ep->bias ? ep->bias + nb + j : NULL;
                             te.res = ep->residual ? ep->residual + (mb + i) * ep->ld_residual + nb + j : NULL;
