@@ -148,27 +148,21 @@ void wm_sgemm_pack_b_f16(int trans_b, int64_t K, int64_t N, const uint16_t *B, i
     }
 }
 
-/* Packs op(A)[m0:m0+mc, k0:k0+kc] into mr-row panels: panel i holds [k][r] at i*kc*mr + k*mr + r (zero rows past mc). */
-static void pack_a_block(const float *A, int64_t lda, int trans_a, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
-                         int mr, float *dst) {
+/* Packs A^T's op(A)[m0:m0+mc, k0:k0+kc] (A stored [K, M]) into mr-row panels: panel i holds [k][r] at
+   i*kc*mr + k*mr + r (zero rows past mc). */
+static void pack_a_trans(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int mr,
+                         float *dst) {
     for (int64_t i = 0; i < mc; i += mr) {
         float *d = dst + i * kc;
         int64_t mv = mc - i < mr ? mc - i : mr;
-        if (!trans_a) {
-            const float *rows[WM_MR_MAX];
-            for (int r = 0; r < mr; r++) rows[r] = r < mv ? A + (m0 + i + r) * lda + k0 : NULL;
-            for (int64_t k = 0; k < kc; k++)
-                for (int r = 0; r < mr; r++) d[k * mr + r] = r < mv ? rows[r][k] : 0.0f;
-        } else {
-            for (int64_t k = 0; k < kc; k++) {
-                const float *s = A + (k0 + k) * lda + m0 + i;
-                for (int r = 0; r < mr; r++) d[k * mr + r] = r < mv ? s[r] : 0.0f;
-            }
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = A + (k0 + k) * lda + m0 + i;
+            for (int r = 0; r < mr; r++) d[k * mr + r] = r < mv ? s[r] : 0.0f;
         }
     }
 }
 
-/* Gathers indirect op(A)[m0:m0+mc, k0:k0+kc] (wm_sgemm_args.ind) into mr-row panels like pack_a_block. */
+/* Gathers indirect op(A)[m0:m0+mc, k0:k0+kc] (wm_sgemm_args.ind) into mr-row panels like pack_a_trans. */
 static void pack_a_ind(const wm_sgemm_args *a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int mr, float *dst) {
     for (int64_t i = 0; i < mc; i += mr) {
         float *d = dst + i * kc;
@@ -325,13 +319,12 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             wm_tile_epi te = {NULL, NULL, ep->ld_residual, ep->act == WM_ACT_RELU ? 0.0f : -INFINITY};
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
-                /* A^T (and aliased rows) go into mr-row panels; else plain A is read in place */
+                /* A^T and indirect A (without kernel_ind) go into mr-row panels; else A is read in place */
                 if (kc && rowcopy)
                     for (int64_t r = 0; r < mc; r++)
                         memcpy(apack + r * kc, a->A + (mb + r) * a->lda + kb, (size_t)kc * sizeof(float));
                 else if (kc && pack && ind) pack_a_ind(a, mb, mc, kb, kc, mr, apack);
-                else if (kc && pack && !a->trans_a && u->pack_a) u->pack_a(a->A, a->lda, mb, mc, kb, kc, apack);
-                else if (kc && pack) pack_a_block(a->A, a->lda, a->trans_a, mb, mc, kb, kc, mr, apack);
+                else if (kc && pack) pack_a_trans(a->A, a->lda, mb, mc, kb, kc, mr, apack);
                 for (int64_t j = 0; j < nc; j += tw) {
                     int nv = (int)(nc - j < tw ? nc - j : tw);
                     const float *bj = bp + (j / WM_NR) * pstride;
@@ -454,7 +447,7 @@ static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, fl
 static void vadd_generic_fwd(int64_t n, float *y, const float *x) { wm_kernels_generic()->add(n, y, y, x); }
 
 const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, vadd_generic_fwd, NULL,
-                                        NULL, NULL, 0};
+                                        NULL, 0};
 
 void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
 

@@ -400,49 +400,6 @@ static void vact_avx2_fwd(int64_t n, float *y, const float *x, wm_act act, float
 
 void wm_vadd_avx2_fwd(int64_t n, float *y, const float *x) { wm_kernels_avx2()->add(n, y, y, x); }
 
-/* 8 rows x 8 columns from r[0..7] + k: column j to d + j * 12 (the 8 rows' values at k + j) */
-static inline void pack8x8(const float *const *r, int64_t k, float *d) {
-    const float *rk[8];
-    __m256 o[8];
-    for (int i = 0; i < 8; i++) rk[i] = r[i] + k;
-    wm_tr8x8_avx2(rk, o);
-    for (int j = 0; j < 8; j++) _mm256_storeu_ps(d + j * 12, o[j]);
-}
-
-/* 4 rows x 8 columns from r[0..3] + k: column j to d + j * 12 (4 values) */
-static inline void pack4x8(const float *const *r, int64_t k, float *d) {
-    __m256 a = _mm256_loadu_ps(r[0] + k), b = _mm256_loadu_ps(r[1] + k), c = _mm256_loadu_ps(r[2] + k);
-    __m256 e = _mm256_loadu_ps(r[3] + k);
-    __m256 t0 = _mm256_unpacklo_ps(a, b), t1 = _mm256_unpackhi_ps(a, b), t2 = _mm256_unpacklo_ps(c, e);
-    __m256 t3 = _mm256_unpackhi_ps(c, e);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE), u2 = _mm256_shuffle_ps(t1, t3, 0x44);
-    __m256 u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    _mm_storeu_ps(d + 0 * 12, _mm256_castps256_ps128(u0));
-    _mm_storeu_ps(d + 1 * 12, _mm256_castps256_ps128(u1));
-    _mm_storeu_ps(d + 2 * 12, _mm256_castps256_ps128(u2));
-    _mm_storeu_ps(d + 3 * 12, _mm256_castps256_ps128(u3));
-    _mm_storeu_ps(d + 4 * 12, _mm256_extractf128_ps(u0, 1));
-    _mm_storeu_ps(d + 5 * 12, _mm256_extractf128_ps(u1, 1));
-    _mm_storeu_ps(d + 6 * 12, _mm256_extractf128_ps(u2, 1));
-    _mm_storeu_ps(d + 7 * 12, _mm256_extractf128_ps(u3, 1));
-}
-
-void wm_pack_a12_avx2(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst) {
-    for (int64_t i = 0; i < mc; i += 12) {
-        float *d = dst + i * kc;
-        int64_t mv = mc - i < 12 ? mc - i : 12, k = 0;
-        const float *rows[12];
-        for (int r = 0; r < 12; r++) rows[r] = A + (m0 + i + (r < mv ? r : 0)) * lda + k0;
-        if (mv == 12)
-            for (; k + 8 <= kc; k += 8) {
-                pack8x8(rows, k, d + k * 12);
-                pack4x8(rows + 8, k, d + k * 12 + 8);
-            }
-        for (; k < kc; k++) /* the k tail, and a last panel of fewer rows (zeros past them) */
-            for (int r = 0; r < 12; r++) d[k * 12 + r] = r < mv ? rows[r][k] : 0.0f;
-    }
-}
-
 /* the clamp as ReLU's vact does it: max(v, lo) (so -0 gives +0), NaN kept */
 void wm_vepi_avx2(int64_t n, float *y, const float *b, const float *r, float lo) {
     __m256 vl = _mm256_set1_ps(lo);
@@ -525,7 +482,7 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
 }
 
 const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2_fwd,
-                                     wm_vepi_avx2, NULL, ukr_ind_6x16, 1};
+                                     wm_vepi_avx2, ukr_ind_6x16, 1};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

@@ -3,8 +3,8 @@
  * tiles of 12 rows x 32 columns (two 16-column B panels) in 24 zmm
  * accumulators. Each k reads two B vectors and broadcasts 12 scalars of A,
  * each used twice: 24 FMAs per 14 loads, against 12 per 8 for the AVX2 6x16
- * tile. A is read in place, or from 12-row panels ([k][12]) when the driver
- * packs it (A^T, or rows 4 KiB apart). Tails (rows rounded up to 4, or 2 for 1-2 rows; one
+ * tile. A is read in place (rows 4 KiB apart from the driver's row copy), or
+ * from 12-row panels ([k][12]) when the driver packs A^T. Tails (rows rounded up to 4, or 2 for 1-2 rows; one
  * panel) run the same code with fewer accumulators. ukr_ind_12x32 is the
  * same tile with indirect A (a convolution's taps read in place). The small-M GEMV paths
  * and the B packer are the AVX2 ones. Compiled with -mavx512f; reached only
@@ -194,7 +194,7 @@ static void pack_fwd(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64
 }
 
 const wm_gemm_ukr wm_gemm_ukr_avx512 = {ukr_12x32, MR, 2, 1, vact_fwd, small_m_fwd, pack_fwd, wm_vadd_avx2_fwd,
-                                       wm_vepi_avx2, wm_pack_a12_avx2, ukr_ind_12x32, 1};
+                                       wm_vepi_avx2, ukr_ind_12x32, 1};
 
 void wm_sgemm_avx512(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx512, a, ith, nth); }
 

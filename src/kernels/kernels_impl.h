@@ -64,7 +64,7 @@ typedef struct wm_gemm_ukr {
     wm_ukr_fn kernel;
     int mr;           /* rows per tile (<= WM_MR_MAX) */
     int np;           /* 16-column panels per tile */
-    int pack_aliased; /* 1: A goes into mr-row panels also when its rows are 4 KiB apart (else only A^T) */
+    int pack_aliased; /* 1: plain A with rows 4 KiB apart is copied to a kc stride by the driver (A^T always packs) */
     void (*vact)(int64_t n, float *y, const float *x, wm_act act, float act_a, float act_b);
     /* optional fast path for small M (NULL: none); returns 1 when it handled share ith */
     int (*small_m)(const wm_sgemm_args *a, int ith, int nth);
@@ -75,8 +75,6 @@ typedef struct wm_gemm_ukr {
     void (*vadd)(int64_t n, float *y, const float *x);
     /* y[i] = max(y[i] + b[i] + r[i], lo) in one pass, b or r NULL for none (NULL: the separate passes) */
     void (*vepi)(int64_t n, float *y, const float *b, const float *r, float lo);
-    /* packs plain A[m0:m0+mc, k0:k0+kc] into mr-row panels like pack_a_block (NULL: the scalar loop) */
-    void (*pack_a)(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst);
     /* the tile with indirect A (NULL: the driver gathers indirect A into mr-row panels for the plain kernel) */
     wm_ukr_ind_fn kernel_ind;
     int fused_epi; /* the kernels apply a wm_tile_epi (else the driver passes NULL and runs the epilogue after) */
@@ -114,7 +112,6 @@ void wm_epilogue_apply(const wm_epilogue *ep, const wm_gemm_ukr *u, float *C, in
 void wm_vadd_avx2_fwd(int64_t n, float *y, const float *x); /* y += x: the AVX2 table's add (gemm_avx2.c) */
 void wm_vepi_avx2(int64_t n, float *y, const float *b, const float *r, float lo); /* the vepi of gemm_avx2.c */
 /* pack_a for 12-row panels with AVX2 8x8 / 4x8 transposes (gemm_avx2.c) */
-void wm_pack_a12_avx2(const float *A, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float *dst);
 /* Padded width of a packed B (N rounded up to 16): k-block k0 starts at k0 * wm_packed_np(N). */
 int64_t wm_packed_np(int64_t N);
 /* Rows per k-block for a K deep GEMM (<= WM_KC, balanced; defines the packed B layout too). */
