@@ -94,6 +94,7 @@ static const float k_erfc[13] = {-4.686607440e-07f, 2.821123898e-01f,  2.8179833
 
 VINLINE __m256 v_poly(__m256 t, const float *c, int n) {
     __m256 p = V(c[n - 1]);
+#pragma GCC unroll 16
     for (int i = n - 2; i >= 0; i--) p = _mm256_fmadd_ps(p, t, V(c[i]));
     return p;
 }
