@@ -6,7 +6,8 @@
  * Blocking: for each share's region [m0,m1) x [n0,n1) of C:
  *   for n-block (NC, or the whole region with prepacked B)
  *     for k-block (KC)                  B block packed (unless prepacked)
- *       for m-block (MC)                A read in place (A^T: packed into MR-row panels)
+ *       for m-block (MC)                A read in place (A^T: packed into MR-row panels;
+ *                                       rows 4 KiB apart: copied to a kc stride)
  *         for each 16-column B micro-panel (stays in L1)
  *           for each 6-row A micro-panel (from L2): micro-kernel
  *       last k-block: epilogue on the finished rows (in the kernel's store when
