@@ -16,7 +16,8 @@ All with the same thread count (--threads, default all cores). Ratios are ours /
 The decode roofline: weight bytes read per token (every initializer except the rows a Gather reads; MatMulNBits
 scales that are all exact halves count 2 bytes, as our engine reads them) / read bandwidth measured by
 wm_gemmbench membw after every round (2 threads, 1 GiB); the machine's bandwidth moves with its background load
-(28-49 GB/s seen within minutes), so each round's decode is also set against that round's figure.
+(28-49 GB/s seen within minutes), so each round's decode is also set against that round's figure. The builds'
+writes are flushed (sync) before round 1, and every other round runs the engines in reverse order.
 
 usage: bench/bench_llm_peers.py [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
                                 [--rounds 2] [--peers llama,genai,hf] [--precisions int4,fp16,fp32] [-o results.json]
@@ -302,9 +303,14 @@ def main():
     if "hf" in peers:
         runners[("transformers (eager)", "fp32")] = lambda: hf_speed(ck, a)
     res = {k: [] for k in runners}
+    # the builds above leave hundreds of MiB of dirty pages: flushed now, not in the background of round 1 (whose
+    # first engine measured half its speed while the kernel wrote them back)
+    log("== sync (flushing the builds' writes)")
+    os.sync()
     bws = []  # read bandwidth measured in every round, right after its engines: the machine's moves with its load
-    for r in range(a.rounds):  # rounds alternate the engines so background load hits all alike
-        for k, fn in runners.items():
+    order = list(runners.items())
+    for r in range(a.rounds):  # rounds alternate the order of the engines so background load hits all alike
+        for k, fn in (order if r % 2 == 0 else order[::-1]):
             log(f"== round {r + 1}/{a.rounds}: {k[0]} {k[1]}")
             try:
                 res[k].append(fn())
