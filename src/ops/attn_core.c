@@ -95,8 +95,11 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
     float m = -INFINITY, extra = a->sink ? a->sink[h] : 0.0f;
     int has_extra = a->sink || a->smooth;
     if (!has_extra) { /* the kernel table's row softmax (vector exp) over the keys not excluded */
-        for (int64_t j = 0; j < n; j++)
-            if (t0 + j < lo || t0 + j >= hi) row[j] = 0.0f;
+        int64_t k0 = lo - t0 < n ? lo - t0 : n, k1 = hi - t0 < n ? hi - t0 : n; /* kept: [k0, k1) of the row */
+        if (k0 < 0) k0 = 0;
+        if (k1 < k0) k1 = k0;
+        for (int64_t j = 0; j < k0; j++) row[j] = 0.0f; /* the excluded keys only: none in an encoder's rows */
+        for (int64_t j = k1; j < n; j++) row[j] = 0.0f;
         if (hi > lo) wm_kernels_get()->softmax_row(hi - lo, row + (lo - t0), row + (lo - t0), 1.0f, NULL);
         if (a->qk && a->qk_mode == WM_QK_PROBS) store_qk(a, b, h, s, t0, row, n);
         return;
