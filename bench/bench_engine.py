@@ -6,7 +6,8 @@ Rows (real architectures, random weights, exported once with torch.onnx into --w
   forward at 128, vit-b16 at 224, resnet-50 at 224; batch 1.
 For each: median latency of `winml perf` (our engine) and of onnxruntime (ORT_ENABLE_ALL, intra-op
 threads = --threads), and the ratio ours / onnxruntime (< 1.0: we are faster). With --rounds R (default 3)
-the two alternate R times per model (ours, ort, ours, ort, ...) and the figure is the median of the R
+the two alternate R times per model (ours, ort, then ort, ours, ...: the order flips every round, since of
+two builds of ours run in pairs the second measured 2-3% faster) and the figure is the median of the R
 per-round ratios, so a machine whose speed drifts during the run (seen here: +-25%) moves both sides of
 each ratio. A second column does the same with each side's fastest iteration of the round (min ratio).
 Not a test: timings are noisy; the ratio measured side by side is the figure.
@@ -134,11 +135,18 @@ def main():
     print(f"{'model':34s} {'ours ms':>10s} {'onnxruntime ms':>15s} {'ours/ort':>9s} {'min ratio':>9s}  per-round ratios")
     for name, (path, dims) in rows.items():
         mines, theirs, ratios, min_ratios = [], [], [], []
-        for _ in range(max(a.rounds, 1)):
-            mine, shapes = ours(a.winml, path, dims, a.threads, a.iterations)
+        shapes = None
+        for r in range(max(a.rounds, 1)):
+            # odd rounds run onnxruntime first: of two builds of ours run in pairs, the second measured 2-3%
+            # faster, so a fixed order could bias every ratio
+            if r % 2 and shapes is not None:
+                t = ort(path, shapes, a.threads, a.iterations)
+                mine, shapes = ours(a.winml, path, dims, a.threads, a.iterations)
+            else:
+                mine, shapes = ours(a.winml, path, dims, a.threads, a.iterations)
+                t = ort(path, shapes, a.threads, a.iterations) if mine is not None else None
             if mine is None:
                 break
-            t = ort(path, shapes, a.threads, a.iterations)
             mines.append(mine[0])
             theirs.append(t[0])
             ratios.append(mine[0] / t[0])
