@@ -222,6 +222,27 @@ void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth
 
 #define WM_PK_PF 1024 /* decode: prefetch distance in a quad's stream (bytes; 512-2048 measured alike, none 15% slower) */
 
+/* Pieces of one super-group of a packed quad (nb blocks; full: 16, else the lanes of mask mk): the prefetch of
+ * the stream WM_PK_PF bytes ahead (pf), vector t of column j's codes as low and high nibbles, and column j's
+ * weight scales as floats (es: 2 halves, 4 floats). */
+static inline __attribute__((always_inline)) void pk_prefetch(const uint8_t *p, const int es, int pf) {
+    if (pf)
+        for (int l = 0; l < 16 * (64 + 4 * es) / 64; l++) _mm_prefetch((const char *)(p + WM_PK_PF + 64 * l), _MM_HINT_T0);
+}
+
+static inline __attribute__((always_inline)) void pk_codes(const uint8_t *p, int64_t nb, const int full,
+                                                           __mmask16 mk, int j, int t, __m512i *lo, __m512i *hi) {
+    const uint8_t *v = p + (4 * j + t) * 4 * nb;
+    nibbles(full ? _mm512_loadu_si512(v) : _mm512_maskz_loadu_epi32(mk, v), lo, hi);
+}
+
+static inline __attribute__((always_inline)) __m512 pk_wscales(const uint8_t *p, int64_t nb, const int full,
+                                                               __mmask16 mk, int j, const int es) {
+    const uint8_t *sp = p + 64 * nb + j * es * nb;
+    return es == 2 ? _mm512_cvtph_ps(full ? _mm256_loadu_si256((const __m256i *)sp) : _mm256_maskz_loadu_epi16(mk, sp))
+                   : (full ? _mm512_loadu_ps(sp) : _mm512_maskz_loadu_ps(mk, sp));
+}
+
 /* one super-group of a packed quad for rows m0 .. m0 + mr (full: nb = 16), a column at a time: for decode (mr <= 2),
  * where the codes stream from memory once and each column's 256 bytes are read in order */
 static inline __attribute__((always_inline)) void pk_step_cols(const wm_nbits_q8 *q, int64_t m0, const int mr,
@@ -229,8 +250,7 @@ static inline __attribute__((always_inline)) void pk_step_cols(const wm_nbits_q8
                                                           const int es, int pf, __m512 acc[4][4]) {
     const __mmask16 mk = full ? (__mmask16)0xffff : (__mmask16)((1u << nb) - 1);
     if (full) nb = 16;
-    if (pf)
-        for (int l = 0; l < 16 * (64 + 4 * es) / 64; l++) _mm_prefetch((const char *)(p + WM_PK_PF + 64 * l), _MM_HINT_T0);
+    pk_prefetch(p, es, pf);
     __m512 sa[4];
     __m512i cr[4];
     #pragma GCC unroll 4
@@ -242,13 +262,8 @@ static inline __attribute__((always_inline)) void pk_step_cols(const wm_nbits_q8
     for (int j = 0; j < 4; j++) {
         __m512i lo[4], hi[4];
         #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
-            const uint8_t *v = p + (4 * j + t) * 4 * nb;
-            nibbles(full ? _mm512_loadu_si512(v) : _mm512_maskz_loadu_epi32(mk, v), &lo[t], &hi[t]);
-        }
-        const uint8_t *sp = p + 64 * nb + j * es * nb;
-        __m512 sw = es == 2 ? _mm512_cvtph_ps(full ? _mm256_loadu_si256((const __m256i *)sp) : _mm256_maskz_loadu_epi16(mk, sp))
-                            : (full ? _mm512_loadu_ps(sp) : _mm512_maskz_loadu_ps(mk, sp));
+        for (int t = 0; t < 4; t++) pk_codes(p, nb, full, mk, j, t, &lo[t], &hi[t]);
+        __m512 sw = pk_wscales(p, nb, full, mk, j, es);
         #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) acc[i][j] = sg_dot(acc[i][j], cr[i], lo, hi, q->q + (m0 + i) * q->kp + b0 * 32, sa[i], sw);
     }
@@ -262,8 +277,7 @@ static inline __attribute__((always_inline)) void pk_step_rows(const wm_nbits_q8
                                                           const int es, int pf, __m512 acc[4][4]) {
     const __mmask16 mk = full ? (__mmask16)0xffff : (__mmask16)((1u << nb) - 1);
     if (full) nb = 16;
-    if (pf)
-        for (int l = 0; l < 16 * (64 + 4 * es) / 64; l++) _mm_prefetch((const char *)(p + WM_PK_PF + 64 * l), _MM_HINT_T0);
+    pk_prefetch(p, es, pf);
     __m512i s[4][4];
     #pragma GCC unroll 4
     for (int i = 0; i < mr; i++) {
@@ -275,10 +289,7 @@ static inline __attribute__((always_inline)) void pk_step_rows(const wm_nbits_q8
     for (int t = 0; t < 4; t++) {
         __m512i lo[4], hi[4];
         #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            const uint8_t *v = p + (4 * j + t) * 4 * nb;
-            nibbles(full ? _mm512_loadu_si512(v) : _mm512_maskz_loadu_epi32(mk, v), &lo[j], &hi[j]);
-        }
+        for (int j = 0; j < 4; j++) pk_codes(p, nb, full, mk, j, t, &lo[j], &hi[j]);
         #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {
             const int8_t *x = q->q + (m0 + i) * q->kp + b0 * 32 + 128 * t;
@@ -289,9 +300,7 @@ static inline __attribute__((always_inline)) void pk_step_rows(const wm_nbits_q8
     }
     #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        const uint8_t *sp = p + 64 * nb + j * es * nb;
-        __m512 sw = es == 2 ? _mm512_cvtph_ps(full ? _mm256_loadu_si256((const __m256i *)sp) : _mm256_maskz_loadu_epi16(mk, sp))
-                            : (full ? _mm512_loadu_ps(sp) : _mm512_maskz_loadu_ps(mk, sp));
+        __m512 sw = pk_wscales(p, nb, full, mk, j, es);
         #pragma GCC unroll 4
         for (int i = 0; i < mr; i++) {
             __m512 sa = _mm512_loadu_ps(q->scale + (m0 + i) * q->kbs + b0);
