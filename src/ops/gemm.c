@@ -82,20 +82,15 @@ uint16_t *wm_hgemm_prepack(wm_node *n, int k, int tb) {
 
 #define WM_HGEMV_SHARES 4              /* GEMV: claimed shares per thread at most */
 #define WM_HGEMV_SHARE_BYTES (32 << 10) /* GEMV: weight bytes per share at least */
-/*
- * Shares of an fp16-weight GEMM. A GEMV (M < WM_HGEMM_BIG_M: decode) streams the weights once, memory bound: it is
- * split into up to WM_HGEMV_SHARES claimed shares per thread (whole 64-column panels, WM_HGEMV_SHARE_BYTES at least)
- * so that a thread held up by another process leaves its unclaimed shares to the others instead of the whole
- * step waiting for it. Larger M: one share per thread at most, by work (wm_sgemm_tasks).
- */
+/* Shares of an fp16-weight GEMM: a GEMV (M < WM_HGEMM_BIG_M: decode) in claimed stream shares (wm_stream_shares,
+   whole 64-column panels); larger M one share per thread at most, by work (wm_sgemm_tasks). */
 static int hgemm_shares(int64_t M, int64_t N, int64_t K, int packed, int threads) {
     int nth = wm_sgemm_tasks(M, N, K);
     if (nth > threads) nth = threads;
     if (M >= WM_HGEMM_BIG_M || threads < 2 || nth < 2) return nth;
-    int64_t units = packed ? (N + 63) / 64 : (N + 15) / 16, s = N * K * 2 / WM_HGEMV_SHARE_BYTES;
-    if (s > units) s = units;
-    if (s > (int64_t)threads * WM_HGEMV_SHARES) s = (int64_t)threads * WM_HGEMV_SHARES;
-    return s > nth ? (int)s : nth;
+    int s = wm_stream_shares(N * K * 2, packed ? (N + 63) / 64 : (N + 15) / 16, threads, WM_HGEMV_SHARE_BYTES,
+                             WM_HGEMV_SHARES);
+    return s > nth ? s : nth;
 }
 
 void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,

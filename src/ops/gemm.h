@@ -23,6 +23,20 @@ typedef struct wm_gemm_args {
     wm_act act;            /* activation after the bias */
 } wm_gemm_args;
 
+/*
+ * Shares for a weight-streaming GEMV (decode: memory bound, each core draws only part of the bandwidth): one per
+ * share_bytes of weights, at most `units` (the kernel's column groups) and at most per_thread per thread, claimed
+ * through wm_pool_run_shares so that a thread held up by another process leaves its unclaimed shares to the
+ * others instead of the whole step waiting for it. At least 1.
+ */
+static inline int wm_stream_shares(int64_t weight_bytes, int64_t units, int threads, int64_t share_bytes,
+                                   int per_thread) {
+    int64_t s = weight_bytes / share_bytes;
+    if (s > units) s = units;
+    if (s > (int64_t)threads * per_thread) s = (int64_t)threads * per_thread;
+    return s < 1 ? 1 : (int)s;
+}
+
 /* Runs g on x's pool (threads split the output tiles). */
 void wm_sgemm(wm_exec *x, const wm_gemm_args *g);
 

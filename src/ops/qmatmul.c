@@ -263,10 +263,8 @@ static void nb_args(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda,
 #define WM_NB_SHARES 4             /* claimed shares per thread at most */
 #define WM_NB_SHARE_BYTES (16 << 10) /* claimed shares: codes per share at least */
 /*
- * Shares of a MatMulNBits call. Decode (M <= 4) streams the weights once and each core draws only part of the
- * memory bandwidth, so even small weights are split (a share per WM_NB_SHARE_BYTES of codes, 16 columns at least),
- * into up to WM_NB_SHARES claimed shares per thread so that a thread held up by another process leaves its
- * unclaimed shares to the others. So is a larger M that the kernel runs on int8 activations (prefill with
+ * Shares of a MatMulNBits call. Decode (M <= 4) streams the weights once: claimed stream shares (wm_stream_shares,
+ * 16 columns at least), even for small weights. So is a larger M that the kernel runs on int8 activations (prefill with
  * accuracy_level 4): its shares read A as prepared once for all of them (shared_prep, the rows split over the
  * threads), so more shares cost nothing more. Otherwise (float activations, or the dequantize + SGEMM path with
  * its per-share workspace) larger M splits by work (wm_sgemm_tasks), one share per thread at most.
@@ -279,14 +277,9 @@ static int nb_claimed(const wm_nbits_w *w, int64_t M, int threads) {
     return wm_kernels_get()->nbits_q8(&a);
 }
 
-static int nb_threads(const wm_nbits_w *w, int64_t M, const wm_exec *x) {
-    int cap = x && x->pool ? x->nth : 1;
-    if (nb_claimed(w, M, cap)) {
-        int64_t s = w->N * w->k_blocks * w->blob / WM_NB_SHARE_BYTES, units = (w->N + 15) / 16;
-        if (s > units) s = units;
-        if (s > (int64_t)cap * WM_NB_SHARES) s = (int64_t)cap * WM_NB_SHARES;
-        return s < 1 ? 1 : (int)s;
-    }
+static int nb_threads(const wm_nbits_w *w, int64_t M, int cap, int claimed) {
+    if (claimed)
+        return wm_stream_shares(w->N * w->k_blocks * w->blob, (w->N + 15) / 16, cap, WM_NB_SHARE_BYTES, WM_NB_SHARES);
     int nth = wm_sgemm_tasks(M, w->N, w->K);
     return nth < cap ? nth : cap;
 }
@@ -328,8 +321,9 @@ void wm_nbits_matmul(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda
     if (!M || !w->N) return;
     nbctx c = {wm_kernels_get(), {0}};
     nb_args(w, M, A, lda, C, ldc, bias, ws, &c.a);
-    int nth = nb_threads(w, M, x);
-    if (nb_claimed(w, M, x && x->pool ? x->nth : 1)) { /* A prepared once, not once per share */
+    int cap = x && x->pool ? x->nth : 1, claimed = nb_claimed(w, M, cap);
+    int nth = nb_threads(w, M, cap, claimed);
+    if (claimed) { /* A prepared once, not once per share */
         c.a.shared_prep = 1;
         if (M <= 4) c.k->nbits_gemm(&c.a, -1, nth);
         else { /* prefill: the rows split over the threads */
