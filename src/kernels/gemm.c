@@ -289,13 +289,14 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
     const int64_t K = a->K;
     const int zero_k = K == 0 || a->alpha == 0.0f;
     const int mr = u->mr;
-    /* rows of A a multiple of 4 KiB apart share L1 sets: a tall tile's rows would evict each other */
     const int ind = a->ind != NULL;
-    const int pack = ind ? !u->kernel_ind : a->trans_a || (u->pack_aliased && a->lda % 1024 == 0);
-    /* plain A with aliased rows: the block's rows copied whole, one after the other, to a stride of kc (<= KC, not
-       a multiple of 4 KiB), and read in place from there. Reading row after row, the copy itself is not hit by the
-       aliasing, where a transposing pack gathers from all 12 rows at once (8.7% of a 204 x 1024 x 128 GEMM). */
-    const int rowcopy = pack && !ind && !a->trans_a;
+    /* A^T, and indirect A without an indirect kernel, go into mr-row panels ([k][mr]) */
+    const int panels = ind ? !u->kernel_ind : a->trans_a;
+    /* rows of plain A a multiple of 4 KiB apart share L1 sets (a tall tile's rows would evict each other): the
+       block's rows are copied whole, one after the other, to a stride of kc (<= KC, not a multiple of 4 KiB), and
+       read in place from there. Row after row, the copy itself is not hit by the aliasing, where a transposing pack
+       gathers from all 12 rows at once (8.7% of a 204 x 1024 x 128 GEMM). */
+    const int rowcopy = !ind && !a->trans_a && u->pack_aliased && a->lda % 1024 == 0;
     const int64_t tw = (int64_t)u->np * WM_NR; /* tile width */
     const int64_t nstep = a->packed_b ? WM_NC_PACKED : WM_NC;
     for (int64_t nb = n0; nb < n1; nb += nstep) {
@@ -320,12 +321,14 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             wm_tile_epi te = {NULL, NULL, ep->ld_residual, ep->act == WM_ACT_RELU ? 0.0f : -INFINITY};
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
-                /* A^T and indirect A (without kernel_ind) go into mr-row panels; else A is read in place */
                 if (kc && rowcopy)
                     for (int64_t r = 0; r < mc; r++)
                         memcpy(apack + r * kc, a->A + (mb + r) * a->lda + kb, (size_t)kc * sizeof(float));
-                else if (kc && pack && ind) pack_a_ind(a, mb, mc, kb, kc, mr, apack);
-                else if (kc && pack) pack_a_trans(a->A, a->lda, mb, mc, kb, kc, mr, apack);
+                else if (kc && panels && ind) pack_a_ind(a, mb, mc, kb, kc, mr, apack);
+                else if (kc && panels) pack_a_trans(a->A, a->lda, mb, mc, kb, kc, mr, apack);
+                /* row-major A of this block: in place, or the row copy */
+                const float *arows = !kc || ind ? NULL : rowcopy ? apack : a->A + mb * a->lda + kb;
+                const int64_t ald = rowcopy ? kc : a->lda;
                 for (int64_t j = 0; j < nc; j += tw) {
                     int nv = (int)(nc - j < tw ? nc - j : tw);
                     const float *bj = bp + (j / WM_NR) * pstride;
@@ -348,15 +351,14 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                             te.bias = ep->bias ? ep->bias + nb + j : NULL;
                             te.res = ep->residual ? ep->residual + (mb + i) * ep->ld_residual + nb + j : NULL;
                         }
-                        if (kc && ind && !pack) {
+                        if (kc && ind && !panels) {
                             u->kernel_ind(kc, a->ind + mb + i, a->ldi, kb, a->seg, bj, pstride, ci, a->ldc, mv, nv,
                                           a->alpha, a->beta, first, fuse ? &te : NULL);
                             continue;
                         }
-                        const float *ai = !kc ? NULL : pack ? apack + i * kc : a->A + (mb + i) * a->lda + kb;
-                        int64_t lda = !kc || (pack && !rowcopy) ? 0 : rowcopy ? kc : a->lda;
-                        u->kernel(kc, ai, lda, bj, pstride, ci, a->ldc, mv, nv, a->alpha, a->beta, first,
-                                  fuse ? &te : NULL);
+                        const float *ai = !kc ? NULL : panels ? apack + i * kc : arows + i * ald;
+                        u->kernel(kc, ai, !kc || panels ? 0 : ald, bj, pstride, ci, a->ldc, mv, nv, a->alpha, a->beta,
+                                  first, fuse ? &te : NULL);
                     }
                 }
                 if (last && !fuse) wm_epilogue_apply(&a->ep, u, a->C, a->ldc, mb, mb + mc, nb, nb + nc);
