@@ -323,8 +323,8 @@ def main():
           f"{a.threads} threads; read bandwidth {bw:.1f} GB/s (median of the rounds: "
           f"{', '.join(f'{b:.1f}' for b in bws)})")
     print("Best of the rounds for each engine, and ours/peer both as best/best and as the median of the rounds' "
-          "ratios (each round runs ours and the peer back to back: the paired figure is the one the machine's "
-          "drift moves least)")
+          "ratios (ours and the peer run in the same round, minutes apart at most: the paired figure is the one "
+          "the machine's drift moves least)")
     print(f"{'engine':28} {'weights':8} {'prefill tok/s':>13} {'decode tok/s':>12} {'ours/peer prefill':>17} "
           f"{'ours/peer decode':>16} {'paired prefill':>14} {'paired decode':>13}")
     for k, v in res.items():
