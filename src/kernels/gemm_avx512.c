@@ -19,23 +19,79 @@
 #define MR 12
 
 /* c (mode as in row_out of gemm_avx2.c: 0 first with beta 0, 1 first, 2 accumulate) for one row of nv <= 16,
-   then the fused epilogue when e (wm_tile_epi; row i, columns from col): the operations of wm_vepi_avx2, in its
-   order, so that the values are those of the separate pass */
-static inline void row_store(__m512 acc, float *c, __mmask16 m, __m512 alpha, __m512 beta, int mode, int one,
-                             const wm_tile_epi *e, int64_t i, int col) {
+   then the fused epilogue (wm_tile_epi; hb: bias at bias, hr: the residual row at res, relu): the operations of
+   wm_vepi_avx2, in its order, so that the values are those of the separate pass */
+static inline __attribute__((always_inline)) void row_store(__m512 acc, float *c, __mmask16 m, __m512 alpha,
+                                                            __m512 beta, const int mode, const int one, const int hb,
+                                                            const float *bias, const int hr, const float *res,
+                                                            const int relu) {
     __m512 r;
     if (mode == 0) r = one ? acc : _mm512_mul_ps(alpha, acc); /* 1 * x is x, bit for bit (NaN too) */
     else if (mode == 1) r = _mm512_fmadd_ps(alpha, acc, _mm512_mul_ps(beta, _mm512_maskz_loadu_ps(m, c)));
     else r = _mm512_fmadd_ps(alpha, acc, _mm512_maskz_loadu_ps(m, c));
-    if (e) {
-        if (e->bias) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, e->bias + col));
-        if (e->res) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, e->res + i * e->ld_res + col));
-        if (e->lo != -INFINITY) { /* max with -inf, NaN kept, is the identity */
-            __m512 mx = _mm512_max_ps(r, _mm512_set1_ps(e->lo));
-            r = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), r);
-        }
+    if (hb) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, bias));
+    if (hr) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, res));
+    if (relu) { /* max with 0, NaN kept */
+        __m512 mx = _mm512_max_ps(r, _mm512_setzero_ps());
+        r = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), r);
     }
     _mm512_mask_storeu_ps(c, m, r);
+}
+
+/* The finished tile's rows (below mv) to c. Every decision is made once per tile, not per row: with the
+   epilogue's fields read per row (e->bias, e->res, e->lo), the store of a 12 x 32 tile was ~480 instructions and
+   a fifth of a K = 64 GEMM's time. */
+static inline __attribute__((always_inline)) void store_rows(const int rows, const int np, __m512 (*acc)[2], float *c,
+                                                             int64_t ldc, int mv, int nv, float alpha, float beta,
+                                                             const int mode, const int one, const int hb,
+                                                             const float *bias, const int hr, const float *res,
+                                                             int64_t ldr, const int relu) {
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    __mmask16 m0 = nv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nv) - 1u);
+    __mmask16 m1 = nv >= 32 ? (__mmask16)0xFFFF : nv > 16 ? (__mmask16)((1u << (nv - 16)) - 1u) : 0;
+#pragma GCC unroll 12
+    for (int r = 0; r < rows; r++) {
+        if (r >= mv) break;
+        const float *rr = hr ? res + r * ldr : NULL;
+        row_store(acc[r][0], c + r * ldc, m0, va, vb, mode, one, hb, bias, hr, rr, relu);
+        if (np > 1 && m1)
+            row_store(acc[r][1], c + r * ldc + 16, m1, va, vb, mode, one, hb, hb ? bias + 16 : NULL, hr,
+                      hr ? rr + 16 : NULL, relu);
+    }
+}
+
+/* store_rows with its decisions as constants: the full 12 x 32 tile in the common cases (alpha 1, beta 0 or
+   accumulating; any of bias, residual, ReLU) gets straight-line code, other tiles the general form */
+static inline __attribute__((always_inline)) void store_tile(const int rows, const int np, __m512 (*acc)[2], float *c,
+                                                             int64_t ldc, int mv, int nv, float alpha, float beta,
+                                                             int first, const wm_tile_epi *e) {
+    const int mode = first ? (beta == 0.0f ? 0 : 1) : 2, one = alpha == 1.0f;
+    const float *bias = e ? e->bias : NULL, *res = e ? e->res : NULL;
+    const int64_t ldr = e ? e->ld_res : 0;
+    const int hb = bias != NULL, hr = res != NULL, relu = e && e->lo != -INFINITY;
+#define ST(md, b, r, l) store_rows(12, 2, acc, c, ldc, mv, nv, alpha, beta, md, 1, b, bias, r, res, ldr, l)
+    if (rows == 12 && np == 2 && one && mode != 1) {
+        switch ((mode == 2) << 3 | hb << 2 | hr << 1 | relu) {
+        case 0: ST(0, 0, 0, 0); return;
+        case 1: ST(0, 0, 0, 1); return;
+        case 2: ST(0, 0, 1, 0); return;
+        case 3: ST(0, 0, 1, 1); return;
+        case 4: ST(0, 1, 0, 0); return;
+        case 5: ST(0, 1, 0, 1); return;
+        case 6: ST(0, 1, 1, 0); return;
+        case 7: ST(0, 1, 1, 1); return;
+        case 8: ST(2, 0, 0, 0); return;
+        case 9: ST(2, 0, 0, 1); return;
+        case 10: ST(2, 0, 1, 0); return;
+        case 11: ST(2, 0, 1, 1); return;
+        case 12: ST(2, 1, 0, 0); return;
+        case 13: ST(2, 1, 0, 1); return;
+        case 14: ST(2, 1, 1, 0); return;
+        default: ST(2, 1, 1, 1); return;
+        }
+    }
+#undef ST
+    store_rows(rows, np, acc, c, ldc, mv, nv, alpha, beta, mode, one, hb, bias, hr, res, ldr, relu);
 }
 
 /* rows x (np * 16) tile; A packed (lda 0: stride MR floats per k) or rows in place; rows past mv are not stored */
@@ -77,16 +133,7 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
             }
         }
     }
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    int mode = first ? (beta == 0.0f ? 0 : 1) : 2, one = alpha == 1.0f;
-    __mmask16 m0 = nv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nv) - 1u);
-    __mmask16 m1 = nv >= 32 ? (__mmask16)0xFFFF : nv > 16 ? (__mmask16)((1u << (nv - 16)) - 1u) : 0;
-#pragma GCC unroll 12
-    for (int r = 0; r < rows; r++) {
-        if (r >= mv) break;
-        row_store(acc[r][0], c + r * ldc, m0, va, vb, mode, one, e, r, 0);
-        if (np > 1 && m1) row_store(acc[r][1], c + r * ldc + 16, m1, va, vb, mode, one, e, r, 16);
-    }
+    store_tile(rows, np, acc, c, ldc, mv, nv, alpha, beta, first, e);
 }
 
 /* Where a finished indirect tile goes. Passed by address so that none of it is live in registers across the k
@@ -138,16 +185,7 @@ static inline __attribute__((always_inline)) void tile_ind(const int rows, const
         row += ldi;
         c0 = 0;
     }
-    __m512 va = _mm512_set1_ps(o->alpha), vb = _mm512_set1_ps(o->beta);
-    int mode = o->first ? (o->beta == 0.0f ? 0 : 1) : 2, nv = o->nv, mv = o->mv, one = o->alpha == 1.0f;
-    __mmask16 m0 = nv >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nv) - 1u);
-    __mmask16 m1 = nv >= 32 ? (__mmask16)0xFFFF : nv > 16 ? (__mmask16)((1u << (nv - 16)) - 1u) : 0;
-#pragma GCC unroll 12
-    for (int r = 0; r < rows; r++) {
-        if (r >= mv) break;
-        row_store(acc[r][0], o->c + r * o->ldc, m0, va, vb, mode, one, o->e, r, 0);
-        if (np > 1 && m1) row_store(acc[r][1], o->c + r * o->ldc + 16, m1, va, vb, mode, one, o->e, r, 16);
-    }
+    store_tile(rows, np, acc, o->c, o->ldc, o->mv, o->nv, o->alpha, o->beta, o->first, o->e);
 }
 
 static void ukr_ind_12x32(int64_t kc, const float *const *ind, int64_t ldi, int64_t k0, int64_t seg, const float *bp,
