@@ -292,8 +292,8 @@ static void gemv_trans(int64_t K, const float *x, const float *B, int64_t ld, in
 
 /* y[0:n1-n0] from prepacked B (n0 a multiple of 16; layout in gemm.c): 4 panels (64 columns) at a
  * time, the k-blocks in order; per column one FMA chain over k whatever the grouping. */
-static void gemv_packed(int64_t K, const float *x, const float *P, int64_t Np, int64_t n0, int64_t n1, float *y) {
-    const int64_t kcb = wm_sgemm_kc(K);
+static void gemv_packed(int64_t K, const float *x, const float *P, int64_t Np, int64_t kcb, int64_t n0, int64_t n1,
+                        float *y) {
     int64_t n = n0;
     for (; n + 64 <= n1; n += 64) {
         __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
@@ -370,7 +370,7 @@ static int small_m(const wm_sgemm_args *a, int ith, int nth) {
             if (a->K == 0 || a->alpha == 0.0f) {
                 memset(buf, 0, sizeof buf);
             } else if (a->packed_b) {
-                gemv_packed(a->K, x, a->packed_b, wm_packed_np(a->N), nb, nb + nc, buf);
+                gemv_packed(a->K, x, a->packed_b, wm_packed_np(a->N), a->kc > 0 ? a->kc : wm_sgemm_kc(a->K), nb, nb + nc, buf);
             } else if (a->trans_b) {
                 gemv_trans(a->K, x, a->B, a->ldb, nb, nb + nc, buf);
             } else {

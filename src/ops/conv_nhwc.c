@@ -42,6 +42,7 @@ typedef struct nhwc_state {
     wm_win_attr a;
     const float *b32;    /* constant bias as float32, or NULL (then B is read per run) */
     const float *wpack;  /* Wr^T packed for the GEMM */
+    int64_t kc;          /* its k-block (wm_sgemm_args.kc): K for a kernel larger than 1x1, else 0 (the default) */
     int64_t M, C, kh, kw;
     wm_conv_post post;   /* act, a, b */
 } nhwc_state;
@@ -77,7 +78,12 @@ static wm_status nc_init(wm_node *n, wm_error *err) {
     for (int64_t m = 0; m < s->M; m++)
         for (int64_t c = 0; c < s->C; c++)
             for (int64_t t = 0; t < taps; t++) wr[(m * taps + t) * s->C + c] = w[(m * s->C + c) * taps + t];
-    wm_conv_pack(wr, K, s->M, 1, pk);
+    /* a kernel of several taps over 16 channels or more (the indirect GEMM): B in one k-block, so that each tile
+       runs its whole reduction and stores once, instead of a load and a store of C per k-block (ResNet-50's 3x3
+       layers 2-7% faster per node) */
+    s->kc = taps > 1 && s->C >= 16 ? K : 0;
+    if (s->kc) wm_sgemm_pack_b_kc(1, K, s->M, wr, K, s->kc, pk);
+    else wm_conv_pack(wr, K, s->M, 1, pk);
     free(wr);
     s->wpack = pk;
     n->packed_bytes += sz;
@@ -141,7 +147,7 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
     p->Pt = pt;
     p->ntiles = (p->P + pt - 1) / pt;
     p->units = N * p->ntiles;
-    wm_sgemm_args a = {.M = pt, .N = s->M, .K = p->K, .packed_b = (const float *)1};
+    wm_sgemm_args a = {.M = pt, .N = s->M, .K = p->K, .packed_b = (const float *)1, .kc = s->kc};
     p->gemm1 = up64(wm_sgemm_workspace_size(&a, 1));
     /* rows a multiple of 4 KiB apart would share L1 sets: a direct A is left to the GEMM when it packs such rows
        into panels itself (block by block, while they are in cache), else copied once per tile to a padded
@@ -286,6 +292,7 @@ static void nc_args(const nc_job *j, int64_t n, int64_t p0, int64_t p1, const fl
     else if (pl->indirect) a->ind = (const float *const *)col, a->ldi = p1 - p0, a->seg = pl->seg;
     else a->A = col, a->lda = pl->lda;
     a->packed_b = s->wpack;
+    a->kc = s->kc;
     a->C = j->y + (n * pl->P + p0) * s->M, a->ldc = s->M;
     a->ep.bias = j->b;
     a->ep.act = s->post.act, a->ep.act_a = s->post.a, a->ep.act_b = s->post.b;
