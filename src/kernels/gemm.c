@@ -116,6 +116,10 @@ int64_t wm_sgemm_kc(int64_t K) {
 /* the k-block of a's packed (or on the fly) B */
 static int64_t args_kc(const wm_sgemm_args *a) { return a->kc > 0 ? a->kc : wm_sgemm_kc(a->K); }
 
+/* row stride of the A block's row copy (and floats per row of its buffer): kc, unless that is a multiple of 4 KiB
+   (a whole-K k-block of 1024 or 3072), which the copy is there to avoid */
+static int64_t rowcopy_ld(int64_t kc) { return kc % 1024 ? kc : kc + 16; }
+
 void wm_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
     wm_sgemm_pack_b_kc(trans_b, K, N, B, ldb, wm_sgemm_kc(K), packed);
 }
@@ -219,7 +223,7 @@ size_t wm_sgemm_workspace_size(const wm_sgemm_args *a, int nth) {
     int64_t kc = args_kc(a);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M > 0 ? a->M : 1, WM_MR_MAX) : WM_MC;
     int64_t nc = a->N < WM_NC ? WM_ALIGN_UP(a->N > 0 ? a->N : 1, WM_NR) : WM_NC;
-    size_t per = (size_t)(mc * kc) * sizeof(float) + 64;
+    size_t per = (size_t)(mc * rowcopy_ld(kc)) * sizeof(float) + 64;
     if (!a->packed_b) per += (size_t)(kc * nc) * sizeof(float) + 64;
     per = WM_ALIGN_UP(per + 64, 64);
     return per * (size_t)nth;
@@ -340,12 +344,12 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
                 if (kc && rowcopy)
                     for (int64_t r = 0; r < mc; r++)
-                        memcpy(apack + r * kc, a->A + (mb + r) * a->lda + kb, (size_t)kc * sizeof(float));
+                        memcpy(apack + r * rowcopy_ld(kc), a->A + (mb + r) * a->lda + kb, (size_t)kc * sizeof(float));
                 else if (kc && panels && ind) pack_a_ind(a, mb, mc, kb, kc, mr, apack);
                 else if (kc && panels) pack_a_trans(a->A, a->lda, mb, mc, kb, kc, mr, apack);
                 /* row-major A of this block: in place, or the row copy */
                 const float *arows = !kc || ind ? NULL : rowcopy ? apack : a->A + mb * a->lda + kb;
-                const int64_t ald = rowcopy ? kc : a->lda;
+                const int64_t ald = rowcopy ? rowcopy_ld(kc) : a->lda;
                 for (int64_t j = 0; j < nc; j += tw) {
                     int nv = (int)(nc - j < tw ? nc - j : tw);
                     const float *bj = bp + (j / WM_NR) * pstride;
@@ -397,7 +401,7 @@ void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *
     int64_t kc = args_kc(a);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M, WM_MR_MAX) : WM_MC;
     float *apack = (float *)w;
-    float *bpack = (float *)(w + WM_ALIGN_UP((size_t)(mc * kc) * sizeof(float), 64));
+    float *bpack = (float *)(w + WM_ALIGN_UP((size_t)(mc * rowcopy_ld(kc)) * sizeof(float), 64));
     gemm_region(u, a, src, m0, m1, n0, n1, apack, bpack);
 }
 

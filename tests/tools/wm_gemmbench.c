@@ -3,7 +3,7 @@
  *
  *   wm_gemmbench peak  [--threads T]                 FMA throughput loop on T threads: GFLOP/s
  *   wm_gemmbench membw [--threads T] [--mb MB]       streaming sum over an MB buffer: GB/s
- *   wm_gemmbench sgemm M K N [--threads T] [--packed] [--transb] [--batch B]
+ *   wm_gemmbench sgemm M K N [--threads T] [--packed [--kc KC]] [--transb] [--batch B]   (--kc: B's k-block)
  *   wm_gemmbench gemv TYPE K N [--threads T] [--block BS] [--cold-mb MB] [--rows M]
  *        TYPE: f32 (prepacked), f32t ([N,K]), f16 ([K,N]), f16t ([N,K]), q8 / q4 (MatMulNBits
  *        8 / 4 bit, fp32 activations), q8a / q4a (accuracy_level 4: int8 activations);
@@ -31,6 +31,7 @@
 
 typedef struct opts {
     int threads, packed, transb, generic, reps, block, rows, plain;
+    int64_t kc;
     int64_t batch;
     double min_ms, cold_mb, mb;
 } opts;
@@ -172,6 +173,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
         else if (!strcmp(a, "--packed")) o.packed = 1;
+        else if (!strcmp(a, "--kc") && i + 1 < argc) o.kc = atoll(argv[++i]);
         else if (!strcmp(a, "--transb")) o.transb = 1;
         else if (!strcmp(a, "--generic")) o.generic = 1;
         else if (!strcmp(a, "--plain")) o.plain = 1;
@@ -237,7 +239,9 @@ int main(int argc, char **argv) {
         s->ldc = N;
         if (o.packed && B == 1) {
             float *P = xmalloc(wm_sgemm_pack_b_size(Kd, N));
-            wm_sgemm_pack_b(o.transb, Kd, N, Bm, s->ldb, P);
+            s->kc = o.kc > 0 ? o.kc : 0;
+            if (s->kc) wm_sgemm_pack_b_kc(o.transb, Kd, N, Bm, s->ldb, s->kc, P);
+            else wm_sgemm_pack_b(o.transb, Kd, N, Bm, s->ldb, P);
             s->packed_b = P;
         }
         s->work = xmalloc(wm_sgemm_workspace_size(s, nth));
