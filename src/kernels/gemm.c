@@ -120,6 +120,14 @@ static int64_t args_kc(const wm_sgemm_args *a) { return a->kc > 0 ? a->kc : wm_s
    (a whole-K k-block of 1024 or 3072), which the copy is there to avoid */
 static int64_t rowcopy_ld(int64_t kc) { return kc % 1024 ? kc : kc + 16; }
 
+/* bytes of the A block of mc rows: mr-row panels of A^T, or the copy of rows 4 KiB apart (lda a multiple of 1024,
+   which an lda left 0 counts as); none for other plain A, read in place, or for indirect A, which every table's
+   kernel_ind reads in place */
+static size_t ablock_bytes(const wm_sgemm_args *a, int64_t mc, int64_t kc) {
+    if (a->ind || (!a->trans_a && a->lda % 1024 != 0)) return 0;
+    return WM_ALIGN_UP((size_t)(mc * rowcopy_ld(kc)) * sizeof(float), 64);
+}
+
 void wm_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
     wm_sgemm_pack_b_kc(trans_b, K, N, B, ldb, wm_sgemm_kc(K), packed);
 }
@@ -173,23 +181,6 @@ static void pack_a_trans(const float *A, int64_t lda, int64_t m0, int64_t mc, in
     }
 }
 
-/* Gathers indirect op(A)[m0:m0+mc, k0:k0+kc] (wm_sgemm_args.ind) into mr-row panels like pack_a_trans. */
-static void pack_a_ind(const wm_sgemm_args *a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int mr, float *dst) {
-    for (int64_t i = 0; i < mc; i += mr) {
-        float *d = dst + i * kc;
-        int64_t mv = mc - i < mr ? mc - i : mr;
-        for (int64_t k = 0; k < kc;) {
-            int64_t t = (k0 + k) / a->seg, c0 = (k0 + k) % a->seg;
-            int64_t len = a->seg - c0 < kc - k ? a->seg - c0 : kc - k;
-            for (int r = 0; r < mr; r++) {
-                const float *s = r < mv ? a->ind[t * a->ldi + m0 + i + r] + c0 : NULL;
-                for (int64_t q = 0; q < len; q++) d[(k + q) * mr + r] = s ? s[q] : 0.0f;
-            }
-            k += len;
-        }
-    }
-}
-
 /* ------------------------------------------------------------ split */
 
 /*
@@ -223,7 +214,7 @@ size_t wm_sgemm_workspace_size(const wm_sgemm_args *a, int nth) {
     int64_t kc = args_kc(a);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M > 0 ? a->M : 1, WM_MR_MAX) : WM_MC;
     int64_t nc = a->N < WM_NC ? WM_ALIGN_UP(a->N > 0 ? a->N : 1, WM_NR) : WM_NC;
-    size_t per = (size_t)(mc * rowcopy_ld(kc)) * sizeof(float) + 64;
+    size_t per = ablock_bytes(a, mc, kc) + 64;
     if (!a->packed_b) per += (size_t)(kc * nc) * sizeof(float) + 64;
     per = WM_ALIGN_UP(per + 64, 64);
     return per * (size_t)nth;
@@ -311,8 +302,8 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
     const int zero_k = K == 0 || a->alpha == 0.0f;
     const int mr = u->mr;
     const int ind = a->ind != NULL;
-    /* A^T, and indirect A without an indirect kernel, go into mr-row panels ([k][mr]) */
-    const int panels = ind ? !u->kernel_ind : a->trans_a;
+    /* A^T goes into mr-row panels ([k][mr]); indirect A is read in place by the table's kernel_ind */
+    const int panels = a->trans_a;
     /* rows of plain A a multiple of 4 KiB apart share L1 sets (a tall tile's rows would evict each other): the
        block's rows are copied whole, one after the other, to a stride of kc (<= KC, not a multiple of 4 KiB), and
        read in place from there. Row after row, the copy itself is not hit by the aliasing, where a transposing pack
@@ -345,7 +336,6 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                 if (kc && rowcopy)
                     for (int64_t r = 0; r < mc; r++)
                         memcpy(apack + r * rowcopy_ld(kc), a->A + (mb + r) * a->lda + kb, (size_t)kc * sizeof(float));
-                else if (kc && panels && ind) pack_a_ind(a, mb, mc, kb, kc, mr, apack);
                 else if (kc && panels) pack_a_trans(a->A, a->lda, mb, mc, kb, kc, mr, apack);
                 /* row-major A of this block: in place, or the row copy */
                 const float *arows = !kc || ind ? NULL : rowcopy ? apack : a->A + mb * a->lda + kb;
@@ -372,7 +362,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                             te.bias = ep->bias ? ep->bias + nb + j : NULL;
                             te.res = ep->residual ? ep->residual + (mb + i) * ep->ld_residual + nb + j : NULL;
                         }
-                        if (kc && ind && !panels) {
+                        if (kc && ind) {
                             u->kernel_ind(kc, a->ind + mb + i, a->ldi, kb, a->seg, bj, pstride, ci, a->ldc, mv, nv,
                                           a->alpha, a->beta, first, fuse ? &te : NULL);
                             continue;
@@ -401,7 +391,7 @@ void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *
     int64_t kc = args_kc(a);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M, WM_MR_MAX) : WM_MC;
     float *apack = (float *)w;
-    float *bpack = (float *)(w + WM_ALIGN_UP((size_t)(mc * rowcopy_ld(kc)) * sizeof(float), 64));
+    float *bpack = (float *)(w + ablock_bytes(a, mc, kc));
     gemm_region(u, a, src, m0, m1, n0, n1, apack, bpack);
 }
 
@@ -442,6 +432,20 @@ void wm_sgemm_batch_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm
 
 /* ------------------------------------------------------------ generic micro-kernel */
 
+/* the generic tile's store: c = alpha * acc (+ beta * c, or + c after the first k-block) */
+static void store_generic(float (*acc)[WM_NR], float *c, int64_t ldc, int mv, int nv, float alpha, float beta,
+                          int first) {
+    for (int i = 0; i < mv; i++) {
+        float *ci = c + i * ldc;
+        if (first && beta == 0.0f)
+            for (int j = 0; j < nv; j++) ci[j] = alpha * acc[i][j];
+        else if (first)
+            for (int j = 0; j < nv; j++) ci[j] = alpha * acc[i][j] + beta * ci[j];
+        else
+            for (int j = 0; j < nv; j++) ci[j] = alpha * acc[i][j] + ci[j];
+    }
+}
+
 static void ukr_generic(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
                         int64_t ldc, int mv, int nv, float alpha, float beta, int first, const wm_tile_epi *e) {
     (void)pstride, (void)e; /* one panel per tile; no fused epilogue */
@@ -454,15 +458,25 @@ static void ukr_generic(int64_t kc, const float *ap, int64_t lda, const float *b
             for (int j = 0; j < WM_NR; j++) acc[i][j] += x * bv[j];
         }
     }
-    for (int i = 0; i < mv; i++) {
-        float *ci = c + i * ldc;
-        if (first && beta == 0.0f)
-            for (int j = 0; j < nv; j++) ci[j] = alpha * acc[i][j];
-        else if (first)
-            for (int j = 0; j < nv; j++) ci[j] = alpha * acc[i][j] + beta * ci[j];
-        else
-            for (int j = 0; j < nv; j++) ci[j] = alpha * acc[i][j] + ci[j];
+    store_generic(acc, c, ldc, mv, nv, alpha, beta, first);
+}
+
+/* ukr_generic with indirect A (wm_ukr_ind_fn): the same sums in the same order as on the gathered rows */
+static void ukr_ind_generic(int64_t kc, const float *const *ind, int64_t ldi, int64_t k0, int64_t seg, const float *bp,
+                            int64_t pstride, float *c, int64_t ldc, int mv, int nv, float alpha, float beta, int first,
+                            const wm_tile_epi *e) {
+    (void)pstride, (void)e;
+    float acc[WM_MR][WM_NR];
+    memset(acc, 0, sizeof acc);
+    for (int64_t k = 0; k < kc; k++) {
+        const float *bv = bp + k * WM_NR;
+        int64_t t = (k0 + k) / seg, o = (k0 + k) % seg;
+        for (int i = 0; i < mv; i++) {
+            float x = ind[t * ldi + i][o];
+            for (int j = 0; j < WM_NR; j++) acc[i][j] += x * bv[j];
+        }
     }
+    store_generic(acc, c, ldc, mv, nv, alpha, beta, first);
 }
 
 static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, float p, float q) {
@@ -471,7 +485,7 @@ static void vact_generic_fwd(int64_t n, float *y, const float *x, wm_act act, fl
 static void vadd_generic_fwd(int64_t n, float *y, const float *x) { wm_kernels_generic()->add(n, y, y, x); }
 
 const wm_gemm_ukr wm_gemm_ukr_generic = {ukr_generic, WM_MR, 1, 0, vact_generic_fwd, NULL, NULL, vadd_generic_fwd, NULL,
-                                        NULL, 0};
+                                        ukr_ind_generic, 0};
 
 void wm_sgemm_generic(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_generic, a, ith, nth); }
 

@@ -113,7 +113,8 @@ void wm_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t 
 void wm_sgemm_pack_b_kc(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, int64_t kc, float *packed);
 /* Same from IEEE half weights (fp16 MatMul initializers, large-M path of hgemm). */
 void wm_sgemm_pack_b_f16(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, float *packed);
-/* Workspace bytes for sgemm / sgemm_batch with nth shares (0 when none is needed). */
+/* Workspace bytes for sgemm / sgemm_batch with nth shares (0 when none is needed). They depend on M, N, K, kc,
+ * packed_b and A's form: ind and trans_a as run, lda as run or 0 (0 sizes for any plain A). */
 size_t wm_sgemm_workspace_size(const wm_sgemm_args *a, int nth);
 /* How many shares pay off for a GEMM of this size (>= 1; the caller caps it by its pool size).
  * Valid for every GEMM/GEMV family below. */

@@ -75,7 +75,7 @@ typedef struct wm_gemm_ukr {
     void (*vadd)(int64_t n, float *y, const float *x);
     /* y[i] = max(y[i] + b[i] + r[i], lo) in one pass, b or r NULL for none (NULL: the separate passes) */
     void (*vepi)(int64_t n, float *y, const float *b, const float *r, float lo);
-    /* the tile with indirect A (NULL: the driver gathers indirect A into mr-row panels for the plain kernel) */
+    /* the tile with indirect A (every table has one: the driver sizes no A block for indirect A) */
     wm_ukr_ind_fn kernel_ind;
     int fused_epi; /* the kernels apply a wm_tile_epi (else the driver passes NULL and runs the epilogue after) */
 } wm_gemm_ukr;

@@ -132,8 +132,11 @@ typedef struct nc_plan {
     size_t gemm1;  /* GEMM scratch of one share */
     size_t colt;   /* one col^T tile, or one tile's indirection table */
     size_t xpad;   /* NC_ROWS: bytes of the padded copy */
-    size_t col_at;         /* one tile split over the threads: its col^T (or table) after the nth GEMM slices */
-    size_t zero_at, bytes; /* workspace: the shares' scratch, then the zero run at zero_at, then the padded copy */
+    /* workspace: the zero run, the padded copy at xpad_at, then from tiles_at a col^T (or table) per thread for
+       claimed tiles, or one for a tile split over the threads, and after them the GEMM slices. What is written comes
+       first: the GEMM scratch's A block (sized for kc = K) is untouched by the indirect kernels, and past the last
+       touched byte it costs no memory (the arena's huge pages are faulted in as they are touched) */
+    size_t xpad_at, tiles_at, gemm_at, bytes;
 } nc_plan;
 
 static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
@@ -147,8 +150,6 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
     p->Pt = pt;
     p->ntiles = (p->P + pt - 1) / pt;
     p->units = N * p->ntiles;
-    wm_sgemm_args a = {.M = pt, .N = s->M, .K = p->K, .packed_b = (const float *)1, .kc = s->kc};
-    p->gemm1 = up64(wm_sgemm_workspace_size(&a, 1));
     /* rows a multiple of 4 KiB apart would share L1 sets: a direct A is left to the GEMM when it packs such rows
        into panels itself (block by block, while they are in cache), else copied once per tile to a padded
        stride, like the patches of such rows */
@@ -166,14 +167,19 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
         p->Wp = w->in[2] + w->pb[2] + w->pe[2];
         p->xpad = up64((size_t)(N * w->in[1] * p->Wp * s->C) * sizeof(float));
     }
+    /* GEMM scratch (its A block only where the GEMM copies A: see wm_sgemm_workspace_size) */
+    wm_sgemm_args a = {.M = pt, .N = s->M, .K = p->K, .packed_b = (const float *)1, .kc = s->kc,
+                       .lda = p->direct ? s->C : p->lda, .ind = p->indirect ? (const float *const *)1 : NULL};
+    p->gemm1 = up64(wm_sgemm_workspace_size(&a, 1));
     p->colt = p->direct     ? 0
               : p->indirect ? up64((size_t)(p->runs * pt) * sizeof(const float *))
                             : up64((size_t)(pt * p->lda) * sizeof(float));
     /* claimed tiles: GEMM scratch and col^T per thread; one tile split over the threads: nth GEMM slices, one col^T */
-    p->col_at = up64(wm_sgemm_workspace_size(&a, nth));
-    size_t shared = p->col_at + p->colt, tiles = (size_t)nth * (p->gemm1 + p->colt);
-    p->zero_at = up64(shared > tiles ? shared : tiles);
-    p->bytes = p->zero_at + up64((size_t)(p->seg + 1) * sizeof(float)) + p->xpad + 64;
+    size_t shared = up64(wm_sgemm_workspace_size(&a, nth)), tiles = (size_t)nth * p->gemm1;
+    p->xpad_at = up64((size_t)(p->seg + 1) * sizeof(float));
+    p->tiles_at = p->xpad_at + p->xpad;
+    p->gemm_at = p->tiles_at + (size_t)nth * p->colt;
+    p->bytes = p->gemm_at + (shared > tiles ? shared : tiles) + 64;
 }
 
 static size_t nc_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
@@ -309,8 +315,9 @@ static void nc_tiles_part(void *arg, int ith, int nth) {
     const nc_plan *pl = j->pl;
     long lo, hi;
     wm_split((long)pl->units, ith, nth, &lo, &hi);
-    uint8_t *mine = j->ws + (size_t)wm_pool_thread(j->pool) * (pl->gemm1 + pl->colt);
-    float *col = (float *)(mine + pl->gemm1);
+    int t = wm_pool_thread(j->pool);
+    float *col = (float *)(j->ws + pl->tiles_at + (size_t)t * pl->colt);
+    uint8_t *mine = j->ws + pl->gemm_at + (size_t)t * pl->gemm1; /* GEMM scratch */
     const wm_kernels *kt = wm_kernels_get();
     for (long u = lo; u < hi; u++) {
         int64_t n = u / pl->ntiles, p0 = (u % pl->ntiles) * pl->Pt, p1 = p0 + pl->Pt < pl->P ? p0 + pl->Pt : pl->P;
@@ -340,9 +347,9 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     if (!pl.N || !pl.P || !s->M) return WM_OK;
     const float *b = s->b32 ? s->b32 : n->n_in > 2 && in[2] ? in[2]->data : NULL;
     const float *z = n->n_in > 3 && in[3] ? in[3]->data : NULL;
-    float *zero = (float *)(x->ws + pl.zero_at);
+    float *zero = (float *)x->ws;
     if (pl.indirect) memset(zero, 0, (size_t)pl.seg * sizeof *zero);
-    float *xp = (float *)((uint8_t *)zero + up64((size_t)(pl.seg + 1) * sizeof(float)));
+    float *xp = (float *)(x->ws + pl.xpad_at);
     nc_job j = {s, &pl, &w, in[0]->data, b, z, zero, xp, out[0]->data, x->ws, 0, 0, 0, NULL, x->pool};
     double flops = 2.0 * (double)pl.P * (double)s->M * (double)pl.K * (double)pl.N;
     int nth = flops >= 2e5 ? x->nth : 1;
@@ -356,8 +363,8 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
         return WM_OK;
     }
     /* few large tiles: each tile's patches and GEMM split over the threads */
-    uint8_t *gws = x->ws;
-    j.col = (float *)(gws + pl.col_at); /* the plan's nth is x->nth, as here */
+    j.col = (float *)(x->ws + pl.tiles_at);
+    uint8_t *gws = x->ws + pl.gemm_at; /* the plan's nth is x->nth, as here */
     for (int64_t u = 0; u < pl.units; u++) {
         j.n = u / pl.ntiles, j.p0 = (u % pl.ntiles) * pl.Pt, j.p1 = j.p0 + pl.Pt < pl.P ? j.p0 + pl.Pt : pl.P;
         if (pl.indirect) nc_indirect(&j, j.n, j.p0, j.p1, (const float **)j.col);
