@@ -133,9 +133,8 @@ typedef struct nc_plan {
     size_t colt;   /* one col^T tile, or one tile's indirection table */
     size_t xpad;   /* NC_ROWS: bytes of the padded copy */
     /* workspace: the zero run, the padded copy at xpad_at, then from tiles_at a col^T (or table) per thread for
-       claimed tiles, or one for a tile split over the threads, and after them the GEMM slices. What is written comes
-       first: the GEMM scratch's A block (sized for kc = K) is untouched by the indirect kernels, and past the last
-       touched byte it costs no memory (the arena's huge pages are faulted in as they are touched) */
+       claimed tiles, or one for a tile split over the threads, and after them the GEMM slices: what every run
+       writes comes first, the GEMM's scratch (often unwritten with a prepacked B and A read in place) last */
     size_t xpad_at, tiles_at, gemm_at, bytes;
 } nc_plan;
 
