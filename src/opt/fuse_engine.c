@@ -20,6 +20,13 @@
  * FusedConv adds Z and applies the activation to each output tile while it
  * is in cache (ONNX Runtime's CPU provider runs the same op).
  *
+ * nbits_group: com.microsoft MatMulNBits nodes that read the same input with
+ * the same K, bits, block_size and accuracy_level, constant B and scales and
+ * nothing else (a decoder's q/k/v projections, its gate and up projections)
+ *   -> one ai.winml MatMulNBitsGroup (src/ops/nbits_group.c) with their
+ *      outputs: one weight stream and one preparation of A per step of
+ *      decode instead of one per projection.
+ *
  * nhwc_layout: chains of float32 2-D Conv / FusedConv (group 1, constant
  * weights, activation other than HardSigmoid) and MaxPool (no Indices) run
  * channels-last as ai.winml NhwcConv / NhwcMaxPool (src/ops/conv_nhwc.c):
@@ -30,6 +37,9 @@
  * into the chain (perm 0,2,3,1), chain values any other node or a graph
  * output reads (perm 0,3,1,2, under the value's own name).
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "core/error.h"
 #include "onnx/dtype.h"
 #include "opt/match.h"
@@ -139,6 +149,66 @@ static wm_status conv_one(wm_pass_ctx *c, wm_onnx_node *cv) {
 }
 
 wm_status wm_pass_conv_activation(wm_pass_ctx *c) { return wm_opt_each_op(c, "Conv", conv_one); }
+
+/* ---------------------------------------------------------------- nbits_group */
+
+#define NBG_MAX 8 /* parts of a group at most (the op's WM_NBG_MAX) */
+
+/* A MatMulNBits with only A, constant uint8 B and constant float / float16 scales, and one output. */
+static int nbg_candidate(const wm_graph *g, const wm_onnx_node *n) {
+    if (!wm_opt_is_ms(n, "MatMulNBits") || !wm_opt_in(n, 0) || !wm_opt_out(n, 0) || n->n_output != 1) return 0;
+    for (size_t i = 3; i < n->n_input; i++)
+        if (wm_opt_in(n, i)) return 0;
+    const wm_onnx_tensor *b = wm_opt_in(n, 1) ? wm_graph_constant(g, n->input[1]) : NULL;
+    const wm_onnx_tensor *s = wm_opt_in(n, 2) ? wm_graph_constant(g, n->input[2]) : NULL;
+    return b && s && b->data_type == WM_DT_UINT8 && (s->data_type == WM_DT_FLOAT || s->data_type == WM_DT_FLOAT16) &&
+           wm_opt_attr_i(n, "N", 0) > 0;
+}
+
+static int nbg_same(const wm_onnx_node *a, const wm_onnx_node *b) {
+    static const char *const attrs[] = {"K", "bits", "block_size"};
+    for (size_t i = 0; i < 3; i++)
+        if (wm_opt_attr_i(a, attrs[i], -1) != wm_opt_attr_i(b, attrs[i], -1)) return 0;
+    return wm_opt_attr_i(a, "accuracy_level", 0) == wm_opt_attr_i(b, "accuracy_level", 0) &&
+           !strcmp(a->input[0], b->input[0]);
+}
+
+wm_status wm_pass_nbits_group(wm_pass_ctx *c) {
+    wm_graph *g = c->g;
+    size_t nn;
+    wm_onnx_node **v = wm_opt_snapshot(g, &nn, c->err);
+    if (!v) return WM_ERR_NOMEM;
+    char *used = calloc(nn + 1, 1);
+    wm_status st = used ? WM_OK : wm_err(c->err, WM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nn && !st; i++) {
+        if (used[i] || !nbg_candidate(g, v[i])) continue;
+        wm_onnx_node *part[NBG_MAX];
+        size_t np = 0;
+        part[np++] = v[i];
+        for (size_t j = i + 1; j < nn && np < NBG_MAX; j++)
+            if (!used[j] && nbg_candidate(g, v[j]) && nbg_same(v[i], v[j])) part[np++] = v[j], used[j] = 1;
+        if (np < 2) continue;
+        const char *in[1 + 2 * NBG_MAX], *out[NBG_MAX];
+        int64_t ns[NBG_MAX], at[4] = {wm_opt_attr_i(v[i], "K", 0), wm_opt_attr_i(v[i], "bits", 4),
+                                      wm_opt_attr_i(v[i], "block_size", 0), wm_opt_attr_i(v[i], "accuracy_level", 0)};
+        in[0] = v[i]->input[0];
+        for (size_t k = 0; k < np; k++) {
+            in[1 + 2 * k] = part[k]->input[1], in[2 + 2 * k] = part[k]->input[2], out[k] = part[k]->output[0];
+            ns[k] = wm_opt_attr_i(part[k], "N", 0);
+        }
+        for (size_t k = 0; k < np && !st; k++) st = wm_graph_remove_node(g, part[k], c->err);
+        wm_onnx_node *f = st ? NULL : wm_opt_add(g, "MatMulNBitsGroup", "ai.winml", "MatMulNBitsGroup", in, 1 + 2 * np,
+                                                 out, np, c->err);
+        static const char *const names[4] = {"K", "bits", "block_size", "accuracy_level"};
+        for (size_t k = 0; f && k < 4 && !st; k++) st = wm_graph_set_attr_int(g, f, names[k], at[k], c->err);
+        if (!st && (!f || wm_graph_set_attr_ints(g, f, "Ns", ns, np, c->err) || wm_opt_need_opset(g, "ai.winml", 1, c->err)))
+            st = c->err->status ? c->err->status : WM_ERR_NOMEM;
+        if (!st) c->fired++;
+    }
+    free(used);
+    free(v);
+    return st;
+}
 
 /* ---------------------------------------------------------------- nhwc_layout */
 

@@ -483,6 +483,50 @@ def test_matmulnbits_decode_shares_thread_independent(tmp_path, build_dir):
     compare(ort_run(path, feeds), {"Y": got[2]}, atol=1e-3, what="nbits_decode")
 
 
+@pytest.mark.parametrize("fp16,accuracy,M", [(False, 4, 1), (False, 4, 5), (False, 0, 1), (True, 4, 1)])
+def test_matmulnbits_group(tmp_path, build_dir, monkeypatch, fp16, accuracy, M):
+    # MatMulNBits nodes on the same input (q/k/v-like parts, one of N = 10, not a multiple of 4) run as one engine
+    # MatMulNBitsGroup: every output bit for bit the one its node gives alone, and onnxruntime's within tolerance;
+    # a node on another input, or with zero points, stays as it is
+    import onnx
+    import oracle_util as U
+    from engine_oracle import compare, ort_run, wm_run
+    K, block = 96, 32
+    kb = K // block
+    ft, nt = (TP.FLOAT16, np.float16) if fp16 else (F, np.float32)
+    parts = {"q": 64, "k": 10, "v": 24, "other": 16, "zp": 8}
+    inits, nodes, outs = [], [], []
+    for name, N in parts.items():
+        B = pack_bits(RNG.integers(0, 16, (N, kb, block)), 4)
+        inits += [numpy_helper.from_array(B, f"B_{name}"),
+                  numpy_helper.from_array((RNG.random((N, kb)) * 0.1 + 0.01).astype(nt).reshape(-1), f"s_{name}")]
+        ins = ["A2" if name == "other" else "A", f"B_{name}", f"s_{name}"]
+        if name == "zp":
+            inits.append(numpy_helper.from_array(pack_bits(RNG.integers(0, 16, (N, 4)), 4).reshape(-1), "z_zp"))
+            ins.append("z_zp")
+        nodes.append(helper.make_node("MatMulNBits", ins, [f"Y_{name}"], domain=MS, K=K, N=N, bits=4,
+                                      block_size=block, accuracy_level=accuracy))
+        outs.append((f"Y_{name}", ft, [M, N]))
+    feeds = {"A": rnd(M, K).astype(nt), "A2": rnd(M, K).astype(nt)}
+    m = make_model(nodes, [("A", ft, [M, K]), ("A2", ft, [M, K])], outs, inits)
+    path = str(tmp_path / "group.onnx")
+    onnx.save(m, path)
+    monkeypatch.setenv("WM_PROFILE", "50")
+    r = U.run([U.binary(build_dir, "winml"), "perf", "-m", path, "--iterations", "1", "--warmup", "0", "-f", "json"])
+    monkeypatch.delenv("WM_PROFILE")
+    assert r.returncode == 0, U.describe(r)
+    assert "MatMulNBitsGroup" in r.stderr and "(1 nodes)" in r.stderr.split("MatMulNBitsGroup")[1].splitlines()[0], r.stderr
+    got = wm_run(build_dir, path, feeds, tmp_path, threads=2, tag="group")
+    for name, N in parts.items():  # each node alone: the plain MatMulNBits
+        one = make_model([nodes[list(parts).index(name)]], [("A", ft, [M, K]), ("A2", ft, [M, K])],
+                         [(f"Y_{name}", ft, [M, N])], [t for t in inits if t.name.endswith("_" + name)])
+        p1 = str(tmp_path / f"one_{name}.onnx")
+        onnx.save(one, p1)
+        alone = wm_run(build_dir, p1, feeds, tmp_path, threads=2, tag=f"one_{name}")[f"Y_{name}"]
+        assert np.array_equal(got[f"Y_{name}"], alone), f"{name}: grouped output differs from the node alone"
+    compare(ort_run(path, feeds), got, atol=2e-2 if fp16 else (1e-3 if accuracy == 4 else 1e-4), what="nbits_group")
+
+
 def test_matmulnbits_8bit(tmp_path, build_dir):
     nbits_case(tmp_path, build_dir, bits=8, zp="packed", name="nbits8")
     nbits_case(tmp_path, build_dir, bits=8, zp="none", name="nbits8_nozp")
