@@ -1,6 +1,6 @@
 /*
  * nbits_group.c - winml's engine op (domain ai.winml) for MatMulNBits nodes
- * that read the same input, which the engine's nbits_group pass
+ * that read the same input, which the engine's matmul_group pass
  * (src/opt/fuse_engine.c) puts in their place (a decoder's q/k/v
  * projections, its gate and up projections):
  *

@@ -17,6 +17,7 @@ extern const wm_op_table wm_ops_rotary;       /* rotary.c: RotaryEmbedding (ONNX
 extern const wm_op_table wm_ops_quant;        /* quant.c: Quantize/Dequantize/DynamicQuantizeLinear */
 extern const wm_op_table wm_ops_qmatmul;      /* qmatmul.c: MatMulInteger, QLinearMatMul, MatMulNBits */
 extern const wm_op_table wm_ops_nbits_group;  /* nbits_group.c: ai.winml MatMulNBitsGroup (engine pass) */
+extern const wm_op_table wm_ops_matmul_group; /* matmul_group.c: ai.winml MatMulGroup (engine pass) */
 
 extern const wm_op_table wm_ops_index, wm_ops_scatter, wm_ops_misc, wm_ops_einsum, wm_ops_signal, wm_ops_loss, wm_ops_random, wm_ops_control;
 
@@ -33,6 +34,7 @@ static const wm_op_table *const tables[] = {
     &wm_ops_quant,
     &wm_ops_qmatmul,
     &wm_ops_nbits_group,
+    &wm_ops_matmul_group,
     &wm_ops_index, &wm_ops_scatter, &wm_ops_misc, &wm_ops_einsum, &wm_ops_signal, &wm_ops_loss, &wm_ops_random, &wm_ops_control,
 };
 

@@ -20,12 +20,15 @@
  * FusedConv adds Z and applies the activation to each output tile while it
  * is in cache (ONNX Runtime's CPU provider runs the same op).
  *
- * nbits_group: com.microsoft MatMulNBits nodes that read the same input with
- * the same K, bits, block_size and accuracy_level, constant B and scales and
- * nothing else (a decoder's q/k/v projections, its gate and up projections)
- *   -> one ai.winml MatMulNBitsGroup (src/ops/nbits_group.c) with their
- *      outputs: one weight stream and one preparation of A per step of
- *      decode instead of one per projection.
+ * matmul_group: nodes that read the same input with weights of the same kind
+ * (a decoder's q/k/v projections, its gate and up projections)
+ *   com.microsoft MatMulNBits, same K, bits, block_size and accuracy_level,
+ *   constant B and scales and nothing else -> one ai.winml MatMulNBitsGroup
+ *   (src/ops/nbits_group.c) with their outputs
+ *   float16 MatMul by a constant 2-D float16 weight of the same K -> one
+ *   ai.winml MatMulGroup (src/ops/matmul_group.c)
+ * One weight stream and one preparation of A per step of decode instead of
+ * one per projection.
  *
  * nhwc_layout: chains of float32 2-D Conv / FusedConv (group 1, constant
  * weights, activation other than HardSigmoid) and MaxPool (no Indices) run
@@ -150,7 +153,7 @@ static wm_status conv_one(wm_pass_ctx *c, wm_onnx_node *cv) {
 
 wm_status wm_pass_conv_activation(wm_pass_ctx *c) { return wm_opt_each_op(c, "Conv", conv_one); }
 
-/* ---------------------------------------------------------------- nbits_group */
+/* ---------------------------------------------------------------- matmul_group */
 
 #define NBG_MAX 8 /* parts of a group at most (the op's WM_NBG_MAX) */
 
@@ -173,7 +176,16 @@ static int nbg_same(const wm_onnx_node *a, const wm_onnx_node *b) {
            !strcmp(a->input[0], b->input[0]);
 }
 
-wm_status wm_pass_nbits_group(wm_pass_ctx *c) {
+/* A float16 MatMul by a constant 2-D float16 weight: its K, else 0 */
+static int64_t mmg_k(const wm_pass_ctx *c, const wm_onnx_node *n) {
+    if (!wm_opt_is(n, "MatMul") || !wm_opt_in(n, 0) || !wm_opt_out(n, 0) || n->n_output != 1 ||
+        wm_shapes_dtype(c->sh, n->input[0]) != WM_DT_FLOAT16)
+        return 0;
+    const wm_onnx_tensor *b = wm_opt_in(n, 1) ? wm_graph_constant(c->g, n->input[1]) : NULL;
+    return b && b->data_type == WM_DT_FLOAT16 && b->n_dims == 2 && b->dims[1] > 0 ? b->dims[0] : 0;
+}
+
+wm_status wm_pass_matmul_group(wm_pass_ctx *c) {
     wm_graph *g = c->g;
     size_t nn;
     wm_onnx_node **v = wm_opt_snapshot(g, &nn, c->err);
@@ -181,6 +193,25 @@ wm_status wm_pass_nbits_group(wm_pass_ctx *c) {
     char *used = calloc(nn + 1, 1);
     wm_status st = used ? WM_OK : wm_err(c->err, WM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < nn && !st; i++) {
+        int64_t K = used[i] ? 0 : mmg_k(c, v[i]);
+        if (K) { /* float16 MatMul siblings: MatMulGroup */
+            wm_onnx_node *part[NBG_MAX];
+            size_t np = 0;
+            part[np++] = v[i];
+            for (size_t j = i + 1; j < nn && np < NBG_MAX; j++)
+                if (!used[j] && mmg_k(c, v[j]) == K && !strcmp(v[j]->input[0], v[i]->input[0]))
+                    part[np++] = v[j], used[j] = 1;
+            if (np < 2) continue;
+            const char *in[1 + NBG_MAX], *out[NBG_MAX];
+            in[0] = v[i]->input[0];
+            for (size_t k = 0; k < np; k++) in[1 + k] = part[k]->input[1], out[k] = part[k]->output[0];
+            for (size_t k = 0; k < np && !st; k++) st = wm_graph_remove_node(g, part[k], c->err);
+            if (!st && (!wm_opt_add(g, "MatMulGroup", "ai.winml", "MatMulGroup", in, 1 + np, out, np, c->err) ||
+                        wm_opt_need_opset(g, "ai.winml", 1, c->err)))
+                st = c->err->status ? c->err->status : WM_ERR_NOMEM;
+            if (!st) c->fired++;
+            continue;
+        }
         if (used[i] || !nbg_candidate(g, v[i])) continue;
         wm_onnx_node *part[NBG_MAX];
         size_t np = 0;

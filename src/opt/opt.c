@@ -58,9 +58,10 @@ static const pass_entry PASSES[] = {
     {{"conv_activation", WM_OPT_ENGINE,
       "float32 Conv + residual Add / Relu / Sigmoid / Tanh / LeakyRelu -> com.microsoft FusedConv"},
      wm_pass_conv_activation},
-    {{"nbits_group", WM_OPT_ENGINE,
-      "MatMulNBits nodes on the same input (q/k/v, gate/up) -> one MatMulNBitsGroup (winml engine op)"},
-     wm_pass_nbits_group},
+    {{"matmul_group", WM_OPT_ENGINE,
+      "MatMulNBits / float16 MatMul nodes on the same input (q/k/v, gate/up) -> one MatMulNBitsGroup / MatMulGroup "
+      "(winml engine ops)"},
+     wm_pass_matmul_group},
     {{"nhwc_layout", WM_OPT_ENGINE,
       "chains of float32 2-D Conv / FusedConv / MaxPool -> channels-last NhwcConv / NhwcMaxPool (winml engine ops)"},
      wm_pass_nhwc_layout},
@@ -78,7 +79,7 @@ void wm_opt_config_engine(wm_opt_config *c) {
     c->disable[c->n_disable++] = "initializer_dedup";
     c->enable[c->n_enable++] = "matmul_epilogue";
     c->enable[c->n_enable++] = "conv_activation";
-    c->enable[c->n_enable++] = "nbits_group";
+    c->enable[c->n_enable++] = "matmul_group";
     c->enable[c->n_enable++] = "nhwc_layout";
 }
 

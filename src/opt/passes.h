@@ -56,7 +56,7 @@ wm_status wm_pass_gqa(wm_pass_ctx *c);
 /* fuse_engine.c */
 wm_status wm_pass_matmul_epilogue(wm_pass_ctx *c);
 wm_status wm_pass_conv_activation(wm_pass_ctx *c);
-wm_status wm_pass_nbits_group(wm_pass_ctx *c);
+wm_status wm_pass_matmul_group(wm_pass_ctx *c);
 wm_status wm_pass_nhwc_layout(wm_pass_ctx *c);
 
 /* Removes the value_info entries of values no longer in the graph; reindexes. */

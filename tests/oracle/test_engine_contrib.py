@@ -527,6 +527,39 @@ def test_matmulnbits_group(tmp_path, build_dir, monkeypatch, fp16, accuracy, M):
     compare(ort_run(path, feeds), got, atol=2e-2 if fp16 else (1e-3 if accuracy == 4 else 1e-4), what="nbits_group")
 
 
+@pytest.mark.parametrize("M", [1, 5])
+def test_matmul_fp16_group(tmp_path, build_dir, monkeypatch, M):
+    # float16 MatMuls by constant weights on the same input run as one engine MatMulGroup: each output bit for bit
+    # the one its MatMul gives alone, and onnxruntime's within float16 tolerance; one on another input stays apart
+    import onnx
+    import oracle_util as U
+    from engine_oracle import compare, ort_run, wm_run
+    K = 96
+    parts = {"q": 64, "k": 10, "v": 24, "other": 16}
+    H = TP.FLOAT16
+    inits = [numpy_helper.from_array((rnd(K, N) * 0.2).astype(np.float16), f"W_{name}") for name, N in parts.items()]
+    nodes = [helper.make_node("MatMul", ["A2" if name == "other" else "A", f"W_{name}"], [f"Y_{name}"])
+             for name in parts]
+    ins = [("A", H, [M, K]), ("A2", H, [M, K])]
+    m = make_model(nodes, ins, [(f"Y_{name}", H, [M, N]) for name, N in parts.items()], inits, ms=False)
+    path = str(tmp_path / "mmgroup.onnx")
+    onnx.save(m, path)
+    monkeypatch.setenv("WM_PROFILE", "50")
+    r = U.run([U.binary(build_dir, "winml"), "perf", "-m", path, "--iterations", "1", "--warmup", "0", "-f", "json"])
+    monkeypatch.delenv("WM_PROFILE")
+    assert r.returncode == 0, U.describe(r)
+    assert "MatMulGroup" in r.stderr and "(1 nodes)" in r.stderr.split("MatMulGroup")[1].splitlines()[0], r.stderr
+    feeds = {"A": rnd(M, K).astype(np.float16), "A2": rnd(M, K).astype(np.float16)}
+    got = wm_run(build_dir, path, feeds, tmp_path, threads=2, tag="mmgroup")
+    for i, (name, N) in enumerate(parts.items()):
+        one = make_model([nodes[i]], ins, [(f"Y_{name}", H, [M, N])], [inits[i]], ms=False)
+        p1 = str(tmp_path / f"mm_one_{name}.onnx")
+        onnx.save(one, p1)
+        alone = wm_run(build_dir, p1, feeds, tmp_path, threads=2, tag=f"mm_one_{name}")[f"Y_{name}"]
+        assert np.array_equal(got[f"Y_{name}"], alone), f"{name}: grouped output differs from the MatMul alone"
+    compare(ort_run(path, feeds), got, atol=2e-2, what="matmul_group")
+
+
 def test_matmulnbits_8bit(tmp_path, build_dir):
     nbits_case(tmp_path, build_dir, bits=8, zp="packed", name="nbits8")
     nbits_case(tmp_path, build_dir, bits=8, zp="none", name="nbits8_nozp")
