@@ -483,13 +483,34 @@ def test_matmulnbits_decode_shares_thread_independent(tmp_path, build_dir):
     compare(ort_run(path, feeds), {"Y": got[2]}, atol=1e-3, what="nbits_decode")
 
 
+def _one_engine_node(build_dir, path, monkeypatch, op):
+    """The session runs path's graph with exactly one node of engine op `op` (its WM_PROFILE line says so)."""
+    import oracle_util as U
+    monkeypatch.setenv("WM_PROFILE", "50")
+    r = U.run([U.binary(build_dir, "winml"), "perf", "-m", path, "--iterations", "1", "--warmup", "0", "-f", "json"])
+    monkeypatch.delenv("WM_PROFILE")
+    assert r.returncode == 0, U.describe(r)
+    lines = [ln for ln in r.stderr.splitlines() if ln.split()[:1] == [op]]
+    assert lines and "(1 nodes)" in lines[0], r.stderr
+
+
+def _parts_alone(build_dir, tmp_path, got, feeds, singles):
+    """Each (name, model) of singles, one node alone, gives output Y_name bit for bit as in got."""
+    import onnx
+    from engine_oracle import wm_run
+    for name, one in singles:
+        p1 = str(tmp_path / f"one_{name}.onnx")
+        onnx.save(one, p1)
+        alone = wm_run(build_dir, p1, feeds, tmp_path, threads=2, tag=f"one_{name}")[f"Y_{name}"]
+        assert np.array_equal(got[f"Y_{name}"], alone), f"{name}: grouped output differs from its node alone"
+
+
 @pytest.mark.parametrize("fp16,accuracy,M", [(False, 4, 1), (False, 4, 5), (False, 0, 1), (True, 4, 1)])
 def test_matmulnbits_group(tmp_path, build_dir, monkeypatch, fp16, accuracy, M):
     # MatMulNBits nodes on the same input (q/k/v-like parts, one of N = 10, not a multiple of 4) run as one engine
     # MatMulNBitsGroup: every output bit for bit the one its node gives alone, and onnxruntime's within tolerance;
     # a node on another input, or with zero points, stays as it is
     import onnx
-    import oracle_util as U
     from engine_oracle import compare, ort_run, wm_run
     K, block = 96, 32
     kb = K // block
@@ -511,19 +532,11 @@ def test_matmulnbits_group(tmp_path, build_dir, monkeypatch, fp16, accuracy, M):
     m = make_model(nodes, [("A", ft, [M, K]), ("A2", ft, [M, K])], outs, inits)
     path = str(tmp_path / "group.onnx")
     onnx.save(m, path)
-    monkeypatch.setenv("WM_PROFILE", "50")
-    r = U.run([U.binary(build_dir, "winml"), "perf", "-m", path, "--iterations", "1", "--warmup", "0", "-f", "json"])
-    monkeypatch.delenv("WM_PROFILE")
-    assert r.returncode == 0, U.describe(r)
-    assert "MatMulNBitsGroup" in r.stderr and "(1 nodes)" in r.stderr.split("MatMulNBitsGroup")[1].splitlines()[0], r.stderr
+    _one_engine_node(build_dir, path, monkeypatch, "MatMulNBitsGroup")
     got = wm_run(build_dir, path, feeds, tmp_path, threads=2, tag="group")
-    for name, N in parts.items():  # each node alone: the plain MatMulNBits
-        one = make_model([nodes[list(parts).index(name)]], [("A", ft, [M, K]), ("A2", ft, [M, K])],
-                         [(f"Y_{name}", ft, [M, N])], [t for t in inits if t.name.endswith("_" + name)])
-        p1 = str(tmp_path / f"one_{name}.onnx")
-        onnx.save(one, p1)
-        alone = wm_run(build_dir, p1, feeds, tmp_path, threads=2, tag=f"one_{name}")[f"Y_{name}"]
-        assert np.array_equal(got[f"Y_{name}"], alone), f"{name}: grouped output differs from the node alone"
+    _parts_alone(build_dir, tmp_path, got, feeds, [  # each node alone: the plain MatMulNBits
+        (name, make_model([nodes[i]], [("A", ft, [M, K]), ("A2", ft, [M, K])], [(f"Y_{name}", ft, [M, N])],
+                          [t for t in inits if t.name.endswith("_" + name)])) for i, (name, N) in enumerate(parts.items())])
     compare(ort_run(path, feeds), got, atol=2e-2 if fp16 else (1e-3 if accuracy == 4 else 1e-4), what="nbits_group")
 
 
@@ -532,7 +545,6 @@ def test_matmul_fp16_group(tmp_path, build_dir, monkeypatch, M):
     # float16 MatMuls by constant weights on the same input run as one engine MatMulGroup: each output bit for bit
     # the one its MatMul gives alone, and onnxruntime's within float16 tolerance; one on another input stays apart
     import onnx
-    import oracle_util as U
     from engine_oracle import compare, ort_run, wm_run
     K = 96
     parts = {"q": 64, "k": 10, "v": 24, "other": 16}
@@ -544,19 +556,12 @@ def test_matmul_fp16_group(tmp_path, build_dir, monkeypatch, M):
     m = make_model(nodes, ins, [(f"Y_{name}", H, [M, N]) for name, N in parts.items()], inits, ms=False)
     path = str(tmp_path / "mmgroup.onnx")
     onnx.save(m, path)
-    monkeypatch.setenv("WM_PROFILE", "50")
-    r = U.run([U.binary(build_dir, "winml"), "perf", "-m", path, "--iterations", "1", "--warmup", "0", "-f", "json"])
-    monkeypatch.delenv("WM_PROFILE")
-    assert r.returncode == 0, U.describe(r)
-    assert "MatMulGroup" in r.stderr and "(1 nodes)" in r.stderr.split("MatMulGroup")[1].splitlines()[0], r.stderr
+    _one_engine_node(build_dir, path, monkeypatch, "MatMulGroup")
     feeds = {"A": rnd(M, K).astype(np.float16), "A2": rnd(M, K).astype(np.float16)}
     got = wm_run(build_dir, path, feeds, tmp_path, threads=2, tag="mmgroup")
-    for i, (name, N) in enumerate(parts.items()):
-        one = make_model([nodes[i]], ins, [(f"Y_{name}", H, [M, N])], [inits[i]], ms=False)
-        p1 = str(tmp_path / f"mm_one_{name}.onnx")
-        onnx.save(one, p1)
-        alone = wm_run(build_dir, p1, feeds, tmp_path, threads=2, tag=f"mm_one_{name}")[f"Y_{name}"]
-        assert np.array_equal(got[f"Y_{name}"], alone), f"{name}: grouped output differs from the MatMul alone"
+    _parts_alone(build_dir, tmp_path, got, feeds, [
+        (name, make_model([nodes[i]], ins, [(f"Y_{name}", H, [M, N])], [inits[i]], ms=False))
+        for i, (name, N) in enumerate(parts.items())])
     compare(ort_run(path, feeds), got, atol=2e-2, what="matmul_group")
 
 
