@@ -8,7 +8,8 @@
  *     A float16 (..., K); B_i constant float16 (K, N_i); Y_i = MatMul(A, B_i).
  *
  * The weights are laid side by side ([K, sum N_i]) in the half GEMM's panels
- * at session creation and run as one product (wm_hgemm), whose column slices
+ * at session creation (each part straight into its panels when the parts
+ * before it fill whole panels) and run as one product (wm_hgemm), whose column slices
  * are then converted into the outputs: in decode one weight stream and one
  * pool job instead of P. Every column's arithmetic is the one its own MatMul
  * gives (wm_hgemm's sums do not depend on the other columns).
@@ -30,7 +31,7 @@ typedef struct mmg_state {
 } mmg_state;
 
 typedef struct mmg_pack_job {
-    int64_t K, N;
+    int64_t K, N; /* B [K, N], row stride N */
     const uint16_t *B;
     uint16_t *P;
 } mmg_pack_job;
@@ -58,22 +59,32 @@ static wm_status mmg_init(wm_node *n, wm_error *err) {
             return wm_node_err(n, err, WM_ERR_INPUT, "weight %d must be a constant [K, N] with the others' K", i);
         s->K = b->dims[0], s->n[i] = b->dims[1], s->N += b->dims[1];
     }
-    uint16_t *cat = malloc((size_t)(s->K * s->N) * sizeof *cat + 1); /* [K, N]: the weights side by side */
     size_t size = wm_hgemm_pack_b_size(s->K, s->N);
     uint16_t *p = wm_node_alloc(n, size ? size : 1);
-    if (!cat || !p) {
-        free(cat);
-        return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    }
-    for (int64_t k = 0, col = 0; k < s->K; k++, col = 0)
-        for (int i = 0; i < parts; i++) {
-            memcpy(cat + k * s->N + col, (const uint16_t *)n->in_const[1 + i]->data + k * s->n[i],
-                   (size_t)s->n[i] * sizeof *cat);
-            col += s->n[i];
+    if (!p) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    /* parts of whole panels (all but the last: N_i a multiple of the panel width) are packed in place, at their
+       first column's panel: the panels of [K, sum N_i] without a copy of the weights side by side */
+    int whole = 1;
+    for (int i = 0; i + 1 < parts; i++) whole &= wm_hgemm_pack_b_size(s->K, s->n[i]) == (size_t)(s->K * s->n[i]) * 2;
+    if (whole) {
+        int64_t col = 0;
+        for (int i = 0; i < parts; col += s->n[i], i++) {
+            mmg_pack_job j = {s->K, s->n[i], n->in_const[1 + i]->data, p + wm_hgemm_pack_b_size(s->K, col) / 2};
+            wm_pool_run(wm_node_pool(n), mmg_pack_part, &j, wm_hgemm_pack_b_size(s->K, s->n[i]) >= (1u << 20) ? 0 : 1);
         }
-    mmg_pack_job j = {s->K, s->N, cat, p};
-    wm_pool_run(wm_node_pool(n), mmg_pack_part, &j, size >= (1u << 20) ? 0 : 1);
-    free(cat);
+    } else {
+        uint16_t *cat = malloc((size_t)(s->K * s->N) * sizeof *cat + 1); /* [K, N]: the weights side by side */
+        if (!cat) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        for (int64_t k = 0, col = 0; k < s->K; k++, col = 0)
+            for (int i = 0; i < parts; i++) {
+                memcpy(cat + k * s->N + col, (const uint16_t *)n->in_const[1 + i]->data + k * s->n[i],
+                       (size_t)s->n[i] * sizeof *cat);
+                col += s->n[i];
+            }
+        mmg_pack_job j = {s->K, s->N, cat, p};
+        wm_pool_run(wm_node_pool(n), mmg_pack_part, &j, size >= (1u << 20) ? 0 : 1);
+        free(cat);
+    }
     s->packed = p;
     n->packed_bytes += size;
     for (int i = 1; i < n->n_in; i++) wm_node_release_const(n, i); /* the parts' mapped pages: copied */

@@ -540,14 +540,15 @@ def test_matmulnbits_group(tmp_path, build_dir, monkeypatch, fp16, accuracy, M):
     compare(ort_run(path, feeds), got, atol=2e-2 if fp16 else (1e-3 if accuracy == 4 else 1e-4), what="nbits_group")
 
 
-@pytest.mark.parametrize("M", [1, 5])
-def test_matmul_fp16_group(tmp_path, build_dir, monkeypatch, M):
+@pytest.mark.parametrize("M,ns", [(1, (64, 10, 24)), (5, (64, 10, 24)), (1, (64, 128, 24))])
+def test_matmul_fp16_group(tmp_path, build_dir, monkeypatch, M, ns):
     # float16 MatMuls by constant weights on the same input run as one engine MatMulGroup: each output bit for bit
-    # the one its MatMul gives alone, and onnxruntime's within float16 tolerance; one on another input stays apart
+    # the one its MatMul gives alone, and onnxruntime's within float16 tolerance; one on another input stays apart.
+    # (64, 128, 24): parts before the last fill whole 64-column panels and are packed in place; else side by side
     import onnx
     from engine_oracle import compare, ort_run, wm_run
     K = 96
-    parts = {"q": 64, "k": 10, "v": 24, "other": 16}
+    parts = {"q": ns[0], "k": ns[1], "v": ns[2], "other": 16}
     H = TP.FLOAT16
     inits = [numpy_helper.from_array((rnd(K, N) * 0.2).astype(np.float16), f"W_{name}") for name, N in parts.items()]
     nodes = [helper.make_node("MatMul", ["A2" if name == "other" else "A", f"W_{name}"], [f"Y_{name}"])
