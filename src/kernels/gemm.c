@@ -113,8 +113,7 @@ int64_t wm_sgemm_kc(int64_t K) {
     return WM_ALIGN_UP(kc, 8) < WM_KC ? WM_ALIGN_UP(kc, 8) : WM_KC;
 }
 
-/* the k-block of a's packed (or on the fly) B */
-static int64_t args_kc(const wm_sgemm_args *a) { return a->kc > 0 ? a->kc : wm_sgemm_kc(a->K); }
+int64_t wm_sgemm_args_kc(const wm_sgemm_args *a) { return a->kc > 0 ? a->kc : wm_sgemm_kc(a->K); }
 
 /* row stride of the A block's row copy (and floats per row of its buffer): kc, unless that is a multiple of 4 KiB
    (a whole-K k-block of 1024 or 3072), which the copy is there to avoid */
@@ -129,11 +128,12 @@ static size_t ablock_bytes(const wm_sgemm_args *a, int64_t mc, int64_t kc) {
 }
 
 void wm_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed) {
-    wm_sgemm_pack_b_kc(trans_b, K, N, B, ldb, wm_sgemm_kc(K), packed);
+    wm_sgemm_pack_b_kc(trans_b, K, N, B, ldb, 0, packed);
 }
 
 void wm_sgemm_pack_b_kc(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, int64_t kcb, float *packed) {
-    if (K <= 0 || N <= 0 || kcb <= 0) return;
+    if (K <= 0 || N <= 0) return;
+    if (kcb <= 0) kcb = wm_sgemm_kc(K);
     for (int64_t k0 = 0; k0 < K; k0 += kcb) {
         int64_t kc = K - k0 < kcb ? K - k0 : kcb;
         pack_b_block(trans_b, B, ldb, k0, kc, 0, N, packed + k0 * wm_packed_np(N), kc * WM_NR);
@@ -211,7 +211,7 @@ static void plan_split(int64_t M, int64_t N, int64_t K, int nth, int prepacked, 
 
 size_t wm_sgemm_workspace_size(const wm_sgemm_args *a, int nth) {
     if (nth < 1) nth = 1;
-    int64_t kc = args_kc(a);
+    int64_t kc = wm_sgemm_args_kc(a);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M > 0 ? a->M : 1, WM_MR_MAX) : WM_MC;
     int64_t nc = a->N < WM_NC ? WM_ALIGN_UP(a->N > 0 ? a->N : 1, WM_NR) : WM_NC;
     size_t per = ablock_bytes(a, mc, kc) + 64;
@@ -313,7 +313,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
     const int64_t nstep = a->packed_b ? WM_NC_PACKED : WM_NC;
     for (int64_t nb = n0; nb < n1; nb += nstep) {
         int64_t nc = n1 - nb < nstep ? n1 - nb : nstep;
-        const int64_t kcb = args_kc(a);
+        const int64_t kcb = wm_sgemm_args_kc(a);
         for (int64_t kb = 0; kb < (zero_k ? 1 : K); kb += kcb) {
             int64_t kc = zero_k ? 0 : (K - kb < kcb ? K - kb : kcb);
             int first = kb == 0, last = zero_k || kb + kc >= K;
@@ -388,7 +388,7 @@ void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *
     if (m0 >= m1 || n0 >= n1) return;
     size_t per = wm_sgemm_workspace_size(a, 1);
     char *w = wm_work_slice(a->work, per, ith);
-    int64_t kc = args_kc(a);
+    int64_t kc = wm_sgemm_args_kc(a);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M, WM_MR_MAX) : WM_MC;
     float *apack = (float *)w;
     float *bpack = (float *)(w + ablock_bytes(a, mc, kc));

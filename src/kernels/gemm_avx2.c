@@ -370,7 +370,7 @@ static int small_m(const wm_sgemm_args *a, int ith, int nth) {
             if (a->K == 0 || a->alpha == 0.0f) {
                 memset(buf, 0, sizeof buf);
             } else if (a->packed_b) {
-                gemv_packed(a->K, x, a->packed_b, wm_packed_np(a->N), a->kc > 0 ? a->kc : wm_sgemm_kc(a->K), nb, nb + nc, buf);
+                gemv_packed(a->K, x, a->packed_b, wm_packed_np(a->N), wm_sgemm_args_kc(a), nb, nb + nc, buf);
             } else if (a->trans_b) {
                 gemv_trans(a->K, x, a->B, a->ldb, nb, nb + nc, buf);
             } else {

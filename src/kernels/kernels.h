@@ -108,8 +108,8 @@ typedef struct wm_gemm_batch {
 size_t wm_sgemm_pack_b_size(int64_t K, int64_t N);
 /* Packs op(B) (B [K,N] or, with trans_b, [N,K]) into packed (pack_b_size bytes). Single-threaded. */
 void wm_sgemm_pack_b(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *packed);
-/* The same in k-blocks of kc rows (> 0; wm_sgemm_args.kc must then be kc), same size. A whole-K block (kc = K)
- * lets a tile run its whole reduction at once: one store per tile instead of one load and store per block. */
+/* The same in k-blocks of kc rows (wm_sgemm_args.kc must then be kc; 0: the default), same size. A whole-K
+ * block (kc = K) lets a tile run its whole reduction at once: one store per tile instead of one per block. */
 void wm_sgemm_pack_b_kc(int trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, int64_t kc, float *packed);
 /* Same from IEEE half weights (fp16 MatMul initializers, large-M path of hgemm). */
 void wm_sgemm_pack_b_f16(int trans_b, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, float *packed);

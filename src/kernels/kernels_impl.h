@@ -116,6 +116,8 @@ void wm_vepi_avx2(int64_t n, float *y, const float *b, const float *r, float lo)
 int64_t wm_packed_np(int64_t N);
 /* Rows per k-block for a K deep GEMM (<= WM_KC, balanced; defines the packed B layout too). */
 int64_t wm_sgemm_kc(int64_t K);
+/* The k-block of a's B: a->kc when set, else wm_sgemm_kc(a->K). */
+int64_t wm_sgemm_args_kc(const wm_sgemm_args *a);
 /* Splits [0, n) in units of `unit` among nth shares: share ith gets [*b, *e). */
 void wm_split_units(int64_t n, int64_t unit, int ith, int nth, int64_t *b, int64_t *e);
 /* A 64-byte aligned slice `ith` of `per` bytes from work (per already includes 64 bytes of slack). */

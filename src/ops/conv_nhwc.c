@@ -82,8 +82,7 @@ static wm_status nc_init(wm_node *n, wm_error *err) {
        runs its whole reduction and stores once, instead of a load and a store of C per k-block (ResNet-50's 3x3
        layers 2-7% faster per node) */
     s->kc = taps > 1 && s->C >= 16 ? K : 0;
-    if (s->kc) wm_sgemm_pack_b_kc(1, K, s->M, wr, K, s->kc, pk);
-    else wm_conv_pack(wr, K, s->M, 1, pk);
+    wm_sgemm_pack_b_kc(1, K, s->M, wr, K, s->kc, pk);
     free(wr);
     s->wpack = pk;
     n->packed_bytes += sz;

@@ -67,14 +67,18 @@ static void hpack_part(void *arg, int ith, int nth) {
     wm_hgemm_pack_b_share(j->tb, j->K, j->N, j->B, j->ldb, j->P, ith, nth);
 }
 
+void wm_hgemm_pack_pool(wm_node *n, int tb, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, uint16_t *P) {
+    hpack_job j = {tb, K, N, ldb, B, P}; /* panels split over the pool: copying and first touch */
+    wm_pool_run(wm_node_pool(n), hpack_part, &j, wm_hgemm_pack_b_size(K, N) >= (1u << 20) ? 0 : 1);
+}
+
 uint16_t *wm_hgemm_prepack(wm_node *n, int k, int tb) {
     const wm_tensor *b = n->in_const[k];
     int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
     size_t size = wm_hgemm_pack_b_size(K, N);
     uint16_t *p = wm_node_alloc(n, size ? size : 1);
     if (!p) return NULL;
-    hpack_job j = {tb, K, N, b->dims[1], b->data, p}; /* panels split over the pool: copying and first touch */
-    wm_pool_run(wm_node_pool(n), hpack_part, &j, size >= (1u << 20) ? 0 : 1);
+    wm_hgemm_pack_pool(n, tb, K, N, b->data, b->dims[1], p);
     n->packed_bytes += size;
     wm_node_release_const(n, k);
     return p;

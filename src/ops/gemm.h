@@ -49,6 +49,8 @@ void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const
 /* op(B) of node n's constant 2-D float16 input k (tb: stored [N, K]) in the half GEMM's panels
  * (wm_hgemm_pack_b), in the session's memory; the input's mapped pages are released. NULL on OOM. */
 uint16_t *wm_hgemm_prepack(wm_node *n, int k, int tb);
+/* wm_hgemm_pack_b of op(B) (B [K, N] row stride ldb, or with tb [N, K]) into P, the panels split over n's pool. */
+void wm_hgemm_pack_pool(wm_node *n, int tb, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, uint16_t *P);
 
 /* Single-threaded, for callers that parallelize themselves (per batch/head): ith picks the scratch slice. */
 void wm_sgemm_st(wm_exec *x, int ith, const wm_gemm_args *g);

@@ -30,17 +30,6 @@ typedef struct mmg_state {
     const uint16_t *packed; /* [K, N] in wm_hgemm_pack_b panels */
 } mmg_state;
 
-typedef struct mmg_pack_job {
-    int64_t K, N; /* B [K, N], row stride N */
-    const uint16_t *B;
-    uint16_t *P;
-} mmg_pack_job;
-
-static void mmg_pack_part(void *arg, int ith, int nth) {
-    const mmg_pack_job *j = arg;
-    wm_hgemm_pack_b_share(0, j->K, j->N, j->B, j->N, j->P, ith, nth);
-}
-
 static wm_status mmg_init(wm_node *n, wm_error *err) {
     static const int32_t half[] = {WM_DT_FLOAT16, 0};
     wm_status st = wm_check_type(n, 0, half, err);
@@ -68,10 +57,9 @@ static wm_status mmg_init(wm_node *n, wm_error *err) {
     for (int i = 0; i + 1 < parts; i++) whole &= wm_hgemm_pack_b_size(s->K, s->n[i]) == (size_t)(s->K * s->n[i]) * 2;
     if (whole) {
         int64_t col = 0;
-        for (int i = 0; i < parts; col += s->n[i], i++) {
-            mmg_pack_job j = {s->K, s->n[i], n->in_const[1 + i]->data, p + wm_hgemm_pack_b_size(s->K, col) / 2};
-            wm_pool_run(wm_node_pool(n), mmg_pack_part, &j, wm_hgemm_pack_b_size(s->K, s->n[i]) >= (1u << 20) ? 0 : 1);
-        }
+        for (int i = 0; i < parts; col += s->n[i], i++)
+            wm_hgemm_pack_pool(n, 0, s->K, s->n[i], n->in_const[1 + i]->data, s->n[i],
+                               p + wm_hgemm_pack_b_size(s->K, col) / 2);
     } else {
         uint16_t *cat = malloc((size_t)(s->K * s->N) * sizeof *cat + 1); /* [K, N]: the weights side by side */
         if (!cat) return wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -81,8 +69,7 @@ static wm_status mmg_init(wm_node *n, wm_error *err) {
                        (size_t)s->n[i] * sizeof *cat);
                 col += s->n[i];
             }
-        mmg_pack_job j = {s->K, s->N, cat, p};
-        wm_pool_run(wm_node_pool(n), mmg_pack_part, &j, size >= (1u << 20) ? 0 : 1);
+        wm_hgemm_pack_pool(n, 0, s->K, s->N, cat, s->N, p);
         free(cat);
     }
     s->packed = p;

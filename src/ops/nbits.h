@@ -54,6 +54,17 @@ void wm_nbits_dequant(const wm_nbits_w *w, int64_t n0, int64_t n1, float *dst);
 /* Scratch bytes of wm_nbits_matmul for M rows and nth threads. */
 size_t wm_nbits_workspace(const wm_nbits_w *w, int64_t M, int nth);
 
+/* 1 when the kernel table's MatMulNBits kernel for w reads its scales as halves (wm_nbits_args.scales_h): AVX-512
+ * VNNI, 4 bits, int8 activations (accuracy_level 4), block >= 32, default zero point (the caller's to check). */
+int wm_nbits_half_kernel(const wm_nbits_w *w);
+/* h[i] = sc[i] as a half for i < n; 1 when every one is exactly equal (then the kernel may read h). */
+int wm_nbits_exact_halves(const float *sc, uint64_t n, uint16_t *h);
+/* Bytes of w (constant b, scales, scales_h) in the kernel table's nbits_pack layout; 0 when the table has none for
+ * w, or WM_NBITS_PACK=0 keeps the stored layout. */
+size_t wm_nbits_packed_size(const wm_nbits_w *w);
+/* That layout of w in n's memory (the columns split over n's pool), in *out; NULL when wm_nbits_packed_size is 0. */
+wm_status wm_nbits_prepack(wm_node *n, const wm_nbits_w *w, const uint8_t **out, wm_error *err);
+
 /* C (M, N; ldc) = A (M, K; lda) dequant(B)^T (+ bias (N) when non-NULL), on x's pool; ws from wm_nbits_workspace. */
 void wm_nbits_matmul(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda, float *C, int64_t ldc,
                      const float *bias, wm_exec *x, void *ws);

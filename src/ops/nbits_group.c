@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
 #include "ops/nbits.h"
 #include "ops/op.h"
 
@@ -31,25 +30,19 @@ typedef struct nbg_state {
     int64_t n[WM_NBG_MAX];
 } nbg_state;
 
-typedef struct nbg_pack_job {
-    const wm_kernels *k;
-    const wm_nbits_args *a;
-    uint8_t *dst;
-} nbg_pack_job;
-
-static void nbg_pack_part(void *arg, int ith, int nth) {
-    const nbg_pack_job *j = arg;
-    j->k->nbits_pack(j->a, j->dst, ith, nth);
+/* The parts' codes one after the other into b. */
+static void nbg_codes(wm_node *n, const nbg_state *s, uint8_t *b) {
+    int64_t col = 0, row = s->w.k_blocks * s->w.blob;
+    for (int i = 0; i < s->parts; col += s->n[i], i++)
+        memcpy(b + col * row, n->in_const[1 + 2 * i]->data, (size_t)(s->n[i] * row));
 }
 
-/* The parts' codes and float32 scales one after the other into b and sc (malloc'ed by the caller). */
-static void nbg_concat(wm_node *n, const nbg_state *s, uint8_t *b, float *sc) {
-    int64_t col = 0, row = s->w.k_blocks * s->w.blob;
-    for (int i = 0; i < s->parts; i++) {
-        const wm_tensor *bt = n->in_const[1 + 2 * i], *st = n->in_const[2 + 2 * i];
-        memcpy(b + col * row, bt->data, (size_t)(s->n[i] * row));
-        wm_convert(st->dtype, st->data, WM_DT_FLOAT, sc + col * s->w.k_blocks, (uint64_t)(s->n[i] * s->w.k_blocks));
-        col += s->n[i];
+/* The parts' scales one after the other into sc, as float32. */
+static void nbg_scales(wm_node *n, const nbg_state *s, float *sc) {
+    int64_t col = 0;
+    for (int i = 0; i < s->parts; col += s->n[i], i++) {
+        const wm_tensor *t = n->in_const[2 + 2 * i];
+        wm_convert(t->dtype, t->data, WM_DT_FLOAT, sc + col * s->w.k_blocks, (uint64_t)(s->n[i] * s->w.k_blocks));
     }
 }
 
@@ -85,46 +78,43 @@ static wm_status nbg_init(wm_node *n, wm_error *err) {
         s->w.N += ns[i];
     }
     size_t nb = (size_t)(s->w.N * s->w.k_blocks * s->w.blob), nsc = (size_t)(s->w.N * s->w.k_blocks);
-    uint8_t *b = malloc(nb + 1);
     float *sc = malloc(nsc * sizeof *sc + 1);
     uint16_t *h = malloc(nsc * sizeof *h + 1);
-    if (!b || !sc || !h) {
-        free(b), free(sc), free(h);
+    if (!sc || !h) {
+        free(sc), free(h);
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
-    nbg_concat(n, s, b, sc);
-    /* scales that are all exact halves go as halves to a kernel that reads them (as MatMulNBits does) */
-    const wm_kernels *k = wm_kernels_get();
-    size_t i = 0;
-    if (k->nbits_half_scales && s->w.bits == 4 && s->w.accuracy == 4 && s->w.block >= 32)
-        for (; i < nsc && wm_f16_to_f32(h[i] = wm_f32_to_f16(sc[i])) == sc[i]; i++) {}
-    int halves = nsc && i == nsc;
-    wm_nbits_args a = {0};
-    a.M = 1, a.N = s->w.N, a.K = s->w.K, a.bits = s->w.bits, a.block_size = (int)s->w.block;
-    a.accuracy_level = s->w.accuracy, a.B = b, a.scales = sc, a.scales_h = halves ? h : NULL;
-    size_t psize = k->nbits_pack_size ? k->nbits_pack_size(&a) : 0;
-    if (psize) { /* the table's own layout, made from the concatenation */
-        uint8_t *p = wm_node_alloc(n, psize);
-        if (p) {
-            nbg_pack_job j = {k, &a, p};
-            wm_pool_run(wm_node_pool(n), nbg_pack_part, &j, psize >= (1u << 20) ? 0 : 1);
-            s->w.packed = p;
-            n->packed_bytes += psize;
+    nbg_scales(n, s, sc);
+    /* scales that are all exact halves go as halves to a kernel that reads them, as MatMulNBits does */
+    int halves = wm_nbits_half_kernel(&s->w) && wm_nbits_exact_halves(sc, nsc, h);
+    s->w.scales = sc, s->w.scales_h = halves ? h : NULL;
+    if (wm_nbits_packed_size(&s->w)) { /* the table's own layout, made from the codes side by side */
+        uint8_t *b = malloc(nb + 1);
+        if (b) {
+            nbg_codes(n, s, b);
+            s->w.b = b;
+            st = wm_nbits_prepack(n, &s->w, &s->w.packed, err);
+        } else {
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         }
-    } else { /* the concatenation as it is, read by the unpacked kernels */
-        uint8_t *kb = wm_node_alloc(n, nb);
+        free(b);
+        s->w.b = NULL, s->w.scales = NULL, s->w.scales_h = NULL; /* the packed layout holds them */
+    } else { /* the codes side by side in n's memory, read by the unpacked kernels, and the scales kept */
+        uint8_t *b = wm_node_alloc(n, nb);
         float *ks = wm_node_alloc(n, nsc * sizeof *ks);
         uint16_t *kh = halves ? wm_node_alloc(n, nsc * sizeof *kh) : NULL;
-        if (kb && ks && (!halves || kh)) {
-            memcpy(kb, b, nb);
+        if (b && ks && (!halves || kh)) {
+            nbg_codes(n, s, b);
             memcpy(ks, sc, nsc * sizeof *ks);
             if (kh) memcpy(kh, h, nsc * sizeof *kh);
-            s->w.b = kb, s->w.scales = ks, s->w.scales_h = kh;
+            s->w.b = b, s->w.scales = ks, s->w.scales_h = kh;
             n->packed_bytes += nb + nsc * sizeof *ks + (kh ? nsc * sizeof *kh : 0);
+        } else {
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         }
     }
-    free(b), free(sc), free(h);
-    if (!s->w.packed && !s->w.b) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    free(sc), free(h);
+    if (st) return st;
     for (int q = 1; q < n->n_in; q++) wm_node_release_const(n, q); /* the parts' mapped pages: copied */
     for (int q = 0; q < n->n_out; q++) n->out_dtype[q] = n->in_dtype[0];
     return WM_OK;

@@ -363,13 +363,44 @@ static void nbpack_part(void *arg, int ith, int nth) {
     j->k->nbits_pack(j->a, j->dst, ith, nth);
 }
 
-/* Constant weights in the kernel's own layout when it has one (AVX-512 VNNI, block 32): made here once, the way
- * onnxruntime prepacks MatMulNBits; WM_NBITS_PACK=0 keeps the stored layout. */
-static wm_status nb_pack(wm_node *n, nbstate *s, wm_error *err) {
+int wm_nbits_half_kernel(const wm_nbits_w *w) {
+    return wm_kernels_get()->nbits_half_scales && w->bits == 4 && w->accuracy == 4 && w->block >= 32;
+}
+
+int wm_nbits_exact_halves(const float *sc, uint64_t n, uint16_t *h) {
+    uint64_t i = 0;
+    for (; i < n && wm_f16_to_f32(h[i] = wm_f32_to_f16(sc[i])) == sc[i]; i++) {}
+    return i == n;
+}
+
+size_t wm_nbits_packed_size(const wm_nbits_w *w) {
     const wm_kernels *k = wm_kernels_get();
     const char *env = getenv("WM_NBITS_PACK");
-    if (!k->nbits_pack_size || !n->in_const[1] || !n->in_const[2] || wm_has_in(n, 3) || (env && !strcmp(env, "0")))
-        return WM_OK;
+    if (!k->nbits_pack_size || (env && !strcmp(env, "0"))) return 0;
+    wm_nbits_args a;
+    nb_args(w, 1, NULL, w->K, NULL, w->N, NULL, NULL, &a);
+    return k->nbits_pack_size(&a);
+}
+
+wm_status wm_nbits_prepack(wm_node *n, const wm_nbits_w *w, const uint8_t **out, wm_error *err) {
+    *out = NULL;
+    size_t size = wm_nbits_packed_size(w);
+    if (!size) return WM_OK;
+    uint8_t *p = wm_node_alloc(n, size);
+    if (!p) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    wm_nbits_args a;
+    nb_args(w, 1, NULL, w->K, NULL, w->N, NULL, NULL, &a);
+    nbpack_job j = {wm_kernels_get(), &a, p}; /* column quads split over the pool: copying and first touch */
+    wm_pool_run(wm_node_pool(n), nbpack_part, &j, size >= (1u << 20) ? 0 : 1);
+    n->packed_bytes += size;
+    *out = p;
+    return WM_OK;
+}
+
+/* Constant weights in the kernel's own layout when it has one (AVX-512 VNNI, block 32): made here once, the way
+ * onnxruntime prepacks MatMulNBits (wm_nbits_prepack). */
+static wm_status nb_pack(wm_node *n, nbstate *s, wm_error *err) {
+    if (!n->in_const[1] || !n->in_const[2] || wm_has_in(n, 3)) return WM_OK;
     if (wm_tensor_nbytes(n->in_const[1]) != (uint64_t)(s->w.N * s->w.k_blocks * s->w.blob) ||
         wm_tensor_numel(n->in_const[2]) != (uint64_t)(s->w.N * s->w.k_blocks))
         return WM_OK; /* infer names the mismatch */
@@ -377,18 +408,9 @@ static wm_status nb_pack(wm_node *n, nbstate *s, wm_error *err) {
     w.b = n->in_const[1]->data;
     w.scales = s->scales_c;
     w.scales_h = s->scales_h;
-    wm_nbits_args a;
-    nb_args(&w, 1, NULL, w.K, NULL, w.N, NULL, NULL, &a);
-    size_t size = k->nbits_pack_size(&a);
-    if (!size) return WM_OK;
-    uint8_t *p = wm_node_alloc(n, size);
-    if (!p) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    nbpack_job j = {k, &a, p}; /* column quads split over the pool: copying and first touch */
-    wm_pool_run(wm_node_pool(n), nbpack_part, &j, size >= (1u << 20) ? 0 : 1);
-    wm_node_release_const(n, 1);
-    s->packed = p;
-    n->packed_bytes += size;
-    return WM_OK;
+    wm_status st = wm_nbits_prepack(n, &w, &s->packed, err);
+    if (!st && s->packed) wm_node_release_const(n, 1);
+    return st;
 }
 
 static wm_status nb_init(wm_node *n, wm_error *err) {
@@ -422,8 +444,7 @@ static wm_status nb_init(wm_node *n, wm_error *err) {
     }
     if (wm_has_in(n, 5) && n->in_dtype[5] != n->in_dtype[0]) return wm_node_err(n, err, WM_ERR_INPUT, "bias must have A's type");
     /* the kernel that reads halves (AVX-512 VNNI: 4 bits, int8 activations, default zero point, block >= 32) */
-    int half_kernel = n->in_const[2] && !wm_has_in(n, 3) && wm_kernels_get()->nbits_half_scales && s->w.bits == 4 &&
-                      s->w.accuracy == 4 && s->w.block >= 32;
+    int half_kernel = n->in_const[2] && !wm_has_in(n, 3) && wm_nbits_half_kernel(&s->w);
     int f16_scales = n->in_const[2] && n->in_const[2]->dtype == WM_DT_FLOAT16;
     /* float32 scales now, unless the half kernel takes float16 ones as they are (then only when not packed, below) */
     if (n->in_const[2] && !(half_kernel && f16_scales) && !(s->scales_c = to_f32(n, n->in_const[2])))
@@ -435,9 +456,7 @@ static wm_status nb_init(wm_node *n, wm_error *err) {
             s->scales_h = n->in_const[2]->data;
         } else {
             if (!(h = malloc(ns * sizeof *h + 1))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-            uint64_t i = 0;
-            for (; i < ns && wm_f16_to_f32(h[i] = wm_f32_to_f16(s->scales_c[i])) == s->scales_c[i]; i++) {}
-            if (i == ns) s->scales_h = h;
+            if (wm_nbits_exact_halves(s->scales_c, ns, h)) s->scales_h = h;
         }
     }
     if (wm_has_in(n, 3) && n->in_dtype[3] != WM_DT_UINT8 && n->in_const[3] && !(s->zp_c = to_f32(n, n->in_const[3]))) {

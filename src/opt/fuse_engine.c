@@ -185,56 +185,79 @@ static int64_t mmg_k(const wm_pass_ctx *c, const wm_onnx_node *n) {
     return b && b->data_type == WM_DT_FLOAT16 && b->n_dims == 2 && b->dims[1] > 0 ? b->dims[0] : 0;
 }
 
+/* v[i] and the unused nodes after it that join it (joins(c, v[i], v[j])) into part, marked used; how many */
+static size_t siblings(wm_pass_ctx *c, wm_onnx_node **v, size_t nn, char *used, size_t i,
+                       int (*joins)(wm_pass_ctx *, const wm_onnx_node *, const wm_onnx_node *), wm_onnx_node **part) {
+    size_t np = 0;
+    part[np++] = v[i];
+    for (size_t j = i + 1; j < nn && np < NBG_MAX; j++)
+        if (!used[j] && joins(c, v[i], v[j])) part[np++] = v[j], used[j] = 1;
+    return np;
+}
+
+/* The parts' nodes replaced by one node op (domain ai.winml) on in, with the parts' outputs; NULL with c->err set */
+static wm_onnx_node *replace_parts(wm_pass_ctx *c, wm_onnx_node **part, size_t np, const char *op,
+                                   const char *const *in, size_t n_in) {
+    const char *out[NBG_MAX];
+    for (size_t k = 0; k < np; k++) out[k] = part[k]->output[0];
+    for (size_t k = 0; k < np; k++)
+        if (wm_graph_remove_node(c->g, part[k], c->err)) return NULL;
+    wm_onnx_node *f = wm_opt_add(c->g, op, "ai.winml", op, in, n_in, out, np, c->err);
+    return f && !wm_opt_need_opset(c->g, "ai.winml", 1, c->err) ? f : NULL;
+}
+
+static int mmg_joins(wm_pass_ctx *c, const wm_onnx_node *a, const wm_onnx_node *b) {
+    return mmg_k(c, b) == mmg_k(c, a) && !strcmp(a->input[0], b->input[0]);
+}
+
+static int nbg_joins(wm_pass_ctx *c, const wm_onnx_node *a, const wm_onnx_node *b) {
+    return nbg_candidate(c->g, b) && nbg_same(a, b);
+}
+
+/* float16 MatMul siblings of v[i] -> MatMulGroup (A, B_1, ..., B_P) */
+static wm_status mmg_group(wm_pass_ctx *c, wm_onnx_node **v, size_t nn, char *used, size_t i) {
+    wm_onnx_node *part[NBG_MAX];
+    size_t np = siblings(c, v, nn, used, i, mmg_joins, part);
+    if (np < 2) return WM_OK;
+    const char *in[1 + NBG_MAX] = {v[i]->input[0]};
+    for (size_t k = 0; k < np; k++) in[1 + k] = part[k]->input[1];
+    if (!replace_parts(c, part, np, "MatMulGroup", in, 1 + np)) return c->err->status ? c->err->status : WM_ERR_NOMEM;
+    c->fired++;
+    return WM_OK;
+}
+
+/* MatMulNBits siblings of v[i] -> MatMulNBitsGroup (A, B_1, scales_1, ...) with the shared attributes and Ns */
+static wm_status nbg_group(wm_pass_ctx *c, wm_onnx_node **v, size_t nn, char *used, size_t i) {
+    wm_onnx_node *part[NBG_MAX];
+    size_t np = siblings(c, v, nn, used, i, nbg_joins, part);
+    if (np < 2) return WM_OK;
+    static const char *const names[4] = {"K", "bits", "block_size", "accuracy_level"};
+    const int64_t at[4] = {wm_opt_attr_i(v[i], "K", 0), wm_opt_attr_i(v[i], "bits", 4),
+                           wm_opt_attr_i(v[i], "block_size", 0), wm_opt_attr_i(v[i], "accuracy_level", 0)};
+    const char *in[1 + 2 * NBG_MAX] = {v[i]->input[0]};
+    int64_t ns[NBG_MAX];
+    for (size_t k = 0; k < np; k++) {
+        in[1 + 2 * k] = part[k]->input[1], in[2 + 2 * k] = part[k]->input[2];
+        ns[k] = wm_opt_attr_i(part[k], "N", 0);
+    }
+    wm_onnx_node *f = replace_parts(c, part, np, "MatMulNBitsGroup", in, 1 + 2 * np);
+    wm_status st = f ? WM_OK : c->err->status ? c->err->status : WM_ERR_NOMEM;
+    for (size_t k = 0; !st && k < 4; k++) st = wm_graph_set_attr_int(c->g, f, names[k], at[k], c->err);
+    if (!st) st = wm_graph_set_attr_ints(c->g, f, "Ns", ns, np, c->err);
+    if (!st) c->fired++;
+    return st;
+}
+
 wm_status wm_pass_matmul_group(wm_pass_ctx *c) {
-    wm_graph *g = c->g;
     size_t nn;
-    wm_onnx_node **v = wm_opt_snapshot(g, &nn, c->err);
+    wm_onnx_node **v = wm_opt_snapshot(c->g, &nn, c->err);
     if (!v) return WM_ERR_NOMEM;
     char *used = calloc(nn + 1, 1);
     wm_status st = used ? WM_OK : wm_err(c->err, WM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < nn && !st; i++) {
-        int64_t K = used[i] ? 0 : mmg_k(c, v[i]);
-        if (K) { /* float16 MatMul siblings: MatMulGroup */
-            wm_onnx_node *part[NBG_MAX];
-            size_t np = 0;
-            part[np++] = v[i];
-            for (size_t j = i + 1; j < nn && np < NBG_MAX; j++)
-                if (!used[j] && mmg_k(c, v[j]) == K && !strcmp(v[j]->input[0], v[i]->input[0]))
-                    part[np++] = v[j], used[j] = 1;
-            if (np < 2) continue;
-            const char *in[1 + NBG_MAX], *out[NBG_MAX];
-            in[0] = v[i]->input[0];
-            for (size_t k = 0; k < np; k++) in[1 + k] = part[k]->input[1], out[k] = part[k]->output[0];
-            for (size_t k = 0; k < np && !st; k++) st = wm_graph_remove_node(g, part[k], c->err);
-            if (!st && (!wm_opt_add(g, "MatMulGroup", "ai.winml", "MatMulGroup", in, 1 + np, out, np, c->err) ||
-                        wm_opt_need_opset(g, "ai.winml", 1, c->err)))
-                st = c->err->status ? c->err->status : WM_ERR_NOMEM;
-            if (!st) c->fired++;
-            continue;
-        }
-        if (used[i] || !nbg_candidate(g, v[i])) continue;
-        wm_onnx_node *part[NBG_MAX];
-        size_t np = 0;
-        part[np++] = v[i];
-        for (size_t j = i + 1; j < nn && np < NBG_MAX; j++)
-            if (!used[j] && nbg_candidate(g, v[j]) && nbg_same(v[i], v[j])) part[np++] = v[j], used[j] = 1;
-        if (np < 2) continue;
-        const char *in[1 + 2 * NBG_MAX], *out[NBG_MAX];
-        int64_t ns[NBG_MAX], at[4] = {wm_opt_attr_i(v[i], "K", 0), wm_opt_attr_i(v[i], "bits", 4),
-                                      wm_opt_attr_i(v[i], "block_size", 0), wm_opt_attr_i(v[i], "accuracy_level", 0)};
-        in[0] = v[i]->input[0];
-        for (size_t k = 0; k < np; k++) {
-            in[1 + 2 * k] = part[k]->input[1], in[2 + 2 * k] = part[k]->input[2], out[k] = part[k]->output[0];
-            ns[k] = wm_opt_attr_i(part[k], "N", 0);
-        }
-        for (size_t k = 0; k < np && !st; k++) st = wm_graph_remove_node(g, part[k], c->err);
-        wm_onnx_node *f = st ? NULL : wm_opt_add(g, "MatMulNBitsGroup", "ai.winml", "MatMulNBitsGroup", in, 1 + 2 * np,
-                                                 out, np, c->err);
-        static const char *const names[4] = {"K", "bits", "block_size", "accuracy_level"};
-        for (size_t k = 0; f && k < 4 && !st; k++) st = wm_graph_set_attr_int(g, f, names[k], at[k], c->err);
-        if (!st && (!f || wm_graph_set_attr_ints(g, f, "Ns", ns, np, c->err) || wm_opt_need_opset(g, "ai.winml", 1, c->err)))
-            st = c->err->status ? c->err->status : WM_ERR_NOMEM;
-        if (!st) c->fired++;
+        if (used[i]) continue;
+        if (mmg_k(c, v[i])) st = mmg_group(c, v, nn, used, i);
+        else if (nbg_candidate(c->g, v[i])) st = nbg_group(c, v, nn, used, i);
     }
     free(used);
     free(v);

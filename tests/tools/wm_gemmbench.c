@@ -240,8 +240,7 @@ int main(int argc, char **argv) {
         if (o.packed && B == 1) {
             float *P = xmalloc(wm_sgemm_pack_b_size(Kd, N));
             s->kc = o.kc > 0 ? o.kc : 0;
-            if (s->kc) wm_sgemm_pack_b_kc(o.transb, Kd, N, Bm, s->ldb, s->kc, P);
-            else wm_sgemm_pack_b(o.transb, Kd, N, Bm, s->ldb, P);
+            wm_sgemm_pack_b_kc(o.transb, Kd, N, Bm, s->ldb, s->kc, P);
             s->packed_b = P;
         }
         s->work = xmalloc(wm_sgemm_workspace_size(s, nth));

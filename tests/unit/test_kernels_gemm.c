@@ -100,8 +100,7 @@ static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t s
     if (c->packed) { /* 2: one whole-K k-block (kc = K); 3: k-blocks of 40 */
         P = kt_alloc(wm_sgemm_pack_b_size(K, N));
         a.kc = c->packed == 2 ? K : c->packed == 3 ? 40 : 0;
-        if (a.kc) wm_sgemm_pack_b_kc(c->tb, K, N, B, ldb, a.kc, P);
-        else wm_sgemm_pack_b(c->tb, K, N, B, ldb, P);
+        wm_sgemm_pack_b_kc(c->tb, K, N, B, ldb, a.kc, P);
         a.packed_b = P;
     }
     size_t ws = wm_sgemm_workspace_size(&a, nth);
@@ -264,8 +263,7 @@ static void test_sgemm_indirect(void **state) {
                 if (packed) {
                     P = kt_alloc(wm_sgemm_pack_b_size(K, N));
                     a.kc = packed == 2 ? K : packed == 3 ? 40 : 0;
-                    if (a.kc) wm_sgemm_pack_b_kc(0, K, N, B, N, a.kc, P);
-                    else wm_sgemm_pack_b(0, K, N, B, N, P);
+                    wm_sgemm_pack_b_kc(0, K, N, B, N, a.kc, P);
                     a.packed_b = P;
                 }
                 wm_sgemm_args d = a; /* the plain GEMM on the gathered A */
