@@ -39,8 +39,8 @@ static inline __attribute__((always_inline)) void row_store(__m512 acc, float *c
 }
 
 /* The finished tile's rows (below mv) to c. Every decision is made once per tile, not per row: with the
-   epilogue's fields read per row (e->bias, e->res, e->lo), the store of a 12 x 32 tile was ~480 instructions and
-   a fifth of a K = 64 GEMM's time. */
+   epilogue's fields read per row (e->bias, e->res, e->lo), the store of a 12 x 32 tile was ~480 instructions, and
+   in a K = 64 GEMM 18% of the samples fell outside the k loop (store, tile set-up and driver together). */
 static inline __attribute__((always_inline)) void store_rows(const int rows, const int np, __m512 (*acc)[2], float *c,
                                                              int64_t ldc, int mv, int nv, float alpha, float beta,
                                                              const int mode, const int one, const int hb,
