@@ -247,13 +247,14 @@ def nhwc_chain_graph(shape=(2, 5, 13, 11), ch=(8, 6), z_branch=False):
 
 def test_nhwc_chain_threads_bit_identical(build_dir, tmp_path):
     """Images large enough for the channels-last convolutions' claimed tiles (16+ per conv, any thread takes any
-    tile, scratch per thread): the outputs are the same bits on 1, 2 and 3 threads and match onnxruntime."""
+    tile, scratch per thread; at 8 threads too few tiles: an image's GEMM split over the threads): the outputs are
+    the same bits on 1, 2, 3 and 8 threads and match onnxruntime."""
     src = str(tmp_path / "big.onnx")
     onnx.save(nhwc_chain_graph((2, 5, 96, 80)), src)
     feeds = {"x": np.random.default_rng(5).normal(0, 1, (2, 5, 96, 80)).astype(np.float32)}
-    runs = {t: E.engine_run(build_dir, src, feeds, tmp_path, threads=t)[0] for t in (1, 2, 3)}
+    runs = {t: E.engine_run(build_dir, src, feeds, tmp_path, threads=t)[0] for t in (1, 2, 3, 8)}
     for o in ("out", "mid", "mean", "lone"):
-        assert np.array_equal(runs[1][o], runs[2][o]) and np.array_equal(runs[1][o], runs[3][o]), o
+        assert all(np.array_equal(runs[1][o], runs[t][o]) for t in runs), o
     E.assert_close(runs[2], E.ort_run(src, feeds, optimized=False), atol=1e-4, label="nhwc chain, large")
 
 
@@ -267,13 +268,14 @@ def test_nhwc_chain_indirect(build_dir, tmp_path, shape, ch, z_branch):
     output must not overwrite), or another value (whose bytes the output takes over: Z accumulated in place).
     With 1024 channels the 1x1 convolution's rows are 4 KiB apart: the GEMM packs them into panels (AVX2 and
     AVX-512 tables) and the 3x3 one, whose taps are as far apart, copies its patches to a padded stride.
-    Same bits on 1, 2 and 3 threads, and onnxruntime's values."""
+    Same bits on 1, 2, 3 and 8 threads (at 8, an image is one GEMM split over the threads), and onnxruntime's
+    values."""
     src = str(tmp_path / "ind.onnx")
     onnx.save(nhwc_chain_graph(shape, ch, z_branch), src)
     feeds = {"x": np.random.default_rng(6).normal(0, 1, shape).astype(np.float32)}
-    runs = {t: E.engine_run(build_dir, src, feeds, tmp_path, threads=t)[0] for t in (1, 2, 3)}
+    runs = {t: E.engine_run(build_dir, src, feeds, tmp_path, threads=t)[0] for t in (1, 2, 3, 8)}
     for o in ("out", "mid", "mean", "lone"):
-        assert np.array_equal(runs[1][o], runs[2][o]) and np.array_equal(runs[1][o], runs[3][o]), o
+        assert all(np.array_equal(runs[1][o], runs[t][o]) for t in runs), o
     ref = E.ort_run(src, feeds, optimized=False)
     # 1e-4, or 1e-6 of the largest value (sums of 1024 products reach ~200 there: float rounding, not an error)
     atol = max(1e-4, 1e-6 * max(float(np.abs(v).max()) for v in ref.values()))
