@@ -49,6 +49,13 @@ struct wm_pool {
 static void claim_shares(wm_pool *p, int self) {
     for (int v = 0; v < p->n; v++) {
         wm_pool_range *r = &p->home[(self + v) % p->n];
+        /* another thread's range: read it before claiming from it. Most are used up by then, and a plain read of
+           each range leaves its line shared, where a fetch_add by every thread on every range moved each line
+           through all of them (n x n read-modify-writes a job at n threads) */
+        if (v) {
+            unsigned long long c = atomic_load_explicit(&r->r, memory_order_relaxed);
+            if ((unsigned)(c & 0xffffffffu) >= (unsigned)(c >> 32)) continue;
+        }
         for (;;) {
             unsigned long long c = atomic_fetch_add(&r->r, 1);
             unsigned k = (unsigned)(c & 0xffffffffu), e = (unsigned)(c >> 32);
