@@ -3,7 +3,7 @@
  *
  *   wm_gemmbench peak  [--threads T]                 FMA throughput loop on T threads: GFLOP/s
  *   wm_gemmbench membw [--threads T] [--mb MB]       streaming sum over an MB buffer: GB/s
- *   wm_gemmbench sgemm M K N [--threads T] [--packed [--kc KC]] [--transb] [--batch B]   (--kc: B's k-block)
+ *   wm_gemmbench sgemm M K N [--threads T] [--packed [--kc KC] [--cold-mb MB]] [--transb] [--batch B]   (--kc: B's k-block)
  *   wm_gemmbench gemv TYPE K N [--threads T] [--block BS] [--cold-mb MB] [--rows M]
  *        TYPE: f32 (prepacked), f32t ([N,K]), f16 ([K,N]), f16t ([N,K]), q8 / q4 (MatMulNBits
  *        8 / 4 bit, fp32 activations), q8a / q4a (accuracy_level 4: int8 activations);
@@ -242,6 +242,12 @@ int main(int argc, char **argv) {
             s->kc = o.kc > 0 ? o.kc : 0;
             wm_sgemm_pack_b_kc(o.transb, Kd, N, Bm, s->ldb, s->kc, P);
             s->packed_b = P;
+            if (o.cold_mb > 0) { /* copies of the packed B, one per run in turn: B comes from DRAM, as in a model */
+                size_t pb = wm_sgemm_pack_b_size(Kd, N);
+                g_ncopies = (int)ceil(o.cold_mb * 1024 * 1024 / (double)pb);
+                g_copies = xmalloc((size_t)g_ncopies * sizeof *g_copies);
+                for (int c = 0; c < g_ncopies; c++) g_copies[c] = memcpy(huge_alloc(pb), P, pb);
+            }
         }
         s->work = xmalloc(wm_sgemm_workspace_size(s, nth));
         j->kind = B > 1 ? 1 : 0;
@@ -250,7 +256,7 @@ int main(int argc, char **argv) {
         j->b.stride_a[0] = M * Kd;
         j->b.stride_b[0] = Kd * N;
         j->b.stride_c[0] = M * N;
-        ms = time_job(pool, j, &o, nth, NULL, &runs);
+        ms = time_job(pool, j, &o, nth, g_ncopies > 1 ? rotate : NULL, &runs);
         flops = 2.0 * B * M * N * Kd;
         bytes = (double)B * Kd * N * 4;
     } else if (!strcmp(cmd, "gemv")) {
