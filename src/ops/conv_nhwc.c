@@ -379,7 +379,8 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     uint8_t *gws = x->ws + pl.gemm_at; /* the plan's nth is x->nth, as here */
     for (int64_t u = 0; u < pl.units; u++) {
         j.n = u / pl.ntiles, j.p0 = (u % pl.ntiles) * pl.Pt, j.p1 = j.p0 + pl.Pt < pl.P ? j.p0 + pl.Pt : pl.P;
-        if (!pl.direct) /* the table: runs x positions pointers; col^T: K floats a position */
+        if (!pl.direct) /* split when large: col^T copies K floats a position; the table computes `runs`
+                           pointers a position, each counted as the work of copying 8 floats */
             wm_pool_run(x->pool, nc_col_part, &j,
                         (uint64_t)((pl.indirect ? 8 * pl.runs : pl.K) * (j.p1 - j.p0)) >= 32768 ? nth : 1);
         wm_sgemm_args a;
