@@ -15,9 +15,12 @@ Every peer starts from that same folder:
 All with the same thread count (--threads, default all cores). Ratios are ours / peer (higher is better for us).
 The decode roofline: weight bytes read per token (every initializer except the rows a Gather reads; MatMulNBits
 scales that are all exact halves count 2 bytes, as our engine reads them) / read bandwidth measured by
-wm_gemmbench membw after every round (2 threads, 1 GiB); the machine's bandwidth moves with its background load
-(28-49 GB/s seen within minutes), so each round's decode is also set against that round's figure. The builds'
-writes are flushed (sync) before round 1, and every other round runs the engines in reverse order.
+wm_gemmbench membw (2 threads, 1 GiB); the machine's bandwidth moves with its background load (28-54 GB/s seen
+within minutes), so every winml and llama.cpp run is bracketed by a probe just before and just after it, and its
+decode is set against the mean of the two (the roofline at the time of that run; llama.cpp's weight bytes are its
+GGUF's tensors, whose token_embd its output layer reads whole). The median of all probes gives the headline
+roofline. The builds' writes are flushed (sync) before round 1, and every other round runs the engines in reverse
+order.
 
 usage: bench/bench_llm_peers.py [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
                                 [--rounds 2] [--peers llama,genai,hf] [--precisions int4,fp16,fp32] [-o results.json]
@@ -139,11 +142,18 @@ def weight_bytes_per_token(path):
     return total
 
 
-def membw(winml):
+def membw(winml, min_ms=1000):
     gb = os.path.join(os.path.dirname(winml), "wm_gemmbench")
-    r = subprocess.run([gb, "membw", "--threads", "2", "--mb", "1024", "--min-ms", "1000", "--reps", "3"],
+    r = subprocess.run([gb, "membw", "--threads", "2", "--mb", "1024", "--min-ms", str(min_ms), "--reps", "3"],
                        check=True, capture_output=True, text=True)
     return json.loads(r.stdout)["gbps"]
+
+
+def gguf_bytes_per_token(path):
+    """Bytes of a GGUF's tensors a decode step reads: all of them (Qwen2.5-0.5B ties its output layer to
+    token_embd, which llama.cpp then reads whole every token)."""
+    import gguf
+    return sum(int(t.n_bytes) for t in gguf.GGUFReader(path).tensors)
 
 
 # ------------------------------------------------------------------ onnxruntime-genai
@@ -281,6 +291,7 @@ def main():
         log(f"== winml build -p {p}")
         ours[p] = winml_build(a.winml, ck, os.path.join(a.work, f"winml_{p}"), p)
         runners[("winml", p)] = (lambda d: lambda: winml_perf(a.winml, d, a))(ours[p])
+    wbytes = {}
     if "llama" in peers:
         try:
             import llama_cpp  # noqa: F401
@@ -291,6 +302,7 @@ def main():
         ggufs = llama_models(ck, a.work)
         for p in (p for p in precs if p in ggufs):
             runners[("llama.cpp", p)] = (lambda f: lambda: llama_speed(f, a))(ggufs[p])
+        wbytes = {("llama.cpp", p): gguf_bytes_per_token(ggufs[p]) for p in precs if p in ggufs}
     if "genai" in peers and "int4" in precs:
         try:
             import onnxruntime_genai  # noqa: F401
@@ -303,6 +315,8 @@ def main():
     if "hf" in peers:
         runners[("transformers (eager)", "fp32")] = lambda: hf_speed(ck, a)
     res = {k: [] for k in runners}
+    runbw = {k: [] for k in runners}  # per run: mean of the bandwidth probes just before and after it
+    bracket = {k for k in runners if k[0] in ("winml", "llama.cpp")}
     # the builds above leave hundreds of MiB of dirty pages: flushed now, not in the background of round 1 (whose
     # first engine measured half its speed while the kernel wrote them back)
     log("== sync (flushing the builds' writes)")
@@ -313,15 +327,20 @@ def main():
         for k, fn in (order if r % 2 == 0 else order[::-1]):
             log(f"== round {r + 1}/{a.rounds}: {k[0]} {k[1]}")
             try:
+                b0 = membw(a.winml, 400) if k in bracket else None
                 res[k].append(fn())
+                if b0 is not None:
+                    b1 = membw(a.winml, 400)
+                    runbw[k].append((b0 + b1) / 2)
+                    bws += [b0, b1]
             except Exception as e:  # a peer failing is reported, the others still run
                 log(f"   {k[0]} {k[1]} failed: {e}")
         bws.append(membw(a.winml))
     bw = statistics.median(bws)
     table = []
     print(f"Qwen2.5-0.5B-Instruct architecture, random weights; prompt {a.prompt_len} tokens, {a.gen_len} generated, "
-          f"{a.threads} threads; read bandwidth {bw:.1f} GB/s (median of the rounds: "
-          f"{', '.join(f'{b:.1f}' for b in bws)})")
+          f"{a.threads} threads; read bandwidth {bw:.1f} GB/s (median of {len(bws)} probes, "
+          f"{min(bws):.1f}-{max(bws):.1f})")
     print("Best of the rounds for each engine, and ours/peer both as best/best and as the median of the rounds' "
           "ratios (ours and the peer run in the same round, minutes apart at most: the paired figure is the one "
           "the machine's drift moves least)")
@@ -346,16 +365,19 @@ def main():
         print(f"{k[0]:28} {k[1]:8} {pre:13.1f} {dec:12.2f} {rp:>17} {rd:>16} {pp:>14} {pd:>13}")
     for p in precs:
         if res.get(("winml", p)):
-            wb = weight_bytes_per_token(os.path.join(ours[p], "model.onnx"))
-            roof = bw * 1e9 / wb
-            d = max(x[1] for x in res[("winml", p)])
-            # per round: that round's decode against that round's bandwidth (winml runs every round)
-            per = [100 * x[1] * wb / (b * 1e9) for x, b in zip(res[("winml", p)], bws)]
-            print(f"winml {p}: {wb / 2**20:.0f} MiB of weights per token -> roofline {roof:.1f} tok/s at the median "
-                  f"bandwidth; decode {d:.1f} tok/s = {100 * d / roof:.0f}% of it; per round (decode / that round's "
-                  f"bandwidth): {', '.join(f'{x:.0f}%' for x in per)}, median {statistics.median(per):.0f}%")
-            table.append({"engine": "roofline", "weights": p, "weight_bytes": wb, "gbps": bw, "gbps_rounds": bws,
-                          "decode_tps": roof, "percent_rounds": per})
+            wbytes[("winml", p)] = weight_bytes_per_token(os.path.join(ours[p], "model.onnx"))
+    for k, wb in wbytes.items():
+        if not res.get(k):
+            continue
+        roof = bw * 1e9 / wb
+        d = max(x[1] for x in res[k])
+        # per run: its decode against the bandwidth probed just before and after it
+        per = [100 * x[1] * wb / (b * 1e9) for x, b in zip(res[k], runbw[k])]
+        print(f"{k[0]} {k[1]}: {wb / 2**20:.0f} MiB of weights per token -> roofline {roof:.1f} tok/s at the median "
+              f"bandwidth; decode {d:.1f} tok/s = {100 * d / roof:.0f}% of it; per run (decode / the bandwidth probed "
+              f"around it): {', '.join(f'{x:.0f}%' for x in per)}, median {statistics.median(per):.0f}%")
+        table.append({"engine": "roofline", "of": k[0], "weights": k[1], "weight_bytes": wb, "gbps": bw,
+                      "gbps_probes": bws, "gbps_runs": runbw[k], "decode_tps": roof, "percent_runs": per})
     if a.output:
         json.dump(table, open(a.output, "w"), indent=2)
 
