@@ -38,9 +38,11 @@ for bin in "$B"/fuzz_*; do
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run/$name-" "$run/$kind" "$seeds" 2>&1 \
     | grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==|SUMMARY)' >&2 || true
   rm -rf "$seeds"
-  if ls "$run/$name"-crash-* "$run/$name"-leak-* "$run/$name"-timeout-* >/dev/null 2>&1; then
+  # each kind on its own: `ls a b c` fails when any one pattern matches nothing, which hid a leak-* file here
+  found=$(ls -d "$run/$name"-crash-* "$run/$name"-leak-* "$run/$name"-timeout-* 2>/dev/null || true)
+  if [ -n "$found" ]; then
     echo "$name: failing inputs found:" >&2
-    ls "$run/$name"-crash-* "$run/$name"-leak-* "$run/$name"-timeout-* 2>/dev/null >&2
+    echo "$found" >&2
     status=1
   else
     echo "$name: no crashes" >&2

@@ -46,7 +46,15 @@ static int add_row(wm_table *t, char **row, size_t *cap) {
 
 /* ---------------------------------------------------------------- TSV / CSV */
 
-/* Reads one record starting at *p; cells are new strings. Returns the cell count, -1 on OOM, -2 on a bad quote. */
+/* Frees the n cells read so far and returns rc (a failed record leaves nothing behind). */
+static int drop_cells(char **cells, int n, char *buf, int rc) {
+    free(buf);
+    for (int i = 0; i < n; i++) free(cells[i]);
+    return rc;
+}
+
+/* Reads one record starting at *p; cells are new strings, owned by the caller on success. Returns the cell count,
+   or, having freed every cell of the record: -1 on OOM, -2 on a bad quote, -3 past max cells. */
 static int read_record(const char **p, const char *end, char sep, int quoting, char **cells, int max, size_t *line) {
     int n = 0;
     const char *s = *p;
@@ -57,7 +65,7 @@ static int read_record(const char **p, const char *end, char sep, int quoting, c
         if (quoted) s++;
         for (;;) {
             if (s >= end) {
-                if (quoted) { free(buf); return -2; }
+                if (quoted) return drop_cells(cells, n, buf, -2);
                 break;
             }
             char ch = *s;
@@ -70,15 +78,15 @@ static int read_record(const char **p, const char *end, char sep, int quoting, c
                 break;
             if (len + 2 > cap) {
                 char *nb = realloc(buf, cap = cap ? 2 * cap : 32);
-                if (!nb) { free(buf); return -1; }
+                if (!nb) return drop_cells(cells, n, buf, -1);
                 buf = nb;
             }
             buf[len++] = ch;
             s++;
         }
-        if (!buf && !(buf = malloc(1))) return -1;
+        if (!buf && !(buf = malloc(1))) return drop_cells(cells, n, NULL, -1);
         buf[len] = 0;
-        if (n == max) { free(buf); return -3; }
+        if (n == max) return drop_cells(cells, n, buf, -3);
         cells[n++] = buf;
         if (s < end && *s == sep) { s++; continue; }
         if (s < end && *s == '\r') s++;
@@ -100,7 +108,10 @@ static wm_status parse_sv(const char *text, size_t len, char sep, const char *la
         return wm_err(err, WM_ERR_INPUT, "%s: line 1: %s", label, n == -3 ? "more than 256 columns" : "no header row");
     }
     t->n_cols = (size_t)n;
-    if (!(t->names = malloc((size_t)n * sizeof *t->names))) return wm_err(err, WM_ERR_NOMEM, "%s: out of memory", label);
+    if (!(t->names = malloc((size_t)n * sizeof *t->names))) {
+        drop_cells(cells, n, NULL, 0);
+        return wm_err(err, WM_ERR_NOMEM, "%s: out of memory", label);
+    }
     memcpy(t->names, cells, (size_t)n * sizeof *cells);
     while (p < end) {
         line++;
@@ -111,7 +122,7 @@ static wm_status parse_sv(const char *text, size_t len, char sep, const char *la
         }
         int k = read_record(&p, end, sep, quoting, cells, MAX_COLS, &line);
         if (k == -1) return wm_err(err, WM_ERR_NOMEM, "%s: out of memory", label);
-        if (k < 0 || (size_t)k != t->n_cols) {
+        if (k < 0 || (size_t)k != t->n_cols) { /* a failed record (k < 0) has freed its own cells */
             for (int i = 0; i < k; i++) free(cells[i]);
             return wm_err(err, WM_ERR_INPUT, "%s: line %zu: %s", label, at,
                           k == -2 ? "unterminated quoted cell" : "the row does not have the header's number of cells");
