@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh long SECS [TARGET]    a longer run (default 600 s each)
 # Seeds of fuzz_X: tests/fuzz/seeds/X/* plus, for onnx, the ONNX backend
 # node-test models. Failing inputs land in tests/fuzz/corpus-run/ as
-# crash-*/leak-*/timeout-* files, which fail the run.
+# crash-*/leak-*/timeout-*/oom-* files, which fail the run, as does a fuzzer
+# that exits with an error.
 set -euo pipefail
 mode=${1:-smoke}
 if [ "$mode" = smoke ]; then
@@ -34,18 +35,22 @@ for bin in "$B"/fuzz_*; do
   [ "$kind" = config ] && for f in examples/recipes/*/*/*/*.json; do cp "$f" "$seeds/s$i"; i=$((i+1)); done
   [ "$kind" = ep_rules ] && for f in data/ep_rules/*.json; do cp "$f" "$seeds/s$i"; i=$((i+1)); done
   echo "$name: $mode run, ${secs}s, $i seeds" >&2
+  log=$(mktemp)
+  frc=0
   ASAN_OPTIONS=detect_leaks=1 "$bin" -max_total_time="$secs" -max_len=65536 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run/$name-" "$run/$kind" "$seeds" 2>&1 \
-    | grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==|SUMMARY)' >&2 || true
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run/$name-" "$run/$kind" "$seeds" >"$log" 2>&1 || frc=$?
+  grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==|SUMMARY)' "$log" >&2 || true
   rm -rf "$seeds"
   # each kind on its own: `ls a b c` fails when any one pattern matches nothing, which hid a leak-* file here
-  found=$(ls -d "$run/$name"-crash-* "$run/$name"-leak-* "$run/$name"-timeout-* 2>/dev/null || true)
-  if [ -n "$found" ]; then
-    echo "$name: failing inputs found:" >&2
-    echo "$found" >&2
+  found=$(ls -d "$run/$name"-crash-* "$run/$name"-leak-* "$run/$name"-timeout-* "$run/$name"-oom-* 2>/dev/null || true)
+  if [ -n "$found" ] || [ "$frc" -ne 0 ]; then
+    echo "$name: failing inputs found (fuzzer exit $frc):" >&2
+    [ -n "$found" ] && echo "$found" >&2
+    tail -20 "$log" >&2
     status=1
   else
     echo "$name: no crashes" >&2
   fi
+  rm -f "$log"
 done
 exit $status
