@@ -15,8 +15,8 @@ else
   secs=${2:-600}
   only=${3:-}
 fi
-B=build-asan
-run=tests/fuzz/corpus-run
+B=${WM_BUILD_ASAN:-build-asan}
+run=${WM_FUZZ_RUN:-tests/fuzz/corpus-run} # corpus and failing inputs (the oracle test of this gate points it elsewhere)
 status=0
 for bin in "$B"/fuzz_*; do
   [ -x "$bin" ] || continue
