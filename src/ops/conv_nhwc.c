@@ -147,10 +147,7 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
     p->direct = s->kh == 1 && s->kw == 1 && w->s[1] == 1 && w->s[2] == 1 && w->pb[1] == 0 && w->pb[2] == 0 &&
                 w->pe[1] == 0 && w->pe[2] == 0;
     int64_t pt = wm_conv_tile_rows(p->P, N, nth); /* a small image is one tile: its GEMM is split over the threads */
-    p->ntiles = (p->P + pt - 1) / pt;
-    p->split = nth > 1 && N * p->ntiles < 2 * (int64_t)nth;
-    p->Pt = pt;
-    p->units = N * p->ntiles;
+    p->split = nth > 1 && N * ((p->P + pt - 1) / pt) < 2 * (int64_t)nth;
     /* rows a multiple of 4 KiB apart would share L1 sets: a direct A is left to the GEMM when it packs such rows
        into panels itself (block by block, while they are in cache), else copied once per tile to a padded
        stride, like the patches of such rows */
@@ -172,10 +169,8 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
        image is one GEMM, which the GEMM splits over the threads in rows and columns (wm_sgemm_drive), not tile
        after tile, each split over all of them (13 jobs of 256 x 64 at 16 threads for a 56 x 56 x 64 layer:
        ResNet-50 on 16 cores 11.66 -> 9.37 ms, on 8 17.30 -> 15.70) */
-    if (p->split && (p->direct || p->indirect)) {
-        pt = p->P;
-        p->Pt = pt, p->ntiles = 1, p->units = N;
-    }
+    if (p->split && (p->direct || p->indirect)) pt = p->P;
+    p->Pt = pt, p->ntiles = (p->P + pt - 1) / pt, p->units = N * p->ntiles;
     /* GEMM scratch (its A block only where the GEMM copies A: see wm_sgemm_workspace_size) */
     wm_sgemm_args a = {.M = pt, .N = s->M, .K = p->K, .packed_b = (const float *)1, .kc = s->kc,
                        .lda = p->direct ? s->C : p->lda, .ind = p->indirect ? (const float *const *)1 : NULL};

@@ -373,23 +373,27 @@ int wm_nbits_exact_halves(const float *sc, uint64_t n, uint16_t *h) {
     return i == n;
 }
 
-size_t wm_nbits_packed_size(const wm_nbits_w *w) {
+/* the packing's arguments for w in *a, and the packed bytes (0: no packed layout) */
+static size_t pack_args(const wm_nbits_w *w, wm_nbits_args *a) {
     const wm_kernels *k = wm_kernels_get();
     const char *env = getenv("WM_NBITS_PACK");
     if (!k->nbits_pack_size || (env && !strcmp(env, "0"))) return 0;
+    nb_args(w, 1, NULL, w->K, NULL, w->N, NULL, NULL, a);
+    return k->nbits_pack_size(a);
+}
+
+size_t wm_nbits_packed_size(const wm_nbits_w *w) {
     wm_nbits_args a;
-    nb_args(w, 1, NULL, w->K, NULL, w->N, NULL, NULL, &a);
-    return k->nbits_pack_size(&a);
+    return pack_args(w, &a);
 }
 
 wm_status wm_nbits_prepack(wm_node *n, const wm_nbits_w *w, const uint8_t **out, wm_error *err) {
     *out = NULL;
-    size_t size = wm_nbits_packed_size(w);
+    wm_nbits_args a;
+    size_t size = pack_args(w, &a);
     if (!size) return WM_OK;
     uint8_t *p = wm_node_alloc(n, size);
     if (!p) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    wm_nbits_args a;
-    nb_args(w, 1, NULL, w->K, NULL, w->N, NULL, NULL, &a);
     nbpack_job j = {wm_kernels_get(), &a, p}; /* column quads split over the pool: copying and first touch */
     wm_pool_run(wm_node_pool(n), nbpack_part, &j, size >= (1u << 20) ? 0 : 1);
     n->packed_bytes += size;

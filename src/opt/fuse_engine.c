@@ -172,8 +172,7 @@ static int nbg_same(const wm_onnx_node *a, const wm_onnx_node *b) {
     static const char *const attrs[] = {"K", "bits", "block_size"};
     for (size_t i = 0; i < 3; i++)
         if (wm_opt_attr_i(a, attrs[i], -1) != wm_opt_attr_i(b, attrs[i], -1)) return 0;
-    return wm_opt_attr_i(a, "accuracy_level", 0) == wm_opt_attr_i(b, "accuracy_level", 0) &&
-           !strcmp(a->input[0], b->input[0]);
+    return wm_opt_attr_i(a, "accuracy_level", 0) == wm_opt_attr_i(b, "accuracy_level", 0);
 }
 
 /* A float16 MatMul by a constant 2-D float16 weight: its K, else 0 */
@@ -206,12 +205,17 @@ static wm_onnx_node *replace_parts(wm_pass_ctx *c, wm_onnx_node **part, size_t n
     return f && !wm_opt_need_opset(c->g, "ai.winml", 1, c->err) ? f : NULL;
 }
 
+/* the input names first: most nodes read another value, and are passed over without a constant or shape lookup */
+static int same_input(const wm_onnx_node *a, const wm_onnx_node *b) {
+    return wm_opt_in(b, 0) && !strcmp(a->input[0], b->input[0]);
+}
+
 static int mmg_joins(wm_pass_ctx *c, const wm_onnx_node *a, const wm_onnx_node *b) {
-    return mmg_k(c, b) == mmg_k(c, a) && !strcmp(a->input[0], b->input[0]);
+    return same_input(a, b) && mmg_k(c, b) == mmg_k(c, a);
 }
 
 static int nbg_joins(wm_pass_ctx *c, const wm_onnx_node *a, const wm_onnx_node *b) {
-    return nbg_candidate(c->g, b) && nbg_same(a, b);
+    return same_input(a, b) && nbg_candidate(c->g, b) && nbg_same(a, b);
 }
 
 /* float16 MatMul siblings of v[i] -> MatMulGroup (A, B_1, ..., B_P) */
