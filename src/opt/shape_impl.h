@@ -76,6 +76,8 @@ static inline void same(wm_tinfo *o, const wm_tinfo *a) {
 
 /* Rules shared between the rule files */
 void sh_matmul(const ctx *c, int32_t dt);
+/* Output 0 of a windowed op (Conv when conv, pools; Global* pools when global) from X, W and its attributes. */
+void sh_window(const ctx *c, int conv, int global);
 void sh_microsoft(const ctx *c);
 
 #endif

@@ -58,6 +58,8 @@ void sh_microsoft(const ctx *c) {
         if ((o = OUT(c, 0))) same(o, IN(c, 0)), o->dtype = HAS(c, 2) ? IN(c, 2)->dtype : WM_DT_UINT8;
     } else if (!strcmp(op, "DequantizeLinear")) {
         if ((o = OUT(c, 0))) same(o, IN(c, 0)), o->dtype = IN(c, 1)->dtype;
+    } else if (!strcmp(op, "FusedConv")) { /* Conv's window, then its activation and residual */
+        sh_window(c, 1, 0);
     } else if (c->n->n_input) { /* Gelu, FastGelu, BiasGelu, QuickGelu, RotaryEmbedding, ...: like input 0 */
         if ((o = OUT(c, 0))) same(o, IN(c, 0));
     }

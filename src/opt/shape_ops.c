@@ -56,7 +56,7 @@ static int attr_str_is(const ctx *c, const char *name, const char *v) {
  * channels: the weight's first dim for convolutions, the input's for pools.
  * GlobalAveragePool / GlobalMaxPool: spatial sizes 1. Unknown what is not static.
  */
-static void r_window(const ctx *c, int conv, int global) {
+void sh_window(const ctx *c, int conv, int global) {
     wm_tinfo *o = OUT(c, 0);
     const wm_tinfo *x = IN(c, 0), *w = IN(c, 1);
     if (!o) return;
@@ -789,7 +789,7 @@ static void r_default_domain(const ctx *c) {
         if ((o = OUT(c, 0))) o->dtype = IN(c, 0)->dtype;
     } else if (!strcmp(op, "Conv") || !strcmp(op, "MaxPool") || !strcmp(op, "AveragePool") ||
                !strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool")) {
-        r_window(c, !strcmp(op, "Conv"), !strncmp(op, "Global", 6));
+        sh_window(c, !strcmp(op, "Conv"), !strncmp(op, "Global", 6));
     } else if (!strcmp(op, "ArgMax") || !strcmp(op, "ArgMin") || !strcmp(op, "NonZero")) {
         if ((o = OUT(c, 0))) o->dtype = WM_DT_INT64;
     } else if (!strcmp(op, "TopK")) {

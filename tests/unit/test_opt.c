@@ -130,7 +130,7 @@ static void test_shape_symbolic_reshape(void **st) {
     wm_onnx_free(m);
 }
 
-/* Conv / pools: output spatial sizes from pads, strides, dilations, auto_pad, ceil_mode; symbolic batch kept */
+/* Conv, FusedConv, pools: output spatial sizes from pads, strides, dilations, auto_pad, ceil_mode; symbolic batch kept */
 static void test_shape_window_ops(void **st) {
     (void)st;
     wm_graph *g;
@@ -152,8 +152,16 @@ static void test_shape_window_ops(void **st) {
     assert_int_equal(wm_graph_set_attr_ints(g, p1, "strides", (int64_t[]){2, 2}, 2, &e), WM_OK);
     assert_int_equal(wm_graph_set_attr_int(g, p1, "ceil_mode", 1, &e), WM_OK);
     node(g, "GlobalAveragePool", NAMES("p1"), NAMES("gp"));
+    /* com.microsoft FusedConv: Conv's window (it was once taken for an op shaped like its input) */
+    const char *fin[] = {"x", "w"}, *fout[] = {"f1"};
+    wm_onnx_node *f1 = wm_graph_add_node(g, "FusedConv", "com.microsoft", NULL, fin, 2, fout, 1, &e);
+    assert_non_null(f1);
+    assert_int_equal(wm_graph_set_attr_ints(g, f1, "pads", (int64_t[]){2, 1, 0, 2}, 4, &e), WM_OK);
     wm_shapes *s;
     assert_int_equal(wm_shapes_infer(g, &s, &e), WM_OK);
+    assert_int_equal(wm_shapes_dim(s, "f1", 1), 8);
+    assert_int_equal(wm_shapes_dim(s, "f1", 2), 220); /* 224 + 2 + 0 - 7 + 1 */
+    assert_int_equal(wm_shapes_dim(s, "f1", 3), 220); /* 223 + 1 + 2 - 7 + 1 */
     assert_string_equal(symbol_of(s, wm_shapes_get(s, "c1")->dim[0]), "b");
     assert_int_equal(wm_shapes_dim(s, "c1", 1), 8);
     assert_int_equal(wm_shapes_dim(s, "c1", 2), 112); /* (224 + 6 - 7) / 2 + 1 */
