@@ -234,3 +234,81 @@ void wm_cnn_hpool_avx2(float *y, const float *buf, int64_t n, int64_t s, int64_t
         y[ox] = is_max ? a : a * scale;
     }
 }
+
+/* ---------------------------------------------------------------- Winograd F(m x m, 3 x 3) transforms */
+
+/* B^T of one line of a = m + 2 vectors (see wino_bt in cnn_kern.c) */
+static inline void wino_bt8(int m, const __m256 *x, __m256 *r) {
+    if (m == 2) {
+        r[0] = _mm256_sub_ps(x[0], x[2]), r[1] = _mm256_add_ps(x[1], x[2]);
+        r[2] = _mm256_sub_ps(x[2], x[1]), r[3] = _mm256_sub_ps(x[1], x[3]);
+        return;
+    }
+    const __m256 f2 = _mm256_set1_ps(2.0f), f4 = _mm256_set1_ps(4.0f), f5 = _mm256_set1_ps(5.0f);
+    __m256 a = _mm256_fnmadd_ps(f4, x[2], x[4]), b = _mm256_fnmadd_ps(f4, x[1], x[3]);
+    __m256 c = _mm256_sub_ps(x[4], x[2]), e = _mm256_sub_ps(x[3], x[1]);
+    r[0] = _mm256_fmadd_ps(f4, x[0], _mm256_fnmadd_ps(f5, x[2], x[4]));
+    r[1] = _mm256_add_ps(a, b), r[2] = _mm256_sub_ps(a, b);
+    r[3] = _mm256_fmadd_ps(f2, e, c), r[4] = _mm256_fnmadd_ps(f2, e, c);
+    r[5] = _mm256_fmadd_ps(f4, x[1], _mm256_fnmadd_ps(f5, x[3], x[5]));
+}
+
+/* A^T of one line of a vectors into m */
+static inline void wino_at8(int m, const __m256 *s, __m256 *o) {
+    if (m == 2) {
+        o[0] = _mm256_add_ps(_mm256_add_ps(s[0], s[1]), s[2]);
+        o[1] = _mm256_sub_ps(_mm256_sub_ps(s[1], s[2]), s[3]);
+        return;
+    }
+    __m256 p = _mm256_add_ps(s[1], s[2]), q = _mm256_sub_ps(s[1], s[2]);
+    __m256 u = _mm256_add_ps(s[3], s[4]), w = _mm256_sub_ps(s[3], s[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(s[0], p), u);
+    o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), w, q);
+    o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), u, p);
+    o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), w, q), s[5]);
+}
+
+void wm_cnn_wino_in_avx2(int m, const float *const *d, int64_t c0, int64_t c1, float *v, int64_t ldv) {
+    const int a = m + 2;
+    int64_t c = c0;
+    for (; c + 8 <= c1; c += 8) {
+        __m256 t[36], x[6], r[6];
+        for (int j = 0; j < a; j++) { /* columns: B^T D */
+            for (int i = 0; i < a; i++) x[i] = _mm256_loadu_ps(d[i * a + j] + c);
+            wino_bt8(m, x, r);
+            for (int i = 0; i < a; i++) t[i * a + j] = r[i];
+        }
+        for (int i = 0; i < a; i++) { /* rows: (B^T D) B */
+            wino_bt8(m, t + i * a, r);
+            for (int j = 0; j < a; j++) _mm256_storeu_ps(v + (i * a + j) * ldv + c, r[j]);
+        }
+    }
+    if (c < c1) wm_cnn_wino_in_c(m, d, c, c1, v, ldv);
+}
+
+void wm_cnn_wino_out_avx2(int m, const float *s, int64_t lds, int64_t c0, int64_t c1, float *const *y,
+                          const float *const *z, const float *bias, float lo, float hi) {
+    const int a = m + 2;
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    int64_t c = c0;
+    for (; c + 8 <= c1; c += 8) {
+        __m256 t[24], x[6], o[4];
+        for (int j = 0; j < a; j++) { /* columns: A^T S */
+            for (int i = 0; i < a; i++) x[i] = _mm256_loadu_ps(s + (i * a + j) * lds + c);
+            wino_at8(m, x, o);
+            for (int i = 0; i < m; i++) t[i * a + j] = o[i];
+        }
+        __m256 b = bias ? _mm256_loadu_ps(bias + c) : _mm256_setzero_ps();
+        for (int i = 0; i < m; i++) {
+            wino_at8(m, t + i * a, o);
+            for (int q = 0; q < m; q++) {
+                float *yk = y[i * m + q];
+                if (!yk) continue;
+                __m256 r = _mm256_add_ps(o[q], b);
+                if (z) r = _mm256_add_ps(r, _mm256_loadu_ps(z[i * m + q] + c));
+                _mm256_storeu_ps(yk + c, _mm256_min_ps(vhi, _mm256_max_ps(vlo, r))); /* NaN passes */
+            }
+        }
+    }
+    if (c < c1) wm_cnn_wino_out_c(m, s, lds, c, c1, y, z, bias, lo, hi);
+}

@@ -50,6 +50,25 @@ typedef struct wm_cnn_epi {
 void wm_cnn_transpose_epi(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
                           const wm_cnn_epi *e);
 
+/*
+ * Winograd F(m x m, 3 x 3) transforms (m = 2 or 4, a = m + 2 points a side; Lavin and Gray's matrices: F(2, 3)
+ * at 0, 1, -1, inf; F(4, 3) at 0, 1, -1, 2, -2, inf), vectorized over channels.
+ *
+ * wm_cnn_wino_in: v[t * ldv + c] = (B^T D B)[t / a][t % a] for t < a * a, c in [c0, c1), where D[i][j] is
+ * d[i * a + j][c] (each d[] the channels of one input position of the tile, or a run of zeros for the padding).
+ *
+ * wm_cnn_wino_out: for c in [c0, c1), O = A^T S A (m x m) with S[i][j] = s[(i * a + j) * lds + c]; then
+ * y[k][c] = min(max(O[k / m][k % m] + bias[c] + z[k][c], lo), hi) for every k < m * m whose y[k] is not NULL
+ * (bias NULL: none; z NULL: none, else z[k] goes with y[k] and may equal it).
+ */
+void wm_cnn_wino_in(int m, const float *const *d, int64_t c0, int64_t c1, float *v, int64_t ldv);
+void wm_cnn_wino_out(int m, const float *s, int64_t lds, int64_t c0, int64_t c1, float *const *y,
+                     const float *const *z, const float *bias, float lo, float hi);
+/* the portable loops, which the AVX2 versions call for the channels past the last full vector */
+void wm_cnn_wino_in_c(int m, const float *const *d, int64_t c0, int64_t c1, float *v, int64_t ldv);
+void wm_cnn_wino_out_c(int m, const float *s, int64_t lds, int64_t c0, int64_t c1, float *const *y,
+                       const float *const *z, const float *bias, float lo, float hi);
+
 void wm_cnn_axpy_avx2(float *y, const float *x, float a, int64_t n);
 void wm_cnn_dwrow_avx2(float *y, const float *x, const float *w, int64_t taps, int64_t d, int64_t n);
 void wm_cnn_dwconv_row_avx2(float *y, const float *const *rows, int nr, const float *w, int64_t k, int64_t d, float b,
@@ -63,5 +82,8 @@ void wm_cnn_transpose_avx2(const float *s, int64_t lds, float *d, int64_t ldd, i
                            const float *bias);
 void wm_cnn_transpose_epi_avx2(const float *s, int64_t lds, float *d, int64_t ldd, int64_t rows, int64_t cols,
                                const wm_cnn_epi *e);
+void wm_cnn_wino_in_avx2(int m, const float *const *d, int64_t c0, int64_t c1, float *v, int64_t ldv);
+void wm_cnn_wino_out_avx2(int m, const float *s, int64_t lds, int64_t c0, int64_t c1, float *const *y,
+                          const float *const *z, const float *bias, float lo, float hi);
 
 #endif

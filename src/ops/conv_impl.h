@@ -68,4 +68,22 @@ const float *wm_conv_const_f32(wm_node *n, const wm_tensor *t);
 /* Carves n floats off a workspace cursor (64-byte aligned steps). */
 float *wm_conv_ws_take(uint8_t **cur, uint64_t n);
 
+/* Winograd F(m x m, 3 x 3) of a channels-last 3x3 stride-1 dilation-1 convolution (conv_wino.c). */
+typedef struct wm_wino {
+    int m, a;           /* output tile m x m (2 or 4), input tile a x a (a = m + 2) */
+    int64_t C, M;       /* input and output channels */
+    int64_t ldv, ldm;   /* row strides of the transformed input and of the GEMM outputs */
+    const float *u;     /* the a x a transformed weights U_p [C, M], each packed for the GEMM, ustride bytes apart */
+    size_t ustride;
+} wm_wino;
+
+/* Transforms and packs w [M, C, 3, 3] into *g (its memory: the node's, wm_node_alloc). */
+wm_status wm_wino_init(wm_node *n, const float *w, int64_t M, int64_t C, int m, wm_wino *g, wm_error *err);
+/* Workspace bytes of wm_wino_run for window w, N images, nth threads (64-byte aligned). */
+size_t wm_wino_ws(const wm_wino *g, const wm_win *w, int64_t N, int nth);
+/* y [N, OH, OW, M] = min(max(conv(X [N, H, W, C]) + b + z, lo), hi), on x's pool (x->ws: wm_wino_ws bytes);
+   b, z may be NULL; z may be y (accumulated into). */
+void wm_wino_run(wm_exec *x, const wm_wino *g, const wm_win *w, int64_t N, const float *X, const float *b,
+                 const float *z, float lo, float hi, float *y);
+
 #endif

@@ -4,8 +4,10 @@
  * chains of 2-D Conv / FusedConv / MaxPool (float32, group 1):
  *
  *   NhwcConv(X [N, H, W, C], W [M, C, kh, kw], B [M]?, Z [N, OH, OW, M]?) -> Y [N, OH, OW, M]
- *     Conv's attributes (kernel_shape, strides, dilations, pads, auto_pad)
- *     and FusedConv's activation / activation_params;
+ *     Conv's attributes (kernel_shape, strides, dilations, pads, auto_pad),
+ *     FusedConv's activation / activation_params, and winograd (the output
+ *     tile, 2 or 4, of a 3x3 stride-1 layer the pass found large enough:
+ *     run by conv_wino.c when the activation is none, Relu or Clip);
  *     Y = act(conv(X, W) + B + Z)
  *   NhwcMaxPool(X [N, H, W, C]) -> Y [N, OH, OW, C], MaxPool's attributes
  *     (no Indices output).
@@ -46,7 +48,22 @@ typedef struct nhwc_state {
     int64_t kc;          /* its k-block (wm_sgemm_args.kc): K for a kernel larger than 1x1, else 0 (the default) */
     int64_t M, C, kh, kw;
     wm_conv_post post;   /* act, a, b */
+    wm_wino wino;        /* wino.m > 0: a 3x3 convolution run as Winograd F(m x m, 3 x 3) (conv_wino.c) */
+    float lo, hi;        /* then the activation as a clamp */
 } nhwc_state;
+
+/* The node's winograd attribute (the output tile m: 2 or 4; set by the nhwc_layout pass where the image is large
+   enough) where the convolution allows it: 3x3, strides and dilations 1, activation none, ReLU or Clip. */
+static int nc_wino_tile(const wm_node *n, const nhwc_state *s) {
+    int64_t m = wm_attr_int(n, "winograd", 0);
+    if ((m != 2 && m != 4) || s->kh != 3 || s->kw != 3) return 0;
+    for (int i = 0; i < s->a.n_strides; i++)
+        if (s->a.strides[i] != 1) return 0;
+    for (int i = 0; i < s->a.n_dil; i++)
+        if (s->a.dil[i] != 1) return 0;
+    wm_act act = s->post.act;
+    return act == WM_ACT_NONE || act == WM_ACT_RELU || act == WM_ACT_CLIP ? (int)m : 0;
+}
 
 static const int32_t f32_only[] = {WM_DT_FLOAT, 0};
 
@@ -66,6 +83,13 @@ static wm_status nc_init(wm_node *n, wm_error *err) {
     if (wm_attr_int(n, "group", 1) != 1) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "group != 1");
     s->M = W->dims[0], s->C = W->dims[1], s->kh = W->dims[2], s->kw = W->dims[3];
     if (wm_has_in(n, 2) && n->in_const[2]) s->b32 = n->in_const[2]->data;
+    int tile = nc_wino_tile(n, s);
+    if (tile) {
+        s->lo = s->post.act == WM_ACT_NONE ? -INFINITY : s->post.act == WM_ACT_RELU ? 0.0f : s->post.a;
+        s->hi = s->post.act == WM_ACT_CLIP ? s->post.b : INFINITY;
+        n->out_dtype[0] = WM_DT_FLOAT;
+        return wm_wino_init(n, W->data, s->M, s->C, tile, &s->wino, err);
+    }
     /* Wr [M, kh, kw, C] from W [M, C, kh, kw], then its transpose packed as the GEMM's B */
     int64_t K = s->C * s->kh * s->kw, taps = s->kh * s->kw;
     float *wr = malloc((size_t)(s->M * K) * sizeof *wr + 1);
@@ -191,6 +215,7 @@ static size_t nc_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     const nhwc_state *s = n->state;
     wm_win w;
     if (nc_geom(n, in, &w, NULL)) return 0;
+    if (s->wino.m) return wm_wino_ws(&s->wino, &w, in[0]->dims[0], nth);
     nc_plan pl;
     nc_make_plan(s, &w, in[0]->dims[0], nth, &pl);
     return pl.bytes;
@@ -349,11 +374,15 @@ static wm_status nc_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     wm_win w;
     wm_status st = nc_geom(n, in, &w, x->err);
     if (st) return st;
+    const float *b = s->b32 ? s->b32 : n->n_in > 2 && in[2] ? in[2]->data : NULL;
+    const float *z = n->n_in > 3 && in[3] ? in[3]->data : NULL;
+    if (s->wino.m) {
+        wm_wino_run(x, &s->wino, &w, in[0]->dims[0], in[0]->data, b, z, s->lo, s->hi, out[0]->data);
+        return WM_OK;
+    }
     nc_plan pl;
     nc_make_plan(s, &w, in[0]->dims[0], x->nth, &pl);
     if (!pl.N || !pl.P || !s->M) return WM_OK;
-    const float *b = s->b32 ? s->b32 : n->n_in > 2 && in[2] ? in[2]->data : NULL;
-    const float *z = n->n_in > 3 && in[3] ? in[3]->data : NULL;
     float *zero = (float *)x->ws;
     if (pl.indirect) memset(zero, 0, (size_t)pl.seg * sizeof *zero);
     float *xp = (float *)(x->ws + pl.xpad_at);

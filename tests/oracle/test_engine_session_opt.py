@@ -282,6 +282,67 @@ def test_nhwc_chain_indirect(build_dir, tmp_path, shape, ch, z_branch):
     E.assert_close(runs[2], ref, atol=atol, label=f"nhwc chain {shape}")
 
 
+def wino_chain_graph(shape, ch):
+    """3x3 stride-1 convolutions the engine runs as Winograd F(4x4, 3x3) or F(2x2, 3x3): x -> Conv(pads 1) + Relu
+    -> "a" -> Conv(no pads) -> "b" -> Conv(pads 1) + residual "b" + Relu -> "c" -> Conv(pads 2,1,0,2) + LeakyRelu
+    (an activation Winograd leaves to the direct path) -> "d" -> Conv(pads 0,2,1,0, no bias) -> "out"."""
+    rng = np.random.default_rng(12)
+    C, C1 = shape[1], ch
+    inits = []
+    def w(*s):  # weights scaled to keep values near 1 from layer to layer
+        sd = (s[1] * 9) ** -0.5 if len(s) == 4 else 0.3
+        inits.append(numpy_helper.from_array(rng.normal(0, sd, s).astype(np.float32), f"W{len(inits)}"))
+        return inits[-1].name
+    n = helper.make_node
+    nodes = [n("Conv", ["x", w(C1, C, 3, 3), w(C1)], ["c1"], pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["a"]),
+             n("Conv", ["a", w(C1, C1, 3, 3), w(C1)], ["b"]),
+             n("Conv", ["b", w(C1, C1, 3, 3), w(C1)], ["c3"], pads=[1, 1, 1, 1]), n("Add", ["c3", "b"], ["s3"]),
+             n("Relu", ["s3"], ["c"]),
+             n("Conv", ["c", w(C1, C1, 3, 3), w(C1)], ["c4"], pads=[2, 1, 0, 2]), n("LeakyRelu", ["c4"], ["d"], alpha=0.1),
+             n("Conv", ["d", w(C, C1, 3, 3)], ["out"], pads=[0, 2, 1, 0])]
+    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("a", "c", "out")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))], outs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("shape,ch", [((2, 16, 15, 13), 24), ((2, 17, 40, 36), 33), ((1, 16, 9, 30), 16)])
+def test_nhwc_winograd(winml, build_dir, tmp_path, monkeypatch, shape, ch):
+    """nhwc_layout marks the 3x3 stride-1 convolutions of 16+ channels with a static output of 8 x 8 or more for
+    Winograd (the winograd attribute: tile 4 from 12 x 12, else 2; not the one whose output is under 8 x 8), and the
+    engine runs those as Winograd (the LeakyRelu one directly): outputs match onnxruntime within 5e-6 of the largest
+    value (F(4x4, 3x3) rounds a few times worse than a direct sum: 1.5e-5 here where the direct path is off by
+    3e-6, with values up to 5), the same bits on 1, 2, 3 and 8 threads (claimed
+    blocks of tiles, or stage after stage over all tiles when few), and WM_WINOGRAD=0 (direct) is within the same
+    tolerance but not the same bits."""
+    src, dst = str(tmp_path / "w.onnx"), str(tmp_path / "wo.onnx")
+    onnx.save(wino_chain_graph(shape, ch), src)
+    r = U.run([winml, "optimize", "-m", src, "-o", dst, "--level", "basic", "--enable-conv_activation",
+               "--enable-nhwc_layout", "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    from onnx import shape_inference
+    inf = shape_inference.infer_shapes(onnx.load(src))
+    dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in list(inf.graph.value_info) + list(inf.graph.output)}
+    want = []
+    for node in onnx.load(src).graph.node:
+        if node.op_type == "Conv":
+            oh, ow = dims[node.output[0]][2:]
+            want.append(0 if oh < 8 or ow < 8 else 4 if oh >= 12 and ow >= 12 else 2)
+    got = [next((a.i for a in x.attribute if a.name == "winograd"), 0) for x in onnx.load(dst).graph.node
+           if x.op_type == "NhwcConv"]
+    assert got == want and any(got), (got, want)
+    feeds = {"x": np.random.default_rng(7).normal(0, 1, shape).astype(np.float32)}
+    runs = {t: E.engine_run(build_dir, src, feeds, tmp_path, threads=t)[0] for t in (1, 2, 3, 8)}
+    for o in ("a", "c", "out"):
+        assert all(np.array_equal(runs[1][o], runs[t][o]) for t in runs), o
+    ref = E.ort_run(src, feeds, optimized=False)
+    atol = max(1e-5, 5e-6 * max(float(np.abs(v).max()) for v in ref.values()))
+    E.assert_close(runs[2], ref, atol=atol, label=f"winograd chain {shape}")
+    monkeypatch.setenv("WM_WINOGRAD", "0")
+    direct, _ = E.engine_run(build_dir, src, feeds, tmp_path, threads=2)
+    E.assert_close(direct, ref, atol=atol, label=f"direct chain {shape}")
+    assert not np.array_equal(direct["out"], runs[2]["out"])
+
+
 def test_nhwc_layout_chain(winml, build_dir, tmp_path):
     """nhwc_layout converts the linked Conv / MaxPool nodes (3 + 1) to ai.winml NhwcConv / NhwcMaxPool with one
     Transpose into the chain and one back per value an NCHW reader or a graph output needs; the lone Conv stays;
