@@ -87,7 +87,9 @@ static void wino_plan_make(const wm_wino *g, const wm_win *w, int64_t N, int nth
     /* blocks of V and Mo within about 512 KiB (L2), 16 tiles or more */
     int64_t per = P * (g->ldv + g->ldm) * (int64_t)sizeof(float), tb = (512 << 10) / (per > 0 ? per : 1);
     tb = tb < 16 ? 16 : tb > 256 ? 256 : tb;
-    p->phases = nth > 1 && p->tiles < 2 * (int64_t)nth * 32;
+    /* stage after stage where blocks of 32 tiles would not give each thread two, unless V and Mo of all tiles
+       would pass 64 MiB */
+    p->phases = nth > 1 && p->tiles < 2 * (int64_t)nth * 32 && p->tiles * per <= (64 << 20);
     if (p->phases) tb = p->tiles;
     int64_t units = (p->tiles + tb - 1) / tb;
     if (!p->phases && nth > 1 && units % nth) units += nth - units % nth; /* whole rounds of shares */
@@ -234,7 +236,7 @@ void wm_wino_run(wm_exec *x, const wm_wino *g, const wm_win *w, int64_t N, const
     j.mo = (float *)(x->ws + p.v_at + up64((size_t)(P * p.pv) * sizeof(float)));
     int nt = p.tiles < x->nth ? (int)p.tiles : x->nth;
     wm_pool_run(x->pool, wino_in_part, &j, nt);
-    int chunks = (2 * x->nth + P - 1) / P; /* at least two GEMMs a thread */
+    int chunks = (4 * x->nth + P - 1) / P; /* four GEMM shares a thread or more (36 on 16 threads: 72) */
     if (chunks > p.tiles) chunks = (int)p.tiles;
     wm_pool_run_shares(x->pool, wino_gemm_part, &j, P * chunks);
     wm_pool_run(x->pool, wino_out_part, &j, nt);
