@@ -236,8 +236,10 @@ void wm_wino_run(wm_exec *x, const wm_wino *g, const wm_win *w, int64_t N, const
     j.mo = (float *)(x->ws + p.v_at + up64((size_t)(P * p.pv) * sizeof(float)));
     int nt = p.tiles < x->nth ? (int)p.tiles : x->nth;
     wm_pool_run(x->pool, wino_in_part, &j, nt);
-    int chunks = (4 * x->nth + P - 1) / P; /* four GEMM shares a thread or more (36 on 16 threads: 72) */
-    if (chunks > p.tiles) chunks = (int)p.tiles;
+    /* four GEMM shares a thread or more (36 points on 16 threads: 72), each of 16 tiles or more (the weights of
+       each point are read once per share) */
+    int chunks = (4 * x->nth + P - 1) / P;
+    if (chunks > p.tiles / 16) chunks = p.tiles >= 32 ? (int)(p.tiles / 16) : 1;
     wm_pool_run_shares(x->pool, wino_gemm_part, &j, P * chunks);
     wm_pool_run(x->pool, wino_out_part, &j, nt);
 }

@@ -39,7 +39,7 @@
  * cross the layout boundary once each through a Transpose: NCHW values
  * into the chain (perm 0,2,3,1), chain values any other node or a graph
  * output reads (perm 0,3,1,2, under the value's own name). A 3x3
- * convolution with a static output of 8 x 8 or more gets the winograd
+ * convolution with a static output of 7 x 7 or more gets the winograd
  * attribute (its tile: see nhwc_wino_tile).
  */
 #include <stdlib.h>
@@ -332,17 +332,18 @@ static const char *nhwc_of(wm_pass_ctx *c, nhwc_map *m, const char *v) {
 
 /*
  * The Winograd output tile (the NhwcConv's winograd attribute, src/ops/conv_wino.c) for a 3x3 convolution n whose
- * output size is static: 4 from 12 x 12 up, 2 from 8 x 8, else 0 (direct), and 0 below 16 channels in or out.
+ * output size is static: 4 from 12 x 12 up, 2 from 7 x 7, else 0 (direct), and 0 below 16 channels in or out.
  * F(4x4, 3x3) takes 2.25 multiplications per output and input channel where the direct sum takes 9, F(2x2, 3x3) 4;
  * smaller images give too few tiles (each a row of the GEMMs) to pay for the transforms. ResNet-50 on 2 threads:
- * 56 x 56 x 64 layers 1.07 -> about 0.65 ms, 28 x 28 x 128 1.06 -> 0.55 ms. WM_WINOGRAD=0 turns it off,
+ * 56 x 56 x 64 layers 1.07 -> about 0.65 ms, 28 x 28 x 128 1.06 -> 0.55 ms, 7 x 7 x 512 (F(2x2, 3x3) on 16 tiles of
+ * an 8 x 8 cover) 1.28 -> 1.05 ms. WM_WINOGRAD=0 turns it off,
  * WM_WINOGRAD=2 or 4 takes that tile wherever it applies (for comparisons).
  */
 static int64_t nhwc_wino_tile(const wm_pass_ctx *c, const wm_onnx_node *n) {
     const wm_onnx_tensor *w = wm_graph_constant(c->g, n->input[1]);
     if (!w || w->dims[2] != 3 || w->dims[3] != 3 || w->dims[0] < 16 || w->dims[1] < 16) return 0;
     int64_t oh = wm_shapes_dim(c->sh, n->output[0], 2), ow = wm_shapes_dim(c->sh, n->output[0], 3);
-    if (oh < 8 || ow < 8) return 0;
+    if (oh < 7 || ow < 7) return 0;
     const char *env = getenv("WM_WINOGRAD");
     if (env && *env) return *env == '2' ? 2 : *env == '4' ? 4 : 0;
     return oh >= 12 && ow >= 12 ? 4 : 2;
