@@ -89,11 +89,12 @@ static void wino_plan_make(const wm_wino *g, const wm_win *w, int64_t N, int nth
     tb = tb < 16 ? 16 : tb > 256 ? 256 : tb;
     /* stage after stage where blocks of 32 tiles would not give each thread two, unless V and Mo of all tiles
        would pass 64 MiB */
-    p->phases = nth > 1 && p->tiles < 2 * (int64_t)nth * 32 && p->tiles * per <= (64 << 20);
-    if (p->phases) tb = p->tiles;
-    int64_t units = (p->tiles + tb - 1) / tb;
+    const int64_t nt = p->tiles > 0 ? p->tiles : 1; /* no tiles (an empty batch): a plan for one, never run */
+    p->phases = nth > 1 && nt < 2 * (int64_t)nth * 32 && nt * per <= (64 << 20);
+    if (p->phases) tb = nt;
+    int64_t units = (nt + tb - 1) / tb;
     if (!p->phases && nth > 1 && units % nth) units += nth - units % nth; /* whole rounds of shares */
-    p->tb = (p->tiles + units - 1) / units, p->units = (p->tiles + p->tb - 1) / p->tb;
+    p->tb = (nt + units - 1) / units, p->units = (nt + p->tb - 1) / p->tb;
     p->pv = wino_ld(p->tb * g->ldv), p->pm = wino_ld(p->tb * g->ldm);
     wm_sgemm_args a = {.M = p->tb, .N = g->M, .K = g->C, .packed_b = (const float *)1, .lda = g->ldv};
     p->gemm1 = up64(wm_sgemm_workspace_size(&a, 1));

@@ -343,6 +343,19 @@ def test_nhwc_winograd(winml, build_dir, tmp_path, monkeypatch, shape, ch):
     assert not np.array_equal(direct["out"], runs[2]["out"])
 
 
+def test_nhwc_winograd_empty_batch(build_dir, tmp_path):
+    """An empty batch through the Winograd chain (no tiles: the plan must not divide by zero) gives onnxruntime's
+    empty outputs on 1 and 2 threads."""
+    shape = (0, 16, 15, 13)
+    src = str(tmp_path / "w0.onnx")
+    onnx.save(wino_chain_graph(shape, 24), src)
+    feeds = {"x": np.zeros(shape, np.float32)}
+    ref = E.ort_run(src, feeds, optimized=False)
+    for t in (1, 2):
+        ours, _ = E.engine_run(build_dir, src, feeds, tmp_path, threads=t)
+        assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in ref.items()}
+
+
 def test_nhwc_layout_chain(winml, build_dir, tmp_path):
     """nhwc_layout converts the linked Conv / MaxPool nodes (3 + 1) to ai.winml NhwcConv / NhwcMaxPool with one
     Transpose into the chain and one back per value an NCHW reader or a graph output needs; the lone Conv stays;
