@@ -281,8 +281,6 @@ typedef struct conv_plan {
     size_t gstride, pack;        /* packed weights: bytes per group; bytes to pack this run (0: prepacked) */
 } conv_plan;
 
-static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
-
 int64_t wm_conv_tile_rows(int64_t P, int64_t images, int nth) {
     int64_t pt = P <= 320 ? (P > 0 ? P : 1) : 256; /* a whole small image when it is at most 1.25 tiles */
     int64_t nt = (P + pt - 1) / pt;
@@ -309,10 +307,10 @@ static void make_plan(const wm_win *w, int64_t N, int64_t C, int64_t M, int64_t 
     p->ntiles = (p->P + p->Pt - 1) / p->Pt;
     p->units = N * G * p->ntiles;
     wm_sgemm_args a = {.M = p->Pt, .N = p->Mg, .K = p->K, .packed_b = (const float *)1};
-    p->gper = up64(wm_sgemm_workspace_size(&a, 1));
+    p->gper = wm_conv_up64(wm_sgemm_workspace_size(&a, 1));
     p->direct_colT = p->Cg * w->k[0] * w->k[1] <= 32;
-    p->colt = (p->pointwise || p->direct_colT ? 1 : 2) * up64((size_t)(p->K * p->Pt) * sizeof(float));
-    p->tt = up64((size_t)(p->Pt * p->Mg) * sizeof(float));
+    p->colt = (p->pointwise || p->direct_colT ? 1 : 2) * wm_conv_up64((size_t)(p->K * p->Pt) * sizeof(float));
+    p->tt = wm_conv_up64((size_t)(p->Pt * p->Mg) * sizeof(float));
     p->gstride = wm_conv_pack_size(p->K, p->Mg, 1);
     p->pack = need_pack ? (size_t)G * p->gstride : 0;
 }
@@ -379,15 +377,19 @@ static void unit_args(const conv_job *j, int64_t g, int64_t p0, int64_t p1, cons
     a->work = work;
 }
 
+int wm_conv_post_clamp(const wm_conv_post *post, float *lo, float *hi) {
+    *lo = -INFINITY, *hi = INFINITY;
+    if (!post) return 1;
+    if (post->hard_sigmoid) return 0;
+    if (post->act == WM_ACT_RELU) *lo = 0.0f;
+    else if (post->act == WM_ACT_CLIP) *lo = post->a, *hi = post->b;
+    return post->act == WM_ACT_NONE || post->act == WM_ACT_RELU || post->act == WM_ACT_CLIP;
+}
+
 /* the post-ops the store can apply itself: a residual, then none / ReLU / Clip (bounds in *e) */
 static int post_in_store(const wm_conv_post *post, wm_cnn_epi *e) {
-    e->lo = -INFINITY, e->hi = INFINITY, e->z = post ? post->z : NULL;
-    if (!post || post->act == WM_ACT_NONE) return !post || !post->hard_sigmoid;
-    if (post->hard_sigmoid) return 0;
-    if (post->act == WM_ACT_RELU) e->lo = 0.0f;
-    else if (post->act == WM_ACT_CLIP) e->lo = post->a, e->hi = post->b;
-    else return 0;
-    return 1;
+    e->z = post ? post->z : NULL;
+    return wm_conv_post_clamp(post, &e->lo, &e->hi);
 }
 
 /* y[n, g*Mg + m, p0 + i] = post(T[i, m] + bias[g*Mg + m]) for m in [m0, m1): the residual and a ReLU/Clip in the
@@ -500,7 +502,7 @@ void wm_conv_f32(wm_exec *x, const wm_win *w, const float *in, const float *wt, 
     }
     /* few large tiles: each split over the threads (the GEMM's scratch holds nth shares here) */
     wm_sgemm_args a0 = {.M = pl.Pt, .N = pl.Mg, .K = pl.K, .packed_b = (const float *)1};
-    size_t gall = up64(wm_sgemm_workspace_size(&a0, nth));
+    size_t gall = wm_conv_up64(wm_sgemm_workspace_size(&a0, nth));
     j.col = (float *)(cur + gall); /* col^T, after the GEMM's nth shares */
     j.T = (float *)(cur + gall + pl.colt);
     for (int64_t u = 0; u < pl.units; u++) {
@@ -518,7 +520,7 @@ size_t wm_conv_f32_ws(const wm_win *w, int64_t C, int64_t M, int64_t G, int pack
     make_plan(w, 1, C, M, G, !packed, 0, &pl);
     if (direct(&pl, G)) return (size_t)nth * wm_conv_plane_ws(w) + 64;
     wm_sgemm_args a0 = {.M = pl.Pt, .N = pl.Mg, .K = pl.K, .packed_b = (const float *)1};
-    size_t shared = up64(wm_sgemm_workspace_size(&a0, nth)) + pl.colt + pl.tt;
+    size_t shared = wm_conv_up64(wm_sgemm_workspace_size(&a0, nth)) + pl.colt + pl.tt;
     size_t tiles = (size_t)nth * (pl.gper + pl.colt + pl.tt);
     return pl.pack + (shared > tiles ? shared : tiles) + 64;
 }

@@ -20,6 +20,13 @@ typedef struct wm_conv_post {
    hard_sigmoid; z untouched). */
 wm_status wm_conv_act_read(wm_node *n, wm_conv_post *post, wm_error *err);
 
+/* Whether post's activation is a clamp a store can apply (none, Relu, Clip: 1, the bounds in *lo, *hi; NaN passes
+   through), or not (0: any other activation or HardSigmoid). post may be NULL (none). */
+int wm_conv_post_clamp(const wm_conv_post *post, float *lo, float *hi);
+
+/* b rounded up to a multiple of 64 (workspace offsets) */
+static inline size_t wm_conv_up64(size_t b) { return (b + 63) & ~(size_t)63; }
+
 /* Applies post to n values of y at offset off of the output (z read at the same offset). */
 void wm_conv_post_apply(const wm_conv_post *post, float *y, uint64_t off, int64_t n);
 

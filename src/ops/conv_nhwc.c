@@ -53,7 +53,8 @@ typedef struct nhwc_state {
 } nhwc_state;
 
 /* The node's winograd attribute (the output tile m: 2 or 4; set by the nhwc_layout pass where the image is large
-   enough) where the convolution allows it: 3x3, strides and dilations 1, activation none, ReLU or Clip. */
+   enough) where the convolution allows it: 3x3, strides and dilations 1 (and, checked by the caller, an activation
+   the output transform applies as a clamp: none, Relu or Clip). */
 static int nc_wino_tile(const wm_node *n, const nhwc_state *s) {
     int64_t m = wm_attr_int(n, "winograd", 0);
     if ((m != 2 && m != 4) || s->kh != 3 || s->kw != 3) return 0;
@@ -61,8 +62,7 @@ static int nc_wino_tile(const wm_node *n, const nhwc_state *s) {
         if (s->a.strides[i] != 1) return 0;
     for (int i = 0; i < s->a.n_dil; i++)
         if (s->a.dil[i] != 1) return 0;
-    wm_act act = s->post.act;
-    return act == WM_ACT_NONE || act == WM_ACT_RELU || act == WM_ACT_CLIP ? (int)m : 0;
+    return (int)m;
 }
 
 static const int32_t f32_only[] = {WM_DT_FLOAT, 0};
@@ -84,9 +84,7 @@ static wm_status nc_init(wm_node *n, wm_error *err) {
     s->M = W->dims[0], s->C = W->dims[1], s->kh = W->dims[2], s->kw = W->dims[3];
     if (wm_has_in(n, 2) && n->in_const[2]) s->b32 = n->in_const[2]->data;
     int tile = nc_wino_tile(n, s);
-    if (tile) {
-        s->lo = s->post.act == WM_ACT_NONE ? -INFINITY : s->post.act == WM_ACT_RELU ? 0.0f : s->post.a;
-        s->hi = s->post.act == WM_ACT_CLIP ? s->post.b : INFINITY;
+    if (tile && wm_conv_post_clamp(&s->post, &s->lo, &s->hi)) { /* the activation as the output transform's clamp */
         n->out_dtype[0] = WM_DT_FLOAT;
         return wm_wino_init(n, W->data, s->M, s->C, tile, &s->wino, err);
     }
@@ -163,8 +161,6 @@ typedef struct nc_plan {
     size_t xpad_at, tiles_at, gemm_at, bytes;
 } nc_plan;
 
-static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
-
 static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nth, nc_plan *p) {
     memset(p, 0, sizeof *p);
     p->N = N, p->P = w->out[1] * w->out[2], p->K = s->C * s->kh * s->kw;
@@ -187,24 +183,24 @@ static void nc_make_plan(const nhwc_state *s, const wm_win *w, int64_t N, int nt
     else if (!p->direct && w->d[2] == 1 && s->kw * s->C >= 8 && (w->s[2] * s->C) % 1024 != 0) {
         p->indirect = NC_ROWS, p->runs = s->kh, p->seg = s->kw * s->C;
         p->Wp = w->in[2] + w->pb[2] + w->pe[2];
-        p->xpad = up64((size_t)(N * w->in[1] * p->Wp * s->C) * sizeof(float));
+        p->xpad = wm_conv_up64((size_t)(N * w->in[1] * p->Wp * s->C) * sizeof(float));
     }
     /* too few tiles to give each thread two: where A is read in place (X itself, or through a table), a whole
        image is one GEMM, which the GEMM splits over the threads in rows and columns (wm_sgemm_drive), not tile
        after tile, each split over all of them (13 jobs of 256 x 64 at 16 threads for a 56 x 56 x 64 layer:
-       ResNet-50 on 16 cores 11.66 -> 9.37 ms, on 8 17.30 -> 15.70) */
+       ResNet-50 on the 16-core device, stop 22: 16 threads 11.66 -> 9.37 ms, 8 threads 17.30 -> 15.70) */
     if (p->split && (p->direct || p->indirect)) pt = p->P;
     p->Pt = pt, p->ntiles = (p->P + pt - 1) / pt, p->units = N * p->ntiles;
     /* GEMM scratch (its A block only where the GEMM copies A: see wm_sgemm_workspace_size) */
     wm_sgemm_args a = {.M = pt, .N = s->M, .K = p->K, .packed_b = (const float *)1, .kc = s->kc,
                        .lda = p->direct ? s->C : p->lda, .ind = p->indirect ? (const float *const *)1 : NULL};
-    p->gemm1 = up64(wm_sgemm_workspace_size(&a, 1));
+    p->gemm1 = wm_conv_up64(wm_sgemm_workspace_size(&a, 1));
     p->colt = p->direct     ? 0
-              : p->indirect ? up64((size_t)(p->runs * pt) * sizeof(const float *))
-                            : up64((size_t)(pt * p->lda) * sizeof(float));
+              : p->indirect ? wm_conv_up64((size_t)(p->runs * pt) * sizeof(const float *))
+                            : wm_conv_up64((size_t)(pt * p->lda) * sizeof(float));
     /* claimed tiles: GEMM scratch and col^T per thread; one tile split over the threads: nth GEMM slices, one col^T */
-    size_t shared = up64(wm_sgemm_workspace_size(&a, nth)), tiles = (size_t)nth * p->gemm1;
-    p->xpad_at = up64((size_t)(p->seg + 1) * sizeof(float));
+    size_t shared = wm_conv_up64(wm_sgemm_workspace_size(&a, nth)), tiles = (size_t)nth * p->gemm1;
+    p->xpad_at = wm_conv_up64((size_t)(p->seg + 1) * sizeof(float));
     p->tiles_at = p->xpad_at + p->xpad;
     p->gemm_at = p->tiles_at + (size_t)(p->split ? 1 : nth) * p->colt;
     p->bytes = p->gemm_at + (shared > tiles ? shared : tiles) + 64;

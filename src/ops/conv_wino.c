@@ -26,8 +26,6 @@
 #include "ops/cnn_kern.h"
 #include "ops/conv_impl.h"
 
-static size_t up64(size_t b) { return (b + 63) & ~(size_t)63; }
-
 /* a stride (floats) not a multiple of 4 KiB, and whose 64-byte line count is odd: the a x a streams of a
    transform, one stride apart, then fall into different L1 sets */
 static int64_t wino_ld(int64_t n) {
@@ -43,7 +41,7 @@ wm_status wm_wino_init(wm_node *n, const float *w, int64_t M, int64_t C, int m, 
     g->m = m, g->a = m + 2, g->C = C, g->M = M;
     g->ldv = C % 1024 ? C : C + 16, g->ldm = M % 1024 ? M : M + 16;
     const int a = g->a, P = a * a;
-    g->ustride = up64(wm_sgemm_pack_b_size(C, M));
+    g->ustride = wm_conv_up64(wm_sgemm_pack_b_size(C, M));
     float *u = malloc((size_t)(C * M) * sizeof *u + 1), *pk = wm_node_alloc(n, (size_t)P * g->ustride);
     if (!u || !pk) {
         free(u);
@@ -74,6 +72,7 @@ typedef struct wino_plan {
     int phases;               /* few tiles: stage after stage over all of them */
     int64_t pv, pm;           /* point strides of V and Mo: rows (tb, or all tiles) x ldv / ldm, see wino_ld */
     size_t gemm1;             /* one GEMM's scratch */
+    size_t vb, mb;            /* bytes of V and of Mo (the point strides times a * a) */
     size_t v_at, share;       /* blocks: per thread V, Mo, GEMM scratch from v_at, `share` bytes each; phases:
                                  V, Mo, then nth GEMM scratches */
     size_t bytes;
@@ -97,11 +96,12 @@ static void wino_plan_make(const wm_wino *g, const wm_win *w, int64_t N, int nth
     p->tb = (nt + units - 1) / units, p->units = (nt + p->tb - 1) / p->tb;
     p->pv = wino_ld(p->tb * g->ldv), p->pm = wino_ld(p->tb * g->ldm);
     wm_sgemm_args a = {.M = p->tb, .N = g->M, .K = g->C, .packed_b = (const float *)1, .lda = g->ldv};
-    p->gemm1 = up64(wm_sgemm_workspace_size(&a, 1));
-    p->v_at = up64((size_t)g->C * sizeof(float) + 1);
-    size_t vb = up64((size_t)(P * p->pv) * sizeof(float)), mb = up64((size_t)(P * p->pm) * sizeof(float));
-    p->share = p->phases ? 0 : vb + mb + p->gemm1;
-    p->bytes = p->v_at + (p->phases ? vb + mb + (size_t)nth * p->gemm1 : (size_t)nth * p->share) + 64;
+    p->gemm1 = wm_conv_up64(wm_sgemm_workspace_size(&a, 1));
+    p->v_at = wm_conv_up64((size_t)g->C * sizeof(float) + 1);
+    p->vb = wm_conv_up64((size_t)(P * p->pv) * sizeof(float));
+    p->mb = wm_conv_up64((size_t)(P * p->pm) * sizeof(float));
+    p->share = p->phases ? 0 : p->vb + p->mb + p->gemm1;
+    p->bytes = p->v_at + (p->phases ? p->vb + p->mb + (size_t)nth * p->gemm1 : (size_t)nth * p->share) + 64;
 }
 
 size_t wm_wino_ws(const wm_wino *g, const wm_win *w, int64_t N, int nth) {
@@ -183,7 +183,7 @@ static void wino_blocks_part(void *arg, int ith, int nth) {
     long lo, hi;
     wm_split((long)p->units, ith, nth, &lo, &hi);
     uint8_t *mine = j->ws + p->v_at + (size_t)wm_pool_thread(j->pool) * p->share;
-    float *v = (float *)mine, *mo = (float *)(mine + up64((size_t)(P * p->pv) * sizeof(float)));
+    float *v = (float *)mine, *mo = (float *)(mine + p->vb);
     void *work = mine + p->share - p->gemm1;
     for (long u = lo; u < hi; u++) {
         int64_t t0 = u * p->tb, t1 = t0 + p->tb < p->tiles ? t0 + p->tb : p->tiles;
@@ -214,8 +214,7 @@ static void wino_gemm_part(void *arg, int ith, int nth) {
     int chunks = nth / P;
     long lo, hi;
     wm_split((long)j->p->tiles, ith % chunks, chunks, &lo, &hi);
-    void *work = j->ws + j->p->v_at + up64((size_t)(P * j->p->pv) * sizeof(float)) +
-                 up64((size_t)(P * j->p->pm) * sizeof(float)) + (size_t)wm_pool_thread(j->pool) * j->p->gemm1;
+    void *work = j->ws + j->p->v_at + j->p->vb + j->p->mb + (size_t)wm_pool_thread(j->pool) * j->p->gemm1;
     wino_gemm(j, ith / chunks, lo, hi, j->v, j->mo, work);
 }
 
@@ -234,7 +233,7 @@ void wm_wino_run(wm_exec *x, const wm_wino *g, const wm_win *w, int64_t N, const
     }
     const int P = g->a * g->a;
     j.v = (float *)(x->ws + p.v_at);
-    j.mo = (float *)(x->ws + p.v_at + up64((size_t)(P * p.pv) * sizeof(float)));
+    j.mo = (float *)(x->ws + p.v_at + p.vb);
     int nt = p.tiles < x->nth ? (int)p.tiles : x->nth;
     wm_pool_run(x->pool, wino_in_part, &j, nt);
     /* four GEMM shares a thread or more (36 points on 16 threads: 72), each of 16 tiles or more (the weights of

@@ -334,9 +334,9 @@ static const char *nhwc_of(wm_pass_ctx *c, nhwc_map *m, const char *v) {
  * The Winograd output tile (the NhwcConv's winograd attribute, src/ops/conv_wino.c) for a 3x3 convolution n whose
  * output size is static: 4 from 12 x 12 up, 2 from 7 x 7, else 0 (direct), and 0 below 16 channels in or out.
  * F(4x4, 3x3) takes 2.25 multiplications per output and input channel where the direct sum takes 9, F(2x2, 3x3) 4;
- * smaller images give too few tiles (each a row of the GEMMs) to pay for the transforms. ResNet-50 on 2 threads:
- * 56 x 56 x 64 layers 1.07 -> about 0.65 ms, 28 x 28 x 128 1.06 -> 0.55 ms, 7 x 7 x 512 (F(2x2, 3x3) on 16 tiles of
- * an 8 x 8 cover) 1.28 -> 1.05 ms. WM_WINOGRAD=0 turns it off,
+ * smaller images give too few tiles (each a row of the GEMMs) to pay for the transforms. ResNet-50 on 2 threads, per
+ * layer, several alternated runs (stop 23): 56 x 56 x 64 1.07 -> 0.63-0.83 ms, 28 x 28 x 128 1.06 -> 0.54-0.63 ms,
+ * 7 x 7 x 512 (F(2x2, 3x3) on 16 tiles of an 8 x 8 cover) 1.26-1.31 -> 1.03-1.16 ms. WM_WINOGRAD=0 turns it off,
  * WM_WINOGRAD=2 or 4 takes that tile wherever it applies (for comparisons).
  */
 static int64_t nhwc_wino_tile(const wm_pass_ctx *c, const wm_onnx_node *n) {
