@@ -9,6 +9,7 @@
 
 #include "core/cpu.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/nbits_impl.h"
 
 static wm_kernels g_generic, g_avx2, g_avx512;
 static int g_have_avx2, g_have_avx512;
@@ -42,6 +43,10 @@ static void init_tables(void) {
         g_avx2.sgemm_packs_aliased = wm_gemm_ukr_avx2.pack_aliased;
         g_avx2.hgemm = wm_hgemm_avx2;
         g_avx2.nbits_gemm = wm_nbits_avx2;
+        g_avx2.nbits_q8 = wm_nbits_q8_avx2;
+        g_avx2.nbits_half_scales = 1;
+        g_avx2.nbits_pack_size = wm_nbits_pack_size_sg32;
+        g_avx2.nbits_pack = wm_nbits_pack_sg32;
         g_avx2.igemm = wm_igemm_avx2;
         wm_vmath_fill_avx2(&g_avx2);
         wm_attn_rows_fill_avx2(&g_avx2);
@@ -58,7 +63,7 @@ static void init_tables(void) {
         g_avx512.nbits_gemm = wm_nbits_avx512;
         g_avx512.nbits_q8 = wm_nbits_q8_avx512;
         g_avx512.nbits_half_scales = 1;
-        g_avx512.nbits_pack_size = wm_nbits_pack_size_avx512;
+        g_avx512.nbits_pack_size = wm_nbits_pack_size_sg32;
         g_avx512.nbits_pack = wm_nbits_pack_avx512;
         wm_attn_rows_fill_avx512(&g_avx512);
     }

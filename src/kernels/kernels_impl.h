@@ -149,12 +149,12 @@ void wm_attn_rows_fill_avx2(wm_kernels *k);
 
 /* AVX-512 (F, BW, VL, VNNI) upgrades (defined in *_avx512.c; call only when wm_kernels_avx512() is non-NULL) */
 void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth);
-size_t wm_nbits_pack_size_avx512(const wm_nbits_args *a);
 void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth);
 void wm_sgemm_avx512(const wm_sgemm_args *a, int ith, int nth);
 void wm_sgemm_batch_avx512(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
 void wm_hgemm_avx512(const wm_hgemm_args *a, int ith, int nth); /* the AVX2 one with the AVX-512 micro-kernel */
 int wm_nbits_q8_avx512(const wm_nbits_args *a);
 int wm_nbits_q8_default(const wm_nbits_args *a);
+int wm_nbits_q8_avx2(const wm_nbits_args *a);
 
 #endif

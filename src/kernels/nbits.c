@@ -40,6 +40,8 @@ int wm_nbits_use_q8(const wm_nbits_args *a) { return a->accuracy_level == 4 && a
 /* the tables' nbits_q8: the generic and AVX2 kernels; the AVX-512 one (int8 at every M where it applies) */
 int wm_nbits_q8_default(const wm_nbits_args *a) { return wm_nbits_use_q8(a); }
 int wm_nbits_q8_avx512(const wm_nbits_args *a) { return wm_nbits_vnni_ok(a) || wm_nbits_use_q8(a); }
+/* the AVX2 table: int8 at every M for the packed block-32 layout's weights (their packed and plain kernels must agree) */
+int wm_nbits_q8_avx2(const wm_nbits_args *a) { return (wm_nbits_vnni_ok(a) && a->block_size == 32) || wm_nbits_use_q8(a); }
 
 /* AVX-512 VNNI kernel (nbits_avx512.c): 4 bits, default zero point, int8 activations, block >= 32 */
 int wm_nbits_vnni_ok(const wm_nbits_args *a) {
@@ -74,6 +76,41 @@ size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
                                         : m * (size_t)kp * sizeof(float);
     size_t small = (WM_ALIGN_UP(per, 64) + 128) * (size_t)nth;
     return small > big ? small : big;
+}
+
+/* ------------------------------------------------------------ packed block-32 layout (nbits_impl.h) */
+
+size_t wm_nbits_pack_size_sg32(const wm_nbits_args *a) {
+    if (!wm_nbits_vnni_ok(a) || a->block_size != 32 || a->N <= 0 || a->K <= 0) return 0;
+    return (size_t)(WM_NBITS_PK_HEAD + ((a->N + 3) / 4) * wm_nbits_pk_qstride(wm_nbits_kblocks(a), a->scales_h ? 2 : 4));
+}
+
+/* Share ith of nth of the layout: whole column quads, the header by share 0. */
+void wm_nbits_pack_sg32(const wm_nbits_args *a, uint8_t *dst, int ith, int nth) {
+    const int64_t kb = wm_nbits_kblocks(a), es = a->scales_h ? 2 : 4, qs = wm_nbits_pk_qstride(kb, es);
+    if (ith == 0) {
+        memset(dst, 0, WM_NBITS_PK_HEAD);
+        dst[0] = (uint8_t)es;
+    }
+    dst += WM_NBITS_PK_HEAD;
+    int64_t c0, c1;
+    wm_split_units((a->N + 3) / 4, 1, ith, nth, &c0, &c1);
+    for (int64_t c = c0; c < c1; c++) {
+        memset(dst + c * qs, 0, (size_t)qs); /* padding columns and the tail past the last super-group */
+        for (int64_t b0 = 0; b0 < kb; b0 += 16) {
+            int64_t nb = kb - b0 < 16 ? kb - b0 : 16;
+            uint8_t *p = dst + c * qs + b0 * (64 + 4 * es);
+            for (int64_t j = 0; j < 4 && 4 * c + j < a->N; j++) {
+                int64_t n = 4 * c + j;
+                const uint8_t *col = a->B + (n * kb + b0) * 16;
+                for (int64_t t = 0; t < 4; t++)
+                    for (int64_t l = 0; l < nb; l++) memcpy(p + (4 * j + t) * 4 * nb + 4 * l, col + 16 * l + 4 * t, 4);
+                uint8_t *sp = p + 64 * nb + j * es * nb;
+                if (es == 2) memcpy(sp, a->scales_h + n * kb + b0, (size_t)nb * 2);
+                else memcpy(sp, a->scales + n * kb + b0, (size_t)nb * 4);
+            }
+        }
+    }
 }
 
 /* Slices of one share's small-M workspace (see wm_nbits_workspace_size); row m at q[m*kp], xf[m*kp]. */

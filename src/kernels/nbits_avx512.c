@@ -169,21 +169,10 @@ static inline __attribute__((always_inline)) void tile_sg32(const wm_nbits_args 
         for (int j = 0; j < nr; j++) a->C[(m0 + i) * a->ldc + n0 + j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
-/*
- * Packed block-32 layout (wm_nbits_pack_avx512, made once per weight at session creation): what tile_sg32 builds
- * with eight permutes per column and super-group, stored ready, and the scales next to their codes, so that a
- * column quad is one sequential stream. A 64-byte header holds the scale size es (2: halves, 4: floats). Columns
- * go in quads (N padded to 4 with zero codes and scales); quad c starts at 64 + c * qstride (qstride 64-aligned).
- * In it super-group g (nb = min(16, kb - 16 g) blocks) starts at g * 16 * (64 + 4 es): column j's vector t
- * (dword t of each of the nb blocks) at (4 j + t) * 4 nb, then the nb scales of column j at 64 nb + j * es * nb.
- */
-#define WM_PK_HEAD 64
-static int64_t pk_qstride(int64_t kb, int64_t es) { return WM_ALIGN_UP(kb * (64 + 4 * es), 64); }
-
-size_t wm_nbits_pack_size_avx512(const wm_nbits_args *a) {
-    if (!wm_nbits_vnni_ok(a) || a->block_size != 32 || a->N <= 0 || a->K <= 0) return 0;
-    return (size_t)(WM_PK_HEAD + ((a->N + 3) / 4) * pk_qstride(wm_nbits_kblocks(a), a->scales_h ? 2 : 4));
-}
+/* The packed block-32 layout (nbits_impl.h), made here with the super-group transpose of tile_sg32 (eight permutes per
+ * column and super-group), stored ready; wm_nbits_pack_sg32 writes the same bytes in portable C. */
+#define WM_PK_HEAD WM_NBITS_PK_HEAD
+#define pk_qstride wm_nbits_pk_qstride
 
 void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth) {
     const int64_t kb = wm_nbits_kblocks(a), es = a->scales_h ? 2 : 4, qs = pk_qstride(kb, es), nq = (a->N + 3) / 4;

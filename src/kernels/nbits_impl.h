@@ -39,6 +39,26 @@ static inline void wm_nbits_prep_rows(const wm_nbits_args *a, int ith, int64_t *
     *m0 = ranged ? a->prep_m0 : 0;
     *m1 = ranged ? (a->prep_m1 < a->M ? a->prep_m1 : a->M) : a->M;
 }
+/*
+ * Packed block-32 layout (made once per weight at session creation by the table's nbits_pack: the AVX-512 table's
+ * transposing packer, or wm_nbits_pack_sg32 in portable C, byte for byte the same), for 4-bit codes with the default
+ * zero point and int8 activations (wm_nbits_vnni_ok, block_size 32). A 64-byte header holds the scale size es (2:
+ * halves, when scales_h is given; 4: floats). Columns go in quads (N padded to 4 with zero codes and scales); quad c
+ * starts at WM_NBITS_PK_HEAD + c * wm_nbits_pk_qstride(kb, es). In it super-group g (nb = min(16, kb - 16 g) blocks)
+ * starts at g * 16 * (64 + 4 es): column j's vector t (dword t, i.e. elements 8t .. 8t + 7, of each of the nb
+ * blocks, block l at + 4 l) at (4 j + t) * 4 nb, then the nb scales of column j at 64 nb + j * es * nb. A kernel
+ * reads lane l = block l of a super-group with no shuffles (the AVX-512 kernel 16 lanes, the AVX2 one two halves of
+ * 8), against activations quantized in the matching order (per super-group of 512: vector t's even elements, then
+ * its odd ones, each 16 blocks x 4 bytes).
+ */
+#define WM_NBITS_PK_HEAD 64
+static inline int64_t wm_nbits_pk_qstride(int64_t kb, int64_t es) { return WM_ALIGN_UP(kb * (64 + 4 * es), 64); }
+/* The activation byte of element i (0..31) of block b of a row in that order (block_size 32). */
+static inline int64_t wm_nbits_sg32_pos(int64_t b, int i) {
+    return (b >> 4) * 512 + 128 * (i >> 3) + 64 * (i & 1) + 4 * (b & 15) + ((i & 7) >> 1);
+}
+size_t wm_nbits_pack_size_sg32(const wm_nbits_args *a);
+void wm_nbits_pack_sg32(const wm_nbits_args *a, uint8_t *dst, int ith, int nth);
 void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1);
 void wm_nbits_bsrc_pack(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                         int64_t pstride);

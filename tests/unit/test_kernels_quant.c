@@ -13,6 +13,8 @@
 
 #include "core/half.h"
 #include "kernels_test_util.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/nbits_impl.h"
 
 typedef struct nb_case {
     int64_t M, N, K;
@@ -77,6 +79,23 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
         if (memcmp(C, C2, (size_t)(c->M * ldc) * 4 + 4) != 0)
             fail_msg("%s nbits packed M=%lld N=%lld K=%lld bs=%d nth=%d: differs from the plain layout", T->name,
                      (long long)c->M, (long long)c->N, (long long)c->K, c->bs, nth);
+        if (c->M > 0 && (c->M <= 4 || T->nbits_q8(&a))) { /* and with A prepared once, in two row ranges */
+            for (int64_t m = 0; m < c->M; m++)
+                for (int64_t n = 0; n < c->N; n++) C2[m * ldc + n] = -1.0f;
+            size_t ws1 = wm_nbits_workspace_size(&a, 1);
+            void *w1 = kt_alloc(ws1 ? ws1 : 1);
+            memset(w1, 0xff, ws1);
+            p.work = w1, p.shared_prep = 1;
+            p.prep_m0 = c->M / 2, p.prep_m1 = c->M;
+            T->nbits_gemm(&p, -1, nth + 1);
+            p.prep_m0 = 0, p.prep_m1 = c->M / 2;
+            if (p.prep_m1 > 0) T->nbits_gemm(&p, -1, nth + 1);
+            for (int i = nth; i >= 0; i--) T->nbits_gemm(&p, i, nth + 1);
+            if (memcmp(C, C2, (size_t)(c->M * ldc) * 4 + 4) != 0)
+                fail_msg("%s nbits packed shared_prep M=%lld N=%lld K=%lld bs=%d: differs from the plain layout",
+                         T->name, (long long)c->M, (long long)c->N, (long long)c->K, c->bs);
+            free(w1);
+        }
         free(pk);
         free(C2);
     }
@@ -213,6 +232,62 @@ static void test_nbits_layout(void **state) {
     assert_true(W[0] == (1 - 8) * 0.5f);
 }
 
+/* The packed block-32 layout read back by its description (nbits_impl.h), independently of the packers: every code
+ * nibble and scale of the plain layout where the description puts it, zeros in the padding columns; the portable
+ * packer (the AVX2 table's) writes the same bytes as the AVX-512 table's transposing one. */
+static void test_nbits_pack_sg32(void **state) {
+    (void)state;
+    static const int64_t shapes[][2] = {{37, 896}, {5, 300}, {16, 1056}, {3, 32}, {9, 520}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int halves = 0; halves < 2; halves++) {
+            int64_t N = shapes[si][0], K = shapes[si][1], kb = (K + 31) / 32, es = halves ? 2 : 4;
+            uint8_t *B = kt_alloc((size_t)(N * kb * 16));
+            float *sc = kt_alloc((size_t)(N * kb) * 4);
+            uint16_t *sh = kt_alloc((size_t)(N * kb) * 2 + 2);
+            uint32_t s = (uint32_t)(7 + si * 2 + (size_t)halves);
+            for (int64_t i = 0; i < N * kb * 16; i++) B[i] = (uint8_t)kt_next(&s);
+            for (int64_t i = 0; i < N * kb; i++) sc[i] = wm_f16_to_f32(sh[i] = wm_f32_to_f16(0.01f + kt_uniform(&s)));
+            wm_nbits_args a = {0};
+            a.N = N, a.K = K, a.bits = 4, a.block_size = 32, a.accuracy_level = 4, a.B = B, a.scales = sc;
+            a.scales_h = halves ? sh : NULL;
+            size_t size = wm_nbits_pack_size_sg32(&a);
+            assert_true(size == (size_t)(WM_NBITS_PK_HEAD + (N + 3) / 4 * wm_nbits_pk_qstride(kb, es)));
+            uint8_t *pk = kt_alloc(size);
+            memset(pk, 0xa5, size);
+            for (int i = 2; i >= 0; i--) wm_nbits_pack_sg32(&a, pk, i, 3);
+            assert_true(pk[0] == es);
+            for (int64_t n = 0; n < (N + 3) / 4 * 4; n++)
+                for (int64_t b = 0; b < kb; b++) {
+                    int64_t g = b / 16, nb = kb - 16 * g < 16 ? kb - 16 * g : 16, l = b % 16, j = n % 4;
+                    const uint8_t *q = pk + WM_NBITS_PK_HEAD + (n / 4) * wm_nbits_pk_qstride(kb, es) + g * 16 * (64 + 4 * es);
+                    for (int e = 0; e < 32; e++) { /* element e: dword e / 8, byte (e % 8) / 2, nibble e % 2 */
+                        int code = (q[(4 * j + e / 8) * 4 * nb + 4 * l + (e % 8) / 2] >> (4 * (e % 2))) & 15;
+                        int want = n < N ? (B[(n * kb + b) * 16 + e / 2] >> (4 * (e % 2))) & 15 : 0;
+                        if (code != want) fail_msg("N=%lld K=%lld column %lld block %lld element %d: code %d, want %d", (long long)N, (long long)K, (long long)n, (long long)b, e, code, want);
+                    }
+                    const uint8_t *sp = q + 64 * nb + j * es * nb + es * l;
+                    float v;
+                    if (es == 2) {
+                        uint16_t h;
+                        memcpy(&h, sp, 2);
+                        v = wm_f16_to_f32(h);
+                    } else {
+                        memcpy(&v, sp, 4);
+                    }
+                    assert_true(v == (n < N ? sc[n * kb + b] : 0.0f));
+                }
+            const wm_kernels *x = wm_kernels_avx512();
+            if (x && x->nbits_pack) {
+                uint8_t *p2 = kt_alloc(size);
+                memset(p2, 0x5a, size);
+                for (int i = 0; i < 2; i++) x->nbits_pack(&a, p2, i, 2);
+                if (memcmp(pk, p2, size) != 0) fail_msg("N=%lld K=%lld es=%lld: the AVX-512 packer's bytes differ", (long long)N, (long long)K, (long long)es);
+                free(p2);
+            }
+            free(B), free(sc), free(sh), free(pk);
+        }
+}
+
 /* ------------------------------------------------------------ MatMulInteger */
 
 static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int as, int bs, int zmode, int packed,
@@ -322,6 +397,7 @@ static void test_igemm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nbits_layout),
+        cmocka_unit_test(test_nbits_pack_sg32),
         cmocka_unit_test(test_nbits),
         cmocka_unit_test(test_nbits_edges_and_determinism),
         cmocka_unit_test(test_igemm),
