@@ -611,6 +611,58 @@ static void pk2_quad(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, i
 }
 #undef WM_PK2_CASE
 
+/* prep_q8 for block 32 in the packed layout's order (wm_nbits_sg32_pos), a block at a time in vectors: the same
+ * values (amax / 127, RNE, clamp, sums), each block's 32 bytes placed as 8 dwords */
+static void prep_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i evod = _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7, 8,
+                                          10, 12, 14, 9, 11, 13, 15);
+    const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t m = m0; m < m1; m++) {
+        const float *x = a->A + m * a->lda;
+        int8_t *d = q->q + m * q->kp;
+        memset(d + q->kb * 32, 0, (size_t)(q->kp - q->kb * 32)); /* the blocks past the last one */
+        memset(q->scale + m * q->kbs + q->kb, 0, (size_t)(q->kbs - q->kb) * sizeof(float));
+        memset(q->sum + m * q->kbs + q->kb, 0, (size_t)(q->kbs - q->kb) * sizeof(int32_t));
+        for (int64_t b = 0; b < q->kb; b++) {
+            int64_t len = a->K - 32 * b < 32 ? a->K - 32 * b : 32;
+            float buf[32] = {0};
+            const float *xb = x + 32 * b;
+            if (len < 32) {
+                memcpy(buf, xb, (size_t)len * sizeof(float));
+                xb = buf;
+            }
+            __m256 v[4];
+            for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(xb + 8 * i);
+            __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+            float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            __m256 vinv = _mm256_set1_ps(inv);
+            __m256i qv[4], sum = _mm256_setzero_si256();
+            for (int i = 0; i < 4; i++) {
+                __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                qv[i] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(r), lim), nlim);
+                sum = _mm256_add_epi32(sum, qv[i]);
+            }
+            __m256i by = _mm256_packs_epi16(_mm256_packs_epi32(qv[0], qv[1]), _mm256_packs_epi32(qv[2], qv[3]));
+            by = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(by, perm), evod); /* dword 2t + odd: (t, odd) */
+            int32_t dw[8];
+            _mm256_storeu_si256((__m256i *)dw, by);
+            int8_t *base = d + (b >> 4) * 512 + 4 * (b & 15);
+            for (int k = 0; k < 8; k++) memcpy(base + 128 * (k >> 1) + 64 * (k & 1), &dw[k], 4);
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            q->scale[m * q->kbs + b] = amax / 127.0f;
+            q->sum[m * q->kbs + b] = _mm_cvtsi128_si32(s4);
+        }
+    }
+}
+
 /* the packed path: int8 activations in the layout's order, at every M */
 static void nbits_packed(const wm_nbits_args *a, int ith, int nth) {
     int64_t n0, n1;
@@ -619,7 +671,7 @@ static void nbits_packed(const wm_nbits_args *a, int ith, int nth) {
     if (wm_nbits_q8_view(a, ith, nth, &q)) {
         int64_t m0, m1;
         wm_nbits_prep_rows(a, ith, &m0, &m1);
-        prep_q8(a, &q, m0, m1, 1);
+        prep_sg32(a, &q, m0, m1);
     }
     if (ith < 0) return;
     const int es = a->packed[0], pf = a->M <= 4; /* decode: the codes stream from memory; fetch ahead */
