@@ -232,35 +232,11 @@ static inline __attribute__((always_inline)) __m512 pk_wscales(const uint8_t *p,
                    : (full ? _mm512_loadu_ps(sp) : _mm512_maskz_loadu_ps(mk, sp));
 }
 
-/* one super-group of a packed quad for rows m0 .. m0 + mr (full: nb = 16), a column at a time: for decode (mr <= 2),
- * where the codes stream from memory once and each column's 256 bytes are read in order */
-static inline __attribute__((always_inline)) void pk_step_cols(const wm_nbits_q8 *q, int64_t m0, const int mr,
-                                                          const uint8_t *p, int64_t b0, int64_t nb, const int full,
-                                                          const int es, int pf, __m512 acc[4][4]) {
-    const __mmask16 mk = full ? (__mmask16)0xffff : (__mmask16)((1u << nb) - 1);
-    if (full) nb = 16;
-    pk_prefetch(p, es, pf);
-    __m512 sa[4];
-    __m512i cr[4];
-    #pragma GCC unroll 4
-    for (int i = 0; i < mr; i++) {
-        sa[i] = _mm512_loadu_ps(q->scale + (m0 + i) * q->kbs + b0);
-        cr[i] = _mm512_loadu_si512(q->sum + (m0 + i) * q->kbs + b0);
-    }
-    #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        __m512i lo[4], hi[4];
-        #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) pk_codes(p, nb, full, mk, j, t, &lo[t], &hi[t]);
-        __m512 sw = pk_wscales(p, nb, full, mk, j, es);
-        #pragma GCC unroll 4
-        for (int i = 0; i < mr; i++) acc[i][j] = sg_dot(acc[i][j], cr[i], lo, hi, q->q + (m0 + i) * q->kp + b0 * 32, sa[i], sw);
-    }
-}
-
-/* the same for mr >= 3 (prefill), a vector t at a time: vector t of the 4 columns is unpacked once and meets
- * every row before vector t + 1: the 4 x mr integer sums are independent chains, and each activation
- * vector is loaded once for the 4 columns. Per (row, column) the same integer sum and float fold as sg_dot. */
+/* one super-group of a packed quad for rows m0 .. m0 + mr (full: nb = 16), a vector t at a time: vector t of
+ * the 4 columns is unpacked once and meets every row before vector t + 1: the 4 x mr integer sums are independent
+ * chains, and each activation vector is loaded once for the 4 columns. Per (row, column) the same integer sum and
+ * float fold as sg_dot. Decode too: a column at a time instead (each activation vector loaded 4 times, one chain
+ * of 8 vpdpbusd per column) was 3-9% slower with the weights in cache (one thread, 896 x 512 .. 4864 x 128). */
 static inline __attribute__((always_inline)) void pk_step_rows(const wm_nbits_q8 *q, int64_t m0, const int mr,
                                                           const uint8_t *p, int64_t b0, int64_t nb, const int full,
                                                           const int es, int pf, __m512 acc[4][4]) {
@@ -344,13 +320,8 @@ static inline __attribute__((always_inline)) void tile_pk(const wm_nbits_args *a
     for (int i = 0; i < mr; i++)
         #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
-    if (mr >= 3) {
-        for (int64_t g = 0; g < full; g++, p += gbytes) pk_step_rows(q, m0, mr, p, 16 * g, 16, 1, es, pf, acc);
-        if (kb > 16 * full) pk_step_rows(q, m0, mr, p, 16 * full, kb - 16 * full, 0, es, pf, acc);
-    } else {
-        for (int64_t g = 0; g < full; g++, p += gbytes) pk_step_cols(q, m0, mr, p, 16 * g, 16, 1, es, pf, acc);
-        if (kb > 16 * full) pk_step_cols(q, m0, mr, p, 16 * full, kb - 16 * full, 0, es, pf, acc);
-    }
+    for (int64_t g = 0; g < full; g++, p += gbytes) pk_step_rows(q, m0, mr, p, 16 * g, 16, 1, es, pf, acc);
+    if (kb > 16 * full) pk_step_rows(q, m0, mr, p, 16 * full, kb - 16 * full, 0, es, pf, acc);
     int nc = a->N - 4 * c < 4 ? (int)(a->N - 4 * c) : 4;
     if (mr >= 3) { /* all sums at once: lane 4i + j = row i, column j */
         __m512 v[16];
