@@ -171,16 +171,14 @@ static inline __attribute__((always_inline)) void tile_sg32(const wm_nbits_args 
 
 /* The packed block-32 layout (nbits_impl.h), made here with the super-group transpose of tile_sg32 (eight permutes per
  * column and super-group), stored ready; wm_nbits_pack_sg32 writes the same bytes in portable C. */
-#define WM_PK_HEAD WM_NBITS_PK_HEAD
-#define pk_qstride wm_nbits_pk_qstride
 
 void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth) {
-    const int64_t kb = wm_nbits_kblocks(a), es = a->scales_h ? 2 : 4, qs = pk_qstride(kb, es), nq = (a->N + 3) / 4;
+    const int64_t kb = wm_nbits_kblocks(a), es = a->scales_h ? 2 : 4, qs = wm_nbits_pk_qstride(kb, es), nq = (a->N + 3) / 4;
     if (ith == 0) {
-        memset(dst, 0, WM_PK_HEAD);
+        memset(dst, 0, WM_NBITS_PK_HEAD);
         dst[0] = (uint8_t)es;
     }
-    dst += WM_PK_HEAD;
+    dst += WM_NBITS_PK_HEAD;
     int64_t c0, c1;
     wm_split_units(nq, 1, ith, nth, &c0, &c1);
     for (int64_t c = c0; c < c1; c++) {
@@ -314,7 +312,7 @@ static inline __attribute__((always_inline)) __m512 reduce8(const __m512 v[8]) {
 static inline __attribute__((always_inline)) void tile_pk(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0,
                                                           const int mr, int64_t c, const int es, int pf) {
     const int64_t kb = q->kb, gbytes = 16 * (64 + 4 * es), full = kb / 16;
-    const uint8_t *p = a->packed + WM_PK_HEAD + c * pk_qstride(kb, es);
+    const uint8_t *p = a->packed + WM_NBITS_PK_HEAD + c * wm_nbits_pk_qstride(kb, es);
     __m512 acc[4][4];
     #pragma GCC unroll 4
     for (int i = 0; i < mr; i++)
