@@ -34,6 +34,20 @@ def kerneltool(build_dir):
 TABLES = [[], ["--generic"], ["--ref"]]
 
 
+def _cpu_has(flag):
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and flag in line.split() for line in f)
+    except OSError:
+        return False
+
+
+# the AVX2 table explicitly (the default is the best table: AVX-512 where the CPU has it), and the packed layout
+# sessions make of constant block-32 int4 weights (default zero point, int8 activations), on both tables
+AVX2 = [["--avx2"]] if _cpu_has("avx2") else []
+PACKED = [["--packed"]] + ([["--avx2", "--packed"]] if _cpu_has("avx2") else [])
+
+
 def _session(graph, opsets):
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
     m.ir_version = 8
@@ -101,14 +115,32 @@ def test_nbits_random_matches_ort(kerneltool, tmp_path, bits, bs, acc, M):
     A = (np.random.default_rng(M).random((M, K), dtype=np.float32) - 0.5) * 2
     want = _ort_nbits(A, B, S, Z, bits, bs, K, N, acc)
     scale = np.abs(want).max()
-    for extra in TABLES:
+    packable = bits == 4 and bs == 32 and acc == 4 and Z is None
+    for extra in TABLES + AVX2 + (PACKED if packable else []):
         got = _ours_nbits(kerneltool, tmp_path, A, B, S, Z, bits, bs, K, N, acc, extra)
         err = np.abs(got - want).max() / scale
-        if acc == 4 and M >= 8 and extra != ["--ref"]:
-            # documented: for large M the kernels use fp32 math; onnxruntime quantizes A to int8
+        if acc == 4 and M >= 8 and extra != ["--ref"] and not packable:
+            # documented: for large M the kernels may use fp32 math; onnxruntime quantizes A to int8 (the block-32
+            # int4 weights of the packed layout take int8 activations at every M, on AVX2 and AVX-512)
             assert err < 2e-2, f"{extra}: {err}"
         else:
             assert err < 2e-6, f"{extra}: relative error {err}"
+
+
+@pytest.mark.parametrize("M", [1, 2, 5, 40])
+@pytest.mark.parametrize("K,N", [(320, 37), (896, 21)])
+def test_nbits_packed_int8_matches_ort(kerneltool, tmp_path, M, K, N):
+    # block-32 int4 weights, default zero point, accuracy_level 4: the packed layout on the default and AVX2 tables,
+    # decode and prefill sizes (40 rows: past the int8 limit of other weights), quads with padding columns (N % 4),
+    # a partial last super-group (K = 896: 28 blocks); onnxruntime quantizes A per block exactly as we do
+    B, S, _ = _nbits_case(4, 32, K, N, M + K, False)
+    A = (np.random.default_rng(M + N).random((M, K), dtype=np.float32) - 0.5) * 2
+    want = _ort_nbits(A, B, S, None, 4, 32, K, N, 4)
+    scale = np.abs(want).max()
+    for extra in [[]] + AVX2 + PACKED:
+        got = _ours_nbits(kerneltool, tmp_path, A, B, S, None, 4, 32, K, N, 4, extra)
+        err = np.abs(got - want).max() / scale
+        assert err < 2e-6, f"{extra}: relative error {err}"
 
 
 _I8 = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}

@@ -10,8 +10,9 @@
  *       integers, or @FILE with N int32 per-column zero points of B
  *   wm_kerneltool sgemm M N K TRANS_A TRANS_B ALPHA BETA A.f32 B.f32 C.f32 OUT.f32
  *       C = alpha op(A) op(B) + beta C (C.f32 is read when BETA != 0; use - otherwise)
- * Options (after the command): --generic (generic table), --threads T (shares, run in turn),
- * --ref (the naive reference instead), --packed (prepacked B where there is one).
+ * Options (after the command): --generic (generic table), --avx2 (the AVX2 table, where the CPU has it),
+ * --threads T (shares, run in turn), --ref (the naive reference instead), --packed (prepacked B where there is
+ * one; MatMulNBits: the table's nbits_pack layout, B and the scales then not passed).
  * Exit codes: 0 ok, 2 usage or input error (message on stderr).
  */
 #include <stdio.h>
@@ -54,7 +55,7 @@ static int write_all(const char *path, const void *p, size_t bytes) {
 }
 
 typedef struct opts {
-    int generic, threads, ref, packed;
+    int generic, threads, ref, packed, avx2;
 } opts;
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -91,14 +92,24 @@ static int cmd_nbits(char **p, const opts *o, const wm_kernels *T) {
     a.scales = S;
     a.zero_points = Z;
     a.C = C;
+    uint8_t *P = NULL;
     if (o->ref) {
         if (acc == 4) wm_ref_nbits_q8(&a);
         else wm_ref_nbits(&a);
     } else {
+        size_t pk = o->packed && !Z && T->nbits_pack_size ? T->nbits_pack_size(&a) : 0;
+        if (pk) { /* the layout a session makes of constant weights; the kernel then reads neither B nor S */
+            if (!(P = aligned_alloc(64, (pk + 63) / 64 * 64))) return die("out of memory", NULL);
+            for (int i = 0; i < o->threads; i++) T->nbits_pack(&a, P, i, o->threads);
+            a.packed = P, a.B = NULL, a.scales = NULL;
+        } else if (o->packed) {
+            return die("--packed: the table has no packed layout for these weights", NULL);
+        }
         a.work = malloc(wm_nbits_workspace_size(&a, o->threads) + 1);
         for (int i = 0; i < o->threads; i++) T->nbits_gemm(&a, i, o->threads);
         free(a.work);
     }
+    free(P);
     int rc = write_all(p[10], C, (size_t)(M * N) * 4);
     free(A);
     free(S);
@@ -205,11 +216,12 @@ static int cmd_sgemm(char **p, const opts *o, const wm_kernels *T) {
 
 int main(int argc, char **argv) {
     if (argc < 2) return die("usage: wm_kerneltool nbits|igemm|sgemm ... (see the file header)", NULL);
-    opts o = {0, 1, 0, 0};
+    opts o = {0, 1, 0, 0, 0};
     char *pos[16];
     int np = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--generic")) o.generic = 1;
+        else if (!strcmp(argv[i], "--avx2")) o.avx2 = 1;
         else if (!strcmp(argv[i], "--ref")) o.ref = 1;
         else if (!strcmp(argv[i], "--packed")) o.packed = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
@@ -217,7 +229,8 @@ int main(int argc, char **argv) {
         else return die("too many arguments", NULL);
     }
     if (o.threads < 1 || o.threads > 64) return die("bad --threads", NULL);
-    const wm_kernels *T = o.generic ? wm_kernels_generic() : wm_kernels_get();
+    const wm_kernels *T = o.generic ? wm_kernels_generic() : o.avx2 ? wm_kernels_avx2() : wm_kernels_get();
+    if (!T) return die("--avx2: this CPU has no AVX2 table", NULL);
     if (!strcmp(argv[1], "nbits") && np == 11) return cmd_nbits(pos, &o, T);
     if (!strcmp(argv[1], "igemm") && np == 10) return cmd_igemm(pos, &o, T);
     if (!strcmp(argv[1], "sgemm") && np == 11) return cmd_sgemm(pos, &o, T);
