@@ -85,8 +85,18 @@ size_t wm_nbits_pack_size_sg32(const wm_nbits_args *a) {
     return (size_t)(WM_NBITS_PK_HEAD + ((a->N + 3) / 4) * wm_nbits_pk_qstride(wm_nbits_kblocks(a), a->scales_h ? 2 : 4));
 }
 
-/* Share ith of nth of the layout: whole column quads, the header by share 0. */
+/* a whole super-group of one column: dword t of block l to out + 64 t + 4 l */
+static void sg_transpose_c(const uint8_t *col, uint8_t *out) {
+    for (int t = 0; t < 4; t++)
+        for (int l = 0; l < 16; l++) memcpy(out + 64 * t + 4 * l, col + 16 * l + 4 * t, 4);
+}
+
 void wm_nbits_pack_sg32(const wm_nbits_args *a, uint8_t *dst, int ith, int nth) {
+    wm_nbits_pack_sg32_tr(a, dst, ith, nth, sg_transpose_c);
+}
+
+/* Share ith of nth of the layout: whole column quads, the header by share 0; tr transposes full super-groups. */
+void wm_nbits_pack_sg32_tr(const wm_nbits_args *a, uint8_t *dst, int ith, int nth, wm_nbits_sg_tr tr) {
     const int64_t kb = wm_nbits_kblocks(a), es = a->scales_h ? 2 : 4, qs = wm_nbits_pk_qstride(kb, es);
     if (ith == 0) {
         memset(dst, 0, WM_NBITS_PK_HEAD);
@@ -103,8 +113,12 @@ void wm_nbits_pack_sg32(const wm_nbits_args *a, uint8_t *dst, int ith, int nth) 
             for (int64_t j = 0; j < 4 && 4 * c + j < a->N; j++) {
                 int64_t n = 4 * c + j;
                 const uint8_t *col = a->B + (n * kb + b0) * 16;
-                for (int64_t t = 0; t < 4; t++)
-                    for (int64_t l = 0; l < nb; l++) memcpy(p + (4 * j + t) * 4 * nb + 4 * l, col + 16 * l + 4 * t, 4);
+                if (nb == 16) {
+                    tr(col, p + 4 * j * 64);
+                } else {
+                    for (int64_t t = 0; t < 4; t++)
+                        for (int64_t l = 0; l < nb; l++) memcpy(p + (4 * j + t) * 4 * nb + 4 * l, col + 16 * l + 4 * t, 4);
+                }
                 uint8_t *sp = p + 64 * nb + j * es * nb;
                 if (es == 2) memcpy(sp, a->scales_h + n * kb + b0, (size_t)nb * 2);
                 else memcpy(sp, a->scales + n * kb + b0, (size_t)nb * 4);

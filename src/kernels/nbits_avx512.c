@@ -169,42 +169,16 @@ static inline __attribute__((always_inline)) void tile_sg32(const wm_nbits_args 
         for (int j = 0; j < nr; j++) a->C[(m0 + i) * a->ldc + n0 + j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
-/* The packed block-32 layout (nbits_impl.h), made here with the super-group transpose of tile_sg32 (eight permutes per
- * column and super-group), stored ready; wm_nbits_pack_sg32 writes the same bytes in portable C. */
+/* wm_nbits_pack_sg32's loop, the full super-groups transposed as tile_sg32 does (eight permutes per column) */
+static void sg_transpose_store(const uint8_t *col, uint8_t *out) {
+    __m512i v[4], o[4];
+    for (int k = 0; k < 4; k++) v[k] = _mm512_loadu_si512(col + 64 * k);
+    sg_transpose(v, o);
+    for (int t = 0; t < 4; t++) _mm512_storeu_si512(out + 64 * t, o[t]);
+}
 
 void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth) {
-    const int64_t kb = wm_nbits_kblocks(a), es = a->scales_h ? 2 : 4, qs = wm_nbits_pk_qstride(kb, es), nq = (a->N + 3) / 4;
-    if (ith == 0) {
-        memset(dst, 0, WM_NBITS_PK_HEAD);
-        dst[0] = (uint8_t)es;
-    }
-    dst += WM_NBITS_PK_HEAD;
-    int64_t c0, c1;
-    wm_split_units(nq, 1, ith, nth, &c0, &c1);
-    for (int64_t c = c0; c < c1; c++) {
-        if (4 * c + 4 > a->N) memset(dst + c * qs, 0, (size_t)qs);
-        else memset(dst + c * qs + kb * (64 + 4 * es), 0, (size_t)(qs - kb * (64 + 4 * es)));
-        for (int64_t b0 = 0; b0 < kb; b0 += 16) {
-            int64_t nb = kb - b0 < 16 ? kb - b0 : 16;
-            uint8_t *p = dst + c * qs + b0 * (64 + 4 * es);
-            for (int64_t j = 0; j < 4 && 4 * c + j < a->N; j++) {
-                int64_t n = 4 * c + j;
-                const uint8_t *col = a->B + (n * kb + b0) * 16;
-                if (nb == 16) { /* the transpose of tile_sg32 */
-                    __m512i v[4], o[4];
-                    for (int k = 0; k < 4; k++) v[k] = _mm512_loadu_si512(col + 64 * k);
-                    sg_transpose(v, o);
-                    for (int t = 0; t < 4; t++) _mm512_storeu_si512(p + (4 * j + t) * 64, o[t]);
-                } else {
-                    for (int64_t t = 0; t < 4; t++)
-                        for (int64_t l = 0; l < nb; l++) memcpy(p + (4 * j + t) * 4 * nb + 4 * l, col + 16 * l + 4 * t, 4);
-                }
-                uint8_t *sp = p + 64 * nb + j * es * nb;
-                if (es == 2) memcpy(sp, a->scales_h + n * kb + b0, (size_t)nb * 2);
-                else memcpy(sp, a->scales + n * kb + b0, (size_t)nb * 4);
-            }
-        }
-    }
+    wm_nbits_pack_sg32_tr(a, dst, ith, nth, sg_transpose_store);
 }
 
 #define WM_PK_PF 1024 /* decode: prefetch distance in a quad's stream (bytes; 512-2048 measured alike, none 15% slower) */

@@ -234,7 +234,7 @@ static void test_nbits_layout(void **state) {
 
 /* The packed block-32 layout read back by its description (nbits_impl.h), independently of the packers: every code
  * nibble and scale of the plain layout where the description puts it, zeros in the padding columns; the portable
- * packer (the AVX2 table's) writes the same bytes as the AVX-512 table's transposing one. */
+ * packer (the AVX2 table's) writes the same bytes as the AVX-512 table's, whose full super-groups go through permutes. */
 static void test_nbits_pack_sg32(void **state) {
     (void)state;
     static const int64_t shapes[][2] = {{37, 896}, {5, 300}, {16, 1056}, {3, 32}, {9, 520}};
