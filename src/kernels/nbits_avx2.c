@@ -62,9 +62,8 @@ static void prep_f32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, i
     }
 }
 
-/* int8 path: per block amax/127 scale, q = RNE(x * 127/amax) (same as wm_ref_nbits_q8), sums; q in the 4-bit
- * order of the column kernels, or with sg32 in the packed layout's order (wm_nbits_sg32_pos) */
-static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1, int sg32) {
+/* int8 path: per block amax/127 scale, q = RNE(x * 127/amax) (same as wm_ref_nbits_q8), sums */
+static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
     int bs = a->block_size;
     int32_t tmp[32];
     for (int64_t m = m0; m < m1; m++) {
@@ -100,7 +99,7 @@ static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, in
                     int32_t v = tmp[j] > 127 ? 127 : tmp[j] < -127 ? -127 : tmp[j];
                     int64_t e = k0 + c + j; /* element index in the row */
                     int64_t g = e & ~(int64_t)63; /* 4 bit: per 64 elements, the evens then the odds */
-                    d[sg32 ? wm_nbits_sg32_pos(b, (int)(c + j)) : a->bits == 4 ? g + ((e & 1) ? 32 : 0) + ((e & 63) >> 1) : e] = (int8_t)v;
+                    d[a->bits == 4 ? g + ((e & 1) ? 32 : 0) + ((e & 63) >> 1) : e] = (int8_t)v;
                     sum += v;
                 }
             }
@@ -611,7 +610,7 @@ static void pk2_quad(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, i
 }
 #undef WM_PK2_CASE
 
-/* prep_q8 for block 32 in the packed layout's order (wm_nbits_sg32_pos), a block at a time in vectors: the same
+/* prep_q8 for block 32 in the packed layout's order (nbits_impl.h), a block at a time in vectors: the same
  * values (amax / 127, RNE, clamp, sums), each block's 32 bytes placed as 8 dwords */
 static void prep_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -701,7 +700,7 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     if (wm_nbits_q8_view(a, ith, nth, &q)) {
         int64_t m0, m1;
         wm_nbits_prep_rows(a, ith, &m0, &m1);
-        if (q8) prep_q8(a, &q, m0, m1, 0);
+        if (q8) prep_q8(a, &q, m0, m1);
         else prep_f32(a, &q, m0, m1);
     }
     if (ith < 0) return;

@@ -54,10 +54,6 @@ static inline void wm_nbits_prep_rows(const wm_nbits_args *a, int ith, int64_t *
  */
 #define WM_NBITS_PK_HEAD 64
 static inline int64_t wm_nbits_pk_qstride(int64_t kb, int64_t es) { return WM_ALIGN_UP(kb * (64 + 4 * es), 64); }
-/* The activation byte of element i (0..31) of block b of a row in that order (block_size 32). */
-static inline int64_t wm_nbits_sg32_pos(int64_t b, int i) {
-    return (b >> 4) * 512 + 128 * (i >> 3) + 64 * (i & 1) + 4 * (b & 15) + ((i & 7) >> 1);
-}
 size_t wm_nbits_pack_size_sg32(const wm_nbits_args *a);
 void wm_nbits_pack_sg32(const wm_nbits_args *a, uint8_t *dst, int ith, int nth);
 /* one column's full super-group: the 16 blocks' 256 code bytes at col to the 4 vectors t (64 bytes each) at out */
