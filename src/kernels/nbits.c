@@ -154,6 +154,17 @@ int wm_nbits_q8_view(const wm_nbits_args *a, int ith, int nth, wm_nbits_q8 *q) {
     return ith < 0 || !a->shared_prep;
 }
 
+int wm_nbits_begin(const wm_nbits_args *a, int ith, int nth, wm_nbits_prep_fn prep, wm_nbits_q8 *q, int64_t *n0,
+                   int64_t *n1) {
+    if (!wm_nbits_share_cols(a, ith, nth, n0, n1)) return 0;
+    if (wm_nbits_q8_view(a, ith, nth, q)) {
+        int64_t m0, m1;
+        wm_nbits_prep_rows(a, ith, &m0, &m1);
+        prep(a, q, m0, m1);
+    }
+    return ith >= 0;
+}
+
 /* Generic: quantize row m of A (see wm_ref_quant_block_q8); the tail of the last block is zero. */
 void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; m++)
@@ -222,16 +233,10 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
         return;
     }
     int64_t n0, n1;
-    if (!wm_nbits_share_cols(a, ith, nth, &n0, &n1)) return;
     int64_t kb = wm_nbits_kblocks(a);
     if (wm_nbits_use_q8(a)) {
         wm_nbits_q8 q;
-        if (wm_nbits_q8_view(a, ith, nth, &q)) {
-            int64_t m0, m1;
-            wm_nbits_prep_rows(a, ith, &m0, &m1);
-            wm_nbits_quant_rows_generic(a, &q, m0, m1);
-        }
-        if (ith < 0) return;
+        if (!wm_nbits_begin(a, ith, nth, wm_nbits_quant_rows_generic, &q, &n0, &n1)) return;
         int64_t blob = (int64_t)a->block_size * a->bits / 8;
         int bits = a->bits, mask = (1 << bits) - 1;
         for (int64_t n = n0; n < n1; n++)
@@ -252,7 +257,7 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
             }
     } else {
         float w[256];
-        if (ith < 0) return; /* reads A in place: nothing to prepare */
+        if (!wm_nbits_share_cols(a, ith, nth, &n0, &n1) || ith < 0) return; /* A read in place: no preparation */
         for (int64_t n = n0; n < n1; n++) {
             float acc[WM_NBITS_BIG_M] = {0};
             for (int64_t k = 0; k < a->K;) {

@@ -626,9 +626,10 @@ static void prep_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, 
         memset(q->sum + m * q->kbs + q->kb, 0, (size_t)(q->kbs - q->kb) * sizeof(int32_t));
         for (int64_t b = 0; b < q->kb; b++) {
             int64_t len = a->K - 32 * b < 32 ? a->K - 32 * b : 32;
-            float buf[32] = {0};
+            float buf[32];
             const float *xb = x + 32 * b;
-            if (len < 32) {
+            if (len < 32) { /* the last block, zero padded */
+                memset(buf, 0, sizeof buf);
                 memcpy(buf, xb, (size_t)len * sizeof(float));
                 xb = buf;
             }
@@ -665,14 +666,8 @@ static void prep_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, 
 /* the packed path: int8 activations in the layout's order, at every M */
 static void nbits_packed(const wm_nbits_args *a, int ith, int nth) {
     int64_t n0, n1;
-    if (!wm_nbits_share_cols(a, ith, nth, &n0, &n1)) return;
     wm_nbits_q8 q;
-    if (wm_nbits_q8_view(a, ith, nth, &q)) {
-        int64_t m0, m1;
-        wm_nbits_prep_rows(a, ith, &m0, &m1);
-        prep_sg32(a, &q, m0, m1);
-    }
-    if (ith < 0) return;
+    if (!wm_nbits_begin(a, ith, nth, prep_sg32, &q, &n0, &n1)) return;
     const int es = a->packed[0], pf = a->M <= 4; /* decode: the codes stream from memory; fetch ahead */
     for (int64_t c = n0 / 4; c < (n1 + 3) / 4; c++)
         for (int64_t m0 = 0; m0 < a->M; m0 += 4) pk2_quad(a, &q, m0, a->M - m0 < 4 ? (int)(a->M - m0) : 4, c, es, pf);
@@ -694,16 +689,9 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
         return;
     }
     int64_t n0, n1;
-    if (!wm_nbits_share_cols(a, ith, nth, &n0, &n1)) return;
     wm_nbits_q8 q;
     int q8 = wm_nbits_q8_avx2(a);
-    if (wm_nbits_q8_view(a, ith, nth, &q)) {
-        int64_t m0, m1;
-        wm_nbits_prep_rows(a, ith, &m0, &m1);
-        if (q8) prep_q8(a, &q, m0, m1);
-        else prep_f32(a, &q, m0, m1);
-    }
-    if (ith < 0) return;
+    if (!wm_nbits_begin(a, ith, nth, q8 ? prep_q8 : prep_f32, &q, &n0, &n1)) return;
     float (*col)(const wm_nbits_args *, const wm_nbits_q8 *, int64_t, int64_t) =
         q8 ? (a->bits == 4 ? col_q8_b4 : col_q8_b8) : (a->bits == 4 ? col_f32_b4 : col_f32_b8);
     /* Tiles: NB columns (their codes stay in L2) x MB rows (their activations stay in L1); within a

@@ -81,6 +81,11 @@ static void quant_row(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m, i
     }
 }
 
+/* wm_nbits_prep_fn: rows [m0, m1), in the super-group order for block 32 */
+static void quant_rows(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; m++) quant_row(a, q, m, a->block_size == 32);
+}
+
 /* The super-group transpose: v = a column's 256 code bytes of 16 blocks (4 x 64), o[t] lane L = dword t of
  * block L (see the file comment). */
 static inline __attribute__((always_inline)) void sg_transpose(const __m512i v[4], __m512i o[4]) {
@@ -412,15 +417,9 @@ void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth) {
     }
     if (a->M <= 0 || a->N <= 0) return;
     int64_t n0, n1;
-    if (!wm_nbits_share_cols(a, ith, nth, &n0, &n1)) return;
     wm_nbits_q8 q;
     int sg32 = a->block_size == 32;
-    if (wm_nbits_q8_view(a, ith, nth, &q)) {
-        int64_t m0, m1;
-        wm_nbits_prep_rows(a, ith, &m0, &m1);
-        for (int64_t m = m0; m < m1; m++) quant_row(a, &q, m, sg32);
-    }
-    if (ith < 0) return;
+    if (!wm_nbits_begin(a, ith, nth, quant_rows, &q, &n0, &n1)) return;
     vctx t;
     t.kb = q.kb;
     t.colbytes = q.kb * a->block_size / 2;

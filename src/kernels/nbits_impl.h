@@ -60,6 +60,13 @@ void wm_nbits_pack_sg32(const wm_nbits_args *a, uint8_t *dst, int ith, int nth);
 typedef void (*wm_nbits_sg_tr)(const uint8_t *col, uint8_t *out);
 void wm_nbits_pack_sg32_tr(const wm_nbits_args *a, uint8_t *dst, int ith, int nth, wm_nbits_sg_tr tr);
 void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1);
+/* prepares rows [m0, m1) of A into q (quantized, or copied) */
+typedef void (*wm_nbits_prep_fn)(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1);
+/* The start of every small-M kernel: share ith's columns [*n0, *n1) and its view *q of A, which prep fills where
+ * this call prepares it (wm_nbits_q8_view, the rows of wm_nbits_prep_rows). 1: go on and compute the columns; 0:
+ * nothing left (a share without columns, or the preparation call ith < 0). */
+int wm_nbits_begin(const wm_nbits_args *a, int ith, int nth, wm_nbits_prep_fn prep, wm_nbits_q8 *q, int64_t *n0,
+                   int64_t *n1);
 void wm_nbits_bsrc_pack(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                         int64_t pstride);
 void wm_nbits_big(const wm_gemm_ukr *u, const wm_nbits_args *a, wm_bsrc_fn pack, int ith, int nth);
