@@ -154,7 +154,8 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
     }
     r->precision = precision;
     if (precision != WM_PREC_FP32) {
-        static const char *const empty[] = {NULL}, *const mm[] = {"MatMul", "Gemm", NULL};
+        static const char *const empty[] = {NULL}, *const mm[] = {"MatMul", "Gemm", NULL},
+                                 *const mmg[] = {"MatMul", "Gemm", "Gather", NULL};
         r->has_quant = 1;
         r->samples = -1;
         r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
@@ -178,6 +179,7 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
             r->rtn_accuracy_level = 4; /* int8 activations in MatMulNBits: the CPU EPs' fast path */
             r->rtn_half_scales = 1;    /* scales winml's engine streams as 2 bytes (exact float32 still) */
             r->symmetric = 1;
+            r->op_types_to_quantize = str_list(mmg); /* Gather: embedding tables as GatherBlockQuantized */
             r->nodes_to_exclude = str_list(empty);
         }
     }

@@ -244,7 +244,8 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
 
 /* ---------------------------------------------------------------- the pass */
 
-/* MatMul, and Gemm without a bias (a decoder's lm_head: Gemm(transB) over the [vocab, hidden] table) */
+/* MatMul, and Gemm without a bias (a decoder's lm_head: Gemm(transB) over the [vocab, hidden] table); Gather
+ * (embedding tables -> GatherBlockQuantized) only when op_types lists it */
 static const char *const NBITS_DEFAULT_OPS[] = {"MatMul", "Gemm"};
 
 /* A Gemm MatMulNBits can replace: no C, alpha 1, no transA; *trans_b receives transB. */
@@ -267,8 +268,20 @@ static int wants_8bit(const wm_quant_config *c, const wm_onnx_node *n) {
            (wm_opt_in(n, 1) && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, n->input[1]));
 }
 
+/* A [rows, K] table quantized along K (a Gemm transB weight): what a Gather over the same table may share. */
+typedef struct nb_table {
+    const wm_onnx_tensor *src;
+    int bits;
+    const char *q, *scales, *zp; /* zp NULL when symmetric */
+} nb_table;
+
+typedef struct nb_tables {
+    nb_table v[8];
+    size_t n;
+} nb_tables;
+
 static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
-                           wm_onnx_node *n, wm_error *err) {
+                           wm_onnx_node *n, nb_tables *tables, wm_error *err) {
     const char *a = wm_opt_in(n, 0), *w = wm_opt_in(n, 1);
     const wm_onnx_tensor *t = w ? wm_graph_constant(g, w) : NULL;
     int32_t dt = t ? t->data_type : 0;
@@ -293,6 +306,8 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
     j.n_dst = c->symmetric ? 2 : 3;
     wm_status s = wm_qjob_submit(g, plan, &j, outs, err);
     if (s) return s;
+    if (tb && tables->n < sizeof tables->v / sizeof tables->v[0])
+        tables->v[tables->n++] = (nb_table){t, bits, outs[0].name, outs[1].name, c->symmetric ? NULL : outs[2].name};
     const char *in[4] = {a, outs[0].name, outs[1].name, outs[2].name}, *out[1] = {n->output[0]};
     char name[256];
     snprintf(name, sizeof name, "%s_Q%d", n->name ? n->name : "MatMul", bits);
@@ -307,6 +322,63 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
     return WM_OK;
 }
 
+/*
+ * Gather(table const [V, H], indices) on axis 0 -> GatherBlockQuantized over the table's blocks along H (uint8
+ * codes [V, H*bits/8], the MatMulNBits layout without its padding, so H must be a multiple of the block). A
+ * table a Gemm(transB) already quantized with the same bits (a tied lm_head) is shared: its codes reshaped to
+ * 2-D and its scales, so the model keeps one copy. bfloat16 tables stay (onnxruntime has no bfloat16 output).
+ */
+static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
+                            wm_onnx_node *n, const nb_tables *tables, wm_error *err) {
+    const char *w = wm_opt_in(n, 0), *ix = wm_opt_in(n, 1);
+    const wm_onnx_tensor *t = w ? wm_graph_constant(g, w) : NULL;
+    int32_t dt = t ? t->data_type : 0;
+    int bits = wants_8bit(c, n) ? 8 : c->bits;
+    if (!ix || !t || t->n_dims != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16) || t->dims[0] <= 0 ||
+        t->dims[1] <= 0 || t->dims[1] % c->block_size || wm_opt_attr_i(n, "axis", 0) != 0) {
+        r->skipped++;
+        return WM_OK;
+    }
+    int64_t V = t->dims[0], H = t->dims[1], nblk = H / c->block_size, row = H * bits / 8;
+    const char *data = NULL, *scales = NULL, *zp = NULL;
+    for (size_t i = 0; i < tables->n && !data; i++)
+        if (tables->v[i].src == t && tables->v[i].bits == bits) {
+            int64_t shape[2] = {V, row};
+            const char *sh = wm_opt_const_i64(g, "gbq_shape", shape, 2, 0, err), *rin[2] = {tables->v[i].q, sh};
+            if (!sh || !(data = wm_opt_emit(g, "Reshape", NULL, rin, 2, err))) return err->status;
+            scales = tables->v[i].scales;
+            zp = tables->v[i].zp;
+        }
+    if (!data) {
+        wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, H, V, c->block_size, bits, c->symmetric,
+                     0, 1, 0, dt, 0, c->half_scales};
+        char nm[3][256];
+        snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
+        snprintf(nm[1], sizeof nm[1], "%s_scales", w);
+        snprintf(nm[2], sizeof nm[2], "%s_zero_points", w);
+        wm_qout outs[3] = {{wm_opt_name_exact(g, nm[0]), WM_DT_UINT8, {V, row}, 2},
+                           {wm_opt_name_exact(g, nm[1]), dt, {V, nblk}, 2},
+                           {wm_opt_name_exact(g, nm[2]), WM_DT_UINT8, {V, (nblk * bits + 7) / 8}, 2}};
+        if (!outs[0].name || !outs[1].name || !outs[2].name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        j.n_dst = c->symmetric ? 2 : 3;
+        wm_status s = wm_qjob_submit(g, plan, &j, outs, err);
+        if (s) return s;
+        data = outs[0].name, scales = outs[1].name, zp = c->symmetric ? NULL : outs[2].name;
+    }
+    const char *in[4] = {data, ix, scales, zp}, *out[1] = {n->output[0]};
+    char name[256];
+    snprintf(name, sizeof name, "%s_Q%d", n->name ? n->name : "Gather", bits);
+    if (wm_graph_remove_node(g, n, err)) return err->status;
+    wm_onnx_node *f = wm_graph_add_node(g, "GatherBlockQuantized", "com.microsoft", wm_graph_unique_name(g, name), in,
+                                        zp ? 4 : 3, out, 1, err);
+    if (!f || wm_graph_set_attr_int(g, f, "bits", bits, err) ||
+        wm_graph_set_attr_int(g, f, "block_size", c->block_size, err) ||
+        wm_graph_set_attr_int(g, f, "gather_axis", 0, err) || wm_graph_set_attr_int(g, f, "quantize_axis", 1, err))
+        return err->status ? err->status : WM_ERR_NOMEM;
+    r->quantized++;
+    return WM_OK;
+}
+
 wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                          wm_error *err) {
     if (c->bits != 4 && c->bits != 8) return wm_err(err, WM_ERR_USAGE, "weight-only quantization: bits must be 4 or 8");
@@ -316,8 +388,13 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report 
     wm_onnx_node **v = wm_opt_snapshot(g, &n, err);
     if (!v) return WM_ERR_NOMEM;
     wm_status s = WM_OK;
-    for (size_t i = 0; i < n && !s; i++)
-        if (wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2)) s = nbits_one(g, c, r, plan, v[i], err);
+    nb_tables tables = {0};
+    for (size_t i = 0; i < n && !s; i++) /* the matrices first: a Gather may share a tied lm_head's codes */
+        if (!wm_opt_is(v[i], "Gather") && wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2))
+            s = nbits_one(g, c, r, plan, v[i], &tables, err);
+    for (size_t i = 0; i < n && !s; i++) /* Gather only when listed in op_types */
+        if (wm_opt_is(v[i], "Gather") && wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2))
+            s = gather_one(g, c, r, plan, v[i], &tables, err);
     free(v);
     if (!s) s = wm_opt_need_opset(g, "com.microsoft", 1, err);
     return s;

@@ -52,9 +52,10 @@ static int64_t index_range_of(const wm_session *s, const char *name, int depth) 
         for (int k = 0; k < n->n_in; k++) {
             if (!p->input[k] || strcmp(p->input[k], name)) continue;
             const char *op = p->op_type;
-            if (!strcmp(op, "Gather") && k == 1 && n->in_const[0]) {
+            int gbq = !strcmp(op, "GatherBlockQuantized"); /* a quantized table: rows on gather_axis */
+            if ((gbq || !strcmp(op, "Gather")) && k == 1 && n->in_const[0]) {
                 int r = n->in_const[0]->rank;
-                int64_t ax = wm_attr_int(n, "axis", 0);
+                int64_t ax = wm_attr_int(n, gbq ? "gather_axis" : "axis", 0);
                 if (ax < 0) ax += r;
                 if (ax >= 0 && ax < r) return n->in_const[0]->dims[ax];
             }

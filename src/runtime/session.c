@@ -175,6 +175,16 @@ static wm_status fold_node(wm_session *s, int i, wm_error *err) {
     wm_status st = n->op->infer(n, in, out, err);
     if (st == WM_NEED_DATA) return wm_node_err(n, err, WM_ERR_INTERNAL, "shape unknown with every input constant");
     if (st) return st;
+    if ((n->op->flags & WM_OP_ALIAS) && n->n_out == 1 && out[0] && in[0] && in[0]->data &&
+        wm_tensor_nbytes(out[0]) == wm_tensor_nbytes(in[0])) {
+        /* a view (Reshape, Squeeze, Identity, ...) of a constant: the same bytes, new dims, no copy (a reshaped
+         * table shared with a MatMulNBits stays one mapping) */
+        out[0]->data = in[0]->data;
+        wm_val *v = &s->vals[wm_session_value(s, p->output[0])];
+        v->kind = WM_VAL_CONST;
+        v->c = *out[0];
+        return WM_OK;
+    }
     for (int k = 0; k < n->n_out; k++) {
         if (!out[k]) continue;
         if (out[k]->rank > WM_MAX_RANK) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output rank over %d", WM_MAX_RANK);

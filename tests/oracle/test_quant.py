@@ -391,3 +391,81 @@ def test_quantize_errors(winml, tmp_path):
     r = U.run([winml, "quantize", "-m", str(tmp_path / "junk.onnx"), "-o", out, "-p", "int4"])
     U.assert_clean_error(r, "winml quantize", "junk.onnx")
     assert not os.path.exists(out)
+
+
+def gather_model(path, w, tied=False):
+    """y = Gather(W, ids) [V, H]; tied: also logits = Gemm(y, W, transB=1), the decoder's shared table."""
+    nodes = [h.make_node("Gather", ["W", "ids"], ["y"], name="emb")]
+    outs = [h.make_tensor_value_info("y", T.FLOAT, [None, w.shape[1]])]
+    if tied:
+        nodes.append(h.make_node("Gemm", ["y", "W"], ["logits"], name="head", transB=1))
+        outs.append(h.make_tensor_value_info("logits", T.FLOAT, [None, w.shape[0]]))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("ids", T.INT64, [None])], outs, [nh.from_array(w, "W")])
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.parametrize("sym", (True, False))
+def test_int4_gather_matches_onnxruntime_quantizer(winml, build_dir, tmp_path, sym):
+    """--op-types Gather: the table becomes GatherBlockQuantized (uint8 codes in MatMulNBits' layout, blocks along
+    the row) whose rows onnxruntime dequantizes to exactly what onnxruntime's own quantizer's Gather model gives;
+    our engine agrees bit for bit. A table whose row is not a whole number of blocks stays a Gather."""
+    import logging
+
+    import onnxruntime as ort
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    from engine_oracle import wm_run
+    rng = np.random.default_rng(11 + sym)
+    w = (rng.standard_normal((70, 96)) * rng.uniform(0.1, 3, (70, 1))).astype(np.float32)
+    src, dst, ref = (str(tmp_path / f) for f in ("g.onnx", "q.onnx", "r.onnx"))
+    gather_model(src, w)
+    rep = quantize(winml, src, dst, "-p", "int4", "--block-size", "32", "--op-types", "Gather",
+                   "--symmetric" if sym else "--asymmetric")
+    m = onnx.load(dst)
+    assert rep["quantized"] == 1 and [n.op_type for n in m.graph.node] == ["GatherBlockQuantized"]
+    assert {a.name: a.i for a in m.graph.node[0].attribute} == {"bits": 4, "block_size": 32, "gather_axis": 0,
+                                                                "quantize_axis": 1}
+    t = tensors(m)
+    assert "W" not in t and t[m.graph.node[0].input[0]].shape == (70, 48)
+    logging.disable(logging.WARNING)
+    q = MatMulNBitsQuantizer(onnx.load(src), algo_config=DefaultWeightOnlyQuantConfig(
+        block_size=32, is_symmetric=sym, op_types_to_quantize=("Gather",), quant_axes=(("Gather", 1),)))
+    q.process()
+    logging.disable(logging.NOTSET)
+    onnx.save(q.model.model, ref)
+    ids = np.array([0, 69, 5, 5, -1], np.int64)
+    want = ort.InferenceSession(ref, providers=["CPUExecutionProvider"]).run(None, {"ids": ids})[0]
+    got = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"ids": ids})[0]
+    assert np.array_equal(got, want)
+    assert np.abs(got - w[ids]).max() < np.abs(w).max() / 4  # it is the table, quantized
+    assert np.array_equal(wm_run(build_dir, dst, {"ids": ids}, tmp_path)["y"], want)
+    gather_model(src, w[:, :80])  # 80 = 2.5 blocks of 32: no GatherBlockQuantized layout without padding
+    rep = quantize(winml, src, dst, "-p", "int4", "--block-size", "32", "--op-types", "Gather")
+    assert rep["quantized"] == 0 and onnx.load(dst).graph.node[0].op_type == "Gather"
+
+
+def test_int4_tied_table_shared(winml, build_dir, tmp_path):
+    """A table both gathered and used as Gemm(transB) (a tied embedding / lm_head) is quantized once: the
+    GatherBlockQuantized reads the MatMulNBits codes through a Reshape and shares its scales; no float copy stays.
+    Values: onnxruntime and our engine agree, and the gathered rows are the naive dequantization of the codes."""
+    import onnxruntime as ort
+    from engine_oracle import wm_run
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((40, 64)).astype(np.float32)
+    src, dst = str(tmp_path / "t.onnx"), str(tmp_path / "tq.onnx")
+    gather_model(src, w, tied=True)
+    rep = quantize(winml, src, dst, "-p", "int4", "--block-size", "32", "--op-types", "Gemm,Gather", "--symmetric")
+    m = onnx.load(dst)
+    assert rep["quantized"] == 2
+    ops = {n.op_type: n for n in m.graph.node}
+    assert set(ops) == {"Reshape", "GatherBlockQuantized", "MatMulNBits"}
+    mnb, gbq, rs = ops["MatMulNBits"], ops["GatherBlockQuantized"], ops["Reshape"]
+    assert rs.input[0] == mnb.input[1] and gbq.input[0] == rs.output[0] and gbq.input[2] == mnb.input[2]
+    t = tensors(m)
+    assert sorted(a.dtype.name for a in t.values()) == ["float32", "int64", "uint8"]  # codes, scales, the shape
+    ids = np.array([3, 39, 0], np.int64)
+    want = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"ids": ids})
+    wd = naive_dequant(t[mnb.input[1]], t[mnb.input[2]], None, 64, 32, 4)  # [K=64, N=40]
+    assert np.array_equal(want[0], wd.T[ids])
+    got = wm_run(build_dir, dst, {"ids": ids}, tmp_path)
+    assert np.array_equal(got["y"], want[0])
+    np.testing.assert_allclose(got["logits"], want[1], rtol=0, atol=1e-4)
