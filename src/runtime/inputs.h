@@ -11,9 +11,10 @@
  * names the sequence length (the first dim of an input defaults to the
  * batch). Values: integer inputs that index an embedding table (a Gather
  * or GatherBlockQuantized, possibly after Cast/Reshape) are uniform below
- * its row count (the vocab size); names with "mask" are ones; "position" ids count up from the past
- * length; other integers are zeros; floats are uniform in [0, 1) for 4-D
- * inputs (pixels) and [-1, 1) otherwise. Same seed, same inputs.
+ * its row count (the vocab size); names with "mask" are ones; "position"
+ * ids count up from the past length; other integers are zeros; floats are
+ * uniform in [0, 1) for 4-D inputs (pixels) and [-1, 1) otherwise. Same
+ * seed, same inputs.
  */
 #ifndef WM_RUNTIME_INPUTS_H
 #define WM_RUNTIME_INPUTS_H
