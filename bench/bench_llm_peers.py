@@ -93,14 +93,18 @@ def prompt_ids(n, vocab=151643, seed=0):
 # ------------------------------------------------------------------ winml
 
 def winml_build(winml, ck, out, prec):
-    if os.path.exists(os.path.join(out, "model.onnx")):
-        return out
-    recipe = out + ".recipe.json"
-    subprocess.run([winml, "config", "-m", ck, "-p", prec, "-o", recipe], check=True, capture_output=True)
+    """Builds once per recipe: a folder whose saved recipe differs from today's default is rebuilt."""
+    recipe, fresh = out + ".recipe.json", out + ".recipe.new.json"
+    subprocess.run([winml, "config", "-m", ck, "-p", prec, "-o", fresh], check=True, capture_output=True)
+    r = json.load(open(fresh))
+    os.remove(fresh)
     if prec == "int4":
-        r = json.load(open(recipe))
         r["quant"].update(rtn_block_size=32, symmetric=True, rtn_accuracy_level=4)
-        json.dump(r, open(recipe, "w"), indent=2)
+    r.pop("created", None)
+    same = os.path.exists(recipe) and json.load(open(recipe)) == r
+    if same and os.path.exists(os.path.join(out, "model.onnx")):
+        return out
+    json.dump(r, open(recipe, "w"), indent=2)
     subprocess.run([winml, "build", "-m", ck, "-o", out, "-c", recipe, "-q", "--rebuild"], check=True,
                    stdout=subprocess.DEVNULL)
     return out
@@ -115,7 +119,7 @@ def winml_perf(winml, out, a):
 
 
 def weight_bytes_per_token(path):
-    """Bytes of initializers a decode step reads: all of them, except tables only Gathered (one row each); the
+    """Bytes of initializers a decode step reads: all of them, except tables only gathered (one row each); the
     float32 scales of a MatMulNBits count 2 bytes each when every one is an exact half (winml streams those as
     halves: recipe rtn_half_scales)."""
     import onnx
@@ -132,7 +136,7 @@ def weight_bytes_per_token(path):
     total = 0
     for t in m.graph.initializer:
         size = int(np.prod(t.dims)) * {1: 4, 10: 2, 16: 2, 2: 1, 3: 1, 6: 4, 7: 8}.get(t.data_type, 4)
-        if uses.get(t.name) and all(u == "Gather" for u in uses[t.name]):
+        if uses.get(t.name) and all(u in ("Gather", "GatherBlockQuantized") for u in uses[t.name]):
             size = size // max(t.dims[0], 1)
         elif t.name in half and t.data_type == 1:
             a = numpy_helper.to_array(t)
@@ -140,6 +144,13 @@ def weight_bytes_per_token(path):
                 size //= 2
         total += size
     return total
+
+
+def model_mb(path):
+    """Bytes of the model itself (MB): a GGUF file, or a folder's .onnx and .onnx.data files."""
+    if os.path.isfile(path):
+        return os.path.getsize(path) / 1e6
+    return sum(os.path.getsize(f) for f in glob.glob(os.path.join(path, "*.onnx*"))) / 1e6
 
 
 def membw(winml, min_ms=1000):
@@ -291,7 +302,7 @@ def main():
         log(f"== winml build -p {p}")
         ours[p] = winml_build(a.winml, ck, os.path.join(a.work, f"winml_{p}"), p)
         runners[("winml", p)] = (lambda d: lambda: winml_perf(a.winml, d, a))(ours[p])
-    wbytes = {}
+    wbytes, ggufs = {}, {}
     if "llama" in peers:
         try:
             import llama_cpp  # noqa: F401
@@ -363,6 +374,10 @@ def main():
                 pp, pd = f"{row['paired_prefill']:.2f}x", f"{row['paired_decode']:.2f}x"
         table.append(row)
         print(f"{k[0]:28} {k[1]:8} {pre:13.1f} {dec:12.2f} {rp:>17} {rd:>16} {pp:>14} {pd:>13}")
+    disk = [(f"winml {p}", ours[p]) for p in precs] + [(f"llama.cpp {p}", f) for p, f in ggufs.items() if p in precs]
+    if ("ort-genai", "int4") in runners:
+        disk.append(("ort-genai int4", os.path.join(a.work, "genai_int4")))
+    print("model files on disk: " + ", ".join(f"{n} {model_mb(f):.0f} MB" for n, f in disk))
     for p in precs:
         if res.get(("winml", p)):
             wbytes[("winml", p)] = weight_bytes_per_token(os.path.join(ours[p], "model.onnx"))
