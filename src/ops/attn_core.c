@@ -13,7 +13,30 @@ typedef struct actx {
     int64_t nblk;   /* query blocks per (b, h) */
     int group;      /* one query: units are (b, kv head) with the grouped heads as rows */
     wm_exec *x;     /* GEMM scratch: one slice per thread */
+    int64_t nck;    /* key chunks per unit (split decode, > 1), else 1 */
+    float *part;    /* split: per (unit, chunk) its rows' outputs over the chunk (rows x dv), then their lse */
 } actx;
+
+/*
+ * Split decode (one query): a unit's keys in chunks of WM_ATTN_KCHUNK, each its own unit of work with a
+ * softmax over the chunk and the chunk's log-sum-exp, combined after: o = sum_c exp(lse_c - lse) o_c. Then a
+ * long context spreads over more threads than (batch x kv heads). The chunking follows the keys alone, so
+ * results do not depend on the thread count. Not for sinks, smooth softmax or qk outputs.
+ */
+#define WM_ATTN_KCHUNK 128
+#define WM_ATTN_KSPLIT 256 /* split from this many keys on */
+
+static int splittable(const wm_attn *a) { return a->S == 1 && !a->qk && !a->sink && !a->smooth; }
+
+/* rows of one query's unit: the grouped heads, or the one head */
+static int64_t split_rows(const wm_attn *a) { return a->Hq > a->Hkv ? a->Hq / a->Hkv : 1; }
+static int64_t split_base(const wm_attn *a) { return a->B * (a->Hq > a->Hkv ? a->Hkv : a->Hq); }
+static size_t split_floats(const wm_attn *a, int64_t nck) {
+    return (size_t)(split_base(a) * nck * split_rows(a) * (a->dv + 1));
+}
+static int64_t split_chunks(const wm_attn *a, int64_t keys) {
+    return splittable(a) && keys >= WM_ATTN_KSPLIT ? (keys + WM_ATTN_KCHUNK - 1) / WM_ATTN_KCHUNK : 1;
+}
 
 /* rows of scores a unit holds */
 static int64_t unit_rows(const wm_attn *a) {
@@ -29,7 +52,8 @@ static size_t unit_floats(const wm_attn *a) {
 }
 
 size_t wm_attn_workspace(const wm_attn *a, int nth) {
-    return (size_t)(nth > 0 ? nth : 1) * unit_floats(a) * sizeof(float) + 64;
+    return ((size_t)(nth > 0 ? nth : 1) * unit_floats(a) + split_floats(a, split_chunks(a, a->T))) * sizeof(float) +
+           128;
 }
 
 /* rows [0, n) of a float16 matrix (leading dimension ld) as float32 rows of d */
@@ -46,8 +70,10 @@ static void store_qk(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64_t 
     for (int64_t j = t0 + n; j < a->T; j++) d[j] = a->qk_mode == WM_QK_PROBS ? 0.0f : -INFINITY;
 }
 
-/* One row of scores over keys [t0, t0 + n): masks, softmax (in place); [lo, hi) are the keys not excluded. */
-static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64_t t0, float *row, int64_t n) {
+/* One row of scores over keys [t0, t0 + n): masks, softmax (in place); [lo, hi) are the keys not excluded.
+ * lse (split decode, no sink / smooth): receives log(sum exp) of the row's kept scores (-inf when none). */
+static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64_t t0, float *row, int64_t n,
+                        float *lse) {
     int64_t off = a->causal_off ? a->causal_off[b] : a->causal_off0;
     int64_t lo = t0, hi = t0 + n;
     if (a->causal) {
@@ -100,7 +126,11 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
         if (k1 < k0) k1 = k0;
         for (int64_t j = 0; j < k0; j++) row[j] = 0.0f; /* the excluded keys only: none in an encoder's rows */
         for (int64_t j = k1; j < n; j++) row[j] = 0.0f;
+        int64_t at = k0; /* lse: the largest score's probability is exp(0) / sum, so lse = max - log(p[at]) */
+        for (int64_t j = k0 + 1; lse && j < k1; j++) at = row[j] > row[at] ? j : at;
+        float mx = k1 > k0 ? row[at] : -INFINITY;
         if (hi > lo) wm_kernels_get()->softmax_row(hi - lo, row + (lo - t0), row + (lo - t0), 1.0f, NULL);
+        if (lse) *lse = k1 > k0 && mx > -INFINITY ? mx - logf(row[at]) : -INFINITY;
         if (a->qk && a->qk_mode == WM_QK_PROBS) store_qk(a, b, h, s, t0, row, n);
         return;
     }
@@ -129,7 +159,8 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
  */
 static void unit(const actx *c, int64_t u, float *sc, int ith) {
     const wm_attn *a = c->a;
-    int64_t grp = a->Hq / a->Hkv, b, g, h0, s0, m, qstep, ostep;
+    int64_t grp = a->Hq / a->Hkv, b, g, h0, s0, m, qstep, ostep, kc = 0;
+    if (c->nck > 1) kc = u % c->nck, u /= c->nck; /* split decode (one query, nblk 1): u = unit * nck + chunk */
     if (c->group) {
         b = u / a->Hkv, g = u % a->Hkv, h0 = g * grp, s0 = 0, m = grp, qstep = a->q_sh, ostep = a->o_sh;
     } else {
@@ -146,8 +177,15 @@ static void unit(const actx *c, int64_t u, float *sc, int ith) {
         if (a->window >= 0 && s0 + off - a->window > 0) t0 = s0 + off - a->window;
         if (t0 > t1) t0 = t1;
     }
+    float *o = a->o + b * a->o_sb + h0 * a->o_sh + s0 * a->o_ss, *lse = NULL;
+    if (c->nck > 1) { /* this chunk's keys; its rows' outputs and lse go to the unit's slot of c->part */
+        float *slot = c->part + (size_t)(u * c->nck + kc) * (size_t)(m * (a->dv + 1));
+        o = slot, ostep = a->dv, lse = slot + m * a->dv;
+        int64_t k0 = t0 + kc * WM_ATTN_KCHUNK;
+        t0 = k0 < t1 ? k0 : t1;
+        if (t0 + WM_ATTN_KCHUNK < t1) t1 = t0 + WM_ATTN_KCHUNK;
+    }
     int64_t n = t1 - t0;
-    float *o = a->o + b * a->o_sb + h0 * a->o_sh + s0 * a->o_ss;
     const float *qp = a->q + b * a->q_sb + h0 * a->q_sh + s0 * a->q_ss;
     size_t es = a->kv_h16 ? 2 : 4;
     const void *kp = (const uint8_t *)a->k + (size_t)(b * a->k_sb + g * a->k_sh + t0 * a->k_ss) * es;
@@ -167,7 +205,7 @@ static void unit(const actx *c, int64_t u, float *sc, int ith) {
         wm_sgemm_st(c->x, ith, &g1);
     }
     for (int64_t r = 0; r < m; r++)
-        row_softmax(a, b, c->group ? h0 + r : h0, c->group ? 0 : s0 + r, t0, sc + r * n, n);
+        row_softmax(a, b, c->group ? h0 + r : h0, c->group ? 0 : s0 + r, t0, sc + r * n, n, lse ? lse + r : NULL);
     if (n > 0 && few && a->kv_h16) K->attn_pv_h(m, n, a->dv, sc, n, vp, vld, o, ostep);
     else if (n > 0 && few) K->attn_pv(m, n, a->dv, sc, n, vp, vld, o, ostep);
     else if (n > 0) {
@@ -175,6 +213,35 @@ static void unit(const actx *c, int64_t u, float *sc, int ith) {
         wm_sgemm_st(c->x, ith, &g2);
     } else {
         for (int64_t r = 0; r < m; r++) memset(o + r * ostep, 0, (size_t)a->dv * sizeof *o);
+        for (int64_t r = 0; lse && r < m; r++) lse[r] = -INFINITY;
+    }
+}
+
+/* Split decode, base unit u: its rows' outputs from the chunks' (weights exp(lse_c - max lse), normalized). */
+static void combine(const actx *c, int64_t u) {
+    const wm_attn *a = c->a;
+    int64_t m = split_rows(a), b, h0, dv = a->dv;
+    if (c->group) b = u / a->Hkv, h0 = (u % a->Hkv) * m;
+    else b = u / a->Hq, h0 = u % a->Hq;
+    size_t slot = (size_t)(m * (dv + 1));
+    const float *p0 = c->part + (size_t)(u * c->nck) * slot;
+    for (int64_t r = 0; r < m; r++) {
+        float *o = a->o + b * a->o_sb + (h0 + r) * a->o_sh, mx = -INFINITY;
+        for (int64_t k = 0; k < c->nck; k++) {
+            float l = p0[k * slot + m * dv + r];
+            mx = l > mx ? l : mx;
+        }
+        memset(o, 0, (size_t)dv * sizeof *o);
+        if (mx == -INFINITY) continue; /* no key reaches the row */
+        float sum = 0.0f;
+        for (int64_t k = 0; k < c->nck; k++) sum += expf(p0[k * slot + m * dv + r] - mx);
+        float inv = 1.0f / sum;
+        for (int64_t k = 0; k < c->nck; k++) {
+            float wk = expf(p0[k * slot + m * dv + r] - mx) * inv;
+            const float *ok = p0 + k * slot + r * dv;
+            if (wk != 0.0f)
+                for (int64_t j = 0; j < dv; j++) o[j] += wk * ok[j];
+        }
     }
 }
 
@@ -182,18 +249,37 @@ static void part(void *arg, int ith, int nth) {
     const actx *c = arg;
     const wm_attn *a = c->a;
     long lo, hi;
-    wm_split((long)(c->group ? a->B * a->Hkv : a->B * a->Hq * c->nblk), ith, nth, &lo, &hi);
+    wm_split((long)((c->group ? a->B * a->Hkv : a->B * a->Hq * c->nblk) * c->nck), ith, nth, &lo, &hi);
     float *sc = c->ws + (size_t)ith * unit_floats(a);
     for (long u = lo; u < hi; u++) unit(c, u, sc, ith);
 }
 
+static void part_combine(void *arg, int ith, int nth) {
+    const actx *c = arg;
+    long lo, hi;
+    wm_split((long)split_base(c->a), ith, nth, &lo, &hi);
+    for (long u = lo; u < hi; u++) combine(c, u);
+}
+
 void wm_attn_run(const wm_attn *a, wm_exec *x, void *ws) {
     if (!a->B || !a->Hq || !a->S || !a->dv) return;
-    actx c = {a, (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63), (a->S + WM_ATTN_QBLOCK - 1) / WM_ATTN_QBLOCK,
-              a->S == 1 && a->Hq > a->Hkv, x};
-    int64_t units = c.group ? a->B * a->Hkv : a->B * a->Hq * c.nblk;
+    int64_t keys = 0; /* the most keys a row may see: chunks follow them, not the buffer's T */
+    for (int64_t b = 0; b < a->B; b++) {
+        int64_t k = a->kv_n ? (a->kv_n[b] < a->T ? a->kv_n[b] : a->T) : a->T;
+        keys = k > keys ? k : keys;
+    }
+    float *base = (float *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+    actx c = {a, base, (a->S + WM_ATTN_QBLOCK - 1) / WM_ATTN_QBLOCK, a->S == 1 && a->Hq > a->Hkv, x,
+              split_chunks(a, keys), NULL};
+    int nth0 = x && x->pool ? x->nth : 1;
+    if (c.nck > 1) c.part = base + (size_t)(nth0 > 0 ? nth0 : 1) * unit_floats(a);
+    int64_t units = (c.group ? a->B * a->Hkv : a->B * a->Hq * c.nblk) * c.nck;
     double flops = 2.0 * (double)a->B * (double)a->Hq * (double)a->S * (double)a->T * (double)(a->dk + a->dv);
     int nth = x && x->pool && flops >= 1e5 ? x->nth : 1;
     if (nth > units) nth = (int)units;
     wm_pool_run(x ? x->pool : NULL, part, &c, nth);
+    if (c.nck > 1) {
+        int n2 = nth < split_base(a) ? nth : (int)split_base(a);
+        wm_pool_run(x ? x->pool : NULL, part_combine, &c, n2);
+    }
 }

@@ -27,8 +27,13 @@
  *
  * Threads take (b, h, query block) units, or with one query and grouped
  * heads (decode) (b, kv head) units whose rows are the heads of the group
- * (each key/value row read once per group); each unit is computed by one
- * thread with a fixed order, so results do not depend on the thread count.
+ * (each key/value row read once per group). One query over 256 keys or more
+ * (no sinks, smooth softmax or qk output) splits each unit's keys in chunks
+ * of 128, each a unit of work with its own softmax and log-sum-exp, combined
+ * after (flash-decoding): a long context keeps every thread busy when batch
+ * x kv heads is small, and a chunk's scores stay in L1. Each unit is
+ * computed by one thread with a fixed order and the chunks follow the keys,
+ * so results do not depend on the thread count.
  * Scratch comes from the caller (wm_attn_workspace bytes); nothing allocates.
  */
 #ifndef WM_OPS_ATTN_CORE_H

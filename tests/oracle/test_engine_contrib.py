@@ -228,7 +228,7 @@ def rope_caches(P, rot, base=10000.0):
 
 def gqa_case(tmp, build_dir, B=1, S=5, Nq=4, Nkv=2, H=16, past_buf=0, past_len=None, seqlens=None, total=None,
              packed=False, rotary=False, interleaved=False, rot=None, window=-1, softcap=0.0, scale=None,
-             attn_bias=False, sink=False, smooth=False, rows=None, f16=False, name="gqa"):
+             attn_bias=False, sink=False, smooth=False, rows=None, f16=False, threads=2, name="gqa"):
     feeds, io, inits = {}, [], []
     if packed:
         feeds["q"] = rnd(B, S, (Nq + 2 * Nkv) * H)
@@ -251,7 +251,7 @@ def gqa_case(tmp, build_dir, B=1, S=5, Nq=4, Nkv=2, H=16, past_buf=0, past_len=N
     ins += ["seqlens_k", "total"]
     attrs = {"num_heads": Nq, "kv_num_heads": Nkv}
     if rotary:
-        c, s_ = rope_caches(64, rot or H)
+        c, s_ = rope_caches(max(64, total, past_buf), rot or H)
         inits += [numpy_helper.from_array(c, "cos"), numpy_helper.from_array(s_, "sin")]
         ins += ["cos", "sin"]
         attrs["do_rotary"] = 1
@@ -287,7 +287,7 @@ def gqa_case(tmp, build_dir, B=1, S=5, Nq=4, Nkv=2, H=16, past_buf=0, past_len=N
         outs = [(n, TP.FLOAT16, sh) for n, _, sh in outs]
         atol = 4e-3  # onnxruntime rounds the rotated query to float16, the engine keeps it in float32
     m = make_model([node], io, outs, inits)
-    return check(build_dir, tmp, m, feeds, rows=rows, atol=atol, what=name)
+    return check(build_dir, tmp, m, feeds, rows=rows, atol=atol, threads=threads, what=name)
 
 
 def test_gqa_prefill_empty_past(tmp_path, build_dir):
@@ -361,6 +361,40 @@ def test_gqa_float16(tmp_path, build_dir):
              f16=True, name="gqa16_continued")
     gqa_case(tmp_path, build_dir, S=6, past_buf=8, past_len=2, Nq=6, Nkv=2, attn_bias=True, sink=True, f16=True,
              name="gqa16_bias_sink")
+
+
+def test_gqa_long_decode_split_keys(tmp_path, build_dir):
+    # one query over hundreds of keys: the keys split in chunks of 128 (more work units than batch x kv heads),
+    # each chunk's softmax combined by its log-sum-exp; partial last chunks, ragged rows (one below the split,
+    # one whose later chunks are empty), a local window (leading chunks excluded), mask values, float16, MQA
+    gqa_case(tmp_path, build_dir, S=1, past_buf=700, past_len=650, rotary=True, Nq=14, Nkv=2, H=64,
+             threads=5, name="gqa_split")
+    gqa_case(tmp_path, build_dir, B=3, S=1, past_buf=640, seqlens=[600, 130, 299], total=601, rotary=True,
+             packed=True, threads=3, name="gqa_split_ragged")
+    gqa_case(tmp_path, build_dir, S=1, past_buf=520, past_len=515, window=200, threads=4, name="gqa_split_window")
+    gqa_case(tmp_path, build_dir, S=1, past_buf=300, past_len=290, attn_bias=True, Nq=8, Nkv=1, threads=6,
+             name="gqa_split_bias_mqa")
+    gqa_case(tmp_path, build_dir, S=1, past_buf=400, past_len=333, rotary=True, Nq=14, Nkv=2, H=64, f16=True,
+             threads=3, name="gqa16_split")
+
+
+def test_decode_split_keys_thread_independent(tmp_path, build_dir):
+    # the chunks follow the keys alone: 1, 2 and 7 threads give the same bits (MHA decode over 500 past keys)
+    import onnx
+    from engine_oracle import wm_run
+    B, N, H, P = 1, 4, 16, 500
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", "", "", "", "pk", "pv"], ["y", "ok", "ov"],
+                            domain=MS, num_heads=N, unidirectional=1)
+    io = [("q", F, [B, 1, N * H]), ("k", F, [B, 1, N * H]), ("v", F, [B, 1, N * H]), ("pk", F, [B, N, P, H]),
+          ("pv", F, [B, N, P, H])]
+    m = make_model([node], io, [("y", F, None), ("ok", F, None), ("ov", F, None)])
+    feeds = {"q": rnd(B, 1, N * H), "k": rnd(B, 1, N * H), "v": rnd(B, 1, N * H), "pk": rnd(B, N, P, H),
+             "pv": rnd(B, N, P, H)}
+    check(build_dir, tmp_path, m, feeds, what="mha_split")
+    path = str(tmp_path / "mha_split.onnx")
+    onnx.save(m, path)
+    got = [wm_run(build_dir, path, feeds, tmp_path, threads=t, tag=f"t{t}")["y"] for t in (1, 2, 7)]
+    assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
 
 
 # ------------------------------------------------------------------ com.microsoft RotaryEmbedding
