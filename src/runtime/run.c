@@ -31,24 +31,37 @@ static wm_status check_inputs(const wm_session *s, const wm_tensor *inputs, size
     return WM_OK;
 }
 
+/* The run's next buffer of n bytes: an eager run allocates in the same order every time, so the k-th request
+ * takes the k-th buffer of the runs before when it is large enough (no allocation once sizes settle). */
 static void *eager_alloc(wm_session *s, uint64_t n) {
-    if (s->n_eager_bufs == s->cap_eager_bufs) {
+    size_t k = s->eager_next;
+    if (k < s->n_eager_bufs && s->eager_size[k] >= n) {
+        s->eager_next++;
+        return s->eager_bufs[k];
+    }
+    if (k == s->cap_eager_bufs) {
         size_t cap = s->cap_eager_bufs ? 2 * s->cap_eager_bufs : 64;
         void **nb = realloc(s->eager_bufs, cap * sizeof *nb);
-        if (!nb) return NULL;
-        s->eager_bufs = nb;
+        if (nb) s->eager_bufs = nb;
+        uint64_t *ns = nb ? realloc(s->eager_size, cap * sizeof *ns) : NULL;
+        if (!ns) return NULL;
+        s->eager_size = ns;
         s->cap_eager_bufs = cap;
     }
-    void *p = aligned_alloc(64, ((n ? n : 1) + 63) & ~(uint64_t)63);
-    if (p) s->eager_bufs[s->n_eager_bufs++] = p;
+    uint64_t size = ((n ? n : 1) + 63) & ~(uint64_t)63;
+    void *p = aligned_alloc(64, size);
+    if (!p) return NULL;
+    if (k < s->n_eager_bufs) free(s->eager_bufs[k]);
+    else s->n_eager_bufs++;
+    s->eager_bufs[k] = p, s->eager_size[k] = size;
+    s->eager_next++;
     s->run_allocs++;
     return p;
 }
 
 /* Data-dependent shapes: infer with real data and allocate node by node. */
 static wm_status run_eager(wm_session *s, wm_plan *p, const wm_tensor *inputs, wm_error *err) {
-    for (size_t i = 0; i < s->n_eager_bufs; i++) free(s->eager_bufs[i]);
-    s->n_eager_bufs = 0;
+    s->eager_next = 0;
     for (size_t v = 0; v < s->n_vals; v++) {
         const wm_val *val = &s->vals[v];
         if (val->kind == WM_VAL_CONST) p->t[v] = val->c;

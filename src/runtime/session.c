@@ -562,6 +562,7 @@ void wm_session_free(wm_session *s) {
     free(s->plans);
     for (size_t i = 0; i < s->n_eager_bufs; i++) free(s->eager_bufs[i]);
     free(s->eager_bufs);
+    free(s->eager_size);
     free(s->mem);
     for (size_t i = s->n_subs; i-- > 0;) wm_subgraph_free(s->subs[i]); /* before the pool they run on */
     free(s->subs);

@@ -79,8 +79,9 @@ struct wm_session {
     wm_plan *last;
     uint8_t *mem;            /* activation arena + workspace, shared by plans (one run at a time) */
     size_t mem_size;
-    void **eager_bufs;       /* eager plans: per-run allocations, freed at the next run */
-    size_t n_eager_bufs, cap_eager_bufs;
+    void **eager_bufs;       /* eager plans: the buffers of the allocations of a run, in order; the next run's */
+    uint64_t *eager_size;    /* k-th allocation reuses the k-th buffer when it is large enough (sizes here) */
+    size_t n_eager_bufs, cap_eager_bufs, eager_next;
     uint64_t run_allocs;
     uint64_t packed_bytes;
     double *prof_ms;         /* WM_PROFILE=1: time per node, summed over runs (printed at free) */

@@ -48,3 +48,32 @@ def test_decoder_run_loop_allocates_nothing(build_dir, tmp_path):
                       output_names=["logits"], opset_version=17, dynamo=False,
                       dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}})
     assert _count(build_dir, path) == {"runs": 25, "allocations": 0}
+
+
+def test_eager_run_loop_reuses_its_buffers(build_dir, tmp_path):
+    """A graph whose shapes follow its data (NonZero) runs eagerly, allocating node by node; from the second
+    run on, each allocation takes the buffer the same request got before, so the loop allocates nothing."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    nodes = [h.make_node("Greater", ["x", "zero"], ["pos"]), h.make_node("NonZero", ["pos"], ["idx"]),
+             h.make_node("Reshape", ["idx", "flat"], ["i"]), h.make_node("Gather", ["x", "i"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [4096])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [h.make_tensor("zero", T.FLOAT, [], [0.0]), h.make_tensor("flat", T.INT64, [1], [-1])])
+    path = tmp_path / "nonzero.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    assert _count(build_dir, path) == {"runs": 25, "allocations": 0}
+    r = subprocess.run([f"{build_dir}/wm_run", str(path), str(_inputs(tmp_path)), str(tmp_path / "o.safetensors"),
+                        "--repeat", "10", "--stats"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    assert st["eager"] == 1 and 0 < st["run_allocs"] <= 8, st  # one run's buffers, not ten runs'
+
+
+def _inputs(tmp_path):
+    import numpy as np
+    from safetensors.numpy import save_file
+    p = tmp_path / "x.safetensors"
+    save_file({"x": np.random.default_rng(0).standard_normal(4096).astype(np.float32)}, str(p))
+    return p
