@@ -145,7 +145,10 @@ static wm_status assign_memory(wm_session *s, wm_plan *p, wm_error *err) {
             uint64_t nb = wm_tensor_nbytes(&p->t[w]);
             int is_out = s->vals[w].output_index >= 0;
             int ur = u >= 0 ? root[u] : -1;
-            if (k == 0 && u >= 0 && !is_out && (n->op->flags & WM_OP_ALIAS)) {
+            /* a view of a planned value takes its bytes, a graph output too (logits = Reshape(Gemm output): the
+             * Gemm writes the output, or a buffer bound to it); views of constants and inputs only inside */
+            int view_out = is_out && u >= 0 && p->loc[u].kind == WM_LOC_ARENA && s->vals[u].output_index < 0;
+            if (k == 0 && u >= 0 && (!is_out || view_out) && (n->op->flags & WM_OP_ALIAS)) {
                 if (p->loc[u].kind == WM_LOC_ARENA) {
                     root[w] = ur;
                     if (lastv[w] > rlast[ur]) rlast[ur] = lastv[w];

@@ -77,3 +77,29 @@ def _inputs(tmp_path):
     p = tmp_path / "x.safetensors"
     save_file({"x": np.random.default_rng(0).standard_normal(4096).astype(np.float32)}, str(p))
     return p
+
+
+def test_output_view_takes_its_source_bytes(build_dir, tmp_path):
+    """logits = Reshape(MatMul(...)): the graph output is a view of the MatMul's buffer, so the plan holds one
+    [64, 1024] block, not two, and the values are the product (numpy)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+    from safetensors.numpy import load_file, save_file
+    w = np.random.default_rng(1).standard_normal((64, 1024)).astype(np.float32)
+    nodes = [h.make_node("MatMul", ["x", "w"], ["mm"]), h.make_node("Reshape", ["mm", "shape"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [64, 64])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [64, 32, 32])],
+                     [nh.from_array(w, "w"), h.make_tensor("shape", T.INT64, [3], [64, 32, 32])])
+    path, inp, out = tmp_path / "view.onnx", tmp_path / "x.safetensors", tmp_path / "y.safetensors"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), str(path))
+    x = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+    save_file({"x": x}, str(inp))
+    r = subprocess.run([f"{build_dir}/wm_run", str(path), str(inp), str(out), "--repeat", "2", "--stats"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    assert st["eager"] == 0 and st["arena_bytes"] < 2 * 64 * 1024 * 4, st
+    np.testing.assert_allclose(load_file(str(out))["y"], (x @ w).reshape(64, 32, 32), rtol=1e-4, atol=1e-4)
