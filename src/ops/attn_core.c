@@ -130,7 +130,8 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
         for (int64_t j = k0 + 1; lse && j < k1; j++) at = row[j] > row[at] ? j : at;
         float mx = k1 > k0 ? row[at] : -INFINITY;
         if (hi > lo) wm_kernels_get()->softmax_row(hi - lo, row + (lo - t0), row + (lo - t0), 1.0f, NULL);
-        if (lse) *lse = k1 > k0 && mx > -INFINITY ? mx - logf(row[at]) : -INFINITY;
+        if (lse) /* no kept key: -inf (weight 0); kept keys all -inf: NaN, as the whole row's softmax gives */
+            *lse = k1 <= k0 ? -INFINITY : mx > -INFINITY ? mx - logf(row[at]) : NAN;
         if (a->qk && a->qk_mode == WM_QK_PROBS) store_qk(a, b, h, s, t0, row, n);
         return;
     }
@@ -227,17 +228,25 @@ static void combine(const actx *c, int64_t u) {
     const float *p0 = c->part + (size_t)(u * c->nck) * slot;
     for (int64_t r = 0; r < m; r++) {
         float *o = a->o + b * a->o_sb + (h0 + r) * a->o_sh, mx = -INFINITY;
+        int nan = 0;
         for (int64_t k = 0; k < c->nck; k++) {
             float l = p0[k * slot + m * dv + r];
+            nan |= l != l;
             mx = l > mx ? l : mx;
         }
+        if (mx == -INFINITY) { /* every kept key masked to -inf: NaN, as the whole row's softmax; no key: 0 */
+            for (int64_t j = 0; j < dv; j++) o[j] = nan ? NAN : 0.0f;
+            continue;
+        }
         memset(o, 0, (size_t)dv * sizeof *o);
-        if (mx == -INFINITY) continue; /* no key reaches the row */
         float sum = 0.0f;
-        for (int64_t k = 0; k < c->nck; k++) sum += expf(p0[k * slot + m * dv + r] - mx);
+        for (int64_t k = 0; k < c->nck; k++) { /* NaN chunks (all -inf) weigh 0 next to a finite one */
+            float l = p0[k * slot + m * dv + r];
+            sum += l == l ? expf(l - mx) : 0.0f;
+        }
         float inv = 1.0f / sum;
         for (int64_t k = 0; k < c->nck; k++) {
-            float wk = expf(p0[k * slot + m * dv + r] - mx) * inv;
+            float l = p0[k * slot + m * dv + r], wk = l == l ? expf(l - mx) * inv : 0.0f;
             const float *ok = p0 + k * slot + r * dv;
             if (wk != 0.0f)
                 for (int64_t j = 0; j < dv; j++) o[j] += wk * ok[j];

@@ -43,8 +43,9 @@ static wm_status gbq_init(wm_node *n, wm_error *err) {
     if (!s) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     s->bs = wm_attr_int(n, "block_size", 128);
     int64_t bits = wm_attr_int(n, "bits", 4);
-    if (s->bs < 16 || (s->bs & (s->bs - 1)))
-        return wm_node_err(n, err, WM_ERR_INPUT, "block_size %lld: must be a power of two >= 16", (long long)s->bs);
+    if (s->bs < 16 || s->bs > (1 << 30) || (s->bs & (s->bs - 1)))
+        return wm_node_err(n, err, WM_ERR_INPUT, "block_size %lld: must be a power of two in [16, 2^30]",
+                           (long long)s->bs);
     if (n->in_dtype[0] == WM_DT_UINT8 ? bits != 2 && bits != 4 && bits != 8 : bits != 4)
         return wm_node_err(n, err, WM_ERR_INPUT, "bits %lld with %s data (uint8: 2, 4 or 8; int4/uint4: 4)",
                            (long long)bits, wm_dtype_name(n->in_dtype[0]));

@@ -397,6 +397,30 @@ def test_decode_split_keys_thread_independent(tmp_path, build_dir):
     assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
 
 
+def test_onnx_attention_split_masked_chunks(tmp_path, build_dir):
+    # ONNX Attention (opset 23), one query over 600 keys: chunks whose keys the boolean mask drops entirely
+    # (their scores -inf) weigh nothing next to the kept ones, as in onnxruntime; a row with every key masked is
+    # NaN split or not (the ONNX reference's softmax of -inf; onnxruntime differs there, so it is checked alone)
+    import onnx
+    from engine_oracle import wm_run
+
+    def model(T, lo, hi):
+        q, k, v = rnd(1, 4, 1, 16), rnd(1, 2, T, 16), rnd(1, 2, T, 16)
+        m = np.zeros((1, 1, 1, T), bool)
+        m[..., lo:hi] = True
+        io = [("q", F, [1, 4, 1, 16]), ("k", F, [1, 2, T, 16]), ("v", F, [1, 2, T, 16]), ("m", TP.BOOL, [1, 1, 1, T])]
+        node = helper.make_node("Attention", ["q", "k", "v", "m"], ["y"])
+        return make_model([node], io, [("y", F, None)], opset=23, ms=False), {"q": q, "k": k, "v": v, "m": m}
+
+    for lo, hi in ((300, 600), (130, 140), (0, 1)):
+        check(build_dir, tmp_path, *model(600, lo, hi), threads=3, what=f"att23_split_{lo}_{hi}")
+    for T in (600, 100):  # split and whole-row paths
+        m, feeds = model(T, 0, 0)
+        path = str(tmp_path / f"att23_none_{T}.onnx")
+        onnx.save(m, path)
+        assert np.isnan(wm_run(build_dir, path, feeds, tmp_path, threads=3, tag=f"none{T}")["y"]).all()
+
+
 # ------------------------------------------------------------------ com.microsoft RotaryEmbedding
 
 def rope_case(tmp, build_dir, rank=3, B=2, S=5, N=3, H=16, interleaved=0, pos="2d", rot=0, name="rope"):
