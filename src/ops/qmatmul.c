@@ -137,14 +137,62 @@ static void int_gemm(const qshape *s, wm_tensor *const *in, int ia_zp, int ib_zp
 
 static const int32_t i8_types[] = {WM_DT_INT8, WM_DT_UINT8, 0};
 
+/* A constant 2-D B (and its zero points) packed once for the kernel table's integer GEMM, or NULL. */
+typedef struct mistate {
+    const void *packed;
+    int64_t K, N;
+} mistate;
+
 static wm_status mi_init(wm_node *n, wm_error *err) {
     wm_status st = wm_check_type(n, 0, i8_types, err);
     if (!st) st = wm_check_type(n, 1, i8_types, err);
     if (!st && wm_has_in(n, 2) && n->in_dtype[2] != n->in_dtype[0]) st = wm_node_err(n, err, WM_ERR_INPUT, "a_zero_point type differs from A");
     if (!st && wm_has_in(n, 3) && n->in_dtype[3] != n->in_dtype[1]) st = wm_node_err(n, err, WM_ERR_INPUT, "b_zero_point type differs from B");
     n->out_dtype[0] = WM_DT_INT32;
-    return st;
+    const wm_tensor *b = n->in_const[1], *bz = wm_has_in(n, 3) ? n->in_const[3] : NULL;
+    if (st || !b || b->rank != 2 || (wm_has_in(n, 3) && !bz)) return st;
+    int64_t K = b->dims[0], N = b->dims[1];
+    uint64_t nz = bz ? wm_tensor_numel(bz) : 0;
+    if (K <= 0 || N <= 0 || (bz && nz != 1 && !(bz->rank == 1 && nz == (uint64_t)N))) return st;
+    mistate *ms = wm_node_alloc(n, sizeof *ms);
+    int32_t *zps = nz > 1 ? malloc((size_t)N * sizeof *zps) : NULL;
+    void *pk = ms ? wm_node_alloc(n, wm_igemm_pack_b_size(K, N)) : NULL;
+    if (!ms || !pk || (nz > 1 && !zps)) {
+        free(zps);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    for (uint64_t j = 0; zps && j < nz; j++) zps[j] = (int32_t)wm_tensor_get_int(bz, j);
+    int b_signed = b->dtype == WM_DT_INT8;
+    wm_igemm_pack_b(b_signed, K, N, b->data, N, nz == 1 ? (int32_t)wm_tensor_get_int(bz, 0) : 0, zps, pk);
+    free(zps);
+    ms->packed = pk, ms->K = K, ms->N = N;
+    n->state = ms;
+    n->packed_bytes += wm_igemm_pack_b_size(K, N);
+    wm_node_release_const(n, 1);
+    return WM_OK;
 }
+
+/* The kernel's arguments when B is packed and A's zero point is one value: A as [rows, K], C as [rows, N]. */
+static int mi_args(const wm_node *n, wm_tensor *const *in, wm_igemm_args *g) {
+    const mistate *ms = n->state;
+    const wm_tensor *a = in[0], *az = wm_has_in(n, 2) ? in[2] : NULL;
+    if (!ms || a->rank < 2 || a->dims[a->rank - 1] != ms->K || (az && wm_tensor_numel(az) != 1)) return 0;
+    memset(g, 0, sizeof *g);
+    g->M = (int64_t)(wm_tensor_numel(a) / (uint64_t)ms->K), g->N = ms->N, g->K = ms->K;
+    g->A = a->data, g->lda = ms->K, g->a_signed = a->dtype == WM_DT_INT8;
+    g->b_signed = in[1]->dtype == WM_DT_INT8, g->packed_b = ms->packed, g->ldb = ms->N;
+    g->a_zero_point = az && az->data ? (int32_t)wm_tensor_get_int(az, 0) : 0; /* no data when sizing at plan time */
+    g->ldc = ms->N;
+    return 1;
+}
+
+static size_t mi_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
+    (void)out;
+    wm_igemm_args g;
+    return mi_args(n, in, &g) ? wm_igemm_workspace_size(&g, nth) : 0;
+}
+
+static void mi_part(void *arg, int ith, int nth) { wm_kernels_get()->igemm(arg, ith, nth); }
 
 static wm_status mi_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
     qshape s;
@@ -159,6 +207,12 @@ static wm_status mi_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     qshape s;
     wm_status st = qshape_of(n, in[0], in[1], &s, x->err);
     if (st) return st;
+    wm_igemm_args g;
+    if (mi_args(n, in, &g)) { /* packed constant B: the kernel table's integer GEMM over the pool */
+        g.C = out[0]->data, g.work = x->ws;
+        if (g.M) wm_pool_run(x->pool, mi_part, &g, g.M * g.N * g.K >= (1 << 16) ? 0 : 1);
+        return WM_OK;
+    }
     for (int64_t q = 0; q < s.batch; q++)
         int_gemm(&s, in, wm_has_in(n, 2) ? 2 : -1, wm_has_in(n, 3) ? 3 : -1, 1, q, (int32_t *)out[0]->data + q * s.M * s.N);
     return WM_OK;
@@ -577,7 +631,7 @@ static wm_status nb_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 }
 
 static const wm_op ops[] = {
-    {"", "MatMulInteger", 10, 0, mi_init, mi_infer, mi_run, NULL, 0, 0},
+    {"", "MatMulInteger", 10, 0, mi_init, mi_infer, mi_run, mi_workspace, 0, 0},
     {"", "QLinearMatMul", 10, 0, ql_init, ql_infer, ql_run, ql_workspace, 0, 0},
     {"com.microsoft", "MatMulNBits", 1, 0, nb_init, nb_infer, nb_run, nb_workspace, 0, 0},
 };

@@ -96,25 +96,31 @@ wm_status wm_qjob_int8_run(const wm_qjob *j, uint8_t **out, int release, wm_erro
     float *w = wm_quant_weight_f32(j->m, j->src, release, err);
     if (!w) return err->status;
     int64_t K = j->K, N = j->N, nch = j->per_channel ? (j->trans ? K : N) : 1;
-    for (int64_t c = 0; c < nch; c++) {
-        float lo = FLT_MAX, hi = -FLT_MAX;
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t n = 0; n < N; n++) {
-                if (j->per_channel && (j->trans ? k : n) != c) continue;
-                float v = w[k * N + n];
-                lo = v < lo ? v : lo;
-                hi = v > hi ? v : hi;
-            }
-        qparams p = params_for(lo, hi, j->qtype, j->sym, j->reduce);
-        memcpy(out[1] + c * 4, &p.scale, 4);
-        if (!j->sym) store_q(out[2], j->qtype, (uint64_t)c, p.zp);
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t n = 0; n < N; n++) {
-                if (j->per_channel && (j->trans ? k : n) != c) continue;
-                store_q(out[0], j->qtype, (uint64_t)(k * N + n), quantize_one(w[k * N + n], &p));
-            }
+    float *lo = malloc((size_t)nch * sizeof *lo), *hi = malloc((size_t)nch * sizeof *hi);
+    qparams *p = malloc((size_t)nch * sizeof *p);
+    if (!lo || !hi || !p) {
+        free(w), free(lo), free(hi), free(p);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
     }
-    free(w);
+    for (int64_t c = 0; c < nch; c++) lo[c] = FLT_MAX, hi[c] = -FLT_MAX;
+    /* one pass for the ranges, one for the codes: element (k, n) belongs to channel n, or k when trans */
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t c = !j->per_channel ? 0 : j->trans ? k : n;
+            float v = w[k * N + n];
+            lo[c] = v < lo[c] ? v : lo[c];
+            hi[c] = v > hi[c] ? v : hi[c];
+        }
+    for (int64_t c = 0; c < nch; c++) {
+        p[c] = params_for(lo[c], hi[c], j->qtype, j->sym, j->reduce);
+        memcpy(out[1] + c * 4, &p[c].scale, 4);
+        if (!j->sym) store_q(out[2], j->qtype, (uint64_t)c, p[c].zp);
+    }
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++)
+            store_q(out[0], j->qtype, (uint64_t)(k * N + n),
+                    quantize_one(w[k * N + n], &p[!j->per_channel ? 0 : j->trans ? k : n]));
+    free(w), free(lo), free(hi), free(p);
     return WM_OK;
 }
 

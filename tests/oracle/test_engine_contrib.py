@@ -655,6 +655,41 @@ def test_matmulnbits_decode_row(tmp_path, build_dir):
     nbits_case(tmp_path, build_dir, M=1, K=512, N=96, block=32)
 
 
+@pytest.mark.parametrize("a_t,b_t,bzp", [(TP.UINT8, TP.INT8, "none"), (TP.UINT8, TP.UINT8, "col"),
+                                         (TP.INT8, TP.INT8, "scalar"), (TP.INT8, TP.UINT8, "col")])
+def test_matmulinteger_constant_b_packed(tmp_path, build_dir, a_t, b_t, bzp):
+    # a constant B (an int8 build's weights) runs on the kernel table's packed integer GEMM: exact int32 sums as
+    # onnxruntime's, for rows from 1 (decode) to 70 over 3-D A, per-tensor A zero point, B zero point per column
+    np_of = {TP.UINT8: np.uint8, TP.INT8: np.int8}
+    lo = {TP.UINT8: 0, TP.INT8: -128}
+    K, N = 200, 77
+    B = RNG.integers(lo[b_t], lo[b_t] + 256, (K, N)).astype(np_of[b_t])
+    inits = [numpy_helper.from_array(B, "B"), numpy_helper.from_array(np.array(lo[a_t] + 100, np_of[a_t]), "az")]
+    ins = ["A", "B", "az"]
+    if bzp == "col":
+        inits.append(numpy_helper.from_array(RNG.integers(lo[b_t], lo[b_t] + 256, N).astype(np_of[b_t]), "bz"))
+        ins.append("bz")
+    elif bzp == "scalar":
+        inits.append(numpy_helper.from_array(np.array(lo[b_t] + 3, np_of[b_t]), "bz"))
+        ins.append("bz")
+    for M in (1, 70):
+        A = RNG.integers(lo[a_t], lo[a_t] + 256, (2, M, K)).astype(np_of[a_t])
+        node = helper.make_node("MatMulInteger", ins, ["Y"])
+        m = make_model([node], [("A", a_t, [2, M, K])], [("Y", TP.INT32, [2, M, N])], inits, opset=17, ms=False)
+        check(build_dir, tmp_path, m, {"A": A}, atol=0, what=f"mi_{a_t}_{b_t}_{bzp}_{M}")
+
+
+def test_matmulinteger_dynamic_activations(tmp_path, build_dir):
+    # the int8 build's pattern: DynamicQuantizeLinear gives A and its zero point at run time, B is constant
+    K, N = 96, 50
+    B = RNG.integers(-128, 128, (K, N)).astype(np.int8)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("MatMulInteger", ["xq", "B"], ["Y"])]
+    m = make_model(nodes, [("x", F, [3, 1, K])], [("Y", TP.INT32, [3, 1, N])], [numpy_helper.from_array(B, "B")],
+                   opset=17, ms=False)
+    check(build_dir, tmp_path, m, {"x": rnd(3, 1, K)}, atol=0, what="mi_dynamic")
+
+
 # ------------------------------------------------------------------ bad input: one clear error, no crash
 
 def engine_error(build_dir, tmp, model, feeds, tag):
