@@ -48,20 +48,11 @@ void sh_microsoft(const ctx *c) {
         same(o, a);
         if (a->rank >= 1) o->dim[a->rank - 1] = sd_c(wm_opt_attr_i(c->n, "N", 0));
     } else if (!strcmp(op, "GatherBlockQuantized")) { /* Gather's shape; uint8 tables hold 8/bits codes a byte */
-        const wm_tinfo *d = IN(c, 0), *ix = IN(c, 1);
         if (!(o = OUT(c, 0))) return;
         o->dtype = IN(c, 2)->dtype;
-        int ax = (int)wm_opt_attr_i(c->n, "gather_axis", 0);
-        if (d->rank < 1 || ix->rank < 0 || d->rank - 1 + ix->rank > WM_SH_MAXR) return;
-        if (ax < 0) ax += d->rank;
-        if (ax < 0 || ax >= d->rank) return;
-        int r = 0;
-        for (int i = 0; i < ax; i++) o->dim[r++] = d->dim[i];
-        for (int i = 0; i < ix->rank; i++) o->dim[r++] = ix->dim[i];
-        for (int i = ax + 1; i < d->rank; i++) o->dim[r++] = d->dim[i];
-        o->rank = r;
-        int64_t bits = wm_opt_attr_i(c->n, "bits", 4);
-        if (d->dtype == WM_DT_UINT8 && bits > 0 && bits < 8 && r > 0)
+        if (!sh_gather_dims(c, "gather_axis")) return;
+        int64_t bits = wm_opt_attr_i(c->n, "bits", 4), r = o->rank;
+        if (IN(c, 0)->dtype == WM_DT_UINT8 && bits > 0 && bits < 8 && r > 0)
             o->dim[r - 1] = o->dim[r - 1].k == WM_SD_CONST ? sd_c(o->dim[r - 1].v * (8 / bits)) : sd_u();
     } else if (!strcmp(op, "SkipLayerNormalization") || !strcmp(op, "SkipSimplifiedLayerNormalization")) {
         if ((o = OUT(c, 0))) same(o, IN(c, 0));

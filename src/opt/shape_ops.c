@@ -314,19 +314,26 @@ static void r_concat(const ctx *c) {
     if (track) o->nval = nv;
 }
 
-static void r_gather(const ctx *c) {
+int sh_gather_dims(const ctx *c, const char *axis_attr) {
     const wm_tinfo *a = IN(c, 0), *ix = IN(c, 1);
     wm_tinfo *o = OUT(c, 0);
-    if (!o) return;
-    o->dtype = a->dtype;
-    if (a->rank < 0 || ix->rank < 0 || a->rank - 1 + ix->rank > WM_SH_MAXR) return;
-    int ax = norm_axis(wm_opt_attr_i(c->n, "axis", 0), a->rank);
-    if (ax < 0 || ax >= a->rank) return;
+    if (!o || a->rank < 0 || ix->rank < 0 || a->rank - 1 + ix->rank > WM_SH_MAXR) return 0;
+    int ax = norm_axis(wm_opt_attr_i(c->n, axis_attr, 0), a->rank);
+    if (ax < 0 || ax >= a->rank) return 0;
     int r = 0;
     for (int i = 0; i < ax; i++) o->dim[r++] = a->dim[i];
     for (int i = 0; i < ix->rank; i++) o->dim[r++] = ix->dim[i];
     for (int i = ax + 1; i < a->rank; i++) o->dim[r++] = a->dim[i];
     o->rank = r;
+    return 1;
+}
+
+static void r_gather(const ctx *c) {
+    const wm_tinfo *a = IN(c, 0);
+    wm_tinfo *o = OUT(c, 0);
+    if (!o) return;
+    o->dtype = a->dtype;
+    if (!sh_gather_dims(c, "axis")) return;
     int64_t iv[WM_SH_MAXV];
     int ni = a->nval >= 0 && a->rank == 1 ? in_ints(c, 1, iv, WM_SH_MAXV) : -1;
     if (ni < 0) return;
