@@ -79,7 +79,8 @@ void sh_matmul(const ctx *c, int32_t dt);
 /* Output 0 of a windowed op (Conv when conv, pools; Global* pools when global) from X, W and its attributes. */
 void sh_window(const ctx *c, int conv, int global);
 void sh_microsoft(const ctx *c);
-/* Output 0's dims as Gather's (data input 0, indices input 1, the axis attribute named); 0 when unknown. */
-int sh_gather_dims(const ctx *c, const char *axis_attr);
+/* o (output 0, from OUT) gets Gather's dims (data input 0, indices input 1, the axis attribute named); 0 when
+ * unknown. */
+int sh_gather_dims(const ctx *c, wm_tinfo *o, const char *axis_attr);
 
 #endif

@@ -50,7 +50,7 @@ void sh_microsoft(const ctx *c) {
     } else if (!strcmp(op, "GatherBlockQuantized")) { /* Gather's shape; uint8 tables hold 8/bits codes a byte */
         if (!(o = OUT(c, 0))) return;
         o->dtype = IN(c, 2)->dtype;
-        if (!sh_gather_dims(c, "gather_axis")) return;
+        if (!sh_gather_dims(c, o, "gather_axis")) return;
         int64_t bits = wm_opt_attr_i(c->n, "bits", 4), r = o->rank;
         if (IN(c, 0)->dtype == WM_DT_UINT8 && bits > 0 && bits < 8 && r > 0)
             o->dim[r - 1] = o->dim[r - 1].k == WM_SD_CONST ? sd_c(o->dim[r - 1].v * (8 / bits)) : sd_u();

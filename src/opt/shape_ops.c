@@ -314,9 +314,8 @@ static void r_concat(const ctx *c) {
     if (track) o->nval = nv;
 }
 
-int sh_gather_dims(const ctx *c, const char *axis_attr) {
+int sh_gather_dims(const ctx *c, wm_tinfo *o, const char *axis_attr) {
     const wm_tinfo *a = IN(c, 0), *ix = IN(c, 1);
-    wm_tinfo *o = OUT(c, 0);
     if (!o || a->rank < 0 || ix->rank < 0 || a->rank - 1 + ix->rank > WM_SH_MAXR) return 0;
     int ax = norm_axis(wm_opt_attr_i(c->n, axis_attr, 0), a->rank);
     if (ax < 0 || ax >= a->rank) return 0;
@@ -333,7 +332,7 @@ static void r_gather(const ctx *c) {
     wm_tinfo *o = OUT(c, 0);
     if (!o) return;
     o->dtype = a->dtype;
-    if (!sh_gather_dims(c, "axis")) return;
+    if (!sh_gather_dims(c, o, "axis")) return;
     int64_t iv[WM_SH_MAXV];
     int ni = a->nval >= 0 && a->rank == 1 ? in_ints(c, 1, iv, WM_SH_MAXV) : -1;
     if (ni < 0) return;

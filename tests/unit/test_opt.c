@@ -178,6 +178,34 @@ static void test_shape_window_ops(void **st) {
     wm_onnx_free(m);
 }
 
+/* com.microsoft GatherBlockQuantized: Gather's shape, a uint8 table's last dim times 8 / bits, the scales' type */
+static void test_shape_gather_block_quantized(void **st) {
+    (void)st;
+    wm_graph *g;
+    wm_onnx_model *m = new_model(&g, 17);
+    wm_error e = {0};
+    assert_int_equal(wm_graph_add_input(g, "ids", WM_DT_INT64, (int64_t[]){2, 7}, 2, &e), WM_OK);
+    static const uint8_t codes[10 * 16], scales[10 * 2 * 2];
+    assert_int_equal(wm_graph_add_initializer(g, "data", WM_DT_UINT8, (int64_t[]){10, 16}, 2,
+                                              (wm_bytes){codes, sizeof codes}, NULL, &e), WM_OK);
+    assert_int_equal(wm_graph_add_initializer(g, "sc", WM_DT_FLOAT16, (int64_t[]){10, 2}, 2,
+                                              (wm_bytes){scales, 10 * 2 * 2}, NULL, &e), WM_OK);
+    const char *in[] = {"data", "ids", "sc"}, *out[] = {"y"};
+    wm_onnx_node *n = wm_graph_add_node(g, "GatherBlockQuantized", "com.microsoft", NULL, in, 3, out, 1, &e);
+    assert_non_null(n);
+    assert_int_equal(wm_graph_set_attr_int(g, n, "block_size", 16, &e), WM_OK);
+    wm_shapes *s;
+    assert_int_equal(wm_shapes_infer(g, &s, &e), WM_OK);
+    assert_int_equal(wm_shapes_get(s, "y")->rank, 3);
+    assert_int_equal(wm_shapes_dim(s, "y", 0), 2);
+    assert_int_equal(wm_shapes_dim(s, "y", 1), 7);
+    assert_int_equal(wm_shapes_dim(s, "y", 2), 32); /* 16 bytes of two 4-bit codes */
+    assert_int_equal(wm_shapes_dtype(s, "y"), WM_DT_FLOAT16);
+    wm_shapes_free(s);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+}
+
 static void test_shape_static_values_fold(void **st) {
     (void)st;
     wm_graph *g;
@@ -397,6 +425,7 @@ static void test_half_conversions(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shape_symbolic_reshape), cmocka_unit_test(test_shape_window_ops),
+        cmocka_unit_test(test_shape_gather_block_quantized),
         cmocka_unit_test(test_shape_static_values_fold),
         cmocka_unit_test(test_fold_ops),               cmocka_unit_test(test_dce_cse_dedup_identity),
         cmocka_unit_test(test_unknown_pass_is_usage_error), cmocka_unit_test(test_rmsnorm_fusion),
