@@ -213,7 +213,7 @@ static inline __attribute__((always_inline)) __m512 pk_wscales(const uint8_t *p,
  * the 4 columns is unpacked once and meets every row before vector t + 1: the 4 x mr integer sums are independent
  * chains, and each activation vector is loaded once for the 4 columns. Per (row, column) the same integer sum and
  * float fold as sg_dot. Decode too: a column at a time instead (each activation vector loaded 4 times, one chain
- * of 8 vpdpbusd per column) was 3-9% slower with the weights in cache (one thread, 896 x 512 .. 4864 x 128). */
+ * of 8 vpdpbusd per column) was 3-9% slower with the weights in cache (one thread, 896 x 512 .. 4864 x 128; stop 24). */
 static inline __attribute__((always_inline)) void pk_step_rows(const wm_nbits_q8 *q, int64_t m0, const int mr,
                                                           const uint8_t *p, int64_t b0, int64_t nb, const int full,
                                                           const int es, int pf, __m512 acc[4][4]) {

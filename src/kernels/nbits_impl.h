@@ -42,7 +42,7 @@ static inline void wm_nbits_prep_rows(const wm_nbits_args *a, int ith, int64_t *
 /*
  * Packed block-32 layout (made once per weight at session creation by the table's nbits_pack: wm_nbits_pack_sg32,
  * portable C, for AVX2; the same loop with AVX-512 permutes for the full super-groups on AVX-512, the same bytes in
- * 6.3-6.5 instead of 8.6-8.9 ms for an 18944 x 3584 matrix on one thread), for 4-bit codes with the default
+ * 6.3-6.5 instead of 8.6-8.9 ms for an 18944 x 3584 matrix on one thread, stop 24), for 4-bit codes with the default
  * zero point and int8 activations (wm_nbits_vnni_ok, block_size 32). A 64-byte header holds the scale size es (2:
  * halves, when scales_h is given; 4: floats). Columns go in quads (N padded to 4 with zero codes and scales); quad c
  * starts at WM_NBITS_PK_HEAD + c * wm_nbits_pk_qstride(kb, es). In it super-group g (nb = min(16, kb - 16 g) blocks)

@@ -225,7 +225,7 @@ static void combine(const actx *c, int64_t u) {
     if (c->group) b = u / a->Hkv, h0 = (u % a->Hkv) * m;
     else b = u / a->Hq, h0 = u % a->Hq;
     size_t slot = (size_t)(m * (dv + 1));
-    const float *p0 = c->part + (size_t)(u * c->nck) * slot;
+    float *p0 = c->part + (size_t)(u * c->nck) * slot;
     for (int64_t r = 0; r < m; r++) {
         float *o = a->o + b * a->o_sb + (h0 + r) * a->o_sh, mx = -INFINITY;
         int nan = 0;
@@ -240,13 +240,14 @@ static void combine(const actx *c, int64_t u) {
         }
         memset(o, 0, (size_t)dv * sizeof *o);
         float sum = 0.0f;
-        for (int64_t k = 0; k < c->nck; k++) { /* NaN chunks (all -inf) weigh 0 next to a finite one */
-            float l = p0[k * slot + m * dv + r];
-            sum += l == l ? expf(l - mx) : 0.0f;
+        for (int64_t k = 0; k < c->nck; k++) { /* each lse becomes its weight; NaN chunks (all -inf) weigh 0 */
+            float *l = &p0[k * slot + m * dv + r];
+            *l = *l == *l ? expf(*l - mx) : 0.0f;
+            sum += *l;
         }
         float inv = 1.0f / sum;
         for (int64_t k = 0; k < c->nck; k++) {
-            float l = p0[k * slot + m * dv + r], wk = l == l ? expf(l - mx) * inv : 0.0f;
+            float wk = p0[k * slot + m * dv + r] * inv;
             const float *ok = p0 + k * slot + r * dv;
             if (wk != 0.0f)
                 for (int64_t j = 0; j < dv; j++) o[j] += wk * ok[j];

@@ -280,6 +280,33 @@ typedef struct nb_tables {
     size_t n;
 } nb_tables;
 
+/*
+ * Submits the block quantization of weight w (tensor t) as K x N (trans: t is stored [N, K]): codes "<w>_Q<bits>"
+ * as [N, nblk, bs * bits / 8], or as [N, K * bits / 8] when flat (a GatherBlockQuantized table, K whole blocks),
+ * scales "<w>_scales" [N, nblk], zero points "<w>_zero_points" (asymmetric). names[0..2] receive the initializer
+ * names (names[2] NULL when symmetric).
+ */
+static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_plan *plan, const char *w,
+                               const wm_onnx_tensor *t, int64_t K, int64_t N, int trans, int bits, int flat,
+                               const char **names, wm_error *err) {
+    wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, c->block_size, bits, c->symmetric, 0, trans,
+                 0, t->data_type, 0, c->half_scales};
+    int64_t nblk = (K + j.bs - 1) / j.bs;
+    char nm[3][256];
+    snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
+    snprintf(nm[1], sizeof nm[1], "%s_scales", w);
+    snprintf(nm[2], sizeof nm[2], "%s_zero_points", w);
+    wm_qout outs[3] = {{wm_opt_name_exact(g, nm[0]), WM_DT_UINT8, {N, nblk, j.bs * bits / 8}, 3},
+                       {wm_opt_name_exact(g, nm[1]), t->data_type, {N, nblk}, 2},
+                       {wm_opt_name_exact(g, nm[2]), WM_DT_UINT8, {N, (nblk * bits + 7) / 8}, 2}};
+    if (flat) outs[0].dims[1] = K * bits / 8, outs[0].rank = 2;
+    if (!outs[0].name || !outs[1].name || !outs[2].name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    j.n_dst = c->symmetric ? 2 : 3;
+    wm_status s = wm_qjob_submit(g, plan, &j, outs, err);
+    names[0] = outs[0].name, names[1] = outs[1].name, names[2] = c->symmetric ? NULL : outs[2].name;
+    return s;
+}
+
 static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                            wm_onnx_node *n, nb_tables *tables, wm_error *err) {
     const char *a = wm_opt_in(n, 0), *w = wm_opt_in(n, 1);
@@ -292,30 +319,21 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         return WM_OK;
     }
     int bits = wants_8bit(c, n) ? 8 : c->bits;
-    wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, tb ? t->dims[1] : t->dims[0],
-                 tb ? t->dims[0] : t->dims[1], c->block_size, bits, c->symmetric, 0, tb, 0, dt, 0, c->half_scales};
-    int64_t nblk = (j.K + j.bs - 1) / j.bs;
-    char nm[3][256];
-    snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
-    snprintf(nm[1], sizeof nm[1], "%s_scales", w);
-    snprintf(nm[2], sizeof nm[2], "%s_zero_points", w);
-    wm_qout outs[3] = {{wm_opt_name_exact(g, nm[0]), WM_DT_UINT8, {j.N, nblk, j.bs * bits / 8}, 3},
-                       {wm_opt_name_exact(g, nm[1]), dt, {j.N, nblk}, 2},
-                       {wm_opt_name_exact(g, nm[2]), WM_DT_UINT8, {j.N, (nblk * bits + 7) / 8}, 2}};
-    if (!outs[0].name || !outs[1].name || !outs[2].name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    j.n_dst = c->symmetric ? 2 : 3;
-    wm_status s = wm_qjob_submit(g, plan, &j, outs, err);
+    int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1];
+    const char *q[3];
+    wm_status s = submit_blocks(g, c, plan, w, t, K, N, tb, bits, 0, q, err);
     if (s) return s;
     if (tb && tables->n < sizeof tables->v / sizeof tables->v[0])
-        tables->v[tables->n++] = (nb_table){t, bits, outs[0].name, outs[1].name, c->symmetric ? NULL : outs[2].name};
-    const char *in[4] = {a, outs[0].name, outs[1].name, outs[2].name}, *out[1] = {n->output[0]};
+        tables->v[tables->n++] = (nb_table){t, bits, q[0], q[1], q[2]};
+    const char *in[4] = {a, q[0], q[1], q[2]}, *out[1] = {n->output[0]};
     char name[256];
     snprintf(name, sizeof name, "%s_Q%d", n->name ? n->name : "MatMul", bits);
     if (wm_graph_remove_node(g, n, err)) return err->status;
     wm_onnx_node *f = wm_graph_add_node(g, "MatMulNBits", "com.microsoft", wm_graph_unique_name(g, name), in,
                                         c->symmetric ? 3 : 4, out, 1, err);
-    if (!f || wm_graph_set_attr_int(g, f, "K", j.K, err) || wm_graph_set_attr_int(g, f, "N", j.N, err) ||
-        wm_graph_set_attr_int(g, f, "bits", bits, err) || wm_graph_set_attr_int(g, f, "block_size", j.bs, err) ||
+    if (!f || wm_graph_set_attr_int(g, f, "K", K, err) || wm_graph_set_attr_int(g, f, "N", N, err) ||
+        wm_graph_set_attr_int(g, f, "bits", bits, err) ||
+        wm_graph_set_attr_int(g, f, "block_size", c->block_size, err) ||
         (c->accuracy_level && wm_graph_set_attr_int(g, f, "accuracy_level", c->accuracy_level, err)))
         return err->status ? err->status : WM_ERR_NOMEM;
     r->quantized++;
@@ -339,7 +357,7 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
         r->skipped++;
         return WM_OK;
     }
-    int64_t V = t->dims[0], H = t->dims[1], nblk = H / c->block_size, row = H * bits / 8;
+    int64_t V = t->dims[0], H = t->dims[1], row = H * bits / 8;
     const char *data = NULL, *scales = NULL, *zp = NULL;
     for (size_t i = 0; i < tables->n && !data; i++)
         if (tables->v[i].src == t && tables->v[i].bits == bits) {
@@ -349,21 +367,11 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
             scales = tables->v[i].scales;
             zp = tables->v[i].zp;
         }
-    if (!data) {
-        wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, H, V, c->block_size, bits, c->symmetric,
-                     0, 1, 0, dt, 0, c->half_scales};
-        char nm[3][256];
-        snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
-        snprintf(nm[1], sizeof nm[1], "%s_scales", w);
-        snprintf(nm[2], sizeof nm[2], "%s_zero_points", w);
-        wm_qout outs[3] = {{wm_opt_name_exact(g, nm[0]), WM_DT_UINT8, {V, row}, 2},
-                           {wm_opt_name_exact(g, nm[1]), dt, {V, nblk}, 2},
-                           {wm_opt_name_exact(g, nm[2]), WM_DT_UINT8, {V, (nblk * bits + 7) / 8}, 2}};
-        if (!outs[0].name || !outs[1].name || !outs[2].name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-        j.n_dst = c->symmetric ? 2 : 3;
-        wm_status s = wm_qjob_submit(g, plan, &j, outs, err);
+    if (!data) { /* its own codes, the table's rows as MatMulNBits' columns */
+        const char *q[3];
+        wm_status s = submit_blocks(g, c, plan, w, t, H, V, 1, bits, 1, q, err);
         if (s) return s;
-        data = outs[0].name, scales = outs[1].name, zp = c->symmetric ? NULL : outs[2].name;
+        data = q[0], scales = q[1], zp = q[2];
     }
     const char *in[4] = {data, ix, scales, zp}, *out[1] = {n->output[0]};
     char name[256];
