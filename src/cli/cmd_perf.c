@@ -35,7 +35,8 @@ static void help(void) {
            "figures (section llm): model load time, time to first token and prefill tokens/s for a random\n"
            "prompt of --prompt-len tokens (default 128), steady-state decode tokens/s and ms per output token\n"
            "over --gen-len tokens (default 128), medians of --llm-runs runs (default 3), peak RSS; and with\n"
-           "--decode-at N,N... the decode speed after a context of each N tokens. --no-llm skips it.\n");
+           "--decode-at N,N... the decode speed after a context of each N tokens, and each speed over the first\n"
+           "one's (median of 5 rounds that time every context back to back). --no-llm skips it.\n");
 }
 
 static double now_ms(void) {
@@ -88,22 +89,56 @@ static double median(double *v, long n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Decode-only speed after a context of ctx tokens: prefill ctx, then steps one-token steps; from the median step. */
-static wm_status decode_speed_at(wm_clm *m, long ctx, long steps, const int32_t *prompt, double *tps, wm_error *err) {
+enum { DA_STEPS = 9, DA_ROUNDS = 5 }; /* --decode-at: steps per context per round (the first one dropped) */
+
+/* The median of steps one-token steps (after one dropped) from the cache as it is, in ms. */
+static wm_status decode_steps(wm_clm *m, int32_t id, double *med, wm_error *err) {
     const float *lg;
-    wm_clm_reset(m);
-    wm_status st = wm_clm_append(m, prompt, (size_t)ctx, &lg, err);
-    if (st) return st;
-    int32_t id = prompt[0];
-    double ms[64];
-    if (steps > 64) steps = 64;
-    for (long k = 0; k < steps; k++) {
+    double ms[DA_STEPS];
+    wm_status st = wm_clm_append(m, &id, 1, &lg, err);
+    for (int k = 0; !st && k < DA_STEPS; k++) {
         double a = now_ms();
-        if ((st = wm_clm_append(m, &id, 1, &lg, err))) return st;
+        st = wm_clm_append(m, &id, 1, &lg, err);
         ms[k] = now_ms() - a;
     }
-    *tps = 1e3 / median(ms, steps); /* one preempted step does not move it */
-    return WM_OK;
+    if (!st) *med = median(ms, DA_STEPS); /* one preempted step does not move it */
+    return st;
+}
+
+/*
+ * Decode-only speed after a context of each ctx[i] tokens (n of them, any order), as tokens/s in tps[i], and
+ * ratio[i] = speed at ctx[i] / speed at ctx[0]. Rounds: the cache is filled to the longest context (prompt),
+ * then cut back to each shorter one in turn, and DA_STEPS steps are timed at each; the next round fills it
+ * back up. tps is the median over rounds of each round's median step, ratio the median of the per-round
+ * ratios: the contexts of a round are timed within a second of each other, so a machine whose speed drifts
+ * over seconds (seen here: +-25%) moves both sides of each ratio.
+ */
+static wm_status decode_at(wm_clm *m, const long *ctx, int n, const int32_t *prompt, double *tps, double *ratio,
+                           wm_error *err) {
+    double t[DA_ROUNDS][16], v[DA_ROUNDS];
+    int ord[16];
+    for (int i = 0; i < n; i++) { /* longest first: each next context is a cut of the cache */
+        int k = i;
+        while (k > 0 && ctx[ord[k - 1]] < ctx[i]) ord[k] = ord[k - 1], k--;
+        ord[k] = i;
+    }
+    wm_clm_reset(m);
+    wm_status st = WM_OK;
+    for (int r = 0; r < DA_ROUNDS && !st; r++)
+        for (int k = 0; k < n && !st; k++) {
+            long c = ctx[ord[k]], len = (long)wm_clm_length(m);
+            const float *lg;
+            if (len > c) st = wm_clm_truncate(m, c, err);
+            else if (len < c) st = wm_clm_append(m, prompt + len, (size_t)(c - len), &lg, err);
+            if (!st) st = decode_steps(m, prompt[0], &t[r][ord[k]], err);
+        }
+    for (int i = 0; !st && i < n; i++) {
+        for (int r = 0; r < DA_ROUNDS; r++) v[r] = t[r][i];
+        tps[i] = 1e3 / median(v, DA_ROUNDS);
+        for (int r = 0; r < DA_ROUNDS; r++) v[r] = t[r][0] / t[r][i];
+        ratio[i] = median(v, DA_ROUNDS);
+    }
+    return st;
 }
 
 /*
@@ -113,7 +148,7 @@ static wm_status decode_speed_at(wm_clm *m, long ctx, long steps, const int32_t 
 static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o, int tty, wm_json *j, wm_error *err) {
     long max_ctx = o->prompt_len + o->gen_len;
     for (int i = 0; i < o->n_decode_at; i++)
-        if (o->decode_at[i] + 33 > max_ctx) max_ctx = o->decode_at[i] + 33;
+        if (o->decode_at[i] + DA_STEPS + 1 > max_ctx) max_ctx = o->decode_at[i] + DA_STEPS + 1;
     wm_clm_opts co = {.threads = o->threads, .max_length = max_ctx};
     wm_clm *m = NULL;
     double t0 = now_ms();
@@ -122,7 +157,7 @@ static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o,
     double load_ms = now_ms() - t0;
     int64_t vocab = wm_clm_vocab(m);
     if (vocab <= 0) vocab = 1000;
-    long n_prompt = o->prompt_len > max_ctx ? max_ctx : max_ctx;
+    long n_prompt = max_ctx;
     int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt), *gen = malloc((size_t)o->gen_len * sizeof *gen);
     double *ttft = malloc((size_t)o->runs * sizeof(double)), *pre = malloc((size_t)o->runs * sizeof(double));
     double *dec = malloc((size_t)o->runs * sizeof(double)), *tot = malloc((size_t)o->runs * sizeof(double));
@@ -166,16 +201,18 @@ static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o,
     wm_json_str(j, "logits", wm_clm_narrowed(m) ? "last_position" : "every_position");
     wm_json_num(j, "peak_rss_mb", mb(wm_peak_rss_bytes()));
     if (o->n_decode_at) {
+        double tps[16], ratio[16];
+        if ((st = decode_at(m, o->decode_at, o->n_decode_at, prompt, tps, ratio, err))) goto done;
         wm_json_arr(j, "decode_at_context");
         for (int i = 0; i < o->n_decode_at; i++) {
-            double tps;
-            if ((st = decode_speed_at(m, o->decode_at[i], 32, prompt, &tps, err))) goto done;
             wm_json_obj(j, NULL);
             wm_json_int(j, "context", o->decode_at[i]);
-            wm_json_num(j, "decode_tokens_per_sec", tps);
+            wm_json_num(j, "decode_tokens_per_sec", tps[i]);
+            wm_json_num(j, "speed_vs_first", ratio[i]);
             wm_json_obj_end(j);
         }
         wm_json_arr_end(j);
+        wm_json_int(j, "decode_at_rounds", DA_ROUNDS);
     }
     wm_json_obj_end(j);
 done:

@@ -49,6 +49,13 @@ const wm_session *wm_clm_session(const wm_clm *m);
 void wm_clm_reset(wm_clm *m);
 
 /*
+ * Keeps the first len tokens of the cache and forgets the rest: the next
+ * append continues at position len. WM_ERR_USAGE when len is past the
+ * tokens held.
+ */
+wm_status wm_clm_truncate(wm_clm *m, int64_t len, wm_error *err);
+
+/*
  * Appends n tokens (prefill when the cache is empty, a decode step when n
  * is 1) and runs the model. *logits points to the last position's
  * vocabulary logits (float32, owned by m, valid until the next call).

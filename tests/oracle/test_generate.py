@@ -177,3 +177,32 @@ def test_fp16_build_narrows_the_head_through_its_cast(winml, tmp_path, monkeypat
     want = generate(winml, path, prompt, "--max-new-tokens", "20")["ids"]
     monkeypatch.setenv("WM_LOGITS_ALL", "1")
     assert generate(winml, path, prompt, "--max-new-tokens", "20")["ids"] == want
+
+
+def clm_cut(testtool, path, n, k, m, env=None):
+    import os
+    r = subprocess.run([testtool, "clm-cut", str(path), str(n), str(k), str(m)], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, **(env or {})})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("kv_copy", [False, True])
+def test_cache_cut_continues_as_a_fresh_sequence(testtool, fused_decoder, kv_copy):
+    """wm_clm_truncate (perf's --decode-at rounds cut the cache back): after 30 tokens cut to 12, the next 5
+    steps give the logits of 12 tokens + those 5 in one prefill, in place and in the two-set form (whose past is
+    packed by its length, so a cut moves each head's rows); without the cut they differ (control)."""
+    _, path = fused_decoder
+    got = clm_cut(testtool, path, 30, 12, 5, {"WM_KV_COPY": "1"} if kv_copy else None)
+    assert got["inplace"] == (0 if kv_copy else 1)
+    assert got["diff_cut"] <= 1e-4 * max(1.0, got["scale"]), got
+    assert got["diff_nocut"] > 1e-2 * got["scale"], got
+    assert got["over_error"] == 1
+
+
+def test_cache_cut_concat_graph(testtool, decoder):
+    _, path = decoder
+    got = clm_cut(testtool, path, 20, 7, 4)
+    assert got["inplace"] == 0
+    assert got["diff_cut"] <= 1e-4 * max(1.0, got["scale"]), got
+    assert got["diff_nocut"] > 1e-2 * got["scale"], got

@@ -105,6 +105,8 @@ def test_perf_llm_section(winml, tmp_path):
     assert llm["prefill_tokens_per_sec"] == pytest.approx(12 * 1e3 / llm["prefill_ms"])
     assert llm["decode_tokens_per_sec"] == pytest.approx(1e3 / llm["tpot_ms"])
     assert llm["ttft_ms"] >= llm["prefill_ms"] > 0 and llm["load_ms"] > 0
-    assert [x["context"] for x in llm["decode_at_context"]] == [5, 40]
+    at = llm["decode_at_context"]
+    assert [x["context"] for x in at] == [5, 40] and llm["decode_at_rounds"] >= 3
+    assert at[0]["speed_vs_first"] == 1 and at[1]["speed_vs_first"] > 0 and at[1]["decode_tokens_per_sec"] > 0
     r = perf(winml, "-m", path, "-f", "json", "--iterations", "1", "--no-llm")
     assert "llm" not in json.loads(r.stdout)

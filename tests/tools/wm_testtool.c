@@ -9,8 +9,16 @@
  *   wm_testtool touch IN.onnx
  *       load IN, read every weight byte, print JSON {file_bytes, data_bytes,
  *       peak_rss_bytes, checksum}
+ *   wm_testtool clm-cut MODEL N K M
+ *       the causal-LM runner's cache cut (wm_clm_truncate): the last logits of
+ *       tokens 0..K-1 then M new tokens, computed fresh, after N tokens cut back
+ *       to K ("cut"), and after the N tokens without the cut ("nocut", a
+ *       control that must differ); prints JSON {inplace, diff_cut, diff_nocut,
+ *       scale (max |fresh|), over_error (1: cutting past the held tokens
+ *       failed with a usage error)}
  * Exit codes: 0 ok, 2 error (message on stderr).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +26,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "llm/causal_lm.h"
 #include "onnx/dtype.h"
 #include "onnx/onnx_model.h"
 
@@ -125,9 +134,70 @@ static wm_status touch_tensor(void *ctx, wm_onnx_tensor *t, const char *where) {
     return WM_OK;
 }
 
+/* max |a - b| over n floats */
+static double max_diff(const float *a, const float *b, int64_t n) {
+    double d = 0;
+    for (int64_t i = 0; i < n; i++) d = fabs((double)a[i] - b[i]) > d ? fabs((double)a[i] - b[i]) : d;
+    return d;
+}
+
+static int clm_cut(const char *path, long n, long k, long m) {
+    wm_error e = {0};
+    wm_clm_opts co = {.threads = 2, .max_length = n + m + 8};
+    wm_clm *c = NULL;
+    if (k < 1 || k > n || m < 1 || wm_clm_open(path, &co, &c, &e)) {
+        if (c == NULL && e.msg[0]) return fail(&e);
+        fprintf(stderr, "wm_testtool: clm-cut: need 1 <= K <= N, M >= 1\n");
+        wm_clm_free(c);
+        return 2;
+    }
+    int64_t v = wm_clm_vocab(c) > 0 ? wm_clm_vocab(c) : 100;
+    int32_t *ids = malloc((size_t)(n + m) * sizeof *ids), *tail = malloc((size_t)m * sizeof *tail);
+    float *fresh = NULL, *cut = NULL, *nocut = NULL;
+    const float *lg;
+    int rc = 2, over = 0;
+    if (!ids || !tail) goto done;
+    for (long i = 0; i < n; i++) ids[i] = (int32_t)((i * 7 + 3) % v);
+    for (long i = 0; i < m; i++) tail[i] = (int32_t)((i * 11 + 5) % v);
+    memcpy(ids + k, tail, (size_t)m * sizeof *tail);
+    /* fresh: tokens 0..K-1 then the tail, one prefill */
+    wm_clm_reset(c);
+    if (wm_clm_append(c, ids, (size_t)(k + m), &lg, &e)) goto err;
+    v = wm_clm_vocab(c);
+    if (!(fresh = malloc((size_t)v * sizeof *fresh)) || !(cut = malloc((size_t)v * sizeof *cut)) ||
+        !(nocut = malloc((size_t)v * sizeof *nocut)))
+        goto done;
+    memcpy(fresh, lg, (size_t)v * sizeof *fresh);
+    for (long i = 0; i < n; i++) ids[i] = (int32_t)((i * 7 + 3) % v);
+    /* cut: N tokens, back to K, the tail one token at a time */
+    wm_clm_reset(c);
+    if (wm_clm_append(c, ids, (size_t)n, &lg, &e)) goto err;
+    over = wm_clm_truncate(c, n + 1, &e) == WM_ERR_USAGE && wm_clm_length(c) == n;
+    if (wm_clm_truncate(c, k, &e)) goto err;
+    for (long i = 0; i < m; i++)
+        if (wm_clm_append(c, tail + i, 1, &lg, &e)) goto err;
+    memcpy(cut, lg, (size_t)v * sizeof *cut);
+    /* nocut: N tokens, then the tail */
+    wm_clm_reset(c);
+    if (wm_clm_append(c, ids, (size_t)n, &lg, &e) || wm_clm_append(c, tail, (size_t)m, &lg, &e)) goto err;
+    memcpy(nocut, lg, (size_t)v * sizeof *nocut);
+    double scale = 0;
+    for (int64_t i = 0; i < v; i++) scale = fabs(fresh[i]) > scale ? fabs(fresh[i]) : scale;
+    printf("{\"inplace\": %d, \"diff_cut\": %.9g, \"diff_nocut\": %.9g, \"scale\": %.9g, \"over_error\": %d}\n",
+           wm_clm_inplace(c), max_diff(fresh, cut, v), max_diff(fresh, nocut, v), scale, over);
+    rc = 0;
+    goto done;
+err:
+    rc = fail(&e);
+done:
+    free(ids), free(tail), free(fresh), free(cut), free(nocut);
+    wm_clm_free(c);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: wm_testtool roundtrip|mkbig|touch ...\n");
+        fprintf(stderr, "usage: wm_testtool roundtrip|mkbig|touch|clm-cut ...\n");
         return 2;
     }
     wm_error e = {0};
@@ -155,6 +225,8 @@ int main(int argc, char **argv) {
         wm_onnx_free(m);
         return 0;
     }
+    if (!strcmp(argv[1], "clm-cut") && argc >= 6)
+        return clm_cut(argv[2], strtol(argv[3], NULL, 10), strtol(argv[4], NULL, 10), strtol(argv[5], NULL, 10));
     fprintf(stderr, "wm_testtool: unknown or incomplete command '%s'\n", argv[1]);
     return 2;
 }
