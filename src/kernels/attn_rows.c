@@ -40,12 +40,14 @@ static inline void pv_rows(int64_t m, int64_t n, int64_t d, const float *p, int6
 }
 
 static void g_attn_qk(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
-                      float scale, float *s, int64_t lds) {
+                      float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d) {
+    (void)pf, (void)pf_ld, (void)pf_d; /* no prefetch in the reference */
     qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, 0);
 }
 
 static void g_attn_qk_h(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const uint16_t *k, int64_t ldk,
-                        float scale, float *s, int64_t lds) {
+                        float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d) {
+    (void)pf, (void)pf_ld, (void)pf_d;
     qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, 1);
 }
 

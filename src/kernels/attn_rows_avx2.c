@@ -13,6 +13,7 @@
 #include "kernels/kernels_impl.h"
 
 #define KV_INLINE static inline __attribute__((always_inline))
+#define QK_PF 16 /* key rows ahead prefetched by attn_qk */
 
 static inline float hsum8(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -76,16 +77,22 @@ KV_INLINE void qk_block4(const float *qa, const float *qb, const void *k0, int64
 /* Keys stream once, in order (the hardware prefetcher's case): each block of four key rows meets
    every query row, two at a time, while it is in L1. */
 KV_INLINE void qk_rows(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const void *k, int64_t ldk,
-                       float scale, float *s, int64_t lds, int h) {
-    int64_t d8 = d & ~(int64_t)7, j = 0;
+                       float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d, int h) {
+    int64_t d8 = d & ~(int64_t)7, j = 0, es = h ? 2 : 4;
     __m128 vs = _mm_set1_ps(scale);
-    for (; j + 4 <= n; j += 4)
+    const char *pk = kv_row(k, QK_PF, ldk, h), *pv = pf; /* prefetches: keys QK_PF rows ahead, pf alongside */
+    for (; j + 4 <= n; j += 4) {
+        for (int u = 0; u < 4; u++, pk += es * ldk, pv += pv ? es * pf_ld : 0) {
+            for (int64_t t = 0; t < es * d; t += 64) _mm_prefetch(pk + t, _MM_HINT_T0);
+            for (int64_t t = 0; pv && t < es * pf_d; t += 64) _mm_prefetch(pv + t, _MM_HINT_T0);
+        }
         for (int64_t r = 0; r < m; r += 2) {
             int two = r + 1 < m;
             const float *qa = q + r * ldq;
             qk_block4(qa, two ? qa + ldq : qa, kv_row(k, j, ldk, h), ldk, d, d8, vs, s + r * lds + j,
                       s + (r + two) * lds + j, two, h);
         }
+    }
     for (; j < n; j++) {
         const void *kj = kv_row(k, j, ldk, h);
         for (int64_t r = 0; r < m; r++) {
@@ -135,13 +142,13 @@ KV_INLINE void pv_rows(int64_t m, int64_t n, int64_t d, const float *p, int64_t 
 }
 
 static void a_attn_qk(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
-                      float scale, float *s, int64_t lds) {
-    qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, 0);
+                      float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d) {
+    qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, pf, pf_ld, pf_d, 0);
 }
 
 static void a_attn_qk_h(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const uint16_t *k, int64_t ldk,
-                        float scale, float *s, int64_t lds) {
-    qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, 1);
+                        float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d) {
+    qk_rows(m, n, d, q, ldq, k, ldk, scale, s, lds, pf, pf_ld, pf_d, 1);
 }
 
 static void a_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const float *v, int64_t ldv,

@@ -288,14 +288,16 @@ typedef struct wm_kernels {
     /* Attention for a few query rows (decode: the heads of one KV group) over n key/value rows:
      *   attn_qk: s[r*lds + j] = scale * dot(q[r*ldq ..], k[j*ldk ..]) over d, r < m, j < n
      *   attn_pv: o[r*ldo + c] = sum_j p[r*ldp + j] * v[j*ldv + c], c < d (o written, not accumulated)
-     * Each key/value row is read once per call whatever m; m <= 16 is the intended use. */
+     * Each key/value row is read once per call whatever m; m <= 16 is the intended use. attn_qk may
+     * prefetch pf (NULL: nothing), n rows of pf_d elements pf_ld apart of the keys' type: the value rows
+     * the caller reads next, fetched while the keys are. */
     void (*attn_qk)(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *k, int64_t ldk,
-                    float scale, float *s, int64_t lds);
+                    float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d);
     void (*attn_pv)(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const float *v, int64_t ldv,
                     float *o, int64_t ldo);
     /* the same with float16 keys / values (a float16 KV cache read in place, converted on load) */
     void (*attn_qk_h)(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const uint16_t *k, int64_t ldk,
-                      float scale, float *s, int64_t lds);
+                      float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d);
     void (*attn_pv_h)(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const uint16_t *v, int64_t ldv,
                       float *o, int64_t ldo);
 

@@ -29,6 +29,7 @@
 
 #include "kernels/kernels_impl.h"
 #include "kernels/nbits_impl.h"
+#include "kernels/reduce_avx512.h"
 
 /*
  * Row m of A quantized into q (see the file comment): per block amax / 127 and RNE (wm_ref_nbits_q8), q->sum
@@ -251,22 +252,6 @@ static inline __attribute__((always_inline)) void pk_step_rows(const wm_nbits_q8
     }
 }
 
-/*
- * The 16 horizontal sums of v[0..15] at once: lane 4k + j = the sum of v[4j + k], each added up in exactly the
- * pairs and order of _mm512_reduce_add_ps (halves, quarters, then 2 + 2 and 1 + 1 within a quarter), so the
- * bits are those of 16 reduce_add_ps calls, for 45 instructions instead of about 130.
- */
-static inline __attribute__((always_inline)) __m512 reduce16(const __m512 v[16]) {
-    __m512 c[8], e[4], g[2];
-    for (int p = 0; p < 8; p++) /* lanes 0-7: v[2p]'s i + i+8; lanes 8-15: v[2p+1]'s */
-        c[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44), _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xee));
-    for (int p = 0; p < 4; p++) /* quarter q: v[4p + q]'s i + i+4 */
-        e[p] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0x88), _mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0xdd));
-    for (int p = 0; p < 2; p++) /* per quarter: e[2p]'s 0+2, 1+3, then e[2p+1]'s */
-        g[p] = _mm512_add_ps(_mm512_shuffle_ps(e[2 * p], e[2 * p + 1], 0x44), _mm512_shuffle_ps(e[2 * p], e[2 * p + 1], 0xee));
-    return _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], 0x88), _mm512_shuffle_ps(g[0], g[1], 0xdd));
-}
-
 /* The sums of v[0..3] (one row: mr = 1): quarter q, lane 0 = the sum of v[q], in the pairs and order of reduce16 */
 static inline __attribute__((always_inline)) __m512 reduce4(const __m512 v[4]) {
     __m512 c0 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x44), _mm512_shuffle_f32x4(v[0], v[1], 0xee));
@@ -306,7 +291,7 @@ static inline __attribute__((always_inline)) void tile_pk(const wm_nbits_args *a
         for (int i = 0; i < 4; i++)
             #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) v[4 * j + i] = i < mr ? acc[i][j] : _mm512_setzero_ps();
-        __m512 r = reduce16(v);
+        __m512 r = wm_reduce16_ps(v);
         const __mmask8 cm = (__mmask8)((1u << nc) - 1);
         _mm_mask_storeu_ps(a->C + m0 * a->ldc + 4 * c, cm, _mm512_castps512_ps128(r));
         _mm_mask_storeu_ps(a->C + (m0 + 1) * a->ldc + 4 * c, cm, _mm512_extractf32x4_ps(r, 1));

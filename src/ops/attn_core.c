@@ -199,8 +199,9 @@ static void unit(const actx *c, int64_t u, float *sc, int ith) {
         kp = widen_rows(kp, kld, n, a->dk, kw), kld = a->dk;
         vp = widen_rows(vp, vld, n, a->dv, kw + n * a->dk), vld = a->dv;
     }
-    if (n > 0 && few && a->kv_h16) K->attn_qk_h(m, n, a->dk, qp, qstep, kp, kld, a->scale, sc, n);
-    else if (n > 0 && few) K->attn_qk(m, n, a->dk, qp, qstep, kp, kld, a->scale, sc, n);
+    /* the value rows are prefetched as the keys are read: the cache comes from memory once per decode step */
+    if (n > 0 && few && a->kv_h16) K->attn_qk_h(m, n, a->dk, qp, qstep, kp, kld, a->scale, sc, n, vp, vld, a->dv);
+    else if (n > 0 && few) K->attn_qk(m, n, a->dk, qp, qstep, kp, kld, a->scale, sc, n, vp, vld, a->dv);
     else if (n > 0) {
         wm_gemm_args g1 = {m, n, a->dk, qp, qstep, 0, kp, kld, 1, sc, n, a->scale, 0};
         wm_sgemm_st(c->x, ith, &g1);

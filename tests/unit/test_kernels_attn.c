@@ -50,8 +50,9 @@ static void qk_run(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd
     kt_fill(q, (int64_t)kt_span(m, d, ldq), seed);
     kt_fill(k, (int64_t)nk, seed);
     uint16_t *kh = h ? kt_halves(k, nk) : NULL; /* k now holds the values the halves hold */
-    if (h) K->attn_qk_h(m, n, d, q, ldq, kh, ldk, 0.37f, s, lds);
-    else K->attn_qk(m, n, d, q, ldq, k, ldk, 0.37f, s, lds);
+    const void *pf = odd ? NULL : h ? (const void *)kh : (const void *)k; /* a prefetch must not change a score */
+    if (h) K->attn_qk_h(m, n, d, q, ldq, kh, ldk, 0.37f, s, lds, pf, ldk, d);
+    else K->attn_qk(m, n, d, q, ldq, k, ldk, 0.37f, s, lds, pf, ldk, d);
     for (int64_t r = 0; r < m; r++)
         for (int64_t j = 0; j < n; j++) {
             double ref = 0, mag = 0;
