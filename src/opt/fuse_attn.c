@@ -40,6 +40,7 @@ typedef struct attn_match {
     int64_t H, N, kvN;
     double scale;
     const char *mask;          /* additive mask, or NULL */
+    int nan_guard;             /* the probabilities pass Where(IsNaN(p), 0, p): fully masked rows are not NaN */
 } attn_match;
 
 static double const_value(const wm_graph *g, const char *name, int *ok) {
@@ -198,6 +199,7 @@ static int match(const wm_pass_ctx *c, wm_onnx_node *sm, attn_match *a) {
         if (!nan || strcmp(nan->input[0], p) || strcmp(wm_opt_in(w, 2), p) || !wm_opt_const_is(g, w->input[1], 0, 0))
             return 0;
         p = w->output[0];
+        a->nan_guard = 1;
     }
     wm_onnx_node *pv = wm_m_sole(g, p, "MatMul");
     if (!pv || strcmp(pv->input[0], p)) return 0;
@@ -269,7 +271,7 @@ static int match(const wm_pass_ctx *c, wm_onnx_node *sm, attn_match *a) {
     if (a->mask) {
         int mr = wm_shapes_rank(c->sh, a->mask);
         int32_t mt = wm_shapes_dtype(c->sh, a->mask), qt = wm_shapes_dtype(c->sh, a->q.x3);
-        if (mr != 4 || !mt || mt != qt) return 0;
+        if (mr != 4 || !mt || mt != qt || (a->nan_guard && mt != WM_DT_FLOAT && mt != WM_DT_FLOAT16)) return 0;
     }
     return 1;
 }
@@ -295,8 +297,35 @@ static const char *rope_3d(wm_pass_ctx *c, const head_src *hs) {
 }
 
 /* The additive mask broadcast to [.., .., S, T] when its query axis is 1 (MultiHeadAttention needs S rows). */
+/*
+ * The mask with -inf raised to the lowest finite value, where the graph guarded its probabilities with
+ * Where(IsNaN(p), 0, p) (torch's sdpa export: a boolean mask becomes -inf, and a row whose keys are all masked,
+ * a left-padded position, gives NaN that the Where zeroes). The fused ops have no such guard: -inf would make
+ * those rows NaN, and the NaN would reach every row of the next layer through its values (0 x NaN). With a
+ * finite floor such a row averages its values instead of giving 0, and every other row is unchanged (its
+ * masked keys still weigh exp(-huge) = 0). One Max per mask, shared by the layers.
+ */
+static const char *finite_mask(wm_pass_ctx *c, const char *mask) {
+    size_t nu;
+    const wm_use *u = wm_graph_consumers(c->g, mask, &nu);
+    int32_t dt = wm_shapes_dtype(c->sh, mask);
+    double lo = dt == WM_DT_FLOAT16 ? -65504.0 : -3.4028234663852886e38;
+    for (size_t i = 0; i < nu; i++)
+        if (wm_opt_is(u[i].node, "Max") && u[i].node->n_input == 2 && u[i].slot == 0 &&
+            wm_opt_const_is(c->g, u[i].node->input[1], lo, 0))
+            return u[i].node->output[0];
+    uint16_t h = 0xfbff; /* -65504 */
+    float f = (float)lo;
+    const char *k = dt == WM_DT_FLOAT16 ? wm_opt_const_raw(c->g, "mask_floor", dt, NULL, 0, &h, 2, c->err)
+                    : dt == WM_DT_FLOAT ? wm_opt_const_raw(c->g, "mask_floor", dt, NULL, 0, &f, 4, c->err)
+                                        : NULL;
+    const char *in[2] = {mask, k};
+    return k ? wm_opt_emit(c->g, "Max", NULL, in, 2, c->err) : NULL;
+}
+
 static const char *full_rows(wm_pass_ctx *c, const attn_match *a, const char *q3) {
-    if (wm_shapes_dim(c->sh, a->mask, 2) != 1) return a->mask;
+    const char *mask = a->nan_guard ? finite_mask(c, a->mask) : a->mask;
+    if (!mask || wm_shapes_dim(c->sh, a->mask, 2) != 1) return mask;
     wm_graph *g = c->g;
     int64_t one = 1, idx = 1;
     const char *k1 = wm_opt_const_i64(g, "mha_one", &one, 1, 0, c->err), *ki = wm_opt_const_i64(g, "mha_seq", &idx, 1, 0, c->err);
@@ -308,7 +337,7 @@ static const char *full_rows(wm_pass_ctx *c, const attn_match *a, const char *q3
     const char *ci[4] = {k1, k1, s, k1}, *tgt;
     wm_onnx_node *cat = s ? wm_opt_emit_node(g, "Concat", NULL, ci, 4, &tgt, c->err) : NULL;
     if (!cat || wm_graph_set_attr_int(g, cat, "axis", 0, c->err)) return NULL;
-    const char *ei[2] = {a->mask, tgt};
+    const char *ei[2] = {mask, tgt};
     return wm_opt_emit(g, "Expand", NULL, ei, 2, c->err);
 }
 

@@ -52,6 +52,8 @@ wm_status wm_pass_gemm3d(wm_pass_ctx *c);
 wm_status wm_pass_rotary(wm_pass_ctx *c);
 wm_status wm_pass_mha(wm_pass_ctx *c);
 wm_status wm_pass_gqa(wm_pass_ctx *c);
+/* fuse_attn_split.c */
+wm_status wm_pass_attn_split(wm_pass_ctx *c);
 
 /* fuse_engine.c */
 wm_status wm_pass_matmul_epilogue(wm_pass_ctx *c);

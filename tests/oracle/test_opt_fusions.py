@@ -4,6 +4,7 @@ outputs as the unfused one in onnxruntime (max abs diff <= 1e-4, cosine >= 0.999
 import json
 import os
 
+import numpy as np
 import pytest
 
 import opt_models as M
@@ -116,3 +117,46 @@ def test_decomposed_layernorm_export(winml, tmp_path):
     f = M.encoder_feeds(2, 6, seed=4)
     worst, cos = M.compare(M.run_model(src, f), M.run_model(dst, f))
     assert worst <= TOL_ABS and cos >= TOL_COS
+
+
+def _gpt2_no_past(path):
+    """Tiny GPT-2 (random N(0, 0.1) weights, so c_attn has a bias) forward without cache, TorchScript exporter
+    with sdpa attention: c_attn is Reshape/Gemm/Reshape + Split, the probabilities pass Where(IsNaN(p), 0, p)."""
+    import torch
+
+    class Fwd(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+
+    model = M._randomize(M._decoder("gpt2"), 5)
+    model.config._attn_implementation = "sdpa"
+    ids = torch.randint(0, 100, (2, 8))
+    with torch.no_grad():
+        torch.onnx.export(Fwd(model), (ids, torch.ones_like(ids)), path, input_names=["input_ids", "attention_mask"],
+                          output_names=["logits"], opset_version=17, dynamo=False,
+                          dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"}})
+
+
+def test_fused_qkv_projection_becomes_attention_and_padding_stays_finite(winml, tmp_path):
+    """GPT-2's c_attn (one MatMul + bias, Split in three) becomes com.microsoft Attention (attention_split pass:
+    no Split copy), and a left-padded batch gives finite logits that match the unfused graph at every real
+    token, in onnxruntime and in our engine. Before the mask floor (finite_mask) the fused graph was all NaN:
+    the padded rows' -inf scores gave NaN that the next layer spread to every row."""
+    src, dst = str(tmp_path / "gpt2.onnx"), str(tmp_path / "opt.onnx")
+    _gpt2_no_past(src)
+    rep = optimize(winml, src, dst)
+    after = rep["ops_after"]
+    assert after.get("Attention") == M.L and "Split" not in after and "MultiHeadAttention" not in after, after
+    assert after.get("Max") == 1, after  # one mask floor shared by the layers
+    rng = np.random.default_rng(2)
+    f = {"input_ids": rng.integers(0, 100, (2, 9)), "attention_mask": np.ones((2, 9), np.int64)}
+    f["attention_mask"][0, :3] = 0
+    ref = M.run_model(src, f)[0]
+    assert np.isfinite(ref).all()
+    for got in (M.run_model(dst, f)[0], M._run_engine(src, f)[0], M._run_engine(dst, f)[0]):
+        assert np.isfinite(got).all()
+        assert np.abs(got[0, 3:] - ref[0, 3:]).max() <= TOL_ABS and np.abs(got[1] - ref[1]).max() <= TOL_ABS
