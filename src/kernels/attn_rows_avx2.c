@@ -80,11 +80,13 @@ KV_INLINE void qk_rows(int64_t m, int64_t n, int64_t d, const float *q, int64_t 
                        float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d, int h) {
     int64_t d8 = d & ~(int64_t)7, j = 0, es = h ? 2 : 4;
     __m128 vs = _mm_set1_ps(scale);
-    const char *pk = kv_row(k, QK_PF, ldk, h), *pv = pf; /* prefetches: keys QK_PF rows ahead, pf alongside */
+    /* prefetches: keys QK_PF rows ahead, pf alongside; addresses as integers, as the rows ahead may lie
+       past the cache (a prefetch may touch them, pointer arithmetic may not reach them) */
+    uintptr_t pk = (uintptr_t)k + (uintptr_t)(QK_PF * es * ldk), pv = (uintptr_t)pf;
     for (; j + 4 <= n; j += 4) {
-        for (int u = 0; u < 4; u++, pk += es * ldk, pv += pv ? es * pf_ld : 0) {
-            for (int64_t t = 0; t < es * d; t += 64) _mm_prefetch(pk + t, _MM_HINT_T0);
-            for (int64_t t = 0; pv && t < es * pf_d; t += 64) _mm_prefetch(pv + t, _MM_HINT_T0);
+        for (int u = 0; u < 4; u++, pk += (uintptr_t)(es * ldk), pv += pf ? (uintptr_t)(es * pf_ld) : 0) {
+            for (int64_t t = 0; t < es * d; t += 64) _mm_prefetch((const char *)(pk + (uintptr_t)t), _MM_HINT_T0);
+            for (int64_t t = 0; pf && t < es * pf_d; t += 64) _mm_prefetch((const char *)(pv + (uintptr_t)t), _MM_HINT_T0);
         }
         for (int64_t r = 0; r < m; r += 2) {
             int two = r + 1 < m;

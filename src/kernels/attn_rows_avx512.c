@@ -54,11 +54,13 @@ static void z_attn_qk(int64_t m, int64_t n, int64_t d, const float *q, int64_t l
                       float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d) {
     int64_t j = 0;
     __m512 vs = _mm512_set1_ps(scale);
-    const char *pk = (const char *)(k + QK_PF * ldk), *pv = pf;
+    /* addresses as integers: the key rows ahead may lie past the cache, which a prefetch may touch but
+       pointer arithmetic may not reach */
+    uintptr_t pk = (uintptr_t)k + (uintptr_t)(QK_PF * ldk * 4), pv = (uintptr_t)pf;
     for (; j + 4 <= n; j += 4) {
-        for (int u = 0; u < 4; u++, pk += 4 * ldk, pv += pv ? 4 * pf_ld : 0) {
-            for (int64_t t = 0; t < 4 * d; t += 64) _mm_prefetch(pk + t, _MM_HINT_T0);
-            for (int64_t t = 0; pv && t < 4 * pf_d; t += 64) _mm_prefetch(pv + t, _MM_HINT_T0);
+        for (int u = 0; u < 4; u++, pk += (uintptr_t)(4 * ldk), pv += pf ? (uintptr_t)(4 * pf_ld) : 0) {
+            for (int64_t t = 0; t < 4 * d; t += 64) _mm_prefetch((const char *)(pk + (uintptr_t)t), _MM_HINT_T0);
+            for (int64_t t = 0; pf && t < 4 * pf_d; t += 64) _mm_prefetch((const char *)(pv + (uintptr_t)t), _MM_HINT_T0);
         }
         const float *kj = k + j * ldk;
         int64_t r = 0;
@@ -109,7 +111,9 @@ static void z_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t l
             __m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0, w;
             const float *x = v + c;
             for (int64_t j = 0; j < n; j++, x += ldv) {
-                if (c == 0) for (int64_t t = 0; t < d; t += 16) _mm_prefetch((const char *)(x + PV_PF * ldv + t), _MM_HINT_T0);
+                if (c == 0) /* rows ahead, maybe past the cache: the address as an integer */
+                    for (int64_t t = 0; t < d; t += 16)
+                        _mm_prefetch((const char *)((uintptr_t)x + (uintptr_t)((PV_PF * ldv + t) * 4)), _MM_HINT_T0);
                 __m512 v0 = _mm512_maskz_loadu_ps(m0, x), v1 = _mm512_maskz_loadu_ps(m1, x + 16);
                 PV_ACC(0); PV_ACC(1); PV_ACC(2); PV_ACC(3); PV_ACC(4); PV_ACC(5); PV_ACC(6); PV_ACC(7);
             }
