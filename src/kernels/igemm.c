@@ -1,19 +1,30 @@
 /*
  * igemm.c - MatMulInteger (8-bit A and B, int32 accumulation, exact), generic
  * C, and the packed-B layout shared with the AVX2 version:
- *   16-column panels of K2 = ceil(K/2) k-pairs, each pair holding
- *   (B[2i][n] - zp[n], B[2i+1][n] - zp[n]) as two int16 side by side:
- *   panel p, pair i, column j at ((p*K2 + i)*16 + j)*2 + {0,1}; zero padded.
- * That is the operand layout of AVX2 vpmaddwd (int16 x int16 pairs summed
- * into int32), which is exact for 8-bit inputs minus 8-bit zero points.
+ *   16-column panels of K2 = ceil(K/2) k-pairs of B's own bytes (zero padded):
+ *   panel p, pair i, column j at ((p*K2 + i)*16 + j)*2 + {0,1}, widened to
+ *   int16 (sign- or zero-extended) by the kernel for AVX2 vpmaddwd (int16 x
+ *   int16 pairs summed into int32, exact for 8-bit inputs); then, 64-byte
+ *   aligned, B's zero point per column as int32 (16 per panel). The zero points
+ *   stay out of the bytes, so B keeps its size (one byte per weight: the read
+ *   a decode step is bound by); the kernel subtracts zb[n] * sum_k (a - za).
  */
 #include <string.h>
 
 #include "kernels/igemm_impl.h"
 
-size_t wm_igemm_pack_b_size(int64_t K, int64_t N) {
+static size_t panel_bytes(int64_t K, int64_t N) {
     int64_t panels = (N + WM_NR - 1) / WM_NR, k2 = (K + 1) / 2;
-    return (size_t)panels * (size_t)(k2 > 0 ? k2 : 0) * WM_NR * 2 * sizeof(int16_t);
+    return WM_ALIGN_UP((size_t)panels * (size_t)(k2 > 0 ? k2 : 0) * WM_NR * 2, 64);
+}
+
+size_t wm_igemm_pack_b_size(int64_t K, int64_t N) {
+    int64_t panels = (N + WM_NR - 1) / WM_NR;
+    return panel_bytes(K, N) + (size_t)(panels > 0 ? panels : 0) * WM_NR * sizeof(int32_t);
+}
+
+const int32_t *wm_igemm_packed_zp(const void *packed, int64_t K, int64_t N) {
+    return (const int32_t *)((const uint8_t *)packed + panel_bytes(K, N));
 }
 
 int32_t wm_igemm_b_at(const void *B, int b_signed, int64_t ldb, int64_t k, int64_t n) {
@@ -24,38 +35,42 @@ int32_t wm_igemm_a_at(const void *A, int a_signed, int64_t lda, int64_t m, int64
     return a_signed ? ((const int8_t *)A)[m * lda + k] : ((const uint8_t *)A)[m * lda + k];
 }
 
-/* Packs rows [k0, k0+kc) (kc even unless it reaches K) and columns [n0, n0+nc) into pair panels. */
-void wm_igemm_pack_b_block(int b_signed, const void *B, int64_t ldb, int64_t K, int32_t zp, const int32_t *zps,
-                           int64_t k0, int64_t kc, int64_t n0, int64_t nc, int16_t *dst, int64_t pstride) {
+/* Packs rows [k0, k0+kc) (kc even unless it reaches K) and columns [n0, n0+nc) into pair panels of bytes. */
+void wm_igemm_pack_b_block(const void *B, int64_t ldb, int64_t K, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                           uint8_t *dst, int64_t pstride) {
     int64_t k2 = (kc + 1) / 2;
+    const uint8_t *b = B;
     for (int64_t p = 0; p * WM_NR < nc; p++) {
-        int16_t *d = dst + p * pstride;
+        uint8_t *d = dst + p * pstride;
         for (int64_t i = 0; i < k2; i++)
             for (int64_t j = 0; j < WM_NR; j++)
                 for (int h = 0; h < 2; h++) {
                     int64_t k = k0 + 2 * i + h, n = n0 + p * WM_NR + j;
-                    int32_t v = 0;
-                    if (k < K && k < k0 + kc && n < n0 + nc) v = wm_igemm_b_at(B, b_signed, ldb, k, n) - (zps ? zps[n] : zp);
-                    d[(i * WM_NR + j) * 2 + h] = (int16_t)v;
+                    d[(i * WM_NR + j) * 2 + h] = k < K && k < k0 + kc && n < n0 + nc ? b[k * ldb + n] : 0;
                 }
     }
 }
 
 void wm_igemm_pack_b(int b_signed, int64_t K, int64_t N, const void *B, int64_t ldb, int32_t b_zero_point,
                      const int32_t *b_zero_points, void *packed) {
+    (void)b_signed; /* the bytes are kept as they are; the kernel widens them by the signedness it is given */
     if (K <= 0 || N <= 0) return;
-    wm_igemm_pack_b_block(b_signed, B, ldb, K, b_zero_point, b_zero_points, 0, K, 0, N, packed,
-                          ((K + 1) / 2) * WM_NR * 2);
+    wm_igemm_pack_b_block(B, ldb, K, 0, K, 0, N, packed, ((K + 1) / 2) * WM_NR * 2);
+    int32_t *zp = (int32_t *)((uint8_t *)packed + panel_bytes(K, N));
+    int64_t np = (N + WM_NR - 1) / WM_NR * WM_NR;
+    for (int64_t n = 0; n < np; n++) zp[n] = n >= N ? 0 : b_zero_points ? b_zero_points[n] : b_zero_point;
 }
 
 size_t wm_igemm_workspace_size(const wm_igemm_args *a, int nth) {
     if (nth < 1) nth = 1;
-    int64_t kc = a->K < WM_IKC ? WM_ALIGN_UP(a->K > 0 ? a->K : 1, 2) : WM_IKC;
+    int64_t kc = wm_igemm_kc(a);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M > 0 ? a->M : 1, WM_MR) : WM_MC;
     int64_t nc = a->N < WM_INC ? WM_ALIGN_UP(a->N > 0 ? a->N : 1, WM_NR) : WM_INC;
     size_t per = WM_ALIGN_UP((size_t)(mc * kc) * sizeof(int16_t), 64);   /* A panels */
-    if (!a->packed_b) per += WM_ALIGN_UP((size_t)(kc * nc) * sizeof(int16_t), 64); /* B block */
+    if (!a->packed_b) per += WM_ALIGN_UP((size_t)(kc * nc), 64);          /* B block (bytes) */
     per += WM_ALIGN_UP((size_t)(mc * nc) * sizeof(int32_t), 64);          /* int32 block accumulators */
+    per += WM_ALIGN_UP((size_t)mc * sizeof(int32_t), 64);                 /* per row: sum over k of (a - za) */
+    per += WM_ALIGN_UP((size_t)kc * WM_NR * sizeof(int16_t), 64);         /* a B panel widened to int16 */
     return (per + 128) * (size_t)nth;
 }
 
@@ -79,6 +94,8 @@ void wm_igemm_generic(const wm_igemm_args *a, int ith, int nth) {
     int64_t n0, n1;
     wm_split_units(a->N, WM_NR, ith, nth, &n0, &n1);
     int64_t k2 = (a->K + 1) / 2;
+    const uint8_t *pb = a->packed_b;
+    const int32_t *pzp = pb ? wm_igemm_packed_zp(pb, a->K, a->N) : NULL;
     for (int64_t nb = n0; nb < n1; nb += WM_NR) {
         int64_t nc = n1 - nb < WM_NR ? n1 - nb : WM_NR;
         for (int64_t m = 0; m < a->M; m++) {
@@ -89,9 +106,10 @@ void wm_igemm_generic(const wm_igemm_args *a, int ith, int nth) {
                 for (int64_t j = 0; j < nc; j++) {
                     int64_t n = nb + j;
                     int32_t y;
-                    if (a->packed_b)
-                        y = ((const int16_t *)a->packed_b)[(((n / WM_NR) * k2 + k / 2) * WM_NR + n % WM_NR) * 2 + (k & 1)];
-                    else
+                    if (pb) {
+                        uint8_t v = pb[(((n / WM_NR) * k2 + k / 2) * WM_NR + n % WM_NR) * 2 + (k & 1)];
+                        y = (a->b_signed ? (int32_t)(int8_t)v : (int32_t)v) - pzp[n];
+                    } else
                         y = wm_igemm_b_at(a->B, a->b_signed, a->ldb, k, n) -
                             (a->b_zero_points ? a->b_zero_points[n] : a->b_zero_point);
                     acc[j] += x * y;

@@ -220,7 +220,7 @@ typedef struct wm_igemm_args {
     const void *B;
     int64_t ldb;
     int b_signed;
-    const void *packed_b; /* from wm_igemm_pack_b (zero points of B folded in), or NULL */
+    const void *packed_b; /* from wm_igemm_pack_b (B's zero points inside), or NULL */
     int32_t a_zero_point, b_zero_point;
     const int32_t *a_zero_points; /* [M] or NULL */
     const int32_t *b_zero_points; /* [N] or NULL (ignored with packed_b) */
@@ -235,6 +235,8 @@ typedef struct wm_igemm_args {
     void *work;            /* wm_igemm_workspace_size(this, nth) bytes */
 } wm_igemm_args;
 
+/* B [K,N] and its zero points in the kernels' packed layout (B's bytes, one per weight, and an int32 zero point
+   per column) in wm_igemm_pack_b_size bytes; the args that use it still give b_signed. */
 size_t wm_igemm_pack_b_size(int64_t K, int64_t N);
 void wm_igemm_pack_b(int b_signed, int64_t K, int64_t N, const void *B, int64_t ldb, int32_t b_zero_point,
                      const int32_t *b_zero_points, void *packed);

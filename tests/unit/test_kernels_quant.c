@@ -374,7 +374,7 @@ static void test_igemm(void **state) {
     (void)state;
     const wm_kernels *T[3];
     int nt = kt_tables(T);
-    static const int64_t dims[][3] = {{1, 1, 1}, {1, 37, 64}, {2, 17, 33}, {7, 16, 512}, {13, 35, 515}, {150, 20, 40}, {0, 3, 3}, {3, 0, 3}, {3, 3, 0}};
+    static const int64_t dims[][3] = {{1, 1, 1}, {1, 37, 64}, {2, 17, 33}, {7, 16, 512}, {13, 35, 515}, {3, 40, 1100}, {150, 20, 40}, {0, 3, 3}, {3, 0, 3}, {3, 3, 0}};
     uint32_t seed = 3;
     for (int t = 0; t < nt; t++)
         for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
