@@ -3,9 +3,13 @@
  *
  * Recognized heads (what our builder, Optimum and torch.onnx exports write, before
  * or after quantization):
- *   X [B, S, H] -> Reshape [-1, H] -> MatMul | MatMulNBits | Gemm -> Reshape [B, S, V] -> logits
- *   X [B, S, H] -> MatMul | MatMulNBits -> logits
- * either possibly followed by a Cast (fp16 builds keep float32 logits).
+ *   X [B, S, H] -> Reshape [-1, H] -> HEAD -> Reshape [B, S, V] -> logits
+ *   X [B, S, H] -> HEAD -> logits
+ * either possibly followed by a Cast (fp16 builds keep float32 logits), where HEAD
+ * is MatMul, MatMulNBits, Gemm (2-D form only) or a dynamically quantized product
+ * (int8 builds): DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scale)
+ * [-> Add(bias)]. That one's activation scale then comes from the last position
+ * alone, as in every decode step, instead of from the whole prompt.
  * The rewrite slices X to its last position (Slice axis 1, -1:) before the head;
  * in the first form the trailing Reshape (whose shape is computed from S) becomes
  * an Unsqueeze of axis 1. Anything else is left as it is.
@@ -24,8 +28,30 @@ static int only_use(const wm_graph *g, const char *name) {
     return n == 1 && v && !v->output;
 }
 
-static int is_head(const wm_onnx_node *n) {
-    return wm_opt_is(n, "MatMul") || wm_opt_is(n, "Gemm") || wm_opt_is_ms(n, "MatMulNBits");
+static wm_onnx_node *sole_producer(const wm_graph *g, const char *v) {
+    return v && *v && only_use(g, v) ? wm_graph_producer(g, v) : NULL;
+}
+
+/* The node of head t that reads the head's input: t itself, or the DynamicQuantizeLinear of a quantized head
+   ending in t; NULL when t ends no head. */
+static wm_onnx_node *head_entry(const wm_graph *g, wm_onnx_node *t) {
+    if (wm_opt_is(t, "MatMul") || wm_opt_is(t, "Gemm") || wm_opt_is_ms(t, "MatMulNBits")) return t;
+    if (wm_opt_is(t, "Add")) /* the bias */
+        t = wm_graph_constant(g, wm_opt_in(t, 1) ? wm_opt_in(t, 1) : "") ? sole_producer(g, wm_opt_in(t, 0)) : NULL;
+    if (!t || !wm_opt_is(t, "Mul")) return NULL;
+    wm_onnx_node *c = sole_producer(g, wm_opt_in(t, 0)), *mi = c && wm_opt_is(c, "Cast") ? sole_producer(g, wm_opt_in(c, 0)) : NULL;
+    wm_onnx_node *dq = mi && wm_opt_is(mi, "MatMulInteger") ? sole_producer(g, wm_opt_in(mi, 0)) : NULL;
+    if (!dq || !wm_opt_is(dq, "DynamicQuantizeLinear") || dq->n_output < 3) return NULL;
+    /* its zero point and scale feed only this product and its scale */
+    const char *zp = wm_opt_in(mi, 2), *sc = wm_opt_out(dq, 1), *ts = wm_opt_in(t, 1);
+    size_t n = 0;
+    wm_graph_consumers(g, sc ? sc : "", &n);
+    wm_onnx_node *sm = ts ? wm_graph_producer(g, ts) : NULL;
+    if (!zp || strcmp(zp, wm_opt_out(dq, 2) ? wm_opt_out(dq, 2) : "") || !only_use(g, zp) || n != 1 || !sm ||
+        !wm_opt_is(sm, "Mul") || !only_use(g, ts) || !wm_opt_in(sm, 0) || !wm_opt_in(sm, 1) ||
+        (strcmp(wm_opt_in(sm, 0), sc) && strcmp(wm_opt_in(sm, 1), sc)))
+        return NULL;
+    return dq;
 }
 
 /* dim 1 of graph output name becomes the fixed 1 */
@@ -53,7 +79,7 @@ int wm_clm_narrow_head(wm_graph *g, const char *logits, wm_error *err) {
         head = wm_graph_producer(g, wm_opt_in(r2, 0) ? wm_opt_in(r2, 0) : "");
         if (!head || !only_use(g, wm_opt_in(r2, 0))) return 0;
     }
-    if (!is_head(head) || !wm_opt_in(head, 0)) return 0;
+    if (!(head = head_entry(g, head)) || !wm_opt_in(head, 0)) return 0;
     const char *a = wm_opt_in(head, 0), *x = a;
     if (r2) { /* the 2-D form: the head's input is X flattened by a Reshape used only here */
         r1 = wm_graph_producer(g, a);

@@ -13,7 +13,8 @@ enum { WM_QJOB_NBITS = 1, WM_QJOB_TO_F16, WM_QJOB_INT8W };
  * One deferred computation: reads src, produces the bytes of dst[0..n_dst).
  *  NBITS:  dst = packed weights, scales, [zero points]   (K, N, bs, bits, sym, scale_dtype)
  *  TO_F16: dst = src converted to float16 (clamped to +-65504)
- *  INT8W:  dst = quantized weight, scale(s), [zero point(s)] (K, N, per_channel, sym, qtype, trans)
+ *  INT8W:  dst = quantized weight, scale(s), [zero point(s)] (K, N, per_channel, sym, qtype, trans; t_out:
+ *          the codes of src [K, N] written as [N, K], so a Gemm transB weight feeds MatMulInteger)
  */
 typedef struct wm_qjob {
     int kind;
@@ -25,6 +26,7 @@ typedef struct wm_qjob {
     int bits, sym, per_channel, trans, reduce;
     int32_t scale_dtype, qtype;
     int half_scales; /* NBITS with float32 scales: wm_quant_config.half_scales */
+    int t_out;       /* INT8W: codes transposed (above) */
 } wm_qjob;
 
 struct wm_quant_plan {

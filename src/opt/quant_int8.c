@@ -90,7 +90,7 @@ void wm_qjob_int8_sizes(const wm_qjob *j, uint64_t *sz) {
     sz[2] = j->sym ? 0 : ch * wm_ct_elem_size(j->qtype);
 }
 
-/* Quantizes W [K, N] (channels along axis 1, or axis 0 when trans) into out[0..2]. */
+/* Quantizes W [K, N] (channels along axis 1, or axis 0 when trans) into out[0..2]; the codes as [N, K] when t_out. */
 wm_status wm_qjob_int8_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err);
 wm_status wm_qjob_int8_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err) {
     float *w = wm_quant_weight_f32(j->m, j->src, release, err);
@@ -118,7 +118,7 @@ wm_status wm_qjob_int8_run(const wm_qjob *j, uint8_t **out, int release, wm_erro
     }
     for (int64_t k = 0; k < K; k++)
         for (int64_t n = 0; n < N; n++)
-            store_q(out[0], j->qtype, (uint64_t)(k * N + n),
+            store_q(out[0], j->qtype, (uint64_t)(j->t_out ? n * K + k : k * N + n),
                     quantize_one(w[k * N + n], &p[!j->per_channel ? 0 : j->trans ? k : n]));
     free(w), free(lo), free(hi), free(p);
     return WM_OK;
@@ -155,17 +155,18 @@ static const wm_onnx_tensor *weight_of(const i8 *q, const wm_onnx_node *n, int *
     return wm_shapes_dtype(q->sh, wm_opt_in(n, 0)) == WM_DT_FLOAT ? t : NULL;
 }
 
-/* Submits the weight job: *wq, *ws, *wz (NULL when symmetric) receive the initializer names. */
-static wm_status quant_weight(i8 *q, const wm_onnx_tensor *t, int trans, int32_t qtype, const char **wq,
+/* Submits the weight job: *wq, *ws, *wz (NULL when symmetric) receive the initializer names. t_out: the
+   codes of a transposed weight ([N, K], trans) come out as [K, N]. */
+static wm_status quant_weight(i8 *q, const wm_onnx_tensor *t, int trans, int t_out, int32_t qtype, const char **wq,
                               const char **ws, const char **wz) {
     wm_qjob j = {WM_QJOB_INT8W, wm_graph_model(q->g), t, {NULL}, 0, t->dims[0], t->dims[1], 0, 8,
-                 q->c->symmetric, q->c->per_channel, trans, q->c->reduce_range, WM_DT_FLOAT, qtype};
+                 q->c->symmetric, q->c->per_channel, trans, q->c->reduce_range, WM_DT_FLOAT, qtype, 0, t_out};
     int64_t ch = j.per_channel ? (trans ? j.K : j.N) : 1;
     char nm[3][300];
     snprintf(nm[0], sizeof nm[0], "%s_quantized", t->name);
     snprintf(nm[1], sizeof nm[1], "%s_scale", t->name);
     snprintf(nm[2], sizeof nm[2], "%s_zero_point", t->name);
-    wm_qout o[3] = {{wm_opt_name_exact(q->g, nm[0]), qtype, {j.K, j.N}, 2},
+    wm_qout o[3] = {{wm_opt_name_exact(q->g, nm[0]), qtype, {t_out ? j.N : j.K, t_out ? j.K : j.N}, 2},
                     {wm_opt_name_exact(q->g, nm[1]), WM_DT_FLOAT, {ch}, j.per_channel ? 1u : 0u},
                     {wm_opt_name_exact(q->g, nm[2]), qtype, {ch}, j.per_channel ? 1u : 0u}};
     if (!o[0].name || !o[1].name || !o[2].name) return wm_err(q->err, WM_ERR_NOMEM, "out of memory");
@@ -183,12 +184,14 @@ static wm_status dynamic_one(i8 *q, wm_onnx_node *n) {
     wm_graph *g = q->g;
     int trans;
     const wm_onnx_tensor *t = weight_of(q, n, &trans);
-    if (!t || trans) { /* MatMulInteger takes B as [K, N]; a transposed Gemm weight stays float */
+    if (!t) {
         q->r->skipped++;
         return WM_OK;
     }
+    /* MatMulInteger takes B as [K, N]: a Gemm transB weight (a tied lm_head) is quantized into that layout, its
+       channels (per_channel) still its rows */
     const char *bias = wm_opt_is(n, "Gemm") ? wm_opt_in(n, 2) : NULL, *wq, *ws, *wz;
-    wm_status s = quant_weight(q, t, 0, q->c->weight_type, &wq, &ws, &wz);
+    wm_status s = quant_weight(q, t, trans, trans, q->c->weight_type, &wq, &ws, &wz);
     if (s) return s;
     const char *a = wm_opt_in(n, 0), *y = n->output[0];
     char base[200];
@@ -280,7 +283,7 @@ static wm_status static_one(i8 *q, wm_onnx_node *n) {
     const char *a = qdq_activation(q, n->input[0], &skip);
     if (!a) return skip ? WM_OK : q->err->status;
     const char *wq, *ws, *wz;
-    wm_status s = quant_weight(q, t, trans, q->c->weight_type, &wq, &ws, &wz);
+    wm_status s = quant_weight(q, t, trans, 0, q->c->weight_type, &wq, &ws, &wz);
     if (s) return s;
     const char *din[3] = {wq, ws, wz ? wz : ""}, *wd;
     wm_onnx_node *dq = wm_opt_emit_node(q->g, "DequantizeLinear", qdq_domain(q), din, wz ? 3 : 2, &wd, q->err);

@@ -179,6 +179,32 @@ def test_fp16_build_narrows_the_head_through_its_cast(winml, tmp_path, monkeypat
     assert generate(winml, path, prompt, "--max-new-tokens", "20")["ids"] == want
 
 
+def test_int8_build_narrows_its_quantized_head(winml, tmp_path, monkeypatch):
+    """An int8 build's head is DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul (the tied table quantized for
+    MatMulInteger): the runner narrows it to the last position too, and greedy tokens equal those of every
+    position's logits (only the prefill's activation scale differs: the last row's own, as in a decode step)."""
+    import builder_util as BU
+    import onnx
+    BU.make_tiny("qwen2", str(tmp_path / "hf"), seed=4)
+    r = subprocess.run([winml, "build", "-m", str(tmp_path / "hf"), "-o", str(tmp_path / "b8"), "-p", "int8", "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "b8"
+    ops = [n.op_type for n in onnx.load(str(path / "model.onnx"), load_external_data=False).graph.node]
+    assert "Gemm" not in ops and "MatMul" not in ops and ops.count("MatMulInteger") == 7 * 2 + 1
+    r = subprocess.run([winml, "perf", "-m", str(path), "--warmup", "1", "--iterations", "2", "--seq-len", "4",
+                        "--prompt-len", "8", "--gen-len", "4", "--llm-runs", "1", "-f", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["llm"]["logits"] == "last_position"
+    for start in (5, 30):
+        prompt = list(range(start, start + 9))
+        want = generate(winml, path, prompt, "--max-new-tokens", "20")["ids"]
+        monkeypatch.setenv("WM_LOGITS_ALL", "1")
+        assert generate(winml, path, prompt, "--max-new-tokens", "20")["ids"] == want
+        monkeypatch.delenv("WM_LOGITS_ALL")
+
+
 def clm_cut(testtool, path, n, k, m, env=None):
     import os
     r = subprocess.run([testtool, "clm-cut", str(path), str(n), str(k), str(m)], capture_output=True, text=True,

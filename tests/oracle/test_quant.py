@@ -180,6 +180,41 @@ def test_int4_gemm_lm_head(winml, tmp_path, trans_b):
     assert rep["quantized"] == 0 and onnx.load(qb).graph.node[0].op_type == "Gemm"
 
 
+@pytest.mark.parametrize("flags", ((), ("--per-channel",), ("--asymmetric",), ("--asymmetric", "--per-channel"),
+                                   ("--asymmetric", "--weight-type", "uint8", "--per-channel")))
+def test_int8_gemm_transposed_weight(winml, tmp_path, flags):
+    """A Gemm transB weight (the tied lm_head of a decoder) is quantized for MatMulInteger, which takes B as
+    [K, N]: its codes, scales and zero points equal those of the same weight under a MatMul, and onnxruntime gives
+    the same outputs for both files, bit for bit; a bias still follows."""
+    rng = np.random.default_rng(11 + len(flags))
+    w = rng.standard_normal((96, 50)).astype(np.float32) * np.linspace(0.2, 3, 50, dtype=np.float32)  # [K, N]
+    mm, gm, qa, qb = (str(tmp_path / f) for f in ("mm.onnx", "gemm.onnx", "qa.onnx", "qb.onnx"))
+    matmul_model(mm, w)
+    for bias in (None, rng.standard_normal(50).astype(np.float32)):
+        gemm_model(gm, w.T.copy(), 1, bias=bias)
+        quantize(winml, mm, qa, "-p", "int8", *flags)
+        assert quantize(winml, gm, qb, "-p", "int8", *flags)["quantized"] == 1
+        a, b = onnx.load(qa), onnx.load(qb)
+        ma = next(n for n in a.graph.node if n.op_type == "MatMulInteger")
+        mb = next(n for n in b.graph.node if n.op_type == "MatMulInteger")
+        assert "Gemm" not in [n.op_type for n in b.graph.node]
+        ta, tb = tensors(a), tensors(b)
+        assert tb[mb.input[1]].shape == (96, 50)
+        assert np.array_equal(ta[ma.input[1]], tb[mb.input[1]])
+        assert (len(ma.input) == 4) == (len(mb.input) == 4) == ("--asymmetric" in flags)
+        if len(mb.input) == 4:
+            assert np.array_equal(ta[ma.input[3]], tb[mb.input[3]])
+        sa = [v for k, v in ta.items() if k.endswith("_scale")]
+        sb = [v for k, v in tb.items() if k.endswith("_scale")]
+        assert len(sa) == len(sb) == 1 and np.array_equal(sa[0], sb[0])
+        assert sb[0].size == (50 if "--per-channel" in flags else 1)
+        x = rng.standard_normal((3, 96)).astype(np.float32)
+        ya, yb = M.run_model(qa, {"x": x})[0], M.run_model(qb, {"x": x})[0]
+        np.testing.assert_array_equal(yb, ya + (bias if bias is not None else 0))
+        ref = x @ w + (bias if bias is not None else 0)
+        assert M.sqnr_db(ref, yb) > 30
+
+
 def decoder_metrics(src, dst):
     """SQNR of logits and top-1 agreement over the three decoding regimes."""
     sq, agree, total = [], 0, 0
