@@ -1,6 +1,6 @@
 /*
  * qmatmul.c - quantized matrix products: MatMulInteger (10), QLinearMatMul
- * (10, 21) and com.microsoft MatMulNBits.
+ * (10, 21), com.microsoft DynamicQuantizeMatMul and MatMulNBits.
  *
  * MatMulInteger / QLinearMatMul follow numpy matmul (batch dims broadcast);
  * zero points and scales are per tensor (one element), per row of A (a 1-D
@@ -22,6 +22,7 @@
 
 #include "ops/gemm.h"
 #include "ops/nbits.h"
+#include "ops/quant.h"
 #include "ops/rows.h"
 
 /* ---------------------------------------------------------------- batch shapes */
@@ -143,17 +144,14 @@ typedef struct mistate {
     int64_t K, N;
 } mistate;
 
-static wm_status mi_init(wm_node *n, wm_error *err) {
-    wm_status st = wm_check_type(n, 0, i8_types, err);
-    if (!st) st = wm_check_type(n, 1, i8_types, err);
-    if (!st && wm_has_in(n, 2) && n->in_dtype[2] != n->in_dtype[0]) st = wm_node_err(n, err, WM_ERR_INPUT, "a_zero_point type differs from A");
-    if (!st && wm_has_in(n, 3) && n->in_dtype[3] != n->in_dtype[1]) st = wm_node_err(n, err, WM_ERR_INPUT, "b_zero_point type differs from B");
-    n->out_dtype[0] = WM_DT_INT32;
+/* Packs input 1 (B) with its zero point, input 3, into n->state when both are constant, B 2-D and the zero
+   point one value or one per column; else leaves n->state NULL. */
+static wm_status mi_pack(wm_node *n, wm_error *err) {
     const wm_tensor *b = n->in_const[1], *bz = wm_has_in(n, 3) ? n->in_const[3] : NULL;
-    if (st || !b || b->rank != 2 || (wm_has_in(n, 3) && !bz)) return st;
+    if (!b || b->rank != 2 || (wm_has_in(n, 3) && !bz)) return WM_OK;
     int64_t K = b->dims[0], N = b->dims[1];
     uint64_t nz = bz ? wm_tensor_numel(bz) : 0;
-    if (K <= 0 || N <= 0 || (bz && nz != 1 && !(bz->rank == 1 && nz == (uint64_t)N))) return st;
+    if (K <= 0 || N <= 0 || (bz && nz != 1 && !(bz->rank == 1 && nz == (uint64_t)N))) return WM_OK;
     mistate *ms = wm_node_alloc(n, sizeof *ms);
     int32_t *zps = nz > 1 ? malloc((size_t)N * sizeof *zps) : NULL;
     void *pk = ms ? wm_node_alloc(n, wm_igemm_pack_b_size(K, N)) : NULL;
@@ -170,6 +168,15 @@ static wm_status mi_init(wm_node *n, wm_error *err) {
     n->packed_bytes += wm_igemm_pack_b_size(K, N);
     wm_node_release_const(n, 1);
     return WM_OK;
+}
+
+static wm_status mi_init(wm_node *n, wm_error *err) {
+    wm_status st = wm_check_type(n, 0, i8_types, err);
+    if (!st) st = wm_check_type(n, 1, i8_types, err);
+    if (!st && wm_has_in(n, 2) && n->in_dtype[2] != n->in_dtype[0]) st = wm_node_err(n, err, WM_ERR_INPUT, "a_zero_point type differs from A");
+    if (!st && wm_has_in(n, 3) && n->in_dtype[3] != n->in_dtype[1]) st = wm_node_err(n, err, WM_ERR_INPUT, "b_zero_point type differs from B");
+    n->out_dtype[0] = WM_DT_INT32;
+    return st ? st : mi_pack(n, err);
 }
 
 /* The kernel's arguments when B is packed and A's zero point is one value: A as [rows, K], C as [rows, N]. */
@@ -215,6 +222,77 @@ static wm_status mi_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
     }
     for (int64_t q = 0; q < s.batch; q++)
         int_gemm(&s, in, wm_has_in(n, 2) ? 2 : -1, wm_has_in(n, 3) ? 3 : -1, 1, q, (int32_t *)out[0]->data + q * s.M * s.N);
+    return WM_OK;
+}
+
+/* ---------------------------------------------------------------- DynamicQuantizeMatMul */
+
+/*
+ * com.microsoft DynamicQuantizeMatMul(A float [..., K], B int8/uint8 [K, N] constant, b_scale [1] or [N],
+ * b_zero_point (B's type, [1] or [N], constant) optional, bias [N] optional) = (DynamicQuantizeLinear(A) x B)
+ * as float: A to uint8 with one scale and zero point (DynamicQuantizeLinear's rule), the exact int32 product,
+ * times a_scale * b_scale[n], plus bias. The engine fuses DynamicQuantizeLinear -> MatMulInteger -> Cast ->
+ * Mul [-> Add] into it (an int8 build's products, onnxruntime's quantize_dynamic's), bit for bit the same.
+ */
+static wm_status dqmm_init(wm_node *n, wm_error *err) {
+    static const int32_t f32[] = {WM_DT_FLOAT, 0};
+    wm_status st = wm_check_type(n, 0, f32, err);
+    if (!st) st = wm_check_type(n, 1, i8_types, err);
+    if (!st) st = wm_check_type(n, 2, f32, err);
+    if (!st && wm_has_in(n, 3) && n->in_dtype[3] != n->in_dtype[1]) st = wm_node_err(n, err, WM_ERR_INPUT, "b_zero_point type differs from B");
+    if (!st && wm_has_in(n, 4)) st = wm_check_type(n, 4, f32, err);
+    n->out_dtype[0] = WM_DT_FLOAT;
+    if (!st) st = mi_pack(n, err);
+    if (!st && !n->state)
+        st = wm_node_err(n, err, WM_ERR_UNSUPPORTED, "B must be a constant 2-D tensor, its zero point constant with 1 or N values");
+    return st;
+}
+
+static wm_status dqmm_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    const mistate *ms = n->state;
+    const wm_tensor *a = in[0];
+    if (a->rank < 1 || a->dims[a->rank - 1] != ms->K)
+        return wm_node_err(n, err, WM_ERR_INPUT, "A's last dimension is not B's K (%lld)", (long long)ms->K);
+    uint64_t ns = wm_tensor_numel(in[2]);
+    if (ns != 1 && ns != (uint64_t)ms->N)
+        return wm_node_err(n, err, WM_ERR_INPUT, "b_scale has %llu values, not 1 or N (%lld)", (unsigned long long)ns, (long long)ms->N);
+    if (wm_has_in(n, 4) && wm_tensor_numel(in[4]) != (uint64_t)ms->N)
+        return wm_node_err(n, err, WM_ERR_INPUT, "bias has %llu values, not N (%lld)", (unsigned long long)wm_tensor_numel(in[4]), (long long)ms->N);
+    int64_t d[WM_MAX_RANK];
+    memcpy(d, a->dims, (size_t)a->rank * sizeof *d);
+    d[a->rank - 1] = ms->N;
+    wm_set_shape(out[0], a->rank, d);
+    return WM_OK;
+}
+
+/* the kernel's arguments but for A's bytes, scale and zero point; qa: where A's bytes go */
+static void dqmm_args(const wm_node *n, wm_tensor *const *in, const uint8_t *qa, wm_igemm_args *g) {
+    const mistate *ms = n->state;
+    memset(g, 0, sizeof *g);
+    g->M = (int64_t)(wm_tensor_numel(in[0]) / (uint64_t)ms->K), g->N = ms->N, g->K = ms->K;
+    g->A = qa, g->lda = ms->K;
+    g->b_signed = n->in_dtype[1] == WM_DT_INT8, g->packed_b = ms->packed, g->ldb = ms->N;
+    g->ldcf = ms->N, g->b_scale = in[2]->data, g->b_scale_count = (int64_t)wm_tensor_numel(in[2]);
+    g->ep.bias = wm_has_in(n, 4) ? in[4]->data : NULL;
+}
+
+static size_t dqmm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
+    (void)out;
+    wm_igemm_args g;
+    dqmm_args(n, in, NULL, &g);
+    return (((size_t)(g.M * g.K) + 63) & ~(size_t)63) + 64 + wm_igemm_workspace_size(&g, nth);
+}
+
+static wm_status dqmm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    wm_igemm_args g;
+    uint8_t *qa = (uint8_t *)(((uintptr_t)x->ws + 63) & ~(uintptr_t)63);
+    dqmm_args(n, in, qa, &g);
+    if (!g.M) return WM_OK;
+    uint8_t zp;
+    wm_dyn_quantize_u8(in[0]->data, (uint64_t)(g.M * g.K), qa, &g.a_scale, &zp);
+    g.a_zero_point = zp;
+    g.Cf = out[0]->data, g.work = qa + (((size_t)(g.M * g.K) + 63) & ~(size_t)63);
+    wm_pool_run(x->pool, mi_part, &g, g.M * g.N * g.K >= (1 << 16) ? 0 : 1);
     return WM_OK;
 }
 
@@ -634,6 +712,7 @@ static const wm_op ops[] = {
     {"", "MatMulInteger", 10, 0, mi_init, mi_infer, mi_run, mi_workspace, 0, 0},
     {"", "QLinearMatMul", 10, 0, ql_init, ql_infer, ql_run, ql_workspace, 0, 0},
     {"com.microsoft", "MatMulNBits", 1, 0, nb_init, nb_infer, nb_run, nb_workspace, 0, 0},
+    {"com.microsoft", "DynamicQuantizeMatMul", 1, 0, dqmm_init, dqmm_infer, dqmm_run, dqmm_workspace, 0, 0},
 };
 
 const wm_op_table wm_ops_qmatmul = {ops, sizeof ops / sizeof ops[0]};

@@ -345,8 +345,15 @@ static wm_status dyn_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
 
 static wm_status dyn_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
     (void)x;
-    const float *v = in[0]->data;
-    uint64_t cnt = wm_tensor_numel(in[0]);
+    float scale;
+    uint8_t zp;
+    wm_dyn_quantize_u8(in[0]->data, wm_tensor_numel(in[0]), out[0]->data, &scale, &zp);
+    if (n->n_out > 1 && out[1]) *(float *)out[1]->data = scale;
+    if (n->n_out > 2 && out[2]) *(uint8_t *)out[2]->data = zp;
+    return WM_OK;
+}
+
+void wm_dyn_quantize_u8(const float *v, uint64_t cnt, uint8_t *y, float *scale_out, uint8_t *zp_out) {
     float mx = 0, mn = 0;
     for (uint64_t i = 0; i < cnt; i++) {
         if (v[i] > mx) mx = v[i];
@@ -355,15 +362,13 @@ static wm_status dyn_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
     float scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
     float izp = 0.0f - mn / scale;
     float zp = isnan(izp) ? 0.0f : nearbyintf(izp < 0 ? 0 : izp > 255 ? 255 : izp); /* NaN: infinite inputs */
-    uint8_t *y = out[0]->data;
     for (uint64_t i = 0; i < cnt; i++) {
         float q = nearbyintf(v[i] / scale) + zp;
         if (isnan(q)) q = zp; /* NaN input: the zero point */
         y[i] = (uint8_t)(q < 0 ? 0 : q > 255 ? 255 : q);
     }
-    if (n->n_out > 1 && out[1]) *(float *)out[1]->data = scale;
-    if (n->n_out > 2 && out[2]) *(uint8_t *)out[2]->data = (uint8_t)zp;
-    return WM_OK;
+    *scale_out = scale;
+    *zp_out = (uint8_t)zp;
 }
 
 static const wm_op ops[] = {

@@ -1,4 +1,4 @@
-/* quant.h - float8 conversions of quant.c, for the ops that read or write float8 values. */
+/* quant.h - float8 conversions and dynamic uint8 quantization of quant.c, for the ops that use them. */
 #ifndef WM_OPS_QUANT_H
 #define WM_OPS_QUANT_H
 
@@ -11,5 +11,9 @@ float wm_f8_to_f32(int32_t dt, uint8_t v);
 /* Encodes x as float8 type dt, round half to even; saturate clamps to the largest finite value
  * (else out of range becomes inf (e5m2) or NaN (the types without inf)). */
 uint8_t wm_f32_to_f8(int32_t dt, float x, int saturate);
+
+/* DynamicQuantizeLinear of v[0..cnt) into y: uint8, scale and zero point from the range of v and 0 (ONNX's
+ * rule, round half to even), for the op and for the products that quantize their input the same way. */
+void wm_dyn_quantize_u8(const float *v, uint64_t cnt, uint8_t *y, float *scale, uint8_t *zp);
 
 #endif

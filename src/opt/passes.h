@@ -55,6 +55,9 @@ wm_status wm_pass_gqa(wm_pass_ctx *c);
 /* fuse_attn_split.c */
 wm_status wm_pass_attn_split(wm_pass_ctx *c);
 
+/* fuse_quant.c */
+wm_status wm_pass_dyn_quant_matmul(wm_pass_ctx *c);
+
 /* fuse_engine.c */
 wm_status wm_pass_matmul_epilogue(wm_pass_ctx *c);
 wm_status wm_pass_conv_activation(wm_pass_ctx *c);

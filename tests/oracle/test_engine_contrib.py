@@ -9,12 +9,14 @@
     SkipSimplifiedLayerNormalization, RotaryEmbedding) - test_engine_contrib_genai.py.
 Every engine run repeats twice and must be bit-identical (wm_run --repeat 2).
 """
+import os
+
 import numpy as np
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-from engine_oracle import MS, check, make_model
+from engine_oracle import MS, check, make_model, wm_run
 
 F = TP.FLOAT
 RNG = np.random.default_rng(1234)
@@ -688,6 +690,79 @@ def test_matmulinteger_dynamic_activations(tmp_path, build_dir):
     m = make_model(nodes, [("x", F, [3, 1, K])], [("Y", TP.INT32, [3, 1, N])], [numpy_helper.from_array(B, "B")],
                    opset=17, ms=False)
     check(build_dir, tmp_path, m, {"x": rnd(3, 1, K)}, atol=0, what="mi_dynamic")
+
+
+def dqmm_inits(b_t, scale, zp, bias, K, N):
+    np_of, lo = {TP.UINT8: np.uint8, TP.INT8: np.int8}[b_t], {TP.UINT8: 0, TP.INT8: -128}[b_t]
+    W = RNG.integers(lo, lo + 256, (K, N)).astype(np_of)
+    ws = (RNG.random(N if scale == "col" else ()) * 0.02 + 0.001).astype(np.float32)
+    inits, ins = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(ws, "ws")], ["W", "ws"]
+    if zp != "none":
+        inits.append(numpy_helper.from_array(RNG.integers(lo, lo + 256, N if zp == "col" else ()).astype(np_of), "wz"))
+    ins.append("wz" if zp != "none" else "")
+    if bias:
+        inits.append(numpy_helper.from_array(rnd(N), "bias"))
+    ins.append("bias" if bias else "")
+    while ins and not ins[-1]:
+        ins.pop()
+    return inits, ins
+
+
+@pytest.mark.parametrize("b_t,scale,zp,bias", [(TP.INT8, "col", "none", False), (TP.INT8, "scalar", "scalar", True),
+                                              (TP.UINT8, "col", "col", True), (TP.UINT8, "scalar", "none", False)])
+def test_dynamic_quantize_matmul(tmp_path, build_dir, b_t, scale, zp, bias):
+    # com.microsoft DynamicQuantizeMatMul: A quantized to uint8 as DynamicQuantizeLinear does, the exact product,
+    # times a_scale * b_scale, plus bias; rows from 1 (decode) to 70, K past one kernel block
+    K, N = 600, 70
+    inits, ins = dqmm_inits(b_t, scale, zp, bias, K, N)
+    node = helper.make_node("DynamicQuantizeMatMul", ["A", "W"] + ins[1:], ["Y"], domain=MS)
+    for M in (1, 70):
+        m = make_model([node], [("A", F, [2, M, K])], [("Y", F, [2, M, N])], inits, opset=17)
+        check(build_dir, tmp_path, m, {"A": rnd(2, M, K)}, atol=1e-5, what=f"dqmm_{b_t}_{scale}_{zp}_{bias}_{M}")
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_dynamic_quant_chain_fuses_bit_exact(tmp_path, build_dir, bias):
+    # an int8 build's product, DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(a_scale * w_scale) [-> Add]:
+    # `winml optimize` (and the engine's session) make it one DynamicQuantizeMatMul, whose values are those of
+    # onnxruntime running the four or five nodes (graph optimizations off), bit for bit; two products share the
+    # DynamicQuantizeLinear
+    import onnx
+    import onnxruntime as ort
+
+    import oracle_util as U
+    K, N = 300, 40
+    inits, ins = dqmm_inits(TP.INT8, "col", "col", bias, K, N)
+    inits2, _ = dqmm_inits(TP.INT8, "scalar", "none", False, K, N)
+    for t in inits2:
+        t.name += "2"
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"])]
+    for sfx, wz, b in (("", "wz", bias), ("2", None, False)):
+        nodes += [helper.make_node("MatMulInteger", ["xq", "W" + sfx, "xz"] + ([wz] if wz else []), ["mi" + sfx]),
+                  helper.make_node("Cast", ["mi" + sfx], ["mf" + sfx], to=TP.FLOAT),
+                  helper.make_node("Mul", ["xs", "ws" + sfx], ["sc" + sfx]),
+                  helper.make_node("Mul", ["mf" + sfx, "sc" + sfx], ["y" + sfx if not b else "p" + sfx])]
+        if b:
+            nodes.append(helper.make_node("Add", ["p" + sfx, "bias"], ["y" + sfx]))
+    m = make_model(nodes, [("x", F, [1, 5, K])], [("y", F, [1, 5, N]), ("y2", F, [1, 5, N])], inits + inits2,
+                   opset=17, ms=False)
+    src, opt = str(tmp_path / "chain.onnx"), str(tmp_path / "chain_opt.onnx")
+    onnx.save(m, src)
+    r = U.run([U.binary(build_dir, "winml"), "optimize", "-m", src, "-o", opt, "-q"])
+    assert r.returncode == 0, U.describe(r)
+    ops = [n.op_type for n in onnx.load(opt).graph.node]
+    assert ops == ["DynamicQuantizeMatMul"] * 2, ops
+    feeds = {"x": rnd(1, 5, K) * 3}
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    ref = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for path in (src, opt):  # the engine fuses the plain chain itself; onnxruntime runs the fused file too
+        got = wm_run(build_dir, path, feeds, tmp_path, tag=os.path.basename(path)[:-5])
+        for want, name in zip(ref, ("y", "y2")):
+            np.testing.assert_array_equal(got[name], want)
+    fused = ort.InferenceSession(opt, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for want, have in zip(ref, fused):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
 
 
 # ------------------------------------------------------------------ bad input: one clear error, no crash
