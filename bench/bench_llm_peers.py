@@ -50,8 +50,21 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def pip_install(*pkgs):
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *pkgs], check=True)
+def pip_install(*pkgs, env=None):
+    # a build with other flags must not come from pip's wheel cache (its key is the sdist, not CMAKE_ARGS)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *(["--no-cache-dir"] if env else []), *pkgs],
+                   check=True, env={**os.environ, **(env or {})})
+
+
+def llama_cmake_args():
+    """llama.cpp builds with -march=native. On a CPU that lists AMX (Intel Sapphire Rapids and later) its AMX
+    matmul crashed in this VM (general protection fault at ldtilecfg in libggml-cpu, every run), so AMX is
+    compiled out there; its AVX-512 / VNNI kernels, the ISA our engine uses, stay."""
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    if "amx_tile" not in flags:
+        return {}
+    no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    return {"CMAKE_ARGS": f"-DCMAKE_C_FLAGS='{no_amx}' -DCMAKE_CXX_FLAGS='{no_amx}'"}
 
 
 def requirement(name):
@@ -307,8 +320,9 @@ def main():
         try:
             import llama_cpp  # noqa: F401
         except ImportError:
-            log("== installing llama-cpp-python (builds llama.cpp from source)")
-            pip_install(requirement("llama-cpp-python"), requirement("gguf"))
+            env = llama_cmake_args()
+            log(f"== installing llama-cpp-python (builds llama.cpp from source) {env.get('CMAKE_ARGS', '')}")
+            pip_install(requirement("llama-cpp-python"), requirement("gguf"), env=env)
         log("== llama.cpp: convert to GGUF F16, quantize to Q4_0")
         ggufs = llama_models(ck, a.work)
         for p in (p for p in precs if p in ggufs):
