@@ -2,7 +2,7 @@
 """SGEMM benchmark: winml kernels vs onnxruntime (MLAS) vs numpy (OpenBLAS), same shapes, same process run.
 
   .venv/bin/python bench/bench_gemm.py [--build build] [--threads 1,2] [--rounds 3] [--min-ms 300]
-                                       [--shapes bert|all|MxKxN,...] [-o results.json]
+                                       [--shapes all|MxKxN[xB],...] [-o results.json]
 
 For each shape M x K x N and thread count:
   ours   tests/tools/wm_gemmbench sgemm M K N --packed (B prepacked once, like a MatMul weight)

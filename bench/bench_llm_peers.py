@@ -4,13 +4,15 @@
 The checkpoint: Qwen2.5-0.5B-Instruct's architecture (examples/configs/, its published config) with seeded random
 weights saved by transformers (bfloat16, as published), plus the real Qwen2.5 tokenizer (npm, as scripts/demo.sh).
 Every peer starts from that same folder:
-  winml        `winml build` (int4: RTN block 32 symmetric, accuracy level 4 = int8 activations; fp16), then
+  winml        `winml build` (int4: RTN block 32 symmetric, accuracy level 4 = int8 activations; int8: dynamic
+               quantization, int8 weights per tensor; fp16), then
                `winml perf` LLM figures (prefill tokens/s at --prompt-len, decode tokens/s over --gen-len)
-  llama.cpp    llama-cpp-python (PyPI sdist, built from source with its defaults), its convert_hf_to_gguf.py to
-               F16, llama_model_quantize to Q4_0 (pure: every matrix Q4_0, block 32, like ours); prompt eval and
+  llama.cpp    llama-cpp-python (PyPI sdist, built from source with its defaults, AMX left out where the CPU
+               lists it: see llama_cmake_args), its convert_hf_to_gguf.py to F16, llama_model_quantize to Q4_0
+               and Q8_0 (pure: every matrix Q4_0 / Q8_0, block 32; int4 and int8 rows); prompt eval and
                a greedy token-by-token loop timed around Llama.eval
   ort-genai    onnxruntime-genai's own builder (-p int4 -e cpu, its defaults) and its Generator; also our
-               int4 build folder run by onnxruntime-genai (we write genai_config.json)
+               int4 (and int8) build folder run by onnxruntime-genai (we write genai_config.json)
   transformers eager PyTorch, float32, greedy with the KV cache
 All with the same thread count (--threads, default all cores). Ratios are ours / peer (higher is better for us).
 The decode roofline: weight bytes read per token (every initializer except the rows a Gather reads; MatMulNBits
@@ -23,7 +25,7 @@ roofline. The builds' writes are flushed (sync) before round 1, and every other 
 order.
 
 usage: bench/bench_llm_peers.py [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
-                                [--rounds 2] [--peers llama,genai,hf] [--precisions int4,fp16,fp32] [-o results.json]
+                                [--rounds 2] [--peers llama,genai,hf] [--precisions int4,int8,fp16,fp32] [-o results.json]
 Peers are installed into the running Python when missing (pip: onnxruntime-genai, llama-cpp-python, gguf;
 bench/requirements-peers.txt). Not part of the test suite.
 """
@@ -223,7 +225,7 @@ def genai_speed(folder, a):
 def llama_models(ck, work):
     import llama_cpp
     f16 = os.path.join(work, "qwen-f16.gguf")
-    q40 = os.path.join(work, "qwen-q4_0.gguf")
+    q40, q80 = os.path.join(work, "qwen-q4_0.gguf"), os.path.join(work, "qwen-q8_0.gguf")
     if not os.path.exists(f16):
         src = os.path.join(work, "llama_src")
         if not os.path.exists(src):
@@ -235,14 +237,15 @@ def llama_models(ck, work):
         conv = glob.glob(os.path.join(src, "*", "vendor", "llama.cpp", "convert_hf_to_gguf.py"))[0]
         subprocess.run([sys.executable, conv, ck, "--outtype", "f16", "--outfile", f16], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if not os.path.exists(q40):
-        p = llama_cpp.llama_model_quantize_default_params()
-        p.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0
-        p.pure = True
-        p.nthread = 2
-        if llama_cpp.llama_model_quantize(f16.encode(), q40.encode(), p) != 0:
-            raise RuntimeError("llama_model_quantize failed")
-    return {"int4": q40, "fp16": f16}
+    for out, ftype in ((q40, llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0), (q80, llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0)):
+        if not os.path.exists(out):
+            p = llama_cpp.llama_model_quantize_default_params()
+            p.ftype = ftype
+            p.pure = True
+            p.nthread = 2
+            if llama_cpp.llama_model_quantize(f16.encode(), out.encode(), p) != 0:
+                raise RuntimeError("llama_model_quantize failed")
+    return {"int4": q40, "int8": q80, "fp16": f16}
 
 
 def llama_speed(path, a):
@@ -337,6 +340,8 @@ def main():
         g = genai_build(ck, os.path.join(a.work, "genai_int4"), a.work)
         runners[("ort-genai", "int4")] = lambda: genai_speed(g, a)
         runners[("ort-genai on winml build", "int4")] = lambda: genai_speed(ours["int4"], a)
+    if "genai" in peers and "int8" in precs:  # onnxruntime's own DynamicQuantizeMatMul on our int8 folder
+        runners[("ort-genai on winml build", "int8")] = lambda: genai_speed(ours["int8"], a)
     if "hf" in peers:
         runners[("transformers (eager)", "fp32")] = lambda: hf_speed(ck, a)
     res = {k: [] for k in runners}
