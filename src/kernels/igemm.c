@@ -66,7 +66,7 @@ size_t wm_igemm_workspace_size(const wm_igemm_args *a, int nth) {
     int64_t kc = wm_igemm_kc(a);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M > 0 ? a->M : 1, WM_MR) : WM_MC;
     int64_t nc = a->N < WM_INC ? WM_ALIGN_UP(a->N > 0 ? a->N : 1, WM_NR) : WM_INC;
-    size_t per = WM_ALIGN_UP((size_t)(mc * kc) * sizeof(int16_t), 64);   /* A panels */
+    size_t per = WM_ALIGN_UP(WM_IGEMM_APACK(mc, kc), 64);                /* A panels */
     if (!a->packed_b) per += WM_ALIGN_UP((size_t)(kc * nc), 64);          /* B block (bytes) */
     per += WM_ALIGN_UP((size_t)(mc * nc) * sizeof(int32_t), 64);          /* int32 block accumulators */
     per += WM_ALIGN_UP((size_t)mc * sizeof(int32_t), 64);                 /* per row: sum over k of (a - za) */

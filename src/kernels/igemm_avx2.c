@@ -109,7 +109,9 @@ static const ukr_fn ukrs[3][WM_MR] = {{ukr_1_0, ukr_2_0, ukr_3_0, ukr_4_0, ukr_5
                                       {ukr_1_1, ukr_2_1, ukr_3_1, ukr_4_1, ukr_5_1, ukr_6_1},
                                       {ukr_1_2, ukr_2_2, ukr_3_2, ukr_4_2, ukr_5_2, ukr_6_2}};
 
-void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth) {
+void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth) { wm_igemm_drive(a, ith, nth, NULL); }
+
+void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wide *wd) {
     if (a->M <= 0 || a->N <= 0) return;
     /* split: whole 16-column units over shares when there are enough, else 6-row units */
     int64_t m0 = 0, m1 = a->M, n0 = 0, n1 = a->N;
@@ -122,7 +124,7 @@ void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth) {
     int64_t ncmax = a->N < WM_INC ? WM_ALIGN_UP(a->N, WM_NR) : WM_INC;
     char *w = wm_work_slice(a->work, wm_igemm_workspace_size(a, nth) / (size_t)nth, ith);
     int16_t *apack = (int16_t *)w;
-    w += WM_ALIGN_UP((size_t)(mcmax * kcmax) * sizeof(int16_t), 64);
+    w += WM_ALIGN_UP(WM_IGEMM_APACK(mcmax, kcmax), 64);
     uint8_t *bpack = NULL;
     if (!a->packed_b) {
         bpack = (uint8_t *)w;
@@ -142,9 +144,11 @@ void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth) {
             int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
             if (K == 0) memset(acc, 0, (size_t)(mc * ld) * sizeof(int32_t));
             memset(asum, 0, (size_t)mc * sizeof(int32_t));
+            const int use_wide = wd && mc > WM_MR && !a->a_signed && a->b_signed;
             for (int64_t kb = 0; kb < K; kb += kcmax) {
                 int64_t kc = K - kb < kcmax ? K - kb : kcmax, kc2 = (kc + 1) / 2;
-                pack_a(a, mb, mc, kb, kc, apack, asum);
+                if (use_wide) wd->pack_a(a, mb, mc, kb, kc, (uint8_t *)apack, asum);
+                else pack_a(a, mb, mc, kb, kc, apack, asum);
                 const uint8_t *bp;
                 int64_t pstride;
                 if (a->packed_b) {
@@ -157,6 +161,10 @@ void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth) {
                 }
                 for (int64_t j = 0; j < nc; j += WM_NR) {
                     const uint8_t *pj = bp + (j / WM_NR) * pstride;
+                    if (use_wide) {
+                        wd->panel(a, mb, mc, kc, (const uint8_t *)apack, pj, (uint8_t *)wide, acc + j, ld, kb == 0);
+                        continue;
+                    }
                     if (mc > WM_MR) widen_panel(pj, kc2, a->b_signed, wide);
                     for (int64_t i = 0; i < mc; i += WM_MR)
                         (mc > WM_MR ? fn16 : fn)[(mc - i < WM_MR ? mc - i : WM_MR) - 1](

@@ -14,6 +14,24 @@ static inline int64_t wm_igemm_kc(const wm_igemm_args *a) {
 }
 #define WM_INC 256 /* columns per block: the int32 accumulators MC x INC stay in L2 */
 
+/*
+ * A wider ISA's way with a block of more than WM_MR rows (prefill), for uint8 A and int8 B: pack_a packs rows
+ * [m0, m0+mc) x k [k0, k0+kc) of A its own way into dst (up to WM_IGEMM_APACK bytes) and adds each row's sum of
+ * (a - za) to asum; panel multiplies one 16-column panel of B (the pair layout of wm_igemm_pack_b_block, kc rows)
+ * by that pack into acc (ld; first: store, else add), giving sum_k (a - za) * b, B's zero point left to the
+ * driver; scratch holds kc * 32 bytes.
+ */
+typedef struct wm_igemm_wide {
+    void (*pack_a)(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, uint8_t *dst,
+                   int32_t *asum);
+    void (*panel)(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, const uint8_t *apack,
+                  const uint8_t *bpanel, uint8_t *scratch, int32_t *acc, int64_t ld, int first);
+} wm_igemm_wide;
+#define WM_IGEMM_APACK(mc, kc) ((size_t)WM_ALIGN_UP((mc), WM_MR) * (size_t)((kc) + 8) * 2) /* bytes, either pack */
+
+/* The AVX2 driver (igemm_avx2.c); wide, when not NULL, takes the blocks it can (igemm_avx512.c). */
+void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wide *wide);
+
 int32_t wm_igemm_a_at(const void *A, int a_signed, int64_t lda, int64_t m, int64_t k);
 int32_t wm_igemm_b_at(const void *B, int b_signed, int64_t ldb, int64_t k, int64_t n);
 void wm_igemm_pack_b_block(const void *B, int64_t ldb, int64_t K, int64_t k0, int64_t kc, int64_t n0, int64_t nc,

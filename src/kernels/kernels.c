@@ -60,6 +60,7 @@ static void init_tables(void) {
         g_avx512.sgemm_batch = wm_sgemm_batch_avx512;
         g_avx512.sgemm_packs_aliased = wm_gemm_ukr_avx512.pack_aliased;
         g_avx512.hgemm = wm_hgemm_avx512;
+        g_avx512.igemm = wm_igemm_avx512;
         g_avx512.nbits_gemm = wm_nbits_avx512;
         g_avx512.nbits_q8 = wm_nbits_q8_avx512;
         g_avx512.nbits_half_scales = 1;

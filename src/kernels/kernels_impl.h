@@ -142,6 +142,7 @@ void wm_sgemm_batch_avx2(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith
 void wm_hgemm_avx2(const wm_hgemm_args *a, int ith, int nth);
 void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth);
 void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth);
+void wm_igemm_avx512(const wm_igemm_args *a, int ith, int nth);
 void wm_vmath_fill_avx2(wm_kernels *k);
 /* AVX-512 few-row attention (attn_rows_avx512.c): float32 attn_qk / attn_pv */
 void wm_attn_rows_fill_avx512(wm_kernels *k);
