@@ -51,9 +51,8 @@ void wm_igemm_pack_b_block(const void *B, int64_t ldb, int64_t K, int64_t k0, in
     }
 }
 
-void wm_igemm_pack_b(int b_signed, int64_t K, int64_t N, const void *B, int64_t ldb, int32_t b_zero_point,
+void wm_igemm_pack_b(int64_t K, int64_t N, const void *B, int64_t ldb, int32_t b_zero_point,
                      const int32_t *b_zero_points, void *packed) {
-    (void)b_signed; /* the bytes are kept as they are; the kernel widens them by the signedness it is given */
     if (K <= 0 || N <= 0) return;
     wm_igemm_pack_b_block(B, ldb, K, 0, K, 0, N, packed, ((K + 1) / 2) * WM_NR * 2);
     int32_t *zp = (int32_t *)((uint8_t *)packed + panel_bytes(K, N));

@@ -238,7 +238,7 @@ typedef struct wm_igemm_args {
 /* B [K,N] and its zero points in the kernels' packed layout (B's bytes, one per weight, and an int32 zero point
    per column) in wm_igemm_pack_b_size bytes; the args that use it still give b_signed. */
 size_t wm_igemm_pack_b_size(int64_t K, int64_t N);
-void wm_igemm_pack_b(int b_signed, int64_t K, int64_t N, const void *B, int64_t ldb, int32_t b_zero_point,
+void wm_igemm_pack_b(int64_t K, int64_t N, const void *B, int64_t ldb, int32_t b_zero_point,
                      const int32_t *b_zero_points, void *packed);
 size_t wm_igemm_workspace_size(const wm_igemm_args *a, int nth);
 

@@ -136,6 +136,13 @@ static void int_gemm(const qshape *s, wm_tensor *const *in, int ia_zp, int ib_zp
 
 /* ---------------------------------------------------------------- MatMulInteger */
 
+/* 64-byte aligned bytes carved from a workspace cursor */
+static float *take(uint8_t **p, size_t bytes) {
+    float *r = (float *)(((uintptr_t)*p + 63) & ~(uintptr_t)63);
+    *p = (uint8_t *)r + bytes;
+    return r;
+}
+
 static const int32_t i8_types[] = {WM_DT_INT8, WM_DT_UINT8, 0};
 
 /* A constant 2-D B (and its zero points) packed once for the kernel table's integer GEMM, or NULL. */
@@ -160,8 +167,7 @@ static wm_status mi_pack(wm_node *n, wm_error *err) {
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
     for (uint64_t j = 0; zps && j < nz; j++) zps[j] = (int32_t)wm_tensor_get_int(bz, j);
-    int b_signed = b->dtype == WM_DT_INT8;
-    wm_igemm_pack_b(b_signed, K, N, b->data, N, nz == 1 ? (int32_t)wm_tensor_get_int(bz, 0) : 0, zps, pk);
+    wm_igemm_pack_b(K, N, b->data, N, nz == 1 ? (int32_t)wm_tensor_get_int(bz, 0) : 0, zps, pk);
     free(zps);
     ms->packed = pk, ms->K = K, ms->N = N;
     n->state = ms;
@@ -180,14 +186,21 @@ static wm_status mi_init(wm_node *n, wm_error *err) {
 }
 
 /* The kernel's arguments when B is packed and A's zero point is one value: A as [rows, K], C as [rows, N]. */
+/* What MatMulInteger and DynamicQuantizeMatMul give the kernel alike: A [rows, K] at A, the packed constant B. */
+static void mi_base(const wm_node *n, const wm_tensor *a, const void *A, wm_igemm_args *g) {
+    const mistate *ms = n->state;
+    memset(g, 0, sizeof *g);
+    g->M = (int64_t)(wm_tensor_numel(a) / (uint64_t)ms->K), g->N = ms->N, g->K = ms->K;
+    g->A = A, g->lda = ms->K;
+    g->b_signed = n->in_dtype[1] == WM_DT_INT8, g->packed_b = ms->packed, g->ldb = ms->N;
+}
+
 static int mi_args(const wm_node *n, wm_tensor *const *in, wm_igemm_args *g) {
     const mistate *ms = n->state;
     const wm_tensor *a = in[0], *az = wm_has_in(n, 2) ? in[2] : NULL;
     if (!ms || a->rank < 2 || a->dims[a->rank - 1] != ms->K || (az && wm_tensor_numel(az) != 1)) return 0;
-    memset(g, 0, sizeof *g);
-    g->M = (int64_t)(wm_tensor_numel(a) / (uint64_t)ms->K), g->N = ms->N, g->K = ms->K;
-    g->A = a->data, g->lda = ms->K, g->a_signed = a->dtype == WM_DT_INT8;
-    g->b_signed = in[1]->dtype == WM_DT_INT8, g->packed_b = ms->packed, g->ldb = ms->N;
+    mi_base(n, a, a->data, g);
+    g->a_signed = a->dtype == WM_DT_INT8;
     g->a_zero_point = az && az->data ? (int32_t)wm_tensor_get_int(az, 0) : 0; /* no data when sizing at plan time */
     g->ldc = ms->N;
     return 1;
@@ -267,12 +280,8 @@ static wm_status dqmm_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
 
 /* the kernel's arguments but for A's bytes, scale and zero point; qa: where A's bytes go */
 static void dqmm_args(const wm_node *n, wm_tensor *const *in, const uint8_t *qa, wm_igemm_args *g) {
-    const mistate *ms = n->state;
-    memset(g, 0, sizeof *g);
-    g->M = (int64_t)(wm_tensor_numel(in[0]) / (uint64_t)ms->K), g->N = ms->N, g->K = ms->K;
-    g->A = qa, g->lda = ms->K;
-    g->b_signed = n->in_dtype[1] == WM_DT_INT8, g->packed_b = ms->packed, g->ldb = ms->N;
-    g->ldcf = ms->N, g->b_scale = in[2]->data, g->b_scale_count = (int64_t)wm_tensor_numel(in[2]);
+    mi_base(n, in[0], qa, g);
+    g->ldcf = g->N, g->b_scale = in[2]->data, g->b_scale_count = (int64_t)wm_tensor_numel(in[2]);
     g->ep.bias = wm_has_in(n, 4) ? in[4]->data : NULL;
 }
 
@@ -280,18 +289,18 @@ static size_t dqmm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *
     (void)out;
     wm_igemm_args g;
     dqmm_args(n, in, NULL, &g);
-    return (((size_t)(g.M * g.K) + 63) & ~(size_t)63) + 64 + wm_igemm_workspace_size(&g, nth);
+    return (size_t)(g.M * g.K) + 128 + wm_igemm_workspace_size(&g, nth); /* A's bytes, the kernel's (take) */
 }
 
 static wm_status dqmm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
     wm_igemm_args g;
-    uint8_t *qa = (uint8_t *)(((uintptr_t)x->ws + 63) & ~(uintptr_t)63);
-    dqmm_args(n, in, qa, &g);
+    uint8_t *p = x->ws, zp;
+    dqmm_args(n, in, NULL, &g);
     if (!g.M) return WM_OK;
-    uint8_t zp;
+    uint8_t *qa = (uint8_t *)take(&p, (size_t)(g.M * g.K));
     wm_dyn_quantize_u8(in[0]->data, (uint64_t)(g.M * g.K), qa, &g.a_scale, &zp);
-    g.a_zero_point = zp;
-    g.Cf = out[0]->data, g.work = qa + (((size_t)(g.M * g.K) + 63) & ~(size_t)63);
+    g.A = qa, g.a_zero_point = zp;
+    g.Cf = out[0]->data, g.work = take(&p, 0);
     wm_pool_run(x->pool, mi_part, &g, g.M * g.N * g.K >= (1 << 16) ? 0 : 1);
     return WM_OK;
 }
@@ -652,12 +661,6 @@ static size_t nb_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     if (wm_has_in(n, 3) && in[3]->dtype != WM_DT_UINT8 && !s->zp_c) b += wm_tensor_numel(in[3]) * sizeof(float);
     if (wm_has_in(n, 5) && in[5]->dtype != WM_DT_FLOAT) b += wm_tensor_numel(in[5]) * sizeof(float);
     return b;
-}
-
-static float *take(uint8_t **p, size_t bytes) {
-    float *r = (float *)(((uintptr_t)*p + 63) & ~(uintptr_t)63);
-    *p = (uint8_t *)r + bytes;
-    return r;
 }
 
 static wm_status nb_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {

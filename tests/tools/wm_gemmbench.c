@@ -393,7 +393,7 @@ int main(int argc, char **argv) {
         g->ldc = N;
         if (o.packed) {
             void *P = xmalloc(wm_igemm_pack_b_size(Kd, N));
-            wm_igemm_pack_b(1, Kd, N, Bm, N, 0, NULL, P);
+            wm_igemm_pack_b(Kd, N, Bm, N, 0, NULL, P);
             g->packed_b = P;
         }
         g->work = xmalloc(wm_igemm_workspace_size(g, nth));

@@ -155,7 +155,7 @@ static int cmd_igemm(char **p, const opts *o, const wm_kernels *T) {
     } else {
         if (o->packed) {
             P = malloc(wm_igemm_pack_b_size(K, N) + 1);
-            wm_igemm_pack_b(a.b_signed, K, N, B, N, a.b_zero_point, zcol, P);
+            wm_igemm_pack_b(K, N, B, N, a.b_zero_point, zcol, P);
             a.packed_b = P;
         }
         a.work = malloc(wm_igemm_workspace_size(&a, o->threads) + 1);

@@ -335,7 +335,7 @@ static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int 
     void *P = NULL;
     if (packed) {
         P = kt_alloc(wm_igemm_pack_b_size(K, N));
-        wm_igemm_pack_b(bs, K, N, B, ldb, a.b_zero_point, a.b_zero_points, P);
+        wm_igemm_pack_b(K, N, B, ldb, a.b_zero_point, a.b_zero_points, P);
         a.packed_b = P;
     }
     size_t ws = wm_igemm_workspace_size(&a, nth);
