@@ -8,8 +8,10 @@
  *     for k-block (KC)                  B block packed (unless prepacked)
  *       for m-block (MC)                A read in place (A^T: packed into MR-row panels;
  *                                       rows 4 KiB apart: copied to a kc stride)
- *         for each 16-column B micro-panel (stays in L1)
- *           for each 6-row A micro-panel (from L2): micro-kernel
+ *         for each B slab (one tile wide; stays in L1)
+ *           for each row tile of A (from L2): micro-kernel
+ *         or, with a table's a_outer (AVX-512), the other way round: each
+ *         row tile's A stays in L1 while the block's B slabs stream from L2
  *       last k-block: epilogue on the finished rows (in the kernel's store when
  *       the table fuses it and it is bias / residual / ReLU: wm_tile_epi)
  * Packed B layout (prepacked and on the fly alike): K is cut into blocks of
@@ -296,6 +298,41 @@ static inline void c_prefetch(const float *c, int64_t ldc, const float *res, int
         }
 }
 
+/* One k-block of one m-block, as the tiles see it. */
+typedef struct tile_blk {
+    const wm_gemm_ukr *u;
+    const wm_sgemm_args *a;
+    int64_t kb, nb, mb, mc, nc, kc;
+    int first, last, fuse, ind;
+    const float *bp; /* the block's B panels */
+    int64_t pstride, ald;
+    const float *arows; /* A^T panels, or row-major A (in place or the row copy) */
+    const wm_epilogue *ep;
+    wm_tile_epi te;
+} tile_blk;
+
+/* the micro-kernel on the tile at rows i, columns j of the block (mv x nv of it stored) */
+static inline void run_tile(const tile_blk *t, int64_t i, int64_t j, int mv, int nv) {
+    const wm_sgemm_args *a = t->a;
+    const wm_epilogue *ep = t->ep;
+    const float *bj = t->bp + (j / WM_NR) * t->pstride;
+    float *ci = a->C + (t->mb + i) * a->ldc + t->nb + j;
+    wm_tile_epi te = t->te;
+    if (t->fuse) {
+        te.bias = ep->bias ? ep->bias + t->nb + j : NULL;
+        te.res = ep->residual ? ep->residual + (t->mb + i) * ep->ld_residual + t->nb + j : NULL;
+    }
+    if (t->kc && t->ind) {
+        t->u->kernel_ind(t->kc, a->ind + t->mb + i, a->ldi, t->kb, a->seg, bj, t->pstride, ci, a->ldc, mv, nv,
+                         a->alpha, a->beta, t->first, t->fuse ? &te : NULL);
+        return;
+    }
+    const int panels = a->trans_a;
+    const float *ai = !t->kc ? NULL : panels ? t->arows + i * t->kc : t->arows + i * t->ald;
+    t->u->kernel(t->kc, ai, !t->kc || panels ? 0 : t->ald, bj, t->pstride, ci, a->ldc, mv, nv, a->alpha, a->beta,
+                 t->first, t->fuse ? &te : NULL);
+}
+
 static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int64_t m0, int64_t m1,
                         int64_t n0, int64_t n1, float *apack, float *bpack) {
     const int64_t K = a->K;
@@ -340,36 +377,39 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                 /* row-major A of this block: in place, or the row copy */
                 const float *arows = !kc || ind ? NULL : rowcopy ? apack : a->A + mb * a->lda + kb;
                 const int64_t ald = rowcopy ? rowcopy_ld(kc) : a->lda;
-                for (int64_t j = 0; j < nc; j += tw) {
-                    int nv = (int)(nc - j < tw ? nc - j : tw);
-                    const float *bj = bp + (j / WM_NR) * pstride;
-                    b_prefetch pf = {NULL, NULL, 0};
-                    if (a->packed_b && kc)
-                        b_prefetch_plan(a, j, tw, nb, nc, kb, kc, kcb, pstride, mb + WM_MC >= m1, (mc + mr - 1) / mr,
-                                        &pf);
-                    for (int64_t i = 0; i < mc; i += mr) {
-                        int mv = (int)(mc - i < mr ? mc - i : mr);
-                        b_prefetch_step(&pf);
-                        float *ci = a->C + (mb + i) * a->ldc + nb + j;
-                        if (last && i + mr < mc) {
-                            int mv2 = (int)(mc - i - mr < mr ? mc - i - mr : mr);
-                            c_prefetch(ci + mr * a->ldc, a->ldc,
-                                       fuse && ep->residual ? ep->residual + (mb + i + mr) * ep->ld_residual + nb + j
-                                                            : NULL,
-                                       ep->ld_residual, mv2, nv);
+                const tile_blk tb = {u,    a,   kb,   nb,    mb,  mc, nc, kc, first, last,
+                                     fuse, ind, bp,   pstride, ald, panels ? apack : arows, ep, te};
+                if (u->a_outer) { /* each row tile's A stays in L1 while the block's B panels stream from L2 */
+                    for (int64_t i = 0; i < mc; i += mr)
+                        for (int64_t j = 0; j < nc; j += tw) {
+                            int nv = (int)(nc - j < tw ? nc - j : tw), mv = (int)(mc - i < mr ? mc - i : mr);
+                            if (last && j + tw < nc) /* the next tile's C: the same rows, the next columns */
+                                c_prefetch(a->C + (mb + i) * a->ldc + nb + j + tw, a->ldc,
+                                           fuse && ep->residual ? ep->residual + (mb + i) * ep->ld_residual + nb + j + tw
+                                                                : NULL,
+                                           ep->ld_residual, mv, (int)(nc - j - tw < tw ? nc - j - tw : tw));
+                            run_tile(&tb, i, j, mv, nv);
                         }
-                        if (fuse) {
-                            te.bias = ep->bias ? ep->bias + nb + j : NULL;
-                            te.res = ep->residual ? ep->residual + (mb + i) * ep->ld_residual + nb + j : NULL;
+                } else { /* each B slab stays in L1 while the row tiles' A streams from L2 */
+                    for (int64_t j = 0; j < nc; j += tw) {
+                        int nv = (int)(nc - j < tw ? nc - j : tw);
+                        b_prefetch pf = {NULL, NULL, 0};
+                        if (a->packed_b && kc)
+                            b_prefetch_plan(a, j, tw, nb, nc, kb, kc, kcb, pstride, mb + WM_MC >= m1,
+                                            (mc + mr - 1) / mr, &pf);
+                        for (int64_t i = 0; i < mc; i += mr) {
+                            int mv = (int)(mc - i < mr ? mc - i : mr);
+                            b_prefetch_step(&pf);
+                            if (last && i + mr < mc) { /* the next tile's C: the next rows, the same columns */
+                                int mv2 = (int)(mc - i - mr < mr ? mc - i - mr : mr);
+                                c_prefetch(a->C + (mb + i + mr) * a->ldc + nb + j, a->ldc,
+                                           fuse && ep->residual
+                                               ? ep->residual + (mb + i + mr) * ep->ld_residual + nb + j
+                                               : NULL,
+                                           ep->ld_residual, mv2, nv);
+                            }
+                            run_tile(&tb, i, j, mv, nv);
                         }
-                        if (kc && ind) {
-                            u->kernel_ind(kc, a->ind + mb + i, a->ldi, kb, a->seg, bj, pstride, ci, a->ldc, mv, nv,
-                                          a->alpha, a->beta, first, fuse ? &te : NULL);
-                            continue;
-                        }
-                        const float *ai = !kc ? NULL : panels ? apack + i * kc : arows + i * ald;
-                        u->kernel(kc, ai, !kc || panels ? 0 : ald, bj, pstride, ci, a->ldc, mv, nv, a->alpha, a->beta,
-                                  first, fuse ? &te : NULL);
                     }
                 }
                 if (last && !fuse) wm_epilogue_apply(&a->ep, u, a->C, a->ldc, mb, mb + mc, nb, nb + nc);

@@ -94,6 +94,14 @@ static inline __attribute__((always_inline)) void store_tile(const int rows, con
     store_rows(rows, np, acc, c, ldc, mv, nv, alpha, beta, mode, one, hb, bias, hr, res, ldr, relu);
 }
 
+/* B rows a few k ahead into L1, in both panels: with the row tiles outermost (a_outer), each tile reads the block's
+   B panels from L2 (Intel Xeon, 2 threads: bert-base 93 -> 81 ms, GPT-2 136 -> 116 ms with the tile order) */
+#define B_AHEAD 256 /* bytes: 4 rows of a panel */
+static inline __attribute__((always_inline)) void b_ahead(const float *b0, const float *b1, const int np) {
+    _mm_prefetch((const char *)b0 + B_AHEAD, _MM_HINT_T0);
+    if (np > 1) _mm_prefetch((const char *)b1 + B_AHEAD, _MM_HINT_T0);
+}
+
 /* rows x (np * 16) tile; A packed (lda 0: stride MR floats per k) or rows in place; rows past mv are not stored */
 static inline __attribute__((always_inline)) void tile(const int rows, const int np, int64_t kc, const float *ap,
                                                        int64_t lda, const float *bp, int64_t pstride, float *c,
@@ -107,7 +115,9 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
     }
     const float *b1p = bp + (np > 1 ? pstride : 0);
     if (lda == 0) {
+#pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
+            b_ahead(bp + k * WM_NR, b1p + k * WM_NR, np);
             __m512 b0 = _mm512_loadu_ps(bp + k * WM_NR);
             __m512 b1 = np > 1 ? _mm512_loadu_ps(b1p + k * WM_NR) : b0;
             const float *a = ap + k * MR;
@@ -122,7 +132,9 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
         const float *ar[MR];
 #pragma GCC unroll 12
         for (int r = 0; r < rows; r++) ar[r] = r < mv ? ap + r * lda : ap;
+#pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
+            b_ahead(bp + k * WM_NR, b1p + k * WM_NR, np);
             __m512 b0 = _mm512_loadu_ps(bp + k * WM_NR);
             __m512 b1 = np > 1 ? _mm512_loadu_ps(b1p + k * WM_NR) : b0;
 #pragma GCC unroll 12
@@ -170,7 +182,9 @@ static inline __attribute__((always_inline)) void tile_ind(const int rows, const
 #pragma GCC unroll 12
         for (int r = 0; r < rows; r++) d[r] = (uintptr_t)((r < mv ? row[r] : row[0]) + c0) - base;
         const float *b1p = bp + (np > 1 ? pstride : 0), *be = bp + len * WM_NR;
+#pragma GCC unroll 4
         for (const float *b = bp; b < be; b += WM_NR, base += sizeof(float)) {
+            b_ahead(b, b1p + (b - bp), np);
             __m512 b0 = _mm512_loadu_ps(b);
             __m512 b1 = np > 1 ? _mm512_loadu_ps(b1p + (b - bp)) : b0;
 #pragma GCC unroll 12
@@ -232,7 +246,7 @@ static void pack_fwd(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64
 }
 
 const wm_gemm_ukr wm_gemm_ukr_avx512 = {ukr_12x32, MR, 2, 1, vact_fwd, small_m_fwd, pack_fwd, wm_vadd_avx2_fwd,
-                                       wm_vepi_avx2, ukr_ind_12x32, 1};
+                                       wm_vepi_avx2, ukr_ind_12x32, 1, 1};
 
 void wm_sgemm_avx512(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx512, a, ith, nth); }
 

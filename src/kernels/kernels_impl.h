@@ -78,6 +78,10 @@ typedef struct wm_gemm_ukr {
     /* the tile with indirect A (every table has one: the driver sizes no A block for indirect A) */
     wm_ukr_ind_fn kernel_ind;
     int fused_epi; /* the kernels apply a wm_tile_epi (else the driver passes NULL and runs the epilogue after) */
+    /* tile order in a block: 0, B slab outer (each B slab stays in L1 while the row tiles' A streams from L2); 1, row
+       tiles outer (each tile's A rows stay in L1 while the block's B panels stream from L2, which the kernel then
+       prefetches) */
+    int a_outer;
 } wm_gemm_ukr;
 
 /* Where B blocks come from when B is not prepacked: pack op(B)[k0:k0+kc, n0:n0+nc]
