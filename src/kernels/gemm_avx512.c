@@ -236,9 +236,9 @@ static void ukr_12x32(int64_t kc, const float *ap, int64_t lda, const float *bp,
     }
 }
 
-/* the AVX2 table's vact, GEMV and B packer behind this kernel */
+/* the AVX-512 table's activations; the AVX2 table's GEMV and B packer behind this kernel */
 static void vact_fwd(int64_t n, float *y, const float *x, wm_act act, float p, float q) {
-    wm_gemm_ukr_avx2.vact(n, y, x, act, p, q);
+    wm_vact_avx512(n, y, x, act, p, q);
 }
 static int small_m_fwd(const wm_sgemm_args *a, int ith, int nth) { return wm_gemm_ukr_avx2.small_m(a, ith, nth); }
 static void pack_fwd(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {

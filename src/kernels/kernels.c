@@ -66,6 +66,7 @@ static void init_tables(void) {
         g_avx512.nbits_half_scales = 1;
         g_avx512.nbits_pack_size = wm_nbits_pack_size_sg32;
         g_avx512.nbits_pack = wm_nbits_pack_avx512;
+        wm_vmath_fill_avx512(&g_avx512);
         wm_attn_rows_fill_avx512(&g_avx512);
     }
     const char *env = getenv("WM_KERNELS");

@@ -156,6 +156,9 @@ void wm_attn_rows_fill_avx2(wm_kernels *k);
 void wm_nbits_avx512(const wm_nbits_args *a, int ith, int nth);
 void wm_nbits_pack_avx512(const wm_nbits_args *a, uint8_t *dst, int ith, int nth);
 void wm_sgemm_avx512(const wm_sgemm_args *a, int ith, int nth);
+/* vmath_simd.h at 16 lanes and the row softmax (vmath_avx512.c); the activation map on its own for the GEMM */
+void wm_vmath_fill_avx512(wm_kernels *k);
+void wm_vact_avx512(int64_t n, float *y, const float *x, wm_act act, float p, float q);
 void wm_sgemm_batch_avx512(const wm_sgemm_args *a, const wm_gemm_batch *b, int ith, int nth);
 void wm_hgemm_avx512(const wm_hgemm_args *a, int ith, int nth); /* the AVX2 one with the AVX-512 micro-kernel */
 int wm_nbits_q8_avx512(const wm_nbits_args *a);

@@ -21,36 +21,39 @@
 #include "kernels/kernels_impl.h"
 #include "kernels/transpose_avx2.h"
 
-#define V(x) _mm256_set1_ps(x)
-#define VINLINE static inline __attribute__((always_inline))
-
 /* ------------------------------------------------------------ scalar-vector building blocks */
 
-VINLINE __m256 v_abs(__m256 x) { return _mm256_andnot_ps(V(-0.0f), x); }
-VINLINE __m256 v_isnan(__m256 x) { return _mm256_cmp_ps(x, x, _CMP_UNORD_Q); }
+/* the vector of vmath_simd.h: 8 lanes, comparison masks as vectors */
+#define VF __m256
+#define VM __m256
+#define V(x) _mm256_set1_ps(x)
+#define VADD _mm256_add_ps
+#define VSUB _mm256_sub_ps
+#define VMUL _mm256_mul_ps
+#define VDIV _mm256_div_ps
+#define VMIN _mm256_min_ps
+#define VMAX _mm256_max_ps
+#define VFMA _mm256_fmadd_ps
+#define VFNMA _mm256_fnmadd_ps
+#define VFMS _mm256_fmsub_ps
+#define VRND(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define VCMP _mm256_cmp_ps
+#define VSEL(a, b, m) _mm256_blendv_ps(a, b, m)
+#define VZERO(m, x) _mm256_andnot_ps(m, x)
+#define VABS(x) _mm256_andnot_ps(V(-0.0f), x)
+#define VSIGN(y, x) _mm256_or_ps(y, _mm256_and_ps(x, V(-0.0f)))
 
-/* e^x: x = n ln2 + r (|r| <= ln2/2, two-constant ln2), degree-7 Taylor in r, times 2^n as two
- * factors (so 2^n may be subnormal). x > 89 gives inf, x < -104 gives 0, NaN stays NaN. */
-VINLINE __m256 v_exp(__m256 x) {
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, V(-104.0f)), V(89.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, V(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, V(0.693145751953125f), xc);
-    r = _mm256_fnmadd_ps(n, V(1.42860682030941723e-6f), r);
-    __m256 p = V(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, V(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, V(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, V(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, V(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, V(0.5f));
-    p = _mm256_fmadd_ps(p, r, V(1.0f));
-    p = _mm256_fmadd_ps(p, r, V(1.0f));
+/* p * 2^n (n integral, |n| <= 150) as p 2^(n/2) 2^(n - n/2): each factor a normal float */
+static inline __attribute__((always_inline)) __m256 vscale2(__m256 p, __m256 n) {
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
     __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-    __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-    return _mm256_blendv_ps(y, x, v_isnan(x));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
 }
+#define VSCALE2 vscale2
+
+#include "kernels/vmath_simd.h"
 
 /* log x: x = 2^e m, m in [sqrt(1/2), sqrt 2); log m = f - (f^2/2 - s (f^2/2 + R(s^2))),
  * f = m - 1 (exact), s = f / (2 + f), R the atanh series. x < 0 or NaN: NaN; 0: -inf; inf: inf. */
@@ -82,91 +85,6 @@ VINLINE __m256 v_log(__m256 x) {
     return _mm256_blendv_ps(y, V(NAN), _mm256_cmp_ps(x, V(0.0f), _CMP_NGE_UQ)); /* x < 0 or NaN */
 }
 
-/* coefficients from bench/fit_vmath.py */
-static const float k_tanh[7] = {1.000000000e+00f, -3.333333135e-01f, 1.333320141e-01f, -5.394650623e-02f,
-                                2.169989794e-02f, -8.176164702e-03f, 2.142236102e-03f};
-static const float k_erf[8] = {1.128379226e+00f, -3.761263788e-01f, 1.128378361e-01f, -2.686547488e-02f,
-                               5.221138708e-03f, -8.485438884e-04f, 1.127473806e-04f, -9.689741091e-06f};
-static const float k_erfc[13] = {-4.686607440e-07f, 2.821123898e-01f,  2.817983329e-01f, 2.497970760e-01f,
-                                 1.567305326e-01f,  1.736470759e-01f,  -2.978590429e-01f, 6.250801682e-01f,
-                                 -1.156625509e+00f, 1.166263819e+00f,  -6.476615667e-01f, 1.892380267e-01f,
-                                 -2.251910791e-02f};
-
-VINLINE __m256 v_poly(__m256 t, const float *c, int n) {
-    __m256 p = V(c[n - 1]);
-#pragma GCC unroll 16
-    for (int i = n - 2; i >= 0; i--) p = _mm256_fmadd_ps(p, t, V(c[i]));
-    return p;
-}
-
-/* tanh: |x| < 0.625 odd polynomial; else sign(x) (1 - e) / (1 + e), e = exp(-2|x|). */
-VINLINE __m256 v_tanh(__m256 x) {
-    __m256 ax = v_abs(x);
-    __m256 small = _mm256_mul_ps(x, v_poly(_mm256_mul_ps(x, x), k_tanh, 7));
-    __m256 e = v_exp(_mm256_mul_ps(ax, V(-2.0f)));
-    __m256 big = _mm256_div_ps(_mm256_sub_ps(V(1.0f), e), _mm256_add_ps(V(1.0f), e));
-    big = _mm256_or_ps(big, _mm256_and_ps(x, V(-0.0f)));
-    return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, V(0.625f), _CMP_LT_OQ));
-}
-
-/* sigmoid: e = exp(-|x|), 1/(1+e) for x >= 0, e/(1+e) otherwise (no overflow, no cancellation). */
-VINLINE __m256 v_sigmoid(__m256 x) {
-    __m256 e = v_exp(_mm256_sub_ps(V(0.0f), v_abs(x)));
-    __m256 num = _mm256_blendv_ps(e, V(1.0f), _mm256_cmp_ps(x, V(0.0f), _CMP_GE_OQ));
-    return _mm256_div_ps(num, _mm256_add_ps(V(1.0f), e));
-}
-
-/* For z = zh + zl >= 0: *erf_small = erf(zh), accurate for zh < 1; returns erfc(z), accurate for
- * z >= 0.5: exp(-z^2) with z^2 carried in two floats, times a fit of erfc(z) e^(z^2) in
- * t = 1/(1 + z/2); 0 from z >= 10. */
-VINLINE __m256 v_erfc_tail(__m256 zh, __m256 zl, __m256 *erf_small) {
-    __m256 z2 = _mm256_mul_ps(zh, zh);
-    *erf_small = _mm256_mul_ps(zh, v_poly(z2, k_erf, 8));
-    __m256 zc = _mm256_min_ps(_mm256_max_ps(zh, V(0.5f)), V(10.0f));
-    __m256 t = _mm256_div_ps(V(1.0f), _mm256_fmadd_ps(zc, V(0.5f), V(1.0f)));
-    __m256 R = v_poly(t, k_erfc, 13);
-    /* z^2 = hi + lo: hi = zc^2, lo = (zc^2 - hi) + 2 zc zl */
-    __m256 hi = _mm256_mul_ps(zc, zc);
-    __m256 lo = _mm256_fmadd_ps(_mm256_add_ps(zc, zc), zl, _mm256_fmsub_ps(zc, zc, hi));
-    __m256 ez = _mm256_mul_ps(v_exp(_mm256_sub_ps(V(0.0f), hi)), _mm256_sub_ps(V(1.0f), lo));
-    __m256 erfc = _mm256_mul_ps(ez, R);
-    return _mm256_andnot_ps(_mm256_cmp_ps(zh, V(10.0f), _CMP_GE_OQ), erfc);
-}
-
-VINLINE __m256 v_erf(__m256 x) {
-    __m256 z = v_abs(x), es;
-    __m256 erfc = v_erfc_tail(z, V(0.0f), &es);
-    __m256 y = _mm256_blendv_ps(_mm256_sub_ps(V(1.0f), erfc), es, _mm256_cmp_ps(z, V(1.0f), _CMP_LT_OQ));
-    y = _mm256_or_ps(y, _mm256_and_ps(x, V(-0.0f)));
-    return _mm256_blendv_ps(y, x, v_isnan(x));
-}
-
-/* gelu(x) = x/2 (1 + erf(x/sqrt2)); for x < 0 that is x/2 erfc(|x|/sqrt2), kept relative-accurate. */
-VINLINE __m256 v_gelu_erf(__m256 x) {
-    const float c = 0.70710677f, c_lo = 1.21016175e-8f; /* 1/sqrt2 = c + c_lo */
-    __m256 ax = v_abs(x);
-    __m256 zh = _mm256_mul_ps(ax, V(c));
-    __m256 zl = _mm256_fmadd_ps(ax, V(c_lo), _mm256_fmsub_ps(ax, V(c), zh));
-    __m256 es;
-    __m256 erfc = v_erfc_tail(zh, zl, &es);
-    __m256 onep = _mm256_blendv_ps(_mm256_sub_ps(V(2.0f), erfc), _mm256_add_ps(V(1.0f), es),
-                                   _mm256_cmp_ps(zh, V(1.0f), _CMP_LT_OQ)); /* 1 + erf(z) */
-    __m256 onem = _mm256_blendv_ps(erfc, _mm256_sub_ps(V(1.0f), es),
-                                   _mm256_cmp_ps(zh, V(0.5f), _CMP_LT_OQ)); /* 1 - erf(z), no cancellation */
-    __m256 f = _mm256_blendv_ps(onem, onep, _mm256_cmp_ps(x, V(0.0f), _CMP_GE_OQ));
-    __m256 y = _mm256_mul_ps(_mm256_mul_ps(V(0.5f), x), f);
-    return _mm256_blendv_ps(y, x, v_isnan(x));
-}
-
-/* gelu_tanh(x) = x/2 (1 + tanh(u)) = x sigmoid(2u), 2u = x (c1 + c2 x^2). */
-VINLINE __m256 v_gelu_tanh(__m256 x) {
-    const float c1 = 1.59576912160573071f, c2 = 0.0713548162726008f; /* 2 sqrt(2/pi), c1 * 0.044715 */
-    __m256 u2 = _mm256_mul_ps(x, _mm256_fmadd_ps(V(c2), _mm256_mul_ps(x, x), V(c1)));
-    return _mm256_mul_ps(x, v_sigmoid(u2));
-}
-
-VINLINE __m256 v_silu(__m256 x) { return _mm256_mul_ps(x, v_sigmoid(x)); }
-
 /* ------------------------------------------------------------ array maps */
 
 /* y[i] = F(x[i]): whole vectors, then the tail through an 8-float buffer (same arithmetic). */
@@ -191,7 +109,6 @@ MAP_FN(a_gelu_erf, v_gelu_erf)
 MAP_FN(a_gelu_tanh, v_gelu_tanh)
 MAP_FN(a_silu, v_silu)
 
-VINLINE __m256 v_relu(__m256 x) { return _mm256_blendv_ps(_mm256_max_ps(x, V(0.0f)), x, v_isnan(x)); }
 MAP_FN(a_relu, v_relu)
 
 static void a_act(int64_t n, float *y, const float *x, wm_act act, float p, float q) {

@@ -120,6 +120,40 @@ static void test_elementwise(void **state) {
     free(y);
 }
 
+/* vmath_simd.h at 16 lanes gives the 8-lane values bit for bit: every input of every sweep, and every activation */
+static void test_avx512_matches_avx2(void **state) {
+    (void)state;
+    const wm_kernels *a2 = wm_kernels_avx2(), *a5 = wm_kernels_avx512();
+    if (!a2 || !a5) {
+        printf("    no avx512 table on this CPU: not run\n");
+        return;
+    }
+    const int64_t cap = 200000;
+    float *x = kt_alloc((size_t)cap * 4), *y2 = kt_alloc((size_t)cap * 4), *y5 = kt_alloc((size_t)cap * 4);
+    for (size_t f = 0; f < sizeof g_fns / sizeof g_fns[0]; f++) {
+        const fn_case *c = &g_fns[f];
+        int64_t n = make_inputs(c, x, cap);
+        (*(const vfn *)((const char *)a2 + c->off))(n, y2, x);
+        (*(const vfn *)((const char *)a5 + c->off))(n, y5, x);
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp(&y2[i], &y5[i], 4) != 0 && !(isnan(y2[i]) && isnan(y5[i])))
+                fail_msg("%s(%.9g): avx512 %.9g, avx2 %.9g", c->name, x[i], y5[i], y2[i]);
+    }
+    static const wm_act acts[] = {WM_ACT_RELU, WM_ACT_GELU_ERF, WM_ACT_GELU_TANH, WM_ACT_SILU, WM_ACT_SIGMOID,
+                                  WM_ACT_TANH};
+    int64_t n = make_inputs(&g_fns[0], x, cap);
+    for (size_t k = 0; k < sizeof acts / sizeof acts[0]; k++) {
+        a2->vact(n, y2, x, acts[k], 0, 0);
+        a5->vact(n, y5, x, acts[k], 0, 0);
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp(&y2[i], &y5[i], 4) != 0 && !(isnan(y2[i]) && isnan(y5[i])))
+                fail_msg("act %d (%.9g): avx512 %.9g, avx2 %.9g", (int)acts[k], x[i], y5[i], y2[i]);
+    }
+    free(x);
+    free(y2);
+    free(y5);
+}
+
 static void test_act_dispatch(void **state) {
     (void)state;
     const wm_kernels *T[3];
@@ -345,6 +379,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transpose32),
         cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_avx512_matches_avx2),
         cmocka_unit_test(test_act_dispatch),
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_conversions),

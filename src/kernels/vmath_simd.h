@@ -1,0 +1,128 @@
+/*
+ * vmath_simd.h - the vector math of the SIMD tables, written once over a vector
+ * width: exp, tanh, sigmoid, erf, GELU (erf and tanh forms), SiLU, ReLU.
+ *
+ * Included by vmath_avx2.c (8 lanes) and vmath_avx512.c (16 lanes), each of
+ * which defines first:
+ *   VF, VM         the float vector and its comparison mask
+ *   V(x)           broadcast;  VADD VSUB VMUL VDIV VMIN VMAX
+ *   VFMA(a,b,c)    a*b + c;    VFNMA(a,b,c) c - a*b;   VFMS(a,b,c) a*b - c
+ *   VRND(x)        round to nearest even;  VSCALE2(p, n) p * 2^n in two factors
+ *   VCMP(a,b,p)    a mask;  VSEL(a,b,m) m ? b : a;  VZERO(m,x) m ? 0 : x
+ *   VABS(x)        |x|;     VSIGN(y,x) y with x's sign bit or'ed in
+ * Every operation is the IEEE one on each lane, in the same order at both
+ * widths, so a lane's result does not depend on the width: the AVX-512 table
+ * gives the AVX2 table's values bit for bit (asserted by test_kernels_vmath).
+ * Accuracy: see vmath_avx2.c.
+ */
+#ifndef WM_KERNELS_VMATH_SIMD_H
+#define WM_KERNELS_VMATH_SIMD_H
+
+#define VINLINE static inline __attribute__((always_inline))
+
+VINLINE VM v_isnan(VF x) { return VCMP(x, x, _CMP_UNORD_Q); }
+
+/* e^x: x = n ln2 + r (|r| <= ln2/2, two-constant ln2), degree-7 Taylor in r, times 2^n as two
+ * factors (so 2^n may be subnormal). x > 89 gives inf, x < -104 gives 0, NaN stays NaN. */
+VINLINE VF v_exp(VF x) {
+    VF xc = VMIN(VMAX(x, V(-104.0f)), V(89.0f));
+    VF n = VRND(VMUL(xc, V(1.44269504088896341f)));
+    VF r = VFNMA(n, V(0.693145751953125f), xc);
+    r = VFNMA(n, V(1.42860682030941723e-6f), r);
+    VF p = V(1.0f / 5040.0f);
+    p = VFMA(p, r, V(1.0f / 720.0f));
+    p = VFMA(p, r, V(1.0f / 120.0f));
+    p = VFMA(p, r, V(1.0f / 24.0f));
+    p = VFMA(p, r, V(1.0f / 6.0f));
+    p = VFMA(p, r, V(0.5f));
+    p = VFMA(p, r, V(1.0f));
+    p = VFMA(p, r, V(1.0f));
+    return VSEL(VSCALE2(p, n), x, v_isnan(x));
+}
+
+/* coefficients from bench/fit_vmath.py */
+static const float k_tanh[7] = {1.000000000e+00f, -3.333333135e-01f, 1.333320141e-01f, -5.394650623e-02f,
+                                2.169989794e-02f, -8.176164702e-03f, 2.142236102e-03f};
+static const float k_erf[8] = {1.128379226e+00f, -3.761263788e-01f, 1.128378361e-01f, -2.686547488e-02f,
+                               5.221138708e-03f, -8.485438884e-04f, 1.127473806e-04f, -9.689741091e-06f};
+static const float k_erfc[13] = {-4.686607440e-07f, 2.821123898e-01f,  2.817983329e-01f, 2.497970760e-01f,
+                                 1.567305326e-01f,  1.736470759e-01f,  -2.978590429e-01f, 6.250801682e-01f,
+                                 -1.156625509e+00f, 1.166263819e+00f,  -6.476615667e-01f, 1.892380267e-01f,
+                                 -2.251910791e-02f};
+
+VINLINE VF v_poly(VF t, const float *c, int n) {
+    VF p = V(c[n - 1]);
+#pragma GCC unroll 16
+    for (int i = n - 2; i >= 0; i--) p = VFMA(p, t, V(c[i]));
+    return p;
+}
+
+/* tanh: |x| < 0.625 odd polynomial; else sign(x) (1 - e) / (1 + e), e = exp(-2|x|). */
+VINLINE VF v_tanh(VF x) {
+    VF ax = VABS(x);
+    VF small = VMUL(x, v_poly(VMUL(x, x), k_tanh, 7));
+    VF e = v_exp(VMUL(ax, V(-2.0f)));
+    VF big = VDIV(VSUB(V(1.0f), e), VADD(V(1.0f), e));
+    big = VSIGN(big, x);
+    return VSEL(big, small, VCMP(ax, V(0.625f), _CMP_LT_OQ));
+}
+
+/* sigmoid: e = exp(-|x|), 1/(1+e) for x >= 0, e/(1+e) otherwise (no overflow, no cancellation). */
+VINLINE VF v_sigmoid(VF x) {
+    VF e = v_exp(VSUB(V(0.0f), VABS(x)));
+    VF num = VSEL(e, V(1.0f), VCMP(x, V(0.0f), _CMP_GE_OQ));
+    return VDIV(num, VADD(V(1.0f), e));
+}
+
+/* For z = zh + zl >= 0: *erf_small = erf(zh), accurate for zh < 1; returns erfc(z), accurate for
+ * z >= 0.5: exp(-z^2) with z^2 carried in two floats, times a fit of erfc(z) e^(z^2) in
+ * t = 1/(1 + z/2); 0 from z >= 10. */
+VINLINE VF v_erfc_tail(VF zh, VF zl, VF *erf_small) {
+    VF z2 = VMUL(zh, zh);
+    *erf_small = VMUL(zh, v_poly(z2, k_erf, 8));
+    VF zc = VMIN(VMAX(zh, V(0.5f)), V(10.0f));
+    VF t = VDIV(V(1.0f), VFMA(zc, V(0.5f), V(1.0f)));
+    VF R = v_poly(t, k_erfc, 13);
+    /* z^2 = hi + lo: hi = zc^2, lo = (zc^2 - hi) + 2 zc zl */
+    VF hi = VMUL(zc, zc);
+    VF lo = VFMA(VADD(zc, zc), zl, VFMS(zc, zc, hi));
+    VF ez = VMUL(v_exp(VSUB(V(0.0f), hi)), VSUB(V(1.0f), lo));
+    VF erfc = VMUL(ez, R);
+    return VZERO(VCMP(zh, V(10.0f), _CMP_GE_OQ), erfc);
+}
+
+VINLINE VF v_erf(VF x) {
+    VF z = VABS(x), es;
+    VF erfc = v_erfc_tail(z, V(0.0f), &es);
+    VF y = VSEL(VSUB(V(1.0f), erfc), es, VCMP(z, V(1.0f), _CMP_LT_OQ));
+    y = VSIGN(y, x);
+    return VSEL(y, x, v_isnan(x));
+}
+
+/* gelu(x) = x/2 (1 + erf(x/sqrt2)); for x < 0 that is x/2 erfc(|x|/sqrt2), kept relative-accurate. */
+VINLINE VF v_gelu_erf(VF x) {
+    const float c = 0.70710677f, c_lo = 1.21016175e-8f; /* 1/sqrt2 = c + c_lo */
+    VF ax = VABS(x);
+    VF zh = VMUL(ax, V(c));
+    VF zl = VFMA(ax, V(c_lo), VFMS(ax, V(c), zh));
+    VF es;
+    VF erfc = v_erfc_tail(zh, zl, &es);
+    VF onep = VSEL(VSUB(V(2.0f), erfc), VADD(V(1.0f), es), VCMP(zh, V(1.0f), _CMP_LT_OQ)); /* 1 + erf(z) */
+    VF onem = VSEL(erfc, VSUB(V(1.0f), es), VCMP(zh, V(0.5f), _CMP_LT_OQ)); /* 1 - erf(z), no cancellation */
+    VF f = VSEL(onem, onep, VCMP(x, V(0.0f), _CMP_GE_OQ));
+    VF y = VMUL(VMUL(V(0.5f), x), f);
+    return VSEL(y, x, v_isnan(x));
+}
+
+/* gelu_tanh(x) = x/2 (1 + tanh(u)) = x sigmoid(2u), 2u = x (c1 + c2 x^2). */
+VINLINE VF v_gelu_tanh(VF x) {
+    const float c1 = 1.59576912160573071f, c2 = 0.0713548162726008f; /* 2 sqrt(2/pi), c1 * 0.044715 */
+    VF u2 = VMUL(x, VFMA(V(c2), VMUL(x, x), V(c1)));
+    return VMUL(x, v_sigmoid(u2));
+}
+
+VINLINE VF v_silu(VF x) { return VMUL(x, v_sigmoid(x)); }
+
+VINLINE VF v_relu(VF x) { return VSEL(VMAX(x, V(0.0f)), x, v_isnan(x)); }
+
+#endif
