@@ -216,6 +216,9 @@ static void test_long_sequences_blocks(void **st) {
     CHECK(.B = 1, .Hq = 2, .Hkv = 2, .S = 3 * WM_ATTN_QBLOCK + 5, .T = 3 * WM_ATTN_QBLOCK + 5, .dk = 24, .dv = 24,
           .causal = 1);
     CHECK(.B = 1, .Hq = 1, .Hkv = 1, .S = 300, .T = 300, .dk = 64, .dv = 64, .bsnh = 1);
+    /* short keys: blocks of up to twice WM_ATTN_QBLOCK rows, evened out (197: one; 300: 156 + 144) */
+    CHECK(.B = 1, .Hq = 3, .Hkv = 3, .S = 197, .T = 197, .dk = 64, .dv = 64, .bsnh = 1);
+    CHECK(.B = 2, .Hq = 2, .Hkv = 1, .S = 300, .T = 200, .dk = 16, .dv = 8, .mask = 1);
 }
 
 static void test_causal_with_past_and_padding(void **st) {
