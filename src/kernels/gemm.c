@@ -309,6 +309,7 @@ typedef struct tile_blk {
     const float *arows; /* A^T panels, or row-major A (in place or the row copy) */
     const wm_epilogue *ep;
     wm_tile_epi te;
+    int strip; /* arows holds only the current row tile's rows (the a_outer row copy) */
 } tile_blk;
 
 /* the micro-kernel on the tile at rows i, columns j of the block (mv x nv of it stored) */
@@ -328,7 +329,7 @@ static inline void run_tile(const tile_blk *t, int64_t i, int64_t j, int mv, int
         return;
     }
     const int panels = a->trans_a;
-    const float *ai = !t->kc ? NULL : panels ? t->arows + i * t->kc : t->arows + i * t->ald;
+    const float *ai = !t->kc ? NULL : panels ? t->arows + i * t->kc : t->strip ? t->arows : t->arows + i * t->ald;
     t->u->kernel(t->kc, ai, !t->kc || panels ? 0 : t->ald, bj, t->pstride, ci, a->ldc, mv, nv, a->alpha, a->beta,
                  t->first, t->fuse ? &te : NULL);
 }
@@ -370,17 +371,23 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             wm_tile_epi te = {NULL, NULL, ep->ld_residual, ep->act == WM_ACT_RELU ? 0.0f : -INFINITY};
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
-                if (kc && rowcopy)
+                if (kc && rowcopy && !u->a_outer)
                     for (int64_t r = 0; r < mc; r++)
                         memcpy(apack + r * rowcopy_ld(kc), a->A + (mb + r) * a->lda + kb, (size_t)kc * sizeof(float));
                 else if (kc && panels) pack_a_trans(a->A, a->lda, mb, mc, kb, kc, mr, apack);
                 /* row-major A of this block: in place, or the row copy */
                 const float *arows = !kc || ind ? NULL : rowcopy ? apack : a->A + mb * a->lda + kb;
                 const int64_t ald = rowcopy ? rowcopy_ld(kc) : a->lda;
-                const tile_blk tb = {u,    a,   kb,   nb,    mb,  mc, nc, kc, first, last,
-                                     fuse, ind, bp,   pstride, ald, panels ? apack : arows, ep, te};
+                tile_blk tb = {u,    a,   kb,   nb,    mb,  mc, nc, kc, first, last,
+                               fuse, ind, bp,   pstride, ald, panels ? apack : arows, ep, te, 0};
                 if (u->a_outer) { /* each row tile's A stays in L1 while the block's B panels stream from L2 */
-                    for (int64_t i = 0; i < mc; i += mr)
+                    for (int64_t i = 0; i < mc; i += mr) {
+                        if (kc && rowcopy) { /* the row copy a tile at a time, just before its tiles read it (the
+                                                block's whole copy up front cost 7% at K = 3072) */
+                            for (int64_t r = 0; r < mr && i + r < mc; r++)
+                                memcpy(apack + r * ald, a->A + (mb + i + r) * a->lda + kb, (size_t)kc * sizeof(float));
+                            tb.strip = 1;
+                        }
                         for (int64_t j = 0; j < nc; j += tw) {
                             int nv = (int)(nc - j < tw ? nc - j : tw), mv = (int)(mc - i < mr ? mc - i : mr);
                             if (last && j + tw < nc) /* the next tile's C: the same rows, the next columns */
@@ -390,6 +397,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                                            ep->ld_residual, mv, (int)(nc - j - tw < tw ? nc - j - tw : tw));
                             run_tile(&tb, i, j, mv, nv);
                         }
+                    }
                 } else { /* each B slab stays in L1 while the row tiles' A streams from L2 */
                     for (int64_t j = 0; j < nc; j += tw) {
                         int nv = (int)(nc - j < tw ? nc - j : tw);
