@@ -102,6 +102,82 @@ static inline __attribute__((always_inline)) void b_ahead(const float *b0, const
     if (np > 1) _mm_prefetch((const char *)b1 + B_AHEAD, _MM_HINT_T0);
 }
 
+/*
+ * The full 12 x 32 tile with A rows in place, as assembly: kc rows of B (two panels, pstride floats apart) against
+ * 12 rows of A (lda floats apart), the 24 sums to acc ([12][32]). In C, GCC ran out of general registers for the 12
+ * row pointers and parked them on the stack and in vector registers, and the vmovq back from those took FMA port
+ * cycles (96 other instructions per 96 FMAs). Here the rows are four bases and lda, and k is unrolled by 4.
+ * Rows r of the tile: a + (r / 3) * 3 lda + (r % 3) lda, as [base], [base + lb], [base + 2 lb].
+ */
+#define K12_ROW(BASE, IDX, AO, Z0, Z1)                                                                                 \
+    "vbroadcastss " AO "(" BASE IDX "), %%zmm26\n\t"                                                                   \
+    "vfmadd231ps %%zmm24, %%zmm26, %%zmm" Z0 "\n\t"                                                                    \
+    "vfmadd231ps %%zmm25, %%zmm26, %%zmm" Z1 "\n\t"
+#define K12_STEP(AO, BO, PO)                                                                                           \
+    "prefetcht0 " PO "(%[b])\n\t"                                                                                      \
+    "prefetcht0 " PO "(%[b],%[bs])\n\t"                                                                                \
+    "vmovups " BO "(%[b]), %%zmm24\n\t"                                                                                \
+    "vmovups " BO "(%[b],%[bs]), %%zmm25\n\t"                                                                          \
+    K12_ROW("%[a]", "", AO, "0", "1") K12_ROW("%[a]", ",%[lb],1", AO, "2", "3")                                        \
+    K12_ROW("%[a]", ",%[lb],2", AO, "4", "5") K12_ROW("%%r8", "", AO, "6", "7")                                        \
+    K12_ROW("%%r8", ",%[lb],1", AO, "8", "9") K12_ROW("%%r8", ",%[lb],2", AO, "10", "11")                              \
+    K12_ROW("%%r9", "", AO, "12", "13") K12_ROW("%%r9", ",%[lb],1", AO, "14", "15")                                    \
+    K12_ROW("%%r9", ",%[lb],2", AO, "16", "17") K12_ROW("%%r10", "", AO, "18", "19")                                   \
+    K12_ROW("%%r10", ",%[lb],1", AO, "20", "21") K12_ROW("%%r10", ",%[lb],2", AO, "22", "23")
+#define K12_ZERO(Z) "vpxord %%zmm" Z ", %%zmm" Z ", %%zmm" Z "\n\t"
+#define K12_SAVE(Z, OFF) "vmovups %%zmm" Z ", " OFF "(%[acc])\n\t"
+
+static inline __attribute__((always_inline)) void k12x32_inplace(int64_t kc, const float *a, int64_t lda,
+                                                                 const float *b, int64_t pstride, float *acc) {
+    int64_t lb = lda * (int64_t)sizeof(float), bs = pstride * (int64_t)sizeof(float);
+    __asm__ volatile(
+        K12_ZERO("0") K12_ZERO("1") K12_ZERO("2") K12_ZERO("3") K12_ZERO("4") K12_ZERO("5") K12_ZERO("6")
+        K12_ZERO("7") K12_ZERO("8") K12_ZERO("9") K12_ZERO("10") K12_ZERO("11") K12_ZERO("12") K12_ZERO("13")
+        K12_ZERO("14") K12_ZERO("15") K12_ZERO("16") K12_ZERO("17") K12_ZERO("18") K12_ZERO("19") K12_ZERO("20")
+        K12_ZERO("21") K12_ZERO("22") K12_ZERO("23")
+        "lea (%[lb],%[lb],2), %%r11\n\t" /* 3 rows */
+        "lea (%[a],%%r11), %%r8\n\t"
+        "lea (%%r8,%%r11), %%r9\n\t"
+        "lea (%%r9,%%r11), %%r10\n\t"
+        "mov %[k], %%rcx\n\t"
+        "shr $2, %%rcx\n\t"
+        "jz 2f\n\t"
+        "1:\n\t"
+        K12_STEP("0", "0", "256") K12_STEP("4", "64", "320") K12_STEP("8", "128", "384") K12_STEP("12", "192", "448")
+        "add $16, %[a]\n\t"
+        "add $16, %%r8\n\t"
+        "add $16, %%r9\n\t"
+        "add $16, %%r10\n\t"
+        "add $256, %[b]\n\t"
+        "dec %%rcx\n\t"
+        "jnz 1b\n\t"
+        "2:\n\t"
+        "mov %[k], %%rcx\n\t"
+        "and $3, %%rcx\n\t"
+        "jz 4f\n\t"
+        "3:\n\t"
+        K12_STEP("0", "0", "256")
+        "add $4, %[a]\n\t"
+        "add $4, %%r8\n\t"
+        "add $4, %%r9\n\t"
+        "add $4, %%r10\n\t"
+        "add $64, %[b]\n\t"
+        "dec %%rcx\n\t"
+        "jnz 3b\n\t"
+        "4:\n\t"
+        K12_SAVE("0", "0") K12_SAVE("1", "64") K12_SAVE("2", "128") K12_SAVE("3", "192") K12_SAVE("4", "256")
+        K12_SAVE("5", "320") K12_SAVE("6", "384") K12_SAVE("7", "448") K12_SAVE("8", "512") K12_SAVE("9", "576")
+        K12_SAVE("10", "640") K12_SAVE("11", "704") K12_SAVE("12", "768") K12_SAVE("13", "832")
+        K12_SAVE("14", "896") K12_SAVE("15", "960") K12_SAVE("16", "1024") K12_SAVE("17", "1088")
+        K12_SAVE("18", "1152") K12_SAVE("19", "1216") K12_SAVE("20", "1280") K12_SAVE("21", "1344")
+        K12_SAVE("22", "1408") K12_SAVE("23", "1472")
+        : [a] "+r"(a), [b] "+r"(b)
+        : [lb] "r"(lb), [bs] "r"(bs), [k] "r"(kc), [acc] "r"(acc)
+        : "rcx", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
+          "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "cc", "memory");
+}
+
 /* rows x (np * 16) tile; A packed (lda 0: stride MR floats per k) or rows in place; rows past mv are not stored */
 static inline __attribute__((always_inline)) void tile(const int rows, const int np, int64_t kc, const float *ap,
                                                        int64_t lda, const float *bp, int64_t pstride, float *c,
@@ -127,6 +203,14 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
                 acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
                 if (np > 1) acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
             }
+        }
+    } else if (rows == MR && np == 2 && mv >= MR) {
+        float sums[MR][32] __attribute__((aligned(64)));
+        k12x32_inplace(kc, ap, lda, bp, pstride, &sums[0][0]);
+#pragma GCC unroll 12
+        for (int r = 0; r < MR; r++) {
+            acc[r][0] = _mm512_load_ps(sums[r]);
+            acc[r][1] = _mm512_load_ps(sums[r] + 16);
         }
     } else { /* rows in place; rows past mv alias row 0 (read, never stored) */
         const float *ar[MR];
