@@ -6,6 +6,19 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+/* ways of the level-1 data cache from a deterministic cache-parameters leaf (4, or AMD's 0x8000001D: the same
+   layout), 0 when the leaf lists none */
+static int l1d_ways(unsigned leaf) {
+    unsigned a, b, c, d;
+    for (unsigned i = 0; i < 16; i++) {
+        __cpuid_count(leaf, i, a, b, c, d);
+        unsigned type = a & 31, level = (a >> 5) & 7;
+        if (type == 0) break;
+        if (type == 1 && level == 1) return (int)(b >> 22) + 1;
+    }
+    return 0;
+}
+
 static void x86_features(wm_cpu_info *ci) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
@@ -34,6 +47,11 @@ static void x86_features(wm_cpu_info *ci) {
         __cpuid_count(7, 1, a, b, c, d);
         ci->avxvnni = ci->avx && (a & (1u << 4));
         ci->avx512bf16 = ci->avx512f && (a & (1u << 5));
+    }
+    if (__get_cpuid_max(0, NULL) >= 4) ci->l1d_ways = l1d_ways(4);
+    if (!ci->l1d_ways && __get_cpuid_max(0x80000000u, NULL) >= 0x8000001Du) {
+        __cpuid(0x80000001u, a, b, c, d);
+        if (c & (1u << 22)) ci->l1d_ways = l1d_ways(0x8000001Du); /* TOPOEXT */
     }
 }
 #endif

@@ -12,7 +12,8 @@ typedef struct wm_cpu_info {
     /* ISA features */
     int sse42, avx, avx2, fma, f16c, bmi2, avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16, avxvnni,
         amx;
-    int neon; /* aarch64 */
+    int neon;     /* aarch64 */
+    int l1d_ways; /* associativity of the level-1 data cache (CPUID leaf 4, or 0x8000001D on AMD); 0: unknown */
 } wm_cpu_info;
 
 /* Fills *ci from CPUID, /proc/cpuinfo and /proc/meminfo; never fails. */

@@ -103,6 +103,8 @@ extern const wm_gemm_ukr wm_gemm_ukr_avx512; /* AVX-512 table only */
 void wm_sgemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, int ith, int nth);
 /* The blocked driver with B from src (a->packed_b must be NULL; a->B unused). */
 void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int ith, int nth);
+/* the L1 data cache's ways, from CPUID, for the driver's choice to copy A rows 4 KiB apart (set once, at init) */
+void wm_gemm_set_l1d_ways(int ways);
 /* wm_bsrc packers for fp32 and IEEE half B (p, ld, trans as in the GEMM args) */
 void wm_bsrc_pack_f32(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);
 void wm_bsrc_pack_f16(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);

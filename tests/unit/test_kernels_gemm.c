@@ -11,6 +11,8 @@
 #include <cmocka.h>
 
 #include "kernels_test_util.h"
+#include "core/cpu.h"
+#include "kernels/kernels_impl.h"
 
 /* |C - R| <= (K + 4) * eps * (|alpha| sum|a||b| + |beta c|) + tiny, elementwise (a float accumulation bound). */
 static void check_close(const float *C, const float *R, const double *bound, int64_t M, int64_t N, int64_t ldc,
@@ -155,26 +157,33 @@ static void test_sgemm_shapes(void **state) {
     (void)state;
     const wm_kernels *T[3];
     int nt = kt_tables(T);
-    static const int64_t dims[][3] = {{0, 5, 7},   {5, 0, 7},    {5, 7, 0},    {1, 1, 1},    {1, 17, 3},
-                                      {2, 33, 19}, {3, 16, 16},  {6, 16, 256}, {7, 17, 257}, {13, 31, 29},
-                                      {1, 100, 513}, {2, 64, 300}, {37, 23, 270}, {150, 9, 40}, {145, 20, 260},
-                                      {25, 47, 1024} /* rows 4 KiB apart: AVX-512 packs A */,
-                                      {37, 40, 1021} /* with pad 3 too, a last k-block of 253 */,
-                                      {14, 33, 70} /* a 2-row tail */, {26, 48, 1024}, {17, 40, 300} /* 5 */,
-                                      {18, 33, 64} /* 6 */};
-    uint32_t seed = 1;
-    for (int t = 0; t < nt; t++)
-        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
-            for (int v = 0; v < 8; v++) {
-                if (dims[d][0] * dims[d][1] * dims[d][2] > 200000 && v % 3) continue; /* keep the ASan run short */
-                sg_case c = {dims[d][0], dims[d][1], dims[d][2], v & 1, (v >> 1) & 1, (v >> 2) & 1, 0, 1.0f, 0.0f, 0};
-                c.pad = (v % 3) * 3;
-                for (int nth = 1; nth <= 3; nth += 2) run_sgemm(T[t], &c, nth, seed++, NULL, NULL, 1);
-                if (c.packed && dims[d][2] >= 1000) { /* B in one k-block: the 4 KiB-strided rows' copy is padded */
-                    c.packed = 2;
-                    run_sgemm(T[t], &c, 3, seed++, NULL, NULL, 1);
+    /* both ways of reading A rows 4 KiB apart: copied (an L1 with fewer ways than a tile has rows) or in place */
+    for (int ways = 0; ways <= 64; ways += 64) {
+        wm_gemm_set_l1d_ways(ways);
+        static const int64_t dims[][3] = {{0, 5, 7},   {5, 0, 7},    {5, 7, 0},    {1, 1, 1},    {1, 17, 3},
+                                          {2, 33, 19}, {3, 16, 16},  {6, 16, 256}, {7, 17, 257}, {13, 31, 29},
+                                          {1, 100, 513}, {2, 64, 300}, {37, 23, 270}, {150, 9, 40}, {145, 20, 260},
+                                          {25, 47, 1024} /* rows 4 KiB apart: AVX-512 packs A */,
+                                          {37, 40, 1021} /* with pad 3 too, a last k-block of 253 */,
+                                          {14, 33, 70} /* a 2-row tail */, {26, 48, 1024}, {17, 40, 300} /* 5 */,
+                                          {18, 33, 64} /* 6 */};
+        uint32_t seed = 1;
+        for (int t = 0; t < nt; t++)
+            for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+                for (int v = 0; v < 8; v++) {
+                    if (dims[d][0] * dims[d][1] * dims[d][2] > 200000 && v % 3) continue; /* keep the ASan run short */
+                    sg_case c = {dims[d][0], dims[d][1], dims[d][2], v & 1, (v >> 1) & 1, (v >> 2) & 1, 0, 1.0f, 0.0f, 0};
+                    c.pad = (v % 3) * 3;
+                    for (int nth = 1; nth <= 3; nth += 2) run_sgemm(T[t], &c, nth, seed++, NULL, NULL, 1);
+                    if (c.packed && dims[d][2] >= 1000) { /* B in one k-block: the 4 KiB-strided rows' copy is padded */
+                        c.packed = 2;
+                        run_sgemm(T[t], &c, 3, seed++, NULL, NULL, 1);
+                    }
                 }
-            }
+    }
+    wm_cpu_info ci;
+    wm_cpu_detect(&ci);
+    wm_gemm_set_l1d_ways(ci.l1d_ways);
 }
 
 static void test_sgemm_alpha_beta_epilogue(void **state) {
