@@ -49,7 +49,7 @@ static void x86_features(wm_cpu_info *ci) {
         ci->avx512bf16 = ci->avx512f && (a & (1u << 5));
     }
     if (__get_cpuid_max(0, NULL) >= 4) ci->l1d_ways = l1d_ways(4);
-    if (!ci->l1d_ways && __get_cpuid_max(0x80000000u, NULL) >= 0x8000001Du) {
+    if (!ci->l1d_ways && (unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x8000001Du) {
         __cpuid(0x80000001u, a, b, c, d);
         if (c & (1u << 22)) ci->l1d_ways = l1d_ways(0x8000001Du); /* TOPOEXT */
     }
