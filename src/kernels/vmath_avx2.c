@@ -100,28 +100,9 @@ VINLINE __m256 v_log(__m256 x) {
         }                                                                                                              \
     }
 
-MAP_FN(a_exp, v_exp)
+#define GENERIC_ACT(n, y, x, act, p, q) wm_kernels_generic()->vact(n, y, x, act, p, q)
+VMATH_MAPS(a_, GENERIC_ACT)
 MAP_FN(a_log, v_log)
-MAP_FN(a_tanh, v_tanh)
-MAP_FN(a_erf, v_erf)
-MAP_FN(a_sigmoid, v_sigmoid)
-MAP_FN(a_gelu_erf, v_gelu_erf)
-MAP_FN(a_gelu_tanh, v_gelu_tanh)
-MAP_FN(a_silu, v_silu)
-
-MAP_FN(a_relu, v_relu)
-
-static void a_act(int64_t n, float *y, const float *x, wm_act act, float p, float q) {
-    switch (act) {
-    case WM_ACT_RELU: a_relu(n, y, x); return;
-    case WM_ACT_GELU_ERF: a_gelu_erf(n, y, x); return;
-    case WM_ACT_GELU_TANH: a_gelu_tanh(n, y, x); return;
-    case WM_ACT_SILU: a_silu(n, y, x); return;
-    case WM_ACT_SIGMOID: a_sigmoid(n, y, x); return;
-    case WM_ACT_TANH: a_tanh(n, y, x); return;
-    default: wm_kernels_generic()->vact(n, y, x, act, p, q); return; /* NONE, CLIP, LEAKY_RELU: trivial */
-    }
-}
 
 /* ------------------------------------------------------------ reductions */
 

@@ -49,26 +49,8 @@
         }                                                                                                              \
     }
 
-MAP_FN(z_exp, v_exp)
-MAP_FN(z_tanh, v_tanh)
-MAP_FN(z_erf, v_erf)
-MAP_FN(z_sigmoid, v_sigmoid)
-MAP_FN(z_gelu_erf, v_gelu_erf)
-MAP_FN(z_gelu_tanh, v_gelu_tanh)
-MAP_FN(z_silu, v_silu)
-MAP_FN(z_relu, v_relu)
-
-static void z_act(int64_t n, float *y, const float *x, wm_act act, float p, float q) {
-    switch (act) {
-    case WM_ACT_RELU: z_relu(n, y, x); return;
-    case WM_ACT_GELU_ERF: z_gelu_erf(n, y, x); return;
-    case WM_ACT_GELU_TANH: z_gelu_tanh(n, y, x); return;
-    case WM_ACT_SILU: z_silu(n, y, x); return;
-    case WM_ACT_SIGMOID: z_sigmoid(n, y, x); return;
-    case WM_ACT_TANH: z_tanh(n, y, x); return;
-    default: wm_kernels_avx2()->vact(n, y, x, act, p, q); return; /* NONE, CLIP, LEAKY_RELU: trivial */
-    }
-}
+#define AVX2_ACT(n, y, x, act, p, q) wm_kernels_avx2()->vact(n, y, x, act, p, q)
+VMATH_MAPS(z_, AVX2_ACT)
 
 void wm_vact_avx512(int64_t n, float *y, const float *x, wm_act act, float p, float q) { z_act(n, y, x, act, p, q); }
 

@@ -125,4 +125,28 @@ VINLINE VF v_silu(VF x) { return VMUL(x, v_sigmoid(x)); }
 
 VINLINE VF v_relu(VF x) { return VSEL(VMAX(x, V(0.0f)), x, v_isnan(x)); }
 
+/* The array maps of a width (MAP_FN, defined by the includer: whole vectors, then the tail) and the activation
+   dispatch over them, named P##exp ... P##act; FALLBACK(n, y, x, act, p, q) takes the trivial activations (NONE,
+   CLIP, LEAKY_RELU). */
+#define VMATH_MAPS(P, FALLBACK)                                                                                        \
+    MAP_FN(P##exp, v_exp)                                                                                              \
+    MAP_FN(P##tanh, v_tanh)                                                                                            \
+    MAP_FN(P##erf, v_erf)                                                                                              \
+    MAP_FN(P##sigmoid, v_sigmoid)                                                                                      \
+    MAP_FN(P##gelu_erf, v_gelu_erf)                                                                                    \
+    MAP_FN(P##gelu_tanh, v_gelu_tanh)                                                                                  \
+    MAP_FN(P##silu, v_silu)                                                                                            \
+    MAP_FN(P##relu, v_relu)                                                                                            \
+    static void P##act(int64_t n, float *y, const float *x, wm_act act, float p, float q) {                            \
+        switch (act) {                                                                                                 \
+        case WM_ACT_RELU: P##relu(n, y, x); return;                                                                    \
+        case WM_ACT_GELU_ERF: P##gelu_erf(n, y, x); return;                                                            \
+        case WM_ACT_GELU_TANH: P##gelu_tanh(n, y, x); return;                                                          \
+        case WM_ACT_SILU: P##silu(n, y, x); return;                                                                    \
+        case WM_ACT_SIGMOID: P##sigmoid(n, y, x); return;                                                              \
+        case WM_ACT_TANH: P##tanh(n, y, x); return;                                                                    \
+        default: FALLBACK(n, y, x, act, p, q); return;                                                                 \
+        }                                                                                                              \
+    }
+
 #endif
