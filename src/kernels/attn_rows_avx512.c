@@ -17,7 +17,6 @@
 #define QK_PF 16 /* key rows ahead prefetched by attn_qk */
 #define PV_PF 24 /* value rows ahead prefetched by attn_pv's first pass */
 
-static inline __mmask16 tail16(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 
 /* rows q .. q + R - 1 (ldq apart; R <= 4) against key rows k .. k + 3: the 4 x R sums fold at once
    (wm_reduce16_ps: quarter i = row i's four scores), 2.8 shuffles and adds per score instead of the 4.5 of a
@@ -34,7 +33,7 @@ static inline __attribute__((always_inline)) void qk_tile(const int R, const flo
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     __m512 c0 = a0, c1 = a0, c2 = a0, c3 = a0, e0 = a0, e1 = a0, e2 = a0, e3 = a0;
     for (int64_t c = 0; c < d; c += 16) {
-        __mmask16 mk = tail16(d - c);
+        __mmask16 mk = wm_tail16(d - c);
         __m512 w0 = _mm512_maskz_loadu_ps(mk, k + c), w1 = _mm512_maskz_loadu_ps(mk, k + ldk + c);
         __m512 w2 = _mm512_maskz_loadu_ps(mk, k + 2 * ldk + c), w3 = _mm512_maskz_loadu_ps(mk, k + 3 * ldk + c);
         QK_ROW(0) QK_ROW(1) QK_ROW(2) QK_ROW(3)
@@ -78,7 +77,7 @@ static void z_attn_qk(int64_t m, int64_t n, int64_t d, const float *q, int64_t l
             const float *qa = q + r * ldq;
             __m512 a0 = _mm512_setzero_ps();
             for (int64_t c = 0; c < d; c += 16) {
-                __mmask16 mk = tail16(d - c);
+                __mmask16 mk = wm_tail16(d - c);
                 a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, qa + c), _mm512_maskz_loadu_ps(mk, kj + c), a0);
             }
             s[r * lds + j] = scale * _mm512_reduce_add_ps(a0);
@@ -106,7 +105,7 @@ static void z_attn_pv(int64_t m, int64_t n, int64_t d, const float *p, int64_t l
         const float *pr4 = p + (r + (4 < mr ? 4 : mr - 1)) * ldp, *pr5 = p + (r + (5 < mr ? 5 : mr - 1)) * ldp;
         const float *pr6 = p + (r + (6 < mr ? 6 : mr - 1)) * ldp, *pr7 = p + (r + (7 < mr ? 7 : mr - 1)) * ldp;
         for (int64_t c = 0; c < d; c += 32) {
-            __mmask16 m0 = tail16(d - c), m1 = d - c > 16 ? tail16(d - c - 16) : 0;
+            __mmask16 m0 = wm_tail16(d - c), m1 = d - c > 16 ? wm_tail16(d - c - 16) : 0;
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
             __m512 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0, b6 = a0, b7 = a0, w;
             const float *x = v + c;

@@ -310,8 +310,8 @@ static inline void c_prefetch(const float *c, int64_t ldc, const float *res, int
 typedef struct tile_blk {
     const wm_gemm_ukr *u;
     const wm_sgemm_args *a;
-    int64_t kb, nb, mb, mc, nc, kc;
-    int first, last, fuse, ind;
+    int64_t kb, nb, mb, kc;
+    int first, fuse, ind;
     const float *bp; /* the block's B panels */
     int64_t pstride, ald;
     const float *arows; /* A^T panels, or row-major A (in place or the row copy) */
@@ -387,18 +387,17 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                 /* row-major A of this block: in place, or the row copy */
                 const float *arows = !kc || ind ? NULL : rowcopy ? apack : a->A + mb * a->lda + kb;
                 const int64_t ald = rowcopy ? rowcopy_ld(kc) : a->lda;
-                tile_blk tb = {u,    a,   kb,   nb,    mb,  mc, nc, kc, first, last,
-                               fuse, ind, bp,   pstride, ald, panels ? apack : arows, ep, te, 0};
+                const tile_blk tb = {u,   a,  kb,      nb,  mb,  kc, first, fuse, ind, bp, pstride, ald,
+                                     panels ? apack : arows, ep, te, rowcopy && u->a_outer};
                 if (u->a_outer) { /* each row tile's A stays in L1 while the block's B panels stream from L2 */
                     for (int64_t i = 0; i < mc; i += mr) {
-                        if (kc && rowcopy) { /* the row copy a tile at a time, just before its tiles read it (the
-                                                block's whole copy up front cost 7% at K = 3072) */
-                            for (int64_t r = 0; r < mr && i + r < mc; r++)
+                        int mv = (int)(mc - i < mr ? mc - i : mr);
+                        if (kc && rowcopy) /* the row copy a tile at a time, just before its tiles read it (the
+                                              block's whole copy up front cost 7% at K = 3072) */
+                            for (int64_t r = 0; r < mv; r++)
                                 memcpy(apack + r * ald, a->A + (mb + i + r) * a->lda + kb, (size_t)kc * sizeof(float));
-                            tb.strip = 1;
-                        }
                         for (int64_t j = 0; j < nc; j += tw) {
-                            int nv = (int)(nc - j < tw ? nc - j : tw), mv = (int)(mc - i < mr ? mc - i : mr);
+                            int nv = (int)(nc - j < tw ? nc - j : tw);
                             if (last && j + tw < nc) /* the next tile's C: the same rows, the next columns */
                                 c_prefetch(a->C + (mb + i) * a->ldc + nb + j + tw, a->ldc,
                                            fuse && ep->residual ? ep->residual + (mb + i) * ep->ld_residual + nb + j + tw

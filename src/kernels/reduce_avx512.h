@@ -1,11 +1,17 @@
 /*
- * reduce_avx512.h - horizontal sums shared by the AVX-512 kernels (include
- * only from files compiled for AVX-512).
+ * reduce_avx512.h - horizontal sums and lane masks shared by the AVX-512
+ * kernels (include only from files compiled for AVX-512).
  */
 #ifndef WM_KERNELS_REDUCE_AVX512_H
 #define WM_KERNELS_REDUCE_AVX512_H
 
 #include <immintrin.h>
+#include <stdint.h>
+
+/* the first n lanes (all 16 from n >= 16) */
+static inline __attribute__((always_inline)) __mmask16 wm_tail16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u);
+}
 
 /*
  * The 16 horizontal sums of v[0..15] at once: lane 4k + j = the sum of v[4j + k], each added up in exactly the

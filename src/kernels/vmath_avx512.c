@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
+#include "kernels/reduce_avx512.h"
 
 #define VF __m512
 #define VM __mmask16
@@ -44,7 +45,7 @@
         int64_t i = 0;                                                                                                 \
         for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, F(_mm512_loadu_ps(x + i)));                              \
         if (i < n) {                                                                                                   \
-            __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);                                                           \
+            __mmask16 m = wm_tail16(n - i);                                                                            \
             _mm512_mask_storeu_ps(y + i, m, F(_mm512_maskz_loadu_ps(m, x + i)));                                       \
         }                                                                                                              \
     }
@@ -60,7 +61,7 @@ static void z_softmax(int64_t n, float *y, const float *x, float scale, const fl
     const __m512 vs = V(scale), ninf = V(-INFINITY);
     __m512 vm = ninf;
     for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __mmask16 m = wm_tail16(n - i);
         __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
         if (mask) t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, mask + i));
         _mm512_mask_storeu_ps(y + i, m, t);
@@ -80,14 +81,14 @@ static void z_softmax(int64_t n, float *y, const float *x, float scale, const fl
         s1 = _mm512_add_ps(s1, e1);
     }
     for (; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __mmask16 m = wm_tail16(n - i);
         __m512 e = v_exp(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, m, y + i), vmx));
         _mm512_mask_storeu_ps(y + i, m, e);
         s0 = _mm512_add_ps(s0, e);
     }
     const __m512 inv = V(1.0f / _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
     for (i = 0; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __mmask16 m = wm_tail16(n - i);
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), inv));
     }
 }

@@ -55,7 +55,8 @@ static int64_t q_block(const wm_attn *a) {
 /* rows of scores a unit holds */
 static int64_t unit_rows(const wm_attn *a) {
     if (a->S == 1 && a->Hq > a->Hkv) return a->Hq / a->Hkv;
-    return a->S < q_block(a) ? a->S : q_block(a);
+    int64_t qb = q_block(a);
+    return a->S < qb ? a->S : qb;
 }
 
 /* floats of one thread's scratch: scores, and with float16 K/V on the GEMM path their float32 copies */
