@@ -95,7 +95,8 @@ static inline __attribute__((always_inline)) void store_tile(const int rows, con
 }
 
 /* B rows a few k ahead into L1, in both panels: with the row tiles outermost (a_outer), each tile reads the block's
-   B panels from L2 (Intel Xeon, 2 threads: bert-base 93 -> 81 ms, GPT-2 136 -> 116 ms with the tile order) */
+   B panels from L2 (Intel Xeon, 2 threads, with the tile order, old/new alternated 3 times: bert-base 97-105 ->
+   93-96 ms, GPT-2 139-145 -> 126-131 ms) */
 #define B_AHEAD 256 /* bytes: 4 rows of a panel */
 static inline __attribute__((always_inline)) void b_ahead(const float *b0, const float *b1, const int np) {
     _mm_prefetch((const char *)b0 + B_AHEAD, _MM_HINT_T0);
