@@ -276,6 +276,32 @@ static void b_prefetch_plan(const wm_sgemm_args *a, int64_t j, int64_t tw, int64
     pf->step = ((bytes + tiles - 1) / tiles + 63) & ~(int64_t)63;
 }
 
+/*
+ * The a_outer order's prefetch: the B block this share reads next (the next k-block of these columns, or after the
+ * last, the first of the next column block; contiguous in the packed layout), brought into L2 a slice per tile of
+ * the current block, and within a tile a line per 4 k by the kernel (wm_tile_epi.pf). In the a_outer order every row
+ * tile but the first reads the block from L2; the first waited on memory for all of it (from DRAM, twice as long as
+ * the other row tiles). Issued from the driver as a burst per tile, the prefetches held the L1's fill buffers for a
+ * memory latency and starved the kernel's B stream from L2: slower than none (197x3072x768, 1 thread, weights from
+ * DRAM: 5.3-5.6 -> 5.7-5.9 ms); spread over the k loop: 5.3-5.6 -> 5.0-5.3.
+ */
+static void b_prefetch_next(const wm_sgemm_args *a, int64_t nb, int64_t nc, int64_t n1, int64_t nstep, int64_t kb,
+                            int64_t kc, int64_t kcb, int64_t tiles, b_prefetch *pf) {
+    int64_t k2 = kb + kc, nb2 = nb;
+    pf->p = NULL;
+    if (k2 >= a->K) {
+        k2 = 0;
+        nb2 = nb + nstep;
+        if (nb2 >= n1) return;
+        nc = n1 - nb2 < nstep ? n1 - nb2 : nstep;
+    }
+    int64_t kc2 = a->K - k2 < kcb ? a->K - k2 : kcb;
+    pf->p = (const char *)(a->packed_b + k2 * wm_packed_np(a->N) + (nb2 / WM_NR) * kc2 * WM_NR);
+    int64_t bytes = (nc + WM_NR - 1) / WM_NR * kc2 * WM_NR * (int64_t)sizeof(float);
+    pf->end = pf->p + bytes;
+    pf->step = (bytes + tiles - 1) / tiles;
+}
+
 /* one prefetch per 128-byte pair of lines (the L2's adjacent-line prefetch brings the other): with one per line,
    the bursts filled the miss queue and the prefetch instructions themselves stalled (1.7% of ResNet-50's samples) */
 static inline void b_prefetch_step(b_prefetch *pf) {
@@ -318,10 +344,12 @@ typedef struct tile_blk {
     const wm_epilogue *ep;
     wm_tile_epi te;
     int strip; /* arows holds only the current row tile's rows (the a_outer row copy) */
+    int64_t pf_step; /* the far prefetch's bytes per 4 k (b_prefetch_next) */
 } tile_blk;
 
-/* the micro-kernel on the tile at rows i, columns j of the block (mv x nv of it stored) */
-static inline void run_tile(const tile_blk *t, int64_t i, int64_t j, int mv, int nv) {
+/* the micro-kernel on the tile at rows i, columns j of the block (mv x nv of it stored); pf: the far prefetch's
+   slice for this tile, or NULL */
+static inline void run_tile(const tile_blk *t, int64_t i, int64_t j, int mv, int nv, const char *pf) {
     const wm_sgemm_args *a = t->a;
     const wm_epilogue *ep = t->ep;
     const float *bj = t->bp + (j / WM_NR) * t->pstride;
@@ -331,15 +359,18 @@ static inline void run_tile(const tile_blk *t, int64_t i, int64_t j, int mv, int
         te.bias = ep->bias ? ep->bias + t->nb + j : NULL;
         te.res = ep->residual ? ep->residual + (t->mb + i) * ep->ld_residual + t->nb + j : NULL;
     }
+    te.pf = pf;
+    te.pf_step = t->pf_step;
+    const wm_tile_epi *e = t->fuse || pf ? &te : NULL;
     if (t->kc && t->ind) {
         t->u->kernel_ind(t->kc, a->ind + t->mb + i, a->ldi, t->kb, a->seg, bj, t->pstride, ci, a->ldc, mv, nv,
-                         a->alpha, a->beta, t->first, t->fuse ? &te : NULL);
+                         a->alpha, a->beta, t->first, e);
         return;
     }
     const int panels = a->trans_a;
     const float *ai = !t->kc ? NULL : panels ? t->arows + i * t->kc : t->strip ? t->arows : t->arows + i * t->ald;
     t->u->kernel(t->kc, ai, !t->kc || panels ? 0 : t->ald, bj, t->pstride, ci, a->ldc, mv, nv, a->alpha, a->beta,
-                 t->first, t->fuse ? &te : NULL);
+                 t->first, e);
 }
 
 static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int64_t m0, int64_t m1,
@@ -377,7 +408,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
             /* the kernels apply a simple epilogue as they store the last k-block (wm_tile_epi) */
             const wm_epilogue *ep = &a->ep;
             const int fuse = last && u->fused_epi && epi_simple(ep);
-            wm_tile_epi te = {NULL, NULL, ep->ld_residual, ep->act == WM_ACT_RELU ? 0.0f : -INFINITY};
+            wm_tile_epi te = {NULL, NULL, ep->ld_residual, fuse && ep->act == WM_ACT_RELU ? 0.0f : -INFINITY, NULL, 0};
             for (int64_t mb = m0; mb < m1; mb += WM_MC) {
                 int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
                 if (kc && rowcopy && !u->a_outer)
@@ -387,8 +418,13 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                 /* row-major A of this block: in place, or the row copy */
                 const float *arows = !kc || ind ? NULL : rowcopy ? apack : a->A + mb * a->lda + kb;
                 const int64_t ald = rowcopy ? rowcopy_ld(kc) : a->lda;
+                b_prefetch pf = {NULL, NULL, 0};
+                const int64_t tiles = ((mc + mr - 1) / mr) * ((nc + tw - 1) / tw);
+                if (u->a_outer && a->packed_b && kc && mb + WM_MC >= m1)
+                    b_prefetch_next(a, nb, nc, n1, nstep, kb, kc, kcb, tiles, &pf);
                 const tile_blk tb = {u,   a,  kb,      nb,  mb,  kc, first, fuse, ind, bp, pstride, ald,
-                                     panels ? apack : arows, ep, te, rowcopy && u->a_outer};
+                                     panels ? apack : arows, ep, te, rowcopy && u->a_outer,
+                                     pf.step / (kc >= 4 ? kc / 4 : 1)};
                 if (u->a_outer) { /* each row tile's A stays in L1 while the block's B panels stream from L2 */
                     for (int64_t i = 0; i < mc; i += mr) {
                         int mv = (int)(mc - i < mr ? mc - i : mr);
@@ -403,13 +439,14 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                                            fuse && ep->residual ? ep->residual + (mb + i) * ep->ld_residual + nb + j + tw
                                                                 : NULL,
                                            ep->ld_residual, mv, (int)(nc - j - tw < tw ? nc - j - tw : tw));
-                            run_tile(&tb, i, j, mv, nv);
+                            run_tile(&tb, i, j, mv, nv, pf.p && pf.p < pf.end ? pf.p : NULL);
+                            pf.p = pf.p ? pf.p + pf.step : NULL;
                         }
                     }
                 } else { /* each B slab stays in L1 while the row tiles' A streams from L2 */
                     for (int64_t j = 0; j < nc; j += tw) {
                         int nv = (int)(nc - j < tw ? nc - j : tw);
-                        b_prefetch pf = {NULL, NULL, 0};
+                        pf = (b_prefetch){NULL, NULL, 0};
                         if (a->packed_b && kc)
                             b_prefetch_plan(a, j, tw, nb, nc, kb, kc, kcb, pstride, mb + WM_MC >= m1,
                                             (mc + mr - 1) / mr, &pf);
@@ -424,7 +461,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                                                : NULL,
                                            ep->ld_residual, mv2, nv);
                             }
-                            run_tile(&tb, i, j, mv, nv);
+                            run_tile(&tb, i, j, mv, nv, NULL);
                         }
                     }
                 }

@@ -103,12 +103,21 @@ static inline __attribute__((always_inline)) void b_ahead(const float *b0, const
     if (np > 1) _mm_prefetch((const char *)b1 + B_AHEAD, _MM_HINT_T0);
 }
 
+/* the far prefetch (wm_tile_epi.pf): one line into L2 every 4 k, spread over the loop */
+static inline __attribute__((always_inline)) void far_ahead(const char **pf, int64_t pfs, int64_t k) {
+    if ((k & 3) == 3) {
+        _mm_prefetch(*pf, _MM_HINT_T1);
+        *pf += pfs;
+    }
+}
+
 /*
  * The full 12 x 32 tile with A rows in place, as assembly: kc rows of B (two panels, pstride floats apart) against
  * 12 rows of A (lda floats apart), the 24 sums to acc ([12][32]). In C, GCC ran out of general registers for the 12
  * row pointers and parked them on the stack and in vector registers, and the vmovq back from those took FMA port
  * cycles (96 other instructions per 96 FMAs). Here the rows are four bases and lda, and k is unrolled by 4.
- * Rows r of the tile: a + (r / 3) * 3 lda + (r % 3) lda, as [base], [base + lb], [base + 2 lb].
+ * Rows r of the tile: a + (r / 3) * 3 lda + (r % 3) lda, as [base], [base + lb], [base + 2 lb]. Each unrolled step
+ * also issues e's far prefetch (far_ahead).
  */
 #define K12_ROW(BASE, IDX, AO, Z0, Z1)                                                                                 \
     "vbroadcastss " AO "(" BASE IDX "), %%zmm26\n\t"                                                                   \
@@ -129,8 +138,11 @@ static inline __attribute__((always_inline)) void b_ahead(const float *b0, const
 #define K12_SAVE(Z, OFF) "vmovups %%zmm" Z ", " OFF "(%[acc])\n\t"
 
 static inline __attribute__((always_inline)) void k12x32_inplace(int64_t kc, const float *a, int64_t lda,
-                                                                 const float *b, int64_t pstride, float *acc) {
+                                                                 const float *b, int64_t pstride, float *acc,
+                                                                 const wm_tile_epi *e) {
     int64_t lb = lda * (int64_t)sizeof(float), bs = pstride * (int64_t)sizeof(float);
+    const char *pf = e && e->pf ? e->pf : (const char *)b; /* none: the B row just read, stepping 0 */
+    int64_t pfs = e && e->pf ? e->pf_step : 0;
     __asm__ volatile(
         K12_ZERO("0") K12_ZERO("1") K12_ZERO("2") K12_ZERO("3") K12_ZERO("4") K12_ZERO("5") K12_ZERO("6")
         K12_ZERO("7") K12_ZERO("8") K12_ZERO("9") K12_ZERO("10") K12_ZERO("11") K12_ZERO("12") K12_ZERO("13")
@@ -150,6 +162,8 @@ static inline __attribute__((always_inline)) void k12x32_inplace(int64_t kc, con
         "add $16, %%r9\n\t"
         "add $16, %%r10\n\t"
         "add $256, %[b]\n\t"
+        "prefetcht1 (%[pf])\n\t"
+        "add %[pfs], %[pf]\n\t"
         "dec %%rcx\n\t"
         "jnz 1b\n\t"
         "2:\n\t"
@@ -172,8 +186,8 @@ static inline __attribute__((always_inline)) void k12x32_inplace(int64_t kc, con
         K12_SAVE("14", "896") K12_SAVE("15", "960") K12_SAVE("16", "1024") K12_SAVE("17", "1088")
         K12_SAVE("18", "1152") K12_SAVE("19", "1216") K12_SAVE("20", "1280") K12_SAVE("21", "1344")
         K12_SAVE("22", "1408") K12_SAVE("23", "1472")
-        : [a] "+r"(a), [b] "+r"(b)
-        : [lb] "r"(lb), [bs] "r"(bs), [k] "r"(kc), [acc] "r"(acc)
+        : [a] "+r"(a), [b] "+r"(b), [pf] "+r"(pf)
+        : [pfs] "r"(pfs), [lb] "r"(lb), [bs] "r"(bs), [k] "r"(kc), [acc] "r"(acc)
         : "rcx", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
           "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "cc", "memory");
@@ -191,9 +205,12 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
         acc[r][1] = _mm512_setzero_ps();
     }
     const float *b1p = bp + (np > 1 ? pstride : 0);
+    const char *pf = e && e->pf ? e->pf : (const char *)bp; /* the far prefetch (none: B's first row, stepping 0) */
+    const int64_t pfs = e && e->pf ? e->pf_step : 0;
     if (lda == 0) {
 #pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
+            far_ahead(&pf, pfs, k);
             b_ahead(bp + k * WM_NR, b1p + k * WM_NR, np);
             __m512 b0 = _mm512_loadu_ps(bp + k * WM_NR);
             __m512 b1 = np > 1 ? _mm512_loadu_ps(b1p + k * WM_NR) : b0;
@@ -207,7 +224,7 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
         }
     } else if (rows == MR && np == 2 && mv >= MR) {
         float sums[MR][32] __attribute__((aligned(64)));
-        k12x32_inplace(kc, ap, lda, bp, pstride, &sums[0][0]);
+        k12x32_inplace(kc, ap, lda, bp, pstride, &sums[0][0], e);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
             acc[r][0] = _mm512_load_ps(sums[r]);
@@ -219,6 +236,7 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
         for (int r = 0; r < rows; r++) ar[r] = r < mv ? ap + r * lda : ap;
 #pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
+            far_ahead(&pf, pfs, k);
             b_ahead(bp + k * WM_NR, b1p + k * WM_NR, np);
             __m512 b0 = _mm512_loadu_ps(bp + k * WM_NR);
             __m512 b1 = np > 1 ? _mm512_loadu_ps(b1p + k * WM_NR) : b0;
@@ -256,7 +274,9 @@ static inline __attribute__((always_inline)) void tile_ind(const int rows, const
         acc[r][1] = _mm512_setzero_ps();
     }
     const float *const *row = ind + (k0 / seg) * ldi;
-    int64_t c0 = k0 % seg;
+    int64_t c0 = k0 % seg, k = 0;
+    const char *pf = o->e && o->e->pf ? o->e->pf : (const char *)bp; /* as in tile */
+    const int64_t pfs = o->e && o->e->pf ? o->e->pf_step : 0;
     while (kc > 0) {
         int64_t len = seg - c0 < kc ? seg - c0 : kc;
         int mv = o->mv;
@@ -268,7 +288,8 @@ static inline __attribute__((always_inline)) void tile_ind(const int rows, const
         for (int r = 0; r < rows; r++) d[r] = (uintptr_t)((r < mv ? row[r] : row[0]) + c0) - base;
         const float *b1p = bp + (np > 1 ? pstride : 0), *be = bp + len * WM_NR;
 #pragma GCC unroll 4
-        for (const float *b = bp; b < be; b += WM_NR, base += sizeof(float)) {
+        for (const float *b = bp; b < be; b += WM_NR, base += sizeof(float), k++) {
+            far_ahead(&pf, pfs, k);
             b_ahead(b, b1p + (b - bp), np);
             __m512 b0 = _mm512_loadu_ps(b);
             __m512 b1 = np > 1 ? _mm512_loadu_ps(b1p + (b - bp)) : b0;

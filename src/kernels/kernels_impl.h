@@ -46,6 +46,11 @@ typedef struct wm_tile_epi {
     const float *res;  /* at the tile's first row and column, or NULL */
     int64_t ld_res;
     float lo;          /* 0: ReLU; -INFINITY: none */
+    /* a_outer tables only: a far prefetch stream the kernel spreads over its k loop, one line into L2 at
+       pf + i * pf_step bytes for every 4 k (i = 0, 1, ...); NULL: none. With no bias, no res and lo -INFINITY,
+       such an e stores as NULL does. */
+    const char *pf;
+    int64_t pf_step;
 } wm_tile_epi;
 
 typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
