@@ -388,7 +388,11 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
     const int rowcopy = !ind && !a->trans_a && u->pack_aliased && a->lda % 1024 == 0 &&
                         !(u->a_outer && g_l1d_ways >= mr);
     const int64_t tw = (int64_t)u->np * WM_NR; /* tile width */
-    const int64_t nstep = a->packed_b ? WM_NC_PACKED : WM_NC;
+    int64_t nstep = a->packed_b ? WM_NC_PACKED : WM_NC;
+    /* with a_outer, every row tile reads the whole B block from L2: a B packed in one deep k-block (a 3x3 conv's whole
+       K, 4608 at 512 channels) gets narrower column blocks, so that the block stays within WM_L2_BLOCK */
+    if (a->packed_b && u->a_outer)
+        while (nstep > tw && wm_sgemm_args_kc(a) * nstep * (int64_t)sizeof(float) > WM_L2_BLOCK) nstep /= 2;
     for (int64_t nb = n0; nb < n1; nb += nstep) {
         int64_t nc = n1 - nb < nstep ? n1 - nb : nstep;
         const int64_t kcb = wm_sgemm_args_kc(a);

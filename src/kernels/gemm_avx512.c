@@ -103,10 +103,13 @@ static inline __attribute__((always_inline)) void b_ahead(const float *b0, const
     if (np > 1) _mm_prefetch((const char *)b1 + B_AHEAD, _MM_HINT_T0);
 }
 
-/* the far prefetch (wm_tile_epi.pf): one line into L2 every 4 k, spread over the loop */
+/* the far prefetch (wm_tile_epi.pf): into L2 every 4 k, spread over the loop, at pf and half a step on (no line
+   skipped with steps up to 128 bytes: a short M, as in a 7x7 layer's 49 rows, leaves few tiles to spread a block
+   over) */
 static inline __attribute__((always_inline)) void far_ahead(const char **pf, int64_t pfs, int64_t k) {
     if ((k & 3) == 3) {
         _mm_prefetch(*pf, _MM_HINT_T1);
+        _mm_prefetch(*pf + pfs / 2, _MM_HINT_T1);
         *pf += pfs;
     }
 }
@@ -163,6 +166,7 @@ static inline __attribute__((always_inline)) void k12x32_inplace(int64_t kc, con
         "add $16, %%r10\n\t"
         "add $256, %[b]\n\t"
         "prefetcht1 (%[pf])\n\t"
+        "prefetcht1 (%[pf],%[pfh])\n\t"
         "add %[pfs], %[pf]\n\t"
         "dec %%rcx\n\t"
         "jnz 1b\n\t"
@@ -187,7 +191,7 @@ static inline __attribute__((always_inline)) void k12x32_inplace(int64_t kc, con
         K12_SAVE("18", "1152") K12_SAVE("19", "1216") K12_SAVE("20", "1280") K12_SAVE("21", "1344")
         K12_SAVE("22", "1408") K12_SAVE("23", "1472")
         : [a] "+r"(a), [b] "+r"(b), [pf] "+r"(pf)
-        : [pfs] "r"(pfs), [lb] "r"(lb), [bs] "r"(bs), [k] "r"(kc), [acc] "r"(acc)
+        : [pfs] "r"(pfs), [pfh] "r"(pfs / 2), [lb] "r"(lb), [bs] "r"(bs), [k] "r"(kc), [acc] "r"(acc)
         : "rcx", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
           "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
           "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "cc", "memory");

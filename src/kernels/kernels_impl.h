@@ -19,6 +19,7 @@
 #define WM_KC 256  /* B micro-panel KC x 16 floats = 16 KiB in L1 */
 #define WM_MC 264  /* A block MC x KC floats = 264 KiB in L2 (a multiple of every tile height) */
 #define WM_NC 1024 /* B block packed on the fly: KC x NC floats = 1 MiB */
+#define WM_L2_BLOCK (512 * 1024) /* a_outer: most bytes of a prepacked B block (KC x NC_PACKED floats) */
 #define WM_NC_PACKED 512 /* prepacked B: columns per block, so C's rows of a block stay in L2 across k-blocks */
 
 #define WM_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
@@ -46,9 +47,9 @@ typedef struct wm_tile_epi {
     const float *res;  /* at the tile's first row and column, or NULL */
     int64_t ld_res;
     float lo;          /* 0: ReLU; -INFINITY: none */
-    /* a_outer tables only: a far prefetch stream the kernel spreads over its k loop, one line into L2 at
-       pf + i * pf_step bytes for every 4 k (i = 0, 1, ...); NULL: none. With no bias, no res and lo -INFINITY,
-       such an e stores as NULL does. */
+    /* a_outer tables only: a far prefetch stream the kernel spreads over its k loop, the lines at
+       pf + i * pf_step and pf + i * pf_step + pf_step / 2 into L2 for every 4 k (i = 0, 1, ...); NULL: none.
+       With no bias, no res and lo -INFINITY, such an e stores as NULL does. */
     const char *pf;
     int64_t pf_step;
 } wm_tile_epi;

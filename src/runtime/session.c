@@ -509,7 +509,8 @@ static wm_status build(wm_session *s, wm_onnx_graph *g, const int32_t *formal_dt
     return WM_OK;
 }
 
-/* WM_PROFILE=N: milliseconds per op type per run, largest first, on stderr; N > 1 adds the N slowest nodes */
+/* WM_PROFILE=N: milliseconds per op type per run, largest first, on stderr; N > 1 adds the N slowest nodes, each with
+   its place in the run order (#i) */
 static void print_profile(const wm_session *s) {
     if (!s->prof_runs) return;
     const char *names[512];
@@ -548,8 +549,8 @@ static void print_profile(const wm_session *s) {
         if (b == s->n_nodes || s->prof_ms[b] <= 0) break;
         seen[b] = 1;
         const wm_onnx_node *np = s->nodes[b].proto;
-        fprintf(stderr, "  node %-40s %-20s %9.3f ms\n", np->name ? np->name : "?", np->op_type,
-                s->prof_ms[b] / (double)s->prof_runs);
+        fprintf(stderr, "  node %-40s %-20s %9.3f ms  #%zu\n", np->name ? np->name : "?", np->op_type,
+                s->prof_ms[b] / (double)s->prof_runs, b);
     }
     free(seen);
 }
