@@ -484,7 +484,7 @@ void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *
     wm_split_units(a->N, WM_NR, ith % pn, pn, &n0, &n1);
     if (m0 >= m1 || n0 >= n1) return;
     size_t per = wm_sgemm_workspace_size(a, 1);
-    char *w = wm_work_slice(a->work, per, ith);
+    char *w = wm_work_slice(a->work, per, a->work_own ? 0 : ith);
     int64_t kc = wm_sgemm_args_kc(a);
     int64_t mc = a->M < WM_MC ? WM_ALIGN_UP(a->M, WM_MR_MAX) : WM_MC;
     float *apack = (float *)w;

@@ -88,7 +88,8 @@ typedef struct wm_sgemm_args {
     float *C;
     int64_t ldc;
     wm_epilogue ep;
-    void *work; /* wm_sgemm_workspace_size(this, nth) bytes */
+    void *work; /* wm_sgemm_workspace_size(this, nth) bytes, share ith using its ith slice; or with work_own, */
+    int work_own; /* this share's own wm_sgemm_workspace_size(this, 1) bytes (the slice of the thread running it) */
     /* Indirect A (an implicit GEMM: a convolution's taps read where they lie, no im2col copy), used instead of
        A, lda and trans_a when not NULL: op(A)[m][k] = ind[(k / seg) * ldi + m][k % seg]. Each pointer is a run
        of seg floats (a tap's channels, or a zero run for padding); ldi >= M. sgemm only (not sgemm_batch). */

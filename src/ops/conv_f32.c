@@ -24,24 +24,12 @@
 
 #include "ops/cnn_kern.h"
 #include "ops/conv_impl.h"
+#include "ops/gemm.h"
 
 /* ---------------------------------------------------------------- GEMM on the kernel table */
 
-typedef struct sg_job {
-    const wm_kernels *K;
-    wm_sgemm_args a;
-} sg_job;
-
-static void sg_part(void *arg, int ith, int nth) {
-    const sg_job *j = arg;
-    j->K->sgemm(&j->a, ith, nth);
-}
-
 void wm_conv_gemm(wm_exec *x, const wm_sgemm_args *a) {
-    if (a->M <= 0 || a->N <= 0) return;
-    sg_job j = {wm_kernels_get(), *a};
-    int t = wm_sgemm_tasks(a->M, a->N, a->K);
-    wm_pool_run(x->pool, sg_part, &j, t < x->nth ? t : x->nth);
+    wm_sgemm_pool(x, a, x->nth, wm_sgemm_workspace_size(a, 1));
 }
 
 size_t wm_conv_gemm_ws(int64_t M, int64_t N, int64_t K, int nth) {

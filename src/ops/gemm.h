@@ -39,6 +39,10 @@ static inline int wm_stream_shares(int64_t weight_bytes, int64_t units, int thre
 
 /* Runs g on x's pool (threads split the output tiles). */
 void wm_sgemm(wm_exec *x, const wm_gemm_args *g);
+/* Runs a on x's pool over up to nth shares (fewer for a small GEMM: wm_sgemm_tasks); a->work holds x->nth slices of
+   ws_per bytes (>= wm_sgemm_workspace_size(a, 1)), one per thread. With prepacked weights on all the threads, more
+   shares than threads (WM_GEMM_SHARES each), claimed as threads come free. */
+void wm_sgemm_pool(wm_exec *x, const wm_sgemm_args *a, int nth, size_t ws_per);
 
 /* C[M,N] = A (float32) @ op(B) + bias with B in IEEE half, read directly (no float32 copy of the
  * weights): the fp16 MatMul / Gemm path. packed: op(B) from wm_hgemm_prepack (then B is not read), or NULL.

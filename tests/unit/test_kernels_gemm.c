@@ -105,9 +105,15 @@ static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t s
         wm_sgemm_pack_b_kc(c->tb, K, N, B, ldb, a.kc, P);
         a.packed_b = P;
     }
-    size_t ws = wm_sgemm_workspace_size(&a, nth);
+    size_t ws = wm_sgemm_workspace_size(&a, nth), ws1 = wm_sgemm_workspace_size(&a, 1);
     a.work = ws ? kt_alloc(ws) : NULL;
-    for (int i = 0; i < nth; i++) T->sgemm(&a, i, nth);
+    void *own = ws1 ? kt_alloc(ws1) : NULL;
+    for (int i = 0; i < nth; i++) { /* odd shares in a scratch of their own (work_own), as wm_sgemm_pool runs them */
+        wm_sgemm_args ai = a;
+        if (i & 1) ai.work = own, ai.work_own = 1;
+        T->sgemm(&ai, i, nth);
+    }
+    free(own);
 
     if (!verify) goto done;
     /* reference and its error bound */
