@@ -249,6 +249,10 @@ static void test_sgemm_indirect(void **state) {
                                        {1, 16, 64, 64},   {13, 37, 90, 10},   {25, 64, 576, 64}, {40, 33, 1152, 128},
                                        {29, 80, 600, 24}, {12, 32, 768, 256}, {7, 5, 17, 17},    {50, 48, 301, 7}};
     uint32_t seed = 900;
+    /* layout 0: each row's run drawn at random; 1: as in a convolution's row of positions, the rows of a segment
+       3 floats apart in the pool (overlapping), and every third segment all the zero run (padding): the AVX-512
+       table's tiles of equally spaced rows (ind_uniform) */
+    for (int layout = 0; layout < 2; layout++)
     for (int t = 0; t < nt; t++)
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
             for (int packed = 0; packed < 4; packed++) { /* 2: one whole-K k-block (kc = K); 3: kc = 40 */
@@ -267,6 +271,7 @@ static void test_sgemm_indirect(void **state) {
                     for (int64_t m = 0; m < ldi; m++) {
                         uint32_t r = kt_next(&seed) % (uint32_t)(runs + 2);
                         const float *run = r >= (uint32_t)runs ? zero : pool + r * seg;
+                        if (layout) run = q % 3 == 2 ? zero : pool + q * 5 + m * 3;
                         ind[q * ldi + m] = m < M ? run : NULL; /* entries past M are never read */
                         if (m < M) memcpy(Ad + m * K + q * seg, run, (size_t)seg * 4);
                     }
@@ -297,8 +302,9 @@ static void test_sgemm_indirect(void **state) {
                     a.C = C;
                     a.work = kt_alloc(wm_sgemm_workspace_size(&a, nth) + 1);
                     for (int i = nth - 1; i >= 0; i--) T[t]->sgemm(&a, i, nth);
-                    snprintf(what, sizeof what, "%s indirect sgemm M=%lld N=%lld K=%lld seg=%lld packed=%d nth=%d",
-                             T[t]->name, (long long)M, (long long)N, (long long)K, (long long)seg, packed, nth);
+                    snprintf(what, sizeof what,
+                             "%s indirect sgemm M=%lld N=%lld K=%lld seg=%lld packed=%d nth=%d layout=%d", T[t]->name,
+                             (long long)M, (long long)N, (long long)K, (long long)seg, packed, nth, layout);
                     /* the plain GEMM of M <= 2 rows is the GEMV path, one FMA chain per column: the same bits only
                        when B is one k-block */
                     const int same = M > 2 || !a.kc || a.kc >= K;
