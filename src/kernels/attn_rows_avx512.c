@@ -17,7 +17,6 @@
 #define QK_PF 16 /* key rows ahead prefetched by attn_qk */
 #define PV_PF 24 /* value rows ahead prefetched by attn_pv's first pass */
 
-
 /* rows q .. q + R - 1 (ldq apart; R <= 4) against key rows k .. k + 3: the 4 x R sums fold at once
    (wm_reduce16_ps: quarter i = row i's four scores), 2.8 shuffles and adds per score instead of the 4.5 of a
    horizontal add per pair of rows */

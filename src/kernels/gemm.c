@@ -388,14 +388,14 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
     const int rowcopy = !ind && !a->trans_a && u->pack_aliased && a->lda % 1024 == 0 &&
                         !(u->a_outer && g_l1d_ways >= mr);
     const int64_t tw = (int64_t)u->np * WM_NR; /* tile width */
+    const int64_t kcb = wm_sgemm_args_kc(a);
     int64_t nstep = a->packed_b ? WM_NC_PACKED : WM_NC;
     /* with a_outer, every row tile reads the whole B block from L2: a B packed in one deep k-block (a 3x3 conv's whole
        K, 4608 at 512 channels) gets narrower column blocks, so that the block stays within WM_L2_BLOCK */
     if (a->packed_b && u->a_outer)
-        while (nstep > tw && wm_sgemm_args_kc(a) * nstep * (int64_t)sizeof(float) > WM_L2_BLOCK) nstep /= 2;
+        while (nstep > tw && kcb * nstep * (int64_t)sizeof(float) > WM_L2_BLOCK) nstep /= 2;
     for (int64_t nb = n0; nb < n1; nb += nstep) {
         int64_t nc = n1 - nb < nstep ? n1 - nb : nstep;
-        const int64_t kcb = wm_sgemm_args_kc(a);
         for (int64_t kb = 0; kb < (zero_k ? 1 : K); kb += kcb) {
             int64_t kc = zero_k ? 0 : (K - kb < kcb ? K - kb : kcb);
             int first = kb == 0, last = zero_k || kb + kc >= K;
@@ -440,8 +440,9 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                             int nv = (int)(nc - j < tw ? nc - j : tw);
                             if (last && j + tw < nc) /* the next tile's C: the same rows, the next columns */
                                 c_prefetch(a->C + (mb + i) * a->ldc + nb + j + tw, a->ldc,
-                                           fuse && ep->residual ? ep->residual + (mb + i) * ep->ld_residual + nb + j + tw
-                                                                : NULL,
+                                           fuse && ep->residual
+                                               ? ep->residual + (mb + i) * ep->ld_residual + nb + j + tw
+                                               : NULL,
                                            ep->ld_residual, mv, (int)(nc - j - tw < tw ? nc - j - tw : tw));
                             run_tile(&tb, i, j, mv, nv, pf.p && pf.p < pf.end ? pf.p : NULL);
                             pf.p = pf.p ? pf.p + pf.step : NULL;

@@ -106,6 +106,13 @@ static inline __attribute__((always_inline)) void b_ahead(const float *b0, const
 /* the far prefetch (wm_tile_epi.pf): into L2 every 4 k, spread over the loop, at pf and half a step on (no line
    skipped with steps up to 128 bytes: a short M, as in a 7x7 layer's 49 rows, leaves few tiles to spread a block
    over) */
+/* the far prefetch's start and step from e; with none, B's first row (in cache), stepping 0 */
+static inline __attribute__((always_inline)) const char *far_start(const wm_tile_epi *e, const float *b,
+                                                                   int64_t *pfs) {
+    *pfs = e && e->pf ? e->pf_step : 0;
+    return e && e->pf ? e->pf : (const char *)b;
+}
+
 static inline __attribute__((always_inline)) void far_ahead(const char **pf, int64_t pfs, int64_t k) {
     if ((k & 3) == 3) {
         _mm_prefetch(*pf, _MM_HINT_T1);
@@ -144,8 +151,8 @@ static inline __attribute__((always_inline)) void k12x32_inplace(int64_t kc, con
                                                                  const float *b, int64_t pstride, float *acc,
                                                                  const wm_tile_epi *e) {
     int64_t lb = lda * (int64_t)sizeof(float), bs = pstride * (int64_t)sizeof(float);
-    const char *pf = e && e->pf ? e->pf : (const char *)b; /* none: the B row just read, stepping 0 */
-    int64_t pfs = e && e->pf ? e->pf_step : 0;
+    int64_t pfs;
+    const char *pf = far_start(e, b, &pfs);
     __asm__ volatile(
         K12_ZERO("0") K12_ZERO("1") K12_ZERO("2") K12_ZERO("3") K12_ZERO("4") K12_ZERO("5") K12_ZERO("6")
         K12_ZERO("7") K12_ZERO("8") K12_ZERO("9") K12_ZERO("10") K12_ZERO("11") K12_ZERO("12") K12_ZERO("13")
@@ -209,8 +216,8 @@ static inline __attribute__((always_inline)) void tile(const int rows, const int
         acc[r][1] = _mm512_setzero_ps();
     }
     const float *b1p = bp + (np > 1 ? pstride : 0);
-    const char *pf = e && e->pf ? e->pf : (const char *)bp; /* the far prefetch (none: B's first row, stepping 0) */
-    const int64_t pfs = e && e->pf ? e->pf_step : 0;
+    int64_t pfs;
+    const char *pf = far_start(e, bp, &pfs);
     if (lda == 0) {
 #pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
@@ -279,8 +286,8 @@ static inline __attribute__((always_inline)) void tile_ind(const int rows, const
     }
     const float *const *row = ind + (k0 / seg) * ldi;
     int64_t c0 = k0 % seg, k = 0;
-    const char *pf = o->e && o->e->pf ? o->e->pf : (const char *)bp; /* as in tile */
-    const int64_t pfs = o->e && o->e->pf ? o->e->pf_step : 0;
+    int64_t pfs;
+    const char *pf = far_start(o->e, bp, &pfs);
     while (kc > 0) {
         int64_t len = seg - c0 < kc ? seg - c0 : kc;
         int mv = o->mv;

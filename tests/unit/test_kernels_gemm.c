@@ -178,7 +178,8 @@ static void test_sgemm_shapes(void **state) {
             for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
                 for (int v = 0; v < 8; v++) {
                     if (dims[d][0] * dims[d][1] * dims[d][2] > 200000 && v % 3) continue; /* keep the ASan run short */
-                    sg_case c = {dims[d][0], dims[d][1], dims[d][2], v & 1, (v >> 1) & 1, (v >> 2) & 1, 0, 1.0f, 0.0f, 0};
+                    sg_case c = {dims[d][0], dims[d][1], dims[d][2], v & 1, (v >> 1) & 1, (v >> 2) & 1, 0,
+                                 1.0f,       0.0f,       0};
                     c.pad = (v % 3) * 3;
                     for (int nth = 1; nth <= 3; nth += 2) run_sgemm(T[t], &c, nth, seed++, NULL, NULL, 1);
                     if (c.packed && dims[d][2] >= 1000) { /* B in one k-block: the 4 KiB-strided rows' copy is padded */
@@ -250,78 +251,79 @@ static void test_sgemm_indirect(void **state) {
                                        {29, 80, 600, 24}, {12, 32, 768, 256}, {7, 5, 17, 17},    {50, 48, 301, 7}};
     uint32_t seed = 900;
     /* layout 0: each row's run drawn at random; 1: as in a convolution's row of positions, the rows of a segment
-       3 floats apart in the pool (overlapping), and every third segment all the zero run (padding): the AVX-512
-       table's tiles of equally spaced rows (ind_uniform) */
-    for (int layout = 0; layout < 2; layout++)
-    for (int t = 0; t < nt; t++)
-        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
-            for (int packed = 0; packed < 4; packed++) { /* 2: one whole-K k-block (kc = K); 3: kc = 40 */
-                int64_t M = cases[ci][0], N = cases[ci][1], K = cases[ci][2], seg = cases[ci][3];
-                int64_t nseg = K / seg, ldi = M + 3, runs = M + 5;
-                float *pool = kt_alloc((size_t)(runs * seg) * 4), *B = kt_alloc((size_t)(K * N) * 4);
-                float *Ad = kt_alloc((size_t)(M * K) * 4 + 4), *bias = kt_alloc((size_t)N * 4);
-                float *res = kt_alloc((size_t)(M * N) * 4 + 4), *zero = calloc((size_t)seg, 4);
-                const float **ind = kt_alloc((size_t)(nseg * ldi) * sizeof *ind);
-                if (!zero) abort();
-                kt_fill(pool, runs * seg, &seed);
-                kt_fill(B, K * N, &seed);
-                kt_fill(bias, N, &seed);
-                kt_fill(res, M * N, &seed);
-                for (int64_t q = 0; q < nseg; q++)
-                    for (int64_t m = 0; m < ldi; m++) {
-                        uint32_t r = kt_next(&seed) % (uint32_t)(runs + 2);
-                        const float *run = r >= (uint32_t)runs ? zero : pool + r * seg;
-                        if (layout) run = q % 3 == 2 ? zero : pool + q * 5 + m * 3;
-                        ind[q * ldi + m] = m < M ? run : NULL; /* entries past M are never read */
-                        if (m < M) memcpy(Ad + m * K + q * seg, run, (size_t)seg * 4);
+       3 floats apart in the pool (overlapping runs), and every third segment all the zero run (padding) */
+    for (int layout = 0; layout < 2; layout++) {
+        for (int t = 0; t < nt; t++)
+            for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+                for (int packed = 0; packed < 4; packed++) { /* 2: one whole-K k-block (kc = K); 3: kc = 40 */
+                    int64_t M = cases[ci][0], N = cases[ci][1], K = cases[ci][2], seg = cases[ci][3];
+                    int64_t nseg = K / seg, ldi = M + 3, runs = M + 5;
+                    float *pool = kt_alloc((size_t)(runs * seg) * 4), *B = kt_alloc((size_t)(K * N) * 4);
+                    float *Ad = kt_alloc((size_t)(M * K) * 4 + 4), *bias = kt_alloc((size_t)N * 4);
+                    float *res = kt_alloc((size_t)(M * N) * 4 + 4), *zero = calloc((size_t)seg, 4);
+                    const float **ind = kt_alloc((size_t)(nseg * ldi) * sizeof *ind);
+                    if (!zero) abort();
+                    kt_fill(pool, runs * seg, &seed);
+                    kt_fill(B, K * N, &seed);
+                    kt_fill(bias, N, &seed);
+                    kt_fill(res, M * N, &seed);
+                    for (int64_t q = 0; q < nseg; q++)
+                        for (int64_t m = 0; m < ldi; m++) {
+                            uint32_t r = kt_next(&seed) % (uint32_t)(runs + 2);
+                            const float *run = r >= (uint32_t)runs ? zero : pool + r * seg;
+                            if (layout) run = q % 3 == 2 ? zero : pool + q * 5 + m * 3;
+                            ind[q * ldi + m] = m < M ? run : NULL; /* entries past M are never read */
+                            if (m < M) memcpy(Ad + m * K + q * seg, run, (size_t)seg * 4);
+                        }
+                    float *P = NULL;
+                    wm_sgemm_args a = {0};
+                    a.M = M, a.N = N, a.K = K, a.alpha = 1.0f, a.B = B, a.ldb = N, a.ldc = N;
+                    a.ep.bias = bias, a.ep.residual = res, a.ep.ld_residual = N, a.ep.residual_first = 1;
+                    a.ep.act = WM_ACT_RELU;
+                    if (packed) {
+                        P = kt_alloc(wm_sgemm_pack_b_size(K, N));
+                        a.kc = packed == 2 ? K : packed == 3 ? 40 : 0;
+                        wm_sgemm_pack_b_kc(0, K, N, B, N, a.kc, P);
+                        a.packed_b = P;
                     }
-                float *P = NULL;
-                wm_sgemm_args a = {0};
-                a.M = M, a.N = N, a.K = K, a.alpha = 1.0f, a.B = B, a.ldb = N, a.ldc = N;
-                a.ep.bias = bias, a.ep.residual = res, a.ep.ld_residual = N, a.ep.residual_first = 1;
-                a.ep.act = WM_ACT_RELU;
-                if (packed) {
-                    P = kt_alloc(wm_sgemm_pack_b_size(K, N));
-                    a.kc = packed == 2 ? K : packed == 3 ? 40 : 0;
-                    wm_sgemm_pack_b_kc(0, K, N, B, N, a.kc, P);
-                    a.packed_b = P;
-                }
-                wm_sgemm_args d = a; /* the plain GEMM on the gathered A */
-                d.A = Ad, d.lda = K;
-                float *Cd = kt_alloc((size_t)(M * N) * 4 + 4), *R = kt_alloc((size_t)(M * N) * 4 + 4);
-                d.C = Cd;
-                d.work = kt_alloc(wm_sgemm_workspace_size(&d, 1) + 1);
-                T[t]->sgemm(&d, 0, 1);
-                wm_sgemm_args r = d;
-                r.C = R, r.packed_b = NULL;
-                wm_ref_sgemm(&r);
-                a.ind = ind, a.ldi = ldi, a.seg = seg;
-                char what[160];
-                for (int nth = 1; nth <= 3; nth += 2) {
-                    float *C = kt_alloc((size_t)(M * N) * 4 + 4);
-                    a.C = C;
-                    a.work = kt_alloc(wm_sgemm_workspace_size(&a, nth) + 1);
-                    for (int i = nth - 1; i >= 0; i--) T[t]->sgemm(&a, i, nth);
-                    snprintf(what, sizeof what,
-                             "%s indirect sgemm M=%lld N=%lld K=%lld seg=%lld packed=%d nth=%d layout=%d", T[t]->name,
-                             (long long)M, (long long)N, (long long)K, (long long)seg, packed, nth, layout);
-                    /* the plain GEMM of M <= 2 rows is the GEMV path, one FMA chain per column: the same bits only
-                       when B is one k-block */
-                    const int same = M > 2 || !a.kc || a.kc >= K;
-                    for (int64_t i = 0; i < M * N; i++) {
-                        if (same && memcmp(&C[i], &Cd[i], 4) != 0)
-                            fail_msg("%s: C[%lld] = %.9g, plain GEMM on the gathered A %.9g", what, (long long)i, C[i],
-                                     Cd[i]);
-                        double bound = (double)(K + 8) * 1.2e-7 * ((double)K + 2.0) + 1e-6;
-                        if (!(fabs((double)C[i] - R[i]) <= bound))
-                            fail_msg("%s: C[%lld] = %.9g, reference %.9g", what, (long long)i, C[i], R[i]);
+                    wm_sgemm_args d = a; /* the plain GEMM on the gathered A */
+                    d.A = Ad, d.lda = K;
+                    float *Cd = kt_alloc((size_t)(M * N) * 4 + 4), *R = kt_alloc((size_t)(M * N) * 4 + 4);
+                    d.C = Cd;
+                    d.work = kt_alloc(wm_sgemm_workspace_size(&d, 1) + 1);
+                    T[t]->sgemm(&d, 0, 1);
+                    wm_sgemm_args r = d;
+                    r.C = R, r.packed_b = NULL;
+                    wm_ref_sgemm(&r);
+                    a.ind = ind, a.ldi = ldi, a.seg = seg;
+                    char what[160];
+                    for (int nth = 1; nth <= 3; nth += 2) {
+                        float *C = kt_alloc((size_t)(M * N) * 4 + 4);
+                        a.C = C;
+                        a.work = kt_alloc(wm_sgemm_workspace_size(&a, nth) + 1);
+                        for (int i = nth - 1; i >= 0; i--) T[t]->sgemm(&a, i, nth);
+                        snprintf(what, sizeof what,
+                                 "%s indirect sgemm M=%lld N=%lld K=%lld seg=%lld packed=%d nth=%d layout=%d",
+                                 T[t]->name, (long long)M, (long long)N, (long long)K, (long long)seg, packed, nth,
+                                 layout);
+                        /* the plain GEMM of M <= 2 rows is the GEMV path, one FMA chain per column: the same bits only
+                           when B is one k-block */
+                        const int same = M > 2 || !a.kc || a.kc >= K;
+                        for (int64_t i = 0; i < M * N; i++) {
+                            if (same && memcmp(&C[i], &Cd[i], 4) != 0)
+                                fail_msg("%s: C[%lld] = %.9g, plain GEMM on the gathered A %.9g", what, (long long)i,
+                                         C[i], Cd[i]);
+                            double bound = (double)(K + 8) * 1.2e-7 * ((double)K + 2.0) + 1e-6;
+                            if (!(fabs((double)C[i] - R[i]) <= bound))
+                                fail_msg("%s: C[%lld] = %.9g, reference %.9g", what, (long long)i, C[i], R[i]);
+                        }
+                        free(C);
+                        free(a.work);
                     }
-                    free(C);
-                    free(a.work);
+                    free(pool), free(B), free(Ad), free(bias), free(res), free(zero), free(ind), free(P);
+                    free(Cd), free(R), free(d.work);
                 }
-                free(pool), free(B), free(Ad), free(bias), free(res), free(zero), free(ind), free(P);
-                free(Cd), free(R), free(d.work);
-            }
+    }
 }
 
 /* attention-like batch: [2 batches][3 heads], A/C laid out [b][s][h][d] (strided heads), B = K^T per head */
