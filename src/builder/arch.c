@@ -487,15 +487,16 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
     return WM_OK;
 }
 
+/* Saturates at UINT64_MAX: a config of absurd sizes is refused by the space and size checks, never wrapped. */
 static void count_params(wm_arch *a) {
     uint64_t n = 0;
     for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {
         const wm_module *m = &a->mods[i];
         if (!m->present) continue;
-        uint64_t w = (uint64_t)m->out * (uint64_t)(m->kind == WM_MK_NORM ? 1 : m->in);
-        if (m->kind == WM_MK_NORM) w = (uint64_t)m->in;
-        n += w;
-        if (m->has_bias) n += (uint64_t)(m->kind == WM_MK_NORM ? m->in : m->out);
+        uint64_t w = (uint64_t)m->in;
+        if (m->kind != WM_MK_NORM && !wm_mul_u64((uint64_t)m->out, (uint64_t)m->in, &w)) w = UINT64_MAX;
+        if (!wm_add_u64(n, w, &n)) n = UINT64_MAX;
+        if (m->has_bias && !wm_add_u64(n, (uint64_t)(m->kind == WM_MK_NORM ? m->in : m->out), &n)) n = UINT64_MAX;
     }
     a->n_params = n;
 }

@@ -5,6 +5,7 @@
 #include "builder/build.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,6 +24,7 @@
 #include "core/sha256.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/output.h"
 #include "hf/config.h"
 #include "hf/safetensors.h"
 #include "onnx/graph.h"
@@ -38,33 +40,20 @@ static double now(void) {
 
 /* ------------------------------------------------------------ files */
 
-static void rm_tree(const char *dir) { wm_rm_tree(dir); }
-
-static int is_dir(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static int exists(const char *p) {
     struct stat st;
     return lstat(p, &st) == 0;
 }
 
+/* The stage folder's files: plain writes (the folder itself is the unit that is renamed into place). */
 static wm_status write_text(const char *path, const char *text, wm_error *err) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, text + off, n - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            close(fd);
-            return wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        }
-        off += (size_t)w;
-    }
-    if (wm_durable_sync(fd) != 0 || close(fd) != 0) return wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    return WM_OK;
+    wm_status s = WM_OK;
+    if (wm_write_full(fd, text, strlen(text)) != 0 || wm_durable_sync(fd) != 0)
+        s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && !s) s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return s;
 }
 
 /* Copies a regular file (links followed: cache snapshots link to blobs) of at most 2 GiB. */
@@ -81,15 +70,9 @@ static wm_status copy_file(const char *src, const char *dst, wm_error *err) {
         wm_unmap(&m);
         return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", dst, strerror(errno));
     }
-    size_t off = 0;
-    while (off < m.size && !s) {
-        ssize_t w = write(fd, m.data + off, m.size - off > (1u << 30) ? (1u << 30) : m.size - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
-        else off += (size_t)w;
-    }
-    if (!s && (wm_durable_sync(fd) != 0)) s = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
-    close(fd);
+    if (wm_write_full(fd, m.data, m.size) != 0 || wm_durable_sync(fd) != 0)
+        s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
+    if (close(fd) != 0 && !s) s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", dst, strerror(errno));
     wm_unmap(&m);
     return s;
 }
@@ -188,13 +171,21 @@ typedef struct stage_rec {
     wm_opt_hist ops;   /* and their op histogram */
 } stage_rec;
 
+#define WM_BUILD_MAX_PARENTS 16
+
 typedef struct build_ctx {
     const wm_build_opts *o;
     wm_hf_checkpoint ck;
     wm_st_file *st;
     wm_arch arch;
     wm_recipe recipe;
-    char stage_dir[PATH_MAX];
+    char out[PATH_MAX];       /* -o without trailing slashes */
+    char stage_dir[PATH_MAX]; /* the staging folder beside it, "" once committed or removed */
+    int stage_slot;           /* its slot in the signal-cleanup registry */
+    int replace;              /* -o existed (a build of ours, checked) when the build started */
+    wm_lockfile lock;
+    char made[WM_BUILD_MAX_PARENTS][PATH_MAX]; /* folders above -o this build created */
+    size_t n_made;
     wm_export_result ex;
     stage_rec stages[4];
     size_t n_stages;
@@ -360,7 +351,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!s) {
         char p[PATH_MAX + 64];
         snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
-        s = wm_quant_save(g, plan, p, b->err);
+        s = wm_quant_save(g, plan, p, "model.onnx.data", b->err);
     }
     if (!s) {
         record_graph(rec, g);
@@ -519,49 +510,146 @@ static wm_status prepare(build_ctx *b) {
     return wm_recipe_check(&b->recipe, &b->arch, o->recipe ? o->recipe : "recipe", err);
 }
 
-/* The staging folder beside out_dir; an existing out_dir is refused unless rebuilding a winml build. */
-static wm_status make_stage(build_ctx *b) {
-    const wm_build_opts *o = b->o;
-    char clean[PATH_MAX];
-    snprintf(clean, sizeof clean, "%s", o->out_dir);
-    size_t L = strlen(clean);
-    while (L > 1 && clean[L - 1] == '/') clean[--L] = 0;
-    if (exists(clean)) {
-        if (!o->rebuild) return wm_err(b->err, WM_ERR_USAGE, "%s: already exists (use --rebuild to replace it)", clean);
-        char probe[PATH_MAX + 32], probe2[PATH_MAX + 32];
-        snprintf(probe, sizeof probe, "%s/build_manifest.json", clean);
-        snprintf(probe2, sizeof probe2, "%s/model.onnx", clean);
-        if (!is_dir(clean) || (!exists(probe) && !exists(probe2)))
-            return wm_err(b->err, WM_ERR_USAGE, "%s: exists and is not a winml build folder; refusing to replace it",
-                          clean);
+/* ------------------------------------------------------------ the output folder */
+
+/*
+ * An existing folder is replaced only when it is a previous build of ours as it was written: a
+ * build_manifest.json of winml listing every other entry as a regular file of the size it records. Anything
+ * else in it - a user's file, a folder, a link, an artifact changed since - makes the build refuse, naming it.
+ */
+static wm_status check_ours(const char *dir, wm_error *err) {
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/build_manifest.json", dir);
+    wm_map mp;
+    wm_error e2 = {0};
+    if (wm_map_file(p, 1, &mp, &e2))
+        return wm_err(err, WM_ERR_USAGE, "%s: exists and is not a winml build folder (no build_manifest.json); refusing "
+                      "to replace it", dir);
+    cJSON *man = mp.size < (64u << 20) ? cJSON_ParseWithLength((const char *)mp.data, mp.size) : NULL;
+    wm_unmap(&mp);
+    const cJSON *tool = cJSON_GetObjectItemCaseSensitive(man, "tool");
+    const cJSON *arts = cJSON_GetObjectItemCaseSensitive(man, "artifacts");
+    wm_status s = WM_OK;
+    if (!cJSON_IsString(tool) || strcmp(tool->valuestring, "winml") || !cJSON_IsArray(arts))
+        s = wm_err(err, WM_ERR_USAGE, "%s: exists and is not a winml build folder (its build_manifest.json is not "
+                   "winml's); refusing to replace it", dir);
+    DIR *d = s ? NULL : opendir(dir);
+    if (!s && !d) s = wm_err(err, WM_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+    struct dirent *de;
+    while (!s && (de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (!strcmp(nm, ".") || !strcmp(nm, "..") || !strcmp(nm, "build_manifest.json")) continue;
+        const cJSON *a, *hit = NULL;
+        cJSON_ArrayForEach(a, arts) {
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(a, "file");
+            if (cJSON_IsString(f) && !strcmp(f->valuestring, nm)) hit = a;
+        }
+        struct stat st;
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(hit, "bytes");
+        snprintf(p, sizeof p, "%s/%s", dir, nm);
+        if (!hit || lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            s = wm_err(err, WM_ERR_USAGE, "%s: holds '%s', which no winml build wrote (not in its build_manifest.json); "
+                       "refusing to replace the folder: move that file away or choose another -o", dir, nm);
+        else if (!cJSON_IsNumber(bytes) || (double)st.st_size != bytes->valuedouble)
+            s = wm_err(err, WM_ERR_USAGE, "%s: '%s' changed since winml wrote it (%lld bytes, the manifest says %.0f); "
+                       "refusing to replace the folder", dir, nm, (long long)st.st_size,
+                       cJSON_IsNumber(bytes) ? bytes->valuedouble : -1.0);
     }
-    if ((size_t)snprintf(b->stage_dir, sizeof b->stage_dir, "%s.winml-tmp.%ld", clean, (long)getpid()) >=
-        sizeof b->stage_dir)
-        return wm_err(b->err, WM_ERR_USAGE, "%s: path too long", clean);
-    rm_tree(b->stage_dir);
-    if (mkdir(b->stage_dir, 0755) != 0)
-        return wm_err(b->err, WM_ERR_IO, "%s: cannot create: %s", b->stage_dir, strerror(errno));
+    if (d) closedir(d);
+    cJSON_Delete(man);
+    return s;
+}
+
+/* Creates the missing folders above -o (as `mkdir -p`), remembering them so that a failed build removes them. */
+static wm_status make_parents(build_ctx *b, const char *parent) {
+    char p[PATH_MAX];
+    size_t ends[WM_BUILD_MAX_PARENTS], n = 0; /* lengths of the missing prefixes of parent, deepest first */
+    snprintf(p, sizeof p, "%s", parent);
+    struct stat st;
+    for (;;) {
+        if (stat(p, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) return wm_err(b->err, WM_ERR_USAGE, "-o %s: '%s' is not a folder", b->out, p);
+            break;
+        }
+        if (errno != ENOENT) return wm_err(b->err, WM_ERR_IO, "-o %s: '%s': %s", b->out, p, strerror(errno));
+        if (n == WM_BUILD_MAX_PARENTS) return wm_err(b->err, WM_ERR_USAGE, "-o %s: too many missing folders", b->out);
+        ends[n++] = strlen(p);
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) break; /* the current folder or / exists */
+        *slash = 0;
+    }
+    snprintf(p, sizeof p, "%s", parent);
+    for (size_t i = n; i-- > 0;) {
+        char c = p[ends[i]];
+        p[ends[i]] = 0;
+        if (mkdir(p, 0755) == 0) snprintf(b->made[b->n_made++], sizeof b->made[0], "%s", p);
+        else if (errno != EEXIST) return wm_err(b->err, WM_ERR_IO, "-o %s: cannot create '%s': %s", b->out, p, strerror(errno));
+        p[ends[i]] = c;
+    }
     return WM_OK;
 }
 
+/* A failed build leaves nothing: the folders it made above -o go too (only while still empty). */
+static void remove_parents(build_ctx *b) {
+    while (b->n_made) rmdir(b->made[--b->n_made]);
+}
+
+/* Bytes the stage folder will hold at its fullest: the float32 export, and the quantized copy beside it. */
+static uint64_t need_bytes(const build_ctx *b) {
+    uint64_t n = b->arch.n_params, f32, q = 0;
+    if (!wm_mul_u64(n, 4, &f32)) return UINT64_MAX;
+    if (b->recipe.has_quant && !wm_mul_u64(n, 2, &q)) return UINT64_MAX;
+    return wm_add_u64(f32, q, &n) ? n : UINT64_MAX;
+}
+
+/*
+ * Before any work: the lock of -o, what a killed build left beside it, and the checks that keep a user's
+ * files - -o is not the input nor holds it, an existing folder is replaced only with --rebuild and only when
+ * it is a build of ours (check_ours), and the build fits on the disk. Then the staging folder beside -o.
+ */
+static wm_status make_stage(build_ctx *b) {
+    const wm_build_opts *o = b->o;
+    char parent[PATH_MAX];
+    wm_path_dirname(b->out, parent, sizeof parent);
+    wm_status s = make_parents(b, parent);
+    if (!s) s = wm_lock_output(b->out, &b->lock, b->err);
+    if (s) return s;
+    wm_sweep_stale(parent);
+    struct stat st;
+    b->replace = lstat(b->out, &st) == 0;
+    if (!b->replace && errno != ENOENT) return wm_err(b->err, WM_ERR_IO, "%s: %s", b->out, strerror(errno));
+    if (b->replace && S_ISLNK(st.st_mode))
+        return wm_err(b->err, WM_ERR_USAGE, "%s: is a symbolic link; refusing to replace it (give -o the folder itself)",
+                      b->out);
+    if (b->replace && wm_path_within(b->ck.dir, b->out))
+        return wm_err(b->err, WM_ERR_USAGE, "-o %s: is or holds the input checkpoint %s; the build would replace its "
+                      "own input: choose another folder", b->out, b->ck.dir);
+    if (b->replace && !S_ISDIR(st.st_mode))
+        return wm_err(b->err, WM_ERR_USAGE, "%s: exists and is not a folder; refusing to replace it", b->out);
+    if (b->replace && !o->rebuild)
+        return wm_err(b->err, WM_ERR_USAGE, "%s: already exists (use --rebuild to replace it)", b->out);
+    if (b->replace && (s = check_ours(b->out, b->err))) return s;
+    if ((s = wm_space_check(parent, need_bytes(b), "the build", b->err))) return s;
+    return wm_tmp_mkdir(b->out, b->stage_dir, sizeof b->stage_dir, &b->stage_slot, b->err);
+}
+
+/*
+ * The commit point: the staging folder takes -o's place in one rename. The state of -o is checked again
+ * first (another program may have made or changed it meanwhile); a replaced build is swapped out atomically
+ * (no moment without -o) and then removed.
+ */
 static wm_status commit(build_ctx *b) {
-    char clean[PATH_MAX], old[PATH_MAX + 64];
-    snprintf(clean, sizeof clean, "%s", b->o->out_dir);
-    size_t L = strlen(clean);
-    while (L > 1 && clean[L - 1] == '/') clean[--L] = 0;
-    old[0] = 0;
-    if (exists(clean)) {
-        snprintf(old, sizeof old, "%s.winml-old.%ld", clean, (long)getpid());
-        if (rename(clean, old) != 0) return wm_err(b->err, WM_ERR_IO, "%s: cannot move aside: %s", clean, strerror(errno));
-    }
-    if (rename(b->stage_dir, clean) != 0) {
-        int e = errno;
-        if (old[0]) rename(old, clean);
-        return wm_err(b->err, WM_ERR_IO, "%s: cannot rename into place: %s", clean, strerror(e));
-    }
-    b->stage_dir[0] = 0;
-    if (old[0]) rm_tree(old);
-    return WM_OK;
+    struct stat st;
+    int there = lstat(b->out, &st) == 0;
+    if (there && !b->replace)
+        return wm_err(b->err, WM_ERR_USAGE, "%s: appeared while building (made by another program); not replaced",
+                      b->out);
+    if (!there && b->replace)
+        return wm_err(b->err, WM_ERR_USAGE, "%s: was removed while building; not written (run the build again)",
+                      b->out);
+    wm_status s = there ? check_ours(b->out, b->err) : WM_OK;
+    if (!s) s = wm_tmp_commit_dir(b->stage_dir, &b->stage_slot, b->out, there, b->err);
+    return s;
 }
 
 static wm_status run_stage(build_ctx *b, const char *name, wm_stage_fn fn, int idx, int total) {
@@ -613,7 +701,10 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     if (!b) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     b->o = o;
     b->err = err;
-    wm_status s = prepare(b);
+    b->stage_slot = -1;
+    b->lock = (wm_lockfile)WM_LOCKFILE_INIT;
+    wm_status s = wm_out_path_clean(o->out_dir, "-o", b->out, sizeof b->out, err);
+    if (!s) s = prepare(b);
     if (!s) s = make_stage(b);
     int total = o->export_only ? 1 : 4;
     if (!s) s = run_stage(b, "export", stage_export, 1, total);
@@ -625,14 +716,16 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     if (!s) {
         s = manifest(b, summary, t0);
         if (!s && summary->oom) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
-        if (!s && !o->export_only) {
+        if (!s) { /* export folders get one too: it is how a later --rebuild knows the folder is ours */
             char p[PATH_MAX + 64];
             snprintf(p, sizeof p, "%s/build_manifest.json", b->stage_dir);
             s = write_text(p, wm_json_text(summary), err);
         }
     }
     if (!s) s = commit(b);
-    if (b->stage_dir[0]) rm_tree(b->stage_dir);
+    wm_tmp_discard(b->stage_dir, &b->stage_slot);
+    if (s) remove_parents(b);
+    wm_unlock_output(&b->lock);
     wm_recipe_free(&b->recipe);
     wm_arch_free(&b->arch);
     wm_st_close(b->st);

@@ -11,12 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "builder/model_impl.h"
 #include "core/sha256.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/output.h"
+#include "onnx/onnx_out.h"
 #include "onnx/dtype.h"
 
 size_t wm_export_output_names(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap) {
@@ -146,38 +149,35 @@ static void tally(const wm_onnx_graph *g, wm_export_result *res) {
     }
 }
 
-static int fd_write(void *ctx, const void *p, size_t n) {
-    int fd = *(int *)ctx;
-    const unsigned char *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
+static int fd_write(void *ctx, const void *p, size_t n) { return wm_write_full(*(int *)ctx, p, n); }
 
-/* Encodes the model (weights already external) to a temporary name and renames it to path. */
-static wm_status write_model(wm_onnx_model *m, const char *path, wm_error *err) {
+/* Encodes the model (weights already external in data file loc, recorded in it) and renames it to path. */
+static wm_status write_model(wm_onnx_model *m, const char *path, const char *data_path, const char *loc,
+                             wm_error *err) {
+    char hex[65], tmp[4200];
+    int dfd = open(data_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), fd, slot;
+    struct stat st;
+    if (dfd < 0 || fstat(dfd, &st) != 0) {
+        if (dfd >= 0) close(dfd);
+        return wm_err(err, WM_ERR_IO, "%s: %s", data_path, strerror(errno));
+    }
+    wm_onnx_sse **props;
+    size_t n_props;
+    wm_status s = wm_onnx_data_fingerprint(dfd, (uint64_t)st.st_size, hex, err);
+    close(dfd);
+    if (!s) s = wm_onnx_record_set(m->proto, &m->arena, loc, (uint64_t)st.st_size, hex, &props, &n_props, err);
+    if (s) return s;
     uint64_t size = wm_pb_size(&wm_onnx_model_desc, m->proto);
     if (size > WM_PB_MAX_MESSAGE)
         return wm_err(err, WM_ERR_INPUT, "%s: the model would be %llu bytes, over the protobuf limit", path,
                       (unsigned long long)size);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    if ((s = wm_tmp_create(path, tmp, sizeof tmp, &fd, &slot, err))) return s;
     wm_pb_sink sink = {fd_write, &fd};
-    wm_status s = WM_OK;
     if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || wm_durable_sync(fd) != 0)
         s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    close(fd);
-    if (!s && rename(tmp, path) != 0) s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
-    if (s) unlink(tmp);
+    if (close(fd) != 0 && !s) s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    if (!s) s = wm_tmp_commit(tmp, &slot, path, err);
+    if (s) wm_tmp_discard(tmp, &slot);
     return s;
 }
 
@@ -189,7 +189,8 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
     char model_path[4096], data_path[4096], data_tmp[4200];
     snprintf(model_path, sizeof model_path, "%s/model.onnx", dir);
     snprintf(data_path, sizeof data_path, "%s/model.onnx.data", dir);
-    snprintf(data_tmp, sizeof data_tmp, "%s.tmp.%ld", data_path, (long)getpid());
+    wm_status s0 = wm_tmp_name(data_path, data_tmp, sizeof data_tmp, err);
+    if (s0) return s0;
     uint64_t thr = o->external_threshold ? o->external_threshold : 100ull << 20;
     uint64_t bytes = a->n_params * 4;
     int external = bytes >= thr;
@@ -246,7 +247,7 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
             s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", data_path, strerror(errno));
             goto done;
         }
-        if ((s = write_model(m, model_path, err))) {
+        if ((s = write_model(m, model_path, data_path, "model.onnx.data", err))) {
             unlink(data_path);
             goto done;
         }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/output.h"
 #include "core/file.h"
 #include "core/half.h"
 #include "kernels/kernels.h"
@@ -92,19 +93,6 @@ static void generate(float *dst, size_t n, uint64_t *state, float scale, float f
 
 /* ------------------------------------------------------------ writer thread */
 
-static int fd_write_all(int fd, const uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /*
  * External mode is a pipeline: the producer converts into slot k while the
  * hasher and the writer thread each work through the slots before it, in
@@ -126,7 +114,7 @@ static void *stage_main(void *arg) {
         if (!skip && st == 0) {
             wm_sha256_update(&s->sha, s->slot[k], s->slot_n[k]);
         } else if (!skip) {
-            if (fd_write_all(s->fd, s->slot[k], s->slot_n[k])) e = errno ? errno : EIO;
+            if (wm_write_full(s->fd, s->slot[k], s->slot_n[k])) e = errno ? errno : EIO;
             /* start writeback now, so the final fsync does not wait for the whole file */
             else if (wm_durable()) sync_file_range(s->fd, (off64_t)s->w_off, (off64_t)s->slot_n[k], SYNC_FILE_RANGE_WRITE);
             s->w_off += s->slot_n[k];

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "cli/cli.h"
+#include "core/output.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -67,31 +68,17 @@ void wm_cli_info(const wm_cli *c, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int write_file_atomic(const char *path, const char *text, wm_error *e) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(e->msg, sizeof e->msg, "%s: cannot create: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, text + off, n - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) {
-            snprintf(e->msg, sizeof e->msg, "%s: write failed: %s", path, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        off += (size_t)w;
-    }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        snprintf(e->msg, sizeof e->msg, "%s: cannot write: %s", path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
+int wm_cli_parse_bytes(const char *arg, uint64_t *out) {
+    if (!arg || *arg < '0' || *arg > '9') return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(arg, &end, 10);
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10, end++;
+    else if (*end == 'M' || *end == 'm') shift = 20, end++;
+    else if (*end == 'G' || *end == 'g') shift = 30, end++;
+    if (errno || *end || (shift && v > (UINT64_MAX >> shift))) return -1;
+    *out = (uint64_t)v << shift;
     return 0;
 }
 
@@ -172,7 +159,7 @@ int wm_cli_emit(const wm_cli *c, const char *title, const wm_json *j) {
     }
     if (c->out) {
         wm_error e = {0};
-        if (write_file_atomic(c->out, text, &e)) {
+        if (wm_write_json_atomic(c->out, text, &e)) {
             fprintf(stderr, "%s: error: %s\n", c->prog, e.msg);
             return WM_EXIT_ERROR;
         }

@@ -7,6 +7,8 @@
 #ifndef WM_CLI_H
 #define WM_CLI_H
 
+#include <stdint.h>
+
 #include "core/json.h"
 #include "winml/winml.h"
 
@@ -50,6 +52,10 @@ int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv);
 
 /* Prints "winml <cmd>: error: <msg>" to stderr; returns the exit code. */
 int wm_cli_fail(const wm_cli *c, const wm_error *e);
+
+/* A size in bytes: digits with an optional K, M or G suffix (binary: KiB, MiB, GiB); 0, or -1 when it is not
+ * one or overflows. */
+int wm_cli_parse_bytes(const char *arg, uint64_t *out);
 int wm_cli_usage_error(const wm_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*

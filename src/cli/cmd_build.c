@@ -18,20 +18,24 @@
 static void help(int export_only) {
     if (export_only)
         printf("usage: winml export -m CHECKPOINT -o DIR [-c RECIPE] [-t TASK] [--rebuild] [--sync]\n"
-               "                    [--random-weights [--seed N]] [-f json] [-q]\n\n"
+               "                    [--random-weights [--seed N]] [--external-threshold BYTES] [-f json] [-q]\n\n"
                "The export stage alone: builds DIR/model.onnx (+ model.onnx.data when the model is\n"
-               ">= 100 MiB) straight from the safetensors weights: a plain float32 standard-ONNX graph\n"
-               "(opset 17 unless the recipe says otherwise), no fusions. --random-weights builds the\n"
-               "architecture from config.json alone with seeded random values.\n");
+               ">= 100 MiB or --external-threshold) and build_manifest.json straight from the safetensors\n"
+               "weights: a plain float32 standard-ONNX graph (opset 17 unless the recipe says otherwise),\n"
+               "no fusions. --random-weights builds the architecture from config.json alone with seeded\n"
+               "random values. An existing DIR is replaced only as by build --rebuild.\n");
     else
         printf("usage: winml build -m CHECKPOINT -o DIR [-c RECIPE] [-t TASK] [-p fp32|fp16|int8|int4]\n"
                "                   [--ep cpu] [--device cpu] [--no-compile] [--rebuild] [--sync]\n"
-               "                   [--random-weights [--seed N]] [-f json] [-q]\n\n"
-               "Writes DIR/model.onnx (+ model.onnx.data when large), winml_build_config.json (the\n"
-               "resolved recipe), build_manifest.json (stages, times, node and op counts, parameter\n"
-               "bytes, sha256 of every artifact), the tokenizer files, and for decoders genai_config.json\n"
-               "(onnxruntime-genai). The folder appears only when complete; an existing DIR is refused\n"
-               "unless --rebuild. Stages: export (from the weights), optim (fusions at level extended;\n"
+               "                   [--random-weights [--seed N]] [--external-threshold BYTES] [-f json] [-q]\n\n"
+               "Writes DIR/model.onnx (+ model.onnx.data from 100 MiB or --external-threshold),\n"
+               "winml_build_config.json (the resolved recipe), build_manifest.json (stages, times, node\n"
+               "and op counts, parameter bytes, sha256 of every artifact), the tokenizer files, and for\n"
+               "decoders genai_config.json\n"
+               "(onnxruntime-genai). The folder appears only when complete; missing folders above DIR are\n"
+               "created. An existing DIR is replaced only with --rebuild and only when it is a winml build\n"
+               "as written (its build_manifest.json lists every file in it); -o may not be or hold the input.\n"
+               "Stages: export (from the weights), optim (fusions at level extended;\n"
                "decoders not built in fp16 and without a sliding window at level all: GroupQueryAttention,\n"
                "whose KV cache is appended in place, for unpadded or right-padded batches as in\n"
                "onnxruntime-genai; recipe \"gqa\": false keeps the graph's own mask for left padding),\n"
@@ -47,7 +51,7 @@ static void help(int export_only) {
 static int run(int argc, char **argv, int export_only) {
     wm_cli c;
     wm_cli_init(&c, export_only ? "winml export" : "winml build");
-    enum { O_EP = 1000, O_DEVICE, O_NO_COMPILE, O_REBUILD, O_RANDOM, O_SEED, O_SYNC };
+    enum { O_EP = 1000, O_DEVICE, O_NO_COMPILE, O_REBUILD, O_RANDOM, O_SEED, O_SYNC, O_EXT };
     static const struct option longs[] = {WM_CLI_COMMON_LONG,
                                           {"config", required_argument, 0, 'c'},
                                           {"recipe", required_argument, 0, 'c'},
@@ -60,6 +64,7 @@ static int run(int argc, char **argv, int export_only) {
                                           {"random-weights", no_argument, 0, O_RANDOM},
                                           {"seed", required_argument, 0, O_SEED},
                                           {"sync", no_argument, 0, O_SYNC},
+                                          {"external-threshold", required_argument, 0, O_EXT},
                                           {0, 0, 0, 0}};
     wm_build_opts o;
     memset(&o, 0, sizeof o);
@@ -85,6 +90,11 @@ static int run(int argc, char **argv, int export_only) {
         case O_REBUILD: o.rebuild = 1; break;
         case O_RANDOM: o.random = 1; break;
         case O_SYNC: wm_set_durable(1); break;
+        case O_EXT:
+            if (wm_cli_parse_bytes(optarg, &o.external_threshold) || !o.external_threshold)
+                return wm_cli_usage_error(&c, "--external-threshold: '%s' is not a size in bytes (e.g. 1048576 or 1M)",
+                                          optarg);
+            break;
         case O_SEED: {
             char *end = NULL;
             unsigned long long v = strtoull(optarg, &end, 10);

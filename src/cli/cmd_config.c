@@ -11,31 +11,9 @@
 #include "builder/recipe.h"
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/output.h"
 #include "hf/config.h"
 #include "hf/safetensors.h"
-
-/* Writes text to path through a temporary file renamed into place. */
-static wm_status write_atomic(const char *path, const char *text, wm_error *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, text + off, n - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) break;
-        off += (size_t)w;
-    }
-    int ok = off == n && fsync(fd) == 0;
-    if (close(fd) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return wm_err(err, WM_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-    return WM_OK;
-}
 
 static void help(void) {
     printf("usage: winml config -m CHECKPOINT [-t TASK] [-p fp32|fp16|int8|int4] [--ep cpu] [--device cpu]\n"
@@ -102,7 +80,7 @@ int wm_cmd_config(int argc, char **argv) {
         wm_recipe_json(&r, &j);
         if (j.oom) rc = wm_cli_usage_error(&c, "out of memory");
         else if (c.out) {
-            if (write_atomic(c.out, wm_json_text(&j), &err)) rc = wm_cli_fail(&c, &err);
+            if (wm_write_json_atomic(c.out, wm_json_text(&j), &err)) rc = wm_cli_fail(&c, &err);
             else if (c.json) fputs(wm_json_text(&j), stdout);
             else if (!c.quiet) fprintf(stderr, "winml config: wrote %s\n", c.out);
         } else fputs(wm_json_text(&j), stdout);

@@ -16,6 +16,7 @@
 #include "builder/build.h"
 #include "cli/cli.h"
 #include "core/file.h"
+#include "core/output.h"
 #include "eval/compare.h"
 #include "hf/safetensors.h"
 #include "onnx/dtype.h"
@@ -90,20 +91,23 @@ static void agg_json(wm_json *j, const char *key, const wm_agg *a) {
 }
 
 /* Exports checkpoint model_id (plain float32, no fusions) into a new temporary folder: tmpdir receives the
- * folder (the caller removes it with wm_rm_tree), path its model.onnx. */
-static wm_status export_reference(const char *model_id, char *tmpdir, char *path, wm_error *err) {
+ * folder ("$TMPDIR/winml-eval-ref.winml-tmp.PID", removed on a fatal signal too; the caller removes it with
+ * wm_tmp_discard(tmpdir, slot)), path its model.onnx. */
+static wm_status export_reference(const char *model_id, char *tmpdir, int *slot, char *path, wm_error *err) {
     const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, PATH_MAX, "%s/winml-eval-ref-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        int e = errno;
-        tmpdir[0] = 0;
-        return wm_err(err, WM_ERR_IO, "--model-id: cannot create a temporary folder: %s", strerror(e));
+    char final[PATH_MAX];
+    snprintf(final, sizeof final, "%s/winml-eval-ref", base && *base ? base : "/tmp");
+    wm_sweep_stale(base && *base ? base : "/tmp");
+    wm_status s = wm_tmp_mkdir(final, tmpdir, PATH_MAX, slot, err);
+    if (s) {
+        wm_err_prefix(err, "--model-id: a temporary folder");
+        return s;
     }
     snprintf(path, PATH_MAX + 32, "%s/ref", tmpdir);
     wm_build_opts bo = {.model = model_id, .out_dir = path, .task = -1, .precision = -1, .export_only = 1, .quiet = 1};
     wm_json summary;
     wm_json_init(&summary);
-    wm_status s = wm_build(&bo, &summary, err);
+    s = wm_build(&bo, &summary, err);
     wm_json_free(&summary);
     snprintf(path, PATH_MAX + 32, "%s/ref/model.onnx", tmpdir);
     return s;
@@ -240,8 +244,9 @@ int wm_cmd_eval(int argc, char **argv) {
     wm_json j;
     wm_json_init(&j);
     char tmpdir[PATH_MAX] = "", refpath[PATH_MAX + 32];
+    int tmpslot = -1;
     if (wm_session_new(c.model, &so, &cand, &err)) goto fail;
-    if (model_id && export_reference(model_id, tmpdir, refpath, &err)) goto fail;
+    if (model_id && export_reference(model_id, tmpdir, &tmpslot, refpath, &err)) goto fail;
     if (model_id) ref = refpath;
     if (ref && wm_session_new(ref, &so, &rs, &err)) goto fail;
     if (refout) {
@@ -483,7 +488,7 @@ done:
     wm_st_close(rf);
     wm_session_free(cand);
     wm_session_free(rs);
-    if (tmpdir[0]) wm_rm_tree(tmpdir);
+    wm_tmp_discard(tmpdir, &tmpslot);
     for (size_t i = 0; i < n_dims; i++) free((char *)dims[i].name);
     return rc;
 }

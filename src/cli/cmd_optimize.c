@@ -11,21 +11,27 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/output.h"
 #include "onnx/onnx_model.h"
+#include "onnx/onnx_out.h"
 #include "opt/opt.h"
 #include "opt/quant.h"
 
 static void help(void) {
     printf("usage: winml optimize -m IN.onnx -o OUT.onnx [--level basic|extended|all]\n"
            "                      [--enable-PASS ...] [--disable-PASS ...] [-l|--list-passes]\n"
-           "                      [--fold-max-bytes N] [-f table|json] [--report FILE] [-q]\n\n"
+           "                      [--fold-max-bytes N] [--external-threshold BYTES] [--overwrite]\n"
+           "                      [-f table|json] [--report FILE] [-q]\n\n"
            "Cleans up and fuses the graph for ONNX Runtime and winml's engine: constant folding,\n"
            "shape arithmetic, dead nodes, common subexpressions, identity chains, initializer\n"
            "dedup (basic); LayerNorm, RMSNorm, SkipLayerNorm, Gelu/FastGelu/BiasGelu, QuickGelu,\n"
            "Gemm, RotaryEmbedding, MultiHeadAttention (extended); GroupQueryAttention (all,\n"
            "the default). Prints the node count and op histogram before -> after and what each\n"
-           "pass did. -o names the optimized model (weights over 100 MiB go to OUT.onnx.data);\n"
-           "--report FILE writes the JSON report. --list-passes shows the passes and levels.\n");
+           "pass did. -o names the optimized model (weights go to OUT.onnx.data from 100 MiB or\n"
+           "--external-threshold);\n"
+           "--report FILE writes the JSON report. --list-passes shows the passes and levels.\n"
+           "An existing OUT.onnx is replaced (with its data file, in one step) only when winml wrote\n"
+           "it; --overwrite replaces another program's file too.\n");
 }
 
 /* Writes j to c->out (when set) through a temporary file renamed on success; returns an exit code. */
@@ -35,14 +41,9 @@ int wm_cli_opt_write_json(const wm_cli *c, const wm_json *j) {
         fprintf(stderr, "%s: error: out of memory building the result\n", c->prog);
         return WM_EXIT_ERROR;
     }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", c->out, (long)getpid());
-    FILE *f = fopen(tmp, "wx");
-    int ok = f && fputs(wm_json_text(j), f) >= 0;
-    if (f && fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, c->out) != 0) {
-        if (f) unlink(tmp);
-        fprintf(stderr, "%s: error: %s: cannot write the report\n", c->prog, c->out);
+    wm_error e = {0};
+    if (wm_write_json_atomic(c->out, wm_json_text(j), &e)) {
+        fprintf(stderr, "%s: error: %s\n", c->prog, e.msg);
         return WM_EXIT_ERROR;
     }
     return WM_EXIT_OK;
@@ -129,11 +130,15 @@ int wm_cmd_optimize(int argc, char **argv) {
     wm_opt_config_default(&cfg);
     const char *report_path = NULL;
     int list = 0;
-    enum { O_LEVEL = 256, O_REPORT, O_FOLD };
+    enum { O_LEVEL = 256, O_REPORT, O_FOLD, O_OVERWRITE, O_EXT };
+    int overwrite = 0;
+    uint64_t ext_threshold = 0;
     static const struct option longs[] = {WM_CLI_COMMON_LONG,
                                           {"level", required_argument, 0, O_LEVEL},
                                           {"report", required_argument, 0, O_REPORT},
                                           {"fold-max-bytes", required_argument, 0, O_FOLD},
+                                          {"overwrite", no_argument, 0, O_OVERWRITE},
+                                          {"external-threshold", required_argument, 0, O_EXT},
                                           {"list-passes", no_argument, 0, 'l'},
                                           {"list-capabilities", no_argument, 0, 'l'},
                                           {0, 0, 0, 0}};
@@ -151,6 +156,12 @@ int wm_cmd_optimize(int argc, char **argv) {
             if (parse_level(optarg, &cfg.level))
                 return wm_cli_usage_error(&c, "--level: unknown level '%s' (basic, extended, all)", optarg);
         } else if (opt == O_REPORT) report_path = optarg;
+        else if (opt == O_OVERWRITE) overwrite = 1;
+        else if (opt == O_EXT) {
+            if (wm_cli_parse_bytes(optarg, &ext_threshold) || !ext_threshold)
+                return wm_cli_usage_error(&c, "--external-threshold: '%s' is not a size in bytes (e.g. 1048576 or 1M)",
+                                          optarg);
+        }
         else if (opt == O_FOLD) {
             char *end;
             unsigned long long v = strtoull(optarg, &end, 10);
@@ -174,16 +185,22 @@ int wm_cmd_optimize(int argc, char **argv) {
     wm_opt_report rep;
     memset(&rep, 0, sizeof rep);
     int rc = WM_EXIT_ERROR;
+    wm_lockfile lock = WM_LOCKFILE_INIT;
     if (wm_onnx_load(c.model, &m, &err) || wm_graph_open(m, m->proto->graph, &g, &err)) goto fail;
+    /* a large model is written tensor by tensor with its mapped pages released as they go (RSS stays small) */
+    uint64_t bytes = m->file.size;
+    for (size_t i = 0; i < m->n_ext; i++) bytes += m->ext[i].map.size;
+    if (wm_onnx_out_begin(out, m, overwrite, bytes, &lock, &err)) goto fail;
     if (wm_opt_run(g, &cfg, &rep, &err)) goto fail;
     if (wm_graph_check(g, &err)) {
         err.status = WM_ERR_INTERNAL;
         goto fail;
     }
-    /* a large model is written tensor by tensor with its mapped pages released as they go (RSS stays small) */
-    uint64_t bytes = m->file.size;
-    for (size_t i = 0; i < m->n_ext; i++) bytes += m->ext[i].map.size;
-    if (bytes > (100ull << 20) ? wm_quant_save(g, NULL, out, &err) : wm_onnx_save(m, out, NULL, &err)) goto fail;
+    if (wm_onnx_set_producer(m, &err)) goto fail;
+    wm_onnx_save_opts so;
+    wm_onnx_save_opts_default(&so);
+    if (ext_threshold) so.threshold_bytes = ext_threshold;
+    if (bytes > so.threshold_bytes ? wm_quant_save(g, NULL, out, NULL, &err) : wm_onnx_save(m, out, &so, &err)) goto fail;
     wm_json j;
     wm_json_init(&j);
     wm_json_obj(&j, NULL);
@@ -203,6 +220,7 @@ int wm_cmd_optimize(int argc, char **argv) {
 fail:
     rc = wm_cli_fail(&c, &err);
 done:
+    wm_unlock_output(&lock);
     wm_opt_report_free(&rep);
     wm_graph_free(g);
     wm_onnx_free(m);

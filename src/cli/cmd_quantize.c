@@ -14,6 +14,7 @@
 #include "core/file.h"
 #include "onnx/dtype.h"
 #include "onnx/onnx_model.h"
+#include "onnx/onnx_out.h"
 #include "opt/quant.h"
 #include "opt/quant_calib.h"
 
@@ -40,9 +41,11 @@ static void help(void) {
            "  --half-scales    int4: float32 scales rounded to the nearest half (still exact float32; winml's\n"
            "                   engine streams them as 2 bytes); default: onnxruntime's quantizer's values\n"
            "  --stream auto|on|off  compute quantized weights while writing (auto: weights over 100 MiB)\n"
+           "  --overwrite      replace an OUT.onnx that another program wrote (one winml wrote is replaced)\n"
            "  -f json, --report FILE (JSON report), -q\n"
            "The model must be a valid ONNX file; weights over 1 KiB go to OUT.onnx.data when streaming or\n"
-           "when the model is over 100 MiB.\n");
+           "when the model is over 100 MiB (OUT.onnx.1.data while replacing an output that uses that name:\n"
+           "the model and its data switch in one step).\n");
 }
 
 typedef struct list {
@@ -80,7 +83,7 @@ static uint64_t model_bytes(const wm_onnx_model *m) {
 
 enum {
     O_BLOCK = 256, O_SYM, O_ASYM, O_PERCH, O_WTYPE, O_ATYPE, O_RANGES, O_CALIB, O_METHOD, O_PCT, O_SAMPLES,
-    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_HALF
+    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_HALF, O_OVERWRITE
 };
 
 int wm_cmd_quantize(int argc, char **argv) {
@@ -99,14 +102,14 @@ int wm_cmd_quantize(int argc, char **argv) {
         {"stream", required_argument, 0, O_STREAM},   {"keep-io-types", no_argument, 0, O_KEEPIO},
         {"op-block-list", required_argument, 0, O_BLOCKLIST}, {"bits", required_argument, 0, O_BITS},
         {"report", required_argument, 0, O_REPORT},   {"reduce-range", no_argument, 0, O_REDUCE},
-        {"half-scales", no_argument, 0, O_HALF},
+        {"half-scales", no_argument, 0, O_HALF},     {"overwrite", no_argument, 0, O_OVERWRITE},
         {0, 0, 0, 0}};
     const char *prec = NULL, *ranges_path = NULL, *calib_dir = NULL, *report = NULL, *stream = "auto";
     const char *method = "minmax";
     int sym = -1, perch = 0, keep_io = 0, bits = 4, samples = 0, reduce = 0;
     double pct = 99.999;
     int64_t block = 32, acc = 0;
-    int half = 0;
+    int half = 0, overwrite = 0;
     int32_t wtype = WM_DT_INT8, atype = 0;
     list optypes = {{0}, 0, NULL}, exclude = {{0}, 0, NULL}, int8n = {{0}, 0, NULL}, blocklist = {{0}, 0, NULL};
     int have_blocklist = 0, rc = WM_EXIT_ERROR, opt;
@@ -172,6 +175,7 @@ int wm_cmd_quantize(int argc, char **argv) {
             }
             break;
         case O_HALF: half = 1; break;
+        case O_OVERWRITE: overwrite = 1; break;
         case O_ACC:
             acc = strtoll(optarg, &end, 10);
             if (!*optarg || *end || acc < 0 || acc > 4) {
@@ -254,18 +258,21 @@ int wm_cmd_quantize(int argc, char **argv) {
     wm_calib_ranges rg = {0};
     wm_quant_report rep;
     memset(&rep, 0, sizeof rep);
+    wm_lockfile lock = WM_LOCKFILE_INIT;
     if (ranges_path && wm_calib_ranges_load(ranges_path, &rg, &err)) goto fail;
     if (calib_dir && wm_calib_from_dir(calib_dir, method, pct, samples, &rg, &err)) goto fail;
     cfg.ranges = rg.v;
     cfg.n_ranges = rg.n;
     if (wm_onnx_load(c.model, &m, &err) || wm_graph_open(m, m->proto->graph, &g, &err)) goto fail;
+    if (wm_onnx_out_begin(out, m, overwrite, model_bytes(m), &lock, &err)) goto fail;
     int streamed = !strcmp(stream, "on") || (!strcmp(stream, "auto") && model_bytes(m) > (100ull << 20));
     if (wm_quant_run(g, &cfg, &rep, streamed ? &plan : NULL, &err)) goto fail;
     if (wm_graph_check(g, &err)) {
         err.status = WM_ERR_INTERNAL;
         goto fail;
     }
-    if (streamed ? wm_quant_save(g, plan, out, &err) : wm_onnx_save(m, out, NULL, &err)) goto fail;
+    if (wm_onnx_set_producer(m, &err)) goto fail;
+    if (streamed ? wm_quant_save(g, plan, out, NULL, &err) : wm_onnx_save(m, out, NULL, &err)) goto fail;
     wm_json j;
     wm_json_init(&j);
     wm_json_obj(&j, NULL);
@@ -299,6 +306,7 @@ int wm_cmd_quantize(int argc, char **argv) {
 fail:
     rc = wm_cli_fail(&c, &err);
 done:
+    wm_unlock_output(&lock);
     wm_calib_ranges_free(&rg);
     wm_quant_plan_free(plan);
     wm_graph_free(g);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/output.h"
 
 static const wm_cmd commands[] = {
     {"inspect", "describe a model: IO, opsets, op histogram, parameters, external data", wm_cmd_inspect},
@@ -36,6 +37,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    wm_cleanup_install(); /* Ctrl-C, SIGTERM, a closed pipe: the temporaries of an unfinished write go with us */
     if (argc < 2) {
         usage(stderr);
         return WM_EXIT_ERROR;

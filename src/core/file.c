@@ -102,6 +102,16 @@ static int path_is_inside(const char *base, const char *path) {
     return path[n] == 0 || path[n] == '/';
 }
 
+int wm_same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+int wm_path_within(const char *inner, const char *outer) {
+    char a[PATH_MAX], b[PATH_MAX];
+    return realpath(inner, a) && realpath(outer, b) && path_is_inside(b, a);
+}
+
 wm_status wm_path_resolve_inside(const char *dir, const char *loc, int must_exist, char *out,
                                  size_t n, wm_error *err) {
     wm_status s = wm_path_check_relative(loc, err);

@@ -44,6 +44,13 @@ wm_status wm_path_check_relative(const char *loc, wm_error *err);
 wm_status wm_path_resolve_inside(const char *dir, const char *loc, int must_exist,
                                  char *out, size_t n, wm_error *err);
 
+/* a and b name the same existing file or folder (st_dev and st_ino, links followed). */
+int wm_same_file(const char *a, const char *b);
+
+/* inner is outer or lies below it, both resolved (realpath: links followed) and compared by component;
+ * 0 when either does not exist. */
+int wm_path_within(const char *inner, const char *outer);
+
 /* Peak resident set size of this process in bytes (from getrusage). */
 uint64_t wm_peak_rss_bytes(void);
 /* Current resident set size in bytes (from /proc/self/statm), 0 if unknown. */

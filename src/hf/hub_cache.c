@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/output.h"
 #include "core/file.h"
 #include "hf/hub_internal.h"
 
@@ -247,10 +249,12 @@ wm_status wm_hfi_mkdirs(const char *base, const char *rel, wm_error *err) {
     return WM_OK;
 }
 
-static unsigned tmp_counter;
+static atomic_uint tmp_counter;
 
+/* "<path>.<n>.winml-tmp.<pid>": the tool's temporary pattern (core/output.h), with a counter because the
+ * download threads of one process may write beside the same file. */
 static void tmp_name(char *out, size_t n, const char *path) {
-    snprintf(out, n, "%s.%ld.%u.tmp", path, (long)getpid(), tmp_counter++);
+    snprintf(out, n, "%s.%u" WM_TMP_TAG "%ld", path, atomic_fetch_add(&tmp_counter, 1), (long)getpid());
 }
 
 wm_status wm_hfi_write_atomic(const char *path, const void *data, size_t n, wm_error *err) {
@@ -258,25 +262,14 @@ wm_status wm_hfi_write_atomic(const char *path, const void *data, size_t n, wm_e
     tmp_name(tmp, sizeof tmp, path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666); /* less the umask, as Python writes */
     if (fd < 0) return wm_err(err, WM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, p + off, n - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return wm_err(err, WM_ERR_IO, "cannot write '%s': %s", tmp, strerror(e));
-        }
-        off += (size_t)w;
-    }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return wm_err(err, WM_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-    }
-    return WM_OK;
+    int slot = wm_tmp_track(tmp, 0);
+    wm_status s = WM_OK;
+    if (wm_write_full(fd, data, n) != 0) s = wm_err(err, WM_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    if (close(fd) != 0 && !s) s = wm_err(err, WM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    if (!s && rename(tmp, path) != 0) s = wm_err(err, WM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    if (s) unlink(tmp);
+    wm_tmp_untrack(slot);
+    return s;
 }
 
 wm_status wm_hfi_symlink_atomic(const char *target, const char *path, wm_error *err) {

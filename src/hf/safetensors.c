@@ -26,6 +26,7 @@
 
 #include "core/arena.h"
 #include "core/error.h"
+#include "core/output.h"
 #include "core/file.h"
 
 /* ---- dtypes ---- */
@@ -1304,52 +1305,30 @@ done:
     return s;
 }
 
-/* Writes all n bytes (in chunks, retrying EINTR and short writes). */
-static int write_all(int fd, const void *p, uint64_t n) {
-    const uint8_t *b = p;
-    while (n) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t w = write(fd, b, chunk);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        b += w;
-        n -= (uint64_t)w;
-    }
-    return 0;
-}
-
 wm_status wm_st_write(const char *path, const wm_st_tensor *t, size_t n, const wm_st_kv *meta, size_t n_meta,
                       wm_error *err) {
     st_buf hdr = {0};
     const wm_st_tensor **order = NULL;
     uint64_t *nb = NULL, data_bytes = 0;
-    char tmp[PATH_MAX];
-    int fd = -1;
+    char tmp[PATH_MAX + 64];
+    int fd = -1, slot = -1;
     wm_status s = prepare(t, n, meta, n_meta, &hdr, &order, &nb, &data_bytes, err);
-    if (s) goto done;
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= sizeof tmp) {
-        s = wm_err(err, WM_ERR_INPUT, "path too long");
-        goto done;
-    }
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        s = wm_err(err, WM_ERR_IO, "cannot create a temporary file next to it: %s", strerror(errno));
-        goto done;
-    }
+    if (s || (s = wm_tmp_create(path, tmp, sizeof tmp, &fd, &slot, err))) goto done;
     uint8_t len[8];
     put_le64(len, hdr.n);
-    int bad = fchmod(fd, 0644) != 0 || write_all(fd, len, 8) != 0 || write_all(fd, hdr.p, hdr.n) != 0;
-    for (size_t i = 0; i < n && !bad; i++) bad = write_all(fd, order[i]->data, nb[order[i] - t]) != 0;
+    int bad = wm_write_full(fd, len, 8) != 0 || wm_write_full(fd, hdr.p, hdr.n) != 0;
+    for (size_t i = 0; i < n && !bad; i++) bad = wm_write_full(fd, order[i]->data, (size_t)nb[order[i] - t]) != 0;
     if (!bad) bad = fsync(fd) != 0;
     int e = errno;
     if (close(fd) != 0 && !bad) bad = 1, e = errno;
     fd = -1;
-    if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
     if (bad) {
-        unlink(tmp);
+        wm_tmp_discard(tmp, &slot);
         s = wm_err(err, WM_ERR_IO, "cannot write: %s", strerror(e));
+        goto done;
+    }
+    if ((s = wm_tmp_commit(tmp, &slot, path, err))) {
+        wm_tmp_discard(tmp, &slot);
         goto done;
     }
     char dir[PATH_MAX];

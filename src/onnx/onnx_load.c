@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "onnx/dtype.h"
 #include "onnx/onnx_model.h"
+#include "onnx/onnx_out.h"
 
 wm_onnx_model *wm_onnx_model_new(void) {
     wm_onnx_model *m = calloc(1, sizeof *m);
@@ -279,6 +280,7 @@ wm_status wm_onnx_load(const char *path, wm_onnx_model **out, wm_error *err) {
         if (s) wm_err_prefix(err, "%s", path);
     }
     if (!s && !m->proto->graph) s = wm_err(err, WM_ERR_INPUT, "%s: ModelProto has no graph", path);
+    if (!s && (s = wm_onnx_record_check(m, err))) wm_err_prefix(err, "%s", path);
     if (s) {
         wm_onnx_free(m);
         return s;

@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "onnx/dtype.h"
 #include "onnx/onnx_model.h"
+#include "onnx/onnx_out.h"
 
 void wm_onnx_save_opts_default(wm_onnx_save_opts *o) {
     o->external = WM_EXTDATA_AUTO;
@@ -106,27 +107,7 @@ static wm_status make_external(wm_arena *a, saved *s, const char *location, wm_e
     return WM_OK;
 }
 
-static int fd_write(void *ctx, const void *p, size_t n) {
-    int fd = *(int *)ctx;
-    const unsigned char *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static wm_status open_tmp(const char *final, char *tmp, size_t n, int *fd, wm_error *err) {
-    snprintf(tmp, n, "%s.tmp.%ld", final, (long)getpid());
-    *fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (*fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    return WM_OK;
-}
+static int fd_write(void *ctx, const void *p, size_t n) { return wm_write_full(*(int *)ctx, p, n); }
 
 /* Writes the external tensors that are not kept, in offset order, from file position pos (zeros between). */
 /* keep_data: the tensor's place in data file `name` (its original external reference), or 0 */
@@ -181,21 +162,21 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
     else wm_onnx_save_opts_default(&o);
     if (!o.align) o.align = 1;
 
-    char dir[PATH_MAX], data_name[PATH_MAX], data_path[PATH_MAX], tmp_data[PATH_MAX + 32], tmp_model[PATH_MAX + 32];
+    char dir[PATH_MAX];
     wm_path_dirname(path, dir, sizeof dir);
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    if (!*base) return wm_err(err, WM_ERR_USAGE, "%s: output path names a folder, not a file", path);
-    snprintf(data_name, sizeof data_name, "%s", o.data_name ? o.data_name : "");
-    if (!o.data_name) snprintf(data_name, sizeof data_name, "%s.data", base);
-
+    /* keep_data appends to the data file the model was loaded with; otherwise a given name, or a free one */
+    const char *want = o.data_name ? o.data_name : o.keep_data && m->n_ext == 1 ? m->ext[0].location : NULL;
+    wm_onnx_pair p;
     wm_arena scratch;
     wm_arena_init(&scratch);
     save_ctx c = {&scratch, NULL, 0, err};
-    wm_status s = wm_onnx_visit_tensors(m->proto, collect, &c);
-    int data_fd = -1, model_fd = -1, external = 0;
-    tmp_data[0] = tmp_model[0] = 0;
+    wm_onnx_sse **props = m->proto->metadata_props;
+    size_t n_props = m->proto->n_metadata_props;
+    int keep_fd = -1, external = 0, keep = 0;
+    wm_status s = wm_onnx_pair_begin(&p, path, want, m, err);
+    if (!s) s = wm_onnx_visit_tensors(m->proto, collect, &c);
     if (s) goto done;
+    const char *data_name = p.data_name, *data_path = p.data_path;
 
     for (size_t i = 0; i < c.n; i++) make_inline(&c.v[i]);
     uint64_t inline_size = wm_pb_size(&wm_onnx_model_desc, m->proto);
@@ -203,10 +184,6 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
                (o.external == WM_EXTDATA_AUTO &&
                 (inline_size >= o.threshold_bytes || inline_size > WM_PB_MAX_MESSAGE - (64u << 20)));
     uint64_t pos = 0;
-    int keep = 0;
-    if ((external || o.keep_data) && o.external != WM_EXTDATA_NEVER &&
-        (s = wm_path_resolve_inside(dir, data_name, 0, data_path, sizeof data_path, err)))
-        goto done;
     if (o.keep_data && o.external != WM_EXTDATA_NEVER) {
         uint64_t old = 0, live = 0;
         if (can_keep(m, dir, data_path, &old)) {
@@ -241,45 +218,45 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
         external = moved; /* no tensor large enough: no data file */
         pos = first;
     }
-    uint64_t size = wm_pb_size(&wm_onnx_model_desc, m->proto);
-    if (size > WM_PB_MAX_MESSAGE) {
-        s = wm_err(err, WM_ERR_INPUT, "%s: the model would be %llu bytes, over the protobuf limit of 2^31-1%s", path,
-                   (unsigned long long)size, external ? " even with external data" : "; save it with external data");
-        goto done;
-    }
+    int data_fd = -1;
     if (keep) { /* appended in place: the old model references nothing past the old end */
-        data_fd = open(data_path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        keep_fd = data_fd = open(data_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (data_fd < 0 || lseek(data_fd, (off_t)pos, SEEK_SET) < 0) {
             s = wm_err(err, WM_ERR_IO, "%s: cannot append: %s", data_path, strerror(errno));
             goto done;
         }
         if ((s = write_data_file(c.v, c.n, data_fd, pos, data_path, err))) goto done;
     } else if (external) {
-        if ((s = open_tmp(data_path, tmp_data, sizeof tmp_data, &data_fd, err))) goto done;
-        if ((s = write_data_file(c.v, c.n, data_fd, 0, tmp_data, err))) goto done;
+        if ((s = wm_onnx_pair_open_data(&p, err))) goto done;
+        data_fd = p.data_fd;
+        if ((s = write_data_file(c.v, c.n, data_fd, 0, p.tmp_data, err))) goto done;
     }
-    if ((s = open_tmp(path, tmp_model, sizeof tmp_model, &model_fd, err))) goto done;
-    wm_pb_sink sink = {fd_write, &model_fd};
-    if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || wm_durable_sync(model_fd) != 0) {
-        s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp_model, strerror(errno));
+    /* the model records which data file it was written with (or none) */
+    char hex[65] = {0};
+    off_t end = external ? lseek(data_fd, 0, SEEK_END) : 0;
+    if (end < 0) s = wm_err(err, WM_ERR_IO, "%s: %s", data_path, strerror(errno));
+    if (!s && external) s = wm_onnx_data_fingerprint(data_fd, (uint64_t)end, hex, err);
+    if (!s) s = wm_onnx_record_set(m->proto, &scratch, external ? data_name : NULL, (uint64_t)end, hex, &props,
+                                   &n_props, err);
+    if (s) goto done;
+    uint64_t size = wm_pb_size(&wm_onnx_model_desc, m->proto);
+    if (size > WM_PB_MAX_MESSAGE) {
+        s = wm_err(err, WM_ERR_INPUT, "%s: the model would be %llu bytes, over the protobuf limit of 2^31-1%s", path,
+                   (unsigned long long)size, external ? " even with external data" : "; save it with external data");
         goto done;
     }
-    if (external && !keep && rename(tmp_data, data_path) != 0) {
-        s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", data_path, strerror(errno));
+    if ((s = wm_onnx_pair_open_model(&p, err))) goto done;
+    wm_pb_sink sink = {fd_write, &p.model_fd};
+    if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || wm_durable_sync(p.model_fd) != 0) {
+        s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
         goto done;
     }
-    tmp_data[0] = 0;
-    if (rename(tmp_model, path) != 0) {
-        s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
-        goto done;
-    }
-    tmp_model[0] = 0;
+    s = wm_onnx_pair_commit(&p, err);
 done:
     for (size_t i = 0; i < c.n; i++) *c.v[i].t = c.v[i].orig;
-    if (data_fd >= 0) close(data_fd);
-    if (model_fd >= 0) close(model_fd);
-    if (tmp_data[0]) unlink(tmp_data);
-    if (tmp_model[0]) unlink(tmp_model);
+    wm_onnx_record_restore(m->proto, props, n_props);
+    if (keep_fd >= 0) close(keep_fd);
+    wm_onnx_pair_end(&p);
     wm_arena_free(&scratch);
     return s;
 }

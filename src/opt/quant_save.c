@@ -4,7 +4,8 @@
  * offsets, deferred tensors are computed one job at a time and freed after
  * their write, and bytes read from the input's mappings are released
  * (madvise) as they are copied, so the resident set stays near the largest
- * single job. Data file first, model last, both under temporary names.
+ * single job. Data file first, model last, both under temporary names, the pair replaced in one step
+ * (onnx/onnx_out.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include "core/file.h"
 #include "core/error.h"
 #include "onnx/dtype.h"
+#include "onnx/onnx_out.h"
 #include "opt/quant_impl.h"
 
 #define MIN_EXTERNAL 1024
@@ -70,13 +72,9 @@ static wm_status collect(void *ctx, wm_onnx_tensor *t, const char *where) {
 static wm_status write_all(saver *s, const uint8_t *p, size_t n, int release) {
     const size_t chunk = 64u << 20;
     while (n) {
-        size_t k = n < chunk ? n : chunk, done = 0;
-        while (done < k) {
-            ssize_t w = write(s->fd, p + done, k - done);
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0) return wm_err(s->err, WM_ERR_IO, "%s: write failed: %s", s->tmp, strerror(errno));
-            done += (size_t)w;
-        }
+        size_t k = n < chunk ? n : chunk;
+        if (wm_write_full(s->fd, p, k) != 0)
+            return wm_err(s->err, WM_ERR_IO, "%s: write failed: %s", s->tmp, strerror(errno));
         if (release) wm_opt_release(s->m, p, k);
         p += k;
         n -= k;
@@ -139,46 +137,25 @@ static wm_status write_job(saver *s, size_t i) {
     return st;
 }
 
-static int fd_sink(void *ctx, const void *p, size_t n) {
-    int fd = *(int *)ctx;
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n > (1u << 30) ? (1u << 30) : n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return -1;
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
+static int fd_sink(void *ctx, const void *p, size_t n) { return wm_write_full(*(int *)ctx, p, n); }
 
-wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, wm_error *err) {
+wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, const char *data_name, wm_error *err) {
     saver s;
     memset(&s, 0, sizeof s);
     s.m = wm_graph_model(g);
     s.plan = plan;
     s.err = err;
     s.fd = -1;
-    char dir[PATH_MAX], data_name[PATH_MAX], data_path[PATH_MAX], tmp_data[PATH_MAX + 32], tmp_model[PATH_MAX + 32];
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    if (!*base) return wm_err(err, WM_ERR_USAGE, "%s: output path names a folder, not a file", path);
-    wm_path_dirname(path, dir, sizeof dir);
-    snprintf(data_name, sizeof data_name, "%s.data", base);
-    tmp_data[0] = tmp_model[0] = 0;
-    int model_fd = -1;
-    wm_status st = wm_path_resolve_inside(dir, data_name, 0, data_path, sizeof data_path, err);
+    wm_onnx_pair p;
+    wm_onnx_sse **props;
+    size_t n_props;
+    wm_status st = wm_onnx_pair_begin(&p, path, data_name, s.m, err);
     if (!st) st = wm_onnx_visit_tensors(s.m->proto, collect, &s);
+    if (!st) st = wm_onnx_pair_open_data(&p, err);
     if (st) goto done;
-    snprintf(tmp_data, sizeof tmp_data, "%s.tmp.%ld", data_path, (long)getpid());
-    s.fd = open(tmp_data, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (s.fd < 0) {
-        st = wm_err(err, WM_ERR_IO, "%s: cannot create: %s", tmp_data, strerror(errno));
-        tmp_data[0] = 0;
-        goto done;
-    }
-    s.tmp = tmp_data;
-    s.loc = data_name;
+    s.fd = p.data_fd;
+    s.tmp = p.tmp_data;
+    s.loc = p.data_name;
     for (size_t i = 0; plan && i < plan->n && !st; i++) st = write_job(&s, i);
     for (size_t i = 0; i < s.n && !st; i++) {
         tref *r = &s.v[i];
@@ -199,7 +176,11 @@ wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, wm_e
         }
         st = put(&s, r->t, b.p, b.n, 1);
     }
-    if (!st && wm_durable_sync(s.fd) != 0) st = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", tmp_data, strerror(errno));
+    if (!st && wm_durable_sync(s.fd) != 0) st = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", p.tmp_data, strerror(errno));
+    char hex[65];
+    if (!st) st = wm_onnx_data_fingerprint(s.fd, s.pos, hex, err);
+    /* the record stays in the model: its tensors now point into this data file for good */
+    if (!st) st = wm_onnx_record_set(s.m->proto, &s.m->arena, p.data_name, s.pos, hex, &props, &n_props, err);
     if (st) goto done;
     uint64_t size = wm_pb_size(&wm_onnx_model_desc, s.m->proto);
     if (size > WM_PB_MAX_MESSAGE) {
@@ -207,30 +188,15 @@ wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, wm_e
                     (unsigned long long)size);
         goto done;
     }
-    snprintf(tmp_model, sizeof tmp_model, "%s.tmp.%ld", path, (long)getpid());
-    model_fd = open(tmp_model, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (model_fd < 0) {
-        st = wm_err(err, WM_ERR_IO, "%s: cannot create: %s", tmp_model, strerror(errno));
-        tmp_model[0] = 0;
+    if ((st = wm_onnx_pair_open_model(&p, err))) goto done;
+    wm_pb_sink sink = {fd_sink, &p.model_fd};
+    if (wm_pb_encode(&sink, &wm_onnx_model_desc, s.m->proto) || wm_durable_sync(p.model_fd) != 0) {
+        st = wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
         goto done;
     }
-    wm_pb_sink sink = {fd_sink, &model_fd};
-    if (wm_pb_encode(&sink, &wm_onnx_model_desc, s.m->proto) || wm_durable_sync(model_fd) != 0) {
-        st = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp_model, strerror(errno));
-        goto done;
-    }
-    if (rename(tmp_data, data_path) != 0) {
-        st = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", data_path, strerror(errno));
-        goto done;
-    }
-    tmp_data[0] = 0;
-    if (rename(tmp_model, path) != 0) st = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", path, strerror(errno));
-    else tmp_model[0] = 0;
+    st = wm_onnx_pair_commit(&p, err);
 done:
-    if (s.fd >= 0) close(s.fd);
-    if (model_fd >= 0) close(model_fd);
-    if (tmp_data[0]) unlink(tmp_data);
-    if (tmp_model[0]) unlink(tmp_model);
+    wm_onnx_pair_end(&p);
     free(s.v);
     return st;
 }

@@ -177,7 +177,7 @@ static void test_deferred_save_equals_eager(void **st) {
     wm_onnx_save_opts_default(&o);
     o.external = WM_EXTDATA_NEVER;
     assert_int_equal(wm_onnx_save(ma, pa, &o, &e), WM_OK);
-    assert_int_equal(wm_quant_save(gb, plan, pb, &e), WM_OK);
+    assert_int_equal(wm_quant_save(gb, plan, pb, NULL, &e), WM_OK);
     wm_onnx_model *la, *lb;
     assert_int_equal(wm_onnx_load(pa, &la, &e), WM_OK);
     assert_int_equal(wm_onnx_load(pb, &lb, &e), WM_OK);
