@@ -199,7 +199,11 @@ def test_export_command(tiny_ckpt, winml, tmp_path):
     out = tmp_path / "exp"
     r = U.run([winml, "export", "-m", tiny_ckpt, "-o", str(out), "-f", "json"])
     assert r.returncode == 0, U.describe(r)
-    assert os.listdir(out) == ["model.onnx"]
+    # the model and the manifest that lets a later --rebuild know the folder is ours
+    assert sorted(os.listdir(out)) == ["build_manifest.json", "model.onnx"]
+    man = json.load(open(out / "build_manifest.json"))
+    assert man["tool"] == "winml" and [a["file"] for a in man["artifacts"]] == ["model.onnx"]
+    assert [s["name"] for s in man["stages"]] == ["export"] and man == json.loads(r.stdout)
     onnx.checker.check_model(str(out / "model.onnx"), full_check=True)
 
 

@@ -1,6 +1,7 @@
 """External data: a > 2 GiB model written by our writer, checked with onnx and onnxruntime;
 RSS when reading a 1.5 GB inline model through the mapping; the 2^31-1 protobuf limit;
 --external always on small models (threshold 1 KiB, inline small tensors)."""
+import copy
 import json
 import os
 import shutil
@@ -162,7 +163,16 @@ def test_big_external(big_model, testtool, winml):
         assert int(e["length"]) == numel[t.name] * 4
         assert same_bytes(data, offs[t.name], cdata, int(e["offset"]), int(e["length"])), t.name
     t_cmp = time.monotonic() - t0
-    # apart from the location strings the two models are the same message
+    # each records its own data file (size and fingerprint, checked on load: onnx_out.h)
+    for mm, dp, loc in ((m, data, "big.onnx.data"), (m2, cdata, "copy.onnx.data")):
+        rec = {p.key: p.value for p in mm.metadata_props}["winml.external_data"]
+        assert rec.startswith(f"bytes={os.path.getsize(dp)};sample_sha256=") and rec.endswith(f";location={loc}")
+    # apart from the location strings and those records the two models are the same message
+    m = copy.deepcopy(m)
+    for mm in (m, m2):
+        kept = [p for p in mm.metadata_props if p.key != "winml.external_data"]
+        del mm.metadata_props[:]
+        mm.metadata_props.extend(kept)
     for t in m2.graph.initializer:
         for kv in t.external_data:
             if kv.key == "location":
