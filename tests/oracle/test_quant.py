@@ -147,6 +147,23 @@ def test_int4_padded_k_and_fp16_and_8bit(winml, tmp_path):
         assert err <= np.abs(w).max() / (15 if bits == 4 else 255) * 1.01, err
 
 
+def exact_int8(model, x):
+    """The output of a dynamic int8 model (DynamicQuantizeLinear + MatMulInteger + scales [+ bias]) computed
+    exactly in numpy from its integers."""
+    t = tensors(model)
+    mi = next(n for n in model.graph.node if n.op_type == "MatMulInteger")
+    lo, hi = min(0.0, float(x.min())), max(0.0, float(x.max()))
+    s = np.float32((hi - lo) / 255)
+    zp = np.clip(np.round(-lo / s), 0, 255)
+    xq = np.clip(np.round(x / s) + zp, 0, 255).astype(np.int64)
+    wq = t[mi.input[1]].astype(np.int64)
+    wz = t[mi.input[3]].astype(np.int64) if len(mi.input) > 3 else 0
+    scale = next(v for k, v in t.items() if k.endswith("_scale"))
+    y = ((xq - int(zp)) @ (wq - wz)).astype(np.float64) * float(s) * scale
+    bias = [v for n in model.graph.node if n.op_type == "Add" for v in (t.get(i) for i in n.input) if v is not None]
+    return (y + (bias[0] if bias else 0)).astype(np.float32)
+
+
 def gemm_model(path, w, trans_b, bias=None):
     n = w.shape[0] if trans_b else w.shape[1]
     inits = [nh.from_array(w, "W")] + ([nh.from_array(bias, "C")] if bias is not None else [])
@@ -212,7 +229,9 @@ def test_int8_gemm_transposed_weight(winml, tmp_path, flags):
         ya, yb = M.run_model(qa, {"x": x})[0], M.run_model(qb, {"x": x})[0]
         np.testing.assert_array_equal(yb, ya + (bias if bias is not None else 0))
         ref = x @ w + (bias if bias is not None else 0)
-        assert M.sqnr_db(ref, yb) > 30
+        # the quantization's own error, from its integers (onnxruntime's u8s8 MatMulInteger saturates int16 pair
+        # sums on CPUs where MLAS takes its AVX2 path - seen on Zen 4 at 23 dB - which says nothing of ours)
+        assert M.sqnr_db(ref, exact_int8(b, x)) > 30
 
 
 def decoder_metrics(src, dst):
