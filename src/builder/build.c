@@ -571,7 +571,8 @@ static wm_status make_parents(build_ctx *b, const char *parent) {
             if (!S_ISDIR(st.st_mode)) return wm_err(b->err, WM_ERR_USAGE, "-o %s: '%s' is not a folder", b->out, p);
             break;
         }
-        if (errno != ENOENT) return wm_err(b->err, WM_ERR_IO, "-o %s: '%s': %s", b->out, p, strerror(errno));
+        if (errno != ENOENT && errno != ENOTDIR)
+            return wm_err(b->err, WM_ERR_IO, "-o %s: '%s': %s", b->out, p, strerror(errno));
         if (n == WM_BUILD_MAX_PARENTS) return wm_err(b->err, WM_ERR_USAGE, "-o %s: too many missing folders", b->out);
         ends[n++] = strlen(p);
         char *slash = strrchr(p, '/');

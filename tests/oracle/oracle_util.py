@@ -92,9 +92,10 @@ def assert_clean_error(r, prog, *needles, any_of=None):
     return lines[0]
 
 
-def leftovers(folder, out_name):
-    """Files an aborted save may have left: OUT, OUT.data and their temporary names."""
-    pats = [out_name, out_name + ".tmp.*", out_name + ".data", out_name + ".data.tmp.*"]
+def leftovers(folder):
+    """The tool's temporaries, locks and moved-aside folders in folder (core/output.h): none may stay after a run
+    ends, whether it succeeded, failed or was stopped by a signal it can handle."""
+    pats = ["*.winml-tmp.*", "*.winml-lock", "*.winml-old.*"]
     found = []
     for p in pats:
         found += glob.glob(os.path.join(glob.escape(str(folder)), p))

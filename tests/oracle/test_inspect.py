@@ -304,7 +304,7 @@ def test_inspect_output_file(winml, tmp_path):
     assert r2.returncode == 0, U.describe(r2)
     assert out2.read_text() == r.stdout
     assert r2.stdout and not r2.stdout.lstrip().startswith("{")
-    assert not [f for f in os.listdir(tmp_path) if ".tmp." in f]
+    assert not U.leftovers(tmp_path)
     # the table view mentions what matters
     for s in ("com.microsoft:FusedMatMul", "float16", "batch", "author"):
         assert s in r2.stdout, f"table view lacks {s!r}:\n{r2.stdout}"
