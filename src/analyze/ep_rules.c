@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "onnx/dtype.h"
 
 #define MAX_RULE_FILE (16u << 20)
@@ -327,26 +328,22 @@ wm_status wm_ep_rules_parse(const char *text, const char *name, wm_ep_rules **ou
 
 wm_status wm_ep_rules_load(const char *path, wm_ep_rules **out, wm_error *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return wm_err(err, WM_ERR_IO, "%s: %s", path, strerror(errno));
-    char *buf = malloc(MAX_RULE_FILE + 1);
-    if (!buf) {
-        fclose(f);
-        return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    }
-    size_t n = fread(buf, 1, MAX_RULE_FILE + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    wm_status s;
-    if (bad) s = wm_err(err, WM_ERR_IO, "%s: read failed", path);
-    else if (n > MAX_RULE_FILE) s = wm_err(err, WM_ERR_INPUT, "%s: larger than %u bytes", path, MAX_RULE_FILE);
-    else if (memchr(buf, 0, n)) s = wm_err(err, WM_ERR_INPUT, "%s: contains a NUL byte at %zu (not a JSON text)", path,
-                                          (size_t)((const char *)memchr(buf, 0, n) - buf));
+    wm_map m;
+    wm_status s = wm_map_file(path, 0, &m, err); /* a regular file only: never blocks on a FIFO */
+    if (s) return s;
+    const char *nul = m.size ? memchr(m.data, 0, m.size) : NULL;
+    char *buf = NULL;
+    if (m.size > MAX_RULE_FILE) s = wm_err(err, WM_ERR_INPUT, "%s: larger than %u bytes", path, MAX_RULE_FILE);
+    else if (nul) s = wm_err(err, WM_ERR_INPUT, "%s: contains a NUL byte at %zu (not a JSON text)", path,
+                             (size_t)(nul - (const char *)m.data));
+    else if (!(buf = malloc(m.size + 1))) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
     else {
-        buf[n] = 0;
+        if (m.size) memcpy(buf, m.data, m.size);
+        buf[m.size] = 0;
         s = wm_ep_rules_parse(buf, path, out, err);
     }
     free(buf);
+    wm_unmap(&m);
     return s;
 }
 

@@ -4,8 +4,9 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <getopt.h>
 #include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,23 +42,57 @@ int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv) {
     int r = wm_cli_common_opt(c, opt, arg);
     if (r < 0) return WM_EXIT_ERROR;
     if (r) return 0;
-    if (opt == ':') return wm_cli_usage_error(c, "option %s needs a value", argv[optind - 1]);
-    return wm_cli_usage_error(c, "unknown option '%s'", argv[optind - 1]);
+    /* a short option is named by optopt (argv[optind - 1] may be its group "-vx" or the word before it) */
+    char shortname[3] = {'-', (char)optopt, 0};
+    const char *name = optopt > 32 && optopt < 127 ? shortname : argv[optind - 1];
+    if (opt == ':') return wm_cli_usage_error(c, "option %s needs a value", name);
+    return wm_cli_usage_error(c, "unknown option '%s'", name);
+}
+
+const char *wm_cli_long_name(const struct option *longs, int opt) {
+    for (const struct option *o = longs; o && o->name; o++)
+        if (!o->flag && o->val == opt) return o->name;
+    return "?";
+}
+
+int wm_cli_int_arg(const wm_cli *c, const char *flag, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi)
+        return wm_cli_usage_error(c, "%s: '%s' is not an integer in [%ld, %ld]", flag, v, lo, hi);
+    *out = x;
+    return 0;
+}
+
+int wm_cli_num_arg(const wm_cli *c, const char *flag, const char *v, double lo, int lo_open, double hi, double *out) {
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+        return wm_cli_usage_error(c, "%s: '%s' is not a number in %c%g, %g]", flag, v, lo_open ? '(' : '[', lo, hi);
+    *out = x;
+    return 0;
 }
 
 int wm_cli_fail(const wm_cli *c, const wm_error *e) {
-    fprintf(stderr, "%s: error: %s\n", c->prog, e->msg[0] ? e->msg : wm_status_name(e->status));
+    /* one line whatever the message quotes (a file name or a key holding a newline): controls become '?' */
+    char line[sizeof e->msg];
+    snprintf(line, sizeof line, "%s", e->msg[0] ? e->msg : wm_status_name(e->status));
+    for (char *p = line; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    fprintf(stderr, "%s: error: %s\n", c->prog, line);
     return e->status == WM_ERR_CHECK ? WM_EXIT_CHECK : WM_EXIT_ERROR;
 }
 
 int wm_cli_usage_error(const wm_cli *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: error: ", c->prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see %s --help)\n", c->prog);
+    wm_error e = {.status = WM_ERR_USAGE};
+    vsnprintf(e.msg, sizeof e.msg - 64, fmt, ap); /* room for the hint */
     va_end(ap);
-    return WM_EXIT_ERROR;
+    size_t n = strlen(e.msg);
+    snprintf(e.msg + n, sizeof e.msg - n, " (see %s --help)", c->prog);
+    return wm_cli_fail(c, &e);
 }
 
 void wm_cli_info(const wm_cli *c, const char *fmt, ...) {

@@ -50,6 +50,18 @@ int wm_cli_common_opt(wm_cli *c, int opt, const char *arg);
  */
 int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv);
 
+struct option;
+/* The long name of the option whose value is opt in longs ("threads"); "?" when none. */
+const char *wm_cli_long_name(const struct option *longs, int opt);
+
+/*
+ * Flag values: an integer in [lo, hi] / a finite number in [lo, hi] (lo
+ * excluded when lo_open). A bad value prints "FLAG: 'V' is not an integer in
+ * [lo, hi]" and returns WM_EXIT_ERROR; 0 with *out set otherwise.
+ */
+int wm_cli_int_arg(const wm_cli *c, const char *flag, const char *v, long lo, long hi, long *out);
+int wm_cli_num_arg(const wm_cli *c, const char *flag, const char *v, double lo, int lo_open, double hi, double *out);
+
 /* Prints "winml <cmd>: error: <msg>" to stderr; returns the exit code. */
 int wm_cli_fail(const wm_cli *c, const wm_error *e);
 

@@ -156,7 +156,7 @@ int wm_cmd_eval(int argc, char **argv) {
         case O_MODELID: model_id = optarg; break;
         case O_SAMPLES: case O_SEED: case O_BATCH: case O_SEQ: case O_THREADS: case O_MAXLEN: case O_STRIDE: {
             long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < (opt == O_SEED ? 0 : 1)) return wm_cli_usage_error(&c, "'%s' is not a valid count", optarg);
+            if (!*optarg || *end || v < (opt == O_SEED ? 0 : 1)) return wm_cli_usage_error(&c, "--%s: '%s' is not a valid count", wm_cli_long_name(longs, opt), optarg);
             if (opt == O_MAXLEN) to.max_length = v;
             else if (opt == O_STRIDE) to.stride = v;
             else *(opt == O_SAMPLES ? &samples : opt == O_SEED ? &seed : opt == O_BATCH ? &batch : opt == O_SEQ ? &seq : &threads) = v;

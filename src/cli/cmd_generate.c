@@ -3,13 +3,11 @@
  * causal LM artifact (a build folder or a decoder .onnx).
  */
 #include <getopt.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <libgen.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/file.h"
@@ -32,43 +30,38 @@ static void help(void) {
            "string (not printed). -f json prints the text, ids and speed as one object instead.\n");
 }
 
-/* the folder holding the model (a build folder, or the folder of a .onnx file) */
-static void model_folder(const char *m, char *out, size_t n) {
-    struct stat st;
-    if (stat(m, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(out, n, "%s", m);
-    else {
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s", m);
-        snprintf(out, n, "%s", dirname(tmp));
-    }
-}
-
-/* End ids from generation_config.json, else config.json, of folder; 0 found. */
-static size_t eos_from_configs(const char *folder, int32_t *ids, size_t cap) {
+/*
+ * End ids from generation_config.json, else config.json, of folder: *n set (0 when neither names one).
+ * A file that is there but cannot be read or parsed is an error naming it, never skipped.
+ */
+static wm_status eos_from_configs(const char *folder, int32_t *ids, size_t cap, size_t *n, wm_error *err) {
     const char *files[] = {"generation_config.json", "config.json"};
+    *n = 0;
     for (int f = 0; f < 2; f++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", folder, files[f]);
-        if (access(p, R_OK)) continue;
-        wm_error e = {0};
-        size_t n = 0;
+        int present;
+        wm_status st = wm_input_present(p, &present, err);
+        if (st) return st;
+        if (!present) continue;
         if (f == 0) {
             wm_hf_gen_config g = {0};
             wm_map mp = {0};
-            if (wm_map_file(p, 0, &mp, &e)) continue;
-            if (!wm_hf_gen_config_parse((const char *)mp.data, mp.size, p, &g, &e))
-                for (size_t i = 0; i < g.eos.n && n < cap; i++) ids[n++] = (int32_t)g.eos.v[i];
+            if ((st = wm_map_file(p, 0, &mp, err))) return st;
+            st = wm_hf_gen_config_parse(mp.data ? (const char *)mp.data : "", mp.size, p, &g, err);
             wm_unmap(&mp);
+            if (st) return st;
+            for (size_t i = 0; i < g.eos.n && *n < cap; i++) ids[(*n)++] = (int32_t)g.eos.v[i];
             wm_hf_gen_config_free(&g);
         } else {
             wm_hf_config c = {0};
-            if (!wm_hf_config_load(p, &c, &e))
-                for (size_t i = 0; i < c.eos.n && n < cap; i++) ids[n++] = (int32_t)c.eos.v[i];
+            if ((st = wm_hf_config_load(p, &c, err))) return st;
+            for (size_t i = 0; i < c.eos.n && *n < cap; i++) ids[(*n)++] = (int32_t)c.eos.v[i];
             wm_hf_config_free(&c);
         }
-        if (n) return n;
+        if (*n) return WM_OK;
     }
-    return 0;
+    return WM_OK;
 }
 
 typedef struct stream_ctx {
@@ -189,16 +182,24 @@ int wm_cmd_generate(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
-        char *end = NULL;
         double d = 0;
         long l = 0;
-        if (opt >= O_MAXNEW && opt <= O_THREADS && opt != O_EOS) {
-            d = strtod(optarg, &end);
-            l = (long)d;
-            if (!*optarg || *end || d < 0) {
-                rc = wm_cli_usage_error(&c, "%s: '%s' is not a non-negative number", argv[optind - 1], optarg);
-                goto out;
-            }
+        char flag[40];
+        snprintf(flag, sizeof flag, "--%s", wm_cli_long_name(longs, opt));
+        int bad = 0;
+        switch (opt) { /* numeric values: integers or finite numbers in the range each one means */
+        case O_MAXNEW: case O_TOPK: bad = wm_cli_int_arg(&c, flag, optarg, 0, INT32_MAX, &l); break;
+        case O_MAXLEN: bad = wm_cli_int_arg(&c, flag, optarg, 1, INT32_MAX, &l); break;
+        case O_SEED: bad = wm_cli_int_arg(&c, flag, optarg, 0, LONG_MAX, &l); break;
+        case O_THREADS: bad = wm_cli_int_arg(&c, flag, optarg, 0, 256, &l); break;
+        case O_TEMP: bad = wm_cli_num_arg(&c, flag, optarg, 0, 0, 1e6, &d); break;
+        case O_TOPP: case O_MINP: bad = wm_cli_num_arg(&c, flag, optarg, 0, 0, 1, &d); break;
+        case O_REP: bad = wm_cli_num_arg(&c, flag, optarg, 0, 1, 1e6, &d); break;
+        default: break;
+        }
+        if (bad) {
+            rc = bad;
+            goto out;
         }
         switch (opt) {
         case 'h': help(); rc = WM_EXIT_OK; goto out;
@@ -253,8 +254,12 @@ int wm_cmd_generate(int argc, char **argv) {
         goto out;
     }
     wm_error err = {0};
-    char folder[4096];
-    model_folder(c.model, folder, sizeof folder);
+    char file[4096], folder[4096];
+    if (wm_model_path(c.model, "a build folder with model.onnx, or an .onnx file in one", file, sizeof file, folder,
+                      sizeof folder, &err)) {
+        rc = wm_cli_fail(&c, &err);
+        goto out;
+    }
     if (prompt) {
         if (wm_tokenizer_load_dir(folder, &tok, &err)) {
             rc = wm_cli_fail(&c, &err);
@@ -303,7 +308,11 @@ int wm_cmd_generate(int argc, char **argv) {
     }
     if (!eos) { /* the model's own end ids */
         int32_t found[16];
-        size_t nf = eos_from_configs(folder, found, 16);
+        size_t nf = 0;
+        if (eos_from_configs(folder, found, 16, &nf, &err)) {
+            rc = wm_cli_fail(&c, &err);
+            goto out;
+        }
         if (!nf && tok && wm_tokenizer_special_id(tok, WM_TOK_EOS) >= 0) found[nf++] = wm_tokenizer_special_id(tok, WM_TOK_EOS);
         if (nf && (eos = malloc(nf * sizeof *eos))) memcpy(eos, found, nf * sizeof *eos), n_eos = nf;
     }
@@ -320,7 +329,7 @@ int wm_cmd_generate(int argc, char **argv) {
     }
     wm_clm *m = NULL;
     wm_clm_opts co = {.threads = (int)threads, .max_length = max_len ? max_len : (long)(n_ids + go.max_new_tokens)};
-    if (wm_clm_open(c.model, &co, &m, &err)) {
+    if (wm_clm_open(file, &co, &m, &err)) {
         rc = wm_cli_fail(&c, &err);
         goto out;
     }

@@ -197,7 +197,7 @@ int wm_cmd_quantize(int argc, char **argv) {
             list *l = opt == O_OPTYPES ? &optypes : opt == O_EXCLUDE ? &exclude : opt == O_INT8 ? &int8n : &blocklist;
             if (opt == O_BLOCKLIST) have_blocklist = 1;
             if (split(l, optarg)) {
-                wm_cli_usage_error(&c, "too many names in '%s'", optarg);
+                wm_cli_usage_error(&c, "--%s: too many names in '%s'", wm_cli_long_name(longs, opt), optarg);
                 goto out;
             }
             break;

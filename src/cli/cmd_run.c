@@ -14,7 +14,7 @@
 #include "tasks/encoder.h"
 
 static void help(void) {
-    printf("usage: winml run -m BUILD_DIR --text TEXT [--pair TEXT]... [--no-normalize] [--threads N] [-f table|json]\n\n"
+    printf("usage: winml run -m BUILD_DIR|BUILD_DIR/MODEL.onnx --text TEXT [--pair TEXT]... [--no-normalize] [--threads N] [-f table|json]\n\n"
            "Runs an encoder build (text-classification, reranker, feature-extraction) on text. With several\n"
            "--pair passages the text is the query and every (query, passage) pair is scored and ranked.\n"
            "Classification: labels (config.json id2label) with softmax scores; one logit: the raw score.\n"
@@ -56,7 +56,12 @@ int wm_cmd_run(int argc, char **argv) {
             pairs[n_pairs++] = optarg;
             break;
         case O_NONORM: normalize = 0; break;
-        case O_THREADS: threads = atoi(optarg); break;
+        case O_THREADS: {
+            long v;
+            if (wm_cli_int_arg(&c, "--threads", optarg, 0, 256, &v)) return WM_EXIT_ERROR;
+            threads = (int)v;
+            break;
+        }
         default: {
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);
             if (rc) return rc;

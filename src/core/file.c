@@ -15,35 +15,120 @@
 
 #include "core/error.h"
 
-wm_status wm_map_file(const char *path, int nofollow, wm_map *m, wm_error *err) {
-    m->data = NULL;
-    m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (nofollow ? O_NOFOLLOW : 0));
-    if (fd < 0) {
-        if (errno == ELOOP)
-            return wm_err(err, WM_ERR_INPUT, "%s: is a symbolic link, refused", path);
-        return wm_err(err, errno == ENOENT ? WM_ERR_INPUT : WM_ERR_IO, "%s: cannot open: %s", path,
-                      strerror(errno));
+const char *wm_file_kind_name(unsigned mode) {
+    mode_t m = (mode_t)mode;
+    if (S_ISDIR(m)) return "a folder";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISLNK(m)) return "a symbolic link";
+    return "not a regular file";
+}
+
+wm_status wm_err_not_regular(const char *path, unsigned mode, wm_error *err) {
+    const char *k = wm_file_kind_name(mode);
+    if (k[0] != 'a') return wm_err(err, WM_ERR_INPUT, "%s: not a regular file", path);
+    return wm_err(err, WM_ERR_INPUT, "%s: is %s (a regular file is needed)", path, k);
+}
+
+static wm_status open_failed(const char *path, int e, wm_error *err) {
+    if (e == ELOOP) return wm_err(err, WM_ERR_INPUT, "%s: is a symbolic link, refused", path);
+    if (e == ENOTDIR)
+        return wm_err(err, WM_ERR_INPUT, "%s: cannot open: a part of the path before the file name is not a folder",
+                      path);
+    return wm_err(err, e == ENOENT || e == ENAMETOOLONG ? WM_ERR_INPUT : WM_ERR_IO, "%s: cannot open: %s", path,
+                  strerror(e));
+}
+
+wm_status wm_open_input(const char *path, int nofollow, int *fd, uint64_t *size, wm_error *err) {
+    *fd = -1;
+    if (size) *size = 0;
+    int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (nofollow ? O_NOFOLLOW : 0));
+    if (f < 0) {
+        /* a folder opens read-only on Linux; EISDIR and friends come from other kinds */
+        int e = errno;
+        struct stat st;
+        if (e != ENOENT && e != ELOOP && e != ENOTDIR && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            return wm_err_not_regular(path, st.st_mode, err);
+        return open_failed(path, e, err);
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(f, &st) != 0) {
         int e = errno;
-        close(fd);
+        close(f);
         return wm_err(err, WM_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return wm_err(err, WM_ERR_INPUT, "%s: not a regular file", path);
+        close(f);
+        return wm_err_not_regular(path, st.st_mode, err);
     }
-    if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int fl = fcntl(f, F_GETFL);
+    if (fl >= 0) (void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+    *fd = f;
+    if (size) *size = (uint64_t)st.st_size;
+    return WM_OK;
+}
+
+wm_status wm_input_present(const char *path, int *present, wm_error *err) {
+    struct stat st;
+    *present = 0;
+    if (stat(path, &st) != 0) return errno == ENOENT || errno == ENOTDIR ? WM_OK : open_failed(path, errno, err);
+    if (!S_ISREG(st.st_mode)) return wm_err_not_regular(path, st.st_mode, err);
+    *present = 1;
+    return WM_OK;
+}
+
+wm_status wm_model_path(const char *spec, const char *what, char *file, size_t file_n, char *dir, size_t dir_n,
+                        wm_error *err) {
+    struct stat st;
+    if (!spec || !*spec) return wm_err(err, WM_ERR_USAGE, "no model given (-m)");
+    if (!what) what = "a model file or a build folder with model.onnx";
+    if (stat(spec, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return wm_err(err, WM_ERR_INPUT, "%s: no such file or folder (%s is needed)", spec, what);
+        return open_failed(spec, errno, err);
+    }
+    int k;
+    if (S_ISDIR(st.st_mode)) {
+        k = snprintf(file, file_n, "%s/model.onnx", spec);
+        if (k < 0 || (size_t)k >= file_n) return wm_err(err, WM_ERR_INPUT, "%.200s: path too long", spec);
+        int present;
+        wm_status s = wm_input_present(file, &present, err);
+        if (s) return s;
+        if (!present) return wm_err(err, WM_ERR_INPUT, "%s: a folder without model.onnx (%s is needed)", spec, what);
+        k = snprintf(dir, dir_n, "%s", spec);
+    } else {
+        if (!S_ISREG(st.st_mode)) return wm_err_not_regular(spec, st.st_mode, err);
+        k = snprintf(file, file_n, "%s", spec);
+        if (k < 0 || (size_t)k >= file_n) return wm_err(err, WM_ERR_INPUT, "%.200s: path too long", spec);
+        wm_path_dirname(spec, dir, dir_n);
+        k = (int)strlen(dir);
+    }
+    if (k < 0 || (size_t)k >= dir_n) return wm_err(err, WM_ERR_INPUT, "%.200s: path too long", spec);
+    return WM_OK;
+}
+
+wm_status wm_map_file(const char *path, int nofollow, wm_map *m, wm_error *err) {
+    m->data = NULL;
+    m->size = 0;
+    int fd;
+    uint64_t size;
+    wm_status s = wm_open_input(path, nofollow, &fd, &size, err);
+    if (s) return s;
+    if (size > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return wm_err(err, WM_ERR_INPUT, "%s: too large to map", path);
+    }
+    if (size > 0) {
+        void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
             int e = errno;
             close(fd);
             return wm_err(err, WM_ERR_IO, "%s: cannot mmap: %s", path, strerror(e));
         }
         m->data = p;
-        m->size = (size_t)st.st_size;
+        m->size = (size_t)size;
     }
     close(fd);
     return WM_OK;

@@ -15,9 +15,52 @@ typedef struct wm_map {
 } wm_map;
 
 /*
- * Maps a whole regular file read-only. nofollow: refuse a symlink as the
- * final component (O_NOFOLLOW) - the descriptor is fstat'ed either way and
- * must be a regular file. The mapping is owned by *m; release with wm_unmap.
+ * Every named input file (a model, a checkpoint's JSON, a recipe, a data
+ * set, a rules file, a token file) is opened through wm_open_input (or
+ * wm_map_file, which uses it), and an optional one is probed first with
+ * wm_input_present: one place decides what is accepted, and the messages
+ * say what is there - "PATH: is a FIFO (a regular file is needed)" - never
+ * "missing" for something that exists. Opening never blocks (a FIFO with no
+ * writer, a device): O_NONBLOCK, then fstat, then the flag is cleared.
+ */
+
+/* What a non-regular file is, for messages: "a folder", "a FIFO", "a socket", "a character device",
+   "a block device", "a symbolic link"; "not a regular file" for anything else. mode: st_mode. */
+const char *wm_file_kind_name(unsigned mode);
+/* The one message for a non-regular input: "PATH: is a FIFO (a regular file is needed)"; WM_ERR_INPUT. */
+wm_status wm_err_not_regular(const char *path, unsigned mode, wm_error *err);
+
+/*
+ * Opens an existing regular file read-only. nofollow: refuse a symbolic link
+ * as the final component. *fd (blocking mode, close-on-exec) is the
+ * caller's to close; *size (may be NULL) receives its size. Errors:
+ * WM_ERR_INPUT "PATH: cannot open: No such file or directory", "PATH: is a
+ * folder (a regular file is needed)", "PATH: is a symbolic link, refused";
+ * WM_ERR_IO for other refusals of the OS.
+ */
+wm_status wm_open_input(const char *path, int nofollow, int *fd, uint64_t *size, wm_error *err);
+
+/*
+ * Whether an optional input file is there, without opening it (links
+ * followed): WM_OK with *present 1 for a regular file, 0 for nothing there
+ * (no such name, or a path component that is not a folder); an error when
+ * something other than a regular file is there or stat fails.
+ */
+wm_status wm_input_present(const char *path, int *present, wm_error *err);
+
+/*
+ * The model file and its folder for a -m MODEL argument: a folder gives
+ * FOLDER/model.onnx, a file gives itself and the folder it is in. what
+ * says what the command needs, for messages ("a build folder with
+ * model.onnx and tokenizer files"). Errors (WM_ERR_INPUT) name spec: no
+ * such file or folder, a folder without model.onnx, not a regular file.
+ */
+wm_status wm_model_path(const char *spec, const char *what, char *file, size_t file_n, char *dir, size_t dir_n,
+                        wm_error *err);
+
+/*
+ * Maps a whole regular file read-only (opened with wm_open_input: the same
+ * checks and messages). The mapping is owned by *m; release with wm_unmap.
  */
 wm_status wm_map_file(const char *path, int nofollow, wm_map *m, wm_error *err);
 void wm_unmap(wm_map *m);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -177,8 +178,9 @@ wm_status wm_sha256_file(const char *path, char hex[65], wm_error *err) {
 }
 
 wm_status wm_sha256_file_tail(const char *path, uint64_t from, wm_sha256 *sp, char hex[65], wm_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    wm_status os = wm_open_input(path, 0, &fd, NULL, err); /* a regular file only: never blocks on a FIFO */
+    if (os) return os;
     if (lseek(fd, (off_t)from, SEEK_SET) < 0) {
         close(fd);
         return wm_err(err, WM_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));

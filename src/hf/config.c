@@ -19,23 +19,97 @@
 
 /* ------------------------------------------------------------------ JSON */
 
-/* Depth and byte scan before cJSON: strings skipped (escapes honoured), NUL refused. */
+/* Where the scan is: one level per open object or list (the key or index being read). */
+typedef struct scan_level {
+    int is_list;
+    size_t index;           /* lists: the element */
+    const char *key;        /* objects: the current key as written (escapes kept), key_n bytes */
+    size_t key_n;
+} scan_level;
+
+/* The dotted path of the value being scanned ("rope_scaling.factor", "long_factor[3]"), one line. */
+static void scan_path(const scan_level *lv, int depth, char *out, size_t n) {
+    size_t o = 0;
+    out[0] = 0;
+    for (int d = 0; d < depth && o + 1 < n; d++) {
+        int k;
+        if (lv[d].is_list) k = snprintf(out + o, n - o, "[%zu]", lv[d].index);
+        else {
+            if (o && o + 1 < n) out[o++] = '.';
+            out[o] = 0;
+            size_t kn = lv[d].key_n < 64 ? lv[d].key_n : 64;
+            k = 0;
+            for (size_t i = 0; i < kn && o + (size_t)k + 1 < n; i++, k++) {
+                unsigned char ch = (unsigned char)lv[d].key[i];
+                out[o + (size_t)k] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+            }
+            out[o + (size_t)k] = 0;
+        }
+        if (k < 0) break;
+        o += (size_t)k;
+        if (o >= n) o = n - 1;
+    }
+}
+
+/*
+ * The scan before cJSON (which recurses and turns 1e999 into inf): the
+ * nesting depth, NUL bytes, and every number literal, which must be finite
+ * as a double - "FILE: field 'rope_theta': 1e999 is not a finite number".
+ * Strings are skipped (escapes honoured).
+ */
 static wm_status scan_json(const char *t, size_t n, const char *label, wm_error *err) {
-    int depth = 0, in_str = 0;
+    scan_level lv[WM_HF_JSON_MAX_DEPTH + 1];
+    int depth = 0, in_str = 0, want_key = 0;
+    size_t str_start = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)t[i];
         if (!c) return wm_err(err, WM_ERR_INPUT, "%s: NUL byte at offset %zu", label, i);
         if (in_str) {
             if (c == '\\') i++;
-            else if (c == '"') in_str = 0;
+            else if (c == '"') {
+                in_str = 0;
+                if (want_key && depth > 0 && !lv[depth - 1].is_list) {
+                    lv[depth - 1].key = t + str_start;
+                    lv[depth - 1].key_n = i - str_start;
+                    want_key = 0;
+                }
+            }
             continue;
         }
-        if (c == '"') in_str = 1;
-        else if (c == '{' || c == '[') {
+        if (c == '"') {
+            in_str = 1;
+            str_start = i + 1;
+        } else if (c == '{' || c == '[') {
             if (++depth > WM_HF_JSON_MAX_DEPTH)
                 return wm_err(err, WM_ERR_INPUT, "%s: JSON nested deeper than %d levels (offset %zu)", label,
                               WM_HF_JSON_MAX_DEPTH, i);
-        } else if (c == '}' || c == ']') depth--;
+            lv[depth - 1] = (scan_level){.is_list = c == '[', .key = "", .key_n = 0};
+            want_key = c == '{';
+        } else if (c == '}' || c == ']') {
+            if (depth > 0) depth--;
+            want_key = 0;
+        } else if (c == ',') {
+            if (depth > 0 && lv[depth - 1].is_list) lv[depth - 1].index++;
+            want_key = depth > 0 && !lv[depth - 1].is_list;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t j = i;
+            int exp = 0;
+            while (j < n && strchr("+-.0123456789eE", t[j]) && t[j]) exp |= t[j] == 'e' || t[j] == 'E', j++;
+            if (exp || j - i > 300) { /* only an exponent or 300+ digits can overflow a double */
+                char num[400];
+                size_t k = j - i < sizeof num - 1 ? j - i : sizeof num - 1;
+                memcpy(num, t + i, k);
+                num[k] = 0;
+                if (!isfinite(strtod(num, NULL))) {
+                    char path[256];
+                    scan_path(lv, depth, path, sizeof path);
+                    return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %.40s%s is not a finite number (beyond the range "
+                                  "of a double, about 1.8e308)", label, path[0] ? path : "(top level)", num,
+                                  k > 40 ? "..." : "");
+                }
+            }
+            i = j - 1;
+        }
     }
     return WM_OK;
 }
@@ -111,6 +185,8 @@ static wm_status as_int(const cJSON *c, const char *label, const char *where, co
     double d = c->valuedouble;
     if (!cJSON_IsNumber(c) || !isfinite(d) || d != floor(d) || fabs(d) > 9007199254740992.0 || d < (double)lo ||
         d > (double)hi) {
+        if (cJSON_IsNumber(c) && !isfinite(d))
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': %g is not a finite number", label, where, key, d);
         if (cJSON_IsNumber(c))
             return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': expected an integer in [%lld, %lld], got %.17g", label,
                           where, key, (long long)lo, (long long)hi, d);
@@ -121,14 +197,47 @@ static wm_status as_int(const cJSON *c, const char *label, const char *where, co
     return WM_OK;
 }
 
-static wm_status as_num(const cJSON *c, const char *label, const char *where, const char *key, double *v,
-                        wm_error *err) {
+/* What a numeric field may hold (its meaning, not only its JSON type). */
+typedef enum num_range {
+    R_ANY,     /* any finite number */
+    R_POS,     /* > 0: a scale, a base, a factor that divides or multiplies */
+    R_NONNEG,  /* >= 0 */
+    R_UNIT,    /* (0, 1]: a fraction of something */
+    R_PROB,    /* [0, 1]: a probability */
+} num_range;
+
+static const char *const range_text[] = {"a finite number", "> 0", ">= 0", "in (0, 1]", "in [0, 1]"};
+
+static int in_range(double d, num_range r) {
+    switch (r) {
+    case R_POS: return d > 0;
+    case R_NONNEG: return d >= 0;
+    case R_UNIT: return d > 0 && d <= 1;
+    case R_PROB: return d >= 0 && d <= 1;
+    default: return 1;
+    }
+}
+
+/* A finite JSON number within range r; null -> *v untouched (absent). */
+static wm_status as_num_r(const cJSON *c, const char *label, const char *where, const char *key, num_range r,
+                          double *v, wm_error *err) {
     if (!c || cJSON_IsNull(c)) return WM_OK;
-    if (!cJSON_IsNumber(c) || !isfinite(c->valuedouble))
+    if (!cJSON_IsNumber(c))
         return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': expected a number, got %s", label, where, key,
                       kind_name(c));
-    *v = c->valuedouble;
+    double d = c->valuedouble;
+    if (!isfinite(d)) /* the scan refuses such literals first; a tree built elsewhere may still hold one */
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': %g is not a finite number", label, where, key, d);
+    if (!in_range(d, r))
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': %.17g is out of range (it must be %s)", label, where, key,
+                      d, range_text[r]);
+    *v = d;
     return WM_OK;
+}
+
+static wm_status as_num(const cJSON *c, const char *label, const char *where, const char *key, double *v,
+                        wm_error *err) {
+    return as_num_r(c, label, where, key, R_ANY, v, err);
 }
 
 static wm_status as_bool(const cJSON *c, const char *label, const char *where, const char *key, int *v,
@@ -221,7 +330,7 @@ static const char *const act_keys[] = {"hidden_act", "activation_function", "act
 static const char *const dtype_keys[] = {"torch_dtype", "dtype"};
 
 static wm_status parse_float_list(const cJSON *c, const char *label, const char *where, const char *key,
-                                  double **out, size_t *n, wm_error *err) {
+                                  num_range r, double **out, size_t *n, wm_error *err) {
     if (!c || cJSON_IsNull(c)) return WM_OK;
     if (!cJSON_IsArray(c))
         return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': expected a list of numbers, got %s", label, where, key,
@@ -235,9 +344,11 @@ static wm_status parse_float_list(const cJSON *c, const char *label, const char 
     const cJSON *e;
     cJSON_ArrayForEach(e, c) {
         double v = NAN;
-        wm_status s = as_num(e, label, where, key, &v, err);
+        char item[96];
+        snprintf(item, sizeof item, "%s[%zu]", key, *n);
+        wm_status s = as_num_r(e, label, where, item, r, &v, err);
         if (s) return s;
-        if (isnan(v)) return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': null inside the list", label, where, key);
+        if (isnan(v)) return wm_err(err, WM_ERR_INPUT, "%s: field '%s%s': null inside the list", label, where, item);
         (*out)[(*n)++] = v;
     }
     return WM_OK;
@@ -246,20 +357,23 @@ static wm_status parse_float_list(const cJSON *c, const char *label, const char 
 /* Reads the RoPE keys of one object (top level, rope_parameters or rope_scaling) into r. */
 static wm_status parse_rope_obj(const cJSON *o, const char *label, const char *where, int top, wm_hf_rope *r,
                                 int *any, wm_error *err) {
+    /* ranges by meaning: theta is a base raised to powers, the factors scale or divide frequencies and
+       lengths, the betas count rotations (log of them is taken), mscale 0 means "none" */
     static const struct {
         const char *key;
         size_t off;
+        num_range r;
     } nums[] = {
-        {"rope_theta", offsetof(wm_hf_rope, theta)},
-        {"factor", offsetof(wm_hf_rope, factor)},
-        {"low_freq_factor", offsetof(wm_hf_rope, low_freq_factor)},
-        {"high_freq_factor", offsetof(wm_hf_rope, high_freq_factor)},
-        {"beta_fast", offsetof(wm_hf_rope, beta_fast)},
-        {"beta_slow", offsetof(wm_hf_rope, beta_slow)},
-        {"attention_factor", offsetof(wm_hf_rope, attention_factor)},
-        {"mscale", offsetof(wm_hf_rope, mscale)},
-        {"mscale_all_dim", offsetof(wm_hf_rope, mscale_all_dim)},
-        {"partial_rotary_factor", offsetof(wm_hf_rope, partial_rotary_factor)},
+        {"rope_theta", offsetof(wm_hf_rope, theta), R_POS},
+        {"factor", offsetof(wm_hf_rope, factor), R_POS},
+        {"low_freq_factor", offsetof(wm_hf_rope, low_freq_factor), R_POS},
+        {"high_freq_factor", offsetof(wm_hf_rope, high_freq_factor), R_POS},
+        {"beta_fast", offsetof(wm_hf_rope, beta_fast), R_POS},
+        {"beta_slow", offsetof(wm_hf_rope, beta_slow), R_POS},
+        {"attention_factor", offsetof(wm_hf_rope, attention_factor), R_POS},
+        {"mscale", offsetof(wm_hf_rope, mscale), R_NONNEG},
+        {"mscale_all_dim", offsetof(wm_hf_rope, mscale_all_dim), R_NONNEG},
+        {"partial_rotary_factor", offsetof(wm_hf_rope, partial_rotary_factor), R_UNIT},
     };
     wm_status s;
     cJSON *c;
@@ -269,7 +383,7 @@ static wm_status parse_rope_obj(const cJSON *o, const char *label, const char *w
         if ((s = member(o, nums[i].key, label, where, &c, err))) return s;
         if (!c || cJSON_IsNull(c)) continue;
         *any = 1;
-        if ((s = as_num(c, label, where, nums[i].key, (double *)((char *)r + nums[i].off), err))) return s;
+        if ((s = as_num_r(c, label, where, nums[i].key, nums[i].r, (double *)((char *)r + nums[i].off), err))) return s;
     }
     const char *type = NULL;
     for (int k = 0; k < 2 && !top; k++) {
@@ -293,9 +407,9 @@ static wm_status parse_rope_obj(const cJSON *o, const char *label, const char *w
     if ((s = member(o, "truncate", label, where, &c, err))) return s;
     if ((s = as_bool(c, label, where, "truncate", &r->truncate, err))) return s;
     if ((s = member(o, "short_factor", label, where, &c, err))) return s;
-    if ((s = parse_float_list(c, label, where, "short_factor", &r->short_factor, &r->n_short, err))) return s;
+    if ((s = parse_float_list(c, label, where, "short_factor", R_POS, &r->short_factor, &r->n_short, err))) return s;
     if ((s = member(o, "long_factor", label, where, &c, err))) return s;
-    if ((s = parse_float_list(c, label, where, "long_factor", &r->long_factor, &r->n_long, err))) return s;
+    if ((s = parse_float_list(c, label, where, "long_factor", R_POS, &r->long_factor, &r->n_long, err))) return s;
     return WM_OK;
 }
 
@@ -460,7 +574,9 @@ static wm_status parse_config(wm_hf_config *cfg, wm_error *err) {
         double v = NAN;
         if ((s = as_num(c, f, "", eps_keys[k], &v, err))) return s;
         if (isnan(v)) continue;
-        if (!(v > 0 && v < 1)) return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %g is not in (0, 1)", f, eps_keys[k], v);
+        if (!(v > 0 && v < 1))
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %.17g is out of range (it must be in (0, 1))", f,
+                          eps_keys[k], v);
         if (!isnan(cfg->norm_eps) && cfg->norm_eps != v)
             return wm_err(err, WM_ERR_INPUT, "%s: fields '%s' and '%s' disagree", f, cfg->key_eps, eps_keys[k]);
         cfg->norm_eps = v;
@@ -556,12 +672,13 @@ wm_status wm_hf_gen_config_parse(const char *text, size_t n, const char *label, 
     static const struct {
         const char *key;
         size_t off;
-    } nums[] = {{"temperature", offsetof(wm_hf_gen_config, temperature)},
-                {"top_p", offsetof(wm_hf_gen_config, top_p)},
-                {"repetition_penalty", offsetof(wm_hf_gen_config, repetition_penalty)}};
+        num_range r;
+    } nums[] = {{"temperature", offsetof(wm_hf_gen_config, temperature), R_NONNEG},
+                {"top_p", offsetof(wm_hf_gen_config, top_p), R_PROB},
+                {"repetition_penalty", offsetof(wm_hf_gen_config, repetition_penalty), R_POS}};
     for (size_t i = 0; i < 3 && !s; i++)
         if (!(s = member(g->root, nums[i].key, label, "", &c, err)))
-            s = as_num(c, label, "", nums[i].key, (double *)((char *)g + nums[i].off), err);
+            s = as_num_r(c, label, "", nums[i].key, nums[i].r, (double *)((char *)g + nums[i].off), err);
     static const struct {
         const char *key;
         size_t off;
@@ -652,7 +769,7 @@ wm_status wm_hf_tok_config_parse(const char *text, size_t n, const char *label, 
         }
     }
     if (!s && !(s = member(t->root, "model_max_length", label, "", &c, err)))
-        s = as_num(c, label, "", "model_max_length", &t->model_max_length, err);
+        s = as_num_r(c, label, "", "model_max_length", R_POS, &t->model_max_length, err);
     if (!s && !(s = member(t->root, "tokenizer_class", label, "", &c, err)))
         s = as_str(c, label, "", "tokenizer_class", &t->tokenizer_class, err);
     if (s) wm_hf_tok_config_free(t);
@@ -667,27 +784,34 @@ void wm_hf_tok_config_free(wm_hf_tok_config *t) {
 
 /* ------------------------------------------------------------- checkpoint */
 
-static int is_file(const char *dir, const char *name) {
+/* *present: DIR/NAME is a regular file (1) or absent (0); an error when something else is there */
+static wm_status is_file(const char *dir, const char *name, int *present, wm_error *err) {
     char p[PATH_MAX];
-    struct stat st;
-    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p) return 0;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    *present = 0;
+    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) >= sizeof p)
+        return wm_err(err, WM_ERR_INPUT, "%.200s/%s: path too long", dir, name);
+    return wm_input_present(p, present, err);
 }
 
 int wm_hf_is_checkpoint_dir(const char *path) {
     struct stat st;
-    return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) && is_file(path, "config.json");
+    char p[PATH_MAX];
+    /* config.json of any kind: opening it then says what is wrong with it */
+    return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+           (size_t)snprintf(p, sizeof p, "%s/config.json", path) < sizeof p && lstat(p, &st) == 0;
 }
 
 typedef wm_status (*parse_fn)(const char *, size_t, const char *, void *, wm_error *);
 
 static wm_status load_optional(const char *dir, const char *name, parse_fn fn, void *out, int *has, wm_error *err) {
     *has = 0;
-    if (!is_file(dir, name)) return WM_OK;
+    int present;
+    wm_status s = is_file(dir, name, &present, err);
+    if (s || !present) return s;
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     wm_map m;
-    wm_status s = wm_map_file(p, 0, &m, err);
+    s = wm_map_file(p, 0, &m, err);
     if (s) return s;
     s = fn(m.data ? (const char *)m.data : "", m.size, p, out, err);
     wm_unmap(&m);
@@ -719,11 +843,13 @@ wm_status wm_hf_open_checkpoint(const char *spec, wm_hf_checkpoint *ck, wm_error
     }
     size_t L = strlen(ck->dir);
     while (L > 1 && ck->dir[L - 1] == '/') ck->dir[--L] = 0;
-    if (!is_file(ck->dir, "config.json"))
-        return wm_err(err, WM_ERR_INPUT, "%s/config.json: missing (not a Hugging Face checkpoint folder)", ck->dir);
+    int r;
+    wm_status s = is_file(ck->dir, "config.json", &r, err);
+    if (s) return s;
+    if (!r) return wm_err(err, WM_ERR_INPUT, "%s/config.json: missing (not a Hugging Face checkpoint folder)", ck->dir);
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/config.json", ck->dir);
-    wm_status s = wm_hf_config_load(p, &ck->config, err);
+    s = wm_hf_config_load(p, &ck->config, err);
     if (s) return s;
     if ((s = load_optional(ck->dir, "generation_config.json", gen_parse, &ck->gen, &ck->has_gen, err)) ||
         (s = load_optional(ck->dir, "tokenizer_config.json", tok_parse, &ck->tok, &ck->has_tok, err))) {
@@ -731,12 +857,19 @@ wm_status wm_hf_open_checkpoint(const char *spec, wm_hf_checkpoint *ck, wm_error
         return s;
     }
     static const char *const weights[] = {"model.safetensors.index.json", "model.safetensors"};
-    for (size_t i = 0; i < 2 && !ck->weights[0]; i++)
-        if (is_file(ck->dir, weights[i])) snprintf(ck->weights, sizeof ck->weights, "%s/%s", ck->dir, weights[i]);
+    for (size_t i = 0; i < 2 && !ck->weights[0]; i++) {
+        if ((s = is_file(ck->dir, weights[i], &r, err))) {
+            wm_hf_checkpoint_free(ck);
+            return s;
+        }
+        if (r) snprintf(ck->weights, sizeof ck->weights, "%s/%s", ck->dir, weights[i]);
+    }
     static const char *const pickles[] = {"pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth",
                                           "model.ckpt", "tf_model.h5", "flax_model.msgpack"};
-    for (size_t i = 0; i < sizeof pickles / sizeof pickles[0] && !ck->pickle[0]; i++)
-        if (is_file(ck->dir, pickles[i])) snprintf(ck->pickle, sizeof ck->pickle, "%s", pickles[i]);
+    for (size_t i = 0; i < sizeof pickles / sizeof pickles[0] && !ck->pickle[0]; i++) {
+        wm_error ignored = {0}; /* only named in a message when there are no safetensors */
+        if (!is_file(ck->dir, pickles[i], &r, &ignored) && r) snprintf(ck->pickle, sizeof ck->pickle, "%s", pickles[i]);
+    }
     return WM_OK;
 }
 

@@ -70,10 +70,17 @@ static wm_status token_from_file(wm_hfi_ctx *c, wm_error *err) {
         if (!h) return WM_OK;
         snprintf(p, sizeof p, "%s/.cache/huggingface/token", h);
     }
-    FILE *f = fopen(p, "r");
-    if (!f) return WM_OK;
-    size_t n = fread(c->token, 1, sizeof c->token - 1, f);
-    fclose(f);
+    int present, fd;
+    wm_status s = wm_input_present(p, &present, err); /* absent: no token; a FIFO or a folder: said so */
+    if (s || !present || (s = wm_open_input(p, 0, &fd, NULL, err))) return s;
+    size_t n = 0;
+    while (n < sizeof c->token - 1) {
+        ssize_t r = read(fd, c->token + n, sizeof c->token - 1 - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
     c->token[n] = 0;
     while (n && (c->token[n - 1] == '\n' || c->token[n - 1] == '\r' || c->token[n - 1] == ' ')) c->token[--n] = 0;
     if (!n) return WM_OK;

@@ -168,8 +168,12 @@ int wm_hfi_file_state(const char *root_real, const char *folder, const char *nam
                      root_real);
         return -1;
     }
-    if (stat(real, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        *st = wm_err(err, WM_ERR_INPUT, "%s: not a regular file", p);
+    if (stat(real, &sb) != 0) {
+        *st = wm_err(err, WM_ERR_IO, "%s: %s", p, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        *st = wm_err_not_regular(p, sb.st_mode, err);
         return -1;
     }
     *size = (uint64_t)sb.st_size;
@@ -196,14 +200,14 @@ wm_status wm_hfi_read_ref(const char *model_dir, const char *revision, char *com
         if (errno == ELOOP) return wm_err(err, WM_ERR_INPUT, "%s: is a symbolic link, refused", label);
         return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", label, strerror(errno));
     }
-    struct stat sb;
+    struct stat sb = {0};
     ssize_t n = -1;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
         do n = read(fd, buf, sizeof buf);
         while (n < 0 && errno == EINTR);
     } else {
         close(fd);
-        return wm_err(err, WM_ERR_INPUT, "%s: not a regular file", label);
+        return wm_err_not_regular(label, sb.st_mode, err);
     }
     close(fd);
     if (n < 0) return wm_err(err, WM_ERR_IO, "%s: cannot read: %s", label, strerror(errno));
@@ -295,10 +299,10 @@ wm_status wm_hfi_read_inside(const char *root_real, const char *path, size_t max
                       root_real);
     int fd = open(real, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
+    struct stat sb = {0};
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return wm_err(err, WM_ERR_INPUT, "%s: not a regular file", path);
+        return wm_err_not_regular(path, sb.st_mode, err);
     }
     if ((uint64_t)sb.st_size > max) {
         close(fd);

@@ -16,10 +16,12 @@
 #include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "hf/hub_internal.h"
 
 /* ---- headers ---- */
@@ -158,9 +160,39 @@ typedef struct xfer {
     int fd;
     uint64_t have, expect, start;
     int started, overflow, bad_range, io_errno, printed;
+    int64_t bad_size; /* >= 0: the answer announced a file of this many bytes, not expect (nothing written) */
+    const char *bad_size_from;
     const char *name;
     double last;
 } xfer;
+
+/*
+ * The headers of a GET: at their end (the blank line) a 200 or 206 answer
+ * must announce the size the hub's metadata gave (X-Linked-Size or the HEAD's
+ * Content-Length) - checked before a byte is written; a mismatch aborts the
+ * transfer (returning 0 makes libcurl stop with CURLE_WRITE_ERROR).
+ */
+static size_t on_get_header(char *b, size_t sz, size_t nm, void *ud) {
+    xfer *x = ud;
+    size_t n = sz * nm;
+    wm_hf_http_meta_line(&x->meta, b, n);
+    if (!(n <= 2 && (n == 0 || b[0] == '\r' || b[0] == '\n'))) return n;
+    const wm_hf_http_meta *m = &x->meta;
+    if (m->status == 206) {
+        if (m->range_total >= 0 && (uint64_t)m->range_total != x->expect) {
+            x->bad_size = m->range_total;
+            x->bad_size_from = "Content-Range";
+        } else if (m->content_length >= 0 && m->range_start >= 0 && (uint64_t)m->range_start <= x->expect &&
+                   (uint64_t)m->content_length != x->expect - (uint64_t)m->range_start) {
+            x->bad_size = (int64_t)((uint64_t)m->range_start + (uint64_t)m->content_length);
+            x->bad_size_from = "Content-Range + Content-Length";
+        }
+    } else if (m->status == 200 && m->content_length >= 0 && (uint64_t)m->content_length != x->expect) {
+        x->bad_size = m->content_length;
+        x->bad_size_from = "Content-Length";
+    }
+    return x->bad_size >= 0 ? 0 : n;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -410,11 +442,34 @@ static int transient(CURLcode rc) {
            rc == CURLE_OPERATION_TIMEDOUT || rc == CURLE_COULDNT_CONNECT || rc == CURLE_HTTP2_STREAM;
 }
 
+/*
+ * Refuses a download that cannot fit: the bytes still to come (size less a
+ * partial file being resumed) against the free space of the blobs folder
+ * (statvfs, as an unprivileged writer sees it). Nothing is created.
+ */
+static wm_status check_space(const char *blob, const char *inc, uint64_t size, const char *name, wm_error *err) {
+    char folder[PATH_MAX];
+    struct stat pb;
+    struct statvfs vf;
+    uint64_t have = lstat(inc, &pb) == 0 && S_ISREG(pb.st_mode) && (uint64_t)pb.st_size <= size ? (uint64_t)pb.st_size : 0;
+    wm_path_dirname(blob, folder, sizeof folder);
+    if (statvfs(folder, &vf) != 0) return WM_OK; /* unknown: the writes report a full disk */
+    uint64_t avail = (uint64_t)vf.f_bavail * (uint64_t)vf.f_frsize;
+    if (size - have > avail)
+        return wm_err(err, WM_ERR_IO,
+                      "%s: needs %llu bytes in %s, only %llu are free: nothing was written (free space, or set "
+                      "HF_HUB_CACHE to a folder on another disk)",
+                      name, (unsigned long long)(size - have), folder, (unsigned long long)avail);
+    return WM_OK;
+}
+
 /* Downloads url into blob (through blob.incomplete, resumed), verified; the caller holds the lock. */
 static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, const char *etag, uint64_t size,
                             const char *name, wm_error *err) {
     char inc[PATH_MAX + 16], errbuf[CURL_ERROR_SIZE];
     snprintf(inc, sizeof inc, "%s.incomplete", blob);
+    wm_status sp = check_space(blob, inc, size, name, err);
+    if (sp) return sp;
     int fd = open(inc, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) return wm_err(err, WM_ERR_IO, "cannot create '%s': %s", inc, strerror(errno));
     struct stat sb;
@@ -422,7 +477,8 @@ static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, co
         close(fd);
         return wm_err(err, WM_ERR_INPUT, "%s: not a regular file", inc);
     }
-    xfer x = {.c = c, .fd = fd, .have = (uint64_t)sb.st_size, .expect = size, .name = name, .etag = etag};
+    xfer x = {.c = c, .fd = fd, .have = (uint64_t)sb.st_size, .expect = size, .name = name, .etag = etag,
+              .bad_size = -1};
     wm_status s = WM_OK;
     if (x.have > size) {
         if (ftruncate(fd, 0) != 0) goto io_fail;
@@ -439,6 +495,8 @@ static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, co
         x.started = x.overflow = x.bad_range = x.io_errno = 0;
         wm_hf_http_meta_reset(&x.meta);
         common_opts(c, url, 1, &hdrs, errbuf, &x.meta);
+        curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_get_header);
+        curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, &x);
         curl_easy_setopt(c->curl, CURLOPT_FOLLOWLOCATION, 1L);
         curl_easy_setopt(c->curl, CURLOPT_MAXREDIRS, 10L);
         curl_easy_setopt(c->curl, CURLOPT_FAILONERROR, 1L);
@@ -463,6 +521,13 @@ static wm_status fetch_blob(wm_hfi_ctx *c, const char *url, const char *blob, co
         if (x.io_errno) {
             errno = x.io_errno;
             goto io_fail;
+        }
+        if (x.bad_size >= 0) {
+            s = wm_err(err, WM_ERR_INPUT,
+                       "%s: the download announces %lld bytes (%s), the hub's metadata %llu (X-Linked-Size or "
+                       "Content-Length of the HEAD): refused before writing, partial file removed",
+                       name, (long long)x.bad_size, x.bad_size_from, (unsigned long long)size);
+            goto remove;
         }
         if (x.overflow) {
             s = wm_err(err, WM_ERR_INPUT, "%s: the server sent more than the %llu bytes announced: refused, partial file removed",

@@ -23,6 +23,14 @@ static int exists(const char *dir, const char *name, char *out, size_t n) {
     return stat(out, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+/* exists() for a file the tokenizer needs: 1 / 0, or -1 with *st set when something else is there (a FIFO ...) */
+static int needed(const char *dir, const char *name, char *out, size_t n, wm_status *st, wm_error *err) {
+    int present;
+    snprintf(out, n, "%s/%s", dir, name);
+    if ((*st = wm_input_present(out, &present, err))) return -1;
+    return present;
+}
+
 /* Parses a small JSON file (config); NULL when absent or unreadable. */
 static cJSON *read_json(const char *path) {
     wm_map m;
@@ -346,13 +354,18 @@ wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *e
     *out = NULL;
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return wm_err(err, WM_ERR_IO, "%s: not a folder", dir);
-    if (exists(dir, "tokenizer.json", a, sizeof a)) return wm_tokenizer_load_file(a, out, err);
+    wm_status st;
+    int r = needed(dir, "tokenizer.json", a, sizeof a, &st, err);
+    if (r) return r < 0 ? st : wm_tokenizer_load_file(a, out, err);
+    int gpt2 = needed(dir, "vocab.json", a, sizeof a, &st, err);
+    if (gpt2 > 0) gpt2 = needed(dir, "merges.txt", b, sizeof b, &st, err);
+    int bert = gpt2 ? 0 : needed(dir, "vocab.txt", a, sizeof a, &st, err);
+    if (gpt2 < 0 || bert < 0) return st;
     wm_tokenizer *t = wm_tokenizer_new(dir);
     if (!t) return wm_err(err, WM_ERR_NOMEM, "%s: out of memory", dir);
-    wm_status st;
-    if (exists(dir, "vocab.json", a, sizeof a) && exists(dir, "merges.txt", b, sizeof b))
+    if (gpt2)
         st = load_gpt2_files(t, dir, a, b, err);
-    else if (exists(dir, "vocab.txt", a, sizeof a))
+    else if (bert)
         st = load_bert_files(t, dir, a, err);
     else
         st = wm_err(err, WM_ERR_INPUT, "%s: no tokenizer.json, vocab.json + merges.txt or vocab.txt", dir);

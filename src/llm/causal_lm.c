@@ -1,12 +1,13 @@
 #include "llm/causal_lm.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/arena.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "llm/clm_head.h"
 #include "onnx/onnx_model.h"
 #include "ops/op.h"
@@ -80,16 +81,16 @@ static wm_status open_session(const char *file, const wm_session_opts *so, int n
 
 wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_error *err) {
     *out = NULL;
-    struct stat st;
     wm_clm *m = calloc(1, sizeof *m);
     if (!m) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     wm_arena_init(&m->kv_mem);
-    char *file = m->file;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(file, sizeof m->file, "%s/model.onnx", path);
-    else snprintf(file, sizeof m->file, "%s", path);
+    char *file = m->file, dir[PATH_MAX];
+    wm_status rc = wm_model_path(path, "a model file or a build folder with model.onnx", file, sizeof m->file, dir,
+                                 sizeof dir, err);
+    if (rc) goto fail;
     m->so.threads = o ? o->threads : 0;
     /* WM_LOGITS_ALL=1: every position's logits in every step (for comparisons) */
-    wm_status rc = open_session(file, &m->so, getenv("WM_LOGITS_ALL") == NULL, &m->s, &m->narrowed, err);
+    rc = open_session(file, &m->so, getenv("WM_LOGITS_ALL") == NULL, &m->s, &m->narrowed, err);
     if (rc) goto fail;
     m->max_len = o && o->max_length > 0 ? o->max_length : 2048;
     m->n_in = wm_session_n_inputs(m->s);

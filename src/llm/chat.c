@@ -201,9 +201,11 @@ static int is_dir(const char *p) {
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+/* 1 when p is a regular file, 0 when absent; -1 with *st set when something else is there (a FIFO, a folder) */
+static int exists(const char *p, wm_status *st, wm_error *err) {
+    int present;
+    if ((*st = wm_input_present(p, &present, err))) return -1;
+    return present;
 }
 
 /* a whole text file (UTF-8, no NUL) as a malloc'ed string */
@@ -325,9 +327,11 @@ wm_status wm_chat_template_load(const char *path, const char *name, int has_tool
     const char *src_name = "tokenizer_config.json";
     if (is_dir(path)) {
         snprintf(buf, sizeof buf, "%s/tokenizer_config.json", path);
-        if (exists(buf) && (st = load_config(buf, t, tpl, &ntpl, CAP, &c, err))) goto done;
+        int r = exists(buf, &st, err);
+        if (r < 0 || (r && (st = load_config(buf, t, tpl, &ntpl, CAP, &c, err)))) goto done;
         snprintf(buf, sizeof buf, "%s/chat_template.jinja", path);
-        if (exists(buf)) {
+        if ((r = exists(buf, &st, err)) < 0) goto done;
+        if (r) {
             char *s;
             size_t len;
             if ((st = read_text(buf, 1u << 24, &s, &len, err))) goto done;
@@ -344,7 +348,8 @@ wm_status wm_chat_template_load(const char *path, const char *name, int has_tool
                 goto done;
             }
             snprintf(buf, sizeof buf, "%s/additional_chat_templates/%s.jinja", path, name);
-            if (exists(buf) && ntpl < CAP) {
+            if ((r = exists(buf, &st, err)) < 0) goto done;
+            if (r && ntpl < CAP) {
                 char *s;
                 size_t len;
                 if ((st = read_text(buf, 1u << 24, &s, &len, err))) goto done;

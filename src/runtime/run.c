@@ -124,8 +124,19 @@ static wm_status bind_output(wm_session *s, wm_plan *p, size_t i, const wm_out_b
     return WM_OK;
 }
 
+static wm_status run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
+                           size_t n_outputs, const wm_out_bind *bind, wm_error *err);
+
 wm_status wm_session_run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
                                size_t n_outputs, const wm_out_bind *bind, wm_error *err) {
+    wm_status st = run_bound(s, inputs, n_inputs, outputs, n_outputs, bind, err);
+    /* a failed run names the model file (once: a subgraph's run reports through its parent's) */
+    if (st && !s->parent && s->model && s->model->path) wm_err_prefix(err, "%s", s->model->path);
+    return st;
+}
+
+static wm_status run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
+                           size_t n_outputs, const wm_out_bind *bind, wm_error *err) {
     wm_status st = check_inputs(s, inputs, n_inputs, err);
     if (st) return st;
     if (n_outputs > s->n_outputs)

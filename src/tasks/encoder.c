@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "hf/config.h"
 #include "ops/op.h"
 
@@ -42,14 +43,17 @@ static void read_task(const char *folder, char *task, size_t n) {
     cJSON_Delete(root);
 }
 
-wm_status wm_encoder_open(const char *folder, int threads, wm_encoder **out, wm_error *err) {
+wm_status wm_encoder_open(const char *model, int threads, wm_encoder **out, wm_error *err) {
     *out = NULL;
+    char file[4200], dir[4200];
+    wm_status st = wm_model_path(model, WM_ENCODER_NEEDS, file, sizeof file, dir, sizeof dir, err);
+    if (st) return st;
+    const char *folder = dir;
     wm_encoder *e = calloc(1, sizeof *e);
     if (!e) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     char p[4200];
-    snprintf(p, sizeof p, "%s/model.onnx", folder);
     wm_session_opts so = {.threads = threads};
-    wm_status st = wm_session_new(p, &so, &e->s, err);
+    st = wm_session_new(file, &so, &e->s, err);
     if (!st) st = wm_tokenizer_load_dir(folder, &e->tok, err);
     if (st) goto fail;
     snprintf(p, sizeof p, "%s/config.json", folder);
@@ -60,18 +64,18 @@ wm_status wm_encoder_open(const char *folder, int threads, wm_encoder **out, wm_
     e->i_mask = input_index(e->s, "attention_mask");
     e->i_type = input_index(e->s, "token_type_ids");
     if (e->i_ids < 0 || wm_session_n_outputs(e->s) < 1) {
-        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/model.onnx: an encoder needs an input 'input_ids'", folder);
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: an encoder needs an input 'input_ids'", file);
         goto fail;
     }
     size_t known = 1 + (e->i_mask >= 0) + (e->i_type >= 0);
     if (wm_session_n_inputs(e->s) != known) {
-        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/model.onnx: inputs other than input_ids, attention_mask and "
-                    "token_type_ids (a decoder? use winml generate)", folder);
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: inputs other than input_ids, attention_mask and "
+                    "token_type_ids (a decoder? use winml generate)", file);
         goto fail;
     }
     const wm_io_info *ii = wm_session_input(e->s, (size_t)e->i_ids);
     if (ii->rank != 2 || (ii->dims[0] >= 0 && ii->dims[0] != 1)) {
-        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/model.onnx: input_ids must be [batch, sequence]", folder);
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: input_ids must be [batch, sequence]", file);
         goto fail;
     }
     e->fixed_seq = ii->dims[1] > 0 ? ii->dims[1] : 0;

@@ -15,8 +15,15 @@
 
 typedef struct wm_encoder wm_encoder;
 
-/* Opens folder/model.onnx and folder's tokenizer (a build folder). *out: wm_encoder_free. */
-wm_status wm_encoder_open(const char *folder, int threads, wm_encoder **out, wm_error *err);
+/* What an encoder needs, for messages. */
+#define WM_ENCODER_NEEDS "a build folder with model.onnx and tokenizer files, or an .onnx file in one"
+
+/*
+ * Opens an encoder from a build folder (FOLDER/model.onnx) or an .onnx file
+ * inside one (wm_model_path), with the tokenizer, config.json labels and
+ * winml_build_config.json task of that folder. *out: wm_encoder_free.
+ */
+wm_status wm_encoder_open(const char *model, int threads, wm_encoder **out, wm_error *err);
 void wm_encoder_free(wm_encoder *e);
 
 /* The task recorded in the folder's winml_build_config.json ("" when none). */

@@ -1,5 +1,6 @@
 #include "tasks/task_eval.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,9 +184,11 @@ static wm_status perplexity(const char *dir, const wm_task_opts *o, wm_json *j, 
     wm_encoding enc;
     wm_encoding_init(&enc);
     long L = o->max_length > 0 ? o->max_length : 512, stride = o->stride > 0 ? o->stride : (L / 2 > 0 ? L / 2 : 1);
-    wm_status st = wm_tokenizer_load_dir(dir, &tok, err);
+    char file[PATH_MAX], folder[PATH_MAX];
+    wm_status st = wm_model_path(dir, WM_ENCODER_NEEDS, file, sizeof file, folder, sizeof folder, err);
+    if (!st) st = wm_tokenizer_load_dir(folder, &tok, err);
     wm_clm_opts co = {.threads = o->threads, .max_length = L};
-    if (!st) st = wm_clm_open(dir, &co, &m, err);
+    if (!st) st = wm_clm_open(file, &co, &m, err);
     if (!st) st = wm_map_file(o->dataset, 0, &text, err);
     wm_encode_opts eo = wm_encode_opts_default();
     eo.use_defaults = 0; /* no truncation: the whole text */

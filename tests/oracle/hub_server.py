@@ -16,6 +16,8 @@ Switches (set on the HubServer object between requests):
   corrupt.add(sha256)                       serve the body with one byte flipped (same length)
   ignore_range = True                       answer 200 with the whole body to a Range request
   override[file] = {header: value}          replace headers of the hub's answer for that repo file
+  length_lie[sha256] = delta                the answer's Content-Length is the body's length + delta
+                                            (the body sent is cut to it; a longer claim closes early)
 Every request is appended to `log` as dict(server, method, path, range, auth).
 """
 import hashlib
@@ -79,6 +81,7 @@ class HubServer:
         self.corrupt = set()
         self.ignore_range = False
         self.override = {}
+        self.length_lie = {}
         self._lock = threading.Lock()
         self._hub = _Threading(("127.0.0.1", 0), self._handler("hub"))
         self._cdn = _Threading(("127.0.0.1", 0), self._handler("cdn"))
@@ -222,6 +225,11 @@ class HubServer:
                     b[len(b) // 2] ^= 0x5A
                     body = bytes(b)
                 headers["Content-Length"] = str(len(body))
+                lie = server.length_lie.get(key)
+                if lie is not None:
+                    headers["Content-Length"] = str(max(0, len(body) + lie))
+                    body = body[:max(0, len(body) + lie)]
+                    self.close_connection = True
                 headers.update(server.override.get(getattr(self, "_fname", None), {}) if which == "hub" else {})
                 cut = None
                 with server._lock:

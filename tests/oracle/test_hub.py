@@ -463,11 +463,44 @@ def test_adversarial_cache_and_hub(winml_asan, hub, tmp_path):
         U.assert_clean_error(r, "winml download", needle)
     hub.override = {"model.safetensors": {"X-Linked-Size": "10"}}
     r = download(winml_asan, hub, tmp_path / "h", "-m", "org/h", ok=False)
-    U.assert_clean_error(r, "winml download", "more than the 10 bytes announced")
+    U.assert_clean_error(r, "winml download", "the hub's metadata 10", "refused before writing")
     assert not list((tmp_path / "h").rglob("*.incomplete"))
     hub.override = {}
     for dp, dns, fns in os.walk(tmp_path):
         assert "evil.safetensors" not in fns
+
+
+def test_download_size_disagrees_or_does_not_fit(winml_asan, hub, tmp_path):
+    """The size the hub's metadata announces (X-Linked-Size of the LFS pointer) is checked against the download's
+    own Content-Length before a byte is written, and against the free disk space before anything is created:
+    a clear message naming the file and both sizes, exit 2, no partial blob left."""
+    files = tiny_repo()
+    hub.add_commit("org/s", files)
+    digest, size = sha256(files["model.safetensors"]), len(files["model.safetensors"])
+    cache = tmp_path / "c"
+
+    def no_partial():
+        assert not list(cache.rglob("*.incomplete")) and not list(cache.rglob(f"blobs/{digest}"))
+
+    # the CDN announces fewer (it used to keep a partial file and ask for a resume that could never finish)
+    for lie in (-7, 5):
+        hub.length_lie = {digest: lie}
+        r = download(winml_asan, hub, cache, "-m", "org/s", ok=False)
+        U.assert_clean_error(r, "winml download", "model.safetensors", f"announces {size + lie} bytes",
+                             f"the hub's metadata {size}", "refused before writing")
+        no_partial()
+    hub.length_lie = {}
+    # the metadata announces more than the disk has free: refused before the CDN is asked
+    hub.override = {"model.safetensors": {"X-Linked-Size": str(10 ** 15)}}
+    hub.log.clear()
+    r = download(winml_asan, hub, cache, "-m", "org/s", ok=False)
+    U.assert_clean_error(r, "winml download", "model.safetensors: needs 1000000000000000 bytes in", "are free",
+                         "nothing was written")
+    assert not hub.requests(server="cdn"), "no download may start"
+    no_partial()
+    hub.override = {}
+    # and the honest hub still works in the same cache
+    download(winml_asan, hub, cache, "-m", "org/s")
 
 
 def test_adversarial_local_folders(winml_asan, tmp_path):

@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hf/config.h"
+#include "unit_tmpdir.h"
 
 static wm_status parse(const char *text, wm_hf_config *c, wm_error *e) {
     memset(e, 0, sizeof *e);
@@ -150,6 +153,79 @@ static void test_hostile(void **state) {
     free(big);
 }
 
+/* Numbers beyond the double range (cJSON would make them inf) and values out of their meaning's range. */
+static void test_numbers_finite_and_in_range(void **state) {
+    (void)state;
+    /* the scan names the field (dotted path, list index) and the literal as written */
+    expect_error("{\"rope_theta\": 1e999}", WM_ERR_INPUT, "config.json: field 'rope_theta': 1e999 is not a finite number");
+    expect_error("{\"rope_scaling\": {\"type\": \"linear\", \"factor\": -1E+400}}", WM_ERR_INPUT,
+                 "field 'rope_scaling.factor': -1E+400 is not a finite number");
+    expect_error("{\"rope_scaling\": {\"long_factor\": [1, 2, 1e999]}}", WM_ERR_INPUT,
+                 "field 'rope_scaling.long_factor[2]': 1e999");
+    expect_error("{\"hidden_size\": 1e999}", WM_ERR_INPUT, "field 'hidden_size': 1e999 is not a finite number");
+    expect_error("{\"unmodelled\": {\"x\": [0, {\"y\": 2e308}]}}", WM_ERR_INPUT, "field 'unmodelled.x[1].y': 2e308");
+    /* 400 digits with no exponent overflow too; a tiny exponent underflows to 0, which is finite */
+    char big[512] = "{\"max_position_embeddings\": ";
+    for (int i = 0; i < 400; i++) strcat(big, "9");
+    strcat(big, "}");
+    expect_error(big, WM_ERR_INPUT, "is not a finite number");
+    /* positive-only fields: refused at <= 0 naming the field and the value */
+    expect_error("{\"rope_theta\": 0}", WM_ERR_INPUT, "field 'rope_theta': 0 is out of range (it must be > 0)");
+    expect_error("{\"rope_theta\": -10000}", WM_ERR_INPUT, "field 'rope_theta': -10000 is out of range");
+    expect_error("{\"rope_scaling\": {\"type\": \"linear\", \"factor\": 0}}", WM_ERR_INPUT,
+                 "field 'rope_scaling.factor': 0 is out of range (it must be > 0)");
+    expect_error("{\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": -4}}", WM_ERR_INPUT,
+                 "field 'rope_parameters.factor': -4 is out of range");
+    expect_error("{\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 0}}",
+                 WM_ERR_INPUT, "field 'rope_scaling.low_freq_factor': 0");
+    expect_error("{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"beta_fast\": -32}}", WM_ERR_INPUT,
+                 "field 'rope_scaling.beta_fast': -32");
+    expect_error("{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"attention_factor\": 0}}",
+                 WM_ERR_INPUT, "field 'rope_scaling.attention_factor': 0");
+    expect_error("{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, \"mscale\": -1}}", WM_ERR_INPUT,
+                 "field 'rope_scaling.mscale': -1 is out of range (it must be >= 0)");
+    expect_error("{\"partial_rotary_factor\": 0}", WM_ERR_INPUT, "field 'partial_rotary_factor': 0 is out of range");
+    expect_error("{\"partial_rotary_factor\": 1.25}", WM_ERR_INPUT, "(0, 1]");
+    expect_error("{\"rope_scaling\": {\"rope_type\": \"longrope\", \"short_factor\": [1, -0.5]}}", WM_ERR_INPUT,
+                 "field 'rope_scaling.short_factor[1]': -0.5 is out of range");
+    expect_error("{\"rms_norm_eps\": 0}", WM_ERR_INPUT, "field 'rms_norm_eps': 0 is out of range");
+    expect_error("{\"num_attention_heads\": -1}", WM_ERR_INPUT, "'num_attention_heads'");
+    /* the edges that are meaningful stay accepted */
+    wm_hf_config c;
+    wm_error e;
+    assert_int_equal(parse("{\"rope_theta\": 1e-300, \"partial_rotary_factor\": 1, \"rope_scaling\": {\"rope_type\": "
+                           "\"yarn\", \"factor\": 0.5, \"mscale\": 0, \"mscale_all_dim\": 0}, \"x\": 1e-999}", &c, &e),
+                     WM_OK);
+    assert_true(c.rope.factor == 0.5 && c.rope.mscale == 0 && c.rope.partial_rotary_factor == 1);
+    wm_hf_config_free(&c);
+    /* generation_config.json and tokenizer_config.json: the same scan and ranges */
+    static const struct {
+        const char *text, *needle;
+    } gen[] = {
+        {"{\"temperature\": 1e999}", "generation_config.json: field 'temperature': 1e999 is not a finite number"},
+        {"{\"temperature\": -0.5}", "field 'temperature': -0.5 is out of range (it must be >= 0)"},
+        {"{\"top_p\": 1.5}", "field 'top_p': 1.5 is out of range (it must be in [0, 1])"},
+        {"{\"repetition_penalty\": 0}", "field 'repetition_penalty': 0 is out of range (it must be > 0)"},
+        {"{\"top_k\": -1}", "field 'top_k'"},
+    };
+    for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++) {
+        wm_hf_gen_config g;
+        memset(&e, 0, sizeof e);
+        assert_int_equal(wm_hf_gen_config_parse(gen[i].text, strlen(gen[i].text), NULL, &g, &e), WM_ERR_INPUT);
+        if (!strstr(e.msg, gen[i].needle)) {
+            print_error("'%s': message '%s' lacks '%s'\n", gen[i].text, e.msg, gen[i].needle);
+            fail();
+        }
+    }
+    wm_hf_tok_config t;
+    const char *tt[] = {"{\"model_max_length\": 0}", "{\"model_max_length\": 1e999}"};
+    for (int i = 0; i < 2; i++) {
+        memset(&e, 0, sizeof e);
+        assert_int_equal(wm_hf_tok_config_parse(tt[i], strlen(tt[i]), NULL, &t, &e), WM_ERR_INPUT);
+        assert_non_null(strstr(e.msg, "tokenizer_config.json: field 'model_max_length'"));
+    }
+}
+
 static void test_generation_and_tokenizer(void **state) {
     (void)state;
     wm_error e = {0};
@@ -185,11 +261,50 @@ static void test_generation_and_tokenizer(void **state) {
     assert_non_null(strstr(e.msg, "chat_template"));
 }
 
+/* A FIFO or a folder where a checkpoint file belongs: named for what it is, without blocking, never "missing". */
+static void test_checkpoint_files_of_other_kinds(void **state) {
+    (void)state;
+    char dir[64], p[256];
+    assert_int_equal(wm_test_tmpdir_make(dir, sizeof dir, "cfgkind"), 0);
+    static const char *const names[] = {"config.json", "generation_config.json", "tokenizer_config.json",
+                                        "model.safetensors"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (int kind = 0; kind < 2; kind++) {
+            snprintf(p, sizeof p, "%s/config.json", dir);
+            FILE *f = fopen(p, "w");
+            assert_non_null(f);
+            fputs("{\"model_type\": \"llama\"}", f);
+            fclose(f);
+            snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+            unlink(p);
+            assert_int_equal(kind ? mkdir(p, 0755) : mkfifo(p, 0644), 0);
+            wm_hf_checkpoint ck;
+            wm_error e = {0};
+            assert_int_equal(wm_hf_open_checkpoint(dir, &ck, &e), WM_ERR_INPUT);
+            char want[300];
+            snprintf(want, sizeof want, "%s: is %s (a regular file is needed)", p, kind ? "a folder" : "a FIFO");
+            if (strcmp(e.msg, want)) {
+                print_error("message '%s', want '%s'\n", e.msg, want);
+                fail();
+            }
+            if (kind) rmdir(p);
+            else unlink(p);
+        }
+    wm_hf_checkpoint ck;
+    wm_error e = {0};
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    unlink(p);
+    assert_int_equal(wm_hf_open_checkpoint(dir, &ck, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "config.json: missing"));
+    assert_int_equal(wm_test_tmpdir_remove(dir), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_aliases_and_types), cmocka_unit_test(test_rope_forms),
         cmocka_unit_test(test_labels_ids_layers), cmocka_unit_test(test_hostile),
-        cmocka_unit_test(test_generation_and_tokenizer),
+        cmocka_unit_test(test_generation_and_tokenizer), cmocka_unit_test(test_numbers_finite_and_in_range),
+        cmocka_unit_test(test_checkpoint_files_of_other_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
