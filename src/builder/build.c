@@ -725,8 +725,8 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     }
     if (!s) s = commit(b);
     wm_tmp_discard(b->stage_dir, &b->stage_slot);
+    wm_unlock_output(&b->lock); /* before the parents: the lock file lies in the last of them */
     if (s) remove_parents(b);
-    wm_unlock_output(&b->lock);
     wm_recipe_free(&b->recipe);
     wm_arch_free(&b->arch);
     wm_st_close(b->st);

@@ -174,8 +174,8 @@ static wm_status write_model(wm_onnx_model *m, const char *path, const char *dat
     if ((s = wm_tmp_create(path, tmp, sizeof tmp, &fd, &slot, err))) return s;
     wm_pb_sink sink = {fd_write, &fd};
     if (wm_pb_encode(&sink, &wm_onnx_model_desc, m->proto) || wm_durable_sync(fd) != 0)
-        s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && !s) s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && !s) s = wm_err(err, WM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
     if (!s) s = wm_tmp_commit(tmp, &slot, path, err);
     if (s) wm_tmp_discard(tmp, &slot);
     return s;

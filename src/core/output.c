@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -116,8 +117,13 @@ static void remove_tracked(void) {
 static void on_fatal_signal(int sig) {
     int e = errno;
     remove_tracked();
-    /* SA_RESETHAND restored the default action; the signal stays blocked until this handler returns,
-       then ends the process as it would have without us */
+    /* SA_RESETHAND restored the default action: unblocked and raised again, the signal ends the process now,
+       as it would have without us (other threads get no time to start new temporaries; what one might still
+       make in that instant is a dead process's, which the next run sweeps) */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     raise(sig);
     errno = e;
 }
@@ -138,6 +144,8 @@ void wm_cleanup_install(void) {
 
 /* ------------------------------------------------------------ temporaries */
 
+/* The temporary is registered before it is created, so a signal in between finds its name (and removes
+ * nothing, or the new file): no moment exists where it is on disk and unknown to the handler. */
 wm_status wm_tmp_create(const char *final, char *tmp, size_t n, int *fd, int *slot, wm_error *err) {
     *fd = -1;
     *slot = -1;
@@ -146,6 +154,7 @@ wm_status wm_tmp_create(const char *final, char *tmp, size_t n, int *fd, int *sl
         tmp[0] = 0;
         return s;
     }
+    *slot = wm_tmp_track(tmp, 0);
     for (int attempt = 0; attempt < 2; attempt++) {
         *fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (*fd >= 0) break;
@@ -156,10 +165,11 @@ wm_status wm_tmp_create(const char *final, char *tmp, size_t n, int *fd, int *sl
     }
     if (*fd < 0) {
         int e = errno;
+        wm_tmp_untrack(*slot);
+        *slot = -1;
         tmp[0] = 0;
         return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", final, strerror(e));
     }
-    *slot = wm_tmp_track(tmp, 0);
     return WM_OK;
 }
 
@@ -170,6 +180,7 @@ wm_status wm_tmp_mkdir(const char *final, char *tmp, size_t n, int *slot, wm_err
         tmp[0] = 0;
         return s;
     }
+    *slot = wm_tmp_track(tmp, 1);
     int rc = mkdir(tmp, 0755);
     if (rc != 0 && errno == EEXIST) { /* a dead process with this pid left it */
         wm_rm_tree(tmp);
@@ -177,10 +188,11 @@ wm_status wm_tmp_mkdir(const char *final, char *tmp, size_t n, int *slot, wm_err
     }
     if (rc != 0) {
         int e = errno;
+        wm_tmp_untrack(*slot);
+        *slot = -1;
         tmp[0] = 0;
         return wm_err(err, WM_ERR_IO, "%s: cannot create: %s", final, strerror(e));
     }
-    *slot = wm_tmp_track(tmp, 1);
     return WM_OK;
 }
 

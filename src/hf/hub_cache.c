@@ -264,9 +264,12 @@ static void tmp_name(char *out, size_t n, const char *path) {
 wm_status wm_hfi_write_atomic(const char *path, const void *data, size_t n, wm_error *err) {
     char tmp[PATH_MAX + 64];
     tmp_name(tmp, sizeof tmp, path);
+    int slot = wm_tmp_track(tmp, 0); /* before it exists: a signal never misses it */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666); /* less the umask, as Python writes */
-    if (fd < 0) return wm_err(err, WM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
-    int slot = wm_tmp_track(tmp, 0);
+    if (fd < 0) {
+        wm_tmp_untrack(slot);
+        return wm_err(err, WM_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    }
     wm_status s = WM_OK;
     if (wm_write_full(fd, data, n) != 0) s = wm_err(err, WM_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
     if (close(fd) != 0 && !s) s = wm_err(err, WM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));

@@ -32,18 +32,10 @@ static int our_data_name(const char *base, const char *loc) {
     return 1;
 }
 
-/* The first free name in "<base>.data", "<base>.1.data" ... "<base>.99.data". */
-static wm_status pick_name(const char *dir, const char *base, char *name, size_t n, wm_error *err) {
-    for (int k = 0; k < 100; k++) {
-        char p[PATH_MAX * 2];
-        if (k) snprintf(name, n, "%s.%d.data", base, k);
-        else snprintf(name, n, "%s.data", base);
-        snprintf(p, sizeof p, "%s/%s", dir, name);
-        struct stat st;
-        if (lstat(p, &st) != 0 && errno == ENOENT) return WM_OK;
-    }
-    return wm_err(err, WM_ERR_USAGE, "%s/%s.data: every data file name up to %s.99.data is taken; remove the unused ones",
-                  dir, base, base);
+/* The name of candidate k: "<base>.data", "<base>.1.data", ... */
+static void cand_name(const char *base, int k, char *name, size_t n) {
+    if (k) snprintf(name, n, "%s.%d.data", base, k);
+    else snprintf(name, n, "%s.data", base);
 }
 
 wm_status wm_onnx_pair_begin(wm_onnx_pair *p, const char *path, const char *data_name, const wm_onnx_model *in,
@@ -54,31 +46,44 @@ wm_status wm_onnx_pair_begin(wm_onnx_pair *p, const char *path, const char *data
     const char *base = base_of(path);
     if (!*base) return wm_err(err, WM_ERR_USAGE, "%s: output path names a folder, not a file", path);
     if (strlen(base) + 12 > sizeof p->data_name) return wm_err(err, WM_ERR_USAGE, "%s: file name too long", path);
-    char dir[PATH_MAX];
+    char dir[PATH_MAX], q[PATH_MAX * 2];
     wm_path_dirname(path, dir, sizeof dir);
-    wm_status s;
-    if (data_name) snprintf(p->data_name, sizeof p->data_name, "%s", data_name);
-    else if ((s = pick_name(dir, base, p->data_name, sizeof p->data_name, err))) return s;
-    p->picked = !data_name;
-    if ((s = wm_path_resolve_inside(dir, p->data_name, 0, p->data_path, sizeof p->data_path, err))) return s;
-    /* the data files of the model being replaced, by our names: retired after the commit */
+    p->in_is_out = in && in->path && wm_same_file(in->path, path);
+    /* what the model being replaced reads */
+    char refs[8][NAME_MAX + 1];
+    size_t n_refs = 0;
     wm_onnx_model *old = NULL;
     wm_error quiet = {0};
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && wm_onnx_load(path, &old, &quiet) == WM_OK) {
-        for (size_t i = 0; i < old->n_ext && p->n_prev < 4; i++)
-            if (our_data_name(base, old->ext[i].location) && strcmp(old->ext[i].location, p->data_name))
-                snprintf(p->prev[p->n_prev++], sizeof p->prev[0], "%s", old->ext[i].location);
+        for (size_t i = 0; i < old->n_ext && n_refs < 8; i++)
+            snprintf(refs[n_refs++], sizeof refs[0], "%s", old->ext[i].location);
         wm_onnx_free(old);
     }
-    p->in_is_out = in && in->path && wm_same_file(in->path, path);
-    /* a data file the input still reads (another model than the one replaced) is not ours to remove */
-    for (size_t i = 0; in && !p->in_is_out && i < in->n_ext; i++)
-        for (size_t k = 0; k < p->n_prev; k++) {
-            char q[PATH_MAX * 2];
-            snprintf(q, sizeof q, "%s/%s", dir, p->prev[k]);
-            if (wm_same_file(q, in->ext[i].path)) p->prev[k][0] = 0;
-        }
+    if (data_name) snprintf(p->data_name, sizeof p->data_name, "%s", data_name);
+    for (int k = 0; !data_name && k < 100 && !p->data_name[0]; k++) {
+        /* the first of our names that neither the replaced model nor the input reads: a file there is the
+           orphan of an interrupted write of this output, replaced; so two names alternate and none piles up */
+        char cand[NAME_MAX + 1];
+        cand_name(base, k, cand, sizeof cand);
+        int used = 0;
+        for (size_t i = 0; i < n_refs; i++) used |= !strcmp(refs[i], cand);
+        snprintf(q, sizeof q, "%s/%s", dir, cand);
+        for (size_t i = 0; in && i < in->n_ext; i++) used |= wm_same_file(q, in->ext[i].path);
+        if (!used) snprintf(p->data_name, sizeof p->data_name, "%s", cand);
+    }
+    if (!p->data_name[0]) return wm_err(err, WM_ERR_USAGE, "%s: no free name for its data file", path);
+    wm_status s = wm_path_resolve_inside(dir, p->data_name, 0, p->data_path, sizeof p->data_path, err);
+    if (s) return s;
+    /* the replaced model's data files by our names, retired after the commit unless the input still reads one
+       (while the input is another file than the one replaced) */
+    for (size_t i = 0; i < n_refs && p->n_prev < 4; i++) {
+        if (!our_data_name(base, refs[i]) || !strcmp(refs[i], p->data_name)) continue;
+        int read = 0;
+        snprintf(q, sizeof q, "%s/%s", dir, refs[i]);
+        for (size_t k = 0; in && !p->in_is_out && k < in->n_ext; k++) read |= wm_same_file(q, in->ext[k].path);
+        if (!read) snprintf(p->prev[p->n_prev++], sizeof p->prev[0], "%s", refs[i]);
+    }
     return WM_OK;
 }
 
@@ -102,10 +107,7 @@ wm_status wm_onnx_pair_commit(wm_onnx_pair *p, wm_error *err) {
     }
     p->model_fd = -1;
     if (p->tmp_data[0]) {
-        if (p->picked && renameat2(AT_FDCWD, p->tmp_data, AT_FDCWD, p->data_path, RENAME_NOREPLACE) != 0 &&
-            (errno != EINVAL || rename(p->tmp_data, p->data_path) != 0))
-            return wm_err(err, WM_ERR_IO, "%s: cannot rename into place: %s", p->data_path, strerror(errno));
-        if (!p->picked && rename(p->tmp_data, p->data_path) != 0)
+        if (rename(p->tmp_data, p->data_path) != 0)
             return wm_err(err, WM_ERR_IO, "%s: cannot rename into place: %s", p->data_path, strerror(errno));
         wm_tmp_untrack(p->data_slot);
         p->data_slot = -1;

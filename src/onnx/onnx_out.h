@@ -3,8 +3,10 @@
  *
  * A model goes to <path> and, when its weights go external, to a data file beside it. Replacing an existing
  * output must never leave a model over a data file that is not its own, whenever the process dies:
- *   - the new data file gets a name no file has yet (<base>.data, else <base>.1.data, <base>.2.data ...), so
- *     the rename of the model is the single commit point and the old pair stays whole until then;
+ *   - the new data file gets the first of the names <base>.data, <base>.1.data, ... that neither the model being
+ *     replaced nor the input model reads (so two names alternate; a file already there is the orphan of an
+ *     interrupted write of this output and is replaced), so the rename of the model is the single commit point
+ *     and the old pair stays whole until then;
  *   - after the commit the data files of the replaced model that carry those names are removed (never one the
  *     input model still reads, never a file of another name);
  *   - the model records its data file's size and a fingerprint (metadata_props "winml.external_data": 64
@@ -28,7 +30,6 @@ typedef struct wm_onnx_pair {
     const char *path;                  /* the model's final path */
     char data_name[NAME_MAX + 1];      /* the data file's location as the model writes it */
     char data_path[PATH_MAX];          /* resolved inside the model's folder */
-    int picked;                        /* data_name chosen free: the rename must not replace a file */
     char tmp_data[PATH_MAX + 64], tmp_model[PATH_MAX + 64];
     int data_fd, model_fd, data_slot, model_slot;
     char prev[4][NAME_MAX + 1];        /* data files (by our names) of the model being replaced */
@@ -37,7 +38,7 @@ typedef struct wm_onnx_pair {
 } wm_onnx_pair;
 
 /*
- * Starts writing model path: data_name NULL picks a free name (as above); a name given is used as it is
+ * Starts writing model path: data_name NULL picks the name (as above); a name given is used as it is
  * (a private staging folder). in: the model being saved, whose own data files are never removed while it is
  * another file than path (may be NULL). Nothing is created yet. Release with wm_onnx_pair_end.
  */

@@ -229,7 +229,7 @@ wm_status wm_onnx_save(wm_onnx_model *m, const char *path, const wm_onnx_save_op
     } else if (external) {
         if ((s = wm_onnx_pair_open_data(&p, err))) goto done;
         data_fd = p.data_fd;
-        if ((s = write_data_file(c.v, c.n, data_fd, 0, p.tmp_data, err))) goto done;
+        if ((s = write_data_file(c.v, c.n, data_fd, 0, data_path, err))) goto done;
     }
     /* the model records which data file it was written with (or none) */
     char hex[65] = {0};

@@ -83,8 +83,8 @@ wm_status wm_quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_report *r
 /*
  * Writes g's model to path with every tensor of at least 1 KiB in its data file, computing deferred tensors
  * one at a time and releasing the source pages of mmap'd weights as they are read. data_name NULL: the data
- * file gets a name no file has yet ("<file>.data", else "<file>.1.data" ...) and the pair replaces an existing
- * output in one step (onnx/onnx_out.h); a name given is written as it is (a private staging folder).
+ * file's name alternates between "<file>.data" and "<file>.1.data" so that the pair replaces an existing output
+ * in one step (onnx/onnx_out.h); a name given is written as it is (a private staging folder).
  * Temporary names, renamed on success. plan may be NULL. The model must not be used afterwards except to free
  * it (its tensors now reference the new data file).
  */

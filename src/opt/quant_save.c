@@ -154,7 +154,7 @@ wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, cons
     if (!st) st = wm_onnx_pair_open_data(&p, err);
     if (st) goto done;
     s.fd = p.data_fd;
-    s.tmp = p.tmp_data;
+    s.tmp = p.data_path; /* messages name the file the user will see */
     s.loc = p.data_name;
     for (size_t i = 0; plan && i < plan->n && !st; i++) st = write_job(&s, i);
     for (size_t i = 0; i < s.n && !st; i++) {
@@ -176,7 +176,7 @@ wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, cons
         }
         st = put(&s, r->t, b.p, b.n, 1);
     }
-    if (!st && wm_durable_sync(s.fd) != 0) st = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", p.tmp_data, strerror(errno));
+    if (!st && wm_durable_sync(s.fd) != 0) st = wm_err(err, WM_ERR_IO, "%s: fsync failed: %s", p.data_path, strerror(errno));
     char hex[65];
     if (!st) st = wm_onnx_data_fingerprint(s.fd, s.pos, hex, err);
     /* the record stays in the model: its tensors now point into this data file for good */

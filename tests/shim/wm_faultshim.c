@@ -7,7 +7,9 @@
  *   kill    SIGKILL itself just before the call (a crash between any two steps of a write);
  *   enospc  make the Nth write/pwrite to a regular file fail with ENOSPC (no other call is counted);
  *   eio     the same with EIO;
- *   count   nothing; at exit, write the number of counted calls (all, and writes) to WM_FAULT_COUNT_FILE.
+ *   count   nothing; at exit, write to WM_FAULT_COUNT_FILE the kind of every counted call in order, one letter
+ *           each: w write or pwrite, s fsync, t ftruncate, r rename(at)(2), u unlink(at) or rmdir, m mkdir,
+ *           l link or symlink.
  * WM_FAULT_AT is N (1-based). Nothing here is part of winml; only the tests load it.
  */
 #define _GNU_SOURCE
@@ -29,6 +31,7 @@ enum { M_NONE, M_KILL, M_ENOSPC, M_EIO, M_COUNT };
 static int g_mode = -1;
 static long g_at;
 static atomic_long g_calls, g_writes;
+static char g_log[1 << 20];
 
 static void init(void) {
     if (g_mode >= 0) return;
@@ -43,14 +46,16 @@ __attribute__((destructor)) static void report(void) {
     if (g_mode != M_COUNT || !f) return;
     FILE *o = fopen(f, "w");
     if (!o) return;
-    fprintf(o, "%ld %ld\n", atomic_load(&g_calls), atomic_load(&g_writes));
+    long n = atomic_load(&g_calls);
+    fwrite(g_log, 1, (size_t)(n < (long)sizeof g_log ? n : (long)sizeof g_log), o);
     fclose(o);
 }
 
 /* A call that changes files: kill mode dies at the Nth. */
-static void step(void) {
+static void step(char kind) {
     init();
     long n = atomic_fetch_add(&g_calls, 1) + 1;
+    if (n <= (long)sizeof g_log) g_log[n - 1] = kind;
     if (g_mode == M_KILL && n == g_at) raise(SIGKILL);
 }
 
@@ -62,7 +67,7 @@ static int regular(int fd) {
 /* A write to a regular file: step, and the fault modes fail the Nth one. */
 static int write_fault(int fd) {
     if (!regular(fd)) return 0;
-    step();
+    step('w');
     long n = atomic_fetch_add(&g_writes, 1) + 1;
     if ((g_mode == M_ENOSPC || g_mode == M_EIO) && n == g_at) {
         errno = g_mode == M_ENOSPC ? ENOSPC : EIO;
@@ -95,66 +100,66 @@ ssize_t pwrite64(int fd, const void *p, size_t n, off_t off) {
 
 int fsync(int fd) {
     REAL(fsync);
-    if (regular(fd)) step();
+    if (regular(fd)) step('s');
     return real_fsync(fd);
 }
 
 int ftruncate(int fd, off_t len) {
     REAL(ftruncate);
-    if (regular(fd)) step();
+    if (regular(fd)) step('t');
     return real_ftruncate(fd, len);
 }
 
 int rename(const char *a, const char *b) {
     REAL(rename);
-    step();
+    step('r');
     return real_rename(a, b);
 }
 
 int renameat(int da, const char *a, int db, const char *b) {
     REAL(renameat);
-    step();
+    step('r');
     return real_renameat(da, a, db, b);
 }
 
 int renameat2(int da, const char *a, int db, const char *b, unsigned flags) {
     REAL(renameat2);
-    step();
+    step('r');
     return real_renameat2(da, a, db, b, flags);
 }
 
 int unlink(const char *p) {
     REAL(unlink);
-    step();
+    step('u');
     return real_unlink(p);
 }
 
 int unlinkat(int d, const char *p, int flags) {
     REAL(unlinkat);
-    step();
+    step('u');
     return real_unlinkat(d, p, flags);
 }
 
 int rmdir(const char *p) {
     REAL(rmdir);
-    step();
+    step('u');
     return real_rmdir(p);
 }
 
 int mkdir(const char *p, mode_t m) {
     REAL(mkdir);
-    step();
+    step('m');
     return real_mkdir(p, m);
 }
 
 int link(const char *a, const char *b) {
     REAL(link);
-    step();
+    step('l');
     return real_link(a, b);
 }
 
 int symlink(const char *a, const char *b) {
     REAL(symlink);
-    step();
+    step('l');
     return real_symlink(a, b);
 }
