@@ -45,7 +45,8 @@ int wm_nbits_q8_avx2(const wm_nbits_args *a) { return (wm_nbits_vnni_ok(a) && a-
 
 /* AVX-512 VNNI kernel (nbits_avx512.c): 4 bits, default zero point, int8 activations, block >= 32 */
 int wm_nbits_vnni_ok(const wm_nbits_args *a) {
-    return a->bits == 4 && a->accuracy_level == 4 && !a->zero_points && !a->zero_points_f && a->block_size >= 32 &&
+    return a->bits == 4 && a->accuracy_level == 4 && !a->zero_points && !a->zero_points_f && !a->has_zero_points &&
+           a->block_size >= 32 &&
            !(a->block_size & (a->block_size - 1));
 }
 

@@ -811,3 +811,29 @@ def test_unsupported_variants_refused_at_creation(tmp_path, build_dir):
                                                        [numpy_helper.from_array(np.float32(0.5), "s")], ms=False),
                        {"x": rnd(4)}, "q_int4")
     assert "int4" in err, err
+
+
+# ---------------------------------------------------------------- MatMulNBits with zero points (asymmetric int4)
+
+@pytest.mark.parametrize("kernels", ["", "avx2", "generic"])
+def test_matmulnbits_zero_points_every_m(tmp_path, asan_dir, monkeypatch, kernels):
+    """Asymmetric int4 at accuracy_level 4 (an asymmetric int4 build): the session sized the op's workspace as if
+    the weights had no zero points (one slice for the int8 path) while the run took the float path with a slice per
+    thread, and corrupted the heap from 32 rows on. Each kernel table, M across the int8 / float boundary, on the
+    ASan+UBSan build (the overrun is silent in the plain one), against onnxruntime."""
+    if kernels:
+        monkeypatch.setenv("WM_KERNELS", kernels)
+    K, N, bs = 256, 96, 32
+    rng = np.random.default_rng(5)
+    kb = K // bs
+    B = rng.integers(0, 256, (N, kb, bs // 2), dtype=np.uint8)
+    S = (rng.random((N, kb), dtype=np.float32) * 0.02 + 0.01).astype(np.float32)
+    Z = rng.integers(0, 256, (N, (kb + 1) // 2), dtype=np.uint8)
+    node = helper.make_node("MatMulNBits", ["A", "B", "S", "Z"], ["C"], domain=MS, K=K, N=N, bits=4, block_size=bs,
+                            accuracy_level=4)
+    inits = [numpy_helper.from_array(B, "B"), numpy_helper.from_array(S, "S"), numpy_helper.from_array(Z, "Z")]
+    model = make_model([node], [("A", TP.FLOAT, [None, K])], [("C", TP.FLOAT, [None, N])], inits)
+    for M in (1, 31, 32, 70):
+        A = (rng.random((M, K), dtype=np.float32) - 0.5) * 2
+        # int8 activations (onnxruntime) against the float path from 32 rows on: a relative 2e-2 as in test_kernels_ort
+        check(asan_dir, tmp_path, model, {"A": A}, atol=2e-2 * 8, what=f"nbits_zp_{kernels or 'best'}_M{M}")
