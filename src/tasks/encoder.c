@@ -42,14 +42,13 @@ static void read_task(const char *folder, char *task, size_t n) {
     cJSON_Delete(root);
 }
 
-wm_status wm_encoder_open(const char *folder, int threads, wm_encoder **out, wm_error *err) {
+wm_status wm_encoder_open(const char *folder, const wm_session_opts *so, wm_encoder **out, wm_error *err) {
     *out = NULL;
     wm_encoder *e = calloc(1, sizeof *e);
     if (!e) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     char p[4200];
     snprintf(p, sizeof p, "%s/model.onnx", folder);
-    wm_session_opts so = {.threads = threads};
-    wm_status st = wm_session_new(p, &so, &e->s, err);
+    wm_status st = wm_session_new(p, so, &e->s, err);
     if (!st) st = wm_tokenizer_load_dir(folder, &e->tok, err);
     if (st) goto fail;
     snprintf(p, sizeof p, "%s/config.json", folder);

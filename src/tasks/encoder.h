@@ -15,8 +15,9 @@
 
 typedef struct wm_encoder wm_encoder;
 
-/* Opens folder/model.onnx and folder's tokenizer (a build folder). *out: wm_encoder_free. */
-wm_status wm_encoder_open(const char *folder, int threads, wm_encoder **out, wm_error *err);
+/* Opens folder/model.onnx (session options so, NULL: defaults) and folder's tokenizer (a build folder).
+ * *out: wm_encoder_free. */
+wm_status wm_encoder_open(const char *folder, const wm_session_opts *so, wm_encoder **out, wm_error *err);
 void wm_encoder_free(wm_encoder *e);
 
 /* The task recorded in the folder's winml_build_config.json ("" when none). */
