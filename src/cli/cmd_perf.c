@@ -38,7 +38,8 @@ static void help(void) {
            "prompt of --prompt-len tokens (default 128), steady-state decode tokens/s and ms per output token\n"
            "over --gen-len tokens (default 128), medians of --llm-runs runs (default 3), peak RSS; and with\n"
            "--decode-at N,N... the decode speed after a context of each N tokens, and each speed over the first\n"
-           "one's (median of 5 rounds that time every context back to back). --no-llm skips it.\n\n" WM_CLI_LIMITS_HELP);
+           "one's (median of 5 rounds that time every context back to back). --no-llm skips it.\n\n"
+           WM_CLI_LIMITS_HELP);
 }
 
 static double now_ms(void) {

@@ -219,7 +219,8 @@ static int cb_end(cellbuf *b, char **cells, int *k, int max) {
  * record's cells freed, -1 on OOM, -2 on an unterminated quote, -3 past max cells, -4 a record over max_line,
  * -5 an error of the source (err set).
  */
-static int read_record(src *s, const char *line, size_t n, char sep, int quoting, char **cells, int max, wm_error *err) {
+static int read_record(src *s, const char *line, size_t n, char sep, int quoting, char **cells, int max,
+                       wm_error *err) {
     cellbuf b = {0};
     int k = 0, quoted = 0, rc = 0, at_start = 1; /* at_start: the next byte starts a cell */
     size_t total = n, i = 0;
@@ -284,8 +285,9 @@ static wm_status record_err(const src *s, int rc, size_t line, wm_error *err) {
     if (rc == -1) return wm_err(err, WM_ERR_NOMEM, "%s: out of memory", s->label);
     if (rc == -2) return wm_err(err, WM_ERR_INPUT, "%s:%zu: unterminated quoted cell", s->label, line);
     if (rc == -3) return wm_err(err, WM_ERR_INPUT, "%s:%zu: more than %d columns", s->label, line, MAX_COLS);
-    return wm_err(err, WM_ERR_INPUT, "%s:%zu: the record is over the limit of %zu bytes at line %zu (an unclosed quote?) (%s)",
-                  s->label, line, s->max_line, s->line_no, HINT_LINE);
+    return wm_err(err, WM_ERR_INPUT,
+                  "%s:%zu: the record is over the limit of %zu bytes at line %zu (an unclosed quote?) (%s)", s->label,
+                  line, s->max_line, s->line_no, HINT_LINE);
 }
 
 static wm_status parse_sv(src *s, char sep, size_t max_rows, wm_table *t, wm_error *err) {
@@ -314,7 +316,8 @@ static wm_status parse_sv(src *s, char sep, size_t max_rows, wm_table *t, wm_err
         if (k < 0) return record_err(s, k, at, err);
         if ((size_t)k != t->n_cols) {
             free_cells(cells, k);
-            return wm_err(err, WM_ERR_INPUT, "%s:%zu: the row has %d cells, the header %zu", s->label, at, k, t->n_cols);
+            return wm_err(err, WM_ERR_INPUT, "%s:%zu: the row has %d cells, the header %zu", s->label, at, k,
+                          t->n_cols);
         }
         if (add_row(t, cells, at, &cap)) {
             free_cells(cells, k);
@@ -385,7 +388,8 @@ static wm_status parse_jsonl(src *s, size_t max_rows, wm_table *t, wm_error *err
                 if (!(t->names[k++] = strdup(e->string ? e->string : ""))) st = WM_ERR_NOMEM;
         }
         char *row[MAX_COLS] = {0};
-        for (size_t c = 0; c < t->n_cols && !st; c++) row[c] = cell_of(cJSON_GetObjectItemCaseSensitive(o, t->names[c]));
+        for (size_t c = 0; c < t->n_cols && !st; c++)
+            row[c] = cell_of(cJSON_GetObjectItemCaseSensitive(o, t->names[c]));
         cJSON_Delete(o);
         if (st || add_row(t, row, line, &cap)) {
             free_cells(row, (int)t->n_cols);
@@ -427,7 +431,9 @@ wm_status wm_table_read(const char *path, wm_table_format fmt, const wm_table_op
         if (dot && (!strcmp(dot, ".jsonl") || !strcmp(dot, ".json"))) fmt = WM_TABLE_JSONL;
         else if (dot && !strcmp(dot, ".tsv")) fmt = WM_TABLE_TSV;
         else if (dot && !strcmp(dot, ".csv")) fmt = WM_TABLE_CSV;
-        else return wm_err(err, WM_ERR_USAGE, "%s: cannot tell the format from the extension (.jsonl, .tsv or .csv)", path);
+        else
+            return wm_err(err, WM_ERR_USAGE, "%s: cannot tell the format from the extension (.jsonl, .tsv or .csv)",
+                          path);
     }
     FILE *f = fopen(path, "rb");
     if (!f) return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

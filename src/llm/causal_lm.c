@@ -147,10 +147,12 @@ wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_e
     /* the cache is sized by max_length: checked, and taken from the session's memory budget before allocating */
     uint64_t kvb, all, es = wm_dtype_size(m->kv_dtype), nset = m->inplace ? 1 : 2;
     char what[160];
-    snprintf(what, sizeof what, "the KV cache of %d layers x %lld tokens (--max-length)", m->layers, (long long)m->max_len);
+    snprintf(what, sizeof what, "the KV cache of %d layers x %lld tokens (--max-length)", m->layers,
+             (long long)m->max_len);
     if (__builtin_mul_overflow((uint64_t)m->kv_heads, (uint64_t)m->max_len, &kvb) ||
         __builtin_mul_overflow(kvb, (uint64_t)m->head_dim, &kvb) || __builtin_mul_overflow(kvb, es, &kvb) ||
-        kvb > SIZE_MAX / 4 || __builtin_mul_overflow((kvb + 63) & ~(uint64_t)63, nset * 2 * (uint64_t)m->layers, &all) ||
+        kvb > SIZE_MAX / 4 ||
+        __builtin_mul_overflow((kvb + 63) & ~(uint64_t)63, nset * 2 * (uint64_t)m->layers, &all) ||
         __builtin_add_overflow(all, 24 * (uint64_t)m->max_len, &all)) {
         rc = wm_err(err, WM_ERR_INPUT, "%s: %s is too large to count in 64 bits", file, what);
         goto fail;

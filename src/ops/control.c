@@ -265,7 +265,8 @@ static wm_status scan_out_alloc(wm_node *n, const wm_tensor *e, int k, int64_t T
     if (off) r->dims[0] = B;
     for (int d = 0, q = 0; d < r1; d++) r->dims[off + d] = d == a ? T : e->dims[q++];
     uint64_t nb;
-    if (wm_budget_bytes(r, &nb)) return wm_node_err(n, err, WM_ERR_INPUT, "scan output %d: its size overflows 64 bits", k);
+    if (wm_budget_bytes(r, &nb))
+        return wm_node_err(n, err, WM_ERR_INPUT, "scan output %d: its size overflows 64 bits", k);
     wm_status st = wm_subgraph_buf(s->g[0], 2 * s->n_carry + k, nb, &r->data, err);
     if (st) return st;
     memset(r->data, 0, (size_t)nb); /* steps past a sequence's length stay 0 */
@@ -371,7 +372,7 @@ static wm_status scan_exec(wm_node *n, wm_tensor *const *in, wm_error *err) {
         return wm_node_err(n, err, WM_ERR_INPUT, "sequence_lens must hold one length per batch entry");
     int64_t steps;
     if (T > 0 && B > 0) { /* every step is an iteration of the body: refused before the first when over the cap */
-        wm_status st = __builtin_mul_overflow(T, B, &steps) ? wm_budget_steps(n, INT64_MAX, err) : wm_budget_steps(n, steps, err);
+        wm_status st = wm_budget_steps(n, __builtin_mul_overflow(T, B, &steps) ? INT64_MAX : steps, err);
         if (st) return st;
     }
     for (int64_t b = 0; b < B; b++) {

@@ -51,7 +51,8 @@ wm_status wm_budget_init(wm_budget *b, const wm_session_opts *o, wm_error *err) 
     } else if ((v = getenv("WM_TIMEOUT")) && *v) {
         char *end;
         double x = strtod(v, &end);
-        if (*end || !(x > 0) || x > 1e9) return wm_err(err, WM_ERR_USAGE, "WM_TIMEOUT: '%s' is not a number of seconds > 0", v);
+        if (*end || !(x > 0) || x > 1e9)
+            return wm_err(err, WM_ERR_USAGE, "WM_TIMEOUT: '%s' is not a number of seconds > 0", v);
         b->timeout_s = x;
         b->timeout_from = 2;
     }
@@ -108,16 +109,14 @@ static wm_status over(wm_session *s, const wm_node *n, uint64_t old, const char 
 
 wm_status wm_budget_value(wm_session *s, const wm_node *n, int k, const wm_tensor *t, uint64_t old, uint64_t *bytes,
                           wm_error *err) {
-    const char *name = n && k < n->n_out && n->proto->output[k] ? n->proto->output[k] : "?";
+    const char *name = k < n->n_out && n->proto->output[k] ? n->proto->output[k] : "?";
     char shape[256], msg[600], sz[32];
     uint64_t nb;
     if (t->rank < 0 || t->rank > WM_MAX_RANK)
-        return n ? wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output '%s' has rank %d (at most %d)", name, t->rank, WM_MAX_RANK)
-                 : wm_err(err, WM_ERR_UNSUPPORTED, "a value of rank %d (at most %d)", t->rank, WM_MAX_RANK);
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output '%s' has rank %d (at most %d)", name, t->rank,
+                           WM_MAX_RANK);
     for (int d = 0; d < t->rank; d++)
-        if (t->dims[d] < 0)
-            return n ? wm_node_err(n, err, WM_ERR_INPUT, "output '%s' has a negative dim", name)
-                     : wm_err(err, WM_ERR_INPUT, "a value has a negative dim");
+        if (t->dims[d] < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output '%s' has a negative dim", name);
     if (wm_budget_bytes(t, &nb)) {
         snprintf(msg, sizeof msg, "output '%s' %s is too large: its byte count overflows 64 bits", name,
                  wm_budget_shape(t, shape, sizeof shape));
@@ -132,7 +131,8 @@ wm_status wm_budget_value(wm_session *s, const wm_node *n, int k, const wm_tenso
     return WM_OK;
 }
 
-wm_status wm_budget_take(wm_session *s, const wm_node *n, uint64_t old, uint64_t bytes, const char *what, wm_error *err) {
+wm_status wm_budget_take(wm_session *s, const wm_node *n, uint64_t old, uint64_t bytes, const char *what,
+                         wm_error *err) {
     if (!wm_budget_fits(s, old, bytes)) {
         char msg[300], sz[32];
         snprintf(msg, sizeof msg, "%s of %s (%llu bytes)", what, wm_fmt_size(bytes, sz, sizeof sz),
@@ -161,7 +161,8 @@ void wm_budget_start(wm_session *s) {
 static wm_status late(const wm_budget *b, const wm_node *n, double t, wm_error *err) {
     char msg[300];
     snprintf(msg, sizeof msg, "the run stopped after %.3g s, over the timeout of %g s set by %s (raise it with %s)",
-             t - b->start, b->timeout_s, b->timeout_from == 1 ? "timeout_s (--timeout)" : "WM_TIMEOUT", WM_HINT_TIMEOUT);
+             t - b->start, b->timeout_s, b->timeout_from == 1 ? "timeout_s (--timeout)" : "WM_TIMEOUT",
+             WM_HINT_TIMEOUT);
     return n ? wm_node_err(n, err, WM_ERR_INPUT, "%s", msg) : wm_err(err, WM_ERR_INPUT, "%s", msg);
 }
 
@@ -196,7 +197,8 @@ wm_status wm_budget_iter(const wm_node *n, int64_t iter, int64_t trip, wm_error 
 wm_status wm_budget_steps(const wm_node *n, int64_t steps, wm_error *err) {
     const wm_budget *b = &root_of(n->scope)->budget;
     if (steps <= b->max_iter) return WM_OK;
-    return wm_node_err(n, err, WM_ERR_INPUT, "%lld steps are over the limit of %lld iterations of one Loop or Scan (raise it with %s)",
+    return wm_node_err(n, err, WM_ERR_INPUT,
+                       "%lld steps are over the limit of %lld iterations of one Loop or Scan (raise it with %s)",
                        (long long)steps, (long long)b->max_iter, WM_HINT_LOOP);
 }
 

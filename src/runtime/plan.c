@@ -130,8 +130,9 @@ static wm_status plan_fits(wm_session *s, const wm_plan *p, uint64_t need, wm_er
         snprintf(more + k, sizeof more - k, "; the largest workspace is that of node '%s' (%s)", wm_node_label(n),
                  n->proto->op_type);
     }
-    snprintf(msg, sizeof msg, "plan: the activations need %s (arena %s + workspace %s%s)", wm_fmt_size(need, a, sizeof a),
-             wm_fmt_size(p->arena_bytes, b, sizeof b), wm_fmt_size(p->ws_bytes, c, sizeof c), more);
+    snprintf(msg, sizeof msg, "plan: the activations need %s (arena %s + workspace %s%s)",
+             wm_fmt_size(need, a, sizeof a), wm_fmt_size(p->arena_bytes, b, sizeof b),
+             wm_fmt_size(p->ws_bytes, c, sizeof c), more);
     wm_budget_over(s, s->mem_size, msg, sizeof msg);
     return wm_err(err, WM_ERR_INPUT, "%s", msg);
 }
@@ -370,7 +371,9 @@ wm_status wm_plan_get(wm_session *s, const wm_tensor *inputs, wm_plan **out, wm_
     if (!p->eager && need > s->mem_size) {
         void *m = NULL;
         if ((st = plan_fits(s, p, need, err)) || need > SIZE_MAX || !(m = aligned_alloc(ALIGN, (size_t)need))) {
-            if (!st) st = wm_err(err, WM_ERR_NOMEM, "plan: cannot allocate %llu bytes of activations", (unsigned long long)need);
+            if (!st)
+                st = wm_err(err, WM_ERR_NOMEM, "plan: cannot allocate %llu bytes of activations",
+                            (unsigned long long)need);
             wm_plan_free(p);
             return st;
         }

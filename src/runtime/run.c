@@ -34,7 +34,8 @@ static wm_status check_inputs(const wm_session *s, const wm_tensor *inputs, size
 /* The run's next buffer of n bytes for node nd (what: the message's name of it): an eager run allocates in the
  * same order every time, so the k-th request takes the k-th buffer of the runs before when it is large enough (no
  * allocation once sizes settle). A new buffer is taken from the budget (the one it replaces given back). */
-static wm_status eager_alloc(wm_session *s, const wm_node *nd, uint64_t n, const char *what, void **out, wm_error *err) {
+static wm_status eager_alloc(wm_session *s, const wm_node *nd, uint64_t n, const char *what, void **out,
+                             wm_error *err) {
     size_t k = s->eager_next;
     *out = NULL;
     if (k < s->n_eager_bufs && s->eager_size[k] >= n) {

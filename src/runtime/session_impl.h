@@ -85,7 +85,6 @@ struct wm_session {
     uint64_t *eager_size;    /* k-th allocation reuses the k-th buffer when it is large enough (sizes here) */
     size_t n_eager_bufs, cap_eager_bufs, eager_next;
     uint64_t run_allocs;
-    uint64_t eager_held;     /* bytes of eager_bufs (taken from the budget) */
     uint64_t packed_bytes;
     double *prof_ms;         /* WM_PROFILE=1: time per node, summed over runs (printed at free) */
     uint64_t prof_runs;

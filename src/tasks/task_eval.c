@@ -41,7 +41,8 @@ static int parse_num(const char *s, double *v) {
 static wm_status rows_to_use(const wm_table *t, const wm_task_opts *o, size_t *n, wm_error *err) {
     *n = t->n_rows;
     if (o->samples > 0 && (size_t)o->samples < *n) *n = (size_t)o->samples;
-    if (!*n) return wm_err(err, WM_ERR_INPUT, "%s: no data rows to evaluate (only a header, or blank lines)", o->dataset);
+    if (!*n)
+        return wm_err(err, WM_ERR_INPUT, "%s: no data rows to evaluate (only a header, or blank lines)", o->dataset);
     return WM_OK;
 }
 
@@ -68,7 +69,8 @@ static wm_status classification(wm_encoder *e, const wm_table *t, const wm_task_
     for (size_t r = 0; r < n && !st; r++) {
         const char *text = wm_table_cell(t, r, ct), *lab = wm_table_cell(t, r, cl);
         if (!text || !lab) {
-            st = wm_err(err, WM_ERR_INPUT, "%s:%zu: the %s cell is missing", o->dataset, t->lines[r], !text ? "text" : "label");
+            st = wm_err(err, WM_ERR_INPUT, "%s:%zu: the %s cell is missing", o->dataset, t->lines[r],
+                        !text ? "text" : "label");
             break;
         }
         const float *y;

@@ -2,8 +2,9 @@
 
 Each case runs the normal build and the ASan+UBSan build (`binary` fixture) and expects a clean exit 2 naming the
 node or file and the bound (and how to raise it), or exit 0 where a bound is met exactly or raised:
-  - a plan, a folded constant or an eager (data-dependent) allocation over the memory limit: Expand / ConstantOfShape
-    to a 16 TiB shape from a 200-byte model, and a 64 MiB value under --max-memory / WM_MAX_MEMORY;
+  - a plan, a folded constant, an eager (data-dependent) allocation or an op's own buffer over the memory limit:
+    Expand / ConstantOfShape to a 16 TiB shape from a 200-byte model, a 64 MiB value under --max-memory /
+    WM_MAX_MEMORY, Unique's sort buffer, the KV cache of generate --max-length;
   - Loop with a trip count of 2^62 (or a while-style Loop whose cond never turns false): --max-loop-iterations /
     WM_MAX_LOOP_ITERATIONS, the 10^7 default, --timeout; a Scan over more steps than the cap;
   - eval --mode task data sets: a 10^7-row file with --samples 10 (peak RSS as with a 100-row file), a 100 MB line,
@@ -129,6 +130,17 @@ def test_eager_allocations_are_bounded(binary, tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["engine"]["data_dependent_shapes"], U.describe(r)
     r = run(perf(binary, m, "--input-data", small, "--max-memory", "16M"), tmp_path)
     U.assert_clean_error(r, "winml perf", "node 'eager_fill' (ConstantOfShape)", "64.0 MiB", "limit of 16.0 MiB")
+
+
+def test_op_buffer_is_bounded(binary, tmp_path):
+    """Unique sorts its input in a buffer of its own (16 bytes an element): taken from the same budget."""
+    g = h.make_graph([h.make_node("Unique", ["x"], ["y"], name="uniq")], "g",
+                     [h.make_tensor_value_info("x", T.INT64, [1 << 20])], [h.make_tensor_value_info("y", T.INT64, ["u"])])
+    m = save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), tmp_path / "unique.onnx")
+    r = run(perf(binary, m, "--max-memory", "12M"), tmp_path)
+    U.assert_clean_error(r, "winml perf", "node 'uniq' (Unique): a sort buffer of 16.0 MiB", "limit of 12.0 MiB")
+    r = run(perf(binary, m, "--max-memory", "40M"), tmp_path)
+    assert r.returncode == 0, U.describe(r)
 
 
 # --------------------------------------------------------------------------- time

@@ -150,7 +150,8 @@ static void test_line_limit(void **st) {
     parse_err_n(rec, strlen(rec), WM_TABLE_CSV, &o, "t:2: the record",
                 "limit of 20 bytes", NULL);
     const char *js = "{\"a\": 1}\n{\"a\": \"0123456789012345678901234567890123456789\"}\n";
-    parse_err_n(js, strlen(js), WM_TABLE_JSONL, &(wm_table_opts){.max_line = 16}, "t:2: the line is 49 bytes long", NULL);
+    parse_err_n(js, strlen(js), WM_TABLE_JSONL, &(wm_table_opts){.max_line = 16}, "t:2: the line is 49 bytes long",
+                NULL);
 }
 
 /* max_rows: reading stops there, so whatever follows (here a broken row) is never read; lines[] numbers rows. */
