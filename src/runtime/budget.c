@@ -21,6 +21,11 @@ static wm_session *root_of(wm_session *s) {
     return s;
 }
 
+static const wm_budget *budget_of(const wm_session *s) {
+    while (s->parent) s = s->parent;
+    return &s->budget;
+}
+
 wm_status wm_budget_init(wm_budget *b, const wm_session_opts *o, wm_error *err) {
     memset(b, 0, sizeof *b);
     const char *v;
@@ -78,14 +83,14 @@ char *wm_budget_shape(const wm_tensor *t, char *buf, size_t n) {
     return buf;
 }
 
-int wm_budget_fits(wm_session *s, uint64_t old, uint64_t bytes) {
-    const wm_budget *b = &root_of(s)->budget;
+int wm_budget_fits(const wm_session *s, uint64_t old, uint64_t bytes) {
+    const wm_budget *b = budget_of(s);
     uint64_t base = b->held - (old < b->held ? old : b->held);
     return bytes <= b->limit && base <= b->limit - bytes;
 }
 
-void wm_budget_over(wm_session *s, uint64_t old, char *buf, size_t n) {
-    const wm_budget *b = &root_of(s)->budget;
+void wm_budget_over(const wm_session *s, uint64_t old, char *buf, size_t n) {
+    const wm_budget *b = budget_of(s);
     uint64_t base = b->held - (old < b->held ? old : b->held);
     char lim[32], held[32], hold[64] = "";
     wm_fmt_size(b->limit, lim, sizeof lim);

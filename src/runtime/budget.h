@@ -69,10 +69,10 @@ wm_status wm_budget_take(struct wm_session *s, const wm_node *n, uint64_t old, u
 void wm_budget_give(struct wm_session *s, uint64_t bytes);
 
 /* 1 when bytes more fit s's budget once a buffer of old bytes is given back. */
-int wm_budget_fits(struct wm_session *s, uint64_t old, uint64_t bytes);
+int wm_budget_fits(const struct wm_session *s, uint64_t old, uint64_t bytes);
 
 /* Appends ", over <the limit and how to raise it>" for s's budget (held bytes but old counted in) to buf. */
-void wm_budget_over(struct wm_session *s, uint64_t old, char *buf, size_t n);
+void wm_budget_over(const struct wm_session *s, uint64_t old, char *buf, size_t n);
 
 /* Starts a top-level run's clock (the deadline, when there is a timeout). */
 void wm_budget_start(struct wm_session *s);

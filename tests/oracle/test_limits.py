@@ -143,6 +143,19 @@ def test_op_buffer_is_bounded(binary, tmp_path):
     assert r.returncode == 0, U.describe(r)
 
 
+def test_generated_inputs_are_bounded(binary, tmp_path):
+    """perf's generated inputs are sized by --batch-size / --dim: checked against the same limit."""
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"], name="act")], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, ["batch", 1024])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["batch", 1024])])
+    m = save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), tmp_path / "relu.onnx")
+    r = run(perf(binary, m, "--batch-size", "4096"), tmp_path, env={"WM_MAX_MEMORY": "8M"})
+    U.assert_clean_error(r, "winml perf", "input 'x' [4096, 1024] float32 needs 16.0 MiB", "--batch-size",
+                         "limit of 8.0 MiB set by WM_MAX_MEMORY")
+    r = run(perf(binary, m, "--batch-size", "1024"), tmp_path, env={"WM_MAX_MEMORY": "9M"})  # 4 MiB in + 4 out
+    assert r.returncode == 0, U.describe(r)
+
+
 # --------------------------------------------------------------------------- time
 
 
