@@ -26,8 +26,8 @@
  * 10^7 iterations: the loops of real models (decoding loops of a few
  * thousand steps, NMS over at most 10^5 boxes, Scan over a sequence) stay
  * well under it, while a Loop with a runaway trip count (2^62) stops after
- * about 20 s of a trivial body (1.7 us an iteration, measured on the
- * 2-core development machine).
+ * 5 to 20 s of a trivial body (0.5 to 1.7 us an iteration, measured on the
+ * 2-core development machine idle and loaded).
  */
 #define WM_LOOP_ITER_DEFAULT 10000000
 #define WM_HINT_MEMORY "--max-memory SIZE or WM_MAX_MEMORY=SIZE"
