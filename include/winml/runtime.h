@@ -47,6 +47,15 @@ typedef struct wm_session_opts {
     int no_optimize;     /* 1: run the graph as written; by default the session first fuses it for its
                             kernels (LayerNorm, GELU, SkipLayerNorm, bias and activation into the MatMul,
                             ...: see src/opt/opt.h, wm_opt_config_engine) */
+    uint64_t max_memory; /* bytes the session may hold for what the model's shapes size: activation arena and
+                            workspace, the buffers of data-dependent runs and of Loop/Scan bodies, folded
+                            constants. 0: $WM_MAX_MEMORY (e.g. "4G"), else the memory available to the process
+                            when the session is made (MemAvailable, cgroup limit, RLIMIT_AS). A plan or value
+                            over it fails before allocating, naming the node, value, shape and size. */
+    int64_t max_loop_iterations; /* iterations one execution of a Loop or Scan may run; 0:
+                            $WM_MAX_LOOP_ITERATIONS, else 10^7 */
+    double timeout_s;    /* seconds one wm_session_run may take, checked between nodes and loop iterations (one
+                            slow kernel is not interrupted); 0: $WM_TIMEOUT, else no limit */
 } wm_session_opts;
 
 /* Description of a graph input or output. dims[i] < 0 is symbolic (dim_names[i], may be NULL). */
@@ -126,6 +135,13 @@ typedef struct wm_out_bind {
  */
 wm_status wm_session_run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inputs, wm_tensor *outputs,
                                size_t n_outputs, const wm_out_bind *bind, wm_error *err);
+
+/*
+ * Takes bytes from s's memory budget (max_memory, see wm_session_opts) for a buffer the caller keeps for the
+ * session's runs (a KV cache), held until the session is freed. WM_ERR_INPUT naming what, its size, what is held
+ * and the limit (and how to raise it) when it does not fit: check before allocating.
+ */
+wm_status wm_session_reserve(wm_session *s, uint64_t bytes, const char *what, wm_error *err);
 
 /* Statistics of the session, for perf and tests. */
 typedef struct wm_session_stats {

@@ -103,20 +103,6 @@ void wm_cli_info(const wm_cli *c, const char *fmt, ...) {
     va_end(ap);
 }
 
-int wm_cli_parse_bytes(const char *arg, uint64_t *out) {
-    if (!arg || *arg < '0' || *arg > '9') return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(arg, &end, 10);
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10, end++;
-    else if (*end == 'M' || *end == 'm') shift = 20, end++;
-    else if (*end == 'G' || *end == 'g') shift = 30, end++;
-    if (errno || *end || (shift && v > (UINT64_MAX >> shift))) return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 /* ------------------------------------------------------------ table view */
 
 static void scalar_text(const cJSON *v, char *buf, size_t n) {

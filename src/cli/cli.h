@@ -7,8 +7,6 @@
 #ifndef WM_CLI_H
 #define WM_CLI_H
 
-#include <stdint.h>
-
 #include "core/json.h"
 #include "winml/winml.h"
 
@@ -65,9 +63,6 @@ int wm_cli_num_arg(const wm_cli *c, const char *flag, const char *v, double lo, 
 /* Prints "winml <cmd>: error: <msg>" to stderr; returns the exit code. */
 int wm_cli_fail(const wm_cli *c, const wm_error *e);
 
-/* A size in bytes: digits with an optional K, M or G suffix (binary: KiB, MiB, GiB); 0, or -1 when it is not
- * one or overflows. */
-int wm_cli_parse_bytes(const char *arg, uint64_t *out);
 int wm_cli_usage_error(const wm_cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*

@@ -13,6 +13,7 @@
 #include "builder/build.h"
 #include "builder/recipe.h"
 #include "cli/cli.h"
+#include "core/sysmem.h"
 #include "core/file.h"
 
 static void help(int export_only) {
@@ -91,7 +92,7 @@ static int run(int argc, char **argv, int export_only) {
         case O_RANDOM: o.random = 1; break;
         case O_SYNC: wm_set_durable(1); break;
         case O_EXT:
-            if (wm_cli_parse_bytes(optarg, &o.external_threshold) || !o.external_threshold)
+            if (wm_parse_size(optarg, &o.external_threshold))
                 return wm_cli_usage_error(&c, "--external-threshold: '%s' is not a size in bytes (e.g. 1048576 or 1M)",
                                           optarg);
             break;

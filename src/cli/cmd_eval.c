@@ -15,8 +15,10 @@
 
 #include "builder/build.h"
 #include "cli/cli.h"
+#include "cli/cli_limits.h"
 #include "core/file.h"
 #include "core/output.h"
+#include "core/sysmem.h"
 #include "eval/compare.h"
 #include "hf/safetensors.h"
 #include "onnx/dtype.h"
@@ -40,14 +42,18 @@ static void help(void) {
            "missed. --per-layer compares every intermediate value the two graphs share by name (first sample)\n"
            "and names the first one whose SQNR falls below --layer-threshold (default 30 dB).\n"
            "\n"
-           "winml eval --mode task -m BUILD_DIR --dataset FILE [--task TASK] [--samples N] [column flags]\n"
+           "winml eval --mode task -m BUILD_DIR --dataset FILE [--task TASK] [--samples N] [--max-line-bytes SIZE]\n"
+           "                  [column flags]\n"
            "  text-classification (accuracy, F1; GLUE TSV, JSONL or CSV with text [+ pair] and label columns),\n"
            "  text-ranking (MRR@10, nDCG@10 from query / passage / label rows, grouped by query),\n"
            "  feature-extraction (Spearman of the embeddings' cosine against sentence1 / sentence2 / score),\n"
            "  text-generation (perplexity of a text file, sliding window --max-length 512 --stride 256).\n"
            "  Columns default to common names (sentence1, #1 String, label, Quality, query, passage, score ...);\n"
            "  name them with --text-column, --pair-column, --label-column, --query-column, --passage-column,\n"
-           "  --sentence1-column, --sentence2-column, --score-column.\n");
+           "  --sentence1-column, --sentence2-column, --score-column.\n"
+           "  The table is read a line at a time and only its first --samples rows are read; a line (a CSV record)\n"
+           "  over --max-line-bytes (default 8M) is refused, as are invalid UTF-8, rows without a usable label and a\n"
+           "  table without data rows (exit 2, naming the file and line).\n\n" WM_CLI_LIMITS_HELP);
 }
 
 typedef struct gate {
@@ -117,7 +123,8 @@ int wm_cmd_eval(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml eval");
     enum { O_MODE = 256, O_REF, O_REFOUT, O_SAMPLES, O_SEED, O_THR, O_PL, O_PLT, O_BATCH, O_SEQ, O_DIM, O_THREADS, O_MODELID,
-           O_DATASET, O_TASK, O_CTEXT, O_CPAIR, O_CLABEL, O_CQUERY, O_CPASS, O_CS1, O_CS2, O_CSCORE, O_MAXLEN, O_STRIDE };
+           O_DATASET, O_TASK, O_CTEXT, O_CPAIR, O_CLABEL, O_CQUERY, O_CPASS, O_CS1, O_CS2, O_CSCORE, O_MAXLEN, O_STRIDE,
+           O_MAXLINE };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"mode", required_argument, 0, O_MODE},        {"reference", required_argument, 0, O_REF},
@@ -132,8 +139,10 @@ int wm_cmd_eval(int argc, char **argv) {
         {"query-column", required_argument, 0, O_CQUERY}, {"passage-column", required_argument, 0, O_CPASS},
         {"sentence1-column", required_argument, 0, O_CS1}, {"sentence2-column", required_argument, 0, O_CS2},
         {"score-column", required_argument, 0, O_CSCORE}, {"max-length", required_argument, 0, O_MAXLEN},
-        {"stride", required_argument, 0, O_STRIDE}, {0, 0, 0, 0}};
+        {"stride", required_argument, 0, O_STRIDE}, {"max-line-bytes", required_argument, 0, O_MAXLINE},
+        WM_CLI_LIMITS_LONG, {0, 0, 0, 0}};
     wm_task_opts to = {0};
+    wm_session_opts so = {0};
     int samples_given = 0;
     const char *mode = "compare", *ref = NULL, *refout = NULL, *model_id = NULL;
     long samples = 20, seed = 0, batch = 1, seq = 32, threads = 0;
@@ -164,6 +173,13 @@ int wm_cmd_eval(int argc, char **argv) {
             break;
         }
         case O_DATASET: to.dataset = optarg; break;
+        case O_MAXLINE: {
+            uint64_t v;
+            if (wm_parse_size(optarg, &v) || v > SIZE_MAX / 2)
+                return wm_cli_usage_error(&c, "--max-line-bytes: '%s' is not a size (bytes, or with K, M, G)", optarg);
+            to.max_line = (size_t)v;
+            break;
+        }
         case O_TASK: to.task = optarg; break;
         case O_CTEXT: to.col_text = optarg; break;
         case O_CPAIR: to.col_pair = optarg; break;
@@ -200,6 +216,9 @@ int wm_cmd_eval(int argc, char **argv) {
             break;
         }
         default: {
+            int lr = wm_cli_limits_opt(&c, opt, optarg, &so);
+            if (lr < 0) return WM_EXIT_ERROR;
+            if (lr) break;
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);
             if (rc) return rc;
         }
@@ -210,6 +229,8 @@ int wm_cmd_eval(int argc, char **argv) {
         if (!c.model || !to.dataset) return wm_cli_usage_error(&c, "--mode task needs -m BUILD_DIR and --dataset FILE");
         to.samples = samples_given ? samples : 0;
         to.threads = (int)threads;
+        so.threads = (int)threads;
+        to.session = &so;
         wm_error terr = {0};
         wm_json tj;
         wm_json_init(&tj);
@@ -233,7 +254,8 @@ int wm_cmd_eval(int argc, char **argv) {
 
     wm_error err = {0};
     int rc = WM_EXIT_ERROR;
-    wm_session_opts so = {.threads = (int)threads, .keep_values = per_layer};
+    so.threads = (int)threads;
+    so.keep_values = per_layer;
     wm_session *cand = NULL, *rs = NULL;
     wm_st_file *rf = NULL;
     void **bufs = NULL;

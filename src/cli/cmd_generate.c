@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_limits.h"
 #include "core/file.h"
 #include "hf/config.h"
 #include "hf/tokenizer.h"
@@ -20,14 +21,16 @@ static void help(void) {
     printf("usage: winml generate -m BUILD_DIR|MODEL.onnx (--prompt TEXT [--chat] [--system TEXT] | --ids ID,...)\n"
            "                      [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p M]\n"
            "                      [--repetition-penalty R] [--seed S] [--eos ID,...] [--stop STRING]...\n"
-           "                      [--no-thinking] [--max-length N] [--threads N] [-f table|json]\n\n"
+           "                      [--no-thinking] [--max-length N] [--threads N] [-f table|json]\n"
+           "                      [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n\n"
            "Prefills the prompt and decodes one token per step with the KV cache, greedy unless a sampling\n"
            "flag is given (temperature, top-k, top-p, min-p; the seed makes sampling repeat). The prompt is\n"
            "encoded with the tokenizer in the model's folder; --chat first applies its chat template\n"
            "(tokenizer_config.json) to one user turn (after --system when given). Text streams to stdout as\n"
            "it is decoded (whole UTF-8 characters). Stops after --max-new-tokens (default 32), at an end id\n"
            "(--eos, else generation_config.json / config.json, else the tokenizer's eos) or at a --stop\n"
-           "string (not printed). -f json prints the text, ids and speed as one object instead.\n");
+           "string (not printed). -f json prints the text, ids and speed as one object instead.\n\n"
+           WM_CLI_LIMITS_HELP);
 }
 
 /*
@@ -167,13 +170,14 @@ int wm_cmd_generate(int argc, char **argv) {
         {"top-p", required_argument, 0, O_TOPP},        {"min-p", required_argument, 0, O_MINP},
         {"repetition-penalty", required_argument, 0, O_REP}, {"seed", required_argument, 0, O_SEED},
         {"eos", required_argument, 0, O_EOS},           {"max-length", required_argument, 0, O_MAXLEN},
-        {"threads", required_argument, 0, O_THREADS},  {0, 0, 0, 0}};
+        {"threads", required_argument, 0, O_THREADS},  WM_CLI_LIMITS_LONG, {0, 0, 0, 0}};
     wm_gen_opts go = {.max_new_tokens = 32};
     wm_sampling_default(&go.sampling);
     int32_t *ids = NULL, *eos = NULL;
     size_t n_ids = 0, n_eos = 0;
     long max_len = 0, threads = 0;
     int opt, rc = WM_EXIT_ERROR, chat = 0, no_think = 0;
+    wm_session_opts so = {0};
     const char *prompt = NULL, *system = NULL, *stops[16];
     size_t n_stops = 0;
     wm_tokenizer *tok = NULL;
@@ -237,8 +241,14 @@ int wm_cmd_generate(int argc, char **argv) {
         case O_SEED: go.sampling.seed = (uint64_t)l; break;
         case O_MAXLEN: max_len = l; break;
         case O_THREADS: threads = l; break;
-        default:
-            if ((rc = wm_cli_other_opt(&c, opt, optarg, argv))) goto out;
+        default: {
+            int lr = wm_cli_limits_opt(&c, opt, optarg, &so);
+            if (lr < 0) {
+                rc = WM_EXIT_ERROR;
+                goto out;
+            }
+            if (!lr && (rc = wm_cli_other_opt(&c, opt, optarg, argv))) goto out;
+        }
         }
     }
     if (optind < argc) {
@@ -328,7 +338,8 @@ int wm_cmd_generate(int argc, char **argv) {
         go.ctx = &sc;
     }
     wm_clm *m = NULL;
-    wm_clm_opts co = {.threads = (int)threads, .max_length = max_len ? max_len : (long)(n_ids + go.max_new_tokens)};
+    wm_clm_opts co = {.threads = (int)threads, .max_length = max_len ? max_len : (long)(n_ids + go.max_new_tokens),
+                      .session = &so};
     if (wm_clm_open(file, &co, &m, &err)) {
         rc = wm_cli_fail(&c, &err);
         goto out;

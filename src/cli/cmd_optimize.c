@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/sysmem.h"
 #include "core/error.h"
 #include "core/output.h"
 #include "onnx/onnx_model.h"
@@ -158,7 +159,7 @@ int wm_cmd_optimize(int argc, char **argv) {
         } else if (opt == O_REPORT) report_path = optarg;
         else if (opt == O_OVERWRITE) overwrite = 1;
         else if (opt == O_EXT) {
-            if (wm_cli_parse_bytes(optarg, &ext_threshold) || !ext_threshold)
+            if (wm_parse_size(optarg, &ext_threshold))
                 return wm_cli_usage_error(&c, "--external-threshold: '%s' is not a size in bytes (e.g. 1048576 or 1M)",
                                           optarg);
         }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_limits.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "eval/stats.h"
@@ -23,7 +24,8 @@ static void help(void) {
     printf("usage: winml perf -m MODEL.onnx|BUILD_DIR [--warmup N] [--iterations N | --duration S]\n"
            "                  [--threads N] [--batch-size N] [--seq-len N] [--past-len N]\n"
            "                  [--dim NAME=VALUE ...] [--input-data FILE.safetensors] [--seed N]\n"
-           "                  [--ep cpu] [--device cpu] [-f table|json] [-o FILE]\n\n"
+           "                  [--ep cpu] [--device cpu] [--max-memory SIZE] [--max-loop-iterations N]\n"
+           "                  [--timeout S] [-f table|json] [-o FILE]\n\n"
            "Measures one forward pass on the CPU engine: latency (mean, min, max, p50, p90, p95,\n"
            "p99 nearest-rank, std; warmup mean), throughput (samples/s, batches/s) and resident\n"
            "memory (baseline, after load, after inference, deltas). Inputs are generated from the\n"
@@ -36,7 +38,8 @@ static void help(void) {
            "prompt of --prompt-len tokens (default 128), steady-state decode tokens/s and ms per output token\n"
            "over --gen-len tokens (default 128), medians of --llm-runs runs (default 3), peak RSS; and with\n"
            "--decode-at N,N... the decode speed after a context of each N tokens, and each speed over the first\n"
-           "one's (median of 5 rounds that time every context back to back). --no-llm skips it.\n");
+           "one's (median of 5 rounds that time every context back to back). --no-llm skips it.\n\n"
+           WM_CLI_LIMITS_HELP);
 }
 
 static double now_ms(void) {
@@ -77,6 +80,7 @@ typedef struct llm_opts {
     uint64_t seed;
     const long *decode_at;
     int n_decode_at;
+    const wm_session_opts *session; /* the bounds */
 } llm_opts;
 
 static int cmp_double(const void *a, const void *b) {
@@ -149,7 +153,7 @@ static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o,
     long max_ctx = o->prompt_len + o->gen_len;
     for (int i = 0; i < o->n_decode_at; i++)
         if (o->decode_at[i] + DA_STEPS + 1 > max_ctx) max_ctx = o->decode_at[i] + DA_STEPS + 1;
-    wm_clm_opts co = {.threads = o->threads, .max_length = max_ctx};
+    wm_clm_opts co = {.threads = o->threads, .max_length = max_ctx, .session = o->session};
     wm_clm *m = NULL;
     double t0 = now_ms();
     wm_status st = wm_clm_open(path, &co, &m, err);
@@ -241,7 +245,7 @@ int wm_cmd_perf(int argc, char **argv) {
         {"ep", required_argument, 0, O_EP},         {"device", required_argument, 0, O_DEV},
         {"prompt-len", required_argument, 0, O_PLEN}, {"gen-len", required_argument, 0, O_GLEN},
         {"llm-runs", required_argument, 0, O_LRUNS}, {"no-llm", no_argument, 0, O_NOLLM},
-        {"decode-at", required_argument, 0, O_DECAT},
+        {"decode-at", required_argument, 0, O_DECAT}, WM_CLI_LIMITS_LONG,
         {0, 0, 0, 0}};
     long prompt_len = 128, gen_len = 128, llm_runs = 3;
     int no_llm = 0;
@@ -252,6 +256,7 @@ int wm_cmd_perf(int argc, char **argv) {
     const char *data = NULL;
     wm_dim_bind dims[32];
     size_t n_dims = 0;
+    wm_session_opts so = {0};
     int opt;
     optind = 1;
     opterr = 0;
@@ -305,6 +310,9 @@ int wm_cmd_perf(int argc, char **argv) {
                                           opt == O_EP ? "--ep" : "--device", optarg);
             break;
         default: {
+            int lr = wm_cli_limits_opt(&c, opt, optarg, &so);
+            if (lr < 0) return WM_EXIT_ERROR;
+            if (lr) break;
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);
             if (rc) return rc;
         }
@@ -322,7 +330,7 @@ int wm_cmd_perf(int argc, char **argv) {
     wm_error err = {0};
     uint64_t rss0 = wm_current_rss_bytes();
     double t0 = now_ms();
-    wm_session_opts so = {.threads = (int)threads};
+    so.threads = (int)threads;
     wm_session *s = NULL;
     if (wm_session_new(path, &so, &s, &err)) return wm_cli_fail(&c, &err);
     double load_ms = now_ms() - t0;
@@ -452,7 +460,7 @@ int wm_cmd_perf(int argc, char **argv) {
     wm_json_bool(&j, "data_dependent_shapes", ss.eager);
     wm_json_obj_end(&j);
     if (!no_llm) {
-        llm_opts lo = {prompt_len, gen_len, llm_runs, (int)threads, (uint64_t)seed, decode_at, n_decode_at};
+        llm_opts lo = {prompt_len, gen_len, llm_runs, (int)threads, (uint64_t)seed, decode_at, n_decode_at, &so};
         wm_session_free(s); /* the LLM runner loads its own session: its load time is measured */
         s = NULL;
         if (llm_bench(&c, path, &lo, tty, &j, &err) == WM_ERR_UNSUPPORTED) {

@@ -11,15 +11,17 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_limits.h"
 #include "tasks/encoder.h"
 
 static void help(void) {
-    printf("usage: winml run -m BUILD_DIR|BUILD_DIR/MODEL.onnx --text TEXT [--pair TEXT]... [--no-normalize] [--threads N] [-f table|json]\n\n"
+    printf("usage: winml run -m BUILD_DIR|BUILD_DIR/MODEL.onnx --text TEXT [--pair TEXT]... [--no-normalize] [--threads N]\n"
+           "                 [-f table|json] [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n\n"
            "Runs an encoder build (text-classification, reranker, feature-extraction) on text. With several\n"
            "--pair passages the text is the query and every (query, passage) pair is scored and ranked.\n"
            "Classification: labels (config.json id2label) with softmax scores; one logit: the raw score.\n"
            "Feature extraction: the embedding, mean-pooled over the attention mask and L2-normalized.\n"
-           "Decoders: use winml generate.\n");
+           "Decoders: use winml generate.\n\n" WM_CLI_LIMITS_HELP);
 }
 
 typedef struct ranked {
@@ -41,10 +43,12 @@ int wm_cmd_run(int argc, char **argv) {
                                           {"pair", required_argument, 0, O_PAIR},
                                           {"no-normalize", no_argument, 0, O_NONORM},
                                           {"threads", required_argument, 0, O_THREADS},
+                                          WM_CLI_LIMITS_LONG,
                                           {0, 0, 0, 0}};
     const char *text = NULL, *pairs[256];
     size_t n_pairs = 0;
     int normalize = 1, threads = 0, opt;
+    wm_session_opts so = {0};
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
@@ -63,6 +67,9 @@ int wm_cmd_run(int argc, char **argv) {
             break;
         }
         default: {
+            int lr = wm_cli_limits_opt(&c, opt, optarg, &so);
+            if (lr < 0) return WM_EXIT_ERROR;
+            if (lr) break;
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);
             if (rc) return rc;
         }
@@ -72,7 +79,8 @@ int wm_cmd_run(int argc, char **argv) {
     if (!c.model || !text) return wm_cli_usage_error(&c, "-m BUILD_DIR and --text are required");
     wm_error err = {0};
     wm_encoder *e = NULL;
-    if (wm_encoder_open(c.model, threads, &e, &err)) return wm_cli_fail(&c, &err);
+    so.threads = threads;
+    if (wm_encoder_open(c.model, &so, &e, &err)) return wm_cli_fail(&c, &err);
     const char *task = wm_encoder_task(e);
     wm_json j;
     wm_json_init(&j);

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/sysmem.h"
 
 int wm_write_full(int fd, const void *p, size_t n) {
     const unsigned char *b = p;
@@ -420,19 +421,14 @@ uint64_t wm_free_space(const char *dir) {
     return (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
 }
 
-static void human(uint64_t b, char *out, size_t n) {
-    if (b >= (1ull << 30)) snprintf(out, n, "%.1f GiB", (double)b / (double)(1ull << 30));
-    else snprintf(out, n, "%.1f MiB", (double)b / (double)(1ull << 20));
-}
-
 wm_status wm_space_check(const char *dir, uint64_t need, const char *what, wm_error *err) {
     uint64_t free_b = wm_free_space(dir);
     if (free_b == UINT64_MAX) return WM_OK;
     uint64_t margin = need / 100 > (64ull << 20) ? need / 100 : (64ull << 20);
     if (need <= free_b && free_b - need >= margin) return WM_OK;
     char a[32], b[32];
-    human(need, a, sizeof a);
-    human(free_b, b, sizeof b);
+    wm_fmt_size(need, a, sizeof a);
+    wm_fmt_size(free_b, b, sizeof b);
     return wm_err(err, WM_ERR_INPUT, "%s: %s needs about %s but only %s are free there; free some space or write elsewhere",
                   dir, what, a, b);
 }

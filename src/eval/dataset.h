@@ -4,9 +4,14 @@
  * TSV (tab separated, first row the header, no quoting, as GLUE ships it)
  * or CSV (RFC 4180: quoted cells with "" escapes and embedded newlines).
  * Columns are found by header name, or by 0-based index ("#2").
- * Untrusted input: every row must have the header's cell count (TSV/CSV),
- * JSONL lines must be objects (depth capped); errors name the file, line
- * and reason.
+ * Untrusted input, read as a stream: a line at a time (a CSV record may
+ * span lines), reading stops after max_rows data rows, so memory follows
+ * the rows kept, not the file. A UTF-8 byte order mark is skipped. Refused
+ * with "FILE:LINE: reason": a line (or CSV record) over max_line bytes
+ * (its length and the limit named, nothing of it buffered past the
+ * limit), invalid UTF-8 or a NUL byte ("at byte N" of the line), a row
+ * without the header's cell count (TSV/CSV), a JSONL line that is not an
+ * object (depth capped).
  */
 #ifndef WM_EVAL_DATASET_H
 #define WM_EVAL_DATASET_H
@@ -15,18 +20,30 @@
 
 #include "winml/winml.h"
 
+#define WM_TABLE_MAX_LINE ((size_t)8 << 20) /* default bytes of one line: far above any text a model reads */
+
 typedef enum wm_table_format { WM_TABLE_AUTO = 0, WM_TABLE_JSONL, WM_TABLE_TSV, WM_TABLE_CSV } wm_table_format;
 
 typedef struct wm_table {
     size_t n_rows, n_cols;
     char **names;  /* n_cols column names */
     char **cells;  /* n_rows * n_cols, row-major; a missing JSONL key is NULL */
+    size_t *lines; /* n_rows: the 1-based line each row starts on (for messages) */
 } wm_table;
 
-/* Reads path (format from the extension when AUTO: .jsonl/.json, .tsv, .csv). t owns everything: wm_table_free. */
-wm_status wm_table_read(const char *path, wm_table_format fmt, wm_table *t, wm_error *err);
-/* Parses text held in memory (len bytes; label names it in errors). */
-wm_status wm_table_parse(const char *text, size_t len, wm_table_format fmt, const char *label, wm_table *t, wm_error *err);
+typedef struct wm_table_opts {
+    size_t max_rows; /* data rows to read, the rest of the file is not read (0: all) */
+    size_t max_line; /* bytes of one line, or of a CSV record spanning lines (0: WM_TABLE_MAX_LINE) */
+} wm_table_opts;
+
+/*
+ * Reads path (format from the extension when AUTO: .jsonl/.json, .tsv, .csv) through a small read buffer. o may be
+ * NULL (defaults). t owns everything: wm_table_free; after an error t is empty.
+ */
+wm_status wm_table_read(const char *path, wm_table_format fmt, const wm_table_opts *o, wm_table *t, wm_error *err);
+/* Parses text held in memory (len bytes; label names it in errors), as wm_table_read. */
+wm_status wm_table_parse(const char *text, size_t len, wm_table_format fmt, const char *label, const wm_table_opts *o,
+                         wm_table *t, wm_error *err);
 void wm_table_free(wm_table *t);
 
 /* The column named spec, else "#N" is index N; -1 when there is none. */

@@ -88,6 +88,7 @@ wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_e
     wm_status rc = wm_model_path(path, "a model file or a build folder with model.onnx", file, sizeof m->file, dir,
                                  sizeof dir, err);
     if (rc) goto fail;
+    if (o && o->session) m->so = *o->session;
     m->so.threads = o ? o->threads : 0;
     /* WM_LOGITS_ALL=1: every position's logits in every step (for comparisons) */
     rc = open_session(file, &m->so, getenv("WM_LOGITS_ALL") == NULL, &m->s, &m->narrowed, err);
@@ -140,11 +141,28 @@ wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_e
         goto fail;
     }
     m->vocab = wm_inputs_index_range(m->s, (size_t)m->i_ids);
-    m->kv_bytes = (size_t)(m->kv_heads * m->max_len * m->head_dim) * wm_dtype_size(m->kv_dtype);
     m->inplace = getenv("WM_KV_COPY") == NULL; /* WM_KV_COPY=1: the two-set form (for comparisons) */
     for (int l = 0; l < m->layers && m->inplace; l++)
         m->inplace = wm_session_kv_inplace(m->s, (size_t)m->i_pk[l], (size_t)m->o_pk[l]) &&
                      wm_session_kv_inplace(m->s, (size_t)m->i_pv[l], (size_t)m->o_pv[l]);
+    /* the cache is sized by max_length: checked, and taken from the session's memory budget before allocating */
+    uint64_t kvb, all, es = wm_dtype_size(m->kv_dtype), nset = m->inplace ? 1 : 2;
+    char what[160];
+    snprintf(what, sizeof what, "the KV cache of %d layers x %lld tokens (--max-length)", m->layers,
+             (long long)m->max_len);
+    if (__builtin_mul_overflow((uint64_t)m->kv_heads, (uint64_t)m->max_len, &kvb) ||
+        __builtin_mul_overflow(kvb, (uint64_t)m->head_dim, &kvb) || __builtin_mul_overflow(kvb, es, &kvb) ||
+        kvb > SIZE_MAX / 4 ||
+        __builtin_mul_overflow((kvb + 63) & ~(uint64_t)63, nset * 2 * (uint64_t)m->layers, &all) ||
+        __builtin_add_overflow(all, 24 * (uint64_t)m->max_len, &all)) {
+        rc = wm_err(err, WM_ERR_INPUT, "%s: %s is too large to count in 64 bits", file, what);
+        goto fail;
+    }
+    if ((rc = wm_session_reserve(m->s, all, what, err))) {
+        wm_err_prefix(err, "%s", file);
+        goto fail;
+    }
+    m->kv_bytes = (size_t)kvb;
     /* one mapping for every buffer: it lies on 2 MB pages (wm_arena_alloc), so a decode step's read of the
        whole cache does not miss the TLB every 4 KB (16 rows of a 64-float head): at 1024 tokens of
        Qwen2.5-0.5B the attention kernels took 20% less time over such a cache than over 48 small-page ones */

@@ -28,6 +28,8 @@ typedef struct wm_clm wm_clm;
 typedef struct wm_clm_opts {
     int threads;        /* 0: all cores */
     int64_t max_length; /* cache capacity in tokens (prompt + generated); 0: 2048 */
+    const wm_session_opts *session; /* options of its sessions (the bounds: max_memory, ...); NULL: defaults.
+                                       threads above wins over session->threads */
 } wm_clm_opts;
 
 /*

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ops/scalar.h"
+#include "runtime/budget.h"
 #include "runtime/subgraph.h"
 
 enum { CF_IF, CF_LOOP, CF_SCAN };
@@ -41,11 +42,12 @@ static int all_known(const wm_node *n, wm_tensor *const *in) {
     return 1;
 }
 
-/* A copy of t's bytes into buffer slot of g (dims kept); NULL data on OOM. */
-static wm_status keep(const wm_node *n, wm_subgraph *g, int slot, const wm_tensor *t, wm_tensor *dst, wm_error *err) {
+/* A copy of t's bytes into buffer slot of g (dims kept). */
+static wm_status keep(wm_subgraph *g, int slot, const wm_tensor *t, wm_tensor *dst, wm_error *err) {
     uint64_t nb = wm_tensor_nbytes(t);
-    void *b = wm_subgraph_buf(g, slot, (size_t)nb);
-    if (!b) return wm_node_err(n, err, WM_ERR_NOMEM, "out of memory");
+    void *b;
+    wm_status st = wm_subgraph_buf(g, slot, nb, &b, err);
+    if (st) return st;
     if (nb && b != t->data) memmove(b, t->data, (size_t)nb);
     *dst = *t;
     dst->data = b;
@@ -134,7 +136,8 @@ static wm_status loop_exec(wm_node *n, wm_tensor *const *in, wm_error *err) {
     cf_state *s = n->state;
     wm_subgraph *g = s->g[0];
     int N = s->n_carry, K = s->n_scan_out;
-    int64_t M = wm_has_in(n, 0) && in[0] ? wm_tensor_get_int(in[0], 0) : INT64_MAX;
+    int has_M = wm_has_in(n, 0) && in[0];
+    int64_t M = has_M ? wm_tensor_get_int(in[0], 0) : INT64_MAX;
     int has_cond = wm_has_in(n, 1) && in[1];
     uint8_t cond = has_cond ? ((const uint8_t *)in[1]->data)[0] != 0 : 1;
     if (wm_has_in(n, 0) && in[0] && wm_tensor_numel(in[0]) != 1) return wm_node_err(n, err, WM_ERR_INPUT, "M must hold one value");
@@ -147,12 +150,13 @@ static wm_status loop_exec(wm_node *n, wm_tensor *const *in, wm_error *err) {
         uint8_t cin = cond;
         formal[0] = (wm_tensor){.dtype = WM_DT_INT64, .rank = 0, .data = &iter};
         formal[1] = (wm_tensor){.dtype = WM_DT_BOOL, .rank = 0, .data = &cin};
-        wm_status st = wm_subgraph_run(g, formal, in, out, err);
+        wm_status st = wm_budget_iter(n, iter, has_M ? M : -1, err);
+        if (!st) st = wm_subgraph_run(g, formal, in, out, err);
         if (st) return st;
         if (wm_tensor_numel(&out[0]) != 1) return wm_node_err(n, err, WM_ERR_INPUT, "the body's cond output must hold one value");
         if (has_cond) cond = ((const uint8_t *)out[0].data)[0] != 0;
         for (int j = 0; j < N; j++) /* alternate buffers: the value read this iteration stays intact */
-            if ((st = keep(n, g, 2 * j + (int)(iter & 1), &out[1 + j], &formal[2 + j], err))) return st;
+            if ((st = keep(g, 2 * j + (int)(iter & 1), &out[1 + j], &formal[2 + j], err))) return st;
         for (int k = 0; k < K; k++) {
             const wm_tensor *e = &out[1 + N + k];
             wm_tensor *r = &s->res[N + k];
@@ -167,8 +171,9 @@ static wm_status loop_exec(wm_node *n, wm_tensor *const *in, wm_error *err) {
                 if (!same) return wm_node_err(n, err, WM_ERR_INPUT, "scan output %d changes shape at iteration %lld", k, (long long)iter);
             }
             uint64_t nb = wm_tensor_nbytes(e);
-            uint8_t *b = wm_subgraph_buf(g, 2 * N + k, (size_t)(scan_bytes[k] + nb));
-            if (!b) return wm_node_err(n, err, WM_ERR_NOMEM, "out of memory");
+            void *bv;
+            if ((st = wm_subgraph_buf(g, 2 * N + k, scan_bytes[k] + nb, &bv, err))) return st;
+            uint8_t *b = bv;
             if (nb) memcpy(b + scan_bytes[k], e->data, (size_t)nb);
             scan_bytes[k] += nb;
             r->data = b;
@@ -259,10 +264,12 @@ static wm_status scan_out_alloc(wm_node *n, const wm_tensor *e, int k, int64_t T
     r->rank = r1 + off;
     if (off) r->dims[0] = B;
     for (int d = 0, q = 0; d < r1; d++) r->dims[off + d] = d == a ? T : e->dims[q++];
-    size_t nb = (size_t)wm_tensor_nbytes(r);
-    r->data = wm_subgraph_buf(s->g[0], 2 * s->n_carry + k, nb);
-    if (!r->data) return wm_node_err(n, err, WM_ERR_NOMEM, "out of memory");
-    memset(r->data, 0, nb); /* steps past a sequence's length stay 0 */
+    uint64_t nb;
+    if (wm_budget_bytes(r, &nb))
+        return wm_node_err(n, err, WM_ERR_INPUT, "scan output %d: its size overflows 64 bits", k);
+    wm_status st = wm_subgraph_buf(s->g[0], 2 * s->n_carry + k, nb, &r->data, err);
+    if (st) return st;
+    memset(r->data, 0, (size_t)nb); /* steps past a sequence's length stay 0 */
     return WM_OK;
 }
 
@@ -285,15 +292,17 @@ static wm_status scan_run1(wm_node *n, wm_tensor *const *in, const wm_tensor *st
             f->rank = x->rank - 1;
             for (int d = 0, q = 0; d < x->rank; d++)
                 if (d != ax[i]) f->dims[q++] = x->dims[d];
-            void *buf = wm_subgraph_buf(g, 2 * N + K + i, (size_t)wm_tensor_nbytes(f));
-            if (!buf) return wm_node_err(n, err, WM_ERR_NOMEM, "out of memory");
+            void *buf;
+            wm_status st = wm_subgraph_buf(g, 2 * N + K + i, wm_tensor_nbytes(f), &buf, err);
+            if (st) return st;
             take_slice(x, ax[i], s->in_rev[i] ? len - 1 - t : t, buf);
             f->data = buf;
         }
-        wm_status st = wm_subgraph_run(g, formal, in, out, err);
+        wm_status st = wm_budget_iter(n, b * T + t, -1, err);
+        if (!st) st = wm_subgraph_run(g, formal, in, out, err);
         if (st) return st;
         for (int j = 0; j < N; j++)
-            if ((st = keep(n, g, 2 * j + (int)(t & 1), &out[j], &formal[j], err))) return st;
+            if ((st = keep(g, 2 * j + (int)(t & 1), &out[j], &formal[j], err))) return st;
         for (int k = 0; k < K; k++) {
             const wm_tensor *e = &out[N + k];
             wm_tensor *r = &s->res[N + k];
@@ -326,8 +335,8 @@ static wm_status scan_run1(wm_node *n, wm_tensor *const *in, const wm_tensor *st
             r->rank = f->rank + 1;
             r->dims[0] = B;
             for (int d = 0; d < f->rank; d++) r->dims[d + 1] = f->dims[d];
-            if (!(r->data = wm_subgraph_buf(g, 2 * N + K + M + j, (size_t)(nb * (uint64_t)B))))
-                return wm_node_err(n, err, WM_ERR_NOMEM, "out of memory");
+            wm_status st = wm_subgraph_buf(g, 2 * N + K + M + j, nb * (uint64_t)B, &r->data, err);
+            if (st) return st;
         }
         if (nb) memcpy((uint8_t *)r->data + (uint64_t)b * nb, f->data, (size_t)nb);
     }
@@ -361,6 +370,11 @@ static wm_status scan_exec(wm_node *n, wm_tensor *const *in, wm_error *err) {
     }
     if (s->scan8 && wm_has_in(n, 0) && in[0] && wm_tensor_numel(in[0]) != (uint64_t)B)
         return wm_node_err(n, err, WM_ERR_INPUT, "sequence_lens must hold one length per batch entry");
+    int64_t steps;
+    if (T > 0 && B > 0) { /* every step is an iteration of the body: refused before the first when over the cap */
+        wm_status st = wm_budget_steps(n, __builtin_mul_overflow(T, B, &steps) ? INT64_MAX : steps, err);
+        if (st) return st;
+    }
     for (int64_t b = 0; b < B; b++) {
         for (int j = 0; j < N; j++) st0[j] = s->scan8 ? batch_view(in[first + j], b) : *in[first + j];
         for (int i = 0; i < M; i++) sc[i] = s->scan8 ? batch_view(in[first + N + i], b) : *in[first + N + i];

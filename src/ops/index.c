@@ -15,6 +15,7 @@
 
 #include "ops/scalar.h"
 #include "ops/sort.h"
+#include "runtime/budget.h"
 
 static void strides_of(const wm_tensor *t, int64_t *st) {
     int64_t s = 1;
@@ -302,11 +303,15 @@ static wm_status unique_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const
     if (st) return st;
     int64_t nu = 0;
     if (c.len) {
-        /* the count needs a sort; infer runs per eager run (the shape depends on data) and has no workspace */
-        int64_t *idx = malloc(2 * c.len * sizeof *idx);
-        if (!idx) return wm_node_err(n, err, WM_ERR_NOMEM, "out of memory");
-        nu = uq_sort(&c, idx, idx + c.len);
+        /* the count needs a sort; infer runs per eager run (the shape depends on data) and has no workspace: its
+           buffer (16 bytes an element) is taken from the session's memory budget while it lives */
+        uint64_t nb = 2 * (uint64_t)c.len * sizeof(int64_t);
+        if (n->scope && (st = wm_budget_take(n->scope, n, 0, nb, "a sort buffer", err))) return st;
+        int64_t *idx = nb <= SIZE_MAX ? malloc((size_t)nb) : NULL;
+        if (idx) nu = uq_sort(&c, idx, idx + c.len);
         free(idx);
+        if (n->scope) wm_budget_give(n->scope, nb);
+        if (!idx) return wm_node_err(n, err, WM_ERR_NOMEM, "out of memory");
     }
     if (axis < 0) {
         out[0]->rank = 1;

@@ -1,11 +1,13 @@
 #include "runtime/inputs.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core/error.h"
+#include "core/sysmem.h"
 #include "hf/safetensors.h"
 #include "runtime/session_impl.h"
 
@@ -119,7 +121,7 @@ static wm_status alloc_inputs(wm_inputs *in, size_t n, wm_error *err) {
 wm_status wm_inputs_make(const wm_session *s, const wm_input_opts *o, wm_inputs *in, wm_error *err) {
     wm_status st = alloc_inputs(in, s->n_inputs, err);
     if (st) return st;
-    uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+    uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull, total = 0;
     int64_t past = o->past > 0 ? o->past : 0;
     for (size_t i = 0; i < s->n_inputs; i++) {
         const wm_io_info *io = &s->inputs[i];
@@ -141,6 +143,15 @@ wm_status wm_inputs_make(const wm_session *s, const wm_input_opts *o, wm_inputs 
             wm_inputs_free(in); /* put() writes the types above only (8-bit floats, sub-byte types: no) */
             return wm_err(err, WM_ERR_USAGE, "input '%s': no generator for element type %s (give the data with --input-data)",
                           io->name, wm_dtype_name(io->dtype));
+        }
+        total += numel * es; /* sized by flags: within the session's memory limit, like its activations */
+        if (!wm_budget_fits(s, 0, total)) {
+            char msg[700], shape[256], sz[32];
+            snprintf(msg, sizeof msg, "input '%s' %s needs %s (from --batch-size, --seq-len, --past-len, --dim)",
+                     io->name, wm_budget_shape(t, shape, sizeof shape), wm_fmt_size(numel * es, sz, sizeof sz));
+            wm_budget_over(s, 0, msg, sizeof msg);
+            wm_inputs_free(in);
+            return wm_err(err, WM_ERR_USAGE, "%s", msg);
         }
         in->bufs[i] = aligned_alloc(64, ((numel * es) | 63) + 1);
         if (!in->bufs[i]) {

@@ -5,10 +5,12 @@
  * may write over an input that dies with them; blocks placed greedily,
  * largest first, where no block live at the same time overlaps).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/sysmem.h"
 #include "runtime/session_impl.h"
 
 #define AHEAD_MAX_BYTES (1u << 18) /* values evaluated ahead stay small: shape arithmetic, not weights */
@@ -77,28 +79,62 @@ static wm_status eval_ahead(wm_session *s, wm_plan *p, int i, wm_tensor **in, wm
     }
     size_t ws = wm_node_workspace(s, i, in, out);
     void *wsp = NULL;
-    if (ws && !(wsp = aligned_alloc(ALIGN, align_up(ws)))) return wm_err(err, WM_ERR_NOMEM, "plan: out of memory");
-    wm_status st = wm_node_exec(s, i, in, out, wsp, ws, err);
+    wm_status st = ws ? wm_budget_take(s, n, 0, ws, "a workspace", err) : WM_OK;
+    if (st) return st;
+    if (ws && !(wsp = aligned_alloc(ALIGN, align_up(ws)))) st = wm_err(err, WM_ERR_NOMEM, "plan: out of memory");
+    if (!st) st = wm_node_exec(s, i, in, out, wsp, ws, err);
     free(wsp);
+    wm_budget_give(s, ws);
     return st;
 }
 
 static int known(const wm_plan *p, const wm_tensor *t) { return t && p->loc[t - p->t].kind == WM_LOC_FIXED; }
 
-static wm_status check_dims(const wm_node *n, wm_tensor **out, wm_error *err) {
+/* Rank and dims of node n's outputs, and that each fits the memory budget (bytes by checked multiplication). */
+static wm_status check_dims(wm_session *s, const wm_node *n, wm_tensor **out, wm_error *err) {
     for (int k = 0; k < n->n_out; k++) {
         if (!out[k]) continue;
         if (out[k]->rank < 0 || out[k]->rank > WM_MAX_RANK)
             return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output %d has rank %d (at most %d)", k, out[k]->rank,
                                WM_MAX_RANK);
-        uint64_t numel = 1;
-        for (int d = 0; d < out[k]->rank; d++) {
-            if (out[k]->dims[d] < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output %d has a negative dim", k);
-            if (__builtin_mul_overflow(numel, (uint64_t)out[k]->dims[d], &numel) || numel > (1ull << 46))
-                return wm_node_err(n, err, WM_ERR_INPUT, "output %d is too large", k);
-        }
+        uint64_t nb;
+        wm_status st = wm_budget_value(s, n, k, out[k], s->mem_size, &nb, err); /* the arena it would replace */
+        if (st) return st;
+        if (wm_tensor_numel(out[k]) > (1ull << 46)) /* beyond what the kernels' index arithmetic is meant for */
+            return wm_node_err(n, err, WM_ERR_INPUT, "output %d has more than 2^46 elements", k);
     }
     return WM_OK;
+}
+
+/*
+ * The plan's activations (arena and workspace, need bytes) against the budget, the session's current arena (which
+ * they replace) not counted: the message names the largest value and the node with the largest workspace.
+ */
+static wm_status plan_fits(wm_session *s, const wm_plan *p, uint64_t need, wm_error *err) {
+    if (wm_budget_fits(s, s->mem_size, need)) return WM_OK;
+    int big = -1;
+    uint64_t big_nb = 0;
+    for (size_t v = 0; v < s->n_vals; v++)
+        if (p->loc[v].kind == WM_LOC_ARENA && p->root[v] == (int)v && wm_tensor_nbytes(&p->t[v]) >= big_nb)
+            big = (int)v, big_nb = wm_tensor_nbytes(&p->t[v]);
+    char msg[900], a[32], b[32], c[32], shape[256], more[400] = "";
+    if (big >= 0 && s->vals[big].producer >= 0) {
+        const wm_node *n = &s->nodes[s->vals[big].producer];
+        snprintf(more, sizeof more, "; the largest value is '%s' %s of node '%s' (%s), %s", s->vals[big].name,
+                 wm_budget_shape(&p->t[big], shape, sizeof shape), wm_node_label(n), n->proto->op_type,
+                 wm_fmt_size(big_nb, c, sizeof c));
+    }
+    if (p->ws_node >= 0) {
+        const wm_node *n = &s->nodes[p->ws_node];
+        size_t k = strlen(more);
+        snprintf(more + k, sizeof more - k, "; the largest workspace is that of node '%s' (%s)", wm_node_label(n),
+                 n->proto->op_type);
+    }
+    snprintf(msg, sizeof msg, "plan: the activations need %s (arena %s + workspace %s%s)",
+             wm_fmt_size(need, a, sizeof a), wm_fmt_size(p->arena_bytes, b, sizeof b),
+             wm_fmt_size(p->ws_bytes, c, sizeof c), more);
+    wm_budget_over(s, s->mem_size, msg, sizeof msg);
+    return wm_err(err, WM_ERR_INPUT, "%s", msg);
 }
 
 /* Liveness and placement of the run nodes' values into one arena. */
@@ -265,7 +301,7 @@ static wm_status make_plan(wm_session *s, const wm_tensor *inputs, wm_plan *p, w
             return WM_OK;
         }
         if (st) return st;
-        if ((st = check_dims(n, out, err))) return st;
+        if ((st = check_dims(s, n, out, err))) return st;
         int all_known = 1;
         uint64_t out_bytes = 0;
         for (int k = 0; k < n->n_in; k++)
@@ -285,6 +321,7 @@ static wm_status make_plan(wm_session *s, const wm_tensor *inputs, wm_plan *p, w
     }
     p->io = malloc((n_io ? n_io : 1) * sizeof *p->io);
     p->io_off = malloc(((size_t)p->n_run + 1) * sizeof *p->io_off);
+    p->ws_node = -1;
     if (!p->io || !p->io_off) return wm_err(err, WM_ERR_NOMEM, "plan: out of memory");
     size_t o = 0;
     uint64_t ws = 0;
@@ -294,7 +331,7 @@ static wm_status make_plan(wm_session *s, const wm_tensor *inputs, wm_plan *p, w
         p->io_off[j] = o;
         node_io(s, p, i, p->io + o, p->io + o + n->n_in);
         size_t w = wm_node_workspace(s, i, p->io + o, p->io + o + n->n_in);
-        if (w > ws) ws = w;
+        if (w > ws) ws = w, p->ws_node = i;
         o += (size_t)(n->n_in + n->n_out);
     }
     p->io_off[p->n_run] = o;
@@ -330,16 +367,20 @@ wm_status wm_plan_get(wm_session *s, const wm_tensor *inputs, wm_plan **out, wm_
         wm_plan_free(p);
         return st;
     }
-    size_t need = (size_t)align_up(p->arena_bytes) + (size_t)align_up(p->ws_bytes);
+    uint64_t need = align_up(p->arena_bytes) + align_up(p->ws_bytes);
     if (!p->eager && need > s->mem_size) {
-        void *m = aligned_alloc(ALIGN, need);
-        if (!m) {
+        void *m = NULL;
+        if ((st = plan_fits(s, p, need, err)) || need > SIZE_MAX || !(m = aligned_alloc(ALIGN, (size_t)need))) {
+            if (!st)
+                st = wm_err(err, WM_ERR_NOMEM, "plan: cannot allocate %llu bytes of activations",
+                            (unsigned long long)need);
             wm_plan_free(p);
-            return wm_err(err, WM_ERR_NOMEM, "plan: cannot allocate %zu bytes of activations", need);
+            return st;
         }
+        wm_budget_take(s, NULL, s->mem_size, need, "the activations", NULL); /* fits: plan_fits */
         free(s->mem);
         s->mem = m;
-        s->mem_size = need;
+        s->mem_size = (size_t)need;
     }
     if (s->n_plans == (size_t)s->opts.max_plans) { /* evict the least recently used */
         size_t lru = 0;

@@ -31,32 +31,42 @@ static wm_status check_inputs(const wm_session *s, const wm_tensor *inputs, size
     return WM_OK;
 }
 
-/* The run's next buffer of n bytes: an eager run allocates in the same order every time, so the k-th request
- * takes the k-th buffer of the runs before when it is large enough (no allocation once sizes settle). */
-static void *eager_alloc(wm_session *s, uint64_t n) {
+/* The run's next buffer of n bytes for node nd (what: the message's name of it): an eager run allocates in the
+ * same order every time, so the k-th request takes the k-th buffer of the runs before when it is large enough (no
+ * allocation once sizes settle). A new buffer is taken from the budget (the one it replaces given back). */
+static wm_status eager_alloc(wm_session *s, const wm_node *nd, uint64_t n, const char *what, void **out,
+                             wm_error *err) {
     size_t k = s->eager_next;
+    *out = NULL;
     if (k < s->n_eager_bufs && s->eager_size[k] >= n) {
         s->eager_next++;
-        return s->eager_bufs[k];
+        *out = s->eager_bufs[k];
+        return WM_OK;
     }
     if (k == s->cap_eager_bufs) {
         size_t cap = s->cap_eager_bufs ? 2 * s->cap_eager_bufs : 64;
         void **nb = realloc(s->eager_bufs, cap * sizeof *nb);
         if (nb) s->eager_bufs = nb;
         uint64_t *ns = nb ? realloc(s->eager_size, cap * sizeof *ns) : NULL;
-        if (!ns) return NULL;
+        if (!ns) return wm_err(err, WM_ERR_NOMEM, "run: out of memory");
         s->eager_size = ns;
         s->cap_eager_bufs = cap;
     }
-    uint64_t size = ((n ? n : 1) + 63) & ~(uint64_t)63;
-    void *p = aligned_alloc(64, size);
-    if (!p) return NULL;
+    uint64_t size = ((n ? n : 1) + 63) & ~(uint64_t)63, old = k < s->n_eager_bufs ? s->eager_size[k] : 0;
+    wm_status st = wm_budget_take(s, nd, old, size, what, err);
+    if (st) return st;
+    void *p = size <= SIZE_MAX ? aligned_alloc(64, (size_t)size) : NULL;
+    if (!p) {
+        wm_budget_take(s, NULL, size, old, "", NULL); /* back as it was */
+        return wm_err(err, WM_ERR_NOMEM, "run: out of memory");
+    }
     if (k < s->n_eager_bufs) free(s->eager_bufs[k]);
     else s->n_eager_bufs++;
     s->eager_bufs[k] = p, s->eager_size[k] = size;
     s->eager_next++;
     s->run_allocs++;
-    return p;
+    *out = p;
+    return WM_OK;
 }
 
 /* Data-dependent shapes: infer with real data and allocate node by node. */
@@ -83,23 +93,24 @@ static wm_status run_eager(wm_session *s, wm_plan *p, const wm_tensor *inputs, w
             int v = wm_session_value(s, n->proto->output[k]);
             out[k] = v >= 0 ? &p->t[v] : NULL;
         }
-        wm_status st = n->op->infer(&s->nodes[i], in, out, err);
-        if (st == WM_NEED_DATA) return wm_node_err(n, err, WM_ERR_INTERNAL, "shape unknown with every input known");
+        wm_status st = wm_budget_time(s, n, err);
+        if (st) return st;
+        if ((st = n->op->infer(&s->nodes[i], in, out, err)) == WM_NEED_DATA)
+            return wm_node_err(n, err, WM_ERR_INTERNAL, "shape unknown with every input known");
         if (st) return st;
         for (int k = 0; k < n->n_out; k++) {
             if (!out[k]) continue;
-            uint64_t numel = 1;
-            for (int d = 0; d < out[k]->rank; d++) {
-                if (out[k]->dims[d] < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output %d has a negative dim", k);
-                if (__builtin_mul_overflow(numel, (uint64_t)out[k]->dims[d], &numel) || numel > (1ull << 40))
-                    return wm_node_err(n, err, WM_ERR_INPUT, "output %d is too large", k);
-            }
-            if (!(out[k]->data = eager_alloc(s, wm_tensor_nbytes(out[k]))))
-                return wm_err(err, WM_ERR_NOMEM, "run: out of memory");
+            uint64_t nb;
+            size_t slot = s->eager_next; /* the buffer of the runs before that this one reuses or replaces */
+            if ((st = wm_budget_value(s, n, k, out[k], slot < s->n_eager_bufs ? s->eager_size[slot] : 0, &nb, err)))
+                return st;
+            if (wm_tensor_numel(out[k]) > (1ull << 46))
+                return wm_node_err(n, err, WM_ERR_INPUT, "output %d has more than 2^46 elements", k);
+            if ((st = eager_alloc(s, n, nb, "an output", &out[k]->data, err))) return st;
         }
         size_t ws = wm_node_workspace(s, (int)i, in, out);
-        void *wsp = ws ? eager_alloc(s, ws) : NULL;
-        if (ws && !wsp) return wm_err(err, WM_ERR_NOMEM, "run: out of memory");
+        void *wsp = NULL;
+        if (ws && (st = eager_alloc(s, n, ws, "a workspace", &wsp, err))) return st;
         if ((st = wm_node_exec(s, (int)i, in, out, wsp, ws, err))) return st;
     }
     return WM_OK;
@@ -139,6 +150,7 @@ static wm_status run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inpu
                            size_t n_outputs, const wm_out_bind *bind, wm_error *err) {
     wm_status st = check_inputs(s, inputs, n_inputs, err);
     if (st) return st;
+    wm_budget_start(s);
     if (n_outputs > s->n_outputs)
         return wm_err(err, WM_ERR_USAGE, "%zu outputs asked, the model has %zu", n_outputs, s->n_outputs);
     wm_plan *p;
@@ -161,9 +173,11 @@ static wm_status run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inpu
             if (bind[i].data && (st = bind_output(s, p, i, &bind[i], err))) return st;
         void *ws = mem ? mem + ((p->arena_bytes + 63) & ~(uint64_t)63) : NULL; /* no arena: nothing planned to run */
         struct timespec t0, t1;
+        int timed = wm_budget_timed(s);
         for (int j = 0; j < p->n_run; j++) {
             wm_tensor **io = p->io + p->io_off[j];
             int i = p->run[j];
+            if (timed && (st = wm_budget_time(s, &s->nodes[i], err))) return st;
             if (s->prof_ms) clock_gettime(CLOCK_MONOTONIC, &t0);
             if ((st = wm_node_exec(s, i, io, io + s->nodes[i].n_in, ws, p->ws_bytes, err))) return st;
             if (s->prof_ms) {

@@ -187,16 +187,21 @@ static wm_status fold_node(wm_session *s, int i, wm_error *err) {
     }
     for (int k = 0; k < n->n_out; k++) {
         if (!out[k]) continue;
-        if (out[k]->rank > WM_MAX_RANK) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output rank over %d", WM_MAX_RANK);
-        uint64_t nb = wm_tensor_nbytes(out[k]);
+        if (out[k]->rank < 0 || out[k]->rank > WM_MAX_RANK)
+            return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output rank %d (at most %d)", out[k]->rank, WM_MAX_RANK);
+        uint64_t nb;
+        if ((st = wm_budget_value(s, n, k, out[k], 0, &nb, err))) return st;
+        if ((st = wm_budget_take(s, n, 0, nb, "a folded constant", err))) return st;
         out[k]->data = session_alloc(s, nb ? nb : 1);
         if (!out[k]->data) return wm_err(err, WM_ERR_NOMEM, "folding constants: out of memory");
     }
     size_t ws = wm_node_workspace(s, i, in, out);
     void *wsp = NULL;
-    if (ws && !(wsp = aligned_alloc(64, (ws + 63) & ~(size_t)63))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    st = wm_node_exec(s, i, in, out, wsp, ws, err);
+    if (ws && (st = wm_budget_take(s, n, 0, ws, "a workspace", err))) return st;
+    if (ws && !(wsp = aligned_alloc(64, (ws + 63) & ~(size_t)63))) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    if (!st) st = wm_node_exec(s, i, in, out, wsp, ws, err);
     free(wsp);
+    wm_budget_give(s, ws);
     if (st) return st;
     for (int k = 0; k < n->n_out; k++) {
         if (!out[k]) continue;
@@ -346,6 +351,7 @@ wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm
     wm_arena_init(&s->arena);
     if (opts) s->opts = *opts;
     if (s->opts.max_plans <= 0) s->opts.max_plans = 8;
+    if ((st = wm_budget_init(&s->budget, &s->opts, err))) goto fail;
     /* the pool and the GEMM scratch come first: folding at creation runs kernels too */
     if ((st = wm_pool_new(s->opts.threads, &s->pool, err))) goto fail;
     s->gemm_ws_per = wm_gemm_scratch_per_thread();

@@ -13,6 +13,7 @@
 
 #include "onnx/graph.h"
 #include "ops/op.h"
+#include "runtime/budget.h"
 #include "winml/runtime.h"
 
 enum { WM_VAL_NODE = 0, WM_VAL_CONST, WM_VAL_INPUT };
@@ -49,6 +50,7 @@ typedef struct wm_plan {
     wm_tensor **io;      /* per run node: n_in then n_out tensor pointers (NULL: omitted) */
     size_t *io_off;      /* per run node: start of its pointers in io */
     uint64_t arena_bytes, naive_bytes, ws_bytes;
+    int ws_node;         /* the run node with the largest workspace, -1 when none has one */
     void **ahead;        /* malloc'ed buffers of ahead-evaluated values */
     size_t n_ahead;
 } wm_plan;
@@ -91,6 +93,7 @@ struct wm_session {
     wm_session *parent;      /* a subgraph's session: model, pool and GEMM scratch are the parent's */
     struct wm_subgraph **subs; /* subgraphs of this session's nodes, freed with it */
     size_t n_subs;
+    wm_budget budget;        /* limits and bytes held (used in the root session only: see budget.h) */
 };
 
 /*

@@ -203,15 +203,25 @@ wm_status wm_subgraph_run(wm_subgraph *g, const wm_tensor *formal, wm_tensor *co
     return wm_session_run(g->s, g->in, ni, out, g->s->n_outputs, err);
 }
 
-void *wm_subgraph_buf(wm_subgraph *g, int slot, size_t bytes) {
-    if (slot < 0 || slot >= WM_SUBGRAPH_BUFS) return NULL;
-    if (bytes > g->cap[slot]) {
-        size_t cap = g->cap[slot] ? g->cap[slot] : 256;
-        while (cap < bytes) cap *= 2;
-        void *p = realloc(g->buf[slot], cap);
-        if (!p) return NULL;
+wm_status wm_subgraph_buf(wm_subgraph *g, int slot, uint64_t bytes, void **out, wm_error *err) {
+    *out = NULL;
+    if (slot < 0 || slot >= WM_SUBGRAPH_BUFS) return wm_node_err(g->node, err, WM_ERR_INTERNAL, "buffer slot %d", slot);
+    if (bytes > g->cap[slot] || !g->buf[slot]) {
+        static const char what[] = "a buffer for its loop-carried or scan values";
+        uint64_t old = g->cap[slot], cap = old ? 2 * old : 256;
+        if (cap < bytes) cap = bytes;
+        if (!wm_budget_fits(g->s, old, cap)) cap = bytes; /* no room to double: exactly what is asked */
+        wm_status st = cap > SIZE_MAX ? wm_node_err(g->node, err, WM_ERR_INPUT, "a buffer over the address space")
+                                      : wm_budget_take(g->s, g->node, old, cap, what, err);
+        if (st) return st;
+        void *p = realloc(g->buf[slot], (size_t)cap);
+        if (!p) {
+            wm_budget_take(g->s, NULL, cap, old, "", NULL); /* back as it was */
+            return wm_node_err(g->node, err, WM_ERR_NOMEM, "out of memory");
+        }
         g->buf[slot] = p;
-        g->cap[slot] = cap;
+        g->cap[slot] = (size_t)cap;
     }
-    return g->buf[slot] ? g->buf[slot] : (g->buf[slot] = malloc(g->cap[slot] = 256));
+    *out = g->buf[slot];
+    return WM_OK;
 }

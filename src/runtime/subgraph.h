@@ -56,7 +56,11 @@ const wm_io_info *wm_subgraph_output(const wm_subgraph *g, size_t k);
 wm_status wm_subgraph_run(wm_subgraph *g, const wm_tensor *formal, wm_tensor *const *node_in, wm_tensor *out,
                           wm_error *err);
 
-/* A growable scratch buffer of g (slot < WM_SUBGRAPH_BUFS), kept between runs, freed with g; NULL on OOM. */
-void *wm_subgraph_buf(wm_subgraph *g, int slot, size_t bytes);
+/*
+ * *out: a growable scratch buffer of g (slot < WM_SUBGRAPH_BUFS) of at least bytes, kept between runs, freed with
+ * g. Its capacity is taken from the session's memory budget (runtime/budget.h): over it, WM_ERR_INPUT naming the
+ * node, the size and the limit.
+ */
+wm_status wm_subgraph_buf(wm_subgraph *g, int slot, uint64_t bytes, void **out, wm_error *err);
 
 #endif

@@ -43,7 +43,7 @@ static void read_task(const char *folder, char *task, size_t n) {
     cJSON_Delete(root);
 }
 
-wm_status wm_encoder_open(const char *model, int threads, wm_encoder **out, wm_error *err) {
+wm_status wm_encoder_open(const char *model, const wm_session_opts *so, wm_encoder **out, wm_error *err) {
     *out = NULL;
     char file[4200], dir[4200];
     wm_status st = wm_model_path(model, WM_ENCODER_NEEDS, file, sizeof file, dir, sizeof dir, err);
@@ -52,8 +52,7 @@ wm_status wm_encoder_open(const char *model, int threads, wm_encoder **out, wm_e
     wm_encoder *e = calloc(1, sizeof *e);
     if (!e) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     char p[4200];
-    wm_session_opts so = {.threads = threads};
-    st = wm_session_new(file, &so, &e->s, err);
+    st = wm_session_new(file, so, &e->s, err);
     if (!st) st = wm_tokenizer_load_dir(folder, &e->tok, err);
     if (st) goto fail;
     snprintf(p, sizeof p, "%s/config.json", folder);

@@ -21,9 +21,10 @@ typedef struct wm_encoder wm_encoder;
 /*
  * Opens an encoder from a build folder (FOLDER/model.onnx) or an .onnx file
  * inside one (wm_model_path), with the tokenizer, config.json labels and
- * winml_build_config.json task of that folder. *out: wm_encoder_free.
+ * winml_build_config.json task of that folder; session options so (NULL:
+ * defaults). *out: wm_encoder_free.
  */
-wm_status wm_encoder_open(const char *model, int threads, wm_encoder **out, wm_error *err);
+wm_status wm_encoder_open(const char *model, const wm_session_opts *so, wm_encoder **out, wm_error *err);
 void wm_encoder_free(wm_encoder *e);
 
 /* The task recorded in the folder's winml_build_config.json ("" when none). */

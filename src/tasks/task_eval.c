@@ -28,13 +28,23 @@ static int column(const wm_table *t, const char *spec, const char *const *defaul
     return -1;
 }
 
+/* A finite number (true / false are 1 / 0); -1 when s is none (NaN and infinities are none). */
 static int parse_num(const char *s, double *v) {
     if (!s) return -1;
     if (!strcmp(s, "true")) return *v = 1, 0;
     if (!strcmp(s, "false")) return *v = 0, 0;
     char *end;
     *v = strtod(s, &end);
-    return *s && !*end ? 0 : -1;
+    return *s && !*end && isfinite(*v) ? 0 : -1;
+}
+
+/* The rows to evaluate: all that were read (wm_table_read stopped at --samples); none is an error. */
+static wm_status rows_to_use(const wm_table *t, const wm_task_opts *o, size_t *n, wm_error *err) {
+    *n = t->n_rows;
+    if (o->samples > 0 && (size_t)o->samples < *n) *n = (size_t)o->samples;
+    if (!*n)
+        return wm_err(err, WM_ERR_INPUT, "%s: no data rows to evaluate (only a header, or blank lines)", o->dataset);
+    return WM_OK;
 }
 
 static wm_status classification(wm_encoder *e, const wm_table *t, const wm_task_opts *o, wm_json *j, wm_error *err) {
@@ -48,8 +58,8 @@ static wm_status classification(wm_encoder *e, const wm_table *t, const wm_task_
         if (column(t, o->col_pair, dpair, "pair", o->dataset, err, &cp)) return err->status;
     } else
         for (size_t i = 0; dpair[i] && cp < 0; i++) cp = wm_table_col(t, dpair[i]);
-    size_t n = t->n_rows;
-    if (o->samples > 0 && (size_t)o->samples < n) n = (size_t)o->samples;
+    size_t n;
+    if (rows_to_use(t, o, &n, err)) return err->status;
     int64_t *pred = malloc((n + 1) * sizeof *pred), *gold = malloc((n + 1) * sizeof *gold);
     if (!pred || !gold) {
         free(pred), free(gold);
@@ -58,10 +68,10 @@ static wm_status classification(wm_encoder *e, const wm_table *t, const wm_task_
     int n_classes = 2;
     wm_status st = WM_OK;
     for (size_t r = 0; r < n && !st; r++) {
-        double g;
-        const char *text = wm_table_cell(t, r, ct);
-        if (!text || parse_num(wm_table_cell(t, r, cl), &g)) {
-            st = wm_err(err, WM_ERR_INPUT, "%s: row %zu: missing text or a label that is not a number", o->dataset, r + 1);
+        const char *text = wm_table_cell(t, r, ct), *lab = wm_table_cell(t, r, cl);
+        if (!text || !lab) {
+            st = wm_err(err, WM_ERR_INPUT, "%s:%zu: the %s cell is missing", o->dataset, t->lines[r],
+                        !text ? "text" : "label");
             break;
         }
         const float *y;
@@ -70,6 +80,13 @@ static wm_status classification(wm_encoder *e, const wm_table *t, const wm_task_
         if ((st = wm_encoder_run(e, text, cp >= 0 ? wm_table_cell(t, r, cp) : NULL, 0, &y, &k, &pooled, err))) break;
         size_t best = 0;
         for (size_t i = 1; i < k; i++) best = y[i] > y[best] ? i : best;
+        size_t labels = k == 1 ? 2 : k; /* one logit: a binary head */
+        double g;
+        if (parse_num(lab, &g) || g != floor(g) || g < 0 || g >= (double)labels) {
+            st = wm_err(err, WM_ERR_INPUT, "%s:%zu: label '%.40s' is not a class of the model, which has %zu labels "
+                        "(0 to %zu)", o->dataset, t->lines[r], lab, labels, labels - 1);
+            break;
+        }
         pred[r] = k == 1 ? y[0] > 0 : (int64_t)best;
         gold[r] = (int64_t)g;
         if ((int)k > n_classes) n_classes = (int)k;
@@ -91,8 +108,8 @@ static wm_status ranking(wm_encoder *e, const wm_table *t, const wm_task_opts *o
     if (column(t, o->col_query, dq, "query", o->dataset, err, &cq) || column(t, o->col_passage, dp, "passage", o->dataset, err, &cp) ||
         column(t, o->col_label, dl, "label", o->dataset, err, &cl))
         return err->status;
-    size_t n = t->n_rows;
-    if (o->samples > 0 && (size_t)o->samples < n) n = (size_t)o->samples;
+    size_t n;
+    if (rows_to_use(t, o, &n, err)) return err->status;
     double *sc = malloc((n + 1) * sizeof *sc), *rel = malloc((n + 1) * sizeof *rel);
     uint8_t *done = calloc(n + 1, 1);
     wm_status st = (!sc || !rel || !done) ? wm_err(err, WM_ERR_NOMEM, "out of memory") : WM_OK;
@@ -101,8 +118,10 @@ static wm_status ranking(wm_encoder *e, const wm_table *t, const wm_task_opts *o
         size_t k;
         int pooled;
         const char *q = wm_table_cell(t, r, cq), *p = wm_table_cell(t, r, cp);
-        if (!q || !p || parse_num(wm_table_cell(t, r, cl), &rel[r])) {
-            st = wm_err(err, WM_ERR_INPUT, "%s: row %zu: missing query/passage or a label that is not a number", o->dataset, r + 1);
+        if (!q || !p || parse_num(wm_table_cell(t, r, cl), &rel[r]) || rel[r] < 0) {
+            st = wm_err(err, WM_ERR_INPUT, "%s:%zu: %s", o->dataset, t->lines[r],
+                        !q || !p ? "the query or passage cell is missing"
+                                 : "the label is not a relevance (a finite number >= 0)");
             break;
         }
         if ((st = wm_encoder_run(e, q, p, 0, &y, &k, &pooled, err))) break;
@@ -138,8 +157,8 @@ static wm_status similarity(wm_encoder *e, const wm_table *t, const wm_task_opts
     if (column(t, o->col_s1, d1, "sentence1", o->dataset, err, &c1) || column(t, o->col_s2, d2, "sentence2", o->dataset, err, &c2) ||
         column(t, o->col_score, ds, "score", o->dataset, err, &cs))
         return err->status;
-    size_t n = t->n_rows;
-    if (o->samples > 0 && (size_t)o->samples < n) n = (size_t)o->samples;
+    size_t n;
+    if (rows_to_use(t, o, &n, err)) return err->status;
     double *cos = malloc((n + 1) * sizeof *cos), *gold = malloc((n + 1) * sizeof *gold), *scratch = malloc((4 * n + 4) * sizeof *scratch);
     float *a = NULL;
     size_t na = 0;
@@ -150,7 +169,8 @@ static wm_status similarity(wm_encoder *e, const wm_table *t, const wm_task_opts
         int pooled;
         const char *s1 = wm_table_cell(t, r, c1), *s2 = wm_table_cell(t, r, c2);
         if (!s1 || !s2 || parse_num(wm_table_cell(t, r, cs), &gold[r])) {
-            st = wm_err(err, WM_ERR_INPUT, "%s: row %zu: missing sentences or a score that is not a number", o->dataset, r + 1);
+            st = wm_err(err, WM_ERR_INPUT, "%s:%zu: %s", o->dataset, t->lines[r],
+                        !s1 || !s2 ? "a sentence cell is missing" : "the score is not a finite number");
             break;
         }
         if ((st = wm_encoder_run(e, s1, NULL, 1, &y, &k, &pooled, err))) break;
@@ -187,7 +207,7 @@ static wm_status perplexity(const char *dir, const wm_task_opts *o, wm_json *j, 
     char file[PATH_MAX], folder[PATH_MAX];
     wm_status st = wm_model_path(dir, WM_ENCODER_NEEDS, file, sizeof file, folder, sizeof folder, err);
     if (!st) st = wm_tokenizer_load_dir(folder, &tok, err);
-    wm_clm_opts co = {.threads = o->threads, .max_length = L};
+    wm_clm_opts co = {.threads = o->threads, .max_length = L, .session = o->session};
     if (!st) st = wm_clm_open(file, &co, &m, err);
     if (!st) st = wm_map_file(o->dataset, 0, &text, err);
     wm_encode_opts eo = wm_encode_opts_default();
@@ -242,8 +262,11 @@ wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_er
     if (o->task) snprintf(task, sizeof task, "%s", o->task);
     wm_encoder *e = NULL;
     wm_status st = WM_OK;
+    wm_session_opts so = {0};
+    if (o->session) so = *o->session;
+    so.threads = o->threads;
     if (strcmp(task, "text-generation")) {
-        st = wm_encoder_open(dir, o->threads, &e, err);
+        st = wm_encoder_open(dir, &so, &e, err);
         if (st) return st;
         if (!task[0]) snprintf(task, sizeof task, "%s", wm_encoder_task(e));
     }
@@ -256,7 +279,8 @@ wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_er
         return st;
     }
     wm_table t = {0};
-    if ((st = wm_table_read(o->dataset, WM_TABLE_AUTO, &t, err))) goto done;
+    wm_table_opts tabo = {.max_rows = o->samples > 0 ? (size_t)o->samples : 0, .max_line = o->max_line};
+    if ((st = wm_table_read(o->dataset, WM_TABLE_AUTO, &tabo, &t, err))) goto done;
     wm_json_obj(j, "metrics");
     if (!strcmp(task, "text-classification")) st = classification(e, &t, o, j, err);
     else if (!strcmp(task, "text-ranking")) st = ranking(e, &t, o, j, err);

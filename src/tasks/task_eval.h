@@ -13,7 +13,7 @@
 #define WM_TASKS_TASK_EVAL_H
 
 #include "core/json.h"
-#include "winml/winml.h"
+#include "winml/runtime.h"
 
 typedef struct wm_task_opts {
     const char *task;     /* NULL: the build's own task */
@@ -22,6 +22,8 @@ typedef struct wm_task_opts {
     long samples;         /* 0: all rows */
     long max_length, stride; /* perplexity window (0: 512, max_length / 2) */
     int threads;
+    size_t max_line;      /* bytes of one line (a CSV record) of the table; 0: WM_TABLE_MAX_LINE */
+    const wm_session_opts *session; /* the engine's bounds (max_memory, ...); NULL: defaults; threads above wins */
 } wm_task_opts;
 
 wm_status wm_task_eval(const char *build_dir, const wm_task_opts *o, wm_json *j, wm_error *err);
