@@ -321,13 +321,13 @@ int wm_cmd_perf(int argc, char **argv) {
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (!c.model) return wm_cli_usage_error(&c, "-m MODEL is required");
 
-    char path[4096];
-    struct stat stt;
-    if (stat(c.model, &stt) == 0 && S_ISDIR(stt.st_mode)) snprintf(path, sizeof path, "%s/model.onnx", c.model);
-    else snprintf(path, sizeof path, "%s", c.model);
+    char path[4096], dir[4096];
+    wm_error err = {0};
+    if (wm_model_path(c.model, "an .onnx file or a build folder with model.onnx", path, sizeof path, dir, sizeof dir,
+                      &err))
+        return wm_cli_fail(&c, &err);
 
     int tty = isatty(STDERR_FILENO);
-    wm_error err = {0};
     uint64_t rss0 = wm_current_rss_bytes();
     double t0 = now_ms();
     so.threads = (int)threads;
