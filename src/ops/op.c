@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/int_math.h"
+
 const int32_t wm_types_float[] = {WM_DT_FLOAT, WM_DT_FLOAT16, WM_DT_BFLOAT16, WM_DT_DOUBLE, 0};
 const int32_t wm_types_int[] = {WM_DT_INT8,  WM_DT_UINT8,  WM_DT_INT16,  WM_DT_UINT16,
                                 WM_DT_INT32, WM_DT_UINT32, WM_DT_INT64, WM_DT_UINT64, 0};
@@ -122,8 +124,8 @@ int64_t wm_tensor_get_int(const wm_tensor *t, uint64_t i) {
     case WM_DT_UINT32: return ((const uint32_t *)d)[i];
     case WM_DT_INT64: return ((const int64_t *)d)[i];
     case WM_DT_UINT64: return (int64_t)((const uint64_t *)d)[i];
-    case WM_DT_FLOAT: return (int64_t)((const float *)d)[i];
-    case WM_DT_DOUBLE: return (int64_t)((const double *)d)[i];
+    case WM_DT_FLOAT: return wm_f64_to_i64(((const float *)d)[i]); /* NaN, out of range: INT64_MIN, no UB */
+    case WM_DT_DOUBLE: return wm_f64_to_i64(((const double *)d)[i]);
     default: return 0;
     }
 }

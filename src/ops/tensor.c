@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "ops/int_math.h"
 #include "ops/op.h"
 
 static wm_status any_type_init(wm_node *n, wm_error *err) {
@@ -18,7 +19,7 @@ static void strides_of(const wm_tensor *t, int64_t *st) {
     int64_t s = 1;
     for (int d = t->rank - 1; d >= 0; d--) {
         st[d] = s;
-        s *= t->dims[d];
+        s = wm_i64_mul(s, t->dims[d]);
     }
 }
 
@@ -204,7 +205,7 @@ static wm_status concat_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const
             if (d != a && in[i]->dims[d] != f->dims[d])
                 return wm_node_err(n, err, WM_ERR_INPUT, "input %d dim %d is %lld, input 0 has %lld", i, d,
                                    (long long)in[i]->dims[d], (long long)f->dims[d]);
-        sum += in[i]->dims[a];
+        if (!wm_add_i64_ok(sum, in[i]->dims[a], &sum)) return wm_node_err(n, err, WM_ERR_INPUT, "the concatenated dim is too large");
     }
     wm_set_shape(out[0], r, f->dims);
     out[0]->dims[a] = sum;
@@ -262,7 +263,7 @@ static wm_status split_sizes(const wm_node *n, wm_tensor *const *in, int64_t *sz
     int64_t sum = 0;
     for (int i = 0; i < no; i++) {
         if (sz[i] < 0) return wm_node_err(n, err, WM_ERR_INPUT, "negative split");
-        sum += sz[i];
+        if (!wm_add_i64_ok(sum, sz[i], &sum)) return wm_node_err(n, err, WM_ERR_INPUT, "splits sum past the int64 range");
     }
     if (sum != dim) return wm_node_err(n, err, WM_ERR_INPUT, "splits sum to %lld, dim is %lld", (long long)sum, (long long)dim);
     return WM_OK;
@@ -340,17 +341,7 @@ static wm_status slice_resolve(const wm_node *n, wm_tensor *const *in, slice_spe
         seen[a] = 1;
         int64_t dim = in[0]->dims[a], st = steps[i], b = starts[i], e = ends[i];
         if (st == 0) return wm_node_err(n, err, WM_ERR_INPUT, "step 0");
-        if (b < 0) b += dim;
-        if (e < 0) e += dim;
-        if (st > 0) {
-            b = b < 0 ? 0 : b > dim ? dim : b;
-            e = e < 0 ? 0 : e > dim ? dim : e;
-            s->len[a] = e > b ? (e - b + st - 1) / st : 0;
-        } else {
-            b = b < 0 ? -1 : b > dim - 1 ? dim - 1 : b;
-            e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-            s->len[a] = b > e ? (b - e + (-st) - 1) / (-st) : 0;
-        }
+        s->len[a] = wm_slice_axis(dim, b, e, st, &b); /* clamped per the spec, any int64 values: ops/int_math.h */
         s->start[a] = b;
         s->step[a] = st;
     }
@@ -527,7 +518,8 @@ static wm_status tile_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
     for (int d = 0; d < r; d++) {
         int64_t rep = wm_tensor_get_int(in[1], (uint64_t)d);
         if (rep < 0) return wm_node_err(n, err, WM_ERR_INPUT, "negative repeat");
-        out[0]->dims[d] = in[0]->dims[d] * rep;
+        if (!wm_mul_i64_ok(in[0]->dims[d], rep, &out[0]->dims[d]))
+            return wm_node_err(n, err, WM_ERR_INPUT, "repeats[%d] = %lld makes dim %d too large", d, (long long)rep, d);
     }
     out[0]->rank = r;
     return WM_OK;
@@ -568,7 +560,7 @@ static wm_status trilu_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
     int upper = (int)wm_attr_int(n, "upper", 1);
     int64_t R = in[0]->dims[r - 2], C = in[0]->dims[r - 1];
     size_t es = wm_dtype_size(in[0]->dtype);
-    uint64_t mats = (R != 0 && C != 0) ? wm_tensor_numel(in[0]) / (uint64_t)(R * C) : 0;
+    uint64_t numel = wm_tensor_numel(in[0]), mats = numel ? numel / ((uint64_t)R * (uint64_t)C) : 0;
     const uint8_t *src = in[0]->data;
     uint8_t *dst = out[0]->data;
     for (uint64_t m = 0; m < mats; m++)
@@ -610,7 +602,7 @@ static wm_status cumsum_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *
                 uint64_t off = (o * (uint64_t)len + (uint64_t)t) * inner + i;
                 double vf = fl ? wm_tensor_get_f64(in[0], off) : 0;
                 int64_t vi = fl ? 0 : wm_tensor_get_int(in[0], off);
-                if (!excl) accf += vf, acci += vi;
+                if (!excl) accf += vf, acci = wm_i64_add(acci, vi); /* integers wrap: ops/int_math.h */
                 switch (dt) {
                 case WM_DT_FLOAT: ((float *)out[0]->data)[off] = (float)accf; break;
                 case WM_DT_DOUBLE: ((double *)out[0]->data)[off] = accf; break;
@@ -622,7 +614,7 @@ static wm_status cumsum_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *
                 case WM_DT_UINT64: ((uint64_t *)out[0]->data)[off] = (uint64_t)acci; break;
                 default: return wm_node_err(n, x->err, WM_ERR_UNSUPPORTED, "element type %s", wm_dtype_name(dt));
                 }
-                if (excl) accf += vf, acci += vi;
+                if (excl) accf += vf, acci = wm_i64_add(acci, vi);
             }
         }
     return WM_OK;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/int_math.h"
 #include "runtime/session_impl.h"
 
 #define AHEAD_MAX_BYTES (1u << 18) /* values evaluated ahead stay small: shape arithmetic, not weights */
@@ -91,12 +92,9 @@ static wm_status check_dims(const wm_node *n, wm_tensor **out, wm_error *err) {
         if (out[k]->rank < 0 || out[k]->rank > WM_MAX_RANK)
             return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output %d has rank %d (at most %d)", k, out[k]->rank,
                                WM_MAX_RANK);
-        uint64_t numel = 1;
-        for (int d = 0; d < out[k]->rank; d++) {
-            if (out[k]->dims[d] < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output %d has a negative dim", k);
-            if (__builtin_mul_overflow(numel, (uint64_t)out[k]->dims[d], &numel) || numel > (1ull << 46))
-                return wm_node_err(n, err, WM_ERR_INPUT, "output %d is too large", k);
-        }
+        int fit = wm_dims_fit(out[k]->dims, out[k]->rank, 1ull << 46); /* empty ones too: see ops/int_math.h */
+        if (fit < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output %d has a negative dim", k);
+        if (!fit) return wm_node_err(n, err, WM_ERR_INPUT, "output %d is too large", k);
     }
     return WM_OK;
 }
