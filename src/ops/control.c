@@ -431,7 +431,7 @@ static wm_status cf_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 /* NOFOLD: a body may draw random numbers; running it at creation would freeze them */
 static const wm_op ops[] = {
     {"", "If", 1, 0, if_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD, 0},
-    {"", "Loop", 1, 0, loop_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD, 0},
+    {"", "Loop", 1, 0, loop_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD | WM_OP_NO_INPUT0, 0},
     {"", "Scan", 8, 0, scan_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD, 0},
 };
 

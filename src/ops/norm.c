@@ -24,7 +24,8 @@ static wm_status norm_init(wm_node *n, wm_error *err) {
     s->skip = !strncmp(name, "Skip", 4);
     s->eps = wm_attr_float(n, "epsilon", s->skip ? 1e-12f : 1e-5f);
     n->state = s;
-    wm_status st = wm_check_type(n, 0, wm_types_float, err);
+    wm_status st = wm_need_inputs(n, s->skip ? 3 : 2, err); /* input, [skip,] gamma: read unchecked */
+    if (!st) st = wm_check_type(n, 0, wm_types_float, err);
     for (int i = 1; i < n->n_in && !st; i++)
         if (wm_has_in(n, i)) st = wm_check_type(n, i, wm_types_float, err);
     n->out_dtype[0] = n->in_dtype[0];

@@ -103,8 +103,16 @@ wm_status wm_check_type(const wm_node *n, int i, const int32_t *allowed, wm_erro
     int32_t dt = n->in_dtype[i];
     for (const int32_t *p = allowed; *p; p++)
         if (*p == dt) return WM_OK;
+    if (!dt || i >= n->n_in) return wm_node_err(n, err, WM_ERR_INPUT, "input %d is missing", i); /* a required one */
     return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "input %d ('%s') has element type %s, which this op does not support",
                        i, n->proto->input[i], wm_dtype_name(dt));
+}
+
+wm_status wm_need_inputs(const wm_node *n, int k, wm_error *err) {
+    for (int i = 0; i < k; i++)
+        if (!wm_has_in(n, i))
+            return wm_node_err(n, err, WM_ERR_INPUT, "input %d is missing (the op takes at least %d)", i, k);
+    return WM_OK;
 }
 
 wm_status wm_check_same_type(const wm_node *n, int a, int b, wm_error *err) {

@@ -26,6 +26,12 @@ static wm_status same_type_init(wm_node *n, wm_error *err) {
     return st;
 }
 
+/* Reshape, Expand: the shape input is required */
+static wm_status shaped_init(wm_node *n, wm_error *err) {
+    wm_status st = wm_need_inputs(n, 2, err);
+    return st ? st : same_type_init(n, err);
+}
+
 /* Reads the int64 values of a 1-D shape/axes tensor; WM_NEED_DATA when not known ahead. */
 static wm_status read_ints(const wm_node *n, const wm_tensor *t, int64_t *v, int max, int *count, wm_error *err) {
     if (!t->data && wm_tensor_numel(t)) return WM_NEED_DATA;
@@ -88,7 +94,6 @@ static wm_status size_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
 static wm_status reshape_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
     int64_t v[WM_MAX_RANK];
     int cnt;
-    if (!in[1]) return wm_node_err(n, err, WM_ERR_INPUT, "needs a shape input");
     wm_status st = read_ints(n, in[1], v, WM_MAX_RANK, &cnt, err);
     if (st) return st;
     int allowzero = (int)wm_attr_int(n, "allowzero", 0);
@@ -445,13 +450,13 @@ static wm_status range_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
 static const wm_op ops[] = {
     {"", "Shape", 1, 0, shape_init, shape_infer, shape_run, NULL, WM_OP_DIMS_ONLY, 0},
     {"", "Size", 1, 0, shape_init, size_infer, size_run, NULL, WM_OP_DIMS_ONLY, 0},
-    VIEW("Reshape", 5, reshape_infer, 1u << 1),
+    {"", "Reshape", 5, 0, shaped_init, reshape_infer, view_run, NULL, WM_OP_ALIAS, 1u << 1},
     VIEW("Flatten", 1, flatten_infer, 0),
     VIEW("Squeeze", 1, squeeze_infer, 1u << 1),
     VIEW("Unsqueeze", 1, unsqueeze_infer, 1u << 1),
-    {"", "Expand", 8, 0, same_type_init, expand_infer, expand_run, NULL, 0, 1u << 1},
+    {"", "Expand", 8, 0, shaped_init, expand_infer, expand_run, NULL, 0, 1u << 1},
     {"", "ConstantOfShape", 9, 0, cos_init, cos_infer, cos_run, NULL, 0, 1u << 0},
-    {"", "Constant", 1, 0, constant_init, constant_infer, constant_run, NULL, 0, 0},
+    {"", "Constant", 1, 0, constant_init, constant_infer, constant_run, NULL, WM_OP_NO_INPUT0, 0},
     {"", "Range", 11, 0, range_init, range_infer, range_run, NULL, 0, 7u},
 };
 

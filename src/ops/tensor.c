@@ -15,6 +15,19 @@ static wm_status any_type_init(wm_node *n, wm_error *err) {
     return st;
 }
 
+/* Slice (starts and ends as inputs from opset 10), Tile (repeats): the inputs infer reads are required */
+static wm_status slice_init(wm_node *n, wm_error *err) {
+    wm_status st = wm_need_inputs(n, n->opset >= 10 ? 3 : 1, err);
+    return st ? st : any_type_init(n, err);
+}
+
+static wm_status tile_init(wm_node *n, wm_error *err) {
+    wm_status st = wm_need_inputs(n, 2, err);
+    return st ? st : any_type_init(n, err);
+}
+
+/* Row-major strides of t (computed wrapping: they are only used to address a tensor that has elements, whose
+ * size the plan bounds; an empty one may have huge dims next to its 0). */
 static void strides_of(const wm_tensor *t, int64_t *st) {
     int64_t s = 1;
     for (int d = t->rank - 1; d >= 0; d--) {
@@ -624,11 +637,11 @@ static const wm_op ops[] = {
     {"", "Transpose", 1, 0, any_type_init, transpose_infer, transpose_run, NULL, 0, 0},
     {"", "Concat", 4, 0, concat_init, concat_infer, concat_run, NULL, 0, 0},
     {"", "Split", 2, 0, any_type_init, split_infer, split_run, NULL, 0, 1u << 1},
-    {"", "Slice", 1, 0, any_type_init, slice_infer, slice_run, NULL, 0, 0x1eu},
+    {"", "Slice", 1, 0, slice_init, slice_infer, slice_run, NULL, 0, 0x1eu},
     {"", "Gather", 1, 0, gather_init, gather_infer, gather_run, NULL, 0, 0},
     {"", "GatherElements", 11, 0, gather_init, gather_el_infer, gather_el_run, NULL, 0, 0},
     {"", "GatherND", 11, 0, gather_init, gather_nd_infer, gather_nd_run, NULL, 0, 0},
-    {"", "Tile", 6, 0, any_type_init, tile_infer, tile_run, NULL, 0, 1u << 1},
+    {"", "Tile", 6, 0, tile_init, tile_infer, tile_run, NULL, 0, 1u << 1},
     {"", "Trilu", 14, 0, any_type_init, same_shape_infer, trilu_run, NULL, 0, 0},
     {"", "CumSum", 11, 0, cumsum_init, same_shape_infer, cumsum_run, NULL, 0, 0},
 };

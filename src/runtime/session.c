@@ -273,6 +273,11 @@ static wm_status init_node(wm_session *s, int i, const wm_onnx_node *p, wm_error
         return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "op %s of domain '%s' (opset %d) is not supported by the engine",
                            p->op_type, *dom ? dom : "ai.onnx", opset);
     }
+    /* ops read input 0 and write output 0 unchecked: a node without them is refused here (further inputs an op
+     * requires, it checks in init: wm_need_inputs) */
+    if (!(n->op->flags & WM_OP_NO_INPUT0) && (n->n_in_proto < 1 || !p->input[0] || !*p->input[0]))
+        return wm_node_err(n, err, WM_ERR_INPUT, "input 0 is missing");
+    if (n->n_out < 1 || !p->output[0] || !*p->output[0]) return wm_node_err(n, err, WM_ERR_INPUT, "output 0 is missing");
     for (int k = 0; k < n->n_in; k++) {
         const char *nm = p->input[k];
         if (!nm || !*nm) continue;
