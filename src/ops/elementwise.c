@@ -250,6 +250,7 @@ enum { NOP_ABS, NOP_NEG, NOP_SIGN, NOP_RELU, NOP_IDENTITY, NOP_NOT, NOP_ISNAN, N
 typedef struct nstate {
     int op;
     int detect_pos, detect_neg;
+    int dropout; /* Dropout: input 2 is training_mode */
 } nstate;
 
 /* Abs and Neg wrap (Abs(MIN) = Neg(MIN) = MIN): ops/int_math.h */
@@ -327,9 +328,10 @@ static wm_status numeric_unary_init(wm_node *n, wm_error *err) {
     if (st) return st;
     n->out_dtype[0] = (s->op == NOP_ISNAN || s->op == NOP_ISINF) ? WM_DT_BOOL : n->in_dtype[0];
     if (!strcmp(n->proto->op_type, "Dropout")) {
+        s->dropout = 1;
         if (n->n_out > 1) n->out_dtype[1] = WM_DT_BOOL;
         /* inference only: training_mode (input 2, opset 12+) must be false */
-        if (wm_has_in(n, 2) && n->in_const[2] && wm_tensor_get_int(n->in_const[2], 0))
+        if (wm_has_in(n, 2) && n->in_const[2] && wm_tensor_numel(n->in_const[2]) && wm_tensor_get_int(n->in_const[2], 0))
             return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "training_mode = true (random dropout) is not supported");
     }
     return WM_OK;
@@ -346,9 +348,9 @@ static wm_status numeric_unary_run(wm_node *n, wm_tensor *const *in, wm_tensor *
     int64_t cnt = (int64_t)wm_tensor_numel(out[0]);
     const void *a = in[0]->data;
     void *o = out[0]->data;
-    if (n->n_in > 2 && in[2] && wm_tensor_get_int(in[2], 0))
+    if (s->dropout && wm_has_in(n, 2) && wm_tensor_numel(in[2]) && wm_tensor_get_int(in[2], 0))
         return wm_node_err(n, x->err, WM_ERR_UNSUPPORTED, "training_mode = true (random dropout) is not supported");
-    if (n->n_out > 1 && out[1]) memset(out[1]->data, 1, (size_t)cnt); /* Dropout mask: all kept */
+    if (s->dropout && n->n_out > 1 && out[1]) memset(out[1]->data, 1, (size_t)cnt); /* Dropout mask: all kept */
     if (s->op == NOP_IDENTITY) {
         if (o != a) memcpy(o, a, (size_t)wm_tensor_nbytes(out[0]));
         return WM_OK;

@@ -336,6 +336,8 @@ static wm_status slice_resolve(const wm_node *n, wm_tensor *const *in, slice_spe
             if (in[i] && !in[i]->data && wm_tensor_numel(in[i])) return WM_NEED_DATA;
         uint64_t k = wm_tensor_numel(in[1]);
         if (k > WM_MAX_RANK || wm_tensor_numel(in[2]) != k) return wm_node_err(n, err, WM_ERR_INPUT, "starts and ends lengths differ");
+        if ((n->n_in > 3 && in[3] && wm_tensor_numel(in[3]) != k) || (n->n_in > 4 && in[4] && wm_tensor_numel(in[4]) != k))
+            return wm_node_err(n, err, WM_ERR_INPUT, "axes/steps lengths differ from starts"); /* before reading them */
         cnt = (int)k;
         for (int i = 0; i < cnt; i++) {
             starts[i] = wm_tensor_get_int(in[1], (uint64_t)i);
@@ -343,8 +345,6 @@ static wm_status slice_resolve(const wm_node *n, wm_tensor *const *in, slice_spe
             axes[i] = n->n_in > 3 && in[3] ? wm_tensor_get_int(in[3], (uint64_t)i) : i;
             steps[i] = n->n_in > 4 && in[4] ? wm_tensor_get_int(in[4], (uint64_t)i) : 1;
         }
-        if ((n->n_in > 3 && in[3] && wm_tensor_numel(in[3]) != k) || (n->n_in > 4 && in[4] && wm_tensor_numel(in[4]) != k))
-            return wm_node_err(n, err, WM_ERR_INPUT, "axes/steps lengths differ from starts");
     }
     for (int d = 0; d < r; d++) s->start[d] = 0, s->step[d] = 1, s->len[d] = in[0]->dims[d];
     int seen[WM_MAX_RANK] = {0};
@@ -569,7 +569,8 @@ static wm_status trilu_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
     (void)x;
     int r = in[0]->rank;
     if (r < 2) return wm_node_err(n, x->err, WM_ERR_INPUT, "rank must be >= 2");
-    int64_t k = n->n_in > 1 && in[1] ? wm_tensor_get_int(in[1], 0) : 0;
+    if (wm_has_in(n, 1) && wm_tensor_numel(in[1]) != 1) return wm_node_err(n, x->err, WM_ERR_INPUT, "k must hold one value");
+    int64_t k = wm_has_in(n, 1) ? wm_tensor_get_int(in[1], 0) : 0;
     int upper = (int)wm_attr_int(n, "upper", 1);
     int64_t R = in[0]->dims[r - 2], C = in[0]->dims[r - 1];
     size_t es = wm_dtype_size(in[0]->dtype);
@@ -597,6 +598,7 @@ static wm_status cumsum_init(wm_node *n, wm_error *err) {
 }
 
 static wm_status cumsum_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    if (wm_tensor_numel(in[1]) != 1) return wm_node_err(n, x->err, WM_ERR_INPUT, "axis must hold one value");
     int r = in[0]->rank, a = wm_axis(wm_tensor_get_int(in[1], 0), r);
     if (a < 0) return wm_node_err(n, x->err, WM_ERR_INPUT, "axis out of range");
     int excl = (int)wm_attr_int(n, "exclusive", 0), rev = (int)wm_attr_int(n, "reverse", 0);

@@ -666,6 +666,44 @@ static void test_shape_value_division(void **st) {
     }
 }
 
+/* Inputs holding fewer elements than the op reads (found by fuzz_engine_ops): an error naming the node, not a read
+ * past the tensor. Slice's axes shorter than its starts; Trilu's k and CumSum's axis empty; Abs given extra inputs
+ * (only Dropout reads input 2, as training_mode). */
+static void test_short_inputs(void **st) {
+    (void)st;
+    int64_t four = 4, two = 2, zero = 0, one = 1;
+    const int64_t x[4] = {1, 2, 3, 4}, se[2] = {0, 1}, ax[1] = {0};
+    ut_model u;
+    ut_begin(&u, 13);
+    ut_const(&u, "x", WM_DT_INT64, &four, 1, x);
+    ut_const(&u, "s", WM_DT_INT64, &two, 1, se);
+    ut_const(&u, "e", WM_DT_INT64, &two, 1, se);
+    ut_const(&u, "a", WM_DT_INT64, &one, 1, ax);
+    ut_node(&u, "Slice", (const char *[]){"x", "s", "e", "a"}, 4, (const char *[]){"y"}, 1);
+    expect_error(&u, "axes/steps");
+    const int64_t m4[4] = {1, 2, 3, 4};
+    int64_t d22[2] = {2, 2};
+    ut_begin(&u, 14);
+    ut_const(&u, "x", WM_DT_INT64, d22, 2, m4);
+    ut_const(&u, "k", WM_DT_INT64, &zero, 1, m4);
+    ut_node(&u, "Trilu", (const char *[]){"x", "k"}, 2, (const char *[]){"y"}, 1);
+    expect_error(&u, "k must hold one value");
+    ut_begin(&u, 14);
+    ut_const(&u, "x", WM_DT_INT64, &four, 1, x);
+    ut_const(&u, "a", WM_DT_INT64, &zero, 1, x);
+    ut_node(&u, "CumSum", (const char *[]){"x", "a"}, 2, (const char *[]){"y"}, 1);
+    expect_error(&u, "axis must hold one value");
+    ut_begin(&u, 13);
+    ut_const(&u, "x", WM_DT_INT64, &four, 1, x);
+    ut_const(&u, "b", WM_DT_INT64, &zero, 1, x);
+    ut_node(&u, "Abs", (const char *[]){"x", "b", "b"}, 3, (const char *[]){"y"}, 1);
+    wm_error e = {0};
+    wm_tensor res;
+    if (run_consts(&u, &res, &e)) fail_msg("Abs: %s", e.msg);
+    assert_int_equal(((int64_t *)res.data)[3], 4);
+    ut_free(&u);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add),          cmocka_unit_test(test_sub),
@@ -679,6 +717,7 @@ int main(void) {
         cmocka_unit_test(test_empty_huge_dims), cmocka_unit_test(test_reduce_int),
         cmocka_unit_test(test_cumsum_wraps), cmocka_unit_test(test_onehot_nan_index),
         cmocka_unit_test(test_mean_int_refused), cmocka_unit_test(test_shape_value_division),
+        cmocka_unit_test(test_short_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
