@@ -148,7 +148,7 @@ static wm_status conv_geom(const wm_node *n, const wm_win_attr *a, int64_t group
     const wm_tensor *X = in[0], *W = in[1];
     if (X->rank < 3) return wm_node_err(n, err, WM_ERR_INPUT, "X has rank %d (needs N, C and spatial dims)", X->rank);
     if (W->rank != X->rank) return wm_node_err(n, err, WM_ERR_INPUT, "W has rank %d, X rank %d", W->rank, X->rank);
-    if (X->dims[1] % group || W->dims[1] * group != X->dims[1])
+    if (X->dims[1] % group || X->dims[1] / group != W->dims[1]) /* not W * group: an empty X allows any group */
         return wm_node_err(n, err, WM_ERR_INPUT, "X has %lld channels; W takes %lld per group with group = %lld",
                            (long long)X->dims[1], (long long)W->dims[1], (long long)group);
     if (W->dims[0] % group)

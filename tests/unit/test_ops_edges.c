@@ -704,6 +704,63 @@ static void test_short_inputs(void **st) {
     ut_free(&u);
 }
 
+/* Resize with tf_crop_and_resize and an roi of NaN / 1e300: source coordinates converted to integers were UB. */
+static void test_resize_roi_extremes(void **st) {
+    (void)st;
+    const char *const modes[] = {"nearest", "linear", "cubic"};
+    for (int m = 0; m < 3; m++) {
+        int64_t four = 4, two = 2, one = 1;
+        const float x[4] = {1, 2, 3, 4}, roi[2] = {NAN, 1e30f}, sc[1] = {1.5f};
+        ut_model u;
+        ut_begin(&u, 13);
+        ut_const(&u, "x", WM_DT_FLOAT, &four, 1, x);
+        ut_const(&u, "r", WM_DT_FLOAT, &two, 1, roi);
+        ut_const(&u, "s", WM_DT_FLOAT, &one, 1, sc);
+        ut_node(&u, "Resize", (const char *[]){"x", "r", "s"}, 3, (const char *[]){"y"}, 1);
+        ut_attr_string(&u, "coordinate_transformation_mode", "tf_crop_and_resize");
+        ut_attr_string(&u, "mode", modes[m]);
+        ut_attr_float(&u, "extrapolation_value", -5.0f);
+        wm_error e = {0};
+        wm_tensor res;
+        if (run_consts(&u, &res, &e)) fail_msg("Resize %s: %s", modes[m], e.msg);
+        assert_int_equal(res.dims[0], 6);
+        for (int i = 0; i < 6; i++) assert_true(isfinite(((float *)res.data)[i]));
+        ut_free(&u);
+    }
+}
+
+/* Attributes at the int64 edges: EyeLike's k (i + k overflowed), Conv's and ConvTranspose's group with an empty X
+ * (W * group overflowed: X's channels divisible by any group when there are none). */
+static void test_attr_extremes(void **st) {
+    (void)st;
+    const float z[4] = {0};
+    int64_t d22[2] = {2, 2};
+    const int64_t ks[2] = {INT64_MAX, INT64_MIN};
+    for (int i = 0; i < 2; i++) {
+        ut_model u;
+        ut_begin(&u, 13);
+        ut_const(&u, "x", WM_DT_FLOAT, d22, 2, z);
+        ut_node(&u, "EyeLike", (const char *[]){"x"}, 1, (const char *[]){"y"}, 1);
+        ut_attr_int(&u, "k", ks[i]);
+        wm_error e = {0};
+        wm_tensor res;
+        if (run_consts(&u, &res, &e)) fail_msg("EyeLike: %s", e.msg);
+        for (int j = 0; j < 4; j++) assert_true(((float *)res.data)[j] == 0);
+        ut_free(&u);
+    }
+    const char *const ops[] = {"Conv", "ConvTranspose"};
+    for (int i = 0; i < 2; i++) {
+        int64_t xd[3] = {1, 0, 2}, wd[3] = {i ? 0 : 1, 2, 1};
+        ut_model u;
+        ut_begin(&u, 13);
+        ut_const(&u, "x", WM_DT_FLOAT, xd, 3, z);
+        ut_const(&u, "w", WM_DT_FLOAT, wd, 3, z);
+        ut_node(&u, ops[i], (const char *[]){"x", "w"}, 2, (const char *[]){"y"}, 1);
+        ut_attr_int(&u, "group", INT64_MAX);
+        expect_error(&u, "group");
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add),          cmocka_unit_test(test_sub),
@@ -717,7 +774,8 @@ int main(void) {
         cmocka_unit_test(test_empty_huge_dims), cmocka_unit_test(test_reduce_int),
         cmocka_unit_test(test_cumsum_wraps), cmocka_unit_test(test_onehot_nan_index),
         cmocka_unit_test(test_mean_int_refused), cmocka_unit_test(test_shape_value_division),
-        cmocka_unit_test(test_short_inputs),
+        cmocka_unit_test(test_short_inputs),     cmocka_unit_test(test_resize_roi_extremes),
+        cmocka_unit_test(test_attr_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
