@@ -667,8 +667,8 @@ static void test_shape_value_division(void **st) {
 }
 
 /* Inputs holding fewer elements than the op reads (found by fuzz_engine_ops): an error naming the node, not a read
- * past the tensor. Slice's axes shorter than its starts; Trilu's k and CumSum's axis empty; Abs given extra inputs
- * (only Dropout reads input 2, as training_mode). */
+ * past the tensor. Slice's axes shorter than its starts; Trilu's k and CumSum's axis empty; LayerNormalization's
+ * beta and SkipLayerNormalization's skip shorter than a row; Abs given extra inputs (only Dropout reads input 2). */
 static void test_short_inputs(void **st) {
     (void)st;
     int64_t four = 4, two = 2, zero = 0, one = 1;
@@ -693,6 +693,25 @@ static void test_short_inputs(void **st) {
     ut_const(&u, "a", WM_DT_INT64, &zero, 1, x);
     ut_node(&u, "CumSum", (const char *[]){"x", "a"}, 2, (const char *[]){"y"}, 1);
     expect_error(&u, "axis must hold one value");
+    /* LayerNormalization's beta, SkipLayerNormalization's skip shorter than a row */
+    const float f4[4] = {1, 2, 3, 4};
+    ut_begin(&u, 17);
+    ut_const(&u, "x", WM_DT_FLOAT, d22, 2, f4);
+    ut_const(&u, "g", WM_DT_FLOAT, &two, 1, f4);
+    ut_const(&u, "b", WM_DT_FLOAT, &one, 1, f4);
+    ut_node(&u, "LayerNormalization", (const char *[]){"x", "g", "b"}, 3, (const char *[]){"y"}, 1);
+    expect_error(&u, "bias (beta) has 1 elements");
+    ut_begin(&u, 17);
+    ut_opset(u.m, "com.microsoft", 1);
+    ut_const(&u, "x", WM_DT_FLOAT, d22, 2, f4);
+    ut_const(&u, "s", WM_DT_FLOAT, &one, 1, f4);
+    ut_const(&u, "g", WM_DT_FLOAT, &two, 1, f4);
+    wm_error e0 = {0};
+    u.node = wm_graph_add_node(u.g, "SkipLayerNormalization", "com.microsoft", "n", (const char *[]){"x", "s", "g"}, 3,
+                               (const char *[]){"y"}, 1, &e0);
+    assert_non_null(u.node);
+    assert_int_equal(wm_graph_add_output(u.g, "y", WM_DT_FLOAT, NULL, 0, &e0), WM_OK);
+    expect_error(&u, "skip does not broadcast");
     ut_begin(&u, 13);
     ut_const(&u, "x", WM_DT_INT64, &four, 1, x);
     ut_const(&u, "b", WM_DT_INT64, &zero, 1, x);
