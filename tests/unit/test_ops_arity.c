@@ -1,7 +1,7 @@
 /*
  * test_ops_arity.c - every op the engine registers (ops/registry.c), at
- * several opsets, given too few inputs or outputs, omitted ("") required
- * ones, and inputs of several element types and ranks, constant or given at
+ * its first opset and 21, given too few inputs or outputs, omitted ("")
+ * required ones, float32 or int64 inputs at two ranks, constant or given at
  * run time: the session refuses the node or the run with a message, or
  * runs, but never reads an input or output the node does not have (a crash,
  * or an ASan/UBSan report in the sanitizer build). Each op runs in a child
@@ -65,7 +65,7 @@ static void one_case(const wm_op *op, int opset, int n_in, int n_out, int32_t dt
 }
 
 static void op_cases(const wm_op *op) {
-    const int opsets[] = {op->since, 13, 21};
+    const int opsets[] = {op->since, 21};
     for (size_t o = 0; o < sizeof opsets / sizeof opsets[0]; o++) {
         int v = opsets[o];
         if (o && (v <= op->since || (op->until && v > op->until) || *op->domain)) continue;
@@ -73,7 +73,6 @@ static void op_cases(const wm_op *op) {
             one_case(op, v, n_in, 1, WM_DT_FLOAT, 2, -1, 1);
             one_case(op, v, n_in, 3, WM_DT_FLOAT, 2, -1, 1);
             one_case(op, v, n_in, 1, WM_DT_INT64, 2, -1, 1);
-            one_case(op, v, n_in, 1, WM_DT_BOOL, 0, -1, 1);
             one_case(op, v, n_in, 1, WM_DT_FLOAT, 4, -1, 0);
             for (int gap = 0; gap < n_in; gap++) one_case(op, v, n_in, 1, WM_DT_FLOAT, 2, gap, 1);
         }
