@@ -780,6 +780,36 @@ static void test_attr_extremes(void **st) {
     }
 }
 
+/* Integer MatMul and Gemm wrap like integer Mul and Add (int64 products of MIN overflowed; found by the fuzz target),
+ * and integer Gemm applies alpha and beta (it ignored alpha). */
+static void test_matmul_gemm_int(void **st) {
+    (void)st;
+    const int64_t a[2] = {INT64_MIN, 3}, b[2] = {INT64_MIN, 5}; /* [1,2] x [2,1] */
+    int64_t da[2] = {1, 2}, db[2] = {2, 1}, one = 1;
+    ut_model u;
+    ut_begin(&u, 13);
+    ut_const(&u, "a", WM_DT_INT64, da, 2, a);
+    ut_const(&u, "b", WM_DT_INT64, db, 2, b);
+    ut_node(&u, "MatMul", (const char *[]){"a", "b"}, 2, (const char *[]){"y"}, 1);
+    wm_error e = {0};
+    wm_tensor res;
+    if (run_consts(&u, &res, &e)) fail_msg("MatMul: %s", e.msg);
+    assert_int_equal(((int64_t *)res.data)[0], 15); /* MIN * MIN = 2^126 wraps to 0, + 15 */
+    ut_free(&u);
+    const int32_t a32[2] = {INT32_MAX, 2}, b32[2] = {2, 3}, c32[1] = {7};
+    ut_begin(&u, 13);
+    ut_const(&u, "a", WM_DT_INT32, da, 2, a32);
+    ut_const(&u, "b", WM_DT_INT32, db, 2, b32);
+    ut_const(&u, "c", WM_DT_INT32, &one, 1, c32);
+    ut_node(&u, "Gemm", (const char *[]){"a", "b", "c"}, 3, (const char *[]){"y"}, 1);
+    ut_attr_float(&u, "alpha", 2.0f);
+    ut_attr_float(&u, "beta", 3.0f);
+    if (run_consts(&u, &res, &e)) fail_msg("Gemm: %s", e.msg);
+    /* 2 * (2 * INT32_MAX + 6) + 3 * 7, kept to 32 bits */
+    assert_int_equal(((int32_t *)res.data)[0], (int32_t)(uint32_t)(2u * (2u * (uint32_t)INT32_MAX + 6u) + 21u));
+    ut_free(&u);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add),          cmocka_unit_test(test_sub),
@@ -794,7 +824,7 @@ int main(void) {
         cmocka_unit_test(test_cumsum_wraps), cmocka_unit_test(test_onehot_nan_index),
         cmocka_unit_test(test_mean_int_refused), cmocka_unit_test(test_shape_value_division),
         cmocka_unit_test(test_short_inputs),     cmocka_unit_test(test_resize_roi_extremes),
-        cmocka_unit_test(test_attr_extremes),
+        cmocka_unit_test(test_attr_extremes),    cmocka_unit_test(test_matmul_gemm_int),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
