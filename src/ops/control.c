@@ -432,7 +432,7 @@ static wm_status cf_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 static const wm_op ops[] = {
     {"", "If", 1, 0, if_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD, 0},
     {"", "Loop", 1, 0, loop_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD | WM_OP_NO_INPUT0, 0},
-    {"", "Scan", 8, 0, scan_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD, 0},
+    {"", "Scan", 8, 0, scan_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD | WM_OP_NO_INPUT0, 0},
 };
 
 const wm_op_table wm_ops_control = {ops, sizeof ops / sizeof ops[0]};

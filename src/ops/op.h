@@ -50,9 +50,10 @@ enum {
     WM_OP_KV_INPLACE = 1u << 4, /* outputs 1, 2 (present K/V) may share memory with inputs 3, 4 (past K/V):
                                    the run then appends in place (GroupQueryAttention's shared buffer) */
     WM_OP_INPLACE_IN3 = 1u << 5, /* as WM_OP_INPLACE with input 3 (a convolution's residual Z, accumulated into) */
-    WM_OP_NO_INPUT0 = 1u << 6,   /* input 0 may be absent (Constant, the random generators, Loop's trip count); every
-                                    other op gets a node with input 0 and output 0 present (the session refuses one
-                                    without), and checks in init any further input it requires (wm_need_inputs) */
+    WM_OP_NO_INPUT0 = 1u << 6,   /* input 0 may be absent (Constant, the random generators, Loop's trip count,
+                                    Scan-8's sequence_lens); every other op gets a node with input 0 and output 0
+                                    present (the session refuses one without), and checks in init any further
+                                    input it requires (wm_need_inputs) */
 };
 
 typedef struct wm_op {
