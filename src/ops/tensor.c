@@ -538,18 +538,30 @@ static wm_status tile_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
     return WM_OK;
 }
 
+/* Row by row: each output row (all dims but the last) is the input row its coordinates wrap to, copied once per
+ * repeat of the last dim (an element at a time took 10 s under ASan for a 256 MiB output). */
 static wm_status tile_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
     (void)n, (void)x;
     int r = out[0]->rank;
     size_t es = wm_dtype_size(in[0]->dtype);
     uint64_t total = wm_tensor_numel(out[0]);
+    if (!total) return WM_OK;
+    if (r == 0) {
+        memcpy(out[0]->data, in[0]->data, es);
+        return WM_OK;
+    }
     int64_t is[WM_MAX_RANK], idx[WM_MAX_RANK] = {0};
     strides_of(in[0], is);
-    for (uint64_t i = 0; i < total; i++) {
+    int64_t iw = in[0]->dims[r - 1], ow = out[0]->dims[r - 1]; /* ow = iw * repeats, iw > 0 as total > 0 */
+    size_t row = (size_t)iw * es;
+    uint64_t rows = total / (uint64_t)ow;
+    uint8_t *dst = out[0]->data;
+    for (uint64_t q = 0; q < rows; q++) {
         int64_t off = 0;
-        for (int d = 0; d < r; d++) off += (idx[d] % in[0]->dims[d]) * is[d];
-        memcpy((uint8_t *)out[0]->data + i * es, (const uint8_t *)in[0]->data + (size_t)off * es, es);
-        for (int d = r - 1; d >= 0; d--) {
+        for (int d = 0; d < r - 1; d++) off += (idx[d] % in[0]->dims[d]) * is[d];
+        const uint8_t *src = (const uint8_t *)in[0]->data + (size_t)off * es;
+        for (int64_t k = 0; k < ow; k += iw, dst += row) memcpy(dst, src, row);
+        for (int d = r - 2; d >= 0; d--) {
             if (++idx[d] < out[0]->dims[d]) break;
             idx[d] = 0;
         }
