@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "ops/int_math.h"
+
 static wm_status read_list(wm_node *n, const char *name, int64_t *dst, int max, int *count, int64_t min,
                            wm_error *err) {
     size_t k;
@@ -72,8 +74,12 @@ wm_status wm_win_make(const wm_node *n, const wm_win_attr *a, int nd, const int6
                                (long long)a->kernel[i], (long long)k);
         if (k < 1) return wm_node_err(n, err, WM_ERR_INPUT, "kernel dim %d is %lld", i, (long long)k);
         int64_t s = a->n_strides ? a->strides[i] : 1, d = a->n_dil ? a->dil[i] : 1, in = in_sp[i];
-        int64_t ext = (k - 1) * d + 1, out, pb = 0, pe = 0;
+        int64_t ext, out, pb = 0, pe = 0;
         if (in < 0) return wm_node_err(n, err, WM_ERR_INPUT, "spatial dim %d is negative", i);
+        if (k > ((int64_t)1 << 40) || !wm_mul_i64_ok(k - 1, d, &ext) || ext > ((int64_t)1 << 46)) /* k, d <= 2^40 each */
+            return wm_node_err(n, err, WM_ERR_INPUT, "spatial dim %d: kernel %lld dilated by %lld is too large", i,
+                               (long long)k, (long long)d);
+        ext += 1;
         switch (a->auto_pad) {
         case WM_AUTOPAD_SAME_UPPER:
         case WM_AUTOPAD_SAME_LOWER: {

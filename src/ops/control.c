@@ -137,11 +137,11 @@ static wm_status loop_exec(wm_node *n, wm_tensor *const *in, wm_error *err) {
     wm_subgraph *g = s->g[0];
     int N = s->n_carry, K = s->n_scan_out;
     int has_M = wm_has_in(n, 0) && in[0];
-    int64_t M = has_M ? wm_tensor_get_int(in[0], 0) : INT64_MAX;
     int has_cond = wm_has_in(n, 1) && in[1];
-    uint8_t cond = has_cond ? ((const uint8_t *)in[1]->data)[0] != 0 : 1;
-    if (wm_has_in(n, 0) && in[0] && wm_tensor_numel(in[0]) != 1) return wm_node_err(n, err, WM_ERR_INPUT, "M must hold one value");
+    if (has_M && wm_tensor_numel(in[0]) != 1) return wm_node_err(n, err, WM_ERR_INPUT, "M must hold one value");
     if (has_cond && wm_tensor_numel(in[1]) != 1) return wm_node_err(n, err, WM_ERR_INPUT, "cond must hold one value");
+    int64_t M = has_M ? wm_tensor_get_int(in[0], 0) : INT64_MAX; /* read once known to be there */
+    uint8_t cond = has_cond ? ((const uint8_t *)in[1]->data)[0] != 0 : 1;
     wm_tensor formal[WM_MAX_IO], out[WM_MAX_IO];
     int64_t iter = 0;
     for (int j = 0; j < N; j++) formal[2 + j] = *in[2 + j];
@@ -445,8 +445,8 @@ static wm_status cf_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 /* NOFOLD: a body may draw random numbers; running it at creation would freeze them */
 static const wm_op ops[] = {
     {"", "If", 1, 0, if_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD, 0},
-    {"", "Loop", 1, 0, loop_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD, 0},
-    {"", "Scan", 8, 0, scan_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD, 0},
+    {"", "Loop", 1, 0, loop_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD | WM_OP_NO_INPUT0, 0},
+    {"", "Scan", 8, 0, scan_init, cf_infer, cf_run, NULL, WM_OP_NOFOLD | WM_OP_NO_INPUT0, 0},
 };
 
 const wm_op_table wm_ops_control = {ops, sizeof ops / sizeof ops[0]};

@@ -21,7 +21,8 @@
 
 /* ---------------------------------------------------------------- direct loops (float64, integers) */
 
-#define DIRECT_CONV(name, T, ACC)                                                                                      \
+/* SUM: the accumulator (int64 for the int32 form: ConvInteger's sums wrap to int32 on the store, never overflow) */
+#define DIRECT_CONV(name, T, ACC, SUM)                                                                                 \
     static void name(const T *x, const T *wt, const T *b, T *y, const wm_win *w, int64_t N, int64_t C, int64_t M,   \
                      int64_t G, ACC xz, const ACC *wz) {                                                             \
         int64_t Cg = C / G, Mg = M / G, P = wm_win_prod(w->out), inP = wm_win_prod(w->in), kp = wm_win_prod(w->k); \
@@ -32,7 +33,7 @@
                 for (int64_t oz = 0; oz < w->out[0]; oz++)                                                           \
                     for (int64_t oy = 0; oy < w->out[1]; oy++)                                                       \
                         for (int64_t ox = 0; ox < w->out[2]; ox++) {                                                 \
-                            ACC acc = b ? (ACC)b[m] : 0;                                                             \
+                            SUM acc = b ? (SUM)b[m] : 0;                                                             \
                             for (int64_t c = 0; c < Cg; c++) {                                                       \
                                 const T *pl = x + (n * C + g * Cg + c) * inP;                                        \
                                 const T *wk = wt + (m * Cg + c) * kp;                                                \
@@ -47,7 +48,7 @@
                                             if (ix < 0 || ix >= w->in[2]) continue;                                  \
                                             ACC xv = (ACC)pl[(iz * w->in[1] + iy) * w->in[2] + ix] - xz;             \
                                             ACC wv = (ACC)wk[(kz * w->k[1] + ky) * w->k[2] + kx] - wzm;              \
-                                            acc += xv * wv;                                                          \
+                                            acc += (SUM)xv * (SUM)wv;                                                \
                                         }                                                                            \
                                     }                                                                                \
                                 }                                                                                    \
@@ -57,8 +58,8 @@
             }                                                                                                        \
     }
 
-DIRECT_CONV(conv_direct_f64, double, double)
-DIRECT_CONV(conv_direct_i32, int32_t, int32_t)
+DIRECT_CONV(conv_direct_f64, double, double, double)
+DIRECT_CONV(conv_direct_i32, int32_t, int32_t, int64_t)
 
 /* ---------------------------------------------------------------- Conv */
 
@@ -148,7 +149,7 @@ static wm_status conv_geom(const wm_node *n, const wm_win_attr *a, int64_t group
     const wm_tensor *X = in[0], *W = in[1];
     if (X->rank < 3) return wm_node_err(n, err, WM_ERR_INPUT, "X has rank %d (needs N, C and spatial dims)", X->rank);
     if (W->rank != X->rank) return wm_node_err(n, err, WM_ERR_INPUT, "W has rank %d, X rank %d", W->rank, X->rank);
-    if (X->dims[1] % group || W->dims[1] * group != X->dims[1])
+    if (X->dims[1] % group || X->dims[1] / group != W->dims[1]) /* not W * group: an empty X allows any group */
         return wm_node_err(n, err, WM_ERR_INPUT, "X has %lld channels; W takes %lld per group with group = %lld",
                            (long long)X->dims[1], (long long)W->dims[1], (long long)group);
     if (W->dims[0] % group)

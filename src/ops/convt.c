@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ops/conv_impl.h"
+#include "ops/int_math.h"
 
 /* ---------------------------------------------------------------- col2im */
 
@@ -102,7 +103,8 @@ static wm_status convt_geom(const wm_node *n, wm_tensor *const *in, wm_win *w, i
     if (W->dims[0] != X->dims[1] || X->dims[1] % s->group)
         return wm_node_err(n, err, WM_ERR_INPUT, "W has %lld input channels, X %lld (group %lld)", (long long)W->dims[0],
                            (long long)X->dims[1], (long long)s->group);
-    *M = W->dims[1] * s->group;
+    if (!wm_mul_i64_ok(W->dims[1], s->group, M)) /* an empty X takes any group */
+        return wm_node_err(n, err, WM_ERR_INPUT, "group %lld is too large", (long long)s->group);
     if (n->n_in > 2 && in[2] && (in[2]->rank != 1 || in[2]->dims[0] != *M))
         return wm_node_err(n, err, WM_ERR_INPUT, "B must be 1-D with %lld values", (long long)*M);
     if ((a->n_kernel && a->n_kernel != nd) || (a->n_strides && a->n_strides != nd) || (a->n_dil && a->n_dil != nd) ||
@@ -118,19 +120,25 @@ static wm_status convt_geom(const wm_node *n, wm_tensor *const *in, wm_win *w, i
         if (a->n_kernel && a->kernel[i] != k)
             return wm_node_err(n, err, WM_ERR_INPUT, "kernel_shape[%d] = %lld but W has %lld", i, (long long)a->kernel[i],
                                (long long)k);
-        int64_t op = s->n_outpad ? s->outpad[i] : 0, ext = (k - 1) * d + 1, xin = X->dims[2 + i], out, pb, pe;
+        int64_t op = s->n_outpad ? s->outpad[i] : 0, ext, span, xin = X->dims[2 + i], out, pb, pe;
         if (op >= st && op >= d)
             return wm_node_err(n, err, WM_ERR_INPUT, "output_padding[%d] = %lld must be smaller than the stride or dilation", i,
                                (long long)op);
+        /* span = st * (xin - 1) + op + ext, checked: strides and dilations reach 2^40, dims 2^46 */
+        if (!wm_mul_i64_ok(k - 1, d, &ext) || !wm_add_i64_ok(ext, 1, &ext) || !wm_mul_i64_ok(st, xin - 1, &span) ||
+            !wm_add_i64_ok(span, op, &span) || !wm_add_i64_ok(span, ext, &span))
+            return wm_node_err(n, err, WM_ERR_INPUT, "output spatial dim %d is too large", i);
         if (s->n_outshape || a->auto_pad == WM_AUTOPAD_SAME_UPPER || a->auto_pad == WM_AUTOPAD_SAME_LOWER) {
-            out = s->n_outshape ? s->outshape[s->n_outshape - nd + i] : xin * st;
-            int64_t total = st * (xin - 1) + op + ext - out;
+            if (!s->n_outshape && !wm_mul_i64_ok(xin, st, &out))
+                return wm_node_err(n, err, WM_ERR_INPUT, "output spatial dim %d is too large", i);
+            if (s->n_outshape) out = s->outshape[s->n_outshape - nd + i];
+            int64_t total = span - out;
             pb = a->auto_pad == WM_AUTOPAD_SAME_UPPER ? floor_div2(total) : total - floor_div2(total);
             pe = total - pb;
         } else {
             pb = a->auto_pad == WM_AUTOPAD_VALID || !a->n_pads ? 0 : a->pads[i];
             pe = a->auto_pad == WM_AUTOPAD_VALID || !a->n_pads ? 0 : a->pads[nd + i];
-            out = st * (xin - 1) + op + ext - pb - pe;
+            out = span - pb - pe; /* pads within 2^40 */
         }
         if (out < 0 || xin < 0)
             return wm_node_err(n, err, WM_ERR_INPUT, "output spatial dim %d would be %lld", i, (long long)out);

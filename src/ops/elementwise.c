@@ -16,6 +16,7 @@
 #include "kernels/kernels.h"
 #include "ops/bcast.h"
 #include "ops/cast_narrow.h"
+#include "ops/int_math.h"
 #include "ops/op.h"
 
 #define CHUNK 256
@@ -249,18 +250,20 @@ enum { NOP_ABS, NOP_NEG, NOP_SIGN, NOP_RELU, NOP_IDENTITY, NOP_NOT, NOP_ISNAN, N
 typedef struct nstate {
     int op;
     int detect_pos, detect_neg;
+    int dropout; /* Dropout: input 2 is training_mode */
 } nstate;
 
-#define INT_UNARY(T, suffix)                                                                        \
-    static void nu_##suffix(int op, const T *a, T *o, int64_t n) {                                  \
-        switch (op) {                                                                               \
-        case NOP_ABS: for (int64_t i = 0; i < n; i++) o[i] = a[i] < 0 ? (T)(0 - a[i]) : a[i]; break; \
-        case NOP_NEG: for (int64_t i = 0; i < n; i++) o[i] = (T)(0 - a[i]); break;                   \
-        case NOP_SIGN: for (int64_t i = 0; i < n; i++) o[i] = (T)((a[i] > 0) - (a[i] < 0)); break;   \
-        case NOP_RELU: for (int64_t i = 0; i < n; i++) o[i] = a[i] > 0 ? a[i] : (T)0; break;         \
-        case NOP_BITNOT: for (int64_t i = 0; i < n; i++) o[i] = (T)~a[i]; break;                     \
-        default: break;                                                                             \
-        }                                                                                           \
+/* Abs and Neg wrap (Abs(MIN) = Neg(MIN) = MIN): ops/int_math.h */
+#define INT_UNARY(T, suffix)                                                                            \
+    static void nu_##suffix(int op, const T *a, T *o, int64_t n) {                                      \
+        switch (op) {                                                                                   \
+        case NOP_ABS: for (int64_t i = 0; i < n; i++) o[i] = a[i] < 0 ? (T)wm_i64_abs(a[i]) : a[i]; break; \
+        case NOP_NEG: for (int64_t i = 0; i < n; i++) o[i] = (T)wm_i64_neg((int64_t)a[i]); break;         \
+        case NOP_SIGN: for (int64_t i = 0; i < n; i++) o[i] = (T)((a[i] > 0) - (a[i] < 0)); break;       \
+        case NOP_RELU: for (int64_t i = 0; i < n; i++) o[i] = a[i] > 0 ? a[i] : (T)0; break;             \
+        case NOP_BITNOT: for (int64_t i = 0; i < n; i++) o[i] = (T)~a[i]; break;                         \
+        default: break;                                                                                 \
+        }                                                                                               \
     }
 INT_UNARY(int8_t, i8)
 INT_UNARY(uint8_t, u8)
@@ -325,9 +328,10 @@ static wm_status numeric_unary_init(wm_node *n, wm_error *err) {
     if (st) return st;
     n->out_dtype[0] = (s->op == NOP_ISNAN || s->op == NOP_ISINF) ? WM_DT_BOOL : n->in_dtype[0];
     if (!strcmp(n->proto->op_type, "Dropout")) {
+        s->dropout = 1;
         if (n->n_out > 1) n->out_dtype[1] = WM_DT_BOOL;
         /* inference only: training_mode (input 2, opset 12+) must be false */
-        if (wm_has_in(n, 2) && n->in_const[2] && wm_tensor_get_int(n->in_const[2], 0))
+        if (wm_has_in(n, 2) && n->in_const[2] && wm_tensor_numel(n->in_const[2]) && wm_tensor_get_int(n->in_const[2], 0))
             return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "training_mode = true (random dropout) is not supported");
     }
     return WM_OK;
@@ -344,9 +348,9 @@ static wm_status numeric_unary_run(wm_node *n, wm_tensor *const *in, wm_tensor *
     int64_t cnt = (int64_t)wm_tensor_numel(out[0]);
     const void *a = in[0]->data;
     void *o = out[0]->data;
-    if (n->n_in > 2 && in[2] && wm_tensor_get_int(in[2], 0))
+    if (s->dropout && wm_has_in(n, 2) && wm_tensor_numel(in[2]) && wm_tensor_get_int(in[2], 0))
         return wm_node_err(n, x->err, WM_ERR_UNSUPPORTED, "training_mode = true (random dropout) is not supported");
-    if (n->n_out > 1 && out[1]) memset(out[1]->data, 1, (size_t)cnt); /* Dropout mask: all kept */
+    if (s->dropout && n->n_out > 1 && out[1]) memset(out[1]->data, 1, (size_t)cnt); /* Dropout mask: all kept */
     if (s->op == NOP_IDENTITY) {
         if (o != a) memcpy(o, a, (size_t)wm_tensor_nbytes(out[0]));
         return WM_OK;
@@ -569,6 +573,49 @@ static void bin_fgen(void *ctx, void *out, const void *const *in, const int64_t 
         store_f(c->to, out, i, bin_f64_one(c->s->op, load_f(c->ta, in[0], i * step[0]), load_f(c->tb, in[1], i * step[1])));
 }
 
+/* One integer element: the definitions of ops/int_math.h (wrap-around, x / 0 = 0, MIN / -1 = MIN, ...), shared with
+ * the optimizer's folding. Signed types travel as int64, unsigned as uint64; the caller keeps the low bits. */
+static inline int64_t int_one_s(int op, int64_t x, int64_t y, int bits) {
+    switch (op) {
+    case BOP_ADD: return wm_i64_add(x, y);
+    case BOP_SUB: return wm_i64_sub(x, y);
+    case BOP_MUL: return wm_i64_mul(x, y);
+    case BOP_DIV: return wm_i64_div(x, y);
+    case BOP_MOD: return wm_i64_mod(x, y, 0);
+    case BOP_FMOD: return wm_i64_mod(x, y, 1);
+    case BOP_MAX: return x > y ? x : y;
+    case BOP_MIN: return x < y ? x : y;
+    case BOP_PRELU: return x < 0 ? wm_i64_mul(x, y) : x;
+    case BOP_POW: return wm_i64_pow(x, y);
+    case BOP_BAND: return x & y;
+    case BOP_BOR: return x | y;
+    case BOP_BXOR: return x ^ y;
+    case BOP_SHL: return (int64_t)wm_u64_shl((uint64_t)x, (uint64_t)y, bits);
+    case BOP_SHR: return wm_i64_sar(x, (uint64_t)y, bits);
+    default: return 0;
+    }
+}
+
+static inline uint64_t int_one_u(int op, uint64_t x, uint64_t y, int bits) {
+    switch (op) {
+    case BOP_ADD: return x + y;
+    case BOP_SUB: return x - y;
+    case BOP_MUL: return x * y;
+    case BOP_DIV: return wm_u64_div(x, y);
+    case BOP_MOD: case BOP_FMOD: return wm_u64_mod(x, y);
+    case BOP_MAX: return x > y ? x : y;
+    case BOP_MIN: return x < y ? x : y;
+    case BOP_PRELU: return x;
+    case BOP_POW: return wm_u64_pow(x, y);
+    case BOP_BAND: return x & y;
+    case BOP_BOR: return x | y;
+    case BOP_BXOR: return x ^ y;
+    case BOP_SHL: return wm_u64_shl(x, y, bits);
+    case BOP_SHR: return wm_u64_shr(x, y, bits);
+    default: return 0;
+    }
+}
+
 /* integer types: one loop per type by macro */
 #define INT_BINARY(T, suffix, is_signed)                                                                   \
     static void bin_##suffix(void *ctx, void *out, const void *const *in, const int64_t *step, int64_t n) { \
@@ -585,34 +632,11 @@ static void bin_fgen(void *ctx, void *out, const void *const *in, const int64_t 
             return;                                                                                        \
         }                                                                                                  \
         T *o = out;                                                                                        \
+        const int op = s->op, bits = (int)sizeof(T) * 8;                                                   \
         for (int64_t i = 0; i < n; i++) {                                                                  \
-            T x = a[i * sa], y = b[i * sb], r = 0;                                                         \
-            switch (s->op) {                                                                               \
-            case BOP_ADD: r = (T)(x + y); break;                                                           \
-            case BOP_SUB: r = (T)(x - y); break;                                                           \
-            case BOP_MUL: r = (T)(x * y); break;                                                           \
-            case BOP_DIV: r = y ? (T)(x / y) : 0; break;                                                   \
-            case BOP_MOD:                                                                                  \
-                r = y ? (T)(x % y) : 0;                                                                    \
-                if (is_signed && r != 0 && ((r < 0) != (y < 0))) r = (T)(r + y);                           \
-                break;                                                                                     \
-            case BOP_FMOD: r = y ? (T)(x % y) : 0; break;                                                  \
-            case BOP_MAX: r = x > y ? x : y; break;                                                        \
-            case BOP_MIN: r = x < y ? x : y; break;                                                        \
-            case BOP_PRELU: r = x < 0 ? (T)(x * y) : x; break;                                             \
-            case BOP_POW: {                                                                                \
-                double p = pow((double)x, (double)y);                                                      \
-                r = (T)p;                                                                                  \
-                break;                                                                                     \
-            }                                                                                              \
-            case BOP_BAND: r = x & y; break;                                                               \
-            case BOP_BOR: r = x | y; break;                                                                \
-            case BOP_BXOR: r = x ^ y; break;                                                               \
-            case BOP_SHL: r = (uint64_t)y >= sizeof(T) * 8 ? 0 : (T)(x << y); break;                       \
-            case BOP_SHR: r = (uint64_t)y >= sizeof(T) * 8 ? 0 : (T)(x >> y); break;                       \
-            default: break;                                                                                \
-            }                                                                                              \
-            o[i] = r;                                                                                      \
+            T x = a[i * sa], y = b[i * sb];                                                                \
+            o[i] = is_signed ? (T)int_one_s(op, (int64_t)x, (int64_t)y, bits)                              \
+                             : (T)int_one_u(op, (uint64_t)x, (uint64_t)y, bits);                           \
         }                                                                                                  \
     }
 INT_BINARY(int8_t, i8, 1)
@@ -674,6 +698,7 @@ static wm_status binary_init(wm_node *n, wm_error *err) {
     wm_status st;
     if (s->op == BOP_AND || s->op == BOP_OR || s->op == BOP_XOR) st = wm_check_type(n, 0, boolt, err);
     else if (s->op >= BOP_BAND) st = wm_check_type(n, 0, wm_types_int, err);
+    else if (!strcmp(name, "Mean")) st = wm_check_type(n, 0, wm_types_float, err); /* the division is a float one */
     else if (s->op == BOP_EQ) st = wm_check_type(n, 0, wm_types_all, err);
     else st = wm_check_type(n, 0, wm_types_numeric, err);
     if (st) return st;
@@ -702,18 +727,43 @@ static wm_bcast_fn pick_fn(const bstate *s, int32_t ta, int32_t tb, fctx *fc, in
     return bin_fgen;
 }
 
-/* integer base with a float exponent: compute in double, store as the base type */
+static int is_float_t(int32_t dt);
+static int is_unsigned_t(int32_t dt) {
+    return dt == WM_DT_UINT8 || dt == WM_DT_UINT16 || dt == WM_DT_UINT32 || dt == WM_DT_UINT64;
+}
+static void store_int(int32_t dt, void *p, int64_t i, int64_t v);
+
+/* Element i of an integer array of type dt: signed types sign-extended, unsigned zero-extended (uint64 as its bits). */
+static int64_t load_i(int32_t dt, const void *p, int64_t i) {
+    switch (dt) {
+    case WM_DT_INT8: return ((const int8_t *)p)[i];
+    case WM_DT_UINT8: return ((const uint8_t *)p)[i];
+    case WM_DT_INT16: return ((const int16_t *)p)[i];
+    case WM_DT_UINT16: return ((const uint16_t *)p)[i];
+    case WM_DT_INT32: return ((const int32_t *)p)[i];
+    case WM_DT_UINT32: return ((const uint32_t *)p)[i];
+    case WM_DT_INT64: return ((const int64_t *)p)[i];
+    case WM_DT_UINT64: return (int64_t)((const uint64_t *)p)[i];
+    default: return 0;
+    }
+}
+
+/*
+ * Pow of an integer base with an exponent of another type: an integer exponent gives the exact wrapped power
+ * (as when both types agree); a float exponent the double power converted as Cast converts (onnxruntime's
+ * static_cast of std::pow on x86: NaN and out-of-range values give the type's indefinite value).
+ */
 static void pow_int_any(void *ctx, void *out, const void *const *in, const int64_t *step, int64_t n) {
     const fctx *c = ctx;
+    int uns_exp = is_unsigned_t(c->tb), uns_base = is_unsigned_t(c->ta);
     for (int64_t i = 0; i < n; i++) {
-        double r = pow(load_f(c->ta, in[0], i * step[0]), load_f(c->tb, in[1], i * step[1]));
-        int64_t v = (int64_t)r;
-        switch (c->to) {
-        case WM_DT_INT8: case WM_DT_UINT8: ((uint8_t *)out)[i] = (uint8_t)v; break;
-        case WM_DT_INT16: case WM_DT_UINT16: ((uint16_t *)out)[i] = (uint16_t)v; break;
-        case WM_DT_INT32: case WM_DT_UINT32: ((uint32_t *)out)[i] = (uint32_t)v; break;
-        default: ((int64_t *)out)[i] = v; break;
+        int64_t v;
+        if (is_float_t(c->tb))
+            v = wm_f64_to_int(c->to, pow(load_f(c->ta, in[0], i * step[0]), load_f(c->tb, in[1], i * step[1])));
+        else {
+            v = wm_int_pow(load_i(c->ta, in[0], i * step[0]), uns_base, load_i(c->tb, in[1], i * step[1]), uns_exp);
         }
+        store_int(c->to, out, i, v);
     }
 }
 
@@ -832,10 +882,8 @@ void wm_convert(int32_t from, const void *src, int32_t to, void *dst, uint64_t n
     for (uint64_t i = 0; i < n; i++) {
         if (is_float_t(from)) {
             double v = wm_tensor_get_f64(&t, i);
-            if (is_float_t(to) || to == WM_DT_BOOL) store_f(to, dst, (int64_t)i, v);
-            else if (isnan(v)) store_int(to, dst, (int64_t)i, 0);
-            else if (to == WM_DT_UINT64) ((uint64_t *)dst)[i] = v <= 0 ? 0 : (uint64_t)v;
-            else store_int(to, dst, (int64_t)i, (int64_t)v);
+            if (is_float_t(to)) store_f(to, dst, (int64_t)i, v);
+            else store_int(to, dst, (int64_t)i, wm_f64_to_int(to, v)); /* onnxruntime's x86 results: int_math.h */
         } else {
             int64_t v = wm_tensor_get_int(&t, i);
             if (is_float_t(to)) store_f(to, dst, (int64_t)i, from == WM_DT_UINT64 ? (double)(uint64_t)v : (double)v);

@@ -17,11 +17,12 @@
 #include "ops/sort.h"
 #include "runtime/budget.h"
 
+/* Row-major strides (wrapping: only used to address a tensor with elements, whose size the plan bounds). */
 static void strides_of(const wm_tensor *t, int64_t *st) {
     int64_t s = 1;
     for (int d = t->rank - 1; d >= 0; d--) {
         st[d] = s;
-        s *= t->dims[d];
+        s = wm_i64_mul(s, t->dims[d]);
     }
 }
 
@@ -514,7 +515,7 @@ static wm_status onehot_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *
         for (int64_t j = 0; j < depth; j++)
             for (uint64_t i = 0; i < inner; i++) {
                 uint64_t s = o * inner + i;
-                int64_t v = fl ? (int64_t)wm_tensor_get_f64(in[0], s) : wm_tensor_get_int(in[0], s);
+                int64_t v = fl ? wm_f64_to_i64(wm_tensor_get_f64(in[0], s)) : wm_tensor_get_int(in[0], s); /* NaN: off */
                 if (in[0]->dtype == WM_DT_UINT64 && v < 0) v = depth; /* huge unsigned: out of range */
                 if (v < 0) v += depth;
                 memcpy(dst + ((o * (uint64_t)depth + (uint64_t)j) * inner + i) * es, v == j ? on : off, es);

@@ -10,14 +10,24 @@
  * half type once); float64 and integer types go through a float64/int64
  * reference loop.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/op.h"
 #include "ops/gemm.h"
+#include "ops/int_math.h"
+#include "ops/op.h"
 #include "ops/rows.h"
 
 /* ---------------------------------------------------------------- reference loop for other types */
+
+/* v * s for an integer Gemm's alpha or beta: exact and wrapping (ops/int_math.h) when s is a whole number, else in
+ * double converted as Cast converts. */
+static int64_t int_scale(int64_t v, double s) {
+    if (s == 1) return v;
+    if (s == floor(s) && s >= -9223372036854775808.0 && s < 9223372036854775808.0) return wm_i64_mul(v, (int64_t)s);
+    return wm_f64_to_i64((double)v * s);
+}
 
 static void gemm_generic(int32_t dt, int64_t M, int64_t N, int64_t K, const void *A, int ta, const void *B, int tb,
                          void *C, double alpha) {
@@ -30,9 +40,10 @@ static void gemm_generic(int32_t dt, int64_t M, int64_t N, int64_t K, const void
             for (int64_t k = 0; k < K; k++) {
                 uint64_t ia = (uint64_t)(ta ? k * M + i : i * K + k), ib = (uint64_t)(tb ? j * K + k : k * N + j);
                 if (fl) acc += wm_tensor_get_f64(&ta_, ia) * wm_tensor_get_f64(&tb_, ib);
-                else iacc += wm_tensor_get_int(&ta_, ia) * wm_tensor_get_int(&tb_, ib);
+                else iacc = wm_i64_add(iacc, wm_i64_mul(wm_tensor_get_int(&ta_, ia), wm_tensor_get_int(&tb_, ib)));
             }
             uint64_t o = (uint64_t)(i * N + j);
+            if (!fl) iacc = int_scale(iacc, alpha); /* integers wrap, as integer Mul and Add do */
             switch (dt) {
             case WM_DT_DOUBLE: ((double *)C)[o] = acc * alpha; break;
             case WM_DT_FLOAT: ((float *)C)[o] = (float)(acc * alpha); break;
@@ -372,10 +383,13 @@ static wm_status gemm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
             for (int64_t i = 0; i < M; i++)
                 for (int64_t j = 0; j < N; j++) {
                     uint64_t o = (uint64_t)(i * N + j), ci = (uint64_t)((cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j));
-                    double v = wm_tensor_get_f64(out[0], o) + beta * wm_tensor_get_f64(c, ci);
-                    if (dt == WM_DT_DOUBLE) ((double *)out[0]->data)[o] = v;
-                    else if (dt == WM_DT_INT32 || dt == WM_DT_UINT32) ((int32_t *)out[0]->data)[o] += (int32_t)(beta * (double)wm_tensor_get_int(c, ci));
-                    else ((int64_t *)out[0]->data)[o] += (int64_t)(beta * (double)wm_tensor_get_int(c, ci));
+                    if (dt == WM_DT_DOUBLE) {
+                        ((double *)out[0]->data)[o] = wm_tensor_get_f64(out[0], o) + beta * wm_tensor_get_f64(c, ci);
+                        continue;
+                    }
+                    int64_t v = wm_i64_add(wm_tensor_get_int(out[0], o), int_scale(wm_tensor_get_int(c, ci), beta));
+                    if (dt == WM_DT_INT32 || dt == WM_DT_UINT32) ((int32_t *)out[0]->data)[o] = (int32_t)v;
+                    else ((int64_t *)out[0]->data)[o] = v;
                 }
         }
         return WM_OK;

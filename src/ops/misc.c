@@ -42,7 +42,7 @@ static wm_status eyelike_run(wm_node *n, wm_tensor *const *in, wm_tensor *const 
     int64_t k = wm_attr_int(n, "k", 0), R = out[0]->dims[0], C = out[0]->dims[1];
     memset(out[0]->data, 0, wm_tensor_nbytes(out[0]));
     for (int64_t i = 0; i < R; i++)
-        if (i + k >= 0 && i + k < C) wm_store_f64(out[0]->dtype, out[0]->data, (uint64_t)(i * C + i + k), 1.0);
+        if (k >= -i && k < C - i) wm_store_f64(out[0]->dtype, out[0]->data, (uint64_t)(i * C + i + k), 1.0); /* k: any int64 */
     return WM_OK;
 }
 

@@ -24,7 +24,8 @@ static wm_status norm_init(wm_node *n, wm_error *err) {
     s->skip = !strncmp(name, "Skip", 4);
     s->eps = wm_attr_float(n, "epsilon", s->skip ? 1e-12f : 1e-5f);
     n->state = s;
-    wm_status st = wm_check_type(n, 0, wm_types_float, err);
+    wm_status st = wm_need_inputs(n, s->skip ? 3 : 2, err); /* input, [skip,] gamma: read unchecked */
+    if (!st) st = wm_check_type(n, 0, wm_types_float, err);
     for (int i = 1; i < n->n_in && !st; i++)
         if (wm_has_in(n, i)) st = wm_check_type(n, i, wm_types_float, err);
     n->out_dtype[0] = n->in_dtype[0];
@@ -47,11 +48,16 @@ static wm_status norm_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
     if (a < 0) return wm_node_err(n, err, WM_ERR_INPUT, "axis out of range");
     uint64_t len = 1;
     for (int d = a; d < r; d++) len *= (uint64_t)in[0]->dims[d];
-    int gi = s->skip ? 2 : 1;
-    if (gi < n->n_in && in[gi] && wm_tensor_numel(in[gi]) != len)
-        return wm_node_err(n, err, WM_ERR_INPUT, "scale has %llu elements for rows of %llu",
-                           (unsigned long long)wm_tensor_numel(in[gi]), (unsigned long long)len);
-    if (s->skip && (!in[1] || wm_tensor_numel(in[1]) == 0 || wm_tensor_numel(in[0]) % wm_tensor_numel(in[1])))
+    /* gamma, beta and the Skip ops' bias are read as whole rows, skip as whole rows repeated over the input */
+    int gi = s->skip ? 2 : 1, bi = s->rms ? -1 : gi + 1, bias_i = s->skip ? (s->rms ? 3 : 4) : -1;
+    const char *const what[3] = {"scale", "bias (beta)", "bias"};
+    const int idx[3] = {gi, bi, bias_i};
+    for (int k = 0; k < 3; k++)
+        if (idx[k] >= 0 && wm_has_in(n, idx[k]) && wm_tensor_numel(in[idx[k]]) != len)
+            return wm_node_err(n, err, WM_ERR_INPUT, "%s has %llu elements for rows of %llu", what[k],
+                               (unsigned long long)wm_tensor_numel(in[idx[k]]), (unsigned long long)len);
+    uint64_t ns = s->skip ? wm_tensor_numel(in[1]) : 0;
+    if (s->skip && len && (ns == 0 || ns % len || wm_tensor_numel(in[0]) % ns))
         return wm_node_err(n, err, WM_ERR_INPUT, "skip does not broadcast to the input");
     wm_set_shape(out[0], r, in[0]->dims);
     for (int k = 1; k < n->n_out; k++) {

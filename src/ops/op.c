@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/int_math.h"
+
 const int32_t wm_types_float[] = {WM_DT_FLOAT, WM_DT_FLOAT16, WM_DT_BFLOAT16, WM_DT_DOUBLE, 0};
 const int32_t wm_types_int[] = {WM_DT_INT8,  WM_DT_UINT8,  WM_DT_INT16,  WM_DT_UINT16,
                                 WM_DT_INT32, WM_DT_UINT32, WM_DT_INT64, WM_DT_UINT64, 0};
@@ -101,8 +103,16 @@ wm_status wm_check_type(const wm_node *n, int i, const int32_t *allowed, wm_erro
     int32_t dt = n->in_dtype[i];
     for (const int32_t *p = allowed; *p; p++)
         if (*p == dt) return WM_OK;
+    if (!dt || i >= n->n_in) return wm_node_err(n, err, WM_ERR_INPUT, "input %d is missing", i); /* a required one */
     return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "input %d ('%s') has element type %s, which this op does not support",
                        i, n->proto->input[i], wm_dtype_name(dt));
+}
+
+wm_status wm_need_inputs(const wm_node *n, int k, wm_error *err) {
+    for (int i = 0; i < k; i++)
+        if (!wm_has_in(n, i))
+            return wm_node_err(n, err, WM_ERR_INPUT, "input %d is missing (the op takes at least %d)", i, k);
+    return WM_OK;
 }
 
 wm_status wm_check_same_type(const wm_node *n, int a, int b, wm_error *err) {
@@ -122,8 +132,8 @@ int64_t wm_tensor_get_int(const wm_tensor *t, uint64_t i) {
     case WM_DT_UINT32: return ((const uint32_t *)d)[i];
     case WM_DT_INT64: return ((const int64_t *)d)[i];
     case WM_DT_UINT64: return (int64_t)((const uint64_t *)d)[i];
-    case WM_DT_FLOAT: return (int64_t)((const float *)d)[i];
-    case WM_DT_DOUBLE: return (int64_t)((const double *)d)[i];
+    case WM_DT_FLOAT: return wm_f64_to_i64(((const float *)d)[i]); /* NaN, out of range: INT64_MIN, no UB */
+    case WM_DT_DOUBLE: return wm_f64_to_i64(((const double *)d)[i]);
     default: return 0;
     }
 }

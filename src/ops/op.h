@@ -50,6 +50,10 @@ enum {
     WM_OP_KV_INPLACE = 1u << 4, /* outputs 1, 2 (present K/V) may share memory with inputs 3, 4 (past K/V):
                                    the run then appends in place (GroupQueryAttention's shared buffer) */
     WM_OP_INPLACE_IN3 = 1u << 5, /* as WM_OP_INPLACE with input 3 (a convolution's residual Z, accumulated into) */
+    WM_OP_NO_INPUT0 = 1u << 6,   /* input 0 may be absent (Constant, the random generators, Loop's trip count,
+                                    Scan-8's sequence_lens); every other op gets a node with input 0 and output 0
+                                    present (the session refuses one without), and checks in init any further
+                                    input it requires (wm_need_inputs) */
 };
 
 typedef struct wm_op {
@@ -88,6 +92,9 @@ typedef struct wm_op_table {
 
 /* Finds the op serving (domain, name) at opset; NULL when none. *near gets an entry of another opset when one exists. */
 const wm_op *wm_op_find(const char *domain, const char *name, int opset, const wm_op **near);
+/* The i-th entry of the registry (every family's table in turn), NULL past the last: for tools that enumerate the
+ * ops (the engine-op fuzz target). */
+const wm_op *wm_op_at(size_t i);
 
 /* ---------------------------------------------------------------- helpers for ops */
 
@@ -123,6 +130,9 @@ static inline int wm_has_out(const wm_node *n, int i) { return i < n->n_out && n
 
 /* Type checks for init: dtype in a 0-terminated list; returns an error naming input i otherwise. */
 wm_status wm_check_type(const wm_node *n, int i, const int32_t *allowed, wm_error *err);
+/* Requires inputs 0..k-1 present (not omitted): an error naming the node and the first missing one. Ops call it in
+ * init for the inputs infer and run read unchecked. */
+wm_status wm_need_inputs(const wm_node *n, int k, wm_error *err);
 /* Requires inputs a and b to share an element type. */
 wm_status wm_check_same_type(const wm_node *n, int a, int b, wm_error *err);
 

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ops/gemm.h"
+#include "ops/int_math.h"
 #include "ops/nbits.h"
 #include "ops/quant.h"
 #include "ops/rows.h"
@@ -129,7 +130,8 @@ static void int_gemm(const qshape *s, wm_tensor *const *in, int ia_zp, int ib_zp
         for (int64_t k = 0; k < s->K; k++) {
             int32_t av = q8(A, as, i * s->K + k) - za;
             if (!av) continue;
-            for (int64_t j = 0; j < s->N; j++) c[j] += av * (q8(B, bs, k * s->N + j) - (bz ? q8(bz->data, bs, bc_off(bz, s, q, 0, j, 0, 0)) : 0));
+            for (int64_t j = 0; j < s->N; j++) /* int32 sums wrap (MLAS's SIMD adds do), never overflow in C */
+                c[j] = (int32_t)wm_i64_add(c[j], av * (q8(B, bs, k * s->N + j) - (bz ? q8(bz->data, bs, bc_off(bz, s, q, 0, j, 0, 0)) : 0)));
         }
     }
 }

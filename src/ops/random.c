@@ -94,7 +94,7 @@ static wm_status random_init(wm_node *n, wm_error *err) {
 }
 
 static wm_status random_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
-    if (n->n_in > 0) {
+    if (wm_has_in(n, 0)) { /* the *Like ops */
         wm_set_shape(out[0], in[0]->rank, in[0]->dims);
         return WM_OK;
     }
@@ -200,8 +200,8 @@ static wm_status multinomial_run(wm_node *n, wm_tensor *const *in, wm_tensor *co
 }
 
 static const wm_op ops[] = {
-    {"", "RandomUniform", 1, 0, random_init, random_infer, random_run, NULL, WM_OP_NOFOLD, 0},
-    {"", "RandomNormal", 1, 0, random_init, random_infer, random_run, NULL, WM_OP_NOFOLD, 0},
+    {"", "RandomUniform", 1, 0, random_init, random_infer, random_run, NULL, WM_OP_NOFOLD | WM_OP_NO_INPUT0, 0},
+    {"", "RandomNormal", 1, 0, random_init, random_infer, random_run, NULL, WM_OP_NOFOLD | WM_OP_NO_INPUT0, 0},
     {"", "RandomUniformLike", 1, 0, random_init, random_infer, random_run, NULL, WM_OP_NOFOLD | WM_OP_DIMS_ONLY, 0},
     {"", "RandomNormalLike", 1, 0, random_init, random_infer, random_run, NULL, WM_OP_NOFOLD | WM_OP_DIMS_ONLY, 0},
     {"", "Bernoulli", 15, 0, bernoulli_init, same_shape_infer, bernoulli_run, NULL, WM_OP_NOFOLD, 0},

@@ -2,12 +2,14 @@
  * reduce.c - ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare,
  * ArgMax, ArgMin. Axes come from the attribute (older opsets) or the
  * second input (ReduceSum from 13, the others from 18). Accumulation in
- * double for floats, int64 for integers; a fixed order per output element.
+ * double for floats, exactly in int64 for integers (wrapping as integer Add
+ * and Mul do, ops/int_math.h; uint64 compared unsigned); a fixed order per
+ * output element.
  */
 #include <math.h>
 #include <string.h>
 
-#include "ops/op.h"
+#include "ops/scalar.h"
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_SUMSQ, R_ARGMAX, R_ARGMIN };
 
@@ -92,17 +94,10 @@ static wm_status reduce_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const
     return WM_OK;
 }
 
+/* Element i of the output: an integer result as its low bits, a double one converted as Cast converts. */
 static void store(int32_t dt, void *p, uint64_t i, double v, int64_t iv, int is_int) {
-    switch (dt) {
-    case WM_DT_FLOAT: ((float *)p)[i] = (float)v; break;
-    case WM_DT_DOUBLE: ((double *)p)[i] = v; break;
-    case WM_DT_FLOAT16: ((uint16_t *)p)[i] = wm_f32_to_f16((float)v); break;
-    case WM_DT_BFLOAT16: ((uint16_t *)p)[i] = wm_f32_to_bf16((float)v); break;
-    case WM_DT_INT8: case WM_DT_UINT8: case WM_DT_BOOL: ((uint8_t *)p)[i] = (uint8_t)(is_int ? iv : (int64_t)v); break;
-    case WM_DT_INT16: case WM_DT_UINT16: ((uint16_t *)p)[i] = (uint16_t)(is_int ? iv : (int64_t)v); break;
-    case WM_DT_INT32: case WM_DT_UINT32: ((uint32_t *)p)[i] = (uint32_t)(is_int ? iv : (int64_t)v); break;
-    default: ((int64_t *)p)[i] = is_int ? iv : (int64_t)v; break;
-    }
+    if (is_int) wm_store_int(dt, p, i, iv);
+    else wm_store_f64(dt, p, i, v);
 }
 
 /* float32 fast path: reduce the last dims (contiguous rows) for sum/mean/max */
@@ -156,6 +151,7 @@ static wm_status reduce_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *
     }
     int32_t dt = in[0]->dtype;
     int is_int = !(dt == WM_DT_FLOAT || dt == WM_DT_DOUBLE || dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOAT16);
+    int uns = dt == WM_DT_UINT64;
     int select_last = (int)wm_attr_int(n, "select_last_index", 0);
     for (uint64_t o = 0; o < nout; o++) {
         uint64_t rem = o;
@@ -175,29 +171,49 @@ static wm_status reduce_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *
                 uint64_t rr = q;
                 int64_t off = base;
                 for (int d = nr - 1; d >= 0; d--) off += (int64_t)(rr % (uint64_t)rd[d]) * rs[d], rr /= (uint64_t)rd[d];
-                double v = wm_tensor_get_f64(in[0], (uint64_t)off);
+                double v = wm_get_f64(in[0], (uint64_t)off);
                 if (v > lse_max) lse_max = v;
             }
         for (uint64_t q = 0; q < rcount; q++) {
             uint64_t rr = q;
             int64_t off = base;
             for (int d = nr - 1; d >= 0; d--) off += (int64_t)(rr % (uint64_t)rd[d]) * rs[d], rr /= (uint64_t)rd[d];
-            double v = is_int ? 0 : wm_tensor_get_f64(in[0], (uint64_t)off);
-            int64_t iv = is_int ? wm_tensor_get_int(in[0], (uint64_t)off) : 0;
-            if (is_int) v = (double)iv;
+            double v = wm_get_f64(in[0], (uint64_t)off);
+            if (is_int) { /* integers exactly (compared unsigned for uint64), wrapping */
+                int64_t iv = wm_tensor_get_int(in[0], (uint64_t)off);
+                int gt = uns ? (uint64_t)iv > (uint64_t)iacc : iv > iacc, lt = uns ? (uint64_t)iv < (uint64_t)iacc : iv < iacc;
+                int last = select_last && iv == iacc;
+                switch (s->kind) {
+                case R_SUM: case R_MEAN: iacc = wm_i64_add(iacc, iv); break;
+                case R_PROD: iacc = wm_i64_mul(iacc, iv); break;
+                case R_L1: iacc = wm_i64_add(iacc, uns ? iv : wm_i64_abs(iv)); break;
+                case R_SUMSQ: iacc = wm_i64_add(iacc, wm_i64_mul(iv, iv)); break;
+                case R_L2: acc += v * v; break;
+                case R_LOGSUM: acc += v; break;
+                case R_LOGSUMEXP: acc += exp(v - lse_max); break;
+                case R_MAX: case R_ARGMAX:
+                    if (!started || gt || (s->kind == R_ARGMAX && last)) iacc = iv, best_i = (int64_t)q;
+                    break;
+                case R_MIN: case R_ARGMIN:
+                    if (!started || lt || (s->kind == R_ARGMIN && last)) iacc = iv, best_i = (int64_t)q;
+                    break;
+                }
+                started = 1;
+                continue;
+            }
             switch (s->kind) {
-            case R_SUM: case R_MEAN: acc += v, iacc += iv; break;
-            case R_PROD: acc *= v, iacc *= iv; break;
-            case R_L1: acc += fabs(v), iacc += iv < 0 ? -iv : iv; break;
+            case R_SUM: case R_MEAN: acc += v; break;
+            case R_PROD: acc *= v; break;
+            case R_L1: acc += fabs(v); break;
             case R_L2: acc += v * v; break;
-            case R_SUMSQ: acc += v * v, iacc += iv * iv; break;
+            case R_SUMSQ: acc += v * v; break;
             case R_LOGSUM: acc += v; break;
             case R_LOGSUMEXP: acc += exp(v - lse_max); break;
             case R_MAX:
-                if (!started || v > acc || isnan(v)) acc = v, iacc = iv;
+                if (!started || v > acc || isnan(v)) acc = v;
                 break;
             case R_MIN:
-                if (!started || v < acc || isnan(v)) acc = v, iacc = iv;
+                if (!started || v < acc || isnan(v)) acc = v;
                 break;
             case R_ARGMAX:
                 if (!started || v > acc || (select_last && v == acc)) acc = v, best_i = (int64_t)q;
@@ -209,14 +225,18 @@ static wm_status reduce_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *
             started = 1;
         }
         switch (s->kind) {
-        case R_MEAN: acc = rcount ? acc / (double)rcount : NAN, iacc = rcount ? iacc / (int64_t)rcount : 0; break;
-        case R_L2: acc = sqrt(acc), iacc = (int64_t)acc; break;
+        case R_MEAN:
+            acc = rcount ? acc / (double)rcount : NAN;
+            iacc = uns ? (int64_t)wm_u64_div((uint64_t)iacc, rcount) : wm_i64_div(iacc, (int64_t)rcount); /* 0 when empty */
+            break;
+        case R_L2: acc = sqrt(acc); break;
         case R_LOGSUM: acc = log(acc); break;
         case R_LOGSUMEXP: acc = log(acc) + lse_max; break;
         default: break;
         }
         if (s->kind >= R_ARGMAX) ((int64_t *)out[0]->data)[o] = best_i;
-        else store(out[0]->dtype, out[0]->data, o, acc, iacc, is_int && s->kind != R_L2);
+        else store(out[0]->dtype, out[0]->data, o, acc, iacc, is_int && s->kind != R_L2 && s->kind != R_LOGSUM &&
+                                                                  s->kind != R_LOGSUMEXP);
     }
     return WM_OK;
 }

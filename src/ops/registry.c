@@ -57,3 +57,11 @@ const wm_op *wm_op_find(const char *domain, const char *name, int opset, const w
         }
     return NULL;
 }
+
+const wm_op *wm_op_at(size_t i) {
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+        if (i < tables[t]->n) return &tables[t]->ops[i];
+        i -= tables[t]->n;
+    }
+    return NULL;
+}

@@ -256,6 +256,10 @@ static void make_taps(const rs_state *s, axis_taps *t, double scale, int64_t in,
     for (int64_t y = 0; y < out; y++) {
         int e;
         double x = src_coord(s, y, scale, in, out, r0, r1, &e);
+        /* an roi of NaN or 1e300 (tf_crop_and_resize) or a tiny scale: bounded before the integer conversions below
+         * (the index is clamped to [0, in) anyway); NaN reads as extrapolated */
+        if (x != x) e = 1, x = 0;
+        x = x < -1e15 ? -1e15 : x > 1e15 ? 1e15 : x;
         t->ext[y] = (uint8_t)e;
         int64_t *ix = t->idx + y * t->n;
         double *w = t->w + y * t->n;

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/int_math.h"
 #include "ops/op.h"
 
 enum { WM_CLS_FLOAT = 0, WM_CLS_INT, WM_CLS_UINT64 };
@@ -26,29 +27,7 @@ static inline int wm_dtype_class(int32_t dt) {
     return dt == WM_DT_UINT64 ? WM_CLS_UINT64 : WM_CLS_INT;
 }
 
-/* Stores v (a double) as element i of type dt (floats round, integers truncate toward zero, NaN -> 0). */
-static inline void wm_store_f64(int32_t dt, void *p, uint64_t i, double v) {
-    switch (dt) {
-    case WM_DT_FLOAT: ((float *)p)[i] = (float)v; return;
-    case WM_DT_DOUBLE: ((double *)p)[i] = v; return;
-    case WM_DT_FLOAT16: ((uint16_t *)p)[i] = wm_f32_to_f16((float)v); return;
-    case WM_DT_BFLOAT16: ((uint16_t *)p)[i] = wm_f32_to_bf16((float)v); return;
-    case WM_DT_BOOL: ((uint8_t *)p)[i] = v != 0; return;
-    default: break;
-    }
-    if (isnan(v)) v = 0;
-    switch (dt) {
-    case WM_DT_INT8: ((int8_t *)p)[i] = (int8_t)(int64_t)v; return;
-    case WM_DT_UINT8: ((uint8_t *)p)[i] = (uint8_t)(int64_t)v; return;
-    case WM_DT_INT16: ((int16_t *)p)[i] = (int16_t)(int64_t)v; return;
-    case WM_DT_UINT16: ((uint16_t *)p)[i] = (uint16_t)(int64_t)v; return;
-    case WM_DT_INT32: ((int32_t *)p)[i] = (int32_t)(int64_t)v; return;
-    case WM_DT_UINT32: ((uint32_t *)p)[i] = (uint32_t)(int64_t)v; return;
-    case WM_DT_INT64: ((int64_t *)p)[i] = (int64_t)v; return;
-    case WM_DT_UINT64: ((uint64_t *)p)[i] = v <= 0 ? 0 : (uint64_t)v; return;
-    default: return;
-    }
-}
+static inline void wm_store_f64(int32_t dt, void *p, uint64_t i, double v);
 
 /* Stores the integer v as element i of an integer (or bool) type dt, wrapping like a C cast. */
 static inline void wm_store_int(int32_t dt, void *p, uint64_t i, int64_t v) {
@@ -58,7 +37,19 @@ static inline void wm_store_int(int32_t dt, void *p, uint64_t i, int64_t v) {
     case WM_DT_INT16: case WM_DT_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; return;
     case WM_DT_INT32: case WM_DT_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; return;
     case WM_DT_INT64: case WM_DT_UINT64: ((int64_t *)p)[i] = v; return;
-    default: wm_store_f64(dt, p, i, (double)v); return;
+    default: if (wm_dtype_is_float(dt)) wm_store_f64(dt, p, i, (double)v); return;
+    }
+}
+
+/* Stores v (a double) as element i of type dt: floats round; integers convert as Cast does (truncation toward zero,
+ * NaN and out-of-range values as onnxruntime on x86: ops/int_math.h, wm_f64_to_int), then keep their low bits. */
+static inline void wm_store_f64(int32_t dt, void *p, uint64_t i, double v) {
+    switch (dt) {
+    case WM_DT_FLOAT: ((float *)p)[i] = (float)v; return;
+    case WM_DT_DOUBLE: ((double *)p)[i] = v; return;
+    case WM_DT_FLOAT16: ((uint16_t *)p)[i] = wm_f32_to_f16((float)v); return;
+    case WM_DT_BFLOAT16: ((uint16_t *)p)[i] = wm_f32_to_bf16((float)v); return;
+    default: wm_store_int(dt, p, i, wm_f64_to_int(dt, v)); return;
     }
 }
 

@@ -8,6 +8,7 @@
 
 #include "onnx/onnx_model.h"
 #include "ops/op.h"
+#include "ops/scalar.h"
 
 static wm_status copy_view(wm_tensor *const *in, wm_tensor *const *out) {
     if (out[0]->data != in[0]->data) memcpy(out[0]->data, in[0]->data, (size_t)wm_tensor_nbytes(out[0]));
@@ -23,6 +24,12 @@ static wm_status same_type_init(wm_node *n, wm_error *err) {
     wm_status st = wm_check_type(n, 0, wm_types_all, err);
     n->out_dtype[0] = n->in_dtype[0];
     return st;
+}
+
+/* Reshape, Expand: the shape input is required */
+static wm_status shaped_init(wm_node *n, wm_error *err) {
+    wm_status st = wm_need_inputs(n, 2, err);
+    return st ? st : same_type_init(n, err);
 }
 
 /* Reads the int64 values of a 1-D shape/axes tensor; WM_NEED_DATA when not known ahead. */
@@ -87,7 +94,6 @@ static wm_status size_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *ou
 static wm_status reshape_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
     int64_t v[WM_MAX_RANK];
     int cnt;
-    if (!in[1]) return wm_node_err(n, err, WM_ERR_INPUT, "needs a shape input");
     wm_status st = read_ints(n, in[1], v, WM_MAX_RANK, &cnt, err);
     if (st) return st;
     int allowzero = (int)wm_attr_int(n, "allowzero", 0);
@@ -374,23 +380,37 @@ static wm_status range_init(wm_node *n, wm_error *err) {
 
 static int is_float(int32_t dt) { return dt == WM_DT_FLOAT || dt == WM_DT_DOUBLE || dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOAT16; }
 
-static wm_status range_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
-    if (!in[0]->data || !in[1]->data || !in[2]->data) return WM_NEED_DATA;
-    int64_t cnt;
-    if (is_float(in[0]->dtype)) {
+#define RANGE_MAX (1ull << 40) /* elements: the run's bound on one value (runtime/run.c) */
+
+/* Element count of Range: ops/int_math.h (the folder counts the same way); one not finite or over RANGE_MAX (1e60
+ * by 1e-60, inf, NaN) is an error naming the node. */
+static wm_status range_count(const wm_node *n, wm_tensor *const *in, uint64_t *cnt, wm_error *err) {
+    int32_t dt = in[0]->dtype;
+    if (is_float(dt)) {
         double a = wm_tensor_get_f64(in[0], 0), b = wm_tensor_get_f64(in[1], 0), d = wm_tensor_get_f64(in[2], 0);
         if (d == 0) return wm_node_err(n, err, WM_ERR_INPUT, "delta is 0");
-        double c = ceil((b - a) / d);
-        cnt = c > 0 ? (int64_t)c : 0;
-    } else {
-        int64_t a = wm_tensor_get_int(in[0], 0), b = wm_tensor_get_int(in[1], 0), d = wm_tensor_get_int(in[2], 0);
-        if (d == 0) return wm_node_err(n, err, WM_ERR_INPUT, "delta is 0");
-        cnt = (b - a) / d + ((b - a) % d != 0 && ((b - a) > 0) == (d > 0));
-        if (cnt < 0) cnt = 0;
+        if (!wm_range_count_f64(a, b, d, RANGE_MAX, cnt))
+            return wm_node_err(n, err, WM_ERR_INPUT, "Range from %g to %g by %g has too many elements (at most %llu)", a,
+                               b, d, (unsigned long long)RANGE_MAX);
+        return WM_OK;
     }
-    if (cnt > (1ll << 40)) return wm_node_err(n, err, WM_ERR_INPUT, "range too long");
+    int64_t a = wm_tensor_get_int(in[0], 0), b = wm_tensor_get_int(in[1], 0), d = wm_tensor_get_int(in[2], 0);
+    if (d == 0) return wm_node_err(n, err, WM_ERR_INPUT, "delta is 0");
+    if (!wm_range_count_int(a, b, d, dt == WM_DT_UINT64, RANGE_MAX, cnt))
+        return wm_node_err(n, err, WM_ERR_INPUT, "Range has %llu elements (at most %llu)", (unsigned long long)*cnt,
+                           (unsigned long long)RANGE_MAX);
+    return WM_OK;
+}
+
+static wm_status range_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
+    if (!in[0]->data || !in[1]->data || !in[2]->data) return WM_NEED_DATA;
+    for (int i = 0; i < 3; i++)
+        if (wm_tensor_numel(in[i]) != 1) return wm_node_err(n, err, WM_ERR_INPUT, "input %d is not a scalar", i);
+    uint64_t cnt = 0;
+    wm_status st = range_count(n, in, &cnt, err);
+    if (st) return st;
     out[0]->rank = 1;
-    out[0]->dims[0] = cnt;
+    out[0]->dims[0] = (int64_t)cnt;
     return WM_OK;
 }
 
@@ -409,33 +429,17 @@ static wm_status range_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
         for (int64_t i = 0; i < cnt; i++) ((double *)o)[i] = a + (double)i * d;
         break;
     }
-    case WM_DT_INT32: {
-        int32_t a = *(const int32_t *)in[0]->data, d = *(const int32_t *)in[2]->data;
-        for (int64_t i = 0; i < cnt; i++) ((int32_t *)o)[i] = (int32_t)(a + i * d);
-        break;
-    }
-    case WM_DT_INT64: {
-        int64_t a = *(const int64_t *)in[0]->data, d = *(const int64_t *)in[2]->data;
-        for (int64_t i = 0; i < cnt; i++) ((int64_t *)o)[i] = a + i * d;
-        break;
-    }
-    default: {
+    case WM_DT_FLOAT16: case WM_DT_BFLOAT16: {
         double a = wm_tensor_get_f64(in[0], 0), d = wm_tensor_get_f64(in[2], 0);
-        wm_tensor t = *out[0];
         for (int64_t i = 0; i < cnt; i++) {
-            double v = a + (double)i * d;
-            switch (t.dtype) {
-            case WM_DT_INT8: ((int8_t *)o)[i] = (int8_t)v; break;
-            case WM_DT_INT16: ((int16_t *)o)[i] = (int16_t)v; break;
-            case WM_DT_FLOAT16: ((uint16_t *)o)[i] = wm_f32_to_f16((float)v); break;
-            case WM_DT_BFLOAT16: ((uint16_t *)o)[i] = wm_f32_to_bf16((float)v); break;
-            case WM_DT_UINT8: ((uint8_t *)o)[i] = (uint8_t)v; break;
-            case WM_DT_UINT16: ((uint16_t *)o)[i] = (uint16_t)v; break;
-            case WM_DT_UINT32: ((uint32_t *)o)[i] = (uint32_t)v; break;
-            case WM_DT_UINT64: ((uint64_t *)o)[i] = (uint64_t)v; break;
-            default: break;
-            }
+            float v = (float)(a + (double)i * d);
+            ((uint16_t *)o)[i] = out[0]->dtype == WM_DT_FLOAT16 ? wm_f32_to_f16(v) : wm_f32_to_bf16(v);
         }
+        break;
+    }
+    default: { /* integers: start + i * delta, exact (every element lies between start and limit), computed wrapping */
+        int64_t a = wm_tensor_get_int(in[0], 0), d = wm_tensor_get_int(in[2], 0);
+        for (int64_t i = 0; i < cnt; i++) wm_store_int(out[0]->dtype, o, (uint64_t)i, wm_i64_add(a, wm_i64_mul(i, d)));
     }
     }
     return WM_OK;
@@ -446,13 +450,13 @@ static wm_status range_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
 static const wm_op ops[] = {
     {"", "Shape", 1, 0, shape_init, shape_infer, shape_run, NULL, WM_OP_DIMS_ONLY, 0},
     {"", "Size", 1, 0, shape_init, size_infer, size_run, NULL, WM_OP_DIMS_ONLY, 0},
-    VIEW("Reshape", 5, reshape_infer, 1u << 1),
+    {"", "Reshape", 5, 0, shaped_init, reshape_infer, view_run, NULL, WM_OP_ALIAS, 1u << 1},
     VIEW("Flatten", 1, flatten_infer, 0),
     VIEW("Squeeze", 1, squeeze_infer, 1u << 1),
     VIEW("Unsqueeze", 1, unsqueeze_infer, 1u << 1),
-    {"", "Expand", 8, 0, same_type_init, expand_infer, expand_run, NULL, 0, 1u << 1},
+    {"", "Expand", 8, 0, shaped_init, expand_infer, expand_run, NULL, 0, 1u << 1},
     {"", "ConstantOfShape", 9, 0, cos_init, cos_infer, cos_run, NULL, 0, 1u << 0},
-    {"", "Constant", 1, 0, constant_init, constant_infer, constant_run, NULL, 0, 0},
+    {"", "Constant", 1, 0, constant_init, constant_infer, constant_run, NULL, WM_OP_NO_INPUT0, 0},
     {"", "Range", 11, 0, range_init, range_infer, range_run, NULL, 0, 7u},
 };
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ops/cnn.h"
+#include "ops/int_math.h"
 
 /* ---------------------------------------------------------------- Pad */
 
@@ -80,7 +81,14 @@ static wm_status pad_amounts(const wm_node *n, wm_tensor *const *in, int64_t *pb
         pe[axes[i]] = raw[na + i];
     }
     for (int i = 0; i < r; i++) {
-        int64_t d = in[0]->dims[i], o = d + pb[i] + pe[i];
+        /* a negative pad crops at most the whole axis (so positions minus pads stay in range); sums checked */
+        int64_t d = in[0]->dims[i], o;
+        if (pb[i] < -d || pe[i] < -d)
+            return wm_node_err(n, err, WM_ERR_INPUT, "pads %lld, %lld on axis %d crop more than its %lld elements",
+                               (long long)pb[i], (long long)pe[i], i, (long long)d);
+        if (!wm_add_i64_ok(d, pb[i], &o) || !wm_add_i64_ok(o, pe[i], &o))
+            return wm_node_err(n, err, WM_ERR_INPUT, "pads %lld, %lld make axis %d too large", (long long)pb[i],
+                                   (long long)pe[i], i);
         if (o < 0) return wm_node_err(n, err, WM_ERR_INPUT, "pads make axis %d negative (%lld)", i, (long long)o);
         if (s->mode != PAD_CONSTANT && d == 0 && o > 0)
             return wm_node_err(n, err, WM_ERR_INPUT, "cannot pad the empty axis %d in this mode", i);
@@ -180,13 +188,18 @@ static wm_status d2s_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
     const wm_tensor *X = in[0];
     int64_t b = wm_attr_int(n, "blocksize", 1);
     if (X->rank != 4) return wm_node_err(n, err, WM_ERR_INPUT, "input must be 4-D (rank %d)", X->rank);
-    int64_t d[4] = {X->dims[0], X->dims[1], X->dims[2], X->dims[3]};
+    int64_t d[4] = {X->dims[0], X->dims[1], X->dims[2], X->dims[3]}, bb;
+    if (!wm_mul_i64_ok(b, b, &bb)) return wm_node_err(n, err, WM_ERR_INPUT, "blocksize %lld is too large", (long long)b);
     if (!strcmp(n->proto->op_type, "DepthToSpace")) {
-        if (d[1] % (b * b)) return wm_node_err(n, err, WM_ERR_INPUT, "%lld channels are not a multiple of blocksize^2", (long long)d[1]);
-        d[1] /= b * b, d[2] *= b, d[3] *= b;
+        if (d[1] % bb) return wm_node_err(n, err, WM_ERR_INPUT, "%lld channels are not a multiple of blocksize^2", (long long)d[1]);
+        d[1] /= bb;
+        if (!wm_mul_i64_ok(d[2], b, &d[2]) || !wm_mul_i64_ok(d[3], b, &d[3]))
+            return wm_node_err(n, err, WM_ERR_INPUT, "blocksize %lld makes the output too large", (long long)b);
     } else {
         if (d[2] % b || d[3] % b) return wm_node_err(n, err, WM_ERR_INPUT, "height and width must be multiples of blocksize");
-        d[1] *= b * b, d[2] /= b, d[3] /= b;
+        if (!wm_mul_i64_ok(d[1], bb, &d[1]))
+            return wm_node_err(n, err, WM_ERR_INPUT, "blocksize %lld makes the output too large", (long long)b);
+        d[2] /= b, d[3] /= b;
     }
     wm_set_shape(out[0], 4, d);
     return WM_OK;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "ops/int_math.h"
 #include "ops/op.h"
 
 static wm_status any_type_init(wm_node *n, wm_error *err) {
@@ -14,11 +15,24 @@ static wm_status any_type_init(wm_node *n, wm_error *err) {
     return st;
 }
 
+/* Slice (starts and ends as inputs from opset 10), Tile (repeats): the inputs infer reads are required */
+static wm_status slice_init(wm_node *n, wm_error *err) {
+    wm_status st = wm_need_inputs(n, n->opset >= 10 ? 3 : 1, err);
+    return st ? st : any_type_init(n, err);
+}
+
+static wm_status tile_init(wm_node *n, wm_error *err) {
+    wm_status st = wm_need_inputs(n, 2, err);
+    return st ? st : any_type_init(n, err);
+}
+
+/* Row-major strides of t (computed wrapping: they are only used to address a tensor that has elements, whose
+ * size the plan bounds; an empty one may have huge dims next to its 0). */
 static void strides_of(const wm_tensor *t, int64_t *st) {
     int64_t s = 1;
     for (int d = t->rank - 1; d >= 0; d--) {
         st[d] = s;
-        s *= t->dims[d];
+        s = wm_i64_mul(s, t->dims[d]);
     }
 }
 
@@ -204,7 +218,7 @@ static wm_status concat_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const
             if (d != a && in[i]->dims[d] != f->dims[d])
                 return wm_node_err(n, err, WM_ERR_INPUT, "input %d dim %d is %lld, input 0 has %lld", i, d,
                                    (long long)in[i]->dims[d], (long long)f->dims[d]);
-        sum += in[i]->dims[a];
+        if (!wm_add_i64_ok(sum, in[i]->dims[a], &sum)) return wm_node_err(n, err, WM_ERR_INPUT, "the concatenated dim is too large");
     }
     wm_set_shape(out[0], r, f->dims);
     out[0]->dims[a] = sum;
@@ -262,7 +276,7 @@ static wm_status split_sizes(const wm_node *n, wm_tensor *const *in, int64_t *sz
     int64_t sum = 0;
     for (int i = 0; i < no; i++) {
         if (sz[i] < 0) return wm_node_err(n, err, WM_ERR_INPUT, "negative split");
-        sum += sz[i];
+        if (!wm_add_i64_ok(sum, sz[i], &sum)) return wm_node_err(n, err, WM_ERR_INPUT, "splits sum past the int64 range");
     }
     if (sum != dim) return wm_node_err(n, err, WM_ERR_INPUT, "splits sum to %lld, dim is %lld", (long long)sum, (long long)dim);
     return WM_OK;
@@ -322,6 +336,8 @@ static wm_status slice_resolve(const wm_node *n, wm_tensor *const *in, slice_spe
             if (in[i] && !in[i]->data && wm_tensor_numel(in[i])) return WM_NEED_DATA;
         uint64_t k = wm_tensor_numel(in[1]);
         if (k > WM_MAX_RANK || wm_tensor_numel(in[2]) != k) return wm_node_err(n, err, WM_ERR_INPUT, "starts and ends lengths differ");
+        if ((n->n_in > 3 && in[3] && wm_tensor_numel(in[3]) != k) || (n->n_in > 4 && in[4] && wm_tensor_numel(in[4]) != k))
+            return wm_node_err(n, err, WM_ERR_INPUT, "axes/steps lengths differ from starts"); /* before reading them */
         cnt = (int)k;
         for (int i = 0; i < cnt; i++) {
             starts[i] = wm_tensor_get_int(in[1], (uint64_t)i);
@@ -329,8 +345,6 @@ static wm_status slice_resolve(const wm_node *n, wm_tensor *const *in, slice_spe
             axes[i] = n->n_in > 3 && in[3] ? wm_tensor_get_int(in[3], (uint64_t)i) : i;
             steps[i] = n->n_in > 4 && in[4] ? wm_tensor_get_int(in[4], (uint64_t)i) : 1;
         }
-        if ((n->n_in > 3 && in[3] && wm_tensor_numel(in[3]) != k) || (n->n_in > 4 && in[4] && wm_tensor_numel(in[4]) != k))
-            return wm_node_err(n, err, WM_ERR_INPUT, "axes/steps lengths differ from starts");
     }
     for (int d = 0; d < r; d++) s->start[d] = 0, s->step[d] = 1, s->len[d] = in[0]->dims[d];
     int seen[WM_MAX_RANK] = {0};
@@ -340,17 +354,7 @@ static wm_status slice_resolve(const wm_node *n, wm_tensor *const *in, slice_spe
         seen[a] = 1;
         int64_t dim = in[0]->dims[a], st = steps[i], b = starts[i], e = ends[i];
         if (st == 0) return wm_node_err(n, err, WM_ERR_INPUT, "step 0");
-        if (b < 0) b += dim;
-        if (e < 0) e += dim;
-        if (st > 0) {
-            b = b < 0 ? 0 : b > dim ? dim : b;
-            e = e < 0 ? 0 : e > dim ? dim : e;
-            s->len[a] = e > b ? (e - b + st - 1) / st : 0;
-        } else {
-            b = b < 0 ? -1 : b > dim - 1 ? dim - 1 : b;
-            e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-            s->len[a] = b > e ? (b - e + (-st) - 1) / (-st) : 0;
-        }
+        s->len[a] = wm_slice_axis(dim, b, e, st, &b); /* clamped per the spec, any int64 values: ops/int_math.h */
         s->start[a] = b;
         s->step[a] = st;
     }
@@ -527,24 +531,37 @@ static wm_status tile_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *
     for (int d = 0; d < r; d++) {
         int64_t rep = wm_tensor_get_int(in[1], (uint64_t)d);
         if (rep < 0) return wm_node_err(n, err, WM_ERR_INPUT, "negative repeat");
-        out[0]->dims[d] = in[0]->dims[d] * rep;
+        if (!wm_mul_i64_ok(in[0]->dims[d], rep, &out[0]->dims[d]))
+            return wm_node_err(n, err, WM_ERR_INPUT, "repeats[%d] = %lld makes dim %d too large", d, (long long)rep, d);
     }
     out[0]->rank = r;
     return WM_OK;
 }
 
+/* Row by row: each output row (all dims but the last) is the input row its coordinates wrap to, copied once per
+ * repeat of the last dim (an element at a time took 10 s under ASan for a 256 MiB output). */
 static wm_status tile_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
     (void)n, (void)x;
     int r = out[0]->rank;
     size_t es = wm_dtype_size(in[0]->dtype);
     uint64_t total = wm_tensor_numel(out[0]);
+    if (!total) return WM_OK;
+    if (r == 0) {
+        memcpy(out[0]->data, in[0]->data, es);
+        return WM_OK;
+    }
     int64_t is[WM_MAX_RANK], idx[WM_MAX_RANK] = {0};
     strides_of(in[0], is);
-    for (uint64_t i = 0; i < total; i++) {
+    int64_t iw = in[0]->dims[r - 1], ow = out[0]->dims[r - 1]; /* ow = iw * repeats, iw > 0 as total > 0 */
+    size_t row = (size_t)iw * es;
+    uint64_t rows = total / (uint64_t)ow;
+    uint8_t *dst = out[0]->data;
+    for (uint64_t q = 0; q < rows; q++) {
         int64_t off = 0;
-        for (int d = 0; d < r; d++) off += (idx[d] % in[0]->dims[d]) * is[d];
-        memcpy((uint8_t *)out[0]->data + i * es, (const uint8_t *)in[0]->data + (size_t)off * es, es);
-        for (int d = r - 1; d >= 0; d--) {
+        for (int d = 0; d < r - 1; d++) off += (idx[d] % in[0]->dims[d]) * is[d];
+        const uint8_t *src = (const uint8_t *)in[0]->data + (size_t)off * es;
+        for (int64_t k = 0; k < ow; k += iw, dst += row) memcpy(dst, src, row);
+        for (int d = r - 2; d >= 0; d--) {
             if (++idx[d] < out[0]->dims[d]) break;
             idx[d] = 0;
         }
@@ -564,11 +581,12 @@ static wm_status trilu_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
     (void)x;
     int r = in[0]->rank;
     if (r < 2) return wm_node_err(n, x->err, WM_ERR_INPUT, "rank must be >= 2");
-    int64_t k = n->n_in > 1 && in[1] ? wm_tensor_get_int(in[1], 0) : 0;
+    if (wm_has_in(n, 1) && wm_tensor_numel(in[1]) != 1) return wm_node_err(n, x->err, WM_ERR_INPUT, "k must hold one value");
+    int64_t k = wm_has_in(n, 1) ? wm_tensor_get_int(in[1], 0) : 0;
     int upper = (int)wm_attr_int(n, "upper", 1);
     int64_t R = in[0]->dims[r - 2], C = in[0]->dims[r - 1];
     size_t es = wm_dtype_size(in[0]->dtype);
-    uint64_t mats = (R != 0 && C != 0) ? wm_tensor_numel(in[0]) / (uint64_t)(R * C) : 0;
+    uint64_t numel = wm_tensor_numel(in[0]), mats = numel ? numel / ((uint64_t)R * (uint64_t)C) : 0;
     const uint8_t *src = in[0]->data;
     uint8_t *dst = out[0]->data;
     for (uint64_t m = 0; m < mats; m++)
@@ -592,6 +610,7 @@ static wm_status cumsum_init(wm_node *n, wm_error *err) {
 }
 
 static wm_status cumsum_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    if (wm_tensor_numel(in[1]) != 1) return wm_node_err(n, x->err, WM_ERR_INPUT, "axis must hold one value");
     int r = in[0]->rank, a = wm_axis(wm_tensor_get_int(in[1], 0), r);
     if (a < 0) return wm_node_err(n, x->err, WM_ERR_INPUT, "axis out of range");
     int excl = (int)wm_attr_int(n, "exclusive", 0), rev = (int)wm_attr_int(n, "reverse", 0);
@@ -610,7 +629,7 @@ static wm_status cumsum_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *
                 uint64_t off = (o * (uint64_t)len + (uint64_t)t) * inner + i;
                 double vf = fl ? wm_tensor_get_f64(in[0], off) : 0;
                 int64_t vi = fl ? 0 : wm_tensor_get_int(in[0], off);
-                if (!excl) accf += vf, acci += vi;
+                if (!excl) accf += vf, acci = wm_i64_add(acci, vi); /* integers wrap: ops/int_math.h */
                 switch (dt) {
                 case WM_DT_FLOAT: ((float *)out[0]->data)[off] = (float)accf; break;
                 case WM_DT_DOUBLE: ((double *)out[0]->data)[off] = accf; break;
@@ -622,7 +641,7 @@ static wm_status cumsum_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *
                 case WM_DT_UINT64: ((uint64_t *)out[0]->data)[off] = (uint64_t)acci; break;
                 default: return wm_node_err(n, x->err, WM_ERR_UNSUPPORTED, "element type %s", wm_dtype_name(dt));
                 }
-                if (excl) accf += vf, acci += vi;
+                if (excl) accf += vf, acci = wm_i64_add(acci, vi);
             }
         }
     return WM_OK;
@@ -632,11 +651,11 @@ static const wm_op ops[] = {
     {"", "Transpose", 1, 0, any_type_init, transpose_infer, transpose_run, NULL, 0, 0},
     {"", "Concat", 4, 0, concat_init, concat_infer, concat_run, NULL, 0, 0},
     {"", "Split", 2, 0, any_type_init, split_infer, split_run, NULL, 0, 1u << 1},
-    {"", "Slice", 1, 0, any_type_init, slice_infer, slice_run, NULL, 0, 0x1eu},
+    {"", "Slice", 1, 0, slice_init, slice_infer, slice_run, NULL, 0, 0x1eu},
     {"", "Gather", 1, 0, gather_init, gather_infer, gather_run, NULL, 0, 0},
     {"", "GatherElements", 11, 0, gather_init, gather_el_infer, gather_el_run, NULL, 0, 0},
     {"", "GatherND", 11, 0, gather_init, gather_nd_infer, gather_nd_run, NULL, 0, 0},
-    {"", "Tile", 6, 0, any_type_init, tile_infer, tile_run, NULL, 0, 1u << 1},
+    {"", "Tile", 6, 0, tile_init, tile_infer, tile_run, NULL, 0, 1u << 1},
     {"", "Trilu", 14, 0, any_type_init, same_shape_infer, trilu_run, NULL, 0, 0},
     {"", "CumSum", 11, 0, cumsum_init, same_shape_infer, cumsum_run, NULL, 0, 0},
 };

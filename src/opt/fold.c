@@ -2,6 +2,9 @@
  * fold.c - the constant-folding evaluator. Values are computed in double
  * (floats) or int64 (integers) and stored in the output dtype; this serves
  * shape arithmetic, masks and small parameter preparation, not bulk math.
+ * Integer arithmetic and float -> integer conversion are the engine's own
+ * definitions (ops/int_math.h: wrap-around, x / 0 = 0, MIN / -1 = MIN, Cast
+ * as onnxruntime on x86), so a folded value equals what the engine computes.
  */
 #include "opt/fold.h"
 
@@ -11,9 +14,14 @@
 
 #include "core/error.h"
 #include "onnx/dtype.h"
+#include "ops/int_math.h"
 
 static int is_float(int32_t dt) {
     return dt == WM_DT_FLOAT || dt == WM_DT_DOUBLE || dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOAT16;
+}
+
+static int is_unsigned(int32_t dt) {
+    return dt == WM_DT_UINT8 || dt == WM_DT_UINT16 || dt == WM_DT_UINT32 || dt == WM_DT_UINT64;
 }
 
 static wm_status unsupported(const wm_onnx_node *n, const char *why, wm_error *err) {
@@ -99,6 +107,7 @@ static wm_status elementwise_run(const wm_onnx_node *n, const wm_ct *in, size_t 
               !strcmp(op, "LessOrEqual") || !strcmp(op, "GreaterOrEqual") || !strcmp(op, "And") ||
               !strcmp(op, "Or") || !strcmp(op, "Xor") || !strcmp(op, "Not") || !strcmp(op, "IsNaN");
     int where = !strcmp(op, "Where");
+    if (!where && n_in > 2) return unsupported(n, "more than two inputs", err); /* variadic Max/Min: not folded */
     int32_t dt = cmp ? WM_DT_BOOL : where ? in[1].dtype : in[0].dtype;
     wm_status s = alloc_capped(o, dt, b.dims, b.rank, cap, n, err);
     if (s) return s;
@@ -148,31 +157,33 @@ static wm_status elementwise_run(const wm_onnx_node *n, const wm_ct *in, size_t 
             else wm_ct_set(o, i, r);
         } else {
             int64_t x = wm_ct_geti(t[0], ia), y = k > 1 ? wm_ct_geti(t[1], ib) : 0, r;
-            if (!strcmp(op, "Add")) r = (int64_t)((uint64_t)x + (uint64_t)y);
-            else if (!strcmp(op, "Sub")) r = (int64_t)((uint64_t)x - (uint64_t)y);
-            else if (!strcmp(op, "Mul")) r = (int64_t)((uint64_t)x * (uint64_t)y);
-            else if (!strcmp(op, "Div")) {
-                if (!y || (x == INT64_MIN && y == -1)) return unsupported(n, "integer division by zero", err);
-                r = x / y; /* C truncation, as ONNX integer Div */
-            } else if (!strcmp(op, "Mod")) {
-                if (!y || (x == INT64_MIN && y == -1)) return unsupported(n, "integer modulo by zero", err);
-                r = x % y;
-                if (!wm_opt_attr_i(n, "fmod", 0) && r && ((r < 0) != (y < 0))) r += y;
-            } else if (!strcmp(op, "Max")) r = x > y ? x : y;
-            else if (!strcmp(op, "Min")) r = x < y ? x : y;
+            int u = in[0].dtype == WM_DT_UINT64; /* its values are bits: compared and divided unsigned */
+            uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
+            int lt = u ? ux < uy : x < y, gt = u ? ux > uy : x > y;
+            if (!strcmp(op, "Add")) r = wm_i64_add(x, y);
+            else if (!strcmp(op, "Sub")) r = wm_i64_sub(x, y);
+            else if (!strcmp(op, "Mul")) r = wm_i64_mul(x, y);
+            else if (!strcmp(op, "Div")) r = u ? (int64_t)wm_u64_div(ux, uy) : wm_i64_div(x, y);
+            else if (!strcmp(op, "Mod")) r = u ? (int64_t)wm_u64_mod(ux, uy) : wm_i64_mod(x, y, (int)wm_opt_attr_i(n, "fmod", 0));
+            else if (!strcmp(op, "Pow")) {
+                int32_t te = in[1].dtype;
+                r = is_float(te) ? wm_f64_to_int(dt, pow(wm_ct_getf(t[0], ia), wm_ct_getf(t[1], ib)))
+                                 : wm_int_pow(x, is_unsigned(dt), y, is_unsigned(te));
+            } else if (!strcmp(op, "Max")) r = gt ? x : y;
+            else if (!strcmp(op, "Min")) r = lt ? x : y;
             else if (!strcmp(op, "Equal")) r = x == y;
-            else if (!strcmp(op, "Less")) r = x < y;
-            else if (!strcmp(op, "Greater")) r = x > y;
-            else if (!strcmp(op, "LessOrEqual")) r = x <= y;
-            else if (!strcmp(op, "GreaterOrEqual")) r = x >= y;
+            else if (!strcmp(op, "Less")) r = lt;
+            else if (!strcmp(op, "Greater")) r = gt;
+            else if (!strcmp(op, "LessOrEqual")) r = !gt;
+            else if (!strcmp(op, "GreaterOrEqual")) r = !lt;
             else if (!strcmp(op, "And")) r = x && y;
             else if (!strcmp(op, "Or")) r = x || y;
             else if (!strcmp(op, "Xor")) r = !x != !y;
             else if (!strcmp(op, "Not")) r = !x;
-            else if (!strcmp(op, "Neg")) r = (int64_t)(0 - (uint64_t)x);
-            else if (!strcmp(op, "Abs")) r = x < 0 ? (int64_t)(0 - (uint64_t)x) : x;
+            else if (!strcmp(op, "Neg")) r = wm_i64_neg(x);
+            else if (!strcmp(op, "Abs")) r = u ? x : wm_i64_abs(x);
             else if (!strcmp(op, "Identity")) r = x;
-            else if (!strcmp(op, "Relu")) r = x > 0 ? x : 0;
+            else if (!strcmp(op, "Relu")) r = u || x > 0 ? x : 0;
             else return unsupported(n, "integer op", err);
             wm_ct_seti(o, i, r);
         }
@@ -340,8 +351,6 @@ static wm_status f_gather(const wm_onnx_node *n, const wm_ct *in, wm_ct *o, uint
     return WM_OK;
 }
 
-static int64_t clampi(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 static wm_status f_slice(const wm_onnx_node *n, int64_t opset, const wm_ct *in, size_t n_in, wm_ct *o,
                          uint64_t cap, wm_error *err) {
     const wm_ct *a = &in[0];
@@ -368,17 +377,7 @@ static wm_status f_slice(const wm_onnx_node *n, int64_t opset, const wm_ct *in, 
     for (int i = 0; i < k; i++) {
         int64_t d = ax[i] < 0 ? ax[i] + r : ax[i];
         if (d < 0 || d >= r || !sp[i]) return wm_err(err, WM_ERR_INPUT, "fold Slice: bad axis or step");
-        int64_t D = a->dims[d], s0 = st[i] < 0 ? st[i] + D : st[i], e0 = en[i] < 0 ? en[i] + D : en[i];
-        if (sp[i] > 0) {
-            s0 = clampi(s0, 0, D);
-            e0 = clampi(e0, 0, D);
-            dims[d] = e0 > s0 ? (e0 - s0 + sp[i] - 1) / sp[i] : 0;
-        } else {
-            s0 = clampi(s0, 0, D - 1);
-            e0 = clampi(e0, -1, D - 1);
-            dims[d] = s0 > e0 ? (s0 - e0 - sp[i] - 1) / (-sp[i]) : 0;
-        }
-        start[d] = s0;
+        dims[d] = wm_slice_axis(a->dims[d], st[i], en[i], sp[i], &start[d]); /* as the engine's Slice */
         step[d] = sp[i];
     }
     wm_status s = alloc_capped(o, a->dtype, dims, r, cap, n, err);
@@ -442,14 +441,17 @@ static wm_status f_expand(const wm_onnx_node *n, const wm_ct *in, wm_ct *o, uint
 static wm_status f_range(const wm_onnx_node *n, const wm_ct *in, wm_ct *o, uint64_t cap, wm_error *err) {
     if (in[0].n != 1 || in[1].n != 1 || in[2].n != 1) return wm_err(err, WM_ERR_INPUT, "fold Range: scalars");
     double a = wm_ct_getf(&in[0], 0), b = wm_ct_getf(&in[1], 0), d = wm_ct_getf(&in[2], 0);
-    if (d == 0) return wm_err(err, WM_ERR_INPUT, "fold Range: zero delta");
-    double cnt = ceil((b - a) / d);
-    int64_t len = cnt > 0 ? (int64_t)cnt : 0;
-    wm_status s = alloc_capped(o, in[0].dtype, &len, 1, cap, n, err);
     int fl = is_float(in[0].dtype);
+    int64_t ia = wm_ct_geti(&in[0], 0), id = wm_ct_geti(&in[2], 0);
+    uint64_t cnt = 0; /* counted as the engine's Range counts (ops/int_math.h); 2^40: its bound too */
+    if (fl ? !wm_range_count_f64(a, b, d, 1ull << 40, &cnt)
+           : !wm_range_count_int(ia, wm_ct_geti(&in[1], 0), id, in[0].dtype == WM_DT_UINT64, 1ull << 40, &cnt))
+        return wm_err(err, WM_ERR_INPUT, "fold Range: delta 0 or too many elements");
+    int64_t len = (int64_t)cnt;
+    wm_status s = alloc_capped(o, in[0].dtype, &len, 1, cap, n, err);
     for (int64_t i = 0; !s && i < len; i++) {
         if (fl) wm_ct_set(o, (uint64_t)i, a + (double)i * d);
-        else wm_ct_seti(o, (uint64_t)i, wm_ct_geti(&in[0], 0) + i * wm_ct_geti(&in[2], 0));
+        else wm_ct_seti(o, (uint64_t)i, wm_i64_add(ia, wm_i64_mul(i, id)));
     }
     return s;
 }
@@ -474,8 +476,8 @@ static wm_status f_cast(const wm_onnx_node *n, const wm_ct *a, int32_t to, wm_ct
     wm_status s = alloc_capped(o, to, a->dims, a->rank, cap, n, err);
     int from_f = is_float(a->dtype), to_f = is_float(to);
     for (uint64_t i = 0; !s && i < a->n; i++) {
-        if (to_f || (from_f && to != WM_DT_BOOL)) wm_ct_set(o, i, wm_ct_getf(a, i));
-        else if (from_f) wm_ct_seti(o, i, wm_ct_getf(a, i) != 0);
+        if (to_f) wm_ct_set(o, i, wm_ct_getf(a, i));
+        else if (from_f) wm_ct_seti(o, i, wm_f64_to_int(to, wm_ct_getf(a, i))); /* as the engine's Cast */
         else wm_ct_seti(o, i, wm_ct_geti(a, i));
     }
     return s;
@@ -510,23 +512,42 @@ static wm_status f_reduce(const wm_onnx_node *n, int64_t opset, const wm_ct *in,
     for (int32_t d = 0; d < a->rank; d++)
         if (red[d]) cnt *= (uint64_t)a->dims[d];
     double *acc = calloc(o->n ? (size_t)o->n : 1, sizeof *acc);
-    if (!acc) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    int64_t *iacc = calloc(o->n ? (size_t)o->n : 1, sizeof *iacc);
+    uint8_t *seen = calloc(o->n ? (size_t)o->n : 1, 1);
+    if (!acc || !iacc || !seen) {
+        free(acc), free(iacc), free(seen);
+        wm_ct_free(o);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
     int mx = !strcmp(op, "ReduceMax"), mn = !strcmp(op, "ReduceMin"), pr = !strcmp(op, "ReduceProd");
-    int ok = mx || mn || pr || !strcmp(op, "ReduceSum") || !strcmp(op, "ReduceMean");
-    for (uint64_t i = 0; i < o->n; i++) acc[i] = mx ? -INFINITY : mn ? INFINITY : pr ? 1 : 0;
+    int mean = !strcmp(op, "ReduceMean"), ok = mx || mn || pr || mean || !strcmp(op, "ReduceSum");
+    int fl = is_float(a->dtype), u = a->dtype == WM_DT_UINT64; /* integers exactly, as the engine's reduce.c */
+    for (uint64_t i = 0; i < o->n; i++) acc[i] = mx ? -INFINITY : mn ? INFINITY : pr ? 1 : 0, iacc[i] = pr;
     bc b = {a->rank, {0}};
     memcpy(b.dims, a->dims, sizeof b.dims);
     for (uint64_t i = 0; ok && i < a->n; i++) {
         uint64_t j = bc_offset(&b, o, i);
+        if (!fl) {
+            int64_t v = wm_ct_geti(a, i), w = iacc[j];
+            int gt = u ? (uint64_t)v > (uint64_t)w : v > w, lt = u ? (uint64_t)v < (uint64_t)w : v < w;
+            if (mx) iacc[j] = !seen[j] || gt ? v : w;
+            else if (mn) iacc[j] = !seen[j] || lt ? v : w;
+            else iacc[j] = pr ? wm_i64_mul(w, v) : wm_i64_add(w, v);
+            seen[j] = 1;
+            continue;
+        }
         double v = wm_ct_getf(a, i);
         if (mx) acc[j] = v > acc[j] ? v : acc[j];
         else if (mn) acc[j] = v < acc[j] ? v : acc[j];
         else if (pr) acc[j] *= v;
         else acc[j] += v;
     }
-    for (uint64_t i = 0; ok && i < o->n; i++)
-        wm_ct_set(o, i, !strcmp(op, "ReduceMean") ? acc[i] / (double)(cnt ? cnt : 1) : acc[i]);
-    free(acc);
+    for (uint64_t i = 0; ok && i < o->n; i++) {
+        if (fl) wm_ct_set(o, i, mean ? acc[i] / (double)(cnt ? cnt : 1) : acc[i]);
+        else if (!mean) wm_ct_seti(o, i, iacc[i]);
+        else wm_ct_seti(o, i, u ? (int64_t)wm_u64_div((uint64_t)iacc[i], cnt) : wm_i64_div(iacc[i], (int64_t)cnt));
+    }
+    free(acc), free(iacc), free(seen);
     if (!ok) {
         wm_ct_free(o);
         return unsupported(n, "reduction", err);

@@ -245,7 +245,7 @@ static int same_dims(const wm_shapes *sh, const char *a, const char *b) {
 static wm_status skipnorm_one(wm_pass_ctx *c, wm_onnx_node *ln) {
     wm_graph *g = c->g;
     int simplified = wm_opt_is(ln, "SimplifiedLayerNormalization");
-    if (!simplified && !wm_opt_is(ln, "LayerNormalization")) return WM_OK;
+    if ((!simplified && !wm_opt_is(ln, "LayerNormalization")) || !wm_opt_in(ln, 0)) return WM_OK;
     if (wm_opt_attr_i(ln, "axis", -1) != -1 && wm_opt_attr_i(ln, "axis", -1) != wm_shapes_rank(c->sh, ln->input[0]) - 1)
         return WM_OK;
     for (size_t i = 1; i < ln->n_output; i++)

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "onnx/dtype.h"
+#include "ops/int_math.h"
 #include "opt/shape_impl.h"
 
 static uint64_t str_hash(const char *s) {
@@ -114,10 +115,12 @@ static void sdim_text(const wm_shapes *s, wm_sdim d, char *buf, size_t n) {
 wm_sdim sh_arith(wm_shapes *s, char op, wm_sdim a, wm_sdim b) {
     if (a.k == WM_SD_CONST && b.k == WM_SD_CONST) {
         switch (op) {
-        case '+': return sd_c(a.v + b.v);
-        case '-': return sd_c(a.v - b.v);
-        case '*': return sd_c(a.v * b.v);
-        case '/': return b.v ? sd_c(a.v / b.v - ((a.v % b.v != 0) && ((a.v < 0) != (b.v < 0)))) : sd_u();
+        /* the engine's integer Add, Sub, Mul, Div (ops/int_math.h: wrapping, truncating, x / 0 = 0, MIN / -1 = MIN),
+         * so a shape value folded here equals the one computed at run time */
+        case '+': return sd_c(wm_i64_add(a.v, b.v));
+        case '-': return sd_c(wm_i64_sub(a.v, b.v));
+        case '*': return sd_c(wm_i64_mul(a.v, b.v));
+        case '/': return sd_c(wm_i64_div(a.v, b.v));
         default: return sd_u();
         }
     }

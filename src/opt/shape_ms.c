@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "onnx/dtype.h"
+#include "ops/int_math.h"
 #include "opt/shape_impl.h"
 
 /* Output i of a contrib attention op: [B, S, hidden] like the query, present KV [B, N, ?, H]. */
@@ -20,8 +21,10 @@ static void r_attention_like(const ctx *c, int is_gqa) {
         }
         if (is_gqa && q->rank == 3 && !HAS(c, 1)) {
             int64_t nh = wm_opt_attr_i(c->n, "num_heads", 0), kv = wm_opt_attr_i(c->n, "kv_num_heads", 0);
-            if (q->dim[2].k == WM_SD_CONST && nh + 2 * kv > 0)
-                o->dim[2] = sd_c(q->dim[2].v / (nh + 2 * kv) * nh);
+            int64_t heads, hd;
+            if (q->dim[2].k == WM_SD_CONST && nh > 0 && kv >= 0 && nh <= (1 << 20) && kv <= (1 << 20) &&
+                (heads = nh + 2 * kv) > 0 && wm_mul_i64_ok(q->dim[2].v / heads, nh, &hd))
+                o->dim[2] = sd_c(hd);
         }
     }
     size_t past = is_gqa ? 3 : 6;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "onnx/dtype.h"
+#include "ops/int_math.h"
 #include "opt/shape_impl.h"
 
 const wm_tinfo wm_sh_unknown = {0, -1, {{0, 0}}, -1, {{0, 0}}};
@@ -84,9 +85,14 @@ void sh_window(const ctx *c, int conv, int global) {
         int64_t s = st && (int)ns == nd ? st[i] : 1, d = dl && (int)nd_ == nd ? dl[i] : 1;
         int64_t pb = pd && (int)np == 2 * nd ? pd[i] : 0, pe = pd && (int)np == 2 * nd ? pd[nd + i] : 0;
         if (in.k != WM_SD_CONST || kk < 1 || s < 1 || d < 1 || !known_pad || (pd && (int)np != 2 * nd)) continue;
-        int64_t dk = (kk - 1) * d + 1, span = valid || same_pad ? in.v - (valid ? dk : 1) : in.v + pb + pe - dk;
+        int64_t dk, span; /* checked: attributes may hold any int64 (then the size stays unknown) */
+        if (!wm_mul_i64_ok(kk - 1, d, &dk) || !wm_add_i64_ok(dk, 1, &dk)) continue;
+        if (valid || same_pad) {
+            if (!wm_add_i64_ok(in.v, -(valid ? dk : 1), &span)) continue;
+        } else if (!wm_add_i64_ok(in.v, pb, &span) || !wm_add_i64_ok(span, pe, &span) || !wm_add_i64_ok(span, -dk, &span))
+            continue;
         if (span < 0) continue;
-        o->dim[2 + i] = sd_c(ceil_mode ? (span + s - 1) / s + 1 : span / s + 1);
+        o->dim[2 + i] = sd_c(ceil_mode ? (span ? (span - 1) / s + 2 : 1) : span / s + 1); /* ceil(span / s) + 1 */
     }
 }
 
@@ -120,6 +126,8 @@ static void bin_values(wm_shapes *s, wm_tinfo *o, const wm_tinfo *a, const wm_ti
     for (int i = 0; i < n; i++) {
         wm_sdim x = a->val[a->nval == 1 ? 0 : i], y = b->val[b->nval == 1 ? 0 : i];
         o->val[i] = sh_arith(s, op, x, y);
+        if (o->dtype == WM_DT_INT32 && o->val[i].k == WM_SD_CONST) /* an int32 value wraps at each op, as in the engine */
+            o->val[i].v = (int32_t)(uint32_t)(uint64_t)o->val[i].v;
     }
     o->nval = n;
 }
@@ -344,8 +352,6 @@ static void r_gather(const ctx *c) {
     o->nval = ni;
 }
 
-static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
-
 /* Tracked values of input i (constants or symbols) into v; count or -1. */
 static int in_sdims(const ctx *c, size_t i, wm_sdim *v, int max) {
     const wm_tinfo *t = IN(c, i);
@@ -405,19 +411,9 @@ static void r_slice(const ctx *c) {
             if (values) goto novalues;
             continue;
         }
-        int64_t D = d.v, s0 = st[i].v, e0 = en[i].v;
-        if (s0 < 0) s0 += D;
-        if (e0 < 0) e0 += D;
-        int64_t len;
-        if (step > 0) {
-            s0 = clamp64(s0, 0, D);
-            e0 = clamp64(e0, 0, D);
-            len = e0 > s0 ? (e0 - s0 + step - 1) / step : 0;
-        } else {
-            s0 = clamp64(s0, 0, D - 1);
-            e0 = clamp64(e0, -1, D - 1);
-            len = s0 > e0 ? (s0 - e0 - step - 1) / (-step) : 0;
-        }
+        int64_t D = d.v, s0;
+        if (D < 0) goto unknown;
+        int64_t len = wm_slice_axis(D, st[i].v, en[i].v, step, &s0); /* as the engine's Slice */
         o->dim[k] = sd_c(len);
         if (values && a->nval == D) {
             for (int64_t j = 0; j < len; j++) o->val[j] = a->val[s0 + j * step];
@@ -537,9 +533,8 @@ static void r_range(const ctx *c) {
         return;
     }
     if (in_ints(c, 0, &a, 1) != 1 || in_ints(c, 1, &b, 1) != 1 || in_ints(c, 2, &d, 1) != 1 || !d) return;
-    int64_t n = (b - a + d + (d > 0 ? -1 : 1)) / d;
-    if (n < 0) n = 0;
-    o->dim[0] = sd_c(n);
+    uint64_t n; /* counted as the engine's Range counts */
+    if (wm_range_count_int(a, b, d, IN(c, 0)->dtype == WM_DT_UINT64, 1ull << 40, &n)) o->dim[0] = sd_c((int64_t)n);
 }
 
 static void r_reduce(const ctx *c, int64_t input_from) {

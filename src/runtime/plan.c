@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/sysmem.h"
+#include "ops/int_math.h"
 #include "runtime/session_impl.h"
 
 #define AHEAD_MAX_BYTES (1u << 18) /* values evaluated ahead stay small: shape arithmetic, not weights */
@@ -97,11 +98,12 @@ static wm_status check_dims(wm_session *s, const wm_node *n, wm_tensor **out, wm
         if (out[k]->rank < 0 || out[k]->rank > WM_MAX_RANK)
             return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output %d has rank %d (at most %d)", k, out[k]->rank,
                                WM_MAX_RANK);
+        int fit = wm_dims_fit(out[k]->dims, out[k]->rank, 1ull << 46); /* empty ones too: see ops/int_math.h */
+        if (fit < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output %d has a negative dim", k);
+        if (!fit) return wm_node_err(n, err, WM_ERR_INPUT, "output %d is too large", k);
         uint64_t nb;
         wm_status st = wm_budget_value(s, n, k, out[k], s->mem_size, &nb, err); /* the arena it would replace */
         if (st) return st;
-        if (wm_tensor_numel(out[k]) > (1ull << 46)) /* beyond what the kernels' index arithmetic is meant for */
-            return wm_node_err(n, err, WM_ERR_INPUT, "output %d has more than 2^46 elements", k);
     }
     return WM_OK;
 }

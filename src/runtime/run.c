@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "ops/int_math.h"
 #include "runtime/session_impl.h"
 
 static wm_status check_inputs(const wm_session *s, const wm_tensor *inputs, size_t n, wm_error *err) {
@@ -26,6 +27,8 @@ static wm_status check_inputs(const wm_session *s, const wm_tensor *inputs, size
                 return wm_err(err, WM_ERR_INPUT, "input '%s': dim %d is %lld, the model takes %lld", io->name, d,
                               (long long)t->dims[d], (long long)io->dims[d]);
         }
+        if (!wm_dims_fit(t->dims, t->rank, 1ull << 46)) /* an empty input's other dims too: ops stride over them */
+            return wm_err(err, WM_ERR_INPUT, "input '%s' has too many elements", io->name);
         if (!t->data && wm_tensor_numel(t) > 0) return wm_err(err, WM_ERR_INPUT, "input '%s' has no data", io->name);
     }
     return WM_OK;
@@ -100,12 +103,13 @@ static wm_status run_eager(wm_session *s, wm_plan *p, const wm_tensor *inputs, w
         if (st) return st;
         for (int k = 0; k < n->n_out; k++) {
             if (!out[k]) continue;
+            int fit = wm_dims_fit(out[k]->dims, out[k]->rank, 1ull << 40); /* empty ones too: see ops/int_math.h */
+            if (fit < 0) return wm_node_err(n, err, WM_ERR_INPUT, "output %d has a negative dim", k);
+            if (!fit) return wm_node_err(n, err, WM_ERR_INPUT, "output %d is too large", k);
             uint64_t nb;
             size_t slot = s->eager_next; /* the buffer of the runs before that this one reuses or replaces */
             if ((st = wm_budget_value(s, n, k, out[k], slot < s->n_eager_bufs ? s->eager_size[slot] : 0, &nb, err)))
                 return st;
-            if (wm_tensor_numel(out[k]) > (1ull << 46))
-                return wm_node_err(n, err, WM_ERR_INPUT, "output %d has more than 2^46 elements", k);
             if ((st = eager_alloc(s, n, nb, "an output", &out[k]->data, err))) return st;
         }
         size_t ws = wm_node_workspace(s, (int)i, in, out);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "onnx/onnx_model.h"
 #include "ops/gemm.h"
+#include "ops/int_math.h"
 #include "opt/opt.h"
 #include "opt/opt_util.h"
 #include "runtime/session_impl.h"
@@ -67,6 +68,8 @@ static wm_status const_from_proto(wm_session *s, const wm_onnx_tensor *t, wm_ten
     c->dtype = t->data_type;
     c->rank = (int32_t)t->n_dims;
     for (size_t i = 0; i < t->n_dims; i++) c->dims[i] = t->dims[i];
+    if (wm_dims_fit(c->dims, c->rank, 1ull << 46) <= 0) /* an empty one's other dims too: ops stride over them */
+        return wm_err(err, WM_ERR_INPUT, "initializer '%s': dims out of range", nm);
     uint64_t nbytes = numel * esz;
     if (packed) wm_dtype_nbytes(t->data_type, numel, &nbytes);
     wm_bytes b = wm_onnx_tensor_bytes(t);
@@ -175,6 +178,13 @@ static wm_status fold_node(wm_session *s, int i, wm_error *err) {
     wm_status st = n->op->infer(n, in, out, err);
     if (st == WM_NEED_DATA) return wm_node_err(n, err, WM_ERR_INTERNAL, "shape unknown with every input constant");
     if (st) return st;
+    for (int k = 0; k < n->n_out; k++) { /* as the plan checks what infer gives (runtime/plan.c) */
+        if (!out[k]) continue;
+        if (out[k]->rank < 0 || out[k]->rank > WM_MAX_RANK)
+            return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output %d has rank %d (at most %d)", k, out[k]->rank, WM_MAX_RANK);
+        int fit = wm_dims_fit(out[k]->dims, out[k]->rank, 1ull << 46);
+        if (fit <= 0) return wm_node_err(n, err, WM_ERR_INPUT, "output %d %s", k, fit ? "has a negative dim" : "is too large");
+    }
     if ((n->op->flags & WM_OP_ALIAS) && n->n_out == 1 && out[0] && in[0] && in[0]->data &&
         wm_tensor_nbytes(out[0]) == wm_tensor_nbytes(in[0])) {
         /* a view (Reshape, Squeeze, Identity, ...) of a constant: the same bytes, new dims, no copy (a reshaped
@@ -269,6 +279,11 @@ static wm_status init_node(wm_session *s, int i, const wm_onnx_node *p, wm_error
         return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "op %s of domain '%s' (opset %d) is not supported by the engine",
                            p->op_type, *dom ? dom : "ai.onnx", opset);
     }
+    /* ops read input 0 and write output 0 unchecked: a node without them is refused here (further inputs an op
+     * requires, it checks in init: wm_need_inputs) */
+    if (!(n->op->flags & WM_OP_NO_INPUT0) && (n->n_in_proto < 1 || !p->input[0] || !*p->input[0]))
+        return wm_node_err(n, err, WM_ERR_INPUT, "input 0 is missing");
+    if (n->n_out < 1 || !p->output[0] || !*p->output[0]) return wm_node_err(n, err, WM_ERR_INPUT, "output 0 is missing");
     for (int k = 0; k < n->n_in; k++) {
         const char *nm = p->input[k];
         if (!nm || !*nm) continue;
