@@ -193,7 +193,7 @@ int wm_cmd_generate(int argc, char **argv) {
         int bad = 0;
         switch (opt) { /* numeric values: integers or finite numbers in the range each one means */
         case O_MAXNEW: case O_TOPK: bad = wm_cli_int_arg(&c, flag, optarg, 0, INT32_MAX, &l); break;
-        case O_MAXLEN: bad = wm_cli_int_arg(&c, flag, optarg, 1, INT32_MAX, &l); break;
+        case O_MAXLEN: bad = wm_cli_int_arg(&c, flag, optarg, 1, (long)1 << 40, &l); break;
         case O_SEED: bad = wm_cli_int_arg(&c, flag, optarg, 0, LONG_MAX, &l); break;
         case O_THREADS: bad = wm_cli_int_arg(&c, flag, optarg, 0, 256, &l); break;
         case O_TEMP: bad = wm_cli_num_arg(&c, flag, optarg, 0, 0, 1e6, &d); break;
