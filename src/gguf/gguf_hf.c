@@ -492,7 +492,13 @@ wm_status wm_gguf_open_checkpoint(const char *spec, wm_hf_checkpoint *ck, wm_st_
     if (st) *st = NULL;
     wm_gguf_file *f = NULL;
     wm_status s = wm_gguf_open(spec, &f, err);
-    if (s) return s;
+    return s ? s : wm_gguf_checkpoint_of(f, ck, st, err);
+}
+
+wm_status wm_gguf_checkpoint_of(wm_gguf_file *f, wm_hf_checkpoint *ck, wm_st_file **st, wm_error *err) {
+    memset(ck, 0, sizeof *ck);
+    if (st) *st = NULL;
+    wm_status s;
     const char *path = wm_gguf_path(f);
     ck->format = "gguf";
     snprintf(ck->dir, sizeof ck->dir, "%s", wm_gguf_dir(f));

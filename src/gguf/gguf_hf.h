@@ -40,6 +40,9 @@
  */
 wm_status wm_gguf_open_checkpoint(const char *spec, wm_hf_checkpoint *ck, wm_st_file **st, wm_error *err);
 
+/* The same for an open file, which it takes over: released with *st, or before returning when st is NULL or on error. */
+wm_status wm_gguf_checkpoint_of(wm_gguf_file *f, wm_hf_checkpoint *ck, wm_st_file **st, wm_error *err);
+
 /* The GGUF tensor a tensor of such a wm_st_file reads from; NULL for any other tensor. */
 const wm_gguf_tensor *wm_gguf_st_origin(const wm_st_tensor *t);
 /* What is done to it on the way ("" / "Q/K rows un-permuted" / "norm weight - 1"). */
