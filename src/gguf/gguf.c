@@ -186,17 +186,30 @@ static int utf8_ok(const uint8_t *s, uint64_t n) {
     return 1;
 }
 
+/* "what" of a message: "a metadata key", "key 'K': a string value", "key 'K' element 12" (formatted on error only). */
+static void what_of(char *out, size_t n, const char *what, const char *key, uint64_t idx) {
+    if (!key) snprintf(out, n, "%s", what);
+    else if (idx == UINT64_MAX) snprintf(out, n, "key '%s': %s", key, what);
+    else snprintf(out, n, "key '%s' element %llu", key, (unsigned long long)idx);
+}
+
 /* A string: u64 length, bytes; its length is checked against what remains (and cap, when nonzero). */
-static wm_status get_str(cur *c, wm_gguf_str *s, uint64_t cap, const char *what) {
+static wm_status get_str(cur *c, wm_gguf_str *s, uint64_t cap, const char *what, const char *key, uint64_t idx) {
     uint64_t n;
-    if (!get_u64(c, &n)) return truncated(c, what);
-    if (n > left(c))
-        return wm_err(c->err, WM_ERR_INPUT, "%s: %s at offset %llu: length %llu runs past the end of the file (%llu "
-                      "bytes left)", c->label, what, (unsigned long long)(at(c) - 8), (unsigned long long)n,
-                      (unsigned long long)left(c));
-    if (cap && n > cap)
-        return wm_err(c->err, WM_ERR_INPUT, "%s: %s at offset %llu: %llu bytes, over the limit of %llu", c->label, what,
+    char w[200];
+    if (!get_u64(c, &n)) {
+        what_of(w, sizeof w, what, key, idx);
+        return truncated(c, w);
+    }
+    if (n > left(c) || (cap && n > cap)) {
+        what_of(w, sizeof w, what, key, idx);
+        if (n > left(c))
+            return wm_err(c->err, WM_ERR_INPUT, "%s: %s at offset %llu: length %llu runs past the end of the file (%llu "
+                          "bytes left)", c->label, w, (unsigned long long)(at(c) - 8), (unsigned long long)n,
+                          (unsigned long long)left(c));
+        return wm_err(c->err, WM_ERR_INPUT, "%s: %s at offset %llu: %llu bytes, over the limit of %llu", c->label, w,
                       (unsigned long long)(at(c) - 8), (unsigned long long)n, (unsigned long long)cap);
+    }
     s->p = (const char *)c->p;
     s->n = n;
     c->p += n;
@@ -212,18 +225,19 @@ static wm_status parse_value(cur *c, wm_arena *a, wm_gguf_kv *kv) {
                       WM_GGUF_VTYPE_COUNT - 1);
     if (kv->type == WM_GGUF_STRING) {
         wm_gguf_str s;
-        wm_status st = get_str(c, &s, 0, "a string value");
-        if (st) {
-            wm_err_prefix(c->err, "key '%s'", kv->key);
-            return st;
-        }
+        wm_status st = get_str(c, &s, 0, "a string value", kv->key, UINT64_MAX);
+        if (st) return st;
         kv->data = (const uint8_t *)s.p;
         kv->size = s.n;
         return WM_OK;
     }
     if (kv->type != WM_GGUF_ARRAY) {
         uint32_t b = vtypes[kv->type].bytes;
-        if (left(c) < b) return truncated(c, "a metadata value");
+        if (left(c) < b) {
+            char w[200];
+            what_of(w, sizeof w, "its value", kv->key, UINT64_MAX);
+            return truncated(c, w);
+        }
         kv->data = c->p;
         kv->size = b;
         if (kv->type == WM_GGUF_BOOL && *c->p > 1)
@@ -233,7 +247,11 @@ static wm_status parse_value(cur *c, wm_arena *a, wm_gguf_kv *kv) {
     }
     uint32_t et;
     uint64_t n;
-    if (!get_u32(c, &et) || !get_u64(c, &n)) return truncated(c, "an array header");
+    if (!get_u32(c, &et) || !get_u64(c, &n)) {
+        char w[200];
+        what_of(w, sizeof w, "an array header", kv->key, UINT64_MAX);
+        return truncated(c, w);
+    }
     if (et == WM_GGUF_ARRAY)
         return wm_err(c->err, WM_ERR_INPUT, "%s: key '%s': an array of arrays (not supported)", c->label, kv->key);
     if (et >= WM_GGUF_VTYPE_COUNT)
@@ -265,11 +283,8 @@ static wm_status parse_value(cur *c, wm_arena *a, wm_gguf_kv *kv) {
     for (uint64_t i = 0; i < n; i++) {
         offs[i] = (uint64_t)(c->p - kv->data);
         wm_gguf_str s;
-        wm_status st = get_str(c, &s, 0, "a string array element");
-        if (st) {
-            wm_err_prefix(c->err, "key '%s' element %llu", kv->key, (unsigned long long)i);
-            return st;
-        }
+        wm_status st = get_str(c, &s, 0, NULL, kv->key, i);
+        if (st) return st;
     }
     kv->str_at = offs;
     kv->size = (uint64_t)(c->p - kv->data);
@@ -377,13 +392,17 @@ static wm_status parse_file(wm_arena *a, const uint8_t *data, size_t size, const
     for (uint64_t i = 0; i < n_kv; i++) {
         wm_gguf_kv *kv = &p->kv[i];
         wm_gguf_str k;
-        if ((s = get_str(&c, &k, WM_GGUF_MAX_KEY, "a metadata key"))) return s;
+        if ((s = get_str(&c, &k, WM_GGUF_MAX_KEY, "a metadata key", NULL, 0))) return s;
         if (!k.n) return wm_err(err, WM_ERR_INPUT, "%s: metadata pair %llu has an empty key", label, (unsigned long long)i);
         if (!utf8_ok((const uint8_t *)k.p, k.n))
             return wm_err(err, WM_ERR_INPUT, "%s: metadata pair %llu: the key is not valid UTF-8 (or holds a NUL)",
                           label, (unsigned long long)i);
         if (!(kv->key = wm_arena_strndup(a, k.p, (size_t)k.n))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-        if (!get_u32(&c, &kv->type)) return truncated(&c, "a value type");
+        if (!get_u32(&c, &kv->type)) {
+            char w[200];
+            what_of(w, sizeof w, "its value type", kv->key, UINT64_MAX);
+            return truncated(&c, w);
+        }
         kv->shard = shard;
         if ((s = parse_value(&c, a, kv))) return s;
         p->n_kv++;
@@ -416,7 +435,7 @@ static wm_status parse_file(wm_arena *a, const uint8_t *data, size_t size, const
     for (uint64_t i = 0; i < n_t; i++) {
         wm_gguf_tensor *t = &p->t[i];
         wm_gguf_str nm;
-        if ((s = get_str(&c, &nm, 0, "a tensor name"))) return s;
+        if ((s = get_str(&c, &nm, 0, "a tensor name", NULL, 0))) return s;
         if (!nm.n || nm.n > WM_GGUF_MAX_NAME)
             return wm_err(err, WM_ERR_INPUT, "%s: tensor %llu: name of %llu bytes (1 to %d)", label,
                           (unsigned long long)i, (unsigned long long)nm.n, WM_GGUF_MAX_NAME);
@@ -424,20 +443,22 @@ static wm_status parse_file(wm_arena *a, const uint8_t *data, size_t size, const
             return wm_err(err, WM_ERR_INPUT, "%s: tensor %llu: the name is not valid UTF-8 (or holds a NUL)", label,
                           (unsigned long long)i);
         if (!(t->name = wm_arena_strndup(a, nm.p, (size_t)nm.n))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-        if (!get_u32(&c, &t->n_dims)) return truncated(&c, "a tensor's dimension count");
+        char tw[WM_GGUF_MAX_NAME + 64];
+        snprintf(tw, sizeof tw, "tensor '%s': its header", t->name);
+        if (!get_u32(&c, &t->n_dims)) return truncated(&c, tw);
         if (t->n_dims < 1 || t->n_dims > WM_GGUF_MAX_DIMS)
             return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': %u dimensions (1 to %d)", label, t->name, t->n_dims,
                           WM_GGUF_MAX_DIMS);
         uint64_t numel = 1;
         for (uint32_t d = 0; d < WM_GGUF_MAX_DIMS; d++) {
             t->ne[d] = 1;
-            if (d < t->n_dims && !get_u64(&c, &t->ne[d])) return truncated(&c, "a tensor dimension");
+            if (d < t->n_dims && !get_u64(&c, &t->ne[d])) return truncated(&c, tw);
             if (t->ne[d] > (uint64_t)INT64_MAX || !wm_mul_u64(numel, t->ne[d], &numel) || numel > (uint64_t)INT64_MAX)
                 return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': the dimensions overflow (dim %u is %llu)", label,
                               t->name, d, (unsigned long long)t->ne[d]);
         }
         t->numel = numel;
-        if (!get_u32(&c, &t->type)) return truncated(&c, "a tensor type");
+        if (!get_u32(&c, &t->type)) return truncated(&c, tw);
         const ggml_row *g = ggml(t->type);
         if (!g) return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': unknown tensor type %u", label, t->name, t->type);
         if (t->ne[0] % g->blck)
@@ -447,7 +468,7 @@ static wm_status parse_file(wm_arena *a, const uint8_t *data, size_t size, const
         if (!wm_mul_u64(t->ne[1], t->ne[2], &rows) || !wm_mul_u64(rows, t->ne[3], &rows) ||
             !wm_mul_u64(t->ne[0] / g->blck, g->bytes, &t->row_bytes) || !wm_mul_u64(t->row_bytes, rows, &t->nbytes))
             return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': its byte size overflows", label, t->name);
-        if (!get_u64(&c, &t->offset)) return truncated(&c, "a tensor offset");
+        if (!get_u64(&c, &t->offset)) return truncated(&c, tw);
         if (t->offset % p->align)
             return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': offset %llu is not a multiple of the alignment %llu",
                           label, t->name, (unsigned long long)t->offset, (unsigned long long)p->align);

@@ -67,6 +67,12 @@ static const tname gemma3_rows[] = {
     L("attn_k_norm", "self_attn.k_norm", XF_MINUS_ONE),
 };
 
+/* Phi-3: fused q/k/v and fused gate/up (gate first), as in transformers' Phi3. */
+static const tname phi3_rows[] = {
+    L("attn_qkv", "self_attn.qkv_proj", XF_NONE),
+    L("ffn_up", "mlp.gate_up_proj", XF_NONE),
+};
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 typedef struct garch {
@@ -82,6 +88,7 @@ static const garch archs[] = {
     {"llama", "llama", "LlamaForCausalLM", llama_rows, N(llama_rows), 0},
     {"qwen2", "qwen2", "Qwen2ForCausalLM", NULL, 0, 0},
     {"qwen3", "qwen3", "Qwen3ForCausalLM", NULL, 0, 0},
+    {"phi3", "phi3", "Phi3ForCausalLM", phi3_rows, N(phi3_rows), 0},
     {"gemma3", "gemma3_text", "Gemma3ForCausalLM", gemma3_rows, N(gemma3_rows), 6},
 };
 
