@@ -178,8 +178,11 @@ def test_smollm2_logits(smollm2, build_dir, tmp_path):
         for k, v in got.items():
             worst[k] = max(worst[k], float(np.abs(v.astype(np.float64) - ref).max()))
     U.note(f"SmolLM2 GGUF logits max abs diff vs transformers: {worst}")
-    for k, d in worst.items():
-        assert d <= 1e-4, f"{k}: logits differ by {d}"
+    # winml's engine within 1e-4 (issue 31). onnxruntime runs the same graph as a second witness; its bound is
+    # looser because transformers' own float32 logits lie up to 5.9e-5 from float64 ones on these prompts, so two
+    # float32 implementations may differ by twice that without either being wrong (measured: 9.4e-5)
+    assert worst["engine"] <= 1e-4, f"engine: logits differ by {worst['engine']}"
+    assert worst["onnxruntime"] <= 2e-4, f"onnxruntime: logits differ by {worst['onnxruntime']}"
 
 
 @pytest.fixture(scope="module")
