@@ -351,6 +351,7 @@ static wm_status derive_merges(vocab *v, int by_position, const char *path, cand
     pw[0] = 1;
     for (uint32_t k = 1; k <= maxlen; k++) pw[k] = mulmod(pw[k - 1], BASE);
     v->budget = 1ull << 31;
+    size_t max_merges = 32 * v->n + (1u << 20);
     wm_status s = WM_OK;
     for (size_t i = 0; i < v->n && !s; i++) {
         if (v->first[i] != i) continue;
@@ -374,6 +375,11 @@ static wm_status derive_merges(vocab *v, int by_position, const char *path, cand
                 break;
             }
             if (li < 0 || ri < 0) continue;
+            if (n >= max_merges) { /* real vocabularies imply about 2 per token */
+                s = wm_err(err, WM_ERR_INPUT, "%s: tokenizer.ggml.tokens implies more than %zu BPE merges (%zu tokens; a "
+                           "hostile vocabulary?)", path, max_merges, v->n);
+                break;
+            }
             if (n == cap) {
                 cand *nc = realloc(c, 2 * cap * sizeof *c);
                 if (!nc) {
@@ -730,7 +736,7 @@ wm_status wm_gguf_tokenizer_files(const wm_gguf_file *f, int64_t context, char *
         else ad.a[i].content = acont[i];
     }
     if (!s) {
-        qsort(ad.a, ad.n, sizeof *ad.a, cmp_added);
+        if (ad.n) qsort(ad.a, ad.n, sizeof *ad.a, cmp_added);
         wm_json_obj(&j, NULL);
         wm_json_str(&j, "version", "1.0");
         wm_json_null(&j, "truncation");

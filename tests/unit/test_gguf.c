@@ -741,12 +741,74 @@ static void test_checkpoint_gemma_and_errors(void **s) {
     free(b.p);
 }
 
+/* A vocabulary whose rebuilt merges would grow with the square of its size is refused, quickly. */
+static void test_hostile_vocab(void **s) {
+    (void)s;
+    enum { M = 1600 };
+    gb b = {0};
+    header(&b, 0, 6);
+    kv_str(&b, "general.architecture", "llama");
+    kv_u32(&b, "llama.block_count", 1);
+    kv_u32(&b, "llama.embedding_length", 8);
+    kv_u32(&b, "llama.attention.head_count", 2);
+    kv_str(&b, "tokenizer.ggml.model", "llama");
+    str(&b, "tokenizer.ggml.tokens"), u32(&b, WM_GGUF_ARRAY), u32(&b, WM_GGUF_STRING), u64(&b, M);
+    char *a = malloc(M + 1);
+    memset(a, 'a', M);
+    for (int i = 1; i <= M; i++) u64(&b, (uint64_t)i), put(&b, a, (size_t)i); /* a, aa, aaa, ... */
+    free(a);
+    b.p[4 + 4 + 8] = 7; /* 7 pairs: add the scores */
+    float *sc = calloc(M, sizeof *sc);
+    kv_f32s(&b, "tokenizer.ggml.scores", sc, M);
+    free(sc);
+    wm_hf_checkpoint ck;
+    open_ckpt(&b, "hostile_vocab.gguf", &ck, NULL, WM_ERR_INPUT, "hostile vocabulary");
+    free(b.p);
+}
+
+/* A vocabulary without token types or special ids: no added tokens at all, merges rebuilt from the scores. */
+static void test_plain_vocab(void **s) {
+    (void)s;
+    gb b = {0};
+    header(&b, 0, 6);
+    kv_str(&b, "general.architecture", "llama");
+    kv_u32(&b, "llama.block_count", 1);
+    kv_u32(&b, "llama.embedding_length", 8);
+    kv_u32(&b, "llama.attention.head_count", 2);
+    kv_str(&b, "tokenizer.ggml.model", "llama");
+    const char *toks[5] = {"a", "b", "ab", "\xe2\x96\x81", ("\xe2\x96\x81" "ab")};
+    const float sc[5] = {-1, -2, -0.5f, -3, -0.25f};
+    kv_strs(&b, "tokenizer.ggml.tokens", toks, 5);
+    b.p[4 + 4 + 8] = 7;
+    kv_f32s(&b, "tokenizer.ggml.scores", sc, 5);
+    wm_hf_checkpoint ck;
+    open_ckpt(&b, "plain.gguf", &ck, NULL, WM_OK, NULL);
+    const wm_hf_made_file *tj = NULL;
+    for (size_t i = 0; i < ck.n_made; i++)
+        if (!strcmp(ck.made[i].name, "tokenizer.json")) tj = &ck.made[i];
+    assert_non_null(tj);
+    assert_non_null(strstr(tj->text, "\"added_tokens\": []"));
+    wm_tokenizer *tok;
+    wm_error err = {0};
+    if (wm_tokenizer_load_json(tj->text, tj->len, "tokenizer.json", &tok, &err)) fail_msg("%s", err.msg);
+    wm_encoding e;
+    wm_encoding_init(&e);
+    assert_int_equal(wm_tokenizer_encode(tok, "ab", 2, NULL, 0, NULL, &e, &err), WM_OK);
+    assert_int_equal(e.n, 1);
+    assert_int_equal(e.ids[0], 4); /* "▁ab": Metaspace, then the rebuilt merges a+b, ▁+ab */
+    wm_encoding_free(&e);
+    wm_tokenizer_free(tok);
+    wm_hf_checkpoint_free(&ck);
+    free(b.p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),          cmocka_unit_test(test_truncated_everywhere),
         cmocka_unit_test(test_header_errors),  cmocka_unit_test(test_tensor_errors),
         cmocka_unit_test(test_dequant_blocks), cmocka_unit_test(test_split_sets),
         cmocka_unit_test(test_checkpoint_llama), cmocka_unit_test(test_checkpoint_gemma_and_errors),
+        cmocka_unit_test(test_hostile_vocab),    cmocka_unit_test(test_plain_vocab),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
