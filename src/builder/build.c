@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/output.h"
+#include "gguf/gguf_hf.h"
 #include "hf/config.h"
 #include "hf/safetensors.h"
 #include "onnx/graph.h"
@@ -407,6 +408,7 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     wm_json_str(j, "tool", "winml");
     wm_json_str(j, "version", WM_VERSION_STRING);
     wm_json_str(j, "model", b->o->model);
+    if (b->ck.format) wm_json_str(j, "source_format", b->ck.format);
     wm_json_str(j, "model_type", a->model_type);
     wm_json_str(j, "task", wm_task_name(a->task));
     wm_json_str(j, "inference_class", a->inference_class);
@@ -465,7 +467,9 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
 static wm_status prepare(build_ctx *b) {
     const wm_build_opts *o = b->o;
     wm_error *err = b->err;
-    wm_status s = wm_hf_open_checkpoint(o->model, &b->ck, err);
+    /* a GGUF arrives as a checkpoint too: config made from its metadata, tensors dequantized under HF names */
+    wm_status s = wm_gguf_is_path(o->model) ? wm_gguf_open_checkpoint(o->model, &b->ck, o->random ? NULL : &b->st, err)
+                                            : wm_hf_open_checkpoint(o->model, &b->ck, err);
     if (s) return s;
     int task = o->task;
     if (o->recipe) {
@@ -481,7 +485,7 @@ static wm_status prepare(build_ctx *b) {
         note(b, "note: -p fp32 overrides the recipe's quant section (%s)\n", b->recipe.quant_mode);
         b->recipe.has_quant = 0; /* the resolved recipe written to the folder says what was built */
     }
-    if (!o->random) {
+    if (!o->random && !b->st) {
         if (!b->ck.weights[0]) {
             /* a config the builder cannot use is the more fundamental problem: say that first */
             if ((s = wm_arch_resolve(&b->ck, NULL, task, &b->arch, err))) return s;
@@ -686,6 +690,15 @@ static wm_status finish_files(build_ctx *b) {
     }
     for (size_t i = 0; carried[i] && !s; i++) {
         char src[PATH_MAX + 64];
+        const wm_hf_made_file *made = NULL;
+        for (size_t k = 0; k < b->ck.n_made; k++)
+            if (!strcmp(b->ck.made[k].name, carried[i])) made = &b->ck.made[k];
+        if (made) { /* made from another format's metadata (GGUF) */
+            snprintf(p, sizeof p, "%s/%s", b->stage_dir, carried[i]);
+            s = write_text(p, made->text, b->err);
+            continue;
+        }
+        if (b->ck.format) continue; /* the GGUF's folder may hold anything: nothing is copied from it */
         snprintf(src, sizeof src, "%s/%s", b->ck.dir, carried[i]);
         struct stat st;
         if (stat(src, &st) != 0 || !S_ISREG(st.st_mode)) continue;

@@ -39,35 +39,17 @@ static void ids_json(wm_json *j, const char *key, const wm_hf_ids *ids) {
     wm_json_arr_end(j);
 }
 
-wm_status wm_hf_inspect(const char *spec, int task, int list_tasks, wm_json *j, wm_error *err) {
-    wm_hf_checkpoint ck;
-    wm_st_file *st = NULL;
+/* Writes the keys of a checkpoint's description into the open object j (everything but "format" / "path"). */
+wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_json *j, wm_error *err) {
     wm_arch a;
     wm_recipe r;
-    memset(&a, 0, sizeof a);
     memset(&r, 0, sizeof r);
-    wm_status s = wm_hf_open_checkpoint(spec, &ck, err);
+    wm_status s = wm_arch_resolve(ck, st, task, &a, err);
     if (s) return s;
-    if (ck.weights[0] && (s = wm_st_open(ck.dir, &(wm_st_open_opts){.root = ck.root[0] ? ck.root : NULL}, &st, err))) goto done;
-    if ((s = wm_arch_resolve(&ck, st, task, &a, err))) goto done;
     int tasks[WM_TASK_COUNT];
     size_t nt = wm_arch_tasks(&a, tasks);
-    if (list_tasks) {
-        wm_json_obj(j, NULL);
-        wm_json_str(j, "format", "hf");
-        wm_json_str(j, "model_type", a.model_type);
-        wm_json_str(j, "default_task", wm_task_name(a.task));
-        wm_json_arr(j, "tasks");
-        for (size_t i = 0; i < nt; i++) wm_json_str(j, NULL, wm_task_name(tasks[i]));
-        wm_json_arr_end(j);
-        wm_json_obj_end(j);
-        goto done;
-    }
     if ((s = wm_recipe_default(&a, WM_PREC_FP32, NULL, NULL, &r, err))) goto done;
-    const wm_hf_config *c = &ck.config;
-    wm_json_obj(j, NULL);
-    wm_json_str(j, "format", "hf");
-    wm_json_str(j, "path", ck.dir);
+    const wm_hf_config *c = &ck->config;
     wm_json_str(j, "model_type", a.model_type);
     wm_json_arr(j, "architectures");
     for (size_t i = 0; i < c->n_architectures; i++) wm_json_str(j, NULL, c->architectures[i]);
@@ -95,9 +77,9 @@ wm_status wm_hf_inspect(const char *spec, int task, int list_tasks, wm_json *j, 
         wm_json_int(j, "num_labels", a.labels);
     wm_json_obj_end(j);
     wm_json_str(j, "torch_dtype", c->dtype);
-    wm_json_str(j, "weights", ck.weights[0] ? ck.weights : NULL);
+    wm_json_str(j, "weights", ck->weights[0] ? ck->weights : NULL);
     if (st) wm_json_uint(j, "checkpoint_tensors", wm_st_count(st));
-    if (ck.pickle[0]) wm_json_str(j, "pickle_weights_refused", ck.pickle);
+    if (ck->pickle[0]) wm_json_str(j, "pickle_weights_refused", ck->pickle);
     wm_json_arr(j, "inputs");
     for (size_t i = 0; i < r.n_inputs; i++) shape_json(j, &r.inputs[i]);
     wm_json_arr_end(j);
@@ -122,18 +104,55 @@ wm_status wm_hf_inspect(const char *spec, int task, int list_tasks, wm_json *j, 
     wm_json_bool(j, "external_data", a.n_params * 4 >= (100ull << 20));
     wm_json_bool(j, "over_protobuf_limit", a.n_params * 4 > 0x7fffffffull);
     wm_json_obj(j, "generation");
-    ids_json(j, "bos_token_id", ck.has_gen && ck.gen.bos.n ? &ck.gen.bos : &c->bos);
-    ids_json(j, "eos_token_id", ck.has_gen && ck.gen.eos.n ? &ck.gen.eos : &c->eos);
-    ids_json(j, "pad_token_id", ck.has_gen && ck.gen.pad.n ? &ck.gen.pad : &c->pad);
-    wm_json_bool(j, "chat_template", ck.has_tok && ck.tok.chat_template);
-    if (ck.has_tok && !isnan(ck.tok.model_max_length) && ck.tok.model_max_length < 1e15)
-        wm_json_num(j, "model_max_length", ck.tok.model_max_length);
-    wm_json_obj_end(j);
+    ids_json(j, "bos_token_id", ck->has_gen && ck->gen.bos.n ? &ck->gen.bos : &c->bos);
+    ids_json(j, "eos_token_id", ck->has_gen && ck->gen.eos.n ? &ck->gen.eos : &c->eos);
+    ids_json(j, "pad_token_id", ck->has_gen && ck->gen.pad.n ? &ck->gen.pad : &c->pad);
+    wm_json_bool(j, "chat_template", ck->has_tok && ck->tok.chat_template);
+    if (ck->has_tok && !isnan(ck->tok.model_max_length) && ck->tok.model_max_length < 1e15)
+        wm_json_num(j, "model_max_length", ck->tok.model_max_length);
     wm_json_obj_end(j);
 done:
     wm_recipe_free(&r);
     wm_arch_free(&a);
+    return s;
+}
+
+wm_status wm_hf_inspect(const char *spec, int task, int list_tasks, wm_json *j, wm_error *err) {
+    wm_hf_checkpoint ck;
+    wm_st_file *st = NULL;
+    wm_status s = wm_hf_open_checkpoint(spec, &ck, err);
+    if (s) return s;
+    if (ck.weights[0] && (s = wm_st_open(ck.dir, &(wm_st_open_opts){.root = ck.root[0] ? ck.root : NULL}, &st, err))) goto done;
+    if (list_tasks) {
+        s = wm_hf_list_tasks(&ck, st, task, "hf", j, err);
+        goto done;
+    }
+    wm_json_obj(j, NULL);
+    wm_json_str(j, "format", "hf");
+    wm_json_str(j, "path", ck.dir);
+    s = wm_hf_describe(&ck, st, task, j, err);
+    wm_json_obj_end(j);
+done:
     wm_st_close(st);
     wm_hf_checkpoint_free(&ck);
     return s;
+}
+
+wm_status wm_hf_list_tasks(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, const char *format, wm_json *j,
+                           wm_error *err) {
+    wm_arch a;
+    wm_status s = wm_arch_resolve(ck, st, task, &a, err);
+    if (s) return s;
+    int tasks[WM_TASK_COUNT];
+    size_t nt = wm_arch_tasks(&a, tasks);
+    wm_json_obj(j, NULL);
+    wm_json_str(j, "format", format);
+    wm_json_str(j, "model_type", a.model_type);
+    wm_json_str(j, "default_task", wm_task_name(a.task));
+    wm_json_arr(j, "tasks");
+    for (size_t i = 0; i < nt; i++) wm_json_str(j, NULL, wm_task_name(tasks[i]));
+    wm_json_arr_end(j);
+    wm_json_obj_end(j);
+    wm_arch_free(&a);
+    return WM_OK;
 }

@@ -56,6 +56,13 @@ static void convert(const uint8_t *src, wm_st_dtype dt, size_t n, float *dst) {
 
 static int esize(wm_st_dtype dt) { return wm_st_dtype_bits(dt) / 8; }
 
+/* Elements [first, first + n) of t (row-major) as float32: through its source when it has one (a GGUF tensor,
+   dequantized), else converted from its dtype. */
+static void read_at(const wm_st_tensor *t, uint64_t first, size_t n, float *dst) {
+    if (t->src) t->src->read(t->src->ctx, first, n, dst);
+    else convert(t->data + first * (uint64_t)esize(t->dtype), t->dtype, n, dst);
+}
+
 /* Drops the pages of a source range from this process (they stay in the page cache). */
 static void release(const uint8_t *p, uint64_t n) {
     long pg = sysconf(_SC_PAGESIZE);
@@ -230,11 +237,12 @@ static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64
             if (!(d = (float *)reserve(o, sizeof(float), &avail))) return o->err->status;
             size_t k = numel - i < ELEMS(avail) ? (size_t)(numel - i) : ELEMS(avail);
             if (k > (1u << 22)) k = 1u << 22; /* release the source as we go */
-            convert(t->data + i * es, t->dtype, k, d);
+            read_at(t, i, k, d);
             commit(o, k * sizeof(float));
-            if (s->release_source) release(t->data + i * es, (uint64_t)k * es);
+            if (s->release_source && !t->src) release(t->data + i * es, (uint64_t)k * es);
             i += k;
         }
+        if (s->release_source && t->src) release(t->data, t->nbytes);
         return WM_OK;
     }
     /* source [R, C] -> output [C, R]: blocks of whole output rows, gathered from tiles of TR source rows x
@@ -251,7 +259,7 @@ static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64
             if (bc > 256) bc = 256;
             for (uint64_t r0 = 0; r0 < R; r0 += TR) {
                 uint64_t nr = R - r0 < TR ? R - r0 : TR;
-                for (uint64_t r = 0; r < nr; r++) convert(t->data + ((r0 + r) * C + c0) * es, t->dtype, (size_t)bc, tmp[r]);
+                for (uint64_t r = 0; r < nr; r++) read_at(t, (r0 + r) * C + c0, (size_t)bc, tmp[r]);
                 for (uint64_t j = 0; j < bc; j++) {
                     float *row = d + j * R + r0;
                     for (uint64_t r = 0; r < nr; r++) row[r] = tmp[r][j];
@@ -265,7 +273,7 @@ static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64
             for (uint64_t r0 = 0; r0 < R;) {
                 if (!(d = (float *)reserve(o, sizeof(float), &avail))) return o->err->status;
                 uint64_t k = R - r0 < ELEMS(avail) ? R - r0 : ELEMS(avail);
-                for (uint64_t r = 0; r < k; r++) convert(t->data + ((r0 + r) * C + c) * es, t->dtype, 1, d + r);
+                for (uint64_t r = 0; r < k; r++) read_at(t, (r0 + r) * C + c, 1, d + r);
                 commit(o, (size_t)(k * sizeof(float)));
                 r0 += k;
             }

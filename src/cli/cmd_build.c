@@ -18,15 +18,16 @@
 
 static void help(int export_only) {
     if (export_only)
-        printf("usage: winml export -m CHECKPOINT -o DIR [-c RECIPE] [-t TASK] [--rebuild] [--sync]\n"
+        printf("usage: winml export -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK] [--rebuild] [--sync]\n"
                "                    [--random-weights [--seed N]] [--external-threshold BYTES] [-f json] [-q]\n\n"
                "The export stage alone: builds DIR/model.onnx (+ model.onnx.data when the model is\n"
                ">= 100 MiB or --external-threshold) and build_manifest.json straight from the safetensors\n"
                "weights: a plain float32 standard-ONNX graph (opset 17 unless the recipe says otherwise),\n"
                "no fusions. --random-weights builds the architecture from config.json alone with seeded\n"
-               "random values. An existing DIR is replaced only as by build --rebuild.\n");
+               "random values. An existing DIR is replaced only as by build --rebuild. CHECKPOINT may be a\n"
+               "GGUF as for build.\n");
     else
-        printf("usage: winml build -m CHECKPOINT -o DIR [-c RECIPE] [-t TASK] [-p fp32|fp16|int8|int4]\n"
+        printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK] [-p fp32|fp16|int8|int4]\n"
                "                   [--ep cpu] [--device cpu] [--no-compile] [--rebuild] [--sync]\n"
                "                   [--random-weights [--seed N]] [--external-threshold BYTES] [-f json] [-q]\n\n"
                "Writes DIR/model.onnx (+ model.onnx.data from 100 MiB or --external-threshold),\n"
@@ -46,7 +47,12 @@ static void help(int export_only) {
                "as not run: the CPU engine needs no EP compile step).\n"
                "Files are written under temporary names and renamed when complete (atomic for readers and\n"
                "against a failed run); --sync also fsyncs each one first, so the folder survives a power\n"
-               "loss, at the cost of waiting for the disk.\n");
+               "loss, at the cost of waiting for the disk.\n"
+               "CHECKPOINT may also be a GGUF (a .gguf file, a split set NAME-00001-of-0000N.gguf, or a folder\n"
+               "holding one): its metadata becomes config.json, tokenizer.json, tokenizer_config.json (chat\n"
+               "template) and generation_config.json in DIR, and its tensors (F32, F16, BF16, Q8_0, Q4_0, Q4_1,\n"
+               "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are dequantized into the float32 export (architectures llama,\n"
+               "qwen2, qwen3, phi3, gemma3; winml inspect -m FILE.gguf shows the mapping).\n");
 }
 
 static int run(int argc, char **argv, int export_only) {

@@ -10,6 +10,7 @@
 #include "builder/arch.h"
 #include "builder/recipe.h"
 #include "cli/cli.h"
+#include "gguf/gguf_hf.h"
 #include "core/error.h"
 #include "core/output.h"
 #include "hf/config.h"
@@ -70,8 +71,10 @@ int wm_cmd_config(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     memset(&r, 0, sizeof r);
     int rc = WM_EXIT_OK;
-    if (wm_hf_open_checkpoint(c.model, &ck, &err)) return wm_cli_fail(&c, &err);
-    if ((ck.weights[0] && wm_st_open(ck.dir, NULL, &st, &err)) || wm_arch_resolve(&ck, st, task, &a, &err) ||
+    int gguf = wm_gguf_is_path(c.model);
+    if (gguf ? wm_gguf_open_checkpoint(c.model, &ck, &st, &err) : wm_hf_open_checkpoint(c.model, &ck, &err))
+        return wm_cli_fail(&c, &err);
+    if ((!gguf && ck.weights[0] && wm_st_open(ck.dir, NULL, &st, &err)) || wm_arch_resolve(&ck, st, task, &a, &err) ||
         wm_recipe_default(&a, (wm_precision)prec, ep, device, &r, &err)) {
         rc = wm_cli_fail(&c, &err);
     } else {

@@ -7,12 +7,13 @@
 #include "builder/arch.h"
 #include "builder/inspect_hf.h"
 #include "cli/cli.h"
+#include "gguf/gguf.h"
 #include "hf/config.h"
 #include "onnx/onnx_info.h"
 
 static void help(void) {
     printf("usage: winml inspect -m MODEL.onnx [-f table|json] [-o FILE] [-q]\n"
-           "       winml inspect -m CHECKPOINT_DIR [-t TASK] [--list-tasks] [-f table|json] [-o FILE]\n\n"
+           "       winml inspect -m CHECKPOINT_DIR|MODEL.gguf [-t TASK] [--list-tasks] [-f table|json] [-o FILE]\n\n"
            "Describes an ONNX model without reading its weights: IR version, producer,\n"
            "opset imports per domain, inputs and outputs (dtype, shape with symbolic\n"
            "dims), node count, op histogram, initializers, parameter count and bytes per\n"
@@ -21,7 +22,11 @@ static void help(void) {
            "the resolved task and inference class, family, naming scheme and the features the builder\n"
            "will use, inputs/outputs with dtypes and shapes, parameter count, size per precision and\n"
            "whether external data is needed (format \"hf\"); reads config.json and safetensors headers\n"
-           "only. --list-tasks lists the tasks the checkpoint supports.\n");
+           "only. --list-tasks lists the tasks the checkpoint supports.\n\n"
+           "For a GGUF (a .gguf file, a split set NAME-00001-of-0000N.gguf, or a folder holding one; format\n"
+           "\"gguf\"): version, alignment, the metadata (arrays and long strings summarized), the tensor table\n"
+           "(name, ggml type, dims innermost first, bytes, the Hugging Face name it maps to), parameters and\n"
+           "bytes per type, and the checkpoint the builder makes of it as above (or checkpoint_error: why not).\n");
 }
 
 int wm_cmd_inspect(int argc, char **argv) {
@@ -53,6 +58,13 @@ int wm_cmd_inspect(int argc, char **argv) {
     if (!c.model) return wm_cli_usage_error(&c, "-m MODEL is required");
 
     wm_error err = {0};
+    if (wm_gguf_is_path(c.model)) { /* a .gguf file, split set or folder holding one */
+        wm_json j;
+        wm_json_init(&j);
+        int rc = wm_gguf_inspect(c.model, task, list_tasks, &j, &err) ? wm_cli_fail(&c, &err) : wm_cli_emit(&c, c.model, &j);
+        wm_json_free(&j);
+        return rc;
+    }
     struct stat mst;
     /* a checkpoint folder, or ORG/NAME[@REV] (no such path) resolved through the Hugging Face cache */
     if (wm_hf_is_checkpoint_dir(c.model) || (stat(c.model, &mst) != 0 && strchr(c.model, '/') &&

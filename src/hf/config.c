@@ -879,4 +879,6 @@ void wm_hf_checkpoint_free(wm_hf_checkpoint *ck) {
     if (ck->has_gen) wm_hf_gen_config_free(&ck->gen);
     if (ck->has_tok) wm_hf_tok_config_free(&ck->tok);
     ck->has_gen = ck->has_tok = 0;
+    for (size_t i = 0; i < ck->n_made; i++) free(ck->made[i].text);
+    ck->n_made = 0;
 }

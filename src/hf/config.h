@@ -129,6 +129,15 @@ typedef struct wm_hf_tok_config {
 wm_status wm_hf_tok_config_parse(const char *text, size_t n, const char *label, wm_hf_tok_config *t, wm_error *err);
 void wm_hf_tok_config_free(wm_hf_tok_config *t);
 
+#define WM_HF_MAX_MADE 4
+
+/* A file made from another format's metadata (a GGUF's config.json, tokenizer.json ...). */
+typedef struct wm_hf_made_file {
+    char name[64];
+    char *text; /* malloc'ed, owned by the checkpoint */
+    size_t len;
+} wm_hf_made_file;
+
 /* A checkpoint folder: its configs and which weight files it has. */
 typedef struct wm_hf_checkpoint {
     char dir[PATH_MAX];
@@ -139,6 +148,11 @@ typedef struct wm_hf_checkpoint {
     wm_hf_tok_config tok;
     char weights[PATH_MAX];  /* model.safetensors or its index; "" when the folder has none */
     char pickle[64];         /* name of a pickle weight file found (pytorch_model.bin ...), "" if none */
+    /* a checkpoint read from another format (GGUF): the files made from its metadata, which builds write in
+       place of copies from dir (config parsed from made[] "config.json", gen / tok from theirs) */
+    wm_hf_made_file made[WM_HF_MAX_MADE];
+    size_t n_made;
+    const char *format;      /* "gguf" for such a checkpoint; NULL for a Hugging Face folder */
 } wm_hf_checkpoint;
 
 /*

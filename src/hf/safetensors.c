@@ -68,6 +68,8 @@ struct wm_st_file {
     size_t n_tensors;
     wm_st_kv *meta;
     size_t n_meta;
+    void (*owner_free)(void *); /* wm_st_open_virtual: what provides the tensors */
+    void *owner;
 };
 
 /* A new empty handle (calloc'ed, with its arena) owned by the caller (wm_st_close); NULL on OOM. */
@@ -81,6 +83,7 @@ void wm_st_close(wm_st_file *f) {
     if (!f) return;
     for (size_t i = 0; i < f->n_maps; i++) wm_unmap(&f->maps[i]);
     wm_arena_free(&f->arena);
+    if (f->owner_free) f->owner_free(f->owner);
     free(f);
 }
 
@@ -741,6 +744,48 @@ wm_status wm_st_open_buffer(const void *data, size_t size, const char *label, wm
     }
     static const uint8_t empty[1];
     wm_status s = parse_one(f, data ? data : empty, data ? size : 0, 0, label, err);
+    if (s) {
+        wm_st_close(f);
+        return s;
+    }
+    *out = f;
+    return WM_OK;
+}
+
+wm_status wm_st_open_virtual(const wm_st_tensor *t, size_t n, const char *label, void (*owner_free)(void *),
+                             void *owner, wm_st_file **out, wm_error *err) {
+    *out = NULL;
+    wm_st_file *f = file_new();
+    if (!f) {
+        if (owner_free) owner_free(owner);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    f->owner_free = owner_free;
+    f->owner = owner;
+    if (!label) label = "<tensors>";
+    const char **sh = wm_vec_push(&f->arena, &f->shards, &f->n_shards, sizeof *sh);
+    f->tensors = wm_arena_alloc(&f->arena, (n ? n : 1) * sizeof *f->tensors);
+    wm_status s = WM_OK;
+    if (!sh || !(*sh = wm_arena_strdup(&f->arena, label)) || !f->tensors) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && !s; i++) {
+        wm_st_tensor *d = &f->tensors[i];
+        *d = t[i];
+        d->shard = 0;
+        int64_t *shape = t[i].rank ? wm_arena_alloc(&f->arena, t[i].rank * sizeof *shape) : NULL;
+        if (!(d->name = wm_arena_strdup(&f->arena, t[i].name)) || (t[i].rank && !shape)) {
+            s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (t[i].rank) memcpy(shape, t[i].shape, t[i].rank * sizeof *shape);
+        d->shape = shape;
+        f->n_tensors++;
+    }
+    if (!s) {
+        qsort(f->tensors, f->n_tensors, sizeof *f->tensors, cmp_name);
+        for (size_t i = 1; i < f->n_tensors && !s; i++)
+            if (!strcmp(f->tensors[i].name, f->tensors[i - 1].name))
+                s = wm_err(err, WM_ERR_INPUT, "%s: two tensors map to the name '%s'", label, f->tensors[i].name);
+    }
     if (s) {
         wm_st_close(f);
         return s;

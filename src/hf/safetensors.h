@@ -90,6 +90,17 @@ size_t wm_st_dtype_align(wm_st_dtype dt);
 /* Parses a dtype name of n bytes; WM_ST_INVALID when unknown. */
 wm_st_dtype wm_st_dtype_from_name(const char *s, size_t n);
 
+/*
+ * Values another reader produces (a GGUF tensor under its Hugging Face name,
+ * dequantized): read writes elements [first, first + n) of the tensor, in
+ * row-major order of its shape, as float32 into dst. The range is always
+ * inside the tensor.
+ */
+typedef struct wm_st_source {
+    void (*read)(const void *ctx, uint64_t first, size_t n, float *dst);
+    const void *ctx;
+} wm_st_source;
+
 /* One tensor of an open file. Everything it points to is owned by the file. */
 typedef struct wm_st_tensor {
     const char *name;     /* UTF-8, NUL-terminated (names with NUL are refused) */
@@ -101,6 +112,9 @@ typedef struct wm_st_tensor {
     uint64_t nbytes;
     uint64_t offset;      /* begin, relative to the shard's data section */
     uint32_t shard;       /* index for wm_st_shard_path (0 for a single file) */
+    /* NULL for safetensors' own tensors (data holds dtype values). Set: dtype is F32 as the values are read,
+       and data / nbytes are the source's raw bytes (quantized blocks), never to be read as dtype values */
+    const wm_st_source *src;
 } wm_st_tensor;
 
 typedef struct wm_st_kv {
@@ -146,6 +160,18 @@ wm_status wm_st_open_buffer(const void *data, size_t size, const char *label, wm
  */
 wm_status wm_st_open_index_buffer(const void *text, size_t size, const char *label, const char *dir,
                                   const wm_st_open_opts *opts, wm_st_file **out, wm_error *err);
+
+/*
+ * A handle over n tensors another reader holds (a GGUF's, named and shaped
+ * as the Hugging Face checkpoint would be), so that everything reading
+ * checkpoints through this header reads them too. The records are copied
+ * (names and shapes into the handle); data and src must stay valid until
+ * wm_st_close, which then calls owner_free(owner) (may be NULL). Names
+ * must be unique (WM_ERR_INPUT naming label and the name otherwise).
+ * owner_free runs on failure too.
+ */
+wm_status wm_st_open_virtual(const wm_st_tensor *t, size_t n, const char *label, void (*owner_free)(void *),
+                             void *owner, wm_st_file **out, wm_error *err);
 
 /* Releases the handle, its mappings and everything it returned. NULL is fine. */
 void wm_st_close(wm_st_file *f);
