@@ -47,12 +47,16 @@ wm_module *arch_mod_mut(const wm_arch *a, int layer, int m) { return &a->mods[(s
 
 const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m) { return arch_mod_mut(a, layer, m); }
 
+wm_norm_spec wm_arch_norm(const wm_arch *a) { return (wm_norm_spec){a->norm, a->eps, a->norm_offset}; }
+
 void wm_arch_free(wm_arch *a) {
     if (!a) return;
     free(a->mods);
     free(a->sliding);
     free(a->rope.inv_freq);
     free(a->rope.inv_freq_long);
+    free(a->rope_local.inv_freq);
+    free(a->rope_local.inv_freq_long);
     memset(a, 0, sizeof *a);
 }
 
@@ -126,9 +130,11 @@ static int64_t dim_value(const wm_arch *a, int d) {
 
 static wm_status check_keys(const wm_arch *a, wm_error *err) {
     const wm_hf_config *c = a->cfg;
+    const wm_family *f = a->fam;
     for (const wm_denied_key *d = wm_denied_keys; d->key; d++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, d->key);
         if (!v || cJSON_IsNull(v) || d->how == WM_DENY_NONE) continue;
+        if (d->fk && f->keys[d->fk] != WM_KEY_DENY) continue; /* the family models it, or never reads it */
         int bad = 0;
         switch (d->how) {
         case WM_DENY_TRUE: bad = cJSON_IsTrue(v); break;
@@ -146,16 +152,23 @@ static wm_status check_keys(const wm_arch *a, wm_error *err) {
     return WM_OK;
 }
 
+/* The activation: from the family's own key when it reads one (config.c checked every alias is a string). */
 static wm_status resolve_act(wm_arch *a, const wm_family *f, wm_error *err) {
-    const char *name = a->cfg->activation ? a->cfg->activation : f->act;
+    const char *name = a->cfg->activation, *key = a->cfg->key_act;
+    if (f->act_key) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, f->act_key);
+        name = cJSON_IsString(v) ? v->valuestring : NULL;
+        key = f->act_key;
+    }
+    if (!name) name = f->act;
     for (const wm_act_name_row *r = wm_act_names; r->name; r++)
         if (!strcmp(r->name, name)) {
-            a->act = r->act;
+            a->act = r->act == WM_ACT_GELU && f->gelu_is_tanh ? WM_ACT_GELU_TANH : r->act;
             return WM_OK;
         }
     return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s': activation '%s' is not supported (gelu, gelu_new, "
                   "gelu_pytorch_tanh, gelu_fast, silu, swish, relu, quick_gelu, tanh)", a->cfg->file,
-                  a->cfg->key_act ? a->cfg->key_act : "hidden_act", name);
+                  key ? key : "hidden_act", name);
 }
 
 static wm_status need(const wm_arch *a, int64_t v, const char *key, wm_error *err) {
@@ -393,6 +406,7 @@ static void decide_structure(wm_arch *a, const wm_family *f, const wm_scheme *s,
     a->fused_qkv = scheme_pat(s, WM_M_L_QKV) && (f->fused_qkv || !scheme_pat(s, WM_M_L_Q));
     a->fused_gate_up = f->fused_gate_up;
     a->qk_norm = f->qk_norm;
+    a->sub_norms = scheme_pat(s, WM_M_L_ATTN_OUT_NORM) != NULL;
     if (!st) return;
     char name[256];
 #define HAS(m) (scheme_pat(s, m) && expand(scheme_pat(s, m)->pat, a->prefix, 0, ".weight", name, sizeof name) && \
@@ -472,6 +486,9 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
             return wm_err(err, WM_ERR_INPUT, "%s: field 'layer_types': %zu entries for %lld layers", c->file,
                           c->n_layer_types, (long long)a->L);
         for (int64_t i = 0; i < a->L; i++) any |= a->sliding[i] = c->layer_sliding[i];
+    } else if (f->sliding_pattern > 0) { /* every Nth layer full attention */
+        int64_t n = f->pattern_key && c->sliding_window_pattern > 0 ? c->sliding_window_pattern : f->sliding_pattern;
+        for (int64_t i = 0; i < a->L; i++) any |= a->sliding[i] = (i + 1) % n != 0;
     } else if (c->use_sliding_window == 0) {
         return WM_OK;
     } else if (c->use_sliding_window == 1) {
@@ -480,11 +497,36 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
     } else if (c->sliding_window > 0) {
         for (int64_t i = 0; i < a->L; i++) any = a->sliding[i] = 1;
     }
-    if (any && c->sliding_window <= 0)
+    int64_t w = c->sliding_window > 0 ? c->sliding_window : f->window_default;
+    if (any && w <= 0)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'sliding_window': missing but sliding attention is enabled",
                       c->file);
-    a->window = any ? c->sliding_window : 0;
+    a->window = any ? w : 0;
     return WM_OK;
+}
+
+/* RoPE for every layer, and the sliding layers' own when the family gives them one. */
+static wm_status resolve_rope(wm_arch *a, const wm_family *f, wm_error *err) {
+    const wm_hf_config *c = a->cfg;
+    if (c->rope_per_type && !f->local_rope_theta)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'rope_parameters': RoPE per layer type is not modeled for "
+                      "model_type '%s'", c->file, a->model_type);
+    if (a->pos != WM_POS_ROPE) return WM_OK;
+    wm_status s = wm_arch_rope_init(a, &c->rope, f->rope_theta > 0 ? f->rope_theta : 10000.0, &a->rope, err);
+    if (s || !f->local_rope_theta || !a->window) return s;
+    a->local_rope = 1;
+    return wm_arch_rope_init(a, &c->rope_local, f->local_rope_theta, &a->rope_local, err);
+}
+
+/* Norm weight offset, embedding scale, score scale and soft-capping: family features, values from the config. */
+static void resolve_scales(wm_arch *a, const wm_family *f) {
+    const wm_hf_config *c = a->cfg;
+    a->norm_offset = f->norm_offset ? 1.0f : 0.0f;
+    a->embed_scale = f->embed_scale ? (double)(float)sqrt((double)a->H) : 1.0; /* a float32 tensor, as transformers */
+    if (f->query_scalar > 0) a->query_scalar = !isnan(c->query_pre_attn_scalar) ? c->query_pre_attn_scalar : f->query_scalar;
+    if (f->keys[WM_FK_ATTN_SOFTCAP] == WM_KEY_USED) a->attn_softcap = !isnan(c->attn_softcap) ? c->attn_softcap : f->attn_softcap;
+    if (f->keys[WM_FK_FINAL_SOFTCAP] == WM_KEY_USED)
+        a->final_softcap = !isnan(c->final_softcap) ? c->final_softcap : f->final_softcap;
 }
 
 /* Saturates at UINT64_MAX: a config of absurd sizes is refused by the space and size checks, never wrapped. */
@@ -579,8 +621,8 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->o_bias = wm_arch_mod(a, 0, WM_M_L_O)->has_bias;
     a->mlp_bias = wm_arch_mod(a, 0, WM_M_L_DOWN)->has_bias;
     if (st && (s = check_unused(a, st, err))) return s;
-    if (a->pos == WM_POS_ROPE && (s = wm_arch_rope_init(a, err))) return s;
-    if ((s = resolve_sliding(a, f, err))) return s;
+    if ((s = resolve_sliding(a, f, err)) || (s = resolve_rope(a, f, err))) return s;
+    resolve_scales(a, f);
     count_params(a);
     return WM_OK;
 }
@@ -609,13 +651,36 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
                  a->posid == WM_POSID_PADDING ? ", padding-aware position ids (from padding_idx)" : "");
         wm_json_str(j, NULL, b);
     } else {
-        snprintf(b, sizeof b, "rotary positions (theta %g, %s%s, %lld of %lld dims)", a->rope.theta, a->rope.type,
-                 a->rope.inv_freq_long ? " short/long" : "", (long long)a->rope.rot_dim, (long long)a->hd);
+        snprintf(b, sizeof b, "rotary positions (theta %g, %s%s, %lld of %lld dims)%s", a->rope.theta, a->rope.type,
+                 a->rope.inv_freq_long ? " short/long" : "", (long long)a->rope.rot_dim, (long long)a->hd,
+                 a->local_rope ? " on full-attention layers" : "");
+        wm_json_str(j, NULL, b);
+        if (a->local_rope) {
+            snprintf(b, sizeof b, "sliding-window layers: rotary positions (theta %g, %s, %lld of %lld dims)",
+                     a->rope_local.theta, a->rope_local.type, (long long)a->rope_local.rot_dim, (long long)a->hd);
+            wm_json_str(j, NULL, b);
+        }
+    }
+    snprintf(b, sizeof b, "%s%s eps %g, %s%s", a->norm == WM_NORM_RMS ? "RMSNorm" : "LayerNorm",
+             a->norm_offset != 0 ? " (1 + weight)" : "", a->eps, a->post_norm ? "post-norm" : "pre-norm",
+             a->sub_norms ? ", attention and MLP outputs normalized before the residual add" : "");
+    wm_json_str(j, NULL, b);
+    if (a->embed_scale != 1.0) {
+        snprintf(b, sizeof b, "token embeddings scaled by sqrt(hidden_size) (%.9g)", a->embed_scale);
         wm_json_str(j, NULL, b);
     }
-    snprintf(b, sizeof b, "%s eps %g, %s", a->norm == WM_NORM_RMS ? "RMSNorm" : "LayerNorm", a->eps,
-             a->post_norm ? "post-norm" : "pre-norm");
-    wm_json_str(j, NULL, b);
+    if (a->query_scalar > 0 && a->query_scalar != (double)a->hd) {
+        snprintf(b, sizeof b, "attention scores scaled by query_pre_attn_scalar^-1/2 (%g)", a->query_scalar);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->attn_softcap > 0) {
+        snprintf(b, sizeof b, "attention scores soft-capped at %g (cap * tanh(x / cap))", a->attn_softcap);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->final_softcap > 0) {
+        snprintf(b, sizeof b, "logits soft-capped at %g", a->final_softcap);
+        wm_json_str(j, NULL, b);
+    }
     if (a->kvh != a->nh) {
         snprintf(b, sizeof b, "grouped KV heads (%lld query heads, %lld kv heads)", (long long)a->nh, (long long)a->kvh);
         wm_json_str(j, NULL, b);

@@ -59,7 +59,8 @@ const char *wm_act_name(wm_act a);
     X(L_ATTN_NORM, "attn_norm") X(L_Q, "q_proj") X(L_K, "k_proj") X(L_V, "v_proj")       \
     X(L_QKV, "qkv_proj") X(L_O, "o_proj") X(L_Q_NORM, "q_norm") X(L_K_NORM, "k_norm")    \
     X(L_MLP_NORM, "mlp_norm") X(L_GATE, "gate_proj") X(L_UP, "up_proj")                   \
-    X(L_GATE_UP, "gate_up_proj") X(L_DOWN, "down_proj")
+    X(L_GATE_UP, "gate_up_proj") X(L_DOWN, "down_proj") X(L_ATTN_OUT_NORM, "attn_out_norm")      \
+    X(L_MLP_OUT_NORM, "mlp_out_norm")
 
 typedef enum wm_mod {
 #define X(e, n) WM_M_##e,
@@ -91,6 +92,13 @@ typedef struct wm_rope {
     const char *type;
 } wm_rope;
 
+/* A norm: its kind, epsilon and the offset its weight is stored with (Gemma's (1 + w) RMSNorm: 1). */
+typedef struct wm_norm_spec {
+    wm_norm_kind kind;
+    double eps;
+    float w_offset;
+} wm_norm_spec;
+
 typedef struct wm_arch {
     const wm_hf_config *cfg;
     const void *fam, *sch;    /* table rows (arch.c) */
@@ -108,13 +116,21 @@ typedef struct wm_arch {
     /* structure */
     wm_norm_kind norm;
     double eps;
+    float norm_offset;        /* RMSNorm scales by (offset + weight): the export stores offset + weight */
+    double embed_scale;       /* token embeddings are multiplied by this (1: not scaled) */
+    int sub_norms;            /* the attention and MLP outputs are normalized before their residual add */
     wm_act act, head_act;     /* MLP activation; activation between the two head linears */
     int gated, post_norm, fused_qkv, fused_gate_up, qk_norm, tied, conv1d;
     int qkv_bias, o_bias, mlp_bias;
     wm_pos_kind pos;
     wm_posid_kind posid;
-    wm_rope rope;
-    int scale_attn;           /* scale scores by 1/sqrt(head_dim) */
+    wm_rope rope;             /* every layer, or the full-attention ones when local_rope */
+    wm_rope rope_local;       /* the sliding-window layers' own RoPE (local_rope) */
+    int local_rope;
+    int scale_attn;           /* scale scores by 1/sqrt(head_dim) (or query_scalar) */
+    double query_scalar;      /* scores scaled by query_scalar^-1/2 instead of head_dim^-1/2; 0: head_dim */
+    double attn_softcap;      /* scores = cap * tanh(scores / cap) before the mask; 0: none */
+    double final_softcap;     /* the same on the logits */
     int scale_by_layer;       /* GPT-2 scale_attn_by_inverse_layer_idx */
     uint8_t *sliding;         /* per layer: 1 uses the sliding window; malloc'ed */
     int64_t window;           /* sliding window size, 0 when none */
@@ -136,6 +152,9 @@ typedef struct wm_arch {
  */
 wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
 void wm_arch_free(wm_arch *a);
+
+/* The norm every RMS/Layer norm of a uses (kind, eps, weight offset). */
+wm_norm_spec wm_arch_norm(const wm_arch *a);
 
 /* The module m of layer (-1 for global and head modules); never NULL (check ->present). */
 const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m);

@@ -33,13 +33,30 @@ typedef struct wm_head_def {
     const char *second;
 } wm_head_def;
 
+/* Config keys whose meaning depends on the family (how each family's transformers code treats them). */
+enum { WM_FK_NONE, WM_FK_ATTN_SOFTCAP, WM_FK_FINAL_SOFTCAP, WM_FK_COUNT };
+/* WM_KEY_DENY: not modeled, a set value is refused; USED: modeled; IGNORED: transformers never reads it */
+enum { WM_KEY_DENY, WM_KEY_USED, WM_KEY_IGNORED };
+
 typedef struct wm_family {
     wm_family_kind kind;
     const char *model_type, *class_stem, *lm_suffix, *scheme, *prefix, *act;
+    const char *act_key; /* the one config key the family's activation comes from (NULL: any alias) */
+    int gelu_is_tanh;    /* "gelu" there means the tanh approximation (a legacy spelling the family converts) */
     double eps;
     int64_t inter_mult;  /* intermediate = mult * hidden when the config omits it (0: required) */
     int tied, qkv_bias, o_bias, mlp_bias, qk_norm, fused_qkv, fused_gate_up;
     int sliding;         /* honours sliding_window / use_sliding_window / layer_types */
+    int sliding_pattern; /* without layer_types: every Nth layer full attention, the others sliding (0: none) */
+    int pattern_key;     /* sliding_window_pattern in the config overrides sliding_pattern */
+    int64_t window_default; /* sliding window when the config omits sliding_window (0: required) */
+    int norm_offset;     /* RMSNorm scales by (1 + weight) */
+    int embed_scale;     /* token embeddings scaled by sqrt(hidden_size) */
+    double query_scalar; /* honours query_pre_attn_scalar (this value when absent); 0: head_dim */
+    double rope_theta;   /* RoPE base when the config gives none (0: 10000) */
+    double local_rope_theta; /* sliding layers have their own RoPE, this base by default (0: they share it) */
+    uint8_t keys[WM_FK_COUNT];         /* WM_KEY_* per WM_FK_ key */
+    double attn_softcap, final_softcap; /* caps when the config omits the key (0: none) */
     wm_posid_kind posid;
     int64_t type_vocab;  /* default type_vocab_size */
     int cls_head;        /* WM_HEAD_* */
@@ -53,6 +70,7 @@ enum { WM_DENY_NONE, WM_DENY_TRUE, WM_DENY_SET, WM_DENY_NOT_ABSOLUTE, WM_DENY_TR
 typedef struct wm_denied_key {
     const char *key;
     int how;
+    int fk; /* WM_FK_*: the family's keys[] decides (a family that models or ignores it lets it through) */
 } wm_denied_key;
 
 typedef struct wm_act_name_row {
@@ -78,7 +96,11 @@ extern const wm_act_name_row wm_act_names[];
 extern const wm_arch_suffix wm_arch_suffixes[];
 extern const char *const wm_task_class_suffix[WM_TASK_COUNT];
 
-/* RoPE inverse frequencies for the config's rope type (arch_rope.c). */
-wm_status wm_arch_rope_init(wm_arch *a, wm_error *err);
+/*
+ * RoPE inverse frequencies of r (the config's rope or rope_local) into out, theta_default when r has no
+ * base (arch_rope.c). out owns its arrays (freed by wm_arch_free through a).
+ */
+wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_default, wm_rope *out,
+                            wm_error *err);
 
 #endif

@@ -13,9 +13,8 @@
 #include "builder/arch_impl.h"
 #include "core/error.h"
 
-static wm_status need_num(const wm_arch *a, double v, const char *key, wm_error *err) {
+static wm_status need_num(const wm_arch *a, const wm_hf_rope *r, double v, const char *key, wm_error *err) {
     if (!isnan(v)) return WM_OK;
-    const wm_hf_rope *r = &a->cfg->rope;
     return wm_err(err, WM_ERR_INPUT, "%s: field '%s.%s': missing for rope type '%s'", a->cfg->file,
                   r->source ? r->source : "rope_scaling", key, r->type);
 }
@@ -41,8 +40,7 @@ static void llama3(float *inv, int64_t half, double factor, double lo, double hi
 
 static double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
 
-static void yarn(wm_arch *a, float *inv, int64_t half, int64_t dim, double theta, double *scale) {
-    const wm_hf_rope *r = &a->cfg->rope;
+static void yarn(const wm_hf_rope *r, float *inv, int64_t half, int64_t dim, double theta, double *scale) {
     double factor = r->factor, orig = (double)r->original_max_pos;
     double bf = !isnan(r->beta_fast) && r->beta_fast != 0 ? r->beta_fast : 32;
     double bs = !isnan(r->beta_slow) && r->beta_slow != 0 ? r->beta_slow : 1;
@@ -69,35 +67,39 @@ static void yarn(wm_arch *a, float *inv, int64_t half, int64_t dim, double theta
     }
 }
 
-static wm_status longrope(wm_arch *a, int64_t half, int64_t dim, double theta, wm_error *err) {
-    const wm_hf_rope *r = &a->cfg->rope;
+static wm_status longrope(const wm_arch *a, const wm_hf_rope *r, wm_rope *out, int64_t half, int64_t dim,
+                          double theta, wm_error *err) {
     if (r->n_short != (size_t)half || r->n_long != (size_t)half)
         return wm_err(err, WM_ERR_INPUT, "%s: field '%s.short_factor'/'long_factor': %zu/%zu values, expected %lld",
                       a->cfg->file, r->source, r->n_short, r->n_long, (long long)half);
     if (r->original_max_pos <= 0)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'original_max_position_embeddings': missing for rope type "
                       "'longrope'", a->cfg->file);
-    a->rope.inv_freq_long = malloc((size_t)half * sizeof(float));
-    if (!a->rope.inv_freq_long) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    out->inv_freq_long = malloc((size_t)half * sizeof(float));
+    if (!out->inv_freq_long) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     double orig = (double)r->original_max_pos;
     double factor = !isnan(r->factor) ? r->factor : (a->P > 0 ? (double)a->P / orig : 1.0);
-    if (!isnan(r->attention_factor)) a->rope.scale = r->attention_factor;
-    else a->rope.scale = factor <= 1 ? 1.0 : sqrt(1 + log(factor) / log(orig));
+    if (!isnan(r->attention_factor)) out->scale = r->attention_factor;
+    else out->scale = factor <= 1 ? 1.0 : sqrt(1 + log(factor) / log(orig));
     for (int64_t i = 0; i < half; i++) {
         float p = powf((float)theta, (float)(2 * i) / (float)dim);
-        a->rope.inv_freq[i] = 1.0f / ((float)r->short_factor[i] * p);
-        a->rope.inv_freq_long[i] = 1.0f / ((float)r->long_factor[i] * p);
+        out->inv_freq[i] = 1.0f / ((float)r->short_factor[i] * p);
+        out->inv_freq_long[i] = 1.0f / ((float)r->long_factor[i] * p);
     }
-    a->rope.orig_max = r->original_max_pos;
+    out->orig_max = r->original_max_pos;
     return WM_OK;
 }
 
-wm_status wm_arch_rope_init(wm_arch *a, wm_error *err) {
-    const wm_hf_rope *r = &a->cfg->rope;
-    double theta = !isnan(r->theta) ? r->theta : 10000.0;
+wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_default, wm_rope *out,
+                            wm_error *err) {
+    double theta = !isnan(r->theta) ? r->theta : theta_default;
     double prf = !isnan(r->partial_rotary_factor) ? r->partial_rotary_factor : 1.0;
+    const char *theta_key = "rope_theta";
+    if (r == &a->cfg->rope_local)
+        theta_key = r->source && !strcmp(r->source, "rope_local_base_freq") ? "rope_local_base_freq"
+                                                                             : "rope_parameters.sliding_attention.rope_theta";
     if (!(theta > 1))
-        return wm_err(err, WM_ERR_INPUT, "%s: field 'rope_theta': %g must be > 1", a->cfg->file, theta);
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %g must be > 1", a->cfg->file, theta_key, theta);
     if (!(prf > 0 && prf <= 1))
         return wm_err(err, WM_ERR_INPUT, "%s: field 'partial_rotary_factor': %g is not in (0, 1]", a->cfg->file, prf);
     int64_t dim = (int64_t)((double)a->hd * prf);
@@ -106,23 +108,24 @@ wm_status wm_arch_rope_init(wm_arch *a, wm_error *err) {
                       a->cfg->file, (long long)dim);
     int64_t half = dim / 2;
     const char *type = r->type ? r->type : "default";
-    a->rope.rot_dim = dim;
-    a->rope.theta = theta;
-    a->rope.type = type;
-    a->rope.scale = 1.0;
-    a->rope.inv_freq = malloc((size_t)half * sizeof(float));
-    if (!a->rope.inv_freq) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    base_freq(a->rope.inv_freq, half, dim, theta);
+    out->rot_dim = dim;
+    out->theta = theta;
+    out->type = type;
+    out->scale = 1.0;
+    out->inv_freq = malloc((size_t)half * sizeof(float));
+    if (!out->inv_freq) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    base_freq(out->inv_freq, half, dim, theta);
     wm_status s;
     if (!strcmp(type, "default")) return WM_OK;
     if (!strcmp(type, "linear")) {
-        if ((s = need_num(a, r->factor, "factor", err))) return s;
-        for (int64_t i = 0; i < half; i++) a->rope.inv_freq[i] /= (float)r->factor;
+        if ((s = need_num(a, r, r->factor, "factor", err))) return s;
+        for (int64_t i = 0; i < half; i++) out->inv_freq[i] /= (float)r->factor;
         return WM_OK;
     }
     if (!strcmp(type, "llama3")) {
-        if ((s = need_num(a, r->factor, "factor", err)) || (s = need_num(a, r->low_freq_factor, "low_freq_factor", err)) ||
-            (s = need_num(a, r->high_freq_factor, "high_freq_factor", err)))
+        if ((s = need_num(a, r, r->factor, "factor", err)) ||
+            (s = need_num(a, r, r->low_freq_factor, "low_freq_factor", err)) ||
+            (s = need_num(a, r, r->high_freq_factor, "high_freq_factor", err)))
             return s;
         if (r->original_max_pos <= 0)
             return wm_err(err, WM_ERR_INPUT, "%s: field '%s.original_max_position_embeddings': missing for rope type "
@@ -130,18 +133,18 @@ wm_status wm_arch_rope_init(wm_arch *a, wm_error *err) {
         if (r->high_freq_factor == r->low_freq_factor)
             return wm_err(err, WM_ERR_INPUT, "%s: field '%s.high_freq_factor' equals low_freq_factor", a->cfg->file,
                           r->source);
-        llama3(a->rope.inv_freq, half, r->factor, r->low_freq_factor, r->high_freq_factor, (double)r->original_max_pos);
+        llama3(out->inv_freq, half, r->factor, r->low_freq_factor, r->high_freq_factor, (double)r->original_max_pos);
         return WM_OK;
     }
     if (!strcmp(type, "yarn")) {
-        if ((s = need_num(a, r->factor, "factor", err))) return s;
+        if ((s = need_num(a, r, r->factor, "factor", err))) return s;
         if (r->original_max_pos <= 0)
             return wm_err(err, WM_ERR_INPUT, "%s: field '%s.original_max_position_embeddings': missing for rope type "
                           "'yarn'", a->cfg->file, r->source);
-        yarn(a, a->rope.inv_freq, half, dim, theta, &a->rope.scale);
+        yarn(r, out->inv_freq, half, dim, theta, &out->scale);
         return WM_OK;
     }
-    if (!strcmp(type, "longrope")) return longrope(a, half, dim, theta, err);
+    if (!strcmp(type, "longrope")) return longrope(a, r, out, half, dim, theta, err);
     return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s.rope_type': '%s' is not supported (default, linear, llama3, "
                   "yarn, longrope)", a->cfg->file, r->source ? r->source : "rope_scaling", type);
 }

@@ -49,6 +49,29 @@ static const wm_modpat llama_mods[] = {
     MP(G_LM_HEAD, LINEAR, V, H, "lm_head"),
 };
 
+/*
+ * Gemma 2 / 3: Llama's names, but "post_attention_layernorm" normalizes the attention output before its
+ * residual add (Llama's is the MLP's pre-norm), and the MLP has a pre and a post norm of its own.
+ */
+static const wm_modpat gemma2_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embed_tokens"),
+    MP(L_ATTN_NORM, NORM, H, H, "$layers.%d.input_layernorm"),
+    MP(L_Q, LINEAR, Q, H, "$layers.%d.self_attn.q_proj"),
+    MP(L_K, LINEAR, KV, H, "$layers.%d.self_attn.k_proj"),
+    MP(L_V, LINEAR, KV, H, "$layers.%d.self_attn.v_proj"),
+    MP(L_O, LINEAR, H, Q, "$layers.%d.self_attn.o_proj"),
+    MP(L_Q_NORM, NORM, HD, HD, "$layers.%d.self_attn.q_norm"),
+    MP(L_K_NORM, NORM, HD, HD, "$layers.%d.self_attn.k_norm"),
+    MP(L_ATTN_OUT_NORM, NORM, H, H, "$layers.%d.post_attention_layernorm"),
+    MP(L_MLP_NORM, NORM, H, H, "$layers.%d.pre_feedforward_layernorm"),
+    MP(L_GATE, LINEAR, I, H, "$layers.%d.mlp.gate_proj"),
+    MP(L_UP, LINEAR, I, H, "$layers.%d.mlp.up_proj"),
+    MP(L_DOWN, LINEAR, H, I, "$layers.%d.mlp.down_proj"),
+    MP(L_MLP_OUT_NORM, NORM, H, H, "$layers.%d.post_feedforward_layernorm"),
+    MP(G_FINAL_NORM, NORM, H, H, "$norm"),
+    MP(G_LM_HEAD, LINEAR, V, H, "lm_head"),
+};
+
 /* BERT style (bert, roberta, xlm-roberta, electra): post-norm encoder, learned absolute positions. */
 static const wm_modpat bert_mods[] = {
     MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
@@ -85,6 +108,7 @@ static const wm_modpat distil_mods[] = {
 const wm_scheme wm_schemes[] = {
     {"gpt2", WM_DECODER, WM_NORM_LAYER, 0, WM_POS_LEARNED, 0, {"transformer.", ""}, gpt2_mods, N(gpt2_mods), "gpt2"},
     {"llama", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, llama_mods, N(llama_mods), "llama"},
+    {"gemma2", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, gemma2_mods, N(gemma2_mods), "gemma2"},
     {"bert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"bert.", "roberta.", "electra.", ""}, bert_mods,
      N(bert_mods), "bert"},
     {"distilbert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"distilbert.", ""}, distil_mods,
@@ -132,6 +156,23 @@ const wm_family wm_families[] = {
         .eps = 1e-6, .qk_norm = 1, .sliding = 1),
     DEC(.model_type = "phi3", .class_stem = "Phi3", .scheme = "llama", .prefix = "model.", .act = "silu",
         .eps = 1e-5, .fused_qkv = 1, .fused_gate_up = 1, .sliding = 1),
+    /* Gemma: (1 + w) RMSNorm, embeddings scaled by sqrt(hidden), GELU-tanh ("gelu" is its legacy spelling) */
+    DEC(.model_type = "gemma", .class_stem = "Gemma", .scheme = "llama", .prefix = "model.", .act = "gelu_pytorch_tanh",
+        .act_key = "hidden_act", .gelu_is_tanh = 1, .eps = 1e-6, .tied = 1, .norm_offset = 1, .embed_scale = 1),
+    /* Gemma 2: + post-sublayer norms, query_pre_attn_scalar, attention and final logit soft-capping (on by
+       default), every other layer sliding */
+    DEC(.model_type = "gemma2", .class_stem = "Gemma2", .scheme = "gemma2", .prefix = "model.",
+        .act = "gelu_pytorch_tanh", .act_key = "hidden_activation", .eps = 1e-6, .tied = 1, .norm_offset = 1,
+        .embed_scale = 1, .sliding = 1, .sliding_pattern = 2, .window_default = 4096, .query_scalar = 256,
+        .keys = {[WM_FK_ATTN_SOFTCAP] = WM_KEY_USED, [WM_FK_FINAL_SOFTCAP] = WM_KEY_USED}, .attn_softcap = 50.0,
+        .final_softcap = 30.0),
+    /* Gemma 3 text: + q/k norms, sliding layers with their own RoPE base (5 of every 6 layers), no attention
+       soft-capping (transformers never reads the key) */
+    DEC(.model_type = "gemma3_text", .class_stem = "Gemma3", .scheme = "gemma2", .prefix = "model.",
+        .act = "gelu_pytorch_tanh", .act_key = "hidden_activation", .eps = 1e-6, .tied = 1, .norm_offset = 1,
+        .embed_scale = 1, .qk_norm = 1, .sliding = 1, .sliding_pattern = 6, .pattern_key = 1, .window_default = 4096,
+        .query_scalar = 256, .rope_theta = 1e6, .local_rope_theta = 1e4,
+        .keys = {[WM_FK_ATTN_SOFTCAP] = WM_KEY_IGNORED, [WM_FK_FINAL_SOFTCAP] = WM_KEY_USED}),
     ENC(.model_type = "bert", .class_stem = "Bert", .scheme = "bert", .prefix = "bert.",
         .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_POOLER_TANH),
     ENC(.model_type = "roberta", .class_stem = "Roberta", .scheme = "bert", .prefix = "roberta.",
@@ -150,10 +191,7 @@ const size_t wm_n_families = N(wm_families);
  * in ways the names do not reveal: refused rather than built wrong.
  */
 const wm_denied_type wm_denied_types[] = {
-    {"gemma", "RMSNorm scales by (1 + weight) and embeddings by sqrt(hidden)"},
-    {"gemma2", "logit soft-capping and extra norms"},
-    {"gemma3", "extra norms and per-layer rope"},
-    {"gemma3_text", "extra norms and per-layer rope"},
+    {"gemma3", "the multimodal Gemma 3 (vision tower, text_config nested); its text model is gemma3_text"},
     {"cohere", "parallel residual with LayerNorm and logit scaling"},
     {"cohere2", "parallel residual with LayerNorm and logit scaling"},
     {"granite", "embedding, residual, attention and logit multipliers"},
@@ -175,8 +213,8 @@ const wm_denied_key wm_denied_keys[] = {
     {"use_parallel_residual", WM_DENY_TRUE},
     {"parallel_attn", WM_DENY_TRUE},
     {"add_cross_attention", WM_DENY_TRUE},
-    {"attn_logit_softcapping", WM_DENY_SET},
-    {"final_logit_softcapping", WM_DENY_SET},
+    {"attn_logit_softcapping", WM_DENY_SET, WM_FK_ATTN_SOFTCAP},
+    {"final_logit_softcapping", WM_DENY_SET, WM_FK_FINAL_SOFTCAP},
     {"logit_scale", WM_DENY_SET},
     {"embedding_multiplier", WM_DENY_SET},
     {"residual_multiplier", WM_DENY_SET},
@@ -190,8 +228,9 @@ const wm_denied_key wm_denied_keys[] = {
     {"alibi", WM_DENY_TRUE},
     {"position_embedding_type", WM_DENY_NOT_ABSOLUTE},
     {"is_decoder", WM_DENY_TRUE_ENCODER},
+    {"use_bidirectional_attention", WM_DENY_TRUE},
     {"reorder_and_upcast_attn", WM_DENY_NONE}, /* fp32 graph: the same math */
-    {NULL, 0},
+    {NULL, 0, 0},
 };
 
 /* ---------------------------------------------------------- activations */

@@ -243,8 +243,10 @@ static void record_graph(stage_rec *rec, const wm_graph *g) {
  * place (ONNX Runtime GenAI's past_present_share_buffer, winml's causal LM
  * runner) but serves unpadded and right-padded batches only, as ONNX
  * Runtime GenAI's own decoders do; recipe "gqa": false keeps the graph's
- * own mask (any padding). Other models (and sliding-window decoders, whose
- * mask GQA would drop) stop at level "extended"; fp16 decoders get
+ * own mask (any padding). Sliding-window layers become GroupQueryAttention
+ * with local_window_size, soft-capped scores (Gemma 2) with its softcap;
+ * attention the fusion cannot reproduce stays as the graph has it. Other
+ * models stop at level "extended"; fp16 decoders get
  * GroupQueryAttention too (see stage_quant for its precision). Below opset 23 the
  * SimplifiedLayerNormalization nodes no residual Add absorbed are
  * expanded back to standard ops: that op lives in the default domain,
@@ -263,8 +265,8 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     }
     wm_opt_config c;
     wm_opt_config_default(&c);
-    /* a sliding-window mask is more than causal + padding: GroupQueryAttention would drop it */
-    int all = b->arch.kind == WM_DECODER && b->arch.window == 0;
+    /* GroupQueryAttention takes sliding windows (local_window_size) and soft-caps; it refuses masks it cannot read */
+    int all = b->arch.kind == WM_DECODER;
     c.level = all ? WM_OPT_ALL : WM_OPT_EXTENDED;
     for (size_t i = 0; i < b->recipe.n_optim; i++)
         if (!b->recipe.optim[i].value && wm_opt_pass_find(b->recipe.optim[i].name) && c.n_disable < WM_OPT_MAX_SWITCHES)

@@ -231,7 +231,7 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
     gb_init(&b, m, g, &sink, r->opset, err);
     b.random = o->random;
     b.seed = o->seed;
-    wm_model_ctx c = {a, r, wm_recipe_input(r, "input_ids")->dtype, NULL, NULL, NULL, NULL, NULL, o->progress};
+    wm_model_ctx c = {.a = a, .r = r, .ids_dtype = wm_recipe_input(r, "input_ids")->dtype, .progress = o->progress};
     s = a->kind == WM_DECODER ? wm_model_decoder(&b, &c) : wm_model_encoder(&b, &c);
     if (s || (s = add_outputs(g, a, r, err))) goto done; /* after the nodes: outputs are renamed into place */
     if ((s = wm_graph_check(g, err))) goto done;

@@ -276,15 +276,28 @@ const char *gb_cast(wm_gb *b, const char *x, int32_t to) {
 
 /* ------------------------------------------------------------ weights */
 
+static const char *weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
+                          int transpose, int kind, float add);
+
 const char *gb_weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
                       int transpose, int kind) {
+    return weight(b, suffix, t, dims, nd, transpose, kind, 0.0f);
+}
+
+const char *gb_weight_add(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
+                          int kind, float add) {
+    return weight(b, suffix, t, dims, nd, 0, kind, add);
+}
+
+static const char *weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
+                          int transpose, int kind, float add) {
     if (b->st) return "<error>";
     char name[400];
     const char *sc = b->scope[0] == '/' ? b->scope + 1 : b->scope;
     size_t k = 0;
     for (; sc[k] && k < sizeof name - 1; k++) name[k] = sc[k] == '/' ? '.' : sc[k];
     snprintf(name + k, sizeof name - k, "%s", suffix);
-    wm_wsrc src = {t, transpose, b->seed, 0, 0};
+    wm_wsrc src = {t, transpose, b->seed, 0, 0, t ? add : 0.0f};
     if (!t) {
         if (kind == GB_W_MATRIX) src.scale = 0.0346f; /* uniform with std 0.02 */
         else src.fill = kind == GB_W_ONES ? 1.0f : 0.0f;

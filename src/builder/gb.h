@@ -91,10 +91,13 @@ const char *gb_cast(wm_gb *b, const char *x, int32_t to);
 enum { GB_W_MATRIX, GB_W_ONES, GB_W_ZEROS };
 const char *gb_weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
                       int transpose, int kind);
+/* The same, untransposed, with add added to every checkpoint value (random values are not offset). */
+const char *gb_weight_add(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
+                          int kind, float add);
 
 /* Blocks of the architectures (gb_blocks.c). */
 const char *gb_linear(wm_gb *b, const char *x, const wm_module *m, const char *scope);
-const char *gb_norm(wm_gb *b, const char *x, const wm_module *m, wm_norm_kind kind, double eps, const char *scope);
+const char *gb_norm(wm_gb *b, const char *x, const wm_module *m, wm_norm_spec ns, const char *scope);
 const char *gb_act(wm_gb *b, const char *x, wm_act act);
 
 #endif

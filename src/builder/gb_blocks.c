@@ -36,15 +36,18 @@ const char *gb_linear(wm_gb *b, const char *x, const wm_module *m, const char *s
 
 /*
  * LayerNormalization (opset 17) over the last axis, or RMSNorm decomposed
- * as transformers computes it: x / sqrt(mean(x^2) + eps) * w.
+ * as transformers computes it: x / sqrt(mean(x^2) + eps) * w. A weight
+ * offset (Gemma's x * (1 + w)) is folded into the stored weight, so the
+ * graph is a plain RMSNorm that the optimizer fuses as any other.
  */
-const char *gb_norm(wm_gb *b, const char *x, const wm_module *m, wm_norm_kind kind, double eps, const char *scope) {
+const char *gb_norm(wm_gb *b, const char *x, const wm_module *m, wm_norm_spec ns, const char *scope) {
     const char *y = NULL;
+    double eps = ns.eps;
     saved_scope sv;
     enter(b, scope, &sv);
     {
-        const char *w = gb_weight(b, ".weight", m->wt, &m->in, 1, 0, GB_W_ONES);
-        if (kind == WM_NORM_LAYER) {
+        const char *w = gb_weight_add(b, ".weight", m->wt, &m->in, 1, GB_W_ONES, ns.w_offset);
+        if (ns.kind == WM_NORM_LAYER) {
             const char *bias = m->has_bias ? gb_weight(b, ".bias", m->bt, &m->in, 1, 0, GB_W_ZEROS) : NULL;
             y = gb_op(b, "LayerNormalization", bias ? 3 : 2, x, w, bias);
             gb_attr_i(b, "axis", -1);

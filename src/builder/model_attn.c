@@ -12,9 +12,8 @@
 #include "onnx/dtype.h"
 
 /* x [B, n, S, hd] -> rotated by cos/sin [B, 1, S, rot] (rotate_half convention, first rot dims). */
-static const char *rope(wm_gb *b, const wm_model_ctx *c, const char *x) {
-    const wm_arch *a = c->a;
-    int64_t rot = a->rope.rot_dim, half = rot / 2;
+static const char *rope(wm_gb *b, const wm_arch *a, int64_t rot, const char *cos, const char *sin, const char *x) {
+    int64_t half = rot / 2;
     const char *xr = x, *xp = NULL;
     if (rot < a->hd) {
         xr = gb_slice(b, x, 0, rot, -1);
@@ -23,7 +22,7 @@ static const char *rope(wm_gb *b, const wm_model_ctx *c, const char *x) {
     const char *x1 = gb_slice(b, xr, 0, half, -1), *x2 = gb_slice(b, xr, half, rot, -1);
     const char *rh = gb_op(b, "Concat", 2, gb_op(b, "Neg", 1, x2), x1);
     gb_attr_i(b, "axis", -1);
-    const char *y = gb_op(b, "Add", 2, gb_op(b, "Mul", 2, xr, c->cos), gb_op(b, "Mul", 2, rh, c->sin));
+    const char *y = gb_op(b, "Add", 2, gb_op(b, "Mul", 2, xr, cos), gb_op(b, "Mul", 2, rh, sin));
     if (xp) {
         y = gb_op(b, "Concat", 2, y, xp);
         gb_attr_i(b, "axis", -1);
@@ -62,10 +61,12 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
     k = gb_reshape(b, k, ks, 4);
     v = gb_reshape(b, v, ks, 4);
     if (a->qk_norm) {
+        wm_norm_spec ns = wm_arch_norm(a);
+        ns.kind = WM_NORM_RMS;
         snprintf(sub, sizeof sub, "%s/q_norm", sc);
-        q = gb_norm(b, q, wm_arch_mod(a, layer, WM_M_L_Q_NORM), WM_NORM_RMS, a->eps, sub);
+        q = gb_norm(b, q, wm_arch_mod(a, layer, WM_M_L_Q_NORM), ns, sub);
         snprintf(sub, sizeof sub, "%s/k_norm", sc);
-        k = gb_norm(b, k, wm_arch_mod(a, layer, WM_M_L_K_NORM), WM_NORM_RMS, a->eps, sub);
+        k = gb_norm(b, k, wm_arch_mod(a, layer, WM_M_L_K_NORM), ns, sub);
         gb_scope(b, "%s", sc);
     }
     int cache = a->kind == WM_DECODER;
@@ -73,11 +74,15 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
     v = gb_transpose(b, v, bhsd, 4);
     /* an encoder's keys go straight to [B, h, hd, S]; a decoder's stay [B, h, S, hd] for the cache */
     k = gb_transpose(b, k, cache || a->pos == WM_POS_ROPE ? bhsd : bhds, 4);
+    int sliding = a->sliding && a->sliding[layer];
     if (a->pos == WM_POS_ROPE) {
+        int local = sliding && a->local_rope; /* the sliding layers' own RoPE */
+        int64_t rot = local ? a->rope_local.rot_dim : a->rope.rot_dim;
+        const char *cs = local ? c->cos_local : c->cos, *sn = local ? c->sin_local : c->sin;
         gb_scope(b, "%s/q_rotary", sc);
-        q = rope(b, c, q);
+        q = rope(b, a, rot, cs, sn, q);
         gb_scope(b, "%s/k_rotary", sc);
-        k = rope(b, c, k);
+        k = rope(b, a, rot, cs, sn, k);
         gb_scope(b, "%s", sc);
     }
     if (cache) {
@@ -97,7 +102,7 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
      * through MatMul's batch broadcast, so the KV cache is never copied nh/kvh times (repeat_kv) per step. */
     int grouped = cache && a->kvh != a->nh;
     static const int64_t ax2[] = {2}, ax1[] = {1}, kt5[] = {0, 1, 2, 4, 3};
-    const char *bias = a->sliding && a->sliding[layer] ? c->bias_sliding : c->bias_full;
+    const char *bias = sliding ? c->bias_sliding : c->bias_full;
     gb_scope(b, "%s/sdpa", sc);
     if (grouped) {
         int64_t q5[5] = {0, a->kvh, a->nh / a->kvh, -1, a->hd};
@@ -109,9 +114,10 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
         k = gb_transpose(b, k, kt, 4);
     }
     const char *s = gb_op(b, "MatMul", 2, q, k);
-    double scale = a->scale_attn ? 1.0 / sqrt((double)a->hd) : 1.0;
+    double scale = !a->scale_attn ? 1.0 : a->query_scalar > 0 ? pow(a->query_scalar, -0.5) : 1.0 / sqrt((double)a->hd);
     if (a->scale_by_layer) scale /= (double)(layer + 1);
     if (scale != 1.0) s = gb_op(b, "Mul", 2, s, gb_f32s(b, (float)scale));
+    if (a->attn_softcap > 0) s = wm_model_softcap(b, s, a->attn_softcap);
     s = gb_op(b, "Add", 2, s, bias);
     const char *p = gb_op(b, "Softmax", 1, s);
     gb_attr_i(b, "axis", -1);

@@ -41,26 +41,31 @@ static void causal_masks(wm_gb *b, wm_model_ctx *c) {
     }
 }
 
-/* cos / sin [B, 1, S, rot] from position_ids, computed as transformers does (float32 pos x inv_freq). */
-static void rotary(wm_gb *b, wm_model_ctx *c) {
-    const wm_arch *a = c->a;
-    gb_scope(b, "/model/rotary_emb");
-    int64_t half = a->rope.rot_dim / 2;
-    float *dup = malloc((size_t)a->rope.rot_dim * sizeof *dup);
+/*
+ * cos / sin [B, 1, S, rot] of rope r from position_ids, computed as transformers does (float32 pos x
+ * inv_freq), in scope /model/<name> with constants model.<name>.inv_freq[_long].
+ */
+static void rotary(wm_gb *b, const wm_rope *r, const char *name, const char **cos_out, const char **sin_out) {
+    gb_scope(b, "/model/%s", name);
+    int64_t half = r->rot_dim / 2;
+    float *dup = malloc((size_t)r->rot_dim * sizeof *dup);
     if (!dup) {
         wm_err(b->err, WM_ERR_NOMEM, "out of memory");
         b->st = WM_ERR_NOMEM;
         return;
     }
-    for (int64_t i = 0; i < half; i++) dup[i] = dup[i + half] = a->rope.inv_freq[i];
-    const char *inv = gb_f32(b, dup, (size_t)a->rope.rot_dim, "model.rotary_emb.inv_freq");
-    if (a->rope.inv_freq_long) {
-        for (int64_t i = 0; i < half; i++) dup[i] = dup[i + half] = a->rope.inv_freq_long[i];
-        const char *inv_long = gb_f32(b, dup, (size_t)a->rope.rot_dim, "model.rotary_emb.inv_freq_long");
+    char cname[96];
+    for (int64_t i = 0; i < half; i++) dup[i] = dup[i + half] = r->inv_freq[i];
+    snprintf(cname, sizeof cname, "model.%s.inv_freq", name);
+    const char *inv = gb_f32(b, dup, (size_t)r->rot_dim, cname);
+    if (r->inv_freq_long) {
+        for (int64_t i = 0; i < half; i++) dup[i] = dup[i + half] = r->inv_freq_long[i];
+        snprintf(cname, sizeof cname, "model.%s.inv_freq_long", name);
+        const char *inv_long = gb_f32(b, dup, (size_t)r->rot_dim, cname);
         /* longrope: the long factors once the sequence passes original_max_position_embeddings */
         const char *mx = gb_reduce(b, "ReduceMax", "position_ids", NULL, 0, 0);
         const char *len = gb_op(b, "Add", 2, mx, gb_i64s(b, 1));
-        const char *is_long = gb_op(b, "Greater", 2, len, gb_i64s(b, a->rope.orig_max));
+        const char *is_long = gb_op(b, "Greater", 2, len, gb_i64s(b, r->orig_max));
         inv = gb_op(b, "Where", 3, is_long, inv_long, inv);
     }
     free(dup);
@@ -68,12 +73,18 @@ static void rotary(wm_gb *b, wm_model_ctx *c) {
     const char *pos = gb_unsqueeze(b, gb_cast(b, "position_ids", WM_DT_FLOAT), last, 1);
     const char *freqs = gb_op(b, "Mul", 2, pos, inv);
     const char *cs = gb_op(b, "Cos", 1, freqs), *sn = gb_op(b, "Sin", 1, freqs);
-    if (a->rope.scale != 1.0) {
-        cs = gb_op(b, "Mul", 2, cs, gb_f32s(b, (float)a->rope.scale));
-        sn = gb_op(b, "Mul", 2, sn, gb_f32s(b, (float)a->rope.scale));
+    if (r->scale != 1.0) {
+        cs = gb_op(b, "Mul", 2, cs, gb_f32s(b, (float)r->scale));
+        sn = gb_op(b, "Mul", 2, sn, gb_f32s(b, (float)r->scale));
     }
-    c->cos = gb_unsqueeze(b, cs, ax1, 1);
-    c->sin = gb_unsqueeze(b, sn, ax1, 1);
+    *cos_out = gb_unsqueeze(b, cs, ax1, 1);
+    *sin_out = gb_unsqueeze(b, sn, ax1, 1);
+}
+
+/* cap * tanh(x / cap), as transformers soft-caps scores and logits. */
+const char *wm_model_softcap(wm_gb *b, const char *x, double cap) {
+    const char *k = gb_f32s(b, (float)cap);
+    return gb_op(b, "Mul", 2, gb_op(b, "Tanh", 1, gb_op(b, "Div", 2, x, k)), k);
 }
 
 /*
@@ -95,6 +106,7 @@ static const char *lm_head(wm_gb *b, const wm_model_ctx *c, const char *x) {
     const char *x2 = gb_reshape(b, x, flat, 2);
     const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x2, w, bias);
     gb_attr_i(b, "transB", 1);
+    if (a->final_softcap > 0) y = wm_model_softcap(b, y, a->final_softcap); /* per row: before the reshape */
     const char *bs = gb_op(b, "Shape", 1, x);
     gb_attr_i(b, "end", 2);
     const char *shape = gb_op(b, "Concat", 2, bs, gb_i64_1(b, a->V));
@@ -109,6 +121,7 @@ wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c) {
     int64_t ed[2] = {a->V, a->E};
     c->embed_weight = gb_weight(b, ".weight", emb->wt, ed, 2, 0, GB_W_MATRIX);
     const char *x = gb_op(b, "Gather", 2, c->embed_weight, "input_ids");
+    if (a->embed_scale != 1.0) x = gb_op(b, "Mul", 2, x, gb_f32s(b, (float)a->embed_scale));
     if (a->pos == WM_POS_LEARNED) {
         const wm_module *pm = wm_arch_mod(a, -1, WM_M_G_POS);
         gb_scope(b, "/model/embed_positions");
@@ -117,23 +130,32 @@ wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c) {
         x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, pw, "position_ids"));
     }
     causal_masks(b, c);
-    if (a->pos == WM_POS_ROPE) rotary(b, c);
+    if (a->pos == WM_POS_ROPE) rotary(b, &a->rope, "rotary_emb", &c->cos, &c->sin);
+    if (a->local_rope) rotary(b, &a->rope_local, "rotary_emb_local", &c->cos_local, &c->sin_local);
     for (int64_t i = 0; i < a->L && !b->st; i++) {
         if (c->progress) fprintf(stderr, "\r  export: layer %lld/%lld", (long long)i + 1, (long long)a->L);
         char sc[96];
         snprintf(sc, sizeof sc, "/model/layers.%lld/attn_norm", (long long)i);
-        const char *h = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_ATTN_NORM), a->norm, a->eps, sc);
+        const char *h = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_ATTN_NORM), wm_arch_norm(a), sc);
         h = wm_model_attention(b, c, (int)i, h);
+        if (a->sub_norms) {
+            snprintf(sc, sizeof sc, "/model/layers.%lld/attn_out_norm", (long long)i);
+            h = gb_norm(b, h, wm_arch_mod(a, (int)i, WM_M_L_ATTN_OUT_NORM), wm_arch_norm(a), sc);
+        }
         gb_scope(b, "/model/layers.%lld", (long long)i);
         x = gb_op(b, "Add", 2, x, h);
         snprintf(sc, sizeof sc, "/model/layers.%lld/mlp_norm", (long long)i);
-        h = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_MLP_NORM), a->norm, a->eps, sc);
+        h = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_MLP_NORM), wm_arch_norm(a), sc);
         h = wm_model_mlp(b, c, (int)i, h);
+        if (a->sub_norms) {
+            snprintf(sc, sizeof sc, "/model/layers.%lld/mlp_out_norm", (long long)i);
+            h = gb_norm(b, h, wm_arch_mod(a, (int)i, WM_M_L_MLP_OUT_NORM), wm_arch_norm(a), sc);
+        }
         gb_scope(b, "/model/layers.%lld", (long long)i);
         x = gb_op(b, "Add", 2, x, h);
     }
     if (c->progress) fprintf(stderr, "\n");
-    x = gb_norm(b, x, wm_arch_mod(a, -1, WM_M_G_FINAL_NORM), a->norm, a->eps, "/model/norm");
+    x = gb_norm(b, x, wm_arch_mod(a, -1, WM_M_G_FINAL_NORM), wm_arch_norm(a), "/model/norm");
     lm_head(b, c, x);
     return b->st;
 }

@@ -48,7 +48,7 @@ static const char *embeddings(wm_gb *b, const wm_model_ctx *c) {
         const char *ids = wm_recipe_input(c->r, "token_type_ids") ? "token_type_ids" : gb_i64s(b, 0);
         x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, w, ids));
     }
-    x = gb_norm(b, x, wm_arch_mod(a, -1, WM_M_G_EMB_NORM), a->norm, a->eps, "/model/embed_norm");
+    x = gb_norm(b, x, wm_arch_mod(a, -1, WM_M_G_EMB_NORM), wm_arch_norm(a), "/model/embed_norm");
     const wm_module *pj = wm_arch_mod(a, -1, WM_M_G_EMB_PROJ);
     if (pj->present) x = gb_linear(b, x, pj, "/model/embed_proj");
     return x;
@@ -155,12 +155,12 @@ wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c) {
         gb_scope(b, "/model/layers.%lld", (long long)i);
         x = gb_op(b, "Add", 2, x, h);
         snprintf(sc, sizeof sc, "/model/layers.%lld/attn_norm", (long long)i);
-        x = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_ATTN_NORM), a->norm, a->eps, sc);
+        x = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_ATTN_NORM), wm_arch_norm(a), sc);
         h = wm_model_mlp(b, c, (int)i, x);
         gb_scope(b, "/model/layers.%lld", (long long)i);
         x = gb_op(b, "Add", 2, x, h);
         snprintf(sc, sizeof sc, "/model/layers.%lld/mlp_norm", (long long)i);
-        x = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_MLP_NORM), a->norm, a->eps, sc);
+        x = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_MLP_NORM), wm_arch_norm(a), sc);
     }
     if (c->progress) fprintf(stderr, "\n");
     head(b, c, x);

@@ -13,6 +13,7 @@ typedef struct wm_model_ctx {
     const char *bias_full;         /* additive attention mask [B,1,S,T] (decoder) or [B,1,1,S] */
     const char *bias_sliding;      /* decoders with a sliding window */
     const char *cos, *sin;         /* [B,1,S,rot] */
+    const char *cos_local, *sin_local; /* the sliding layers' own (arch local_rope) */
     const char *embed_weight;      /* for tied lm_head */
     int progress;
 } wm_model_ctx;
@@ -23,6 +24,8 @@ wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c);
 /* Shared by both (model_attn.c). */
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
+/* cap * tanh(x / cap) in the current scope (model_dec.c). */
+const char *wm_model_softcap(wm_gb *b, const char *x, double cap);
 /* Output names by task (model_attn.c). */
 size_t wm_model_outputs(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap);
 

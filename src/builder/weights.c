@@ -238,6 +238,8 @@ static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64
             size_t k = numel - i < ELEMS(avail) ? (size_t)(numel - i) : ELEMS(avail);
             if (k > (1u << 22)) k = 1u << 22; /* release the source as we go */
             read_at(t, i, k, d);
+            if (src->add != 0)
+                for (size_t e = 0; e < k; e++) d[e] += src->add; /* float32 sum, as transformers' 1.0 + w.float() */
             commit(o, k * sizeof(float));
             if (s->release_source && !t->src) release(t->data + i * es, (uint64_t)k * es);
             i += k;
@@ -245,6 +247,7 @@ static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64
         if (s->release_source && t->src) release(t->data, t->nbytes);
         return WM_OK;
     }
+    if (src->add != 0) return wm_err(o->err, WM_ERR_INTERNAL, "%s: an offset applies to untransposed tensors only", name);
     /* source [R, C] -> output [C, R]: blocks of whole output rows, gathered from tiles of TR source rows x
      * 256 source columns (converted into tmp, then written out as runs of TR consecutive floats per output row,
      * so neither side strides through more cache lines than the tile holds) */

@@ -32,6 +32,7 @@ typedef struct wm_wsrc {
     int transpose;         /* store t^T (t must be 2-D) */
     uint64_t seed;         /* generated: uniform in [-scale, scale] from a stream keyed by (seed, name) */
     float scale, fill;     /* generated with scale == 0: every value is fill */
+    float add;             /* added to every value of t (Gemma's norm weights stored as 1 + w); not to generated */
 } wm_wsrc;
 
 #define WM_WSINK_SLOTS 4           /* slots of the convert -> (hash, write) pipeline */

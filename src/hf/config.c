@@ -413,36 +413,114 @@ static wm_status parse_rope_obj(const cJSON *o, const char *label, const char *w
     return WM_OK;
 }
 
-static wm_status parse_rope(wm_hf_config *cfg, wm_error *err) {
-    wm_hf_rope *r = &cfg->rope;
+static void rope_clear(wm_hf_rope *r) {
     r->theta = r->factor = r->low_freq_factor = r->high_freq_factor = NAN;
     r->beta_fast = r->beta_slow = r->attention_factor = r->mscale = r->mscale_all_dim = NAN;
     r->partial_rotary_factor = NAN;
     r->original_max_pos = -1;
     r->truncate = -1;
-    int any = 0;
+}
+
+/*
+ * rope_parameters keyed by layer type (transformers 5 for models whose sliding layers have their own RoPE):
+ * {"full_attention": {...}, "sliding_attention": {...}}; 1 when c has that form. Any other key beside them is
+ * an error: the flat keys would be ambiguous.
+ */
+static int rope_per_type(const cJSON *c) {
+    return cJSON_GetObjectItemCaseSensitive(c, "full_attention") ||
+           cJSON_GetObjectItemCaseSensitive(c, "sliding_attention");
+}
+
+static wm_status parse_rope_types(wm_hf_config *cfg, const cJSON *c, int *any, int *any_local, wm_error *err) {
+    static const char *const types[] = {"full_attention", "sliding_attention"};
+    const cJSON *e;
+    cJSON_ArrayForEach(e, c) {
+        if (!e->string || (strcmp(e->string, types[0]) && strcmp(e->string, types[1])))
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'rope_parameters.%s': unexpected beside the per-layer-type "
+                          "entries (full_attention, sliding_attention)", cfg->file, e->string ? e->string : "");
+    }
+    cfg->rope_per_type = 1;
+    for (int k = 0; k < 2; k++) {
+        cJSON *sub;
+        wm_status s = member(c, types[k], cfg->file, "rope_parameters.", &sub, err);
+        if (s) return s;
+        if (!sub || cJSON_IsNull(sub)) continue;
+        if (!cJSON_IsObject(sub))
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'rope_parameters.%s': expected an object, got %s", cfg->file,
+                          types[k], kind_name(sub));
+        wm_hf_rope *r = k ? &cfg->rope_local : &cfg->rope;
+        static const char *const where[] = {"rope_parameters.full_attention.", "rope_parameters.sliding_attention."};
+        const char *before = r->type;
+        int got = 0;
+        if ((s = parse_rope_obj(sub, cfg->file, where[k], 0, r, &got, err))) return s;
+        if (r->type != before) r->source = k ? "rope_parameters.sliding_attention" : "rope_parameters.full_attention";
+        *(k ? any_local : any) |= got;
+    }
+    return WM_OK;
+}
+
+static wm_status parse_rope(wm_hf_config *cfg, wm_error *err) {
+    wm_hf_rope *r = &cfg->rope, *l = &cfg->rope_local;
+    rope_clear(r);
+    rope_clear(l);
+    int any = 0, any_local = 0;
     wm_status s = parse_rope_obj(cfg->root, cfg->file, "", 1, r, &any, err);
     if (s) return s;
+    cJSON *c;
+    /* the sliding layers' base (Gemma 3 before transformers 5) */
+    if ((s = member(cfg->root, "rope_local_base_freq", cfg->file, "", &c, err)) ||
+        (s = as_num_r(c, cfg->file, "", "rope_local_base_freq", R_POS, &l->theta, err)))
+        return s;
+    if (!isnan(l->theta)) {
+        any_local = 1;
+        l->source = "rope_local_base_freq";
+    }
     static const char *const subs[] = {"rope_scaling", "rope_parameters"};
     for (int i = 0; i < 2; i++) {
-        cJSON *c;
         if ((s = member(cfg->root, subs[i], cfg->file, "", &c, err))) return s;
         if (!c || cJSON_IsNull(c)) continue;
         if (!cJSON_IsObject(c))
             return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected an object, got %s", cfg->file, subs[i],
                           kind_name(c));
+        if (i == 1 && rope_per_type(c)) {
+            if ((s = parse_rope_types(cfg, c, &any, &any_local, err))) return s;
+            continue;
+        }
         char where[32];
         snprintf(where, sizeof where, "%s.", subs[i]);
         const char *before = r->type;
         if ((s = parse_rope_obj(c, cfg->file, where, 0, r, &any, err))) return s;
         if (r->type != before) r->source = subs[i];
     }
-    cfg->has_rope = any;
+    cfg->has_rope = any || any_local;
+    cfg->has_rope_local = any_local;
     if (any && !r->type) {
         r->type = "default";
         r->source = "default";
     }
+    if (any_local && !l->type) l->type = "default";
+    if (any_local && !l->source) l->source = "rope_parameters.sliding_attention";
     return WM_OK;
+}
+
+/* query_pre_attn_scalar, the soft-capping values (null kept as 0: "no capping") and sliding_window_pattern. */
+static wm_status parse_attn_variants(wm_hf_config *cfg, wm_error *err) {
+    static const struct {
+        const char *key;
+        size_t off;
+    } nums[] = {{"query_pre_attn_scalar", CF(query_pre_attn_scalar)},
+                {"attn_logit_softcapping", CF(attn_softcap)},
+                {"final_logit_softcapping", CF(final_softcap)}};
+    cJSON *c;
+    wm_status s;
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        double *v = (double *)((char *)cfg + nums[i].off);
+        if ((s = member(cfg->root, nums[i].key, cfg->file, "", &c, err))) return s;
+        if ((s = as_num_r(c, cfg->file, "", nums[i].key, R_POS, v, err))) return s;
+        if (c && cJSON_IsNull(c) && i > 0) *v = 0; /* an explicit null turns a family's default cap off */
+    }
+    if ((s = member(cfg->root, "sliding_window_pattern", cfg->file, "", &c, err))) return s;
+    return as_int(c, cfg->file, "", "sliding_window_pattern", 1, 4096, &cfg->sliding_window_pattern, err);
 }
 
 static wm_status parse_labels(wm_hf_config *cfg, wm_error *err) {
@@ -595,6 +673,7 @@ static wm_status parse_config(wm_hf_config *cfg, wm_error *err) {
         if ((s = as_ids(c, f, ids[i].key, (wm_hf_ids *)((char *)cfg + ids[i].off), err))) return s;
     }
     if ((s = parse_rope(cfg, err))) return s;
+    if ((s = parse_attn_variants(cfg, err))) return s;
     if ((s = parse_labels(cfg, err))) return s;
     if ((s = parse_layer_types(cfg, err))) return s;
     if (cfg->num_labels < 0 && cfg->n_labels) cfg->num_labels = (int64_t)cfg->n_labels;
@@ -615,6 +694,8 @@ static void config_init(wm_hf_config *cfg) {
                     &cfg->scale_attn_weights, &cfg->scale_attn_by_inverse_layer_idx, &cfg->is_decoder};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) *flags[i] = -1;
     cfg->norm_eps = NAN;
+    cfg->query_pre_attn_scalar = cfg->attn_softcap = cfg->final_softcap = NAN;
+    cfg->sliding_window_pattern = -1;
 }
 
 wm_status wm_hf_config_parse(const char *text, size_t n, const char *label, wm_hf_config *cfg, wm_error *err) {
@@ -641,6 +722,8 @@ void wm_hf_config_free(wm_hf_config *cfg) {
     cJSON_Delete(cfg->root);
     free(cfg->rope.short_factor);
     free(cfg->rope.long_factor);
+    free(cfg->rope_local.short_factor);
+    free(cfg->rope_local.long_factor);
     free(cfg->layer_sliding);
     free(cfg->labels);
     char file[PATH_MAX];

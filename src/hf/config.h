@@ -82,7 +82,16 @@ typedef struct wm_hf_config {
     int tie_word_embeddings, attention_bias, mlp_bias, use_sliding_window;
     int scale_attn_weights, scale_attn_by_inverse_layer_idx, is_decoder;
     int has_rope;             /* any rope key present */
-    wm_hf_rope rope;
+    wm_hf_rope rope;          /* all layers, or the full-attention ones where sliding layers have their own */
+    /* the sliding-attention layers' own RoPE: rope_local_base_freq, or rope_parameters keyed by layer type
+       ({"full_attention": {...}, "sliding_attention": {...}}, whose full_attention entry goes to rope) */
+    wm_hf_rope rope_local;
+    int has_rope_local;       /* rope_local_base_freq or rope_parameters.sliding_attention present */
+    int rope_per_type;        /* rope_parameters is keyed by layer type */
+    /* attention variants; NAN: absent. Soft-capping: 0 when the config says null (no capping), > 0 a cap */
+    double query_pre_attn_scalar; /* scores scaled by its -1/2 power instead of head_dim's */
+    double attn_softcap, final_softcap; /* attn_logit_softcapping, final_logit_softcapping */
+    int64_t sliding_window_pattern;     /* every Nth layer full attention, the rest sliding; -1: absent */
     /* per-layer attention kind from layer_types: 1 sliding, 0 full; malloc'ed, owned */
     uint8_t *layer_sliding;
     size_t n_layer_types;

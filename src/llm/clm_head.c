@@ -5,7 +5,8 @@
  * or after quantization):
  *   X [B, S, H] -> Reshape [-1, H] -> HEAD -> Reshape [B, S, V] -> logits
  *   X [B, S, H] -> HEAD -> logits
- * either possibly followed by a Cast (fp16 builds keep float32 logits), where HEAD
+ * either possibly followed by a Cast (fp16 builds keep float32 logits), with HEAD possibly followed by
+ * a soft-cap (x / c, Tanh, x * c with c a constant scalar: row by row, so it may stay where it is), where HEAD
  * is MatMul, MatMulNBits, Gemm (2-D form only) or a dynamically quantized product
  * (int8 builds): DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scale)
  * [-> Add(bias)]. That one's activation scale then comes from the last position
@@ -54,6 +55,23 @@ static wm_onnx_node *head_entry(const wm_graph *g, wm_onnx_node *t) {
     return dq;
 }
 
+/* Back over a row-wise soft-cap above the head (Div or Mul by a constant scalar, Tanh; each value used only
+   by the next): the first node below it, or t itself when t is not such a node. */
+static wm_onnx_node *below_softcap(const wm_graph *g, wm_onnx_node *t) {
+    for (int steps = 0; t && steps < 8; steps++) {
+        const char *in = NULL;
+        double v;
+        int binary = wm_opt_is(t, "Mul") || wm_opt_is(t, "Div");
+        if (wm_opt_is(t, "Tanh")) in = wm_opt_in(t, 0);
+        else if (binary && wm_opt_in(t, 1) && wm_opt_const_scalar(g, wm_opt_in(t, 1), &v)) in = wm_opt_in(t, 0);
+        else if (wm_opt_is(t, "Mul") && wm_opt_in(t, 0) && wm_opt_const_scalar(g, wm_opt_in(t, 0), &v)) in = wm_opt_in(t, 1);
+        wm_onnx_node *p = in ? sole_producer(g, in) : NULL;
+        if (!p) return t;
+        t = p;
+    }
+    return t;
+}
+
 /* dim 1 of graph output name becomes the fixed 1 */
 static void fix_dim1(wm_graph *g, const char *name) {
     const wm_value *v = wm_graph_find_value(g, name);
@@ -79,7 +97,7 @@ int wm_clm_narrow_head(wm_graph *g, const char *logits, wm_error *err) {
         head = wm_graph_producer(g, wm_opt_in(r2, 0) ? wm_opt_in(r2, 0) : "");
         if (!head || !only_use(g, wm_opt_in(r2, 0))) return 0;
     }
-    if (!(head = head_entry(g, head)) || !wm_opt_in(head, 0)) return 0;
+    if (!(head = head_entry(g, below_softcap(g, head))) || !wm_opt_in(head, 0)) return 0;
     const char *a = wm_opt_in(head, 0), *x = a;
     if (r2) { /* the 2-D form: the head's input is X flattened by a Reshape used only here */
         r1 = wm_graph_producer(g, a);

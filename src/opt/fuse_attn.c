@@ -4,7 +4,7 @@
  * (decoders with a KV cache, at level all).
  *
  * The matcher starts at a Softmax over the last axis and walks:
- *   scores = MatMul(Qh * sq, Kt * sk) [* s | / d] [+ mask] -> Softmax
+ *   scores = MatMul(Qh * sq, Kt * sk) [* s | / d] [soft-cap] [+ mask] -> Softmax
  *            [-> Where(IsNaN(p), 0, p)] -> MatMul(., Vh) -> Transpose(0,2,1,3) -> Reshape
  * where Qh = Transpose(Reshape(q3, [B,S,N,H]), 0,2,1,3), possibly rotated by a
  * RotaryEmbedding; Kt is Kh transposed in any of the exporters' spellings;
@@ -13,7 +13,11 @@
  * node takes the 3-D projections (rotary applied in the 3-D layout), the
  * mask as attention_bias (expanded over query rows when it broadcasts), the
  * past as past_key/past_value, and gives present_key/present_value the
- * names the graph's Concats produced.
+ * names the graph's Concats produced. A soft-cap (c * tanh(x / c), Gemma 2) goes to GroupQueryAttention's
+ * softcap (MultiHeadAttention has none: such attention stays as it is at level extended). GroupQueryAttention
+ * makes its own causal mask from the lengths, so the graph's mask must be causal + padding, or that and a
+ * sliding window the matcher reads (keys > query - W: local_window_size W); any other offset comparison in
+ * the mask leaves the attention unfused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +45,7 @@ typedef struct attn_match {
     double scale;
     const char *mask;          /* additive mask, or NULL */
     int nan_guard;             /* the probabilities pass Where(IsNaN(p), 0, p): fully masked rows are not NaN */
+    double softcap;            /* scores soft-capped at this value (c * tanh(x / c)); 0: none */
 } attn_match;
 
 static double const_value(const wm_graph *g, const char *name, int *ok) {
@@ -80,6 +85,25 @@ static const char *unscale(const wm_graph *g, const char *x, double *scale) {
             *scale *= c;
             return wm_opt_in(m, (size_t)(1 - k));
         }
+    }
+    return x;
+}
+
+/* x = c * tanh(y / c) (or tanh(y * (1/c))), the inner values used only there: returns y and sets *cap; else x. */
+static const char *unsoftcap(const wm_graph *g, const char *x, double *cap) {
+    wm_onnx_node *m = wm_m_prod(g, x, "Mul");
+    for (int k = 0; m && k < 2; k++) {
+        int ok;
+        double c = const_value(g, wm_opt_in(m, (size_t)k), &ok);
+        const char *t = wm_opt_in(m, (size_t)(1 - k));
+        wm_onnx_node *th = ok && c > 0 ? wm_m_prod(g, t, "Tanh") : NULL;
+        if (!th || wm_opt_nuses(g, t) != 1 || wm_opt_nuses(g, th->input[0]) != 1) continue;
+        wm_onnx_node *d = wm_m_prod(g, th->input[0], "Div"), *inv = wm_m_prod(g, th->input[0], "Mul");
+        const char *y = d && d->n_input == 2 && wm_opt_const_is(g, d->input[1], c, 1e-6 * c) ? d->input[0] : NULL;
+        if (!y && inv) y = wm_m_const_operand(g, inv, "Mul", 1.0 / c, 1e-6 / c);
+        if (!y) continue;
+        *cap = c;
+        return y;
     }
     return x;
 }
@@ -237,6 +261,7 @@ static int match(const wm_pass_ctx *c, wm_onnx_node *sm, attn_match *a) {
         }
         if (qk == x || !a->mask || wm_opt_nuses(g, qk) != 1) return 0;
     }
+    qk = unsoftcap(g, qk, &a->softcap);
     wm_onnx_node *div = wm_m_prod(g, qk, "Div");
     int ok;
     if (div) {
@@ -479,7 +504,7 @@ static int emit_packed(wm_pass_ctx *c, const attn_match *a, const char *q, const
 
 static wm_status emit_mha(wm_pass_ctx *c, const attn_match *a) {
     wm_graph *g = c->g;
-    if (a->N != a->kvN) return WM_OK;
+    if (a->N != a->kvN || a->softcap > 0) return WM_OK; /* MultiHeadAttention and Attention have no soft-cap */
     if (!a->k.past && !a->q.rope) { /* an encoder's self-attention: one packed QKV projection when possible */
         const char *q0 = a->q.x3, *k0 = a->k.x3, *v0 = a->v.x3, *b0 = qkv_bias(c, a, &q0, &k0, &v0);
         if (!b0) return c->err->status ? c->err->status : WM_ERR_NOMEM;
@@ -556,6 +581,51 @@ static const char *mask_input(const wm_pass_ctx *c, const char *mask) {
     return NULL;
 }
 
+/*
+ * The sliding window of an additive mask made from the attention mask: 0 when its ancestors compare no position
+ * against an offset one (causal + padding), W when the one such comparison is keys > query - W
+ * (Greater(k, Sub(q, W)) or Less(Sub(q, W), k), W a constant: keys within W positions, the query's own
+ * included), -1 for anything else (GroupQueryAttention could not reproduce it).
+ */
+static int64_t mask_window(const wm_pass_ctx *c, const char *mask) {
+    const char *stack[256];
+    size_t sp = 0, seen = 0;
+    stack[sp++] = mask;
+    wm_ptrset vis = {0};
+    int64_t w = 0;
+    int lost = 0; /* an input not walked (stack full): the answer would be a guess */
+    while (sp && seen < 4096 && w >= 0 && !lost) {
+        const char *v = stack[--sp];
+        seen++;
+        wm_onnx_node *pr = wm_graph_producer(c->g, v);
+        if (!pr || wm_opt_is(pr, "Shape") || wm_opt_is(pr, "Size") || wm_ptrset_add(&vis, pr) != 1) continue;
+        int gt = wm_opt_is(pr, "Greater") || wm_opt_is(pr, "GreaterOrEqual");
+        if ((gt || wm_opt_is(pr, "Less") || wm_opt_is(pr, "LessOrEqual")) && pr->n_input == 2) {
+            for (int k = 0; k < 2; k++) {
+                wm_onnx_node *off = wm_graph_producer(c->g, wm_opt_in(pr, (size_t)k) ? pr->input[k] : "");
+                double d;
+                int sub = wm_opt_is(off, "Sub"), add = wm_opt_is(off, "Add");
+                if (!(sub || add) || off->n_input != 2) continue;
+                int konst = wm_opt_const_scalar(c->g, off->input[1], &d) || (add && wm_opt_const_scalar(c->g, off->input[0], &d));
+                if (!konst) continue;
+                /* an offset position: only keys > query - W (strict, W a positive integer) is a window */
+                int64_t cand = (int64_t)(sub ? d : -d);
+                int strict_window = (gt ? k == 1 : k == 0) && !wm_opt_is(pr, "GreaterOrEqual") &&
+                                    !wm_opt_is(pr, "LessOrEqual") && (double)cand == (sub ? d : -d) && cand > 0;
+                w = !strict_window || (w > 0 && w != cand) ? -1 : cand;
+            }
+        }
+        for (size_t k = 0; k < pr->n_input && !lost; k++)
+            if (wm_opt_in(pr, k)) {
+                if (sp == 256) lost = 1;
+                else stack[sp++] = pr->input[k];
+            }
+    }
+    if (sp || lost) w = -1; /* not walked to the end: unknown */
+    wm_ptrset_free(&vis);
+    return w;
+}
+
 typedef struct gqa_state {
     const char *mask_in, *seqlens, *total;
 } gqa_state;
@@ -600,7 +670,8 @@ static wm_status emit_gqa(wm_pass_ctx *c, const attn_match *a) {
     wm_graph *g = c->g;
     if (!a->k.past || !a->k.present || !a->v.present || !a->mask || a->H % 8) return WM_OK;
     const char *mi = mask_input(c, a->mask);
-    if (!mi) return WM_OK;
+    int64_t window = mi ? mask_window(c, a->mask) : -1;
+    if (!mi || window < 0) return WM_OK;
     if (!gqa_lengths(c, mi)) return c->err->status;
     const gqa_state *g_state = c->state;
     const char *q = rope_3d(c, &a->q), *k = q ? rope_3d(c, &a->k) : NULL;
@@ -611,7 +682,10 @@ static wm_status emit_gqa(wm_pass_ctx *c, const attn_match *a) {
     wm_onnx_node *f = wm_opt_add(g, "GroupQueryAttention", "com.microsoft", "GroupQueryAttention", in, 7, out, 3, c->err);
     if (!f || wm_graph_set_attr_int(g, f, "num_heads", a->N, c->err) ||
         wm_graph_set_attr_int(g, f, "kv_num_heads", a->kvN, c->err) ||
-        wm_graph_set_attr_float(g, f, "scale", (float)a->scale, c->err) || rewire_output(c, a, o3) ||
+        wm_graph_set_attr_float(g, f, "scale", (float)a->scale, c->err) ||
+        (window > 0 && wm_graph_set_attr_int(g, f, "local_window_size", window, c->err)) ||
+        (a->softcap > 0 && wm_graph_set_attr_float(g, f, "softcap", (float)a->softcap, c->err)) ||
+        rewire_output(c, a, o3) ||
         wm_opt_need_opset(g, "com.microsoft", 1, c->err))
         return c->err->status ? c->err->status : WM_ERR_NOMEM;
     c->fired++;

@@ -62,6 +62,19 @@ SEEDS = {
                                                           num_attention_heads=4, num_hidden_layers=2,
                                                           num_key_value_heads=2, max_window_layers=2,
                                                           tie_word_embeddings=False, torch_dtype="float32"),
+    "google/gemma-3-270m": {
+        "_sliding_window_pattern": 6, "architectures": ["Gemma3ForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "attn_logit_softcapping": None, "bos_token_id": 2, "eos_token_id": 1,
+        "final_logit_softcapping": None, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+        "hidden_size": 640, "initializer_range": 0.02, "intermediate_size": 2048,
+        "layer_types": ["sliding_attention"] * 5 + ["full_attention"] + ["sliding_attention"] * 5
+        + ["full_attention"] + ["sliding_attention"] * 5 + ["full_attention"],
+        "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4,
+        "num_hidden_layers": 18, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+        "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0, "rope_scaling": None, "rope_theta": 1000000.0,
+        "sliding_window": 512, "torch_dtype": "bfloat16", "transformers_version": "4.55.0.dev0",
+        "use_bidirectional_attention": False, "use_cache": True, "vocab_size": 262144,
+    },
     "cross-encoder/mmarco-mMiniLMv2-L12-H384-v1": {
         "architectures": ["XLMRobertaForSequenceClassification"], "attention_probs_dropout_prob": 0.1,
         "bos_token_id": 0, "classifier_dropout": None, "eos_token_id": 2, "gradient_checkpointing": False,
@@ -106,6 +119,20 @@ def _tiny_specs():
         "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM, dict(dec, tie_word_embeddings=True)),
         "qwen3": (T.Qwen3Config, T.Qwen3ForCausalLM, dict(dec, head_dim=16)),
         "phi3": (T.Phi3Config, T.Phi3ForCausalLM, dict(dec, pad_token_id=0, partial_rotary_factor=0.5)),
+        # Gemma: (1 + w) RMSNorm, scaled embeddings, head_dim != hidden/heads, the legacy "gelu" meaning GELU-tanh
+        "gemma": (T.GemmaConfig, T.GemmaForCausalLM, dict(dec, head_dim=16, hidden_act="gelu")),
+        # Gemma 2: + post-sublayer norms, query_pre_attn_scalar, attention and logit soft-capping, every other
+        # layer sliding (window 4)
+        "gemma2": (T.Gemma2Config, T.Gemma2ForCausalLM, dict(dec, head_dim=16, query_pre_attn_scalar=24,
+                                                             sliding_window=4, attn_logit_softcapping=5.0,
+                                                             final_logit_softcapping=10.0)),
+        # Gemma 3 text: + q/k norms, a sliding and a full layer with their own RoPE bases; transformers ignores
+        # attn_logit_softcapping there (so must we)
+        "gemma3_text": (T.Gemma3TextConfig, T.Gemma3ForCausalLM, dict(
+            dec, head_dim=16, query_pre_attn_scalar=24, sliding_window=4, attn_logit_softcapping=5.0,
+            layer_types=["sliding_attention", "full_attention"],
+            rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}})),
         # rope scaling variants (transformers 5 spelling: rope_parameters)
         "llama_rope_llama3": (T.LlamaConfig, T.LlamaForCausalLM, dict(dec, rope_parameters=dict(
             rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
@@ -133,7 +160,7 @@ def _tiny_specs():
     }
 
 
-TINY_DECODERS = ["gpt2", "llama", "llama_bias", "mistral", "qwen2", "qwen3", "phi3"]
+TINY_DECODERS = ["gpt2", "llama", "llama_bias", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text"]
 TINY_ROPE = ["llama_rope_llama3", "llama_rope_linear", "qwen2_rope_yarn", "phi3_longrope"]
 TINY_ENCODERS = ["bert", "roberta", "xlm-roberta", "distilbert", "electra"]
 

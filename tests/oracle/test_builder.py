@@ -152,9 +152,9 @@ def test_decoder_prefill_logits_and_present(kind, built_decoder, run_model):
         assert_close(out[f"present.{i}.value"][:, :, S - n:], v, vk, f"{kind} present.{i}.value")
 
 
-# decoders whose default build fuses attention into GroupQueryAttention (in-place KV cache): the others keep
-# their own attention (mistral: sliding window; phi3: partial rotary)
-GQA_KINDS = {"gpt2", "llama", "llama_bias", "qwen2", "qwen3"}
+# decoders whose default build fuses attention into GroupQueryAttention (in-place KV cache; sliding windows as
+# local_window_size, gemma2's soft-cap as softcap): phi3 keeps its own attention (partial rotary)
+GQA_KINDS = {"gpt2", "llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text"}
 
 
 def _opt_build(winml, ckpt, out, *extra):
@@ -370,6 +370,49 @@ def test_decoder_32_greedy_steps_match_generate(kind, built_decoder, run_model):
     ours = greedy(run_model, path, model, ids, mask, 32)
     assert ref.shape == (B, 32)
     np.testing.assert_array_equal(ours, ref)
+
+
+@pytest.mark.parametrize("kind", ["gemma", "gemma3_text"])
+def test_gemma_legacy_config_spellings(kind, tiny, workdir, winml, run_model):
+    """The spellings of the published Gemma configs (transformers 4): gemma's hidden_act "gelu" (which transformers
+    turns into GELU-tanh); gemma3_text without layer_types or per-type rope_parameters, but rope_theta,
+    rope_local_base_freq and sliding_window_pattern (here 2: layer 0 sliding, layer 1 full). transformers reloads the
+    rewritten folder and is the oracle: its reading of those keys must be ours."""
+    import shutil
+    import transformers as T
+    src, _ = tiny(kind)
+    ckpt = str(workdir / f"legacy_{kind}")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    shutil.copytree(src, ckpt)
+    p = os.path.join(ckpt, "config.json")
+    c = json.load(open(p))
+    if kind == "gemma":
+        c["hidden_act"] = "gelu"
+    else:
+        for k in ("layer_types", "rope_parameters", "_sliding_window_pattern"):
+            c.pop(k, None)
+        c.update(rope_theta=800.0, rope_local_base_freq=30.0, sliding_window_pattern=2, rope_scaling=None)
+    json.dump(c, open(p, "w"))
+    model = T.AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
+    if kind == "gemma3_text":
+        assert model.config.layer_types == ["sliding_attention", "full_attention"]
+        assert model.config.rope_parameters["sliding_attention"]["rope_theta"] == 30.0
+    else:
+        assert model.config.hidden_act == "gelu_pytorch_tanh"
+    out = str(workdir / f"out_legacy_{kind}")
+    build(winml, ckpt, out)
+    rng = np.random.default_rng(21)
+    B, S = 2, 12  # past the window of 4
+    ids = BU.random_ids(rng, (B, S), model.config.vocab_size)
+    mask = np.ones((B, S), np.int64)
+    mask[1, :3] = 0
+    pos = positions(mask)
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                    position_ids=torch.tensor(pos)).logits.numpy()
+    got = run_model(os.path.join(out, "model.onnx"), {"input_ids": ids, "attention_mask": mask, "position_ids": pos,
+                                                      **empty_past(model, B)})
+    assert_close(got["logits"], ref, mask.astype(bool), f"{kind} legacy config")
 
 
 def test_decoder_graph_is_standard_onnx_with_scoped_names(built_decoder):

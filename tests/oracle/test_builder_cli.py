@@ -69,7 +69,8 @@ def test_inspect_seed_checkpoint(name, seeds, winml):
         assert kv["shape"] == ["batch_size", cfg.get("num_key_value_heads", heads), "past_sequence_length", hd]
         feats = " ".join(info["features"])
         assert ("RMSNorm" in feats) == (cfg["model_type"] != "gpt2")
-        assert ("q/k RMSNorm" in feats) == (cfg["model_type"] == "qwen3")
+        assert ("q/k RMSNorm" in feats) == (cfg["model_type"] in ("qwen3", "gemma3_text"))
+        assert ("RMSNorm (1 + weight)" in feats) == cfg["model_type"].startswith("gemma")
         assert ("q/k/v bias" in feats) == (cfg["model_type"] in ("qwen2", "gpt2"))
 
 
@@ -299,8 +300,42 @@ def test_unknown_model_type_with_known_naming_builds(ckpt, winml, tmp_path):
 
 
 def test_denied_model_type_with_known_naming(ckpt, winml_asan, tmp_path):
-    _config(ckpt, model_type="gemma")
-    _all_commands(winml_asan, ckpt, tmp_path, "model_type", "gemma", "not supported")
+    _config(ckpt, model_type="granite")
+    _all_commands(winml_asan, ckpt, tmp_path, "model_type", "granite", "not supported")
+
+
+@pytest.fixture
+def gemma3_ckpt(tmp_path):
+    d = str(tmp_path / "g3")
+    BU.make_tiny("gemma3_text", d)
+    return d
+
+
+@pytest.mark.parametrize("change,needles", [
+    ({"use_bidirectional_attention": True}, ["use_bidirectional_attention", "not supported"]),
+    ({"final_logit_softcapping": -1.0}, ["final_logit_softcapping", "out of range"]),
+    ({"query_pre_attn_scalar": "256"}, ["query_pre_attn_scalar", "expected a number"]),
+    ({"layer_types": None, "sliding_window_pattern": 1e9}, ["sliding_window_pattern", "[1, 4096]"]),
+    ({"rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 0.5}}},
+     ["rope_parameters.sliding_attention.rope_theta", "must be > 1"]),
+    ({"rope_parameters": {"sliding_attention": {"rope_type": "yarn"}}}, ["rope_parameters.sliding_attention",
+                                                                        "factor", "missing"]),
+    ({"rope_parameters": {"full_attention": {}, "sliding": {}}}, ["rope_parameters.sliding", "unexpected"]),
+    ({"hidden_activation": "mish"}, ["hidden_activation", "mish", "not supported"]),
+])
+def test_gemma3_bad_config(gemma3_ckpt, winml_asan, tmp_path, change, needles):
+    _config(gemma3_ckpt, **change)
+    _all_commands(winml_asan, gemma3_ckpt, tmp_path, *needles)
+
+
+def test_gemma3_missing_sandwich_norm(gemma3_ckpt, winml_asan, tmp_path):
+    """The post-sublayer norms are part of the scheme: a checkpoint without one is refused by name."""
+    _st_rewrite(os.path.join(gemma3_ckpt, "model.safetensors"),
+                lambda t: t.pop("model.layers.1.post_feedforward_layernorm.weight"))
+    r = U.run([winml_asan, "build", "-m", gemma3_ckpt, "-o", str(tmp_path / "o")])
+    U.assert_clean_error(r, "winml build", "missing tensor", "model.layers.1.post_feedforward_layernorm.weight",
+                         "gemma2")
+    assert not os.path.exists(tmp_path / "o")
 
 
 def test_missing_tensor(ckpt, winml_asan, tmp_path):

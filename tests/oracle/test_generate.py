@@ -108,10 +108,11 @@ def test_cache_overflow_is_a_clear_error(winml, decoder):
     assert r.returncode == 2 and "max length" in r.stderr
 
 
-@pytest.fixture(scope="module", params=["gpt2", "llama", "qwen2", "qwen3"])
+@pytest.fixture(scope="module", params=["gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3_text"])
 def fused_decoder(request, tmp_path_factory, winml):
     """`winml build` of a tiny checkpoint (default recipe: attention fused into GroupQueryAttention, whose past
-    the runner binds as one max-length cache that each step appends to in place)."""
+    the runner binds as one max-length cache that each step appends to in place). mistral, gemma2 and gemma3_text
+    have sliding layers (window 4: local_window_size), gemma2 soft-caps its scores (softcap)."""
     import builder_util as BU
     d = tmp_path_factory.mktemp(request.param + "_gqa")
     m = BU.make_tiny(request.param, str(d / "hf"), seed=3)
@@ -177,6 +178,33 @@ def test_fp16_build_narrows_the_head_through_its_cast(winml, tmp_path, monkeypat
     want = generate(winml, path, prompt, "--max-new-tokens", "20")["ids"]
     monkeypatch.setenv("WM_LOGITS_ALL", "1")
     assert generate(winml, path, prompt, "--max-new-tokens", "20")["ids"] == want
+
+
+@pytest.mark.parametrize("prec", ["fp32", "fp16"])
+def test_softcapped_head_is_narrowed(winml, tmp_path, monkeypatch, prec):
+    """Gemma 2 soft-caps its logits (Gemm -> Div -> Tanh -> Mul -> Reshape [-> Cast] -> logits): the cap acts row by
+    row, so the runner still narrows the head to the last position (perf says last_position); greedy tokens equal
+    transformers' (fp32) and those of every position's logits."""
+    import builder_util as BU
+    m = BU.make_tiny("gemma2", str(tmp_path / "hf"), seed=6)
+    r = subprocess.run([winml, "build", "-m", str(tmp_path / "hf"), "-o", str(tmp_path / "b"), "-p", prec, "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "b"
+    r = subprocess.run([winml, "perf", "-m", str(path), "--warmup", "1", "--iterations", "2", "--seq-len", "4",
+                        "--prompt-len", "8", "--gen-len", "4", "--llm-runs", "1", "-f", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["llm"]["logits"] == "last_position"
+    prompt = list(range(5, 14))
+    got = generate(winml, path, prompt, "--max-new-tokens", "20", "--eos", "999999")["ids"]
+    if prec == "fp32":
+        with torch.no_grad():
+            ref = m.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, 9, dtype=torch.long),
+                             max_new_tokens=20, min_new_tokens=20, do_sample=False, eos_token_id=None, pad_token_id=0)
+        assert got == ref[0, 9:].tolist()
+    monkeypatch.setenv("WM_LOGITS_ALL", "1")
+    assert generate(winml, path, prompt, "--max-new-tokens", "20", "--eos", "999999")["ids"] == got
 
 
 def test_int8_build_narrows_its_quantized_head(winml, tmp_path, monkeypatch):

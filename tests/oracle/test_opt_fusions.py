@@ -160,3 +160,47 @@ def test_fused_qkv_projection_becomes_attention_and_padding_stays_finite(winml, 
     for got in (M.run_model(dst, f)[0], M._run_engine(src, f)[0], M._run_engine(dst, f)[0]):
         assert np.isfinite(got).all()
         assert np.abs(got[0, 3:] - ref[0, 3:]).max() <= TOL_ABS and np.abs(got[1] - ref[1]).max() <= TOL_ABS
+
+
+@pytest.fixture(scope="module")
+def sliding_export(tmp_path_factory, winml):
+    """winml's own export of a tiny mistral: both layers attend through a sliding window of 4."""
+    import builder_util as BU
+    d = tmp_path_factory.mktemp("sliding")
+    BU.make_tiny("mistral", str(d / "hf"))
+    r = U.run([winml, "export", "-m", str(d / "hf"), "-o", str(d / "exp"), "-q"])
+    assert r.returncode == 0, U.describe(r)
+    return str(d / "exp" / "model.onnx")
+
+
+def _gqa_attrs(path):
+    import onnx
+    return [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+            for n in onnx.load(path).graph.node if n.op_type == "GroupQueryAttention"]
+
+
+@pytest.mark.parametrize("cmp", ["Greater", "GreaterOrEqual"])
+def test_sliding_window_mask_and_gqa(winml, tmp_path, sliding_export, cmp):
+    """GroupQueryAttention makes its own causal mask: a sliding window in the graph's mask (keys > query - W) must
+    become its local_window_size W, and a window the fusion cannot read (here keys >= query - W) must keep the
+    graph's own attention, never a plain causal one. Sequences and caches longer than the window."""
+    import onnx
+    src = sliding_export
+    if cmp != "Greater":
+        m = onnx.load(src)
+        hits = [n for n in m.graph.node if n.op_type == "Greater"]
+        assert len(hits) == 1
+        hits[0].op_type = cmp
+        src = str(tmp_path / "ge.onnx")
+        onnx.save(m, src)
+    dst = str(tmp_path / "opt.onnx")
+    optimize(winml, src, dst)
+    attrs = _gqa_attrs(dst)
+    if cmp == "Greater":
+        assert [a.get("local_window_size") for a in attrs] == [4] * M.L, attrs
+    else:
+        assert attrs == []
+    for i, (b, s, p) in enumerate([(2, 9, 0), (2, 1, 9), (1, 3, 8)]):
+        f = M.decoder_feeds(src, b, s, p, seed=i, vocab=96)
+        worst, cos = M.compare(M.run_model(src, f), M.run_model(dst, f))
+        assert worst <= TOL_ABS and cos >= TOL_COS, f"{cmp} b={b} s={s} p={p}: {worst} {cos}"

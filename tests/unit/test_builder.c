@@ -52,6 +52,12 @@ static int has_feature(const wm_arch *a, const char *needle) {
     return found;
 }
 
+/* Gemma 3 text as google/gemma-3-270m's config (transformers 4 spelling: no layer_types, bases at the top) */
+#define GEMMA3 "{\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"intermediate_size\": 128,"         \
+               " \"num_hidden_layers\": 8, \"num_attention_heads\": 4, \"num_key_value_heads\": 1, \"head_dim\": 32,"  \
+               " \"vocab_size\": 100, \"max_position_embeddings\": 256, \"hidden_activation\": \"gelu_pytorch_tanh\","   \
+               " \"rope_theta\": 1000000.0, \"sliding_window\": 16"
+
 #define QWEN2 "{\"model_type\": \"qwen2\", \"architectures\": [\"Qwen2ForCausalLM\"], \"hidden_size\": 64," \
               " \"intermediate_size\": 128, \"num_hidden_layers\": 3, \"num_attention_heads\": 4,"          \
               " \"num_key_value_heads\": 2, \"vocab_size\": 100, \"max_position_embeddings\": 256,"       \
@@ -133,7 +139,23 @@ static void test_unsupported(void **state) {
     } cases[] = {
         {"{\"model_type\": \"mamba\", \"hidden_size\": 8}", -1, WM_ERR_UNSUPPORTED, "'mamba' is not supported"},
         {"{\"hidden_size\": 8}", -1, WM_ERR_INPUT, "'model_type': missing"},
-        {"{\"model_type\": \"gemma\"}", -1, WM_ERR_UNSUPPORTED, "gemma"},
+        {"{\"model_type\": \"gemma3\"}", -1, WM_ERR_UNSUPPORTED, "gemma3_text"},
+        {GEMMA3 "}", -1, WM_OK, ""},
+        {GEMMA3 ", \"use_bidirectional_attention\": true}", -1, WM_ERR_UNSUPPORTED, "use_bidirectional_attention"},
+        {GEMMA3 ", \"final_logit_softcapping\": 0}", -1, WM_ERR_INPUT, "'final_logit_softcapping': 0 is out of range"},
+        {GEMMA3 ", \"query_pre_attn_scalar\": -4}", -1, WM_ERR_INPUT, "'query_pre_attn_scalar'"},
+        {GEMMA3 ", \"sliding_window_pattern\": 0}", -1, WM_ERR_INPUT, "'sliding_window_pattern'"},
+        {GEMMA3 ", \"rope_local_base_freq\": 0.5}", -1, WM_ERR_INPUT, "'rope_local_base_freq': 0.5 must be > 1"},
+        {GEMMA3 ", \"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"dynamic\", \"factor\": 2}}}", -1,
+         WM_ERR_UNSUPPORTED, "'rope_parameters.sliding_attention.rope_type': 'dynamic'"},
+        {GEMMA3 ", \"rope_parameters\": {\"full_attention\": {}, \"rope_theta\": 5}}", -1, WM_ERR_INPUT,
+         "'rope_parameters.rope_theta': unexpected"},
+        {GEMMA3 ", \"rope_parameters\": {\"full_attention\": 7}}", -1, WM_ERR_INPUT, "expected an object"},
+        {QWEN2 ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 5.0}}}", -1, WM_ERR_UNSUPPORTED,
+         "RoPE per layer type"},
+        {"{\"model_type\": \"gemma\", \"hidden_size\": 32, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+         " \"intermediate_size\": 8, \"vocab_size\": 9, \"attn_logit_softcapping\": 30}", -1, WM_ERR_UNSUPPORTED,
+         "attn_logit_softcapping"},
         {QWEN2 "}", WM_TASK_TEXT_CLASSIFICATION, WM_ERR_UNSUPPORTED, "text-classification"},
         {QWEN2 ", \"hidden_act\": \"mish\"}", -1, WM_ERR_UNSUPPORTED, "'hidden_act': activation 'mish'"},
         {QWEN2 ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}", -1, WM_ERR_UNSUPPORTED, "dynamic"},
@@ -217,6 +239,59 @@ static void test_sliding_windows(void **state) {
                              " \"sliding_window\": 4, \"layer_types\": [\"full_attention\", \"sliding_attention\","
                              " \"full_attention\"]}", NULL, -1, &a, &e), WM_OK);
     assert_true(!a.sliding[0] && a.sliding[1] && !a.sliding[2] && a.window == 4);
+    done(&a);
+}
+
+/* Gemma: every family feature from the table, every value from the config (or transformers' default). */
+static void test_gemma_features(void **state) {
+    (void)state;
+    wm_arch a;
+    wm_error e;
+    /* gemma3_text, transformers 4 spelling: every 6th layer full attention, local base 10000 by default */
+    assert_int_equal(resolve(GEMMA3 ", \"query_pre_attn_scalar\": 48, \"attn_logit_softcapping\": 30}", NULL, -1, &a,
+                             &e), WM_OK);
+    assert_true(a.norm_offset == 1.0f && a.sub_norms && a.qk_norm && a.act == WM_ACT_GELU_TANH);
+    assert_true(a.embed_scale == (double)(float)sqrt(64.0));
+    assert_true(a.query_scalar == 48 && a.attn_softcap == 0 && a.final_softcap == 0); /* attn cap: never read */
+    for (int i = 0; i < 8; i++) assert_int_equal(a.sliding[i], i != 5);
+    assert_int_equal(a.window, 16);
+    assert_true(a.local_rope && a.rope.theta == 1e6 && a.rope_local.theta == 1e4);
+    assert_true(fabs(a.rope_local.inv_freq[1] - 1.0 / pow(1e4, 2.0 / 32)) < 1e-6);
+    assert_true(has_feature(&a, "RMSNorm (1 + weight)") && has_feature(&a, "sliding-window layers: rotary positions "
+                                                                       "(theta 10000"));
+    assert_true(has_feature(&a, "query_pre_attn_scalar^-1/2 (48)") && has_feature(&a, "sliding window 16 on 7 of 8"));
+    assert_string_equal(wm_arch_mod(&a, 0, WM_M_L_ATTN_OUT_NORM)->w, "model.layers.0.post_attention_layernorm.weight");
+    assert_string_equal(wm_arch_mod(&a, 0, WM_M_L_MLP_NORM)->w, "model.layers.0.pre_feedforward_layernorm.weight");
+    done(&a);
+    /* its own pattern, base and linear-scaled global RoPE (rope_scaling goes to the full-attention layers) */
+    assert_int_equal(resolve(GEMMA3 ", \"sliding_window_pattern\": 2, \"rope_local_base_freq\": 500.0,"
+                             " \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4.0}}", NULL, -1, &a, &e), WM_OK);
+    for (int i = 0; i < 8; i++) assert_int_equal(a.sliding[i], i % 2 == 0);
+    assert_true(a.rope_local.theta == 500 && !strcmp(a.rope_local.type, "default") && !strcmp(a.rope.type, "linear"));
+    assert_true(fabs(a.rope.inv_freq[1] - 0.25 / pow(1e6, 2.0 / 32)) < 1e-7);
+    done(&a);
+    /* transformers 5 spelling: layer_types and rope_parameters per layer type; no sliding layer: no local RoPE */
+    assert_int_equal(resolve(GEMMA3 ", \"layer_types\": [\"full_attention\", \"full_attention\", \"full_attention\","
+                             " \"full_attention\", \"full_attention\", \"full_attention\", \"full_attention\","
+                             " \"full_attention\"], \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 123.0},"
+                             " \"sliding_attention\": {\"rope_theta\": 7.0}}}", NULL, -1, &a, &e), WM_OK);
+    assert_true(a.window == 0 && !a.local_rope && a.rope.theta == 123);
+    done(&a);
+    /* gemma2: soft-capping on by default (50 / 30), an explicit null turns one off; every other layer sliding */
+    assert_int_equal(resolve("{\"model_type\": \"gemma2\", \"hidden_size\": 32, \"num_hidden_layers\": 3,"
+                             " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"vocab_size\": 9,"
+                             " \"final_logit_softcapping\": null, \"hidden_act\": \"relu\"}", NULL, -1, &a, &e), WM_OK);
+    assert_true(a.attn_softcap == 50 && a.final_softcap == 0 && a.query_scalar == 256 && a.window == 4096);
+    assert_true(a.sliding[0] && !a.sliding[1] && a.sliding[2] && !a.local_rope);
+    assert_int_equal(a.act, WM_ACT_GELU_TANH); /* gemma2 reads hidden_activation only */
+    assert_true(has_feature(&a, "attention scores soft-capped at 50"));
+    done(&a);
+    /* gemma: the legacy "gelu" is the tanh approximation; no sliding, no caps, head_dim scaling */
+    assert_int_equal(resolve("{\"model_type\": \"gemma\", \"hidden_size\": 32, \"num_hidden_layers\": 1,"
+                             " \"num_attention_heads\": 4, \"intermediate_size\": 8, \"vocab_size\": 9,"
+                             " \"hidden_act\": \"gelu\", \"sliding_window\": 4}", NULL, -1, &a, &e), WM_OK);
+    assert_true(a.act == WM_ACT_GELU_TANH && a.window == 0 && a.query_scalar == 0 && a.norm_offset == 1.0f);
+    assert_true(!a.sub_norms && a.embed_scale == (double)(float)sqrt(32.0));
     done(&a);
 }
 
@@ -374,6 +449,11 @@ static void test_sink_transpose(void **state) {
     const float *v = (const float *)it->raw_data.p;
     const float want[6] = {1, 4, 2, 5, 3, 6};
     for (int i = 0; i < 6; i++) assert_true(v[i] == want[i]);
+    int64_t n6 = 6;
+    wm_wsrc off = {&t, 0, 0, 0, 0, 1.0f}; /* Gemma's (1 + w) norm weights, summed in float32 */
+    assert_int_equal(wm_wsink_add(&s, g, "w1", &n6, 1, &off, &e), WM_OK);
+    const float *v1 = (const float *)wm_graph_initializer(g, "w1")->raw_data.p;
+    for (int i = 0; i < 6; i++) assert_true(v1[i] == (float)(i + 2));
     wm_wsrc gen = {NULL, 0, 7, 0.5f, 0};
     assert_int_equal(wm_wsink_add(&s, g, "r", dims, 2, &gen, &e), WM_OK);
     const float *r = (const float *)wm_graph_initializer(g, "r")->raw_data.p;
@@ -494,6 +574,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families_from_config), cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_rope_frequencies), cmocka_unit_test(test_sliding_windows),
+        cmocka_unit_test(test_gemma_features),
         cmocka_unit_test(test_tensors_decide), cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_half_conversions), cmocka_unit_test(test_sink_transpose),
         cmocka_unit_test(test_recipe_round_trip_and_strictness), cmocka_unit_test(test_export_inline),
