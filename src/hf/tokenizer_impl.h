@@ -133,8 +133,21 @@ typedef struct wm_tregex {
  */
 wm_status wm_tregex_compile(wm_tregex *re, const char *pat, size_t len, int literal, const char *what, wm_error *err);
 void wm_tregex_free(wm_tregex *re);
-/* Per-match limits for hostile patterns: a runaway match becomes an error, not a hang. */
+/*
+ * Bounds on regex work (hostile patterns, long texts): one match may backtrack WM_TREGEX_MATCH_LIMIT steps;
+ * each match attempt starts with a window of WM_TREGEX_WINDOW0 bytes and a backtracking limit of
+ * WM_TREGEX_LIMIT0 and grows them only when the match needs more; the windows and limits tried over one piece
+ * of text are charged to budgets of WM_TREGEX_BUDGET_PER_BYTE per byte of it (plus a base), so the total work
+ * is linear in the text: a pattern that rescans the rest of the text at every position (a*b|a) or backtracks
+ * heavily at every match ends with an error instead of running for hours. Ordinary tokenizer patterns charge
+ * about 16 per byte.
+ */
 #define WM_TREGEX_MATCH_LIMIT 20000000u
+#define WM_TREGEX_WINDOW0 16u
+#define WM_TREGEX_LIMIT0 64u
+#define WM_TREGEX_BUDGET_PER_BYTE 64u
+#define WM_TREGEX_BUDGET_BASE (1u << 20)
+#define WM_TREGEX_OVER_BUDGET (-1000000) /* match_bounded's result when a budget is spent */
 
 /* ------------------------------------------------------------ components */
 
@@ -211,6 +224,10 @@ typedef struct wm_tpre {
 } wm_tpre;
 
 typedef enum { WM_TPP_BERT, WM_TPP_ROBERTA, WM_TPP_BYTELEVEL, WM_TPP_TEMPLATE, WM_TPP_SEQUENCE } wm_tpost_kind;
+
+/* Special tokens a TemplateProcessing may add to one encoding (single or pair, all pieces together),
+ * and ids one special token may hold: a bound on hostile files (real templates add a few). */
+#define WM_TOK_MAX_TEMPLATE_TOKENS (1u << 20)
 
 typedef struct wm_ttpl_special { /* a TemplateProcessing special token */
     const char *name;

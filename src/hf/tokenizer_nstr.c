@@ -142,20 +142,67 @@ static int push_match(wm_tok_scratch *sc, uint32_t s, uint32_t e, int m) {
     return 1;
 }
 
+/* The first character boundary at or after i (the text is valid UTF-8). */
+static size_t char_end(const char *t, size_t i, size_t len) {
+    while (i < len && ((uint8_t)t[i] & 0xC0) == 0x80) i++;
+    return i;
+}
+
+/*
+ * One match from start (pcre2_match semantics over the whole piece), with the work bounded: the attempt sees
+ * the piece up to a window end that grows x4 while PCRE2's hard partial matching says the match needs text
+ * past it (or finds none within it), and its backtracking limit grows x16 from a small start while it runs
+ * out; each window and limit tried is charged to *wbudget / *lbudget. A complete match found in a window
+ * never looked past it, so it is the match over the whole piece. rc: a pcre2 result (>= 0 a match).
+ */
+static int match_bounded(wm_tok_scratch *sc, const wm_tregex *re, PCRE2_SPTR subj, size_t len, size_t start,
+                         uint64_t *wbudget, uint64_t *lbudget) {
+    size_t win = WM_TREGEX_WINDOW0;
+    uint32_t lim = WM_TREGEX_LIMIT0;
+    for (;;) {
+        size_t end = len - start > win ? char_end((const char *)subj, start + win, len) : len;
+        uint32_t opts = end < len ? PCRE2_PARTIAL_HARD : 0;
+        if (*wbudget < end - start || *lbudget < lim) return WM_TREGEX_OVER_BUDGET;
+        *wbudget -= end - start;
+        *lbudget -= lim;
+        pcre2_set_match_limit(sc->mctx, lim);
+        int rc = re->jit ? pcre2_jit_match(re->code, subj, end, start, opts, sc->md, sc->mctx)
+                         : pcre2_match(re->code, subj, end, start, opts | PCRE2_NO_UTF_CHECK, sc->md, sc->mctx);
+        if (rc == PCRE2_ERROR_MATCHLIMIT && lim < WM_TREGEX_MATCH_LIMIT) {
+            lim = lim > WM_TREGEX_MATCH_LIMIT / 16 ? WM_TREGEX_MATCH_LIMIT : lim * 16;
+            continue;
+        }
+        if (end < len && (rc == PCRE2_ERROR_PARTIAL || rc == PCRE2_ERROR_NOMATCH)) {
+            win = win > len / 4 ? len : win * 4;
+            continue;
+        }
+        return rc;
+    }
+}
+
 wm_status wm_ts_find_regex(wm_tok_scratch *sc, const wm_piece *p, const wm_tregex *re, wm_error *err) {
     sc->mn = 0;
     if (!p->len) return push_match(sc, 0, 0, 0) ? WM_OK : wm_err(err, WM_ERR_NOMEM, "tokenizer: out of memory");
     const PCRE2_SPTR subj = (PCRE2_SPTR)(sc->txt + p->off);
     size_t len = p->len, prev = 0, last_end = 0;
+    uint64_t wbudget = WM_TREGEX_BUDGET_BASE + (uint64_t)WM_TREGEX_BUDGET_PER_BYTE * len;
+    uint64_t lbudget = WM_TREGEX_MATCH_LIMIT + (uint64_t)WM_TREGEX_BUDGET_PER_BYTE * len;
     long last_match_end = -1;
     while (last_end <= len) {
-        int rc = re->jit ? pcre2_jit_match(re->code, subj, len, last_end, 0, sc->md, sc->mctx)
-                         : pcre2_match(re->code, subj, len, last_end, PCRE2_NO_UTF_CHECK, sc->md, sc->mctx);
+        int rc = match_bounded(sc, re, subj, len, last_end, &wbudget, &lbudget);
         if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc == WM_TREGEX_OVER_BUDGET)
+            return wm_err(err, WM_ERR_INPUT,
+                          "tokenizer: regex work passed its budget of %u steps per byte over a text of %zu bytes "
+                          "(stopped at byte %zu): the pattern rescans or backtracks too much for this text "
+                          "(WM_TREGEX_BUDGET_PER_BYTE in src/hf/tokenizer_impl.h)",
+                          (unsigned)WM_TREGEX_BUDGET_PER_BYTE, len, last_end);
         if (rc < 0) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return wm_err(err, WM_ERR_INPUT, "tokenizer: regex match failed: %s", (const char *)msg);
+            return wm_err(err, WM_ERR_INPUT, "tokenizer: regex match failed at byte %zu: %s%s", last_end,
+                          (const char *)msg,
+                          rc == PCRE2_ERROR_MATCHLIMIT ? " (WM_TREGEX_MATCH_LIMIT steps for one match)" : "");
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(sc->md);
         size_t s = ov[0], e = ov[1];

@@ -11,6 +11,16 @@
 
 #include "hf/tokenizer_impl.h"
 
+/* The error of a failed append: a list at the segment bound, else out of memory. */
+static wm_status seg_fail(size_t n, wm_error *err) {
+    if (n >= WM_TOK_MAX_TEMPLATE_TOKENS)
+        return wm_err(err, WM_ERR_INPUT,
+                      "tokenizer: the post-processor makes more than %u pieces of one encoding (the limit "
+                      "WM_TOK_MAX_TEMPLATE_TOKENS in src/hf/tokenizer_impl.h)",
+                      (unsigned)WM_TOK_MAX_TEMPLATE_TOKENS);
+    return wm_err(err, WM_ERR_NOMEM, "tokenizer: out of memory (post-process)");
+}
+
 #define OOM(err) wm_err(err, WM_ERR_NOMEM, "tokenizer: out of memory (post-process)")
 
 int wm_tseq_push(wm_tseq *q, int32_t id, const char *s, size_t n, int ref, wm_tok_offset off, int32_t word,
@@ -191,9 +201,11 @@ static void trim_offsets(wm_tseq *q, const char *text, size_t tlen, int add_pref
     }
 }
 
-/* Appends a segment to list (l = 0 / 1); 0 on OOM. */
+/* Appends a segment to list (l = 0 / 1); 0 on OOM or past WM_TOK_MAX_TEMPLATE_TOKENS segments (a Sequence of
+ * Bert / Roberta processors multiplies them: the caller reports which). */
 static int seg_push(wm_tok_scratch *sc, size_t *n, int l, wm_tseg g) {
     size_t half = sc->segcap / 2;
+    if (*n >= WM_TOK_MAX_TEMPLATE_TOKENS) return 0;
     if (*n >= half) {
         size_t nh = half ? half * 2 : 16;
         wm_tseg *ns = malloc(2 * nh * sizeof *ns);
@@ -239,15 +251,15 @@ static wm_status apply(const wm_tpost *pp, wm_tok_scratch *sc, int *l, size_t *n
             wm_tseg g = SEG(i);
             if (!seg_push(sc, &m, o, (wm_tseg){-1, i ? &pp->sep : &pp->cls, 0}) || !seg_push(sc, &m, o, g) ||
                 !seg_push(sc, &m, o, (wm_tseg){-1, &pp->sep, 0}))
-                return OOM(err);
+                return seg_fail(m, err);
         }
         break;
     case WM_TPP_BERT:
         if (!add_special) return WM_OK;
         for (size_t i = 0; i < *n; i++) {
             wm_tseg g = SEG(i);
-            if (!i && !seg_push(sc, &m, o, (wm_tseg){-1, &pp->cls, 0})) return OOM(err);
-            if (!seg_push(sc, &m, o, g) || !seg_push(sc, &m, o, (wm_tseg){-1, &pp->sep, i ? 1 : 0})) return OOM(err);
+            if (!i && !seg_push(sc, &m, o, (wm_tseg){-1, &pp->cls, 0})) return seg_fail(m, err);
+            if (!seg_push(sc, &m, o, g) || !seg_push(sc, &m, o, (wm_tseg){-1, &pp->sep, i ? 1 : 0})) return seg_fail(m, err);
         }
         break;
     case WM_TPP_TEMPLATE: {
@@ -261,9 +273,9 @@ static wm_status apply(const wm_tpost *pp, wm_tok_scratch *sc, int *l, size_t *n
                     return wm_err(err, WM_ERR_INPUT, "tokenizer: TemplateProcessing uses $B for a single sequence");
                 wm_tseg g = SEG((size_t)ps[i].seq);
                 g.type = ps[i].type_id;
-                if (!seg_push(sc, &m, o, g)) return OOM(err);
+                if (!seg_push(sc, &m, o, g)) return seg_fail(m, err);
             } else if (add_special && !seg_push(sc, &m, o, (wm_tseg){-1, &pp->specials[ps[i].special], ps[i].type_id}))
-                return OOM(err);
+                return seg_fail(m, err);
         }
         break;
     }
