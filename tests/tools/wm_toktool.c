@@ -10,9 +10,10 @@
  *       FILE: one JSON array of ids per line; prints one JSON string per line.
  *   wm_toktool stream MODEL FILE [--keep-special]
  *       as decode, through the streaming decoder; prints the chunks joined.
- *   wm_toktool bench MODEL FILE [--repeat N]
+ *   wm_toktool bench MODEL FILE [--repeat N] [--whole]
  *       encodes every raw line of FILE (no trailing newline) N times (default
- *       1) in one thread; prints {"bytes","lines","tokens","seconds"}.
+ *       1) in one thread; prints {"bytes","lines","tokens","seconds"}. With
+ *       --whole the whole file is one text (for peak memory and long texts).
  *   wm_toktool normalize MODEL FILE
  *       FILE: one JSON string per line; prints the normalizer's output (JSON string per line).
  *   wm_toktool pretok MODEL FILE
@@ -232,12 +233,13 @@ int main(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     c.o = wm_encode_opts_default();
     c.skip_special = 1;
-    int repeat = 1;
+    int repeat = 1, whole = 0;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--pairs")) c.pairs = 1;
         else if (!strcmp(argv[i], "--no-special")) c.o.add_special_tokens = 0;
         else if (!strcmp(argv[i], "--keep-special")) c.skip_special = 0;
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--whole")) whole = 1;
         else {
             fprintf(stderr, "wm_toktool: error: unknown option '%s'\n", argv[i]);
             return 2;
@@ -270,7 +272,11 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "bench")) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
-        for (int r = 0; r < repeat && !rc; r++) rc = each_line(argv[3], bench_line, &c);
+        wm_map m = {0};
+        if (whole && wm_map_file(argv[3], 0, &m, &e)) return fail(&e);
+        for (int r = 0; r < repeat && !rc; r++)
+            rc = whole ? bench_line(m.data ? (const char *)m.data : "", m.size, &c) : each_line(argv[3], bench_line, &c);
+        if (whole) wm_unmap(&m);
         clock_gettime(CLOCK_MONOTONIC, &b);
         double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
         if (!rc)
