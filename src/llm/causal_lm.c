@@ -139,7 +139,16 @@ wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_e
         goto fail;
     }
     m->vocab = wm_inputs_index_range(m->s, (size_t)m->i_ids);
-    m->kv_bytes = (size_t)(m->kv_heads * m->max_len * m->head_dim) * wm_dtype_size(m->kv_dtype);
+    uint64_t kvb = 0, all = 0;
+    size_t nsets = 2 * (size_t)m->layers * 2; /* the most buffers (two sets) */
+    if (!wm_mul_u64((uint64_t)m->kv_heads, (uint64_t)m->max_len, &kvb) || !wm_mul_u64(kvb, (uint64_t)m->head_dim, &kvb) ||
+        !wm_mul_u64(kvb, wm_dtype_size(m->kv_dtype), &kvb) || !wm_mul_u64(kvb + 64, nsets, &all) || all > SIZE_MAX / 2 ||
+        (uint64_t)m->max_len > SIZE_MAX / 8) {
+        rc = wm_err(err, WM_ERR_INPUT, "%s: a KV cache of %lld tokens (%d layers, %lld heads of %lld) does not fit in memory",
+                    file, (long long)m->max_len, m->layers, (long long)m->kv_heads, (long long)m->head_dim);
+        goto fail;
+    }
+    m->kv_bytes = (size_t)kvb;
     m->inplace = getenv("WM_KV_COPY") == NULL; /* WM_KV_COPY=1: the two-set form (for comparisons) */
     for (int l = 0; l < m->layers && m->inplace; l++)
         m->inplace = wm_session_kv_inplace(m->s, (size_t)m->i_pk[l], (size_t)m->o_pk[l]) &&
