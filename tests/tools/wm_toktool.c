@@ -168,6 +168,21 @@ static int decode_line(const char *s, size_t n, void *p) {
     return 0;
 }
 
+/* pretok's sink: one [text, [start, end]] per piece, into a memory stream (printed when the line succeeds) */
+typedef struct piece_out {
+    FILE *f;
+    int first;
+} piece_out;
+static wm_status print_piece(void *arg, wm_tok_scratch *sc, const wm_piece *q, wm_error *err) {
+    piece_out *o = arg;
+    (void)err;
+    fputs(o->first ? "[" : ",[", o->f);
+    o->first = 0;
+    put_str(o->f, sc->txt + q->off, q->len);
+    fprintf(o->f, ",[%u,%u]]", q->shift, q->shift + q->olen);
+    return WM_OK;
+}
+
 /* normalize / pretok: the components alone, through the library's internals */
 static int component_line(const char *s, size_t n, void *p) {
     ctx *c = p;
@@ -182,21 +197,16 @@ static int component_line(const char *s, size_t n, void *p) {
     wm_tok_scratch *sc = c->enc.scratch;
     wm_error e = {0};
     wm_piece p0;
-    wm_status st = wm_ts_begin(sc, j->valuestring, strlen(j->valuestring), &p0, &e);
+    wm_status st = wm_ts_begin(sc, j->valuestring, strlen(j->valuestring), 0, &p0, &e);
     if (c->stream) { /* pretok */
-        int k = 0;
-        if (!st && !wm_ts_push_piece(sc, 0, p0)) st = WM_ERR_NOMEM;
-        if (!st && c->t->pre) st = wm_tpre_apply(c->t->pre, sc, &k, &e);
-        if (!st) {
-            fputc('[', stdout);
-            for (size_t i = 0; i < sc->pn[k]; i++) {
-                const wm_piece *q = &sc->pc[k][i];
-                fputs(i ? ",[" : "[", stdout);
-                put_str(stdout, sc->txt + q->off, q->len);
-                printf(",[%u,%u]]", q->shift, q->shift + q->olen);
-            }
-            fputs("]\n", stdout);
-        }
+        char *buf = NULL;
+        size_t blen = 0;
+        piece_out o = {open_memstream(&buf, &blen), 1};
+        if (!o.f) st = WM_ERR_NOMEM;
+        if (!st) st = c->t->n_pre_steps ? wm_tpre_stream(c->t, sc, &p0, print_piece, &o, &e) : print_piece(&o, sc, &p0, &e);
+        if (o.f) fclose(o.f);
+        if (!st) printf("[%s]\n", buf ? buf : "");
+        free(buf);
     } else {
         if (!st && c->t->norm) st = wm_tnorm_apply(c->t->norm, sc, &p0, &e);
         if (!st) {

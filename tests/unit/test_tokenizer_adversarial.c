@@ -341,6 +341,54 @@ static void test_regex_long_matches(void **state) {
     free(s);
 }
 
+/* A long token whose prefix repeats through a long text: the added-token matcher and the Unigram / WordPiece
+ * prefix searches walked the token from every position (5000 x 400,000 steps, minutes); now each has a budget
+ * linear in the text and ends with an error naming it. */
+static void test_trie_walks_bounded(void **state) {
+    (void)state;
+    char *tok = malloc(5002);
+    assert_non_null(tok);
+    memset(tok, 'a', 5000);
+    tok[5000] = 'b';
+    tok[5001] = 0;
+    const char *files[3][2] = {
+        {WL_HEAD "\"added_tokens\":[{\"id\":9,\"content\":\"%s\",\"single_word\":false,\"lstrip\":false,"
+                 "\"rstrip\":false,\"normalized\":false,\"special\":true}]}",
+         "WM_TADDED_BUDGET_PER_BYTE"},
+        {"{\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"vocab\":[[\"%s\",-1.0],[\"a\",-2.0],[\"<unk>\",-10.0]]}}",
+         "WM_TMODEL_BUDGET_PER_BYTE"},
+        {"{\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"max_input_chars_per_word\":100000000,"
+         "\"continuing_subword_prefix\":\"\",\"vocab\":{\"%s\":0,\"a\":1,\"[UNK]\":2}}}",
+         "WM_TMODEL_BUDGET_PER_BYTE"},
+    };
+    size_t n = 400000;
+    char *text = malloc(n);
+    assert_non_null(text);
+    memset(text, 'a', n);
+    for (int f = 0; f < 3; f++) {
+        sbuf b = {0};
+        sb_add(&b, files[f][0], tok);
+        wm_tokenizer *t = NULL;
+        wm_error e = {0};
+        if (wm_tokenizer_load_json(b.p, b.n, "t.json", &t, &e)) fail_msg("%s", e.msg);
+        wm_encoding enc;
+        wm_encoding_init(&enc);
+        double t0 = cpu_seconds();
+        assert_int_equal(wm_tokenizer_encode(t, text, n, NULL, 0, NULL, &enc, &e), WM_ERR_INPUT);
+        double dt = cpu_seconds() - t0;
+        if (!strstr(e.msg, files[f][1])) fail_msg("file %d: %s", f, e.msg);
+        if (dt > 10) fail_msg("file %d took %.1f s of CPU", f, dt);
+        /* the same file on an ordinary text encodes */
+        memset(&e, 0, sizeof e);
+        assert_int_equal(wm_tokenizer_encode(t, "aaab", 4, NULL, 0, NULL, &enc, &e), WM_OK);
+        wm_encoding_free(&enc);
+        wm_tokenizer_free(t);
+        free(b.p);
+    }
+    free(text);
+    free(tok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deep_nesting),     cmocka_unit_test(test_bad_merges),
@@ -351,6 +399,7 @@ int main(void) {
         cmocka_unit_test(test_post_processor_sequence_bounded),
         cmocka_unit_test(test_regex_total_work_bounded),
         cmocka_unit_test(test_regex_long_matches),
+        cmocka_unit_test(test_trie_walks_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
