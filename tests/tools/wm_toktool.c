@@ -12,8 +12,11 @@
  *       as decode, through the streaming decoder; prints the chunks joined.
  *   wm_toktool bench MODEL FILE [--repeat N] [--whole]
  *       encodes every raw line of FILE (no trailing newline) N times (default
- *       1) in one thread; prints {"bytes","lines","tokens","seconds"}. With
- *       --whole the whole file is one text (for peak memory and long texts).
+ *       1) in one thread; prints {"bytes","lines","tokens","seconds","peak_rss"}.
+ *       With --whole the whole file is one text (for peak memory and long
+ *       texts). peak_rss: the process's peak resident memory in bytes (Linux
+ *       VmHWM, which starts afresh at exec, unlike getrusage's ru_maxrss that
+ *       keeps the forking parent's peak), -1 where it cannot be read.
  *   wm_toktool normalize MODEL FILE
  *       FILE: one JSON string per line; prints the normalizer's output (JSON string per line).
  *   wm_toktool pretok MODEL FILE
@@ -35,6 +38,18 @@
 static int fail(const wm_error *e) {
     fprintf(stderr, "wm_toktool: error: %s\n", e->msg);
     return 2;
+}
+
+/* The peak resident memory of this process image in bytes (VmHWM), -1 when unknown. */
+static long long peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atoll(line + 6);
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
 }
 
 static void put_str(FILE *f, const char *s, size_t n) {
@@ -290,7 +305,8 @@ int main(int argc, char **argv) {
         clock_gettime(CLOCK_MONOTONIC, &b);
         double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
         if (!rc)
-            printf("{\"bytes\":%zu,\"lines\":%zu,\"tokens\":%zu,\"seconds\":%.6f}\n", c.bytes, c.lines, c.tokens, secs);
+            printf("{\"bytes\":%zu,\"lines\":%zu,\"tokens\":%zu,\"seconds\":%.6f,\"peak_rss\":%lld}\n", c.bytes,
+                   c.lines, c.tokens, secs, peak_rss());
     } else {
         fprintf(stderr, "wm_toktool: error: unknown mode '%s'\n", mode);
         rc = 2;
