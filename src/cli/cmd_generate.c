@@ -9,8 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
 #include "cli/cli.h"
 #include "cli/cli_limits.h"
+#include "core/error.h"
 #include "core/file.h"
 #include "hf/config.h"
 #include "hf/tokenizer.h"
@@ -29,8 +34,49 @@ static void help(void) {
            "(tokenizer_config.json) to one user turn (after --system when given). Text streams to stdout as\n"
            "it is decoded (whole UTF-8 characters). Stops after --max-new-tokens (default 32), at an end id\n"
            "(--eos, else generation_config.json / config.json, else the tokenizer's eos) or at a --stop\n"
-           "string (not printed). -f json prints the text, ids and speed as one object instead.\n\n"
+           "string (not printed). -f json prints the text, ids and speed as one object instead.\n"
+           "The model's context (genai_config.json context_length, else config.json max_position_embeddings)\n"
+           "bounds prompt + new tokens: a longer prompt is refused (exit 2); generation that reaches it stops\n"
+           "there (\"stop\": \"context\", with a note).\n\n"
            WM_CLI_LIMITS_HELP);
+}
+
+/* The model's context length from folder: genai_config.json model.context_length, else config.json
+ * max_position_embeddings (n_positions). 0 when neither says; *src names the one used. */
+static size_t context_from_configs(const char *folder, const char **src) {
+    char p[4200];
+    *src = NULL;
+    snprintf(p, sizeof p, "%s/genai_config.json", folder);
+    if (!access(p, R_OK)) {
+        cJSON *root = NULL;
+        wm_error e = {0};
+        size_t n = 0;
+        if (!wm_hf_json_load(p, WM_HF_CONFIG_MAX_BYTES, &root, &e)) {
+            const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+            const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "context_length");
+            if (cJSON_IsNumber(c) && c->valuedouble >= 1 && c->valuedouble <= INT32_MAX) {
+                n = (size_t)c->valuedouble;
+                *src = "context_length in genai_config.json";
+            }
+        }
+        cJSON_Delete(root);
+        if (n) return n;
+    }
+    snprintf(p, sizeof p, "%s/config.json", folder);
+    if (!access(p, R_OK)) {
+        wm_hf_config c = {0};
+        wm_error e = {0};
+        size_t n = 0;
+        if (!wm_hf_config_load(p, &c, &e) && c.max_positions > 0) {
+            n = (size_t)c.max_positions;
+            *src = c.key_positions ? (strcmp(c.key_positions, "n_positions") ? "max_position_embeddings in config.json"
+                                                                            : "n_positions in config.json")
+                                   : "config.json";
+        }
+        wm_hf_config_free(&c);
+        return n;
+    }
+    return 0;
 }
 
 /*
@@ -238,7 +284,7 @@ int wm_cmd_generate(int argc, char **argv) {
         case O_TOPP: go.sampling.top_p = (float)d, go.sampling.greedy = 0; break;
         case O_MINP: go.sampling.min_p = (float)d, go.sampling.greedy = 0; break;
         case O_REP: go.sampling.repetition_penalty = (float)d; break;
-        case O_SEED: go.sampling.seed = (uint64_t)l; break;
+        case O_SEED: go.sampling.seed = (uint64_t)d; break;
         case O_MAXLEN: max_len = l; break;
         case O_THREADS: threads = l; break;
         default: {
@@ -337,14 +383,25 @@ int wm_cmd_generate(int argc, char **argv) {
         go.on_token = on_token;
         go.ctx = &sc;
     }
+    const char *ctx_src = NULL;
+    go.context = context_from_configs(folder, &ctx_src);
+    if (go.context && n_ids > go.context) {
+        wm_err(&err, WM_ERR_INPUT, "the prompt has %zu tokens, more than the model's context of %zu tokens (%s): "
+                                   "shorten the prompt",
+               n_ids, go.context, ctx_src);
+        rc = wm_cli_fail(&c, &err);
+        goto out;
+    }
+    size_t want_new = go.max_new_tokens; /* as asked: the note says when the context cut it */
+    size_t cap_new = go.context && go.max_new_tokens > go.context - n_ids ? go.context - n_ids : go.max_new_tokens;
     wm_clm *m = NULL;
-    wm_clm_opts co = {.threads = (int)threads, .max_length = max_len ? max_len : (long)(n_ids + go.max_new_tokens),
-                      .session = &so};
+    wm_clm_opts co = {.threads = (int)threads,
+                      .max_length = max_len ? max_len : (int64_t)(n_ids + (cap_new ? cap_new : 1)), .session = &so};
     if (wm_clm_open(file, &co, &m, &err)) {
         rc = wm_cli_fail(&c, &err);
         goto out;
     }
-    int32_t *gen = malloc((go.max_new_tokens + 1) * sizeof *gen);
+    int32_t *gen = malloc((cap_new + 1) * sizeof *gen);
     size_t n_gen = 0;
     wm_gen_stats gs;
     if (!gen || wm_generate(m, ids, n_ids, &go, gen, &n_gen, &gs, &err)) {
@@ -367,8 +424,16 @@ int wm_cmd_generate(int argc, char **argv) {
         fflush(stdout); /* the text before the figures when both go to one file or pipe */
         if (!c.quiet)
             fprintf(stderr, "%zu prompt tokens, %zu new (%s); ttft %.1f ms, decode %.1f tokens/s\n", gs.prompt_tokens,
-                    n_gen, sc.stopped ? "stop string" : gs.stopped_by_eos ? "eos" : "length", gs.ttft_ms,
-                    gs.decode_ms > 0 ? (double)(n_gen - 1) * 1e3 / gs.decode_ms : 0.0);
+                    n_gen,
+                    sc.stopped             ? "stop string"
+                    : gs.stopped_by_eos    ? "eos"
+                    : gs.stopped_by_context ? "context"
+                                           : "length",
+                    gs.ttft_ms, gs.decode_ms > 0 ? (double)(n_gen - 1) * 1e3 / gs.decode_ms : 0.0);
+        if (gs.stopped_by_context && !sc.stopped)
+            fprintf(stderr, "winml generate: note: stopped at the model's context of %zu tokens (%s): %zu prompt + %zu "
+                            "new, of the %zu --max-new-tokens asked\n",
+                    go.context, ctx_src, n_ids, n_gen, want_new);
         free(gen);
         wm_clm_free(m);
         rc = WM_EXIT_OK;
@@ -382,7 +447,14 @@ int wm_cmd_generate(int argc, char **argv) {
     wm_json_arr(&j, "ids");
     for (size_t i = 0; i < n_gen; i++) wm_json_int(&j, NULL, gen[i]);
     wm_json_arr_end(&j);
-    wm_json_str(&j, "stop", sc.stopped ? "stop_string" : gs.stopped_by_eos ? "eos" : "length");
+    wm_json_str(&j, "stop", sc.stopped ? "stop_string" : gs.stopped_by_eos ? "eos" : gs.stopped_by_context ? "context" : "length");
+    if (go.context) wm_json_uint(&j, "context", go.context);
+    if (gs.stopped_by_context && !sc.stopped) {
+        char note[400];
+        snprintf(note, sizeof note, "stopped at the model's context of %zu tokens (%s): %zu prompt + %zu new, of the %zu "
+                 "--max-new-tokens asked", go.context, ctx_src, n_ids, n_gen, want_new);
+        wm_json_str(&j, "note", note);
+    }
     wm_json_obj(&j, "speed");
     wm_json_num(&j, "ttft_ms", gs.ttft_ms);
     wm_json_num(&j, "prefill_tokens_per_sec", gs.prefill_ms > 0 ? gs.prompt_tokens * 1e3 / gs.prefill_ms : 0.0);

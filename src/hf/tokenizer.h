@@ -75,6 +75,10 @@ typedef struct wm_tok_offset {
  * the pre-tokenized word a token came from, -1 for special tokens and
  * padding. Initialize with wm_encoding_init, release with wm_encoding_free.
  */
+typedef struct wm_tok_own { /* a token whose string is not the vocabulary's: token index, offset in strbuf */
+    uint32_t i, ref;
+} wm_tok_own;
+
 typedef struct wm_encoding {
     size_t n;
     int32_t *ids;
@@ -83,10 +87,16 @@ typedef struct wm_encoding {
     uint8_t *attention_mask;
     uint8_t *special_mask; /* 1 for tokens the post-processor added, and padding */
     wm_tok_offset *offsets;
-    const char **tok_ptr;        /* token string i: tok_ptr[i], or when NULL strbuf + tok_off[i] */
-    uint32_t *tok_off, *tok_len;
+    /* token strings (read them with wm_encoding_token): the model's vocabulary string of the id, except for the
+     * tokens listed in own (by index; added tokens, unknown pieces, special tokens spelled otherwise, padding),
+     * whose strings are in strbuf as a uint32 length and the bytes */
+    const struct wm_tokenizer *tok;
+    wm_tok_own *own;
+    size_t n_own, own_cap;
     char *strbuf;
-    size_t strbuf_n, strbuf_cap, cap;
+    size_t strbuf_n, strbuf_cap;
+    size_t cap;  /* capacity of type_ids, attention_mask, special_mask */
+    size_t cap2; /* capacity of ids, word_ids, offsets (the encoder's own arrays, handed over) */
     wm_tok_scratch *scratch; /* owned; reused between calls */
 } wm_encoding;
 

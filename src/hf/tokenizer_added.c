@@ -69,7 +69,7 @@ wm_status wm_tadded_finish(wm_tokenizer *t, wm_error *err) {
         if (a->normalized && t->norm) {
             if (!sc && !(sc = wm_tscratch_new())) return OOM(err);
             wm_piece p;
-            if ((st = wm_ts_begin(sc, a->content, a->len, &p, err))) goto done;
+            if ((st = wm_ts_begin(sc, a->content, a->len, 0, &p, err))) goto done;
             if ((st = wm_tnorm_apply(t->norm, sc, &p, err))) goto done;
             if (p.len != a->len || memcmp(sc->txt + p.off, a->content, a->len)) {
                 char *s = wm_arena_strndup(&t->arena, sc->txt + p.off, p.len);
@@ -130,19 +130,24 @@ static size_t space_rightmost_at_start(const char *s, size_t n) {
     return i;
 }
 
-static int push(wm_tok_scratch *sc, const wm_piece *p, uint32_t s, uint32_t e, int32_t added, int dst) {
-    if (e <= s) return 1; /* empty splits are dropped */
+static wm_status push(wm_tok_scratch *sc, const wm_piece *p, uint32_t s, uint32_t e, int32_t added, wm_tsink fn,
+                      void *ctx, wm_error *err) {
+    if (e <= s) return WM_OK; /* empty splits are dropped */
     wm_piece q = wm_ts_slice(sc, p, s, e);
     q.added = added;
-    return wm_ts_push_piece(sc, dst, q);
+    return fn(ctx, sc, &q, err);
 }
 
-wm_status wm_tadded_split(const wm_tokenizer *t, wm_tok_scratch *sc, const wm_piece *p, int normalized, int dst,
-                          wm_error *err) {
+wm_status wm_tadded_split(const wm_tokenizer *t, wm_tok_scratch *sc, const wm_piece *p, int normalized, wm_tsink fn,
+                          void *ctx, wm_error *err) {
     const wm_ttrie *tr = normalized ? &t->trie_norm : &t->trie_raw;
     size_t n = p->len;
-    if (!tr->n_nodes || !tr->edges.n || !n) return push(sc, p, 0, (uint32_t)n, -1, dst) ? WM_OK : OOM(err);
+    if (!tr->n_nodes || !tr->edges.n || !n) return push(sc, p, 0, (uint32_t)n, -1, fn, ctx, err);
     size_t start_offset = 0, pos = 0;
+    /* the trie walks from every position are charged to a budget linear in the text: a long added token
+     * whose prefix repeats through a long text made them quadratic */
+    uint64_t budget = WM_TADDED_BUDGET_BASE + (uint64_t)WM_TADDED_BUDGET_PER_BYTE * n;
+    wm_status st;
     while (pos < n) {
         const char *s = sc->txt + p->off; /* re-read: pushing pieces does not move the text */
         if (!tr->first[(uint8_t)s[pos]]) {
@@ -156,6 +161,12 @@ wm_status wm_tadded_split(const wm_tokenizer *t, wm_tok_scratch *sc, const wm_pi
         for (size_t j = pos; j < n; j++) {
             int64_t c = wm_ttrie_next(tr, node, (uint8_t)s[j]);
             if (c < 0) break;
+            if (!budget--)
+                return wm_err(err, WM_ERR_INPUT,
+                              "tokenizer: matching the added tokens passed its budget of %u steps per byte over a "
+                              "text of %zu bytes (an added token's prefix repeats through the text; "
+                              "WM_TADDED_BUDGET_PER_BYTE in src/hf/tokenizer_impl.h)",
+                              (unsigned)WM_TADDED_BUDGET_PER_BYTE, n);
             node = (uint64_t)c;
             if (tr->val[node] >= 0) {
                 end = j + 1;
@@ -179,10 +190,11 @@ wm_status wm_tadded_split(const wm_tokenizer *t, wm_tok_scratch *sc, const wm_pi
             mstart = ns > start_offset ? ns : start_offset;
         }
         if (a->rstrip) mstop += space_rightmost_at_start(s + mstop, n - mstop);
-        if (start_offset < mstart && !push(sc, p, (uint32_t)start_offset, (uint32_t)mstart, -1, dst)) return OOM(err);
-        if (!push(sc, p, (uint32_t)mstart, (uint32_t)mstop, val, dst)) return OOM(err);
+        if (start_offset < mstart && (st = push(sc, p, (uint32_t)start_offset, (uint32_t)mstart, -1, fn, ctx, err)))
+            return st;
+        if ((st = push(sc, p, (uint32_t)mstart, (uint32_t)mstop, val, fn, ctx, err))) return st;
         start_offset = mstop;
     }
-    if (start_offset != n && !push(sc, p, (uint32_t)start_offset, (uint32_t)n, -1, dst)) return OOM(err);
+    if (start_offset != n) return push(sc, p, (uint32_t)start_offset, (uint32_t)n, -1, fn, ctx, err);
     return WM_OK;
 }

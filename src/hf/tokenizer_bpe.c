@@ -65,27 +65,15 @@ static int merge_of(const wm_tmodel *m, int32_t a, int32_t b, uint32_t *rank, in
 
 static int grow_tokens(wm_tok_scratch *sc, size_t need) {
     if (need <= sc->t_cap) return 1;
-    size_t c[6] = {sc->t_cap, sc->t_cap, sc->t_cap, sc->t_cap, sc->t_cap, sc->t_cap};
+    size_t c[4] = {sc->t_cap, sc->t_cap, sc->t_cap, sc->t_cap};
     if (!wm_tgrow(&sc->tids, &c[0], need, sizeof *sc->tids) || !wm_tgrow(&sc->ts, &c[1], need, sizeof *sc->ts) ||
-        !wm_tgrow(&sc->te, &c[2], need, sizeof *sc->te) || !wm_tgrow(&sc->tsrc, &c[3], need, sizeof *sc->tsrc) ||
-        !wm_tgrow(&sc->tptr, &c[4], need, sizeof *sc->tptr) || !wm_tgrow(&sc->tplen, &c[5], need, sizeof *sc->tplen))
+        !wm_tgrow(&sc->te, &c[2], need, sizeof *sc->te) || !wm_tgrow(&sc->tsrc, &c[3], need, sizeof *sc->tsrc))
         return 0;
     size_t mn = c[0];
-    for (int i = 1; i < 6; i++)
+    for (int i = 1; i < 4; i++)
         if (c[i] < mn) mn = c[i];
     sc->t_cap = mn;
     return 1;
-}
-
-/* The vocabulary string of every token in sc->tids[0..n) (tstr_filled). */
-static void fill_strings(const wm_tmodel *m, wm_tok_scratch *sc, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        size_t len = 0;
-        const char *s = wm_tvocab_token(&m->v, sc->tids[i], &len);
-        sc->tptr[i] = s ? s : "";
-        sc->tplen[i] = (uint32_t)len;
-    }
-    sc->tstr_filled = 1;
 }
 
 int wm_ttok_reserve(wm_tok_scratch *sc, size_t need) { return grow_tokens(sc, need); }
@@ -239,24 +227,17 @@ static void cache_put(wm_tok_scratch *sc, const char *w, size_t n, uint32_t h, s
         if (!sc->cslot) return;
     }
     if (sc->cn >= CACHE_MAX_ENTRIES) cache_clear(sc);
-    size_t c1 = sc->ccap, c3 = sc->ctcap, c4 = sc->ctcap, c5 = sc->ctcap, c6 = sc->ctcap;
+    size_t c1 = sc->ccap, c3 = sc->ctcap, c4 = sc->ctcap;
     if (!wm_tgrow(&sc->cent, &c1, sc->cn + 1, sizeof *sc->cent) || !wm_tgrow(&sc->ckeys, &sc->ckcap, sc->ckn + n, 1) ||
         !wm_tgrow(&sc->cids, &c3, sc->ctn + ntok, sizeof *sc->cids) ||
-        !wm_tgrow(&sc->clens, &c4, sc->ctn + ntok, sizeof *sc->clens) ||
-        !wm_tgrow(&sc->cstr, &c5, sc->ctn + ntok, sizeof *sc->cstr) ||
-        !wm_tgrow(&sc->cslen, &c6, sc->ctn + ntok, sizeof *sc->cslen))
+        !wm_tgrow(&sc->clens, &c4, sc->ctn + ntok, sizeof *sc->clens))
         return; /* the cache is an optimisation: skip on OOM */
     sc->ccap = c1;
-    size_t mn = c3 < c4 ? c3 : c4;
-    if (c5 < mn) mn = c5;
-    if (c6 < mn) mn = c6;
-    sc->ctcap = mn;
+    sc->ctcap = c3 < c4 ? c3 : c4;
     memcpy(sc->ckeys + sc->ckn, w, n);
     for (size_t i = 0; i < ntok; i++) {
         sc->cids[sc->ctn + i] = sc->tids[i];
         sc->clens[sc->ctn + i] = sc->te[i] - sc->ts[i];
-        sc->cstr[sc->ctn + i] = sc->tptr[i];
-        sc->cslen[sc->ctn + i] = sc->tplen[i];
     }
     sc->cent[sc->cn] = (wm_bpe_cache_ent){(uint32_t)sc->ckn, (uint32_t)n, h, (uint32_t)sc->ctn, (uint32_t)ntok};
     size_t i = h & sc->cmask;
@@ -280,7 +261,6 @@ wm_status wm_tbpe_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const char *w
             sc->te[0] = (uint32_t)n;
             sc->tsrc[0] = 0;
             *ntok = 1;
-            fill_strings(m, sc, 1);
             return WM_OK;
         }
     }
@@ -298,10 +278,7 @@ wm_status wm_tbpe_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const char *w
                 pos += sc->clens[e->tok_off + i];
                 sc->te[i] = pos;
                 sc->tsrc[i] = 0;
-                sc->tptr[i] = sc->cstr[e->tok_off + i];
-                sc->tplen[i] = sc->cslen[e->tok_off + i];
             }
-            sc->tstr_filled = 1;
             *ntok = e->n_tok;
             return WM_OK;
         }
@@ -319,7 +296,6 @@ wm_status wm_tbpe_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const char *w
         sc->tsrc[i] = 0;
     }
     *ntok = ns;
-    fill_strings(m, sc, ns);
     if (n < CACHE_MAX_KEY) cache_put(sc, w, n, h, ns);
     return WM_OK;
 }

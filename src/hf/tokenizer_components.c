@@ -319,14 +319,15 @@ static wm_status tok_pair(wm_tokenizer *t, const cJSON *j, const char *key, cons
     return wm_tjson_id(t, cJSON_GetArrayItem(a, 1), what, &sp->ids[0], err);
 }
 
-static wm_status template_pieces(wm_tokenizer *t, wm_tpost *pp, const cJSON *j, const char *key, const char *path,
-                                 wm_ttpl_piece **out, size_t *n, wm_error *err) {
+/* The pieces of template key ("single" / "pair"); names: special token name -> index into pp->specials. */
+static wm_status template_pieces(wm_tokenizer *t, wm_tpost *pp, const wm_tmap *names, const cJSON *j, const char *key,
+                                 const char *path, wm_ttpl_piece **out, size_t *n, wm_error *err) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!cJSON_IsArray(a)) return wm_err(err, WM_ERR_INPUT, "%s: %s.%s: expected an array", t->name, path, key);
     *n = (size_t)cJSON_GetArraySize(a);
     *out = node(t, (*n ? *n : 1) * sizeof **out);
     if (!*out) return NOMEM(t, err);
-    size_t i = 0;
+    size_t i = 0, added = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, a) {
         wm_ttpl_piece *p = &(*out)[i];
@@ -350,17 +351,24 @@ static wm_status template_pieces(wm_tokenizer *t, wm_tpost *pp, const cJSON *j, 
             continue;
         }
         p->seq = -1;
-        p->special = -1;
-        for (size_t k = 0; k < pp->n_specials; k++)
-            if (!strcmp(pp->specials[k].name, idv->valuestring)) p->special = (int)k;
+        p->special = wm_tmap_get(names, idv->valuestring, strlen(idv->valuestring));
         if (p->special < 0)
             return wm_err(err, WM_ERR_INPUT, "%s: %s: special token '%.100s' is not defined in special_tokens", t->name,
                           q, idv->valuestring);
+        added += pp->specials[p->special].n;
+        if (added > WM_TOK_MAX_TEMPLATE_TOKENS)
+            return wm_err(err, WM_ERR_INPUT,
+                          "%s: %s.%s: the template adds more than %u special tokens to every encoding (the limit "
+                          "WM_TOK_MAX_TEMPLATE_TOKENS in src/hf/tokenizer_impl.h; real templates add a few)",
+                          t->name, path, key, (unsigned)WM_TOK_MAX_TEMPLATE_TOKENS);
     }
     return WM_OK;
 }
 
-static wm_status template_specials(wm_tokenizer *t, wm_tpost *pp, const cJSON *j, const char *path, wm_error *err) {
+/* special_tokens: {name: {"id", "ids", "tokens"}}, into pp->specials and names (name -> index, the last of a
+ * repeated name wins). One pass over each array: linear in the file. */
+static wm_status template_specials(wm_tokenizer *t, wm_tpost *pp, wm_tmap *names, const cJSON *j, const char *path,
+                                   wm_error *err) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "special_tokens");
     if (!m || cJSON_IsNull(m)) return WM_OK;
     if (!cJSON_IsObject(m)) return wm_err(err, WM_ERR_INPUT, "%s: %s.special_tokens: expected an object", t->name, path);
@@ -370,7 +378,7 @@ static wm_status template_specials(wm_tokenizer *t, wm_tpost *pp, const cJSON *j
     size_t i = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, m) {
-        wm_ttpl_special *sp = &pp->specials[i++];
+        wm_ttpl_special *sp = &pp->specials[i];
         char q[300];
         snprintf(q, sizeof q, "%s.special_tokens[\"%.80s\"]", path, e->string);
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(e, "ids"), *toks = cJSON_GetObjectItemCaseSensitive(e, "tokens");
@@ -378,20 +386,27 @@ static wm_status template_specials(wm_tokenizer *t, wm_tpost *pp, const cJSON *j
             return wm_err(err, WM_ERR_INPUT, "%s: %s: ids and tokens must be arrays of the same length", t->name, q);
         sp->name = wm_arena_strdup(&t->arena, e->string ? e->string : "");
         sp->n = (size_t)cJSON_GetArraySize(ids);
+        if (sp->n > WM_TOK_MAX_TEMPLATE_TOKENS)
+            return wm_err(err, WM_ERR_INPUT,
+                          "%s: %s: %zu ids, more than the %u special tokens a template may add (the limit "
+                          "WM_TOK_MAX_TEMPLATE_TOKENS in src/hf/tokenizer_impl.h)",
+                          t->name, q, sp->n, (unsigned)WM_TOK_MAX_TEMPLATE_TOKENS);
         sp->ids = node(t, (sp->n ? sp->n : 1) * sizeof *sp->ids);
         sp->toks = node(t, (sp->n ? sp->n : 1) * sizeof *sp->toks);
         sp->tok_lens = node(t, (sp->n ? sp->n : 1) * sizeof *sp->tok_lens);
         if (!sp->name || !sp->ids || !sp->toks || !sp->tok_lens) return NOMEM(t, err);
-        for (size_t k = 0; k < sp->n; k++) {
-            wm_status st = wm_tjson_id(t, cJSON_GetArrayItem(ids, (int)k), q, &sp->ids[k], err);
+        if (wm_tmap_put(names, sp->name, strlen(sp->name), (int32_t)i) < 0) return NOMEM(t, err);
+        const cJSON *idv = ids->child, *s = toks->child;
+        for (size_t k = 0; k < sp->n; k++, idv = idv->next, s = s->next) {
+            wm_status st = wm_tjson_id(t, idv, q, &sp->ids[k], err);
             if (st) return st;
-            const cJSON *s = cJSON_GetArrayItem(toks, (int)k);
             if (!cJSON_IsString(s) || !wm_u8_valid(s->valuestring, strlen(s->valuestring)))
                 return wm_err(err, WM_ERR_INPUT, "%s: %s.tokens[%zu]: expected a UTF-8 string", t->name, q, k);
             sp->toks[k] = wm_arena_strdup(&t->arena, s->valuestring);
             sp->tok_lens[k] = strlen(s->valuestring);
             if (!sp->toks[k]) return NOMEM(t, err);
         }
+        i++;
     }
     return WM_OK;
 }
@@ -427,10 +442,14 @@ wm_status wm_tjson_post(wm_tokenizer *t, const cJSON *j, const char *path, wm_tp
             return st;
     } else if (!strcmp(ty, "TemplateProcessing")) {
         pp->kind = WM_TPP_TEMPLATE;
-        if ((st = template_specials(t, pp, j, path, err)) ||
-            (st = template_pieces(t, pp, j, "single", path, &pp->single, &pp->n_single, err)) ||
-            (st = template_pieces(t, pp, j, "pair", path, &pp->pair, &pp->n_pair, err)))
+        wm_tmap names = {0};
+        if ((st = template_specials(t, pp, &names, j, path, err)) ||
+            (st = template_pieces(t, pp, &names, j, "single", path, &pp->single, &pp->n_single, err)) ||
+            (st = template_pieces(t, pp, &names, j, "pair", path, &pp->pair, &pp->n_pair, err))) {
+            wm_tmap_free(&names);
             return st;
+        }
+        wm_tmap_free(&names);
     } else
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: %s: unsupported post-processor type '%s'", t->name, path, ty);
     return WM_OK;

@@ -276,7 +276,7 @@ static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1,
             if (!sl_begin(o)) return OOM(err);
             /* run the regex on the token through the scratch work buffer */
             wm_piece p;
-            wm_status st = wm_ts_begin(*sc, ITEM(a, i), a->len[i], &p, err);
+            wm_status st = wm_ts_begin(*sc, ITEM(a, i), a->len[i], 0, &p, err);
             if (!st) st = wm_ts_find_regex(*sc, &p, &d->re, err);
             if (st) return st;
             for (size_t k = 0; k < (*sc)->mn; k++) {

@@ -31,12 +31,10 @@ void wm_tscratch_free(wm_tok_scratch *sc) {
     if (!sc) return;
     free(sc->txt);
     free(sc->al);
-    free(sc->pc[0]);
-    free(sc->pc[1]);
     free(sc->ops_cp);
     free(sc->ops_ch);
     free(sc->mt);
-    free(sc->mt2);
+    wm_tscratch_free_levels(sc);
     if (sc->md) pcre2_match_data_free(sc->md);
     if (sc->mctx) pcre2_match_context_free(sc->mctx);
     if (sc->jstack) pcre2_jit_stack_free(sc->jstack);
@@ -49,10 +47,6 @@ void wm_tscratch_free(wm_tok_scratch *sc) {
     free(sc->ts);
     free(sc->te);
     free(sc->tsrc);
-    free(sc->tptr);
-    free(sc->tplen);
-    free(sc->cstr);
-    free(sc->cslen);
     free(sc->ubest);
     free(sc->uid);
     free(sc->ufrom);
@@ -66,17 +60,20 @@ void wm_tscratch_free(wm_tok_scratch *sc) {
     free(sc);
 }
 
-wm_status wm_ts_begin(wm_tok_scratch *sc, const char *text, size_t len, wm_piece *p, wm_error *err) {
+wm_status wm_ts_begin(wm_tok_scratch *sc, const char *text, size_t len, int utf8, wm_piece *p, wm_error *err) {
     sc->tn = 0;
-    sc->pn[0] = sc->pn[1] = 0;
     sc->on = 0;
+    /* valid UTF-8 (what encode is given): the text's alignments are derived from it (wm_ts_al) */
+    int valid = utf8 || wm_u8_valid(text, len);
+    sc->base_n = valid ? len : 0;
     if (!wm_ts_reserve(sc, len)) return OOM(err);
     if (len) memcpy(sc->txt, text, len);
-    for (size_t i = 0; i < len;) {
-        size_t n = wm_u8_len((uint8_t)text[i]);
-        for (size_t k = 0; k < n; k++) sc->al[i + k] = (wm_tspan){(uint32_t)i, (uint32_t)(i + n)};
-        i += n;
-    }
+    if (!valid)
+        for (size_t i = 0; i < len;) {
+            size_t n = wm_u8_len((uint8_t)text[i]);
+            for (size_t k = 0; k < n && i + k < len; k++) sc->al[i + k] = (wm_tspan){(uint32_t)i, (uint32_t)(i + n)};
+            i += n;
+        }
     sc->tn = len;
     *p = (wm_piece){0, (uint32_t)len, 0, (uint32_t)len, -1};
     return WM_OK;
@@ -86,21 +83,19 @@ wm_status wm_ts_begin(wm_tok_scratch *sc, const char *text, size_t len, wm_piece
 static wm_tok_offset conv(const wm_tok_scratch *sc, const wm_piece *p, uint32_t s, uint32_t e) {
     if (s == e) return (wm_tok_offset){p->shift + s, p->shift + e};
     if (e > p->len || s > e) return (wm_tok_offset){s, e};
-    return (wm_tok_offset){sc->al[p->off + s].s, sc->al[p->off + e - 1].e};
+    return (wm_tok_offset){wm_ts_al(sc, p->off + s).s, wm_ts_al(sc, p->off + e - 1).e};
 }
 
-static const char *model_token(const wm_tmodel *m, int32_t id, size_t *len) { return wm_tvocab_token(&m->v, id, len); }
 
 static wm_status tokenize_piece(const wm_tokenizer *t, wm_tok_scratch *sc, const wm_piece *p, int32_t word,
-                                int32_t type, wm_tseq *q, wm_error *err) {
+                                wm_tseq *q, wm_error *err) {
     const char *w = sc->txt + p->off;
     if (p->added >= 0) {
         const wm_tadded *a = &t->added[p->added];
-        return wm_tseq_push(q, a->id, w, p->len, 0, conv(sc, p, 0, p->len), word, type, 0) ? WM_OK : OOM(err);
+        return wm_tseq_push(q, a->id, w, p->len, 0, conv(sc, p, 0, p->len), word) ? WM_OK : OOM(err);
     }
     size_t n = 0;
     wm_status st;
-    sc->tstr_filled = 0;
     switch (t->model.kind) {
     case WM_TM_BPE: st = wm_tbpe_tokenize(&t->model, sc, w, p->len, &n, err); break;
     case WM_TM_UNIGRAM: st = wm_tunigram_tokenize(&t->model, sc, w, p->len, &n, err); break;
@@ -108,50 +103,58 @@ static wm_status tokenize_piece(const wm_tokenizer *t, wm_tok_scratch *sc, const
     default: st = wm_twordlevel_tokenize(&t->model, sc, w, p->len, &n, err); break;
     }
     if (st) return st;
-    for (size_t i = 0; i < n; i++) {
-        const char *s;
-        size_t sl = 0;
-        int ref = !sc->tsrc[i];
-        if (!ref) {
-            s = sc->txt + p->off + sc->ts[i];
-            sl = sc->te[i] - sc->ts[i];
-        } else if (sc->tstr_filled) {
-            s = sc->tptr[i];
-            sl = sc->tplen[i];
-        } else if (!(s = model_token(&t->model, sc->tids[i], &sl)))
-            s = "", sl = 0;
-        if (!wm_tseq_push(q, sc->tids[i], s, sl, ref, conv(sc, p, sc->ts[i], sc->te[i]), word, type, 0))
+    for (size_t i = 0; i < n; i++) { /* the string is the vocabulary's unless the model took the word's bytes */
+        int vocab = !sc->tsrc[i];
+        if (!wm_tseq_push(q, sc->tids[i], vocab ? NULL : sc->txt + p->off + sc->ts[i], vocab ? 0 : sc->te[i] - sc->ts[i],
+                          vocab, conv(sc, p, sc->ts[i], sc->te[i]), word))
             return OOM(err);
     }
     return WM_OK;
 }
 
+/* One sequence being encoded: the final pieces go to the model in order (their index is the word id). */
+typedef struct seq_ctx {
+    const wm_tokenizer *t;
+    wm_tseq *q;
+    int32_t type, word;
+} seq_ctx;
+
+static wm_status to_model(void *ctx, wm_tok_scratch *sc, const wm_piece *p, wm_error *err) {
+    seq_ctx *x = ctx;
+    return tokenize_piece(x->t, sc, p, x->word++, x->q, err);
+}
+
+/* A piece after the normalized added-token split: an added token, or text to pre-tokenize. */
+static wm_status normalized_piece(void *ctx, wm_tok_scratch *sc, const wm_piece *p, wm_error *err) {
+    seq_ctx *x = ctx;
+    if (p->added >= 0 || !x->t->n_pre_steps) return to_model(ctx, sc, p, err);
+    return wm_tpre_stream(x->t, sc, p, to_model, ctx, err);
+}
+
+/* A piece of the raw text after the raw added-token split: normalized, split again, pre-tokenized; what it
+ * appended to the work buffer is dropped once its tokens are made. */
+static wm_status raw_piece(void *ctx, wm_tok_scratch *sc, const wm_piece *p, wm_error *err) {
+    seq_ctx *x = ctx;
+    if (p->added >= 0) return to_model(ctx, sc, p, err);
+    size_t mark = sc->tn;
+    wm_piece q = *p;
+    wm_status st = x->t->norm ? wm_tnorm_apply(x->t->norm, sc, &q, err) : WM_OK;
+    if (!st) st = wm_tadded_split(x->t, sc, &q, 1, normalized_piece, ctx, err);
+    sc->tn = mark;
+    return st;
+}
+
 static wm_status encode_seq(const wm_tokenizer *t, wm_tok_scratch *sc, const char *text, size_t len, wm_tseq *q,
                             int32_t type, wm_error *err) {
     wm_tseq_reset(q);
+    q->type = type;
     sc->text[type] = text;
     sc->text_len[type] = len;
     wm_piece p0;
-    wm_status st = wm_ts_begin(sc, text, len, &p0, err);
+    wm_status st = wm_ts_begin(sc, text, len, 1, &p0, err); /* check_text made sure of UTF-8 */
     if (st) return st;
-    if ((st = wm_tadded_split(t, sc, &p0, 0, 1, err))) return st;
-    sc->pn[0] = 0;
-    for (size_t i = 0; i < sc->pn[1]; i++) {
-        wm_piece p = sc->pc[1][i];
-        if (p.added >= 0) {
-            if (!wm_ts_push_piece(sc, 0, p)) return OOM(err);
-            continue;
-        }
-        if (t->norm && (st = wm_tnorm_apply(t->norm, sc, &p, err))) return st;
-        if ((st = wm_tadded_split(t, sc, &p, 1, 0, err))) return st;
-    }
-    int k = 0;
-    if (t->pre && (st = wm_tpre_apply(t->pre, sc, &k, err))) return st;
-    for (size_t i = 0; i < sc->pn[k]; i++) {
-        wm_piece p = sc->pc[k][i];
-        if ((st = tokenize_piece(t, sc, &p, (int32_t)i, type, q, err))) return st;
-    }
-    return WM_OK;
+    seq_ctx x = {t, q, type, 0};
+    return wm_tadded_split(t, sc, &p0, 0, raw_piece, &x, err);
 }
 
 wm_encode_opts wm_encode_opts_default(void) {
@@ -221,16 +224,22 @@ void wm_encoding_free(wm_encoding *e) {
     free(e->attention_mask);
     free(e->special_mask);
     free(e->offsets);
-    free(e->tok_ptr);
-    free(e->tok_off);
-    free(e->tok_len);
+    free(e->own);
     free(e->strbuf);
     wm_tscratch_free(e->scratch);
     memset(e, 0, sizeof *e);
 }
 
 const char *wm_encoding_token(const wm_encoding *e, size_t i, size_t *len) {
-    if (i >= e->n) return NULL;
-    *len = e->tok_len[i];
-    return e->tok_ptr[i] ? e->tok_ptr[i] : e->strbuf + e->tok_off[i];
+    if (i >= e->n || !e->tok) return NULL;
+    size_t lo = 0, hi = e->n_own; /* own is sorted by token index */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->own[mid].i < i) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < e->n_own && e->own[lo].i == i) return wm_tstr_at(e->strbuf, e->own[lo].ref, len);
+    const char *s = wm_tvocab_token(&e->tok->model.v, e->ids[i], len);
+    if (!s) *len = 0;
+    return s ? s : "";
 }

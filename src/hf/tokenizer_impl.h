@@ -13,6 +13,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/arena.h"
 #include "core/error.h"
@@ -133,8 +134,28 @@ typedef struct wm_tregex {
  */
 wm_status wm_tregex_compile(wm_tregex *re, const char *pat, size_t len, int literal, const char *what, wm_error *err);
 void wm_tregex_free(wm_tregex *re);
-/* Per-match limits for hostile patterns: a runaway match becomes an error, not a hang. */
+/*
+ * Bounds on regex work (hostile patterns, long texts): one match may backtrack WM_TREGEX_MATCH_LIMIT steps;
+ * each match attempt starts with a window of WM_TREGEX_WINDOW0 bytes and a backtracking limit of
+ * WM_TREGEX_LIMIT0 and grows them only when the match needs more; the windows and limits tried over one piece
+ * of text are charged to budgets of WM_TREGEX_BUDGET_PER_BYTE per byte of it (plus a base), so the total work
+ * is linear in the text: a pattern that rescans the rest of the text at every position (a*b|a) or backtracks
+ * heavily at every match ends with an error instead of running for hours. Ordinary tokenizer patterns charge
+ * about 16 per byte.
+ */
 #define WM_TREGEX_MATCH_LIMIT 20000000u
+#define WM_TREGEX_WINDOW0 16u
+#define WM_TREGEX_LIMIT0 64u
+#define WM_TREGEX_BUDGET_PER_BYTE 64u
+#define WM_TREGEX_BUDGET_BASE (1u << 20)
+#define WM_TREGEX_OVER_BUDGET (-1000000) /* match_bounded's result when a budget is spent */
+/* Trie steps of the added-token matcher over one piece: a budget linear in the text (ordinary files take
+ * about one per byte, a few more where an added token's first byte appears) */
+#define WM_TADDED_BUDGET_PER_BYTE 64u
+#define WM_TADDED_BUDGET_BASE (1u << 20)
+/* The same for the Unigram and WordPiece prefix searches over one word */
+#define WM_TMODEL_BUDGET_PER_BYTE 64u
+#define WM_TMODEL_BUDGET_BASE (1u << 20)
 
 /* ------------------------------------------------------------ components */
 
@@ -211,6 +232,10 @@ typedef struct wm_tpre {
 } wm_tpre;
 
 typedef enum { WM_TPP_BERT, WM_TPP_ROBERTA, WM_TPP_BYTELEVEL, WM_TPP_TEMPLATE, WM_TPP_SEQUENCE } wm_tpost_kind;
+
+/* Special tokens a TemplateProcessing may add to one encoding (single or pair, all pieces together),
+ * and ids one special token may hold: a bound on hostile files (real templates add a few). */
+#define WM_TOK_MAX_TEMPLATE_TOKENS (1u << 20)
 
 typedef struct wm_ttpl_special { /* a TemplateProcessing special token */
     const char *name;
@@ -314,6 +339,8 @@ struct wm_tokenizer {
     wm_tmodel model;
     wm_tnorm *norm;
     wm_tpre *pre;
+    const wm_tpre **pre_steps; /* pre flattened (wm_tpre_flatten) */
+    size_t n_pre_steps;
     wm_tpost *post;
     wm_tdec *dec;
     wm_tadded *added; /* by insertion; the last definition of an id wins */
@@ -344,12 +371,12 @@ typedef struct wm_piece {
 } wm_piece;
 
 typedef struct wm_tseq { /* tokens of one sequence (before post-processing) */
-    size_t n, cap;
-    int32_t *ids, *words, *types;
-    uint8_t *special;
+    size_t n, cap;         /* ids, words, offs hold cap */
+    int32_t *ids, *words;
     wm_tok_offset *offs;
-    const char **sptr; /* token string in the tokenizer (vocabulary), or NULL: str + soff */
-    uint32_t *soff, *slen;
+    int32_t type;          /* the sequence's type id (0, or 1 for the pair) */
+    wm_tok_own *own;       /* tokens whose string is not the vocabulary's, by index, strings in str */
+    size_t n_own, own_cap;
     char *str;
     size_t str_n, str_cap;
 } wm_tseq;
@@ -371,17 +398,16 @@ typedef struct wm_bpe_cache_ent {
 
 struct wm_tok_scratch {
     char *txt;
-    wm_tspan *al;
+    wm_tspan *al; /* alignments of txt[base_n, tn): al[i - base_n] (wm_ts_al) */
     size_t tn, tcap, acap;
-    wm_piece *pc[2];
-    size_t pn[2], pcap[2];
+    size_t base_n; /* txt[0, base_n) is the text being encoded, valid UTF-8: its alignments are derived */
     uint32_t *ops_cp;
     int32_t *ops_ch;
     size_t on, ocap, ocap2;
     wm_tmatch *mt;
     size_t mn, mcap;
-    wm_tmatch *mt2;
-    size_t mn2, mcap2;
+    struct wm_tlevel *lv; /* the streamed pre-tokenizer's state, one per step */
+    size_t nlv;
     pcre2_match_data *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack *jstack;
@@ -396,9 +422,6 @@ struct wm_tok_scratch {
     int32_t *tids;   /* model output: ids, byte ranges in the word, */
     uint32_t *ts, *te;
     uint8_t *tsrc;   /* string source: 0 vocabulary token of the id, 1 the word's bytes */
-    const char **tptr; /* with tstr_filled: the vocabulary string of each token (BPE) */
-    uint32_t *tplen;
-    int tstr_filled;
     size_t t_cap;
     double *ubest;
     int32_t *uid, *ufrom;
@@ -414,8 +437,6 @@ struct wm_tok_scratch {
     size_t ckn, ckcap;
     int32_t *cids;
     uint32_t *clens;
-    const char **cstr; /* the token strings of cached words */
-    uint32_t *cslen;
     size_t ctn, ctcap;
     wm_tseg *segs; /* post-processing: two lists of segcap/2 each */
     size_t segcap;
@@ -423,16 +444,26 @@ struct wm_tok_scratch {
 
 /* ----------------------------------------------------- cross-file hooks */
 
-/* Scratch lifecycle (tokenizer_encode.c). */
+/* Scratch lifecycle (tokenizer_encode.c; the pre-tokenizer's steps: tokenizer_pretok.c). */
 wm_tok_scratch *wm_tscratch_new(void);
 void wm_tscratch_free(wm_tok_scratch *sc);
-/* Resets the work buffer and makes the whole text one piece (alignments per character). */
-wm_status wm_ts_begin(wm_tok_scratch *sc, const char *text, size_t len, wm_piece *p, wm_error *err);
+void wm_tscratch_free_levels(wm_tok_scratch *sc);
+/* Resets the work buffer and makes the whole text one piece (alignments per character). utf8: the caller
+ * knows the text is valid UTF-8 (else it is checked). */
+wm_status wm_ts_begin(wm_tok_scratch *sc, const char *text, size_t len, int utf8, wm_piece *p, wm_error *err);
 
 /* Work buffer: reserves n more bytes (text + alignments); 0 on OOM. */
 int wm_ts_reserve(wm_tok_scratch *sc, size_t n);
-/* Appends a piece to list k; 0 on OOM. */
-int wm_ts_push_piece(wm_tok_scratch *sc, int k, wm_piece p);
+/* The alignment of work-buffer byte i: stored past base_n; in the text itself the original span of the
+ * character holding it (what copying the text with its alignments would have stored: 8 bytes a byte). */
+static inline wm_tspan wm_ts_al(const wm_tok_scratch *sc, size_t i) {
+    if (i >= sc->base_n) return sc->al[i - sc->base_n];
+    size_t s = i;
+    while (s > 0 && ((uint8_t)sc->txt[s] & 0xC0) == 0x80) s--;
+    return (wm_tspan){(uint32_t)s, (uint32_t)(s + wm_u8_len((uint8_t)sc->txt[s]))};
+}
+/* The stored alignment of byte i >= base_n, for writing. */
+#define WM_TS_ALW(sc, i) ((sc)->al[(i) - (sc)->base_n])
 
 /*
  * Transform (NormalizedString::transform): replaces the piece's text with
@@ -440,30 +471,113 @@ int wm_ts_push_piece(wm_tok_scratch *sc, int k, wm_piece p);
  * The new text is appended to the work buffer and *p updated.
  */
 wm_status wm_ts_transform(wm_tok_scratch *sc, wm_piece *p, size_t initial_offset, wm_error *err);
+/*
+ * The same transform made a segment at a time, for character-local normalizers: the piece is cut into
+ * segments of about WM_TSEG_BYTES that end before a character for which cut says a segment may start there
+ * (nothing before it changes how it or what follows is normalized); fn fills sc->ops for the characters of
+ * piece bytes [a, b) (*same = 1 when it knows they do not change, *init the characters its ops skip at the
+ * start, as initial_offset: the first segment only). Segments that do not change are copied, and when none
+ * changes the piece is left as it is: the memory is a segment's ops, not the whole piece's.
+ */
+typedef int (*wm_tcut)(void *ctx, uint32_t cp);
+typedef wm_status (*wm_tseg_ops)(void *ctx, wm_tok_scratch *sc, const wm_piece *p, size_t a, size_t b, int *same,
+                                 size_t *init, wm_error *err);
+wm_status wm_ts_transform_seg(wm_tok_scratch *sc, wm_piece *p, wm_tcut cut, wm_tseg_ops fn, void *ctx, wm_error *err);
+#define WM_TSEG_BYTES 4096
 /* The ByteLevel byte -> printable character transform. */
 wm_status wm_ts_bytelevel(wm_tok_scratch *sc, wm_piece *p, wm_error *err);
 /* NormalizedString::prepend. */
 wm_status wm_ts_prepend(wm_tok_scratch *sc, wm_piece *p, const char *s, size_t n, wm_error *err);
 /* NormalizedString::replace with the matches in sc->mt (is_match entries replaced by content). */
 wm_status wm_ts_replace(wm_tok_scratch *sc, wm_piece *p, const char *content, size_t n, wm_error *err);
-/* Matches of a regex over the piece into sc->mt ((s, e, is_match), covering the piece). */
+/* Matches of a regex over the whole piece into sc->mt ((s, e, is_match), covering the piece). */
 wm_status wm_ts_find_regex(wm_tok_scratch *sc, const wm_piece *p, const wm_tregex *re, wm_error *err);
-/* Matches of a char predicate into sc->mt. */
+/* NormalizedString::replace of every character cp by content (Metaspace): no match list. */
+wm_status wm_ts_replace_char(wm_tok_scratch *sc, wm_piece *p, uint32_t cp, const char *content, size_t n,
+                             wm_error *err);
+
+/*
+ * Entries of a split, made a batch at a time (the streamed pre-tokenizer): a generator walks one piece and
+ * appends (s, e, is_match) entries that cover it in order; wm_tents_cut says how many of the front entries
+ * no later entry can merge with (the split behaviour's rule), so they can be split while the rest waits.
+ */
+typedef struct wm_tents {
+    wm_tmatch *m;
+    size_t n, cap;
+} wm_tents;
+/* Appends an entry; 0 on OOM. */
+static inline int wm_tents_push(wm_tents *E, uint32_t s, uint32_t e, int m) {
+    if (E->n >= E->cap && !wm_tgrow(&E->m, &E->cap, E->n + 1, sizeof *E->m)) return 0;
+    E->m[E->n++] = (wm_tmatch){s, e, m};
+    return 1;
+}
+size_t wm_tents_cut(const wm_tents *E, wm_split_behavior b);
+
 typedef int (*wm_tcharpred)(uint32_t cp, const void *ctx);
-wm_status wm_ts_find_chars(wm_tok_scratch *sc, const wm_piece *p, wm_tcharpred pred, const void *ctx, wm_error *err);
-/* Flips every is_match flag in sc->mt. */
-void wm_ts_invert(wm_tok_scratch *sc);
-/* Splits *p by sc->mt with behavior, appending the non-empty parts to list k. */
-wm_status wm_ts_split(wm_tok_scratch *sc, const wm_piece *p, wm_split_behavior b, int k, wm_error *err);
+typedef enum { WM_TGEN_REGEX, WM_TGEN_CHARS, WM_TGEN_WORDS, WM_TGEN_FIXED } wm_tgen_kind;
+typedef struct wm_tgen {
+    wm_tgen_kind kind;
+    const wm_tregex *re;  /* REGEX: matches (invert: flags flipped) */
+    wm_tcharpred pred;    /* CHARS: each character with pred(cp, pctx) */
+    const void *pctx;
+    size_t length;        /* FIXED: characters a chunk */
+    int invert;
+    /* progress (wm_tgen_start) */
+    size_t pos, prev;
+    long last_match_end;
+    uint64_t wbudget, lbudget; /* REGEX: work budgets (WM_TREGEX_BUDGET_PER_BYTE) */
+    int run, done;
+} wm_tgen;
+void wm_tgen_start(wm_tgen *g, const wm_piece *p);
+/* Appends entries of p to E until E->n >= want or the piece is done (g->done). */
+wm_status wm_tgen_fill(wm_tok_scratch *sc, const wm_piece *p, wm_tgen *g, wm_tents *E, size_t want, wm_error *err);
+
+/* A list of pieces. */
+typedef struct wm_tpieces {
+    wm_piece *p;
+    size_t n, cap;
+} wm_tpieces;
+static inline int wm_tpieces_push(wm_tpieces *L, wm_piece p) { /* 0 on OOM */
+    if (L->n >= L->cap && !wm_tgrow(&L->p, &L->cap, L->n + 1, sizeof *L->p)) return 0;
+    L->p[L->n++] = p;
+    return 1;
+}
+/* Splits p by entries m[0, n) (rewritten in place) with behavior, appending the non-empty parts to dst. */
+wm_status wm_ts_split_ents(wm_tok_scratch *sc, const wm_piece *p, wm_tmatch *m, size_t n, wm_split_behavior b,
+                           wm_tpieces *dst, wm_error *err);
 /* A sub-range [s, e) of a piece (NormalizedString::slice). */
-wm_piece wm_ts_slice(const wm_tok_scratch *sc, const wm_piece *p, uint32_t s, uint32_t e);
+static inline wm_piece wm_ts_slice(const wm_tok_scratch *sc, const wm_piece *p, uint32_t s, uint32_t e) {
+    wm_piece q = {p->off + s, e - s, p->shift, 0, -1};
+    if (e > s && (size_t)p->off + e <= sc->base_n) { /* characters of the text itself: their own bytes */
+        q.shift = p->off + s;
+        q.olen = e - s;
+    } else if (e > s) {
+        uint32_t a = wm_ts_al(sc, p->off + s).s, b = wm_ts_al(sc, p->off + e - 1).e;
+        q.shift = a;
+        q.olen = b > a ? b - a : 0;
+    }
+    return q;
+}
 /* Pushes an op. 0 on OOM. */
 int wm_ts_op(wm_tok_scratch *sc, uint32_t cp, int32_t change);
 
 /* Normalizer / pre-tokenizer application (tokenizer_normalize.c, tokenizer_pretok.c). */
 wm_status wm_tnorm_apply(const wm_tnorm *n, wm_tok_scratch *sc, wm_piece *p, wm_error *err);
-/* Pre-tokenizes list k in place (pieces with added >= 0 pass through). */
-wm_status wm_tpre_apply(const wm_tpre *pt, wm_tok_scratch *sc, int *k, wm_error *err);
+
+/* What is done with each final piece (the model, or a tool printing the pieces). */
+typedef wm_status (*wm_tsink)(void *ctx, wm_tok_scratch *sc, const wm_piece *p, wm_error *err);
+/*
+ * Pre-tokenizes p and hands every final piece to sink, in order (a piece that is an added token goes to it
+ * as it is). Streamed: each step of the pre-tokenizer splits a batch of WM_TPRE_BATCH entries at a time and
+ * passes each part down before the next batch; the text a step makes (ByteLevel, Metaspace) is dropped from
+ * the work buffer once its parts are done, so the memory is a few batches per step, not the whole text.
+ */
+wm_status wm_tpre_stream(const wm_tokenizer *t, wm_tok_scratch *sc, const wm_piece *p, wm_tsink sink, void *ctx,
+                         wm_error *err);
+/* The pre-tokenizer as a list of steps (Sequence flattened, Bert as its two steps); at load. */
+wm_status wm_tpre_flatten(wm_tokenizer *t, wm_error *err);
+#define WM_TPRE_BATCH 256
+#define WM_TPRE_MAX_STEPS 256 /* pre-tokenizer steps (Sequence kids, all levels) a tokenizer may have */
 
 /* Model (tokenizer_bpe.c etc.): tokenizes one piece, appending to seq. */
 wm_status wm_tmodel_tokenize(const wm_tokenizer *t, wm_tok_scratch *sc, const wm_piece *p, int32_t word,
@@ -481,10 +595,15 @@ void wm_tmodel_free(wm_tmodel *m);
 void wm_tscratch_free_model(wm_tok_scratch *sc);
 
 /* Sequence building (tokenizer_post.c). */
-/* Appends a token; its string s is copied unless ref (s then outlives the sequence: vocabulary). */
-int wm_tseq_push(wm_tseq *q, int32_t id, const char *s, size_t n, int ref, wm_tok_offset off, int32_t word,
-                 int32_t type, uint8_t special);
-static inline const char *wm_tseq_tok(const wm_tseq *q, size_t i) { return q->sptr[i] ? q->sptr[i] : q->str + q->soff[i]; }
+/* Appends a token; vocab: its string is the model's vocabulary string of id, else s[0, n) is copied. */
+int wm_tseq_push(wm_tseq *q, int32_t id, const char *s, size_t n, int vocab, wm_tok_offset off, int32_t word);
+/* A string stored as [uint32 length][bytes] at ref in pool. */
+static inline const char *wm_tstr_at(const char *pool, uint32_t ref, size_t *len) {
+    uint32_t n;
+    memcpy(&n, pool + ref, sizeof n);
+    *len = n;
+    return pool + ref + sizeof n;
+}
 void wm_tseq_reset(wm_tseq *q);
 void wm_tseq_free(wm_tseq *q);
 /* Truncation, post-processing and padding of seq[0] (+ seq[1]) into out. */
@@ -498,9 +617,10 @@ size_t wm_tpost_added_count(const wm_tpost *pp, int is_pair);
 wm_status wm_tadded_add_batch(wm_tokenizer *t, const wm_tadded *toks, size_t n, wm_error *err);
 /* Builds tries and normalized forms once every added token is known. */
 wm_status wm_tadded_finish(wm_tokenizer *t, wm_error *err);
-/* Splits piece p (list src) by the raw or normalized trie, appending to list dst. */
-wm_status wm_tadded_split(const wm_tokenizer *t, wm_tok_scratch *sc, const wm_piece *p, int normalized, int dst,
-                          wm_error *err);
+/* Splits piece p by the raw or normalized trie and hands each non-empty part to fn in order (added set on the
+ * parts that are added tokens). fn may append to the work buffer. */
+wm_status wm_tadded_split(const wm_tokenizer *t, wm_tok_scratch *sc, const wm_piece *p, int normalized, wm_tsink fn,
+                          void *ctx, wm_error *err);
 
 /* Component loaders (tokenizer_json.c, tokenizer_components.c); node is a cJSON*. */
 struct cJSON;

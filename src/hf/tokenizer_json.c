@@ -381,6 +381,7 @@ wm_status wm_tjson_tokenizer(wm_tokenizer *t, const cJSON *root, wm_error *err) 
     if ((st = load_truncation(t, cJSON_GetObjectItemCaseSensitive(root, "truncation"), err))) return st;
     if ((st = load_padding(t, cJSON_GetObjectItemCaseSensitive(root, "padding"), err))) return st;
     if ((st = load_added(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), err))) return st;
+    if ((st = wm_tpre_flatten(t, err))) return st;
     return wm_tadded_finish(t, err);
 }
 

@@ -123,54 +123,61 @@ oom:
     return OOM(err);
 }
 
-/* 1 when sc->ops reproduce the piece's characters one for one (no change needed). */
-static int ops_identity(const wm_tok_scratch *sc, const wm_piece *p) {
-    const char *t = sc->txt + p->off;
-    size_t i = 0;
-    for (size_t k = 0; k < sc->on; k++) {
-        if (i >= p->len || sc->ops_ch[k] != 0) return 0;
-        size_t adv;
-        if (wm_u8_get(t + i, &adv) != sc->ops_cp[k]) return 0;
-        i += adv;
-    }
-    return i == p->len;
+/* The segmented transforms (wm_ts_transform_seg): a segment may start anywhere (any_cut), or before a
+ * character that nothing before it composes or reorders with (nf_cut: ASCII and the other inert ones). */
+static int any_cut(void *ctx, uint32_t cp) {
+    (void)ctx, (void)cp;
+    return 1;
 }
 
-static wm_status do_nf(wm_tok_scratch *sc, wm_piece *p, int compat, int compose, wm_error *err) {
+typedef struct nf_mode {
+    int compat, compose;
+} nf_mode;
+
+static int nf_cut(void *ctx, uint32_t cp) {
+    const nf_mode *m = ctx;
+    return cp < 0x80 || wm_uc_nf_inert(cp, m->compat, m->compose);
+}
+
+static wm_status nf_seg(void *ctx, wm_tok_scratch *sc, const wm_piece *p, size_t a, size_t b, int *same, size_t *init,
+                        wm_error *err) {
+    const nf_mode *m = ctx;
+    (void)init;
     const char *t = sc->txt + p->off;
     int inert = 1;
-    for (size_t i = 0; i < p->len && inert;) {
+    for (size_t i = a; i < b && inert;) {
         if ((uint8_t)t[i] < 0x80) {
             i++;
             continue;
         }
         size_t adv;
-        inert = wm_uc_nf_inert(wm_u8_get(t + i, &adv), compat, compose);
+        inert = wm_uc_nf_inert(wm_u8_get(t + i, &adv), m->compat, m->compose);
         i += adv;
     }
-    if (inert) return WM_OK;
-    wm_status st = nf_ops(sc, p, compat, compose, err);
-    if (st) return st;
-    if (ops_identity(sc, p)) {
-        sc->on = 0;
-        return WM_OK;
-    }
-    return wm_ts_transform(sc, p, 0, err);
+    if ((*same = inert)) return WM_OK;
+    wm_piece seg = {p->off + (uint32_t)a, (uint32_t)(b - a), 0, 0, -1};
+    return nf_ops(sc, &seg, m->compat, m->compose, err);
 }
 
-static wm_status do_lowercase(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
+static wm_status do_nf(wm_tok_scratch *sc, wm_piece *p, int compat, int compose, wm_error *err) {
+    nf_mode m = {compat, compose};
+    return wm_ts_transform_seg(sc, p, nf_cut, nf_seg, &m, err);
+}
+
+static wm_status lower_seg(void *ctx, wm_tok_scratch *sc, const wm_piece *p, size_t a, size_t b, int *same,
+                           size_t *init, wm_error *err) {
+    (void)ctx, (void)init;
     const char *t = sc->txt + p->off;
-    size_t i = 0;
+    size_t i = a;
     uint32_t lo[3];
-    for (; i < p->len;) {
+    for (; i < b;) {
         size_t adv;
         uint32_t cp = wm_u8_get(t + i, &adv);
         if (wm_uc_lower(cp, lo) != 1 || lo[0] != cp) break;
         i += adv;
     }
-    if (i == p->len) return WM_OK;
-    sc->on = 0;
-    for (i = 0; i < p->len;) {
+    if ((*same = i == b)) return WM_OK;
+    for (i = a; i < b;) {
         size_t adv;
         uint32_t cp = wm_u8_get(t + i, &adv);
         i += adv;
@@ -178,35 +185,48 @@ static wm_status do_lowercase(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
         for (size_t j = 0; j < k; j++)
             if (!wm_ts_op(sc, lo[j], j > 0)) return OOM(err);
     }
-    return wm_ts_transform(sc, p, 0, err);
+    return WM_OK;
+}
+
+static wm_status do_lowercase(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
+    return wm_ts_transform_seg(sc, p, any_cut, lower_seg, NULL, err);
 }
 
 typedef int (*keep_fn)(uint32_t cp);
 typedef uint32_t (*map_fn)(uint32_t cp);
 
-/* NormalizedString::filter(keep) followed by map(f) (f may be NULL). */
-static wm_status do_filter_map(wm_tok_scratch *sc, wm_piece *p, keep_fn keep, map_fn f, wm_error *err) {
+/* NormalizedString::filter(keep) followed by map(f) (f may be NULL): each kept character's op carries the
+ * removed characters after it; a segment starts at a kept character. */
+typedef struct fm_mode {
+    keep_fn keep;
+    map_fn f;
+} fm_mode;
+
+static int fm_cut(void *ctx, uint32_t cp) { return ((const fm_mode *)ctx)->keep(cp); }
+
+static wm_status fm_seg(void *ctx, wm_tok_scratch *sc, const wm_piece *p, size_t a, size_t b, int *same, size_t *init,
+                        wm_error *err) {
+    const fm_mode *m = ctx;
     const char *t = sc->txt + p->off;
     int any = 0;
-    for (size_t i = 0; i < p->len && !any;) {
+    for (size_t i = a; i < b && !any;) {
         size_t adv;
         uint32_t cp = wm_u8_get(t + i, &adv);
-        any = !keep(cp) || (f && f(cp) != cp);
+        any = !m->keep(cp) || (m->f && m->f(cp) != cp);
         i += adv;
     }
-    if (!any) return WM_OK;
-    sc->on = 0;
+    if ((*same = !any)) return WM_OK;
     int32_t removed = 0;
     size_t removed_start = 0;
     int have = 0;
     uint32_t last = 0;
-    for (size_t i = 0; i < p->len;) {
+    for (size_t i = a; i < b;) {
         size_t adv;
         uint32_t cp = wm_u8_get(t + i, &adv);
         i += adv;
-        if (keep(cp)) {
+        if (m->keep(cp)) {
             if (have) {
-                if (!wm_ts_op(sc, f ? f(last) : last, -removed)) return OOM(err);
+                if (!wm_ts_op(sc, m->f ? m->f(last) : last, -removed)) return OOM(err);
             } else
                 removed_start = (size_t)removed;
             last = cp;
@@ -215,8 +235,15 @@ static wm_status do_filter_map(wm_tok_scratch *sc, wm_piece *p, keep_fn keep, ma
         } else
             removed++;
     }
-    if (have && !wm_ts_op(sc, f ? f(last) : last, -removed)) return OOM(err);
-    return wm_ts_transform(sc, p, removed_start, err);
+    if (have && !wm_ts_op(sc, m->f ? m->f(last) : last, -removed)) return OOM(err);
+    *init = removed_start;
+    if (!have) *init = (size_t)removed; /* nothing kept: the segment's characters all go */
+    return WM_OK;
+}
+
+static wm_status do_filter_map(wm_tok_scratch *sc, wm_piece *p, keep_fn keep, map_fn f, wm_error *err) {
+    fm_mode m = {keep, f};
+    return wm_ts_transform_seg(sc, p, fm_cut, fm_seg, &m, err);
 }
 
 static int keep_not_mark(uint32_t cp) { return !wm_uc_is_mark(cp); }
@@ -239,17 +266,18 @@ static uint32_t map_nmt(uint32_t c) {
     return c;
 }
 
-static wm_status do_chinese(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
+static wm_status chinese_seg(void *ctx, wm_tok_scratch *sc, const wm_piece *p, size_t a, size_t b, int *same,
+                             size_t *init, wm_error *err) {
+    (void)ctx, (void)init;
     const char *t = sc->txt + p->off;
     int any = 0;
-    for (size_t i = 0; i < p->len && !any;) {
+    for (size_t i = a; i < b && !any;) {
         size_t adv;
         any = wm_uc_is_cjk(wm_u8_get(t + i, &adv));
         i += adv;
     }
-    if (!any) return WM_OK;
-    sc->on = 0;
-    for (size_t i = 0; i < p->len;) {
+    if ((*same = !any)) return WM_OK;
+    for (size_t i = a; i < b;) {
         size_t adv;
         uint32_t cp = wm_u8_get(t + i, &adv);
         i += adv;
@@ -258,7 +286,11 @@ static wm_status do_chinese(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
         } else if (!wm_ts_op(sc, cp, 0))
             return OOM(err);
     }
-    return wm_ts_transform(sc, p, 0, err);
+    return WM_OK;
+}
+
+static wm_status do_chinese(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
+    return wm_ts_transform_seg(sc, p, any_cut, chinese_seg, NULL, err);
 }
 
 static wm_status do_strip(wm_tok_scratch *sc, wm_piece *p, int left, int right, wm_error *err) {
@@ -291,17 +323,22 @@ static wm_status do_strip(wm_tok_scratch *sc, wm_piece *p, int left, int right, 
 }
 
 /* The ByteLevel transform: every byte becomes its printable byte-level character. */
-wm_status wm_ts_bytelevel(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
-    if (!p->len) return WM_OK;
+static wm_status bytelevel_seg(void *ctx, wm_tok_scratch *sc, const wm_piece *p, size_t a, size_t b, int *same,
+                               size_t *init, wm_error *err) {
+    (void)ctx, (void)init, (void)same;
     const char *t = sc->txt + p->off;
-    sc->on = 0;
-    for (size_t i = 0; i < p->len;) {
+    for (size_t i = a; i < b;) {
         size_t n = wm_u8_len((uint8_t)t[i]);
         for (size_t j = 0; j < n; j++)
             if (!wm_ts_op(sc, wm_bytelevel_cp[(uint8_t)t[i + j]], j > 0)) return OOM(err);
         i += n;
     }
-    return wm_ts_transform(sc, p, 0, err);
+    return WM_OK;
+}
+
+wm_status wm_ts_bytelevel(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
+    if (!p->len) return WM_OK;
+    return wm_ts_transform_seg(sc, p, any_cut, bytelevel_seg, NULL, err);
 }
 
 /* ------------------------------------------------------------ Precompiled */
@@ -404,9 +441,21 @@ static wm_status do_precompiled(const wm_tnorm *n, wm_tok_scratch *sc, wm_piece 
 wm_status wm_tnorm_apply(const wm_tnorm *n, wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
     wm_status st = WM_OK;
     switch (n->kind) {
-    case WM_TN_SEQUENCE:
-        for (size_t i = 0; i < n->n_kids && !st; i++) st = wm_tnorm_apply(n->kids[i], sc, p, err);
+    case WM_TN_SEQUENCE: {
+        size_t mark = sc->tn; /* copies made from here on are this Sequence's own */
+        for (size_t i = 0; i < n->n_kids && !st; i++) {
+            wm_piece old = *p;
+            st = wm_tnorm_apply(n->kids[i], sc, p, err);
+            if (!st && old.off >= mark && p->off == old.off + old.len && sc->tn == (size_t)p->off + p->len) {
+                /* the step copied the piece right after the previous copy, which is dead: move it down */
+                memmove(sc->txt + old.off, sc->txt + p->off, p->len);
+                memmove(&WM_TS_ALW(sc, old.off), &WM_TS_ALW(sc, p->off), (size_t)p->len * sizeof *sc->al);
+                p->off = old.off;
+                sc->tn = (size_t)p->off + p->len;
+            }
+        }
         return st;
+    }
     case WM_TN_NFD: return do_nf(sc, p, 0, 0, err);
     case WM_TN_NFKD: return do_nf(sc, p, 1, 0, err);
     case WM_TN_NFC: return do_nf(sc, p, 0, 1, err);

@@ -252,6 +252,6 @@ wm_status wm_tregex_compile(wm_tregex *re, const char *pat, size_t len, int lite
         pcre2_get_error_message(ec, msg, sizeof msg);
         return wm_err(err, WM_ERR_INPUT, "%s: bad regex at offset %zu: %s", what, (size_t)eo, (const char *)msg);
     }
-    re->jit = pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE) == 0;
+    re->jit = pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD) == 0;
     return WM_OK;
 }

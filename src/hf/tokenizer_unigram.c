@@ -22,11 +22,21 @@ static int put_tok(wm_tok_scratch *sc, size_t *k, int32_t id, uint32_t s, uint32
     return 1;
 }
 
+/* The prefix searches from every position of a word walk the vocabulary trie as far as the text follows a
+ * token: a vocabulary entry whose prefix repeats through a long word made that quadratic. */
+static wm_status over_budget(const char *model, size_t n, wm_error *err) {
+    return wm_err(err, WM_ERR_INPUT,
+                  "tokenizer: %s's vocabulary searches passed their budget of %u steps per byte over a word of %zu "
+                  "bytes (a vocabulary entry's prefix repeats through the word; WM_TMODEL_BUDGET_PER_BYTE in "
+                  "src/hf/tokenizer_impl.h)",
+                  model, (unsigned)WM_TMODEL_BUDGET_PER_BYTE, n);
+}
+
 /* Emits the token for piece w[s..e) (Unigram::tokenize: lookup, byte fallback, unk). */
 static wm_status unigram_emit(const wm_tmodel *m, wm_tok_scratch *sc, const char *w, uint32_t s, uint32_t e,
                               size_t *k, wm_error *err) {
-    int32_t id = wm_tmap_get(&m->v.map, w + s, e - s);
-    if (id >= 0) return put_tok(sc, k, id, s, e, 1) ? WM_OK : OOM(err);
+    int32_t id = wm_tmap_get(&m->v.map, w + s, e - s); /* found: its vocabulary string is these bytes */
+    if (id >= 0) return put_tok(sc, k, id, s, e, 0) ? WM_OK : OOM(err);
     if (m->byte_fallback) {
         int all = 1;
         for (uint32_t b = s; b < e && all; b++) all = m->byte_ids[(uint8_t)w[b]] >= 0;
@@ -57,6 +67,7 @@ wm_status wm_tunigram_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const cha
         id[i] = 0;
     }
     double unk_score = m->min_score - 10.0;
+    uint64_t budget = WM_TMODEL_BUDGET_BASE + (uint64_t)WM_TMODEL_BUDGET_PER_BYTE * n;
     for (size_t st = 0; st < n;) {
         double here = best[st];
         size_t mblen = wm_u8_len((uint8_t)w[st]);
@@ -65,6 +76,7 @@ wm_status wm_tunigram_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const cha
         for (size_t j = st; j < n; j++) {
             int64_t c = wm_ttrie_next(&m->trie, node, (uint8_t)w[j]);
             if (c < 0) break;
+            if (!budget--) return over_budget("Unigram", n, err);
             node = (uint64_t)c;
             int32_t tid = m->trie.val[node];
             if (tid < 0) continue;
@@ -139,6 +151,7 @@ wm_status wm_twordpiece_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const c
     *ntok = 0;
     size_t k = 0;
     int bad = wm_u8_count(w, n) > m->max_chars;
+    uint64_t budget = WM_TMODEL_BUDGET_BASE + (uint64_t)WM_TMODEL_BUDGET_PER_BYTE * n;
     /* the trie node after the continuing-subword prefix */
     int64_t pnode = 0;
     for (size_t i = 0; i < m->prefix_len && pnode >= 0; i++)
@@ -148,6 +161,7 @@ wm_status wm_twordpiece_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const c
         size_t best_end = 0;
         int32_t best_id = -1;
         for (size_t j = start; j < n && node >= 0; j++) {
+            if (!budget--) return over_budget("WordPiece", n, err);
             node = wm_ttrie_next(&m->trie, (uint64_t)node, (uint8_t)w[j]);
             if (node >= 0 && m->trie.val[node] >= 0) {
                 best_end = j + 1;

@@ -43,13 +43,30 @@ static wm_status normalize(jctx *c, jv msgs, jv *out) {
             return wm_err(c->err, WM_ERR_INPUT, "messages[%zu]: expected an object, got %s", i, wm_jv_typename(m));
         for (int k = 0; k < 3 && r.t == JV_NONE; k++) {
             jv x;
-            if (wm_jdict_get(m.u.d, rkeys[k], strlen(rkeys[k]), &x) && x.t != JV_NONE) r = x;
+            if (wm_jdict_get(c, m.u.d, rkeys[k], strlen(rkeys[k]), &x) && x.t != JV_NONE) r = x;
         }
+        /* m's keys are distinct (JSON objects are deduplicated): appended without comparisons, so a message
+         * with many keys costs linear time; only "thinking" (first when r is set) and "reasoning_content" are
+         * looked up */
         if (wm_jdict_new(c, JD_DICT, &nm)) return jfail(c);
-        if (r.t != JV_NONE && wm_jdict_set(c, nm.u.d, wm_jv_cstr("thinking", 8), r)) return jfail(c);
-        for (size_t k = 0; k < m.u.d->n; k++)
-            if (m.u.d->v[k].t != JV_NONE && wm_jdict_set(c, nm.u.d, m.u.d->k[k], m.u.d->v[k])) return jfail(c);
-        if (r.t != JV_NONE && wm_jdict_set(c, nm.u.d, wm_jv_cstr("reasoning_content", 17), r)) return jfail(c);
+        if (r.t != JV_NONE && wm_jdict_append(c, nm.u.d, wm_jv_cstr("thinking", 8), r)) return jfail(c);
+        for (size_t k = 0; k < m.u.d->n; k++) {
+            jv key = m.u.d->k[k], val = m.u.d->v[k];
+            if (val.t == JV_NONE) continue;
+            if (r.t != JV_NONE && key.t == JV_STR && key.u.s.n == 8 && !memcmp(key.u.s.p, "thinking", 8))
+                nm.u.d->v[0] = val;
+            else if (wm_jdict_append(c, nm.u.d, key, val))
+                return jfail(c);
+        }
+        if (r.t != JV_NONE) {
+            size_t k = 0;
+            for (; k < nm.u.d->n; k++)
+                if (nm.u.d->k[k].t == JV_STR && nm.u.d->k[k].u.s.n == 17 && !memcmp(nm.u.d->k[k].u.s.p, "reasoning_content", 17))
+                    break;
+            if (k < nm.u.d->n) nm.u.d->v[k] = r;
+            else if (wm_jdict_append(c, nm.u.d, wm_jv_cstr("reasoning_content", 17), r))
+                return jfail(c);
+        }
         out->u.l->v[i] = nm;
     }
     return WM_OK;
@@ -116,6 +133,9 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
         memset(&c, 0, sizeof c);
         c.arena = &cx->arena;
         c.mem_limit = cx->lim.max_memory;
+        c.max_steps = cx->lim.max_steps;
+        c.max_depth = cx->lim.max_depth;
+        c.max_edepth = cx->lim.max_depth * 8;
         c.err = err;
         jv extra;
         if (wm_jjson_parse(&c, vars->extra_json, strlen(vars->extra_json), &extra)) {
@@ -127,6 +147,8 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
             st = wm_err(err, WM_ERR_INPUT, "template variables: expected a JSON object");
             goto done;
         }
+        /* the extra names are distinct: each is compared with the variables set before them only */
+        size_t n0 = cx->globals.n;
         for (size_t i = 0; i < extra.u.d->n; i++) {
             jv k = extra.u.d->k[i];
             const char *reserved[] = {"messages", "tools", "documents", "add_generation_prompt"};
@@ -135,7 +157,11 @@ wm_status wm_chat_apply_json(const char *tmpl, const char *messages_json, size_t
                     st = wm_err(err, WM_ERR_INPUT, "template variables: '%s' is set by the chat itself", reserved[r]);
                     goto done;
                 }
-            if (wm_jframe_set(&c, &cx->globals, k.u.s.p, extra.u.d->v[i])) {
+            size_t g = 0;
+            while (g < n0 && strcmp(cx->globals.vars[g].name, k.u.s.p)) g++;
+            if (g < n0) {
+                cx->globals.vars[g].v = extra.u.d->v[i];
+            } else if (wm_jframe_append(&c, &cx->globals, k.u.s.p, extra.u.d->v[i])) {
                 st = jfail(&c);
                 goto done;
             }
@@ -275,14 +301,14 @@ static wm_status load_config(const char *cfg, wm_chat_template *t, named *tpl, s
     char **dst[] = {&t->bos_token, &t->eos_token, &t->unk_token, &t->sep_token, &t->pad_token, &t->cls_token, &t->mask_token};
     for (int i = 0; i < 7; i++) {
         jv v;
-        if (!wm_jdict_get(root.u.d, toks[i], strlen(toks[i]), &v) || v.t == JV_NONE) continue;
-        if (v.t == JV_DICT && !wm_jdict_get(v.u.d, "content", 7, &v))
+        if (!wm_jdict_get(c, root.u.d, toks[i], strlen(toks[i]), &v) || v.t == JV_NONE) continue;
+        if (v.t == JV_DICT && !wm_jdict_get(c, v.u.d, "content", 7, &v))
             return wm_err(err, WM_ERR_INPUT, "%s: %s is an object without \"content\"", cfg, toks[i]);
         if (v.t != JV_STR) return wm_err(err, WM_ERR_INPUT, "%s: %s must be a string or an AddedToken object", cfg, toks[i]);
         if ((st = take_str(v, cfg, toks[i], dst[i], err))) return st;
     }
     jv ct;
-    if (!wm_jdict_get(root.u.d, "chat_template", 13, &ct) || ct.t == JV_NONE) return WM_OK;
+    if (!wm_jdict_get(c, root.u.d, "chat_template", 13, &ct) || ct.t == JV_NONE) return WM_OK;
     if (ct.t == JV_STR) {
         tpl[(*ntpl)++] = (named){"default", ct, NULL};
         return WM_OK;
@@ -290,7 +316,7 @@ static wm_status load_config(const char *cfg, wm_chat_template *t, named *tpl, s
     if (ct.t != JV_LIST) return wm_err(err, WM_ERR_INPUT, "%s: chat_template must be a string or a list of {name, template}", cfg);
     for (size_t i = 0; i < ct.u.l->n; i++) {
         jv e = ct.u.l->v[i], nm, tx;
-        if (e.t != JV_DICT || !wm_jdict_get(e.u.d, "name", 4, &nm) || !wm_jdict_get(e.u.d, "template", 8, &tx) ||
+        if (e.t != JV_DICT || !wm_jdict_get(c, e.u.d, "name", 4, &nm) || !wm_jdict_get(c, e.u.d, "template", 8, &tx) ||
             nm.t != JV_STR || tx.t != JV_STR)
             return wm_err(err, WM_ERR_INPUT, "%s: chat_template[%zu] must be {\"name\": str, \"template\": str}", cfg, i);
         if (*ntpl == cap) return wm_err(err, WM_ERR_INPUT, "%s: more than %zu chat templates", cfg, cap);
@@ -323,6 +349,8 @@ wm_status wm_chat_template_load(const char *path, const char *name, int has_tool
     memset(&c, 0, sizeof c);
     c.arena = &arena;
     c.mem_limit = (size_t)MAX_CONFIG_BYTES * 8;
+    c.max_steps = UINT64_MAX; /* only JSON is read here: linear in a file of at most MAX_CONFIG_BYTES */
+    c.max_edepth = 8 * 100;
     c.err = err;
     const char *src_name = "tokenizer_config.json";
     if (is_dir(path)) {

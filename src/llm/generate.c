@@ -17,8 +17,20 @@ wm_status wm_generate(wm_clm *m, const int32_t *prompt, size_t n_prompt, const w
     *n_out = 0;
     memset(stats, 0, sizeof *stats);
     if (n_prompt == 0) return wm_err(err, WM_ERR_USAGE, "the prompt has no tokens");
+    if (o->context && n_prompt > o->context)
+        return wm_err(err, WM_ERR_INPUT, "the prompt has %zu tokens, more than the model's context of %zu tokens",
+                      n_prompt, o->context);
+    size_t max_new = o->max_new_tokens;
+    if (o->context && max_new > o->context - n_prompt) {
+        max_new = o->context - n_prompt;
+        stats->stopped_by_context = 1; /* cleared below when eos or a callback stops first */
+    }
+    if (max_new == 0) {
+        stats->prompt_tokens = n_prompt;
+        return WM_OK;
+    }
     wm_clm_reset(m);
-    size_t n_hist = n_prompt + o->max_new_tokens;
+    size_t n_hist = n_prompt + max_new;
     int32_t *hist = malloc(n_hist * sizeof *hist);
     void *scratch = NULL;
     wm_status st = WM_OK;
@@ -40,7 +52,7 @@ wm_status wm_generate(wm_clm *m, const int32_t *prompt, size_t n_prompt, const w
         goto done;
     }
     double t1 = 0;
-    for (size_t k = 0; k < o->max_new_tokens; k++) {
+    for (size_t k = 0; k < max_new; k++) {
         memcpy(work, logits, (size_t)v * sizeof *work);
         int32_t id = wm_sample(work, v, &o->sampling, hist, n_prompt + k, &rng, scratch);
         out[(*n_out)++] = id;
@@ -53,7 +65,8 @@ wm_status wm_generate(wm_clm *m, const int32_t *prompt, size_t n_prompt, const w
         for (size_t e = 0; e < o->n_eos; e++) stop |= id == o->eos[e];
         stats->stopped_by_eos = stop;
         if (o->on_token && o->on_token(o->ctx, id)) stop = 1;
-        if (stop || k + 1 == o->max_new_tokens) break;
+        if (stop) stats->stopped_by_context = 0;
+        if (stop || k + 1 == max_new) break;
         if ((st = wm_clm_append(m, &id, 1, &logits, err))) break;
     }
     stats->new_tokens = *n_out;

@@ -35,7 +35,9 @@ typedef struct wm_jinja_limits {
     size_t max_template;  /* template source bytes (default 1 MiB) */
     size_t max_output;    /* rendered bytes (default 16 MiB) */
     size_t max_memory;    /* bytes of values made while rendering (default 256 MiB) */
-    uint64_t max_steps;   /* evaluation steps: nodes, loop iterations, bytes scanned / 64 (default 50M) */
+    uint64_t max_steps;   /* evaluation steps (default 50M): nodes, loop iterations, values compared, and work in
+                             proportion to operand sizes (64 bytes made or compared, 16 bytes searched, 16 dict
+                             keys or names scanned per step): a cap on the total work of a render */
     int max_depth;        /* nesting of template blocks/expressions and macro recursion (default 100) */
     uint64_t max_iterations; /* for-loop iterations in one render, all loops together (default 1M) */
 } wm_jinja_limits;

@@ -13,9 +13,15 @@
 int wm_jframe_set(jctx *c, jframe *f, const char *name, jv v) {
     for (size_t i = 0; i < f->n; i++)
         if (strcmp(f->vars[i].name, name) == 0) {
+            wm_jaccrue(c, i / 16);
             f->vars[i].v = v;
             return 0;
         }
+    wm_jaccrue(c, f->n / 16);
+    return wm_jframe_append(c, f, name, v);
+}
+
+int wm_jframe_append(jctx *c, jframe *f, const char *name, jv v) {
     if (f->n == f->cap) {
         size_t cap = f->cap ? f->cap * 2 : 8;
         jvar *nv = wm_jalloc(c, cap * sizeof(jvar));
@@ -31,13 +37,15 @@ int wm_jframe_set(jctx *c, jframe *f, const char *name, jv v) {
 }
 
 int wm_jlookup(jctx *c, jframe *f, const char *name, jv *out) {
-    (void)c;
+    size_t scanned = 0;
     for (; f; f = f->parent)
-        for (size_t i = 0; i < f->n; i++)
+        for (size_t i = 0; i < f->n; i++, scanned++)
             if (strcmp(f->vars[i].name, name) == 0) {
+                wm_jaccrue(c, scanned / 16);
                 *out = f->vars[i].v;
                 return 1;
             }
+    wm_jaccrue(c, scanned / 16);
     const jfunc *g = wm_jglobal_find(name);
     if (g) {
         memset(out, 0, sizeof *out);
@@ -67,7 +75,7 @@ int wm_jgetattr(jctx *c, const jnode *at, jv obj, const char *name, size_t nn, j
         out->u.m = m;
         return 0;
     }
-    if (obj.t == JV_DICT && wm_jdict_get(obj.u.d, name, nn, out)) return 0;
+    if (obj.t == JV_DICT && wm_jdict_get(c, obj.u.d, name, nn, out)) return 0;
     *out = wm_jv_undef(name);
     return 0;
 }
@@ -79,26 +87,20 @@ static int to_index(jv k, int64_t *i) {
     return 1;
 }
 
-/* code point start offsets of a string (n+1 entries); malloc'ed */
-static size_t *cp_offsets(jctx *c, const char *p, size_t n, size_t *count) {
-    size_t k = wm_u8_len(p, n);
-    size_t *o = malloc((k + 1) * sizeof(size_t));
-    if (!o) {
-        wm_jerr(c, NULL, WM_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    size_t j = 0;
-    for (size_t i = 0; i < n; i = wm_u8_next(p, n, i)) o[j++] = i;
-    o[j] = n;
-    *count = k;
-    return o;
+/* byte offset of code point k (0 <= k < its count) of p[0, n) */
+static size_t cp_at(const char *p, size_t n, size_t k) {
+    size_t i = 0;
+    for (; k > 0 && i < n; k--) i = wm_u8_next(p, n, i);
+    return i;
 }
 
 int wm_jgetitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
     int64_t i;
     if (obj.t == JV_UNDEF) return undefined_err(c, at, obj, "item access");
     if (obj.t == JV_DICT) {
-        if (wm_jdict_getv(obj.u.d, key, out)) return 0;
+        int found = wm_jdict_getv(c, obj.u.d, key, out);
+        if (found < 0) return -1;
+        if (found) return 0;
     } else if (obj.t == JV_LIST && to_index(key, &i)) {
         int64_t n = (int64_t)obj.u.l->n;
         if (i < 0) i += n;
@@ -107,18 +109,14 @@ int wm_jgetitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
             return 0;
         }
     } else if (obj.t == JV_STR && to_index(key, &i)) {
-        if (wm_jcharge(c, at, obj.u.s.n / 64)) return -1;
-        size_t k;
-        size_t *o = cp_offsets(c, obj.u.s.p, obj.u.s.n, &k);
-        if (!o) return -1;
+        if (wm_jcharge(c, at, obj.u.s.n / 32)) return -1;
+        const char *p = obj.u.s.p;
+        size_t n = obj.u.s.n, k = wm_u8_len(p, n);
         if (i < 0) i += (int64_t)k;
-        int rc = 0, found = 0;
         if (i >= 0 && i < (int64_t)k) {
-            rc = wm_jstr(c, obj.u.s.p + o[i], o[i + 1] - o[i], out);
-            found = 1;
+            size_t b0 = cp_at(p, n, (size_t)i);
+            return wm_jstr(c, p + b0, wm_u8_next(p, n, b0) - b0, out);
         }
-        free(o);
-        if (rc || found) return rc;
     }
     if (key.t == JV_STR && obj.t != JV_DICT) return wm_jgetattr(c, at, obj, key.u.s.p, key.u.s.n, out);
     if (key.t == JV_STR && wm_jmethod_exists(obj, key.u.s.p, key.u.s.n))
@@ -136,13 +134,20 @@ static int slice_bound(jctx *c, const jnode *at, jv v, int64_t len, int64_t step
     }
     if (!to_index(v, &x)) return wm_jerr(c, at, WM_ERR_INPUT, "slice indices must be integers or None");
     if (x < 0) {
-        x += len;
+        x = x < -len ? -1 : x + len; /* no overflow for x near INT64_MIN */
         if (x < 0) x = step < 0 ? -1 : 0;
     } else if (x >= len) {
         x = step < 0 ? len - 1 : len;
     }
     *out = x;
     return 0;
+}
+
+/* Items of a slice: st, st + step, ... while before en (step > 0) or after it (step < 0). Computed without
+ * overflow for any step, INT64_MIN included (as Python, whose integers do not overflow). */
+static int64_t slice_count(int64_t st, int64_t en, int64_t step) {
+    if (step > 0) return en > st ? (int64_t)(((uint64_t)en - (uint64_t)st - 1) / (uint64_t)step) + 1 : 0;
+    return st > en ? (int64_t)(((uint64_t)st - (uint64_t)en - 1) / (0 - (uint64_t)step)) + 1 : 0;
 }
 
 static int do_slice(jctx *c, jframe *f, const jnode *at, jv obj, const jnode *sl, jv *out) {
@@ -154,39 +159,54 @@ static int do_slice(jctx *c, jframe *f, const jnode *at, jv obj, const jnode *sl
         return wm_jerr(c, at, WM_ERR_INPUT, "slice step must be an integer or None");
     if (step == 0) return wm_jerr(c, at, WM_ERR_INPUT, "slice step cannot be zero");
     if (obj.t == JV_UNDEF) return undefined_err(c, at, obj, "slicing");
-    size_t *o = NULL, len;
+    size_t len;
     if (obj.t == JV_STR) {
-        if (wm_jcharge(c, at, obj.u.s.n / 64) || !(o = cp_offsets(c, obj.u.s.p, obj.u.s.n, &len))) return -1;
+        if (wm_jcharge(c, at, obj.u.s.n / 32)) return -1;
+        len = wm_u8_len(obj.u.s.p, obj.u.s.n);
     } else if (obj.t == JV_LIST) {
         len = obj.u.l->n;
     } else {
         return wm_jerr(c, at, WM_ERR_INPUT, "'%s' object is not subscriptable with a slice", wm_jv_typename(obj));
     }
     int64_t st = 0, en = 0; /* set by slice_bound (initialized for -O3's maybe-uninitialized) */
-    if (slice_bound(c, at, a, (int64_t)len, step, 1, &st) || slice_bound(c, at, b, (int64_t)len, step, 0, &en)) {
-        free(o);
+    if (slice_bound(c, at, a, (int64_t)len, step, 1, &st) || slice_bound(c, at, b, (int64_t)len, step, 0, &en))
         return -1;
+    int64_t cnt = slice_count(st, en, step);
+    if (obj.t == JV_LIST) {
+        if (wm_jcharge(c, at, (uint64_t)cnt / 16) || wm_jlist_new(c, (size_t)cnt, obj.u.l->tuple, out)) return -1;
+        for (int64_t k = 0, idx = st; k < cnt; k++, idx += k < cnt ? step : 0) out->u.l->v[k] = obj.u.l->v[idx];
+        return 0;
     }
-    int64_t cnt = 0;
-    if (step > 0 && en > st) cnt = (en - st + step - 1) / step;
-    if (step < 0 && st > en) cnt = (st - en + (-step) - 1) / (-step);
-    int rc = 0;
-    if (obj.t == JV_STR) {
-        jbuf bb = {0};
-        for (int64_t k = 0; k < cnt && !rc; k++) {
-            int64_t idx = st + k * step;
-            rc = wm_jbuf_put(c, &bb, obj.u.s.p + o[idx], o[idx + 1] - o[idx]);
+    /* a string: one pass over its code points, keeping those the slice selects (in text order), then emitted
+     * in slice order; for a negative step their offsets wait in the arena (counted against max_memory) */
+    const char *p = obj.u.s.p;
+    size_t n = obj.u.s.n;
+    uint64_t stride = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
+    /* the first selected index in text order ((cnt - 1) * stride < len: no overflow) */
+    int64_t lo = step > 0 || !cnt ? st : st - (int64_t)((uint64_t)(cnt - 1) * stride);
+    size_t *offs = NULL;
+    if (step < 0 && cnt && !(offs = wm_jalloc(c, (size_t)cnt * sizeof *offs))) return -1;
+    jbuf bb = {0};
+    int64_t got = 0;
+    size_t i = cp_at(p, n, cnt ? (size_t)lo : 0);
+    for (int64_t idx = lo; got < cnt && i < n; idx++) {
+        size_t e = wm_u8_next(p, n, i);
+        if ((uint64_t)(idx - lo) % stride == 0) {
+            if (offs) offs[got] = i;
+            else if (wm_jbuf_put(c, &bb, p + i, e - i)) {
+                wm_jbuf_free(&bb);
+                return -1;
+            }
+            got++;
         }
-        free(o);
-        if (rc) {
+        i = e;
+    }
+    for (int64_t k = got; offs && k-- > 0;)
+        if (wm_jbuf_put(c, &bb, p + offs[k], wm_u8_next(p, n, offs[k]) - offs[k])) {
             wm_jbuf_free(&bb);
             return -1;
         }
-        return wm_jbuf_to_str(c, &bb, out);
-    }
-    if (wm_jlist_new(c, (size_t)cnt, obj.u.l->tuple, out)) return -1;
-    for (int64_t k = 0; k < cnt; k++) out->u.l->v[k] = obj.u.l->v[st + k * step];
-    return 0;
+    return wm_jbuf_to_str(c, &bb, out);
 }
 
 int wm_jiter(jctx *c, const jnode *at, jv v, jlist **out) {
@@ -322,7 +342,7 @@ static int arith(jctx *c, const jnode *at, int op, jv a, jv b, jv *out) {
     }
     if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
         jbuf s = {0};
-        if (wm_jcharge(c, at, (a.u.s.n + b.u.s.n) / 64) || wm_jbuf_put(c, &s, a.u.s.p, a.u.s.n) ||
+        if (wm_jbuf_put(c, &s, a.u.s.p, a.u.s.n) ||
             wm_jbuf_put(c, &s, b.u.s.p, b.u.s.n)) {
             wm_jbuf_free(&s);
             return -1;
@@ -330,7 +350,8 @@ static int arith(jctx *c, const jnode *at, int op, jv a, jv b, jv *out) {
         return wm_jbuf_to_str(c, &s, out);
     }
     if (op == OP_ADD && a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
-        if (wm_jlist_new(c, a.u.l->n + b.u.l->n, a.u.l->tuple, out)) return -1;
+        if (wm_jcharge(c, at, (a.u.l->n + b.u.l->n) / 16) || wm_jlist_new(c, a.u.l->n + b.u.l->n, a.u.l->tuple, out))
+            return -1;
         if (a.u.l->n) memcpy(out->u.l->v, a.u.l->v, a.u.l->n * sizeof(jv));
         if (b.u.l->n) memcpy(out->u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(jv));
         return 0;
@@ -347,24 +368,24 @@ ovf:
 }
 
 static int contains(jctx *c, const jnode *at, jv item, jv seq, int *r) {
+    int64_t pos;
+    jv tmp;
     switch (seq.t) {
     case JV_UNDEF: *r = 0; return 0;
     case JV_STR:
         if (item.t != JV_STR)
             return wm_jerr(c, at, WM_ERR_INPUT, "'in <string>' requires a string as left operand, not %s", wm_jv_typename(item));
-        if (wm_jcharge(c, at, seq.u.s.n / 16)) return -1;
-        *r = wm_jfind(seq.u.s.p, seq.u.s.n, item.u.s.p, item.u.s.n, 0) >= 0;
+        if ((pos = wm_jfind(c, at, seq.u.s.p, seq.u.s.n, item.u.s.p, item.u.s.n, 0)) == -2) return -1;
+        *r = pos >= 0;
         return 0;
     case JV_LIST:
         *r = 0;
-        if (wm_jcharge(c, at, seq.u.l->n)) return -1;
-        for (size_t i = 0; i < seq.u.l->n && !*r; i++) *r = wm_jv_equal(seq.u.l->v[i], item);
+        for (size_t i = 0; i < seq.u.l->n && !*r; i++)
+            if ((*r = wm_jv_eq(c, seq.u.l->v[i], item)) < 0) return -1;
         return 0;
     case JV_DICT:
         if (seq.u.d->kind == JD_DICT) {
-            jv tmp;
-            if (wm_jcharge(c, at, seq.u.d->n)) return -1;
-            *r = wm_jdict_getv(seq.u.d, item, &tmp);
+            if ((*r = wm_jdict_getv(c, seq.u.d, item, &tmp)) < 0) return -1;
             return 0;
         }
         break;
@@ -376,8 +397,11 @@ static int contains(jctx *c, const jnode *at, jv item, jv seq, int *r) {
 static int compare_op(jctx *c, const jnode *at, int op, jv a, jv b, int *r) {
     int k;
     switch (op) {
-    case OP_EQ: *r = wm_jv_equal(a, b); return 0;
-    case OP_NE: *r = !wm_jv_equal(a, b); return 0;
+    case OP_EQ:
+    case OP_NE:
+        if ((k = wm_jv_eq(c, a, b)) < 0) return -1;
+        *r = op == OP_EQ ? k : !k;
+        return 0;
     case OP_IN: return contains(c, at, a, b, r);
     case OP_NOTIN:
         if (contains(c, at, a, b, r)) return -1;
@@ -639,15 +663,19 @@ static int loop_object(jctx *c, const jlist *items, size_t i, jv *out) {
     jv vals[11] = {wm_jv_int(k), wm_jv_int(k + 1), wm_jv_int(n - k - 1), wm_jv_int(n - k), wm_jv_bool(k == 0), wm_jv_bool(k == n - 1),
                    wm_jv_int(n), wm_jv_int(1), wm_jv_int(0)};
     size_t nk = 9;
+    if (i > 0) vals[nk++] = items->v[i - 1];
+    if (i + 1 < items->n) vals[nk++] = items->v[i + 1];
     if (wm_jdict_new(c, JD_LOOP, out)) return -1;
     jdict *d = out->u.d;
     d->index0 = k;
     d->cap = 11;
     if (!(d->k = wm_jalloc(c, 11 * sizeof(jv))) || !(d->v = wm_jalloc(c, 11 * sizeof(jv)))) return -1;
-    for (size_t j = 0; j < nk; j++)
-        if (wm_jdict_set(c, out->u.d, wm_jv_cstr(keys[j], strlen(keys[j])), vals[j])) return -1;
-    if (i > 0 && wm_jdict_set(c, out->u.d, wm_jv_cstr("previtem", 8), items->v[i - 1])) return -1;
-    if (i + 1 < items->n && wm_jdict_set(c, out->u.d, wm_jv_cstr("nextitem", 8), items->v[i + 1])) return -1;
+    for (size_t j = 0, key = 0; j < nk; j++, key++) { /* distinct keys: no comparisons */
+        if (key == 9 && i == 0) key++; /* no previtem */
+        d->k[j] = wm_jv_cstr(keys[key], strlen(keys[key]));
+        d->v[j] = vals[j];
+    }
+    d->n = nk;
     return 0;
 }
 

@@ -298,7 +298,7 @@ int wm_jfilter(jctx *c, jframe *f, const jnode *at, const char *name, jv v, cons
     if (!strcmp(name, "length") || !strcmp(name, "count")) {
         switch (v.t) {
         case JV_UNDEF: *out = wm_jv_int(0); return 0;
-        case JV_STR: *out = wm_jv_int((int64_t)wm_u8_len(v.u.s.p, v.u.s.n)); return 0;
+        case JV_STR: *out = wm_jv_int((int64_t)wm_jlen(c, v.u.s.p, v.u.s.n)); return 0;
         case JV_LIST: *out = wm_jv_int((int64_t)v.u.l->n); return 0;
         case JV_DICT:
             if (v.u.d->kind == JD_DICT) {
@@ -414,6 +414,7 @@ int wm_jfilter(jctx *c, jframe *f, const jnode *at, const char *name, jv v, cons
         if (v.t == JV_INT) *out = v;
         else if (v.t == JV_BOOL) *out = wm_jv_int(v.u.b);
         else if (v.t == JV_FLOAT && isfinite(v.u.f) && fabs(v.u.f) < 9.2e18) *out = wm_jv_int((int64_t)v.u.f);
+        else if (v.t == JV_STR && (wm_jcharge(c, at, v.u.s.n / 64) || 0)) return -1;
         else if (v.t == JV_STR && parse_int_text(v, base.u.i, &r)) *out = wm_jv_int(r);
         else if (v.t == JV_STR && parse_float_text(v, &d) && isfinite(d) && fabs(d) < 9.2e18) *out = wm_jv_int((int64_t)d);
         else *out = x;
@@ -514,11 +515,10 @@ int wm_jfilter(jctx *c, jframe *f, const jnode *at, const char *name, jv v, cons
             size_t m = 0;
             for (size_t i = 0; i < n; i++) {
                 int dup = 0;
-                if (wm_jcharge(c, at, m)) return -1;
                 for (size_t j = 0; j < i && !dup; j++) {
                     jv ka = keys[i], kb = keys[j];
                     if (!wm_jv_truthy(cs) && ka.t == JV_STR && kb.t == JV_STR && (wm_jcase(c, at, ka, 'l', &ka) || wm_jcase(c, at, kb, 'l', &kb))) return -1;
-                    dup = wm_jv_equal(ka, kb);
+                    if ((dup = wm_jv_eq(c, ka, kb)) < 0) return -1;
                 }
                 if (!dup) out->u.l->v[m++] = vals[i];
             }
@@ -575,7 +575,7 @@ int wm_jfilter(jctx *c, jframe *f, const jnode *at, const char *name, jv v, cons
         return wm_jmethod_call(c, at, s, "center", &ca, out);
     }
     if (!strcmp(name, "wordcount")) {
-        if (soft_str(c, v, &s)) return -1;
+        if (soft_str(c, v, &s) || wm_jcharge(c, at, s.u.s.n / 64)) return -1;
         int64_t k = 0;
         int in = 0;
         for (size_t i = 0; i < s.u.s.n; i++) {
@@ -604,7 +604,7 @@ int wm_jfilter(jctx *c, jframe *f, const jnode *at, const char *name, jv v, cons
     if (!strcmp(name, "attr")) {
         if (!wm_jarg(a, 0, "name", &x) || x.t != JV_STR) return wm_jerr(c, at, WM_ERR_INPUT, "attr needs a name");
         if (v.t != JV_UNDEF && wm_jmethod_exists(v, x.u.s.p, x.u.s.n)) return wm_jgetattr(c, at, v, x.u.s.p, x.u.s.n, out);
-        if (v.t == JV_DICT && v.u.d->kind != JD_DICT && wm_jdict_get(v.u.d, x.u.s.p, x.u.s.n, out)) return 0;
+        if (v.t == JV_DICT && v.u.d->kind != JD_DICT && wm_jdict_get(c, v.u.d, x.u.s.p, x.u.s.n, out)) return 0;
         *out = wm_jv_undef(x.u.s.p);
         return 0;
     }
@@ -689,7 +689,9 @@ int wm_jtest(jctx *c, jframe *f, const jnode *at, const char *name, jv v, const 
             int eq = !strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==");
             int ne = !strcmp(name, "ne") || !strcmp(name, "!=");
             if (eq || ne) {
-                *r = wm_jv_equal(v, x) == eq;
+                int k = wm_jv_eq(c, v, x);
+                if (k < 0) return -1;
+                *r = k == eq;
             } else {
                 int k;
                 if (wm_jv_compare(c, at, v, x, &k)) return -1;

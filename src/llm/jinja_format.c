@@ -40,7 +40,7 @@ int wm_jformat(jctx *c, const jnode *at, jv fmt, jv args, jv *out) {
                 wm_jerr(c, at, WM_ERR_INPUT, "format: %s", j >= n ? "incomplete format key" : "format requires a mapping");
                 goto fail;
             }
-            if (!wm_jdict_get(args.u.d, p + i + 1, j - i - 1, &v)) {
+            if (!wm_jdict_get(c, args.u.d, p + i + 1, j - i - 1, &v)) {
                 wm_jerr(c, at, WM_ERR_INPUT, "format: key '%.*s' not found", (int)(j - i - 1), p + i + 1);
                 goto fail;
             }
@@ -89,7 +89,7 @@ int wm_jformat(jctx *c, const jnode *at, jv fmt, jv args, jv *out) {
                 wm_jbuf_free(&t);
                 goto fail;
             }
-            size_t len = wm_u8_len(text.u.s.p, text.u.s.n), keep = text.u.s.n;
+            size_t len = wm_jlen(c, text.u.s.p, text.u.s.n), keep = text.u.s.n;
             if (prec >= 0 && (size_t)prec < len) { /* precision cuts code points */
                 keep = 0;
                 for (int k = 0; k < prec; k++) keep = wm_u8_next(text.u.s.p, text.u.s.n, keep);

@@ -187,7 +187,8 @@ struct wm_jinja_ctx {
 struct jctx {
     wm_arena *arena; /* where values are made (the render's, or the context's) */
     size_t mem_limit;
-    uint64_t steps, max_steps;
+    uint64_t steps, max_steps; /* see wm_jcharge */
+    uint64_t bytes_uncharged;  /* bytes made or read that have not made a whole step yet */
     int depth, max_depth;
     int edepth, max_edepth; /* expression evaluation depth, 8 x max_depth */
     jbuf *out;
@@ -211,10 +212,18 @@ jv wm_jv_cstr(const char *p, size_t n); /* no copy: p must outlive the value */
 int wm_jlist_new(jctx *c, size_t n, int tuple, jv *out);
 int wm_jdict_new(jctx *c, int kind, jv *out);
 int wm_jdict_set(jctx *c, jdict *d, jv k, jv v); /* keeps the first position of a key */
-int wm_jdict_get(const jdict *d, const char *k, size_t kn, jv *out); /* 1 found */
-int wm_jdict_getv(const jdict *d, jv k, jv *out);
+/* Appends k (the caller knows it is not in d: a copy of another dict's keys). 0, -1 on error. */
+int wm_jdict_append(jctx *c, jdict *d, jv k, jv v);
+/* A new dict holding src's items (src's keys are distinct: no comparisons). */
+int wm_jdict_copy(jctx *c, const jdict *src, int kind, jv *out);
+/* String key lookup: 1 found, 0 not (the keys scanned are charged as steps, checked at the next charge). */
+int wm_jdict_get(jctx *c, const jdict *d, const char *k, size_t kn, jv *out);
+/* Any key: 1 found, 0 not, -1 error (a key comparison over the step or depth limit). */
+int wm_jdict_getv(jctx *c, const jdict *d, jv k, jv *out);
 int wm_jv_truthy(jv v);
-int wm_jv_equal(jv a, jv b);
+/* Python ==: 1 equal, 0 not, -1 error. Every value visited and every 64 string bytes compared is a step;
+ * values nested deeper than max_edepth are an error (Python's RecursionError), not a stack overflow. */
+int wm_jv_eq(jctx *c, jv a, jv b);
 /* -1/0/1 into *r; returns 0, or -1 (error set) when not comparable */
 int wm_jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r);
 const char *wm_jv_typename(jv v);
@@ -230,8 +239,12 @@ int wm_jbuf_putc(jctx *c, jbuf *b, char ch);
 int wm_jbuf_to_str(jctx *c, jbuf *b, jv *out); /* copies into the arena, frees b */
 void wm_jbuf_free(jbuf *b);
 
-/* byte offset of the first occurrence of needle at or after from, -1 if none */
-int64_t wm_jfind(const char *h, size_t hn, const char *nd, size_t nn, size_t from);
+/* Byte offset of the first occurrence of needle at or after from: -1 if none, -2 on error (the step limit).
+ * Linear time (memmem); the bytes searched are charged (one step per 16). */
+int64_t wm_jfind(jctx *c, const jnode *at, const char *h, size_t hn, const char *nd, size_t nn, size_t from);
+/* The last occurrence of needle that ends at or before end: -1 if none, -2 on error. Each position tried and
+ * each byte compared is charged, so the worst case (quadratic) stops at the step limit. */
+int64_t wm_jrfind(jctx *c, const jnode *at, const char *h, size_t end, const char *nd, size_t nn);
 
 /* UTF-8 and Python whitespace */
 size_t wm_u8_len(const char *p, size_t n); /* code points */
@@ -251,7 +264,17 @@ int wm_jerr(jctx *c, const jnode *at, wm_status s, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+/*
+ * The step limit bounds the work of a render: every node evaluated, loop iteration and value compared is a
+ * step, and so is work in proportion to the size of the operands: every 64 bytes made (wm_jbuf_put) or
+ * compared, every 16 bytes searched, every 16 dict keys scanned. wm_jcharge adds steps and fails past
+ * max_steps; wm_jaccrue adds them where no error can be returned (the next charge fails).
+ */
 int wm_jcharge(jctx *c, const jnode *at, uint64_t steps);
+int wm_jcharge_bytes(jctx *c, const jnode *at, uint64_t bytes);
+static inline void wm_jaccrue(jctx *c, uint64_t steps) { c->steps += steps; }
+/* code points of p[0, n), charged as bytes read */
+size_t wm_jlen(jctx *c, const char *p, size_t n);
 
 /* ---- jinja_json.c ---- */
 /* Parses JSON text (Python json.loads rules) into values made in c's arena;
@@ -272,7 +295,8 @@ wm_status wm_jparse(wm_jinja *t, const char *src, size_t n, wm_error *err);
 int wm_jeval(jctx *c, jframe *f, const jnode *e, jv *out);
 int wm_jexec_body(jctx *c, jframe *f, jnode *const *body, size_t n);
 int wm_jframe_set(jctx *c, jframe *f, const char *name, jv v);
-int wm_jlookup(jctx *c, jframe *f, const char *name, jv *out); /* 1 found */
+int wm_jframe_append(jctx *c, jframe *f, const char *name, jv v); /* name not in f yet: no lookup */
+int wm_jlookup(jctx *c, jframe *f, const char *name, jv *out); /* 1 found; the names scanned are charged */
 int wm_jgetattr(jctx *c, const jnode *at, jv obj, const char *name, size_t nn, jv *out);
 int wm_jgetitem(jctx *c, const jnode *at, jv obj, jv key, jv *out);
 int wm_jcall(jctx *c, const jnode *at, jv fn, const jargs *a, jv *out);

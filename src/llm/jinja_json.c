@@ -269,7 +269,7 @@ static int jp_object(jp *s, jv *out, int depth) {
                 m++;
                 break;
             }
-            if (wm_jv_equal(ks[j], ks[i])) {
+            if (ks[j].u.s.n == ks[i].u.s.n && !memcmp(ks[j].u.s.p, ks[i].u.s.p, ks[i].u.s.n)) {
                 vs[j] = vs[i];
                 break;
             }
@@ -502,7 +502,12 @@ int wm_jjson_dump(jctx *c, const jnode *at, jbuf *b, jv v, const jdump_opts *o, 
             tr[3 * i + 1] = d->k[i];
             tr[3 * i + 2] = d->v[i];
         }
-        if (o->sort_keys) qsort(tr, d->n, 3 * sizeof(jv), cmp_keys);
+        if (o->sort_keys) { /* n log n comparisons of keys: charged as keys x depth of the sort */
+            size_t lg = 1;
+            while (((size_t)1 << lg) < d->n) lg++;
+            if (wm_jcharge(c, at, d->n * lg / 4)) return -1;
+            qsort(tr, d->n, 3 * sizeof(jv), cmp_keys);
+        }
         if (wm_jbuf_putc(c, b, '{')) return -1;
         for (size_t i = 0; i < d->n; i++) {
             if (i && wm_jbuf_put(c, b, o->item_sep, strlen(o->item_sep))) return -1;

@@ -82,9 +82,14 @@ int wm_jstrip(jctx *c, const jnode *at, jv s, const jv *chars, int mode, jv *out
     size_t b = 0, e = s.u.s.n, l;
     int ws = !chars || chars->t == JV_NONE;
     if (!ws && chars->t != JV_STR) return wm_jerr(c, at, WM_ERR_INPUT, "strip arg must be None or str");
+    /* each character tested scans the set: charged per character when the set is long */
+    uint64_t per = ws ? 0 : chars->u.s.n / 16;
     if (wm_jcharge(c, at, s.u.s.n / 64)) return -1;
     if (mode & 1)
-        while (b < e && (ws ? (l = wm_py_space_at(p, e, b)) != 0 : in_chars(chars->u.s.p, chars->u.s.n, p, e, b, &l))) b += l;
+        while (b < e && (ws ? (l = wm_py_space_at(p, e, b)) != 0 : in_chars(chars->u.s.p, chars->u.s.n, p, e, b, &l))) {
+            if (per && wm_jcharge(c, at, per)) return -1;
+            b += l;
+        }
     if (mode & 2)
         while (e > b) {
             size_t j = e - 1;
@@ -94,6 +99,7 @@ int wm_jstrip(jctx *c, const jnode *at, jv s, const jv *chars, int mode, jv *out
             if (j + cl != e) j = e - 1, cl = 1;
             int hit = ws ? wm_py_space_at(p, e, j) != 0 : in_chars(chars->u.s.p, chars->u.s.n, p, e, j, &l);
             if (!hit) break;
+            if (per && wm_jcharge(c, at, per)) return -1;
             e = j;
         }
     *out = wm_jv_cstr(p + b, e - b);
@@ -171,7 +177,8 @@ static int split(jctx *c, const jnode *at, jv s, const jargs *a, int right, jv *
         if (!right) {
             size_t i = 0;
             for (;;) {
-                int64_t k = (max >= 0 && (int64_t)cnt == max) ? -1 : wm_jfind(p, n, sep.u.s.p, sn, i);
+                int64_t k = (max >= 0 && (int64_t)cnt == max) ? -1 : wm_jfind(c, at, p, n, sep.u.s.p, sn, i);
+                if (k == -2) return -1;
                 if (k < 0) {
                     if (push_item(c, &items, &cnt, &cap, wm_jv_cstr(p + i, n - i))) return -1;
                     break;
@@ -182,13 +189,8 @@ static int split(jctx *c, const jnode *at, jv s, const jargs *a, int right, jv *
         } else {
             size_t e = n;
             for (;;) {
-                int64_t k = -1;
-                if (!(max >= 0 && (int64_t)cnt == max))
-                    for (size_t j = e >= sn ? e - sn + 1 : 0; j-- > 0;)
-                        if (memcmp(p + j, sep.u.s.p, sn) == 0) {
-                            k = (int64_t)j;
-                            break;
-                        }
+                int64_t k = (max >= 0 && (int64_t)cnt == max) ? -1 : wm_jrfind(c, at, p, e, sep.u.s.p, sn);
+                if (k == -2) return -1;
                 if (k < 0) {
                     if (push_item(c, &items, &cnt, &cap, wm_jv_cstr(p, e))) return -1;
                     break;
@@ -230,7 +232,8 @@ int wm_jreplace(jctx *c, const jnode *at, jv s, jv old, jv nw, int64_t count, jv
         return wm_jbuf_to_str(c, &b, out);
     }
     for (;;) {
-        int64_t k = (count >= 0 && done >= count) ? -1 : wm_jfind(p, n, old.u.s.p, old.u.s.n, i);
+        int64_t k = (count >= 0 && done >= count) ? -1 : wm_jfind(c, at, p, n, old.u.s.p, old.u.s.n, i);
+        if (k == -2) goto fail;
         if (k < 0) break;
         if (wm_jbuf_put(c, &b, p + i, (size_t)k - i) || wm_jbuf_put(c, &b, nw.u.s.p, nw.u.s.n)) goto fail;
         i = (size_t)k + old.u.s.n;
@@ -325,7 +328,7 @@ fail:
 }
 
 /* code points in [0, byte offset) */
-static int64_t cp_index(const char *p, size_t off) { return (int64_t)wm_u8_len(p, off); }
+static int64_t cp_index(jctx *c, const char *p, size_t off) { return (int64_t)wm_jlen(c, p, off); }
 
 static int affix(jctx *c, const jnode *at, jv s, const jargs *a, int end, jv *out) {
     jv x;
@@ -340,6 +343,7 @@ static int affix(jctx *c, const jnode *at, jv s, const jargs *a, int end, jv *ou
     for (size_t i = 0; i < nc; i++) {
         jv p = cands[i];
         if (p.t != JV_STR) return wm_jerr(c, at, WM_ERR_INPUT, "%s() argument must be str or a tuple of str", end ? "endswith" : "startswith");
+        if (wm_jcharge(c, at, 1 + p.u.s.n / 64)) return -1;
         if (p.u.s.n <= s.u.s.n &&
             memcmp(s.u.s.p + (end ? s.u.s.n - p.u.s.n : 0), p.u.s.p, p.u.s.n) == 0) {
             *out = wm_jv_bool(1);
@@ -397,27 +401,22 @@ static int str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs
     if (!strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "index") || !strcmp(m, "rindex") || !strcmp(m, "count")) {
         if (!wm_jarg(a, 0, NULL, &x) || x.t != JV_STR) return wm_jerr(c, at, WM_ERR_INPUT, "%s() takes a string", m);
         if (a->n > 1) return wm_jerr(c, at, WM_ERR_UNSUPPORTED, "start/end arguments of %s() are not supported", m);
-        if (wm_jcharge(c, at, s.u.s.n / 16)) return -1;
         if (!strcmp(m, "count")) {
             int64_t k = 0;
-            if (x.u.s.n == 0) k = (int64_t)wm_u8_len(s.u.s.p, s.u.s.n) + 1;
+            if (x.u.s.n == 0) k = (int64_t)wm_jlen(c, s.u.s.p, s.u.s.n) + 1;
             else
-                for (int64_t pos = wm_jfind(s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, 0); pos >= 0;
-                     pos = wm_jfind(s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, (size_t)pos + x.u.s.n))
+                for (int64_t pos = 0; (pos = wm_jfind(c, at, s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, (size_t)pos)) >= 0;
+                     pos += (int64_t)x.u.s.n)
                     k++;
+            if (c->failed) return -1;
             *out = wm_jv_int(k);
             return 0;
         }
-        int64_t pos = -1;
-        if (m[0] == 'r') {
-            for (int64_t q = wm_jfind(s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, 0); q >= 0;
-                 q = q + 1 <= (int64_t)s.u.s.n ? wm_jfind(s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, (size_t)q + 1) : -1)
-                pos = q;
-        } else {
-            pos = wm_jfind(s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, 0);
-        }
+        int64_t pos = m[0] == 'r' ? wm_jrfind(c, at, s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n)
+                                  : wm_jfind(c, at, s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, 0);
+        if (pos == -2) return -1;
         if (pos < 0 && strstr(m, "index")) return wm_jerr(c, at, WM_ERR_INPUT, "substring not found");
-        *out = wm_jv_int(pos < 0 ? -1 : cp_index(s.u.s.p, (size_t)pos));
+        *out = wm_jv_int(pos < 0 ? -1 : cp_index(c, s.u.s.p, (size_t)pos));
         return 0;
     }
     if (!strcmp(m, "join")) {
@@ -438,6 +437,7 @@ static int str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs
     }
     if (!strncmp(m, "is", 2)) {
         int all = s.u.s.n > 0, any_cased = 0;
+        if (wm_jcharge(c, at, s.u.s.n / 64)) return -1;
         for (size_t i = 0; i < s.u.s.n && all;) {
             size_t l;
             uint32_t cp = wm_u8_decode(s.u.s.p, s.u.s.n, i, &l);
@@ -467,6 +467,7 @@ static int str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs
     }
     if (!strcmp(m, "removeprefix") || !strcmp(m, "removesuffix")) {
         if (!wm_jarg(a, 0, NULL, &x) || x.t != JV_STR) return wm_jerr(c, at, WM_ERR_INPUT, "%s() takes a string", m);
+        if (wm_jcharge(c, at, x.u.s.n / 64)) return -1;
         *out = s;
         if (x.u.s.n <= s.u.s.n) {
             if (m[6] == 'p' && memcmp(s.u.s.p, x.u.s.p, x.u.s.n) == 0) *out = wm_jv_cstr(s.u.s.p + x.u.s.n, s.u.s.n - x.u.s.n);
@@ -479,9 +480,9 @@ static int str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs
         jv w, fill = wm_jv_cstr(m[0] == 'z' ? "0" : " ", 1);
         if (!wm_jarg(a, 0, NULL, &w) || w.t != JV_INT) return wm_jerr(c, at, WM_ERR_INPUT, "%s() takes an integer width", m);
         if (m[0] != 'z') wm_jarg(a, 1, NULL, &fill);
-        if (fill.t != JV_STR || wm_u8_len(fill.u.s.p, fill.u.s.n) != 1)
+        if (fill.t != JV_STR || wm_jlen(c, fill.u.s.p, fill.u.s.n) != 1)
             return wm_jerr(c, at, WM_ERR_INPUT, "%s(): the fill character must be exactly one character long", m);
-        int64_t len = (int64_t)wm_u8_len(s.u.s.p, s.u.s.n), pad = w.u.i - len;
+        int64_t len = (int64_t)wm_jlen(c, s.u.s.p, s.u.s.n), pad = w.u.i - len;
         if (pad <= 0) {
             *out = s;
             return 0;
@@ -503,15 +504,9 @@ static int str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs
     }
     if (!strcmp(m, "partition") || !strcmp(m, "rpartition")) {
         if (!wm_jarg(a, 0, NULL, &x) || x.t != JV_STR || !x.u.s.n) return wm_jerr(c, at, WM_ERR_INPUT, "%s() takes a non-empty string", m);
-        int64_t pos = -1;
-        if (m[0] == 'r') {
-            for (int64_t q = wm_jfind(s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, 0); q >= 0;
-                 q = wm_jfind(s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, (size_t)q + 1))
-                pos = q;
-        } else {
-            pos = wm_jfind(s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, 0);
-        }
-        if (wm_jlist_new(c, 3, 1, out)) return -1;
+        int64_t pos = m[0] == 'r' ? wm_jrfind(c, at, s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n)
+                                  : wm_jfind(c, at, s.u.s.p, s.u.s.n, x.u.s.p, x.u.s.n, 0);
+        if (pos == -2 || wm_jlist_new(c, 3, 1, out)) return -1;
         jv *v = out->u.l->v;
         if (pos < 0) {
             v[0] = m[0] == 'r' ? wm_jv_cstr("", 0) : s;
@@ -531,19 +526,16 @@ static int dict_method(jctx *c, const jnode *at, jv d, const char *m, const jarg
     jv x;
     if (!strcmp(m, "get")) {
         if (!wm_jarg(a, 0, NULL, &x)) return wm_jerr(c, at, WM_ERR_INPUT, "get() takes a key");
-        if (wm_jdict_getv(d.u.d, x, out)) return 0;
+        int found = wm_jdict_getv(c, d.u.d, x, out);
+        if (found < 0) return -1;
+        if (found) return 0;
         if (!wm_jarg(a, 1, NULL, out)) *out = wm_jv_none();
         return 0;
     }
     if (!strcmp(m, "keys") || !strcmp(m, "values") || !strcmp(m, "items") || !strcmp(m, "copy")) {
         const jdict *s = d.u.d;
-        if (!strcmp(m, "copy")) {
-            if (wm_jdict_new(c, JD_DICT, out)) return -1;
-            for (size_t i = 0; i < s->n; i++)
-                if (wm_jdict_set(c, out->u.d, s->k[i], s->v[i])) return -1;
-            return 0;
-        }
-        if (wm_jlist_new(c, s->n, 0, out)) return -1;
+        if (!strcmp(m, "copy")) return wm_jdict_copy(c, s, JD_DICT, out);
+        if (wm_jcharge(c, at, s->n / 16) || wm_jlist_new(c, s->n, 0, out)) return -1;
         out->u.l->view = m[0] == 'i' ? 1 : m[0] == 'k' ? 2 : 3;
         for (size_t i = 0; i < s->n; i++) {
             if (m[0] == 'k') out->u.l->v[i] = s->k[i];
@@ -581,11 +573,14 @@ int wm_jmethod_call(jctx *c, const jnode *at, jv self, const char *name, const j
         }
         if (!wm_jarg(a, 0, NULL, &x)) return wm_jerr(c, at, WM_ERR_INPUT, "%s() takes one argument", name);
         int64_t k = 0, pos = -1;
-        for (size_t i = 0; i < self.u.l->n; i++)
-            if (wm_jv_equal(self.u.l->v[i], x)) {
+        for (size_t i = 0; i < self.u.l->n; i++) {
+            int eq = wm_jv_eq(c, self.u.l->v[i], x);
+            if (eq < 0) return -1;
+            if (eq) {
                 k++;
                 if (pos < 0) pos = (int64_t)i;
             }
+        }
         if (!strcmp(name, "count")) {
             *out = wm_jv_int(k);
             return 0;
@@ -626,11 +621,10 @@ static int fill_dict(jctx *c, const jnode *at, const jargs *a, int kind, jv *out
         if (m.t != JV_DICT || m.u.d->kind != JD_DICT)
             return wm_jerr(c, at, WM_ERR_UNSUPPORTED, "%s() with a positional %s is not supported", kind == JD_NS ? "namespace" : "dict",
                         wm_jv_typename(m));
-        for (size_t i = 0; i < m.u.d->n; i++) {
+        for (size_t i = 0; i < m.u.d->n; i++)
             if (kind == JD_NS && m.u.d->k[i].t == JV_STR && m.u.d->k[i].u.s.n && m.u.d->k[i].u.s.p[0] == '_')
                 return wm_jerr(c, at, WM_ERR_INPUT, "namespace attributes starting with '_' are not allowed");
-            if (wm_jdict_set(c, out->u.d, m.u.d->k[i], m.u.d->v[i])) return -1;
-        }
+        if (wm_jdict_copy(c, m.u.d, kind, out)) return -1; /* distinct keys: no comparisons */
     }
     for (size_t k = 0; k < a->nk; k++) {
         if (kind == JD_NS && a->kn[k][0] == '_')

@@ -1,5 +1,6 @@
 /* jinja_value.c - values: allocation under the memory cap, Python str()/repr(),
  * equality and ordering, truthiness, UTF-8 and Python's whitespace set. */
+#define _GNU_SOURCE /* memmem */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,9 +28,23 @@ int wm_jerr(jctx *c, const jnode *at, wm_status s, const char *fmt, ...) {
 int wm_jcharge(jctx *c, const jnode *at, uint64_t steps) {
     c->steps += steps;
     if (c->steps > c->max_steps)
-        return wm_jerr(c, at, WM_ERR_INPUT, "evaluation step limit (%llu) exceeded",
-                    (unsigned long long)c->max_steps);
+        return wm_jerr(c, at, WM_ERR_INPUT,
+                       "evaluation step limit (%llu) exceeded: the template does too much work (nodes, loop "
+                       "iterations, bytes made, compared or searched); raise wm_jinja_limits.max_steps to allow it",
+                       (unsigned long long)c->max_steps);
     return 0;
+}
+
+int wm_jcharge_bytes(jctx *c, const jnode *at, uint64_t bytes) {
+    c->bytes_uncharged += bytes;
+    uint64_t steps = c->bytes_uncharged / 64;
+    c->bytes_uncharged %= 64;
+    return wm_jcharge(c, at, steps);
+}
+
+size_t wm_jlen(jctx *c, const char *p, size_t n) {
+    wm_jaccrue(c, n / 64);
+    return wm_u8_len(p, n);
 }
 
 void *wm_jalloc(jctx *c, size_t n) {
@@ -112,12 +127,7 @@ int wm_jdict_new(jctx *c, int kind, jv *out) {
 }
 
 /* Dicts grow by doubling inside the arena (old arrays are left behind). */
-int wm_jdict_set(jctx *c, jdict *d, jv k, jv v) {
-    for (size_t i = 0; i < d->n; i++)
-        if (wm_jv_equal(d->k[i], k)) {
-            d->v[i] = v;
-            return 0;
-        }
+int wm_jdict_append(jctx *c, jdict *d, jv k, jv v) {
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
         jv *nk = wm_jalloc(c, cap * sizeof(jv)), *nv = nk ? wm_jalloc(c, cap * sizeof(jv)) : NULL;
@@ -136,21 +146,51 @@ int wm_jdict_set(jctx *c, jdict *d, jv k, jv v) {
     return 0;
 }
 
-int wm_jdict_get(const jdict *d, const char *k, size_t kn, jv *out) {
-    for (size_t i = 0; i < d->n; i++)
-        if (d->k[i].t == JV_STR && d->k[i].u.s.n == kn && memcmp(d->k[i].u.s.p, k, kn) == 0) {
-            *out = d->v[i];
-            return 1;
+int wm_jdict_set(jctx *c, jdict *d, jv k, jv v) {
+    for (size_t i = 0; i < d->n; i++) {
+        int eq = wm_jv_eq(c, d->k[i], k);
+        if (eq < 0) return -1;
+        if (eq) {
+            d->v[i] = v;
+            return 0;
         }
+    }
+    return wm_jdict_append(c, d, k, v);
+}
+
+int wm_jdict_copy(jctx *c, const jdict *src, int kind, jv *out) {
+    if (wm_jdict_new(c, kind, out)) return -1;
+    jdict *d = out->u.d;
+    if (!src->n) return 0;
+    if (wm_jcharge(c, NULL, src->n / 16) || !(d->k = wm_jalloc(c, src->n * sizeof(jv))) ||
+        !(d->v = wm_jalloc(c, src->n * sizeof(jv))))
+        return -1;
+    memcpy(d->k, src->k, src->n * sizeof(jv));
+    memcpy(d->v, src->v, src->n * sizeof(jv));
+    d->n = d->cap = src->n;
     return 0;
 }
 
-int wm_jdict_getv(const jdict *d, jv k, jv *out) {
+int wm_jdict_get(jctx *c, const jdict *d, const char *k, size_t kn, jv *out) {
     for (size_t i = 0; i < d->n; i++)
-        if (wm_jv_equal(d->k[i], k)) {
+        if (d->k[i].t == JV_STR && d->k[i].u.s.n == kn && memcmp(d->k[i].u.s.p, k, kn) == 0) {
+            wm_jaccrue(c, (i + kn) / 16);
             *out = d->v[i];
             return 1;
         }
+    wm_jaccrue(c, d->n / 16);
+    return 0;
+}
+
+int wm_jdict_getv(jctx *c, const jdict *d, jv k, jv *out) {
+    for (size_t i = 0; i < d->n; i++) {
+        int eq = wm_jv_eq(c, d->k[i], k);
+        if (eq < 0) return -1;
+        if (eq) {
+            *out = d->v[i];
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -174,7 +214,13 @@ static double num_f(jv v) {
 }
 static int64_t num_i(jv v) { return v.t == JV_INT ? v.u.i : v.u.b; }
 
-int wm_jv_equal(jv a, jv b) {
+static int deep_err(jctx *c, const char *what) {
+    return wm_jerr(c, NULL, WM_ERR_INPUT, "%s of values nested deeper than %d", what, c->max_edepth);
+}
+
+static int eq_at(jctx *c, jv a, jv b, int depth) {
+    if (depth > c->max_edepth) return deep_err(c, "comparison");
+    if (wm_jcharge(c, NULL, 1)) return -1;
     if (is_num(a) && is_num(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -183,18 +229,27 @@ int wm_jv_equal(jv a, jv b) {
     switch (a.t) {
     case JV_UNDEF:
     case JV_NONE: return 1;
-    case JV_STR: return a.u.s.n == b.u.s.n && memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
+    case JV_STR:
+        if (a.u.s.n != b.u.s.n) return 0;
+        if (wm_jcharge_bytes(c, NULL, a.u.s.n)) return -1;
+        return memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
     case JV_LIST:
         if (a.u.l->tuple != b.u.l->tuple || a.u.l->n != b.u.l->n) return 0;
-        for (size_t i = 0; i < a.u.l->n; i++)
-            if (!wm_jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+        for (size_t i = 0; i < a.u.l->n; i++) {
+            int r = eq_at(c, a.u.l->v[i], b.u.l->v[i], depth + 1);
+            if (r <= 0) return r;
+        }
         return 1;
     case JV_DICT:
         if (a.u.d->kind != JD_DICT || b.u.d->kind != JD_DICT) return a.u.d == b.u.d;
         if (a.u.d->n != b.u.d->n) return 0;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            jv o;
-            if (!wm_jdict_getv(b.u.d, a.u.d->k[i], &o) || !wm_jv_equal(a.u.d->v[i], o)) return 0;
+            size_t j = 0;
+            int r = 0;
+            for (; j < b.u.d->n && !r; j++)
+                if ((r = eq_at(c, b.u.d->k[j], a.u.d->k[i], depth + 1)) < 0) return -1;
+            if (!r) return 0;
+            if ((r = eq_at(c, a.u.d->v[i], b.u.d->v[j - 1], depth + 1)) <= 0) return r;
         }
         return 1;
     case JV_FUNC: return a.u.fn == b.u.fn;
@@ -202,6 +257,8 @@ int wm_jv_equal(jv a, jv b) {
     default: return 0;
     }
 }
+
+int wm_jv_eq(jctx *c, jv a, jv b) { return eq_at(c, a, b, 0); }
 
 const char *wm_jv_typename(jv v) {
     switch (v.t) {
@@ -219,7 +276,9 @@ const char *wm_jv_typename(jv v) {
     }
 }
 
-int wm_jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r) {
+static int compare_at(jctx *c, const jnode *at, jv a, jv b, int *r, int depth) {
+    if (depth > c->max_edepth) return deep_err(c, "ordering");
+    if (wm_jcharge(c, at, 1)) return -1;
     if (is_num(a) && is_num(b)) {
         if (a.t == JV_FLOAT || b.t == JV_FLOAT) {
             double x = num_f(a), y = num_f(b);
@@ -232,6 +291,7 @@ int wm_jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r) {
     }
     if (a.t == JV_STR && b.t == JV_STR) {
         size_t n = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
+        if (wm_jcharge_bytes(c, at, n)) return -1;
         int m = n ? memcmp(a.u.s.p, b.u.s.p, n) : 0;
         *r = m ? (m < 0 ? -1 : 1) : a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n ? 1 : 0;
         return 0;
@@ -239,8 +299,10 @@ int wm_jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r) {
     if (a.t == JV_LIST && b.t == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
-            if (wm_jv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
-            return wm_jv_compare(c, at, a.u.l->v[i], b.u.l->v[i], r);
+            int eq = eq_at(c, a.u.l->v[i], b.u.l->v[i], depth + 1);
+            if (eq < 0) return -1;
+            if (eq) continue;
+            return compare_at(c, at, a.u.l->v[i], b.u.l->v[i], r, depth + 1);
         }
         *r = a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n ? 1 : 0;
         return 0;
@@ -252,6 +314,8 @@ int wm_jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r) {
                 wm_jv_typename(b));
 }
 
+int wm_jv_compare(jctx *c, const jnode *at, jv a, jv b, int *r) { return compare_at(c, at, a, b, r, 0); }
+
 /* ---- buffers ---- */
 
 int wm_jbuf_put(jctx *c, jbuf *b, const char *p, size_t n) {
@@ -260,6 +324,7 @@ int wm_jbuf_put(jctx *c, jbuf *b, const char *p, size_t n) {
         if (b == c->out) return wm_jerr(c, NULL, WM_ERR_INPUT, "output limit (%zu bytes) exceeded", lim);
         return wm_jerr(c, NULL, WM_ERR_INPUT, "string size limit (%zu bytes) exceeded", lim);
     }
+    if (wm_jcharge_bytes(c, NULL, n)) return -1;
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->n + n + 1) cap *= 2;
@@ -288,16 +353,37 @@ void wm_jbuf_free(jbuf *b) {
     b->n = b->cap = 0;
 }
 
-int64_t wm_jfind(const char *h, size_t hn, const char *nd, size_t nn, size_t from) {
+int64_t wm_jfind(jctx *c, const jnode *at, const char *h, size_t hn, const char *nd, size_t nn, size_t from) {
     if (from > hn || nn > hn - from) return -1;
     if (nn == 0) return (int64_t)from;
-    for (size_t i = from; i + nn <= hn; i++) {
-        const char *q = memchr(h + i, nd[0], hn - nn - i + 1);
-        if (!q) return -1;
-        i = (size_t)(q - h);
-        if (memcmp(q, nd, nn) == 0) return (int64_t)i;
+    const char *q = memmem(h + from, hn - from, nd, nn);
+    size_t scanned = (q ? (size_t)(q - h) + nn : hn) - from;
+    if (wm_jcharge(c, at, scanned / 16 + nn / 16)) return -2;
+    return q ? (int64_t)(q - h) : -1;
+}
+
+int64_t wm_jrfind(jctx *c, const jnode *at, const char *h, size_t end, const char *nd, size_t nn) {
+    if (nn > end) return -1;
+    if (nn == 0) return (int64_t)end;
+    uint64_t work = 0;
+    int64_t found = -1;
+    for (size_t j = end - nn + 1; j-- > 0;) {
+        const char *q = memrchr(h, nd[0], j + 1); /* the last candidate start at or before j */
+        if (!q) break;
+        j = (size_t)(q - h);
+        work += nn; /* at most nn bytes compared here */
+        if (work >= 1u << 16) {
+            if (wm_jcharge(c, at, work / 16)) return -2;
+            work = 0;
+        }
+        if (memcmp(q, nd, nn) == 0) {
+            found = (int64_t)j;
+            break;
+        }
     }
-    return -1;
+    size_t scanned = end - (found >= 0 ? (size_t)found : 0);
+    if (wm_jcharge(c, at, (work + scanned) / 16)) return -2;
+    return found;
 }
 
 /* ---- UTF-8 ---- */
@@ -566,7 +652,7 @@ static int str_or_repr(jctx *c, jbuf *b, jv v, int repr, int depth) {
         if (d->kind == JD_LOOP) {
             int64_t len = 0;
             jv lv;
-            if (wm_jdict_get(d, "length", 6, &lv) && lv.t == JV_INT) len = lv.u.i;
+            if (wm_jdict_get(c, d, "length", 6, &lv) && lv.t == JV_INT) len = lv.u.i;
             snprintf(num, sizeof num, "<LoopContext %lld/%lld>", (long long)d->index0 + 1, (long long)len);
             return wm_jbuf_put(c, b, num, strlen(num));
         }

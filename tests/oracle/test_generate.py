@@ -260,3 +260,72 @@ def test_cache_cut_concat_graph(testtool, decoder):
     assert got["inplace"] == 0
     assert got["diff_cut"] <= 1e-4 * max(1.0, got["scale"]), got
     assert got["diff_nocut"] > 1e-2 * got["scale"], got
+
+
+# ---- the model's context (issue 30: never crash, never run away) ----
+
+def with_config(path, m, dst, genai_context=None):
+    """The exported decoder in folder dst with the model's config.json (its context: max_position_embeddings /
+    n_positions 128), and a genai_config.json naming genai_context when given."""
+    import shutil
+    dst.mkdir()
+    shutil.copy(path, dst / "model.onnx")
+    m.config.to_json_file(str(dst / "config.json"))
+    if genai_context:
+        (dst / "genai_config.json").write_text(json.dumps({"model": {"context_length": genai_context}}))
+    return dst
+
+
+@pytest.fixture(params=["normal", "asan"])
+def winml_both(request, winml, asan_dir):
+    """The normal binary and the ASan+UBSan one (the limits must hold in both)."""
+    import oracle_util as U
+    return winml if request.param == "normal" else U.binary(asan_dir, "winml")
+
+
+def test_prompt_longer_than_the_context_is_refused(winml_both, decoder, tmp_path):
+    """A prompt of 129 tokens for a model of 128 positions: exit 2 naming both lengths and where the context came
+    from (it was run: past the learned position table, or silently past what the model was trained on)."""
+    m, path = decoder
+    d = with_config(path, m, tmp_path / "m")
+    r = subprocess.run([winml_both, "generate", "-m", str(d), "--ids", ",".join(["5"] * 129), "--max-new-tokens", "4"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "129 tokens" in r.stderr and "context of 128 tokens" in r.stderr, r.stderr
+    assert "config.json" in r.stderr and "runtime error" not in r.stderr
+    d2 = with_config(path, m, tmp_path / "g", genai_context=64)  # genai_config.json comes first
+    r = subprocess.run([winml_both, "generate", "-m", str(d2), "--ids", ",".join(["5"] * 65)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "context of 64 tokens" in r.stderr and "genai_config.json" in r.stderr, r.stderr
+
+
+def test_generation_stops_at_the_context(winml, decoder, tmp_path):
+    """Prompt 120 + --max-new-tokens 20 on a 128-token model: the 8 tokens that fit, the same as transformers'
+    greedy generate of 8, with "stop": "context" and a note (transformers warns and runs on)."""
+    m, path = decoder
+    d = with_config(path, m, tmp_path / "m")
+    prompt = np.random.default_rng(5).integers(0, VOCAB, 120).tolist()
+    with torch.no_grad():
+        ref = m.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, 120, dtype=torch.long),
+                         max_new_tokens=8, min_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0)
+    got = generate(winml, d, prompt, "--max-new-tokens", "20")
+    assert got["ids"] == ref[0, 120:].tolist()
+    assert got["stop"] == "context" and got["context"] == 128
+    assert "8 new, of the 20" in got["note"]
+    full = generate(winml, d, prompt[:8], "--max-new-tokens", "120")  # 8 + 120 == 128: all of them fit
+    assert len(full["ids"]) == 120 and full["stop"] == "length" and "note" not in full
+    at = generate(winml, d, prompt + prompt[:8], "--max-new-tokens", "5")  # a prompt of exactly 128: nothing fits
+    assert at["ids"] == [] and at["stop"] == "context"
+
+
+@pytest.mark.parametrize("flag,value", [("--max-new-tokens", "1e30"), ("--max-new-tokens", "9999999999"),
+                                        ("--max-length", "1e300"), ("--top-k", "1e19"), ("--threads", "inf"),
+                                        ("--temperature", "nan")])
+def test_extreme_counts_are_usage_errors(winml_both, decoder, flag, value):
+    """Counts past int32 (and NaN) are refused before anything is allocated; they were converted to long
+    (undefined for 1e30) and sized the cache and the output buffer."""
+    _, path = decoder
+    r = subprocess.run([winml_both, "generate", "-m", str(path), "--ids", "1,2", flag, value],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert flag in r.stderr and "runtime error" not in r.stderr, r.stderr

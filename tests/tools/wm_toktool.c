@@ -10,9 +10,13 @@
  *       FILE: one JSON array of ids per line; prints one JSON string per line.
  *   wm_toktool stream MODEL FILE [--keep-special]
  *       as decode, through the streaming decoder; prints the chunks joined.
- *   wm_toktool bench MODEL FILE [--repeat N]
+ *   wm_toktool bench MODEL FILE [--repeat N] [--whole]
  *       encodes every raw line of FILE (no trailing newline) N times (default
- *       1) in one thread; prints {"bytes","lines","tokens","seconds"}.
+ *       1) in one thread; prints {"bytes","lines","tokens","seconds","peak_rss"}.
+ *       With --whole the whole file is one text (for peak memory and long
+ *       texts). peak_rss: the process's peak resident memory in bytes (Linux
+ *       VmHWM, which starts afresh at exec, unlike getrusage's ru_maxrss that
+ *       keeps the forking parent's peak), -1 where it cannot be read.
  *   wm_toktool normalize MODEL FILE
  *       FILE: one JSON string per line; prints the normalizer's output (JSON string per line).
  *   wm_toktool pretok MODEL FILE
@@ -34,6 +38,18 @@
 static int fail(const wm_error *e) {
     fprintf(stderr, "wm_toktool: error: %s\n", e->msg);
     return 2;
+}
+
+/* The peak resident memory of this process image in bytes (VmHWM), -1 when unknown. */
+static long long peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = atoll(line + 6);
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
 }
 
 static void put_str(FILE *f, const char *s, size_t n) {
@@ -167,6 +183,21 @@ static int decode_line(const char *s, size_t n, void *p) {
     return 0;
 }
 
+/* pretok's sink: one [text, [start, end]] per piece, into a memory stream (printed when the line succeeds) */
+typedef struct piece_out {
+    FILE *f;
+    int first;
+} piece_out;
+static wm_status print_piece(void *arg, wm_tok_scratch *sc, const wm_piece *q, wm_error *err) {
+    piece_out *o = arg;
+    (void)err;
+    fputs(o->first ? "[" : ",[", o->f);
+    o->first = 0;
+    put_str(o->f, sc->txt + q->off, q->len);
+    fprintf(o->f, ",[%u,%u]]", q->shift, q->shift + q->olen);
+    return WM_OK;
+}
+
 /* normalize / pretok: the components alone, through the library's internals */
 static int component_line(const char *s, size_t n, void *p) {
     ctx *c = p;
@@ -181,21 +212,16 @@ static int component_line(const char *s, size_t n, void *p) {
     wm_tok_scratch *sc = c->enc.scratch;
     wm_error e = {0};
     wm_piece p0;
-    wm_status st = wm_ts_begin(sc, j->valuestring, strlen(j->valuestring), &p0, &e);
+    wm_status st = wm_ts_begin(sc, j->valuestring, strlen(j->valuestring), 0, &p0, &e);
     if (c->stream) { /* pretok */
-        int k = 0;
-        if (!st && !wm_ts_push_piece(sc, 0, p0)) st = WM_ERR_NOMEM;
-        if (!st && c->t->pre) st = wm_tpre_apply(c->t->pre, sc, &k, &e);
-        if (!st) {
-            fputc('[', stdout);
-            for (size_t i = 0; i < sc->pn[k]; i++) {
-                const wm_piece *q = &sc->pc[k][i];
-                fputs(i ? ",[" : "[", stdout);
-                put_str(stdout, sc->txt + q->off, q->len);
-                printf(",[%u,%u]]", q->shift, q->shift + q->olen);
-            }
-            fputs("]\n", stdout);
-        }
+        char *buf = NULL;
+        size_t blen = 0;
+        piece_out o = {open_memstream(&buf, &blen), 1};
+        if (!o.f) st = WM_ERR_NOMEM;
+        if (!st) st = c->t->n_pre_steps ? wm_tpre_stream(c->t, sc, &p0, print_piece, &o, &e) : print_piece(&o, sc, &p0, &e);
+        if (o.f) fclose(o.f);
+        if (!st) printf("[%s]\n", buf ? buf : "");
+        free(buf);
     } else {
         if (!st && c->t->norm) st = wm_tnorm_apply(c->t->norm, sc, &p0, &e);
         if (!st) {
@@ -232,12 +258,13 @@ int main(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     c.o = wm_encode_opts_default();
     c.skip_special = 1;
-    int repeat = 1;
+    int repeat = 1, whole = 0;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--pairs")) c.pairs = 1;
         else if (!strcmp(argv[i], "--no-special")) c.o.add_special_tokens = 0;
         else if (!strcmp(argv[i], "--keep-special")) c.skip_special = 0;
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--whole")) whole = 1;
         else {
             fprintf(stderr, "wm_toktool: error: unknown option '%s'\n", argv[i]);
             return 2;
@@ -270,11 +297,16 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "bench")) {
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
-        for (int r = 0; r < repeat && !rc; r++) rc = each_line(argv[3], bench_line, &c);
+        wm_map m = {0};
+        if (whole && wm_map_file(argv[3], 0, &m, &e)) return fail(&e);
+        for (int r = 0; r < repeat && !rc; r++)
+            rc = whole ? bench_line(m.data ? (const char *)m.data : "", m.size, &c) : each_line(argv[3], bench_line, &c);
+        if (whole) wm_unmap(&m);
         clock_gettime(CLOCK_MONOTONIC, &b);
         double secs = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
         if (!rc)
-            printf("{\"bytes\":%zu,\"lines\":%zu,\"tokens\":%zu,\"seconds\":%.6f}\n", c.bytes, c.lines, c.tokens, secs);
+            printf("{\"bytes\":%zu,\"lines\":%zu,\"tokens\":%zu,\"seconds\":%.6f,\"peak_rss\":%lld}\n", c.bytes,
+                   c.lines, c.tokens, secs, peak_rss());
     } else {
         fprintf(stderr, "wm_toktool: error: unknown mode '%s'\n", mode);
         rc = 2;

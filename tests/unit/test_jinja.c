@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "llm/jinja.h"
 
@@ -307,6 +308,94 @@ static void test_ctx_reuse_and_json_rules(void **state) {
     wm_jinja_free(t);
 }
 
+
+static double cpu_seconds(void) { return (double)clock() / CLOCKS_PER_SEC; }
+
+/* Work in proportion to the operands' size is charged as steps, so the step limit caps the total work:
+ * each case repeats one operation on a 100,000-byte string 1000 times (at least 1.5 million steps of 64
+ * bytes); under a limit of 200,000 steps every one must stop with the step error. These used to run to the
+ * end, charged one step each (length, ==, <, startswith, join, tojson, ~, isdigit ...). */
+static void test_work_is_charged_by_size(void **state) {
+    (void)state;
+    static const char *const ops[] = {
+        "s|length > 0", "s == t", "s != t", "s < t", "s.startswith(t)", "s.endswith(t)", "[s]|join", "[s, s]|join(s)",
+        "s|tojson", "(s ~ '')|length", "s.isdigit()", "s|wordcount", "s.removeprefix(t)", "s.rfind('b')",
+        "s.count('b')", "'b' in s", "s.find('b')", "s.replace('a', 'c')", "s|upper", "s[1:]", "s[::-1]",
+        "s.split('b')", "s.rsplit('b')", "s|trim", "s.center(100010)", "[s] == [t]", "{'k': s} == {'k': t}",
+        "[s] in [[t]]", "s * 1", "[s, t]|sort", "[s, t]|unique|list", "s|int", "s|reverse",
+        "s.partition('b')", "s.rpartition('b')", "'%s' % s", "s|e",
+    };
+    wm_jinja_limits lim;
+    wm_jinja_limits_default(&lim);
+    lim.max_steps = 200000;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "{%% set s = 'a' * 100000 %%}{%% set t = 'a' * 100000 %%}"
+                 "{%% for i in range(1000) %%}{%% if %s %%}{%% endif %%}{%% endfor %%}",
+                 ops[i]);
+        ecase c = {src, "evaluation step limit (200000) exceeded"};
+        run_errors(&c, 1, &lim);
+    }
+}
+
+/* `in` over a long string was a naive search: 'a' * 100000 ~ 'b' in 'a' * 4000000 compared about 4e11
+ * bytes (minutes) under a charge of 250,000 steps. Now linear: it answers at once. */
+static void test_in_long_string_linear(void **state) {
+    (void)state;
+    wm_jinja_limits lim;
+    wm_jinja_limits_default(&lim);
+    lim.max_steps = 2000000;
+    wm_error err;
+    double t0 = cpu_seconds();
+    char *out = render_lim("{% set h = 'a' * 4000000 %}{% set n = 'a' * 100000 ~ 'b' %}{{ n in h }} {{ h.find(n) }} "
+                           "{{ h.count(n) }} {{ (h ~ 'b').rfind('ab') }}",
+                           &lim, &err);
+    double dt = cpu_seconds() - t0;
+    if (!out) fail_msg("error: %s", err.msg);
+    assert_string_equal(out, "False -1 0 3999999");
+    free(out);
+    if (dt > 5) fail_msg("took %.1f s of CPU", dt);
+}
+
+/* Comparing values nested a million deep recursed a million C frames (a stack overflow); now an error
+ * naming the depth, as Python's RecursionError. */
+static void test_deep_comparison_bounded(void **state) {
+    (void)state;
+    static const ecase cases[] = {
+        {"{% set ns = namespace(x=[]) %}{% for j in range(9) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+         "{% endfor %}{% endfor %}{{ ns.x == ns.x }}",
+         "comparison of values nested deeper than 800"},
+        {"{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+         "{{ ns.x < [ns.x] }}",
+         "nested deeper than 800"},
+        {"{% set ns = namespace(x=[]) %}{% for i in range(2000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+         "{{ ns.x in [1, ns.x] }}",
+         "nested deeper than 800"},
+    };
+    run_errors(cases, sizeof cases / sizeof cases[0], NULL);
+}
+
+/* Slices with extreme steps and bounds, as Python (a step of INT64_MIN negated itself: UBSan). */
+static void test_slice_extremes(void **state) {
+    (void)state;
+    static const tcase cases[] = {
+        {"{{ 'abc'[::-9223372036854775807 - 1] }}", "c"},
+        {"{{ [1, 2, 3][::-9223372036854775807 - 1] }}", "[3]"},
+        {"{{ 'abc'[::9223372036854775807] }}", "a"},
+        {"{{ [1, 2, 3][::9223372036854775807] }}", "[1]"},
+        {"{{ 'abc'[-9223372036854775807 - 1:9223372036854775807] }}", "abc"},
+        {"{{ 'abc'[9223372036854775807:-9223372036854775807 - 1:-1] }}", "cba"},
+        {"{{ [1, 2, 3, 4, 5][-9223372036854775807 - 1::2] }}", "[1, 3, 5]"},
+        {"{{ 'h\u00e9llo'[::-2] }}", "olh"},
+        {"{{ 'h\u00e9llo'[3::-3] }}", "lh"},
+        {"{{ 'h\u00e9llo'[1:4] }}", "\u00e9ll"},
+        {"{{ 'h\u00e9llo'[-4] }}", "\u00e9"},
+        {"{{ ''[::-1] }}|{{ 'abc'[5:] }}|{{ 'abc'[2:1] }}", "||"},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_output_and_literals),       cmocka_unit_test(test_whitespace_control),
@@ -314,6 +403,8 @@ int main(void) {
         cmocka_unit_test(test_filters_and_tests),         cmocka_unit_test(test_statements),
         cmocka_unit_test(test_errors_name_line_and_column), cmocka_unit_test(test_limits),
         cmocka_unit_test(test_ctx_reuse_and_json_rules),
+        cmocka_unit_test(test_work_is_charged_by_size), cmocka_unit_test(test_in_long_string_linear),
+        cmocka_unit_test(test_deep_comparison_bounded), cmocka_unit_test(test_slice_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
