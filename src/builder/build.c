@@ -190,6 +190,8 @@ typedef struct build_ctx {
     stage_rec stages[4];
     size_t n_stages;
     int shared_kv; /* the optimized decoder uses GroupQueryAttention (genai_config past_present_share_buffer) */
+    wm_quant_report qrep; /* the quant stage's report: its embedding tables' blocks go into the manifest */
+    int64_t q_block;      /* the recipe's block (int4/int8 RTN) */
     wm_error *err;
 } build_ctx;
 
@@ -345,9 +347,19 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_onnx_model *m = NULL;
     wm_graph *g = NULL;
     wm_quant_plan *plan = NULL;
-    wm_quant_report r = {0};
+    wm_quant_report *r = &b->qrep;
     if (!s) s = open_stage_model(b, &m, &g);
-    if (!s) s = wm_quant_run(g, &qr.config, &r, &plan, b->err);
+    if (!s) s = wm_quant_run(g, &qr.config, r, &plan, b->err);
+    b->q_block = qr.config.block_size;
+    for (size_t i = 0; !s && i < r->n_tables; i++) { /* a block other than the recipe's, or none: said here */
+        const wm_quant_table_note *t = &r->tables[i];
+        if (!t->block)
+            note(b, "note: quant: '%s' (%s, width %lld) stays float32: no block of 16 to %lld divides its width\n",
+                 t->tensor, t->op, (long long)t->width, (long long)qr.config.block_size);
+        else if (t->block != qr.config.block_size)
+            note(b, "note: quant: '%s' (%s, width %lld) uses block %lld: the recipe's %lld does not divide its width\n",
+                 t->tensor, t->op, (long long)t->width, (long long)t->block, (long long)qr.config.block_size);
+    }
     if (!s) {
         char p[PATH_MAX + 64];
         snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
@@ -357,8 +369,8 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         record_graph(rec, g);
         rec->status = ST_DONE;
         snprintf(rec->reason, sizeof rec->reason, "%s: %zu nodes quantized, weights %llu -> %llu bytes",
-                 wm_quant_mode_name(qr.config.mode), r.quantized, (unsigned long long)r.weight_bytes_before,
-                 (unsigned long long)r.weight_bytes_after);
+                 wm_quant_mode_name(qr.config.mode), r->quantized, (unsigned long long)r->weight_bytes_before,
+                 (unsigned long long)r->weight_bytes_after);
         b->ex.model_sha[0] = b->ex.data_sha[0] = 0;
     }
     wm_quant_plan_free(plan);
@@ -443,6 +455,24 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
             wm_json_obj(j, "ops");
             for (size_t k = 0; k < r->ops.n; k++) wm_json_int(j, r->ops.items[k].op, r->ops.items[k].n);
             wm_json_obj_end(j);
+        }
+        if (!strcmp(r->name, "quant") && r->status == ST_DONE && b->qrep.n_tables) {
+            wm_json_arr(j, "tables"); /* each embedding table's block: the recipe's, a smaller one, or none */
+            for (size_t k = 0; k < b->qrep.n_tables; k++) {
+                const wm_quant_table_note *t = &b->qrep.tables[k];
+                wm_json_obj(j, NULL);
+                wm_json_str(j, "tensor", t->tensor);
+                wm_json_str(j, "op", t->op);
+                wm_json_int(j, "width", t->width);
+                wm_json_int(j, "recipe_block", b->q_block);
+                if (t->block) wm_json_int(j, "block", t->block);
+                else wm_json_null(j, "block");
+                wm_json_str(j, "result", !t->block ? "float32: no block of 16 to recipe_block divides width"
+                                        : t->block == b->q_block ? "quantized with the recipe's block"
+                                                                 : "quantized with a smaller block that divides width");
+                wm_json_obj_end(j);
+            }
+            wm_json_arr_end(j);
         }
         wm_json_obj_end(j);
     }
@@ -727,6 +757,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     wm_tmp_discard(b->stage_dir, &b->stage_slot);
     wm_unlock_output(&b->lock); /* before the parents: the lock file lies in the last of them */
     if (s) remove_parents(b);
+    wm_quant_report_free(&b->qrep);
     wm_recipe_free(&b->recipe);
     wm_arch_free(&b->arch);
     wm_st_close(b->st);
