@@ -28,6 +28,7 @@
 #include "gguf/gguf_hf.h"
 #include "hf/config.h"
 #include "hf/safetensors.h"
+#include "hf/sbert.h"
 #include "onnx/graph.h"
 #include "opt/opt.h"
 #include "opt/quant.h"
@@ -78,11 +79,13 @@ static wm_status copy_file(const char *src, const char *dst, wm_error *err) {
     return s;
 }
 
-/* Tokenizer and generation files travel with the model. */
+/* Tokenizer, generation and sentence-transformers files travel with the model (and the Pooling module's
+ * <folder>/config.json that modules.json names: build_ctx.sb). */
 static const char *const carried[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                       "vocab.json", "merges.txt", "vocab.txt", "added_tokens.json",
                                       "sentencepiece.bpe.model", "tokenizer.model", "spiece.model",
-                                      "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json", NULL};
+                                      "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json",
+                                      "sentence_bert_config.json", "modules.json", NULL};
 
 /* ------------------------------------------------------------ genai_config */
 
@@ -191,6 +194,9 @@ typedef struct build_ctx {
     stage_rec stages[4];
     size_t n_stages;
     int shared_kv; /* the optimized decoder uses GroupQueryAttention (genai_config past_present_share_buffer) */
+    wm_quant_report qrep; /* the quant stage's report: its embedding tables' blocks go into the manifest */
+    int64_t q_block;      /* the recipe's block (int4/int8 RTN) */
+    wm_sbert sb;   /* the checkpoint's sentence-transformers files; sb.pooling_dir "" when none is carried */
     wm_error *err;
 } build_ctx;
 
@@ -348,9 +354,19 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_onnx_model *m = NULL;
     wm_graph *g = NULL;
     wm_quant_plan *plan = NULL;
-    wm_quant_report r = {0};
+    wm_quant_report *r = &b->qrep;
     if (!s) s = open_stage_model(b, &m, &g);
-    if (!s) s = wm_quant_run(g, &qr.config, &r, &plan, b->err);
+    if (!s) s = wm_quant_run(g, &qr.config, r, &plan, b->err);
+    b->q_block = qr.config.block_size;
+    for (size_t i = 0; !s && i < r->n_tables; i++) { /* a block other than the recipe's, or none: said here */
+        const wm_quant_table_note *t = &r->tables[i];
+        if (!t->block)
+            note(b, "note: quant: '%s' (%s, width %lld) stays float32: no block of 16 to %lld divides its width\n",
+                 t->tensor, t->op, (long long)t->width, (long long)qr.config.block_size);
+        else if (t->block != qr.config.block_size)
+            note(b, "note: quant: '%s' (%s, width %lld) uses block %lld: the recipe's %lld does not divide its width\n",
+                 t->tensor, t->op, (long long)t->width, (long long)t->block, (long long)qr.config.block_size);
+    }
     if (!s) {
         char p[PATH_MAX + 64];
         snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
@@ -360,8 +376,8 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         record_graph(rec, g);
         rec->status = ST_DONE;
         snprintf(rec->reason, sizeof rec->reason, "%s: %zu nodes quantized, weights %llu -> %llu bytes",
-                 wm_quant_mode_name(qr.config.mode), r.quantized, (unsigned long long)r.weight_bytes_before,
-                 (unsigned long long)r.weight_bytes_after);
+                 wm_quant_mode_name(qr.config.mode), r->quantized, (unsigned long long)r->weight_bytes_before,
+                 (unsigned long long)r->weight_bytes_after);
         b->ex.model_sha[0] = b->ex.data_sha[0] = 0;
     }
     wm_quant_plan_free(plan);
@@ -448,6 +464,24 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
             for (size_t k = 0; k < r->ops.n; k++) wm_json_int(j, r->ops.items[k].op, r->ops.items[k].n);
             wm_json_obj_end(j);
         }
+        if (!strcmp(r->name, "quant") && r->status == ST_DONE && b->qrep.n_tables) {
+            wm_json_arr(j, "tables"); /* each embedding table's block: the recipe's, a smaller one, or none */
+            for (size_t k = 0; k < b->qrep.n_tables; k++) {
+                const wm_quant_table_note *t = &b->qrep.tables[k];
+                wm_json_obj(j, NULL);
+                wm_json_str(j, "tensor", t->tensor);
+                wm_json_str(j, "op", t->op);
+                wm_json_int(j, "width", t->width);
+                wm_json_int(j, "recipe_block", b->q_block);
+                if (t->block) wm_json_int(j, "block", t->block);
+                else wm_json_null(j, "block");
+                wm_json_str(j, "result", !t->block ? "float32: no block of 16 to recipe_block divides width"
+                                        : t->block == b->q_block ? "quantized with the recipe's block"
+                                                                 : "quantized with a smaller block that divides width");
+                wm_json_obj_end(j);
+            }
+            wm_json_arr_end(j);
+        }
         wm_json_obj_end(j);
     }
     wm_json_arr_end(j);
@@ -457,6 +491,11 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     if (!s) s = artifact(j, b->stage_dir, "winml_build_config.json", NULL, b->err);
     if (!s && a->kind == WM_DECODER) s = artifact(j, b->stage_dir, "genai_config.json", NULL, b->err);
     for (size_t i = 0; carried[i] && !s; i++) s = artifact(j, b->stage_dir, carried[i], NULL, b->err);
+    if (!s && b->sb.pooling_dir[0]) {
+        char rel[WM_SBERT_PATH_MAX + 16];
+        snprintf(rel, sizeof rel, "%s/config.json", b->sb.pooling_dir);
+        s = artifact(j, b->stage_dir, rel, NULL, b->err);
+    }
     wm_json_arr_end(j);
     wm_json_uint(j, "peak_rss_bytes", wm_peak_rss_bytes());
     wm_json_num(j, "total_seconds", now() - t0);
@@ -473,6 +512,16 @@ static wm_status prepare(build_ctx *b) {
     wm_status s = wm_gguf_is_path(o->model) ? wm_gguf_open_checkpoint(o->model, &b->ck, o->random ? NULL : &b->st, err)
                                             : wm_hf_open_checkpoint(o->model, &b->ck, err);
     if (s) return s;
+    if (!o->export_only) { /* the sentence-transformers files the folder will carry: checked before any work */
+        wm_error se = {0};
+        s = wm_sbert_load(b->ck.dir, &b->sb, &se);
+        if (s == WM_ERR_UNSUPPORTED) {
+            note(b, "note: %s; the files are carried as they are and winml run will refuse its embeddings\n", se.msg);
+            b->sb.pooling_dir[0] = 0;
+        } else if (s)
+            return wm_err(err, s, "%s", se.msg);
+        if ((s = wm_sbert_check_length(&b->sb, b->ck.dir, b->ck.config.max_positions, err))) return s;
+    }
     int task = o->task;
     if (o->recipe) {
         if ((s = wm_recipe_load(o->recipe, &b->recipe, err))) return s;
@@ -518,10 +567,69 @@ static wm_status prepare(build_ctx *b) {
 
 /* ------------------------------------------------------------ the output folder */
 
+/* The manifest's artifact entry for file rel ("model.onnx", "1_Pooling/config.json"), NULL when not listed. */
+static const cJSON *listed(const cJSON *arts, const char *rel) {
+    const cJSON *a, *hit = NULL;
+    cJSON_ArrayForEach(a, arts) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(a, "file");
+        if (cJSON_IsString(f) && !strcmp(f->valuestring, rel)) hit = a;
+    }
+    return hit;
+}
+
+/* 1 when the manifest lists a file inside folder rel ("rel/..."). */
+static int lists_folder(const cJSON *arts, const char *rel) {
+    const cJSON *a;
+    size_t n = strlen(rel);
+    cJSON_ArrayForEach(a, arts) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(a, "file");
+        if (cJSON_IsString(f) && !strncmp(f->valuestring, rel, n) && f->valuestring[n] == '/') return 1;
+    }
+    return 0;
+}
+
+/*
+ * Every entry of dir/sub (sub "" at the top) is a regular file the manifest lists with the size it records, or,
+ * at the top only, a real folder (not a link) the manifest lists files in, itself holding only such files.
+ */
+static wm_status check_entries(const char *dir, const char *sub, const cJSON *arts, wm_error *err) {
+    char p[PATH_MAX + 64], rel[PATH_MAX];
+    snprintf(p, sizeof p, "%s%s%s", dir, sub[0] ? "/" : "", sub);
+    DIR *d = opendir(p);
+    if (!d) return wm_err(err, WM_ERR_IO, "%s: cannot list: %s", p, strerror(errno));
+    wm_status s = WM_OK;
+    struct dirent *de;
+    while (!s && (de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (!strcmp(nm, ".") || !strcmp(nm, "..") || (!sub[0] && !strcmp(nm, "build_manifest.json"))) continue;
+        snprintf(rel, sizeof rel, "%s%s%s", sub, sub[0] ? "/" : "", nm);
+        snprintf(p, sizeof p, "%s/%s", dir, rel);
+        struct stat st;
+        const cJSON *hit = listed(arts, rel);
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(hit, "bytes");
+        int st_ok = lstat(p, &st) == 0;
+        if (st_ok && S_ISDIR(st.st_mode) && !sub[0] && lists_folder(arts, rel)) {
+            s = check_entries(dir, rel, arts, err);
+            continue;
+        }
+        if (!hit || !st_ok || !S_ISREG(st.st_mode))
+            s = wm_err(err, WM_ERR_USAGE, "%s: holds '%s', which no winml build wrote (not in its build_manifest.json); "
+                       "refusing to replace the folder: move that file away or choose another -o", dir, rel);
+        else if (!cJSON_IsNumber(bytes) || (double)st.st_size != bytes->valuedouble)
+            s = wm_err(err, WM_ERR_USAGE, "%s: '%s' changed since winml wrote it (%lld bytes, the manifest says %.0f); "
+                       "refusing to replace the folder", dir, rel, (long long)st.st_size,
+                       cJSON_IsNumber(bytes) ? bytes->valuedouble : -1.0);
+    }
+    closedir(d);
+    return s;
+}
+
 /*
  * An existing folder is replaced only when it is a previous build of ours as it was written: a
- * build_manifest.json of winml listing every other entry as a regular file of the size it records. Anything
- * else in it - a user's file, a folder, a link, an artifact changed since - makes the build refuse, naming it.
+ * build_manifest.json of winml listing every other entry as a regular file of the size it records (files in a
+ * subfolder, such as the Pooling module's 1_Pooling/config.json, listed by their path in it). Anything else in
+ * it - a user's file, a folder or file the manifest does not list, a link, an artifact changed since - makes the
+ * build refuse, naming it.
  */
 static wm_status check_ours(const char *dir, wm_error *err) {
     char p[PATH_MAX + 64];
@@ -539,29 +647,7 @@ static wm_status check_ours(const char *dir, wm_error *err) {
     if (!cJSON_IsString(tool) || strcmp(tool->valuestring, "winml") || !cJSON_IsArray(arts))
         s = wm_err(err, WM_ERR_USAGE, "%s: exists and is not a winml build folder (its build_manifest.json is not "
                    "winml's); refusing to replace it", dir);
-    DIR *d = s ? NULL : opendir(dir);
-    if (!s && !d) s = wm_err(err, WM_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
-    struct dirent *de;
-    while (!s && (de = readdir(d))) {
-        const char *nm = de->d_name;
-        if (!strcmp(nm, ".") || !strcmp(nm, "..") || !strcmp(nm, "build_manifest.json")) continue;
-        const cJSON *a, *hit = NULL;
-        cJSON_ArrayForEach(a, arts) {
-            const cJSON *f = cJSON_GetObjectItemCaseSensitive(a, "file");
-            if (cJSON_IsString(f) && !strcmp(f->valuestring, nm)) hit = a;
-        }
-        struct stat st;
-        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(hit, "bytes");
-        snprintf(p, sizeof p, "%s/%s", dir, nm);
-        if (!hit || lstat(p, &st) != 0 || !S_ISREG(st.st_mode))
-            s = wm_err(err, WM_ERR_USAGE, "%s: holds '%s', which no winml build wrote (not in its build_manifest.json); "
-                       "refusing to replace the folder: move that file away or choose another -o", dir, nm);
-        else if (!cJSON_IsNumber(bytes) || (double)st.st_size != bytes->valuedouble)
-            s = wm_err(err, WM_ERR_USAGE, "%s: '%s' changed since winml wrote it (%lld bytes, the manifest says %.0f); "
-                       "refusing to replace the folder", dir, nm, (long long)st.st_size,
-                       cJSON_IsNumber(bytes) ? bytes->valuedouble : -1.0);
-    }
-    if (d) closedir(d);
+    if (!s) s = check_entries(dir, "", arts, err);
     cJSON_Delete(man);
     return s;
 }
@@ -707,6 +793,14 @@ static wm_status finish_files(build_ctx *b) {
         snprintf(p, sizeof p, "%s/%s", b->stage_dir, carried[i]);
         s = copy_file(src, p, b->err);
     }
+    if (!s && b->sb.pooling_dir[0]) { /* a plain folder name (wm_sbert_load checked it) */
+        char src[PATH_MAX + 128];
+        snprintf(p, sizeof p, "%s/%s", b->stage_dir, b->sb.pooling_dir);
+        if (mkdir(p, 0755) != 0) return wm_err(b->err, WM_ERR_IO, "%s: cannot create: %s", p, strerror(errno));
+        snprintf(src, sizeof src, "%s/%s/config.json", b->ck.dir, b->sb.pooling_dir);
+        snprintf(p, sizeof p, "%s/%s/config.json", b->stage_dir, b->sb.pooling_dir);
+        s = copy_file(src, p, b->err);
+    }
     return s;
 }
 
@@ -742,6 +836,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     wm_tmp_discard(b->stage_dir, &b->stage_slot);
     wm_unlock_output(&b->lock); /* before the parents: the lock file lies in the last of them */
     if (s) remove_parents(b);
+    wm_quant_report_free(&b->qrep);
     wm_recipe_free(&b->recipe);
     wm_arch_free(&b->arch);
     wm_st_close(b->st);

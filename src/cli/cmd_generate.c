@@ -267,7 +267,13 @@ int wm_cmd_generate(int argc, char **argv) {
                 goto out;
             }
             break;
-        case O_PROMPT: prompt = optarg; break;
+        case O_PROMPT: /* one prompt per run: a second one is not silently dropped */
+            if (prompt) {
+                rc = wm_cli_usage_error(&c, "--prompt given twice: generate takes one prompt per run");
+                goto out;
+            }
+            prompt = optarg;
+            break;
         case O_CHAT: chat = 1; break;
         case O_SYSTEM: system = optarg; break;
         case O_NOTHINK: no_think = 1; break;

@@ -289,6 +289,25 @@ int wm_cmd_quantize(int argc, char **argv) {
     wm_json_uint(&j, "weight_bytes_before", rep.weight_bytes_before);
     wm_json_uint(&j, "weight_bytes_after", rep.weight_bytes_after);
     wm_json_uint(&j, "peak_rss_bytes", wm_peak_rss_bytes());
+    wm_json_arr(&j, "tables"); /* embedding tables: the block each got (null: kept float32) */
+    for (size_t i = 0; i < rep.n_tables; i++) {
+        const wm_quant_table_note *t = &rep.tables[i];
+        wm_json_obj(&j, NULL);
+        wm_json_str(&j, "tensor", t->tensor);
+        wm_json_str(&j, "op", t->op);
+        wm_json_int(&j, "width", t->width);
+        if (t->block) wm_json_int(&j, "block", t->block);
+        else wm_json_null(&j, "block");
+        wm_json_obj_end(&j);
+        if (c.quiet) continue;
+        if (!t->block)
+            fprintf(stderr, "%s: note: '%s' (width %lld) stays float32: no block of 16 to %lld divides its width\n",
+                    c.prog, t->tensor, (long long)t->width, (long long)cfg.block_size);
+        else if (t->block != cfg.block_size)
+            fprintf(stderr, "%s: note: '%s' (%s, width %lld) uses block %lld: %lld does not divide its width\n", c.prog,
+                    t->tensor, t->op, (long long)t->width, (long long)t->block, (long long)cfg.block_size);
+    }
+    wm_json_arr_end(&j);
     wm_json_obj_end(&j);
     wm_json_obj_end(&j);
     if (c.json) rc = wm_cli_emit(&c, NULL, &j);
@@ -307,6 +326,7 @@ fail:
     rc = wm_cli_fail(&c, &err);
 done:
     wm_unlock_output(&lock);
+    wm_quant_report_free(&rep);
     wm_calib_ranges_free(&rg);
     wm_quant_plan_free(plan);
     wm_graph_free(g);

@@ -2,7 +2,9 @@
  * cmd_run.c - `winml run`: an encoder artifact on text. Classification gives
  * labels with softmax scores; a single-logit head (a reranker) gives one
  * score per (query, passage) pair, ranked; feature extraction gives the
- * embedding (mean-pooled and L2-normalized unless --no-normalize).
+ * embedding (pooled as the folder's sentence-transformers files say, else
+ * mean-pooled and L2-normalized; --no-normalize keeps the norm). Every
+ * --text gives its own result, in the order given.
  */
 #include <getopt.h>
 #include <math.h>
@@ -14,14 +16,20 @@
 #include "cli/cli_limits.h"
 #include "tasks/encoder.h"
 
+#define WM_RUN_MAX_TEXTS 256
+
 static void help(void) {
-    printf("usage: winml run -m BUILD_DIR|BUILD_DIR/MODEL.onnx --text TEXT [--pair TEXT]... [--no-normalize] [--threads N]\n"
-           "                 [-f table|json] [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n\n"
-           "Runs an encoder build (text-classification, reranker, feature-extraction) on text. With several\n"
-           "--pair passages the text is the query and every (query, passage) pair is scored and ranked.\n"
+    printf("usage: winml run -m BUILD_DIR|BUILD_DIR/MODEL.onnx --text TEXT... [--pair TEXT]... [--no-normalize]\n"
+           "                 [--threads N] [-f table|json] [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n\n"
+           "Runs an encoder build (text-classification, reranker, feature-extraction) on text. Each --text (up to\n"
+           "%d) gives one entry of \"results\", in order. With --pair passages the one --text is the query and every\n"
+           "(query, passage) pair is scored and ranked.\n"
            "Classification: labels (config.json id2label) with softmax scores; one logit: the raw score.\n"
-           "Feature extraction: the embedding, mean-pooled over the attention mask and L2-normalized.\n"
-           "Decoders: use winml generate.\n\n" WM_CLI_LIMITS_HELP);
+           "Feature extraction: the embedding. A folder with sentence-transformers' files (modules.json,\n"
+           "sentence_bert_config.json, 1_Pooling/config.json: winml build carries them) truncates to max_seq_length\n"
+           "and pools as its Pooling config says, L2-normalized when modules.json lists Normalize; otherwise the\n"
+           "mean over the attention mask, L2-normalized. --no-normalize: no normalization.\n"
+           "Decoders: use winml generate.\n\n" WM_CLI_LIMITS_HELP, WM_RUN_MAX_TEXTS);
 }
 
 typedef struct ranked {
@@ -45,8 +53,8 @@ int wm_cmd_run(int argc, char **argv) {
                                           {"threads", required_argument, 0, O_THREADS},
                                           WM_CLI_LIMITS_LONG,
                                           {0, 0, 0, 0}};
-    const char *text = NULL, *pairs[256];
-    size_t n_pairs = 0;
+    const char *texts[WM_RUN_MAX_TEXTS], *pairs[256];
+    size_t n_texts = 0, n_pairs = 0;
     int normalize = 1, threads = 0, opt;
     wm_session_opts so = {0};
     optind = 1;
@@ -54,7 +62,10 @@ int wm_cmd_run(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
         switch (opt) {
         case 'h': help(); return WM_EXIT_OK;
-        case O_TEXT: text = optarg; break;
+        case O_TEXT:
+            if (n_texts == WM_RUN_MAX_TEXTS) return wm_cli_usage_error(&c, "--text: at most %d texts", WM_RUN_MAX_TEXTS);
+            texts[n_texts++] = optarg;
+            break;
         case O_PAIR:
             if (n_pairs == 256) return wm_cli_usage_error(&c, "--pair: at most 256 passages");
             pairs[n_pairs++] = optarg;
@@ -76,7 +87,9 @@ int wm_cmd_run(int argc, char **argv) {
         }
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
-    if (!c.model || !text) return wm_cli_usage_error(&c, "-m BUILD_DIR and --text are required");
+    if (!c.model || !n_texts) return wm_cli_usage_error(&c, "-m BUILD_DIR and --text are required");
+    if (n_pairs && n_texts > 1)
+        return wm_cli_usage_error(&c, "--pair scores passages against one query: give one --text (got %zu)", n_texts);
     wm_error err = {0};
     wm_encoder *e = NULL;
     so.threads = threads;
@@ -87,7 +100,7 @@ int wm_cmd_run(int argc, char **argv) {
     wm_json_obj(&j, NULL);
     wm_json_str(&j, "task", *task ? task : NULL);
     int rc = WM_EXIT_OK;
-    size_t runs = n_pairs ? n_pairs : 1;
+    size_t runs = n_pairs ? n_pairs : n_texts;
     ranked *rk = calloc(runs, sizeof *rk);
     int single = 0;
     if (!rk) {
@@ -99,9 +112,11 @@ int wm_cmd_run(int argc, char **argv) {
         const float *y;
         size_t n;
         int pooled;
+        const char *text = n_pairs ? texts[0] : texts[r];
         if (wm_encoder_run(e, text, n_pairs ? pairs[r] : NULL, normalize, &y, &n, &pooled, &err)) goto fail;
         int embedding = pooled || !strcmp(task, "feature-extraction");
         wm_json_obj(&j, NULL);
+        wm_json_str(&j, "text", text);
         if (n_pairs) wm_json_str(&j, "pair", pairs[r]);
         if (embedding) {
             wm_json_uint(&j, "dims", n);

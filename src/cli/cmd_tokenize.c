@@ -136,9 +136,18 @@ int wm_cmd_tokenize(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
         switch (opt) {
         case 'h': help(); return WM_EXIT_OK;
-        case O_TEXT: text = optarg; break;
-        case O_PAIR: pair = optarg; break;
-        case O_DECODE: decode = optarg; break;
+        case O_TEXT: /* one input per run: a second one is not silently dropped */
+            if (text) return wm_cli_usage_error(&c, "--text given twice: tokenize takes one text per run");
+            text = optarg;
+            break;
+        case O_PAIR:
+            if (pair) return wm_cli_usage_error(&c, "--pair given twice: tokenize takes one pair per run");
+            pair = optarg;
+            break;
+        case O_DECODE:
+            if (decode) return wm_cli_usage_error(&c, "--decode given twice: tokenize takes one id list per run");
+            decode = optarg;
+            break;
         case O_NOSPECIAL: o.add_special_tokens = 0; break;
         case O_KEEP: keep = 1; break;
         case O_MAXLEN:

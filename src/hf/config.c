@@ -114,8 +114,8 @@ static wm_status scan_json(const char *t, size_t n, const char *label, wm_error 
     return WM_OK;
 }
 
-wm_status wm_hf_json_parse(const char *text, size_t n, size_t max_bytes, const char *label, cJSON **out,
-                           wm_error *err) {
+wm_status wm_hf_json_parse_value(const char *text, size_t n, size_t max_bytes, const char *label, cJSON **out,
+                                 wm_error *err) {
     *out = NULL;
     if (!label) label = "<json>";
     if (n > max_bytes)
@@ -134,22 +134,39 @@ wm_status wm_hf_json_parse(const char *text, size_t n, size_t max_bytes, const c
             return wm_err(err, WM_ERR_INPUT, "%s: trailing bytes after the JSON value (offset %zu)", label,
                           (size_t)(p - text));
         }
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return wm_err(err, WM_ERR_INPUT, "%s: the top level is not a JSON object", label);
-    }
     *out = root;
     return WM_OK;
 }
 
-wm_status wm_hf_json_load(const char *path, size_t max_bytes, cJSON **out, wm_error *err) {
+wm_status wm_hf_json_parse(const char *text, size_t n, size_t max_bytes, const char *label, cJSON **out,
+                           wm_error *err) {
+    wm_status s = wm_hf_json_parse_value(text, n, max_bytes, label, out, err);
+    if (!s && !cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return wm_err(err, WM_ERR_INPUT, "%s: the top level is not a JSON object", label ? label : "<json>");
+    }
+    return s;
+}
+
+static wm_status json_load(const char *path, size_t max_bytes, int object, cJSON **out, wm_error *err) {
     *out = NULL;
     wm_map m;
     wm_status s = wm_map_file(path, 0, &m, err);
     if (s) return s;
-    s = wm_hf_json_parse(m.data ? (const char *)m.data : "", m.size, max_bytes, path, out, err);
+    const char *text = m.data ? (const char *)m.data : "";
+    s = object ? wm_hf_json_parse(text, m.size, max_bytes, path, out, err)
+               : wm_hf_json_parse_value(text, m.size, max_bytes, path, out, err);
     wm_unmap(&m);
     return s;
+}
+
+wm_status wm_hf_json_load(const char *path, size_t max_bytes, cJSON **out, wm_error *err) {
+    return json_load(path, max_bytes, 1, out, err);
+}
+
+wm_status wm_hf_json_load_value(const char *path, size_t max_bytes, cJSON **out, wm_error *err) {
+    return json_load(path, max_bytes, 0, out, err);
 }
 
 /* ------------------------------------------------------------ typed access */

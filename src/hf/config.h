@@ -40,8 +40,13 @@ typedef struct cJSON cJSON;
  */
 wm_status wm_hf_json_parse(const char *text, size_t n, size_t max_bytes, const char *label, cJSON **out,
                            wm_error *err);
+/* wm_hf_json_parse with any top-level value (an array: modules.json); the caller checks its type. */
+wm_status wm_hf_json_parse_value(const char *text, size_t n, size_t max_bytes, const char *label, cJSON **out,
+                                 wm_error *err);
 /* Maps path (no symlink following for the final component is NOT required: HF caches link) and parses it. */
 wm_status wm_hf_json_load(const char *path, size_t max_bytes, cJSON **out, wm_error *err);
+/* The same for any top-level value. */
+wm_status wm_hf_json_load_value(const char *path, size_t max_bytes, cJSON **out, wm_error *err);
 
 /* A token id or list of ids (eos_token_id may be either); n = 0: absent or null. */
 typedef struct wm_hf_ids {

@@ -202,11 +202,29 @@ static uint64_t weight_bytes(const wm_onnx_graph *p) {
     return total;
 }
 
+static wm_status quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan **plan,
+                                     wm_error *err);
+
 wm_status wm_quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan **plan,
                        wm_error *err) {
     wm_quant_report local;
     if (!r) r = &local;
     memset(r, 0, sizeof *r);
+    wm_status s = quant_run(g, c, r, plan, err);
+    if (r == &local) wm_quant_report_free(&local);
+    return s;
+}
+
+void wm_quant_report_free(wm_quant_report *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_tables; i++) free(r->tables[i].tensor);
+    free(r->tables);
+    r->tables = NULL;
+    r->n_tables = 0;
+}
+
+static wm_status quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan **plan,
+                                     wm_error *err) {
     wm_onnx_graph *p = wm_graph_proto(g);
     r->nodes_before = p->n_node;
     r->weight_bytes_before = weight_bytes(p);

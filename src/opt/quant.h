@@ -59,13 +59,33 @@ typedef struct wm_quant_config {
     const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul node names (or weight names) kept at 8 bits */
 } wm_quant_config;
 
+/*
+ * An embedding table's block (int4/int8 RTN): GatherBlockQuantized needs a block that divides the table's width,
+ * so a table (and the tied Gemm sharing its codes) gets the largest power of two >= 16 and <= the configured
+ * block that does; block 0: none does, the table stays float32.
+ */
+typedef struct wm_quant_table_note {
+    char *tensor;    /* the weight's initializer name (owned) */
+    const char *op;  /* "GatherBlockQuantized", "MatMulNBits" (a tied Gemm), or "Gather" (kept float32) */
+    int64_t width;   /* the quantized axis' length (the table's width) */
+    int64_t block;   /* the block used; 0: not quantized */
+} wm_quant_table_note;
+
 typedef struct wm_quant_report {
     size_t nodes_before, nodes_after;
     size_t quantized;       /* nodes converted */
     size_t skipped;         /* candidates left as they are (no constant weight, excluded, ...) */
     size_t casts;           /* Cast nodes added (fp16) */
     uint64_t weight_bytes_before, weight_bytes_after;
+    wm_quant_table_note *tables; /* the embedding tables' blocks, in graph order (owned: wm_quant_report_free) */
+    size_t n_tables;
 } wm_quant_report;
+
+/* Frees what a report owns (its tables); the report may be zeroed or filled by wm_quant_run. */
+void wm_quant_report_free(wm_quant_report *r);
+
+/* The largest power of two in [16, block] that divides width; 0 when none does. */
+int64_t wm_quant_table_block(int64_t width, int64_t block);
 
 typedef struct wm_quant_plan wm_quant_plan;
 
@@ -75,7 +95,8 @@ void wm_quant_config_default(wm_quant_config *c, wm_quant_mode mode);
 /*
  * Quantizes g as c says. plan NULL: new tensors are computed now (model
  * arena). plan non-NULL: *plan receives the deferred work (free with
- * wm_quant_plan_free after wm_quant_save). r may be NULL.
+ * wm_quant_plan_free after wm_quant_save). r may be NULL; it is reset first
+ * (call wm_quant_report_free on it afterwards, on success or failure).
  */
 wm_status wm_quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan **plan,
                        wm_error *err);

@@ -272,6 +272,7 @@ static int wants_8bit(const wm_quant_config *c, const wm_onnx_node *n) {
 typedef struct nb_table {
     const wm_onnx_tensor *src;
     int bits;
+    int64_t bs;
     const char *q, *scales, *zp; /* zp NULL when symmetric */
 } nb_table;
 
@@ -287,9 +288,9 @@ typedef struct nb_tables {
  * names (names[2] NULL when symmetric).
  */
 static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_plan *plan, const char *w,
-                               const wm_onnx_tensor *t, int64_t K, int64_t N, int trans, int bits, int flat,
+                               const wm_onnx_tensor *t, int64_t K, int64_t N, int64_t bs, int trans, int bits, int flat,
                                const char **names, wm_error *err) {
-    wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, c->block_size, bits, c->symmetric, 0, trans,
+    wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, bs, bits, c->symmetric, 0, trans,
                  0, t->data_type, 0, c->half_scales};
     int64_t nblk = (K + j.bs - 1) / j.bs;
     char nm[3][256];
@@ -307,8 +308,36 @@ static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_p
     return s;
 }
 
+int64_t wm_quant_table_block(int64_t width, int64_t block) {
+    for (int64_t bs = block; bs >= 16; bs /= 2)
+        if (width > 0 && width % bs == 0) return bs;
+    return 0;
+}
+
+/* Records what was done to table w (see wm_quant_table_note). */
+static wm_status table_note(wm_quant_report *r, const char *w, const char *op, int64_t width, int64_t block,
+                            wm_error *err) {
+    wm_quant_table_note *v = realloc(r->tables, (r->n_tables + 1) * sizeof *v);
+    if (!v) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    r->tables = v;
+    char *name = strdup(w);
+    if (!name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    v[r->n_tables++] = (wm_quant_table_note){name, op, width, block};
+    return WM_OK;
+}
+
+/* A selected Gather reads weight w as its table (input 0): the Gemm over it must use the table's block to share. */
+static int gathered(const wm_quant_config *c, wm_onnx_node *const *v, size_t n, const char *w) {
+    for (size_t i = 0; i < n; i++)
+        if (wm_opt_is(v[i], "Gather") && wm_opt_in(v[i], 0) && !strcmp(wm_opt_in(v[i], 0), w) &&
+            wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2))
+            return 1;
+    return 0;
+}
+
 static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
-                           wm_onnx_node *n, nb_tables *tables, wm_error *err) {
+                           wm_onnx_node *n, wm_onnx_node *const *all, size_t n_all, nb_tables *tables,
+                           wm_error *err) {
     const char *a = wm_opt_in(n, 0), *w = wm_opt_in(n, 1);
     const wm_onnx_tensor *t = w ? wm_graph_constant(g, w) : NULL;
     int32_t dt = t ? t->data_type : 0;
@@ -319,12 +348,18 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         return WM_OK;
     }
     int bits = wants_8bit(c, n) ? 8 : c->bits;
-    int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1];
+    int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1], bs = c->block_size;
+    wm_status s = WM_OK;
+    if (tb && gathered(c, all, n_all, w)) { /* a tied lm_head: the embedding's block, so that both share one copy */
+        int64_t tbs = wm_quant_table_block(K, c->block_size);
+        if (tbs && tbs != bs && !(s = table_note(r, w, "MatMulNBits", K, tbs, err))) bs = tbs;
+        if (s) return s;
+    }
     const char *q[3];
-    wm_status s = submit_blocks(g, c, plan, w, t, K, N, tb, bits, 0, q, err);
+    s = submit_blocks(g, c, plan, w, t, K, N, bs, tb, bits, 0, q, err);
     if (s) return s;
     if (tb && tables->n < sizeof tables->v / sizeof tables->v[0])
-        tables->v[tables->n++] = (nb_table){t, bits, q[0], q[1], q[2]};
+        tables->v[tables->n++] = (nb_table){t, bits, bs, q[0], q[1], q[2]};
     const char *in[4] = {a, q[0], q[1], q[2]}, *out[1] = {n->output[0]};
     char name[256];
     snprintf(name, sizeof name, "%s_Q%d", n->name ? n->name : "MatMul", bits);
@@ -333,7 +368,7 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
                                         c->symmetric ? 3 : 4, out, 1, err);
     if (!f || wm_graph_set_attr_int(g, f, "K", K, err) || wm_graph_set_attr_int(g, f, "N", N, err) ||
         wm_graph_set_attr_int(g, f, "bits", bits, err) ||
-        wm_graph_set_attr_int(g, f, "block_size", c->block_size, err) ||
+        wm_graph_set_attr_int(g, f, "block_size", bs, err) ||
         (c->accuracy_level && wm_graph_set_attr_int(g, f, "accuracy_level", c->accuracy_level, err)))
         return err->status ? err->status : WM_ERR_NOMEM;
     r->quantized++;
@@ -342,9 +377,11 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
 
 /*
  * Gather(table const [V, H], indices) on axis 0 -> GatherBlockQuantized over the table's blocks along H (uint8
- * codes [V, H*bits/8], the MatMulNBits layout without its padding, so H must be a multiple of the block). A
- * table a Gemm(transB) already quantized with the same bits (a tied lm_head) is shared: its codes reshaped to
- * 2-D and its scales, so the model keeps one copy. bfloat16 tables stay (onnxruntime has no bfloat16 output).
+ * codes [V, H*bits/8], the MatMulNBits layout without its padding, so the block must divide H: the largest
+ * power of two <= the configured block that does, wm_quant_table_block; when none does the table stays float32,
+ * and the report says so). A table a Gemm(transB) already quantized with the same bits and block (a tied
+ * lm_head, given the table's block by nbits_one) is shared: its codes reshaped to 2-D and its scales, so the
+ * model keeps one copy. bfloat16 tables stay (onnxruntime has no bfloat16 output).
  */
 static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                             wm_onnx_node *n, const nb_tables *tables, wm_error *err) {
@@ -353,14 +390,20 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
     int32_t dt = t ? t->data_type : 0;
     int bits = wants_8bit(c, n) ? 8 : c->bits;
     if (!ix || !t || t->n_dims != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16) || t->dims[0] <= 0 ||
-        t->dims[1] <= 0 || t->dims[1] % c->block_size || wm_opt_attr_i(n, "axis", 0) != 0) {
+        t->dims[1] <= 0 || wm_opt_attr_i(n, "axis", 0) != 0) {
         r->skipped++;
         return WM_OK;
     }
-    int64_t V = t->dims[0], H = t->dims[1], row = H * bits / 8;
+    int64_t V = t->dims[0], H = t->dims[1], row = H * bits / 8, bs = wm_quant_table_block(H, c->block_size);
+    if (!bs) { /* no block divides the width: float32, said in the report */
+        r->skipped++;
+        return table_note(r, w, "Gather", H, 0, err);
+    }
+    wm_status s = table_note(r, w, "GatherBlockQuantized", H, bs, err);
+    if (s) return s;
     const char *data = NULL, *scales = NULL, *zp = NULL;
     for (size_t i = 0; i < tables->n && !data; i++)
-        if (tables->v[i].src == t && tables->v[i].bits == bits) {
+        if (tables->v[i].src == t && tables->v[i].bits == bits && tables->v[i].bs == bs) {
             int64_t shape[2] = {V, row};
             const char *sh = wm_opt_const_i64(g, "gbq_shape", shape, 2, 0, err), *rin[2] = {tables->v[i].q, sh};
             if (!sh || !(data = wm_opt_emit(g, "Reshape", NULL, rin, 2, err))) return err->status;
@@ -369,8 +412,7 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
         }
     if (!data) { /* its own codes, the table's rows as MatMulNBits' columns */
         const char *q[3];
-        wm_status s = submit_blocks(g, c, plan, w, t, H, V, 1, bits, 1, q, err);
-        if (s) return s;
+        if ((s = submit_blocks(g, c, plan, w, t, H, V, bs, 1, bits, 1, q, err))) return s;
         data = q[0], scales = q[1], zp = q[2];
     }
     const char *in[4] = {data, ix, scales, zp}, *out[1] = {n->output[0]};
@@ -380,7 +422,7 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
     wm_onnx_node *f = wm_graph_add_node(g, "GatherBlockQuantized", "com.microsoft", wm_graph_unique_name(g, name), in,
                                         zp ? 4 : 3, out, 1, err);
     if (!f || wm_graph_set_attr_int(g, f, "bits", bits, err) ||
-        wm_graph_set_attr_int(g, f, "block_size", c->block_size, err) ||
+        wm_graph_set_attr_int(g, f, "block_size", bs, err) ||
         wm_graph_set_attr_int(g, f, "gather_axis", 0, err) || wm_graph_set_attr_int(g, f, "quantize_axis", 1, err))
         return err->status ? err->status : WM_ERR_NOMEM;
     r->quantized++;
@@ -399,7 +441,7 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report 
     nb_tables tables = {0};
     for (size_t i = 0; i < n && !s; i++) /* the matrices first: a Gather may share a tied lm_head's codes */
         if (!wm_opt_is(v[i], "Gather") && wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2))
-            s = nbits_one(g, c, r, plan, v[i], &tables, err);
+            s = nbits_one(g, c, r, plan, v[i], v, n, &tables, err);
     for (size_t i = 0; i < n && !s; i++) /* Gather only when listed in op_types */
         if (wm_opt_is(v[i], "Gather") && wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2))
             s = gather_one(g, c, r, plan, v[i], &tables, err);

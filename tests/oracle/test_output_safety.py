@@ -106,6 +106,87 @@ def test_rebuild_replaces_only_a_build_of_ours(bins, ckpt, tmp_path):
     assert not U.leftovers(tmp_path)
 
 
+@pytest.fixture(scope="module")
+def st_ckpt(tmp_path_factory):
+    """A feature-extraction checkpoint with sentence-transformers' files: the build carries 1_Pooling/config.json,
+    a file in a subfolder of the build folder."""
+    d = tmp_path_factory.mktemp("st") / "bert"
+    BU.make_tiny("bert-feature", str(d))
+    (d / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
+    (d / "sentence_bert_config.json").write_text('{"max_seq_length": 64, "do_lower_case": false}')
+    (d / "1_Pooling").mkdir()
+    (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 32,
+                                                             "pooling_mode_mean_tokens": True}))
+    return str(d)
+
+
+def test_rebuild_checks_the_listed_subfolder(bins, st_ckpt, tmp_path):
+    out = tmp_path / "out"
+    assert build(bins, st_ckpt, out).returncode == 0
+    man = json.load(open(out / "build_manifest.json"))
+    assert {"1_Pooling/config.json", "modules.json", "sentence_bert_config.json"} <= {a["file"] for a in
+                                                                                      man["artifacts"]}
+    before = tree(out)
+    # a user's file or folder inside the listed subfolder: refused by its path, everything kept
+    (out / "1_Pooling" / "notes.txt").write_text("mine")
+    U.assert_clean_error(build(bins, st_ckpt, out, "--rebuild"), "winml build", "'1_Pooling/notes.txt'",
+                         "no winml build wrote")
+    os.remove(out / "1_Pooling" / "notes.txt")
+    (out / "1_Pooling" / "deeper").mkdir()
+    U.assert_clean_error(build(bins, st_ckpt, out, "--rebuild"), "winml build", "'1_Pooling/deeper'")
+    os.rmdir(out / "1_Pooling" / "deeper")
+    # the listed file edited since
+    with open(out / "1_Pooling" / "config.json", "a") as f:
+        f.write(" ")
+    U.assert_clean_error(build(bins, st_ckpt, out, "--rebuild"), "winml build", "'1_Pooling/config.json'",
+                         "changed since")
+    with open(out / "1_Pooling" / "config.json", "rb+") as f:
+        f.truncate(os.path.getsize(out / "1_Pooling" / "config.json") - 1)
+    # the subfolder swapped for a link to a folder holding the same file
+    os.rename(out / "1_Pooling", tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", out / "1_Pooling")
+    U.assert_clean_error(build(bins, st_ckpt, out, "--rebuild"), "winml build", "'1_Pooling'")
+    os.remove(out / "1_Pooling")
+    os.rename(tmp_path / "elsewhere", out / "1_Pooling")
+    assert tree(out) == before and not U.leftovers(tmp_path)
+    # as written: replaced, the subfolder too
+    r = build(bins, st_ckpt, out, "--rebuild")
+    assert r.returncode == 0 and not U.crashed(r), U.describe(r)
+    assert set(tree(out)) == set(before) and not U.leftovers(tmp_path)
+
+
+def test_sentence_transformers_files_checked_before_any_work(bins, st_ckpt, tmp_path):
+    """A Pooling path leaving the checkpoint is refused before anything is written; a module winml does not run is
+    noted and the files carried as they are (winml run refuses the embedding)."""
+    import shutil
+    d = tmp_path / "ck"
+    shutil.copytree(st_ckpt, d)
+    mods = json.load(open(d / "modules.json"))
+    mods[1]["path"] = "../1_Pooling"
+    (d / "modules.json").write_text(json.dumps(mods))
+    r = build(bins, d, tmp_path / "o")
+    U.assert_clean_error(r, "winml build", "modules.json", "'../1_Pooling'", "not a plain folder name")
+    assert not (tmp_path / "o").exists() and not U.leftovers(tmp_path)
+    # more tokens than the model has positions: refused before anything is written
+    mods[1]["path"] = "1_Pooling"
+    (d / "modules.json").write_text(json.dumps(mods))
+    cfg = json.load(open(d / "config.json"))
+    (d / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": cfg["max_position_embeddings"] + 1}))
+    r = build(bins, d, tmp_path / "o")
+    U.assert_clean_error(r, "winml build", "sentence_bert_config.json", "'max_seq_length'",
+                         f"{cfg['max_position_embeddings']} positions")
+    assert not (tmp_path / "o").exists() and not U.leftovers(tmp_path)
+    (d / "sentence_bert_config.json").write_text('{"max_seq_length": 64}')
+    mods.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    (d / "modules.json").write_text(json.dumps(mods))
+    r = U.run([bins, "build", "-m", d, "-o", tmp_path / "o"])
+    assert r.returncode == 0 and "Dense" in r.stderr and "will refuse" in r.stderr, U.describe(r)
+    assert (tmp_path / "o" / "modules.json").exists() and not (tmp_path / "o" / "1_Pooling").exists()
+
+
 def test_output_is_or_holds_the_input(bins, ckpt, tmp_path):
     before = tree(ckpt)
     parent = os.path.dirname(ckpt)

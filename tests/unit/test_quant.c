@@ -283,11 +283,102 @@ static void test_recipe_quant_section(void **st) {
     }
 }
 
+/* ---------------------------------------------------------------- embedding tables: a block that divides the width */
+
+/* ids [1, 3] -> Gather(E [8, H]) -> emb; x [3, H] -> Gemm(x, E, transB) -> logits: a tied embedding / lm_head. */
+static wm_onnx_model *tied(int64_t H, wm_graph **g) {
+    wm_onnx_model *m = wm_onnx_model_new();
+    m->proto->graph = wm_pb_new(&m->arena, &wm_onnx_graph_desc);
+    m->proto->graph->name = wm_arena_strdup(&m->arena, "tied");
+    add_opset(m, "", 17);
+    wm_error e = {0};
+    assert_int_equal(wm_graph_open(m, m->proto->graph, g, &e), WM_OK);
+    assert_int_equal(wm_graph_add_input(*g, "ids", WM_DT_INT64, (int64_t[]){1, 3}, 2, &e), WM_OK);
+    assert_int_equal(wm_graph_add_input(*g, "x", WM_DT_FLOAT, (int64_t[]){3, H}, 2, &e), WM_OK);
+    float *w = wm_arena_alloc(&m->arena, (size_t)(8 * H) * 4);
+    for (int64_t i = 0; i < 8 * H; i++) w[i] = frand();
+    assert_int_equal(wm_graph_add_initializer(*g, "E", WM_DT_FLOAT, (int64_t[]){8, H}, 2,
+                                              (wm_bytes){(const uint8_t *)w, (size_t)(8 * H) * 4}, NULL, &e),
+                     WM_OK);
+    assert_non_null(wm_graph_add_node(*g, "Gather", NULL, "embed", NAMES("E", "ids"), NAMES("emb"), &e));
+    wm_onnx_node *gm = wm_graph_add_node(*g, "Gemm", NULL, "lm_head", NAMES("x", "E"), NAMES("logits"), &e);
+    assert_non_null(gm);
+    assert_int_equal(wm_graph_set_attr_int(*g, gm, "transB", 1, &e), WM_OK);
+    assert_int_equal(wm_graph_add_output(*g, "emb", WM_DT_FLOAT, (int64_t[]){1, 3, H}, 3, &e), WM_OK);
+    assert_int_equal(wm_graph_add_output(*g, "logits", WM_DT_FLOAT, (int64_t[]){3, 8}, 2, &e), WM_OK);
+    return m;
+}
+
+static const wm_onnx_node *node_of(wm_graph *g, const char *op) {
+    const wm_onnx_graph *p = wm_graph_proto(g);
+    for (size_t i = 0; i < p->n_node; i++)
+        if (!strcmp(p->node[i]->op_type, op)) return p->node[i];
+    return NULL;
+}
+
+static void test_table_block_divides_width(void **st) {
+    (void)st;
+    assert_int_equal(wm_quant_table_block(576, 128), 64); /* SmolLM2's hidden size */
+    assert_int_equal(wm_quant_table_block(384, 128), 128);
+    assert_int_equal(wm_quant_table_block(48, 128), 16);
+    assert_int_equal(wm_quant_table_block(600, 128), 0); /* 8 * 75: no power of two >= 16 */
+    assert_int_equal(wm_quant_table_block(576, 32), 32);
+    static const struct {
+        int64_t H, block; /* the block both ops get; 0: the table stays float32 */
+    } cases[] = {{576, 64}, {512, 128}, {600, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        wm_error e = {0};
+        wm_graph *g;
+        wm_onnx_model *m = tied(cases[k].H, &g);
+        wm_quant_config c;
+        wm_quant_config_default(&c, WM_QUANT_INT4);
+        c.block_size = 128;
+        const char *const ops[] = {"MatMul", "Gemm", "Gather"};
+        c.op_types = ops, c.n_op_types = 3;
+        wm_quant_report r;
+        assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_OK);
+        assert_int_equal(wm_graph_check(g, &e), WM_OK);
+        const wm_onnx_node *mm = node_of(g, "MatMulNBits"), *gq = node_of(g, "GatherBlockQuantized");
+        assert_non_null(mm);
+        if (!cases[k].block) { /* the Gather stays, the lm_head keeps the recipe's block; the report says so */
+            assert_null(gq);
+            assert_non_null(node_of(g, "Gather"));
+            assert_int_equal(wm_opt_attr_i(mm, "block_size", 0), 128);
+            assert_int_equal(r.n_tables, 1);
+            assert_string_equal(r.tables[0].tensor, "E");
+            assert_string_equal(r.tables[0].op, "Gather");
+            assert_int_equal(r.tables[0].width, cases[k].H);
+            assert_int_equal(r.tables[0].block, 0);
+        } else { /* both quantized with the block, sharing one copy of the codes */
+            assert_non_null(gq);
+            assert_int_equal(wm_opt_attr_i(gq, "block_size", 0), cases[k].block);
+            assert_int_equal(wm_opt_attr_i(mm, "block_size", 0), cases[k].block);
+            assert_string_equal(gq->input[2], mm->input[2]); /* the same scales */
+            size_t n_codes = 0;
+            const wm_onnx_graph *p = wm_graph_proto(g);
+            for (size_t i = 0; i < p->n_initializer; i++) n_codes += !strcmp(p->initializer[i]->name, "E_Q4");
+            assert_int_equal(n_codes, 1);
+            size_t want = cases[k].block == 128 ? 1 : 2; /* a changed Gemm block is reported too */
+            assert_int_equal(r.n_tables, want);
+            assert_string_equal(r.tables[want - 1].op, "GatherBlockQuantized");
+            assert_int_equal(r.tables[want - 1].block, cases[k].block);
+            if (want == 2) {
+                assert_string_equal(r.tables[0].op, "MatMulNBits");
+                assert_int_equal(r.tables[0].block, cases[k].block);
+            }
+        }
+        wm_quant_report_free(&r);
+        wm_graph_free(g);
+        wm_onnx_free(m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_int4_sym_block32_matches_naive), cmocka_unit_test(test_int4_asym_zero_points),
         cmocka_unit_test(test_deferred_save_equals_eager),     cmocka_unit_test(test_fp16_minimal_casts),
         cmocka_unit_test(test_calib_minmax_and_errors),  cmocka_unit_test(test_recipe_quant_section),
+        cmocka_unit_test(test_table_block_divides_width),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
