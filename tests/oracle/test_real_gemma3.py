@@ -212,9 +212,17 @@ def _greedy_check(ref, winml, out, prompt, chat, label, crosses_window):
     assert got["ids"] == want
 
 
+# The same weights as the GGUF half below (its logits equal these to the last bit of the figure), whose greedy checks
+# run on every prompt: here one short and the long prompt run by default, every prompt with WM_REAL_FULL=1 (the
+# figures of the issue); the others are reported as skipped, not passed.
+FULL = os.environ.get("WM_REAL_FULL") == "1"
+
+
 @pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat"])
 @pytest.mark.parametrize("k", range(len(PROMPTS)))
 def test_greedy_64_tokens_match_generate(built, ref, long_prompt, winml, k, chat):
+    if not FULL and k not in (0, len(PROMPTS) - 1):
+        pytest.skip("the GGUF half checks this prompt on the same weights; WM_REAL_FULL=1 runs it here too")
     out, _ = built
     prompt = PROMPTS[k] if PROMPTS[k] is not None else long_prompt
     _greedy_check(ref, winml, out, prompt, chat, f"prompt {k}", k == len(PROMPTS) - 1)
