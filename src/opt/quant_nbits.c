@@ -11,8 +11,13 @@
  *   q = clamp(round(v * (1/scale) + zp), 0, 2^bits-1)   (round half away from 0)
  * Packed two 4-bit values per byte, the lower index in the low nibble.
  * For float16 weights the scale is rounded to float16 before use.
+ *
+ * With the scale search (wm_quant_config.scale_search) each block then tries other scales (and, asymmetric,
+ * zero points) and keeps the one of least weighted error E = sum_i w_i (v_i - scale * (q_i - zp))^2, RTN's own
+ * choice among them, so E never exceeds RTN's (see search_block).
  */
 #include <float.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,18 +42,115 @@ static float round_scale(float s, int32_t scale_dtype) {
     return fabsf(h) >= 6.103515625e-05f && fabsf(h) <= 65504.0f ? h : s;
 }
 
+/* ---------------------------------------------------------------- the scale search */
+
+#define SEARCH_STEPS 10 /* candidate scales: RTN's range over (levels * (1 + t/80)), t in [-10, 10] */
+
+/* Code of v at scale reciprocal r and zero point z (RTN's arithmetic; NaN: the zero point). */
+static inline int code_of(float v, float r, int z, int kmax) {
+    float x = roundf(v * r + (float)z);
+    return x != x ? z : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x;
+}
+
+/* E of codes q with scale s and zero point z (double sums). */
+static double block_err(const float *x, const float *w, const uint8_t *q, int64_t n, float s, int z) {
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)x[i] - (double)s * (double)(q[i] - z);
+        e += (double)w[i] * d * d;
+    }
+    return e;
+}
+
+/*
+ * One candidate: codes at scale s0 and zero point z, then the scale refit by least squares for those codes
+ * (sum w v (q-z) / sum w (q-z)^2), stored-rounded, the codes redone at it; kept in *best when E is lower.
+ */
+static void try_scale(const float *x, const float *w, int64_t n, float s0, int z, int kmax, int32_t scale_dtype,
+                      uint8_t *q, double *best_e, float *best_s, int *best_z, uint8_t *best_q) {
+    if (!(s0 != 0.0f) || !isfinite(s0)) return;
+    float r = 1.0f / s0;
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int c = code_of(x[i], r, z, kmax) - z;
+        num += (double)w[i] * (double)x[i] * c;
+        den += (double)w[i] * (double)c * c;
+    }
+    float s = den > 0 ? round_scale((float)(num / den), scale_dtype) : 0.0f;
+    if (!(s != 0.0f) || !isfinite(s) || !isfinite(1.0f / s)) return;
+    r = 1.0f / s;
+    for (int64_t i = 0; i < n; i++) q[i] = (uint8_t)code_of(x[i], r, z, kmax);
+    double e = block_err(x, w, q, n, s, z);
+    if (e < *best_e) {
+        *best_e = e, *best_s = s, *best_z = z;
+        memcpy(best_q, q, (size_t)n);
+    }
+}
+
+/*
+ * The search over one block column x[0..n) (finite values; RTN chose *scale, *zp, codes q[0..n)): candidate
+ * scales around RTN's (symmetric: the extreme m mapped to -2^(bits-1) or to 2^(bits-1)-1; asymmetric: the range
+ * [lo, hi] over the levels, the zero point rounded and its two neighbours), each refit (try_scale). Weights
+ * w_i = v_i^2 + mean(v^2)/8: the larger weights matter more (their errors move outputs most when inputs are
+ * alike in size) without leaving the small ones free. *scale, *zp and q receive the best; RTN's when none beats it.
+ * w and tq: room for n floats and n bytes.
+ */
+static void search_block(const float *x, int64_t n, int bits, int sym, float lo, float hi, int32_t scale_dtype,
+                         float *scale, int *zp, uint8_t *q, float *w, uint8_t *tq) {
+    const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
+    double ms = 0;
+    for (int64_t i = 0; i < n; i++) ms += (double)x[i] * x[i];
+    ms /= (double)n;
+    for (int64_t i = 0; i < n; i++) w[i] = (float)((double)x[i] * x[i] + ms / 8);
+    double best = block_err(x, w, q, n, *scale, *zp);
+    if (!isfinite(best)) return;
+    float best_s = *scale;
+    int best_z = *zp;
+    for (int t = -SEARCH_STEPS; t <= SEARCH_STEPS; t++) {
+        float f = 1.0f + (float)t / 80.0f;
+        if (sym) {
+            float m = fabsf(hi) > fabsf(lo) ? hi : lo;
+            try_scale(x, w, n, -m / ((float)kmid * f), kmid, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
+            try_scale(x, w, n, m / ((float)(kmid - 1) * f), kmid, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
+        } else {
+            float l = lo < 0.0f ? lo : 0.0f, h = hi > 0.0f ? hi : 0.0f, s = (h - l) / ((float)kmax * f);
+            if (!(s > 0.0f)) continue;
+            int z0 = (int)roundf(-l / s);
+            for (int dz = -1; dz <= 1; dz++) {
+                int z = z0 + dz;
+                if (z >= 0 && z <= kmax) try_scale(x, w, n, s, z, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
+            }
+        }
+    }
+    *scale = best_s, *zp = best_z;
+}
+
+/* Writes code v at row r of a column's block (dst: its first byte). */
+static inline void put_code(uint8_t *dst, int64_t r, int bits, int v) {
+    if (bits == 8) dst[r] = (uint8_t)v;
+    else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | v);
+    else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (v << 4));
+}
+
+/* Floats of scratch block_row needs: per-column state (3*N floats + N ints), and for the search a column's block
+ * (bs floats), its weights (bs floats) and two code buffers (2*bs bytes). */
+static size_t row_scratch(int64_t N, int64_t bs) { return (size_t)(4 * N + 3 * bs); }
+
 /*
  * One block row (rows [kb*bs, kb*bs + nrows) of all N columns, row-major) with a given scale
- * rounding. Walks the rows in memory order (per-column state in scratch: 3*N floats + N ints),
+ * rounding. Walks the rows in memory order (per-column state in scratch, row_scratch floats),
  * so a wide weight streams through the cache; each value sees the same arithmetic as the
- * per-column definition above.
+ * per-column definition above. search: each column's block then goes through search_block.
  */
 static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, int64_t N, int64_t bs, int bits,
-                      int sym, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp, float *scratch) {
+                      int sym, int search, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp,
+                      float *scratch) {
     int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8, zp_cols = (nblk * bits + 7) / 8;
     const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
     float *mn = scratch, *mx = scratch + N, *rs = scratch + 2 * N;
     int *zs = (int *)(scratch + 3 * N);
+    float *col = scratch + 4 * N, *wts = col + bs;
+    uint8_t *cq = (uint8_t *)(wts + bs), *tq = cq + bs;
     for (int64_t n = 0; n < N; n++) {
         mn[n] = FLT_MAX;
         mx[n] = -FLT_MAX;
@@ -76,6 +178,20 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
             z = !(zf >= 0.0f) ? 0 : zf > (float)kmax ? kmax : (int)roundf(zf);
         }
         scale = round_scale(scale, scale_dtype);
+        uint8_t *dst = &q[(n * nblk + kb) * blob]; /* padding rows past K hold the zero point */
+        if (search && isfinite(mn[n]) && isfinite(mx[n])) { /* NaN/inf blocks keep RTN (their min/max say so) */
+            float r = scale != 0.0f ? 1.0f / scale : 0.0f;
+            for (int64_t k = 0; k < nrows; k++) {
+                col[k] = rows[k * N + n];
+                cq[k] = (uint8_t)code_of(col[k], r, z, kmax);
+            }
+            search_block(col, nrows, bits, sym, mn[n], mx[n], scale_dtype, &scale, &z, cq, wts, tq);
+            for (int64_t k = 0; k < nrows; k++) put_code(dst, k, bits, cq[k]);
+            rs[n] = 0.0f, zs[n] = -1; /* codes written: the pass below skips this column */
+        } else {
+            rs[n] = scale != 0.0f ? 1.0f / scale : 0.0f;
+            zs[n] = z;
+        }
         scales[n * nblk + kb] = scale;
         if (zp) {
             uint8_t *b = &zp[n * zp_cols + kb * bits / 8];
@@ -83,43 +199,40 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
             else if (kb % 2 == 0) *b = (uint8_t)((*b & 0xf0) | z);
             else *b = (uint8_t)((*b & 0x0f) | (z << 4));
         }
-        rs[n] = scale != 0.0f ? 1.0f / scale : 0.0f;
-        zs[n] = z;
-        uint8_t *dst = &q[(n * nblk + kb) * blob]; /* padding rows past K hold the zero point */
-        for (int64_t r = nrows; r < bs; r++) {
-            if (bits == 8) dst[r] = (uint8_t)z;
-            else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | z);
-            else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (z << 4));
-        }
+        for (int64_t r = nrows; r < bs; r++) put_code(dst, r, bits, z);
     }
     const int64_t tile = 64; /* columns per pass: their output blocks stay in cache across the rows */
     for (int64_t n0 = 0; n0 < N; n0 += tile) {
         int64_t n1 = n0 + tile < N ? n0 + tile : N;
         for (int64_t r = 0; r < nrows; r++) {
             const float *row = rows + r * N;
-            for (int64_t n = n0; n < n1; n++) {
-                float x = roundf(row[n] * rs[n] + (float)zs[n]);
-                int qi = x != x ? zs[n] : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x; /* NaN: the zero point */
-                uint8_t *dst = &q[(n * nblk + kb) * blob];
-                if (bits == 8) dst[r] = (uint8_t)qi;
-                else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | qi);
-                else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (qi << 4));
-            }
+            for (int64_t n = n0; n < n1; n++)
+                if (zs[n] >= 0) put_code(&q[(n * nblk + kb) * blob], r, bits, code_of(row[n], rs[n], zs[n], kmax));
         }
     }
 }
 
-void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
-                     float *scales, uint8_t *zp) {
+static void quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, int search,
+                         uint8_t *q, float *scales, uint8_t *zp) {
     int64_t nblk = (K + bs - 1) / bs;
-    float *scratch = malloc((size_t)(4 * N) * sizeof *scratch);
+    float *scratch = malloc(row_scratch(N, bs) * sizeof *scratch);
     if (!scratch) return; /* callers size N small; the streamed path checks its own allocation */
     if (zp) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
     for (int64_t kb = 0; kb < nblk; kb++) {
         int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
-        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, WM_DT_FLOAT, q, scales, zp, scratch);
+        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, search, WM_DT_FLOAT, q, scales, zp, scratch);
     }
     free(scratch);
+}
+
+void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
+                     float *scales, uint8_t *zp) {
+    quant_blocks(w, K, N, bs, bits, symmetric, 0, q, scales, zp);
+}
+
+void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
+                            float *scales, uint8_t *zp) {
+    quant_blocks(w, K, N, bs, bits, symmetric, 1, q, scales, zp);
 }
 
 /* ---------------------------------------------------------------- reading weights */
@@ -211,7 +324,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
 wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err) {
     int64_t K = j->K, N = j->N, bs = j->bs, nblk = (K + bs - 1) / bs;
     float *rows = malloc((size_t)(bs * N) * sizeof *rows), *sc = malloc((size_t)(nblk * N) * sizeof *sc);
-    float *scratch = malloc((size_t)(4 * N) * sizeof *scratch);
+    float *scratch = malloc(row_scratch(N, bs) * sizeof *scratch);
     if (!rows || !sc || !scratch) {
         free(rows);
         free(sc);
@@ -225,7 +338,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         if (j->trans) s = read_cols_t(j->src, r0, nr, K, N, rows, err); /* B stored [N, K] (Gemm transB) */
         else s = read_rows(j->m, j->src, r0, nr, N, rows, release, err);
         if (s) break;
-        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym,
+        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->search,
                   j->half_scales && j->scale_dtype == WM_DT_FLOAT ? WM_SCALE_HALF_EXACT : j->scale_dtype, out[0], sc,
                   out[2], scratch);
     }
@@ -287,10 +400,10 @@ typedef struct nb_tables {
  * names (names[2] NULL when symmetric).
  */
 static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_plan *plan, const char *w,
-                               const wm_onnx_tensor *t, int64_t K, int64_t N, int trans, int bits, int flat,
-                               const char **names, wm_error *err) {
-    wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, c->block_size, bits, c->symmetric, 0, trans,
-                 0, t->data_type, 0, c->half_scales};
+                               const wm_onnx_tensor *t, int64_t K, int64_t N, int64_t bs, int trans, int bits,
+                               int flat, const char **names, wm_error *err) {
+    wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, bs, bits, c->symmetric, 0, trans,
+                 0, t->data_type, 0, c->half_scales, 0, c->scale_search};
     int64_t nblk = (K + j.bs - 1) / j.bs;
     char nm[3][256];
     snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
@@ -321,7 +434,7 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
     int bits = wants_8bit(c, n) ? 8 : c->bits;
     int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1];
     const char *q[3];
-    wm_status s = submit_blocks(g, c, plan, w, t, K, N, tb, bits, 0, q, err);
+    wm_status s = submit_blocks(g, c, plan, w, t, K, N, c->block_size, tb, bits, 0, q, err);
     if (s) return s;
     if (tb && tables->n < sizeof tables->v / sizeof tables->v[0])
         tables->v[tables->n++] = (nb_table){t, bits, q[0], q[1], q[2]};
@@ -340,11 +453,24 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
     return WM_OK;
 }
 
+/* Appends one sentence to the report's note ("; " between sentences; cut at its size). */
+static void add_note(wm_quant_report *r, const char *fmt, ...) {
+    size_t used = strlen(r->note);
+    if (used + 3 >= sizeof r->note) return;
+    if (used) used += (size_t)snprintf(r->note + used, sizeof r->note - used, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->note + used, sizeof r->note - used, fmt, ap);
+    va_end(ap);
+}
+
 /*
  * Gather(table const [V, H], indices) on axis 0 -> GatherBlockQuantized over the table's blocks along H (uint8
  * codes [V, H*bits/8], the MatMulNBits layout without its padding, so H must be a multiple of the block). A
  * table a Gemm(transB) already quantized with the same bits (a tied lm_head) is shared: its codes reshaped to
- * 2-D and its scales, so the model keeps one copy. bfloat16 tables stay (onnxruntime has no bfloat16 output).
+ * 2-D and its scales, so the model keeps one copy. When the block does not divide H, the table gets the largest
+ * power-of-two block >= 16 below it that does (its own codes), and the report's note says so; when none does, it
+ * stays as it is and the note says that. bfloat16 tables stay (onnxruntime has no bfloat16 output).
  */
 static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                             wm_onnx_node *n, const nb_tables *tables, wm_error *err) {
@@ -353,13 +479,23 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
     int32_t dt = t ? t->data_type : 0;
     int bits = wants_8bit(c, n) ? 8 : c->bits;
     if (!ix || !t || t->n_dims != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16) || t->dims[0] <= 0 ||
-        t->dims[1] <= 0 || t->dims[1] % c->block_size || wm_opt_attr_i(n, "axis", 0) != 0) {
+        t->dims[1] <= 0 || wm_opt_attr_i(n, "axis", 0) != 0) {
         r->skipped++;
         return WM_OK;
     }
-    int64_t V = t->dims[0], H = t->dims[1], row = H * bits / 8;
+    int64_t V = t->dims[0], H = t->dims[1], row = H * bits / 8, bs = c->block_size;
+    while (H % bs && bs > 16) bs /= 2;
+    if (H % bs) {
+        add_note(r, "table '%s' [%lld, %lld] kept in %s: no power-of-two block >= 16 divides its width %lld", w,
+                 (long long)V, (long long)H, wm_dtype_name(dt), (long long)H);
+        r->skipped++;
+        return WM_OK;
+    }
+    if (bs != c->block_size)
+        add_note(r, "table '%s' [%lld, %lld] quantized with block %lld (%lld does not divide its width %lld)", w,
+                 (long long)V, (long long)H, (long long)bs, (long long)c->block_size, (long long)H);
     const char *data = NULL, *scales = NULL, *zp = NULL;
-    for (size_t i = 0; i < tables->n && !data; i++)
+    for (size_t i = 0; i < tables->n && !data && bs == c->block_size; i++)
         if (tables->v[i].src == t && tables->v[i].bits == bits) {
             int64_t shape[2] = {V, row};
             const char *sh = wm_opt_const_i64(g, "gbq_shape", shape, 2, 0, err), *rin[2] = {tables->v[i].q, sh};
@@ -369,7 +505,7 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
         }
     if (!data) { /* its own codes, the table's rows as MatMulNBits' columns */
         const char *q[3];
-        wm_status s = submit_blocks(g, c, plan, w, t, H, V, 1, bits, 1, q, err);
+        wm_status s = submit_blocks(g, c, plan, w, t, H, V, bs, 1, bits, 1, q, err);
         if (s) return s;
         data = q[0], scales = q[1], zp = q[2];
     }
@@ -379,8 +515,7 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
     if (wm_graph_remove_node(g, n, err)) return err->status;
     wm_onnx_node *f = wm_graph_add_node(g, "GatherBlockQuantized", "com.microsoft", wm_graph_unique_name(g, name), in,
                                         zp ? 4 : 3, out, 1, err);
-    if (!f || wm_graph_set_attr_int(g, f, "bits", bits, err) ||
-        wm_graph_set_attr_int(g, f, "block_size", c->block_size, err) ||
+    if (!f || wm_graph_set_attr_int(g, f, "bits", bits, err) || wm_graph_set_attr_int(g, f, "block_size", bs, err) ||
         wm_graph_set_attr_int(g, f, "gather_axis", 0, err) || wm_graph_set_attr_int(g, f, "quantize_axis", 1, err))
         return err->status ? err->status : WM_ERR_NOMEM;
     r->quantized++;
