@@ -142,14 +142,16 @@ def weighted_err(w, wd, bs):
 def test_int4_scale_search(winml, build_dir, tmp_path, sym, acc):
     """--scale-search: the same MatMulNBits layout, each block's weighted error at most RTN's (lower in total);
     onnxruntime's result equals x @ the naive dequantization of the stored codes, and our engine agrees with
-    onnxruntime on the model (decode and prefill row counts; accuracy level 4: int8 activations in both)."""
+    onnxruntime on the model (decode and prefill row counts; accuracy level 4: int8 activations in both, with
+    --half-scales: every searched scale an exact half, which our engine streams as 2 bytes)."""
     from engine_oracle import wm_run
     rng = np.random.default_rng(21 + sym + acc)
     w = (rng.standard_normal((200, 40)) * rng.uniform(0.01, 0.1, 40)).astype(np.float32)  # K = 200: a padded block
     w[::17, 3] *= 10  # outliers
     src, dst, ref = str(tmp_path / "mm.onnx"), str(tmp_path / "q.onnx"), str(tmp_path / "r.onnx")
     matmul_model(src, w)
-    flags = ["-p", "int4", "--block-size", "32", "--symmetric" if sym else "--asymmetric", "--accuracy-level", str(acc)]
+    flags = ["-p", "int4", "--block-size", "32", "--symmetric" if sym else "--asymmetric", "--accuracy-level", str(acc),
+             *(["--half-scales"] if acc == 4 else [])]  # level 4 with exact-half scales: the build's int4 recipe
     rep = quantize(winml, src, dst, *flags, "--scale-search")
     quantize(winml, src, ref, *flags)
     assert rep["quantized"] == 1
@@ -162,6 +164,9 @@ def test_int4_scale_search(winml, build_dir, tmp_path, sym, acc):
     deq = lambda tt, nd: naive_dequant(tt[nd.input[1]], tt[nd.input[2]], None if sym else tt[nd.input[3]], 200, 32, 4)
     wd, wr = deq(t, node), deq(rt, rnode)
     assert not np.array_equal(t[node.input[2]], rt[rnode.input[2]])  # the search changed scales
+    if acc == 4:
+        sc = t[node.input[2]]
+        assert np.array_equal(sc.astype(np.float16).astype(np.float32), sc)
     es, er = weighted_err(w, wd, 32), weighted_err(w, wr, 32)
     assert np.all(es <= er * (1 + 1e-5)) and es.sum() < 0.95 * er.sum()
     for rows in (1, 3, 40):
