@@ -58,7 +58,7 @@ typedef struct wm_quant_config {
                                engine may stream them as 2 bytes; 0 (default): onnxruntime's quantizer's values */
     int scale_search;       /* 1: each block's scale (and zero point) searched for the least weighted error, never
                                more than RTN's (wm_quant_blocks_search); 0 (default): RTN, onnxruntime's values */
-    const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul node names (or weight names) kept at 8 bits */
+    const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul / Gather node names (or weight names) kept at 8 bits */
 } wm_quant_config;
 
 typedef struct wm_quant_report {

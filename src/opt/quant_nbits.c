@@ -79,8 +79,12 @@ static void try_scale(const float *x, const float *w, int64_t n, float s0, int z
     float s = den > 0 ? round_scale((float)(num / den), scale_dtype) : 0.0f;
     if (!(s != 0.0f) || !isfinite(s) || !isfinite(1.0f / s)) return;
     r = 1.0f / s;
-    for (int64_t i = 0; i < n; i++) q[i] = (uint8_t)code_of(x[i], r, z, kmax);
-    double e = block_err(x, w, q, n, s, z);
+    double e = 0; /* block_err of the codes at s, computed as they are made */
+    for (int64_t i = 0; i < n; i++) {
+        q[i] = (uint8_t)code_of(x[i], r, z, kmax);
+        double d = (double)x[i] - (double)s * (double)(q[i] - z);
+        e += (double)w[i] * d * d;
+    }
     if (e < *best_e) {
         *best_e = e, *best_s = s, *best_z = z;
         memcpy(best_q, q, (size_t)n);
@@ -375,10 +379,11 @@ static int plain_gemm(const wm_onnx_node *n, int *trans_b) {
     return 1;
 }
 
-/* Is this MatMul to keep at 8 bits (listed by node name or weight name)? */
+/* Is this MatMul (weight input 1) or Gather (table input 0) to keep at 8 bits (listed by node or weight name)? */
 static int wants_8bit(const wm_quant_config *c, const wm_onnx_node *n) {
+    const char *w = wm_opt_in(n, wm_opt_is(n, "Gather") ? 0 : 1);
     return (n->name && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, n->name)) ||
-           (wm_opt_in(n, 1) && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, n->input[1]));
+           (w && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, w));
 }
 
 /* A [rows, K] table quantized along K (a Gemm transB weight): what a Gather over the same table may share. */

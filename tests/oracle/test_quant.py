@@ -586,3 +586,15 @@ def test_int4_tied_table_shared(winml, build_dir, tmp_path):
     got = wm_run(build_dir, dst, {"ids": ids}, tmp_path)
     assert np.array_equal(got["y"], want[0])
     np.testing.assert_allclose(got["logits"], want[1], rtol=0, atol=1e-4)
+    # --int8-nodes naming the table: the Gather (table input 0) and the Gemm both at 8 bits, still one copy
+    rep = quantize(winml, src, dst, "-p", "int4", "--block-size", "32", "--op-types", "Gemm,Gather", "--symmetric",
+                   "--int8-nodes", "W")
+    m = onnx.load(dst)
+    ops = {n.op_type: n for n in m.graph.node}
+    assert rep["quantized"] == 2 and set(ops) == {"Reshape", "GatherBlockQuantized", "MatMulNBits"}
+    assert {a.name: a.i for a in ops["GatherBlockQuantized"].attribute}["bits"] == 8
+    assert {a.name: a.i for a in ops["MatMulNBits"].attribute}["bits"] == 8
+    want = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"ids": ids})
+    assert np.abs(want[0] - w[ids]).max() < np.abs(w).max() / 100  # 8 bits
+    got = wm_run(build_dir, dst, {"ids": ids}, tmp_path)
+    assert np.array_equal(got["y"], want[0])
