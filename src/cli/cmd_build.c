@@ -42,8 +42,11 @@ static void help(int export_only) {
                "onnxruntime-genai; recipe \"gqa\": false keeps the graph's own mask for left padding),\n"
                "quant (-p fp16: weights and compute in half; int8: dynamic MatMulInteger; int4:\n"
                "MatMulNBits, recipe quant.rtn_block_size (default 128) and rtn_accuracy_level (default 4:\n"
-               "int8 activations), and the token embedding as GatherBlockQuantized), compile (reported\n"
-               "as not run: the CPU engine needs no EP compile step).\n"
+               "int8 activations), and the token embedding as GatherBlockQuantized, with the largest\n"
+               "power-of-two block that divides its width when the block does not (the quant stage says so);\n"
+               "recipe quant.rtn_scale_search: true searches each block's scale for the least weighted\n"
+               "error, never above RTN's; default false: slower, and not near fp32 on SmolLM2 either),\n"
+               "compile (reported as not run: the CPU engine needs no EP compile step).\n"
                "Files are written under temporary names and renamed when complete (atomic for readers and\n"
                "against a failed run); --sync also fsyncs each one first, so the folder survives a power\n"
                "loss, at the cost of waiting for the disk.\n");
