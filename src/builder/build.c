@@ -169,7 +169,7 @@ typedef enum { ST_DONE, ST_SKIPPED, ST_NOT_RUN } stage_status;
 typedef struct stage_rec {
     const char *name;
     stage_status status;
-    char reason[256];
+    char reason[768];
     double seconds;
     size_t nodes;      /* optim / quant: nodes after the stage */
     wm_opt_hist ops;   /* and their op histogram */
@@ -375,9 +375,9 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!s) {
         record_graph(rec, g);
         rec->status = ST_DONE;
-        snprintf(rec->reason, sizeof rec->reason, "%s: %zu nodes quantized, weights %llu -> %llu bytes",
-                 wm_quant_mode_name(qr.config.mode), r->quantized, (unsigned long long)r->weight_bytes_before,
-                 (unsigned long long)r->weight_bytes_after);
+        snprintf(rec->reason, sizeof rec->reason, "%s%s: %zu nodes quantized, weights %llu -> %llu bytes",
+                 wm_quant_mode_name(qr.config.mode), qr.config.scale_search ? " (scale search)" : "", r->quantized,
+                 (unsigned long long)r->weight_bytes_before, (unsigned long long)r->weight_bytes_after);
         b->ex.model_sha[0] = b->ex.data_sha[0] = 0;
     }
     wm_quant_plan_free(plan);

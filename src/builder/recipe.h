@@ -73,6 +73,7 @@ typedef struct wm_recipe {
     int64_t samples, rtn_bits, rtn_block_size, rtn_accuracy_level; /* accuracy: MatMulNBits's attribute */
     int per_channel, symmetric, fp16_keep_io_types;
     int rtn_half_scales; /* ours: float32 MatMulNBits scales rounded to exact halves (-1: absent) */
+    int rtn_scale_search; /* ours: each block's scale searched for the least weighted error (-1: absent) */
     char **fp16_op_block_list, **op_types_to_quantize, **nodes_to_exclude; /* NULL-terminated, malloc'ed */
     /* compile */
     int has_compile;

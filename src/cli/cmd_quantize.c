@@ -36,10 +36,12 @@ static void help(void) {
            "  --method minmax|entropy|percentile  --percentile P  --samples N   calibration of --calib-data\n"
            "  --op-types A,B   op types to quantize (default MatMul[,Gemm]; int4: Gather turns embedding\n"
            "                   tables into GatherBlockQuantized, sharing a tied Gemm's codes); --exclude NODE,...\n"
-           "  --int8-nodes N,...  MatMuls (node or weight names) kept at 8 bits in int4 mode (e.g. lm_head)\n"
+           "  --int8-nodes N,...  MatMuls and Gathers (node or weight names) kept at 8 bits in int4 mode (lm_head)\n"
            "  --accuracy-level N  MatMulNBits accuracy_level (0: omitted)\n"
            "  --half-scales    int4: float32 scales rounded to the nearest half (still exact float32; winml's\n"
            "                   engine streams them as 2 bytes); default: onnxruntime's quantizer's values\n"
+           "  --scale-search   int4: each block's scale (and zero point) searched for the least weighted error\n"
+           "                   (never more than RTN's; slower; recipe quant.rtn_scale_search)\n"
            "  --stream auto|on|off  compute quantized weights while writing (auto: weights over 100 MiB)\n"
            "  --overwrite      replace an OUT.onnx that another program wrote (one winml wrote is replaced)\n"
            "  -f json, --report FILE (JSON report), -q\n"
@@ -83,7 +85,7 @@ static uint64_t model_bytes(const wm_onnx_model *m) {
 
 enum {
     O_BLOCK = 256, O_SYM, O_ASYM, O_PERCH, O_WTYPE, O_ATYPE, O_RANGES, O_CALIB, O_METHOD, O_PCT, O_SAMPLES,
-    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_HALF, O_OVERWRITE
+    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_HALF, O_OVERWRITE, O_SEARCH
 };
 
 int wm_cmd_quantize(int argc, char **argv) {
@@ -102,14 +104,14 @@ int wm_cmd_quantize(int argc, char **argv) {
         {"stream", required_argument, 0, O_STREAM},   {"keep-io-types", no_argument, 0, O_KEEPIO},
         {"op-block-list", required_argument, 0, O_BLOCKLIST}, {"bits", required_argument, 0, O_BITS},
         {"report", required_argument, 0, O_REPORT},   {"reduce-range", no_argument, 0, O_REDUCE},
-        {"half-scales", no_argument, 0, O_HALF},     {"overwrite", no_argument, 0, O_OVERWRITE},
+        {"half-scales", no_argument, 0, O_HALF},     {"scale-search", no_argument, 0, O_SEARCH},     {"overwrite", no_argument, 0, O_OVERWRITE},
         {0, 0, 0, 0}};
     const char *prec = NULL, *ranges_path = NULL, *calib_dir = NULL, *report = NULL, *stream = "auto";
     const char *method = "minmax";
     int sym = -1, perch = 0, keep_io = 0, bits = 4, samples = 0, reduce = 0;
     double pct = 99.999;
     int64_t block = 32, acc = 0;
-    int half = 0, overwrite = 0;
+    int half = 0, overwrite = 0, search = 0;
     int32_t wtype = WM_DT_INT8, atype = 0;
     list optypes = {{0}, 0, NULL}, exclude = {{0}, 0, NULL}, int8n = {{0}, 0, NULL}, blocklist = {{0}, 0, NULL};
     int have_blocklist = 0, rc = WM_EXIT_ERROR, opt;
@@ -175,6 +177,7 @@ int wm_cmd_quantize(int argc, char **argv) {
             }
             break;
         case O_HALF: half = 1; break;
+        case O_SEARCH: search = 1; break;
         case O_OVERWRITE: overwrite = 1; break;
         case O_ACC:
             acc = strtoll(optarg, &end, 10);
@@ -239,6 +242,7 @@ int wm_cmd_quantize(int argc, char **argv) {
     cfg.block_size = block;
     cfg.accuracy_level = acc;
     cfg.half_scales = half;
+    cfg.scale_search = search;
     cfg.weight_type = wtype;
     if (atype) cfg.activation_type = atype;
     cfg.op_types = optypes.v;

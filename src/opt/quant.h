@@ -56,7 +56,9 @@ typedef struct wm_quant_config {
     int64_t accuracy_level; /* MatMulNBits accuracy_level attribute; 0: omitted */
     int half_scales;        /* float32 scales rounded to the nearest normal half (codes computed with it), so an
                                engine may stream them as 2 bytes; 0 (default): onnxruntime's quantizer's values */
-    const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul node names (or weight names) kept at 8 bits */
+    int scale_search;       /* 1: each block's scale (and zero point) searched for the least weighted error, never
+                               more than RTN's (wm_quant_blocks_search); 0 (default): RTN, onnxruntime's values */
+    const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul / Gather node names (or weight names) kept at 8 bits */
 } wm_quant_config;
 
 /*
@@ -129,5 +131,15 @@ const char *wm_quant_mode_name(wm_quant_mode m);
  */
 void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                      float *scales, uint8_t *zp);
+
+/*
+ * wm_quant_blocks' layout and outputs, with each block's scale (and zero point, asymmetric) searched: candidates
+ * around RTN's, each refit by least squares for its codes, keeping the least weighted error
+ *     E = sum_i w_i (v_i - scale * (q_i - zp))^2,   w_i = v_i^2 + mean over the block of v^2 / 8
+ * over the block's rows within K. RTN's choice is a candidate, so E never exceeds RTN's; blocks holding NaN or
+ * infinity keep RTN.
+ */
+void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
+                            float *scales, uint8_t *zp);
 
 #endif

@@ -27,6 +27,7 @@ typedef struct wm_qjob {
     int32_t scale_dtype, qtype;
     int half_scales; /* NBITS with float32 scales: wm_quant_config.half_scales */
     int t_out;       /* INT8W: codes transposed (above) */
+    int search;      /* NBITS: wm_quant_config.scale_search */
 } wm_qjob;
 
 struct wm_quant_plan {

@@ -11,8 +11,13 @@
  *   q = clamp(round(v * (1/scale) + zp), 0, 2^bits-1)   (round half away from 0)
  * Packed two 4-bit values per byte, the lower index in the low nibble.
  * For float16 weights the scale is rounded to float16 before use.
+ *
+ * With the scale search (wm_quant_config.scale_search) each block then tries other scales (and, asymmetric,
+ * zero points) and keeps the one of least weighted error E = sum_i w_i (v_i - scale * (q_i - zp))^2, RTN's own
+ * choice among them, so E never exceeds RTN's (see search_block).
  */
 #include <float.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,18 +42,119 @@ static float round_scale(float s, int32_t scale_dtype) {
     return fabsf(h) >= 6.103515625e-05f && fabsf(h) <= 65504.0f ? h : s;
 }
 
+/* ---------------------------------------------------------------- the scale search */
+
+#define SEARCH_STEPS 10 /* candidate scales: RTN's range over (levels * (1 + t/80)), t in [-10, 10] */
+
+/* Code of v at scale reciprocal r and zero point z (RTN's arithmetic; NaN: the zero point). */
+static inline int code_of(float v, float r, int z, int kmax) {
+    float x = roundf(v * r + (float)z);
+    return x != x ? z : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x;
+}
+
+/* E of codes q with scale s and zero point z (double sums). */
+static double block_err(const float *x, const float *w, const uint8_t *q, int64_t n, float s, int z) {
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)x[i] - (double)s * (double)(q[i] - z);
+        e += (double)w[i] * d * d;
+    }
+    return e;
+}
+
+/*
+ * One candidate: codes at scale s0 and zero point z, then the scale refit by least squares for those codes
+ * (sum w v (q-z) / sum w (q-z)^2), stored-rounded, the codes redone at it; kept in *best when E is lower.
+ */
+static void try_scale(const float *x, const float *w, int64_t n, float s0, int z, int kmax, int32_t scale_dtype,
+                      uint8_t *q, double *best_e, float *best_s, int *best_z, uint8_t *best_q) {
+    if (!(s0 != 0.0f) || !isfinite(s0)) return;
+    float r = 1.0f / s0;
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int c = code_of(x[i], r, z, kmax) - z;
+        num += (double)w[i] * (double)x[i] * c;
+        den += (double)w[i] * (double)c * c;
+    }
+    float s = den > 0 ? round_scale((float)(num / den), scale_dtype) : 0.0f;
+    if (!(s != 0.0f) || !isfinite(s) || !isfinite(1.0f / s)) return;
+    r = 1.0f / s;
+    double e = 0; /* block_err of the codes at s, computed as they are made */
+    for (int64_t i = 0; i < n; i++) {
+        q[i] = (uint8_t)code_of(x[i], r, z, kmax);
+        double d = (double)x[i] - (double)s * (double)(q[i] - z);
+        e += (double)w[i] * d * d;
+    }
+    if (e < *best_e) {
+        *best_e = e, *best_s = s, *best_z = z;
+        memcpy(best_q, q, (size_t)n);
+    }
+}
+
+/*
+ * The search over one block column x[0..n) (finite values; RTN chose *scale, *zp, codes q[0..n)): candidate
+ * scales around RTN's (symmetric: the extreme m mapped to -2^(bits-1) or to 2^(bits-1)-1; asymmetric: the range
+ * [lo, hi] over the levels, the zero point rounded and its two neighbours), each refit (try_scale). Weights
+ * w_i = v_i^2 + mean(v^2)/8: the larger weights matter more (their errors move outputs most when inputs are
+ * alike in size) without leaving the small ones free. *scale, *zp and q receive the best; RTN's when none beats it.
+ * w and tq: room for n floats and n bytes.
+ */
+static void search_block(const float *x, int64_t n, int bits, int sym, float lo, float hi, int32_t scale_dtype,
+                         float *scale, int *zp, uint8_t *q, float *w, uint8_t *tq) {
+    const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
+    double ms = 0;
+    for (int64_t i = 0; i < n; i++) ms += (double)x[i] * x[i];
+    ms /= (double)n;
+    for (int64_t i = 0; i < n; i++) w[i] = (float)((double)x[i] * x[i] + ms / 8);
+    double best = block_err(x, w, q, n, *scale, *zp);
+    if (!isfinite(best)) return;
+    float best_s = *scale;
+    int best_z = *zp;
+    for (int t = -SEARCH_STEPS; t <= SEARCH_STEPS; t++) {
+        float f = 1.0f + (float)t / 80.0f;
+        if (sym) {
+            float m = fabsf(hi) > fabsf(lo) ? hi : lo;
+            try_scale(x, w, n, -m / ((float)kmid * f), kmid, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
+            try_scale(x, w, n, m / ((float)(kmid - 1) * f), kmid, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
+        } else {
+            float l = lo < 0.0f ? lo : 0.0f, h = hi > 0.0f ? hi : 0.0f, s = (h - l) / ((float)kmax * f);
+            if (!(s > 0.0f)) continue;
+            int z0 = (int)roundf(-l / s);
+            for (int dz = -1; dz <= 1; dz++) {
+                int z = z0 + dz;
+                if (z >= 0 && z <= kmax) try_scale(x, w, n, s, z, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
+            }
+        }
+    }
+    *scale = best_s, *zp = best_z;
+}
+
+/* Writes code v at row r of a column's block (dst: its first byte). */
+static inline void put_code(uint8_t *dst, int64_t r, int bits, int v) {
+    if (bits == 8) dst[r] = (uint8_t)v;
+    else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | v);
+    else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (v << 4));
+}
+
+/* Floats of scratch block_row needs: per-column state (3*N floats + N ints), and for the search a column's block
+ * (bs floats), its weights (bs floats) and two code buffers (2*bs bytes). */
+static size_t row_scratch(int64_t N, int64_t bs) { return (size_t)(4 * N + 3 * bs); }
+
 /*
  * One block row (rows [kb*bs, kb*bs + nrows) of all N columns, row-major) with a given scale
- * rounding. Walks the rows in memory order (per-column state in scratch: 3*N floats + N ints),
+ * rounding. Walks the rows in memory order (per-column state in scratch, row_scratch floats),
  * so a wide weight streams through the cache; each value sees the same arithmetic as the
- * per-column definition above.
+ * per-column definition above. search: each column's block then goes through search_block.
  */
 static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, int64_t N, int64_t bs, int bits,
-                      int sym, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp, float *scratch) {
+                      int sym, int search, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp,
+                      float *scratch) {
     int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8, zp_cols = (nblk * bits + 7) / 8;
     const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
     float *mn = scratch, *mx = scratch + N, *rs = scratch + 2 * N;
     int *zs = (int *)(scratch + 3 * N);
+    float *col = scratch + 4 * N, *wts = col + bs;
+    uint8_t *cq = (uint8_t *)(wts + bs), *tq = cq + bs;
     for (int64_t n = 0; n < N; n++) {
         mn[n] = FLT_MAX;
         mx[n] = -FLT_MAX;
@@ -76,6 +182,20 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
             z = !(zf >= 0.0f) ? 0 : zf > (float)kmax ? kmax : (int)roundf(zf);
         }
         scale = round_scale(scale, scale_dtype);
+        uint8_t *dst = &q[(n * nblk + kb) * blob]; /* padding rows past K hold the zero point */
+        if (search && isfinite(mn[n]) && isfinite(mx[n])) { /* NaN/inf blocks keep RTN (their min/max say so) */
+            float r = scale != 0.0f ? 1.0f / scale : 0.0f;
+            for (int64_t k = 0; k < nrows; k++) {
+                col[k] = rows[k * N + n];
+                cq[k] = (uint8_t)code_of(col[k], r, z, kmax);
+            }
+            search_block(col, nrows, bits, sym, mn[n], mx[n], scale_dtype, &scale, &z, cq, wts, tq);
+            for (int64_t k = 0; k < nrows; k++) put_code(dst, k, bits, cq[k]);
+            rs[n] = 0.0f, zs[n] = -1; /* codes written: the pass below skips this column */
+        } else {
+            rs[n] = scale != 0.0f ? 1.0f / scale : 0.0f;
+            zs[n] = z;
+        }
         scales[n * nblk + kb] = scale;
         if (zp) {
             uint8_t *b = &zp[n * zp_cols + kb * bits / 8];
@@ -83,43 +203,40 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
             else if (kb % 2 == 0) *b = (uint8_t)((*b & 0xf0) | z);
             else *b = (uint8_t)((*b & 0x0f) | (z << 4));
         }
-        rs[n] = scale != 0.0f ? 1.0f / scale : 0.0f;
-        zs[n] = z;
-        uint8_t *dst = &q[(n * nblk + kb) * blob]; /* padding rows past K hold the zero point */
-        for (int64_t r = nrows; r < bs; r++) {
-            if (bits == 8) dst[r] = (uint8_t)z;
-            else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | z);
-            else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (z << 4));
-        }
+        for (int64_t r = nrows; r < bs; r++) put_code(dst, r, bits, z);
     }
     const int64_t tile = 64; /* columns per pass: their output blocks stay in cache across the rows */
     for (int64_t n0 = 0; n0 < N; n0 += tile) {
         int64_t n1 = n0 + tile < N ? n0 + tile : N;
         for (int64_t r = 0; r < nrows; r++) {
             const float *row = rows + r * N;
-            for (int64_t n = n0; n < n1; n++) {
-                float x = roundf(row[n] * rs[n] + (float)zs[n]);
-                int qi = x != x ? zs[n] : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x; /* NaN: the zero point */
-                uint8_t *dst = &q[(n * nblk + kb) * blob];
-                if (bits == 8) dst[r] = (uint8_t)qi;
-                else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | qi);
-                else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (qi << 4));
-            }
+            for (int64_t n = n0; n < n1; n++)
+                if (zs[n] >= 0) put_code(&q[(n * nblk + kb) * blob], r, bits, code_of(row[n], rs[n], zs[n], kmax));
         }
     }
 }
 
-void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
-                     float *scales, uint8_t *zp) {
+static void quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, int search,
+                         uint8_t *q, float *scales, uint8_t *zp) {
     int64_t nblk = (K + bs - 1) / bs;
-    float *scratch = malloc((size_t)(4 * N) * sizeof *scratch);
+    float *scratch = malloc(row_scratch(N, bs) * sizeof *scratch);
     if (!scratch) return; /* callers size N small; the streamed path checks its own allocation */
     if (zp) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
     for (int64_t kb = 0; kb < nblk; kb++) {
         int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
-        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, WM_DT_FLOAT, q, scales, zp, scratch);
+        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, search, WM_DT_FLOAT, q, scales, zp, scratch);
     }
     free(scratch);
+}
+
+void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
+                     float *scales, uint8_t *zp) {
+    quant_blocks(w, K, N, bs, bits, symmetric, 0, q, scales, zp);
+}
+
+void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
+                            float *scales, uint8_t *zp) {
+    quant_blocks(w, K, N, bs, bits, symmetric, 1, q, scales, zp);
 }
 
 /* ---------------------------------------------------------------- reading weights */
@@ -211,7 +328,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
 wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err) {
     int64_t K = j->K, N = j->N, bs = j->bs, nblk = (K + bs - 1) / bs;
     float *rows = malloc((size_t)(bs * N) * sizeof *rows), *sc = malloc((size_t)(nblk * N) * sizeof *sc);
-    float *scratch = malloc((size_t)(4 * N) * sizeof *scratch);
+    float *scratch = malloc(row_scratch(N, bs) * sizeof *scratch);
     if (!rows || !sc || !scratch) {
         free(rows);
         free(sc);
@@ -225,7 +342,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         if (j->trans) s = read_cols_t(j->src, r0, nr, K, N, rows, err); /* B stored [N, K] (Gemm transB) */
         else s = read_rows(j->m, j->src, r0, nr, N, rows, release, err);
         if (s) break;
-        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym,
+        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->search,
                   j->half_scales && j->scale_dtype == WM_DT_FLOAT ? WM_SCALE_HALF_EXACT : j->scale_dtype, out[0], sc,
                   out[2], scratch);
     }
@@ -262,10 +379,11 @@ static int plain_gemm(const wm_onnx_node *n, int *trans_b) {
     return 1;
 }
 
-/* Is this MatMul to keep at 8 bits (listed by node name or weight name)? */
+/* Is this MatMul (weight input 1) or Gather (table input 0) to keep at 8 bits (listed by node or weight name)? */
 static int wants_8bit(const wm_quant_config *c, const wm_onnx_node *n) {
+    const char *w = wm_opt_in(n, wm_opt_is(n, "Gather") ? 0 : 1);
     return (n->name && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, n->name)) ||
-           (wm_opt_in(n, 1) && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, n->input[1]));
+           (w && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, w));
 }
 
 /* A [rows, K] table quantized along K (a Gemm transB weight): what a Gather over the same table may share. */
@@ -291,7 +409,7 @@ static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_p
                                const wm_onnx_tensor *t, int64_t K, int64_t N, int64_t bs, int trans, int bits, int flat,
                                const char **names, wm_error *err) {
     wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, bs, bits, c->symmetric, 0, trans,
-                 0, t->data_type, 0, c->half_scales};
+                 0, t->data_type, 0, c->half_scales, 0, c->scale_search};
     int64_t nblk = (K + j.bs - 1) / j.bs;
     char nm[3][256];
     snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);

@@ -6,6 +6,7 @@
  *   calibration_method, samples, per_channel, symmetric, rtn_bits, rtn_block_size,
  *   rtn_accuracy_level (ours: MatMulNBits accuracy_level, 4 = int8 activations),
  *   rtn_half_scales (ours: float32 scales rounded to exact halves, wm_quant_config.half_scales),
+ *   rtn_scale_search (ours: each block's scale searched for the least weighted error, .scale_search),
  *   fp16_keep_io_types, fp16_op_block_list, op_types_to_quantize, nodes_to_exclude.
  * Strings point into the cJSON tree, which must outlive the recipe.
  */
@@ -86,6 +87,8 @@ wm_status wm_quant_recipe_parse(const cJSON *q, wm_quant_recipe *r, wm_error *er
         return wm_err(err, WM_ERR_INPUT, "recipe quant.symmetric: must be true or false");
     if (boolean(cJSON_GetObjectItemCaseSensitive(q, "rtn_half_scales"), &c->half_scales))
         return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_half_scales: must be true or false");
+    if (boolean(cJSON_GetObjectItemCaseSensitive(q, "rtn_scale_search"), &c->scale_search))
+        return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_scale_search: must be true or false");
     if (boolean(cJSON_GetObjectItemCaseSensitive(q, "fp16_keep_io_types"), &c->keep_io_types))
         return wm_err(err, WM_ERR_INPUT, "recipe quant.fp16_keep_io_types: must be true or false");
     if (integer(cJSON_GetObjectItemCaseSensitive(q, "rtn_bits"), 4, 8, &bits) || (bits != 4 && bits != 8))

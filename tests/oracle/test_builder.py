@@ -280,6 +280,28 @@ def test_int4_build_quantizes_the_embedding(kind, tiny, workdir, winml):
     assert sqnr >= 5  # hidden 32, random weights: 9.2 (qwen2) and 6.7 dB (llama); 10.0 and 9.0 with a float table
 
 
+def test_int4_build_embedding_width_not_a_block_multiple(tiny, workdir, winml):
+    """The default int4 recipe (block 128) on a model whose hidden width (32) it does not divide: the token table
+    is still quantized, with the largest power-of-two block that divides the width (32), and the build output and
+    build_manifest.json's quant stage say so (it used to stay float32 silently)."""
+    ckpt, model = tiny("llama")
+    out = str(workdir / "int4_width")
+    again = ["--rebuild"] if os.path.exists(out) else []
+    r = U.run([winml, "build", "-m", ckpt, "-o", out, "-p", "int4", *again], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    V, H = model.config.vocab_size, model.config.hidden_size
+    note = f"'model.embed_tokens.weight' (GatherBlockQuantized, width {H}) uses block 32: the recipe's 128 does not divide its width"
+    assert note in r.stderr, r.stderr
+    man = json.load(open(os.path.join(out, "build_manifest.json")))
+    tables = next(st for st in man["stages"] if st["name"] == "quant")["tables"]
+    assert [(t["tensor"], t["block"], t["recipe_block"]) for t in tables if t["op"] == "GatherBlockQuantized"] == \
+        [("model.embed_tokens.weight", 32, 128)], tables
+    m = onnx.load(os.path.join(out, "model.onnx"))
+    gbq = [n for n in m.graph.node if n.op_type == "GatherBlockQuantized"]
+    assert len(gbq) == 1 and {a.name: a.i for a in gbq[0].attribute}["block_size"] == 32
+    assert not [t.name for t in m.graph.initializer if list(t.dims) == [V, H]], "a float table stayed"
+
+
 @pytest.mark.parametrize("kind", BU.TINY_ROPE)
 def test_decoder_rope_scaling(kind, built_decoder, run_model):
     """llama3 / linear / yarn inverse frequencies, and longrope's switch from short to long factors once the

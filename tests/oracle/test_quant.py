@@ -127,6 +127,57 @@ def test_int4_half_scales(winml, tmp_path):
                                    atol=0.05 * float(np.abs(xr @ wd).max()))
 
 
+def weighted_err(w, wd, bs):
+    """The scale search's objective per block (quant.h): sum over a column's block of (v^2 + mean(v^2)/8) (v - d)^2."""
+    k, n = w.shape
+    out = []
+    for b in range(0, k, bs):
+        v, d = w[b:b + bs].astype(np.float64), wd[b:b + bs].astype(np.float64)
+        out.append((((v * v) + (v * v).mean(axis=0) / 8) * (v - d) ** 2).sum(axis=0))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("sym", (True, False))
+@pytest.mark.parametrize("acc", (0, 4))
+def test_int4_scale_search(winml, build_dir, tmp_path, sym, acc):
+    """--scale-search: the same MatMulNBits layout, each block's weighted error at most RTN's (lower in total);
+    onnxruntime's result equals x @ the naive dequantization of the stored codes, and our engine agrees with
+    onnxruntime on the model (decode and prefill row counts; accuracy level 4: int8 activations in both, with
+    --half-scales: every searched scale an exact half, which our engine streams as 2 bytes)."""
+    from engine_oracle import wm_run
+    rng = np.random.default_rng(21 + sym + acc)
+    w = (rng.standard_normal((200, 40)) * rng.uniform(0.01, 0.1, 40)).astype(np.float32)  # K = 200: a padded block
+    w[::17, 3] *= 10  # outliers
+    src, dst, ref = str(tmp_path / "mm.onnx"), str(tmp_path / "q.onnx"), str(tmp_path / "r.onnx")
+    matmul_model(src, w)
+    flags = ["-p", "int4", "--block-size", "32", "--symmetric" if sym else "--asymmetric", "--accuracy-level", str(acc),
+             *(["--half-scales"] if acc == 4 else [])]  # level 4 with exact-half scales: the build's int4 recipe
+    rep = quantize(winml, src, dst, *flags, "--scale-search")
+    quantize(winml, src, ref, *flags)
+    assert rep["quantized"] == 1
+    m, r = onnx.load(dst), onnx.load(ref)
+    t, rt = tensors(m), tensors(r)
+    node, rnode = m.graph.node[0], r.graph.node[0]
+    assert [a for a in node.attribute] == [a for a in rnode.attribute] and len(node.input) == len(rnode.input)
+    for slot in range(1, len(node.input)):
+        assert t[node.input[slot]].shape == rt[rnode.input[slot]].shape
+    deq = lambda tt, nd: naive_dequant(tt[nd.input[1]], tt[nd.input[2]], None if sym else tt[nd.input[3]], 200, 32, 4)
+    wd, wr = deq(t, node), deq(rt, rnode)
+    assert not np.array_equal(t[node.input[2]], rt[rnode.input[2]])  # the search changed scales
+    if acc == 4:
+        sc = t[node.input[2]]
+        assert np.array_equal(sc.astype(np.float16).astype(np.float32), sc)
+    es, er = weighted_err(w, wd, 32), weighted_err(w, wr, 32)
+    assert np.all(es <= er * (1 + 1e-5)) and es.sum() < 0.95 * er.sum()
+    for rows in (1, 3, 40):
+        x = rng.standard_normal((rows, 200)).astype(np.float32)
+        want = M.run_model(dst, {"x": x})[0]
+        if acc == 0:
+            np.testing.assert_allclose(want, x @ wd, rtol=1e-4, atol=1e-4)
+        got = wm_run(build_dir, dst, {"x": x}, tmp_path)["y"]
+        np.testing.assert_allclose(got, want, rtol=0.02, atol=0.02 * float(np.abs(x @ wd).max()))
+
+
 def test_int4_padded_k_and_fp16_and_8bit(winml, tmp_path):
     rng = np.random.default_rng(5)
     for k, dt, bits in ((200, np.float32, 4), (96, np.float16, 4), (128, np.float32, 8)):
@@ -492,9 +543,21 @@ def test_int4_gather_matches_onnxruntime_quantizer(winml, build_dir, tmp_path, s
     assert np.array_equal(got, want)
     assert np.abs(got - w[ids]).max() < np.abs(w).max() / 4  # it is the table, quantized
     assert np.array_equal(wm_run(build_dir, dst, {"ids": ids}, tmp_path)["y"], want)
-    gather_model(src, w[:, :80])  # 80 = 2.5 blocks of 32: no GatherBlockQuantized layout without padding
+    # 80 = 2.5 blocks of 32 (GatherBlockQuantized has no padding): the largest block that divides it, 16, said so
+    gather_model(src, w[:, :80])
+    rep = quantize(winml, src, dst, "-p", "int4", "--block-size", "32", "--op-types", "Gather",
+                   "--symmetric" if sym else "--asymmetric")
+    m = onnx.load(dst)
+    assert rep["quantized"] == 1 and [n.op_type for n in m.graph.node] == ["GatherBlockQuantized"]
+    assert {a.name: a.i for a in m.graph.node[0].attribute}["block_size"] == 16
+    assert rep["tables"] == [{"tensor": "W", "op": "GatherBlockQuantized", "width": 80, "block": 16}]
+    want = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"ids": ids})[0]
+    assert np.abs(want - w[:, :80][ids]).max() < np.abs(w).max() / 8
+    assert np.array_equal(wm_run(build_dir, dst, {"ids": ids}, tmp_path)["y"], want)
+    gather_model(src, w[:, :40])  # 40: no power-of-two block >= 16 divides it: the table stays, said so
     rep = quantize(winml, src, dst, "-p", "int4", "--block-size", "32", "--op-types", "Gather")
     assert rep["quantized"] == 0 and onnx.load(dst).graph.node[0].op_type == "Gather"
+    assert rep["tables"] == [{"tensor": "W", "op": "Gather", "width": 40, "block": None}]
 
 
 def test_int4_tied_table_shared(winml, build_dir, tmp_path):
@@ -523,3 +586,15 @@ def test_int4_tied_table_shared(winml, build_dir, tmp_path):
     got = wm_run(build_dir, dst, {"ids": ids}, tmp_path)
     assert np.array_equal(got["y"], want[0])
     np.testing.assert_allclose(got["logits"], want[1], rtol=0, atol=1e-4)
+    # --int8-nodes naming the table: the Gather (table input 0) and the Gemm both at 8 bits, still one copy
+    rep = quantize(winml, src, dst, "-p", "int4", "--block-size", "32", "--op-types", "Gemm,Gather", "--symmetric",
+                   "--int8-nodes", "W")
+    m = onnx.load(dst)
+    ops = {n.op_type: n for n in m.graph.node}
+    assert rep["quantized"] == 2 and set(ops) == {"Reshape", "GatherBlockQuantized", "MatMulNBits"}
+    assert {a.name: a.i for a in ops["GatherBlockQuantized"].attribute}["bits"] == 8
+    assert {a.name: a.i for a in ops["MatMulNBits"].attribute}["bits"] == 8
+    want = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"ids": ids})
+    assert np.abs(want[0] - w[ids]).max() < np.abs(w).max() / 100  # 8 bits
+    got = wm_run(build_dir, dst, {"ids": ids}, tmp_path)
+    assert np.array_equal(got["y"], want[0])

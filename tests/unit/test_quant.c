@@ -115,6 +115,91 @@ static void test_int4_asym_zero_points(void **st) {
     for (int i = 0; i < N * nblk; i++) assert_true(s[i] > 0);
 }
 
+/* ---------------------------------------------------------------- the scale search */
+
+/* Code r of column n's block b (MatMulNBits layout, bs rows a block); zero point of that block (8 / 128 when zp is
+ * NULL, symmetric). */
+static int code_at(const uint8_t *q, int bits, int64_t nblk, int64_t bs, int64_t n, int64_t b, int64_t r) {
+    const uint8_t *blk = q + (n * nblk + b) * (bs * bits / 8);
+    return bits == 8 ? blk[r] : r % 2 ? blk[r / 2] >> 4 : blk[r / 2] & 15;
+}
+static int zp_at(const uint8_t *zp, int bits, int64_t nblk, int64_t n, int64_t b) {
+    if (!zp) return 1 << (bits - 1);
+    int64_t cols = (nblk * bits + 7) / 8;
+    return bits == 8 ? zp[n * cols + b] : (zp[n * cols + b / 2] >> (4 * (b % 2))) & 15;
+}
+
+/* The search's weighted error of column n's block b as stored (scale * (code - zp) against the float values):
+ * weights v^2 + mean(v^2)/8 over the block's rows within K, as quant.h defines it. */
+static double stored_err(const float *w, int64_t K, int64_t N, int64_t bs, int bits, const uint8_t *q,
+                         const float *sc, const uint8_t *zp, int64_t n, int64_t b) {
+    int64_t nblk = (K + bs - 1) / bs, r1 = (b + 1) * bs < K ? bs : K - b * bs;
+    double ms = 0, e = 0;
+    for (int64_t r = 0; r < r1; r++) ms += (double)w[(b * bs + r) * N + n] * w[(b * bs + r) * N + n];
+    ms /= (double)r1;
+    int z = zp_at(zp, bits, nblk, n, b);
+    for (int64_t r = 0; r < r1; r++) {
+        double v = w[(b * bs + r) * N + n], d = v - (double)sc[n * nblk + b] * (code_at(q, bits, nblk, bs, n, b, r) - z);
+        e += (v * v + ms / 8) * d * d;
+    }
+    return e;
+}
+
+/*
+ * wm_quant_blocks_search against wm_quant_blocks (RTN) on the same weights: on every block the stored result's
+ * weighted error is at most RTN's (and lower over the whole matrix: the search does something); every stored code
+ * is the one RTN's formula gives at the stored scale and zero point (clamp(round(v / scale + zp))), so the
+ * dequantized values are exactly scale * (code - zp) of codes that match the scale; padding rows past K hold the
+ * zero point; symmetric codes keep the implicit zero point. Shapes: whole and partial blocks, block 16/32/128,
+ * 4 and 8 bits; columns with outliers, all zeros, a constant and a NaN (its blocks keep RTN).
+ */
+static void test_int4_scale_search_never_worse(void **st) {
+    (void)st;
+    static const struct { int K, N, bs, bits, sym; } cases[] = {
+        {256, 20, 32, 4, 1}, {256, 20, 32, 4, 0}, {100, 7, 32, 4, 1}, {100, 7, 32, 4, 0},
+        {384, 9, 128, 4, 1}, {384, 9, 128, 4, 0}, {80, 5, 16, 4, 0}, {96, 6, 32, 8, 1}, {96, 6, 32, 8, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t K = cases[c].K, N = cases[c].N, bs = cases[c].bs, nblk = (K + bs - 1) / bs;
+        int bits = cases[c].bits, sym = cases[c].sym;
+        size_t qn = (size_t)(N * nblk * bs * bits / 8), zn = (size_t)(N * ((nblk * bits + 7) / 8));
+        float *w = malloc(sizeof(float) * (size_t)(K * N)), *s0 = malloc(sizeof(float) * (size_t)(N * nblk)),
+              *s1 = malloc(sizeof(float) * (size_t)(N * nblk));
+        uint8_t *q0 = malloc(qn), *q1 = malloc(qn), *z0 = sym ? NULL : malloc(zn), *z1 = sym ? NULL : malloc(zn);
+        for (int64_t i = 0; i < K * N; i++) w[i] = frand() * (0.02f + 0.01f * (float)(i % N));
+        for (int64_t k = 0; k < K; k += 13) w[k * N + 1] *= 12.0f; /* outliers */
+        for (int64_t k = 0; k < K; k++) w[k * N + 2] = 0.0f, w[k * N + 3] = 0.375f;
+        w[5 * N + 4] = NAN;
+        wm_quant_blocks(w, K, N, bs, bits, sym, q0, s0, z0);
+        wm_quant_blocks_search(w, K, N, bs, bits, sym, q1, s1, z1);
+        double e_rtn = 0, e_search = 0;
+        const int kmax = (1 << bits) - 1;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t b = 0; b < nblk; b++) {
+                double a = stored_err(w, K, N, bs, bits, q0, s0, z0, n, b), s = stored_err(w, K, N, bs, bits, q1, s1, z1, n, b);
+                if (n == 4 && b == 0) { /* the NaN block: RTN's own result */
+                    assert_true(s1[n * nblk + b] == s0[n * nblk + b]);
+                    assert_int_equal(zp_at(z1, bits, nblk, n, b), zp_at(z0, bits, nblk, n, b));
+                    continue;
+                }
+                assert_true(s <= a * (1 + 1e-6) + 1e-30);
+                e_rtn += a, e_search += s;
+                float sc = s1[n * nblk + b], r = sc != 0.0f ? 1.0f / sc : 0.0f;
+                int z = zp_at(z1, bits, nblk, n, b);
+                assert_true(z >= 0 && z <= kmax);
+                for (int64_t k = 0; k < bs; k++) {
+                    int got = code_at(q1, bits, nblk, bs, n, b, k), want = z;
+                    if (b * bs + k < K) {
+                        float x = roundf(w[(b * bs + k) * N + n] * r + (float)z);
+                        want = x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x;
+                    }
+                    assert_int_equal(got, want);
+                }
+            }
+        assert_true(e_search < e_rtn * 0.99); /* the search finds better scales on these weights */
+        free(w), free(s0), free(s1), free(q0), free(q1), free(z0), free(z1);
+    }
+}
+
 /* ---------------------------------------------------------------- deferred save == eager */
 
 static void add_opset(wm_onnx_model *m, const char *domain, int64_t version) {
@@ -253,7 +338,7 @@ static void test_recipe_quant_section(void **st) {
                        " \"calibration_method\": \"entropy\", \"samples\": 16, \"per_channel\": true,"
                        " \"symmetric\": false, \"op_types_to_quantize\": [\"MatMul\"],"
                        " \"nodes_to_exclude\": [\"lm_head\"], \"rtn_bits\": 4, \"rtn_block_size\": 128,"
-                       " \"rtn_accuracy_level\": 4}";
+                       " \"rtn_accuracy_level\": 4, \"rtn_scale_search\": true}";
     cJSON *doc = cJSON_Parse(text);
     assert_non_null(doc);
     wm_quant_recipe r;
@@ -265,6 +350,7 @@ static void test_recipe_quant_section(void **st) {
     assert_true(r.config.per_channel && !r.config.symmetric);
     assert_int_equal(r.config.block_size, 128);
     assert_int_equal(r.config.accuracy_level, 4);
+    assert_int_equal(r.config.scale_search, 1);
     assert_int_equal(r.samples, 16);
     assert_string_equal(r.calibration_method, "entropy");
     assert_int_equal(r.config.n_exclude, 1);
@@ -273,7 +359,8 @@ static void test_recipe_quant_section(void **st) {
     static const char *bad[] = {"{\"mode\": \"int3\"}", "{\"mode\": \"rtn\", \"rtn_block_size\": 48}",
                                 "{\"mode\": \"fp16\", \"fp16_op_block_list\": [1]}",
                                 "{\"mode\": \"dynamic\", \"per_channel\": \"yes\"}",
-                                "{\"mode\": \"rtn\", \"rtn_accuracy_level\": 5}"};
+                                "{\"mode\": \"rtn\", \"rtn_accuracy_level\": 5}",
+                                "{\"mode\": \"rtn\", \"rtn_scale_search\": \"yes\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         doc = cJSON_Parse(bad[i]);
         e.status = WM_OK;
@@ -376,6 +463,7 @@ static void test_table_block_divides_width(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_int4_sym_block32_matches_naive), cmocka_unit_test(test_int4_asym_zero_points),
+        cmocka_unit_test(test_int4_scale_search_never_worse),
         cmocka_unit_test(test_deferred_save_equals_eager),     cmocka_unit_test(test_fp16_minimal_casts),
         cmocka_unit_test(test_calib_minmax_and_errors),  cmocka_unit_test(test_recipe_quant_section),
         cmocka_unit_test(test_table_block_divides_width),
