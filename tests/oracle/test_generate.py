@@ -160,20 +160,27 @@ def test_plain_export_uses_two_buffer_sets(winml, decoder):
     assert llm["logits"] == "last_position"  # torch.onnx's head: MatMul straight on [B, S, H]
 
 
-def test_fp16_build_narrows_the_head_through_its_cast(winml, tmp_path, monkeypatch):
-    """An fp16 build ends Gemm -> Reshape -> Cast(float32) -> logits: the runner narrows that head too (perf says
-    last_position), and greedy tokens are the same as with every position's logits."""
+def built_head_last_position(winml, tmp_path, kind, seed, prec):
+    """A tiny KIND checkpoint built at PREC, whose head perf reports narrowed to the last position:
+    (the transformers model, the build folder)."""
     import builder_util as BU
-    BU.make_tiny("qwen2", str(tmp_path / "hf"), seed=4)
-    r = subprocess.run([winml, "build", "-m", str(tmp_path / "hf"), "-o", str(tmp_path / "b16"), "-p", "fp16", "-q"],
+    m = BU.make_tiny(kind, str(tmp_path / "hf"), seed=seed)
+    path = tmp_path / "b"
+    r = subprocess.run([winml, "build", "-m", str(tmp_path / "hf"), "-o", str(path), "-p", prec, "-q"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    path = tmp_path / "b16"
     r = subprocess.run([winml, "perf", "-m", str(path), "--warmup", "1", "--iterations", "2", "--seq-len", "4",
                         "--prompt-len", "8", "--gen-len", "4", "--llm-runs", "1", "-f", "json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["llm"]["logits"] == "last_position"
+    return m, path
+
+
+def test_fp16_build_narrows_the_head_through_its_cast(winml, tmp_path, monkeypatch):
+    """An fp16 build ends Gemm -> Reshape -> Cast(float32) -> logits: the runner narrows that head too (perf says
+    last_position), and greedy tokens are the same as with every position's logits."""
+    _, path = built_head_last_position(winml, tmp_path, "qwen2", 4, "fp16")
     prompt = list(range(5, 14))
     want = generate(winml, path, prompt, "--max-new-tokens", "20")["ids"]
     monkeypatch.setenv("WM_LOGITS_ALL", "1")
@@ -185,17 +192,7 @@ def test_softcapped_head_is_narrowed(winml, tmp_path, monkeypatch, prec):
     """Gemma 2 soft-caps its logits (Gemm -> Div -> Tanh -> Mul -> Reshape [-> Cast] -> logits): the cap acts row by
     row, so the runner still narrows the head to the last position (perf says last_position); greedy tokens equal
     transformers' (fp32) and those of every position's logits."""
-    import builder_util as BU
-    m = BU.make_tiny("gemma2", str(tmp_path / "hf"), seed=6)
-    r = subprocess.run([winml, "build", "-m", str(tmp_path / "hf"), "-o", str(tmp_path / "b"), "-p", prec, "-q"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    path = tmp_path / "b"
-    r = subprocess.run([winml, "perf", "-m", str(path), "--warmup", "1", "--iterations", "2", "--seq-len", "4",
-                        "--prompt-len", "8", "--gen-len", "4", "--llm-runs", "1", "-f", "json"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["llm"]["logits"] == "last_position"
+    m, path = built_head_last_position(winml, tmp_path, "gemma2", 6, prec)
     prompt = list(range(5, 14))
     got = generate(winml, path, prompt, "--max-new-tokens", "20", "--eos", "999999")["ids"]
     if prec == "fp32":
