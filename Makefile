@@ -33,7 +33,7 @@ fuzz: unit-asan
 	scripts/fuzz.sh long
 
 oracle: all venv unit-asan
-	WM_BUILD=$(BUILD) WM_BUILD_ASAN=build-asan $(VENV)/bin/python -m pytest -q tests/oracle
+	WM_BUILD=$(BUILD) WM_BUILD_ASAN=build-asan $(VENV)/bin/python -m pytest -q -o tmp_path_retention_policy=failed -o tmp_path_retention_count=1 tests/oracle
 
 conformance: all venv
 	WM_BUILD=$(BUILD) VENV=$(VENV) scripts/conformance.sh

@@ -8,6 +8,7 @@ ASan build an error, as CI should).
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -20,6 +21,15 @@ SAN_ENV = {
     "LSAN_OPTIONS": "exitcode=88",
 }
 SAN_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer", "runtime error", "SUMMARY: ")
+
+
+def scratch(request, name):
+    """A new folder under pytest's base temp for the fixture asking (`request` is its own), removed when that
+    fixture is torn down: a module's builds go when the module ends, not at the end of the run. CI's disk can be
+    small and the real-weight builds are 0.1 to 1 GB each; a run that kept them all stopped on a full disk."""
+    d = request.getfixturevalue("tmp_path_factory").mktemp(name)
+    request.addfinalizer(lambda: shutil.rmtree(d, ignore_errors=True))
+    return d
 
 
 def build_dir(var, default):

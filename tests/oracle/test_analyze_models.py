@@ -46,9 +46,9 @@ def analyze(winml, path, *extra):
 # ------------------------------------------------------------------ models
 
 @pytest.fixture(scope="module")
-def ours(tmp_path_factory, winml):
+def ours(request, winml):
     """(kind, variant) -> model path, built once per module with export / optimize / quantize."""
-    root = tmp_path_factory.mktemp("analyze_models")
+    root = U.scratch(request, "analyze_models")
     cache = {}
 
     def get(kind, variant):

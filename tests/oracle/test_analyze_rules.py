@@ -104,8 +104,8 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    d = tmp_path_factory.mktemp("analyze_rules")
+def tiny_model(request):
+    d = U.scratch(request, "analyze_rules")
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="/model/act/Relu")], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])

@@ -28,8 +28,8 @@ def run_model(request):
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    return tmp_path_factory.mktemp("builder")
+def workdir(request):
+    return U.scratch(request, "builder")
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ RECIPES = os.path.join(ROOT, "examples", "recipes", "cross-encoder_mmarco-mMiniL
 
 
 @pytest.fixture(scope="module")
-def seeds(tmp_path_factory):
-    d = tmp_path_factory.mktemp("seeds")
+def seeds(request):
+    d = U.scratch(request, "seeds")
     return {name: BU.seed_dir(str(d), name) for name in BU.SEEDS}
 
 
@@ -134,8 +134,8 @@ def test_build_accepts_checked_in_recipes(seeds, winml, winml_asan, tmp_path):
 # ---------------------------------------------------------------- the build folder
 
 @pytest.fixture(scope="module")
-def tiny_ckpt(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("tiny") / "qwen2")
+def tiny_ckpt(request):
+    d = str(U.scratch(request, "tiny") / "qwen2")
     BU.make_tiny("qwen2", d)
     with open(os.path.join(d, "tokenizer.json"), "w") as f:
         json.dump({"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}}, f)

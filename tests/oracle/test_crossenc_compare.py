@@ -48,8 +48,8 @@ SAMPLES = 20
 
 
 @pytest.fixture(scope="module")
-def ce(tmp_path_factory, winml):
-    d = tmp_path_factory.mktemp("crossenc")
+def ce(request, winml):
+    d = U.scratch(request, "crossenc")
     torch.manual_seed(0)
     cfg = transformers.XLMRobertaConfig(**BU.SEEDS[NAME])
     assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size, cfg.num_labels) == (12, 384, 250002, 1)

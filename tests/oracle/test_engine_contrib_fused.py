@@ -19,6 +19,7 @@ import onnx
 import pytest
 
 from engine_oracle import compare, ort_run, wm_run
+import oracle_util as U  # noqa: E402
 
 import torch  # noqa: E402  (a missing oracle dependency fails the tests, it does not skip them)
 import transformers  # noqa: E402
@@ -114,8 +115,8 @@ def export_gpt2(path, dynamo):
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    return tmp_path_factory.mktemp("fused")
+def work(request):
+    return U.scratch(request, "fused")
 
 
 def bert_feeds():

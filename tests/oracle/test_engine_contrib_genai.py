@@ -123,8 +123,8 @@ def prefill_decode(build_dir, work, path, tag, atol=1e-4):
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    return str(tmp_path_factory.mktemp("genai"))
+def work(request):
+    return str(U.scratch(request, "genai"))
 
 
 def test_genai_qwen2_fp32(build_dir, work):

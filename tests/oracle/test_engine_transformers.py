@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")  # the venv of make test has it; fail loudl
 transformers = pytest.importorskip("transformers")
 
 from engine_util import assert_close, engine_run, ort_run  # noqa: E402
+import oracle_util as U  # noqa: E402
 
 torch.manual_seed(0)
 VOCAB = 128
@@ -39,12 +40,12 @@ ENCODERS = {
 
 
 @pytest.fixture(scope="module", params=sorted(ENCODERS))
-def encoder(request, tmp_path_factory):
+def encoder(request):
     mt = request.param
     cfg = _tiny_cfg(mt, **ENCODERS[mt])
     cfg.num_labels = 3
     m = transformers.AutoModelForSequenceClassification.from_config(cfg).eval()
-    d = tmp_path_factory.mktemp(mt)
+    d = U.scratch(request, mt)
     ids = torch.randint(2, VOCAB, (2, 9))
     mask = torch.ones(2, 9, dtype=torch.long)
     path = d / "model.onnx"
@@ -96,7 +97,7 @@ DECODERS = {
 
 
 @pytest.fixture(scope="module", params=sorted(DECODERS))
-def decoder(request, tmp_path_factory):
+def decoder(request):
     mt = request.param
     cfg = _tiny_cfg(mt, **DECODERS[mt])
     m = transformers.AutoModelForCausalLM.from_config(cfg).eval()
@@ -125,7 +126,7 @@ def decoder(request, tmp_path_factory):
     dyn = {"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "t"}}
     dyn.update({n: {0: "b", 2: "p"} for n in names})
     past = [torch.randn(2, nkv, 4, hd) for _ in range(2 * L)]
-    d = tmp_path_factory.mktemp(mt)
+    d = U.scratch(request, mt)
     path = d / "model.onnx"
     torch.onnx.export(WithPast(m), (torch.randint(0, VOCAB, (2, 3)), torch.ones(2, 7, dtype=torch.long), *past),
                       str(path), input_names=["input_ids", "attention_mask"] + names, output_names=onames,

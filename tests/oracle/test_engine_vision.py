@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")  # the venv of make test has it (tests/orac
 transformers = pytest.importorskip("transformers")
 
 from engine_util import assert_close, engine_run, ort_run  # noqa: E402
+import oracle_util as U  # noqa: E402
 
 ATOL = 1e-4
 
@@ -83,9 +84,9 @@ class _Wrap(torch.nn.Module):
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(request):
     """name -> (onnx path, image size, output names); exported once per module."""
-    d = tmp_path_factory.mktemp("vision")
+    d = U.scratch(request, "vision")
     res = {}
     for i, (name, make) in enumerate(MODELS.items()):
         torch.manual_seed(1000 + i)

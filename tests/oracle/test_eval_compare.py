@@ -16,13 +16,14 @@ transformers = pytest.importorskip("transformers")
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
 from engine_util import engine_run  # noqa: E402
+import oracle_util as U  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
-def bert(tmp_path_factory):
-    d = tmp_path_factory.mktemp("eval")
+def bert(request):
+    d = U.scratch(request, "eval")
     cfg = transformers.BertConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                   num_attention_heads=4, max_position_embeddings=64, num_labels=3)
     m = transformers.BertForSequenceClassification(cfg).eval()

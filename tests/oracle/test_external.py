@@ -4,7 +4,6 @@ RSS when reading a 1.5 GB inline model through the mapping; the 2^31-1 protobuf 
 import copy
 import json
 import os
-import shutil
 import struct
 import sys
 import time
@@ -27,16 +26,15 @@ def ext_info(t):
 
 
 @pytest.fixture(scope="module")
-def big_model(testtool, tmp_path_factory):
+def big_model(request, testtool):
     """big.onnx + big.onnx.data (2.2 GB) written by mkbig; removed at the end of the module."""
-    d = tmp_path_factory.mktemp("big")
+    d = U.scratch(request, "big")
     p = d / "big.onnx"
     t0 = time.monotonic()
     r = U.run([testtool, "mkbig", p, BIG], timeout=600)
     assert r.returncode == 0, U.describe(r)
     U.note(f"external: mkbig {BIG} bytes (auto) took {time.monotonic() - t0:.1f} s")
-    yield p
-    shutil.rmtree(d, ignore_errors=True)
+    return p
 
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "big_child.py")

@@ -56,11 +56,11 @@ def export_with_past(model, cfg, path):
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
-def decoder(request, tmp_path_factory):
+def decoder(request):
     torch.manual_seed(1)
     cfg = transformers.AutoConfig.for_model(request.param, vocab_size=VOCAB, **MODELS[request.param])
     m = transformers.AutoModelForCausalLM.from_config(cfg).eval()
-    path = tmp_path_factory.mktemp(request.param) / "model.onnx"
+    path = U.scratch(request, request.param) / "model.onnx"
     # export a copy: tracing leaves the traced module altered (gpt2's generate changes after it)
     export_with_past(copy.deepcopy(m), cfg, path)
     return m, path
@@ -109,12 +109,12 @@ def test_cache_overflow_is_a_clear_error(winml, decoder):
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3_text"])
-def fused_decoder(request, tmp_path_factory, winml):
+def fused_decoder(request, winml):
     """`winml build` of a tiny checkpoint (default recipe: attention fused into GroupQueryAttention, whose past
     the runner binds as one max-length cache that each step appends to in place). mistral, gemma2 and gemma3_text
     have sliding layers (window 4: local_window_size), gemma2 soft-caps its scores (softcap)."""
     import builder_util as BU
-    d = tmp_path_factory.mktemp(request.param + "_gqa")
+    d = U.scratch(request, request.param + "_gqa")
     m = BU.make_tiny(request.param, str(d / "hf"), seed=3)
     r = subprocess.run([winml, "build", "-m", str(d / "hf"), "-o", str(d / "build"), "-q", "-f", "json"],
                        capture_output=True, text=True, timeout=300)

@@ -11,13 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from npm_fixtures import npm_member  # noqa: E402
+import oracle_util as U  # noqa: E402
 
 PROMPTS = ["Hello, who are you? Ünïcödé ✓", "写一首关于大海的短诗。", "2+2=?\nAnswer with a number."]
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, winml):
-    d = tmp_path_factory.mktemp("q3")
+def checkpoint(request, winml):
+    d = U.scratch(request, "q3")
     hf = d / "hf"
     torch.manual_seed(0)
     cfg = transformers.Qwen3Config(vocab_size=151936, hidden_size=64, intermediate_size=128, num_hidden_layers=2,

@@ -112,10 +112,10 @@ def test_dequant_matches_gguf_py(build_dir, tmp_path):
 # ---------------------------------------------------------------- SmolLM2: weights, logits, generation
 
 @pytest.fixture(scope="module")
-def smollm2(winml, tmp_path_factory):
+def smollm2(request, winml):
     path = RW.smollm2_gguf()
     hf = RW.hf_from_gguf(path)
-    out = tmp_path_factory.mktemp("smollm2") / "build"
+    out = U.scratch(request, "smollm2") / "build"
     t0 = time.time()
     r = run_ok([winml, "build", "-m", path, "-o", out, "-p", "fp32", "-f", "json"])
     secs = time.time() - t0

@@ -232,13 +232,13 @@ def test_scan_steps_cap(binary, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def decoder(tmp_path_factory):
+def decoder(request):
     """A tiny llama exported with its KV cache (2 layers, 2 KV heads of 12): no tokenizer, fed --ids."""
     pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from test_generate import MODELS, VOCAB, export_with_past
     cfg = transformers.AutoConfig.for_model("llama", vocab_size=VOCAB, **MODELS["llama"])
-    path = tmp_path_factory.mktemp("llama") / "model.onnx"
+    path = U.scratch(request, "llama") / "model.onnx"
     export_with_past(transformers.AutoModelForCausalLM.from_config(cfg).eval(), cfg, path)
     return path
 
@@ -270,14 +270,14 @@ def test_bound_flags_on_every_runner(binary, tmp_path, cmd, flag, value):
 
 
 @pytest.fixture(scope="module")
-def classifier(winml, tmp_path_factory):
+def classifier(request, winml):
     """A tiny BERT sequence classifier (2 labels) built by winml build."""
     pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from test_run import make
     import tok_oracle
     d, _, _ = tok_oracle.build_fixtures(["bert"])["bert"]
-    tmp = tmp_path_factory.mktemp("clf")
+    tmp = U.scratch(request, "clf")
     _, _, b = make(tmp, winml, os.path.join(d, "vocab.txt"), transformers.BertForSequenceClassification,
                    "text-classification", num_labels=2)
     return b

@@ -163,10 +163,10 @@ def test_fused_qkv_projection_becomes_attention_and_padding_stays_finite(winml, 
 
 
 @pytest.fixture(scope="module")
-def sliding_export(tmp_path_factory, winml):
+def sliding_export(request, winml):
     """winml's own export of a tiny mistral: both layers attend through a sliding window of 4."""
     import builder_util as BU
-    d = tmp_path_factory.mktemp("sliding")
+    d = U.scratch(request, "sliding")
     BU.make_tiny("mistral", str(d / "hf"))
     r = U.run([winml, "export", "-m", str(d / "hf"), "-o", str(d / "exp"), "-q"])
     assert r.returncode == 0, U.describe(r)

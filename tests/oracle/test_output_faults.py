@@ -119,8 +119,8 @@ def check_faults(name, argv, shim, tmp, reset, state, rerun_ok, allowed):
 
 
 @pytest.fixture(scope="module")
-def cfg(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("cfg") / "cfg")
+def cfg(request):
+    d = str(U.scratch(request, "cfg") / "cfg")
     os.makedirs(d)
     json.dump(dict(BU.SEEDS["trl-internal-testing/tiny-Qwen2ForCausalLM-2.5"], hidden_size=64, vocab_size=512),
               open(os.path.join(d, "config.json"), "w"))

@@ -49,17 +49,17 @@ def bins(request, winml, winml_asan):
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
+def ckpt(request):
     """A checkpoint with real safetensors weights (the input a wrong -o must never touch)."""
-    d = str(tmp_path_factory.mktemp("ck") / "qwen2")
+    d = str(U.scratch(request, "ck") / "qwen2")
     BU.make_tiny("qwen2", d)
     return d
 
 
 @pytest.fixture(scope="module")
-def big_cfg(tmp_path_factory):
+def big_cfg(request):
     """A config whose random-weight build takes a few seconds (437 MB of weights): long enough to race."""
-    return small_config(str(tmp_path_factory.mktemp("big") / "cfg"), hidden_size=512, intermediate_size=2048,
+    return small_config(str(U.scratch(request, "big") / "cfg"), hidden_size=512, intermediate_size=2048,
                         num_hidden_layers=8, vocab_size=151936)
 
 
@@ -107,10 +107,10 @@ def test_rebuild_replaces_only_a_build_of_ours(bins, ckpt, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def st_ckpt(tmp_path_factory):
+def st_ckpt(request):
     """A feature-extraction checkpoint with sentence-transformers' files: the build carries 1_Pooling/config.json,
     a file in a subfolder of the build folder."""
-    d = tmp_path_factory.mktemp("st") / "bert"
+    d = U.scratch(request, "st") / "bert"
     BU.make_tiny("bert-feature", str(d))
     (d / "modules.json").write_text(json.dumps([
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},

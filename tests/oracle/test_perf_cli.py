@@ -8,14 +8,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+import oracle_util as U  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def bert(tmp_path_factory):
+def bert(request):
     cfg = transformers.BertConfig(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                   num_attention_heads=4, max_position_embeddings=64)
     m = transformers.BertForSequenceClassification(cfg).eval()
-    path = tmp_path_factory.mktemp("perf") / "bert.onnx"
+    path = U.scratch(request, "perf") / "bert.onnx"
     ids = torch.randint(0, 97, (1, 8))
     torch.onnx.export(m, (ids, torch.ones_like(ids)), str(path), input_names=["input_ids", "attention_mask"],
                       output_names=["logits"], opset_version=17, dynamo=False,

@@ -120,8 +120,8 @@ def run_texts(winml, model, texts, *extra):
 
 
 @pytest.fixture(scope="module")
-def builds(winml, minilm, tmp_path_factory):
-    root = tmp_path_factory.mktemp("minilm")
+def builds(request, winml, minilm):
+    root = U.scratch(request, "minilm")
     out = {}
     for prec in ("fp32", "fp16", "int8"):
         o = root / prec

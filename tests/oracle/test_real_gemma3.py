@@ -61,10 +61,10 @@ PROMPTS = [
 
 
 @pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
+def ckpt(request):
     """The float checkpoint (links to the cached conversion) with the real Gemma 3 tokenizer and chat template."""
     hf = RW.hf_from_gguf(RW.gemma3_gguf())
-    d = tmp_path_factory.mktemp("gemma3") / "ckpt"
+    d = U.scratch(request, "gemma3") / "ckpt"
     d.mkdir()
     for f in ("config.json", "generation_config.json", "model.safetensors"):
         os.symlink(os.path.join(hf, f), d / f)
@@ -89,14 +89,14 @@ def _build(winml, ckpt, out, *extra):
 
 
 @pytest.fixture(scope="module")
-def built(ckpt, winml, tmp_path_factory):
-    return _build(winml, ckpt, tmp_path_factory.mktemp("gemma3_build") / "b")
+def built(request, ckpt, winml):
+    return _build(winml, ckpt, U.scratch(request, "gemma3_build") / "b")
 
 
-@pytest.fixture(scope="module")
-def built_eager(ckpt, winml, tmp_path_factory):
+@pytest.fixture  # one test uses it: its 1 GB goes when that test ends
+def built_eager(request, ckpt, winml):
     """The recipe's "gqa": false: attention stays as exported, with its own causal / sliding-window masks."""
-    d = tmp_path_factory.mktemp("gemma3_eager")
+    d = U.scratch(request, "gemma3_eager")
     r = U.run([winml, "config", "-m", str(ckpt), "-p", "fp32"])
     assert r.returncode == 0, U.describe(r)
     rec = json.loads(r.stdout)
@@ -305,10 +305,10 @@ def gguf_ref(ref):
 
 
 @pytest.fixture(scope="module")
-def built_gguf(winml, tmp_path_factory):
+def built_gguf(request, winml):
     """`winml build -m gemma-3-270m-q4_k_m.gguf -p fp32`, plus the chat template as a user adds it
     (chat_template.jinja in the build folder)."""
-    out, man = _build(winml, RW.gemma3_gguf(), tmp_path_factory.mktemp("gemma3_gguf") / "b")
+    out, man = _build(winml, RW.gemma3_gguf(), U.scratch(request, "gemma3_gguf") / "b")
     with open(npm_member(TOKENIZER, "models/tokenizer_config.json"), encoding="utf-8") as f:
         (out / "chat_template.jinja").write_text(json.load(f)["chat_template"], encoding="utf-8")
     return out, man
