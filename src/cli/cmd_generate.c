@@ -9,17 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <unistd.h>
-
-#include <cjson/cJSON.h>
-
 #include "cli/cli.h"
 #include "cli/cli_limits.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "hf/config.h"
 #include "hf/tokenizer.h"
 #include "llm/chat.h"
+#include "llm/folder_cfg.h"
 #include "llm/generate.h"
 
 static void help(void) {
@@ -39,78 +35,6 @@ static void help(void) {
            "bounds prompt + new tokens: a longer prompt is refused (exit 2); generation that reaches it stops\n"
            "there (\"stop\": \"context\", with a note).\n\n"
            WM_CLI_LIMITS_HELP);
-}
-
-/* The model's context length from folder: genai_config.json model.context_length, else config.json
- * max_position_embeddings (n_positions). 0 when neither says; *src names the one used. */
-static size_t context_from_configs(const char *folder, const char **src) {
-    char p[4200];
-    *src = NULL;
-    snprintf(p, sizeof p, "%s/genai_config.json", folder);
-    if (!access(p, R_OK)) {
-        cJSON *root = NULL;
-        wm_error e = {0};
-        size_t n = 0;
-        if (!wm_hf_json_load(p, WM_HF_CONFIG_MAX_BYTES, &root, &e)) {
-            const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
-            const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "context_length");
-            if (cJSON_IsNumber(c) && c->valuedouble >= 1 && c->valuedouble <= INT32_MAX) {
-                n = (size_t)c->valuedouble;
-                *src = "context_length in genai_config.json";
-            }
-        }
-        cJSON_Delete(root);
-        if (n) return n;
-    }
-    snprintf(p, sizeof p, "%s/config.json", folder);
-    if (!access(p, R_OK)) {
-        wm_hf_config c = {0};
-        wm_error e = {0};
-        size_t n = 0;
-        if (!wm_hf_config_load(p, &c, &e) && c.max_positions > 0) {
-            n = (size_t)c.max_positions;
-            *src = c.key_positions ? (strcmp(c.key_positions, "n_positions") ? "max_position_embeddings in config.json"
-                                                                            : "n_positions in config.json")
-                                   : "config.json";
-        }
-        wm_hf_config_free(&c);
-        return n;
-    }
-    return 0;
-}
-
-/*
- * End ids from generation_config.json, else config.json, of folder: *n set (0 when neither names one).
- * A file that is there but cannot be read or parsed is an error naming it, never skipped.
- */
-static wm_status eos_from_configs(const char *folder, int32_t *ids, size_t cap, size_t *n, wm_error *err) {
-    const char *files[] = {"generation_config.json", "config.json"};
-    *n = 0;
-    for (int f = 0; f < 2; f++) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s/%s", folder, files[f]);
-        int present;
-        wm_status st = wm_input_present(p, &present, err);
-        if (st) return st;
-        if (!present) continue;
-        if (f == 0) {
-            wm_hf_gen_config g = {0};
-            wm_map mp = {0};
-            if ((st = wm_map_file(p, 0, &mp, err))) return st;
-            st = wm_hf_gen_config_parse(mp.data ? (const char *)mp.data : "", mp.size, p, &g, err);
-            wm_unmap(&mp);
-            if (st) return st;
-            for (size_t i = 0; i < g.eos.n && *n < cap; i++) ids[(*n)++] = (int32_t)g.eos.v[i];
-            wm_hf_gen_config_free(&g);
-        } else {
-            wm_hf_config c = {0};
-            if ((st = wm_hf_config_load(p, &c, err))) return st;
-            for (size_t i = 0; i < c.eos.n && *n < cap; i++) ids[(*n)++] = (int32_t)c.eos.v[i];
-            wm_hf_config_free(&c);
-        }
-        if (*n) return WM_OK;
-    }
-    return WM_OK;
 }
 
 typedef struct stream_ctx {
@@ -371,7 +295,7 @@ int wm_cmd_generate(int argc, char **argv) {
     if (!eos) { /* the model's own end ids */
         int32_t found[16];
         size_t nf = 0;
-        if (eos_from_configs(folder, found, 16, &nf, &err)) {
+        if (wm_llm_folder_eos(folder, found, 16, &nf, &err)) {
             rc = wm_cli_fail(&c, &err);
             goto out;
         }
@@ -390,7 +314,10 @@ int wm_cmd_generate(int argc, char **argv) {
         go.ctx = &sc;
     }
     const char *ctx_src = NULL;
-    go.context = context_from_configs(folder, &ctx_src);
+    if (wm_llm_folder_context(folder, &go.context, &ctx_src, &err)) {
+        rc = wm_cli_fail(&c, &err);
+        goto out;
+    }
     if (go.context && n_ids > go.context) {
         wm_err(&err, WM_ERR_INPUT, "the prompt has %zu tokens, more than the model's context of %zu tokens (%s): "
                                    "shorten the prompt",

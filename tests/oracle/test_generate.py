@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+import oracle_util as U  # noqa: E402
 
 VOCAB = 160
 MODELS = {
@@ -276,7 +277,6 @@ def with_config(path, m, dst, genai_context=None):
 @pytest.fixture(params=["normal", "asan"])
 def winml_both(request, winml, asan_dir):
     """The normal binary and the ASan+UBSan one (the limits must hold in both)."""
-    import oracle_util as U
     return winml if request.param == "normal" else U.binary(asan_dir, "winml")
 
 
@@ -294,6 +294,24 @@ def test_prompt_longer_than_the_context_is_refused(winml_both, decoder, tmp_path
     r = subprocess.run([winml_both, "generate", "-m", str(d2), "--ids", ",".join(["5"] * 65)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "context of 64 tokens" in r.stderr and "genai_config.json" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("name,text,needle", [
+    ("genai_config.json", "{not json", "genai_config.json"),
+    ("genai_config.json", '{"model": {"context_length": "4k"}}', "model.context_length"),
+    ("genai_config.json", '{"model": {"context_length": 1e300}}', "model.context_length"),
+    ("config.json", '{"model_type": "llama", "max_position_embeddings": ', "config.json"),
+])
+def test_unreadable_context_config_is_refused(winml_both, decoder, tmp_path, name, text, needle):
+    """A config that is there but cannot be parsed, or a context_length that is not a whole number, is an error
+    naming the file (and field): the context is never silently unknown (--eos given, so only the context reads
+    the files)."""
+    m, path = decoder
+    d = with_config(path, m, tmp_path / "m")
+    (d / name).write_text(text)
+    r = subprocess.run([winml_both, "generate", "-m", str(d), "--ids", "5,6", "--eos", "1", "--max-new-tokens", "2"],
+                       capture_output=True, text=True, timeout=300)
+    U.assert_clean_error(r, "winml generate", str(d / name), needle)
 
 
 def test_generation_stops_at_the_context(winml, decoder, tmp_path):
