@@ -74,6 +74,21 @@ static const wm_scheme *find_scheme(const char *name) {
     return NULL;
 }
 
+int wm_arch_family_kind(const char *model_type) {
+    for (const wm_denied_type *d = wm_denied_types; model_type && d->model_type; d++)
+        if (!strcmp(d->model_type, model_type)) return -1;
+    const wm_family *f = find_family(model_type);
+    const wm_scheme *s = f ? find_scheme(f->scheme) : NULL;
+    return s ? (int)s->kind : -1;
+}
+
+void wm_arch_family_names(char *buf, size_t n) {
+    size_t used = 0;
+    if (n) buf[0] = 0;
+    for (size_t i = 0; i < wm_n_families && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", wm_families[i].model_type);
+}
+
 static const wm_modpat *scheme_pat(const wm_scheme *s, int m) {
     for (size_t i = 0; i < s->n_mods; i++)
         if (s->mods[i].mod == m) return &s->mods[i];
@@ -568,9 +583,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     if (!f && st && (f = detect_by_tensors(a, st, &sch))) a->detected = 1;
     if (!f) {
         char known[512];
-        size_t used = 0;
-        for (size_t i = 0; i < wm_n_families && used < sizeof known; i++)
-            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", wm_families[i].model_type);
+        wm_arch_family_names(known, sizeof known);
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported (known: %s%s)", c->file,
                       c->model_type, known, st ? "; its tensor names match no naming scheme" : "");
     }

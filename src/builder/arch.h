@@ -159,6 +159,11 @@ wm_norm_spec wm_arch_norm(const wm_arch *a);
 /* The module m of layer (-1 for global and head modules); never NULL (check ->present). */
 const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m);
 
+/* The kind (WM_ENCODER / WM_DECODER) of a model_type in the family table; -1 when not there or refused. */
+int wm_arch_family_kind(const char *model_type);
+/* The family table's model_types, comma-separated, into buf (truncated to n). */
+void wm_arch_family_names(char *buf, size_t n);
+
 /* Tasks the checkpoint supports (out[] of WM_TASK_COUNT); returns how many. */
 size_t wm_arch_tasks(const wm_arch *a, int *out);
 
