@@ -503,20 +503,7 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
 static wm_status prepare(build_ctx *b) {
     const wm_build_opts *o = b->o;
     wm_error *err = b->err;
-    /* a GGUF arrives as a checkpoint too: config made from its metadata, tensors dequantized under HF names */
-    wm_status s = wm_gguf_is_path(o->model) ? wm_gguf_open_checkpoint(o->model, &b->ck, o->random ? NULL : &b->st, err)
-                                            : wm_hf_open_checkpoint(o->model, &b->ck, err);
-    if (s) return s;
-    if (!o->export_only) { /* the sentence-transformers files the folder will carry: checked before any work */
-        wm_error se = {0};
-        s = wm_sbert_load(b->ck.dir, &b->sb, &se);
-        if (s == WM_ERR_UNSUPPORTED) {
-            note(b, "note: %s; the files are carried as they are and winml run will refuse its embeddings\n", se.msg);
-            b->sb.pooling_dir[0] = 0;
-        } else if (s)
-            return wm_err(err, s, "%s", se.msg);
-        if ((s = wm_sbert_check_length(&b->sb, b->ck.dir, b->ck.config.max_positions, err))) return s;
-    }
+    wm_status s;
     int task = o->task;
     if (o->recipe) {
         if ((s = wm_recipe_load(o->recipe, &b->recipe, err))) return s;
@@ -532,8 +519,22 @@ static wm_status prepare(build_ctx *b) {
         b->recipe.has_quant = 0; /* the resolved recipe written to the folder says what was built */
     }
     /* the recipe's own loader and quant mode: a model_type, task or mode the builder does not serve is named
-       before any work */
+       before the checkpoint is read */
     if (o->recipe && (s = wm_recipe_supported(&b->recipe, o->recipe, err))) return s;
+    /* a GGUF arrives as a checkpoint too: config made from its metadata, tensors dequantized under HF names */
+    s = wm_gguf_is_path(o->model) ? wm_gguf_open_checkpoint(o->model, &b->ck, o->random ? NULL : &b->st, err)
+                                            : wm_hf_open_checkpoint(o->model, &b->ck, err);
+    if (s) return s;
+    if (!o->export_only) { /* the sentence-transformers files the folder will carry: checked before any work */
+        wm_error se = {0};
+        s = wm_sbert_load(b->ck.dir, &b->sb, &se);
+        if (s == WM_ERR_UNSUPPORTED) {
+            note(b, "note: %s; the files are carried as they are and winml run will refuse its embeddings\n", se.msg);
+            b->sb.pooling_dir[0] = 0;
+        } else if (s)
+            return wm_err(err, s, "%s", se.msg);
+        if ((s = wm_sbert_check_length(&b->sb, b->ck.dir, b->ck.config.max_positions, err))) return s;
+    }
     if (!o->random && !b->st) {
         if (!b->ck.weights[0]) {
             /* a config the builder cannot use is the more fundamental problem: say that first */

@@ -1,0 +1,204 @@
+"""The reference system's 299 recipes (../shared/reference-recipes, laid out as
+<org>_<name>/[<ep>/<device>/]<task>_<precision>_config[_<part>].json) through winml:
+
+- every file parses and validates (`winml config -c FILE -f json`), and every field it holds is either one the
+  recipe model uses or listed in `reference_fields_kept` (nothing read silently and dropped);
+- every recipe whose model_type, task and quant mode the builder serves builds with --random-weights from a tiny
+  config of its model_type, and the model's inputs and outputs are the recipe's (names, dtypes, static shapes);
+- every other recipe is refused by `winml build` with exit 2 and ONE error line naming the unsupported
+  loader.model_type, loader.task or quant.mode (static quantization), and nothing is left in the output folder.
+
+The counts of each are asserted and printed. Builds are deduplicated by what decides the graph (model_type,
+task, quant mode, inputs, outputs, optim switches); every file is still parsed and checked on its own.
+"""
+import collections
+import json
+import os
+import re
+import subprocess
+
+import onnx
+import pytest
+
+import oracle_util as U
+from recipe_survey import field_paths, recipe_files
+
+REF = os.path.join(os.path.dirname(U.ROOT), "shared", "reference-recipes")
+
+# What the builder serves today (asserted: a change in coverage must update these numbers knowingly).
+WANT = {"parsed": 299, "built": 66, "model_type": 197, "task": 16, "quant.mode": 20}
+
+# Fields the recipe model uses (the rest must come back as kept). An object's members are listed on their own.
+USED = {
+    "loader", "loader.task", "loader.model_class", "loader.model_type", "loader.trust_remote_code",
+    "export", "export.opset_version", "export.batch_size", "export.input_tensors", "export.input_tensors[].name",
+    "export.input_tensors[].dtype", "export.input_tensors[].shape", "export.input_tensors[].value_range",
+    "export.output_tensors", "export.output_tensors[].name", "export.dynamic_axes",
+    "optim", "quant", "quant.mode", "quant.weight_type", "quant.activation_type", "quant.calibration_method",
+    "quant.samples", "quant.per_channel", "quant.symmetric", "quant.weight_symmetric", "quant.activation_symmetric",
+    "quant.fp16_keep_io_types", "quant.fp16_op_block_list", "quant.op_types_to_quantize", "quant.nodes_to_exclude",
+    "compile", "eval", "eval.task", "eval.dataset", "eval.dataset.path", "eval.dataset.split",
+    "eval.dataset.samples",
+}
+OPTIM_PASSES = {"gelu_fusion", "layer_norm_fusion", "matmul_add_fusion"}  # mapped onto passes (not kept)
+
+# Tiny configs of the model_types the builder serves (sizes small; positions enough for the longest sequence
+# the type's recipes ask for, plus roberta's padding offset, as the real checkpoints have).
+ENC = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, vocab_size=96)
+
+
+def tiny_config(model_type, seq):
+    import transformers as T
+    served = {
+        "bert": lambda: T.BertConfig(**ENC, max_position_embeddings=seq),
+        "electra": lambda: T.ElectraConfig(**ENC, embedding_size=16, max_position_embeddings=seq),
+        "roberta": lambda: T.RobertaConfig(**ENC, max_position_embeddings=seq + 2, type_vocab_size=1),
+        "xlm-roberta": lambda: T.XLMRobertaConfig(**ENC, max_position_embeddings=seq + 2, type_vocab_size=1),
+        "distilbert": lambda: T.DistilBertConfig(dim=32, hidden_dim=64, n_layers=1, n_heads=4, vocab_size=96,
+                                                 max_position_embeddings=seq),
+    }
+    if model_type in served:
+        return served[model_type]().to_dict()
+    try:  # the others are refused by name before the checkpoint is read; a real config of the type all the same
+        return T.AutoConfig.for_model(model_type).to_dict()
+    except ValueError:  # a type transformers does not know (the reference's own: unlimited-ocr, ...)
+        return {"model_type": model_type}
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def graph_key(doc):
+    """What decides the built graph (and the build's outcome)."""
+    e, q = doc["export"], doc.get("quant") or {}
+    return json.dumps([doc["loader"].get("model_type"), doc["loader"]["task"], doc["loader"].get("model_class"),
+                       q.get("mode"), q.get("activation_type"), e.get("opset_version"), e["input_tensors"],
+                       e.get("output_tensors"), doc.get("optim")], sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def files():
+    fs = recipe_files(REF)
+    assert len(fs) == WANT["parsed"], f"{REF}: {len(fs)} recipe files"
+    return fs
+
+
+@pytest.fixture(scope="module")
+def checks(files, winml):
+    """`winml config -c FILE -f json` of every file."""
+    out = {}
+    for f in files:
+        r = subprocess.run([winml, "config", "-c", f, "-f", "json"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, f"{f}: exit {r.returncode}: {r.stderr}"
+        assert r.stderr == "", r.stderr
+        out[f] = json.loads(r.stdout)
+    return out
+
+
+def test_every_reference_recipe_parses_and_every_field_is_used_or_kept(files, checks):
+    for f in files:
+        doc, rep = load(f), checks[f]
+        assert rep["valid"] is True and rep["task"] == doc["loader"]["task"], rep
+        kept = {k["field"] for k in rep["reference_fields_kept"]}
+        assert all(k["why"] for k in rep["reference_fields_kept"]), rep
+        for path, _ in field_paths(doc):
+            top = re.sub(r"^(eval\.dataset\.(columns_mapping|label_mapping)|export\.compatibility)\..*", r"\1", path)
+            if top in USED or top.startswith("optim.") and top[6:] in OPTIM_PASSES:
+                assert top not in kept, (f, top)
+            elif top != path:
+                continue  # a member of a kept object: the object is listed
+            else:
+                assert path in kept, f"{f}: field '{path}' neither used nor listed as kept ({sorted(kept)})"
+        # served tasks: the reference names that map onto one of ours
+        served = {"sentence-similarity": "feature-extraction", "zero-shot-classification": "text-classification"}
+        if doc["loader"]["task"] in served:
+            assert rep["served_task"] == served[doc["loader"]["task"]], rep
+    U.note(f"reference recipes: {len(files)} of {len(files)} parse and validate (winml config -c)")
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(request, files):
+    d = U.scratch(request, "tiny_types")
+    out, seq = {}, collections.defaultdict(lambda: 512)
+    for f in files:
+        doc = load(f)
+        for t in doc["export"]["input_tensors"]:
+            if t["name"] == "input_ids" and isinstance(t["shape"][-1], int):
+                mt = doc["loader"].get("model_type")
+                seq[mt] = max(seq[mt], t["shape"][-1])
+    for mt in sorted({load(f)["loader"].get("model_type") for f in files}):
+        p = d / mt
+        p.mkdir()
+        with open(p / "config.json", "w") as fh:
+            json.dump(tiny_config(mt, seq[mt]), fh)
+        out[mt] = str(p)
+    return out
+
+
+def check_io(model_path, doc):
+    m = onnx.load(model_path, load_external_data=False)
+    dt = {"int32": onnx.TensorProto.INT32, "int64": onnx.TensorProto.INT64, "float32": onnx.TensorProto.FLOAT}
+    got = {i.name: i.type.tensor_type for i in m.graph.input}
+    for t in doc["export"]["input_tensors"]:
+        assert t["name"] in got, (t["name"], list(got))
+        tt = got[t["name"]]
+        assert tt.elem_type == dt[t["dtype"]], t
+        assert [d.dim_value if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim] == t["shape"], t
+    assert len(got) == len(doc["export"]["input_tensors"]), list(got)
+    want_out = [o["name"] for o in doc["export"]["output_tensors"]]
+    assert sorted(o.name for o in m.graph.output) == sorted(want_out)
+
+
+def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs, winml, request):
+    work = U.scratch(request, "ref_builds")
+    outcome, by_key, n_builds = {}, {}, 0
+    for i, f in enumerate(files):
+        doc = load(f)
+        key = graph_key(doc)
+        if key in by_key:  # the same graph as a file already built: the same outcome
+            outcome[f] = by_key[key]
+            continue
+        mt, task = doc["loader"].get("model_type"), doc["loader"]["task"]
+        out = work / f"b{i}"
+        r = subprocess.run([winml, "build", "-c", f, "-m", tiny_dirs[mt], "--random-weights", "-o", str(out), "-q"],
+                           capture_output=True, text=True, timeout=300)
+        n_builds += 1
+        rep = checks[f]
+        if r.returncode == 0:
+            assert rep["buildable"] is True, (f, rep)
+            check_io(str(out / "model.onnx"), doc)
+            man = load(out / "build_manifest.json")
+            assert {k["field"] for k in man["reference_fields_kept"]} == \
+                {k["field"] for k in rep["reference_fields_kept"]}
+            if man["task"] != task:
+                assert man["recipe_task"] == task, man
+            res = "built"
+        else:
+            lines = r.stderr.strip().splitlines()
+            assert r.returncode == 2 and len(lines) == 1, (f, r.returncode, r.stderr)
+            msg = lines[0]
+            assert msg.startswith(f"winml build: error: {f}: field '"), msg
+            if f"field 'loader.model_type': model_type '{mt}' is not supported" in msg:
+                res = "model_type"
+            elif f"field 'loader.task': task '{task}' is not served" in msg:
+                res = "task"
+            elif "field 'quant.mode'" in msg and "static" in msg and "not implemented" in msg:
+                res = "quant.mode"
+            else:
+                pytest.fail(f"{f}: refused for another reason: {msg}")
+            assert not out.exists(), f"{f}: refused build left {out}"
+            assert rep["buildable"] is False and rep["not_buildable_reason"] in msg, (rep, msg)
+        by_key[key] = outcome[f] = res
+    counts = collections.Counter(outcome.values())
+    reasons = collections.Counter()
+    for f, res in outcome.items():
+        if res != "built":
+            d = load(f)["loader"]
+            reasons[(res, d.get("model_type") if res == "model_type" else d["task"] if res == "task" else "static")] += 1
+    U.note(f"reference recipes: {len(files)} parsed; built {counts['built']}, refused: model_type {counts['model_type']}, "
+           f"task {counts['task']}, static quant.mode {counts['quant.mode']} ({n_builds} distinct builds run)")
+    U.note("refused by: " + ", ".join(f"{r[0]} {r[1]} x{n}" for r, n in reasons.most_common()))
+    assert len(outcome) == WANT["parsed"]
+    assert dict(counts) == {k: v for k, v in WANT.items() if k != "parsed"}, dict(counts)
