@@ -726,7 +726,7 @@ static wm_status parse_root(const pctx *p, const cJSON *root, wm_recipe *r) {
             const char *passes[4], *why = NULL;
             if (strlen(f->string) >= sizeof r->optim[0].name ||
                 (!wm_recipe_optim_passes(f->string, passes, 4, &why) && !why))
-                return wm_err(p->err, WM_ERR_INPUT, "%s: field 'optim.%s': unknown capability (a pass of winml "
+                return wm_err(p->err, WM_ERR_INPUT, "%s: field 'optim.%s': unknown field (a pass of winml "
                               "optimize --list-passes, or the reference's gelu_fusion, layer_norm_fusion, "
                               "matmul_add_fusion, clamp_constant_values, ...)", p->label, f->string);
             for (const cJSON *d = f->next; d; d = d->next)

@@ -35,7 +35,7 @@ static const struct {
     {"zero-shot-classification", WM_TASK_TEXT_CLASSIFICATION, WM_POOL_NONE},
     {"text-ranking", WM_TASK_TEXT_CLASSIFICATION, WM_POOL_NONE},
     /* the reference's other tasks: recipes parse, the builder refuses them by name */
-    {"fill-mask", -1, WM_POOL_NONE},
+    {"fill-mask", WM_TASK_FILL_MASK, WM_POOL_NONE},
     {"text2text-generation", -1, WM_POOL_NONE},
     {"image-classification", -1, WM_POOL_NONE},
     {"image-feature-extraction", -1, WM_POOL_NONE},
@@ -63,7 +63,7 @@ int wm_recipe_task_served(const char *name, wm_pooling *pooling) {
 
 const char *wm_recipe_served_tasks(void) {
     return "text-generation, text-classification, feature-extraction, token-classification, question-answering, "
-           "sentence-similarity, zero-shot-classification, text-ranking";
+           "fill-mask, sentence-similarity, zero-shot-classification, text-ranking";
 }
 
 wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *err) {
@@ -79,8 +79,8 @@ wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *e
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.task': task '%s' is not served by the builder (it "
                       "builds %s)", label, r->task, wm_recipe_served_tasks());
     if (kind >= 0 && (kind == WM_DECODER) != (r->served_task == WM_TASK_TEXT_GENERATION))
-        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.task': task '%s' is not served for model_type '%s' "
-                      "(%s)", label, r->task, r->model_type,
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.model_type': model_type '%s' does not serve task "
+                      "'%s' (%s)", label, r->model_type, r->task,
                       kind == WM_DECODER ? "a decoder: text-generation" : "an encoder: every task but text-generation");
     if (r->has_quant && (r->qmode == WM_QUANT_INT8_STATIC || r->qmode == WM_QUANT_W8A16))
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'quant.mode': '%s' (static %s quantization, calibrated "

@@ -104,6 +104,7 @@ static void test_reference_task_names(void **st) {
     assert_int_equal(wm_recipe_task_served("zero-shot-classification", NULL), WM_TASK_TEXT_CLASSIFICATION);
     assert_int_equal(wm_recipe_task_served("text-ranking", NULL), WM_TASK_TEXT_CLASSIFICATION);
     assert_int_equal(wm_recipe_task_served("image-classification", NULL), -1);
+    assert_int_equal(wm_recipe_task_served("fill-mask", NULL), WM_TASK_FILL_MASK);
     assert_int_equal(wm_recipe_task_served("text-to-vibes", NULL), -2);
     /* sentence-similarity with no output list pools (its implied mean pooling) */
     const char *t = "{\"loader\": {\"task\": \"sentence-similarity\"}, \"export\": {\"input_tensors\": [{\"name\":"
@@ -114,11 +115,19 @@ static void test_reference_task_names(void **st) {
     assert_int_equal(r.pooling, WM_POOL_MEAN);
     wm_recipe_free(&r);
     /* a served model_type with a task the builder does not serve: named */
-    t = "{\"loader\": {\"task\": \"fill-mask\", \"model_type\": \"bert\"}}";
+    t = "{\"loader\": {\"task\": \"image-classification\", \"model_type\": \"bert\"}}";
     assert_int_equal(wm_recipe_parse(t, strlen(t), "r.json", &r, &e), WM_OK);
     memset(&e, 0, sizeof e);
     assert_int_equal(wm_recipe_supported(&r, "r.json", &e), WM_ERR_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "field 'loader.task': task 'fill-mask' is not served by the builder"));
+    assert_non_null(strstr(e.msg, "field 'loader.task': task 'image-classification' is not served by the builder"));
+    assert_non_null(strstr(e.msg, "fill-mask, sentence-similarity"));
+    wm_recipe_free(&r);
+    /* a decoder asked for an encoder task */
+    t = "{\"loader\": {\"task\": \"fill-mask\", \"model_type\": \"llama\"}}";
+    assert_int_equal(wm_recipe_parse(t, strlen(t), "r.json", &r, &e), WM_OK);
+    memset(&e, 0, sizeof e);
+    assert_int_equal(wm_recipe_supported(&r, "r.json", &e), WM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "field 'loader.model_type': model_type 'llama' does not serve task 'fill-mask'"));
     wm_recipe_free(&r);
     /* a model_type outside the family table comes first, whatever the task */
     t = "{\"loader\": {\"task\": \"image-classification\", \"model_type\": \"vit\"}}";
@@ -143,7 +152,7 @@ static void test_bad_reference_fields(void **st) {
         {"{\"loader\": {\"task\": \"text-classification\"}, \"eval\": {\"dataset\": {\"colums_mapping\": {}}}}",
          "field 'eval.dataset.colums_mapping': unknown field"},
         {"{\"loader\": {\"task\": \"text-classification\"}, \"optim\": {\"warp_fusion\": true}}",
-         "field 'optim.warp_fusion': unknown capability"},
+         "field 'optim.warp_fusion': unknown field (a pass of winml optimize"},
         {"{\"loader\": {\"task\": \"text-classification\"}, \"optim\": {\"gelu_fusion\": 1}}",
          "field 'optim.gelu_fusion': expected true or false"},
         {"{\"loader\": {\"task\": \"text-to-vibes\"}}", "unknown task 'text-to-vibes' (the builder serves"},
@@ -260,6 +269,37 @@ static void test_auto_model_class_is_the_tasks_class(void **st) {
     wm_hf_config_free(&ck.config);
 }
 
+/* fill-mask: the masked-LM head's modules (dense, norm, output bias) and class; a family without one refused */
+static void test_fill_mask_arch(void **st) {
+    (void)st;
+    wm_hf_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    wm_error e = {0};
+    assert_int_equal(wm_hf_config_parse(BERT, strlen(BERT), "config.json", &ck.config, &e), WM_OK);
+    wm_arch a;
+    assert_int_equal(wm_arch_resolve(&ck, NULL, WM_TASK_FILL_MASK, &a, &e), WM_OK);
+    assert_string_equal(a.inference_class, "BertForMaskedLM");
+    assert_true(wm_arch_mod(&a, -1, WM_M_H_0)->present && wm_arch_mod(&a, -1, WM_M_H_NORM)->present);
+    const wm_module *hb = wm_arch_mod(&a, -1, WM_M_H_BIAS);
+    assert_true(hb->present && hb->out == 96 && !hb->has_bias);
+    assert_string_equal(hb->w, "cls.predictions.bias");
+    assert_int_equal(a.head_act, a.act);
+    int tasks[WM_TASK_COUNT];
+    size_t n = wm_arch_tasks(&a, tasks), found = 0;
+    for (size_t i = 0; i < n; i++) found |= tasks[i] == WM_TASK_FILL_MASK;
+    assert_true(found);
+    wm_arch_free(&a);
+    wm_hf_config_free(&ck.config);
+    static const char *const electra = "{\"model_type\": \"electra\", \"hidden_size\": 32, \"embedding_size\": 16,"
+                                       " \"intermediate_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+                                       " \"vocab_size\": 96, \"max_position_embeddings\": 64}";
+    memset(&ck, 0, sizeof ck);
+    assert_int_equal(wm_hf_config_parse(electra, strlen(electra), "config.json", &ck.config, &e), WM_OK);
+    assert_int_equal(wm_arch_resolve(&ck, NULL, WM_TASK_FILL_MASK, &a, &e), WM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "model_type 'electra': task 'fill-mask' is not supported (no masked-LM head"));
+    wm_hf_config_free(&ck.config);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_recipe_fields_kept_and_used),
@@ -268,6 +308,7 @@ int main(void) {
         cmocka_unit_test(test_bad_reference_fields),
         cmocka_unit_test(test_quant_section_is_the_quantizers_config),
         cmocka_unit_test(test_auto_model_class_is_the_tasks_class),
+        cmocka_unit_test(test_fill_mask_arch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
