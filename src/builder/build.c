@@ -521,6 +521,10 @@ static wm_status prepare(build_ctx *b) {
     /* the recipe's own loader and quant mode: a model_type, task or mode the builder does not serve is named
        before the checkpoint is read */
     if (o->recipe && (s = wm_recipe_supported(&b->recipe, o->recipe, err))) return s;
+    const char *named = o->recipe ? wm_recipe_name_precision(o->recipe) : NULL;
+    if (named && o->precision < 0 && !b->recipe.has_quant && strcmp(named, "fp32"))
+        note(b, "note: %s: the file name says %s, but its quant section is null: float32 weights (%s%s)\n", o->recipe,
+             named, named[0] == 'w' ? "static quantization is not built here" : "-p ", named[0] == 'w' ? "" : named);
     /* a GGUF arrives as a checkpoint too: config made from its metadata, tensors dequantized under HF names */
     s = wm_gguf_is_path(o->model) ? wm_gguf_open_checkpoint(o->model, &b->ck, o->random ? NULL : &b->st, err)
                                             : wm_hf_open_checkpoint(o->model, &b->ck, err);
@@ -549,6 +553,13 @@ static wm_status prepare(build_ctx *b) {
         if ((s = wm_st_open(b->ck.dir, &(wm_st_open_opts){.root = b->ck.root[0] ? b->ck.root : NULL}, &b->st, err))) return s;
     }
     if ((s = wm_arch_resolve(&b->ck, b->st, task, &b->arch, err))) return s;
+    if (o->recipe && prec != WM_PREC_FP32 && !b->recipe.has_quant) {
+        /* a recipe without a quant section (the reference's fp16 recipes mostly have none: the precision is in
+           the file name) takes -p's defaults, said on stderr and written to the resolved recipe */
+        note(b, "note: the recipe's quant section is null: -p %s adds the default %s quant section\n",
+             wm_precision_name(prec), wm_precision_name(prec));
+        wm_recipe_default_quant(&b->arch, (wm_precision)prec, &b->recipe);
+    }
     if (o->recipe && prec != WM_PREC_FP32 && (int)b->recipe.precision != prec)
         return wm_err(err, WM_ERR_USAGE, "-p %s disagrees with the recipe's quant section (%s): drop -p or edit the recipe",
                       wm_precision_name(prec), b->recipe.has_quant ? b->recipe.quant_mode : "null");

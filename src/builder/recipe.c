@@ -108,6 +108,55 @@ static const struct {
     {WM_TASK_QUESTION_ANSWERING, "squad", "validation"},
 };
 
+/* The quant section of the defaults for precision on a (nothing for fp32); r's quant fields must be empty. */
+void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe *r) {
+    r->precision = precision;
+    r->has_quant = 0;
+    if (precision != WM_PREC_FP32) {
+        static const char *const empty[] = {NULL}, *const mm[] = {"MatMul", "Gemm", NULL},
+                                 *const mmg[] = {"MatMul", "Gemm", "Gather", NULL};
+        r->has_quant = 1;
+        r->samples = -1;
+        r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
+        r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
+        r->act_symmetric = -1;
+        r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
+        if (precision == WM_PREC_FP16) {
+            snprintf(r->quant_mode, sizeof r->quant_mode, "fp16");
+            r->fp16_keep_io_types = 1;
+            r->fp16_op_block_list = str_list(empty);
+        } else if (precision == WM_PREC_INT8 && a->kind == WM_ENCODER) {
+            /* int8 weights in blocks of 32 along K, float32 activations (MatMulNBits bits 8). Dynamic int8 (one
+               uint8 range per activation tensor) loses too much on encoders: all-MiniLM-L6-v2's embeddings reach
+               cosine 0.985 with it (exact integer arithmetic: the scheme, not the engine), 0.9997 with these. */
+            snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
+            r->rtn_bits = 8;
+            r->rtn_block_size = 32;
+            r->symmetric = 1;
+            r->op_types_to_quantize = str_list(mmg); /* the embedding tables too, as GatherBlockQuantized */
+            r->nodes_to_exclude = str_list(empty);
+        } else if (precision == WM_PREC_INT8) {
+            r->qmode = WM_QUANT_INT8_DYNAMIC;
+            snprintf(r->quant_mode, sizeof r->quant_mode, "dynamic");
+            snprintf(r->weight_type, sizeof r->weight_type, "int8");
+            snprintf(r->activation_type, sizeof r->activation_type, "uint8");
+            r->per_channel = 1;
+            r->symmetric = 1;
+            r->op_types_to_quantize = str_list(mm);
+            r->nodes_to_exclude = str_list(empty);
+        } else {
+            snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
+            r->rtn_bits = 4;
+            r->rtn_block_size = 128;
+            r->rtn_accuracy_level = 4; /* int8 activations in MatMulNBits: the CPU EPs' fast path */
+            r->rtn_half_scales = 1;    /* scales winml's engine streams as 2 bytes (exact float32 still) */
+            r->symmetric = 1;
+            r->op_types_to_quantize = str_list(mmg); /* Gather: embedding tables as GatherBlockQuantized */
+            r->nodes_to_exclude = str_list(empty);
+        }
+    }
+}
+
 wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char *ep, const char *device,
                             wm_recipe *r, wm_error *err) {
     memset(r, 0, sizeof *r);
@@ -159,50 +208,7 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
         snprintf(r->optim[i].name, sizeof r->optim[i].name, "%s", optim_flags[i]);
         r->optim[i].value = 1;
     }
-    r->precision = precision;
-    if (precision != WM_PREC_FP32) {
-        static const char *const empty[] = {NULL}, *const mm[] = {"MatMul", "Gemm", NULL},
-                                 *const mmg[] = {"MatMul", "Gemm", "Gather", NULL};
-        r->has_quant = 1;
-        r->samples = -1;
-        r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
-        r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
-        r->act_symmetric = -1;
-        r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
-        if (precision == WM_PREC_FP16) {
-            snprintf(r->quant_mode, sizeof r->quant_mode, "fp16");
-            r->fp16_keep_io_types = 1;
-            r->fp16_op_block_list = str_list(empty);
-        } else if (precision == WM_PREC_INT8 && a->kind == WM_ENCODER) {
-            /* int8 weights in blocks of 32 along K, float32 activations (MatMulNBits bits 8). Dynamic int8 (one
-               uint8 range per activation tensor) loses too much on encoders: all-MiniLM-L6-v2's embeddings reach
-               cosine 0.985 with it (exact integer arithmetic: the scheme, not the engine), 0.9997 with these. */
-            snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
-            r->rtn_bits = 8;
-            r->rtn_block_size = 32;
-            r->symmetric = 1;
-            r->op_types_to_quantize = str_list(mmg); /* the embedding tables too, as GatherBlockQuantized */
-            r->nodes_to_exclude = str_list(empty);
-        } else if (precision == WM_PREC_INT8) {
-            r->qmode = WM_QUANT_INT8_DYNAMIC;
-            snprintf(r->quant_mode, sizeof r->quant_mode, "dynamic");
-            snprintf(r->weight_type, sizeof r->weight_type, "int8");
-            snprintf(r->activation_type, sizeof r->activation_type, "uint8");
-            r->per_channel = 1;
-            r->symmetric = 1;
-            r->op_types_to_quantize = str_list(mm);
-            r->nodes_to_exclude = str_list(empty);
-        } else {
-            snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
-            r->rtn_bits = 4;
-            r->rtn_block_size = 128;
-            r->rtn_accuracy_level = 4; /* int8 activations in MatMulNBits: the CPU EPs' fast path */
-            r->rtn_half_scales = 1;    /* scales winml's engine streams as 2 bytes (exact float32 still) */
-            r->symmetric = 1;
-            r->op_types_to_quantize = str_list(mmg); /* Gather: embedding tables as GatherBlockQuantized */
-            r->nodes_to_exclude = str_list(empty);
-        }
-    }
+    wm_recipe_default_quant(a, precision, r);
     if (ep) {
         r->has_compile = 1;
         snprintf(r->provider, sizeof r->provider, "%s", ep);

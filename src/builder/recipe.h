@@ -106,6 +106,12 @@ typedef struct wm_recipe {
  */
 wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char *ep, const char *device,
                             wm_recipe *r, wm_error *err);
+/*
+ * Sets r's quant section to the defaults for precision on a (fp16; int8: weight-only 8-bit RTN for encoders,
+ * dynamic for decoders; int4 RTN), or none for fp32. r must have no quant lists yet (a recipe whose quant
+ * section is null).
+ */
+void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe *r);
 /* Parses recipe JSON text (label names it in messages); strict (see header comment). */
 wm_status wm_recipe_parse(const char *text, size_t n, const char *label, wm_recipe *r, wm_error *err);
 wm_status wm_recipe_load(const char *path, wm_recipe *r, wm_error *err);
@@ -141,6 +147,11 @@ size_t wm_recipe_optim_passes(const char *flag, const char **out, size_t cap, co
  * builder does not serve, -2 when no such task is known. *pooling (may be NULL) gets the pooling it implies.
  */
 int wm_recipe_task_served(const char *name, wm_pooling *pooling);
+/*
+ * The precision a recipe's file name states in the reference's layout (<task>_<precision>_config[_<part>].json):
+ * "fp32", "fp16", "w8a8", "w8a16", "int8", "int4", or NULL. Informational: the quant section decides.
+ */
+const char *wm_recipe_name_precision(const char *path);
 /* The tasks the builder serves, comma-separated (for messages). */
 const char *wm_recipe_served_tasks(void);
 

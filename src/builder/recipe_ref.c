@@ -84,10 +84,22 @@ wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *e
                       kind == WM_DECODER ? "a decoder: text-generation" : "an encoder: every task but text-generation");
     if (r->has_quant && (r->qmode == WM_QUANT_INT8_STATIC || r->qmode == WM_QUANT_W8A16))
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'quant.mode': '%s' (static %s quantization, calibrated "
-                      "activations) is not implemented in build yet: build fp32 (-p fp32) and run `winml quantize -p "
-                      "%s --calib-data DIR`, or build fp16", label, r->quant_mode,
+                      "activations) is not implemented in build yet: build with -p fp32, then run `winml quantize -p "
+                      "%s --calib-data DIR`", label, r->quant_mode,
                       r->qmode == WM_QUANT_W8A16 ? "w8a16" : "w8a8", r->qmode == WM_QUANT_W8A16 ? "w8a16" : "int8-static");
     return WM_OK;
+}
+
+const char *wm_recipe_name_precision(const char *path) {
+    static const char *const precs[] = {"fp32", "fp16", "w8a8", "w8a16", "int8", "int4"};
+    const char *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : path;
+    const char *cfg = base ? strstr(base, "_config") : NULL;
+    for (size_t i = 0; cfg && i < sizeof precs / sizeof precs[0]; i++) {
+        size_t n = strlen(precs[i]);
+        if ((size_t)(cfg - base) > n && cfg[-(long)n - 1] == '_' && !strncmp(cfg - n, precs[i], n)) return precs[i];
+    }
+    return NULL;
 }
 
 /* ------------------------------------------------------------ optim */

@@ -73,6 +73,7 @@ static int check_recipe(wm_cli *c, const char *path, int quiet_ok) {
         wm_json_str(&j, "served_task", r.served_task >= 0 ? wm_task_name(r.served_task) : NULL);
         wm_json_str(&j, "model_type", r.model_type[0] ? r.model_type : NULL);
         wm_json_str(&j, "quant_mode", r.has_quant ? r.quant_mode : NULL);
+        wm_json_str(&j, "file_precision", wm_recipe_name_precision(path)); /* informational: quant decides */
         wm_json_bool(&j, "buildable", sup == WM_OK);
         wm_json_str(&j, "not_buildable_reason", sup ? se.msg : NULL);
         if (have_arch) wm_json_bool(&j, "checked_against_model", 1);
@@ -86,6 +87,10 @@ static int check_recipe(wm_cli *c, const char *path, int quiet_ok) {
         if (r.served_task >= 0 && strcmp(r.task, wm_task_name(r.served_task)))
             printf(" (built as %s)", wm_task_name(r.served_task));
         printf(", model_type %s, quant %s\n", r.model_type[0] ? r.model_type : "(any)", r.has_quant ? r.quant_mode : "none");
+        const char *named = wm_recipe_name_precision(path);
+        if (named && strcmp(named, "fp32") && !r.has_quant)
+            printf("the file name says %s, but the quant section is null: float32 weights (%s%s)\n", named,
+                   named[0] == 'w' ? "static quantization is not built here" : "build -p ", named[0] == 'w' ? "" : named);
         if (sup) printf("not buildable here: %s\n", se.msg);
         else printf("buildable%s\n", have_arch ? " (checked against the model)" : "");
         if (r.n_kept) printf("reference fields kept, not acted on (%zu):\n", r.n_kept);

@@ -163,7 +163,7 @@ def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs
             continue
         mt, task = doc["loader"].get("model_type"), doc["loader"]["task"]
         out = work / f"b{i}"
-        r = subprocess.run([winml, "build", "-c", f, "-m", tiny_dirs[mt], "--random-weights", "-o", str(out), "-q"],
+        r = subprocess.run([winml, "build", "-c", f, "-m", tiny_dirs[mt], "--random-weights", "-o", str(out)],
                            capture_output=True, text=True, timeout=300)
         n_builds += 1
         rep = checks[f]
@@ -175,6 +175,11 @@ def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs
                 {k["field"] for k in rep["reference_fields_kept"]}
             if man["task"] != task:
                 assert man["recipe_task"] == task, man
+            # the reference's fp16 recipes mostly hold no quant section: built as written, and said so
+            named = re.search(r"_(fp16|fp32|w8a8|w8a16)_config", os.path.basename(f)).group(1)
+            assert man["precision"] == ("fp16" if (doc.get("quant") or {}).get("mode") == "fp16" else "fp32"), man
+            assert (f"the file name says {named}, but its quant section is null" in r.stderr) == \
+                (named != "fp32" and not doc.get("quant")), r.stderr
             res = "built"
         else:
             lines = r.stderr.strip().splitlines()
@@ -251,3 +256,35 @@ def test_fill_mask_recipe_matches_transformers(model_type, files, winml, tmp_pat
     err = float(np.abs(got - want).max())
     U.note(f"fill-mask {model_type} ({os.path.relpath(recipe, REF)}): max |ORT - transformers| = {err:.2e}")
     assert err < 1e-4, err
+
+
+def test_quantless_fp16_recipe_builds_fp16_with_p(files, tiny_dirs, winml, tmp_path):
+    """-p fp16 on a recipe whose quant section is null adds our fp16 section (said on stderr, written to the
+    resolved recipe, which validates again); a static (qdq) recipe is refused with -p fp16 too, naming quant.mode,
+    and builds float32 with -p fp32 (the quant section dropped, as the message suggests)."""
+    f = next(f for f in files if f.endswith("sentence-similarity_fp16_config.json") and not load(f).get("quant")
+             and load(f)["loader"]["model_type"] == "bert")
+    out = tmp_path / "o"
+    r = subprocess.run([winml, "build", "-c", f, "-m", tiny_dirs["bert"], "--random-weights", "-o", str(out), "-p",
+                        "fp16", "-f", "json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "the recipe's quant section is null: -p fp16 adds the default fp16 quant section" in r.stderr
+    man = json.loads(r.stdout)
+    assert man["precision"] == "fp16" and man["recipe_task"] == "sentence-similarity", man
+    resolved = load(out / "winml_build_config.json")
+    assert resolved["quant"]["mode"] == "fp16" and resolved["loader"]["task"] == "sentence-similarity"
+    c = subprocess.run([winml, "config", "-c", str(out / "winml_build_config.json"), "--check"], capture_output=True,
+                       text=True, timeout=60)
+    assert c.returncode == 0 and c.stdout == "" and c.stderr == "", c
+    m = onnx.load(str(out / "model.onnx"), load_external_data=False)
+    assert all(o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for o in m.graph.output)  # fp16_keep_io_types
+    w16 = next(f for f in files if "w8a16" in f and load(f)["loader"]["model_type"] == "bert")
+    r = subprocess.run([winml, "build", "-c", w16, "-m", tiny_dirs["bert"], "--random-weights", "-o", str(tmp_path / "x"),
+                        "-p", "fp16"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "field 'quant.mode': 'qdq' (static w8a16" in r.stderr, r.stderr
+    assert "build with -p fp32" in r.stderr and not (tmp_path / "x").exists()
+    r = subprocess.run([winml, "build", "-c", w16, "-m", tiny_dirs["bert"], "--random-weights", "-o", str(tmp_path / "x"),
+                        "-p", "fp32", "-f", "json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and json.loads(r.stdout)["precision"] == "fp32", r.stderr
+    assert "-p fp32 overrides the recipe's quant section (qdq)" in r.stderr
+    assert load(tmp_path / "x" / "winml_build_config.json")["quant"] is None
