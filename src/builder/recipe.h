@@ -2,11 +2,22 @@
  * recipe.h - the build recipe (the reference's build config JSON): what to
  * load, how to export (opset, IO tensors with dtypes and static or
  * symbolic shapes), and the optim / quant / compile / eval sections. A
- * section set to null skips that stage.
+ * section set to null skips that stage. This typed recipe is the one model
+ * of a recipe: the builder, the optimizer (wm_recipe_optim_passes) and the
+ * quantizer (wm_recipe_quant_config) take it; nothing parses a section again.
  *
  * Recipes are untrusted input: unknown fields and ill-typed values are
  * errors naming the field ("recipe.json: field 'export.opset_version':
- * expected an integer in [17, 23], got \"x\""). wm_recipe_default derives
+ * expected an integer in [17, 23], got \"x\""). The reference system's own
+ * recipes parse as they are (its 299 were surveyed, tests/oracle/
+ * recipe_survey.py): its bookkeeping fields (export.dynamo, quant.seed,
+ * eval.dataset.columns_mapping, ...) are checked for their kind and kept in
+ * r->kept with why they have no effect here; its optim capability names
+ * map onto our passes; quant.mode qdq is static; its task names are served
+ * where one of ours can (sentence-similarity, zero-shot-classification,
+ * text-ranking, fill-mask) and named when refused; loader.model_class may be
+ * the task's Auto class or a ...Wrapper; value_range is [low, high) with the
+ * upper bound excluded, as the reference writes it. wm_recipe_default derives
  * the reference's defaults from a resolved architecture (batch 1, int32
  * ids for encoders with a static sequence of min(positions - offset, 512),
  * symbolic everything for decoders, ONNX Runtime GenAI names for the KV

@@ -288,3 +288,60 @@ def test_quantless_fp16_recipe_builds_fp16_with_p(files, tiny_dirs, winml, tmp_p
     assert r.returncode == 0 and json.loads(r.stdout)["precision"] == "fp32", r.stderr
     assert "-p fp32 overrides the recipe's quant section (qdq)" in r.stderr
     assert load(tmp_path / "x" / "winml_build_config.json")["quant"] is None
+
+
+def test_sentence_similarity_build_evaluates_as_embeddings(files, winml, tmp_path):
+    """A reference sentence-similarity recipe without an output list pools (mean) into sentence_embedding; the
+    build folder's task stays 'sentence-similarity', and `winml run` and `winml eval --mode task` read it as
+    feature-extraction: the normalized embedding as sentence-transformers computes it, and the STS evaluation
+    (before, eval refused: "task 'sentence-similarity' has no task evaluation")."""
+    import csv
+    import torch
+    import transformers as T
+    import tok_oracle
+    from scipy.stats import spearmanr
+    vocab = os.path.join(tok_oracle.build_fixtures(["bert"])["bert"][0], "vocab.txt")
+    doc = load(next(f for f in files if f.endswith("sentence-similarity_fp16_config.json")
+                    and load(f)["loader"]["model_type"] == "bert" and not load(f).get("quant")))
+    del doc["export"]["output_tensors"]
+    for t in doc["export"]["input_tensors"]:
+        t["shape"] = [1, 128]
+    with open(tmp_path / "r.json", "w") as fh:
+        json.dump(doc, fh)
+    torch.manual_seed(3)
+    m = T.BertModel(T.BertConfig(vocab_size=30522, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                 num_attention_heads=4, max_position_embeddings=128)).eval()
+    m.save_pretrained(tmp_path / "hf")
+    tok = T.BertTokenizerFast(vocab_file=vocab, do_lower_case=True)
+    tok.save_pretrained(tmp_path / "hf")
+    r = subprocess.run([winml, "build", "-c", tmp_path / "r.json", "-m", tmp_path / "hf", "-o", tmp_path / "b", "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    resolved = load(tmp_path / "b" / "winml_build_config.json")
+    assert resolved["loader"]["task"] == "sentence-similarity" and resolved["export"]["pooling"] == "mean"
+
+    def emb(t):
+        enc = tok(t, return_tensors="pt")
+        with torch.no_grad():
+            h = m(**enc).last_hidden_state[0]
+        e = h.mean(0).numpy()
+        return e / np.linalg.norm(e)
+    sents = ["Whales breathe air.", "The market fell today.", "Dolphins are mammals.", "A cat sat on the mat.",
+             "It rained all day.", "Stocks rose sharply."]
+    text = sents[0]
+    r = subprocess.run([winml, "run", "-m", tmp_path / "b", "--text", text, "-f", "json"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["results"][0]
+    assert got["dims"] == 64 and np.allclose(got["embedding"], emb(text), atol=1e-5), got
+    pairs = [(sents[i], sents[(i + 1) % len(sents)], float(i)) for i in range(len(sents))]
+    with open(tmp_path / "sts.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["sentence1", "sentence2", "score"])
+        w.writerows(pairs)
+    r = subprocess.run([winml, "eval", "--mode", "task", "-m", tmp_path / "b", "--dataset", tmp_path / "sts.csv", "-f",
+                        "json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    cos = [float(emb(a) @ emb(c)) for a, c, _ in pairs]
+    assert res["metrics"]["spearman_cosine"] == pytest.approx(spearmanr(cos, [p[2] for p in pairs]).statistic, abs=1e-9)
