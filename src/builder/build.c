@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,6 +197,7 @@ typedef struct build_ctx {
     wm_quant_report qrep; /* the quant stage's report: its embedding tables' blocks go into the manifest */
     int64_t q_block;      /* the recipe's block (int4/int8 RTN) */
     wm_sbert sb;   /* the checkpoint's sentence-transformers files; sb.pooling_dir "" when none is carried */
+    int entail;    /* zero-shot-classification: the id2label index whose name starts "entail"; -1 none */
     wm_error *err;
 } build_ctx;
 
@@ -424,6 +426,10 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     wm_json_str(j, "inference_class", a->inference_class);
     wm_json_str(j, "precision", b->recipe.has_quant ? wm_precision_name(b->recipe.precision) : "fp32");
     if (strcmp(b->recipe.task, wm_task_name(a->task))) wm_json_str(j, "recipe_task", b->recipe.task);
+    if (!strcmp(b->recipe.task, "zero-shot-classification")) {
+        if (b->entail >= 0) wm_json_int(j, "entailment_label", b->entail);
+        else wm_json_null(j, "entailment_label");
+    }
     /* the reference's bookkeeping fields the recipe held: read, not acted on */
     wm_recipe_kept_json(&b->recipe, j, "reference_fields_kept");
     wm_json_bool(j, "random_weights", b->o->random);
@@ -553,6 +559,15 @@ static wm_status prepare(build_ctx *b) {
         if ((s = wm_st_open(b->ck.dir, &(wm_st_open_opts){.root = b->ck.root[0] ? b->ck.root : NULL}, &b->st, err))) return s;
     }
     if ((s = wm_arch_resolve(&b->ck, b->st, task, &b->arch, err))) return s;
+    b->entail = -1;
+    if (!strcmp(b->recipe.task, "zero-shot-classification")) {
+        /* an NLI classifier: a hypothesis is scored by its entailment logit (as the reference's pipeline finds it) */
+        for (size_t i = 0; i < b->ck.config.n_labels && b->entail < 0; i++)
+            if (b->ck.config.labels[i] && !strncasecmp(b->ck.config.labels[i], "entail", 6)) b->entail = (int)i;
+        if (b->entail < 0)
+            note(b, "note: zero-shot-classification scores hypotheses by the entailment logit, but %s's id2label "
+                 "has no label starting with 'entail': built as text-classification\n", b->ck.config.file);
+    }
     if (o->recipe && prec != WM_PREC_FP32 && !b->recipe.has_quant) {
         /* a recipe without a quant section (the reference's fp16 recipes mostly have none: the precision is in
            the file name) takes -p's defaults, said on stderr and written to the resolved recipe */

@@ -345,3 +345,24 @@ def test_sentence_similarity_build_evaluates_as_embeddings(files, winml, tmp_pat
     res = json.loads(r.stdout)
     cos = [float(emb(a) @ emb(c)) for a, c, _ in pairs]
     assert res["metrics"]["spearman_cosine"] == pytest.approx(spearmanr(cos, [p[2] for p in pairs]).statistic, abs=1e-9)
+
+
+def test_zero_shot_recipe_finds_the_entailment_label(files, winml, tmp_path):
+    """zero-shot-classification is sequence classification of (premise, hypothesis) by an NLI head: the build
+    records which id2label entry is entailment (as the reference's pipeline looks it up), or says there is none."""
+    import transformers as T
+    f = next(f for f in files if "zero-shot-classification" in os.path.basename(f) and load(f).get("quant") is None)
+    seq = load(f)["export"]["input_tensors"][0]["shape"][1]
+    for labels, want in (({0: "contradiction", 1: "neutral", 2: "ENTAILMENT"}, 2), ({0: "LABEL_0", 1: "LABEL_1"}, None)):
+        ck = tmp_path / f"ck{want}"
+        T.XLMRobertaConfig(**ENC, max_position_embeddings=seq + 2, type_vocab_size=1, id2label=labels,
+                           label2id={v: k for k, v in labels.items()}).save_pretrained(ck)
+        r = subprocess.run([winml, "build", "-c", f, "-m", str(ck), "--random-weights", "-o", str(tmp_path / f"b{want}"),
+                            "-f", "json"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        man = json.loads(r.stdout)
+        assert man["recipe_task"] == "zero-shot-classification" and man["task"] == "text-classification"
+        assert man["entailment_label"] == want, man
+        assert ("has no label starting with 'entail'" in r.stderr) == (want is None), r.stderr
+        m = onnx.load(str(tmp_path / f"b{want}" / "model.onnx"), load_external_data=False)
+        assert [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim][-1] == len(labels)
