@@ -366,3 +366,28 @@ def test_zero_shot_recipe_finds_the_entailment_label(files, winml, tmp_path):
         assert ("has no label starting with 'entail'" in r.stderr) == (want is None), r.stderr
         m = onnx.load(str(tmp_path / f"b{want}" / "model.onnx"), load_external_data=False)
         assert [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim][-1] == len(labels)
+
+
+@pytest.mark.parametrize("text,needles", [
+    ("{", ["r.json"]),
+    ('{"loader": {"task": "fill-mask"}, "export": {"input_tensors": [{"name": "a", "dtype": "int32", "shape": [1]}],'
+     ' "dynamo": 1}}', ["export.dynamo", "true or false"]),
+    ('{"loader": {"task": "fill-mask"}, "eval": {"dataset": {"columns_mapping": {"a": [1]}}}}',
+     ["eval.dataset.columns_mapping", "an object of strings"]),
+    ('{"loader": {"task": "fill-mask"}, "quant": {"mode": "qdq", "calibration_save_path": 3}}',
+     ["quant.calibration_save_path", "a string"]),
+    ('{"loader": {"task": "fill-mask"}, "optim": {"gelu_fusion": true, "gelu_fusion": false}}',
+     ["optim.gelu_fusion", "listed twice"]),
+    ('{"loader": {"task": "image-to-vibes"}}', ["loader.task", "image-to-vibes", "fill-mask"]),
+    ('{"loader": {"task": "fill-mask"}, "export": {"input_tensors": [{"name": "a", "dtype": "int32", "shape": [1],'
+     ' "value_range": [0, 0]}]}}', ["value_range", "high excluded"]),
+    ("[" * 100000 + "]" * 100000, ["r.json"]),
+], ids=["truncated", "kept-kind", "kept-object", "kept-null-or-string", "optim-twice", "unknown-task", "empty-range",
+        "deep-nesting"])
+def test_config_check_refuses_bad_recipes_cleanly(text, needles, winml_asan, tmp_path):
+    """winml config -c under ASan+UBSan: one line naming the file, the field and the reason, exit 2."""
+    p = tmp_path / "r.json"
+    p.write_text(text)
+    r = subprocess.run([winml_asan, "config", "-c", str(p), "--check"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, **U.SAN_ENV))
+    U.assert_clean_error(r, "winml config", *needles)
