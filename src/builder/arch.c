@@ -19,6 +19,7 @@ static const char *const task_names[WM_TASK_COUNT] = {
     [WM_TASK_FEATURE_EXTRACTION] = "feature-extraction",
     [WM_TASK_TOKEN_CLASSIFICATION] = "token-classification",
     [WM_TASK_QUESTION_ANSWERING] = "question-answering",
+    [WM_TASK_FILL_MASK] = "fill-mask",
 };
 
 const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_names[t] : "unknown"; }
@@ -74,6 +75,21 @@ static const wm_scheme *find_scheme(const char *name) {
     return NULL;
 }
 
+int wm_arch_family_kind(const char *model_type) {
+    for (const wm_denied_type *d = wm_denied_types; model_type && d->model_type; d++)
+        if (!strcmp(d->model_type, model_type)) return -1;
+    const wm_family *f = find_family(model_type);
+    const wm_scheme *s = f ? find_scheme(f->scheme) : NULL;
+    return s ? (int)s->kind : -1;
+}
+
+void wm_arch_family_names(char *buf, size_t n) {
+    size_t used = 0;
+    if (n) buf[0] = 0;
+    for (size_t i = 0; i < wm_n_families && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", wm_families[i].model_type);
+}
+
 static const wm_modpat *scheme_pat(const wm_scheme *s, int m) {
     for (size_t i = 0; i < s->n_mods; i++)
         if (s->mods[i].mod == m) return &s->mods[i];
@@ -122,6 +138,7 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_HD: return a->hd;
     case D_L: return a->labels;
     case D_2: return 2;
+    case D_1: return 1;
     default: return 0;
     }
 }
@@ -233,7 +250,7 @@ static wm_status resolve_task(wm_arch *a, const wm_family *f, int task, wm_error
                       wm_task_name(task), a->model_type, a->kind == WM_DECODER ? "a decoder" : "an encoder",
                       a->kind == WM_DECODER ? "text-generation"
                                             : "text-classification, feature-extraction, token-classification, "
-                                              "question-answering");
+                                              "question-answering, fill-mask");
     a->task = (wm_task)task;
     char stem[96];
     if (stem_end) snprintf(stem, sizeof stem, "%.*s", (int)(stem_end - arch0), arch0);
@@ -294,18 +311,19 @@ static wm_status fill_module(wm_arch *a, const wm_st_file *st, const want *w, wm
     m->in = dim_value(a, w->d_in);
     static const char *const wsuf[] = {".weight", ".gamma"}, *const bsuf[] = {".bias", ".beta"};
     int alts = w->kind == WM_MK_NORM ? 2 : 1;
+    int vec = w->kind == WM_MK_VECTOR; /* the pattern names the tensor itself */
     for (int k = 0; k < alts; k++) {
-        if (!expand(w->pat, a->prefix, w->layer, wsuf[k], m->w, sizeof m->w) ||
+        if (!expand(w->pat, a->prefix, w->layer, vec ? "" : wsuf[k], m->w, sizeof m->w) ||
             !expand(w->pat, a->prefix, w->layer, bsuf[k], m->b, sizeof m->b))
             return wm_err(err, WM_ERR_INPUT, "tensor name of module '%s' too long", wm_mod_name(w->mod));
         if (a->random) break;
         if ((m->wt = st_find(st, m->w))) break;
     }
     if (!m->wt) { /* name the usual spelling in messages */
-        expand(w->pat, a->prefix, w->layer, ".weight", m->w, sizeof m->w);
+        expand(w->pat, a->prefix, w->layer, vec ? "" : ".weight", m->w, sizeof m->w);
         expand(w->pat, a->prefix, w->layer, ".bias", m->b, sizeof m->b);
     }
-    int bias_ok = w->kind != WM_MK_EMBED && !(w->kind == WM_MK_NORM && a->norm == WM_NORM_RMS);
+    int bias_ok = w->kind != WM_MK_EMBED && !vec && !(w->kind == WM_MK_NORM && a->norm == WM_NORM_RMS);
     if (!w->required) {
         m->present = m->has_bias = 0; /* not part of this structure: a tensor of that name stays unused */
         m->wt = NULL;
@@ -333,7 +351,7 @@ static wm_status check_shape(const wm_arch *a, const wm_module *m, wm_error *err
         if (!t) continue;
         int64_t exp[2];
         size_t rank;
-        if (k == 1 || m->kind == WM_MK_NORM) {
+        if (k == 1 || m->kind == WM_MK_NORM || m->kind == WM_MK_VECTOR) {
             rank = 1;
             exp[0] = m->kind == WM_MK_NORM ? m->in : m->out;
         } else if (m->kind == WM_MK_CONV1D) {
@@ -430,6 +448,11 @@ static wm_status head_wants(const wm_arch *a, const wm_family *f, want *list, si
         list[(*n)++] = (want){WM_M_H_0, -1, "classifier", WM_MK_LINEAR, D_L, D_H, 1, 1};
     } else if (a->task == WM_TASK_QUESTION_ANSWERING) {
         list[(*n)++] = (want){WM_M_H_0, -1, "qa_outputs", WM_MK_LINEAR, D_2, D_H, 1, 1};
+    } else if (a->task == WM_TASK_FILL_MASK && f->mlm_head != WM_MLM_NONE) {
+        const wm_mlm_def *h = &wm_mlm_heads[f->mlm_head];
+        list[(*n)++] = (want){WM_M_H_0, -1, h->dense, WM_MK_LINEAR, D_H, D_H, 1, 1};
+        list[(*n)++] = (want){WM_M_H_NORM, -1, h->norm, WM_MK_NORM, D_H, D_H, 1, 1};
+        list[(*n)++] = (want){WM_M_H_BIAS, -1, h->bias, WM_MK_VECTOR, D_V, D_1, 1, 0};
     }
     return WM_OK;
 }
@@ -568,9 +591,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     if (!f && st && (f = detect_by_tensors(a, st, &sch))) a->detected = 1;
     if (!f) {
         char known[512];
-        size_t used = 0;
-        for (size_t i = 0; i < wm_n_families && used < sizeof known; i++)
-            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", wm_families[i].model_type);
+        wm_arch_family_names(known, sizeof known);
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported (known: %s%s)", c->file,
                       c->model_type, known, st ? "; its tensor names match no naming scheme" : "");
     }
@@ -599,6 +620,11 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     decide_structure(a, f, sch, st);
     if (a->task == WM_TASK_TEXT_CLASSIFICATION && f->cls_head < 0)
         return wm_err(err, WM_ERR_UNSUPPORTED, "model_type '%s' has no sequence-classification head", a->model_type);
+    if (a->task == WM_TASK_FILL_MASK && (f->mlm_head == WM_MLM_NONE || !a->tied || a->E != a->H))
+        return wm_err(err, WM_ERR_UNSUPPORTED, "model_type '%s': task 'fill-mask' is not supported (%s)", a->model_type,
+                      f->mlm_head == WM_MLM_NONE ? "no masked-LM head for this family here"
+                      : !a->tied ? "tie_word_embeddings is false: an untied masked-LM decoder is not built here"
+                                 : "embedding_size differs from hidden_size");
     a->mods = calloc((size_t)(a->L + 1) * WM_M_COUNT, sizeof *a->mods);
     if (!a->mods) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     want list[64];
@@ -616,6 +642,8 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->n_head_mods = wm_arch_mod(a, -1, WM_M_H_1)->present ? 2 : wm_arch_mod(a, -1, WM_M_H_0)->present ? 1 : 0;
     a->head_pool_first = a->task == WM_TASK_TEXT_CLASSIFICATION;
     a->head_act = a->n_head_mods == 2 ? wm_cls_heads[f->cls_head].act : WM_ACT_NONE;
+    if (a->task == WM_TASK_FILL_MASK) /* the masked-LM transform's activation: the head's own, or the model's */
+        a->head_act = wm_mlm_heads[f->mlm_head].act != WM_ACT_NONE ? wm_mlm_heads[f->mlm_head].act : a->act;
     const wm_module *q0 = wm_arch_mod(a, 0, a->fused_qkv ? WM_M_L_QKV : WM_M_L_Q);
     a->qkv_bias = q0->has_bias;
     a->o_bias = wm_arch_mod(a, 0, WM_M_L_O)->has_bias;
@@ -633,6 +661,7 @@ size_t wm_arch_tasks(const wm_arch *a, int *out) {
     for (int t = 0; t < WM_TASK_COUNT; t++) {
         if (a->kind == WM_DECODER ? t != WM_TASK_TEXT_GENERATION : t == WM_TASK_TEXT_GENERATION) continue;
         if (t == WM_TASK_TEXT_CLASSIFICATION && f->cls_head < 0) continue;
+        if (t == WM_TASK_FILL_MASK && (f->mlm_head == WM_MLM_NONE || !a->tied || a->E != a->H)) continue;
         out[n++] = t;
     }
     return n;

@@ -35,6 +35,7 @@ typedef enum wm_task {
     WM_TASK_FEATURE_EXTRACTION,
     WM_TASK_TOKEN_CLASSIFICATION,
     WM_TASK_QUESTION_ANSWERING,
+    WM_TASK_FILL_MASK,          /* masked-LM head: logits over the vocabulary per token */
     WM_TASK_COUNT
 } wm_task;
 
@@ -55,7 +56,8 @@ const char *wm_act_name(wm_act a);
 #define WM_MOD_LIST(X)                                                           \
     X(G_EMBED, "embed_tokens") X(G_POS, "embed_positions") X(G_TYPE, "embed_token_types") \
     X(G_EMB_NORM, "embed_norm") X(G_EMB_PROJ, "embed_proj") X(G_FINAL_NORM, "norm")      \
-    X(G_LM_HEAD, "lm_head") X(H_0, "head.0") X(H_1, "head.1")                           \
+    X(G_LM_HEAD, "lm_head") X(H_0, "head.0") X(H_1, "head.1") X(H_NORM, "head.norm")     \
+    X(H_BIAS, "head.bias")                                                                \
     X(L_ATTN_NORM, "attn_norm") X(L_Q, "q_proj") X(L_K, "k_proj") X(L_V, "v_proj")       \
     X(L_QKV, "qkv_proj") X(L_O, "o_proj") X(L_Q_NORM, "q_norm") X(L_K_NORM, "k_norm")    \
     X(L_MLP_NORM, "mlp_norm") X(L_GATE, "gate_proj") X(L_UP, "up_proj")                   \
@@ -72,7 +74,8 @@ typedef enum wm_mod {
 
 const char *wm_mod_name(int m);
 
-typedef enum { WM_MK_EMBED, WM_MK_NORM, WM_MK_LINEAR, WM_MK_CONV1D } wm_mod_kind;
+/* VECTOR: one rank-1 tensor of length out, named by the pattern itself (a masked-LM head's output bias). */
+typedef enum { WM_MK_EMBED, WM_MK_NORM, WM_MK_LINEAR, WM_MK_CONV1D, WM_MK_VECTOR } wm_mod_kind;
 
 /* One module of the checkpoint: a weight and an optional bias. */
 typedef struct wm_module {
@@ -158,6 +161,11 @@ wm_norm_spec wm_arch_norm(const wm_arch *a);
 
 /* The module m of layer (-1 for global and head modules); never NULL (check ->present). */
 const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m);
+
+/* The kind (WM_ENCODER / WM_DECODER) of a model_type in the family table; -1 when not there or refused. */
+int wm_arch_family_kind(const char *model_type);
+/* The family table's model_types, comma-separated, into buf (truncated to n). */
+void wm_arch_family_names(char *buf, size_t n);
 
 /* Tasks the checkpoint supports (out[] of WM_TASK_COUNT); returns how many. */
 size_t wm_arch_tasks(const wm_arch *a, int *out);

@@ -5,7 +5,7 @@
 #include "builder/arch.h"
 
 /* symbolic dims of module shapes */
-enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2 };
+enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1 };
 
 typedef struct wm_modpat {
     uint8_t mod, kind, d_out, d_in; /* wm_mod, wm_mod_kind, D_* */
@@ -26,6 +26,15 @@ typedef struct wm_scheme {
 } wm_scheme;
 
 enum { WM_HEAD_NONE = -1, WM_HEAD_POOLER_TANH, WM_HEAD_DENSE_TANH, WM_HEAD_DENSE_GELU, WM_HEAD_PRE_RELU };
+
+/* Masked-LM heads (fill-mask): dense + activation + LayerNorm on every token, then the tied word embedding
+   (logits = h E^T) plus the output bias. act WM_ACT_NONE: the model's own activation. */
+enum { WM_MLM_NONE, WM_MLM_BERT, WM_MLM_ROBERTA, WM_MLM_DISTILBERT };
+typedef struct wm_mlm_def {
+    const char *dense, *norm, *bias; /* '$' = the model prefix */
+    wm_act act;
+} wm_mlm_def;
+extern const wm_mlm_def wm_mlm_heads[];
 
 typedef struct wm_head_def {
     const char *first;
@@ -60,6 +69,7 @@ typedef struct wm_family {
     wm_posid_kind posid;
     int64_t type_vocab;  /* default type_vocab_size */
     int cls_head;        /* WM_HEAD_* */
+    int mlm_head;        /* WM_MLM_* (WM_MLM_NONE: no masked-LM head here) */
 } wm_family;
 
 typedef struct wm_denied_type {

@@ -126,6 +126,15 @@ const wm_head_def wm_cls_heads[] = {
     [WM_HEAD_PRE_RELU] = {"pre_classifier", WM_ACT_RELU, "classifier"},
 };
 
+/* Masked-LM heads, as transformers' BertForMaskedLM, RobertaForMaskedLM (GELU whatever hidden_act says) and
+   DistilBertForMaskedLM name them. */
+const wm_mlm_def wm_mlm_heads[] = {
+    [WM_MLM_BERT] = {"cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.bias",
+                     WM_ACT_NONE},
+    [WM_MLM_ROBERTA] = {"lm_head.dense", "lm_head.layer_norm", "lm_head.bias", WM_ACT_GELU},
+    [WM_MLM_DISTILBERT] = {"vocab_transform", "vocab_layer_norm", "vocab_projector.bias", WM_ACT_NONE},
+};
+
 /* Tensor-name prefixes of heads a task may leave unused ('$' = the model prefix). */
 const char *const wm_head_prefixes[] = {
     "classifier.", "pre_classifier.", "qa_outputs.", "cls.", "lm_head.", "vocab_transform.", "vocab_layer_norm.",
@@ -140,7 +149,8 @@ const char *const wm_buffer_suffixes[] = {".inv_freq", ".attn.bias", ".attn.mask
 
 #define DEC(...) {.kind = WM_DECODER, .posid = WM_POSID_INPUT, .cls_head = WM_HEAD_NONE, __VA_ARGS__}
 #define ENC(...)                                                                                            \
-    {.kind = WM_ENCODER, .act = "gelu", .eps = 1e-12, .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, __VA_ARGS__}
+    {.kind = WM_ENCODER, .act = "gelu", .eps = 1e-12, .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, .tied = 1,       \
+     __VA_ARGS__}
 
 const wm_family wm_families[] = {
     DEC(.model_type = "gpt2", .class_stem = "GPT2", .lm_suffix = "LMHeadModel", .scheme = "gpt2",
@@ -174,15 +184,15 @@ const wm_family wm_families[] = {
         .query_scalar = 256, .rope_theta = 1e6, .local_rope_theta = 1e4,
         .keys = {[WM_FK_ATTN_SOFTCAP] = WM_KEY_IGNORED, [WM_FK_FINAL_SOFTCAP] = WM_KEY_USED}),
     ENC(.model_type = "bert", .class_stem = "Bert", .scheme = "bert", .prefix = "bert.",
-        .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_POOLER_TANH),
+        .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_POOLER_TANH, .mlm_head = WM_MLM_BERT),
     ENC(.model_type = "roberta", .class_stem = "Roberta", .scheme = "bert", .prefix = "roberta.",
-        .posid = WM_POSID_PADDING, .type_vocab = 1, .cls_head = WM_HEAD_DENSE_TANH),
+        .posid = WM_POSID_PADDING, .type_vocab = 1, .cls_head = WM_HEAD_DENSE_TANH, .mlm_head = WM_MLM_ROBERTA),
     ENC(.model_type = "xlm-roberta", .class_stem = "XLMRoberta", .scheme = "bert", .prefix = "roberta.",
-        .posid = WM_POSID_PADDING, .type_vocab = 1, .cls_head = WM_HEAD_DENSE_TANH),
+        .posid = WM_POSID_PADDING, .type_vocab = 1, .cls_head = WM_HEAD_DENSE_TANH, .mlm_head = WM_MLM_ROBERTA),
     ENC(.model_type = "electra", .class_stem = "Electra", .scheme = "bert", .prefix = "electra.",
         .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_DENSE_GELU),
     ENC(.model_type = "distilbert", .class_stem = "DistilBert", .scheme = "distilbert", .prefix = "distilbert.",
-        .posid = WM_POSID_ARANGE, .type_vocab = 0, .cls_head = WM_HEAD_PRE_RELU),
+        .posid = WM_POSID_ARANGE, .type_vocab = 0, .cls_head = WM_HEAD_PRE_RELU, .mlm_head = WM_MLM_DISTILBERT),
 };
 const size_t wm_n_families = N(wm_families);
 
@@ -264,4 +274,5 @@ const char *const wm_task_class_suffix[WM_TASK_COUNT] = {
     [WM_TASK_FEATURE_EXTRACTION] = "Model",
     [WM_TASK_TOKEN_CLASSIFICATION] = "ForTokenClassification",
     [WM_TASK_QUESTION_ANSWERING] = "ForQuestionAnswering",
+    [WM_TASK_FILL_MASK] = "ForMaskedLM",
 };

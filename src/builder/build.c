@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,7 +33,6 @@
 #include "onnx/graph.h"
 #include "opt/opt.h"
 #include "opt/quant.h"
-#include "opt/quant_recipe.h"
 
 static double now(void) {
     struct timespec t;
@@ -197,6 +197,7 @@ typedef struct build_ctx {
     wm_quant_report qrep; /* the quant stage's report: its embedding tables' blocks go into the manifest */
     int64_t q_block;      /* the recipe's block (int4/int8 RTN) */
     wm_sbert sb;   /* the checkpoint's sentence-transformers files; sb.pooling_dir "" when none is carried */
+    int entail;    /* zero-shot-classification: the id2label index whose name starts "entail"; -1 none */
     wm_error *err;
 } build_ctx;
 
@@ -274,9 +275,12 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     /* GroupQueryAttention takes sliding windows (local_window_size) and soft-caps; it refuses masks it cannot read */
     int all = b->arch.kind == WM_DECODER;
     c.level = all ? WM_OPT_ALL : WM_OPT_EXTENDED;
-    for (size_t i = 0; i < b->recipe.n_optim; i++)
-        if (!b->recipe.optim[i].value && wm_opt_pass_find(b->recipe.optim[i].name) && c.n_disable < WM_OPT_MAX_SWITCHES)
-            c.disable[c.n_disable++] = b->recipe.optim[i].name;
+    /* a flag set to false disables its passes (the reference's capability names map onto ours) */
+    for (size_t i = 0; i < b->recipe.n_optim; i++) {
+        const char *passes[4], *why;
+        size_t np = b->recipe.optim[i].value ? 0 : wm_recipe_optim_passes(b->recipe.optim[i].name, passes, 4, &why);
+        for (size_t k = 0; k < np && c.n_disable < WM_OPT_MAX_SWITCHES; k++) c.disable[c.n_disable++] = passes[k];
+    }
     wm_onnx_model *m;
     wm_graph *g;
     wm_opt_report r = {0};
@@ -324,48 +328,39 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         snprintf(rec->reason, sizeof rec->reason, "recipe quant is null: float32 weights");
         return WM_OK;
     }
-    wm_json j;
-    wm_json_init(&j);
-    wm_recipe_json(&b->recipe, &j);
-    cJSON *root = j.oom ? NULL : cJSON_Parse(wm_json_text(&j));
-    wm_json_free(&j);
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quant");
-    if (!q) {
-        cJSON_Delete(root);
-        return wm_err(b->err, WM_ERR_NOMEM, "out of memory");
-    }
-    wm_quant_recipe qr;
-    wm_status s = wm_quant_recipe_parse(q, &qr, b->err);
+    wm_quant_config qc;
+    const char *block[256];
+    wm_status s = wm_recipe_quant_config(&b->recipe, &qc, b->err);
     /* fp16 with float32 graph IO: the KV cache inputs/outputs stay float32, so GroupQueryAttention stays
        float32 too and appends to that cache in place (onnxruntime's float16 GQA takes a float16 cache only;
        a float32 cache between casts would be copied twice per token). Its query/key/value get Casts. */
-    if (!s && qr.config.mode == WM_QUANT_FP16 && qr.config.keep_io_types && b->shared_kv) {
-        size_t nb = qr.config.op_block_given ? qr.config.n_op_block : 0;
+    if (!s && qc.mode == WM_QUANT_FP16 && qc.keep_io_types && b->shared_kv) {
+        size_t nb = qc.op_block_given ? qc.n_op_block : 0;
         int listed = 0;
-        for (size_t i = 0; i < nb; i++) listed |= !strcmp(qr.op_block[i], "GroupQueryAttention");
-        if (nb < WM_QUANT_RECIPE_MAX && !listed) {
-            qr.op_block[nb++] = "GroupQueryAttention";
-            qr.config.op_block = qr.op_block, qr.config.n_op_block = nb;
+        for (size_t i = 0; i < nb; i++) listed |= !strcmp(qc.op_block[i], "GroupQueryAttention");
+        if (nb < sizeof block / sizeof block[0] && !listed) {
+            for (size_t i = 0; i < nb; i++) block[i] = qc.op_block[i];
+            block[nb++] = "GroupQueryAttention";
+            qc.op_block = block, qc.n_op_block = nb;
         }
     }
-    if (!s && (qr.config.mode == WM_QUANT_INT8_STATIC || qr.config.mode == WM_QUANT_W8A16))
-        s = wm_err(b->err, WM_ERR_UNSUPPORTED, "quant mode '%s' needs calibrated activation ranges: build fp32, then "
-                   "run `winml quantize --calib-data` (static calibration is not wired into build)", b->recipe.quant_mode);
+    if (!s && (qc.mode == WM_QUANT_INT8_STATIC || qc.mode == WM_QUANT_W8A16)) /* prepare refused it */
+        s = wm_err(b->err, WM_ERR_INTERNAL, "static quantization reached the quant stage");
     wm_onnx_model *m = NULL;
     wm_graph *g = NULL;
     wm_quant_plan *plan = NULL;
     wm_quant_report *r = &b->qrep;
     if (!s) s = open_stage_model(b, &m, &g);
-    if (!s) s = wm_quant_run(g, &qr.config, r, &plan, b->err);
-    b->q_block = qr.config.block_size;
+    if (!s) s = wm_quant_run(g, &qc, r, &plan, b->err);
+    b->q_block = qc.block_size;
     for (size_t i = 0; !s && i < r->n_tables; i++) { /* a block other than the recipe's, or none: said here */
         const wm_quant_table_note *t = &r->tables[i];
         if (!t->block)
             note(b, "note: quant: '%s' (%s, width %lld) stays float32: no block of 16 to %lld divides its width\n",
-                 t->tensor, t->op, (long long)t->width, (long long)qr.config.block_size);
-        else if (t->block != qr.config.block_size)
+                 t->tensor, t->op, (long long)t->width, (long long)qc.block_size);
+        else if (t->block != qc.block_size)
             note(b, "note: quant: '%s' (%s, width %lld) uses block %lld: the recipe's %lld does not divide its width\n",
-                 t->tensor, t->op, (long long)t->width, (long long)t->block, (long long)qr.config.block_size);
+                 t->tensor, t->op, (long long)t->width, (long long)t->block, (long long)qc.block_size);
     }
     if (!s) {
         char p[PATH_MAX + 64];
@@ -376,14 +371,13 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         record_graph(rec, g);
         rec->status = ST_DONE;
         snprintf(rec->reason, sizeof rec->reason, "%s%s: %zu nodes quantized, weights %llu -> %llu bytes",
-                 wm_quant_mode_name(qr.config.mode), qr.config.scale_search ? " (scale search)" : "", r->quantized,
+                 wm_quant_mode_name(qc.mode), qc.scale_search ? " (scale search)" : "", r->quantized,
                  (unsigned long long)r->weight_bytes_before, (unsigned long long)r->weight_bytes_after);
         b->ex.model_sha[0] = b->ex.data_sha[0] = 0;
     }
     wm_quant_plan_free(plan);
     wm_graph_free(g);
     wm_onnx_free(m);
-    cJSON_Delete(root);
     return s;
 }
 
@@ -431,6 +425,13 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     wm_json_str(j, "task", wm_task_name(a->task));
     wm_json_str(j, "inference_class", a->inference_class);
     wm_json_str(j, "precision", b->recipe.has_quant ? wm_precision_name(b->recipe.precision) : "fp32");
+    if (strcmp(b->recipe.task, wm_task_name(a->task))) wm_json_str(j, "recipe_task", b->recipe.task);
+    if (!strcmp(b->recipe.task, "zero-shot-classification")) {
+        if (b->entail >= 0) wm_json_int(j, "entailment_label", b->entail);
+        else wm_json_null(j, "entailment_label");
+    }
+    /* the reference's bookkeeping fields the recipe held: read, not acted on */
+    wm_recipe_kept_json(&b->recipe, j, "reference_fields_kept");
     wm_json_bool(j, "random_weights", b->o->random);
     if (b->o->random) wm_json_uint(j, "seed", b->o->seed);
     time_t tt = time(NULL);
@@ -508,8 +509,30 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
 static wm_status prepare(build_ctx *b) {
     const wm_build_opts *o = b->o;
     wm_error *err = b->err;
+    wm_status s;
+    int task = o->task;
+    if (o->recipe) {
+        if ((s = wm_recipe_load(o->recipe, &b->recipe, err))) return s;
+        int rt = b->recipe.served_task;
+        if (task >= 0 && task != rt)
+            return wm_err(err, WM_ERR_USAGE, "-t %s disagrees with the recipe's loader.task '%s'", wm_task_name(task),
+                          b->recipe.task);
+        task = rt;
+    }
+    int prec = o->precision >= 0 ? o->precision : o->recipe ? (int)b->recipe.precision : WM_PREC_FP32;
+    if (prec == WM_PREC_FP32 && b->recipe.has_quant) {
+        note(b, "note: -p fp32 overrides the recipe's quant section (%s)\n", b->recipe.quant_mode);
+        b->recipe.has_quant = 0; /* the resolved recipe written to the folder says what was built */
+    }
+    /* the recipe's own loader and quant mode: a model_type, task or mode the builder does not serve is named
+       before the checkpoint is read */
+    if (o->recipe && (s = wm_recipe_supported(&b->recipe, o->recipe, err))) return s;
+    const char *named = o->recipe ? wm_recipe_name_precision(o->recipe) : NULL;
+    if (named && o->precision < 0 && !b->recipe.has_quant && strcmp(named, "fp32"))
+        note(b, "note: %s: the file name says %s, but its quant section is null: float32 weights (%s%s)\n", o->recipe,
+             named, named[0] == 'w' ? "static quantization is not built here" : "-p ", named[0] == 'w' ? "" : named);
     /* a GGUF arrives as a checkpoint too: config made from its metadata, tensors dequantized under HF names */
-    wm_status s = wm_gguf_is_path(o->model) ? wm_gguf_open_checkpoint(o->model, &b->ck, o->random ? NULL : &b->st, err)
+    s = wm_gguf_is_path(o->model) ? wm_gguf_open_checkpoint(o->model, &b->ck, o->random ? NULL : &b->st, err)
                                             : wm_hf_open_checkpoint(o->model, &b->ck, err);
     if (s) return s;
     if (!o->export_only) { /* the sentence-transformers files the folder will carry: checked before any work */
@@ -521,20 +544,6 @@ static wm_status prepare(build_ctx *b) {
         } else if (s)
             return wm_err(err, s, "%s", se.msg);
         if ((s = wm_sbert_check_length(&b->sb, b->ck.dir, b->ck.config.max_positions, err))) return s;
-    }
-    int task = o->task;
-    if (o->recipe) {
-        if ((s = wm_recipe_load(o->recipe, &b->recipe, err))) return s;
-        int rt = wm_task_from_name(b->recipe.task);
-        if (task >= 0 && task != rt)
-            return wm_err(err, WM_ERR_USAGE, "-t %s disagrees with the recipe's loader.task '%s'", wm_task_name(task),
-                          b->recipe.task);
-        task = rt;
-    }
-    int prec = o->precision >= 0 ? o->precision : o->recipe ? (int)b->recipe.precision : WM_PREC_FP32;
-    if (prec == WM_PREC_FP32 && b->recipe.has_quant) {
-        note(b, "note: -p fp32 overrides the recipe's quant section (%s)\n", b->recipe.quant_mode);
-        b->recipe.has_quant = 0; /* the resolved recipe written to the folder says what was built */
     }
     if (!o->random && !b->st) {
         if (!b->ck.weights[0]) {
@@ -550,6 +559,22 @@ static wm_status prepare(build_ctx *b) {
         if ((s = wm_st_open(b->ck.dir, &(wm_st_open_opts){.root = b->ck.root[0] ? b->ck.root : NULL}, &b->st, err))) return s;
     }
     if ((s = wm_arch_resolve(&b->ck, b->st, task, &b->arch, err))) return s;
+    b->entail = -1;
+    if (!strcmp(b->recipe.task, "zero-shot-classification")) {
+        /* an NLI classifier: a hypothesis is scored by its entailment logit (as the reference's pipeline finds it) */
+        for (size_t i = 0; i < b->ck.config.n_labels && b->entail < 0; i++)
+            if (b->ck.config.labels[i] && !strncasecmp(b->ck.config.labels[i], "entail", 6)) b->entail = (int)i;
+        if (b->entail < 0)
+            note(b, "note: zero-shot-classification scores hypotheses by the entailment logit, but %s's id2label "
+                 "has no label starting with 'entail': built as text-classification\n", b->ck.config.file);
+    }
+    if (o->recipe && prec != WM_PREC_FP32 && !b->recipe.has_quant) {
+        /* a recipe without a quant section (the reference's fp16 recipes mostly have none: the precision is in
+           the file name) takes -p's defaults, said on stderr and written to the resolved recipe */
+        note(b, "note: the recipe's quant section is null: -p %s adds the default %s quant section\n",
+             wm_precision_name(prec), wm_precision_name(prec));
+        wm_recipe_default_quant(&b->arch, (wm_precision)prec, &b->recipe);
+    }
     if (o->recipe && prec != WM_PREC_FP32 && (int)b->recipe.precision != prec)
         return wm_err(err, WM_ERR_USAGE, "-p %s disagrees with the recipe's quant section (%s): drop -p or edit the recipe",
                       wm_precision_name(prec), b->recipe.has_quant ? b->recipe.quant_mode : "null");

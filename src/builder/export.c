@@ -102,6 +102,11 @@ size_t wm_export_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *
         PUT("logits", 3, d);
         break;
     }
+    case WM_TASK_FILL_MASK: {
+        wm_io_dim d[3] = {B, S, dim_v(a->V)};
+        PUT("logits", 3, d);
+        break;
+    }
     case WM_TASK_QUESTION_ANSWERING: {
         wm_io_dim d[2] = {B, S};
         PUT("start_logits", 2, d);

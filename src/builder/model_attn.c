@@ -179,7 +179,7 @@ size_t wm_model_outputs(const wm_arch *a, const wm_recipe *r, char (*names)[96],
             PUSH("present.%lld.value", (long long)i);
         }
         break;
-    case WM_TASK_TEXT_CLASSIFICATION: case WM_TASK_TOKEN_CLASSIFICATION: PUSH("logits"); break;
+    case WM_TASK_TEXT_CLASSIFICATION: case WM_TASK_TOKEN_CLASSIFICATION: case WM_TASK_FILL_MASK: PUSH("logits"); break;
     case WM_TASK_QUESTION_ANSWERING: PUSH("start_logits"); PUSH("end_logits"); break;
     case WM_TASK_FEATURE_EXTRACTION:
         PUSH("last_hidden_state");

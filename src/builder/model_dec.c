@@ -91,17 +91,19 @@ const char *wm_model_softcap(wm_gb *b, const char *x, double cap) {
  * logits = x E^T as Gemm(x2d, E, transB=1) on the [V, H] matrix as the
  * checkpoint stores it: the tied embedding itself (no second copy), or
  * lm_head.weight streamed without a transposed copy of the largest matrix.
+ * A masked-LM head's output bias (module H_BIAS) is the Gemm's bias.
  */
-static const char *lm_head(wm_gb *b, const wm_model_ctx *c, const char *x) {
+const char *wm_model_lm_head(wm_gb *b, const wm_model_ctx *c, const char *x) {
     const wm_arch *a = c->a;
-    const wm_module *lm = wm_arch_mod(a, -1, WM_M_G_LM_HEAD);
+    const wm_module *lm = wm_arch_mod(a, -1, WM_M_G_LM_HEAD), *hb = wm_arch_mod(a, -1, WM_M_H_BIAS);
     gb_scope(b, "/lm_head");
     const char *w = c->embed_weight, *bias = NULL;
     if (!a->tied) {
         int64_t d[2] = {a->V, a->H};
         w = gb_weight(b, ".weight", lm->wt, d, 2, 0, GB_W_MATRIX);
         if (lm->has_bias) bias = gb_weight(b, ".bias", lm->bt, &a->V, 1, 0, GB_W_ZEROS);
-    }
+    } else if (hb->present)
+        bias = gb_weight(b, ".bias", hb->wt, &a->V, 1, 0, GB_W_ZEROS);
     int64_t flat[2] = {-1, a->H};
     const char *x2 = gb_reshape(b, x, flat, 2);
     const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x2, w, bias);
@@ -156,6 +158,6 @@ wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c) {
     }
     if (c->progress) fprintf(stderr, "\n");
     x = gb_norm(b, x, wm_arch_mod(a, -1, WM_M_G_FINAL_NORM), wm_arch_norm(a), "/model/norm");
-    lm_head(b, c, x);
+    wm_model_lm_head(b, c, x);
     return b->st;
 }

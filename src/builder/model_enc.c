@@ -1,8 +1,8 @@
 /*
  * model_enc.c - the encoder graph: word + position (+ token type)
  * embeddings, embedding norm (+ projection), post-norm layers, and the task
- * head (sequence / token classification, question answering, hidden states
- * with optional mean pooling + L2 normalization).
+ * head (sequence / token classification, question answering, masked-LM
+ * logits, hidden states with optional mean pooling + L2 normalization).
  */
 #include <float.h>
 #include <stdio.h>
@@ -28,11 +28,12 @@ static const char *positions(wm_gb *b, const wm_model_ctx *c) {
     return gb_op(b, "Range", 3, gb_i64s(b, 0), gb_squeeze(b, s1, NULL, 0), gb_i64s(b, 1));
 }
 
-static const char *embeddings(wm_gb *b, const wm_model_ctx *c) {
+static const char *embeddings(wm_gb *b, wm_model_ctx *c) {
     const wm_arch *a = c->a;
     gb_scope(b, "/model/embed_tokens");
     int64_t d[2] = {a->V, a->E};
     const char *w = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_EMBED)->wt, d, 2, 0, GB_W_MATRIX);
+    c->embed_weight = w; /* a masked-LM head's decoder (tied) */
     const char *x = gb_op(b, "Gather", 2, w, "input_ids");
     gb_scope(b, "/model/embed_positions");
     const char *pid = positions(b, c);
@@ -117,6 +118,15 @@ static void head(wm_gb *b, const wm_model_ctx *c, const char *x) {
         const wm_module *m0 = wm_arch_mod(a, -1, WM_M_H_0);
         head_scope(a, m0, sc, sizeof sc);
         gb_rename(b, gb_linear(b, x, m0, sc), "logits");
+        break;
+    }
+    case WM_TASK_FILL_MASK: { /* dense + activation + LayerNorm, then the tied embedding and the output bias */
+        const wm_module *m0 = wm_arch_mod(a, -1, WM_M_H_0);
+        head_scope(a, m0, sc, sizeof sc);
+        const char *h = gb_act(b, gb_linear(b, x, m0, sc), a->head_act);
+        head_scope(a, wm_arch_mod(a, -1, WM_M_H_NORM), sc, sizeof sc);
+        h = gb_norm(b, h, wm_arch_mod(a, -1, WM_M_H_NORM), wm_arch_norm(a), sc);
+        wm_model_lm_head(b, c, h);
         break;
     }
     case WM_TASK_QUESTION_ANSWERING: {

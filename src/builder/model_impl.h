@@ -24,6 +24,8 @@ wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c);
 /* Shared by both (model_attn.c). */
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
+/* logits [B, S, V] = x E^T (+ bias) over the tied embedding c->embed_weight or lm_head (model_dec.c). */
+const char *wm_model_lm_head(wm_gb *b, const wm_model_ctx *c, const char *x);
 /* cap * tanh(x / cap) in the current scope (model_dec.c). */
 const char *wm_model_softcap(wm_gb *b, const char *x, double cap);
 /* Output names by task (model_attn.c). */

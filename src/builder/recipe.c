@@ -4,6 +4,8 @@
  */
 #include "builder/recipe.h"
 #include "builder/export.h"
+#include "builder/arch_impl.h"
+#include "builder/recipe_impl.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -15,6 +17,7 @@
 #include "core/file.h"
 #include "hf/config.h"
 #include "onnx/dtype.h"
+#include "opt/quant.h"
 
 #define RECIPE_MAX_BYTES (16u << 20)
 
@@ -29,8 +32,9 @@ int wm_precision_from_name(const char *s) {
 }
 
 /*
- * Capability switches of the optimizer (the pass names of src/opt); a
- * recipe may only name these.
+ * Capability switches of the optimizer (the pass names of src/opt) that a
+ * default recipe lists; a recipe may name any pass of src/opt or a
+ * capability name of the reference (wm_recipe_optim_passes).
  */
 static const char *const optim_flags[] = {
     "constant_nodes", "constant_folding", "shape_arithmetic", "identity_elimination", "initializer_dedup",
@@ -42,6 +46,7 @@ void wm_recipe_free(wm_recipe *r) {
     free(r->inputs);
     free(r->outputs);
     free(r->optim);
+    free(r->kept);
     char **lists[] = {r->fp16_op_block_list, r->op_types_to_quantize, r->nodes_to_exclude};
     for (int i = 0; i < 3; i++) {
         for (size_t k = 0; lists[i] && lists[i][k]; k++) free(lists[i][k]);
@@ -103,56 +108,10 @@ static const struct {
     {WM_TASK_QUESTION_ANSWERING, "squad", "validation"},
 };
 
-wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char *ep, const char *device,
-                            wm_recipe *r, wm_error *err) {
-    memset(r, 0, sizeof *r);
-    snprintf(r->task, sizeof r->task, "%s", wm_task_name(a->task));
-    snprintf(r->model_class, sizeof r->model_class, "%s", a->inference_class);
-    snprintf(r->model_type, sizeof r->model_type, "%s", a->model_type);
-    r->has_export = 1;
-    r->opset = 17;
-    r->batch_size = 1;
-    size_t cap = 4 + 2 * (size_t)a->L;
-    r->inputs = calloc(cap, sizeof *r->inputs);
-    if (!r->inputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    if (a->kind == WM_DECODER) {
-        wm_io_dim bs[2] = {sym("batch_size"), sym("sequence_length")}, bt[2] = {sym("batch_size"),
-                                                                             sym("total_sequence_length")};
-        wm_io_dim kv[4] = {sym("batch_size"), fixed(a->kvh), sym("past_sequence_length"), fixed(a->hd)};
-        push_input(r, "input_ids", WM_DT_INT64, 2, bs, 0, (double)(a->V - 1));
-        push_input(r, "attention_mask", WM_DT_INT64, 2, bt, 0, 1);
-        push_input(r, "position_ids", WM_DT_INT64, 2, bs, 0, (double)(a->P > 0 ? a->P - 1 : 0));
-        for (int64_t i = 0; i < a->L; i++) {
-            char n[96];
-            snprintf(n, sizeof n, "past_key_values.%lld.key", (long long)i);
-            push_input(r, n, WM_DT_FLOAT, 4, kv, -1, 1)->has_range = 0;
-            snprintf(n, sizeof n, "past_key_values.%lld.value", (long long)i);
-            push_input(r, n, WM_DT_FLOAT, 4, kv, -1, 1)->has_range = 0;
-        }
-    } else {
-        int64_t offset = a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0;
-        int64_t seq = a->P - offset < 512 ? a->P - offset : 512;
-        if (seq < 1) return wm_err(err, WM_ERR_INPUT, "max_position_embeddings %lld leaves no room for a sequence",
-                                   (long long)a->P);
-        wm_io_dim d[2] = {fixed(1), fixed(seq)};
-        push_input(r, "input_ids", WM_DT_INT32, 2, d, 0, (double)(a->V - 1));
-        push_input(r, "attention_mask", WM_DT_INT32, 2, d, 0, 1);
-        if (a->T > 1 && wm_arch_mod(a, -1, WM_M_G_TYPE)->present)
-            push_input(r, "token_type_ids", WM_DT_INT32, 2, d, 0, (double)(a->T - 1));
-    }
-    size_t no = 3 + 2 * (size_t)a->L;
-    r->outputs = calloc(no, sizeof *r->outputs);
-    if (!r->outputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    r->n_outputs = wm_export_output_names(a, r, r->outputs, no);
-    r->has_optim = 1;
-    for (size_t i = 0; optim_flags[i]; i++) r->n_optim++;
-    r->optim = calloc(r->n_optim, sizeof *r->optim);
-    if (!r->optim) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < r->n_optim; i++) {
-        snprintf(r->optim[i].name, sizeof r->optim[i].name, "%s", optim_flags[i]);
-        r->optim[i].value = 1;
-    }
+/* The quant section of the defaults for precision on a (nothing for fp32); r's quant fields must be empty. */
+void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe *r) {
     r->precision = precision;
+    r->has_quant = 0;
     if (precision != WM_PREC_FP32) {
         static const char *const empty[] = {NULL}, *const mm[] = {"MatMul", "Gemm", NULL},
                                  *const mmg[] = {"MatMul", "Gemm", "Gather", NULL};
@@ -160,6 +119,8 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
         r->samples = -1;
         r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
         r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
+        r->act_symmetric = -1;
+        r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
         if (precision == WM_PREC_FP16) {
             snprintf(r->quant_mode, sizeof r->quant_mode, "fp16");
             r->fp16_keep_io_types = 1;
@@ -175,6 +136,7 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
             r->op_types_to_quantize = str_list(mmg); /* the embedding tables too, as GatherBlockQuantized */
             r->nodes_to_exclude = str_list(empty);
         } else if (precision == WM_PREC_INT8) {
+            r->qmode = WM_QUANT_INT8_DYNAMIC;
             snprintf(r->quant_mode, sizeof r->quant_mode, "dynamic");
             snprintf(r->weight_type, sizeof r->weight_type, "int8");
             snprintf(r->activation_type, sizeof r->activation_type, "uint8");
@@ -193,6 +155,60 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
             r->nodes_to_exclude = str_list(empty);
         }
     }
+}
+
+wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char *ep, const char *device,
+                            wm_recipe *r, wm_error *err) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->task, sizeof r->task, "%s", wm_task_name(a->task));
+    snprintf(r->model_class, sizeof r->model_class, "%s", a->inference_class);
+    snprintf(r->model_type, sizeof r->model_type, "%s", a->model_type);
+    r->served_task = (int)a->task;
+    r->has_export = 1;
+    r->opset = 17;
+    r->batch_size = 1;
+    size_t cap = 4 + 2 * (size_t)a->L;
+    r->inputs = calloc(cap, sizeof *r->inputs);
+    if (!r->inputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    if (a->kind == WM_DECODER) {
+        wm_io_dim bs[2] = {sym("batch_size"), sym("sequence_length")}, bt[2] = {sym("batch_size"),
+                                                                             sym("total_sequence_length")};
+        wm_io_dim kv[4] = {sym("batch_size"), fixed(a->kvh), sym("past_sequence_length"), fixed(a->hd)};
+        /* value_range [low, high): the upper bound excluded, as the reference writes it */
+        push_input(r, "input_ids", WM_DT_INT64, 2, bs, 0, (double)a->V);
+        push_input(r, "attention_mask", WM_DT_INT64, 2, bt, 0, 2);
+        push_input(r, "position_ids", WM_DT_INT64, 2, bs, 0, (double)(a->P > 0 ? a->P : 1));
+        for (int64_t i = 0; i < a->L; i++) {
+            char n[96];
+            snprintf(n, sizeof n, "past_key_values.%lld.key", (long long)i);
+            push_input(r, n, WM_DT_FLOAT, 4, kv, -1, 1)->has_range = 0;
+            snprintf(n, sizeof n, "past_key_values.%lld.value", (long long)i);
+            push_input(r, n, WM_DT_FLOAT, 4, kv, -1, 1)->has_range = 0;
+        }
+    } else {
+        int64_t offset = a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0;
+        int64_t seq = a->P - offset < 512 ? a->P - offset : 512;
+        if (seq < 1) return wm_err(err, WM_ERR_INPUT, "max_position_embeddings %lld leaves no room for a sequence",
+                                   (long long)a->P);
+        wm_io_dim d[2] = {fixed(1), fixed(seq)};
+        push_input(r, "input_ids", WM_DT_INT32, 2, d, 0, (double)a->V);
+        push_input(r, "attention_mask", WM_DT_INT32, 2, d, 0, 2);
+        if (a->T > 1 && wm_arch_mod(a, -1, WM_M_G_TYPE)->present)
+            push_input(r, "token_type_ids", WM_DT_INT32, 2, d, 0, (double)a->T);
+    }
+    size_t no = 3 + 2 * (size_t)a->L;
+    r->outputs = calloc(no, sizeof *r->outputs);
+    if (!r->outputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    r->n_outputs = wm_export_output_names(a, r, r->outputs, no);
+    r->has_optim = 1;
+    for (size_t i = 0; optim_flags[i]; i++) r->n_optim++;
+    r->optim = calloc(r->n_optim, sizeof *r->optim);
+    if (!r->optim) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < r->n_optim; i++) {
+        snprintf(r->optim[i].name, sizeof r->optim[i].name, "%s", optim_flags[i]);
+        r->optim[i].value = 1;
+    }
+    wm_recipe_default_quant(a, precision, r);
     if (ep) {
         r->has_compile = 1;
         snprintf(r->provider, sizeof r->provider, "%s", ep);
@@ -282,6 +298,7 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         if (r->samples >= 0) wm_json_int(j, "samples", r->samples);
         if (r->per_channel >= 0) wm_json_bool(j, "per_channel", r->per_channel);
         if (r->symmetric >= 0) wm_json_bool(j, "symmetric", r->symmetric);
+        if (r->act_symmetric >= 0) wm_json_bool(j, "activation_symmetric", r->act_symmetric);
         if (r->rtn_bits >= 0) wm_json_int(j, "rtn_bits", r->rtn_bits);
         if (r->rtn_block_size >= 0) wm_json_int(j, "rtn_block_size", r->rtn_block_size);
         if (r->rtn_accuracy_level >= 0) wm_json_int(j, "rtn_accuracy_level", r->rtn_accuracy_level);
@@ -321,6 +338,7 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
 typedef struct pctx {
     const char *label;
     wm_error *err;
+    wm_recipe *r; /* receives the kept reference fields */
 } pctx;
 
 static const char *kind(const cJSON *v) {
@@ -332,14 +350,52 @@ static const char *kind(const cJSON *v) {
     return "an object";
 }
 
-/* Every member of o must be in allowed (NULL-terminated) and appear once. */
+/* Records field path (at most 95 characters) as a kept reference field. */
+static wm_status push_kept(const pctx *p, const char *path, const char *why) {
+    wm_recipe *r = p->r;
+    if (r->n_kept % 16 == 0) {
+        wm_recipe_kept *k = realloc(r->kept, (r->n_kept + 16) * sizeof *k);
+        if (!k) return wm_err(p->err, WM_ERR_NOMEM, "out of memory");
+        r->kept = k;
+    }
+    snprintf(r->kept[r->n_kept].field, sizeof r->kept[0].field, "%s", path);
+    r->kept[r->n_kept++].why = why;
+    return WM_OK;
+}
+
+static unsigned kind_bit(const cJSON *v) {
+    return cJSON_IsBool(v) ? RK_BOOL : cJSON_IsString(v) ? RK_STR : cJSON_IsNumber(v) ? RK_NUM : cJSON_IsNull(v) ? RK_NULL
+           : cJSON_IsObject(v) ? RK_OBJ : 0;
+}
+
+/*
+ * Member c of o (at where) is not one this build uses: a bookkeeping field of the reference (kept: recorded in
+ * r->kept, checked for its kind; an object holds scalars only), or an error naming it.
+ */
+static wm_status keep_field(const pctx *p, const char *where, const cJSON *c) {
+    char path[96];
+    if ((size_t)snprintf(path, sizeof path, "%s%s", where, c->string) >= sizeof path)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%.40s...': unknown field", p->label, where, c->string);
+    const recipe_kept_def *d = recipe_kept_find(path);
+    if (!d) return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s': unknown field", p->label, path);
+    int ok = (kind_bit(c) & d->kinds) != 0;
+    const cJSON *m;
+    if (ok && cJSON_IsObject(c)) cJSON_ArrayForEach(m, c) ok &= (kind_bit(m) & (RK_BOOL | RK_STR | RK_NUM | RK_NULL)) != 0;
+    if (!ok)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s': expected %s, got %s", p->label, path,
+                      d->kinds & RK_OBJ ? "an object of strings, numbers or booleans" : d->kinds & RK_BOOL ? "true or false"
+                      : d->kinds & RK_STR ? "a string" : "a number", kind(c));
+    return push_kept(p, path, d->why);
+}
+
+/* Every member of o must be in allowed (NULL-terminated) or a kept reference field, and appear once. */
 static wm_status only_keys(const pctx *p, const cJSON *o, const char *where, const char *const *allowed) {
     const cJSON *c;
     cJSON_ArrayForEach(c, o) {
         int ok = 0;
         for (size_t i = 0; allowed[i] && !ok; i++) ok = !strcmp(c->string, allowed[i]);
-        if (!ok)
-            return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': unknown field", p->label, where, c->string);
+        wm_status st;
+        if (!ok && (st = keep_field(p, where, c))) return st;
         for (const cJSON *d = c->next; d; d = d->next)
             if (!strcmp(d->string, c->string))
                 return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': listed twice", p->label, where, c->string);
@@ -464,8 +520,8 @@ static wm_status parse_tensor(const pctx *p, const cJSON *e, size_t idx, wm_io_s
     const cJSON *vr = cJSON_GetObjectItemCaseSensitive(e, "value_range");
     if (vr && !cJSON_IsNull(vr)) {
         if (!cJSON_IsArray(vr) || cJSON_GetArraySize(vr) != 2 || !cJSON_IsNumber(vr->child) ||
-            !cJSON_IsNumber(vr->child->next) || vr->child->valuedouble > vr->child->next->valuedouble)
-            return bad(p, where, "value_range", "[low, high] with low <= high", vr);
+            !cJSON_IsNumber(vr->child->next) || !(vr->child->valuedouble < vr->child->next->valuedouble))
+            return bad(p, where, "value_range", "[low, high) with low < high (high excluded)", vr);
         s->has_range = 1;
         s->range[0] = vr->child->valuedouble;
         s->range[1] = vr->child->next->valuedouble;
@@ -474,6 +530,7 @@ static wm_status parse_tensor(const pctx *p, const cJSON *e, size_t idx, wm_io_s
 }
 
 static wm_status parse_export(const pctx *p, const cJSON *e, wm_recipe *r) {
+    /* the reference's exporter switches (export_params, dynamo, ...) are kept fields (recipe_ref.c) */
     static const char *const keys[] = {"opset_version", "batch_size", "input_tensors", "output_tensors",
                                        "dynamic_axes", "pooling", "normalize", NULL};
     wm_status st = only_keys(p, e, "export.", keys);
@@ -548,28 +605,58 @@ static wm_status parse_export(const pctx *p, const cJSON *e, wm_recipe *r) {
     if ((st = get_str(p, e, "export.", "pooling", pool, sizeof pool, 0)) ||
         (st = get_bool(p, e, "export.", "normalize", &r->normalize)))
         return st;
-    if (!pool[0]) r->pooling = WM_POOL_NONE;
+    if (!pool[0]) {
+        /* a task that implies pooling (sentence-similarity) pools unless its outputs are the token states alone,
+           as the reference's are (its eval pools them) */
+        wm_pooling implied = WM_POOL_NONE;
+        wm_recipe_task_served(r->task, &implied);
+        int listed_embedding = !r->n_outputs;
+        for (size_t k = 0; k < r->n_outputs; k++) listed_embedding |= !strcmp(r->outputs[k], "sentence_embedding");
+        r->pooling = listed_embedding ? implied : WM_POOL_NONE;
+    }
     else if (!strcmp(pool, "mean")) r->pooling = WM_POOL_MEAN;
     else if (!strcmp(pool, "cls")) r->pooling = WM_POOL_CLS;
     else return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.pooling': '%s' (mean, cls or null)", p->label, pool);
     return WM_OK;
 }
 
+/* A quant type field: one of recipe_qtype's names (QInt8, int8, QUInt8, uint8, ...), stored as written. */
+static wm_status get_qtype(const pctx *p, const cJSON *q, const char *key, int allow16, char *out, size_t n) {
+    wm_status st = get_str(p, q, "quant.", key, out, n, 0);
+    if (st || !out[0]) return st;
+    int32_t dt = recipe_qtype(out);
+    if (!dt || (!allow16 && dt != WM_DT_INT8 && dt != WM_DT_UINT8))
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.%s': '%s' (%s)", p->label, key, out,
+                      allow16 ? "int8, uint8, int16 or uint16 (QInt8, QUInt8, QInt16, QUInt16)" : "int8 or uint8 (QInt8, QUInt8)");
+    return WM_OK;
+}
+
+/*
+ * The quant section, validated once here for every consumer (wm_recipe_quant_config gives the quantizer its
+ * config from these fields): mode static|qdq|dynamic|rtn|fp16 (qdq = static; static with 16-bit activations
+ * is w8a16), rtn_bits 4 or 8, rtn_block_size a power of two in [16, 4096].
+ */
 static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     static const char *const keys[] = {"mode", "weight_type", "activation_type", "calibration_method", "samples",
-                                       "per_channel", "symmetric", "rtn_bits", "rtn_block_size", "rtn_accuracy_level",
-                                       "rtn_half_scales", "rtn_scale_search", "fp16_keep_io_types", "fp16_op_block_list", "op_types_to_quantize", "nodes_to_exclude", NULL};
+                                       "per_channel", "symmetric", "weight_symmetric", "activation_symmetric",
+                                       "rtn_bits", "rtn_block_size", "rtn_accuracy_level", "rtn_half_scales",
+                                       "rtn_scale_search", "fp16_keep_io_types", "fp16_op_block_list",
+                                       "op_types_to_quantize", "nodes_to_exclude", NULL};
     r->samples = r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
     r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
+    r->act_symmetric = -1;
+    int wsym = -1;
     wm_status st = only_keys(p, q, "quant.", keys);
     if (st || (st = get_str(p, q, "quant.", "mode", r->quant_mode, sizeof r->quant_mode, 1)) ||
-        (st = get_str(p, q, "quant.", "weight_type", r->weight_type, sizeof r->weight_type, 0)) ||
-        (st = get_str(p, q, "quant.", "activation_type", r->activation_type, sizeof r->activation_type, 0)) ||
+        (st = get_qtype(p, q, "weight_type", 0, r->weight_type, sizeof r->weight_type)) ||
+        (st = get_qtype(p, q, "activation_type", 1, r->activation_type, sizeof r->activation_type)) ||
         (st = get_str(p, q, "quant.", "calibration_method", r->calibration_method, sizeof r->calibration_method, 0)) ||
         (st = get_int(p, q, "quant.", "samples", 1, 1 << 24, &r->samples)) ||
         (st = get_bool(p, q, "quant.", "per_channel", &r->per_channel)) ||
         (st = get_bool(p, q, "quant.", "symmetric", &r->symmetric)) ||
-        (st = get_int(p, q, "quant.", "rtn_bits", 2, 8, &r->rtn_bits)) ||
+        (st = get_bool(p, q, "quant.", "weight_symmetric", &wsym)) ||
+        (st = get_bool(p, q, "quant.", "activation_symmetric", &r->act_symmetric)) ||
+        (st = get_int(p, q, "quant.", "rtn_bits", 4, 8, &r->rtn_bits)) ||
         (st = get_int(p, q, "quant.", "rtn_block_size", 16, 4096, &r->rtn_block_size)) ||
         (st = get_int(p, q, "quant.", "rtn_accuracy_level", 0, 4, &r->rtn_accuracy_level)) ||
         (st = get_bool(p, q, "quant.", "rtn_half_scales", &r->rtn_half_scales)) ||
@@ -579,17 +666,40 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_list(p, q, "quant.", "op_types_to_quantize", &r->op_types_to_quantize)) ||
         (st = get_list(p, q, "quant.", "nodes_to_exclude", &r->nodes_to_exclude)))
         return st;
+    if (r->rtn_bits >= 0 && r->rtn_bits != 4 && r->rtn_bits != 8)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_bits': %lld (4 or 8)", p->label, (long long)r->rtn_bits);
+    if (r->rtn_block_size >= 0 && (r->rtn_block_size & (r->rtn_block_size - 1)))
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_block_size': %lld (a power of two in [16, 4096])",
+                      p->label, (long long)r->rtn_block_size);
+    if (wsym >= 0) {
+        if (r->symmetric >= 0 && r->symmetric != wsym)
+            return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.weight_symmetric': %s, but quant.symmetric is %s",
+                          p->label, wsym ? "true" : "false", r->symmetric ? "true" : "false");
+        r->symmetric = wsym;
+    }
+    if (r->calibration_method[0] && strcmp(r->calibration_method, "minmax") &&
+        strcmp(r->calibration_method, "entropy") && strcmp(r->calibration_method, "percentile"))
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.calibration_method': '%s' (minmax, entropy, percentile)",
+                      p->label, r->calibration_method);
+    int32_t act = r->activation_type[0] ? recipe_qtype(r->activation_type) : 0;
     static const struct {
         const char *mode;
+        wm_quant_mode q;
         wm_precision prec;
-    } modes[] = {{"fp16", WM_PREC_FP16}, {"static", WM_PREC_INT8}, {"dynamic", WM_PREC_INT8}, {"rtn", WM_PREC_INT4}};
-    for (size_t i = 0; i < 4; i++)
+    } modes[] = {{"fp16", WM_QUANT_FP16, WM_PREC_FP16},
+                 {"static", WM_QUANT_INT8_STATIC, WM_PREC_INT8},
+                 {"qdq", WM_QUANT_INT8_STATIC, WM_PREC_INT8},
+                 {"dynamic", WM_QUANT_INT8_DYNAMIC, WM_PREC_INT8},
+                 {"rtn", WM_QUANT_INT4, WM_PREC_INT4}};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (!strcmp(r->quant_mode, modes[i].mode)) {
+            r->qmode = modes[i].q;
             r->precision = modes[i].prec;
-            if (r->precision == WM_PREC_INT4 && r->rtn_bits == 8) r->precision = WM_PREC_INT8;
+            if (r->qmode == WM_QUANT_INT8_STATIC && (act == WM_DT_UINT16 || act == WM_DT_INT16)) r->qmode = WM_QUANT_W8A16;
+            if (r->qmode == WM_QUANT_INT4 && r->rtn_bits == 8) r->precision = WM_PREC_INT8;
             return WM_OK;
         }
-    return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.mode': '%s' (static, dynamic, rtn, fp16)", p->label,
+    return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.mode': '%s' (static, qdq, dynamic, rtn, fp16)", p->label,
                   r->quant_mode);
 }
 
@@ -607,18 +717,31 @@ static wm_status parse_root(const pctx *p, const cJSON *root, wm_recipe *r) {
         (st = get_str(p, sec, "loader.", "model_type", r->model_type, sizeof r->model_type, 0)) ||
         (st = get_bool(p, sec, "loader.", "trust_remote_code", &r->trust_remote_code)))
         return st;
-    if (wm_task_from_name(r->task) < 0)
-        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'loader.task': unknown task '%s'", p->label, r->task);
+    if ((r->served_task = wm_recipe_task_served(r->task, NULL)) == -2)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'loader.task': unknown task '%s' (the builder serves %s)",
+                      p->label, r->task, wm_recipe_served_tasks());
     if ((st = section(p, root, "export", &sec, &r->has_export))) return st;
     if (r->has_export && (st = parse_export(p, sec, r))) return st;
     if ((st = section(p, root, "optim", &sec, &r->has_optim))) return st;
     if (r->has_optim) {
+        /* our pass names and the reference's capability names; a capability with no pass here is kept, with why */
         const cJSON *f;
         r->optim = calloc((size_t)cJSON_GetArraySize(sec) + 1, sizeof *r->optim);
         if (!r->optim) return wm_err(p->err, WM_ERR_NOMEM, "out of memory");
-        if ((st = only_keys(p, sec, "optim.", optim_flags))) return st;
         cJSON_ArrayForEach(f, sec) {
+            const char *passes[4], *why = NULL;
+            if (strlen(f->string) >= sizeof r->optim[0].name ||
+                (!wm_recipe_optim_passes(f->string, passes, 4, &why) && !why))
+                return wm_err(p->err, WM_ERR_INPUT, "%s: field 'optim.%s': unknown field (a pass of winml "
+                              "optimize --list-passes, or the reference's gelu_fusion, layer_norm_fusion, "
+                              "matmul_add_fusion, clamp_constant_values, ...)", p->label, f->string);
+            for (const cJSON *d = f->next; d; d = d->next)
+                if (!strcmp(d->string, f->string))
+                    return wm_err(p->err, WM_ERR_INPUT, "%s: field 'optim.%s': listed twice", p->label, f->string);
             if (!cJSON_IsBool(f)) return bad(p, "optim.", f->string, "true or false", f);
+            char path[64];
+            snprintf(path, sizeof path, "optim.%s", f->string);
+            if (why && (st = push_kept(p, path, why))) return st;
             snprintf(r->optim[r->n_optim].name, sizeof r->optim[0].name, "%s", f->string);
             r->optim[r->n_optim++].value = cJSON_IsTrue(f);
         }
@@ -655,6 +778,8 @@ static wm_status parse_root(const pctx *p, const cJSON *root, wm_recipe *r) {
                        (st = get_str(p, ds, "eval.dataset.", "split", r->dataset_split, sizeof r->dataset_split, 0)) ||
                        (st = get_int(p, ds, "eval.dataset.", "samples", 1, 1 << 30, &r->dataset_samples))))
             return st;
+        if (r->eval_task[0] && wm_recipe_task_served(r->eval_task, NULL) == -2)
+            return wm_err(p->err, WM_ERR_INPUT, "%s: field 'eval.task': unknown task '%s'", p->label, r->eval_task);
     }
     return WM_OK;
 }
@@ -667,7 +792,7 @@ wm_status wm_recipe_parse(const char *text, size_t n, const char *label, wm_reci
     cJSON *root = NULL;
     wm_status st = wm_hf_json_parse(text, n, RECIPE_MAX_BYTES, label, &root, err);
     if (st) return st;
-    pctx p = {label, err};
+    pctx p = {label, err, r};
     st = parse_root(&p, root, r);
     cJSON_Delete(root);
     if (st) wm_recipe_free(r);
@@ -697,19 +822,27 @@ static wm_status check_ids(const pctx *p, const wm_io_spec *s, int rank) {
 }
 
 wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {
-    pctx p = {label ? label : "recipe", err};
+    pctx p = {label ? label : "recipe", err, NULL};
     if (r->trust_remote_code)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.trust_remote_code': custom code is never executed",
                       p.label);
     if (r->model_type[0] && strcmp(r->model_type, a->model_type))
         return wm_err(err, WM_ERR_INPUT, "%s: field 'loader.model_type': '%s', but the checkpoint is '%s'", p.label,
                       r->model_type, a->model_type);
-    if (strcmp(r->task, wm_task_name(a->task)))
+    if (r->served_task != (int)a->task)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'loader.task': '%s', but the model was resolved for '%s'", p.label,
                       r->task, wm_task_name(a->task));
-    if (r->model_class[0] && strcmp(r->model_class, a->inference_class))
-        return wm_err(err, WM_ERR_INPUT, "%s: field 'loader.model_class': '%s', but task %s of this checkpoint uses %s",
-                      p.label, r->model_class, r->task, a->inference_class);
+    /* the checkpoint's class, the task's Auto class (AutoModel, AutoModelForSequenceClassification ...), or one of
+       the reference's export wrappers (…Wrapper) around it */
+    char auto_class[64];
+    snprintf(auto_class, sizeof auto_class, "AutoModel%s", strcmp(wm_task_class_suffix[a->task], "Model") ?
+             wm_task_class_suffix[a->task] : "");
+    size_t mcl = strlen(r->model_class);
+    int wrapper = mcl > 7 && !strcmp(r->model_class + mcl - 7, "Wrapper");
+    if (r->model_class[0] && strcmp(r->model_class, a->inference_class) && strcmp(r->model_class, auto_class) &&
+        !wrapper)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'loader.model_class': '%s', but task %s of this checkpoint uses %s "
+                      "(or %s)", p.label, r->model_class, r->task, a->inference_class, auto_class);
     if (!r->has_export) return WM_OK;
     /* every input known, needed ones present */
     int64_t offset = a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0;

@@ -2,11 +2,22 @@
  * recipe.h - the build recipe (the reference's build config JSON): what to
  * load, how to export (opset, IO tensors with dtypes and static or
  * symbolic shapes), and the optim / quant / compile / eval sections. A
- * section set to null skips that stage.
+ * section set to null skips that stage. This typed recipe is the one model
+ * of a recipe: the builder, the optimizer (wm_recipe_optim_passes) and the
+ * quantizer (wm_recipe_quant_config) take it; nothing parses a section again.
  *
  * Recipes are untrusted input: unknown fields and ill-typed values are
  * errors naming the field ("recipe.json: field 'export.opset_version':
- * expected an integer in [17, 23], got \"x\""). wm_recipe_default derives
+ * expected an integer in [17, 23], got \"x\""). The reference system's own
+ * recipes parse as they are (its 299 were surveyed, tests/oracle/
+ * recipe_survey.py): its bookkeeping fields (export.dynamo, quant.seed,
+ * eval.dataset.columns_mapping, ...) are checked for their kind and kept in
+ * r->kept with why they have no effect here; its optim capability names
+ * map onto our passes; quant.mode qdq is static; its task names are served
+ * where one of ours can (sentence-similarity, zero-shot-classification,
+ * text-ranking, fill-mask) and named when refused; loader.model_class may be
+ * the task's Auto class or a ...Wrapper; value_range is [low, high) with the
+ * upper bound excluded, as the reference writes it. wm_recipe_default derives
  * the reference's defaults from a resolved architecture (batch 1, int32
  * ids for encoders with a static sequence of min(positions - offset, 512),
  * symbolic everything for decoders, ONNX Runtime GenAI names for the KV
@@ -34,7 +45,7 @@ typedef struct wm_io_spec {
     size_t rank;
     wm_io_dim dims[WM_IO_MAX_RANK];
     int has_range;
-    double range[2];  /* value_range */
+    double range[2];  /* value_range [low, high): high exclusive, as the reference writes it */
 } wm_io_spec;
 
 typedef enum { WM_POOL_NONE, WM_POOL_MEAN, WM_POOL_CLS } wm_pooling;
@@ -49,9 +60,17 @@ typedef struct wm_recipe_flag {
     int value;
 } wm_recipe_flag;
 
+/* A field of the reference's recipes that this build reads but does not act on (bookkeeping), with why. */
+typedef struct wm_recipe_kept {
+    char field[96];   /* JSON path: "export.dynamo", "eval.dataset.columns_mapping" */
+    const char *why;  /* static text */
+} wm_recipe_kept;
+
 typedef struct wm_recipe {
-    /* loader (always present) */
+    /* loader (always present); task is the recipe's name (a reference task name), served_task what builds it:
+       a wm_task, or -1 when the builder serves no such task (build refuses, naming it) */
     char task[48], model_class[128], model_type[64];
+    int served_task;
     int trust_remote_code;
     /* export */
     int has_export;
@@ -69,9 +88,11 @@ typedef struct wm_recipe {
     size_t n_optim;
     /* quant */
     int has_quant;
+    int qmode;                /* wm_quant_mode: fp16, dynamic, static (static/qdq), w8a16 (static, 16-bit acts), rtn */
     char quant_mode[16], weight_type[16], activation_type[16], calibration_method[16];
     int64_t samples, rtn_bits, rtn_block_size, rtn_accuracy_level; /* accuracy: MatMulNBits's attribute */
     int per_channel, symmetric, fp16_keep_io_types;
+    int act_symmetric;   /* quant.activation_symmetric (-1: absent); quant.weight_symmetric sets symmetric */
     int rtn_half_scales; /* ours: float32 MatMulNBits scales rounded to exact halves (-1: absent) */
     int rtn_scale_search; /* ours: each block's scale searched for the least weighted error (-1: absent) */
     char **fp16_op_block_list, **op_types_to_quantize, **nodes_to_exclude; /* NULL-terminated, malloc'ed */
@@ -84,6 +105,9 @@ typedef struct wm_recipe {
     int64_t dataset_samples;
     /* not a JSON field: the precision the recipe asks for (from quant) */
     wm_precision precision;
+    /* the reference's bookkeeping fields this recipe holds (malloc'ed), reported by config / build */
+    wm_recipe_kept *kept;
+    size_t n_kept;
 } wm_recipe;
 
 /*
@@ -93,6 +117,12 @@ typedef struct wm_recipe {
  */
 wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char *ep, const char *device,
                             wm_recipe *r, wm_error *err);
+/*
+ * Sets r's quant section to the defaults for precision on a (fp16; int8: weight-only 8-bit RTN for encoders,
+ * dynamic for decoders; int4 RTN), or none for fp32. r must have no quant lists yet (a recipe whose quant
+ * section is null).
+ */
+void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe *r);
 /* Parses recipe JSON text (label names it in messages); strict (see header comment). */
 wm_status wm_recipe_parse(const char *text, size_t n, const char *label, wm_recipe *r, wm_error *err);
 wm_status wm_recipe_load(const char *path, wm_recipe *r, wm_error *err);
@@ -107,6 +137,44 @@ void wm_recipe_free(wm_recipe *r);
  * inputs or outputs. Errors name the recipe field.
  */
 wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err);
+
+/*
+ * The recipe's quant section as the quantizer's config (one source of truth: no second parser). c's lists
+ * point into r, which must outlive c. WM_ERR_UNSUPPORTED when r has no quant section.
+ */
+struct wm_quant_config;
+wm_status wm_recipe_quant_config(const wm_recipe *r, struct wm_quant_config *c, wm_error *err);
+
+/*
+ * The optimizer passes a recipe optim flag switches (our pass names, and the reference's capability names
+ * such as gelu_fusion -> gelu, fastgelu, biasgelu). Returns how many were written to out (at most cap); 0 for a
+ * flag with no pass here (*why then says what this build does instead) or an unknown name (*why NULL).
+ */
+size_t wm_recipe_optim_passes(const char *flag, const char **out, size_t cap, const char **why);
+
+/*
+ * The wm_task that serves a reference task name ("sentence-similarity" -> feature-extraction with mean pooling,
+ * "zero-shot-classification" / "text-ranking" -> text-classification); -1 when the name is a reference task the
+ * builder does not serve, -2 when no such task is known. *pooling (may be NULL) gets the pooling it implies.
+ */
+int wm_recipe_task_served(const char *name, wm_pooling *pooling);
+/*
+ * The precision a recipe's file name states in the reference's layout (<task>_<precision>_config[_<part>].json):
+ * "fp32", "fp16", "w8a8", "w8a16", "int8", "int4", or NULL. Informational: the quant section decides.
+ */
+const char *wm_recipe_name_precision(const char *path);
+/* The tasks the builder serves, comma-separated (for messages). */
+const char *wm_recipe_served_tasks(void);
+
+/*
+ * Whether the builder can build r (model_type in the family table, task served, quant mode implemented): WM_OK,
+ * or WM_ERR_UNSUPPORTED with one message naming the field: loader.model_type first, then loader.task, then
+ * quant.mode (static / qdq quantization is not implemented in build yet).
+ */
+wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *err);
+
+/* Writes r's kept reference fields as a JSON array of {field, why} under key. */
+void wm_recipe_kept_json(const wm_recipe *r, wm_json *j, const char *key);
 
 /* The spec of input name, or NULL. */
 const wm_io_spec *wm_recipe_input(const wm_recipe *r, const char *name);

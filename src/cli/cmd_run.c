@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/recipe.h"
 #include "cli/cli.h"
 #include "cli/cli_limits.h"
 #include "tasks/encoder.h"
@@ -114,7 +115,7 @@ int wm_cmd_run(int argc, char **argv) {
         int pooled;
         const char *text = n_pairs ? texts[0] : texts[r];
         if (wm_encoder_run(e, text, n_pairs ? pairs[r] : NULL, normalize, &y, &n, &pooled, &err)) goto fail;
-        int embedding = pooled || !strcmp(task, "feature-extraction");
+        int embedding = pooled || wm_recipe_task_served(task, NULL) == WM_TASK_FEATURE_EXTRACTION;
         wm_json_obj(&j, NULL);
         wm_json_str(&j, "text", text);
         if (n_pairs) wm_json_str(&j, "pair", pairs[r]);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/recipe.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "hf/config.h"
@@ -302,7 +303,8 @@ wm_status wm_encoder_run(wm_encoder *e, const char *text, const char *pair, int 
         if ((st = pool(y, &enc, modes, norm, e->out, err))) goto done;
     } else {
         wm_convert(y->dtype, y->data, WM_DT_FLOAT, e->out, wm_tensor_numel(y));
-        if (normalize && !strcmp(e->task, "feature-extraction")) {
+        /* the build's task as its recipe names it: sentence-similarity is feature-extraction too */
+        if (normalize && wm_recipe_task_served(e->task, NULL) == WM_TASK_FEATURE_EXTRACTION) {
             double s2 = 0;
             for (size_t i = 0; i < need; i++) s2 += (double)e->out[i] * e->out[i];
             for (size_t i = 0; s2 > 0 && i < need; i++) e->out[i] = (float)(e->out[i] / sqrt(s2));

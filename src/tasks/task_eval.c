@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/recipe.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "eval/dataset.h"
@@ -282,9 +283,12 @@ wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_er
     wm_table_opts tabo = {.max_rows = o->samples > 0 ? (size_t)o->samples : 0, .max_line = o->max_line};
     if ((st = wm_table_read(o->dataset, WM_TABLE_AUTO, &tabo, &t, err))) goto done;
     wm_json_obj(j, "metrics");
-    if (!strcmp(task, "text-classification")) st = classification(e, &t, o, j, err);
-    else if (!strcmp(task, "text-ranking")) st = ranking(e, &t, o, j, err);
-    else if (!strcmp(task, "feature-extraction")) st = similarity(e, &t, o, j, err);
+    /* a build's task as its recipe names it: the reference's sentence-similarity is feature-extraction, its
+       zero-shot-classification text-classification; text-ranking has its own evaluation */
+    int served = wm_recipe_task_served(task, NULL);
+    if (!strcmp(task, "text-ranking")) st = ranking(e, &t, o, j, err);
+    else if (served == WM_TASK_TEXT_CLASSIFICATION) st = classification(e, &t, o, j, err);
+    else if (served == WM_TASK_FEATURE_EXTRACTION) st = similarity(e, &t, o, j, err);
     else st = wm_err(err, WM_ERR_USAGE, "task '%s' has no task evaluation (text-classification, text-ranking, "
                      "feature-extraction, text-generation)", task);
     wm_json_obj_end(j);

@@ -2,8 +2,10 @@
  * libFuzzer target for the checkpoint configuration parsers: arbitrary
  * bytes as config.json (then resolved into an architecture and a default
  * recipe, as inspect does without weights), generation_config.json,
- * tokenizer_config.json and a build recipe. Everything must fail cleanly
- * or succeed; resolved sizes must be positive.
+ * tokenizer_config.json and a build recipe (ours or the reference's).
+ * Everything must fail cleanly or succeed; resolved sizes must be positive;
+ * a parsed recipe's quant section gives the quantizer a config, and our
+ * JSON of the recipe parses again.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,7 +13,9 @@
 
 #include "builder/arch.h"
 #include "builder/recipe.h"
+#include "core/json.h"
 #include "hf/config.h"
+#include "opt/quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *t = (const char *)data;
@@ -36,6 +40,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     wm_hf_tok_config k;
     if (!wm_hf_tok_config_parse(t, size, NULL, &k, &err)) wm_hf_tok_config_free(&k);
     wm_recipe r;
-    if (!wm_recipe_parse(t, size, NULL, &r, &err)) wm_recipe_free(&r);
+    wm_error re = {0};
+    if (!wm_recipe_parse(t, size, NULL, &r, &re)) {
+        /* what build and config -c do with a parsed recipe; our own JSON of it must parse again */
+        wm_error e2 = {0};
+        (void)wm_recipe_supported(&r, "recipe", &e2);
+        wm_quant_config qc;
+        if (r.has_quant && wm_recipe_quant_config(&r, &qc, &e2)) abort();
+        wm_json j;
+        wm_json_init(&j);
+        wm_recipe_json(&r, &j);
+        wm_recipe_kept_json(&r, &j, "kept");
+        wm_recipe r2;
+        wm_error e3 = {0};
+        if (!j.oom) {
+            wm_json_free(&j);
+            wm_json_init(&j);
+            wm_recipe_json(&r, &j);
+            if (!j.oom && wm_recipe_parse(wm_json_text(&j), strlen(wm_json_text(&j)), "again", &r2, &e3)) abort();
+            if (!j.oom) wm_recipe_free(&r2);
+        }
+        wm_json_free(&j);
+        wm_recipe_free(&r);
+    }
     return 0;
 }

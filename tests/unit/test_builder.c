@@ -503,7 +503,7 @@ static void test_recipe_round_trip_and_strictness(void **state) {
     const char *bad[][2] = {
         {"{\"loader\": {\"task\": \"text-generation\"}, \"export\": null, \"x\": 1}", "'x': unknown field"},
         {"{\"export\": null}", "'loader': missing"},
-        {"{\"loader\": {\"task\": \"fill-mask\"}}", "unknown task"},
+        {"{\"loader\": {\"task\": \"text-to-vibes\"}}", "unknown task 'text-to-vibes' (the builder serves text-generation"},
         {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"awq\"}}", "quant.mode"},
         {"{\"loader\": {\"task\": \"text-generation\"}, \"export\": {\"input_tensors\": [{\"name\": \"a\","
          " \"dtype\": \"int32\", \"shape\": [1, -2]}]}}", "shape[1]"},

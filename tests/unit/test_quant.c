@@ -20,7 +20,6 @@
 #include "opt/opt_util.h"
 #include "opt/quant.h"
 #include "opt/quant_calib.h"
-#include "opt/quant_recipe.h"
 
 #define NAMES(...) (const char *const[]){__VA_ARGS__}, sizeof((const char *const[]){__VA_ARGS__}) / sizeof(char *)
 
@@ -332,44 +331,6 @@ static void test_calib_minmax_and_errors(void **st) {
     assert_int_equal(wm_calib_new(&o, &c, &e), WM_ERR_USAGE);
 }
 
-static void test_recipe_quant_section(void **st) {
-    (void)st;
-    const char *text = "{\"mode\": \"static\", \"weight_type\": \"QInt8\", \"activation_type\": \"QUInt16\","
-                       " \"calibration_method\": \"entropy\", \"samples\": 16, \"per_channel\": true,"
-                       " \"symmetric\": false, \"op_types_to_quantize\": [\"MatMul\"],"
-                       " \"nodes_to_exclude\": [\"lm_head\"], \"rtn_bits\": 4, \"rtn_block_size\": 128,"
-                       " \"rtn_accuracy_level\": 4, \"rtn_scale_search\": true}";
-    cJSON *doc = cJSON_Parse(text);
-    assert_non_null(doc);
-    wm_quant_recipe r;
-    wm_error e = {0};
-    assert_int_equal(wm_quant_recipe_parse(doc, &r, &e), WM_OK);
-    assert_int_equal(r.config.mode, WM_QUANT_W8A16); /* static with 16-bit activations */
-    assert_int_equal(r.config.activation_type, WM_DT_UINT16);
-    assert_int_equal(r.config.weight_type, WM_DT_INT8);
-    assert_true(r.config.per_channel && !r.config.symmetric);
-    assert_int_equal(r.config.block_size, 128);
-    assert_int_equal(r.config.accuracy_level, 4);
-    assert_int_equal(r.config.scale_search, 1);
-    assert_int_equal(r.samples, 16);
-    assert_string_equal(r.calibration_method, "entropy");
-    assert_int_equal(r.config.n_exclude, 1);
-    assert_string_equal(r.config.exclude[0], "lm_head");
-    cJSON_Delete(doc);
-    static const char *bad[] = {"{\"mode\": \"int3\"}", "{\"mode\": \"rtn\", \"rtn_block_size\": 48}",
-                                "{\"mode\": \"fp16\", \"fp16_op_block_list\": [1]}",
-                                "{\"mode\": \"dynamic\", \"per_channel\": \"yes\"}",
-                                "{\"mode\": \"rtn\", \"rtn_accuracy_level\": 5}",
-                                "{\"mode\": \"rtn\", \"rtn_scale_search\": \"yes\"}"};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        doc = cJSON_Parse(bad[i]);
-        e.status = WM_OK;
-        assert_int_equal(wm_quant_recipe_parse(doc, &r, &e), WM_ERR_INPUT);
-        assert_non_null(strstr(e.msg, "recipe quant."));
-        cJSON_Delete(doc);
-    }
-}
-
 /* ---------------------------------------------------------------- embedding tables: a block that divides the width */
 
 /* ids [1, 3] -> Gather(E [8, H]) -> emb; x [3, H] -> Gemm(x, E, transB) -> logits: a tied embedding / lm_head. */
@@ -465,7 +426,7 @@ int main(void) {
         cmocka_unit_test(test_int4_sym_block32_matches_naive), cmocka_unit_test(test_int4_asym_zero_points),
         cmocka_unit_test(test_int4_scale_search_never_worse),
         cmocka_unit_test(test_deferred_save_equals_eager),     cmocka_unit_test(test_fp16_minimal_casts),
-        cmocka_unit_test(test_calib_minmax_and_errors),  cmocka_unit_test(test_recipe_quant_section),
+        cmocka_unit_test(test_calib_minmax_and_errors),
         cmocka_unit_test(test_table_block_divides_width),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
