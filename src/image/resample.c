@@ -1,0 +1,186 @@
+/*
+ * resample.c - PIL's Image.resize on RGB8, re-implemented from its documented semantics (see image.h).
+ *
+ * Convolution filters: for output pixel i of a pass from n_in to n_out samples, scale = n_in / n_out, the
+ * filter is stretched by fs = max(scale, 1) (so a downscale averages over all the input it covers), its support
+ * becomes support * fs, the centre is (i + 0.5) * scale and the taps are the input samples j in
+ * [(int)(centre - support + 0.5), (int)(centre + support + 0.5)) clipped to the image, weighted
+ * filter((j - centre + 0.5) / fs) and normalized to sum 1. The weights are rounded to fixed point with 22
+ * fractional bits (half away from zero); each output sample is the weighted sum plus one half, shifted back and
+ * clamped to 0..255. The horizontal pass runs first (when the width changes), then the vertical pass (when the
+ * height changes), each producing uint8.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "image/image.h"
+
+#define PREC 22
+
+static double f_box(double x) { return x > -0.5 && x <= 0.5 ? 1.0 : 0.0; }
+static double f_bilinear(double x) {
+    x = fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+static double f_hamming(double x) {
+    x = fabs(x);
+    if (x == 0.0) return 1.0;
+    if (x >= 1.0) return 0.0;
+    x *= M_PI;
+    return sin(x) / x * (0.54 + 0.46 * cos(x));
+}
+static double f_bicubic(double x) {
+    const double a = -0.5; /* PIL's choice (Keys' cubic) */
+    x = fabs(x);
+    if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+    return 0.0;
+}
+static double sinc(double x) {
+    if (x == 0.0) return 1.0;
+    x *= M_PI;
+    return sin(x) / x;
+}
+static double f_lanczos(double x) { return x > -3.0 && x < 3.0 ? sinc(x) * sinc(x / 3.0) : 0.0; }
+
+typedef struct filt {
+    double (*f)(double);
+    double support;
+    const char *name;
+} filt;
+
+static const filt *filter_of(int code) {
+    static const filt tab[6] = {{NULL, 0, "nearest"},           {f_lanczos, 3.0, "lanczos"},
+                                {f_bilinear, 1.0, "bilinear"},  {f_bicubic, 2.0, "bicubic"},
+                                {f_box, 0.5, "box"},            {f_hamming, 1.0, "hamming"}};
+    return code >= 0 && code < 6 ? &tab[code] : NULL;
+}
+
+const char *wm_resample_name(int filter) {
+    const filt *f = filter_of(filter);
+    return f ? f->name : NULL;
+}
+
+/* The taps of one pass: first[i], count[i] and ksize fixed-point weights per output sample. */
+typedef struct taps {
+    int ksize;
+    int *first, *count;
+    int32_t *w;
+} taps;
+
+static void taps_free(taps *t) {
+    free(t->first), free(t->count), free(t->w);
+    memset(t, 0, sizeof *t);
+}
+
+static int taps_make(const filt *fl, int n_in, int n_out, taps *t) {
+    memset(t, 0, sizeof *t);
+    double scale = (double)n_in / n_out, fs = scale < 1.0 ? 1.0 : scale, support = fl->support * fs;
+    int ksize = (int)ceil(support) * 2 + 1;
+    double *k = malloc(sizeof *k * (size_t)ksize);
+    t->ksize = ksize;
+    t->first = malloc(sizeof *t->first * (size_t)n_out);
+    t->count = malloc(sizeof *t->count * (size_t)n_out);
+    t->w = calloc((size_t)n_out * (size_t)ksize, sizeof *t->w);
+    if (!k || !t->first || !t->count || !t->w) {
+        free(k);
+        taps_free(t);
+        return -1;
+    }
+    for (int i = 0; i < n_out; i++) {
+        double centre = (i + 0.5) * scale, sum = 0.0;
+        int lo = (int)(centre - support + 0.5), hi = (int)(centre + support + 0.5);
+        if (lo < 0) lo = 0;
+        if (hi > n_in) hi = n_in;
+        int cnt = hi - lo;
+        if (cnt > ksize) cnt = ksize; /* cannot happen: the window spans at most 2 * support + 1 samples */
+        for (int j = 0; j < cnt; j++) sum += k[j] = fl->f((j + lo - centre + 0.5) / fs);
+        for (int j = 0; j < cnt; j++) {
+            double v = sum != 0.0 ? k[j] / sum : k[j];
+            t->w[(size_t)i * ksize + j] = (int32_t)(v < 0 ? v * (1 << PREC) - 0.5 : v * (1 << PREC) + 0.5);
+        }
+        t->first[i] = lo, t->count[i] = cnt;
+    }
+    free(k);
+    return 0;
+}
+
+static uint8_t clamp8(int64_t acc) {
+    int64_t v = acc >> PREC;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* One pass along x (horiz 1) or y: src is sw x sh, dst dw x dh with one of the two sizes unchanged. */
+static void pass(const uint8_t *src, int sw, uint8_t *dst, int dw, int dh, const taps *t, int horiz) {
+    for (int y = 0; y < dh; y++)
+        for (int x = 0; x < dw; x++) {
+            int i = horiz ? x : y;
+            const int32_t *w = t->w + (size_t)i * t->ksize;
+            for (int c = 0; c < 3; c++) {
+                int64_t acc = (int64_t)1 << (PREC - 1);
+                for (int j = 0; j < t->count[i]; j++) {
+                    int s = t->first[i] + j;
+                    size_t at = horiz ? ((size_t)y * sw + s) * 3 : ((size_t)s * sw + x) * 3;
+                    acc += (int64_t)src[at + c] * w[j];
+                }
+                dst[((size_t)y * dw + x) * 3 + c] = clamp8(acc);
+            }
+        }
+}
+
+/* Nearest: the source index under each output centre, (i + 0.5) * scale, accumulated as PIL's affine scaler. */
+static void nearest(const wm_image *in, wm_image *out, int *xs) {
+    double sx = (double)in->w / out->w, sy = (double)in->h / out->h, p = sx * 0.5;
+    for (int x = 0; x < out->w; x++, p += sx) xs[x] = (int)p < in->w ? (int)p : in->w - 1;
+    p = sy * 0.5;
+    for (int y = 0; y < out->h; y++, p += sy) {
+        int r = (int)p < in->h ? (int)p : in->h - 1;
+        for (int x = 0; x < out->w; x++)
+            memcpy(out->rgb + ((size_t)y * out->w + x) * 3, in->rgb + ((size_t)r * in->w + xs[x]) * 3, 3);
+    }
+}
+
+wm_status wm_image_resize(const wm_image *in, int out_w, int out_h, int filter, wm_image *out, wm_error *err) {
+    memset(out, 0, sizeof *out);
+    const filt *fl = filter_of(filter);
+    if (!fl) return wm_err(err, WM_ERR_USAGE, "resample filter %d is not one of PIL's (0 to 5)", filter);
+    if (out_w < 1 || out_h < 1 || in->w < 1 || in->h < 1)
+        return wm_err(err, WM_ERR_USAGE, "resize from %dx%d to %dx%d: sizes must be >= 1", in->w, in->h, out_w, out_h);
+    out->rgb = malloc((size_t)out_w * out_h * 3);
+    if (!out->rgb) return wm_err(err, WM_ERR_NOMEM, "out of memory for a %dx%d image", out_w, out_h);
+    out->w = out_w, out->h = out_h;
+    if (out_w == in->w && out_h == in->h) {
+        memcpy(out->rgb, in->rgb, (size_t)out_w * out_h * 3);
+        return WM_OK;
+    }
+    if (!fl->f) {
+        int *xs = malloc(sizeof *xs * (size_t)out_w);
+        if (!xs) {
+            wm_image_free(out);
+            return wm_err(err, WM_ERR_NOMEM, "out of memory resizing to %dx%d", out_w, out_h);
+        }
+        nearest(in, out, xs);
+        free(xs);
+        return WM_OK;
+    }
+    taps th = {0}, tv = {0};
+    uint8_t *mid = NULL;
+    int hz = out_w != in->w, vt = out_h != in->h, fail = 0;
+    if (hz) fail |= taps_make(fl, in->w, out_w, &th);
+    if (vt && !fail) fail |= taps_make(fl, in->h, out_h, &tv);
+    if (hz && vt && !fail) fail |= !(mid = malloc((size_t)out_w * in->h * 3));
+    if (fail) {
+        taps_free(&th), taps_free(&tv), free(mid);
+        wm_image_free(out);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory resizing to %dx%d", out_w, out_h);
+    }
+    if (hz && vt) {
+        pass(in->rgb, in->w, mid, out_w, in->h, &th, 1);
+        pass(mid, out_w, out->rgb, out_w, out_h, &tv, 0);
+    } else if (hz) pass(in->rgb, in->w, out->rgb, out_w, out_h, &th, 1);
+    else pass(in->rgb, in->w, out->rgb, out_w, out_h, &tv, 0);
+    taps_free(&th), taps_free(&tv), free(mid);
+    return WM_OK;
+}

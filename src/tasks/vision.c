@@ -1,0 +1,191 @@
+/* vision.c - an image model's folder run on image files (see vision.h). */
+#include "tasks/vision.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "hf/config.h"
+#include "image/image.h"
+#include "ops/op.h"
+
+struct wm_vision {
+    wm_session *s;
+    wm_img_prep prep;
+    wm_hf_config cfg;
+    int has_cfg;
+    char task[64];
+    int out_idx;          /* the output read */
+    int32_t in_dtype;     /* pixel_values' type */
+    int64_t fixed_h, fixed_w;
+    uint64_t max_pixels;
+    void *in_buf;
+    float *out;
+    size_t out_cap;
+};
+
+static int index_of(const wm_session *s, int outputs, const char *name) {
+    size_t n = outputs ? wm_session_n_outputs(s) : wm_session_n_inputs(s);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp((outputs ? wm_session_output(s, i) : wm_session_input(s, i))->name, name)) return (int)i;
+    return -1;
+}
+
+/* winml_build_config.json's loader.task ("" when there is none); an unreadable one is an error. */
+static wm_status read_task(const char *folder, char *task, size_t n, wm_error *err) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/winml_build_config.json", folder);
+    task[0] = 0;
+    int present = 0;
+    wm_status st = wm_input_present(p, &present, err);
+    if (st || !present) return st;
+    cJSON *root = NULL;
+    if ((st = wm_hf_json_load(p, 1 << 22, &root, err))) return st;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "loader"), "task");
+    if (cJSON_IsString(t)) snprintf(task, n, "%s", t->valuestring);
+    cJSON_Delete(root);
+    return WM_OK;
+}
+
+wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t max_pixels, wm_vision **out,
+                         wm_error *err) {
+    *out = NULL;
+    char file[4200], dir[4200], p[4300];
+    wm_status st = wm_model_path(model, WM_VISION_NEEDS, file, sizeof file, dir, sizeof dir, err);
+    if (st) return st;
+    wm_vision *v = calloc(1, sizeof *v);
+    if (!v) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    v->max_pixels = max_pixels;
+    snprintf(p, sizeof p, "%s/preprocessor_config.json", dir);
+    int present = 0;
+    if ((st = wm_input_present(p, &present, err))) goto fail;
+    if (!present) {
+        st = wm_err(err, WM_ERR_INPUT, "%s: missing: an image model's folder needs its image processor's "
+                    "preprocessor_config.json", p);
+        goto fail;
+    }
+    if ((st = wm_img_prep_load(p, &v->prep, err))) goto fail;
+    v->prep.max_pixels = max_pixels;
+    if ((st = read_task(dir, v->task, sizeof v->task, err))) goto fail;
+    if ((st = wm_session_new(file, so, &v->s, err))) goto fail;
+    int ip = index_of(v->s, 0, "pixel_values");
+    if (ip < 0) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: no input 'pixel_values' (not an image model; text models: "
+                    "winml run --text)", file);
+        goto fail;
+    }
+    if (index_of(v->s, 0, "input_ids") >= 0) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: takes input_ids and pixel_values (zero-shot image classification "
+                    "with --labels): not supported yet", file);
+        goto fail;
+    }
+    if (wm_session_n_inputs(v->s) != 1) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: inputs other than pixel_values", file);
+        goto fail;
+    }
+    const wm_io_info *ii = wm_session_input(v->s, (size_t)ip);
+    if (ii->rank != 4 || (ii->dims[0] > 1) || (ii->dims[1] >= 0 && ii->dims[1] != 3) ||
+        (ii->dtype != WM_DT_FLOAT && ii->dtype != WM_DT_FLOAT16)) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: pixel_values must be float or float16 [batch, 3, height, width]",
+                    file);
+        goto fail;
+    }
+    v->in_dtype = ii->dtype, v->fixed_h = ii->dims[2], v->fixed_w = ii->dims[3];
+    int logits = index_of(v->s, 1, "logits");
+    if (!v->task[0]) snprintf(v->task, sizeof v->task, "%s", logits >= 0 ? "image-classification"
+                                                                          : "image-feature-extraction");
+    if (!strcmp(v->task, "image-classification")) {
+        v->out_idx = logits >= 0 ? logits : 0;
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        if ((st = wm_input_present(p, &present, err))) goto fail;
+        if (present) {
+            if ((st = wm_hf_config_load(p, &v->cfg, err))) goto fail;
+            v->has_cfg = 1;
+        }
+    } else if (!strcmp(v->task, "image-feature-extraction")) {
+        const char *pref[] = {"image_embeds", "pooler_output"};
+        v->out_idx = 0;
+        for (int k = 1; k >= 0; k--)
+            if (index_of(v->s, 1, pref[k]) >= 0) v->out_idx = index_of(v->s, 1, pref[k]);
+    } else {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/winml_build_config.json: task '%s' is not an image task "
+                    "(image-classification, image-feature-extraction)", dir, v->task);
+        goto fail;
+    }
+    *out = v;
+    return WM_OK;
+fail:
+    wm_vision_free(v);
+    return st;
+}
+
+void wm_vision_free(wm_vision *v) {
+    if (!v) return;
+    free(v->in_buf);
+    free(v->out);
+    if (v->has_cfg) wm_hf_config_free(&v->cfg);
+    wm_session_free(v->s);
+    free(v);
+}
+
+const char *wm_vision_task(const wm_vision *v) { return v->task; }
+const wm_img_prep *wm_vision_prep(const wm_vision *v) { return &v->prep; }
+const char *wm_vision_label(const wm_vision *v, size_t i) {
+    return v->has_cfg && i < v->cfg.n_labels ? v->cfg.labels[i] : NULL;
+}
+
+wm_status wm_vision_run(wm_vision *v, const char *path, wm_vision_out *res, wm_error *err) {
+    memset(res, 0, sizeof *res);
+    wm_image im;
+    wm_status st = wm_image_load(path, v->max_pixels, &im, err);
+    if (st) return st;
+    float *x = NULL;
+    int h, w;
+    st = wm_img_prep_run(&v->prep, &im, path, &x, &h, &w, err);
+    wm_image_free(&im);
+    if (st) return st;
+    if ((v->fixed_h > 0 && v->fixed_h != h) || (v->fixed_w > 0 && v->fixed_w != w)) {
+        st = wm_err(err, WM_ERR_INPUT, "%s: preprocessed to %dx%d (height x width) but the model takes %lldx%lld: "
+                    "preprocessor_config.json and the model disagree", path, h, w, (long long)v->fixed_h,
+                    (long long)v->fixed_w);
+        goto done;
+    }
+    size_t n = (size_t)3 * h * w;
+    wm_tensor in = {.dtype = v->in_dtype, .rank = 4, .dims = {1, 3, h, w}, .data = x};
+    if (v->in_dtype != WM_DT_FLOAT) {
+        free(v->in_buf);
+        if (!(v->in_buf = malloc(n * 2))) {
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        wm_convert(WM_DT_FLOAT, x, v->in_dtype, v->in_buf, n);
+        in.data = v->in_buf;
+    }
+    wm_tensor o[16];
+    size_t no = wm_session_n_outputs(v->s);
+    if ((st = wm_session_run(v->s, &in, 1, o, no < 16 ? no : 16, err))) goto done;
+    if (v->out_idx >= 16) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "the model has more than 16 outputs");
+        goto done;
+    }
+    const wm_tensor *y = &o[v->out_idx];
+    size_t ny = (size_t)wm_tensor_numel(y);
+    if (ny > v->out_cap) {
+        float *nb = realloc(v->out, (ny ? ny : 1) * sizeof *nb);
+        if (!nb) {
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        v->out = nb, v->out_cap = ny;
+    }
+    wm_convert(y->dtype, y->data, WM_DT_FLOAT, v->out, ny);
+    res->y = v->out, res->n = ny, res->output = wm_session_output(v->s, (size_t)v->out_idx)->name;
+    res->rank = y->rank < 8 ? y->rank : 8;
+    for (int i = 0; i < res->rank; i++) res->dims[i] = y->dims[i];
+done:
+    free(x);
+    return st;
+}

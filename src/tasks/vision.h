@@ -1,0 +1,48 @@
+/*
+ * vision.h - running an image model's build folder on image files: each file is decoded (image/image.h),
+ * preprocessed as the folder's preprocessor_config.json says (image/preprocess.h) and fed as pixel_values
+ * [1, 3, H, W]; the result is the class logits (image-classification: the output "logits", labels from
+ * config.json's id2label) or an embedding (image-feature-extraction: the output "image_embeds", else
+ * "pooler_output", else the first output, as it is).
+ *
+ * The task is the folder's winml_build_config.json loader.task when there is one, else image-classification
+ * for a model with an output "logits" and image-feature-extraction otherwise. A model that also takes input_ids
+ * (CLIP's zero-shot image classification) is refused for now. Used by `winml run --image`.
+ */
+#ifndef WM_TASKS_VISION_H
+#define WM_TASKS_VISION_H
+
+#include "image/preprocess.h"
+#include "winml/runtime.h"
+
+typedef struct wm_vision wm_vision;
+
+#define WM_VISION_NEEDS "a build folder with model.onnx and preprocessor_config.json, or an .onnx file in one"
+
+/*
+ * Opens FOLDER (or FOLDER/MODEL.onnx) with session options so (NULL: defaults); max_pixels: the pixel budget of
+ * one image, decoded or resized (0: the default). *out: wm_vision_free.
+ */
+wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t max_pixels, wm_vision **out,
+                         wm_error *err);
+void wm_vision_free(wm_vision *v);
+
+/* "image-classification" or "image-feature-extraction". */
+const char *wm_vision_task(const wm_vision *v);
+/* id2label of config.json: label i, or NULL. */
+const char *wm_vision_label(const wm_vision *v, size_t i);
+const wm_img_prep *wm_vision_prep(const wm_vision *v);
+
+/* The result of one image: n floats owned by v (valid until the next run), from output `output` of shape dims. */
+typedef struct wm_vision_out {
+    const float *y;
+    size_t n;
+    const char *output;
+    int rank;
+    int64_t dims[8];
+} wm_vision_out;
+
+/* Decodes, preprocesses and runs the image file at path. */
+wm_status wm_vision_run(wm_vision *v, const char *path, wm_vision_out *out, wm_error *err);
+
+#endif
