@@ -57,7 +57,8 @@ wm_status wm_image_decode_png(const uint8_t *data, size_t n, const char *name, u
     png_set_palette_to_rgb(png); /* a palette's transparency (tRNS) is not turned into alpha: dropped */
     if (ct == PNG_COLOR_TYPE_GRAY && bd < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (bd == 16) png_set_strip_16(png); /* the high byte, as PIL's 16-bit unpackers */
-    if (ct & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    /* the palette expansion turns tRNS into alpha (for every color type): dropped with the alpha channel */
+    if ((ct & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
     if (!(ct & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
