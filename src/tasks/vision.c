@@ -137,15 +137,33 @@ const char *wm_vision_label(const wm_vision *v, size_t i) {
     return v->has_cfg && i < v->cfg.n_labels ? v->cfg.labels[i] : NULL;
 }
 
+static wm_status pixels(const wm_img_prep *prep, const char *path, uint64_t max_pixels, float **x, int *h, int *w,
+                        wm_error *err) {
+    wm_image im;
+    wm_status st = wm_image_load(path, max_pixels, &im, err);
+    if (st) return st;
+    st = wm_img_prep_run(prep, &im, path, x, h, w, err);
+    wm_image_free(&im);
+    return st;
+}
+
+wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pixels, float **out, int *h, int *w,
+                           wm_error *err) {
+    *out = NULL;
+    char p[4200];
+    snprintf(p, sizeof p, "%s/preprocessor_config.json", folder);
+    wm_img_prep prep;
+    wm_status st = wm_img_prep_load(p, &prep, err);
+    if (st) return st;
+    prep.max_pixels = max_pixels;
+    return pixels(&prep, path, max_pixels, out, h, w, err);
+}
+
 wm_status wm_vision_run(wm_vision *v, const char *path, wm_vision_out *res, wm_error *err) {
     memset(res, 0, sizeof *res);
-    wm_image im;
-    wm_status st = wm_image_load(path, v->max_pixels, &im, err);
-    if (st) return st;
     float *x = NULL;
     int h, w;
-    st = wm_img_prep_run(&v->prep, &im, path, &x, &h, &w, err);
-    wm_image_free(&im);
+    wm_status st = pixels(&v->prep, path, v->max_pixels, &x, &h, &w, err);
     if (st) return st;
     if ((v->fixed_h > 0 && v->fixed_h != h) || (v->fixed_w > 0 && v->fixed_w != w)) {
         st = wm_err(err, WM_ERR_INPUT, "%s: preprocessed to %dx%d (height x width) but the model takes %lldx%lld: "

@@ -42,6 +42,13 @@ typedef struct wm_vision_out {
     int64_t dims[8];
 } wm_vision_out;
 
+/*
+ * The pixel_values of one image file without a model: decoded and preprocessed as FOLDER/preprocessor_config.json
+ * says. *out (malloc'd, the caller's to free) receives 3 * *h * *w floats, channels first. (winml perf --image)
+ */
+wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pixels, float **out, int *h, int *w,
+                           wm_error *err);
+
 /* Decodes, preprocesses and runs the image file at path. */
 wm_status wm_vision_run(wm_vision *v, const char *path, wm_vision_out *out, wm_error *err);
 

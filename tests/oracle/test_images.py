@@ -442,3 +442,18 @@ def test_hostile_exif_ignored(winml_asan, vision_folders, tmp_path, imagetool):
         assert np.array_equal(_decode(imagetool, p, tmp_path), a.astype(np.uint8)), f"exif case {i}"
         r = U.run([winml_asan, "run", "-m", folder, "--image", p, "-f", "json"], timeout=120)
         assert r.returncode == 0 and not U.crashed(r), U.describe(r)
+
+
+def test_perf_image_input(winml, vision_folders, photos):
+    """perf makes random pixels from the input spec, or reads --image through the folder's preprocessing."""
+    folder = vision_folders["vit"][0]
+    for extra in ([], ["--image", photos["rocket.jpg"], "--batch-size", "3"]):
+        r = U.run([winml, "perf", "-m", folder, "--iterations", "3", "--warmup", "1", "-f", "json", *extra])
+        assert r.returncode == 0, U.describe(r)
+        info = json.loads(r.stdout)["model_info"]
+        assert info["input_names"] == ["pixel_values"]
+        assert info["input_shapes"] == [[3 if extra else 1, 3, 32, 32]]
+    r = U.run([winml, "perf", "-m", folder, "--image", folder / "config.json"])
+    U.assert_clean_error(r, "winml perf", "config.json", "not a png or jpeg")
+    r = U.run([winml, "perf", "-m", folder, "--image", photos["rocket.jpg"], "--input-data", "x.safetensors"])
+    U.assert_clean_error(r, "winml perf", "--image")
