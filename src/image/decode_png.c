@@ -31,6 +31,13 @@ static void on_read(png_structp png, png_bytep out, size_t len) {
 
 wm_status wm_image_decode_png(const uint8_t *data, size_t n, const char *name, uint64_t max_pixels, wm_image *out,
                               int *orientation, wm_error *err) {
+    /* the budget from IHDR before libpng reads on: a header alone is enough to be refused for its size */
+    if (n >= 24 && !memcmp(data + 12, "IHDR", 4)) {
+        uint64_t w0 = (uint64_t)data[16] << 24 | (uint64_t)data[17] << 16 | (uint64_t)data[18] << 8 | data[19];
+        uint64_t h0 = (uint64_t)data[20] << 24 | (uint64_t)data[21] << 16 | (uint64_t)data[22] << 8 | data[23];
+        wm_status st0 = w0 && h0 ? wm_image_check_size(name, w0, h0, max_pixels, err) : WM_OK;
+        if (st0) return st0;
+    }
     png_src src = {data, n, 0, {0}};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, on_error, on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
