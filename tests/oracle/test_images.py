@@ -129,6 +129,33 @@ def _png(path, a, color_type, depth, palette=None, trns=None, exif=None):
         f.write(data)
 
 
+def _png_adam7(path, a):
+    """An interlaced (Adam7) 8-bit RGB PNG written by hand: PIL writes none."""
+    h, w = a.shape[:2]
+    raw = b""
+    for x0, y0, dx, dy in [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+                           (0, 1, 1, 2)]:
+        sub = a[y0::dy, x0::dx]
+        if sub.size:
+            raw += b"".join(b"\0" + sub[y].astype(np.uint8).tobytes() for y in range(sub.shape[0]))
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
+
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)) +
+                chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def test_png_interlaced(imagetool, tmp_path):
+    a = np.random.default_rng(9).integers(0, 256, (19, 13, 3))
+    p = tmp_path / "adam7.png"
+    _png_adam7(p, a)
+    ref = _pil(p)
+    assert np.array_equal(ref, a), "PIL reads the hand-written file as the array"
+    assert np.array_equal(_decode(imagetool, p, tmp_path), ref)
+
+
 def _exif_orientation(o, big=False):
     """A TIFF header and IFD0 holding Orientation = o (the payload of a PNG eXIf chunk)."""
     e = ">" if big else "<"
