@@ -29,7 +29,7 @@ static double f_hamming(double x) {
     if (x == 0.0) return 1.0;
     if (x >= 1.0) return 0.0;
     x *= M_PI;
-    return sin(x) / x * (0.54 + 0.46 * cos(x));
+    return sin(x) / x * (0.54f + 0.46f * cos(x)); /* PIL weights with the float constants 0.54f, 0.46f */
 }
 static double f_bicubic(double x) {
     const double a = -0.5; /* PIL's choice (Keys' cubic) */
