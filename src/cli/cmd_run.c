@@ -35,8 +35,9 @@ static void help(void) {
            "Images: each --image (PNG or JPEG, up to %d) is decoded (EXIF orientation applied), preprocessed as the\n"
            "folder's preprocessor_config.json says and run: image-classification gives the top-k labels (default 5)\n"
            "with softmax scores, image-feature-extraction the embedding (image_embeds, pooler_output, else the first\n"
-           "output). --max-image-pixels N (default %llu) refuses larger images. --labels (zero-shot image\n"
-           "classification with CLIP) is not supported yet.\n\n" WM_CLI_LIMITS_HELP,
+           "output). --max-image-pixels N (default %llu) refuses larger images. --labels \"a cat,a dog\": zero-shot\n"
+           "image classification (a CLIP model taking input_ids and pixel_values): each label's score for\n"
+           "\"This is a photo of LABEL.\", softmax over the labels, as transformers' pipeline.\n\n" WM_CLI_LIMITS_HELP,
            WM_RUN_MAX_TEXTS, WM_RUN_MAX_TEXTS, (unsigned long long)WM_IMAGE_MAX_PIXELS_DEFAULT);
 }
 
@@ -52,12 +53,12 @@ static int by_score(const void *a, const void *b) {
 
 /* The images of --image: one result each, in order. */
 static int run_images(wm_cli *c, const wm_session_opts *so, const char **images, size_t n_images, long top_k,
-                      uint64_t max_pixels) {
+                      uint64_t max_pixels, const char *const *labels, size_t n_labels) {
     wm_error err = {0};
     wm_vision *v = NULL;
     if (wm_vision_open(c->model, so, max_pixels, &v, &err)) return wm_cli_fail(c, &err);
     const char *task = wm_vision_task(v);
-    int cls = !strcmp(task, "image-classification");
+    int zs = !strcmp(task, "zero-shot-image-classification"), cls = zs || !strcmp(task, "image-classification");
     wm_json j;
     wm_json_init(&j);
     wm_json_obj(&j, NULL);
@@ -67,7 +68,7 @@ static int run_images(wm_cli *c, const wm_session_opts *so, const char **images,
     int rc = WM_EXIT_OK;
     for (size_t r = 0; r < n_images; r++) {
         wm_vision_out o;
-        if (wm_vision_run(v, images[r], &o, &err)) goto fail;
+        if (wm_vision_run(v, images[r], labels, n_labels, &o, &err)) goto fail;
         wm_json_obj(&j, NULL);
         wm_json_str(&j, "image", images[r]);
         if (cls) {
@@ -82,13 +83,14 @@ static int run_images(wm_cli *c, const wm_session_opts *so, const char **images,
             double m = n ? o.y[0] : 0, sum = 0;
             for (size_t i = 1; i < n; i++) m = o.y[i] > m ? o.y[i] : m;
             for (size_t i = 0; i < n; i++) sum += exp(o.y[i] - m);
-            for (size_t i = 0; i < n; i++) rk[i].i = i, rk[i].s = n == 1 ? 1 / (1 + exp(-o.y[i])) : exp(o.y[i] - m) / sum;
+            for (size_t i = 0; i < n; i++)
+                rk[i].i = i, rk[i].s = n == 1 && !zs ? 1 / (1 + exp(-o.y[i])) : exp(o.y[i] - m) / sum;
             qsort(rk, n, sizeof *rk, by_score);
-            size_t k = (size_t)top_k < n ? (size_t)top_k : n;
+            size_t k = zs ? n : (size_t)top_k < n ? (size_t)top_k : n; /* zero-shot: every candidate */
             char lb[32];
             wm_json_arr(&j, "labels");
             for (size_t i = 0; i < k; i++) {
-                const char *l = wm_vision_label(v, rk[i].i);
+                const char *l = zs ? labels[rk[i].i] : wm_vision_label(v, rk[i].i);
                 snprintf(lb, sizeof lb, "LABEL_%zu", rk[i].i);
                 wm_json_obj(&j, NULL);
                 wm_json_str(&j, "label", l ? l : lb);
@@ -184,14 +186,33 @@ int wm_cmd_run(int argc, char **argv) {
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (n_images && (n_texts || n_pairs))
         return wm_cli_usage_error(&c, "--image and --text/--pair: give images or texts, not both");
-    if (labels)
-        return wm_cli_usage_error(&c, "--labels: zero-shot image classification (CLIP, with input_ids and "
-                                  "pixel_values) is not supported yet");
-    if (!n_images && (max_pix || top_k != 5))
-        return wm_cli_usage_error(&c, "--top-k and --max-image-pixels apply to --image");
+    if (!n_images && (max_pix || top_k != 5 || labels))
+        return wm_cli_usage_error(&c, "--top-k, --labels and --max-image-pixels apply to --image");
     if (c.model && n_images) {
+        /* --labels "a cat,a dog": split at commas, spaces around each trimmed */
+        const char *cand[WM_RUN_MAX_TEXTS];
+        char *lcopy = labels ? strdup(labels) : NULL;
+        size_t n_cand = 0;
+        if (labels && !lcopy) return wm_cli_usage_error(&c, "out of memory");
+        char *save = NULL;
+        for (char *t = lcopy ? strtok_r(lcopy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save)) {
+            while (*t == ' ') t++;
+            for (char *e = t + strlen(t); e > t && e[-1] == ' ';) *--e = 0;
+            if (!*t || n_cand == WM_RUN_MAX_TEXTS) {
+                free(lcopy);
+                return wm_cli_usage_error(&c, "--labels: expected up to %d comma-separated labels, none empty",
+                                          WM_RUN_MAX_TEXTS);
+            }
+            cand[n_cand++] = t;
+        }
+        if (labels && !n_cand) {
+            free(lcopy);
+            return wm_cli_usage_error(&c, "--labels: no label in '%s'", labels);
+        }
         so.threads = threads;
-        return run_images(&c, &so, images, n_images, top_k, (uint64_t)max_pix);
+        int rc = run_images(&c, &so, images, n_images, top_k, (uint64_t)max_pix, cand, n_cand);
+        free(lcopy);
+        return rc;
     }
     if (!c.model || !n_texts) return wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --image) are required");
     if (n_pairs && n_texts > 1)

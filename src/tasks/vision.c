@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "hf/config.h"
+#include "hf/tokenizer.h"
 #include "image/image.h"
 #include "ops/op.h"
 
@@ -19,6 +20,9 @@ struct wm_vision {
     int has_cfg;
     char task[64];
     int out_idx;          /* the output read */
+    int i_pix, i_ids, i_mask; /* input indexes (-1: absent) */
+    wm_tokenizer *tok;    /* zero-shot: the folder's tokenizer */
+    void *text_buf[2];    /* zero-shot: input_ids, attention_mask */
     int32_t in_dtype;     /* pixel_values' type */
     int64_t fixed_h, fixed_w;
     uint64_t max_pixels;
@@ -77,13 +81,10 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
                     "winml run --text)", file);
         goto fail;
     }
-    if (index_of(v->s, 0, "input_ids") >= 0) {
-        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: takes input_ids and pixel_values (zero-shot image classification "
-                    "with --labels): not supported yet", file);
-        goto fail;
-    }
-    if (wm_session_n_inputs(v->s) != 1) {
-        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: inputs other than pixel_values", file);
+    v->i_pix = ip, v->i_ids = index_of(v->s, 0, "input_ids"), v->i_mask = index_of(v->s, 0, "attention_mask");
+    if (wm_session_n_inputs(v->s) != (size_t)(1 + (v->i_ids >= 0) + (v->i_mask >= 0)) || (v->i_mask >= 0 && v->i_ids < 0)) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: inputs other than pixel_values (and input_ids, attention_mask for "
+                    "zero-shot image classification)", file);
         goto fail;
     }
     const wm_io_info *ii = wm_session_input(v->s, (size_t)ip);
@@ -95,9 +96,24 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
     }
     v->in_dtype = ii->dtype, v->fixed_h = ii->dims[2], v->fixed_w = ii->dims[3];
     int logits = index_of(v->s, 1, "logits");
-    if (!v->task[0]) snprintf(v->task, sizeof v->task, "%s", logits >= 0 ? "image-classification"
-                                                                          : "image-feature-extraction");
-    if (!strcmp(v->task, "image-classification")) {
+    if (!v->task[0]) snprintf(v->task, sizeof v->task, "%s", v->i_ids >= 0 ? "zero-shot-image-classification"
+                                                             : logits >= 0 ? "image-classification"
+                                                                           : "image-feature-extraction");
+    if ((v->i_ids >= 0) != !strcmp(v->task, "zero-shot-image-classification")) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: task '%s' but the model %s input_ids", file, v->task,
+                    v->i_ids >= 0 ? "takes" : "has no");
+        goto fail;
+    }
+    if (v->i_ids >= 0) {
+        const wm_io_info *ti = wm_session_input(v->s, (size_t)v->i_ids);
+        v->out_idx = index_of(v->s, 1, "logits_per_image");
+        if (v->out_idx < 0 || ti->rank != 2 || (ti->dtype != WM_DT_INT64 && ti->dtype != WM_DT_INT32)) {
+            st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: zero-shot image classification needs input_ids [labels, "
+                        "sequence] (int64 or int32) and an output logits_per_image", file);
+            goto fail;
+        }
+        if ((st = wm_tokenizer_load_dir(dir, &v->tok, err))) goto fail;
+    } else if (!strcmp(v->task, "image-classification")) {
         v->out_idx = logits >= 0 ? logits : 0;
         snprintf(p, sizeof p, "%s/config.json", dir);
         if ((st = wm_input_present(p, &present, err))) goto fail;
@@ -126,6 +142,8 @@ void wm_vision_free(wm_vision *v) {
     if (!v) return;
     free(v->in_buf);
     free(v->out);
+    free(v->text_buf[0]), free(v->text_buf[1]);
+    wm_tokenizer_free(v->tok);
     if (v->has_cfg) wm_hf_config_free(&v->cfg);
     wm_session_free(v->s);
     free(v);
@@ -159,12 +177,71 @@ wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pi
     return pixels(&prep, path, max_pixels, out, h, w, err);
 }
 
-wm_status wm_vision_run(wm_vision *v, const char *path, wm_vision_out *res, wm_error *err) {
+/* in[i_ids], in[i_mask]: "This is a photo of {label}." for each label, padded to the longest. */
+static wm_status text_inputs(wm_vision *v, const char *const *labels, size_t n, wm_tensor *in, wm_error *err) {
+    wm_encode_opts eo = wm_encode_opts_default();
+    eo.use_defaults = 0; /* as transformers calls it: padding=True (done here), no truncation */
+    eo.truncation.enabled = eo.padding.enabled = 0;
+    wm_encoding *enc = calloc(n, sizeof *enc);
+    char *text = NULL;
+    if (!enc) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    wm_status st = WM_OK;
+    size_t S = 0;
+    for (size_t i = 0; i < n; i++) {
+        wm_encoding_init(&enc[i]);
+        size_t l = strlen(labels[i]) + 32;
+        char *t = realloc(text, l);
+        if (!t) {
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        text = t;
+        snprintf(text, l, "This is a photo of %s.", labels[i]);
+        if ((st = wm_tokenizer_encode(v->tok, text, strlen(text), NULL, 0, &eo, &enc[i], err))) goto done;
+        S = enc[i].n > S ? enc[i].n : S;
+    }
+    int32_t dt = wm_session_input(v->s, (size_t)v->i_ids)->dtype;
+    int32_t pad = wm_tokenizer_special_id(v->tok, WM_TOK_PAD);
+    if (pad < 0) pad = 0;
+    for (int k = 0; k < 2; k++) {
+        free(v->text_buf[k]);
+        if (!(v->text_buf[k] = calloc(n * S, 8))) {
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
+    int32_t mdt = v->i_mask >= 0 ? wm_session_input(v->s, (size_t)v->i_mask)->dtype : WM_DT_INT64;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < S; j++) {
+            int64_t id = j < enc[i].n ? enc[i].ids[j] : pad, m = j < enc[i].n ? enc[i].attention_mask[j] : 0;
+            if (dt == WM_DT_INT32) ((int32_t *)v->text_buf[0])[i * S + j] = (int32_t)id;
+            else ((int64_t *)v->text_buf[0])[i * S + j] = id;
+            if (mdt == WM_DT_INT32) ((int32_t *)v->text_buf[1])[i * S + j] = (int32_t)m;
+            else ((int64_t *)v->text_buf[1])[i * S + j] = m;
+        }
+    in[v->i_ids] = (wm_tensor){.dtype = dt, .rank = 2, .dims = {(int64_t)n, (int64_t)S}, .data = v->text_buf[0]};
+    if (v->i_mask >= 0)
+        in[v->i_mask] = (wm_tensor){.dtype = mdt, .rank = 2, .dims = {(int64_t)n, (int64_t)S}, .data = v->text_buf[1]};
+done:
+    for (size_t i = 0; i < n; i++) wm_encoding_free(&enc[i]);
+    free(enc);
+    free(text);
+    return st;
+}
+
+wm_status wm_vision_run(wm_vision *v, const char *path, const char *const *labels, size_t n_labels,
+                        wm_vision_out *res, wm_error *err) {
     memset(res, 0, sizeof *res);
+    if ((v->i_ids >= 0) != (n_labels > 0))
+        return wm_err(err, WM_ERR_USAGE, v->i_ids >= 0 ? "a zero-shot image classifier needs candidate labels "
+                                                         "(--labels \"a cat,a dog\")"
+                                                       : "candidate labels (--labels) need a zero-shot image "
+                                                         "classifier (a model taking input_ids and pixel_values)");
     float *x = NULL;
     int h, w;
     wm_status st = pixels(&v->prep, path, v->max_pixels, &x, &h, &w, err);
     if (st) return st;
+    wm_tensor ins[3];
     if ((v->fixed_h > 0 && v->fixed_h != h) || (v->fixed_w > 0 && v->fixed_w != w)) {
         st = wm_err(err, WM_ERR_INPUT, "%s: preprocessed to %dx%d (height x width) but the model takes %lldx%lld: "
                     "preprocessor_config.json and the model disagree", path, h, w, (long long)v->fixed_h,
@@ -172,7 +249,9 @@ wm_status wm_vision_run(wm_vision *v, const char *path, wm_vision_out *res, wm_e
         goto done;
     }
     size_t n = (size_t)3 * h * w;
-    wm_tensor in = {.dtype = v->in_dtype, .rank = 4, .dims = {1, 3, h, w}, .data = x};
+    wm_tensor *in = &ins[v->i_pix];
+    *in = (wm_tensor){.dtype = v->in_dtype, .rank = 4, .dims = {1, 3, h, w}, .data = x};
+    if (n_labels && (st = text_inputs(v, labels, n_labels, ins, err))) goto done;
     if (v->in_dtype != WM_DT_FLOAT) {
         free(v->in_buf);
         if (!(v->in_buf = malloc(n * 2))) {
@@ -180,11 +259,11 @@ wm_status wm_vision_run(wm_vision *v, const char *path, wm_vision_out *res, wm_e
             goto done;
         }
         wm_convert(WM_DT_FLOAT, x, v->in_dtype, v->in_buf, n);
-        in.data = v->in_buf;
+        in->data = v->in_buf;
     }
     wm_tensor o[16];
     size_t no = wm_session_n_outputs(v->s);
-    if ((st = wm_session_run(v->s, &in, 1, o, no < 16 ? no : 16, err))) goto done;
+    if ((st = wm_session_run(v->s, ins, wm_session_n_inputs(v->s), o, no < 16 ? no : 16, err))) goto done;
     if (v->out_idx >= 16) {
         st = wm_err(err, WM_ERR_UNSUPPORTED, "the model has more than 16 outputs");
         goto done;

@@ -5,9 +5,11 @@
  * config.json's id2label) or an embedding (image-feature-extraction: the output "image_embeds", else
  * "pooler_output", else the first output, as it is).
  *
- * The task is the folder's winml_build_config.json loader.task when there is one, else image-classification
- * for a model with an output "logits" and image-feature-extraction otherwise. A model that also takes input_ids
- * (CLIP's zero-shot image classification) is refused for now. Used by `winml run --image`.
+ * The task is the folder's winml_build_config.json loader.task when there is one, else
+ * zero-shot-image-classification for a model taking input_ids and pixel_values (CLIPModel: the folder's tokenizer
+ * encodes "This is a photo of {label}." for each candidate label, padded to the longest with the pad token, and
+ * the output logits_per_image [1, labels] is read, as transformers' zero-shot pipeline does), image-classification
+ * for a model with an output "logits", and image-feature-extraction otherwise. Used by `winml run --image`.
  */
 #ifndef WM_TASKS_VISION_H
 #define WM_TASKS_VISION_H
@@ -27,7 +29,7 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
                          wm_error *err);
 void wm_vision_free(wm_vision *v);
 
-/* "image-classification" or "image-feature-extraction". */
+/* "image-classification", "image-feature-extraction" or "zero-shot-image-classification". */
 const char *wm_vision_task(const wm_vision *v);
 /* id2label of config.json: label i, or NULL. */
 const char *wm_vision_label(const wm_vision *v, size_t i);
@@ -49,7 +51,11 @@ typedef struct wm_vision_out {
 wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pixels, float **out, int *h, int *w,
                            wm_error *err);
 
-/* Decodes, preprocesses and runs the image file at path. */
-wm_status wm_vision_run(wm_vision *v, const char *path, wm_vision_out *out, wm_error *err);
+/*
+ * Decodes, preprocesses and runs the image file at path. A zero-shot model needs the candidate labels (n_labels
+ * >= 1; *out: their logits in order); the other tasks take none (labels NULL, n_labels 0).
+ */
+wm_status wm_vision_run(wm_vision *v, const char *path, const char *const *labels, size_t n_labels,
+                        wm_vision_out *out, wm_error *err);
 
 #endif

@@ -397,10 +397,75 @@ def test_run_image_feature_extraction(winml, vision_folders, photos):
         assert np.abs(np.array(res["embedding"]) - want).max() <= 1e-4
 
 
+class _ZeroShot(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, pixel_values):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, pixel_values=pixel_values).logits_per_image
+
+
+@pytest.fixture(scope="module")
+def zero_shot_folder(request, build_dir):
+    """A tiny random CLIPModel with the real CLIP tokenizer (tok_oracle's clip fixture) as a build folder."""
+    import shutil
+
+    import tok_oracle
+    os.environ.setdefault("WM_BUILD", build_dir)
+    cache = tok_oracle.cache_dir()
+    tok_oracle._clip_json(cache, os.path.join(cache, "clip.json"))
+    d = U.scratch(request, "zeroshot") / "clip"
+    d.mkdir()
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(os.path.join(cache, "clip-out", f), d / f)
+    torch.manual_seed(11)
+    cfg = transformers.CLIPConfig(
+        text_config=dict(vocab_size=49408, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=77),
+        vision_config=dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                           image_size=32, patch_size=8), projection_dim=16)
+    model = transformers.CLIPModel(cfg).eval()
+    ids = torch.tensor([[49406, 320, 1125, 49407], [49406, 320, 49407, 49407]])
+    with torch.no_grad():
+        torch.onnx.export(_ZeroShot(model), (ids, torch.ones_like(ids), torch.randn(1, 3, 32, 32)),
+                          str(d / "model.onnx"), input_names=["input_ids", "attention_mask", "pixel_values"],
+                          output_names=["logits_per_image"],
+                          dynamic_axes={"input_ids": {0: "labels", 1: "sequence"},
+                                        "attention_mask": {0: "labels", 1: "sequence"},
+                                        "pixel_values": {0: "batch"}, "logits_per_image": {0: "batch", 1: "labels"}},
+                          opset_version=17, dynamo=False)
+    model.config.save_pretrained(d)
+    proc = transformers.CLIPImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    proc.save_pretrained(d)
+    return d, model, proc, transformers.AutoTokenizer.from_pretrained(d)
+
+
+def test_run_zero_shot_equals_pipeline(winml, zero_shot_folder, photos):
+    d, model, proc, tok = zero_shot_folder
+    labels = ["cat", "a rocket on its launch pad", "cup of coffee", "astronaut in a white suit"]
+    pipe = transformers.pipeline("zero-shot-image-classification", model=model, tokenizer=tok, image_processor=proc)
+    images = [photos["chelsea.png"], photos["rocket.jpg"]]
+    got = _run(winml, d, "--image", images[0], "--image", images[1], "--labels", " , ".join(labels).replace(" , ", ","))
+    assert got["task"] == "zero-shot-image-classification"
+    for p, res in zip(images, got["results"]):
+        want = pipe(p, candidate_labels=labels)
+        assert [x["label"] for x in res["labels"]][0] == want[0]["label"]
+        byname = {x["label"]: x["score"] for x in want}
+        assert sorted(x["label"] for x in res["labels"]) == sorted(labels)
+        assert want[0]["score"] - want[-1]["score"] > 1e-3, "the labels' scores must differ for the check to bite"
+        for x in res["labels"]:
+            assert abs(x["score"] - byname[x["label"]]) <= 1e-4, f"{p}: {x} vs {byname[x['label']]}"
+    r = U.run([winml, "run", "-m", d, "--image", images[0]])
+    U.assert_clean_error(r, "winml run", "--labels")
+    r = U.run([winml, "run", "-m", d, "--image", images[0], "--labels", "cat, ,dog"])
+    U.assert_clean_error(r, "winml run", "--labels")
+
+
 def test_run_image_refusals(winml, vision_folders, photos, tmp_path):
     folder = vision_folders["vit"][0]
     r = U.run([winml, "run", "-m", folder, "--image", photos["rocket.jpg"], "--labels", "a cat,a dog"])
-    U.assert_clean_error(r, "winml run", "--labels", "not supported yet")
+    U.assert_clean_error(r, "winml run", "--labels", "zero-shot")
     r = U.run([winml, "run", "-m", folder, "--image", photos["rocket.jpg"], "--text", "x"])
     U.assert_clean_error(r, "winml run", "--image")
     bare = tmp_path / "bare"
