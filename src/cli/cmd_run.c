@@ -22,7 +22,7 @@
 static void help(void) {
     printf("usage: winml run -m BUILD_DIR|BUILD_DIR/MODEL.onnx --text TEXT... [--pair TEXT]... [--no-normalize]\n"
            "                 [--threads N] [-f table|json] [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n"
-           "       winml run -m BUILD_DIR --image FILE... [--top-k K] [--max-image-pixels N] [--threads N] [...]\n\n"
+           "       winml run -m BUILD_DIR --image FILE... [--top-k K | --labels \"A,B,...\"] [--max-image-pixels N] [...]\n\n"
            "Runs an encoder build (text-classification, reranker, feature-extraction) on text. Each --text (up to\n"
            "%d) gives one entry of \"results\", in order. With --pair passages the one --text is the query and every\n"
            "(query, passage) pair is scored and ranked.\n"
@@ -141,6 +141,7 @@ int wm_cmd_run(int argc, char **argv) {
     const char *texts[WM_RUN_MAX_TEXTS], *pairs[256], *images[WM_RUN_MAX_TEXTS], *labels = NULL;
     size_t n_texts = 0, n_pairs = 0, n_images = 0;
     long top_k = 5, max_pix = 0;
+    int image_flags = 0; /* --top-k or --max-image-pixels given */
     int normalize = 1, threads = 0, opt;
     wm_session_opts so = {0};
     optind = 1;
@@ -164,9 +165,11 @@ int wm_cmd_run(int argc, char **argv) {
         case O_LABELS: labels = optarg; break;
         case O_TOPK:
             if (wm_cli_int_arg(&c, "--top-k", optarg, 1, 1000000, &top_k)) return WM_EXIT_ERROR;
+            image_flags = 1;
             break;
         case O_MAXPIX:
             if (wm_cli_int_arg(&c, "--max-image-pixels", optarg, 1, 1L << 40, &max_pix)) return WM_EXIT_ERROR;
+            image_flags = 1;
             break;
         case O_THREADS: {
             long v;
@@ -186,7 +189,7 @@ int wm_cmd_run(int argc, char **argv) {
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (n_images && (n_texts || n_pairs))
         return wm_cli_usage_error(&c, "--image and --text/--pair: give images or texts, not both");
-    if (!n_images && (max_pix || top_k != 5 || labels))
+    if (!n_images && (image_flags || labels))
         return wm_cli_usage_error(&c, "--top-k, --labels and --max-image-pixels apply to --image");
     if (c.model && n_images) {
         /* --labels "a cat,a dog": split at commas, spaces around each trimmed */

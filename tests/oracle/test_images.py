@@ -472,6 +472,8 @@ def test_run_image_refusals(winml, vision_folders, photos, tmp_path):
     U.assert_clean_error(r, "winml run", "--labels", "zero-shot")
     r = U.run([winml, "run", "-m", folder, "--image", photos["rocket.jpg"], "--text", "x"])
     U.assert_clean_error(r, "winml run", "--image")
+    r = U.run([winml, "run", "-m", folder, "--text", "x", "--top-k", "5"])  # the default value, still refused
+    U.assert_clean_error(r, "winml run", "--top-k", "--image")
     bare = tmp_path / "bare"
     bare.mkdir()
     (bare / "model.onnx").write_bytes((folder / "model.onnx").read_bytes())
