@@ -243,9 +243,14 @@ static wm_status resize_to(const wm_img_prep *p, wm_image *cur, int w, int h, co
     return WM_OK;
 }
 
-static wm_status crop_to(wm_image *cur, int h, int w, wm_error *err) {
+static wm_status crop_to(const wm_img_prep *p, wm_image *cur, int h, int w, const char *name, wm_error *err) {
+    wm_status st = wm_image_check_size(name, (uint64_t)w, (uint64_t)h, p->max_pixels, err);
+    if (st) {
+        wm_err_prefix(err, "cropped as %s says", p->type);
+        return st;
+    }
     wm_image r = {0};
-    wm_status st = crop(cur, h, w, &r, err);
+    st = crop(cur, h, w, &r, err);
     if (st) return st;
     wm_image_free(cur);
     *cur = r;
@@ -265,14 +270,14 @@ wm_status wm_img_prep_geometry(const wm_img_prep *p, const wm_image *im, const c
             double t = floor(p->shortest_edge / p->crop_pct);
             int s = t < 1 ? 1 : t > WM_PREP_MAX_SIDE ? WM_PREP_MAX_SIDE : (int)t;
             shortest(cur.w, cur.h, s, &w, &h);
-            if (!(st = resize_to(p, &cur, w, h, name, err))) st = crop_to(&cur, p->shortest_edge, p->shortest_edge, err);
+            if (!(st = resize_to(p, &cur, w, h, name, err))) st = crop_to(p, &cur, p->shortest_edge, p->shortest_edge, name, err);
         } else if (p->crop_pct_resize) st = resize_to(p, &cur, p->shortest_edge, p->shortest_edge, name, err);
         else if (p->shortest_edge) {
             shortest(cur.w, cur.h, p->shortest_edge, &w, &h);
             st = resize_to(p, &cur, w, h, name, err);
         } else st = resize_to(p, &cur, p->size_w, p->size_h, name, err);
     }
-    if (!st && p->do_center_crop) st = crop_to(&cur, p->crop_h, p->crop_w, err);
+    if (!st && p->do_center_crop) st = crop_to(p, &cur, p->crop_h, p->crop_w, name, err);
     if (st) {
         wm_image_free(&cur);
         return st;

@@ -18,6 +18,9 @@
 #include "image/image.h"
 
 #define PREC 22
+/* The most filter taps one pass keeps (4 bytes each): a reduction of an image millions of pixels wide to a few
+ * hundred needs window * outputs ~ 2 * support * input taps; past this the resize is refused. */
+#define WM_RESAMPLE_MAX_TAPS (1u << 26)
 
 static double f_box(double x) { return x > -0.5 && x <= 0.5 ? 1.0 : 0.0; }
 static double f_bilinear(double x) {
@@ -168,6 +171,17 @@ wm_status wm_image_resize(const wm_image *in, int out_w, int out_h, int filter, 
     taps th = {0}, tv = {0};
     uint8_t *mid = NULL;
     int hz = out_w != in->w, vt = out_h != in->h, fail = 0;
+    for (int k = 0; k < 2; k++) {
+        int n_in = k ? in->h : in->w, n_out = k ? out_h : out_w;
+        if (n_in == n_out) continue;
+        double sc = (double)n_in / n_out, n_taps = (ceil(fl->support * (sc > 1 ? sc : 1)) * 2 + 1) * (double)n_out;
+        if (n_taps > WM_RESAMPLE_MAX_TAPS) {
+            wm_image_free(out);
+            return wm_err(err, WM_ERR_INPUT, "resize from %dx%d to %dx%d: the %s filter needs %.0f taps along the %s "
+                          "(over %u): the image is too elongated", in->w, in->h, out_w, out_h, fl->name, n_taps,
+                          k ? "height" : "width", WM_RESAMPLE_MAX_TAPS);
+        }
+    }
     if (hz) fail |= taps_make(fl, in->w, out_w, &th);
     if (vt && !fail) fail |= taps_make(fl, in->h, out_h, &tv);
     if (hz && vt && !fail) fail |= !(mid = malloc((size_t)out_w * in->h * 3));

@@ -104,6 +104,12 @@ static void test_resize_nearest_and_refusals(void **state) {
     wm_error e2 = {0};
     assert_int_equal(wm_image_resize(&in, 3, 1, 6, &out, &e2), WM_ERR_USAGE);
     assert_non_null(strstr(e2.msg, "filter 6"));
+    /* 2^25 x 1 to 3 x 1: the taps (2^25 * 2 * 2 + ...) would take over 256 MB: refused, not allocated */
+    wm_image wide = {1 << 25, 1, NULL};
+    wm_error e3 = {0};
+    assert_int_equal(wm_image_resize(&wide, 224, 1, WM_RESAMPLE_BICUBIC, &out, &e3), WM_ERR_INPUT);
+    assert_non_null(strstr(e3.msg, "too elongated"));
+    assert_null(out.rgb);
     free(in.rgb);
 }
 
@@ -246,6 +252,13 @@ static void test_prep_extreme_aspect(void **state) {
     assert_null(x);
     assert_non_null(strstr(e.msg, "thin.png"));
     assert_non_null(strstr(e.msg, "budget"));
+    /* a crop_size of 65536 x 65536 (4.3 G pixels) is refused before anything that size is allocated */
+    wm_img_prep big = p;
+    big.do_resize = 0, big.crop_h = big.crop_w = 65536, big.max_pixels = 0;
+    wm_error e4 = {0};
+    assert_int_equal(wm_img_prep_run(&big, &im, "thin.png", &x, &h, &w, &e4), WM_ERR_INPUT);
+    assert_non_null(strstr(e4.msg, "cropped as BitImageProcessor says"));
+    assert_non_null(strstr(e4.msg, "65536x65536"));
     p.max_pixels = 0;
     wm_error e2 = {0};
     assert_int_equal(wm_img_prep_run(&p, &im, "thin.png", &x, &h, &w, &e2), WM_OK);
