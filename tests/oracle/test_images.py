@@ -553,3 +553,31 @@ def test_perf_image_input(winml, vision_folders, photos):
     U.assert_clean_error(r, "winml perf", "config.json", "not a png or jpeg")
     r = U.run([winml, "perf", "-m", folder, "--image", photos["rocket.jpg"], "--input-data", "x.safetensors"])
     U.assert_clean_error(r, "winml perf", "--image")
+
+
+HOSTILE_PREP = {  # preprocessor_config.json -> words the message must hold
+    "resample_9": ({"image_processor_type": "ViTImageProcessor", "resample": 9}, ["'resample'"]),
+    "type_unknown": ({"image_processor_type": "LlavaNextImageProcessor"}, ["image_processor_type", "LlavaNext"]),
+    "size_string": ({"image_processor_type": "ViTImageProcessor", "size": "224"}, ["'size'"]),
+    "size_zero": ({"image_processor_type": "ViTImageProcessor", "size": {"height": 0, "width": 5}}, ["size.height"]),
+    "std_zero": ({"image_processor_type": "CLIPImageProcessor", "image_std": [0.2, 0, 0.2]}, ["'image_std'"]),
+    "huge_crop": ({"image_processor_type": "CLIPImageProcessor", "crop_size": {"height": 65536, "width": 65536}},
+                  ["65536x65536", "budget"]),
+    "huge_resize": ({"image_processor_type": "ViTImageProcessor", "size": {"height": 65536, "width": 40000}},
+                    ["40000x65536", "budget"]),
+    "not_json": ("{\"image_processor_type\": ", ["preprocessor_config.json"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_PREP))
+def test_hostile_preprocessor_config(case, winml_asan, vision_folders, photos, tmp_path):
+    """A folder's preprocessor_config.json is untrusted too: exit 2 naming the file (or image) and the field."""
+    import shutil
+    src = vision_folders["vit"][0]
+    d = tmp_path / "m"
+    shutil.copytree(src, d)
+    cfg, words = HOSTILE_PREP[case]
+    (d / "preprocessor_config.json").write_text(cfg if isinstance(cfg, str) else json.dumps(cfg))
+    r = U.run([winml_asan, "run", "-m", d, "--image", photos["rocket.jpg"]], timeout=120)
+    U.assert_clean_error(r, "winml run", *words)
+    assert "preprocessor_config.json" in r.stderr or photos["rocket.jpg"] in r.stderr
