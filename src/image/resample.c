@@ -115,22 +115,37 @@ static uint8_t clamp8(int64_t acc) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-/* One pass along x (horiz 1) or y: src is sw x sh, dst dw x dh with one of the two sizes unchanged. */
-static void pass(const uint8_t *src, int sw, uint8_t *dst, int dw, int dh, const taps *t, int horiz) {
-    for (int y = 0; y < dh; y++)
+/* The horizontal pass: src is sw wide, dst dw x dh; the three channels of a pixel share each weight. */
+static void pass_h(const uint8_t *src, int sw, uint8_t *dst, int dw, int dh, const taps *t) {
+    for (int y = 0; y < dh; y++) {
+        const uint8_t *row = src + (size_t)y * sw * 3;
+        uint8_t *o = dst + (size_t)y * dw * 3;
         for (int x = 0; x < dw; x++) {
-            int i = horiz ? x : y;
-            const int32_t *w = t->w + (size_t)i * t->ksize;
-            for (int c = 0; c < 3; c++) {
-                int64_t acc = (int64_t)1 << (PREC - 1);
-                for (int j = 0; j < t->count[i]; j++) {
-                    int s = t->first[i] + j;
-                    size_t at = horiz ? ((size_t)y * sw + s) * 3 : ((size_t)s * sw + x) * 3;
-                    acc += (int64_t)src[at + c] * w[j];
-                }
-                dst[((size_t)y * dw + x) * 3 + c] = clamp8(acc);
+            const int32_t *w = t->w + (size_t)x * t->ksize;
+            const uint8_t *p = row + (size_t)t->first[x] * 3;
+            int64_t a0 = (int64_t)1 << (PREC - 1), a1 = a0, a2 = a0;
+            for (int j = 0; j < t->count[x]; j++, p += 3) {
+                a0 += (int64_t)p[0] * w[j], a1 += (int64_t)p[1] * w[j], a2 += (int64_t)p[2] * w[j];
             }
+            o[x * 3] = clamp8(a0), o[x * 3 + 1] = clamp8(a1), o[x * 3 + 2] = clamp8(a2);
         }
+    }
+}
+
+/* The vertical pass: src and dst are w wide; each output row accumulates whole input rows (acc: w * 3). */
+static void pass_v(const uint8_t *src, int w, uint8_t *dst, int dh, const taps *t, int64_t *acc) {
+    size_t n = (size_t)w * 3;
+    for (int y = 0; y < dh; y++) {
+        const int32_t *wt = t->w + (size_t)y * t->ksize;
+        for (size_t i = 0; i < n; i++) acc[i] = (int64_t)1 << (PREC - 1);
+        for (int j = 0; j < t->count[y]; j++) {
+            const uint8_t *row = src + (size_t)(t->first[y] + j) * n;
+            int64_t wj = wt[j];
+            for (size_t i = 0; i < n; i++) acc[i] += row[i] * wj;
+        }
+        uint8_t *o = dst + (size_t)y * n;
+        for (size_t i = 0; i < n; i++) o[i] = clamp8(acc[i]);
+    }
 }
 
 /* Nearest: the source index under each output centre, (i + 0.5) * scale, accumulated as PIL's affine scaler. */
@@ -170,6 +185,7 @@ wm_status wm_image_resize(const wm_image *in, int out_w, int out_h, int filter, 
     }
     taps th = {0}, tv = {0};
     uint8_t *mid = NULL;
+    int64_t *acc = NULL;
     int hz = out_w != in->w, vt = out_h != in->h, fail = 0;
     for (int k = 0; k < 2; k++) {
         int n_in = k ? in->h : in->w, n_out = k ? out_h : out_w;
@@ -185,16 +201,17 @@ wm_status wm_image_resize(const wm_image *in, int out_w, int out_h, int filter, 
     if (hz) fail |= taps_make(fl, in->w, out_w, &th);
     if (vt && !fail) fail |= taps_make(fl, in->h, out_h, &tv);
     if (hz && vt && !fail) fail |= !(mid = malloc((size_t)out_w * in->h * 3));
+    if (vt && !fail) fail |= !(acc = malloc(sizeof *acc * (size_t)out_w * 3));
     if (fail) {
-        taps_free(&th), taps_free(&tv), free(mid);
+        taps_free(&th), taps_free(&tv), free(mid), free(acc);
         wm_image_free(out);
         return wm_err(err, WM_ERR_NOMEM, "out of memory resizing to %dx%d", out_w, out_h);
     }
     if (hz && vt) {
-        pass(in->rgb, in->w, mid, out_w, in->h, &th, 1);
-        pass(mid, out_w, out->rgb, out_w, out_h, &tv, 0);
-    } else if (hz) pass(in->rgb, in->w, out->rgb, out_w, out_h, &th, 1);
-    else pass(in->rgb, in->w, out->rgb, out_w, out_h, &tv, 0);
-    taps_free(&th), taps_free(&tv), free(mid);
+        pass_h(in->rgb, in->w, mid, out_w, in->h, &th);
+        pass_v(mid, out_w, out->rgb, out_h, &tv, acc);
+    } else if (hz) pass_h(in->rgb, in->w, out->rgb, out_w, out_h, &th);
+    else pass_v(in->rgb, in->w, out->rgb, out_h, &tv, acc);
+    taps_free(&th), taps_free(&tv), free(mid), free(acc);
     return WM_OK;
 }
