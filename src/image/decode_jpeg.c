@@ -2,7 +2,9 @@
  * decode_jpeg.c - JPEG to RGB8 with libjpeg-turbo (see image.h). libjpeg's error_exit longjmps back here (its
  * default calls exit()); a premature end of data, which libjpeg only warns about and fills with gray, is an error
  * as in PIL. Decoding settings are libjpeg's defaults, as PIL uses them: the accurate integer IDCT and fancy
- * upsampling, YCbCr converted to RGB by the library. CMYK/YCCK files are refused.
+ * upsampling, YCbCr converted to RGB by the library. CMYK (and YCCK, which libjpeg turns into CMYK) is read as
+ * PIL reads it: the stored samples are taken as inverted (Adobe's convention, PIL's "CMYK;I"), so that
+ * R = C' * K' / 255 rounded, C' and K' the stored samples, and likewise for G and B.
  */
 #include <setjmp.h>
 #include <stdio.h>
@@ -77,27 +79,30 @@ wm_status wm_image_decode_jpeg(const uint8_t *data, size_t n, const char *name, 
     jpeg_save_markers(&d, JPEG_APP0 + 1, 0xFFFF);
     jpeg_read_header(&d, TRUE);
     if ((st = wm_image_check_size(name, d.image_width, d.image_height, max_pixels, err))) goto done;
-    if (d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK) {
-        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: a CMYK JPEG (only grayscale and color JPEGs are read)", name);
-        goto done;
-    }
+    int cmyk = d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK;
     *orientation = exif_of(&d);
-    d.out_color_space = JCS_RGB;
+    d.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     jpeg_start_decompress(&d);
-    if (d.output_components != 3) {
+    if (d.output_components != (cmyk ? 4 : 3)) {
         snprintf(je.msg, sizeof je.msg, "%d components after color conversion", d.output_components);
         st = wm_err(err, WM_ERR_INPUT, "%s: not a valid JPEG image: %s", name, je.msg);
         goto done;
     }
     size_t w = d.output_width, h = d.output_height;
-    rgb = malloc(w * h * 3);
+    rgb = malloc(w * h * 3 + (cmyk ? w * 4 : 0)); /* CMYK: one row of 4 samples after the image */
     if (!rgb) {
         st = wm_err(err, WM_ERR_NOMEM, "%s: out of memory for a %zux%zu image", name, w, h);
         goto done;
     }
     while (d.output_scanline < d.output_height) {
-        JSAMPROW row = rgb + (size_t)d.output_scanline * w * 3;
+        uint8_t *dst = rgb + (size_t)d.output_scanline * w * 3;
+        JSAMPROW row = cmyk ? rgb + w * h * 3 : dst;
         jpeg_read_scanlines(&d, &row, 1);
+        for (size_t x = 0; cmyk && x < w; x++)
+            for (int c = 0; c < 3; c++) {
+                unsigned t = (unsigned)row[x * 4 + c] * row[x * 4 + 3] + 128;
+                dst[x * 3 + c] = (uint8_t)((t + (t >> 8)) >> 8);
+            }
     }
     jpeg_finish_decompress(&d);
     out->w = (int)w, out->h = (int)h, out->rgb = rgb;

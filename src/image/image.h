@@ -5,8 +5,9 @@
  * Decoding gives what transformers' pipelines give after load_image (PIL: open, ImageOps.exif_transpose,
  * convert("RGB")): grayscale replicated, alpha dropped (not composited), palettes expanded, 16-bit samples
  * reduced to their high byte (PIL does so for RGB, RGBA and gray+alpha; for 16-bit gray without alpha PIL clips
- * to 255 instead, which we do not copy). Every file is untrusted: a pixel budget bounds what is allocated, and a
- * truncated or corrupt file is an error naming it (WM_ERR_INPUT), never a partial image.
+ * to 255 instead, which we do not copy), CMYK JPEGs converted as PIL converts them. Every file is untrusted: a
+ * pixel budget bounds what is allocated, and a truncated or corrupt file is an error naming it (WM_ERR_INPUT),
+ * never a partial image.
  */
 #ifndef WM_IMAGE_IMAGE_H
 #define WM_IMAGE_IMAGE_H

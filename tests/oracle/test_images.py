@@ -219,6 +219,10 @@ def test_jpeg_exif_orientations_and_modes(photos, imagetool, tmp_path):
         Image.open(photos["astronaut.png"]).convert("RGB").save(p, **kw)
         ours, ref = _decode(imagetool, p, tmp_path), _pil(p)
         assert np.array_equal(ours, ref), f"{name}: max diff {np.abs(ours.astype(int) - ref).max()}"
+    p = tmp_path / "cmyk.jpg"  # PIL writes CMYK with Adobe's inverted convention and reads it back as such
+    Image.open(photos["chelsea.png"]).convert("CMYK").save(p, quality=90)
+    assert Image.open(p).mode == "CMYK"
+    assert np.array_equal(_decode(imagetool, p, tmp_path), _pil(p))
     p = tmp_path / "gray.jpg"
     Image.open(photos["coffee.png"]).convert("L").save(p, quality=80)
     assert np.array_equal(_decode(imagetool, p, tmp_path), _pil(p))
