@@ -36,7 +36,7 @@ static void help(void) {
            "take --dim values, else the batch size, sequence length (default 128) or past length\n"
            "(default 0) by their names. Defaults: --warmup 10 --iterations 100, all cores.\n"
            "--image FILE (PNG or JPEG): pixel_values is that image, decoded and preprocessed as the model folder's\n"
-           "preprocessor_config.json says, repeated over the batch.\n\n"
+           "preprocessor_config.json says, repeated over the batch (--max-image-pixels N as in winml run).\n\n"
            "A causal LM (input_ids, past_key_values.N.key/value -> logits, present.N.*) also gets the LLM\n"
            "figures (section llm): model load time, time to first token and prefill tokens/s for a random\n"
            "prompt of --prompt-len tokens (default 128), steady-state decode tokens/s and ms per output token\n"
@@ -62,7 +62,8 @@ static void progress(const wm_cli *c, int tty, const char *what, long i, long n)
 }
 
 /* --image: pixel_values becomes the preprocessed image, repeated over the batch. */
-static wm_status image_input(const wm_session *s, const char *dir, const char *image, wm_inputs *in, wm_error *err) {
+static wm_status image_input(const wm_session *s, const char *dir, const char *image, uint64_t max_pixels,
+                             wm_inputs *in, wm_error *err) {
     size_t i = 0;
     while (i < in->n && strcmp(wm_session_input(s, i)->name, "pixel_values")) i++;
     if (i == in->n) return wm_err(err, WM_ERR_USAGE, "--image: the model has no input pixel_values");
@@ -71,7 +72,7 @@ static wm_status image_input(const wm_session *s, const char *dir, const char *i
         return wm_err(err, WM_ERR_UNSUPPORTED, "--image: pixel_values is not float or float16 [batch, 3, H, W]");
     float *x;
     int h, w;
-    wm_status st = wm_vision_pixels(dir, image, 0, &x, &h, &w, err);
+    wm_status st = wm_vision_pixels(dir, image, max_pixels, &x, &h, &w, err);
     if (st) return st;
     size_t one = (size_t)3 * h * w, es = t->dtype == WM_DT_FLOAT ? 4 : 2;
     uint8_t *buf = aligned_alloc(64, ((one * es * (size_t)t->dims[0]) | 63) + 1);
@@ -264,13 +265,13 @@ int wm_cmd_perf(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml perf");
     enum { O_WARMUP = 256, O_ITER, O_DUR, O_THREADS, O_DIM, O_DATA, O_BATCH, O_SEQ, O_PAST, O_SEED, O_EP, O_DEV,
-           O_PLEN, O_GLEN, O_LRUNS, O_NOLLM, O_DECAT, O_IMAGE };
+           O_PLEN, O_GLEN, O_LRUNS, O_NOLLM, O_DECAT, O_IMAGE, O_MAXPIX };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"warmup", required_argument, 0, O_WARMUP}, {"iterations", required_argument, 0, O_ITER},
         {"duration", required_argument, 0, O_DUR},  {"threads", required_argument, 0, O_THREADS},
         {"dim", required_argument, 0, O_DIM},       {"input-data", required_argument, 0, O_DATA},
-        {"image", required_argument, 0, O_IMAGE},
+        {"image", required_argument, 0, O_IMAGE}, {"max-image-pixels", required_argument, 0, O_MAXPIX},
         {"batch-size", required_argument, 0, O_BATCH}, {"seq-len", required_argument, 0, O_SEQ},
         {"past-len", required_argument, 0, O_PAST}, {"seed", required_argument, 0, O_SEED},
         {"ep", required_argument, 0, O_EP},         {"device", required_argument, 0, O_DEV},
@@ -285,6 +286,7 @@ int wm_cmd_perf(int argc, char **argv) {
     long warmup = 10, iters = 100, threads = 0, batch = 1, seq = 128, past = 0, seed = 0;
     double duration = 0;
     const char *data = NULL, *image = NULL;
+    long max_pix = 0;
     wm_dim_bind dims[32];
     size_t n_dims = 0;
     wm_session_opts so = {0};
@@ -320,6 +322,7 @@ int wm_cmd_perf(int argc, char **argv) {
         }
         case O_DATA: data = optarg; break;
         case O_IMAGE: image = optarg; break;
+        case O_MAXPIX: if (parse_long(&c, "--max-image-pixels", optarg, 1, &max_pix)) return WM_EXIT_ERROR; break;
         case O_PLEN: if (parse_long(&c, "--prompt-len", optarg, 1, &prompt_len)) return WM_EXIT_ERROR; break;
         case O_GLEN: if (parse_long(&c, "--gen-len", optarg, 2, &gen_len)) return WM_EXIT_ERROR; break;
         case O_LRUNS: if (parse_long(&c, "--llm-runs", optarg, 1, &llm_runs)) return WM_EXIT_ERROR; break;
@@ -353,6 +356,7 @@ int wm_cmd_perf(int argc, char **argv) {
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (!c.model) return wm_cli_usage_error(&c, "-m MODEL is required");
     if (image && data) return wm_cli_usage_error(&c, "--image and --input-data: give one of them");
+    if (max_pix && !image) return wm_cli_usage_error(&c, "--max-image-pixels applies to --image");
 
     char path[4096], dir[4096];
     wm_error err = {0};
@@ -371,8 +375,9 @@ int wm_cmd_perf(int argc, char **argv) {
     wm_inputs in = {0};
     wm_input_opts io = {dims, n_dims, batch, seq, past, (uint64_t)seed};
     wm_status st = data ? wm_inputs_read(s, data, &in, &err) : wm_inputs_make(s, &io, &in, &err);
-    if (!st && image) st = image_input(s, dir, image, &in, &err);
+    if (!st && image) st = image_input(s, dir, image, (uint64_t)max_pix, &in, &err);
     if (st) {
+        wm_inputs_free(&in); /* made, then --image refused */
         wm_session_free(s);
         return wm_cli_fail(&c, &err);
     }

@@ -35,9 +35,10 @@ static void help(void) {
            "Images: each --image (PNG or JPEG, up to %d) is decoded (EXIF orientation applied), preprocessed as the\n"
            "folder's preprocessor_config.json says and run: image-classification gives the top-k labels (default 5)\n"
            "with softmax scores, image-feature-extraction the embedding (image_embeds, pooler_output, else the first\n"
-           "output). --max-image-pixels N (default %llu) refuses larger images. --labels \"a cat,a dog\": zero-shot\n"
-           "image classification (a CLIP model taking input_ids and pixel_values): each label's score for\n"
-           "\"This is a photo of LABEL.\", softmax over the labels, as transformers' pipeline.\n\n" WM_CLI_LIMITS_HELP,
+           "output). --max-image-pixels N (default $WM_MAX_IMAGE_PIXELS, else %llu) refuses larger images.\n"
+           "--labels \"a cat,a dog\": zero-shot image classification (a CLIP model taking input_ids and\n"
+           "pixel_values): each label's score for \"This is a photo of LABEL.\", softmax over the labels, as\n"
+           "transformers' pipeline.\n\n" WM_CLI_LIMITS_HELP,
            WM_RUN_MAX_TEXTS, WM_RUN_MAX_TEXTS, (unsigned long long)WM_IMAGE_MAX_PIXELS_DEFAULT);
 }
 

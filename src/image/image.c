@@ -1,4 +1,5 @@
 /* image.c - format dispatch, the pixel budget, EXIF orientation (see image.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,13 +8,28 @@
 #include "core/file.h"
 #include "image/image_impl.h"
 
+wm_status wm_image_budget(uint64_t flag, uint64_t *out, wm_error *err) {
+    const char *v = getenv("WM_MAX_IMAGE_PIXELS");
+    *out = WM_IMAGE_MAX_PIXELS_DEFAULT;
+    if (flag) *out = flag;
+    else if (v && *v) {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (*end || errno || x < 1 || *v == '-')
+            return wm_err(err, WM_ERR_USAGE, "WM_MAX_IMAGE_PIXELS: '%s' is not a count >= 1", v);
+        *out = x;
+    }
+    return WM_OK;
+}
+
 wm_status wm_image_check_size(const char *name, uint64_t w, uint64_t h, uint64_t max_pixels, wm_error *err) {
     uint64_t budget = max_pixels ? max_pixels : WM_IMAGE_MAX_PIXELS_DEFAULT;
     if (!w || !h) return wm_err(err, WM_ERR_INPUT, "%s: the image is empty (%llux%llu)", name,
                                 (unsigned long long)w, (unsigned long long)h);
     if (w > budget || h > budget || w * h > budget)
         return wm_err(err, WM_ERR_INPUT, "%s: the image is %llux%llu = %llu pixels, over the budget of %llu "
-                      "(--max-image-pixels)", name, (unsigned long long)w, (unsigned long long)h,
+                      "(--max-image-pixels, WM_MAX_IMAGE_PIXELS)", name, (unsigned long long)w, (unsigned long long)h,
                       (unsigned long long)(w * h), (unsigned long long)budget);
     return WM_OK;
 }

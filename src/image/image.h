@@ -37,6 +37,12 @@ wm_status wm_image_decode(const uint8_t *data, size_t n, const char *name, uint6
 wm_status wm_image_load(const char *path, uint64_t max_pixels, wm_image *out, wm_error *err);
 void wm_image_free(wm_image *im);
 
+/*
+ * The pixel budget in force: flag when nonzero (--max-image-pixels), else $WM_MAX_IMAGE_PIXELS when set (a
+ * count >= 1; WM_ERR_USAGE otherwise), else WM_IMAGE_MAX_PIXELS_DEFAULT.
+ */
+wm_status wm_image_budget(uint64_t flag, uint64_t *out, wm_error *err);
+
 /* WM_ERR_INPUT naming name, its size and the budget when w x h is empty or over max_pixels (0: the default). */
 wm_status wm_image_check_size(const char *name, uint64_t w, uint64_t h, uint64_t max_pixels, wm_error *err);
 

@@ -60,6 +60,7 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
     char file[4200], dir[4200], p[4300];
     wm_status st = wm_model_path(model, WM_VISION_NEEDS, file, sizeof file, dir, sizeof dir, err);
     if (st) return st;
+    if ((st = wm_image_budget(max_pixels, &max_pixels, err))) return st;
     wm_vision *v = calloc(1, sizeof *v);
     if (!v) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     v->max_pixels = max_pixels;
@@ -171,8 +172,8 @@ wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pi
     char p[4200];
     snprintf(p, sizeof p, "%s/preprocessor_config.json", folder);
     wm_img_prep prep;
-    wm_status st = wm_img_prep_load(p, &prep, err);
-    if (st) return st;
+    wm_status st = wm_image_budget(max_pixels, &max_pixels, err);
+    if (st || (st = wm_img_prep_load(p, &prep, err))) return st;
     prep.max_pixels = max_pixels;
     return pixels(&prep, path, max_pixels, out, h, w, err);
 }

@@ -23,7 +23,7 @@ typedef struct wm_vision wm_vision;
 
 /*
  * Opens FOLDER (or FOLDER/MODEL.onnx) with session options so (NULL: defaults); max_pixels: the pixel budget of
- * one image, decoded or resized (0: the default). *out: wm_vision_free.
+ * one image, decoded or resized (0: $WM_MAX_IMAGE_PIXELS, else the default; wm_image_budget). *out: wm_vision_free.
  */
 wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t max_pixels, wm_vision **out,
                          wm_error *err);

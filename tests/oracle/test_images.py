@@ -527,6 +527,22 @@ def test_hostile_images_refused(winml_asan, vision_folders, photos, tmp_path):
     U.assert_clean_error(r, "winml run", photos["coffee.png"], "600x400", "240000 pixels", "100000")
     r = U.run([winml_asan, "run", "-m", folder, "--image", photos["coffee.png"], "--max-image-pixels", "0"])
     U.assert_clean_error(r, "winml run", "--max-image-pixels")
+    # the environment sets the budget when the flag does not; perf --image takes the same flag
+    env = {**os.environ, **U.SAN_ENV, "WM_MAX_IMAGE_PIXELS": "239999"}
+    r = subprocess.run([winml_asan, "run", "-m", folder, "--image", photos["coffee.png"]], capture_output=True,
+                       text=True, env=env, timeout=120)
+    U.assert_clean_error(r, "winml run", "240000 pixels", "239999", "WM_MAX_IMAGE_PIXELS")
+    env["WM_MAX_IMAGE_PIXELS"] = "lots"
+    r = subprocess.run([winml_asan, "run", "-m", folder, "--image", photos["coffee.png"]], capture_output=True,
+                       text=True, env=env, timeout=120)
+    U.assert_clean_error(r, "winml run", "WM_MAX_IMAGE_PIXELS", "'lots'")
+    env["WM_MAX_IMAGE_PIXELS"] = "240000"
+    r = subprocess.run([winml_asan, "run", "-m", folder, "--image", photos["coffee.png"]], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0 and not U.crashed(r), U.describe(r)
+    r = U.run([winml_asan, "perf", "-m", folder, "--image", photos["coffee.png"], "--max-image-pixels", "1000",
+               "--iterations", "1"])
+    U.assert_clean_error(r, "winml perf", photos["coffee.png"], "over the budget of 1000")
 
 
 def test_hostile_exif_ignored(winml_asan, vision_folders, tmp_path, imagetool):
