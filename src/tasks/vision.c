@@ -114,6 +114,19 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
             goto fail;
         }
         if ((st = wm_tokenizer_load_dir(dir, &v->tok, err))) goto fail;
+        /* SigLIP scores each label with a sigmoid over texts padded to 64 tokens (transformers' pipeline): not
+         * what is done here, so refused rather than given softmax scores */
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        if ((st = wm_input_present(p, &present, err))) goto fail;
+        if (present) {
+            if ((st = wm_hf_config_load(p, &v->cfg, err))) goto fail;
+            v->has_cfg = 1;
+            if (v->cfg.model_type && strstr(v->cfg.model_type, "siglip")) {
+                st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: model_type '%s': zero-shot classification with SigLIP's "
+                            "sigmoid scores is not supported yet", p, v->cfg.model_type);
+                goto fail;
+            }
+        }
     } else if (!strcmp(v->task, "image-classification")) {
         v->out_idx = logits >= 0 ? logits : 0;
         snprintf(p, sizeof p, "%s/config.json", dir);

@@ -8,7 +8,8 @@
  * The task is the folder's winml_build_config.json loader.task when there is one, else
  * zero-shot-image-classification for a model taking input_ids and pixel_values (CLIPModel: the folder's tokenizer
  * encodes "This is a photo of {label}." for each candidate label, padded to the longest with the pad token, and
- * the output logits_per_image [1, labels] is read, as transformers' zero-shot pipeline does), image-classification
+ * the output logits_per_image [1, labels] is read, as transformers' zero-shot pipeline does; SigLIP, which that
+ * pipeline scores with a sigmoid over 64-token texts, is refused), image-classification
  * for a model with an output "logits", and image-feature-extraction otherwise. Used by `winml run --image`.
  */
 #ifndef WM_TASKS_VISION_H

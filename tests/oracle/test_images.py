@@ -468,6 +468,15 @@ def test_run_zero_shot_equals_pipeline(winml, winml_asan, zero_shot_folder, phot
     U.assert_clean_error(r, "winml run", "--labels")
     r = U.run([winml, "run", "-m", d, "--image", images[0], "--labels", "cat, ,dog"])
     U.assert_clean_error(r, "winml run", "--labels")
+    # SigLIP's pipeline scores with a sigmoid over 64-token texts: refused, not given softmax scores
+    import shutil
+    sig = d.parent / "siglip"
+    shutil.copytree(d, sig)
+    cfg = json.loads((sig / "config.json").read_text())
+    cfg["model_type"] = "siglip"
+    (sig / "config.json").write_text(json.dumps(cfg))
+    r = U.run([winml, "run", "-m", sig, "--image", images[0], "--labels", "cat,dog"])
+    U.assert_clean_error(r, "winml run", "siglip", "not supported yet")
 
 
 def test_run_image_refusals(winml, vision_folders, photos, tmp_path):
