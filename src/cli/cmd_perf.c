@@ -17,13 +17,15 @@
 #include "eval/stats.h"
 #include "llm/generate.h"
 #include "onnx/dtype.h"
+#include "ops/op.h"
 #include "runtime/inputs.h"
+#include "tasks/vision.h"
 #include "winml/runtime.h"
 
 static void help(void) {
     printf("usage: winml perf -m MODEL.onnx|BUILD_DIR [--warmup N] [--iterations N | --duration S]\n"
            "                  [--threads N] [--batch-size N] [--seq-len N] [--past-len N]\n"
-           "                  [--dim NAME=VALUE ...] [--input-data FILE.safetensors] [--seed N]\n"
+           "                  [--dim NAME=VALUE ...] [--input-data FILE.safetensors] [--image FILE] [--seed N]\n"
            "                  [--ep cpu] [--device cpu] [--max-memory SIZE] [--max-loop-iterations N]\n"
            "                  [--timeout S] [-f table|json] [-o FILE]\n\n"
            "Measures one forward pass on the CPU engine: latency (mean, min, max, p50, p90, p95,\n"
@@ -32,7 +34,9 @@ static void help(void) {
            "model's input specs (token ids below the embedding table's size, masks of ones,\n"
            "pixels in [0,1)) with a seed, or read by name from a safetensors file. Symbolic dims\n"
            "take --dim values, else the batch size, sequence length (default 128) or past length\n"
-           "(default 0) by their names. Defaults: --warmup 10 --iterations 100, all cores.\n\n"
+           "(default 0) by their names. Defaults: --warmup 10 --iterations 100, all cores.\n"
+           "--image FILE (PNG or JPEG): pixel_values is that image, decoded and preprocessed as the model folder's\n"
+           "preprocessor_config.json says, repeated over the batch (--max-image-pixels N as in winml run).\n\n"
            "A causal LM (input_ids, past_key_values.N.key/value -> logits, present.N.*) also gets the LLM\n"
            "figures (section llm): model load time, time to first token and prefill tokens/s for a random\n"
            "prompt of --prompt-len tokens (default 128), steady-state decode tokens/s and ms per output token\n"
@@ -55,6 +59,33 @@ static void progress(const wm_cli *c, int tty, const char *what, long i, long n)
     int w = 30, k = n > 0 ? (int)(w * i / n) : w;
     fprintf(stderr, "\r%-8s [%.*s%*s] %ld/%ld", what, k, "##############################", w - k, "", i, n);
     if (i == n) fputc('\n', stderr);
+}
+
+/* --image: pixel_values becomes the preprocessed image, repeated over the batch. */
+static wm_status image_input(const wm_session *s, const char *dir, const char *image, uint64_t max_pixels,
+                             wm_inputs *in, wm_error *err) {
+    size_t i = 0;
+    while (i < in->n && strcmp(wm_session_input(s, i)->name, "pixel_values")) i++;
+    if (i == in->n) return wm_err(err, WM_ERR_USAGE, "--image: the model has no input pixel_values");
+    wm_tensor *t = &in->t[i];
+    if (t->rank != 4 || t->dims[1] != 3 || (t->dtype != WM_DT_FLOAT && t->dtype != WM_DT_FLOAT16))
+        return wm_err(err, WM_ERR_UNSUPPORTED, "--image: pixel_values is not float or float16 [batch, 3, H, W]");
+    float *x;
+    int h, w;
+    wm_status st = wm_vision_pixels(dir, image, max_pixels, &x, &h, &w, err);
+    if (st) return st;
+    size_t one = (size_t)3 * h * w, es = t->dtype == WM_DT_FLOAT ? 4 : 2;
+    uint8_t *buf = aligned_alloc(64, ((one * es * (size_t)t->dims[0]) | 63) + 1);
+    if (!buf) {
+        free(x);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t b = 0; b < t->dims[0]; b++) wm_convert(WM_DT_FLOAT, x, t->dtype, buf + (size_t)b * one * es, one);
+    free(x);
+    free(in->bufs[i]);
+    in->bufs[i] = buf;
+    t->data = buf, t->dims[2] = h, t->dims[3] = w;
+    return WM_OK;
 }
 
 static int parse_long(const wm_cli *c, const char *flag, const char *v, long lo, long *out) {
@@ -234,12 +265,13 @@ int wm_cmd_perf(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml perf");
     enum { O_WARMUP = 256, O_ITER, O_DUR, O_THREADS, O_DIM, O_DATA, O_BATCH, O_SEQ, O_PAST, O_SEED, O_EP, O_DEV,
-           O_PLEN, O_GLEN, O_LRUNS, O_NOLLM, O_DECAT };
+           O_PLEN, O_GLEN, O_LRUNS, O_NOLLM, O_DECAT, O_IMAGE, O_MAXPIX };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"warmup", required_argument, 0, O_WARMUP}, {"iterations", required_argument, 0, O_ITER},
         {"duration", required_argument, 0, O_DUR},  {"threads", required_argument, 0, O_THREADS},
         {"dim", required_argument, 0, O_DIM},       {"input-data", required_argument, 0, O_DATA},
+        {"image", required_argument, 0, O_IMAGE}, {"max-image-pixels", required_argument, 0, O_MAXPIX},
         {"batch-size", required_argument, 0, O_BATCH}, {"seq-len", required_argument, 0, O_SEQ},
         {"past-len", required_argument, 0, O_PAST}, {"seed", required_argument, 0, O_SEED},
         {"ep", required_argument, 0, O_EP},         {"device", required_argument, 0, O_DEV},
@@ -253,7 +285,8 @@ int wm_cmd_perf(int argc, char **argv) {
     int n_decode_at = 0;
     long warmup = 10, iters = 100, threads = 0, batch = 1, seq = 128, past = 0, seed = 0;
     double duration = 0;
-    const char *data = NULL;
+    const char *data = NULL, *image = NULL;
+    long max_pix = 0;
     wm_dim_bind dims[32];
     size_t n_dims = 0;
     wm_session_opts so = {0};
@@ -288,6 +321,8 @@ int wm_cmd_perf(int argc, char **argv) {
             break;
         }
         case O_DATA: data = optarg; break;
+        case O_IMAGE: image = optarg; break;
+        case O_MAXPIX: if (parse_long(&c, "--max-image-pixels", optarg, 1, &max_pix)) return WM_EXIT_ERROR; break;
         case O_PLEN: if (parse_long(&c, "--prompt-len", optarg, 1, &prompt_len)) return WM_EXIT_ERROR; break;
         case O_GLEN: if (parse_long(&c, "--gen-len", optarg, 2, &gen_len)) return WM_EXIT_ERROR; break;
         case O_LRUNS: if (parse_long(&c, "--llm-runs", optarg, 1, &llm_runs)) return WM_EXIT_ERROR; break;
@@ -320,6 +355,8 @@ int wm_cmd_perf(int argc, char **argv) {
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (!c.model) return wm_cli_usage_error(&c, "-m MODEL is required");
+    if (image && data) return wm_cli_usage_error(&c, "--image and --input-data: give one of them");
+    if (max_pix && !image) return wm_cli_usage_error(&c, "--max-image-pixels applies to --image");
 
     char path[4096], dir[4096];
     wm_error err = {0};
@@ -338,7 +375,9 @@ int wm_cmd_perf(int argc, char **argv) {
     wm_inputs in = {0};
     wm_input_opts io = {dims, n_dims, batch, seq, past, (uint64_t)seed};
     wm_status st = data ? wm_inputs_read(s, data, &in, &err) : wm_inputs_make(s, &io, &in, &err);
+    if (!st && image) st = image_input(s, dir, image, (uint64_t)max_pix, &in, &err);
     if (st) {
+        wm_inputs_free(&in); /* made, then --image refused */
         wm_session_free(s);
         return wm_cli_fail(&c, &err);
     }

@@ -16,12 +16,14 @@
 #include "cli/cli.h"
 #include "cli/cli_limits.h"
 #include "tasks/encoder.h"
+#include "tasks/vision.h"
 
 #define WM_RUN_MAX_TEXTS 256
 
 static void help(void) {
     printf("usage: winml run -m BUILD_DIR|BUILD_DIR/MODEL.onnx --text TEXT... [--pair TEXT]... [--no-normalize]\n"
-           "                 [--threads N] [-f table|json] [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n\n"
+           "                 [--threads N] [-f table|json] [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n"
+           "       winml run -m BUILD_DIR --image FILE... [--top-k K | --labels \"A,B,...\"] [--max-image-pixels N] [...]\n\n"
            "Runs an encoder build (text-classification, reranker, feature-extraction) on text. Each --text (up to\n"
            "%d) gives one entry of \"results\", in order. With --pair passages the one --text is the query and every\n"
            "(query, passage) pair is scored and ranked.\n"
@@ -30,7 +32,15 @@ static void help(void) {
            "sentence_bert_config.json, 1_Pooling/config.json: winml build carries them) truncates to max_seq_length\n"
            "and pools as its Pooling config says, L2-normalized when modules.json lists Normalize; otherwise the\n"
            "mean over the attention mask, L2-normalized. --no-normalize: no normalization.\n"
-           "Decoders: use winml generate.\n\n" WM_CLI_LIMITS_HELP, WM_RUN_MAX_TEXTS);
+           "Decoders: use winml generate.\n"
+           "Images: each --image (PNG or JPEG, up to %d) is decoded (EXIF orientation applied), preprocessed as the\n"
+           "folder's preprocessor_config.json says and run: image-classification gives the top-k labels (default 5)\n"
+           "with softmax scores, image-feature-extraction the embedding (image_embeds, pooler_output, else the first\n"
+           "output). --max-image-pixels N (default $WM_MAX_IMAGE_PIXELS, else %llu) refuses larger images.\n"
+           "--labels \"a cat,a dog\": zero-shot image classification (a CLIP model taking input_ids and\n"
+           "pixel_values): each label's score for \"This is a photo of LABEL.\", softmax over the labels, as\n"
+           "transformers' pipeline.\n\n" WM_CLI_LIMITS_HELP,
+           WM_RUN_MAX_TEXTS, WM_RUN_MAX_TEXTS, (unsigned long long)WM_IMAGE_MAX_PIXELS_DEFAULT);
 }
 
 typedef struct ranked {
@@ -43,19 +53,97 @@ static int by_score(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+/* The images of --image: one result each, in order. */
+static int run_images(wm_cli *c, const wm_session_opts *so, const char **images, size_t n_images, long top_k,
+                      uint64_t max_pixels, const char *const *labels, size_t n_labels) {
+    wm_error err = {0};
+    wm_vision *v = NULL;
+    if (wm_vision_open(c->model, so, max_pixels, &v, &err)) return wm_cli_fail(c, &err);
+    const char *task = wm_vision_task(v);
+    int zs = !strcmp(task, "zero-shot-image-classification"), cls = zs || !strcmp(task, "image-classification");
+    wm_json j;
+    wm_json_init(&j);
+    wm_json_obj(&j, NULL);
+    wm_json_str(&j, "task", task);
+    wm_json_arr(&j, "results");
+    ranked *rk = NULL;
+    int rc = WM_EXIT_OK;
+    for (size_t r = 0; r < n_images; r++) {
+        wm_vision_out o;
+        if (wm_vision_run(v, images[r], labels, n_labels, &o, &err)) goto fail;
+        wm_json_obj(&j, NULL);
+        wm_json_str(&j, "image", images[r]);
+        if (cls) {
+            size_t n = o.n;
+            ranked *nr = realloc(rk, (n ? n : 1) * sizeof *rk);
+            if (!nr) {
+                err.status = WM_ERR_NOMEM;
+                snprintf(err.msg, sizeof err.msg, "out of memory");
+                goto fail;
+            }
+            rk = nr;
+            double m = n ? o.y[0] : 0, sum = 0;
+            for (size_t i = 1; i < n; i++) m = o.y[i] > m ? o.y[i] : m;
+            for (size_t i = 0; i < n; i++) sum += exp(o.y[i] - m);
+            for (size_t i = 0; i < n; i++)
+                rk[i].i = i, rk[i].s = n == 1 && !zs ? 1 / (1 + exp(-o.y[i])) : exp(o.y[i] - m) / sum;
+            qsort(rk, n, sizeof *rk, by_score);
+            size_t k = zs ? n : (size_t)top_k < n ? (size_t)top_k : n; /* zero-shot: every candidate */
+            char lb[32];
+            wm_json_arr(&j, "labels");
+            for (size_t i = 0; i < k; i++) {
+                const char *l = zs ? labels[rk[i].i] : wm_vision_label(v, rk[i].i);
+                snprintf(lb, sizeof lb, "LABEL_%zu", rk[i].i);
+                wm_json_obj(&j, NULL);
+                wm_json_str(&j, "label", l ? l : lb);
+                wm_json_num(&j, "score", rk[i].s);
+                wm_json_num(&j, "logit", o.y[rk[i].i]);
+                wm_json_obj_end(&j);
+            }
+            wm_json_arr_end(&j);
+        } else {
+            wm_json_str(&j, "output", o.output);
+            wm_json_arr(&j, "shape");
+            for (int i = 0; i < o.rank; i++) wm_json_int(&j, NULL, o.dims[i]);
+            wm_json_arr_end(&j);
+            wm_json_arr(&j, "embedding");
+            for (size_t i = 0; i < o.n; i++) wm_json_num(&j, NULL, o.y[i]);
+            wm_json_arr_end(&j);
+        }
+        wm_json_obj_end(&j);
+    }
+    wm_json_arr_end(&j);
+    wm_json_obj_end(&j);
+    rc = wm_cli_emit(c, c->model, &j);
+    goto done;
+fail:
+    rc = wm_cli_fail(c, &err);
+done:
+    free(rk);
+    wm_json_free(&j);
+    wm_vision_free(v);
+    return rc;
+}
+
 int wm_cmd_run(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml run");
-    enum { O_TEXT = 256, O_PAIR, O_NONORM, O_THREADS };
+    enum { O_TEXT = 256, O_PAIR, O_NONORM, O_THREADS, O_IMAGE, O_LABELS, O_TOPK, O_MAXPIX };
     static const struct option longs[] = {WM_CLI_COMMON_LONG,
                                           {"text", required_argument, 0, O_TEXT},
                                           {"pair", required_argument, 0, O_PAIR},
                                           {"no-normalize", no_argument, 0, O_NONORM},
                                           {"threads", required_argument, 0, O_THREADS},
+                                          {"image", required_argument, 0, O_IMAGE},
+                                          {"labels", required_argument, 0, O_LABELS},
+                                          {"top-k", required_argument, 0, O_TOPK},
+                                          {"max-image-pixels", required_argument, 0, O_MAXPIX},
                                           WM_CLI_LIMITS_LONG,
                                           {0, 0, 0, 0}};
-    const char *texts[WM_RUN_MAX_TEXTS], *pairs[256];
-    size_t n_texts = 0, n_pairs = 0;
+    const char *texts[WM_RUN_MAX_TEXTS], *pairs[256], *images[WM_RUN_MAX_TEXTS], *labels = NULL;
+    size_t n_texts = 0, n_pairs = 0, n_images = 0;
+    long top_k = 5, max_pix = 0;
+    int image_flags = 0; /* --top-k or --max-image-pixels given */
     int normalize = 1, threads = 0, opt;
     wm_session_opts so = {0};
     optind = 1;
@@ -72,6 +160,19 @@ int wm_cmd_run(int argc, char **argv) {
             pairs[n_pairs++] = optarg;
             break;
         case O_NONORM: normalize = 0; break;
+        case O_IMAGE:
+            if (n_images == WM_RUN_MAX_TEXTS) return wm_cli_usage_error(&c, "--image: at most %d images", WM_RUN_MAX_TEXTS);
+            images[n_images++] = optarg;
+            break;
+        case O_LABELS: labels = optarg; break;
+        case O_TOPK:
+            if (wm_cli_int_arg(&c, "--top-k", optarg, 1, 1000000, &top_k)) return WM_EXIT_ERROR;
+            image_flags = 1;
+            break;
+        case O_MAXPIX:
+            if (wm_cli_int_arg(&c, "--max-image-pixels", optarg, 1, 1L << 40, &max_pix)) return WM_EXIT_ERROR;
+            image_flags = 1;
+            break;
         case O_THREADS: {
             long v;
             if (wm_cli_int_arg(&c, "--threads", optarg, 0, 256, &v)) return WM_EXIT_ERROR;
@@ -88,7 +189,37 @@ int wm_cmd_run(int argc, char **argv) {
         }
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
-    if (!c.model || !n_texts) return wm_cli_usage_error(&c, "-m BUILD_DIR and --text are required");
+    if (n_images && (n_texts || n_pairs))
+        return wm_cli_usage_error(&c, "--image and --text/--pair: give images or texts, not both");
+    if (!n_images && (image_flags || labels))
+        return wm_cli_usage_error(&c, "--top-k, --labels and --max-image-pixels apply to --image");
+    if (c.model && n_images) {
+        /* --labels "a cat,a dog": split at commas, spaces around each trimmed */
+        const char *cand[WM_RUN_MAX_TEXTS];
+        char *lcopy = labels ? strdup(labels) : NULL;
+        size_t n_cand = 0;
+        if (labels && !lcopy) return wm_cli_usage_error(&c, "out of memory");
+        char *save = NULL;
+        for (char *t = lcopy ? strtok_r(lcopy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save)) {
+            while (*t == ' ') t++;
+            for (char *e = t + strlen(t); e > t && e[-1] == ' ';) *--e = 0;
+            if (!*t || n_cand == WM_RUN_MAX_TEXTS) {
+                free(lcopy);
+                return wm_cli_usage_error(&c, "--labels: expected up to %d comma-separated labels, none empty",
+                                          WM_RUN_MAX_TEXTS);
+            }
+            cand[n_cand++] = t;
+        }
+        if (labels && !n_cand) {
+            free(lcopy);
+            return wm_cli_usage_error(&c, "--labels: no label in '%s'", labels);
+        }
+        so.threads = threads;
+        int rc = run_images(&c, &so, images, n_images, top_k, (uint64_t)max_pix, cand, n_cand);
+        free(lcopy);
+        return rc;
+    }
+    if (!c.model || !n_texts) return wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --image) are required");
     if (n_pairs && n_texts > 1)
         return wm_cli_usage_error(&c, "--pair scores passages against one query: give one --text (got %zu)", n_texts);
     wm_error err = {0};

