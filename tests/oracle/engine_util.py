@@ -55,3 +55,20 @@ def assert_close(ours, ref, atol=1e-4, label=""):
         worst[k] = d
         assert d <= atol, f"{label}: output {k} differs by {d} (> {atol})"
     return worst
+
+
+def pixel_outputs(model, names):
+    """model wrapped for torch.onnx.export: pixel_values in, the named outputs out as a tuple (the exporter needs
+    tensors, not a ModelOutput)."""
+    import torch
+
+    class _Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, pixel_values):
+            out = self.model(pixel_values=pixel_values)
+            return tuple(getattr(out, n) for n in names)
+
+    return _Wrap()

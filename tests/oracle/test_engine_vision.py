@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")  # the venv of make test has it (tests/oracle/requirements.txt)
 transformers = pytest.importorskip("transformers")
 
-from engine_util import assert_close, engine_run, ort_run  # noqa: E402
+from engine_util import assert_close, engine_run, ort_run, pixel_outputs  # noqa: E402
 import oracle_util as U  # noqa: E402
 
 ATOL = 1e-4
@@ -71,18 +71,6 @@ MODELS = {
 }
 
 
-class _Wrap(torch.nn.Module):
-    """Returns the named outputs as a tuple (the exporter needs tensors, not ModelOutput)."""
-
-    def __init__(self, model, names):
-        super().__init__()
-        self.model, self.names = model, names
-
-    def forward(self, pixel_values):
-        out = self.model(pixel_values=pixel_values)
-        return tuple(getattr(out, n) for n in self.names)
-
-
 @pytest.fixture(scope="module")
 def exported(request):
     """name -> (onnx path, image size, output names); exported once per module."""
@@ -96,7 +84,7 @@ def exported(request):
         path = str(d / f"{name}.onnx")
         x = torch.randn(1, 3, *hw)
         with torch.no_grad():
-            torch.onnx.export(_Wrap(model, names), (x,), path, input_names=["pixel_values"], output_names=names,
+            torch.onnx.export(pixel_outputs(model, names), (x,), path, input_names=["pixel_values"], output_names=names,
                               dynamic_axes={"pixel_values": {0: "batch"}, **{n: {0: "batch"} for n in names}},
                               opset_version=17, dynamo=False, **extra)
         res[name] = (path, hw, names)

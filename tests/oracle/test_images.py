@@ -28,6 +28,7 @@ import transformers
 from PIL import Image, ImageOps
 
 import oracle_util as U
+from engine_util import pixel_outputs
 
 PHOTOS = {  # skimage/data in scikit-image 0.26.0's wheel
     "astronaut.png": "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5",
@@ -317,21 +318,11 @@ def test_preprocessing_matches_processor(name, photos, imagetool, tmp_path):
 
 # ---- winml run --image ----
 
-class _Wrap(torch.nn.Module):
-    def __init__(self, model, names):
-        super().__init__()
-        self.model, self.names = model, names
-
-    def forward(self, pixel_values):
-        out = self.model(pixel_values=pixel_values)
-        return tuple(getattr(out, n) for n in self.names)
-
-
 def _export(model, folder, names, hw):
     model.eval()
     folder.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
-        torch.onnx.export(_Wrap(model, names), (torch.randn(1, 3, *hw),), str(folder / "model.onnx"),
+        torch.onnx.export(pixel_outputs(model, names), (torch.randn(1, 3, *hw),), str(folder / "model.onnx"),
                           input_names=["pixel_values"], output_names=names,
                           dynamic_axes={"pixel_values": {0: "batch"}, **{n: {0: "batch"} for n in names}},
                           opset_version=17, dynamo=False)
