@@ -733,21 +733,6 @@ static int is_unsigned_t(int32_t dt) {
 }
 static void store_int(int32_t dt, void *p, int64_t i, int64_t v);
 
-/* Element i of an integer array of type dt: signed types sign-extended, unsigned zero-extended (uint64 as its bits). */
-static int64_t load_i(int32_t dt, const void *p, int64_t i) {
-    switch (dt) {
-    case WM_DT_INT8: return ((const int8_t *)p)[i];
-    case WM_DT_UINT8: return ((const uint8_t *)p)[i];
-    case WM_DT_INT16: return ((const int16_t *)p)[i];
-    case WM_DT_UINT16: return ((const uint16_t *)p)[i];
-    case WM_DT_INT32: return ((const int32_t *)p)[i];
-    case WM_DT_UINT32: return ((const uint32_t *)p)[i];
-    case WM_DT_INT64: return ((const int64_t *)p)[i];
-    case WM_DT_UINT64: return (int64_t)((const uint64_t *)p)[i];
-    default: return 0;
-    }
-}
-
 /*
  * Pow of an integer base with an exponent of another type: an integer exponent gives the exact wrapped power
  * (as when both types agree); a float exponent the double power converted as Cast converts (onnxruntime's
@@ -761,7 +746,8 @@ static void pow_int_any(void *ctx, void *out, const void *const *in, const int64
         if (is_float_t(c->tb))
             v = wm_f64_to_int(c->to, pow(load_f(c->ta, in[0], i * step[0]), load_f(c->tb, in[1], i * step[1])));
         else {
-            v = wm_int_pow(load_i(c->ta, in[0], i * step[0]), uns_base, load_i(c->tb, in[1], i * step[1]), uns_exp);
+            v = wm_int_pow(wm_dt_get_int(c->ta, in[0], (uint64_t)(i * step[0])), uns_base,
+                           wm_dt_get_int(c->tb, in[1], (uint64_t)(i * step[1])), uns_exp);
         }
         store_int(c->to, out, i, v);
     }

@@ -121,9 +121,10 @@ wm_status wm_check_same_type(const wm_node *n, int a, int b, wm_error *err) {
                        wm_dtype_name(n->in_dtype[a]), wm_dtype_name(n->in_dtype[b]));
 }
 
-int64_t wm_tensor_get_int(const wm_tensor *t, uint64_t i) {
-    const void *d = t->data;
-    switch (t->dtype) {
+int64_t wm_tensor_get_int(const wm_tensor *t, uint64_t i) { return wm_dt_get_int(t->dtype, t->data, i); }
+
+int64_t wm_dt_get_int(int32_t dt, const void *d, uint64_t i) {
+    switch (dt) {
     case WM_DT_INT8: return ((const int8_t *)d)[i];
     case WM_DT_UINT8: case WM_DT_BOOL: return ((const uint8_t *)d)[i];
     case WM_DT_INT16: return ((const int16_t *)d)[i];

@@ -151,6 +151,8 @@ static inline int wm_axis(int64_t axis, int rank) {
 
 /* Reads element i of an integer tensor (int8..uint64, bool) as int64. */
 int64_t wm_tensor_get_int(const wm_tensor *t, uint64_t i);
+/* element i of the array d of type dt as wm_tensor_get_int reads a tensor's */
+int64_t wm_dt_get_int(int32_t dt, const void *d, uint64_t i);
 /* Reads element i of a numeric tensor as double. */
 double wm_tensor_get_f64(const wm_tensor *t, uint64_t i);
 
