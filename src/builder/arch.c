@@ -19,6 +19,9 @@ static const char *const task_names[WM_TASK_COUNT] = {
     [WM_TASK_FEATURE_EXTRACTION] = "feature-extraction",
     [WM_TASK_TOKEN_CLASSIFICATION] = "token-classification",
     [WM_TASK_QUESTION_ANSWERING] = "question-answering",
+    [WM_TASK_IMAGE_CLASSIFICATION] = "image-classification",
+    [WM_TASK_IMAGE_FEATURE_EXTRACTION] = "image-feature-extraction",
+    [WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION] = "zero-shot-image-classification",
 };
 
 const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_names[t] : "unknown"; }
@@ -42,7 +45,6 @@ const char *wm_act_name(wm_act a) {
     return (unsigned)a < sizeof n / sizeof n[0] ? n[a] : "?";
 }
 
-wm_module *arch_mod_mut(const wm_arch *a, int layer, int m);
 wm_module *arch_mod_mut(const wm_arch *a, int layer, int m) { return &a->mods[(size_t)(layer + 1) * WM_M_COUNT + m]; }
 
 const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m) { return arch_mod_mut(a, layer, m); }
@@ -51,6 +53,12 @@ wm_norm_spec wm_arch_norm(const wm_arch *a) { return (wm_norm_spec){a->norm, a->
 
 void wm_arch_free(wm_arch *a) {
     if (!a) return;
+    for (int t = 0; t < 2; t++) {
+        if (a->tower[t]) wm_arch_free(a->tower[t]);
+        free(a->tower[t]);
+        if (a->tower_cfg[t]) wm_hf_config_free(a->tower_cfg[t]);
+        free(a->tower_cfg[t]);
+    }
     free(a->mods);
     free(a->sliding);
     free(a->rope.inv_freq);
@@ -68,7 +76,7 @@ static const wm_family *find_family(const char *mt) {
     return NULL;
 }
 
-static const wm_scheme *find_scheme(const char *name) {
+const wm_scheme *arch_find_scheme(const char *name) {
     for (size_t i = 0; i < wm_n_schemes; i++)
         if (!strcmp(wm_schemes[i].name, name)) return &wm_schemes[i];
     return NULL;
@@ -81,7 +89,7 @@ static const wm_modpat *scheme_pat(const wm_scheme *s, int m) {
 }
 
 /* Expands pat ('$' -> prefix, %d -> layer) + suffix into out; 0 when it does not fit. */
-static int expand(const char *pat, const char *prefix, int layer, const char *suffix, char *out, size_t n) {
+int arch_expand(const char *pat, const char *prefix, int layer, const char *suffix, char *out, size_t n) {
     size_t k = 0;
     for (const char *p = pat; *p; p++) {
         char buf[32];
@@ -105,7 +113,7 @@ static int expand(const char *pat, const char *prefix, int layer, const char *su
     return 1;
 }
 
-static const wm_st_tensor *st_find(const wm_st_file *st, const char *name) { return st ? wm_st_find(st, name) : NULL; }
+const wm_st_tensor *arch_st_find(const wm_st_file *st, const char *name) { return st ? wm_st_find(st, name) : NULL; }
 
 static int64_t dim_value(const wm_arch *a, int d) {
     switch (d) {
@@ -122,6 +130,12 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_HD: return a->hd;
     case D_L: return a->labels;
     case D_2: return 2;
+    case D_1: return 1;
+    case D_2H: return 2 * a->H;
+    case D_PIN: return a->C * a->patch * a->patch;
+    case D_NPOS: return a->n_pos;
+    case D_REG: return a->n_reg;
+    case D_PROJ: return a->proj;
     default: return 0;
     }
 }
@@ -153,7 +167,7 @@ static wm_status check_keys(const wm_arch *a, wm_error *err) {
 }
 
 /* The activation: from the family's own key when it reads one (config.c checked every alias is a string). */
-static wm_status resolve_act(wm_arch *a, const wm_family *f, wm_error *err) {
+wm_status arch_resolve_act(wm_arch *a, const wm_family *f, wm_error *err) {
     const char *name = a->cfg->activation, *key = a->cfg->key_act;
     if (f->act_key) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, f->act_key);
@@ -252,7 +266,7 @@ static int find_prefix(wm_arch *a, const wm_family *f, const wm_scheme *s, const
     if (!s->prefixes[0] || strcmp(s->prefixes[0], "")) cands[n++] = ""; /* always try none last */
     for (size_t i = 0; i < n; i++) {
         char name[256];
-        if (expand(e->pat, cands[i], 0, ".weight", name, sizeof name) && st_find(st, name)) {
+        if (arch_expand(e->pat, cands[i], 0, ".weight", name, sizeof name) && arch_st_find(st, name)) {
             snprintf(a->prefix, sizeof a->prefix, "%s", cands[i]);
             return 1;
         }
@@ -268,7 +282,7 @@ static const wm_family *detect_by_tensors(wm_arch *a, const wm_st_file *st, cons
         if (!f || !find_prefix(a, f, s, st)) continue;
         char name[256];
         const wm_modpat *o = scheme_pat(s, WM_M_L_O);
-        if (o && expand(o->pat, a->prefix, 0, ".weight", name, sizeof name) && st_find(st, name)) {
+        if (o && arch_expand(o->pat, a->prefix, 0, ".weight", name, sizeof name) && arch_st_find(st, name)) {
             *sch = s;
             return f;
         }
@@ -278,34 +292,27 @@ static const wm_family *detect_by_tensors(wm_arch *a, const wm_st_file *st, cons
 
 /* ------------------------------------------------------------- modules */
 
-typedef struct want {
-    int mod, layer;
-    const char *pat; /* overrides the scheme (heads) */
-    uint8_t kind, d_out, d_in;
-    int required;    /* missing weight is an error */
-    int bias;        /* random mode: has a bias */
-} want;
 
 /* Looks up (real) or decides (random) one module. */
-static wm_status fill_module(wm_arch *a, const wm_st_file *st, const want *w, wm_error *err) {
+wm_status arch_fill_module(wm_arch *a, const wm_st_file *st, const want *w, wm_error *err) {
     wm_module *m = arch_mod_mut(a, w->layer, w->mod);
     m->kind = w->kind;
     m->out = dim_value(a, w->d_out);
     m->in = dim_value(a, w->d_in);
-    static const char *const wsuf[] = {".weight", ".gamma"}, *const bsuf[] = {".bias", ".beta"};
-    int alts = w->kind == WM_MK_NORM ? 2 : 1;
+    static const char *const wsuf[] = {".weight", ".gamma"}, *const bsuf[] = {".bias", ".beta"}, *const none[] = {""};
+    int alts = w->kind == WM_MK_NORM ? 2 : 1, param = w->kind == WM_MK_PARAM;
     for (int k = 0; k < alts; k++) {
-        if (!expand(w->pat, a->prefix, w->layer, wsuf[k], m->w, sizeof m->w) ||
-            !expand(w->pat, a->prefix, w->layer, bsuf[k], m->b, sizeof m->b))
+        if (!arch_expand(w->pat, a->prefix, w->layer, (param ? none : wsuf)[k], m->w, sizeof m->w) ||
+            !arch_expand(w->pat, a->prefix, w->layer, (param ? none : bsuf)[k], m->b, sizeof m->b))
             return wm_err(err, WM_ERR_INPUT, "tensor name of module '%s' too long", wm_mod_name(w->mod));
         if (a->random) break;
-        if ((m->wt = st_find(st, m->w))) break;
+        if ((m->wt = arch_st_find(st, m->w))) break;
     }
     if (!m->wt) { /* name the usual spelling in messages */
-        expand(w->pat, a->prefix, w->layer, ".weight", m->w, sizeof m->w);
-        expand(w->pat, a->prefix, w->layer, ".bias", m->b, sizeof m->b);
+        arch_expand(w->pat, a->prefix, w->layer, param ? "" : ".weight", m->w, sizeof m->w);
+        arch_expand(w->pat, a->prefix, w->layer, ".bias", m->b, sizeof m->b);
     }
-    int bias_ok = w->kind != WM_MK_EMBED && !(w->kind == WM_MK_NORM && a->norm == WM_NORM_RMS);
+    int bias_ok = w->kind != WM_MK_EMBED && !param && !(w->kind == WM_MK_NORM && a->norm == WM_NORM_RMS);
     if (!w->required) {
         m->present = m->has_bias = 0; /* not part of this structure: a tensor of that name stays unused */
         m->wt = NULL;
@@ -313,20 +320,21 @@ static wm_status fill_module(wm_arch *a, const wm_st_file *st, const want *w, wm
         m->present = 1;
         m->has_bias = (uint8_t)(w->bias && bias_ok);
     } else {
-        m->bt = bias_ok ? st_find(st, m->b) : NULL;
+        m->bt = bias_ok ? arch_st_find(st, m->b) : NULL;
         m->present = m->wt != NULL;
         m->has_bias = m->bt != NULL;
         if (!m->present)
             return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (module %s of naming scheme '%s')", m->w,
-                          wm_mod_name(w->mod), ((const wm_scheme *)a->sch)->name);
+                          wm_mod_name(w->mod), a->scheme);
     }
     if (!m->present) m->w[0] = m->b[0] = 0;
     if (!m->has_bias) m->b[0] = 0;
     return WM_OK;
 }
 
-static wm_status check_shape(const wm_arch *a, const wm_module *m, wm_error *err) {
+wm_status arch_check_shape(const wm_arch *a, const wm_module *m, wm_error *err) {
     if (a->random || !m->present) return WM_OK;
+    if (m->kind == WM_MK_CONV || m->kind == WM_MK_PARAM) return arch_check_shape_nd(a, m, err);
     const wm_st_tensor *ts[2] = {m->wt, m->has_bias ? m->bt : NULL};
     for (int k = 0; k < 2; k++) {
         const wm_st_tensor *t = ts[k];
@@ -409,8 +417,8 @@ static void decide_structure(wm_arch *a, const wm_family *f, const wm_scheme *s,
     a->sub_norms = scheme_pat(s, WM_M_L_ATTN_OUT_NORM) != NULL;
     if (!st) return;
     char name[256];
-#define HAS(m) (scheme_pat(s, m) && expand(scheme_pat(s, m)->pat, a->prefix, 0, ".weight", name, sizeof name) && \
-                st_find(st, name))
+#define HAS(m) (scheme_pat(s, m) && arch_expand(scheme_pat(s, m)->pat, a->prefix, 0, ".weight", name, sizeof name) && \
+                arch_st_find(st, name))
     if (scheme_pat(s, WM_M_L_QKV) && scheme_pat(s, WM_M_L_Q)) a->fused_qkv = HAS(WM_M_L_QKV) && !HAS(WM_M_L_Q);
     if (scheme_pat(s, WM_M_L_GATE_UP)) a->fused_gate_up = HAS(WM_M_L_GATE_UP);
     if (scheme_pat(s, WM_M_L_GATE) || scheme_pat(s, WM_M_L_GATE_UP)) a->gated = HAS(WM_M_L_GATE) || HAS(WM_M_L_GATE_UP);
@@ -443,16 +451,28 @@ static int ends(const char *s, const char *p) {
 }
 
 /* Every checkpoint tensor must be used, a known head, or a parameter-free buffer. */
-static wm_status check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
-    size_t n_used = 0, cap = (size_t)(a->L + 1) * WM_M_COUNT * 2;
-    const char **used = malloc(cap * sizeof *used);
+static size_t mods_of(const wm_arch *a) { return (size_t)(a->L + 1) * WM_M_COUNT; }
+
+wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
+    const wm_arch *parts[3] = {a, a->tower[0], a->tower[1]};
+    size_t n_used = 0, cap = 0, n_extra = wm_resnet_names(a, NULL, 0);
+    for (int p = 0; p < 3; p++) cap += parts[p] ? mods_of(parts[p]) * 2 : 0;
+    const char **used = malloc((cap + n_extra + 1) * sizeof *used);
     if (!used) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {
-        const wm_module *m = &a->mods[i];
-        if (!m->present) continue;
-        used[n_used++] = m->w;
-        if (m->has_bias) used[n_used++] = m->b;
+    for (int p = 0; p < 3; p++)
+        for (size_t i = 0; parts[p] && i < mods_of(parts[p]); i++) {
+            const wm_module *m = &parts[p]->mods[i];
+            if (!m->present) continue;
+            used[n_used++] = m->w;
+            if (m->has_bias) used[n_used++] = m->b;
+        }
+    char(*extra)[160] = n_extra ? calloc(n_extra, sizeof *extra) : NULL;
+    if (n_extra && !extra) {
+        free(used);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
+    wm_resnet_names(a, extra, n_extra);
+    for (size_t i = 0; i < n_extra; i++) used[n_used++] = extra[i];
     qsort(used, n_used, sizeof *used, cmp_str);
     wm_status s = WM_OK;
     a->n_unused = 0;
@@ -463,15 +483,16 @@ static wm_status check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
         for (size_t k = 0; wm_buffer_suffixes[k] && !ok; k++) ok = ends(name, wm_buffer_suffixes[k]);
         for (size_t k = 0; wm_head_prefixes[k] && !ok; k++) {
             char pre[128];
-            expand(wm_head_prefixes[k], a->prefix, 0, "", pre, sizeof pre);
+            arch_expand(wm_head_prefixes[k], a->prefix, 0, "", pre, sizeof pre);
             ok = starts(name, pre);
         }
         if (ok) a->n_unused++;
         else
             s = wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s' is not understood by naming scheme '%s' (model_type "
-                       "'%s')", name, ((const wm_scheme *)a->sch)->name, a->model_type);
+                       "'%s')", name, a->scheme, a->model_type);
     }
     free(used);
+    free(extra);
     return s;
 }
 
@@ -530,8 +551,10 @@ static void resolve_scales(wm_arch *a, const wm_family *f) {
 }
 
 /* Saturates at UINT64_MAX: a config of absurd sizes is refused by the space and size checks, never wrapped. */
-static void count_params(wm_arch *a) {
-    uint64_t n = 0;
+void arch_count_params(wm_arch *a) {
+    uint64_t n = wm_resnet_params(a);
+    for (int t = 0; t < 2; t++)
+        if (a->tower[t] && !wm_add_u64(n, a->tower[t]->n_params, &n)) n = UINT64_MAX;
     for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {
         const wm_module *m = &a->mods[i];
         if (!m->present) continue;
@@ -563,8 +586,9 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
         if (!strcmp(d->model_type, c->model_type))
             return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported (%s)", c->file,
                           c->model_type, d->why);
+    if (wm_vis_find(c->model_type)) return wm_vis_resolve(c, st, task, a, err);
     const wm_family *f = find_family(c->model_type);
-    const wm_scheme *sch = f ? find_scheme(f->scheme) : NULL;
+    const wm_scheme *sch = f ? arch_find_scheme(f->scheme) : NULL;
     if (!f && st && (f = detect_by_tensors(a, st, &sch))) a->detected = 1;
     if (!f) {
         char known[512];
@@ -586,12 +610,12 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->scale_attn = c->scale_attn_weights != 0;
     a->scale_by_layer = c->scale_attn_by_inverse_layer_idx == 1;
     if ((s = check_keys(a, err)) || (s = resolve_task(a, f, task, err)) || (s = resolve_sizes(a, f, sch, err)) ||
-        (s = resolve_act(a, f, err)))
+        (s = arch_resolve_act(a, f, err)))
         return s;
     if (st) {
         if (!find_prefix(a, f, sch, st)) {
             char name[256];
-            expand(scheme_pat(sch, WM_M_G_EMBED)->pat, f->prefix, 0, ".weight", name, sizeof name);
+            arch_expand(scheme_pat(sch, WM_M_G_EMBED)->pat, f->prefix, 0, ".weight", name, sizeof name);
             return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (the token embedding of naming scheme '%s')", name,
                           sch->name);
         }
@@ -610,7 +634,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
             n += k;
         }
         for (size_t i = 0; i < n && !s; i++)
-            if (!(s = fill_module(a, st, &list[i], err))) s = check_shape(a, arch_mod_mut(a, (int)layer, list[i].mod), err);
+            if (!(s = arch_fill_module(a, st, &list[i], err))) s = arch_check_shape(a, arch_mod_mut(a, (int)layer, list[i].mod), err);
     }
     if (s) return s;
     a->n_head_mods = wm_arch_mod(a, -1, WM_M_H_1)->present ? 2 : wm_arch_mod(a, -1, WM_M_H_0)->present ? 1 : 0;
@@ -620,14 +644,15 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->qkv_bias = q0->has_bias;
     a->o_bias = wm_arch_mod(a, 0, WM_M_L_O)->has_bias;
     a->mlp_bias = wm_arch_mod(a, 0, WM_M_L_DOWN)->has_bias;
-    if (st && (s = check_unused(a, st, err))) return s;
+    if (st && (s = arch_check_unused(a, st, err))) return s;
     if ((s = resolve_sliding(a, f, err)) || (s = resolve_rope(a, f, err))) return s;
     resolve_scales(a, f);
-    count_params(a);
+    arch_count_params(a);
     return WM_OK;
 }
 
 size_t wm_arch_tasks(const wm_arch *a, int *out) {
+    if (a->graph != WM_GRAPH_TEXT) return wm_vis_tasks(a, out);
     size_t n = 0;
     const wm_family *f = a->fam;
     for (int t = 0; t < WM_TASK_COUNT; t++) {
@@ -641,6 +666,11 @@ size_t wm_arch_tasks(const wm_arch *a, int *out) {
 void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
     char b[256];
     wm_json_arr(j, key);
+    if (a->graph != WM_GRAPH_TEXT) {
+        wm_vis_features(a, j);
+        wm_json_arr_end(j);
+        return;
+    }
     if (a->detected) {
         snprintf(b, sizeof b, "model_type '%s' not in the family table: built as naming scheme '%s' from its tensors",
                  a->model_type, a->scheme);

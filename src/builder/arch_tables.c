@@ -130,11 +130,12 @@ const wm_head_def wm_cls_heads[] = {
 const char *const wm_head_prefixes[] = {
     "classifier.", "pre_classifier.", "qa_outputs.", "cls.", "lm_head.", "vocab_transform.", "vocab_layer_norm.",
     "vocab_projector.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.", "score.",
-    "$pooler.", NULL};
+    "$pooler.", "cls_classifier.", "distillation_classifier.", NULL};
 
-/* Buffers some exporters save that carry no parameters (name suffixes). */
+/* Buffers some exporters save that carry no parameters (name suffixes); a ViT / DINOv2 mask_token only
+   replaces masked patches in masked-image-modeling training, never at inference. */
 const char *const wm_buffer_suffixes[] = {".inv_freq", ".attn.bias", ".attn.masked_bias", "position_ids",
-                                          "token_type_ids", NULL};
+                                          "token_type_ids", ".num_batches_tracked", "embeddings.mask_token", NULL};
 
 /* ------------------------------------------------------------- families */
 

@@ -83,7 +83,7 @@ wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     wm_json_arr(j, "inputs");
     for (size_t i = 0; i < r.n_inputs; i++) shape_json(j, &r.inputs[i]);
     wm_json_arr_end(j);
-    size_t cap = 3 + 2 * (size_t)a.L;
+    size_t cap = 8 + 2 * (size_t)a.L;
     wm_io_spec *outs = calloc(cap, sizeof *outs);
     if (!outs) {
         s = wm_err(err, WM_ERR_NOMEM, "out of memory");
