@@ -116,9 +116,10 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
     r->inputs = calloc(cap, sizeof *r->inputs);
     if (!r->inputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     if (a->graph != WM_GRAPH_TEXT) {
-        /* Optimum's names; batches symbolic, the image at the config's size (positions are not interpolated) */
+        /* Optimum's names; batches symbolic, the image at the config's size (positions are not interpolated), the
+           text at max_position_embeddings as the other encoders (CLIP pads to it; a recipe may make it symbolic) */
         int dual = a->graph == WM_GRAPH_DUAL;
-        wm_io_dim ids[2] = {sym(dual ? "text_batch_size" : "batch_size"), sym("sequence_length")};
+        wm_io_dim ids[2] = {sym(dual ? "text_batch_size" : "batch_size"), fixed(a->P > 512 ? 512 : a->P)};
         wm_io_dim px[4] = {sym(dual ? "image_batch_size" : "batch_size"), fixed(a->C), fixed(a->image), fixed(a->image)};
         if (a->graph == WM_GRAPH_CLIP_TEXT || dual) {
             push_input(r, "input_ids", WM_DT_INT64, 2, ids, 0, (double)(a->V - 1));

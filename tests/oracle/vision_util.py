@@ -89,7 +89,7 @@ def feeds(model, name, batch, rng):
     if k in ("text", "both"):
         cfg = model.config.text_config if k == "both" else model.config
         nt = batch if k == "text" else 2
-        S = 7
+        S = cfg.max_position_embeddings  # the build's static sequence
         ids = rng.integers(3, cfg.vocab_size - 2, size=(nt, S), dtype=np.int64)
         mask = np.ones((nt, S), dtype=np.int64)
         for i in range(nt):
