@@ -486,6 +486,9 @@ wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
             arch_expand(wm_head_prefixes[k], a->prefix, 0, "", pre, sizeof pre);
             ok = starts(name, pre);
         }
+        if (!ok && a->tower_of) /* the two-tower checkpoint's other tower and shared parameters */
+            ok = starts(name, a->tower_of == 1 ? "vision_model." : "text_model.") || !strcmp(name, "logit_scale") ||
+                 starts(name, a->tower_of == 1 ? "visual_projection." : "text_projection.");
         if (ok) a->n_unused++;
         else
             s = wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s' is not understood by naming scheme '%s' (model_type "
@@ -567,6 +570,19 @@ void arch_count_params(wm_arch *a) {
 }
 
 static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+
+wm_status wm_arch_resolve_as(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, const char *as_type,
+                             wm_arch *a, wm_error *err) {
+    const wm_vis_family *f = wm_vis_find(ck->config.model_type);
+    for (int t = 0; f && as_type && t < 2; t++)
+        if (f->graph == WM_GRAPH_DUAL && !strcmp(f->towers[t], as_type)) {
+            memset(a, 0, sizeof *a);
+            wm_status s = wm_vis_resolve_tower_of(&ck->config, st, task, t, a, err);
+            if (s) wm_arch_free(a);
+            return s;
+        }
+    return wm_arch_resolve(ck, st, task, a, err);
+}
 
 wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
     memset(a, 0, sizeof *a);

@@ -170,6 +170,7 @@ typedef struct wm_arch {
     int64_t n_stages;         /* ResNet */
     int64_t hidden_sizes[WM_RESNET_MAX_STAGES], depths[WM_RESNET_MAX_STAGES];
     int bottleneck, down_first, down_in_bottleneck;
+    int tower_of;             /* one tower of a two-tower checkpoint: 1 text, 2 image (the other's tensors unused) */
     struct wm_arch *tower[2]; /* WM_GRAPH_DUAL: the text and the image tower (owned) */
     struct wm_hf_config *tower_cfg[2]; /* their configs, parsed from text_config / vision_config (owned) */
     /* modules: mods[(layer + 1) * WM_M_COUNT + m], layer -1 for the global ones */
@@ -187,6 +188,13 @@ typedef struct wm_arch {
  * On error a is left empty (nothing to free).
  */
 wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+/*
+ * The same, resolved as model_type as_type when that is a tower of the checkpoint's model (a recipe's
+ * loader.model_type clip_text_model / clip_vision_model on a CLIP checkpoint builds that tower alone); other
+ * as_type values resolve the checkpoint as it is (wm_recipe_check then names the mismatch).
+ */
+wm_status wm_arch_resolve_as(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, const char *as_type,
+                             wm_arch *a, wm_error *err);
 void wm_arch_free(wm_arch *a);
 
 /* The norm every RMS/Layer norm of a uses (kind, eps, weight offset). */

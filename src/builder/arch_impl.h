@@ -135,6 +135,9 @@ extern const size_t wm_n_vis_schemes;
 const wm_vis_family *wm_vis_find(const char *model_type);
 /* Resolves a vision checkpoint (config c) into a; the same contract as wm_arch_resolve. */
 wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+/* Tower t (0 text, 1 image) of the two-tower config c, alone, with its projection. */
+wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, int task, int t, wm_arch *a,
+                                  wm_error *err);
 size_t wm_vis_tasks(const wm_arch *a, int *out);
 /* Appends the feature strings of a vision arch to the open array j. */
 void wm_vis_features(const wm_arch *a, wm_json *j);

@@ -474,6 +474,21 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
     return WM_OK;
 }
 
+wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, int task, int t, wm_arch *a,
+                                  wm_error *err) {
+    const wm_vis_family *f = wm_vis_find(c->model_type);
+    static const char *const keys[2] = {"text_config", "vision_config"};
+    wm_status s = sub_config(a, c, keys[t], f->towers[t], t, err);
+    if (s) return s;
+    const wm_vis_family *tf = wm_vis_find(f->towers[t]);
+    if ((s = resolve_tower(a, tf, a->tower_cfg[t], st, task, 1, err))) return s;
+    snprintf(a->inference_class, sizeof a->inference_class, "%sModelWithProjection", tf->class_stem);
+    a->tower_of = t + 1;
+    if (st && (s = arch_check_unused(a, st, err))) return s;
+    arch_count_params(a);
+    return WM_OK;
+}
+
 size_t wm_vis_tasks(const wm_arch *a, int *out) {
     const wm_vis_family *f = a->fam;
     size_t n = 0;

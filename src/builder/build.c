@@ -549,7 +549,7 @@ static wm_status prepare(build_ctx *b) {
         }
         if ((s = wm_st_open(b->ck.dir, &(wm_st_open_opts){.root = b->ck.root[0] ? b->ck.root : NULL}, &b->st, err))) return s;
     }
-    if ((s = wm_arch_resolve(&b->ck, b->st, task, &b->arch, err))) return s;
+    if ((s = wm_arch_resolve_as(&b->ck, b->st, task, o->recipe ? b->recipe.model_type : NULL, &b->arch, err))) return s;
     if (o->recipe && prec != WM_PREC_FP32 && (int)b->recipe.precision != prec)
         return wm_err(err, WM_ERR_USAGE, "-p %s disagrees with the recipe's quant section (%s): drop -p or edit the recipe",
                       wm_precision_name(prec), b->recipe.has_quant ? b->recipe.quant_mode : "null");

@@ -126,7 +126,11 @@ static wm_status add_outputs(wm_graph *g, const wm_arch *a, const wm_recipe *r, 
     if (!o) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     size_t n = wm_export_output_specs(a, r, o, cap);
     wm_status s = WM_OK;
-    for (size_t i = 0; i < n && !s; i++) s = add_io(g, o[i].name, 1, o[i].dtype, o[i].dims, o[i].rank, err);
+    for (size_t i = 0; i < n && !s; i++) {
+        int listed = !r->n_outputs || a->graph == WM_GRAPH_TEXT; /* image models: the recipe's subset (checked) */
+        for (size_t k = 0; !listed && k < r->n_outputs; k++) listed = !strcmp(r->outputs[k], o[i].name);
+        if (listed) s = add_io(g, o[i].name, 1, o[i].dtype, o[i].dims, o[i].rank, err);
+    }
     free(o);
     return s;
 }

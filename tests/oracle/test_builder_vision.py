@@ -183,3 +183,67 @@ def test_refusals_name_the_field_or_tensor(built, workdir, winml):
     json.dump(j, open(rec, "w"))
     r = U.run([winml, "build", "-m", ck, "-c", rec, "-o", str(workdir / "out_224"), "-q"], timeout=60)
     assert r.returncode == 2 and "pixel_values" in r.stderr and "interpolated" in r.stderr, U.describe(r)
+
+
+def _recipe(path, model_type, task, inputs, outputs):
+    j = {"loader": {"task": task, "model_type": model_type},
+         "export": {"opset_version": 17, "batch_size": 1,
+                    "input_tensors": [{"name": n, "dtype": d, "shape": s} for n, d, s in inputs],
+                    "output_tensors": [{"name": o} for o in outputs]},
+         "optim": None, "quant": None, "compile": None}
+    with open(path, "w") as f:
+        json.dump(j, f)
+    return path
+
+
+@pytest.mark.parametrize("tower", ["clip_text_model", "clip_vision_model"])
+def test_recipe_builds_one_tower_of_a_clip_checkpoint(tower, built, workdir, winml):
+    """The reference's zero-shot recipes build each tower alone from the CLIP checkpoint (loader.model_type
+    clip_text_model / clip_vision_model, outputs text_embeds / image_embeds + last_hidden_state); the other tower's
+    tensors are left unused. The embeddings are CLIPModel's get_text_features / get_image_features."""
+    ck, model, _ = built("clip")
+    text = tower == "clip_text_model"
+    ins = ([("input_ids", "int32", [1, 16]), ("attention_mask", "int32", [1, 16])] if text
+           else [("pixel_values", "float32", [1, 3, 32, 32])])
+    emb = "text_embeds" if text else "image_embeds"
+    rec = _recipe(str(workdir / f"{tower}.json"), tower, "feature-extraction" if text else "image-feature-extraction",
+                  ins, [emb, "last_hidden_state"])
+    out = str(workdir / f"tower_{tower}")
+    r = U.run([winml, "build", "-m", ck, "-c", rec, "-o", out, "-q"], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    rng = np.random.default_rng(5)
+    if text:
+        ids = rng.integers(3, 90, size=(1, 16)).astype(np.int32)
+        mask = np.ones((1, 16), np.int32)
+        mask[0, 12:] = 0
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        with torch.no_grad():
+            ref = model.get_text_features(input_ids=torch.from_numpy(ids).long(),
+                                          attention_mask=torch.from_numpy(mask).long())
+    else:
+        feeds = {"pixel_values": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}
+        with torch.no_grad():
+            ref = model.get_image_features(pixel_values=torch.from_numpy(feeds["pixel_values"]))
+    ref = getattr(ref, "pooler_output", ref).numpy()
+    ours = ort_run(os.path.join(out, "model.onnx"), feeds)
+    assert sorted(ours) == sorted([emb, "last_hidden_state"])
+    assert max_abs_diff(ours[emb], ref) <= TOL
+
+
+def test_recipe_lists_a_subset_of_the_outputs(built, workdir, winml, build_dir):
+    """The reference's image-feature-extraction recipes list last_hidden_state alone: the graph gives that."""
+    ck, model, _ = built("dinov2_model")
+    rec = _recipe(str(workdir / "dino_subset.json"), "dinov2", "image-feature-extraction",
+                  [("pixel_values", "float32", [1, 3, 32, 32])], ["last_hidden_state"])
+    out = str(workdir / "dino_subset")
+    r = U.run([winml, "build", "-m", ck, "-c", rec, "-o", out, "-q"], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    feeds, tfeeds = V.feeds(model, "dinov2_model", 1, np.random.default_rng(2))
+    ref = V.reference(model, "dinov2_model", tfeeds)
+    path = os.path.join(out, "model.onnx")
+    for ours in (ort_run(path, feeds), engine_run(build_dir, path, feeds, workdir)[0]):
+        assert sorted(ours) == ["last_hidden_state"]
+        assert max_abs_diff(ours["last_hidden_state"], ref["last_hidden_state"]) <= TOL
+    _recipe(rec, "dinov2", "image-feature-extraction", [("pixel_values", "float32", [1, 3, 32, 32])], ["logits"])
+    r = U.run([winml, "build", "-m", ck, "-c", rec, "-o", str(workdir / "dino_bad"), "-q"], timeout=60)
+    assert r.returncode == 2 and "'logits' is not an output" in r.stderr, U.describe(r)
