@@ -136,6 +136,7 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_NPOS: return a->n_pos;
     case D_REG: return a->n_reg;
     case D_PROJ: return a->proj;
+    case D_3H: return 3 * a->H;
     default: return 0;
     }
 }
@@ -488,6 +489,7 @@ wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
         }
         if (!ok && a->tower_of) /* the two-tower checkpoint's other tower and shared parameters */
             ok = starts(name, a->tower_of == 1 ? "vision_model." : "text_model.") || !strcmp(name, "logit_scale") ||
+                 !strcmp(name, "logit_bias") ||
                  starts(name, a->tower_of == 1 ? "visual_projection." : "text_projection.");
         if (ok) a->n_unused++;
         else

@@ -50,8 +50,12 @@ typedef enum { WM_DECODER, WM_ENCODER } wm_family_kind;
    tower), CLIP's text tower, CLIP's two towers, or a ResNet. */
 typedef enum { WM_GRAPH_TEXT, WM_GRAPH_VIT, WM_GRAPH_CLIP_TEXT, WM_GRAPH_DUAL, WM_GRAPH_RESNET } wm_graph_kind;
 /* What a vision tower's pooler_output is: none, tanh(dense(CLS)), the CLS of the normed sequence, or the final
-   norm applied to the CLS only (CLIP's post_layernorm), or (CLIP text) the EOS token's state. */
-typedef enum { WM_VPOOL_NONE, WM_VPOOL_DENSE_TANH, WM_VPOOL_CLS, WM_VPOOL_NORM_CLS, WM_VPOOL_EOS } wm_vpool;
+   norm applied to the CLS only (CLIP's post_layernorm), or (CLIP text) the EOS token's state;
+   SigLIP: attention pooling by a learned probe (MAP head) over the normed sequence; the last token through a
+   head linear (text). */
+typedef enum {
+    WM_VPOOL_NONE, WM_VPOOL_DENSE_TANH, WM_VPOOL_CLS, WM_VPOOL_NORM_CLS, WM_VPOOL_EOS, WM_VPOOL_MAP, WM_VPOOL_LAST_HEAD
+} wm_vpool;
 /* Image-classification heads: a linear on CLS; the mean of two linears on CLS and the distillation token
    (DeiT with teacher); a linear on [CLS, mean of the patch tokens] (DINOv2). */
 typedef enum { WM_VHEAD_CLS, WM_VHEAD_CLS_DIST_AVG, WM_VHEAD_CLS_MEAN } wm_vhead;
@@ -72,7 +76,10 @@ const char *wm_act_name(wm_act a);
     X(G_LM_HEAD, "lm_head") X(H_0, "head.0") X(H_1, "head.1")                           \
     X(G_PATCH, "patch_embed") X(G_CLS, "cls_token") X(G_DIST, "dist_token")              \
     X(G_REG, "register_tokens") X(G_PRE_NORM, "pre_norm") X(G_POOL, "pooler")            \
-    X(G_PROJ, "projection") X(G_SCALE, "logit_scale")                                     \
+    X(G_PROJ, "projection") X(G_SCALE, "logit_scale") X(G_BIAS, "logit_bias")              \
+    X(G_PROBE, "map_probe") X(G_MAP_QKV, "map_qkv") X(G_MAP_QKV_B, "map_qkv_bias")         \
+    X(G_MAP_O, "map_o_proj") X(G_MAP_NORM, "map_norm") X(G_MAP_UP, "map_up")                \
+    X(G_MAP_DOWN, "map_down")                                                               \
     X(L_ATTN_NORM, "attn_norm") X(L_Q, "q_proj") X(L_K, "k_proj") X(L_V, "v_proj")       \
     X(L_QKV, "qkv_proj") X(L_O, "o_proj") X(L_Q_NORM, "q_norm") X(L_K_NORM, "k_norm")    \
     X(L_MLP_NORM, "mlp_norm") X(L_GATE, "gate_proj") X(L_UP, "up_proj")                   \

@@ -6,7 +6,7 @@
 
 /* symbolic dims of module shapes */
 enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1, D_2H, D_PIN, D_NPOS, D_REG,
-       D_PROJ };
+       D_PROJ, D_3H };
 
 typedef struct wm_modpat {
     uint8_t mod, kind, d_out, d_in; /* wm_mod, wm_mod_kind, D_* */
@@ -125,6 +125,8 @@ typedef struct wm_vis_family {
     wm_vpool pool;                   /* the base model's pooler_output */
     wm_vhead head;
     const char *towers[2];           /* DUAL: the text and image towers' model_types */
+    int no_cls;                      /* no CLS token: positions for the patches only (SigLIP) */
+    int logit_bias;                  /* DUAL: logits + logit_bias (SigLIP) */
 } wm_vis_family;
 
 extern const wm_vis_family wm_vis_families[];
@@ -139,6 +141,8 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
 wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, int task, int t, wm_arch *a,
                                   wm_error *err);
 size_t wm_vis_tasks(const wm_arch *a, int *out);
+/* The width of a tower's text_embeds / image_embeds (projection, head or hidden size). */
+int64_t wm_vis_embed_dim(const wm_arch *a);
 /* Appends the feature strings of a vision arch to the open array j. */
 void wm_vis_features(const wm_arch *a, wm_json *j);
 

@@ -202,10 +202,7 @@ const wm_denied_type wm_denied_types[] = {
     {"olmo2", "post-sublayer norms"},
     {"nemotron", "LayerNorm1P and squared-ReLU MLP"},
     /* image models the vision tables do not cover (arch_vtables.c has vit, deit, dinov2, clip, resnet) */
-    {"siglip", "SigLIP: no CLS token, the attention-pooling (MAP) head and sigmoid logits are not modeled"},
-    {"siglip_vision_model", "SigLIP: no CLS token and the attention-pooling (MAP) head are not modeled"},
-    {"siglip_text_model", "SigLIP: last-token pooling through a head linear is not modeled"},
-    {"siglip2", "SigLIP 2: variable-resolution patches and the attention-pooling head are not modeled"},
+    {"siglip2", "SigLIP 2: variable-resolution (NaFlex) patches are not modeled"},
     {"convnext", "ConvNeXt: depthwise convolutions with channel LayerNorm and layer scale are not modeled"},
     {"convnextv2", "ConvNeXt V2: depthwise convolutions with global response norm are not modeled"},
     {"swin", "Swin: shifted-window attention with relative position bias is not modeled"},

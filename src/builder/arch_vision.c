@@ -230,7 +230,7 @@ static wm_status resolve_sizes(wm_arch *a, const wm_vis_family *f, wm_error *err
         /* transformers' rule: eos_token_id 2 (configs from before the fix) pools at the highest id */
         int64_t eos = c->eos.n ? c->eos.v[0] : 49407;
         a->eos_id = eos == 2 ? -1 : eos;
-        a->causal = 1;
+        a->causal = f->causal;
         return WM_OK;
     }
     if ((s = key_int(c, "image_size", 224, 1, 8192, &a->image, err)) ||
@@ -243,7 +243,7 @@ static wm_status resolve_sizes(wm_arch *a, const wm_vis_family *f, wm_error *err
     int64_t side = a->image / a->patch;
     a->n_patch = side * side;
     if (a->n_patch > (1 << 20)) return wm_err(err, WM_ERR_INPUT, "%s: over 2^20 patches", c->file);
-    a->n_pos = a->n_patch + 1 + (f->dist ? 1 : 0);
+    a->n_pos = a->n_patch + (f->no_cls ? 0 : 1) + (f->dist ? 1 : 0);
     if (f->registers && (s = key_int(c, "num_register_tokens", 0, 0, 4096, &a->n_reg, err))) return s;
     a->P = a->n_pos;
     return WM_OK;
@@ -263,7 +263,9 @@ static size_t tower_wants(const wm_arch *a, const wm_vis_family *f, const wm_sch
         case WM_M_L_LS1: case WM_M_L_LS2: w.required = a->layer_scale; break;
         case WM_M_L_Q: case WM_M_L_K: case WM_M_L_V: w.bias = qkv_bias; break;
         case WM_M_G_PATCH: w.bias = st ? 1 : f->graph != WM_GRAPH_VIT || strcmp(f->scheme, "clip_vision"); break;
-        case WM_M_G_POOL: w.required = a->vpool == WM_VPOOL_DENSE_TANH; break;
+        case WM_M_G_POOL: w.required = a->vpool == WM_VPOOL_DENSE_TANH || a->vpool == WM_VPOOL_LAST_HEAD; break;
+        case WM_M_G_PROBE: case WM_M_G_MAP_QKV: case WM_M_G_MAP_QKV_B: case WM_M_G_MAP_O: case WM_M_G_MAP_NORM:
+        case WM_M_G_MAP_UP: case WM_M_G_MAP_DOWN: w.required = a->vpool == WM_VPOOL_MAP; break;
         case WM_M_G_PROJ: w.required = a->proj > 0; w.bias = 0; break;
         case WM_M_G_EMBED: case WM_M_G_POS: w.bias = 0; break;
         default: break;
@@ -386,6 +388,13 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
         if (!has_mod(a, sch, st, WM_M_G_POOL, "Model") || a->task == WM_TASK_IMAGE_CLASSIFICATION)
             a->vpool = WM_VPOOL_NONE;
     }
+    if (a->vpool == WM_VPOOL_MAP) {
+        int use_head;
+        if ((s = key_bool(c, "vision_use_head", 1, &use_head, err))) return s;
+        if (!use_head) a->vpool = WM_VPOOL_NONE;
+    }
+    if (a->vpool == WM_VPOOL_LAST_HEAD && (s = key_int(c, "projection_size", a->H, 1, 1 << 16, &a->proj, err)))
+        return s;
     if (a->task == WM_TASK_IMAGE_CLASSIFICATION && f->dist) {
         int teacher = st ? arch_st_find(st, "cls_classifier.weight") != NULL
                          : c->n_architectures && strstr(c->architectures[0], "WithTeacher") != NULL;
@@ -451,11 +460,10 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
             int tt = t ? WM_TASK_IMAGE_FEATURE_EXTRACTION : WM_TASK_FEATURE_EXTRACTION;
             if ((s = resolve_tower(a->tower[t], tf, a->tower_cfg[t], st, tt, 1, err))) return s;
         }
-        int64_t pd;
-        if ((s = key_int(c, "projection_dim", 512, 1, 1 << 16, &pd, err))) return s;
-        if (a->tower[0]->proj != pd || a->tower[1]->proj != pd)
-            return wm_err(err, WM_ERR_INPUT, "%s: field 'projection_dim': %lld, but the towers project to %lld and %lld",
-                          c->file, (long long)pd, (long long)a->tower[0]->proj, (long long)a->tower[1]->proj);
+        int64_t pd = wm_vis_embed_dim(a->tower[0]), vd = wm_vis_embed_dim(a->tower[1]);
+        if (pd != vd)
+            return wm_err(err, WM_ERR_INPUT, "%s: the text tower's embeddings have %lld values, the image tower's %lld "
+                          "(projection_dim / projection_size / hidden_size)", c->file, (long long)pd, (long long)vd);
         a->proj = pd;
         a->V = a->tower[0]->V;
         a->P = a->tower[0]->P;
@@ -465,9 +473,12 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
         a->L = 0;
         a->mods = calloc(WM_M_COUNT, sizeof *a->mods);
         if (!a->mods) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-        want w = {WM_M_G_SCALE, -1, "logit_scale", WM_MK_PARAM, D_1, D_1, 1, 0};
-        if ((s = arch_fill_module(a, st, &w, err)) || (s = arch_check_shape(a, arch_mod_mut(a, -1, WM_M_G_SCALE), err)))
-            return s;
+        want w[2] = {{WM_M_G_SCALE, -1, "logit_scale", WM_MK_PARAM, D_1, D_1, 1, 0},
+                     {WM_M_G_BIAS, -1, "logit_bias", WM_MK_PARAM, D_1, D_1, f->logit_bias, 0}};
+        for (int k = 0; k < 2; k++)
+            if ((s = arch_fill_module(a, st, &w[k], err)) ||
+                (s = arch_check_shape(a, arch_mod_mut(a, -1, w[k].mod), err)))
+                return s;
     }
     if (st && (s = arch_check_unused(a, st, err))) return s;
     arch_count_params(a);
@@ -489,6 +500,11 @@ wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, i
     return WM_OK;
 }
 
+int64_t wm_vis_embed_dim(const wm_arch *a) {
+    if (wm_arch_mod(a, -1, WM_M_G_PROJ)->present || a->vpool == WM_VPOOL_LAST_HEAD) return a->proj;
+    return a->H;
+}
+
 size_t wm_vis_tasks(const wm_arch *a, int *out) {
     const wm_vis_family *f = a->fam;
     size_t n = 0;
@@ -506,19 +522,20 @@ size_t wm_vis_tasks(const wm_arch *a, int *out) {
 static void tower_features(const wm_arch *a, wm_json *j, const char *who) {
     char b[256];
     if (a->graph == WM_GRAPH_CLIP_TEXT) {
-        snprintf(b, sizeof b, "%stoken and learned position embeddings (%lld), causal mask", who, (long long)a->P);
+        snprintf(b, sizeof b, "%stoken and learned position embeddings (%lld), %s", who, (long long)a->P,
+                 a->causal ? "causal mask" : "bidirectional attention");
         wm_json_str(j, NULL, b);
         if (a->eos_id < 0) snprintf(b, sizeof b, "%spooled at the highest input id (eos_token_id 2)", who);
         else snprintf(b, sizeof b, "%spooled at the first eos_token_id %lld", who, (long long)a->eos_id);
-        wm_json_str(j, NULL, b);
+        if (a->vpool == WM_VPOOL_EOS) wm_json_str(j, NULL, b);
     } else {
         snprintf(b, sizeof b, "%spatch embedding: Conv %lldx%lld stride %lld over %lld channels, %lldx%lld image, %lld "
                  "patches", who, (long long)a->patch, (long long)a->patch, (long long)a->patch, (long long)a->C,
                  (long long)a->image, (long long)a->image, (long long)a->n_patch);
         wm_json_str(j, NULL, b);
-        snprintf(b, sizeof b, "%sCLS token%s, learned positions (%lld)%s", who,
+        snprintf(b, sizeof b, "%s%s%s, learned positions (%lld)%s", who, a->n_pos > a->n_patch ? "CLS token" : "no CLS",
                  wm_arch_mod(a, -1, WM_M_G_DIST)->present ? " + distillation token" : "", (long long)a->n_pos,
-                 a->n_reg ? "" : "; other image sizes are refused (no position interpolation)");
+                 "; other image sizes are refused (no position interpolation)");
         wm_json_str(j, NULL, b);
         if (a->n_reg) {
             snprintf(b, sizeof b, "%s%lld register tokens after CLS", who, (long long)a->n_reg);
@@ -533,7 +550,8 @@ static void tower_features(const wm_arch *a, wm_json *j, const char *who) {
              a->gated ? "SwiGLU" : "plain", wm_act_name(a->act), a->layer_scale ? ", layer scale" : "");
     wm_json_str(j, NULL, b);
     static const char *const pools[] = {"none", "tanh(dense(CLS))", "CLS of the normed sequence",
-                                        "final LayerNorm of CLS", "EOS token"};
+                                        "final LayerNorm of CLS", "EOS token",
+                                        "attention pooling by a learned probe (MAP head)", "last token through a linear"};
     snprintf(b, sizeof b, "%spooler_output: %s", who, pools[a->vpool]);
     if (a->vpool != WM_VPOOL_NONE) wm_json_str(j, NULL, b);
     if (a->proj) {

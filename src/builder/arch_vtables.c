@@ -92,9 +92,36 @@ static const wm_modpat clip_text_mods[] = {
     MP(G_PROJ, LINEAR, PROJ, H, "text_projection"),
 };
 
-/* The two-tower model's own parameter. */
+/* The two-tower model's own parameters. */
 static const wm_modpat clip_dual_mods[] = {
     MP(G_SCALE, PARAM, 1, 1, "logit_scale"),
+    MP(G_BIAS, PARAM, 1, 1, "logit_bias"),
+};
+
+/* SigLIP's image tower: patch Conv with bias, positions for the patches only (no CLS), CLIP's layer names,
+   post_layernorm on every token, the attention-pooling head (a probe attending over the tokens through
+   nn.MultiheadAttention's fused in_proj, then LayerNorm + MLP with a residual). */
+static const wm_modpat siglip_vision_mods[] = {
+    MP(G_PATCH, CONV, H, PIN, "$embeddings.patch_embedding"),
+    MP(G_POS, EMBED, NPOS, H, "$embeddings.position_embedding"),
+    CLIP_LAYERS,
+    MP(G_FINAL_NORM, NORM, H, H, "$post_layernorm"),
+    MP(G_PROBE, PARAM, 1, H, "$head.probe"),
+    MP(G_MAP_QKV, PARAM, 3H, H, "$head.attention.in_proj_weight"),
+    MP(G_MAP_QKV_B, PARAM, 1, 3H, "$head.attention.in_proj_bias"),
+    MP(G_MAP_O, LINEAR, H, H, "$head.attention.out_proj"),
+    MP(G_MAP_NORM, NORM, H, H, "$head.layernorm"),
+    MP(G_MAP_UP, LINEAR, I, H, "$head.mlp.fc1"),
+    MP(G_MAP_DOWN, LINEAR, H, I, "$head.mlp.fc2"),
+};
+
+/* SigLIP's text tower: CLIP's names, no causal mask, the last token through a head linear. */
+static const wm_modpat siglip_text_mods[] = {
+    MP(G_EMBED, EMBED, V, H, "$embeddings.token_embedding"),
+    MP(G_POS, EMBED, P, H, "$embeddings.position_embedding"),
+    CLIP_LAYERS,
+    MP(G_FINAL_NORM, NORM, H, H, "$final_layer_norm"),
+    MP(G_POOL, LINEAR, PROJ, H, "$head"),
 };
 
 /* ResNet: no transformer modules; the convolution units come from the stages (model_resnet.c). */
@@ -112,6 +139,8 @@ const wm_scheme wm_vis_schemes[] = {
     VS("clip_vision", clip_vision_mods),
     VS("clip_text", clip_text_mods),
     VS("clip", clip_dual_mods),
+    VS("siglip_vision", siglip_vision_mods),
+    VS("siglip_text", siglip_text_mods),
     VS("resnet", resnet_mods),
 };
 const size_t wm_n_vis_schemes = N(wm_vis_schemes);
@@ -136,6 +165,14 @@ const wm_vis_family wm_vis_families[] = {
      .prefix = "text_model.", .act = "quick_gelu", .eps = 1e-5, .causal = 1, .pool = WM_VPOOL_EOS},
     {.model_type = "clip", .class_stem = "CLIP", .graph = WM_GRAPH_DUAL, .scheme = "clip", .prefix = "",
      .act = "quick_gelu", .eps = 1e-5, .towers = {"clip_text_model", "clip_vision_model"}},
+    VIT(.model_type = "siglip_vision_model", .class_stem = "SiglipVision", .scheme = "siglip_vision",
+        .prefix = "vision_model.", .act = "gelu_pytorch_tanh", .eps = 1e-6, .no_cls = 1, .pool = WM_VPOOL_MAP),
+    {.model_type = "siglip_text_model", .class_stem = "SiglipText", .graph = WM_GRAPH_CLIP_TEXT,
+     .scheme = "siglip_text", .prefix = "text_model.", .act = "gelu_pytorch_tanh", .eps = 1e-6,
+     .pool = WM_VPOOL_LAST_HEAD},
+    {.model_type = "siglip", .class_stem = "Siglip", .graph = WM_GRAPH_DUAL, .scheme = "clip", .prefix = "",
+     .act = "gelu_pytorch_tanh", .eps = 1e-6, .towers = {"siglip_text_model", "siglip_vision_model"},
+     .logit_bias = 1},
     {.model_type = "resnet", .class_stem = "ResNet", .graph = WM_GRAPH_RESNET, .scheme = "resnet",
      .prefix = "resnet.", .act = "relu", .eps = 1e-5, .classify = 1},
 };

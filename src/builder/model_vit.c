@@ -7,10 +7,12 @@
  * cosine logits. What a tower does comes from the arch's features.
  */
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "builder/arch_impl.h"
 #include "builder/model_impl.h"
 #include "core/error.h"
 #include "onnx/dtype.h"
@@ -56,6 +58,45 @@ static const char *batched(wm_gb *b, const char *p, const char *pixels, int64_t 
     return gb_op(b, "Expand", 2, p, shape);
 }
 
+/* SigLIP's attention pooling: a learned probe attends over x through nn.MultiheadAttention's fused in_proj
+   ([3H, H]: query, key, value rows), out_proj, then out + MLP(LayerNorm(out)); the probe's row: [B, H]. */
+static const char *map_head(wm_gb *b, wm_model_ctx *c, const char *x, const char *pixels) {
+    const wm_arch *a = c->a;
+    char sc[160];
+    snprintf(sc, sizeof sc, "%s/map", root(c));
+    gb_scope(b, "%s/probe", sc);
+    int64_t tok[3] = {1, 1, a->H}, w3[2] = {3 * a->H, a->H}, b3 = 3 * a->H;
+    const char *probe = batched(b, param(b, wm_arch_mod(a, -1, WM_M_G_PROBE), tok, 3, GB_W_MATRIX), pixels, 1, a->H);
+    gb_scope(b, "%s/in_proj", sc);
+    static const int64_t t2[] = {1, 0}, bshd[] = {0, 2, 1, 3}, bhds[] = {0, 2, 3, 1};
+    const char *wt = gb_transpose(b, param(b, wm_arch_mod(a, -1, WM_M_G_MAP_QKV), w3, 2, GB_W_MATRIX), t2, 2);
+    const char *bias = gb_weight(b, ".bias", wm_arch_mod(a, -1, WM_M_G_MAP_QKV_B)->wt, &b3, 1, 0, GB_W_ZEROS);
+    const char *qa = gb_op(b, "Add", 2, gb_op(b, "MatMul", 2, probe, wt), bias);
+    const char *kva = gb_op(b, "Add", 2, gb_op(b, "MatMul", 2, x, wt), bias);
+    gb_scope(b, "%s/sdpa", sc);
+    int64_t hs[4] = {0, 0, a->nh, a->hd}, os[3] = {0, 0, a->H};
+    const char *q = gb_transpose(b, gb_reshape(b, gb_slice(b, qa, 0, a->H, -1), hs, 4), bshd, 4);
+    const char *k = gb_transpose(b, gb_reshape(b, gb_slice(b, kva, a->H, 2 * a->H, -1), hs, 4), bhds, 4);
+    const char *v = gb_transpose(b, gb_reshape(b, gb_slice(b, kva, 2 * a->H, 3 * a->H, -1), hs, 4), bshd, 4);
+    const char *s = gb_op(b, "Mul", 2, gb_op(b, "MatMul", 2, q, k), gb_f32s(b, (float)(1.0 / sqrt((double)a->hd))));
+    const char *p = gb_op(b, "Softmax", 1, s);
+    gb_attr_i(b, "axis", -1);
+    const char *o = gb_reshape(b, gb_transpose(b, gb_op(b, "MatMul", 2, p, v), bshd, 4), os, 3);
+    char sub[192];
+    snprintf(sub, sizeof sub, "%s/out_proj", sc);
+    o = gb_linear(b, o, wm_arch_mod(a, -1, WM_M_G_MAP_O), sub);
+    snprintf(sub, sizeof sub, "%s/norm", sc);
+    const char *h = gb_norm(b, o, wm_arch_mod(a, -1, WM_M_G_MAP_NORM), wm_arch_norm(a), sub);
+    snprintf(sub, sizeof sub, "%s/mlp/up_proj", sc);
+    h = gb_linear(b, h, wm_arch_mod(a, -1, WM_M_G_MAP_UP), sub);
+    gb_scope(b, "%s/mlp/act", sc);
+    h = gb_act(b, h, a->act);
+    snprintf(sub, sizeof sub, "%s/mlp/down_proj", sc);
+    h = gb_linear(b, h, wm_arch_mod(a, -1, WM_M_G_MAP_DOWN), sub);
+    gb_scope(b, "%s", sc);
+    return token(b, gb_op(b, "Add", 2, o, h), 0);
+}
+
 /* Pre-norm layers (with layer scale when the arch has it). */
 static const char *layers(wm_gb *b, wm_model_ctx *c, const char *x) {
     const wm_arch *a = c->a;
@@ -94,9 +135,13 @@ static void image_tower(wm_gb *b, wm_model_ctx *c, const char *pixels, const cha
     int64_t flat[3] = {0, a->H, -1}, perm[3] = {0, 2, 1};
     x = gb_transpose(b, gb_reshape(b, x, flat, 3), perm, 3); /* [B, patches, H] */
     int64_t tok[3] = {1, 1, a->H};
-    gb_scope(b, "%s/cls_token", root(c));
-    const char *parts[3] = {batched(b, param(b, wm_arch_mod(a, -1, WM_M_G_CLS), tok, 3, GB_W_MATRIX), pixels, 1, a->H)};
-    int np = 1;
+    const char *parts[3];
+    int np = 0;
+    const wm_module *cm = wm_arch_mod(a, -1, WM_M_G_CLS);
+    if (cm->present) {
+        gb_scope(b, "%s/cls_token", root(c));
+        parts[np++] = batched(b, param(b, cm, tok, 3, GB_W_MATRIX), pixels, 1, a->H);
+    }
     const wm_module *dm = wm_arch_mod(a, -1, WM_M_G_DIST);
     if (dm->present) {
         gb_scope(b, "%s/dist_token", root(c));
@@ -104,8 +149,10 @@ static void image_tower(wm_gb *b, wm_model_ctx *c, const char *pixels, const cha
     }
     parts[np++] = x;
     gb_scope(b, "%s/embed_positions", root(c));
-    x = gb_opv(b, "Concat", NULL, np, parts);
-    gb_attr_i(b, "axis", 1);
+    if (np > 1) {
+        x = gb_opv(b, "Concat", NULL, np, parts);
+        gb_attr_i(b, "axis", 1);
+    }
     int64_t pd[3] = {1, a->n_pos, a->H};
     x = gb_op(b, "Add", 2, x, param(b, wm_arch_mod(a, -1, WM_M_G_POS), pd, 3, GB_W_MATRIX));
     if (a->n_reg) { /* after CLS, without positions */
@@ -128,6 +175,7 @@ static void image_tower(wm_gb *b, wm_model_ctx *c, const char *pixels, const cha
     *last = x;
     gb_scope(b, "%s/pooler", root(c));
     if (a->vpool == WM_VPOOL_CLS) *pooled = token(b, x, 0);
+    else if (a->vpool == WM_VPOOL_MAP) *pooled = map_head(b, c, x, pixels);
     else if (a->vpool == WM_VPOOL_DENSE_TANH) {
         char sc[160];
         snprintf(sc, sizeof sc, "%s/pooler/dense", root(c));
@@ -151,14 +199,20 @@ static void text_tower(wm_gb *b, wm_model_ctx *c, const char **last, const char 
     /* causal and padding: key j is seen by query i when j <= i and the mask keeps j */
     gb_scope(b, "%s/attn_mask", root(c));
     static const int64_t ax0[] = {0}, ax1[] = {1}, ax12[] = {1, 2};
-    const char *causal = gb_op(b, "LessOrEqual", 2, gb_unsqueeze(b, r, ax0, 1), gb_unsqueeze(b, r, ax1, 1));
     const char *keep = gb_unsqueeze(b, gb_cast(b, "attention_mask", WM_DT_BOOL), ax12, 2);
-    keep = gb_op(b, "And", 2, keep, causal);
+    if (a->causal)
+        keep = gb_op(b, "And", 2, keep, gb_op(b, "LessOrEqual", 2, gb_unsqueeze(b, r, ax0, 1), gb_unsqueeze(b, r, ax1, 1)));
     c->bias_full = gb_op(b, "Where", 3, keep, gb_f32s(b, 0.0f), gb_f32s(b, -FLT_MAX));
     x = layers(b, c, x);
     x = norm(b, c, x, -1, WM_M_G_FINAL_NORM, "norm");
     *last = x;
     gb_scope(b, "%s/pooler", root(c));
+    if (a->vpool == WM_VPOOL_LAST_HEAD) { /* SigLIP: the last position, whatever the mask */
+        char sc[160];
+        snprintf(sc, sizeof sc, "%s/pooler/head", root(c));
+        *pooled = gemm(b, token(b, x, -1), wm_arch_mod(a, -1, WM_M_G_POOL), sc);
+        return;
+    }
     const char *idx;
     if (a->eos_id < 0) idx = gb_cast(b, "input_ids", WM_DT_INT32); /* the highest id (eos_token_id 2 configs) */
     else idx = gb_cast(b, gb_op(b, "Equal", 2, "input_ids", gb_int_as(b, a->eos_id, c->ids_dtype)), WM_DT_INT32);
@@ -176,8 +230,10 @@ static void text_tower(wm_gb *b, wm_model_ctx *c, const char **last, const char 
     *pooled = gb_squeeze(b, g, ax1, 1);
 }
 
+/* The tower's projection, when it has one (SigLIP's embeddings are the pooled states). */
 static const char *project(wm_gb *b, const wm_model_ctx *c, const char *x) {
     char sc[160];
+    if (!wm_arch_mod(c->a, -1, WM_M_G_PROJ)->present) return x;
     snprintf(sc, sizeof sc, "%s/projection", root(c));
     return gb_linear(b, x, wm_arch_mod(c->a, -1, WM_M_G_PROJ), sc);
 }
@@ -229,6 +285,13 @@ wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c) {
         gb_scope(b, "/logits");
         static const int64_t t2[] = {1, 0};
         const char *lt = gb_op(b, "Mul", 2, gb_op(b, "MatMul", 2, te, gb_transpose(b, ie, t2, 2)), scale);
+        const wm_module *lb = wm_arch_mod(a, -1, WM_M_G_BIAS);
+        if (lb->present) {
+            gb_scope(b, "/logit_bias");
+            const char *bias = param(b, lb, NULL, 0, GB_W_MATRIX);
+            gb_scope(b, "/logits");
+            lt = gb_op(b, "Add", 2, lt, bias);
+        }
         gb_rename(b, lt, "logits_per_text");
         gb_op_named(b, "Transpose", "logits_per_image", 1, "logits_per_text");
         gb_attr_ints(b, "perm", t2, 2);
@@ -239,7 +302,7 @@ wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c) {
     if (a->graph == WM_GRAPH_CLIP_TEXT) {
         text_tower(b, c, &last, &pooled);
         gb_rename(b, last, "last_hidden_state");
-        if (a->proj) gb_rename(b, project(b, c, pooled), "text_embeds");
+        if (wm_arch_mod(a, -1, WM_M_G_PROJ)->present) gb_rename(b, project(b, c, pooled), "text_embeds");
         gb_rename(b, pooled, "pooler_output");
         return b->st;
     }
@@ -250,7 +313,7 @@ wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c) {
     }
     gb_rename(b, last, "last_hidden_state");
     if (pooled) {
-        if (a->proj) gb_rename(b, project(b, c, pooled), "image_embeds");
+        if (wm_arch_mod(a, -1, WM_M_G_PROJ)->present) gb_rename(b, project(b, c, pooled), "image_embeds");
         gb_rename(b, pooled, "pooler_output");
     }
     return b->st;
@@ -291,16 +354,17 @@ size_t wm_vis_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out
         PUT("last_hidden_state", 4, l);
         PUT("pooler_output", 4, p);
     } else if (a->graph == WM_GRAPH_CLIP_TEXT) {
-        wm_io_dim l[3] = {TB, S, dv(a->H)}, p[2] = {TB, dv(a->H)}, e[2] = {TB, dv(a->proj)};
+        int proj = wm_arch_mod(a, -1, WM_M_G_PROJ)->present;
+        wm_io_dim l[3] = {TB, S, dv(a->H)}, p[2] = {TB, dv(proj ? a->H : wm_vis_embed_dim(a))}, e[2] = {TB, dv(a->proj)};
         PUT("last_hidden_state", 3, l);
         PUT("pooler_output", 2, p);
-        if (a->proj) PUT("text_embeds", 2, e);
+        if (proj) PUT("text_embeds", 2, e);
     } else {
         wm_io_dim l[3] = {IB, dv(a->n_pos + a->n_reg), dv(a->H)}, p[2] = {IB, dv(a->H)}, e[2] = {IB, dv(a->proj)};
         PUT("last_hidden_state", 3, l);
         if (a->vpool != WM_VPOOL_NONE) {
             PUT("pooler_output", 2, p);
-            if (a->proj) PUT("image_embeds", 2, e);
+            if (wm_arch_mod(a, -1, WM_M_G_PROJ)->present) PUT("image_embeds", 2, e);
         }
     }
 #undef PUT

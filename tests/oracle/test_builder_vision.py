@@ -1,6 +1,6 @@
 """Image models from the builder: tiny random checkpoints saved by transformers (vision_util.py) of ViT, DeiT
-(plain and with teacher), DINOv2 (plain, SwiGLU, registers), CLIP (both towers, text, vision) and ResNet (basic,
-bottleneck) are built with `winml build -p fp32`; the ONNX in onnxruntime and in our engine must match
+(plain and with teacher), DINOv2 (plain, SwiGLU, registers), CLIP and SigLIP (both towers, text, vision) and
+ResNet (basic, bottleneck) are built with `winml build -p fp32`; the ONNX in onnxruntime and in our engine must match
 transformers' PyTorch outputs (logits, embeddings, logits_per_image) within 1e-4 at batch 1 and 3. fp16 builds
 run and stay close; `winml inspect` shows the tasks and features; other sizes, unsupported vision types and
 broken checkpoints are refused with a message naming the field or tensor."""
@@ -67,16 +67,26 @@ def test_fp32_build_matches_transformers(name, built, workdir, build_dir):
         print(f"{name} batch {batch}: onnxruntime {d_ort} engine {d_eng}")
 
 
-@pytest.mark.parametrize("name", ["vit_cls", "dinov2_reg_model", "clip", "resnet_basic"])
-def test_fp16_build_runs_and_is_close(name, built, workdir, winml, build_dir):
+FP16_CASES = [(n, r) for n in ("vit_cls", "dinov2_reg_model", "clip", "siglip", "resnet_basic")
+              for r in ("onnxruntime", "engine") if (n, r) != ("siglip", "engine")]
+# the optimizer fuses SigLIP's attention-pooling head into com.microsoft.MultiHeadAttention, which our engine runs
+# in float32 only (the layers' fused Attention runs in fp16): a known engine gap, kept visible
+FP16_CASES.append(pytest.param("siglip", "engine", marks=pytest.mark.xfail(
+    strict=True, raises=AssertionError, reason="engine: com.microsoft.MultiHeadAttention has no float16 kernel")))
+
+
+@pytest.mark.parametrize("name,runner", FP16_CASES)
+def test_fp16_build_runs_and_is_close(name, runner, built, workdir, winml, build_dir):
     ck, model, _ = built(name)
     out = str(workdir / f"fp16_{name}")
-    r = U.run([winml, "build", "-m", ck, "-o", out, "-p", "fp16", "-q", "-f", "json"], timeout=300)
-    assert r.returncode == 0, U.describe(r)
+    if not os.path.exists(out):
+        r = U.run([winml, "build", "-m", ck, "-o", out, "-p", "fp16", "-q", "-f", "json"], timeout=300)
+        assert r.returncode == 0, U.describe(r)
     feeds, tfeeds = V.feeds(model, name, 3, np.random.default_rng(1))
     ref = V.reference(model, name, tfeeds)
     path = os.path.join(out, "model.onnx")
-    for label, ours in (("onnxruntime", ort_run(path, feeds)), ("engine", engine_run(build_dir, path, feeds, workdir)[0])):
+    ours = ort_run(path, feeds) if runner == "onnxruntime" else engine_run(build_dir, path, feeds, workdir)[0]
+    for label in (runner,):
         for k, v in ref.items():
             assert ours[k].dtype == np.float32, f"{name} {label}: {k} is {ours[k].dtype} (fp16 keeps float32 IO)"
             rel = max_abs_diff(ours[k], v) / float(np.abs(v).max())
@@ -95,6 +105,9 @@ def _inspect(winml, path, *extra):
     ("clip", "zero-shot-image-classification", ["zero-shot-image-classification"],
      ["logits_per_image", "logits_per_text", "text_embeds", "image_embeds"]),
     ("clip_text", "feature-extraction", ["feature-extraction"], ["last_hidden_state", "pooler_output", "text_embeds"]),
+    ("siglip", "zero-shot-image-classification", ["zero-shot-image-classification"],
+     ["logits_per_image", "logits_per_text", "text_embeds", "image_embeds"]),
+    ("siglip_vision", "image-feature-extraction", ["image-feature-extraction"], ["last_hidden_state", "pooler_output"]),
     ("resnet_bottleneck", "image-feature-extraction", ["image-classification", "image-feature-extraction"],
      ["last_hidden_state", "pooler_output"]),
 ])
@@ -112,6 +125,8 @@ def test_inspect_shows_task_heads_and_features(name, task, tasks, outputs, built
         assert any("first eos" in f or "highest input id" in f for f in j["features"]), j["features"]
     if name == "resnet_bottleneck":
         assert any("folded" in f for f in j["features"])
+    if name == "siglip_vision":
+        assert any("MAP head" in f for f in j["features"]) and any("no CLS" in f for f in j["features"])
     # the build's own description: the other task of the family is built from the same checkpoint
     if name == "vit_cls":
         r, j2 = _inspect(winml, ck, "-t", "image-feature-extraction")
@@ -134,7 +149,7 @@ def _write_config(d, cfg):
 
 
 @pytest.mark.parametrize("model_type,why", [
-    ("siglip", "SigLIP"), ("siglip_vision_model", "SigLIP"), ("convnext", "ConvNeXt"), ("swin", "Swin"),
+    ("siglip2", "SigLIP 2"), ("convnext", "ConvNeXt"), ("swin", "Swin"),
     ("beit", "BEiT"), ("blip", "BLIP"), ("owlvit", "OWL-ViT"),
 ])
 def test_inspect_refuses_other_vision_types_by_name(model_type, why, workdir, winml):

@@ -15,6 +15,10 @@ CLIP_T = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_att
               max_position_embeddings=16, projection_dim=24)
 CLIP_V = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=32,
               patch_size=8, projection_dim=24)
+SIG_T = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=99,
+             max_position_embeddings=16, eos_token_id=98, bos_token_id=97, pad_token_id=1)
+SIG_V = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, image_size=32,
+             patch_size=8)
 RESNET_BASIC = dict(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 2], layer_type="basic", num_labels=3,
                     image_size=32)
 RESNET_BOTTLENECK = dict(embedding_size=8, hidden_sizes=[16, 32], depths=[2, 1], layer_type="bottleneck",
@@ -40,6 +44,9 @@ def _specs():
         # any other eos_token_id: pooled at its first occurrence
         "clip_text": (T.CLIPTextConfig, T.CLIPTextModelWithProjection, dict(CLIP_T, eos_token_id=98), "text"),
         "clip_vision": (T.CLIPVisionConfig, T.CLIPVisionModel, CLIP_V, "image"),
+        "siglip": (T.SiglipConfig, T.SiglipModel, dict(text_config=dict(SIG_T), vision_config=SIG_V), "both"),
+        "siglip_text": (T.SiglipTextConfig, T.SiglipTextModel, dict(SIG_T, projection_size=24), "text"),
+        "siglip_vision": (T.SiglipVisionConfig, T.SiglipVisionModel, SIG_V, "image"),
         "resnet_basic": (T.ResNetConfig, T.ResNetForImageClassification, RESNET_BASIC, "image"),
         "resnet_bottleneck": (T.ResNetConfig, T.ResNetModel, RESNET_BOTTLENECK, "image"),
     }
@@ -47,7 +54,8 @@ def _specs():
 
 CASES = sorted([
     "vit_cls", "vit_model", "deit_cls", "deit_teacher", "dinov2_model", "dinov2_swiglu_cls", "dinov2_reg_cls",
-    "dinov2_reg_model", "clip", "clip_text", "clip_vision", "resnet_basic", "resnet_bottleneck"])
+    "dinov2_reg_model", "clip", "clip_text", "clip_vision", "siglip", "siglip_text", "siglip_vision",
+    "resnet_basic", "resnet_bottleneck"])
 
 
 def kind(name):
@@ -66,6 +74,8 @@ def make(name, path, seed=0):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
             elif n.endswith("logit_scale"):
                 p.fill_(1.5)
+            elif n.endswith("logit_bias"):
+                p.fill_(-0.7)
             else:
                 p.copy_(0.25 * torch.randn(p.shape, generator=g))
         for n, b in model.named_buffers():
