@@ -459,6 +459,7 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
             const wm_vis_family *tf = wm_vis_find(f->towers[t]);
             int tt = t ? WM_TASK_IMAGE_FEATURE_EXTRACTION : WM_TASK_FEATURE_EXTRACTION;
             if ((s = resolve_tower(a->tower[t], tf, a->tower_cfg[t], st, tt, 1, err))) return s;
+            arch_count_params(a->tower[t]); /* the two-tower total (and its external-data decision) adds them */
         }
         int64_t pd = wm_vis_embed_dim(a->tower[0]), vd = wm_vis_embed_dim(a->tower[1]);
         if (pd != vd)

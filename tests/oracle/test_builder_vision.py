@@ -118,6 +118,8 @@ def test_inspect_shows_task_heads_and_features(name, task, tasks, outputs, built
     assert j["task"] == task and j["tasks"] == tasks
     assert [o["name"] for o in j["outputs"]] == outputs
     assert j["features"], j
+    if name in ("vit_cls", "clip", "siglip"):  # every parameter is used: the count (which decides external data) is torch's
+        assert j["parameters"] == sum(p.numel() for p in model.parameters()), j["parameters"]
     if name != "clip_text":
         px = [i for i in j["inputs"] if i["name"] == "pixel_values"][0]
         assert px["dtype"] == "float32" and px["shape"][1:] == [3, 32, 32] and isinstance(px["shape"][0], str)
