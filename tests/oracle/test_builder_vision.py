@@ -154,15 +154,17 @@ def _write_config(d, cfg):
     ("siglip2", "SigLIP 2"), ("convnext", "ConvNeXt"), ("swin", "Swin"),
     ("beit", "BEiT"), ("blip", "BLIP"), ("owlvit", "OWL-ViT"),
 ])
-def test_inspect_refuses_other_vision_types_by_name(model_type, why, workdir, winml):
+def test_inspect_refuses_other_vision_types_by_name(model_type, why, workdir, winml_asan):
     d = str(workdir / f"cfg_{model_type}")
     _write_config(d, {"model_type": model_type, "hidden_size": 32})
-    r, _ = _inspect(winml, d)
+    r, _ = _inspect(winml_asan, d)
     assert r.returncode == 2, U.describe(r)
     assert f"'{model_type}' is not supported" in r.stderr and why in r.stderr, r.stderr
 
 
-def test_refusals_name_the_field_or_tensor(built, workdir, winml):
+def test_refusals_name_the_field_or_tensor(built, workdir, winml, winml_asan):
+    """Hostile or inconsistent configs and checkpoints (the ASan + UBSan binary): exit 2, the field or tensor
+    named, no output folder."""
     base = dict(V.VIT, model_type="vit", architectures=["ViTForImageClassification"])
     cases = [
         (dict(base, patch_size=7), "patch_size"),
@@ -171,12 +173,17 @@ def test_refusals_name_the_field_or_tensor(built, workdir, winml):
         (dict(V.RESNET_BASIC, model_type="resnet", depths=[1]), "depths"),
         (dict(V.RESNET_BASIC, model_type="resnet", layer_type="wide"), "layer_type"),
         (dict(V.RESNET_BASIC, model_type="resnet", hidden_act="gelu"), "hidden_act"),
+        (dict(V.RESNET_BASIC, model_type="resnet", hidden_sizes=[8, 1e9]), "hidden_sizes"),
+        (dict(base, num_register_tokens=2, model_type="dinov2_with_registers", use_swiglu_ffn="yes"), "use_swiglu_ffn"),
+        (dict(base, image_size=8192, patch_size=1), "patches"),
+        (dict(base, mlp_ratio=64, model_type="dinov2", hidden_size=1 << 16, num_attention_heads=1 << 8), "MLP width"),
         ({"model_type": "clip", "text_config": V.CLIP_T}, "vision_config"),
     ]
     for i, (cfg, field) in enumerate(cases):
         d = str(workdir / f"bad_{i}")
         _write_config(d, cfg)
-        r = U.run([winml, "build", "-m", d, "-o", str(workdir / f"bad_out_{i}"), "--random-weights", "-q"], timeout=60)
+        r = U.run([winml_asan, "build", "-m", d, "-o", str(workdir / f"bad_out_{i}"), "--random-weights", "-q"],
+                  timeout=120)
         assert r.returncode == 2 and field in r.stderr, (cfg, U.describe(r))
         assert not os.path.exists(str(workdir / f"bad_out_{i}"))
     # a checkpoint whose position table does not fit the config: the tensor is named
@@ -187,7 +194,7 @@ def test_refusals_name_the_field_or_tensor(built, workdir, winml):
     cfg["image_size"] = 40
     json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
     os.symlink(os.path.join(ck, "model.safetensors"), os.path.join(d, "model.safetensors"))
-    r = U.run([winml, "build", "-m", d, "-o", str(workdir / "bad_shape_out"), "-q"], timeout=60)
+    r = U.run([winml_asan, "build", "-m", d, "-o", str(workdir / "bad_shape_out"), "-q"], timeout=120)
     assert r.returncode == 2 and "position_embeddings" in r.stderr, U.describe(r)
     # another image size in a recipe: refused (no position interpolation)
     rec = str(workdir / "recipe_224.json")
