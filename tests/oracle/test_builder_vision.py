@@ -35,6 +35,8 @@ def built(workdir, winml):
         if name not in cache:
             ck, out = str(workdir / f"ckpt_{name}"), str(workdir / f"build_{name}")
             model = V.make(name, ck)
+            if V.kind(name) != "text":  # the image processor's settings travel with the build (winml run --image)
+                transformers.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(ck)
             r = U.run([winml, "build", "-m", ck, "-o", out, "-p", "fp32", "-q", "-f", "json"], timeout=300)
             assert r.returncode == 0, U.describe(r)
             cache[name] = (ck, model, out)
@@ -133,6 +135,16 @@ def test_inspect_shows_task_heads_and_features(name, task, tasks, outputs, built
     if name == "vit_cls":
         r, j2 = _inspect(winml, ck, "-t", "image-feature-extraction")
         assert r.returncode == 0 and [o["name"] for o in j2["outputs"]] == ["last_hidden_state"], U.describe(r)
+
+
+def test_build_carries_the_image_processor_config(built):
+    for name in ("vit_cls", "clip", "resnet_basic"):
+        ck, _, out = built(name)
+        src, dst = os.path.join(ck, "preprocessor_config.json"), os.path.join(out, "preprocessor_config.json")
+        assert os.path.exists(src)
+        assert open(src, "rb").read() == open(dst, "rb").read()
+        man = json.load(open(os.path.join(out, "build_manifest.json")))
+        assert "preprocessor_config.json" in json.dumps(man)
 
 
 def test_perf_makes_pixel_values_from_the_spec(built, winml):
