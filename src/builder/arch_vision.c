@@ -364,7 +364,6 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
         return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (naming scheme '%s')", name, sch->name);
     }
     if (!st) snprintf(a->prefix, sizeof a->prefix, "%s", f->prefix);
-    if (swiglu && st && !has_mod(a, sch, st, WM_M_L_GATE_UP, NULL)) sch = vis_scheme("dinov2_swiglu3");
     a->sch = sch;
     a->scheme = sch->name;
     if (swiglu) {

@@ -53,13 +53,6 @@ static const wm_modpat dinov2_swiglu_mods[] = {
     MP(L_GATE_UP, LINEAR, I2, H, "$encoder.layer.%d.mlp.weights_in"),
     MP(L_DOWN, LINEAR, H, I, "$encoder.layer.%d.mlp.weights_out"),
 };
-/* the same with separate gate / up / down projections (the names transformers' module uses in memory) */
-static const wm_modpat dinov2_swiglu3_mods[] = {
-    DINO_COMMON,
-    MP(L_GATE, LINEAR, I, H, "$encoder.layer.%d.mlp.gate_proj"),
-    MP(L_UP, LINEAR, I, H, "$encoder.layer.%d.mlp.up_proj"),
-    MP(L_DOWN, LINEAR, H, I, "$encoder.layer.%d.mlp.down_proj"),
-};
 
 #define CLIP_LAYERS                                                         \
     MP(L_ATTN_NORM, NORM, H, H, "$encoder.layers.%d.layer_norm1"),          \
@@ -135,7 +128,6 @@ const wm_scheme wm_vis_schemes[] = {
     VS("vit", vit_mods),
     VS("dinov2", dinov2_mods),
     VS("dinov2_swiglu", dinov2_swiglu_mods),
-    VS("dinov2_swiglu3", dinov2_swiglu3_mods),
     VS("clip_vision", clip_vision_mods),
     VS("clip_text", clip_text_mods),
     VS("clip", clip_dual_mods),
