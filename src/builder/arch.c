@@ -20,6 +20,9 @@ static const char *const task_names[WM_TASK_COUNT] = {
     [WM_TASK_TOKEN_CLASSIFICATION] = "token-classification",
     [WM_TASK_QUESTION_ANSWERING] = "question-answering",
     [WM_TASK_FILL_MASK] = "fill-mask",
+    [WM_TASK_IMAGE_CLASSIFICATION] = "image-classification",
+    [WM_TASK_IMAGE_FEATURE_EXTRACTION] = "image-feature-extraction",
+    [WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION] = "zero-shot-image-classification",
 };
 
 const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_names[t] : "unknown"; }
@@ -43,7 +46,6 @@ const char *wm_act_name(wm_act a) {
     return (unsigned)a < sizeof n / sizeof n[0] ? n[a] : "?";
 }
 
-wm_module *arch_mod_mut(const wm_arch *a, int layer, int m);
 wm_module *arch_mod_mut(const wm_arch *a, int layer, int m) { return &a->mods[(size_t)(layer + 1) * WM_M_COUNT + m]; }
 
 const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m) { return arch_mod_mut(a, layer, m); }
@@ -52,6 +54,12 @@ wm_norm_spec wm_arch_norm(const wm_arch *a) { return (wm_norm_spec){a->norm, a->
 
 void wm_arch_free(wm_arch *a) {
     if (!a) return;
+    for (int t = 0; t < 2; t++) {
+        if (a->tower[t]) wm_arch_free(a->tower[t]);
+        free(a->tower[t]);
+        if (a->tower_cfg[t]) wm_hf_config_free(a->tower_cfg[t]);
+        free(a->tower_cfg[t]);
+    }
     free(a->mods);
     free(a->sliding);
     free(a->rope.inv_freq);
@@ -69,7 +77,7 @@ static const wm_family *find_family(const char *mt) {
     return NULL;
 }
 
-static const wm_scheme *find_scheme(const char *name) {
+const wm_scheme *arch_find_scheme(const char *name) {
     for (size_t i = 0; i < wm_n_schemes; i++)
         if (!strcmp(wm_schemes[i].name, name)) return &wm_schemes[i];
     return NULL;
@@ -78,9 +86,27 @@ static const wm_scheme *find_scheme(const char *name) {
 int wm_arch_family_kind(const char *model_type) {
     for (const wm_denied_type *d = wm_denied_types; model_type && d->model_type; d++)
         if (!strcmp(d->model_type, model_type)) return -1;
+    if (wm_vis_find(model_type)) return WM_ENCODER; /* image models and CLIP's towers: encoders */
     const wm_family *f = find_family(model_type);
-    const wm_scheme *s = f ? find_scheme(f->scheme) : NULL;
+    const wm_scheme *s = f ? arch_find_scheme(f->scheme) : NULL;
     return s ? (int)s->kind : -1;
+}
+
+int wm_arch_family_serves(const char *model_type, int task) {
+    const wm_vis_family *v = wm_vis_find(model_type);
+    if (v) {
+        wm_arch a = {.fam = v};
+        int tasks[WM_TASK_COUNT];
+        size_t n = wm_vis_tasks(&a, tasks);
+        for (size_t i = 0; i < n; i++)
+            if (tasks[i] == task) return 1;
+        return 0;
+    }
+    int kind = wm_arch_family_kind(model_type);
+    if (kind < 0) return 0;
+    if (kind == WM_DECODER) return task == WM_TASK_TEXT_GENERATION;
+    return task != WM_TASK_TEXT_GENERATION && task != WM_TASK_IMAGE_CLASSIFICATION &&
+           task != WM_TASK_IMAGE_FEATURE_EXTRACTION && task != WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION;
 }
 
 void wm_arch_family_names(char *buf, size_t n) {
@@ -88,6 +114,8 @@ void wm_arch_family_names(char *buf, size_t n) {
     if (n) buf[0] = 0;
     for (size_t i = 0; i < wm_n_families && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", wm_families[i].model_type);
+    for (size_t i = 0; i < wm_n_vis_families && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, ", %s", wm_vis_families[i].model_type);
 }
 
 static const wm_modpat *scheme_pat(const wm_scheme *s, int m) {
@@ -97,7 +125,7 @@ static const wm_modpat *scheme_pat(const wm_scheme *s, int m) {
 }
 
 /* Expands pat ('$' -> prefix, %d -> layer) + suffix into out; 0 when it does not fit. */
-static int expand(const char *pat, const char *prefix, int layer, const char *suffix, char *out, size_t n) {
+int arch_expand(const char *pat, const char *prefix, int layer, const char *suffix, char *out, size_t n) {
     size_t k = 0;
     for (const char *p = pat; *p; p++) {
         char buf[32];
@@ -121,7 +149,7 @@ static int expand(const char *pat, const char *prefix, int layer, const char *su
     return 1;
 }
 
-static const wm_st_tensor *st_find(const wm_st_file *st, const char *name) { return st ? wm_st_find(st, name) : NULL; }
+const wm_st_tensor *arch_st_find(const wm_st_file *st, const char *name) { return st ? wm_st_find(st, name) : NULL; }
 
 static int64_t dim_value(const wm_arch *a, int d) {
     switch (d) {
@@ -139,6 +167,12 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_L: return a->labels;
     case D_2: return 2;
     case D_1: return 1;
+    case D_2H: return 2 * a->H;
+    case D_PIN: return a->C * a->patch * a->patch;
+    case D_NPOS: return a->n_pos;
+    case D_REG: return a->n_reg;
+    case D_PROJ: return a->proj;
+    case D_3H: return 3 * a->H;
     default: return 0;
     }
 }
@@ -170,7 +204,7 @@ static wm_status check_keys(const wm_arch *a, wm_error *err) {
 }
 
 /* The activation: from the family's own key when it reads one (config.c checked every alias is a string). */
-static wm_status resolve_act(wm_arch *a, const wm_family *f, wm_error *err) {
+wm_status arch_resolve_act(wm_arch *a, const wm_family *f, wm_error *err) {
     const char *name = a->cfg->activation, *key = a->cfg->key_act;
     if (f->act_key) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, f->act_key);
@@ -269,7 +303,7 @@ static int find_prefix(wm_arch *a, const wm_family *f, const wm_scheme *s, const
     if (!s->prefixes[0] || strcmp(s->prefixes[0], "")) cands[n++] = ""; /* always try none last */
     for (size_t i = 0; i < n; i++) {
         char name[256];
-        if (expand(e->pat, cands[i], 0, ".weight", name, sizeof name) && st_find(st, name)) {
+        if (arch_expand(e->pat, cands[i], 0, ".weight", name, sizeof name) && arch_st_find(st, name)) {
             snprintf(a->prefix, sizeof a->prefix, "%s", cands[i]);
             return 1;
         }
@@ -285,7 +319,7 @@ static const wm_family *detect_by_tensors(wm_arch *a, const wm_st_file *st, cons
         if (!f || !find_prefix(a, f, s, st)) continue;
         char name[256];
         const wm_modpat *o = scheme_pat(s, WM_M_L_O);
-        if (o && expand(o->pat, a->prefix, 0, ".weight", name, sizeof name) && st_find(st, name)) {
+        if (o && arch_expand(o->pat, a->prefix, 0, ".weight", name, sizeof name) && arch_st_find(st, name)) {
             *sch = s;
             return f;
         }
@@ -295,35 +329,28 @@ static const wm_family *detect_by_tensors(wm_arch *a, const wm_st_file *st, cons
 
 /* ------------------------------------------------------------- modules */
 
-typedef struct want {
-    int mod, layer;
-    const char *pat; /* overrides the scheme (heads) */
-    uint8_t kind, d_out, d_in;
-    int required;    /* missing weight is an error */
-    int bias;        /* random mode: has a bias */
-} want;
 
 /* Looks up (real) or decides (random) one module. */
-static wm_status fill_module(wm_arch *a, const wm_st_file *st, const want *w, wm_error *err) {
+wm_status arch_fill_module(wm_arch *a, const wm_st_file *st, const arch_want *w, wm_error *err) {
     wm_module *m = arch_mod_mut(a, w->layer, w->mod);
     m->kind = w->kind;
     m->out = dim_value(a, w->d_out);
     m->in = dim_value(a, w->d_in);
-    static const char *const wsuf[] = {".weight", ".gamma"}, *const bsuf[] = {".bias", ".beta"};
-    int alts = w->kind == WM_MK_NORM ? 2 : 1;
-    int vec = w->kind == WM_MK_VECTOR; /* the pattern names the tensor itself */
+    static const char *const wsuf[] = {".weight", ".gamma"}, *const bsuf[] = {".bias", ".beta"}, *const none[] = {""};
+    /* VECTOR and PARAM patterns name the tensor itself */
+    int alts = w->kind == WM_MK_NORM ? 2 : 1, param = w->kind == WM_MK_PARAM || w->kind == WM_MK_VECTOR;
     for (int k = 0; k < alts; k++) {
-        if (!expand(w->pat, a->prefix, w->layer, vec ? "" : wsuf[k], m->w, sizeof m->w) ||
-            !expand(w->pat, a->prefix, w->layer, bsuf[k], m->b, sizeof m->b))
+        if (!arch_expand(w->pat, a->prefix, w->layer, (param ? none : wsuf)[k], m->w, sizeof m->w) ||
+            !arch_expand(w->pat, a->prefix, w->layer, (param ? none : bsuf)[k], m->b, sizeof m->b))
             return wm_err(err, WM_ERR_INPUT, "tensor name of module '%s' too long", wm_mod_name(w->mod));
         if (a->random) break;
-        if ((m->wt = st_find(st, m->w))) break;
+        if ((m->wt = arch_st_find(st, m->w))) break;
     }
     if (!m->wt) { /* name the usual spelling in messages */
-        expand(w->pat, a->prefix, w->layer, vec ? "" : ".weight", m->w, sizeof m->w);
-        expand(w->pat, a->prefix, w->layer, ".bias", m->b, sizeof m->b);
+        arch_expand(w->pat, a->prefix, w->layer, param ? "" : ".weight", m->w, sizeof m->w);
+        arch_expand(w->pat, a->prefix, w->layer, ".bias", m->b, sizeof m->b);
     }
-    int bias_ok = w->kind != WM_MK_EMBED && !vec && !(w->kind == WM_MK_NORM && a->norm == WM_NORM_RMS);
+    int bias_ok = w->kind != WM_MK_EMBED && !param && !(w->kind == WM_MK_NORM && a->norm == WM_NORM_RMS);
     if (!w->required) {
         m->present = m->has_bias = 0; /* not part of this structure: a tensor of that name stays unused */
         m->wt = NULL;
@@ -331,20 +358,21 @@ static wm_status fill_module(wm_arch *a, const wm_st_file *st, const want *w, wm
         m->present = 1;
         m->has_bias = (uint8_t)(w->bias && bias_ok);
     } else {
-        m->bt = bias_ok ? st_find(st, m->b) : NULL;
+        m->bt = bias_ok ? arch_st_find(st, m->b) : NULL;
         m->present = m->wt != NULL;
         m->has_bias = m->bt != NULL;
         if (!m->present)
             return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (module %s of naming scheme '%s')", m->w,
-                          wm_mod_name(w->mod), ((const wm_scheme *)a->sch)->name);
+                          wm_mod_name(w->mod), a->scheme);
     }
     if (!m->present) m->w[0] = m->b[0] = 0;
     if (!m->has_bias) m->b[0] = 0;
     return WM_OK;
 }
 
-static wm_status check_shape(const wm_arch *a, const wm_module *m, wm_error *err) {
+wm_status arch_check_shape(const wm_arch *a, const wm_module *m, wm_error *err) {
     if (a->random || !m->present) return WM_OK;
+    if (m->kind == WM_MK_CONV || m->kind == WM_MK_PARAM) return arch_check_shape_nd(a, m, err);
     const wm_st_tensor *ts[2] = {m->wt, m->has_bias ? m->bt : NULL};
     for (int k = 0; k < 2; k++) {
         const wm_st_tensor *t = ts[k];
@@ -384,7 +412,7 @@ static wm_status check_shape(const wm_arch *a, const wm_module *m, wm_error *err
 }
 
 /* Adds the wanted modules of one layer (or the globals for layer -1) to list. */
-static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme *s, int layer, want *list) {
+static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme *s, int layer, arch_want *list) {
     size_t n = 0;
     int qb = a->cfg->attention_bias >= 0 ? a->cfg->attention_bias : f->qkv_bias;
     int ob = a->cfg->attention_bias >= 0 ? a->cfg->attention_bias : f->o_bias;
@@ -394,7 +422,7 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
         const wm_modpat *p = &s->mods[i];
         int is_layer = p->mod >= WM_M_FIRST_LAYER;
         if (is_layer != (layer >= 0)) continue;
-        want w = {p->mod, layer, p->pat, p->kind, p->d_out, p->d_in, 1, 1};
+        arch_want w = {p->mod, layer, p->pat, p->kind, p->d_out, p->d_in, 1, 1};
         switch (p->mod) {
         case WM_M_G_TYPE: w.required = a->T > 0; w.bias = 0; break;
         case WM_M_G_EMB_PROJ: w.required = a->E != a->H; break;
@@ -427,8 +455,8 @@ static void decide_structure(wm_arch *a, const wm_family *f, const wm_scheme *s,
     a->sub_norms = scheme_pat(s, WM_M_L_ATTN_OUT_NORM) != NULL;
     if (!st) return;
     char name[256];
-#define HAS(m) (scheme_pat(s, m) && expand(scheme_pat(s, m)->pat, a->prefix, 0, ".weight", name, sizeof name) && \
-                st_find(st, name))
+#define HAS(m) (scheme_pat(s, m) && arch_expand(scheme_pat(s, m)->pat, a->prefix, 0, ".weight", name, sizeof name) && \
+                arch_st_find(st, name))
     if (scheme_pat(s, WM_M_L_QKV) && scheme_pat(s, WM_M_L_Q)) a->fused_qkv = HAS(WM_M_L_QKV) && !HAS(WM_M_L_Q);
     if (scheme_pat(s, WM_M_L_GATE_UP)) a->fused_gate_up = HAS(WM_M_L_GATE_UP);
     if (scheme_pat(s, WM_M_L_GATE) || scheme_pat(s, WM_M_L_GATE_UP)) a->gated = HAS(WM_M_L_GATE) || HAS(WM_M_L_GATE_UP);
@@ -437,22 +465,22 @@ static void decide_structure(wm_arch *a, const wm_family *f, const wm_scheme *s,
 #undef HAS
 }
 
-static wm_status head_wants(const wm_arch *a, const wm_family *f, want *list, size_t *n) {
+static wm_status head_wants(const wm_arch *a, const wm_family *f, arch_want *list, size_t *n) {
     *n = 0;
     if (a->task == WM_TASK_TEXT_CLASSIFICATION) {
         if (f->cls_head < 0) return WM_OK;
         const wm_head_def *h = &wm_cls_heads[f->cls_head];
-        list[(*n)++] = (want){WM_M_H_0, -1, h->first, WM_MK_LINEAR, D_H, D_H, 1, 1};
-        list[(*n)++] = (want){WM_M_H_1, -1, h->second, WM_MK_LINEAR, D_L, D_H, 1, 1};
+        list[(*n)++] = (arch_want){WM_M_H_0, -1, h->first, WM_MK_LINEAR, D_H, D_H, 1, 1};
+        list[(*n)++] = (arch_want){WM_M_H_1, -1, h->second, WM_MK_LINEAR, D_L, D_H, 1, 1};
     } else if (a->task == WM_TASK_TOKEN_CLASSIFICATION) {
-        list[(*n)++] = (want){WM_M_H_0, -1, "classifier", WM_MK_LINEAR, D_L, D_H, 1, 1};
+        list[(*n)++] = (arch_want){WM_M_H_0, -1, "classifier", WM_MK_LINEAR, D_L, D_H, 1, 1};
     } else if (a->task == WM_TASK_QUESTION_ANSWERING) {
-        list[(*n)++] = (want){WM_M_H_0, -1, "qa_outputs", WM_MK_LINEAR, D_2, D_H, 1, 1};
+        list[(*n)++] = (arch_want){WM_M_H_0, -1, "qa_outputs", WM_MK_LINEAR, D_2, D_H, 1, 1};
     } else if (a->task == WM_TASK_FILL_MASK && f->mlm_head != WM_MLM_NONE) {
         const wm_mlm_def *h = &wm_mlm_heads[f->mlm_head];
-        list[(*n)++] = (want){WM_M_H_0, -1, h->dense, WM_MK_LINEAR, D_H, D_H, 1, 1};
-        list[(*n)++] = (want){WM_M_H_NORM, -1, h->norm, WM_MK_NORM, D_H, D_H, 1, 1};
-        list[(*n)++] = (want){WM_M_H_BIAS, -1, h->bias, WM_MK_VECTOR, D_V, D_1, 1, 0};
+        list[(*n)++] = (arch_want){WM_M_H_0, -1, h->dense, WM_MK_LINEAR, D_H, D_H, 1, 1};
+        list[(*n)++] = (arch_want){WM_M_H_NORM, -1, h->norm, WM_MK_NORM, D_H, D_H, 1, 1};
+        list[(*n)++] = (arch_want){WM_M_H_BIAS, -1, h->bias, WM_MK_VECTOR, D_V, D_1, 1, 0};
     }
     return WM_OK;
 }
@@ -466,16 +494,28 @@ static int ends(const char *s, const char *p) {
 }
 
 /* Every checkpoint tensor must be used, a known head, or a parameter-free buffer. */
-static wm_status check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
-    size_t n_used = 0, cap = (size_t)(a->L + 1) * WM_M_COUNT * 2;
-    const char **used = malloc(cap * sizeof *used);
+static size_t mods_of(const wm_arch *a) { return (size_t)(a->L + 1) * WM_M_COUNT; }
+
+wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
+    const wm_arch *parts[3] = {a, a->tower[0], a->tower[1]};
+    size_t n_used = 0, cap = 0, n_extra = wm_resnet_names(a, NULL, 0);
+    for (int p = 0; p < 3; p++) cap += parts[p] ? mods_of(parts[p]) * 2 : 0;
+    const char **used = malloc((cap + n_extra + 1) * sizeof *used);
     if (!used) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {
-        const wm_module *m = &a->mods[i];
-        if (!m->present) continue;
-        used[n_used++] = m->w;
-        if (m->has_bias) used[n_used++] = m->b;
+    for (int p = 0; p < 3; p++)
+        for (size_t i = 0; parts[p] && i < mods_of(parts[p]); i++) {
+            const wm_module *m = &parts[p]->mods[i];
+            if (!m->present) continue;
+            used[n_used++] = m->w;
+            if (m->has_bias) used[n_used++] = m->b;
+        }
+    char(*extra)[160] = n_extra ? calloc(n_extra, sizeof *extra) : NULL;
+    if (n_extra && !extra) {
+        free(used);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
+    wm_resnet_names(a, extra, n_extra);
+    for (size_t i = 0; i < n_extra; i++) used[n_used++] = extra[i];
     qsort(used, n_used, sizeof *used, cmp_str);
     wm_status s = WM_OK;
     a->n_unused = 0;
@@ -486,15 +526,20 @@ static wm_status check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
         for (size_t k = 0; wm_buffer_suffixes[k] && !ok; k++) ok = ends(name, wm_buffer_suffixes[k]);
         for (size_t k = 0; wm_head_prefixes[k] && !ok; k++) {
             char pre[128];
-            expand(wm_head_prefixes[k], a->prefix, 0, "", pre, sizeof pre);
+            arch_expand(wm_head_prefixes[k], a->prefix, 0, "", pre, sizeof pre);
             ok = starts(name, pre);
         }
+        if (!ok && a->tower_of) /* the two-tower checkpoint's other tower and shared parameters */
+            ok = starts(name, a->tower_of == 1 ? "vision_model." : "text_model.") || !strcmp(name, "logit_scale") ||
+                 !strcmp(name, "logit_bias") ||
+                 starts(name, a->tower_of == 1 ? "visual_projection." : "text_projection.");
         if (ok) a->n_unused++;
         else
             s = wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s' is not understood by naming scheme '%s' (model_type "
-                       "'%s')", name, ((const wm_scheme *)a->sch)->name, a->model_type);
+                       "'%s')", name, a->scheme, a->model_type);
     }
     free(used);
+    free(extra);
     return s;
 }
 
@@ -553,8 +598,10 @@ static void resolve_scales(wm_arch *a, const wm_family *f) {
 }
 
 /* Saturates at UINT64_MAX: a config of absurd sizes is refused by the space and size checks, never wrapped. */
-static void count_params(wm_arch *a) {
-    uint64_t n = 0;
+void arch_count_params(wm_arch *a) {
+    uint64_t n = wm_resnet_params(a);
+    for (int t = 0; t < 2; t++)
+        if (a->tower[t] && !wm_add_u64(n, a->tower[t]->n_params, &n)) n = UINT64_MAX;
     for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {
         const wm_module *m = &a->mods[i];
         if (!m->present) continue;
@@ -567,6 +614,19 @@ static void count_params(wm_arch *a) {
 }
 
 static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+
+wm_status wm_arch_resolve_as(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, const char *as_type,
+                             wm_arch *a, wm_error *err) {
+    const wm_vis_family *f = wm_vis_find(ck->config.model_type);
+    for (int t = 0; f && as_type && t < 2; t++)
+        if (f->graph == WM_GRAPH_DUAL && !strcmp(f->towers[t], as_type)) {
+            memset(a, 0, sizeof *a);
+            wm_status s = wm_vis_resolve_tower_of(&ck->config, st, task, t, a, err);
+            if (s) wm_arch_free(a);
+            return s;
+        }
+    return wm_arch_resolve(ck, st, task, a, err);
+}
 
 wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
     memset(a, 0, sizeof *a);
@@ -586,11 +646,12 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
         if (!strcmp(d->model_type, c->model_type))
             return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported (%s)", c->file,
                           c->model_type, d->why);
+    if (wm_vis_find(c->model_type)) return wm_vis_resolve(c, st, task, a, err);
     const wm_family *f = find_family(c->model_type);
-    const wm_scheme *sch = f ? find_scheme(f->scheme) : NULL;
+    const wm_scheme *sch = f ? arch_find_scheme(f->scheme) : NULL;
     if (!f && st && (f = detect_by_tensors(a, st, &sch))) a->detected = 1;
     if (!f) {
-        char known[512];
+        char known[1024];
         wm_arch_family_names(known, sizeof known);
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported (known: %s%s)", c->file,
                       c->model_type, known, st ? "; its tensor names match no naming scheme" : "");
@@ -607,12 +668,12 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->scale_attn = c->scale_attn_weights != 0;
     a->scale_by_layer = c->scale_attn_by_inverse_layer_idx == 1;
     if ((s = check_keys(a, err)) || (s = resolve_task(a, f, task, err)) || (s = resolve_sizes(a, f, sch, err)) ||
-        (s = resolve_act(a, f, err)))
+        (s = arch_resolve_act(a, f, err)))
         return s;
     if (st) {
         if (!find_prefix(a, f, sch, st)) {
             char name[256];
-            expand(scheme_pat(sch, WM_M_G_EMBED)->pat, f->prefix, 0, ".weight", name, sizeof name);
+            arch_expand(scheme_pat(sch, WM_M_G_EMBED)->pat, f->prefix, 0, ".weight", name, sizeof name);
             return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (the token embedding of naming scheme '%s')", name,
                           sch->name);
         }
@@ -627,7 +688,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
                                  : "embedding_size differs from hidden_size");
     a->mods = calloc((size_t)(a->L + 1) * WM_M_COUNT, sizeof *a->mods);
     if (!a->mods) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    want list[64];
+    arch_want list[64];
     for (int64_t layer = -1; layer < a->L && !s; layer++) {
         size_t n = layer_wants(a, f, sch, (int)layer, list);
         if (layer < 0) {
@@ -636,7 +697,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
             n += k;
         }
         for (size_t i = 0; i < n && !s; i++)
-            if (!(s = fill_module(a, st, &list[i], err))) s = check_shape(a, arch_mod_mut(a, (int)layer, list[i].mod), err);
+            if (!(s = arch_fill_module(a, st, &list[i], err))) s = arch_check_shape(a, arch_mod_mut(a, (int)layer, list[i].mod), err);
     }
     if (s) return s;
     a->n_head_mods = wm_arch_mod(a, -1, WM_M_H_1)->present ? 2 : wm_arch_mod(a, -1, WM_M_H_0)->present ? 1 : 0;
@@ -648,14 +709,15 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->qkv_bias = q0->has_bias;
     a->o_bias = wm_arch_mod(a, 0, WM_M_L_O)->has_bias;
     a->mlp_bias = wm_arch_mod(a, 0, WM_M_L_DOWN)->has_bias;
-    if (st && (s = check_unused(a, st, err))) return s;
+    if (st && (s = arch_check_unused(a, st, err))) return s;
     if ((s = resolve_sliding(a, f, err)) || (s = resolve_rope(a, f, err))) return s;
     resolve_scales(a, f);
-    count_params(a);
+    arch_count_params(a);
     return WM_OK;
 }
 
 size_t wm_arch_tasks(const wm_arch *a, int *out) {
+    if (a->graph != WM_GRAPH_TEXT) return wm_vis_tasks(a, out);
     size_t n = 0;
     const wm_family *f = a->fam;
     for (int t = 0; t < WM_TASK_COUNT; t++) {
@@ -670,6 +732,11 @@ size_t wm_arch_tasks(const wm_arch *a, int *out) {
 void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
     char b[256];
     wm_json_arr(j, key);
+    if (a->graph != WM_GRAPH_TEXT) {
+        wm_vis_features(a, j);
+        wm_json_arr_end(j);
+        return;
+    }
     if (a->detected) {
         snprintf(b, sizeof b, "model_type '%s' not in the family table: built as naming scheme '%s' from its tensors",
                  a->model_type, a->scheme);

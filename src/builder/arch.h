@@ -36,6 +36,9 @@ typedef enum wm_task {
     WM_TASK_TOKEN_CLASSIFICATION,
     WM_TASK_QUESTION_ANSWERING,
     WM_TASK_FILL_MASK,          /* masked-LM head: logits over the vocabulary per token */
+    WM_TASK_IMAGE_CLASSIFICATION,
+    WM_TASK_IMAGE_FEATURE_EXTRACTION,
+    WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION,
     WM_TASK_COUNT
 } wm_task;
 
@@ -44,6 +47,21 @@ const char *wm_task_name(int task);
 int wm_task_from_name(const char *s);
 
 typedef enum { WM_DECODER, WM_ENCODER } wm_family_kind;
+/* Which graph a family builds: the text ones (by kind), a patch transformer (ViT, DeiT, DINOv2, CLIP's image
+   tower), CLIP's text tower, CLIP's two towers, or a ResNet. */
+typedef enum { WM_GRAPH_TEXT, WM_GRAPH_VIT, WM_GRAPH_CLIP_TEXT, WM_GRAPH_DUAL, WM_GRAPH_RESNET } wm_graph_kind;
+/* What a vision tower's pooler_output is: none, tanh(dense(CLS)), the CLS of the normed sequence, or the final
+   norm applied to the CLS only (CLIP's post_layernorm), or (CLIP text) the EOS token's state;
+   SigLIP: attention pooling by a learned probe (MAP head) over the normed sequence; the last token through a
+   head linear (text). */
+typedef enum {
+    WM_VPOOL_NONE, WM_VPOOL_DENSE_TANH, WM_VPOOL_CLS, WM_VPOOL_NORM_CLS, WM_VPOOL_EOS, WM_VPOOL_MAP, WM_VPOOL_LAST_HEAD
+} wm_vpool;
+/* Image-classification heads: a linear on CLS; the mean of two linears on CLS and the distillation token
+   (DeiT with teacher); a linear on [CLS, mean of the patch tokens] (DINOv2). */
+typedef enum { WM_VHEAD_CLS, WM_VHEAD_CLS_DIST_AVG, WM_VHEAD_CLS_MEAN } wm_vhead;
+
+#define WM_RESNET_MAX_STAGES 8
 typedef enum { WM_NORM_LAYER, WM_NORM_RMS } wm_norm_kind;
 typedef enum { WM_ACT_NONE, WM_ACT_GELU, WM_ACT_GELU_TANH, WM_ACT_SILU, WM_ACT_RELU, WM_ACT_QUICK_GELU, WM_ACT_TANH } wm_act;
 typedef enum { WM_POS_LEARNED, WM_POS_ROPE } wm_pos_kind;
@@ -58,11 +76,17 @@ const char *wm_act_name(wm_act a);
     X(G_EMB_NORM, "embed_norm") X(G_EMB_PROJ, "embed_proj") X(G_FINAL_NORM, "norm")      \
     X(G_LM_HEAD, "lm_head") X(H_0, "head.0") X(H_1, "head.1") X(H_NORM, "head.norm")     \
     X(H_BIAS, "head.bias")                                                                \
+    X(G_PATCH, "patch_embed") X(G_CLS, "cls_token") X(G_DIST, "dist_token")              \
+    X(G_REG, "register_tokens") X(G_PRE_NORM, "pre_norm") X(G_POOL, "pooler")            \
+    X(G_PROJ, "projection") X(G_SCALE, "logit_scale") X(G_BIAS, "logit_bias")              \
+    X(G_PROBE, "map_probe") X(G_MAP_QKV, "map_qkv") X(G_MAP_QKV_B, "map_qkv_bias")         \
+    X(G_MAP_O, "map_o_proj") X(G_MAP_NORM, "map_norm") X(G_MAP_UP, "map_up")                \
+    X(G_MAP_DOWN, "map_down")                                                               \
     X(L_ATTN_NORM, "attn_norm") X(L_Q, "q_proj") X(L_K, "k_proj") X(L_V, "v_proj")       \
     X(L_QKV, "qkv_proj") X(L_O, "o_proj") X(L_Q_NORM, "q_norm") X(L_K_NORM, "k_norm")    \
     X(L_MLP_NORM, "mlp_norm") X(L_GATE, "gate_proj") X(L_UP, "up_proj")                   \
     X(L_GATE_UP, "gate_up_proj") X(L_DOWN, "down_proj") X(L_ATTN_OUT_NORM, "attn_out_norm")      \
-    X(L_MLP_OUT_NORM, "mlp_out_norm")
+    X(L_MLP_OUT_NORM, "mlp_out_norm") X(L_LS1, "layer_scale1") X(L_LS2, "layer_scale2")
 
 typedef enum wm_mod {
 #define X(e, n) WM_M_##e,
@@ -74,8 +98,10 @@ typedef enum wm_mod {
 
 const char *wm_mod_name(int m);
 
-/* VECTOR: one rank-1 tensor of length out, named by the pattern itself (a masked-LM head's output bias). */
-typedef enum { WM_MK_EMBED, WM_MK_NORM, WM_MK_LINEAR, WM_MK_CONV1D, WM_MK_VECTOR } wm_mod_kind;
+/* VECTOR: one rank-1 tensor of length out, named by the pattern itself (a masked-LM head's output bias).
+   CONV: a Conv2d weight [out, C, k, k] (in = C * k * k); PARAM: a raw parameter of out x in values in any
+   shape with leading 1s (cls tokens [1, 1, H], layer scales [H], logit_scale []), named as it is (no ".weight") */
+typedef enum { WM_MK_EMBED, WM_MK_NORM, WM_MK_LINEAR, WM_MK_CONV1D, WM_MK_VECTOR, WM_MK_CONV, WM_MK_PARAM } wm_mod_kind;
 
 /* One module of the checkpoint: a weight and an optional bias. */
 typedef struct wm_module {
@@ -139,6 +165,24 @@ typedef struct wm_arch {
     int64_t window;           /* sliding window size, 0 when none */
     int n_head_mods;          /* 0, 1 or 2 head linears (H_0, H_1) */
     int head_pool_first;      /* classification: pool the first token */
+    /* vision (graph != WM_GRAPH_TEXT) */
+    wm_graph_kind graph;
+    int64_t image, patch, C;  /* image_size, patch_size, num_channels */
+    int64_t n_patch;          /* (image / patch)^2 */
+    int64_t n_pos;            /* position table rows: patches + CLS (+ distillation token) */
+    int64_t n_reg;            /* register tokens (after CLS, no positions) */
+    int64_t proj;             /* projection_dim of CLIP's towers (0: no projection) */
+    int layer_scale;          /* DINOv2 lambda1 / lambda2 */
+    int causal;               /* CLIP text: causal mask */
+    int64_t eos_id;           /* CLIP text pooling: first eos_id token; -1: argmax of the ids (eos_token_id 2) */
+    wm_vpool vpool;
+    wm_vhead vhead;
+    int64_t n_stages;         /* ResNet */
+    int64_t hidden_sizes[WM_RESNET_MAX_STAGES], depths[WM_RESNET_MAX_STAGES];
+    int bottleneck, down_first, down_in_bottleneck;
+    int tower_of;             /* one tower of a two-tower checkpoint: 1 text, 2 image (the other's tensors unused) */
+    struct wm_arch *tower[2]; /* WM_GRAPH_DUAL: the text and the image tower (owned) */
+    struct wm_hf_config *tower_cfg[2]; /* their configs, parsed from text_config / vision_config (owned) */
     /* modules: mods[(layer + 1) * WM_M_COUNT + m], layer -1 for the global ones */
     wm_module *mods;
     uint64_t n_params;        /* parameters the export stores */
@@ -154,6 +198,13 @@ typedef struct wm_arch {
  * On error a is left empty (nothing to free).
  */
 wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+/*
+ * The same, resolved as model_type as_type when that is a tower of the checkpoint's model (a recipe's
+ * loader.model_type clip_text_model / clip_vision_model on a CLIP checkpoint builds that tower alone); other
+ * as_type values resolve the checkpoint as it is (wm_recipe_check then names the mismatch).
+ */
+wm_status wm_arch_resolve_as(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, const char *as_type,
+                             wm_arch *a, wm_error *err);
 void wm_arch_free(wm_arch *a);
 
 /* The norm every RMS/Layer norm of a uses (kind, eps, weight offset). */
@@ -164,6 +215,10 @@ const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m);
 
 /* The kind (WM_ENCODER / WM_DECODER) of a model_type in the family table; -1 when not there or refused. */
 int wm_arch_family_kind(const char *model_type);
+/* Whether model_type's family table row can serve task (a wm_task), decided from the tables alone: decoders
+   text-generation, text encoders the other text tasks, image families their image tasks (CLIP's text tower
+   feature-extraction). 0 for an unknown model_type. */
+int wm_arch_family_serves(const char *model_type, int task);
 /* The family table's model_types, comma-separated, into buf (truncated to n). */
 void wm_arch_family_names(char *buf, size_t n);
 

@@ -5,7 +5,8 @@
 #include "builder/arch.h"
 
 /* symbolic dims of module shapes */
-enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1 };
+enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1, D_2H, D_PIN, D_NPOS, D_REG,
+       D_PROJ, D_3H };
 
 typedef struct wm_modpat {
     uint8_t mod, kind, d_out, d_in; /* wm_mod, wm_mod_kind, D_* */
@@ -92,6 +93,86 @@ typedef struct wm_arch_suffix {
     const char *suffix;
     wm_task task;
 } wm_arch_suffix;
+
+/* A module the resolver looks up (real weights) or decides (random). */
+typedef struct arch_want {
+    int mod, layer;
+    const char *pat; /* overrides the scheme (heads) */
+    uint8_t kind, d_out, d_in;
+    int required;    /* missing weight is an error */
+    int bias;        /* random mode: has a bias */
+} arch_want;
+
+/* Shared by arch.c and the vision resolver (arch_vision.c). */
+const wm_scheme *arch_find_scheme(const char *name);
+/* Expands pat ('$' -> prefix, %d -> layer) + suffix into out; 0 when it does not fit. */
+int arch_expand(const char *pat, const char *prefix, int layer, const char *suffix, char *out, size_t n);
+const wm_st_tensor *arch_st_find(const wm_st_file *st, const char *name);
+wm_module *arch_mod_mut(const wm_arch *a, int layer, int m);
+wm_status arch_fill_module(wm_arch *a, const wm_st_file *st, const arch_want *w, wm_error *err);
+wm_status arch_check_shape(const wm_arch *a, const wm_module *m, wm_error *err);
+/* CONV / PARAM modules: [out, C, k, k] / out * in values with leading 1s (arch_vision.c). */
+wm_status arch_check_shape_nd(const wm_arch *a, const wm_module *m, wm_error *err);
+/* Every checkpoint tensor is used (by a, its towers or its ResNet units), a known head or a buffer. */
+wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err);
+void arch_count_params(wm_arch *a);
+
+/* Vision families (arch_vision.c, tables in arch_vtables.c). */
+typedef struct wm_vis_family {
+    const char *model_type, *class_stem;
+    wm_graph_kind graph;
+    const char *scheme, *scheme_alt; /* alt: the fused SwiGLU naming (DINOv2 weights_in / weights_out) */
+    const char *prefix;              /* tried first, then "" */
+    const char *act;
+    double eps;
+    int dist;                        /* a distillation token after CLS (DeiT) */
+    int registers;                   /* honours num_register_tokens */
+    int layer_scale;                 /* lambda1 per sublayer */
+    int swiglu;                      /* honours use_swiglu_ffn */
+    int mlp_ratio;                   /* intermediate = mlp_ratio * hidden (no intermediate_size key) */
+    int causal;                      /* causal text mask */
+    int classify;                    /* has an image-classification head */
+    wm_vpool pool;                   /* the base model's pooler_output */
+    wm_vhead head;
+    const char *towers[2];           /* DUAL: the text and image towers' model_types */
+    int no_cls;                      /* no CLS token: positions for the patches only (SigLIP) */
+    int logit_bias;                  /* DUAL: logits + logit_bias (SigLIP) */
+} wm_vis_family;
+
+extern const wm_vis_family wm_vis_families[];
+extern const size_t wm_n_vis_families;
+extern const wm_scheme wm_vis_schemes[];
+extern const size_t wm_n_vis_schemes;
+
+const wm_vis_family *wm_vis_find(const char *model_type);
+/* Resolves a vision checkpoint (config c) into a; the same contract as wm_arch_resolve. */
+wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+/* Tower t (0 text, 1 image) of the two-tower config c, alone, with its projection. */
+wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, int task, int t, wm_arch *a,
+                                  wm_error *err);
+size_t wm_vis_tasks(const wm_arch *a, int *out);
+/* The width of a tower's text_embeds / image_embeds (projection, head or hidden size). */
+int64_t wm_vis_embed_dim(const wm_arch *a);
+/* Appends the feature strings of a vision arch to the open array j. */
+void wm_vis_features(const wm_arch *a, wm_json *j);
+
+/* ResNet (model_resnet.c): the convolution + BatchNorm units, from the config's stages. */
+typedef enum { WM_CNN_STEM, WM_CNN_MAIN, WM_CNN_SHORTCUT } wm_cnn_role;
+typedef struct wm_cnn_unit {
+    char name[160];          /* tensor-name stem: + ".convolution.weight", ".normalization.weight" ... */
+    int64_t out, in, k, stride;
+    int relu;                /* ReLU after the BatchNorm */
+    int role;                /* wm_cnn_role */
+    int64_t block;           /* residual block index (-1: the stem) */
+} wm_cnn_unit;
+/* The units of a's ResNet into out (cap entries); returns the count (0 for other graphs). */
+size_t wm_resnet_units(const wm_arch *a, wm_cnn_unit *out, size_t cap);
+/* Tensor names the units use (5 per unit) into names (cap entries); returns the count (0 for other graphs). */
+size_t wm_resnet_names(const wm_arch *a, char (*names)[160], size_t cap);
+/* Parameters the folded units store (conv weight + bias). */
+uint64_t wm_resnet_params(const wm_arch *a);
+/* Checks every unit's tensors exist with their shapes (real weights). */
+wm_status wm_resnet_check(const wm_arch *a, const wm_st_file *st, wm_error *err);
 
 extern const wm_scheme wm_schemes[];
 extern const size_t wm_n_schemes;

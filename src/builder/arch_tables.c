@@ -139,11 +139,12 @@ const wm_mlm_def wm_mlm_heads[] = {
 const char *const wm_head_prefixes[] = {
     "classifier.", "pre_classifier.", "qa_outputs.", "cls.", "lm_head.", "vocab_transform.", "vocab_layer_norm.",
     "vocab_projector.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.", "score.",
-    "$pooler.", NULL};
+    "$pooler.", "cls_classifier.", "distillation_classifier.", NULL};
 
-/* Buffers some exporters save that carry no parameters (name suffixes). */
+/* Buffers some exporters save that carry no parameters (name suffixes); a ViT / DINOv2 mask_token only
+   replaces masked patches in masked-image-modeling training, never at inference. */
 const char *const wm_buffer_suffixes[] = {".inv_freq", ".attn.bias", ".attn.masked_bias", "position_ids",
-                                          "token_type_ids", NULL};
+                                          "token_type_ids", ".num_batches_tracked", "embeddings.mask_token", NULL};
 
 /* ------------------------------------------------------------- families */
 
@@ -210,6 +211,26 @@ const wm_denied_type wm_denied_types[] = {
     {"olmo", "non-parametric LayerNorm"},
     {"olmo2", "post-sublayer norms"},
     {"nemotron", "LayerNorm1P and squared-ReLU MLP"},
+    /* image models the vision tables do not cover (arch_vtables.c has vit, deit, dinov2, clip, resnet) */
+    {"siglip2", "SigLIP 2: variable-resolution (NaFlex) patches are not modeled"},
+    {"convnext", "ConvNeXt: depthwise convolutions with channel LayerNorm and layer scale are not modeled"},
+    {"convnextv2", "ConvNeXt V2: depthwise convolutions with global response norm are not modeled"},
+    {"swin", "Swin: shifted-window attention with relative position bias is not modeled"},
+    {"swinv2", "Swin V2: shifted-window cosine attention with a continuous position bias is not modeled"},
+    {"beit", "BEiT: per-layer relative position bias is not modeled"},
+    {"data2vec-vision", "Data2Vec vision: BEiT's relative position bias is not modeled"},
+    {"vit_mae", "ViT-MAE: random patch masking in the forward pass is not modeled"},
+    {"vit_hybrid", "ViT hybrid: the BiT convolutional backbone is not modeled"},
+    {"mobilevit", "MobileViT: inverted residual blocks mixed with transformers are not modeled"},
+    {"efficientnet", "EfficientNet: depthwise convolutions and squeeze-excitation are not modeled"},
+    {"regnet", "RegNet: grouped convolutions and squeeze-excitation are not modeled"},
+    {"blip", "BLIP: image-text cross-attention is not modeled"},
+    {"blip-2", "BLIP-2: the Q-Former and language model are not modeled"},
+    {"owlvit", "OWL-ViT: the detection heads are not modeled"},
+    {"owlv2", "OWLv2: the detection heads are not modeled"},
+    {"chinese_clip", "Chinese-CLIP: a BERT text tower with CLIP's vision tower is not modeled"},
+    {"clipseg", "CLIPSeg: the segmentation decoder is not modeled"},
+    {"detr", "DETR: the detection transformer is not modeled"},
     {NULL, NULL},
 };
 
@@ -275,4 +296,7 @@ const char *const wm_task_class_suffix[WM_TASK_COUNT] = {
     [WM_TASK_TOKEN_CLASSIFICATION] = "ForTokenClassification",
     [WM_TASK_QUESTION_ANSWERING] = "ForQuestionAnswering",
     [WM_TASK_FILL_MASK] = "ForMaskedLM",
+    [WM_TASK_IMAGE_CLASSIFICATION] = "ForImageClassification",
+    [WM_TASK_IMAGE_FEATURE_EXTRACTION] = "Model",
+    [WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION] = "Model",
 };

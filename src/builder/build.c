@@ -79,13 +79,13 @@ static wm_status copy_file(const char *src, const char *dst, wm_error *err) {
     return s;
 }
 
-/* Tokenizer, generation and sentence-transformers files travel with the model (and the Pooling module's
- * <folder>/config.json that modules.json names: build_ctx.sb). */
+/* Tokenizer, generation, image-processor and sentence-transformers files travel with the model (and the
+ * Pooling module's <folder>/config.json that modules.json names: build_ctx.sb). */
 static const char *const carried[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                       "vocab.json", "merges.txt", "vocab.txt", "added_tokens.json",
                                       "sentencepiece.bpe.model", "tokenizer.model", "spiece.model",
                                       "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json",
-                                      "sentence_bert_config.json", "modules.json", NULL};
+                                      "sentence_bert_config.json", "modules.json", "preprocessor_config.json", NULL};
 
 /* ------------------------------------------------------------ genai_config */
 
@@ -558,7 +558,7 @@ static wm_status prepare(build_ctx *b) {
         }
         if ((s = wm_st_open(b->ck.dir, &(wm_st_open_opts){.root = b->ck.root[0] ? b->ck.root : NULL}, &b->st, err))) return s;
     }
-    if ((s = wm_arch_resolve(&b->ck, b->st, task, &b->arch, err))) return s;
+    if ((s = wm_arch_resolve_as(&b->ck, b->st, task, o->recipe ? b->recipe.model_type : NULL, &b->arch, err))) return s;
     b->entail = -1;
     if (!strcmp(b->recipe.task, "zero-shot-classification")) {
         /* an NLI classifier: a hypothesis is scored by its entailment logit (as the reference's pipeline finds it) */

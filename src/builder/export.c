@@ -73,6 +73,7 @@ static wm_io_spec spec(const char *name, size_t rank, const wm_io_dim *d) {
 }
 
 size_t wm_export_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap) {
+    if (a->graph != WM_GRAPH_TEXT) return wm_vis_output_specs(a, r, out, cap);
     const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
     wm_io_dim B = ids ? ids->dims[0] : dim_v(1), S = ids ? ids->dims[1] : dim_v(1);
     size_t n = 0;
@@ -125,12 +126,16 @@ size_t wm_export_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *
 }
 
 static wm_status add_outputs(wm_graph *g, const wm_arch *a, const wm_recipe *r, wm_error *err) {
-    size_t cap = 3 + 2 * (size_t)a->L;
+    size_t cap = 8 + 2 * (size_t)a->L;
     wm_io_spec *o = calloc(cap, sizeof *o);
     if (!o) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     size_t n = wm_export_output_specs(a, r, o, cap);
     wm_status s = WM_OK;
-    for (size_t i = 0; i < n && !s; i++) s = add_io(g, o[i].name, 1, o[i].dtype, o[i].dims, o[i].rank, err);
+    for (size_t i = 0; i < n && !s; i++) {
+        int listed = !r->n_outputs || a->graph == WM_GRAPH_TEXT; /* image models: the recipe's subset (checked) */
+        for (size_t k = 0; !listed && k < r->n_outputs; k++) listed = !strcmp(r->outputs[k], o[i].name);
+        if (listed) s = add_io(g, o[i].name, 1, o[i].dtype, o[i].dims, o[i].rank, err);
+    }
     free(o);
     return s;
 }
@@ -236,8 +241,11 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
     gb_init(&b, m, g, &sink, r->opset, err);
     b.random = o->random;
     b.seed = o->seed;
-    wm_model_ctx c = {.a = a, .r = r, .ids_dtype = wm_recipe_input(r, "input_ids")->dtype, .progress = o->progress};
-    s = a->kind == WM_DECODER ? wm_model_decoder(&b, &c) : wm_model_encoder(&b, &c);
+    const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
+    wm_model_ctx c = {.a = a, .r = r, .ids_dtype = ids ? ids->dtype : WM_DT_INT64, .progress = o->progress, .st = st};
+    s = a->graph != WM_GRAPH_TEXT ? wm_model_vision(&b, &c)
+        : a->kind == WM_DECODER   ? wm_model_decoder(&b, &c)
+                                  : wm_model_encoder(&b, &c);
     if (s || (s = add_outputs(g, a, r, err))) goto done; /* after the nodes: outputs are renamed into place */
     if ((s = wm_graph_check(g, err))) goto done;
     if ((s = wm_wsink_finish(&sink, res->data_sha, err))) goto done;

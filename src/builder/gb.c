@@ -307,6 +307,19 @@ static const char *weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, c
     return wm_graph_find_value(b->g, name)->name;
 }
 
+const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd) {
+    if (b->st) return "<error>";
+    char name[400];
+    const char *sc = b->scope[0] == '/' ? b->scope + 1 : b->scope;
+    size_t k = 0;
+    for (; sc[k] && k < sizeof name - 1; k++) name[k] = sc[k] == '/' ? '.' : sc[k];
+    snprintf(name + k, sizeof name - k, "%s", suffix);
+    wm_wsrc src = {NULL, 0, 0, 0, 0, 0, vals};
+    wm_status s = wm_wsink_add(b->sink, b->g, name, dims, nd, &src, b->err);
+    if (s) return fail(b, s);
+    return wm_graph_find_value(b->g, name)->name;
+}
+
 const char *gb_rename(wm_gb *b, const char *from, const char *to) {
     if (b->st) return "<error>";
     wm_status s = wm_graph_rename_value(b->g, from, to, b->err);

@@ -95,6 +95,9 @@ const char *gb_weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, const
 const char *gb_weight_add(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
                           int kind, float add);
 
+/* The same from values computed at export (vals: the product of dims floats, copied). */
+const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd);
+
 /* Blocks of the architectures (gb_blocks.c). */
 const char *gb_linear(wm_gb *b, const char *x, const wm_module *m, const char *scope);
 const char *gb_norm(wm_gb *b, const char *x, const wm_module *m, wm_norm_spec ns, const char *scope);

@@ -56,7 +56,9 @@ wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     wm_json_arr_end(j);
     wm_json_str(j, "task", wm_task_name(a.task));
     wm_json_str(j, "inference_class", a.inference_class);
-    wm_json_str(j, "family", a.kind == WM_DECODER ? "decoder" : "encoder");
+    static const char *const graphs[] = {[WM_GRAPH_VIT] = "image encoder", [WM_GRAPH_CLIP_TEXT] = "encoder",
+                                         [WM_GRAPH_DUAL] = "text and image encoders", [WM_GRAPH_RESNET] = "convolutional"};
+    wm_json_str(j, "family", a.graph != WM_GRAPH_TEXT ? graphs[a.graph] : a.kind == WM_DECODER ? "decoder" : "encoder");
     wm_json_str(j, "naming_scheme", a.scheme);
     wm_json_str(j, "tensor_prefix", a.prefix);
     wm_json_arr(j, "tasks");
@@ -72,9 +74,16 @@ wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     wm_json_int(j, "num_key_value_heads", a.kvh);
     wm_json_int(j, "head_dim", a.hd);
     if (a.P > 0) wm_json_int(j, "max_position_embeddings", a.P);
-    if (a.kind == WM_ENCODER) wm_json_int(j, "type_vocab_size", a.T);
-    if (a.task == WM_TASK_TEXT_CLASSIFICATION || a.task == WM_TASK_TOKEN_CLASSIFICATION)
+    if (a.kind == WM_ENCODER && a.graph == WM_GRAPH_TEXT) wm_json_int(j, "type_vocab_size", a.T);
+    if (a.task == WM_TASK_TEXT_CLASSIFICATION || a.task == WM_TASK_TOKEN_CLASSIFICATION ||
+        a.task == WM_TASK_IMAGE_CLASSIFICATION)
         wm_json_int(j, "num_labels", a.labels);
+    if (a.image > 0) {
+        wm_json_int(j, "image_size", a.image);
+        wm_json_int(j, "num_channels", a.C);
+    }
+    if (a.patch > 0) wm_json_int(j, "patch_size", a.patch);
+    if (a.proj > 0) wm_json_int(j, "projection_dim", a.proj);
     wm_json_obj_end(j);
     wm_json_str(j, "torch_dtype", c->dtype);
     wm_json_str(j, "weights", ck->weights[0] ? ck->weights : NULL);
@@ -83,7 +92,7 @@ wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     wm_json_arr(j, "inputs");
     for (size_t i = 0; i < r.n_inputs; i++) shape_json(j, &r.inputs[i]);
     wm_json_arr_end(j);
-    size_t cap = 3 + 2 * (size_t)a.L;
+    size_t cap = 8 + 2 * (size_t)a.L;
     wm_io_spec *outs = calloc(cap, sizeof *outs);
     if (!outs) {
         s = wm_err(err, WM_ERR_NOMEM, "out of memory");

@@ -33,7 +33,7 @@ static const char *rope(wm_gb *b, const wm_arch *a, int64_t rot, const char *cos
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {
     const wm_arch *a = c->a;
     char sc[160], sub[192];
-    snprintf(sc, sizeof sc, "/model/layers.%d/attn", layer);
+    snprintf(sc, sizeof sc, "%s/layers.%d/attn", c->root ? c->root : "/model", layer);
     const char *q, *k, *v;
     if (a->fused_qkv) {
         snprintf(sub, sizeof sub, "%s/qkv_proj", sc);
@@ -118,7 +118,7 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
     if (a->scale_by_layer) scale /= (double)(layer + 1);
     if (scale != 1.0) s = gb_op(b, "Mul", 2, s, gb_f32s(b, (float)scale));
     if (a->attn_softcap > 0) s = wm_model_softcap(b, s, a->attn_softcap);
-    s = gb_op(b, "Add", 2, s, bias);
+    if (bias) s = gb_op(b, "Add", 2, s, bias); /* image towers attend everywhere: no mask */
     const char *p = gb_op(b, "Softmax", 1, s);
     gb_attr_i(b, "axis", -1);
     const char *o = gb_op(b, "MatMul", 2, p, v);
@@ -136,7 +136,7 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {
     const wm_arch *a = c->a;
     char sc[160], sub[192];
-    snprintf(sc, sizeof sc, "/model/layers.%d/mlp", layer);
+    snprintf(sc, sizeof sc, "%s/layers.%d/mlp", c->root ? c->root : "/model", layer);
     const char *m;
     if (a->gated) {
         const char *g, *u;
@@ -170,6 +170,12 @@ const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char 
 
 size_t wm_model_outputs(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap) {
     size_t n = 0;
+    if (a->graph != WM_GRAPH_TEXT) {
+        wm_io_spec sp[8];
+        size_t k = wm_vis_output_specs(a, r, sp, 8);
+        for (size_t i = 0; i < k && i < cap; i++) snprintf(names[i], 96, "%s", sp[i].name);
+        return k;
+    }
 #define PUSH(...) do { if (n < cap) snprintf(names[n], 96, __VA_ARGS__); n++; } while (0)
     switch (a->task) {
     case WM_TASK_TEXT_GENERATION:

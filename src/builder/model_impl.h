@@ -16,10 +16,19 @@ typedef struct wm_model_ctx {
     const char *cos_local, *sin_local; /* the sliding layers' own (arch local_rope) */
     const char *embed_weight;      /* for tied lm_head */
     int progress;
+    const char *root;              /* scope of the tower ("/model" when NULL; CLIP: "/text_model", "/vision_model") */
+    const wm_st_file *st;          /* the weights (NULL: random), for values computed at export */
 } wm_model_ctx;
 
 wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c);
 wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c);
+/* Image transformers, CLIP's towers and both (model_vit.c); ResNet (model_resnet.c). */
+wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c);
+wm_status wm_model_resnet(wm_gb *b, wm_model_ctx *c);
+/* Output specs of a vision graph (dims from the recipe's inputs); returns the count. */
+size_t wm_vis_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap);
+/* ResNet's final feature-map side for its image_size. */
+int64_t wm_resnet_side(const wm_arch *a);
 
 /* Shared by both (model_attn.c). */
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);

@@ -170,7 +170,18 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
     size_t cap = 4 + 2 * (size_t)a->L;
     r->inputs = calloc(cap, sizeof *r->inputs);
     if (!r->inputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    if (a->kind == WM_DECODER) {
+    if (a->graph != WM_GRAPH_TEXT) {
+        /* Optimum's names; batches symbolic, the image at the config's size (positions are not interpolated), the
+           text at max_position_embeddings as the other encoders (CLIP pads to it; a recipe may make it symbolic) */
+        int dual = a->graph == WM_GRAPH_DUAL;
+        wm_io_dim ids[2] = {sym(dual ? "text_batch_size" : "batch_size"), fixed(a->P > 512 ? 512 : a->P)};
+        wm_io_dim px[4] = {sym(dual ? "image_batch_size" : "batch_size"), fixed(a->C), fixed(a->image), fixed(a->image)};
+        if (a->graph == WM_GRAPH_CLIP_TEXT || dual) {
+            push_input(r, "input_ids", WM_DT_INT64, 2, ids, 0, (double)a->V);
+            push_input(r, "attention_mask", WM_DT_INT64, 2, ids, 0, 2);
+        }
+        if (a->graph != WM_GRAPH_CLIP_TEXT) push_input(r, "pixel_values", WM_DT_FLOAT, 4, px, -1, 1);
+    } else if (a->kind == WM_DECODER) {
         wm_io_dim bs[2] = {sym("batch_size"), sym("sequence_length")}, bt[2] = {sym("batch_size"),
                                                                              sym("total_sequence_length")};
         wm_io_dim kv[4] = {sym("batch_size"), fixed(a->kvh), sym("past_sequence_length"), fixed(a->hd)};
@@ -196,7 +207,7 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
         if (a->T > 1 && wm_arch_mod(a, -1, WM_M_G_TYPE)->present)
             push_input(r, "token_type_ids", WM_DT_INT32, 2, d, 0, (double)a->T);
     }
-    size_t no = 3 + 2 * (size_t)a->L;
+    size_t no = 8 + 2 * (size_t)a->L; /* CLIP: logits both ways, embeddings, tower outputs */
     r->outputs = calloc(no, sizeof *r->outputs);
     if (!r->outputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     r->n_outputs = wm_export_output_names(a, r, r->outputs, no);
@@ -821,6 +832,20 @@ static wm_status check_ids(const pctx *p, const wm_io_spec *s, int rank) {
     return WM_OK;
 }
 
+/* pixel_values: float32 [batch, channels, image_size, image_size] (no position interpolation to other sizes). */
+static wm_status check_pixels(const pctx *p, const wm_io_spec *s, const wm_arch *a) {
+    if (s->dtype != WM_DT_FLOAT || s->rank != 4)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.input_tensors[pixel_values]': expected float32 of rank 4 "
+                      "[batch, %lld, %lld, %lld]", p->label, (long long)a->C, (long long)a->image, (long long)a->image);
+    int64_t want[3] = {a->C, a->image, a->image};
+    for (int k = 0; k < 3; k++)
+        if (s->dims[k + 1].v != want[k])
+            return wm_err(p->err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[pixel_values].shape': dim %d must "
+                          "be %lld (the config's %s; position embeddings are not interpolated to other sizes)",
+                          p->label, k + 1, (long long)want[k], k ? "image_size" : "num_channels");
+    return WM_OK;
+}
+
 wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {
     pctx p = {label ? label : "recipe", err, NULL};
     if (r->trust_remote_code)
@@ -846,11 +871,16 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
     if (!r->has_export) return WM_OK;
     /* every input known, needed ones present */
     int64_t offset = a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0;
+    int texts = a->graph == WM_GRAPH_TEXT || a->graph == WM_GRAPH_CLIP_TEXT || a->graph == WM_GRAPH_DUAL;
+    int images = a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_CLIP_TEXT;
     for (size_t i = 0; i < r->n_inputs; i++) {
         const wm_io_spec *s = &r->inputs[i];
         wm_status st = WM_OK;
         int known = 0;
-        if (!strcmp(s->name, "input_ids") || !strcmp(s->name, "attention_mask")) {
+        if (images && !strcmp(s->name, "pixel_values")) {
+            known = 1;
+            st = check_pixels(&p, s, a);
+        } else if (texts && (!strcmp(s->name, "input_ids") || !strcmp(s->name, "attention_mask"))) {
             known = 1;
             st = check_ids(&p, s, 2);
             if (!st && a->kind == WM_ENCODER && !strcmp(s->name, "input_ids") && s->dims[1].v > a->P - offset)
@@ -878,7 +908,10 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
             return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors': '%s' is not an input of this %s model",
                           p.label, s->name, wm_task_name(a->task));
     }
-    const char *need[] = {"input_ids", "attention_mask", a->kind == WM_DECODER ? "position_ids" : NULL};
+    const char *need[] = {texts ? "input_ids" : "pixel_values", texts ? "attention_mask" : NULL,
+                          a->graph == WM_GRAPH_TEXT && a->kind == WM_DECODER ? "position_ids"
+                          : a->graph == WM_GRAPH_DUAL                       ? "pixel_values"
+                                                                            : NULL};
     for (size_t i = 0; i < 3; i++)
         if (need[i] && !wm_recipe_input(r, need[i]))
             return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors': '%s' is missing", p.label, need[i]);
@@ -889,7 +922,7 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
             if (!wm_recipe_input(r, n))
                 return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors': '%s' is missing", p.label, n);
         }
-    const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
+    const wm_io_spec *ids = wm_recipe_input(r, texts ? "input_ids" : "pixel_values");
     if (ids->dims[0].v >= 0 && ids->dims[0].v != r->batch_size)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'export.batch_size': %lld, but input_ids has batch %lld", p.label,
                       (long long)r->batch_size, (long long)ids->dims[0].v);
@@ -897,7 +930,7 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
         return wm_err(err, WM_ERR_INPUT, "%s: field 'export.pooling': only for feature-extraction", p.label);
     if (r->n_outputs) {
         char names[16][96];
-        size_t cap = 3 + 2 * (size_t)a->L;
+        size_t cap = 8 + 2 * (size_t)a->L;
         char(*want)[96] = cap > 16 ? calloc(cap, sizeof *want) : names;
         if (!want) return wm_err(err, WM_ERR_NOMEM, "out of memory");
         size_t n = wm_export_output_names(a, r, want, cap);
@@ -909,7 +942,8 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
                 st = wm_err(err, WM_ERR_INPUT, "%s: field 'export.output_tensors': '%s' is not an output of this model",
                             p.label, r->outputs[i]);
         }
-        if (!st && r->n_outputs != n)
+        /* an image model's recipe may list a subset (the reference's list last_hidden_state alone) */
+        if (!st && r->n_outputs != n && a->graph == WM_GRAPH_TEXT)
             st = wm_err(err, WM_ERR_INPUT, "%s: field 'export.output_tensors': %zu listed, the model has %zu (%s ...)",
                         p.label, r->n_outputs, n, want[0]);
         if (want != names) free(want);

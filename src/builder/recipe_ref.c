@@ -36,14 +36,14 @@ static const struct {
     {"text-ranking", WM_TASK_TEXT_CLASSIFICATION, WM_POOL_NONE},
     /* the reference's other tasks: recipes parse, the builder refuses them by name */
     {"fill-mask", WM_TASK_FILL_MASK, WM_POOL_NONE},
+    {"image-classification", WM_TASK_IMAGE_CLASSIFICATION, WM_POOL_NONE},
+    {"image-feature-extraction", WM_TASK_IMAGE_FEATURE_EXTRACTION, WM_POOL_NONE},
+    {"zero-shot-image-classification", WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION, WM_POOL_NONE},
     {"text2text-generation", -1, WM_POOL_NONE},
-    {"image-classification", -1, WM_POOL_NONE},
-    {"image-feature-extraction", -1, WM_POOL_NONE},
     {"image-segmentation", -1, WM_POOL_NONE},
     {"image-to-text", -1, WM_POOL_NONE},
     {"object-detection", -1, WM_POOL_NONE},
     {"zero-shot-object-detection", -1, WM_POOL_NONE},
-    {"zero-shot-image-classification", -1, WM_POOL_NONE},
     {"keypoint-detection", -1, WM_POOL_NONE},
     {"depth-estimation", -1, WM_POOL_NONE},
     {"mask-generation", -1, WM_POOL_NONE},
@@ -63,14 +63,15 @@ int wm_recipe_task_served(const char *name, wm_pooling *pooling) {
 
 const char *wm_recipe_served_tasks(void) {
     return "text-generation, text-classification, feature-extraction, token-classification, question-answering, "
-           "fill-mask, sentence-similarity, zero-shot-classification, text-ranking";
+           "fill-mask, sentence-similarity, zero-shot-classification, text-ranking, image-classification, "
+           "image-feature-extraction, zero-shot-image-classification";
 }
 
 wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *err) {
     if (!label) label = "recipe";
     int kind = r->model_type[0] ? wm_arch_family_kind(r->model_type) : -1;
     if (r->model_type[0] && kind < 0) {
-        char known[512];
+        char known[1024];
         wm_arch_family_names(known, sizeof known);
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.model_type': model_type '%s' is not supported by "
                       "the builder (it builds %s)", label, r->model_type, known);
@@ -78,10 +79,14 @@ wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *e
     if (r->served_task < 0)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.task': task '%s' is not served by the builder (it "
                       "builds %s)", label, r->task, wm_recipe_served_tasks());
-    if (kind >= 0 && (kind == WM_DECODER) != (r->served_task == WM_TASK_TEXT_GENERATION))
+    if (kind >= 0 && !wm_arch_family_serves(r->model_type, r->served_task))
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.model_type': model_type '%s' does not serve task "
                       "'%s' (%s)", label, r->model_type, r->task,
-                      kind == WM_DECODER ? "a decoder: text-generation" : "an encoder: every task but text-generation");
+                      kind == WM_DECODER ? "a decoder: text-generation"
+                      : wm_arch_family_serves(r->model_type, WM_TASK_IMAGE_FEATURE_EXTRACTION) ||
+                              wm_arch_family_serves(r->model_type, WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION)
+                          ? "an image model: its image tasks"
+                          : "a text encoder: every text task but text-generation");
     if (r->has_quant && (r->qmode == WM_QUANT_INT8_STATIC || r->qmode == WM_QUANT_W8A16))
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'quant.mode': '%s' (static %s quantization, calibrated "
                       "activations) is not implemented in build yet: build with -p fp32, then run `winml quantize -p "

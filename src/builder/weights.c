@@ -63,6 +63,8 @@ static void read_at(const wm_st_tensor *t, uint64_t first, size_t n, float *dst)
     else convert(t->data + first * (uint64_t)esize(t->dtype), t->dtype, n, dst);
 }
 
+void wm_st_read_f32(const wm_st_tensor *t, float *dst) { read_at(t, 0, (size_t)t->numel, dst); }
+
 /* Drops the pages of a source range from this process (they stay in the page cache). */
 static void release(const uint8_t *p, uint64_t n) {
     long pg = sysconf(_SC_PAGESIZE);
@@ -219,6 +221,16 @@ static wm_status emit(wm_wsink *s, const char *name, uint64_t numel, const int64
                       out *o) {
     size_t avail;
     float *d;
+    if (!src->t && src->vals) {
+        for (uint64_t i = 0; i < numel;) {
+            if (!(d = (float *)reserve(o, sizeof(float), &avail))) return o->err->status;
+            size_t k = numel - i < ELEMS(avail) ? (size_t)(numel - i) : ELEMS(avail);
+            memcpy(d, src->vals + i, k * sizeof(float));
+            commit(o, k * sizeof(float));
+            i += k;
+        }
+        return WM_OK;
+    }
     if (!src->t) {
         uint64_t state = name_hash(name, src->seed);
         for (uint64_t i = 0; i < numel;) {

@@ -33,7 +33,11 @@ typedef struct wm_wsrc {
     uint64_t seed;         /* generated: uniform in [-scale, scale] from a stream keyed by (seed, name) */
     float scale, fill;     /* generated with scale == 0: every value is fill */
     float add;             /* added to every value of t (Gemma's norm weights stored as 1 + w); not to generated */
+    const float *vals;     /* with t NULL: the values themselves (computed at export: BatchNorm folded into Conv) */
 } wm_wsrc;
+
+/* All of t's values as float32 into dst (t->numel floats), converted from its dtype. */
+void wm_st_read_f32(const wm_st_tensor *t, float *dst);
 
 #define WM_WSINK_SLOTS 4           /* slots of the convert -> (hash, write) pipeline */
 #define WM_WSINK_SLOT (16u << 20)   /* bytes per slot */

@@ -55,7 +55,7 @@ static int check_recipe(wm_cli *c, const char *path, int quiet_ok) {
         else {
             have_ck = 1;
             if ((!gguf && ck.weights[0] && wm_st_open(ck.dir, NULL, &st, &err)) ||
-                wm_arch_resolve(&ck, st, r.served_task, &a, &err))
+                wm_arch_resolve_as(&ck, st, r.served_task, r.model_type[0] ? r.model_type : NULL, &a, &err))
                 rc = wm_cli_fail(c, &err);
             else {
                 have_arch = 1;

@@ -27,7 +27,7 @@ from recipe_survey import field_paths, recipe_files
 REF = os.path.join(os.path.dirname(U.ROOT), "shared", "reference-recipes")
 
 # What the builder serves today (asserted: a change in coverage must update these numbers knowingly).
-WANT = {"parsed": 299, "built": 75, "model_type": 197, "task": 0, "quant.mode": 27}
+WANT = {"parsed": 299, "built": 97, "model_type": 153, "task": 0, "quant.mode": 49}
 
 # Fields the recipe model uses (the rest must come back as kept). An object's members are listed on their own.
 USED = {
@@ -48,9 +48,19 @@ OPTIM_PASSES = {"gelu_fusion", "layer_norm_fusion", "matmul_add_fusion"}  # mapp
 ENC = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, vocab_size=96)
 
 
-def tiny_config(model_type, seq):
+def tiny_config(model_type, seq, img=224):
     import transformers as T
+    vis = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=img,
+               patch_size=16 if img % 16 == 0 else 14)
     served = {
+        "vit": lambda: T.ViTConfig(**vis),
+        "dinov2": lambda: T.Dinov2Config(**{k: v for k, v in vis.items() if k != "intermediate_size"}, mlp_ratio=2),
+        # the reference's CLIP recipes name a tower; the checkpoint is the whole CLIP (model_type clip)
+        "clip_vision_model": lambda: T.CLIPConfig(text_config=dict(**ENC, max_position_embeddings=77),
+                                                  vision_config=vis, projection_dim=16),
+        "clip_text_model": lambda: T.CLIPConfig(text_config=dict(**ENC, max_position_embeddings=seq),
+                                                vision_config=vis, projection_dim=16),
+        "resnet": lambda: T.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=3),
         "bert": lambda: T.BertConfig(**ENC, max_position_embeddings=seq),
         "electra": lambda: T.ElectraConfig(**ENC, embedding_size=16, max_position_embeddings=seq),
         "roberta": lambda: T.RobertaConfig(**ENC, max_position_embeddings=seq + 2, type_vocab_size=1),
@@ -122,20 +132,30 @@ def test_every_reference_recipe_parses_and_every_field_is_used_or_kept(files, ch
 @pytest.fixture(scope="module")
 def tiny_dirs(request, files):
     d = U.scratch(request, "tiny_types")
-    out, seq = {}, collections.defaultdict(lambda: 512)
+    out, seq, sizes = {}, collections.defaultdict(lambda: 512), collections.defaultdict(set)
     for f in files:
         doc = load(f)
+        mt = doc["loader"].get("model_type")
         for t in doc["export"]["input_tensors"]:
             if t["name"] == "input_ids" and isinstance(t["shape"][-1], int):
-                mt = doc["loader"].get("model_type")
                 seq[mt] = max(seq[mt], t["shape"][-1])
-    for mt in sorted({load(f)["loader"].get("model_type") for f in files}):
-        p = d / mt
-        p.mkdir()
-        with open(p / "config.json", "w") as fh:
-            json.dump(tiny_config(mt, seq[mt]), fh)
-        out[mt] = str(p)
+        sizes[mt].add(image_size(doc))
+    for mt in sorted(sizes):
+        for img in sorted(sizes[mt], key=str):  # one config per image size the type's recipes ask for
+            p = d / f"{mt}_{img}"
+            p.mkdir()
+            with open(p / "config.json", "w") as fh:
+                json.dump(tiny_config(mt, seq[mt], img or 224), fh)
+            out[mt, img] = str(p)
     return out
+
+
+def image_size(doc):
+    """The recipe's static image size (pixel_values' last dim), None for text recipes."""
+    for t in doc["export"]["input_tensors"]:
+        if t["name"] == "pixel_values" and isinstance(t["shape"][-1], int):
+            return t["shape"][-1]
+    return None
 
 
 def check_io(model_path, doc):
@@ -163,7 +183,7 @@ def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs
             continue
         mt, task = doc["loader"].get("model_type"), doc["loader"]["task"]
         out = work / f"b{i}"
-        r = subprocess.run([winml, "build", "-c", f, "-m", tiny_dirs[mt], "--random-weights", "-o", str(out)],
+        r = subprocess.run([winml, "build", "-c", f, "-m", tiny_dirs[mt, image_size(doc)], "--random-weights", "-o", str(out)],
                            capture_output=True, text=True, timeout=300)
         n_builds += 1
         rep = checks[f]
@@ -265,7 +285,7 @@ def test_quantless_fp16_recipe_builds_fp16_with_p(files, tiny_dirs, winml, tmp_p
     f = next(f for f in files if f.endswith("sentence-similarity_fp16_config.json") and not load(f).get("quant")
              and load(f)["loader"]["model_type"] == "bert")
     out = tmp_path / "o"
-    r = subprocess.run([winml, "build", "-c", f, "-m", tiny_dirs["bert"], "--random-weights", "-o", str(out), "-p",
+    r = subprocess.run([winml, "build", "-c", f, "-m", tiny_dirs["bert", None], "--random-weights", "-o", str(out), "-p",
                         "fp16", "-f", "json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "the recipe's quant section is null: -p fp16 adds the default fp16 quant section" in r.stderr
@@ -279,11 +299,11 @@ def test_quantless_fp16_recipe_builds_fp16_with_p(files, tiny_dirs, winml, tmp_p
     m = onnx.load(str(out / "model.onnx"), load_external_data=False)
     assert all(o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for o in m.graph.output)  # fp16_keep_io_types
     w16 = next(f for f in files if "w8a16" in f and load(f)["loader"]["model_type"] == "bert")
-    r = subprocess.run([winml, "build", "-c", w16, "-m", tiny_dirs["bert"], "--random-weights", "-o", str(tmp_path / "x"),
+    r = subprocess.run([winml, "build", "-c", w16, "-m", tiny_dirs["bert", None], "--random-weights", "-o", str(tmp_path / "x"),
                         "-p", "fp16"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "field 'quant.mode': 'qdq' (static w8a16" in r.stderr, r.stderr
     assert "build with -p fp32" in r.stderr and not (tmp_path / "x").exists()
-    r = subprocess.run([winml, "build", "-c", w16, "-m", tiny_dirs["bert"], "--random-weights", "-o", str(tmp_path / "x"),
+    r = subprocess.run([winml, "build", "-c", w16, "-m", tiny_dirs["bert", None], "--random-weights", "-o", str(tmp_path / "x"),
                         "-p", "fp32", "-f", "json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and json.loads(r.stdout)["precision"] == "fp32", r.stderr
     assert "-p fp32 overrides the recipe's quant section (qdq)" in r.stderr

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "builder/arch.h"
+#include "builder/arch_impl.h"
 #include "builder/recipe.h"
 #include "hf/config.h"
 #include "onnx/dtype.h"
@@ -103,7 +104,8 @@ static void test_reference_task_names(void **st) {
     assert_int_equal(pool, WM_POOL_MEAN);
     assert_int_equal(wm_recipe_task_served("zero-shot-classification", NULL), WM_TASK_TEXT_CLASSIFICATION);
     assert_int_equal(wm_recipe_task_served("text-ranking", NULL), WM_TASK_TEXT_CLASSIFICATION);
-    assert_int_equal(wm_recipe_task_served("image-classification", NULL), -1);
+    assert_int_equal(wm_recipe_task_served("image-classification", NULL), WM_TASK_IMAGE_CLASSIFICATION);
+    assert_int_equal(wm_recipe_task_served("object-detection", NULL), -1);
     assert_int_equal(wm_recipe_task_served("fill-mask", NULL), WM_TASK_FILL_MASK);
     assert_int_equal(wm_recipe_task_served("text-to-vibes", NULL), -2);
     /* sentence-similarity with no output list pools (its implied mean pooling) */
@@ -119,7 +121,15 @@ static void test_reference_task_names(void **st) {
     assert_int_equal(wm_recipe_parse(t, strlen(t), "r.json", &r, &e), WM_OK);
     memset(&e, 0, sizeof e);
     assert_int_equal(wm_recipe_supported(&r, "r.json", &e), WM_ERR_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "field 'loader.task': task 'image-classification' is not served by the builder"));
+    assert_non_null(strstr(e.msg, "field 'loader.model_type': model_type 'bert' does not serve task "
+                                  "'image-classification' (a text encoder"));
+    wm_recipe_free(&r);
+    /* a task the builder does not serve at all: named, with the list */
+    t = "{\"loader\": {\"task\": \"object-detection\", \"model_type\": \"bert\"}}";
+    assert_int_equal(wm_recipe_parse(t, strlen(t), "r.json", &r, &e), WM_OK);
+    memset(&e, 0, sizeof e);
+    assert_int_equal(wm_recipe_supported(&r, "r.json", &e), WM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "field 'loader.task': task 'object-detection' is not served by the builder"));
     assert_non_null(strstr(e.msg, "fill-mask, sentence-similarity"));
     wm_recipe_free(&r);
     /* a decoder asked for an encoder task */
@@ -130,12 +140,34 @@ static void test_reference_task_names(void **st) {
     assert_non_null(strstr(e.msg, "field 'loader.model_type': model_type 'llama' does not serve task 'fill-mask'"));
     wm_recipe_free(&r);
     /* a model_type outside the family table comes first, whatever the task */
-    t = "{\"loader\": {\"task\": \"image-classification\", \"model_type\": \"vit\"}}";
+    t = "{\"loader\": {\"task\": \"image-classification\", \"model_type\": \"swin\"}}";
     assert_int_equal(wm_recipe_parse(t, strlen(t), "r.json", &r, &e), WM_OK);
     memset(&e, 0, sizeof e);
     assert_int_equal(wm_recipe_supported(&r, "r.json", &e), WM_ERR_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "field 'loader.model_type': model_type 'vit' is not supported"));
+    assert_non_null(strstr(e.msg, "field 'loader.model_type': model_type 'swin' is not supported"));
     wm_recipe_free(&r);
+    /* image families serve their image tasks, and only those */
+    t = "{\"loader\": {\"task\": \"image-classification\", \"model_type\": \"vit\"}}";
+    assert_int_equal(wm_recipe_parse(t, strlen(t), "r.json", &r, &e), WM_OK);
+    assert_int_equal(wm_recipe_supported(&r, "r.json", &e), WM_OK);
+    wm_recipe_free(&r);
+    t = "{\"loader\": {\"task\": \"text-classification\", \"model_type\": \"vit\"}}";
+    assert_int_equal(wm_recipe_parse(t, strlen(t), "r.json", &r, &e), WM_OK);
+    memset(&e, 0, sizeof e);
+    assert_int_equal(wm_recipe_supported(&r, "r.json", &e), WM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "model_type 'vit' does not serve task 'text-classification' (an image model"));
+    wm_recipe_free(&r);
+}
+
+/* every task has a name, an HF class suffix and a reference task name that maps back onto it (a task added to
+   the enum without its table rows crashed recipe checks: a NULL suffix) */
+static void test_every_task_has_its_table_rows(void **st) {
+    (void)st;
+    for (int t = 0; t < WM_TASK_COUNT; t++) {
+        assert_string_not_equal(wm_task_name(t), "unknown");
+        assert_non_null(wm_task_class_suffix[t]);
+        assert_int_equal(wm_recipe_task_served(wm_task_name(t), NULL), t);
+    }
 }
 
 static void test_bad_reference_fields(void **st) {
@@ -305,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_reference_recipe_fields_kept_and_used),
         cmocka_unit_test(test_optim_capability_names),
         cmocka_unit_test(test_reference_task_names),
+        cmocka_unit_test(test_every_task_has_its_table_rows),
         cmocka_unit_test(test_bad_reference_fields),
         cmocka_unit_test(test_quant_section_is_the_quantizers_config),
         cmocka_unit_test(test_auto_model_class_is_the_tasks_class),
