@@ -17,7 +17,7 @@
 #include "hf/safetensors.h"
 
 static void help(void) {
-    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p fp32|fp16|int8|int4] [--ep cpu] [--device cpu]\n"
+    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p fp32|fp16|int8|int4|gguf] [--ep cpu] [--device cpu]\n"
            "                    [-o FILE] [-f json]\n\n"
            "Writes a build recipe (loader, export with input tensors, optim, quant, compile, eval) with the\n"
            "defaults for the checkpoint: batch 1; encoders int32 ids with a static sequence of\n"
@@ -37,7 +37,7 @@ int wm_cmd_config(int argc, char **argv) {
                                           {"device", required_argument, 0, O_DEVICE},
                                           {0, 0, 0, 0}};
     const char *ep = "cpu", *device = "cpu";
-    int task = -1, prec = WM_PREC_FP32, opt;
+    int task = -1, prec = -1, opt;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "t:p:d:", longs, NULL)) != -1) {
@@ -48,7 +48,8 @@ int wm_cmd_config(int argc, char **argv) {
             break;
         case 'p':
             if ((prec = wm_precision_from_name(optarg)) < 0)
-                return wm_cli_usage_error(&c, "-p: unknown precision '%s' (fp32, fp16, int8, int4)", optarg);
+                return wm_cli_usage_error(&c, "-p: unknown precision '%s' (%s)", optarg,
+                                          wm_precision_list());
             break;
         case O_EP: ep = optarg; break;
         case 'd': case O_DEVICE: device = optarg; break;
@@ -74,7 +75,9 @@ int wm_cmd_config(int argc, char **argv) {
     int gguf = wm_gguf_is_path(c.model);
     if (gguf ? wm_gguf_open_checkpoint(c.model, &ck, &st, &err) : wm_hf_open_checkpoint(c.model, &ck, &err))
         return wm_cli_fail(&c, &err);
-    if ((!gguf && ck.weights[0] && wm_st_open(ck.dir, NULL, &st, &err)) || wm_arch_resolve(&ck, st, task, &a, &err) ||
+    if (prec < 0) prec = (int)wm_precision_default(ck.format);
+    if (wm_precision_check(prec, ck.format, &err) ||
+        (!gguf && ck.weights[0] && wm_st_open(ck.dir, NULL, &st, &err)) || wm_arch_resolve(&ck, st, task, &a, &err) ||
         wm_recipe_default(&a, (wm_precision)prec, ep, device, &r, &err)) {
         rc = wm_cli_fail(&c, &err);
     } else {

@@ -66,7 +66,7 @@ wm_status wm_quant_recipe_parse(const cJSON *q, wm_quant_recipe *r, wm_error *er
     int32_t act = cJSON_IsString(at) ? qtype_of(at->valuestring) : 0;
     wm_quant_mode m = wm_quant_mode_parse(ms);
     if (m == WM_QUANT_INT8_STATIC && (act == WM_DT_UINT16 || act == WM_DT_INT16)) m = WM_QUANT_W8A16;
-    if (!m) return wm_err(err, WM_ERR_INPUT, "recipe quant.mode: '%s' is not static, dynamic, rtn or fp16", ms ? ms : "");
+    if (!m) return wm_err(err, WM_ERR_INPUT, "recipe quant.mode: '%s' is not static, dynamic, rtn, fp16 or gguf", ms ? ms : "");
     wm_quant_config_default(&r->config, m);
     wm_quant_config *c = &r->config;
     if (at && !cJSON_IsNull(at)) {
