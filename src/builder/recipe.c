@@ -199,7 +199,11 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
         } else if (precision == WM_PREC_GGUF) {
             /* the GGUF's blocks as they are (bits, block and zero points per tensor from its types) */
             snprintf(r->quant_mode, sizeof r->quant_mode, "gguf");
-            r->rtn_accuracy_level = 4; /* as int4: int8 activations in MatMulNBits where the engine has them */
+            /* float activations: the model computes the GGUF's weights as they are. accuracy_level 4 (int4's)
+               quantizes activations to int8 in MatMulNBits; on SmolLM2's Q4_1 GGUF that moved logits up to 1.3
+               (winml) and 0.3 (onnxruntime, whose level 4 keeps float for float zero points) from transformers'
+               on the dequantized weights, against 5e-5 at level 0 */
+            r->rtn_accuracy_level = 0;
             r->op_types_to_quantize = str_list(mmg); /* Gather: a table whose blocks GatherBlockQuantized takes */
             r->nodes_to_exclude = str_list(empty);
         } else {
