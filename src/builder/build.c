@@ -633,11 +633,12 @@ static wm_status prepare(build_ctx *b) {
                           b->recipe.task);
         task = rt;
     }
-    /* a GGUF builds at gguf (its blocks carried) unless told otherwise; random weights have no blocks to carry */
-    int prec = o->precision >= 0 ? o->precision
-               : o->recipe   ? (int)b->recipe.precision
-               : o->random   ? WM_PREC_FP32
-                             : (int)wm_precision_default(b->ck.format);
+    /* a GGUF builds at gguf (its blocks carried) unless told otherwise; random weights have no blocks to carry,
+       and an export (no quant stage) is float32 */
+    int prec = o->precision >= 0                 ? o->precision
+               : o->recipe                       ? (int)b->recipe.precision
+               : o->random || o->export_only     ? WM_PREC_FP32
+                                                 : (int)wm_precision_default(b->ck.format);
     if ((s = wm_precision_check(prec, b->ck.format, err))) return s;
     if (prec == WM_PREC_GGUF && o->random)
         return wm_err(err, WM_ERR_USAGE, "precision gguf carries the GGUF's blocks: not with --random-weights");

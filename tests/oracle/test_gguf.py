@@ -646,3 +646,70 @@ def test_architecture_tables_match_transformers(arch, winml, tmp_path):
     got = ort_run(tmp_path / "b" / "model.onnx", feeds)["logits"]
     d = float(np.abs(got - ref).max())
     assert d <= 1e-4, f"{arch}: logits differ by {d} (ref max {np.abs(ref).max()})"
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_architecture_tables_carried(arch, winml, build_dir, tmp_path):
+    """The same random models built by default (precision gguf): Q8_0 / Q4_1 / Q5_0 / Q4_0 blocks carried, Q5_1
+    requantized to 8 bits (onnxruntime's MatMulNBits takes no float zero points at 8 bits) and F32 / F16 matrices
+    left float, each said in the manifest; onnxruntime and our engine agree, and both stay near transformers
+    (the requantized Q5_1 tensors are the only weights that differ)."""
+    import torch
+    import transformers
+    from engine_util import engine_run, ort_run
+    path = tmp_path / f"{arch}.gguf"
+    _synthetic(path, arch)
+    r = run_ok([winml, "build", "-m", path, "-o", tmp_path / "b", "-q", "-f", "json"])
+    q = next(s for s in json.loads(r.stdout)["stages"] if s["name"] == "quant")
+    by = {}
+    for t in q["carried"]["tensors"]:
+        by.setdefault(t["gguf_type"], set()).add(t["result"])
+        if t["result"] == "requantized":
+            assert t["bits"] == 8 and not t["exact"] and "float zero points at 8 bits" in t["reason"], t
+    assert by.pop("Q5_1", {"requantized"}) == {"requantized"}
+    assert by.pop("F32", {"float"}) == {"float"} and by.pop("F16", {"float"}) == {"float"}
+    assert set().union(*by.values()) == {"carried"}, by
+    m = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file=path.name,
+                                                          dtype=torch.float32).eval()
+    a = ARCHS[arch]
+    hd = a["hd"] or a["H"] // a["nh"]
+    ids = np.random.default_rng(1).integers(0, 300, size=(1, 17), dtype=np.int64)
+    with torch.no_grad():
+        ref = m(torch.tensor(ids)).logits.numpy()
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(17)[None]}
+    for i in range(a["L"]):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, a["kvh"], 0, hd), np.float32)
+    ort = ort_run(tmp_path / "b" / "model.onnx", feeds)["logits"]
+    eng = engine_run(build_dir, tmp_path / "b" / "model.onnx", feeds, tmp_path)[0]["logits"]
+    d_pair, d_ref = float(np.abs(ort - eng).max()), float(np.abs(eng - ref).max())
+    U.note(f"{arch} carried: onnxruntime vs winml {d_pair:.2g}, winml vs transformers {d_ref:.2g} "
+           f"(max |logit| {np.abs(ref).max():.2g})")
+    assert d_pair <= C.CARRIED_LOGITS_TOL
+    assert d_ref <= 2e-2 * np.abs(ref).max()
+
+
+
+def test_precision_gguf_usage(winml, tmp_path):
+    """-p gguf needs a GGUF with its blocks (not a safetensors checkpoint, not --random-weights; `winml quantize` has
+    no GGUF to carry); -p int4 from a GGUF says it requantizes from the dequantized values; `winml export` of a GGUF
+    and `winml config -p fp32` stay float32."""
+    hf = RW.hf_from_gguf(RW.smollm2_gguf())
+    path = tmp_path / "llama.gguf"
+    _synthetic(path, "llama")
+    for argv, needles in [
+        (["build", "-m", hf, "-o", tmp_path / "o1", "-p", "gguf"], ["precision gguf", "the source is not a GGUF"]),
+        (["config", "-m", hf, "-p", "gguf"], ["precision gguf", "the source is not a GGUF"]),
+        (["build", "-m", path, "-o", tmp_path / "o2", "-p", "gguf", "--random-weights"], ["not with --random-weights"]),
+        (["build", "-m", path, "-o", tmp_path / "o3", "-p", "int9"], ["unknown precision 'int9'", "gguf"]),
+    ]:
+        r = U.run([winml] + argv)
+        U.assert_clean_error(r, f"winml {argv[0]}", *needles)
+    assert not U.leftovers(tmp_path)
+    r = run_ok([winml, "build", "-m", path, "-o", tmp_path / "i4", "-p", "int4", "-f", "json"])
+    assert "requantized from its dequantized values" in r.stderr
+    assert json.loads(r.stdout)["precision"] == "int4"
+    rec = json.loads(run_ok([winml, "config", "-m", path]).stdout)
+    assert rec["quant"]["mode"] == "gguf" and rec["quant"]["rtn_accuracy_level"] == 0
+    r = run_ok([winml, "export", "-m", path, "-o", tmp_path / "ex", "-f", "json"])
+    assert json.loads(r.stdout)["precision"] == "fp32"
