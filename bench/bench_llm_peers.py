@@ -26,6 +26,11 @@ order.
 
 usage: bench/bench_llm_peers.py [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
                                 [--rounds 2] [--peers llama,genai,hf] [--precisions int4,int8,fp16,fp32] [-o results.json]
+       bench/bench_llm_peers.py --gguf FILE.gguf [--winml ...] [--work DIR] [--prompt-len 128] [--gen-len 64]
+                                [--rounds 2] [-o results.json]
+--gguf: both engines on the SAME file: `winml build -m FILE.gguf` (its default, -p gguf: the GGUF's quantized
+blocks carried into MatMulNBits without requantizing) run by `winml perf`, and llama.cpp loading FILE.gguf; prefill
+and decode tok/s of each, and ours / llama.cpp per round and best / best. The prompt is random ids below the vocab.
 Peers are installed into the running Python when missing (pip: onnxruntime-genai, llama-cpp-python, gguf;
 bench/requirements-peers.txt). Not part of the test suite.
 """
@@ -248,11 +253,11 @@ def llama_models(ck, work):
     return {"int4": q40, "int8": q80, "fp16": f16}
 
 
-def llama_speed(path, a):
+def llama_speed(path, a, vocab=151643):
     import llama_cpp
     llm = llama_cpp.Llama(model_path=path, n_ctx=a.prompt_len + a.gen_len + 8, n_threads=a.threads,
                           n_threads_batch=a.threads, n_batch=512, verbose=False)
-    ids = prompt_ids(a.prompt_len)
+    ids = prompt_ids(a.prompt_len, vocab=vocab)
     pre, dec = [], []
     for _ in range(2):
         llm.reset()
@@ -294,6 +299,60 @@ def hf_speed(ck, a):
     return max(pre), max(dec)
 
 
+# ------------------------------------------------------------------ one GGUF, both engines
+
+def gguf_vocab(path):
+    import gguf
+    r = gguf.GGUFReader(path)
+    t = next(t for t in r.tensors if t.name == "token_embd.weight")
+    return int(t.shape[-1])
+
+
+def main_gguf(a):
+    """--gguf: winml's carried build of the file against llama.cpp on the file itself, round by round."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        env = llama_cmake_args()
+        log(f"== installing llama-cpp-python (builds llama.cpp from source) {env.get('CMAKE_ARGS', '')}")
+        pip_install(requirement("llama-cpp-python"), requirement("gguf"), env=env)
+    stem = os.path.splitext(os.path.basename(a.gguf))[0]
+    out = os.path.join(a.work, f"winml_carried_{stem}")
+    log(f"== winml build -m {a.gguf} (default precision: its blocks carried)")
+    t0 = time.perf_counter()
+    subprocess.run([a.winml, "build", "-m", a.gguf, "-o", out, "-q", "--rebuild"], check=True,
+                   stdout=subprocess.DEVNULL)
+    log(f"   built in {time.perf_counter() - t0:.1f} s")
+    man = json.load(open(os.path.join(out, "build_manifest.json")))
+    q = next(st for st in man["stages"] if st["name"] == "quant")
+    vocab = gguf_vocab(a.gguf)
+    os.sync()
+    runs = {"winml (carried build)": lambda: winml_perf(a.winml, out, a), "llama.cpp (the GGUF)":
+            lambda: llama_speed(a.gguf, a, vocab)}
+    res = {k: [] for k in runs}
+    order = list(runs.items())
+    for r in range(a.rounds):
+        for k, fn in (order if r % 2 == 0 else order[::-1]):
+            log(f"== round {r + 1}/{a.rounds}: {k}")
+            res[k].append(fn())
+    print(f"{os.path.basename(a.gguf)}: prompt {a.prompt_len} tokens, {a.gen_len} generated, {a.threads} threads; "
+          f"winml quant stage: {q['reason']}")
+    print(f"{'engine':24} {'prefill tok/s':>13} {'decode tok/s':>12}   per round (prefill, decode)")
+    for k, v in res.items():
+        print(f"{k:24} {max(x[0] for x in v):13.1f} {max(x[1] for x in v):12.2f}   "
+              + ", ".join(f"({x[0]:.1f}, {x[1]:.2f})" for x in v))
+    ours, peer = res["winml (carried build)"], res["llama.cpp (the GGUF)"]
+    rp, rd = max(x[0] for x in ours) / max(x[0] for x in peer), max(x[1] for x in ours) / max(x[1] for x in peer)
+    pp = statistics.median(m[0] / x[0] for m, x in zip(ours, peer))
+    pd = statistics.median(m[1] / x[1] for m, x in zip(ours, peer))
+    print(f"winml / llama.cpp: prefill {rp:.2f}x, decode {rd:.2f}x (best / best); paired by round: prefill {pp:.2f}x, "
+          f"decode {pd:.2f}x")
+    print(f"model files on disk: winml {model_mb(out):.0f} MB, GGUF {model_mb(a.gguf):.0f} MB")
+    if a.output:
+        json.dump({"gguf": a.gguf, "runs": res, "prefill_ratio": rp, "decode_ratio": rd, "paired_prefill": pp,
+                   "paired_decode": pd, "quant": q["reason"]}, open(a.output, "w"), indent=2)
+
+
 # ------------------------------------------------------------------ main
 
 def main():
@@ -306,9 +365,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--peers", default="llama,genai,hf")
     ap.add_argument("--precisions", default="int4,fp16,fp32")
+    ap.add_argument("--gguf", help="both engines on this GGUF file (winml's carried build vs llama.cpp)")
     ap.add_argument("-o", "--output")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
+    if a.gguf:
+        return main_gguf(a)
     peers, precs = a.peers.split(","), a.precisions.split(",")
     log("== checkpoint (random weights, real config and tokenizer)")
     ck = make_checkpoint(a.work)

@@ -321,6 +321,44 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     return s;
 }
 
+/* wm_quant_carry.row over a GGUF view tensor (ctx). */
+static void carry_row(const void *ctx, int64_t r, uint8_t *codes, float *scales, float *zp) {
+    wm_gguf_st_carry_row(ctx, (uint64_t)r, codes, scales, zp);
+}
+
+/*
+ * The quant stage's carry table (-p gguf): one entry per 2-D initializer the export made from a GGUF tensor -
+ * its blocks as they are where onnxruntime runs that form, requantized to 8 bits where it does not (8-bit float
+ * zero points), float where the tensor is float. *out: malloc'ed (entries point into b->ex.srcs).
+ */
+static wm_status carry_table(build_ctx *b, wm_quant_carry **out, size_t *n_out) {
+    *out = NULL, *n_out = 0;
+    if (!b->ex.n_srcs) return WM_OK;
+    wm_quant_carry *v = calloc(b->ex.n_srcs, sizeof *v);
+    if (!v) return wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < b->ex.n_srcs; i++) {
+        const wm_wsrc_rec *rec = &b->ex.srcs[i];
+        const wm_gguf_tensor *g = wm_gguf_st_origin(rec->t);
+        if (!g || rec->t->rank != 2) continue;
+        wm_ggml_carry form;
+        wm_quant_carry *c = &v[n++];
+        *c = (wm_quant_carry){rec->name, wm_ggml_type_name(g->type), rec->t->shape[0], rec->t->shape[1],
+                              rec->transpose, 0, 0, 0, 0, NULL, carry_row, rec->t};
+        if (!wm_gguf_st_carry(rec->t, &form))
+            c->reason = wm_ggml_block_elems(g->type) == 1 ? "a float tensor in the GGUF: kept float32"
+                                                          : "its values change on the way: kept float32";
+        else if (form.bits == 8 && form.zp == WM_CARRY_ZP_FLOAT) {
+            c->requant_bits = 8;
+            c->reason = "onnxruntime's CPU MatMulNBits refuses float zero points at 8 bits: requantized to 8 bits "
+                        "from the dequantized values";
+        } else
+            c->bits = form.bits, c->block = form.block, c->zp = form.zp;
+    }
+    *out = v, *n_out = n;
+    return WM_OK;
+}
+
 /* The recipe's quant section (reference field names) through src/opt's quantizer, weights streamed. */
 static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!b->recipe.has_quant) {
@@ -350,6 +388,8 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_graph *g = NULL;
     wm_quant_plan *plan = NULL;
     wm_quant_report *r = &b->qrep;
+    wm_quant_carry *carry = NULL;
+    if (!s && qc.mode == WM_QUANT_CARRY && !(s = carry_table(b, &carry, &qc.n_carry))) qc.carry = carry;
     if (!s) s = open_stage_model(b, &m, &g);
     if (!s) s = wm_quant_run(g, &qc, r, &plan, b->err);
     b->q_block = qc.block_size;
@@ -370,14 +410,26 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!s) {
         record_graph(rec, g);
         rec->status = ST_DONE;
-        snprintf(rec->reason, sizeof rec->reason, "%s%s: %zu nodes quantized, weights %llu -> %llu bytes",
+        size_t nc[3] = {0, 0, 0}; /* carried, requantized, float */
+        for (size_t i = 0; i < r->n_carried; i++)
+            nc[!strcmp(r->carried[i].result, "carried") ? 0 : !strcmp(r->carried[i].result, "requantized") ? 1 : 2]++;
+        char cs[160] = "";
+        if (qc.mode == WM_QUANT_CARRY)
+            snprintf(cs, sizeof cs, " (GGUF blocks: %zu carried as they are, %zu requantized, %zu float)", nc[0],
+                     nc[1], nc[2]);
+        snprintf(rec->reason, sizeof rec->reason, "%s%s: %zu nodes quantized%s, weights %llu -> %llu bytes",
                  wm_quant_mode_name(qc.mode), qc.scale_search ? " (scale search)" : "", r->quantized,
-                 (unsigned long long)r->weight_bytes_before, (unsigned long long)r->weight_bytes_after);
+                 cs, (unsigned long long)r->weight_bytes_before, (unsigned long long)r->weight_bytes_after);
+        for (size_t i = 0; i < r->n_carried; i++)
+            if (!strcmp(r->carried[i].result, "requantized"))
+                note(b, "note: quant: '%s' (%s) requantized: %s\n", r->carried[i].tensor, r->carried[i].source,
+                     r->carried[i].reason);
         b->ex.model_sha[0] = b->ex.data_sha[0] = 0;
     }
     wm_quant_plan_free(plan);
     wm_graph_free(g);
     wm_onnx_free(m);
+    free(carry);
     return s;
 }
 
@@ -412,6 +464,54 @@ static wm_status artifact(wm_json *j, const char *dir, const char *name, const c
     wm_json_str(j, "sha256", hex);
     wm_json_obj_end(j);
     return WM_OK;
+}
+
+/*
+ * The quant stage's "carried" (-p gguf): a summary by GGUF type and outcome, and each tensor - its GGUF type, the
+ * op it feeds, what it became (carried / requantized / float), bits, block, zero points, and whether the model
+ * computes the GGUF's values ("exact": carried blocks checked value by value, or float dequantized values).
+ */
+static void carried_json(const wm_quant_report *q, wm_json *j) {
+    wm_json_obj(j, "carried");
+    wm_json_arr(j, "summary");
+    for (size_t i = 0; i < q->n_carried; i++) {
+        const wm_quant_carry_note *t = &q->carried[i];
+        size_t k = 0, count = 0;
+        for (; k < i; k++) /* first of its (type, op, result) kind */
+            if (!strcmp(q->carried[k].source, t->source) && !strcmp(q->carried[k].op, t->op) &&
+                !strcmp(q->carried[k].result, t->result))
+                break;
+        if (k < i) continue;
+        for (k = i; k < q->n_carried; k++)
+            count += !strcmp(q->carried[k].source, t->source) && !strcmp(q->carried[k].op, t->op) &&
+                     !strcmp(q->carried[k].result, t->result);
+        wm_json_obj(j, NULL);
+        wm_json_str(j, "gguf_type", t->source);
+        wm_json_str(j, "onnx", t->op);
+        wm_json_str(j, "result", t->result);
+        wm_json_uint(j, "tensors", count);
+        wm_json_obj_end(j);
+    }
+    wm_json_arr_end(j);
+    wm_json_arr(j, "tensors");
+    for (size_t i = 0; i < q->n_carried; i++) {
+        const wm_quant_carry_note *t = &q->carried[i];
+        wm_json_obj(j, NULL);
+        wm_json_str(j, "tensor", t->tensor);
+        wm_json_str(j, "gguf_type", t->source);
+        wm_json_str(j, "onnx", t->op);
+        wm_json_str(j, "result", t->result);
+        if (t->bits) {
+            wm_json_int(j, "bits", t->bits);
+            wm_json_int(j, "block", t->block);
+            wm_json_str(j, "zero_points", t->zero_points);
+        }
+        wm_json_bool(j, "exact", strcmp(t->result, "requantized") != 0);
+        if (t->reason) wm_json_str(j, "reason", t->reason);
+        wm_json_obj_end(j);
+    }
+    wm_json_arr_end(j);
+    wm_json_obj_end(j);
 }
 
 static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
@@ -483,6 +583,7 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
             }
             wm_json_arr_end(j);
         }
+        if (!strcmp(r->name, "quant") && r->status == ST_DONE && b->qrep.n_carried) carried_json(&b->qrep, j);
         wm_json_obj_end(j);
     }
     wm_json_arr_end(j);
@@ -519,7 +620,7 @@ static wm_status prepare(build_ctx *b) {
                           b->recipe.task);
         task = rt;
     }
-    int prec = o->precision >= 0 ? o->precision : o->recipe ? (int)b->recipe.precision : WM_PREC_FP32;
+    int prec = o->precision >= 0 ? o->precision : o->recipe ? (int)b->recipe.precision : -1; /* -1: by source */
     if (prec == WM_PREC_FP32 && b->recipe.has_quant) {
         note(b, "note: -p fp32 overrides the recipe's quant section (%s)\n", b->recipe.quant_mode);
         b->recipe.has_quant = 0; /* the resolved recipe written to the folder says what was built */
@@ -545,6 +646,15 @@ static wm_status prepare(build_ctx *b) {
             return wm_err(err, s, "%s", se.msg);
         if ((s = wm_sbert_check_length(&b->sb, b->ck.dir, b->ck.config.max_positions, err))) return s;
     }
+    /* a GGUF builds at gguf (its blocks carried) unless told otherwise; random weights have no blocks to carry,
+       and an export (no quant stage) is float32 */
+    if (prec < 0) prec = o->random || o->export_only ? WM_PREC_FP32 : (int)wm_precision_default(b->ck.format);
+    if ((s = wm_precision_check(prec, b->ck.format, err))) return s;
+    if (prec == WM_PREC_GGUF && o->random)
+        return wm_err(err, WM_ERR_USAGE, "precision gguf carries the GGUF's blocks: not with --random-weights");
+    if (b->ck.format && !strcmp(b->ck.format, "gguf") && (prec == WM_PREC_INT4 || prec == WM_PREC_INT8))
+        note(b, "note: -p %s from a GGUF: requantized from its dequantized values (the default, -p gguf, carries its "
+             "blocks as they are)\n", wm_precision_name(prec));
     if (!o->random && !b->st) {
         if (!b->ck.weights[0]) {
             /* a config the builder cannot use is the more fundamental problem: say that first */
@@ -862,6 +972,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     wm_unlock_output(&b->lock); /* before the parents: the lock file lies in the last of them */
     if (s) remove_parents(b);
     wm_quant_report_free(&b->qrep);
+    wm_export_result_free(&b->ex);
     wm_recipe_free(&b->recipe);
     wm_arch_free(&b->arch);
     wm_st_close(b->st);

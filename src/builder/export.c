@@ -191,6 +191,12 @@ static wm_status write_model(wm_onnx_model *m, const char *path, const char *dat
     return s;
 }
 
+void wm_export_result_free(wm_export_result *r) {
+    wm_wsrc_recs_free(r->srcs, r->n_srcs);
+    r->srcs = NULL;
+    r->n_srcs = 0;
+}
+
 wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
                           const char *dir, wm_export_result *res, wm_error *err) {
     memset(res, 0, sizeof *res);
@@ -254,6 +260,8 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
     res->param_bytes = sink.param_bytes;
     res->n_params = sink.param_bytes / 4;
     res->data_bytes = sink.pos;
+    res->srcs = sink.recs, res->n_srcs = sink.n_recs; /* taken: the quant stage reads where each weight came from */
+    sink.recs = NULL, sink.n_recs = 0;
     tally(m->proto->graph, res);
     if (external) {
         if (rename(data_tmp, data_path) != 0) {

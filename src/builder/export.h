@@ -18,6 +18,7 @@
 #include "builder/arch.h"
 #include "core/sha256.h"
 #include "builder/recipe.h"
+#include "builder/weights.h"
 
 #define WM_EXPORT_MAX_OPS 96
 
@@ -42,7 +43,12 @@ typedef struct wm_export_result {
     wm_sha256 data_state; /* the data file's digest state after its data_bytes bytes (data_sha not yet final) */
     wm_op_count ops[WM_EXPORT_MAX_OPS];
     size_t n_ops;
+    wm_wsrc_rec *srcs;   /* the initializers made from checkpoint tensors (owned: wm_export_result_free) */
+    size_t n_srcs;
 } wm_export_result;
+
+/* Frees what a result owns (its records). */
+void wm_export_result_free(wm_export_result *r);
 
 /*
  * Builds and writes dir/model.onnx (dir must exist). st: the checkpoint's

@@ -21,14 +21,28 @@
 
 #define RECIPE_MAX_BYTES (16u << 20)
 
-static const char *const prec_names[] = {"fp32", "fp16", "int8", "int4"};
+static const char *const prec_names[] = {"fp32", "fp16", "int8", "int4", "gguf"};
+#define N_PREC ((int)(sizeof prec_names / sizeof prec_names[0]))
 
-const char *wm_precision_name(int p) { return p >= 0 && p < 4 ? prec_names[p] : "?"; }
+const char *wm_precision_name(int p) { return p >= 0 && p < N_PREC ? prec_names[p] : "?"; }
 
 int wm_precision_from_name(const char *s) {
-    for (int i = 0; s && i < 4; i++)
+    for (int i = 0; s && i < N_PREC; i++)
         if (!strcmp(s, prec_names[i])) return i;
     return -1;
+}
+
+const char *wm_precision_list(void) { return "fp32, fp16, int8, int4, gguf"; }
+
+static int is_gguf(const char *format) { return format && !strcmp(format, "gguf"); }
+
+wm_precision wm_precision_default(const char *format) { return is_gguf(format) ? WM_PREC_GGUF : WM_PREC_FP32; }
+
+wm_status wm_precision_check(int p, const char *format, wm_error *err) {
+    if (p == WM_PREC_GGUF && !is_gguf(format))
+        return wm_err(err, WM_ERR_USAGE, "precision gguf carries a GGUF file's quantized blocks: the source is not a "
+                      "GGUF (use fp32, fp16, int8 or int4)");
+    return WM_OK;
 }
 
 /*
@@ -143,6 +157,17 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
             r->per_channel = 1;
             r->symmetric = 1;
             r->op_types_to_quantize = str_list(mm);
+            r->nodes_to_exclude = str_list(empty);
+        } else if (precision == WM_PREC_GGUF) {
+            /* the GGUF's blocks as they are (bits, block and zero points per tensor from its types) */
+            snprintf(r->quant_mode, sizeof r->quant_mode, "gguf");
+            r->qmode = WM_QUANT_CARRY;
+            /* float activations: the model computes the GGUF's weights as they are. accuracy_level 4 (int4's)
+               quantizes activations to int8 in MatMulNBits; on SmolLM2's Q4_1 GGUF that moved logits up to 1.3
+               (winml) and 0.3 (onnxruntime, whose level 4 keeps float for float zero points) from transformers'
+               on the dequantized weights, against 5e-5 at level 0 */
+            r->rtn_accuracy_level = 0;
+            r->op_types_to_quantize = str_list(mmg); /* Gather: a table whose blocks GatherBlockQuantized takes */
             r->nodes_to_exclude = str_list(empty);
         } else {
             snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
@@ -701,7 +726,8 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
                  {"static", WM_QUANT_INT8_STATIC, WM_PREC_INT8},
                  {"qdq", WM_QUANT_INT8_STATIC, WM_PREC_INT8},
                  {"dynamic", WM_QUANT_INT8_DYNAMIC, WM_PREC_INT8},
-                 {"rtn", WM_QUANT_INT4, WM_PREC_INT4}};
+                 {"rtn", WM_QUANT_INT4, WM_PREC_INT4},
+                 {"gguf", WM_QUANT_CARRY, WM_PREC_GGUF}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (!strcmp(r->quant_mode, modes[i].mode)) {
             r->qmode = modes[i].q;
@@ -710,7 +736,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
             if (r->qmode == WM_QUANT_INT4 && r->rtn_bits == 8) r->precision = WM_PREC_INT8;
             return WM_OK;
         }
-    return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.mode': '%s' (static, qdq, dynamic, rtn, fp16)", p->label,
+    return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.mode': '%s' (static, qdq, dynamic, rtn, fp16, gguf)", p->label,
                   r->quant_mode);
 }
 

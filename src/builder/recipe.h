@@ -50,10 +50,17 @@ typedef struct wm_io_spec {
 
 typedef enum { WM_POOL_NONE, WM_POOL_MEAN, WM_POOL_CLS } wm_pooling;
 
-/* Precisions of `-p`; only fp32 can be produced today. */
-typedef enum { WM_PREC_FP32, WM_PREC_FP16, WM_PREC_INT8, WM_PREC_INT4 } wm_precision;
+/* Precisions of `-p`. gguf: a GGUF's quantized blocks carried into MatMulNBits / GatherBlockQuantized as they are
+ * (quant mode "gguf"), the default of a GGUF source; the others dequantize a GGUF first. */
+typedef enum { WM_PREC_FP32, WM_PREC_FP16, WM_PREC_INT8, WM_PREC_INT4, WM_PREC_GGUF } wm_precision;
 const char *wm_precision_name(int p);
 int wm_precision_from_name(const char *s); /* -1 when unknown */
+/* "fp32, fp16, int8, int4, gguf" for messages. */
+const char *wm_precision_list(void);
+/* The precision of a build without -p or recipe: gguf for a GGUF source (checkpoint format "gguf"), else fp32. */
+wm_precision wm_precision_default(const char *format);
+/* WM_ERR_USAGE when precision p cannot be built from a source of this format (gguf from a non-GGUF one). */
+wm_status wm_precision_check(int p, const char *format, wm_error *err);
 
 typedef struct wm_recipe_flag {
     char name[48];

@@ -354,6 +354,13 @@ wm_status wm_wsink_add(wm_wsink *s, wm_graph *g, const char *name, const int64_t
     if (src->t && src->t->numel != numel)
         return wm_err(err, WM_ERR_INTERNAL, "initializer '%s': %llu elements from '%s' of %llu", name,
                       (unsigned long long)numel, src->t->name, (unsigned long long)src->t->numel);
+    if (src->t) { /* where this initializer came from (the quant stage may carry its source's blocks) */
+        wm_wsrc_rec *v = realloc(s->recs, (s->n_recs + 1) * sizeof *v);
+        char *nm = v ? strdup(name) : NULL;
+        if (v) s->recs = v;
+        if (!nm) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        v[s->n_recs++] = (wm_wsrc_rec){nm, src->t, src->transpose};
+    }
     s->n_tensors++;
     s->param_bytes += nbytes;
     out o = {s, NULL, 0, err};
@@ -395,7 +402,15 @@ wm_status wm_wsink_finish(wm_wsink *s, char sha_hex[65], wm_error *err) {
     return WM_OK;
 }
 
+void wm_wsrc_recs_free(wm_wsrc_rec *v, size_t n) {
+    for (size_t i = 0; i < n; i++) free(v[i].name);
+    free(v);
+}
+
 void wm_wsink_close(wm_wsink *s) {
+    wm_wsrc_recs_free(s->recs, s->n_recs);
+    s->recs = NULL;
+    s->n_recs = 0;
     writer_stop(s); /* after an error: the writer drains what was queued, then ends */
     if (s->sync_on) {
         pthread_mutex_destroy(&s->mu);

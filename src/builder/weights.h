@@ -39,6 +39,13 @@ typedef struct wm_wsrc {
 /* All of t's values as float32 into dst (t->numel floats), converted from its dtype. */
 void wm_st_read_f32(const wm_st_tensor *t, float *dst);
 
+/* An initializer made from a checkpoint tensor: where the export's weights came from (wm_wsink.recs). */
+typedef struct wm_wsrc_rec {
+    char *name;              /* the initializer's name (malloc'ed) */
+    const wm_st_tensor *t;   /* its checkpoint tensor */
+    int transpose;           /* stored as t^T */
+} wm_wsrc_rec;
+
 #define WM_WSINK_SLOTS 4           /* slots of the convert -> (hash, write) pipeline */
 #define WM_WSINK_SLOT (16u << 20)   /* bytes per slot */
 
@@ -69,6 +76,8 @@ typedef struct wm_wsink {
     wm_wsink_stage stage[2];
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    wm_wsrc_rec *recs;        /* each initializer added from a checkpoint tensor (freed by wm_wsink_close unless taken) */
+    size_t n_recs;
 } wm_wsink;
 
 /*
@@ -82,7 +91,9 @@ wm_status wm_wsink_add(wm_wsink *s, wm_graph *g, const char *name, const int64_t
                        wm_error *err);
 /* Flushes and fsyncs the data file; sha_hex receives its digest ("" in inline mode). */
 wm_status wm_wsink_finish(wm_wsink *s, char sha_hex[65], wm_error *err);
-/* Releases buffers and the descriptor (does not remove the file). */
+/* Frees n records and the array. */
+void wm_wsrc_recs_free(wm_wsrc_rec *v, size_t n);
+/* Releases buffers, the descriptor (does not remove the file) and the records not taken. */
 void wm_wsink_close(wm_wsink *s);
 
 

@@ -27,8 +27,8 @@ static void help(int export_only) {
                "random values. An existing DIR is replaced only as by build --rebuild. CHECKPOINT may be a\n"
                "GGUF as for build.\n");
     else
-        printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK] [-p fp32|fp16|int8|int4]\n"
-               "                   [--ep cpu] [--device cpu] [--no-compile] [--rebuild] [--sync]\n"
+        printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK]\n"
+               "                   [-p fp32|fp16|int8|int4|gguf] [--ep cpu] [--device cpu] [--no-compile] [--rebuild] [--sync]\n"
                "                   [--random-weights [--seed N]] [--external-threshold BYTES] [-f json] [-q]\n\n"
                "Writes DIR/model.onnx (+ model.onnx.data from 100 MiB or --external-threshold),\n"
                "winml_build_config.json (the resolved recipe), build_manifest.json (stages, times, node\n"
@@ -62,7 +62,15 @@ static void help(int export_only) {
                "holding one): its metadata becomes config.json, tokenizer.json, tokenizer_config.json (chat\n"
                "template) and generation_config.json in DIR, and its tensors (F32, F16, BF16, Q8_0, Q4_0, Q4_1,\n"
                "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are dequantized into the float32 export (architectures llama,\n"
-               "qwen2, qwen3, phi3, gemma3; winml inspect -m FILE.gguf shows the mapping).\n");
+               "qwen2, qwen3, phi3, gemma3; winml inspect -m FILE.gguf shows the mapping). A GGUF builds by\n"
+               "default at -p gguf: the quant stage carries its quantized blocks into MatMulNBits (and the\n"
+               "token embedding into GatherBlockQuantized) without requantizing, so the model computes the\n"
+               "GGUF's weights: Q4_0 / Q4_1 / Q4_K as 4-bit block 32 (Q4_1 / Q4_K with float zero points),\n"
+               "Q8_0 / Q5_0 as 8-bit block 32, Q6_K as 8-bit block 16; Q5_1 / Q5_K are requantized to 8 bits\n"
+               "(onnxruntime's CPU MatMulNBits takes no float zero points at 8 bits), a table with float zero\n"
+               "points stays a float32 Gather, and float tensors stay float32; the manifest's quant stage\n"
+               "\"carried\" lists each tensor's GGUF type and what it became. -p fp32|fp16 dequantize;\n"
+               "-p int4|int8 requantize from the dequantized floats.\n");
 }
 
 static int run(int argc, char **argv, int export_only) {
@@ -99,7 +107,8 @@ static int run(int argc, char **argv, int export_only) {
             break;
         case 'p':
             if ((o.precision = wm_precision_from_name(optarg)) < 0)
-                return wm_cli_usage_error(&c, "-p: unknown precision '%s' (fp32, fp16, int8, int4)", optarg);
+                return wm_cli_usage_error(&c, "-p: unknown precision '%s' (%s)", optarg,
+                                          wm_precision_list());
             break;
         case O_EP: o.ep = optarg; break;
         case 'd': case O_DEVICE: o.device = optarg; break;

@@ -21,7 +21,7 @@
 #include "hf/safetensors.h"
 
 static void help(void) {
-    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p fp32|fp16|int8|int4] [--ep cpu] [--device cpu]\n"
+    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p fp32|fp16|int8|int4|gguf] [--ep cpu] [--device cpu]\n"
            "                    [-o FILE] [-f json]\n\n"
            "Writes a build recipe (loader, export with input tensors, optim, quant, compile, eval) with the\n"
            "defaults for the checkpoint: batch 1; encoders int32 ids with a static sequence of\n"
@@ -120,7 +120,7 @@ int wm_cmd_config(int argc, char **argv) {
     const char *recipe = NULL;
     int check = 0;
     const char *ep = "cpu", *device = "cpu";
-    int task = -1, prec = WM_PREC_FP32, opt;
+    int task = -1, prec = -1, opt;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "c:t:p:d:", longs, NULL)) != -1) {
@@ -131,7 +131,8 @@ int wm_cmd_config(int argc, char **argv) {
             break;
         case 'p':
             if ((prec = wm_precision_from_name(optarg)) < 0)
-                return wm_cli_usage_error(&c, "-p: unknown precision '%s' (fp32, fp16, int8, int4)", optarg);
+                return wm_cli_usage_error(&c, "-p: unknown precision '%s' (%s)", optarg,
+                                          wm_precision_list());
             break;
         case O_EP: ep = optarg; break;
         case 'c': recipe = optarg; break;
@@ -147,7 +148,7 @@ int wm_cmd_config(int argc, char **argv) {
     if (check && !recipe) return wm_cli_usage_error(&c, "--check needs -c RECIPE");
     if (recipe) {
         if (c.out) return wm_cli_usage_error(&c, "-o: config -c validates a recipe and writes nothing");
-        if (task >= 0 || prec != WM_PREC_FP32)
+        if (task >= 0 || prec >= 0)
             return wm_cli_usage_error(&c, "-t/-p: config -c takes the task and precision from the recipe");
         return check_recipe(&c, recipe, check);
     }
@@ -166,7 +167,9 @@ int wm_cmd_config(int argc, char **argv) {
     int gguf = wm_gguf_is_path(c.model);
     if (gguf ? wm_gguf_open_checkpoint(c.model, &ck, &st, &err) : wm_hf_open_checkpoint(c.model, &ck, &err))
         return wm_cli_fail(&c, &err);
-    if ((!gguf && ck.weights[0] && wm_st_open(ck.dir, NULL, &st, &err)) || wm_arch_resolve(&ck, st, task, &a, &err) ||
+    if (prec < 0) prec = (int)wm_precision_default(ck.format);
+    if (wm_precision_check(prec, ck.format, &err) ||
+        (!gguf && ck.weights[0] && wm_st_open(ck.dir, NULL, &st, &err)) || wm_arch_resolve(&ck, st, task, &a, &err) ||
         wm_recipe_default(&a, (wm_precision)prec, ep, device, &r, &err)) {
         rc = wm_cli_fail(&c, &err);
     } else {

@@ -218,7 +218,7 @@ int wm_cmd_quantize(int argc, char **argv) {
     const char *out = c.out;
     c.out = report;
     wm_quant_mode mode = wm_quant_mode_parse(prec);
-    if (!prec || !mode) {
+    if (!prec || !mode || mode == WM_QUANT_CARRY) { /* gguf carries a GGUF's blocks: winml build only */
         wm_cli_usage_error(&c, "-p: one of fp16, int8, int8-static, w8a16, int4 is required%s%s%s", prec ? " (got '" : "",
                            prec ? prec : "", prec ? "')" : "");
         goto out;

@@ -248,4 +248,36 @@ void wm_ggml_dequant_range(uint32_t type, const uint8_t *row, uint64_t c0, size_
 /* Elements [first, first + n) of t in row-major order; WM_ERR_UNSUPPORTED naming t and its type when unsupported. */
 wm_status wm_gguf_dequant(const wm_gguf_tensor *t, uint64_t first, size_t n, float *dst, wm_error *err);
 
+/* ---------------------------------------------------------------- carried blocks (gguf_carry.c) */
+
+/*
+ * A quantized type's blocks as MatMulNBits / GatherBlockQuantized blocks, without requantizing: per block of
+ * `block` elements of a row, codes c (0 .. 2^bits - 1, one byte each here), a scale s and a zero point z with
+ * (c - z) * s the dequantizer's value (wm_ggml_dequant_blocks). The forms:
+ *   Q4_0  bits 4, block 32, s = d, z = 8 (the implicit one)      Q8_0  bits 8, block 32, c = q + 128, z = 128
+ *   Q5_0  bits 8, block 32, c = the 5-bit q, z = 16               Q6_K  bits 8, block 16, c = q6, z = 32, s = d * sc_j
+ *   Q4_1  bits 4, block 32, s = d, z = -m / d (float)             Q4_K  bits 4, block 32, s = d * sc_j,
+ *   Q5_1  bits 8, block 32, as Q4_1 (float)                              z = dmin * m_j / (d * sc_j) (float)
+ *   Q5_K  bits 8, block 32, as Q4_K (float)
+ * Integer zero points reproduce the value bit for bit (the same product of the same factors); float ones within
+ * the rounding of the offset's quotient and product. A float-zero-point block whose scale is 0 is the constant
+ * -z_orig: it is written as codes 0, scale 1, zero point minus that constant.
+ */
+typedef enum { WM_CARRY_ZP_NONE, WM_CARRY_ZP_U8, WM_CARRY_ZP_FLOAT } wm_carry_zp;
+
+typedef struct wm_ggml_carry {
+    int bits;       /* 4 or 8 */
+    uint32_t block; /* elements per scale: 16 or 32 */
+    int zp;         /* wm_carry_zp: NONE = 2^(bits - 1) for every block */
+} wm_ggml_carry;
+
+/* 1 and *form (may be NULL) when type's blocks carry; 0 for float types and types without a form. */
+int wm_ggml_carry_form(uint32_t type, wm_ggml_carry *form);
+
+/*
+ * The first n elements (whole blocks of type) of row: codes[0..n), scales and zero points [0..n / form.block)
+ * (zero points as floats, whole numbers for the integer forms). Nothing is written for a type without a form.
+ */
+void wm_ggml_carry_row(uint32_t type, const uint8_t *row, uint64_t n, uint8_t *codes, float *scales, float *zp);
+
 #endif

@@ -203,6 +203,20 @@ const char *wm_gguf_st_conversion(const wm_st_tensor *t) {
     return wm_gguf_st_origin(t) ? xf_names[((const vt *)t->src->ctx)->xform] : "";
 }
 
+int wm_gguf_st_carry(const wm_st_tensor *t, wm_ggml_carry *form) {
+    const wm_gguf_tensor *g = wm_gguf_st_origin(t);
+    if (!g || g->n_dims != 2 || !wm_ggml_carry_form(g->type, form)) return 0;
+    const vt *v = t->src->ctx;
+    return v->cols == g->ne[0] && v->xform != XF_MINUS_ONE; /* whole rows moved at most */
+}
+
+void wm_gguf_st_carry_row(const wm_st_tensor *t, uint64_t r, uint8_t *codes, float *scales, float *zp) {
+    const vt *v = t->src->ctx;
+    const wm_gguf_tensor *g = v->g;
+    uint64_t sr = v->xform == XF_PERM_Q || v->xform == XF_PERM_K ? perm_row(v, r) : r;
+    wm_ggml_carry_row(g->type, g->data + sr * g->row_bytes, g->ne[0], codes, scales, zp);
+}
+
 /* ------------------------------------------------------------------ the config */
 
 typedef struct sizes {

@@ -48,6 +48,18 @@ const wm_gguf_tensor *wm_gguf_st_origin(const wm_st_tensor *t);
 /* What is done to it on the way ("" / "Q/K rows un-permuted" / "norm weight - 1"). */
 const char *wm_gguf_st_conversion(const wm_st_tensor *t);
 
+/*
+ * 1 and *form when t (a tensor of such a wm_st_file) is a 2-D GGUF tensor whose blocks carry (wm_ggml_carry_form)
+ * and whose values are its rows as stored, or moved whole (the Q/K un-permutation); 0 otherwise (float types,
+ * vectors, values changed on the way).
+ */
+int wm_gguf_st_carry(const wm_st_tensor *t, wm_ggml_carry *form);
+/*
+ * Row r of such a t (its Hugging Face row, r < rows) as carried blocks: codes[0..K), scales and zero points
+ * [0..K / form.block), K = the row's length (wm_ggml_carry_row on the GGUF row it reads).
+ */
+void wm_gguf_st_carry_row(const wm_st_tensor *t, uint64_t r, uint8_t *codes, float *scales, float *zp);
+
 /* The model_type a general.architecture maps to; NULL when there is no table for it. */
 const char *wm_gguf_model_type(const char *arch);
 /* The architectures with a table, for messages ("llama, qwen2, ..."). */

@@ -136,6 +136,16 @@ static inline const uint8_t *zp_row(const wm_nbits_args *a, int64_t n, int64_t k
     return a->zero_points + n * (a->bits == 4 ? (kb + 1) / 2 : kb);
 }
 
+/* -zp * scale of block b of column n for the fp32 paths: packed row zr, or float zero points (zf: the column's,
+ * used when there is no packed row), or the default */
+static inline float zs_at(const uint8_t *zr, const float *zf, int bits, int64_t b, float sc) {
+    return -(zf && !zr ? zf[b] : zp_at(zr, bits, b)) * sc;
+}
+
+static inline const float *zpf_row(const wm_nbits_args *a, int64_t n, int64_t kb) {
+    return a->zero_points_f && !a->zero_points ? a->zero_points_f + n * kb : NULL;
+}
+
 /* w = code * s - zp * s for 8 codes (bytes) */
 static inline __m256 deq8(__m128i codes, __m256 vs, __m256 vz) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(codes)), vs, vz);
@@ -145,11 +155,11 @@ static inline __m256 deq8(__m128i codes, __m256 vs, __m256 vz) {
 static float col_f32_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
     const int64_t kb = q->kb, bs = a->block_size;
     const uint8_t *p = a->B + n * kb * bs / 2, *zr = zp_row(a, n, kb);
-    const float *sc = a->scales + n * kb, *x = q->xf + m * q->kp;
+    const float *sc = a->scales + n * kb, *x = q->xf + m * q->kp, *zf = zpf_row(a, n, kb);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     if (bs >= 32) {
         for (int64_t b = 0; b < kb; b++) {
-            __m256 vs = _mm256_set1_ps(sc[b]), vz = _mm256_set1_ps(-zp_at(zr, 4, b) * sc[b]);
+            __m256 vs = _mm256_set1_ps(sc[b]), vz = _mm256_set1_ps(zs_at(zr, zf, 4, b, sc[b]));
             for (int64_t g = 0; g < bs; g += 32, p += 16, x += 32) {
                 __m256i c = codes4(p);
                 __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
@@ -164,8 +174,8 @@ static float col_f32_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
         for (int64_t b = 0; b < kb; b += 2, p += 16, x += 32) {
             int64_t b1 = b + 1 < kb ? b + 1 : b;
             const uint8_t *src = b + 1 < kb ? p : tail16(p, 8, buf);
-            __m256 sA = _mm256_set1_ps(sc[b]), zA = _mm256_set1_ps(-zp_at(zr, 4, b) * sc[b]);
-            __m256 sB = _mm256_set1_ps(sc[b1]), zB = _mm256_set1_ps(-zp_at(zr, 4, b1) * sc[b1]);
+            __m256 sA = _mm256_set1_ps(sc[b]), zA = _mm256_set1_ps(zs_at(zr, zf, 4, b, sc[b]));
+            __m256 sB = _mm256_set1_ps(sc[b1]), zB = _mm256_set1_ps(zs_at(zr, zf, 4, b1, sc[b1]));
             __m256i c = codes4(src);
             __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
             a0 = _mm256_fmadd_ps(deq8(lo, sA, zA), _mm256_loadu_ps(x), a0);
@@ -338,10 +348,10 @@ static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
 static float col_f32_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
     const int64_t kb = q->kb, bs = a->block_size;
     const uint8_t *p = a->B + n * kb * bs, *zr = zp_row(a, n, kb);
-    const float *sc = a->scales + n * kb, *x = q->xf + m * q->kp;
+    const float *sc = a->scales + n * kb, *x = q->xf + m * q->kp, *zf = zpf_row(a, n, kb);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
     for (int64_t b = 0; b < kb; b++) {
-        __m256 vs = _mm256_set1_ps(sc[b]), vz = _mm256_set1_ps(-zp_at(zr, 8, b) * sc[b]);
+        __m256 vs = _mm256_set1_ps(sc[b]), vz = _mm256_set1_ps(zs_at(zr, zf, 8, b, sc[b]));
         for (int64_t i = 0; i < bs; i += 16, p += 16, x += 16) {
             __m128i v = _mm_loadu_si128((const __m128i *)p);
             a0 = _mm256_fmadd_ps(deq8(v, vs, vz), _mm256_loadu_ps(x), a0);
@@ -676,7 +686,9 @@ static void nbits_packed(const wm_nbits_args *a, int ith, int nth) {
 
 void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
-    if ((a->bits != 4 && a->bits != 8) || a->zero_points_f || a->block_size < 16) {
+    /* float zero points: the fp32 paths below read them (zs_at); the int8 and packed paths do not */
+    if ((a->bits != 4 && a->bits != 8) || a->block_size < 16 ||
+        (a->zero_points_f && !a->zero_points && (a->packed || wm_nbits_q8_avx2(a)))) {
         wm_nbits_generic(a, ith, nth);
         return;
     }

@@ -28,7 +28,8 @@ static const struct {
 } MODES[] = {{"fp16", WM_QUANT_FP16},         {"float16", WM_QUANT_FP16},       {"int8", WM_QUANT_INT8_DYNAMIC},
              {"int8-dynamic", WM_QUANT_INT8_DYNAMIC}, {"dynamic", WM_QUANT_INT8_DYNAMIC},
              {"int8-static", WM_QUANT_INT8_STATIC}, {"static", WM_QUANT_INT8_STATIC}, {"qdq", WM_QUANT_INT8_STATIC},
-             {"w8a16", WM_QUANT_W8A16},       {"int4", WM_QUANT_INT4},           {"rtn", WM_QUANT_INT4}};
+             {"w8a16", WM_QUANT_W8A16},       {"int4", WM_QUANT_INT4},           {"rtn", WM_QUANT_INT4},
+             {"gguf", WM_QUANT_CARRY}};
 
 wm_quant_mode wm_quant_mode_parse(const char *s) {
     for (size_t i = 0; s && i < sizeof MODES / sizeof *MODES; i++)
@@ -43,6 +44,7 @@ const char *wm_quant_mode_name(wm_quant_mode m) {
     case WM_QUANT_INT8_STATIC: return "int8-static";
     case WM_QUANT_W8A16: return "w8a16";
     case WM_QUANT_INT4: return "int4";
+    case WM_QUANT_CARRY: return "gguf";
     }
     return "unknown";
 }
@@ -65,6 +67,8 @@ int wm_quant_selected(const wm_quant_config *c, const wm_onnx_node *n, const cha
 void wm_qjob_nbits_sizes(const wm_qjob *j, uint64_t *sz);
 wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err);
 void wm_qjob_int8_sizes(const wm_qjob *j, uint64_t *sz);
+void wm_qjob_carry_sizes(const wm_qjob *j, uint64_t *sz);
+wm_status wm_qjob_carry_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err);
 wm_status wm_qjob_int8_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err);
 
 static uint64_t numel_of(const wm_onnx_tensor *t) {
@@ -77,6 +81,7 @@ void wm_qjob_sizes(const wm_qjob *j, uint64_t *sz) {
     sz[0] = sz[1] = sz[2] = 0;
     if (j->kind == WM_QJOB_NBITS) wm_qjob_nbits_sizes(j, sz);
     else if (j->kind == WM_QJOB_INT8W) wm_qjob_int8_sizes(j, sz);
+    else if (j->kind == WM_QJOB_CARRY) wm_qjob_carry_sizes(j, sz);
     else sz[0] = numel_of(j->src) * 2;
 }
 
@@ -132,6 +137,7 @@ wm_status wm_qjob_run(const wm_qjob *j, uint8_t **out, int release, wm_error *er
         }
     wm_status s = j->kind == WM_QJOB_NBITS   ? wm_qjob_nbits_run(j, out, release, err)
                   : j->kind == WM_QJOB_INT8W ? wm_qjob_int8_run(j, out, release, err)
+                  : j->kind == WM_QJOB_CARRY ? wm_qjob_carry_run(j, out, release, err)
                                              : f16_run(j, out, release, err);
     if (s)
         for (size_t i = 0; i < j->n_dst; i++) {
@@ -221,6 +227,10 @@ void wm_quant_report_free(wm_quant_report *r) {
     free(r->tables);
     r->tables = NULL;
     r->n_tables = 0;
+    for (size_t i = 0; i < r->n_carried; i++) free(r->carried[i].tensor);
+    free(r->carried);
+    r->carried = NULL;
+    r->n_carried = 0;
 }
 
 static wm_status quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan **plan,
@@ -239,7 +249,8 @@ static wm_status quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         case WM_QUANT_INT8_DYNAMIC:
         case WM_QUANT_INT8_STATIC:
         case WM_QUANT_W8A16: s = wm_quant_int8(g, c, r, pl, err); break;
-        case WM_QUANT_INT4: s = wm_quant_nbits(g, c, r, pl, err); break;
+        case WM_QUANT_INT4:
+        case WM_QUANT_CARRY: s = wm_quant_nbits(g, c, r, pl, err); break;
         default: s = wm_err(err, WM_ERR_USAGE, "unknown quantization mode %d", (int)c->mode);
         }
     if (!s) {

@@ -25,8 +25,30 @@ typedef enum wm_quant_mode {
     WM_QUANT_INT8_DYNAMIC,  /* DynamicQuantizeLinear + MatMulInteger, int8 weights */
     WM_QUANT_INT8_STATIC,   /* QDQ: uint8/int8 activations from calibrated ranges, int8 weights */
     WM_QUANT_W8A16,         /* QDQ: uint16 activations, int8 weights (NPUs) */
-    WM_QUANT_INT4           /* weight-only RTN blocks -> MatMulNBits */
+    WM_QUANT_INT4,          /* weight-only RTN blocks -> MatMulNBits */
+    WM_QUANT_CARRY          /* blocks given ready (wm_quant_carry, a GGUF's) -> MatMulNBits, not requantized */
 } wm_quant_mode;
+
+/*
+ * A weight whose blocks come ready from its source (a GGUF's quantized tensor): WM_QUANT_CARRY re-encodes them as
+ * MatMulNBits / GatherBlockQuantized blocks without requantizing. The weight has N rows of K values (a MatMul
+ * weight [K, N]: its columns; a Gemm transB weight or a Gather table [N, K]: its rows); row(ctx, r, ...) gives row r
+ * as K codes (one byte each, 0 .. 2^bits - 1), K / block scales and K / block zero points, (code - zp) * scale
+ * being its value. Weights no entry names stay float in that mode.
+ */
+typedef struct wm_quant_carry {
+    const char *weight;    /* the initializer's name */
+    const char *source;    /* what the source block format is ("Q4_K"), for the report; static */
+    int64_t N, K;
+    int stored_t;          /* 1: the initializer is stored [K, N] (a MatMul weight); 0: [N, K] (Gemm transB, Gather) */
+    int bits;              /* 4 or 8; 0: not carried (reason says why; requant_bits: RTN at that many bits, else float) */
+    int64_t block;         /* 16 or 32 */
+    int zp;                /* 0: implicit 2^(bits-1) everywhere, 1: uint8 zero points, 2: float zero points */
+    int requant_bits;      /* bits 0: 4 or 8 = requantized by RTN (asymmetric, block 32) from the float values */
+    const char *reason;    /* bits 0: why (static) */
+    void (*row)(const void *ctx, int64_t r, uint8_t *codes, float *scales, float *zp);
+    const void *ctx;
+} wm_quant_carry;
 
 typedef struct wm_quant_range {
     const char *name; /* a value of the graph */
@@ -59,6 +81,8 @@ typedef struct wm_quant_config {
     int scale_search;       /* 1: each block's scale (and zero point) searched for the least weighted error, never
                                more than RTN's (wm_quant_blocks_search); 0 (default): RTN, onnxruntime's values */
     const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul / Gather node names (or weight names) kept at 8 bits */
+    /* carry */
+    const wm_quant_carry *carry; size_t n_carry; /* WM_QUANT_CARRY: the weights whose blocks come ready */
 } wm_quant_config;
 
 /*
@@ -73,6 +97,18 @@ typedef struct wm_quant_table_note {
     int64_t block;   /* the block used; 0: not quantized */
 } wm_quant_table_note;
 
+/* What WM_QUANT_CARRY did to one weight with a carry entry (in graph order; a tied table appears twice). */
+typedef struct wm_quant_carry_note {
+    char *tensor;          /* the initializer (owned) */
+    const char *source;    /* the entry's source ("Q4_K") */
+    const char *op;        /* "MatMulNBits", "GatherBlockQuantized", or the op left float ("Gather", "MatMul") */
+    const char *result;    /* "carried", "requantized" or "float" */
+    int bits;              /* carried / requantized: 4 or 8 */
+    int64_t block;
+    const char *zero_points; /* "none" (implicit), "uint8", "float" */
+    const char *reason;    /* requantized / float: why (static) */
+} wm_quant_carry_note;
+
 typedef struct wm_quant_report {
     size_t nodes_before, nodes_after;
     size_t quantized;       /* nodes converted */
@@ -81,6 +117,8 @@ typedef struct wm_quant_report {
     uint64_t weight_bytes_before, weight_bytes_after;
     wm_quant_table_note *tables; /* the embedding tables' blocks, in graph order (owned: wm_quant_report_free) */
     size_t n_tables;
+    wm_quant_carry_note *carried; /* WM_QUANT_CARRY: each carry-entry weight's outcome (owned: wm_quant_report_free) */
+    size_t n_carried;
 } wm_quant_report;
 
 /* Frees what a report owns (its tables); the report may be zeroed or filled by wm_quant_run. */
@@ -115,7 +153,7 @@ wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, cons
 
 void wm_quant_plan_free(wm_quant_plan *p);
 
-/* "fp16", "int8", "int8-static"/"qdq", "w8a16", "int4" -> mode; 0 when unknown. */
+/* "fp16", "int8", "int8-static"/"qdq", "w8a16", "int4", "gguf" (carry) -> mode; 0 when unknown. */
 wm_quant_mode wm_quant_mode_parse(const char *s);
 const char *wm_quant_mode_name(wm_quant_mode m);
 

@@ -7,7 +7,7 @@
 #include "opt/shape.h"
 #include "onnx/onnx_model.h"
 
-enum { WM_QJOB_NBITS = 1, WM_QJOB_TO_F16, WM_QJOB_INT8W };
+enum { WM_QJOB_NBITS = 1, WM_QJOB_TO_F16, WM_QJOB_INT8W, WM_QJOB_CARRY };
 
 /*
  * One deferred computation: reads src, produces the bytes of dst[0..n_dst).
@@ -15,6 +15,8 @@ enum { WM_QJOB_NBITS = 1, WM_QJOB_TO_F16, WM_QJOB_INT8W };
  *  TO_F16: dst = src converted to float16 (clamped to +-65504)
  *  INT8W:  dst = quantized weight, scale(s), [zero point(s)] (K, N, per_channel, sym, qtype, trans; t_out:
  *          the codes of src [K, N] written as [N, K], so a Gemm transB weight feeds MatMulInteger)
+ *  CARRY:  dst = packed codes, scales, [zero points: uint8 packed, or float [N, nblk]] from carry's rows, checked
+ *          against src's float values (K, N, bs, bits, trans: src stored [N, K])
  */
 typedef struct wm_qjob {
     int kind;
@@ -28,6 +30,7 @@ typedef struct wm_qjob {
     int half_scales; /* NBITS with float32 scales: wm_quant_config.half_scales */
     int t_out;       /* INT8W: codes transposed (above) */
     int search;      /* NBITS: wm_quant_config.scale_search */
+    const wm_quant_carry *carry; /* CARRY: the entry (bits, block, zp and rows) */
 } wm_qjob;
 
 struct wm_quant_plan {
@@ -70,6 +73,9 @@ wm_status wm_quant_int8(wm_graph *g, const wm_quant_config *c, wm_quant_report *
                         wm_error *err);
 wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                          wm_error *err);
+
+/* WM_QUANT_CARRY: the entry naming weight w; NULL when none. */
+const wm_quant_carry *wm_quant_carry_find(const wm_quant_config *c, const char *w);
 
 /* Float32 view of a constant weight, row-major, as floats (decoded from f32/f16/bf16/f64); caller frees. */
 float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err);

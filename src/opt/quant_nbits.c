@@ -426,6 +426,85 @@ static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_p
     return s;
 }
 
+/* ---------------------------------------------------------------- carried blocks (WM_QUANT_CARRY) */
+
+static const char *const ZP_NAMES[] = {"none", "uint8", "float"};
+
+/* Records what was done to carry-entry weight w (see wm_quant_carry_note). */
+static wm_status carry_note(wm_quant_report *r, const char *w, const wm_quant_carry *cy, const char *op,
+                            const char *result, int bits, int64_t block, int zp, const char *reason, wm_error *err) {
+    wm_quant_carry_note *v = realloc(r->carried, (r->n_carried + 1) * sizeof *v);
+    if (!v) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    r->carried = v;
+    char *name = strdup(w);
+    if (!name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    v[r->n_carried++] = (wm_quant_carry_note){name, cy->source, op, result, bits, block,
+                                              bits ? ZP_NAMES[zp] : "none", reason};
+    return WM_OK;
+}
+
+/* Submits cy's blocks for weight w (tensor t, K x N; trans: t stored [N, K]) in submit_blocks' layout and names. */
+static wm_status submit_carry(wm_graph *g, wm_quant_plan *plan, const char *w, const wm_onnx_tensor *t,
+                              const wm_quant_carry *cy, int trans, int flat, const char **names, wm_error *err) {
+    int64_t K = cy->K, N = cy->N, bs = cy->block, nblk = K / bs;
+    int bits = cy->bits;
+    wm_qjob j = {WM_QJOB_CARRY, wm_graph_model(g), t, {NULL}, cy->zp ? 3 : 2, K, N, bs, bits, !cy->zp, 0, trans,
+                 0, WM_DT_FLOAT, 0, 0, 0, 0, cy};
+    char nm[3][256];
+    snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
+    snprintf(nm[1], sizeof nm[1], "%s_scales", w);
+    snprintf(nm[2], sizeof nm[2], "%s_zero_points", w);
+    wm_qout outs[3] = {{wm_opt_name_exact(g, nm[0]), WM_DT_UINT8, {N, nblk, bs * bits / 8}, 3},
+                       {wm_opt_name_exact(g, nm[1]), WM_DT_FLOAT, {N, nblk}, 2},
+                       {wm_opt_name_exact(g, nm[2]), cy->zp == 2 ? WM_DT_FLOAT : WM_DT_UINT8,
+                        {N, cy->zp == 2 ? nblk : (nblk * bits + 7) / 8}, 2}};
+    if (flat) outs[0].dims[1] = K * bits / 8, outs[0].rank = 2;
+    if (!outs[0].name || !outs[1].name || !outs[2].name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    wm_status s = wm_qjob_submit(g, plan, &j, outs, err);
+    names[0] = outs[0].name, names[1] = outs[1].name, names[2] = cy->zp ? outs[2].name : NULL;
+    return s;
+}
+
+/*
+ * WM_QUANT_CARRY for a MatMul / Gemm weight w (K x N): its entry's blocks as they are (*done 1, *bits, *bs and the
+ * names q), requantized by RTN when the entry says so (*done 1), or left float (*done 0: no entry, a shape the
+ * entry does not describe, or an entry neither carried nor requantized). Every entry's outcome is noted.
+ */
+static wm_status carry_matrix(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
+                              const char *w, const wm_onnx_tensor *t, int64_t K, int64_t N, int trans, int *bits,
+                              int64_t *bs, const char **q, int *done, wm_error *err) {
+    const wm_quant_carry *cy = wm_quant_carry_find(c, w);
+    const char *op = trans ? "Gemm" : "MatMul";
+    *done = 0;
+    if (!cy || t->data_type != WM_DT_FLOAT) {
+        r->skipped++;
+        return cy ? carry_note(r, w, cy, op, "float", 0, 0, 0, "its values are not float32", err) : WM_OK;
+    }
+    if (cy->N != N || cy->K != K || cy->stored_t == trans) {
+        r->skipped++;
+        return carry_note(r, w, cy, op, "float", 0, 0, 0, "the node reads it in a shape its source rows do not have",
+                          err);
+    }
+    if (!cy->bits && !cy->requant_bits) {
+        r->skipped++;
+        return carry_note(r, w, cy, op, "float", 0, 0, 0, cy->reason, err);
+    }
+    wm_status s;
+    if (!cy->bits) { /* RTN from the float values, asymmetric (the source had offsets), block 32 */
+        wm_quant_config cc = *c;
+        cc.symmetric = 0, cc.scale_search = 0, cc.half_scales = 0;
+        *bits = cy->requant_bits, *bs = 32;
+        s = submit_blocks(g, &cc, plan, w, t, K, N, 32, trans, cy->requant_bits, 0, q, err);
+        if (!s) s = carry_note(r, w, cy, "MatMulNBits", "requantized", *bits, 32, 1, cy->reason, err);
+    } else {
+        *bits = cy->bits, *bs = cy->block;
+        s = submit_carry(g, plan, w, t, cy, trans, 0, q, err);
+        if (!s) s = carry_note(r, w, cy, "MatMulNBits", "carried", cy->bits, cy->block, cy->zp, NULL, err);
+    }
+    *done = !s;
+    return s;
+}
+
 int64_t wm_quant_table_block(int64_t width, int64_t block) {
     for (int64_t bs = block; bs >= 16; bs /= 2)
         if (width > 0 && width % bs == 0) return bs;
@@ -468,14 +547,18 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
     int bits = wants_8bit(c, n) ? 8 : c->bits;
     int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1], bs = c->block_size;
     wm_status s = WM_OK;
-    if (tb && gathered(c, all, n_all, w)) { /* a tied lm_head: the embedding's block, so that both share one copy */
-        int64_t tbs = wm_quant_table_block(K, c->block_size);
-        if (tbs && tbs != bs && !(s = table_note(r, w, "MatMulNBits", K, tbs, err))) bs = tbs;
-        if (s) return s;
-    }
     const char *q[3];
-    s = submit_blocks(g, c, plan, w, t, K, N, bs, tb, bits, 0, q, err);
-    if (s) return s;
+    if (c->mode == WM_QUANT_CARRY) {
+        int done;
+        if ((s = carry_matrix(g, c, r, plan, w, t, K, N, tb, &bits, &bs, q, &done, err)) || !done) return s;
+    } else {
+        if (tb && gathered(c, all, n_all, w)) { /* a tied lm_head: the embedding's block, so both share one copy */
+            int64_t tbs = wm_quant_table_block(K, c->block_size);
+            if (tbs && tbs != bs && !(s = table_note(r, w, "MatMulNBits", K, tbs, err))) bs = tbs;
+            if (s) return s;
+        }
+        if ((s = submit_blocks(g, c, plan, w, t, K, N, bs, tb, bits, 0, q, err))) return s;
+    }
     if (tb && tables->n < sizeof tables->v / sizeof tables->v[0])
         tables->v[tables->n++] = (nb_table){t, bits, bs, q[0], q[1], q[2]};
     const char *in[4] = {a, q[0], q[1], q[2]}, *out[1] = {n->output[0]};
@@ -483,7 +566,7 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
     snprintf(name, sizeof name, "%s_Q%d", n->name ? n->name : "MatMul", bits);
     if (wm_graph_remove_node(g, n, err)) return err->status;
     wm_onnx_node *f = wm_graph_add_node(g, "MatMulNBits", "com.microsoft", wm_graph_unique_name(g, name), in,
-                                        c->symmetric ? 3 : 4, out, 1, err);
+                                        q[2] ? 4 : 3, out, 1, err);
     if (!f || wm_graph_set_attr_int(g, f, "K", K, err) || wm_graph_set_attr_int(g, f, "N", N, err) ||
         wm_graph_set_attr_int(g, f, "bits", bits, err) ||
         wm_graph_set_attr_int(g, f, "block_size", bs, err) ||
@@ -513,12 +596,25 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
         return WM_OK;
     }
     int64_t V = t->dims[0], H = t->dims[1], row = H * bits / 8, bs = wm_quant_table_block(H, c->block_size);
-    if (!bs) { /* no block divides the width: float32, said in the report */
+    const wm_quant_carry *cy = c->mode == WM_QUANT_CARRY ? wm_quant_carry_find(c, w) : NULL;
+    wm_status s = WM_OK;
+    if (c->mode == WM_QUANT_CARRY) { /* the entry's blocks as they are, or the table stays float */
+        const char *why = !cy ? "" : dt != WM_DT_FLOAT ? "its values are not float32"
+                          : cy->N != V || cy->K != H || cy->stored_t ? "the node reads it in a shape its source rows do not have"
+                          : !cy->bits ? cy->reason
+                          : cy->zp == 2 ? "GatherBlockQuantized takes uint8 zero points only (onnxruntime refuses "
+                                          "float ones)" : NULL;
+        if (why) {
+            r->skipped++;
+            return cy ? carry_note(r, w, cy, "Gather", "float", 0, 0, 0, why, err) : WM_OK;
+        }
+        bits = cy->bits, bs = cy->block, row = H * bits / 8;
+        if ((s = carry_note(r, w, cy, "GatherBlockQuantized", "carried", bits, bs, cy->zp, NULL, err))) return s;
+    } else if (!bs) { /* no block divides the width: float32, said in the report */
         r->skipped++;
         return table_note(r, w, "Gather", H, 0, err);
     }
-    wm_status s = table_note(r, w, "GatherBlockQuantized", H, bs, err);
-    if (s) return s;
+    if (!cy && (s = table_note(r, w, "GatherBlockQuantized", H, bs, err))) return s;
     const char *data = NULL, *scales = NULL, *zp = NULL;
     for (size_t i = 0; i < tables->n && !data; i++)
         if (tables->v[i].src == t && tables->v[i].bits == bits && tables->v[i].bs == bs) {
@@ -530,7 +626,9 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
         }
     if (!data) { /* its own codes, the table's rows as MatMulNBits' columns */
         const char *q[3];
-        if ((s = submit_blocks(g, c, plan, w, t, H, V, bs, 1, bits, 1, q, err))) return s;
+        if ((s = cy ? submit_carry(g, plan, w, t, cy, 1, 1, q, err) : submit_blocks(g, c, plan, w, t, H, V, bs, 1,
+                                                                                    bits, 1, q, err)))
+            return s;
         data = q[0], scales = q[1], zp = q[2];
     }
     const char *in[4] = {data, ix, scales, zp}, *out[1] = {n->output[0]};

@@ -7,8 +7,12 @@
  * numbers read), every tensor of a supported type dequantizable; then the
  * checkpoint view is made (config.json, tokenizer.json ...): when it is,
  * the made files parse, the tokenizer loads and encodes, and every view
- * tensor reads.
+ * tensor reads; every quantized view matrix whose blocks carry (-p gguf)
+ * gives, row by row, codes in range whose (code - zp) * scale is the row's
+ * float value (bit for bit with integer zero points).
  */
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +70,36 @@ static void check_file(const wm_gguf_file *f, const uint8_t *data, size_t size) 
     (void)dsum;
 }
 
+/* A carried view matrix: every row's blocks against its float values (the view's read of that row). */
+static void check_carry(const wm_st_tensor *t) {
+    wm_ggml_carry cf;
+    if (!wm_gguf_st_carry(t, &cf) || t->numel > (1u << 20) || t->rank != 2 || t->shape[1] <= 0) return;
+    int64_t K = t->shape[1], nblk = K / cf.block;
+    if (K % cf.block) abort();
+    float *v = malloc((size_t)K * sizeof *v), *sc = malloc((size_t)nblk * sizeof *sc),
+          *zp = malloc((size_t)nblk * sizeof *zp);
+    uint8_t *c = malloc((size_t)K);
+    if (!v || !sc || !zp || !c) abort();
+    for (int64_t r = 0; r < t->shape[0]; r++) {
+        t->src->read(t->src->ctx, (uint64_t)(r * K), (size_t)K, v);
+        wm_gguf_st_carry_row(t, (uint64_t)r, c, sc, zp);
+        for (int64_t k = 0; k < K; k++) {
+            int64_t b = k / cf.block;
+            if (c[k] >> cf.bits) abort();
+            float got = ((float)c[k] - zp[b]) * sc[b];
+            if (got == v[k] || (isnan(got) && isnan(v[k]))) continue;
+            if (cf.zp != WM_CARRY_ZP_FLOAT) abort(); /* integer zero points: the same product */
+            if (isfinite(got) && isfinite(v[k]) && isfinite(zp[b]) &&
+                fabsf(got - v[k]) > 8.0f * FLT_EPSILON * fabsf(sc[b]) * (255.0f + fabsf(zp[b])))
+                abort();
+        }
+    }
+    free(v);
+    free(sc);
+    free(zp);
+    free(c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     wm_error err = {0};
     wm_gguf_file *f = NULL;
@@ -89,6 +123,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         t->src->read(t->src->ctx, 0, (size_t)t->numel, v);
         free(v);
     }
+    for (size_t i = 0; i < wm_st_count(st); i++)
+        check_carry(wm_st_get(st, i));
     for (size_t i = 0; i < ck.n_made; i++) {
         if (strcmp(ck.made[i].name, "tokenizer.json")) continue;
         wm_tokenizer *tok = NULL;

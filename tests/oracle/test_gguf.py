@@ -11,6 +11,11 @@
     GGUF tokenizer over the tokenizer corpus (tests/oracle/tok_corpus.py), through our C tokenizer and through the
     `tokenizers` library, for SmolLM2 (gpt2 byte-level) and Gemma 3 (SentencePiece-style, merges rebuilt from the
     vocabulary), and for SentencePiece vocabularies trained here written as llama and phi3 GGUFs (merges from scores);
+  - the default build (precision gguf) carries SmolLM2's Q4_1 / Q8_0 blocks into MatMulNBits and
+    GatherBlockQuantized without requantizing: the manifest's per-tensor record, the blocks dequantized by numpy equal
+    to transformers' weights (Q8_0 bit for bit, Q4_1 within 1e-6 of max |w|), onnxruntime running the build with
+    logits that agree with our engine's, greedy 64 tokens identical to transformers in at least 9 of 10 runs and
+    perplexity (our engine and onnxruntime) within 0.5% of transformers' float32;
   - `winml inspect` of a GGUF; hostile files through the CLI under ASan: one clear line, exit 2, nothing written.
 
 WM_WEIGHTS_CACHE names the weight cache (real_weights.py); WM_TOK_LINES the corpus slice (default 2000).
@@ -27,6 +32,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle_util as U  # noqa: E402
+import gguf_carry_util as C  # noqa: E402
 import real_weights as RW  # noqa: E402
 import tok_corpus  # noqa: E402
 
@@ -195,28 +201,142 @@ def smollm2_ref(smollm2):
     return tok, m
 
 
-@pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat"])
-@pytest.mark.parametrize("k", range(len(PROMPTS)))
-def test_smollm2_generate(smollm2, smollm2_ref, winml, k, chat):
+_REF_GEN = {}
+
+
+def _reference(ref, prompt, chat):
+    """transformers' greedy 64 tokens (no end id) for the prompt, as (prompt ids, new ids); computed once."""
     import torch
-    _, _, out, _ = smollm2
-    tok, m = smollm2_ref
-    prompt = PROMPTS[k]
+    tok, m = ref
     if chat:
         text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
         ids = tok(text, add_special_tokens=False).input_ids
     else:
         ids = tok(prompt).input_ids
-    with torch.no_grad():
-        o = m.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long), do_sample=False,
-                       max_new_tokens=64, min_new_tokens=64, eos_token_id=None, pad_token_id=2)
-    want = o[0, len(ids):].tolist()
+    if (prompt, chat) not in _REF_GEN:
+        with torch.no_grad():
+            o = m.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                           do_sample=False, max_new_tokens=64, min_new_tokens=64, eos_token_id=None, pad_token_id=2)
+        _REF_GEN[(prompt, chat)] = (ids, o[0, len(ids):].tolist())
+    return _REF_GEN[(prompt, chat)]
+
+
+def _generate(winml, out, prompt, chat):
     r = run_ok([winml, "generate", "-m", out, "--prompt", prompt, "--max-new-tokens", "64", "--eos", "999999",
                 "-f", "json"] + (["--chat"] if chat else []))
-    got = json.loads(r.stdout)
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["plain", "chat"])
+@pytest.mark.parametrize("k", range(len(PROMPTS)))
+def test_smollm2_generate(smollm2, smollm2_ref, winml, k, chat):
+    _, _, out, _ = smollm2
+    ids, want = _reference(smollm2_ref, PROMPTS[k], chat)
+    got = _generate(winml, out, PROMPTS[k], chat)
     assert got["prompt_tokens"] == len(ids)
     agree = next((i for i, (a, b) in enumerate(zip(got["ids"], want)) if a != b), len(want))
     assert got["ids"] == want, f"first {agree} of 64 tokens agree"
+
+
+# ---------------------------------------------------------------- SmolLM2: the default build carries the GGUF's blocks
+
+@pytest.fixture(scope="module")
+def smollm2_carried(request, winml):
+    """`winml build -m FILE.gguf` with no -p: precision gguf, the Q4_1 / Q8_0 blocks carried as they are."""
+    out = U.scratch(request, "smollm2_carried") / "build"
+    t0 = time.time()
+    r = run_ok([winml, "build", "-m", RW.smollm2_gguf(), "-o", out, "-f", "json"])
+    U.note(f"SmolLM2 GGUF -> winml build (carried): {time.time() - t0:.1f} s")
+    return out, json.loads(r.stdout)
+
+
+def test_smollm2_carried_manifest(smollm2_carried):
+    """Every quantized tensor is carried (none requantized, none left float) and the manifest says how: Q4_1 as
+    4-bit block 32 with float zero points, the tied Q8_0 embedding as 8-bit block 32 (implicit zero point 128) both
+    in the lm_head's MatMulNBits and the GatherBlockQuantized sharing its codes."""
+    out, man = smollm2_carried
+    assert man["precision"] == "gguf"
+    q = next(s for s in man["stages"] if s["name"] == "quant")
+    assert q["ops"].get("MatMulNBits") == 211 and q["ops"].get("GatherBlockQuantized") == 1, q["ops"]
+    summary = {(e["gguf_type"], e["onnx"], e["result"]): e["tensors"] for e in q["carried"]["summary"]}
+    assert summary == {("Q4_1", "MatMulNBits", "carried"): 210, ("Q8_0", "MatMulNBits", "carried"): 1,
+                       ("Q8_0", "GatherBlockQuantized", "carried"): 1}, summary
+    forms = {t["gguf_type"]: (t["bits"], t["block"], t["zero_points"], t["exact"]) for t in q["carried"]["tensors"]}
+    assert forms == {"Q4_1": (4, 32, "float", True), "Q8_0": (8, 32, "none", True)}, forms
+    rec = json.load(open(out / "winml_build_config.json"))
+    assert rec["quant"]["mode"] == "gguf"
+
+
+def test_smollm2_carried_weights_exact(smollm2_carried, smollm2):
+    """The carried blocks dequantized by numpy are transformers' dequantized weights: Q8_0 bit for bit, Q4_1 (float
+    zero point -m/d) within 1e-6 of the largest |w|."""
+    out, man = smollm2_carried
+    _, hf, _, _ = smollm2
+    got = C.check_carried_exact(out, man, hf, lambda w: w.replace(".attn.", ".self_attn."))
+    U.note(f"SmolLM2 carried blocks vs transformers' weights (tensors, worst diff / max |w|): {got}")
+    assert set(got) == {"Q4_1", "Q8_0"}
+
+
+def test_smollm2_carried_onnxruntime_and_engine(smollm2_carried, smollm2_ref, build_dir, tmp_path):
+    """onnxruntime runs the carried build, and its logits agree with our engine's on the prompts (and both with
+    transformers' on the dequantized weights)."""
+    import torch
+    from engine_util import engine_run, ort_run
+    out, _ = smollm2_carried
+    tok, m = smollm2_ref
+    worst = {"ort_vs_engine": 0.0, "engine_vs_hf": 0.0, "ort_vs_hf": 0.0}
+    for p in PROMPTS[:3]:
+        ids = tok(p).input_ids
+        with torch.no_grad():
+            ref = m(torch.tensor([ids])).logits.numpy().astype(np.float64)
+        feeds = _feeds(ids)
+        ort = ort_run(os.path.join(out, "model.onnx"), feeds)["logits"].astype(np.float64)
+        eng = engine_run(build_dir, os.path.join(out, "model.onnx"), feeds, tmp_path)[0]["logits"].astype(np.float64)
+        assert ort.shape == eng.shape == ref.shape
+        worst["ort_vs_engine"] = max(worst["ort_vs_engine"], float(np.abs(ort - eng).max()))
+        worst["engine_vs_hf"] = max(worst["engine_vs_hf"], float(np.abs(eng - ref).max()))
+        worst["ort_vs_hf"] = max(worst["ort_vs_hf"], float(np.abs(ort - ref).max()))
+        assert ort[0, -1].argmax() == eng[0, -1].argmax() == ref[0, -1].argmax()
+    U.note(f"SmolLM2 carried logits, max abs diff: {worst}")
+    assert worst["ort_vs_engine"] <= C.CARRIED_LOGITS_TOL, worst
+
+
+def test_smollm2_carried_generate(smollm2_carried, smollm2_ref, winml):
+    """Greedy 64 tokens of the carried build against transformers on the dequantized weights, 5 prompts plain and
+    with --chat: at least 9 of the 10 identical."""
+    out, _ = smollm2_carried
+    same, firsts = 0, []
+    for prompt in PROMPTS:
+        for chat in (False, True):
+            ids, want = _reference(smollm2_ref, prompt, chat)
+            got = _generate(winml, out, prompt, chat)
+            assert got["prompt_tokens"] == len(ids)
+            same += got["ids"] == want
+            firsts.append(next((i for i, (a, b) in enumerate(zip(got["ids"], want)) if a != b), 64))
+    U.note(f"SmolLM2 carried build: {same} of 10 greedy runs identical to transformers (first difference at {firsts})")
+    assert same >= 9, f"{same} of 10 identical; first differing token per run: {firsts}"
+
+
+def test_smollm2_carried_perplexity(smollm2_carried, smollm2_ref, winml, tmp_path):
+    """Perplexity of the carried build (our engine, and onnxruntime) within 0.5% of transformers' float32 on the
+    dequantized weights, over the text and windows of the Gemma 3 perplexity test."""
+    out, _ = smollm2_carried
+    tok, m = smollm2_ref
+    text = C.fortunes_text(3200)
+    (tmp_path / "text.txt").write_text(text, encoding="utf-8")
+    ids = tok(text, return_tensors="pt").input_ids
+    want, count = C.hf_perplexity(m, ids, C.WINDOW, C.STRIDE)
+    r = run_ok([winml, "eval", "--mode", "task", "-m", out, "--dataset", tmp_path / "text.txt", "--task",
+                "text-generation", "--max-length", str(C.WINDOW), "--stride", str(C.STRIDE), "-f", "json"])
+    got = json.loads(r.stdout)["metrics"]
+    assert got["tokens"] == ids.size(1) and got["scored_tokens"] == count
+    ort, n = C.ort_perplexity(out / "model.onnx", ids[0].tolist(), C.WINDOW, C.STRIDE, *C.decoder_sizes(out))
+    assert n == count
+    rel, rel_ort = abs(got["perplexity"] - want) / want, abs(ort - want) / want
+    U.note(f"SmolLM2 perplexity over {ids.size(1)} tokens (window {C.WINDOW}, stride {C.STRIDE}): transformers fp32 "
+           f"{want:.4f}, winml carried {got['perplexity']:.4f} ({rel:+.2%}), onnxruntime carried {ort:.4f} "
+           f"({rel_ort:+.2%})")
+    assert rel <= 0.005 and rel_ort <= 0.005
 
 
 # ---------------------------------------------------------------- tokenizers
@@ -349,6 +469,30 @@ def test_inspect_gguf(winml):
     assert g.get("checkpoint", {}).get("model_type") == "gemma3_text" or "gemma3_text" in g["checkpoint_error"]
 
 
+def _ragged_rows(path):
+    """A Q8_0 matrix whose rows (40 elements, patched into its dims) are not whole 32-element blocks: the carried
+    build's blocks could not map onto MatMulNBits blocks of the row."""
+    import struct
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(1)
+    w.add_embedding_length(32)
+    w.add_head_count(2)
+    w.add_context_length(64)
+    w.add_feed_forward_length(32)
+    w.add_vocab_size(4)
+    w.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((2, 34), np.uint8), raw_dtype=T.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    b = bytearray(path.read_bytes())
+    at = b.index(b"blk.0.attn_q.weight") + len("blk.0.attn_q.weight")
+    assert struct.unpack_from("<IQQ", b, at) == (2, 32, 2)
+    struct.pack_into("<Q", b, at + 4, 40)
+    path.write_bytes(bytes(b))
+
+
 def _tiny(path, arch="llama", bad_type=None):
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(1)
@@ -381,6 +525,8 @@ def test_hostile_gguf_cli(cmd, winml_asan, tmp_path):
     _tiny(tmp_path / "bloom.gguf", arch="bloom")
     cases["bloom.gguf"] = ["general.architecture", "'bloom' is not supported"]
     cases["missing.gguf"] = ["missing.gguf", "cannot open"]
+    _ragged_rows(tmp_path / "ragged.gguf")  # refused before any build (the default one carries blocks)
+    cases["ragged.gguf"] = ["blk.0.attn_q.weight", "40 elements is not a whole number of Q8_0 blocks"]
     for name, needles in cases.items():
         if cmd == "inspect" and name in ("iq.gguf", "bloom.gguf"):
             d = U.inspect_json(winml_asan, tmp_path / name)  # the file is fine: inspect says why it cannot build
@@ -500,3 +646,70 @@ def test_architecture_tables_match_transformers(arch, winml, tmp_path):
     got = ort_run(tmp_path / "b" / "model.onnx", feeds)["logits"]
     d = float(np.abs(got - ref).max())
     assert d <= 1e-4, f"{arch}: logits differ by {d} (ref max {np.abs(ref).max()})"
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_architecture_tables_carried(arch, winml, build_dir, tmp_path):
+    """The same random models built by default (precision gguf): Q8_0 / Q4_1 / Q5_0 / Q4_0 blocks carried, Q5_1
+    requantized to 8 bits (onnxruntime's MatMulNBits takes no float zero points at 8 bits) and F32 / F16 matrices
+    left float, each said in the manifest; onnxruntime and our engine agree, and both stay near transformers
+    (the requantized Q5_1 tensors are the only weights that differ)."""
+    import torch
+    import transformers
+    from engine_util import engine_run, ort_run
+    path = tmp_path / f"{arch}.gguf"
+    _synthetic(path, arch)
+    r = run_ok([winml, "build", "-m", path, "-o", tmp_path / "b", "-q", "-f", "json"])
+    q = next(s for s in json.loads(r.stdout)["stages"] if s["name"] == "quant")
+    by = {}
+    for t in q["carried"]["tensors"]:
+        by.setdefault(t["gguf_type"], set()).add(t["result"])
+        if t["result"] == "requantized":
+            assert t["bits"] == 8 and not t["exact"] and "float zero points at 8 bits" in t["reason"], t
+    assert by.pop("Q5_1", {"requantized"}) == {"requantized"}
+    assert by.pop("F32", {"float"}) == {"float"} and by.pop("F16", {"float"}) == {"float"}
+    assert set().union(*by.values()) == {"carried"}, by
+    m = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file=path.name,
+                                                          dtype=torch.float32).eval()
+    a = ARCHS[arch]
+    hd = a["hd"] or a["H"] // a["nh"]
+    ids = np.random.default_rng(1).integers(0, 300, size=(1, 17), dtype=np.int64)
+    with torch.no_grad():
+        ref = m(torch.tensor(ids)).logits.numpy()
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(17)[None]}
+    for i in range(a["L"]):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, a["kvh"], 0, hd), np.float32)
+    ort = ort_run(tmp_path / "b" / "model.onnx", feeds)["logits"]
+    eng = engine_run(build_dir, tmp_path / "b" / "model.onnx", feeds, tmp_path)[0]["logits"]
+    d_pair, d_ref = float(np.abs(ort - eng).max()), float(np.abs(eng - ref).max())
+    U.note(f"{arch} carried: onnxruntime vs winml {d_pair:.2g}, winml vs transformers {d_ref:.2g} "
+           f"(max |logit| {np.abs(ref).max():.2g})")
+    assert d_pair <= C.CARRIED_LOGITS_TOL
+    assert d_ref <= 2e-2 * np.abs(ref).max()
+
+
+
+def test_precision_gguf_usage(winml, tmp_path):
+    """-p gguf needs a GGUF with its blocks (not a safetensors checkpoint, not --random-weights; `winml quantize` has
+    no GGUF to carry); -p int4 from a GGUF says it requantizes from the dequantized values; `winml export` of a GGUF
+    and `winml config -p fp32` stay float32."""
+    hf = RW.hf_from_gguf(RW.smollm2_gguf())
+    path = tmp_path / "llama.gguf"
+    _synthetic(path, "llama")
+    for argv, needles in [
+        (["build", "-m", hf, "-o", tmp_path / "o1", "-p", "gguf"], ["precision gguf", "the source is not a GGUF"]),
+        (["config", "-m", hf, "-p", "gguf"], ["precision gguf", "the source is not a GGUF"]),
+        (["build", "-m", path, "-o", tmp_path / "o2", "-p", "gguf", "--random-weights"], ["not with --random-weights"]),
+        (["build", "-m", path, "-o", tmp_path / "o3", "-p", "int9"], ["unknown precision 'int9'", "gguf"]),
+    ]:
+        r = U.run([winml] + argv)
+        U.assert_clean_error(r, f"winml {argv[0]}", *needles)
+    assert not U.leftovers(tmp_path)
+    r = run_ok([winml, "build", "-m", path, "-o", tmp_path / "i4", "-p", "int4", "-f", "json"])
+    assert "requantized from its dequantized values" in r.stderr
+    assert json.loads(r.stdout)["precision"] == "int4"
+    rec = json.loads(run_ok([winml, "config", "-m", path]).stdout)
+    assert rec["quant"]["mode"] == "gguf" and rec["quant"]["rtn_accuracy_level"] == 0
+    r = run_ok([winml, "export", "-m", path, "-o", tmp_path / "ex", "-f", "json"])
+    assert json.loads(r.stdout)["precision"] == "fp32"

