@@ -154,8 +154,7 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
     }
     r->precision = precision;
     if (precision != WM_PREC_FP32) {
-        static const char *const empty[] = {NULL}, *const mm[] = {"MatMul", "Gemm", NULL},
-                                 *const mmg[] = {"MatMul", "Gemm", "Gather", NULL};
+        static const char *const empty[] = {NULL}, *const mmg[] = {"MatMul", "Gemm", "Gather", NULL};
         r->has_quant = 1;
         r->samples = -1;
         r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
@@ -164,23 +163,18 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
             snprintf(r->quant_mode, sizeof r->quant_mode, "fp16");
             r->fp16_keep_io_types = 1;
             r->fp16_op_block_list = str_list(empty);
-        } else if (precision == WM_PREC_INT8 && a->kind == WM_ENCODER) {
-            /* int8 weights in blocks of 32 along K, float32 activations (MatMulNBits bits 8). Dynamic int8 (one
-               uint8 range per activation tensor) loses too much on encoders: all-MiniLM-L6-v2's embeddings reach
-               cosine 0.985 with it (exact integer arithmetic: the scheme, not the engine), 0.9997 with these. */
+        } else if (precision == WM_PREC_INT8) {
+            /* int8 weights in blocks of 32 along K, float32 activations (MatMulNBits bits 8, no accuracy_level),
+               for every model kind. Dynamic int8 (DynamicQuantizeLinear + MatMulInteger, one uint8 range per
+               activation tensor) is wrong twice: it loses too much (all-MiniLM-L6-v2's embeddings reach cosine
+               0.985 with it, 0.9997 with these; SmolLM2-135M perplexity 1.65x fp32 in our engine), and
+               onnxruntime's u8s8 kernels saturate their int16 pair sums on x86 without VNNI, so the same file gave
+               SmolLM2 perplexity 2.3e7 there (tests/oracle/test_int8_real.py). */
             snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
             r->rtn_bits = 8;
             r->rtn_block_size = 32;
             r->symmetric = 1;
             r->op_types_to_quantize = str_list(mmg); /* the embedding tables too, as GatherBlockQuantized */
-            r->nodes_to_exclude = str_list(empty);
-        } else if (precision == WM_PREC_INT8) {
-            snprintf(r->quant_mode, sizeof r->quant_mode, "dynamic");
-            snprintf(r->weight_type, sizeof r->weight_type, "int8");
-            snprintf(r->activation_type, sizeof r->activation_type, "uint8");
-            r->per_channel = 1;
-            r->symmetric = 1;
-            r->op_types_to_quantize = str_list(mm);
             r->nodes_to_exclude = str_list(empty);
         } else {
             snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");

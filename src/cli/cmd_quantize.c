@@ -29,7 +29,12 @@ static void help(void) {
            "  --block-size N   int4 block (power of two >= 16, default 32)\n"
            "  --symmetric / --asymmetric   weights (default: symmetric int8, asymmetric int4)\n"
            "  --per-channel    int8 weight scales per output channel\n"
-           "  --reduce-range   7-bit int8 weights (u8s8 MatMulInteger saturates on x86 CPUs without VNNI)\n"
+           "  --reduce-range / --no-reduce-range   7-bit int8 weights ([-64, 64]); default: on where integer\n"
+           "                   kernels multiply int8 weights with 8-bit activations (-p int8, int8-static):\n"
+           "                   onnxruntime's u8s8 kernels on x86 without VNNI sum pairs of products in int16,\n"
+           "                   which full-range weights overflow (wrong results, e.g. perplexity 2.3e7 where\n"
+           "                   fp32 gives 38); --no-reduce-range keeps 8 bits for runtimes known not to\n"
+           "                   (winml's engine computes either exactly)\n"
            "  --weight-type int8|uint8, --activation-type uint8|int8|uint16|int16\n"
            "  --ranges FILE    static: activation ranges as JSON {\"value\": [min, max], ...}\n"
            "  --calib-data DIR static: collected activations (DIR/manifest.json: {\"value\": [\"file.f32\", ...]})\n"
@@ -85,7 +90,7 @@ static uint64_t model_bytes(const wm_onnx_model *m) {
 
 enum {
     O_BLOCK = 256, O_SYM, O_ASYM, O_PERCH, O_WTYPE, O_ATYPE, O_RANGES, O_CALIB, O_METHOD, O_PCT, O_SAMPLES,
-    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_HALF, O_OVERWRITE, O_SEARCH
+    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_NOREDUCE, O_HALF, O_OVERWRITE, O_SEARCH
 };
 
 int wm_cmd_quantize(int argc, char **argv) {
@@ -104,11 +109,12 @@ int wm_cmd_quantize(int argc, char **argv) {
         {"stream", required_argument, 0, O_STREAM},   {"keep-io-types", no_argument, 0, O_KEEPIO},
         {"op-block-list", required_argument, 0, O_BLOCKLIST}, {"bits", required_argument, 0, O_BITS},
         {"report", required_argument, 0, O_REPORT},   {"reduce-range", no_argument, 0, O_REDUCE},
+        {"no-reduce-range", no_argument, 0, O_NOREDUCE},
         {"half-scales", no_argument, 0, O_HALF},     {"scale-search", no_argument, 0, O_SEARCH},     {"overwrite", no_argument, 0, O_OVERWRITE},
         {0, 0, 0, 0}};
     const char *prec = NULL, *ranges_path = NULL, *calib_dir = NULL, *report = NULL, *stream = "auto";
     const char *method = "minmax";
-    int sym = -1, perch = 0, keep_io = 0, bits = 4, samples = 0, reduce = 0;
+    int sym = -1, perch = 0, keep_io = 0, bits = 4, samples = 0, reduce = -1;
     double pct = 99.999;
     int64_t block = 32, acc = 0;
     int half = 0, overwrite = 0, search = 0;
@@ -140,6 +146,7 @@ int wm_cmd_quantize(int argc, char **argv) {
         case O_ASYM: sym = 0; break;
         case O_PERCH: perch = 1; break;
         case O_REDUCE: reduce = 1; break;
+        case O_NOREDUCE: reduce = 0; break;
         case O_KEEPIO: keep_io = 1; break;
         case O_WTYPE:
         case O_ATYPE: {

@@ -46,7 +46,11 @@ typedef struct wm_quant_config {
     int per_channel;        /* weight scales per output column */
     int symmetric;          /* symmetric weights (int8 zero point 0; int4 no zero points) */
     int act_symmetric;      /* static: symmetric activations (int8) */
-    int reduce_range;       /* 7-bit weights: avoids u8s8 saturation on x86 without VNNI */
+    int reduce_range;       /* 7-bit weights ([-64, 64], uint8 [0, 127]): 1 always, 0 never, -1 (default) for int8
+                               weights that integer kernels multiply with 8-bit activations (dynamic, and static
+                               with uint8/int8 activations): onnxruntime's u8s8 kernels on x86 without VNNI add
+                               pairs of u8 x s8 products in int16 (vpmaddubsw), which full-range weights overflow
+                               (255 * 127 * 2 > 32767), giving wrong outputs; 7 bits cannot (255 * 64 * 2) */
     int32_t weight_type;    /* WM_DT_INT8 (default) or WM_DT_UINT8 */
     int32_t activation_type;/* static: WM_DT_UINT8 (default), WM_DT_INT8, WM_DT_UINT16 (w8a16), WM_DT_INT16 */
     const wm_quant_range *ranges; size_t n_ranges;  /* static: activation ranges by value */
