@@ -42,8 +42,9 @@ void wm_recipe_free(wm_recipe *r) {
     free(r->inputs);
     free(r->outputs);
     free(r->optim);
-    char **lists[] = {r->fp16_op_block_list, r->op_types_to_quantize, r->nodes_to_exclude};
-    for (int i = 0; i < 3; i++) {
+    char **lists[] = {r->fp16_op_block_list, r->op_types_to_quantize, r->nodes_to_exclude, r->rtn_8bit_weights,
+                      r->rtn_8bit_layer_weights};
+    for (int i = 0; i < 5; i++) {
         for (size_t k = 0; lists[i] && lists[i][k]; k++) free(lists[i][k]);
         free(lists[i]);
     }
@@ -159,6 +160,7 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
         r->samples = -1;
         r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
         r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
+        r->rtn_gptq = -1;
         if (precision == WM_PREC_FP16) {
             snprintf(r->quant_mode, sizeof r->quant_mode, "fp16");
             r->fp16_keep_io_types = 1;
@@ -281,6 +283,10 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         if (r->rtn_accuracy_level >= 0) wm_json_int(j, "rtn_accuracy_level", r->rtn_accuracy_level);
         if (r->rtn_half_scales >= 0) wm_json_bool(j, "rtn_half_scales", r->rtn_half_scales);
         if (r->rtn_scale_search >= 0) wm_json_bool(j, "rtn_scale_search", r->rtn_scale_search);
+        if (r->rtn_gptq >= 0) wm_json_bool(j, "rtn_gptq", r->rtn_gptq);
+        if (r->calibration_text[0]) wm_json_str(j, "calibration_text", r->calibration_text);
+        if (r->rtn_8bit_weights) str_list_json(j, "rtn_8bit_weights", r->rtn_8bit_weights);
+        if (r->rtn_8bit_layer_weights) str_list_json(j, "rtn_8bit_layer_weights", r->rtn_8bit_layer_weights);
         if (r->fp16_keep_io_types >= 0) wm_json_bool(j, "fp16_keep_io_types", r->fp16_keep_io_types);
         if (r->fp16_op_block_list) str_list_json(j, "fp16_op_block_list", r->fp16_op_block_list);
         if (r->op_types_to_quantize) str_list_json(j, "op_types_to_quantize", r->op_types_to_quantize);
@@ -552,9 +558,12 @@ static wm_status parse_export(const pctx *p, const cJSON *e, wm_recipe *r) {
 static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     static const char *const keys[] = {"mode", "weight_type", "activation_type", "calibration_method", "samples",
                                        "per_channel", "symmetric", "rtn_bits", "rtn_block_size", "rtn_accuracy_level",
-                                       "rtn_half_scales", "rtn_scale_search", "fp16_keep_io_types", "fp16_op_block_list", "op_types_to_quantize", "nodes_to_exclude", NULL};
+                                       "rtn_half_scales", "rtn_scale_search", "rtn_gptq", "calibration_text", "rtn_8bit_weights",
+                                       "rtn_8bit_layer_weights", "fp16_keep_io_types", "fp16_op_block_list",
+                                       "op_types_to_quantize", "nodes_to_exclude", NULL};
     r->samples = r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
     r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
+    r->rtn_gptq = -1;
     wm_status st = only_keys(p, q, "quant.", keys);
     if (st || (st = get_str(p, q, "quant.", "mode", r->quant_mode, sizeof r->quant_mode, 1)) ||
         (st = get_str(p, q, "quant.", "weight_type", r->weight_type, sizeof r->weight_type, 0)) ||
@@ -568,6 +577,10 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_int(p, q, "quant.", "rtn_accuracy_level", 0, 4, &r->rtn_accuracy_level)) ||
         (st = get_bool(p, q, "quant.", "rtn_half_scales", &r->rtn_half_scales)) ||
         (st = get_bool(p, q, "quant.", "rtn_scale_search", &r->rtn_scale_search)) ||
+        (st = get_bool(p, q, "quant.", "rtn_gptq", &r->rtn_gptq)) ||
+        (st = get_str(p, q, "quant.", "calibration_text", r->calibration_text, sizeof r->calibration_text, 0)) ||
+        (st = get_list(p, q, "quant.", "rtn_8bit_weights", &r->rtn_8bit_weights)) ||
+        (st = get_list(p, q, "quant.", "rtn_8bit_layer_weights", &r->rtn_8bit_layer_weights)) ||
         (st = get_bool(p, q, "quant.", "fp16_keep_io_types", &r->fp16_keep_io_types)) ||
         (st = get_list(p, q, "quant.", "fp16_op_block_list", &r->fp16_op_block_list)) ||
         (st = get_list(p, q, "quant.", "op_types_to_quantize", &r->op_types_to_quantize)) ||

@@ -33,6 +33,14 @@ typedef struct wm_quant_range {
     float lo, hi;
 } wm_quant_range;
 
+/* GPTQ's calibration statistics of one MatMul input value: H = sum over calibration rows x of x x^T. */
+typedef struct wm_quant_hessian {
+    const char *value; /* the value MatMul reads as its input A */
+    int64_t K;         /* its last dimension */
+    const double *h;   /* [K, K], symmetric */
+    uint64_t rows;     /* calibration rows summed */
+} wm_quant_hessian;
+
 typedef struct wm_quant_config {
     wm_quant_mode mode;
     /* selection */
@@ -63,6 +71,17 @@ typedef struct wm_quant_config {
     int scale_search;       /* 1: each block's scale (and zero point) searched for the least weighted error, never
                                more than RTN's (wm_quant_blocks_search); 0 (default): RTN, onnxruntime's values */
     const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul / Gather node names (or weight names) kept at 8 bits */
+    /* mixed precision as a table (llama.cpp's Q4_K_M keeps some tensors at more bits): a weight whose initializer
+       name contains one of int8_weights is kept at 8 bits; one containing one of int8_layer_weights is, in the
+       layers where llama.cpp's Q4_K_M gives more bits: layer i of n with i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2
+       (i: the first all-digit dot-separated part of the name, "model.layers.7.mlp..." -> 7; n: one more than the
+       largest such index among the graph's initializers) */
+    const char *const *int8_weights; size_t n_int8_weights;
+    const char *const *int8_layer_weights; size_t n_int8_layer_weights;
+    /* GPTQ (int4/int8 RTN modes): a MatMul (or bias-free Gemm whose table no Gather shares) whose input A is listed
+       here is quantized by wm_quant_gptq instead of RTN (its block's scale search is then not used) */
+    const wm_quant_hessian *hessians; size_t n_hessians;
+    double gptq_damp;       /* fraction of mean diag(H) added to H's diagonal; 0: 0.01 */
 } wm_quant_config;
 
 /*
@@ -145,5 +164,16 @@ void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits,
  */
 void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                             float *scales, uint8_t *zp);
+
+/*
+ * GPTQ (quant_gptq.c): wm_quant_blocks' layout and outputs for w [K, N], the rows quantized in order with each
+ * row's rounding error fed forward into the later rows through the calibration inputs' H = X^T X [K, K] (read,
+ * not changed), so that X W moves least. damp: the fraction of H's mean diagonal added to its diagonal (0.01 is
+ * customary). scale_dtype: how scales are rounded before use (WM_DT_FLOAT: not at all; WM_DT_FLOAT16,
+ * WM_DT_BFLOAT16). WM_ERR_INPUT naming the element when w or H holds NaN or infinity, or when H plus damping is
+ * not positive definite; WM_ERR_USAGE on a bad shape; outputs undefined on error.
+ */
+wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, double damp, int64_t bs, int bits,
+                        int symmetric, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp, wm_error *err);
 
 #endif

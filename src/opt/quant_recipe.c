@@ -7,6 +7,8 @@
  *   rtn_accuracy_level (ours: MatMulNBits accuracy_level, 4 = int8 activations),
  *   rtn_half_scales (ours: float32 scales rounded to exact halves, wm_quant_config.half_scales),
  *   rtn_scale_search (ours: each block's scale searched for the least weighted error, .scale_search),
+ *   rtn_gptq, calibration_text (ours: GPTQ, wm_quant_recipe.gptq), rtn_8bit_weights, rtn_8bit_layer_weights
+ *   (ours: weights kept at 8 bits, wm_quant_config.int8_weights / int8_layer_weights),
  *   fp16_keep_io_types, fp16_op_block_list, op_types_to_quantize, nodes_to_exclude.
  * Strings point into the cJSON tree, which must outlive the recipe.
  */
@@ -89,6 +91,12 @@ wm_status wm_quant_recipe_parse(const cJSON *q, wm_quant_recipe *r, wm_error *er
         return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_half_scales: must be true or false");
     if (boolean(cJSON_GetObjectItemCaseSensitive(q, "rtn_scale_search"), &c->scale_search))
         return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_scale_search: must be true or false");
+    if (boolean(cJSON_GetObjectItemCaseSensitive(q, "rtn_gptq"), &r->gptq))
+        return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_gptq: must be true or false");
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(q, "calibration_text");
+    if (ct && !cJSON_IsNull(ct) && (!cJSON_IsString(ct) || !ct->valuestring[0]))
+        return wm_err(err, WM_ERR_INPUT, "recipe quant.calibration_text: a file name");
+    r->calibration_text = ct && cJSON_IsString(ct) ? ct->valuestring : NULL;
     if (boolean(cJSON_GetObjectItemCaseSensitive(q, "fp16_keep_io_types"), &c->keep_io_types))
         return wm_err(err, WM_ERR_INPUT, "recipe quant.fp16_keep_io_types: must be true or false");
     if (integer(cJSON_GetObjectItemCaseSensitive(q, "rtn_bits"), 4, 8, &bits) || (bits != 4 && bits != 8))
@@ -131,5 +139,13 @@ wm_status wm_quant_recipe_parse(const cJSON *q, wm_quant_recipe *r, wm_error *er
                 &c->n_exclude))
         return wm_err(err, WM_ERR_INPUT, "recipe quant.nodes_to_exclude: an array of node names");
     c->exclude = r->exclude;
+    if (strings(cJSON_GetObjectItemCaseSensitive(q, "rtn_8bit_weights"), r->w8, WM_QUANT_RECIPE_MAX,
+                &c->n_int8_weights))
+        return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_8bit_weights: an array of weight name parts");
+    c->int8_weights = r->w8;
+    if (strings(cJSON_GetObjectItemCaseSensitive(q, "rtn_8bit_layer_weights"), r->w8_layers, WM_QUANT_RECIPE_MAX,
+                &c->n_int8_layer_weights))
+        return wm_err(err, WM_ERR_INPUT, "recipe quant.rtn_8bit_layer_weights: an array of weight name parts");
+    c->int8_layer_weights = r->w8_layers;
     return WM_OK;
 }

@@ -9,7 +9,8 @@ What used to be wrong: both int8 files multiplied uint8 activations with full-ra
 and onnxruntime's u8s8 kernels on x86 without VNNI (vpmaddubsw) add pairs of products in int16, which such weights
 overflow: our engine gave perplexity 62.6 and onnxruntime 2.3e7 on the same build. Now `build -p int8` writes
 MatMulNBits bits 8 with float activations (as for encoders), and `quantize -p int8` gives int8 weights 7 bits by
-default (reduce_range, as onnxruntime's quantizer offers), which no int16 pair sum can overflow.
+default (reduce_range, as onnxruntime's quantizer offers), which no int16 pair sum can overflow: every
+MatMulInteger onnxruntime runs is then the exact integer product.
 """
 import json
 import os
@@ -103,27 +104,63 @@ def _int8_quantize(winml, hf, d):
     return out
 
 
-# name, how the file is made, bound on perplexity / fp32's in both engines (None: only the engines' agreement:
-# dynamic int8's one uint8 range per activation tensor costs SmolLM2 about 1.65x by itself)
-VARIANTS = [("build -p int8", _int8_build, 1.03), ("quantize -p int8", _int8_quantize, None)]
+@pytest.fixture(scope="module")
+def q8(smol, winml):
+    hf, d, _ = smol
+    return _int8_quantize(winml, hf, d)
 
 
-@pytest.mark.parametrize("name,make,bound", VARIANTS, ids=[v[0] for v in VARIANTS])
-def test_int8_same_in_onnxruntime(smol, fp32_ppl, winml, build_dir, tmp_path, name, make, bound):
+def test_build_int8_same_in_onnxruntime(smol, fp32_ppl, winml, build_dir, tmp_path):
+    """`winml build -p int8`: perplexity within 3% of fp32 in both engines, and the same logits in both."""
     hf, d, ids = smol
-    path = make(winml, hf, d)
-    ops = {n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
+    path = _int8_build(winml, hf, d)
+    ops = [n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node]
+    assert "MatMulInteger" not in ops and "DynamicQuantizeLinear" not in ops and ops.count("MatMulNBits") == 7 * LAYERS + 1
     mine, ort = _logits(build_dir, path, ids, tmp_path)
     p_mine, p_ort = perplexity(mine, ids), perplexity(ort, ids)
     diff = float(np.abs(mine.astype(np.float64) - ort).max())
     fp = fp32_ppl[0]
-    U.note(f"SmolLM2 {name} ({', '.join(sorted(ops & {'MatMulNBits', 'MatMulInteger', 'DynamicQuantizeMatMul'}))}),"
-           f" {N_TOK} fortunes tokens: perplexity winml {p_mine:.4f}, onnxruntime {p_ort:.4f} (fp32: winml {fp:.4f},"
-           f" onnxruntime {fp32_ppl[1]:.4f}); logits max abs diff winml vs onnxruntime {diff:.4f}")
+    U.note(f"SmolLM2 build -p int8 (MatMulNBits bits 8), {N_TOK} fortunes tokens: perplexity winml {p_mine:.4f}, "
+           f"onnxruntime {p_ort:.4f} (fp32: winml {fp:.4f}, onnxruntime {fp32_ppl[1]:.4f}); logits max abs diff "
+           f"{diff:.2e}")
     assert abs(fp32_ppl[1] / fp - 1) < 1e-3
-    assert abs(p_ort / p_mine - 1) < 0.01, f"onnxruntime perplexity {p_ort} vs winml {p_mine}"
-    assert diff < 0.5, f"logits differ by {diff}"
-    top_mine, top_ort = mine[0].argmax(-1), ort[0].argmax(-1)
-    assert (top_mine == top_ort).mean() >= 0.97
-    if bound is not None:
-        assert p_mine <= bound * fp and p_ort <= bound * fp, (p_mine, p_ort, fp)
+    assert abs(p_ort / p_mine - 1) < 1e-3, f"onnxruntime perplexity {p_ort} vs winml {p_mine}"
+    assert diff < 5e-3, f"logits differ by {diff}"
+    assert p_mine <= 1.03 * fp and p_ort <= 1.03 * fp, (p_mine, p_ort, fp)
+
+
+def test_quantize_int8_exact_in_onnxruntime(smol, q8, fp32_ppl, build_dir, tmp_path):
+    """`winml quantize -p int8` (dynamic): every MatMulInteger of the model, run by onnxruntime on the real
+    activations of 256 tokens, equals the exact integer product of its inputs (numpy int64) - what saturation
+    broke - and both engines' perplexities are reported. They are not compared tightly: dynamic int8 requantizes
+    every activation with one range per tensor, so the engines' one-ulp differences in a DynamicQuantizeLinear
+    scale flip a few codes by one and the flips grow through 30 layers (measured: 2% apart in perplexity)."""
+    _, d, ids = smol
+    m = onnx.load(str(q8))
+    mis = [n for n in m.graph.node if n.op_type == "MatMulInteger"]
+    assert len(mis) == 7 * LAYERS + 1
+    inits = {t.name: t for t in m.graph.initializer}
+    outs = {n.output[0]: 6 for n in mis}
+    outs.update({n.input[0]: 2 for n in mis})
+    outs.update({n.input[2]: 2 for n in mis})
+    for name, t in outs.items():
+        m.graph.output.append(onnx.helper.make_tensor_value_info(name, t, None))
+    probe = tmp_path / "probe.onnx"
+    onnx.save(m, str(probe))
+    got = ort_run(probe, model_feeds(probe, feeds(ids)))
+    from onnx import numpy_helper as nh
+    bad = []
+    for n in mis:
+        w = nh.to_array(inits[n.input[1]]).astype(np.int64)
+        wz = nh.to_array(inits[n.input[3]]).astype(np.int64) if len(n.input) > 3 and n.input[3] else 0
+        x = got[n.input[0]].astype(np.int64).reshape(-1, w.shape[0]) - int(got[n.input[2]])
+        y = got[n.output[0]].astype(np.int64).reshape(x.shape[0], w.shape[1])
+        err = int(np.abs(y - x @ (w - wz)).max())
+        if err:
+            bad.append((n.input[1], err, int(np.abs(w).max())))
+    mine, ort = _logits(build_dir, q8, ids, tmp_path)
+    U.note(f"SmolLM2 quantize -p int8 (MatMulInteger), {N_TOK} fortunes tokens: perplexity winml "
+           f"{perplexity(mine, ids):.4f}, onnxruntime {perplexity(ort, ids):.4f} (fp32 {fp32_ppl[0]:.4f}); "
+           f"MatMulIntegers not exact in onnxruntime: {len(bad)} of {len(mis)}")
+    assert not bad, f"onnxruntime's MatMulInteger is not the exact product (weight, max error, max |w|): {bad[:5]}"
+    assert perplexity(ort, ids) < 2 * fp32_ppl[0] and perplexity(mine, ids) < 2 * fp32_ppl[0]
