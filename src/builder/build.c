@@ -361,7 +361,7 @@ static wm_status calib_tokens(build_ctx *b, const char *path, size_t max_seq, in
 
 /* GPTQ's statistics: the stage's float model run by our engine on the calibration tokens (quant_hessian.h). */
 static wm_status gptq_stats(build_ctx *b, const wm_quant_recipe *qr, wm_graph *g, wm_quant_hessians *hs) {
-    size_t max_seq = qr->samples > 0 ? (size_t)qr->samples : 8, n_seq = max_seq, seq_len = GPTQ_SEQ;
+    size_t max_seq = qr->samples > 0 ? (size_t)qr->samples : 4, n_seq = max_seq, seq_len = GPTQ_SEQ;
     int32_t *ids = NULL;
     wm_status s = qr->calibration_text ? calib_tokens(b, qr->calibration_text, max_seq, &ids, &n_seq, &seq_len) : WM_OK;
     char p[PATH_MAX + 64];

@@ -179,14 +179,23 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
             r->op_types_to_quantize = str_list(mmg); /* the embedding tables too, as GatherBlockQuantized */
             r->nodes_to_exclude = str_list(empty);
         } else {
+            /* Asymmetric blocks of 32, and llama.cpp Q4_K_M's mixed precision as a table over our exporter's
+               canonical weight names: the token table (and the tied head sharing its codes) and an untied
+               lm_head at 8 bits everywhere, attn v_proj and mlp down_proj at 8 bits in Q4_K_M's "more bits"
+               layers. On SmolLM2-135M (bench/int4_quality.py) this halves the old default's (blocks of 128,
+               symmetric, all 4-bit) perplexity loss; a name no model has simply matches nothing. */
+            static const char *const w8[] = {"embed_tokens.", "lm_head.", NULL},
+                                     *const w8_layers[] = {"attn.v_proj.", "mlp.down_proj.", NULL};
             snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
             r->rtn_bits = 4;
-            r->rtn_block_size = 128;
+            r->rtn_block_size = 32;
             r->rtn_accuracy_level = 4; /* int8 activations in MatMulNBits: the CPU EPs' fast path */
             r->rtn_half_scales = 1;    /* scales winml's engine streams as 2 bytes (exact float32 still) */
-            r->symmetric = 1;
+            r->symmetric = 0;
             r->op_types_to_quantize = str_list(mmg); /* Gather: embedding tables as GatherBlockQuantized */
             r->nodes_to_exclude = str_list(empty);
+            r->rtn_8bit_weights = str_list(w8);
+            r->rtn_8bit_layer_weights = str_list(w8_layers);
         }
     }
     if (ep) {

@@ -11,7 +11,7 @@
 typedef struct wm_quant_recipe {
     wm_quant_config config;         /* ready for wm_quant_run (ranges still to be filled for static modes) */
     const char *calibration_method; /* "minmax" | "entropy" | "percentile" (static modes) */
-    int samples;                    /* calibration samples (0: all; GPTQ: 0 means 8 sequences) */
+    int samples;                    /* calibration samples (0: all; GPTQ: 0 means 4 sequences of 512 tokens) */
     int gptq;                       /* rtn_gptq: GPTQ, its statistics collected by the caller (quant_hessian.h) */
     const char *calibration_text;   /* GPTQ's calibration text file; NULL: seeded random tokens */
     /* storage the config's lists point into */
