@@ -11,7 +11,8 @@
  *   permutation, P H P = M M^T (Cholesky), then U = P M^-1 P;
  *   for each block of bs rows, in order: the block's scale and zero point from the current (updated) rows,
  *   RTN's arithmetic (wm_nbits_params); then for each row k of the block: codes q_k = RTN(W[k]), the error
- *   e = (W[k] - dequant(q_k)) / U[k][k], and every later row j: W[j] -= U[k][j] * e.
+ *   e = (W[k] - dequant(q_k)) / U[k][k], and every later row j: W[j] -= U[k][j] * e (GPTQ's lazy batches: rows
+ *   within a batch of LAZY rows at once, the rows past it by one sgemm per batch, W[k1:] -= U[k0:k1, k1:]^T E).
  * Without calibration (H = I) this is RTN exactly: U is diagonal and no error moves.
  */
 #include <float.h>
@@ -20,8 +21,11 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 #include "onnx/dtype.h"
 #include "opt/quant_impl.h"
+
+#define LAZY 128 /* rows per lazy batch */
 
 /* Dot product of a[0..n) and b[0..n) in four partial sums (so the compiler may vectorize without reassociating). */
 static double dot(const double *a, const double *b, int64_t n) {
@@ -99,11 +103,12 @@ wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, d
                           "calibration run produced NaN or infinity)", (long long)(i / K), (long long)(i % K));
     size_t kk = (size_t)K * (size_t)K;
     double *h = malloc(kk * sizeof *h), *u = malloc(kk * sizeof *u), *work = malloc(kk * sizeof *work);
-    float *wk = malloc((size_t)(K * N) * sizeof *wk), *e = malloc((size_t)N * sizeof *e);
+    float *wk = malloc((size_t)(K * N) * sizeof *wk), *e = malloc((size_t)(LAZY * N) * sizeof *e);
+    float *uf = malloc(kk * sizeof *uf);
     float *mn = malloc((size_t)N * sizeof *mn), *mx = malloc((size_t)N * sizeof *mx), *sc = malloc((size_t)N * sizeof *sc);
     int *zs = malloc((size_t)N * sizeof *zs);
     wm_status s = WM_OK;
-    if (!h || !u || !work || !wk || !e || !mn || !mx || !sc || !zs) {
+    if (!h || !u || !work || !wk || !e || !uf || !mn || !mx || !sc || !zs) {
         s = wm_err(err, WM_ERR_NOMEM, "GPTQ: out of memory (K %lld)", (long long)K);
         goto out;
     }
@@ -122,6 +127,7 @@ wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, d
                    "of %lld): raise the damping", damp, (long long)(K - bad + 1), (long long)K);
         goto out;
     }
+    for (size_t i = 0; i < kk; i++) uf[i] = (float)u[i];
     const int kmax = (1 << bits) - 1;
     int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8;
     if (zp) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
@@ -142,22 +148,40 @@ wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, d
             for (int64_t r = nr; r < bs; r++) wm_nbits_put_code(dst, r, bits, zs[n]); /* padding: the zero point */
         }
         for (int64_t k = k0; k < k0 + nr; k++) {
-            float *row = wk + k * N, d = (float)u[k * K + k];
+            int64_t b0 = k - k % LAZY, b1 = b0 + LAZY < K ? b0 + LAZY : K; /* the lazy batch of row k */
+            float *row = wk + k * N, *ek = e + (k - b0) * N, d = uf[k * K + k];
             for (int64_t n = 0; n < N; n++) {
                 float r = sc[n] != 0.0f ? 1.0f / sc[n] : 0.0f;
                 int c = wm_nbits_code(row[n], r, zs[n], kmax);
                 wm_nbits_put_code(&q[(n * nblk + kb) * blob], k - k0, bits, c);
-                e[n] = (row[n] - sc[n] * (float)(c - zs[n])) / d;
+                ek[n] = (row[n] - sc[n] * (float)(c - zs[n])) / d;
             }
-            for (int64_t j = k + 1; j < K; j++) {
-                float f = (float)u[k * K + j];
+            for (int64_t j = k + 1; j < b1; j++) { /* the rest of the batch now */
+                float f = uf[k * K + j];
                 if (f == 0.0f) continue;
                 float *rj = wk + j * N;
-                for (int64_t n = 0; n < N; n++) rj[n] -= f * e[n];
+                for (int64_t n = 0; n < N; n++) rj[n] -= f * ek[n];
+            }
+            if (k + 1 == b1 && b1 < K) { /* the batch is done: the rows past it at once */
+                wm_sgemm_args a;
+                memset(&a, 0, sizeof a);
+                a.M = K - b1, a.N = N, a.K = b1 - b0, a.alpha = -1.0f, a.beta = 1.0f;
+                a.A = uf + b0 * K + b1, a.lda = K, a.trans_a = 1; /* U[b0:b1, b1:]^T */
+                a.B = e, a.ldb = N;
+                a.C = wk + b1 * N, a.ldc = N;
+                size_t ws = wm_sgemm_workspace_size(&a, 1);
+                void *gw = ws ? malloc(ws) : NULL;
+                if (ws && !gw) {
+                    s = wm_err(err, WM_ERR_NOMEM, "GPTQ: out of memory");
+                    goto out;
+                }
+                a.work = gw;
+                wm_kernels_get()->sgemm(&a, 0, 1);
+                free(gw);
             }
         }
     }
 out:
-    free(h), free(u), free(work), free(wk), free(e), free(mn), free(mx), free(sc), free(zs);
+    free(h), free(u), free(work), free(wk), free(e), free(uf), free(mn), free(mx), free(sc), free(zs);
     return s;
 }

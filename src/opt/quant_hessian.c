@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 #include "onnx/dtype.h"
 #include "opt/quant_impl.h"
 #include "runtime/inputs.h"
@@ -66,22 +67,26 @@ static wm_status list_inputs(wm_graph *g, const wm_quant_config *c, wm_quant_hes
     return s;
 }
 
-/* H += x^T x over the rows of x [rows, K] (hf: K * K float scratch). */
-static void accumulate(wm_quant_hessian *q, const float *x, uint64_t rows, float *hf) {
+/* H += x^T x over the rows of x [rows, K] (hf: K * K float scratch), the product by the engine's sgemm. */
+static wm_status accumulate(wm_quant_hessian *q, const float *x, uint64_t rows, float *hf, wm_error *err) {
     int64_t K = q->K;
-    memset(hf, 0, (size_t)(K * K) * sizeof *hf);
-    for (uint64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * (uint64_t)K;
-        for (int64_t i = 0; i < K; i++) {
-            float a = xr[i];
-            if (a == 0.0f) continue;
-            float *hr = hf + i * K;
-            for (int64_t j = 0; j < K; j++) hr[j] += a * xr[j];
-        }
-    }
+    const wm_kernels *kn = wm_kernels_get();
+    wm_sgemm_args a;
+    memset(&a, 0, sizeof a);
+    a.M = K, a.N = K, a.K = (int64_t)rows, a.alpha = 1.0f, a.beta = 0.0f;
+    a.A = x, a.lda = K, a.trans_a = 1; /* x^T: x stored [rows, K] */
+    a.B = x, a.ldb = K;
+    a.C = hf, a.ldc = K;
+    size_t ws = wm_sgemm_workspace_size(&a, 1);
+    void *work = ws ? malloc(ws) : NULL;
+    if (ws && !work) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    a.work = work;
+    kn->sgemm(&a, 0, 1);
+    free(work);
     double *h = (double *)q->h;
     for (int64_t i = 0; i < K * K; i++) h[i] += (double)hf[i];
     q->rows += rows;
+    return WM_OK;
 }
 
 wm_status wm_quant_hessians_collect(const char *model_path, wm_graph *g, const wm_quant_config *c,
@@ -129,7 +134,10 @@ wm_status wm_quant_hessians_collect(const char *model_path, wm_graph *g, const w
                            out->v[i].value, (long long)out->v[i].K);
                 break;
             }
-            accumulate(&out->v[i], t.data, n / (uint64_t)out->v[i].K, hf);
+            uint64_t rows = n / (uint64_t)out->v[i].K;
+            for (uint64_t r0 = 0; r0 < rows && !s; r0 += 512) /* float sums over at most 512 rows */
+                s = accumulate(&out->v[i], (const float *)t.data + r0 * (uint64_t)out->v[i].K,
+                               rows - r0 < 512 ? rows - r0 : 512, hf, err);
         }
     }
     if (s && !strstr(err->msg, "GPTQ")) wm_err_prefix(err, "GPTQ calibration");
