@@ -114,16 +114,23 @@ wm_status wm_quant_hessians_collect(const char *model_path, wm_graph *g, const w
         wm_input_opts io = {NULL, 0, 1, (int64_t)seq_len, 0, seed + q};
         wm_inputs in = {0};
         if ((s = wm_inputs_make(ss, &io, &in, err))) break;
-        for (size_t i = 0; ids && i < in.n; i++) { /* the text's tokens into input_ids */
+        for (size_t i = 0; ids && i < in.n && !s; i++) { /* the text's tokens into input_ids */
             const wm_io_info *ii = wm_session_input(ss, i);
             if (strcmp(ii->name, "input_ids") || wm_tensor_numel(&in.t[i]) != seq_len) continue;
-            for (size_t k = 0; k < seq_len; k++) {
+            int64_t vocab = wm_inputs_index_range(ss, i);
+            for (size_t k = 0; k < seq_len && !s; k++) {
                 int32_t id = ids[q * seq_len + k];
+                if (id < 0 || (vocab > 0 && id >= vocab)) {
+                    s = wm_err(err, WM_ERR_INPUT, "GPTQ calibration: token id %d is outside the model's embedding "
+                               "table (%lld rows): the tokenizer does not belong to this model", (int)id,
+                               (long long)vocab);
+                    break;
+                }
                 if (in.t[i].dtype == WM_DT_INT64) ((int64_t *)in.t[i].data)[k] = id;
                 else if (in.t[i].dtype == WM_DT_INT32) ((int32_t *)in.t[i].data)[k] = id;
             }
         }
-        s = wm_session_run(ss, in.t, in.n, outs, n_out, err);
+        if (!s) s = wm_session_run(ss, in.t, in.n, outs, n_out, err);
         wm_inputs_free(&in);
         for (size_t i = 0; i < out->n && !s; i++) {
             wm_tensor t;

@@ -7,6 +7,7 @@ weights are float32 on both sides, so a code may differ where a value sits on a 
 of the codes must be equal and the output error || X (W - Wq) ||^2 within 1% of the reference's, which is itself
 well below RTN's.
 """
+import json
 import os
 
 import numpy as np
@@ -130,3 +131,77 @@ def test_gptq_tool_refuses_nan(build_dir, tmp_path):
                tmp_path / "o"])
     assert r.returncode == 2 and "weight [3, 1] is NaN" in r.stderr, U.describe(r)
     assert not os.path.exists(tmp_path / "o.q")
+
+
+# ---------------------------------------------------------------- through `winml build` (recipe quant.rtn_gptq)
+
+WORDS = "the of and a to in is you that it he was for on are as with his they at be this have from or one".split()
+
+
+def _ckpt(tmp_path, big_id=None):
+    """A tiny qwen2 checkpoint (vocab 96, hidden 32) with a word-level tokenizer.json of WORDS (ids 0..26; with
+    big_id, the word "zebra" has that id)."""
+    import builder_util as BU
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    ck = tmp_path / "ck"
+    BU.make_tiny("qwen2", str(ck), seed=1)
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(WORDS)}}
+    if big_id is not None:
+        vocab["zebra"] = big_id
+    t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    t.save(str(ck / "tokenizer.json"))
+    return ck
+
+
+def _gptq_recipe(winml, ck, path, **quant):
+    r = U.run([winml, "config", "-m", ck, "-p", "int4"])
+    assert r.returncode == 0, U.describe(r)
+    rec = json.loads(r.stdout)
+    rec["quant"].update({"rtn_block_size": 16, "rtn_gptq": True, "samples": 2, **quant})
+    path.write_text(json.dumps(rec))
+    return path
+
+
+def _text(path, words):
+    rng = np.random.default_rng(0)
+    path.write_text(" ".join(rng.choice(words, 2000)))
+    return path
+
+
+def test_gptq_build(winml, tmp_path):
+    """A build with quant.rtn_gptq: from a calibration text (two sequences of 512 tokens) and from seeded random
+    tokens; the manifest says GPTQ, and onnxruntime and our engine agree on the artifact (float activations)."""
+    import builder_util as BU
+    ck = _ckpt(tmp_path)
+    for name, extra in (("text", {"calibration_text": str(_text(tmp_path / "c.txt", WORDS))}), ("random", {})):
+        rec = _gptq_recipe(winml, ck, tmp_path / f"{name}.json", rtn_accuracy_level=0, **extra)
+        out = tmp_path / name
+        r = U.run([winml, "build", "-m", ck, "-o", out, "-c", rec, "-q", "-f", "json"], timeout=600)
+        assert r.returncode == 0, U.describe(r)
+        q = next(s for s in json.loads(r.stdout)["stages"] if s["name"] == "quant")
+        assert "(GPTQ)" in q["reason"], q
+        ids = np.random.default_rng(2).integers(1, 27, (1, 7)).astype(np.int64)
+        f = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(7)[None]}
+        for i in range(2):
+            for kv in ("key", "value"):
+                f[f"past_key_values.{i}.{kv}"] = np.zeros((1, 2, 0, 8), np.float32)
+        path = str(out / "model.onnx")
+        a, b = BU.run_ort(path, f)["logits"], BU.run_engine(path, f)["logits"]
+        assert np.abs(a - b).max() <= 1e-4 * max(1.0, float(np.abs(a).max()))
+
+
+def test_gptq_build_bad_calibration(winml_asan, tmp_path):
+    """A calibration text that is missing, too short, or tokenized by a tokenizer with ids beyond the model's
+    table: exit 2, one line naming the field or the problem, no output folder."""
+    ck = _ckpt(tmp_path, big_id=5000)
+    (tmp_path / "short.txt").write_text("the of and")
+    cases = [(tmp_path / "missing.txt", ("quant.calibration_text", "missing.txt")),
+             (tmp_path / "short.txt", ("quant.calibration_text", "3 tokens, at least 16")),
+             (_text(tmp_path / "zebra.txt", WORDS + ["zebra"]), ("token id 5000", "outside the model's embedding"))]
+    for i, (text, needles) in enumerate(cases):
+        rec = _gptq_recipe(winml_asan, ck, tmp_path / f"r{i}.json", calibration_text=str(text))
+        out = tmp_path / f"o{i}"
+        r = U.run([winml_asan, "build", "-m", ck, "-o", out, "-c", rec, "-q"], timeout=600)
+        U.assert_clean_error(r, "winml build", *needles)
+        assert not os.path.exists(out)
