@@ -4,8 +4,9 @@
   Q4_K_M's attn_v / ffn_down layers at 8 bits) within BOUND_DEFAULT of fp32's perplexity, which the old default
   (blocks of 128, symmetric, no 8-bit table) exceeds; onnxruntime computes the same file to the same perplexity
   (its MatMulNBits with accuracy_level 4 takes the 8-bit weights too);
-- GPTQ (recipe quant.rtn_gptq, calibrated on a fortunes file other than the evaluated text, one sequence)
-  below the same recipe's RTN perplexity.
+GPTQ (recipe quant.rtn_gptq) is opt-in and has no quality bound here: on SmolLM2 with a few thousand calibration
+tokens it fits the calibration text and loses on other text (bench/int4_quality.py, the report of issue 31);
+tests/oracle/test_gptq.py checks its arithmetic against a numpy reference and its builds.
 Perplexity is computed from the logits of one forward pass (test_int8_real's helpers).
 """
 import json
@@ -15,7 +16,6 @@ import pytest
 import oracle_util as U  # noqa: E402
 from test_int8_real import _logits, fp32_ppl, perplexity, smol  # noqa: F401  (fixtures shared)
 
-CALIB = "/usr/share/games/fortunes/science"
 BOUND_DEFAULT = 1.10
 OLD_DEFAULT = {"rtn_block_size": 128, "symmetric": True, "rtn_8bit_weights": [], "rtn_8bit_layer_weights": []}
 
@@ -67,20 +67,3 @@ def test_int4_default_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  # no
     assert p_new <= BOUND_DEFAULT * fp, (p_new, fp)
     assert p_old > BOUND_DEFAULT * fp  # the bound says something the old default did not reach
     assert abs(p_new_ort / p_new - 1) < 0.01, f"onnxruntime {p_new_ort} vs winml {p_new}"
-
-
-def test_int4_gptq_beats_rtn(smol, fp32_ppl, winml, build_dir, tmp_path):  # noqa: F811
-    """GPTQ on blocks of 128, symmetric, no 8-bit table (where RTN loses most), one calibration sequence of 512
-    tokens of another fortunes file: perplexity below RTN's of the same recipe by at least 5%."""
-    hf, d, ids = smol
-    fp = fp32_ppl[0]
-    _recipe(winml, hf, tmp_path / "g.json", **OLD_DEFAULT, rtn_gptq=True, calibration_text=CALIB, samples=1)
-    _recipe(winml, hf, tmp_path / "r.json", **OLD_DEFAULT)
-    g = _build(winml, hf, d / "int4_gptq", tmp_path / "g.json")
-    p_g, p_g_ort = _ppl(build_dir, g, ids, tmp_path)
-    r = _build(winml, hf, d / "int4_rtn", tmp_path / "r.json")
-    p_r, _ = _ppl(build_dir, r, ids, tmp_path)
-    U.note(f"SmolLM2 int4 b128 sym, {len(ids)} fortunes tokens: perplexity GPTQ {p_g:.4f} ({p_g / fp:.4f}x; "
-           f"onnxruntime {p_g_ort:.4f}), RTN {p_r:.4f} ({p_r / fp:.4f}x)")
-    assert p_g <= 0.95 * p_r, (p_g, p_r)
-    assert abs(p_g_ort / p_g - 1) < 0.01
