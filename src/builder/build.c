@@ -33,6 +33,8 @@
 #include "onnx/graph.h"
 #include "opt/opt.h"
 #include "opt/quant.h"
+#include "opt/quant_hessian.h"
+#include "hf/tokenizer.h"
 
 static double now(void) {
     struct timespec t;
@@ -359,6 +361,59 @@ static wm_status carry_table(build_ctx *b, wm_quant_carry **out, size_t *n_out) 
     return WM_OK;
 }
 
+#define GPTQ_SEQ 512 /* tokens per calibration sequence */
+
+/*
+ * GPTQ's calibration tokens: the recipe's calibration_text tokenized by the checkpoint's tokenizer, cut into
+ * sequences of GPTQ_SEQ tokens (a shorter text: one sequence of all of it), at most max_seq of them. *ids
+ * malloc'ed [*n_seq * *seq_len].
+ */
+static wm_status calib_tokens(build_ctx *b, const char *path, size_t max_seq, int32_t **ids, size_t *n_seq,
+                              size_t *seq_len) {
+    *ids = NULL;
+    wm_map mp;
+    wm_status s = wm_map_file(path, 0, &mp, b->err);
+    if (s) {
+        wm_err_prefix(b->err, "recipe quant.calibration_text");
+        return s;
+    }
+    wm_tokenizer *t = NULL;
+    wm_encoding e;
+    wm_encoding_init(&e);
+    wm_encode_opts eo = wm_encode_opts_default();
+    eo.add_special_tokens = 0;
+    eo.use_defaults = 0;
+    if ((s = wm_tokenizer_load_dir(b->ck.dir, &t, b->err)))
+        wm_err_prefix(b->err, "recipe quant.calibration_text needs the checkpoint's tokenizer");
+    else if ((s = wm_tokenizer_encode(t, (const char *)mp.data, mp.size, NULL, 0, &eo, &e, b->err)))
+        wm_err_prefix(b->err, "recipe quant.calibration_text %s", path);
+    else if (e.n < 16)
+        s = wm_err(b->err, WM_ERR_INPUT, "recipe quant.calibration_text %s: %zu tokens, at least 16 needed", path, e.n);
+    if (!s) {
+        *seq_len = e.n < GPTQ_SEQ ? e.n : GPTQ_SEQ;
+        *n_seq = e.n / *seq_len < max_seq ? e.n / *seq_len : max_seq;
+        if (!(*ids = malloc(*n_seq * *seq_len * sizeof **ids))) s = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+        else memcpy(*ids, e.ids, *n_seq * *seq_len * sizeof **ids);
+    }
+    wm_encoding_free(&e);
+    wm_tokenizer_free(t);
+    wm_unmap(&mp);
+    return s;
+}
+
+/* GPTQ's statistics: the stage's float model run by our engine on the calibration tokens (quant_hessian.h). */
+static wm_status gptq_stats(build_ctx *b, const wm_quant_config *qc, wm_graph *g, wm_quant_hessians *hs) {
+    const wm_recipe *rc = &b->recipe;
+    size_t max_seq = rc->samples > 0 ? (size_t)rc->samples : 4, n_seq = max_seq, seq_len = GPTQ_SEQ;
+    int32_t *ids = NULL;
+    wm_status s = rc->calibration_text[0] ? calib_tokens(b, rc->calibration_text, max_seq, &ids, &n_seq, &seq_len) : WM_OK;
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+    if (!s) s = wm_quant_hessians_collect(p, g, qc, ids, n_seq, seq_len, 1, hs, b->err);
+    free(ids);
+    return s;
+}
+
 /* The recipe's quant section (reference field names) through src/opt's quantizer, weights streamed. */
 static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!b->recipe.has_quant) {
@@ -389,8 +444,13 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_quant_plan *plan = NULL;
     wm_quant_report *r = &b->qrep;
     wm_quant_carry *carry = NULL;
+    wm_quant_hessians hs = {0};
     if (!s && qc.mode == WM_QUANT_CARRY && !(s = carry_table(b, &carry, &qc.n_carry))) qc.carry = carry;
     if (!s) s = open_stage_model(b, &m, &g);
+    if (!s && b->recipe.rtn_gptq == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, &hs))) {
+        qc.hessians = hs.v;
+        qc.n_hessians = hs.n;
+    }
     if (!s) s = wm_quant_run(g, &qc, r, &plan, b->err);
     b->q_block = qc.block_size;
     for (size_t i = 0; !s && i < r->n_tables; i++) { /* a block other than the recipe's, or none: said here */
@@ -417,8 +477,9 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         if (qc.mode == WM_QUANT_CARRY)
             snprintf(cs, sizeof cs, " (GGUF blocks: %zu carried as they are, %zu requantized, %zu float)", nc[0],
                      nc[1], nc[2]);
-        snprintf(rec->reason, sizeof rec->reason, "%s%s: %zu nodes quantized%s, weights %llu -> %llu bytes",
-                 wm_quant_mode_name(qc.mode), qc.scale_search ? " (scale search)" : "", r->quantized,
+        snprintf(rec->reason, sizeof rec->reason, "%s%s%s: %zu nodes quantized%s, weights %llu -> %llu bytes",
+                 wm_quant_mode_name(qc.mode), qc.scale_search ? " (scale search)" : "",
+                 qc.n_hessians ? " (GPTQ)" : "", r->quantized,
                  cs, (unsigned long long)r->weight_bytes_before, (unsigned long long)r->weight_bytes_after);
         for (size_t i = 0; i < r->n_carried; i++)
             if (!strcmp(r->carried[i].result, "requantized"))
@@ -427,6 +488,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         b->ex.model_sha[0] = b->ex.data_sha[0] = 0;
     }
     wm_quant_plan_free(plan);
+    wm_quant_hessians_free(&hs);
     wm_graph_free(g);
     wm_onnx_free(m);
     free(carry);

@@ -61,8 +61,9 @@ void wm_recipe_free(wm_recipe *r) {
     free(r->outputs);
     free(r->optim);
     free(r->kept);
-    char **lists[] = {r->fp16_op_block_list, r->op_types_to_quantize, r->nodes_to_exclude};
-    for (int i = 0; i < 3; i++) {
+    char **lists[] = {r->fp16_op_block_list, r->op_types_to_quantize, r->nodes_to_exclude, r->rtn_8bit_weights,
+                      r->rtn_8bit_layer_weights};
+    for (int i = 0; i < 5; i++) {
         for (size_t k = 0; lists[i] && lists[i][k]; k++) free(lists[i][k]);
         free(lists[i]);
     }
@@ -124,39 +125,34 @@ static const struct {
 
 /* The quant section of the defaults for precision on a (nothing for fp32); r's quant fields must be empty. */
 void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe *r) {
+    (void)a; /* the same defaults for every model kind today */
     r->precision = precision;
     r->has_quant = 0;
     if (precision != WM_PREC_FP32) {
-        static const char *const empty[] = {NULL}, *const mm[] = {"MatMul", "Gemm", NULL},
-                                 *const mmg[] = {"MatMul", "Gemm", "Gather", NULL};
+        static const char *const empty[] = {NULL}, *const mmg[] = {"MatMul", "Gemm", "Gather", NULL};
         r->has_quant = 1;
         r->samples = -1;
         r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
         r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
         r->act_symmetric = -1;
+        r->rtn_gptq = -1;
         r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
         if (precision == WM_PREC_FP16) {
             snprintf(r->quant_mode, sizeof r->quant_mode, "fp16");
             r->fp16_keep_io_types = 1;
             r->fp16_op_block_list = str_list(empty);
-        } else if (precision == WM_PREC_INT8 && a->kind == WM_ENCODER) {
-            /* int8 weights in blocks of 32 along K, float32 activations (MatMulNBits bits 8). Dynamic int8 (one
-               uint8 range per activation tensor) loses too much on encoders: all-MiniLM-L6-v2's embeddings reach
-               cosine 0.985 with it (exact integer arithmetic: the scheme, not the engine), 0.9997 with these. */
+        } else if (precision == WM_PREC_INT8) {
+            /* int8 weights in blocks of 32 along K, float32 activations (MatMulNBits bits 8, no accuracy_level),
+               for every model kind. Dynamic int8 (DynamicQuantizeLinear + MatMulInteger, one uint8 range per
+               activation tensor) is wrong twice: it loses too much (all-MiniLM-L6-v2's embeddings reach cosine
+               0.985 with it, 0.9997 with these; SmolLM2-135M perplexity 1.65x fp32 in our engine), and
+               onnxruntime's u8s8 kernels saturate their int16 pair sums on x86 without VNNI, so the same file gave
+               SmolLM2 perplexity 2.3e7 there (tests/oracle/test_int8_real.py). */
             snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
             r->rtn_bits = 8;
             r->rtn_block_size = 32;
             r->symmetric = 1;
             r->op_types_to_quantize = str_list(mmg); /* the embedding tables too, as GatherBlockQuantized */
-            r->nodes_to_exclude = str_list(empty);
-        } else if (precision == WM_PREC_INT8) {
-            r->qmode = WM_QUANT_INT8_DYNAMIC;
-            snprintf(r->quant_mode, sizeof r->quant_mode, "dynamic");
-            snprintf(r->weight_type, sizeof r->weight_type, "int8");
-            snprintf(r->activation_type, sizeof r->activation_type, "uint8");
-            r->per_channel = 1;
-            r->symmetric = 1;
-            r->op_types_to_quantize = str_list(mm);
             r->nodes_to_exclude = str_list(empty);
         } else if (precision == WM_PREC_GGUF) {
             /* the GGUF's blocks as they are (bits, block and zero points per tensor from its types) */
@@ -170,14 +166,24 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
             r->op_types_to_quantize = str_list(mmg); /* Gather: a table whose blocks GatherBlockQuantized takes */
             r->nodes_to_exclude = str_list(empty);
         } else {
+            /* Asymmetric blocks of 32, and llama.cpp Q4_K_M's mixed precision as a table over our exporter's
+               canonical weight names: the token table (and the tied head sharing its codes) and an untied
+               lm_head at 8 bits everywhere, attn v_proj and mlp down_proj at 8 bits in Q4_K_M's "more bits"
+               layers. SmolLM2-135M perplexity (bench/int4_quality.py, ~1000 fortunes tokens): 1.050x fp32, where
+               the old default (blocks of 128, symmetric, all 4-bit) gave 1.439x and asymmetric blocks of 32 alone
+               1.199x; a name no model has simply matches nothing. */
+            static const char *const w8[] = {"embed_tokens.", "lm_head.", NULL},
+                                     *const w8_layers[] = {"attn.v_proj.", "mlp.down_proj.", NULL};
             snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
             r->rtn_bits = 4;
-            r->rtn_block_size = 128;
+            r->rtn_block_size = 32;
             r->rtn_accuracy_level = 4; /* int8 activations in MatMulNBits: the CPU EPs' fast path */
             r->rtn_half_scales = 1;    /* scales winml's engine streams as 2 bytes (exact float32 still) */
-            r->symmetric = 1;
+            r->symmetric = 0;
             r->op_types_to_quantize = str_list(mmg); /* Gather: embedding tables as GatherBlockQuantized */
             r->nodes_to_exclude = str_list(empty);
+            r->rtn_8bit_weights = str_list(w8);
+            r->rtn_8bit_layer_weights = str_list(w8_layers);
         }
     }
 }
@@ -340,6 +346,10 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         if (r->rtn_accuracy_level >= 0) wm_json_int(j, "rtn_accuracy_level", r->rtn_accuracy_level);
         if (r->rtn_half_scales >= 0) wm_json_bool(j, "rtn_half_scales", r->rtn_half_scales);
         if (r->rtn_scale_search >= 0) wm_json_bool(j, "rtn_scale_search", r->rtn_scale_search);
+        if (r->rtn_gptq >= 0) wm_json_bool(j, "rtn_gptq", r->rtn_gptq);
+        if (r->calibration_text[0]) wm_json_str(j, "calibration_text", r->calibration_text);
+        if (r->rtn_8bit_weights) str_list_json(j, "rtn_8bit_weights", r->rtn_8bit_weights);
+        if (r->rtn_8bit_layer_weights) str_list_json(j, "rtn_8bit_layer_weights", r->rtn_8bit_layer_weights);
         if (r->fp16_keep_io_types >= 0) wm_json_bool(j, "fp16_keep_io_types", r->fp16_keep_io_types);
         if (r->fp16_op_block_list) str_list_json(j, "fp16_op_block_list", r->fp16_op_block_list);
         if (r->op_types_to_quantize) str_list_json(j, "op_types_to_quantize", r->op_types_to_quantize);
@@ -676,11 +686,13 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     static const char *const keys[] = {"mode", "weight_type", "activation_type", "calibration_method", "samples",
                                        "per_channel", "symmetric", "weight_symmetric", "activation_symmetric",
                                        "rtn_bits", "rtn_block_size", "rtn_accuracy_level", "rtn_half_scales",
-                                       "rtn_scale_search", "fp16_keep_io_types", "fp16_op_block_list",
+                                       "rtn_scale_search", "rtn_gptq", "calibration_text", "rtn_8bit_weights",
+                                       "rtn_8bit_layer_weights", "fp16_keep_io_types", "fp16_op_block_list",
                                        "op_types_to_quantize", "nodes_to_exclude", NULL};
     r->samples = r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
     r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
     r->act_symmetric = -1;
+    r->rtn_gptq = -1;
     int wsym = -1;
     wm_status st = only_keys(p, q, "quant.", keys);
     if (st || (st = get_str(p, q, "quant.", "mode", r->quant_mode, sizeof r->quant_mode, 1)) ||
@@ -697,6 +709,10 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_int(p, q, "quant.", "rtn_accuracy_level", 0, 4, &r->rtn_accuracy_level)) ||
         (st = get_bool(p, q, "quant.", "rtn_half_scales", &r->rtn_half_scales)) ||
         (st = get_bool(p, q, "quant.", "rtn_scale_search", &r->rtn_scale_search)) ||
+        (st = get_bool(p, q, "quant.", "rtn_gptq", &r->rtn_gptq)) ||
+        (st = get_str(p, q, "quant.", "calibration_text", r->calibration_text, sizeof r->calibration_text, 0)) ||
+        (st = get_list(p, q, "quant.", "rtn_8bit_weights", &r->rtn_8bit_weights)) ||
+        (st = get_list(p, q, "quant.", "rtn_8bit_layer_weights", &r->rtn_8bit_layer_weights)) ||
         (st = get_bool(p, q, "quant.", "fp16_keep_io_types", &r->fp16_keep_io_types)) ||
         (st = get_list(p, q, "quant.", "fp16_op_block_list", &r->fp16_op_block_list)) ||
         (st = get_list(p, q, "quant.", "op_types_to_quantize", &r->op_types_to_quantize)) ||

@@ -102,7 +102,10 @@ typedef struct wm_recipe {
     int act_symmetric;   /* quant.activation_symmetric (-1: absent); quant.weight_symmetric sets symmetric */
     int rtn_half_scales; /* ours: float32 MatMulNBits scales rounded to exact halves (-1: absent) */
     int rtn_scale_search; /* ours: each block's scale searched for the least weighted error (-1: absent) */
+    int rtn_gptq;         /* ours: GPTQ with calibration statistics from our engine (-1: absent) */
+    char calibration_text[256]; /* ours: GPTQ's calibration text file ("": seeded random tokens) */
     char **fp16_op_block_list, **op_types_to_quantize, **nodes_to_exclude; /* NULL-terminated, malloc'ed */
+    char **rtn_8bit_weights, **rtn_8bit_layer_weights; /* ours: weights kept at 8 bits (quant.h int8_weights) */
     /* compile */
     int has_compile;
     char provider[32], device[32];

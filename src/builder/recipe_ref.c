@@ -233,5 +233,11 @@ wm_status wm_recipe_quant_config(const wm_recipe *r, wm_quant_config *c, wm_erro
     for (n = 0; r->nodes_to_exclude && r->nodes_to_exclude[n]; n++) {}
     c->exclude = (const char *const *)r->nodes_to_exclude;
     c->n_exclude = n;
+    for (n = 0; r->rtn_8bit_weights && r->rtn_8bit_weights[n]; n++) {}
+    c->int8_weights = (const char *const *)r->rtn_8bit_weights;
+    c->n_int8_weights = n;
+    for (n = 0; r->rtn_8bit_layer_weights && r->rtn_8bit_layer_weights[n]; n++) {}
+    c->int8_layer_weights = (const char *const *)r->rtn_8bit_layer_weights;
+    c->n_int8_layer_weights = n;
     return WM_OK;
 }

@@ -29,7 +29,12 @@ static void help(void) {
            "  --block-size N   int4 block (power of two >= 16, default 32)\n"
            "  --symmetric / --asymmetric   weights (default: symmetric int8, asymmetric int4)\n"
            "  --per-channel    int8 weight scales per output channel\n"
-           "  --reduce-range   7-bit int8 weights (u8s8 MatMulInteger saturates on x86 CPUs without VNNI)\n"
+           "  --reduce-range / --no-reduce-range   7-bit int8 weights ([-64, 64]); default: on where integer\n"
+           "                   kernels multiply int8 weights with 8-bit activations (-p int8, int8-static):\n"
+           "                   onnxruntime's u8s8 kernels on x86 without VNNI sum pairs of products in int16,\n"
+           "                   which full-range weights overflow (wrong results, e.g. perplexity 2.3e7 where\n"
+           "                   fp32 gives 38); --no-reduce-range keeps 8 bits for runtimes known not to\n"
+           "                   (winml's engine computes either exactly)\n"
            "  --weight-type int8|uint8, --activation-type uint8|int8|uint16|int16\n"
            "  --ranges FILE    static: activation ranges as JSON {\"value\": [min, max], ...}\n"
            "  --calib-data DIR static: collected activations (DIR/manifest.json: {\"value\": [\"file.f32\", ...]})\n"
@@ -37,6 +42,10 @@ static void help(void) {
            "  --op-types A,B   op types to quantize (default MatMul[,Gemm]; int4: Gather turns embedding\n"
            "                   tables into GatherBlockQuantized, sharing a tied Gemm's codes); --exclude NODE,...\n"
            "  --int8-nodes N,...  MatMuls and Gathers (node or weight names) kept at 8 bits in int4 mode (lm_head)\n"
+           "  --int8-weights P,...  int4: weights whose name contains one of P kept at 8 bits (recipe\n"
+           "                   quant.rtn_8bit_weights); --int8-layer-weights P,...: the same in llama.cpp Q4_K_M's\n"
+           "                   \"more bits\" layers only (first and last eighth, every third between; the layer is\n"
+           "                   the name's first all-digit part; recipe quant.rtn_8bit_layer_weights)\n"
            "  --accuracy-level N  MatMulNBits accuracy_level (0: omitted)\n"
            "  --half-scales    int4: float32 scales rounded to the nearest half (still exact float32; winml's\n"
            "                   engine streams them as 2 bytes); default: onnxruntime's quantizer's values\n"
@@ -85,7 +94,7 @@ static uint64_t model_bytes(const wm_onnx_model *m) {
 
 enum {
     O_BLOCK = 256, O_SYM, O_ASYM, O_PERCH, O_WTYPE, O_ATYPE, O_RANGES, O_CALIB, O_METHOD, O_PCT, O_SAMPLES,
-    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_HALF, O_OVERWRITE, O_SEARCH
+    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_NOREDUCE, O_W8, O_W8L, O_HALF, O_OVERWRITE, O_SEARCH
 };
 
 int wm_cmd_quantize(int argc, char **argv) {
@@ -100,20 +109,23 @@ int wm_cmd_quantize(int argc, char **argv) {
         {"calib-data", required_argument, 0, O_CALIB}, {"method", required_argument, 0, O_METHOD},
         {"percentile", required_argument, 0, O_PCT},  {"samples", required_argument, 0, O_SAMPLES},
         {"op-types", required_argument, 0, O_OPTYPES}, {"exclude", required_argument, 0, O_EXCLUDE},
-        {"int8-nodes", required_argument, 0, O_INT8}, {"accuracy-level", required_argument, 0, O_ACC},
+        {"int8-nodes", required_argument, 0, O_INT8},
+        {"int8-weights", required_argument, 0, O_W8}, {"int8-layer-weights", required_argument, 0, O_W8L}, {"accuracy-level", required_argument, 0, O_ACC},
         {"stream", required_argument, 0, O_STREAM},   {"keep-io-types", no_argument, 0, O_KEEPIO},
         {"op-block-list", required_argument, 0, O_BLOCKLIST}, {"bits", required_argument, 0, O_BITS},
         {"report", required_argument, 0, O_REPORT},   {"reduce-range", no_argument, 0, O_REDUCE},
+        {"no-reduce-range", no_argument, 0, O_NOREDUCE},
         {"half-scales", no_argument, 0, O_HALF},     {"scale-search", no_argument, 0, O_SEARCH},     {"overwrite", no_argument, 0, O_OVERWRITE},
         {0, 0, 0, 0}};
     const char *prec = NULL, *ranges_path = NULL, *calib_dir = NULL, *report = NULL, *stream = "auto";
     const char *method = "minmax";
-    int sym = -1, perch = 0, keep_io = 0, bits = 4, samples = 0, reduce = 0;
+    int sym = -1, perch = 0, keep_io = 0, bits = 4, samples = 0, reduce = -1;
     double pct = 99.999;
     int64_t block = 32, acc = 0;
     int half = 0, overwrite = 0, search = 0;
     int32_t wtype = WM_DT_INT8, atype = 0;
     list optypes = {{0}, 0, NULL}, exclude = {{0}, 0, NULL}, int8n = {{0}, 0, NULL}, blocklist = {{0}, 0, NULL};
+    list w8 = {{0}, 0, NULL}, w8l = {{0}, 0, NULL};
     int have_blocklist = 0, rc = WM_EXIT_ERROR, opt;
     optind = 1;
     opterr = 0;
@@ -140,6 +152,7 @@ int wm_cmd_quantize(int argc, char **argv) {
         case O_ASYM: sym = 0; break;
         case O_PERCH: perch = 1; break;
         case O_REDUCE: reduce = 1; break;
+        case O_NOREDUCE: reduce = 0; break;
         case O_KEEPIO: keep_io = 1; break;
         case O_WTYPE:
         case O_ATYPE: {
@@ -196,8 +209,11 @@ int wm_cmd_quantize(int argc, char **argv) {
         case O_OPTYPES:
         case O_EXCLUDE:
         case O_INT8:
+        case O_W8:
+        case O_W8L:
         case O_BLOCKLIST: {
-            list *l = opt == O_OPTYPES ? &optypes : opt == O_EXCLUDE ? &exclude : opt == O_INT8 ? &int8n : &blocklist;
+            list *l = opt == O_OPTYPES ? &optypes : opt == O_EXCLUDE ? &exclude : opt == O_INT8 ? &int8n
+                      : opt == O_W8 ? &w8 : opt == O_W8L ? &w8l : &blocklist;
             if (opt == O_BLOCKLIST) have_blocklist = 1;
             if (split(l, optarg)) {
                 wm_cli_usage_error(&c, "--%s: too many names in '%s'", wm_cli_long_name(longs, opt), optarg);
@@ -251,6 +267,10 @@ int wm_cmd_quantize(int argc, char **argv) {
     cfg.n_exclude = exclude.n;
     cfg.int8_nodes = int8n.v;
     cfg.n_int8_nodes = int8n.n;
+    cfg.int8_weights = w8.v;
+    cfg.n_int8_weights = w8.n;
+    cfg.int8_layer_weights = w8l.v;
+    cfg.n_int8_layer_weights = w8l.n;
     cfg.op_block = blocklist.v;
     cfg.n_op_block = blocklist.n;
     cfg.op_block_given = have_blocklist;
@@ -339,6 +359,8 @@ out:
     free(optypes.buf);
     free(exclude.buf);
     free(int8n.buf);
+    free(w8.buf);
+    free(w8l.buf);
     free(blocklist.buf);
     return rc;
 }

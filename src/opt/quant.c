@@ -20,6 +20,7 @@ void wm_quant_config_default(wm_quant_config *c, wm_quant_mode mode) {
     c->activation_type = mode == WM_QUANT_W8A16 ? WM_DT_UINT16 : WM_DT_UINT8;
     c->bits = 4;
     c->block_size = 32;
+    c->reduce_range = -1; /* where integer kernels read the weights: see wm_quant_config.reduce_range */
 }
 
 static const struct {

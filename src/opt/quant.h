@@ -55,6 +55,14 @@ typedef struct wm_quant_range {
     float lo, hi;
 } wm_quant_range;
 
+/* GPTQ's calibration statistics of one MatMul input value: H = sum over calibration rows x of x x^T. */
+typedef struct wm_quant_hessian {
+    const char *value; /* the value MatMul reads as its input A */
+    int64_t K;         /* its last dimension */
+    const double *h;   /* [K, K], symmetric */
+    uint64_t rows;     /* calibration rows summed */
+} wm_quant_hessian;
+
 typedef struct wm_quant_config {
     wm_quant_mode mode;
     /* selection */
@@ -68,7 +76,11 @@ typedef struct wm_quant_config {
     int per_channel;        /* weight scales per output column */
     int symmetric;          /* symmetric weights (int8 zero point 0; int4 no zero points) */
     int act_symmetric;      /* static: symmetric activations (int8) */
-    int reduce_range;       /* 7-bit weights: avoids u8s8 saturation on x86 without VNNI */
+    int reduce_range;       /* 7-bit weights ([-64, 64], uint8 [0, 127]): 1 always, 0 never, -1 (default) for int8
+                               weights that integer kernels multiply with 8-bit activations (dynamic, and static
+                               with uint8/int8 activations): onnxruntime's u8s8 kernels on x86 without VNNI add
+                               pairs of u8 x s8 products in int16 (vpmaddubsw), which full-range weights overflow
+                               (255 * 127 * 2 > 32767), giving wrong outputs; 7 bits cannot (255 * 64 * 2) */
     int32_t weight_type;    /* WM_DT_INT8 (default) or WM_DT_UINT8 */
     int32_t activation_type;/* static: WM_DT_UINT8 (default), WM_DT_INT8, WM_DT_UINT16 (w8a16), WM_DT_INT16 */
     const wm_quant_range *ranges; size_t n_ranges;  /* static: activation ranges by value */
@@ -83,6 +95,17 @@ typedef struct wm_quant_config {
     const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul / Gather node names (or weight names) kept at 8 bits */
     /* carry */
     const wm_quant_carry *carry; size_t n_carry; /* WM_QUANT_CARRY: the weights whose blocks come ready */
+    /* mixed precision as a table (llama.cpp's Q4_K_M keeps some tensors at more bits): a weight whose initializer
+       name contains one of int8_weights is kept at 8 bits; one containing one of int8_layer_weights is, in the
+       layers where llama.cpp's Q4_K_M gives more bits: layer i of n with i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2
+       (i: the first all-digit dot-separated part of the name, "model.layers.7.mlp..." -> 7; n: one more than the
+       largest such index among the graph's initializers) */
+    const char *const *int8_weights; size_t n_int8_weights;
+    const char *const *int8_layer_weights; size_t n_int8_layer_weights;
+    /* GPTQ (int4/int8 RTN modes): a MatMul (or bias-free Gemm whose table no Gather shares) whose input A is listed
+       here is quantized by wm_quant_gptq instead of RTN (its block's scale search is then not used) */
+    const wm_quant_hessian *hessians; size_t n_hessians;
+    double gptq_damp;       /* fraction of mean diag(H) added to H's diagonal; 0: 0.01 */
 } wm_quant_config;
 
 /*
@@ -179,5 +202,16 @@ void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits,
  */
 void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                             float *scales, uint8_t *zp);
+
+/*
+ * GPTQ (quant_gptq.c): wm_quant_blocks' layout and outputs for w [K, N], the rows quantized in order with each
+ * row's rounding error fed forward into the later rows through the calibration inputs' H = X^T X [K, K] (read,
+ * not changed), so that X W moves least. damp: the fraction of H's mean diagonal added to its diagonal (0.01 is
+ * customary). scale_dtype: how scales are rounded before use (WM_DT_FLOAT: not at all; WM_DT_FLOAT16,
+ * WM_DT_BFLOAT16). WM_ERR_INPUT naming the element when w or H holds NaN or infinity, or when H plus damping is
+ * not positive definite; WM_ERR_USAGE on a bad shape; outputs undefined on error.
+ */
+wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, double damp, int64_t bs, int bits,
+                        int symmetric, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp, wm_error *err);
 
 #endif

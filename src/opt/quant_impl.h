@@ -2,6 +2,8 @@
 #ifndef WM_OPT_QUANT_IMPL_H
 #define WM_OPT_QUANT_IMPL_H
 
+#include <math.h>
+
 #include "opt/opt_util.h"
 #include "opt/quant.h"
 #include "opt/shape.h"
@@ -31,6 +33,8 @@ typedef struct wm_qjob {
     int t_out;       /* INT8W: codes transposed (above) */
     int search;      /* NBITS: wm_quant_config.scale_search */
     const wm_quant_carry *carry; /* CARRY: the entry (bits, block, zp and rows) */
+    const wm_quant_hessian *hess; /* NBITS: GPTQ with these statistics (NULL: RTN / the search) */
+    double damp;                  /* NBITS with hess: wm_quant_config.gptq_damp (resolved) */
 } wm_qjob;
 
 struct wm_quant_plan {
@@ -76,6 +80,29 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report 
 
 /* WM_QUANT_CARRY: the entry naming weight w; NULL when none. */
 const wm_quant_carry *wm_quant_carry_find(const wm_quant_config *c, const char *w);
+/* ---- MatMulNBits block arithmetic (quant_nbits.c), shared with GPTQ (quant_gptq.c) */
+
+#define WM_SCALE_HALF_EXACT (-1) /* scale rounding: float32 storage, half-exact values (wm_quant_config.half_scales) */
+
+/* The stored scale: rounded to scale_dtype (float16, bfloat16, WM_SCALE_HALF_EXACT; float32: as it is). */
+float wm_nbits_round_scale(float s, int32_t scale_dtype);
+/* RTN's scale (stored-rounded) and zero point of a block whose values lie in [lo, hi] (quant_nbits.c's header). */
+void wm_nbits_params(float lo, float hi, int bits, int sym, int32_t scale_dtype, float *scale, int *zp);
+/* Zero point z of column n, block kb, into the packed zero points [N, ceil(nblk * bits / 8)]. */
+void wm_nbits_put_zp(uint8_t *zp, int64_t n, int64_t kb, int64_t nblk, int bits, int z);
+
+/* Code of v at scale reciprocal r and zero point z (RTN's arithmetic; NaN: the zero point). */
+static inline int wm_nbits_code(float v, float r, int z, int kmax) {
+    float x = roundf(v * r + (float)z);
+    return x != x ? z : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x;
+}
+
+/* Writes code v at row r of a column's block (dst: its first byte). */
+static inline void wm_nbits_put_code(uint8_t *dst, int64_t r, int bits, int v) {
+    if (bits == 8) dst[r] = (uint8_t)v;
+    else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | v);
+    else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (v << 4));
+}
 
 /* Float32 view of a constant weight, row-major, as floats (decoded from f32/f16/bf16/f64); caller frees. */
 float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err);

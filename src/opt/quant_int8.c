@@ -7,6 +7,8 @@
  *   asymmetric: lo = min(min, 0), hi = max(max, 0), scale = (hi - lo) / 255,
  *               zp = round(-lo / scale), q in [0, 255]
  *   q = round_half_even(w / scale) + zp, clamped.
+ * Int8 weights meeting 8-bit activations get 7 bits by default (reduce_range, quant.h: onnxruntime's u8s8
+ * kernels would overflow int16 with full-range weights).
  * Dynamic mode: DynamicQuantizeLinear(A) -> MatMulInteger -> Cast -> Mul(a_scale * w_scale).
  * Static mode (QDQ): QuantizeLinear/DequantizeLinear on the activation with a
  * calibrated range (uint8 asymmetric, int8 symmetric, or uint16 for w8a16)
@@ -157,10 +159,17 @@ static const wm_onnx_tensor *weight_of(const i8 *q, const wm_onnx_node *n, int *
 
 /* Submits the weight job: *wq, *ws, *wz (NULL when symmetric) receive the initializer names. t_out: the
    codes of a transposed weight ([N, K], trans) come out as [K, N]. */
+/* Whether weights of qtype get 7 bits (wm_quant_config.reduce_range; -1: int8 weights meeting 8-bit activations). */
+static int reduce_of(const wm_quant_config *c, int32_t qtype) {
+    if (c->reduce_range >= 0) return c->reduce_range != 0;
+    int act8 = c->mode == WM_QUANT_INT8_DYNAMIC || c->activation_type == WM_DT_UINT8 || c->activation_type == WM_DT_INT8;
+    return qtype == WM_DT_INT8 && act8;
+}
+
 static wm_status quant_weight(i8 *q, const wm_onnx_tensor *t, int trans, int t_out, int32_t qtype, const char **wq,
                               const char **ws, const char **wz) {
     wm_qjob j = {WM_QJOB_INT8W, wm_graph_model(q->g), t, {NULL}, 0, t->dims[0], t->dims[1], 0, 8,
-                 q->c->symmetric, q->c->per_channel, trans, q->c->reduce_range, WM_DT_FLOAT, qtype, 0, t_out};
+                 q->c->symmetric, q->c->per_channel, trans, reduce_of(q->c, qtype), WM_DT_FLOAT, qtype, 0, t_out};
     int64_t ch = j.per_channel ? (trans ? j.K : j.N) : 1;
     char nm[3][300];
     snprintf(nm[0], sizeof nm[0], "%s_quantized", t->name);

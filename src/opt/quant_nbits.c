@@ -28,13 +28,11 @@
 #include "onnx/dtype.h"
 #include "opt/quant_impl.h"
 
-#define WM_SCALE_HALF_EXACT (-1) /* round_scale: float32 storage, half-exact values (wm_quant_config.half_scales) */
-
 /* The stored scale. With half_scales, float32 scales are rounded to the nearest half when that is a normal
  * half (|s| in [2^-14, 65504]): the model stays exact float32 (codes are computed with the rounded scale), and
  * an engine may stream the scales as 2-byte halves (winml's AVX-512 kernel does: 1/9 fewer weight bytes per
  * token at 4 bits, block 32). */
-static float round_scale(float s, int32_t scale_dtype) {
+float wm_nbits_round_scale(float s, int32_t scale_dtype) {
     if (scale_dtype == WM_DT_FLOAT16) return wm_f16_to_f32(wm_f32_to_f16(s));
     if (scale_dtype == WM_DT_BFLOAT16) return wm_bf16_to_f32(wm_f32_to_bf16(s));
     if (scale_dtype != WM_SCALE_HALF_EXACT) return s;
@@ -46,11 +44,7 @@ static float round_scale(float s, int32_t scale_dtype) {
 
 #define SEARCH_STEPS 10 /* candidate scales: RTN's range over (levels * (1 + t/80)), t in [-10, 10] */
 
-/* Code of v at scale reciprocal r and zero point z (RTN's arithmetic; NaN: the zero point). */
-static inline int code_of(float v, float r, int z, int kmax) {
-    float x = roundf(v * r + (float)z);
-    return x != x ? z : x < 0.0f ? 0 : x > (float)kmax ? kmax : (int)x;
-}
+#define code_of wm_nbits_code
 
 /* E of codes q with scale s and zero point z (double sums). */
 static double block_err(const float *x, const float *w, const uint8_t *q, int64_t n, float s, int z) {
@@ -76,7 +70,7 @@ static void try_scale(const float *x, const float *w, int64_t n, float s0, int z
         num += (double)w[i] * (double)x[i] * c;
         den += (double)w[i] * (double)c * c;
     }
-    float s = den > 0 ? round_scale((float)(num / den), scale_dtype) : 0.0f;
+    float s = den > 0 ? wm_nbits_round_scale((float)(num / den), scale_dtype) : 0.0f;
     if (!(s != 0.0f) || !isfinite(s) || !isfinite(1.0f / s)) return;
     r = 1.0f / s;
     double e = 0; /* block_err of the codes at s, computed as they are made */
@@ -129,11 +123,32 @@ static void search_block(const float *x, int64_t n, int bits, int sym, float lo,
     *scale = best_s, *zp = best_z;
 }
 
-/* Writes code v at row r of a column's block (dst: its first byte). */
-static inline void put_code(uint8_t *dst, int64_t r, int bits, int v) {
-    if (bits == 8) dst[r] = (uint8_t)v;
-    else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | v);
-    else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (v << 4));
+#define put_code wm_nbits_put_code
+
+void wm_nbits_params(float lo, float hi, int bits, int sym, int32_t scale_dtype, float *scale, int *zp) {
+    const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
+    float sc;
+    int z;
+    if (sym) {
+        float m = fabsf(hi) > fabsf(lo) ? hi : lo;
+        sc = -m / (float)kmid;
+        z = kmid;
+    } else {
+        lo = lo < 0.0f ? lo : 0.0f;
+        hi = hi > 0.0f ? hi : 0.0f;
+        sc = (hi - lo) / (float)kmax;
+        float zf = sc != 0.0f ? 0.0f - lo / sc : lo;
+        z = !(zf >= 0.0f) ? 0 : zf > (float)kmax ? kmax : (int)roundf(zf);
+    }
+    *scale = wm_nbits_round_scale(sc, scale_dtype);
+    *zp = z;
+}
+
+void wm_nbits_put_zp(uint8_t *zp, int64_t n, int64_t kb, int64_t nblk, int bits, int z) {
+    uint8_t *b = &zp[n * ((nblk * bits + 7) / 8) + kb * bits / 8];
+    if (bits == 8) *b = (uint8_t)z;
+    else if (kb % 2 == 0) *b = (uint8_t)((*b & 0xf0) | z);
+    else *b = (uint8_t)((*b & 0x0f) | (z << 4));
 }
 
 /* Floats of scratch block_row needs: per-column state (3*N floats + N ints), and for the search a column's block
@@ -149,8 +164,8 @@ static size_t row_scratch(int64_t N, int64_t bs) { return (size_t)(4 * N + 3 * b
 static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, int64_t N, int64_t bs, int bits,
                       int sym, int search, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp,
                       float *scratch) {
-    int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8, zp_cols = (nblk * bits + 7) / 8;
-    const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
+    int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8;
+    const int kmax = (1 << bits) - 1;
     float *mn = scratch, *mx = scratch + N, *rs = scratch + 2 * N;
     int *zs = (int *)(scratch + 3 * N);
     float *col = scratch + 4 * N, *wts = col + bs;
@@ -168,20 +183,9 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
         }
     }
     for (int64_t n = 0; n < N; n++) {
-        float scale, lo = mn[n], hi = mx[n];
+        float scale;
         int z;
-        if (sym) {
-            float m = fabsf(hi) > fabsf(lo) ? hi : lo;
-            scale = -m / (float)kmid;
-            z = kmid;
-        } else {
-            lo = lo < 0.0f ? lo : 0.0f;
-            hi = hi > 0.0f ? hi : 0.0f;
-            scale = (hi - lo) / (float)kmax;
-            float zf = scale != 0.0f ? 0.0f - lo / scale : lo;
-            z = !(zf >= 0.0f) ? 0 : zf > (float)kmax ? kmax : (int)roundf(zf);
-        }
-        scale = round_scale(scale, scale_dtype);
+        wm_nbits_params(mn[n], mx[n], bits, sym, scale_dtype, &scale, &z);
         uint8_t *dst = &q[(n * nblk + kb) * blob]; /* padding rows past K hold the zero point */
         if (search && isfinite(mn[n]) && isfinite(mx[n])) { /* NaN/inf blocks keep RTN (their min/max say so) */
             float r = scale != 0.0f ? 1.0f / scale : 0.0f;
@@ -197,12 +201,7 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
             zs[n] = z;
         }
         scales[n * nblk + kb] = scale;
-        if (zp) {
-            uint8_t *b = &zp[n * zp_cols + kb * bits / 8];
-            if (bits == 8) *b = (uint8_t)z;
-            else if (kb % 2 == 0) *b = (uint8_t)((*b & 0xf0) | z);
-            else *b = (uint8_t)((*b & 0x0f) | (z << 4));
-        }
+        if (zp) wm_nbits_put_zp(zp, n, kb, nblk, bits, z);
         for (int64_t r = nrows; r < bs; r++) put_code(dst, r, bits, z);
     }
     const int64_t tile = 64; /* columns per pass: their output blocks stay in cache across the rows */
@@ -337,14 +336,23 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
     }
     if (out[2]) memset(out[2], 0, (size_t)(N * ((nblk * j->bits + 7) / 8)));
     wm_status s = WM_OK;
-    for (int64_t kb = 0; kb < nblk && !s; kb++) {
+    int32_t sdt = j->half_scales && j->scale_dtype == WM_DT_FLOAT ? WM_SCALE_HALF_EXACT : j->scale_dtype;
+    if (j->hess) { /* GPTQ reads the whole weight: rows interact */
+        free(rows);
+        rows = malloc((size_t)(K * N) * sizeof *rows);
+        if (!rows) s = wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
+        else if (j->trans) s = read_cols_t(j->src, 0, K, K, N, rows, err);
+        else s = read_rows(j->m, j->src, 0, K, N, rows, release, err);
+        if (!s) s = wm_quant_gptq(rows, K, N, j->hess->h, j->damp, bs, j->bits, j->sym, sdt, out[0], sc, out[2], err);
+        if (s) wm_err_prefix(err, "'%s'", j->src->name ? j->src->name : "");
+        nblk = s ? 0 : nblk;
+    }
+    for (int64_t kb = 0; kb < nblk && !s && !j->hess; kb++) {
         int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
         if (j->trans) s = read_cols_t(j->src, r0, nr, K, N, rows, err); /* B stored [N, K] (Gemm transB) */
         else s = read_rows(j->m, j->src, r0, nr, N, rows, release, err);
         if (s) break;
-        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->search,
-                  j->half_scales && j->scale_dtype == WM_DT_FLOAT ? WM_SCALE_HALF_EXACT : j->scale_dtype, out[0], sc,
-                  out[2], scratch);
+        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->search, sdt, out[0], sc, out[2], scratch);
     }
     for (int64_t i = 0; !s && i < nblk * N; i++) {
         if (j->scale_dtype == WM_DT_FLOAT) memcpy(out[1] + i * 4, &sc[i], 4);
@@ -379,11 +387,49 @@ static int plain_gemm(const wm_onnx_node *n, int *trans_b) {
     return 1;
 }
 
-/* Is this MatMul (weight input 1) or Gather (table input 0) to keep at 8 bits (listed by node or weight name)? */
-static int wants_8bit(const wm_quant_config *c, const wm_onnx_node *n) {
+/* The layer index in a weight name: its first all-digit dot-separated part ("model.layers.7.mlp" -> 7); -1: none. */
+static int64_t layer_of(const char *name) {
+    for (const char *p = name; p && *p;) {
+        const char *e = strchr(p, '.');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        size_t d = 0;
+        while (d < n && p[d] >= '0' && p[d] <= '9') d++;
+        if (n && d == n && n < 10) return strtoll(p, NULL, 10);
+        p = e ? e + 1 : NULL;
+    }
+    return -1;
+}
+
+/* One more than the largest layer index among g's initializers (wm_quant_config.int8_layer_weights' n). */
+static int64_t layer_count(const wm_graph *g) {
+    const wm_onnx_graph *p = wm_graph_proto(g);
+    int64_t n = 0;
+    for (size_t i = 0; i < p->n_initializer; i++) {
+        int64_t l = p->initializer[i]->name ? layer_of(p->initializer[i]->name) : -1;
+        n = l + 1 > n ? l + 1 : n;
+    }
+    return n;
+}
+
+/* llama.cpp's choice of layers that get more bits in Q4_K_M (use_more_bits): the first and last eighth, and every
+   third layer between. */
+static int more_bits_layer(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static int contains_any(const char *const *v, size_t n, const char *name) {
+    for (size_t i = 0; name && i < n; i++)
+        if (v[i] && *v[i] && strstr(name, v[i])) return 1;
+    return 0;
+}
+
+/* Is this MatMul (weight input 1) or Gather (table input 0) to keep at 8 bits: listed by node or weight name
+   (int8_nodes), or its weight named in the mixed-precision table (int8_weights, int8_layer_weights; n_layers). */
+static int wants_8bit(const wm_quant_config *c, const wm_onnx_node *n, int64_t n_layers) {
     const char *w = wm_opt_in(n, wm_opt_is(n, "Gather") ? 0 : 1);
-    return (n->name && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, n->name)) ||
-           (w && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, w));
+    if ((n->name && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, n->name)) ||
+        (w && wm_quant_listed(c->int8_nodes, c->n_int8_nodes, w)) || contains_any(c->int8_weights, c->n_int8_weights, w))
+        return 1;
+    int64_t l = w && contains_any(c->int8_layer_weights, c->n_int8_layer_weights, w) ? layer_of(w) : -1;
+    return l >= 0 && more_bits_layer(l, n_layers);
 }
 
 /* A [rows, K] table quantized along K (a Gemm transB weight): what a Gather over the same table may share. */
@@ -407,9 +453,9 @@ typedef struct nb_tables {
  */
 static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_plan *plan, const char *w,
                                const wm_onnx_tensor *t, int64_t K, int64_t N, int64_t bs, int trans, int bits, int flat,
-                               const char **names, wm_error *err) {
+                               const wm_quant_hessian *hess, const char **names, wm_error *err) {
     wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, bs, bits, c->symmetric, 0, trans,
-                 0, t->data_type, 0, c->half_scales, 0, c->scale_search};
+                 0, t->data_type, 0, c->half_scales, 0, c->scale_search, NULL, hess, c->gptq_damp > 0 ? c->gptq_damp : 0.01};
     int64_t nblk = (K + j.bs - 1) / j.bs;
     char nm[3][256];
     snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
@@ -494,7 +540,7 @@ static wm_status carry_matrix(wm_graph *g, const wm_quant_config *c, wm_quant_re
         wm_quant_config cc = *c;
         cc.symmetric = 0, cc.scale_search = 0, cc.half_scales = 0;
         *bits = cy->requant_bits, *bs = 32;
-        s = submit_blocks(g, &cc, plan, w, t, K, N, 32, trans, cy->requant_bits, 0, q, err);
+        s = submit_blocks(g, &cc, plan, w, t, K, N, 32, trans, cy->requant_bits, 0, NULL, q, err);
         if (!s) s = carry_note(r, w, cy, "MatMulNBits", "requantized", *bits, 32, 1, cy->reason, err);
     } else {
         *bits = cy->bits, *bs = cy->block;
@@ -534,7 +580,7 @@ static int gathered(const wm_quant_config *c, wm_onnx_node *const *v, size_t n, 
 
 static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                            wm_onnx_node *n, wm_onnx_node *const *all, size_t n_all, nb_tables *tables,
-                           wm_error *err) {
+                           int64_t n_layers, wm_error *err) {
     const char *a = wm_opt_in(n, 0), *w = wm_opt_in(n, 1);
     const wm_onnx_tensor *t = w ? wm_graph_constant(g, w) : NULL;
     int32_t dt = t ? t->data_type : 0;
@@ -544,7 +590,7 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         r->skipped++;
         return WM_OK;
     }
-    int bits = wants_8bit(c, n) ? 8 : c->bits;
+    int bits = wants_8bit(c, n, n_layers) ? 8 : c->bits;
     int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1], bs = c->block_size;
     wm_status s = WM_OK;
     const char *q[3];
@@ -557,7 +603,10 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
             if (tbs && tbs != bs && !(s = table_note(r, w, "MatMulNBits", K, tbs, err))) bs = tbs;
             if (s) return s;
         }
-        if ((s = submit_blocks(g, c, plan, w, t, K, N, bs, tb, bits, 0, q, err))) return s;
+        const wm_quant_hessian *hess = NULL; /* GPTQ: statistics of this input, unless a Gather shares the codes */
+        for (size_t i = 0; i < c->n_hessians && !(tb && gathered(c, all, n_all, w)); i++)
+            if (c->hessians[i].value && !strcmp(c->hessians[i].value, a) && c->hessians[i].K == K) hess = &c->hessians[i];
+        if ((s = submit_blocks(g, c, plan, w, t, K, N, bs, tb, bits, 0, hess, q, err))) return s;
     }
     if (tb && tables->n < sizeof tables->v / sizeof tables->v[0])
         tables->v[tables->n++] = (nb_table){t, bits, bs, q[0], q[1], q[2]};
@@ -585,11 +634,11 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
  * model keeps one copy. bfloat16 tables stay (onnxruntime has no bfloat16 output).
  */
 static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
-                            wm_onnx_node *n, const nb_tables *tables, wm_error *err) {
+                            wm_onnx_node *n, const nb_tables *tables, int64_t n_layers, wm_error *err) {
     const char *w = wm_opt_in(n, 0), *ix = wm_opt_in(n, 1);
     const wm_onnx_tensor *t = w ? wm_graph_constant(g, w) : NULL;
     int32_t dt = t ? t->data_type : 0;
-    int bits = wants_8bit(c, n) ? 8 : c->bits;
+    int bits = wants_8bit(c, n, n_layers) ? 8 : c->bits;
     if (!ix || !t || t->n_dims != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16) || t->dims[0] <= 0 ||
         t->dims[1] <= 0 || wm_opt_attr_i(n, "axis", 0) != 0) {
         r->skipped++;
@@ -627,7 +676,7 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
     if (!data) { /* its own codes, the table's rows as MatMulNBits' columns */
         const char *q[3];
         if ((s = cy ? submit_carry(g, plan, w, t, cy, 1, 1, q, err) : submit_blocks(g, c, plan, w, t, H, V, bs, 1,
-                                                                                    bits, 1, q, err)))
+                                                                                    bits, 1, NULL, q, err)))
             return s;
         data = q[0], scales = q[1], zp = q[2];
     }
@@ -655,12 +704,13 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report 
     if (!v) return WM_ERR_NOMEM;
     wm_status s = WM_OK;
     nb_tables tables = {0};
+    int64_t n_layers = layer_count(g);
     for (size_t i = 0; i < n && !s; i++) /* the matrices first: a Gather may share a tied lm_head's codes */
         if (!wm_opt_is(v[i], "Gather") && wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2))
-            s = nbits_one(g, c, r, plan, v[i], v, n, &tables, err);
+            s = nbits_one(g, c, r, plan, v[i], v, n, &tables, n_layers, err);
     for (size_t i = 0; i < n && !s; i++) /* Gather only when listed in op_types */
         if (wm_opt_is(v[i], "Gather") && wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2))
-            s = gather_one(g, c, r, plan, v[i], &tables, err);
+            s = gather_one(g, c, r, plan, v[i], &tables, n_layers, err);
     free(v);
     if (!s) s = wm_opt_need_opset(g, "com.microsoft", 1, err);
     return s;

@@ -248,6 +248,12 @@ def test_int4_build_quantizes_the_embedding(kind, tiny, workdir, winml):
     r = json.load(open(recipe))
     assert "Gather" in r["quant"]["op_types_to_quantize"]
     r["quant"]["rtn_block_size"] = 16  # hidden 32: whole blocks
+    r["quant"]["rtn_8bit_weights"] = []  # 4-bit tables here (the default recipe keeps them at 8 bits)
+    r["quant"]["rtn_8bit_layer_weights"] = []
+    # symmetric: with asymmetric blocks and accuracy_level 4 (the default) onnxruntime and our engine differ by
+    # ~1% of the logits here (hidden 32, block 16): an open discrepancy of the int8-activation path with zero
+    # points, reported with issue 31; this test is about the table, so it keeps the symmetric form it was written for
+    r["quant"]["symmetric"] = True
     json.dump(r, open(recipe, "w"))
     path, _ = _opt_build(winml, ckpt, str(workdir / f"int4_{kind}"), "-c", recipe)
     m = onnx.load(path)
@@ -281,13 +287,18 @@ def test_int4_build_quantizes_the_embedding(kind, tiny, workdir, winml):
 
 
 def test_int4_build_embedding_width_not_a_block_multiple(tiny, workdir, winml):
-    """The default int4 recipe (block 128) on a model whose hidden width (32) it does not divide: the token table
-    is still quantized, with the largest power-of-two block that divides the width (32), and the build output and
-    build_manifest.json's quant stage say so (it used to stay float32 silently)."""
+    """The int4 recipe with block 128 (the default before blocks of 32) on a model whose hidden width (32) it does
+    not divide: the token table is still quantized, with the largest power-of-two block that divides the width (32),
+    and the build output and build_manifest.json's quant stage say so (it used to stay float32 silently)."""
     ckpt, model = tiny("llama")
     out = str(workdir / "int4_width")
     again = ["--rebuild"] if os.path.exists(out) else []
-    r = U.run([winml, "build", "-m", ckpt, "-o", out, "-p", "int4", *again], timeout=300)
+    recipe = str(workdir / "recipe_int4_b128.json")
+    assert U.run([winml, "config", "-m", ckpt, "-p", "int4", "-o", recipe]).returncode == 0
+    rec = json.load(open(recipe))
+    rec["quant"].update(rtn_block_size=128, rtn_8bit_weights=[], rtn_8bit_layer_weights=[])
+    json.dump(rec, open(recipe, "w"))
+    r = U.run([winml, "build", "-m", ckpt, "-o", out, "-c", recipe, *again], timeout=300)
     assert r.returncode == 0, U.describe(r)
     V, H = model.config.vocab_size, model.config.hidden_size
     note = f"'model.embed_tokens.weight' (GatherBlockQuantized, width {H}) uses block 32: the recipe's 128 does not divide its width"

@@ -30,6 +30,11 @@ def tiny_llama(d, hidden, heads, kv=1, vocab=320):
     return model
 
 
+# These cases are about a block that does not divide the table's width: the int4 recipe with blocks of 128 and no
+# 8-bit table (the default before the 8-bit table and blocks of 32, which divide 576; test_int4_real.py)
+B128 = {"rtn_block_size": 128, "rtn_8bit_weights": [], "rtn_8bit_layer_weights": []}
+
+
 def int4_recipe(winml, ck, path, **quant):
     """The default int4 recipe of ck with quant fields replaced (rtn_accuracy_level 0: float activations, so that
     onnxruntime and our engine compute the same thing and can be held to a tight tolerance)."""
@@ -65,7 +70,8 @@ def test_width_576_gets_block_64(winml, tmp_path):
     ck = str(tmp_path / "ck")
     model = tiny_llama(ck, 576, 9, kv=3)
     out = str(tmp_path / "b")
-    r = U.run([winml, "build", "-m", ck, "-o", out, "-p", "int4"])
+    rb = int4_recipe(winml, ck, str(tmp_path / "b128.json"), **B128)
+    r = U.run([winml, "build", "-m", ck, "-o", out, "-c", rb])
     assert r.returncode == 0, U.describe(r)
     assert "'model.embed_tokens.weight' (GatherBlockQuantized, width 576) uses block 64" in r.stderr, r.stderr
     tables = quant_stage(out)["tables"]
@@ -81,7 +87,7 @@ def test_width_576_gets_block_64(winml, tmp_path):
     # with float activations (accuracy_level 0) onnxruntime and our engine agree on the artifact, near transformers'
     f0 = str(tmp_path / "b0")
     r = U.run([winml, "build", "-m", ck, "-o", f0, "-q", "-c",
-               int4_recipe(winml, ck, str(tmp_path / "r.json"), rtn_accuracy_level=0)])
+               int4_recipe(winml, ck, str(tmp_path / "r.json"), rtn_accuracy_level=0, **B128)])
     assert r.returncode == 0 and quant_stage(f0)["tables"] == tables, U.describe(r)
     ids = np.random.default_rng(1).integers(3, 320, (1, 9)).astype(np.int64)
     feeds = decoder_feeds(model, ids)
@@ -95,7 +101,7 @@ def test_width_576_gets_block_64(winml, tmp_path):
            f"{d:.3g} (|logits| max {np.abs(ort).max():.3g}); SQNR vs transformers {sqnr:.1f} dB")
     assert d <= 1e-4 * float(np.abs(ort).max()) and sqnr >= 10
     # -q: no note, the manifest still says it
-    r = U.run([winml, "build", "-m", ck, "-o", out, "-p", "int4", "-q", "--rebuild"])
+    r = U.run([winml, "build", "-m", ck, "-o", out, "-c", rb, "-q", "--rebuild"])
     assert r.returncode == 0 and "uses block" not in r.stderr, U.describe(r)
     assert quant_stage(out)["tables"] == tables
 
@@ -104,7 +110,7 @@ def test_width_no_block_divides_stays_float_and_says_so(winml, tmp_path):
     ck = str(tmp_path / "ck")
     tiny_llama(ck, 600, 10)  # 600 = 8 * 75: no power of two from 16 to 128 divides it
     out = str(tmp_path / "b")
-    r = U.run([winml, "build", "-m", ck, "-o", out, "-p", "int4"])
+    r = U.run([winml, "build", "-m", ck, "-o", out, "-c", int4_recipe(winml, ck, str(tmp_path / "r.json"), **B128)])
     assert r.returncode == 0, U.describe(r)
     assert "'model.embed_tokens.weight' (Gather, width 600) stays float32: no block of 16 to 128 divides its width" \
         in r.stderr, r.stderr
@@ -157,7 +163,8 @@ def test_smollm2_int4_quantizes_its_embedding(winml, tmp_path):
     import real_weights as RW
     ck = RW.hf_from_gguf(RW.smollm2_gguf())
     out = str(tmp_path / "b")
-    r = U.run([winml, "build", "-m", ck, "-o", out, "-p", "int4", "-q"], timeout=900)
+    r = U.run([winml, "build", "-m", ck, "-o", out, "-q", "-c", int4_recipe(winml, ck, str(tmp_path / "r.json"), **B128)],
+              timeout=900)
     assert r.returncode == 0, U.describe(r)
     tables = quant_stage(out)["tables"]
     assert {(t["op"], t["width"], t["block"]) for t in tables} == {("MatMulNBits", 576, 64),
@@ -173,7 +180,7 @@ def test_smollm2_int4_quantizes_its_embedding(winml, tmp_path):
     fig = {}
     for name, quant in (("table int4", {}), ("table float32", {"op_types_to_quantize": ["MatMul", "Gemm"]})):
         b = str(tmp_path / name.replace(" ", "_"))
-        rec = int4_recipe(winml, ck, b + ".json", rtn_accuracy_level=0, **quant)
+        rec = int4_recipe(winml, ck, b + ".json", rtn_accuracy_level=0, **B128, **quant)
         r = U.run([winml, "build", "-m", ck, "-o", b, "-q", "-c", rec], timeout=900)
         assert r.returncode == 0, U.describe(r)
         path = os.path.join(b, "model.onnx")

@@ -206,16 +206,23 @@ def test_softcapped_head_is_narrowed(winml, tmp_path, monkeypatch, prec):
 
 
 def test_int8_build_narrows_its_quantized_head(winml, tmp_path, monkeypatch):
-    """An int8 build's head is DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul (the tied table quantized for
-    MatMulInteger): the runner narrows it to the last position too, and greedy tokens equal those of every
-    position's logits (only the prefill's activation scale differs: the last row's own, as in a decode step)."""
+    """A dynamically quantized build's head (`winml quantize -p int8` of an fp32 build; `build -p int8` writes
+    MatMulNBits bits 8 since int8 u8s8 products went wrong in onnxruntime) is DynamicQuantizeLinear ->
+    MatMulInteger -> Cast -> Mul (the tied table quantized for MatMulInteger): the runner narrows it to the last
+    position too, and greedy tokens equal those of every position's logits (only the prefill's activation scale
+    differs: the last row's own, as in a decode step)."""
+    import shutil
     import builder_util as BU
     import onnx
     BU.make_tiny("qwen2", str(tmp_path / "hf"), seed=4)
-    r = subprocess.run([winml, "build", "-m", str(tmp_path / "hf"), "-o", str(tmp_path / "b8"), "-p", "int8", "-q"],
+    r = subprocess.run([winml, "build", "-m", str(tmp_path / "hf"), "-o", str(tmp_path / "b32"), "-p", "fp32", "-q"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     path = tmp_path / "b8"
+    shutil.copytree(tmp_path / "b32", path)
+    r = subprocess.run([winml, "quantize", "-m", str(tmp_path / "b32" / "model.onnx"), "-o", str(path / "model.onnx"),
+                        "-p", "int8", "-q", "--overwrite"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
     ops = [n.op_type for n in onnx.load(str(path / "model.onnx"), load_external_data=False).graph.node]
     assert "Gemm" not in ops and "MatMul" not in ops and ops.count("MatMulInteger") == 7 * 2 + 1
     r = subprocess.run([winml, "perf", "-m", str(path), "--warmup", "1", "--iterations", "2", "--seq-len", "4",

@@ -598,3 +598,61 @@ def test_int4_tied_table_shared(winml, build_dir, tmp_path):
     assert np.abs(want[0] - w[ids]).max() < np.abs(w).max() / 100  # 8 bits
     got = wm_run(build_dir, dst, {"ids": ids}, tmp_path)
     assert np.array_equal(got["y"], want[0])
+
+
+def test_int4_8bit_table(winml, tmp_path):
+    """The mixed-precision table (recipe quant.rtn_8bit_weights / rtn_8bit_layer_weights, quantize --int8-weights /
+    --int8-layer-weights): a chain of 16 layers of v_proj and down_proj MatMuls and a head; the head's weight is
+    8-bit everywhere, v_proj and down_proj in llama.cpp Q4_K_M's "more bits" layers (i < 16/8, i >= 7*16/8,
+    (i - 2) % 3 == 2: 0 1 4 7 10 13 14 15), every other MatMul 4-bit."""
+    rng = np.random.default_rng(3)
+    nodes, inits, x = [], [], "x"
+    for i in range(16):
+        for part in ("attn.v_proj", "mlp.down_proj"):
+            w = f"model.layers.{i}.{part}.weight"
+            inits.append(nh.from_array(rng.standard_normal((32, 32)).astype(np.float32), w))
+            nodes.append(h.make_node("MatMul", [x, w], [w + "_y"], name=w + "_mm"))
+            x = w + "_y"
+    inits.append(nh.from_array(rng.standard_normal((32, 32)).astype(np.float32), "lm_head.weight"))
+    nodes.append(h.make_node("MatMul", [x, "lm_head.weight"], ["y"], name="head"))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [None, 32])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [None, 32])], inits)
+    src, dst = str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx")
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), src)
+    quantize(winml, src, dst, "-p", "int4", "--block-size", "16", "--int8-weights", "lm_head.",
+             "--int8-layer-weights", "attn.v_proj.,mlp.down_proj.")
+    bits = {n.input[1].split("_Q")[0]: {a.name: a.i for a in n.attribute}["bits"]
+            for n in onnx.load(dst).graph.node if n.op_type == "MatMulNBits"}
+    more = {0, 1, 4, 7, 10, 13, 14, 15}
+    want = {f"model.layers.{i}.{p}.weight": 8 if i in more else 4 for i in range(16)
+            for p in ("attn.v_proj", "mlp.down_proj")}
+    want["lm_head.weight"] = 8
+    assert bits == want
+
+
+def test_int8_weights_7bit_by_default(winml, tmp_path):
+    """Int8 weights that meet 8-bit activations in integer kernels (-p int8; int8-static with uint8/int8
+    activations) get 7 bits by default: onnxruntime's u8s8 kernels without VNNI add pairs of products in int16,
+    which full-range weights overflow. --no-reduce-range keeps 8 bits; uint8 weights (u8u8) keep 8 bits."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((64, 16)).astype(np.float32)
+    src = str(tmp_path / "m.onnx")
+    matmul_model(src, w)
+
+    def wq(*args):
+        dst = str(tmp_path / "q.onnx")
+        quantize(winml, src, dst, *args)
+        m = onnx.load(dst)
+        t = tensors(m)
+        return next(t[n.input[1]] if n.op_type == "MatMulInteger" else t[n.input[0]] for n in m.graph.node
+                    if n.op_type == "MatMulInteger" or (n.op_type == "DequantizeLinear" and n.input[0] in t)
+                    ).astype(np.int64)
+
+    (tmp_path / "r.json").write_text(json.dumps({"x": [-3.0, 3.0]}))
+    assert np.abs(wq("-p", "int8-static", "--ranges", str(tmp_path / "r.json"))).max() == 64
+    assert np.abs(wq("-p", "w8a16", "--ranges", str(tmp_path / "r.json"))).max() == 127
+
+    assert np.abs(wq("-p", "int8")).max() == 64
+    assert np.abs(wq("-p", "int8", "--per-channel")).max() == 64
+    assert np.abs(wq("-p", "int8", "--no-reduce-range")).max() == 127
+    assert wq("-p", "int8", "--asymmetric", "--weight-type", "uint8").max() == 255

@@ -481,7 +481,10 @@ static void test_recipe_round_trip_and_strictness(void **state) {
     const char *text = wm_json_text(&j);
     assert_int_equal(wm_recipe_parse(text, strlen(text), "r.json", &r2, &e), WM_OK);
     assert_int_equal(r2.precision, WM_PREC_INT4);
-    assert_int_equal(r2.rtn_block_size, 128);
+    assert_int_equal(r2.rtn_block_size, 32);
+    assert_int_equal(r2.symmetric, 0);
+    assert_string_equal(r2.rtn_8bit_weights[0], "embed_tokens.");
+    assert_string_equal(r2.rtn_8bit_layer_weights[1], "mlp.down_proj.");
     assert_int_equal(r2.rtn_accuracy_level, 4);
     assert_int_equal(r2.n_inputs, r.n_inputs);
     assert_string_equal(r2.inputs[3].name, "past_key_values.0.key");
