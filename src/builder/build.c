@@ -414,9 +414,60 @@ static wm_status artifact(wm_json *j, const char *dir, const char *name, const c
     return WM_OK;
 }
 
+/*
+ * The build's identity as the reference's manifest has it: config_hash = the first 16 hex digits of the
+ * sha256 of the resolved recipe (winml_build_config.json as written), cache_key = "<task>_<inputs>_<config_hash>"
+ * where inputs hashes what else decides the artifacts (the model path, random weights and their seed), so that
+ * the text after the last '_' is config_hash, as there.
+ */
+static void build_keys(const build_ctx *b, char cache_key[160], char config_hash[17]) {
+    wm_json rj;
+    wm_json_init(&rj);
+    wm_recipe_json(&b->recipe, &rj);
+    wm_sha256 h;
+    char hex[65], in[65];
+    wm_sha256_init(&h);
+    wm_sha256_update(&h, wm_json_text(&rj), strlen(wm_json_text(&rj)));
+    wm_sha256_hex(&h, hex);
+    wm_json_free(&rj);
+    snprintf(config_hash, 17, "%.16s", hex);
+    char seed[48];
+    snprintf(seed, sizeof seed, "|%d|%llu", b->o->random, (unsigned long long)b->o->seed);
+    wm_sha256_init(&h);
+    wm_sha256_update(&h, b->o->model, strlen(b->o->model));
+    wm_sha256_update(&h, seed, strlen(seed));
+    wm_sha256_hex(&h, in);
+    snprintf(cache_key, 160, "%s_%.8s_%s", wm_task_name(b->arch.task), in, config_hash);
+}
+
+/* The reference's per-stage keys: status completed|skipped (ours, with "not run", in winml_status), filename
+ * (the stage's ONNX: each stage rewrites model.onnx), elapsed_seconds, and for quant its node counts. */
+static void stage_ref_keys(const build_ctx *b, const stage_rec *r, wm_json *j) {
+    wm_json_str(j, "status", r->status == ST_DONE ? "completed" : "skipped");
+    wm_json_str(j, "winml_status", status_name(r->status));
+    wm_json_str(j, "filename", "model.onnx");
+    wm_json_num(j, "elapsed_seconds", r->seconds);
+    if (!strcmp(r->name, "quant") && r->status == ST_DONE) {
+        wm_json_uint(j, "nodes_quantized", b->qrep.quantized);
+        wm_json_uint(j, "nodes_skipped", b->qrep.skipped);
+        wm_json_num(j, "calibration_time_seconds", 0.0); /* weight-only modes: no calibration, no QDQ pairs */
+        wm_json_num(j, "qdq_insertion_time_seconds", 0.0);
+    }
+}
+
 static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     const wm_arch *a = &b->arch;
+    char cache_key[160], config_hash[17];
+    build_keys(b, cache_key, config_hash);
     wm_json_obj(j, NULL);
+    /* the reference's keys (docs/json/build_manifest.md) */
+    wm_json_int(j, "schema_version", 1);
+    wm_json_str(j, "source", b->ck.format ? b->ck.format : "hf");
+    wm_json_str(j, "model_id", b->o->model);
+    wm_json_str(j, "cache_key", cache_key);
+    wm_json_str(j, "config_hash", config_hash);
+    wm_json_str(j, "final_artifact", "model.onnx");
+    /* ours */
     wm_json_str(j, "tool", "winml");
     wm_json_str(j, "version", WM_VERSION_STRING);
     wm_json_str(j, "model", b->o->model);
@@ -440,12 +491,13 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     gmtime_r(&tt, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
     wm_json_str(j, "created", ts);
+    wm_json_str(j, "timestamp", ts);
     wm_json_arr(j, "stages");
     for (size_t i = 0; i < b->n_stages; i++) {
         const stage_rec *r = &b->stages[i];
         wm_json_obj(j, NULL);
         wm_json_str(j, "name", r->name);
-        wm_json_str(j, "status", status_name(r->status));
+        stage_ref_keys(b, r, j);
         wm_json_str(j, "reason", r->reason);
         wm_json_num(j, "seconds", r->seconds);
         if (!strcmp(r->name, "export") && r->status == ST_DONE) {
@@ -499,7 +551,9 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     }
     wm_json_arr_end(j);
     wm_json_uint(j, "peak_rss_bytes", wm_peak_rss_bytes());
-    wm_json_num(j, "total_seconds", now() - t0);
+    double elapsed = now() - t0;
+    wm_json_num(j, "total_seconds", elapsed);
+    wm_json_num(j, "elapsed_seconds", elapsed);
     wm_json_obj_end(j);
     return s;
 }
