@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "analyze/analyze.h"
+#include "core/error.h"
+#include "winml/onnx.h"
 
 static const struct {
     const char *alias, *full, *ihv;
@@ -159,4 +162,77 @@ void wm_analyze_ref_json(const wm_onnx_modelproto *m, const wm_graph *g, const c
     wm_json_arr(j, "results");
     for (size_t t2 = 0; t2 < n; t2++) result(g, as[t2], j);
     wm_json_arr_end(j);
+}
+
+const char *wm_ep_alias(const char *ep) {
+    for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++)
+        if (!strcasecmp(ep, eps[i].alias) || !strcasecmp(ep, eps[i].full)) return eps[i].alias;
+    return ep;
+}
+
+/* The manifest's analyze_details of one analysis: lint (pattern ids by level) and autoconf (none here). */
+static void details(const wm_graph *g, const wm_analysis *a, wm_json *d) {
+    wm_opstat *st = NULL;
+    size_t ns = 0, n_err = 0, n_warn = 0;
+    wm_error e = {0};
+    if (wm_op_stats(g, a, &st, &ns, &e)) d->oom = 1;
+    for (size_t k = 0; k < ns; k++) {
+        n_err += st[k].level == WM_LEVEL_UNSUPPORTED || st[k].level == WM_LEVEL_UNKNOWN;
+        n_warn += st[k].level == WM_LEVEL_PARTIAL;
+    }
+    char id[256];
+    wm_json_obj(d, NULL);
+    wm_json_obj(d, "lint");
+    wm_json_uint(d, "errors", n_err);
+    wm_json_uint(d, "warnings", n_warn);
+    wm_json_bool(d, "passed", n_err == 0);
+    for (int w = 0; w < 2; w++) {
+        wm_json_arr(d, w ? "warning_patterns" : "error_patterns");
+        for (size_t k = 0; k < ns; k++) {
+            int hit = w ? st[k].level == WM_LEVEL_PARTIAL
+                        : st[k].level == WM_LEVEL_UNSUPPORTED || st[k].level == WM_LEVEL_UNKNOWN;
+            if (!hit) continue;
+            wm_pattern_id(st[k].domain, st[k].op, id, sizeof id);
+            wm_json_str(d, NULL, id);
+        }
+        wm_json_arr_end(d);
+    }
+    wm_json_obj_end(d);
+    wm_json_obj(d, "autoconf"); /* the reference's config flags an analysis pass turned on: none here */
+    wm_json_obj_end(d);
+    wm_json_bool(d, "autoconf_not_converged", 0);
+    wm_json_obj_end(d);
+    free(st);
+}
+
+wm_status wm_analyze_build(const char *path, const char *rules_path, unsigned device, wm_json *result,
+                           wm_json *manifest_details, size_t *unsupported_nodes, wm_error *err) {
+    wm_ep_rules *r = NULL;
+    wm_onnx_model *m = NULL;
+    wm_graph *g = NULL;
+    wm_analysis a;
+    memset(&a, 0, sizeof a);
+    *unsupported_nodes = 0;
+    wm_status s = wm_ep_rules_load(rules_path, &r, err);
+    if (!s && !(r->devices & device))
+        s = wm_err(err, WM_ERR_USAGE, "%s: EP '%s' has no rules for device %s", rules_path, r->ep,
+                   wm_device_name(device));
+    if (!s) s = wm_onnx_load(path, &m, err);
+    if (!s && !m->proto->graph) s = wm_err(err, WM_ERR_INPUT, "%s: the model has no graph", path);
+    if (!s) s = wm_graph_open(m, m->proto->graph, &g, err);
+    if (!s) s = wm_analyze_graph(g, r, device, &a, err);
+    if (!s) {
+        const wm_analysis *as[1] = {&a};
+        wm_json_obj(result, NULL);
+        wm_analyze_ref_json(m->proto, g, path, as, 1, result);
+        wm_json_obj_end(result);
+        details(g, &a, manifest_details);
+        *unsupported_nodes = a.counts[WM_LEVEL_UNSUPPORTED] + a.counts[WM_LEVEL_UNKNOWN];
+        if (result->oom || manifest_details->oom) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    wm_analysis_free(&a);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+    wm_ep_rules_free(r);
+    return s;
 }

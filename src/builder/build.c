@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analyze/analyze.h"
 #include "builder/arch.h"
 #include "builder/export.h"
 #include "builder/recipe.h"
@@ -198,6 +199,11 @@ typedef struct build_ctx {
     int64_t q_block;      /* the recipe's block (int4/int8 RTN) */
     wm_sbert sb;   /* the checkpoint's sentence-transformers files; sb.pooling_dir "" when none is carried */
     int entail;    /* zero-shot-classification: the id2label index whose name starts "entail"; -1 none */
+    char an_rules[PATH_MAX + 64]; /* --analyze: the rule file of the target EP, "" without */
+    unsigned an_device;
+    int analyzed;                 /* analyze_result.json written; an_details holds the manifest's analyze_details */
+    size_t an_unsupported;
+    wm_json an_details;
     wm_error *err;
 } build_ctx;
 
@@ -549,12 +555,50 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
         snprintf(rel, sizeof rel, "%s/config.json", b->sb.pooling_dir);
         s = artifact(j, b->stage_dir, rel, NULL, b->err);
     }
+    if (!s && b->analyzed) s = artifact(j, b->stage_dir, "analyze_result.json", NULL, b->err);
     wm_json_arr_end(j);
+    if (b->analyzed) { /* the reference's analysis keys: one pass (no autoconf iterations here) */
+        wm_json_int(j, "analyze_iterations", 1);
+        wm_json_uint(j, "analyze_unsupported_node_count", b->an_unsupported);
+        wm_json_raw(j, "analyze_details", wm_json_text(&b->an_details));
+    }
     wm_json_uint(j, "peak_rss_bytes", wm_peak_rss_bytes());
     double elapsed = now() - t0;
     wm_json_num(j, "total_seconds", elapsed);
     wm_json_num(j, "elapsed_seconds", elapsed);
     wm_json_obj_end(j);
+    return s;
+}
+
+/* ------------------------------------------------------------ analysis (--analyze) */
+
+/* The EP and device --analyze checks (--ep/--device, else the recipe's compile target, else cpu) and its rule
+ * file: refused before any work when there is none. */
+static wm_status analysis_target(build_ctx *b) {
+    const char *ep = b->o->ep ? b->o->ep : b->recipe.provider[0] ? b->recipe.provider : "cpu";
+    const char *dev = b->o->device ? b->o->device : b->recipe.device[0] ? b->recipe.device : "cpu";
+    b->an_device = wm_device_bit(dev);
+    if (!b->an_device || b->an_device == WM_DEV_ALL)
+        return wm_err(b->err, WM_ERR_USAGE, "--analyze: device '%s' is not npu, gpu or cpu", dev);
+    snprintf(b->an_rules, sizeof b->an_rules, "%s/%s.json", b->o->analyze_rules, wm_ep_alias(ep));
+    if (!exists(b->an_rules))
+        return wm_err(b->err, WM_ERR_USAGE, "--analyze: no rules for EP '%s' (%s does not exist)", ep, b->an_rules);
+    return WM_OK;
+}
+
+/* Analyzes the built model.onnx and writes analyze_result.json beside it, as the reference's build does. */
+static wm_status analysis(build_ctx *b) {
+    char p[PATH_MAX + 64];
+    wm_json res;
+    wm_json_init(&res);
+    snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+    wm_status s = wm_analyze_build(p, b->an_rules, b->an_device, &res, &b->an_details, &b->an_unsupported, b->err);
+    snprintf(p, sizeof p, "%s/analyze_result.json", b->stage_dir);
+    if (!s) s = write_text(p, wm_json_text(&res), b->err);
+    wm_json_free(&res);
+    b->analyzed = !s;
+    if (!s) note(b, "analyze: %zu node(s) the %s EP would not run (analyze_result.json)\n", b->an_unsupported,
+                 wm_ep_alias(b->o->ep ? b->o->ep : b->recipe.provider[0] ? b->recipe.provider : "cpu"));
     return s;
 }
 
@@ -894,6 +938,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     b->lock = (wm_lockfile)WM_LOCKFILE_INIT;
     wm_status s = wm_out_path_clean(o->out_dir, "-o", b->out, sizeof b->out, err);
     if (!s) s = prepare(b);
+    if (!s && o->analyze_rules) s = analysis_target(b);
     if (!s) s = make_stage(b);
     int total = o->export_only ? 1 : 4;
     if (!s) s = run_stage(b, "export", stage_export, 1, total);
@@ -901,6 +946,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
         if (!(s = run_stage(b, "optim", stage_optim, 2, total)) && !(s = run_stage(b, "quant", stage_quant, 3, total)))
             s = run_stage(b, "compile", stage_compile, 4, total);
         if (!s) s = finish_files(b);
+        if (!s && o->analyze_rules) s = analysis(b);
     }
     if (!s) {
         s = manifest(b, summary, t0);
@@ -916,6 +962,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     wm_unlock_output(&b->lock); /* before the parents: the lock file lies in the last of them */
     if (s) remove_parents(b);
     wm_quant_report_free(&b->qrep);
+    wm_json_free(&b->an_details);
     wm_recipe_free(&b->recipe);
     wm_arch_free(&b->arch);
     wm_st_close(b->st);

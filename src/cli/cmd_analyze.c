@@ -38,7 +38,7 @@ static int is_dir(const char *p) {
 }
 
 /* The default rules folder into out; 0 when none exists. */
-static int default_rules_dir(char *out, size_t n) {
+int wm_cli_rules_dir(char *out, size_t n) {
     const char *env = getenv("WM_DATA_DIR");
     if (env && env[0]) {
         snprintf(out, n, "%s/ep_rules", env);
@@ -112,7 +112,7 @@ int wm_cmd_analyze(int argc, char **argv) {
     if (!dev_mask) return wm_cli_usage_error(&c, "--device: unknown device '%s' (npu, gpu, cpu or all)", device);
     char dir[4096];
     if (rules_dir) snprintf(dir, sizeof dir, "%s", rules_dir);
-    else if (!default_rules_dir(dir, sizeof dir))
+    else if (!wm_cli_rules_dir(dir, sizeof dir))
         return wm_cli_usage_error(&c, "no rules folder found (pass --rules DIR or set WM_DATA_DIR)");
     if (!is_dir(dir)) return wm_cli_usage_error(&c, "--rules: '%s' is not a folder", dir);
 
