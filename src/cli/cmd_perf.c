@@ -32,7 +32,7 @@ static void help(void) {
            "                  [--no-llm] [--timeout S] [-f table|json] [-o FILE]\n\n"
            "-f json: the reference's perf JSON (schema_version 2) with ours beside it; see docs/json/perf.md.\n"
            "Measures one forward pass on the CPU engine: latency (mean, min, max, p50, p90, p95,\n"
-           "p99 nearest-rank, std; warmup mean), throughput (samples/s, batches/s) and resident\n"
+           "p99 as the reference: sorted[min(n p/100, n-1)], std; warmup mean), throughput (samples/s, batches/s) and resident\n"
            "memory (baseline, after load, after inference, deltas). Inputs are generated from the\n"
            "model's input specs (token ids below the embedding table's size, masks of ones,\n"
            "pixels in [0,1)) with a seed, or read by name from a safetensors file. Symbolic dims\n"

@@ -14,7 +14,7 @@
 #include "core/json.h"
 
 /*
- * Writes "latency_ms" (mean, min, max, p50, p90, p95, p99 nearest-rank, population std, warmup_mean),
+ * Writes "latency_ms" (mean, min, max, p50, p90, p95, p99 as the reference (wm_percentile), population std, warmup_mean),
  * "throughput" (samples_per_sec = effective_batch * 1000 / mean ms, batches_per_sec = 1000 / mean ms, as the
  * reference) and "raw_samples_ms" (timed samples in run order) into the open object j.
  */

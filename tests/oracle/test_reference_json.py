@@ -177,7 +177,7 @@ def run_json(argv, ok=(0,)):
 
 def test_perf_classic_keys(winml, built):
     sec = S[1]
-    d = run_json([winml, "perf", "-m", built["bert"], "-f", "json", "--iterations", "3", "--warmup", "1",
+    d = run_json([winml, "perf", "-m", built["bert"], "-f", "json", "--iterations", "10", "--warmup", "1",
                   "--seq-len", "8"])
     # section 1, "Keys:" (hw_monitor only with --monitor, which the reference's default does not set)
     top = listed(sec, ["schema_version", "benchmark_info", "model_info", "latency_ms", "throughput",
@@ -198,6 +198,8 @@ def test_perf_classic_keys(winml, built):
     assert bi["ep"] == "CPUExecutionProvider" and d["model_info"]["precision"] == "fp32"
     assert bi["effective_batch_size"] == 1
     lat = d["latency_ms"]
+    raw = sorted(d["raw_samples_ms"])  # section 1, Stats: sorted[min(int(n*p/100), n-1)], no interpolation
+    assert [lat[f"p{p}"] for p in (50, 90, 95, 99)] == [raw[min(int(10 * p / 100), 9)] for p in (50, 90, 95, 99)]
     assert d["throughput"]["batches_per_sec"] == pytest.approx(1000 / lat["mean"])
     m = d["memory"]
     assert m["rss_checkpoint_peak_mb"] == pytest.approx(
