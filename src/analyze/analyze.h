@@ -63,6 +63,36 @@ void wm_analysis_free(wm_analysis *a);
  */
 void wm_analysis_json(const wm_graph *g, const wm_analysis *a, wm_json *j, const char *key);
 
+/*
+ * The reference's analyze result (docs/json/analyze.md) into the open object j: analysis_timestamp (local time),
+ * metadata (model_path, opset, producer, operator counts, detected patterns per EP) and results[] (one per
+ * analysis in as[0..n): ihv_type, ep_type, device_type, runtime_support, has_errors, has_warnings,
+ * classification{supported, partial, unsupported, unknown: ["OP/<domain>/<op>"]}, information[]).
+ */
+void wm_analyze_ref_json(const wm_onnx_modelproto *m, const wm_graph *g, const char *model_path,
+                         const wm_analysis *const *as, size_t n, wm_json *j);
+
+/* The full ONNX Runtime name and vendor of a rules EP name ("qnn" -> "QNNExecutionProvider", "QC"); an EP not
+ * in the table keeps its name, vendor "Unknown". */
+void wm_ep_identity(const char *ep, const char **full, const char **ihv);
+
+/* The rules name of an EP given by alias or full ONNX Runtime name, any case ("QNNExecutionProvider" -> "qnn");
+ * a name not in the table is returned as it is. */
+const char *wm_ep_alias(const char *ep);
+
+/*
+ * `build`'s analysis of its final model (path) against the rule file rules_path for device (one WM_DEV_* bit):
+ * result receives the reference's analyze_result.json object, manifest_details the manifest's analyze_details
+ * object (lint{errors, warnings, passed, error_patterns, warning_patterns}, autoconf{}, autoconf_not_converged),
+ * *unsupported_nodes the nodes the EP would not run (unsupported or unknown). Errors: the rule file's, the
+ * model's, WM_ERR_USAGE when the EP has no rules for device.
+ */
+wm_status wm_analyze_build(const char *path, const char *rules_path, unsigned device, wm_json *result,
+                           wm_json *manifest_details, size_t *unsupported_nodes, wm_error *err);
+
+/* "OP/<domain>/<op_type>" into out[n], the default domain as "ai.onnx". */
+void wm_pattern_id(const char *domain, const char *op, char *out, size_t n);
+
 #define WM_OPSTAT_REASONS 3
 
 /* One row of the op histogram: an op type, its node count, worst level and up to 3 distinct reasons. */

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analyze/analyze.h"
 #include "builder/arch.h"
 #include "builder/export.h"
 #include "builder/recipe.h"
@@ -200,6 +201,11 @@ typedef struct build_ctx {
     int64_t q_block;      /* the recipe's block (int4/int8 RTN) */
     wm_sbert sb;   /* the checkpoint's sentence-transformers files; sb.pooling_dir "" when none is carried */
     int entail;    /* zero-shot-classification: the id2label index whose name starts "entail"; -1 none */
+    char an_rules[PATH_MAX + 64]; /* --analyze: the rule file of the target EP, "" without */
+    unsigned an_device;
+    int analyzed;                 /* analyze_result.json written; an_details holds the manifest's analyze_details */
+    size_t an_unsupported;
+    wm_json an_details;
     wm_error *err;
 } build_ctx;
 
@@ -576,9 +582,60 @@ static void carried_json(const wm_quant_report *q, wm_json *j) {
     wm_json_obj_end(j);
 }
 
+/*
+ * The build's identity as the reference's manifest has it: config_hash = the first 16 hex digits of the
+ * sha256 of the resolved recipe (winml_build_config.json as written), cache_key = "<task>_<inputs>_<config_hash>"
+ * where inputs hashes what else decides the artifacts (the model path, random weights and their seed), so that
+ * the text after the last '_' is config_hash, as there.
+ */
+static void build_keys(const build_ctx *b, char cache_key[160], char config_hash[17]) {
+    wm_json rj;
+    wm_json_init(&rj);
+    wm_recipe_json(&b->recipe, &rj);
+    wm_sha256 h;
+    char hex[65], in[65];
+    wm_sha256_init(&h);
+    wm_sha256_update(&h, wm_json_text(&rj), strlen(wm_json_text(&rj)));
+    wm_sha256_hex(&h, hex);
+    wm_json_free(&rj);
+    snprintf(config_hash, 17, "%.16s", hex);
+    char seed[48];
+    snprintf(seed, sizeof seed, "|%d|%llu", b->o->random, (unsigned long long)b->o->seed);
+    wm_sha256_init(&h);
+    wm_sha256_update(&h, b->o->model, strlen(b->o->model));
+    wm_sha256_update(&h, seed, strlen(seed));
+    wm_sha256_hex(&h, in);
+    snprintf(cache_key, 160, "%s_%.8s_%s", wm_task_name(b->arch.task), in, config_hash);
+}
+
+/* The reference's per-stage keys: status completed|skipped (ours, with "not run", in winml_status), filename
+ * (the stage's ONNX: each stage rewrites model.onnx), elapsed_seconds, and for quant its node counts. */
+static void stage_ref_keys(const build_ctx *b, const stage_rec *r, wm_json *j) {
+    wm_json_str(j, "status", r->status == ST_DONE ? "completed" : "skipped");
+    wm_json_str(j, "winml_status", status_name(r->status));
+    wm_json_str(j, "filename", "model.onnx");
+    wm_json_num(j, "elapsed_seconds", r->seconds);
+    if (!strcmp(r->name, "quant") && r->status == ST_DONE) {
+        wm_json_uint(j, "nodes_quantized", b->qrep.quantized);
+        wm_json_uint(j, "nodes_skipped", b->qrep.skipped);
+        wm_json_num(j, "calibration_time_seconds", 0.0); /* weight-only modes: no calibration, no QDQ pairs */
+        wm_json_num(j, "qdq_insertion_time_seconds", 0.0);
+    }
+}
+
 static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     const wm_arch *a = &b->arch;
+    char cache_key[160], config_hash[17];
+    build_keys(b, cache_key, config_hash);
     wm_json_obj(j, NULL);
+    /* the reference's keys (docs/json/build_manifest.md) */
+    wm_json_int(j, "schema_version", 1);
+    wm_json_str(j, "source", b->ck.format ? b->ck.format : "hf");
+    wm_json_str(j, "model_id", b->o->model);
+    wm_json_str(j, "cache_key", cache_key);
+    wm_json_str(j, "config_hash", config_hash);
+    wm_json_str(j, "final_artifact", "model.onnx");
+    /* ours */
     wm_json_str(j, "tool", "winml");
     wm_json_str(j, "version", WM_VERSION_STRING);
     wm_json_str(j, "model", b->o->model);
@@ -602,12 +659,13 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     gmtime_r(&tt, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
     wm_json_str(j, "created", ts);
+    wm_json_str(j, "timestamp", ts);
     wm_json_arr(j, "stages");
     for (size_t i = 0; i < b->n_stages; i++) {
         const stage_rec *r = &b->stages[i];
         wm_json_obj(j, NULL);
         wm_json_str(j, "name", r->name);
-        wm_json_str(j, "status", status_name(r->status));
+        stage_ref_keys(b, r, j);
         wm_json_str(j, "reason", r->reason);
         wm_json_num(j, "seconds", r->seconds);
         if (!strcmp(r->name, "export") && r->status == ST_DONE) {
@@ -660,10 +718,50 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
         snprintf(rel, sizeof rel, "%s/config.json", b->sb.pooling_dir);
         s = artifact(j, b->stage_dir, rel, NULL, b->err);
     }
+    if (!s && b->analyzed) s = artifact(j, b->stage_dir, "analyze_result.json", NULL, b->err);
     wm_json_arr_end(j);
+    if (b->analyzed) { /* the reference's analysis keys: one pass (no autoconf iterations here) */
+        wm_json_int(j, "analyze_iterations", 1);
+        wm_json_uint(j, "analyze_unsupported_node_count", b->an_unsupported);
+        wm_json_raw(j, "analyze_details", wm_json_text(&b->an_details));
+    }
     wm_json_uint(j, "peak_rss_bytes", wm_peak_rss_bytes());
-    wm_json_num(j, "total_seconds", now() - t0);
+    double elapsed = now() - t0;
+    wm_json_num(j, "total_seconds", elapsed);
+    wm_json_num(j, "elapsed_seconds", elapsed);
     wm_json_obj_end(j);
+    return s;
+}
+
+/* ------------------------------------------------------------ analysis (--analyze) */
+
+/* The EP and device --analyze checks (--ep/--device, else the recipe's compile target, else cpu) and its rule
+ * file: refused before any work when there is none. */
+static wm_status analysis_target(build_ctx *b) {
+    const char *ep = b->o->ep ? b->o->ep : b->recipe.provider[0] ? b->recipe.provider : "cpu";
+    const char *dev = b->o->device ? b->o->device : b->recipe.device[0] ? b->recipe.device : "cpu";
+    b->an_device = wm_device_bit(dev);
+    if (!b->an_device || b->an_device == WM_DEV_ALL)
+        return wm_err(b->err, WM_ERR_USAGE, "--analyze: device '%s' is not npu, gpu or cpu", dev);
+    snprintf(b->an_rules, sizeof b->an_rules, "%s/%s.json", b->o->analyze_rules, wm_ep_alias(ep));
+    if (!exists(b->an_rules))
+        return wm_err(b->err, WM_ERR_USAGE, "--analyze: no rules for EP '%s' (%s does not exist)", ep, b->an_rules);
+    return WM_OK;
+}
+
+/* Analyzes the built model.onnx and writes analyze_result.json beside it, as the reference's build does. */
+static wm_status analysis(build_ctx *b) {
+    char p[PATH_MAX + 64];
+    wm_json res;
+    wm_json_init(&res);
+    snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+    wm_status s = wm_analyze_build(p, b->an_rules, b->an_device, &res, &b->an_details, &b->an_unsupported, b->err);
+    snprintf(p, sizeof p, "%s/analyze_result.json", b->stage_dir);
+    if (!s) s = write_text(p, wm_json_text(&res), b->err);
+    wm_json_free(&res);
+    b->analyzed = !s;
+    if (!s) note(b, "analyze: %zu node(s) the %s EP would not run (analyze_result.json)\n", b->an_unsupported,
+                 wm_ep_alias(b->o->ep ? b->o->ep : b->recipe.provider[0] ? b->recipe.provider : "cpu"));
     return s;
 }
 
@@ -1012,6 +1110,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     b->lock = (wm_lockfile)WM_LOCKFILE_INIT;
     wm_status s = wm_out_path_clean(o->out_dir, "-o", b->out, sizeof b->out, err);
     if (!s) s = prepare(b);
+    if (!s && o->analyze_rules) s = analysis_target(b);
     if (!s) s = make_stage(b);
     int total = o->export_only ? 1 : 4;
     if (!s) s = run_stage(b, "export", stage_export, 1, total);
@@ -1019,6 +1118,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
         if (!(s = run_stage(b, "optim", stage_optim, 2, total)) && !(s = run_stage(b, "quant", stage_quant, 3, total)))
             s = run_stage(b, "compile", stage_compile, 4, total);
         if (!s) s = finish_files(b);
+        if (!s && o->analyze_rules) s = analysis(b);
     }
     if (!s) {
         s = manifest(b, summary, t0);
@@ -1035,6 +1135,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     if (s) remove_parents(b);
     wm_quant_report_free(&b->qrep);
     wm_export_result_free(&b->ex);
+    wm_json_free(&b->an_details);
     wm_recipe_free(&b->recipe);
     wm_arch_free(&b->arch);
     wm_st_close(b->st);

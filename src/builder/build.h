@@ -36,6 +36,7 @@ typedef struct wm_build_opts {
     int progress;           /* stage lines and per-layer progress on stderr (a TTY) */
     int quiet;              /* no stage notes on stderr */
     uint64_t external_threshold; /* 0: 100 MiB */
+    const char *analyze_rules;   /* --analyze: the EP rules folder (its <ep>.json); NULL: no analysis */
 } wm_build_opts;
 
 /* Runs the pipeline; summary receives the manifest JSON (an object). */

@@ -11,6 +11,10 @@
  * checks, op table, components and partitions; -v adds every reason and every
  * node that is not supported. WM_ERR_NOMEM is the only failure.
  */
+/* The EP rules folder: $WM_DATA_DIR/ep_rules, else data/ep_rules or share/winml/ep_rules beside the binary's
+ * folder. 1 with out[n] set when one exists, else 0. */
+int wm_cli_rules_dir(char *out, size_t n);
+
 wm_status wm_analyze_view(const wm_cli *c, const char *model, const wm_graph *g, const wm_analysis *const *as, size_t n,
                           wm_error *err);
 

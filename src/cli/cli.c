@@ -172,6 +172,39 @@ static void render(const wm_cli *c, const cJSON *v, int indent) {
     }
 }
 
+/*
+ * A copy of JSON text (malloc'ed, caller frees; NULL when out of memory) in which the bare words NaN, Infinity
+ * and -Infinity that wm_json_num_py writes (outside strings) are quoted, so that cJSON can read it for the table.
+ */
+static char *quote_py_numbers(const char *text) {
+    size_t n = strlen(text), k = 0;
+    char *o = malloc(n * 2 + 1);
+    if (!o) return NULL;
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = text[i];
+        if (in_str) {
+            o[k++] = ch;
+            if (ch == '\\' && i + 1 < n) o[k++] = text[++i];
+            else if (ch == '"') in_str = 0;
+            continue;
+        }
+        if (ch == '"') in_str = 1;
+        size_t w = !strncmp(text + i, "-Infinity", 9) ? 9 : !strncmp(text + i, "Infinity", 8) ? 8
+                 : !strncmp(text + i, "NaN", 3) ? 3 : 0;
+        if (w) {
+            o[k++] = '"';
+            memcpy(o + k, text + i, w);
+            k += w;
+            o[k++] = '"';
+            i += w - 1;
+        } else
+            o[k++] = ch;
+    }
+    o[k] = 0;
+    return o;
+}
+
 int wm_cli_emit(const wm_cli *c, const char *title, const wm_json *j) {
     const char *text = wm_json_text(j);
     if (j->oom) {
@@ -190,6 +223,11 @@ int wm_cli_emit(const wm_cli *c, const char *title, const wm_json *j) {
         return fflush(stdout) == 0 ? WM_EXIT_OK : WM_EXIT_ERROR;
     }
     cJSON *doc = cJSON_Parse(text);
+    char *quoted = doc ? NULL : quote_py_numbers(text);
+    if (quoted) { /* Infinity / NaN of a reference layout: shown as words in the table */
+        doc = cJSON_Parse(quoted);
+        free(quoted);
+    }
     if (!doc) {
         fputs(text, stdout);
         return WM_EXIT_OK;

@@ -38,7 +38,7 @@ static int is_dir(const char *p) {
 }
 
 /* The default rules folder into out; 0 when none exists. */
-static int default_rules_dir(char *out, size_t n) {
+int wm_cli_rules_dir(char *out, size_t n) {
     const char *env = getenv("WM_DATA_DIR");
     if (env && env[0]) {
         snprintf(out, n, "%s/ep_rules", env);
@@ -112,7 +112,7 @@ int wm_cmd_analyze(int argc, char **argv) {
     if (!dev_mask) return wm_cli_usage_error(&c, "--device: unknown device '%s' (npu, gpu, cpu or all)", device);
     char dir[4096];
     if (rules_dir) snprintf(dir, sizeof dir, "%s", rules_dir);
-    else if (!default_rules_dir(dir, sizeof dir))
+    else if (!wm_cli_rules_dir(dir, sizeof dir))
         return wm_cli_usage_error(&c, "no rules folder found (pass --rules DIR or set WM_DATA_DIR)");
     if (!is_dir(dir)) return wm_cli_usage_error(&c, "--rules: '%s' is not a folder", dir);
 
@@ -170,7 +170,10 @@ int wm_cmd_analyze(int argc, char **argv) {
         if (tg[t].a.verdict > worst) worst = tg[t].a.verdict;
     }
 
+    const wm_analysis *as[MAX_EPS * 3];
+    for (size_t t = 0; t < n_tg; t++) as[t] = &tg[t].a;
     wm_json_obj(&j, NULL);
+    wm_analyze_ref_json(m->proto, g, c.model, as, n_tg, &j); /* the reference's keys; ours follow */
     wm_json_str(&j, "model", c.model);
     wm_json_uint(&j, "nodes", m->proto->graph->n_node);
     wm_json_int(&j, "opset", wm_graph_opset(g, ""));
@@ -207,8 +210,6 @@ int wm_cmd_analyze(int argc, char **argv) {
         rc = wm_cli_emit(&c, c.model, &j);
     } else {
         rc = wm_cli_opt_write_json(&c, &j);
-        const wm_analysis *as[MAX_EPS * 3];
-        for (size_t t = 0; t < n_tg; t++) as[t] = &tg[t].a;
         if (rc == WM_EXIT_OK && wm_analyze_view(&c, c.model, g, as, n_tg, &err)) goto fail;
         if (rc == WM_EXIT_OK && fflush(stdout) != 0) rc = WM_EXIT_ERROR;
     }

@@ -12,6 +12,7 @@
 #include "builder/arch.h"
 #include "builder/build.h"
 #include "builder/recipe.h"
+#include "cli/analyze_view.h"
 #include "cli/cli.h"
 #include "core/sysmem.h"
 #include "core/file.h"
@@ -29,7 +30,10 @@ static void help(int export_only) {
     else
         printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK]\n"
                "                   [-p fp32|fp16|int8|int4|gguf] [--ep cpu] [--device cpu] [--no-compile] [--rebuild] [--sync]\n"
-               "                   [--random-weights [--seed N]] [--external-threshold BYTES] [-f json] [-q]\n\n"
+               "                   [--random-weights [--seed N]] [--external-threshold BYTES] [--analyze] [-f json] [-q]\n\n"
+               "--analyze: the built model is analyzed for the target EP/device (--ep/--device, else the recipe's\n"
+               "compile target, else cpu) as winml analyze does, into DIR/analyze_result.json, and the manifest gets\n"
+               "the reference's analyze_* keys (docs/json/build_manifest.md).\n"
                "Writes DIR/model.onnx (+ model.onnx.data from 100 MiB or --external-threshold),\n"
                "winml_build_config.json (the resolved recipe), build_manifest.json (stages, times, node\n"
                "and op counts, parameter bytes, sha256 of every artifact), the tokenizer files, and for\n"
@@ -81,7 +85,7 @@ static void help(int export_only) {
 static int run(int argc, char **argv, int export_only) {
     wm_cli c;
     wm_cli_init(&c, export_only ? "winml export" : "winml build");
-    enum { O_EP = 1000, O_DEVICE, O_NO_COMPILE, O_REBUILD, O_RANDOM, O_SEED, O_SYNC, O_EXT };
+    enum { O_EP = 1000, O_DEVICE, O_NO_COMPILE, O_REBUILD, O_RANDOM, O_SEED, O_SYNC, O_EXT, O_ANALYZE };
     static const struct option longs[] = {WM_CLI_COMMON_LONG,
                                           {"config", required_argument, 0, 'c'},
                                           {"recipe", required_argument, 0, 'c'},
@@ -95,12 +99,14 @@ static int run(int argc, char **argv, int export_only) {
                                           {"seed", required_argument, 0, O_SEED},
                                           {"sync", no_argument, 0, O_SYNC},
                                           {"external-threshold", required_argument, 0, O_EXT},
+                                          {"analyze", no_argument, 0, O_ANALYZE},
                                           {0, 0, 0, 0}};
     wm_build_opts o;
     memset(&o, 0, sizeof o);
     o.task = o.precision = -1;
     o.export_only = export_only;
     int opt, seed_set = 0;
+    char rules_dir[4096];
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "c:t:p:d:", longs, NULL)) != -1) {
@@ -121,6 +127,12 @@ static int run(int argc, char **argv, int export_only) {
         case O_REBUILD: o.rebuild = 1; break;
         case O_RANDOM: o.random = 1; break;
         case O_SYNC: wm_set_durable(1); break;
+        case O_ANALYZE:
+            if (export_only) return wm_cli_usage_error(&c, "--analyze applies to winml build");
+            if (!wm_cli_rules_dir(rules_dir, sizeof rules_dir))
+                return wm_cli_usage_error(&c, "--analyze: no EP rules folder found (set WM_DATA_DIR)");
+            o.analyze_rules = rules_dir;
+            break;
         case O_EXT:
             if (wm_parse_size(optarg, &o.external_threshold))
                 return wm_cli_usage_error(&c, "--external-threshold: '%s' is not a size in bytes (e.g. 1048576 or 1M)",

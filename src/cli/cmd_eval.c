@@ -420,7 +420,38 @@ int wm_cmd_eval(int argc, char **argv) {
     wm_json_free(&j);
     wm_json_init(&j);
     wm_json_obj(&j, NULL);
+    /* the reference's keys (docs/json/eval.md) */
+    wm_json_str(&j, "runtime", "winml-cpu-engine");
+    if (model_id) wm_json_str(&j, "model_id", model_id);
+    wm_json_str(&j, "model_path", c.model);
+    if (ref) {
+        if (!model_id) wm_json_str(&j, "reference_path", ref);
+        wm_json_str(&j, "reference_device", "cpu");
+        wm_json_str(&j, "reference_ep", "CPUExecutionProvider");
+    }
+    wm_json_str(&j, "device", "cpu");
+    wm_json_str(&j, "ep", "CPUExecutionProvider");
+    wm_json_str(&j, "precision", wm_session_precision(cand));
+    wm_json_obj(&j, "dataset");
+    wm_json_null(&j, "split"); /* no dataset: generated inputs (or --reference-outputs' recorded ones) */
+    wm_json_int(&j, "samples", samples);
+    wm_json_bool(&j, "shuffle", 0);
+    wm_json_int(&j, "seed", seed);
+    if (refout) wm_json_str(&j, "path", refout);
+    wm_json_obj_end(&j);
+    if (c.out) wm_json_str(&j, "output_path", c.out);
     wm_json_str(&j, "mode", "compare");
+    wm_json_bool(&j, "skip_build", 1);
+    wm_json_bool(&j, "use_cache", 0);
+    wm_json_bool(&j, "rebuild", 0);
+    {
+        const char **names = calloc(nco + 1, sizeof *names);
+        if (!names) j.oom = 1;
+        for (size_t i = 0; names && i < nco; i++) names[i] = wm_session_output(cand, i)->name;
+        if (names) wm_cmp_metrics_json(&j, names, (const wm_agg(*)[WM_CMP_COUNT])agg, nco);
+        free(names);
+    }
+    /* ours */
     wm_json_str(&j, "candidate", c.model);
     wm_json_str(&j, "reference", model_id ? model_id : ref ? ref : refout);
     if (model_id) wm_json_str(&j, "reference_kind", "float32 export of the checkpoint");

@@ -14,11 +14,12 @@
 #include "cli/cli_limits.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "eval/stats.h"
+#include "eval/perf_report.h"
 #include "llm/generate.h"
 #include "onnx/dtype.h"
 #include "ops/op.h"
 #include "runtime/inputs.h"
+#include "tasks/encoder.h"
 #include "tasks/vision.h"
 #include "winml/runtime.h"
 
@@ -27,9 +28,11 @@ static void help(void) {
            "                  [--threads N] [--batch-size N] [--seq-len N] [--past-len N]\n"
            "                  [--dim NAME=VALUE ...] [--input-data FILE.safetensors] [--image FILE] [--seed N]\n"
            "                  [--ep cpu] [--device cpu] [--max-memory SIZE] [--max-loop-iterations N]\n"
-           "                  [--timeout S] [-f table|json] [-o FILE]\n\n"
+           "                  [--prompt-len N] [--gen-len N] [--llm-runs N] [--llm-warmup N] [--decode-at N,N...]\n"
+           "                  [--no-llm] [--timeout S] [-f table|json] [-o FILE]\n\n"
+           "-f json: the reference's perf JSON (schema_version 2) with ours beside it; see docs/json/perf.md.\n"
            "Measures one forward pass on the CPU engine: latency (mean, min, max, p50, p90, p95,\n"
-           "p99 nearest-rank, std; warmup mean), throughput (samples/s, batches/s) and resident\n"
+           "p99 as the reference: sorted[min(n p/100, n-1)], std; warmup mean), throughput (samples/s, batches/s) and resident\n"
            "memory (baseline, after load, after inference, deltas). Inputs are generated from the\n"
            "model's input specs (token ids below the embedding table's size, masks of ones,\n"
            "pixels in [0,1)) with a seed, or read by name from a safetensors file. Symbolic dims\n"
@@ -40,7 +43,9 @@ static void help(void) {
            "A causal LM (input_ids, past_key_values.N.key/value -> logits, present.N.*) also gets the LLM\n"
            "figures (section llm): model load time, time to first token and prefill tokens/s for a random\n"
            "prompt of --prompt-len tokens (default 128), steady-state decode tokens/s and ms per output token\n"
-           "over --gen-len tokens (default 128), medians of --llm-runs runs (default 3), peak RSS; and with\n"
+           "over --gen-len tokens (default 128), medians of --llm-runs runs (default 3) after --llm-warmup runs\n"
+           "(default 1), peak RSS; the same runs in the reference's GenAI layout (load, requests[], aggregate);\n"
+           "and with\n"
            "--decode-at N,N... the decode speed after a context of each N tokens, and each speed over the first\n"
            "one's (median of 5 rounds that time every context back to back). --no-llm skips it.\n\n"
            WM_CLI_LIMITS_HELP);
@@ -106,7 +111,7 @@ static void shape_json(wm_json *j, const wm_tensor *t) {
 }
 
 typedef struct llm_opts {
-    long prompt_len, gen_len, runs;
+    long prompt_len, gen_len, runs, warmup;
     int threads;
     uint64_t seed;
     const long *decode_at;
@@ -176,11 +181,29 @@ static wm_status decode_at(wm_clm *m, const long *ctx, int n, const int32_t *pro
     return st;
 }
 
+/* The LLM run's measurements: every request (warmup first), and the figures of the "llm" section. */
+typedef struct llm_result {
+    double load_ms, peak_rss_mb;
+    long n_req, n_warm, max_ctx;
+    wm_perf_request *req;   /* [n_req]; decode_ms points into steps */
+    double *steps;          /* [n_req * gen_len] */
+    double total_ms_median;
+    int64_t layers;
+    int inplace, narrowed;
+    double tps[16], ratio[16]; /* --decode-at */
+} llm_result;
+
+static void llm_result_free(llm_result *r) {
+    free(r->req);
+    free(r->steps);
+}
+
 /*
- * The LLM figures of a causal LM. Returns WM_ERR_UNSUPPORTED (err set) when path is not one;
- * otherwise adds the "llm" section to j.
+ * The LLM figures of a causal LM into *res (llm_result_free after any return). Returns WM_ERR_UNSUPPORTED
+ * (err set) when path is not one. o->warmup requests run first and are excluded from the figures.
  */
-static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o, int tty, wm_json *j, wm_error *err) {
+static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o, int tty, llm_result *res,
+                           wm_error *err) {
     long max_ctx = o->prompt_len + o->gen_len;
     for (int i = 0; i < o->n_decode_at; i++)
         if (o->decode_at[i] + DA_STEPS + 1 > max_ctx) max_ctx = o->decode_at[i] + DA_STEPS + 1;
@@ -189,14 +212,16 @@ static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o,
     double t0 = now_ms();
     wm_status st = wm_clm_open(path, &co, &m, err);
     if (st) return st;
-    double load_ms = now_ms() - t0;
+    res->load_ms = now_ms() - t0;
+    res->max_ctx = max_ctx;
     int64_t vocab = wm_clm_vocab(m);
     if (vocab <= 0) vocab = 1000;
-    long n_prompt = max_ctx;
+    long n_prompt = max_ctx, n_req = o->warmup + o->runs;
     int32_t *prompt = malloc((size_t)n_prompt * sizeof *prompt), *gen = malloc((size_t)o->gen_len * sizeof *gen);
-    double *ttft = malloc((size_t)o->runs * sizeof(double)), *pre = malloc((size_t)o->runs * sizeof(double));
-    double *dec = malloc((size_t)o->runs * sizeof(double)), *tot = malloc((size_t)o->runs * sizeof(double));
-    if (!prompt || !gen || !ttft || !pre || !dec || !tot) {
+    double *tot = malloc((size_t)n_req * sizeof(double)), *v = malloc((size_t)n_req * sizeof(double));
+    res->req = calloc((size_t)n_req, sizeof *res->req);
+    res->steps = malloc((size_t)n_req * (size_t)o->gen_len * sizeof *res->steps);
+    if (!prompt || !gen || !tot || !v || !res->req || !res->steps) {
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -207,65 +232,97 @@ static wm_status llm_bench(const wm_cli *c, const char *path, const llm_opts *o,
     }
     wm_gen_opts go = {.max_new_tokens = (size_t)o->gen_len};
     wm_sampling_default(&go.sampling);
-    for (long r = 0; r < o->runs; r++) {
+    for (long r = 0; r < n_req; r++) {
         size_t n_gen;
         wm_gen_stats gs;
+        wm_perf_request *q = &res->req[r];
+        go.step_ms = res->steps + (size_t)r * (size_t)o->gen_len;
         double a = now_ms();
         if ((st = wm_generate(m, prompt, (size_t)o->prompt_len, &go, gen, &n_gen, &gs, err))) goto done;
         tot[r] = now_ms() - a;
-        ttft[r] = gs.ttft_ms;
-        pre[r] = gs.prefill_ms;
-        dec[r] = gs.decode_ms / (double)(n_gen - 1);
-        progress(c, tty, "llm", r + 1, o->runs);
+        q->warmup = r < o->warmup;
+        q->prompt_tokens = gs.prompt_tokens;
+        q->generated_tokens = n_gen;
+        q->prefill_ms = gs.prefill_ms;
+        q->first_token_ms = gs.ttft_ms - gs.prefill_ms;
+        q->decode_ms = go.step_ms;
+        q->n_decode = n_gen ? n_gen - 1 : 0;
+        res->n_req = r + 1;
+        res->n_warm += q->warmup;
+        progress(c, tty, "llm", r + 1, n_req);
     }
-    double tpot = median(dec, o->runs), prefill = median(pre, o->runs);
+    for (long r = 0; r < o->runs; r++) v[r] = tot[o->warmup + r];
+    res->total_ms_median = median(v, o->runs);
+    res->layers = wm_clm_layers(m);
+    res->inplace = wm_clm_inplace(m);
+    res->narrowed = wm_clm_narrowed(m);
+    res->peak_rss_mb = mb(wm_peak_rss_bytes());
+    if (o->n_decode_at) st = decode_at(m, o->decode_at, o->n_decode_at, prompt, res->tps, res->ratio, err);
+done:
+    free(prompt);
+    free(gen);
+    free(tot);
+    free(v);
+    wm_clm_free(m);
+    return st;
+}
+
+/* Our "llm" section: medians over the timed requests. */
+static void llm_json(const llm_opts *o, const llm_result *res, wm_json *j) {
+    double *buf = malloc(3 * (size_t)(res->n_req + 1) * sizeof *buf);
+    if (!buf) {
+        j->oom = 1;
+        return;
+    }
+    double *ttft = buf, *pre = buf + res->n_req + 1, *dec = buf + 2 * (res->n_req + 1);
+    long n = 0;
+    for (long r = res->n_warm; r < res->n_req; r++, n++) {
+        const wm_perf_request *q = &res->req[r];
+        double d = 0;
+        for (size_t k = 0; k < q->n_decode; k++) d += q->decode_ms[k];
+        ttft[n] = q->prefill_ms + q->first_token_ms;
+        pre[n] = q->prefill_ms;
+        dec[n] = q->n_decode ? d / (double)q->n_decode : 0;
+    }
+    double tpot = median(dec, n), prefill = median(pre, n), ttft_med = median(ttft, n);
+    free(buf);
     wm_json_obj(j, "llm");
     wm_json_int(j, "prompt_tokens", o->prompt_len);
     wm_json_int(j, "generated_tokens", o->gen_len);
     wm_json_int(j, "runs", o->runs);
+    wm_json_int(j, "warmup_runs", o->warmup);
     wm_json_str(j, "decoding", "greedy");
-    wm_json_num(j, "load_ms", load_ms);
-    wm_json_num(j, "ttft_ms", median(ttft, o->runs));
+    wm_json_num(j, "load_ms", res->load_ms);
+    wm_json_num(j, "ttft_ms", ttft_med);
     wm_json_num(j, "prefill_ms", prefill);
     wm_json_num(j, "prefill_tokens_per_sec", (double)o->prompt_len * 1e3 / prefill);
     wm_json_num(j, "decode_tokens_per_sec", 1e3 / tpot);
     wm_json_num(j, "tpot_ms", tpot);
-    wm_json_num(j, "total_duration_ms", median(tot, o->runs));
-    wm_json_int(j, "kv_layers", wm_clm_layers(m));
-    wm_json_str(j, "kv_cache", wm_clm_inplace(m) ? "in_place" : "double_buffer");
-    wm_json_str(j, "logits", wm_clm_narrowed(m) ? "last_position" : "every_position");
-    wm_json_num(j, "peak_rss_mb", mb(wm_peak_rss_bytes()));
+    wm_json_num(j, "total_duration_ms", res->total_ms_median);
+    wm_json_int(j, "kv_layers", res->layers);
+    wm_json_str(j, "kv_cache", res->inplace ? "in_place" : "double_buffer");
+    wm_json_str(j, "logits", res->narrowed ? "last_position" : "every_position");
+    wm_json_num(j, "peak_rss_mb", res->peak_rss_mb);
     if (o->n_decode_at) {
-        double tps[16], ratio[16];
-        if ((st = decode_at(m, o->decode_at, o->n_decode_at, prompt, tps, ratio, err))) goto done;
         wm_json_arr(j, "decode_at_context");
         for (int i = 0; i < o->n_decode_at; i++) {
             wm_json_obj(j, NULL);
             wm_json_int(j, "context", o->decode_at[i]);
-            wm_json_num(j, "decode_tokens_per_sec", tps[i]);
-            wm_json_num(j, "speed_vs_first", ratio[i]);
+            wm_json_num(j, "decode_tokens_per_sec", res->tps[i]);
+            wm_json_num(j, "speed_vs_first", res->ratio[i]);
             wm_json_obj_end(j);
         }
         wm_json_arr_end(j);
         wm_json_int(j, "decode_at_rounds", DA_ROUNDS);
     }
     wm_json_obj_end(j);
-done:
-    free(prompt);
-    free(gen);
-    free(ttft);
-    free(pre);
-    free(dec);
-    free(tot);
-    wm_clm_free(m);
-    return st;
 }
 
 int wm_cmd_perf(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml perf");
     enum { O_WARMUP = 256, O_ITER, O_DUR, O_THREADS, O_DIM, O_DATA, O_BATCH, O_SEQ, O_PAST, O_SEED, O_EP, O_DEV,
-           O_PLEN, O_GLEN, O_LRUNS, O_NOLLM, O_DECAT, O_IMAGE, O_MAXPIX };
+           O_PLEN, O_GLEN, O_LRUNS, O_LWARM, O_NOLLM, O_DECAT, O_IMAGE, O_MAXPIX };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"warmup", required_argument, 0, O_WARMUP}, {"iterations", required_argument, 0, O_ITER},
@@ -276,10 +333,11 @@ int wm_cmd_perf(int argc, char **argv) {
         {"past-len", required_argument, 0, O_PAST}, {"seed", required_argument, 0, O_SEED},
         {"ep", required_argument, 0, O_EP},         {"device", required_argument, 0, O_DEV},
         {"prompt-len", required_argument, 0, O_PLEN}, {"gen-len", required_argument, 0, O_GLEN},
-        {"llm-runs", required_argument, 0, O_LRUNS}, {"no-llm", no_argument, 0, O_NOLLM},
+        {"llm-runs", required_argument, 0, O_LRUNS},
+        {"llm-warmup", required_argument, 0, O_LWARM}, {"no-llm", no_argument, 0, O_NOLLM},
         {"decode-at", required_argument, 0, O_DECAT}, WM_CLI_LIMITS_LONG,
         {0, 0, 0, 0}};
-    long prompt_len = 128, gen_len = 128, llm_runs = 3;
+    long prompt_len = 128, gen_len = 128, llm_runs = 3, llm_warmup = 1;
     int no_llm = 0;
     long decode_at[16];
     int n_decode_at = 0;
@@ -326,6 +384,7 @@ int wm_cmd_perf(int argc, char **argv) {
         case O_PLEN: if (parse_long(&c, "--prompt-len", optarg, 1, &prompt_len)) return WM_EXIT_ERROR; break;
         case O_GLEN: if (parse_long(&c, "--gen-len", optarg, 2, &gen_len)) return WM_EXIT_ERROR; break;
         case O_LRUNS: if (parse_long(&c, "--llm-runs", optarg, 1, &llm_runs)) return WM_EXIT_ERROR; break;
+        case O_LWARM: if (parse_long(&c, "--llm-warmup", optarg, 0, &llm_warmup)) return WM_EXIT_ERROR; break;
         case O_NOLLM: no_llm = 1; break;
         case O_DECAT: {
             char *p = optarg;
@@ -392,7 +451,6 @@ int wm_cmd_perf(int argc, char **argv) {
         rc = wm_cli_fail(&c, &err);
         goto done;
     }
-    double warm_sum = 0;
     for (long i = 0; i < warmup; i++) {
         double a = now_ms();
         if (wm_session_run(s, in.t, in.n, out, no, &err)) {
@@ -400,7 +458,6 @@ int wm_cmd_perf(int argc, char **argv) {
             goto done;
         }
         warm[i] = now_ms() - a;
-        warm_sum += warm[i];
         progress(&c, tty, "warmup", i + 1, warmup);
     }
     long n = 0;
@@ -418,11 +475,53 @@ int wm_cmd_perf(int argc, char **argv) {
     if (duration > 0) progress(&c, tty, "measure", n, n);
     double total_ms = now_ms() - start;
     uint64_t rss_inf = wm_current_rss_bytes();
-    wm_lat_stats ls;
-    wm_lat_stats_compute(samples, (size_t)n, NULL, &ls);
     wm_session_stats ss;
     wm_session_get_stats(s, &ss);
     int64_t bsz = in.n && in.t[0].rank ? in.t[0].dims[0] : 1;
+    char task[256];
+    wm_folder_task(dir, task, sizeof task);
+
+    /* what the report needs of the session, kept: the LLM runner loads its own (its load is timed) */
+    char prec[32];
+    snprintf(prec, sizeof prec, "%s", wm_session_precision(s));
+    int n_threads = wm_session_threads(s);
+    wm_json mi;
+    wm_json_init(&mi);
+    wm_json_obj(&mi, NULL);
+    wm_json_arr(&mi, "input_names");
+    for (size_t i = 0; i < in.n; i++) wm_json_str(&mi, NULL, wm_session_input(s, i)->name);
+    wm_json_arr_end(&mi);
+    wm_json_arr(&mi, "input_shapes");
+    for (size_t i = 0; i < in.n; i++) shape_json(&mi, &in.t[i]);
+    wm_json_arr_end(&mi);
+    wm_json_arr(&mi, "input_types");
+    for (size_t i = 0; i < in.n; i++) wm_json_str(&mi, NULL, wm_dtype_name(in.t[i].dtype));
+    wm_json_arr_end(&mi);
+    wm_json_arr(&mi, "output_names");
+    for (size_t i = 0; i < no; i++) wm_json_str(&mi, NULL, wm_session_output(s, i)->name);
+    wm_json_arr_end(&mi);
+    wm_json_arr(&mi, "output_shapes");
+    for (size_t i = 0; i < no; i++) shape_json(&mi, &out[i]);
+    wm_json_arr_end(&mi);
+    wm_json_str(&mi, "precision", prec);
+    wm_json_obj_end(&mi);
+
+    llm_opts lo = {prompt_len, gen_len, llm_runs, llm_warmup, (int)threads, (uint64_t)seed, decode_at, n_decode_at, &so};
+    llm_result lr = {0};
+    int is_llm = 0;
+    if (!no_llm) {
+        wm_session_free(s);
+        s = NULL;
+        if (llm_bench(&c, path, &lo, tty, &lr, &err) == WM_ERR_UNSUPPORTED) {
+            wm_err_clear(&err); /* not a causal LM: the single forward pass is the whole report */
+        } else if (err.status) {
+            rc = wm_cli_fail(&c, &err);
+            wm_json_free(&mi);
+            llm_result_free(&lr);
+            goto done;
+        } else
+            is_llm = 1;
+    }
 
     wm_json j;
     wm_json_init(&j);
@@ -435,60 +534,45 @@ int wm_cmd_perf(int argc, char **argv) {
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime(&tnow));
     wm_json_str(&j, "runtime", rt);
     wm_json_str(&j, "model_id", c.model);
-    wm_json_null(&j, "task");
+    wm_json_str(&j, "running_model_path", path);
+    if (task[0]) wm_json_str(&j, "task", task);
+    else wm_json_null(&j, "task");
     wm_json_str(&j, "device", "cpu");
-    wm_json_str(&j, "ep", "cpu");
-    wm_json_str(&j, "precision", wm_session_precision(s));
+    wm_json_str(&j, "ep", "CPUExecutionProvider");
+    wm_json_str(&j, "ep_source", "builtin");
+    wm_json_obj(&j, "ep_options");
+    wm_json_obj_end(&j);
+    wm_json_str(&j, "precision", prec);
     wm_json_int(&j, "iterations", n);
     wm_json_int(&j, "warmup", warmup);
-    wm_json_int(&j, "batch_size", bsz);
-    wm_json_int(&j, "threads", wm_session_threads(s));
+    wm_json_num(&j, "duration_sec", total_ms / 1e3);
+    wm_json_int(&j, "batch_size", data || image ? bsz : batch);
+    wm_json_int(&j, "effective_batch_size", bsz);
+    wm_json_int(&j, "threads", n_threads);
     wm_json_str(&j, "timestamp", ts);
+    if (is_llm) { /* the reference's GenAI benchmark_info keys */
+        char prompt[96];
+        snprintf(prompt, sizeof prompt, "(%ld random token ids, seed %ld)", prompt_len, seed);
+        wm_json_str(&j, "bundle_dir", dir);
+        wm_json_str(&j, "effective_device", "cpu");
+        wm_json_bool(&j, "compile", 0);
+        wm_json_null(&j, "compile_timeout");
+        wm_json_bool(&j, "monitor", 0);
+        wm_json_int(&j, "max_new_tokens", gen_len);
+        wm_json_bool(&j, "apply_template", 0);
+        wm_json_str(&j, "prompt", prompt);
+        wm_json_int(&j, "prompt_tokens", prompt_len);
+        wm_json_int(&j, "generated_tokens", gen_len);
+        wm_json_int(&j, "context_length", lr.max_ctx);
+        wm_json_int(&j, "llm_warmup", llm_warmup);
+        wm_json_int(&j, "llm_iterations", llm_runs);
+    }
     wm_json_obj_end(&j);
-    wm_json_obj(&j, "model_info");
-    wm_json_arr(&j, "input_names");
-    for (size_t i = 0; i < in.n; i++) wm_json_str(&j, NULL, wm_session_input(s, i)->name);
-    wm_json_arr_end(&j);
-    wm_json_arr(&j, "input_shapes");
-    for (size_t i = 0; i < in.n; i++) shape_json(&j, &in.t[i]);
-    wm_json_arr_end(&j);
-    wm_json_arr(&j, "input_types");
-    for (size_t i = 0; i < in.n; i++) wm_json_str(&j, NULL, wm_dtype_name(in.t[i].dtype));
-    wm_json_arr_end(&j);
-    wm_json_arr(&j, "output_names");
-    for (size_t i = 0; i < no; i++) wm_json_str(&j, NULL, wm_session_output(s, i)->name);
-    wm_json_arr_end(&j);
-    wm_json_arr(&j, "output_shapes");
-    for (size_t i = 0; i < no; i++) shape_json(&j, &out[i]);
-    wm_json_arr_end(&j);
-    wm_json_obj_end(&j);
-    wm_json_obj(&j, "latency_ms");
-    wm_json_num(&j, "mean", ls.mean);
-    wm_json_num(&j, "min", ls.min);
-    wm_json_num(&j, "max", ls.max);
-    wm_json_num(&j, "p50", ls.p50);
-    wm_json_num(&j, "p90", ls.p90);
-    wm_json_num(&j, "p95", ls.p95);
-    wm_json_num(&j, "p99", ls.p99);
-    wm_json_num(&j, "std", ls.std);
-    wm_json_num(&j, "warmup_mean", warmup ? warm_sum / (double)warmup : 0.0);
-    wm_json_obj_end(&j);
-    wm_json_obj(&j, "throughput");
-    wm_json_num(&j, "samples_per_sec", total_ms > 0 ? (double)(n * bsz) * 1e3 / total_ms : 0.0);
-    wm_json_num(&j, "batches_per_sec", total_ms > 0 ? (double)n * 1e3 / total_ms : 0.0);
-    wm_json_obj_end(&j);
-    wm_json_arr(&j, "raw_samples_ms");
-    for (long i = 0; i < n; i++) wm_json_num(&j, NULL, samples[i]);
-    wm_json_arr_end(&j);
-    wm_json_obj(&j, "memory");
-    wm_json_num(&j, "rss_baseline_mb", mb(rss0));
-    wm_json_num(&j, "rss_after_compile_mb", mb(rss_load));
-    wm_json_num(&j, "rss_after_inference_mb", mb(rss_inf));
-    wm_json_num(&j, "rss_model_load_delta_mb", mb(rss_load) - mb(rss0));
-    wm_json_num(&j, "rss_inference_delta_mb", mb(rss_inf) - mb(rss_load));
-    wm_json_num(&j, "rss_total_delta_mb", mb(rss_inf) - mb(rss0));
-    wm_json_num(&j, "peak_rss_mb", mb(wm_peak_rss_bytes()));
-    wm_json_obj_end(&j);
+    wm_json_raw(&j, "model_info", wm_json_text(&mi));
+    if (mi.oom) j.oom = 1;
+    wm_json_free(&mi);
+    wm_perf_latency_json(&j, samples, (size_t)n, warm, (size_t)warmup, bsz);
+    wm_perf_memory_json(&j, rss0, rss_load, rss_inf, wm_peak_rss_bytes());
     wm_json_obj(&j, "engine");
     wm_json_num(&j, "load_ms", load_ms);
     wm_json_uint(&j, "nodes", ss.n_nodes);
@@ -498,18 +582,11 @@ int wm_cmd_perf(int argc, char **argv) {
     wm_json_num(&j, "activations_without_reuse_mb", mb(ss.naive_bytes));
     wm_json_bool(&j, "data_dependent_shapes", ss.eager);
     wm_json_obj_end(&j);
-    if (!no_llm) {
-        llm_opts lo = {prompt_len, gen_len, llm_runs, (int)threads, (uint64_t)seed, decode_at, n_decode_at, &so};
-        wm_session_free(s); /* the LLM runner loads its own session: its load time is measured */
-        s = NULL;
-        if (llm_bench(&c, path, &lo, tty, &j, &err) == WM_ERR_UNSUPPORTED) {
-            wm_err_clear(&err); /* not a causal LM: the single forward pass is the whole report */
-        } else if (err.status) {
-            rc = wm_cli_fail(&c, &err);
-            wm_json_free(&j);
-            goto done;
-        }
+    if (is_llm) {
+        llm_json(&lo, &lr, &j);
+        wm_perf_genai_json(&j, lr.load_ms, lr.req, (size_t)lr.n_req);
     }
+    llm_result_free(&lr);
     wm_json_obj_end(&j);
     rc = wm_cli_emit(&c, c.model, &j);
     wm_json_free(&j);

@@ -135,3 +135,21 @@ void wm_json_null(wm_json *j, const char *key) {
 }
 
 const char *wm_json_text(const wm_json *j) { return j->buf && !j->oom ? j->buf : ""; }
+
+void wm_json_num_py(wm_json *j, const char *key, double v) {
+    if (!isnan(v) && !isinf(v)) {
+        wm_json_num(j, key, v);
+        return;
+    }
+    prefix(j, key);
+    puts_(j, isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+}
+
+void wm_json_raw(wm_json *j, const char *key, const char *text) {
+    prefix(j, key);
+    for (const char *p = text; *p; p++) {
+        put(j, p, 1);
+        if (*p == '\n')
+            for (int i = 0; i < j->depth; i++) put(j, "  ", 2);
+    }
+}

@@ -32,6 +32,11 @@ void wm_json_uint(wm_json *j, const char *key, uint64_t v);
 void wm_json_num(wm_json *j, const char *key, double v); /* NaN/inf -> null */
 void wm_json_bool(wm_json *j, const char *key, int v);
 void wm_json_null(wm_json *j, const char *key);
+/* The number as Python's json writes it: NaN, Infinity and -Infinity as those words (not strict JSON: for the
+ * reference's layouts that carry them), else as wm_json_num. */
+void wm_json_num_py(wm_json *j, const char *key, double v);
+/* A value rendered by another wm_json (its wm_json_text), re-indented to this depth. */
+void wm_json_raw(wm_json *j, const char *key, const char *text);
 /* The finished text ("" after OOM: check j->oom). */
 const char *wm_json_text(const wm_json *j);
 

@@ -1,6 +1,7 @@
 #include "eval/compare.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -60,8 +61,12 @@ wm_status wm_compare(const wm_tensor *cand, const wm_tensor *ref, const char *la
 }
 
 void wm_agg_add(wm_agg *a, double v) {
-    if (a->n == 0 || v < a->min) a->min = v;
-    if (a->n == 0 || v > a->max) a->max = v;
+    if (isnan(v)) a->nnan++;
+    if (a->nnan) a->min = a->max = NAN; /* a NaN sample is never the best nor hidden by it */
+    else {
+        if (a->n == 0 || v < a->min) a->min = v;
+        if (a->n == 0 || v > a->max) a->max = v;
+    }
     a->n++;
     if (isinf(v)) { /* an infinite SQNR (identical outputs): the mean is infinite too */
         a->ninf++;
@@ -81,4 +86,36 @@ double wm_agg_std(const wm_agg *a) {
     if (a->ninf) return a->ninf == a->n ? 0 : NAN;
     double m = a->sum / (double)a->n, v = a->sumsq / (double)a->n - m * m;
     return v > 0 ? sqrt(v) : 0;
+}
+
+double wm_agg_ref_mean(const wm_agg *a) {
+    if (!a->n || a->nnan || (a->ninf && a->ninf < a->n)) return NAN;
+    if (a->ninf) return a->min == a->max ? a->max : NAN; /* all the same infinity, or both signs */
+    return a->sum / (double)a->n;
+}
+
+double wm_agg_ref_std(const wm_agg *a) {
+    double m = wm_agg_ref_mean(a);
+    if (isnan(m)) return NAN;
+    if (isinf(m)) return 0;
+    double v = a->sumsq / (double)a->n - m * m;
+    return v > 0 ? sqrt(v) : 0;
+}
+
+void wm_cmp_metrics_json(wm_json *j, const char *const *names, const wm_agg (*agg)[WM_CMP_COUNT], size_t n) {
+    static const char *const stat[] = {"mean", "std", "min", "max"};
+    char key[64];
+    wm_json_obj(j, "metrics");
+    for (int m = 0; m < WM_CMP_COUNT; m++)
+        for (int s = 0; s < 4; s++) {
+            snprintf(key, sizeof key, "%s_%s", wm_cmp_names[m], stat[s]);
+            wm_json_obj(j, key);
+            for (size_t i = 0; i < n; i++) {
+                const wm_agg *a = &agg[i][m];
+                double v = s == 0 ? wm_agg_ref_mean(a) : s == 1 ? wm_agg_ref_std(a) : s == 2 ? a->min : a->max;
+                wm_json_num_py(j, names[i], a->n ? v : NAN);
+            }
+            wm_json_obj_end(j);
+        }
+    wm_json_obj_end(j);
 }

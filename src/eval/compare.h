@@ -13,6 +13,7 @@
 #ifndef WM_EVAL_COMPARE_H
 #define WM_EVAL_COMPARE_H
 
+#include "core/json.h"
 #include "winml/runtime.h"
 
 typedef struct wm_cmp {
@@ -32,12 +33,27 @@ wm_status wm_compare(const wm_tensor *cand, const wm_tensor *ref, const char *la
 
 /* Running mean/std/min/max of one metric over samples. */
 typedef struct wm_agg {
-    double sum, sumsq, min, max;
-    size_t n, ninf;
+    double sum, sumsq, min, max; /* min and max are NaN once a NaN was added */
+    size_t n, ninf, nnan;
 } wm_agg;
 
 void wm_agg_add(wm_agg *a, double v);
-double wm_agg_mean(const wm_agg *a);
+double wm_agg_mean(const wm_agg *a); /* infinite once an infinite value was added */
 double wm_agg_std(const wm_agg *a); /* population std */
+
+/*
+ * The reference's mean and std of a metric: of the values when all are finite; +inf (-inf) and std 0 when all
+ * are that infinity (identical outputs give an infinite SQNR); NaN when any is NaN or finite and infinite values
+ * are mixed.
+ */
+double wm_agg_ref_mean(const wm_agg *a);
+double wm_agg_ref_std(const wm_agg *a);
+
+/*
+ * The reference's compare metrics into the open object j: "metrics": {"<metric>_<stat>": {output: value}} for
+ * every metric of wm_cmp_names and stat mean, std, min, max, over outputs names[0..n) whose aggregates are
+ * agg[i][metric]. Infinite and NaN values are written as Infinity / NaN, as the reference's Python json does.
+ */
+void wm_cmp_metrics_json(wm_json *j, const char *const *names, const wm_agg (*agg)[WM_CMP_COUNT], size_t n);
 
 #endif

@@ -9,12 +9,11 @@ static int cmp_d(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-double wm_percentile_nearest(const double *sorted, size_t n, double p) {
+double wm_percentile(const double *sorted, size_t n, double p) {
     if (n == 0) return NAN;
-    double r = ceil(p / 100.0 * (double)n);
-    size_t k = r < 1 ? 1 : (size_t)r;
-    if (k > n) k = n;
-    return sorted[k - 1];
+    double r = floor((double)n * p / 100.0);
+    size_t k = r < 0 ? 0 : r >= (double)n ? n - 1 : (size_t)r;
+    return sorted[k];
 }
 
 void wm_lat_stats_compute(const double *samples, size_t n, double *scratch, wm_lat_stats *st) {
@@ -36,9 +35,9 @@ void wm_lat_stats_compute(const double *samples, size_t n, double *scratch, wm_l
     st->std = n > 1 ? sqrt(var / (double)n) : 0;
     st->min = s[0];
     st->max = s[n - 1];
-    st->p50 = wm_percentile_nearest(s, n, 50);
-    st->p90 = wm_percentile_nearest(s, n, 90);
-    st->p95 = wm_percentile_nearest(s, n, 95);
-    st->p99 = wm_percentile_nearest(s, n, 99);
+    st->p50 = wm_percentile(s, n, 50);
+    st->p90 = wm_percentile(s, n, 90);
+    st->p95 = wm_percentile(s, n, 95);
+    st->p99 = wm_percentile(s, n, 99);
     if (!scratch) free(s);
 }

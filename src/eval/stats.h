@@ -1,4 +1,4 @@
-/* stats.h - latency statistics: mean, min, max, std and nearest-rank percentiles. */
+/* stats.h - latency statistics: mean, min, max, std and percentiles as the reference system takes them. */
 #ifndef WM_EVAL_STATS_H
 #define WM_EVAL_STATS_H
 
@@ -13,7 +13,8 @@ typedef struct wm_lat_stats {
 /* Fills st from n samples; scratch (n doubles, may be NULL to allocate) receives them sorted. */
 void wm_lat_stats_compute(const double *samples, size_t n, double *scratch, wm_lat_stats *st);
 
-/* Nearest-rank percentile p in (0, 100] of sorted[0..n): sorted[ceil(p/100 n) - 1]. */
-double wm_percentile_nearest(const double *sorted, size_t n, double p);
+/* Percentile p in [0, 100] of sorted[0..n) as the reference's perf: sorted[min(floor(n p / 100), n - 1)], no
+ * interpolation. NaN when n is 0. */
+double wm_percentile(const double *sorted, size_t n, double p);
 
 #endif

@@ -51,16 +51,19 @@ wm_status wm_generate(wm_clm *m, const int32_t *prompt, size_t n_prompt, const w
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    double t1 = 0;
+    double t1 = 0, tprev = 0;
     for (size_t k = 0; k < max_new; k++) {
         memcpy(work, logits, (size_t)v * sizeof *work);
         int32_t id = wm_sample(work, v, &o->sampling, hist, n_prompt + k, &rng, scratch);
         out[(*n_out)++] = id;
         hist[n_prompt + k] = id;
+        double tk = now_ms();
         if (k == 0) {
-            stats->ttft_ms = now_ms() - t0;
-            t1 = now_ms();
-        }
+            stats->ttft_ms = tk - t0;
+            t1 = tk;
+        } else if (o->step_ms)
+            o->step_ms[k - 1] = tk - tprev;
+        tprev = tk;
         int stop = 0;
         for (size_t e = 0; e < o->n_eos; e++) stop |= id == o->eos[e];
         stats->stopped_by_eos = stop;

@@ -19,6 +19,9 @@ typedef struct wm_gen_opts {
     /* called with each new token; return nonzero to stop (a stop string was seen). May be NULL. */
     int (*on_token)(void *ctx, int32_t id);
     void *ctx;
+    /* May be NULL; else capacity max_new_tokens (caller-owned): step_ms[k - 1] receives the ms from token k-1
+     * sampled to token k sampled (one decode step: forward pass and sampling), for the n_out - 1 steps */
+    double *step_ms;
 } wm_gen_opts;
 
 typedef struct wm_gen_stats {

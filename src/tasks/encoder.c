@@ -37,7 +37,7 @@ static int input_index(const wm_session *s, const char *name) {
     return -1;
 }
 
-static void read_task(const char *folder, char *task, size_t n) {
+void wm_folder_task(const char *folder, char *task, size_t n) {
     char p[4200];
     snprintf(p, sizeof p, "%s/winml_build_config.json", folder);
     cJSON *root = NULL;
@@ -64,7 +64,7 @@ wm_status wm_encoder_open(const char *model, const wm_session_opts *so, wm_encod
     snprintf(p, sizeof p, "%s/config.json", folder);
     wm_error ce = {0};
     e->has_cfg = wm_hf_config_load(p, &e->cfg, &ce) == WM_OK;
-    read_task(folder, e->task, sizeof e->task);
+    wm_folder_task(folder, e->task, sizeof e->task);
     snprintf(e->folder, sizeof e->folder, "%s", folder);
     if ((st = wm_sbert_load(folder, &e->sb, &e->sb_unsupported))) {
         if (st != WM_ERR_UNSUPPORTED) {

@@ -36,6 +36,9 @@ typedef struct wm_encoder wm_encoder;
 wm_status wm_encoder_open(const char *model, const wm_session_opts *so, wm_encoder **out, wm_error *err);
 void wm_encoder_free(wm_encoder *e);
 
+/* The task of build folder `folder`: its winml_build_config.json loader.task into task[n] ("" when none). */
+void wm_folder_task(const char *folder, char *task, size_t n);
+
 /* The task recorded in the folder's winml_build_config.json ("" when none). */
 const char *wm_encoder_task(const wm_encoder *e);
 /* id2label of the folder's config.json: label i, or NULL. */

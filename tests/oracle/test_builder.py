@@ -162,7 +162,7 @@ def _opt_build(winml, ckpt, out, *extra):
     r = U.run([winml, "build", "-m", ckpt, "-o", out, "-q", "-f", "json", *extra, *again], timeout=300)
     assert r.returncode == 0, U.describe(r)
     stages = {st["name"]: st for st in json.loads(r.stdout)["stages"]}
-    assert stages["optim"]["status"] == "done" and stages["optim"]["nodes"] < stages["export"]["nodes"]
+    assert stages["optim"]["status"] == "completed" and stages["optim"]["nodes"] < stages["export"]["nodes"]
     path = os.path.join(out, "model.onnx")
     onnx.checker.check_model(onnx.load(path), full_check=True)
     return path, stages["optim"]["ops"]
