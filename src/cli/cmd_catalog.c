@@ -59,36 +59,22 @@ int wm_cmd_catalog(int argc, char **argv) {
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (c.model) return wm_cli_usage_error(&c, "-m: catalog lists the verified models and reads none");
-    if (device && strcmp(device, "cpu") && strcmp(device, "gpu") && strcmp(device, "npu"))
-        return wm_cli_usage_error(&c, "--device: '%s' is not cpu, gpu or npu", device);
     wm_json j;
     wm_json_init(&j);
     wm_error err = {0};
     int rc = WM_EXIT_OK;
-    if (wm_catalog_json(ep, task, &j, &err)) rc = wm_cli_fail(&c, &err);
+    if (wm_catalog_json(ep, device, task, &j, &err)) rc = wm_cli_fail(&c, &err);
     cJSON *doc = rc ? NULL : cJSON_Parse(wm_json_text(&j));
     if (!rc && !doc) rc = wm_cli_usage_error(&c, "out of memory");
-    if (!rc && device) { /* keep the entries verified on that device */
-        char dev[8];
-        for (int i = 0; i < 3 && device[i]; i++) dev[i] = (char)(device[i] - 32), dev[i + 1] = 0;
-        for (cJSON *e = doc->child, *next; e; e = next) {
-            next = e->next;
-            const cJSON *eps = cJSON_GetObjectItemCaseSensitive(e, "supported_eps"), *x, *d;
-            int ok = 0;
-            cJSON_ArrayForEach(x, eps) cJSON_ArrayForEach(d, x) ok |= cJSON_IsString(d) && !strcmp(d->valuestring, dev);
-            if (!ok) cJSON_Delete(cJSON_DetachItemViaPointer(doc, e));
-        }
-    }
     if (!rc) {
-        char *text = cJSON_Print(doc);
-        if (!text) rc = wm_cli_usage_error(&c, "out of memory");
-        if (!rc && c.out) {
+        const char *text = wm_json_text(&j);
+        if (c.out) {
             wm_error we = {0};
             if (wm_write_json_atomic(c.out, text, &we)) rc = wm_cli_fail(&c, &we);
         }
-        if (!rc && c.json) puts(text);
+        if (!rc && c.json) fputs(text, stdout);
         else if (!rc) {
-            printf("%-48s %-26s %-12s %-22s %-12s %s\n", "model", "task", "model_type", "precisions", "eps", "last result");
+            printf("%-48s %-26s %-12s %-22s %-12s %s\n", "model", "task", "model_type", "precisions (built)", "eps", "last result");
             const cJSON *e;
             cJSON_ArrayForEach(e, doc) {
                 char prec[128], eps[128] = "";
@@ -105,7 +91,6 @@ int wm_cmd_catalog(int argc, char **argv) {
             }
             printf("%d verified model(s)\n", cJSON_GetArraySize(doc));
         }
-        cJSON_free(text);
     }
     cJSON_Delete(doc);
     wm_json_free(&j);

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "tasks/catalog.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,26 @@ static void upper(const char *s, char *out, size_t n) {
     out[i] = 0;
 }
 
-wm_status wm_catalog_json(const char *ep, const char *task, wm_json *j, wm_error *err) {
+/* Appends each distinct value of field (of the rows of r's model and task) to the array key. */
+static void distinct(wm_json *j, const char *key, size_t i, const wm_catalog_row *r, size_t off) {
+    wm_json_arr(j, key);
+    for (size_t k = i; k < wm_catalog_n_rows; k++) {
+        const wm_catalog_row *q = &wm_catalog_rows[k];
+        const char *v = *(const char *const *)((const char *)q + off);
+        if (!v || !same(q->model, r->model) || !same(q->task, r->task)) continue;
+        int dup = 0;
+        for (size_t p = i; p < k && !dup; p++) {
+            const wm_catalog_row *x = &wm_catalog_rows[p];
+            dup = same(x->model, r->model) && same(x->task, r->task) && same(*(const char *const *)((const char *)x + off), v);
+        }
+        if (!dup) wm_json_str(j, NULL, v);
+    }
+    wm_json_arr_end(j);
+}
+
+wm_status wm_catalog_json(const char *ep, const char *device, const char *task, wm_json *j, wm_error *err) {
+    if (device && strcmp(device, "cpu") && strcmp(device, "gpu") && strcmp(device, "npu"))
+        return wm_err(err, WM_ERR_USAGE, "--device: '%s' is not cpu, gpu or npu", device);
     const char *alias = NULL;
     if (ep) {
         for (size_t i = 0; i < N_EPS && !alias; i++)
@@ -40,13 +60,14 @@ wm_status wm_catalog_json(const char *ep, const char *task, wm_json *j, wm_error
     for (size_t i = 0; i < n; i++) {
         const wm_catalog_row *r = &wm_catalog_rows[i];
         if (used[i] || (task && strcmp(task, r->task))) continue;
-        /* every row of this model and task */
-        int ep_ok = !alias;
-        for (size_t k = i; k < n; k++)
-            if (same(wm_catalog_rows[k].model, r->model) && same(wm_catalog_rows[k].task, r->task) &&
-                alias && !strcmp(wm_catalog_rows[k].ep, alias))
-                ep_ok = 1;
-        if (!ep_ok) continue;
+        /* kept when a row of this model and task ran on the EP and device asked for */
+        int ok = 0;
+        for (size_t k = i; k < n && !ok; k++) {
+            const wm_catalog_row *q = &wm_catalog_rows[k];
+            ok = same(q->model, r->model) && same(q->task, r->task) && (!alias || !strcmp(q->ep, alias)) &&
+                 (!device || !strcmp(q->device, device));
+        }
+        if (!ok) continue;
         const wm_catalog_row *last = r;
         double size = -1;
         wm_json_obj(j, NULL);
@@ -76,20 +97,15 @@ wm_status wm_catalog_json(const char *ep, const char *task, wm_json *j, wm_error
             wm_json_arr_end(j);
         }
         wm_json_obj_end(j);
-        wm_json_arr(j, "precisions");
         for (size_t k = i; k < n; k++) {
             const wm_catalog_row *q = &wm_catalog_rows[k];
             if (!same(q->model, r->model) || !same(q->task, r->task)) continue;
             used[k] = 1;
             if (q->onnx_size_bytes > size) size = q->onnx_size_bytes;
             if (q->run_timestamp && (!last->run_timestamp || strcmp(q->run_timestamp, last->run_timestamp) > 0)) last = q;
-            int dup = 0;
-            for (size_t p = i; p < k; p++)
-                dup |= same(wm_catalog_rows[p].model, r->model) && same(wm_catalog_rows[p].task, r->task) &&
-                       !strcmp(wm_catalog_rows[p].precision, q->precision);
-            if (!dup) wm_json_str(j, NULL, q->precision);
         }
-        wm_json_arr_end(j);
+        distinct(j, "precisions", i, r, offsetof(wm_catalog_row, built_precision));
+        distinct(j, "recipe_precisions", i, r, offsetof(wm_catalog_row, precision));
         if (size >= 0) wm_json_num(j, "size_mb", (double)(long long)(size / 1048576.0 * 100 + 0.5) / 100);
         else wm_json_null(j, "size_mb");
         wm_json_arr(j, "recipe_targets");

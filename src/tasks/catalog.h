@@ -14,7 +14,8 @@
 #include "winml/winml.h"
 
 typedef struct wm_catalog_row {
-    const char *key, *model, *task, *model_type, *precision;
+    const char *key, *model, *task, *model_type;
+    const char *precision, *built_precision; /* the recipe's file name says; the build made (NULL: unknown) */
     const char *recipe_ep, *recipe_device; /* the recipe's EP folder (NULL when flat) */
     const char *ep, *device;               /* where the sweep ran it */
     const char *run_timestamp, *source;    /* source: the summary file it came from */
@@ -28,10 +29,11 @@ extern const size_t wm_catalog_n_rows;
 
 /*
  * The catalog as the reference's list (model_id, task, model_type, supported_eps{alias: [DEVICE]}, size_mb) with
- * ours beside (precisions, recipe_targets, last_result), one entry per model and task, filtered by ep (an alias
- * such as "cpu" or a full name such as "CPUExecutionProvider", case-insensitive; NULL: all) and task (NULL: all).
- * j receives a JSON array. WM_ERR_USAGE for an unknown EP name.
+ * ours beside (precisions as built, recipe_precisions as the recipes' file names say, recipe_targets,
+ * last_result), one entry per model and task, filtered by ep (an alias such as "cpu" or a full name such as
+ * "CPUExecutionProvider", case-insensitive; NULL: all), device (cpu, gpu, npu; NULL: all) and task (NULL: all).
+ * j receives a JSON array. WM_ERR_USAGE for an unknown EP or device name.
  */
-wm_status wm_catalog_json(const char *ep, const char *task, wm_json *j, wm_error *err);
+wm_status wm_catalog_json(const char *ep, const char *device, const char *task, wm_json *j, wm_error *err);
 
 #endif

@@ -283,7 +283,7 @@ const char *wm_sweep_stage_name(int stage) {
     return stage >= 0 && stage < WM_SW_NSTAGES ? names[stage] : "?";
 }
 
-const char *wm_sweep_classify(int stage, const wm_sweep_proc *p, const char *stderr_text) {
+const char *wm_sweep_classify(int stage, const wm_sweep_proc *p, const char *stderr_text, const char *verdict) {
     if (!p->timed_out && !p->signal && p->exit_code == 0) return NULL;
     if (p->timed_out) return "TIMEOUT";
     if (p->exit_code == 127 && !p->signal) return "ENVIRONMENT"; /* the stage could not be started */
@@ -294,7 +294,9 @@ const char *wm_sweep_classify(int stage, const wm_sweep_proc *p, const char *std
         if (strstr(t, "field 'quant") || strstr(t, "field 'optim")) return "OPT_FAIL";
         if (strstr(t, "field 'compile")) return "COMPILE_FAIL";
         return "EXPORT_FAIL";
-    case WM_SW_ANALYZE: return p->exit_code == 1 ? "ANALYZER_BLOCK" : "UNKNOWN";
+    case WM_SW_ANALYZE:
+        if (p->exit_code != 1 || p->signal) return "UNKNOWN";
+        return verdict && strcmp(verdict, "unsupported") ? NULL : "ANALYZER_BLOCK";
     case WM_SW_PERF:
     case WM_SW_COMPARE: return "RUNTIME_FAIL";
     default: return "UNKNOWN";

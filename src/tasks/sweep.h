@@ -78,9 +78,11 @@ typedef struct wm_sweep_proc {
 
 /*
  * The reference's failure class of a stage that did not pass (stderr_text: what it printed, may be NULL), or
- * NULL when it passed. Static text.
+ * NULL when it passed. verdict: analyze's overall verdict (its JSON "verdict"), NULL for other stages. analyze
+ * exits 1 for anything short of fully supported; only "unsupported" blocks (ANALYZER_BLOCK): a partial
+ * verdict (casts inserted, say) or an op the rules do not know still runs. Static text.
  */
-const char *wm_sweep_classify(int stage, const wm_sweep_proc *p, const char *stderr_text);
+const char *wm_sweep_classify(int stage, const wm_sweep_proc *p, const char *stderr_text, const char *verdict);
 
 /*
  * The tiny config.json for a --random-weights build of the recipe at path (model_type, canonical size keys,

@@ -198,7 +198,8 @@ static wm_status run_stage(const run_ctx *c, const char *dir, int stage, char *c
     if (!s->out || !s->errt) return wm_err(c->err, WM_ERR_NOMEM, "out of memory");
     wm_error je = {0};
     if (s->out_bytes && wm_hf_json_load_value(out, JSON_MAX, &s->json, &je)) s->json = NULL;
-    s->cls = wm_sweep_classify(stage, &s->p, s->errt);
+    const cJSON *v = stage == WM_SW_ANALYZE && s->json ? cJSON_GetObjectItemCaseSensitive(s->json, "verdict") : NULL;
+    s->cls = wm_sweep_classify(stage, &s->p, s->errt, cJSON_IsString(v) ? v->valuestring : NULL);
     return WM_OK;
 }
 
@@ -458,7 +459,9 @@ static wm_status run_recipe(const run_ctx *c, const wm_sweep_recipe *r, const ch
         if (s[k].ran) cJSON_AddItemToObject(stages, wm_sweep_stage_name(k), proc_json(&s[k]));
     if (s[WM_SW_BUILD].json) cJSON_AddItemToObject(w, "build_manifest", cJSON_Duplicate(s[WM_SW_BUILD].json, 1));
     if (s[WM_SW_ANALYZE].json) {
-        const cJSON *sum = cJSON_GetObjectItemCaseSensitive(s[WM_SW_ANALYZE].json, "summary");
+        const cJSON *an = s[WM_SW_ANALYZE].json;
+        const cJSON *sum = cJSON_GetObjectItemCaseSensitive(an, "summary"), *v = cJSON_GetObjectItemCaseSensitive(an, "verdict");
+        if (cJSON_IsString(v)) cJSON_AddStringToObject(w, "analyze_verdict", v->valuestring);
         if (sum) cJSON_AddItemToObject(w, "analyze_summary", cJSON_Duplicate(sum, 1));
     }
     cJSON_AddBoolToObject(w, "complete", 1); /* the last key: resume trusts a file that has it */
@@ -548,6 +551,8 @@ static void summary_row(wm_json *j, const wm_sweep_recipe *r, const cJSON *doc) 
     wm_json_str(j, "status", cJSON_IsString(s) ? s->valuestring : "not_run");
     wm_json_str(j, "failure_classification", cJSON_IsString(f) ? f->valuestring : NULL);
     wm_json_str(j, "failed_stage", cJSON_IsString(fs) ? fs->valuestring : NULL);
+    const cJSON *bp = get(get(w, "build_manifest"), "precision"); /* what was built (a null quant section: fp32) */
+    wm_json_str(j, "built_precision", cJSON_IsString(bp) ? bp->valuestring : NULL);
     const cJSON *err = get(perf, "error");
     wm_json_str(j, "error", cJSON_IsString(err) ? err->valuestring : NULL);
     const cJSON *lat = get(get(get(perf, "result"), "latency_ms"), "mean");
