@@ -262,12 +262,14 @@ wm_status wm_sweep_list(const char *spec, wm_sweep_recipe **out, size_t *n, wm_e
 /* ------------------------------------------------------------ shards */
 
 wm_status wm_sweep_parse_shard(const char *s, int *i, int *n, wm_error *err) {
-    char *e1, *e2 = (char *)"";
+    /* digits '/' digits, nothing else (strtol alone would take blanks, signs and an empty I) */
+    const char *slash = strchr(s, '/');
+    int ok = slash && slash > s && slash[1];
+    for (const char *p = s; ok && *p; p++) ok = p == slash || (*p >= '0' && *p <= '9');
+    char *e1 = NULL, *e2 = NULL;
     errno = 0;
-    long a = strtol(s, &e1, 10);
-    long b = (*e1 == '/') ? strtol(e1 + 1, &e2, 10) : 0;
-    if (!*s || *s == '-' || *s == '+' || *e1 != '/' || e1[1] == '-' || e1[1] == '+' || !e1[1] || *e2 || errno ||
-        b < 1 || b > 100000 || a < 0 || a >= b)
+    long a = ok ? strtol(s, &e1, 10) : 0, b = ok ? strtol(slash + 1, &e2, 10) : 0;
+    if (!ok || errno || e1 != slash || *e2 || b < 1 || b > 100000 || a < 0 || a >= b)
         return wm_err(err, WM_ERR_USAGE, "--shard: '%s' is not I/N with 0 <= I < N <= 100000", s);
     *i = (int)a;
     *n = (int)b;
