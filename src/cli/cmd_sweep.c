@@ -135,7 +135,8 @@ int wm_cmd_sweep(int argc, char **argv) {
             if (wm_cli_num_arg(&c, "--timeout", optarg, 0, 1, 86400 * 7, &o.timeout_s)) return WM_EXIT_ERROR;
             break;
         case O_MAXMEM:
-            if (wm_parse_size(optarg, &o.max_memory) || (o.max_memory && o.max_memory < (64u << 20)))
+            if (!strcmp(optarg, "0")) o.max_memory = 0;
+            else if (wm_parse_size(optarg, &o.max_memory) || o.max_memory < (64u << 20))
                 return wm_cli_usage_error(&c, "--max-memory: '%s' is not 0 or a size of at least 64M", optarg);
             break;
         case O_ITER:

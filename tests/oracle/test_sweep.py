@@ -291,3 +291,33 @@ def test_a_file_the_sweep_did_not_write_is_never_replaced(winml, tmp_path):
     assert sweep(winml, "-c", lst, "-o", tmp_path / "o", "--random-weights", "--date", "2026-01-02").returncode == 0
     assert os.stat(mine / "eval_result.json").st_mtime_ns > 0  # rewritten
     assert load(mine / "eval_result.json")["winml_sweep"]["complete"] is True
+
+
+def test_stage_limits_kill_and_classify(winml, tmp_path):
+    """--timeout: the stage is killed at the wall-clock limit (TIMEOUT); --max-memory: RLIMIT_AS of each stage
+    (a recipe whose activations need more than 64 MiB fails perf with RUNTIME_FAIL, and passes without the limit)."""
+    f = os.path.join(REF, "BAAI_bge-small-en-v1.5", "feature-extraction_fp16_config.json")
+    lst = tmp_path / "l.txt"
+    lst.write_text(f + "\n")
+    r = sweep(winml, "-c", lst, "-o", tmp_path / "t", "--random-weights", "--timeout", "0.001", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout)["results"][0]
+    assert row["status"] == "failed" and row["failure_classification"] == "TIMEOUT" and row["failed_stage"] == "build"
+    d = load(glob.glob(str(tmp_path / "t" / "eval_results" / "*" / "models" / "*" / "eval_result.json"))[0])
+    assert d["perf"]["timeout"] is True and d["winml_sweep"]["stages"]["build"]["signal"] == signal.SIGKILL
+    big = tmp_path / "r" / "acme_big"
+    big.mkdir(parents=True)
+    doc = load(f)
+    doc["export"]["batch_size"] = 8
+    for t in doc["export"]["input_tensors"]:
+        t["shape"] = [8, 1024]
+    (big / "feature-extraction_fp32_config.json").write_text(json.dumps(doc))
+    rows = {}
+    for mem in ("64M", "0"):
+        r = sweep(winml, "-c", tmp_path / "r", "-o", tmp_path / f"m{mem}", "--random-weights", "--max-memory", mem,
+                  "--iterations", "1", "--samples", "1", "-f", "json")
+        assert r.returncode == 0, r.stderr
+        rows[mem] = json.loads(r.stdout)["results"][0]
+    assert rows["64M"]["status"] == "failed" and rows["64M"]["failure_classification"] == "RUNTIME_FAIL", rows["64M"]
+    assert rows["64M"]["failed_stage"] == "perf" and "cannot allocate" in rows["64M"]["error"], rows["64M"]
+    assert rows["0"]["status"] == "passed", rows["0"]
