@@ -51,10 +51,11 @@ static void help(void) {
 
 static void progress(void *ctx, const wm_sweep_event *e) {
     (void)ctx;
-    if (e->done == 0) fprintf(stderr, "[%zu/%zu] %s ...\n", e->index, e->total, e->key);
+    /* a terminal only: the running recipe's line is replaced by its outcome */
+    if (e->done == 0) fprintf(stderr, "[%zu/%zu] %s ...", e->index, e->total, e->key);
     else if (e->done == 2) fprintf(stderr, "[%zu/%zu] %s: complete, skipped (--resume)\n", e->index, e->total, e->key);
     else
-        fprintf(stderr, "[%zu/%zu] %s: %s%s%s (%.1f s)\n", e->index, e->total, e->key, e->status,
+        fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s%s%s (%.1f s)\n", e->index, e->total, e->key, e->status,
                 e->failure ? " " : "", e->failure ? e->failure : "", e->elapsed_s);
 }
 
