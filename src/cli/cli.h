@@ -92,5 +92,7 @@ int wm_cmd_tokenize(int argc, char **argv);
 int wm_cmd_config(int argc, char **argv);
 int wm_cmd_export(int argc, char **argv);
 int wm_cmd_build(int argc, char **argv);
+int wm_cmd_sweep(int argc, char **argv);
+int wm_cmd_catalog(int argc, char **argv);
 
 #endif

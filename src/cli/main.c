@@ -20,6 +20,9 @@ static const wm_cmd commands[] = {
     {"config", "emit a build recipe (JSON) for a Hugging Face checkpoint", wm_cmd_config},
     {"export", "checkpoint -> plain float32 ONNX, built straight from the safetensors weights", wm_cmd_export},
     {"build", "checkpoint -> one output folder: model.onnx, recipe, manifest, tokenizer, genai_config", wm_cmd_build},
+    {"sweep", "build, analyze, perf and compare every recipe of a folder, each in its own process; resumable, shardable",
+     wm_cmd_sweep},
+    {"catalog", "the models this build has verified (from the sweep results checked in under data/catalog)", wm_cmd_catalog},
     {"sys", "this machine: CPU, ISA features, memory, compiled-in kernels, version", wm_cmd_sys},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
