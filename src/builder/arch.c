@@ -109,6 +109,14 @@ int wm_arch_family_serves(const char *model_type, int task) {
            task != WM_TASK_IMAGE_FEATURE_EXTRACTION && task != WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION;
 }
 
+const char *wm_arch_tower_parent(const char *model_type) {
+    for (size_t i = 0; model_type && i < wm_n_vis_families; i++)
+        for (int t = 0; t < 2; t++)
+            if (wm_vis_families[i].towers[t] && !strcmp(wm_vis_families[i].towers[t], model_type))
+                return wm_vis_families[i].model_type;
+    return NULL;
+}
+
 void wm_arch_family_names(char *buf, size_t n) {
     size_t used = 0;
     if (n) buf[0] = 0;

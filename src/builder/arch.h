@@ -219,6 +219,9 @@ int wm_arch_family_kind(const char *model_type);
    text-generation, text encoders the other text tasks, image families their image tasks (CLIP's text tower
    feature-extraction). 0 for an unknown model_type. */
 int wm_arch_family_serves(const char *model_type, int task);
+/* The model_type of the checkpoint that holds model_type as one of its towers (a recipe's clip_text_model is built
+   from a CLIP checkpoint: "clip"), NULL when model_type is no tower. */
+const char *wm_arch_tower_parent(const char *model_type);
 /* The family table's model_types, comma-separated, into buf (truncated to n). */
 void wm_arch_family_names(char *buf, size_t n);
 

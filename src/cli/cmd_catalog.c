@@ -74,7 +74,7 @@ int wm_cmd_catalog(int argc, char **argv) {
         }
         if (!rc && c.json) fputs(text, stdout);
         else if (!rc) {
-            printf("%-48s %-26s %-12s %-22s %-12s %s\n", "model", "task", "model_type", "precisions (built)", "eps", "last result");
+            printf("%-48s %-30s %-17s %-22s %-12s %s\n", "model", "task", "model_type", "precisions (built)", "eps", "last result");
             const cJSON *e;
             cJSON_ArrayForEach(e, doc) {
                 char prec[128], eps[128] = "";
@@ -86,7 +86,7 @@ int wm_cmd_catalog(int argc, char **argv) {
                     join(x, d, sizeof d);
                     if (u < sizeof eps) u += (size_t)snprintf(eps + u, sizeof eps - u, "%s%s:%s", u ? " " : "", x->string, d);
                 }
-                printf("%-48s %-26s %-12s %-22s %-12s %s %s\n", str(e, "model_id"), str(e, "task"), str(e, "model_type"),
+                printf("%-48s %-30s %-17s %-22s %-12s %s %s\n", str(e, "model_id"), str(e, "task"), str(e, "model_type"),
                        prec, eps, str(lr, "status"), str(lr, "run_timestamp"));
             }
             printf("%d verified model(s)\n", cJSON_GetArraySize(doc));

@@ -7,6 +7,7 @@
 #include "hf/hub.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,58 @@ wm_status wm_hf_json_load(const char *path, size_t max_bytes, cJSON **out, wm_er
 
 wm_status wm_hf_json_load_value(const char *path, size_t max_bytes, cJSON **out, wm_error *err) {
     return json_load(path, max_bytes, 0, out, err);
+}
+
+/* Numbers equal to +-DBL_MAX (what wm_hf_json_load_py writes for +-Infinity) become +-inf, through the tree. */
+static void py_infinities(cJSON *v) {
+    for (; v; v = v->next) {
+        if (cJSON_IsNumber(v) && fabs(v->valuedouble) == DBL_MAX) cJSON_SetNumberValue(v, v->valuedouble * 2);
+        py_infinities(v->child);
+    }
+}
+
+wm_status wm_hf_json_load_py(const char *path, size_t max_bytes, cJSON **out, wm_error *err) {
+    *out = NULL;
+    wm_map m;
+    wm_status s = wm_map_file(path, 0, &m, err);
+    if (s) return s;
+    const char *text = m.data ? (const char *)m.data : "";
+    if (m.size > max_bytes) {
+        wm_unmap(&m);
+        return wm_err(err, WM_ERR_INPUT, "%s: %zu bytes, over the %zu-byte limit for this file", path, m.size,
+                      max_bytes);
+    }
+    /* outside strings: Infinity -> DBL_MAX (the strict scan refuses non-finite numbers; made inf after the
+       parse), NaN -> null */
+    static const char big[] = "1.7976931348623157e308";
+    char *t = malloc(m.size * 3 + 1);
+    if (!t) {
+        wm_unmap(&m);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    size_t n = 0;
+    int in_str = 0;
+    for (size_t i = 0; i < m.size; i++) {
+        char c = text[i];
+        if (in_str) {
+            t[n++] = c;
+            if (c == '\\' && i + 1 < m.size) t[n++] = text[++i];
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+            t[n++] = c;
+        } else if (m.size - i >= 8 && !memcmp(text + i, "Infinity", 8)) {
+            memcpy(t + n, big, sizeof big - 1), n += sizeof big - 1, i += 7;
+        } else if (m.size - i >= 3 && !memcmp(text + i, "NaN", 3)) {
+            memcpy(t + n, "null", 4), n += 4, i += 2;
+        } else
+            t[n++] = c;
+    }
+    wm_unmap(&m);
+    s = wm_hf_json_parse_value(t, n, max_bytes * 3, path, out, err);
+    free(t);
+    if (!s) py_infinities(*out);
+    return s;
 }
 
 /* ------------------------------------------------------------ typed access */

@@ -47,6 +47,9 @@ wm_status wm_hf_json_parse_value(const char *text, size_t n, size_t max_bytes, c
 wm_status wm_hf_json_load(const char *path, size_t max_bytes, cJSON **out, wm_error *err);
 /* The same for any top-level value. */
 wm_status wm_hf_json_load_value(const char *path, size_t max_bytes, cJSON **out, wm_error *err);
+/* wm_hf_json_load_value of a file Python's json module wrote (the reference's eval metrics, our eval compare):
+   its bare tokens Infinity and -Infinity become numbers (+-inf) and NaN becomes null; elsewhere strict JSON. */
+wm_status wm_hf_json_load_py(const char *path, size_t max_bytes, cJSON **out, wm_error *err);
 
 /* A token id or list of ids (eos_token_id may be either); n = 0: absent or null. */
 typedef struct wm_hf_ids {

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "builder/arch.h"
 #include "builder/recipe.h"
 #include "core/error.h"
 #include "core/file.h"
@@ -307,6 +308,32 @@ const char *wm_sweep_classify(int stage, const wm_sweep_proc *p, const char *std
 
 /* ------------------------------------------------------------ tiny config */
 
+/* The small sizes of a tiny config into the open object j: text keys (positions for seq tokens), image keys when
+   img > 0 (a patch of 16 or 14 that divides it), a CNN's stages (ResNet: hidden_sizes, depths). */
+static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch) {
+    wm_json_int(j, "hidden_size", 32);
+    wm_json_int(j, "intermediate_size", 64);
+    wm_json_int(j, "num_hidden_layers", 1);
+    wm_json_int(j, "num_attention_heads", 4);
+    wm_json_int(j, "num_key_value_heads", 4);
+    wm_json_int(j, "vocab_size", 96);
+    wm_json_int(j, "max_position_embeddings", (seq ? seq : 512) + 2); /* + fairseq's padding offset */
+    if (img > 0) {
+        wm_json_int(j, "image_size", img);
+        wm_json_int(j, "patch_size", img % 16 == 0 ? 16 : img % 14 == 0 ? 14 : img);
+        wm_json_int(j, "num_channels", ch);
+        wm_json_int(j, "embedding_size", 8);
+        wm_json_arr(j, "hidden_sizes");
+        wm_json_int(j, NULL, 8);
+        wm_json_int(j, NULL, 16);
+        wm_json_arr_end(j);
+        wm_json_arr(j, "depths");
+        wm_json_int(j, NULL, 1);
+        wm_json_int(j, NULL, 1);
+        wm_json_arr_end(j);
+    }
+}
+
 wm_status wm_sweep_tiny_config(const char *recipe_path, wm_json *j, wm_error *err) {
     wm_recipe r;
     wm_status st = wm_recipe_load(recipe_path, &r, err);
@@ -318,16 +345,27 @@ wm_status wm_sweep_tiny_config(const char *recipe_path, wm_json *j, wm_error *er
         int64_t d = s->dims[s->rank - 1].v;
         if (d > seq && d <= (1 << 20)) seq = d;
     }
-    /* the same small sizes for every model_type; the config parser reads the canonical key names of all */
+    int64_t img = 0, ch = 3;
+    const wm_io_spec *px = wm_recipe_input(&r, "pixel_values");
+    if (px && px->rank == 4 && px->dims[3].v > 0 && px->dims[3].v <= 4096) img = px->dims[3].v;
+    if (px && px->rank == 4 && px->dims[1].v > 0 && px->dims[1].v <= 16) ch = px->dims[1].v;
+    /* the same small sizes for every model_type; the config parser reads the canonical key names of all. A tower
+       (clip_text_model) comes from its two-tower checkpoint (clip), as the real ones do. */
+    const char *parent = wm_arch_tower_parent(r.model_type);
     wm_json_obj(j, NULL);
-    if (r.model_type[0]) wm_json_str(j, "model_type", r.model_type);
-    wm_json_int(j, "hidden_size", 32);
-    wm_json_int(j, "intermediate_size", 64);
-    wm_json_int(j, "num_hidden_layers", 1);
-    wm_json_int(j, "num_attention_heads", 4);
-    wm_json_int(j, "num_key_value_heads", 4);
-    wm_json_int(j, "vocab_size", 96);
-    wm_json_int(j, "max_position_embeddings", (seq ? seq : 512) + 2); /* + fairseq's padding offset */
+    if (parent) {
+        wm_json_str(j, "model_type", parent);
+        wm_json_int(j, "projection_dim", 16);
+        wm_json_obj(j, "text_config");
+        tiny_keys(j, seq, 0, ch);
+        wm_json_obj_end(j);
+        wm_json_obj(j, "vision_config");
+        tiny_keys(j, 0, img ? img : 224, ch);
+        wm_json_obj_end(j);
+    } else {
+        if (r.model_type[0]) wm_json_str(j, "model_type", r.model_type);
+        tiny_keys(j, seq, img, ch);
+    }
     wm_json_obj_end(j);
     wm_recipe_free(&r);
     return j->oom ? wm_err(err, WM_ERR_NOMEM, "out of memory") : WM_OK;

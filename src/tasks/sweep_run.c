@@ -197,7 +197,7 @@ static wm_status run_stage(const run_ctx *c, const char *dir, int stage, char *c
     s->errt = tail_of(errf, &s->err_bytes);
     if (!s->out || !s->errt) return wm_err(c->err, WM_ERR_NOMEM, "out of memory");
     wm_error je = {0};
-    if (s->out_bytes && wm_hf_json_load_value(out, JSON_MAX, &s->json, &je)) s->json = NULL;
+    if (s->out_bytes && wm_hf_json_load_py(out, JSON_MAX, &s->json, &je)) s->json = NULL;
     const cJSON *v = stage == WM_SW_ANALYZE && s->json ? cJSON_GetObjectItemCaseSensitive(s->json, "verdict") : NULL;
     s->cls = wm_sweep_classify(stage, &s->p, s->errt, cJSON_IsString(v) ? v->valuestring : NULL);
     return WM_OK;

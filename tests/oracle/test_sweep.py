@@ -321,3 +321,19 @@ def test_stage_limits_kill_and_classify(winml, tmp_path):
     assert rows["64M"]["status"] == "failed" and rows["64M"]["failure_classification"] == "RUNTIME_FAIL", rows["64M"]
     assert rows["64M"]["failed_stage"] == "perf" and "cannot allocate" in rows["64M"]["error"], rows["64M"]
     assert rows["0"]["status"] == "passed", rows["0"]
+
+
+def test_image_recipes_get_a_tiny_checkpoint_of_their_shape(winml, tmp_path):
+    """The tiny config follows the recipe: its image size (rad-dino's 518, patches of 14), a CNN's stages
+    (ResNet's hidden_sizes), and a tower's two-tower checkpoint (CLIP's text and image encoders come from a CLIP
+    checkpoint, as the real ones do: their model_class is ...WithProjection). Each failed to build before."""
+    names = ["microsoft_rad-dino/image-feature-extraction_fp16_config.json",
+             "microsoft_resnet-18/image-classification_fp16_config.json",
+             "openai_clip-vit-base-patch16/zero-shot-image-classification_fp16_config_text-encoder.json",
+             "openai_clip-vit-base-patch16/zero-shot-image-classification_fp16_config_image-encoder.json"]
+    lst = tmp_path / "images.txt"
+    lst.write_text("\n".join(os.path.join(REF, n) for n in names) + "\n")
+    r = sweep(winml, "-c", lst, "-o", tmp_path / "res", "--random-weights", "-q")
+    assert r.returncode == 0, r.stderr
+    got = result_set(tmp_path / "res")
+    assert len(got) == 4 and all(v[0] == "passed" for v in got.values()), got

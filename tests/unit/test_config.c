@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "hf/config.h"
 #include "unit_tmpdir.h"
 
@@ -299,12 +301,37 @@ static void test_checkpoint_files_of_other_kinds(void **state) {
     assert_int_equal(wm_test_tmpdir_remove(dir), 0);
 }
 
+/* Python's json output (eval compare's metrics): Infinity, -Infinity -> +-inf, NaN -> null, strings untouched;
+   the strict loader refuses the same file */
+static void test_python_json_tokens(void **state) {
+    (void)state;
+    char dir[64], p[128];
+    assert_int_equal(wm_test_tmpdir_make(dir, sizeof dir, "pyjson"), 0);
+    snprintf(p, sizeof p, "%s/m.json", dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("{\"a\": Infinity, \"b\": [-Infinity, NaN, 1.5], \"s\": \"NaN \\\" Infinity\"}", f);
+    fclose(f);
+    cJSON *root = NULL;
+    wm_error e = {0};
+    assert_int_not_equal(wm_hf_json_load_value(p, 1 << 20, &root, &e), WM_OK);
+    assert_int_equal(wm_hf_json_load_py(p, 1 << 20, &root, &e), WM_OK);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "a"), *b = cJSON_GetObjectItemCaseSensitive(root, "b");
+    assert_true(cJSON_IsNumber(a) && isinf(a->valuedouble) && a->valuedouble > 0);
+    assert_true(isinf(cJSON_GetArrayItem(b, 0)->valuedouble) && cJSON_GetArrayItem(b, 0)->valuedouble < 0);
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(b, 1)));
+    assert_true(cJSON_GetArrayItem(b, 2)->valuedouble == 1.5);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(root, "s")->valuestring, "NaN \" Infinity");
+    cJSON_Delete(root);
+    assert_int_equal(wm_test_tmpdir_remove(dir), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_aliases_and_types), cmocka_unit_test(test_rope_forms),
         cmocka_unit_test(test_labels_ids_layers), cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_generation_and_tokenizer), cmocka_unit_test(test_numbers_finite_and_in_range),
-        cmocka_unit_test(test_checkpoint_files_of_other_kinds),
+        cmocka_unit_test(test_checkpoint_files_of_other_kinds), cmocka_unit_test(test_python_json_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
