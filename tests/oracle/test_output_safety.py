@@ -366,9 +366,9 @@ def test_folder_moved_aside_is_restored(bins, ckpt, tmp_path):
     out = tmp_path / "out"
     assert build(bins, ckpt, out).returncode == 0
     before = tree(out)
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    os.rename(out, tmp_path / f"out.winml-old.{dead.pid}")
+    # a pid no process can have (Linux pids stay below 2^22): an exited child's pid could be reused by the time
+    # the next run looks (pid_max is often 32768 and the suite starts thousands of processes)
+    os.rename(out, tmp_path / f"out.winml-old.{2**31 - 2}")
     assert build(bins, ckpt, tmp_path / "sibling").returncode == 0
     assert tree(out) == before and not U.leftovers(tmp_path)
 
