@@ -62,7 +62,7 @@ static wm_io_dim dim_v(int64_t v) {
     return d;
 }
 
-static wm_io_spec spec(const char *name, size_t rank, const wm_io_dim *d) {
+wm_io_spec wm_float_spec(const char *name, size_t rank, const wm_io_dim *d) {
     wm_io_spec s;
     memset(&s, 0, sizeof s);
     snprintf(s.name, sizeof s.name, "%s", name);
@@ -77,7 +77,7 @@ size_t wm_export_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *
     const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
     wm_io_dim B = ids ? ids->dims[0] : dim_v(1), S = ids ? ids->dims[1] : dim_v(1);
     size_t n = 0;
-#define PUT(...) do { wm_io_spec s_ = spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
+#define PUT(...) do { wm_io_spec s_ = wm_float_spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
     switch (a->task) {
     case WM_TASK_TEXT_GENERATION: {
         const wm_io_spec *m = wm_recipe_input(r, "attention_mask");

@@ -100,6 +100,7 @@ const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, cons
 
 /* Blocks of the architectures (gb_blocks.c). */
 const char *gb_linear(wm_gb *b, const char *x, const wm_module *m, const char *scope);
+const char *gb_head_gemm(wm_gb *b, const char *x, const wm_module *m, const char *scope);
 const char *gb_norm(wm_gb *b, const char *x, const wm_module *m, wm_norm_spec ns, const char *scope);
 const char *gb_act(wm_gb *b, const char *x, wm_act act);
 

@@ -34,6 +34,18 @@ const char *gb_linear(wm_gb *b, const char *x, const wm_module *m, const char *s
     return y;
 }
 
+/* A head linear on [B, K] as Gemm(x, W[out, in], b, transB=1): the checkpoint layout as it is (leaves the scope
+   set to scope). */
+const char *gb_head_gemm(wm_gb *b, const char *x, const wm_module *m, const char *scope) {
+    gb_scope(b, "%s", scope);
+    int64_t d[2] = {m->out, m->in};
+    const char *w = gb_weight(b, ".weight", m->wt, d, 2, 0, GB_W_MATRIX);
+    const char *bias = m->has_bias ? gb_weight(b, ".bias", m->bt, &m->out, 1, 0, GB_W_ZEROS) : NULL;
+    const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x, w, bias);
+    gb_attr_i(b, "transB", 1);
+    return y;
+}
+
 /*
  * LayerNormalization (opset 17) over the last axis, or RMSNorm decomposed
  * as transformers computes it: x / sqrt(mean(x^2) + eps) * w. A weight

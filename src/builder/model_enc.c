@@ -55,17 +55,6 @@ static const char *embeddings(wm_gb *b, wm_model_ctx *c) {
     return x;
 }
 
-/* A head linear on [B, H] as Gemm(x, W[out, in], b, transB=1): the checkpoint layout as it is. */
-static const char *head_gemm(wm_gb *b, const char *x, const wm_module *m, const char *scope) {
-    gb_scope(b, "%s", scope);
-    int64_t d[2] = {m->out, m->in};
-    const char *w = gb_weight(b, ".weight", m->wt, d, 2, 0, GB_W_MATRIX);
-    const char *bias = m->has_bias ? gb_weight(b, ".bias", m->bt, &m->out, 1, 0, GB_W_ZEROS) : NULL;
-    const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x, w, bias);
-    gb_attr_i(b, "transB", 1);
-    return y;
-}
-
 /* "/classifier/out_proj" from a checkpoint module name ("classifier.out_proj.weight"), prefix dropped. */
 static void head_scope(const wm_arch *a, const wm_module *m, char *out, size_t n) {
     const char *w = m->w;
@@ -109,9 +98,9 @@ static void head(wm_gb *b, const wm_model_ctx *c, const char *x) {
         gb_attr_i(b, "axis", 1);
         const wm_module *m0 = wm_arch_mod(a, -1, WM_M_H_0), *m1 = wm_arch_mod(a, -1, WM_M_H_1);
         head_scope(a, m0, sc, sizeof sc);
-        h = gb_act(b, head_gemm(b, h, m0, sc), a->head_act);
+        h = gb_act(b, gb_head_gemm(b, h, m0, sc), a->head_act);
         head_scope(a, m1, sc, sizeof sc);
-        gb_rename(b, head_gemm(b, h, m1, sc), "logits");
+        gb_rename(b, gb_head_gemm(b, h, m1, sc), "logits");
         break;
     }
     case WM_TASK_TOKEN_CLASSIFICATION: {

@@ -25,6 +25,8 @@ wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c);
 /* Image transformers, CLIP's towers and both (model_vit.c); ResNet (model_resnet.c). */
 wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c);
 wm_status wm_model_resnet(wm_gb *b, wm_model_ctx *c);
+/* A float32 IO spec named name of rank dims (export.c). */
+wm_io_spec wm_float_spec(const char *name, size_t rank, const wm_io_dim *d);
 /* Output specs of a vision graph (dims from the recipe's inputs); returns the count. */
 size_t wm_vis_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap);
 /* ResNet's final feature-map side for its image_size. */

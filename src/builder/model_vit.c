@@ -38,17 +38,6 @@ static const char *token(wm_gb *b, const char *x, int64_t i) {
     return y;
 }
 
-/* A head linear on [B, K] as Gemm with the checkpoint's [out, in] layout. */
-static const char *gemm(wm_gb *b, const char *x, const wm_module *m, const char *scope) {
-    gb_scope(b, "%s", scope);
-    int64_t d[2] = {m->out, m->in};
-    const char *w = gb_weight(b, ".weight", m->wt, d, 2, 0, GB_W_MATRIX);
-    const char *bias = m->has_bias ? gb_weight(b, ".bias", m->bt, &m->out, 1, 0, GB_W_ZEROS) : NULL;
-    const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x, w, bias);
-    gb_attr_i(b, "transB", 1);
-    return y;
-}
-
 /* [1, n, H] parameter expanded to the batch of pixels: [B, n, H]. */
 static const char *batched(wm_gb *b, const char *p, const char *pixels, int64_t n, int64_t H) {
     const char *bs = gb_slice(b, gb_op(b, "Shape", 1, pixels), 0, 1, 0);
@@ -179,7 +168,7 @@ static void image_tower(wm_gb *b, wm_model_ctx *c, const char *pixels, const cha
     else if (a->vpool == WM_VPOOL_DENSE_TANH) {
         char sc[160];
         snprintf(sc, sizeof sc, "%s/pooler/dense", root(c));
-        *pooled = gb_op(b, "Tanh", 1, gemm(b, token(b, x, 0), wm_arch_mod(a, -1, WM_M_G_POOL), sc));
+        *pooled = gb_op(b, "Tanh", 1, gb_head_gemm(b, token(b, x, 0), wm_arch_mod(a, -1, WM_M_G_POOL), sc));
     }
 }
 
@@ -210,7 +199,7 @@ static void text_tower(wm_gb *b, wm_model_ctx *c, const char **last, const char 
     if (a->vpool == WM_VPOOL_LAST_HEAD) { /* SigLIP: the last position, whatever the mask */
         char sc[160];
         snprintf(sc, sizeof sc, "%s/pooler/head", root(c));
-        *pooled = gemm(b, token(b, x, -1), wm_arch_mod(a, -1, WM_M_G_POOL), sc);
+        *pooled = gb_head_gemm(b, token(b, x, -1), wm_arch_mod(a, -1, WM_M_G_POOL), sc);
         return;
     }
     const char *idx;
@@ -254,14 +243,14 @@ static void image_head(wm_gb *b, wm_model_ctx *c, const char *last) {
         const char *mean = gb_reduce(b, "ReduceMean", gb_slice(b, last, 1 + a->n_reg, INT64_MAX, 1), ax1, 1, 0);
         const char *in = gb_op(b, "Concat", 2, cls, mean);
         gb_attr_i(b, "axis", -1);
-        y = gemm(b, in, m0, "/classifier");
+        y = gb_head_gemm(b, in, m0, "/classifier");
     } else if (a->vhead == WM_VHEAD_CLS_DIST_AVG) {
         const char *d = token(b, last, 1);
-        const char *y0 = gemm(b, cls, m0, "/cls_classifier"), *y1 = gemm(b, d, m1, "/distillation_classifier");
+        const char *y0 = gb_head_gemm(b, cls, m0, "/cls_classifier"), *y1 = gb_head_gemm(b, d, m1, "/distillation_classifier");
         gb_scope(b, "/classifier");
         y = gb_op(b, "Mul", 2, gb_op(b, "Add", 2, y0, y1), gb_f32s(b, 0.5f));
     } else {
-        y = gemm(b, cls, m0, "/classifier");
+        y = gb_head_gemm(b, cls, m0, "/classifier");
     }
     gb_rename(b, y, "logits");
 }
@@ -319,16 +308,6 @@ wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c) {
     return b->st;
 }
 
-static wm_io_spec spec(const char *name, size_t rank, const wm_io_dim *d) {
-    wm_io_spec s;
-    memset(&s, 0, sizeof s);
-    snprintf(s.name, sizeof s.name, "%s", name);
-    s.dtype = WM_DT_FLOAT;
-    s.rank = rank;
-    memcpy(s.dims, d, rank * sizeof *d);
-    return s;
-}
-
 static wm_io_dim dv(int64_t v) {
     wm_io_dim d = {v, ""};
     return d;
@@ -338,7 +317,7 @@ size_t wm_vis_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out
     const wm_io_spec *px = r ? wm_recipe_input(r, "pixel_values") : NULL, *ids = r ? wm_recipe_input(r, "input_ids") : NULL;
     wm_io_dim IB = px ? px->dims[0] : dv(1), TB = ids ? ids->dims[0] : dv(1), S = ids ? ids->dims[1] : dv(1);
     size_t n = 0;
-#define PUT(...) do { wm_io_spec s_ = spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
+#define PUT(...) do { wm_io_spec s_ = wm_float_spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
     if (a->graph == WM_GRAPH_DUAL) {
         wm_io_dim li[2] = {IB, TB}, lt[2] = {TB, IB}, te[2] = {TB, dv(a->proj)}, ie[2] = {IB, dv(a->proj)};
         PUT("logits_per_image", 2, li);
