@@ -851,7 +851,7 @@ static wm_status prepare(build_ctx *b) {
     if (!o->recipe && (s = wm_recipe_default(&b->arch, (wm_precision)prec, o->ep ? o->ep : "cpu",
                                              o->device ? o->device : "cpu", &b->recipe, err)))
         return s;
-    if (o->recipe && o->ep && b->recipe.has_compile && strcmp(o->ep, b->recipe.provider))
+    if (o->recipe && o->ep && b->recipe.has_compile && strcmp(wm_ep_alias(o->ep), wm_ep_alias(b->recipe.provider)))
         return wm_err(err, WM_ERR_USAGE, "--ep %s disagrees with the recipe's compile.ep_config.provider '%s'", o->ep,
                       b->recipe.provider);
     if (b->arch.detected)

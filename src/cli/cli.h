@@ -48,6 +48,16 @@ int wm_cli_common_opt(wm_cli *c, int opt, const char *arg);
  */
 int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv);
 
+/*
+ * -d/--device and --ep values as the reference takes them: an EP by alias or ONNX Runtime name in any case
+ * ("qnn", "QNNExecutionProvider"), a device cpu|gpu|npu in any case, and "auto" (the best one available here:
+ * cpu). *out receives the canonical name ("cpu"; static storage). With run_here, an EP or device this build
+ * cannot run on is refused too. A bad value prints one line naming the flag and the value and returns
+ * WM_EXIT_ERROR; 0 otherwise.
+ */
+int wm_cli_ep_arg(const wm_cli *c, const char *v, int run_here, const char **out);
+int wm_cli_device_arg(const wm_cli *c, const char *v, int run_here, const char **out);
+
 struct option;
 /* The long name of the option whose value is opt in longs ("threads"); "?" when none. */
 const char *wm_cli_long_name(const struct option *longs, int opt);

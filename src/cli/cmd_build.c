@@ -29,9 +29,12 @@ static void help(int export_only) {
                "GGUF as for build.\n");
     else
         printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK]\n"
-               "                   [-p fp32|fp16|int8|int4|gguf] [--ep cpu] [--device cpu] [--no-compile] [--rebuild] [--sync]\n"
+               "                   [-p fp32|fp16|int8|int4|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild] [--sync]\n"
                "                   [--random-weights [--seed N]] [--external-threshold BYTES] [--analyze] [-f json] [-q]\n\n"
-               "--analyze: the built model is analyzed for the target EP/device (--ep/--device, else the recipe's\n"
+               "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
+           "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
+           "(= cpu), cpu, gpu or npu. An EP or device other than cpu is refused (exit 2), never ignored.\n"
+           "--analyze: the built model is analyzed for the target EP/device (--ep/--device, else the recipe's\n"
                "compile target, else cpu) as winml analyze does, into DIR/analyze_result.json, and the manifest gets\n"
                "the reference's analyze_* keys (docs/json/build_manifest.md).\n"
                "Writes DIR/model.onnx (+ model.onnx.data from 100 MiB or --external-threshold),\n"
@@ -121,8 +124,12 @@ static int run(int argc, char **argv, int export_only) {
                 return wm_cli_usage_error(&c, "-p: unknown precision '%s' (%s)", optarg,
                                           wm_precision_list());
             break;
-        case O_EP: o.ep = optarg; break;
-        case 'd': case O_DEVICE: o.device = optarg; break;
+        case O_EP:
+            if (wm_cli_ep_arg(&c, optarg, 1, &o.ep)) return WM_EXIT_ERROR;
+            break;
+        case 'd': case O_DEVICE:
+            if (wm_cli_device_arg(&c, optarg, 1, &o.device)) return WM_EXIT_ERROR;
+            break;
         case O_NO_COMPILE: o.no_compile = 1; break;
         case O_REBUILD: o.rebuild = 1; break;
         case O_RANDOM: o.random = 1; break;
@@ -156,8 +163,6 @@ static int run(int argc, char **argv, int export_only) {
     if (!c.model) return wm_cli_usage_error(&c, "-m CHECKPOINT is required");
     if (!c.out) return wm_cli_usage_error(&c, "-o DIR is required");
     if (seed_set && !o.random) return wm_cli_usage_error(&c, "--seed needs --random-weights");
-    if (o.ep && strcmp(o.ep, "cpu")) return wm_cli_usage_error(&c, "--ep: only 'cpu' is available");
-    if (o.device && strcmp(o.device, "cpu")) return wm_cli_usage_error(&c, "--device: only 'cpu' is available");
     o.model = c.model;
     o.out_dir = c.out;
     o.quiet = c.quiet; /* stage notes (not run / skipped) go to stderr even with -f json */
