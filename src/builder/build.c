@@ -1015,7 +1015,7 @@ static wm_status make_stage(build_ctx *b) {
     if (b->replace && !S_ISDIR(st.st_mode))
         return wm_err(b->err, WM_ERR_USAGE, "%s: exists and is not a folder; refusing to replace it", b->out);
     if (b->replace && !o->rebuild)
-        return wm_err(b->err, WM_ERR_USAGE, "%s: already exists (use --rebuild to replace it)", b->out);
+        return wm_err(b->err, WM_ERR_USAGE, "%s: already exists (use --rebuild or --overwrite to replace it)", b->out);
     if (b->replace && (s = check_ours(b->out, b->err))) return s;
     if ((s = wm_space_check(parent, need_bytes(b), "the build", b->err))) return s;
     return wm_tmp_mkdir(b->out, b->stage_dir, sizeof b->stage_dir, &b->stage_slot, b->err);

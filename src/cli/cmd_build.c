@@ -19,17 +19,17 @@
 
 static void help(int export_only) {
     if (export_only)
-        printf("usage: winml export -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK] [--rebuild] [--sync]\n"
+        printf("usage: winml export -m CHECKPOINT|MODEL.gguf -o DIR|FILE.onnx [-c RECIPE] [-t TASK] [--rebuild] [--sync]\n"
                "                    [--random-weights [--seed N]] [--external-threshold BYTES] [-f json] [-q]\n\n"
                "The export stage alone: builds DIR/model.onnx (+ model.onnx.data when the model is\n"
                ">= 100 MiB or --external-threshold) and build_manifest.json straight from the safetensors\n"
                "weights: a plain float32 standard-ONNX graph (opset 17 unless the recipe says otherwise),\n"
                "no fusions. --random-weights builds the architecture from config.json alone with seeded\n"
                "random values. An existing DIR is replaced only as by build --rebuild. CHECKPOINT may be a\n"
-               "GGUF as for build.\n");
+               "GGUF as for build. --output-dir DIR is -o DIR and --overwrite is --rebuild, as the reference names them.\n");
     else
-        printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK]\n"
-               "                   [-p fp32|fp16|int8|int4|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild] [--sync]\n"
+        printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o|--output-dir DIR [-c RECIPE] [-t TASK]\n"
+               "                   [-p fp32|fp16|int8|int4|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"
                "                   [--random-weights [--seed N]] [--external-threshold BYTES] [--analyze] [-f json] [-q]\n\n"
                "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
            "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
@@ -42,8 +42,9 @@ static void help(int export_only) {
                "and op counts, parameter bytes, sha256 of every artifact), the tokenizer files, and for\n"
                "decoders genai_config.json\n"
                "(onnxruntime-genai). The folder appears only when complete; missing folders above DIR are\n"
-               "created. An existing DIR is replaced only with --rebuild and only when it is a winml build\n"
-               "as written (its build_manifest.json lists every file in it); -o may not be or hold the input.\n"
+               "created. An existing DIR is replaced only with --rebuild (or --overwrite, the reference's name) and only\n"
+               "when it is a winml build"
+               " as written (its build_manifest.json lists every file in it); -o may not be or hold the input.\n"
                "RECIPE may be one of the reference system's (winml config -c RECIPE says what is kept and\n"
                "whether it builds); a model_type, task or static quant mode the builder does not serve is\n"
                "refused before any work, naming the field; with its quant section null, -p adds ours.\n"
@@ -98,6 +99,8 @@ static int run(int argc, char **argv, int export_only) {
                                           {"device", required_argument, 0, O_DEVICE},
                                           {"no-compile", no_argument, 0, O_NO_COMPILE},
                                           {"rebuild", no_argument, 0, O_REBUILD},
+                                          {"overwrite", no_argument, 0, O_REBUILD}, /* the reference's name */
+                                          {"output-dir", required_argument, 0, 'o'}, /* the reference's name of -o */
                                           {"random-weights", no_argument, 0, O_RANDOM},
                                           {"seed", required_argument, 0, O_SEED},
                                           {"sync", no_argument, 0, O_SYNC},
@@ -161,7 +164,7 @@ static int run(int argc, char **argv, int export_only) {
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (!c.model) return wm_cli_usage_error(&c, "-m CHECKPOINT is required");
-    if (!c.out) return wm_cli_usage_error(&c, "-o DIR is required");
+    if (!c.out) return wm_cli_usage_error(&c, "-o DIR (or --output-dir DIR) is required");
     if (seed_set && !o.random) return wm_cli_usage_error(&c, "--seed needs --random-weights");
     o.model = c.model;
     o.out_dir = c.out;
