@@ -26,7 +26,10 @@ static void help(int export_only) {
                "weights: a plain float32 standard-ONNX graph (opset 17 unless the recipe says otherwise),\n"
                "no fusions. --random-weights builds the architecture from config.json alone with seeded\n"
                "random values. An existing DIR is replaced only as by build --rebuild. CHECKPOINT may be a\n"
-               "GGUF as for build. --output-dir DIR is -o DIR and --overwrite is --rebuild, as the reference names them.\n");
+               "GGUF as for build.\n"
+               "-o NAME.onnx (a path ending .onnx) writes that model file instead, with NAME.onnx.data beside it when\n"
+               "external, and no manifest; an existing NAME.onnx (or NAME.onnx.data) is replaced only with --overwrite.\n"
+               "--output-dir DIR is -o DIR and --overwrite is --rebuild, as the reference names them.\n");
     else
         printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o|--output-dir DIR [-c RECIPE] [-t TASK]\n"
                "                   [-p fp32|fp16|int8|int4|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"
