@@ -51,6 +51,15 @@ int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv) {
     return wm_cli_usage_error(c, "unknown option '%s'", name);
 }
 
+int wm_cli_default_out(const wm_cli *c, const char *in, const char *suffix, char *out, size_t n) {
+    size_t l = strlen(in);
+    while (l > 1 && in[l - 1] == '/') l--; /* "m.onnx/" names the same file */
+    if (l >= 5 && !strncasecmp(in + l - 5, ".onnx", 5)) l -= 5;
+    if (!l || l + strlen(suffix) >= n) return wm_cli_usage_error(c, "-m %s: no default output name (give -o)", in);
+    snprintf(out, n, "%.*s%s", (int)l, in, suffix);
+    return 0;
+}
+
 int wm_cli_ep_arg(const wm_cli *c, const char *v, int run_here, const char **out) {
     const char *alias = !strcasecmp(v, "auto") ? "cpu" : wm_ep_find(v);
     if (!alias)

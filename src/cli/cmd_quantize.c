@@ -19,7 +19,9 @@
 #include "opt/quant_calib.h"
 
 static void help(void) {
-    printf("usage: winml quantize -m IN.onnx -o OUT.onnx -p fp16|int8|int8-static|w8a16|int4 [options]\n\n"
+    printf("usage: winml quantize -m IN.onnx [-o OUT.onnx] -p fp16|int8|int8-static|w8a16|int4 [options]\n\n"
+           "Without -o the output is IN_quantized.onnx beside the input (the reference's default); an existing\n"
+           "file there (or at -o) is replaced only when winml wrote it, or with --overwrite.\n"
            "  -p fp16          weights and compute in float16 (--keep-io-types, --op-block-list A,B)\n"
            "  -p int8          dynamic: DynamicQuantizeLinear + MatMulInteger, int8 weights\n"
            "  -p int8-static   QDQ: uint8 activations from calibrated ranges, int8 weights\n"
@@ -239,9 +241,14 @@ int wm_cmd_quantize(int argc, char **argv) {
                            prec ? prec : "", prec ? "')" : "");
         goto out;
     }
-    if (!c.model || !out) {
-        wm_cli_usage_error(&c, "-m IN.onnx and -o OUT.onnx are required");
+    if (!c.model) {
+        wm_cli_usage_error(&c, "-m IN.onnx is required");
         goto out;
+    }
+    char def_out[4096];
+    if (!out) { /* the reference's default: IN_quantized.onnx beside the input */
+        if (wm_cli_default_out(&c, c.model, "_quantized.onnx", def_out, sizeof def_out)) goto out;
+        out = def_out;
     }
     int is_static = mode == WM_QUANT_INT8_STATIC || mode == WM_QUANT_W8A16;
     if (is_static && !ranges_path && !calib_dir) {
