@@ -1092,10 +1092,12 @@ static wm_status commit_file(build_ctx *b) {
     snprintf(data, sizeof data, "%s.data", b->out);
     snprintf(src, sizeof src, "%s/%s.data", b->stage_dir, b->model_name);
     if (exists(src)) {
-        if (rename(src, data) != 0) return wm_err(b->err, WM_ERR_IO, "%s: cannot rename into place: %s", data, strerror(errno));
+        if (rename(src, data) != 0)
+            return wm_err(b->err, WM_ERR_IO, "%s: cannot rename into place: %s", data, strerror(errno));
     } else if (b->o->rebuild) unlink(data);
     snprintf(src, sizeof src, "%s/%s", b->stage_dir, b->model_name);
-    if (rename(src, b->out) != 0) return wm_err(b->err, WM_ERR_IO, "%s: cannot rename into place: %s", b->out, strerror(errno));
+    if (rename(src, b->out) != 0)
+        return wm_err(b->err, WM_ERR_IO, "%s: cannot rename into place: %s", b->out, strerror(errno));
     return WM_OK;
 }
 

@@ -66,7 +66,8 @@ int wm_cli_ep_arg(const wm_cli *c, const char *v, int run_here, const char **out
         return wm_cli_usage_error(c, "--ep: unknown execution provider '%s' (auto, %s, or their ONNX Runtime names)", v,
                                   wm_ep_alias_list());
     if (run_here && strcmp(alias, "cpu"))
-        return wm_cli_usage_error(c, "--ep: '%s' is not available: this build runs on cpu only (available: cpu; auto = cpu)", v);
+        return wm_cli_usage_error(c, "--ep: '%s' is not available: this build runs on cpu only (available: cpu; "
+                                  "auto = cpu)", v);
     *out = alias;
     return 0;
 }
@@ -78,7 +79,8 @@ int wm_cli_device_arg(const wm_cli *c, const char *v, int run_here, const char *
         if (!strcasecmp(v, devs[i])) d = devs[i];
     if (!d) return wm_cli_usage_error(c, "--device: unknown device '%s' (auto, cpu, gpu or npu)", v);
     if (run_here && strcmp(d, "cpu"))
-        return wm_cli_usage_error(c, "--device: '%s' is not available: this build runs on cpu only (available: cpu; auto = cpu)", v);
+        return wm_cli_usage_error(c, "--device: '%s' is not available: this build runs on cpu only (available: cpu; "
+                                  "auto = cpu)", v);
     *out = d;
     return 0;
 }
