@@ -24,6 +24,7 @@
 #define WM_ANALYZE_H
 
 #include "analyze/ep_rules.h"
+#include "core/ep.h"
 #include "core/json.h"
 #include "onnx/graph.h"
 
@@ -72,13 +73,7 @@ void wm_analysis_json(const wm_graph *g, const wm_analysis *a, wm_json *j, const
 void wm_analyze_ref_json(const wm_onnx_modelproto *m, const wm_graph *g, const char *model_path,
                          const wm_analysis *const *as, size_t n, wm_json *j);
 
-/* The full ONNX Runtime name and vendor of a rules EP name ("qnn" -> "QNNExecutionProvider", "QC"); an EP not
- * in the table keeps its name, vendor "Unknown". */
-void wm_ep_identity(const char *ep, const char **full, const char **ihv);
-
-/* The rules name of an EP given by alias or full ONNX Runtime name, any case ("QNNExecutionProvider" -> "qnn");
- * a name not in the table is returned as it is. */
-const char *wm_ep_alias(const char *ep);
+/* wm_ep_identity / wm_ep_alias: core/ep.h (the one EP name table). */
 
 /*
  * `build`'s analysis of its final model (path) against the rule file rules_path for device (one WM_DEV_* bit):

@@ -11,27 +11,9 @@
 #include <time.h>
 
 #include "analyze/analyze.h"
+#include "core/ep.h"
 #include "core/error.h"
 #include "winml/onnx.h"
-
-static const struct {
-    const char *alias, *full, *ihv;
-} eps[] = {
-    {"qnn", "QNNExecutionProvider", "QC"},
-    {"openvino", "OpenVINOExecutionProvider", "Intel"},
-    {"vitisai", "VitisAIExecutionProvider", "AMD"},
-    {"migraphx", "MIGraphXExecutionProvider", "AMD"},
-    {"trtrtx", "NvTensorRTRTXExecutionProvider", "NVIDIA"},
-    {"cuda", "CUDAExecutionProvider", "NVIDIA"},
-    {"dml", "DmlExecutionProvider", "Microsoft"},
-    {"cpu", "CPUExecutionProvider", "Microsoft"},
-};
-
-void wm_ep_identity(const char *ep, const char **full, const char **ihv) {
-    *full = ep, *ihv = "Unknown";
-    for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++)
-        if (!strcmp(ep, eps[i].alias) || !strcmp(ep, eps[i].full)) *full = eps[i].full, *ihv = eps[i].ihv;
-}
 
 void wm_pattern_id(const char *domain, const char *op, char *out, size_t n) {
     snprintf(out, n, "OP/%s/%s", domain && domain[0] ? domain : "ai.onnx", op);
@@ -164,11 +146,6 @@ void wm_analyze_ref_json(const wm_onnx_modelproto *m, const wm_graph *g, const c
     wm_json_arr_end(j);
 }
 
-const char *wm_ep_alias(const char *ep) {
-    for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++)
-        if (!strcasecmp(ep, eps[i].alias) || !strcasecmp(ep, eps[i].full)) return eps[i].alias;
-    return ep;
-}
 
 /* The manifest's analyze_details of one analysis: lint (pattern ids by level) and autoconf (none here). */
 static void details(const wm_graph *g, const wm_analysis *a, wm_json *d) {

@@ -190,6 +190,8 @@ typedef struct build_ctx {
     char stage_dir[PATH_MAX]; /* the staging folder beside it, "" once committed or removed */
     int stage_slot;           /* its slot in the signal-cleanup registry */
     int replace;              /* -o existed (a build of ours, checked) when the build started */
+    int to_file;              /* export -o NAME.onnx: the model file (+ NAME.onnx.data) instead of a folder */
+    char model_name[256];     /* the model's file name in the stage folder: "model.onnx", or NAME.onnx */
     wm_lockfile lock;
     char made[WM_BUILD_MAX_PARENTS][PATH_MAX]; /* folders above -o this build created */
     size_t n_made;
@@ -613,7 +615,7 @@ static void build_keys(const build_ctx *b, char cache_key[160], char config_hash
 static void stage_ref_keys(const build_ctx *b, const stage_rec *r, wm_json *j) {
     wm_json_str(j, "status", r->status == ST_DONE ? "completed" : "skipped");
     wm_json_str(j, "winml_status", status_name(r->status));
-    wm_json_str(j, "filename", "model.onnx");
+    wm_json_str(j, "filename", b->model_name);
     wm_json_num(j, "elapsed_seconds", r->seconds);
     if (!strcmp(r->name, "quant") && r->status == ST_DONE) {
         wm_json_uint(j, "nodes_quantized", b->qrep.quantized);
@@ -634,7 +636,7 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     wm_json_str(j, "model_id", b->o->model);
     wm_json_str(j, "cache_key", cache_key);
     wm_json_str(j, "config_hash", config_hash);
-    wm_json_str(j, "final_artifact", "model.onnx");
+    wm_json_str(j, "final_artifact", b->model_name);
     /* ours */
     wm_json_str(j, "tool", "winml");
     wm_json_str(j, "version", WM_VERSION_STRING);
@@ -708,8 +710,10 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     }
     wm_json_arr_end(j);
     wm_json_arr(j, "artifacts");
-    wm_status s = artifact(j, b->stage_dir, "model.onnx", b->ex.model_sha, b->err);
-    if (!s) s = artifact(j, b->stage_dir, "model.onnx.data", b->ex.data_sha, b->err);
+    char data_name[sizeof b->model_name + 8];
+    snprintf(data_name, sizeof data_name, "%s.data", b->model_name);
+    wm_status s = artifact(j, b->stage_dir, b->model_name, b->ex.model_sha, b->err);
+    if (!s) s = artifact(j, b->stage_dir, data_name, b->ex.data_sha, b->err);
     if (!s) s = artifact(j, b->stage_dir, "winml_build_config.json", NULL, b->err);
     if (!s && a->kind == WM_DECODER) s = artifact(j, b->stage_dir, "genai_config.json", NULL, b->err);
     for (size_t i = 0; carried[i] && !s; i++) s = artifact(j, b->stage_dir, carried[i], NULL, b->err);
@@ -851,7 +855,7 @@ static wm_status prepare(build_ctx *b) {
     if (!o->recipe && (s = wm_recipe_default(&b->arch, (wm_precision)prec, o->ep ? o->ep : "cpu",
                                              o->device ? o->device : "cpu", &b->recipe, err)))
         return s;
-    if (o->recipe && o->ep && b->recipe.has_compile && strcmp(o->ep, b->recipe.provider))
+    if (o->recipe && o->ep && b->recipe.has_compile && strcmp(wm_ep_alias(o->ep), wm_ep_alias(b->recipe.provider)))
         return wm_err(err, WM_ERR_USAGE, "--ep %s disagrees with the recipe's compile.ep_config.provider '%s'", o->ep,
                       b->recipe.provider);
     if (b->arch.detected)
@@ -1012,11 +1016,24 @@ static wm_status make_stage(build_ctx *b) {
     if (b->replace && wm_path_within(b->ck.dir, b->out))
         return wm_err(b->err, WM_ERR_USAGE, "-o %s: is or holds the input checkpoint %s; the build would replace its "
                       "own input: choose another folder", b->out, b->ck.dir);
-    if (b->replace && !S_ISDIR(st.st_mode))
-        return wm_err(b->err, WM_ERR_USAGE, "%s: exists and is not a folder; refusing to replace it", b->out);
-    if (b->replace && !o->rebuild)
-        return wm_err(b->err, WM_ERR_USAGE, "%s: already exists (use --rebuild to replace it)", b->out);
-    if (b->replace && (s = check_ours(b->out, b->err))) return s;
+    if (b->to_file) { /* a file (and its data file) the user named: replaced only when asked */
+        char data[PATH_MAX + 8];
+        snprintf(data, sizeof data, "%s.data", b->out);
+        if (b->replace && !S_ISREG(st.st_mode))
+            return wm_err(b->err, WM_ERR_USAGE, "%s: exists and is not a file; refusing to replace it", b->out);
+        if (!o->rebuild && (b->replace || lstat(data, &st) == 0))
+            return wm_err(b->err, WM_ERR_USAGE, "%s: already exists (use --overwrite to replace it)",
+                          b->replace ? b->out : data);
+        if (lstat(data, &st) == 0 && !S_ISREG(st.st_mode))
+            return wm_err(b->err, WM_ERR_USAGE, "%s: exists and is not a file; refusing to replace it", data);
+    } else {
+        if (b->replace && !S_ISDIR(st.st_mode))
+            return wm_err(b->err, WM_ERR_USAGE, "%s: exists and is not a folder; refusing to replace it", b->out);
+        if (b->replace && !o->rebuild)
+            return wm_err(b->err, WM_ERR_USAGE, "%s: already exists (use --rebuild or --overwrite to replace it)",
+                          b->out);
+        if (b->replace && (s = check_ours(b->out, b->err))) return s;
+    }
     if ((s = wm_space_check(parent, need_bytes(b), "the build", b->err))) return s;
     return wm_tmp_mkdir(b->out, b->stage_dir, sizeof b->stage_dir, &b->stage_slot, b->err);
 }
@@ -1026,7 +1043,10 @@ static wm_status make_stage(build_ctx *b) {
  * first (another program may have made or changed it meanwhile); a replaced build is swapped out atomically
  * (no moment without -o) and then removed.
  */
+static wm_status commit_file(build_ctx *b);
+
 static wm_status commit(build_ctx *b) {
+    if (b->to_file) return commit_file(b);
     struct stat st;
     int there = lstat(b->out, &st) == 0;
     if (there && !b->replace)
@@ -1038,6 +1058,47 @@ static wm_status commit(build_ctx *b) {
     wm_status s = there ? check_ours(b->out, b->err) : WM_OK;
     if (!s) s = wm_tmp_commit_dir(b->stage_dir, &b->stage_slot, b->out, there, b->err);
     return s;
+}
+
+/*
+ * export -o NAME.onnx: the exported model is written again as stage/NAME.onnx (its data file NAME.onnx.data, the
+ * name the model records), the export's model.onnx(.data) removed; then the manifest lists NAME.onnx.
+ */
+static wm_status rename_model(build_ctx *b) {
+    char src[PATH_MAX + 64], dst[PATH_MAX + 300];
+    snprintf(src, sizeof src, "%s/model.onnx", b->stage_dir);
+    snprintf(dst, sizeof dst, "%s/%s", b->stage_dir, b->model_name);
+    wm_onnx_model *m = NULL;
+    wm_status s = wm_onnx_load(src, &m, b->err);
+    if (!s) {
+        wm_onnx_save_opts so;
+        wm_onnx_save_opts_default(&so);
+        so.threshold_bytes = b->o->external_threshold ? b->o->external_threshold : so.threshold_bytes;
+        s = wm_onnx_save(m, dst, &so, b->err);
+    }
+    wm_onnx_free(m);
+    if (s) return s;
+    unlink(src);
+    strcat(src, ".data");
+    unlink(src);
+    b->ex.model_sha[0] = b->ex.data_sha[0] = 0; /* new bytes: hashed again */
+    return WM_OK;
+}
+
+/* The commit point of export -o NAME.onnx: NAME.onnx.data (when there is one) and then NAME.onnx take their
+ * places, each in one rename; a data file of an earlier NAME.onnx that this one does not have is removed. */
+static wm_status commit_file(build_ctx *b) {
+    char src[PATH_MAX + 300], data[PATH_MAX + 8];
+    snprintf(data, sizeof data, "%s.data", b->out);
+    snprintf(src, sizeof src, "%s/%s.data", b->stage_dir, b->model_name);
+    if (exists(src)) {
+        if (rename(src, data) != 0)
+            return wm_err(b->err, WM_ERR_IO, "%s: cannot rename into place: %s", data, strerror(errno));
+    } else if (b->o->rebuild) unlink(data);
+    snprintf(src, sizeof src, "%s/%s", b->stage_dir, b->model_name);
+    if (rename(src, b->out) != 0)
+        return wm_err(b->err, WM_ERR_IO, "%s: cannot rename into place: %s", b->out, strerror(errno));
+    return WM_OK;
 }
 
 static wm_status run_stage(build_ctx *b, const char *name, wm_stage_fn fn, int idx, int total) {
@@ -1109,11 +1170,23 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     b->stage_slot = -1;
     b->lock = (wm_lockfile)WM_LOCKFILE_INIT;
     wm_status s = wm_out_path_clean(o->out_dir, "-o", b->out, sizeof b->out, err);
+    snprintf(b->model_name, sizeof b->model_name, "model.onnx");
+    if (!s && o->export_only) { /* -o NAME.onnx: that file */
+        size_t n = strlen(b->out);
+        const char *base = strrchr(b->out, '/');
+        base = base ? base + 1 : b->out;
+        if (n > 5 && !strcasecmp(b->out + n - 5, ".onnx")) {
+            if (strlen(base) >= sizeof b->model_name - 8 || !strcmp(base, ".onnx"))
+                s = wm_err(err, WM_ERR_USAGE, "-o %s: the file name is empty or too long", b->out);
+            else snprintf(b->model_name, sizeof b->model_name, "%s", base), b->to_file = 1;
+        }
+    }
     if (!s) s = prepare(b);
     if (!s && o->analyze_rules) s = analysis_target(b);
     if (!s) s = make_stage(b);
     int total = o->export_only ? 1 : 4;
     if (!s) s = run_stage(b, "export", stage_export, 1, total);
+    if (!s && b->to_file) s = rename_model(b);
     if (!s && !o->export_only) {
         if (!(s = run_stage(b, "optim", stage_optim, 2, total)) && !(s = run_stage(b, "quant", stage_quant, 3, total)))
             s = run_stage(b, "compile", stage_compile, 4, total);
@@ -1123,7 +1196,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     if (!s) {
         s = manifest(b, summary, t0);
         if (!s && summary->oom) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
-        if (!s) { /* export folders get one too: it is how a later --rebuild knows the folder is ours */
+        if (!s && !b->to_file) { /* export folders get one too: it is how a later --rebuild knows the folder is ours */
             char p[PATH_MAX + 64];
             snprintf(p, sizeof p, "%s/build_manifest.json", b->stage_dir);
             s = write_text(p, wm_json_text(summary), err);

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "cli/cli.h"
+#include "core/ep.h"
 #include "core/output.h"
 
 #include <cjson/cJSON.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 void wm_cli_init(wm_cli *c, const char *prog) {
@@ -47,6 +49,40 @@ int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv) {
     const char *name = optopt > 32 && optopt < 127 ? shortname : argv[optind - 1];
     if (opt == ':') return wm_cli_usage_error(c, "option %s needs a value", name);
     return wm_cli_usage_error(c, "unknown option '%s'", name);
+}
+
+int wm_cli_default_out(const wm_cli *c, const char *in, const char *suffix, char *out, size_t n) {
+    size_t l = strlen(in);
+    while (l > 1 && in[l - 1] == '/') l--; /* "m.onnx/" names the same file */
+    if (l >= 5 && !strncasecmp(in + l - 5, ".onnx", 5)) l -= 5;
+    if (!l || l + strlen(suffix) >= n) return wm_cli_usage_error(c, "-m %s: no default output name (give -o)", in);
+    snprintf(out, n, "%.*s%s", (int)l, in, suffix);
+    return 0;
+}
+
+int wm_cli_ep_arg(const wm_cli *c, const char *v, int run_here, const char **out) {
+    const char *alias = !strcasecmp(v, "auto") ? "cpu" : wm_ep_find(v);
+    if (!alias)
+        return wm_cli_usage_error(c, "--ep: unknown execution provider '%s' (auto, %s, or their ONNX Runtime names)", v,
+                                  wm_ep_alias_list());
+    if (run_here && strcmp(alias, "cpu"))
+        return wm_cli_usage_error(c, "--ep: '%s' is not available: this build runs on cpu only (available: cpu; "
+                                  "auto = cpu)", v);
+    *out = alias;
+    return 0;
+}
+
+int wm_cli_device_arg(const wm_cli *c, const char *v, int run_here, const char **out) {
+    static const char *const devs[] = {"cpu", "gpu", "npu"};
+    const char *d = !strcasecmp(v, "auto") ? "cpu" : NULL;
+    for (size_t i = 0; i < 3 && !d; i++)
+        if (!strcasecmp(v, devs[i])) d = devs[i];
+    if (!d) return wm_cli_usage_error(c, "--device: unknown device '%s' (auto, cpu, gpu or npu)", v);
+    if (run_here && strcmp(d, "cpu"))
+        return wm_cli_usage_error(c, "--device: '%s' is not available: this build runs on cpu only (available: cpu; "
+                                  "auto = cpu)", v);
+    *out = d;
+    return 0;
 }
 
 const char *wm_cli_long_name(const struct option *longs, int opt) {

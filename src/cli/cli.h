@@ -48,6 +48,24 @@ int wm_cli_common_opt(wm_cli *c, int opt, const char *arg);
  */
 int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv);
 
+/*
+ * -d/--device and --ep values as the reference takes them: an EP by alias or ONNX Runtime name in any case
+ * ("qnn", "QNNExecutionProvider"), a device cpu|gpu|npu in any case, and "auto" (the best one available here:
+ * cpu). *out receives the canonical name ("cpu"; static storage). With run_here, an EP or device this build
+ * cannot run on is refused too. A bad value prints one line naming the flag and the value and returns
+ * WM_EXIT_ERROR; 0 otherwise.
+ */
+int wm_cli_ep_arg(const wm_cli *c, const char *v, int run_here, const char **out);
+int wm_cli_device_arg(const wm_cli *c, const char *v, int run_here, const char **out);
+
+/*
+ * The reference's default output of a model command without -o: the input's path with its ".onnx" (any case)
+ * replaced by suffix ("m.onnx" + "_opt.onnx" -> "m_opt.onnx"; a name without .onnx gets suffix appended).
+ * Returns 0, or prints "-m: path too long" and returns WM_EXIT_ERROR. An existing file there is replaced only
+ * as for -o (written by winml, or --overwrite): the caller's output checks apply.
+ */
+int wm_cli_default_out(const wm_cli *c, const char *in, const char *suffix, char *out, size_t n);
+
 struct option;
 /* The long name of the option whose value is opt in longs ("threads"); "?" when none. */
 const char *wm_cli_long_name(const struct option *longs, int opt);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,7 +20,7 @@
 #define MAX_EPS 32
 
 static void help(void) {
-    printf("usage: winml analyze -m MODEL.onnx [--ep all|cpu|qnn|openvino|vitisai|dml] [--device npu|gpu|cpu|all]\n"
+    printf("usage: winml analyze -m MODEL.onnx [--ep all|auto|NAME] [-d/--device auto|npu|gpu|cpu|all]\n"
            "                     [--rules DIR] [-f table|json] [-o FILE] [-q] [-v]\n\n"
            "Predicts, without reading weights, which nodes each execution provider would take on\n"
            "each device, from the rule files in DIR (default: $WM_DATA_DIR/ep_rules, else\n"
@@ -29,7 +30,9 @@ static void help(void) {
            "-q keeps the summary lines only, -v adds every reason and every node not supported;\n"
            "-f json prints the JSON documented in data/ep_rules/SCHEMA.md, -o FILE writes it too.\n"
            "exit: 0 everything supported on every analyzed target, 1 something partial, unsupported\n"
-           "or unknown, 2 usage, model or rule-file error.\n");
+           "or unknown, 2 usage, model or rule-file error.\n"
+           "--ep NAME: an alias (qnn) or ONNX Runtime name (QNNExecutionProvider) in any case, or any rule file's\n"
+           "name; auto: the EP available here (cpu). --device auto: every device the EP's rules cover.\n");
 }
 
 static int is_dir(const char *p) {
@@ -95,21 +98,30 @@ int wm_cmd_analyze(int argc, char **argv) {
     int opt;
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "d:", longs, NULL)) != -1) {
         if (opt == 'h') {
             help();
             return WM_EXIT_OK;
         }
         if (opt == 'E') { ep = optarg; continue; }
-        if (opt == 'D') { device = optarg; continue; }
+        if (opt == 'D' || opt == 'd') { device = optarg; continue; }
         if (opt == 'R') { rules_dir = optarg; continue; }
         int rc = wm_cli_other_opt(&c, opt, optarg, argv);
         if (rc) return rc;
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (!c.model) return wm_cli_usage_error(&c, "-m MODEL is required");
-    unsigned dev_mask = !strcmp(device, "all") ? WM_DEV_ALL : wm_device_bit(device);
-    if (!dev_mask) return wm_cli_usage_error(&c, "--device: unknown device '%s' (npu, gpu, cpu or all)", device);
+    /* --ep auto: the EP available here (cpu); a table name in any case -> its rule file's name. --device auto: every
+     * device the EP's rules cover (analysis is static: nothing runs). */
+    if (!strcasecmp(ep, "auto")) ep = "cpu";
+    else if (strcasecmp(ep, "all")) ep = wm_ep_alias(ep);
+    else ep = "all";
+    if (!strcasecmp(device, "auto")) device = "all";
+    unsigned dev_mask = WM_DEV_ALL;
+    if (strcasecmp(device, "all")) {
+        if (wm_cli_device_arg(&c, device, 0, &device)) return WM_EXIT_ERROR;
+        dev_mask = wm_device_bit(device);
+    } else device = "all";
     char dir[4096];
     if (rules_dir) snprintf(dir, sizeof dir, "%s", rules_dir);
     else if (!wm_cli_rules_dir(dir, sizeof dir))

@@ -19,19 +19,25 @@
 
 static void help(int export_only) {
     if (export_only)
-        printf("usage: winml export -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK] [--rebuild] [--sync]\n"
+        printf("usage: winml export -m CHECKPOINT|MODEL.gguf -o DIR|FILE.onnx [-c RECIPE] [-t TASK] [--rebuild] [--sync]\n"
                "                    [--random-weights [--seed N]] [--external-threshold BYTES] [-f json] [-q]\n\n"
                "The export stage alone: builds DIR/model.onnx (+ model.onnx.data when the model is\n"
                ">= 100 MiB or --external-threshold) and build_manifest.json straight from the safetensors\n"
                "weights: a plain float32 standard-ONNX graph (opset 17 unless the recipe says otherwise),\n"
                "no fusions. --random-weights builds the architecture from config.json alone with seeded\n"
                "random values. An existing DIR is replaced only as by build --rebuild. CHECKPOINT may be a\n"
-               "GGUF as for build.\n");
+               "GGUF as for build.\n"
+               "-o NAME.onnx (a path ending .onnx) writes that model file instead, with NAME.onnx.data beside it when\n"
+               "external, and no manifest; an existing NAME.onnx (or NAME.onnx.data) is replaced only with --overwrite.\n"
+               "--output-dir DIR is -o DIR and --overwrite is --rebuild, as the reference names them.\n");
     else
-        printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o DIR [-c RECIPE] [-t TASK]\n"
-               "                   [-p fp32|fp16|int8|int4|gguf] [--ep cpu] [--device cpu] [--no-compile] [--rebuild] [--sync]\n"
+        printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o|--output-dir DIR [-c RECIPE] [-t TASK]\n"
+               "                   [-p fp32|fp16|int8|int4|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"
                "                   [--random-weights [--seed N]] [--external-threshold BYTES] [--analyze] [-f json] [-q]\n\n"
-               "--analyze: the built model is analyzed for the target EP/device (--ep/--device, else the recipe's\n"
+               "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
+           "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
+           "(= cpu), cpu, gpu or npu. An EP or device other than cpu is refused (exit 2), never ignored.\n"
+           "--analyze: the built model is analyzed for the target EP/device (--ep/--device, else the recipe's\n"
                "compile target, else cpu) as winml analyze does, into DIR/analyze_result.json, and the manifest gets\n"
                "the reference's analyze_* keys (docs/json/build_manifest.md).\n"
                "Writes DIR/model.onnx (+ model.onnx.data from 100 MiB or --external-threshold),\n"
@@ -39,8 +45,9 @@ static void help(int export_only) {
                "and op counts, parameter bytes, sha256 of every artifact), the tokenizer files, and for\n"
                "decoders genai_config.json\n"
                "(onnxruntime-genai). The folder appears only when complete; missing folders above DIR are\n"
-               "created. An existing DIR is replaced only with --rebuild and only when it is a winml build\n"
-               "as written (its build_manifest.json lists every file in it); -o may not be or hold the input.\n"
+               "created. An existing DIR is replaced only with --rebuild (or --overwrite, the reference's name) and only\n"
+               "when it is a winml build"
+               " as written (its build_manifest.json lists every file in it); -o may not be or hold the input.\n"
                "RECIPE may be one of the reference system's (winml config -c RECIPE says what is kept and\n"
                "whether it builds); a model_type, task or static quant mode the builder does not serve is\n"
                "refused before any work, naming the field; with its quant section null, -p adds ours.\n"
@@ -95,6 +102,8 @@ static int run(int argc, char **argv, int export_only) {
                                           {"device", required_argument, 0, O_DEVICE},
                                           {"no-compile", no_argument, 0, O_NO_COMPILE},
                                           {"rebuild", no_argument, 0, O_REBUILD},
+                                          {"overwrite", no_argument, 0, O_REBUILD}, /* the reference's name */
+                                          {"output-dir", required_argument, 0, 'o'}, /* the reference's name of -o */
                                           {"random-weights", no_argument, 0, O_RANDOM},
                                           {"seed", required_argument, 0, O_SEED},
                                           {"sync", no_argument, 0, O_SYNC},
@@ -121,8 +130,12 @@ static int run(int argc, char **argv, int export_only) {
                 return wm_cli_usage_error(&c, "-p: unknown precision '%s' (%s)", optarg,
                                           wm_precision_list());
             break;
-        case O_EP: o.ep = optarg; break;
-        case 'd': case O_DEVICE: o.device = optarg; break;
+        case O_EP:
+            if (wm_cli_ep_arg(&c, optarg, 1, &o.ep)) return WM_EXIT_ERROR;
+            break;
+        case 'd': case O_DEVICE:
+            if (wm_cli_device_arg(&c, optarg, 1, &o.device)) return WM_EXIT_ERROR;
+            break;
         case O_NO_COMPILE: o.no_compile = 1; break;
         case O_REBUILD: o.rebuild = 1; break;
         case O_RANDOM: o.random = 1; break;
@@ -154,10 +167,8 @@ static int run(int argc, char **argv, int export_only) {
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (!c.model) return wm_cli_usage_error(&c, "-m CHECKPOINT is required");
-    if (!c.out) return wm_cli_usage_error(&c, "-o DIR is required");
+    if (!c.out) return wm_cli_usage_error(&c, "-o DIR (or --output-dir DIR) is required");
     if (seed_set && !o.random) return wm_cli_usage_error(&c, "--seed needs --random-weights");
-    if (o.ep && strcmp(o.ep, "cpu")) return wm_cli_usage_error(&c, "--ep: only 'cpu' is available");
-    if (o.device && strcmp(o.device, "cpu")) return wm_cli_usage_error(&c, "--device: only 'cpu' is available");
     o.model = c.model;
     o.out_dir = c.out;
     o.quiet = c.quiet; /* stage notes (not run / skipped) go to stderr even with -f json */

@@ -17,7 +17,8 @@ static void help(void) {
            "ran on (supported_eps), the precisions that passed, the recipes' own EP folders (recipe_targets),\n"
            "and the last result (time, mean latency, worst cosine similarity against the float32 export,\n"
            "whether the weights were random). --ep takes an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
-           "migraphx) or an ONNX Runtime name, case-insensitively. -f json (and -o FILE) gives the list.\n");
+           "migraphx, cuda), an ONNX Runtime name, case-insensitively, or auto (= cpu); -d/--device auto (= cpu),\n"
+           "cpu, gpu or npu. -f json (and -o FILE) gives the list.\n");
 }
 
 static const char *str(const cJSON *o, const char *k) {
@@ -48,8 +49,12 @@ int wm_cmd_catalog(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "t:d:", longs, NULL)) != -1) {
         switch (opt) {
         case 'h': help(); return WM_EXIT_OK;
-        case O_EP: ep = optarg; break;
-        case 'd': case O_DEVICE: device = optarg; break;
+        case O_EP:
+            if (wm_cli_ep_arg(&c, optarg, 0, &ep)) return WM_EXIT_ERROR;
+            break;
+        case 'd': case O_DEVICE:
+            if (wm_cli_device_arg(&c, optarg, 0, &device)) return WM_EXIT_ERROR;
+            break;
         case 't': task = optarg; break;
         default: {
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);

@@ -21,8 +21,11 @@
 #include "hf/safetensors.h"
 
 static void help(void) {
-    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p fp32|fp16|int8|int4|gguf] [--ep cpu] [--device cpu]\n"
+    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p fp32|fp16|int8|int4|gguf] [--ep auto|cpu] [-d auto|cpu]\n"
            "                    [-o FILE] [-f json]\n\n"
+           "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
+           "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
+           "(= cpu), cpu, gpu or npu. An EP or device other than cpu is refused (exit 2), never ignored.\n"
            "Writes a build recipe (loader, export with input tensors, optim, quant, compile, eval) with the\n"
            "defaults for the checkpoint: batch 1; encoders int32 ids with a static sequence of\n"
            "min(max_position_embeddings - offset, 512); decoders symbolic batch, sequence and past lengths\n"
@@ -134,10 +137,14 @@ int wm_cmd_config(int argc, char **argv) {
                 return wm_cli_usage_error(&c, "-p: unknown precision '%s' (%s)", optarg,
                                           wm_precision_list());
             break;
-        case O_EP: ep = optarg; break;
+        case O_EP:
+            if (wm_cli_ep_arg(&c, optarg, 1, &ep)) return WM_EXIT_ERROR;
+            break;
         case 'c': recipe = optarg; break;
         case O_CHECK: check = 1; break;
-        case 'd': case O_DEVICE: device = optarg; break;
+        case 'd': case O_DEVICE:
+            if (wm_cli_device_arg(&c, optarg, 1, &device)) return WM_EXIT_ERROR;
+            break;
         default: {
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);
             if (rc) return rc;
@@ -153,8 +160,6 @@ int wm_cmd_config(int argc, char **argv) {
         return check_recipe(&c, recipe, check);
     }
     if (!c.model) return wm_cli_usage_error(&c, "-m CHECKPOINT is required");
-    if (strcmp(ep, "cpu")) return wm_cli_usage_error(&c, "--ep: only 'cpu' is available");
-    if (strcmp(device, "cpu")) return wm_cli_usage_error(&c, "--device: only 'cpu' is available");
 
     wm_error err = {0};
     wm_hf_checkpoint ck;

@@ -37,7 +37,7 @@ static void help(void) {
            "--model-id (a checkpoint folder or ORG/NAME[@REV]): the reference is the checkpoint's plain float32\n"
            "export (no fusions, no quantization) in a temporary folder, fed the candidate's inputs.\n"
            "and reports, per output, sqnr_db, psnr_db, cosine_similarity, mse and max_abs_diff as mean/std/min/max\n"
-           "over --samples (default 20). --threshold sqnr_db=50 (or psnr_db, cosine_similarity: the worst sample\n"
+           "over --samples (default 100, as the reference). --threshold sqnr_db=50 (or psnr_db, cosine_similarity: the worst sample\n"
            "must reach it; mse, max_abs_diff: the worst sample must stay under it) makes it a gate: exit 1 when\n"
            "missed. --per-layer compares every intermediate value the two graphs share by name (first sample)\n"
            "and names the first one whose SQNR falls below --layer-threshold (default 30 dB).\n"
@@ -51,7 +51,8 @@ static void help(void) {
            "  Columns default to common names (sentence1, #1 String, label, Quality, query, passage, score ...);\n"
            "  name them with --text-column, --pair-column, --label-column, --query-column, --passage-column,\n"
            "  --sentence1-column, --sentence2-column, --score-column.\n"
-           "  The table is read a line at a time and only its first --samples rows are read; a line (a CSV record)\n"
+           "  The table is read a line at a time and only its first --samples rows (default 100, as the reference)\n"
+           "  are read; a line (a CSV record)\n"
            "  over --max-line-bytes (default 8M) is refused, as are invalid UTF-8, rows without a usable label and a\n"
            "  table without data rows (exit 2, naming the file and line).\n\n" WM_CLI_LIMITS_HELP);
 }
@@ -143,9 +144,8 @@ int wm_cmd_eval(int argc, char **argv) {
         WM_CLI_LIMITS_LONG, {0, 0, 0, 0}};
     wm_task_opts to = {0};
     wm_session_opts so = {0};
-    int samples_given = 0;
     const char *mode = "compare", *ref = NULL, *refout = NULL, *model_id = NULL;
-    long samples = 20, seed = 0, batch = 1, seq = 32, threads = 0;
+    long samples = 100, seed = 0, batch = 1, seq = 32, threads = 0;
     int per_layer = 0;
     double layer_thr = 30;
     gate gates[16];
@@ -169,7 +169,6 @@ int wm_cmd_eval(int argc, char **argv) {
             if (opt == O_MAXLEN) to.max_length = v;
             else if (opt == O_STRIDE) to.stride = v;
             else *(opt == O_SAMPLES ? &samples : opt == O_SEED ? &seed : opt == O_BATCH ? &batch : opt == O_SEQ ? &seq : &threads) = v;
-            samples_given |= opt == O_SAMPLES;
             break;
         }
         case O_DATASET: to.dataset = optarg; break;
@@ -227,7 +226,7 @@ int wm_cmd_eval(int argc, char **argv) {
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (!strcmp(mode, "task")) {
         if (!c.model || !to.dataset) return wm_cli_usage_error(&c, "--mode task needs -m BUILD_DIR and --dataset FILE");
-        to.samples = samples_given ? samples : 0;
+        to.samples = samples; /* the reference's default: 100 */
         to.threads = (int)threads;
         so.threads = (int)threads;
         to.session = &so;

@@ -19,7 +19,7 @@
 #include "opt/quant.h"
 
 static void help(void) {
-    printf("usage: winml optimize -m IN.onnx -o OUT.onnx [--level basic|extended|all]\n"
+    printf("usage: winml optimize -m IN.onnx [-o OUT.onnx] [--level basic|extended|all]\n"
            "                      [--enable-PASS ...] [--disable-PASS ...] [-l|--list-passes]\n"
            "                      [--fold-max-bytes N] [--external-threshold BYTES] [--overwrite]\n"
            "                      [-f table|json] [--report FILE] [-q]\n\n"
@@ -32,7 +32,8 @@ static void help(void) {
            "--external-threshold);\n"
            "--report FILE writes the JSON report. --list-passes shows the passes and levels.\n"
            "An existing OUT.onnx is replaced (with its data file, in one step) only when winml wrote\n"
-           "it; --overwrite replaces another program's file too.\n");
+           "it; --overwrite replaces another program's file too. Without -o the output is IN_opt.onnx beside\n"
+           "the input (the reference's default), under the same rule.\n");
 }
 
 /* Writes j to c->out (when set) through a temporary file renamed on success; returns an exit code. */
@@ -178,7 +179,11 @@ int wm_cmd_optimize(int argc, char **argv) {
     const char *out = c.out;
     c.out = report_path; /* -o is the model here; the JSON goes to --report */
     if (!c.model) return wm_cli_usage_error(&c, "-m IN.onnx is required");
-    if (!out) return wm_cli_usage_error(&c, "-o OUT.onnx is required");
+    char def_out[4096];
+    if (!out) { /* the reference's default: IN_opt.onnx beside the input */
+        if (wm_cli_default_out(&c, c.model, "_opt.onnx", def_out, sizeof def_out)) return WM_EXIT_ERROR;
+        out = def_out;
+    }
 
     wm_error err = {0};
     wm_onnx_model *m = NULL;

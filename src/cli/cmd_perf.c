@@ -27,9 +27,12 @@ static void help(void) {
     printf("usage: winml perf -m MODEL.onnx|BUILD_DIR [--warmup N] [--iterations N | --duration S]\n"
            "                  [--threads N] [--batch-size N] [--seq-len N] [--past-len N]\n"
            "                  [--dim NAME=VALUE ...] [--input-data FILE.safetensors] [--image FILE] [--seed N]\n"
-           "                  [--ep cpu] [--device cpu] [--max-memory SIZE] [--max-loop-iterations N]\n"
+           "                  [--ep auto|cpu] [-d auto|cpu] [--max-memory SIZE] [--max-loop-iterations N]\n"
            "                  [--prompt-len N] [--gen-len N] [--llm-runs N] [--llm-warmup N] [--decode-at N,N...]\n"
            "                  [--no-llm] [--timeout S] [-f table|json] [-o FILE]\n\n"
+           "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
+           "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
+           "(= cpu), cpu, gpu or npu. An EP or device other than cpu is refused (exit 2), never ignored.\n"
            "-f json: the reference's perf JSON (schema_version 2) with ours beside it; see docs/json/perf.md.\n"
            "Measures one forward pass on the CPU engine: latency (mean, min, max, p50, p90, p95,\n"
            "p99 as the reference: sorted[min(n p/100, n-1)], std; warmup mean), throughput (samples/s, batches/s) and resident\n"
@@ -351,7 +354,7 @@ int wm_cmd_perf(int argc, char **argv) {
     int opt;
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "d:", longs, NULL)) != -1) {
         switch (opt) {
         case 'h': help(); return WM_EXIT_OK;
         case O_WARMUP: if (parse_long(&c, "--warmup", optarg, 0, &warmup)) return WM_EXIT_ERROR; break;
@@ -398,11 +401,16 @@ int wm_cmd_perf(int argc, char **argv) {
             }
             break;
         }
-        case O_EP: case O_DEV:
-            if (strcmp(optarg, "cpu"))
-                return wm_cli_usage_error(&c, "%s '%s' is not available: this build runs on cpu only (available: cpu)",
-                                          opt == O_EP ? "--ep" : "--device", optarg);
+        case O_EP: {
+            const char *ep;
+            if (wm_cli_ep_arg(&c, optarg, 1, &ep)) return WM_EXIT_ERROR;
             break;
+        }
+        case 'd': case O_DEV: {
+            const char *dev;
+            if (wm_cli_device_arg(&c, optarg, 1, &dev)) return WM_EXIT_ERROR;
+            break;
+        }
         default: {
             int lr = wm_cli_limits_opt(&c, opt, optarg, &so);
             if (lr < 0) return WM_EXIT_ERROR;

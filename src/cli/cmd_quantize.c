@@ -19,7 +19,11 @@
 #include "opt/quant_calib.h"
 
 static void help(void) {
-    printf("usage: winml quantize -m IN.onnx -o OUT.onnx -p fp16|int8|int8-static|w8a16|int4 [options]\n\n"
+    printf("usage: winml quantize -m IN.onnx [-o OUT.onnx] -p fp16|int8|int8-static|w8a16|int4 [-p fp16] [options]\n\n"
+           "-p int4 -p fp16 (either order) composes the two as the reference does: int4 weights (MatMulNBits),\n"
+           "then fp16 for the rest; any other pair of -p is refused (exit 2) naming both.\n"
+           "Without -o the output is IN_quantized.onnx beside the input (the reference's default); an existing\n"
+           "file there (or at -o) is replaced only when winml wrote it, or with --overwrite.\n"
            "  -p fp16          weights and compute in float16 (--keep-io-types, --op-block-list A,B)\n"
            "  -p int8          dynamic: DynamicQuantizeLinear + MatMulInteger, int8 weights\n"
            "  -p int8-static   QDQ: uint8 activations from calibrated ranges, int8 weights\n"
@@ -117,7 +121,7 @@ int wm_cmd_quantize(int argc, char **argv) {
         {"no-reduce-range", no_argument, 0, O_NOREDUCE},
         {"half-scales", no_argument, 0, O_HALF},     {"scale-search", no_argument, 0, O_SEARCH},     {"overwrite", no_argument, 0, O_OVERWRITE},
         {0, 0, 0, 0}};
-    const char *prec = NULL, *ranges_path = NULL, *calib_dir = NULL, *report = NULL, *stream = "auto";
+    const char *prec = NULL, *prec2 = NULL, *ranges_path = NULL, *calib_dir = NULL, *report = NULL, *stream = "auto";
     const char *method = "minmax";
     int sym = -1, perch = 0, keep_io = 0, bits = 4, samples = 0, reduce = -1;
     double pct = 99.999;
@@ -133,7 +137,15 @@ int wm_cmd_quantize(int argc, char **argv) {
         char *end = NULL;
         switch (opt) {
         case 'h': help(); rc = WM_EXIT_OK; goto out;
-        case 'p': prec = optarg; break;
+        case 'p': /* -p twice: the reference composes a weight precision with fp16 ("-p int4 -p fp16") */
+            if (!prec || !strcmp(prec, optarg)) prec = optarg;
+            else if (!prec2 || !strcmp(prec2, optarg)) prec2 = optarg;
+            else {
+                wm_cli_usage_error(&c, "-p: at most two precisions (a weight precision and fp16), got '%s', '%s' and "
+                                   "'%s'", prec, prec2, optarg);
+                goto out;
+            }
+            break;
         case O_BLOCK:
             block = strtoll(optarg, &end, 10);
             if (!*optarg || *end || block < 16 || (block & (block - 1))) {
@@ -239,9 +251,35 @@ int wm_cmd_quantize(int argc, char **argv) {
                            prec ? prec : "", prec ? "')" : "");
         goto out;
     }
-    if (!c.model || !out) {
-        wm_cli_usage_error(&c, "-m IN.onnx and -o OUT.onnx are required");
+    /* two -p: int4 weights (MatMulNBits) then fp16 for the rest; other pairs the quantizer cannot chain */
+    int with_fp16 = 0;
+    if (prec2) {
+        wm_quant_mode m2 = wm_quant_mode_parse(prec2);
+        if (mode == WM_QUANT_FP16 && m2 == WM_QUANT_INT4) {
+            mode = WM_QUANT_INT4;
+            const char *t = prec;
+            prec = prec2, prec2 = t;
+            m2 = WM_QUANT_FP16;
+        }
+        if (mode != WM_QUANT_INT4 || m2 != WM_QUANT_FP16) {
+            wm_cli_usage_error(&c, "-p %s -p %s: these two precisions cannot be composed (int4 with fp16 can: int4 "
+                               "weights, fp16 for the rest); give one", prec, prec2);
+            goto out;
+        }
+        if (!strcmp(stream, "on")) {
+            wm_cli_usage_error(&c, "--stream on: not with two precisions (-p %s -p %s)", prec, prec2);
+            goto out;
+        }
+        with_fp16 = 1;
+    }
+    if (!c.model) {
+        wm_cli_usage_error(&c, "-m IN.onnx is required");
         goto out;
+    }
+    char def_out[4096];
+    if (!out) { /* the reference's default: IN_quantized.onnx beside the input */
+        if (wm_cli_default_out(&c, c.model, "_quantized.onnx", def_out, sizeof def_out)) goto out;
+        out = def_out;
     }
     int is_static = mode == WM_QUANT_INT8_STATIC || mode == WM_QUANT_W8A16;
     if (is_static && !ranges_path && !calib_dir) {
@@ -289,8 +327,29 @@ int wm_cmd_quantize(int argc, char **argv) {
     cfg.n_ranges = rg.n;
     if (wm_onnx_load(c.model, &m, &err) || wm_graph_open(m, m->proto->graph, &g, &err)) goto fail;
     if (wm_onnx_out_begin(out, m, overwrite, model_bytes(m), &lock, &err)) goto fail;
-    int streamed = !strcmp(stream, "on") || (!strcmp(stream, "auto") && model_bytes(m) > (100ull << 20));
+    int streamed = !with_fp16 && (!strcmp(stream, "on") || (!strcmp(stream, "auto") && model_bytes(m) > (100ull << 20)));
     if (wm_quant_run(g, &cfg, &rep, streamed ? &plan : NULL, &err)) goto fail;
+    if (with_fp16) { /* the second pass: fp16 over what int4 left in float (its fp16 options apply) */
+        wm_quant_config c16;
+        wm_quant_config_default(&c16, WM_QUANT_FP16);
+        c16.keep_io_types = keep_io;
+        c16.op_block = blocklist.v;
+        c16.n_op_block = blocklist.n;
+        c16.op_block_given = have_blocklist;
+        c16.exclude = exclude.v;
+        c16.n_exclude = exclude.n;
+        wm_quant_report r16;
+        memset(&r16, 0, sizeof r16);
+        wm_status s16 = wm_quant_run(g, &c16, &r16, NULL, &err);
+        rep.nodes_after = r16.nodes_after;
+        rep.quantized += r16.quantized;
+        rep.casts += r16.casts;
+        rep.weight_bytes_after = r16.weight_bytes_after;
+        wm_quant_report_free(&r16);
+        if (s16) goto fail;
+    }
+    char prec_name[64];
+    snprintf(prec_name, sizeof prec_name, "%s%s", wm_quant_mode_name(mode), with_fp16 ? "+fp16" : "");
     if (wm_graph_check(g, &err)) {
         err.status = WM_ERR_INTERNAL;
         goto fail;
@@ -302,7 +361,7 @@ int wm_cmd_quantize(int argc, char **argv) {
     wm_json_obj(&j, NULL);
     wm_json_str(&j, "model", c.model);
     wm_json_str(&j, "output", out);
-    wm_json_str(&j, "precision", wm_quant_mode_name(mode));
+    wm_json_str(&j, "precision", prec_name);
     wm_json_bool(&j, "streamed", streamed);
     wm_json_obj(&j, "report");
     wm_json_uint(&j, "nodes_before", rep.nodes_before);
@@ -340,7 +399,7 @@ int wm_cmd_quantize(int argc, char **argv) {
         if (rc == WM_EXIT_OK && !c.quiet)
             printf("%s -> %s (%s%s): %zu nodes quantized, %zu skipped, %zu casts; nodes %zu -> %zu; weights %.1f -> "
                    "%.1f MiB; peak RSS %.1f MiB\n",
-                   c.model, out, wm_quant_mode_name(mode), streamed ? ", streamed" : "", rep.quantized, rep.skipped,
+                   c.model, out, prec_name, streamed ? ", streamed" : "", rep.quantized, rep.skipped,
                    rep.casts, rep.nodes_before, rep.nodes_after, rep.weight_bytes_before / 1048576.0,
                    rep.weight_bytes_after / 1048576.0, wm_peak_rss_bytes() / 1048576.0);
     }

@@ -8,14 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/ep.h"
 #include "core/error.h"
-
-/* The reference's EP aliases and their ONNX Runtime names. */
-static const char *const EPS[][2] = {{"cpu", "CPUExecutionProvider"},      {"dml", "DmlExecutionProvider"},
-                                     {"qnn", "QNNExecutionProvider"},      {"openvino", "OpenVINOExecutionProvider"},
-                                     {"vitisai", "VitisAIExecutionProvider"}, {"trtrtx", "NvTensorRTRTXExecutionProvider"},
-                                     {"migraphx", "MIGraphXExecutionProvider"}};
-#define N_EPS (sizeof EPS / sizeof EPS[0])
 
 static int same(const char *a, const char *b) { return (!a && !b) || (a && b && !strcmp(a, b)); }
 
@@ -47,11 +41,10 @@ wm_status wm_catalog_json(const char *ep, const char *device, const char *task, 
         return wm_err(err, WM_ERR_USAGE, "--device: '%s' is not cpu, gpu or npu", device);
     const char *alias = NULL;
     if (ep) {
-        for (size_t i = 0; i < N_EPS && !alias; i++)
-            if (!strcasecmp(ep, EPS[i][0]) || !strcasecmp(ep, EPS[i][1])) alias = EPS[i][0];
+        alias = wm_ep_find(ep);
         if (!alias)
-            return wm_err(err, WM_ERR_USAGE, "--ep: unknown execution provider '%s' (cpu, dml, qnn, openvino, vitisai, "
-                          "trtrtx, migraphx, or their ONNX Runtime names)", ep);
+            return wm_err(err, WM_ERR_USAGE, "--ep: unknown execution provider '%s' (%s, or their ONNX Runtime names)", ep,
+                          wm_ep_alias_list());
     }
     size_t n = wm_catalog_n_rows;
     unsigned char *used = calloc(n ? n : 1, 1);
@@ -75,20 +68,20 @@ wm_status wm_catalog_json(const char *ep, const char *device, const char *task, 
         wm_json_str(j, "task", r->task);
         wm_json_str(j, "model_type", r->model_type);
         wm_json_obj(j, "supported_eps");
-        for (size_t e = 0; e < N_EPS; e++) {
+        for (size_t e = 0; e < wm_ep_count(); e++) {
             int any = 0;
             const char *devs[8];
             size_t nd = 0;
             for (size_t k = i; k < n; k++) {
                 const wm_catalog_row *q = &wm_catalog_rows[k];
-                if (!same(q->model, r->model) || !same(q->task, r->task) || strcmp(q->ep, EPS[e][0])) continue;
+                if (!same(q->model, r->model) || !same(q->task, r->task) || strcmp(q->ep, wm_ep_alias_at(e))) continue;
                 int seen = 0;
                 for (size_t d = 0; d < nd; d++) seen |= !strcmp(devs[d], q->device);
                 if (!seen && nd < 8) devs[nd++] = q->device;
                 any = 1;
             }
             if (!any) continue;
-            wm_json_arr(j, EPS[e][0]);
+            wm_json_arr(j, wm_ep_alias_at(e));
             for (size_t d = 0; d < nd; d++) {
                 char u[32];
                 upper(devs[d], u, sizeof u);

@@ -58,7 +58,9 @@ def test_optimize_errors(winml, tmp_path):
         r = U.run([winml, "optimize", "-m", src, "-o", out, *args])
         U.assert_clean_error(r, "winml optimize", needle)
         assert not os.path.exists(out)
-    U.assert_clean_error(U.run([winml, "optimize", "-m", src]), "winml optimize", "-o")
+    # without -o: the reference's default IN_opt.onnx beside the input (test_reference_flags.py checks more)
+    r = U.run([winml, "optimize", "-m", src, "-q"])
+    assert r.returncode == 0 and os.path.isfile(tmp_path / "in_opt.onnx"), U.describe(r)
     U.assert_clean_error(U.run([winml, "optimize", "-o", out]), "winml optimize", "-m")
     U.assert_clean_error(U.run([winml, "optimize", "-m", str(tmp_path / "nope.onnx"), "-o", out]), "winml optimize",
                          "nope.onnx")

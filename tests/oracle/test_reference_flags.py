@@ -1,0 +1,242 @@
+"""The reference system's flags (../shared/facts/reference-system.md), taken with the reference's meaning
+(issue 32, "Flags and semantics"): -d/--device on every command with --ep, `auto` for both, full ONNX Runtime EP
+names in any case; build's --output-dir / --overwrite and missing parents; `export -o NAME.onnx` writes that
+file; optimize / quantize default outputs; `quantize -p int4 -p fp16`; eval's --samples default of 100. Each test
+checks the flag's effect, not only its exit code. Bad values run under the ASan+UBSan build: exit 2, one line
+naming the flag and the value.
+"""
+import collections
+import json
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import builder_util as BU
+import oracle_util as U
+
+
+@pytest.fixture(scope="module")
+def ckpt(request):
+    d = str(U.scratch(request, "refflags") / "qwen2")
+    BU.make_tiny("qwen2", d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def relu(request):
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="/act/Relu")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    p = str(U.scratch(request, "refflags_relu") / "relu.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), p)
+    return p
+
+
+@pytest.fixture(scope="module")
+def exported(request, ckpt, winml):
+    """A float32 decoder ONNX (winml export, folder form) to optimize and quantize."""
+    d = U.scratch(request, "refflags_exp") / "exp"
+    r = U.run([winml, "export", "-m", ckpt, "-o", str(d), "-q"])
+    assert r.returncode == 0, U.describe(r)
+    return str(d / "model.onnx")
+
+
+def ops(path):
+    return collections.Counter(n.op_type for n in onnx.load(path, load_external_data=False).graph.node)
+
+
+def run_ort(path):
+    s = ort.InferenceSession(path)
+    feeds = {}
+    for i in s.get_inputs():
+        shape = [d if isinstance(d, int) else (0 if "past" in str(d) else (1 if "batch" in str(d) else 4))
+                 for d in i.shape]
+        dt = (np.int64 if "int64" in i.type else np.int32 if "int32" in i.type else
+              np.float16 if "float16" in i.type else np.float32)
+        feeds[i.name] = np.ones(shape, dtype=dt)
+    return s.run(None, feeds)
+
+
+# ------------------------------------------------------------ --ep / -d / auto / full EP names
+
+@pytest.mark.parametrize("flags", [["--ep", "CPUExecutionProvider", "-d", "auto"],
+                                   ["--ep", "cpuexecutionprovider", "--device", "AUTO"],
+                                   ["--ep", "auto", "-d", "CPU"]])
+def test_perf_ep_names_auto_and_d(winml, relu, flags):
+    r = U.run([winml, "perf", "-m", relu, *flags, "-f", "json", "--iterations", "3", "--warmup", "1"])
+    assert r.returncode == 0, U.describe(r)
+    bi = json.loads(r.stdout)["benchmark_info"]
+    assert bi["ep"] == "CPUExecutionProvider" and bi["device"] == "cpu" and bi["iterations"] == 3
+
+
+def test_config_ep_full_name_and_device_auto(winml, ckpt):
+    r = U.run([winml, "config", "-m", ckpt, "--ep", "CPUExecutionProvider", "-d", "Auto"])
+    assert r.returncode == 0, U.describe(r)
+    assert json.loads(r.stdout)["compile"]["ep_config"] == {"provider": "cpu", "device": "cpu"}
+
+
+def test_analyze_full_ep_name_and_auto(winml, relu):
+    rules = json.load(open(os.path.join(U.ROOT, "data", "ep_rules", "qnn.json")))
+    r = U.run([winml, "analyze", "-m", relu, "--ep", "QNNExecutionProvider", "-d", "auto", "-f", "json"])
+    assert r.returncode in (0, 1), U.describe(r)
+    got = sorted((t["ep"], t["device"]) for t in json.loads(r.stdout)["targets"])
+    assert got == sorted(("qnn", d) for d in rules["devices"])  # --device auto: every device of the EP's rules
+    r = U.run([winml, "analyze", "-m", relu, "--ep", "auto", "-f", "json"])  # auto: the EP available here
+    assert r.returncode in (0, 1), U.describe(r)
+    assert {t["ep"] for t in json.loads(r.stdout)["targets"]} == {"cpu"}
+    r = U.run([winml, "analyze", "-m", relu, "--ep", "openvino", "-d", "NPU", "-f", "json"])
+    assert r.returncode in (0, 1), U.describe(r)
+    assert [(t["ep"], t["device"]) for t in json.loads(r.stdout)["targets"]] == [("openvino", "npu")]
+
+
+def test_catalog_ep_and_device_auto(winml):
+    a = U.run([winml, "catalog", "--ep", "auto", "-d", "AUTO", "-f", "json"])
+    b = U.run([winml, "catalog", "--ep", "cpu", "-d", "cpu", "-f", "json"])
+    assert a.returncode == 0 and b.returncode == 0, U.describe(a) + U.describe(b)
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+
+
+# ------------------------------------------------------------ build: --output-dir, --overwrite, parents, --ep
+
+def test_build_output_dir_overwrite_and_parents(winml, ckpt, tmp_path):
+    out = tmp_path / "a" / "b" / "c"  # none of a, b, c exists
+    args = [winml, "build", "-m", ckpt, "--output-dir", str(out), "--ep", "CPUExecutionProvider", "-d", "auto", "-q"]
+    r = U.run(args)
+    assert r.returncode == 0, U.describe(r)
+    man = json.load(open(out / "build_manifest.json"))
+    rec = json.load(open(out / "winml_build_config.json"))
+    assert rec["compile"]["ep_config"] == {"provider": "cpu", "device": "cpu"}
+    assert os.path.isfile(out / "model.onnx")
+    # an existing build is kept without --overwrite, replaced with it (the reference's name of --rebuild)
+    U.assert_clean_error(U.run(args), "winml build", "already exists", "--overwrite")
+    r = U.run(args + ["--overwrite"])
+    assert r.returncode == 0, U.describe(r)
+    assert json.load(open(out / "build_manifest.json"))["timestamp"] >= man["timestamp"]
+    assert os.stat(out).st_ino is not None and not U.leftovers(out.parent)
+    # --overwrite never deletes a folder winml did not write
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "precious.txt").write_text("keep me")
+    r = U.run([winml, "build", "-m", ckpt, "--output-dir", str(other), "--overwrite"])
+    U.assert_clean_error(r, "winml build", "not a winml build folder")
+    assert (other / "precious.txt").read_text() == "keep me"
+
+
+def test_build_overwrite_replaces(winml, ckpt, tmp_path):
+    """--overwrite really rebuilds: the folder's model changes when the precision does."""
+    out = tmp_path / "o"
+    assert U.run([winml, "build", "-m", ckpt, "-o", str(out), "-q"]).returncode == 0
+    assert "MatMulNBits" not in ops(str(out / "model.onnx"))
+    r = U.run([winml, "build", "-m", ckpt, "-o", str(out), "-p", "int4", "--overwrite", "-q"])
+    assert r.returncode == 0, U.describe(r)
+    assert "MatMulNBits" in ops(str(out / "model.onnx"))
+
+
+# ------------------------------------------------------------ export -o NAME.onnx
+
+def test_export_to_onnx_file(winml, ckpt, tmp_path, exported):
+    d = tmp_path / "sub"
+    f = d / "x.onnx"
+    r = U.run([winml, "export", "-m", ckpt, "-o", str(f), "--external-threshold", "1", "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    assert sorted(os.listdir(d)) == ["x.onnx", "x.onnx.data"]  # the file, its data beside it, nothing else
+    m = onnx.load(str(f), load_external_data=False)
+    locs = {e.value for t in m.graph.initializer for e in t.external_data if e.key == "location"}
+    assert locs == {"x.onnx.data"}
+    man = json.loads(r.stdout)
+    assert man["final_artifact"] == "x.onnx"
+    assert [a["file"] for a in man["artifacts"]] == ["x.onnx", "x.onnx.data"]
+    # the same model as the folder form's
+    a, b = run_ort(str(f)), run_ort(exported)
+    assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+    # an existing file is replaced only with --overwrite; without data this time, the old data file goes
+    U.assert_clean_error(U.run([winml, "export", "-m", ckpt, "-o", str(f)]), "winml export", "x.onnx",
+                         "already exists")
+    r = U.run([winml, "export", "-m", ckpt, "-o", str(f), "--overwrite", "-q"])
+    assert r.returncode == 0, U.describe(r)
+    assert sorted(os.listdir(d)) == ["x.onnx"]
+    onnx.checker.check_model(str(f), full_check=True)
+
+
+# ------------------------------------------------------------ optimize / quantize default outputs
+
+def test_optimize_quantize_default_outputs(winml, winml_asan, exported, tmp_path):
+    src = tmp_path / "m.onnx"
+    src.write_bytes(open(exported, "rb").read())
+    r = U.run([winml, "optimize", "-m", str(src), "-q"])
+    assert r.returncode == 0, U.describe(r)
+    opt = tmp_path / "m_opt.onnx"
+    assert opt.exists() and sum(ops(str(opt)).values()) < sum(ops(str(src)).values())
+    r = U.run([winml, "quantize", "-m", str(src), "-p", "int4", "-q"])
+    assert r.returncode == 0, U.describe(r)
+    assert "MatMulNBits" in ops(str(tmp_path / "m_quantized.onnx"))
+    # a winml output is replaced on a second run; a file of another program is not
+    assert U.run([winml, "optimize", "-m", str(src), "-q"]).returncode == 0
+    (tmp_path / "n.onnx").write_bytes(src.read_bytes())
+    (tmp_path / "n_opt.onnx").write_text("not mine")
+    (tmp_path / "n_quantized.onnx").write_text("not mine either")
+    U.assert_clean_error(U.run([winml_asan, "optimize", "-m", str(tmp_path / "n.onnx")]), "winml optimize",
+                         "n_opt.onnx", "not written by winml")
+    U.assert_clean_error(U.run([winml_asan, "quantize", "-m", str(tmp_path / "n.onnx"), "-p", "fp16"]),
+                         "winml quantize", "n_quantized.onnx", "not written by winml")
+    assert (tmp_path / "n_opt.onnx").read_text() == "not mine"
+    assert (tmp_path / "n_quantized.onnx").read_text() == "not mine either"
+
+
+# ------------------------------------------------------------ quantize -p int4 -p fp16
+
+@pytest.mark.parametrize("order", [("int4", "fp16"), ("fp16", "int4")])
+def test_quantize_int4_and_fp16_compose(winml, exported, tmp_path, order):
+    out = tmp_path / "q.onnx"
+    r = U.run([winml, "quantize", "-m", exported, "-p", order[0], "-p", order[1], "-o", str(out), "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    assert json.loads(r.stdout)["precision"] == "int4+fp16"
+    m = onnx.load(str(out))
+    inits = {t.name for t in m.graph.initializer}
+    kinds = collections.Counter(n.op_type for n in m.graph.node)
+    assert kinds["MatMulNBits"] > 0  # int4 weights: no MatMul with a constant weight is left
+    assert not [n.name for n in m.graph.node if n.op_type == "MatMul" and n.input[1] in inits]
+    assert any(t.data_type == TensorProto.FLOAT16 for t in m.graph.initializer)  # fp16 for the rest
+    assert not any(t.data_type == TensorProto.FLOAT and np.prod(t.dims) > 1 for t in m.graph.initializer)
+    y = run_ort(str(out))
+    assert y[0].dtype == np.float16 and np.isfinite(y[0]).all()
+
+
+# ------------------------------------------------------------ eval --samples default
+
+def test_eval_samples_default_100(winml, relu):
+    r = U.run([winml, "eval", "--mode", "compare", "-m", relu, "--reference", relu, "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    assert json.loads(r.stdout)["samples"] == 100
+
+
+# ------------------------------------------------------------ bad values: exit 2, one line naming flag and value
+
+BAD = [
+    (["perf", "-m", "R", "--ep", "NOPE"], "winml perf", ["--ep", "NOPE", "unknown"]),
+    (["perf", "-m", "R", "--device", "tpu"], "winml perf", ["--device", "tpu", "unknown"]),
+    (["perf", "-m", "R", "--ep", "QNNExecutionProvider"], "winml perf", ["--ep", "QNNExecutionProvider", "not available"]),
+    (["perf", "-m", "R", "-d", "gpu"], "winml perf", ["--device", "gpu", "not available"]),
+    (["build", "-m", "C", "-o", "OUT", "--ep", "DmlExecutionProvider"], "winml build", ["--ep", "DmlExecutionProvider", "not available"]),
+    (["build", "-m", "C", "-o", "OUT", "-d", "npu"], "winml build", ["--device", "npu", "not available"]),
+    (["export", "-m", "C", "-o", "OUT", "--ep", "NOPE"], "winml export", ["--ep", "NOPE"]),
+    (["config", "-m", "C", "--device", "tpu"], "winml config", ["--device", "tpu"]),
+    (["config", "-m", "C", "--ep", "openvino"], "winml config", ["--ep", "openvino", "not available"]),
+    (["analyze", "-m", "R", "--device", "tpu"], "winml analyze", ["--device", "tpu"]),
+    (["analyze", "-m", "R", "--ep", "NOPE"], "winml analyze", ["--ep", "NOPE"]),
+    (["catalog", "--ep", "NOPE"], "winml catalog", ["--ep", "NOPE"]),
+    (["quantize", "-m", "R", "-p", "int8", "-p", "fp16", "-o", "OUT"], "winml quantize", ["-p int8 -p fp16"]),
+    (["quantize", "-m", "R", "-p", "int4", "-p", "int8", "-o", "OUT"], "winml quantize", ["-p int4 -p int8"]),
+]
+
+
+@pytest.mark.parametrize("argv,prog,needles", BAD, ids=[" ".join(a for a in b[0] if a not in ("R", "C", "OUT", "-m", "-o")) for b in BAD])
+def test_bad_values(winml_asan, relu, ckpt, tmp_path, argv, prog, needles):
+    sub = {"R": relu, "C": ckpt, "OUT": str(tmp_path / "out")}
+    r = U.run([winml_asan, *[sub.get(a, a) for a in argv]])
+    U.assert_clean_error(r, prog, *needles)
+    assert not os.path.exists(tmp_path / "out")
