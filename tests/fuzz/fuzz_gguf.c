@@ -73,7 +73,9 @@ static void check_file(const wm_gguf_file *f, const uint8_t *data, size_t size) 
 /* A carried view matrix: every row's blocks against its float values (the view's read of that row). */
 static void check_carry(const wm_st_tensor *t) {
     wm_ggml_carry cf;
-    if (!wm_gguf_st_carry(t, &cf) || t->numel > (1u << 20) || t->rank != 2 || t->shape[1] <= 0) return;
+    /* a view of no rows may declare any width: nothing to compare, and K floats could not be allocated */
+    if (!wm_gguf_st_carry(t, &cf) || t->numel > (1u << 20) || t->rank != 2 || t->shape[0] <= 0 || t->shape[1] <= 0)
+        return;
     int64_t K = t->shape[1], nblk = K / cf.block;
     if (K % cf.block) abort();
     float *v = malloc((size_t)K * sizeof *v), *sc = malloc((size_t)nblk * sizeof *sc),
