@@ -170,6 +170,9 @@ typedef struct wm_arch {
     int64_t image, patch, C;  /* image_size, patch_size, num_channels */
     int64_t n_patch;          /* (image / patch)^2 */
     int64_t n_pos;            /* position table rows: patches + CLS (+ distillation token) */
+    int64_t pos_side;         /* the checkpoint's patch grid side when the graph's differs (positions interpolated
+                                 bicubically at export, as transformers' interpolate_pos_encoding); 0: the same */
+    int pos_antialias;        /* that interpolation antialiased (torch's antialias=True) */
     int64_t n_reg;            /* register tokens (after CLS, no positions) */
     int64_t proj;             /* projection_dim of CLIP's towers (0: no projection) */
     int layer_scale;          /* DINOv2 lambda1 / lambda2 */
@@ -222,6 +225,10 @@ int wm_arch_family_serves(const char *model_type, int task);
 /* The model_type of the checkpoint that holds model_type as one of its towers (a recipe's clip_text_model is built
    from a CLIP checkpoint: "clip"), NULL when model_type is no tower. */
 const char *wm_arch_tower_parent(const char *model_type);
+/* The graph's image side set to image (a recipe's pixel_values), the checkpoint's positions to be interpolated to
+   its patch grid; WM_ERR_UNSUPPORTED where the graph has no position table (ResNet) or the patch does not divide
+   image. label names the recipe in messages. */
+wm_status wm_arch_set_image(wm_arch *a, int64_t image, const char *label, wm_error *err);
 /* The family table's model_types, comma-separated, into buf (truncated to n). */
 void wm_arch_family_names(char *buf, size_t n);
 

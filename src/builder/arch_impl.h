@@ -137,6 +137,7 @@ typedef struct wm_vis_family {
     const char *towers[2];           /* DUAL: the text and image towers' model_types */
     int no_cls;                      /* no CLS token: positions for the patches only (SigLIP) */
     int logit_bias;                  /* DUAL: logits + logit_bias (SigLIP) */
+    int pos_antialias;               /* positions resized to another grid with antialias (DINOv2 with registers) */
 } wm_vis_family;
 
 extern const wm_vis_family wm_vis_families[];

@@ -373,6 +373,7 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
         a->I = ((int64_t)((double)a->I * 2.0 / 3.0) + 7) / 8 * 8;
     }
     a->layer_scale = f->layer_scale;
+    a->pos_antialias = f->pos_antialias;
     a->vpool = f->pool;
     a->vhead = f->head;
     if (a->vpool == WM_VPOOL_DENSE_TANH) {
@@ -503,6 +504,29 @@ wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, i
 int64_t wm_vis_embed_dim(const wm_arch *a) {
     if (wm_arch_mod(a, -1, WM_M_G_PROJ)->present || a->vpool == WM_VPOOL_LAST_HEAD) return a->proj;
     return a->H;
+}
+
+wm_status wm_arch_set_image(wm_arch *a, int64_t image, const char *label, wm_error *err) {
+    if (a->graph == WM_GRAPH_DUAL) {
+        wm_status s = wm_arch_set_image(a->tower[1], image, label, err);
+        if (!s) a->image = image;
+        return s;
+    }
+    if (a->graph != WM_GRAPH_VIT)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[pixel_values].shape': image size %lld, "
+                      "but %s builds at its config's image_size %lld only", label, (long long)image, a->model_type,
+                      (long long)a->image);
+    if (image < 1 || image > 8192 || image % a->patch)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors[pixel_values].shape': image size %lld is "
+                      "not a multiple of patch_size %lld (at most 8192)", label, (long long)image, (long long)a->patch);
+    int64_t side = image / a->patch, extra = a->n_pos - a->n_patch;
+    if (!a->pos_side) a->pos_side = a->image / a->patch;
+    if (side == a->pos_side) a->pos_side = 0;
+    a->image = image;
+    a->n_patch = side * side;
+    a->n_pos = a->n_patch + extra;
+    a->P = a->n_pos;
+    return WM_OK;
 }
 
 size_t wm_vis_tasks(const wm_arch *a, int *out) {

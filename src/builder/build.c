@@ -861,6 +861,11 @@ static wm_status prepare(build_ctx *b) {
     if (b->arch.detected)
         note(b, "note: model_type '%s' is not in the family table: built as naming scheme '%s'\n", b->arch.model_type,
              b->arch.scheme);
+    int64_t was = b->arch.image;
+    if (o->recipe && (s = wm_recipe_fit_image(&b->recipe, &b->arch, o->recipe, err))) return s;
+    if (b->arch.image != was) /* transformers' interpolate_pos_encoding */
+        note(b, "note: %s: image size %lld, the config's is %lld: position embeddings interpolated (bicubic)\n",
+             o->recipe, (long long)b->arch.image, (long long)was);
     return wm_recipe_check(&b->recipe, &b->arch, o->recipe ? o->recipe : "recipe", err);
 }
 

@@ -10,10 +10,12 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "builder/arch_impl.h"
 #include "builder/model_impl.h"
+#include "builder/weights.h"
 #include "core/error.h"
 #include "onnx/dtype.h"
 
@@ -110,6 +112,124 @@ static const char *layers(wm_gb *b, wm_model_ctx *c, const char *x) {
     return x;
 }
 
+/* torch's bicubic convolution (A = -0.75) weights of the 4 taps around fraction t. */
+static void cubic_weights(float t, float w[4]) {
+    const float A = -0.75f;
+    float x1 = t + 1.0f, x2 = 1.0f - t, x3 = 2.0f - t;
+    w[0] = ((A * x1 - 5.0f * A) * x1 + 8.0f * A) * x1 - 4.0f * A;
+    w[1] = ((A + 2.0f) * t - (A + 3.0f)) * t * t + 1.0f;
+    w[2] = ((A + 2.0f) * x2 - (A + 3.0f)) * x2 * x2 + 1.0f;
+    w[3] = ((A * x3 - 5.0f * A) * x3 + 8.0f * A) * x3 - 4.0f * A;
+}
+
+/* torch's antialiased bicubic filter (a = -0.5, as PIL's). */
+static float aa_cubic(float x) {
+    const float A = -0.5f;
+    x = fabsf(x);
+    return x < 1.0f ? ((A + 2.0f) * x - (A + 3.0f)) * x * x + 1.0f
+         : x < 2.0f ? ((A * x - 5.0f * A) * x + 8.0f * A) * x - 4.0f * A
+                    : 0.0f;
+}
+
+/*
+ * One axis of torch's interpolate(mode="bicubic", antialias=True, align_corners=False) in float32: out[o] = sum_j
+ * w[o][j] in[lo + j], the filter widened by the scale on a downscale and normalized, as upsample_bicubic2d_aa.
+ * src holds n_in positions of len floats, stride apart; dst n_out of them.
+ */
+static int aa_axis(const float *src, int64_t n_in, float *dst, int64_t n_out, int64_t stride, int64_t len) {
+    float scale = (float)n_in / (float)n_out, support = scale >= 1.0f ? 2.0f * scale : 2.0f;
+    float invscale = scale >= 1.0f ? 1.0f / scale : 1.0f, *w = malloc(((size_t)(2.0f * support) + 3) * sizeof *w);
+    if (!w) return -1;
+    for (int64_t o = 0; o < n_out; o++) {
+        float center = scale * ((float)o + 0.5f), total = 0.0f;
+        int64_t lo = (int64_t)(center - support + 0.5f), hi = (int64_t)(center + support + 0.5f);
+        if (lo < 0) lo = 0;
+        if (hi > n_in) hi = n_in;
+        int64_t n = hi - lo;
+        for (int64_t j = 0; j < n; j++) total += w[j] = aa_cubic(((float)(j + lo) - center + 0.5f) * invscale);
+        for (int64_t j = 0; total != 0.0f && j < n; j++) w[j] /= total;
+        float *d = dst + o * stride;
+        for (int64_t k = 0; k < len; k++) {
+            float t = 0.0f;
+            for (int64_t j = 0; j < n; j++) t += src[(lo + j) * stride + k] * w[j];
+            d[k] = t;
+        }
+    }
+    free(w);
+    return 0;
+}
+
+/*
+ * The checkpoint's position table [extra + n*n, H] with its patch grid (side n = a->pos_side) resized to the
+ * graph's side, as transformers' interpolate_pos_encoding: torch.nn.functional.interpolate(mode="bicubic",
+ * align_corners=False) in float32 (source index scale * (i + 0.5) - 0.5, taps clamped to the border), or its
+ * antialiased form where the family says so (aa_axis); the leading CLS / distillation rows as they are.
+ */
+static const char *interp_positions(wm_gb *b, const wm_arch *a, const wm_module *m) {
+    int64_t n = a->pos_side, side = a->image / a->patch, extra = m->out - n * n, H = a->H;
+    float *src = malloc((size_t)m->out * (size_t)H * sizeof *src),
+          *dst = malloc((size_t)a->n_pos * (size_t)H * sizeof *dst);
+    const char *out = "<error>";
+    if (!src || !dst || extra < 0 || extra != a->n_pos - side * side) {
+        b->st = extra < 0 || extra != a->n_pos - side * side
+                    ? wm_err(b->err, WM_ERR_INPUT, "position table '%s': %lld rows is not %lld patches + %lld", m->w,
+                             (long long)m->out, (long long)(n * n), (long long)(a->n_pos - side * side))
+                    : wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    wm_st_read_f32(m->wt, src);
+    memcpy(dst, src, (size_t)(extra * H) * sizeof *dst);
+    if (a->pos_antialias) { /* width first, then height, as torch's separable kernel */
+        float *tmp = malloc((size_t)(n * side * H) * sizeof *tmp);
+        if (!tmp) {
+            b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        int bad = 0;
+        for (int64_t y = 0; y < n; y++) bad |= aa_axis(src + (extra + y * n) * H, n, tmp + y * side * H, side, H, H);
+        bad |= aa_axis(tmp, n, dst + extra * H, side, side * H, side * H);
+        free(tmp);
+        if (bad) {
+            b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        goto made;
+    }
+    const float scale = (float)n / (float)side;
+    for (int64_t oy = 0; oy < side; oy++) {
+        float ry = scale * ((float)oy + 0.5f) - 0.5f, wy[4];
+        int64_t iy = (int64_t)floorf(ry);
+        cubic_weights(ry - (float)iy, wy);
+        for (int64_t ox = 0; ox < side; ox++) {
+            float rx = scale * ((float)ox + 0.5f) - 0.5f, wx[4];
+            int64_t ix = (int64_t)floorf(rx);
+            cubic_weights(rx - (float)ix, wx);
+            const float *row[4][4];
+            for (int j = 0; j < 4; j++)
+                for (int i = 0; i < 4; i++) {
+                    int64_t yy = iy - 1 + j, xx = ix - 1 + i;
+                    yy = yy < 0 ? 0 : yy >= n ? n - 1 : yy;
+                    xx = xx < 0 ? 0 : xx >= n ? n - 1 : xx;
+                    row[j][i] = src + (extra + yy * n + xx) * H;
+                }
+            float *o = dst + (extra + oy * side + ox) * H;
+            for (int64_t h = 0; h < H; h++) {
+                float v[4];
+                for (int j = 0; j < 4; j++)
+                    v[j] = row[j][0][h] * wx[0] + row[j][1][h] * wx[1] + row[j][2][h] * wx[2] + row[j][3][h] * wx[3];
+                o[h] = v[0] * wy[0] + v[1] * wy[1] + v[2] * wy[2] + v[3] * wy[3];
+            }
+        }
+    }
+made:;
+    int64_t pd[3] = {1, a->n_pos, H};
+    out = gb_weight_vals(b, ".weight", dst, pd, 3);
+done:
+    free(src);
+    free(dst);
+    return out;
+}
+
 /* An image tower on pixels: *last = last_hidden_state, *pooled = pooler_output (NULL when the arch has none). */
 static void image_tower(wm_gb *b, wm_model_ctx *c, const char *pixels, const char **last, const char **pooled) {
     const wm_arch *a = c->a;
@@ -143,7 +263,8 @@ static void image_tower(wm_gb *b, wm_model_ctx *c, const char *pixels, const cha
         gb_attr_i(b, "axis", 1);
     }
     int64_t pd[3] = {1, a->n_pos, a->H};
-    x = gb_op(b, "Add", 2, x, param(b, wm_arch_mod(a, -1, WM_M_G_POS), pd, 3, GB_W_MATRIX));
+    const wm_module *pos = wm_arch_mod(a, -1, WM_M_G_POS);
+    x = gb_op(b, "Add", 2, x, a->pos_side && pos->wt ? interp_positions(b, a, pos) : param(b, pos, pd, 3, GB_W_MATRIX));
     if (a->n_reg) { /* after CLS, without positions */
         gb_scope(b, "%s/register_tokens", root(c));
         int64_t rd[3] = {1, a->n_reg, a->H};

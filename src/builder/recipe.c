@@ -883,9 +883,17 @@ static wm_status check_pixels(const pctx *p, const wm_io_spec *s, const wm_arch 
     for (int k = 0; k < 3; k++)
         if (s->dims[k + 1].v != want[k])
             return wm_err(p->err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[pixel_values].shape': dim %d must "
-                          "be %lld (the config's %s; position embeddings are not interpolated to other sizes)",
+                          "be %lld (the config's %s; another square size interpolates the position embeddings)",
                           p->label, k + 1, (long long)want[k], k ? "image_size" : "num_channels");
     return WM_OK;
+}
+
+wm_status wm_recipe_fit_image(const wm_recipe *r, wm_arch *a, const char *label, wm_error *err) {
+    const wm_io_spec *px = a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_CLIP_TEXT ?
+                           wm_recipe_input(r, "pixel_values") : NULL;
+    if (!px || px->rank != 4 || px->dims[2].v <= 0 || px->dims[2].v != px->dims[3].v || px->dims[2].v == a->image)
+        return WM_OK; /* check_pixels names what is wrong */
+    return wm_arch_set_image(a, px->dims[2].v, label ? label : "recipe", err);
 }
 
 wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {

@@ -140,6 +140,9 @@ wm_status wm_recipe_load(const char *path, wm_recipe *r, wm_error *err);
 void wm_recipe_json(const wm_recipe *r, wm_json *j);
 void wm_recipe_free(wm_recipe *r);
 
+/* A recipe's static square pixel_values of another size than a's image_size: a builds at that size, its
+   positions interpolated (wm_arch_set_image; WM_ERR_UNSUPPORTED naming the field where a cannot). */
+wm_status wm_recipe_fit_image(const wm_recipe *r, wm_arch *a, const char *label, wm_error *err);
 /*
  * Checks r against a resolved architecture: loader fields agree, every
  * input the graph needs is listed once with an allowed dtype and a shape

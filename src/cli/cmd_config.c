@@ -62,7 +62,8 @@ static int check_recipe(wm_cli *c, const char *path, int quiet_ok) {
                 rc = wm_cli_fail(c, &err);
             else {
                 have_arch = 1;
-                if (wm_recipe_check(&r, &a, path, &err)) rc = wm_cli_fail(c, &err);
+                if (wm_recipe_fit_image(&r, &a, path, &err) || wm_recipe_check(&r, &a, path, &err))
+                    rc = wm_cli_fail(c, &err);
             }
         }
     }

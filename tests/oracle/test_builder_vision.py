@@ -2,8 +2,9 @@
 (plain and with teacher), DINOv2 (plain, SwiGLU, registers), CLIP and SigLIP (both towers, text, vision) and
 ResNet (basic, bottleneck) are built with `winml build -p fp32`; the ONNX in onnxruntime and in our engine must match
 transformers' PyTorch outputs (logits, embeddings, logits_per_image) within 1e-4 at batch 1 and 3. fp16 builds
-run and stay close; `winml inspect` shows the tasks and features; other sizes, unsupported vision types and
-broken checkpoints are refused with a message naming the field or tensor."""
+run and stay close; `winml inspect` shows the tasks and features; a recipe at another image size interpolates
+the position embeddings as transformers does; unsupported vision types and broken checkpoints are refused with a
+message naming the field or tensor."""
 import json
 import os
 
@@ -208,17 +209,54 @@ def test_refusals_name_the_field_or_tensor(built, workdir, winml, winml_asan):
     os.symlink(os.path.join(ck, "model.safetensors"), os.path.join(d, "model.safetensors"))
     r = U.run([winml_asan, "build", "-m", d, "-o", str(workdir / "bad_shape_out"), "-q"], timeout=120)
     assert r.returncode == 2 and "position_embeddings" in r.stderr, U.describe(r)
-    # another image size in a recipe: refused (no position interpolation)
-    rec = str(workdir / "recipe_224.json")
+    # another image size in a recipe: a patch that does not divide it, or a ResNet (no position table), refused
+    for case, size, why in (("vit_cls", 44, "not a multiple of patch_size 8"),
+                            ("resnet_basic", 64, "builds at its config's image_size 32 only")):
+        ck, _, _ = built(case)
+        rec = _resized_recipe(winml, ck, str(workdir / f"recipe_{case}_{size}.json"), size)
+        out = str(workdir / f"out_{case}_{size}")
+        r = U.run([winml_asan, "build", "-m", ck, "-c", rec, "-o", out, "-q"], timeout=120)
+        assert r.returncode == 2 and "pixel_values" in r.stderr and why in r.stderr, U.describe(r)
+        assert not os.path.exists(out)
+
+
+def _resized_recipe(winml, ck, path, size):
+    """The checkpoint's default recipe with pixel_values at size x size."""
     r = U.run([winml, "config", "-m", ck], timeout=60)
     assert r.returncode == 0, U.describe(r)
     j = json.loads(r.stdout)
     for t in j["export"]["input_tensors"]:
         if t["name"] == "pixel_values":
-            t["shape"] = [1, 3, 64, 64]
-    json.dump(j, open(rec, "w"))
-    r = U.run([winml, "build", "-m", ck, "-c", rec, "-o", str(workdir / "out_224"), "-q"], timeout=60)
-    assert r.returncode == 2 and "pixel_values" in r.stderr and "interpolated" in r.stderr, U.describe(r)
+            t["shape"] = [1, 3, size, size]
+    json.dump(j, open(path, "w"))
+    return path
+
+
+@pytest.mark.parametrize("name", ["vit_model", "deit_cls", "dinov2_reg_model", "clip_vision", "siglip_vision"])
+@pytest.mark.parametrize("size", [16, 48])
+def test_recipe_at_another_image_size_interpolates_positions(name, size, built, workdir, winml, build_dir):
+    """A recipe at another image size than the config's (the reference's DINOv2 recipes ask 224 of checkpoints
+    whose config says 518): the position table is resized as transformers' interpolate_pos_encoding does it
+    (bicubic, align_corners=False; DINOv2 always, ViT/DeiT/CLIP/SigLIP when asked), down (grid 4 -> 2) and up
+    (4 -> 6); onnxruntime and our engine against transformers within 1e-4, CLS / distillation rows untouched."""
+    import inspect
+    ck, model, _ = built(name)
+    rec = _resized_recipe(winml, ck, str(workdir / f"resize_{name}_{size}.json"), size)
+    out = str(workdir / f"resize_{name}_{size}")
+    r = U.run([winml, "build", "-m", ck, "-c", rec, "-o", out], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    assert "position embeddings interpolated" in r.stderr, r.stderr
+    px = np.random.default_rng(size).standard_normal((1, 3, size, size)).astype(np.float32)
+    kw = {"pixel_values": torch.from_numpy(px)}
+    if "interpolate_pos_encoding" in inspect.signature(model.forward).parameters:
+        kw["interpolate_pos_encoding"] = True
+    with torch.no_grad():
+        o = model(**kw)
+    ref = {k: getattr(o, k).numpy() for k in ("logits", "last_hidden_state") if getattr(o, k, None) is not None}
+    path = os.path.join(out, "model.onnx")
+    _compare(ort_run(path, {"pixel_values": px}), ref, TOL, f"{name} {size} onnxruntime")
+    ours, _ = engine_run(build_dir, path, {"pixel_values": px}, workdir)
+    _compare(ours, ref, TOL, f"{name} {size} engine")
 
 
 def _recipe(path, model_type, task, inputs, outputs):
