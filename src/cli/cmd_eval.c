@@ -47,7 +47,10 @@ static void help(void) {
            "  text-classification (accuracy, F1; GLUE TSV, JSONL or CSV with text [+ pair] and label columns),\n"
            "  text-ranking (MRR@10, nDCG@10 from query / passage / label rows, grouped by query),\n"
            "  feature-extraction (Spearman of the embeddings' cosine against sentence1 / sentence2 / score),\n"
-           "  text-generation (perplexity of a text file, sliding window --max-length 512 --stride 256).\n"
+           "  text-generation (perplexity of a text file, sliding window --max-length 512 --stride 256),\n"
+           "  image-classification (accuracy, top-5 accuracy, F1 of a folder DIR/<class>/<image>.png|jpg taken\n"
+           "  round-robin over the classes, or of a table with image paths and labels: --text-column names the\n"
+           "  image column; labels are id2label names or ids).\n"
            "  Columns default to common names (sentence1, #1 String, label, Quality, query, passage, score ...);\n"
            "  name them with --text-column, --pair-column, --label-column, --query-column, --passage-column,\n"
            "  --sentence1-column, --sentence2-column, --score-column.\n"
@@ -225,7 +228,7 @@ int wm_cmd_eval(int argc, char **argv) {
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
     if (!strcmp(mode, "task")) {
-        if (!c.model || !to.dataset) return wm_cli_usage_error(&c, "--mode task needs -m BUILD_DIR and --dataset FILE");
+        if (!c.model || !to.dataset) return wm_cli_usage_error(&c, "--mode task needs -m BUILD_DIR and --dataset FILE|DIR");
         to.samples = samples; /* the reference's default: 100 */
         to.threads = (int)threads;
         so.threads = (int)threads;

@@ -601,3 +601,86 @@ def test_hostile_preprocessor_config(case, winml_asan, vision_folders, photos, t
     r = U.run([winml_asan, "run", "-m", d, "--image", photos["rocket.jpg"]], timeout=120)
     U.assert_clean_error(r, "winml run", *words)
     assert "preprocessor_config.json" in r.stderr or photos["rocket.jpg"] in r.stderr
+
+
+def _macro_f1(pred, gold, n_classes):
+    f = []
+    for c in range(n_classes):
+        tp = sum(p == c and g == c for p, g in zip(pred, gold))
+        fp = sum(p == c and g != c for p, g in zip(pred, gold))
+        fn = sum(p != c and g == c for p, g in zip(pred, gold))
+        f.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return sum(f) / n_classes
+
+
+def test_eval_image_classification_equals_pipeline(winml, winml_asan, vision_folders, photos, tmp_path):
+    """`winml eval --mode task` of an image-classification folder (issue 33): top-1 and top-5 accuracy and macro F1
+    over an image folder (DIR/<class>/<image>) and a CSV of paths and labels (names or ids) equal those of
+    transformers' pipeline on the same model and images; --samples takes the classes round-robin; a class that
+    is not a label, or a table without an image column, is refused naming it."""
+    folder, model, proc = vision_folders["vit"]
+    ex = Image.Exif()
+    ex[0x0112] = 6
+    d = tmp_path / "set"
+    layout = {"tabby": ["chelsea.png", "rot.jpg"], "rocket": ["rocket.jpg"], "astronaut": ["astronaut.png"],
+              "coffee mug": ["coffee.png", "coffee2.png"]}
+    for cls, names in layout.items():
+        (d / cls).mkdir(parents=True)
+        for n in names:
+            if n == "rot.jpg":
+                Image.open(photos["chelsea.png"]).convert("RGB").save(d / cls / n, quality=90, exif=ex)
+            elif n == "coffee2.png":
+                ImageOps.mirror(Image.open(photos["coffee.png"])).save(d / cls / n)
+            else:
+                os.symlink(photos[n], d / cls / n)
+    (d / "rocket" / "notes.txt").write_text("not an image")
+    label2id = model.config.label2id
+    pipe = transformers.pipeline("image-classification", model=model, image_processor=proc)
+
+    def expected(order):
+        pred, gold, top5 = [], [], 0
+        for cls, n in order:
+            ranked = [x["label"] for x in pipe(str(d / cls / n), top_k=7)]
+            pred.append(label2id[ranked[0]])
+            gold.append(label2id[cls])
+            top5 += cls in ranked[:5]
+        return pred, gold, top5
+
+    def evaluate(binary, dataset, *args):
+        return subprocess.run([binary, "eval", "--mode", "task", "-m", str(folder), "--dataset", str(dataset),
+                               "-f", "json", *args], capture_output=True, text=True, timeout=300)
+
+    # classes in name order, taken round-robin: astronaut, coffee mug, rocket, tabby, then the second of each
+    order = [("astronaut", "astronaut.png"), ("coffee mug", "coffee.png"), ("rocket", "rocket.jpg"),
+             ("tabby", "chelsea.png"), ("coffee mug", "coffee2.png"), ("tabby", "rot.jpg")]
+    for samples in (6, 4):
+        r = evaluate(winml, d, "--samples", str(samples))
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        pred, gold, top5 = expected(order[:samples])
+        m = got["metrics"]
+        assert got["task"] == "image-classification" and m["samples"] == samples
+        assert m["accuracy"] == sum(p == g for p, g in zip(pred, gold)) / samples
+        assert m["top5_accuracy"] == top5 / samples
+        assert abs(m["f1"] - _macro_f1(pred, gold, 7)) < 1e-12 and m["f1_average"] == "macro"
+    # a CSV (paths relative to it; labels by name in another case, by id, by name), labelled from the pipeline's
+    # own ranking so that the figures are not trivial: its top-1, its last (outside the top 5), its top-1 by id
+    rank = {n: [x["label"] for x in pipe(str(d / c / n), top_k=7)]
+            for c, n in [("tabby", "chelsea.png"), ("rocket", "rocket.jpg"), ("astronaut", "astronaut.png")]}
+    csv = tmp_path / "set.csv"
+    rows = [("set/tabby/chelsea.png", rank["chelsea.png"][0].upper()), ("set/rocket/rocket.jpg", rank["rocket.jpg"][-1]),
+            ("set/astronaut/astronaut.png", str(label2id[rank["astronaut.png"][0]]))]
+    csv.write_text("image,label\n" + "".join(f"{p},{lab}\n" for p, lab in rows))
+    r = evaluate(winml, csv)
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)["metrics"]
+    assert m["samples"] == 3 and m["accuracy"] == 2 / 3 and m["top5_accuracy"] == 2 / 3, m
+    # refusals (the ASan binary): a class folder that is no label; a table without an image column
+    (d / "zebra").mkdir()
+    os.symlink(photos["coffee.png"], d / "zebra" / "z.png")
+    r = evaluate(winml_asan, d)
+    assert r.returncode == 2 and "class folder 'zebra' is not a label" in r.stderr and r.stdout == "", r.stderr
+    bad = tmp_path / "bad.csv"
+    bad.write_text("picture,label\nset/tabby/chelsea.png,tabby\n")
+    r = evaluate(winml_asan, bad)
+    assert r.returncode == 2 and "no image column" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -1,0 +1,242 @@
+/*
+ * image_eval.c - `winml eval --mode task` for image-classification: top-1 and top-5 accuracy and macro F1 of a
+ * build folder over a labelled image set (image_eval.h).
+ */
+#include "tasks/image_eval.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "eval/dataset.h"
+#include "eval/metrics.h"
+#include "tasks/vision.h"
+
+#define IMG_MAX_ITEMS 1000000 /* files of one image folder */
+
+typedef struct item {
+    char *path;  /* malloc'ed */
+    char *label; /* malloc'ed: a class name or an id as written */
+    size_t line; /* table line (0: a folder) */
+} item;
+
+typedef struct items {
+    item *v;
+    size_t n, cap;
+} items;
+
+static void items_free(items *it) {
+    for (size_t i = 0; i < it->n; i++) free(it->v[i].path), free(it->v[i].label);
+    free(it->v);
+}
+
+static int push(items *it, const char *path, const char *label, size_t line) {
+    if (it->n == it->cap) {
+        size_t cap = it->cap ? 2 * it->cap : 64;
+        item *v = realloc(it->v, cap * sizeof *v);
+        if (!v) return -1;
+        it->v = v, it->cap = cap;
+    }
+    item *e = &it->v[it->n];
+    e->path = strdup(path), e->label = strdup(label), e->line = line;
+    if (!e->path || !e->label) return free(e->path), free(e->label), -1;
+    it->n++;
+    return 0;
+}
+
+static int is_image_name(const char *n) {
+    const char *dot = strrchr(n, '.');
+    return n[0] != '.' && dot && (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The sorted names in dir that keep(name) accepts (malloc'ed array of malloc'ed names); -1 on error. */
+static long sorted_names(const char *dir, int dirs, char ***out) {
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    size_t n = 0, cap = 0;
+    char **v = NULL;
+    struct dirent *de;
+    long rc = 0;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char p[4096];
+        struct stat st;
+        if (snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p || stat(p, &st)) continue;
+        if (dirs ? !S_ISDIR(st.st_mode) : !(S_ISREG(st.st_mode) && is_image_name(de->d_name))) continue;
+        if (n == cap) {
+            char **nv = realloc(v, (cap = cap ? 2 * cap : 32) * sizeof *nv);
+            if (!nv) { rc = -1; break; }
+            v = nv;
+        }
+        if (n >= IMG_MAX_ITEMS || !(v[n] = strdup(de->d_name))) { rc = -1; break; }
+        n++;
+    }
+    closedir(d);
+    if (rc) {
+        for (size_t i = 0; i < n; i++) free(v[i]);
+        free(v);
+        return -1;
+    }
+    if (n) qsort(v, n, sizeof *v, by_name);
+    *out = v;
+    return (long)n;
+}
+
+/*
+ * An image folder: DIR/<class>/<image>.png|jpg|jpeg, classes and files in name order, taken round-robin over the
+ * classes (one of each class, then the second of each ...) so that the first --samples items cover every class.
+ */
+static wm_status read_folder(const char *dir, size_t max, items *it, wm_error *err) {
+    char **cls = NULL;
+    long nc = sorted_names(dir, 1, &cls);
+    if (nc < 0) return wm_err(err, WM_ERR_INPUT, "%s: cannot list the class folders", dir);
+    if (!nc) return wm_err(err, WM_ERR_INPUT, "%s: no class folders (DIR/<class>/<image>.png|jpg)", dir);
+    char ***files = calloc((size_t)nc, sizeof *files);
+    long *nf = calloc((size_t)nc, sizeof *nf);
+    wm_status st = files && nf ? WM_OK : wm_err(err, WM_ERR_NOMEM, "out of memory");
+    long most = 0;
+    for (long c = 0; !st && c < nc; c++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, cls[c]);
+        if ((nf[c] = sorted_names(p, 0, &files[c])) < 0) st = wm_err(err, WM_ERR_INPUT, "%s: cannot list it", p);
+        else if (nf[c] > most) most = nf[c];
+    }
+    for (long k = 0; !st && k < most && (!max || it->n < max); k++)
+        for (long c = 0; !st && c < nc && (!max || it->n < max); c++) {
+            if (k >= nf[c]) continue;
+            char p[8192];
+            snprintf(p, sizeof p, "%s/%s/%s", dir, cls[c], files[c][k]);
+            if (push(it, p, cls[c], 0)) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        }
+    if (!st && !it->n) st = wm_err(err, WM_ERR_INPUT, "%s: no .png / .jpg images in its class folders", dir);
+    for (long c = 0; c < nc; c++) {
+        for (long k = 0; files && k < nf[c]; k++) free(files[c][k]);
+        if (files) free(files[c]);
+        free(cls[c]);
+    }
+    free(files), free(nf), free(cls);
+    return st;
+}
+
+/* A table (CSV / TSV / JSONL) of image paths (relative to the table's folder) and labels. */
+static wm_status read_table(const wm_task_opts *o, items *it, wm_error *err) {
+    static const char *const dimg[] = {"image", "image_path", "path", "file", "filename", NULL};
+    static const char *const dlab[] = {"label", "labels", "class", NULL};
+    wm_table t = {0};
+    wm_table_opts tabo = {.max_rows = o->samples > 0 ? (size_t)o->samples : 0, .max_line = o->max_line};
+    wm_status st = wm_table_read(o->dataset, WM_TABLE_AUTO, &tabo, &t, err);
+    if (st) return st;
+    int ci = -1, cl = -1;
+    const char *want_i = o->col_text, *want_l = o->col_label;
+    if (want_i) ci = wm_table_col(&t, want_i);
+    for (size_t i = 0; !want_i && dimg[i] && ci < 0; i++) ci = wm_table_col(&t, dimg[i]);
+    if (want_l) cl = wm_table_col(&t, want_l);
+    for (size_t i = 0; !want_l && dlab[i] && cl < 0; i++) cl = wm_table_col(&t, dlab[i]);
+    if (ci < 0 || cl < 0) {
+        const char *want = ci < 0 ? want_i : want_l;
+        if (want) st = wm_err(err, WM_ERR_INPUT, "%s: no column '%s'", o->dataset, want);
+        else st = wm_err(err, WM_ERR_INPUT, "%s: no %s column (%s; or name it with a column flag)", o->dataset,
+                         ci < 0 ? "image" : "label",
+                         ci < 0 ? "image, image_path, path, file or filename" : "label, labels or class");
+        wm_table_free(&t);
+        return st;
+    }
+    char base[4096];
+    snprintf(base, sizeof base, "%s", o->dataset);
+    char *slash = strrchr(base, '/');
+    if (slash) *slash = 0;
+    else snprintf(base, sizeof base, ".");
+    for (size_t r = 0; !st && r < t.n_rows; r++) {
+        const char *p = wm_table_cell(&t, r, ci), *l = wm_table_cell(&t, r, cl);
+        if (!p || !p[0] || !l || !l[0]) {
+            st = wm_err(err, WM_ERR_INPUT, "%s:%zu: the %s cell is missing", o->dataset, t.lines[r],
+                        !p || !p[0] ? "image" : "label");
+            break;
+        }
+        char full[8192];
+        if (p[0] == '/') snprintf(full, sizeof full, "%s", p);
+        else snprintf(full, sizeof full, "%s/%s", base, p);
+        if (push(it, full, l, t.lines[r])) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    if (!st && !it->n) st = wm_err(err, WM_ERR_INPUT, "%s: no data rows to evaluate", o->dataset);
+    wm_table_free(&t);
+    return st;
+}
+
+/* The class id of label: an id2label name (exact, then ignoring case), else a whole number below n; -1: none. */
+static long class_of(const wm_vision *v, size_t n, const char *label) {
+    for (size_t i = 0; i < n; i++)
+        if (wm_vision_label(v, i) && !strcmp(wm_vision_label(v, i), label)) return (long)i;
+    for (size_t i = 0; i < n; i++)
+        if (wm_vision_label(v, i) && !strcasecmp(wm_vision_label(v, i), label)) return (long)i;
+    char *end;
+    long k = strtol(label, &end, 10);
+    return *label && !*end && k >= 0 && (size_t)k < n ? k : -1;
+}
+
+wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_error *err) {
+    wm_session_opts so = {0};
+    if (o->session) so = *o->session;
+    so.threads = o->threads;
+    wm_vision *v = NULL;
+    wm_status st = wm_vision_open(dir, &so, 0, &v, err);
+    if (st) return st;
+    if (strcmp(wm_vision_task(v), "image-classification")) {
+        st = wm_err(err, WM_ERR_USAGE, "%s: a %s build has no image task evaluation (image-classification)", dir,
+                    wm_vision_task(v));
+        wm_vision_free(v);
+        return st;
+    }
+    items it = {0};
+    struct stat sb;
+    size_t max = o->samples > 0 ? (size_t)o->samples : 0;
+    if (stat(o->dataset, &sb)) st = wm_err(err, WM_ERR_INPUT, "%s: no such file or folder", o->dataset);
+    else st = S_ISDIR(sb.st_mode) ? read_folder(o->dataset, max, &it, err) : read_table(o, &it, err);
+    int64_t *pred = NULL, *gold = NULL;
+    size_t top5 = 0, n_classes = 0;
+    if (!st && (!(pred = malloc(it.n * sizeof *pred)) || !(gold = malloc(it.n * sizeof *gold))))
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (size_t r = 0; !st && r < it.n; r++) {
+        wm_vision_out out;
+        if ((st = wm_vision_run(v, it.v[r].path, NULL, 0, &out, err))) break;
+        n_classes = out.n;
+        long g = class_of(v, out.n, it.v[r].label);
+        if (g < 0) {
+            if (it.v[r].line)
+                st = wm_err(err, WM_ERR_INPUT, "%s:%zu: label '%.60s' is not a class of the model (config.json "
+                            "id2label, or an id below %zu)", o->dataset, it.v[r].line, it.v[r].label, out.n);
+            else
+                st = wm_err(err, WM_ERR_INPUT, "%s/%s: class folder '%.60s' is not a label of the model (config.json "
+                            "id2label, or an id below %zu)", o->dataset, it.v[r].label, it.v[r].label, out.n);
+            break;
+        }
+        size_t best = 0, above = 0; /* above: classes scored higher than the gold one */
+        for (size_t i = 1; i < out.n; i++) best = out.y[i] > out.y[best] ? i : best;
+        for (size_t i = 0; i < out.n; i++) above += out.y[i] > out.y[g] || (out.y[i] == out.y[g] && i < (size_t)g);
+        pred[r] = (int64_t)best, gold[r] = g;
+        top5 += above < 5;
+    }
+    if (!st) {
+        wm_json_str(j, "task", wm_vision_task(v));
+        wm_json_str(j, "dataset", o->dataset);
+        wm_json_str(j, "dataset_layout", S_ISDIR(sb.st_mode) ? "image folder (DIR/<class>/<image>)" : "table");
+        wm_json_obj(j, "metrics");
+        wm_json_uint(j, "samples", it.n);
+        wm_json_num(j, "accuracy", wm_metric_accuracy(pred, gold, it.n));
+        wm_json_num(j, "top5_accuracy", (double)top5 / (double)it.n);
+        wm_json_num(j, "f1", wm_metric_f1(pred, gold, it.n, (int)(n_classes > 2 ? n_classes : 2)));
+        wm_json_str(j, "f1_average", n_classes > 2 ? "macro" : "binary");
+        wm_json_obj_end(j);
+    }
+    free(pred), free(gold);
+    items_free(&it);
+    wm_vision_free(v);
+    return st;
+}
