@@ -622,16 +622,12 @@ def _synthetic(path, arch, V=300):
     w.close()
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHS))
-def test_architecture_tables_match_transformers(arch, winml, tmp_path):
-    """A random model per architecture table row, loaded by transformers from the same GGUF (its own name mapping,
-    Q/K un-permutation, fused tensors): `winml build -p fp32` logits within 1e-4."""
+
+def _gguf_reference(tmp_path, path, arch):
+    """transformers' logits of the synthetic GGUF at path (loaded dequantized) on 17 seeded ids, and the ONNX feeds
+    of the same ids with an empty KV cache."""
     import torch
     import transformers
-    from engine_util import ort_run
-    path = tmp_path / f"{arch}.gguf"
-    _synthetic(path, arch)
-    run_ok([winml, "build", "-m", path, "-o", tmp_path / "b", "-p", "fp32", "-q"])
     m = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file=path.name,
                                                           dtype=torch.float32).eval()
     a = ARCHS[arch]
@@ -643,6 +639,18 @@ def test_architecture_tables_match_transformers(arch, winml, tmp_path):
     for i in range(a["L"]):
         for kv in ("key", "value"):
             feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, a["kvh"], 0, hd), np.float32)
+    return ref, feeds
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_architecture_tables_match_transformers(arch, winml, tmp_path):
+    """A random model per architecture table row, loaded by transformers from the same GGUF (its own name mapping,
+    Q/K un-permutation, fused tensors): `winml build -p fp32` logits within 1e-4."""
+    from engine_util import ort_run
+    path = tmp_path / f"{arch}.gguf"
+    _synthetic(path, arch)
+    run_ok([winml, "build", "-m", path, "-o", tmp_path / "b", "-p", "fp32", "-q"])
+    ref, feeds = _gguf_reference(tmp_path, path, arch)
     got = ort_run(tmp_path / "b" / "model.onnx", feeds)["logits"]
     d = float(np.abs(got - ref).max())
     assert d <= 1e-4, f"{arch}: logits differ by {d} (ref max {np.abs(ref).max()})"
@@ -654,8 +662,6 @@ def test_architecture_tables_carried(arch, winml, build_dir, tmp_path):
     requantized to 8 bits (onnxruntime's MatMulNBits takes no float zero points at 8 bits) and F32 / F16 matrices
     left float, each said in the manifest; onnxruntime and our engine agree, and both stay near transformers
     (the requantized Q5_1 tensors are the only weights that differ)."""
-    import torch
-    import transformers
     from engine_util import engine_run, ort_run
     path = tmp_path / f"{arch}.gguf"
     _synthetic(path, arch)
@@ -669,17 +675,7 @@ def test_architecture_tables_carried(arch, winml, build_dir, tmp_path):
     assert by.pop("Q5_1", {"requantized"}) == {"requantized"}
     assert by.pop("F32", {"float"}) == {"float"} and by.pop("F16", {"float"}) == {"float"}
     assert set().union(*by.values()) == {"carried"}, by
-    m = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file=path.name,
-                                                          dtype=torch.float32).eval()
-    a = ARCHS[arch]
-    hd = a["hd"] or a["H"] // a["nh"]
-    ids = np.random.default_rng(1).integers(0, 300, size=(1, 17), dtype=np.int64)
-    with torch.no_grad():
-        ref = m(torch.tensor(ids)).logits.numpy()
-    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(17)[None]}
-    for i in range(a["L"]):
-        for kv in ("key", "value"):
-            feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, a["kvh"], 0, hd), np.float32)
+    ref, feeds = _gguf_reference(tmp_path, path, arch)
     ort = ort_run(tmp_path / "b" / "model.onnx", feeds)["logits"]
     eng = engine_run(build_dir, tmp_path / "b" / "model.onnx", feeds, tmp_path)[0]["logits"]
     d_pair, d_ref = float(np.abs(ort - eng).max()), float(np.abs(eng - ref).max())
