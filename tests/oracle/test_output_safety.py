@@ -313,8 +313,11 @@ def test_signal_removes_staging(winml, big_cfg, tmp_path, sig):
     out = tmp_path / "out"
     assert build(winml, small_config(str(tmp_path / "small")), out, "--random-weights").returncode == 0
     before = tree(out)
+    # the signal at its default disposition in the child: a shell's background job (a CI runner's `cmd &`)
+    # starts with SIGINT ignored, which a program rightly keeps, and the build would then finish
     p = subprocess.Popen([winml, "build", "-m", big_cfg, "-o", str(out), "--rebuild", "--random-weights", "-q"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     wait_for(lambda: glob.glob(str(tmp_path / "out.winml-tmp.*" / "model.onnx.data*")) or
              glob.glob(str(tmp_path / "out.winml-tmp.*/*")))
     time.sleep(0.3)
