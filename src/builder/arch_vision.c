@@ -339,8 +339,10 @@ static wm_status resolve_resnet(wm_arch *a, const wm_vis_family *f, const wm_st_
 }
 
 /* One transformer tower (or a single-tower model) from config c. */
+/* parent: the two-tower config whose tower this is (its projection_dim sizes the projection, as CLIPModel's
+   text_projection / visual_projection), NULL for a tower on its own (its own projection_dim, when it has one). */
 static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_config *c, const wm_st_file *st,
-                               int task, int force_proj, wm_error *err) {
+                               int task, const wm_hf_config *parent, wm_error *err) {
     wm_status s;
     a->cfg = c;
     a->random = st == NULL;
@@ -402,8 +404,8 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
     }
     if (pat_of(sch, WM_M_G_PROJ)) {
         int64_t pd;
-        if ((s = key_int(c, "projection_dim", 512, 1, 1 << 16, &pd, err))) return s;
-        if (force_proj || has_mod(a, sch, st, WM_M_G_PROJ, "WithProjection")) a->proj = pd;
+        if ((s = key_int(parent ? parent : c, "projection_dim", 512, 1, 1 << 16, &pd, err))) return s;
+        if (parent || has_mod(a, sch, st, WM_M_G_PROJ, "WithProjection")) a->proj = pd;
     }
     if ((s = fill_all(a, f, sch, st, qkv_bias, err))) return s;
     a->qkv_bias = wm_arch_mod(a, 0, WM_M_L_Q)->has_bias || wm_arch_mod(a, 0, WM_M_L_QKV)->has_bias;
@@ -443,7 +445,7 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
     const wm_vis_family *f = wm_vis_find(c->model_type);
     wm_status s;
     if (f->graph != WM_GRAPH_DUAL) {
-        if ((s = resolve_tower(a, f, c, st, task, 0, err))) return s;
+        if ((s = resolve_tower(a, f, c, st, task, NULL, err))) return s;
     } else {
         a->cfg = c;
         a->random = st == NULL;
@@ -458,7 +460,7 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
             if (!(a->tower[t] = calloc(1, sizeof *a->tower[t]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
             const wm_vis_family *tf = wm_vis_find(f->towers[t]);
             int tt = t ? WM_TASK_IMAGE_FEATURE_EXTRACTION : WM_TASK_FEATURE_EXTRACTION;
-            if ((s = resolve_tower(a->tower[t], tf, a->tower_cfg[t], st, tt, 1, err))) return s;
+            if ((s = resolve_tower(a->tower[t], tf, a->tower_cfg[t], st, tt, c, err))) return s;
             arch_count_params(a->tower[t]); /* the two-tower total (and its external-data decision) adds them */
         }
         int64_t pd = wm_vis_embed_dim(a->tower[0]), vd = wm_vis_embed_dim(a->tower[1]);
@@ -493,7 +495,7 @@ wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, i
     wm_status s = sub_config(a, c, keys[t], f->towers[t], t, err);
     if (s) return s;
     const wm_vis_family *tf = wm_vis_find(f->towers[t]);
-    if ((s = resolve_tower(a, tf, a->tower_cfg[t], st, task, 1, err))) return s;
+    if ((s = resolve_tower(a, tf, a->tower_cfg[t], st, task, c, err))) return s;
     snprintf(a->inference_class, sizeof a->inference_class, "%sModelWithProjection", tf->class_stem);
     a->tower_of = t + 1;
     if (st && (s = arch_check_unused(a, st, err))) return s;

@@ -39,8 +39,10 @@ def _specs():
         "dinov2_reg_model": (T.Dinov2WithRegistersConfig, T.Dinov2WithRegistersModel,
                              dict(DINO, num_register_tokens=3, use_swiglu_ffn=True), "image"),
         # eos_token_id 2: transformers pools CLIP text at the highest id (the configs from before its fix)
+        # the towers' own projection_dim (24) is not CLIPModel's (20): the top-level one sizes the projections, as
+        # in laion/CLIP-ViT-H-14's config (1024 there, 512 in the sub-configs)
         "clip": (T.CLIPConfig, T.CLIPModel, dict(text_config=dict(CLIP_T, eos_token_id=2), vision_config=CLIP_V,
-                                                 projection_dim=24), "both"),
+                                                 projection_dim=20), "both"),
         # any other eos_token_id: pooled at its first occurrence
         "clip_text": (T.CLIPTextConfig, T.CLIPTextModelWithProjection, dict(CLIP_T, eos_token_id=98), "text"),
         "clip_vision": (T.CLIPVisionConfig, T.CLIPVisionModel, CLIP_V, "image"),
