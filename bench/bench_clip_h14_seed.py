@@ -36,16 +36,6 @@ def config():
     return T.CLIPConfig(text_config=text, vision_config=vision, projection_dim=1024)
 
 
-def sqnr(ref, got):
-    noise = np.sum((ref.astype(np.float64) - got) ** 2)
-    return float("inf") if noise == 0 else 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / noise)
-
-
-def cosine(a, b):
-    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default="/tmp/clip_h14_seed")
@@ -78,6 +68,7 @@ def main():
     del model, o
     feeds = {"input_ids": ids, "attention_mask": mask, "pixel_values": px}
     from engine_util import engine_run, ort_run
+    from opt_models import compare, sqnr_db
     rows = []
     for prec in ["fp32"] + (["fp16"] if a.fp16 else []):
         out = os.path.join(a.work, f"build_{prec}")
@@ -104,9 +95,8 @@ def main():
                "perf_p50_ms": pj["latency_ms"]["p50"]}
         for who, got in (("onnxruntime", got_ort), ("winml", got_eng)):
             for k, v in ref.items():
-                row[f"{who} {k}"] = {"cosine": round(cosine(v, got[k]), 7),
-                                     "max_abs_diff": float(np.abs(v - got[k]).max()),
-                                     "sqnr_db": round(sqnr(v, got[k]), 1)}
+                worst, cos = compare([v], [got[k]])
+                row[f"{who} {k}"] = {"cosine": round(cos, 7), "max_abs_diff": worst, "sqnr_db": round(sqnr_db(v, got[k]), 1)}
         rows.append(row)
         print(json.dumps(row, indent=1), flush=True)
     print(f"peak RSS of this script: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GB")

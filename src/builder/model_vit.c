@@ -159,42 +159,9 @@ static int aa_axis(const float *src, int64_t n_in, float *dst, int64_t n_out, in
     return 0;
 }
 
-/*
- * The checkpoint's position table [extra + n*n, H] with its patch grid (side n = a->pos_side) resized to the
- * graph's side, as transformers' interpolate_pos_encoding: torch.nn.functional.interpolate(mode="bicubic",
- * align_corners=False) in float32 (source index scale * (i + 0.5) - 0.5, taps clamped to the border), or its
- * antialiased form where the family says so (aa_axis); the leading CLS / distillation rows as they are.
- */
-static const char *interp_positions(wm_gb *b, const wm_arch *a, const wm_module *m) {
-    int64_t n = a->pos_side, side = a->image / a->patch, extra = m->out - n * n, H = a->H;
-    float *src = malloc((size_t)m->out * (size_t)H * sizeof *src),
-          *dst = malloc((size_t)a->n_pos * (size_t)H * sizeof *dst);
-    const char *out = "<error>";
-    if (!src || !dst || extra < 0 || extra != a->n_pos - side * side) {
-        b->st = extra < 0 || extra != a->n_pos - side * side
-                    ? wm_err(b->err, WM_ERR_INPUT, "position table '%s': %lld rows is not %lld patches + %lld", m->w,
-                             (long long)m->out, (long long)(n * n), (long long)(a->n_pos - side * side))
-                    : wm_err(b->err, WM_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    wm_st_read_f32(m->wt, src);
-    memcpy(dst, src, (size_t)(extra * H) * sizeof *dst);
-    if (a->pos_antialias) { /* width first, then height, as torch's separable kernel */
-        float *tmp = malloc((size_t)(n * side * H) * sizeof *tmp);
-        if (!tmp) {
-            b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        int bad = 0;
-        for (int64_t y = 0; y < n; y++) bad |= aa_axis(src + (extra + y * n) * H, n, tmp + y * side * H, side, H, H);
-        bad |= aa_axis(tmp, n, dst + extra * H, side, side * H, side * H);
-        free(tmp);
-        if (bad) {
-            b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        goto made;
-    }
+/* The n x n grid src of H-vectors resized to side x side into dst by torch's bicubic (align_corners=False, source
+   index scale * (i + 0.5) - 0.5, taps clamped to the border), in float32. */
+static void bicubic_grid(const float *src, int64_t n, float *dst, int64_t side, int64_t H) {
     const float scale = (float)n / (float)side;
     for (int64_t oy = 0; oy < side; oy++) {
         float ry = scale * ((float)oy + 0.5f) - 0.5f, wy[4];
@@ -210,9 +177,9 @@ static const char *interp_positions(wm_gb *b, const wm_arch *a, const wm_module 
                     int64_t yy = iy - 1 + j, xx = ix - 1 + i;
                     yy = yy < 0 ? 0 : yy >= n ? n - 1 : yy;
                     xx = xx < 0 ? 0 : xx >= n ? n - 1 : xx;
-                    row[j][i] = src + (extra + yy * n + xx) * H;
+                    row[j][i] = src + (yy * n + xx) * H;
                 }
-            float *o = dst + (extra + oy * side + ox) * H;
+            float *o = dst + (oy * side + ox) * H;
             for (int64_t h = 0; h < H; h++) {
                 float v[4];
                 for (int j = 0; j < 4; j++)
@@ -221,10 +188,44 @@ static const char *interp_positions(wm_gb *b, const wm_arch *a, const wm_module 
             }
         }
     }
-made:;
+}
+
+/* The same with antialias (torch's antialias=True): width first, then height, as its separable kernel; -1 when
+   out of memory. */
+static int aa_grid(const float *src, int64_t n, float *dst, int64_t side, int64_t H) {
+    float *tmp = malloc((size_t)(n * side * H) * sizeof *tmp);
+    int bad = !tmp;
+    for (int64_t y = 0; !bad && y < n; y++) bad |= aa_axis(src + y * n * H, n, tmp + y * side * H, side, H, H);
+    if (!bad) bad |= aa_axis(tmp, n, dst, side, side * H, side * H);
+    free(tmp);
+    return bad ? -1 : 0;
+}
+
+/*
+ * The checkpoint's position table [extra + n*n, H] with its patch grid (side n = a->pos_side) resized to the
+ * graph's side, as transformers' interpolate_pos_encoding: bicubic_grid, or aa_grid where the family says so; the
+ * leading CLS / distillation rows as they are.
+ */
+static const char *interp_positions(wm_gb *b, const wm_arch *a, const wm_module *m) {
+    int64_t n = a->pos_side, side = a->image / a->patch, extra = m->out - n * n, H = a->H;
+    if (extra < 0 || extra != a->n_pos - side * side) {
+        b->st = wm_err(b->err, WM_ERR_INPUT, "position table '%s': %lld rows is not %lld patches + %lld", m->w,
+                       (long long)m->out, (long long)(n * n), (long long)(a->n_pos - side * side));
+        return "<error>";
+    }
+    float *src = malloc((size_t)m->out * (size_t)H * sizeof *src),
+          *dst = malloc((size_t)a->n_pos * (size_t)H * sizeof *dst);
+    const char *out = "<error>";
+    int bad = !src || !dst;
+    if (!bad) {
+        wm_st_read_f32(m->wt, src);
+        memcpy(dst, src, (size_t)(extra * H) * sizeof *dst);
+        if (a->pos_antialias) bad = aa_grid(src + extra * H, n, dst + extra * H, side, H);
+        else bicubic_grid(src + extra * H, n, dst + extra * H, side, H);
+    }
     int64_t pd[3] = {1, a->n_pos, H};
-    out = gb_weight_vals(b, ".weight", dst, pd, 3);
-done:
+    if (bad) b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+    else out = gb_weight_vals(b, ".weight", dst, pd, 3);
     free(src);
     free(dst);
     return out;

@@ -473,14 +473,7 @@ def _ragged_rows(path):
     """A Q8_0 matrix whose rows (40 elements, patched into its dims) are not whole 32-element blocks: the carried
     build's blocks could not map onto MatMulNBits blocks of the row."""
     import struct
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(1)
-    w.add_embedding_length(32)
-    w.add_head_count(2)
-    w.add_context_length(64)
-    w.add_feed_forward_length(32)
-    w.add_vocab_size(4)
-    w.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
+    w = _tiny_writer(path)
     w.add_tensor("blk.0.attn_q.weight", np.zeros((2, 34), np.uint8), raw_dtype=T.Q8_0)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -493,7 +486,8 @@ def _ragged_rows(path):
     path.write_bytes(bytes(b))
 
 
-def _tiny(path, arch="llama", bad_type=None):
+def _tiny_writer(path, arch="llama"):
+    """A one-layer GGUF writer with its metadata and a 4 x 32 token table; the caller adds tensors and writes."""
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(1)
     w.add_embedding_length(32)
@@ -502,6 +496,11 @@ def _tiny(path, arch="llama", bad_type=None):
     w.add_feed_forward_length(32)
     w.add_vocab_size(4)
     w.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
+    return w
+
+
+def _tiny(path, arch="llama", bad_type=None):
+    w = _tiny_writer(path, arch)
     if bad_type is not None:
         w.add_tensor("blk.0.attn_q.weight", np.zeros((32, 18), np.uint8), raw_dtype=bad_type)
     w.write_header_to_file()
