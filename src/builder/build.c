@@ -191,6 +191,7 @@ typedef struct build_ctx {
     int stage_slot;           /* its slot in the signal-cleanup registry */
     int replace;              /* -o existed (a build of ours, checked) when the build started */
     int to_file;              /* export -o NAME.onnx: the model file (+ NAME.onnx.data) instead of a folder */
+    int reused;               /* -o is a build of ours with this build's cache_key: kept as it is */
     char model_name[256];     /* the model's file name in the stage folder: "model.onnx", or NAME.onnx */
     wm_lockfile lock;
     char made[WM_BUILD_MAX_PARENTS][PATH_MAX]; /* folders above -o this build created */
@@ -584,11 +585,56 @@ static void carried_json(const wm_quant_report *q, wm_json *j) {
     wm_json_obj_end(j);
 }
 
+/* qsort of names */
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/*
+ * The checkpoint's files as they are now, into h: name, size and modification time of each regular file
+ * (links followed, as a hub cache's are) at the top of the folder -m names (of the folder holding -m when it
+ * names a file: a GGUF and its split parts), in name order. A checkpoint changed in place changes the key.
+ */
+static void hash_checkpoint_files(const build_ctx *b, wm_sha256 *h) {
+    char dir[PATH_MAX];
+    struct stat st;
+    if (stat(b->o->model, &st) == 0 && S_ISREG(st.st_mode)) wm_path_dirname(b->o->model, dir, sizeof dir);
+    else snprintf(dir, sizeof dir, "%s", stat(b->o->model, &st) == 0 ? b->o->model : b->ck.dir);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 100000) {
+        if (de->d_name[0] == '.') continue;
+        if (n == cap) {
+            char **nn = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *nn);
+            if (!nn) break;
+            names = nn;
+        }
+        if (!(names[n] = strdup(de->d_name))) break;
+        n++;
+    }
+    closedir(d);
+    if (n) qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; i < n; i++) {
+        char p[PATH_MAX + 300], line[600];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+            int k = snprintf(line, sizeof line, "%s|%lld|%lld.%09ld\n", names[i], (long long)st.st_size,
+                             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+            wm_sha256_update(h, line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
 /*
  * The build's identity as the reference's manifest has it: config_hash = the first 16 hex digits of the
  * sha256 of the resolved recipe (winml_build_config.json as written), cache_key = "<task>_<inputs>_<config_hash>"
- * where inputs hashes what else decides the artifacts (the model path, random weights and their seed), so that
- * the text after the last '_' is config_hash, as there.
+ * where inputs hashes what else decides the artifacts (the model spec and its files' names, sizes and times,
+ * random weights and their seed, export or build, the external-data threshold, --analyze, this winml's
+ * version), so that the text after the last '_' is config_hash, as there. An existing -o with the same key is
+ * reused (wm_build).
  */
 static void build_keys(const build_ctx *b, char cache_key[160], char config_hash[17]) {
     wm_json rj;
@@ -601,11 +647,14 @@ static void build_keys(const build_ctx *b, char cache_key[160], char config_hash
     wm_sha256_hex(&h, hex);
     wm_json_free(&rj);
     snprintf(config_hash, 17, "%.16s", hex);
-    char seed[48];
-    snprintf(seed, sizeof seed, "|%d|%llu", b->o->random, (unsigned long long)b->o->seed);
+    char opts[PATH_MAX + 200];
+    snprintf(opts, sizeof opts, "|%d|%llu|%d|%d|%llu|%s|%s|", b->o->random, (unsigned long long)b->o->seed,
+             b->o->export_only, b->to_file, (unsigned long long)b->o->external_threshold,
+             b->o->analyze_rules ? b->o->analyze_rules : "", WM_VERSION_STRING);
     wm_sha256_init(&h);
     wm_sha256_update(&h, b->o->model, strlen(b->o->model));
-    wm_sha256_update(&h, seed, strlen(seed));
+    wm_sha256_update(&h, opts, strlen(opts));
+    hash_checkpoint_files(b, &h);
     wm_sha256_hex(&h, in);
     snprintf(cache_key, 160, "%s_%.8s_%s", wm_task_name(b->arch.task), in, config_hash);
 }
@@ -956,6 +1005,40 @@ static wm_status check_ours(const char *dir, wm_error *err) {
     return s;
 }
 
+/*
+ * -o is a folder and --rebuild was not given: kept as it is when it is a build of ours as it was written
+ * (check_ours) whose manifest has this build's cache_key - the reference's build cache: b->reused is set and
+ * summary receives that manifest with "reused": true. Any other folder is refused, naming why.
+ */
+static wm_status try_reuse(build_ctx *b, wm_json *summary) {
+    wm_status s = check_ours(b->out, b->err);
+    if (s) return s;
+    char p[PATH_MAX + 64], key[160], hash[17];
+    snprintf(p, sizeof p, "%s/build_manifest.json", b->out);
+    wm_map mp;
+    if ((s = wm_map_file(p, 1, &mp, b->err))) return s;
+    cJSON *man = mp.size < (64u << 20) ? cJSON_ParseWithLength((const char *)mp.data, mp.size) : NULL;
+    wm_unmap(&mp);
+    build_keys(b, key, hash);
+    const cJSON *have = cJSON_GetObjectItemCaseSensitive(man, "cache_key");
+    if (!cJSON_IsObject(man) || !cJSON_IsString(have) || strcmp(have->valuestring, key)) {
+        s = wm_err(b->err, WM_ERR_USAGE, "%s: already exists, built from %s (its cache_key %s, this build's %s): use "
+                   "--rebuild or --overwrite to replace it", b->out,
+                   cJSON_IsString(have) ? "another recipe or other inputs" : "an older winml (no cache_key)",
+                   cJSON_IsString(have) ? have->valuestring : "none", key);
+        cJSON_Delete(man);
+        return s;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(man, "reused");
+    char *text = cJSON_AddTrueToObject(man, "reused") ? cJSON_PrintUnformatted(man) : NULL;
+    cJSON_Delete(man);
+    if (!text) return wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+    wm_json_raw(summary, NULL, text);
+    free(text);
+    b->reused = 1;
+    return WM_OK;
+}
+
 /* Creates the missing folders above -o (as `mkdir -p`), remembering them so that a failed build removes them. */
 static wm_status make_parents(build_ctx *b, const char *parent) {
     char p[PATH_MAX];
@@ -1188,6 +1271,11 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     }
     if (!s) s = prepare(b);
     if (!s && o->analyze_rules) s = analysis_target(b);
+    if (!s && !o->rebuild && !b->to_file) { /* an existing folder: the same build is reused (try_reuse) */
+        struct stat st;
+        if (lstat(b->out, &st) == 0 && S_ISDIR(st.st_mode)) s = try_reuse(b, summary);
+    }
+    if (b->reused) goto done;
     if (!s) s = make_stage(b);
     int total = o->export_only ? 1 : 4;
     if (!s) s = run_stage(b, "export", stage_export, 1, total);
@@ -1208,6 +1296,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
         }
     }
     if (!s) s = commit(b);
+done:
     wm_tmp_discard(b->stage_dir, &b->stage_slot);
     wm_unlock_output(&b->lock); /* before the parents: the lock file lies in the last of them */
     if (s) remove_parents(b);

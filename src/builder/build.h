@@ -11,8 +11,10 @@
  *
  * The output folder is assembled under a sibling temporary name and renamed
  * into place at the end (the commit point), so a failure leaves no half
- * artifact; an existing folder is refused unless rebuild is set (and is
- * only replaced when it holds a previous winml build).
+ * artifact. An existing folder that a winml build wrote with this build's
+ * cache_key (recipe, checkpoint files, seed, version) is reused as it is;
+ * any other is refused unless rebuild is set (and is only replaced when it
+ * holds a previous winml build).
  */
 #ifndef WM_BUILDER_BUILD_H
 #define WM_BUILDER_BUILD_H

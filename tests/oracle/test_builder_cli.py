@@ -184,7 +184,27 @@ def test_existing_folder_and_rebuild(tiny_ckpt, winml_asan, tmp_path):
     out = tmp_path / "out"
     args = [winml_asan, "build", "-m", tiny_ckpt, "-o", str(out), "-q"]
     assert U.run(args).returncode == 0
-    U.assert_clean_error(U.run(args), "winml build", "already exists", "--rebuild")
+    # the same build again: the folder is reused as it is (the reference's build cache, by cache_key)
+    before = {f: os.stat(out / f).st_mtime_ns for f in os.listdir(out)}
+    r = U.run(args + ["-f", "json"])
+    assert r.returncode == 0 and not U.crashed(r), U.describe(r)
+    man = json.loads(r.stdout)
+    assert man["reused"] is True and man["cache_key"] == json.load(open(out / "build_manifest.json"))["cache_key"]
+    assert {f: os.stat(out / f).st_mtime_ns for f in os.listdir(out)} == before
+    # another recipe (here the precision), or a checkpoint changed since: refused without --rebuild
+    U.assert_clean_error(U.run(args + ["-p", "fp16"]), "winml build", "already exists", "cache_key", "--rebuild")
+    cfg = os.path.join(tiny_ckpt, "config.json")
+    st = os.stat(cfg)
+    os.utime(cfg, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    try:
+        U.assert_clean_error(U.run(args), "winml build", "already exists", "--rebuild")
+    finally:
+        os.utime(cfg, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # a build folder tampered with is not reused: it is refused, naming the file
+    kept = (out / "model.onnx").read_bytes()
+    (out / "model.onnx").write_bytes(kept + b"x")
+    U.assert_clean_error(U.run(args), "winml build", "model.onnx", "changed since")
+    (out / "model.onnx").write_bytes(kept)
     r = U.run(args + ["--rebuild"])
     assert r.returncode == 0 and not U.crashed(r), U.describe(r)
     other = tmp_path / "not_a_build"

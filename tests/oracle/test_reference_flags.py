@@ -112,7 +112,7 @@ def test_build_output_dir_overwrite_and_parents(winml, ckpt, tmp_path):
     assert rec["compile"]["ep_config"] == {"provider": "cpu", "device": "cpu"}
     assert os.path.isfile(out / "model.onnx")
     # an existing build is kept without --overwrite, replaced with it (the reference's name of --rebuild)
-    U.assert_clean_error(U.run(args), "winml build", "already exists", "--overwrite")
+    U.assert_clean_error(U.run(args + ["-p", "fp16"]), "winml build", "already exists", "--overwrite")
     r = U.run(args + ["--overwrite"])
     assert r.returncode == 0, U.describe(r)
     assert json.load(open(out / "build_manifest.json"))["timestamp"] >= man["timestamp"]
