@@ -24,7 +24,9 @@ static void help(void) {
            "then fp16 for the rest; any other pair of -p is refused (exit 2) naming both.\n"
            "Without -o the output is IN_quantized.onnx beside the input (the reference's default); an existing\n"
            "file there (or at -o) is replaced only when winml wrote it, or with --overwrite.\n"
-           "  -p fp16          weights and compute in float16 (--keep-io-types, --op-block-list A,B)\n"
+           "  -p fp16          weights and compute in float16; float32 model inputs and outputs stay float32\n"
+           "                   (the reference's fp16_keep_io_types default; --fp16-io makes them float16),\n"
+           "                   --op-block-list A,B keeps those op types in float32\n"
            "  -p int8          dynamic: DynamicQuantizeLinear + MatMulInteger, int8 weights\n"
            "  -p int8-static   QDQ: uint8 activations from calibrated ranges, int8 weights\n"
            "  -p w8a16         QDQ with uint16 activations (NPUs)\n"
@@ -98,7 +100,7 @@ static uint64_t model_bytes(const wm_onnx_model *m) {
 
 enum {
     O_BLOCK = 256, O_SYM, O_ASYM, O_PERCH, O_WTYPE, O_ATYPE, O_RANGES, O_CALIB, O_METHOD, O_PCT, O_SAMPLES,
-    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_NOREDUCE, O_W8, O_W8L, O_HALF, O_OVERWRITE, O_SEARCH
+    O_OPTYPES, O_EXCLUDE, O_INT8, O_ACC, O_STREAM, O_KEEPIO, O_FP16IO, O_BLOCKLIST, O_BITS, O_REPORT, O_REDUCE, O_NOREDUCE, O_W8, O_W8L, O_HALF, O_OVERWRITE, O_SEARCH
 };
 
 int wm_cmd_quantize(int argc, char **argv) {
@@ -115,7 +117,7 @@ int wm_cmd_quantize(int argc, char **argv) {
         {"op-types", required_argument, 0, O_OPTYPES}, {"exclude", required_argument, 0, O_EXCLUDE},
         {"int8-nodes", required_argument, 0, O_INT8},
         {"int8-weights", required_argument, 0, O_W8}, {"int8-layer-weights", required_argument, 0, O_W8L}, {"accuracy-level", required_argument, 0, O_ACC},
-        {"stream", required_argument, 0, O_STREAM},   {"keep-io-types", no_argument, 0, O_KEEPIO},
+        {"stream", required_argument, 0, O_STREAM},   {"keep-io-types", no_argument, 0, O_KEEPIO}, {"fp16-io", no_argument, 0, O_FP16IO},
         {"op-block-list", required_argument, 0, O_BLOCKLIST}, {"bits", required_argument, 0, O_BITS},
         {"report", required_argument, 0, O_REPORT},   {"reduce-range", no_argument, 0, O_REDUCE},
         {"no-reduce-range", no_argument, 0, O_NOREDUCE},
@@ -123,7 +125,7 @@ int wm_cmd_quantize(int argc, char **argv) {
         {0, 0, 0, 0}};
     const char *prec = NULL, *prec2 = NULL, *ranges_path = NULL, *calib_dir = NULL, *report = NULL, *stream = "auto";
     const char *method = "minmax";
-    int sym = -1, perch = 0, keep_io = 0, bits = 4, samples = 0, reduce = -1;
+    int sym = -1, perch = 0, keep_io = 1, bits = 4, samples = 0, reduce = -1;
     double pct = 99.999;
     int64_t block = 32, acc = 0;
     int half = 0, overwrite = 0, search = 0;
@@ -166,6 +168,7 @@ int wm_cmd_quantize(int argc, char **argv) {
         case O_REDUCE: reduce = 1; break;
         case O_NOREDUCE: reduce = 0; break;
         case O_KEEPIO: keep_io = 1; break;
+        case O_FP16IO: keep_io = 0; break;
         case O_WTYPE:
         case O_ATYPE: {
             int32_t dt = dtype_arg(optarg);

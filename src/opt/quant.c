@@ -21,6 +21,7 @@ void wm_quant_config_default(wm_quant_config *c, wm_quant_mode mode) {
     c->bits = 4;
     c->block_size = 32;
     c->reduce_range = -1; /* where integer kernels read the weights: see wm_quant_config.reduce_range */
+    c->keep_io_types = 1; /* fp16: float32 graph inputs/outputs stay float32 (the reference's fp16_keep_io_types) */
 }
 
 static const struct {
