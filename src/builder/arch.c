@@ -27,6 +27,11 @@ static const char *const task_names[WM_TASK_COUNT] = {
 
 const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_names[t] : "unknown"; }
 
+int wm_task_is_image(int t) {
+    return t == WM_TASK_IMAGE_CLASSIFICATION || t == WM_TASK_IMAGE_FEATURE_EXTRACTION ||
+           t == WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION;
+}
+
 int wm_task_from_name(const char *s) {
     for (int t = 0; s && t < WM_TASK_COUNT; t++)
         if (!strcmp(s, task_names[t])) return t;
@@ -105,8 +110,7 @@ int wm_arch_family_serves(const char *model_type, int task) {
     int kind = wm_arch_family_kind(model_type);
     if (kind < 0) return 0;
     if (kind == WM_DECODER) return task == WM_TASK_TEXT_GENERATION;
-    return task != WM_TASK_TEXT_GENERATION && task != WM_TASK_IMAGE_CLASSIFICATION &&
-           task != WM_TASK_IMAGE_FEATURE_EXTRACTION && task != WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION;
+    return task >= 0 && task < WM_TASK_COUNT && task != WM_TASK_TEXT_GENERATION && !wm_task_is_image(task);
 }
 
 const char *wm_arch_tower_parent(const char *model_type) {
@@ -730,6 +734,7 @@ size_t wm_arch_tasks(const wm_arch *a, int *out) {
     const wm_family *f = a->fam;
     for (int t = 0; t < WM_TASK_COUNT; t++) {
         if (a->kind == WM_DECODER ? t != WM_TASK_TEXT_GENERATION : t == WM_TASK_TEXT_GENERATION) continue;
+        if (wm_task_is_image(t)) continue; /* a text graph: its image tasks come from the vision tables */
         if (t == WM_TASK_TEXT_CLASSIFICATION && f->cls_head < 0) continue;
         if (t == WM_TASK_FILL_MASK && (f->mlm_head == WM_MLM_NONE || !a->tied || a->E != a->H)) continue;
         out[n++] = t;

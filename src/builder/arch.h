@@ -43,6 +43,8 @@ typedef enum wm_task {
 } wm_task;
 
 const char *wm_task_name(int task);
+/* 1 for the tasks whose input is an image (pixel_values). */
+int wm_task_is_image(int task);
 /* -1 when unknown. */
 int wm_task_from_name(const char *s);
 

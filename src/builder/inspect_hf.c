@@ -39,6 +39,23 @@ static void ids_json(wm_json *j, const char *key, const wm_hf_ids *ids) {
     wm_json_arr_end(j);
 }
 
+/* "tasks": the tasks the checkpoint serves; "task_groups": for each, the reference's task names it serves
+ * (feature-extraction: sentence-similarity, pooled; text-classification: zero-shot-classification, text-ranking). */
+static void tasks_json(wm_json *j, const int *tasks, size_t nt) {
+    wm_json_arr(j, "tasks");
+    for (size_t i = 0; i < nt; i++) wm_json_str(j, NULL, wm_task_name(tasks[i]));
+    wm_json_arr_end(j);
+    wm_json_obj(j, "task_groups");
+    for (size_t i = 0; i < nt; i++) {
+        const char *names[16];
+        size_t nn = wm_recipe_task_names_for(tasks[i], names, 16);
+        wm_json_arr(j, wm_task_name(tasks[i]));
+        for (size_t k = 0; k < nn; k++) wm_json_str(j, NULL, names[k]);
+        wm_json_arr_end(j);
+    }
+    wm_json_obj_end(j);
+}
+
 /* Writes the keys of a checkpoint's description into the open object j (everything but "format" / "path"). */
 wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_json *j, wm_error *err) {
     wm_arch a;
@@ -61,9 +78,7 @@ wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     wm_json_str(j, "family", a.graph != WM_GRAPH_TEXT ? graphs[a.graph] : a.kind == WM_DECODER ? "decoder" : "encoder");
     wm_json_str(j, "naming_scheme", a.scheme);
     wm_json_str(j, "tensor_prefix", a.prefix);
-    wm_json_arr(j, "tasks");
-    for (size_t i = 0; i < nt; i++) wm_json_str(j, NULL, wm_task_name(tasks[i]));
-    wm_json_arr_end(j);
+    tasks_json(j, tasks, nt);
     wm_arch_features_json(&a, j, "features");
     wm_json_obj(j, "sizes");
     wm_json_int(j, "vocab_size", a.V);
@@ -158,9 +173,7 @@ wm_status wm_hf_list_tasks(const wm_hf_checkpoint *ck, const wm_st_file *st, int
     wm_json_str(j, "format", format);
     wm_json_str(j, "model_type", a.model_type);
     wm_json_str(j, "default_task", wm_task_name(a.task));
-    wm_json_arr(j, "tasks");
-    for (size_t i = 0; i < nt; i++) wm_json_str(j, NULL, wm_task_name(tasks[i]));
-    wm_json_arr_end(j);
+    tasks_json(j, tasks, nt);
     wm_json_obj_end(j);
     wm_arch_free(&a);
     return WM_OK;

@@ -171,6 +171,9 @@ size_t wm_recipe_optim_passes(const char *flag, const char **out, size_t cap, co
  * builder does not serve, -2 when no such task is known. *pooling (may be NULL) gets the pooling it implies.
  */
 int wm_recipe_task_served(const char *name, wm_pooling *pooling);
+/* The reference's task names that task serves (its own name first), in out[cap] (static strings); returns how
+ * many. */
+size_t wm_recipe_task_names_for(int task, const char **out, size_t cap);
 /*
  * The precision a recipe's file name states in the reference's layout (<task>_<precision>_config[_<part>].json):
  * "fp32", "fp16", "w8a8", "w8a16", "int8", "int4", or NULL. Informational: the quant section decides.

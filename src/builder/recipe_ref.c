@@ -61,6 +61,14 @@ int wm_recipe_task_served(const char *name, wm_pooling *pooling) {
     return -2;
 }
 
+size_t wm_recipe_task_names_for(int task, const char **out, size_t cap) {
+    size_t n = 0;
+    if (n < cap && task >= 0) out[n++] = wm_task_name(task);
+    for (size_t i = 0; i < N_TASKS && n < cap; i++)
+        if (ref_tasks[i].served == task && strcmp(ref_tasks[i].name, wm_task_name(task))) out[n++] = ref_tasks[i].name;
+    return n;
+}
+
 const char *wm_recipe_served_tasks(void) {
     return "text-generation, text-classification, feature-extraction, token-classification, question-answering, "
            "fill-mask, sentence-similarity, zero-shot-classification, text-ranking, image-classification, "

@@ -455,3 +455,20 @@ def test_truncated_safetensors(ckpt, winml_asan, tmp_path):
     r = U.run([winml_asan, "build", "-m", ckpt, "-o", str(tmp_path / "o")])
     U.assert_clean_error(r, "winml build", "model.safetensors")
     assert not os.path.exists(tmp_path / "o")
+
+
+@pytest.mark.parametrize("name", ["cross-encoder/mmarco-mMiniLMv2-L12-H384-v1", "openai-community/gpt2"])
+def test_list_tasks_groups(name, seeds, winml):
+    """--list-tasks: the tasks the checkpoint's family serves (an encoder lists no image task, a decoder only
+    text-generation), and for each, the reference's task names it serves (task_groups)."""
+    r = U.run([winml, "inspect", "-m", seeds[name], "--list-tasks", "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    j = json.loads(r.stdout)
+    if j["model_type"] == "gpt2":
+        assert j["tasks"] == ["text-generation"] and j["task_groups"] == {"text-generation": ["text-generation"]}
+        return
+    assert not [t for t in j["tasks"] if t.startswith("image") or "image" in t], j["tasks"]
+    assert j["task_groups"]["feature-extraction"] == ["feature-extraction", "sentence-similarity"]
+    assert j["task_groups"]["text-classification"] == ["text-classification", "zero-shot-classification",
+                                                       "text-ranking"]
+    assert set(j["task_groups"]) == set(j["tasks"])
