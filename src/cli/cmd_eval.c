@@ -42,8 +42,10 @@ static void help(void) {
            "missed. --per-layer compares every intermediate value the two graphs share by name (first sample)\n"
            "and names the first one whose SQNR falls below --layer-threshold (default 30 dB).\n"
            "\n"
-           "winml eval --mode task -m BUILD_DIR --dataset FILE [--task TASK] [--samples N] [--max-line-bytes SIZE]\n"
+           "winml eval --mode task|onnx -m BUILD_DIR --dataset FILE [--task TASK] [--samples N] [--max-line-bytes SIZE]\n"
            "                  [column flags]\n"
+           "  (onnx is the reference's name of this mode; without --mode, --dataset selects it and a reference\n"
+           "  flag selects compare)\n"
            "  text-classification (accuracy, F1; GLUE TSV, JSONL or CSV with text [+ pair] and label columns),\n"
            "  text-ranking (MRR@10, nDCG@10 from query / passage / label rows, grouped by query),\n"
            "  feature-extraction (Spearman of the embeddings' cosine against sentence1 / sentence2 / score),\n"
@@ -147,7 +149,7 @@ int wm_cmd_eval(int argc, char **argv) {
         WM_CLI_LIMITS_LONG, {0, 0, 0, 0}};
     wm_task_opts to = {0};
     wm_session_opts so = {0};
-    const char *mode = "compare", *ref = NULL, *refout = NULL, *model_id = NULL;
+    const char *mode = NULL, *ref = NULL, *refout = NULL, *model_id = NULL;
     long samples = 100, seed = 0, batch = 1, seq = 32, threads = 0;
     int per_layer = 0;
     double layer_thr = 30;
@@ -227,6 +229,9 @@ int wm_cmd_eval(int argc, char **argv) {
         }
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
+    /* --mode onnx is the reference's name of dataset evaluation; without --mode, --dataset asks for it */
+    if (!mode) mode = to.dataset ? "task" : "compare";
+    if (!strcmp(mode, "onnx")) mode = "task";
     if (!strcmp(mode, "task")) {
         if (!c.model || !to.dataset) return wm_cli_usage_error(&c, "--mode task needs -m BUILD_DIR and --dataset FILE|DIR");
         to.samples = samples; /* the reference's default: 100 */
@@ -249,7 +254,7 @@ int wm_cmd_eval(int argc, char **argv) {
         for (size_t i = 0; i < n_dims; i++) free((char *)dims[i].name);
         return trc;
     }
-    if (strcmp(mode, "compare")) return wm_cli_usage_error(&c, "--mode: '%s' is not compare or task", mode);
+    if (strcmp(mode, "compare")) return wm_cli_usage_error(&c, "--mode: '%s' is not compare, task or onnx", mode);
     if (!c.model) return wm_cli_usage_error(&c, "-m CANDIDATE.onnx is required");
     if (!!ref + !!refout + !!model_id != 1)
         return wm_cli_usage_error(&c, "give exactly one of --reference REF.onnx, --reference-outputs FILE or --model-id CHECKPOINT");

@@ -21,8 +21,8 @@ SENTS = PASSAGES + ["A quick brown fox.", "Tea is brewed from leaves.", "Rain fe
                     "Whales sing long songs.", "Prices of energy rose sharply.", "The fox was quick and brown."]
 
 
-def evaluate(winml, build, dataset, *args):
-    r = subprocess.run([winml, "eval", "--mode", "task", "-m", build, "--dataset", dataset, *args, "-f", "json"],
+def evaluate(winml, build, dataset, *args, mode=("--mode", "task")):
+    r = subprocess.run([winml, "eval", *mode, "-m", build, "--dataset", dataset, *args, "-f", "json"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)["metrics"]
@@ -48,6 +48,8 @@ def test_classification_tsv(winml, bert_vocab, tmp_path):
     assert got["samples"] == len(rows)
     assert got["accuracy"] == pytest.approx(accuracy_score(gold, pred))
     assert got["f1"] == pytest.approx(f1_score(gold, pred))
+    # the reference's name of this mode (its default: without --mode, --dataset selects it)
+    assert evaluate(winml, b, f, mode=("--mode", "onnx")) == got and evaluate(winml, b, f, mode=()) == got
 
 
 def ndcg_ref(s, rel, k):
