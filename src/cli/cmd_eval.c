@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "builder/build.h"
 #include "cli/cli.h"
@@ -28,7 +29,7 @@
 #include "winml/runtime.h"
 
 static void help(void) {
-    printf("usage: winml eval --mode compare -m CANDIDATE.onnx (--reference REF.onnx | --reference-outputs FILE.safetensors |\n"
+    printf("usage: winml eval --mode compare -m CANDIDATE.onnx (--reference REF.onnx | --reference-outputs FILE.safetensors|.npz |\n"
            "                  --model-id CHECKPOINT)\n"
            "                  [--samples N] [--seed S] [--threshold METRIC=VALUE]... [--per-layer [--layer-threshold DB]]\n"
            "                  [--batch-size N] [--seq-len N] [--dim NAME=VALUE]... [--threads N] [-f table|json] [-o FILE]\n\n"
@@ -279,7 +280,9 @@ int wm_cmd_eval(int argc, char **argv) {
     if (model_id) ref = refpath;
     if (ref && wm_session_new(ref, &so, &rs, &err)) goto fail;
     if (refout) {
-        if (wm_st_open(refout, NULL, &rf, &err)) goto fail;
+        size_t rl = strlen(refout);
+        int npz = rl > 4 && (!strcasecmp(refout + rl - 4, ".npz") || !strcasecmp(refout + rl - 4, ".npy"));
+        if (npz ? wm_st_open_npz(refout, &rf, &err) : wm_st_open(refout, NULL, &rf, &err)) goto fail;
         char key[512];
         long k = 0;
         for (;; k++) { /* samples present in the file */

@@ -26,7 +26,7 @@
 static void help(void) {
     printf("usage: winml perf -m MODEL.onnx|BUILD_DIR [--warmup N] [--iterations N | --duration S]\n"
            "                  [--threads N] [--batch-size N] [--seq-len N] [--past-len N]\n"
-           "                  [--dim NAME=VALUE ...] [--input-data FILE.safetensors] [--image FILE] [--seed N]\n"
+           "                  [--dim NAME=VALUE ...] [--input-data FILE.safetensors|.npz|.npy] [--image FILE] [--seed N]\n"
            "                  [--ep auto|cpu] [-d auto|cpu] [--max-memory SIZE] [--max-loop-iterations N]\n"
            "                  [--prompt-len N] [--gen-len N] [--llm-runs N] [--llm-warmup N] [--decode-at N,N...]\n"
            "                  [--no-llm] [--timeout S] [-f table|json] [-o FILE]\n\n"
@@ -38,7 +38,7 @@ static void help(void) {
            "p99 as the reference: sorted[min(n p/100, n-1)], std; warmup mean), throughput (samples/s, batches/s) and resident\n"
            "memory (baseline, after load, after inference, deltas). Inputs are generated from the\n"
            "model's input specs (token ids below the embedding table's size, masks of ones,\n"
-           "pixels in [0,1)) with a seed, or read by name from a safetensors file. Symbolic dims\n"
+           "pixels in [0,1)) with a seed, or read by name from a safetensors file or a numpy .npz (.npy: a one-input model). Symbolic dims\n"
            "take --dim values, else the batch size, sequence length (default 128) or past length\n"
            "(default 0) by their names. Defaults: --warmup 10 --iterations 100, all cores.\n"
            "--image FILE (PNG or JPEG): pixel_values is that image, decoded and preprocessed as the model folder's\n"

@@ -173,6 +173,12 @@ wm_status wm_st_open_index_buffer(const void *text, size_t size, const char *lab
 wm_status wm_st_open_virtual(const wm_st_tensor *t, size_t n, const char *label, void (*owner_free)(void *),
                              void *owner, wm_st_file **out, wm_error *err);
 
+/*
+ * A numpy .npz (np.savez / savez_compressed) or .npy (core/npz.h: validated as untrusted input) as a handle of
+ * its arrays by name (a .npy: one array named after the file), dtypes mapped one to one. Close with wm_st_close.
+ */
+wm_status wm_st_open_npz(const char *path, wm_st_file **out, wm_error *err);
+
 /* Releases the handle, its mappings and everything it returned. NULL is fine. */
 void wm_st_close(wm_st_file *f);
 

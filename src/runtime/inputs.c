@@ -7,6 +7,8 @@
 #include <strings.h>
 
 #include "core/error.h"
+#include "core/half.h"
+#include "core/npz.h"
 #include "core/sysmem.h"
 #include "hf/safetensors.h"
 #include "runtime/session_impl.h"
@@ -176,7 +178,118 @@ wm_status wm_inputs_make(const wm_session *s, const wm_input_opts *o, wm_inputs 
     return WM_OK;
 }
 
+/* numpy's dtype of a as an ONNX type. */
+static int32_t npz_onnx_type(const wm_npz_array *a) {
+    switch (a->kind) {
+    case 'b': return WM_DT_BOOL;
+    case 'f': return a->itemsize == 2 ? WM_DT_FLOAT16 : a->itemsize == 4 ? WM_DT_FLOAT : WM_DT_DOUBLE;
+    case 'i': return a->itemsize == 1 ? WM_DT_INT8 : a->itemsize == 2 ? WM_DT_INT16 : a->itemsize == 4 ? WM_DT_INT32 : WM_DT_INT64;
+    default: return a->itemsize == 1 ? WM_DT_UINT8 : a->itemsize == 2 ? WM_DT_UINT16 : a->itemsize == 4 ? WM_DT_UINT32 : WM_DT_UINT64;
+    }
+}
+
+/* Element k of an integer array (unaligned little-endian bytes) as int64; 0 when a uint64 does not fit. */
+static int npz_int(const wm_npz_array *a, uint64_t k, int64_t *v) {
+    const uint8_t *p = (const uint8_t *)a->data + k * (uint64_t)a->itemsize;
+    uint64_t u = 0;
+    for (int b = 0; b < a->itemsize; b++) u |= (uint64_t)p[b] << (8 * b);
+    if (a->kind == 'i' && a->itemsize < 8 && (u >> (8 * a->itemsize - 1)) & 1) u |= ~0ull << (8 * a->itemsize);
+    if (a->kind == 'u' && a->itemsize == 8 && u > (uint64_t)INT64_MAX) return 0;
+    *v = (int64_t)u;
+    return 1;
+}
+
+/* The integer range of ONNX type dt: lo..hi. */
+static void int_range(int32_t dt, int64_t *lo, int64_t *hi) {
+    switch (dt) {
+    case WM_DT_BOOL: *lo = 0, *hi = 1; break;
+    case WM_DT_INT8: *lo = INT8_MIN, *hi = INT8_MAX; break;
+    case WM_DT_UINT8: *lo = 0, *hi = UINT8_MAX; break;
+    case WM_DT_INT16: *lo = INT16_MIN, *hi = INT16_MAX; break;
+    case WM_DT_UINT16: *lo = 0, *hi = UINT16_MAX; break;
+    case WM_DT_INT32: *lo = INT32_MIN, *hi = INT32_MAX; break;
+    case WM_DT_UINT32: *lo = 0, *hi = UINT32_MAX; break;
+    default: *lo = INT64_MIN, *hi = INT64_MAX; break;
+    }
+}
+
+/*
+ * The array a (from file path) as input io into x / *buf: its own bytes when the dtypes agree; numpy's defaults
+ * converted where no value changes (int64 ids into an int32 input, every value checked in range) or where the
+ * input is float32 and the array float64 (rounded, as a cast would); anything else refused naming both types.
+ */
+static wm_status npz_tensor(const wm_npz_array *a, const wm_io_info *io, const char *path, wm_tensor *x, void **buf,
+                            wm_error *err) {
+    int32_t have = npz_onnx_type(a), want = io->dtype;
+    int ints = a->kind == 'i' || a->kind == 'u' || a->kind == 'b';
+    int want_int = want == WM_DT_BOOL || want == WM_DT_INT8 || want == WM_DT_UINT8 || want == WM_DT_INT16 ||
+                   want == WM_DT_UINT16 || want == WM_DT_INT32 || want == WM_DT_UINT32 || want == WM_DT_INT64;
+    int convert = have != want;
+    if (convert && !(ints && want_int) && !(have == WM_DT_DOUBLE && want == WM_DT_FLOAT))
+        return wm_err(err, WM_ERR_INPUT, "%s: array '%s' is %s, the model's input is %s (no lossless conversion)", path,
+                      io->name, wm_dtype_name(have), wm_dtype_name(want));
+    if (a->rank > WM_MAX_RANK)
+        return wm_err(err, WM_ERR_INPUT, "%s: array '%s' has rank %d", path, io->name, a->rank);
+    uint64_t es = (uint64_t)wm_dtype_bits(convert ? want : have) / 8, nb = a->count * es;
+    if (!(*buf = aligned_alloc(64, (nb | 63) + 1))) return wm_err(err, WM_ERR_NOMEM, "%s: out of memory", path);
+    x->dtype = convert ? want : have;
+    x->rank = a->rank;
+    for (int d = 0; d < a->rank; d++) x->dims[d] = a->shape[d];
+    x->data = *buf;
+    if (!convert) {
+        if (nb) memcpy(*buf, a->data, nb);
+        return WM_OK;
+    }
+    if (have == WM_DT_DOUBLE) {
+        for (uint64_t k = 0; k < a->count; k++) {
+            double v;
+            memcpy(&v, (const uint8_t *)a->data + 8 * k, 8);
+            ((float *)*buf)[k] = (float)v;
+        }
+        return WM_OK;
+    }
+    int64_t lo, hi;
+    int_range(want, &lo, &hi);
+    for (uint64_t k = 0; k < a->count; k++) {
+        int64_t v = 0;
+        if (!npz_int(a, k, &v) || v < lo || v > hi)
+            return wm_err(err, WM_ERR_INPUT, "%s: array '%s' element %llu does not fit the input's %s", path, io->name,
+                          (unsigned long long)k, wm_dtype_name(want));
+        put(want, *buf, k, (double)v);
+    }
+    return WM_OK;
+}
+
+/* An .npz (np.savez / savez_compressed) or .npy: the session's inputs by name (a single .npy feeds a model of
+ * one input). */
+static wm_status inputs_read_npz(const wm_session *s, const char *path, wm_inputs *in, wm_error *err) {
+    wm_npz z;
+    wm_status st = wm_npz_open(path, &z, err);
+    if (st) return st;
+    if ((st = alloc_inputs(in, s->n_inputs, err))) goto done;
+    for (size_t i = 0; i < s->n_inputs; i++) {
+        const wm_io_info *io = &s->inputs[i];
+        const wm_npz_array *a = wm_npz_find(&z, io->name);
+        if (!a && z.n == 1 && s->n_inputs == 1) a = &z.a[0];
+        if (!a) {
+            st = wm_err(err, WM_ERR_INPUT, "%s: no array named '%s' (an input of the model)", path, io->name);
+            goto done;
+        }
+        if ((st = npz_tensor(a, io, path, &in->t[i], &in->bufs[i], err))) goto done;
+    }
+done:
+    wm_npz_close(&z);
+    if (st) wm_inputs_free(in);
+    return st;
+}
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcasecmp(s + a - b, suf);
+}
+
 wm_status wm_inputs_read(const wm_session *s, const char *path, wm_inputs *in, wm_error *err) {
+    if (has_suffix(path, ".npz") || has_suffix(path, ".npy")) return inputs_read_npz(s, path, in, err);
     wm_st_file *f = NULL;
     wm_status st = wm_st_open(path, NULL, &f, err);
     if (st) return st;

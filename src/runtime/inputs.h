@@ -46,8 +46,11 @@ typedef struct wm_inputs {
 wm_status wm_inputs_make(const wm_session *s, const wm_input_opts *o, wm_inputs *in, wm_error *err);
 
 /*
- * Reads the session's inputs by name from a safetensors file (types and
- * fixed dims are checked when the session runs). Owned by in.
+ * Reads the session's inputs by name from a safetensors file, or from a
+ * numpy .npz / .npy (by the name's suffix: arrays by input name; int64
+ * arrays into int32 inputs and float64 into float32 when every value
+ * converts). Types and fixed dims are checked when the session runs.
+ * Owned by in.
  */
 wm_status wm_inputs_read(const wm_session *s, const char *path, wm_inputs *in, wm_error *err);
 
