@@ -178,6 +178,9 @@ wm_status wm_st_open_virtual(const wm_st_tensor *t, size_t n, const char *label,
  * its arrays by name (a .npy: one array named after the file), dtypes mapped one to one. Close with wm_st_close.
  */
 wm_status wm_st_open_npz(const char *path, wm_st_file **out, wm_error *err);
+/* The safetensors dtype of a numpy array (core/npz.h). */
+struct wm_npz_array;
+wm_st_dtype wm_st_npz_dtype(const struct wm_npz_array *a);
 
 /* Releases the handle, its mappings and everything it returned. NULL is fine. */
 void wm_st_close(wm_st_file *f);

@@ -7,7 +7,7 @@
 #include "core/npz.h"
 #include "hf/safetensors.h"
 
-static wm_st_dtype st_type(const wm_npz_array *a) {
+wm_st_dtype wm_st_npz_dtype(const wm_npz_array *a) {
     switch (a->kind) {
     case 'b': return WM_ST_BOOL;
     case 'f': return a->itemsize == 2 ? WM_ST_F16 : a->itemsize == 4 ? WM_ST_F32 : WM_ST_F64;
@@ -37,7 +37,7 @@ wm_status wm_st_open_npz(const char *path, wm_st_file **out, wm_error *err) {
     }
     for (size_t i = 0; i < z->n; i++) {
         const wm_npz_array *a = &z->a[i];
-        t[i] = (wm_st_tensor){.name = a->name, .dtype = st_type(a), .rank = (size_t)a->rank,
+        t[i] = (wm_st_tensor){.name = a->name, .dtype = wm_st_npz_dtype(a), .rank = (size_t)a->rank,
                               .shape = a->rank ? a->shape : NULL, .numel = a->count, .data = a->data,
                               .nbytes = a->nbytes};
     }

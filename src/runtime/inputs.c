@@ -178,16 +178,6 @@ wm_status wm_inputs_make(const wm_session *s, const wm_input_opts *o, wm_inputs 
     return WM_OK;
 }
 
-/* numpy's dtype of a as an ONNX type. */
-static int32_t npz_onnx_type(const wm_npz_array *a) {
-    switch (a->kind) {
-    case 'b': return WM_DT_BOOL;
-    case 'f': return a->itemsize == 2 ? WM_DT_FLOAT16 : a->itemsize == 4 ? WM_DT_FLOAT : WM_DT_DOUBLE;
-    case 'i': return a->itemsize == 1 ? WM_DT_INT8 : a->itemsize == 2 ? WM_DT_INT16 : a->itemsize == 4 ? WM_DT_INT32 : WM_DT_INT64;
-    default: return a->itemsize == 1 ? WM_DT_UINT8 : a->itemsize == 2 ? WM_DT_UINT16 : a->itemsize == 4 ? WM_DT_UINT32 : WM_DT_UINT64;
-    }
-}
-
 /* Element k of an integer array (unaligned little-endian bytes) as int64; 0 when a uint64 does not fit. */
 static int npz_int(const wm_npz_array *a, uint64_t k, int64_t *v) {
     const uint8_t *p = (const uint8_t *)a->data + k * (uint64_t)a->itemsize;
@@ -220,7 +210,7 @@ static void int_range(int32_t dt, int64_t *lo, int64_t *hi) {
  */
 static wm_status npz_tensor(const wm_npz_array *a, const wm_io_info *io, const char *path, wm_tensor *x, void **buf,
                             wm_error *err) {
-    int32_t have = npz_onnx_type(a), want = io->dtype;
+    int32_t have = wm_st_dtype_onnx(wm_st_npz_dtype(a)), want = io->dtype;
     int ints = a->kind == 'i' || a->kind == 'u' || a->kind == 'b';
     int want_int = want == WM_DT_BOOL || want == WM_DT_INT8 || want == WM_DT_UINT8 || want == WM_DT_INT16 ||
                    want == WM_DT_UINT16 || want == WM_DT_INT32 || want == WM_DT_UINT32 || want == WM_DT_INT64;
