@@ -37,7 +37,7 @@ for bin in "$B"/fuzz_*; do
   echo "$name: $mode run, ${secs}s, $i seeds" >&2
   log=$(mktemp)
   frc=0
-  ASAN_OPTIONS=detect_leaks=1 "$bin" -max_total_time="$secs" -max_len=65536 -timeout=10 \
+  ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$PWD/tests/lsan-system.supp" "$bin" -max_total_time="$secs" -max_len=65536 -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run/$name-" "$run/$kind" "$seeds" >"$log" 2>&1 || frc=$?
   grep -E '^(stat::number_of_executed_units|stat::new_units_added|==[0-9]+==|SUMMARY)' "$log" >&2 || true
   rm -rf "$seeds"

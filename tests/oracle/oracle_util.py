@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SAN_ENV = {
     "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86",
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87",
-    "LSAN_OPTIONS": "exitcode=88",
+    "LSAN_OPTIONS": "exitcode=88:suppressions=" + os.path.join(ROOT, "tests", "lsan-system.supp"),
 }
 SAN_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer", "runtime error", "SUMMARY: ")
 
