@@ -106,3 +106,81 @@ def test_hostile_audio(tool_asan, tmp_path, case):
         assert os.path.getsize(tmp_path / "o") == 12 + 32 * 4
         return
     U.assert_clean_error(r, "wm_audiotool", str(path))
+
+
+# ------------------------------------------------------------ feature extractors (src/audio/features.c)
+
+def speech_like(seconds, seed=3):
+    rate = 16000
+    t = np.arange(int(rate * seconds)) / rate
+    rng = np.random.default_rng(seed)
+    f0 = 140 + 40 * np.sin(2 * np.pi * 0.7 * t)
+    x = sum(0.2 / k * np.sin(2 * np.pi * k * np.cumsum(f0) / rate) for k in range(1, 8))
+    x *= 0.5 + 0.5 * np.sin(2 * np.pi * 2.3 * t) ** 2  # syllable-like envelope
+    return (x + 0.01 * rng.standard_normal(t.shape)).astype(np.float32)
+
+
+def read_mel(path):
+    b = open(path, "rb").read()
+    n_mels, frames = struct.unpack("<2i", b[:8])
+    return np.frombuffer(b[8:], np.float32).reshape(n_mels, frames)
+
+
+@pytest.mark.parametrize("seconds,n_mels", [(3.7, 80), (31.0, 80), (5.0, 128)])
+def test_whisper_log_mel(tool, tmp_path, seconds, n_mels):
+    transformers = pytest.importorskip("transformers")
+    x = speech_like(seconds)
+    path = tmp_path / "speech.wav"
+    sf.write(path, x, 16000, subtype="FLOAT")
+    out = tmp_path / "mel.f32"
+    r = U.run([tool, "logmel", path, out, n_mels])
+    assert r.returncode == 0, U.describe(r)
+    got = read_mel(out)
+    fe = transformers.WhisperFeatureExtractor(feature_size=n_mels)
+    # numpy's float64 path of transformers (the torch path, float32 STFT, is what __call__ uses when torch is there)
+    padded = np.zeros(fe.n_samples, np.float32)
+    padded[: min(len(x), fe.n_samples)] = x[: fe.n_samples]
+    want = fe._np_extract_fbank_features(padded[None], "cpu")[0]
+    assert got.shape == want.shape == (n_mels, 3000)
+    d_np = np.abs(got - want).max()
+    d_call = np.abs(got - fe(x, sampling_rate=16000, return_tensors="np").input_features[0]).max()
+    U.note(f"whisper log-mel {n_mels} x 3000 of {seconds} s: max diff {d_np:.2e} (numpy path), {d_call:.2e} (__call__)")
+    assert d_np <= 1e-5 and d_call <= 1e-4
+
+
+def test_wav2vec2_normalize(tool, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    x = 0.3 + speech_like(2.1)
+    path = tmp_path / "s.wav"
+    sf.write(path, x, 16000, subtype="FLOAT")
+    r = U.run([tool, "norm", path, tmp_path / "n.f32"])
+    assert r.returncode == 0, U.describe(r)
+    got = np.fromfile(tmp_path / "n.f32", np.float32)
+    fe = transformers.Wav2Vec2FeatureExtractor(do_normalize=True)
+    want = fe(x, sampling_rate=16000, return_tensors="np").input_values[0]
+    assert got.shape == want.shape and np.abs(got - want).max() <= 1e-5
+
+
+@pytest.mark.parametrize("n", [400, 512, 7])
+def test_naive_dft_reference(tool, n):
+    r = U.run([tool, "dft", n, 5])
+    assert r.returncode == 0, U.describe(r)
+    lines = r.stdout.split()
+    got = np.array([float(v) for v in lines[2:]])
+    seed, x = 5, []
+    for _ in range(n):
+        seed = (seed * 1103515245 + 12345) & 0xFFFFFFFF
+        x.append((seed >> 8) / (1 << 24) - 0.5)
+    want = np.abs(np.fft.rfft(np.array(x))) ** 2
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_log_mel_edges_under_asan(tool_asan, tmp_path):
+    """A clip of 10 samples: padded to 30 s it gives the 3000 frames; unpadded it is shorter than half a window."""
+    path = tmp_path / "tiny.wav"
+    sf.write(path, np.full(10, 0.1, np.float32), 16000, subtype="FLOAT")
+    r = U.run([tool_asan, "logmel", path, tmp_path / "m.f32"])
+    assert r.returncode == 0 and not U.crashed(r), U.describe(r)
+    assert read_mel(tmp_path / "m.f32").shape == (80, 3000)
+    U.assert_clean_error(U.run([tool_asan, "logmel", path, tmp_path / "m2.f32", 80, 0]), "wm_audiotool",
+                         "shorter than n_fft")
