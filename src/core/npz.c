@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "core/arena.h"
+#include "core/sysmem.h"
 
 #define MAX_INFLATED (16ull << 30) /* all deflated members together */
 #define MAX_HEADER (1u << 20)      /* an .npy header (numpy's own are < 64 KiB) */
@@ -293,9 +294,11 @@ static wm_status read_entry(wm_npz *z, const uint8_t *b, size_t n, const zip_dir
                       (unsigned long long)csize);
     const uint8_t *img = b + data;
     if (method == 8) {
-        if (usize > MAX_INFLATED - *inflated)
-            return wm_err(err, WM_ERR_INPUT, "%s: member '%s' declares %llu bytes inflated (over the 16 GiB read in all)",
-                          label, a->name, (unsigned long long)usize);
+        uint64_t avail = wm_mem_available(), cap = avail && avail / 2 < MAX_INFLATED ? avail / 2 : MAX_INFLATED;
+        if (usize > cap - (*inflated < cap ? *inflated : cap))
+            return wm_err(err, WM_ERR_INPUT, "%s: member '%s' declares %llu bytes inflated: over the %llu bytes (16 GiB or "
+                          "half the available memory) read in all", label, a->name, (unsigned long long)usize,
+                          (unsigned long long)cap);
         *inflated += usize;
         void *buf = NULL;
         wm_status s = inflate_member(img, csize, usize, label, a->name, &buf, err);
