@@ -607,6 +607,13 @@ static void resolve_scales(wm_arch *a, const wm_family *f) {
     if (f->keys[WM_FK_ATTN_SOFTCAP] == WM_KEY_USED) a->attn_softcap = !isnan(c->attn_softcap) ? c->attn_softcap : f->attn_softcap;
     if (f->keys[WM_FK_FINAL_SOFTCAP] == WM_KEY_USED)
         a->final_softcap = !isnan(c->final_softcap) ? c->final_softcap : f->final_softcap;
+    a->resid_scale = a->logits_div = 1.0;
+    if (f->keys[WM_FK_MULTIPLIERS] == WM_KEY_USED) {
+        if (!isnan(c->embedding_multiplier)) a->embed_scale = c->embedding_multiplier;
+        if (!isnan(c->residual_multiplier)) a->resid_scale = c->residual_multiplier;
+        if (!isnan(c->attention_multiplier)) a->attn_scale = c->attention_multiplier;
+        if (!isnan(c->logits_scaling)) a->logits_div = c->logits_scaling;
+    }
 }
 
 /* Saturates at UINT64_MAX: a config of absurd sizes is refused by the space and size checks, never wrapped. */
@@ -775,7 +782,13 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
              a->sub_norms ? ", attention and MLP outputs normalized before the residual add" : "");
     wm_json_str(j, NULL, b);
     if (a->embed_scale != 1.0) {
-        snprintf(b, sizeof b, "token embeddings scaled by sqrt(hidden_size) (%.9g)", a->embed_scale);
+        snprintf(b, sizeof b, "token embeddings scaled by %s (%.9g)",
+                 ((const wm_family *)a->fam)->keys[WM_FK_MULTIPLIERS] ? "embedding_multiplier" : "sqrt(hidden_size)", a->embed_scale);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->resid_scale != 1.0 || a->attn_scale > 0 || a->logits_div != 1.0) {
+        snprintf(b, sizeof b, "multipliers: residual %g, attention scores %g, logits divided by %g", a->resid_scale,
+                 a->attn_scale > 0 ? a->attn_scale : 1.0 / sqrt((double)a->hd), a->logits_div);
         wm_json_str(j, NULL, b);
     }
     if (a->query_scalar > 0 && a->query_scalar != (double)a->hd) {

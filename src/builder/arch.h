@@ -162,6 +162,9 @@ typedef struct wm_arch {
     double query_scalar;      /* scores scaled by query_scalar^-1/2 instead of head_dim^-1/2; 0: head_dim */
     double attn_softcap;      /* scores = cap * tanh(scores / cap) before the mask; 0: none */
     double final_softcap;     /* the same on the logits */
+    double attn_scale;        /* the score scale itself (Granite's attention_multiplier); 0: as above */
+    double resid_scale;       /* each sublayer's output is multiplied by this before the residual add (1: none) */
+    double logits_div;        /* logits are divided by this (Granite's logits_scaling; 1: none) */
     int scale_by_layer;       /* GPT-2 scale_attn_by_inverse_layer_idx */
     uint8_t *sliding;         /* per layer: 1 uses the sliding window; malloc'ed */
     int64_t window;           /* sliding window size, 0 when none */

@@ -44,7 +44,9 @@ typedef struct wm_head_def {
 } wm_head_def;
 
 /* Config keys whose meaning depends on the family (how each family's transformers code treats them). */
-enum { WM_FK_NONE, WM_FK_ATTN_SOFTCAP, WM_FK_FINAL_SOFTCAP, WM_FK_COUNT };
+/* config keys a family may model (keys[]): soft-capping; Granite's embedding / residual / attention / logits
+   multipliers */
+enum { WM_FK_NONE, WM_FK_ATTN_SOFTCAP, WM_FK_FINAL_SOFTCAP, WM_FK_MULTIPLIERS, WM_FK_COUNT };
 /* WM_KEY_DENY: not modeled, a set value is refused; USED: modeled; IGNORED: transformers never reads it */
 enum { WM_KEY_DENY, WM_KEY_USED, WM_KEY_IGNORED };
 

@@ -114,7 +114,10 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
         k = gb_transpose(b, k, kt, 4);
     }
     const char *s = gb_op(b, "MatMul", 2, q, k);
-    double scale = !a->scale_attn ? 1.0 : a->query_scalar > 0 ? pow(a->query_scalar, -0.5) : 1.0 / sqrt((double)a->hd);
+    double scale = !a->scale_attn ? 1.0
+                   : a->attn_scale > 0   ? a->attn_scale
+                   : a->query_scalar > 0 ? pow(a->query_scalar, -0.5)
+                                         : 1.0 / sqrt((double)a->hd);
     if (a->scale_by_layer) scale /= (double)(layer + 1);
     if (scale != 1.0) s = gb_op(b, "Mul", 2, s, gb_f32s(b, (float)scale));
     if (a->attn_softcap > 0) s = wm_model_softcap(b, s, a->attn_softcap);

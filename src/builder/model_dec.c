@@ -108,6 +108,7 @@ const char *wm_model_lm_head(wm_gb *b, const wm_model_ctx *c, const char *x) {
     const char *x2 = gb_reshape(b, x, flat, 2);
     const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x2, w, bias);
     gb_attr_i(b, "transB", 1);
+    if (a->logits_div != 1.0) y = gb_op(b, "Div", 2, y, gb_f32s(b, (float)a->logits_div));
     if (a->final_softcap > 0) y = wm_model_softcap(b, y, a->final_softcap); /* per row: before the reshape */
     const char *bs = gb_op(b, "Shape", 1, x);
     gb_attr_i(b, "end", 2);
@@ -145,6 +146,7 @@ wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c) {
             h = gb_norm(b, h, wm_arch_mod(a, (int)i, WM_M_L_ATTN_OUT_NORM), wm_arch_norm(a), sc);
         }
         gb_scope(b, "/model/layers.%lld", (long long)i);
+        if (a->resid_scale != 1.0) h = gb_op(b, "Mul", 2, h, gb_f32s(b, (float)a->resid_scale));
         x = gb_op(b, "Add", 2, x, h);
         snprintf(sc, sizeof sc, "/model/layers.%lld/mlp_norm", (long long)i);
         h = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_MLP_NORM), wm_arch_norm(a), sc);
@@ -154,6 +156,7 @@ wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c) {
             h = gb_norm(b, h, wm_arch_mod(a, (int)i, WM_M_L_MLP_OUT_NORM), wm_arch_norm(a), sc);
         }
         gb_scope(b, "/model/layers.%lld", (long long)i);
+        if (a->resid_scale != 1.0) h = gb_op(b, "Mul", 2, h, gb_f32s(b, (float)a->resid_scale));
         x = gb_op(b, "Add", 2, x, h);
     }
     if (c->progress) fprintf(stderr, "\n");

@@ -580,14 +580,18 @@ static wm_status parse_attn_variants(wm_hf_config *cfg, wm_error *err) {
         size_t off;
     } nums[] = {{"query_pre_attn_scalar", CF(query_pre_attn_scalar)},
                 {"attn_logit_softcapping", CF(attn_softcap)},
-                {"final_logit_softcapping", CF(final_softcap)}};
+                {"final_logit_softcapping", CF(final_softcap)},
+                {"embedding_multiplier", CF(embedding_multiplier)},
+                {"residual_multiplier", CF(residual_multiplier)},
+                {"attention_multiplier", CF(attention_multiplier)},
+                {"logits_scaling", CF(logits_scaling)}};
     cJSON *c;
     wm_status s;
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
         double *v = (double *)((char *)cfg + nums[i].off);
         if ((s = member(cfg->root, nums[i].key, cfg->file, "", &c, err))) return s;
         if ((s = as_num_r(c, cfg->file, "", nums[i].key, R_POS, v, err))) return s;
-        if (c && cJSON_IsNull(c) && i > 0) *v = 0; /* an explicit null turns a family's default cap off */
+        if (c && cJSON_IsNull(c) && (i == 1 || i == 2)) *v = 0; /* an explicit null turns a family's default cap off */
     }
     if ((s = member(cfg->root, "sliding_window_pattern", cfg->file, "", &c, err))) return s;
     return as_int(c, cfg->file, "", "sliding_window_pattern", 1, 4096, &cfg->sliding_window_pattern, err);
@@ -765,6 +769,7 @@ static void config_init(wm_hf_config *cfg) {
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) *flags[i] = -1;
     cfg->norm_eps = NAN;
     cfg->query_pre_attn_scalar = cfg->attn_softcap = cfg->final_softcap = NAN;
+    cfg->embedding_multiplier = cfg->residual_multiplier = cfg->attention_multiplier = cfg->logits_scaling = NAN;
     cfg->sliding_window_pattern = -1;
 }
 

@@ -99,6 +99,9 @@ typedef struct wm_hf_config {
     /* attention variants; NAN: absent. Soft-capping: 0 when the config says null (no capping), > 0 a cap */
     double query_pre_attn_scalar; /* scores scaled by its -1/2 power instead of head_dim's */
     double attn_softcap, final_softcap; /* attn_logit_softcapping, final_logit_softcapping */
+    /* Granite's multipliers (NaN when absent): embedding_multiplier, residual_multiplier, attention_multiplier
+       (the score scale itself), logits_scaling (logits divided by it) */
+    double embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling;
     int64_t sliding_window_pattern;     /* every Nth layer full attention, the rest sliding; -1: absent */
     /* per-layer attention kind from layer_types: 1 sliding, 0 full; malloc'ed, owned */
     uint8_t *layer_sliding;

@@ -133,6 +133,10 @@ def _tiny_specs():
             layer_types=["sliding_attention", "full_attention"],
             rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0},
                              "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}})),
+        # Granite: Llama's blocks with embedding, residual, attention-score and logit multipliers
+        "granite": (T.GraniteConfig, T.GraniteForCausalLM, dict(dec, embedding_multiplier=3.0,
+                                                                residual_multiplier=0.4, attention_multiplier=0.2,
+                                                                logits_scaling=2.5)),
         # rope scaling variants (transformers 5 spelling: rope_parameters)
         "llama_rope_llama3": (T.LlamaConfig, T.LlamaForCausalLM, dict(dec, rope_parameters=dict(
             rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
@@ -160,7 +164,8 @@ def _tiny_specs():
     }
 
 
-TINY_DECODERS = ["gpt2", "llama", "llama_bias", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text"]
+TINY_DECODERS = ["gpt2", "llama", "llama_bias", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text",
+                 "granite"]
 TINY_ROPE = ["llama_rope_llama3", "llama_rope_linear", "qwen2_rope_yarn", "phi3_longrope"]
 TINY_ENCODERS = ["bert", "roberta", "xlm-roberta", "distilbert", "electra"]
 

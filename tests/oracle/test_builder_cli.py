@@ -320,8 +320,15 @@ def test_unknown_model_type_with_known_naming_builds(ckpt, winml, tmp_path):
 
 
 def test_denied_model_type_with_known_naming(ckpt, winml_asan, tmp_path):
-    _config(ckpt, model_type="granite")
-    _all_commands(winml_asan, ckpt, tmp_path, "model_type", "granite", "not supported")
+    _config(ckpt, model_type="cohere")
+    _all_commands(winml_asan, ckpt, tmp_path, "model_type", "cohere", "not supported")
+
+
+def test_multiplier_outside_granite_refused(ckpt, winml_asan, tmp_path):
+    """Granite's multipliers are a feature of its table row: another family's config holding one is refused,
+    never built without it."""
+    _config(ckpt, residual_multiplier=0.5)
+    _all_commands(winml_asan, ckpt, tmp_path, "residual_multiplier", "not supported")
 
 
 @pytest.fixture
