@@ -107,6 +107,7 @@ wm_status wm_calib_collect(const char *model_path, wm_graph *g, const wm_quant_c
         if ((s = wm_inputs_make(ss, &io, &in, err))) break;
         for (size_t i = 0; i < in.n && i < n_in; i++) {
             const wm_io_info *ii = wm_session_input(ss, i);
+            if (strstr(ii->name, "mask")) continue; /* masks stay ones: a value_range [0, 2) is not a mask's draw */
             for (size_t k = 0; k < o->n_ranges; k++)
                 if (!strcmp(o->ranges[k].name, ii->name) && o->ranges[k].hi > o->ranges[k].lo)
                     fill_range(&in.t[i], o->ranges[k].lo, o->ranges[k].hi, wm_inputs_index_range(ss, i),

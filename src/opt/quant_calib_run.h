@@ -7,7 +7,8 @@
  *
  * Samples: seeded inputs as runtime/inputs.h makes them (token ids uniform below the embedding table's rows,
  * masks of ones, positions counting, pixels uniform in [0, 1)), then, for an input given a value range
- * [lo, hi) (the recipe's export value_range), uniform in that range (integers: within the embedding table too).
+ * [lo, hi) (the recipe's export value_range), uniform in that range (integers: within the embedding table too),
+ * except masks (names holding "mask"), which stay ones.
  */
 #ifndef WM_OPT_QUANT_CALIB_RUN_H
 #define WM_OPT_QUANT_CALIB_RUN_H
