@@ -152,10 +152,12 @@ def test_static_bert_loads_in_onnxruntime_and_agrees_with_engine(bert):
         # step or two of an 8-bit code over the output's span
         assert max_diff <= 2 / 255, max_diff
         assert worst_ort >= 30, worst_ort
-        # measured 68.9 dB (minmax) and 70.4 dB (w8a16): each quantized MatMul input / weight alone is ~48 dB (8-bit
-        # codes over its range) and the residual stream carries the rest. A range that misses the activations
-        # (calibrated on pixels of another distribution) gave 20 dB; 50 dB catches that with margin for seeds
-        assert worst_fp >= 50, worst_fp
+        # measured 50.8 dB for both (68.9 / 70.4 dB when calibration drew random masks, whose wider attention
+        # outputs the test's rows never exceed): each quantized weight alone is ~48 dB (8-bit codes over its range),
+        # and 160 calibration rows leave a few test values just outside the ranges, clipped alike in both. A range
+        # that misses the activations (calibrated on pixels of another distribution) gave 20 dB; 40 dB tells them
+        # apart with margin for the calibration draw
+        assert worst_fp >= 40, worst_fp
 
 
 def test_calibration_methods_give_different_ranges(bert, work, winml):

@@ -51,7 +51,8 @@ TEXTS = [
 ]
 # w8a8: static QDQ (the reference's int8: uint8 weights per tensor, uint8 activations), calibrated on 10 seeded
 # batches of random token ids (the recipe's dataset is not reachable here): far weaker than weight-only int8-rtn;
-# measured min cosine 0.9504 (mean 0.9724) over TEXTS
+# measured min cosine 0.9527 (mean 0.9719) over TEXTS; the loss is the per-tensor weights (the reference's default):
+# per_channel true gives 0.9845 (mean 0.9928) against our fp32 build
 THRESHOLDS = {"fp32": 0.999999, "fp16": 0.99999, "int8-rtn": 0.995, "w8a8": 0.94}
 
 
