@@ -10,7 +10,8 @@
  * whose weights are mmap'd quantizes within a small resident set.
  *
  * Calibration for static QDQ is separate (quant_calib.h): ranges come in
- * as (value name, min, max) pairs from whatever ran the model.
+ * as (value name, min, max) pairs from whatever ran the model (our engine:
+ * quant_calib_run.h, shared by winml build and winml quantize).
  */
 #ifndef WM_OPT_QUANT_H
 #define WM_OPT_QUANT_H
