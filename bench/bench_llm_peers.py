@@ -115,7 +115,9 @@ def prompt_ids(n, vocab=151643, seed=0):
 def winml_build(winml, ck, out, prec):
     """Builds once per recipe: a folder whose saved recipe differs from today's default is rebuilt."""
     recipe, fresh = out + ".recipe.json", out + ".recipe.new.json"
-    subprocess.run([winml, "config", "-m", ck, "-p", prec, "-o", fresh], check=True, capture_output=True)
+    # our int8 row is 8-bit weight-only RTN (MatMulNBits bits 8): -p int8-rtn (-p int8 is the reference's static QDQ)
+    subprocess.run([winml, "config", "-m", ck, "-p", "int8-rtn" if prec == "int8" else prec, "-o", fresh], check=True,
+                   capture_output=True)
     r = json.load(open(fresh))
     os.remove(fresh)
     if prec == "int4":

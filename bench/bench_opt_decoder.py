@@ -101,7 +101,7 @@ def main():
                  **past}
     ref = [s_ref.run(None, f)[0] for f in steps]
     del s_ref
-    for prec, args in (("fp16", ["--keep-io-types"]), ("int8", []), ("int4", ["--block-size", "32"]),
+    for prec, args in (("fp16", ["--keep-io-types"]), ("int8-dynamic", []), ("int4", ["--block-size", "32"]),
                        ("int4", ["--block-size", "128"]), ("int4", ["--block-size", "32", "--symmetric"])):
         q = os.path.join(d, f"qwen2_{tag}_{prec}_{'_'.join(args).replace('-', '')}.onnx")
         out, t = run([winml, "quantize", "-m", opt, "-o", q, "-p", prec, "-f", "json", *args])

@@ -34,6 +34,7 @@
 #include "onnx/graph.h"
 #include "opt/opt.h"
 #include "opt/quant.h"
+#include "opt/quant_calib_run.h"
 #include "opt/quant_hessian.h"
 #include "hf/tokenizer.h"
 
@@ -202,6 +203,13 @@ typedef struct build_ctx {
     int shared_kv; /* the optimized decoder uses GroupQueryAttention (genai_config past_present_share_buffer) */
     wm_quant_report qrep; /* the quant stage's report: its embedding tables' blocks go into the manifest */
     int64_t q_block;      /* the recipe's block (int4/int8 RTN) */
+    /* static QDQ: what calibrated the activations (the manifest's "calibration"); calibrated 0 otherwise */
+    int calibrated;
+    char calib_method[16], calib_data[512];
+    int64_t calib_samples;
+    uint64_t calib_seed;
+    size_t calib_values;
+    double calib_seconds;
     wm_sbert sb;   /* the checkpoint's sentence-transformers files; sb.pooling_dir "" when none is carried */
     int entail;    /* zero-shot-classification: the id2label index whose name starts "entail"; -1 none */
     char an_rules[PATH_MAX + 64]; /* --analyze: the rule file of the target EP, "" without */
@@ -423,6 +431,60 @@ static wm_status gptq_stats(build_ctx *b, const wm_quant_config *qc, wm_graph *g
     return s;
 }
 
+#define CALIB_SAMPLES 10 /* the reference's quant.samples in every one of its static recipes */
+
+/*
+ * Static QDQ's activation ranges: the stage's float model run by our engine (quant_calib_run.h) on the recipe's
+ * quant.samples seeded batches (default CALIB_SAMPLES), each input uniform in its export value_range where the
+ * recipe gives one, with the recipe's calibration_method (default minmax). The recipe's datasets are hub names
+ * this build cannot fetch, so seeded samples calibrate; the manifest says so.
+ */
+static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g, wm_calib_ranges *rg) {
+    const wm_recipe *rc = &b->recipe;
+    const char *method = rc->calibration_method[0] ? rc->calibration_method : "minmax";
+    int md = wm_calib_method_parse(method);
+    if (md < 0) /* the recipe parser refuses other names; kept as a check for recipes made in code */
+        return wm_err(b->err, WM_ERR_INPUT, "recipe field 'quant.calibration_method': '%s' (minmax, entropy, "
+                      "percentile)", method);
+    wm_calib_input_range ranges[64];
+    size_t nr = 0;
+    for (size_t i = 0; i < rc->n_inputs && nr < sizeof ranges / sizeof ranges[0]; i++)
+        if (rc->inputs[i].has_range)
+            ranges[nr++] = (wm_calib_input_range){rc->inputs[i].name, rc->inputs[i].range[0], rc->inputs[i].range[1]};
+    wm_calib_run_opts co;
+    memset(&co, 0, sizeof co);
+    wm_calib_opts_default(&co.calib, (wm_calib_method)md);
+    co.samples = rc->samples > 0 ? rc->samples : CALIB_SAMPLES;
+    co.seed = 1;
+    co.ranges = ranges;
+    co.n_ranges = nr;
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+    double t0 = now();
+    wm_status s = wm_calib_collect(p, g, qc, &co, rg, b->err);
+    if (s) return s;
+    b->calibrated = 1;
+    snprintf(b->calib_method, sizeof b->calib_method, "%s", method);
+    b->calib_samples = co.samples;
+    b->calib_seed = co.seed;
+    b->calib_values = rg->n;
+    b->calib_seconds = now() - t0;
+    const char *ds = rc->has_eval && rc->dataset_path[0] ? rc->dataset_path : NULL;
+    if (ds && exists(ds))
+        snprintf(b->calib_data, sizeof b->calib_data, "seeded samples in the export inputs' value ranges: the "
+                 "recipe's dataset '%.200s' exists here, but no reader turns it into model inputs for calibration "
+                 "yet", ds);
+    else if (ds)
+        snprintf(b->calib_data, sizeof b->calib_data, "seeded samples in the export inputs' value ranges (the "
+                 "recipe's dataset '%.200s' is not reachable: no hub here)", ds);
+    else
+        snprintf(b->calib_data, sizeof b->calib_data, "seeded samples in the export inputs' value ranges (the recipe "
+                 "names no dataset)");
+    if (ds) note(b, "note: quant: calibrated on %s\n", b->calib_data);
+    if (!rg->n) note(b, "note: quant: no MatMul / Gemm with a constant weight to quantize statically\n");
+    return WM_OK;
+}
+
 /* The recipe's quant section (reference field names) through src/opt's quantizer, weights streamed. */
 static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!b->recipe.has_quant) {
@@ -446,8 +508,6 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
             qc.op_block = block, qc.n_op_block = nb;
         }
     }
-    if (!s && (qc.mode == WM_QUANT_INT8_STATIC || qc.mode == WM_QUANT_W8A16)) /* prepare refused it */
-        s = wm_err(b->err, WM_ERR_INTERNAL, "static quantization reached the quant stage");
     wm_onnx_model *m = NULL;
     wm_graph *g = NULL;
     wm_quant_plan *plan = NULL;
@@ -459,6 +519,11 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!s && b->recipe.rtn_gptq == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, &hs))) {
         qc.hessians = hs.v;
         qc.n_hessians = hs.n;
+    }
+    wm_calib_ranges rg = {0};
+    if (!s && (qc.mode == WM_QUANT_INT8_STATIC || qc.mode == WM_QUANT_W8A16) && !(s = calibrate(b, &qc, g, &rg))) {
+        qc.ranges = rg.v;
+        qc.n_ranges = rg.n;
     }
     if (!s) s = wm_quant_run(g, &qc, r, &plan, b->err);
     b->q_block = qc.block_size;
@@ -486,6 +551,9 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         if (qc.mode == WM_QUANT_CARRY)
             snprintf(cs, sizeof cs, " (GGUF blocks: %zu carried as they are, %zu requantized, %zu float)", nc[0],
                      nc[1], nc[2]);
+        if (b->calibrated)
+            snprintf(cs, sizeof cs, " (%zu activations calibrated by %s over %lld seeded samples)", b->calib_values,
+                     b->calib_method, (long long)b->calib_samples);
         snprintf(rec->reason, sizeof rec->reason, "%s%s%s: %zu nodes quantized%s, weights %llu -> %llu bytes",
                  wm_quant_mode_name(qc.mode), qc.scale_search ? " (scale search)" : "",
                  qc.n_hessians ? " (GPTQ)" : "", r->quantized,
@@ -497,6 +565,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         b->ex.model_sha[0] = b->ex.data_sha[0] = 0;
     }
     wm_quant_plan_free(plan);
+    wm_calib_ranges_free(&rg);
     wm_quant_hessians_free(&hs);
     wm_graph_free(g);
     wm_onnx_free(m);
@@ -669,7 +738,7 @@ static void stage_ref_keys(const build_ctx *b, const stage_rec *r, wm_json *j) {
     if (!strcmp(r->name, "quant") && r->status == ST_DONE) {
         wm_json_uint(j, "nodes_quantized", b->qrep.quantized);
         wm_json_uint(j, "nodes_skipped", b->qrep.skipped);
-        wm_json_num(j, "calibration_time_seconds", 0.0); /* weight-only modes: no calibration, no QDQ pairs */
+        wm_json_num(j, "calibration_time_seconds", b->calibrated ? b->calib_seconds : 0.0); /* weight-only: none */
         wm_json_num(j, "qdq_insertion_time_seconds", 0.0);
     }
 }
@@ -734,6 +803,17 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
             wm_json_uint(j, "nodes", r->nodes);
             wm_json_obj(j, "ops");
             for (size_t k = 0; k < r->ops.n; k++) wm_json_int(j, r->ops.items[k].op, r->ops.items[k].n);
+            wm_json_obj_end(j);
+        }
+        if (!strcmp(r->name, "quant") && r->status == ST_DONE && b->calibrated) { /* what calibrated, honestly */
+            wm_json_obj(j, "calibration");
+            wm_json_str(j, "method", b->calib_method);
+            wm_json_int(j, "samples", b->calib_samples);
+            wm_json_uint(j, "seed", b->calib_seed);
+            wm_json_str(j, "data", "seeded");
+            wm_json_str(j, "data_detail", b->calib_data);
+            wm_json_uint(j, "values", b->calib_values);
+            wm_json_num(j, "seconds", b->calib_seconds);
             wm_json_obj_end(j);
         }
         if (!strcmp(r->name, "quant") && r->status == ST_DONE && b->qrep.n_tables) {
@@ -843,8 +923,8 @@ static wm_status prepare(build_ctx *b) {
     if (o->recipe && (s = wm_recipe_supported(&b->recipe, o->recipe, err))) return s;
     const char *named = o->recipe ? wm_recipe_name_precision(o->recipe) : NULL;
     if (named && o->precision < 0 && !b->recipe.has_quant && strcmp(named, "fp32"))
-        note(b, "note: %s: the file name says %s, but its quant section is null: float32 weights (%s%s)\n", o->recipe,
-             named, named[0] == 'w' ? "static quantization is not built here" : "-p ", named[0] == 'w' ? "" : named);
+        note(b, "note: %s: the file name says %s, but its quant section is null: float32 weights (-p %s)\n", o->recipe,
+             named, named);
     /* a GGUF arrives as a checkpoint too: config made from its metadata, tensors dequantized under HF names */
     s = wm_gguf_is_path(o->model) ? wm_gguf_open_checkpoint(o->model, &b->ck, o->random ? NULL : &b->st, err)
                                             : wm_hf_open_checkpoint(o->model, &b->ck, err);
@@ -865,7 +945,7 @@ static wm_status prepare(build_ctx *b) {
     if ((s = wm_precision_check(prec, b->ck.format, err))) return s;
     if (prec == WM_PREC_GGUF && o->random)
         return wm_err(err, WM_ERR_USAGE, "precision gguf carries the GGUF's blocks: not with --random-weights");
-    if (b->ck.format && !strcmp(b->ck.format, "gguf") && (prec == WM_PREC_INT4 || prec == WM_PREC_INT8))
+    if (b->ck.format && !strcmp(b->ck.format, "gguf") && prec != WM_PREC_FP32 && prec != WM_PREC_FP16 && prec != WM_PREC_GGUF)
         note(b, "note: -p %s from a GGUF: requantized from its dequantized values (the default, -p gguf, carries its "
              "blocks as they are)\n", wm_precision_name(prec));
     if (!o->random && !b->st) {

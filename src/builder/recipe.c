@@ -21,18 +21,30 @@
 
 #define RECIPE_MAX_BYTES (16u << 20)
 
-static const char *const prec_names[] = {"fp32", "fp16", "int8", "int4", "gguf"};
+static const char *const prec_names[] = {"fp32", "fp16", "int8", "int4", "gguf", "w8a16", "int8-rtn", "int8-dynamic"};
 #define N_PREC ((int)(sizeof prec_names / sizeof prec_names[0]))
 
 const char *wm_precision_name(int p) { return p >= 0 && p < N_PREC ? prec_names[p] : "?"; }
 
 int wm_precision_from_name(const char *s) {
+    if (s && (!strcmp(s, "w8a8") || !strcmp(s, "int8-static"))) return WM_PREC_INT8;
     for (int i = 0; s && i < N_PREC; i++)
         if (!strcmp(s, prec_names[i])) return i;
     return -1;
 }
 
-const char *wm_precision_list(void) { return "fp32, fp16, int8, int4, gguf"; }
+const char *wm_precision_list(void) { return "auto, fp32, fp16, int8 (w8a8), w8a16, int4, int8-rtn, int8-dynamic, gguf"; }
+
+wm_status wm_precision_parse(const char *s, int *out, wm_error *err) {
+    *out = -1;
+    if (!strcmp(s, "auto")) return WM_OK;
+    if (!strcmp(s, "int16") || !strcmp(s, "w16a16"))
+        return wm_err(err, WM_ERR_USAGE, "-p %s: w16a16 needs 16-bit weights, and winml's quantizer writes 8-bit "
+                      "weights only (use w8a16: 8-bit weights, 16-bit activations)", s);
+    if ((*out = wm_precision_from_name(s)) < 0)
+        return wm_err(err, WM_ERR_USAGE, "-p: unknown precision '%s' (%s)", s, wm_precision_list());
+    return WM_OK;
+}
 
 static int is_gguf(const char *format) { return format && !strcmp(format, "gguf"); }
 
@@ -137,11 +149,27 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
         r->act_symmetric = -1;
         r->rtn_gptq = -1;
         r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
-        if (precision == WM_PREC_FP16) {
+        if (precision == WM_PREC_INT8 || precision == WM_PREC_W8A16) {
+            /* static QDQ with the reference's w8a8 / w8a16 recipe values (all of its static recipes agree):
+               10 calibration samples, minmax, uint8 asymmetric weights per tensor, uint8 / uint16 activations */
+            int wide = precision == WM_PREC_W8A16;
+            snprintf(r->quant_mode, sizeof r->quant_mode, wide ? "qdq" : "static");
+            r->qmode = wide ? WM_QUANT_W8A16 : WM_QUANT_INT8_STATIC;
+            r->samples = 10;
+            snprintf(r->calibration_method, sizeof r->calibration_method, "minmax");
+            snprintf(r->weight_type, sizeof r->weight_type, "uint8");
+            snprintf(r->activation_type, sizeof r->activation_type, wide ? "uint16" : "uint8");
+            r->per_channel = 0;
+            r->symmetric = 0;
+        } else if (precision == WM_PREC_INT8_DYNAMIC) {
+            /* ours: DynamicQuantizeLinear + MatMulInteger, int8 symmetric weights (the quantizer's defaults) */
+            snprintf(r->quant_mode, sizeof r->quant_mode, "dynamic");
+            r->qmode = WM_QUANT_INT8_DYNAMIC;
+        } else if (precision == WM_PREC_FP16) {
             snprintf(r->quant_mode, sizeof r->quant_mode, "fp16");
             r->fp16_keep_io_types = 1;
             r->fp16_op_block_list = str_list(empty);
-        } else if (precision == WM_PREC_INT8) {
+        } else if (precision == WM_PREC_INT8_RTN) {
             /* int8 weights in blocks of 32 along K, float32 activations (MatMulNBits bits 8, no accuracy_level),
                for every model kind. Dynamic int8 (DynamicQuantizeLinear + MatMulInteger, one uint8 range per
                activation tensor) is wrong twice: it loses too much (all-MiniLM-L6-v2's embeddings reach cosine
@@ -741,15 +769,18 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     } modes[] = {{"fp16", WM_QUANT_FP16, WM_PREC_FP16},
                  {"static", WM_QUANT_INT8_STATIC, WM_PREC_INT8},
                  {"qdq", WM_QUANT_INT8_STATIC, WM_PREC_INT8},
-                 {"dynamic", WM_QUANT_INT8_DYNAMIC, WM_PREC_INT8},
+                 {"dynamic", WM_QUANT_INT8_DYNAMIC, WM_PREC_INT8_DYNAMIC},
                  {"rtn", WM_QUANT_INT4, WM_PREC_INT4},
                  {"gguf", WM_QUANT_CARRY, WM_PREC_GGUF}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (!strcmp(r->quant_mode, modes[i].mode)) {
             r->qmode = modes[i].q;
             r->precision = modes[i].prec;
-            if (r->qmode == WM_QUANT_INT8_STATIC && (act == WM_DT_UINT16 || act == WM_DT_INT16)) r->qmode = WM_QUANT_W8A16;
-            if (r->qmode == WM_QUANT_INT4 && r->rtn_bits == 8) r->precision = WM_PREC_INT8;
+            if (r->qmode == WM_QUANT_INT8_STATIC && (act == WM_DT_UINT16 || act == WM_DT_INT16)) {
+                r->qmode = WM_QUANT_W8A16;
+                r->precision = WM_PREC_W8A16;
+            }
+            if (r->qmode == WM_QUANT_INT4 && r->rtn_bits == 8) r->precision = WM_PREC_INT8_RTN;
             return WM_OK;
         }
     return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.mode': '%s' (static, qdq, dynamic, rtn, fp16, gguf)", p->label,

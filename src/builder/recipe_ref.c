@@ -95,11 +95,6 @@ wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *e
                               wm_arch_family_serves(r->model_type, WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION)
                           ? "an image model: its image tasks"
                           : "a text encoder: every text task but text-generation");
-    if (r->has_quant && (r->qmode == WM_QUANT_INT8_STATIC || r->qmode == WM_QUANT_W8A16))
-        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'quant.mode': '%s' (static %s quantization, calibrated "
-                      "activations) is not implemented in build yet: build with -p fp32, then run `winml quantize -p "
-                      "%s --calib-data DIR`", label, r->quant_mode,
-                      r->qmode == WM_QUANT_W8A16 ? "w8a16" : "w8a8", r->qmode == WM_QUANT_W8A16 ? "w8a16" : "int8-static");
     return WM_OK;
 }
 
@@ -167,11 +162,11 @@ static const recipe_kept_def kept_defs[] = {
     {"quant.model_id", RK_STR | RK_NULL, "the reference's record of the model: -m names it here"},
     {"quant.model_type", RK_STR | RK_NULL, "the reference's record of the model: loader.model_type is used"},
     {"quant.task", RK_STR | RK_NULL, "the reference's record of the task: loader.task is used"},
-    {"quant.distribution", RK_STR | RK_NULL, "calibration input distribution (static quantization, not built here)"},
-    {"quant.seed", RK_NUM | RK_NULL, "calibration seed (static quantization, not built here)"},
-    {"quant.save_calibration", RK_BOOL | RK_NULL, "calibration cache switch (static quantization, not built here)"},
-    {"quant.calibration_load_path", RK_STR | RK_NULL, "calibration cache (static quantization, not built here)"},
-    {"quant.calibration_save_path", RK_STR | RK_NULL, "calibration cache (static quantization, not built here)"},
+    {"quant.distribution", RK_STR | RK_NULL, "calibration input distribution: winml calibrates on seeded uniform samples in each input's value_range"},
+    {"quant.seed", RK_NUM | RK_NULL, "calibration seed: winml seeds its calibration samples with 1 (build_manifest calibration.seed)"},
+    {"quant.save_calibration", RK_BOOL | RK_NULL, "calibration cache switch: winml keeps no calibration cache"},
+    {"quant.calibration_load_path", RK_STR | RK_NULL, "calibration cache: winml keeps no calibration cache"},
+    {"quant.calibration_save_path", RK_STR | RK_NULL, "calibration cache: winml keeps no calibration cache"},
     {"eval.dataset.name", RK_STR | RK_NULL, "dataset config name (winml eval reads local data)"},
     {"eval.dataset.revision", RK_STR | RK_NULL, "dataset revision on the Hub (winml eval reads local data)"},
     {"eval.dataset.seed", RK_NUM | RK_NULL, "dataset shuffle seed (winml eval reads local data)"},

@@ -32,7 +32,7 @@ static void help(int export_only) {
                "--output-dir DIR is -o DIR and --overwrite is --rebuild, as the reference names them.\n");
     else
         printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o|--output-dir DIR [-c RECIPE] [-t TASK]\n"
-               "                   [-p fp32|fp16|int8|int4|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"
+               "                   [-p auto|fp32|fp16|int8|w8a8|w8a16|int4|int8-rtn|int8-dynamic|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"
                "                   [--random-weights [--seed N]] [--external-threshold BYTES] [--analyze] [-f json] [-q]\n\n"
                "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
            "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
@@ -52,14 +52,24 @@ static void help(int export_only) {
                "a winml build as written (its build_manifest.json lists every file in it); -o may not be or hold the\n"
                "input.\n"
                "RECIPE may be one of the reference system's (winml config -c RECIPE says what is kept and\n"
-               "whether it builds); a model_type, task or static quant mode the builder does not serve is\n"
-               "refused before any work, naming the field; with its quant section null, -p adds ours.\n"
+               "whether it builds); a model_type or task the builder does not serve is refused before any\n"
+               "work, naming the field; with its quant section null, -p adds ours.\n"
+               "-p (the reference's meanings): auto (the default) takes the recipe's quant section, else the\n"
+               "source's default (fp32; gguf for a GGUF: every EP this build targets runs fp32); int8 (= w8a8)\n"
+               "is static QDQ: uint8 asymmetric weights per tensor, uint8 activations whose ranges our engine\n"
+               "calibrates on quant.samples (default 10) seeded batches in the export inputs' value_range with\n"
+               "quant.calibration_method (minmax, entropy, percentile; default minmax), since the recipe's\n"
+               "datasets are not reachable here (the manifest's quant stage \"calibration\" says what\n"
+               "calibrated); w8a16 the same with uint16 activations (the reference's NPU recipes); int16\n"
+               "(w16a16) is refused: the quantizer writes 8-bit weights only. Ours under their own names:\n"
+               "int8-rtn (8-bit weights in blocks, float activations: what -p int8 built before) and\n"
+               "int8-dynamic (DynamicQuantizeLinear + MatMulInteger).\n"
                "Stages: export (from the weights), optim (fusions at level extended;\n"
                "decoders not built in fp16 at level all: GroupQueryAttention (a sliding window as its\n"
                "local_window_size, soft-capped scores as its softcap), whose KV cache is appended in place,\n"
                "for unpadded or right-padded batches as in\n"
                "onnxruntime-genai; recipe \"gqa\": false keeps the graph's own mask for left padding),\n"
-               "quant (-p fp16: weights and compute in half; int8: int8 weights in blocks of 32\n"
+               "quant (-p fp16: weights and compute in half; int8-rtn: int8 weights in blocks of 32\n"
                "(MatMulNBits bits 8, float activations; embedding tables as GatherBlockQuantized); int4:\n"
                "MatMulNBits, recipe quant.rtn_block_size (default 32), symmetric (default false: zero\n"
                "points) and rtn_accuracy_level (default 4: int8 activations); a table of weights kept at 8\n"
@@ -89,7 +99,7 @@ static void help(int export_only) {
                "(onnxruntime's CPU MatMulNBits takes no float zero points at 8 bits), a table with float zero\n"
                "points stays a float32 Gather, and float tensors stay float32; the manifest's quant stage\n"
                "\"carried\" lists each tensor's GGUF type and what it became. -p fp32|fp16 dequantize;\n"
-               "-p int4|int8 requantize from the dequantized floats.\n");
+               "-p int4, int8 and the other 8-bit modes requantize from the dequantized floats.\n");
 }
 
 static int run(int argc, char **argv, int export_only) {
@@ -129,9 +139,10 @@ static int run(int argc, char **argv, int export_only) {
             if ((o.task = wm_task_from_name(optarg)) < 0) return wm_cli_usage_error(&c, "-t: unknown task '%s'", optarg);
             break;
         case 'p':
-            if ((o.precision = wm_precision_from_name(optarg)) < 0)
-                return wm_cli_usage_error(&c, "-p: unknown precision '%s' (%s)", optarg,
-                                          wm_precision_list());
+            {
+                wm_error pe = {0};
+                if (wm_precision_parse(optarg, &o.precision, &pe)) return wm_cli_usage_error(&c, "%s", pe.msg);
+            }
             break;
         case O_EP:
             if (wm_cli_ep_arg(&c, optarg, 1, &o.ep)) return WM_EXIT_ERROR;

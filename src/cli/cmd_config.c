@@ -21,7 +21,7 @@
 #include "hf/safetensors.h"
 
 static void help(void) {
-    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p fp32|fp16|int8|int4|gguf] [--ep auto|cpu] [-d auto|cpu]\n"
+    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p auto|fp32|fp16|int8|w8a8|w8a16|int4|int8-rtn|int8-dynamic|gguf] [--ep auto|cpu] [-d auto|cpu]\n"
            "                    [-o FILE] [-f json]\n\n"
            "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
            "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
@@ -93,8 +93,8 @@ static int check_recipe(wm_cli *c, const char *path, int quiet_ok) {
         printf(", model_type %s, quant %s\n", r.model_type[0] ? r.model_type : "(any)", r.has_quant ? r.quant_mode : "none");
         const char *named = wm_recipe_name_precision(path);
         if (named && strcmp(named, "fp32") && !r.has_quant)
-            printf("the file name says %s, but the quant section is null: float32 weights (%s%s)\n", named,
-                   named[0] == 'w' ? "static quantization is not built here" : "build -p ", named[0] == 'w' ? "" : named);
+            printf("the file name says %s, but the quant section is null: float32 weights (build -p %s)\n", named,
+                   named);
         if (sup) printf("not buildable here: %s\n", se.msg);
         else printf("buildable%s\n", have_arch ? " (checked against the model)" : "");
         if (r.n_kept) printf("reference fields kept, not acted on (%zu):\n", r.n_kept);
@@ -134,9 +134,10 @@ int wm_cmd_config(int argc, char **argv) {
             if ((task = wm_task_from_name(optarg)) < 0) return wm_cli_usage_error(&c, "-t: unknown task '%s'", optarg);
             break;
         case 'p':
-            if ((prec = wm_precision_from_name(optarg)) < 0)
-                return wm_cli_usage_error(&c, "-p: unknown precision '%s' (%s)", optarg,
-                                          wm_precision_list());
+            {
+                wm_error pe = {0};
+                if (wm_precision_parse(optarg, &prec, &pe)) return wm_cli_usage_error(&c, "%s", pe.msg);
+            }
             break;
         case O_EP:
             if (wm_cli_ep_arg(&c, optarg, 1, &ep)) return WM_EXIT_ERROR;

@@ -1,5 +1,5 @@
 /*
- * cmd_quantize.c - `winml quantize -m IN.onnx -o OUT.onnx -p fp16|int8|int8-static|w8a16|int4 ...`:
+ * cmd_quantize.c - `winml quantize -m IN.onnx -o OUT.onnx -p fp16|int8|int8-dynamic|w8a16|int4 ...`:
  * precision conversion with the recipe's quant fields as flags; large models
  * are streamed tensor by tensor (mmap'd weights in, quantized bytes out).
  */
@@ -17,9 +17,10 @@
 #include "onnx/onnx_out.h"
 #include "opt/quant.h"
 #include "opt/quant_calib.h"
+#include "opt/quant_calib_run.h"
 
 static void help(void) {
-    printf("usage: winml quantize -m IN.onnx [-o OUT.onnx] -p fp16|int8|int8-static|w8a16|int4 [-p fp16] [options]\n\n"
+    printf("usage: winml quantize -m IN.onnx [-o OUT.onnx] -p fp16|int8|w8a8|w8a16|int8-dynamic|int4 [-p fp16] [options]\n\n"
            "-p int4 -p fp16 (either order) composes the two as the reference does: int4 weights (MatMulNBits),\n"
            "then fp16 for the rest; any other pair of -p is refused (exit 2) naming both.\n"
            "Without -o the output is IN_quantized.onnx beside the input (the reference's default); an existing\n"
@@ -27,16 +28,18 @@ static void help(void) {
            "  -p fp16          weights and compute in float16; float32 model inputs and outputs stay float32\n"
            "                   (the reference's fp16_keep_io_types default; --fp16-io makes them float16),\n"
            "                   --op-block-list A,B keeps those op types in float32\n"
-           "  -p int8          dynamic: DynamicQuantizeLinear + MatMulInteger, int8 weights\n"
-           "  -p int8-static   QDQ: uint8 activations from calibrated ranges, int8 weights\n"
+           "  -p int8          static QDQ (the reference's int8; also w8a8, int8-static): uint8 activations\n"
+           "                   from calibrated ranges, int8 weights\n"
            "  -p w8a16         QDQ with uint16 activations (NPUs)\n"
+           "  -p int8-dynamic  ours: DynamicQuantizeLinear + MatMulInteger, int8 weights\n"
+           "  (-p int16, w16a16: refused, the quantizer writes 8-bit weights only)\n"
            "  -p int4          weight-only RTN blocks -> MatMulNBits (--block-size 32|64|128, --bits 4|8)\n"
            "options:\n"
            "  --block-size N   int4 block (power of two >= 16, default 32)\n"
            "  --symmetric / --asymmetric   weights (default: symmetric int8, asymmetric int4)\n"
            "  --per-channel    int8 weight scales per output channel\n"
            "  --reduce-range / --no-reduce-range   7-bit int8 weights ([-64, 64]); default: on where integer\n"
-           "                   kernels multiply int8 weights with 8-bit activations (-p int8, int8-static):\n"
+           "                   kernels multiply int8 weights with 8-bit activations (-p int8, int8-dynamic):\n"
            "                   onnxruntime's u8s8 kernels on x86 without VNNI sum pairs of products in int16,\n"
            "                   which full-range weights overflow (wrong results, e.g. perplexity 2.3e7 where\n"
            "                   fp32 gives 38); --no-reduce-range keeps 8 bits for runtimes known not to\n"
@@ -44,7 +47,10 @@ static void help(void) {
            "  --weight-type int8|uint8, --activation-type uint8|int8|uint16|int16\n"
            "  --ranges FILE    static: activation ranges as JSON {\"value\": [min, max], ...}\n"
            "  --calib-data DIR static: collected activations (DIR/manifest.json: {\"value\": [\"file.f32\", ...]})\n"
-           "  --method minmax|entropy|percentile  --percentile P  --samples N   calibration of --calib-data\n"
+           "  --method minmax|entropy|percentile  --percentile P  --samples N   calibration of --calib-data;\n"
+           "                   static without --ranges or --calib-data: winml's engine runs the model on N\n"
+           "                   seeded batches (default 10; token ids within the vocabulary, masks of ones,\n"
+           "                   pixels in [0, 1)) and calibrates every quantized activation by the method\n"
            "  --op-types A,B   op types to quantize (default MatMul[,Gemm]; int4: Gather turns embedding\n"
            "                   tables into GatherBlockQuantized, sharing a tied Gemm's codes); --exclude NODE,...\n"
            "  --int8-nodes N,...  MatMuls and Gathers (node or weight names) kept at 8 bits in int4 mode (lm_head)\n"
@@ -249,8 +255,13 @@ int wm_cmd_quantize(int argc, char **argv) {
     const char *out = c.out;
     c.out = report;
     wm_quant_mode mode = wm_quant_mode_parse(prec);
+    if (prec && (!strcmp(prec, "int16") || !strcmp(prec, "w16a16"))) {
+        wm_cli_usage_error(&c, "-p %s: w16a16 needs 16-bit weights, and winml's quantizer writes 8-bit weights only "
+                           "(use w8a16: 8-bit weights, 16-bit activations)", prec);
+        goto out;
+    }
     if (!prec || !mode || mode == WM_QUANT_CARRY) { /* gguf carries a GGUF's blocks: winml build only */
-        wm_cli_usage_error(&c, "-p: one of fp16, int8, int8-static, w8a16, int4 is required%s%s%s", prec ? " (got '" : "",
+        wm_cli_usage_error(&c, "-p: one of fp16, int8 (w8a8), w8a16, int8-dynamic, int4 is required%s%s%s", prec ? " (got '" : "",
                            prec ? prec : "", prec ? "')" : "");
         goto out;
     }
@@ -285,8 +296,8 @@ int wm_cmd_quantize(int argc, char **argv) {
         out = def_out;
     }
     int is_static = mode == WM_QUANT_INT8_STATIC || mode == WM_QUANT_W8A16;
-    if (is_static && !ranges_path && !calib_dir) {
-        wm_cli_usage_error(&c, "-p %s needs activation ranges: --ranges FILE or --calib-data DIR", prec);
+    if (ranges_path && calib_dir) {
+        wm_cli_usage_error(&c, "--ranges and --calib-data: give one source of activation ranges");
         goto out;
     }
     wm_quant_config cfg;
@@ -329,6 +340,19 @@ int wm_cmd_quantize(int argc, char **argv) {
     cfg.ranges = rg.v;
     cfg.n_ranges = rg.n;
     if (wm_onnx_load(c.model, &m, &err) || wm_graph_open(m, m->proto->graph, &g, &err)) goto fail;
+    size_t calibrated = 0; /* static without given ranges: our engine calibrates (the path winml build takes) */
+    if (is_static && !ranges_path && !calib_dir) {
+        wm_calib_run_opts co;
+        memset(&co, 0, sizeof co);
+        wm_calib_opts_default(&co.calib, (wm_calib_method)wm_calib_method_parse(method));
+        if (co.calib.method == WM_CALIB_PERCENTILE) co.calib.percentile = pct;
+        co.samples = samples > 0 ? samples : 10;
+        co.seed = 1;
+        if (wm_calib_collect(c.model, g, &cfg, &co, &rg, &err)) goto fail;
+        cfg.ranges = rg.v;
+        cfg.n_ranges = rg.n;
+        calibrated = rg.n;
+    }
     if (wm_onnx_out_begin(out, m, overwrite, model_bytes(m), &lock, &err)) goto fail;
     int streamed = !with_fp16 && (!strcmp(stream, "on") || (!strcmp(stream, "auto") && model_bytes(m) > (100ull << 20)));
     if (wm_quant_run(g, &cfg, &rep, streamed ? &plan : NULL, &err)) goto fail;
@@ -366,6 +390,14 @@ int wm_cmd_quantize(int argc, char **argv) {
     wm_json_str(&j, "output", out);
     wm_json_str(&j, "precision", prec_name);
     wm_json_bool(&j, "streamed", streamed);
+    if (calibrated) { /* what calibrated the activations */
+        wm_json_obj(&j, "calibration");
+        wm_json_str(&j, "method", method);
+        wm_json_int(&j, "samples", samples > 0 ? samples : 10);
+        wm_json_str(&j, "data", "seeded");
+        wm_json_uint(&j, "values", calibrated);
+        wm_json_obj_end(&j);
+    }
     wm_json_obj(&j, "report");
     wm_json_uint(&j, "nodes_before", rep.nodes_before);
     wm_json_uint(&j, "nodes_after", rep.nodes_after);

@@ -1,6 +1,6 @@
 /*
- * quant.c - QuantizeLinear, DequantizeLinear (opsets 10..25) and
- * DynamicQuantizeLinear (11).
+ * quant.c - QuantizeLinear, DequantizeLinear (opsets 10..25; com.microsoft's
+ * contrib pair, opset 1, alike) and DynamicQuantizeLinear (11).
  *
  * Granularity from the scale's shape: one element = per tensor; 1-D without
  * block_size = per axis (`axis`, default 1); block_size > 0 = blocked along
@@ -375,6 +375,10 @@ static const wm_op ops[] = {
     {"", "QuantizeLinear", 10, 0, q_init, q_infer, q_run, q_workspace, 0, 0},
     {"", "DequantizeLinear", 10, 0, dq_init, q_infer, dq_run, q_workspace, 0, 0},
     {"", "DynamicQuantizeLinear", 11, 0, dyn_init, dyn_infer, dyn_run, NULL, 0, 0},
+    /* onnxruntime's contrib Q/DQ: the same arithmetic (axis default 1), 16-bit types below opset 21, which the
+       static quantizer writes for w8a16 at opset < 21 */
+    {"com.microsoft", "QuantizeLinear", 1, 0, q_init, q_infer, q_run, q_workspace, 0, 0},
+    {"com.microsoft", "DequantizeLinear", 1, 0, dq_init, q_infer, dq_run, q_workspace, 0, 0},
 };
 
 const wm_op_table wm_ops_quant = {ops, sizeof ops / sizeof ops[0]};

@@ -27,9 +27,9 @@ void wm_quant_config_default(wm_quant_config *c, wm_quant_mode mode) {
 static const struct {
     const char *name;
     wm_quant_mode mode;
-} MODES[] = {{"fp16", WM_QUANT_FP16},         {"float16", WM_QUANT_FP16},       {"int8", WM_QUANT_INT8_DYNAMIC},
+} MODES[] = {{"fp16", WM_QUANT_FP16},         {"float16", WM_QUANT_FP16},       {"int8", WM_QUANT_INT8_STATIC},
              {"int8-dynamic", WM_QUANT_INT8_DYNAMIC}, {"dynamic", WM_QUANT_INT8_DYNAMIC},
-             {"int8-static", WM_QUANT_INT8_STATIC}, {"static", WM_QUANT_INT8_STATIC}, {"qdq", WM_QUANT_INT8_STATIC},
+             {"int8-static", WM_QUANT_INT8_STATIC}, {"w8a8", WM_QUANT_INT8_STATIC}, {"static", WM_QUANT_INT8_STATIC}, {"qdq", WM_QUANT_INT8_STATIC},
              {"w8a16", WM_QUANT_W8A16},       {"int4", WM_QUANT_INT4},           {"rtn", WM_QUANT_INT4},
              {"gguf", WM_QUANT_CARRY}};
 

@@ -10,7 +10,8 @@
  * whose weights are mmap'd quantizes within a small resident set.
  *
  * Calibration for static QDQ is separate (quant_calib.h): ranges come in
- * as (value name, min, max) pairs from whatever ran the model.
+ * as (value name, min, max) pairs from whatever ran the model (our engine:
+ * quant_calib_run.h, shared by winml build and winml quantize).
  */
 #ifndef WM_OPT_QUANT_H
 #define WM_OPT_QUANT_H
@@ -176,7 +177,8 @@ wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, cons
 
 void wm_quant_plan_free(wm_quant_plan *p);
 
-/* "fp16", "int8", "int8-static"/"qdq", "w8a16", "int4", "gguf" (carry) -> mode; 0 when unknown. */
+/* "fp16", "int8"/"int8-static"/"w8a8"/"static"/"qdq" (static QDQ: the reference's int8), "int8-dynamic"/"dynamic",
+   "w8a16", "int4"/"rtn", "gguf" (carry) -> mode; 0 when unknown. */
 wm_quant_mode wm_quant_mode_parse(const char *s);
 const char *wm_quant_mode_name(wm_quant_mode m);
 

@@ -206,7 +206,7 @@ def test_softcapped_head_is_narrowed(winml, tmp_path, monkeypatch, prec):
 
 
 def test_int8_build_narrows_its_quantized_head(winml, tmp_path, monkeypatch):
-    """A dynamically quantized build's head (`winml quantize -p int8` of an fp32 build; `build -p int8` writes
+    """A dynamically quantized build's head (`winml quantize -p int8-dynamic` of an fp32 build; `build -p int8-rtn` writes
     MatMulNBits bits 8 since int8 u8s8 products went wrong in onnxruntime) is DynamicQuantizeLinear ->
     MatMulInteger -> Cast -> Mul (the tied table quantized for MatMulInteger): the runner narrows it to the last
     position too, and greedy tokens equal those of every position's logits (only the prefill's activation scale
@@ -221,7 +221,7 @@ def test_int8_build_narrows_its_quantized_head(winml, tmp_path, monkeypatch):
     path = tmp_path / "b8"
     shutil.copytree(tmp_path / "b32", path)
     r = subprocess.run([winml, "quantize", "-m", str(tmp_path / "b32" / "model.onnx"), "-o", str(path / "model.onnx"),
-                        "-p", "int8", "-q", "--overwrite"], capture_output=True, text=True, timeout=300)
+                        "-p", "int8-dynamic", "-q", "--overwrite"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     ops = [n.op_type for n in onnx.load(str(path / "model.onnx"), load_external_data=False).graph.node]
     assert "Gemm" not in ops and "MatMul" not in ops and ops.count("MatMulInteger") == 7 * 2 + 1

@@ -1,14 +1,15 @@
 """int8 builds on real weights compute the same in onnxruntime as in our engine (issue 31).
 
 SmolLM2-135M-Instruct (real_weights: the GGUF dequantized by transformers into a float checkpoint) is built as fp32
-and as int8 two ways a user gets one: `winml build -p int8` and `winml quantize -p int8` of the fp32 model (dynamic:
+and as int8 two ways a user gets one: `winml build -p int8-rtn` and `winml quantize -p int8-dynamic` of the fp32 model (dynamic:
 DynamicQuantizeLinear + MatMulInteger). Both engines run each file on the same 256 tokens of the Debian fortunes
 text (one forward pass, no cache); perplexity is computed from the logits in float64.
 
 What used to be wrong: both int8 files multiplied uint8 activations with full-range int8 weights in integer kernels,
 and onnxruntime's u8s8 kernels on x86 without VNNI (vpmaddubsw) add pairs of products in int16, which such weights
-overflow: our engine gave perplexity 62.6 and onnxruntime 2.3e7 on the same build. Now `build -p int8` writes
-MatMulNBits bits 8 with float activations (as for encoders), and `quantize -p int8` gives int8 weights 7 bits by
+overflow: our engine gave perplexity 62.6 and onnxruntime 2.3e7 on the same build. Now `build -p int8-rtn` (the
+old `build -p int8`; -p int8 is static QDQ now, the reference's meaning) writes MatMulNBits bits 8 with float
+activations (as for encoders), and `quantize -p int8-dynamic` gives int8 weights 7 bits by
 default (reduce_range, as onnxruntime's quantizer offers), which no int16 pair sum can overflow: every
 MatMulInteger onnxruntime runs is then the exact integer product.
 """
@@ -90,7 +91,7 @@ def fp32_ppl(smol, build_dir, tmp_path_factory):
 
 def _int8_build(winml, hf, d):
     out = d / "int8"
-    r = U.run([winml, "build", "-m", hf, "-o", out, "-p", "int8", "-q"], timeout=900)
+    r = U.run([winml, "build", "-m", hf, "-o", out, "-p", "int8-rtn", "-q"], timeout=900)
     assert r.returncode == 0, U.describe(r)
     return out / "model.onnx"
 
@@ -98,7 +99,7 @@ def _int8_build(winml, hf, d):
 def _int8_quantize(winml, hf, d):
     out = d / "q8" / "model.onnx"
     out.parent.mkdir(exist_ok=True)
-    r = U.run([winml, "quantize", "-m", d / "fp32" / "model.onnx", "-o", out, "-p", "int8", "-q", "-f", "json"],
+    r = U.run([winml, "quantize", "-m", d / "fp32" / "model.onnx", "-o", out, "-p", "int8-dynamic", "-q", "-f", "json"],
               timeout=900)
     assert r.returncode == 0, U.describe(r)
     return out
@@ -111,7 +112,7 @@ def q8(smol, winml):
 
 
 def test_build_int8_same_in_onnxruntime(smol, fp32_ppl, winml, build_dir, tmp_path):
-    """`winml build -p int8`: perplexity within 3% of fp32 in both engines, and the same logits in both."""
+    """`winml build -p int8-rtn`: perplexity within 3% of fp32 in both engines, and the same logits in both."""
     hf, d, ids = smol
     path = _int8_build(winml, hf, d)
     ops = [n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node]
@@ -120,7 +121,7 @@ def test_build_int8_same_in_onnxruntime(smol, fp32_ppl, winml, build_dir, tmp_pa
     p_mine, p_ort = perplexity(mine, ids), perplexity(ort, ids)
     diff = float(np.abs(mine.astype(np.float64) - ort).max())
     fp = fp32_ppl[0]
-    U.note(f"SmolLM2 build -p int8 (MatMulNBits bits 8), {N_TOK} fortunes tokens: perplexity winml {p_mine:.4f}, "
+    U.note(f"SmolLM2 build -p int8-rtn (MatMulNBits bits 8), {N_TOK} fortunes tokens: perplexity winml {p_mine:.4f}, "
            f"onnxruntime {p_ort:.4f} (fp32: winml {fp:.4f}, onnxruntime {fp32_ppl[1]:.4f}); logits max abs diff "
            f"{diff:.2e}")
     assert abs(fp32_ppl[1] / fp - 1) < 1e-3
@@ -130,7 +131,7 @@ def test_build_int8_same_in_onnxruntime(smol, fp32_ppl, winml, build_dir, tmp_pa
 
 
 def test_quantize_int8_exact_in_onnxruntime(smol, q8, fp32_ppl, build_dir, tmp_path):
-    """`winml quantize -p int8` (dynamic): every MatMulInteger of the model, run by onnxruntime on the real
+    """`winml quantize -p int8-dynamic`: every MatMulInteger of the model, run by onnxruntime on the real
     activations of 256 tokens, equals the exact integer product of its inputs (numpy int64) - what saturation
     broke - and both engines' perplexities are reported. They are not compared tightly: dynamic int8 requantizes
     every activation with one range per tensor, so the engines' one-ulp differences in a DynamicQuantizeLinear
@@ -161,7 +162,7 @@ def test_quantize_int8_exact_in_onnxruntime(smol, q8, fp32_ppl, build_dir, tmp_p
         if err:
             bad.append((n.input[1], err, int(np.abs(w).max())))
     mine, ort = _logits(build_dir, q8, ids, tmp_path)
-    U.note(f"SmolLM2 quantize -p int8 (MatMulInteger), {N_TOK} fortunes tokens: perplexity winml "
+    U.note(f"SmolLM2 quantize -p int8-dynamic (MatMulInteger), {N_TOK} fortunes tokens: perplexity winml "
            f"{perplexity(mine, ids):.4f}, onnxruntime {perplexity(ort, ids):.4f} (fp32 {fp32_ppl[0]:.4f}); "
            f"MatMulIntegers not exact in onnxruntime: {len(bad)} of {len(mis)}")
     assert not bad, f"onnxruntime's MatMulInteger is not the exact product (weight, max error, max |w|): {bad[:5]}"

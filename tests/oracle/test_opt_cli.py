@@ -97,6 +97,6 @@ def test_hostile_graphs_do_not_crash(winml_asan, tmp_path):
         assert r.returncode in (0, 2), name + "\n" + U.describe(r)
         if r.returncode == 2:
             U.assert_clean_error(r, "winml optimize")
-        for p in ("fp16", "int8", "int4"):
+        for p in ("fp16", "int8-dynamic", "int8", "int4"):
             r = U.run([winml_asan, "quantize", "-m", src, "-o", out, "-p", p])
             assert not U.crashed(r) and r.returncode in (0, 2), name + p + "\n" + U.describe(r)

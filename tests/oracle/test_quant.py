@@ -260,8 +260,8 @@ def test_int8_gemm_transposed_weight(winml, tmp_path, flags):
     matmul_model(mm, w)
     for bias in (None, rng.standard_normal(50).astype(np.float32)):
         gemm_model(gm, w.T.copy(), 1, bias=bias)
-        quantize(winml, mm, qa, "-p", "int8", *flags)
-        assert quantize(winml, gm, qb, "-p", "int8", *flags)["quantized"] == 1
+        quantize(winml, mm, qa, "-p", "int8-dynamic", *flags)
+        assert quantize(winml, gm, qb, "-p", "int8-dynamic", *flags)["quantized"] == 1
         a, b = onnx.load(qa), onnx.load(qb)
         ma = next(n for n in a.graph.node if n.op_type == "MatMulInteger")
         mb = next(n for n in b.graph.node if n.op_type == "MatMulInteger")
@@ -299,7 +299,7 @@ def decoder_metrics(src, dst):
 
 @pytest.mark.parametrize("prec,args,min_sqnr", (("int4", ("--block-size", "32"), 12.0),
                                                  ("int4", ("--block-size", "32", "--symmetric"), 10.0),
-                                                 ("int8", (), 25.0)))
+                                                 ("int8-dynamic", (), 25.0)))
 def test_decoder_quantized(winml, tmp_path, prec, args, min_sqnr):
     src = M.export("qwen2", "dyn")
     opt, dst = str(tmp_path / "o.onnx"), str(tmp_path / "q.onnx")
@@ -477,7 +477,8 @@ def test_quantize_errors(winml, tmp_path):
     out = str(tmp_path / "q.onnx")
     cases = [
         (["-p", "int5"], "int5"),
-        (["-p", "int8-static"], "ranges"),
+        (["-p", "int16"], "8-bit weights only"),
+        (["-p", "int8", "--ranges", "r.json", "--calib-data", "d"], "one source of activation ranges"),
         (["-p", "int4", "--block-size", "48"], "block-size"),
         (["-p", "int4", "--bogus"], "--bogus"),
     ]
@@ -653,7 +654,7 @@ def test_int8_weights_7bit_by_default(winml, tmp_path):
     assert np.abs(wq("-p", "int8-static", "--ranges", str(tmp_path / "r.json"))).max() == 64
     assert np.abs(wq("-p", "w8a16", "--ranges", str(tmp_path / "r.json"))).max() == 127
 
-    assert np.abs(wq("-p", "int8")).max() == 64
-    assert np.abs(wq("-p", "int8", "--per-channel")).max() == 64
-    assert np.abs(wq("-p", "int8", "--no-reduce-range")).max() == 127
-    assert wq("-p", "int8", "--asymmetric", "--weight-type", "uint8").max() == 255
+    assert np.abs(wq("-p", "int8-dynamic")).max() == 64
+    assert np.abs(wq("-p", "int8-dynamic", "--per-channel")).max() == 64
+    assert np.abs(wq("-p", "int8-dynamic", "--no-reduce-range")).max() == 127
+    assert wq("-p", "int8-dynamic", "--asymmetric", "--weight-type", "uint8").max() == 255

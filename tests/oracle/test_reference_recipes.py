@@ -3,10 +3,11 @@
 
 - every file parses and validates (`winml config -c FILE -f json`), and every field it holds is either one the
   recipe model uses or listed in `reference_fields_kept` (nothing read silently and dropped);
-- every recipe whose model_type, task and quant mode the builder serves builds with --random-weights from a tiny
-  config of its model_type, and the model's inputs and outputs are the recipe's (names, dtypes, static shapes);
+- every recipe whose model_type and task the builder serves builds with --random-weights from a tiny config of its
+  model_type, and the model's inputs and outputs are the recipe's (names, dtypes, static shapes); its static
+  (static / qdq) quant sections too: QDQ calibrated by our engine on seeded samples, said in the manifest;
 - every other recipe is refused by `winml build` with exit 2 and ONE error line naming the unsupported
-  loader.model_type, loader.task or quant.mode (static quantization), and nothing is left in the output folder.
+  loader.model_type or loader.task, and nothing is left in the output folder.
 
 The counts of each are asserted and printed. Builds are deduplicated by what decides the graph (model_type,
 task, quant mode, inputs, outputs, optim switches); every file is still parsed and checked on its own.
@@ -27,7 +28,7 @@ from recipe_survey import field_paths, recipe_files
 REF = os.path.join(os.path.dirname(U.ROOT), "shared", "reference-recipes")
 
 # What the builder serves today (asserted: a change in coverage must update these numbers knowingly).
-WANT = {"parsed": 299, "built": 97, "model_type": 153, "task": 0, "quant.mode": 49}
+WANT = {"parsed": 299, "built": 146, "model_type": 153, "task": 0, "quant.mode": 0}
 
 # Fields the recipe model uses (the rest must come back as kept). An object's members are listed on their own.
 USED = {
@@ -197,7 +198,17 @@ def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs
                 assert man["recipe_task"] == task, man
             # the reference's fp16 recipes mostly hold no quant section: built as written, and said so
             named = re.search(r"_(fp16|fp32|w8a8|w8a16)_config", os.path.basename(f)).group(1)
-            assert man["precision"] == ("fp16" if (doc.get("quant") or {}).get("mode") == "fp16" else "fp32"), man
+            q = doc.get("quant") or {}
+            static = q.get("mode") in ("static", "qdq")
+            want = "fp16" if q.get("mode") == "fp16" else \
+                ("w8a16" if "16" in q.get("activation_type", "") else "int8") if static else "fp32"
+            assert man["precision"] == want, (f, man["precision"], want)
+            if static:  # QDQ, calibrated by our engine on seeded samples (no dataset here), said in the manifest
+                cal = next(s for s in man["stages"] if s["name"] == "quant")["calibration"]
+                assert cal["data"] == "seeded" and cal["method"] == q.get("calibration_method", "minmax"), cal
+                assert cal["samples"] == q.get("samples", 10), cal
+                ops = {n.op_type for n in onnx.load(str(out / "model.onnx"), load_external_data=False).graph.node}
+                assert cal["values"] == 0 or "QuantizeLinear" in ops, (f, cal)
             assert (f"the file name says {named}, but its quant section is null" in r.stderr) == \
                 (named != "fp32" and not doc.get("quant")), r.stderr
             res = "built"
@@ -210,8 +221,6 @@ def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs
                 res = "model_type"
             elif f"field 'loader.task': task '{task}' is not served" in msg:
                 res = "task"
-            elif "field 'quant.mode'" in msg and "static" in msg and "not implemented" in msg:
-                res = "quant.mode"
             else:
                 pytest.fail(f"{f}: refused for another reason: {msg}")
             assert not out.exists(), f"{f}: refused build left {out}"
@@ -280,8 +289,8 @@ def test_fill_mask_recipe_matches_transformers(model_type, files, winml, tmp_pat
 
 def test_quantless_fp16_recipe_builds_fp16_with_p(files, tiny_dirs, winml, tmp_path):
     """-p fp16 on a recipe whose quant section is null adds our fp16 section (said on stderr, written to the
-    resolved recipe, which validates again); a static (qdq) recipe is refused with -p fp16 too, naming quant.mode,
-    and builds float32 with -p fp32 (the quant section dropped, as the message suggests)."""
+    resolved recipe, which validates again); a static (qdq) recipe is refused with -p fp16 (it disagrees with the
+    quant section), and builds float32 with -p fp32 (the quant section dropped)."""
     f = next(f for f in files if f.endswith("sentence-similarity_fp16_config.json") and not load(f).get("quant")
              and load(f)["loader"]["model_type"] == "bert")
     out = tmp_path / "o"
@@ -301,8 +310,8 @@ def test_quantless_fp16_recipe_builds_fp16_with_p(files, tiny_dirs, winml, tmp_p
     w16 = next(f for f in files if "w8a16" in f and load(f)["loader"]["model_type"] == "bert")
     r = subprocess.run([winml, "build", "-c", w16, "-m", tiny_dirs["bert", None], "--random-weights", "-o", str(tmp_path / "x"),
                         "-p", "fp16"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2 and "field 'quant.mode': 'qdq' (static w8a16" in r.stderr, r.stderr
-    assert "build with -p fp32" in r.stderr and not (tmp_path / "x").exists()
+    assert r.returncode == 2 and "-p fp16 disagrees with the recipe's quant section (qdq)" in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()
     r = subprocess.run([winml, "build", "-c", w16, "-m", tiny_dirs["bert", None], "--random-weights", "-o", str(tmp_path / "x"),
                         "-p", "fp32", "-f", "json"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and json.loads(r.stdout)["precision"] == "fp32", r.stderr

@@ -3,8 +3,9 @@
 
 - one run writes eval_results/<date>/{environment.json, models/<org>__<name>__<task>__<precision>[...]/
   eval_result.json} with the reference's keys (../shared/facts/reference-json.md section 6): the buildable
-  recipes pass (build, analyze, perf, compare), the others carry the reference's failure class (a model_type the
-  builder does not serve: EXPORT_FAIL; static quantization: OPT_FAIL) and the one-line error;
+  recipes pass (build, analyze, perf, compare; static QDQ ones too, calibrated on seeded samples), the others
+  carry the reference's failure class (a model_type the builder does not serve: EXPORT_FAIL) and the one-line
+  error;
 - a run killed midway (SIGKILL: no handler runs) and resumed ends with the same result set, the results written
   before the kill untouched, and no temporaries left;
 - --shard 0/2 and 1/2 into two folders split the recipes disjointly and their union is the same result set;
@@ -46,8 +47,8 @@ def load(p):
 
 @pytest.fixture(scope="module")
 def recipes(winml, request):
-    """20 recipes: the first 14 in path order that build, the first 4 refused by
-    model_type and the first 2 refused by static quantization; as a list file."""
+    """20 recipes: the first 14 in path order that build without static quantization, the first 2 static (qdq)
+    ones, which build too (calibrated by our engine), and the first 4 refused by model_type; as a list file."""
     want = {"built": N_BUILT, "model_type": N_MODEL_TYPE, "static": N_STATIC}
     got = {k: [] for k in want}
     for f in recipe_files(REF):
@@ -56,8 +57,9 @@ def recipes(winml, request):
         r = subprocess.run([winml, "config", "-c", f, "-f", "json"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         rep = json.loads(r.stdout)
-        kind = "built" if rep["buildable"] else "model_type" if "loader.model_type" in rep["not_buildable_reason"] \
-            else "static" if "quant.mode" in rep["not_buildable_reason"] else None
+        static = (load(f).get("quant") or {}).get("mode") in ("static", "qdq")
+        kind = ("static" if static else "built") if rep["buildable"] \
+            else "model_type" if "loader.model_type" in rep["not_buildable_reason"] else None
         if kind and len(got[kind]) < want[kind]:
             got[kind].append(f)
     assert {k: len(v) for k, v in got.items()} == want
@@ -110,8 +112,8 @@ def test_single_run_writes_the_reference_layout(single, recipes):
     assert env["winml_sys"]["cpu"]["logical_cores"] >= 1
     res = result_set(out)
     assert len(res) == 20 and summ["selected"] == 20 and summ["ran"] == 20 and summ["not_run"] == 0
-    assert summ["passed"] == N_BUILT and summ["failed"] == N_MODEL_TYPE + N_STATIC, summ
-    assert summ["failure_classes"]["EXPORT_FAIL"] == N_MODEL_TYPE and summ["failure_classes"]["OPT_FAIL"] == N_STATIC
+    assert summ["passed"] == N_BUILT + N_STATIC and summ["failed"] == N_MODEL_TYPE, summ
+    assert summ["failure_classes"]["EXPORT_FAIL"] == N_MODEL_TYPE and not summ["failure_classes"].get("OPT_FAIL")
     kind_of = {f: k for k, fs in got.items() for f in fs}
     for row in summ["results"]:
         p = os.path.join(days[0], "models", row["key"], "eval_result.json")
@@ -123,7 +125,7 @@ def test_single_run_writes_the_reference_layout(single, recipes):
         assert d["model"] == f"{org}/{name}" and row["key"].startswith(f"{org}__{name}__{d['task']}__{d['precision']}")
         assert os.path.basename(rec).startswith(f"{d['task']}_{d['precision']}_")
         kind = kind_of[rec]
-        if kind == "built":
+        if kind in ("built", "static"):
             assert row["status"] == "passed" and d["perf"]["passed"] is True, (row, d["perf"]["stderr_output"])
             lat = d["perf"]["result"]["latency_ms"]
             assert lat["mean"] > 0 and d["perf"]["result"]["benchmark_info"]["iterations"] == 20
@@ -131,10 +133,10 @@ def test_single_run_writes_the_reference_layout(single, recipes):
             assert d["onnx_size_bytes"] > 0 and d["perf"]["failure_classification"] is None
         else:
             assert row["status"] == "failed" and d["perf"]["passed"] is False
-            assert d["perf"]["failure_classification"] == ("EXPORT_FAIL" if kind == "model_type" else "OPT_FAIL")
+            assert d["perf"]["failure_classification"] == "EXPORT_FAIL"
             assert d["perf"]["failure_classification"] in CLASSES
             assert d["perf"]["error"].startswith(f"winml build: error: {rec}: field '")
-            assert ("loader.model_type" if kind == "model_type" else "quant.mode") in d["perf"]["error"]
+            assert "loader.model_type" in d["perf"]["error"]
             assert d["accuracy"]["skipped"] is True and d["perf"]["exit_code"] == 2
     assert all_leftovers(out) == [], all_leftovers(out)
     assert not glob.glob(os.path.join(days[0], ".work*"))

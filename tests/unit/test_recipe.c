@@ -65,7 +65,7 @@ static void test_reference_recipe_fields_kept_and_used(void **st) {
     assert_int_equal(r.n_kept, 19); /* 8 export, 1 optim, 7 quant, 3 eval */
     /* qdq = static; 16-bit activations: w8a16 */
     assert_int_equal(r.qmode, WM_QUANT_W8A16);
-    assert_int_equal(r.precision, WM_PREC_INT8);
+    assert_int_equal(r.precision, WM_PREC_W8A16);
     assert_true(r.inputs[1].has_range && r.inputs[1].range[0] == 0 && r.inputs[1].range[1] == 2);
     wm_quant_config c;
     assert_int_equal(wm_recipe_quant_config(&r, &c, &e), WM_OK);
@@ -73,10 +73,8 @@ static void test_reference_recipe_fields_kept_and_used(void **st) {
     assert_int_equal(c.weight_type, WM_DT_UINT8);
     assert_int_equal(c.activation_type, WM_DT_UINT16);
     assert_true(!c.per_channel && !c.symmetric);
-    /* build refuses static quantization by name, never something else */
-    assert_int_equal(wm_recipe_supported(&r, "ref.json", &e), WM_ERR_UNSUPPORTED);
-    assert_non_null(strstr(e.msg, "ref.json: field 'quant.mode': 'qdq' (static w8a16"));
-    assert_non_null(strstr(e.msg, "not implemented"));
+    /* build serves static quantization (bert, sentence-similarity: nothing refused) */
+    assert_int_equal(wm_recipe_supported(&r, "ref.json", &e), WM_OK);
     wm_recipe_free(&r);
 }
 
@@ -230,7 +228,7 @@ static void test_quant_section_is_the_quantizers_config(void **st) {
     wm_recipe r;
     wm_error e = {0};
     assert_int_equal(wm_recipe_parse(t, strlen(t), "r.json", &r, &e), WM_OK);
-    assert_int_equal(r.precision, WM_PREC_INT8); /* rtn 8 bits */
+    assert_int_equal(r.precision, WM_PREC_INT8_RTN); /* rtn 8 bits: ours, not the reference's static int8 */
     wm_quant_config c;
     assert_int_equal(wm_recipe_quant_config(&r, &c, &e), WM_OK);
     assert_int_equal(c.mode, WM_QUANT_INT4);
@@ -332,6 +330,49 @@ static void test_fill_mask_arch(void **st) {
     wm_hf_config_free(&ck.config);
 }
 
+/* -p names: the reference's int8 is static QDQ (w8a8 too), ours under names of their own, auto = the default, int16
+   refused naming why; the default quant section of int8 / w8a16 is the reference's static recipe. */
+static void test_precision_names(void **st) {
+    (void)st;
+    static const struct {
+        const char *name;
+        int want;
+    } ok[] = {{"int8", WM_PREC_INT8}, {"w8a8", WM_PREC_INT8}, {"int8-static", WM_PREC_INT8}, {"w8a16", WM_PREC_W8A16},
+              {"int8-rtn", WM_PREC_INT8_RTN}, {"int8-dynamic", WM_PREC_INT8_DYNAMIC}, {"fp32", WM_PREC_FP32},
+              {"int4", WM_PREC_INT4}, {"auto", -1}};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        int p = -7;
+        wm_error e = {0};
+        assert_int_equal(wm_precision_parse(ok[i].name, &p, &e), WM_OK);
+        assert_int_equal(p, ok[i].want);
+        if (p >= 0 && strcmp(ok[i].name, "w8a8") && strcmp(ok[i].name, "int8-static"))
+            assert_string_equal(wm_precision_name(p), ok[i].name);
+    }
+    static const char *const bad[][2] = {{"int16", "8-bit weights only"}, {"w16a16", "8-bit weights only"},
+                                         {"int9", "unknown precision 'int9'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int p = 0;
+        wm_error e = {0};
+        assert_int_equal(wm_precision_parse(bad[i][0], &p, &e), WM_ERR_USAGE);
+        assert_non_null(strstr(e.msg, bad[i][1]));
+    }
+    for (int prec = WM_PREC_INT8; prec <= WM_PREC_W8A16; prec += WM_PREC_W8A16 - WM_PREC_INT8) {
+        wm_recipe r;
+        memset(&r, 0, sizeof r);
+        wm_recipe_default_quant(NULL, (wm_precision)prec, &r);
+        wm_quant_config c;
+        wm_error e = {0};
+        assert_int_equal(wm_recipe_quant_config(&r, &c, &e), WM_OK);
+        assert_int_equal(c.mode, prec == WM_PREC_INT8 ? WM_QUANT_INT8_STATIC : WM_QUANT_W8A16);
+        assert_int_equal(c.weight_type, WM_DT_UINT8);
+        assert_int_equal(c.activation_type, prec == WM_PREC_INT8 ? WM_DT_UINT8 : WM_DT_UINT16);
+        assert_true(!c.per_channel && !c.symmetric);
+        assert_int_equal(r.samples, 10);
+        assert_string_equal(r.calibration_method, "minmax");
+        wm_recipe_free(&r);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_recipe_fields_kept_and_used),
@@ -342,6 +383,7 @@ int main(void) {
         cmocka_unit_test(test_quant_section_is_the_quantizers_config),
         cmocka_unit_test(test_auto_model_class_is_the_tasks_class),
         cmocka_unit_test(test_fill_mask_arch),
+        cmocka_unit_test(test_precision_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
