@@ -181,6 +181,8 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_REG: return a->n_reg;
     case D_PROJ: return a->proj;
     case D_3H: return 3 * a->H;
+    case D_RB: return a->rel_rows;
+    case D_NH: return a->nh;
     default: return 0;
     }
 }
@@ -235,6 +237,28 @@ static wm_status need(const wm_arch *a, int64_t v, const char *key, wm_error *er
     return wm_err(err, WM_ERR_INPUT, "%s: field '%s': missing (needed to build the graph)", a->cfg->file, key);
 }
 
+/* The relative position bias table's rows: relative_attention_num_buckets, at least the buckets computed. */
+static wm_status resolve_rel_bias(wm_arch *a, const wm_family *f, wm_error *err) {
+    if (!f->rel_buckets) return WM_OK;
+    const char *key = "relative_attention_num_buckets";
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, key);
+    int64_t rows = f->rel_buckets;
+    if (v && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+            v->valuedouble > 1e6)
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected an integer from 1 to 1000000", a->cfg->file,
+                          key);
+        rows = (int64_t)v->valuedouble;
+    }
+    if (rows < f->rel_buckets)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %lld rows, fewer than the %d buckets model_type '%s' "
+                      "computes", a->cfg->file, key, (long long)rows, f->rel_buckets, a->model_type);
+    a->rel_buckets = f->rel_buckets;
+    a->rel_max_dist = f->rel_max_distance;
+    a->rel_rows = rows;
+    return WM_OK;
+}
+
 static wm_status resolve_sizes(wm_arch *a, const wm_family *f, const wm_scheme *s, wm_error *err) {
     const wm_hf_config *c = a->cfg;
     wm_status st;
@@ -263,7 +287,8 @@ static wm_status resolve_sizes(wm_arch *a, const wm_family *f, const wm_scheme *
     a->T = c->type_vocab_size >= 0 ? c->type_vocab_size : f->type_vocab;
     a->labels = c->num_labels > 0 ? c->num_labels : 2;
     a->eps = !isnan(c->norm_eps) ? c->norm_eps : f->eps;
-    a->pad_id = c->pad.n ? c->pad.v[0] : 1;
+    a->pad_id = f->pad_fixed ? f->padding_idx : c->pad.n ? c->pad.v[0] : 1;
+    if ((st = resolve_rel_bias(a, f, err))) return st;
     /* keep products far from overflow: every dim <= 2^31, layers <= 4096 */
     uint64_t p;
     if (!wm_mul_u64((uint64_t)a->V, (uint64_t)a->E, &p) || p > (1ull << 40))
@@ -436,6 +461,7 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
         case WM_M_G_EMB_PROJ: w.required = a->E != a->H; break;
         case WM_M_G_LM_HEAD: w.required = !a->tied && a->task == WM_TASK_TEXT_GENERATION; w.bias = 0; break;
         case WM_M_G_EMBED: case WM_M_G_POS: w.bias = 0; break;
+        case WM_M_G_REL_BIAS: w.required = a->rel_buckets > 0; w.bias = 0; break;
         case WM_M_L_Q: case WM_M_L_K: case WM_M_L_V: w.required = !a->fused_qkv; w.bias = qb; break;
         case WM_M_L_QKV: w.required = a->fused_qkv; w.bias = qb; break;
         case WM_M_L_O: w.bias = ob; break;
@@ -764,6 +790,11 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
                      a->rope_local.theta, a->rope_local.type, (long long)a->rope_local.rot_dim, (long long)a->hd);
             wm_json_str(j, NULL, b);
         }
+    }
+    if (a->rel_buckets) {
+        snprintf(b, sizeof b, "relative position bias (%lld buckets, max distance %lld; one table shared by all "
+                 "layers, added to the attention scores)", (long long)a->rel_buckets, (long long)a->rel_max_dist);
+        wm_json_str(j, NULL, b);
     }
     snprintf(b, sizeof b, "%s%s eps %g, %s%s", a->norm == WM_NORM_RMS ? "RMSNorm" : "LayerNorm",
              a->norm_offset != 0 ? " (1 + weight)" : "", a->eps, a->post_norm ? "post-norm" : "pre-norm",

@@ -81,7 +81,7 @@ const char *wm_act_name(wm_act a);
     X(G_PROJ, "projection") X(G_SCALE, "logit_scale") X(G_BIAS, "logit_bias")              \
     X(G_PROBE, "map_probe") X(G_MAP_QKV, "map_qkv") X(G_MAP_QKV_B, "map_qkv_bias")         \
     X(G_MAP_O, "map_o_proj") X(G_MAP_NORM, "map_norm") X(G_MAP_UP, "map_up")                \
-    X(G_MAP_DOWN, "map_down")                                                               \
+    X(G_MAP_DOWN, "map_down") X(G_REL_BIAS, "rel_attn_bias")                               \
     X(L_ATTN_NORM, "attn_norm") X(L_Q, "q_proj") X(L_K, "k_proj") X(L_V, "v_proj")       \
     X(L_QKV, "qkv_proj") X(L_O, "o_proj") X(L_Q_NORM, "q_norm") X(L_K_NORM, "k_norm")    \
     X(L_MLP_NORM, "mlp_norm") X(L_GATE, "gate_proj") X(L_UP, "up_proj")                   \
@@ -142,6 +142,11 @@ typedef struct wm_arch {
     /* sizes */
     int64_t V, H, E, I, L, nh, kvh, hd, P, T, labels;
     int64_t pad_id;           /* padding_idx for WM_POSID_PADDING */
+    /* relative position bias (T5-style buckets, bidirectional): one [rel_rows, nh] table (G_REL_BIAS) shared by
+       every layer, added to the attention scores; rel_buckets 0: none */
+    int64_t rel_buckets;      /* buckets the bucketing computes (both directions together) */
+    int64_t rel_max_dist;     /* distances from this on share the last (log-spaced) bucket */
+    int64_t rel_rows;         /* the table's rows (config relative_attention_num_buckets), >= rel_buckets */
     /* structure */
     wm_norm_kind norm;
     double eps;
@@ -231,6 +236,13 @@ const char *wm_arch_tower_parent(const char *model_type);
 wm_status wm_arch_set_image(wm_arch *a, int64_t image, const char *label, wm_error *err);
 /* The family table's model_types, comma-separated, into buf (truncated to n). */
 void wm_arch_family_names(char *buf, size_t n);
+
+/*
+ * The bucket of relative position rel (key position - query position) in a bidirectional bucketing of buckets
+ * buckets (T5 / MPNet): half per direction, exact distances below a quarter of buckets, log-spaced up to
+ * max_dist, the last bucket from there on; computed in float32 as transformers does (the same buckets).
+ */
+int64_t wm_rel_bucket(int64_t rel, int64_t buckets, int64_t max_dist);
 
 /* Tasks the checkpoint supports (out[] of WM_TASK_COUNT); returns how many. */
 size_t wm_arch_tasks(const wm_arch *a, int *out);

@@ -6,7 +6,7 @@
 
 /* symbolic dims of module shapes */
 enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1, D_2H, D_PIN, D_NPOS, D_REG,
-       D_PROJ, D_3H };
+       D_PROJ, D_3H, D_RB, D_NH };
 
 typedef struct wm_modpat {
     uint8_t mod, kind, d_out, d_in; /* wm_mod, wm_mod_kind, D_* */
@@ -71,6 +71,10 @@ typedef struct wm_family {
     int64_t type_vocab;  /* default type_vocab_size */
     int cls_head;        /* WM_HEAD_* */
     int mlm_head;        /* WM_MLM_* (WM_MLM_NONE: no masked-LM head here) */
+    int pad_fixed;       /* position ids pad with padding_idx, fixed by the family's code (not pad_token_id) */
+    int64_t padding_idx;
+    int rel_buckets;     /* relative position bias: buckets computed (rows from relative_attention_num_buckets, */
+    int rel_max_distance; /* this many by default), distances from rel_max_distance on in the last bucket */
 } wm_family;
 
 typedef struct wm_denied_type {

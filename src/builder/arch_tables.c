@@ -89,6 +89,23 @@ static const wm_modpat bert_mods[] = {
     MP(L_MLP_NORM, NORM, H, H, "$encoder.layer.%d.output.LayerNorm"),
 };
 
+/* MPNet: BERT's post-norm layers under other names, no token types, and one relative position bias table
+   [buckets, heads] for all layers. */
+static const wm_modpat mpnet_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
+    MP(G_POS, EMBED, P, E, "$embeddings.position_embeddings"),
+    MP(G_EMB_NORM, NORM, E, E, "$embeddings.LayerNorm"),
+    MP(G_REL_BIAS, EMBED, RB, NH, "$encoder.relative_attention_bias"),
+    MP(L_Q, LINEAR, Q, H, "$encoder.layer.%d.attention.attn.q"),
+    MP(L_K, LINEAR, KV, H, "$encoder.layer.%d.attention.attn.k"),
+    MP(L_V, LINEAR, KV, H, "$encoder.layer.%d.attention.attn.v"),
+    MP(L_O, LINEAR, H, Q, "$encoder.layer.%d.attention.attn.o"),
+    MP(L_ATTN_NORM, NORM, H, H, "$encoder.layer.%d.attention.LayerNorm"),
+    MP(L_UP, LINEAR, I, H, "$encoder.layer.%d.intermediate.dense"),
+    MP(L_DOWN, LINEAR, H, I, "$encoder.layer.%d.output.dense"),
+    MP(L_MLP_NORM, NORM, H, H, "$encoder.layer.%d.output.LayerNorm"),
+};
+
 /* DistilBERT: post-norm encoder, no token types. */
 static const wm_modpat distil_mods[] = {
     MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
@@ -113,6 +130,7 @@ const wm_scheme wm_schemes[] = {
      N(bert_mods), "bert"},
     {"distilbert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"distilbert.", ""}, distil_mods,
      N(distil_mods), "distilbert"},
+    {"mpnet", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"mpnet.", ""}, mpnet_mods, N(mpnet_mods), "mpnet"},
 };
 const size_t wm_n_schemes = N(wm_schemes);
 
@@ -194,6 +212,11 @@ const wm_family wm_families[] = {
         .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_DENSE_GELU),
     ENC(.model_type = "distilbert", .class_stem = "DistilBert", .scheme = "distilbert", .prefix = "distilbert.",
         .posid = WM_POSID_ARANGE, .type_vocab = 0, .cls_head = WM_HEAD_PRE_RELU, .mlm_head = WM_MLM_DISTILBERT),
+    /* MPNet: RoBERTa's padding-aware positions (padding_idx 1 in its code, whatever pad_token_id says) and
+       heads, plus a relative position bias of 32 buckets up to distance 128 (its code's constants) */
+    ENC(.model_type = "mpnet", .class_stem = "MPNet", .scheme = "mpnet", .prefix = "mpnet.",
+        .posid = WM_POSID_PADDING, .pad_fixed = 1, .padding_idx = 1, .type_vocab = 0, .cls_head = WM_HEAD_DENSE_TANH,
+        .mlm_head = WM_MLM_ROBERTA, .rel_buckets = 32, .rel_max_distance = 128),
 };
 const size_t wm_n_families = N(wm_families);
 

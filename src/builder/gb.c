@@ -205,6 +205,11 @@ const char *gb_i64(wm_gb *b, const int64_t *v, size_t n) {
     return constant(b, name, WM_DT_INT64, &d, 1, v, n * sizeof *v);
 }
 
+const char *gb_i64_named(wm_gb *b, const int64_t *v, size_t n, const char *name) {
+    int64_t d = (int64_t)n;
+    return constant(b, name, WM_DT_INT64, &d, 1, v, n * sizeof *v);
+}
+
 const char *gb_i64s(wm_gb *b, int64_t v) {
     char name[64];
     snprintf(name, sizeof name, "const_i64s_%lld", (long long)v);

@@ -71,6 +71,7 @@ const char *gb_i64_1(wm_gb *b, int64_t v);   /* [v] */
 const char *gb_int_as(wm_gb *b, int64_t v, int32_t dtype); /* scalar of int32 or int64 */
 const char *gb_f32s(wm_gb *b, float v);      /* scalar */
 const char *gb_f32(wm_gb *b, const float *v, size_t n, const char *name); /* named 1-D float constant */
+const char *gb_i64_named(wm_gb *b, const int64_t *v, size_t n, const char *name); /* named 1-D int64 (tables) */
 
 /* Opset-aware reductions (axes as attribute before opset 18, as input from 18; ReduceSum from 13). */
 const char *gb_reduce(wm_gb *b, const char *op, const char *x, const int64_t *axes, size_t n_axes, int keepdims);

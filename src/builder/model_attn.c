@@ -6,9 +6,11 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "builder/model_impl.h"
+#include "core/error.h"
 #include "onnx/dtype.h"
 
 /* x [B, n, S, hd] -> rotated by cos/sin [B, 1, S, rot] (rotate_half convention, first rot dims). */
@@ -131,6 +133,36 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
     o = gb_reshape(b, o, os, 3);
     snprintf(sub, sizeof sub, "%s/o_proj", sc);
     return gb_linear(b, o, wm_arch_mod(a, layer, WM_M_L_O), sub);
+}
+
+const char *wm_model_rel_bias(wm_gb *b, const wm_model_ctx *c, const char *ids) {
+    const wm_arch *a = c->a;
+    const wm_module *m = wm_arch_mod(a, -1, WM_M_G_REL_BIAS);
+    gb_scope(b, "%s/rel_attn_bias", c->root ? c->root : "/model");
+    int64_t d[2] = {a->rel_rows, a->nh};
+    const char *w = gb_weight(b, ".weight", m->wt, d, 2, 0, GB_W_MATRIX);
+    /* rel[i][j] = j - i over 0..S-1; distances past rel_max_dist share the last bucket, so they are clipped to
+       it and looked up in a table of the 2 * rel_max_dist + 1 buckets computed here */
+    int64_t R = a->rel_max_dist, n = 2 * R + 1;
+    int64_t *tab = malloc((size_t)n * sizeof *tab);
+    if (!tab) {
+        if (!b->st) b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+        return w;
+    }
+    for (int64_t k = 0; k < n; k++) tab[k] = wm_rel_bucket(k - R, a->rel_buckets, R);
+    char name[96];
+    snprintf(name, sizeof name, "%s.rel_attn_bias.buckets", c->root ? c->root + 1 : "model");
+    const char *buckets = gb_i64_named(b, tab, (size_t)n, name);
+    free(tab);
+    const char *s1 = gb_op(b, "Shape", 1, ids);
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    const char *pos = gb_op(b, "Range", 3, gb_i64s(b, 0), gb_squeeze(b, s1, NULL, 0), gb_i64s(b, 1));
+    static const int64_t ax0[] = {0}, ax1[] = {1}, hss[] = {2, 0, 1};
+    const char *rel = gb_op(b, "Sub", 2, gb_unsqueeze(b, pos, ax0, 1), gb_unsqueeze(b, pos, ax1, 1));
+    rel = gb_op(b, "Add", 2, gb_op(b, "Clip", 3, rel, gb_i64s(b, -R), gb_i64s(b, R)), gb_i64s(b, R));
+    const char *v = gb_op(b, "Gather", 2, w, gb_op(b, "Gather", 2, buckets, rel)); /* [S, S, heads] */
+    return gb_unsqueeze(b, gb_transpose(b, v, hss, 3), ax0, 1);
 }
 
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {

@@ -147,6 +147,11 @@ wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c) {
     static const int64_t ax12[] = {1, 2};
     const char *keep = gb_unsqueeze(b, gb_cast(b, "attention_mask", WM_DT_BOOL), ax12, 2);
     c->bias_full = gb_op(b, "Where", 3, keep, gb_f32s(b, 0.0f), gb_f32s(b, -FLT_MAX));
+    if (a->rel_buckets) { /* one score bias [B, heads, S, S] for every layer: positions + mask */
+        const char *rb = wm_model_rel_bias(b, c, "input_ids");
+        gb_scope(b, "/model/attn_mask");
+        c->bias_full = gb_op(b, "Add", 2, rb, c->bias_full);
+    }
     for (int64_t i = 0; i < a->L && !b->st; i++) {
         if (c->progress) fprintf(stderr, "\r  export: layer %lld/%lld", (long long)i + 1, (long long)a->L);
         char sc[96];

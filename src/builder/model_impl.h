@@ -35,6 +35,9 @@ int64_t wm_resnet_side(const wm_arch *a);
 /* Shared by both (model_attn.c). */
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
+/* The relative position bias [1, heads, S, S] of a's G_REL_BIAS table for the sequence of ids [B, S] (buckets
+   computed at export), in scope <root>/rel_attn_bias; added to the attention scores of every layer. */
+const char *wm_model_rel_bias(wm_gb *b, const wm_model_ctx *c, const char *ids);
 /* logits [B, S, V] = x E^T (+ bias) over the tied embedding c->embed_weight or lm_head (model_dec.c). */
 const char *wm_model_lm_head(wm_gb *b, const wm_model_ctx *c, const char *x);
 /* cap * tanh(x / cap) in the current scope (model_dec.c). */
