@@ -92,6 +92,13 @@ int wm_arch_family_kind(const char *model_type) {
     return s ? (int)s->kind : -1;
 }
 
+/* The tasks a text family of kind can serve: decoders text-generation, encoders the other text tasks. */
+static int text_kind_serves(int kind, int task) {
+    if (kind == WM_DECODER) return task == WM_TASK_TEXT_GENERATION;
+    return task != WM_TASK_TEXT_GENERATION && task != WM_TASK_IMAGE_CLASSIFICATION &&
+           task != WM_TASK_IMAGE_FEATURE_EXTRACTION && task != WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION;
+}
+
 int wm_arch_family_serves(const char *model_type, int task) {
     const wm_vis_family *v = wm_vis_find(model_type);
     if (v) {
@@ -103,10 +110,7 @@ int wm_arch_family_serves(const char *model_type, int task) {
         return 0;
     }
     int kind = wm_arch_family_kind(model_type);
-    if (kind < 0) return 0;
-    if (kind == WM_DECODER) return task == WM_TASK_TEXT_GENERATION;
-    return task != WM_TASK_TEXT_GENERATION && task != WM_TASK_IMAGE_CLASSIFICATION &&
-           task != WM_TASK_IMAGE_FEATURE_EXTRACTION && task != WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION;
+    return kind >= 0 && text_kind_serves(kind, task);
 }
 
 const char *wm_arch_tower_parent(const char *model_type) {
@@ -755,7 +759,7 @@ size_t wm_arch_tasks(const wm_arch *a, int *out) {
     size_t n = 0;
     const wm_family *f = a->fam;
     for (int t = 0; t < WM_TASK_COUNT; t++) {
-        if (a->kind == WM_DECODER ? t != WM_TASK_TEXT_GENERATION : t == WM_TASK_TEXT_GENERATION) continue;
+        if (!text_kind_serves(a->kind, t)) continue;
         if (t == WM_TASK_TEXT_CLASSIFICATION && f->cls_head < 0) continue;
         if (t == WM_TASK_FILL_MASK && (f->mlm_head == WM_MLM_NONE || !a->tied || a->E != a->H)) continue;
         out[n++] = t;
