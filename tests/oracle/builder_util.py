@@ -157,6 +157,14 @@ def _tiny_specs():
         "xlm-roberta-qa": (T.XLMRobertaConfig, T.XLMRobertaForQuestionAnswering, dict(enc, type_vocab_size=1)),
         "distilbert-qa": (T.DistilBertConfig, T.DistilBertForQuestionAnswering,
                           dict(dim=32, hidden_dim=64, n_layers=2, n_heads=4, vocab_size=96, max_position_embeddings=80)),
+        # MPNet: relative position bias (32 buckets up to distance 128: positions 300 so a sequence can pass 128)
+        "mpnet": (T.MPNetConfig, T.MPNetForSequenceClassification, dict(enc, max_position_embeddings=300, num_labels=3)),
+        "mpnet-feature": (T.MPNetConfig, T.MPNetModel, dict(enc, max_position_embeddings=300)),
+        "mpnet-token": (T.MPNetConfig, T.MPNetForTokenClassification, dict(enc, max_position_embeddings=300,
+                                                                          num_labels=5)),
+        "mpnet-qa": (T.MPNetConfig, T.MPNetForQuestionAnswering, dict(enc, max_position_embeddings=300)),
+        "mpnet-mlm": (T.MPNetConfig, T.MPNetForMaskedLM, dict(enc, max_position_embeddings=300,
+                                                             relative_attention_num_buckets=40)),
     }
 
 
