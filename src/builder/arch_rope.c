@@ -162,3 +162,12 @@ int64_t wm_rel_bucket(int64_t rel, int64_t buckets, int64_t max_dist) {
     int64_t large = exact + (int64_t)v;
     return ret + (large < half - 1 ? large : half - 1);
 }
+
+int64_t wm_log_bucket(int64_t rel, int64_t buckets, int64_t max_pos) {
+    int64_t mid = buckets / 2, a = rel < 0 ? -rel : rel;
+    if (buckets <= 0 || max_pos <= 0 || a <= mid) return rel;
+    /* float32 like torch: ceil(log(a / mid) / log((max_pos - 1) / mid) * (mid - 1)) + mid */
+    float lp = ceilf(logf((float)a / (float)mid) / logf((float)((double)(max_pos - 1) / (double)mid)) *
+                     (float)(mid - 1)) + (float)mid;
+    return rel < 0 ? -(int64_t)lp : (int64_t)lp;
+}

@@ -312,6 +312,18 @@ static const char *weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, c
     return wm_graph_find_value(b->g, name)->name;
 }
 
+const char *gb_weight_existing(wm_gb *b, const char *suffix) {
+    if (b->st) return "<error>";
+    char name[400];
+    const char *sc = b->scope[0] == '/' ? b->scope + 1 : b->scope;
+    size_t k = 0;
+    for (; sc[k] && k < sizeof name - 1; k++) name[k] = sc[k] == '/' ? '.' : sc[k];
+    snprintf(name + k, sizeof name - k, "%s", suffix);
+    const wm_value *v = wm_graph_find_value(b->g, name);
+    if (!v) return fail(b, wm_err(b->err, WM_ERR_INTERNAL, "weight '%s' reused before it was added", name));
+    return v->name;
+}
+
 const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd) {
     if (b->st) return "<error>";
     char name[400];

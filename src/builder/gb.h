@@ -96,11 +96,16 @@ const char *gb_weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, const
 const char *gb_weight_add(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
                           int kind, float add);
 
+/* The weight an earlier gb_weight of the current scope + suffix added (a projection applied twice). */
+const char *gb_weight_existing(wm_gb *b, const char *suffix);
+
 /* The same from values computed at export (vals: the product of dims floats, copied). */
 const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd);
 
 /* Blocks of the architectures (gb_blocks.c). */
 const char *gb_linear(wm_gb *b, const char *x, const wm_module *m, const char *scope);
+/* gb_linear on another input with the weights an earlier gb_linear of the same module and scope added. */
+const char *gb_linear_again(wm_gb *b, const char *x, const wm_module *m, const char *scope);
 const char *gb_head_gemm(wm_gb *b, const char *x, const wm_module *m, const char *scope);
 const char *gb_norm(wm_gb *b, const char *x, const wm_module *m, wm_norm_spec ns, const char *scope);
 const char *gb_act(wm_gb *b, const char *x, wm_act act);
