@@ -41,44 +41,15 @@ def tiny(workdir):
     return get
 
 
-def export(winml, ckpt, out, task=None, **fields):
-    """`winml config` (symbolic batch / sequence dims, the export fields given) then `winml export`."""
-    r = U.run([winml, "config", "-m", ckpt] + (["-t", task] if task else []))
-    assert r.returncode == 0, U.describe(r)
-    rec = json.loads(r.stdout)
-    for t in rec["export"]["input_tensors"]:
-        t["shape"] = ["batch_size", "sequence_length"]
-    rec["export"].update(fields)
-    if fields.get("pooling"):
-        rec["export"]["output_tensors"].append({"name": "sentence_embedding"})
-    rp = out + ".recipe.json"
-    with open(rp, "w") as f:
-        json.dump(rec, f)
-    again = ["--rebuild"] if os.path.exists(out) else []
-    r = U.run([winml, "export", "-m", ckpt, "-o", out, "-c", rp, "-q", *again], timeout=300)
-    assert r.returncode == 0, U.describe(r)
-    return os.path.join(out, "model.onnx")
+export = BU.export_dynamic
 
 
 def inputs(model, B, S, seed):
-    """Row 0 full, row 1 right-padded, row 2 left-padded (B > 2), padding with pad_token_id (1)."""
-    rng = np.random.default_rng(seed)
-    pad = model.config.pad_token_id
-    ids = BU.random_ids(rng, (B, S), model.config.vocab_size).astype(np.int32)
-    mask = np.ones((B, S), np.int32)
-    mask[1, S - 3:] = 0
-    if B > 2:
-        mask[2, :4] = 0
-    ids[mask == 0] = pad
-    feeds = {"input_ids": ids, "attention_mask": mask}
-    return feeds, {k: torch.tensor(v, dtype=torch.long) for k, v in feeds.items()}
+    return BU.padded_feeds(model, B, S, seed)
 
 
 def assert_close(ours, ref, valid, what):
-    assert ours.shape == ref.shape, (what, ours.shape, ref.shape)
-    d = np.abs(ours - ref)[valid]
-    assert d.size and float(d.max()) <= TOL, f"{what}: max abs diff {float(d.max()):.3g} > {TOL}"
-    assert float(np.abs(ref[valid]).max()) > 1e-2, f"{what}: reference is ~0, the comparison would be empty"
+    BU.assert_close_valid(ours, ref, valid, what, TOL)
 
 
 SHAPES = [(4, 10), (2, 150)]  # the second passes the bias' max distance (128): every bucket in use

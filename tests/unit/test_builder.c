@@ -257,6 +257,9 @@ static void test_relative_position_buckets(void **state) {
                              " \"max_position_embeddings\": 40}", NULL, -1, &a, &e), WM_OK);
     assert_int_equal(a.rel_buckets, 0);
     assert_false(wm_arch_mod(&a, -1, WM_M_G_REL_BIAS)->present);
+    int tasks[WM_TASK_COUNT];
+    assert_int_equal(wm_arch_tasks(&a, tasks), 5); /* the text tasks only (not the image ones) */
+    for (int i = 0; i < 5; i++) assert_true(tasks[i] < WM_TASK_IMAGE_CLASSIFICATION);
     done(&a);
 }
 
