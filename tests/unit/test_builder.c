@@ -216,8 +216,9 @@ static void test_rope_frequencies(void **state) {
     done(&a);
 }
 
-/* Relative position buckets as transformers' MPNetEncoder.relative_position_bucket gives them (values printed by
-   transformers 5 for these offsets, 32 buckets up to 128 and 64 up to 256), and an MPNet config's table size. */
+/* Relative position buckets as transformers' MPNetEncoder.relative_position_bucket and DeBERTa's
+   make_log_bucket_position give them (values printed by transformers 5 for these offsets), and an MPNet config's
+   table size. */
 static void test_relative_position_buckets(void **state) {
     (void)state;
     static const int64_t rel[] = {0, 1, -1, 7, -7, 8, -8, 11, -11, 15, -15, 16, -16, 17, -17, 31,
@@ -229,6 +230,17 @@ static void test_relative_position_buckets(void **state) {
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
         assert_int_equal(wm_rel_bucket(rel[i], 32, 128), b32[i]);
         assert_int_equal(wm_rel_bucket(rel[i], 64, 256), b64[i]);
+    }
+    /* DeBERTa's log buckets (transformers' make_log_bucket_position: 256 up to 512 as v3-base, 8 up to 64) */
+    static const int64_t lrel[] = {0, 1, -1, 127, -127, 128, -128, 129, -129, 200, -200, 300, -300, 511, -511, 512,
+                                   -512, 1000, -1000};
+    static const int64_t l256[] = {0, 1, -1, 127, -127, 128, -128, 129, -129, 169, -169, 207, -207, 255, -255, 256,
+                                   -256, 317, -317};
+    static const int64_t l8[] = {0, 1, -1, 8, -8, 8, -8, 8, -8, 9, -9, 9, -9, 10, -10, 10, -10, 11, -11};
+    for (size_t i = 0; i < sizeof lrel / sizeof lrel[0]; i++) {
+        assert_int_equal(wm_log_bucket(lrel[i], 256, 512), l256[i]);
+        assert_int_equal(wm_log_bucket(lrel[i], 8, 64), l8[i]);
+        assert_int_equal(wm_log_bucket(lrel[i], 0, 64), lrel[i]); /* no buckets: the distance itself */
     }
     wm_arch a;
     wm_error e;
