@@ -32,7 +32,7 @@ static const char *rope(wm_gb *b, const wm_arch *a, int64_t rot, const char *cos
     return y;
 }
 
-/* A projection of the relative embeddings [2 span, H] -> [heads, hd, 2 span]: the layer's own (own) or, with
+/* A projection of the relative embeddings [1, 2 span, H] -> [1, heads, hd, 2 span]: the layer's own (own) or, with
    share_att_key, the content projection shared (its weights reused). */
 static const char *pos_proj(wm_gb *b, const wm_model_ctx *c, int layer, const char *sc, int own, int shared,
                             const char *name, const char *shared_name) {
@@ -47,9 +47,9 @@ static const char *pos_proj(wm_gb *b, const wm_model_ctx *c, int layer, const ch
         p = gb_linear(b, c->rel_emb, wm_arch_mod(a, layer, own), sub);
     }
     gb_scope(b, "%s/%s", sc, name);
-    static const int64_t hd_span[] = {1, 2, 0};
-    int64_t shp[3] = {-1, a->nh, a->hd};
-    return gb_transpose(b, gb_reshape(b, p, shp, 3), hd_span, 3);
+    static const int64_t hd_span[] = {0, 2, 3, 1};
+    int64_t shp[4] = {1, -1, a->nh, a->hd};
+    return gb_transpose(b, gb_reshape(b, p, shp, 4), hd_span, 4); /* [1, heads, hd, 2 span] */
 }
 
 /* DeBERTa's c2p + p2c score terms [B, h, S, S] (unscaled) for q [B, h, S, hd], keys k4 [B, S, h, hd]; s: the
@@ -87,7 +87,11 @@ void wm_model_rel_embeddings(wm_gb *b, wm_model_ctx *c) {
     int64_t d[2] = {2 * a->dis_span, a->H};
     const char *w = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_REL_EMB)->wt, d, 2, 0, GB_W_MATRIX);
     if (a->dis_rel_norm) w = gb_norm(b, w, wm_arch_mod(a, -1, WM_M_G_REL_NORM), wm_arch_norm(a), "/model/rel_norm");
-    c->rel_emb = w;
+    /* [1, 2 span, H]: a 3-D MatMul per projection (a 2-D one of constants becomes a Gemm that onnxruntime's
+       constant folding cannot fold in fp16, and its full optimization level then crashes) */
+    static const int64_t ax0_[] = {0};
+    gb_scope(b, "/model/rel_embeddings");
+    c->rel_emb = gb_unsqueeze(b, w, ax0_, 1);
     /* idx[i][j] = clamp(bucket(i - j) + span, 0, 2 span - 1) from a table over i - j in [-D, D], D past the point
        where both ends are clamped (farther distances clipped to it) */
     gb_scope(b, "/model/rel_embeddings");

@@ -270,14 +270,15 @@ def export_dynamic(winml, ckpt, out, task=None, **fields):
 
 
 def padded_feeds(model, B, S, seed, types=False):
-    """Encoder feeds: row 0 full, row 1 right-padded, row 2 left-padded (B > 2), padding with pad_token_id;
+    """Encoder feeds: row 0 full, row 1 right-padded (B > 1), row 2 left-padded (B > 2), padding with pad_token_id;
     token_type_ids too when types. Returns (numpy int32 feeds, torch long inputs)."""
     import torch
     rng = np.random.default_rng(seed)
     pad = model.config.pad_token_id
     ids = random_ids(rng, (B, S), model.config.vocab_size).astype(np.int32)
     mask = np.ones((B, S), np.int32)
-    mask[1, S - 3:] = 0
+    if B > 1:
+        mask[1, S - 3:] = 0
     if B > 2:
         mask[2, :4] = 0
     ids[mask == 0] = pad

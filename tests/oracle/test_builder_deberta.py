@@ -161,3 +161,28 @@ def test_unmodeled_config_refused(case, winml_asan, tmp_path):
     assert why in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not out.exists()
+
+
+def test_fp16_build_loads_in_onnxruntime_and_agrees(tiny, workdir, winml, tmp_path):
+    """`winml build -p fp16`: onnxruntime's default (full) optimization crashed creating a session (its NCHWc pass on
+    the c2p MatMul against 3-D position keys); the position keys are 4-D now. Checked in a child process (a crash
+    must not take the test run with it), outputs within 1e-2 of transformers."""
+    import subprocess
+    import sys
+    ckpt, model = tiny("deberta-v3")
+    out = str(workdir / "out_fp16")
+    r = U.run([winml, "build", "-m", ckpt, "-p", "fp16", "-o", out, "-q", "--rebuild"], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    feeds, tin = BU.padded_feeds(model, 1, 64, 6)  # the default recipe: batch 1, static 64
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    code = ("import sys, numpy as np, onnxruntime as o; f = dict(np.load(sys.argv[2])); "
+            "s = o.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider']); "
+            "np.save(sys.argv[3], s.run(['logits'], f)[0])")
+    r = subprocess.run([sys.executable, "-c", code, out + "/model.onnx", str(tmp_path / "feeds.npz"),
+                        str(tmp_path / "ort.npy")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"onnxruntime exit {r.returncode}: {r.stderr[-2000:]}"
+    with torch.no_grad():
+        ref = model(**tin).logits.numpy()
+    got = {"onnxruntime": np.load(tmp_path / "ort.npy"), "engine": BU.run_engine(out + "/model.onnx", feeds)["logits"]}
+    for name, v in got.items():
+        BU.assert_close_valid(v.astype(np.float32), ref, np.ones_like(ref, bool), f"fp16 {name}", 1e-2)
