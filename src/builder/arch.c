@@ -97,6 +97,12 @@ int wm_arch_family_kind(const char *model_type) {
     return s ? (int)s->kind : -1;
 }
 
+/* The tasks a text family of kind can serve: decoders text-generation, encoders the other text tasks. */
+static int text_kind_serves(int kind, int task) {
+    if (kind == WM_DECODER) return task == WM_TASK_TEXT_GENERATION;
+    return task >= 0 && task < WM_TASK_COUNT && task != WM_TASK_TEXT_GENERATION && !wm_task_is_image(task);
+}
+
 int wm_arch_family_serves(const char *model_type, int task) {
     const wm_vis_family *v = wm_vis_find(model_type);
     if (v) {
@@ -108,9 +114,7 @@ int wm_arch_family_serves(const char *model_type, int task) {
         return 0;
     }
     int kind = wm_arch_family_kind(model_type);
-    if (kind < 0) return 0;
-    if (kind == WM_DECODER) return task == WM_TASK_TEXT_GENERATION;
-    return task >= 0 && task < WM_TASK_COUNT && task != WM_TASK_TEXT_GENERATION && !wm_task_is_image(task);
+    return kind >= 0 && text_kind_serves(kind, task);
 }
 
 const char *wm_arch_tower_parent(const char *model_type) {
@@ -185,6 +189,9 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_REG: return a->n_reg;
     case D_PROJ: return a->proj;
     case D_3H: return 3 * a->H;
+    case D_RB: return a->rel_rows;
+    case D_NH: return a->nh;
+    case D_2SPAN: return 2 * a->dis_span;
     default: return 0;
     }
 }
@@ -239,6 +246,138 @@ static wm_status need(const wm_arch *a, int64_t v, const char *key, wm_error *er
     return wm_err(err, WM_ERR_INPUT, "%s: field '%s': missing (needed to build the graph)", a->cfg->file, key);
 }
 
+/* The relative position bias table's rows: relative_attention_num_buckets, at least the buckets computed. */
+static wm_status resolve_rel_bias(wm_arch *a, const wm_family *f, wm_error *err) {
+    if (!f->rel_buckets) return WM_OK;
+    const char *key = "relative_attention_num_buckets";
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, key);
+    int64_t rows = f->rel_buckets;
+    if (v && !cJSON_IsNull(v)) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+            v->valuedouble > 1e6)
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected an integer from 1 to 1000000", a->cfg->file,
+                          key);
+        rows = (int64_t)v->valuedouble;
+    }
+    if (rows < f->rel_buckets)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %lld rows, fewer than the %d buckets model_type '%s' "
+                      "computes", a->cfg->file, key, (long long)rows, f->rel_buckets, a->model_type);
+    a->rel_buckets = f->rel_buckets;
+    a->rel_max_dist = f->rel_max_distance;
+    a->rel_rows = rows;
+    return WM_OK;
+}
+
+/* An integer config key (def when absent or null); 0 and an error when it is no integer in [lo, hi]. */
+static int cfg_int(const wm_arch *a, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
+                   wm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, key);
+    *out = def;
+    if (!v || cJSON_IsNull(v)) return 1;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
+        v->valuedouble > (double)hi) {
+        wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected an integer from %lld to %lld", a->cfg->file, key,
+               (long long)lo, (long long)hi);
+        return 0;
+    }
+    *out = (int64_t)v->valuedouble;
+    return 1;
+}
+
+/* A boolean config key (def when absent or null); -1 when it is no boolean. */
+static int cfg_bool(const wm_arch *a, const char *key, int def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, key);
+    if (!v || cJSON_IsNull(v)) return def;
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : -1;
+}
+
+/* Whether the '|'-separated list (string) or array v names item; -1 when v holds anything but known names. */
+static int list_has(const cJSON *v, const char *item, const char *const *known) {
+    char buf[128];
+    int found = 0;
+    const cJSON *e = cJSON_IsArray(v) ? v->child : NULL;
+    const char *str = cJSON_IsString(v) ? v->valuestring : NULL;
+    if (!str && !cJSON_IsArray(v)) return -1;
+    for (;;) {
+        const char *w;
+        if (str) {
+            while (*str == '|' || *str == ' ') str++;
+            if (!*str) break;
+            size_t n = strcspn(str, "|");
+            if (n >= sizeof buf) return -1;
+            memcpy(buf, str, n);
+            buf[n] = 0;
+            while (n && buf[n - 1] == ' ') buf[--n] = 0;
+            for (char *c = buf; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+            str += n;
+            w = buf;
+        } else {
+            if (!e) break;
+            if (!cJSON_IsString(e)) return -1;
+            w = e->valuestring;
+            e = e->next;
+        }
+        int ok = 0;
+        for (const char *const *k = known; *k; k++) ok |= !strcmp(*k, w);
+        if (!ok) return -1;
+        found |= !strcmp(w, item);
+    }
+    return found;
+}
+
+/* DeBERTa's disentangled attention and absolute positions from its config keys. */
+static wm_status resolve_disentangled(wm_arch *a, const wm_family *f, wm_error *err) {
+    a->abs_pos = 1;
+    if (!f->disentangled) return WM_OK;
+    const char *file = a->cfg->file;
+    int rel = cfg_bool(a, "relative_attention", 0), share = cfg_bool(a, "share_att_key", 0);
+    a->abs_pos = cfg_bool(a, "position_biased_input", 1);
+    const char *bad = rel < 0 ? "relative_attention" : share < 0 ? "share_att_key"
+                      : a->abs_pos < 0 ? "position_biased_input" : NULL;
+    if (bad) return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected true or false", file, bad);
+    static const char *const att_known[] = {"c2p", "p2c", NULL}, *const norm_known[] = {"layer_norm", "none", NULL};
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(a->cfg->root, "pos_att_type");
+    if (pt && !cJSON_IsNull(pt)) {
+        int c2p = list_has(pt, "c2p", att_known), p2c = list_has(pt, "p2c", att_known);
+        if (c2p < 0 || p2c < 0)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'pos_att_type': only c2p and p2c are modeled (a list "
+                          "or a '|'-separated string)", file);
+        a->dis_c2p = c2p;
+        a->dis_p2c = p2c;
+    }
+    a->dis_scale = 1 + a->dis_c2p + a->dis_p2c; /* transformers scales by these whether relative_attention or not */
+    int64_t P = a->P;
+    if (!cfg_int(a, "max_relative_positions", -1, INT32_MIN, 1 << 20, &a->dis_max_rel, err) ||
+        !cfg_int(a, "position_buckets", -1, INT32_MIN, 1 << 20, &a->dis_buckets, err))
+        return err->status;
+    if (a->dis_max_rel < 1) a->dis_max_rel = P;
+    if (a->dis_buckets < 0) a->dis_buckets = 0;
+    if (rel && a->dis_buckets > 0 && (a->dis_buckets < 2 || a->dis_max_rel - 1 <= a->dis_buckets / 2))
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'position_buckets': %lld buckets need at least 2 and "
+                      "max_relative_positions (%lld) above half of them + 1", file, (long long)a->dis_buckets,
+                      (long long)a->dis_max_rel);
+    a->dis_span = a->dis_buckets > 0 ? a->dis_buckets : a->dis_max_rel;
+    if (!rel) {
+        a->dis_c2p = a->dis_p2c = 0; /* no relative terms; the scale stays */
+        a->dis_span = 0;
+    } else if (a->dis_span < 1)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'max_relative_positions': relative_attention needs it or "
+                      "max_position_embeddings", file);
+    const cJSON *nr = cJSON_GetObjectItemCaseSensitive(a->cfg->root, "norm_rel_ebd");
+    int rel_norm = 0;
+    if (nr && !cJSON_IsNull(nr) && (rel_norm = list_has(nr, "layer_norm", norm_known)) < 0)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'norm_rel_ebd': only 'layer_norm' and 'none' are modeled",
+                      file);
+    a->dis_share_key = share;
+    a->dis_rel_norm = rel && rel_norm;
+    int64_t hs;
+    if (!cfg_int(a, "attention_head_size", a->hd, 1, 1 << 20, &hs, err)) return err->status;
+    if (hs != a->hd)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'attention_head_size': %lld differs from hidden_size / "
+                      "num_attention_heads (%lld): not modeled", file, (long long)hs, (long long)a->hd);
+    return WM_OK;
+}
+
 static wm_status resolve_sizes(wm_arch *a, const wm_family *f, const wm_scheme *s, wm_error *err) {
     const wm_hf_config *c = a->cfg;
     wm_status st;
@@ -267,7 +406,12 @@ static wm_status resolve_sizes(wm_arch *a, const wm_family *f, const wm_scheme *
     a->T = c->type_vocab_size >= 0 ? c->type_vocab_size : f->type_vocab;
     a->labels = c->num_labels > 0 ? c->num_labels : 2;
     a->eps = !isnan(c->norm_eps) ? c->norm_eps : f->eps;
-    a->pad_id = c->pad.n ? c->pad.v[0] : 1;
+    a->pad_id = f->pad_fixed ? f->padding_idx : c->pad.n ? c->pad.v[0] : 1;
+    if ((st = resolve_rel_bias(a, f, err)) || (st = resolve_disentangled(a, f, err))) return st;
+    if (a->E != a->H && !scheme_pat(s, WM_M_G_EMB_PROJ))
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'embedding_size': %lld differs from hidden_size %lld; "
+                      "naming scheme '%s' has no embedding projection here", c->file, (long long)a->E,
+                      (long long)a->H, s->name);
     /* keep products far from overflow: every dim <= 2^31, layers <= 4096 */
     uint64_t p;
     if (!wm_mul_u64((uint64_t)a->V, (uint64_t)a->E, &p) || p > (1ull << 40))
@@ -439,7 +583,13 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
         case WM_M_G_TYPE: w.required = a->T > 0; w.bias = 0; break;
         case WM_M_G_EMB_PROJ: w.required = a->E != a->H; break;
         case WM_M_G_LM_HEAD: w.required = !a->tied && a->task == WM_TASK_TEXT_GENERATION; w.bias = 0; break;
-        case WM_M_G_EMBED: case WM_M_G_POS: w.bias = 0; break;
+        case WM_M_G_EMBED: w.bias = 0; break;
+        case WM_M_G_POS: w.required = a->abs_pos; w.bias = 0; break;
+        case WM_M_G_REL_EMB: w.required = a->dis_span > 0; w.bias = 0; break;
+        case WM_M_G_REL_NORM: w.required = a->dis_rel_norm; break;
+        case WM_M_L_POS_K: w.required = a->dis_c2p && !a->dis_share_key; w.bias = 1; break;
+        case WM_M_L_POS_Q: w.required = a->dis_p2c && !a->dis_share_key; w.bias = 1; break;
+        case WM_M_G_REL_BIAS: w.required = a->rel_buckets > 0; w.bias = 0; break;
         case WM_M_L_Q: case WM_M_L_K: case WM_M_L_V: w.required = !a->fused_qkv; w.bias = qb; break;
         case WM_M_L_QKV: w.required = a->fused_qkv; w.bias = qb; break;
         case WM_M_L_O: w.bias = ob; break;
@@ -634,6 +784,19 @@ void arch_count_params(wm_arch *a) {
 
 static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
 
+/* The pooler's activation from pooler_hidden_act (gelu when absent). */
+static wm_status pooler_act(wm_arch *a, wm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, "pooler_hidden_act");
+    const char *name = cJSON_IsString(v) ? v->valuestring : v && !cJSON_IsNull(v) ? "?" : "gelu";
+    for (const wm_act_name_row *r = wm_act_names; r->name; r++)
+        if (!strcmp(r->name, name)) {
+            a->head_act = r->act;
+            return WM_OK;
+        }
+    return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'pooler_hidden_act': activation '%s' is not supported",
+                  a->cfg->file, name);
+}
+
 wm_status wm_arch_resolve_as(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, const char *as_type,
                              wm_arch *a, wm_error *err) {
     const wm_vis_family *f = wm_vis_find(ck->config.model_type);
@@ -683,6 +846,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->post_norm = sch->post_norm;
     a->pos = sch->pos;
     a->posid = f->posid;
+    a->mask_rows = f->mask_rows;
     a->conv1d = scheme_pat(sch, WM_M_L_O)->kind == WM_MK_CONV1D;
     a->scale_attn = c->scale_attn_weights != 0;
     a->scale_by_layer = c->scale_attn_by_inverse_layer_idx == 1;
@@ -722,6 +886,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->n_head_mods = wm_arch_mod(a, -1, WM_M_H_1)->present ? 2 : wm_arch_mod(a, -1, WM_M_H_0)->present ? 1 : 0;
     a->head_pool_first = a->task == WM_TASK_TEXT_CLASSIFICATION;
     a->head_act = a->n_head_mods == 2 ? wm_cls_heads[f->cls_head].act : WM_ACT_NONE;
+    if (a->n_head_mods == 2 && a->head_act == WM_ACT_NONE && (s = pooler_act(a, err))) return s;
     if (a->task == WM_TASK_FILL_MASK) /* the masked-LM transform's activation: the head's own, or the model's */
         a->head_act = wm_mlm_heads[f->mlm_head].act != WM_ACT_NONE ? wm_mlm_heads[f->mlm_head].act : a->act;
     const wm_module *q0 = wm_arch_mod(a, 0, a->fused_qkv ? WM_M_L_QKV : WM_M_L_Q);
@@ -740,8 +905,7 @@ size_t wm_arch_tasks(const wm_arch *a, int *out) {
     size_t n = 0;
     const wm_family *f = a->fam;
     for (int t = 0; t < WM_TASK_COUNT; t++) {
-        if (a->kind == WM_DECODER ? t != WM_TASK_TEXT_GENERATION : t == WM_TASK_TEXT_GENERATION) continue;
-        if (wm_task_is_image(t)) continue; /* a text graph: its image tasks come from the vision tables */
+        if (!text_kind_serves(a->kind, t)) continue;
         if (t == WM_TASK_TEXT_CLASSIFICATION && f->cls_head < 0) continue;
         if (t == WM_TASK_FILL_MASK && (f->mlm_head == WM_MLM_NONE || !a->tied || a->E != a->H)) continue;
         out[n++] = t;
@@ -762,7 +926,8 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
                  a->model_type, a->scheme);
         wm_json_str(j, NULL, b);
     }
-    if (a->pos == WM_POS_LEARNED) {
+    if (!a->abs_pos) wm_json_str(j, NULL, "no absolute positions (position_biased_input false)");
+    else if (a->pos == WM_POS_LEARNED) {
         snprintf(b, sizeof b, "learned positions (%lld)%s", (long long)a->P,
                  a->posid == WM_POSID_PADDING ? ", padding-aware position ids (from padding_idx)" : "");
         wm_json_str(j, NULL, b);
@@ -777,6 +942,24 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
             wm_json_str(j, NULL, b);
         }
     }
+    if (a->rel_buckets) {
+        snprintf(b, sizeof b, "relative position bias (%lld buckets, max distance %lld; one table shared by all "
+                 "layers, added to the attention scores)", (long long)a->rel_buckets, (long long)a->rel_max_dist);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->dis_span) {
+        snprintf(b, sizeof b, "disentangled attention (%s%s%s; span %lld, %s%lld, relative embeddings%s, %s)",
+                 a->dis_c2p ? "c2p" : "", a->dis_c2p && a->dis_p2c ? " + " : "", a->dis_p2c ? "p2c" : "",
+                 (long long)a->dis_span, a->dis_buckets ? "log buckets up to " : "exact distances up to ",
+                 (long long)a->dis_max_rel, a->dis_rel_norm ? " LayerNorm'ed" : "",
+                 a->dis_share_key ? "shared with the content keys and queries" : "own position projections");
+        wm_json_str(j, NULL, b);
+    }
+    if (a->dis_scale > 1) {
+        snprintf(b, sizeof b, "attention scores scaled by (head_dim x %d)^-1/2", a->dis_scale);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->mask_rows) wm_json_str(j, NULL, "2-D attention mask (padded queries too), padded embeddings zeroed");
     snprintf(b, sizeof b, "%s%s eps %g, %s%s", a->norm == WM_NORM_RMS ? "RMSNorm" : "LayerNorm",
              a->norm_offset != 0 ? " (1 + weight)" : "", a->eps, a->post_norm ? "post-norm" : "pre-norm",
              a->sub_norms ? ", attention and MLP outputs normalized before the residual add" : "");

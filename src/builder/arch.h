@@ -83,12 +83,14 @@ const char *wm_act_name(wm_act a);
     X(G_PROJ, "projection") X(G_SCALE, "logit_scale") X(G_BIAS, "logit_bias")              \
     X(G_PROBE, "map_probe") X(G_MAP_QKV, "map_qkv") X(G_MAP_QKV_B, "map_qkv_bias")         \
     X(G_MAP_O, "map_o_proj") X(G_MAP_NORM, "map_norm") X(G_MAP_UP, "map_up")                \
-    X(G_MAP_DOWN, "map_down")                                                               \
+    X(G_MAP_DOWN, "map_down") X(G_REL_BIAS, "rel_attn_bias") X(G_REL_EMB, "rel_embeddings")   \
+    X(G_REL_NORM, "rel_norm")                                                               \
     X(L_ATTN_NORM, "attn_norm") X(L_Q, "q_proj") X(L_K, "k_proj") X(L_V, "v_proj")       \
     X(L_QKV, "qkv_proj") X(L_O, "o_proj") X(L_Q_NORM, "q_norm") X(L_K_NORM, "k_norm")    \
     X(L_MLP_NORM, "mlp_norm") X(L_GATE, "gate_proj") X(L_UP, "up_proj")                   \
     X(L_GATE_UP, "gate_up_proj") X(L_DOWN, "down_proj") X(L_ATTN_OUT_NORM, "attn_out_norm")      \
-    X(L_MLP_OUT_NORM, "mlp_out_norm") X(L_LS1, "layer_scale1") X(L_LS2, "layer_scale2")
+    X(L_MLP_OUT_NORM, "mlp_out_norm") X(L_LS1, "layer_scale1") X(L_LS2, "layer_scale2")     \
+    X(L_POS_K, "pos_k_proj") X(L_POS_Q, "pos_q_proj")
 
 typedef enum wm_mod {
 #define X(e, n) WM_M_##e,
@@ -144,6 +146,22 @@ typedef struct wm_arch {
     /* sizes */
     int64_t V, H, E, I, L, nh, kvh, hd, P, T, labels;
     int64_t pad_id;           /* padding_idx for WM_POSID_PADDING */
+    /* relative position bias (T5-style buckets, bidirectional): one [rel_rows, nh] table (G_REL_BIAS) shared by
+       every layer, added to the attention scores; rel_buckets 0: none */
+    int64_t rel_buckets;      /* buckets the bucketing computes (both directions together) */
+    int64_t rel_max_dist;     /* distances from this on share the last (log-spaced) bucket */
+    int64_t rel_rows;         /* the table's rows (config relative_attention_num_buckets), >= rel_buckets */
+    /* disentangled attention (DeBERTa v2/v3): relative position embeddings G_REL_EMB [2 * dis_span, H] (optionally
+       normed, G_REL_NORM) projected per layer by the key (c2p) and query (p2c) projections (share_att_key) or their
+       own (L_POS_K / L_POS_Q); scores += q . pos_k[idx] + k . pos_q[idx], idx = clamp(bucket(i - j) + span) */
+    int dis_c2p, dis_p2c, dis_share_key;
+    int64_t dis_span;         /* attention span: position_buckets, or max_relative_positions without buckets */
+    int64_t dis_buckets;      /* position_buckets (log buckets); 0: exact distances */
+    int64_t dis_max_rel;      /* max_relative_positions */
+    int dis_rel_norm;         /* the relative embeddings are LayerNorm'ed (norm_rel_ebd layer_norm) */
+    int dis_scale;            /* 1 + terms: the scores are scaled by (head_dim * dis_scale)^-1/2 */
+    int abs_pos;              /* learned absolute positions added to the embeddings (G_POS) */
+    int mask_rows;            /* padded query rows masked too, padded embeddings zeroed (DeBERTa's 2-D mask) */
     /* structure */
     wm_norm_kind norm;
     double eps;
@@ -236,6 +254,16 @@ const char *wm_arch_tower_parent(const char *model_type);
 wm_status wm_arch_set_image(wm_arch *a, int64_t image, const char *label, wm_error *err);
 /* The family table's model_types, comma-separated, into buf (truncated to n). */
 void wm_arch_family_names(char *buf, size_t n);
+
+/*
+ * The bucket of relative position rel (key position - query position) in a bidirectional bucketing of buckets
+ * buckets (T5 / MPNet): half per direction, exact distances below a quarter of buckets, log-spaced up to
+ * max_dist, the last bucket from there on; computed in float32 as transformers does (the same buckets).
+ */
+int64_t wm_rel_bucket(int64_t rel, int64_t buckets, int64_t max_dist);
+/* DeBERTa's log bucket of relative position rel: exact below buckets / 2, log-spaced up to max_pos, float32 as
+   transformers' make_log_bucket_position (rel itself when buckets or max_pos <= 0). */
+int64_t wm_log_bucket(int64_t rel, int64_t buckets, int64_t max_pos);
 
 /* Tasks the checkpoint supports (out[] of WM_TASK_COUNT); returns how many. */
 size_t wm_arch_tasks(const wm_arch *a, int *out);

@@ -6,7 +6,7 @@
 
 /* symbolic dims of module shapes */
 enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1, D_2H, D_PIN, D_NPOS, D_REG,
-       D_PROJ, D_3H };
+       D_PROJ, D_3H, D_RB, D_NH, D_2SPAN };
 
 typedef struct wm_modpat {
     uint8_t mod, kind, d_out, d_in; /* wm_mod, wm_mod_kind, D_* */
@@ -26,7 +26,9 @@ typedef struct wm_scheme {
     const char *default_family; /* defaults for a model_type the family table does not list */
 } wm_scheme;
 
-enum { WM_HEAD_NONE = -1, WM_HEAD_POOLER_TANH, WM_HEAD_DENSE_TANH, WM_HEAD_DENSE_GELU, WM_HEAD_PRE_RELU };
+/* WM_HEAD_POOLER_ACT: a pooler at the top level whose activation is the config's pooler_hidden_act (DeBERTa) */
+enum { WM_HEAD_NONE = -1, WM_HEAD_POOLER_TANH, WM_HEAD_DENSE_TANH, WM_HEAD_DENSE_GELU, WM_HEAD_PRE_RELU,
+       WM_HEAD_POOLER_ACT };
 
 /* Masked-LM heads (fill-mask): dense + activation + LayerNorm on every token, then the tied word embedding
    (logits = h E^T) plus the output bias. act WM_ACT_NONE: the model's own activation. */
@@ -73,6 +75,13 @@ typedef struct wm_family {
     int64_t type_vocab;  /* default type_vocab_size */
     int cls_head;        /* WM_HEAD_* */
     int mlm_head;        /* WM_MLM_* (WM_MLM_NONE: no masked-LM head here) */
+    int pad_fixed;       /* position ids pad with padding_idx, fixed by the family's code (not pad_token_id) */
+    int64_t padding_idx;
+    int rel_buckets;     /* relative position bias: buckets computed (rows from relative_attention_num_buckets, */
+    int rel_max_distance; /* this many by default), distances from rel_max_distance on in the last bucket */
+    int disentangled;    /* DeBERTa's disentangled attention from relative_attention, pos_att_type, share_att_key,
+                            position_buckets, max_relative_positions, norm_rel_ebd, position_biased_input */
+    int mask_rows;       /* a 2-D attention mask (padded query rows too) and padded embeddings zeroed */
 } wm_family;
 
 typedef struct wm_denied_type {

@@ -4,6 +4,7 @@
  * graph derives at run time match the reference bit for bit or nearly.
  * Supported: default, linear, llama3, yarn, longrope (short/long switch at
  * run time). Others (dynamic NTK, proportional, mrope ...) are refused.
+ * Also the relative position buckets of a position bias (wm_rel_bucket), in float32 the same way.
  */
 #include <math.h>
 #include <stdio.h>
@@ -147,4 +148,26 @@ wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_
     if (!strcmp(type, "longrope")) return longrope(a, r, out, half, dim, theta, err);
     return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s.rope_type': '%s' is not supported (default, linear, llama3, "
                   "yarn, longrope)", a->cfg->file, r->source ? r->source : "rope_scaling", type);
+}
+
+int64_t wm_rel_bucket(int64_t rel, int64_t buckets, int64_t max_dist) {
+    int64_t half = buckets / 2, exact = half / 2, ret = 0, n = -rel;
+    if (n < 0) {
+        ret = half;
+        n = -n;
+    }
+    if (n < exact) return ret + n;
+    /* float32 like torch: log(n / exact) / log(max_dist / exact) * (half - exact), truncated */
+    float v = logf((float)n / (float)exact) / (float)log((double)max_dist / (double)exact) * (float)(half - exact);
+    int64_t large = exact + (int64_t)v;
+    return ret + (large < half - 1 ? large : half - 1);
+}
+
+int64_t wm_log_bucket(int64_t rel, int64_t buckets, int64_t max_pos) {
+    int64_t mid = buckets / 2, a = rel < 0 ? -rel : rel;
+    if (buckets <= 0 || max_pos <= 0 || a <= mid) return rel;
+    /* float32 like torch: ceil(log(a / mid) / log((max_pos - 1) / mid) * (mid - 1)) + mid */
+    float lp = ceilf(logf((float)a / (float)mid) / logf((float)((double)(max_pos - 1) / (double)mid)) *
+                     (float)(mid - 1)) + (float)mid;
+    return rel < 0 ? -(int64_t)lp : (int64_t)lp;
 }

@@ -89,6 +89,44 @@ static const wm_modpat bert_mods[] = {
     MP(L_MLP_NORM, NORM, H, H, "$encoder.layer.%d.output.LayerNorm"),
 };
 
+/* MPNet: BERT's post-norm layers under other names, no token types, and one relative position bias table
+   [buckets, heads] for all layers. */
+static const wm_modpat mpnet_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
+    MP(G_POS, EMBED, P, E, "$embeddings.position_embeddings"),
+    MP(G_EMB_NORM, NORM, E, E, "$embeddings.LayerNorm"),
+    MP(G_REL_BIAS, EMBED, RB, NH, "$encoder.relative_attention_bias"),
+    MP(L_Q, LINEAR, Q, H, "$encoder.layer.%d.attention.attn.q"),
+    MP(L_K, LINEAR, KV, H, "$encoder.layer.%d.attention.attn.k"),
+    MP(L_V, LINEAR, KV, H, "$encoder.layer.%d.attention.attn.v"),
+    MP(L_O, LINEAR, H, Q, "$encoder.layer.%d.attention.attn.o"),
+    MP(L_ATTN_NORM, NORM, H, H, "$encoder.layer.%d.attention.LayerNorm"),
+    MP(L_UP, LINEAR, I, H, "$encoder.layer.%d.intermediate.dense"),
+    MP(L_DOWN, LINEAR, H, I, "$encoder.layer.%d.output.dense"),
+    MP(L_MLP_NORM, NORM, H, H, "$encoder.layer.%d.output.LayerNorm"),
+};
+
+/* DeBERTa v2/v3: post-norm encoder; absolute positions only with position_biased_input, relative position
+   embeddings (+ their LayerNorm) shared by all layers, per-layer position projections unless share_att_key. */
+static const wm_modpat deberta_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
+    MP(G_POS, EMBED, P, E, "$embeddings.position_embeddings"),
+    MP(G_TYPE, EMBED, T, E, "$embeddings.token_type_embeddings"),
+    MP(G_EMB_NORM, NORM, E, E, "$embeddings.LayerNorm"),
+    MP(G_REL_EMB, EMBED, 2SPAN, H, "$encoder.rel_embeddings"),
+    MP(G_REL_NORM, NORM, H, H, "$encoder.LayerNorm"),
+    MP(L_Q, LINEAR, Q, H, "$encoder.layer.%d.attention.self.query_proj"),
+    MP(L_K, LINEAR, KV, H, "$encoder.layer.%d.attention.self.key_proj"),
+    MP(L_V, LINEAR, KV, H, "$encoder.layer.%d.attention.self.value_proj"),
+    MP(L_POS_K, LINEAR, KV, H, "$encoder.layer.%d.attention.self.pos_key_proj"),
+    MP(L_POS_Q, LINEAR, Q, H, "$encoder.layer.%d.attention.self.pos_query_proj"),
+    MP(L_O, LINEAR, H, Q, "$encoder.layer.%d.attention.output.dense"),
+    MP(L_ATTN_NORM, NORM, H, H, "$encoder.layer.%d.attention.output.LayerNorm"),
+    MP(L_UP, LINEAR, I, H, "$encoder.layer.%d.intermediate.dense"),
+    MP(L_DOWN, LINEAR, H, I, "$encoder.layer.%d.output.dense"),
+    MP(L_MLP_NORM, NORM, H, H, "$encoder.layer.%d.output.LayerNorm"),
+};
+
 /* DistilBERT: post-norm encoder, no token types. */
 static const wm_modpat distil_mods[] = {
     MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
@@ -113,6 +151,9 @@ const wm_scheme wm_schemes[] = {
      N(bert_mods), "bert"},
     {"distilbert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"distilbert.", ""}, distil_mods,
      N(distil_mods), "distilbert"},
+    {"mpnet", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"mpnet.", ""}, mpnet_mods, N(mpnet_mods), "mpnet"},
+    {"deberta-v2", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"deberta.", ""}, deberta_mods, N(deberta_mods),
+     "deberta-v2"},
 };
 const size_t wm_n_schemes = N(wm_schemes);
 
@@ -124,6 +165,7 @@ const wm_head_def wm_cls_heads[] = {
     [WM_HEAD_DENSE_TANH] = {"classifier.dense", WM_ACT_TANH, "classifier.out_proj"},
     [WM_HEAD_DENSE_GELU] = {"classifier.dense", WM_ACT_GELU, "classifier.out_proj"},
     [WM_HEAD_PRE_RELU] = {"pre_classifier", WM_ACT_RELU, "classifier"},
+    [WM_HEAD_POOLER_ACT] = {"pooler.dense", WM_ACT_NONE, "classifier"},
 };
 
 /* Masked-LM heads, as transformers' BertForMaskedLM, RobertaForMaskedLM (GELU whatever hidden_act says) and
@@ -139,7 +181,9 @@ const wm_mlm_def wm_mlm_heads[] = {
 const char *const wm_head_prefixes[] = {
     "classifier.", "pre_classifier.", "qa_outputs.", "cls.", "lm_head.", "vocab_transform.", "vocab_layer_norm.",
     "vocab_projector.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.", "score.",
-    "$pooler.", "cls_classifier.", "distillation_classifier.", NULL};
+    "$pooler.", "pooler.", "cls_classifier.", "distillation_classifier.",
+    /* DeBERTa without position_biased_input: transformers ignores a saved position table (not built here) */
+    "$embeddings.position_embeddings.", NULL};
 
 /* Buffers some exporters save that carry no parameters (name suffixes); a ViT / DINOv2 mask_token only
    replaces masked patches in masked-image-modeling training, never at inference. */
@@ -150,7 +194,7 @@ const char *const wm_buffer_suffixes[] = {".inv_freq", ".attn.bias", ".attn.mask
 
 #define DEC(...) {.kind = WM_DECODER, .posid = WM_POSID_INPUT, .cls_head = WM_HEAD_NONE, __VA_ARGS__}
 #define ENC(...)                                                                                            \
-    {.kind = WM_ENCODER, .act = "gelu", .eps = 1e-12, .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, .tied = 1,       \
+    {.kind = WM_ENCODER, .act = "gelu", .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, .tied = 1,       \
      __VA_ARGS__}
 
 const wm_family wm_families[] = {
@@ -188,16 +232,28 @@ const wm_family wm_families[] = {
        scores, logits) */
     DEC(.model_type = "granite", .class_stem = "Granite", .scheme = "llama", .prefix = "model.", .act = "silu",
         .eps = 1e-6, .keys = {[WM_FK_MULTIPLIERS] = WM_KEY_USED}),
-    ENC(.model_type = "bert", .class_stem = "Bert", .scheme = "bert", .prefix = "bert.",
+    ENC(.model_type = "bert", .eps = 1e-12, .class_stem = "Bert", .scheme = "bert", .prefix = "bert.",
         .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_POOLER_TANH, .mlm_head = WM_MLM_BERT),
-    ENC(.model_type = "roberta", .class_stem = "Roberta", .scheme = "bert", .prefix = "roberta.",
+    ENC(.model_type = "roberta", .eps = 1e-12, .class_stem = "Roberta", .scheme = "bert", .prefix = "roberta.",
         .posid = WM_POSID_PADDING, .type_vocab = 1, .cls_head = WM_HEAD_DENSE_TANH, .mlm_head = WM_MLM_ROBERTA),
-    ENC(.model_type = "xlm-roberta", .class_stem = "XLMRoberta", .scheme = "bert", .prefix = "roberta.",
+    ENC(.model_type = "xlm-roberta", .eps = 1e-12, .class_stem = "XLMRoberta", .scheme = "bert",
+        .prefix = "roberta.",
         .posid = WM_POSID_PADDING, .type_vocab = 1, .cls_head = WM_HEAD_DENSE_TANH, .mlm_head = WM_MLM_ROBERTA),
-    ENC(.model_type = "electra", .class_stem = "Electra", .scheme = "bert", .prefix = "electra.",
+    ENC(.model_type = "electra", .eps = 1e-12, .class_stem = "Electra", .scheme = "bert", .prefix = "electra.",
         .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_DENSE_GELU),
-    ENC(.model_type = "distilbert", .class_stem = "DistilBert", .scheme = "distilbert", .prefix = "distilbert.",
+    ENC(.model_type = "distilbert", .eps = 1e-12, .class_stem = "DistilBert", .scheme = "distilbert",
+        .prefix = "distilbert.",
         .posid = WM_POSID_ARANGE, .type_vocab = 0, .cls_head = WM_HEAD_PRE_RELU, .mlm_head = WM_MLM_DISTILBERT),
+    /* MPNet: RoBERTa's padding-aware positions (padding_idx 1 in its code, whatever pad_token_id says) and
+       heads, plus a relative position bias of 32 buckets up to distance 128 (its code's constants) */
+    ENC(.model_type = "mpnet", .eps = 1e-12, .class_stem = "MPNet", .scheme = "mpnet", .prefix = "mpnet.",
+        .posid = WM_POSID_PADDING, .pad_fixed = 1, .padding_idx = 1, .type_vocab = 0, .cls_head = WM_HEAD_DENSE_TANH,
+        .mlm_head = WM_MLM_ROBERTA, .rel_buckets = 32, .rel_max_distance = 128),
+    /* DeBERTa v2/v3: disentangled attention, a 2-D mask, a pooler with pooler_hidden_act before the classifier (no
+       masked-LM head here: the enhanced mask decoder is not built) */
+    ENC(.model_type = "deberta-v2", .class_stem = "DebertaV2", .scheme = "deberta-v2", .prefix = "deberta.",
+        .eps = 1e-7, .posid = WM_POSID_ARANGE, .type_vocab = 0, .cls_head = WM_HEAD_POOLER_ACT, .disentangled = 1,
+        .mask_rows = 1),
 };
 const size_t wm_n_families = N(wm_families);
 
@@ -259,6 +315,7 @@ const wm_denied_key wm_denied_keys[] = {
     {"num_experts", WM_DENY_SET},
     {"n_routed_experts", WM_DENY_SET},
     {"use_alibi", WM_DENY_TRUE},
+    {"conv_kernel_size", WM_DENY_SET}, /* DeBERTa-v2 (x)xlarge's convolution after the first layer */
     {"alibi", WM_DENY_TRUE},
     {"position_embedding_type", WM_DENY_NOT_ABSOLUTE},
     {"is_decoder", WM_DENY_TRUE_ENCODER},

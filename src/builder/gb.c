@@ -205,6 +205,11 @@ const char *gb_i64(wm_gb *b, const int64_t *v, size_t n) {
     return constant(b, name, WM_DT_INT64, &d, 1, v, n * sizeof *v);
 }
 
+const char *gb_i64_named(wm_gb *b, const int64_t *v, size_t n, const char *name) {
+    int64_t d = (int64_t)n;
+    return constant(b, name, WM_DT_INT64, &d, 1, v, n * sizeof *v);
+}
+
 const char *gb_i64s(wm_gb *b, int64_t v) {
     char name[64];
     snprintf(name, sizeof name, "const_i64s_%lld", (long long)v);
@@ -305,6 +310,18 @@ static const char *weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, c
     wm_status s = wm_wsink_add(b->sink, b->g, name, dims, nd, &src, b->err);
     if (s) return fail(b, s);
     return wm_graph_find_value(b->g, name)->name;
+}
+
+const char *gb_weight_existing(wm_gb *b, const char *suffix) {
+    if (b->st) return "<error>";
+    char name[400];
+    const char *sc = b->scope[0] == '/' ? b->scope + 1 : b->scope;
+    size_t k = 0;
+    for (; sc[k] && k < sizeof name - 1; k++) name[k] = sc[k] == '/' ? '.' : sc[k];
+    snprintf(name + k, sizeof name - k, "%s", suffix);
+    const wm_value *v = wm_graph_find_value(b->g, name);
+    if (!v) return fail(b, wm_err(b->err, WM_ERR_INTERNAL, "weight '%s' reused before it was added", name));
+    return v->name;
 }
 
 const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd) {

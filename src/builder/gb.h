@@ -71,6 +71,7 @@ const char *gb_i64_1(wm_gb *b, int64_t v);   /* [v] */
 const char *gb_int_as(wm_gb *b, int64_t v, int32_t dtype); /* scalar of int32 or int64 */
 const char *gb_f32s(wm_gb *b, float v);      /* scalar */
 const char *gb_f32(wm_gb *b, const float *v, size_t n, const char *name); /* named 1-D float constant */
+const char *gb_i64_named(wm_gb *b, const int64_t *v, size_t n, const char *name); /* named 1-D int64 (tables) */
 
 /* Opset-aware reductions (axes as attribute before opset 18, as input from 18; ReduceSum from 13). */
 const char *gb_reduce(wm_gb *b, const char *op, const char *x, const int64_t *axes, size_t n_axes, int keepdims);
@@ -95,11 +96,16 @@ const char *gb_weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, const
 const char *gb_weight_add(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
                           int kind, float add);
 
+/* The weight an earlier gb_weight of the current scope + suffix added (a projection applied twice). */
+const char *gb_weight_existing(wm_gb *b, const char *suffix);
+
 /* The same from values computed at export (vals: the product of dims floats, copied). */
 const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd);
 
 /* Blocks of the architectures (gb_blocks.c). */
 const char *gb_linear(wm_gb *b, const char *x, const wm_module *m, const char *scope);
+/* gb_linear on another input with the weights an earlier gb_linear of the same module and scope added. */
+const char *gb_linear_again(wm_gb *b, const char *x, const wm_module *m, const char *scope);
 const char *gb_head_gemm(wm_gb *b, const char *x, const wm_module *m, const char *scope);
 const char *gb_norm(wm_gb *b, const char *x, const wm_module *m, wm_norm_spec ns, const char *scope);
 const char *gb_act(wm_gb *b, const char *x, wm_act act);

@@ -34,6 +34,15 @@ const char *gb_linear(wm_gb *b, const char *x, const wm_module *m, const char *s
     return y;
 }
 
+const char *gb_linear_again(wm_gb *b, const char *x, const wm_module *m, const char *scope) {
+    saved_scope sv;
+    enter(b, scope, &sv);
+    const char *y = gb_op(b, "MatMul", 2, x, gb_weight_existing(b, ".weight"));
+    if (m->has_bias) y = gb_op(b, "Add", 2, y, gb_weight_existing(b, ".bias"));
+    leave(b, &sv);
+    return y;
+}
+
 /* A head linear on [B, K] as Gemm(x, W[out, in], b, transB=1): the checkpoint layout as it is (leaves the scope
    set to scope). */
 const char *gb_head_gemm(wm_gb *b, const char *x, const wm_module *m, const char *scope) {

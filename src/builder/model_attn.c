@@ -6,9 +6,11 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "builder/model_impl.h"
+#include "core/error.h"
 #include "onnx/dtype.h"
 
 /* x [B, n, S, hd] -> rotated by cos/sin [B, 1, S, rot] (rotate_half convention, first rot dims). */
@@ -28,6 +30,98 @@ static const char *rope(wm_gb *b, const wm_arch *a, int64_t rot, const char *cos
         gb_attr_i(b, "axis", -1);
     }
     return y;
+}
+
+/* A projection of the relative embeddings [1, 2 span, H] -> [1, heads, hd, 2 span]: the layer's own (own) or, with
+   share_att_key, the content projection shared (its weights reused). */
+static const char *pos_proj(wm_gb *b, const wm_model_ctx *c, int layer, const char *sc, int own, int shared,
+                            const char *name, const char *shared_name) {
+    const wm_arch *a = c->a;
+    char sub[192];
+    const char *p;
+    if (a->dis_share_key) {
+        snprintf(sub, sizeof sub, "%s/%s", sc, shared_name);
+        p = gb_linear_again(b, c->rel_emb, wm_arch_mod(a, layer, shared), sub);
+    } else {
+        snprintf(sub, sizeof sub, "%s/%s", sc, name);
+        p = gb_linear(b, c->rel_emb, wm_arch_mod(a, layer, own), sub);
+    }
+    gb_scope(b, "%s/%s", sc, name);
+    static const int64_t hd_span[] = {0, 2, 3, 1};
+    int64_t shp[4] = {1, -1, a->nh, a->hd};
+    return gb_transpose(b, gb_reshape(b, p, shp, 4), hd_span, 4); /* [1, heads, hd, 2 span] */
+}
+
+/* DeBERTa's c2p + p2c score terms [B, h, S, S] (unscaled) for q [B, h, S, hd], keys k4 [B, S, h, hd]; s: the
+   content scores (their shape). c2p[i, j] = q_i . pos_k[idx[i, j]], p2c[i, j] = k_j . pos_q[idx[i, j]]. */
+static const char *disentangled(wm_gb *b, const wm_model_ctx *c, int layer, const char *sc, const char *q,
+                                const char *k4, const char *s) {
+    const wm_arch *a = c->a;
+    static const int64_t bhsd[] = {0, 2, 1, 3}, swap[] = {1, 0}, last2[] = {0, 1, 3, 2};
+    const char *terms = NULL;
+    gb_scope(b, "%s/rel", sc);
+    const char *shape = gb_op(b, "Shape", 1, s);
+    if (a->dis_c2p) {
+        const char *pk = pos_proj(b, c, layer, sc, WM_M_L_POS_K, WM_M_L_K, "pos_k_proj", "k_proj");
+        gb_scope(b, "%s/c2p", sc);
+        const char *all = gb_op(b, "MatMul", 2, q, pk); /* [B, h, S, 2 span] */
+        terms = gb_op(b, "GatherElements", 2, all, gb_op(b, "Expand", 2, c->rel_idx, shape));
+        gb_attr_i(b, "axis", 3);
+    }
+    if (a->dis_p2c) {
+        const char *pq = pos_proj(b, c, layer, sc, WM_M_L_POS_Q, WM_M_L_Q, "pos_q_proj", "q_proj");
+        gb_scope(b, "%s/p2c", sc);
+        const char *all = gb_op(b, "MatMul", 2, gb_transpose(b, k4, bhsd, 4), pq); /* [B, h, S_k, 2 span] */
+        const char *idx_t = gb_op(b, "Expand", 2, gb_transpose(b, c->rel_idx, swap, 2), shape);
+        const char *g = gb_op(b, "GatherElements", 2, all, idx_t);
+        gb_attr_i(b, "axis", 3);
+        g = gb_transpose(b, g, last2, 4);
+        terms = terms ? gb_op(b, "Add", 2, terms, g) : g;
+    }
+    return terms;
+}
+
+void wm_model_rel_embeddings(wm_gb *b, wm_model_ctx *c) {
+    const wm_arch *a = c->a;
+    gb_scope(b, "/model/rel_embeddings");
+    int64_t d[2] = {2 * a->dis_span, a->H};
+    const char *w = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_REL_EMB)->wt, d, 2, 0, GB_W_MATRIX);
+    if (a->dis_rel_norm) w = gb_norm(b, w, wm_arch_mod(a, -1, WM_M_G_REL_NORM), wm_arch_norm(a), "/model/rel_norm");
+    /* [1, 2 span, H]: a 3-D MatMul per projection (a 2-D one of constants becomes a Gemm that onnxruntime's
+       constant folding cannot fold in fp16, and its full optimization level then crashes) */
+    static const int64_t ax0_[] = {0};
+    gb_scope(b, "/model/rel_embeddings");
+    c->rel_emb = gb_unsqueeze(b, w, ax0_, 1);
+    /* idx[i][j] = clamp(bucket(i - j) + span, 0, 2 span - 1) from a table over i - j in [-D, D], D past the point
+       where both ends are clamped (farther distances clipped to it) */
+    gb_scope(b, "/model/rel_embeddings");
+    int64_t span = a->dis_span, D = (a->dis_max_rel > span ? a->dis_max_rel : span) + 1, n = 2 * D + 1;
+    int64_t *tab = malloc((size_t)n * sizeof *tab);
+    if (!tab) {
+        if (!b->st) b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+        return;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        int64_t v = wm_log_bucket(k - D, a->dis_buckets, a->dis_max_rel) + span;
+        tab[k] = v < 0 ? 0 : v > 2 * span - 1 ? 2 * span - 1 : v;
+    }
+    int saturated = tab[0] == 0 && tab[n - 1] == 2 * span - 1;
+    const char *table = gb_i64_named(b, tab, (size_t)n, "model.rel_embeddings.index");
+    free(tab);
+    if (!saturated) {
+        if (!b->st) b->st = wm_err(b->err, WM_ERR_UNSUPPORTED, "relative positions: position_buckets %lld with "
+                                   "max_relative_positions %lld do not saturate (not modeled)",
+                                   (long long)a->dis_buckets, (long long)a->dis_max_rel);
+        return;
+    }
+    const char *s1 = gb_op(b, "Shape", 1, "input_ids");
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    const char *pos = gb_op(b, "Range", 3, gb_i64s(b, 0), gb_squeeze(b, s1, NULL, 0), gb_i64s(b, 1));
+    static const int64_t ax0[] = {0}, ax1[] = {1};
+    const char *rel = gb_op(b, "Sub", 2, gb_unsqueeze(b, pos, ax1, 1), gb_unsqueeze(b, pos, ax0, 1));
+    rel = gb_op(b, "Add", 2, gb_op(b, "Clip", 3, rel, gb_i64s(b, -D), gb_i64s(b, D)), gb_i64s(b, D));
+    c->rel_idx = gb_op(b, "Gather", 2, table, rel);
 }
 
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {
@@ -60,6 +154,7 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
     q = gb_reshape(b, q, qs, 4);
     k = gb_reshape(b, k, ks, 4);
     v = gb_reshape(b, v, ks, 4);
+    const char *k4 = k; /* [B, S, kvh, hd] */
     if (a->qk_norm) {
         wm_norm_spec ns = wm_arch_norm(a);
         ns.kind = WM_NORM_RMS;
@@ -114,10 +209,14 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
         k = gb_transpose(b, k, kt, 4);
     }
     const char *s = gb_op(b, "MatMul", 2, q, k);
+    if (a->dis_c2p || a->dis_p2c) {
+        s = gb_op(b, "Add", 2, s, disentangled(b, c, layer, sc, q, k4, s));
+        gb_scope(b, "%s/sdpa", sc);
+    }
     double scale = !a->scale_attn ? 1.0
                    : a->attn_scale > 0   ? a->attn_scale
                    : a->query_scalar > 0 ? pow(a->query_scalar, -0.5)
-                                         : 1.0 / sqrt((double)a->hd);
+                                         : 1.0 / sqrt((double)a->hd * (a->dis_scale > 1 ? a->dis_scale : 1));
     if (a->scale_by_layer) scale /= (double)(layer + 1);
     if (scale != 1.0) s = gb_op(b, "Mul", 2, s, gb_f32s(b, (float)scale));
     if (a->attn_softcap > 0) s = wm_model_softcap(b, s, a->attn_softcap);
@@ -134,6 +233,36 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
     o = gb_reshape(b, o, os, 3);
     snprintf(sub, sizeof sub, "%s/o_proj", sc);
     return gb_linear(b, o, wm_arch_mod(a, layer, WM_M_L_O), sub);
+}
+
+const char *wm_model_rel_bias(wm_gb *b, const wm_model_ctx *c, const char *ids) {
+    const wm_arch *a = c->a;
+    const wm_module *m = wm_arch_mod(a, -1, WM_M_G_REL_BIAS);
+    gb_scope(b, "%s/rel_attn_bias", c->root ? c->root : "/model");
+    int64_t d[2] = {a->rel_rows, a->nh};
+    const char *w = gb_weight(b, ".weight", m->wt, d, 2, 0, GB_W_MATRIX);
+    /* rel[i][j] = j - i over 0..S-1; distances past rel_max_dist share the last bucket, so they are clipped to
+       it and looked up in a table of the 2 * rel_max_dist + 1 buckets computed here */
+    int64_t R = a->rel_max_dist, n = 2 * R + 1;
+    int64_t *tab = malloc((size_t)n * sizeof *tab);
+    if (!tab) {
+        if (!b->st) b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+        return w;
+    }
+    for (int64_t k = 0; k < n; k++) tab[k] = wm_rel_bucket(k - R, a->rel_buckets, R);
+    char name[96];
+    snprintf(name, sizeof name, "%s.rel_attn_bias.buckets", c->root ? c->root + 1 : "model");
+    const char *buckets = gb_i64_named(b, tab, (size_t)n, name);
+    free(tab);
+    const char *s1 = gb_op(b, "Shape", 1, ids);
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    const char *pos = gb_op(b, "Range", 3, gb_i64s(b, 0), gb_squeeze(b, s1, NULL, 0), gb_i64s(b, 1));
+    static const int64_t ax0[] = {0}, ax1[] = {1}, hss[] = {2, 0, 1};
+    const char *rel = gb_op(b, "Sub", 2, gb_unsqueeze(b, pos, ax0, 1), gb_unsqueeze(b, pos, ax1, 1));
+    rel = gb_op(b, "Add", 2, gb_op(b, "Clip", 3, rel, gb_i64s(b, -R), gb_i64s(b, R)), gb_i64s(b, R));
+    const char *v = gb_op(b, "Gather", 2, w, gb_op(b, "Gather", 2, buckets, rel)); /* [S, S, heads] */
+    return gb_unsqueeze(b, gb_transpose(b, v, hss, 3), ax0, 1);
 }
 
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {

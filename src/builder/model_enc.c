@@ -35,11 +35,14 @@ static const char *embeddings(wm_gb *b, wm_model_ctx *c) {
     const char *w = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_EMBED)->wt, d, 2, 0, GB_W_MATRIX);
     c->embed_weight = w; /* a masked-LM head's decoder (tied) */
     const char *x = gb_op(b, "Gather", 2, w, "input_ids");
-    gb_scope(b, "/model/embed_positions");
-    const char *pid = positions(b, c);
-    d[0] = a->P;
-    w = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_POS)->wt, d, 2, 0, GB_W_MATRIX);
-    x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, w, pid));
+    const wm_module *pm = wm_arch_mod(a, -1, WM_M_G_POS);
+    if (pm->present) {
+        gb_scope(b, "/model/embed_positions");
+        const char *pid = positions(b, c);
+        d[0] = a->P;
+        w = gb_weight(b, ".weight", pm->wt, d, 2, 0, GB_W_MATRIX);
+        x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, w, pid));
+    }
     const wm_module *tm = wm_arch_mod(a, -1, WM_M_G_TYPE);
     if (tm->present) {
         gb_scope(b, "/model/embed_token_types");
@@ -52,6 +55,11 @@ static const char *embeddings(wm_gb *b, wm_model_ctx *c) {
     x = gb_norm(b, x, wm_arch_mod(a, -1, WM_M_G_EMB_NORM), wm_arch_norm(a), "/model/embed_norm");
     const wm_module *pj = wm_arch_mod(a, -1, WM_M_G_EMB_PROJ);
     if (pj->present) x = gb_linear(b, x, pj, "/model/embed_proj");
+    if (a->mask_rows) { /* padded tokens' embeddings zeroed */
+        gb_scope(b, "/model/embed_mask");
+        static const int64_t last[] = {-1};
+        x = gb_op(b, "Mul", 2, x, gb_cast(b, gb_unsqueeze(b, "attention_mask", last, 1), WM_DT_FLOAT));
+    }
     return x;
 }
 
@@ -146,7 +154,17 @@ wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c) {
     gb_scope(b, "/model/attn_mask");
     static const int64_t ax12[] = {1, 2};
     const char *keep = gb_unsqueeze(b, gb_cast(b, "attention_mask", WM_DT_BOOL), ax12, 2);
+    if (a->mask_rows) { /* [B, 1, S, S]: a padded query attends nowhere (uniform weights, as transformers) */
+        static const int64_t ax13[] = {1, 3};
+        keep = gb_op(b, "And", 2, keep, gb_unsqueeze(b, gb_cast(b, "attention_mask", WM_DT_BOOL), ax13, 2));
+    }
     c->bias_full = gb_op(b, "Where", 3, keep, gb_f32s(b, 0.0f), gb_f32s(b, -FLT_MAX));
+    if (a->rel_buckets) { /* one score bias [B, heads, S, S] for every layer: positions + mask */
+        const char *rb = wm_model_rel_bias(b, c, "input_ids");
+        gb_scope(b, "/model/attn_mask");
+        c->bias_full = gb_op(b, "Add", 2, rb, c->bias_full);
+    }
+    if (a->dis_span) wm_model_rel_embeddings(b, c);
     for (int64_t i = 0; i < a->L && !b->st; i++) {
         if (c->progress) fprintf(stderr, "\r  export: layer %lld/%lld", (long long)i + 1, (long long)a->L);
         char sc[96];

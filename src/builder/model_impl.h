@@ -18,6 +18,8 @@ typedef struct wm_model_ctx {
     int progress;
     const char *root;              /* scope of the tower ("/model" when NULL; CLIP: "/text_model", "/vision_model") */
     const wm_st_file *st;          /* the weights (NULL: random), for values computed at export */
+    const char *rel_emb;           /* disentangled attention: the (normed) relative embeddings [2 span, H] */
+    const char *rel_idx;           /* and the position index clamp(bucket(i - j) + span) [S, S] */
 } wm_model_ctx;
 
 wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c);
@@ -35,6 +37,11 @@ int64_t wm_resnet_side(const wm_arch *a);
 /* Shared by both (model_attn.c). */
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
+/* Disentangled attention's shared inputs into c (rel_emb, rel_idx), in scope /model/rel_embeddings. */
+void wm_model_rel_embeddings(wm_gb *b, wm_model_ctx *c);
+/* The relative position bias [1, heads, S, S] of a's G_REL_BIAS table for the sequence of ids [B, S] (buckets
+   computed at export), in scope <root>/rel_attn_bias; added to the attention scores of every layer. */
+const char *wm_model_rel_bias(wm_gb *b, const wm_model_ctx *c, const char *ids);
 /* logits [B, S, V] = x E^T (+ bias) over the tied embedding c->embed_weight or lm_head (model_dec.c). */
 const char *wm_model_lm_head(wm_gb *b, const wm_model_ctx *c, const char *x);
 /* cap * tanh(x / cap) in the current scope (model_dec.c). */

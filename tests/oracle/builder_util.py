@@ -99,6 +99,10 @@ def seed_dir(root, name):
 
 # ---------------------------------------------------------------- tiny checkpoints
 
+DEBERTA_V3 = dict(relative_attention=True, pos_att_type=["p2c", "c2p"], share_att_key=True, position_buckets=8,
+                  norm_rel_ebd="layer_norm", position_biased_input=False, max_position_embeddings=64)
+
+
 def _tiny_specs():
     import transformers as T
     dec = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -161,6 +165,26 @@ def _tiny_specs():
         "xlm-roberta-qa": (T.XLMRobertaConfig, T.XLMRobertaForQuestionAnswering, dict(enc, type_vocab_size=1)),
         "distilbert-qa": (T.DistilBertConfig, T.DistilBertForQuestionAnswering,
                           dict(dim=32, hidden_dim=64, n_layers=2, n_heads=4, vocab_size=96, max_position_embeddings=80)),
+        # MPNet: relative position bias (32 buckets up to distance 128: positions 300 so a sequence can pass 128)
+        "mpnet": (T.MPNetConfig, T.MPNetForSequenceClassification, dict(enc, max_position_embeddings=300, num_labels=3)),
+        "mpnet-feature": (T.MPNetConfig, T.MPNetModel, dict(enc, max_position_embeddings=300)),
+        "mpnet-token": (T.MPNetConfig, T.MPNetForTokenClassification, dict(enc, max_position_embeddings=300,
+                                                                          num_labels=5)),
+        "mpnet-qa": (T.MPNetConfig, T.MPNetForQuestionAnswering, dict(enc, max_position_embeddings=300)),
+        "mpnet-mlm": (T.MPNetConfig, T.MPNetForMaskedLM, dict(enc, max_position_embeddings=300,
+                                                             relative_attention_num_buckets=40)),
+        # DeBERTa v3 (c2p + p2c sharing the content projections, 8 log buckets up to 64, normed relative
+        # embeddings, no absolute positions) and v2 (own position projections, exact distances up to 12, absolute
+        # positions, token types, the '|' spelling)
+        "deberta-v3": (T.DebertaV2Config, T.DebertaV2ForSequenceClassification, dict(enc, **DEBERTA_V3, num_labels=3)),
+        "deberta-v3-feature": (T.DebertaV2Config, T.DebertaV2Model, dict(enc, **DEBERTA_V3)),
+        "deberta-v3-token": (T.DebertaV2Config, T.DebertaV2ForTokenClassification, dict(enc, **DEBERTA_V3,
+                                                                                      num_labels=5)),
+        "deberta-v3-qa": (T.DebertaV2Config, T.DebertaV2ForQuestionAnswering, dict(enc, **DEBERTA_V3)),
+        "deberta-v2": (T.DebertaV2Config, T.DebertaV2ForSequenceClassification, dict(
+            enc, relative_attention=True, pos_att_type="p2c|c2p", share_att_key=False, max_relative_positions=12,
+            position_biased_input=True, max_position_embeddings=64, type_vocab_size=2, num_labels=1,
+            pooler_hidden_act="tanh")),
     }
 
 
@@ -227,6 +251,54 @@ def run_engine(path, feeds, outputs=None):
 
 
 RUNNERS = {"onnxruntime": run_ort, "engine": run_engine}
+
+
+def export_dynamic(winml, ckpt, out, task=None, **fields):
+    """`winml config` (symbolic batch / sequence dims, the export fields given) then `winml export` into out;
+    returns the model path."""
+    import oracle_util as U
+    r = U.run([winml, "config", "-m", ckpt] + (["-t", task] if task else []))
+    assert r.returncode == 0, U.describe(r)
+    rec = json.loads(r.stdout)
+    for t in rec["export"]["input_tensors"]:
+        t["shape"] = ["batch_size", "sequence_length"]
+    rec["export"].update(fields)
+    if fields.get("pooling"):
+        rec["export"]["output_tensors"].append({"name": "sentence_embedding"})
+    rp = out + ".recipe.json"
+    with open(rp, "w") as f:
+        json.dump(rec, f)
+    again = ["--rebuild"] if os.path.exists(out) else []
+    r = U.run([winml, "export", "-m", ckpt, "-o", out, "-c", rp, "-q", *again], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    return os.path.join(out, "model.onnx")
+
+
+def padded_feeds(model, B, S, seed, types=False):
+    """Encoder feeds: row 0 full, row 1 right-padded (B > 1), row 2 left-padded (B > 2), padding with pad_token_id;
+    token_type_ids too when types. Returns (numpy int32 feeds, torch long inputs)."""
+    import torch
+    rng = np.random.default_rng(seed)
+    pad = model.config.pad_token_id
+    ids = random_ids(rng, (B, S), model.config.vocab_size).astype(np.int32)
+    mask = np.ones((B, S), np.int32)
+    if B > 1:
+        mask[1, S - 3:] = 0
+    if B > 2:
+        mask[2, :4] = 0
+    ids[mask == 0] = pad
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    if types:
+        feeds["token_type_ids"] = (rng.random((B, S)) < 0.5).astype(np.int32)
+    return feeds, {k: torch.tensor(v, dtype=torch.long) for k, v in feeds.items()}
+
+
+def assert_close_valid(ours, ref, valid, what, tol=1e-4):
+    """max abs diff over the valid entries <= tol, and the reference there not ~0."""
+    assert ours.shape == ref.shape, (what, ours.shape, ref.shape)
+    d = np.abs(ours - ref)[valid]
+    assert d.size and float(d.max()) <= tol, f"{what}: max abs diff {float(d.max()):.3g} > {tol}"
+    assert float(np.abs(ref[valid]).max()) > 1e-2, f"{what}: reference is ~0, the comparison would be empty"
 
 
 def random_ids(rng, shape, vocab, low=3):

@@ -216,6 +216,65 @@ static void test_rope_frequencies(void **state) {
     done(&a);
 }
 
+/* Relative position buckets as transformers' MPNetEncoder.relative_position_bucket and DeBERTa's
+   make_log_bucket_position give them (values printed by transformers 5 for these offsets), and an MPNet config's
+   table size. */
+static void test_relative_position_buckets(void **state) {
+    (void)state;
+    static const int64_t rel[] = {0, 1, -1, 7, -7, 8, -8, 11, -11, 15, -15, 16, -16, 17, -17, 31,
+                                  -31, 32, -32, 63, -63, 64, -64, 127, -127, 128, -128, 129, -129, 1000, -1000};
+    static const int64_t b32[] = {0, 17, 1, 23, 7, 24, 8, 24, 8, 25, 9, 26, 10, 26, 10, 27,
+                                  11, 28, 12, 29, 13, 30, 14, 31, 15, 31, 15, 31, 15, 31, 15};
+    static const int64_t b64[] = {0, 33, 1, 39, 7, 40, 8, 43, 11, 47, 15, 48, 16, 48, 16, 51,
+                                  19, 52, 20, 55, 23, 56, 24, 59, 27, 60, 28, 60, 28, 63, 31};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        assert_int_equal(wm_rel_bucket(rel[i], 32, 128), b32[i]);
+        assert_int_equal(wm_rel_bucket(rel[i], 64, 256), b64[i]);
+    }
+    /* DeBERTa's log buckets (transformers' make_log_bucket_position: 256 up to 512 as v3-base, 8 up to 64) */
+    static const int64_t lrel[] = {0, 1, -1, 127, -127, 128, -128, 129, -129, 200, -200, 300, -300, 511, -511, 512,
+                                   -512, 1000, -1000};
+    static const int64_t l256[] = {0, 1, -1, 127, -127, 128, -128, 129, -129, 169, -169, 207, -207, 255, -255, 256,
+                                   -256, 317, -317};
+    static const int64_t l8[] = {0, 1, -1, 8, -8, 8, -8, 8, -8, 9, -9, 9, -9, 10, -10, 10, -10, 11, -11};
+    for (size_t i = 0; i < sizeof lrel / sizeof lrel[0]; i++) {
+        assert_int_equal(wm_log_bucket(lrel[i], 256, 512), l256[i]);
+        assert_int_equal(wm_log_bucket(lrel[i], 8, 64), l8[i]);
+        assert_int_equal(wm_log_bucket(lrel[i], 0, 64), lrel[i]); /* no buckets: the distance itself */
+    }
+    wm_arch a;
+    wm_error e;
+#define MPNET "{\"model_type\": \"mpnet\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2," \
+              " \"num_attention_heads\": 4, \"vocab_size\": 96, \"max_position_embeddings\": 40, \"pad_token_id\": 0"
+    assert_int_equal(resolve(MPNET "}", NULL, -1, &a, &e), WM_OK);
+    assert_int_equal(a.rel_buckets, 32);
+    assert_int_equal(a.rel_rows, 32);
+    assert_int_equal(a.pad_id, 1); /* MPNet's code pads positions with 1 whatever pad_token_id says */
+    assert_int_equal(wm_arch_mod(&a, -1, WM_M_G_REL_BIAS)->out, 32);
+    assert_int_equal(wm_arch_mod(&a, -1, WM_M_G_REL_BIAS)->in, 4);
+    assert_true(has_feature(&a, "relative position bias (32 buckets, max distance 128"));
+    done(&a);
+    assert_int_equal(resolve(MPNET ", \"relative_attention_num_buckets\": 48}", NULL, -1, &a, &e), WM_OK);
+    assert_int_equal(a.rel_rows, 48);
+    done(&a);
+    assert_int_equal(resolve(MPNET ", \"relative_attention_num_buckets\": 31}", NULL, -1, &a, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "field 'relative_attention_num_buckets': 31 rows, fewer than the 32 buckets"));
+    done(&a);
+    assert_int_equal(resolve(MPNET ", \"relative_attention_num_buckets\": -3}", NULL, -1, &a, &e), WM_ERR_INPUT);
+    done(&a);
+#undef MPNET
+    /* other encoders have no bias */
+    assert_int_equal(resolve("{\"model_type\": \"bert\", \"hidden_size\": 32, \"intermediate_size\": 64,"
+                             " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 96,"
+                             " \"max_position_embeddings\": 40}", NULL, -1, &a, &e), WM_OK);
+    assert_int_equal(a.rel_buckets, 0);
+    assert_false(wm_arch_mod(&a, -1, WM_M_G_REL_BIAS)->present);
+    int tasks[WM_TASK_COUNT];
+    assert_int_equal(wm_arch_tasks(&a, tasks), 5); /* the text tasks only (not the image ones) */
+    for (int i = 0; i < 5; i++) assert_true(tasks[i] < WM_TASK_IMAGE_CLASSIFICATION);
+    done(&a);
+}
+
 static void test_sliding_windows(void **state) {
     (void)state;
     wm_arch a;
@@ -576,7 +635,8 @@ static void test_export_external(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families_from_config), cmocka_unit_test(test_unsupported),
-        cmocka_unit_test(test_rope_frequencies), cmocka_unit_test(test_sliding_windows),
+        cmocka_unit_test(test_rope_frequencies), cmocka_unit_test(test_relative_position_buckets),
+        cmocka_unit_test(test_sliding_windows),
         cmocka_unit_test(test_gemma_features),
         cmocka_unit_test(test_tensors_decide), cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_half_conversions), cmocka_unit_test(test_sink_transpose),
