@@ -18,6 +18,7 @@
 typedef struct wm_task_opts {
     const char *task;     /* NULL: the build's own task */
     const char *dataset;  /* path */
+    const char *col_image, *col_caption; /* image tables: the image column; retrieval: the caption column */
     const char *col_text, *col_pair, *col_label, *col_query, *col_passage, *col_s1, *col_s2, *col_score; /* NULL: defaults */
     long samples;         /* 0: all rows */
     long max_length, stride; /* perplexity window (0: 512, max_length / 2) */
