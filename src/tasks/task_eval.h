@@ -7,6 +7,7 @@
  *   feature-extraction   columns sentence1, sentence2, score -> Spearman of cosine vs score
  *   text-generation      a text file -> perplexity with a sliding window (max_length, stride),
  *                        as the transformers perplexity guide computes it
+ *   image-classification / image-text retrieval (CLIP-style builds): tasks/image_eval.h
  * Results go into j as an object of metrics plus counts.
  */
 #ifndef WM_TASKS_TASK_EVAL_H

@@ -227,7 +227,8 @@ wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pi
 
 /*
  * in[i_ids], in[i_mask]: each text (with prompt: "This is a photo of {text}.") tokenized, cut to max_tokens when
- * that is not 0 (the special tokens kept, as `tokenizers` truncates), padded to the longest with the pad token.
+ * that is not 0 (the special tokens kept, as `tokenizers` truncates), padded with the pad token to the longest, or
+ * to the model's static input_ids length when it has one (the attention mask hides the padding either way).
  */
 static wm_status text_inputs(wm_vision *v, const char *const *labels, size_t n, int prompt, size_t max_tokens,
                              wm_tensor *in, wm_error *err) {
@@ -257,6 +258,12 @@ static wm_status text_inputs(wm_vision *v, const char *const *labels, size_t n, 
         if ((st = wm_tokenizer_encode(v->tok, s, strlen(s), NULL, 0, &eo, &enc[i], err))) goto done;
         S = enc[i].n > S ? enc[i].n : S;
     }
+    int64_t fixed = wm_session_input(v->s, (size_t)v->i_ids)->dims[1];
+    if (fixed > 0 && S > (size_t)fixed) {
+        st = wm_err(err, WM_ERR_INPUT, "a text of %zu tokens: the model's input_ids take %lld", S, (long long)fixed);
+        goto done;
+    }
+    if (fixed > 0) S = (size_t)fixed; /* a static text length (winml build's CLIP): padded to it */
     int32_t dt = wm_session_input(v->s, (size_t)v->i_ids)->dtype;
     int32_t pad = wm_tokenizer_special_id(v->tok, WM_TOK_PAD);
     if (pad < 0) pad = 0;

@@ -529,6 +529,26 @@ def test_eval_retrieval_equals_clipmodel(winml, winml_asan, zero_shot_folder, ph
             assert m[key][f"recall@{k}"] == pytest.approx(float(np.mean(want <= k)), abs=1e-12), (key, k, m, want)
         assert m[key]["mean_rank"] == pytest.approx(float(want.mean()), abs=1e-12), (key, m, want)
     assert len(set(want_i)) > 1 or len(set(want_t)) > 1, "all ranks equal: the check would not bite"
+    # the same checkpoint built by `winml build` (input_ids of a static length 77: captions padded to it) gives the
+    # same figures, and its zero-shot scores equal the pipeline's (the same padding)
+    import shutil
+    ck, out = tmp_path / "ck", tmp_path / "built"
+    model.save_pretrained(ck)
+    for f in ("tokenizer.json", "tokenizer_config.json", "preprocessor_config.json"):
+        shutil.copyfile(d / f, ck / f)
+    r = U.run([winml, "build", "-m", ck, "-o", out, "-p", "fp32", "-t", "zero-shot-image-classification", "-q"],
+              timeout=600)
+    assert r.returncode == 0, U.describe(r)
+    r = subprocess.run([winml, "eval", "--mode", "task", "-m", str(out), "--dataset", str(csv), "-f", "json"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["metrics"] == m
+    labels = ["cat", "a rocket on its launch pad", "cup of coffee"]
+    want = transformers.pipeline("zero-shot-image-classification", model=model, tokenizer=tok,
+                                 image_processor=proc)(photos["rocket.jpg"], candidate_labels=labels)
+    res = _run(winml, out, "--image", photos["rocket.jpg"], "--labels", ",".join(labels))["results"][0]["labels"]
+    byname = {x["label"]: x["score"] for x in want}
+    assert res[0]["label"] == want[0]["label"] and all(abs(x["score"] - byname[x["label"]]) <= 1e-4 for x in res)
     # --samples takes the first rows (fewer images and captions); the ASan binary gives the same figures
     r = evaluate(winml_asan, csv, "--samples", "5")
     assert r.returncode == 0 and not U.crashed(r), r.stderr
