@@ -5,6 +5,7 @@
 #include "tasks/image_eval.h"
 
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 #include "tasks/vision.h"
 
 #define IMG_MAX_ITEMS 1000000 /* files of one image folder */
+#define WM_RETRIEVAL_MAX_PAIRS 5000  /* the similarity matrix is images x captions floats */
+#define WM_RETRIEVAL_BLOCK 32        /* images and captions of one run */
 
 typedef struct item {
     char *path;  /* malloc'ed */
@@ -125,26 +128,35 @@ static wm_status read_folder(const char *dir, size_t max, items *it, wm_error *e
     return st;
 }
 
-/* A table (CSV / TSV / JSONL) of image paths (relative to the table's folder) and labels. */
-static wm_status read_table(const wm_task_opts *o, items *it, wm_error *err) {
+/*
+ * A table (CSV / TSV / JSONL) of image paths (relative to the table's folder) and labels (captions: the
+ * captions of a retrieval set; else class labels).
+ */
+static wm_status read_table(const wm_task_opts *o, int captions, items *it, wm_error *err) {
     static const char *const dimg[] = {"image", "image_path", "path", "file", "filename", NULL};
     static const char *const dlab[] = {"label", "labels", "class", NULL};
+    static const char *const dcap[] = {"caption", "text", "sentence", "captions", NULL};
+    const char *const *dsec = captions ? dcap : dlab;
+    const char *what = captions ? "caption" : "label";
     wm_table t = {0};
     wm_table_opts tabo = {.max_rows = o->samples > 0 ? (size_t)o->samples : 0, .max_line = o->max_line};
     wm_status st = wm_table_read(o->dataset, WM_TABLE_AUTO, &tabo, &t, err);
     if (st) return st;
     int ci = -1, cl = -1;
-    const char *want_i = o->col_text, *want_l = o->col_label;
+    const char *want_i = o->col_image ? o->col_image : o->col_text;
+    const char *want_l = captions ? o->col_caption : o->col_label;
     if (want_i) ci = wm_table_col(&t, want_i);
     for (size_t i = 0; !want_i && dimg[i] && ci < 0; i++) ci = wm_table_col(&t, dimg[i]);
     if (want_l) cl = wm_table_col(&t, want_l);
-    for (size_t i = 0; !want_l && dlab[i] && cl < 0; i++) cl = wm_table_col(&t, dlab[i]);
+    for (size_t i = 0; !want_l && dsec[i] && cl < 0; i++) cl = wm_table_col(&t, dsec[i]);
     if (ci < 0 || cl < 0) {
         const char *want = ci < 0 ? want_i : want_l;
         if (want) st = wm_err(err, WM_ERR_INPUT, "%s: no column '%s'", o->dataset, want);
-        else st = wm_err(err, WM_ERR_INPUT, "%s: no %s column (%s; or name it with a column flag)", o->dataset,
-                         ci < 0 ? "image" : "label",
-                         ci < 0 ? "image, image_path, path, file or filename" : "label, labels or class");
+        else st = wm_err(err, WM_ERR_INPUT, "%s: no %s column (%s; or name it with --%s-column)", o->dataset,
+                         ci < 0 ? "image" : what,
+                         ci < 0 ? "image, image_path, path, file or filename"
+                         : captions ? "caption, text, sentence or captions" : "label, labels or class",
+                         ci < 0 ? "image" : captions ? "caption" : "label");
         wm_table_free(&t);
         return st;
     }
@@ -157,7 +169,7 @@ static wm_status read_table(const wm_task_opts *o, items *it, wm_error *err) {
         const char *p = wm_table_cell(&t, r, ci), *l = wm_table_cell(&t, r, cl);
         if (!p || !p[0] || !l || !l[0]) {
             st = wm_err(err, WM_ERR_INPUT, "%s:%zu: the %s cell is missing", o->dataset, t.lines[r],
-                        !p || !p[0] ? "image" : "label");
+                        !p || !p[0] ? "image" : what);
             break;
         }
         char full[8192];
@@ -181,6 +193,102 @@ static long class_of(const wm_vision *v, size_t n, const char *label) {
     return *label && !*end && k >= 0 && (size_t)k < n ? k : -1;
 }
 
+/* 1-based rank of the first of n scores y (stride ys) for which own(k) holds, ordered by score descending and
+ * index ascending on ties (a stable sort of -y). */
+static size_t first_rank(const float *y, size_t n, size_t ys, const unsigned char *own) {
+    size_t best = SIZE_MAX;
+    for (size_t k = 0; k < n; k++)
+        if (own[k] && (best == SIZE_MAX || y[k * ys] > y[best * ys])) best = k;
+    size_t r = 1;
+    for (size_t k = 0; k < n; k++) r += y[k * ys] > y[best * ys] || (y[k * ys] == y[best * ys] && k < best);
+    return r;
+}
+
+static void rank_metrics(wm_json *j, const char *name, const size_t *rank, size_t n) {
+    static const size_t ks[] = {1, 5, 10};
+    wm_json_obj(j, name);
+    for (size_t a = 0; a < 3; a++) {
+        size_t hit = 0;
+        for (size_t i = 0; i < n; i++) hit += rank[i] <= ks[a];
+        char key[32];
+        snprintf(key, sizeof key, "recall@%zu", ks[a]);
+        wm_json_num(j, key, (double)hit / (double)n);
+    }
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += (double)rank[i];
+    wm_json_num(j, "mean_rank", sum / (double)n);
+    wm_json_obj_end(j);
+}
+
+/*
+ * Image-text retrieval (image_eval.h): the similarity matrix of the set's distinct images (in order of first
+ * appearance) and all its captions, in blocks of WM_RETRIEVAL_BLOCK images x captions; the ranks of the right
+ * caption(s) per image and of the right image per caption.
+ */
+static wm_status retrieval(wm_vision *v, const wm_task_opts *o, wm_json *j, wm_error *err) {
+    items it = {0};
+    struct stat sb;
+    wm_status st = WM_OK;
+    if (stat(o->dataset, &sb)) st = wm_err(err, WM_ERR_INPUT, "%s: no such file", o->dataset);
+    else if (S_ISDIR(sb.st_mode))
+        st = wm_err(err, WM_ERR_INPUT, "%s: image-text retrieval reads a table (CSV, TSV, JSONL) of image and "
+                    "caption columns, not a folder", o->dataset);
+    else st = read_table(o, 1, &it, err);
+    if (!st && it.n > WM_RETRIEVAL_MAX_PAIRS)
+        st = wm_err(err, WM_ERR_INPUT, "%s: %zu pairs: at most %d for image-text retrieval (--samples N)",
+                    o->dataset, it.n, WM_RETRIEVAL_MAX_PAIRS);
+    size_t nc = it.n, ni = 0;
+    size_t *img_of = NULL, *rank_i = NULL, *rank_t = NULL; /* caption -> image; ranks per image / caption */
+    const char **ipaths = NULL, **caps = NULL;
+    float *sim = NULL;
+    unsigned char *own = NULL;
+    if (!st && (!(img_of = malloc(nc * sizeof *img_of)) || !(ipaths = malloc(nc * sizeof *ipaths)) ||
+                !(caps = malloc(nc * sizeof *caps)) || !(rank_t = malloc(nc * sizeof *rank_t)) ||
+                !(own = malloc(nc))))
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (size_t r = 0; !st && r < nc; r++) {
+        size_t k = 0;
+        while (k < ni && strcmp(ipaths[k], it.v[r].path)) k++;
+        if (k == ni) ipaths[ni++] = it.v[r].path;
+        img_of[r] = k, caps[r] = it.v[r].label;
+    }
+    if (!st && (!(sim = malloc(ni * nc * sizeof *sim)) || !(rank_i = malloc(ni * sizeof *rank_i))))
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    size_t bi = wm_vision_max_images(v) ? wm_vision_max_images(v) : WM_RETRIEVAL_BLOCK;
+    for (size_t i0 = 0; !st && i0 < ni; i0 += bi)
+        for (size_t c0 = 0; !st && c0 < nc; c0 += WM_RETRIEVAL_BLOCK) {
+            size_t mi = ni - i0 < bi ? ni - i0 : bi, mc = nc - c0 < WM_RETRIEVAL_BLOCK ? nc - c0 : WM_RETRIEVAL_BLOCK;
+            wm_vision_out out;
+            if ((st = wm_vision_similarity(v, ipaths + i0, mi, caps + c0, mc, &out, err))) break;
+            for (size_t a = 0; a < mi; a++) memcpy(sim + (i0 + a) * nc + c0, out.y + a * mc, mc * sizeof *sim);
+        }
+    for (size_t i = 0; !st && i < ni; i++) { /* image -> text: the best-placed of its captions */
+        for (size_t c = 0; c < nc; c++) own[c] = img_of[c] == i;
+        rank_i[i] = first_rank(sim + i * nc, nc, 1, own);
+    }
+    for (size_t c = 0; !st && c < nc; c++) { /* text -> image */
+        memset(own, 0, ni);
+        own[img_of[c]] = 1;
+        rank_t[c] = first_rank(sim + c, ni, nc, own);
+    }
+    if (!st) {
+        wm_json_str(j, "task", "image-text-retrieval");
+        wm_json_str(j, "dataset", o->dataset);
+        wm_json_str(j, "dataset_layout", "table");
+        wm_json_obj(j, "metrics");
+        wm_json_uint(j, "samples", nc);
+        wm_json_uint(j, "images", ni);
+        wm_json_uint(j, "captions", nc);
+        wm_json_uint(j, "max_caption_tokens", wm_vision_max_tokens(v));
+        rank_metrics(j, "image_to_text", rank_i, ni);
+        rank_metrics(j, "text_to_image", rank_t, nc);
+        wm_json_obj_end(j);
+    }
+    free(img_of), free(rank_i), free(rank_t), free(ipaths), free(caps), free(sim), free(own);
+    items_free(&it);
+    return st;
+}
+
 wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_error *err) {
     wm_session_opts so = {0};
     if (o->session) so = *o->session;
@@ -188,8 +296,14 @@ wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j,
     wm_vision *v = NULL;
     wm_status st = wm_vision_open(dir, &so, 0, &v, err);
     if (st) return st;
+    if (!strcmp(wm_vision_task(v), "zero-shot-image-classification")) {
+        st = retrieval(v, o, j, err);
+        wm_vision_free(v);
+        return st;
+    }
     if (strcmp(wm_vision_task(v), "image-classification")) {
-        st = wm_err(err, WM_ERR_USAGE, "%s: a %s build has no image task evaluation (image-classification)", dir,
+        st = wm_err(err, WM_ERR_USAGE, "%s: a %s build has no image task evaluation (image-classification; "
+                    "image-text retrieval for a CLIP-style zero-shot-image-classification build)", dir,
                     wm_vision_task(v));
         wm_vision_free(v);
         return st;
@@ -198,7 +312,7 @@ wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j,
     struct stat sb;
     size_t max = o->samples > 0 ? (size_t)o->samples : 0;
     if (stat(o->dataset, &sb)) st = wm_err(err, WM_ERR_INPUT, "%s: no such file or folder", o->dataset);
-    else st = S_ISDIR(sb.st_mode) ? read_folder(o->dataset, max, &it, err) : read_table(o, &it, err);
+    else st = S_ISDIR(sb.st_mode) ? read_folder(o->dataset, max, &it, err) : read_table(o, 0, &it, err);
     int64_t *pred = NULL, *gold = NULL;
     size_t top5 = 0, n_classes = 0;
     if (!st && (!(pred = malloc(it.n * sizeof *pred)) || !(gold = malloc(it.n * sizeof *gold))))

@@ -297,7 +297,7 @@ wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_er
     else if (served == WM_TASK_TEXT_CLASSIFICATION) st = classification(e, &t, o, j, err);
     else if (served == WM_TASK_FEATURE_EXTRACTION) st = similarity(e, &t, o, j, err);
     else st = wm_err(err, WM_ERR_USAGE, "task '%s' has no task evaluation (text-classification, text-ranking, "
-                     "feature-extraction, text-generation, image-classification)", task);
+                     "feature-extraction, text-generation, image-classification, image-text retrieval)", task);
     wm_json_obj_end(j);
 done:
     wm_table_free(&t);

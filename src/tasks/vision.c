@@ -25,6 +25,7 @@ struct wm_vision {
     void *text_buf[2];    /* zero-shot: input_ids, attention_mask */
     int32_t in_dtype;     /* pixel_values' type */
     int64_t fixed_h, fixed_w;
+    size_t max_tokens;    /* zero-shot: the text tower's length (0: no bound known) */
     uint64_t max_pixels;
     void *in_buf;
     float *out;
@@ -51,6 +52,38 @@ static wm_status read_task(const char *folder, char *task, size_t n, wm_error *e
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "loader"), "task");
     if (cJSON_IsString(t)) snprintf(task, n, "%s", t->valuestring);
     cJSON_Delete(root);
+    return WM_OK;
+}
+
+/* A positive whole number member of o (0 when absent or not one). */
+static size_t num_member(const cJSON *o, const char *name) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsNumber(x) && x->valuedouble >= 1 && x->valuedouble < 1e9 ? (size_t)x->valuedouble : 0;
+}
+
+/*
+ * The most tokens a text may have: the least of tokenizer_config.json's model_max_length (CLIPProcessor's
+ * truncation=True length), config.json's text_config.max_position_embeddings and a static input_ids length;
+ * 0 when none is known. Unreadable files are errors; absent ones give no bound.
+ */
+static wm_status text_bound(const char *dir, const wm_io_info *ids, size_t *out, wm_error *err) {
+    size_t best = ids->rank == 2 && ids->dims[1] > 0 ? (size_t)ids->dims[1] : 0;
+    const char *files[2] = {"tokenizer_config.json", "config.json"};
+    for (int f = 0; f < 2; f++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, files[f]);
+        int present = 0;
+        wm_status st = wm_input_present(p, &present, err);
+        if (st) return st;
+        if (!present) continue;
+        cJSON *root = NULL;
+        if ((st = wm_hf_json_load(p, 1 << 24, &root, err))) return st;
+        size_t k = f ? num_member(cJSON_GetObjectItemCaseSensitive(root, "text_config"), "max_position_embeddings")
+                     : num_member(root, "model_max_length");
+        if (k && (!best || k < best)) best = k;
+        cJSON_Delete(root);
+    }
+    *out = best;
     return WM_OK;
 }
 
@@ -114,6 +147,7 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
             goto fail;
         }
         if ((st = wm_tokenizer_load_dir(dir, &v->tok, err))) goto fail;
+        if ((st = text_bound(dir, ti, &v->max_tokens, err))) goto fail;
         /* SigLIP scores each label with a sigmoid over texts padded to 64 tokens (transformers' pipeline): not
          * what is done here, so refused rather than given softmax scores */
         snprintf(p, sizeof p, "%s/config.json", dir);
@@ -191,35 +225,51 @@ wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pi
     return pixels(&prep, path, max_pixels, out, h, w, err);
 }
 
-/* in[i_ids], in[i_mask]: "This is a photo of {label}." for each label, padded to the longest. */
-static wm_status text_inputs(wm_vision *v, const char *const *labels, size_t n, wm_tensor *in, wm_error *err) {
+/*
+ * in[i_ids], in[i_mask]: each text (with prompt: "This is a photo of {text}.") tokenized, cut to max_tokens when
+ * that is not 0 (the special tokens kept, as `tokenizers` truncates), padded with the pad token to the longest, or
+ * to the model's static input_ids length when it has one (the attention mask hides the padding either way).
+ */
+static wm_status text_inputs(wm_vision *v, const char *const *labels, size_t n, int prompt, size_t max_tokens,
+                             wm_tensor *in, wm_error *err) {
     wm_encode_opts eo = wm_encode_opts_default();
-    eo.use_defaults = 0; /* as transformers calls it: padding=True (done here), no truncation */
-    eo.truncation.enabled = eo.padding.enabled = 0;
+    eo.use_defaults = 0; /* as transformers calls it: padding=True (done here), truncation as asked */
+    eo.truncation.enabled = max_tokens > 0, eo.padding.enabled = 0;
+    eo.truncation.max_length = max_tokens;
     wm_encoding *enc = calloc(n, sizeof *enc);
     char *text = NULL;
     if (!enc) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     wm_status st = WM_OK;
     size_t S = 0;
+    for (size_t i = 0; i < n; i++) wm_encoding_init(&enc[i]);
     for (size_t i = 0; i < n; i++) {
-        wm_encoding_init(&enc[i]);
-        size_t l = strlen(labels[i]) + 32;
-        char *t = realloc(text, l);
-        if (!t) {
-            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
-            goto done;
+        const char *s = labels[i];
+        if (prompt) {
+            size_t l = strlen(labels[i]) + 32;
+            char *t = realloc(text, l);
+            if (!t) {
+                st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            text = t;
+            snprintf(text, l, "This is a photo of %s.", labels[i]);
+            s = text;
         }
-        text = t;
-        snprintf(text, l, "This is a photo of %s.", labels[i]);
-        if ((st = wm_tokenizer_encode(v->tok, text, strlen(text), NULL, 0, &eo, &enc[i], err))) goto done;
+        if ((st = wm_tokenizer_encode(v->tok, s, strlen(s), NULL, 0, &eo, &enc[i], err))) goto done;
         S = enc[i].n > S ? enc[i].n : S;
     }
+    int64_t fixed = wm_session_input(v->s, (size_t)v->i_ids)->dims[1];
+    if (fixed > 0 && S > (size_t)fixed) {
+        st = wm_err(err, WM_ERR_INPUT, "a text of %zu tokens: the model's input_ids take %lld", S, (long long)fixed);
+        goto done;
+    }
+    if (fixed > 0) S = (size_t)fixed; /* a static text length (winml build's CLIP): padded to it */
     int32_t dt = wm_session_input(v->s, (size_t)v->i_ids)->dtype;
     int32_t pad = wm_tokenizer_special_id(v->tok, WM_TOK_PAD);
     if (pad < 0) pad = 0;
     for (int k = 0; k < 2; k++) {
         free(v->text_buf[k]);
-        if (!(v->text_buf[k] = calloc(n * S, 8))) {
+        if (!(v->text_buf[k] = calloc(n * S + 1, 8))) {
             st = wm_err(err, WM_ERR_NOMEM, "out of memory");
             goto done;
         }
@@ -243,29 +293,44 @@ done:
     return st;
 }
 
-wm_status wm_vision_run(wm_vision *v, const char *path, const char *const *labels, size_t n_labels,
-                        wm_vision_out *res, wm_error *err) {
+/* Decodes and preprocesses the n_img files at paths into one malloc'ed batch *x [n_img, 3, *h, *w]. */
+static wm_status pixel_batch(wm_vision *v, const char *const *paths, size_t n_img, float **x, int *h, int *w,
+                             wm_error *err) {
+    *x = NULL;
+    float *all = NULL;
+    wm_status st = WM_OK;
+    for (size_t i = 0; !st && i < n_img; i++) {
+        float *one = NULL;
+        int hi, wi;
+        if ((st = pixels(&v->prep, paths[i], v->max_pixels, &one, &hi, &wi, err))) break;
+        if ((v->fixed_h > 0 && v->fixed_h != hi) || (v->fixed_w > 0 && v->fixed_w != wi) ||
+            (i && (hi != *h || wi != *w)))
+            st = wm_err(err, WM_ERR_INPUT, "%s: preprocessed to %dx%d (height x width) but the model takes %lldx%lld: "
+                        "preprocessor_config.json and the model disagree", paths[i], hi, wi,
+                        (long long)(v->fixed_h > 0 ? v->fixed_h : *h), (long long)(v->fixed_w > 0 ? v->fixed_w : *w));
+        size_t n = (size_t)3 * hi * wi;
+        if (!st && !i && !(all = malloc(n_img * n * sizeof *all))) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        if (!st) memcpy(all + i * n, one, n * sizeof *one), *h = hi, *w = wi;
+        free(one);
+    }
+    if (st) free(all);
+    else *x = all;
+    return st;
+}
+
+/* Runs n_img images (one batch) with n_text texts (zero-shot models; see text_inputs) and reads output out_idx. */
+static wm_status run_block(wm_vision *v, const char *const *paths, size_t n_img, const char *const *texts,
+                           size_t n_text, int prompt, size_t max_tokens, wm_vision_out *res, wm_error *err) {
     memset(res, 0, sizeof *res);
-    if ((v->i_ids >= 0) != (n_labels > 0))
-        return wm_err(err, WM_ERR_USAGE, v->i_ids >= 0 ? "a zero-shot image classifier needs candidate labels "
-                                                         "(--labels \"a cat,a dog\")"
-                                                       : "candidate labels (--labels) need a zero-shot image "
-                                                         "classifier (a model taking input_ids and pixel_values)");
     float *x = NULL;
-    int h, w;
-    wm_status st = pixels(&v->prep, path, v->max_pixels, &x, &h, &w, err);
+    int h = 0, w = 0;
+    wm_status st = pixel_batch(v, paths, n_img, &x, &h, &w, err);
     if (st) return st;
     wm_tensor ins[3];
-    if ((v->fixed_h > 0 && v->fixed_h != h) || (v->fixed_w > 0 && v->fixed_w != w)) {
-        st = wm_err(err, WM_ERR_INPUT, "%s: preprocessed to %dx%d (height x width) but the model takes %lldx%lld: "
-                    "preprocessor_config.json and the model disagree", path, h, w, (long long)v->fixed_h,
-                    (long long)v->fixed_w);
-        goto done;
-    }
-    size_t n = (size_t)3 * h * w;
+    size_t n = n_img * 3 * (size_t)h * w;
     wm_tensor *in = &ins[v->i_pix];
-    *in = (wm_tensor){.dtype = v->in_dtype, .rank = 4, .dims = {1, 3, h, w}, .data = x};
-    if (n_labels && (st = text_inputs(v, labels, n_labels, ins, err))) goto done;
+    *in = (wm_tensor){.dtype = v->in_dtype, .rank = 4, .dims = {(int64_t)n_img, 3, h, w}, .data = x};
+    if (n_text && (st = text_inputs(v, texts, n_text, prompt, max_tokens, ins, err))) goto done;
     if (v->in_dtype != WM_DT_FLOAT) {
         free(v->in_buf);
         if (!(v->in_buf = malloc(n * 2))) {
@@ -298,5 +363,38 @@ wm_status wm_vision_run(wm_vision *v, const char *path, const char *const *label
     for (int i = 0; i < res->rank; i++) res->dims[i] = y->dims[i];
 done:
     free(x);
+    return st;
+}
+
+wm_status wm_vision_run(wm_vision *v, const char *path, const char *const *labels, size_t n_labels,
+                        wm_vision_out *res, wm_error *err) {
+    memset(res, 0, sizeof *res);
+    if ((v->i_ids >= 0) != (n_labels > 0))
+        return wm_err(err, WM_ERR_USAGE, v->i_ids >= 0 ? "a zero-shot image classifier needs candidate labels "
+                                                         "(--labels \"a cat,a dog\")"
+                                                       : "candidate labels (--labels) need a zero-shot image "
+                                                         "classifier (a model taking input_ids and pixel_values)");
+    return run_block(v, &path, 1, labels, n_labels, 1, 0, res, err);
+}
+
+size_t wm_vision_max_images(const wm_vision *v) {
+    int64_t b = wm_session_input(v->s, (size_t)v->i_pix)->dims[0];
+    return b == 1 ? 1 : 0;
+}
+
+size_t wm_vision_max_tokens(const wm_vision *v) { return v->max_tokens; }
+
+wm_status wm_vision_similarity(wm_vision *v, const char *const *paths, size_t n_img, const char *const *texts,
+                               size_t n_text, wm_vision_out *res, wm_error *err) {
+    memset(res, 0, sizeof *res);
+    if (v->i_ids < 0 || !n_img || !n_text)
+        return wm_err(err, WM_ERR_USAGE, "image-text similarity needs a CLIP-style model taking input_ids and "
+                      "pixel_values, and at least one image and one text");
+    if (wm_vision_max_images(v) && n_img > wm_vision_max_images(v))
+        return wm_err(err, WM_ERR_USAGE, "the model takes one image per run (pixel_values batch fixed at 1)");
+    wm_status st = run_block(v, paths, n_img, texts, n_text, 0, v->max_tokens, res, err);
+    if (!st && (res->rank != 2 || res->dims[0] != (int64_t)n_img || res->dims[1] != (int64_t)n_text))
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: logits_per_image is not [images, texts] (%zu x %zu)",
+                    res->output, n_img, n_text);
     return st;
 }

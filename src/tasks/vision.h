@@ -59,4 +59,16 @@ wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pi
 wm_status wm_vision_run(wm_vision *v, const char *path, const char *const *labels, size_t n_labels,
                         wm_vision_out *out, wm_error *err);
 
+/*
+ * Image-text similarity of a zero-shot (CLIP-style) model: the n_img files run as one pixel_values batch with the
+ * n_text texts as they are (no prompt), each cut to wm_vision_max_tokens tokens as CLIPProcessor's truncation=True
+ * does; *out: logits_per_image [n_img, n_text] (exp(logit_scale) * cosine), owned by v.
+ */
+wm_status wm_vision_similarity(wm_vision *v, const char *const *paths, size_t n_img, const char *const *texts,
+                               size_t n_text, wm_vision_out *out, wm_error *err);
+/* The most images one wm_vision_similarity call takes (1 when pixel_values' batch is fixed at 1; 0: any). */
+size_t wm_vision_max_images(const wm_vision *v);
+/* The tokens a text is cut to (0: not cut; see wm_vision_similarity). */
+size_t wm_vision_max_tokens(const wm_vision *v);
+
 #endif

@@ -470,6 +470,115 @@ def test_run_zero_shot_equals_pipeline(winml, winml_asan, zero_shot_folder, phot
     U.assert_clean_error(r, "winml run", "siglip", "not supported yet")
 
 
+def _ranks(sim, own):
+    """1-based rank of the first own column of each row of sim, by score descending, index ascending on ties."""
+    out = []
+    for row, mask in zip(sim, own):
+        order = np.argsort(-row, kind="stable")
+        out.append(1 + min(int(np.where(order == k)[0][0]) for k in np.flatnonzero(mask)))
+    return np.array(out)
+
+
+def test_eval_retrieval_equals_clipmodel(winml, winml_asan, zero_shot_folder, photos, tmp_path):
+    """`winml eval --mode task` image-text retrieval of a CLIPModel build (issue 33): recall@1/5/10 and mean rank
+    both ways equal those of transformers' CLIPModel on the same random-weight checkpoint, the same photographs
+    (scikit-image's) and the same captions tokenized as CLIPProcessor does (padding, truncation=True: a caption
+    over 77 tokens is cut); an image on two rows owns both captions. Hostile tables are refused naming the file,
+    line and field (the ASan binary)."""
+    d, model, proc, tok = zero_shot_folder
+    ex = Image.Exif()
+    ex[0x0112] = 6
+    Image.open(photos["chelsea.png"]).convert("RGB").save(tmp_path / "rot.jpg", quality=90, exif=ex)
+    ImageOps.mirror(Image.open(photos["coffee.png"])).save(tmp_path / "coffee2.png")
+    long_caption = "a rocket " + " ".join(f"word{i}" for i in range(120)) + " on its pad"
+    rows = [(photos["astronaut.png"], "an astronaut in a white suit"), (photos["chelsea.png"], "a tabby cat"),
+            (photos["coffee.png"], "a cup of coffee on a saucer"), (photos["rocket.jpg"], long_caption),
+            (str(tmp_path / "rot.jpg"), "a cat lying on its side"), (photos["chelsea.png"], "a ginger cat, close up"),
+            (str(tmp_path / "coffee2.png"), "espresso seen from above"), (photos["astronaut.png"], "a flag"),
+            (photos["rocket.jpg"], "the launch pad"), (photos["coffee.png"], "latte art"),
+            (photos["astronaut.png"], "a helmet"), (photos["chelsea.png"], "whiskers")]
+    assert len(tok(long_caption)["input_ids"]) > 77
+    csv = tmp_path / "pairs.csv"
+    csv.write_text("image,caption\n" + "".join(f"{p},\"{c}\"\n" for p, c in rows))
+    images = list(dict.fromkeys(p for p, _ in rows))
+    caps = [c for _, c in rows]
+    with torch.no_grad():
+        px = proc(images=[_pil(p) for p in images], return_tensors="pt")["pixel_values"]
+        # CLIPProcessor's truncation=True cuts at the tokenizer's model_max_length (77 in openai's and laion's
+        # tokenizer_config.json; this folder's has none, so the text tower's 77 positions bound it): said here
+        t = tok(caps, padding=True, truncation=True, max_length=77, return_tensors="pt")
+        sim = model(input_ids=t["input_ids"], attention_mask=t["attention_mask"], pixel_values=px).logits_per_image
+    sim = sim.numpy()
+    gaps = np.diff(np.sort(sim, axis=None))
+    assert gaps.min() > 1e-4, "near-ties would make the ranks fragile"
+    own = np.array([[images.index(p) == i for p, _ in rows] for i in range(len(images))])
+    want_i, want_t = _ranks(sim, own), _ranks(sim.T, own.T)
+
+    def evaluate(binary, dataset, *args):
+        return subprocess.run([binary, "eval", "--mode", "task", "-m", str(d), "--dataset", str(dataset), "-f", "json",
+                               *args], capture_output=True, text=True, timeout=600)
+
+    r = evaluate(winml, csv)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    m = got["metrics"]
+    assert got["task"] == "image-text-retrieval" and m["images"] == len(images) and m["captions"] == len(rows)
+    assert m["max_caption_tokens"] == 77
+    for key, want in (("image_to_text", want_i), ("text_to_image", want_t)):
+        for k in (1, 5, 10):
+            assert m[key][f"recall@{k}"] == pytest.approx(float(np.mean(want <= k)), abs=1e-12), (key, k, m, want)
+        assert m[key]["mean_rank"] == pytest.approx(float(want.mean()), abs=1e-12), (key, m, want)
+    assert len(set(want_i)) > 1 or len(set(want_t)) > 1, "all ranks equal: the check would not bite"
+    # the same checkpoint built by `winml build` (input_ids of a static length 77: captions padded to it) gives the
+    # same figures, and its zero-shot scores equal the pipeline's (the same padding)
+    import shutil
+    ck, out = tmp_path / "ck", tmp_path / "built"
+    model.save_pretrained(ck)
+    for f in ("tokenizer.json", "tokenizer_config.json", "preprocessor_config.json"):
+        shutil.copyfile(d / f, ck / f)
+    r = U.run([winml, "build", "-m", ck, "-o", out, "-p", "fp32", "-t", "zero-shot-image-classification", "-q"],
+              timeout=600)
+    assert r.returncode == 0, U.describe(r)
+    r = subprocess.run([winml, "eval", "--mode", "task", "-m", str(out), "--dataset", str(csv), "-f", "json"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["metrics"] == m
+    labels = ["cat", "a rocket on its launch pad", "cup of coffee"]
+    want = transformers.pipeline("zero-shot-image-classification", model=model, tokenizer=tok,
+                                 image_processor=proc)(photos["rocket.jpg"], candidate_labels=labels)
+    res = _run(winml, out, "--image", photos["rocket.jpg"], "--labels", ",".join(labels))["results"][0]["labels"]
+    byname = {x["label"]: x["score"] for x in want}
+    assert res[0]["label"] == want[0]["label"] and all(abs(x["score"] - byname[x["label"]]) <= 1e-4 for x in res)
+    # --samples takes the first rows (fewer images and captions); the ASan binary gives the same figures
+    r = evaluate(winml_asan, csv, "--samples", "5")
+    assert r.returncode == 0 and not U.crashed(r), r.stderr
+    m5 = json.loads(r.stdout)["metrics"]
+    sub = sim[:5, :5]
+    own5 = np.eye(5, dtype=bool)
+    assert m5["samples"] == 5 and m5["images"] == 5
+    assert m5["image_to_text"]["mean_rank"] == pytest.approx(float(_ranks(sub, own5).mean()), abs=1e-12)
+    assert m5["text_to_image"]["mean_rank"] == pytest.approx(float(_ranks(sub.T, own5).mean()), abs=1e-12)
+    # hostile tables: exit 2, one line naming the file (and line / column), nothing on stdout
+    cases = {
+        "missing.csv": ("image,caption\n" + f"{tmp_path}/nope.png,a cat\n", ["nope.png"]),
+        "empty.csv": ("image,caption\n", ["empty.csv", "no data rows"]),
+        "nocap.csv": (f"image,caption\n{photos['coffee.png']},\n", ["nocap.csv:2", "caption cell is missing"]),
+        "nocol.csv": (f"image,words\n{photos['coffee.png']},a cup\n", ["nocol.csv", "no caption column"]),
+        "noimg.csv": ("picture,caption\nx.png,a cup\n", ["noimg.csv", "no image column"]),
+        "notimage.csv": (f"image,caption\n{csv},a table\n", ["pairs.csv"]),
+    }
+    for name, (text, words) in cases.items():
+        f = tmp_path / name
+        f.write_text(text)
+        r = evaluate(winml_asan, f)
+        assert r.returncode == 2 and r.stdout == "" and not U.crashed(r), (name, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and all(w in r.stderr for w in words), (name, r.stderr)
+    r = evaluate(winml_asan, tmp_path)
+    assert r.returncode == 2 and "not a folder" in r.stderr, r.stderr
+    r = evaluate(winml_asan, csv, "--caption-column", "missing")
+    assert r.returncode == 2 and "no column 'missing'" in r.stderr, r.stderr
+
+
 def test_run_image_refusals(winml, vision_folders, photos, tmp_path):
     folder = vision_folders["vit"][0]
     r = U.run([winml, "run", "-m", folder, "--image", photos["rocket.jpg"], "--labels", "a cat,a dog"])
