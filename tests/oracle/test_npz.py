@@ -155,6 +155,7 @@ def hostile_cases():
     }
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")
 @pytest.mark.parametrize("case", sorted(hostile_cases()))
 def test_hostile_npz(model, winml_asan, tmp_path, case):
     d, p = model
