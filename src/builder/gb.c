@@ -294,14 +294,19 @@ const char *gb_weight_add(wm_gb *b, const char *suffix, const wm_st_tensor *t, c
     return weight(b, suffix, t, dims, nd, 0, kind, add);
 }
 
+/* A weight's initializer name: the scope with '/' as '.', then suffix ("/model/layers.0/attn" + ".weight"). */
+static void weight_name(const wm_gb *b, const char *suffix, char name[400]) {
+    const char *sc = b->scope[0] == '/' ? b->scope + 1 : b->scope;
+    size_t k = 0;
+    for (; sc[k] && k < 399; k++) name[k] = sc[k] == '/' ? '.' : sc[k];
+    snprintf(name + k, 400 - k, "%s", suffix);
+}
+
 static const char *weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, const int64_t *dims, size_t nd,
                           int transpose, int kind, float add) {
     if (b->st) return "<error>";
     char name[400];
-    const char *sc = b->scope[0] == '/' ? b->scope + 1 : b->scope;
-    size_t k = 0;
-    for (; sc[k] && k < sizeof name - 1; k++) name[k] = sc[k] == '/' ? '.' : sc[k];
-    snprintf(name + k, sizeof name - k, "%s", suffix);
+    weight_name(b, suffix, name);
     wm_wsrc src = {t, transpose, b->seed, 0, 0, t ? add : 0.0f};
     if (!t) {
         if (kind == GB_W_MATRIX) src.scale = 0.0346f; /* uniform with std 0.02 */
@@ -315,10 +320,7 @@ static const char *weight(wm_gb *b, const char *suffix, const wm_st_tensor *t, c
 const char *gb_weight_existing(wm_gb *b, const char *suffix) {
     if (b->st) return "<error>";
     char name[400];
-    const char *sc = b->scope[0] == '/' ? b->scope + 1 : b->scope;
-    size_t k = 0;
-    for (; sc[k] && k < sizeof name - 1; k++) name[k] = sc[k] == '/' ? '.' : sc[k];
-    snprintf(name + k, sizeof name - k, "%s", suffix);
+    weight_name(b, suffix, name);
     const wm_value *v = wm_graph_find_value(b->g, name);
     if (!v) return fail(b, wm_err(b->err, WM_ERR_INTERNAL, "weight '%s' reused before it was added", name));
     return v->name;
@@ -327,10 +329,7 @@ const char *gb_weight_existing(wm_gb *b, const char *suffix) {
 const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd) {
     if (b->st) return "<error>";
     char name[400];
-    const char *sc = b->scope[0] == '/' ? b->scope + 1 : b->scope;
-    size_t k = 0;
-    for (; sc[k] && k < sizeof name - 1; k++) name[k] = sc[k] == '/' ? '.' : sc[k];
-    snprintf(name + k, sizeof name - k, "%s", suffix);
+    weight_name(b, suffix, name);
     wm_wsrc src = {NULL, 0, 0, 0, 0, 0, vals};
     wm_status s = wm_wsink_add(b->sink, b->g, name, dims, nd, &src, b->err);
     if (s) return fail(b, s);
