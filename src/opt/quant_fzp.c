@@ -6,8 +6,8 @@
  * The fit (wm_nbits_fit_fzp) minimizes the weighted error E = sum_i w_i (v_i - s * (q_i - z))^2 over a grid of
  * candidate scales around the block's range: for each, codes by rounding from the block's minimum, then (s, m)
  * solved by weighted least squares for those codes (a 2x2 system), the scale rounded as stored, z = -m / s as
- * stored, the codes redone at (s, z), and a second least-squares round on those codes. The plain min/max choice
- * (s = (max - min) / kmax, z = -min / s) is a candidate too, so E never exceeds it.
+ * stored, and the codes redone at (s, z); the best then goes through a few more refit / recode rounds. The plain
+ * min/max choice (s = (max - min) / kmax, z = -min / s) is a candidate too, so E never exceeds it.
  */
 #include <math.h>
 #include <string.h>
@@ -15,7 +15,9 @@
 #include "onnx/dtype.h"
 #include "opt/quant_impl.h"
 
-#define FZP_STEPS 12 /* candidate scales: range / (kmax + t / 6), t in [-12, 12] */
+#define FZP_STEPS 6   /* candidate scales: range / (kmax + t / FZP_DIV), t in [-FZP_STEPS, FZP_STEPS] */
+#define FZP_DIV 3.0f
+#define FZP_ROUNDS 3  /* then alternating refit / recode rounds on the best, while E falls */
 
 float wm_nbits_round_zp(float z, int32_t zp_dtype) {
     if (zp_dtype == WM_DT_FLOAT16) return wm_f16_to_f32(wm_f32_to_f16(z));
@@ -83,21 +85,23 @@ void wm_nbits_fit_fzp(const float *x, const float *w, int64_t n, int kmax, int32
     } else {
         float s0 = wm_nbits_round_scale((hi - lo) / (float)kmax, scale_dtype); /* the plain min/max choice */
         consider(x, w, n, s0, wm_nbits_round_zp(-lo / s0, zp_dtype), kmax, tq, &best, &bs, &bz, q);
-        for (int t = -FZP_STEPS; t <= FZP_STEPS; t++) {
-            float sc = (hi - lo) / ((float)kmax + (float)t / 6.0f), s, z;
+        for (int t = -FZP_STEPS; t <= FZP_STEPS; t++) { /* each candidate: codes from the minimum, one refit */
+            float sc = (hi - lo) / ((float)kmax + (float)t / FZP_DIV), s, z;
             if (!(sc > 0.0f) || !isfinite(sc)) continue;
             float r = 1.0f / sc;
-            for (int64_t i = 0; i < n; i++) { /* codes from the minimum at this scale */
+            for (int64_t i = 0; i < n; i++) {
                 float c = roundf((x[i] - lo) * r);
                 tq[i] = (uint8_t)(!(c >= 0.0f) ? 0 : c > (float)kmax ? kmax : (int)c);
             }
-            for (int round = 0; round < 2 && refit(x, w, tq, n, scale_dtype, zp_dtype, &s, &z); round++) {
-                double e = codes_at(x, w, n, s, z, kmax, tq);
-                if (e < best) {
-                    best = e, bs = s, bz = z;
-                    memcpy(q, tq, (size_t)n);
-                }
-            }
+            if (refit(x, w, tq, n, scale_dtype, zp_dtype, &s, &z))
+                consider(x, w, n, s, z, kmax, tq, &best, &bs, &bz, q);
+        }
+        for (int round = 0; round < FZP_ROUNDS; round++) { /* the best: refit for its codes, recode, while better */
+            float s, z;
+            double before = best;
+            if (!(best < INFINITY) || !refit(x, w, q, n, scale_dtype, zp_dtype, &s, &z)) break;
+            consider(x, w, n, s, z, kmax, tq, &best, &bs, &bz, q);
+            if (!(best < before)) break;
         }
     }
     if (!(best < INFINITY)) { /* nothing usable (overflowing range): scale 0, every value dequantizes to 0 */
