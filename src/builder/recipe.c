@@ -180,6 +180,7 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
             r->rtn_accuracy_level = 4; /* int8 activations in MatMulNBits: the CPU EPs' fast path */
             r->rtn_half_scales = 1;    /* scales winml's engine streams as 2 bytes (exact float32 still) */
             r->symmetric = 0;
+            r->rtn_float_zero_points = 1; /* a float offset per block, fitted (quant_fzp.c): bench/int4_quality.py */
             r->op_types_to_quantize = str_list(mmg); /* Gather: embedding tables as GatherBlockQuantized */
             r->nodes_to_exclude = str_list(empty);
             r->rtn_8bit_weights = str_list(w8);

@@ -15,8 +15,8 @@
 #include "onnx/dtype.h"
 #include "opt/quant_impl.h"
 
-#define FZP_STEPS 6   /* candidate scales: range / (kmax + t / FZP_DIV), t in [-FZP_STEPS, FZP_STEPS] */
-#define FZP_DIV 3.0f
+#define FZP_STEPS 4   /* candidate scales: range / (kmax + t / FZP_DIV), t in [-FZP_STEPS, FZP_STEPS] */
+#define FZP_DIV 2.0f
 #define FZP_ROUNDS 3  /* then alternating refit / recode rounds on the best, while E falls */
 
 float wm_nbits_round_zp(float z, int32_t zp_dtype) {
@@ -25,14 +25,22 @@ float wm_nbits_round_zp(float z, int32_t zp_dtype) {
     return z;
 }
 
+/* clamp(round(c), 0, kmax), round half away from zero as roundf, without its library call (c - (int)c is exact
+ * for the c < 2^23 that reach it). */
+static inline int code_clamped(float c, int kmax) {
+    if (!(c >= 0.0f)) return 0;
+    if (c >= (float)kmax) return kmax;
+    int k = (int)c;
+    return k + (c - (float)k >= 0.5f);
+}
+
 /* Codes of x at (s, z) into q; returns E (NaN when s is unusable). */
 static double codes_at(const float *x, const float *w, int64_t n, float s, float z, int kmax, uint8_t *q) {
     if (!(s != 0.0f) || !isfinite(s) || !isfinite(z) || !isfinite(1.0f / s)) return NAN;
     float r = 1.0f / s;
     double e = 0;
     for (int64_t i = 0; i < n; i++) {
-        float c = roundf(x[i] * r + z);
-        int k = !(c >= 0.0f) ? 0 : c > (float)kmax ? kmax : (int)c;
+        int k = code_clamped(x[i] * r + z, kmax);
         q[i] = (uint8_t)k;
         double d = (double)x[i] - (double)s * ((double)k - (double)z);
         e += (double)w[i] * d * d;
@@ -89,10 +97,7 @@ void wm_nbits_fit_fzp(const float *x, const float *w, int64_t n, int kmax, int32
             float sc = (hi - lo) / ((float)kmax + (float)t / FZP_DIV), s, z;
             if (!(sc > 0.0f) || !isfinite(sc)) continue;
             float r = 1.0f / sc;
-            for (int64_t i = 0; i < n; i++) {
-                float c = roundf((x[i] - lo) * r);
-                tq[i] = (uint8_t)(!(c >= 0.0f) ? 0 : c > (float)kmax ? kmax : (int)c);
-            }
+            for (int64_t i = 0; i < n; i++) tq[i] = (uint8_t)code_clamped((x[i] - lo) * r, kmax);
             if (refit(x, w, tq, n, scale_dtype, zp_dtype, &s, &z))
                 consider(x, w, n, s, z, kmax, tq, &best, &bs, &bz, q);
         }
