@@ -3,7 +3,7 @@
 - `winml build -p int4` (the default recipe: asymmetric blocks of 32 with float zero points fitted per block, the
   token table / tied head and llama.cpp Q4_K_M's attn_v / ffn_down layers at 8 bits) within BOUND_DEFAULT of fp32's
   perplexity, which the old default (blocks of 128, symmetric, no 8-bit table) exceeds; onnxruntime computes the
-  same file to the same perplexity within 0.1% (float zero points: float activations on both sides);
+  same file to nearly the same perplexity (0.3% apart: see the test);
   SmolLM2's float weights come from a Q4_1 GGUF (blocks of 32 with a float offset), which float zero points
   represent exactly: bench/int4_quality.py --noise measures the fit off that grid;
 GPTQ (recipe quant.rtn_gptq) is opt-in and has no quality bound here: on SmolLM2 with a few thousand calibration
@@ -68,4 +68,6 @@ def test_int4_default_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  # no
            f"({p_old / fp:.4f}x)")
     assert p_new <= BOUND_DEFAULT * fp, (p_new, fp)
     assert p_old > BOUND_DEFAULT * fp  # the bound says something the old default did not reach
-    assert abs(p_new_ort / p_new - 1) < 0.001, f"onnxruntime {p_new_ort} vs winml {p_new}"
+    # 0.3% apart measured (37.93 vs 38.05): the 8-bit table's MatMulNBits keep uint8 zero points, for which
+    # onnxruntime's accuracy_level 4 quantizes activations at every M while our engine does below 32 rows only
+    assert abs(p_new_ort / p_new - 1) < 0.005, f"onnxruntime {p_new_ort} vs winml {p_new}"
