@@ -68,6 +68,6 @@ def test_int4_default_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  # no
            f"({p_old / fp:.4f}x)")
     assert p_new <= BOUND_DEFAULT * fp, (p_new, fp)
     assert p_old > BOUND_DEFAULT * fp  # the bound says something the old default did not reach
-    # 0.3% apart measured (37.93 vs 38.05): the 8-bit table's MatMulNBits keep uint8 zero points, for which
-    # onnxruntime's accuracy_level 4 quantizes activations at every M while our engine does below 32 rows only
+    # 0.3% apart measured (37.93 vs 38.05), and as far apart with accuracy_level 0 (float activations on both
+    # sides; bench: 24.12 vs 24.21): the cause is open (issue 31's report), so the bound is 0.5%, not the goal's 0.1%
     assert abs(p_new_ort / p_new - 1) < 0.005, f"onnxruntime {p_new_ort} vs winml {p_new}"
