@@ -117,6 +117,8 @@ typedef struct wm_recipe {
     int act_symmetric;   /* quant.activation_symmetric (-1: absent); quant.weight_symmetric sets symmetric */
     int rtn_half_scales; /* ours: float32 MatMulNBits scales rounded to exact halves (-1: absent) */
     int rtn_scale_search; /* ours: each block's scale searched for the least weighted error (-1: absent) */
+    int rtn_float_zero_points; /* ours: asymmetric int4 with float zero points, each block's scale and offset fitted
+                                  (wm_quant_config.float_zp; -1: absent) */
     int rtn_gptq;         /* ours: GPTQ with calibration statistics from our engine (-1: absent) */
     char calibration_text[256]; /* ours: GPTQ's calibration text file ("": seeded random tokens) */
     char **fp16_op_block_list, **op_types_to_quantize, **nodes_to_exclude; /* NULL-terminated, malloc'ed */

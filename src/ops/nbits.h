@@ -29,7 +29,8 @@ typedef struct wm_nbits_w {
     const uint16_t *scales_h; /* the same as exact halves, or NULL (wm_nbits_args.scales_h) */
     const uint8_t *zp;   /* packed zero points, or NULL */
     const float *zp_f;   /* float zero points (N, k_blocks), or NULL */
-    int has_zp;          /* the node has zero points (input 3), bound or not yet: sizing sees the run's path */
+    int has_zp;          /* the node has zero points (input 3), bound or not yet: sizing sees the run's path;
+                            1: uint8 ones, 2: float ones */
     int accuracy;        /* accuracy_level: 4 lets decode quantize activations to int8 */
     const uint8_t *packed; /* b and the scales in the kernel table's nbits_pack layout, or NULL */
 } wm_nbits_w;

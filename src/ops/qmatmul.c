@@ -400,7 +400,7 @@ static void nb_args(const wm_nbits_w *w, int64_t M, const float *A, int64_t lda,
     a->bits = w->bits, a->block_size = (int)w->block, a->accuracy_level = w->accuracy;
     a->A = A, a->lda = lda, a->B = w->b, a->scales = w->scales, a->scales_h = w->scales_h;
     a->zero_points = w->zp, a->zero_points_f = w->zp ? NULL : w->zp_f;
-    a->has_zero_points = w->has_zp || w->zp || w->zp_f;
+    a->has_zero_points = w->zp_f && !w->zp ? 2 : w->zp ? 1 : w->has_zp;
     a->C = C, a->ldc = ldc, a->ep.bias = bias, a->work = ws, a->packed = w->packed;
 }
 
@@ -580,7 +580,7 @@ static wm_status nb_init(wm_node *n, wm_error *err) {
     s->w.k_blocks = (s->w.K + s->w.block - 1) / s->w.block;
     s->w.blob = s->w.block * s->w.bits / 8;
     s->w.accuracy = (int)wm_attr_int(n, "accuracy_level", 0);
-    s->w.has_zp = wm_has_in(n, 3);
+    s->w.has_zp = !wm_has_in(n, 3) ? 0 : n->in_dtype[3] == WM_DT_UINT8 ? 1 : 2;
     if (wm_has_in(n, 3) && n->in_dtype[3] != WM_DT_UINT8 && n->in_dtype[3] != n->in_dtype[0])
         return wm_node_err(n, err, WM_ERR_INPUT, "zero_points must be uint8 or the type of A");
     if (wm_has_in(n, 4)) { /* g_idx: only the trivial order k / block_size */

@@ -91,6 +91,10 @@ typedef struct wm_quant_config {
     int64_t accuracy_level; /* MatMulNBits accuracy_level attribute; 0: omitted */
     int half_scales;        /* float32 scales rounded to the nearest normal half (codes computed with it), so an
                                engine may stream them as 2 bytes; 0 (default): onnxruntime's quantizer's values */
+    int float_zp;           /* asymmetric 4-bit MatMulNBits: float zero points of the scales' type (a float offset
+                               per block, v = scale * (q - zp), as Q4_1 / Q4_K's mins), each block's scale and
+                               offset fitted by wm_nbits_fit_fzp's weighted search; 0 (default): uint8 zero points.
+                               Not for a table a Gather shares (GatherBlockQuantized takes uint8 ones) nor GPTQ */
     int scale_search;       /* 1: each block's scale (and zero point) searched for the least weighted error, never
                                more than RTN's (wm_quant_blocks_search); 0 (default): RTN, onnxruntime's values */
     const char *const *int8_nodes; size_t n_int8_nodes; /* MatMul / Gather node names (or weight names) kept at 8 bits */
@@ -204,6 +208,13 @@ void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits,
  */
 void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                             float *scales, uint8_t *zp);
+
+/*
+ * Asymmetric block quantization with float zero points (wm_quant_config.float_zp), wm_quant_blocks' layout for
+ * q and scales, zp [N, ceil(K/bs)] floats: each block fitted by the weighted search of quant_fzp.c. bs <= 256.
+ */
+void wm_quant_blocks_fzp(const float *w, int64_t K, int64_t N, int64_t bs, int bits, uint8_t *q, float *scales,
+                         float *zp);
 
 /*
  * GPTQ (quant_gptq.c): wm_quant_blocks' layout and outputs for w [K, N], the rows quantized in order with each

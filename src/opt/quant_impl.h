@@ -35,6 +35,7 @@ typedef struct wm_qjob {
     const wm_quant_carry *carry; /* CARRY: the entry (bits, block, zp and rows) */
     const wm_quant_hessian *hess; /* NBITS: GPTQ with these statistics (NULL: RTN / the search) */
     double damp;                  /* NBITS with hess: wm_quant_config.gptq_damp (resolved) */
+    int float_zp; /* NBITS, asymmetric, no hess: float zero points [N, nblk] of the scales' type (wm_nbits_fit_fzp) */
 } wm_qjob;
 
 struct wm_quant_plan {
@@ -103,6 +104,20 @@ static inline void wm_nbits_put_code(uint8_t *dst, int64_t r, int bits, int v) {
     else if (r % 2 == 0) dst[r / 2] = (uint8_t)((dst[r / 2] & 0xf0) | v);
     else dst[r / 2] = (uint8_t)((dst[r / 2] & 0x0f) | (v << 4));
 }
+
+/* ---- float zero points (quant_fzp.c) */
+
+/* z rounded to its stored float type (float16 / bfloat16; float32: as it is). */
+float wm_nbits_round_zp(float z, int32_t zp_dtype);
+/* The fit's weights of block x[0..n): w_i = x_i^2 + mean(x^2) / 8 (the larger values matter more). */
+void wm_nbits_fzp_weights(const float *x, int64_t n, float *w);
+/*
+ * Scale *scale and float zero point *zp (as stored in scale_dtype / zp_dtype) and codes q[0..n) in [0, kmax] of
+ * block x[0..n) (finite values) of least weighted error sum_i w_i (x_i - s (q_i - z))^2 found by quant_fzp.c's
+ * search; never more than the plain min/max fit's. tq: n bytes of scratch.
+ */
+void wm_nbits_fit_fzp(const float *x, const float *w, int64_t n, int kmax, int32_t scale_dtype, int32_t zp_dtype,
+                      uint8_t *q, uint8_t *tq, float *scale, float *zp);
 
 /* Float32 view of a constant weight, row-major, as floats (decoded from f32/f16/bf16/f64); caller frees. */
 float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err);

@@ -163,7 +163,7 @@ static size_t row_scratch(int64_t N, int64_t bs) { return (size_t)(4 * N + 3 * b
  */
 static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, int64_t N, int64_t bs, int bits,
                       int sym, int search, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp,
-                      float *scratch) {
+                      float *zpf, int32_t zp_dtype, float *scratch) {
     int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8;
     const int kmax = (1 << bits) - 1;
     float *mn = scratch, *mx = scratch + N, *rs = scratch + 2 * N;
@@ -187,7 +187,22 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
         int z;
         wm_nbits_params(mn[n], mx[n], bits, sym, scale_dtype, &scale, &z);
         uint8_t *dst = &q[(n * nblk + kb) * blob]; /* padding rows past K hold the zero point */
-        if (search && isfinite(mn[n]) && isfinite(mx[n])) { /* NaN/inf blocks keep RTN (their min/max say so) */
+        if (zpf) { /* float zero points: every column's block fitted (NaN/inf blocks: RTN's, as floats) */
+            float zf = (float)z;
+            if (isfinite(mn[n]) && isfinite(mx[n])) {
+                for (int64_t k = 0; k < nrows; k++) col[k] = rows[k * N + n];
+                wm_nbits_fzp_weights(col, nrows, wts);
+                wm_nbits_fit_fzp(col, wts, nrows, kmax, scale_dtype, zp_dtype, cq, tq, &scale, &zf);
+                z = (int)roundf(zf);
+                z = z < 0 ? 0 : z > kmax ? kmax : z;
+            } else {
+                float r = scale != 0.0f ? 1.0f / scale : 0.0f;
+                for (int64_t k = 0; k < nrows; k++) cq[k] = (uint8_t)code_of(rows[k * N + n], r, z, kmax);
+            }
+            for (int64_t k = 0; k < nrows; k++) put_code(dst, k, bits, cq[k]);
+            rs[n] = 0.0f, zs[n] = -1;
+            zpf[n * nblk + kb] = zf;
+        } else if (search && isfinite(mn[n]) && isfinite(mx[n])) { /* NaN/inf blocks keep RTN (their min/max say so) */
             float r = scale != 0.0f ? 1.0f / scale : 0.0f;
             for (int64_t k = 0; k < nrows; k++) {
                 col[k] = rows[k * N + n];
@@ -223,7 +238,8 @@ static void quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int b
     if (zp) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
     for (int64_t kb = 0; kb < nblk; kb++) {
         int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
-        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, search, WM_DT_FLOAT, q, scales, zp, scratch);
+        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, search, WM_DT_FLOAT, q, scales, zp, NULL, 0,
+                  scratch);
     }
     free(scratch);
 }
@@ -315,12 +331,25 @@ float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int 
 
 /* ---------------------------------------------------------------- the NBITS job */
 
+/* v[0..n) into dst as dtype's bytes (float32, float16 or bfloat16); nothing when s (a failed run) is set. */
+static void put_floats(uint8_t *dst, const float *v, int64_t n, int32_t dtype, wm_status s) {
+    for (int64_t i = 0; !s && i < n; i++) {
+        if (dtype == WM_DT_FLOAT) memcpy(dst + i * 4, &v[i], 4);
+        else {
+            uint16_t h = dtype == WM_DT_FLOAT16 ? wm_f32_to_f16(v[i]) : wm_f32_to_bf16(v[i]);
+            memcpy(dst + i * 2, &h, 2);
+        }
+    }
+}
+
 void wm_qjob_nbits_sizes(const wm_qjob *j, uint64_t *sz);
 void wm_qjob_nbits_sizes(const wm_qjob *j, uint64_t *sz) {
     uint64_t nblk = (uint64_t)((j->K + j->bs - 1) / j->bs);
     sz[0] = (uint64_t)j->N * nblk * (uint64_t)(j->bs * j->bits / 8);
     sz[1] = (uint64_t)j->N * nblk * wm_ct_elem_size(j->scale_dtype);
-    sz[2] = j->sym ? 0 : (uint64_t)j->N * ((nblk * (uint64_t)j->bits + 7) / 8);
+    sz[2] = j->sym ? 0
+            : j->float_zp ? (uint64_t)j->N * nblk * wm_ct_elem_size(j->scale_dtype)
+                          : (uint64_t)j->N * ((nblk * (uint64_t)j->bits + 7) / 8);
 }
 
 wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_error *err);
@@ -334,7 +363,14 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         free(scratch);
         return wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
     }
-    if (out[2]) memset(out[2], 0, (size_t)(N * ((nblk * j->bits + 7) / 8)));
+    float *fz = j->float_zp && !j->hess ? malloc((size_t)(nblk * N) * sizeof *fz) : NULL;
+    if (j->float_zp && !j->hess && !fz) {
+        free(rows);
+        free(sc);
+        free(scratch);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
+    }
+    if (out[2] && !fz) memset(out[2], 0, (size_t)(N * ((nblk * j->bits + 7) / 8)));
     wm_status s = WM_OK;
     int32_t sdt = j->half_scales && j->scale_dtype == WM_DT_FLOAT ? WM_SCALE_HALF_EXACT : j->scale_dtype;
     if (j->hess) { /* GPTQ reads the whole weight: rows interact */
@@ -352,17 +388,14 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         if (j->trans) s = read_cols_t(j->src, r0, nr, K, N, rows, err); /* B stored [N, K] (Gemm transB) */
         else s = read_rows(j->m, j->src, r0, nr, N, rows, release, err);
         if (s) break;
-        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->search, sdt, out[0], sc, out[2], scratch);
+        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->search, sdt, out[0], sc, fz ? NULL : out[2], fz,
+                  j->scale_dtype, scratch);
     }
-    for (int64_t i = 0; !s && i < nblk * N; i++) {
-        if (j->scale_dtype == WM_DT_FLOAT) memcpy(out[1] + i * 4, &sc[i], 4);
-        else {
-            uint16_t h = j->scale_dtype == WM_DT_FLOAT16 ? wm_f32_to_f16(sc[i]) : wm_f32_to_bf16(sc[i]);
-            memcpy(out[1] + i * 2, &h, 2);
-        }
-    }
+    put_floats(out[1], sc, nblk * N, j->scale_dtype, s);
+    if (fz) put_floats(out[2], fz, nblk * N, j->scale_dtype, s);
     free(rows);
     free(sc);
+    free(fz);
     free(scratch);
     return s;
 }
@@ -456,6 +489,7 @@ static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_p
                                const wm_quant_hessian *hess, const char **names, wm_error *err) {
     wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, bs, bits, c->symmetric, 0, trans,
                  0, t->data_type, 0, c->half_scales, 0, c->scale_search, NULL, hess, c->gptq_damp > 0 ? c->gptq_damp : 0.01};
+    j.float_zp = c->float_zp && !c->symmetric && bits == 4 && !flat && !hess;
     int64_t nblk = (K + j.bs - 1) / j.bs;
     char nm[3][256];
     snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
@@ -465,6 +499,7 @@ static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_p
                        {wm_opt_name_exact(g, nm[1]), t->data_type, {N, nblk}, 2},
                        {wm_opt_name_exact(g, nm[2]), WM_DT_UINT8, {N, (nblk * bits + 7) / 8}, 2}};
     if (flat) outs[0].dims[1] = K * bits / 8, outs[0].rank = 2;
+    if (j.float_zp) outs[2].dtype = t->data_type, outs[2].dims[1] = nblk; /* [N, nblk] of the scales' type */
     if (!outs[0].name || !outs[1].name || !outs[2].name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     j.n_dst = c->symmetric ? 2 : 3;
     wm_status s = wm_qjob_submit(g, plan, &j, outs, err);
@@ -538,7 +573,7 @@ static wm_status carry_matrix(wm_graph *g, const wm_quant_config *c, wm_quant_re
     wm_status s;
     if (!cy->bits) { /* RTN from the float values, asymmetric (the source had offsets), block 32 */
         wm_quant_config cc = *c;
-        cc.symmetric = 0, cc.scale_search = 0, cc.half_scales = 0;
+        cc.symmetric = 0, cc.scale_search = 0, cc.half_scales = 0, cc.float_zp = 0;
         *bits = cy->requant_bits, *bs = 32;
         s = submit_blocks(g, &cc, plan, w, t, K, N, 32, trans, cy->requant_bits, 0, NULL, q, err);
         if (!s) s = carry_note(r, w, cy, "MatMulNBits", "requantized", *bits, 32, 1, cy->reason, err);
@@ -598,6 +633,8 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         int done;
         if ((s = carry_matrix(g, c, r, plan, w, t, K, N, tb, &bits, &bs, q, &done, err)) || !done) return s;
     } else {
+        wm_quant_config tied = *c; /* a tied lm_head: uint8 zero points, the ones GatherBlockQuantized takes */
+        tied.float_zp = 0;
         if (tb && gathered(c, all, n_all, w)) { /* a tied lm_head: the embedding's block, so both share one copy */
             int64_t tbs = wm_quant_table_block(K, c->block_size);
             if (tbs && tbs != bs && !(s = table_note(r, w, "MatMulNBits", K, tbs, err))) bs = tbs;
@@ -606,7 +643,9 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         const wm_quant_hessian *hess = NULL; /* GPTQ: statistics of this input, unless a Gather shares the codes */
         for (size_t i = 0; i < c->n_hessians && !(tb && gathered(c, all, n_all, w)); i++)
             if (c->hessians[i].value && !strcmp(c->hessians[i].value, a) && c->hessians[i].K == K) hess = &c->hessians[i];
-        if ((s = submit_blocks(g, c, plan, w, t, K, N, bs, tb, bits, 0, hess, q, err))) return s;
+        if ((s = submit_blocks(g, tb && gathered(c, all, n_all, w) ? &tied : c, plan, w, t, K, N, bs, tb, bits, 0,
+                               hess, q, err)))
+            return s;
     }
     if (tb && tables->n < sizeof tables->v / sizeof tables->v[0])
         tables->v[tables->n++] = (nb_table){t, bits, bs, q[0], q[1], q[2]};

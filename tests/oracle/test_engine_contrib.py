@@ -889,3 +889,27 @@ def test_matmulnbits_zero_points_every_m(tmp_path, asan_dir, monkeypatch, kernel
         A = (rng.random((M, K), dtype=np.float32) - 0.5) * 2
         # int8 activations (onnxruntime) against the float path from 32 rows on: a relative 2e-2 as in test_kernels_ort
         check(asan_dir, tmp_path, model, {"A": A}, atol=2e-2 * 8, what=f"nbits_zp_{kernels or 'best'}_M{M}")
+
+
+@pytest.mark.parametrize("kernels", ["", "avx2", "generic"])
+def test_matmulnbits_float_zero_points_accuracy4(tmp_path, asan_dir, monkeypatch, kernels):
+    """Float zero points (an int4 build with quant.rtn_float_zero_points) at accuracy_level 4: onnxruntime keeps
+    float activations for them at every M (its int8 path takes uint8 zero points only), and so must our engine,
+    whose int8 path below 32 rows put ~0.5% of the output between the two. Each kernel table, M on both sides of the
+    int8 / float boundary, on the ASan+UBSan build (the workspace is sized before the zero points are bound)."""
+    if kernels:
+        monkeypatch.setenv("WM_KERNELS", kernels)
+    K, N, bs = 256, 96, 32
+    rng = np.random.default_rng(6)
+    kb = K // bs
+    B = rng.integers(0, 256, (N, kb, bs // 2), dtype=np.uint8)
+    S = (rng.random((N, kb), dtype=np.float32) * 0.02 + 0.01).astype(np.float32)
+    Z = (rng.random((N, kb), dtype=np.float32) * 15).astype(np.float32)
+    node = helper.make_node("MatMulNBits", ["A", "B", "S", "Z"], ["C"], domain=MS, K=K, N=N, bits=4, block_size=bs,
+                            accuracy_level=4)
+    inits = [numpy_helper.from_array(B, "B"), numpy_helper.from_array(S, "S"), numpy_helper.from_array(Z, "Z")]
+    model = make_model([node], [("A", TP.FLOAT, [None, K])], [("C", TP.FLOAT, [None, N])], inits)
+    for M in (1, 5, 31, 32, 70):
+        A = (rng.random((M, K), dtype=np.float32) - 0.5) * 2
+        # outputs ~1: float on both sides agrees to ~1e-6; int8 activations on one side differ by ~5e-3
+        check(asan_dir, tmp_path, model, {"A": A}, atol=2e-4, what=f"nbits_fzp_{kernels or 'best'}_M{M}")

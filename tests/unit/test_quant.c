@@ -285,6 +285,114 @@ static void test_deferred_save_equals_eager(void **st) {
     wm_onnx_free(mb);
 }
 
+/* Weighted error of a float-zero-point block (the fit's weights: v^2 + mean(v^2)/8), rows within K. */
+static double fzp_err(const float *w, int64_t K, int64_t N, int64_t bs, const uint8_t *q, const float *sc,
+                      const float *zf, int64_t n, int64_t b, int plain) {
+    int64_t nblk = (K + bs - 1) / bs, r1 = K - b * bs < bs ? K - b * bs : bs;
+    double ms = 0, e = 0;
+    for (int64_t r = 0; r < r1; r++) ms += (double)w[(b * bs + r) * N + n] * w[(b * bs + r) * N + n];
+    ms /= (double)r1;
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (int64_t r = 0; r < r1; r++) {
+        float v = w[(b * bs + r) * N + n];
+        lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+    }
+    float ps = (hi - lo) / 15.0f, pz = ps != 0.0f ? -lo / ps : 0.0f; /* the plain min/max fit */
+    for (int64_t r = 0; r < r1; r++) {
+        double v = w[(b * bs + r) * N + n], d;
+        if (plain) {
+            float c = ps != 0.0f ? roundf(v / ps + pz) : 0.0f;
+            c = c < 0 ? 0 : c > 15 ? 15 : c;
+            d = v - (double)ps * (c - pz);
+        } else {
+            d = v - (double)sc[n * nblk + b] * (code_at(q, 4, nblk, bs, n, b, r) - (double)zf[n * nblk + b]);
+        }
+        e += (v * v + ms / 8) * d * d;
+    }
+    return e;
+}
+
+/*
+ * Float zero points (wm_quant_blocks_fzp): a block on a 4-bit grid with a float offset (v = s * q + m, m not a
+ * multiple of s, as a Q4_1 / Q4_K block) is recovered exactly, where uint8 zero points cannot; on gaussian weights
+ * every block's weighted error is at most the plain min/max fit's, and the total is below the uint8-zero-point
+ * search's (wm_quant_blocks_search); every code is clamp(round(v / s + z)) at the stored (s, z); constant, zero and
+ * partial blocks dequantize to their values.
+ */
+static void test_int4_float_zero_points_fit(void **st) {
+    (void)st;
+    const int64_t K = 100, N = 12, bs = 32, nblk = (K + bs - 1) / bs;
+    float *w = malloc(sizeof(float) * (size_t)(K * N)), *s = malloc(sizeof(float) * (size_t)(N * nblk)),
+          *z = malloc(sizeof(float) * (size_t)(N * nblk)), *s2 = malloc(sizeof(float) * (size_t)(N * nblk));
+    uint8_t *q = malloc((size_t)(N * nblk * bs / 2)), *q2 = malloc((size_t)(N * nblk * bs / 2)),
+            *z2 = malloc((size_t)(N * ((nblk * 4 + 7) / 8)));
+    for (int64_t n = 0; n < N; n++) /* columns 0-3: on a grid s q + m, m/s not whole; others: gaussian */
+        for (int64_t k = 0; k < K; k++) {
+            float gs = 0.01f * (float)(n + 1) * (float)(1 + k / bs), gm = -gs * ((float)(n + 2) + 0.37f);
+            int code = (int)((k * 7 + n * 3) % 16);
+            if (k % 32 == 0) code = 0; /* every block spans 0..15 */
+            if (k % 32 == 1) code = 15;
+            w[k * N + n] = n < 4 ? gs * (float)code + gm : frand() * (0.02f + 0.01f * (float)n);
+        }
+    for (int64_t k = 0; k < K; k++) w[k * N + 10] = 0.0f, w[k * N + 11] = -0.375f;
+    wm_quant_blocks_fzp(w, K, N, bs, 4, q, s, z);
+    wm_quant_blocks_search(w, K, N, bs, 4, 0, q2, s2, z2);
+    double e_f = 0, e_i = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t b = 0; b < nblk; b++) {
+            double ef = fzp_err(w, K, N, bs, q, s, z, n, b, 0), ep = fzp_err(w, K, N, bs, q, s, z, n, b, 1);
+            double ei = stored_err(w, K, N, bs, 4, q2, s2, z2, n, b);
+            assert_true(ef <= ep * (1 + 1e-6) + 1e-9 * ei + 1e-30); /* 1e-9 ei: float rounding on the grid */
+            if (n < 4) { /* the grid: exact (up to float rounding), where uint8 zero points leave an error */
+                assert_true(ef <= 1e-8 * ei);
+                assert_true(ei > 0);
+            }
+            if (n >= 4 && n < 10) e_f += ef, e_i += ei;
+            float sc = s[n * nblk + b], zz = z[n * nblk + b];
+            assert_true(isfinite(sc) && isfinite(zz));
+            for (int64_t r = 0; r < bs && b * bs + r < K; r++) {
+                float v = w[(b * bs + r) * N + n], c = roundf(v * (1.0f / sc) + zz);
+                int want = c < 0 ? 0 : c > 15 ? 15 : (int)c;
+                assert_int_equal(code_at(q, 4, nblk, bs, n, b, r), want);
+                if (n >= 10) assert_true(fabs(sc * ((double)want - zz) - v) <= 1e-6);
+            }
+        }
+    assert_true(e_f < e_i * 0.9); /* a float offset fits gaussian blocks better than an integer one */
+    free(w), free(s), free(z), free(s2), free(q), free(q2), free(z2);
+}
+
+/* The pass with float_zp: MatMulNBits zero points are float [N, nblk], codes, scales and zero points those of
+ * wm_quant_blocks_fzp on the same weights (the streamed path equals the per-column one). */
+static void test_int4_float_zero_points_pass(void **st) {
+    (void)st;
+    wm_error e = {0};
+    wm_quant_config c;
+    wm_quant_config_default(&c, WM_QUANT_INT4);
+    c.symmetric = 0, c.float_zp = 1, c.half_scales = 0, c.block_size = 32;
+    wm_graph *g;
+    wm_onnx_model *m = mlp(&g);
+    float w1[64 * 32];
+    memcpy(w1, wm_onnx_tensor_bytes(wm_graph_initializer(g, "W1")).p, sizeof w1);
+    wm_quant_report r;
+    assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_OK);
+    assert_int_equal(r.quantized, 2);
+    const wm_onnx_tensor *tq = wm_graph_initializer(g, "W1_Q4"), *ts = wm_graph_initializer(g, "W1_scales"),
+                         *tz = wm_graph_initializer(g, "W1_zero_points");
+    assert_non_null(tq), assert_non_null(ts), assert_non_null(tz);
+    assert_int_equal(tz->data_type, WM_DT_FLOAT);
+    assert_int_equal(tz->n_dims, 2);
+    assert_int_equal(tz->dims[0], 32), assert_int_equal(tz->dims[1], 2);
+    uint8_t q[32 * 2 * 16];
+    float sc[64], zf[64];
+    wm_quant_blocks_fzp(w1, 64, 32, 32, 4, q, sc, zf);
+    assert_int_equal(wm_onnx_tensor_bytes(tz).n, sizeof zf);
+    assert_memory_equal(wm_onnx_tensor_bytes(tq).p, q, sizeof q);
+    assert_memory_equal(wm_onnx_tensor_bytes(ts).p, sc, sizeof sc);
+    assert_memory_equal(wm_onnx_tensor_bytes(tz).p, zf, sizeof zf);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+}
+
 static void test_fp16_minimal_casts(void **st) {
     (void)st;
     wm_error e = {0};
@@ -428,6 +536,7 @@ int main(void) {
         cmocka_unit_test(test_deferred_save_equals_eager),     cmocka_unit_test(test_fp16_minimal_casts),
         cmocka_unit_test(test_calib_minmax_and_errors),
         cmocka_unit_test(test_table_block_divides_width),
+        cmocka_unit_test(test_int4_float_zero_points_fit), cmocka_unit_test(test_int4_float_zero_points_pass),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

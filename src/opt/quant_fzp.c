@@ -1,0 +1,147 @@
+/*
+ * quant_fzp.c - asymmetric block quantization with a float offset per block (MatMulNBits with zero points of the
+ * scales' float type): each block of values v_i is stored as codes q_i in [0, kmax] with a scale s and a float
+ * zero point z, dequantized as s * (q_i - z) = s * q_i + m (m = -s * z, the block's "min", as in Q4_1 / Q4_K).
+ *
+ * The fit (wm_nbits_fit_fzp) minimizes the weighted error E = sum_i w_i (v_i - s * (q_i - z))^2 over a grid of
+ * candidate scales around the block's range: for each, codes by rounding from the block's minimum, then (s, m)
+ * solved by weighted least squares for those codes (a 2x2 system), the scale rounded as stored, z = -m / s as
+ * stored, and the codes redone at (s, z); the best then goes through a few more refit / recode rounds. The plain
+ * min/max choice (s = (max - min) / kmax, z = -min / s) is a candidate too, so E never exceeds it.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "onnx/dtype.h"
+#include "opt/quant_impl.h"
+
+#define FZP_STEPS 4   /* candidate scales: range / (kmax + t / FZP_DIV), t in [-FZP_STEPS, FZP_STEPS] */
+#define FZP_DIV 2.0f
+#define FZP_ROUNDS 3  /* then alternating refit / recode rounds on the best, while E falls */
+
+float wm_nbits_round_zp(float z, int32_t zp_dtype) {
+    if (zp_dtype == WM_DT_FLOAT16) return wm_f16_to_f32(wm_f32_to_f16(z));
+    if (zp_dtype == WM_DT_BFLOAT16) return wm_bf16_to_f32(wm_f32_to_bf16(z));
+    return z;
+}
+
+/* clamp(round(c), 0, kmax), round half away from zero as roundf, without its library call (c - (int)c is exact
+ * for the c < 2^23 that reach it). */
+static inline int code_clamped(float c, int kmax) {
+    if (!(c >= 0.0f)) return 0;
+    if (c >= (float)kmax) return kmax;
+    int k = (int)c;
+    return k + (c - (float)k >= 0.5f);
+}
+
+/* Codes of x at (s, z) into q; returns E (NaN when s is unusable). */
+static double codes_at(const float *x, const float *w, int64_t n, float s, float z, int kmax, uint8_t *q) {
+    if (!(s != 0.0f) || !isfinite(s) || !isfinite(z) || !isfinite(1.0f / s)) return NAN;
+    float r = 1.0f / s;
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int k = code_clamped(x[i] * r + z, kmax);
+        q[i] = (uint8_t)k;
+        double d = (double)x[i] - (double)s * ((double)k - (double)z);
+        e += (double)w[i] * d * d;
+    }
+    return e;
+}
+
+/* Weighted least-squares (s, m) for codes q: *s and *z (= -m/s) as stored; 0 when the system is singular. */
+static int refit(const float *x, const float *w, const uint8_t *q, int64_t n, int32_t sdt, int32_t zdt, float *s,
+                 float *z) {
+    double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double wi = w[i], qi = q[i];
+        sw += wi, sq += wi * qi, sqq += wi * qi * qi, sx += wi * x[i], sqx += wi * qi * x[i];
+    }
+    double det = sw * sqq - sq * sq;
+    if (!(det > 1e-30 * sw * sqq)) return 0;
+    double ss = (sw * sqx - sq * sx) / det, mm = (sqq * sx - sq * sqx) / det;
+    float sr = wm_nbits_round_scale((float)ss, sdt);
+    if (!(sr != 0.0f) || !isfinite(sr)) return 0;
+    *s = sr;
+    *z = wm_nbits_round_zp((float)(-mm / (double)sr), zdt);
+    return isfinite(*z);
+}
+
+/* Keeps (s, z, codes) when E is below *best. */
+static void consider(const float *x, const float *w, int64_t n, float s, float z, int kmax, uint8_t *tq,
+                     double *best, float *bs, float *bz, uint8_t *bq) {
+    double e = codes_at(x, w, n, s, z, kmax, tq);
+    if (e < *best) {
+        *best = e, *bs = s, *bz = z;
+        memcpy(bq, tq, (size_t)n);
+    }
+}
+
+void wm_nbits_fit_fzp(const float *x, const float *w, int64_t n, int kmax, int32_t scale_dtype, int32_t zp_dtype,
+                      uint8_t *q, uint8_t *tq, float *scale, float *zp) {
+    float lo = x[0], hi = x[0];
+    for (int64_t i = 1; i < n; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+    }
+    double best = INFINITY;
+    float bs = 0.0f, bz = 0.0f;
+    memset(q, 0, (size_t)n);
+    if (hi == lo) { /* one value: code 0 at offset lo (any nonzero scale), or all zero */
+        float s = wm_nbits_round_scale(lo != 0.0f ? fabsf(lo) : 1.0f, scale_dtype);
+        float z = wm_nbits_round_zp(-lo / s, zp_dtype);
+        consider(x, w, n, s, z, kmax, tq, &best, &bs, &bz, q);
+    } else {
+        float s0 = wm_nbits_round_scale((hi - lo) / (float)kmax, scale_dtype); /* the plain min/max choice */
+        consider(x, w, n, s0, wm_nbits_round_zp(-lo / s0, zp_dtype), kmax, tq, &best, &bs, &bz, q);
+        for (int t = -FZP_STEPS; t <= FZP_STEPS; t++) { /* each candidate: codes from the minimum, one refit */
+            float sc = (hi - lo) / ((float)kmax + (float)t / FZP_DIV), s, z;
+            if (!(sc > 0.0f) || !isfinite(sc)) continue;
+            float r = 1.0f / sc;
+            for (int64_t i = 0; i < n; i++) tq[i] = (uint8_t)code_clamped((x[i] - lo) * r, kmax);
+            if (refit(x, w, tq, n, scale_dtype, zp_dtype, &s, &z))
+                consider(x, w, n, s, z, kmax, tq, &best, &bs, &bz, q);
+        }
+        for (int round = 0; round < FZP_ROUNDS; round++) { /* the best: refit for its codes, recode, while better */
+            float s, z;
+            double before = best;
+            if (!(best < INFINITY) || !refit(x, w, q, n, scale_dtype, zp_dtype, &s, &z)) break;
+            consider(x, w, n, s, z, kmax, tq, &best, &bs, &bz, q);
+            if (!(best < before)) break;
+        }
+    }
+    if (!(best < INFINITY)) { /* nothing usable (overflowing range): scale 0, every value dequantizes to 0 */
+        bs = 0.0f, bz = 0.0f;
+        memset(q, 0, (size_t)n);
+    }
+    *scale = bs, *zp = bz;
+}
+
+void wm_quant_blocks_fzp(const float *w, int64_t K, int64_t N, int64_t bs, int bits, uint8_t *q, float *scales,
+                         float *zp) {
+    int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8;
+    const int kmax = (1 << bits) - 1;
+    float col[256], wt[256];
+    uint8_t cq[256], tq[256];
+    if (bs > 256) return; /* a test helper: the pass itself streams any block size (quant_nbits.c) */
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t kb = 0; kb < nblk; kb++) {
+            int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
+            for (int64_t k = 0; k < nr; k++) col[k] = w[(r0 + k) * N + n];
+            wm_nbits_fzp_weights(col, nr, wt);
+            float s, z;
+            wm_nbits_fit_fzp(col, wt, nr, kmax, WM_DT_FLOAT, WM_DT_FLOAT, cq, tq, &s, &z);
+            uint8_t *dst = &q[(n * nblk + kb) * blob];
+            int zc = (int)roundf(z); /* padding rows: the code nearest the zero point (dequantized near 0) */
+            zc = zc < 0 ? 0 : zc > kmax ? kmax : zc;
+            for (int64_t k = 0; k < bs; k++) wm_nbits_put_code(dst, k, bits, k < nr ? cq[k] : zc);
+            scales[n * nblk + kb] = s;
+            zp[n * nblk + kb] = z;
+        }
+}
+
+void wm_nbits_fzp_weights(const float *x, int64_t n, float *w) {
+    double ms = 0;
+    for (int64_t i = 0; i < n; i++) ms += (double)x[i] * x[i];
+    ms /= (double)(n > 0 ? n : 1);
+    for (int64_t i = 0; i < n; i++) w[i] = (float)((double)x[i] * x[i] + ms / 8);
+}
