@@ -733,7 +733,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_qtype(p, q, "weight_type", 0, r->weight_type, sizeof r->weight_type)) ||
         (st = get_qtype(p, q, "activation_type", 1, r->activation_type, sizeof r->activation_type)) ||
         (st = get_str(p, q, "quant.", "calibration_method", r->calibration_method, sizeof r->calibration_method, 0)) ||
-        (st = get_int(p, q, "quant.", "samples", 1, 1 << 24, &r->samples)) ||
+        (st = get_int(p, q, "quant.", "samples", 1, 10000, &r->samples)) ||
         (st = get_bool(p, q, "quant.", "per_channel", &r->per_channel)) ||
         (st = get_bool(p, q, "quant.", "symmetric", &r->symmetric)) ||
         (st = get_bool(p, q, "quant.", "weight_symmetric", &wsym)) ||

@@ -203,13 +203,15 @@ int wm_cmd_quantize(int argc, char **argv) {
                 goto out;
             }
             break;
-        case O_SAMPLES:
-            samples = (int)strtol(optarg, &end, 10);
+        case O_SAMPLES: { /* each sample is a forward pass: bounded */
+            long v = strtol(optarg, &end, 10);
+            samples = v >= 0 && v <= 10000 ? (int)v : -1;
             if (!*optarg || *end || samples < 0) {
-                wm_cli_usage_error(&c, "--samples: not a count '%s'", optarg);
+                wm_cli_usage_error(&c, "--samples: '%s' is not a count from 0 to 10000", optarg);
                 goto out;
             }
             break;
+        }
         case O_HALF: half = 1; break;
         case O_SEARCH: search = 1; break;
         case O_OVERWRITE: overwrite = 1; break;

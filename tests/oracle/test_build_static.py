@@ -260,7 +260,8 @@ def test_quantize_int8_is_static_and_calibrates_with_the_engine(work, winml):
 
 
 @pytest.mark.parametrize("field,value", (("calibration_method", "kl"), ("activation_type", "uint4"),
-                                         ("weight_type", "uint16"), ("samples", 0), ("samples", -3)))
+                                         ("weight_type", "uint16"), ("samples", 0), ("samples", -3),
+                                         ("samples", 10001)))
 def test_bad_quant_fields_exit_2_naming_the_field(field, value, work, winml, winml_asan, tmp_path):
     ck = checkpoint(work, "bert", bert_config())
     rp = recipe(winml, ck, tmp_path / "bad.json", "int8", **{field: value})
