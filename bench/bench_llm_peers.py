@@ -121,7 +121,7 @@ def winml_build(winml, ck, out, prec):
     r = json.load(open(fresh))
     os.remove(fresh)
     if prec == "int4":
-        r["quant"].update(rtn_block_size=32, symmetric=True, rtn_accuracy_level=4)
+        r["quant"].update(rtn_block_size=32, symmetric=True, rtn_accuracy_level=4, rtn_float_zero_points=False)
     r.pop("created", None)
     same = os.path.exists(recipe) and json.load(open(recipe)) == r
     if same and os.path.exists(os.path.join(out, "model.onnx")):

@@ -764,6 +764,10 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
                           p->label, wsym ? "true" : "false", r->symmetric ? "true" : "false");
         r->symmetric = wsym;
     }
+    if (r->rtn_float_zero_points == 1 && (r->symmetric == 1 || r->rtn_gptq == 1 || r->rtn_bits == 8))
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_float_zero_points': true applies to asymmetric 4-bit "
+                      "rounding only, and quant.%s: set it false (or drop the other field)", p->label,
+                      r->symmetric == 1 ? "symmetric is true" : r->rtn_gptq == 1 ? "rtn_gptq is true" : "rtn_bits is 8");
     if (r->calibration_method[0] && strcmp(r->calibration_method, "minmax") &&
         strcmp(r->calibration_method, "entropy") && strcmp(r->calibration_method, "percentile"))
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.calibration_method': '%s' (minmax, entropy, percentile)",

@@ -479,3 +479,22 @@ def test_list_tasks_groups(name, seeds, winml):
     assert j["task_groups"]["text-classification"] == ["text-classification", "zero-shot-classification",
                                                        "text-ranking"]
     assert set(j["task_groups"]) == set(j["tasks"])
+
+
+@pytest.mark.parametrize("change,needle", [({"symmetric": True}, "symmetric is true"),
+                                           ({"rtn_gptq": True}, "rtn_gptq is true"),
+                                           ({"rtn_bits": 8}, "rtn_bits is 8")])
+def test_float_zero_points_conflicts_refused(tiny_ckpt, winml, winml_asan, tmp_path, change, needle):
+    """The default int4 recipe's float zero points apply to asymmetric 4-bit rounding only: a recipe that also asks
+    for symmetric weights, GPTQ or 8 bits is refused naming both fields, never built with one silently dropped."""
+    r = U.run([winml, "config", "-m", tiny_ckpt, "-p", "int4"])
+    assert r.returncode == 0, U.describe(r)
+    rec = json.loads(r.stdout)
+    assert rec["quant"]["rtn_float_zero_points"] is True
+    rec["quant"].update(change)
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(rec))
+    out = tmp_path / "o"
+    U.assert_clean_error(U.run([winml_asan, "build", "-m", tiny_ckpt, "-c", p, "-o", out]), "winml build",
+                         "'quant.rtn_float_zero_points'", needle)
+    assert not out.exists()

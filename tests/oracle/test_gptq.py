@@ -158,7 +158,8 @@ def _gptq_recipe(winml, ck, path, **quant):
     r = U.run([winml, "config", "-m", ck, "-p", "int4"])
     assert r.returncode == 0, U.describe(r)
     rec = json.loads(r.stdout)
-    rec["quant"].update({"rtn_block_size": 16, "rtn_gptq": True, "samples": 2, **quant})
+    rec["quant"].update({"rtn_block_size": 16, "rtn_gptq": True, "rtn_float_zero_points": False, "samples": 2,
+                         **quant})
     path.write_text(json.dumps(rec))
     return path
 

@@ -19,7 +19,8 @@ import oracle_util as U  # noqa: E402
 from test_int8_real import _logits, fp32_ppl, perplexity, smol  # noqa: F401  (fixtures shared)
 
 BOUND_DEFAULT = 1.02
-OLD_DEFAULT = {"rtn_block_size": 128, "symmetric": True, "rtn_8bit_weights": [], "rtn_8bit_layer_weights": []}
+OLD_DEFAULT = {"rtn_block_size": 128, "symmetric": True, "rtn_float_zero_points": False, "rtn_8bit_weights": [],
+               "rtn_8bit_layer_weights": []}
 
 
 def _recipe(winml, hf, path, **quant):
