@@ -8,11 +8,11 @@ import struct
 
 import numpy as np
 import pytest
+import soundfile as sf  # the oracle venv has them (tests/oracle/requirements.txt): a missing one fails the run
+import soxr
+import transformers
 
 import oracle_util as U
-
-sf = pytest.importorskip("soundfile")
-soxr = pytest.importorskip("soxr")
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,6 @@ def read_mel(path):
 
 @pytest.mark.parametrize("seconds,n_mels", [(3.7, 80), (31.0, 80), (5.0, 128)])
 def test_whisper_log_mel(tool, tmp_path, seconds, n_mels):
-    transformers = pytest.importorskip("transformers")
     x = speech_like(seconds)
     path = tmp_path / "speech.wav"
     sf.write(path, x, 16000, subtype="FLOAT")
@@ -149,7 +148,6 @@ def test_whisper_log_mel(tool, tmp_path, seconds, n_mels):
 
 
 def test_wav2vec2_normalize(tool, tmp_path):
-    transformers = pytest.importorskip("transformers")
     x = 0.3 + speech_like(2.1)
     path = tmp_path / "s.wav"
     sf.write(path, x, 16000, subtype="FLOAT")
