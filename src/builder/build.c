@@ -446,11 +446,11 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     if (md < 0) /* the recipe parser refuses other names; kept as a check for recipes made in code */
         return wm_err(b->err, WM_ERR_INPUT, "recipe field 'quant.calibration_method': '%s' (minmax, entropy, "
                       "percentile)", method);
-    wm_calib_input_range ranges[64];
+    wm_input_range ranges[64];
     size_t nr = 0;
     for (size_t i = 0; i < rc->n_inputs && nr < sizeof ranges / sizeof ranges[0]; i++)
         if (rc->inputs[i].has_range)
-            ranges[nr++] = (wm_calib_input_range){rc->inputs[i].name, rc->inputs[i].range[0], rc->inputs[i].range[1]};
+            ranges[nr++] = (wm_input_range){rc->inputs[i].name, rc->inputs[i].range[0], rc->inputs[i].range[1]};
     wm_calib_run_opts co;
     memset(&co, 0, sizeof co);
     wm_calib_opts_default(&co.calib, (wm_calib_method)md);

@@ -45,34 +45,6 @@ static wm_status list_values(wm_graph *g, const wm_quant_config *c, const char *
     return WM_OK;
 }
 
-static uint64_t mix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Redraws input t uniformly in [lo, hi) (integers: [ceil lo, hi) within the embedding table's rows vocab). */
-static void fill_range(wm_tensor *t, double lo, double hi, int64_t vocab, uint64_t seed) {
-    uint64_t st = seed * 0x2545F4914F6CDD1Dull + 1, n = wm_tensor_numel(t);
-    if (t->dtype == WM_DT_FLOAT) {
-        float *p = t->data;
-        for (uint64_t i = 0; i < n; i++) p[i] = (float)(lo + (hi - lo) * ((double)(mix64(&st) >> 11) * 0x1p-53));
-        return;
-    }
-    if (t->dtype != WM_DT_INT64 && t->dtype != WM_DT_INT32) return;
-    int64_t a = (int64_t)lo, b = (int64_t)hi; /* [a, b) */
-    if ((double)a < lo) a++;
-    if (vocab > 0 && b > vocab) b = vocab;
-    if (a < 0 && vocab > 0) a = 0;
-    if (b <= a) return; /* nothing valid in the range: the default values stay */
-    for (uint64_t i = 0; i < n; i++) {
-        int64_t x = a + (int64_t)(mix64(&st) % (uint64_t)(b - a));
-        if (t->dtype == WM_DT_INT64) ((int64_t *)t->data)[i] = x;
-        else ((int32_t *)t->data)[i] = (int32_t)x;
-    }
-}
-
 static wm_status observe(wm_calib *cb, const char *name, const wm_tensor *t, wm_error *err) {
     if (t->dtype != WM_DT_FLOAT) return WM_OK; /* not a float activation: nothing to quantize */
     return wm_calib_observe(cb, name, t->data, (size_t)wm_tensor_numel(t), err);
@@ -102,17 +74,9 @@ wm_status wm_calib_collect(const char *model_path, wm_graph *g, const wm_quant_c
         goto done;
     }
     for (int64_t q = 0; q < o->samples && !s; q++) {
-        wm_input_opts io = {NULL, 0, 1, o->seq > 0 ? o->seq : 128, 0, o->seed + (uint64_t)q};
+        wm_input_opts io = {NULL, 0, 1, o->seq > 0 ? o->seq : 128, 0, o->seed + (uint64_t)q, o->ranges, o->n_ranges};
         wm_inputs in = {0};
         if ((s = wm_inputs_make(ss, &io, &in, err))) break;
-        for (size_t i = 0; i < in.n && i < n_in; i++) {
-            const wm_io_info *ii = wm_session_input(ss, i);
-            if (strstr(ii->name, "mask")) continue; /* masks stay ones: a value_range [0, 2) is not a mask's draw */
-            for (size_t k = 0; k < o->n_ranges; k++)
-                if (!strcmp(o->ranges[k].name, ii->name) && o->ranges[k].hi > o->ranges[k].lo)
-                    fill_range(&in.t[i], o->ranges[k].lo, o->ranges[k].hi, wm_inputs_index_range(ss, i),
-                               (o->seed + (uint64_t)q) * 131 + i);
-        }
         s = wm_session_run(ss, in.t, in.n, outs, n_out, err);
         for (size_t v = 0; v < n_names && !s; v++) {
             size_t gi = 0;

@@ -6,7 +6,7 @@
  * w8a16 without --ranges or --calib-data).
  *
  * Samples: seeded inputs as runtime/inputs.h makes them (token ids uniform below the embedding table's rows,
- * masks of ones, positions counting, pixels uniform in [0, 1)), then, for an input given a value range
+ * masks of ones, positions counting, pixels uniform in [0, 1); an input given a value range
  * [lo, hi) (the recipe's export value_range), uniform in that range (integers: within the embedding table too),
  * except masks (names holding "mask"), which stay ones.
  */
@@ -16,18 +16,14 @@
 #include <stdint.h>
 
 #include "opt/quant_calib.h"
-
-typedef struct wm_calib_input_range {
-    const char *name; /* a graph input */
-    double lo, hi;    /* [lo, hi): hi excluded */
-} wm_calib_input_range;
+#include "runtime/inputs.h"
 
 typedef struct wm_calib_run_opts {
     wm_calib_opts calib;   /* method and its parameters (wm_calib_opts_default) */
     int64_t samples;       /* batches run (>= 1) */
     uint64_t seed;         /* batch i uses seed + i */
     int64_t seq;           /* a symbolic sequence length's value (0: 128) */
-    const wm_calib_input_range *ranges; size_t n_ranges;
+    const wm_input_range *ranges; size_t n_ranges; /* value ranges of graph inputs (runtime/inputs.h) */
 } wm_calib_run_opts;
 
 /*

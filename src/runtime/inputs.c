@@ -165,9 +165,22 @@ wm_status wm_inputs_make(const wm_session *s, const wm_input_opts *o, wm_inputs 
                        io->dtype == WM_DT_DOUBLE;
         int64_t range = is_float ? 0 : wm_inputs_index_range(s, i);
         int64_t last = t->rank ? t->dims[t->rank - 1] : 1;
+        const wm_input_range *vr = NULL;
+        for (size_t k = 0; k < o->n_ranges && !has(io->name, "mask"); k++)
+            if (!strcmp(o->ranges[k].name, io->name) && o->ranges[k].hi > o->ranges[k].lo) vr = &o->ranges[k];
+        int64_t ilo = 0, ihi = 0; /* an integer range: [ceil lo, hi) within the table's rows */
+        if (vr && !is_float) {
+            ilo = (int64_t)vr->lo, ihi = (int64_t)vr->hi;
+            if ((double)ilo < vr->lo) ilo++;
+            if (range > 0 && ihi > range) ihi = range;
+            if (range > 0 && ilo < 0) ilo = 0;
+            if (ihi <= ilo) vr = NULL; /* nothing valid in it: the default values */
+        }
         for (uint64_t k = 0; k < numel; k++) {
             double v;
-            if (is_float) v = io->rank == 4 && !has(io->name, "past") ? unit(&rng) : 2 * unit(&rng) - 1;
+            if (vr && is_float) v = vr->lo + (vr->hi - vr->lo) * unit(&rng);
+            else if (vr) v = (double)(ilo + (int64_t)(next(&rng) % (uint64_t)(ihi - ilo)));
+            else if (is_float) v = io->rank == 4 && !has(io->name, "past") ? unit(&rng) : 2 * unit(&rng) - 1;
             else if (range > 0) v = (double)(next(&rng) % (uint64_t)range);
             else if (has(io->name, "mask")) v = 1;
             else if (has(io->name, "position")) v = (double)(past + (int64_t)(k % (uint64_t)(last ? last : 1)));

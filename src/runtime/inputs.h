@@ -26,6 +26,12 @@ typedef struct wm_dim_bind {
     int64_t value;
 } wm_dim_bind;
 
+/* Values of one input drawn uniformly in [lo, hi) (a recipe's export value_range; hi excluded). */
+typedef struct wm_input_range {
+    const char *name;
+    double lo, hi;
+} wm_input_range;
+
 typedef struct wm_input_opts {
     const wm_dim_bind *dims;
     size_t n_dims;
@@ -33,6 +39,10 @@ typedef struct wm_input_opts {
     int64_t seq;   /* default 128 */
     int64_t past;  /* default 0 */
     uint64_t seed;
+    /* inputs with a range: floats uniform in it, integers in [ceil lo, hi) within an embedding table's rows;
+       masks (names holding "mask") stay ones whatever their range */
+    const wm_input_range *ranges;
+    size_t n_ranges;
 } wm_input_opts;
 
 /* A set of input tensors and the buffers they own. */
