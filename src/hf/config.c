@@ -583,7 +583,7 @@ static wm_status parse_rope(wm_hf_config *cfg, wm_error *err) {
     cfg->has_rope_local = any_local;
     if (any && !r->type) {
         r->type = "default";
-        r->source = "default";
+        if (!r->source) r->source = "default"; /* global_rope_theta keeps its name (messages) */
     }
     if (any_local && !l->type) l->type = "default";
     if (any_local && !l->source) l->source = "rope_parameters.sliding_attention";
