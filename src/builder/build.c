@@ -455,7 +455,7 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     memset(&co, 0, sizeof co);
     wm_calib_opts_default(&co.calib, (wm_calib_method)md);
     co.samples = rc->samples > 0 ? rc->samples : CALIB_SAMPLES;
-    co.seed = 1;
+    co.seed = rc->calib_seed >= 0 ? (uint64_t)rc->calib_seed : 1; /* the recipe's quant.seed, else 1 */
     co.ranges = ranges;
     co.n_ranges = nr;
     char p[PATH_MAX + 64];

@@ -37,7 +37,7 @@ USED = {
     "export.input_tensors[].dtype", "export.input_tensors[].shape", "export.input_tensors[].value_range",
     "export.output_tensors", "export.output_tensors[].name", "export.dynamic_axes",
     "optim", "quant", "quant.mode", "quant.weight_type", "quant.activation_type", "quant.calibration_method",
-    "quant.samples", "quant.per_channel", "quant.symmetric", "quant.weight_symmetric", "quant.activation_symmetric",
+    "quant.samples", "quant.seed", "quant.per_channel", "quant.symmetric", "quant.weight_symmetric", "quant.activation_symmetric",
     "quant.fp16_keep_io_types", "quant.fp16_op_block_list", "quant.op_types_to_quantize", "quant.nodes_to_exclude",
     "compile", "eval", "eval.task", "eval.dataset", "eval.dataset.path", "eval.dataset.split",
     "eval.dataset.samples",
