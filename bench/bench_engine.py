@@ -3,7 +3,9 @@
 
 Rows (real architectures, random weights, exported once with torch.onnx into --work):
   xlmr-mMiniLMv2-L12-H384 (cross-encoder) at seq 128 and 512, bert-base at 128, gpt2 full-sequence
-  forward at 128, vit-b16 at 224, resnet-50 at 224; batch 1.
+  forward at 128, vit-b16 at 224, resnet-50 at 224; batch 1. modernbert: gte-reranker-modernbert-base's config
+  (22 pre-norm layers, RoPE, local/global attention) built by `winml build --random-weights` from its reference
+  recipe (seq 1024, int32 inputs): our own export, run by both.
 For each: median latency of `winml perf` (our engine) and of onnxruntime (ORT_ENABLE_ALL, intra-op
 threads = --threads), and the ratio ours / onnxruntime (< 1.0: we are faster). With --rounds R (default 3)
 the two alternate R times per model (ours, ort, then ort, ours, ...: the order flips every round, since of
@@ -82,7 +84,33 @@ def export_rows(work, rows):
         p = exp("resnet50", T.ResNetForImageClassification(cfg), (torch.rand(1, 3, 224, 224),), ["pixel_values"],
                 ["logits"], {"pixel_values": {0: "batch"}})
         out["resnet-50 224"] = (p, {})
+    if "modernbert" in rows:
+        d = os.path.join(work, "modernbert_ckpt")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(MODERNBERT_RERANKER, f)
+        b = os.path.join(work, "modernbert_build")
+        if not os.path.exists(os.path.join(b, "model.onnx")):
+            print("building modernbert ...", file=sys.stderr)
+            rec = os.path.join(os.path.dirname(ROOT), "shared", "reference-recipes",
+                               "Alibaba-NLP_gte-reranker-modernbert-base", "cpu", "cpu",
+                               "text-classification_fp32_config.json")
+            subprocess.run([WINML[0], "build", "-m", d, "--random-weights", "-c", rec, "-o", b, "-q"], check=True)
+        out["modernbert-base reranker s1024"] = (os.path.join(b, "model.onnx"), {})
     return out
+
+
+# Alibaba-NLP/gte-reranker-modernbert-base (ModernBERT-base with a one-logit head), as the Hub's config.json has it
+MODERNBERT_RERANKER = {
+    "architectures": ["ModernBertForSequenceClassification"], "model_type": "modernbert", "vocab_size": 50368,
+    "hidden_size": 768, "intermediate_size": 1152, "num_hidden_layers": 22, "num_attention_heads": 12,
+    "hidden_activation": "gelu", "max_position_embeddings": 8192, "norm_eps": 1e-05, "norm_bias": False,
+    "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "global_attn_every_n_layers": 3,
+    "local_attention": 128, "attention_bias": False, "mlp_bias": False, "classifier_pooling": "mean",
+    "classifier_activation": "gelu", "classifier_bias": False, "pad_token_id": 50283, "bos_token_id": 50281,
+    "eos_token_id": 50282, "cls_token_id": 50281, "sep_token_id": 50282, "id2label": {"0": "LABEL_0"},
+    "label2id": {"LABEL_0": 0}}
+WINML = [os.path.join(ROOT, "build", "winml")]
 
 
 def ours(winml, path, dims, threads, iters):
@@ -107,7 +135,8 @@ def ort(path, shapes, threads, iters):
     rng = np.random.default_rng(0)
     for i, shp in zip(s.get_inputs(), shapes):
         if "int" in i.type:
-            feeds[i.name] = (np.ones(shp) if "mask" in i.name else rng.integers(3, 1000, shp)).astype(np.int64)
+            dt = np.int32 if i.type == "tensor(int32)" else np.int64
+            feeds[i.name] = (np.ones(shp) if "mask" in i.name else rng.integers(3, 1000, shp)).astype(dt)
         else:
             feeds[i.name] = rng.random(shp, dtype=np.float32)
     for _ in range(3):
@@ -125,11 +154,12 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--rows", default="xlmr,bert-base,gpt2,vit-b16,resnet-50")
+    ap.add_argument("--rows", default="xlmr,bert-base,gpt2,vit-b16,resnet-50,modernbert")
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench-engine"))
     ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
+    WINML[0] = a.winml
     rows = export_rows(a.work, a.rows.split(","))
     print(f"threads={a.threads} iterations={a.iterations} rounds={a.rounds}")
     print(f"{'model':34s} {'ours ms':>10s} {'onnxruntime ms':>15s} {'ours/ort':>9s} {'min ratio':>9s}  per-round ratios")

@@ -573,7 +573,7 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
     int qb = a->cfg->attention_bias >= 0 ? a->cfg->attention_bias : f->qkv_bias;
     int ob = a->cfg->attention_bias >= 0 ? a->cfg->attention_bias : f->o_bias;
     int mb = a->cfg->mlp_bias >= 0 ? a->cfg->mlp_bias : f->mlp_bias;
-    int norm_b = s->norm == WM_NORM_LAYER;
+    int norm_b = s->norm == WM_NORM_LAYER && cfg_bool(a, "norm_bias", 1) != 0; /* LayerNorm(bias=norm_bias) */
     for (size_t i = 0; i < s->n_mods; i++) {
         const wm_modpat *p = &s->mods[i];
         int is_layer = p->mod >= WM_M_FIRST_LAYER;
@@ -598,6 +598,7 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
         case WM_M_L_UP: w.required = !a->gated || !a->fused_gate_up; w.bias = mb; break;
         case WM_M_L_GATE_UP: w.required = a->gated && a->fused_gate_up; w.bias = mb; break;
         case WM_M_L_DOWN: w.bias = mb; break;
+        case WM_M_L_ATTN_NORM: w.required = !(f->no_first_attn_norm && layer == 0); break;
         default: break;
         }
         if (p->kind == WM_MK_NORM) w.bias = norm_b;
@@ -629,6 +630,21 @@ static void decide_structure(wm_arch *a, const wm_family *f, const wm_scheme *s,
 
 static wm_status head_wants(const wm_arch *a, const wm_family *f, arch_want *list, size_t *n) {
     *n = 0;
+    int cb = cfg_bool(a, "classifier_bias", 0) == 1;
+    if (f->head_transform && a->task != WM_TASK_FEATURE_EXTRACTION) {
+        /* dense (+ classifier_bias) + activation + norm on every token or the pooled state, then the task's
+           linear: "classifier" for classification, token classification and question answering (2 outputs) */
+        const wm_head_def *h = &wm_cls_heads[f->cls_head];
+        list[(*n)++] = (arch_want){WM_M_H_0, -1, h->first, WM_MK_LINEAR, D_H, D_H, 1, cb};
+        list[(*n)++] = (arch_want){WM_M_H_NORM, -1, h->norm, WM_MK_NORM, D_H, D_H, 1, 1};
+        if (a->task == WM_TASK_FILL_MASK)
+            list[(*n)++] = (arch_want){WM_M_H_BIAS, -1, wm_mlm_heads[f->mlm_head].bias, WM_MK_VECTOR, D_V, D_1,
+                                       cfg_bool(a, "decoder_bias", 1) != 0, 0};
+        else
+            list[(*n)++] = (arch_want){WM_M_H_1, -1, h->second, WM_MK_LINEAR,
+                                       a->task == WM_TASK_QUESTION_ANSWERING ? D_2 : D_L, D_H, 1, 1};
+        return WM_OK;
+    }
     if (a->task == WM_TASK_TEXT_CLASSIFICATION) {
         if (f->cls_head < 0) return WM_OK;
         const wm_head_def *h = &wm_cls_heads[f->cls_head];
@@ -716,6 +732,10 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
             return wm_err(err, WM_ERR_INPUT, "%s: field 'layer_types': %zu entries for %lld layers", c->file,
                           c->n_layer_types, (long long)a->L);
         for (int64_t i = 0; i < a->L; i++) any |= a->sliding[i] = c->layer_sliding[i];
+    } else if (f->pattern_every_key) { /* layers 0, N, 2N ... full attention */
+        int64_t n;
+        if (!cfg_int(a, f->pattern_every_key, f->sliding_pattern, 1, 4096, &n, err)) return err->status;
+        for (int64_t i = 0; i < a->L; i++) any |= a->sliding[i] = i % n != 0;
     } else if (f->sliding_pattern > 0) { /* every Nth layer full attention */
         int64_t n = f->pattern_key && c->sliding_window_pattern > 0 ? c->sliding_window_pattern : f->sliding_pattern;
         for (int64_t i = 0; i < a->L; i++) any |= a->sliding[i] = (i + 1) % n != 0;
@@ -728,6 +748,10 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
         for (int64_t i = 0; i < a->L; i++) any = a->sliding[i] = 1;
     }
     int64_t w = c->sliding_window > 0 ? c->sliding_window : f->window_default;
+    if (f->half_window_key) { /* the whole window: a token sees |i - j| <= half of it (bidirectional) */
+        if (!cfg_int(a, f->half_window_key, f->window_default, 2, 1 << 30, &w, err)) return err->status;
+        w /= 2;
+    }
     if (any && w <= 0)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'sliding_window': missing but sliding attention is enabled",
                       c->file);
@@ -784,17 +808,17 @@ void arch_count_params(wm_arch *a) {
 
 static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
 
-/* The pooler's activation from pooler_hidden_act (gelu when absent). */
-static wm_status pooler_act(wm_arch *a, wm_error *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, "pooler_hidden_act");
+/* The head's activation from config key (pooler_hidden_act, classifier_activation; gelu when absent). */
+static wm_status head_act_of(wm_arch *a, const char *key, wm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, key);
     const char *name = cJSON_IsString(v) ? v->valuestring : v && !cJSON_IsNull(v) ? "?" : "gelu";
     for (const wm_act_name_row *r = wm_act_names; r->name; r++)
         if (!strcmp(r->name, name)) {
             a->head_act = r->act;
             return WM_OK;
         }
-    return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'pooler_hidden_act': activation '%s' is not supported",
-                  a->cfg->file, name);
+    return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s': activation '%s' is not supported", a->cfg->file, key,
+                  name);
 }
 
 wm_status wm_arch_resolve_as(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, const char *as_type,
@@ -886,9 +910,20 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->n_head_mods = wm_arch_mod(a, -1, WM_M_H_1)->present ? 2 : wm_arch_mod(a, -1, WM_M_H_0)->present ? 1 : 0;
     a->head_pool_first = a->task == WM_TASK_TEXT_CLASSIFICATION;
     a->head_act = a->n_head_mods == 2 ? wm_cls_heads[f->cls_head].act : WM_ACT_NONE;
-    if (a->n_head_mods == 2 && a->head_act == WM_ACT_NONE && (s = pooler_act(a, err))) return s;
+    if (a->n_head_mods == 2 && a->head_act == WM_ACT_NONE && !f->head_act_key &&
+        (s = head_act_of(a, "pooler_hidden_act", err)))
+        return s;
     if (a->task == WM_TASK_FILL_MASK) /* the masked-LM transform's activation: the head's own, or the model's */
         a->head_act = wm_mlm_heads[f->mlm_head].act != WM_ACT_NONE ? wm_mlm_heads[f->mlm_head].act : a->act;
+    a->head_transform = f->head_transform && wm_arch_mod(a, -1, WM_M_H_NORM)->present;
+    if (a->head_transform && (s = head_act_of(a, f->head_act_key ? f->head_act_key : "hidden_act", err))) return s;
+    if (a->task == WM_TASK_TEXT_CLASSIFICATION && f->pool_key) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, f->pool_key);
+        const char *p = cJSON_IsString(v) ? v->valuestring : v && !cJSON_IsNull(v) ? "?" : "cls";
+        if (strcmp(p, "cls") && strcmp(p, "mean"))
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': '%s' (cls or mean)", c->file, f->pool_key, p);
+        a->head_pool_mean = !strcmp(p, "mean");
+    }
     const wm_module *q0 = wm_arch_mod(a, 0, a->fused_qkv ? WM_M_L_QKV : WM_M_L_Q);
     a->qkv_bias = q0->has_bias;
     a->o_bias = wm_arch_mod(a, 0, WM_M_L_O)->has_bias;
@@ -1013,13 +1048,23 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
     if (a->window) {
         int64_t n = 0;
         for (int64_t i = 0; i < a->L; i++) n += a->sliding[i];
-        snprintf(b, sizeof b, "sliding window %lld on %lld of %lld layers", (long long)a->window, (long long)n,
-                 (long long)a->L);
+        if (a->kind == WM_ENCODER)
+            snprintf(b, sizeof b, "bidirectional sliding window (|i - j| <= %lld) on %lld of %lld layers",
+                     (long long)a->window, (long long)n, (long long)a->L);
+        else
+            snprintf(b, sizeof b, "sliding window %lld on %lld of %lld layers", (long long)a->window, (long long)n,
+                     (long long)a->L);
         wm_json_str(j, NULL, b);
     }
     if (!a->scale_attn) wm_json_str(j, NULL, "unscaled attention scores");
     if (a->scale_by_layer) wm_json_str(j, NULL, "attention scaled by 1/(layer+1)");
-    if (a->n_head_mods) {
+    if (a->head_transform) {
+        snprintf(b, sizeof b, "%s head: dense + %s + LayerNorm, then %s%s", wm_task_name(a->task),
+                 wm_act_name(a->head_act), a->task == WM_TASK_FILL_MASK ? "the tied decoder" : "the task's linear",
+                 a->task != WM_TASK_TEXT_CLASSIFICATION ? " (every token)"
+                 : a->head_pool_mean ? " (on the mean of the unpadded tokens)" : " (on the first token)");
+        wm_json_str(j, NULL, b);
+    } else if (a->n_head_mods) {
         snprintf(b, sizeof b, "%s head: %d linear%s%s%s", wm_task_name(a->task), a->n_head_mods,
                  a->n_head_mods > 1 ? "s" : "", a->head_act != WM_ACT_NONE ? " with " : "",
                  a->head_act != WM_ACT_NONE ? wm_act_name(a->head_act) : "");

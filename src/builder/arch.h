@@ -185,9 +185,12 @@ typedef struct wm_arch {
     double logits_div;        /* logits are divided by this (Granite's logits_scaling; 1: none) */
     int scale_by_layer;       /* GPT-2 scale_attn_by_inverse_layer_idx */
     uint8_t *sliding;         /* per layer: 1 uses the sliding window; malloc'ed */
-    int64_t window;           /* sliding window size, 0 when none */
+    int64_t window;           /* sliding window size, 0 when none (an encoder's is bidirectional: |i - j| <= window) */
     int n_head_mods;          /* 0, 1 or 2 head linears (H_0, H_1) */
     int head_pool_first;      /* classification: pool the first token */
+    int head_pool_mean;       /* classification: pool the mean of the unpadded tokens instead */
+    int head_transform;       /* every task head starts with H_0 + head_act + H_NORM (ModernBERT's prediction head);
+                                 the task's linear is H_1, fill-mask's the tied decoder + H_BIAS */
     /* vision (graph != WM_GRAPH_TEXT) */
     wm_graph_kind graph;
     int64_t image, patch, C;  /* image_size, patch_size, num_channels */

@@ -27,12 +27,13 @@ typedef struct wm_scheme {
 } wm_scheme;
 
 /* WM_HEAD_POOLER_ACT: a pooler at the top level whose activation is the config's pooler_hidden_act (DeBERTa) */
+/* WM_HEAD_DENSE_ACT_NORM: dense + activation (the family's head_act_key) + LayerNorm, then the classifier */
 enum { WM_HEAD_NONE = -1, WM_HEAD_POOLER_TANH, WM_HEAD_DENSE_TANH, WM_HEAD_DENSE_GELU, WM_HEAD_PRE_RELU,
-       WM_HEAD_POOLER_ACT };
+       WM_HEAD_POOLER_ACT, WM_HEAD_DENSE_ACT_NORM };
 
 /* Masked-LM heads (fill-mask): dense + activation + LayerNorm on every token, then the tied word embedding
    (logits = h E^T) plus the output bias. act WM_ACT_NONE: the model's own activation. */
-enum { WM_MLM_NONE, WM_MLM_BERT, WM_MLM_ROBERTA, WM_MLM_DISTILBERT };
+enum { WM_MLM_NONE, WM_MLM_BERT, WM_MLM_ROBERTA, WM_MLM_DISTILBERT, WM_MLM_HEAD };
 typedef struct wm_mlm_def {
     const char *dense, *norm, *bias; /* '$' = the model prefix */
     wm_act act;
@@ -43,6 +44,7 @@ typedef struct wm_head_def {
     const char *first;
     wm_act act;
     const char *second;
+    const char *norm; /* a LayerNorm after the activation (NULL: none) */
 } wm_head_def;
 
 /* Config keys whose meaning depends on the family (how each family's transformers code treats them). */
@@ -82,6 +84,14 @@ typedef struct wm_family {
     int disentangled;    /* DeBERTa's disentangled attention from relative_attention, pos_att_type, share_att_key,
                             position_buckets, max_relative_positions, norm_rel_ebd, position_biased_input */
     int mask_rows;       /* a 2-D attention mask (padded query rows too) and padded embeddings zeroed */
+    int no_first_attn_norm; /* pre-norm encoder whose layer 0 takes the normed embeddings as they are */
+    const char *half_window_key; /* bidirectional sliding window: this key is the whole window, |i - j| <= half */
+    const char *pattern_every_key; /* without layer_types: layers 0, N, 2N ... full attention, N from this key
+                                      (sliding_pattern when absent), the others sliding */
+    int head_transform;  /* every task head starts with the cls head's first linear + activation + norm, per token
+                            (or on the pooled state): the task's own linear follows */
+    const char *head_act_key; /* the config key of that head activation (gelu when absent) */
+    const char *pool_key;     /* classification pools by this key's value: "cls" (first token) or "mean" */
 } wm_family;
 
 typedef struct wm_denied_type {

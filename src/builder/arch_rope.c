@@ -96,9 +96,9 @@ wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_
     double theta = !isnan(r->theta) ? r->theta : theta_default;
     double prf = !isnan(r->partial_rotary_factor) ? r->partial_rotary_factor : 1.0;
     const char *theta_key = "rope_theta";
-    if (r == &a->cfg->rope_local)
-        theta_key = r->source && !strcmp(r->source, "rope_local_base_freq") ? "rope_local_base_freq"
-                                                                             : "rope_parameters.sliding_attention.rope_theta";
+    int plain = r->source && (!strcmp(r->source, "rope_local_base_freq") || strstr(r->source, "_rope_theta"));
+    if (plain) theta_key = r->source; /* a top-level key of its own (rope_local_base_freq, global_/local_rope_theta) */
+    else if (r == &a->cfg->rope_local) theta_key = "rope_parameters.sliding_attention.rope_theta";
     if (!(theta > 1))
         return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %g must be > 1", a->cfg->file, theta_key, theta);
     if (!(prf > 0 && prf <= 1))

@@ -127,6 +127,20 @@ static const wm_modpat deberta_mods[] = {
     MP(L_MLP_NORM, NORM, H, H, "$encoder.layer.%d.output.LayerNorm"),
 };
 
+/* ModernBERT: a pre-norm encoder with rotary positions, fused Wqkv and a fused GeGLU Wi (input half activated,
+   gate half multiplying), no attention norm on layer 0 (the embeddings' norm serves), a final norm. */
+static const wm_modpat modernbert_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embeddings.tok_embeddings"),
+    MP(G_EMB_NORM, NORM, E, E, "$embeddings.norm"),
+    MP(L_ATTN_NORM, NORM, H, H, "$layers.%d.attn_norm"),
+    MP(L_QKV, LINEAR, QKV, H, "$layers.%d.attn.Wqkv"),
+    MP(L_O, LINEAR, H, Q, "$layers.%d.attn.Wo"),
+    MP(L_MLP_NORM, NORM, H, H, "$layers.%d.mlp_norm"),
+    MP(L_GATE_UP, LINEAR, I2, H, "$layers.%d.mlp.Wi"),
+    MP(L_DOWN, LINEAR, H, I, "$layers.%d.mlp.Wo"),
+    MP(G_FINAL_NORM, NORM, H, H, "$final_norm"),
+};
+
 /* DistilBERT: post-norm encoder, no token types. */
 static const wm_modpat distil_mods[] = {
     MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
@@ -154,6 +168,8 @@ const wm_scheme wm_schemes[] = {
     {"mpnet", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"mpnet.", ""}, mpnet_mods, N(mpnet_mods), "mpnet"},
     {"deberta-v2", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"deberta.", ""}, deberta_mods, N(deberta_mods),
      "deberta-v2"},
+    {"modernbert", WM_ENCODER, WM_NORM_LAYER, 0, WM_POS_ROPE, 1, {"model.", ""}, modernbert_mods, N(modernbert_mods),
+     "modernbert"},
 };
 const size_t wm_n_schemes = N(wm_schemes);
 
@@ -166,6 +182,7 @@ const wm_head_def wm_cls_heads[] = {
     [WM_HEAD_DENSE_GELU] = {"classifier.dense", WM_ACT_GELU, "classifier.out_proj"},
     [WM_HEAD_PRE_RELU] = {"pre_classifier", WM_ACT_RELU, "classifier"},
     [WM_HEAD_POOLER_ACT] = {"pooler.dense", WM_ACT_NONE, "classifier"},
+    [WM_HEAD_DENSE_ACT_NORM] = {"head.dense", WM_ACT_NONE, "classifier", "head.norm"},
 };
 
 /* Masked-LM heads, as transformers' BertForMaskedLM, RobertaForMaskedLM (GELU whatever hidden_act says) and
@@ -175,13 +192,15 @@ const wm_mlm_def wm_mlm_heads[] = {
                      WM_ACT_NONE},
     [WM_MLM_ROBERTA] = {"lm_head.dense", "lm_head.layer_norm", "lm_head.bias", WM_ACT_GELU},
     [WM_MLM_DISTILBERT] = {"vocab_transform", "vocab_layer_norm", "vocab_projector.bias", WM_ACT_NONE},
+    /* ModernBERT: its prediction head, then the tied decoder (activation: the family's head_act_key) */
+    [WM_MLM_HEAD] = {"head.dense", "head.norm", "decoder.bias", WM_ACT_NONE},
 };
 
 /* Tensor-name prefixes of heads a task may leave unused ('$' = the model prefix). */
 const char *const wm_head_prefixes[] = {
     "classifier.", "pre_classifier.", "qa_outputs.", "cls.", "lm_head.", "vocab_transform.", "vocab_layer_norm.",
     "vocab_projector.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.", "score.",
-    "$pooler.", "pooler.", "cls_classifier.", "distillation_classifier.",
+    "$pooler.", "pooler.", "cls_classifier.", "distillation_classifier.", "head.", "decoder.bias",
     /* DeBERTa without position_biased_input: transformers ignores a saved position table (not built here) */
     "$embeddings.position_embeddings.", NULL};
 
@@ -254,6 +273,17 @@ const wm_family wm_families[] = {
     ENC(.model_type = "deberta-v2", .class_stem = "DebertaV2", .scheme = "deberta-v2", .prefix = "deberta.",
         .eps = 1e-7, .posid = WM_POSID_ARANGE, .type_vocab = 0, .cls_head = WM_HEAD_POOLER_ACT, .disentangled = 1,
         .mask_rows = 1),
+    /* ModernBERT: pre-norm layers with RoPE (theta 160000; sliding layers their own, 10000), every
+       global_attn_every_n_layers-th layer (from 0) full attention, the others a bidirectional window of
+       local_attention; LayerNorms without bias (norm_bias); heads through its prediction head (dense, classifier_activation,
+       norm), classification pooled by classifier_pooling */
+    {.kind = WM_ENCODER, .tied = 1, .act = "gelu", .model_type = "modernbert", .class_stem = "ModernBert",
+        .scheme = "modernbert", .prefix = "model.", .act_key = "hidden_activation", .eps = 1e-5, .fused_qkv = 1,
+        .fused_gate_up = 1, .posid = WM_POSID_ARANGE, .type_vocab = 0, .cls_head = WM_HEAD_DENSE_ACT_NORM,
+        .mlm_head = WM_MLM_HEAD, .sliding = 1, .sliding_pattern = 3, .pattern_every_key = "global_attn_every_n_layers",
+        .half_window_key = "local_attention", .window_default = 128, .rope_theta = 160000.0,
+        .local_rope_theta = 10000.0, .no_first_attn_norm = 1, .head_transform = 1,
+        .head_act_key = "classifier_activation", .pool_key = "classifier_pooling"},
 };
 const size_t wm_n_families = N(wm_families);
 

@@ -455,7 +455,7 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     memset(&co, 0, sizeof co);
     wm_calib_opts_default(&co.calib, (wm_calib_method)md);
     co.samples = rc->samples > 0 ? rc->samples : CALIB_SAMPLES;
-    co.seed = 1;
+    co.seed = rc->calib_seed >= 0 ? (uint64_t)rc->calib_seed : 1; /* the recipe's quant.seed, else 1 */
     co.ranges = ranges;
     co.n_ranges = nr;
     char p[PATH_MAX + 64];
@@ -1062,9 +1062,9 @@ static wm_status check_entries(const char *dir, const char *sub, const cJSON *ar
  * build_manifest.json of winml listing every other entry as a regular file of the size it records (files in a
  * subfolder, such as the Pooling module's 1_Pooling/config.json, listed by their path in it). Anything else in
  * it - a user's file, a folder or file the manifest does not list, a link, an artifact changed since - makes the
- * build refuse, naming it.
+ * build refuse, naming it. man_out (may be NULL) receives the parsed manifest on success (caller frees).
  */
-static wm_status check_ours(const char *dir, wm_error *err) {
+static wm_status check_ours(const char *dir, cJSON **man_out, wm_error *err) {
     char p[PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/build_manifest.json", dir);
     wm_map mp;
@@ -1081,7 +1081,8 @@ static wm_status check_ours(const char *dir, wm_error *err) {
         s = wm_err(err, WM_ERR_USAGE, "%s: exists and is not a winml build folder (its build_manifest.json is not "
                    "winml's); refusing to replace it", dir);
     if (!s) s = check_entries(dir, "", arts, err);
-    cJSON_Delete(man);
+    if (!s && man_out) *man_out = man; /* the caller's to free */
+    else cJSON_Delete(man);
     return s;
 }
 
@@ -1091,14 +1092,10 @@ static wm_status check_ours(const char *dir, wm_error *err) {
  * summary receives that manifest with "reused": true. Any other folder is refused, naming why.
  */
 static wm_status try_reuse(build_ctx *b, wm_json *summary) {
-    wm_status s = check_ours(b->out, b->err);
+    cJSON *man = NULL;
+    wm_status s = check_ours(b->out, &man, b->err);
     if (s) return s;
-    char p[PATH_MAX + 64], key[160], hash[17];
-    snprintf(p, sizeof p, "%s/build_manifest.json", b->out);
-    wm_map mp;
-    if ((s = wm_map_file(p, 1, &mp, b->err))) return s;
-    cJSON *man = mp.size < (64u << 20) ? cJSON_ParseWithLength((const char *)mp.data, mp.size) : NULL;
-    wm_unmap(&mp);
+    char key[160], hash[17];
     build_keys(b, key, hash);
     const cJSON *have = cJSON_GetObjectItemCaseSensitive(man, "cache_key");
     if (!cJSON_IsObject(man) || !cJSON_IsString(have) || strcmp(have->valuestring, key)) {
@@ -1200,7 +1197,7 @@ static wm_status make_stage(build_ctx *b) {
         if (b->replace && !o->rebuild)
             return wm_err(b->err, WM_ERR_USAGE, "%s: already exists (use --rebuild or --overwrite to replace it)",
                           b->out);
-        if (b->replace && (s = check_ours(b->out, b->err))) return s;
+        if (b->replace && (s = check_ours(b->out, NULL, b->err))) return s;
     }
     if ((s = wm_space_check(parent, need_bytes(b), "the build", b->err))) return s;
     return wm_tmp_mkdir(b->out, b->stage_dir, sizeof b->stage_dir, &b->stage_slot, b->err);
@@ -1223,7 +1220,7 @@ static wm_status commit(build_ctx *b) {
     if (!there && b->replace)
         return wm_err(b->err, WM_ERR_USAGE, "%s: was removed while building; not written (run the build again)",
                       b->out);
-    wm_status s = there ? check_ours(b->out, b->err) : WM_OK;
+    wm_status s = there ? check_ours(b->out, NULL, b->err) : WM_OK;
     if (!s) s = wm_tmp_commit_dir(b->stage_dir, &b->stage_slot, b->out, there, b->err);
     return s;
 }

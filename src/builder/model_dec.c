@@ -41,11 +41,8 @@ static void causal_masks(wm_gb *b, wm_model_ctx *c) {
     }
 }
 
-/*
- * cos / sin [B, 1, S, rot] of rope r from position_ids, computed as transformers does (float32 pos x
- * inv_freq), in scope /model/<name> with constants model.<name>.inv_freq[_long].
- */
-static void rotary(wm_gb *b, const wm_rope *r, const char *name, const char **cos_out, const char **sin_out) {
+void wm_model_rotary(wm_gb *b, const wm_rope *r, const char *name, const char *pos_ids, const char **cos_out,
+                     const char **sin_out) {
     gb_scope(b, "/model/%s", name);
     int64_t half = r->rot_dim / 2;
     float *dup = malloc((size_t)r->rot_dim * sizeof *dup);
@@ -63,14 +60,14 @@ static void rotary(wm_gb *b, const wm_rope *r, const char *name, const char **co
         snprintf(cname, sizeof cname, "model.%s.inv_freq_long", name);
         const char *inv_long = gb_f32(b, dup, (size_t)r->rot_dim, cname);
         /* longrope: the long factors once the sequence passes original_max_position_embeddings */
-        const char *mx = gb_reduce(b, "ReduceMax", "position_ids", NULL, 0, 0);
+        const char *mx = gb_reduce(b, "ReduceMax", pos_ids, NULL, 0, 0);
         const char *len = gb_op(b, "Add", 2, mx, gb_i64s(b, 1));
         const char *is_long = gb_op(b, "Greater", 2, len, gb_i64s(b, r->orig_max));
         inv = gb_op(b, "Where", 3, is_long, inv_long, inv);
     }
     free(dup);
     static const int64_t last[] = {-1}, ax1[] = {1};
-    const char *pos = gb_unsqueeze(b, gb_cast(b, "position_ids", WM_DT_FLOAT), last, 1);
+    const char *pos = gb_unsqueeze(b, gb_cast(b, pos_ids, WM_DT_FLOAT), last, 1);
     const char *freqs = gb_op(b, "Mul", 2, pos, inv);
     const char *cs = gb_op(b, "Cos", 1, freqs), *sn = gb_op(b, "Sin", 1, freqs);
     if (r->scale != 1.0) {
@@ -133,8 +130,9 @@ wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c) {
         x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, pw, "position_ids"));
     }
     causal_masks(b, c);
-    if (a->pos == WM_POS_ROPE) rotary(b, &a->rope, "rotary_emb", &c->cos, &c->sin);
-    if (a->local_rope) rotary(b, &a->rope_local, "rotary_emb_local", &c->cos_local, &c->sin_local);
+    if (a->pos == WM_POS_ROPE) wm_model_rotary(b, &a->rope, "rotary_emb", "position_ids", &c->cos, &c->sin);
+    if (a->local_rope)
+        wm_model_rotary(b, &a->rope_local, "rotary_emb_local", "position_ids", &c->cos_local, &c->sin_local);
     for (int64_t i = 0; i < a->L && !b->st; i++) {
         if (c->progress) fprintf(stderr, "\r  export: layer %lld/%lld", (long long)i + 1, (long long)a->L);
         char sc[96];

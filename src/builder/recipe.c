@@ -224,6 +224,7 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
 wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char *ep, const char *device,
                             wm_recipe *r, wm_error *err) {
     memset(r, 0, sizeof *r);
+    r->calib_seed = -1;
     snprintf(r->task, sizeof r->task, "%s", wm_task_name(a->task));
     snprintf(r->model_class, sizeof r->model_class, "%s", a->inference_class);
     snprintf(r->model_type, sizeof r->model_type, "%s", a->model_type);
@@ -371,6 +372,7 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         if (r->activation_type[0]) wm_json_str(j, "activation_type", r->activation_type);
         if (r->calibration_method[0]) wm_json_str(j, "calibration_method", r->calibration_method);
         if (r->samples >= 0) wm_json_int(j, "samples", r->samples);
+        if (r->calib_seed >= 0) wm_json_int(j, "seed", r->calib_seed);
         if (r->per_channel >= 0) wm_json_bool(j, "per_channel", r->per_channel);
         if (r->symmetric >= 0) wm_json_bool(j, "symmetric", r->symmetric);
         if (r->act_symmetric >= 0) wm_json_bool(j, "activation_symmetric", r->act_symmetric);
@@ -722,7 +724,8 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
                                        "rtn_bits", "rtn_block_size", "rtn_accuracy_level", "rtn_half_scales",
                                        "rtn_scale_search", "rtn_float_zero_points", "rtn_gptq", "calibration_text",
                                        "rtn_8bit_weights", "rtn_8bit_layer_weights", "fp16_keep_io_types", "fp16_op_block_list",
-                                       "op_types_to_quantize", "nodes_to_exclude", NULL};
+                                       "op_types_to_quantize", "nodes_to_exclude", "seed", NULL};
+    r->calib_seed = -1;
     r->samples = r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
     r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
     r->act_symmetric = r->rtn_float_zero_points = -1;
@@ -734,6 +737,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_qtype(p, q, "activation_type", 1, r->activation_type, sizeof r->activation_type)) ||
         (st = get_str(p, q, "quant.", "calibration_method", r->calibration_method, sizeof r->calibration_method, 0)) ||
         (st = get_int(p, q, "quant.", "samples", 1, 10000, &r->samples)) ||
+        (st = get_int(p, q, "quant.", "seed", 0, (int64_t)1 << 53, &r->calib_seed)) ||
         (st = get_bool(p, q, "quant.", "per_channel", &r->per_channel)) ||
         (st = get_bool(p, q, "quant.", "symmetric", &r->symmetric)) ||
         (st = get_bool(p, q, "quant.", "weight_symmetric", &wsym)) ||
@@ -881,6 +885,7 @@ static wm_status parse_root(const pctx *p, const cJSON *root, wm_recipe *r) {
 
 wm_status wm_recipe_parse(const char *text, size_t n, const char *label, wm_recipe *r, wm_error *err) {
     memset(r, 0, sizeof *r);
+    r->calib_seed = -1;
     r->opset = 17;
     r->batch_size = 1;
     if (!label) label = "recipe";

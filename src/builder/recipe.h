@@ -113,6 +113,7 @@ typedef struct wm_recipe {
     int qmode;                /* wm_quant_mode: fp16, dynamic, static (static/qdq), w8a16 (static, 16-bit acts), rtn */
     char quant_mode[16], weight_type[16], activation_type[16], calibration_method[16];
     int64_t samples, rtn_bits, rtn_block_size, rtn_accuracy_level; /* accuracy: MatMulNBits's attribute */
+    int64_t calib_seed;       /* quant.seed: seeds the calibration samples (-1: absent, seed 1) */
     int per_channel, symmetric, fp16_keep_io_types;
     int act_symmetric;   /* quant.activation_symmetric (-1: absent); quant.weight_symmetric sets symmetric */
     int rtn_half_scales; /* ours: float32 MatMulNBits scales rounded to exact halves (-1: absent) */

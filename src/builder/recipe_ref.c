@@ -163,7 +163,6 @@ static const recipe_kept_def kept_defs[] = {
     {"quant.model_type", RK_STR | RK_NULL, "the reference's record of the model: loader.model_type is used"},
     {"quant.task", RK_STR | RK_NULL, "the reference's record of the task: loader.task is used"},
     {"quant.distribution", RK_STR | RK_NULL, "calibration input distribution: winml calibrates on seeded uniform samples in each input's value_range"},
-    {"quant.seed", RK_NUM | RK_NULL, "calibration seed: winml seeds its calibration samples with 1 (build_manifest calibration.seed)"},
     {"quant.save_calibration", RK_BOOL | RK_NULL, "calibration cache switch: winml keeps no calibration cache"},
     {"quant.calibration_load_path", RK_STR | RK_NULL, "calibration cache: winml keeps no calibration cache"},
     {"quant.calibration_save_path", RK_STR | RK_NULL, "calibration cache: winml keeps no calibration cache"},

@@ -545,6 +545,23 @@ static wm_status parse_rope(wm_hf_config *cfg, wm_error *err) {
         any_local = 1;
         l->source = "rope_local_base_freq";
     }
+    /* ModernBERT before transformers 5: global_rope_theta (the full-attention layers) and local_rope_theta (the
+       sliding ones); rope_theta / rope_local_base_freq beside them would be ambiguous */
+    static const char *const alias[] = {"global_rope_theta", "local_rope_theta"};
+    for (int k = 0; k < 2; k++) {
+        wm_hf_rope *t = k ? l : r;
+        double v = NAN;
+        if ((s = member(cfg->root, alias[k], cfg->file, "", &c, err)) ||
+            (s = as_num_r(c, cfg->file, "", alias[k], R_POS, &v, err)))
+            return s;
+        if (isnan(v)) continue;
+        if (!isnan(t->theta))
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': given beside '%s'", cfg->file, alias[k],
+                          k ? "rope_local_base_freq" : "rope_theta");
+        t->theta = v;
+        t->source = alias[k];
+        *(k ? &any_local : &any) = 1;
+    }
     static const char *const subs[] = {"rope_scaling", "rope_parameters"};
     for (int i = 0; i < 2; i++) {
         if ((s = member(cfg->root, subs[i], cfg->file, "", &c, err))) return s;
@@ -566,7 +583,7 @@ static wm_status parse_rope(wm_hf_config *cfg, wm_error *err) {
     cfg->has_rope_local = any_local;
     if (any && !r->type) {
         r->type = "default";
-        r->source = "default";
+        if (!r->source) r->source = "default"; /* global_rope_theta keeps its name (messages) */
     }
     if (any_local && !l->type) l->type = "default";
     if (any_local && !l->source) l->source = "rope_parameters.sliding_attention";

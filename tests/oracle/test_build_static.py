@@ -185,6 +185,20 @@ def test_calibration_methods_give_different_ranges(bert, work, winml):
     assert n >= len(got["minmax"]) // 2, got
 
 
+def test_recipe_seed_seeds_the_calibration(bert, work, winml):
+    """quant.seed (42 in 22 of the reference's recipes) seeds the calibration samples: the manifest says which, the
+    recipe written back keeps it, and other samples give other activation ranges (seed absent: 1)."""
+    ck, b = bert
+    rp = recipe(winml, ck, work / "bert_seed42.json", "int8", seed=42)
+    man = build(winml, ck, work / "bert_seed42", "-c", rp)
+    assert quant_stage(man)["calibration"]["seed"] == 42
+    assert quant_stage(b["minmax"][1])["calibration"]["seed"] == 1
+    assert json.loads((work / "bert_seed42" / "winml_build_config.json").read_text())["quant"]["seed"] == 42
+    assert "quant.seed" not in {k["field"] for k in man.get("reference_fields_kept", [])}
+    s42, s1 = act_scales(work / "bert_seed42" / "model.onnx"), act_scales(b["minmax"][0] / "model.onnx")
+    assert s42.keys() == s1.keys() and s42 != s1
+
+
 def test_per_channel_weight_scales(bert):
     _, b = bert
     pt, pch = weight_scales(b["minmax"][0] / "model.onnx"), weight_scales(b["perch"][0] / "model.onnx")
