@@ -980,7 +980,14 @@ static wm_status prepare(build_ctx *b) {
         if (o->precision >= 0 && o->precision != WM_PREC_FP32)
             return wm_err(err, WM_ERR_UNSUPPORTED, "-p %s: model_type '%s' (encoder-decoder) builds in fp32 only",
                           wm_precision_name(o->precision), b->arch.model_type);
+        if (b->to_file)
+            return wm_err(err, WM_ERR_USAGE, "-o %s: model_type '%s' (encoder-decoder) exports three files: give a "
+                          "folder", b->out, b->arch.model_type);
+        if (o->analyze_rules)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "--analyze: model_type '%s' (encoder-decoder) is not analyzed yet",
+                          b->arch.model_type);
         prec = WM_PREC_FP32;
+        snprintf(b->model_name, sizeof b->model_name, "%s", wm_s2s_part_file(WM_S2S_ENCODER));
     }
     b->entail = -1;
     if (!strcmp(b->recipe.task, "zero-shot-classification")) {
