@@ -20,6 +20,7 @@ import builder_util as BU
 import oracle_util as U
 
 TOL = 1e-4
+torch.set_num_threads(1)  # tiny models: one thread is the fastest for transformers' generate here
 SMALL = dict(vocab_size=320, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
              decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=48, max_position_embeddings=64)
 
@@ -166,8 +167,9 @@ def test_generate_equals_transformers(kind, beams, ngram, built, winml):
     assert got == want, (got, want)
     lens = {len([t for t in row[1:] if t != m.config.pad_token_id]) for row in want}
     assert len(lens) > 1, f"every hypothesis has the same length {lens}: the early end is not exercised"
-    alone = [x["ids"] for x in winml_generate(winml, o, rows[1:2], **kw)]
-    assert alone == hf_generate(m, rows[1:2], **kw)
+    if beams > 1 and ngram == 0:  # one source alone (batch 1) too
+        alone = [x["ids"] for x in winml_generate(winml, o, rows[1:2], **kw)]
+        assert alone == hf_generate(m, rows[1:2], **kw)
 
 
 def test_generate_text_equals_transformers(built, winml):
