@@ -582,6 +582,14 @@ wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, in
         if (ids[i] < 0 || ids[i] >= m->vocab)
             return wm_err(err, WM_ERR_USAGE, "source token %lld is outside the vocabulary of %lld", (long long)ids[i],
                           (long long)m->vocab);
+    /* the caches this search holds (self at max_length, cross, a reorder copy), bounded before anything runs */
+    double rows = (double)B * g->num_beams, per = (double)m->heads * (double)m->head_dim * 4.0;
+    double bytes = rows * per * ((double)m->layers * 2.0 * ((double)g->max_length + (double)S) + (double)g->max_length);
+    if (bytes > (double)WM_S2S_MAX_CACHE_BYTES)
+        return wm_err(err, WM_ERR_USAGE, "%lld sources x %d beams x max_length %lld: the caches would take %.1f GiB, "
+                      "over the %.0f GiB bound; lower the batch, num_beams or max_new_tokens", (long long)B,
+                      g->num_beams, (long long)g->max_length, bytes / (1 << 30),
+                      (double)WM_S2S_MAX_CACHE_BYTES / (1 << 30));
     run_state r;
     memset(&r, 0, sizeof r);
     r.m = m, r.g = g, r.B = B, r.nb = g->num_beams, r.N = B * g->num_beams, r.S = S, r.V = m->vocab;

@@ -21,6 +21,7 @@
 #include "winml/runtime.h"
 
 #define WM_S2S_MAX_EOS 16
+#define WM_S2S_MAX_CACHE_BYTES (16ull << 30) /* a search whose caches would pass this is refused (WM_ERR_USAGE) */
 
 typedef struct wm_s2s wm_s2s;
 
@@ -58,7 +59,7 @@ int64_t wm_s2s_vocab(const wm_s2s *m);
  * Generates for B source rows of S tokens (ids and mask [B, S], row-major; mask 0 marks padding). *out receives
  * a malloc'ed [B, *width] matrix as transformers returns it: the start token, the generated tokens, then
  * pad_token_id (caller frees). WM_ERR_USAGE for settings out of range (num_beams < 1, max_length < 2, ids outside
- * the vocabulary).
+ * the vocabulary, caches over WM_S2S_MAX_CACHE_BYTES).
  */
 wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, int64_t B, int64_t S,
                           const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);

@@ -213,3 +213,19 @@ def test_hostile_config_refused(kind, key, value, named, winml_asan, tmp_path):
     r = U.run([winml_asan, "build", "-m", str(tmp_path / "m"), "--random-weights", "-o", str(out)])
     U.assert_clean_error(r, "winml build", "config.json", f"'{named}'")
     assert not out.exists() and not U.leftovers(tmp_path)
+
+
+BAD_FLAGS = [
+    (["--num-beams", "64", "--max-new-tokens", "65535"] + ["--ids", "5,6,7"] * 200, ["caches would take", "GiB"]),
+    (["--ids", "5,6,7", "--early-stopping", "sometimes"], ["--early-stopping"]),
+    (["--ids", "5,,7"], ["--ids"]),
+    (["--ids", "5,6,99999"], ["outside the vocabulary"]),
+    (["--ids", "5", "--num-beams", "0"], ["--num-beams"]),
+]
+
+
+@pytest.mark.parametrize("flags,needles", BAD_FLAGS)
+def test_bad_generate_flags_refused(flags, needles, built, winml_asan):
+    _, o = built["bart"]
+    r = U.run([winml_asan, "generate", "-m", o] + flags)
+    U.assert_clean_error(r, "winml generate", *needles)
