@@ -23,6 +23,7 @@ static const char *const task_names[WM_TASK_COUNT] = {
     [WM_TASK_IMAGE_CLASSIFICATION] = "image-classification",
     [WM_TASK_IMAGE_FEATURE_EXTRACTION] = "image-feature-extraction",
     [WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION] = "zero-shot-image-classification",
+    [WM_TASK_TEXT2TEXT_GENERATION] = "text2text-generation",
 };
 
 const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_names[t] : "unknown"; }
@@ -100,7 +101,8 @@ int wm_arch_family_kind(const char *model_type) {
 /* The tasks a text family of kind can serve: decoders text-generation, encoders the other text tasks. */
 static int text_kind_serves(int kind, int task) {
     if (kind == WM_DECODER) return task == WM_TASK_TEXT_GENERATION;
-    return task >= 0 && task < WM_TASK_COUNT && task != WM_TASK_TEXT_GENERATION && !wm_task_is_image(task);
+    return task >= 0 && task < WM_TASK_COUNT && task != WM_TASK_TEXT_GENERATION && !wm_task_is_image(task) &&
+           task != WM_TASK_TEXT2TEXT_GENERATION;
 }
 
 int wm_arch_family_serves(const char *model_type, int task) {
@@ -269,7 +271,7 @@ static wm_status resolve_rel_bias(wm_arch *a, const wm_family *f, wm_error *err)
 }
 
 /* An integer config key (def when absent or null); 0 and an error when it is no integer in [lo, hi]. */
-static int cfg_int(const wm_arch *a, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
+int arch_cfg_int(const wm_arch *a, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
                    wm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, key);
     *out = def;
@@ -347,8 +349,8 @@ static wm_status resolve_disentangled(wm_arch *a, const wm_family *f, wm_error *
     }
     a->dis_scale = 1 + a->dis_c2p + a->dis_p2c; /* transformers scales by these whether relative_attention or not */
     int64_t P = a->P;
-    if (!cfg_int(a, "max_relative_positions", -1, INT32_MIN, 1 << 20, &a->dis_max_rel, err) ||
-        !cfg_int(a, "position_buckets", -1, INT32_MIN, 1 << 20, &a->dis_buckets, err))
+    if (!arch_cfg_int(a, "max_relative_positions", -1, INT32_MIN, 1 << 20, &a->dis_max_rel, err) ||
+        !arch_cfg_int(a, "position_buckets", -1, INT32_MIN, 1 << 20, &a->dis_buckets, err))
         return err->status;
     if (a->dis_max_rel < 1) a->dis_max_rel = P;
     if (a->dis_buckets < 0) a->dis_buckets = 0;
@@ -371,7 +373,7 @@ static wm_status resolve_disentangled(wm_arch *a, const wm_family *f, wm_error *
     a->dis_share_key = share;
     a->dis_rel_norm = rel && rel_norm;
     int64_t hs;
-    if (!cfg_int(a, "attention_head_size", a->hd, 1, 1 << 20, &hs, err)) return err->status;
+    if (!arch_cfg_int(a, "attention_head_size", a->hd, 1, 1 << 20, &hs, err)) return err->status;
     if (hs != a->hd)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'attention_head_size': %lld differs from hidden_size / "
                       "num_attention_heads (%lld): not modeled", file, (long long)hs, (long long)a->hd);
@@ -853,6 +855,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
             return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported (%s)", c->file,
                           c->model_type, d->why);
     if (wm_vis_find(c->model_type)) return wm_vis_resolve(c, st, task, a, err);
+    if (wm_s2s_find(c->model_type)) return wm_s2s_resolve(c, st, task, a, err);
     const wm_family *f = find_family(c->model_type);
     const wm_scheme *sch = f ? arch_find_scheme(f->scheme) : NULL;
     if (!f && st && (f = detect_by_tensors(a, st, &sch))) a->detected = 1;
@@ -936,6 +939,10 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
 }
 
 size_t wm_arch_tasks(const wm_arch *a, int *out) {
+    if (a->graph == WM_GRAPH_S2S) {
+        out[0] = WM_TASK_TEXT2TEXT_GENERATION;
+        return 1;
+    }
     if (a->graph != WM_GRAPH_TEXT) return wm_vis_tasks(a, out);
     size_t n = 0;
     const wm_family *f = a->fam;
@@ -951,6 +958,11 @@ size_t wm_arch_tasks(const wm_arch *a, int *out) {
 void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
     char b[256];
     wm_json_arr(j, key);
+    if (a->graph == WM_GRAPH_S2S) {
+        wm_s2s_features(a, j);
+        wm_json_arr_end(j);
+        return;
+    }
     if (a->graph != WM_GRAPH_TEXT) {
         wm_vis_features(a, j);
         wm_json_arr_end(j);

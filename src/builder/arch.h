@@ -39,6 +39,7 @@ typedef enum wm_task {
     WM_TASK_IMAGE_CLASSIFICATION,
     WM_TASK_IMAGE_FEATURE_EXTRACTION,
     WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION,
+    WM_TASK_TEXT2TEXT_GENERATION, /* encoder-decoder: an encoder graph and a decoder graph with caches */
     WM_TASK_COUNT
 } wm_task;
 
@@ -48,10 +49,11 @@ int wm_task_is_image(int task);
 /* -1 when unknown. */
 int wm_task_from_name(const char *s);
 
-typedef enum { WM_DECODER, WM_ENCODER } wm_family_kind;
+/* WM_ENCDEC: an encoder and a decoder with cross-attention (graph WM_GRAPH_S2S, arch_s2s.c) */
+typedef enum { WM_DECODER, WM_ENCODER, WM_ENCDEC } wm_family_kind;
 /* Which graph a family builds: the text ones (by kind), a patch transformer (ViT, DeiT, DINOv2, CLIP's image
    tower), CLIP's text tower, CLIP's two towers, or a ResNet. */
-typedef enum { WM_GRAPH_TEXT, WM_GRAPH_VIT, WM_GRAPH_CLIP_TEXT, WM_GRAPH_DUAL, WM_GRAPH_RESNET } wm_graph_kind;
+typedef enum { WM_GRAPH_TEXT, WM_GRAPH_VIT, WM_GRAPH_CLIP_TEXT, WM_GRAPH_DUAL, WM_GRAPH_RESNET, WM_GRAPH_S2S } wm_graph_kind;
 /* What a vision tower's pooler_output is: none, tanh(dense(CLS)), the CLS of the normed sequence, or the final
    norm applied to the CLS only (CLIP's post_layernorm), or (CLIP text) the EOS token's state;
    SigLIP: attention pooling by a learned probe (MAP head) over the normed sequence; the last token through a
@@ -84,13 +86,16 @@ const char *wm_act_name(wm_act a);
     X(G_PROBE, "map_probe") X(G_MAP_QKV, "map_qkv") X(G_MAP_QKV_B, "map_qkv_bias")         \
     X(G_MAP_O, "map_o_proj") X(G_MAP_NORM, "map_norm") X(G_MAP_UP, "map_up")                \
     X(G_MAP_DOWN, "map_down") X(G_REL_BIAS, "rel_attn_bias") X(G_REL_EMB, "rel_embeddings")   \
-    X(G_REL_NORM, "rel_norm")                                                               \
+    X(G_REL_NORM, "rel_norm") X(G_DEC_POS, "dec_embed_positions")                            \
+    X(G_DEC_EMB_NORM, "dec_embed_norm") X(G_DEC_FINAL_NORM, "dec_norm")                      \
     X(L_ATTN_NORM, "attn_norm") X(L_Q, "q_proj") X(L_K, "k_proj") X(L_V, "v_proj")       \
     X(L_QKV, "qkv_proj") X(L_O, "o_proj") X(L_Q_NORM, "q_norm") X(L_K_NORM, "k_norm")    \
     X(L_MLP_NORM, "mlp_norm") X(L_GATE, "gate_proj") X(L_UP, "up_proj")                   \
     X(L_GATE_UP, "gate_up_proj") X(L_DOWN, "down_proj") X(L_ATTN_OUT_NORM, "attn_out_norm")      \
     X(L_MLP_OUT_NORM, "mlp_out_norm") X(L_LS1, "layer_scale1") X(L_LS2, "layer_scale2")     \
-    X(L_POS_K, "pos_k_proj") X(L_POS_Q, "pos_q_proj")
+    X(L_POS_K, "pos_k_proj") X(L_POS_Q, "pos_q_proj")                                      \
+    X(L_XATTN_NORM, "xattn_norm") X(L_XQ, "xq_proj")                                         \
+    X(L_XK, "xk_proj") X(L_XV, "xv_proj") X(L_XO, "xo_proj")
 
 typedef enum wm_mod {
 #define X(e, n) WM_M_##e,
@@ -212,6 +217,13 @@ typedef struct wm_arch {
     int tower_of;             /* one tower of a two-tower checkpoint: 1 text, 2 image (the other's tensors unused) */
     struct wm_arch *tower[2]; /* WM_GRAPH_DUAL: the text and the image tower (owned) */
     struct wm_hf_config *tower_cfg[2]; /* their configs, parsed from text_config / vision_config (owned) */
+    /* encoder-decoder (graph WM_GRAPH_S2S, arch_s2s.c): mods layers 0..enc_L-1 are the encoder's, enc_L..L-1 the
+       decoder's (L = enc_L + dec_L); H is d_model, P max_position_embeddings */
+    int64_t enc_L, dec_L, enc_nh, dec_nh, enc_I, dec_I;
+    int64_t pos_offset;       /* learned position tables: row = position + pos_offset (BART: 2) */
+    int pos_sinusoidal;       /* positions computed, not learned: sin in the first half, cos in the second */
+    int emb_norm;             /* a LayerNorm after the embeddings of both stacks (BART's layernorm_embedding) */
+    int logits_bias;          /* logits + final_logits_bias */
     /* modules: mods[(layer + 1) * WM_M_COUNT + m], layer -1 for the global ones */
     wm_module *mods;
     uint64_t n_params;        /* parameters the export stores */

@@ -196,6 +196,17 @@ uint64_t wm_resnet_params(const wm_arch *a);
 /* Checks every unit's tensors exist with their shapes (real weights). */
 wm_status wm_resnet_check(const wm_arch *a, const wm_st_file *st, wm_error *err);
 
+/* An integer config key (def when absent or null); 0 and an error naming the key when it is no integer in
+   [lo, hi] (arch.c). */
+int arch_cfg_int(const wm_arch *a, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
+                 wm_error *err);
+
+/* Encoder-decoder families (arch_s2s.c): bart, marian. NULL / the same contract as wm_arch_resolve. */
+const void *wm_s2s_find(const char *model_type);
+wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+/* Appends the feature strings of an encoder-decoder arch to the open array j. */
+void wm_s2s_features(const wm_arch *a, wm_json *j);
+
 extern const wm_scheme wm_schemes[];
 extern const size_t wm_n_schemes;
 extern const wm_family wm_families[];

@@ -389,4 +389,5 @@ const char *const wm_task_class_suffix[WM_TASK_COUNT] = {
     [WM_TASK_IMAGE_CLASSIFICATION] = "ForImageClassification",
     [WM_TASK_IMAGE_FEATURE_EXTRACTION] = "Model",
     [WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION] = "Model",
+    [WM_TASK_TEXT2TEXT_GENERATION] = "ForConditionalGeneration",
 };

@@ -233,7 +233,9 @@ static void note(const build_ctx *b, const char *fmt, ...) {
 
 static wm_status stage_export(build_ctx *b, stage_rec *rec) {
     wm_export_opts eo = {b->o->random, b->o->seed, b->o->external_threshold, b->o->progress, 1};
-    wm_status s = wm_export_model(&b->arch, &b->recipe, b->st, &eo, b->stage_dir, &b->ex, b->err);
+    wm_status s = b->arch.graph == WM_GRAPH_S2S
+                      ? wm_export_s2s(&b->arch, &b->recipe, b->st, &eo, b->stage_dir, &b->ex, b->err)
+                      : wm_export_model(&b->arch, &b->recipe, b->st, &eo, b->stage_dir, &b->ex, b->err);
     if (!s) {
         rec->status = ST_DONE;
         snprintf(rec->reason, sizeof rec->reason, "%llu nodes, %llu parameters%s",
@@ -841,8 +843,16 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     wm_json_arr(j, "artifacts");
     char data_name[sizeof b->model_name + 8];
     snprintf(data_name, sizeof data_name, "%s.data", b->model_name);
-    wm_status s = artifact(j, b->stage_dir, b->model_name, b->ex.model_sha, b->err);
-    if (!s) s = artifact(j, b->stage_dir, data_name, b->ex.data_sha, b->err);
+    wm_status s = WM_OK;
+    if (a->graph == WM_GRAPH_S2S)
+        for (int p = 0; p < WM_S2S_PARTS && !s; p++) {
+            char dn[64];
+            snprintf(dn, sizeof dn, "%s.data", wm_s2s_part_file(p));
+            if (!(s = artifact(j, b->stage_dir, wm_s2s_part_file(p), NULL, b->err)))
+                s = artifact(j, b->stage_dir, dn, NULL, b->err);
+        }
+    else s = artifact(j, b->stage_dir, b->model_name, b->ex.model_sha, b->err);
+    if (!s && a->graph != WM_GRAPH_S2S) s = artifact(j, b->stage_dir, data_name, b->ex.data_sha, b->err);
     if (!s) s = artifact(j, b->stage_dir, "winml_build_config.json", NULL, b->err);
     if (!s && a->kind == WM_DECODER) s = artifact(j, b->stage_dir, "genai_config.json", NULL, b->err);
     for (size_t i = 0; carried[i] && !s; i++) s = artifact(j, b->stage_dir, carried[i], NULL, b->err);
@@ -962,6 +972,23 @@ static wm_status prepare(build_ctx *b) {
         if ((s = wm_st_open(b->ck.dir, &(wm_st_open_opts){.root = b->ck.root[0] ? b->ck.root : NULL}, &b->st, err))) return s;
     }
     if ((s = wm_arch_resolve_as(&b->ck, b->st, task, o->recipe ? b->recipe.model_type : NULL, &b->arch, err))) return s;
+    if (b->arch.graph == WM_GRAPH_S2S) { /* three float32 graphs in Optimum's layout; no recipe parts yet */
+        if (o->recipe)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "%s: model_type '%s' (encoder-decoder): building from a recipe is "
+                          "not supported yet; build without -c (encoder_model.onnx + decoder_model.onnx + "
+                          "decoder_with_past_model.onnx)", o->recipe, b->arch.model_type);
+        if (o->precision >= 0 && o->precision != WM_PREC_FP32)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "-p %s: model_type '%s' (encoder-decoder) builds in fp32 only",
+                          wm_precision_name(o->precision), b->arch.model_type);
+        if (b->to_file)
+            return wm_err(err, WM_ERR_USAGE, "-o %s: model_type '%s' (encoder-decoder) exports three files: give a "
+                          "folder", b->out, b->arch.model_type);
+        if (o->analyze_rules)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "--analyze: model_type '%s' (encoder-decoder) is not analyzed yet",
+                          b->arch.model_type);
+        prec = WM_PREC_FP32;
+        snprintf(b->model_name, sizeof b->model_name, "%s", wm_s2s_part_file(WM_S2S_ENCODER));
+    }
     b->entail = -1;
     if (!strcmp(b->recipe.task, "zero-shot-classification")) {
         /* an NLI classifier: a hypothesis is scored by its entailment logit (as the reference's pipeline finds it) */
@@ -995,6 +1022,7 @@ static wm_status prepare(build_ctx *b) {
     if (b->arch.image != was) /* transformers' interpolate_pos_encoding */
         note(b, "note: %s: image size %lld, the config's is %lld: position embeddings interpolated (bicubic)\n",
              o->recipe, (long long)b->arch.image, (long long)was);
+    if (b->arch.graph == WM_GRAPH_S2S) return WM_OK; /* the graphs' IO is fixed (export.h), not the recipe's */
     return wm_recipe_check(&b->recipe, &b->arch, o->recipe ? o->recipe : "recipe", err);
 }
 
@@ -1357,7 +1385,17 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     int total = o->export_only ? 1 : 4;
     if (!s) s = run_stage(b, "export", stage_export, 1, total);
     if (!s && b->to_file) s = rename_model(b);
-    if (!s && !o->export_only) {
+    if (!s && !o->export_only && b->arch.graph == WM_GRAPH_S2S) {
+        /* the three graphs of an encoder-decoder stay as exported (float32): said in the manifest */
+        static const char *const later[3] = {"optim", "quant", "compile"};
+        for (int i = 0; i < 3; i++) {
+            stage_rec *r = &b->stages[b->n_stages++];
+            r->name = later[i];
+            r->status = ST_NOT_RUN;
+            snprintf(r->reason, sizeof r->reason, "encoder-decoder: the three graphs are kept as exported (float32)");
+        }
+        s = finish_files(b);
+    } else if (!s && !o->export_only) {
         if (!(s = run_stage(b, "optim", stage_optim, 2, total)) && !(s = run_stage(b, "quant", stage_quant, 3, total)))
             s = run_stage(b, "compile", stage_compile, 4, total);
         if (!s) s = finish_files(b);

@@ -197,14 +197,28 @@ void wm_export_result_free(wm_export_result *r) {
     r->n_srcs = 0;
 }
 
-wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
-                          const char *dir, wm_export_result *res, wm_error *err) {
+/* The graph IO of an encoder-decoder part (specs from model_s2s.c). */
+static wm_status add_s2s_io(wm_graph *g, const wm_arch *a, int part, int outputs, wm_error *err) {
+    size_t cap = 8 + 4 * (size_t)a->dec_L;
+    wm_io_spec *sp = calloc(cap, sizeof *sp);
+    if (!sp) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    size_t n = wm_s2s_io(a, part, outputs, sp, cap);
+    wm_status s = WM_OK;
+    for (size_t i = 0; i < n && i < cap && !s; i++) s = add_io(g, sp[i].name, outputs, sp[i].dtype, sp[i].dims, sp[i].rank, err);
+    free(sp);
+    return s;
+}
+
+/* One graph into dir/fname (+ fname.data): the recipe's model (part -1) or an encoder-decoder part. */
+static wm_status export_file(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
+                             const char *dir, const char *fname, int part, wm_export_result *res, wm_error *err) {
     memset(res, 0, sizeof *res);
     if (!r->has_export) return wm_err(err, WM_ERR_USAGE, "recipe: the export section is null: nothing to export");
     if (!o->random && !st) return wm_err(err, WM_ERR_INPUT, "no weights to export (use --random-weights)");
-    char model_path[4096], data_path[4096], data_tmp[4200];
-    snprintf(model_path, sizeof model_path, "%s/model.onnx", dir);
-    snprintf(data_path, sizeof data_path, "%s/model.onnx.data", dir);
+    char model_path[4096], data_path[4096], data_tmp[4200], data_name[300];
+    snprintf(model_path, sizeof model_path, "%s/%s", dir, fname);
+    snprintf(data_path, sizeof data_path, "%s/%s.data", dir, fname);
+    snprintf(data_name, sizeof data_name, "%s.data", fname);
     wm_status s0 = wm_tmp_name(data_path, data_tmp, sizeof data_tmp, err);
     if (s0) return s0;
     uint64_t thr = o->external_threshold ? o->external_threshold : 100ull << 20;
@@ -236,9 +250,10 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
     op->version = r->opset;
     *slot = op;
     if ((s = wm_graph_open(m, m->proto->graph, &g, err))) goto done;
-    if ((s = wm_wsink_init(&sink, m, external ? data_tmp : NULL, "model.onnx.data", err))) goto done;
-    sink.release_source = o->release_source && st;
-    for (size_t i = 0; i < r->n_inputs && !s; i++) {
+    if ((s = wm_wsink_init(&sink, m, external ? data_tmp : NULL, data_name, err))) goto done;
+    sink.release_source = o->release_source && st && part < 0; /* the parts of one checkpoint read it again */
+    if (part >= 0) s = add_s2s_io(g, a, part, 0, err);
+    for (size_t i = 0; part < 0 && i < r->n_inputs && !s; i++) {
         const wm_io_spec *io = &r->inputs[i];
         s = add_io(g, io->name, 0, io->dtype, io->dims, io->rank, err);
     }
@@ -249,10 +264,12 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
     b.seed = o->seed;
     const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
     wm_model_ctx c = {.a = a, .r = r, .ids_dtype = ids ? ids->dtype : WM_DT_INT64, .progress = o->progress, .st = st};
-    s = a->graph != WM_GRAPH_TEXT ? wm_model_vision(&b, &c)
+    s = part >= 0                 ? wm_model_s2s(&b, &c, part)
+        : a->graph != WM_GRAPH_TEXT ? wm_model_vision(&b, &c)
         : a->kind == WM_DECODER   ? wm_model_decoder(&b, &c)
                                   : wm_model_encoder(&b, &c);
-    if (s || (s = add_outputs(g, a, r, err))) goto done; /* after the nodes: outputs are renamed into place */
+    if (s || (s = part >= 0 ? add_s2s_io(g, a, part, 1, err) : add_outputs(g, a, r, err)))
+        goto done; /* after the nodes: outputs are renamed into place */
     if ((s = wm_graph_check(g, err))) goto done;
     if ((s = wm_wsink_finish(&sink, res->data_sha, err))) goto done;
     res->data_state = sink.sha;
@@ -268,7 +285,7 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
             s = wm_err(err, WM_ERR_IO, "%s: rename failed: %s", data_path, strerror(errno));
             goto done;
         }
-        if ((s = write_model(m, model_path, data_path, "model.onnx.data", err))) {
+        if ((s = write_model(m, model_path, data_path, data_name, err))) {
             unlink(data_path);
             goto done;
         }
@@ -287,5 +304,54 @@ done:
     gb_free(&b);
     wm_graph_free(g);
     wm_onnx_free(m);
+    return s;
+}
+
+wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
+                          const char *dir, wm_export_result *res, wm_error *err) {
+    if (a->graph == WM_GRAPH_S2S)
+        return wm_err(err, WM_ERR_INTERNAL, "an encoder-decoder exports as three files (wm_export_s2s)");
+    return export_file(a, r, st, o, dir, "model.onnx", -1, res, err);
+}
+
+wm_status wm_export_s2s(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
+                        const char *dir, wm_export_result *res, wm_error *err) {
+    memset(res, 0, sizeof *res);
+    wm_status s = WM_OK;
+    int p = 0;
+    for (; p < WM_S2S_PARTS && !s; p++) {
+        wm_export_result one;
+        s = export_file(a, r, st, o, dir, wm_s2s_part_file(p), p, &one, err);
+        if (s) break;
+        if (p == 0) { /* the encoder's hashes and records; the sums over all three */
+            *res = one;
+            res->model_sha[0] = res->data_sha[0] = 0;
+            continue;
+        }
+        res->n_nodes += one.n_nodes;
+        res->n_initializers += one.n_initializers;
+        res->param_bytes += one.param_bytes;
+        res->n_params += one.n_params;
+        res->external |= one.external;
+        for (size_t k = 0; k < one.n_ops; k++) {
+            size_t i = 0;
+            while (i < res->n_ops && strcmp(res->ops[i].op, one.ops[k].op)) i++;
+            if (i == res->n_ops) {
+                if (i == WM_EXPORT_MAX_OPS) continue;
+                res->ops[res->n_ops++] = one.ops[k];
+            } else res->ops[i].n += one.ops[k].n;
+        }
+        wm_export_result_free(&one);
+    }
+    if (s) { /* nothing half-written: the parts already written are removed */
+        for (int q = 0; q < p; q++) {
+            char path[4400];
+            snprintf(path, sizeof path, "%s/%s", dir, wm_s2s_part_file(q));
+            unlink(path);
+            snprintf(path, sizeof path, "%s/%s.data", dir, wm_s2s_part_file(q));
+            unlink(path);
+        }
+        wm_export_result_free(res);
+    }
     return s;
 }

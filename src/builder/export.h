@@ -58,6 +58,19 @@ void wm_export_result_free(wm_export_result *r);
 wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
                           const char *dir, wm_export_result *res, wm_error *err);
 
+/* The three files of an encoder-decoder build (Optimum's seq2seq layout). */
+enum { WM_S2S_ENCODER, WM_S2S_DECODER, WM_S2S_DECODER_PAST, WM_S2S_PARTS };
+/* The file name of part ("encoder_model.onnx", ...); NULL out of range (model_s2s.c). */
+const char *wm_s2s_part_file(int part);
+
+/*
+ * An encoder-decoder (a->graph WM_GRAPH_S2S): dir/encoder_model.onnx, decoder_model.onnx and
+ * decoder_with_past_model.onnx (Optimum's seq2seq layout, model_s2s.c), each with its own .data when large.
+ * res: the sums over the three (hashes left empty: the build hashes each file). On failure none of them is left.
+ */
+wm_status wm_export_s2s(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
+                        const char *dir, wm_export_result *res, wm_error *err);
+
 /* Graph output specs of a for recipe r (dims follow the recipe's inputs); returns the count. */
 size_t wm_export_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap);
 

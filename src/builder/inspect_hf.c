@@ -12,6 +12,7 @@
 
 #include "builder/arch.h"
 #include "builder/export.h"
+#include "builder/model_impl.h"
 #include "builder/recipe.h"
 #include "core/error.h"
 #include "onnx/dtype.h"
@@ -74,7 +75,8 @@ wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     wm_json_str(j, "task", wm_task_name(a.task));
     wm_json_str(j, "inference_class", a.inference_class);
     static const char *const graphs[] = {[WM_GRAPH_VIT] = "image encoder", [WM_GRAPH_CLIP_TEXT] = "encoder",
-                                         [WM_GRAPH_DUAL] = "text and image encoders", [WM_GRAPH_RESNET] = "convolutional"};
+                                         [WM_GRAPH_DUAL] = "text and image encoders", [WM_GRAPH_RESNET] = "convolutional",
+                                         [WM_GRAPH_S2S] = "encoder-decoder"};
     wm_json_str(j, "family", a.graph != WM_GRAPH_TEXT ? graphs[a.graph] : a.kind == WM_DECODER ? "decoder" : "encoder");
     wm_json_str(j, "naming_scheme", a.scheme);
     wm_json_str(j, "tensor_prefix", a.prefix);
@@ -104,19 +106,35 @@ wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     wm_json_str(j, "weights", ck->weights[0] ? ck->weights : NULL);
     if (st) wm_json_uint(j, "checkpoint_tensors", wm_st_count(st));
     if (ck->pickle[0]) wm_json_str(j, "pickle_weights_refused", ck->pickle);
-    wm_json_arr(j, "inputs");
-    for (size_t i = 0; i < r.n_inputs; i++) shape_json(j, &r.inputs[i]);
-    wm_json_arr_end(j);
-    size_t cap = 8 + 2 * (size_t)a.L;
+    size_t cap = 8 + 4 * (size_t)a.L;
     wm_io_spec *outs = calloc(cap, sizeof *outs);
     if (!outs) {
         s = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    size_t no = wm_export_output_specs(&a, &r, outs, cap);
-    wm_json_arr(j, "outputs");
-    for (size_t i = 0; i < no && i < cap; i++) shape_json(j, &outs[i]);
-    wm_json_arr_end(j);
+    if (a.graph == WM_GRAPH_S2S) { /* three graphs: each file with its inputs and outputs */
+        wm_json_arr(j, "files");
+        for (int p = 0; p < WM_S2S_PARTS; p++) {
+            wm_json_obj(j, NULL);
+            wm_json_str(j, "file", wm_s2s_part_file(p));
+            for (int o = 0; o < 2; o++) {
+                size_t n = wm_s2s_io(&a, p, o, outs, cap);
+                wm_json_arr(j, o ? "outputs" : "inputs");
+                for (size_t i = 0; i < n && i < cap; i++) shape_json(j, &outs[i]);
+                wm_json_arr_end(j);
+            }
+            wm_json_obj_end(j);
+        }
+        wm_json_arr_end(j);
+    } else {
+        wm_json_arr(j, "inputs");
+        for (size_t i = 0; i < r.n_inputs; i++) shape_json(j, &r.inputs[i]);
+        wm_json_arr_end(j);
+        size_t no = wm_export_output_specs(&a, &r, outs, cap);
+        wm_json_arr(j, "outputs");
+        for (size_t i = 0; i < no && i < cap; i++) shape_json(j, &outs[i]);
+        wm_json_arr_end(j);
+    }
     free(outs);
     wm_json_uint(j, "parameters", a.n_params);
     wm_json_obj(j, "size_bytes");

@@ -27,6 +27,10 @@ wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c);
 /* Image transformers, CLIP's towers and both (model_vit.c); ResNet (model_resnet.c). */
 wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c);
 wm_status wm_model_resnet(wm_gb *b, wm_model_ctx *c);
+/* Encoder-decoder graphs (model_s2s.c): part WM_S2S_* (export.h). */
+wm_status wm_model_s2s(wm_gb *b, wm_model_ctx *c, int part);
+/* The graph inputs (outputs 0) or outputs (1) of part into out (cap entries); returns the count. */
+size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_t cap);
 /* A float32 IO spec named name of rank dims (export.c). */
 wm_io_spec wm_float_spec(const char *name, size_t rank, const wm_io_dim *d);
 /* Output specs of a vision graph (dims from the recipe's inputs); returns the count. */

@@ -235,7 +235,7 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
     size_t cap = 4 + 2 * (size_t)a->L;
     r->inputs = calloc(cap, sizeof *r->inputs);
     if (!r->inputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    if (a->graph != WM_GRAPH_TEXT) {
+    if (a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_S2S) { /* encoder-decoders: the encoder's text inputs */
         /* Optimum's names; batches symbolic, the image at the config's size (positions are not interpolated), the
            text at max_position_embeddings as the other encoders (CLIP pads to it; a recipe may make it symbolic) */
         int dual = a->graph == WM_GRAPH_DUAL;

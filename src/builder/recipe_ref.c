@@ -39,7 +39,7 @@ static const struct {
     {"image-classification", WM_TASK_IMAGE_CLASSIFICATION, WM_POOL_NONE},
     {"image-feature-extraction", WM_TASK_IMAGE_FEATURE_EXTRACTION, WM_POOL_NONE},
     {"zero-shot-image-classification", WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION, WM_POOL_NONE},
-    {"text2text-generation", -1, WM_POOL_NONE},
+    {"text2text-generation", WM_TASK_TEXT2TEXT_GENERATION, WM_POOL_NONE},
     {"image-segmentation", -1, WM_POOL_NONE},
     {"image-to-text", -1, WM_POOL_NONE},
     {"object-detection", -1, WM_POOL_NONE},

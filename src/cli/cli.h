@@ -103,6 +103,9 @@ int wm_cli_opt_write_json(const wm_cli *c, const wm_json *j);
 int wm_cmd_perf(int argc, char **argv);
 int wm_cmd_eval(int argc, char **argv);
 int wm_cmd_generate(int argc, char **argv);
+/* `winml generate` on an encoder-decoder build folder (cmd_generate_s2s.c); wm_generate_is_s2s: argv's -m is one. */
+int wm_cmd_generate_s2s(int argc, char **argv);
+int wm_generate_is_s2s(int argc, char **argv);
 int wm_cmd_run(int argc, char **argv);
 int wm_cmd_download(int argc, char **argv);
 int wm_cmd_cache(int argc, char **argv);

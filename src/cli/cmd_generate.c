@@ -126,6 +126,7 @@ static int parse_ids(const char *s, int32_t **out, size_t *n) {
 }
 
 int wm_cmd_generate(int argc, char **argv) {
+    if (wm_generate_is_s2s(argc, argv)) return wm_cmd_generate_s2s(argc, argv);
     wm_cli c;
     wm_cli_init(&c, "winml generate");
     enum { O_IDS = 256, O_PROMPT, O_CHAT, O_SYSTEM, O_STOP, O_NOTHINK, O_MAXNEW, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP,

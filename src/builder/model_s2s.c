@@ -1,0 +1,326 @@
+/*
+ * model_s2s.c - the encoder-decoder graphs, in Optimum's seq2seq layout
+ * (what onnxruntime and Optimum's ORTModelForSeq2SeqLM load):
+ *
+ *  - encoder_model.onnx: input_ids, attention_mask [batch, encoder_sequence_length] -> last_hidden_state;
+ *  - decoder_model.onnx (the first step): input_ids [batch, decoder_sequence_length], encoder_attention_mask,
+ *    encoder_hidden_states -> logits, present.N.decoder.key/value (self-attention) and present.N.encoder.key/value
+ *    (cross-attention K/V, computed here once from the encoder output);
+ *  - decoder_with_past_model.onnx (every later step): input_ids, encoder_attention_mask,
+ *    past_key_values.N.decoder.key/value, past_key_values.N.encoder.key/value -> logits, present.N.decoder.key/value
+ *    (the self-attention cache with this step appended; the cross-attention cache is reused as it is).
+ *
+ * Caches are [batch, heads, length, head_dim]. Positions of the decoder are past_length + 0..S-1. What a layer
+ * does comes from the arch (positions learned or sinusoidal, embedding norm and scale, activation), never from
+ * the model type. A conv front end (Whisper) would replace the encoder's embedding step only.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builder/model_impl.h"
+#include "core/error.h"
+#include "onnx/dtype.h"
+
+#define MASK_MIN (-FLT_MAX)
+
+static const char *const part_files[WM_S2S_PARTS] = {"encoder_model.onnx", "decoder_model.onnx",
+                                                      "decoder_with_past_model.onnx"};
+
+const char *wm_s2s_part_file(int part) { return part >= 0 && part < WM_S2S_PARTS ? part_files[part] : NULL; }
+
+static wm_io_dim dv(int64_t v) {
+    wm_io_dim d = {v, ""};
+    return d;
+}
+static wm_io_dim dn(const char *name) {
+    wm_io_dim d = {-1, ""};
+    snprintf(d.name, sizeof d.name, "%s", name);
+    return d;
+}
+static wm_io_spec spec(const char *name, int32_t dt, size_t rank, const wm_io_dim *d) {
+    wm_io_spec s = wm_float_spec(name, rank, d);
+    s.dtype = dt;
+    return s;
+}
+
+size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_t cap) {
+    size_t n = 0;
+    wm_io_dim B = dn("batch_size"), Se = dn("encoder_sequence_length"), Sd = dn("decoder_sequence_length");
+    wm_io_dim nh = dv(a->dec_nh), hd = dv(a->H / a->dec_nh), H = dv(a->H);
+#define PUT(...) do { wm_io_spec s_ = spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
+    if (part == WM_S2S_ENCODER) {
+        wm_io_dim d2[2] = {B, Se}, d3[3] = {B, Se, H};
+        if (!outputs) {
+            PUT("input_ids", WM_DT_INT64, 2, d2);
+            PUT("attention_mask", WM_DT_INT64, 2, d2);
+        } else PUT("last_hidden_state", WM_DT_FLOAT, 3, d3);
+        return n;
+    }
+    int past = part == WM_S2S_DECODER_PAST;
+    char nm[96];
+    if (!outputs) {
+        wm_io_dim ids[2] = {B, Sd}, em[2] = {B, Se}, eh[3] = {B, Se, H};
+        PUT("input_ids", WM_DT_INT64, 2, ids);
+        PUT("encoder_attention_mask", WM_DT_INT64, 2, em);
+        if (!past) PUT("encoder_hidden_states", WM_DT_FLOAT, 3, eh);
+        wm_io_dim sk[4] = {B, nh, dn("past_decoder_sequence_length"), hd}, ck[4] = {B, nh, Se, hd};
+        for (int64_t i = 0; past && i < a->dec_L; i++) {
+            static const char *const kv[2] = {"key", "value"};
+            for (int k = 0; k < 2; k++) {
+                snprintf(nm, sizeof nm, "past_key_values.%lld.decoder.%s", (long long)i, kv[k]);
+                PUT(nm, WM_DT_FLOAT, 4, sk);
+            }
+            for (int k = 0; k < 2; k++) {
+                snprintf(nm, sizeof nm, "past_key_values.%lld.encoder.%s", (long long)i, kv[k]);
+                PUT(nm, WM_DT_FLOAT, 4, ck);
+            }
+        }
+        return n;
+    }
+    wm_io_dim lg[3] = {B, Sd, dv(a->V)};
+    wm_io_dim sk[4] = {B, nh, dn(past ? "past_decoder_sequence_length + 1" : "decoder_sequence_length"), hd};
+    wm_io_dim ck[4] = {B, nh, Se, hd};
+    PUT("logits", WM_DT_FLOAT, 3, lg);
+    for (int64_t i = 0; i < a->dec_L; i++) {
+        static const char *const kv[2] = {"key", "value"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(nm, sizeof nm, "present.%lld.decoder.%s", (long long)i, kv[k]);
+            PUT(nm, WM_DT_FLOAT, 4, sk);
+        }
+        for (int k = 0; k < 2 && !past; k++) {
+            snprintf(nm, sizeof nm, "present.%lld.encoder.%s", (long long)i, kv[k]);
+            PUT(nm, WM_DT_FLOAT, 4, ck);
+        }
+    }
+#undef PUT
+    return n;
+}
+
+/* Additive mask [B, 1, 1, T] from a [B, T] 0/1 mask: 0 where attended, the float32 minimum elsewhere. */
+static const char *pad_bias(wm_gb *b, const char *mask) {
+    static const int64_t ax12[] = {1, 2};
+    const char *m = gb_unsqueeze(b, gb_cast(b, mask, WM_DT_BOOL), ax12, 2);
+    return gb_op(b, "Where", 3, m, gb_f32s(b, 0.0f), gb_f32s(b, MASK_MIN));
+}
+
+/* [B, T, H] -> [B, heads, T, hd] */
+static const char *split_heads(wm_gb *b, const char *x, int64_t nh, int64_t hd) {
+    static const int64_t bhsd[] = {0, 2, 1, 3};
+    int64_t shp[4] = {0, 0, nh, hd};
+    return gb_transpose(b, gb_reshape(b, x, shp, 4), bhsd, 4);
+}
+
+/* softmax(q k^T / sqrt(hd) + bias) v for q [B, h, S, hd], k, v [B, h, T, hd] -> [B, S, h * hd], in scope sc/sdpa. */
+static const char *sdpa(wm_gb *b, const char *sc, const char *q, const char *k, const char *v, const char *bias,
+                        int64_t nh, int64_t hd) {
+    static const int64_t kt[] = {0, 1, 3, 2}, bhsd[] = {0, 2, 1, 3};
+    gb_scope(b, "%s/sdpa", sc);
+    const char *s = gb_op(b, "MatMul", 2, q, gb_transpose(b, k, kt, 4));
+    s = gb_op(b, "Mul", 2, s, gb_f32s(b, (float)(1.0 / sqrt((double)hd))));
+    if (bias) s = gb_op(b, "Add", 2, s, bias);
+    const char *p = gb_op(b, "Softmax", 1, s);
+    gb_attr_i(b, "axis", -1);
+    const char *o = gb_transpose(b, gb_op(b, "MatMul", 2, p, v), bhsd, 4);
+    int64_t os[3] = {0, 0, nh * hd};
+    return gb_reshape(b, o, os, 3);
+}
+
+static const char *lin(wm_gb *b, const wm_arch *a, int slot, int mod, const char *x, const char *sc, const char *n) {
+    char sub[224];
+    snprintf(sub, sizeof sub, "%s/%s", sc, n);
+    return gb_linear(b, x, wm_arch_mod(a, slot, mod), sub);
+}
+
+/* A post-norm residual: LN(x + h) with the slot's norm mod, in scope sc/name. */
+static const char *add_norm(wm_gb *b, const wm_arch *a, int slot, int mod, const char *x, const char *h,
+                            const char *sc, const char *name) {
+    gb_scope(b, "%s", sc);
+    const char *y = gb_op(b, "Add", 2, x, h);
+    char sub[224];
+    snprintf(sub, sizeof sub, "%s/%s", sc, name);
+    return gb_norm(b, y, wm_arch_mod(a, slot, mod), wm_arch_norm(a), sub);
+}
+
+static const char *ffn(wm_gb *b, const wm_arch *a, int slot, const char *x, const char *sc) {
+    const char *h = lin(b, a, slot, WM_M_L_UP, x, sc, "fc1");
+    gb_scope(b, "%s/act", sc);
+    h = gb_act(b, h, a->act);
+    h = lin(b, a, slot, WM_M_L_DOWN, h, sc, "fc2");
+    return add_norm(b, a, slot, WM_M_L_MLP_NORM, x, h, sc, "final_layer_norm");
+}
+
+/* Marian's table: position p, feature j < H/2: sin(p / 10000^(2j/H)), j >= H/2: cos of the same angle for
+   j - H/2 (computed in double, stored float32, as transformers builds it with numpy). */
+static float *sinusoid_table(int64_t P, int64_t H) {
+    float *t = malloc((size_t)P * (size_t)H * sizeof *t);
+    if (!t) return NULL;
+    int64_t half = (H + 1) / 2;
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t j = 0; j < H; j++) {
+            int64_t col = j < half ? 2 * j : 2 * (j - half) + 1; /* the numpy column: even for sin, odd for cos */
+            double ang = (double)p / pow(10000.0, 2.0 * (double)(col / 2) / (double)H);
+            t[p * H + j] = (float)(j < half ? sin(ang) : cos(ang));
+        }
+    return t;
+}
+
+/* Token embeddings (scaled) + positions past..past+S-1 (+ the embedding norm) of stack st ("encoder"/"decoder"). */
+static const char *embed(wm_gb *b, const wm_arch *a, const char *ids, const char *past, int dec, const char **E) {
+    const char *st = dec ? "decoder" : "encoder";
+    gb_scope(b, "/model/shared");
+    int64_t ed[2] = {a->V, a->H};
+    *E = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_EMBED)->wt, ed, 2, 0, GB_W_MATRIX);
+    gb_scope(b, "/model/%s/embed_tokens", st);
+    const char *x = gb_op(b, "Gather", 2, *E, ids);
+    if (a->embed_scale != 1.0) x = gb_op(b, "Mul", 2, x, gb_f32s(b, (float)a->embed_scale));
+    gb_scope(b, "/model/%s/embed_positions", st);
+    const char *pw;
+    int64_t rows = a->P + a->pos_offset, pd[2] = {rows, a->H};
+    if (a->pos_sinusoidal) {
+        float *t = sinusoid_table(a->P, a->H);
+        if (!t) {
+            if (!b->st) b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+            return x;
+        }
+        pw = gb_weight_vals(b, ".weight", t, pd, 2);
+        free(t);
+    } else {
+        pw = gb_weight(b, ".weight", wm_arch_mod(a, -1, dec ? WM_M_G_DEC_POS : WM_M_G_POS)->wt, pd, 2, 0,
+                       GB_W_MATRIX);
+    }
+    gb_scope(b, "/model/%s/embed_positions", st);
+    const char *s1 = gb_op(b, "Shape", 1, ids);
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    const char *S = gb_squeeze(b, s1, NULL, 0);
+    const char *start = past ? past : gb_i64s(b, 0);
+    const char *pos = gb_op(b, "Range", 3, start, gb_op(b, "Add", 2, start, S), gb_i64s(b, 1));
+    if (a->pos_offset) pos = gb_op(b, "Add", 2, pos, gb_i64s(b, a->pos_offset));
+    x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, pw, pos));
+    if (a->emb_norm) {
+        char sc[96];
+        snprintf(sc, sizeof sc, "/model/%s/layernorm_embedding", st);
+        x = gb_norm(b, x, wm_arch_mod(a, -1, dec ? WM_M_G_DEC_EMB_NORM : WM_M_G_EMB_NORM), wm_arch_norm(a), sc);
+    }
+    return x;
+}
+
+static wm_status encoder(wm_gb *b, const wm_model_ctx *c) {
+    const wm_arch *a = c->a;
+    const char *E;
+    const char *x = embed(b, a, "input_ids", NULL, 0, &E);
+    gb_scope(b, "/model/encoder/attn_mask");
+    const char *bias = pad_bias(b, "attention_mask");
+    int64_t nh = a->enc_nh, hd = a->H / nh;
+    for (int64_t i = 0; i < a->enc_L && !b->st; i++) {
+        char sc[96], at[128];
+        snprintf(sc, sizeof sc, "/model/encoder/layers.%lld", (long long)i);
+        snprintf(at, sizeof at, "%s/self_attn", sc);
+        int slot = (int)i;
+        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, x, at, "q_proj"), nh, hd);
+        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, x, at, "k_proj"), nh, hd);
+        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, x, at, "v_proj"), nh, hd);
+        const char *o = lin(b, a, slot, WM_M_L_O, sdpa(b, at, q, k, v, bias, nh, hd), at, "out_proj");
+        x = add_norm(b, a, slot, WM_M_L_ATTN_NORM, x, o, sc, "self_attn_layer_norm");
+        x = ffn(b, a, slot, x, sc);
+    }
+    gb_scope(b, "/model/encoder");
+    gb_op_named(b, "Identity", "last_hidden_state", 1, x);
+    return b->st;
+}
+
+/* The decoder, first step (past 0) or with the caches (past 1). */
+static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
+    const wm_arch *a = c->a;
+    int64_t nh = a->dec_nh, hd = a->H / nh;
+    const char *plen = NULL;
+    if (past) {
+        gb_scope(b, "/model/decoder/past_length");
+        const char *s = gb_op(b, "Shape", 1, "past_key_values.0.decoder.key");
+        gb_attr_i(b, "start", 2);
+        gb_attr_i(b, "end", 3);
+        plen = gb_squeeze(b, s, NULL, 0);
+    }
+    const char *E;
+    const char *x = embed(b, a, "input_ids", plen, 1, &E);
+    /* causal over absolute positions: query past + i sees keys 0..past + i */
+    gb_scope(b, "/model/decoder/attn_mask");
+    const char *s1 = gb_op(b, "Shape", 1, "input_ids");
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    const char *S = gb_squeeze(b, s1, NULL, 0), *P0 = plen ? plen : gb_i64s(b, 0);
+    const char *T = gb_op(b, "Add", 2, P0, S), *one = gb_i64s(b, 1);
+    static const int64_t ax1[] = {1};
+    const char *kpos = gb_op(b, "Range", 3, gb_i64s(b, 0), T, one);
+    const char *qcol = gb_unsqueeze(b, gb_op(b, "Range", 3, P0, T, one), ax1, 1);
+    const char *causal = gb_op(b, "Where", 3, gb_op(b, "LessOrEqual", 2, kpos, qcol), gb_f32s(b, 0.0f),
+                               gb_f32s(b, MASK_MIN));
+    gb_scope(b, "/model/decoder/encoder_attn_mask");
+    const char *xbias = pad_bias(b, "encoder_attention_mask");
+    for (int64_t i = 0; i < a->dec_L && !b->st; i++) {
+        char sc[96], at[128], nm[96], pk[96], xpast[2][96];
+        int slot = (int)(a->enc_L + i);
+        snprintf(sc, sizeof sc, "/model/decoder/layers.%lld", (long long)i);
+        snprintf(at, sizeof at, "%s/self_attn", sc);
+        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, x, at, "q_proj"), nh, hd);
+        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, x, at, "k_proj"), nh, hd);
+        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, x, at, "v_proj"), nh, hd);
+        static const char *const kvn[2] = {"key", "value"};
+        const char *kv[2] = {k, v};
+        for (int j = 0; j < 2; j++) {
+            snprintf(nm, sizeof nm, "present.%lld.decoder.%s", (long long)i, kvn[j]);
+            gb_scope(b, "%s/%s_cache", at, kvn[j]);
+            if (past) {
+                snprintf(pk, sizeof pk, "past_key_values.%lld.decoder.%s", (long long)i, kvn[j]);
+                kv[j] = gb_op_named(b, "Concat", nm, 2, pk, kv[j]);
+                gb_attr_i(b, "axis", 2);
+            } else kv[j] = gb_op_named(b, "Identity", nm, 1, kv[j]);
+        }
+        const char *o = lin(b, a, slot, WM_M_L_O, sdpa(b, at, q, kv[0], kv[1], causal, nh, hd), at, "out_proj");
+        x = add_norm(b, a, slot, WM_M_L_ATTN_NORM, x, o, sc, "self_attn_layer_norm");
+        /* cross-attention: K/V of the encoder output, computed in the first step and passed back after */
+        snprintf(at, sizeof at, "%s/encoder_attn", sc);
+        q = split_heads(b, lin(b, a, slot, WM_M_L_XQ, x, at, "q_proj"), nh, hd);
+        static const int xm[2] = {WM_M_L_XK, WM_M_L_XV};
+        static const char *const xn[2] = {"k_proj", "v_proj"};
+        for (int j = 0; j < 2; j++) {
+            if (past) { /* the graph inputs themselves */
+                snprintf(xpast[j], sizeof xpast[j], "past_key_values.%lld.encoder.%s", (long long)i, kvn[j]);
+                kv[j] = xpast[j];
+            } else {
+                const char *t = split_heads(b, lin(b, a, slot, xm[j], "encoder_hidden_states", at, xn[j]), nh, hd);
+                snprintf(nm, sizeof nm, "present.%lld.encoder.%s", (long long)i, kvn[j]);
+                gb_scope(b, "%s/%s_cache", at, kvn[j]);
+                kv[j] = gb_op_named(b, "Identity", nm, 1, t);
+            }
+        }
+        o = lin(b, a, slot, WM_M_L_XO, sdpa(b, at, q, kv[0], kv[1], xbias, nh, hd), at, "out_proj");
+        x = add_norm(b, a, slot, WM_M_L_XATTN_NORM, x, o, sc, "encoder_attn_layer_norm");
+        x = ffn(b, a, slot, x, sc);
+    }
+    /* logits = x shared^T (or lm_head) + final_logits_bias */
+    gb_scope(b, "/lm_head");
+    const char *w = E, *bias = NULL;
+    if (!a->tied) {
+        int64_t d[2] = {a->V, a->H};
+        w = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_LM_HEAD)->wt, d, 2, 0, GB_W_MATRIX);
+    }
+    if (a->logits_bias) bias = gb_weight(b, ".final_logits_bias", wm_arch_mod(a, -1, WM_M_H_BIAS)->wt, &a->V, 1, 0,
+                                         GB_W_ZEROS);
+    int64_t flat[2] = {-1, a->H};
+    const char *y = gb_op(b, "Gemm", bias ? 3 : 2, gb_reshape(b, x, flat, 2), w, bias);
+    gb_attr_i(b, "transB", 1);
+    const char *bs = gb_op(b, "Shape", 1, x);
+    gb_attr_i(b, "end", 2);
+    const char *shape = gb_op(b, "Concat", 2, bs, gb_i64_1(b, a->V));
+    gb_attr_i(b, "axis", 0);
+    gb_op_named(b, "Reshape", "logits", 2, y, shape);
+    return b->st;
+}
+
+wm_status wm_model_s2s(wm_gb *b, wm_model_ctx *c, int part) {
+    return part == WM_S2S_ENCODER ? encoder(b, c) : decoder(b, c, part == WM_S2S_DECODER_PAST);
+}

@@ -1,0 +1,292 @@
+/*
+ * cmd_generate_s2s.c - `winml generate` on an encoder-decoder build folder
+ * (encoder_model.onnx + decoder_model.onnx + decoder_with_past_model.onnx):
+ * parses, tokenizes, calls the library's search (src/llm/seq2seq.c) and
+ * prints the decoded text of each source (-f json: text and ids).
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "hf/tokenizer.h"
+#include "llm/seq2seq.h"
+
+#define MAX_ROWS 256
+
+static void help(void) {
+    printf("usage: winml generate -m BUILD_DIR (--text TEXT | --ids ID,...)... [--max-new-tokens N]\n"
+           "                      [--num-beams N] [--length-penalty X] [--early-stopping true|false|never]\n"
+           "                      [--no-repeat-ngram-size N] [--eos ID,...] [--threads N] [-f table|json]\n\n"
+           "Translation / summarization with an encoder-decoder build (encoder_model.onnx, decoder_model.onnx,\n"
+           "decoder_with_past_model.onnx): each --text (or --ids row) is one source of the batch. The encoder\n"
+           "runs once, the decoder one token a step with its caches; greedy, or beam search with --num-beams.\n"
+           "Settings come from the folder's generation_config.json / config.json (decoder_start_token_id,\n"
+           "forced BOS / EOS, eos_token_id, num_beams, length_penalty, early_stopping, no_repeat_ngram_size,\n"
+           "max_length), flags win. Prints each decoded text on its own line; -f json the texts and ids.\n");
+}
+
+/* 1 when argv's -m names a folder holding encoder_model.onnx (an encoder-decoder build). */
+int wm_generate_is_s2s(int argc, char **argv) {
+    const char *m = NULL;
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) m = argv[++i];
+        else if (!strncmp(argv[i], "--model=", 8)) m = argv[i] + 8;
+        else if (!strncmp(argv[i], "-m", 2) && argv[i][2] && argv[i][1] != '-') m = argv[i] + 2;
+    }
+    if (!m) return 0;
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/encoder_model.onnx", m);
+    FILE *f = fopen(p, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+static int parse_ids(const char *s, int64_t **out, size_t *n) {
+    size_t cap = 16, k = 0;
+    int64_t *v = malloc(cap * sizeof *v);
+    if (!v) return -1;
+    while (*s) {
+        char *end;
+        long long x = strtoll(s, &end, 10);
+        if (end == s || x < 0 || x > INT32_MAX || (*end && *end != ',')) break;
+        if (k == cap) {
+            int64_t *nv = realloc(v, (cap *= 2) * sizeof *nv);
+            if (!nv) break;
+            v = nv;
+        }
+        v[k++] = x;
+        s = *end ? end + 1 : end;
+        if (!*s && end[0] == ',') break;
+    }
+    if (*s || !k) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+int wm_cmd_generate_s2s(int argc, char **argv) {
+    wm_cli c;
+    wm_cli_init(&c, "winml generate");
+    enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS };
+    static const struct option longs[] = {
+        WM_CLI_COMMON_LONG,
+        {"text", required_argument, 0, O_TEXT},          {"ids", required_argument, 0, O_IDS},
+        {"max-new-tokens", required_argument, 0, O_MAXNEW}, {"num-beams", required_argument, 0, O_BEAMS},
+        {"length-penalty", required_argument, 0, O_LP},   {"early-stopping", required_argument, 0, O_ES},
+        {"no-repeat-ngram-size", required_argument, 0, O_NGRAM}, {"eos", required_argument, 0, O_EOS},
+        {"threads", required_argument, 0, O_THREADS},    {0, 0, 0, 0}};
+    const char *texts[MAX_ROWS];
+    int64_t *rows[MAX_ROWS];
+    size_t lens[MAX_ROWS], n_rows = 0, n_texts = 0;
+    long max_new = -1, beams = -1, ngram = -1, threads = 0, es = -1;
+    double lp = NAN;
+    int64_t *eos = NULL;
+    size_t n_eos = 0;
+    int opt, rc = WM_EXIT_ERROR;
+    wm_tokenizer *tok = NULL;
+    wm_s2s *m = NULL;
+    int64_t *ids = NULL, *mask = NULL, *out = NULL;
+    wm_json j;
+    wm_json_init(&j);
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+        char flag[40];
+        snprintf(flag, sizeof flag, "--%s", wm_cli_long_name(longs, opt));
+        long l = 0;
+        double d = 0;
+        int bad = 0;
+        switch (opt) {
+        case O_MAXNEW: bad = wm_cli_int_arg(&c, flag, optarg, 1, 65535, &l); break;
+        case O_BEAMS: bad = wm_cli_int_arg(&c, flag, optarg, 1, 64, &l); break;
+        case O_NGRAM: bad = wm_cli_int_arg(&c, flag, optarg, 0, 1 << 16, &l); break;
+        case O_THREADS: bad = wm_cli_int_arg(&c, flag, optarg, 0, 256, &l); break;
+        case O_LP: bad = wm_cli_num_arg(&c, flag, optarg, 0, -100, 100, &d); break;
+        default: break;
+        }
+        if (bad) {
+            rc = bad;
+            goto out;
+        }
+        switch (opt) {
+        case 'h': help(); rc = WM_EXIT_OK; goto out;
+        case O_TEXT:
+        case O_IDS:
+            if (n_rows + n_texts == MAX_ROWS) {
+                rc = wm_cli_usage_error(&c, "%s: at most %d sources per run", flag, MAX_ROWS);
+                goto out;
+            }
+            if (opt == O_TEXT) texts[n_texts++] = optarg;
+            else if (parse_ids(optarg, &rows[n_rows], &lens[n_rows])) {
+                rc = wm_cli_usage_error(&c, "--ids: expected comma-separated token ids, got '%s'", optarg);
+                goto out;
+            } else n_rows++;
+            break;
+        case O_EOS:
+            free(eos);
+            eos = NULL;
+            if (parse_ids(optarg, &eos, &n_eos) || n_eos > WM_S2S_MAX_EOS) {
+                rc = wm_cli_usage_error(&c, "--eos: expected at most %d comma-separated token ids, got '%s'",
+                                        WM_S2S_MAX_EOS, optarg);
+                goto out;
+            }
+            break;
+        case O_ES:
+            es = !strcmp(optarg, "true") ? 1 : !strcmp(optarg, "false") ? 0 : !strcmp(optarg, "never") ? 2 : -2;
+            if (es == -2) {
+                rc = wm_cli_usage_error(&c, "--early-stopping: expected true, false or never, got '%s'", optarg);
+                goto out;
+            }
+            break;
+        case O_MAXNEW: max_new = l; break;
+        case O_BEAMS: beams = l; break;
+        case O_NGRAM: ngram = l; break;
+        case O_THREADS: threads = l; break;
+        case O_LP: lp = d; break;
+        default:
+            if ((rc = wm_cli_other_opt(&c, opt, optarg, argv))) goto out;
+        }
+    }
+    if (optind < argc) {
+        rc = wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
+        goto out;
+    }
+    if (!c.model || (n_texts && n_rows) || !(n_texts + n_rows)) {
+        rc = wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --ids, not both) are required");
+        goto out;
+    }
+    wm_error err = {0};
+    wm_s2s_gen g;
+    wm_s2s_gen_default(&g);
+    if (wm_s2s_gen_from_folder(c.model, &g, &err) || wm_s2s_open(c.model, (int)threads, &m, &err)) {
+        rc = wm_cli_fail(&c, &err);
+        goto out;
+    }
+    if (n_texts) {
+        char p[PATH_MAX + 32];
+        int present = 0;
+        snprintf(p, sizeof p, "%s/tokenizer.json", c.model);
+        if (wm_input_present(p, &present, &err)) {
+            rc = wm_cli_fail(&c, &err);
+            goto out;
+        }
+        if (!present) {
+            wm_err(&err, WM_ERR_INPUT, "%s: missing: --text needs the checkpoint's tokenizer.json (a SentencePiece "
+                   "source.spm / vocab.json alone is not read); give --ids, or save the tokenizer with "
+                   "transformers' save_pretrained", p);
+            rc = wm_cli_fail(&c, &err);
+            goto out;
+        }
+        if (wm_tokenizer_load_dir(c.model, &tok, &err)) {
+            rc = wm_cli_fail(&c, &err);
+            goto out;
+        }
+        wm_encode_opts eo = wm_encode_opts_default();
+        for (size_t i = 0; i < n_texts; i++) {
+            wm_encoding enc;
+            wm_encoding_init(&enc);
+            if (wm_tokenizer_encode(tok, texts[i], strlen(texts[i]), NULL, 0, &eo, &enc, &err)) {
+                wm_encoding_free(&enc);
+                rc = wm_cli_fail(&c, &err);
+                goto out;
+            }
+            rows[n_rows] = malloc((enc.n ? enc.n : 1) * sizeof **rows);
+            if (!rows[n_rows]) {
+                wm_encoding_free(&enc);
+                wm_err(&err, WM_ERR_NOMEM, "out of memory");
+                rc = wm_cli_fail(&c, &err);
+                goto out;
+            }
+            for (size_t k = 0; k < enc.n; k++) rows[n_rows][k] = enc.ids[k];
+            lens[n_rows++] = enc.n;
+            wm_encoding_free(&enc);
+            if (!lens[n_rows - 1]) {
+                rc = wm_cli_usage_error(&c, "--text: '%s' encodes to no tokens", texts[i]);
+                goto out;
+            }
+        }
+    }
+    if (eos) memcpy(g.eos, eos, n_eos * sizeof *eos), g.n_eos = n_eos;
+    if (max_new > 0) g.max_length = 1 + max_new; /* transformers: max_new_tokens + the start token */
+    if (beams > 0) g.num_beams = (int)beams;
+    if (ngram >= 0) g.no_repeat_ngram_size = ngram;
+    if (es >= 0) g.early_stopping = (int)es;
+    if (!isnan(lp)) g.length_penalty = lp;
+    /* the batch, padded on the right with pad_token_id (as the tokenizer pads) */
+    size_t S = 0;
+    for (size_t i = 0; i < n_rows; i++) S = lens[i] > S ? lens[i] : S;
+    int64_t pad = g.pad_token_id >= 0 ? g.pad_token_id : 0;
+    ids = malloc(n_rows * S * sizeof *ids);
+    mask = malloc(n_rows * S * sizeof *mask);
+    if (!ids || !mask) {
+        wm_err(&err, WM_ERR_NOMEM, "out of memory");
+        rc = wm_cli_fail(&c, &err);
+        goto out;
+    }
+    for (size_t i = 0; i < n_rows; i++)
+        for (size_t k = 0; k < S; k++) {
+            ids[i * S + k] = k < lens[i] ? rows[i][k] : pad;
+            mask[i * S + k] = k < lens[i];
+        }
+    int64_t width = 0;
+    if (wm_s2s_generate(m, ids, mask, (int64_t)n_rows, (int64_t)S, &g, &out, &width, &err)) {
+        rc = wm_cli_fail(&c, &err);
+        goto out;
+    }
+    wm_json_obj(&j, NULL);
+    wm_json_arr(&j, "outputs");
+    for (size_t i = 0; i < n_rows; i++) {
+        const int64_t *o = out + (int64_t)i * width;
+        wm_json_obj(&j, NULL);
+        if (tok) {
+            int32_t *t32 = malloc((size_t)width * sizeof *t32);
+            wm_tok_buf tb = {0};
+            if (!t32) {
+                wm_err(&err, WM_ERR_NOMEM, "out of memory");
+                rc = wm_cli_fail(&c, &err);
+                goto out;
+            }
+            for (int64_t k = 0; k < width; k++) t32[k] = (int32_t)o[k];
+            wm_status st = wm_tokenizer_decode(tok, t32, (size_t)width, 1, &tb, &err);
+            free(t32);
+            if (st) {
+                wm_tok_buf_free(&tb);
+                rc = wm_cli_fail(&c, &err);
+                goto out;
+            }
+            if (!c.json) printf("%.*s\n", (int)tb.n, tb.p ? tb.p : "");
+            wm_json_strn(&j, "text", tb.p ? tb.p : "", tb.n);
+            wm_tok_buf_free(&tb);
+        }
+        wm_json_arr(&j, "ids");
+        for (int64_t k = 0; k < width; k++) wm_json_int(&j, NULL, o[k]);
+        wm_json_arr_end(&j);
+        wm_json_obj_end(&j);
+    }
+    wm_json_arr_end(&j);
+    wm_json_int(&j, "num_beams", g.num_beams);
+    wm_json_int(&j, "max_length", g.max_length);
+    wm_json_obj_end(&j);
+    if (c.json || !tok) rc = wm_cli_emit(&c, c.model, &j);
+    else rc = WM_EXIT_OK;
+out:
+    for (size_t i = 0; i < n_rows; i++) free(rows[i]);
+    free(eos);
+    free(ids);
+    free(mask);
+    free(out);
+    wm_json_free(&j);
+    wm_tokenizer_free(tok);
+    wm_s2s_free(m);
+    return rc;
+}

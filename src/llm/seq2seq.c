@@ -1,0 +1,646 @@
+/*
+ * seq2seq.c - encoder-decoder generation (seq2seq.h): three sessions, the
+ * caches held here between steps (the self-attention cache grows by one
+ * position a step and is reordered by beam; the cross-attention cache is
+ * computed once and reordered never: every beam of a row shares it), greedy
+ * and beam search as transformers' generate.
+ */
+#include "llm/seq2seq.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "hf/config.h"
+#include "onnx/dtype.h"
+
+#define MAX_LAYERS 256
+#define NEG_BIG (-1.0e9f) /* transformers' beam-search penalty */
+
+struct wm_s2s {
+    wm_session *enc, *dec, *past;
+    int layers;
+    int64_t heads, head_dim, vocab, hidden;
+    char dir[4096];
+};
+
+void wm_s2s_gen_default(wm_s2s_gen *g) {
+    memset(g, 0, sizeof *g);
+    g->max_length = 20;
+    g->num_beams = 1;
+    g->length_penalty = 1.0;
+    g->decoder_start_token_id = g->forced_bos_token_id = g->forced_eos_token_id = g->pad_token_id = -1;
+}
+
+/* ---------------------------------------------------------------- settings */
+
+static wm_status int_key(const cJSON *root, const char *file, const char *key, int64_t lo, int64_t *out, int *set,
+                         wm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    *set = 0;
+    if (!v || cJSON_IsNull(v)) return WM_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
+        v->valuedouble > 1e9)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected an integer from %lld to 1000000000", file, key,
+                      (long long)lo);
+    *out = (int64_t)v->valuedouble;
+    *set = 1;
+    return WM_OK;
+}
+
+/* The keys of one file over g (only those present). */
+static wm_status read_keys(const cJSON *r, const char *file, wm_s2s_gen *g, wm_error *err) {
+    int set;
+    int64_t v;
+    wm_status s;
+    if ((s = int_key(r, file, "max_length", 1, &g->max_length, &set, err))) return s;
+    if ((s = int_key(r, file, "num_beams", 1, &v, &set, err))) return s;
+    if (set) g->num_beams = (int)(v > 64 ? 65 : v); /* refused by generate with its range */
+    if ((s = int_key(r, file, "no_repeat_ngram_size", 0, &g->no_repeat_ngram_size, &set, err)) ||
+        (s = int_key(r, file, "decoder_start_token_id", 0, &g->decoder_start_token_id, &set, err)) ||
+        (s = int_key(r, file, "forced_bos_token_id", 0, &g->forced_bos_token_id, &set, err)) ||
+        (s = int_key(r, file, "forced_eos_token_id", 0, &g->forced_eos_token_id, &set, err)) ||
+        (s = int_key(r, file, "pad_token_id", 0, &g->pad_token_id, &set, err)))
+        return s;
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(r, "length_penalty");
+    if (lp && !cJSON_IsNull(lp)) {
+        if (!cJSON_IsNumber(lp) || !isfinite(lp->valuedouble) || fabs(lp->valuedouble) > 100)
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'length_penalty': expected a number from -100 to 100", file);
+        g->length_penalty = lp->valuedouble;
+    }
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(r, "early_stopping");
+    if (es && !cJSON_IsNull(es)) {
+        if (cJSON_IsBool(es)) g->early_stopping = cJSON_IsTrue(es);
+        else if (cJSON_IsString(es) && !strcmp(es->valuestring, "never")) g->early_stopping = 2;
+        else return wm_err(err, WM_ERR_INPUT, "%s: field 'early_stopping': expected true, false or \"never\"", file);
+    }
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "eos_token_id");
+    if (e && !cJSON_IsNull(e)) {
+        const cJSON *it = cJSON_IsArray(e) ? e->child : e;
+        size_t n = 0;
+        for (; it; it = cJSON_IsArray(e) ? it->next : NULL) {
+            if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+                it->valuedouble > 1e9 || n == WM_S2S_MAX_EOS)
+                return wm_err(err, WM_ERR_INPUT, "%s: field 'eos_token_id': expected a token id or a list of at most "
+                              "%d", file, WM_S2S_MAX_EOS);
+            g->eos[n++] = (int64_t)it->valuedouble;
+        }
+        g->n_eos = n;
+    }
+    return WM_OK;
+}
+
+wm_status wm_s2s_gen_from_folder(const char *dir, wm_s2s_gen *g, wm_error *err) {
+    /* config.json first, generation_config.json over it (what transformers' GenerationConfig.from_model_config
+       and the saved generation config give) */
+    static const char *const files[2] = {"config.json", "generation_config.json"};
+    for (int f = 0; f < 2; f++) {
+        char p[4200];
+        int present, k = snprintf(p, sizeof p, "%s/%s", dir, files[f]);
+        if (k < 0 || (size_t)k >= sizeof p) return wm_err(err, WM_ERR_INPUT, "%s: path too long", dir);
+        wm_status s = wm_input_present(p, &present, err);
+        if (s) return s;
+        if (!present) continue;
+        cJSON *root = NULL;
+        if ((s = wm_hf_json_load(p, WM_HF_CONFIG_MAX_BYTES, &root, err))) return s;
+        s = read_keys(root, p, g, err);
+        cJSON_Delete(root);
+        if (s) return s;
+    }
+    return WM_OK;
+}
+
+/* ---------------------------------------------------------------- sessions */
+
+static int find_in(const wm_session *s, const char *name) {
+    for (size_t i = 0; i < wm_session_n_inputs(s); i++)
+        if (!strcmp(wm_session_input(s, i)->name, name)) return (int)i;
+    return -1;
+}
+static int find_out(const wm_session *s, const char *name) {
+    for (size_t i = 0; i < wm_session_n_outputs(s); i++)
+        if (!strcmp(wm_session_output(s, i)->name, name)) return (int)i;
+    return -1;
+}
+
+wm_status wm_s2s_open(const char *dir, int threads, wm_s2s **out, wm_error *err) {
+    *out = NULL;
+    wm_s2s *m = calloc(1, sizeof *m);
+    if (!m) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    wm_session_opts so = {0};
+    so.threads = threads;
+    static const char *const files[3] = {"encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx"};
+    wm_session **ss[3] = {&m->enc, &m->dec, &m->past};
+    wm_status s = WM_OK;
+    for (int i = 0; i < 3 && !s; i++) {
+        char p[4200];
+        int present;
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        if (!(s = wm_input_present(p, &present, err)) && !present)
+            s = wm_err(err, WM_ERR_INPUT, "%s: missing: an encoder-decoder build holds encoder_model.onnx, "
+                       "decoder_model.onnx and decoder_with_past_model.onnx", p);
+        if (!s) s = wm_session_new(p, &so, ss[i], err);
+    }
+    if (!s && (find_in(m->enc, "input_ids") < 0 || find_in(m->enc, "attention_mask") < 0 ||
+               find_out(m->enc, "last_hidden_state") < 0 || find_in(m->dec, "encoder_hidden_states") < 0 ||
+               find_out(m->dec, "logits") < 0 || find_out(m->past, "logits") < 0))
+        s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: the graphs do not follow Optimum's seq2seq layout (input_ids, "
+                   "attention_mask -> last_hidden_state; encoder_hidden_states -> logits, present.N.*)", dir);
+    for (; !s && m->layers < MAX_LAYERS; m->layers++) {
+        char n[96];
+        snprintf(n, sizeof n, "present.%d.encoder.key", m->layers);
+        if (find_out(m->dec, n) < 0) break;
+    }
+    if (!s && m->layers == 0)
+        s = wm_err(err, WM_ERR_UNSUPPORTED, "%s/decoder_model.onnx: no output present.0.encoder.key", dir);
+    if (!s) {
+        const wm_io_info *k = wm_session_output(m->dec, (size_t)find_out(m->dec, "present.0.encoder.key"));
+        const wm_io_info *h = wm_session_input(m->dec, (size_t)find_in(m->dec, "encoder_hidden_states"));
+        const wm_io_info *l = wm_session_output(m->dec, (size_t)find_out(m->dec, "logits"));
+        if (k->rank != 4 || k->dims[1] <= 0 || k->dims[3] <= 0 || h->rank != 3 || h->dims[2] <= 0 || l->rank != 3 ||
+            l->dims[2] <= 0)
+            s = wm_err(err, WM_ERR_UNSUPPORTED, "%s/decoder_model.onnx: the cache heads, head size, hidden size and "
+                       "vocabulary must be fixed dims", dir);
+        else m->heads = k->dims[1], m->head_dim = k->dims[3], m->hidden = h->dims[2], m->vocab = l->dims[2];
+    }
+    if (s) {
+        wm_s2s_free(m);
+        return s;
+    }
+    *out = m;
+    return WM_OK;
+}
+
+void wm_s2s_free(wm_s2s *m) {
+    if (!m) return;
+    wm_session_free(m->enc);
+    wm_session_free(m->dec);
+    wm_session_free(m->past);
+    free(m);
+}
+
+int64_t wm_s2s_vocab(const wm_s2s *m) { return m->vocab; }
+
+/* Runs s with the named feeds (every graph input must be among them); outs in the session's output order. */
+typedef struct feed {
+    const char *name;
+    wm_tensor t;
+} feed;
+
+static wm_status run_named(wm_session *s, const feed *f, size_t n, wm_tensor *outs, wm_error *err) {
+    size_t ni = wm_session_n_inputs(s);
+    wm_tensor in[4 * MAX_LAYERS + 8];
+    if (ni > sizeof in / sizeof in[0]) return wm_err(err, WM_ERR_UNSUPPORTED, "too many graph inputs (%zu)", ni);
+    for (size_t i = 0; i < ni; i++) {
+        const char *name = wm_session_input(s, i)->name;
+        size_t k = 0;
+        while (k < n && strcmp(f[k].name, name)) k++;
+        if (k == n) return wm_err(err, WM_ERR_UNSUPPORTED, "graph input '%s' is not one the seq2seq runner feeds", name);
+        in[i] = f[k].t;
+    }
+    return wm_session_run(s, in, ni, outs, wm_session_n_outputs(s), err);
+}
+
+static wm_tensor tens(int32_t dt, int rank, const int64_t *dims, void *data) {
+    wm_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.rank = rank;
+    for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+    t.data = data;
+    return t;
+}
+
+/* ---------------------------------------------------------------- search state */
+
+typedef struct run_state {
+    wm_s2s *m;
+    const wm_s2s_gen *g;
+    int64_t B, nb, N, S, V, Lmax; /* N = B * nb rows */
+    int64_t *mask;                /* [N, S] */
+    float *enc;                   /* [N, S, H] */
+    float **self_k, **self_v;     /* per layer [N, h, Lmax, hd] (first len positions valid) */
+    float **cross_k, **cross_v;   /* per layer [N, h, S, hd] */
+    int64_t len;                  /* positions in the self cache */
+    float *logits;                /* [N, V] of the last step */
+    float *tmp;                   /* reorder scratch */
+} run_state;
+
+static void state_free(run_state *r) {
+    for (int l = 0; l < r->m->layers; l++) {
+        if (r->self_k) free(r->self_k[l]);
+        if (r->self_v) free(r->self_v[l]);
+        if (r->cross_k) free(r->cross_k[l]);
+        if (r->cross_v) free(r->cross_v[l]);
+    }
+    free(r->self_k);
+    free(r->self_v);
+    free(r->cross_k);
+    free(r->cross_v);
+    free(r->mask);
+    free(r->enc);
+    free(r->logits);
+    free(r->tmp);
+}
+
+/* The last position's logits of output o (rank 3) into r->logits. */
+static void take_logits(run_state *r, const wm_tensor *o) {
+    int64_t S = o->dims[1];
+    const float *p = o->data;
+    for (int64_t i = 0; i < r->N; i++) memcpy(r->logits + i * r->V, p + (i * S + S - 1) * r->V, (size_t)r->V * 4);
+}
+
+/* Copies the self cache [N, h, len + 1, hd] of output t into layer buffer dst (capacity Lmax positions). */
+static void keep_self(run_state *r, float *dst, const wm_tensor *t) {
+    int64_t h = r->m->heads, hd = r->m->head_dim, T = t->dims[2];
+    const float *src = t->data;
+    for (int64_t i = 0; i < r->N * h; i++) memcpy(dst + i * r->Lmax * hd, src + i * T * hd, (size_t)(T * hd) * 4);
+}
+
+/* One decoder step on tokens tok [N] (the first through decoder_model.onnx). */
+static wm_status step(run_state *r, const int64_t *tok, wm_error *err) {
+    wm_s2s *m = r->m;
+    int64_t h = m->heads, hd = m->head_dim, N = r->N, S = r->S;
+    int first = r->len == 0;
+    wm_session *s = first ? m->dec : m->past;
+    size_t nf = 0, cap = 3 + 4 * (size_t)m->layers;
+    feed *f = calloc(cap, sizeof *f);
+    char(*names)[96] = calloc(4 * (size_t)m->layers, 96);
+    float **packed = calloc(2 * (size_t)m->layers, sizeof *packed);
+    wm_tensor *outs = calloc(wm_session_n_outputs(s), sizeof *outs);
+    wm_status st = WM_OK;
+    if (!f || !names || !packed || !outs) {
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int64_t d2[2] = {N, 1}, dm[2] = {N, S}, dh[3] = {N, S, m->hidden};
+    f[nf++] = (feed){"input_ids", tens(WM_DT_INT64, 2, d2, (void *)tok)};
+    f[nf++] = (feed){"encoder_attention_mask", tens(WM_DT_INT64, 2, dm, r->mask)};
+    if (first) f[nf++] = (feed){"encoder_hidden_states", tens(WM_DT_FLOAT, 3, dh, r->enc)};
+    else {
+        int64_t ds[4] = {N, h, r->len, hd}, dc[4] = {N, h, S, hd};
+        for (int l = 0; l < m->layers; l++) {
+            /* the self cache packed to [N, h, len, hd] (the buffers hold Lmax positions per head) */
+            for (int kv = 0; kv < 2; kv++) {
+                float *src = kv ? r->self_v[l] : r->self_k[l];
+                float *p = packed[2 * l + kv] = malloc((size_t)(N * h * r->len * hd) * 4);
+                if (!p) {
+                    st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                    goto done;
+                }
+                for (int64_t i = 0; i < N * h; i++)
+                    memcpy(p + i * r->len * hd, src + i * r->Lmax * hd, (size_t)(r->len * hd) * 4);
+                snprintf(names[4 * l + kv], 96, "past_key_values.%d.decoder.%s", l, kv ? "value" : "key");
+                f[nf++] = (feed){names[4 * l + kv], tens(WM_DT_FLOAT, 4, ds, p)};
+                snprintf(names[4 * l + 2 + kv], 96, "past_key_values.%d.encoder.%s", l, kv ? "value" : "key");
+                f[nf++] = (feed){names[4 * l + 2 + kv], tens(WM_DT_FLOAT, 4, dc, kv ? r->cross_v[l] : r->cross_k[l])};
+            }
+        }
+    }
+    if ((st = run_named(s, f, nf, outs, err))) goto done;
+    take_logits(r, &outs[find_out(s, "logits")]);
+    for (int l = 0; l < m->layers; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            char n[96];
+            snprintf(n, sizeof n, "present.%d.decoder.%s", l, kv ? "value" : "key");
+            int o = find_out(s, n);
+            if (o < 0 || outs[o].rank != 4 || outs[o].dims[2] != r->len + 1) {
+                st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: output '%s' missing or not [batch, heads, %lld, head_dim]",
+                            m->dir, n, (long long)r->len + 1);
+                goto done;
+            }
+            keep_self(r, kv ? r->self_v[l] : r->self_k[l], &outs[o]);
+            if (!first) continue;
+            snprintf(n, sizeof n, "present.%d.encoder.%s", l, kv ? "value" : "key");
+            o = find_out(s, n);
+            if (o < 0 || wm_tensor_numel(&outs[o]) != (uint64_t)(N * h * S * hd)) {
+                st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: output '%s' missing or not [batch, heads, %lld, head_dim]",
+                            m->dir, n, (long long)S);
+                goto done;
+            }
+            memcpy(kv ? r->cross_v[l] : r->cross_k[l], outs[o].data, (size_t)(N * h * S * hd) * 4);
+        }
+    r->len++;
+done:
+    for (int l = 0; packed && l < 2 * m->layers; l++) free(packed[l]);
+    free(packed);
+    free(names);
+    free(f);
+    free(outs);
+    return st;
+}
+
+/* Reorders the self caches: row i takes row src[i]. */
+static void reorder(run_state *r, const int64_t *src) {
+    int64_t row = r->m->heads * r->Lmax * r->m->head_dim;
+    for (int l = 0; l < r->m->layers; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            float *c = kv ? r->self_v[l] : r->self_k[l];
+            memcpy(r->tmp, c, (size_t)(r->N * row) * 4);
+            for (int64_t i = 0; i < r->N; i++) memcpy(c + i * row, r->tmp + src[i] * row, (size_t)row * 4);
+        }
+}
+
+/* ---------------------------------------------------------------- logits processors */
+
+static int is_eos(const wm_s2s_gen *g, int64_t t) {
+    for (size_t i = 0; i < g->n_eos; i++)
+        if (g->eos[i] == t) return 1;
+    return 0;
+}
+
+/* no_repeat_ngram_size, forced BOS, forced EOS on scores [V] of the hypothesis seq[0..len). */
+static void process(const wm_s2s_gen *g, const int64_t *seq, int64_t len, float *sc, int64_t V) {
+    int64_t n = g->no_repeat_ngram_size;
+    if (n > 0 && len + 1 >= n) {
+        /* tokens that would complete an n-gram already in seq: those after each earlier occurrence of the last
+           n - 1 tokens */
+        const int64_t *tail = seq + len - (n - 1);
+        for (int64_t i = 0; i + n <= len; i++)
+            if (!memcmp(seq + i, tail, (size_t)(n - 1) * sizeof *seq)) {
+                int64_t t = seq[i + n - 1];
+                if (t >= 0 && t < V) sc[t] = -INFINITY;
+            }
+    }
+    if (g->forced_bos_token_id >= 0 && len == 1 && g->forced_bos_token_id < V) {
+        for (int64_t t = 0; t < V; t++) sc[t] = -INFINITY;
+        sc[g->forced_bos_token_id] = 0.0f;
+    }
+    if (g->forced_eos_token_id >= 0 && len == g->max_length - 1 && g->forced_eos_token_id < V) {
+        for (int64_t t = 0; t < V; t++) sc[t] = -INFINITY;
+        sc[g->forced_eos_token_id] = 0.0f;
+    }
+}
+
+static void log_softmax(float *x, int64_t V) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < V; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0;
+    for (int64_t i = 0; i < V; i++) sum += exp((double)(x[i] - mx));
+    float lse = (float)log(sum);
+    for (int64_t i = 0; i < V; i++) x[i] = x[i] - mx - lse;
+}
+
+/* ---------------------------------------------------------------- searches */
+
+static wm_status greedy(run_state *r, int64_t *seq, int64_t *width, wm_error *err) {
+    const wm_s2s_gen *g = r->g;
+    int64_t N = r->N, V = r->V, L = r->Lmax, pad = g->pad_token_id >= 0 ? g->pad_token_id : g->eos[0];
+    int64_t *tok = malloc((size_t)N * sizeof *tok);
+    uint8_t *open = malloc((size_t)N);
+    if (!tok || !open) {
+        free(tok);
+        free(open);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < N; i++) tok[i] = seq[i * L], open[i] = 1;
+    int64_t cur = 1;
+    wm_status st = WM_OK;
+    while (cur < L) {
+        if ((st = step(r, tok, err))) break;
+        int any = 0;
+        for (int64_t i = 0; i < N; i++) {
+            float *sc = r->logits + i * V;
+            process(g, seq + i * L, cur, sc, V);
+            int64_t best = 0;
+            for (int64_t t = 1; t < V; t++)
+                if (sc[t] > sc[best]) best = t;
+            if (!open[i] && g->n_eos) best = pad;
+            seq[i * L + cur] = tok[i] = best;
+            if (is_eos(g, best)) open[i] = 0;
+            any |= open[i];
+        }
+        cur++;
+        if (!any) break;
+    }
+    *width = cur;
+    free(tok);
+    free(open);
+    return st;
+}
+
+typedef struct cand {
+    float score;
+    int64_t idx;
+} cand;
+
+/* Descending score, then ascending index (torch.topk's order on CPU for distinct values). */
+static int cand_cmp(const void *x, const void *y) {
+    const cand *a = x, *b = y;
+    if (a->score != b->score) return a->score > b->score ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err) {
+    const wm_s2s_gen *g = r->g;
+    int64_t B = r->B, nb = r->nb, N = r->N, V = r->V, L = r->Lmax;
+    int64_t K = (int64_t)(g->n_eos + 1 > 2 ? g->n_eos + 1 : 2) * nb; /* candidates kept per row */
+    double lp = g->length_penalty;
+    int64_t fill = g->pad_token_id > 0 ? g->pad_token_id : g->n_eos ? g->eos[0] : -1; /* transformers' `pad or eos` */
+    size_t nseq = (size_t)(B * nb * L);
+    int64_t *run = malloc(nseq * sizeof *run), *fin = malloc(nseq * sizeof *fin);
+    int64_t *top_seq = malloc((size_t)(B * K * L) * sizeof *top_seq), *tok = malloc((size_t)N * sizeof *tok);
+    int64_t *src = malloc((size_t)N * sizeof *src), *fin_len = calloc((size_t)N, sizeof *fin_len);
+    int64_t *srcbeam = malloc((size_t)K * sizeof *srcbeam), *newrun = malloc((size_t)nb * sizeof *newrun);
+    int64_t *old = malloc((size_t)(nb * L) * sizeof *old), *old_len = malloc((size_t)nb * sizeof *old_len);
+    float *run_sc = malloc((size_t)N * 4), *fin_sc = malloc((size_t)N * 4), *top_lp = malloc((size_t)(B * K) * 4);
+    uint8_t *fin_done = calloc((size_t)N, 1), *hits = malloc((size_t)(B * K)), *unsat = malloc((size_t)B);
+    uint8_t *old_done = malloc((size_t)nb);
+    cand *c = malloc((size_t)(nb * V) * sizeof *c), *rk = malloc((size_t)K * sizeof *rk);
+    cand *mk = malloc((size_t)(nb + K) * sizeof *mk);
+    wm_status st = WM_OK;
+    if (!run || !fin || !top_seq || !tok || !src || !fin_len || !srcbeam || !newrun || !old || !old_len || !run_sc ||
+        !fin_sc || !top_lp || !fin_done || !hits || !unsat || !old_done || !c || !rk || !mk) {
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < nseq; i++) run[i] = fill;
+    for (int64_t i = 0; i < N; i++) {
+        run[i * L] = tok[i] = g->decoder_start_token_id;
+        run_sc[i] = i % nb ? NEG_BIG : 0.0f; /* only the first beam of a row is live at the start */
+        fin_sc[i] = NEG_BIG;
+    }
+    memcpy(fin, run, nseq * sizeof *fin);
+    memset(unsat, 1, (size_t)B);
+    int64_t cur = 1; /* tokens in each hypothesis */
+    for (;;) {
+        if ((st = step(r, tok, err))) break;
+        int all_fin = 1, all_hits = 1, any_unsat = 0;
+        for (int64_t b = 0; b < B; b++) {
+            /* the K best of log_softmax + processors + the beam's score over nb x V */
+            for (int64_t j = 0; j < nb; j++) {
+                int64_t row = b * nb + j;
+                float *lg = r->logits + row * V;
+                log_softmax(lg, V);
+                process(g, run + row * L, cur, lg, V);
+                for (int64_t t = 0; t < V; t++) c[j * V + t] = (cand){lg[t] + run_sc[row], j * V + t};
+            }
+            qsort(c, (size_t)(nb * V), sizeof *c, cand_cmp);
+            int64_t *ts = top_seq + b * K * L;
+            for (int64_t k = 0; k < K; k++) {
+                int64_t t = c[k].idx % V;
+                srcbeam[k] = c[k].idx / V;
+                memcpy(ts + k * L, run + (b * nb + srcbeam[k]) * L, (size_t)L * sizeof *ts);
+                ts[k * L + cur] = t;
+                top_lp[b * K + k] = c[k].score;
+                hits[b * K + k] = cur + 1 >= L || is_eos(g, t);
+                all_hits &= hits[b * K + k];
+            }
+            /* the running beams of the next step: the best nb of the K that did not just finish */
+            for (int64_t k = 0; k < K; k++) rk[k] = (cand){top_lp[b * K + k] + (hits[b * K + k] ? NEG_BIG : 0.0f), k};
+            qsort(rk, (size_t)K, sizeof *rk, cand_cmp);
+            for (int64_t j = 0; j < nb; j++) {
+                int64_t row = b * nb + j;
+                newrun[j] = rk[j].idx;
+                run_sc[row] = rk[j].score;
+                src[row] = b * nb + srcbeam[rk[j].idx];
+            }
+            for (int64_t j = 0; j < nb; j++) memcpy(run + (b * nb + j) * L, ts + newrun[j] * L, (size_t)L * sizeof *run);
+            /* finished hypotheses: the best nb of those kept and those of the top nb candidates that just ended */
+            int full = 1;
+            for (int64_t j = 0; j < nb; j++) full &= fin_done[b * nb + j];
+            for (int64_t j = 0; j < nb; j++) mk[j] = (cand){fin_sc[b * nb + j], j};
+            float denom = (float)pow((double)cur, lp); /* generated length: cur + 1 - the start token */
+            for (int64_t k = 0; k < K; k++) {
+                float sc = top_lp[b * K + k] / denom;
+                if (full && g->early_stopping == 1) sc += NEG_BIG;
+                if (!unsat[b]) sc += NEG_BIG;
+                if (!(hits[b * K + k] && k < nb)) sc += NEG_BIG;
+                mk[nb + k] = (cand){sc, nb + k};
+            }
+            qsort(mk, (size_t)(nb + K), sizeof *mk, cand_cmp);
+            memcpy(old, fin + b * nb * L, (size_t)(nb * L) * sizeof *old);
+            memcpy(old_done, fin_done + b * nb, (size_t)nb);
+            memcpy(old_len, fin_len + b * nb, (size_t)nb * sizeof *old_len);
+            for (int64_t j = 0; j < nb; j++) {
+                int64_t k = mk[j].idx, row = b * nb + j;
+                fin_sc[row] = mk[j].score;
+                if (k < nb) {
+                    memcpy(fin + row * L, old + k * L, (size_t)L * sizeof *fin);
+                    fin_done[row] = old_done[k];
+                    fin_len[row] = old_len[k];
+                } else {
+                    k -= nb;
+                    memcpy(fin + row * L, ts + k * L, (size_t)L * sizeof *fin);
+                    fin_done[row] = hits[b * K + k] && k < nb;
+                    fin_len[row] = cur; /* generated tokens */
+                }
+            }
+        }
+        reorder(r, src);
+        cur++;
+        for (int64_t b = 0; b < B; b++) { /* can the best running beam still beat the worst finished one? */
+            double best_len = g->early_stopping == 2 && lp > 0 ? (double)(L - 1) : (double)(cur - 1);
+            float best = run_sc[b * nb] / (float)pow(best_len, lp), worst = INFINITY;
+            for (int64_t j = 0; j < nb; j++) worst = fin_sc[b * nb + j] < worst ? fin_sc[b * nb + j] : worst;
+            int any = 0;
+            for (int64_t j = 0; j < nb; j++) any |= best > (fin_done[b * nb + j] ? worst : NEG_BIG);
+            unsat[b] = unsat[b] && any;
+            any_unsat |= unsat[b];
+            for (int64_t j = 0; j < nb; j++) all_fin &= fin_done[b * nb + j];
+        }
+        if (!any_unsat || (all_fin && g->early_stopping == 1) || all_hits || cur >= L) break;
+        for (int64_t i = 0; i < N; i++) tok[i] = run[i * L + cur - 1];
+    }
+    if (!st) { /* each row's best finished hypothesis, trimmed to the longest */
+        int64_t w = 0;
+        for (int64_t b = 0; b < B; b++) w = fin_len[b * nb] > w ? fin_len[b * nb] : w;
+        *width = 1 + w;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < L; t++) out[b * L + t] = t <= fin_len[b * nb] ? fin[b * nb * L + t] : fill;
+    }
+done:
+    free(run), free(fin), free(top_seq), free(tok), free(src), free(fin_len), free(srcbeam), free(newrun);
+    free(old), free(old_len), free(run_sc), free(fin_sc), free(top_lp), free(fin_done), free(hits), free(unsat);
+    free(old_done), free(c), free(rk), free(mk);
+    return st;
+}
+
+wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, int64_t B, int64_t S,
+                          const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
+    *out = NULL;
+    *width = 0;
+    if (B < 1 || S < 1) return wm_err(err, WM_ERR_USAGE, "no source tokens");
+    if (g->num_beams < 1 || g->num_beams > 64) return wm_err(err, WM_ERR_USAGE, "num_beams %d: expected 1 to 64", g->num_beams);
+    if (g->max_length < 2 || g->max_length > 1 << 16)
+        return wm_err(err, WM_ERR_USAGE, "max_length %lld: expected 2 to 65536 (start token + new tokens)",
+                      (long long)g->max_length);
+    if (g->decoder_start_token_id < 0 || g->decoder_start_token_id >= m->vocab)
+        return wm_err(err, WM_ERR_USAGE, "decoder_start_token_id %lld: not in the vocabulary of %lld",
+                      (long long)g->decoder_start_token_id, (long long)m->vocab);
+    if (g->num_beams > 1 && (int64_t)(g->n_eos + 1) * g->num_beams > (int64_t)g->num_beams * m->vocab)
+        return wm_err(err, WM_ERR_USAGE, "num_beams %d: too many for a vocabulary of %lld", g->num_beams,
+                      (long long)m->vocab);
+    for (int64_t i = 0; i < B * S; i++)
+        if (ids[i] < 0 || ids[i] >= m->vocab)
+            return wm_err(err, WM_ERR_USAGE, "source token %lld is outside the vocabulary of %lld", (long long)ids[i],
+                          (long long)m->vocab);
+    /* the caches this search holds (self at max_length, cross, a reorder copy), bounded before anything runs */
+    double rows = (double)B * g->num_beams, per = (double)m->heads * (double)m->head_dim * 4.0;
+    double bytes = rows * per * ((double)m->layers * 2.0 * ((double)g->max_length + (double)S) + (double)g->max_length);
+    if (bytes > (double)WM_S2S_MAX_CACHE_BYTES)
+        return wm_err(err, WM_ERR_USAGE, "%lld sources x %d beams x max_length %lld: the caches would take %.1f GiB, "
+                      "over the %.0f GiB bound; lower the batch, num_beams or max_new_tokens", (long long)B,
+                      g->num_beams, (long long)g->max_length, bytes / (1 << 30),
+                      (double)WM_S2S_MAX_CACHE_BYTES / (1 << 30));
+    run_state r;
+    memset(&r, 0, sizeof r);
+    r.m = m, r.g = g, r.B = B, r.nb = g->num_beams, r.N = B * g->num_beams, r.S = S, r.V = m->vocab;
+    r.Lmax = g->max_length;
+    int64_t h = m->heads, hd = m->head_dim, N = r.N;
+    wm_status st = WM_OK;
+    r.mask = malloc((size_t)(N * S) * sizeof *r.mask);
+    r.enc = malloc((size_t)(N * S * m->hidden) * 4);
+    r.logits = malloc((size_t)(N * r.V) * 4);
+    r.tmp = malloc((size_t)(N * h * r.Lmax * hd) * 4);
+    r.self_k = calloc((size_t)m->layers, sizeof *r.self_k), r.self_v = calloc((size_t)m->layers, sizeof *r.self_v);
+    r.cross_k = calloc((size_t)m->layers, sizeof *r.cross_k), r.cross_v = calloc((size_t)m->layers, sizeof *r.cross_v);
+    int64_t *seq = calloc((size_t)(B * r.Lmax), sizeof *seq);
+    int ok = r.mask && r.enc && r.logits && r.tmp && r.self_k && r.self_v && r.cross_k && r.cross_v && seq;
+    for (int l = 0; ok && l < m->layers; l++) {
+        ok &= (r.self_k[l] = malloc((size_t)(N * h * r.Lmax * hd) * 4)) != NULL;
+        ok &= (r.self_v[l] = malloc((size_t)(N * h * r.Lmax * hd) * 4)) != NULL;
+        ok &= (r.cross_k[l] = malloc((size_t)(N * h * S * hd) * 4)) != NULL;
+        ok &= (r.cross_v[l] = malloc((size_t)(N * h * S * hd) * 4)) != NULL;
+    }
+    if (!ok) {
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* the encoder once per source row; each beam of a row shares its states */
+    int64_t d[2] = {B, S};
+    feed f[2] = {{"input_ids", tens(WM_DT_INT64, 2, d, (void *)ids)}, {"attention_mask", tens(WM_DT_INT64, 2, d, (void *)mask)}};
+    wm_tensor eo[4];
+    if (wm_session_n_outputs(m->enc) > 4) {
+        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: more outputs than last_hidden_state", m->dir);
+        goto done;
+    }
+    if ((st = run_named(m->enc, f, 2, eo, err))) goto done;
+    const float *hs = eo[find_out(m->enc, "last_hidden_state")].data;
+    for (int64_t i = 0; i < N; i++) {
+        int64_t b = i / r.nb;
+        memcpy(r.mask + i * S, mask + b * S, (size_t)S * sizeof *mask);
+        memcpy(r.enc + i * S * m->hidden, hs + b * S * m->hidden, (size_t)(S * m->hidden) * 4);
+    }
+    if (r.nb == 1) {
+        for (int64_t i = 0; i < B; i++) seq[i * r.Lmax] = g->decoder_start_token_id;
+        st = greedy(&r, seq, width, err);
+    } else st = beam(&r, seq, width, err);
+    if (!st) {
+        /* compact to [B, width] */
+        for (int64_t i = 0; i < B; i++) memmove(seq + i * *width, seq + i * r.Lmax, (size_t)*width * sizeof *seq);
+        *out = seq;
+        seq = NULL;
+    }
+done:
+    free(seq);
+    state_free(&r);
+    return st;
+}

@@ -1,0 +1,67 @@
+/*
+ * seq2seq.h - generation with an encoder-decoder build in Optimum's seq2seq
+ * layout (encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx;
+ * see src/builder/model_s2s.c): the encoder runs once, the first decoder step
+ * computes the cross-attention K/V from its output (kept for every later
+ * step), and each later step appends one position to the self-attention
+ * cache. Greedy search and beam search follow transformers' generate token
+ * for token: the logits processors no_repeat_ngram_size, forced BOS and
+ * forced EOS (in that order), stopping at an end id or max_length, finished
+ * rows padded with pad_token_id; beam search keeps (1 + end ids, at least 2)
+ * x num_beams candidates, scores finished hypotheses by
+ * sum log p / length^length_penalty and stops by early_stopping (false, true
+ * or "never") as transformers' vectorized beam search does.
+ */
+#ifndef WM_LLM_SEQ2SEQ_H
+#define WM_LLM_SEQ2SEQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "winml/runtime.h"
+
+#define WM_S2S_MAX_EOS 16
+#define WM_S2S_MAX_CACHE_BYTES (16ull << 30) /* a search whose caches would pass this is refused (WM_ERR_USAGE) */
+
+typedef struct wm_s2s wm_s2s;
+
+typedef struct wm_s2s_gen {
+    int64_t max_length;           /* decoder sequence length including the start token (transformers' max_length) */
+    int num_beams;                /* 1: greedy */
+    double length_penalty;        /* beam search: scores / generated_length^length_penalty */
+    int early_stopping;           /* 0 false, 1 true, 2 "never" */
+    int64_t no_repeat_ngram_size; /* 0: off */
+    int64_t decoder_start_token_id;
+    int64_t forced_bos_token_id;  /* -1: none */
+    int64_t forced_eos_token_id;  /* -1: none */
+    int64_t pad_token_id;         /* -1: the first end id */
+    int64_t eos[WM_S2S_MAX_EOS];
+    size_t n_eos;
+} wm_s2s_gen;
+
+/* The defaults transformers uses: max_length 20, 1 beam, length_penalty 1, early_stopping false, no ids. */
+void wm_s2s_gen_default(wm_s2s_gen *g);
+
+/*
+ * Reads the generation settings of the build folder dir: generation_config.json, else config.json (the keys
+ * max_length, num_beams, length_penalty, early_stopping, no_repeat_ngram_size, decoder_start_token_id,
+ * forced_bos_token_id, forced_eos_token_id, pad_token_id, eos_token_id), over g's values. A file that is there
+ * but malformed, or a field of the wrong kind, is an error naming the file and field.
+ */
+wm_status wm_s2s_gen_from_folder(const char *dir, wm_s2s_gen *g, wm_error *err);
+
+/* Opens the three graphs of the build folder dir (threads 0: all cores). *out: wm_s2s_free. */
+wm_status wm_s2s_open(const char *dir, int threads, wm_s2s **out, wm_error *err);
+void wm_s2s_free(wm_s2s *m);
+int64_t wm_s2s_vocab(const wm_s2s *m);
+
+/*
+ * Generates for B source rows of S tokens (ids and mask [B, S], row-major; mask 0 marks padding). *out receives
+ * a malloc'ed [B, *width] matrix as transformers returns it: the start token, the generated tokens, then
+ * pad_token_id (caller frees). WM_ERR_USAGE for settings out of range (num_beams < 1, max_length < 2, ids outside
+ * the vocabulary, caches over WM_S2S_MAX_CACHE_BYTES).
+ */
+wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, int64_t B, int64_t S,
+                          const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
+
+#endif
