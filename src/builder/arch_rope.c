@@ -91,10 +91,10 @@ static wm_status longrope(const wm_arch *a, const wm_hf_rope *r, wm_rope *out, i
     return WM_OK;
 }
 
-wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_default, wm_rope *out,
-                            wm_error *err) {
+wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_default, double partial_default,
+                            wm_rope *out, wm_error *err) {
     double theta = !isnan(r->theta) ? r->theta : theta_default;
-    double prf = !isnan(r->partial_rotary_factor) ? r->partial_rotary_factor : 1.0;
+    double prf = !isnan(r->partial_rotary_factor) ? r->partial_rotary_factor : partial_default;
     const char *theta_key = "rope_theta";
     if (r == &a->cfg->rope_local)
         theta_key = r->source && !strcmp(r->source, "rope_local_base_freq") ? "rope_local_base_freq"
