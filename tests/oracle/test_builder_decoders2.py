@@ -15,6 +15,7 @@ import json
 import os
 
 import numpy as np
+import onnx
 import pytest
 import torch
 
@@ -174,6 +175,23 @@ def test_prefill_logits_and_present(kind, exported, run_model):
         assert_close(out[f"present.{i}.value"], v, vk, f"{kind} present.{i}.value")
 
 
+_GENERATED = {}
+
+
+def _generate(kind, model, ids, mask):
+    """transformers' 32 greedy tokens (once per kind, for both runners)."""
+    if kind not in _GENERATED:
+        gen = copy.deepcopy(model.generation_config)
+        gen.eos_token_id = None
+        gen.pad_token_id = 0
+        gen.do_sample = False
+        with torch.no_grad():
+            out = model.generate(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                                 generation_config=gen, max_new_tokens=32, min_new_tokens=32)
+        _GENERATED[kind] = out.numpy()[:, ids.shape[1]:]
+    return _GENERATED[kind]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_32_greedy_steps_match_generate(kind, exported, run_model):
     model, path = exported(kind)
@@ -183,13 +201,7 @@ def test_32_greedy_steps_match_generate(kind, exported, run_model):
     mask = np.ones((B, S), np.int64)
     mask[1, :2] = 0
     ids[1, :2] = 0
-    gen = copy.deepcopy(model.generation_config)
-    gen.eos_token_id = None
-    gen.pad_token_id = 0
-    gen.do_sample = False
-    with torch.no_grad():
-        ref = model.generate(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), generation_config=gen,
-                             max_new_tokens=32, min_new_tokens=32).numpy()[:, S:]
+    ref = _generate(kind, model, ids, mask)
     ours = greedy(run_model, path, model, ids, mask, 32)
     assert ref.shape == (B, 32) and len(set(ref.ravel().tolist())) > 3  # not one token repeated
     np.testing.assert_array_equal(ours, ref)
@@ -233,8 +245,11 @@ def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     r = json.load(open(recipe))
     r["quant"]["rtn_block_size"] = 16
     json.dump(r, open(recipe, "w"))
-    path, stages = _build(winml, ckpt, str(workdir / f"int4_{kind}"), "-c", recipe)
-    assert "MatMulNBits" in stages["quant"]["ops"] if "ops" in stages["quant"] else True
+    path, _ = _build(winml, ckpt, str(workdir / f"int4_{kind}"), "-c", recipe)
+    ops = [n.op_type for n in onnx.load(path, load_external_data=False).graph.node]
+    # every layer linear 4-bit (the lm_head and embedding tables stay 8-bit by the recipe's default)
+    L = model.config.num_hidden_layers
+    assert ops.count("MatMulNBits") >= L * 4, ops
     mask = np.ones((2, 7), np.int64)
     ids = BU.random_ids(np.random.default_rng(3), mask.shape, model.config.vocab_size)
     feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": positions(mask), **empty_past(model, 2)}
@@ -249,20 +264,26 @@ def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     assert sqnr >= 5
 
 
-def test_gpt_neox_legacy_rotary_keys(tiny, workdir, winml, run_model):
-    """The published Pythia configs spell the rotary fraction and base rotary_pct / rotary_emb_base (no
-    rope_parameters): transformers reloads the rewritten folder and is the oracle, so its reading of them is ours."""
+@pytest.mark.parametrize("kind,change", [
+    ("gpt_neox_seq", dict(rotary_pct=0.25, rotary_emb_base=300)),  # Pythia's spellings
+    ("phi", dict(partial_rotary_factor=0.25, rope_theta=300.0)),  # phi-2's (top level)
+    ("stablelm", dict(partial_rotary_factor=0.5, rope_theta=300.0)),  # stablelm-2's
+])
+def test_legacy_rotary_keys(kind, change, tiny, workdir, winml, run_model):
+    """The published configs (transformers 4) spell the rotary fraction and base at the top level, Pythia's as
+    rotary_pct / rotary_emb_base (no rope_parameters): transformers reloads the rewritten folder and is the oracle,
+    so its reading of them is ours."""
     import shutil
     import transformers as T
-    src, _ = tiny("gpt_neox_seq")
-    ckpt = str(workdir / "legacy_gpt_neox")
+    src, _ = tiny(kind)
+    ckpt = str(workdir / f"legacy_{kind}")
     shutil.rmtree(ckpt, ignore_errors=True)
     shutil.copytree(src, ckpt)
-    _config(ckpt, rope_parameters=None, rotary_pct=0.25, rotary_emb_base=300)
+    _config(ckpt, rope_parameters=None, **change)
     model = T.AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
-    assert model.config.rope_parameters["partial_rotary_factor"] == 0.25
-    assert model.config.rope_parameters["rope_theta"] == 300
-    out = str(workdir / "out_legacy_gpt_neox")
+    rp = model.config.rope_parameters
+    assert (rp["partial_rotary_factor"], rp["rope_theta"]) == tuple(change.values()), rp
+    out = str(workdir / f"out_legacy_{kind}")
     again = ["--rebuild"] if os.path.exists(out) else []
     r = U.run([winml, "export", "-m", ckpt, "-o", out, "-q", *again], timeout=300)
     assert r.returncode == 0, U.describe(r)
@@ -274,7 +295,7 @@ def test_gpt_neox_legacy_rotary_keys(tiny, workdir, winml, run_model):
                     position_ids=torch.tensor(pos)).logits.numpy()
     got = run_model(os.path.join(out, "model.onnx"), {"input_ids": ids, "attention_mask": mask, "position_ids": pos,
                                                       **empty_past(model, 3)})
-    assert_close(got["logits"], ref, mask.astype(bool), "gpt_neox rotary_pct / rotary_emb_base")
+    assert_close(got["logits"], ref, mask.astype(bool), f"{kind} {sorted(change)}")
 
 
 # ---------------------------------------------------------------- refusals
