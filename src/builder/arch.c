@@ -653,6 +653,10 @@ static wm_status resolve_layout(wm_arch *a, const wm_family *f, const wm_scheme 
     a->mlp_norm_shared = a->parallel && (f->shared_norm || !scheme_pat(s, WM_M_L_MLP_NORM));
     a->pre_norms = scheme_pat(s, WM_M_L_ATTN_NORM) != NULL;
     a->qkv_per_head = f->qkv_per_head;
+    if (a->qkv_per_head && a->kvh != a->nh)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'num_key_value_heads': %lld kv heads for %lld query heads: "
+                      "model_type '%s' fuses q, k and v per head (one of each), grouped KV heads are not modeled",
+                      c->file, (long long)a->kvh, (long long)a->nh, a->model_type);
     const wm_modpat *qn = scheme_pat(s, WM_M_L_Q_NORM);
     a->qk_norm_whole = qn && qn->d_in == D_Q;
     a->rope_interleaved = f->rope_interleaved;

@@ -323,6 +323,7 @@ def _config(d, **changes):
     ("gpt_neox", {"rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.45}},
      ["rotary dims", "even"]),
     ("gpt_neox", {"rope_parameters": None, "rotary_pct": 1.5}, ["rotary_pct", "not in (0, 1]"]),
+    ("gpt_neox", {"num_key_value_heads": 2}, ["num_key_value_heads", "not modeled"]),
     # the other families' keys stay refused where transformers does not read them
     ("olmo2", {"no_rope_layers": [1, 0]}, ["no_rope_layers", "not supported"]),
     ("phi", {"logit_scale": 0.5}, ["logit_scale", "not supported"]),
