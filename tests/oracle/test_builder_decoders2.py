@@ -7,8 +7,8 @@ logit scaling, biases everywhere (lm_head's too).
 For each: `inspect` names the features; the exported graph in onnxruntime and in our engine matches transformers'
 logits and KV cache (max abs 1e-4, left / right padding, batch 3) and 32 greedy steps through the KV cache equal
 transformers' generate() token for token (batch 2, one row left-padded); `winml build` (optimized fp32) keeps
-transformers' logits and the int4 build runs the same in both runtimes; a config value the graph does not model is
-refused by name.
+transformers' logits, the fp16 build stays within half-precision error and the int4 build runs the same in both
+runtimes; a config value the graph does not model is refused by name.
 """
 import copy
 import json
@@ -296,6 +296,22 @@ def test_legacy_rotary_keys(kind, change, tiny, workdir, winml, run_model):
     got = run_model(os.path.join(out, "model.onnx"), {"input_ids": ids, "attention_mask": mask, "position_ids": pos,
                                                       **empty_past(model, 3)})
     assert_close(got["logits"], ref, mask.astype(bool), f"{kind} {sorted(change)}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fp16_build_within_half_precision(kind, tiny, workdir, winml):
+    """-p fp16: both runtimes stay within float16 error of transformers (2% of the largest logit; measured 0.1 -
+    0.5%)."""
+    ckpt, model = tiny(kind)
+    path, _ = _build(winml, ckpt, str(workdir / f"fp16_{kind}"), "-p", "fp16")
+    mask = np.ones((2, 7), np.int64)
+    ids = BU.random_ids(np.random.default_rng(3), mask.shape, model.config.vocab_size)
+    feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": positions(mask), **empty_past(model, 2)}
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
+    for name, run in sorted(BU.RUNNERS.items()):
+        d = float(np.abs(run(path, feeds)["logits"] - ref).max())
+        assert d <= 2e-2 * float(np.abs(ref).max()), f"{kind} fp16 in {name}: max abs diff {d:.3g}"
 
 
 # ---------------------------------------------------------------- refusals
