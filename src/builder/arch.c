@@ -68,6 +68,7 @@ void wm_arch_free(wm_arch *a) {
     }
     free(a->mods);
     free(a->sliding);
+    free(a->nope);
     free(a->rope.inv_freq);
     free(a->rope.inv_freq_long);
     free(a->rope_local.inv_freq);
@@ -572,10 +573,9 @@ wm_status arch_check_shape(const wm_arch *a, const wm_module *m, wm_error *err) 
 /* Adds the wanted modules of one layer (or the globals for layer -1) to list. */
 static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme *s, int layer, arch_want *list) {
     size_t n = 0;
-    int qb = a->cfg->attention_bias >= 0 ? a->cfg->attention_bias : f->qkv_bias;
-    int ob = a->cfg->attention_bias >= 0 ? a->cfg->attention_bias : f->o_bias;
-    int mb = a->cfg->mlp_bias >= 0 ? a->cfg->mlp_bias : f->mlp_bias;
-    int norm_b = s->norm == WM_NORM_LAYER && cfg_bool(a, "norm_bias", 1) != 0; /* LayerNorm(bias=norm_bias) */
+    int qb = a->qkv_bias, ob = a->o_bias, mb = a->mlp_bias; /* defaults (resolve_layout); tensors decide */
+    /* LayerNorm(bias=norm_bias) where the config says so (ModernBERT), else the family's default */
+    int norm_b = s->norm == WM_NORM_LAYER && !f->no_norm_bias && cfg_bool(a, "norm_bias", 1) != 0;
     for (size_t i = 0; i < s->n_mods; i++) {
         const wm_modpat *p = &s->mods[i];
         int is_layer = p->mod >= WM_M_FIRST_LAYER;
@@ -584,7 +584,8 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
         switch (p->mod) {
         case WM_M_G_TYPE: w.required = a->T > 0; w.bias = 0; break;
         case WM_M_G_EMB_PROJ: w.required = a->E != a->H; break;
-        case WM_M_G_LM_HEAD: w.required = !a->tied && a->task == WM_TASK_TEXT_GENERATION; w.bias = 0; break;
+        case WM_M_G_LM_HEAD: w.required = !a->tied && a->task == WM_TASK_TEXT_GENERATION; w.bias = f->lm_bias; break;
+        case WM_M_L_MLP_NORM: w.required = !a->mlp_norm_shared; break;
         case WM_M_G_EMBED: w.bias = 0; break;
         case WM_M_G_POS: w.required = a->abs_pos; w.bias = 0; break;
         case WM_M_G_REL_EMB: w.required = a->dis_span > 0; w.bias = 0; break;
@@ -607,6 +608,83 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
         list[n++] = w;
     }
     return n;
+}
+
+/* A boolean config key into *out (def when absent); an error naming it when it is no boolean. */
+static wm_status bool_key(const wm_arch *a, const char *key, int def, int *out, wm_error *err) {
+    int v = cfg_bool(a, key, def);
+    if (v < 0) return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected true or false", a->cfg->file, key);
+    *out = v;
+    return WM_OK;
+}
+
+/* Which layers have no rotary positions: no_rope_layers[i] 0, or without the list every
+   no_rope_layer_interval-th layer (transformers' SmolLM3 default). */
+static wm_status resolve_nope(wm_arch *a, const wm_family *f, wm_error *err) {
+    if (f->keys[WM_FK_NOPE] != WM_KEY_USED) return WM_OK;
+    const char *file = a->cfg->file;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, "no_rope_layers");
+    int64_t every;
+    if (!arch_cfg_int(a, "no_rope_layer_interval", 4, 1, 1 << 20, &every, err)) return err->status;
+    a->nope = calloc((size_t)a->L, 1);
+    if (!a->nope) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    if (!v || cJSON_IsNull(v)) {
+        for (int64_t i = 0; i < a->L; i++) a->nope[i] = (i + 1) % every == 0;
+        return WM_OK;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != a->L)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'no_rope_layers': expected a list of %lld entries (0 or 1), one "
+                      "per layer", file, (long long)a->L);
+    int64_t i = 0;
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || (e->valuedouble != 0 && e->valuedouble != 1))
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'no_rope_layers': entry %lld is not 0 or 1", file,
+                          (long long)i);
+        a->nope[i] = e->valuedouble == 0;
+    }
+    return WM_OK;
+}
+
+/* Layer shape from the family and its config keys: parallel attention + MLP, pre-norms, fused qkv layout, q/k
+   norm width, bias defaults, logit scale. */
+static wm_status resolve_layout(wm_arch *a, const wm_family *f, const wm_scheme *s, wm_error *err) {
+    const wm_hf_config *c = a->cfg;
+    wm_status st;
+    a->parallel = f->parallel;
+    if (f->keys[WM_FK_PARALLEL] == WM_KEY_USED && (st = bool_key(a, "use_parallel_residual", f->parallel,
+                                                                 &a->parallel, err)))
+        return st;
+    a->mlp_norm_shared = a->parallel && (f->shared_norm || !scheme_pat(s, WM_M_L_MLP_NORM));
+    a->pre_norms = scheme_pat(s, WM_M_L_ATTN_NORM) != NULL;
+    a->qkv_per_head = f->qkv_per_head;
+    if (a->qkv_per_head && a->kvh != a->nh)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'num_key_value_heads': %lld kv heads for %lld query heads: "
+                      "model_type '%s' fuses q, k and v per head (one of each), grouped KV heads are not modeled",
+                      c->file, (long long)a->kvh, (long long)a->nh, a->model_type);
+    const wm_modpat *qn = scheme_pat(s, WM_M_L_Q_NORM);
+    a->qk_norm_whole = qn && qn->d_in == D_Q;
+    a->rope_interleaved = f->rope_interleaved;
+    a->qkv_bias = c->attention_bias >= 0 ? c->attention_bias : f->qkv_bias;
+    a->o_bias = c->attention_bias >= 0 ? c->attention_bias : f->o_bias;
+    a->mlp_bias = c->mlp_bias >= 0 ? c->mlp_bias : f->mlp_bias;
+    if (f->bias_key) {
+        int v = 0;
+        if ((st = bool_key(a, f->bias_key, a->qkv_bias, &v, err))) return st;
+        a->qkv_bias = a->o_bias = a->mlp_bias = v;
+    }
+    if (f->qkv_bias_key && (st = bool_key(a, f->qkv_bias_key, a->qkv_bias, &a->qkv_bias, err))) return st;
+    a->logits_mul = 1.0;
+    if (f->keys[WM_FK_LOGIT_SCALE] == WM_KEY_USED) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, "logit_scale");
+        a->logits_mul = f->logit_scale;
+        if (v && !cJSON_IsNull(v)) {
+            if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble == 0 || fabs(v->valuedouble) > 1e6)
+                return wm_err(err, WM_ERR_INPUT, "%s: field 'logit_scale': expected a nonzero number within 1e6",
+                              c->file);
+            a->logits_mul = v->valuedouble;
+        }
+    }
+    return resolve_nope(a, f, err);
 }
 
 /* Structure choices: from layer 0's tensors with weights, from the family without. */
@@ -736,7 +814,7 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
         for (int64_t i = 0; i < a->L; i++) any |= a->sliding[i] = c->layer_sliding[i];
     } else if (f->pattern_every_key) { /* layers 0, N, 2N ... full attention */
         int64_t n;
-        if (!cfg_int(a, f->pattern_every_key, f->sliding_pattern, 1, 4096, &n, err)) return err->status;
+        if (!arch_cfg_int(a, f->pattern_every_key, f->sliding_pattern, 1, 4096, &n, err)) return err->status;
         for (int64_t i = 0; i < a->L; i++) any |= a->sliding[i] = i % n != 0;
     } else if (f->sliding_pattern > 0) { /* every Nth layer full attention */
         int64_t n = f->pattern_key && c->sliding_window_pattern > 0 ? c->sliding_window_pattern : f->sliding_pattern;
@@ -751,7 +829,7 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
     }
     int64_t w = c->sliding_window > 0 ? c->sliding_window : f->window_default;
     if (f->half_window_key) { /* the whole window: a token sees |i - j| <= half of it (bidirectional) */
-        if (!cfg_int(a, f->half_window_key, f->window_default, 2, 1 << 30, &w, err)) return err->status;
+        if (!arch_cfg_int(a, f->half_window_key, f->window_default, 2, 1 << 30, &w, err)) return err->status;
         w /= 2;
     }
     if (any && w <= 0)
@@ -768,10 +846,22 @@ static wm_status resolve_rope(wm_arch *a, const wm_family *f, wm_error *err) {
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'rope_parameters': RoPE per layer type is not modeled for "
                       "model_type '%s'", c->file, a->model_type);
     if (a->pos != WM_POS_ROPE) return WM_OK;
-    wm_status s = wm_arch_rope_init(a, &c->rope, f->rope_theta > 0 ? f->rope_theta : 10000.0, &a->rope, err);
+    double prf = f->rotary_factor > 0 ? f->rotary_factor : 1.0, theta = f->rope_theta > 0 ? f->rope_theta : 10000.0;
+    const char *keys[2] = {f->partial_key, f->theta_key};
+    double *vals[2] = {&prf, &theta};
+    for (int k = 0; k < 2; k++) { /* the family's legacy spelling, under the standard key's range check */
+        const cJSON *v = keys[k] ? cJSON_GetObjectItemCaseSensitive(c->root, keys[k]) : NULL;
+        if (!v || cJSON_IsNull(v)) continue;
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected a number", c->file, keys[k]);
+        *vals[k] = v->valuedouble;
+    }
+    if (keys[0] && !(prf > 0 && prf <= 1))
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %g is not in (0, 1]", c->file, keys[0], prf);
+    wm_status s = wm_arch_rope_init(a, &c->rope, theta, prf, &a->rope, err);
     if (s || !f->local_rope_theta || !a->window) return s;
     a->local_rope = 1;
-    return wm_arch_rope_init(a, &c->rope_local, f->local_rope_theta, &a->rope_local, err);
+    return wm_arch_rope_init(a, &c->rope_local, f->local_rope_theta, prf, &a->rope_local, err);
 }
 
 /* Norm weight offset, embedding scale, score scale and soft-capping: family features, values from the config. */
@@ -888,6 +978,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
                           sch->name);
         }
     } else snprintf(a->prefix, sizeof a->prefix, "%s", f->prefix);
+    if ((s = resolve_layout(a, f, sch, err))) return s;
     decide_structure(a, f, sch, st);
     if (a->task == WM_TASK_TEXT_CLASSIFICATION && f->cls_head < 0)
         return wm_err(err, WM_ERR_UNSUPPORTED, "model_type '%s' has no sequence-classification head", a->model_type);
@@ -979,10 +1070,16 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
                  a->posid == WM_POSID_PADDING ? ", padding-aware position ids (from padding_idx)" : "");
         wm_json_str(j, NULL, b);
     } else {
-        snprintf(b, sizeof b, "rotary positions (theta %g, %s%s, %lld of %lld dims)%s", a->rope.theta, a->rope.type,
+        snprintf(b, sizeof b, "rotary positions (theta %g, %s%s, %lld of %lld dims%s)%s", a->rope.theta, a->rope.type,
                  a->rope.inv_freq_long ? " short/long" : "", (long long)a->rope.rot_dim, (long long)a->hd,
-                 a->local_rope ? " on full-attention layers" : "");
+                 a->rope_interleaved ? ", interleaved pairs" : "", a->local_rope ? " on full-attention layers" : "");
         wm_json_str(j, NULL, b);
+        size_t used = 0;
+        for (int64_t i = 0; a->nope && i < a->L && used < sizeof b; i++)
+            if (a->nope[i])
+                used += (size_t)snprintf(b + used, sizeof b - used, "%s%lld", used ? ", " : "no rotary positions on "
+                                         "layers ", (long long)i);
+        if (used) wm_json_str(j, NULL, b);
         if (a->local_rope) {
             snprintf(b, sizeof b, "sliding-window layers: rotary positions (theta %g, %s, %lld of %lld dims)",
                      a->rope_local.theta, a->rope_local.type, (long long)a->rope_local.rot_dim, (long long)a->hd);
@@ -1008,9 +1105,14 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
     }
     if (a->mask_rows) wm_json_str(j, NULL, "2-D attention mask (padded queries too), padded embeddings zeroed");
     snprintf(b, sizeof b, "%s%s eps %g, %s%s", a->norm == WM_NORM_RMS ? "RMSNorm" : "LayerNorm",
-             a->norm_offset != 0 ? " (1 + weight)" : "", a->eps, a->post_norm ? "post-norm" : "pre-norm",
+             a->norm_offset != 0 ? " (1 + weight)" : "", a->eps,
+             a->post_norm ? "post-norm" : a->pre_norms ? "pre-norm" : "no pre-norms",
              a->sub_norms ? ", attention and MLP outputs normalized before the residual add" : "");
     wm_json_str(j, NULL, b);
+    if (a->parallel)
+        wm_json_str(j, NULL, a->mlp_norm_shared ? "parallel attention and MLP on one shared norm (x + attn + mlp)"
+                                                : "parallel residual: attention and MLP on their own norms of x "
+                                                  "(x + attn + mlp)");
     if (a->embed_scale != 1.0) {
         snprintf(b, sizeof b, "token embeddings scaled by %s (%.9g)",
                  ((const wm_family *)a->fam)->keys[WM_FK_MULTIPLIERS] ? "embedding_multiplier" : "sqrt(hidden_size)", a->embed_scale);
@@ -1041,14 +1143,23 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
         snprintf(b, sizeof b, "head_dim %lld (not hidden/heads)", (long long)a->hd);
         wm_json_str(j, NULL, b);
     }
-    if (a->fused_qkv) wm_json_str(j, NULL, a->conv1d ? "fused qkv (Conv1D [in, out])" : "fused qkv_proj");
+    if (a->fused_qkv)
+        wm_json_str(j, NULL, a->conv1d ? "fused qkv (Conv1D [in, out])"
+                             : a->qkv_per_head ? "fused qkv per head ([heads, q k v, head_dim])" : "fused qkv_proj");
     if (a->qkv_bias) wm_json_str(j, NULL, "q/k/v bias");
     if (a->o_bias) wm_json_str(j, NULL, "output projection bias");
-    if (a->qk_norm) wm_json_str(j, NULL, "q/k RMSNorm per head");
+    if (a->qk_norm) wm_json_str(j, NULL, a->qk_norm_whole ? "q/k RMSNorm over all heads" : "q/k RMSNorm per head");
     snprintf(b, sizeof b, "%s%s MLP (%s)%s", a->gated ? "gated" : "plain", a->fused_gate_up ? " fused gate_up" : "",
              wm_act_name(a->act), a->mlp_bias ? " with bias" : "");
     wm_json_str(j, NULL, b);
-    if (a->kind == WM_DECODER) wm_json_str(j, NULL, a->tied ? "tied embeddings (lm_head = embed_tokens)" : "separate lm_head");
+    if (a->kind == WM_DECODER)
+        wm_json_str(j, NULL, a->tied ? "tied embeddings (lm_head = embed_tokens)"
+                             : wm_arch_mod(a, -1, WM_M_G_LM_HEAD)->has_bias ? "separate lm_head with bias"
+                                                                             : "separate lm_head");
+    if (a->logits_mul != 1.0) {
+        snprintf(b, sizeof b, "logits multiplied by logit_scale (%g)", a->logits_mul);
+        wm_json_str(j, NULL, b);
+    }
     if (a->T > 0 && wm_arch_mod(a, -1, WM_M_G_TYPE)->present) {
         snprintf(b, sizeof b, "token type embeddings (%lld)", (long long)a->T);
         wm_json_str(j, NULL, b);

@@ -173,6 +173,14 @@ typedef struct wm_arch {
     float norm_offset;        /* RMSNorm scales by (offset + weight): the export stores offset + weight */
     double embed_scale;       /* token embeddings are multiplied by this (1: not scaled) */
     int sub_norms;            /* the attention and MLP outputs are normalized before their residual add */
+    int pre_norms;            /* the sublayers' inputs are normalized (0: only their outputs, OLMo 2) */
+    int parallel;             /* x + attention(norm(x)) + MLP(norm'(x)): one residual add per layer */
+    int mlp_norm_shared;      /* parallel: the MLP reads the attention's pre-norm output */
+    int qkv_per_head;         /* fused qkv rows [heads, 3, head_dim] (GPT-NeoX) instead of [q | k | v] */
+    int qk_norm_whole;        /* q/k norms over the whole projected q / k (heads x head_dim), not per head */
+    int rope_interleaved;     /* rotary pairs (2i, 2i + 1) instead of (i, i + rot/2) */
+    uint8_t *nope;            /* per layer: 1 = no rotary positions there (SmolLM3); NULL: rotary everywhere */
+    double logits_mul;        /* logits are multiplied by this (Cohere's logit_scale; 1: none) */
     wm_act act, head_act;     /* MLP activation; activation between the two head linears */
     int gated, post_norm, fused_qkv, fused_gate_up, qk_norm, tied, conv1d;
     int qkv_bias, o_bias, mlp_bias;

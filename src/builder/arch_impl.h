@@ -49,8 +49,10 @@ typedef struct wm_head_def {
 
 /* Config keys whose meaning depends on the family (how each family's transformers code treats them). */
 /* config keys a family may model (keys[]): soft-capping; Granite's embedding / residual / attention / logits
-   multipliers */
-enum { WM_FK_NONE, WM_FK_ATTN_SOFTCAP, WM_FK_FINAL_SOFTCAP, WM_FK_MULTIPLIERS, WM_FK_COUNT };
+   multipliers; use_parallel_residual (attention and MLP both read the layer input); Cohere's logit_scale; SmolLM3's
+   no_rope_layers (with no_rope_layer_interval) */
+enum { WM_FK_NONE, WM_FK_ATTN_SOFTCAP, WM_FK_FINAL_SOFTCAP, WM_FK_MULTIPLIERS, WM_FK_PARALLEL, WM_FK_LOGIT_SCALE,
+       WM_FK_NOPE, WM_FK_COUNT };
 /* WM_KEY_DENY: not modeled, a set value is refused; USED: modeled; IGNORED: transformers never reads it */
 enum { WM_KEY_DENY, WM_KEY_USED, WM_KEY_IGNORED };
 
@@ -92,6 +94,19 @@ typedef struct wm_family {
                             (or on the pooled state): the task's own linear follows */
     const char *head_act_key; /* the config key of that head activation (gelu when absent) */
     const char *pool_key;     /* classification pools by this key's value: "cls" (first token) or "mean" */
+    /* decoder layer shapes */
+    int parallel;        /* attention and MLP both read the layer input, summed into one residual add (the default
+                            of use_parallel_residual when keys[WM_FK_PARALLEL] is USED) */
+    int shared_norm;     /* parallel layers: the MLP reads the attention's pre-norm (no MLP norm of its own) */
+    int qkv_per_head;    /* the fused qkv projection's rows go per head: [heads, 3 (q, k, v), head_dim] */
+    double rotary_factor; /* partial_rotary_factor when the config gives none (0: 1) */
+    const char *partial_key, *theta_key; /* the family's own spellings of those two (GPT-NeoX's rotary_pct,
+                                            rotary_emb_base), read when the standard keys are absent */
+    int lm_bias;         /* lm_head has a bias (random weights; with weights the tensor decides) */
+    const char *qkv_bias_key, *bias_key; /* config keys switching the q/k/v biases, or every linear's bias */
+    int no_norm_bias;    /* LayerNorms without a bias (random weights; with weights the tensors decide) */
+    double logit_scale;  /* logits multiplied by this when the config omits logit_scale (keys[WM_FK_LOGIT_SCALE]) */
+    int rope_interleaved; /* rotary pairs are adjacent dims (2i, 2i + 1), not the two halves */
 } wm_family;
 
 typedef struct wm_denied_type {
@@ -222,9 +237,9 @@ extern const char *const wm_task_class_suffix[WM_TASK_COUNT];
 
 /*
  * RoPE inverse frequencies of r (the config's rope or rope_local) into out, theta_default when r has no
- * base (arch_rope.c). out owns its arrays (freed by wm_arch_free through a).
+ * base, partial_default when it has no partial_rotary_factor (arch_rope.c). out owns its arrays (freed by wm_arch_free through a).
  */
-wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_default, wm_rope *out,
-                            wm_error *err);
+wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_default, double partial_default,
+                            wm_rope *out, wm_error *err);
 
 #endif

@@ -91,10 +91,10 @@ static wm_status longrope(const wm_arch *a, const wm_hf_rope *r, wm_rope *out, i
     return WM_OK;
 }
 
-wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_default, wm_rope *out,
-                            wm_error *err) {
+wm_status wm_arch_rope_init(const wm_arch *a, const wm_hf_rope *r, double theta_default, double partial_default,
+                            wm_rope *out, wm_error *err) {
     double theta = !isnan(r->theta) ? r->theta : theta_default;
-    double prf = !isnan(r->partial_rotary_factor) ? r->partial_rotary_factor : 1.0;
+    double prf = !isnan(r->partial_rotary_factor) ? r->partial_rotary_factor : partial_default;
     const char *theta_key = "rope_theta";
     int plain = r->source && (!strcmp(r->source, "rope_local_base_freq") || strstr(r->source, "_rope_theta"));
     if (plain) theta_key = r->source; /* a top-level key of its own (rope_local_base_freq, global_/local_rope_theta) */

@@ -72,6 +72,68 @@ static const wm_modpat gemma2_mods[] = {
     MP(G_LM_HEAD, LINEAR, V, H, "lm_head"),
 };
 
+/* Phi (1.5 / 2): one LayerNorm feeding attention and MLP in parallel, an output projection named dense, a plain
+   fc1 / fc2 MLP, a final LayerNorm. */
+static const wm_modpat phi_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embed_tokens"),
+    MP(L_ATTN_NORM, NORM, H, H, "$layers.%d.input_layernorm"),
+    MP(L_Q, LINEAR, Q, H, "$layers.%d.self_attn.q_proj"),
+    MP(L_K, LINEAR, KV, H, "$layers.%d.self_attn.k_proj"),
+    MP(L_V, LINEAR, KV, H, "$layers.%d.self_attn.v_proj"),
+    MP(L_O, LINEAR, H, Q, "$layers.%d.self_attn.dense"),
+    MP(L_UP, LINEAR, I, H, "$layers.%d.mlp.fc1"),
+    MP(L_DOWN, LINEAR, H, I, "$layers.%d.mlp.fc2"),
+    MP(G_FINAL_NORM, NORM, H, H, "$final_layernorm"),
+    MP(G_LM_HEAD, LINEAR, V, H, "lm_head"),
+};
+
+/* GPT-NeoX (Pythia): fused query_key_value laid out per head, a norm per sublayer, embed_in / embed_out. */
+static const wm_modpat neox_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embed_in"),
+    MP(L_ATTN_NORM, NORM, H, H, "$layers.%d.input_layernorm"),
+    MP(L_QKV, LINEAR, QKV, H, "$layers.%d.attention.query_key_value"),
+    MP(L_O, LINEAR, H, Q, "$layers.%d.attention.dense"),
+    MP(L_MLP_NORM, NORM, H, H, "$layers.%d.post_attention_layernorm"),
+    MP(L_UP, LINEAR, I, H, "$layers.%d.mlp.dense_h_to_4h"),
+    MP(L_DOWN, LINEAR, H, I, "$layers.%d.mlp.dense_4h_to_h"),
+    MP(G_FINAL_NORM, NORM, H, H, "$final_layer_norm"),
+    MP(G_LM_HEAD, LINEAR, V, H, "embed_out"),
+};
+
+/* OLMo 2: Llama's names without pre-norms: post_attention_layernorm / post_feedforward_layernorm normalize each
+   sublayer's output before its residual add; q_norm / k_norm span the whole projected q / k (all heads). */
+static const wm_modpat olmo2_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embed_tokens"),
+    MP(L_Q, LINEAR, Q, H, "$layers.%d.self_attn.q_proj"),
+    MP(L_K, LINEAR, KV, H, "$layers.%d.self_attn.k_proj"),
+    MP(L_V, LINEAR, KV, H, "$layers.%d.self_attn.v_proj"),
+    MP(L_O, LINEAR, H, Q, "$layers.%d.self_attn.o_proj"),
+    MP(L_Q_NORM, NORM, Q, Q, "$layers.%d.self_attn.q_norm"),
+    MP(L_K_NORM, NORM, KV, KV, "$layers.%d.self_attn.k_norm"),
+    MP(L_ATTN_OUT_NORM, NORM, H, H, "$layers.%d.post_attention_layernorm"),
+    MP(L_GATE, LINEAR, I, H, "$layers.%d.mlp.gate_proj"),
+    MP(L_UP, LINEAR, I, H, "$layers.%d.mlp.up_proj"),
+    MP(L_DOWN, LINEAR, H, I, "$layers.%d.mlp.down_proj"),
+    MP(L_MLP_OUT_NORM, NORM, H, H, "$layers.%d.post_feedforward_layernorm"),
+    MP(G_FINAL_NORM, NORM, H, H, "$norm"),
+    MP(G_LM_HEAD, LINEAR, V, H, "lm_head"),
+};
+
+/* StarCoder2: Llama's attention names, a plain c_fc / c_proj MLP. */
+static const wm_modpat starcoder2_mods[] = {
+    MP(G_EMBED, EMBED, V, E, "$embed_tokens"),
+    MP(L_ATTN_NORM, NORM, H, H, "$layers.%d.input_layernorm"),
+    MP(L_Q, LINEAR, Q, H, "$layers.%d.self_attn.q_proj"),
+    MP(L_K, LINEAR, KV, H, "$layers.%d.self_attn.k_proj"),
+    MP(L_V, LINEAR, KV, H, "$layers.%d.self_attn.v_proj"),
+    MP(L_O, LINEAR, H, Q, "$layers.%d.self_attn.o_proj"),
+    MP(L_MLP_NORM, NORM, H, H, "$layers.%d.post_attention_layernorm"),
+    MP(L_UP, LINEAR, I, H, "$layers.%d.mlp.c_fc"),
+    MP(L_DOWN, LINEAR, H, I, "$layers.%d.mlp.c_proj"),
+    MP(G_FINAL_NORM, NORM, H, H, "$norm"),
+    MP(G_LM_HEAD, LINEAR, V, H, "lm_head"),
+};
+
 /* BERT style (bert, roberta, xlm-roberta, electra): post-norm encoder, learned absolute positions. */
 static const wm_modpat bert_mods[] = {
     MP(G_EMBED, EMBED, V, E, "$embeddings.word_embeddings"),
@@ -161,6 +223,15 @@ const wm_scheme wm_schemes[] = {
     {"gpt2", WM_DECODER, WM_NORM_LAYER, 0, WM_POS_LEARNED, 0, {"transformer.", ""}, gpt2_mods, N(gpt2_mods), "gpt2"},
     {"llama", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, llama_mods, N(llama_mods), "llama"},
     {"gemma2", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, gemma2_mods, N(gemma2_mods), "gemma2"},
+    /* Llama's names with LayerNorms (StableLM, Cohere) */
+    {"llama-layernorm", WM_DECODER, WM_NORM_LAYER, 0, WM_POS_ROPE, 1, {"model.", ""}, llama_mods, N(llama_mods),
+     "stablelm"},
+    {"phi", WM_DECODER, WM_NORM_LAYER, 0, WM_POS_ROPE, 0, {"model.", ""}, phi_mods, N(phi_mods), "phi"},
+    {"gpt_neox", WM_DECODER, WM_NORM_LAYER, 0, WM_POS_ROPE, 0, {"gpt_neox.", ""}, neox_mods, N(neox_mods),
+     "gpt_neox"},
+    {"olmo2", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, olmo2_mods, N(olmo2_mods), "olmo2"},
+    {"starcoder2", WM_DECODER, WM_NORM_LAYER, 0, WM_POS_ROPE, 0, {"model.", ""}, starcoder2_mods,
+     N(starcoder2_mods), "starcoder2"},
     {"bert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"bert.", "roberta.", "electra.", ""}, bert_mods,
      N(bert_mods), "bert"},
     {"distilbert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"distilbert.", ""}, distil_mods,
@@ -206,7 +277,8 @@ const char *const wm_head_prefixes[] = {
 
 /* Buffers some exporters save that carry no parameters (name suffixes); a ViT / DINOv2 mask_token only
    replaces masked patches in masked-image-modeling training, never at inference. */
-const char *const wm_buffer_suffixes[] = {".inv_freq", ".attn.bias", ".attn.masked_bias", "position_ids",
+const char *const wm_buffer_suffixes[] = {".inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias",
+                                          ".attention.masked_bias", "position_ids",
                                           "token_type_ids", ".num_batches_tracked", "embeddings.mask_token", NULL};
 
 /* ------------------------------------------------------------- families */
@@ -251,6 +323,37 @@ const wm_family wm_families[] = {
        scores, logits) */
     DEC(.model_type = "granite", .class_stem = "Granite", .scheme = "llama", .prefix = "model.", .act = "silu",
         .eps = 1e-6, .keys = {[WM_FK_MULTIPLIERS] = WM_KEY_USED}),
+    /* Phi 1.5 / 2: parallel attention + MLP on one LayerNorm, partial rotary (0.5 by default), biases everywhere
+       (lm_head's too) */
+    DEC(.model_type = "phi", .class_stem = "Phi", .scheme = "phi", .prefix = "model.", .act = "gelu_new",
+        .eps = 1e-5, .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, .lm_bias = 1, .parallel = 1, .shared_norm = 1,
+        .rotary_factor = 0.5),
+    /* GPT-NeoX / Pythia: use_parallel_residual (on by default) with a norm per sublayer, rotary on 25% of the head
+       by default, fused qkv per head, attention_bias on the attention linears */
+    DEC(.model_type = "gpt_neox", .class_stem = "GPTNeoX", .scheme = "gpt_neox", .prefix = "gpt_neox.",
+        .act = "gelu", .eps = 1e-5, .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1, .fused_qkv = 1, .qkv_per_head = 1,
+        .parallel = 1, .rotary_factor = 0.25, .partial_key = "rotary_pct", .theta_key = "rotary_emb_base",
+        .keys = {[WM_FK_PARALLEL] = WM_KEY_USED}),
+    /* StableLM: Llama's blocks with LayerNorms, rotary on 25% of the head by default, use_qkv_bias, and
+       use_parallel_residual (off by default; the MLP then shares the input norm) */
+    DEC(.model_type = "stablelm", .class_stem = "StableLm", .scheme = "llama-layernorm", .prefix = "model.",
+        .act = "silu", .eps = 1e-5, .qkv_bias_key = "use_qkv_bias", .shared_norm = 1, .rotary_factor = 0.25,
+        .keys = {[WM_FK_PARALLEL] = WM_KEY_USED}),
+    /* OLMo 2: output norms instead of pre-norms, q/k RMSNorms over all heads */
+    DEC(.model_type = "olmo2", .class_stem = "Olmo2", .scheme = "olmo2", .prefix = "model.", .act = "silu",
+        .eps = 1e-5, .qk_norm = 1),
+    /* SmolLM3: Llama with no rotary positions on every no_rope_layer_interval-th layer (or as no_rope_layers) */
+    DEC(.model_type = "smollm3", .class_stem = "SmolLM3", .scheme = "llama", .prefix = "model.", .act = "silu",
+        .eps = 1e-6, .tied = 1, .sliding = 1, .keys = {[WM_FK_NOPE] = WM_KEY_USED}),
+    /* StarCoder2: LayerNorms, a plain GELU-tanh MLP, use_bias on every linear */
+    DEC(.model_type = "starcoder2", .class_stem = "Starcoder2", .scheme = "starcoder2", .prefix = "model.",
+        .act = "gelu_pytorch_tanh", .eps = 1e-5, .tied = 1, .qkv_bias = 1, .o_bias = 1, .mlp_bias = 1,
+        .bias_key = "use_bias", .sliding = 1),
+    /* Cohere (Command-R): parallel attention + MLP on one LayerNorm without bias, interleaved rotary pairs, logits
+       multiplied by logit_scale */
+    DEC(.model_type = "cohere", .class_stem = "Cohere", .scheme = "llama-layernorm", .prefix = "model.",
+        .act = "silu", .eps = 1e-5, .tied = 1, .no_norm_bias = 1, .parallel = 1, .shared_norm = 1,
+        .rope_interleaved = 1, .logit_scale = 0.0625, .keys = {[WM_FK_LOGIT_SCALE] = WM_KEY_USED}),
     ENC(.model_type = "bert", .eps = 1e-12, .class_stem = "Bert", .scheme = "bert", .prefix = "bert.",
         .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_POOLER_TANH, .mlm_head = WM_MLM_BERT),
     ENC(.model_type = "roberta", .eps = 1e-12, .class_stem = "Roberta", .scheme = "bert", .prefix = "roberta.",
@@ -293,12 +396,10 @@ const size_t wm_n_families = N(wm_families);
  */
 const wm_denied_type wm_denied_types[] = {
     {"gemma3", "the multimodal Gemma 3 (vision tower, text_config nested); its text model is gemma3_text"},
-    {"cohere", "parallel residual with LayerNorm and logit scaling"},
-    {"cohere2", "parallel residual with LayerNorm and logit scaling"},
+    {"cohere2", "sliding-window layers with rotary positions and full layers without are not modeled"},
     {"granitemoe", "mixture of experts"},
     {"minicpm", "embedding and residual scaling"},
     {"olmo", "non-parametric LayerNorm"},
-    {"olmo2", "post-sublayer norms"},
     {"nemotron", "LayerNorm1P and squared-ReLU MLP"},
     /* image models the vision tables do not cover (arch_vtables.c has vit, deit, dinov2, clip, resnet) */
     {"siglip2", "SigLIP 2: variable-resolution (NaFlex) patches are not modeled"},
@@ -330,12 +431,14 @@ const wm_denied_type wm_denied_types[] = {
  * neutral value; the graph does not model them, so such a value is refused.
  */
 const wm_denied_key wm_denied_keys[] = {
-    {"use_parallel_residual", WM_DENY_TRUE},
+    {"use_parallel_residual", WM_DENY_TRUE, WM_FK_PARALLEL},
     {"parallel_attn", WM_DENY_TRUE},
     {"add_cross_attention", WM_DENY_TRUE},
     {"attn_logit_softcapping", WM_DENY_SET, WM_FK_ATTN_SOFTCAP},
     {"final_logit_softcapping", WM_DENY_SET, WM_FK_FINAL_SOFTCAP},
-    {"logit_scale", WM_DENY_SET},
+    {"logit_scale", WM_DENY_SET, WM_FK_LOGIT_SCALE},
+    {"no_rope_layers", WM_DENY_SET, WM_FK_NOPE},
+    {"use_qk_norm", WM_DENY_TRUE}, /* Cohere's per-head LayerNorms on q / k */
     {"embedding_multiplier", WM_DENY_SET, WM_FK_MULTIPLIERS},
     {"residual_multiplier", WM_DENY_SET, WM_FK_MULTIPLIERS},
     {"attention_multiplier", WM_DENY_SET, WM_FK_MULTIPLIERS},

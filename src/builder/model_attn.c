@@ -13,7 +13,8 @@
 #include "core/error.h"
 #include "onnx/dtype.h"
 
-/* x [B, n, S, hd] -> rotated by cos/sin [B, 1, S, rot] (rotate_half convention, first rot dims). */
+/* x [B, n, S, hd] -> rotated by cos/sin [B, 1, S, rot] on the first rot dims: pairs (i, i + rot/2) (rotate_half)
+   or, interleaved, (2i, 2i + 1). */
 static const char *rope(wm_gb *b, const wm_arch *a, int64_t rot, const char *cos, const char *sin, const char *x) {
     int64_t half = rot / 2;
     const char *xr = x, *xp = NULL;
@@ -21,9 +22,19 @@ static const char *rope(wm_gb *b, const wm_arch *a, int64_t rot, const char *cos
         xr = gb_slice(b, x, 0, rot, -1);
         xp = gb_slice(b, x, rot, a->hd, -1);
     }
-    const char *x1 = gb_slice(b, xr, 0, half, -1), *x2 = gb_slice(b, xr, half, rot, -1);
-    const char *rh = gb_op(b, "Concat", 2, gb_op(b, "Neg", 1, x2), x1);
-    gb_attr_i(b, "axis", -1);
+    const char *rh;
+    if (a->rope_interleaved) { /* [..., rot] -> [..., rot/2, 2]: (x0, x1) -> (-x1, x0) per pair */
+        int64_t pairs[5] = {0, 0, 0, half, 2}, flat[4] = {0, 0, 0, rot};
+        const char *p = gb_reshape(b, xr, pairs, 5);
+        const char *x1 = gb_slice(b, p, 0, 1, -1), *x2 = gb_slice(b, p, 1, 2, -1);
+        rh = gb_op(b, "Concat", 2, gb_op(b, "Neg", 1, x2), x1);
+        gb_attr_i(b, "axis", -1);
+        rh = gb_reshape(b, rh, flat, 4);
+    } else {
+        const char *x1 = gb_slice(b, xr, 0, half, -1), *x2 = gb_slice(b, xr, half, rot, -1);
+        rh = gb_op(b, "Concat", 2, gb_op(b, "Neg", 1, x2), x1);
+        gb_attr_i(b, "axis", -1);
+    }
     const char *y = gb_op(b, "Add", 2, gb_op(b, "Mul", 2, xr, cos), gb_op(b, "Mul", 2, rh, sin));
     if (xp) {
         y = gb_op(b, "Concat", 2, y, xp);
@@ -134,6 +145,11 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
         const char *qkv = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_QKV), sub);
         gb_scope(b, "%s", sc);
         int64_t sizes[3] = {a->nh * a->hd, a->kvh * a->hd, a->kvh * a->hd};
+        if (a->qkv_per_head) { /* [B, S, heads, 3 hd]: q, k, v of each head side by side (heads == kv heads) */
+            int64_t ph[4] = {0, 0, a->nh, 3 * a->hd};
+            qkv = gb_reshape(b, qkv, ph, 4);
+            sizes[0] = sizes[1] = sizes[2] = a->hd;
+        }
         const char *in[2] = {qkv, gb_i64(b, sizes, 3)}, *out[3];
         gb_op_multi(b, "Split", 2, in, 3, out);
         gb_attr_i(b, "axis", -1);
@@ -151,11 +167,19 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
     gb_scope(b, "%s", sc);
     int64_t qs[4] = {0, 0, a->nh, a->hd}, ks[4] = {0, 0, a->kvh, a->hd};
     static const int64_t bhsd[] = {0, 2, 1, 3}, bhds[] = {0, 2, 3, 1}, kt[] = {0, 1, 3, 2};
+    if (a->qk_norm && a->qk_norm_whole) { /* over all heads at once, before the split into heads */
+        wm_norm_spec ns = wm_arch_norm(a);
+        snprintf(sub, sizeof sub, "%s/q_norm", sc);
+        q = gb_norm(b, q, wm_arch_mod(a, layer, WM_M_L_Q_NORM), ns, sub);
+        snprintf(sub, sizeof sub, "%s/k_norm", sc);
+        k = gb_norm(b, k, wm_arch_mod(a, layer, WM_M_L_K_NORM), ns, sub);
+        gb_scope(b, "%s", sc);
+    }
     q = gb_reshape(b, q, qs, 4);
     k = gb_reshape(b, k, ks, 4);
     v = gb_reshape(b, v, ks, 4);
     const char *k4 = k; /* [B, S, kvh, hd] */
-    if (a->qk_norm) {
+    if (a->qk_norm && !a->qk_norm_whole) {
         wm_norm_spec ns = wm_arch_norm(a);
         ns.kind = WM_NORM_RMS;
         snprintf(sub, sizeof sub, "%s/q_norm", sc);
@@ -170,7 +194,7 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
     /* an encoder's keys go straight to [B, h, hd, S]; a decoder's stay [B, h, S, hd] for the cache */
     k = gb_transpose(b, k, cache || a->pos == WM_POS_ROPE ? bhsd : bhds, 4);
     int sliding = a->sliding && a->sliding[layer];
-    if (a->pos == WM_POS_ROPE) {
+    if (a->pos == WM_POS_ROPE && !(a->nope && a->nope[layer])) {
         int local = sliding && a->local_rope; /* the sliding layers' own RoPE */
         int64_t rot = local ? a->rope_local.rot_dim : a->rope.rot_dim;
         const char *cs = local ? c->cos_local : c->cos, *sn = local ? c->sin_local : c->sin;

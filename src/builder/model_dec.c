@@ -1,7 +1,8 @@
 /*
  * model_dec.c - the decoder graph (text-generation with KV cache):
  * embeddings (+ learned positions), the causal / padding / sliding-window
- * mask, rotary cos/sin, pre-norm layers, final norm, lm_head.
+ * mask, rotary cos/sin, the layers (pre-norm, output-normed or parallel
+ * attention + MLP), final norm, lm_head.
  */
 #include <float.h>
 #include <stdio.h>
@@ -41,8 +42,13 @@ static void causal_masks(wm_gb *b, wm_model_ctx *c) {
     }
 }
 
-void wm_model_rotary(wm_gb *b, const wm_rope *r, const char *name, const char *pos_ids, const char **cos_out,
-                     const char **sin_out) {
+/*
+ * cos / sin [B, 1, S, rot] of rope r from the position ids pos_ids [B, S], computed as transformers does (float32
+ * pos x inv_freq), in scope /model/<name> with constants model.<name>.inv_freq[_long]; il_pairs: each frequency on
+ * the adjacent dims 2i, 2i + 1 (interleaved rotary) instead of i and i + rot/2.
+ */
+void wm_model_rotary(wm_gb *b, const wm_rope *r, int il_pairs, const char *name, const char *pos_ids,
+                     const char **cos_out, const char **sin_out) {
     gb_scope(b, "/model/%s", name);
     int64_t half = r->rot_dim / 2;
     float *dup = malloc((size_t)r->rot_dim * sizeof *dup);
@@ -52,11 +58,13 @@ void wm_model_rotary(wm_gb *b, const wm_rope *r, const char *name, const char *p
         return;
     }
     char cname[96];
-    for (int64_t i = 0; i < half; i++) dup[i] = dup[i + half] = r->inv_freq[i];
+    /* each frequency twice: for the two halves, or (interleaved) for the pair 2i, 2i + 1 */
+    int il = il_pairs;
+    for (int64_t i = 0; i < half; i++) dup[il ? 2 * i : i] = dup[il ? 2 * i + 1 : i + half] = r->inv_freq[i];
     snprintf(cname, sizeof cname, "model.%s.inv_freq", name);
     const char *inv = gb_f32(b, dup, (size_t)r->rot_dim, cname);
     if (r->inv_freq_long) {
-        for (int64_t i = 0; i < half; i++) dup[i] = dup[i + half] = r->inv_freq_long[i];
+        for (int64_t i = 0; i < half; i++) dup[il ? 2 * i : i] = dup[il ? 2 * i + 1 : i + half] = r->inv_freq_long[i];
         snprintf(cname, sizeof cname, "model.%s.inv_freq_long", name);
         const char *inv_long = gb_f32(b, dup, (size_t)r->rot_dim, cname);
         /* longrope: the long factors once the sequence passes original_max_position_embeddings */
@@ -106,12 +114,50 @@ const char *wm_model_lm_head(wm_gb *b, const wm_model_ctx *c, const char *x) {
     const char *y = gb_op(b, "Gemm", bias ? 3 : 2, x2, w, bias);
     gb_attr_i(b, "transB", 1);
     if (a->logits_div != 1.0) y = gb_op(b, "Div", 2, y, gb_f32s(b, (float)a->logits_div));
+    if (a->logits_mul != 1.0 && a->logits_mul != 0) y = gb_op(b, "Mul", 2, y, gb_f32s(b, (float)a->logits_mul));
     if (a->final_softcap > 0) y = wm_model_softcap(b, y, a->final_softcap); /* per row: before the reshape */
     const char *bs = gb_op(b, "Shape", 1, x);
     gb_attr_i(b, "end", 2);
     const char *shape = gb_op(b, "Concat", 2, bs, gb_i64_1(b, a->V));
     gb_attr_i(b, "axis", 0);
     return gb_op_named(b, "Reshape", "logits", 2, y, shape);
+}
+
+/* norm(x) with module m of layer, scope /model/layers.<layer>/<name>; x itself when the layer has no such norm. */
+static const char *layer_norm(wm_gb *b, const wm_arch *a, int layer, int m, const char *name, const char *x) {
+    const wm_module *mod = wm_arch_mod(a, layer, m);
+    if (!mod->present) return x;
+    char sc[96];
+    snprintf(sc, sizeof sc, "/model/layers.%d/%s", layer, name);
+    return gb_norm(b, x, mod, wm_arch_norm(a), sc);
+}
+
+/* A sublayer's output on its way to the residual: its output norm (sub_norms), then the residual multiplier. */
+static const char *branch_out(wm_gb *b, const wm_arch *a, int layer, int m, const char *name, const char *h) {
+    if (a->sub_norms) h = layer_norm(b, a, layer, m, name, h);
+    gb_scope(b, "/model/layers.%d", layer);
+    if (a->resid_scale != 1.0) h = gb_op(b, "Mul", 2, h, gb_f32s(b, (float)a->resid_scale));
+    return h;
+}
+
+/*
+ * One layer: x + attn(norm(x)), then + mlp(norm(x)) in sequence, or both from x in parallel
+ * (x + attn(norm(x)) + mlp(norm'(x)), norm' the same norm when the MLP has none of its own). Pre-norms only
+ * where the layer has them (OLMo 2 normalizes the outputs only).
+ */
+static const char *decoder_layer(wm_gb *b, wm_model_ctx *c, int i, const char *x) {
+    const wm_arch *a = c->a;
+    const char *n = layer_norm(b, a, i, WM_M_L_ATTN_NORM, "attn_norm", x);
+    const char *h = branch_out(b, a, i, WM_M_L_ATTN_OUT_NORM, "attn_out_norm", wm_model_attention(b, c, i, n));
+    if (a->parallel) {
+        const char *mn = a->mlp_norm_shared ? n : layer_norm(b, a, i, WM_M_L_MLP_NORM, "mlp_norm", x);
+        const char *m = branch_out(b, a, i, WM_M_L_MLP_OUT_NORM, "mlp_out_norm", wm_model_mlp(b, c, i, mn));
+        return gb_op(b, "Add", 2, x, gb_op(b, "Add", 2, h, m));
+    }
+    x = gb_op(b, "Add", 2, x, h);
+    n = layer_norm(b, a, i, WM_M_L_MLP_NORM, "mlp_norm", x);
+    h = branch_out(b, a, i, WM_M_L_MLP_OUT_NORM, "mlp_out_norm", wm_model_mlp(b, c, i, n));
+    return gb_op(b, "Add", 2, x, h);
 }
 
 wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c) {
@@ -130,32 +176,14 @@ wm_status wm_model_decoder(wm_gb *b, wm_model_ctx *c) {
         x = gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, pw, "position_ids"));
     }
     causal_masks(b, c);
-    if (a->pos == WM_POS_ROPE) wm_model_rotary(b, &a->rope, "rotary_emb", "position_ids", &c->cos, &c->sin);
+    if (a->pos == WM_POS_ROPE)
+        wm_model_rotary(b, &a->rope, a->rope_interleaved, "rotary_emb", "position_ids", &c->cos, &c->sin);
     if (a->local_rope)
-        wm_model_rotary(b, &a->rope_local, "rotary_emb_local", "position_ids", &c->cos_local, &c->sin_local);
+        wm_model_rotary(b, &a->rope_local, a->rope_interleaved, "rotary_emb_local", "position_ids", &c->cos_local,
+                        &c->sin_local);
     for (int64_t i = 0; i < a->L && !b->st; i++) {
         if (c->progress) fprintf(stderr, "\r  export: layer %lld/%lld", (long long)i + 1, (long long)a->L);
-        char sc[96];
-        snprintf(sc, sizeof sc, "/model/layers.%lld/attn_norm", (long long)i);
-        const char *h = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_ATTN_NORM), wm_arch_norm(a), sc);
-        h = wm_model_attention(b, c, (int)i, h);
-        if (a->sub_norms) {
-            snprintf(sc, sizeof sc, "/model/layers.%lld/attn_out_norm", (long long)i);
-            h = gb_norm(b, h, wm_arch_mod(a, (int)i, WM_M_L_ATTN_OUT_NORM), wm_arch_norm(a), sc);
-        }
-        gb_scope(b, "/model/layers.%lld", (long long)i);
-        if (a->resid_scale != 1.0) h = gb_op(b, "Mul", 2, h, gb_f32s(b, (float)a->resid_scale));
-        x = gb_op(b, "Add", 2, x, h);
-        snprintf(sc, sizeof sc, "/model/layers.%lld/mlp_norm", (long long)i);
-        h = gb_norm(b, x, wm_arch_mod(a, (int)i, WM_M_L_MLP_NORM), wm_arch_norm(a), sc);
-        h = wm_model_mlp(b, c, (int)i, h);
-        if (a->sub_norms) {
-            snprintf(sc, sizeof sc, "/model/layers.%lld/mlp_out_norm", (long long)i);
-            h = gb_norm(b, h, wm_arch_mod(a, (int)i, WM_M_L_MLP_OUT_NORM), wm_arch_norm(a), sc);
-        }
-        gb_scope(b, "/model/layers.%lld", (long long)i);
-        if (a->resid_scale != 1.0) h = gb_op(b, "Mul", 2, h, gb_f32s(b, (float)a->resid_scale));
-        x = gb_op(b, "Add", 2, x, h);
+        x = decoder_layer(b, c, (int)i, x);
     }
     if (c->progress) fprintf(stderr, "\n");
     x = gb_norm(b, x, wm_arch_mod(a, -1, WM_M_G_FINAL_NORM), wm_arch_norm(a), "/model/norm");

@@ -185,8 +185,9 @@ static void rotary(wm_gb *b, wm_model_ctx *c) {
     gb_scope(b, "/model/position_ids");
     static const int64_t ax0[] = {0};
     const char *pid = gb_unsqueeze(b, positions(b, c), ax0, 1);
-    wm_model_rotary(b, &a->rope, "rotary_emb", pid, &c->cos, &c->sin);
-    if (a->local_rope) wm_model_rotary(b, &a->rope_local, "rotary_emb_local", pid, &c->cos_local, &c->sin_local);
+    wm_model_rotary(b, &a->rope, a->rope_interleaved, "rotary_emb", pid, &c->cos, &c->sin);
+    if (a->local_rope)
+        wm_model_rotary(b, &a->rope_local, a->rope_interleaved, "rotary_emb_local", pid, &c->cos_local, &c->sin_local);
 }
 
 /* The sliding layers' additive mask [B, 1, S, S]: keep [B, 1, 1, S] and |i - j| <= window. */

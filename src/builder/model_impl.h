@@ -49,9 +49,10 @@ const char *wm_model_rel_bias(wm_gb *b, const wm_model_ctx *c, const char *ids);
 /* logits [B, S, V] = x E^T (+ bias) over the tied embedding c->embed_weight or lm_head (model_dec.c). */
 const char *wm_model_lm_head(wm_gb *b, const wm_model_ctx *c, const char *x);
 /* cos / sin [B, 1, S, rot] of rope r from the position ids pos_ids [B, S] (int64), computed as transformers does
-   (float32 pos x inv_freq), in scope /model/<name> with constants model.<name>.inv_freq[_long] (model_dec.c). */
-void wm_model_rotary(wm_gb *b, const wm_rope *r, const char *name, const char *pos_ids, const char **cos_out,
-                     const char **sin_out);
+   (float32 pos x inv_freq), in scope /model/<name> with constants model.<name>.inv_freq[_long]; il_pairs:
+   interleaved rotary pairs (model_dec.c). */
+void wm_model_rotary(wm_gb *b, const wm_rope *r, int il_pairs, const char *name, const char *pos_ids,
+                     const char **cos_out, const char **sin_out);
 /* cap * tanh(x / cap) in the current scope (model_dec.c). */
 const char *wm_model_softcap(wm_gb *b, const char *x, double cap);
 /* Output names by task (model_attn.c). */

@@ -194,10 +194,11 @@ TINY_ROPE = ["llama_rope_llama3", "llama_rope_linear", "qwen2_rope_yarn", "phi3_
 TINY_ENCODERS = ["bert", "roberta", "xlm-roberta", "distilbert", "electra"]
 
 
-def make_tiny(kind, path, seed=0, dtype=None):
-    """Saves a tiny random `kind` model (safetensors) to path and returns the torch model (eval, fp32)."""
+def make_tiny(kind, path, seed=0, dtype=None, spec=None):
+    """Saves a tiny random `kind` model (safetensors) to path and returns the torch model (eval, fp32); spec: a
+    (config class, model class, config kwargs) of the caller's own instead of _tiny_specs()[kind]."""
     import torch
-    cfg_cls, model_cls, kw = _tiny_specs()[kind]
+    cfg_cls, model_cls, kw = spec or _tiny_specs()[kind]
     torch.manual_seed(seed)
     cfg = cfg_cls(**kw)
     model = model_cls(cfg).eval()

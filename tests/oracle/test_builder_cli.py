@@ -320,8 +320,8 @@ def test_unknown_model_type_with_known_naming_builds(ckpt, winml, tmp_path):
 
 
 def test_denied_model_type_with_known_naming(ckpt, winml_asan, tmp_path):
-    _config(ckpt, model_type="cohere")
-    _all_commands(winml_asan, ckpt, tmp_path, "model_type", "cohere", "not supported")
+    _config(ckpt, model_type="nemotron")
+    _all_commands(winml_asan, ckpt, tmp_path, "model_type", "nemotron", "not supported")
 
 
 def test_multiplier_outside_granite_refused(ckpt, winml_asan, tmp_path):
