@@ -53,7 +53,7 @@ static void test_reference_recipe_fields_kept_and_used(void **st) {
     assert_int_equal(r.pooling, WM_POOL_NONE); /* its outputs are the token states alone: pooled downstream */
     static const char *const k[] = {"export.export_params", "export.dynamo", "export.compatibility",
                                     "export.hierarchy_tag_format", "optim.clamp_constant_values",
-                                    "quant.save_calibration", "quant.distribution", "quant.seed", "quant.model_id",
+                                    "quant.save_calibration", "quant.distribution", "quant.model_id",
                                     "quant.task", "eval.dataset.columns_mapping", "eval.dataset.shuffle",
                                     "eval.dataset.seed"};
     for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
@@ -62,7 +62,8 @@ static void test_reference_recipe_fields_kept_and_used(void **st) {
     }
     assert_false(kept(&r, "optim.gelu_fusion")); /* mapped onto passes: used, not kept */
     assert_false(kept(&r, "quant.mode"));
-    assert_int_equal(r.n_kept, 19); /* 8 export, 1 optim, 7 quant, 3 eval */
+    assert_int_equal(r.n_kept, 18); /* 8 export, 1 optim, 6 quant, 3 eval (quant.seed is used) */
+    assert_int_equal(r.calib_seed, -1); /* "seed": null: the calibration's own seed (1) */
     /* qdq = static; 16-bit activations: w8a16 */
     assert_int_equal(r.qmode, WM_QUANT_W8A16);
     assert_int_equal(r.precision, WM_PREC_W8A16);
@@ -206,7 +207,9 @@ static void test_bad_reference_fields(void **st) {
         {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"static\", \"symmetric\": true,"
          " \"weight_symmetric\": false}}", "field 'quant.weight_symmetric': false, but quant.symmetric is true"},
         {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"qdq\", \"seed\": \"x\"}}",
-         "field 'quant.seed': expected a number"},
+         "field 'quant.seed': expected an integer, got a string"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"qdq\", \"seed\": -1}}",
+         "field 'quant.seed': expected an integer in [0, 9007199254740992], got -1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         wm_recipe r;
