@@ -27,6 +27,10 @@ wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c);
 /* Image transformers, CLIP's towers and both (model_vit.c); ResNet (model_resnet.c). */
 wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c);
 wm_status wm_model_resnet(wm_gb *b, wm_model_ctx *c);
+/* wav2vec2-style speech encoders (model_w2v.c). */
+wm_status wm_model_audio(wm_gb *b, wm_model_ctx *c);
+/* Frames the feature encoder makes of samples (0 when too short). */
+int64_t wm_audio_frames(const wm_arch *a, int64_t samples);
 /* A float32 IO spec named name of rank dims (export.c). */
 wm_io_spec wm_float_spec(const char *name, size_t rank, const wm_io_dim *d);
 /* Output specs of a vision graph (dims from the recipe's inputs); returns the count. */
