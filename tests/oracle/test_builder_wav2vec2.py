@@ -123,31 +123,46 @@ def speech_wav(path):
     return "speech-like signal"
 
 
-def test_run_audio_ctc_transcript_equals_batch_decode(winml, tmp_path):
+def load16(wav, proc):
+    """The input_values transformers' processor gives for a file (resampled by libsoxr HQ, as the C front end)."""
     import soxr
-    ck = tmp_path / "ck"
+    y, sr = sf.read(wav, dtype="float32")
+    y = soxr.resample(y, sr, 16000) if sr != 16000 else y
+    return proc(y, sampling_rate=16000, return_tensors="pt").input_values, sr
+
+
+@pytest.fixture(scope="module")
+def ctc(winml, tmp_path_factory):
+    """A CTC build with its processor (vocab.json, tokenizer_config.json, processor_config.json) and a speech file;
+    returns (model, processor, build folder, wav, what the speech is)."""
+    d = tmp_path_factory.mktemp("ctc")
+    ck = d / "ck"
     m = make(ck, "ctc_group")
     vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4}
     vocab.update({ch: 5 + i for i, ch in enumerate("ETAOINS")})
-    (tmp_path / "vocab.json").write_text(json.dumps(vocab))
+    (d / "vocab.json").write_text(json.dumps(vocab))
     proc = T.Wav2Vec2Processor(feature_extractor=T.Wav2Vec2FeatureExtractor(sampling_rate=16000, do_normalize=True),
-                               tokenizer=T.Wav2Vec2CTCTokenizer(str(tmp_path / "vocab.json")))
-    wav = tmp_path / "speech.wav"
+                               tokenizer=T.Wav2Vec2CTCTokenizer(str(d / "vocab.json")))
+    wav = d / "speech.wav"
     source = speech_wav(wav)
-    y, sr = sf.read(wav, dtype="float32")
-    y = soxr.resample(y, sr, 16000) if sr != 16000 else y  # the C front end's resampler (libsoxr HQ)
-    iv = proc(y, sampling_rate=16000, return_tensors="pt").input_values
+    iv, _ = load16(wav, proc)
     with torch.no_grad():  # random states vary little between frames: a head on their deviations from the mean,
         h = m.wav2vec2(iv).last_hidden_state[0]  # so that the argmax moves between letters, "|" and the blank
         w = torch.randn(m.lm_head.weight.shape, generator=torch.Generator().manual_seed(5)) / h.std(0)
         m.lm_head.weight.copy_(w)
         m.lm_head.bias.copy_(-w @ h.mean(0))
-        ids = m(iv).logits.argmax(-1)
     m.save_pretrained(ck)
     proc.save_pretrained(ck)
-    build(winml, ck, tmp_path / "out")
-    want = proc.batch_decode(ids)[0]
-    r = U.run([winml, "run", "-m", str(tmp_path / "out"), "--audio", str(wav), "-f", "json"], timeout=120)
+    build(winml, ck, d / "out")
+    return m, proc, d / "out", wav, source
+
+
+def test_run_audio_ctc_transcript_equals_batch_decode(winml, ctc):
+    m, proc, out, wav, source = ctc
+    iv, sr = load16(wav, proc)
+    with torch.no_grad():
+        want = proc.batch_decode(m(iv).logits.argmax(-1))[0]
+    r = U.run([winml, "run", "-m", str(out), "--audio", str(wav), "-f", "json"], timeout=120)
     assert r.returncode == 0, U.describe(r)
     doc = json.loads(r.stdout)
     assert doc["task"] == "automatic-speech-recognition"
@@ -155,6 +170,40 @@ def test_run_audio_ctc_transcript_equals_batch_decode(winml, tmp_path):
     assert " " in want and len(set(want) - {" "}) > 2, want  # the decoding's cases are exercised
     assert got == want, (got, want)
     U.note(f"run --audio ({source}, {sr} Hz): CTC transcript of {len(got)} chars equals batch_decode")
+
+
+def test_eval_asr_wer_cer_match_jiwer(winml, ctc, tmp_path):
+    """eval --mode task: WER and CER over (audio, transcript) rows equal jiwer's on transformers' transcripts."""
+    import jiwer
+    m, proc, out, wav, _ = ctc
+    rows, hyps = [], []
+    for i, text in enumerate(["one two three", "a quick test of the speech model", "hello"]):
+        p = tmp_path / f"s{i}.wav"
+        if shutil.which("espeak-ng"):
+            subprocess.run(["espeak-ng", "-w", str(p), text], check=True, capture_output=True, timeout=60)
+        else:
+            shutil.copy(wav, p)
+        iv, _ = load16(p, proc)
+        with torch.no_grad():
+            hyp = proc.batch_decode(m(iv).logits.argmax(-1))[0]
+        hyps.append(hyp)
+        words = hyp.split(" ")
+        # references near the hypotheses: a word dropped, one changed (a non-ASCII letter), spacing varied
+        ref = " ".join(words[1:] if len(words) > 2 else words) + (" É" if i == 1 else "")
+        rows.append((p.name, "  " + ref.replace(" ", "  ", 1) if i == 2 else ref))
+    with open(tmp_path / "set.csv", "w") as f:
+        f.write("audio,transcript\n" + "".join(f'{a},"{t}"\n' for a, t in rows))
+    r = U.run([winml, "eval", "--mode", "task", "-m", str(out), "--dataset", str(tmp_path / "set.csv"), "-f", "json"],
+              timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    got = json.loads(r.stdout)["metrics"]
+    refs = [t for _, t in rows]
+    want_w, want_c = jiwer.wer(refs, hyps), jiwer.cer(refs, hyps)
+    assert 0 < want_w < 1 and 0 < want_c < 1, (want_w, want_c)
+    assert got["samples"] == 3
+    assert abs(got["wer"] - want_w) < 1e-12 and abs(got["cer"] - want_c) < 1e-12, (got, want_w, want_c)
+    from importlib.metadata import version
+    U.note(f"eval ASR: WER {got['wer']:.4f} CER {got['cer']:.4f} equal jiwer {version('jiwer')}'s")
 
 
 def test_run_audio_classification_labels(winml, tmp_path):
@@ -179,6 +228,22 @@ def test_run_audio_classification_labels(winml, tmp_path):
     order = np.argsort(-p)[:2]
     assert [e["label"] for e in res] == [names[i] for i in order]
     assert np.allclose([e["score"] for e in res], p[order], atol=1e-4)
+    # eval --mode task: accuracy over (audio, label) rows against transformers' predictions (labels by name or id)
+    preds, rows = [], []
+    for i in range(6):
+        y = (0.3 * np.sin(np.arange(16000) / (3.0 + i)) + 0.1 * np.random.default_rng(i).standard_normal(16000))
+        sf.write(tmp_path / f"c{i}.wav", y.astype(np.float32), 16000, subtype="FLOAT")
+        yn = (y - y.mean()) / np.sqrt(y.var() + 1e-7)
+        with torch.no_grad():
+            preds.append(int(m(input_values=torch.tensor(yn[None], dtype=torch.float32)).logits[0].argmax()))
+        rows.append((f"c{i}.wav", names[i % 3] if i % 2 else str(i % 3)))
+    (tmp_path / "set.jsonl").write_text("".join(json.dumps({"path": a, "label": l}) + "\n" for a, l in rows))
+    r = U.run([winml, "eval", "--mode", "task", "-m", str(tmp_path / "out"), "--dataset", str(tmp_path / "set.jsonl"),
+               "-f", "json"], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    gold = [names.index(l) if l in names else int(l) for _, l in rows]
+    want = float(np.mean(np.array(preds) == np.array(gold)))
+    assert abs(json.loads(r.stdout)["metrics"]["accuracy"] - want) < 1e-12
 
 
 HOSTILE = [
