@@ -13,7 +13,7 @@
  * With an attention_mask input (the "layer" variant, as the feature
  * extractor's return_attention_mask) the valid frames are those below
  * the conv output length of the mask's sum (floor((L - k) / s) + 1 per
- * conv, in float as exact for any sample count below 2^24).
+ * conv, in int64).
  */
 #include <float.h>
 #include <math.h>
@@ -128,19 +128,22 @@ static const char *pos_conv(wm_gb *b, const wm_model_ctx *c, const char *x) {
     return gb_op(b, "Add", 2, x, y);
 }
 
-/* valid frames [B, T] (bool) of the feature sequence x [B, T, H] from the attention_mask over the samples. */
+/* valid frames [B, T] (bool) of the feature sequence x [B, T, H] from the attention_mask over the samples: frame t
+   is valid below the conv output length of the mask's sum, floor((L - k) / s) + 1 per conv in int64 as torch's
+   floor division (exact: (d - Mod(d, s)) / s, Mod taking the divisor's sign). */
 static const char *frame_mask(wm_gb *b, const wm_model_ctx *c, const char *x) {
     const wm_arch *a = c->a;
     static const int64_t ax1[] = {1}, ax0[] = {0};
     gb_scope(b, "%s/frame_mask", w_root(c));
-    const char *len = gb_reduce(b, "ReduceSum", gb_cast(b, "attention_mask", WM_DT_FLOAT), ax1, 1, 0); /* [B] */
+    const char *len = gb_reduce(b, "ReduceSum", gb_cast(b, "attention_mask", WM_DT_INT64), ax1, 1, 0); /* [B] */
     for (int64_t i = 0; i < a->n_conv; i++) {
-        const char *d = gb_op(b, "Sub", 2, len, gb_f32s(b, (float)a->conv_kernel[i]));
-        d = gb_op(b, "Floor", 1, gb_op(b, "Div", 2, d, gb_f32s(b, (float)a->conv_stride[i])));
-        len = gb_op(b, "Add", 2, d, gb_f32s(b, 1.0f));
+        const char *d = gb_op(b, "Sub", 2, len, gb_int_as(b, a->conv_kernel[i], WM_DT_INT64));
+        const char *s = gb_int_as(b, a->conv_stride[i], WM_DT_INT64);
+        d = gb_op(b, "Div", 2, gb_op(b, "Sub", 2, d, gb_op(b, "Mod", 2, d, s)), s);
+        len = gb_op(b, "Add", 2, d, gb_int_as(b, 1, WM_DT_INT64));
     }
     const char *T = gb_squeeze(b, gb_slice(b, gb_op(b, "Shape", 1, x), 1, 2, 0), NULL, 0);
-    const char *r = gb_cast(b, gb_op(b, "Range", 3, gb_i64s(b, 0), T, gb_i64s(b, 1)), WM_DT_FLOAT);
+    const char *r = gb_op(b, "Range", 3, gb_i64s(b, 0), T, gb_i64s(b, 1));
     return gb_op(b, "Less", 2, gb_unsqueeze(b, r, ax0, 1), gb_unsqueeze(b, len, ax1, 1));
 }
 

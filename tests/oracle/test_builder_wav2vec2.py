@@ -68,8 +68,8 @@ def test_wav2vec2_matches_transformers(name, winml, tmp_path):
     x = rng.standard_normal((2, 4000)).astype(np.float32)
     feeds, tk = {"input_values": x}, {}
     n_valid = 4000
-    if masked:  # row 1 is 2500 samples, zero-padded, as the feature extractor pads
-        n_valid = 2500
+    if masked:  # row 1 is 2503 samples (conv lengths by floor division), zero-padded as the feature extractor pads
+        n_valid = 2503
         x[1, n_valid:] = 0
         mask = np.ones((2, 4000), np.int64)
         mask[1, n_valid:] = 0
