@@ -682,8 +682,10 @@ wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
         free(used);
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
-    wm_resnet_names(a, extra, n_res);
-    wm_audio_names(a, extra + n_res, n_extra - n_res);
+    if (extra) {
+        wm_resnet_names(a, extra, n_res);
+        wm_audio_names(a, extra + n_res, n_extra - n_res);
+    }
     for (size_t i = 0; i < n_extra; i++) used[n_used++] = extra[i];
     qsort(used, n_used, sizeof *used, cmp_str);
     wm_status s = WM_OK;

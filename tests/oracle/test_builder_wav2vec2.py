@@ -36,6 +36,8 @@ CASES = {
                        num_conv_pos_embeddings=15)),
     "hubert_cls": ("HubertConfig", "HubertForSequenceClassification",
                    dict(feat_extract_norm="group", num_conv_pos_embeddings=16)),
+    "hubert_ctc_noprojnorm": ("HubertConfig", "HubertForCTC", dict(feat_extract_norm="group", feat_proj_layer_norm=False,
+                                                                 num_conv_pos_embeddings=16)),
 }
 
 
