@@ -26,7 +26,8 @@ static const char *const pos_g[3] = {"encoder.pos_conv_embed.conv.parametrizatio
 static const char *const pos_v[3] = {"encoder.pos_conv_embed.conv.parametrizations.weight.original1",
                                      "encoder.pos_conv_embed.conv.weight_v", "encoder.pos_conv_embed.conv.weight"};
 
-/* 1 when key is present and true (a bool); an error for a non-bool. */
+/* WM_ERR_UNSUPPORTED naming key when it is true (why: what transformers does with it), WM_ERR_INPUT when it is not
+   a bool; WM_OK when absent, null or false. */
 static wm_status refuse_true(const wm_hf_config *c, const char *key, const char *why, wm_error *err) {
     int v = 0;
     wm_status s = arch_key_bool(c, key, 0, &v, err);

@@ -23,6 +23,7 @@ struct wm_speech {
     int32_t mask_dtype;
     int64_t fixed_n;       /* input_values' static length (0: any) */
     int rate, normalize;
+    int64_t min_samples;   /* the feature encoder's receptive field (config.json's conv lists; 1 when unknown) */
     /* ASR: the vocabulary (id -> token) and the tokenizer's decoding settings */
     char **tokens;
     size_t n_tokens;
@@ -197,15 +198,28 @@ wm_status wm_speech_open(const char *model, const wm_session_opts *so, wm_speech
             goto fail;
         }
         if ((st = read_vocab(sp, dir, (size_t)lo->dims[2], err))) goto fail;
-    } else {
-        snprintf(p, sizeof p, "%s/config.json", dir);
-        int present = 0;
-        if ((st = wm_input_present(p, &present, err))) goto fail;
-        if (present) {
-            if ((st = wm_hf_config_load(p, &sp->cfg, err))) goto fail;
-            sp->has_cfg = 1;
-        }
     }
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    int present = 0;
+    if ((st = wm_input_present(p, &present, err))) goto fail;
+    if (present) {
+        if ((st = wm_hf_config_load(p, &sp->cfg, err))) goto fail;
+        sp->has_cfg = 1;
+    }
+    sp->min_samples = 1; /* samples for one frame: m = (m - 1) * stride + kernel, convs last first */
+    const cJSON *ck = sp->has_cfg ? cJSON_GetObjectItemCaseSensitive(sp->cfg.root, "conv_kernel") : NULL;
+    const cJSON *cs = sp->has_cfg ? cJSON_GetObjectItemCaseSensitive(sp->cfg.root, "conv_stride") : NULL;
+    int nk = cJSON_IsArray(ck) ? cJSON_GetArraySize(ck) : 0;
+    if (nk > 0 && nk <= 64 && cJSON_IsArray(cs) && cJSON_GetArraySize(cs) == nk)
+        for (int i = nk - 1; i >= 0; i--) {
+            const cJSON *k = cJSON_GetArrayItem(ck, i), *s = cJSON_GetArrayItem(cs, i);
+            if (!cJSON_IsNumber(k) || !cJSON_IsNumber(s) || k->valuedouble < 1 || s->valuedouble < 1 ||
+                k->valuedouble > 4096 || s->valuedouble > 4096) {
+                sp->min_samples = 1;
+                break;
+            }
+            sp->min_samples = (sp->min_samples - 1) * (int64_t)s->valuedouble + (int64_t)k->valuedouble;
+        }
     *out = sp;
     return WM_OK;
 fail:
@@ -297,6 +311,11 @@ wm_status wm_speech_run(wm_speech *sp, const char *path, wm_speech_out *res, wm_
     if (sp->fixed_n && n > fed) {
         st = wm_err(err, WM_ERR_INPUT, "%s: %zu samples at %d Hz, but the model's input_values take %lld (build with a "
                     "symbolic sequence_length to run any length)", path, n, sp->rate, (long long)sp->fixed_n);
+        goto done;
+    }
+    if ((int64_t)n < sp->min_samples) {
+        st = wm_err(err, WM_ERR_INPUT, "%s: %zu samples at %d Hz: the feature encoder needs at least %lld for one frame",
+                    path, n, sp->rate, (long long)sp->min_samples);
         goto done;
     }
     if (sp->normalize) wm_audio_normalize(au.samples, n);

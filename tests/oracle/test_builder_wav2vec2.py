@@ -295,6 +295,9 @@ def test_run_audio_hostile(winml, asan_dir, tmp_path):
     bad.write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunk")
     r = U.run([asan, "run", "-m", str(tmp_path / "out"), "--audio", str(bad)], timeout=120)
     U.assert_clean_error(r, "winml run", str(bad))
+    sf.write(tmp_path / "short.wav", np.full(30, 0.1, np.float32), 16000)  # under the 40-sample receptive field
+    r = U.run([asan, "run", "-m", str(tmp_path / "out"), "--audio", str(tmp_path / "short.wav")], timeout=120)
+    U.assert_clean_error(r, "winml run", str(tmp_path / "short.wav"), "at least 40")
     r = U.run([asan, "run", "-m", str(tmp_path / "out"), "--audio", str(tmp_path / "a.wav"), "-f", "json"])
     assert r.returncode == 0 and not U.crashed(r), U.describe(r)
     r = U.run([asan, "run", "-m", str(tmp_path / "out"), "--audio", str(tmp_path / "a.wav"), "--text", "x"])
