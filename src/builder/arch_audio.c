@@ -49,13 +49,25 @@ static wm_status act_of(const wm_hf_config *c, const char *key, const char *def,
     return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s': activation '%s' is not supported", c->file, key, name);
 }
 
+/* A conv list key, or transformers' Wav2Vec2Config default (def, 7 values) when absent or null. */
+static wm_status conv_list(const wm_hf_config *c, const char *key, int64_t hi, const int64_t *def, int64_t *out,
+                           int64_t *n, wm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
+    if (v && !cJSON_IsNull(v)) return arch_key_list(c, key, hi, WM_AUDIO_MAX_CONV, out, n, err);
+    memcpy(out, def, 7 * sizeof *out);
+    *n = 7;
+    return WM_OK;
+}
+
 static wm_status conv_lists(wm_arch *a, wm_error *err) {
+    static const int64_t ddim[7] = {512, 512, 512, 512, 512, 512, 512}, dk[7] = {10, 3, 3, 3, 3, 2, 2},
+                         ds[7] = {5, 2, 2, 2, 2, 2, 2};
     const wm_hf_config *c = a->cfg;
     int64_t nk = 0, ns = 0;
     wm_status s;
-    if ((s = arch_key_list(c, "conv_dim", 1 << 16, WM_AUDIO_MAX_CONV, a->conv_dim, &a->n_conv, err)) ||
-        (s = arch_key_list(c, "conv_kernel", 1 << 12, WM_AUDIO_MAX_CONV, a->conv_kernel, &nk, err)) ||
-        (s = arch_key_list(c, "conv_stride", 1 << 12, WM_AUDIO_MAX_CONV, a->conv_stride, &ns, err)))
+    if ((s = conv_list(c, "conv_dim", 1 << 16, ddim, a->conv_dim, &a->n_conv, err)) ||
+        (s = conv_list(c, "conv_kernel", 1 << 12, dk, a->conv_kernel, &nk, err)) ||
+        (s = conv_list(c, "conv_stride", 1 << 12, ds, a->conv_stride, &ns, err)))
         return s;
     if (nk != a->n_conv || ns != a->n_conv)
         return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %lld entries, conv_dim has %lld (one per convolution)", c->file,
