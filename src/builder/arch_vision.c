@@ -38,7 +38,7 @@ static const wm_modpat *pat_of(const wm_scheme *s, int m) {
 
 /* An integer key in [lo, hi]; def when absent or null. */
 wm_status arch_key_int(const wm_hf_config *c, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
-                         wm_error *err) {
+                       wm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
     if (!v || cJSON_IsNull(v)) {
         *out = def;
@@ -53,7 +53,7 @@ wm_status arch_key_int(const wm_hf_config *c, const char *key, int64_t def, int6
 }
 
 wm_status arch_key_num(const wm_hf_config *c, const char *key, double def, double lo, double hi, double *out,
-                         wm_error *err) {
+                       wm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
     if (!v || cJSON_IsNull(v)) {
         *out = def;
@@ -76,6 +76,7 @@ wm_status arch_key_bool(const wm_hf_config *c, const char *key, int def, int *ou
     return WM_OK;
 }
 
+/* A list of 1..max whole numbers in [1, hi] (see arch_impl.h). */
 wm_status arch_key_list(const wm_hf_config *c, const char *key, int64_t hi, int max, int64_t *out, int64_t *n,
                         wm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key), *e;
@@ -279,7 +280,7 @@ static size_t tower_wants(const wm_arch *a, const wm_vis_family *f, const wm_sch
     return n;
 }
 
-/* Image-classification heads (absolute names). */
+/* Classification heads (image and audio) and the CTC head (absolute names). */
 static size_t head_wants(const wm_arch *a, arch_want *list) {
     if (a->task == WM_TASK_ASR) {
         list[0] = (arch_want){WM_M_H_0, -1, "lm_head", WM_MK_LINEAR, D_V, D_H, 1, 1};
