@@ -4,7 +4,9 @@
  * config's vision keys (image_size, patch_size, num_channels, mlp_ratio,
  * use_swiglu_ffn, num_register_tokens, projection_dim, hidden_sizes ...)
  * typed and range-checked, modules looked up (weights) or decided
- * (random), every checkpoint tensor accounted for.
+ * (random), every checkpoint tensor accounted for. Speech encoders
+ * (wav2vec2, HuBERT: graph WM_GRAPH_AUDIO) take the same path for their
+ * transformer modules and heads, their feature encoder from arch_audio.c.
  */
 #include "builder/arch_impl.h"
 

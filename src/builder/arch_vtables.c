@@ -1,6 +1,6 @@
 /*
- * arch_vtables.c - the data behind the vision families (arch_impl.h):
- * naming schemes of ViT-style image transformers and CLIP's towers, and
+ * arch_vtables.c - the data behind the vision and speech families (arch_impl.h):
+ * naming schemes of ViT-style image transformers, CLIP's towers and wav2vec2, and
  * the family rows keyed by model_type. A new family whose tensors follow
  * one of these schemes is one row; what differs between families (tokens
  * before the patches, layer scale, SwiGLU, pooling, heads) is a column.
