@@ -24,6 +24,8 @@ static const char *const task_names[WM_TASK_COUNT] = {
     [WM_TASK_IMAGE_FEATURE_EXTRACTION] = "image-feature-extraction",
     [WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION] = "zero-shot-image-classification",
     [WM_TASK_TEXT2TEXT_GENERATION] = "text2text-generation",
+    [WM_TASK_AUDIO_CLASSIFICATION] = "audio-classification",
+    [WM_TASK_ASR] = "automatic-speech-recognition",
 };
 
 const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_names[t] : "unknown"; }
@@ -32,6 +34,8 @@ int wm_task_is_image(int t) {
     return t == WM_TASK_IMAGE_CLASSIFICATION || t == WM_TASK_IMAGE_FEATURE_EXTRACTION ||
            t == WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION;
 }
+
+int wm_task_is_audio(int t) { return t == WM_TASK_AUDIO_CLASSIFICATION || t == WM_TASK_ASR; }
 
 int wm_task_from_name(const char *s) {
     for (int t = 0; s && t < WM_TASK_COUNT; t++)
@@ -103,7 +107,7 @@ int wm_arch_family_kind(const char *model_type) {
 static int text_kind_serves(int kind, int task) {
     if (kind == WM_DECODER) return task == WM_TASK_TEXT_GENERATION;
     return task >= 0 && task < WM_TASK_COUNT && task != WM_TASK_TEXT_GENERATION && !wm_task_is_image(task) &&
-           task != WM_TASK_TEXT2TEXT_GENERATION;
+           task != WM_TASK_TEXT2TEXT_GENERATION && !wm_task_is_audio(task);
 }
 
 int wm_arch_family_serves(const char *model_type, int task) {
@@ -195,6 +199,7 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_RB: return a->rel_rows;
     case D_NH: return a->nh;
     case D_2SPAN: return 2 * a->dis_span;
+    case D_CONV: return a->n_conv ? a->conv_dim[a->n_conv - 1] : 0;
     default: return 0;
     }
 }
@@ -756,7 +761,7 @@ static size_t mods_of(const wm_arch *a) { return (size_t)(a->L + 1) * WM_M_COUNT
 
 wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
     const wm_arch *parts[3] = {a, a->tower[0], a->tower[1]};
-    size_t n_used = 0, cap = 0, n_extra = wm_resnet_names(a, NULL, 0);
+    size_t n_used = 0, cap = 0, n_res = wm_resnet_names(a, NULL, 0), n_extra = n_res + wm_audio_names(a, NULL, 0);
     for (int p = 0; p < 3; p++) cap += parts[p] ? mods_of(parts[p]) * 2 : 0;
     const char **used = malloc((cap + n_extra + 1) * sizeof *used);
     if (!used) return wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -772,7 +777,10 @@ wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
         free(used);
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
-    wm_resnet_names(a, extra, n_extra);
+    if (extra) {
+        wm_resnet_names(a, extra, n_res);
+        wm_audio_names(a, extra + n_res, n_extra - n_res);
+    }
     for (size_t i = 0; i < n_extra; i++) used[n_used++] = extra[i];
     qsort(used, n_used, sizeof *used, cmp_str);
     wm_status s = WM_OK;
@@ -885,6 +893,7 @@ static void resolve_scales(wm_arch *a, const wm_family *f) {
 /* Saturates at UINT64_MAX: a config of absurd sizes is refused by the space and size checks, never wrapped. */
 void arch_count_params(wm_arch *a) {
     uint64_t n = wm_resnet_params(a);
+    if (!wm_add_u64(n, wm_audio_params(a), &n)) n = UINT64_MAX;
     for (int t = 0; t < 2; t++)
         if (a->tower[t] && !wm_add_u64(n, a->tower[t]->n_params, &n)) n = UINT64_MAX;
     for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {

@@ -40,12 +40,16 @@ typedef enum wm_task {
     WM_TASK_IMAGE_FEATURE_EXTRACTION,
     WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION,
     WM_TASK_TEXT2TEXT_GENERATION, /* encoder-decoder: an encoder graph and a decoder graph with caches */
+    WM_TASK_AUDIO_CLASSIFICATION, /* input_values -> logits [batch, labels] (mean pooled over the valid frames) */
+    WM_TASK_ASR,                  /* automatic-speech-recognition by CTC: logits [batch, frames, vocab] */
     WM_TASK_COUNT
 } wm_task;
 
 const char *wm_task_name(int task);
 /* 1 for the tasks whose input is an image (pixel_values). */
 int wm_task_is_image(int task);
+/* 1 for the tasks whose input is audio (input_values). */
+int wm_task_is_audio(int task);
 /* -1 when unknown. */
 int wm_task_from_name(const char *s);
 
@@ -53,7 +57,11 @@ int wm_task_from_name(const char *s);
 typedef enum { WM_DECODER, WM_ENCODER, WM_ENCDEC } wm_family_kind;
 /* Which graph a family builds: the text ones (by kind), a patch transformer (ViT, DeiT, DINOv2, CLIP's image
    tower), CLIP's text tower, CLIP's two towers, or a ResNet. */
-typedef enum { WM_GRAPH_TEXT, WM_GRAPH_VIT, WM_GRAPH_CLIP_TEXT, WM_GRAPH_DUAL, WM_GRAPH_RESNET, WM_GRAPH_S2S } wm_graph_kind;
+/* WM_GRAPH_AUDIO: wav2vec2-style speech encoders (convolutional feature encoder, positional convolution, transformer
+   stack; arch_audio.c, model_w2v.c). WM_GRAPH_S2S: encoder-decoders (arch_s2s.c, model_s2s.c). */
+typedef enum {
+    WM_GRAPH_TEXT, WM_GRAPH_VIT, WM_GRAPH_CLIP_TEXT, WM_GRAPH_DUAL, WM_GRAPH_RESNET, WM_GRAPH_S2S, WM_GRAPH_AUDIO
+} wm_graph_kind;
 /* What a vision tower's pooler_output is: none, tanh(dense(CLS)), the CLS of the normed sequence, or the final
    norm applied to the CLS only (CLIP's post_layernorm), or (CLIP text) the EOS token's state;
    SigLIP: attention pooling by a learned probe (MAP head) over the normed sequence; the last token through a
@@ -66,6 +74,7 @@ typedef enum {
 typedef enum { WM_VHEAD_CLS, WM_VHEAD_CLS_DIST_AVG, WM_VHEAD_CLS_MEAN } wm_vhead;
 
 #define WM_RESNET_MAX_STAGES 8
+#define WM_AUDIO_MAX_CONV 16
 typedef enum { WM_NORM_LAYER, WM_NORM_RMS } wm_norm_kind;
 typedef enum { WM_ACT_NONE, WM_ACT_GELU, WM_ACT_GELU_TANH, WM_ACT_SILU, WM_ACT_RELU, WM_ACT_QUICK_GELU, WM_ACT_TANH } wm_act;
 typedef enum { WM_POS_LEARNED, WM_POS_ROPE } wm_pos_kind;
@@ -222,6 +231,17 @@ typedef struct wm_arch {
     int64_t n_stages;         /* ResNet */
     int64_t hidden_sizes[WM_RESNET_MAX_STAGES], depths[WM_RESNET_MAX_STAGES];
     int bottleneck, down_first, down_in_bottleneck;
+    /* audio (WM_GRAPH_AUDIO): the convolutional feature encoder (conv_dim / conv_kernel / conv_stride), its norm
+       ("group": GroupNorm on the first conv only; "layer": LayerNorm over channels after every conv), the positional
+       convolution (num_conv_pos_embeddings, num_conv_pos_embedding_groups; weight-normed in the checkpoint, folded
+       at export) and the encoder's norm order (do_stable_layer_norm: pre-norm, encoder.layer_norm last) */
+    int64_t n_conv, conv_dim[WM_AUDIO_MAX_CONV], conv_kernel[WM_AUDIO_MAX_CONV], conv_stride[WM_AUDIO_MAX_CONV];
+    int conv_bias, feat_layer_norm, stable, feat_proj_norm;
+    wm_act feat_act;
+    int64_t pos_k, pos_groups;
+    int pos_wn;               /* the positional conv weight's spelling: 0 parametrizations (g, v), 1 weight_g / weight_v,
+                                 2 a plain weight */
+    int64_t sample_rate;      /* the feature extractor's (16000 unless a preprocessor says otherwise) */
     int tower_of;             /* one tower of a two-tower checkpoint: 1 text, 2 image (the other's tensors unused) */
     struct wm_arch *tower[2]; /* WM_GRAPH_DUAL: the text and the image tower (owned) */
     struct wm_hf_config *tower_cfg[2]; /* their configs, parsed from text_config / vision_config (owned) */

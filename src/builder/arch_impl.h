@@ -6,7 +6,7 @@
 
 /* symbolic dims of module shapes */
 enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1, D_2H, D_PIN, D_NPOS, D_REG,
-       D_PROJ, D_3H, D_RB, D_NH, D_2SPAN };
+       D_PROJ, D_3H, D_RB, D_NH, D_2SPAN, D_CONV };
 
 typedef struct wm_modpat {
     uint8_t mod, kind, d_out, d_in; /* wm_mod, wm_mod_kind, D_* */
@@ -174,6 +174,7 @@ typedef struct wm_vis_family {
     int no_cls;                      /* no CLS token: positions for the patches only (SigLIP) */
     int logit_bias;                  /* DUAL: logits + logit_bias (SigLIP) */
     int pos_antialias;               /* positions resized to another grid with antialias (DINOv2 with registers) */
+    int feat_proj_key;               /* audio: honours feat_proj_layer_norm (HuBERT; wav2vec2 always norms) */
 } wm_vis_family;
 
 extern const wm_vis_family wm_vis_families[];
@@ -221,6 +222,24 @@ const void *wm_s2s_find(const char *model_type);
 wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
 /* Appends the feature strings of an encoder-decoder arch to the open array j. */
 void wm_s2s_features(const wm_arch *a, wm_json *j);
+/* Typed config keys (arch_vision.c): an integer in [lo, hi], a number in [lo, hi], a bool, each def when absent or
+   null; a list of 1..max whole numbers in [1, hi] (required). Errors name the file and key (WM_ERR_INPUT). */
+wm_status arch_key_int(const wm_hf_config *c, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
+                       wm_error *err);
+wm_status arch_key_num(const wm_hf_config *c, const char *key, double def, double lo, double hi, double *out,
+                       wm_error *err);
+wm_status arch_key_bool(const wm_hf_config *c, const char *key, int def, int *out, wm_error *err);
+wm_status arch_key_list(const wm_hf_config *c, const char *key, int64_t hi, int max, int64_t *out, int64_t *n,
+                        wm_error *err);
+
+/* wav2vec2-style audio (arch_audio.c): the config's feature-encoder keys into a, then the modules. */
+wm_status wm_audio_resolve(wm_arch *a, const wm_vis_family *f, const wm_st_file *st, wm_error *err);
+/* Tensor names of the convolutional feature encoder and the positional convolution (cap 0: the count). */
+size_t wm_audio_names(const wm_arch *a, char (*names)[160], size_t cap);
+/* Parameters the export stores for them (the positional convolution's weight norm folded). */
+uint64_t wm_audio_params(const wm_arch *a);
+/* Feature strings of an audio arch into the open array j. */
+void wm_audio_features(const wm_arch *a, wm_json *j);
 
 extern const wm_scheme wm_schemes[];
 extern const size_t wm_n_schemes;

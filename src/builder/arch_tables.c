@@ -279,7 +279,8 @@ const char *const wm_head_prefixes[] = {
    replaces masked patches in masked-image-modeling training, never at inference. */
 const char *const wm_buffer_suffixes[] = {".inv_freq", ".attn.bias", ".attn.masked_bias", ".attention.bias",
                                           ".attention.masked_bias", "position_ids",
-                                          "token_type_ids", ".num_batches_tracked", "embeddings.mask_token", NULL};
+                                          "token_type_ids", ".num_batches_tracked", "embeddings.mask_token",
+                                          "masked_spec_embed", NULL}; /* wav2vec2: SpecAugment training only */
 
 /* ------------------------------------------------------------- families */
 
@@ -402,6 +403,8 @@ const wm_denied_type wm_denied_types[] = {
     {"olmo", "non-parametric LayerNorm"},
     {"nemotron", "LayerNorm1P and squared-ReLU MLP"},
     /* image models the vision tables do not cover (arch_vtables.c has vit, deit, dinov2, clip, resnet) */
+    /* speech models the audio tables do not cover (arch_vtables.c has wav2vec2, hubert) */
+    {"wavlm", "WavLM: gated relative position bias in every attention layer is not modeled"},
     {"siglip2", "SigLIP 2: variable-resolution (NaFlex) patches are not modeled"},
     {"convnext", "ConvNeXt: depthwise convolutions with channel LayerNorm and layer scale are not modeled"},
     {"convnextv2", "ConvNeXt V2: depthwise convolutions with global response norm are not modeled"},
@@ -493,4 +496,6 @@ const char *const wm_task_class_suffix[WM_TASK_COUNT] = {
     [WM_TASK_IMAGE_FEATURE_EXTRACTION] = "Model",
     [WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION] = "Model",
     [WM_TASK_TEXT2TEXT_GENERATION] = "ForConditionalGeneration",
+    [WM_TASK_AUDIO_CLASSIFICATION] = "ForAudioClassification", /* the Auto class; the model's is ...ForSequence... */
+    [WM_TASK_ASR] = "ForCTC",
 };

@@ -4,7 +4,9 @@
  * config's vision keys (image_size, patch_size, num_channels, mlp_ratio,
  * use_swiglu_ffn, num_register_tokens, projection_dim, hidden_sizes ...)
  * typed and range-checked, modules looked up (weights) or decided
- * (random), every checkpoint tensor accounted for.
+ * (random), every checkpoint tensor accounted for. Speech encoders
+ * (wav2vec2, HuBERT: graph WM_GRAPH_AUDIO) take the same path for their
+ * transformer modules and heads, their feature encoder from arch_audio.c.
  */
 #include "builder/arch_impl.h"
 
@@ -37,8 +39,8 @@ static const wm_modpat *pat_of(const wm_scheme *s, int m) {
 /* ------------------------------------------------------------- config keys */
 
 /* An integer key in [lo, hi]; def when absent or null. */
-static wm_status key_int(const wm_hf_config *c, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
-                         wm_error *err) {
+wm_status arch_key_int(const wm_hf_config *c, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
+                       wm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
     if (!v || cJSON_IsNull(v)) {
         *out = def;
@@ -52,8 +54,8 @@ static wm_status key_int(const wm_hf_config *c, const char *key, int64_t def, in
     return WM_OK;
 }
 
-static wm_status key_num(const wm_hf_config *c, const char *key, double def, double lo, double hi, double *out,
-                         wm_error *err) {
+wm_status arch_key_num(const wm_hf_config *c, const char *key, double def, double lo, double hi, double *out,
+                       wm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
     if (!v || cJSON_IsNull(v)) {
         *out = def;
@@ -65,7 +67,7 @@ static wm_status key_num(const wm_hf_config *c, const char *key, double def, dou
     return WM_OK;
 }
 
-static wm_status key_bool(const wm_hf_config *c, const char *key, int def, int *out, wm_error *err) {
+wm_status arch_key_bool(const wm_hf_config *c, const char *key, int def, int *out, wm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
     if (!v || cJSON_IsNull(v)) {
         *out = def;
@@ -76,14 +78,13 @@ static wm_status key_bool(const wm_hf_config *c, const char *key, int def, int *
     return WM_OK;
 }
 
-/* A list of 1..WM_RESNET_MAX_STAGES whole numbers in [1, hi]. */
-static wm_status key_list(const wm_hf_config *c, const char *key, int64_t hi, int64_t *out, int64_t *n,
-                          wm_error *err) {
+/* A list of 1..max whole numbers in [1, hi] (see arch_impl.h). */
+wm_status arch_key_list(const wm_hf_config *c, const char *key, int64_t hi, int max, int64_t *out, int64_t *n,
+                        wm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key), *e;
     int k = 0;
-    if (!cJSON_IsArray(v) || !cJSON_GetArraySize(v) || cJSON_GetArraySize(v) > WM_RESNET_MAX_STAGES)
-        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected a list of 1 to %d whole numbers", c->file, key,
-                      WM_RESNET_MAX_STAGES);
+    if (!cJSON_IsArray(v) || !cJSON_GetArraySize(v) || cJSON_GetArraySize(v) > max)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected a list of 1 to %d whole numbers", c->file, key, max);
     cJSON_ArrayForEach(e, v) {
         if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
             e->valuedouble > (double)hi)
@@ -140,6 +141,8 @@ static wm_status resolve_task(wm_arch *a, const wm_vis_family *f, int task, wm_e
               : f->graph == WM_GRAPH_CLIP_TEXT ? WM_TASK_FEATURE_EXTRACTION
                                                : WM_TASK_IMAGE_FEATURE_EXTRACTION;
     if (arch0 && f->classify && strstr(arch0, "ForImageClassification")) own = WM_TASK_IMAGE_CLASSIFICATION;
+    if (f->graph == WM_GRAPH_AUDIO) /* no audio feature-extraction output here: a base model builds CTC */
+        own = arch0 && strstr(arch0, "ForSequenceClassification") ? WM_TASK_AUDIO_CLASSIFICATION : WM_TASK_ASR;
     if (task < 0) task = own;
     int tasks[WM_TASK_COUNT];
     a->graph = f->graph;
@@ -155,6 +158,9 @@ static wm_status resolve_task(wm_arch *a, const wm_vis_family *f, int task, wm_e
     }
     a->task = (wm_task)task;
     if (arch0 && task == own) snprintf(a->inference_class, sizeof a->inference_class, "%s", arch0);
+    else if (f->graph == WM_GRAPH_AUDIO)
+        snprintf(a->inference_class, sizeof a->inference_class, "%s%s", f->class_stem,
+                 task == WM_TASK_ASR ? "ForCTC" : "ForSequenceClassification");
     else
         snprintf(a->inference_class, sizeof a->inference_class, "%s%s", f->class_stem,
                  task == WM_TASK_IMAGE_CLASSIFICATION ? "ForImageClassification" : "Model");
@@ -214,7 +220,7 @@ static wm_status resolve_sizes(wm_arch *a, const wm_vis_family *f, wm_error *err
     a->labels = c->num_labels > 0 ? c->num_labels : 2;
     if (f->mlp_ratio) {
         double ratio = 4.0;
-        if ((s = key_num(c, "mlp_ratio", 4.0, 0.01, 64.0, &ratio, err))) return s;
+        if ((s = arch_key_num(c, "mlp_ratio", 4.0, 0.01, 64.0, &ratio, err))) return s;
         a->I = (int64_t)((double)a->H * ratio);
     } else {
         a->I = c->intermediate_size;
@@ -233,9 +239,9 @@ static wm_status resolve_sizes(wm_arch *a, const wm_vis_family *f, wm_error *err
         a->causal = f->causal;
         return WM_OK;
     }
-    if ((s = key_int(c, "image_size", 224, 1, 8192, &a->image, err)) ||
-        (s = key_int(c, "patch_size", 16, 1, 8192, &a->patch, err)) ||
-        (s = key_int(c, "num_channels", 3, 1, 64, &a->C, err)))
+    if ((s = arch_key_int(c, "image_size", 224, 1, 8192, &a->image, err)) ||
+        (s = arch_key_int(c, "patch_size", 16, 1, 8192, &a->patch, err)) ||
+        (s = arch_key_int(c, "num_channels", 3, 1, 64, &a->C, err)))
         return s;
     if (a->image % a->patch)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'patch_size': %lld does not divide image_size %lld", c->file,
@@ -244,7 +250,7 @@ static wm_status resolve_sizes(wm_arch *a, const wm_vis_family *f, wm_error *err
     a->n_patch = side * side;
     if (a->n_patch > (1 << 20)) return wm_err(err, WM_ERR_INPUT, "%s: over 2^20 patches", c->file);
     a->n_pos = a->n_patch + (f->no_cls ? 0 : 1) + (f->dist ? 1 : 0);
-    if (f->registers && (s = key_int(c, "num_register_tokens", 0, 0, 4096, &a->n_reg, err))) return s;
+    if (f->registers && (s = arch_key_int(c, "num_register_tokens", 0, 0, 4096, &a->n_reg, err))) return s;
     a->P = a->n_pos;
     return WM_OK;
 }
@@ -268,6 +274,7 @@ static size_t tower_wants(const wm_arch *a, const wm_vis_family *f, const wm_sch
         case WM_M_G_MAP_UP: case WM_M_G_MAP_DOWN: w.required = a->vpool == WM_VPOOL_MAP; break;
         case WM_M_G_PROJ: w.required = a->proj > 0; w.bias = 0; break;
         case WM_M_G_EMBED: case WM_M_G_POS: w.bias = 0; break;
+        case WM_M_G_EMB_NORM: w.required = f->graph != WM_GRAPH_AUDIO || a->feat_proj_norm; break;
         default: break;
         }
         list[n++] = w;
@@ -275,8 +282,17 @@ static size_t tower_wants(const wm_arch *a, const wm_vis_family *f, const wm_sch
     return n;
 }
 
-/* Image-classification heads (absolute names). */
+/* Classification heads (image and audio) and the CTC head (absolute names). */
 static size_t head_wants(const wm_arch *a, arch_want *list) {
+    if (a->task == WM_TASK_ASR) {
+        list[0] = (arch_want){WM_M_H_0, -1, "lm_head", WM_MK_LINEAR, D_V, D_H, 1, 1};
+        return 1;
+    }
+    if (a->task == WM_TASK_AUDIO_CLASSIFICATION) {
+        list[0] = (arch_want){WM_M_H_0, -1, "projector", WM_MK_LINEAR, D_PROJ, D_H, 1, 1};
+        list[1] = (arch_want){WM_M_H_1, -1, "classifier", WM_MK_LINEAR, D_L, D_PROJ, 1, 1};
+        return 2;
+    }
     if (a->task != WM_TASK_IMAGE_CLASSIFICATION) return 0;
     if (a->vhead == WM_VHEAD_CLS_DIST_AVG) {
         list[0] = (arch_want){WM_M_H_0, -1, "cls_classifier", WM_MK_LINEAR, D_L, D_H, 1, 1};
@@ -313,13 +329,13 @@ static wm_status resolve_resnet(wm_arch *a, const wm_vis_family *f, const wm_st_
                                                           strcmp(lt->valuestring, "bottleneck"))))
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'layer_type': expected \"basic\" or \"bottleneck\"", c->file);
     a->bottleneck = !lt || cJSON_IsNull(lt) || !strcmp(lt->valuestring, "bottleneck");
-    if ((s = key_int(c, "embedding_size", 64, 1, 1 << 16, &a->E, err)) ||
-        (s = key_int(c, "num_channels", 3, 1, 64, &a->C, err)) ||
-        (s = key_list(c, "hidden_sizes", 1 << 16, a->hidden_sizes, &a->n_stages, err)) ||
-        (s = key_list(c, "depths", 1024, a->depths, &nd, err)) ||
-        (s = key_bool(c, "downsample_in_first_stage", 0, &a->down_first, err)) ||
-        (s = key_bool(c, "downsample_in_bottleneck", 0, &a->down_in_bottleneck, err)) ||
-        (s = key_int(c, "image_size", 224, 1, 8192, &a->image, err)))
+    if ((s = arch_key_int(c, "embedding_size", 64, 1, 1 << 16, &a->E, err)) ||
+        (s = arch_key_int(c, "num_channels", 3, 1, 64, &a->C, err)) ||
+        (s = arch_key_list(c, "hidden_sizes", 1 << 16, WM_RESNET_MAX_STAGES, a->hidden_sizes, &a->n_stages, err)) ||
+        (s = arch_key_list(c, "depths", 1024, WM_RESNET_MAX_STAGES, a->depths, &nd, err)) ||
+        (s = arch_key_bool(c, "downsample_in_first_stage", 0, &a->down_first, err)) ||
+        (s = arch_key_bool(c, "downsample_in_bottleneck", 0, &a->down_in_bottleneck, err)) ||
+        (s = arch_key_int(c, "image_size", 224, 1, 8192, &a->image, err)))
         return s;
     if (nd != a->n_stages)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'depths': %lld stages, hidden_sizes has %lld", c->file,
@@ -355,10 +371,18 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
         a->scheme = f->scheme;
         return resolve_resnet(a, f, st, err);
     }
+    if (f->graph == WM_GRAPH_AUDIO) { /* the feature encoder's keys and tensors, then the scheme's modules */
+        a->sch = vis_scheme(f->scheme);
+        a->scheme = f->scheme;
+        if ((s = wm_audio_resolve(a, f, st, err)) || (s = fill_all(a, f, a->sch, st, 1, err))) return s;
+        a->qkv_bias = a->o_bias = a->mlp_bias = 1;
+        a->n_head_mods = wm_arch_mod(a, -1, WM_M_H_1)->present ? 2 : 1;
+        return WM_OK;
+    }
     if ((s = resolve_sizes(a, f, err))) return s;
     int swiglu = 0, qkv_bias = 1;
-    if (f->swiglu && (s = key_bool(c, "use_swiglu_ffn", 0, &swiglu, err))) return s;
-    if ((s = key_bool(c, "qkv_bias", 1, &qkv_bias, err))) return s;
+    if (f->swiglu && (s = arch_key_bool(c, "use_swiglu_ffn", 0, &swiglu, err))) return s;
+    if ((s = arch_key_bool(c, "qkv_bias", 1, &qkv_bias, err))) return s;
     const wm_scheme *sch = vis_scheme(swiglu ? f->scheme_alt : f->scheme);
     if (st && !find_prefix(a, f, sch, st, NULL)) {
         char name[256];
@@ -383,7 +407,7 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
         if (pa && !cJSON_IsNull(pa) && (!cJSON_IsString(pa) || strcmp(pa->valuestring, "tanh")))
             return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'pooler_act': only tanh is modeled", c->file);
         int64_t ps;
-        if ((s = key_int(c, "pooler_output_size", a->H, 1, 1 << 16, &ps, err))) return s;
+        if ((s = arch_key_int(c, "pooler_output_size", a->H, 1, 1 << 16, &ps, err))) return s;
         if (ps != a->H)
             return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'pooler_output_size': %lld != hidden_size is not modeled",
                           c->file, (long long)ps);
@@ -392,10 +416,10 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
     }
     if (a->vpool == WM_VPOOL_MAP) {
         int use_head;
-        if ((s = key_bool(c, "vision_use_head", 1, &use_head, err))) return s;
+        if ((s = arch_key_bool(c, "vision_use_head", 1, &use_head, err))) return s;
         if (!use_head) a->vpool = WM_VPOOL_NONE;
     }
-    if (a->vpool == WM_VPOOL_LAST_HEAD && (s = key_int(c, "projection_size", a->H, 1, 1 << 16, &a->proj, err)))
+    if (a->vpool == WM_VPOOL_LAST_HEAD && (s = arch_key_int(c, "projection_size", a->H, 1, 1 << 16, &a->proj, err)))
         return s;
     if (a->task == WM_TASK_IMAGE_CLASSIFICATION && f->dist) {
         int teacher = st ? arch_st_find(st, "cls_classifier.weight") != NULL
@@ -404,7 +428,7 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
     }
     if (pat_of(sch, WM_M_G_PROJ)) {
         int64_t pd;
-        if ((s = key_int(parent ? parent : c, "projection_dim", 512, 1, 1 << 16, &pd, err))) return s;
+        if ((s = arch_key_int(parent ? parent : c, "projection_dim", 512, 1, 1 << 16, &pd, err))) return s;
         if (parent || has_mod(a, sch, st, WM_M_G_PROJ, "WithProjection")) a->proj = pd;
     }
     if ((s = fill_all(a, f, sch, st, qkv_bias, err))) return s;
@@ -537,6 +561,10 @@ size_t wm_vis_tasks(const wm_arch *a, int *out) {
     switch (f->graph) {
     case WM_GRAPH_DUAL: out[n++] = WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION; break;
     case WM_GRAPH_CLIP_TEXT: out[n++] = WM_TASK_FEATURE_EXTRACTION; break;
+    case WM_GRAPH_AUDIO:
+        out[n++] = WM_TASK_AUDIO_CLASSIFICATION;
+        out[n++] = WM_TASK_ASR;
+        break;
     default:
         if (f->classify) out[n++] = WM_TASK_IMAGE_CLASSIFICATION;
         out[n++] = WM_TASK_IMAGE_FEATURE_EXTRACTION;
@@ -588,6 +616,10 @@ static void tower_features(const wm_arch *a, wm_json *j, const char *who) {
 
 void wm_vis_features(const wm_arch *a, wm_json *j) {
     char b[256];
+    if (a->graph == WM_GRAPH_AUDIO) {
+        wm_audio_features(a, j);
+        return;
+    }
     if (a->graph == WM_GRAPH_RESNET) {
         snprintf(b, sizeof b, "stem: Conv 7x7 stride 2 to %lld channels + BatchNorm + ReLU + MaxPool 3x3 stride 2",
                  (long long)a->E);

@@ -1,6 +1,6 @@
 /*
- * arch_vtables.c - the data behind the vision families (arch_impl.h):
- * naming schemes of ViT-style image transformers and CLIP's towers, and
+ * arch_vtables.c - the data behind the vision and speech families (arch_impl.h):
+ * naming schemes of ViT-style image transformers, CLIP's towers and wav2vec2, and
  * the family rows keyed by model_type. A new family whose tensors follow
  * one of these schemes is one row; what differs between families (tokens
  * before the patches, layer scale, SwiGLU, pooling, heads) is a column.
@@ -122,6 +122,24 @@ static const wm_modpat resnet_mods[] = {
     MP(G_FINAL_NORM, NORM, H, H, "$unused"), /* placeholder row: never wanted (see arch_vision.c) */
 };
 
+/* wav2vec2 / HuBERT: the feature projection (LayerNorm over the last conv's channels + Linear), the encoder's
+   LayerNorm (before the stack in the post-norm variant, after it with do_stable_layer_norm), post- or pre-norm
+   layers under one set of names. The convolutional feature encoder and the weight-normed positional convolution
+   come from the config's lists (arch_audio.c). */
+static const wm_modpat wav2vec2_mods[] = {
+    MP(G_EMB_NORM, NORM, CONV, CONV, "$feature_projection.layer_norm"),
+    MP(G_EMB_PROJ, LINEAR, H, CONV, "$feature_projection.projection"),
+    MP(G_FINAL_NORM, NORM, H, H, "$encoder.layer_norm"),
+    MP(L_ATTN_NORM, NORM, H, H, "$encoder.layers.%d.layer_norm"),
+    MP(L_Q, LINEAR, Q, H, "$encoder.layers.%d.attention.q_proj"),
+    MP(L_K, LINEAR, KV, H, "$encoder.layers.%d.attention.k_proj"),
+    MP(L_V, LINEAR, KV, H, "$encoder.layers.%d.attention.v_proj"),
+    MP(L_O, LINEAR, H, Q, "$encoder.layers.%d.attention.out_proj"),
+    MP(L_MLP_NORM, NORM, H, H, "$encoder.layers.%d.final_layer_norm"),
+    MP(L_UP, LINEAR, I, H, "$encoder.layers.%d.feed_forward.intermediate_dense"),
+    MP(L_DOWN, LINEAR, H, I, "$encoder.layers.%d.feed_forward.output_dense"),
+};
+
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define VS(name, mods) {name, WM_ENCODER, WM_NORM_LAYER, 0, WM_POS_LEARNED, 0, {""}, mods, N(mods), NULL}
 const wm_scheme wm_vis_schemes[] = {
@@ -134,6 +152,7 @@ const wm_scheme wm_vis_schemes[] = {
     VS("siglip_vision", siglip_vision_mods),
     VS("siglip_text", siglip_text_mods),
     VS("resnet", resnet_mods),
+    VS("wav2vec2", wav2vec2_mods),
 };
 const size_t wm_n_vis_schemes = N(wm_vis_schemes);
 
@@ -168,5 +187,9 @@ const wm_vis_family wm_vis_families[] = {
      .logit_bias = 1},
     {.model_type = "resnet", .class_stem = "ResNet", .graph = WM_GRAPH_RESNET, .scheme = "resnet",
      .prefix = "resnet.", .act = "relu", .eps = 1e-5, .classify = 1},
+    {.model_type = "wav2vec2", .class_stem = "Wav2Vec2", .graph = WM_GRAPH_AUDIO, .scheme = "wav2vec2",
+     .prefix = "wav2vec2.", .act = "gelu", .eps = 1e-5, .classify = 1},
+    {.model_type = "hubert", .class_stem = "Hubert", .graph = WM_GRAPH_AUDIO, .scheme = "wav2vec2",
+     .prefix = "hubert.", .act = "gelu", .eps = 1e-5, .classify = 1, .feat_proj_key = 1},
 };
 const size_t wm_n_vis_families = N(wm_vis_families);

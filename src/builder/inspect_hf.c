@@ -76,7 +76,7 @@ wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     wm_json_str(j, "inference_class", a.inference_class);
     static const char *const graphs[] = {[WM_GRAPH_VIT] = "image encoder", [WM_GRAPH_CLIP_TEXT] = "encoder",
                                          [WM_GRAPH_DUAL] = "text and image encoders", [WM_GRAPH_RESNET] = "convolutional",
-                                         [WM_GRAPH_S2S] = "encoder-decoder"};
+                                         [WM_GRAPH_S2S] = "encoder-decoder", [WM_GRAPH_AUDIO] = "speech encoder"};
     wm_json_str(j, "family", a.graph != WM_GRAPH_TEXT ? graphs[a.graph] : a.kind == WM_DECODER ? "decoder" : "encoder");
     wm_json_str(j, "naming_scheme", a.scheme);
     wm_json_str(j, "tensor_prefix", a.prefix);

@@ -31,6 +31,10 @@ wm_status wm_model_resnet(wm_gb *b, wm_model_ctx *c);
 wm_status wm_model_s2s(wm_gb *b, wm_model_ctx *c, int part);
 /* The graph inputs (outputs 0) or outputs (1) of part into out (cap entries); returns the count. */
 size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_t cap);
+/* wav2vec2-style speech encoders (model_w2v.c). */
+wm_status wm_model_audio(wm_gb *b, wm_model_ctx *c);
+/* Frames the feature encoder makes of samples (0 when too short). */
+int64_t wm_audio_frames(const wm_arch *a, int64_t samples);
 /* A float32 IO spec named name of rank dims (export.c). */
 wm_io_spec wm_float_spec(const char *name, size_t rank, const wm_io_dim *d);
 /* Output specs of a vision graph (dims from the recipe's inputs); returns the count. */

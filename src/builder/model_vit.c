@@ -381,6 +381,7 @@ wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c) {
     const wm_arch *a = c->a;
     const char *last, *pooled;
     if (a->graph == WM_GRAPH_RESNET) return wm_model_resnet(b, c);
+    if (a->graph == WM_GRAPH_AUDIO) return wm_model_audio(b, c);
     if (a->graph == WM_GRAPH_DUAL) {
         wm_model_ctx tc = *c, vc = *c;
         const char *tl, *tp, *vl, *vp;
@@ -440,7 +441,14 @@ size_t wm_vis_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out
     wm_io_dim IB = px ? px->dims[0] : dv(1), TB = ids ? ids->dims[0] : dv(1), S = ids ? ids->dims[1] : dv(1);
     size_t n = 0;
 #define PUT(...) do { wm_io_spec s_ = wm_float_spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
-    if (a->graph == WM_GRAPH_DUAL) {
+    if (a->graph == WM_GRAPH_AUDIO) { /* frames fixed when the samples are */
+        const wm_io_spec *iv = r ? wm_recipe_input(r, "input_values") : NULL;
+        wm_io_dim AB = iv ? iv->dims[0] : dv(1), F = {-1, "frames"};
+        if (iv && iv->dims[1].v > 0) F = dv(wm_audio_frames(a, iv->dims[1].v));
+        wm_io_dim ctc[3] = {AB, F, dv(a->V)}, cls[2] = {AB, dv(a->labels)};
+        if (a->task == WM_TASK_ASR) PUT("logits", 3, ctc);
+        else PUT("logits", 2, cls);
+    } else if (a->graph == WM_GRAPH_DUAL) {
         wm_io_dim li[2] = {IB, TB}, lt[2] = {TB, IB}, te[2] = {TB, dv(a->proj)}, ie[2] = {IB, dv(a->proj)};
         PUT("logits_per_image", 2, li);
         PUT("logits_per_text", 2, lt);

@@ -235,7 +235,13 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
     size_t cap = 4 + 2 * (size_t)a->L;
     r->inputs = calloc(cap, sizeof *r->inputs);
     if (!r->inputs) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    if (a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_S2S) { /* encoder-decoders: the encoder's text inputs */
+    if (a->graph == WM_GRAPH_AUDIO) {
+        /* any number of samples (run --audio feeds a whole file); attention_mask where the feature extractor gives
+           one (feat_extract_norm "layer") */
+        wm_io_dim d[2] = {sym("batch_size"), sym("sequence_length")};
+        push_input(r, "input_values", WM_DT_FLOAT, 2, d, -1, 1);
+        if (a->feat_layer_norm) push_input(r, "attention_mask", WM_DT_INT64, 2, d, 1, 2);
+    } else if (a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_S2S) { /* encoder-decoders: the encoder's text inputs */
         /* Optimum's names; batches symbolic, the image at the config's size (positions are not interpolated), the
            text at max_position_embeddings as the other encoders (CLIP pads to it; a recipe may make it symbolic) */
         int dual = a->graph == WM_GRAPH_DUAL;
@@ -968,13 +974,25 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
     if (!r->has_export) return WM_OK;
     /* every input known, needed ones present */
     int64_t offset = a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0;
+    int audio = a->graph == WM_GRAPH_AUDIO;
     int texts = a->graph == WM_GRAPH_TEXT || a->graph == WM_GRAPH_CLIP_TEXT || a->graph == WM_GRAPH_DUAL;
-    int images = a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_CLIP_TEXT;
+    int images = !audio && a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_CLIP_TEXT;
     for (size_t i = 0; i < r->n_inputs; i++) {
         const wm_io_spec *s = &r->inputs[i];
         wm_status st = WM_OK;
         int known = 0;
-        if (images && !strcmp(s->name, "pixel_values")) {
+        if (audio && !strcmp(s->name, "input_values")) {
+            known = 1;
+            if (s->dtype != WM_DT_FLOAT || s->rank != 2)
+                st = wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors[input_values]': expected float32 of "
+                            "rank 2 [batch, samples]", p.label);
+        } else if (audio && !strcmp(s->name, "attention_mask")) {
+            known = 1;
+            st = check_ids(&p, s, 2);
+            if (!st && !a->feat_layer_norm)
+                st = wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors[attention_mask]': a feat_extract_norm "
+                            "\"group\" model takes no attention_mask (its feature extractor gives none)", p.label);
+        } else if (images && !strcmp(s->name, "pixel_values")) {
             known = 1;
             st = check_pixels(&p, s, a);
         } else if (texts && (!strcmp(s->name, "input_ids") || !strcmp(s->name, "attention_mask"))) {
@@ -1005,7 +1023,7 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
             return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors': '%s' is not an input of this %s model",
                           p.label, s->name, wm_task_name(a->task));
     }
-    const char *need[] = {texts ? "input_ids" : "pixel_values", texts ? "attention_mask" : NULL,
+    const char *need[] = {texts ? "input_ids" : audio ? "input_values" : "pixel_values", texts ? "attention_mask" : NULL,
                           a->graph == WM_GRAPH_TEXT && a->kind == WM_DECODER ? "position_ids"
                           : a->graph == WM_GRAPH_DUAL                       ? "pixel_values"
                                                                             : NULL};
@@ -1019,7 +1037,7 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
             if (!wm_recipe_input(r, n))
                 return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors': '%s' is missing", p.label, n);
         }
-    const wm_io_spec *ids = wm_recipe_input(r, texts ? "input_ids" : "pixel_values");
+    const wm_io_spec *ids = wm_recipe_input(r, texts ? "input_ids" : audio ? "input_values" : "pixel_values");
     if (ids->dims[0].v >= 0 && ids->dims[0].v != r->batch_size)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'export.batch_size': %lld, but input_ids has batch %lld", p.label,
                       (long long)r->batch_size, (long long)ids->dims[0].v);

@@ -47,8 +47,8 @@ static const struct {
     {"keypoint-detection", -1, WM_POOL_NONE},
     {"depth-estimation", -1, WM_POOL_NONE},
     {"mask-generation", -1, WM_POOL_NONE},
-    {"audio-classification", -1, WM_POOL_NONE},
-    {"automatic-speech-recognition", -1, WM_POOL_NONE},
+    {"audio-classification", WM_TASK_AUDIO_CLASSIFICATION, WM_POOL_NONE},
+    {"automatic-speech-recognition", WM_TASK_ASR, WM_POOL_NONE},
 };
 #define N_TASKS (sizeof ref_tasks / sizeof ref_tasks[0])
 

@@ -58,6 +58,10 @@ static void help(void) {
            "  rank, image -> text and text -> image, over a table of image paths and captions (--image-column,\n"
            "  --caption-column; default image / caption, text); an image on several rows has all their captions;\n"
            "  captions are cut to the text tower's length as CLIPProcessor's truncation=True does.\n"
+           "  automatic-speech-recognition (WER and CER as jiwer, corpus level, transcripts as written) and\n"
+           "  audio-classification (accuracy, F1) of a speech build over a table of audio paths (--audio-column;\n"
+           "  default audio, path, file) and transcripts (--label-column; default transcript, text, sentence) or\n"
+           "  labels (id2label names or ids); each file is run as winml run --audio does.\n"
            "  Columns default to common names (sentence1, #1 String, label, Quality, query, passage, score ...);\n"
            "  name them with --text-column, --pair-column, --label-column, --query-column, --passage-column,\n"
            "  --sentence1-column, --sentence2-column, --score-column.\n"
@@ -135,7 +139,7 @@ int wm_cmd_eval(int argc, char **argv) {
     wm_cli_init(&c, "winml eval");
     enum { O_MODE = 256, O_REF, O_REFOUT, O_SAMPLES, O_SEED, O_THR, O_PL, O_PLT, O_BATCH, O_SEQ, O_DIM, O_THREADS, O_MODELID,
            O_DATASET, O_TASK, O_CTEXT, O_CPAIR, O_CLABEL, O_CQUERY, O_CPASS, O_CS1, O_CS2, O_CSCORE, O_MAXLEN, O_STRIDE,
-           O_MAXLINE, O_CIMAGE, O_CCAPTION };
+           O_MAXLINE, O_CIMAGE, O_CCAPTION, O_CAUDIO };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"mode", required_argument, 0, O_MODE},        {"reference", required_argument, 0, O_REF},
@@ -152,6 +156,7 @@ int wm_cmd_eval(int argc, char **argv) {
         {"score-column", required_argument, 0, O_CSCORE}, {"max-length", required_argument, 0, O_MAXLEN},
         {"stride", required_argument, 0, O_STRIDE}, {"max-line-bytes", required_argument, 0, O_MAXLINE},
         {"image-column", required_argument, 0, O_CIMAGE}, {"caption-column", required_argument, 0, O_CCAPTION},
+        {"audio-column", required_argument, 0, O_CAUDIO},
         WM_CLI_LIMITS_LONG, {0, 0, 0, 0}};
     wm_task_opts to = {0};
     wm_session_opts so = {0};
@@ -193,6 +198,7 @@ int wm_cmd_eval(int argc, char **argv) {
         case O_TASK: to.task = optarg; break;
         case O_CTEXT: to.col_text = optarg; break;
         case O_CIMAGE: to.col_image = optarg; break;
+        case O_CAUDIO: to.col_audio = optarg; break;
         case O_CCAPTION: to.col_caption = optarg; break;
         case O_CPAIR: to.col_pair = optarg; break;
         case O_CLABEL: to.col_label = optarg; break;

@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/cli_limits.h"
 #include "tasks/encoder.h"
+#include "tasks/speech.h"
 #include "tasks/vision.h"
 
 #define WM_RUN_MAX_TEXTS 256
@@ -23,7 +24,8 @@
 static void help(void) {
     printf("usage: winml run -m BUILD_DIR|BUILD_DIR/MODEL.onnx --text TEXT... [--pair TEXT]... [--no-normalize]\n"
            "                 [--threads N] [-f table|json] [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n"
-           "       winml run -m BUILD_DIR --image FILE... [--top-k K | --labels \"A,B,...\"] [--max-image-pixels N] [...]\n\n"
+           "       winml run -m BUILD_DIR --image FILE... [--top-k K | --labels \"A,B,...\"] [--max-image-pixels N] [...]\n"
+           "       winml run -m BUILD_DIR --audio FILE... [--top-k K] [...]\n\n"
            "Runs an encoder build (text-classification, reranker, feature-extraction) on text. Each --text (up to\n"
            "%d) gives one entry of \"results\", in order. With --pair passages the one --text is the query and every\n"
            "(query, passage) pair is scored and ranked.\n"
@@ -39,8 +41,12 @@ static void help(void) {
            "output). --max-image-pixels N (default $WM_MAX_IMAGE_PIXELS, else %llu) refuses larger images.\n"
            "--labels \"a cat,a dog\": zero-shot image classification (a CLIP model taking input_ids and\n"
            "pixel_values): each label's score for \"This is a photo of LABEL.\", softmax over the labels, as\n"
-           "transformers' pipeline.\n\n" WM_CLI_LIMITS_HELP,
-           WM_RUN_MAX_TEXTS, WM_RUN_MAX_TEXTS, (unsigned long long)WM_IMAGE_MAX_PIXELS_DEFAULT);
+           "transformers' pipeline.\n"
+           "Audio: each --audio (WAV, FLAC, OGG, ... up to %d) is decoded, mixed to mono, resampled to the folder's\n"
+           "preprocessor_config.json sampling_rate (16000) and normalized (do_normalize) for a speech encoder\n"
+           "(wav2vec2, HuBERT): automatic-speech-recognition gives the greedy CTC transcript (vocab.json), audio-\n"
+           "classification the top-k labels (default 5) with softmax scores.\n\n" WM_CLI_LIMITS_HELP,
+           WM_RUN_MAX_TEXTS, WM_RUN_MAX_TEXTS, (unsigned long long)WM_IMAGE_MAX_PIXELS_DEFAULT, WM_RUN_MAX_TEXTS);
 }
 
 typedef struct ranked {
@@ -125,10 +131,81 @@ done:
     return rc;
 }
 
+/* Softmax scores of y[n] ranked into rk (n entries), the top k written as "labels" [{label, score, logit}]. */
+static void top_labels(wm_json *j, const float *y, size_t n, size_t k, ranked *rk,
+                       const char *(*label)(const void *, size_t), const void *ctx) {
+    double m = n ? y[0] : 0, sum = 0;
+    for (size_t i = 1; i < n; i++) m = y[i] > m ? y[i] : m;
+    for (size_t i = 0; i < n; i++) sum += exp(y[i] - m);
+    for (size_t i = 0; i < n; i++) rk[i].i = i, rk[i].s = exp(y[i] - m) / sum;
+    qsort(rk, n, sizeof *rk, by_score);
+    char lb[32];
+    wm_json_arr(j, "labels");
+    for (size_t i = 0; i < k && i < n; i++) {
+        const char *l = label(ctx, rk[i].i);
+        snprintf(lb, sizeof lb, "LABEL_%zu", rk[i].i);
+        wm_json_obj(j, NULL);
+        wm_json_str(j, "label", l ? l : lb);
+        wm_json_num(j, "score", rk[i].s);
+        wm_json_num(j, "logit", y[rk[i].i]);
+        wm_json_obj_end(j);
+    }
+    wm_json_arr_end(j);
+}
+
+static const char *speech_label(const void *ctx, size_t i) { return wm_speech_label(ctx, i); }
+
+/* The files of --audio: one result each, in order. */
+static int run_audio(wm_cli *c, const wm_session_opts *so, const char **files, size_t n_files, long top_k) {
+    wm_error err = {0};
+    wm_speech *sp = NULL;
+    if (wm_speech_open(c->model, so, &sp, &err)) return wm_cli_fail(c, &err);
+    const char *task = wm_speech_task(sp);
+    wm_json j;
+    wm_json_init(&j);
+    wm_json_obj(&j, NULL);
+    wm_json_str(&j, "task", task);
+    wm_json_arr(&j, "results");
+    ranked *rk = NULL;
+    int rc = WM_EXIT_OK;
+    for (size_t r = 0; r < n_files; r++) {
+        wm_speech_out o;
+        if (wm_speech_run(sp, files[r], &o, &err)) goto fail;
+        wm_json_obj(&j, NULL);
+        wm_json_str(&j, "audio", files[r]);
+        wm_json_num(&j, "seconds", (double)o.samples / o.rate);
+        if (o.text) {
+            wm_json_str(&j, "text", o.text);
+            wm_json_uint(&j, "frames", o.frames);
+        } else {
+            ranked *nr = realloc(rk, (o.n ? o.n : 1) * sizeof *rk);
+            if (!nr) {
+                err.status = WM_ERR_NOMEM;
+                snprintf(err.msg, sizeof err.msg, "out of memory");
+                goto fail;
+            }
+            rk = nr;
+            top_labels(&j, o.y, o.n, (size_t)top_k, rk, speech_label, sp);
+        }
+        wm_json_obj_end(&j);
+    }
+    wm_json_arr_end(&j);
+    wm_json_obj_end(&j);
+    rc = wm_cli_emit(c, c->model, &j);
+    goto done;
+fail:
+    rc = wm_cli_fail(c, &err);
+done:
+    free(rk);
+    wm_json_free(&j);
+    wm_speech_free(sp);
+    return rc;
+}
+
 int wm_cmd_run(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml run");
-    enum { O_TEXT = 256, O_PAIR, O_NONORM, O_THREADS, O_IMAGE, O_LABELS, O_TOPK, O_MAXPIX };
+    enum { O_TEXT = 256, O_PAIR, O_NONORM, O_THREADS, O_IMAGE, O_LABELS, O_TOPK, O_MAXPIX, O_AUDIO };
     static const struct option longs[] = {WM_CLI_COMMON_LONG,
                                           {"text", required_argument, 0, O_TEXT},
                                           {"pair", required_argument, 0, O_PAIR},
@@ -138,12 +215,13 @@ int wm_cmd_run(int argc, char **argv) {
                                           {"labels", required_argument, 0, O_LABELS},
                                           {"top-k", required_argument, 0, O_TOPK},
                                           {"max-image-pixels", required_argument, 0, O_MAXPIX},
+                                          {"audio", required_argument, 0, O_AUDIO},
                                           WM_CLI_LIMITS_LONG,
                                           {0, 0, 0, 0}};
-    const char *texts[WM_RUN_MAX_TEXTS], *pairs[256], *images[WM_RUN_MAX_TEXTS], *labels = NULL;
-    size_t n_texts = 0, n_pairs = 0, n_images = 0;
+    const char *texts[WM_RUN_MAX_TEXTS], *pairs[256], *images[WM_RUN_MAX_TEXTS], *audio[WM_RUN_MAX_TEXTS], *labels = NULL;
+    size_t n_texts = 0, n_pairs = 0, n_images = 0, n_audio = 0;
     long top_k = 5, max_pix = 0;
-    int image_flags = 0; /* --top-k or --max-image-pixels given */
+    int image_flags = 0, top_flag = 0; /* --max-image-pixels, --top-k given */
     int normalize = 1, threads = 0, opt;
     wm_session_opts so = {0};
     optind = 1;
@@ -164,10 +242,14 @@ int wm_cmd_run(int argc, char **argv) {
             if (n_images == WM_RUN_MAX_TEXTS) return wm_cli_usage_error(&c, "--image: at most %d images", WM_RUN_MAX_TEXTS);
             images[n_images++] = optarg;
             break;
+        case O_AUDIO:
+            if (n_audio == WM_RUN_MAX_TEXTS) return wm_cli_usage_error(&c, "--audio: at most %d files", WM_RUN_MAX_TEXTS);
+            audio[n_audio++] = optarg;
+            break;
         case O_LABELS: labels = optarg; break;
         case O_TOPK:
             if (wm_cli_int_arg(&c, "--top-k", optarg, 1, 1000000, &top_k)) return WM_EXIT_ERROR;
-            image_flags = 1;
+            top_flag = 1;
             break;
         case O_MAXPIX:
             if (wm_cli_int_arg(&c, "--max-image-pixels", optarg, 1, 1L << 40, &max_pix)) return WM_EXIT_ERROR;
@@ -189,10 +271,15 @@ int wm_cmd_run(int argc, char **argv) {
         }
     }
     if (optind < argc) return wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
-    if (n_images && (n_texts || n_pairs))
-        return wm_cli_usage_error(&c, "--image and --text/--pair: give images or texts, not both");
+    if ((n_images != 0) + (n_texts || n_pairs) + (n_audio != 0) > 1)
+        return wm_cli_usage_error(&c, "--image, --audio and --text/--pair: give images, audio files or texts, not two of them");
     if (!n_images && (image_flags || labels))
-        return wm_cli_usage_error(&c, "--top-k, --labels and --max-image-pixels apply to --image");
+        return wm_cli_usage_error(&c, "--labels and --max-image-pixels apply to --image");
+    if (!n_images && !n_audio && top_flag) return wm_cli_usage_error(&c, "--top-k applies to --image and --audio");
+    if (c.model && n_audio) {
+        so.threads = threads;
+        return run_audio(&c, &so, audio, n_audio, top_k);
+    }
     if (c.model && n_images) {
         /* --labels "a cat,a dog": split at commas, spaces around each trimmed */
         const char *cand[WM_RUN_MAX_TEXTS];
@@ -219,7 +306,8 @@ int wm_cmd_run(int argc, char **argv) {
         free(lcopy);
         return rc;
     }
-    if (!c.model || !n_texts) return wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --image) are required");
+    if (!c.model || !n_texts)
+        return wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --image, --audio) are required");
     if (n_pairs && n_texts > 1)
         return wm_cli_usage_error(&c, "--pair scores passages against one query: give one --text (got %zu)", n_texts);
     wm_error err = {0};

@@ -117,3 +117,67 @@ double wm_metric_spearman(const double *x, const double *y, size_t n, double *sc
 }
 
 double wm_metric_perplexity(double nll_sum, uint64_t count) { return count ? exp(nll_sum / (double)count) : NAN; }
+
+/* Splits s, stripped of surrounding whitespace, into units: words as jiwer's default transform splits them (a run
+   of two or more whitespace characters, or one space, separates; a lone tab stays inside a word) or code points.
+   Returns the count, or -1 for invalid UTF-8 / no memory. *starts / *lens: each unit's offset and bytes in s. */
+static long units(const char *s, int chars, size_t **starts, size_t **lens) {
+    size_t n = strlen(s), cap = n + 1, k = 0;
+    *starts = malloc(cap * sizeof **starts);
+    *lens = malloc(cap * sizeof **lens);
+    if (!*starts || !*lens) return -1;
+    size_t a = 0, b = n;
+    static const char ws[] = " \t\n\r\v\f";
+    while (a < b && strchr(ws, s[a])) a++;
+    while (b > a && strchr(ws, s[b - 1])) b--;
+    for (size_t i = a; i < b;) {
+        if (!chars && strchr(ws, s[i]) && (s[i] == ' ' || (i + 1 < b && strchr(ws, s[i + 1])))) {
+            while (i < b && strchr(ws, s[i])) i++; /* a separator */
+            continue;
+        }
+        size_t j = i;
+        if (chars) {
+            unsigned char c = (unsigned char)s[i];
+            size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+            if (!len || i + len > b) return -1;
+            for (size_t t = 1; t < len; t++)
+                if (((unsigned char)s[i + t] >> 6) != 2) return -1;
+            j = i + len;
+        } else {
+            while (j < b && !(s[j] == ' ' || (strchr(ws, s[j]) && j + 1 < b && strchr(ws, s[j + 1])))) j++;
+        }
+        (*starts)[k] = i, (*lens)[k] = j - i, k++;
+        i = j;
+    }
+    return (long)k;
+}
+
+int wm_metric_edit_errors(const char *hyp, const char *ref, int chars, uint64_t max_cells, size_t *errors,
+                          size_t *ref_len) {
+    size_t *hs = NULL, *hl = NULL, *rs = NULL, *rl = NULL, *row = NULL;
+    long nh = units(hyp, chars, &hs, &hl), nr = nh < 0 ? -1 : units(ref, chars, &rs, &rl);
+    int rc = -1;
+    if (!max_cells) max_cells = (uint64_t)1 << 32;
+    if (nh < 0 || nr < 0 || (uint64_t)(nh + 1) * (uint64_t)(nr + 1) > max_cells) goto done;
+    if (!(row = malloc((size_t)(nr + 1) * sizeof *row))) goto done;
+    for (long j = 0; j <= nr; j++) row[j] = (size_t)j; /* an empty hypothesis misses j reference units */
+    for (long i = 1; i <= nh; i++) {
+        size_t diag = row[0];
+        row[0] = (size_t)i;
+        for (long j = 1; j <= nr; j++) {
+            size_t up = row[j];
+            int same = hl[i - 1] == rl[j - 1] && !memcmp(hyp + hs[i - 1], ref + rs[j - 1], hl[i - 1]);
+            size_t best = diag + !same;
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    *errors = row[nr];
+    *ref_len = (size_t)nr;
+    rc = 0;
+done:
+    free(hs), free(hl), free(rs), free(rl), free(row);
+    return rc;
+}

@@ -6,7 +6,10 @@
  *   nDCG@k (linear gains, log2 discount, ties in scores broken by input
  *   order, like sklearn's ndcg_score(ignore_ties=True)),
  *   Spearman correlation (average ranks for ties, then Pearson),
- *   perplexity from summed negative log-likelihoods.
+ *   perplexity from summed negative log-likelihoods,
+ *   word / character error rates as jiwer computes them (corpus level: the
+ *   summed edit distances over the summed reference lengths; words split at
+ *   whitespace, characters as Unicode code points of the stripped text).
  */
 #ifndef WM_EVAL_METRICS_H
 #define WM_EVAL_METRICS_H
@@ -24,6 +27,15 @@ double wm_metric_ndcg_at(const double *scores, const double *relevance, size_t n
 
 /* Spearman rank correlation of x and y (NaN when either is constant or n < 2). scratch: 4 n doubles. */
 double wm_metric_spearman(const double *x, const double *y, size_t n, double *scratch);
+
+/*
+ * Levenshtein distance between hyp and ref as words (chars 0: whitespace-separated) or characters (chars 1: code
+ * points of the text stripped of surrounding whitespace, inner spaces included) into *errors, the reference's
+ * length in those units into *ref_len. -1 when hyp or ref is not UTF-8, out of memory, or the product of the two
+ * lengths is over max_cells (a bound on the work; 0: 2^32).
+ */
+int wm_metric_edit_errors(const char *hyp, const char *ref, int chars, uint64_t max_cells, size_t *errors,
+                          size_t *ref_len);
 
 /* exp(nll_sum / count). */
 double wm_metric_perplexity(double nll_sum, uint64_t count);

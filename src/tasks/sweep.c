@@ -308,9 +308,17 @@ const char *wm_sweep_classify(int stage, const wm_sweep_proc *p, const char *std
 
 /* ------------------------------------------------------------ tiny config */
 
+/* A small list key of n values. */
+static void tiny_list(wm_json *j, const char *key, const int64_t *v, size_t n) {
+    wm_json_arr(j, key);
+    for (size_t i = 0; i < n; i++) wm_json_int(j, NULL, v[i]);
+    wm_json_arr_end(j);
+}
+
 /* The small sizes of a tiny config into the open object j: text keys (positions for seq tokens), image keys when
-   img > 0 (a patch of 16 or 14 that divides it), a CNN's stages (ResNet: hidden_sizes, depths). */
-static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch) {
+   img > 0 (a patch of 16 or 14 that divides it), a CNN's stages (ResNet: hidden_sizes, depths); a speech
+   encoder's feature encoder and positional convolution when audio. */
+static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch, int audio) {
     wm_json_int(j, "hidden_size", 32);
     wm_json_int(j, "intermediate_size", 64);
     wm_json_int(j, "num_hidden_layers", 1);
@@ -331,6 +339,15 @@ static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch) {
         wm_json_int(j, NULL, 1);
         wm_json_int(j, NULL, 1);
         wm_json_arr_end(j);
+    }
+    if (audio) {
+        static const int64_t dim[3] = {16, 16, 16}, kernel[3] = {10, 3, 3}, stride[3] = {5, 2, 2};
+        tiny_list(j, "conv_dim", dim, 3);
+        tiny_list(j, "conv_kernel", kernel, 3);
+        tiny_list(j, "conv_stride", stride, 3);
+        wm_json_int(j, "num_conv_pos_embeddings", 16);
+        wm_json_int(j, "num_conv_pos_embedding_groups", 4);
+        wm_json_int(j, "classifier_proj_size", 16);
     }
 }
 
@@ -357,14 +374,14 @@ wm_status wm_sweep_tiny_config(const char *recipe_path, wm_json *j, wm_error *er
         wm_json_str(j, "model_type", parent);
         wm_json_int(j, "projection_dim", 16);
         wm_json_obj(j, "text_config");
-        tiny_keys(j, seq, 0, ch);
+        tiny_keys(j, seq, 0, ch, 0);
         wm_json_obj_end(j);
         wm_json_obj(j, "vision_config");
-        tiny_keys(j, 0, img ? img : 224, ch);
+        tiny_keys(j, 0, img ? img : 224, ch, 0);
         wm_json_obj_end(j);
     } else {
         if (r.model_type[0]) wm_json_str(j, "model_type", r.model_type);
-        tiny_keys(j, seq, img, ch);
+        tiny_keys(j, seq, img, ch, wm_recipe_input(&r, "input_values") != NULL);
     }
     wm_json_obj_end(j);
     wm_recipe_free(&r);

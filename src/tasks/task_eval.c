@@ -15,6 +15,7 @@
 #include "llm/causal_lm.h"
 #include "tasks/encoder.h"
 #include "tasks/image_eval.h"
+#include "tasks/speech_eval.h"
 
 /* The column named by spec, else the first of the default names present. */
 static int column(const wm_table *t, const char *spec, const char *const *defaults, const char *what, const char *path,
@@ -268,6 +269,8 @@ wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_er
     int image = !strncmp(task, "image-", 6) || !strcmp(task, "zero-shot-image-classification") ||
                 (!task[0] && wm_file_size(pp) >= 0); /* a folder with an image processor and no recipe */
     if (image) return wm_image_task_eval(dir, o, j, err);
+    if (!strcmp(task, "automatic-speech-recognition") || !strcmp(task, "audio-classification"))
+        return wm_speech_task_eval(dir, o, j, err);
     wm_encoder *e = NULL;
     wm_status st = WM_OK;
     wm_session_opts so = {0};
@@ -297,7 +300,8 @@ wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_er
     else if (served == WM_TASK_TEXT_CLASSIFICATION) st = classification(e, &t, o, j, err);
     else if (served == WM_TASK_FEATURE_EXTRACTION) st = similarity(e, &t, o, j, err);
     else st = wm_err(err, WM_ERR_USAGE, "task '%s' has no task evaluation (text-classification, text-ranking, "
-                     "feature-extraction, text-generation, image-classification, image-text retrieval)", task);
+                     "feature-extraction, text-generation, image-classification, image-text retrieval, automatic-speech-recognition, "
+                     "audio-classification)", task);
     wm_json_obj_end(j);
 done:
     wm_table_free(&t);

@@ -8,6 +8,7 @@
  *   text-generation      a text file -> perplexity with a sliding window (max_length, stride),
  *                        as the transformers perplexity guide computes it
  *   image-classification / image-text retrieval (CLIP-style builds): tasks/image_eval.h
+ *   automatic-speech-recognition (WER, CER) / audio-classification: tasks/speech_eval.h
  * Results go into j as an object of metrics plus counts.
  */
 #ifndef WM_TASKS_TASK_EVAL_H
@@ -20,6 +21,7 @@ typedef struct wm_task_opts {
     const char *task;     /* NULL: the build's own task */
     const char *dataset;  /* path */
     const char *col_image, *col_caption; /* image tables: the image column; retrieval: the caption column */
+    const char *col_audio;               /* speech tables: the audio column */
     const char *col_text, *col_pair, *col_label, *col_query, *col_passage, *col_s1, *col_s2, *col_score; /* NULL: defaults */
     long samples;         /* 0: all rows */
     long max_length, stride; /* perplexity window (0: 512, max_length / 2) */

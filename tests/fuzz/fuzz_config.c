@@ -1,7 +1,7 @@
 /*
  * libFuzzer target for the checkpoint configuration parsers: arbitrary
  * bytes as config.json (then resolved into an architecture and a default
- * recipe, as inspect does without weights), generation_config.json,
+ * recipe, as inspect does without weights; text, image and speech models), generation_config.json,
  * tokenizer_config.json and a build recipe (ours or the reference's; text
  * and image models). Everything must fail cleanly or succeed; resolved sizes
  * must be positive; a parsed recipe's quant section gives the quantizer a
@@ -28,7 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int ok = a.graph == WM_GRAPH_RESNET ? a.H > 0 && a.n_stages > 0 && a.image > 0
                      : a.graph == WM_GRAPH_DUAL ? a.tower[0] && a.tower[1] && a.proj > 0
                      : a.H > 0 && a.L > 0 && a.hd > 0 && !(a.nh % a.kvh) &&
-                           (a.graph == WM_GRAPH_VIT ? a.n_patch > 0 && a.n_pos > a.n_patch : a.V > 0);
+                           (a.graph == WM_GRAPH_VIT     ? a.n_patch > 0 && a.n_pos > a.n_patch
+                            : a.graph == WM_GRAPH_AUDIO ? a.n_conv > 0 && a.pos_k > 0 && (a.task != WM_TASK_ASR || a.V > 0)
+                                                        : a.V > 0);
             if (!ok) abort();
             wm_recipe r;
             if (a.L <= 256 && !wm_recipe_default(&a, WM_PREC_INT4, "cpu", "cpu", &r, &err)) {

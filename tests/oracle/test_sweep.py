@@ -321,7 +321,10 @@ def test_stage_limits_kill_and_classify(winml, tmp_path):
         assert r.returncode == 0, r.stderr
         rows[mem] = json.loads(r.stdout)["results"][0]
     assert rows["64M"]["status"] == "failed" and rows["64M"]["failure_classification"] == "RUNTIME_FAIL", rows["64M"]
-    assert rows["64M"]["failed_stage"] == "perf" and "cannot allocate" in rows["64M"]["error"], rows["64M"]
+    # refused by the allocator or by the engine's budget check first (which, depends on how much of the 64 MiB the
+    # binary's own mappings take)
+    assert rows["64M"]["failed_stage"] == "perf" and ("cannot allocate" in rows["64M"]["error"] or
+                                                      "memory available to this process" in rows["64M"]["error"]), rows["64M"]
     assert rows["0"]["status"] == "passed", rows["0"]
 
 
