@@ -1,7 +1,7 @@
 /*
  * attention_ms.c - onnxruntime contrib attention: com.microsoft Attention
  * (packed QKV projection weights; float32, and float16 computed in float32)
- * and MultiHeadAttention (float32), on the attention core (attn_core.h).
+ * and MultiHeadAttention (float32, and float16 computed in float32), on the attention core (attn_core.h).
  *
  * Attention: input (B, S, in) x weights (in, Dq + Dk + Dv) + bias, heads
  *   num_heads (qkv_hidden_sizes when V differs); past (2, B, N, P, H) ->
@@ -24,7 +24,6 @@
 #include "ops/attn_core.h"
 #include "ops/gemm.h"
 
-static const int32_t f32_only[] = {WM_DT_FLOAT, 0};
 
 /* dst (B, N, T, H) rows [t_off, t_off + L) from src element (b, h, l) at b*sb + h*sh + l*ss, plus bias[h*H + i] */
 static void copy_heads(float *dst, int64_t T, int64_t t_off, const float *src, int64_t sb, int64_t sh, int64_t ss,
@@ -299,18 +298,19 @@ static wm_status at_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 /* ================================================================ MultiHeadAttention */
 
 static wm_status mha_init(wm_node *n, wm_error *err) {
-    wm_status st = WM_OK;
-    for (int i = 0; i < n->n_in && i < 8 && !st; i++)
-        if (i != 4 && wm_has_in(n, i)) st = wm_check_type(n, i, f32_only, err);
+    wm_status st = wm_check_type(n, 0, at_types, err);
+    int32_t dt = n->in_dtype[0]; /* every float input and output has the query's type (float16: computed in float32) */
+    for (int i = 1; i < n->n_in && i < 8 && !st; i++)
+        if (i != 4 && wm_has_in(n, i)) st = wm_check_same_type(n, 0, i, err);
     if (st) return st;
     if (wm_has_in(n, 4) && n->in_dtype[4] != WM_DT_INT32) return wm_node_err(n, err, WM_ERR_INPUT, "key_padding_mask must be int32");
     if (wm_attr_int(n, "num_heads", 0) <= 0) return wm_node_err(n, err, WM_ERR_INPUT, "num_heads must be positive");
     for (int i = 8; i < n->n_in; i++)
         if (wm_has_in(n, i)) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "input %d (past_sequence_length / cache_indirection)", i);
     if (wm_has_in(n, 6) != wm_has_in(n, 7)) return wm_node_err(n, err, WM_ERR_INPUT, "past_key and past_value go together");
-    for (int k = 0; k < n->n_out && k < 3; k++) n->out_dtype[k] = WM_DT_FLOAT;
+    for (int k = 0; k < n->n_out && k < 3; k++) n->out_dtype[k] = dt;
     if (n->n_out > 3 && wm_has_out(n, 3)) return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "output_qk");
-    for (int k = 3; k < n->n_out; k++) n->out_dtype[k] = WM_DT_FLOAT;
+    for (int k = 3; k < n->n_out; k++) n->out_dtype[k] = dt;
     return WM_OK;
 }
 
@@ -418,11 +418,38 @@ static void mha_layout(const wm_node *n, const mshape *s, wm_tensor *const *out,
     *kv = wm_ws_take(w, (size_t)(2 * s->B + 1) * sizeof(int64_t));
 }
 
+/* The float inputs (all but key_padding_mask) and outputs of a float16 node: float32 copies in the workspace. */
+static int mha_float_in(const wm_node *n, int i) { return i < 8 && i != 4 && wm_has_in(n, i); }
+
+/* float16: float32 views of in / out (fin, fout) in w, the inputs converted; returns 0 for a float32 node. */
+static int mha_half_views(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_wsbump *w, wm_tensor *fin,
+                          wm_tensor *fout) {
+    if (n->in_dtype[0] != WM_DT_FLOAT16) return 0;
+    for (int i = 0; i < n->n_in && i < 8; i++) {
+        if (!wm_has_in(n, i)) continue;
+        fin[i] = *in[i];
+        if (!mha_float_in(n, i)) continue;
+        uint64_t k = wm_tensor_numel(in[i]);
+        fin[i].dtype = WM_DT_FLOAT;
+        fin[i].data = wm_ws_take(w, (size_t)k * sizeof(float));
+        if (fin[i].data) wm_convert(WM_DT_FLOAT16, in[i]->data, WM_DT_FLOAT, fin[i].data, k);
+    }
+    for (int k = 0; k < n->n_out && k < 3; k++) {
+        if (!out[k]) continue;
+        fout[k] = *out[k];
+        fout[k].dtype = WM_DT_FLOAT;
+        fout[k].data = wm_ws_take(w, (size_t)wm_tensor_numel(out[k]) * sizeof(float));
+    }
+    return 1;
+}
+
 static size_t mha_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
     mshape s;
     wm_error e = {0};
     if (mha_shape(n, in, &s, &e)) return 0;
     wm_wsbump w = {NULL, 0};
+    wm_tensor fin[8], fout[3];
+    mha_half_views(n, in, out, &w, fin, fout);
     float *qb, *pk, *pv;
     int64_t *kv;
     mha_layout(n, &s, out, &w, &qb, &pk, &pv, &kv);
@@ -431,11 +458,25 @@ static size_t mha_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *c
     return w.off + 64 + wm_attn_workspace(&a, nth);
 }
 
+static wm_status mha_run_f32(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x, wm_wsbump w);
+
+/* float16 runs on float32 copies (inputs converted, outputs converted back): the attention core is float32. */
 static wm_status mha_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
+    wm_wsbump w = {x->ws, 0};
+    wm_tensor fin[8], fout[3], *pin[8] = {0}, *pout[3] = {0};
+    if (!mha_half_views(n, in, out, &w, fin, fout)) return mha_run_f32(n, in, out, x, w);
+    for (int i = 0; i < n->n_in && i < 8; i++) pin[i] = wm_has_in(n, i) ? &fin[i] : in[i];
+    for (int k = 0; k < n->n_out && k < 3; k++) pout[k] = out[k] ? &fout[k] : NULL;
+    wm_status st = mha_run_f32(n, pin, pout, x, w);
+    for (int k = 0; k < n->n_out && k < 3 && !st; k++)
+        if (out[k]) wm_convert(WM_DT_FLOAT, fout[k].data, WM_DT_FLOAT16, out[k]->data, wm_tensor_numel(out[k]));
+    return st;
+}
+
+static wm_status mha_run_f32(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x, wm_wsbump w) {
     mshape s;
     wm_status st = mha_shape(n, in, &s, x->err);
     if (st) return st;
-    wm_wsbump w = {x->ws, 0};
     float *qb, *pk, *pv;
     int64_t *kv;
     mha_layout(n, &s, out, &w, &qb, &pk, &pv, &kv);

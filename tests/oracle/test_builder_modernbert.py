@@ -212,3 +212,27 @@ def test_bad_values_refused_by_name(key, value, why, winml_asan, tmp_path):
     assert r.returncode == 2, U.describe(r)
     assert f"'{key}'" in r.stderr and why in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_fp16_build_runs_in_both_runtimes(tiny, workdir, winml, run_model):
+    """`winml build -p fp16`: the optimizer fuses rotary attention into float16 com.microsoft MultiHeadAttention
+    (our engine refused float16 there before); both runtimes stay within 2% of transformers' fp32 logit range."""
+    import onnx
+    ckpt, model = tiny("token")
+    out = workdir / "out_fp16"
+    if not (out / "model.onnx").exists():
+        r = U.run([winml, "build", "-m", ckpt, "-p", "fp16", "-o", str(out), "-q"])
+        assert r.returncode == 0, U.describe(r)
+    m = onnx.load(str(out / "model.onnx"))
+    assert any(n.op_type == "MultiHeadAttention" for n in m.graph.node)
+    shape = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
+    feeds, tin = BU.padded_feeds(model, shape[0], shape[1], 8)
+    types = {i.name: i.type.tensor_type.elem_type for i in m.graph.input}
+    feeds = {k: v.astype(np.int64) if types[k] == onnx.TensorProto.INT64 else v for k, v in feeds.items()}
+    with torch.no_grad():
+        ref = model(**tin).logits.numpy()
+    got = run_model(str(out / "model.onnx"), feeds)["logits"].astype(np.float32)
+    valid = token_valid(feeds, ref)
+    err = float(np.abs(got - ref)[valid].max()) / float(np.abs(ref[valid]).max())
+    U.note(f"modernbert fp16 build: max error {err:.4f} of the largest logit")
+    assert err <= 0.02, err

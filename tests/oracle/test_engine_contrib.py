@@ -120,8 +120,10 @@ def test_attention_bias_input(tmp_path, build_dir):
 # ------------------------------------------------------------------ MultiHeadAttention
 
 def mha_case(tmp, build_dir, fmt="bsnh", B=2, S=4, L=6, N=2, H=8, Hv=8, bias=False, kpm=None, past=0, uni=0,
-             attn_bias=False, name="mha"):
+             attn_bias=False, name="mha", half=False):
+    """half: every float input, initializer and output float16 (onnxruntime's float16 kernel the reference)."""
     D, Dv = N * H, N * Hv
+    F = TP.FLOAT16 if half else TP.FLOAT
     feeds, io = {}, []
     ins = []
     if fmt == "qkv":
@@ -182,11 +184,24 @@ def mha_case(tmp, build_dir, fmt="bsnh", B=2, S=4, L=6, N=2, H=8, Hv=8, bias=Fal
         rins = ["q", "k", "v"] + ins[3:] if fmt == "qkv" else ["q", "k", "v"] + ins[3:]
         rnode = helper.make_node("MultiHeadAttention", rins, node_outs, domain=MS, **attrs)
         ref = (make_model([rnode], rio, outs, inits), rf)
-    return check(build_dir, tmp, m, feeds, what=name, ref=ref)
+    if half:
+        feeds = {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds.items()}
+        for i, t in enumerate(inits):
+            inits[i] = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name)
+        m = make_model([node], io, outs, inits)
+    return check(build_dir, tmp, m, feeds, what=name, ref=ref, atol=4e-3 if half else 1e-4)
 
 
 def test_mha_bsnh_cross(tmp_path, build_dir):
     mha_case(tmp_path, build_dir)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(bias=True, Hv=4), dict(attn_bias=True, kpm=np.array([[1, 1, 1, 1, 0, 0],
+                                [1, 0, 1, 1, 1, 1]], np.int32)), dict(past=3, bias=True)],
+                         ids=["plain", "bias", "masks", "past"])
+def test_mha_float16(kw, tmp_path, build_dir):
+    """float16 MultiHeadAttention (what fp16 builds of rotary encoders fuse, e.g. ModernBERT), computed in float32."""
+    mha_case(tmp_path, build_dir, half=True, name="mha16", **kw)
 
 
 def test_mha_bias_different_v_head(tmp_path, build_dir):
