@@ -12,10 +12,12 @@ tests/oracle/test_gptq.py checks its arithmetic against a numpy reference and it
 Perplexity is computed from the logits of one forward pass (test_int8_real's helpers).
 """
 import json
+import os
 
 import pytest
 
 import oracle_util as U  # noqa: E402
+import real_weights as RW  # noqa: E402
 from test_int8_real import _logits, fp32_ppl, perplexity, smol  # noqa: F401  (fixtures shared)
 
 BOUND_DEFAULT = 1.02
@@ -69,6 +71,59 @@ def test_int4_default_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  # no
            f"({p_old / fp:.4f}x)")
     assert p_new <= BOUND_DEFAULT * fp, (p_new, fp)
     assert p_old > BOUND_DEFAULT * fp  # the bound says something the old default did not reach
-    # 0.3% apart measured (37.93 vs 38.05), and as far apart with accuracy_level 0 (float activations on both
-    # sides; bench: 24.12 vs 24.21): the cause is open (issue 31's report), so the bound is 0.5%, not the goal's 0.1%
+    # 0.3% apart measured (37.93 vs 38.05). The cause (node by node on Gemma 3's int4 build, the same recipe): the
+    # 8-bit table weights (uint8 zero points, accuracy_level 4) are the first nodes that differ; there onnxruntime
+    # quantizes the activations to int8 at every row count (v_proj of layer 0, 64 rows: 7.5e-3 of max |y| from the
+    # exact dequantized product) while our engine keeps float activations from 32 rows on (2.8e-7); the 4-bit
+    # float-zero-point nodes agree to 4e-7. Both meet accuracy_level 4 (a minimum), so the bound stays 0.5%.
     assert abs(p_new_ort / p_new - 1) < 0.005, f"onnxruntime {p_new_ort} vs winml {p_new}"
+    # the cause pinned: the same file with accuracy_level taken off the 8-bit nodes (float activations in both
+    # engines) agrees to 1e-5 (measured 2e-7: 37.9313 vs 37.9314), so no other node differs
+    import onnx
+    m = onnx.load(str(new), load_external_data=False)
+    for n in m.graph.node:
+        if n.op_type == "MatMulNBits" and any(a.name == "bits" and a.i == 8 for a in n.attribute):
+            for a in [a for a in n.attribute if a.name == "accuracy_level"]:
+                n.attribute.remove(a)
+    f32 = new.parent / "model_float_act8.onnx"  # beside model.onnx: the same external data file
+    onnx.save(m, str(f32))
+    p_f, p_f_ort = _ppl(build_dir, f32, ids, tmp_path)
+    U.note(f"SmolLM2 int4 default, 8-bit nodes without accuracy_level: winml {p_f:.6f}, onnxruntime {p_f_ort:.6f}")
+    assert abs(p_f / p_new - 1) < 1e-6  # our engine: float activations there already (prefill rows >= 32)
+    assert abs(p_f_ort / p_f - 1) < 1e-5, f"onnxruntime {p_f_ort} vs winml {p_f}"
+
+
+@pytest.mark.parametrize("model", ["gemma3", "smollm2"])
+def test_bench_peers_score_eval_ids(model, winml, tmp_path):
+    """bench/int4_quality.py scores onnxruntime on the ids `winml eval` scores (the tokenizer's special tokens
+    added: Gemma's <bos> first). It once encoded without them: onnxruntime then read Gemma 3 without <bos>
+    (perplexity 48.5 against winml eval's 26.6 on the same int4 file, 26.72 on the same ids)."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                    "bench"))
+    import int4_quality as Q
+    hf = RW.hf_from_gguf(RW.gemma3_gguf() if model == "gemma3" else RW.smollm2_gguf())
+    Q.text_file(tmp_path / "text.txt", 3000)
+    text = (tmp_path / "text.txt").read_text(encoding="utf-8")
+    r = U.run([winml, "tokenize", "-m", hf, "--text", text, "-f", "json"])  # winml eval's encoding of the text
+    assert r.returncode == 0, U.describe(r)
+    want = json.loads(r.stdout)["ids"]
+    assert Q.eval_ids(hf, tmp_path / "text.txt") == want
+    if model == "gemma3":
+        assert want[0] == 2  # <bos>
+
+
+@pytest.mark.parametrize("n", [2, 511, 512, 513, 857, 3000])
+def test_bench_windows_score_each_token_once(n):
+    """bench/int4_quality.py's windows score every token but the first exactly once, as `winml eval` does
+    (scored_tokens = tokens - 1). They once skipped each later window's first new token: onnxruntime's Gemma 3 int4
+    perplexity came out 26.720 on 854 tokens where winml eval scored 856 (26.542 on the same 856)."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                    "bench"))
+    import int4_quality as Q
+    scored = []
+    for start, end, first in Q.windows(n, 512, 256):
+        assert end - start <= 512 and first >= 1
+        scored += [start + i for i in range(first, end - start)]  # row i-1 predicts token start+i
+    assert scored == list(range(1, n))
