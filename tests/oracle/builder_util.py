@@ -254,6 +254,19 @@ def run_engine(path, feeds, outputs=None):
 RUNNERS = {"onnxruntime": run_ort, "engine": run_engine}
 
 
+def tiny_cache(workdir, make):
+    """kind -> (checkpoint folder, torch model), each made once by make(kind, folder) under workdir (a module
+    fixture's `tiny`)."""
+    cache = {}
+
+    def get(kind):
+        if kind not in cache:
+            d = str(workdir / f"ckpt_{kind}")
+            cache[kind] = (d, make(kind, d))
+        return cache[kind]
+    return get
+
+
 def export_dynamic(winml, ckpt, out, task=None, **fields):
     """`winml config` (symbolic batch / sequence dims, the export fields given) then `winml export` into out;
     returns the model path."""

@@ -65,3 +65,10 @@ def winml_asan(asan_dir):
 @pytest.fixture(scope="session")
 def testtool_asan(asan_dir):
     return _need(asan_dir, "wm_testtool", "WM_BUILD_ASAN")
+
+
+@pytest.fixture(params=["engine", "onnxruntime"])
+def run_model(request):
+    """Each builder test runs its export in our engine and in onnxruntime (builder_util.RUNNERS)."""
+    import builder_util as BU
+    return BU.RUNNERS[request.param]

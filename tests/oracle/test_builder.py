@@ -22,11 +22,6 @@ import oracle_util as U
 TOL = 1e-4
 
 
-@pytest.fixture(params=sorted(BU.RUNNERS))
-def run_model(request):
-    return BU.RUNNERS[request.param]
-
-
 @pytest.fixture(scope="module")
 def workdir(request):
     return U.scratch(request, "builder")

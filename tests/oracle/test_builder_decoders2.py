@@ -100,11 +100,6 @@ ABSENT = {
 }
 
 
-@pytest.fixture(params=sorted(BU.RUNNERS))
-def run_model(request):
-    return BU.RUNNERS[request.param]
-
-
 @pytest.fixture(scope="module")
 def workdir(request):
     return U.scratch(request, "builder_dec2")
@@ -112,14 +107,7 @@ def workdir(request):
 
 @pytest.fixture(scope="module")
 def tiny(workdir):
-    cache = {}
-
-    def get(kind):
-        if kind not in cache:
-            d = str(workdir / f"ckpt_{kind}")
-            cache[kind] = (d, BU.make_tiny(kind, d, spec=_specs()[kind]))
-        return cache[kind]
-    return get
+    return BU.tiny_cache(workdir, lambda k, d: BU.make_tiny(k, d, spec=_specs()[k]))
 
 
 @pytest.fixture(scope="module")

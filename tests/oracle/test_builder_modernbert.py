@@ -53,11 +53,6 @@ def make(kind, path):
     return model
 
 
-@pytest.fixture(params=sorted(BU.RUNNERS))
-def run_model(request):
-    return BU.RUNNERS[request.param]
-
-
 @pytest.fixture(scope="module")
 def workdir(request):
     return U.scratch(request, "builder_modernbert")
@@ -65,14 +60,7 @@ def workdir(request):
 
 @pytest.fixture(scope="module")
 def tiny(workdir):
-    cache = {}
-
-    def get(kind):
-        if kind not in cache:
-            d = str(workdir / f"ckpt_{kind}")
-            cache[kind] = (d, make(kind, d))
-        return cache[kind]
-    return get
+    return BU.tiny_cache(workdir, lambda k, d: make(k, d))
 
 
 def token_valid(feeds, ref):

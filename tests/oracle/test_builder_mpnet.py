@@ -19,11 +19,6 @@ import oracle_util as U
 TOL = 1e-4
 
 
-@pytest.fixture(params=sorted(BU.RUNNERS))
-def run_model(request):
-    return BU.RUNNERS[request.param]
-
-
 @pytest.fixture(scope="module")
 def workdir(request):
     return U.scratch(request, "builder_mpnet")
@@ -31,14 +26,7 @@ def workdir(request):
 
 @pytest.fixture(scope="module")
 def tiny(workdir):
-    cache = {}
-
-    def get(kind):
-        if kind not in cache:
-            d = str(workdir / f"ckpt_{kind}")
-            cache[kind] = (d, BU.make_tiny(kind, d))
-        return cache[kind]
-    return get
+    return BU.tiny_cache(workdir, lambda k, d: BU.make_tiny(k, d))
 
 
 export = BU.export_dynamic

@@ -85,11 +85,6 @@ def built(request, winml):
     return out
 
 
-@pytest.fixture(params=sorted(BU.RUNNERS))
-def run_model(request):
-    return BU.RUNNERS[request.param]
-
-
 @pytest.mark.parametrize("kind", ["bart", "marian"])
 def test_layout_and_parity(kind, built, run_model):
     m, o = built[kind + "_par"]
