@@ -18,6 +18,7 @@
 #define MAX_INFLATED (16ull << 30) /* all deflated members together */
 #define MAX_HEADER (1u << 20)      /* an .npy header (numpy's own are < 64 KiB) */
 #define MAX_NAME 4096
+#define DEFLATE_MAX_RATIO 1032u    /* the most bytes one deflated byte can become */
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
@@ -294,6 +295,12 @@ static wm_status read_entry(wm_npz *z, const uint8_t *b, size_t n, const zip_dir
                       (unsigned long long)csize);
     const uint8_t *img = b + data;
     if (method == 8) {
+        /* deflate expands at most 1032:1 (a 258-byte match per 2 bits): a larger claim is a lie about the buffer
+           the member needs, refused before that buffer is allocated */
+        if (usize / DEFLATE_MAX_RATIO > csize + 1)
+            return wm_err(err, WM_ERR_INPUT, "%s: member '%s' declares %llu bytes inflated from %llu deflated bytes: "
+                          "more than deflate's %u:1 maximum (corrupt)", label, a->name, (unsigned long long)usize,
+                          (unsigned long long)csize, (unsigned)DEFLATE_MAX_RATIO);
         uint64_t avail = wm_mem_available(), cap = avail && avail / 2 < MAX_INFLATED ? avail / 2 : MAX_INFLATED;
         if (usize > cap - (*inflated < cap ? *inflated : cap))
             return wm_err(err, WM_ERR_INPUT, "%s: member '%s' declares %llu bytes inflated: over the %llu bytes (16 GiB or "

@@ -136,7 +136,10 @@ def hostile_cases():
     bomb = bytearray(deflated)  # the first member declares fewer bytes than it inflates to
     cd = deflated.index(b"PK\x01\x02")
     struct.pack_into("<I", bomb, cd + 24, struct.unpack_from("<I", bomb, cd + 24)[0] - 100)
+    liar = bytearray(deflated)  # the first member claims 2 GiB inflated from a few hundred bytes (fuzz_npz found it:
+    struct.pack_into("<I", liar, cd + 24, 2**31 + 1)  # the buffer was allocated before the stream said otherwise)
     return {
+        "ratio": (bytes(liar), "more than deflate's 1032:1 maximum"),
         "truncated": (good[: len(good) // 2], "ZIP"),
         "crc": (bytes(crc), "CRC-32"),
         "inflates_past": (bytes(bomb), "longer than its declared size"),
