@@ -63,7 +63,11 @@ static wm_status read_mono(SNDFILE *snd, const SF_INFO *info, sf_count_t max_fra
     const sf_count_t chunk = 16384;
     int ch = info->channels;
     float *buf = malloc((size_t)chunk * (size_t)ch * sizeof *buf);
-    size_t cap = info->frames > 0 && info->frames <= max_frames ? (size_t)info->frames : (size_t)chunk, len = 0;
+    /* the header's frame count is a claim: reserve at most 1 Mi frames up front, grow as frames really arrive */
+    const sf_count_t reserve = (sf_count_t)1 << 20;
+    size_t cap = info->frames > 0 && info->frames <= max_frames ? (size_t)(info->frames < reserve ? info->frames : reserve)
+                                                                : (size_t)chunk,
+           len = 0;
     float *out = malloc((cap ? cap : 1) * sizeof *out);
     wm_status s = WM_OK;
     if (!buf || !out) s = wm_err(err, WM_ERR_NOMEM, "%s: out of memory", label);
