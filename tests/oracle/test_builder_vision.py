@@ -70,12 +70,9 @@ def test_fp32_build_matches_transformers(name, built, workdir, build_dir):
         print(f"{name} batch {batch}: onnxruntime {d_ort} engine {d_eng}")
 
 
+# SigLIP's attention-pooling head becomes a float16 com.microsoft.MultiHeadAttention (run in float32 inside)
 FP16_CASES = [(n, r) for n in ("vit_cls", "dinov2_reg_model", "clip", "siglip", "resnet_basic")
-              for r in ("onnxruntime", "engine") if (n, r) != ("siglip", "engine")]
-# the optimizer fuses SigLIP's attention-pooling head into com.microsoft.MultiHeadAttention, which our engine runs
-# in float32 only (the layers' fused Attention runs in fp16): a known engine gap, kept visible
-FP16_CASES.append(pytest.param("siglip", "engine", marks=pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="engine: com.microsoft.MultiHeadAttention has no float16 kernel")))
+              for r in ("onnxruntime", "engine")]
 
 
 @pytest.mark.parametrize("name,runner", FP16_CASES)
