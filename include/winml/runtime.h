@@ -83,6 +83,9 @@ size_t wm_session_n_inputs(const wm_session *s);
 size_t wm_session_n_outputs(const wm_session *s);
 const wm_io_info *wm_session_input(const wm_session *s, size_t i);
 const wm_io_info *wm_session_output(const wm_session *s, size_t i);
+/* The index of the graph input / output named name, -1 when the model has none of that name. */
+int wm_session_input_index(const wm_session *s, const char *name);
+int wm_session_output_index(const wm_session *s, const char *name);
 int wm_session_threads(const wm_session *s);
 /* "fp32", "fp16", "bf16", "int8" or "int4": the dominant weight type (MatMulNBits means int4/int8). */
 const char *wm_session_precision(const wm_session *s);

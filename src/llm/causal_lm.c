@@ -42,18 +42,6 @@ struct wm_clm {
     int want_all;
 };
 
-static int find_in(const wm_session *s, const char *name) {
-    for (size_t i = 0; i < wm_session_n_inputs(s); i++)
-        if (!strcmp(wm_session_input(s, i)->name, name)) return (int)i;
-    return -1;
-}
-
-static int find_out(const wm_session *s, const char *name) {
-    for (size_t i = 0; i < wm_session_n_outputs(s); i++)
-        if (!strcmp(wm_session_output(s, i)->name, name)) return (int)i;
-    return -1;
-}
-
 static int is_int_t(int32_t dt) { return dt == WM_DT_INT64 || dt == WM_DT_INT32; }
 
 /* A session for file; with narrow, its logits cut to the last position when the head allows (*narrowed = 1). */
@@ -96,10 +84,10 @@ wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_e
     m->max_len = o && o->max_length > 0 ? o->max_length : 2048;
     m->n_in = wm_session_n_inputs(m->s);
     m->n_out = wm_session_n_outputs(m->s);
-    m->i_ids = find_in(m->s, "input_ids");
-    m->i_mask = find_in(m->s, "attention_mask");
-    m->i_pos = find_in(m->s, "position_ids");
-    m->o_logits = find_out(m->s, "logits");
+    m->i_ids = wm_session_input_index(m->s, "input_ids");
+    m->i_mask = wm_session_input_index(m->s, "attention_mask");
+    m->i_pos = wm_session_input_index(m->s, "position_ids");
+    m->o_logits = wm_session_output_index(m->s, "logits");
     if (m->i_ids < 0 || m->o_logits < 0) {
         rc = wm_err(err, WM_ERR_UNSUPPORTED, "%s: a causal LM needs an input 'input_ids' and an output 'logits'", file);
         goto fail;
@@ -116,7 +104,7 @@ wm_status wm_clm_open(const char *path, const wm_clm_opts *o, wm_clm **out, wm_e
         snprintf(v, sizeof v, "past_key_values.%d.value", l);
         snprintf(pk, sizeof pk, "present.%d.key", l);
         snprintf(pv, sizeof pv, "present.%d.value", l);
-        int a = find_in(m->s, k), b = find_in(m->s, v), c = find_out(m->s, pk), d = find_out(m->s, pv);
+        int a = wm_session_input_index(m->s, k), b = wm_session_input_index(m->s, v), c = wm_session_output_index(m->s, pk), d = wm_session_output_index(m->s, pv);
         if (a < 0 && b < 0 && c < 0 && d < 0) break;
         if (a < 0 || b < 0 || c < 0 || d < 0) {
             rc = wm_err(err, WM_ERR_UNSUPPORTED, "%s: layer %d lacks one of %s, %s, %s, %s", file, l, k, v, pk, pv);

@@ -118,17 +118,6 @@ wm_status wm_s2s_gen_from_folder(const char *dir, wm_s2s_gen *g, wm_error *err) 
 
 /* ---------------------------------------------------------------- sessions */
 
-static int find_in(const wm_session *s, const char *name) {
-    for (size_t i = 0; i < wm_session_n_inputs(s); i++)
-        if (!strcmp(wm_session_input(s, i)->name, name)) return (int)i;
-    return -1;
-}
-static int find_out(const wm_session *s, const char *name) {
-    for (size_t i = 0; i < wm_session_n_outputs(s); i++)
-        if (!strcmp(wm_session_output(s, i)->name, name)) return (int)i;
-    return -1;
-}
-
 wm_status wm_s2s_open(const char *dir, int threads, wm_s2s **out, wm_error *err) {
     *out = NULL;
     wm_s2s *m = calloc(1, sizeof *m);
@@ -148,22 +137,22 @@ wm_status wm_s2s_open(const char *dir, int threads, wm_s2s **out, wm_error *err)
                        "decoder_model.onnx and decoder_with_past_model.onnx", p);
         if (!s) s = wm_session_new(p, &so, ss[i], err);
     }
-    if (!s && (find_in(m->enc, "input_ids") < 0 || find_in(m->enc, "attention_mask") < 0 ||
-               find_out(m->enc, "last_hidden_state") < 0 || find_in(m->dec, "encoder_hidden_states") < 0 ||
-               find_out(m->dec, "logits") < 0 || find_out(m->past, "logits") < 0))
+    if (!s && (wm_session_input_index(m->enc, "input_ids") < 0 || wm_session_input_index(m->enc, "attention_mask") < 0 ||
+               wm_session_output_index(m->enc, "last_hidden_state") < 0 || wm_session_input_index(m->dec, "encoder_hidden_states") < 0 ||
+               wm_session_output_index(m->dec, "logits") < 0 || wm_session_output_index(m->past, "logits") < 0))
         s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: the graphs do not follow Optimum's seq2seq layout (input_ids, "
                    "attention_mask -> last_hidden_state; encoder_hidden_states -> logits, present.N.*)", dir);
     for (; !s && m->layers < MAX_LAYERS; m->layers++) {
         char n[96];
         snprintf(n, sizeof n, "present.%d.encoder.key", m->layers);
-        if (find_out(m->dec, n) < 0) break;
+        if (wm_session_output_index(m->dec, n) < 0) break;
     }
     if (!s && m->layers == 0)
         s = wm_err(err, WM_ERR_UNSUPPORTED, "%s/decoder_model.onnx: no output present.0.encoder.key", dir);
     if (!s) {
-        const wm_io_info *k = wm_session_output(m->dec, (size_t)find_out(m->dec, "present.0.encoder.key"));
-        const wm_io_info *h = wm_session_input(m->dec, (size_t)find_in(m->dec, "encoder_hidden_states"));
-        const wm_io_info *l = wm_session_output(m->dec, (size_t)find_out(m->dec, "logits"));
+        const wm_io_info *k = wm_session_output(m->dec, (size_t)wm_session_output_index(m->dec, "present.0.encoder.key"));
+        const wm_io_info *h = wm_session_input(m->dec, (size_t)wm_session_input_index(m->dec, "encoder_hidden_states"));
+        const wm_io_info *l = wm_session_output(m->dec, (size_t)wm_session_output_index(m->dec, "logits"));
         if (k->rank != 4 || k->dims[1] <= 0 || k->dims[3] <= 0 || h->rank != 3 || h->dims[2] <= 0 || l->rank != 3 ||
             l->dims[2] <= 0)
             s = wm_err(err, WM_ERR_UNSUPPORTED, "%s/decoder_model.onnx: the cache heads, head size, hidden size and "
@@ -305,12 +294,12 @@ static wm_status step(run_state *r, const int64_t *tok, wm_error *err) {
         }
     }
     if ((st = run_named(s, f, nf, outs, err))) goto done;
-    take_logits(r, &outs[find_out(s, "logits")]);
+    take_logits(r, &outs[wm_session_output_index(s, "logits")]);
     for (int l = 0; l < m->layers; l++)
         for (int kv = 0; kv < 2; kv++) {
             char n[96];
             snprintf(n, sizeof n, "present.%d.decoder.%s", l, kv ? "value" : "key");
-            int o = find_out(s, n);
+            int o = wm_session_output_index(s, n);
             if (o < 0 || outs[o].rank != 4 || outs[o].dims[2] != r->len + 1) {
                 st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: output '%s' missing or not [batch, heads, %lld, head_dim]",
                             m->dir, n, (long long)r->len + 1);
@@ -319,7 +308,7 @@ static wm_status step(run_state *r, const int64_t *tok, wm_error *err) {
             keep_self(r, kv ? r->self_v[l] : r->self_k[l], &outs[o]);
             if (!first) continue;
             snprintf(n, sizeof n, "present.%d.encoder.%s", l, kv ? "value" : "key");
-            o = find_out(s, n);
+            o = wm_session_output_index(s, n);
             if (o < 0 || wm_tensor_numel(&outs[o]) != (uint64_t)(N * h * S * hd)) {
                 st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: output '%s' missing or not [batch, heads, %lld, head_dim]",
                             m->dir, n, (long long)S);
@@ -623,7 +612,7 @@ wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, in
         goto done;
     }
     if ((st = run_named(m->enc, f, 2, eo, err))) goto done;
-    const float *hs = eo[find_out(m->enc, "last_hidden_state")].data;
+    const float *hs = eo[wm_session_output_index(m->enc, "last_hidden_state")].data;
     for (int64_t i = 0; i < N; i++) {
         int64_t b = i / r.nb;
         memcpy(r.mask + i * S, mask + b * S, (size_t)S * sizeof *mask);

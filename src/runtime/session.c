@@ -611,6 +611,16 @@ size_t wm_session_n_inputs(const wm_session *s) { return s->n_inputs; }
 size_t wm_session_n_outputs(const wm_session *s) { return s->n_outputs; }
 const wm_io_info *wm_session_input(const wm_session *s, size_t i) { return i < s->n_inputs ? &s->inputs[i] : NULL; }
 const wm_io_info *wm_session_output(const wm_session *s, size_t i) { return i < s->n_outputs ? &s->outputs[i] : NULL; }
+int wm_session_input_index(const wm_session *s, const char *name) {
+    for (size_t i = 0; name && i < s->n_inputs; i++)
+        if (!strcmp(s->inputs[i].name, name)) return (int)i;
+    return -1;
+}
+int wm_session_output_index(const wm_session *s, const char *name) {
+    for (size_t i = 0; name && i < s->n_outputs; i++)
+        if (!strcmp(s->outputs[i].name, name)) return (int)i;
+    return -1;
+}
 int wm_session_threads(const wm_session *s) { return wm_pool_size(s->pool); }
 
 void wm_session_get_stats(const wm_session *s, wm_session_stats *st) {

@@ -31,12 +31,6 @@ struct wm_encoder {
     size_t out_cap;
 };
 
-static int input_index(const wm_session *s, const char *name) {
-    for (size_t i = 0; i < wm_session_n_inputs(s); i++)
-        if (!strcmp(wm_session_input(s, i)->name, name)) return (int)i;
-    return -1;
-}
-
 void wm_folder_task(const char *folder, char *task, size_t n) {
     char p[4200];
     snprintf(p, sizeof p, "%s/winml_build_config.json", folder);
@@ -74,9 +68,9 @@ wm_status wm_encoder_open(const char *model, const wm_session_opts *so, wm_encod
         st = WM_OK; /* a classifier's folder may carry one: it matters only to a pooled embedding */
     }
     if ((st = wm_sbert_check_length(&e->sb, folder, e->has_cfg ? e->cfg.max_positions : 0, err))) goto fail;
-    e->i_ids = input_index(e->s, "input_ids");
-    e->i_mask = input_index(e->s, "attention_mask");
-    e->i_type = input_index(e->s, "token_type_ids");
+    e->i_ids = wm_session_input_index(e->s, "input_ids");
+    e->i_mask = wm_session_input_index(e->s, "attention_mask");
+    e->i_type = wm_session_input_index(e->s, "token_type_ids");
     if (e->i_ids < 0 || wm_session_n_outputs(e->s) < 1) {
         st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: an encoder needs an input 'input_ids'", file);
         goto fail;
