@@ -317,3 +317,15 @@ def assert_close_valid(ours, ref, valid, what, tol=1e-4):
 
 def random_ids(rng, shape, vocab, low=3):
     return rng.integers(low, vocab, size=shape, dtype=np.int64)
+
+
+def edit_config(d, **changes):
+    """Sets the given keys of folder d's config.json (a value None removes the key)."""
+    p = os.path.join(d, "config.json")
+    c = json.load(open(p))
+    for k, v in changes.items():
+        if v is None:
+            c.pop(k, None)
+        else:
+            c[k] = v
+    json.dump(c, open(p, "w"))

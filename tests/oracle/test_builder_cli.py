@@ -280,15 +280,6 @@ def ckpt(tmp_path):
     return d
 
 
-def _config(d, **changes):
-    p = os.path.join(d, "config.json")
-    c = json.load(open(p))
-    for k, v in changes.items():
-        if v is None:
-            c.pop(k, None)
-        else:
-            c[k] = v
-    json.dump(c, open(p, "w"))
 
 
 def _all_commands(winml, d, tmp_path, *needles):
@@ -299,13 +290,13 @@ def _all_commands(winml, d, tmp_path, *needles):
 
 
 def test_unknown_model_type(ckpt, winml_asan, tmp_path):
-    _config(ckpt, model_type="frobnicator")
+    BU.edit_config(ckpt, model_type="frobnicator")
     os.remove(os.path.join(ckpt, "model.safetensors"))
     _all_commands(winml_asan, ckpt, tmp_path, "model_type", "frobnicator", "not supported")
 
 
 def test_unknown_model_type_with_unknown_tensor_names(ckpt, winml_asan, tmp_path):
-    _config(ckpt, model_type="frobnicator")
+    BU.edit_config(ckpt, model_type="frobnicator")
     _st_rewrite(os.path.join(ckpt, "model.safetensors"),
                 lambda t: t.update({k.replace("layers", "blocks"): t.pop(k) for k in list(t)}))
     _all_commands(winml_asan, ckpt, tmp_path, "frobnicator", "naming scheme")
@@ -313,21 +304,21 @@ def test_unknown_model_type_with_unknown_tensor_names(ckpt, winml_asan, tmp_path
 
 def test_unknown_model_type_with_known_naming_builds(ckpt, winml, tmp_path):
     """'any checkpoint using one of these naming schemes': an unlisted model_type with Llama-style tensors."""
-    _config(ckpt, model_type="my-llama-variant")
+    BU.edit_config(ckpt, model_type="my-llama-variant")
     r = U.run([winml, "build", "-m", ckpt, "-o", str(tmp_path / "o"), "-f", "json"])
     assert r.returncode == 0, U.describe(r)
     assert "naming scheme 'llama'" in r.stderr
 
 
 def test_denied_model_type_with_known_naming(ckpt, winml_asan, tmp_path):
-    _config(ckpt, model_type="nemotron")
+    BU.edit_config(ckpt, model_type="nemotron")
     _all_commands(winml_asan, ckpt, tmp_path, "model_type", "nemotron", "not supported")
 
 
 def test_multiplier_outside_granite_refused(ckpt, winml_asan, tmp_path):
     """Granite's multipliers are a feature of its table row: another family's config holding one is refused,
     never built without it."""
-    _config(ckpt, residual_multiplier=0.5)
+    BU.edit_config(ckpt, residual_multiplier=0.5)
     _all_commands(winml_asan, ckpt, tmp_path, "residual_multiplier", "not supported")
 
 
@@ -351,7 +342,7 @@ def gemma3_ckpt(tmp_path):
     ({"hidden_activation": "mish"}, ["hidden_activation", "mish", "not supported"]),
 ])
 def test_gemma3_bad_config(gemma3_ckpt, winml_asan, tmp_path, change, needles):
-    _config(gemma3_ckpt, **change)
+    BU.edit_config(gemma3_ckpt, **change)
     _all_commands(winml_asan, gemma3_ckpt, tmp_path, *needles)
 
 
@@ -389,7 +380,7 @@ def test_tensor_not_understood(ckpt, winml_asan, tmp_path):
 
 
 def test_auto_map_refused(ckpt, winml_asan, tmp_path):
-    _config(ckpt, auto_map={"AutoModelForCausalLM": "modeling_x.XForCausalLM"})
+    BU.edit_config(ckpt, auto_map={"AutoModelForCausalLM": "modeling_x.XForCausalLM"})
     os.remove(os.path.join(ckpt, "model.safetensors"))
     open(os.path.join(ckpt, "pytorch_model.bin"), "wb").write(b"PK\x03\x04 not a real pickle")
     _all_commands(winml_asan, ckpt, tmp_path, "auto_map", "custom")
@@ -418,7 +409,7 @@ def test_deep_nesting_config(ckpt, winml_asan, tmp_path):
     ({"eos_token_id": [1, "two"]}, ["eos_token_id", "expected an integer"]),
 ])
 def test_bad_config_fields(change, needles, ckpt, winml_asan, tmp_path):
-    _config(ckpt, **change)
+    BU.edit_config(ckpt, **change)
     _all_commands(winml_asan, ckpt, tmp_path, *needles)
 
 

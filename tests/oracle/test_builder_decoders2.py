@@ -267,7 +267,7 @@ def test_legacy_rotary_keys(kind, change, tiny, workdir, winml, run_model):
     ckpt = str(workdir / f"legacy_{kind}")
     shutil.rmtree(ckpt, ignore_errors=True)
     shutil.copytree(src, ckpt)
-    _config(ckpt, rope_parameters=None, **change)
+    BU.edit_config(ckpt, rope_parameters=None, **change)
     model = T.AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
     rp = model.config.rope_parameters
     assert (rp["partial_rotary_factor"], rp["rope_theta"]) == tuple(change.values()), rp
@@ -304,15 +304,6 @@ def test_fp16_build_within_half_precision(kind, tiny, workdir, winml):
 
 # ---------------------------------------------------------------- refusals
 
-def _config(d, **changes):
-    p = os.path.join(d, "config.json")
-    c = json.load(open(p))
-    for k, v in changes.items():
-        if v is None:
-            c.pop(k, None)
-        else:
-            c[k] = v
-    json.dump(c, open(p, "w"))
 
 
 @pytest.mark.parametrize("kind,change,needles", [
@@ -344,7 +335,7 @@ def test_unmodeled_config_refused_by_name(kind, change, needles, tmp_path, winml
     import shutil
     d = str(tmp_path / kind)
     BU.make_tiny(kind, d, spec=_specs()[kind])
-    _config(d, **change)
+    BU.edit_config(d, **change)
     for cmd in (["inspect", "-m", d], ["config", "-m", d], ["build", "-m", d, "-o", str(tmp_path / "o")]):
         r = U.run([winml_asan, *cmd], timeout=300)
         U.assert_clean_error(r, "winml " + cmd[0], *needles)
@@ -357,6 +348,6 @@ def test_missing_post_attention_norm_refused(tmp_path, winml_asan):
     with the flag, config flipped) is refused naming the tensor instead of built without the norm."""
     d = str(tmp_path / "slm")
     BU.make_tiny("stablelm_par", d, spec=_specs()["stablelm_par"])
-    _config(d, use_parallel_residual=False)
+    BU.edit_config(d, use_parallel_residual=False)
     r = U.run([winml_asan, "build", "-m", d, "-o", str(tmp_path / "o")], timeout=300)
     U.assert_clean_error(r, "winml build", "model.layers.0.post_attention_layernorm.weight", "missing tensor")
