@@ -18,6 +18,8 @@ fi
 B=${WM_BUILD_ASAN:-build-asan}
 run=${WM_FUZZ_RUN:-tests/fuzz/corpus-run} # corpus and failing inputs (the oracle test of this gate points it elsewhere)
 status=0
+summary=$(mktemp) # what failed, repeated at the very end: CI keeps only the tail of a long log
+trap 'rm -f "$summary"' EXIT
 for bin in "$B"/fuzz_*; do
   [ -x "$bin" ] || continue
   name=$(basename "$bin"); kind=${name#fuzz_}
@@ -47,10 +49,25 @@ for bin in "$B"/fuzz_*; do
     echo "$name: failing inputs found (fuzzer exit $frc):" >&2
     [ -n "$found" ] && echo "$found" >&2
     tail -20 "$log" >&2
+    {
+      echo "== $name: fuzzer exit $frc; inputs: ${found:-none}"
+      # the finding's headline and its first frames inside our code
+      grep -m1 -E '^==[0-9]+==(ERROR|WARNING)|^SUMMARY|deadly signal|out-of-memory|timeout|took .* of CPU' "$log" || true
+      grep -E '^ +#[0-9]+ ' "$log" | grep -v -E 'libFuzzer|fuzzer::|compiler-rt|libc\.so|__libc_start' | head -8 || true
+      grep -m1 '^SUMMARY' "$log" || true
+    } >>"$summary"
+    # keep the input beside the log where CI can show it in base64 (small inputs only)
+    for f in $found; do
+      [ "$(stat -c %s "$f")" -le 4096 ] && { echo "   input $(basename "$f") base64: $(base64 -w0 "$f")" >>"$summary"; }
+    done
     status=1
   else
     echo "$name: no crashes" >&2
   fi
   rm -f "$log"
 done
+if [ "$status" -ne 0 ]; then
+  echo "== fuzz $mode: FAILED targets (repeated from above):" >&2
+  cat "$summary" >&2
+fi
 exit $status
