@@ -202,6 +202,8 @@ static const struct {
     {"center_point_box", A_INT}, {"stash_type", A_INT},   {"rotary_embedding_dim", A_INT}, {"do_rotary", A_INT},
     {"unidirectional", A_INT}, {"softcap", A_FLOAT},      {"is_causal", A_INT},       {"q_num_heads", A_INT},
     {"axis_w", A_INT},         {"transBatchA", A_INT},    {"activation", A_STRING},   {"training_mode", A_INT},
+    {"activation_type", A_STRING}, {"normalize_routing_weights", A_INT}, {"swiglu_limit", A_FLOAT},
+    {"swiglu_fusion", A_INT},
 };
 #define N_ATTRS (sizeof ATTRS / sizeof ATTRS[0])
 
@@ -212,6 +214,7 @@ static const char *const STRINGS[] = {
     "floor",     "ceil",       "ij,jk->ik",    "ii->i",     "...i->...",  "add",           "mul",
     "max",       "min",        "not_larger",   "stretch",   "zeros",      "border",        "reflection",
     "bilinear",  "round_prefer_floor", "pytorch_half_pixel", "tf_crop_and_resize", "i,i->", "Relu", "mean",
+    "swiglu",    "silu",       "gelu",
 };
 #define N_STRINGS (sizeof STRINGS / sizeof STRINGS[0])
 

@@ -111,6 +111,14 @@ for d in ("INT32", "UINT64", "INT8", "UINT32"):
                                                                                                    fv("-1e30")]))],
                                                            attrs=[attr("to", values=[TO[d]])]),
                                                       node("Identity", [("prev", 0)])])
+# MoE: 2 rows of 4, 2 experts, interleaved SwiGLU with inner size 2 (fc1 [2, 4, 4], fc2 [2, 4, 2]); a NaN logit
+SEEDS["moe_swiglu"] = graph([node("com.microsoft:MoE", [
+    ("in", tensor("FLOAT", [2, 4], [fv("1.0"), fv("-1.0"), fv("0.5"), fv("300.7")] * 2)),
+    ("in", tensor("FLOAT", [2, 2], [fv("NAN"), fv("1.0"), fv("-1.0"), fv("1.0")])),
+    ("const", tensor("FLOAT", [2, 4, 4], [fv("0.5"), fv("-1.0")] * 16)), ("none",),
+    ("const", tensor("FLOAT", [2, 4, 2], [fv("1.0"), fv("-FLT_MAX")] * 8))],
+    attrs=[attr("k", values=[I["2"]]), attr("activation_type", string="swiglu"),
+           attr("normalize_routing_weights", values=[I["1"]])])])
 SEEDS["pad_extremes"] = graph([node("Pad", [("in", tensor("FLOAT", [2], [fv("1.0"), fv("2.0")])),
                                             ("const", tensor("INT64", [2], [I["min"], I["max"]]))])], opset_bits=2)
 SEEDS["slice_extremes"] = graph([node("Slice", [("in", tensor("INT64", [5], [0, 1, 3, 4, 10])),

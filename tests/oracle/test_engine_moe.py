@@ -1,0 +1,181 @@
+"""Engine vs onnxruntime on com.microsoft MoE (mixture of experts): routing (softmax, top-k, renormalized or not),
+the activations (relu, gelu, silu, identity, interleaved SwiGLU with alpha / beta / limit), biases, 2-D and 3-D
+inputs, the legacy weight layout, float16; the gated fc3 form (which onnxruntime's CPU kernel refuses) against a
+numpy reference. Rows outnumber the experts' share so that some experts get several rows and some none."""
+import subprocess
+
+import numpy as np
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from safetensors.numpy import save_file
+
+import oracle_util as U
+from engine_oracle import MS, check, make_model, wm_run
+
+F = TP.FLOAT
+
+
+def moe_model(E=4, H=8, I=16, k=2, rows=(5,), act="swiglu", norm=1, bias=False, fc3=False, legacy=False,
+              half=False, seed=0, extra=None):
+    rng = np.random.default_rng(seed)
+    F1 = 2 * I if act == "swiglu" else I
+    dt = np.float16 if half else np.float32
+    et = TP.FLOAT16 if half else F
+    w1 = rng.standard_normal((E, F1, H)) * 0.3
+    w2 = rng.standard_normal((E, H, I)) * 0.3
+    w3 = rng.standard_normal((E, I, H)) * 0.3
+    if legacy:  # the old dims [E, H, F1] / [E, I, H] / [E, H, I] over the same bytes, as onnxruntime reads them
+        w1, w2, w3 = w1.reshape(E, H, F1), w2.reshape(E, I, H), w3.reshape(E, H, I)
+    inits = {"w1": w1, "w2": w2}
+    names = ["x", "r", "w1", "", "w2"]
+    if bias:
+        inits["b1"] = rng.standard_normal((E, F1)) * 0.1
+        inits["b2"] = rng.standard_normal((E, H)) * 0.1
+        names[3] = "b1"
+        names.append("b2")
+    if fc3:
+        inits["w3"] = w3
+        names += [""] * (6 - len(names)) + ["w3"]
+        if bias:
+            inits["b3"] = rng.standard_normal((E, I)) * 0.1
+            names.append("b3")
+    attrs = dict(k=k, activation_type=act, normalize_routing_weights=norm, **(extra or {}))
+    if act == "swiglu":
+        attrs["swiglu_fusion"] = 1
+    node = helper.make_node("MoE", names, ["y"], domain=MS, **attrs)
+    nrows = int(np.prod(rows))
+    x = rng.standard_normal((*rows, H)).astype(dt)
+    r = (rng.standard_normal((nrows, E)) * 2).astype(dt)
+    model = make_model([node], [("x", et, list(x.shape)), ("r", et, [nrows, E])], [("y", et, list(x.shape))],
+                       [numpy_helper.from_array(v.astype(dt), n) for n, v in inits.items()])
+    return model, {"x": x, "r": r}, inits
+
+
+def reference(feeds, inits, k, act, norm, legacy=False, alpha=1.0, beta=0.0, limit=np.inf):
+    """numpy float64: softmax over the router logits, the k largest, act(fc1) (* fc3), fc2, weighted sum."""
+    x = feeds["x"].astype(np.float64).reshape(-1, feeds["x"].shape[-1])
+    r = feeds["r"].astype(np.float64)
+    w = {n: v.astype(np.float64) for n, v in inits.items()}
+    if legacy:
+        w = {n: (v.reshape(v.shape[0], v.shape[2], v.shape[1]) if v.ndim == 3 else v) for n, v in w.items()}
+    p = np.exp(r - r.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    y = np.zeros_like(x)
+    acts = {"relu": lambda h: np.maximum(h, 0), "silu": lambda h: h / (1 + np.exp(-h)), "identity": lambda h: h}
+    for t in range(x.shape[0]):
+        idx = np.argsort(-p[t], kind="stable")[:k]
+        wt = p[t, idx] / (p[t, idx].sum() if norm else 1.0)
+        for e, we in zip(idx, wt):
+            h = w["w1"][e] @ x[t] + (w["b1"][e] if "b1" in w else 0)
+            if act == "swiglu":
+                g, lin = np.minimum(h[0::2], limit), np.clip(h[1::2], -limit, limit)
+                a = g / (1 + np.exp(-alpha * g)) * (lin + beta)
+            else:
+                a = acts[act](h)
+                if "w3" in w:
+                    a = a * (w["w3"][e] @ x[t] + (w["b3"][e] if "b3" in w else 0))
+            y[t] += we * (w["w2"][e] @ a + (w["b2"][e] if "b2" in w else 0))
+    return y.reshape(feeds["x"].shape)
+
+
+CASES = {
+    "swiglu_k2_norm": dict(),
+    "swiglu_k1_raw": dict(k=1, norm=0),
+    "swiglu_bias_3d": dict(bias=True, rows=(2, 7)),
+    "swiglu_many_rows": dict(E=8, k=2, rows=(70,)),
+    "swiglu_alpha_beta_limit": dict(extra=dict(activation_alpha=1.702, activation_beta=1.0, swiglu_limit=0.5)),
+    "swiglu_legacy_layout": dict(legacy=True, H=8, I=12),
+    "silu": dict(act="silu", k=3, E=6),
+    "relu_bias": dict(act="relu", bias=True),
+    "identity_norm0": dict(act="identity", norm=0),
+    "decode_one_row": dict(E=8, k=2, rows=(1,)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_moe_matches_onnxruntime(name, tmp_path, build_dir):
+    model, feeds, _ = moe_model(**CASES[name])
+    check(build_dir, tmp_path, model, feeds, atol=1e-5, what=f"moe_{name}")
+
+
+def test_moe_gelu_is_erf_gelu(tmp_path, build_dir):
+    """gelu as transformers' nn.GELU (erf); onnxruntime's MoE kernel approximates it (within 3e-4 here)."""
+    model, feeds, inits = moe_model(act="gelu", seed=3)
+    path = tmp_path / "moe_gelu.onnx"
+    import onnx
+    onnx.save(model, path)
+    got = wm_run(build_dir, str(path), feeds, tmp_path)["y"]
+    x = feeds["x"].astype(np.float64)
+    from math import erf
+    gelu = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))
+    # the reference with gelu: the identity reference on act(h) spelled out
+    p = np.exp(feeds["r"] - feeds["r"].max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    y = np.zeros_like(x)
+    for t in range(x.shape[0]):
+        idx = np.argsort(-p[t], kind="stable")[:2]
+        for e, we in zip(idx, p[t, idx] / p[t, idx].sum()):
+            y[t] += we * (inits["w2"][e] @ gelu(inits["w1"][e] @ x[t]))
+    assert np.abs(got - y).max() < 1e-5
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_moe_gated_fc3_vs_numpy(bias, tmp_path, build_dir):
+    """act(fc1(x)) * fc3(x) (Mixtral-style experts as three matrices): onnxruntime's CPU kernel refuses fc3."""
+    model, feeds, inits = moe_model(act="silu", fc3=True, bias=bias, E=6, k=2, rows=(9,))
+    import onnx
+    path = tmp_path / "moe_fc3.onnx"
+    onnx.save(model, path)
+    got = wm_run(build_dir, str(path), feeds, tmp_path)["y"]
+    assert np.abs(got - reference(feeds, inits, 2, "silu", 1)).max() < 1e-5
+
+
+def test_moe_reference_agrees_with_onnxruntime(tmp_path):
+    """the numpy reference above is itself checked against onnxruntime where onnxruntime runs the case"""
+    from engine_oracle import ort_run
+    import onnx
+    for name in ("swiglu_bias_3d", "swiglu_alpha_beta_limit", "relu_bias", "swiglu_legacy_layout"):
+        c = CASES[name]
+        model, feeds, inits = moe_model(**c)
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(model, path)
+        ex = c.get("extra") or {}
+        ref = reference(feeds, inits, c.get("k", 2), c.get("act", "swiglu"), c.get("norm", 1), c.get("legacy", False),
+                        ex.get("activation_alpha", 1.0), ex.get("activation_beta", 0.0), ex.get("swiglu_limit", np.inf))
+        assert np.abs(ort_run(str(path), feeds)["y"] - ref).max() < 1e-5, name
+
+
+def test_moe_float16(tmp_path, build_dir):
+    """float16 input and weights, computed in float32 (the half GEMM reads the experts as stored)"""
+    model, feeds, inits = moe_model(half=True, bias=True, rows=(6,))
+    import onnx
+    path = tmp_path / "moe16.onnx"
+    onnx.save(model, path)
+    got = wm_run(build_dir, str(path), feeds, tmp_path)["y"].astype(np.float64)
+    ref = reference(feeds, {n: v.astype(np.float16) for n, v in inits.items()}, 2, "swiglu", 1)
+    assert np.abs(got - ref).max() < 2e-3
+
+
+@pytest.mark.parametrize("extra,msg", [
+    (dict(k=5), "k 5: must be in [1, 4]"),
+    (dict(swiglu_fusion=2), "swiglu_fusion 2"),
+    (dict(activation_type="tanh"), "activation_type 'tanh'"),
+    (dict(use_sparse_mixer=1), "use_sparse_mixer"),
+])
+def test_moe_bad_attributes_exit_2(extra, msg, tmp_path, asan_dir):
+    model, feeds, _ = moe_model()
+    node = model.graph.node[0]
+    keep = [a for a in node.attribute if a.name not in extra]
+    del node.attribute[:]
+    node.attribute.extend(keep + [helper.make_attribute(n, v) for n, v in extra.items()])
+    import onnx
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, path)
+    save_file(feeds, str(tmp_path / "in.safetensors"))
+    p = subprocess.run([U.binary(asan_dir, "wm_run"), str(path), str(tmp_path / "in.safetensors"),
+                        str(tmp_path / "out.safetensors")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert msg in p.stderr and "MoE" in p.stderr, p.stderr
+    assert not (tmp_path / "out.safetensors").exists()
