@@ -524,7 +524,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         qc.n_hessians = hs.n;
     }
     wm_calib_ranges rg = {0};
-    if (!s && (qc.mode == WM_QUANT_INT8_STATIC || qc.mode == WM_QUANT_W8A16) && !(s = calibrate(b, &qc, g, &rg))) {
+    if (!s && wm_quant_mode_static(qc.mode) && !(s = calibrate(b, &qc, g, &rg))) {
         qc.ranges = rg.v;
         qc.n_ranges = rg.n;
     }
