@@ -415,6 +415,11 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         wm_json_str(j, "path", r->dataset_path[0] ? r->dataset_path : NULL);
         wm_json_str(j, "split", r->dataset_split[0] ? r->dataset_split : NULL);
         wm_json_int(j, "samples", r->dataset_samples);
+        if (r->dataset_text_column[0]) {
+            wm_json_obj(j, "columns_mapping");
+            wm_json_str(j, "input_column", r->dataset_text_column);
+            wm_json_obj_end(j);
+        }
         wm_json_obj_end(j);
         wm_json_obj_end(j);
     }
@@ -891,6 +896,16 @@ static wm_status parse_root(const pctx *p, const cJSON *root, wm_recipe *r) {
                        (st = get_str(p, ds, "eval.dataset.", "split", r->dataset_split, sizeof r->dataset_split, 0)) ||
                        (st = get_int(p, ds, "eval.dataset.", "samples", 1, 1 << 30, &r->dataset_samples))))
             return st;
+        /* columns_mapping stays kept bookkeeping (its kind checked there); its input_column is also static
+           calibration's text column */
+        const cJSON *cm = has_ds ? cJSON_GetObjectItemCaseSensitive(ds, "columns_mapping") : NULL;
+        const cJSON *ic = cJSON_IsObject(cm) ? cJSON_GetObjectItemCaseSensitive(cm, "input_column") : NULL;
+        if (cJSON_IsString(ic)) {
+            if (!ic->valuestring[0] || strlen(ic->valuestring) >= sizeof r->dataset_text_column)
+                return wm_err(p->err, WM_ERR_INPUT, "%s: field 'eval.dataset.columns_mapping.input_column': empty or "
+                              "longer than %zu bytes", p->label, sizeof r->dataset_text_column - 1);
+            snprintf(r->dataset_text_column, sizeof r->dataset_text_column, "%s", ic->valuestring);
+        }
         if (r->eval_task[0] && wm_recipe_task_served(r->eval_task, NULL) == -2)
             return wm_err(p->err, WM_ERR_INPUT, "%s: field 'eval.task': unknown task '%s'", p->label, r->eval_task);
     }

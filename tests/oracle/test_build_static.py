@@ -4,6 +4,9 @@ value ranges) -> QDQ. The artifact loads in onnxruntime; onnxruntime and our eng
 an SQNR floor against the fp32 build; minmax / entropy / percentile give different ranges (entropy and percentile
 never wider than minmax, narrower somewhere); per_channel gives per-column weight scales; nodes_to_exclude leaves
 the named node float; the manifest says what calibrated. Bad quant fields exit 2 naming the field, nothing written.
+-p int16 (w16a16) carries 16-bit codes and is closer to fp32 than w8a8. A recipe whose eval.dataset is a local
+table calibrates on its tokenized text rows (manifest calibration.source "dataset"), a hub name falls back to
+seeded samples and says so, an unusable local dataset is refused naming the file.
 """
 import json
 
@@ -367,3 +370,79 @@ def test_bad_quant_fields_exit_2_naming_the_field(field, value, work, winml, win
     r = U.run([winml_asan, "build", "-c", rp, "-m", ck, "-o", out, "--random-weights"])
     U.assert_clean_error(r, "winml build", f"'quant.{field}'")
     assert not out.exists() and not U.leftovers(tmp_path)
+
+
+# ---------------------------------------------------------------- calibration on the recipe's dataset
+
+def tokenized_checkpoint(tmp_path):
+    """The tiny BERT config with a WordPiece tokenizer over its whole vocabulary (w0 .. w122)."""
+    import transformers as T
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "config.json").write_text(json.dumps(bert_config()))
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(VOCAB - 5)]
+    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
+    T.BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt"), do_lower_case=True).save_pretrained(str(ck))
+    return ck
+
+
+def dataset_recipe(winml, ck, path, dataset, **mapping):
+    rp = recipe(winml, ck, path, "int8")
+    rec = json.loads(rp.read_text())
+    rec["eval"] = {"task": "text-classification",
+                   "dataset": {"path": str(dataset), "split": "test", "samples": 100, **mapping}}
+    rp.write_text(json.dumps(rec))
+    return rp
+
+
+def test_calibration_from_the_recipes_dataset(winml, tmp_path):
+    ck = tokenized_checkpoint(tmp_path)
+    rng = np.random.default_rng(5)
+    data = tmp_path / "calib.jsonl"  # a few small ids, repeated: far from the seeded ids' spread over the table
+    rows = [{"sentence": " ".join(f"w{i}" for i in rng.integers(0, 6, rng.integers(3, SEQ))), "label": 1}
+            for _ in range(12)]
+    rows.insert(2, {"sentence": "   ", "label": 0})  # an empty text is skipped
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    rp = dataset_recipe(winml, ck, tmp_path / "ds.json", data,
+                        columns_mapping={"input_column": "sentence", "label_column": "label"})
+    man = build(winml, ck, tmp_path / "ds", "-c", rp)
+    cal = quant_stage(man)["calibration"]
+    assert cal["source"] == "dataset" and cal["samples"] == 10, cal  # quant.samples rows, the empty one skipped
+    assert cal["dataset_file"] == str(data) and cal["column"] == "sentence", cal
+    assert "dataset text rows" in quant_stage(man)["reason"]
+    # the same recipe whose dataset is a hub name: seeded samples, said in the manifest and on stderr
+    rp2 = dataset_recipe(winml, ck, tmp_path / "hub.json", "Salesforce/wikitext")
+    r = U.run([winml, "build", "-m", ck, "-o", tmp_path / "hub", "--random-weights", "--seed", "7", "-f", "json",
+               "-c", rp2])
+    assert r.returncode == 0, U.describe(r)
+    cal2 = quant_stage(json.loads(r.stdout))["calibration"]
+    assert cal2["source"] == "seeded" and "Salesforce/wikitext" in cal2["data_detail"], cal2
+    assert "not a local file or folder" in cal2["data_detail"] and "Salesforce/wikitext" in r.stderr
+    # the two calibrations differ: the same weights (seed 7) and quantizer, other activation ranges
+    a, b = act_scales(tmp_path / "ds" / "model.onnx"), act_scales(tmp_path / "hub" / "model.onnx")
+    assert a.keys() == b.keys() and len(a) > 0
+    assert sum(abs(a[k] - b[k]) > 1e-3 * max(a[k], b[k]) for k in a) >= len(a) // 2, (a, b)
+    # a folder holding <split>.csv, its "text" column by default
+    (tmp_path / "dsdir").mkdir()
+    (tmp_path / "dsdir" / "test.csv").write_text("text,label\n" + "".join(f"{r['sentence']},1\n" for r in rows))
+    man = build(winml, ck, tmp_path / "dir", "-c", dataset_recipe(winml, ck, tmp_path / "dir.json", tmp_path / "dsdir"))
+    cal3 = quant_stage(man)["calibration"]
+    assert cal3["source"] == "dataset" and cal3["column"] == "text", cal3
+    assert cal3["dataset_file"] == str(tmp_path / "dsdir" / "test.csv")
+    assert act_scales(tmp_path / "dir" / "model.onnx") == a  # the same texts: the same ranges
+
+
+@pytest.mark.parametrize("content,needles", [
+    (b'{"text": "w1 w2"}\n{"text": "w3 \xff"}\n', ["bad.jsonl", "2", "UTF-8"]),
+    (b'{"body": "w1 w2"}\n', ["bad.jsonl", "no column 'text' or 'sentence'", "body"]),
+    (b'{"text": ""}\n{"text": "  "}\n', ["bad.jsonl", "no non-empty text"]),
+])
+def test_calibration_dataset_unusable_is_refused(winml, winml_asan, tmp_path, content, needles):
+    """A dataset that exists but cannot calibrate is an input error naming the file (not a silent fallback)."""
+    ck = tokenized_checkpoint(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(content)
+    rp = dataset_recipe(winml, ck, tmp_path / "r.json", bad)
+    r = U.run([winml_asan, "build", "-m", ck, "-o", tmp_path / "out", "--random-weights", "-c", rp])
+    U.assert_clean_error(r, "winml build", *needles)
+    assert not (tmp_path / "out").exists()
