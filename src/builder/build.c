@@ -21,6 +21,7 @@
 
 #include "analyze/analyze.h"
 #include "builder/arch.h"
+#include "builder/calib_data.h"
 #include "builder/export.h"
 #include "builder/recipe.h"
 #include "core/sha256.h"
@@ -206,7 +207,9 @@ typedef struct build_ctx {
     int64_t q_block;      /* the recipe's block (int4/int8 RTN) */
     /* static QDQ: what calibrated the activations (the manifest's "calibration"); calibrated 0 otherwise */
     int calibrated;
-    char calib_method[16], calib_data[512];
+    char calib_method[16], calib_data[768];
+    int calib_from_dataset;    /* 1: the recipe's dataset's text rows calibrated; 0: seeded samples */
+    char calib_file[512], calib_column[64];
     int64_t calib_samples;
     uint64_t calib_seed;
     size_t calib_values;
@@ -437,10 +440,11 @@ static wm_status gptq_stats(build_ctx *b, const wm_quant_config *qc, wm_graph *g
 #define CALIB_SAMPLES 10 /* the reference's quant.samples in every one of its static recipes */
 
 /*
- * Static QDQ's activation ranges: the stage's float model run by our engine (quant_calib_run.h) on the recipe's
- * quant.samples seeded batches (default CALIB_SAMPLES), each input uniform in its export value_range where the
- * recipe gives one, with the recipe's calibration_method (default minmax). The recipe's datasets are hub names
- * this build cannot fetch, so seeded samples calibrate; the manifest says so.
+ * Static QDQ's activation ranges: the stage's float model run by our engine (quant_calib_run.h) with the recipe's
+ * calibration_method (default minmax) on quant.samples (default CALIB_SAMPLES) text rows of the recipe's dataset
+ * (eval.dataset, when it is reachable here: calib_data.h), else on as many seeded batches, each input uniform in
+ * its export value_range where the recipe gives one. The manifest's calibration says which, and why not the
+ * dataset; a dataset named but not reachable is also said on stderr.
  */
 static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g, wm_calib_ranges *rg) {
     const wm_recipe *rc = &b->recipe;
@@ -461,10 +465,29 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     co.seed = rc->calib_seed >= 0 ? (uint64_t)rc->calib_seed : 1; /* the recipe's quant.seed, else 1 */
     co.ranges = ranges;
     co.n_ranges = nr;
+    const char *ds = rc->has_eval && rc->dataset_path[0] ? rc->dataset_path : NULL;
+    const wm_io_spec *ids = wm_recipe_input(rc, "input_ids");
+    int64_t fixed = ids && ids->rank == 2 ? ids->dims[1].v : -1; /* a fixed sequence: rows cut to it */
+    wm_calib_texts tx;
+    char why[600];
+    double t0 = now();
+    wm_status s = wm_calib_texts_load(b->ck.dir, ds, rc->dataset_split, rc->dataset_text_column, (size_t)co.samples,
+                                      fixed > 0 ? (size_t)fixed : 512, &tx, why, sizeof why, b->err);
+    if (s) return s;
+    if (tx.n) {
+        co.rows = (const int32_t *const *)tx.rows;
+        co.row_lens = tx.lens;
+        co.n_rows = tx.n;
+        for (size_t i = 0; i < tx.n; i++) co.seq = (int64_t)tx.lens[i] > co.seq ? (int64_t)tx.lens[i] : co.seq;
+    }
     char p[PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
-    double t0 = now();
-    wm_status s = wm_calib_collect(p, g, qc, &co, rg, b->err);
+    s = wm_calib_collect(p, g, qc, &co, rg, b->err);
+    b->calib_from_dataset = tx.n > 0;
+    snprintf(b->calib_file, sizeof b->calib_file, "%s", tx.file);
+    snprintf(b->calib_column, sizeof b->calib_column, "%s", tx.column);
+    if (tx.n) co.samples = (int64_t)tx.n;
+    wm_calib_texts_free(&tx);
     if (s) return s;
     b->calibrated = 1;
     snprintf(b->calib_method, sizeof b->calib_method, "%s", method);
@@ -472,17 +495,11 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     b->calib_seed = co.seed;
     b->calib_values = rg->n;
     b->calib_seconds = now() - t0;
-    const char *ds = rc->has_eval && rc->dataset_path[0] ? rc->dataset_path : NULL;
-    if (ds && exists(ds))
-        snprintf(b->calib_data, sizeof b->calib_data, "seeded samples in the export inputs' value ranges: the "
-                 "recipe's dataset '%.200s' exists here, but no reader turns it into model inputs for calibration "
-                 "yet", ds);
-    else if (ds)
-        snprintf(b->calib_data, sizeof b->calib_data, "seeded samples in the export inputs' value ranges (the "
-                 "recipe's dataset '%.200s' is not reachable: no hub here)", ds);
+    if (b->calib_from_dataset)
+        snprintf(b->calib_data, sizeof b->calib_data, "%lld text rows of the recipe's dataset: column '%s' of %s, "
+                 "tokenized by the checkpoint's tokenizer", (long long)co.samples, b->calib_column, b->calib_file);
     else
-        snprintf(b->calib_data, sizeof b->calib_data, "seeded samples in the export inputs' value ranges (the recipe "
-                 "names no dataset)");
+        snprintf(b->calib_data, sizeof b->calib_data, "seeded samples in the export inputs' value ranges (%s)", why);
     if (ds) note(b, "note: quant: calibrated on %s\n", b->calib_data);
     if (!rg->n) note(b, "note: quant: no MatMul / Gemm with a constant weight to quantize statically\n");
     return WM_OK;
@@ -524,7 +541,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         qc.n_hessians = hs.n;
     }
     wm_calib_ranges rg = {0};
-    if (!s && (qc.mode == WM_QUANT_INT8_STATIC || qc.mode == WM_QUANT_W8A16) && !(s = calibrate(b, &qc, g, &rg))) {
+    if (!s && wm_quant_mode_static(qc.mode) && !(s = calibrate(b, &qc, g, &rg))) {
         qc.ranges = rg.v;
         qc.n_ranges = rg.n;
     }
@@ -555,8 +572,9 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
             snprintf(cs, sizeof cs, " (GGUF blocks: %zu carried as they are, %zu requantized, %zu float)", nc[0],
                      nc[1], nc[2]);
         if (b->calibrated)
-            snprintf(cs, sizeof cs, " (%zu activations calibrated by %s over %lld seeded samples)", b->calib_values,
-                     b->calib_method, (long long)b->calib_samples);
+            snprintf(cs, sizeof cs, " (%zu activations calibrated by %s over %lld %s)", b->calib_values,
+                     b->calib_method, (long long)b->calib_samples,
+                     b->calib_from_dataset ? "dataset text rows" : "seeded samples");
         snprintf(rec->reason, sizeof rec->reason, "%s%s%s: %zu nodes quantized%s, weights %llu -> %llu bytes",
                  wm_quant_mode_name(qc.mode), qc.scale_search ? " (scale search)" : "",
                  qc.n_hessians ? " (GPTQ)" : "", r->quantized,
@@ -813,7 +831,12 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
             wm_json_str(j, "method", b->calib_method);
             wm_json_int(j, "samples", b->calib_samples);
             wm_json_uint(j, "seed", b->calib_seed);
-            wm_json_str(j, "data", "seeded");
+            wm_json_str(j, "source", b->calib_from_dataset ? "dataset" : "seeded");
+            wm_json_str(j, "data", b->calib_from_dataset ? "dataset" : "seeded"); /* the same, its earlier name */
+            if (b->calib_from_dataset) {
+                wm_json_str(j, "dataset_file", b->calib_file);
+                wm_json_str(j, "column", b->calib_column);
+            }
             wm_json_str(j, "data_detail", b->calib_data);
             wm_json_uint(j, "values", b->calib_values);
             wm_json_num(j, "seconds", b->calib_seconds);

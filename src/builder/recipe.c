@@ -21,26 +21,25 @@
 
 #define RECIPE_MAX_BYTES (16u << 20)
 
-static const char *const prec_names[] = {"fp32", "fp16", "int8", "int4", "gguf", "w8a16", "int8-rtn", "int8-dynamic"};
+static const char *const prec_names[] = {"fp32", "fp16", "int8", "int4", "gguf", "w8a16", "int8-rtn", "int8-dynamic",
+                                         "int16"};
 #define N_PREC ((int)(sizeof prec_names / sizeof prec_names[0]))
 
 const char *wm_precision_name(int p) { return p >= 0 && p < N_PREC ? prec_names[p] : "?"; }
 
 int wm_precision_from_name(const char *s) {
     if (s && (!strcmp(s, "w8a8") || !strcmp(s, "int8-static"))) return WM_PREC_INT8;
+    if (s && !strcmp(s, "w16a16")) return WM_PREC_INT16;
     for (int i = 0; s && i < N_PREC; i++)
         if (!strcmp(s, prec_names[i])) return i;
     return -1;
 }
 
-const char *wm_precision_list(void) { return "auto, fp32, fp16, int8 (w8a8), w8a16, int4, int8-rtn, int8-dynamic, gguf"; }
+const char *wm_precision_list(void) { return "auto, fp32, fp16, int8 (w8a8), w8a16, int16 (w16a16), int4, int8-rtn, int8-dynamic, gguf"; }
 
 wm_status wm_precision_parse(const char *s, int *out, wm_error *err) {
     *out = -1;
     if (!strcmp(s, "auto")) return WM_OK;
-    if (!strcmp(s, "int16") || !strcmp(s, "w16a16"))
-        return wm_err(err, WM_ERR_USAGE, "-p %s: w16a16 needs 16-bit weights, and winml's quantizer writes 8-bit "
-                      "weights only (use w8a16: 8-bit weights, 16-bit activations)", s);
     if ((*out = wm_precision_from_name(s)) < 0)
         return wm_err(err, WM_ERR_USAGE, "-p: unknown precision '%s' (%s)", s, wm_precision_list());
     return WM_OK;
@@ -149,15 +148,16 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
         r->act_symmetric = r->rtn_float_zero_points = -1;
         r->rtn_gptq = -1;
         r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
-        if (precision == WM_PREC_INT8 || precision == WM_PREC_W8A16) {
+        if (precision == WM_PREC_INT8 || precision == WM_PREC_W8A16 || precision == WM_PREC_INT16) {
             /* static QDQ with the reference's w8a8 / w8a16 recipe values (all of its static recipes agree):
-               10 calibration samples, minmax, uint8 asymmetric weights per tensor, uint8 / uint16 activations */
-            int wide = precision == WM_PREC_W8A16;
+               10 calibration samples, minmax, uint8 asymmetric weights per tensor, uint8 / uint16 activations;
+               int16 (w16a16) the same with uint16 weights */
+            int wide = precision != WM_PREC_INT8, w16 = precision == WM_PREC_INT16;
             snprintf(r->quant_mode, sizeof r->quant_mode, wide ? "qdq" : "static");
-            r->qmode = wide ? WM_QUANT_W8A16 : WM_QUANT_INT8_STATIC;
+            r->qmode = w16 ? WM_QUANT_W16A16 : wide ? WM_QUANT_W8A16 : WM_QUANT_INT8_STATIC;
             r->samples = 10;
             snprintf(r->calibration_method, sizeof r->calibration_method, "minmax");
-            snprintf(r->weight_type, sizeof r->weight_type, "uint8");
+            snprintf(r->weight_type, sizeof r->weight_type, w16 ? "uint16" : "uint8");
             snprintf(r->activation_type, sizeof r->activation_type, wide ? "uint16" : "uint8");
             r->per_channel = 0;
             r->symmetric = 0;
@@ -415,6 +415,11 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         wm_json_str(j, "path", r->dataset_path[0] ? r->dataset_path : NULL);
         wm_json_str(j, "split", r->dataset_split[0] ? r->dataset_split : NULL);
         wm_json_int(j, "samples", r->dataset_samples);
+        if (r->dataset_text_column[0]) {
+            wm_json_obj(j, "columns_mapping");
+            wm_json_str(j, "input_column", r->dataset_text_column);
+            wm_json_obj_end(j);
+        }
         wm_json_obj_end(j);
         wm_json_obj_end(j);
     }
@@ -709,20 +714,19 @@ static wm_status parse_export(const pctx *p, const cJSON *e, wm_recipe *r) {
 }
 
 /* A quant type field: one of recipe_qtype's names (QInt8, int8, QUInt8, uint8, ...), stored as written. */
-static wm_status get_qtype(const pctx *p, const cJSON *q, const char *key, int allow16, char *out, size_t n) {
+static wm_status get_qtype(const pctx *p, const cJSON *q, const char *key, char *out, size_t n) {
     wm_status st = get_str(p, q, "quant.", key, out, n, 0);
     if (st || !out[0]) return st;
-    int32_t dt = recipe_qtype(out);
-    if (!dt || (!allow16 && dt != WM_DT_INT8 && dt != WM_DT_UINT8))
-        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.%s': '%s' (%s)", p->label, key, out,
-                      allow16 ? "int8, uint8, int16 or uint16 (QInt8, QUInt8, QInt16, QUInt16)" : "int8 or uint8 (QInt8, QUInt8)");
+    if (!recipe_qtype(out))
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.%s': '%s' (int8, uint8, int16 or uint16: QInt8, QUInt8, "
+                      "QInt16, QUInt16)", p->label, key, out);
     return WM_OK;
 }
 
 /*
  * The quant section, validated once here for every consumer (wm_recipe_quant_config gives the quantizer its
- * config from these fields): mode static|qdq|dynamic|rtn|fp16 (qdq = static; static with 16-bit activations
- * is w8a16), rtn_bits 4 or 8, rtn_block_size a power of two in [16, 4096].
+ * config from these fields): mode static|qdq|dynamic|rtn|fp16 (qdq = static; static with 16-bit weights is
+ * w16a16, the reference's int16; else with 16-bit activations w8a16), rtn_bits 4 or 8, rtn_block_size a power of two in [16, 4096].
  */
 static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     static const char *const keys[] = {"mode", "weight_type", "activation_type", "calibration_method", "samples",
@@ -739,8 +743,8 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     int wsym = -1;
     wm_status st = only_keys(p, q, "quant.", keys);
     if (st || (st = get_str(p, q, "quant.", "mode", r->quant_mode, sizeof r->quant_mode, 1)) ||
-        (st = get_qtype(p, q, "weight_type", 0, r->weight_type, sizeof r->weight_type)) ||
-        (st = get_qtype(p, q, "activation_type", 1, r->activation_type, sizeof r->activation_type)) ||
+        (st = get_qtype(p, q, "weight_type", r->weight_type, sizeof r->weight_type)) ||
+        (st = get_qtype(p, q, "activation_type", r->activation_type, sizeof r->activation_type)) ||
         (st = get_str(p, q, "quant.", "calibration_method", r->calibration_method, sizeof r->calibration_method, 0)) ||
         (st = get_int(p, q, "quant.", "samples", 1, 10000, &r->samples)) ||
         (st = get_int(p, q, "quant.", "seed", 0, (int64_t)1 << 53, &r->calib_seed)) ||
@@ -783,6 +787,8 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.calibration_method': '%s' (minmax, entropy, percentile)",
                       p->label, r->calibration_method);
     int32_t act = r->activation_type[0] ? recipe_qtype(r->activation_type) : 0;
+    int32_t wt = r->weight_type[0] ? recipe_qtype(r->weight_type) : 0;
+    int w16 = wt == WM_DT_UINT16 || wt == WM_DT_INT16;
     static const struct {
         const char *mode;
         wm_quant_mode q;
@@ -797,10 +803,17 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         if (!strcmp(r->quant_mode, modes[i].mode)) {
             r->qmode = modes[i].q;
             r->precision = modes[i].prec;
-            if (r->qmode == WM_QUANT_INT8_STATIC && (act == WM_DT_UINT16 || act == WM_DT_INT16)) {
+            if (r->qmode == WM_QUANT_INT8_STATIC && w16) { /* 16-bit weights: w16a16, the reference's int16 */
+                r->qmode = WM_QUANT_W16A16;
+                r->precision = WM_PREC_INT16;
+            } else if (r->qmode == WM_QUANT_INT8_STATIC && (act == WM_DT_UINT16 || act == WM_DT_INT16)) {
                 r->qmode = WM_QUANT_W8A16;
                 r->precision = WM_PREC_W8A16;
             }
+            if (w16 && r->qmode != WM_QUANT_W16A16)
+                return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.weight_type': '%s' (16-bit weights are for static "
+                              "QDQ, mode static or qdq; mode %s takes int8 or uint8)", p->label, r->weight_type,
+                              r->quant_mode);
             if (r->qmode == WM_QUANT_INT4 && r->rtn_bits == 8) r->precision = WM_PREC_INT8_RTN;
             return WM_OK;
         }
@@ -883,6 +896,16 @@ static wm_status parse_root(const pctx *p, const cJSON *root, wm_recipe *r) {
                        (st = get_str(p, ds, "eval.dataset.", "split", r->dataset_split, sizeof r->dataset_split, 0)) ||
                        (st = get_int(p, ds, "eval.dataset.", "samples", 1, 1 << 30, &r->dataset_samples))))
             return st;
+        /* columns_mapping stays kept bookkeeping (its kind checked there); its input_column is also static
+           calibration's text column */
+        const cJSON *cm = has_ds ? cJSON_GetObjectItemCaseSensitive(ds, "columns_mapping") : NULL;
+        const cJSON *ic = cJSON_IsObject(cm) ? cJSON_GetObjectItemCaseSensitive(cm, "input_column") : NULL;
+        if (cJSON_IsString(ic)) {
+            if (!ic->valuestring[0] || strlen(ic->valuestring) >= sizeof r->dataset_text_column)
+                return wm_err(p->err, WM_ERR_INPUT, "%s: field 'eval.dataset.columns_mapping.input_column': empty or "
+                              "longer than %zu bytes", p->label, sizeof r->dataset_text_column - 1);
+            snprintf(r->dataset_text_column, sizeof r->dataset_text_column, "%s", ic->valuestring);
+        }
         if (r->eval_task[0] && wm_recipe_task_served(r->eval_task, NULL) == -2)
             return wm_err(p->err, WM_ERR_INPUT, "%s: field 'eval.task': unknown task '%s'", p->label, r->eval_task);
     }

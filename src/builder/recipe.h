@@ -52,7 +52,8 @@ typedef enum { WM_POOL_NONE, WM_POOL_MEAN, WM_POOL_CLS } wm_pooling;
 
 /*
  * Precisions of `-p`, with the reference's meanings: int8 (also w8a8) is static QDQ with 8-bit activations
- * calibrated by our engine, w8a16 the same with 16-bit activations (the reference's NPU recipes); ours under
+ * calibrated by our engine, w8a16 the same with 16-bit activations (the reference's NPU recipes), int16 (also
+ * w16a16) with 16-bit activations and 16-bit weights; ours under
  * names of their own: int8-rtn (8-bit weights in blocks, MatMulNBits, float activations) and int8-dynamic
  * (DynamicQuantizeLinear + MatMulInteger). gguf: a GGUF's quantized blocks carried into MatMulNBits /
  * GatherBlockQuantized as they are (quant mode "gguf"), the default of a GGUF source; the others dequantize a
@@ -60,16 +61,15 @@ typedef enum { WM_POOL_NONE, WM_POOL_MEAN, WM_POOL_CLS } wm_pooling;
  */
 typedef enum {
     WM_PREC_FP32, WM_PREC_FP16, WM_PREC_INT8, WM_PREC_INT4, WM_PREC_GGUF, WM_PREC_W8A16, WM_PREC_INT8_RTN,
-    WM_PREC_INT8_DYNAMIC
+    WM_PREC_INT8_DYNAMIC, WM_PREC_INT16
 } wm_precision;
 const char *wm_precision_name(int p);
 int wm_precision_from_name(const char *s); /* a name of wm_precision_list or an alias (w8a8); -1 when unknown */
-/* "fp32, fp16, int8 (w8a8), w8a16, int4, int8-rtn, int8-dynamic, gguf" for messages. */
+/* "fp32, fp16, int8 (w8a8), w8a16, int16 (w16a16), int4, int8-rtn, int8-dynamic, gguf" for messages. */
 const char *wm_precision_list(void);
 /*
  * Parses -p s: *out a wm_precision, or -1 for "auto" (the recipe's quant section, else the source's default:
- * fp32, gguf for a GGUF; every EP this build targets runs fp32). WM_ERR_USAGE naming s when unknown, and for
- * int16 (w16a16: the quantizer's weights are 8-bit only).
+ * fp32, gguf for a GGUF; every EP this build targets runs fp32). WM_ERR_USAGE naming s when unknown.
  */
 wm_status wm_precision_parse(const char *s, int *out, wm_error *err);
 /* The precision of a build without -p or recipe: gguf for a GGUF source (checkpoint format "gguf"), else fp32. */
@@ -130,6 +130,7 @@ typedef struct wm_recipe {
     /* eval */
     int has_eval;
     char eval_task[48], dataset_path[256], dataset_split[32];
+    char dataset_text_column[64]; /* eval.dataset.columns_mapping.input_column: the text static calibration reads */
     int64_t dataset_samples;
     /* not a JSON field: the precision the recipe asks for (from quant) */
     wm_precision precision;

@@ -172,7 +172,8 @@ static const recipe_kept_def kept_defs[] = {
     {"eval.dataset.shuffle", RK_BOOL | RK_NULL, "dataset shuffle (winml eval reads local data)"},
     {"eval.dataset.streaming", RK_BOOL | RK_NULL, "Hub streaming (winml eval reads local data)"},
     {"eval.dataset.build_script", RK_STR | RK_NULL, "the reference's dataset build script (Python, never run here)"},
-    {"eval.dataset.columns_mapping", RK_OBJ | RK_NULL, "dataset column names (winml eval reads local data)"},
+    {"eval.dataset.columns_mapping", RK_OBJ | RK_NULL, "dataset column names (winml eval reads local data; "
+     "input_column is static calibration's text column)"},
     {"eval.dataset.label_mapping", RK_OBJ | RK_NULL, "dataset label ids (winml eval reads local data)"},
     {"eval.dataset.label_mapping_file", RK_STR | RK_NULL, "dataset label file (winml eval reads local data)"},
     {NULL, 0, NULL},

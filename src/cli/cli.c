@@ -44,6 +44,9 @@ int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv) {
     int r = wm_cli_common_opt(c, opt, arg);
     if (r < 0) return WM_EXIT_ERROR;
     if (r) return 0;
+    const char *target;
+    if (opt == WM_CLI_O_EP) return wm_cli_ep_arg(c, arg, 1, &target);
+    if (opt == WM_CLI_O_DEVICE || opt == 'd') return wm_cli_device_arg(c, arg, 1, &target);
     /* a short option is named by optopt (argv[optind - 1] may be its group "-vx" or the word before it) */
     char shortname[3] = {'-', (char)optopt, 0};
     const char *name = optopt > 32 && optopt < 127 ? shortname : argv[optind - 1];

@@ -42,9 +42,23 @@ void wm_cli_init(wm_cli *c, const char *prog);
 int wm_cli_common_opt(wm_cli *c, int opt, const char *arg);
 
 /*
- * For an option a command's own loop did not take: a common option is
- * applied (returns 0, go on); a missing value or unknown option is reported
- * (returns WM_EXIT_ERROR). argv/optind name the offending argument.
+ * --ep and -d/--device of a command that runs a model here (run, generate, eval, perf): WM_CLI_TARGET_LONG in its
+ * long options and WM_CLI_TARGET_SHORT in its short ones, and wm_cli_other_opt takes them with the reference's
+ * meaning (wm_cli_ep_arg / wm_cli_device_arg with run_here): auto and cpu (any name of the CPU EP, any case) run;
+ * an EP or device this build cannot run on is exit 2 naming it, never silently ignored.
+ */
+enum { WM_CLI_O_EP = 950, WM_CLI_O_DEVICE };
+#define WM_CLI_TARGET_SHORT "d:"
+#define WM_CLI_TARGET_LONG {"ep", required_argument, 0, WM_CLI_O_EP}, {"device", required_argument, 0, WM_CLI_O_DEVICE}
+#define WM_CLI_TARGET_HELP                                                                                      \
+    "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n" \
+    "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"    \
+    "(= cpu), cpu, gpu or npu. An EP or device other than cpu is refused (exit 2) naming it.\n"
+
+/*
+ * For an option a command's own loop did not take: a common option or a --ep / -d/--device value that runs here
+ * (WM_CLI_TARGET_LONG) is applied (returns 0, go on); a missing value, an unknown option or an EP / device this
+ * build cannot run on is reported (returns WM_EXIT_ERROR). argv/optind name the offending argument.
  */
 int wm_cli_other_opt(wm_cli *c, int opt, const char *arg, char **argv);
 

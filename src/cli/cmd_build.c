@@ -32,7 +32,7 @@ static void help(int export_only) {
                "--output-dir DIR is -o DIR and --overwrite is --rebuild, as the reference names them.\n");
     else
         printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o|--output-dir DIR [-c RECIPE] [-t TASK]\n"
-               "                   [-p auto|fp32|fp16|int8|w8a8|w8a16|int4|int8-rtn|int8-dynamic|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"
+               "                   [-p auto|fp32|fp16|int8|w8a8|w8a16|int16|int4|int8-rtn|int8-dynamic|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"
                "                   [--random-weights [--seed N]] [--external-threshold BYTES] [--analyze] [-f json] [-q]\n\n"
                "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
            "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
@@ -61,7 +61,7 @@ static void help(int export_only) {
                "quant.calibration_method (minmax, entropy, percentile; default minmax), since the recipe's\n"
                "datasets are not reachable here (the manifest's quant stage \"calibration\" says what\n"
                "calibrated); w8a16 the same with uint16 activations (the reference's NPU recipes); int16\n"
-               "(w16a16) is refused: the quantizer writes 8-bit weights only. Ours under their own names:\n"
+               "(w16a16) with uint16 activations and uint16 asymmetric weights. Ours under their own names:\n"
                "int8-rtn (8-bit weights in blocks, float activations: what -p int8 built before) and\n"
                "int8-dynamic (DynamicQuantizeLinear + MatMulInteger).\n"
                "Stages: export (from the weights), optim (fusions at level extended;\n"

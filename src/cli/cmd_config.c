@@ -21,7 +21,7 @@
 #include "hf/safetensors.h"
 
 static void help(void) {
-    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p auto|fp32|fp16|int8|w8a8|w8a16|int4|int8-rtn|int8-dynamic|gguf] [--ep auto|cpu] [-d auto|cpu]\n"
+    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p auto|fp32|fp16|int8|w8a8|w8a16|int16|int4|int8-rtn|int8-dynamic|gguf] [--ep auto|cpu] [-d auto|cpu]\n"
            "                    [-o FILE] [-f json]\n\n"
            "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
            "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"

@@ -32,7 +32,8 @@ static void help(void) {
     printf("usage: winml eval --mode compare -m CANDIDATE.onnx (--reference REF.onnx | --reference-outputs FILE.safetensors|.npz |\n"
            "                  --model-id CHECKPOINT)\n"
            "                  [--samples N] [--seed S] [--threshold METRIC=VALUE]... [--per-layer [--layer-threshold DB]]\n"
-           "                  [--batch-size N] [--seq-len N] [--dim NAME=VALUE]... [--threads N] [-f table|json] [-o FILE]\n\n"
+           "                  [--batch-size N] [--seq-len N] [--dim NAME=VALUE]... [--threads N] [-f table|json] [-o FILE]\n"
+           "                  [--ep auto|cpu] [-d auto|cpu]\n\n"
            "Runs the candidate and the reference on the same inputs (seeded, made from the reference's input\n"
            "specs; or the inputs stored in --reference-outputs as inputs.<i>.<name> next to outputs.<i>.<name>)\n"
            "--model-id (a checkpoint folder or ORG/NAME[@REV]): the reference is the checkpoint's plain float32\n"
@@ -68,7 +69,7 @@ static void help(void) {
            "  The table is read a line at a time and only its first --samples rows (default 100, as the reference)\n"
            "  are read; a line (a CSV record)\n"
            "  over --max-line-bytes (default 8M) is refused, as are invalid UTF-8, rows without a usable label and a\n"
-           "  table without data rows (exit 2, naming the file and line).\n\n" WM_CLI_LIMITS_HELP);
+           "  table without data rows (exit 2, naming the file and line).\n\n" WM_CLI_TARGET_HELP WM_CLI_LIMITS_HELP);
 }
 
 typedef struct gate {
@@ -157,7 +158,7 @@ int wm_cmd_eval(int argc, char **argv) {
         {"stride", required_argument, 0, O_STRIDE}, {"max-line-bytes", required_argument, 0, O_MAXLINE},
         {"image-column", required_argument, 0, O_CIMAGE}, {"caption-column", required_argument, 0, O_CCAPTION},
         {"audio-column", required_argument, 0, O_CAUDIO},
-        WM_CLI_LIMITS_LONG, {0, 0, 0, 0}};
+        WM_CLI_LIMITS_LONG, WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
     wm_task_opts to = {0};
     wm_session_opts so = {0};
     const char *mode = NULL, *ref = NULL, *refout = NULL, *model_id = NULL;
@@ -171,7 +172,7 @@ int wm_cmd_eval(int argc, char **argv) {
     int opt;
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT WM_CLI_TARGET_SHORT, longs, NULL)) != -1) {
         char *end;
         switch (opt) {
         case 'h': help(); return WM_EXIT_OK;

@@ -22,7 +22,7 @@ static void help(void) {
     printf("usage: winml generate -m BUILD_DIR|MODEL.onnx (--prompt TEXT [--chat] [--system TEXT] | --ids ID,...)\n"
            "                      [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p M]\n"
            "                      [--repetition-penalty R] [--seed S] [--eos ID,...] [--stop STRING]...\n"
-           "                      [--no-thinking] [--max-length N] [--threads N] [-f table|json]\n"
+           "                      [--no-thinking] [--max-length N] [--threads N] [--ep auto|cpu] [-d auto|cpu] [-f table|json]\n"
            "                      [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n\n"
            "Prefills the prompt and decodes one token per step with the KV cache, greedy unless a sampling\n"
            "flag is given (temperature, top-k, top-p, min-p; the seed makes sampling repeat). The prompt is\n"
@@ -34,7 +34,7 @@ static void help(void) {
            "The model's context (genai_config.json context_length, else config.json max_position_embeddings)\n"
            "bounds prompt + new tokens: a longer prompt is refused (exit 2); generation that reaches it stops\n"
            "there (\"stop\": \"context\", with a note).\n\n"
-           WM_CLI_LIMITS_HELP);
+           WM_CLI_TARGET_HELP WM_CLI_LIMITS_HELP);
 }
 
 typedef struct stream_ctx {
@@ -141,7 +141,7 @@ int wm_cmd_generate(int argc, char **argv) {
         {"top-p", required_argument, 0, O_TOPP},        {"min-p", required_argument, 0, O_MINP},
         {"repetition-penalty", required_argument, 0, O_REP}, {"seed", required_argument, 0, O_SEED},
         {"eos", required_argument, 0, O_EOS},           {"max-length", required_argument, 0, O_MAXLEN},
-        {"threads", required_argument, 0, O_THREADS},  WM_CLI_LIMITS_LONG, {0, 0, 0, 0}};
+        {"threads", required_argument, 0, O_THREADS},  WM_CLI_LIMITS_LONG, WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
     wm_gen_opts go = {.max_new_tokens = 32};
     wm_sampling_default(&go.sampling);
     int32_t *ids = NULL, *eos = NULL;
@@ -156,7 +156,7 @@ int wm_cmd_generate(int argc, char **argv) {
     char *rendered = NULL;
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT WM_CLI_TARGET_SHORT, longs, NULL)) != -1) {
         double d = 0;
         long l = 0;
         char flag[40];

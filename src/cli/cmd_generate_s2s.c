@@ -23,13 +23,14 @@
 static void help(void) {
     printf("usage: winml generate -m BUILD_DIR (--text TEXT | --ids ID,...)... [--max-new-tokens N]\n"
            "                      [--num-beams N] [--length-penalty X] [--early-stopping true|false|never]\n"
-           "                      [--no-repeat-ngram-size N] [--eos ID,...] [--threads N] [-f table|json]\n\n"
+           "                      [--no-repeat-ngram-size N] [--eos ID,...] [--threads N] [--ep auto|cpu] [-d auto|cpu]\n"
+           "                      [-f table|json]\n\n"
            "Translation / summarization with an encoder-decoder build (encoder_model.onnx, decoder_model.onnx,\n"
            "decoder_with_past_model.onnx): each --text (or --ids row) is one source of the batch. The encoder\n"
            "runs once, the decoder one token a step with its caches; greedy, or beam search with --num-beams.\n"
            "Settings come from the folder's generation_config.json / config.json (decoder_start_token_id,\n"
            "forced BOS / EOS, eos_token_id, num_beams, length_penalty, early_stopping, no_repeat_ngram_size,\n"
-           "max_length), flags win. Prints each decoded text on its own line; -f json the texts and ids.\n");
+           "max_length), flags win. Prints each decoded text on its own line; -f json the texts and ids.\n" WM_CLI_TARGET_HELP);
 }
 
 /* 1 when argv's -m names a folder holding encoder_model.onnx (an encoder-decoder build). */
@@ -84,7 +85,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         {"max-new-tokens", required_argument, 0, O_MAXNEW}, {"num-beams", required_argument, 0, O_BEAMS},
         {"length-penalty", required_argument, 0, O_LP},   {"early-stopping", required_argument, 0, O_ES},
         {"no-repeat-ngram-size", required_argument, 0, O_NGRAM}, {"eos", required_argument, 0, O_EOS},
-        {"threads", required_argument, 0, O_THREADS},    {0, 0, 0, 0}};
+        {"threads", required_argument, 0, O_THREADS},    WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
     const char *texts[MAX_ROWS];
     int64_t *rows[MAX_ROWS];
     size_t lens[MAX_ROWS], n_rows = 0, n_texts = 0;
@@ -100,7 +101,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_json_init(&j);
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT WM_CLI_TARGET_SHORT, longs, NULL)) != -1) {
         char flag[40];
         snprintf(flag, sizeof flag, "--%s", wm_cli_long_name(longs, opt));
         long l = 0;

@@ -30,9 +30,7 @@ static void help(void) {
            "                  [--ep auto|cpu] [-d auto|cpu] [--max-memory SIZE] [--max-loop-iterations N]\n"
            "                  [--prompt-len N] [--gen-len N] [--llm-runs N] [--llm-warmup N] [--decode-at N,N...]\n"
            "                  [--no-llm] [--timeout S] [-f table|json] [-o FILE]\n\n"
-           "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
-           "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
-           "(= cpu), cpu, gpu or npu. An EP or device other than cpu is refused (exit 2), never ignored.\n"
+           WM_CLI_TARGET_HELP
            "-f json: the reference's perf JSON (schema_version 2) with ours beside it; see docs/json/perf.md.\n"
            "Measures one forward pass on the CPU engine: latency (mean, min, max, p50, p90, p95,\n"
            "p99 as the reference: sorted[min(n p/100, n-1)], std; warmup mean), throughput (samples/s, batches/s) and resident\n"
@@ -324,7 +322,7 @@ static void llm_json(const llm_opts *o, const llm_result *res, wm_json *j) {
 int wm_cmd_perf(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml perf");
-    enum { O_WARMUP = 256, O_ITER, O_DUR, O_THREADS, O_DIM, O_DATA, O_BATCH, O_SEQ, O_PAST, O_SEED, O_EP, O_DEV,
+    enum { O_WARMUP = 256, O_ITER, O_DUR, O_THREADS, O_DIM, O_DATA, O_BATCH, O_SEQ, O_PAST, O_SEED,
            O_PLEN, O_GLEN, O_LRUNS, O_LWARM, O_NOLLM, O_DECAT, O_IMAGE, O_MAXPIX };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
@@ -334,7 +332,7 @@ int wm_cmd_perf(int argc, char **argv) {
         {"image", required_argument, 0, O_IMAGE}, {"max-image-pixels", required_argument, 0, O_MAXPIX},
         {"batch-size", required_argument, 0, O_BATCH}, {"seq-len", required_argument, 0, O_SEQ},
         {"past-len", required_argument, 0, O_PAST}, {"seed", required_argument, 0, O_SEED},
-        {"ep", required_argument, 0, O_EP},         {"device", required_argument, 0, O_DEV},
+        WM_CLI_TARGET_LONG,
         {"prompt-len", required_argument, 0, O_PLEN}, {"gen-len", required_argument, 0, O_GLEN},
         {"llm-runs", required_argument, 0, O_LRUNS},
         {"llm-warmup", required_argument, 0, O_LWARM}, {"no-llm", no_argument, 0, O_NOLLM},
@@ -354,7 +352,7 @@ int wm_cmd_perf(int argc, char **argv) {
     int opt;
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "d:", longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT WM_CLI_TARGET_SHORT, longs, NULL)) != -1) {
         switch (opt) {
         case 'h': help(); return WM_EXIT_OK;
         case O_WARMUP: if (parse_long(&c, "--warmup", optarg, 0, &warmup)) return WM_EXIT_ERROR; break;
@@ -399,16 +397,6 @@ int wm_cmd_perf(int argc, char **argv) {
                 decode_at[n_decode_at++] = v;
                 p = *end ? end + 1 : end;
             }
-            break;
-        }
-        case O_EP: {
-            const char *ep;
-            if (wm_cli_ep_arg(&c, optarg, 1, &ep)) return WM_EXIT_ERROR;
-            break;
-        }
-        case 'd': case O_DEV: {
-            const char *dev;
-            if (wm_cli_device_arg(&c, optarg, 1, &dev)) return WM_EXIT_ERROR;
             break;
         }
         default: {

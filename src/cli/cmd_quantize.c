@@ -20,7 +20,7 @@
 #include "opt/quant_calib_run.h"
 
 static void help(void) {
-    printf("usage: winml quantize -m IN.onnx [-o OUT.onnx] -p fp16|int8|w8a8|w8a16|int8-dynamic|int4 [-p fp16] [options]\n\n"
+    printf("usage: winml quantize -m IN.onnx [-o OUT.onnx] -p fp16|int8|w8a8|w8a16|int16|int8-dynamic|int4 [-p fp16] [options]\n\n"
            "-p int4 -p fp16 (either order) composes the two as the reference does: int4 weights (MatMulNBits),\n"
            "then fp16 for the rest; any other pair of -p is refused (exit 2) naming both.\n"
            "Without -o the output is IN_quantized.onnx beside the input (the reference's default); an existing\n"
@@ -32,7 +32,8 @@ static void help(void) {
            "                   from calibrated ranges, int8 weights\n"
            "  -p w8a16         QDQ with uint16 activations (NPUs)\n"
            "  -p int8-dynamic  ours: DynamicQuantizeLinear + MatMulInteger, int8 weights\n"
-           "  (-p int16, w16a16: refused, the quantizer writes 8-bit weights only)\n"
+           "  -p int16         QDQ with uint16 activations and uint16 asymmetric weights per tensor (the\n"
+           "                   reference's int16, also w16a16): closer to float than w8a16\n"
            "  -p int4          weight-only RTN blocks -> MatMulNBits (--block-size 32|64|128, --bits 4|8)\n"
            "options:\n"
            "  --block-size N   int4 block (power of two >= 16, default 32)\n"
@@ -44,7 +45,7 @@ static void help(void) {
            "                   which full-range weights overflow (wrong results, e.g. perplexity 2.3e7 where\n"
            "                   fp32 gives 38); --no-reduce-range keeps 8 bits for runtimes known not to\n"
            "                   (winml's engine computes either exactly)\n"
-           "  --weight-type int8|uint8, --activation-type uint8|int8|uint16|int16\n"
+           "  --weight-type int8|uint8 (static also uint16|int16), --activation-type uint8|int8|uint16|int16\n"
            "  --ranges FILE    static: activation ranges as JSON {\"value\": [min, max], ...}\n"
            "  --calib-data DIR static: collected activations (DIR/manifest.json: {\"value\": [\"file.f32\", ...]})\n"
            "  --method minmax|entropy|percentile  --percentile P  --samples N   calibration of --calib-data;\n"
@@ -135,7 +136,7 @@ int wm_cmd_quantize(int argc, char **argv) {
     double pct = 99.999;
     int64_t block = 32, acc = 0;
     int half = 0, overwrite = 0, search = 0;
-    int32_t wtype = WM_DT_INT8, atype = 0;
+    int32_t wtype = 0, atype = 0; /* 0: the mode's default */
     list optypes = {{0}, 0, NULL}, exclude = {{0}, 0, NULL}, int8n = {{0}, 0, NULL}, blocklist = {{0}, 0, NULL};
     list w8 = {{0}, 0, NULL}, w8l = {{0}, 0, NULL};
     int have_blocklist = 0, rc = WM_EXIT_ERROR, opt;
@@ -257,13 +258,8 @@ int wm_cmd_quantize(int argc, char **argv) {
     const char *out = c.out;
     c.out = report;
     wm_quant_mode mode = wm_quant_mode_parse(prec);
-    if (prec && (!strcmp(prec, "int16") || !strcmp(prec, "w16a16"))) {
-        wm_cli_usage_error(&c, "-p %s: w16a16 needs 16-bit weights, and winml's quantizer writes 8-bit weights only "
-                           "(use w8a16: 8-bit weights, 16-bit activations)", prec);
-        goto out;
-    }
     if (!prec || !mode || mode == WM_QUANT_CARRY) { /* gguf carries a GGUF's blocks: winml build only */
-        wm_cli_usage_error(&c, "-p: one of fp16, int8 (w8a8), w8a16, int8-dynamic, int4 is required%s%s%s", prec ? " (got '" : "",
+        wm_cli_usage_error(&c, "-p: one of fp16, int8 (w8a8), w8a16, int16 (w16a16), int8-dynamic, int4 is required%s%s%s", prec ? " (got '" : "",
                            prec ? prec : "", prec ? "')" : "");
         goto out;
     }
@@ -297,7 +293,7 @@ int wm_cmd_quantize(int argc, char **argv) {
         if (wm_cli_default_out(&c, c.model, "_quantized.onnx", def_out, sizeof def_out)) goto out;
         out = def_out;
     }
-    int is_static = mode == WM_QUANT_INT8_STATIC || mode == WM_QUANT_W8A16;
+    int is_static = wm_quant_mode_static(mode);
     if (ranges_path && calib_dir) {
         wm_cli_usage_error(&c, "--ranges and --calib-data: give one source of activation ranges");
         goto out;
@@ -313,7 +309,7 @@ int wm_cmd_quantize(int argc, char **argv) {
     cfg.accuracy_level = acc;
     cfg.half_scales = half;
     cfg.scale_search = search;
-    cfg.weight_type = wtype;
+    if (wtype) cfg.weight_type = wtype;
     if (atype) cfg.activation_type = atype;
     cfg.op_types = optypes.v;
     cfg.n_op_types = optypes.n;

@@ -23,7 +23,8 @@
 
 static void help(void) {
     printf("usage: winml run -m BUILD_DIR|BUILD_DIR/MODEL.onnx --text TEXT... [--pair TEXT]... [--no-normalize]\n"
-           "                 [--threads N] [-f table|json] [--max-memory SIZE] [--max-loop-iterations N] [--timeout S]\n"
+           "                 [--threads N] [--ep auto|cpu] [-d auto|cpu] [-f table|json] [--max-memory SIZE]\n"
+           "                 [--max-loop-iterations N] [--timeout S]\n"
            "       winml run -m BUILD_DIR --image FILE... [--top-k K | --labels \"A,B,...\"] [--max-image-pixels N] [...]\n"
            "       winml run -m BUILD_DIR --audio FILE... [--top-k K] [...]\n\n"
            "Runs an encoder build (text-classification, reranker, feature-extraction) on text. Each --text (up to\n"
@@ -45,7 +46,7 @@ static void help(void) {
            "Audio: each --audio (WAV, FLAC, OGG, ... up to %d) is decoded, mixed to mono, resampled to the folder's\n"
            "preprocessor_config.json sampling_rate (16000) and normalized (do_normalize) for a speech encoder\n"
            "(wav2vec2, HuBERT): automatic-speech-recognition gives the greedy CTC transcript (vocab.json), audio-\n"
-           "classification the top-k labels (default 5) with softmax scores.\n\n" WM_CLI_LIMITS_HELP,
+           "classification the top-k labels (default 5) with softmax scores.\n\n" WM_CLI_TARGET_HELP WM_CLI_LIMITS_HELP,
            WM_RUN_MAX_TEXTS, WM_RUN_MAX_TEXTS, (unsigned long long)WM_IMAGE_MAX_PIXELS_DEFAULT, WM_RUN_MAX_TEXTS);
 }
 
@@ -217,6 +218,7 @@ int wm_cmd_run(int argc, char **argv) {
                                           {"max-image-pixels", required_argument, 0, O_MAXPIX},
                                           {"audio", required_argument, 0, O_AUDIO},
                                           WM_CLI_LIMITS_LONG,
+                                          WM_CLI_TARGET_LONG,
                                           {0, 0, 0, 0}};
     const char *texts[WM_RUN_MAX_TEXTS], *pairs[256], *images[WM_RUN_MAX_TEXTS], *audio[WM_RUN_MAX_TEXTS], *labels = NULL;
     size_t n_texts = 0, n_pairs = 0, n_images = 0, n_audio = 0;
@@ -226,7 +228,7 @@ int wm_cmd_run(int argc, char **argv) {
     wm_session_opts so = {0};
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT, longs, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT WM_CLI_TARGET_SHORT, longs, NULL)) != -1) {
         switch (opt) {
         case 'h': help(); return WM_EXIT_OK;
         case O_TEXT:

@@ -15,9 +15,10 @@
 void wm_quant_config_default(wm_quant_config *c, wm_quant_mode mode) {
     memset(c, 0, sizeof *c);
     c->mode = mode;
-    c->symmetric = mode != WM_QUANT_INT4; /* int8 weights symmetric; int4 asymmetric unless asked (recipe default) */
-    c->weight_type = WM_DT_INT8;
-    c->activation_type = mode == WM_QUANT_W8A16 ? WM_DT_UINT16 : WM_DT_UINT8;
+    /* int8 weights symmetric; int4 and w16a16's uint16 asymmetric unless asked (the reference's recipe values) */
+    c->symmetric = mode != WM_QUANT_INT4 && mode != WM_QUANT_W16A16;
+    c->weight_type = mode == WM_QUANT_W16A16 ? WM_DT_UINT16 : WM_DT_INT8;
+    c->activation_type = mode == WM_QUANT_W8A16 || mode == WM_QUANT_W16A16 ? WM_DT_UINT16 : WM_DT_UINT8;
     c->bits = 4;
     c->block_size = 32;
     c->reduce_range = -1; /* where integer kernels read the weights: see wm_quant_config.reduce_range */
@@ -30,7 +31,8 @@ static const struct {
 } MODES[] = {{"fp16", WM_QUANT_FP16},         {"float16", WM_QUANT_FP16},       {"int8", WM_QUANT_INT8_STATIC},
              {"int8-dynamic", WM_QUANT_INT8_DYNAMIC}, {"dynamic", WM_QUANT_INT8_DYNAMIC},
              {"int8-static", WM_QUANT_INT8_STATIC}, {"w8a8", WM_QUANT_INT8_STATIC}, {"static", WM_QUANT_INT8_STATIC}, {"qdq", WM_QUANT_INT8_STATIC},
-             {"w8a16", WM_QUANT_W8A16},       {"int4", WM_QUANT_INT4},           {"rtn", WM_QUANT_INT4},
+             {"w8a16", WM_QUANT_W8A16},       {"int16", WM_QUANT_W16A16},       {"w16a16", WM_QUANT_W16A16},
+             {"int4", WM_QUANT_INT4},           {"rtn", WM_QUANT_INT4},
              {"gguf", WM_QUANT_CARRY}};
 
 wm_quant_mode wm_quant_mode_parse(const char *s) {
@@ -45,10 +47,15 @@ const char *wm_quant_mode_name(wm_quant_mode m) {
     case WM_QUANT_INT8_DYNAMIC: return "int8-dynamic";
     case WM_QUANT_INT8_STATIC: return "int8-static";
     case WM_QUANT_W8A16: return "w8a16";
+    case WM_QUANT_W16A16: return "w16a16";
     case WM_QUANT_INT4: return "int4";
     case WM_QUANT_CARRY: return "gguf";
     }
     return "unknown";
+}
+
+int wm_quant_mode_static(wm_quant_mode m) {
+    return m == WM_QUANT_INT8_STATIC || m == WM_QUANT_W8A16 || m == WM_QUANT_W16A16;
 }
 
 int wm_quant_listed(const char *const *v, size_t n, const char *name) {
@@ -250,7 +257,8 @@ static wm_status quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         case WM_QUANT_FP16: s = wm_quant_fp16(g, c, r, pl, err); break;
         case WM_QUANT_INT8_DYNAMIC:
         case WM_QUANT_INT8_STATIC:
-        case WM_QUANT_W8A16: s = wm_quant_int8(g, c, r, pl, err); break;
+        case WM_QUANT_W8A16:
+        case WM_QUANT_W16A16: s = wm_quant_int8(g, c, r, pl, err); break;
         case WM_QUANT_INT4:
         case WM_QUANT_CARRY: s = wm_quant_nbits(g, c, r, pl, err); break;
         default: s = wm_err(err, WM_ERR_USAGE, "unknown quantization mode %d", (int)c->mode);

@@ -27,8 +27,12 @@ typedef enum wm_quant_mode {
     WM_QUANT_INT8_STATIC,   /* QDQ: uint8/int8 activations from calibrated ranges, int8 weights */
     WM_QUANT_W8A16,         /* QDQ: uint16 activations, int8 weights (NPUs) */
     WM_QUANT_INT4,          /* weight-only RTN blocks -> MatMulNBits */
-    WM_QUANT_CARRY          /* blocks given ready (wm_quant_carry, a GGUF's) -> MatMulNBits, not requantized */
+    WM_QUANT_CARRY,         /* blocks given ready (wm_quant_carry, a GGUF's) -> MatMulNBits, not requantized */
+    WM_QUANT_W16A16         /* QDQ: uint16 activations, uint16 asymmetric weights (the reference's -p int16) */
 } wm_quant_mode;
+
+/* Static QDQ modes (INT8_STATIC, W8A16, W16A16): their activation ranges come from calibration. */
+int wm_quant_mode_static(wm_quant_mode m);
 
 /*
  * A weight whose blocks come ready from its source (a GGUF's quantized tensor): WM_QUANT_CARRY re-encodes them as
@@ -82,7 +86,8 @@ typedef struct wm_quant_config {
                                with uint8/int8 activations): onnxruntime's u8s8 kernels on x86 without VNNI add
                                pairs of u8 x s8 products in int16 (vpmaddubsw), which full-range weights overflow
                                (255 * 127 * 2 > 32767), giving wrong outputs; 7 bits cannot (255 * 64 * 2) */
-    int32_t weight_type;    /* WM_DT_INT8 (default) or WM_DT_UINT8 */
+    int32_t weight_type;    /* WM_DT_INT8 (default), WM_DT_UINT8; static QDQ also WM_DT_UINT16 (w16a16's default),
+                               WM_DT_INT16 */
     int32_t activation_type;/* static: WM_DT_UINT8 (default), WM_DT_INT8, WM_DT_UINT16 (w8a16), WM_DT_INT16 */
     const wm_quant_range *ranges; size_t n_ranges;  /* static: activation ranges by value */
     /* int4 RTN */
@@ -182,7 +187,7 @@ wm_status wm_quant_save(wm_graph *g, wm_quant_plan *plan, const char *path, cons
 void wm_quant_plan_free(wm_quant_plan *p);
 
 /* "fp16", "int8"/"int8-static"/"w8a8"/"static"/"qdq" (static QDQ: the reference's int8), "int8-dynamic"/"dynamic",
-   "w8a16", "int4"/"rtn", "gguf" (carry) -> mode; 0 when unknown. */
+   "w8a16", "int16"/"w16a16", "int4"/"rtn", "gguf" (carry) -> mode; 0 when unknown. */
 wm_quant_mode wm_quant_mode_parse(const char *s);
 const char *wm_quant_mode_name(wm_quant_mode m);
 

@@ -1,6 +1,7 @@
 /*
  * quant_calib_run.c - static QDQ calibration by winml's engine (quant_calib_run.h): list the activations the
- * static quantizer reads, run the float model on seeded sample batches with keep_values, and observe each.
+ * static quantizer reads, run the float model on seeded sample batches (or text rows) with keep_values, and
+ * observe each.
  */
 #include "opt/quant_calib_run.h"
 
@@ -45,6 +46,24 @@ static wm_status list_values(wm_graph *g, const wm_quant_config *c, const char *
     return WM_OK;
 }
 
+/* Sets batch in's text inputs from token row r (wm_calib_run_opts.rows): ids cut or padded, mask, token types 0. */
+static void set_row(const wm_session *ss, wm_inputs *in, const int32_t *r, size_t len, int32_t pad) {
+    for (size_t i = 0; i < in->n; i++) {
+        wm_tensor *t = &in->t[i];
+        const char *name = wm_session_input(ss, i)->name;
+        int ids = !strcmp(name, "input_ids"), mask = !strcmp(name, "attention_mask"), tt = !strcmp(name, "token_type_ids");
+        if ((!ids && !mask && !tt) || t->rank != 2 || (t->dtype != WM_DT_INT32 && t->dtype != WM_DT_INT64)) continue;
+        int64_t S = t->dims[1];
+        for (int64_t b = 0; b < t->dims[0]; b++)
+            for (int64_t k = 0; k < S; k++) {
+                int in_row = (size_t)k < len;
+                int64_t v = ids ? (in_row ? r[k] : pad) : mask ? in_row : 0;
+                if (t->dtype == WM_DT_INT32) ((int32_t *)t->data)[b * S + k] = (int32_t)v;
+                else ((int64_t *)t->data)[b * S + k] = v;
+            }
+    }
+}
+
 static wm_status observe(wm_calib *cb, const char *name, const wm_tensor *t, wm_error *err) {
     if (t->dtype != WM_DT_FLOAT) return WM_OK; /* not a float activation: nothing to quantize */
     return wm_calib_observe(cb, name, t->data, (size_t)wm_tensor_numel(t), err);
@@ -53,7 +72,7 @@ static wm_status observe(wm_calib *cb, const char *name, const wm_tensor *t, wm_
 wm_status wm_calib_collect(const char *model_path, wm_graph *g, const wm_quant_config *c, const wm_calib_run_opts *o,
                            wm_calib_ranges *out, wm_error *err) {
     memset(out, 0, sizeof *out);
-    if (o->samples < 1)
+    if (o->samples < 1 && !o->n_rows)
         return wm_err(err, WM_ERR_USAGE, "calibration: samples %lld (at least 1)", (long long)o->samples);
     const char **names = NULL;
     size_t n_names = 0;
@@ -73,10 +92,12 @@ wm_status wm_calib_collect(const char *model_path, wm_graph *g, const wm_quant_c
         s = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int64_t q = 0; q < o->samples && !s; q++) {
+    int64_t n_batches = o->n_rows ? (int64_t)o->n_rows : o->samples;
+    for (int64_t q = 0; q < n_batches && !s; q++) {
         wm_input_opts io = {NULL, 0, 1, o->seq > 0 ? o->seq : 128, 0, o->seed + (uint64_t)q, o->ranges, o->n_ranges};
         wm_inputs in = {0};
         if ((s = wm_inputs_make(ss, &io, &in, err))) break;
+        if (o->n_rows) set_row(ss, &in, o->rows[q], o->row_lens[q], o->pad_id);
         s = wm_session_run(ss, in.t, in.n, outs, n_out, err);
         for (size_t v = 0; v < n_names && !s; v++) {
             size_t gi = 0;

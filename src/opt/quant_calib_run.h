@@ -8,7 +8,8 @@
  * Samples: seeded inputs as runtime/inputs.h makes them (token ids uniform below the embedding table's rows,
  * masks of ones, positions counting, pixels uniform in [0, 1); an input given a value range
  * [lo, hi) (the recipe's export value_range), uniform in that range (integers: within the embedding table too),
- * except masks (names holding "mask"), which stay ones.
+ * except masks (names holding "mask"), which stay ones; or, given text rows (wm_calib_run_opts.rows), ids, masks
+ * and token types from them.
  */
 #ifndef WM_OPT_QUANT_CALIB_RUN_H
 #define WM_OPT_QUANT_CALIB_RUN_H
@@ -24,6 +25,11 @@ typedef struct wm_calib_run_opts {
     uint64_t seed;         /* batch i uses seed + i */
     int64_t seq;           /* a symbolic sequence length's value (0: 128) */
     const wm_input_range *ranges; size_t n_ranges; /* value ranges of graph inputs (runtime/inputs.h) */
+    /* text samples (a dataset's rows, tokenized) instead of seeded ids: when n_rows > 0, batch q (of n_rows; samples
+       is ignored) is seeded as above, then its 2-D integer inputs are set from row q: input_ids its tokens (cut to
+       the input's sequence, padded with pad_id), attention_mask 1 over the tokens and 0 after, token_type_ids 0 */
+    const int32_t *const *rows; const size_t *row_lens; size_t n_rows;
+    int32_t pad_id;
 } wm_calib_run_opts;
 
 /*

@@ -11,8 +11,10 @@
  * kernels would overflow int16 with full-range weights).
  * Dynamic mode: DynamicQuantizeLinear(A) -> MatMulInteger -> Cast -> Mul(a_scale * w_scale).
  * Static mode (QDQ): QuantizeLinear/DequantizeLinear on the activation with a
- * calibrated range (uint8 asymmetric, int8 symmetric, or uint16 for w8a16)
- * and DequantizeLinear on the quantized weight; the float op stays.
+ * calibrated range (uint8 asymmetric, int8 symmetric, or uint16 for w8a16 and
+ * w16a16) and DequantizeLinear on the quantized weight (8-bit, or 16-bit for
+ * w16a16: the same formulas over [0, 65535] / [-32768, 32767]); the float op
+ * stays. 16-bit Q/DQ before opset 21 are com.microsoft's.
  */
 #include <float.h>
 #include <math.h>
@@ -313,8 +315,10 @@ wm_status wm_quant_int8(wm_graph *g, const wm_quant_config *c, wm_quant_report *
     q.plan = plan;
     q.err = err;
     int dyn = c->mode == WM_QUANT_INT8_DYNAMIC;
-    if (c->weight_type != WM_DT_INT8 && c->weight_type != WM_DT_UINT8)
-        return wm_err(err, WM_ERR_USAGE, "weight type %s: int8 or uint8 only", wm_dtype_name(c->weight_type));
+    int w16 = c->weight_type == WM_DT_INT16 || c->weight_type == WM_DT_UINT16;
+    if (c->weight_type != WM_DT_INT8 && c->weight_type != WM_DT_UINT8 && (dyn || !w16))
+        return wm_err(err, WM_ERR_USAGE, "weight type %s: int8 or uint8%s", wm_dtype_name(c->weight_type),
+                      dyn ? " only (dynamic: MatMulInteger)" : ", or int16 / uint16 (static QDQ)");
     if (!dyn && c->activation_type != WM_DT_UINT8 && c->activation_type != WM_DT_INT8 &&
         c->activation_type != WM_DT_UINT16 && c->activation_type != WM_DT_INT16)
         return wm_err(err, WM_ERR_USAGE, "activation type %s: uint8, int8, uint16 or int16",
@@ -322,7 +326,7 @@ wm_status wm_quant_int8(wm_graph *g, const wm_quant_config *c, wm_quant_report *
     if (dyn && c->weight_type == WM_DT_UINT8 && c->symmetric)
         return wm_err(err, WM_ERR_USAGE, "symmetric uint8 weights are not supported: use int8");
     int64_t opset = wm_graph_opset(g, "");
-    int wide = c->activation_type == WM_DT_UINT16 || c->activation_type == WM_DT_INT16;
+    int wide = c->activation_type == WM_DT_UINT16 || c->activation_type == WM_DT_INT16 || w16;
     q.ms_qdq = !dyn && ((wide && opset < 21) || opset < 13);
     wm_status s = wm_shapes_infer(g, &q.sh, err);
     wm_onnx_graph *p = wm_graph_proto(g);

@@ -185,6 +185,15 @@ def test_generate_text_equals_transformers(built, winml):
     assert r.returncode == 0 and r.stdout == got[0]["text"] + "\n", U.describe(r)
 
 
+@pytest.mark.parametrize("ep,device", [("CPUExecutionProvider", "auto"), ("auto", "CPU")])
+def test_generate_ep_and_device(built, winml, ep, device):
+    """The reference's --ep / -d on an encoder-decoder build: the CPU EP by any name, or auto, changes nothing."""
+    m, o = built["bart"]
+    rows = sources(m, n=2)
+    assert winml_generate(winml, o, rows, max_new_tokens=8, ep=ep, device=device) == \
+        winml_generate(winml, o, rows, max_new_tokens=8)
+
+
 def test_text_without_tokenizer_json_refused(built, winml_asan):
     _, o = built["marian"]  # no tokenizer.json in that checkpoint
     r = U.run([winml_asan, "generate", "-m", o, "--text", "hello"])

@@ -477,7 +477,7 @@ def test_quantize_errors(winml, tmp_path):
     out = str(tmp_path / "q.onnx")
     cases = [
         (["-p", "int5"], "int5"),
-        (["-p", "int16"], "8-bit weights only"),
+        (["-p", "int8-dynamic", "--weight-type", "uint16"], "weight type uint16"),
         (["-p", "int8", "--ranges", "r.json", "--calib-data", "d"], "one source of activation ranges"),
         (["-p", "int4", "--block-size", "48"], "block-size"),
         (["-p", "int4", "--bogus"], "--bogus"),

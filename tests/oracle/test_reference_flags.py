@@ -100,6 +100,63 @@ def test_catalog_ep_and_device_auto(winml):
     assert json.loads(a.stdout) == json.loads(b.stdout)
 
 
+# ------------------------------------------------------------ --ep / -d on every command that runs a model
+
+RUN_FLAGS = [[], ["--ep", "CPUExecutionProvider", "-d", "auto"], ["--ep", "auto", "--device", "CPU"],
+             ["--ep", "cpu", "-d", "Cpu"]]
+
+
+@pytest.fixture(scope="module")
+def bert_build(request, winml):
+    """A tiny BERT classifier build with a WordPiece tokenizer of its 96-entry vocabulary."""
+    import transformers as T
+    root = U.scratch(request, "refflags_bert")
+    hf = root / "hf"
+    BU.make_tiny("bert", str(hf))
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(91)]
+    (root / "vocab.txt").write_text("\n".join(words) + "\n")
+    T.BertTokenizerFast(vocab_file=str(root / "vocab.txt"), do_lower_case=True).save_pretrained(str(hf))
+    r = U.run([winml, "build", "-m", str(hf), "-o", str(root / "b"), "-q"])
+    assert r.returncode == 0, U.describe(r)
+    return str(root / "b")
+
+
+@pytest.fixture(scope="module")
+def qwen_build(request, winml, ckpt):
+    out = U.scratch(request, "refflags_qwen") / "b"
+    r = U.run([winml, "build", "-m", ckpt, "-o", str(out), "-q"])
+    assert r.returncode == 0, U.describe(r)
+    return str(out)
+
+
+@pytest.mark.parametrize("flags", RUN_FLAGS[1:])
+def test_run_ep_and_device(winml, bert_build, flags):
+    """run takes the reference's --ep / -d: the CPU EP by any of its names and auto give what no flag gives."""
+    got = [U.run([winml, "run", "-m", bert_build, "--text", "w1 w2 w3", "--text", "w7", "-f", "json", *f])
+           for f in (RUN_FLAGS[0], flags)]
+    assert all(r.returncode == 0 for r in got), U.describe(got[0]) + U.describe(got[1])
+    a, b = (json.loads(r.stdout)["results"] for r in got)
+    assert len(a) == 2 and a == b
+
+
+@pytest.mark.parametrize("flags", RUN_FLAGS[1:])
+def test_generate_ep_and_device(winml, qwen_build, flags):
+    got = [U.run([winml, "generate", "-m", qwen_build, "--ids", "5,9,13", "--max-new-tokens", "6", "-f", "json", *f])
+           for f in (RUN_FLAGS[0], flags)]
+    assert all(r.returncode == 0 for r in got), U.describe(got[0]) + U.describe(got[1])
+    a, b = (json.loads(r.stdout) for r in got)
+    assert a["ids"] == b["ids"] and 1 <= len(a["ids"]) <= 6
+
+
+@pytest.mark.parametrize("flags", RUN_FLAGS[1:])
+def test_eval_ep_and_device(winml, relu, flags):
+    r = U.run([winml, "eval", "--mode", "compare", "-m", relu, "--reference", relu, "--samples", "7", "-f", "json",
+               *flags])
+    assert r.returncode == 0, U.describe(r)
+    out = json.loads(r.stdout)
+    assert out["samples"] == 7 and out["device"] == "cpu" and out["ep"] == "CPUExecutionProvider"
+
+
 # ------------------------------------------------------------ build: --output-dir, --overwrite, parents, --ep
 
 def test_build_output_dir_overwrite_and_parents(winml, ckpt, tmp_path):
@@ -229,14 +286,26 @@ BAD = [
     (["analyze", "-m", "R", "--device", "tpu"], "winml analyze", ["--device", "tpu"]),
     (["analyze", "-m", "R", "--ep", "NOPE"], "winml analyze", ["--ep", "NOPE"]),
     (["catalog", "--ep", "NOPE"], "winml catalog", ["--ep", "NOPE"]),
+    (["run", "-m", "R", "--text", "x", "--ep", "QNNExecutionProvider"], "winml run", ["--ep", "QNNExecutionProvider", "not available"]),
+    (["run", "-m", "R", "--text", "x", "-d", "npu"], "winml run", ["--device", "npu", "not available"]),
+    (["run", "-m", "R", "--text", "x", "--ep", "NOPE"], "winml run", ["--ep", "NOPE", "unknown"]),
+    (["generate", "-m", "R", "--ids", "1", "--ep", "DmlExecutionProvider"], "winml generate", ["--ep", "DmlExecutionProvider", "not available"]),
+    (["generate", "-m", "R", "--ids", "1", "--device", "GPU"], "winml generate", ["--device", "GPU", "not available"]),
+    (["generate", "-m", "S2S", "--ids", "1", "--ep", "openvino"], "winml generate", ["--ep", "openvino", "not available"]),
+    (["generate", "-m", "S2S", "--ids", "1", "-d", "tpu"], "winml generate", ["--device", "tpu", "unknown"]),
+    (["eval", "-m", "R", "--reference", "R", "--ep", "cuda"], "winml eval", ["--ep", "cuda", "not available"]),
+    (["eval", "-m", "R", "--reference", "R", "-d", "npu"], "winml eval", ["--device", "npu", "not available"]),
     (["quantize", "-m", "R", "-p", "int8", "-p", "fp16", "-o", "OUT"], "winml quantize", ["-p int8 -p fp16"]),
     (["quantize", "-m", "R", "-p", "int4", "-p", "int8", "-o", "OUT"], "winml quantize", ["-p int4 -p int8"]),
 ]
 
 
-@pytest.mark.parametrize("argv,prog,needles", BAD, ids=[" ".join(a for a in b[0] if a not in ("R", "C", "OUT", "-m", "-o")) for b in BAD])
+@pytest.mark.parametrize("argv,prog,needles", BAD, ids=[" ".join(a for a in b[0] if a not in ("R", "C", "OUT", "S2S", "-m", "-o")) for b in BAD])
 def test_bad_values(winml_asan, relu, ckpt, tmp_path, argv, prog, needles):
-    sub = {"R": relu, "C": ckpt, "OUT": str(tmp_path / "out")}
+    s2s = tmp_path / "s2s"  # what generate takes for an encoder-decoder folder; the flags are refused before it is read
+    s2s.mkdir()
+    (s2s / "encoder_model.onnx").write_bytes(b"")
+    sub = {"R": relu, "C": ckpt, "OUT": str(tmp_path / "out"), "S2S": str(s2s)}
     r = U.run([winml_asan, *[sub.get(a, a) for a in argv]])
     U.assert_clean_error(r, prog, *needles)
     assert not os.path.exists(tmp_path / "out")

@@ -333,8 +333,9 @@ static void test_fill_mask_arch(void **st) {
     wm_hf_config_free(&ck.config);
 }
 
-/* -p names: the reference's int8 is static QDQ (w8a8 too), ours under names of their own, auto = the default, int16
-   refused naming why; the default quant section of int8 / w8a16 is the reference's static recipe. */
+/* -p names: the reference's int8 is static QDQ (w8a8 too), int16 (w16a16) static with 16-bit weights and
+   activations, ours under names of their own, auto = the default; the default quant section of int8 / w8a16 / int16
+   is the reference's static recipe (int16: uint16 weights). */
 static void test_precision_names(void **st) {
     (void)st;
     static const struct {
@@ -342,32 +343,34 @@ static void test_precision_names(void **st) {
         int want;
     } ok[] = {{"int8", WM_PREC_INT8}, {"w8a8", WM_PREC_INT8}, {"int8-static", WM_PREC_INT8}, {"w8a16", WM_PREC_W8A16},
               {"int8-rtn", WM_PREC_INT8_RTN}, {"int8-dynamic", WM_PREC_INT8_DYNAMIC}, {"fp32", WM_PREC_FP32},
-              {"int4", WM_PREC_INT4}, {"auto", -1}};
+              {"int4", WM_PREC_INT4}, {"int16", WM_PREC_INT16}, {"w16a16", WM_PREC_INT16}, {"auto", -1}};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         int p = -7;
         wm_error e = {0};
         assert_int_equal(wm_precision_parse(ok[i].name, &p, &e), WM_OK);
         assert_int_equal(p, ok[i].want);
-        if (p >= 0 && strcmp(ok[i].name, "w8a8") && strcmp(ok[i].name, "int8-static"))
+        if (p >= 0 && strcmp(ok[i].name, "w8a8") && strcmp(ok[i].name, "int8-static") && strcmp(ok[i].name, "w16a16"))
             assert_string_equal(wm_precision_name(p), ok[i].name);
     }
-    static const char *const bad[][2] = {{"int16", "8-bit weights only"}, {"w16a16", "8-bit weights only"},
-                                         {"int9", "unknown precision 'int9'"}};
+    static const char *const bad[][2] = {{"int9", "unknown precision 'int9'"}, {"INT16", "unknown precision 'INT16'"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int p = 0;
         wm_error e = {0};
         assert_int_equal(wm_precision_parse(bad[i][0], &p, &e), WM_ERR_USAGE);
         assert_non_null(strstr(e.msg, bad[i][1]));
     }
-    for (int prec = WM_PREC_INT8; prec <= WM_PREC_W8A16; prec += WM_PREC_W8A16 - WM_PREC_INT8) {
+    static const wm_precision statics[] = {WM_PREC_INT8, WM_PREC_W8A16, WM_PREC_INT16};
+    for (size_t k = 0; k < 3; k++) {
+        int prec = (int)statics[k];
         wm_recipe r;
         memset(&r, 0, sizeof r);
         wm_recipe_default_quant(NULL, (wm_precision)prec, &r);
         wm_quant_config c;
         wm_error e = {0};
         assert_int_equal(wm_recipe_quant_config(&r, &c, &e), WM_OK);
-        assert_int_equal(c.mode, prec == WM_PREC_INT8 ? WM_QUANT_INT8_STATIC : WM_QUANT_W8A16);
-        assert_int_equal(c.weight_type, WM_DT_UINT8);
+        assert_int_equal(c.mode, prec == WM_PREC_INT8 ? WM_QUANT_INT8_STATIC
+                                 : prec == WM_PREC_W8A16 ? WM_QUANT_W8A16 : WM_QUANT_W16A16);
+        assert_int_equal(c.weight_type, prec == WM_PREC_INT16 ? WM_DT_UINT16 : WM_DT_UINT8);
         assert_int_equal(c.activation_type, prec == WM_PREC_INT8 ? WM_DT_UINT8 : WM_DT_UINT16);
         assert_true(!c.per_channel && !c.symmetric);
         assert_int_equal(r.samples, 10);
