@@ -172,8 +172,8 @@ static wm_status forced_ids(const cJSON *f, const char *file, int64_t *ids, size
     return WM_OK;
 }
 
-static wm_status build_prompt(const cJSON *gc, const cJSON *cfg, const char *file, const char *language,
-                              const char *task, wm_s2s_gen *g, wm_error *err) {
+static wm_status build_prompt(const cJSON *gc, const cJSON *cfg, const char *file, const char *cfile,
+                              const char *language, const char *task, wm_s2s_gen *g, wm_error *err) {
     const cJSON *l2i = cJSON_GetObjectItemCaseSensitive(gc, "lang_to_id");
     const cJSON *t2i = cJSON_GetObjectItemCaseSensitive(gc, "task_to_id");
     if (l2i && !cJSON_IsObject(l2i)) return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': expected an object", file);
@@ -193,8 +193,12 @@ static wm_status build_prompt(const cJSON *gc, const cJSON *cfg, const char *fil
     g->lang_slot = -1;
     if (!language && !task) { /* forced_decoder_ids only when neither is given (transformers' rule) */
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(gc, "forced_decoder_ids");
-        if ((!f || cJSON_IsNull(f)) && cfg) f = cJSON_GetObjectItemCaseSensitive(cfg, "forced_decoder_ids");
-        if ((s = forced_ids(f, file, forced, &nf, err))) return s;
+        const char *ff = file;
+        if ((!f || cJSON_IsNull(f)) && cfg) { /* config.json's, as transformers falls back to */
+            f = cJSON_GetObjectItemCaseSensitive(cfg, "forced_decoder_ids");
+            ff = cfile;
+        }
+        if ((s = forced_ids(f, ff, forced, &nf, err))) return s;
         for (size_t i = 0; i < nf; i++) g->prompt[n++] = forced[i];
     }
     int64_t lang = -1;
@@ -253,7 +257,7 @@ static wm_status build_prompt(const cJSON *gc, const cJSON *cfg, const char *fil
     g->n_prompt = k;
     int set = 0;
     g->max_positions = 0;
-    return cfg ? int_key(cfg, file, "max_target_positions", 1, &g->max_positions, &set, err) : WM_OK;
+    return cfg ? int_key(cfg, cfile, "max_target_positions", 1, &g->max_positions, &set, err) : WM_OK;
 }
 
 wm_status wm_s2s_prompt_max_length(wm_s2s_gen *g, int64_t max_new, wm_error *err) {
@@ -283,7 +287,7 @@ wm_status wm_s2s_prompt_from_folder(const char *dir, const char *language, const
     if (!s && pcfg) s = wm_hf_json_load(pc, WM_HF_CONFIG_MAX_BYTES, &cfg, err);
     if (!s) {
         cJSON *empty = gc ? NULL : cJSON_CreateObject();
-        s = build_prompt(gc ? gc : empty, cfg, present ? p : pc, language, task, g, err);
+        s = build_prompt(gc ? gc : empty, cfg, present ? p : pc, pc, language, task, g, err);
         cJSON_Delete(empty);
     }
     cJSON_Delete(gc);

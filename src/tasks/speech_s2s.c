@@ -38,7 +38,7 @@ static wm_status settings(const char *dir, int64_t n_mels, wm_logmel_opts *o, wm
         cJSON *root = NULL;
         if ((s = wm_hf_json_load(p, 1 << 20, &root, err))) return s;
         const cJSON *fe = f ? cJSON_GetObjectItemCaseSensitive(root, "feature_extractor") : root;
-        int64_t rate = o->rate, nfft = o->n_fft, hop = o->hop, mels = n_mels, chunk = -1, ns = -1;
+        int64_t rate = o->rate, nfft = o->n_fft, hop = o->hop, mels = n_mels, chunk = 30;
         if (f && !cJSON_IsObject(fe)) {
             cJSON_Delete(root);
             continue;
@@ -46,19 +46,24 @@ static wm_status settings(const char *dir, int64_t n_mels, wm_logmel_opts *o, wm
         if (!(s = int_field(fe, p, "sampling_rate", 1000, 384000, &rate, err)) &&
             !(s = int_field(fe, p, "n_fft", 2, 65536, &nfft, err)) &&
             !(s = int_field(fe, p, "hop_length", 1, 65536, &hop, err)) &&
-            !(s = int_field(fe, p, "feature_size", 1, 1024, &mels, err)) &&
-            !(s = int_field(fe, p, "chunk_length", 1, 3600, &chunk, err)))
-            s = int_field(fe, p, "n_samples", 1, 384000.0 * 3600, &ns, err);
+            !(s = int_field(fe, p, "feature_size", 1, 1024, &mels, err)))
+            s = int_field(fe, p, "chunk_length", 1, 3600, &chunk, err);
         cJSON_Delete(root);
         if (s) return s;
         if (mels != n_mels)
             return wm_err(err, WM_ERR_INPUT, "%s: field 'feature_size': %lld mel bins, the encoder reads %lld", p,
                           (long long)mels, (long long)n_mels);
         o->rate = (int)rate, o->n_fft = (int)nfft, o->hop = (int)hop;
-        o->n_samples = ns > 0 ? (size_t)ns : chunk > 0 ? (size_t)(chunk * rate) : (size_t)(30 * rate);
+        /* transformers recomputes n_samples from chunk_length (a saved "n_samples" is not read back) */
+        o->n_samples = (size_t)(chunk * rate);
         if (o->n_samples <= (size_t)o->n_fft / 2)
-            return wm_err(err, WM_ERR_INPUT, "%s: field 'n_samples': %zu samples is not longer than n_fft / 2", p,
-                          o->n_samples);
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'n_fft': %d is not under twice the %zu samples of a chunk", p,
+                          o->n_fft, o->n_samples);
+        if ((double)o->n_samples / (double)o->hop * (double)n_mels > WM_SPEECH_S2S_MAX_FEATURES)
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'hop_length': %d over chunk_length %lld s at %lld Hz gives "
+                          "%zu frames x %lld mel bins, over the bound of %d values a file", p, o->hop,
+                          (long long)chunk, (long long)rate, o->n_samples / (size_t)o->hop, (long long)n_mels,
+                          WM_SPEECH_S2S_MAX_FEATURES);
         break;
     }
     return WM_OK;

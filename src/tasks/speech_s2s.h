@@ -2,8 +2,9 @@
  * speech_s2s.h - the audio front end of a speech encoder-decoder build folder (Whisper): each file decoded, mixed
  * to mono and resampled to the folder's preprocessor_config.json sampling_rate (audio/audio.h), then its log-mel
  * features as WhisperFeatureExtractor computes them (audio/features.h) with that file's feature_size, n_fft,
- * hop_length and n_samples (or chunk_length x sampling_rate); Whisper's defaults (16000 Hz, 400, 160, 30 s) for
- * what the file leaves out, and feature_size must equal the encoder's mel bins.
+ * hop_length and chunk_length (n_samples = chunk_length x sampling_rate, as transformers recomputes it); Whisper's
+ * defaults (16000 Hz, 400, 160, 30 s) for what the file leaves out, and feature_size must equal the encoder's mel
+ * bins. A file's features are bounded (WM_SPEECH_S2S_MAX_FEATURES values: 128 mel bins x 131072 frames).
  */
 #ifndef WM_TASKS_SPEECH_S2S_H
 #define WM_TASKS_SPEECH_S2S_H
@@ -12,6 +13,8 @@
 #include <stdint.h>
 
 #include "core/error.h"
+
+#define WM_SPEECH_S2S_MAX_FEATURES (1 << 24)
 
 /*
  * The features of files[0..n) for folder dir whose encoder reads n_mels bins: *feats (malloc'ed, caller frees)

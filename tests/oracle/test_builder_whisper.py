@@ -93,10 +93,9 @@ def make(path, std, forced=False, speech_feats=None):
 
 
 @pytest.fixture(scope="module")
-def built(request, winml, speech):
+def built(request, winml, feats):
     d = U.scratch(request, "builder_whisper")
     out = {}
-    feats = features(speech)
     for use, std, forced in (("gen", 0.5, False), ("par", 0.02, False), ("forced", 0.5, True)):
         ck = str(d / f"ckpt_{use}")
         m, sp = make(ck, std, forced, feats if use != "par" else None)
@@ -131,6 +130,11 @@ def speech(request):
     return files
 
 
+@pytest.fixture(scope="module")
+def feats(speech):
+    return features(speech)
+
+
 def samples16(path):
     """The file's mono samples at 16 kHz, resampled as the C front end does (libsoxr HQ)."""
     import soxr
@@ -153,19 +157,19 @@ def features(files):
     return np.stack(rows).astype(np.float32)
 
 
-def test_log_mel_on_speech(build_dir, speech, tmp_path):
+def test_log_mel_on_speech(build_dir, speech, feats, tmp_path):
     """Our log-mel of espeak-ng speech at 16 kHz, 22050 Hz and 8 kHz vs WhisperFeatureExtractor (numpy path and
     __call__) on the same samples."""
     import transformers as T
     fe = T.WhisperFeatureExtractor(feature_size=80)
     tool = os.path.join(build_dir, "wm_audiotool")
-    for f in speech[:3]:
+    for i, f in enumerate(speech[:3]):
         out = tmp_path / "mel.f32"
         r = U.run([tool, "logmel", f, out, 80])
         assert r.returncode == 0, U.describe(r)
         b = open(out, "rb").read()
         got = np.frombuffer(b[8:], np.float32).reshape(80, 3000)
-        want = features([f])[0]
+        want = feats[i]
         d_np = float(np.abs(got - want).max())
         d_call = float(np.abs(got - fe(samples16(f), sampling_rate=16000, return_tensors="np").input_features[0]).max())
         U.note(f"whisper log-mel of {os.path.basename(f)} ({sf.info(f).samplerate} Hz): max diff {d_np:.2e} (numpy), "
@@ -233,17 +237,16 @@ CASES = [("greedy en transcribe", dict(language="en", task="transcribe"), {}),
 
 
 @pytest.mark.parametrize("name,hf_kw,our_kw", CASES, ids=[c[0] for c in CASES])
-def test_generate_matches_transformers(built, speech, winml, name, hf_kw, our_kw):
+def test_generate_matches_transformers(built, speech, feats, winml, name, hf_kw, our_kw):
     m, o, sp = built["gen"]
     pad = sp["<|endoftext|>"]
-    feats = features(speech)
     ours_kw = dict(our_kw)
     for k in ("language", "task"):
         if k in hf_kw:
             ours_kw[k] = hf_kw[k]
-    for rows in (list(range(5)), [3]):
-        want = hf_generate(m, feats[rows], max_new_tokens=12, **hf_kw)
-        got = winml_audio(winml, o, [speech[i] for i in rows], max_new_tokens=12, **ours_kw)["outputs"]
+    for rows in (list(range(5)), [3]) if "language" in hf_kw else (list(range(5)),):  # a batch, and one alone
+        want = hf_generate(m, feats[rows], max_new_tokens=10, **hf_kw)
+        got = winml_audio(winml, o, [speech[i] for i in rows], max_new_tokens=10, **ours_kw)["outputs"]
         for i, w in enumerate(want):
             assert strip_pad(got[i]["ids"], pad) == strip_pad(w, pad), (name, rows, i, got[i], w)
     # the prompt: the language token given, or detected among lang_to_id
@@ -253,10 +256,9 @@ def test_generate_matches_transformers(built, speech, winml, name, hf_kw, our_kw
         assert lang == sp[f"<|{hf_kw['language']}|>"]
 
 
-def test_suppress_tokens_change_the_outcome(built, speech, winml):
+def test_suppress_tokens_change_the_outcome(built, speech, feats, winml):
     """The processors are exercised: without suppress_tokens transformers' own output differs, and ours follows."""
     m, o, sp = built["gen"]
-    feats = features(speech)
     g = m.generation_config
     with_ = hf_generate(m, feats, max_new_tokens=12, language="en")
     without = hf_generate(m, feats, max_new_tokens=12, language="en", suppress_tokens=[], begin_suppress_tokens=[])
@@ -269,9 +271,8 @@ def test_suppress_tokens_change_the_outcome(built, speech, winml):
     assert [strip_pad(r["ids"], pad) for r in got] == [strip_pad(w, pad) for w in with_]
 
 
-def test_forced_decoder_ids(built, speech, winml):
+def test_forced_decoder_ids(built, speech, feats, winml):
     m, o, sp = built["forced"]
-    feats = features(speech)
     want = hf_generate(m, feats, max_new_tokens=10)
     got = winml_audio(winml, o, speech, max_new_tokens=10)["outputs"]
     pad = sp["<|endoftext|>"]
@@ -280,13 +281,12 @@ def test_forced_decoder_ids(built, speech, winml):
     assert [strip_pad(g["ids"], pad) for g in got] == [strip_pad(w, pad) for w in want]
 
 
-def test_run_audio_transcript(built, speech, winml):
+def test_run_audio_transcript(built, speech, feats, winml):
     """`winml run --audio` on a whisper build: the transcript transformers' tokenizer decodes from its generate."""
     import transformers as T
     m, o, sp = built["gen"]
     tok = T.PreTrainedTokenizerFast.from_pretrained(o)
-    feats = features(speech[:2])
-    want = hf_generate(m, feats, language="en")
+    want = hf_generate(m, feats[:2], language="en")
     res = winml_audio(winml, o, speech[:2], cmd="run", language="en")
     assert res["task"] == "automatic-speech-recognition"
     texts = tok.batch_decode(want, skip_special_tokens=True)
@@ -320,3 +320,38 @@ def test_audio_on_text_build_and_bad_flags(built, winml, speech, tmp_path):
     assert r.returncode == 2 and "lang_to_id" in r.stderr and "generation_config.json" in r.stderr, U.describe(r)
     r = U.run([winml, "generate", "-m", o, "--audio", speech[0], "--max-new-tokens", "100"])
     assert r.returncode == 2 and "max_target_positions" in r.stderr, U.describe(r)
+
+
+@pytest.mark.parametrize("key,value,field", [("lang_to_id", {"<|en|>": "x"}, "lang_to_id"),
+                                             ("suppress_tokens", list(range(2000)), "suppress_tokens"),
+                                             ("begin_suppress_tokens", [-1], "begin_suppress_tokens"),
+                                             ("forced_decoder_ids", [[2, 5]], "forced_decoder_ids"),
+                                             ("no_timestamps_token_id", "x", "no_timestamps_token_id")])
+def test_hostile_generation_config(built, speech, winml_asan, tmp_path, key, value, field):
+    m, o, sp = built["gen"]
+    d = tmp_path / "b"
+    shutil.copytree(o, d)
+    p = d / "generation_config.json"
+    g = json.load(open(p))
+    g[key] = value
+    if key == "forced_decoder_ids":
+        g.pop("lang_to_id")
+    json.dump(g, open(p, "w"))
+    r = U.run([winml_asan, "run", "-m", d, "--audio", speech[1]], timeout=120)
+    assert r.returncode == 2, U.describe(r)
+    assert f"'{field}'" in r.stderr and "generation_config.json" in r.stderr, r.stderr
+
+
+def test_hostile_preprocessor_config(built, speech, winml_asan, tmp_path):
+    m, o, sp = built["gen"]
+    d = tmp_path / "b"
+    shutil.copytree(o, d)
+    p = d / "preprocessor_config.json"
+    for k, v, field in (("hop_length", 1, "hop_length"), ("feature_size", 128, "feature_size"),
+                        ("sampling_rate", 0, "sampling_rate")):
+        c = json.load(open(os.path.join(o, "preprocessor_config.json")))
+        c[k] = v
+        json.dump(c, open(p, "w"))
+        r = U.run([winml_asan, "run", "-m", d, "--audio", speech[1]], timeout=120)
+        assert r.returncode == 2, U.describe(r)
+        assert f"'{field}'" in r.stderr and "preprocessor_config.json" in r.stderr, r.stderr
