@@ -311,6 +311,8 @@ wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
     if ((s = modules(a, f, st, err))) return s;
     if (st && (s = check_unused(a, f, st, err))) return s;
     arch_count_params(a);
+    if (a->mel_stem) /* the conv stem's tensors are no modules: counted here */
+        a->n_params += (uint64_t)(a->H * a->n_mels * 3 + a->H + a->H * a->H * 3 + a->H);
     return WM_OK;
 }
 
