@@ -1040,7 +1040,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
 
 size_t wm_arch_tasks(const wm_arch *a, int *out) {
     if (a->graph == WM_GRAPH_S2S) {
-        out[0] = WM_TASK_TEXT2TEXT_GENERATION;
+        out[0] = a->task; /* the family row's one task */
         return 1;
     }
     if (a->graph != WM_GRAPH_TEXT) return wm_vis_tasks(a, out);

@@ -252,6 +252,12 @@ typedef struct wm_arch {
     int pos_sinusoidal;       /* positions computed, not learned: sin in the first half, cos in the second */
     int emb_norm;             /* a LayerNorm after the embeddings of both stacks (BART's layernorm_embedding) */
     int logits_bias;          /* logits + final_logits_bias */
+    /* speech encoder-decoders (Whisper; zero elsewhere): the encoder reads log-mel features [B, n_mels, frames]
+       through two Conv1d (k3 p1, then k3 s2 p1) + exact GELU and adds its own stored position table (enc_P rows);
+       there is no padding mask (the features are a fixed window). Each stack ends in a final LayerNorm when
+       post_norm is 0 (pre-norm layers). */
+    int mel_stem;
+    int64_t n_mels, enc_P;
     /* modules: mods[(layer + 1) * WM_M_COUNT + m], layer -1 for the global ones */
     wm_module *mods;
     uint64_t n_params;        /* parameters the export stores */

@@ -222,6 +222,8 @@ const void *wm_s2s_find(const char *model_type);
 wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
 /* Appends the feature strings of an encoder-decoder arch to the open array j. */
 void wm_s2s_features(const wm_arch *a, wm_json *j);
+/* The log-mel conv stem's tensors (mel_stem families): 0 conv1.weight, 1 conv1.bias, 2 conv2.weight, 3 conv2.bias. */
+const char *wm_s2s_mel_stem_tensor(int i);
 /* Typed config keys (arch_vision.c): an integer in [lo, hi], a number in [lo, hi], a bool, each def when absent or
    null; a list of 1..max whole numbers in [1, hi] (required). Errors name the file and key (WM_ERR_INPUT). */
 wm_status arch_key_int(const wm_hf_config *c, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,

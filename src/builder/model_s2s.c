@@ -12,7 +12,10 @@
  *
  * Caches are [batch, heads, length, head_dim]. Positions of the decoder are past_length + 0..S-1. What a layer
  * does comes from the arch (positions learned or sinusoidal, embedding norm and scale, activation), never from
- * the model type. A conv front end (Whisper) would replace the encoder's embedding step only.
+ * the model type. A log-mel conv front end (a->mel_stem, Whisper) replaces the encoder's embedding step: the
+ * encoder then reads input_features [batch, num_mel_bins, feature_sequence_length] (no attention_mask: the
+ * features are a fixed window) and the decoders take no encoder_attention_mask, as Optimum's Whisper export.
+ * Layers are post-norm (LN(x + f(x))) or pre-norm (x + f(LN(x)), each stack then ending in its final norm).
  */
 #include <float.h>
 #include <math.h>
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder/arch_impl.h"
 #include "builder/model_impl.h"
 #include "core/error.h"
 #include "onnx/dtype.h"
@@ -53,7 +57,9 @@ size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_
 #define PUT(...) do { wm_io_spec s_ = spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
     if (part == WM_S2S_ENCODER) {
         wm_io_dim d2[2] = {B, Se}, d3[3] = {B, Se, H};
-        if (!outputs) {
+        wm_io_dim fd[3] = {B, dv(a->n_mels), dn("feature_sequence_length")};
+        if (!outputs && a->mel_stem) PUT("input_features", WM_DT_FLOAT, 3, fd);
+        else if (!outputs) {
             PUT("input_ids", WM_DT_INT64, 2, d2);
             PUT("attention_mask", WM_DT_INT64, 2, d2);
         } else PUT("last_hidden_state", WM_DT_FLOAT, 3, d3);
@@ -64,7 +70,7 @@ size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_
     if (!outputs) {
         wm_io_dim ids[2] = {B, Sd}, em[2] = {B, Se}, eh[3] = {B, Se, H};
         PUT("input_ids", WM_DT_INT64, 2, ids);
-        PUT("encoder_attention_mask", WM_DT_INT64, 2, em);
+        if (!a->mel_stem) PUT("encoder_attention_mask", WM_DT_INT64, 2, em);
         if (!past) PUT("encoder_hidden_states", WM_DT_FLOAT, 3, eh);
         wm_io_dim sk[4] = {B, nh, dn("past_decoder_sequence_length"), hd}, ck[4] = {B, nh, Se, hd};
         for (int64_t i = 0; past && i < a->dec_L; i++) {
@@ -134,18 +140,33 @@ static const char *lin(wm_gb *b, const wm_arch *a, int slot, int mod, const char
     return gb_linear(b, x, wm_arch_mod(a, slot, mod), sub);
 }
 
-/* A post-norm residual: LN(x + h) with the slot's norm mod, in scope sc/name. */
+/* A residual: post-norm LN(x + h) with the slot's norm mod, in scope sc/name; pre-norm x + h. */
 static const char *add_norm(wm_gb *b, const wm_arch *a, int slot, int mod, const char *x, const char *h,
                             const char *sc, const char *name) {
     gb_scope(b, "%s", sc);
     const char *y = gb_op(b, "Add", 2, x, h);
+    if (!a->post_norm) return y;
     char sub[224];
     snprintf(sub, sizeof sub, "%s/%s", sc, name);
     return gb_norm(b, y, wm_arch_mod(a, slot, mod), wm_arch_norm(a), sub);
 }
 
+/* A sublayer's input: pre-norm LN(x) with the slot's norm mod (scope sc/name); post-norm x itself. */
+static const char *pre(wm_gb *b, const wm_arch *a, int slot, int mod, const char *x, const char *sc,
+                       const char *name) {
+    if (a->post_norm) return x;
+    char sub[224];
+    snprintf(sub, sizeof sub, "%s/%s", sc, name);
+    return gb_norm(b, x, wm_arch_mod(a, slot, mod), wm_arch_norm(a), sub);
+}
+
+/* A stack's final norm (pre-norm stacks only), global module mod, in scope sc. */
+static const char *final_norm(wm_gb *b, const wm_arch *a, int mod, const char *x, const char *sc) {
+    return a->post_norm ? x : gb_norm(b, x, wm_arch_mod(a, -1, mod), wm_arch_norm(a), sc);
+}
+
 static const char *ffn(wm_gb *b, const wm_arch *a, int slot, const char *x, const char *sc) {
-    const char *h = lin(b, a, slot, WM_M_L_UP, x, sc, "fc1");
+    const char *h = lin(b, a, slot, WM_M_L_UP, pre(b, a, slot, WM_M_L_MLP_NORM, x, sc, "final_layer_norm"), sc, "fc1");
     gb_scope(b, "%s/act", sc);
     h = gb_act(b, h, a->act);
     h = lin(b, a, slot, WM_M_L_DOWN, h, sc, "fc2");
@@ -208,25 +229,62 @@ static const char *embed(wm_gb *b, const wm_arch *a, const char *ids, const char
     return x;
 }
 
+/* conv i (0: conv1 k3 p1, 1: conv2 k3 s2 p1) + exact GELU of the mel stem on x [B, C, T]. */
+static const char *stem_conv(wm_gb *b, const wm_model_ctx *c, int i, const char *x) {
+    const wm_arch *a = c->a;
+    gb_scope(b, "/model/encoder/conv%d", i + 1);
+    int64_t wd[3] = {a->H, i ? a->H : a->n_mels, 3}, k = 3, st = i ? 2 : 1, pads[2] = {1, 1};
+    const wm_st_tensor *wt = c->st ? arch_st_find(c->st, wm_s2s_mel_stem_tensor(2 * i)) : NULL;
+    const wm_st_tensor *bt = c->st ? arch_st_find(c->st, wm_s2s_mel_stem_tensor(2 * i + 1)) : NULL;
+    const char *w = gb_weight(b, ".weight", wt, wd, 3, 0, GB_W_MATRIX);
+    const char *bias = gb_weight(b, ".bias", bt, wd, 1, 0, GB_W_ZEROS);
+    const char *y = gb_op(b, "Conv", 3, x, w, bias);
+    gb_attr_ints(b, "kernel_shape", &k, 1);
+    gb_attr_ints(b, "strides", &st, 1);
+    gb_attr_ints(b, "pads", pads, 2);
+    return gb_act(b, y, WM_ACT_GELU); /* the stem's GELU is exact whatever activation_function says */
+}
+
+/* The mel stem: two convs, [B, H, T] -> [B, T, H], + the stored positions 0..T-1. */
+static const char *mel_stem(wm_gb *b, const wm_model_ctx *c) {
+    const wm_arch *a = c->a;
+    static const int64_t bth[] = {0, 2, 1};
+    const char *x = stem_conv(b, c, 1, stem_conv(b, c, 0, "input_features"));
+    gb_scope(b, "/model/encoder/embed_positions");
+    x = gb_transpose(b, x, bth, 3);
+    int64_t pd[2] = {a->enc_P, a->H};
+    const char *pw = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_POS)->wt, pd, 2, 0, GB_W_MATRIX);
+    const char *s1 = gb_op(b, "Shape", 1, x);
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    const char *pos = gb_op(b, "Range", 3, gb_i64s(b, 0), gb_squeeze(b, s1, NULL, 0), gb_i64s(b, 1));
+    return gb_op(b, "Add", 2, x, gb_op(b, "Gather", 2, pw, pos));
+}
+
 static wm_status encoder(wm_gb *b, const wm_model_ctx *c) {
     const wm_arch *a = c->a;
-    const char *E;
-    const char *x = embed(b, a, "input_ids", NULL, 0, &E);
-    gb_scope(b, "/model/encoder/attn_mask");
-    const char *bias = pad_bias(b, "attention_mask");
+    const char *E, *x, *bias = NULL;
+    if (a->mel_stem) x = mel_stem(b, c);
+    else {
+        x = embed(b, a, "input_ids", NULL, 0, &E);
+        gb_scope(b, "/model/encoder/attn_mask");
+        bias = pad_bias(b, "attention_mask");
+    }
     int64_t nh = a->enc_nh, hd = a->H / nh;
     for (int64_t i = 0; i < a->enc_L && !b->st; i++) {
         char sc[96], at[128];
         snprintf(sc, sizeof sc, "/model/encoder/layers.%lld", (long long)i);
         snprintf(at, sizeof at, "%s/self_attn", sc);
         int slot = (int)i;
-        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, x, at, "q_proj"), nh, hd);
-        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, x, at, "k_proj"), nh, hd);
-        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, x, at, "v_proj"), nh, hd);
+        const char *xn = pre(b, a, slot, WM_M_L_ATTN_NORM, x, sc, "self_attn_layer_norm");
+        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, xn, at, "q_proj"), nh, hd);
+        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, xn, at, "k_proj"), nh, hd);
+        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, xn, at, "v_proj"), nh, hd);
         const char *o = lin(b, a, slot, WM_M_L_O, sdpa(b, at, q, k, v, bias, nh, hd), at, "out_proj");
         x = add_norm(b, a, slot, WM_M_L_ATTN_NORM, x, o, sc, "self_attn_layer_norm");
         x = ffn(b, a, slot, x, sc);
     }
+    x = final_norm(b, a, WM_M_G_FINAL_NORM, x, "/model/encoder/layer_norm");
     gb_scope(b, "/model/encoder");
     gb_op_named(b, "Identity", "last_hidden_state", 1, x);
     return b->st;
@@ -258,16 +316,20 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
     const char *qcol = gb_unsqueeze(b, gb_op(b, "Range", 3, P0, T, one), ax1, 1);
     const char *causal = gb_op(b, "Where", 3, gb_op(b, "LessOrEqual", 2, kpos, qcol), gb_f32s(b, 0.0f),
                                gb_f32s(b, MASK_MIN));
-    gb_scope(b, "/model/decoder/encoder_attn_mask");
-    const char *xbias = pad_bias(b, "encoder_attention_mask");
+    const char *xbias = NULL;
+    if (!a->mel_stem) {
+        gb_scope(b, "/model/decoder/encoder_attn_mask");
+        xbias = pad_bias(b, "encoder_attention_mask");
+    }
     for (int64_t i = 0; i < a->dec_L && !b->st; i++) {
         char sc[96], at[128], nm[96], pk[96], xpast[2][96];
         int slot = (int)(a->enc_L + i);
         snprintf(sc, sizeof sc, "/model/decoder/layers.%lld", (long long)i);
         snprintf(at, sizeof at, "%s/self_attn", sc);
-        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, x, at, "q_proj"), nh, hd);
-        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, x, at, "k_proj"), nh, hd);
-        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, x, at, "v_proj"), nh, hd);
+        const char *xn = pre(b, a, slot, WM_M_L_ATTN_NORM, x, sc, "self_attn_layer_norm");
+        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, xn, at, "q_proj"), nh, hd);
+        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, xn, at, "k_proj"), nh, hd);
+        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, xn, at, "v_proj"), nh, hd);
         static const char *const kvn[2] = {"key", "value"};
         const char *kv[2] = {k, v};
         for (int j = 0; j < 2; j++) {
@@ -283,15 +345,16 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
         x = add_norm(b, a, slot, WM_M_L_ATTN_NORM, x, o, sc, "self_attn_layer_norm");
         /* cross-attention: K/V of the encoder output, computed in the first step and passed back after */
         snprintf(at, sizeof at, "%s/encoder_attn", sc);
-        q = split_heads(b, lin(b, a, slot, WM_M_L_XQ, x, at, "q_proj"), nh, hd);
+        xn = pre(b, a, slot, WM_M_L_XATTN_NORM, x, sc, "encoder_attn_layer_norm");
+        q = split_heads(b, lin(b, a, slot, WM_M_L_XQ, xn, at, "q_proj"), nh, hd);
         static const int xm[2] = {WM_M_L_XK, WM_M_L_XV};
-        static const char *const xn[2] = {"k_proj", "v_proj"};
+        static const char *const xproj[2] = {"k_proj", "v_proj"};
         for (int j = 0; j < 2; j++) {
             if (past) { /* the graph inputs themselves */
                 snprintf(xpast[j], sizeof xpast[j], "past_key_values.%lld.encoder.%s", (long long)i, kvn[j]);
                 kv[j] = xpast[j];
             } else {
-                const char *t = split_heads(b, lin(b, a, slot, xm[j], "encoder_hidden_states", at, xn[j]), nh, hd);
+                const char *t = split_heads(b, lin(b, a, slot, xm[j], "encoder_hidden_states", at, xproj[j]), nh, hd);
                 snprintf(nm, sizeof nm, "present.%lld.encoder.%s", (long long)i, kvn[j]);
                 gb_scope(b, "%s/%s_cache", at, kvn[j]);
                 kv[j] = gb_op_named(b, "Identity", nm, 1, t);
@@ -301,6 +364,7 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
         x = add_norm(b, a, slot, WM_M_L_XATTN_NORM, x, o, sc, "encoder_attn_layer_norm");
         x = ffn(b, a, slot, x, sc);
     }
+    x = final_norm(b, a, WM_M_G_DEC_FINAL_NORM, x, "/model/decoder/layer_norm");
     /* logits = x shared^T (or lm_head) + final_logits_bias */
     gb_scope(b, "/lm_head");
     const char *w = E, *bias = NULL;

@@ -17,11 +17,12 @@
 #include "core/file.h"
 #include "hf/tokenizer.h"
 #include "llm/seq2seq.h"
+#include "tasks/speech_s2s.h"
 
 #define MAX_ROWS 256
 
 static void help(void) {
-    printf("usage: winml generate -m BUILD_DIR (--text TEXT | --ids ID,...)... [--max-new-tokens N]\n"
+    printf("usage: winml generate -m BUILD_DIR (--text TEXT | --ids ID,... | --audio FILE)... [--max-new-tokens N]\n"
            "                      [--num-beams N] [--length-penalty X] [--early-stopping true|false|never]\n"
            "                      [--no-repeat-ngram-size N] [--eos ID,...] [--threads N] [--ep auto|cpu] [-d auto|cpu]\n"
            "                      [-f table|json]\n\n"
@@ -30,7 +31,22 @@ static void help(void) {
            "runs once, the decoder one token a step with its caches; greedy, or beam search with --num-beams.\n"
            "Settings come from the folder's generation_config.json / config.json (decoder_start_token_id,\n"
            "forced BOS / EOS, eos_token_id, num_beams, length_penalty, early_stopping, no_repeat_ngram_size,\n"
-           "max_length), flags win. Prints each decoded text on its own line; -f json the texts and ids.\n" WM_CLI_TARGET_HELP);
+           "max_length), flags win. Prints each decoded text on its own line; -f json the texts and ids.\n\n"
+           "Speech (an encoder reading input_features, e.g. Whisper): each --audio file is resampled to the\n"
+           "folder's preprocessor_config.json rate and turned into log-mel features; the decoder prompt is the\n"
+           "start token, the language (--language en, else forced_decoder_ids' or detected), the task (--task\n"
+           "transcribe|translate) and <|notimestamps|>; suppress_tokens / begin_suppress_tokens apply. -f json\n"
+           "gives each file's prompt and generated ids (after the prompt, as transformers returns them).\n\n"
+           WM_CLI_TARGET_HELP);
+}
+
+/* 1 when folder m holds encoder_model.onnx (an encoder-decoder build). */
+int wm_folder_is_s2s(const char *m) {
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/encoder_model.onnx", m);
+    FILE *f = fopen(p, "rb");
+    if (f) fclose(f);
+    return f != NULL;
 }
 
 /* 1 when argv's -m names a folder holding encoder_model.onnx (an encoder-decoder build). */
@@ -41,12 +57,7 @@ int wm_generate_is_s2s(int argc, char **argv) {
         else if (!strncmp(argv[i], "--model=", 8)) m = argv[i] + 8;
         else if (!strncmp(argv[i], "-m", 2) && argv[i][2] && argv[i][1] != '-') m = argv[i] + 2;
     }
-    if (!m) return 0;
-    char p[PATH_MAX + 32];
-    snprintf(p, sizeof p, "%s/encoder_model.onnx", m);
-    FILE *f = fopen(p, "rb");
-    if (f) fclose(f);
-    return f != NULL;
+    return m ? wm_folder_is_s2s(m) : 0;
 }
 
 static int parse_ids(const char *s, int64_t **out, size_t *n) {
@@ -75,17 +86,110 @@ static int parse_ids(const char *s, int64_t **out, size_t *n) {
     return 0;
 }
 
+/* The decoded text of ids[0..n) (special tokens skipped) into j's "text", and printed unless -f json. */
+static wm_status put_text(const wm_cli *c, const wm_tokenizer *tok, const int64_t *ids, int64_t n, wm_json *j,
+                          wm_error *err) {
+    int32_t *t32 = malloc((size_t)(n ? n : 1) * sizeof *t32);
+    wm_tok_buf tb = {0};
+    if (!t32) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (int64_t k = 0; k < n; k++) t32[k] = (int32_t)ids[k];
+    wm_status st = wm_tokenizer_decode(tok, t32, (size_t)n, 1, &tb, err);
+    free(t32);
+    if (!st) {
+        if (!c->json) printf("%.*s\n", (int)tb.n, tb.p ? tb.p : "");
+        wm_json_strn(j, "text", tb.p ? tb.p : "", tb.n);
+    }
+    wm_tok_buf_free(&tb);
+    return st;
+}
+
+int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s_audio_args *a) {
+    wm_error err = {0};
+    wm_s2s *m = NULL;
+    wm_tokenizer *tok = NULL;
+    float *feats = NULL;
+    int64_t *out = NULL, frames = 0, width = 0;
+    double *secs = calloc(n ? n : 1, sizeof *secs);
+    wm_json j;
+    wm_json_init(&j);
+    int rc = WM_EXIT_ERROR;
+    wm_s2s_gen g;
+    wm_s2s_gen_default(&g);
+    wm_status st = secs ? WM_OK : wm_err(&err, WM_ERR_NOMEM, "out of memory");
+    if (!st) st = wm_s2s_gen_from_folder(c->model, &g, &err);
+    if (!st) st = wm_s2s_open(c->model, a->threads, &m, &err);
+    if (!st && !wm_s2s_speech(m))
+        st = wm_err(&err, WM_ERR_USAGE, "%s: --audio needs a speech encoder-decoder (encoder_model.onnx reading "
+                    "input_features); this one reads input_ids: give --text", c->model);
+    if (!st) st = wm_s2s_prompt_from_folder(c->model, a->language, a->task, &g, &err);
+    if (!st) {
+        if (a->num_beams > 0) g.num_beams = a->num_beams;
+        st = wm_s2s_prompt_max_length(&g, a->max_new, &err);
+    }
+    if (!st) {
+        char p[PATH_MAX + 32];
+        int present = 0;
+        snprintf(p, sizeof p, "%s/tokenizer.json", c->model);
+        st = wm_input_present(p, &present, &err);
+        if (!st && present) st = wm_tokenizer_load_dir(c->model, &tok, &err);
+    }
+    if (!st) st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, secs, &err);
+    if (!st) st = wm_s2s_generate_features(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, &g, &out, &width, &err);
+    if (st) {
+        rc = wm_cli_fail(c, &err);
+        goto done;
+    }
+    int64_t P = g.n_prompt ? (int64_t)g.n_prompt : 1;
+    wm_json_obj(&j, NULL);
+    if (a->run) wm_json_str(&j, "task", "automatic-speech-recognition");
+    wm_json_arr(&j, a->run ? "results" : "outputs");
+    for (size_t i = 0; i < n; i++) {
+        const int64_t *o = out + (int64_t)i * width;
+        wm_json_obj(&j, NULL);
+        wm_json_str(&j, "audio", files[i]);
+        wm_json_num(&j, "seconds", secs[i]);
+        if (tok && (st = put_text(c, tok, o + P, width - P, &j, &err))) {
+            rc = wm_cli_fail(c, &err);
+            goto done;
+        }
+        wm_json_arr(&j, "prompt");
+        for (int64_t k = 0; k < P; k++) wm_json_int(&j, NULL, o[k]);
+        wm_json_arr_end(&j);
+        wm_json_arr(&j, "ids");
+        for (int64_t k = P; k < width; k++) wm_json_int(&j, NULL, o[k]);
+        wm_json_arr_end(&j);
+        wm_json_obj_end(&j);
+    }
+    wm_json_arr_end(&j);
+    wm_json_int(&j, "num_beams", g.num_beams);
+    wm_json_int(&j, "max_length", g.max_length);
+    wm_json_obj_end(&j);
+    rc = c->json || !tok ? wm_cli_emit(c, c->model, &j) : WM_EXIT_OK;
+done:
+    free(secs);
+    free(feats);
+    free(out);
+    wm_json_free(&j);
+    wm_tokenizer_free(tok);
+    wm_s2s_free(m);
+    return rc;
+}
+
 int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml generate");
-    enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS };
+    enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"text", required_argument, 0, O_TEXT},          {"ids", required_argument, 0, O_IDS},
         {"max-new-tokens", required_argument, 0, O_MAXNEW}, {"num-beams", required_argument, 0, O_BEAMS},
         {"length-penalty", required_argument, 0, O_LP},   {"early-stopping", required_argument, 0, O_ES},
         {"no-repeat-ngram-size", required_argument, 0, O_NGRAM}, {"eos", required_argument, 0, O_EOS},
-        {"threads", required_argument, 0, O_THREADS},    WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
+        {"threads", required_argument, 0, O_THREADS},    {"audio", required_argument, 0, O_AUDIO},
+        {"language", required_argument, 0, O_LANG},      {"task", required_argument, 0, O_TASK},
+        WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
+    const char *audio[MAX_ROWS], *language = NULL, *task = NULL;
+    size_t n_audio = 0;
     const char *texts[MAX_ROWS];
     int64_t *rows[MAX_ROWS];
     size_t lens[MAX_ROWS], n_rows = 0, n_texts = 0;
@@ -149,6 +253,21 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
                 goto out;
             }
             break;
+        case O_AUDIO:
+            if (n_audio == MAX_ROWS) {
+                rc = wm_cli_usage_error(&c, "--audio: at most %d files per run", MAX_ROWS);
+                goto out;
+            }
+            audio[n_audio++] = optarg;
+            break;
+        case O_LANG: language = optarg; break;
+        case O_TASK:
+            if (strcmp(optarg, "transcribe") && strcmp(optarg, "translate")) {
+                rc = wm_cli_usage_error(&c, "--task: expected transcribe or translate, got '%s'", optarg);
+                goto out;
+            }
+            task = optarg;
+            break;
         case O_MAXNEW: max_new = l; break;
         case O_BEAMS: beams = l; break;
         case O_NGRAM: ngram = l; break;
@@ -162,8 +281,22 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         rc = wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
         goto out;
     }
-    if (!c.model || (n_texts && n_rows) || !(n_texts + n_rows)) {
-        rc = wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --ids, not both) are required");
+    if (c.model && n_audio && !n_texts && !n_rows) {
+        if (!isnan(lp) || es >= 0 || ngram >= 0 || eos) {
+            rc = wm_cli_usage_error(&c, "--audio: --length-penalty, --early-stopping, --no-repeat-ngram-size and "
+                                    "--eos are not taken with audio (the folder's generation_config.json decides)");
+            goto out;
+        }
+        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0};
+        rc = wm_s2s_audio_cli(&c, audio, n_audio, &aa);
+        goto out;
+    }
+    if (language || task) {
+        rc = wm_cli_usage_error(&c, "--language and --task apply to --audio");
+        goto out;
+    }
+    if (!c.model || (n_texts && n_rows) || !(n_texts + n_rows) || n_audio) {
+        rc = wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --ids, or --audio: one of them) are required");
         goto out;
     }
     wm_error err = {0};

@@ -46,7 +46,11 @@ static void help(void) {
            "Audio: each --audio (WAV, FLAC, OGG, ... up to %d) is decoded, mixed to mono, resampled to the folder's\n"
            "preprocessor_config.json sampling_rate (16000) and normalized (do_normalize) for a speech encoder\n"
            "(wav2vec2, HuBERT): automatic-speech-recognition gives the greedy CTC transcript (vocab.json), audio-\n"
-           "classification the top-k labels (default 5) with softmax scores.\n\n" WM_CLI_TARGET_HELP WM_CLI_LIMITS_HELP,
+           "classification the top-k labels (default 5) with softmax scores. A speech encoder-decoder folder\n"
+           "(Whisper: encoder_model.onnx reading input_features) gives each file's transcript: log-mel features,\n"
+           "the decoder prompt from generation_config.json (--language en, --task transcribe|translate), greedy\n"
+           "or generation_config's num_beams (winml generate --audio takes --num-beams, --max-new-tokens).\n\n"
+           WM_CLI_TARGET_HELP WM_CLI_LIMITS_HELP,
            WM_RUN_MAX_TEXTS, WM_RUN_MAX_TEXTS, (unsigned long long)WM_IMAGE_MAX_PIXELS_DEFAULT, WM_RUN_MAX_TEXTS);
 }
 
@@ -206,7 +210,7 @@ done:
 int wm_cmd_run(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml run");
-    enum { O_TEXT = 256, O_PAIR, O_NONORM, O_THREADS, O_IMAGE, O_LABELS, O_TOPK, O_MAXPIX, O_AUDIO };
+    enum { O_TEXT = 256, O_PAIR, O_NONORM, O_THREADS, O_IMAGE, O_LABELS, O_TOPK, O_MAXPIX, O_AUDIO, O_LANG, O_TASK };
     static const struct option longs[] = {WM_CLI_COMMON_LONG,
                                           {"text", required_argument, 0, O_TEXT},
                                           {"pair", required_argument, 0, O_PAIR},
@@ -217,10 +221,13 @@ int wm_cmd_run(int argc, char **argv) {
                                           {"top-k", required_argument, 0, O_TOPK},
                                           {"max-image-pixels", required_argument, 0, O_MAXPIX},
                                           {"audio", required_argument, 0, O_AUDIO},
+                                          {"language", required_argument, 0, O_LANG},
+                                          {"task", required_argument, 0, O_TASK},
                                           WM_CLI_LIMITS_LONG,
                                           WM_CLI_TARGET_LONG,
                                           {0, 0, 0, 0}};
     const char *texts[WM_RUN_MAX_TEXTS], *pairs[256], *images[WM_RUN_MAX_TEXTS], *audio[WM_RUN_MAX_TEXTS], *labels = NULL;
+    const char *language = NULL, *asr_task = NULL;
     size_t n_texts = 0, n_pairs = 0, n_images = 0, n_audio = 0;
     long top_k = 5, max_pix = 0;
     int image_flags = 0, top_flag = 0; /* --max-image-pixels, --top-k given */
@@ -249,6 +256,12 @@ int wm_cmd_run(int argc, char **argv) {
             audio[n_audio++] = optarg;
             break;
         case O_LABELS: labels = optarg; break;
+        case O_LANG: language = optarg; break;
+        case O_TASK:
+            if (strcmp(optarg, "transcribe") && strcmp(optarg, "translate"))
+                return wm_cli_usage_error(&c, "--task: expected transcribe or translate, got '%s'", optarg);
+            asr_task = optarg;
+            break;
         case O_TOPK:
             if (wm_cli_int_arg(&c, "--top-k", optarg, 1, 1000000, &top_k)) return WM_EXIT_ERROR;
             top_flag = 1;
@@ -278,6 +291,14 @@ int wm_cmd_run(int argc, char **argv) {
     if (!n_images && (image_flags || labels))
         return wm_cli_usage_error(&c, "--labels and --max-image-pixels apply to --image");
     if (!n_images && !n_audio && top_flag) return wm_cli_usage_error(&c, "--top-k applies to --image and --audio");
+    if (!n_audio && (language || asr_task)) return wm_cli_usage_error(&c, "--language and --task apply to --audio");
+    if (c.model && n_audio && wm_folder_is_s2s(c.model)) { /* a speech encoder-decoder (Whisper): transcripts */
+        if (top_flag) return wm_cli_usage_error(&c, "--top-k: a speech encoder-decoder gives transcripts, not labels");
+        wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1};
+        return wm_s2s_audio_cli(&c, audio, n_audio, &aa);
+    }
+    if (language || asr_task)
+        return wm_cli_usage_error(&c, "--language and --task apply to a speech encoder-decoder build (Whisper)");
     if (c.model && n_audio) {
         so.threads = threads;
         return run_audio(&c, &so, audio, n_audio, top_k);

@@ -25,7 +25,8 @@
 
 struct wm_s2s {
     wm_session *enc, *dec, *past;
-    int layers;
+    int layers, speech; /* speech: the encoder reads input_features [B, n_mels, frames] */
+    int64_t n_mels;
     int64_t heads, head_dim, vocab, hidden;
     char dir[4096];
 };
@@ -36,6 +37,7 @@ void wm_s2s_gen_default(wm_s2s_gen *g) {
     g->num_beams = 1;
     g->length_penalty = 1.0;
     g->decoder_start_token_id = g->forced_bos_token_id = g->forced_eos_token_id = g->pad_token_id = -1;
+    g->lang_slot = -1;
 }
 
 /* ---------------------------------------------------------------- settings */
@@ -51,6 +53,24 @@ static wm_status int_key(const cJSON *root, const char *file, const char *key, i
                       (long long)lo);
     *out = (int64_t)v->valuedouble;
     *set = 1;
+    return WM_OK;
+}
+
+/* A list of token ids (or null) at key into out[cap]; *n its length. */
+static wm_status id_list(const cJSON *r, const char *file, const char *key, int64_t *out, size_t cap, size_t *n,
+                         wm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, key), *it;
+    if (!v || cJSON_IsNull(v)) return WM_OK;
+    if (!cJSON_IsArray(v) || (size_t)cJSON_GetArraySize(v) > cap)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected a list of at most %zu token ids", file, key, cap);
+    size_t k = 0;
+    cJSON_ArrayForEach(it, v) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+            it->valuedouble > 1e9)
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': entry %zu is not a token id", file, key, k);
+        out[k++] = (int64_t)it->valuedouble;
+    }
+    *n = k;
     return WM_OK;
 }
 
@@ -93,7 +113,10 @@ static wm_status read_keys(const cJSON *r, const char *file, wm_s2s_gen *g, wm_e
         }
         g->n_eos = n;
     }
-    return WM_OK;
+    wm_status s2 = id_list(r, file, "suppress_tokens", g->suppress, WM_S2S_MAX_SUPPRESS, &g->n_suppress, err);
+    if (!s2) s2 = id_list(r, file, "begin_suppress_tokens", g->begin_suppress, WM_S2S_MAX_SUPPRESS,
+                          &g->n_begin_suppress, err);
+    return s2;
 }
 
 wm_status wm_s2s_gen_from_folder(const char *dir, wm_s2s_gen *g, wm_error *err) {
@@ -114,6 +137,162 @@ wm_status wm_s2s_gen_from_folder(const char *dir, wm_s2s_gen *g, wm_error *err) 
         if (s) return s;
     }
     return WM_OK;
+}
+
+/* ---------------------------------------------------------------- speech prompt */
+
+/* The id of key in map (an object of token -> id), -1 when absent; WM_ERR_INPUT when the value is no id. */
+static wm_status map_id(const cJSON *map, const char *file, const char *field, const char *key, int64_t *id,
+                        wm_error *err) {
+    const cJSON *v = map ? cJSON_GetObjectItemCaseSensitive(map, key) : NULL;
+    *id = -1;
+    if (!v) return WM_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': '%s' is not a token id", file, field, key);
+    *id = (int64_t)v->valuedouble;
+    return WM_OK;
+}
+
+/* forced_decoder_ids [[1, id], [2, id], ...] (ids may be null) into ids[0..*n) by position 1.. (-1 for null). */
+static wm_status forced_ids(const cJSON *f, const char *file, int64_t *ids, size_t *n, wm_error *err) {
+    *n = 0;
+    if (!f || cJSON_IsNull(f)) return WM_OK;
+    const cJSON *it;
+    if (!cJSON_IsArray(f)) return wm_err(err, WM_ERR_INPUT, "%s: field 'forced_decoder_ids': expected a list", file);
+    cJSON_ArrayForEach(it, f) {
+        const cJSON *pos = cJSON_GetArrayItem(it, 0), *id = cJSON_GetArrayItem(it, 1);
+        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || !cJSON_IsNumber(pos) ||
+            pos->valuedouble != (double)(*n + 1) || *n + 2 > WM_S2S_MAX_PROMPT ||
+            !(cJSON_IsNull(id) || (cJSON_IsNumber(id) && id->valuedouble == floor(id->valuedouble) &&
+                                   id->valuedouble >= 0 && id->valuedouble <= 1e9)))
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'forced_decoder_ids': expected [[1, id], [2, id], ...] "
+                          "(positions 1, 2, ... in order, at most %d)", file, WM_S2S_MAX_PROMPT - 2);
+        ids[(*n)++] = cJSON_IsNull(id) ? -1 : (int64_t)id->valuedouble;
+    }
+    return WM_OK;
+}
+
+static wm_status build_prompt(const cJSON *gc, const cJSON *cfg, const char *file, const char *cfile,
+                              const char *language, const char *task, wm_s2s_gen *g, wm_error *err) {
+    const cJSON *l2i = cJSON_GetObjectItemCaseSensitive(gc, "lang_to_id");
+    const cJSON *t2i = cJSON_GetObjectItemCaseSensitive(gc, "task_to_id");
+    if (l2i && !cJSON_IsObject(l2i)) return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': expected an object", file);
+    if (t2i && !cJSON_IsObject(t2i)) return wm_err(err, WM_ERR_INPUT, "%s: field 'task_to_id': expected an object", file);
+    const cJSON *gl = cJSON_GetObjectItemCaseSensitive(gc, "language"), *gt = cJSON_GetObjectItemCaseSensitive(gc, "task");
+    if (!language && cJSON_IsString(gl)) language = gl->valuestring; /* a generation config may set them itself */
+    if (!task && cJSON_IsString(gt)) task = gt->valuestring;
+    int64_t nts = -1, forced[WM_S2S_MAX_PROMPT];
+    size_t nf = 0;
+    int has_nts = 0;
+    wm_status s = int_key(gc, file, "no_timestamps_token_id", 0, &nts, &has_nts, err);
+    if (s) return s;
+    if (g->decoder_start_token_id < 0)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'decoder_start_token_id': missing (the prompt starts with it)", file);
+    size_t n = 0;
+    g->prompt[n++] = g->decoder_start_token_id;
+    g->lang_slot = -1;
+    if (!language && !task) { /* forced_decoder_ids only when neither is given (transformers' rule) */
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(gc, "forced_decoder_ids");
+        const char *ff = file;
+        if ((!f || cJSON_IsNull(f)) && cfg) { /* config.json's, as transformers falls back to */
+            f = cJSON_GetObjectItemCaseSensitive(cfg, "forced_decoder_ids");
+            ff = cfile;
+        }
+        if ((s = forced_ids(f, ff, forced, &nf, err))) return s;
+        for (size_t i = 0; i < nf; i++) g->prompt[n++] = forced[i];
+    }
+    int64_t lang = -1;
+    if (language) {
+        char tok[80];
+        snprintf(tok, sizeof tok, language[0] == '<' ? "%s" : "<|%s|>", language);
+        for (char *c = tok; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+        if ((s = map_id(l2i, file, "lang_to_id", tok, &lang, err))) return s;
+        if (lang < 0)
+            return wm_err(err, WM_ERR_USAGE, "--language %s: %s has no '%s' in lang_to_id", language, file, tok);
+    }
+    g->n_langs = 0;
+    int undefined = n <= 1 || g->prompt[1] < 0;
+    if (lang >= 0 || (l2i && undefined)) {
+        if (n > 1) g->prompt[1] = lang;
+        else g->prompt[n++] = lang;
+        if (lang < 0) { /* detected per row from these */
+            g->lang_slot = 1;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, l2i) {
+                if (g->n_langs == WM_S2S_MAX_LANGS)
+                    return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': more than %d languages", file,
+                                  WM_S2S_MAX_LANGS);
+                if ((s = map_id(l2i, file, "lang_to_id", e->string, &g->langs[g->n_langs], err))) return s;
+                g->n_langs++;
+            }
+            if (!g->n_langs) return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': empty", file);
+        }
+    }
+    int64_t tid = -1;
+    if (task) {
+        if (strcmp(task, "transcribe") && strcmp(task, "translate"))
+            return wm_err(err, WM_ERR_USAGE, "--task %s: expected transcribe or translate", task);
+        if ((s = map_id(t2i, file, "task_to_id", task, &tid, err))) return s;
+        if (tid < 0) return wm_err(err, WM_ERR_USAGE, "--task %s: %s has no '%s' in task_to_id", task, file, task);
+    } else if (language && t2i) {
+        if ((s = map_id(t2i, file, "task_to_id", "transcribe", &tid, err))) return s;
+        const cJSON *e; /* only when no task token is there yet */
+        cJSON_ArrayForEach(e, t2i) for (size_t i = 1; i < n; i++) if (cJSON_IsNumber(e) && g->prompt[i] == (int64_t)e->valuedouble) tid = -1;
+    }
+    if (tid >= 0) { /* replace a task token already there, else append */
+        int found = 0;
+        const cJSON *e;
+        for (size_t i = 1; i < n; i++)
+            cJSON_ArrayForEach(e, t2i) if (cJSON_IsNumber(e) && g->prompt[i] == (int64_t)e->valuedouble) {
+                g->prompt[i] = tid;
+                found = 1;
+            }
+        if (!found) g->prompt[n++] = tid;
+    }
+    if (has_nts && g->prompt[n - 1] != nts) g->prompt[n++] = nts;
+    /* drop null forced ids (not the slot language detection fills) */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (g->prompt[i] >= 0 || (int)i == g->lang_slot) g->prompt[k++] = g->prompt[i];
+    g->n_prompt = k;
+    int set = 0;
+    g->max_positions = 0;
+    return cfg ? int_key(cfg, cfile, "max_target_positions", 1, &g->max_positions, &set, err) : WM_OK;
+}
+
+wm_status wm_s2s_prompt_max_length(wm_s2s_gen *g, int64_t max_new, wm_error *err) {
+    int64_t P = g->n_prompt ? (int64_t)g->n_prompt : 1, cap = g->max_positions > 0 ? g->max_positions : INT64_MAX;
+    if (max_new > 0) {
+        if (P + max_new > cap)
+            return wm_err(err, WM_ERR_USAGE, "--max-new-tokens %lld: with the %lld prompt tokens it passes "
+                          "max_target_positions %lld", (long long)max_new, (long long)P, (long long)cap);
+        g->max_length = P + max_new;
+        return WM_OK;
+    }
+    int64_t init = g->max_positions > 0 && g->max_positions / 2 - 1 < P ? g->max_positions / 2 - 1 : P;
+    g->max_length = g->max_length + init < cap ? g->max_length + init : cap;
+    return WM_OK;
+}
+
+wm_status wm_s2s_prompt_from_folder(const char *dir, const char *language, const char *task, wm_s2s_gen *g,
+                                    wm_error *err) {
+    char p[4200], pc[4200];
+    int present = 0, pcfg = 0;
+    snprintf(p, sizeof p, "%s/generation_config.json", dir);
+    snprintf(pc, sizeof pc, "%s/config.json", dir);
+    cJSON *gc = NULL, *cfg = NULL;
+    wm_status s = wm_input_present(p, &present, err);
+    if (!s) s = wm_input_present(pc, &pcfg, err);
+    if (!s && present) s = wm_hf_json_load(p, WM_HF_CONFIG_MAX_BYTES, &gc, err);
+    if (!s && pcfg) s = wm_hf_json_load(pc, WM_HF_CONFIG_MAX_BYTES, &cfg, err);
+    if (!s) {
+        cJSON *empty = gc ? NULL : cJSON_CreateObject();
+        s = build_prompt(gc ? gc : empty, cfg, present ? p : pc, pc, language, task, g, err);
+        cJSON_Delete(empty);
+    }
+    cJSON_Delete(gc);
+    cJSON_Delete(cfg);
+    return s;
 }
 
 /* ---------------------------------------------------------------- sessions */
@@ -137,11 +316,22 @@ wm_status wm_s2s_open(const char *dir, int threads, wm_s2s **out, wm_error *err)
                        "decoder_model.onnx and decoder_with_past_model.onnx", p);
         if (!s) s = wm_session_new(p, &so, ss[i], err);
     }
-    if (!s && (wm_session_input_index(m->enc, "input_ids") < 0 || wm_session_input_index(m->enc, "attention_mask") < 0 ||
+    int fi = s ? -1 : wm_session_input_index(m->enc, "input_features");
+    if (fi >= 0) { /* a speech encoder: input_features [batch, n_mels, frames] */
+        const wm_io_info *in = wm_session_input(m->enc, (size_t)fi);
+        m->speech = 1;
+        m->n_mels = in->rank == 3 ? in->dims[1] : -1;
+        if (m->n_mels <= 0)
+            s = wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: input_features must be [batch, n_mels (fixed), "
+                       "frames]", dir);
+    }
+    if (!s && ((!m->speech && (wm_session_input_index(m->enc, "input_ids") < 0 ||
+                               wm_session_input_index(m->enc, "attention_mask") < 0)) ||
                wm_session_output_index(m->enc, "last_hidden_state") < 0 || wm_session_input_index(m->dec, "encoder_hidden_states") < 0 ||
                wm_session_output_index(m->dec, "logits") < 0 || wm_session_output_index(m->past, "logits") < 0))
         s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: the graphs do not follow Optimum's seq2seq layout (input_ids, "
-                   "attention_mask -> last_hidden_state; encoder_hidden_states -> logits, present.N.*)", dir);
+                   "attention_mask or input_features -> last_hidden_state; encoder_hidden_states -> logits, "
+                   "present.N.*)", dir);
     for (; !s && m->layers < MAX_LAYERS; m->layers++) {
         char n[96];
         snprintf(n, sizeof n, "present.%d.encoder.key", m->layers);
@@ -176,6 +366,8 @@ void wm_s2s_free(wm_s2s *m) {
 }
 
 int64_t wm_s2s_vocab(const wm_s2s *m) { return m->vocab; }
+int wm_s2s_speech(const wm_s2s *m) { return m->speech; }
+int64_t wm_s2s_n_mels(const wm_s2s *m) { return m->speech ? m->n_mels : 0; }
 
 /* Runs s with the named feeds (every graph input must be among them); outs in the session's output order. */
 typedef struct feed {
@@ -218,6 +410,8 @@ typedef struct run_state {
     float **self_k, **self_v;     /* per layer [N, h, Lmax, hd] (first len positions valid) */
     float **cross_k, **cross_v;   /* per layer [N, h, S, hd] */
     int64_t len;                  /* positions in the self cache */
+    int64_t P;                    /* prompt tokens per hypothesis (1: the start token) */
+    int64_t *prompt;              /* [N, P] */
     float *logits;                /* [N, V] of the last step */
     float *tmp;                   /* reorder scratch */
 } run_state;
@@ -237,6 +431,7 @@ static void state_free(run_state *r) {
     free(r->enc);
     free(r->logits);
     free(r->tmp);
+    free(r->prompt);
 }
 
 /* The last position's logits of output o (rank 3) into r->logits. */
@@ -253,8 +448,9 @@ static void keep_self(run_state *r, float *dst, const wm_tensor *t) {
     for (int64_t i = 0; i < r->N * h; i++) memcpy(dst + i * r->Lmax * hd, src + i * T * hd, (size_t)(T * hd) * 4);
 }
 
-/* One decoder step on tokens tok [N] (the first through decoder_model.onnx). */
-static wm_status step(run_state *r, const int64_t *tok, wm_error *err) {
+/* One decoder step on tokens tok [N, n_tok] (the first through decoder_model.onnx, n_tok the prompt's length;
+   later steps 1). */
+static wm_status step(run_state *r, const int64_t *tok, int64_t n_tok, wm_error *err) {
     wm_s2s *m = r->m;
     int64_t h = m->heads, hd = m->head_dim, N = r->N, S = r->S;
     int first = r->len == 0;
@@ -269,7 +465,7 @@ static wm_status step(run_state *r, const int64_t *tok, wm_error *err) {
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    int64_t d2[2] = {N, 1}, dm[2] = {N, S}, dh[3] = {N, S, m->hidden};
+    int64_t d2[2] = {N, n_tok}, dm[2] = {N, S}, dh[3] = {N, S, m->hidden};
     f[nf++] = (feed){"input_ids", tens(WM_DT_INT64, 2, d2, (void *)tok)};
     f[nf++] = (feed){"encoder_attention_mask", tens(WM_DT_INT64, 2, dm, r->mask)};
     if (first) f[nf++] = (feed){"encoder_hidden_states", tens(WM_DT_FLOAT, 3, dh, r->enc)};
@@ -300,9 +496,9 @@ static wm_status step(run_state *r, const int64_t *tok, wm_error *err) {
             char n[96];
             snprintf(n, sizeof n, "present.%d.decoder.%s", l, kv ? "value" : "key");
             int o = wm_session_output_index(s, n);
-            if (o < 0 || outs[o].rank != 4 || outs[o].dims[2] != r->len + 1) {
+            if (o < 0 || outs[o].rank != 4 || outs[o].dims[2] != r->len + n_tok) {
                 st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: output '%s' missing or not [batch, heads, %lld, head_dim]",
-                            m->dir, n, (long long)r->len + 1);
+                            m->dir, n, (long long)(r->len + n_tok));
                 goto done;
             }
             keep_self(r, kv ? r->self_v[l] : r->self_k[l], &outs[o]);
@@ -316,7 +512,7 @@ static wm_status step(run_state *r, const int64_t *tok, wm_error *err) {
             }
             memcpy(kv ? r->cross_v[l] : r->cross_k[l], outs[o].data, (size_t)(N * h * S * hd) * 4);
         }
-    r->len++;
+    r->len += n_tok;
 done:
     for (int l = 0; packed && l < 2 * m->layers; l++) free(packed[l]);
     free(packed);
@@ -345,8 +541,13 @@ static int is_eos(const wm_s2s_gen *g, int64_t t) {
     return 0;
 }
 
-/* no_repeat_ngram_size, forced BOS, forced EOS on scores [V] of the hypothesis seq[0..len). */
-static void process(const wm_s2s_gen *g, const int64_t *seq, int64_t len, float *sc, int64_t V) {
+/* begin_suppress_tokens at the first generated position (begin = the prompt's length), suppress_tokens,
+   no_repeat_ngram_size, forced BOS, forced EOS on scores [V] of the hypothesis seq[0..len). */
+static void process(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc, int64_t V) {
+    for (size_t i = 0; len == begin && i < g->n_begin_suppress; i++)
+        if (g->begin_suppress[i] < V) sc[g->begin_suppress[i]] = -INFINITY;
+    for (size_t i = 0; i < g->n_suppress; i++)
+        if (g->suppress[i] < V) sc[g->suppress[i]] = -INFINITY;
     int64_t n = g->no_repeat_ngram_size;
     if (n > 0 && len + 1 >= n) {
         /* tokens that would complete an n-gram already in seq: those after each earlier occurrence of the last
@@ -384,20 +585,22 @@ static wm_status greedy(run_state *r, int64_t *seq, int64_t *width, wm_error *er
     int64_t N = r->N, V = r->V, L = r->Lmax, pad = g->pad_token_id >= 0 ? g->pad_token_id : g->eos[0];
     int64_t *tok = malloc((size_t)N * sizeof *tok);
     uint8_t *open = malloc((size_t)N);
+    for (int64_t i = 0; tok && i < N; i++)
+        memcpy(seq + i * L, r->prompt + i * r->P, (size_t)r->P * sizeof *seq);
     if (!tok || !open) {
         free(tok);
         free(open);
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
-    for (int64_t i = 0; i < N; i++) tok[i] = seq[i * L], open[i] = 1;
-    int64_t cur = 1;
+    for (int64_t i = 0; i < N; i++) open[i] = 1;
+    int64_t cur = r->P;
     wm_status st = WM_OK;
     while (cur < L) {
-        if ((st = step(r, tok, err))) break;
+        if ((st = step(r, cur == r->P ? r->prompt : tok, cur == r->P ? r->P : 1, err))) break;
         int any = 0;
         for (int64_t i = 0; i < N; i++) {
             float *sc = r->logits + i * V;
-            process(g, seq + i * L, cur, sc, V);
+            process(g, seq + i * L, cur, r->P, sc, V);
             int64_t best = 0;
             for (int64_t t = 1; t < V; t++)
                 if (sc[t] > sc[best]) best = t;
@@ -451,16 +654,17 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
         goto done;
     }
     for (size_t i = 0; i < nseq; i++) run[i] = fill;
+    int64_t P = r->P;
     for (int64_t i = 0; i < N; i++) {
-        run[i * L] = tok[i] = g->decoder_start_token_id;
+        memcpy(run + i * L, r->prompt + i * P, (size_t)P * sizeof *run);
         run_sc[i] = i % nb ? NEG_BIG : 0.0f; /* only the first beam of a row is live at the start */
         fin_sc[i] = NEG_BIG;
     }
     memcpy(fin, run, nseq * sizeof *fin);
     memset(unsat, 1, (size_t)B);
-    int64_t cur = 1; /* tokens in each hypothesis */
+    int64_t cur = P; /* tokens in each hypothesis */
     for (;;) {
-        if ((st = step(r, tok, err))) break;
+        if ((st = step(r, cur == P ? r->prompt : tok, cur == P ? P : 1, err))) break;
         int all_fin = 1, all_hits = 1, any_unsat = 0;
         for (int64_t b = 0; b < B; b++) {
             /* the K best of log_softmax + processors + the beam's score over nb x V */
@@ -468,7 +672,7 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                 int64_t row = b * nb + j;
                 float *lg = r->logits + row * V;
                 log_softmax(lg, V);
-                process(g, run + row * L, cur, lg, V);
+                process(g, run + row * L, cur, P, lg, V);
                 for (int64_t t = 0; t < V; t++) c[j * V + t] = (cand){lg[t] + run_sc[row], j * V + t};
             }
             qsort(c, (size_t)(nb * V), sizeof *c, cand_cmp);
@@ -496,7 +700,7 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
             int full = 1;
             for (int64_t j = 0; j < nb; j++) full &= fin_done[b * nb + j];
             for (int64_t j = 0; j < nb; j++) mk[j] = (cand){fin_sc[b * nb + j], j};
-            float denom = (float)pow((double)cur, lp); /* generated length: cur + 1 - the start token */
+            float denom = (float)pow((double)(cur + 1 - P), lp); /* generated length: cur + 1 - the prompt */
             for (int64_t k = 0; k < K; k++) {
                 float sc = top_lp[b * K + k] / denom;
                 if (full && g->early_stopping == 1) sc += NEG_BIG;
@@ -519,14 +723,14 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                     k -= nb;
                     memcpy(fin + row * L, ts + k * L, (size_t)L * sizeof *fin);
                     fin_done[row] = hits[b * K + k] && k < nb;
-                    fin_len[row] = cur; /* generated tokens */
+                    fin_len[row] = cur; /* its last index */
                 }
             }
         }
         reorder(r, src);
         cur++;
         for (int64_t b = 0; b < B; b++) { /* can the best running beam still beat the worst finished one? */
-            double best_len = g->early_stopping == 2 && lp > 0 ? (double)(L - 1) : (double)(cur - 1);
+            double best_len = g->early_stopping == 2 && lp > 0 ? (double)(L - P) : (double)(cur - P);
             float best = run_sc[b * nb] / (float)pow(best_len, lp), worst = INFINITY;
             for (int64_t j = 0; j < nb; j++) worst = fin_sc[b * nb + j] < worst ? fin_sc[b * nb + j] : worst;
             int any = 0;
@@ -552,10 +756,8 @@ done:
     return st;
 }
 
-wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, int64_t B, int64_t S,
-                          const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
-    *out = NULL;
-    *width = 0;
+/* Settings every search checks; S the encoder's output length. */
+static wm_status check_gen(const wm_s2s *m, const wm_s2s_gen *g, int64_t B, int64_t S, wm_error *err) {
     if (B < 1 || S < 1) return wm_err(err, WM_ERR_USAGE, "no source tokens");
     if (g->num_beams < 1 || g->num_beams > 64) return wm_err(err, WM_ERR_USAGE, "num_beams %d: expected 1 to 64", g->num_beams);
     if (g->max_length < 2 || g->max_length > 1 << 16)
@@ -564,13 +766,27 @@ wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, in
     if (g->decoder_start_token_id < 0 || g->decoder_start_token_id >= m->vocab)
         return wm_err(err, WM_ERR_USAGE, "decoder_start_token_id %lld: not in the vocabulary of %lld",
                       (long long)g->decoder_start_token_id, (long long)m->vocab);
+    if (g->n_prompt > WM_S2S_MAX_PROMPT || g->n_langs > WM_S2S_MAX_LANGS || g->n_suppress > WM_S2S_MAX_SUPPRESS ||
+        g->n_begin_suppress > WM_S2S_MAX_SUPPRESS || g->n_eos > WM_S2S_MAX_EOS)
+        return wm_err(err, WM_ERR_USAGE, "generation settings: a list over its bound");
+    for (size_t i = 0; i < g->n_prompt; i++)
+        if ((int)i != g->lang_slot && (g->prompt[i] < 0 || g->prompt[i] >= m->vocab))
+            return wm_err(err, WM_ERR_USAGE, "decoder prompt token %lld: not in the vocabulary of %lld",
+                          (long long)g->prompt[i], (long long)m->vocab);
+    for (size_t i = 0; i < g->n_langs; i++)
+        if (g->langs[i] < 0 || g->langs[i] >= m->vocab)
+            return wm_err(err, WM_ERR_USAGE, "language token %lld: not in the vocabulary of %lld", (long long)g->langs[i],
+                          (long long)m->vocab);
+    if (g->lang_slot >= 0 && ((size_t)g->lang_slot >= g->n_prompt || !g->n_langs))
+        return wm_err(err, WM_ERR_USAGE, "language detection: slot %d outside a prompt of %zu tokens, or no languages",
+                      g->lang_slot, g->n_prompt);
+    int64_t P = g->n_prompt ? (int64_t)g->n_prompt : 1;
+    if (g->max_length <= P)
+        return wm_err(err, WM_ERR_USAGE, "max_length %lld: no room after the %lld prompt tokens",
+                      (long long)g->max_length, (long long)P);
     if (g->num_beams > 1 && (int64_t)(g->n_eos + 1) * g->num_beams > (int64_t)g->num_beams * m->vocab)
         return wm_err(err, WM_ERR_USAGE, "num_beams %d: too many for a vocabulary of %lld", g->num_beams,
                       (long long)m->vocab);
-    for (int64_t i = 0; i < B * S; i++)
-        if (ids[i] < 0 || ids[i] >= m->vocab)
-            return wm_err(err, WM_ERR_USAGE, "source token %lld is outside the vocabulary of %lld", (long long)ids[i],
-                          (long long)m->vocab);
     /* the caches this search holds (self at max_length, cross, a reorder copy), bounded before anything runs */
     double rows = (double)B * g->num_beams, per = (double)m->heads * (double)m->head_dim * 4.0;
     double bytes = rows * per * ((double)m->layers * 2.0 * ((double)g->max_length + (double)S) + (double)g->max_length);
@@ -579,20 +795,48 @@ wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, in
                       "over the %.0f GiB bound; lower the batch, num_beams or max_new_tokens", (long long)B,
                       g->num_beams, (long long)g->max_length, bytes / (1 << 30),
                       (double)WM_S2S_MAX_CACHE_BYTES / (1 << 30));
+    return WM_OK;
+}
+
+/* Language detection: one decoder step on the start token of every row, the argmax over g->langs into the
+   prompt's lang_slot (the caches it fills are overwritten by the first real step). */
+static wm_status detect_language(run_state *r, wm_error *err) {
+    const wm_s2s_gen *g = r->g;
+    int64_t *tok = malloc((size_t)r->N * sizeof *tok);
+    if (!tok) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < r->N; i++) tok[i] = r->prompt[i * r->P];
+    wm_status st = step(r, tok, 1, err);
+    free(tok);
+    r->len = 0;
+    for (int64_t i = 0; !st && i < r->N; i++) {
+        const float *lg = r->logits + i * r->V;
+        int64_t best = g->langs[0];
+        for (size_t k = 1; k < g->n_langs; k++) /* the first of equal maxima, as torch's argmax over the vocabulary */
+            if (lg[g->langs[k]] > lg[best] || (lg[g->langs[k]] == lg[best] && g->langs[k] < best)) best = g->langs[k];
+        r->prompt[i * r->P + g->lang_slot] = best;
+    }
+    return st;
+}
+
+/* The search after the encoder: hs [B, S, hidden] and mask [B, S] (NULL: all ones) of B rows. */
+static wm_status search(wm_s2s *m, const float *hs, const int64_t *mask, int64_t B, int64_t S, const wm_s2s_gen *g,
+                        int64_t **out, int64_t *width, wm_error *err) {
     run_state r;
     memset(&r, 0, sizeof r);
     r.m = m, r.g = g, r.B = B, r.nb = g->num_beams, r.N = B * g->num_beams, r.S = S, r.V = m->vocab;
     r.Lmax = g->max_length;
+    r.P = g->n_prompt ? (int64_t)g->n_prompt : 1;
     int64_t h = m->heads, hd = m->head_dim, N = r.N;
     wm_status st = WM_OK;
     r.mask = malloc((size_t)(N * S) * sizeof *r.mask);
     r.enc = malloc((size_t)(N * S * m->hidden) * 4);
     r.logits = malloc((size_t)(N * r.V) * 4);
     r.tmp = malloc((size_t)(N * h * r.Lmax * hd) * 4);
+    r.prompt = malloc((size_t)(N * r.P) * sizeof *r.prompt);
     r.self_k = calloc((size_t)m->layers, sizeof *r.self_k), r.self_v = calloc((size_t)m->layers, sizeof *r.self_v);
     r.cross_k = calloc((size_t)m->layers, sizeof *r.cross_k), r.cross_v = calloc((size_t)m->layers, sizeof *r.cross_v);
     int64_t *seq = calloc((size_t)(B * r.Lmax), sizeof *seq);
-    int ok = r.mask && r.enc && r.logits && r.tmp && r.self_k && r.self_v && r.cross_k && r.cross_v && seq;
+    int ok = r.mask && r.enc && r.logits && r.tmp && r.prompt && r.self_k && r.self_v && r.cross_k && r.cross_v && seq;
     for (int l = 0; ok && l < m->layers; l++) {
         ok &= (r.self_k[l] = malloc((size_t)(N * h * r.Lmax * hd) * 4)) != NULL;
         ok &= (r.self_v[l] = malloc((size_t)(N * h * r.Lmax * hd) * 4)) != NULL;
@@ -603,25 +847,15 @@ wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, in
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    /* the encoder once per source row; each beam of a row shares its states */
-    int64_t d[2] = {B, S};
-    feed f[2] = {{"input_ids", tens(WM_DT_INT64, 2, d, (void *)ids)}, {"attention_mask", tens(WM_DT_INT64, 2, d, (void *)mask)}};
-    wm_tensor eo[4];
-    if (wm_session_n_outputs(m->enc) > 4) {
-        st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: more outputs than last_hidden_state", m->dir);
-        goto done;
-    }
-    if ((st = run_named(m->enc, f, 2, eo, err))) goto done;
-    const float *hs = eo[wm_session_output_index(m->enc, "last_hidden_state")].data;
+    /* each beam of a row shares its encoder states */
     for (int64_t i = 0; i < N; i++) {
         int64_t b = i / r.nb;
-        memcpy(r.mask + i * S, mask + b * S, (size_t)S * sizeof *mask);
+        for (int64_t k = 0; k < S; k++) r.mask[i * S + k] = mask ? mask[b * S + k] : 1;
         memcpy(r.enc + i * S * m->hidden, hs + b * S * m->hidden, (size_t)(S * m->hidden) * 4);
+        for (int64_t k = 0; k < r.P; k++) r.prompt[i * r.P + k] = g->n_prompt ? g->prompt[k] : g->decoder_start_token_id;
     }
-    if (r.nb == 1) {
-        for (int64_t i = 0; i < B; i++) seq[i * r.Lmax] = g->decoder_start_token_id;
-        st = greedy(&r, seq, width, err);
-    } else st = beam(&r, seq, width, err);
+    if (g->lang_slot >= 0 && (st = detect_language(&r, err))) goto done;
+    st = r.nb == 1 ? greedy(&r, seq, width, err) : beam(&r, seq, width, err);
     if (!st) {
         /* compact to [B, width] */
         for (int64_t i = 0; i < B; i++) memmove(seq + i * *width, seq + i * r.Lmax, (size_t)*width * sizeof *seq);
@@ -632,4 +866,56 @@ done:
     free(seq);
     state_free(&r);
     return st;
+}
+
+/* Runs the encoder on feeds f[0..n) and the search on its output (mask: NULL for all ones). */
+static wm_status encode_search(wm_s2s *m, const feed *f, size_t n, const int64_t *mask, int64_t B, int64_t S_in,
+                               const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
+    wm_tensor eo[4];
+    if (wm_session_n_outputs(m->enc) > 4)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: more outputs than last_hidden_state", m->dir);
+    wm_status st = run_named(m->enc, f, n, eo, err);
+    if (st) return st;
+    const wm_tensor *h = &eo[wm_session_output_index(m->enc, "last_hidden_state")];
+    if (h->rank != 3 || h->dims[0] != B || h->dims[2] != m->hidden || (mask && h->dims[1] != S_in) || h->dims[1] < 1)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: last_hidden_state is not [%lld, %s, %lld]",
+                      m->dir, (long long)B, mask ? "source length" : "frames", (long long)m->hidden);
+    int64_t S = h->dims[1];
+    if ((st = check_gen(m, g, B, S, err))) return st;
+    return search(m, h->data, mask, B, S, g, out, width, err);
+}
+
+wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, int64_t B, int64_t S,
+                          const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
+    *out = NULL;
+    *width = 0;
+    if (m->speech)
+        return wm_err(err, WM_ERR_USAGE, "%s: a speech encoder-decoder (input_features): give audio, not tokens",
+                      m->dir);
+    wm_status st = check_gen(m, g, B, S, err);
+    if (st) return st;
+    for (int64_t i = 0; i < B * S; i++)
+        if (ids[i] < 0 || ids[i] >= m->vocab)
+            return wm_err(err, WM_ERR_USAGE, "source token %lld is outside the vocabulary of %lld", (long long)ids[i],
+                          (long long)m->vocab);
+    int64_t d[2] = {B, S};
+    feed f[2] = {{"input_ids", tens(WM_DT_INT64, 2, d, (void *)ids)}, {"attention_mask", tens(WM_DT_INT64, 2, d, (void *)mask)}};
+    return encode_search(m, f, 2, mask, B, S, g, out, width, err);
+}
+
+wm_status wm_s2s_generate_features(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
+                                   const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
+    *out = NULL;
+    *width = 0;
+    if (!m->speech)
+        return wm_err(err, WM_ERR_USAGE, "%s: the encoder reads input_ids, not audio features", m->dir);
+    if (B < 1 || frames < 1) return wm_err(err, WM_ERR_USAGE, "no audio features");
+    if (n_mels != m->n_mels)
+        return wm_err(err, WM_ERR_USAGE, "%lld mel bins given; %s/encoder_model.onnx reads %lld", (long long)n_mels,
+                      m->dir, (long long)m->n_mels);
+    wm_status st = check_gen(m, g, B, frames, err); /* frames bound the encoder's output length */
+    if (st) return st;
+    int64_t d[3] = {B, n_mels, frames};
+    feed f[1] = {{"input_features", tens(WM_DT_FLOAT, 3, d, (void *)feats)}};
+    return encode_search(m, f, 1, NULL, B, frames, g, out, width, err);
 }

@@ -21,6 +21,9 @@
 #include "winml/runtime.h"
 
 #define WM_S2S_MAX_EOS 16
+#define WM_S2S_MAX_PROMPT 16      /* decoder prompt tokens (start, language, task, notimestamps, ...) */
+#define WM_S2S_MAX_LANGS 256      /* language tokens a prompt may choose from (language detection) */
+#define WM_S2S_MAX_SUPPRESS 1024  /* suppress_tokens entries */
 #define WM_S2S_MAX_CACHE_BYTES (16ull << 30) /* a search whose caches would pass this is refused (WM_ERR_USAGE) */
 
 typedef struct wm_s2s wm_s2s;
@@ -37,7 +40,27 @@ typedef struct wm_s2s_gen {
     int64_t pad_token_id;         /* -1: the first end id */
     int64_t eos[WM_S2S_MAX_EOS];
     size_t n_eos;
+    /* suppress_tokens: never generated; begin_suppress_tokens: not as the first generated token (transformers'
+       SuppressTokens / SuppressTokensAtBegin processors; ids outside the vocabulary are ignored as torch.isin does) */
+    int64_t suppress[WM_S2S_MAX_SUPPRESS], begin_suppress[WM_S2S_MAX_SUPPRESS];
+    size_t n_suppress, n_begin_suppress;
+    /* The decoder prompt: prompt[0..n_prompt) starts every hypothesis (0 tokens: decoder_start_token_id alone).
+       lang_slot >= 0: that prompt position is filled per source row by language detection - one decoder step on
+       the start token, the argmax of its logits over langs[0..n_langs) (Whisper's detect_language). */
+    int64_t prompt[WM_S2S_MAX_PROMPT];
+    size_t n_prompt;
+    int lang_slot;
+    int64_t langs[WM_S2S_MAX_LANGS];
+    size_t n_langs;
+    int64_t max_positions;        /* config.json's max_target_positions (wm_s2s_prompt_from_folder; 0: unknown) */
 } wm_s2s_gen;
+
+/*
+ * max_length for a prompted (speech) search as transformers' Whisper sets it: n_prompt + max_new when max_new > 0
+ * (WM_ERR_USAGE when that passes max_positions), else g->max_length + min(max_positions / 2 - 1, n_prompt),
+ * capped at max_positions.
+ */
+wm_status wm_s2s_prompt_max_length(wm_s2s_gen *g, int64_t max_new, wm_error *err);
 
 /* The defaults transformers uses: max_length 20, 1 beam, length_penalty 1, early_stopping false, no ids. */
 void wm_s2s_gen_default(wm_s2s_gen *g);
@@ -49,6 +72,18 @@ void wm_s2s_gen_default(wm_s2s_gen *g);
  * but malformed, or a field of the wrong kind, is an error naming the file and field.
  */
 wm_status wm_s2s_gen_from_folder(const char *dir, wm_s2s_gen *g, wm_error *err);
+
+/*
+ * The decoder prompt of a speech encoder-decoder (Whisper) from dir's generation_config.json (config.json's
+ * forced_decoder_ids as a fallback), as transformers' _retrieve_init_tokens builds it: decoder_start_token_id;
+ * the language token (language: "en", "<|en|>" or a name in lang_to_id's spelling; NULL: forced_decoder_ids'
+ * one, else detected when lang_to_id is there); the task token (task "transcribe" / "translate" through
+ * task_to_id; NULL: forced_decoder_ids' one, "transcribe" when a language was given); then no_timestamps_token_id.
+ * Sets g->prompt / n_prompt / lang_slot / langs. A language or task the files do not list is WM_ERR_USAGE naming
+ * the file; malformed fields WM_ERR_INPUT naming file and field.
+ */
+wm_status wm_s2s_prompt_from_folder(const char *dir, const char *language, const char *task, wm_s2s_gen *g,
+                                    wm_error *err);
 
 /* Opens the three graphs of the build folder dir (threads 0: all cores). *out: wm_s2s_free. */
 wm_status wm_s2s_open(const char *dir, int threads, wm_s2s **out, wm_error *err);
@@ -63,5 +98,17 @@ int64_t wm_s2s_vocab(const wm_s2s *m);
  */
 wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, int64_t B, int64_t S,
                           const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
+
+/* 1 when the build's encoder reads input_features (a speech encoder-decoder), 0 when it reads input_ids. */
+int wm_s2s_speech(const wm_s2s *m);
+/* input_features' mel bins (the encoder's fixed dim 1; 0 when not a speech build). */
+int64_t wm_s2s_n_mels(const wm_s2s *m);
+
+/*
+ * The same for a speech build: feats [B, n_mels, frames] (row-major log-mel features, e.g. wm_logmel's).
+ * The rows of *out start with the prompt (g->prompt, language filled in when detected).
+ */
+wm_status wm_s2s_generate_features(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
+                                   const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
 
 #endif

@@ -1,0 +1,105 @@
+/* speech_s2s.c - log-mel features of audio files for a speech encoder-decoder folder (see speech_s2s.h). */
+#include "tasks/speech_s2s.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audio/audio.h"
+#include "audio/features.h"
+#include "core/file.h"
+#include "hf/config.h"
+
+/* An integer field of o in [lo, hi] into *v (unchanged when absent or null). */
+static wm_status int_field(const cJSON *o, const char *file, const char *key, double lo, double hi, int64_t *v,
+                           wm_error *err) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!x || cJSON_IsNull(x)) return WM_OK;
+    if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int64_t)x->valuedouble || x->valuedouble < lo ||
+        x->valuedouble > hi)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected an integer from %.0f to %.0f", file, key, lo, hi);
+    *v = (int64_t)x->valuedouble;
+    return WM_OK;
+}
+
+/* The extractor's settings: preprocessor_config.json, else processor_config.json's "feature_extractor". */
+static wm_status settings(const char *dir, int64_t n_mels, wm_logmel_opts *o, wm_error *err) {
+    wm_logmel_opts_default(o);
+    o->n_mels = (int)n_mels;
+    static const char *const files[2] = {"preprocessor_config.json", "processor_config.json"};
+    for (int f = 0; f < 2; f++) {
+        char p[4200];
+        int present = 0;
+        snprintf(p, sizeof p, "%s/%s", dir, files[f]);
+        wm_status s = wm_input_present(p, &present, err);
+        if (s) return s;
+        if (!present) continue;
+        cJSON *root = NULL;
+        if ((s = wm_hf_json_load(p, 1 << 20, &root, err))) return s;
+        const cJSON *fe = f ? cJSON_GetObjectItemCaseSensitive(root, "feature_extractor") : root;
+        int64_t rate = o->rate, nfft = o->n_fft, hop = o->hop, mels = n_mels, chunk = 30;
+        if (f && !cJSON_IsObject(fe)) {
+            cJSON_Delete(root);
+            continue;
+        }
+        if (!(s = int_field(fe, p, "sampling_rate", 1000, 384000, &rate, err)) &&
+            !(s = int_field(fe, p, "n_fft", 2, 65536, &nfft, err)) &&
+            !(s = int_field(fe, p, "hop_length", 1, 65536, &hop, err)) &&
+            !(s = int_field(fe, p, "feature_size", 1, 1024, &mels, err)))
+            s = int_field(fe, p, "chunk_length", 1, 3600, &chunk, err);
+        cJSON_Delete(root);
+        if (s) return s;
+        if (mels != n_mels)
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'feature_size': %lld mel bins, the encoder reads %lld", p,
+                          (long long)mels, (long long)n_mels);
+        o->rate = (int)rate, o->n_fft = (int)nfft, o->hop = (int)hop;
+        /* transformers recomputes n_samples from chunk_length (a saved "n_samples" is not read back) */
+        o->n_samples = (size_t)(chunk * rate);
+        if (o->n_samples <= (size_t)o->n_fft / 2)
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'n_fft': %d is not under twice the %zu samples of a chunk", p,
+                          o->n_fft, o->n_samples);
+        if ((double)o->n_samples / (double)o->hop * (double)n_mels > WM_SPEECH_S2S_MAX_FEATURES)
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'hop_length': %d over chunk_length %lld s at %lld Hz gives "
+                          "%zu frames x %lld mel bins, over the bound of %d values a file", p, o->hop,
+                          (long long)chunk, (long long)rate, o->n_samples / (size_t)o->hop, (long long)n_mels,
+                          WM_SPEECH_S2S_MAX_FEATURES);
+        break;
+    }
+    return WM_OK;
+}
+
+wm_status wm_speech_s2s_features(const char *dir, int64_t n_mels, const char *const *files, size_t n, float **feats,
+                                 int64_t *frames, double *seconds, wm_error *err) {
+    *feats = NULL;
+    *frames = 0;
+    wm_logmel_opts o;
+    wm_status s = settings(dir, n_mels, &o, err);
+    if (s) return s;
+    float *all = NULL;
+    size_t per = 0, fr = 0;
+    for (size_t i = 0; i < n && !s; i++) {
+        wm_audio a;
+        memset(&a, 0, sizeof a);
+        if ((s = wm_audio_load(files[i], o.rate, 0, &a, err))) break;
+        if (seconds) seconds[i] = (double)a.n / a.rate;
+        float *mel = NULL;
+        size_t f = 0;
+        s = wm_logmel(a.samples, a.n, &o, &mel, &f, err);
+        wm_audio_free(&a);
+        if (s) break;
+        if (!all) {
+            fr = f, per = (size_t)n_mels * f;
+            if (!(all = malloc(n * per * sizeof *all))) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        }
+        if (!s) memcpy(all + i * per, mel, per * sizeof *all); /* every file gives n_samples / hop frames */
+        free(mel);
+    }
+    if (s) {
+        free(all);
+        return s;
+    }
+    *feats = all;
+    *frames = (int64_t)fr;
+    return WM_OK;
+}

@@ -1,0 +1,26 @@
+/*
+ * speech_s2s.h - the audio front end of a speech encoder-decoder build folder (Whisper): each file decoded, mixed
+ * to mono and resampled to the folder's preprocessor_config.json sampling_rate (audio/audio.h), then its log-mel
+ * features as WhisperFeatureExtractor computes them (audio/features.h) with that file's feature_size, n_fft,
+ * hop_length and chunk_length (n_samples = chunk_length x sampling_rate, as transformers recomputes it); Whisper's
+ * defaults (16000 Hz, 400, 160, 30 s) for what the file leaves out, and feature_size must equal the encoder's mel
+ * bins. A file's features are bounded (WM_SPEECH_S2S_MAX_FEATURES values: 128 mel bins x 131072 frames).
+ */
+#ifndef WM_TASKS_SPEECH_S2S_H
+#define WM_TASKS_SPEECH_S2S_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+#define WM_SPEECH_S2S_MAX_FEATURES (1 << 24)
+
+/*
+ * The features of files[0..n) for folder dir whose encoder reads n_mels bins: *feats (malloc'ed, caller frees)
+ * [n, n_mels, *frames]; seconds[i] (optional, n entries) each file's duration. Errors name the file and field.
+ */
+wm_status wm_speech_s2s_features(const char *dir, int64_t n_mels, const char *const *files, size_t n, float **feats,
+                                 int64_t *frames, double *seconds, wm_error *err);
+
+#endif
