@@ -208,11 +208,14 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
             r->rtn_accuracy_level = 4; /* int8 activations in MatMulNBits: the CPU EPs' fast path */
             r->rtn_half_scales = 1;    /* scales winml's engine streams as 2 bytes (exact float32 still) */
             r->symmetric = 0;
-            /* a float offset per 4-bit block, scale and offset fitted (quant_fzp.c). bench/int4_quality.py, 3000
-               bytes of fortunes: SmolLM2 0.999x fp32 (its weights are Q4_1's grid, which this represents exactly),
-               1.086x against 1.197x with uint8 zero points when the weights get noise off that grid; Gemma 3 270M
-               1.068x against 1.058x (not a gain there) */
-            r->rtn_float_zero_points = 1;
+            /* uint8 zero points: onnxruntime's fast MatMulNBits path. Float zero points (quant_fzp.c's fitted
+               offset, opt-in) gave SmolLM2 0.999x fp32 against 1.042x (its weights are Q4_1's grid, which a float
+               offset represents exactly) and Gemma 3 270M 1.068x against 1.058x, but onnxruntime has no fast
+               kernel for them: one SmolLM2 decode step (128 cached positions, 2 threads) took ~11-15x the time of
+               this recipe's (bench/bench_int4_decode.py). The scale search (quant.rtn_scale_search) stays
+               opt-in: its weighted error is lower but SmolLM2's perplexity higher (1.070x), as it moves the
+               scale off the grid RTN's min/max scale lands on */
+            r->rtn_float_zero_points = 0;
             r->op_types_to_quantize = str_list(mmg); /* Gather: embedding tables as GatherBlockQuantized */
             r->nodes_to_exclude = str_list(empty);
             r->rtn_8bit_weights = str_list(w8);

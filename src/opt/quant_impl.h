@@ -119,6 +119,17 @@ void wm_nbits_fzp_weights(const float *x, int64_t n, float *w);
 void wm_nbits_fit_fzp(const float *x, const float *w, int64_t n, int kmax, int32_t scale_dtype, int32_t zp_dtype,
                       uint8_t *q, uint8_t *tq, float *scale, float *zp);
 
+/*
+ * Scale *scale and integer zero point *zp in [0, kmax] (uint8 zero points: onnxruntime's fast MatMulNBits path)
+ * and codes q[0..n) of block x[0..n) of least weighted error among: the caller's choice on entry (*scale, *zp and
+ * its codes: RTN's), and wm_nbits_fit_fzp's candidate ranges with the zero point rounded down and up, the scale
+ * refitted by weighted least squares for the codes (quant_fzp.c's header). Never more error than the choice on
+ * entry. A block with a NaN or infinity keeps the entry's choice and codes (q as the caller filled it). tq: n
+ * bytes of scratch.
+ */
+void wm_nbits_fit_izp(const float *x, const float *w, int64_t n, int kmax, int32_t scale_dtype, uint8_t *q,
+                      uint8_t *tq, float *scale, int *zp);
+
 /* Float32 view of a constant weight, row-major, as floats (decoded from f32/f16/bf16/f64); caller frees. */
 float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err);
 

@@ -14,7 +14,8 @@
  *
  * With the scale search (wm_quant_config.scale_search) each block then tries other scales (and, asymmetric,
  * zero points) and keeps the one of least weighted error E = sum_i w_i (v_i - scale * (q_i - zp))^2, RTN's own
- * choice among them, so E never exceeds RTN's (see search_block).
+ * choice among them, so E never exceeds RTN's (symmetric: search_block; asymmetric: wm_nbits_fit_izp, the
+ * float-offset fit of quant_fzp.c with its zero point rounded to an integer and the scale refitted).
  */
 #include <float.h>
 #include <stdarg.h>
@@ -86,39 +87,26 @@ static void try_scale(const float *x, const float *w, int64_t n, float s0, int z
 }
 
 /*
- * The search over one block column x[0..n) (finite values; RTN chose *scale, *zp, codes q[0..n)): candidate
- * scales around RTN's (symmetric: the extreme m mapped to -2^(bits-1) or to 2^(bits-1)-1; asymmetric: the range
- * [lo, hi] over the levels, the zero point rounded and its two neighbours), each refit (try_scale). Weights
- * w_i = v_i^2 + mean(v^2)/8: the larger weights matter more (their errors move outputs most when inputs are
- * alike in size) without leaving the small ones free. *scale, *zp and q receive the best; RTN's when none beats it.
+ * The symmetric search over one block column x[0..n) (finite values; RTN chose *scale, *zp, codes q[0..n)):
+ * candidate scales around RTN's (the extreme m mapped to -2^(bits-1) or to 2^(bits-1)-1), each refit
+ * (try_scale). Weights wm_nbits_fzp_weights: the larger weights matter more (their errors move outputs most when
+ * inputs are alike in size) without leaving the small ones free. *scale, *zp and q receive the best; RTN's when
+ * none beats it.
  * w and tq: room for n floats and n bytes.
  */
-static void search_block(const float *x, int64_t n, int bits, int sym, float lo, float hi, int32_t scale_dtype,
+static void search_block(const float *x, int64_t n, int bits, float lo, float hi, int32_t scale_dtype,
                          float *scale, int *zp, uint8_t *q, float *w, uint8_t *tq) {
     const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
-    double ms = 0;
-    for (int64_t i = 0; i < n; i++) ms += (double)x[i] * x[i];
-    ms /= (double)n;
-    for (int64_t i = 0; i < n; i++) w[i] = (float)((double)x[i] * x[i] + ms / 8);
+    wm_nbits_fzp_weights(x, n, w);
     double best = block_err(x, w, q, n, *scale, *zp);
     if (!isfinite(best)) return;
     float best_s = *scale;
     int best_z = *zp;
     for (int t = -SEARCH_STEPS; t <= SEARCH_STEPS; t++) {
         float f = 1.0f + (float)t / 80.0f;
-        if (sym) {
-            float m = fabsf(hi) > fabsf(lo) ? hi : lo;
-            try_scale(x, w, n, -m / ((float)kmid * f), kmid, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
-            try_scale(x, w, n, m / ((float)(kmid - 1) * f), kmid, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
-        } else {
-            float l = lo < 0.0f ? lo : 0.0f, h = hi > 0.0f ? hi : 0.0f, s = (h - l) / ((float)kmax * f);
-            if (!(s > 0.0f)) continue;
-            int z0 = (int)roundf(-l / s);
-            for (int dz = -1; dz <= 1; dz++) {
-                int z = z0 + dz;
-                if (z >= 0 && z <= kmax) try_scale(x, w, n, s, z, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
-            }
-        }
+        float m = fabsf(hi) > fabsf(lo) ? hi : lo;
+        try_scale(x, w, n, -m / ((float)kmid * f), kmid, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
+        try_scale(x, w, n, m / ((float)(kmid - 1) * f), kmid, kmax, scale_dtype, tq, &best, &best_s, &best_z, q);
     }
     *scale = best_s, *zp = best_z;
 }
@@ -159,7 +147,8 @@ static size_t row_scratch(int64_t N, int64_t bs) { return (size_t)(4 * N + 3 * b
  * One block row (rows [kb*bs, kb*bs + nrows) of all N columns, row-major) with a given scale
  * rounding. Walks the rows in memory order (per-column state in scratch, row_scratch floats),
  * so a wide weight streams through the cache; each value sees the same arithmetic as the
- * per-column definition above. search: each column's block then goes through search_block.
+ * per-column definition above. search: each column's block then goes through search_block (symmetric) or
+ * wm_nbits_fit_izp (asymmetric).
  */
 static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, int64_t N, int64_t bs, int bits,
                       int sym, int search, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp,
@@ -208,7 +197,11 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
                 col[k] = rows[k * N + n];
                 cq[k] = (uint8_t)code_of(col[k], r, z, kmax);
             }
-            search_block(col, nrows, bits, sym, mn[n], mx[n], scale_dtype, &scale, &z, cq, wts, tq);
+            if (sym) search_block(col, nrows, bits, mn[n], mx[n], scale_dtype, &scale, &z, cq, wts, tq);
+            else {
+                wm_nbits_fzp_weights(col, nrows, wts);
+                wm_nbits_fit_izp(col, wts, nrows, kmax, scale_dtype, cq, tq, &scale, &z);
+            }
             for (int64_t k = 0; k < nrows; k++) put_code(dst, k, bits, cq[k]);
             rs[n] = 0.0f, zs[n] = -1; /* codes written: the pass below skips this column */
         } else {
