@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
-#include "eval/dataset.h"
+#include "core/table.h"
 #include "hf/tokenizer.h"
 
 static const char *const TABLE_EXTS[] = {".jsonl", ".json", ".csv", ".tsv"};

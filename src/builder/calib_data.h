@@ -1,6 +1,6 @@
 /*
  * calib_data.h - static calibration's text samples from a recipe's dataset (eval.dataset.path): a local table file
- * (.jsonl / .json / .csv / .tsv, read by eval/dataset.h's reader) or a local folder holding <split>.<ext> (the
+ * (.jsonl / .json / .csv / .tsv, read by core/table.h's reader) or a local folder holding <split>.<ext> (the
  * recipe's split, else test, validation, train), its text column (eval.dataset.columns_mapping.input_column, else
  * "text", else "sentence"), each non-empty cell tokenized by the checkpoint's tokenizer (special tokens added, cut
  * to max_len). A hub name, a parquet / arrow file or a checkpoint without tokenizer is "not reachable": the caller
@@ -25,7 +25,7 @@ typedef struct wm_calib_texts {
 /*
  * Loads up to max_rows text rows of dataset path (split and column may be NULL or ""). WM_OK with t->n > 0: rows
  * read; WM_OK with t->n == 0: the dataset is not reachable here, why[nwhy] says what was tried. An error when it
- * is reachable but unusable: a malformed file (eval/dataset.h's messages, naming file and line), no such column
+ * is reachable but unusable: a malformed file (core/table.h's messages, naming file and line), no such column
  * (naming the file and its columns), no non-empty text row, a text the tokenizer refuses. t is freed on error.
  */
 wm_status wm_calib_texts_load(const char *ckpt_dir, const char *path, const char *split, const char *column,

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
-#include "eval/dataset.h"
+#include "core/table.h"
 #include "eval/metrics.h"
 #include "tasks/vision.h"
 

@@ -11,7 +11,7 @@
 #include <strings.h>
 
 #include "core/error.h"
-#include "eval/dataset.h"
+#include "core/table.h"
 #include "eval/metrics.h"
 #include "tasks/speech.h"
 

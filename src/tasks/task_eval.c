@@ -9,7 +9,7 @@
 #include "builder/recipe.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "eval/dataset.h"
+#include "core/table.h"
 #include "eval/metrics.h"
 #include "hf/tokenizer.h"
 #include "llm/causal_lm.h"

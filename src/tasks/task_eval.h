@@ -1,6 +1,6 @@
 /*
  * task_eval.h - `winml eval --mode task`: task metrics of a build on local
- * data (src/eval/dataset.h tables, src/eval/metrics.h metrics).
+ * data (src/core/table.h tables, src/eval/metrics.h metrics).
  *   text-classification  columns text [+ pair] + label -> accuracy, F1
  *                        (a single-logit head predicts label 1 when its score > 0)
  *   text-ranking         columns query, passage, label -> MRR@10, nDCG@10 over queries

@@ -1,10 +1,10 @@
-/* libFuzzer target: data set parsing (JSONL, TSV, CSV) of src/eval/dataset.c, through the same bounded line
+/* libFuzzer target: data set parsing (JSONL, TSV, CSV) of src/core/table.c, through the same bounded line
    reader as files. The second byte picks a small line limit (64 << (b % 8) bytes) and a row cap (b / 8 % 4, 0 all),
    so the too-long-line and stop-early paths run as often as the rest. */
 #include <stddef.h>
 #include <stdint.h>
 
-#include "eval/dataset.h"
+#include "core/table.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;

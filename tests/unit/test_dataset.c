@@ -9,7 +9,7 @@
 #include <cmocka.h>
 #include <stdlib.h>
 
-#include "eval/dataset.h"
+#include "core/table.h"
 #include "unit_tmpdir.h"
 
 static void parse_ok(const char *text, wm_table_format f, wm_table *t) {

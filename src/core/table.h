@@ -1,5 +1,5 @@
 /*
- * dataset.h - local data sets for `winml eval --mode task`: a table of
+ * table.h - local tables of text (eval data sets, calibration text): a table of
  * string cells read from JSONL (one object per line; cells by key),
  * TSV (tab separated, first row the header, no quoting, as GLUE ships it)
  * or CSV (RFC 4180: quoted cells with "" escapes and embedded newlines).
@@ -13,8 +13,8 @@
  * without the header's cell count (TSV/CSV), a JSONL line that is not an
  * object (depth capped).
  */
-#ifndef WM_EVAL_DATASET_H
-#define WM_EVAL_DATASET_H
+#ifndef WM_CORE_TABLE_H
+#define WM_CORE_TABLE_H
 
 #include <stddef.h>
 

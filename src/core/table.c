@@ -1,5 +1,5 @@
-/* dataset.c - JSONL / TSV / CSV tables read as a stream of bounded lines (see dataset.h). */
-#include "eval/dataset.h"
+/* table.c - JSONL / TSV / CSV tables read as a stream of bounded lines (see table.h). */
+#include "core/table.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
