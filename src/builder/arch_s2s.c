@@ -128,6 +128,8 @@ static const s2s_family s2s_families[] = {
 };
 #define N_FAM (sizeof s2s_families / sizeof s2s_families[0])
 
+const char *wm_s2s_type(size_t i) { return i < N_FAM ? s2s_families[i].model_type : NULL; }
+
 const void *wm_s2s_find(const char *model_type) {
     for (size_t i = 0; model_type && i < N_FAM; i++)
         if (!strcmp(s2s_families[i].model_type, model_type)) return &s2s_families[i];

@@ -269,3 +269,26 @@ def test_random_weights_build_runs(winml_asan, tmp_path):
     assert r.returncode == 0, U.describe(r)
     outs = json.loads(r.stdout)["outputs"]
     assert len(outs) == 2 and all(x["ids"][0] == 0 for x in outs), outs
+
+
+def test_unknown_type_lists_encoder_decoders(winml_asan, tmp_path):
+    """The families a refusal lists include the encoder-decoder table's (they were left out)."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"model_type": "nope"}))
+    r = U.run([winml_asan, "build", "-m", str(tmp_path / "m"), "--random-weights", "-o", str(tmp_path / "o")])
+    U.assert_clean_error(r, "winml build", "'model_type'", "bart, marian, t5")
+
+
+def test_part_recipe_refused_naming_its_class(built, winml_asan, tmp_path):
+    """A reference part recipe of an encoder-decoder (a separate encoder or static-cache decoder export) is refused
+    saying so, not as if the model_type were unknown to the builder."""
+    _, o = built["v1_par"]
+    rec = {"export": {"opset_version": 17, "input_tensors": [{"name": "input_ids", "dtype": "int32", "shape": [1, 8]}],
+                      "output_tensors": [{"name": "encoder_hidden_states"}]},
+           "loader": {"task": "feature-extraction", "model_class": "T5EncoderWrapper", "model_type": "t5"}}
+    rp = tmp_path / "rec.json"
+    rp.write_text(json.dumps(rec))
+    r = U.run([winml_asan, "build", "-m", o.replace("build_", "ckpt_"), "-c", str(rp), "-o", str(tmp_path / "o")])
+    U.assert_clean_error(r, "winml build", "'loader.model_type'", "model_type 't5' is not supported in a recipe",
+                         "T5EncoderWrapper", "decoder_with_past_model.onnx")
+    assert not (tmp_path / "o").exists()
