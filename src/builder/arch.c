@@ -139,6 +139,8 @@ void wm_arch_family_names(char *buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", wm_families[i].model_type);
     for (size_t i = 0; i < wm_n_vis_families && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, ", %s", wm_vis_families[i].model_type);
+    for (size_t i = 0; wm_s2s_type(i) && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, ", %s", wm_s2s_type(i));
 }
 
 static const wm_modpat *scheme_pat(const wm_scheme *s, int m) {

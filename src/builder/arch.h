@@ -97,6 +97,7 @@ const char *wm_act_name(wm_act a);
     X(G_MAP_DOWN, "map_down") X(G_REL_BIAS, "rel_attn_bias") X(G_REL_EMB, "rel_embeddings")   \
     X(G_REL_NORM, "rel_norm") X(G_DEC_POS, "dec_embed_positions")                            \
     X(G_DEC_EMB_NORM, "dec_embed_norm") X(G_DEC_FINAL_NORM, "dec_norm")                      \
+    X(G_DEC_REL_BIAS, "dec_rel_attn_bias")                                                    \
     X(L_ATTN_NORM, "attn_norm") X(L_Q, "q_proj") X(L_K, "k_proj") X(L_V, "v_proj")       \
     X(L_QKV, "qkv_proj") X(L_O, "o_proj") X(L_Q_NORM, "q_norm") X(L_K_NORM, "k_norm")    \
     X(L_MLP_NORM, "mlp_norm") X(L_GATE, "gate_proj") X(L_UP, "up_proj")                   \
@@ -258,6 +259,10 @@ typedef struct wm_arch {
        post_norm is 0 (pre-norm layers). */
     int mel_stem;
     int64_t n_mels, enc_P;
+    int64_t dec_hd;           /* the decoder's head size (hd is the encoder's): d_model / heads, or T5's d_kv */
+    /* relative position buckets of an encoder-decoder (rel_buckets > 0 with graph WM_GRAPH_S2S): G_REL_BIAS
+       [rel_rows, enc_nh] bidirectional in the encoder, G_DEC_REL_BIAS [rel_rows, dec_nh] unidirectional in the
+       decoder (wm_rel_bucket_causal); computed once per stack and added to every layer's self-attention scores */
     /* modules: mods[(layer + 1) * WM_M_COUNT + m], layer -1 for the global ones */
     wm_module *mods;
     uint64_t n_params;        /* parameters the export stores */
@@ -310,6 +315,10 @@ void wm_arch_family_names(char *buf, size_t n);
  * max_dist, the last bucket from there on; computed in float32 as transformers does (the same buckets).
  */
 int64_t wm_rel_bucket(int64_t rel, int64_t buckets, int64_t max_dist);
+/* The unidirectional (decoder) bucketing of the same: keys after the query (rel > 0) share bucket 0 with rel 0,
+   exact distances below buckets / 2, log-spaced up to max_dist, buckets - 1 from there on (T5's
+   bidirectional=False); buckets >= 2 and max_dist > buckets / 2. */
+int64_t wm_rel_bucket_causal(int64_t rel, int64_t buckets, int64_t max_dist);
 /* DeBERTa's log bucket of relative position rel: exact below buckets / 2, log-spaced up to max_pos, float32 as
    transformers' make_log_bucket_position (rel itself when buckets or max_pos <= 0). */
 int64_t wm_log_bucket(int64_t rel, int64_t buckets, int64_t max_pos);

@@ -219,6 +219,8 @@ int arch_cfg_int(const wm_arch *a, const char *key, int64_t def, int64_t lo, int
 
 /* Encoder-decoder families (arch_s2s.c): bart, marian. NULL / the same contract as wm_arch_resolve. */
 const void *wm_s2s_find(const char *model_type);
+/* The i-th encoder-decoder model_type of the table; NULL past the last. */
+const char *wm_s2s_type(size_t i);
 wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
 /* Appends the feature strings of an encoder-decoder arch to the open array j. */
 void wm_s2s_features(const wm_arch *a, wm_json *j);

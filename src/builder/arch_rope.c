@@ -163,6 +163,14 @@ int64_t wm_rel_bucket(int64_t rel, int64_t buckets, int64_t max_dist) {
     return ret + (large < half - 1 ? large : half - 1);
 }
 
+int64_t wm_rel_bucket_causal(int64_t rel, int64_t buckets, int64_t max_dist) {
+    int64_t exact = buckets / 2, n = rel < 0 ? -rel : 0;
+    if (n < exact) return n;
+    float v = logf((float)n / (float)exact) / (float)log((double)max_dist / (double)exact) * (float)(buckets - exact);
+    int64_t large = exact + (int64_t)v;
+    return large < buckets - 1 ? large : buckets - 1;
+}
+
 int64_t wm_log_bucket(int64_t rel, int64_t buckets, int64_t max_pos) {
     int64_t mid = buckets / 2, a = rel < 0 ? -rel : rel;
     if (buckets <= 0 || max_pos <= 0 || a <= mid) return rel;

@@ -1,14 +1,14 @@
 /*
- * arch_s2s.c - encoder-decoder checkpoints (BART, Marian) resolved from one
+ * arch_s2s.c - encoder-decoder checkpoints (BART, Marian, T5, Whisper) resolved from one
  * family table and one naming table: an encoder stack and a decoder stack
  * whose layers add cross-attention over the encoder's output, shared token
  * embeddings, learned (with an offset) or sinusoidal positions, an optional
  * LayerNorm after the embeddings, post-norm or pre-norm layers (pre-norm
- * stacks end in a final norm), logits + final_logits_bias. Speech rows
- * (Whisper) add a log-mel conv stem in place of the encoder's token
- * embedding, stored position tables per stack and a k_proj without bias.
- * What differs by family is a row of s2s_families[]; model_type appears
- * nowhere else.
+ * stacks end in a final norm), logits + final_logits_bias. T5 rows: relative
+ * position buckets, RMSNorm, gated MLPs, d_kv heads. Speech rows (Whisper) add
+ * a log-mel conv stem in place of the encoder's token embedding, stored
+ * position tables per stack and a k_proj without bias. What differs by family
+ * is a row of s2s_families[]; model_type appears nowhere else.
  *
  * The module slots: layer -1 the globals, layers 0..enc_L-1 the encoder's,
  * enc_L..enc_L+dec_L-1 the decoder's (the tensor names use the stack's own
@@ -25,57 +25,131 @@
 #include "core/error.h"
 #include "core/json.h"
 
-typedef struct s2s_family {
-    const char *model_type, *class_stem;
-    int sinusoidal;     /* positions computed (Marian) instead of a learned table */
-    int64_t pos_offset; /* learned table rows = max_position_embeddings + offset (BART's 2) */
-    int emb_norm;       /* layernorm_embedding in both stacks */
-    double eps;         /* nn.LayerNorm's default */
-    /* speech encoder-decoders (Whisper); zero / NULL in the text rows above */
-    const char *embed;    /* the token embedding (NULL: model.shared) */
-    const char *lm_head;  /* the output projection's name (NULL: lm_head) */
-    const char *pos_key;  /* config key of the decoder's position rows (NULL: max_position_embeddings) */
-    const char *enc_pos_key; /* the encoder's own stored position table rows (mel_stem) */
-    int pre_norm;         /* pre-norm layers; each stack ends in model.{encoder,decoder}.layer_norm */
-    int k_nobias;         /* attention k_proj has no bias */
-    int mel_stem;         /* log-mel input through conv1 / conv2 (num_mel_bins), no encoder padding mask */
-    int task;             /* the one task it builds for (0: text2text-generation) */
-} s2s_family;
-
-static const s2s_family s2s_families[] = {
-    {"bart", "Bart", 0, 2, 1, 1e-5},
-    {"marian", "Marian", 1, 0, 0, 1e-5},
-    {"whisper", "Whisper", 0, 0, 0, 1e-5, .embed = "model.decoder.embed_tokens", .lm_head = "proj_out",
-     .pos_key = "max_target_positions", .enc_pos_key = "max_source_positions", .pre_norm = 1, .k_nobias = 1,
-     .mel_stem = 1, .task = WM_TASK_ASR},
-};
-#define N_FAM (sizeof s2s_families / sizeof s2s_families[0])
-
 /* Per-layer modules; %s = "encoder" / "decoder", %d = the layer within its stack. */
 typedef struct s2s_pat {
-    int mod, kind, cross; /* cross: decoder layers only */
+    int mod, kind;
+    int stack; /* 0 both stacks, 1 decoder layers only, 2 encoder layers only */
+    int ffn;   /* 0 always, 1 only with a gated MLP, 2 only without */
     const char *pat;
 } s2s_pat;
 
-static const s2s_pat layer_pats[] = {
-    {WM_M_L_Q, WM_MK_LINEAR, 0, "model.%s.layers.%d.self_attn.q_proj"},
-    {WM_M_L_K, WM_MK_LINEAR, 0, "model.%s.layers.%d.self_attn.k_proj"},
-    {WM_M_L_V, WM_MK_LINEAR, 0, "model.%s.layers.%d.self_attn.v_proj"},
-    {WM_M_L_O, WM_MK_LINEAR, 0, "model.%s.layers.%d.self_attn.out_proj"},
-    {WM_M_L_ATTN_NORM, WM_MK_NORM, 0, "model.%s.layers.%d.self_attn_layer_norm"},
-    {WM_M_L_XQ, WM_MK_LINEAR, 1, "model.%s.layers.%d.encoder_attn.q_proj"},
-    {WM_M_L_XK, WM_MK_LINEAR, 1, "model.%s.layers.%d.encoder_attn.k_proj"},
-    {WM_M_L_XV, WM_MK_LINEAR, 1, "model.%s.layers.%d.encoder_attn.v_proj"},
-    {WM_M_L_XO, WM_MK_LINEAR, 1, "model.%s.layers.%d.encoder_attn.out_proj"},
-    {WM_M_L_XATTN_NORM, WM_MK_NORM, 1, "model.%s.layers.%d.encoder_attn_layer_norm"},
-    {WM_M_L_UP, WM_MK_LINEAR, 0, "model.%s.layers.%d.fc1"},
-    {WM_M_L_DOWN, WM_MK_LINEAR, 0, "model.%s.layers.%d.fc2"},
-    {WM_M_L_MLP_NORM, WM_MK_NORM, 0, "model.%s.layers.%d.final_layer_norm"},
-};
+/* A family's spelling of its config keys and tensor names. NULL key: the family has no such setting. */
+typedef struct s2s_names {
+    const char *scheme; /* the naming scheme's name (messages) */
+    const char *enc_layers, *dec_layers, *enc_heads, *dec_heads, *enc_ffn, *dec_ffn;
+    const char *positions; /* max positions (learned or sinusoidal tables; the decoder's when enc_positions is set) */
+    const char *enc_positions; /* the encoder's own stored position rows (Whisper's max_source_positions), or NULL */
+    const char *head_dim;  /* the head size when the config names it (T5's d_kv, d_model / heads otherwise) */
+    const char *eps;       /* the norm epsilon (the family's eps when NULL) */
+    const char *act;       /* the activation: a name, or "gated-NAME" for a gated MLP (T5's feed_forward_proj) */
+    const char *act_default;
+    int dec_layers_default; /* dec_layers absent: as many as enc_layers (T5's num_decoder_layers) */
+    const char *shared, *pos[2], *emb_norm[2], *final_norm[2], *rel_bias[2], *lm_head, *logits_bias;
+    const s2s_pat *layers;
+    size_t n_layers;
+    const char *const *known_unused; /* tied copies of the shared embedding some exporters save */
+} s2s_names;
 
-/* Tied copies of the shared embedding some exporters save, and sinusoidal tables saved as buffers: known, unused. */
-static const char *const s2s_known_unused[] = {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
-                                               NULL};
+static const s2s_pat bart_pats[] = {
+    {WM_M_L_Q, WM_MK_LINEAR, 0, 0, "model.%s.layers.%d.self_attn.q_proj"},
+    {WM_M_L_K, WM_MK_LINEAR, 0, 0, "model.%s.layers.%d.self_attn.k_proj"},
+    {WM_M_L_V, WM_MK_LINEAR, 0, 0, "model.%s.layers.%d.self_attn.v_proj"},
+    {WM_M_L_O, WM_MK_LINEAR, 0, 0, "model.%s.layers.%d.self_attn.out_proj"},
+    {WM_M_L_ATTN_NORM, WM_MK_NORM, 0, 0, "model.%s.layers.%d.self_attn_layer_norm"},
+    {WM_M_L_XQ, WM_MK_LINEAR, 1, 0, "model.%s.layers.%d.encoder_attn.q_proj"},
+    {WM_M_L_XK, WM_MK_LINEAR, 1, 0, "model.%s.layers.%d.encoder_attn.k_proj"},
+    {WM_M_L_XV, WM_MK_LINEAR, 1, 0, "model.%s.layers.%d.encoder_attn.v_proj"},
+    {WM_M_L_XO, WM_MK_LINEAR, 1, 0, "model.%s.layers.%d.encoder_attn.out_proj"},
+    {WM_M_L_XATTN_NORM, WM_MK_NORM, 1, 0, "model.%s.layers.%d.encoder_attn_layer_norm"},
+    {WM_M_L_UP, WM_MK_LINEAR, 0, 0, "model.%s.layers.%d.fc1"},
+    {WM_M_L_DOWN, WM_MK_LINEAR, 0, 0, "model.%s.layers.%d.fc2"},
+    {WM_M_L_MLP_NORM, WM_MK_NORM, 0, 0, "model.%s.layers.%d.final_layer_norm"},
+};
+static const char *const bart_unused[] = {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+                                          NULL};
+static const s2s_names bart_names = {
+    "bart",
+    "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
+    "decoder_ffn_dim", "max_position_embeddings", NULL, NULL, NULL, "activation_function", "gelu", 0, "model.shared",
+    {"model.encoder.embed_positions", "model.decoder.embed_positions"},
+    {"model.encoder.layernorm_embedding", "model.decoder.layernorm_embedding"}, {NULL, NULL}, {NULL, NULL},
+    "lm_head", "final_logits_bias", bart_pats, sizeof bart_pats / sizeof bart_pats[0], bart_unused};
+
+/* Whisper: BART's layer names, the decoder's token embedding shared, stored position tables of their own sizes,
+   final LayerNorms, proj_out as the head */
+static const char *const whisper_unused[] = {NULL};
+static const s2s_names whisper_names = {
+    "whisper",
+    "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
+    "decoder_ffn_dim", "max_target_positions", "max_source_positions", NULL, NULL, "activation_function", "gelu", 0,
+    "model.decoder.embed_tokens", {"model.encoder.embed_positions", "model.decoder.embed_positions"}, {NULL, NULL},
+    {"model.encoder.layer_norm", "model.decoder.layer_norm"}, {NULL, NULL}, "proj_out", NULL, bart_pats,
+    sizeof bart_pats / sizeof bart_pats[0], whisper_unused};
+
+/* T5: block.N.layer.0 self-attention, (decoder) layer.1 cross-attention, the MLP last (layer.1 / layer.2);
+   the position bias lives in block 0 of each stack */
+static const s2s_pat t5_pats[] = {
+    {WM_M_L_Q, WM_MK_LINEAR, 0, 0, "%s.block.%d.layer.0.SelfAttention.q"},
+    {WM_M_L_K, WM_MK_LINEAR, 0, 0, "%s.block.%d.layer.0.SelfAttention.k"},
+    {WM_M_L_V, WM_MK_LINEAR, 0, 0, "%s.block.%d.layer.0.SelfAttention.v"},
+    {WM_M_L_O, WM_MK_LINEAR, 0, 0, "%s.block.%d.layer.0.SelfAttention.o"},
+    {WM_M_L_ATTN_NORM, WM_MK_NORM, 0, 0, "%s.block.%d.layer.0.layer_norm"},
+    {WM_M_L_XQ, WM_MK_LINEAR, 1, 0, "%s.block.%d.layer.1.EncDecAttention.q"},
+    {WM_M_L_XK, WM_MK_LINEAR, 1, 0, "%s.block.%d.layer.1.EncDecAttention.k"},
+    {WM_M_L_XV, WM_MK_LINEAR, 1, 0, "%s.block.%d.layer.1.EncDecAttention.v"},
+    {WM_M_L_XO, WM_MK_LINEAR, 1, 0, "%s.block.%d.layer.1.EncDecAttention.o"},
+    {WM_M_L_XATTN_NORM, WM_MK_NORM, 1, 0, "%s.block.%d.layer.1.layer_norm"},
+    {WM_M_L_UP, WM_MK_LINEAR, 2, 2, "%s.block.%d.layer.1.DenseReluDense.wi"},
+    {WM_M_L_GATE, WM_MK_LINEAR, 2, 1, "%s.block.%d.layer.1.DenseReluDense.wi_0"},
+    {WM_M_L_UP, WM_MK_LINEAR, 2, 1, "%s.block.%d.layer.1.DenseReluDense.wi_1"},
+    {WM_M_L_DOWN, WM_MK_LINEAR, 2, 0, "%s.block.%d.layer.1.DenseReluDense.wo"},
+    {WM_M_L_MLP_NORM, WM_MK_NORM, 2, 0, "%s.block.%d.layer.1.layer_norm"},
+    {WM_M_L_UP, WM_MK_LINEAR, 1, 2, "%s.block.%d.layer.2.DenseReluDense.wi"},
+    {WM_M_L_GATE, WM_MK_LINEAR, 1, 1, "%s.block.%d.layer.2.DenseReluDense.wi_0"},
+    {WM_M_L_UP, WM_MK_LINEAR, 1, 1, "%s.block.%d.layer.2.DenseReluDense.wi_1"},
+    {WM_M_L_DOWN, WM_MK_LINEAR, 1, 0, "%s.block.%d.layer.2.DenseReluDense.wo"},
+    {WM_M_L_MLP_NORM, WM_MK_NORM, 1, 0, "%s.block.%d.layer.2.layer_norm"},
+};
+static const char *const t5_unused[] = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", NULL};
+static const s2s_names t5_names = {
+    "t5",
+    "num_layers", "num_decoder_layers", "num_heads", "num_heads", "d_ff", "d_ff", NULL, NULL, "d_kv",
+    "layer_norm_epsilon", "feed_forward_proj", "relu", 1, "shared", {NULL, NULL}, {NULL, NULL},
+    {"encoder.final_layer_norm", "decoder.final_layer_norm"},
+    {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias",
+     "decoder.block.0.layer.0.SelfAttention.relative_attention_bias"},
+    "lm_head", NULL, t5_pats, sizeof t5_pats / sizeof t5_pats[0], t5_unused};
+
+typedef struct s2s_family {
+    const char *model_type, *class_stem, *class_suffix; /* inference class = stem + suffix */
+    const s2s_names *names;
+    int positions;      /* 0: no absolute positions (relative buckets), 1 learned, 2 sinusoidal (Marian) */
+    int64_t pos_offset; /* learned table rows = max_position_embeddings + offset (BART's 2) */
+    int emb_norm;       /* layernorm_embedding in both stacks */
+    double eps;         /* the norm epsilon when the config has no key for it (nn.LayerNorm's default) */
+    wm_norm_kind norm;  /* LayerNorm with bias, or RMS without bias or mean subtraction (T5LayerNorm) */
+    int pre_norm;       /* x + f(norm(x)) with a final norm per stack, instead of norm(x + f(x)) */
+    int bias;           /* the linears carry biases */
+    int scale_attn;     /* scores scaled by head_dim^-1/2 (T5: not scaled) */
+    int rel_bias;       /* relative position buckets (relative_attention_num_buckets / _max_distance) */
+    int tied_scale;     /* a tied lm_head reads the output scaled by d_model^-1/2 (T5's scale_decoder_outputs) */
+    int64_t seq;        /* no positions key: the sequence length P stands for (the recipe's; T5's n_positions) */
+    /* speech encoder-decoders (Whisper); zero in the text rows */
+    int k_nobias;       /* attention k_proj has no bias */
+    int mel_stem;       /* log-mel input through conv1 / conv2 (num_mel_bins), no encoder padding mask */
+    int task;           /* the one task it builds for (0: text2text-generation) */
+} s2s_family;
+
+static const s2s_family s2s_families[] = {
+    {"bart", "Bart", "ForConditionalGeneration", &bart_names, 1, 2, 1, 1e-5, WM_NORM_LAYER, 0, 1, 1, 0, 0, 0},
+    {"marian", "Marian", "MTModel", &bart_names, 2, 0, 0, 1e-5, WM_NORM_LAYER, 0, 1, 1, 0, 0, 0},
+    {"t5", "T5", "ForConditionalGeneration", &t5_names, 0, 0, 0, 1e-6, WM_NORM_RMS, 1, 0, 0, 1, 1, 512},
+    {"whisper", "Whisper", "ForConditionalGeneration", &whisper_names, 1, 0, 0, 1e-5, WM_NORM_LAYER, 1, 1, 1, 0, 0, 0,
+     .k_nobias = 1, .mel_stem = 1, .task = WM_TASK_ASR},
+};
+#define N_FAM (sizeof s2s_families / sizeof s2s_families[0])
+
+const char *wm_s2s_type(size_t i) { return i < N_FAM ? s2s_families[i].model_type : NULL; }
 
 const void *wm_s2s_find(const char *model_type) {
     for (size_t i = 0; model_type && i < N_FAM; i++)
@@ -110,36 +184,49 @@ static int cfg_flag(const wm_arch *a, const char *key, int def, wm_error *err, w
 }
 
 static wm_status sizes(wm_arch *a, const s2s_family *f, wm_error *err) {
+    const s2s_names *nm = f->names;
     const int64_t big = 1 << 20;
-    const char *pos_key = f->pos_key ? f->pos_key : "max_position_embeddings";
     if (!arch_cfg_int(a, "d_model", -1, 1, big, &a->H, err) ||
         !arch_cfg_int(a, "vocab_size", -1, 1, 1 << 24, &a->V, err) ||
-        !arch_cfg_int(a, "encoder_layers", -1, 1, 4096, &a->enc_L, err) ||
-        !arch_cfg_int(a, "decoder_layers", -1, 1, 4096, &a->dec_L, err) ||
-        !arch_cfg_int(a, "encoder_attention_heads", -1, 1, 4096, &a->enc_nh, err) ||
-        !arch_cfg_int(a, "decoder_attention_heads", -1, 1, 4096, &a->dec_nh, err) ||
-        !arch_cfg_int(a, "encoder_ffn_dim", -1, 1, big, &a->enc_I, err) ||
-        !arch_cfg_int(a, "decoder_ffn_dim", -1, 1, big, &a->dec_I, err) ||
-        !arch_cfg_int(a, pos_key, -1, 1, big, &a->P, err))
+        !arch_cfg_int(a, nm->enc_layers, -1, 1, 4096, &a->enc_L, err) ||
+        !arch_cfg_int(a, nm->dec_layers, -1, 1, 4096, &a->dec_L, err) ||
+        !arch_cfg_int(a, nm->enc_heads, -1, 1, 4096, &a->enc_nh, err) ||
+        !arch_cfg_int(a, nm->dec_heads, -1, 1, 4096, &a->dec_nh, err) ||
+        !arch_cfg_int(a, nm->enc_ffn, -1, 1, big, &a->enc_I, err) ||
+        !arch_cfg_int(a, nm->dec_ffn, -1, 1, big, &a->dec_I, err) ||
+        (nm->positions && !arch_cfg_int(a, nm->positions, -1, 1, big, &a->P, err)) ||
+        (nm->head_dim && !arch_cfg_int(a, nm->head_dim, -1, 1, 1 << 16, &a->hd, err)))
         return err->status;
     if (f->mel_stem && (!arch_cfg_int(a, "num_mel_bins", -1, 1, 1024, &a->n_mels, err) ||
-                        !arch_cfg_int(a, f->enc_pos_key, -1, 1, big, &a->enc_P, err)))
+                        !arch_cfg_int(a, nm->enc_positions, -1, 1, big, &a->enc_P, err)))
         return err->status;
-    const char *const keys[] = {"d_model", "vocab_size", "encoder_layers", "decoder_layers",
-                                       "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
-                                       "decoder_ffn_dim", pos_key, "num_mel_bins", f->enc_pos_key};
-    const int64_t vals[] = {a->H, a->V, a->enc_L, a->dec_L, a->enc_nh, a->dec_nh, a->enc_I, a->dec_I, a->P,
-                            f->mel_stem ? a->n_mels : 1, f->mel_stem ? a->enc_P : 1};
+    if (!nm->positions) a->P = f->seq;
+    if (a->dec_L < 0 && nm->dec_layers_default) a->dec_L = a->enc_L; /* T5's num_decoder_layers: num_layers */
+    const char *keys[] = {"d_model", "vocab_size", nm->enc_layers, nm->dec_layers, nm->enc_heads, nm->dec_heads,
+                          nm->enc_ffn, nm->dec_ffn, nm->positions, nm->head_dim,
+                          f->mel_stem ? "num_mel_bins" : NULL, f->mel_stem ? nm->enc_positions : NULL};
+    const int64_t vals[] = {a->H, a->V, a->enc_L, a->dec_L, a->enc_nh, a->dec_nh, a->enc_I, a->dec_I, a->P, a->hd,
+                            a->n_mels, a->enc_P};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++)
-        if (vals[i] <= 0)
+        if (keys[i] && vals[i] <= 0)
             return wm_err(err, WM_ERR_INPUT, "%s: field '%s': missing (needed to build the graph)", a->cfg->file,
                           keys[i]);
-    if (a->H % a->enc_nh)
-        return wm_err(err, WM_ERR_INPUT, "%s: field 'encoder_attention_heads': d_model %lld is not divisible by %lld "
-                      "heads", a->cfg->file, (long long)a->H, (long long)a->enc_nh);
-    if (a->H % a->dec_nh)
-        return wm_err(err, WM_ERR_INPUT, "%s: field 'decoder_attention_heads': d_model %lld is not divisible by %lld "
-                      "heads", a->cfg->file, (long long)a->H, (long long)a->dec_nh);
+    if (!nm->head_dim) {
+        const char *hk[2] = {nm->enc_heads, nm->dec_heads};
+        const int64_t hn[2] = {a->enc_nh, a->dec_nh};
+        for (int k = 0; k < 2; k++)
+            if (a->H % hn[k])
+                return wm_err(err, WM_ERR_INPUT, "%s: field '%s': d_model %lld is not divisible by %lld heads",
+                              a->cfg->file, hk[k], (long long)a->H, (long long)hn[k]);
+        a->hd = a->H / a->enc_nh;
+        a->dec_hd = a->H / a->dec_nh;
+    } else {
+        a->dec_hd = a->hd;
+        if (a->hd * a->enc_nh > big || a->hd * a->dec_nh > big)
+            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %lld x %lld heads is over %lld", a->cfg->file,
+                          nm->head_dim, (long long)a->hd, (long long)(a->enc_nh > a->dec_nh ? a->enc_nh : a->dec_nh),
+                          (long long)big);
+    }
     int64_t dv;
     if (!arch_cfg_int(a, "decoder_vocab_size", a->V, 1, 1 << 24, &dv, err)) return err->status;
     if (dv != a->V)
@@ -148,8 +235,45 @@ static wm_status sizes(wm_arch *a, const s2s_family *f, wm_error *err) {
     a->L = a->enc_L + a->dec_L;
     a->E = a->H;
     a->nh = a->kvh = a->enc_nh;
-    a->hd = a->H / a->enc_nh;
     a->I = a->enc_I;
+    return WM_OK;
+}
+
+/* Relative position buckets: relative_attention_num_buckets (default 32) and relative_attention_max_distance
+   (default 128), as T5Config. The bucketing needs buckets >= 4 (a quarter of them exact in the encoder) and a
+   max_distance past the decoder's buckets / 2 exact distances; the lookup table of 2 * max_distance + 1 entries
+   is bounded by the range. */
+static wm_status rel_bias(wm_arch *a, wm_error *err) {
+    const char *kb = "relative_attention_num_buckets", *km = "relative_attention_max_distance";
+    if (!arch_cfg_int(a, kb, 32, 4, 4096, &a->rel_buckets, err) ||
+        !arch_cfg_int(a, km, 128, 3, 1 << 16, &a->rel_max_dist, err))
+        return err->status;
+    if (a->rel_max_dist <= a->rel_buckets / 2)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %lld is not past the %lld exact distances of %lld buckets",
+                      a->cfg->file, km, (long long)a->rel_max_dist, (long long)(a->rel_buckets / 2),
+                      (long long)a->rel_buckets);
+    a->rel_rows = a->rel_buckets;
+    return WM_OK;
+}
+
+/* The activation named by the family's key ("gated-NAME": a gated MLP; "gated-gelu" is gelu_new, as T5Config). */
+static wm_status activation(wm_arch *a, const s2s_family *f, wm_error *err) {
+    const char *key = f->names->act;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, key);
+    const char *act = f->names->act_default;
+    if (v && !cJSON_IsNull(v)) {
+        if (!cJSON_IsString(v)) return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected a string", a->cfg->file, key);
+        act = v->valuestring;
+    }
+    a->gated = !strncmp(act, "gated-", 6);
+    const char *name = a->gated ? act + 6 : act;
+    if (a->gated && !strcmp(name, "gelu")) name = "gelu_new";
+    a->act = WM_ACT_NONE;
+    for (const wm_act_name_row *r = wm_act_names; r->name; r++)
+        if (!strcmp(r->name, name)) a->act = r->act;
+    if (a->act == WM_ACT_NONE)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s': activation '%s' is not supported", a->cfg->file, key,
+                      act);
     return WM_OK;
 }
 
@@ -163,8 +287,7 @@ static wm_status resolve_task(wm_arch *a, const s2s_family *f, int task, wm_erro
     if (arch0 && strstr(arch0, "ForSequenceClassification"))
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'architectures': '%s': the sequence-classification head of "
                       "an encoder-decoder is not modeled (text2text-generation only)", a->cfg->file, arch0);
-    snprintf(a->inference_class, sizeof a->inference_class, "%s%s", f->class_stem,
-             !strcmp(f->model_type, "marian") ? "MTModel" : "ForConditionalGeneration");
+    snprintf(a->inference_class, sizeof a->inference_class, "%s%s", f->class_stem, f->class_suffix);
     return WM_OK;
 }
 
@@ -172,13 +295,26 @@ static wm_status resolve_task(wm_arch *a, const s2s_family *f, int task, wm_erro
 static wm_status want(wm_arch *a, const wm_st_file *st, int slot, int mod, int kind, const char *name, int64_t out,
                       int64_t in, int opt, wm_error *err) {
     if (opt && st && !wm_st_find(st, name)) return WM_OK; /* absent: not part of this checkpoint */
-    arch_want w = {.mod = mod, .layer = slot, .pat = name, .kind = (uint8_t)kind, .required = 1, .bias = 1};
+    arch_want w = {.mod = mod, .layer = slot, .pat = name, .kind = (uint8_t)kind, .required = 1,
+                   .bias = a->mlp_bias};
     wm_status s = arch_fill_module(a, st, &w, err);
     if (s) return s;
     wm_module *m = arch_mod_mut(a, slot, mod);
     m->out = out;
     m->in = in;
     return arch_check_shape(a, m, err);
+}
+
+/* out x in of layer module mod in a stack of nh heads of hd, MLP size I. */
+static void layer_dims(const wm_arch *a, int mod, int64_t nh, int64_t hd, int64_t I, int64_t *out, int64_t *in) {
+    *out = *in = a->H;
+    switch (mod) {
+    case WM_M_L_Q: case WM_M_L_K: case WM_M_L_V: case WM_M_L_XQ: case WM_M_L_XK: case WM_M_L_XV: *out = nh * hd; break;
+    case WM_M_L_O: case WM_M_L_XO: *in = nh * hd; break;
+    case WM_M_L_UP: case WM_M_L_GATE: *out = I; break;
+    case WM_M_L_DOWN: *in = I; break;
+    default: break;
+    }
 }
 
 /* The conv stem of a mel_stem family: conv1 [H, n_mels, 3], conv2 [H, H, 3], each with a bias [H]. */
@@ -209,37 +345,40 @@ static wm_status mel_stem_check(const wm_arch *a, const wm_st_file *st, wm_error
 }
 
 static wm_status modules(wm_arch *a, const s2s_family *f, const wm_st_file *st, wm_error *err) {
+    const s2s_names *nm = f->names;
     a->mods = calloc((size_t)(a->L + 1) * WM_M_COUNT, sizeof *a->mods);
     if (!a->mods) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    wm_status s = want(a, st, -1, WM_M_G_EMBED, WM_MK_EMBED, f->embed ? f->embed : "model.shared", a->V, a->H, 0, err);
-    if (!s && !f->sinusoidal)
-        s = want(a, st, -1, WM_M_G_POS, WM_MK_EMBED, "model.encoder.embed_positions",
-                 f->mel_stem ? a->enc_P : a->P + f->pos_offset, a->H, 0, err);
-    if (!s && f->pre_norm)
-        s = want(a, st, -1, WM_M_G_FINAL_NORM, WM_MK_NORM, "model.encoder.layer_norm", a->H, a->H, 0, err);
-    if (!s && f->pre_norm)
-        s = want(a, st, -1, WM_M_G_DEC_FINAL_NORM, WM_MK_NORM, "model.decoder.layer_norm", a->H, a->H, 0, err);
+    static const int pos_m[2] = {WM_M_G_POS, WM_M_G_DEC_POS}, en_m[2] = {WM_M_G_EMB_NORM, WM_M_G_DEC_EMB_NORM},
+                     fn_m[2] = {WM_M_G_FINAL_NORM, WM_M_G_DEC_FINAL_NORM},
+                     rb_m[2] = {WM_M_G_REL_BIAS, WM_M_G_DEC_REL_BIAS};
+    const int64_t heads[2] = {a->enc_nh, a->dec_nh};
+    wm_status s = want(a, st, -1, WM_M_G_EMBED, WM_MK_EMBED, nm->shared, a->V, a->H, 0, err);
+    for (int d = 0; d < 2 && !s; d++) {
+        if (a->abs_pos && !a->pos_sinusoidal)
+            s = want(a, st, -1, pos_m[d], WM_MK_EMBED, nm->pos[d], !d && nm->enc_positions ? a->enc_P
+                                                                                           : a->P + f->pos_offset,
+                     a->H, 0, err);
+        if (!s && f->emb_norm) s = want(a, st, -1, en_m[d], WM_MK_NORM, nm->emb_norm[d], a->H, a->H, 0, err);
+        if (!s && f->pre_norm) s = want(a, st, -1, fn_m[d], WM_MK_NORM, nm->final_norm[d], a->H, a->H, 0, err);
+        if (!s && f->rel_bias)
+            s = want(a, st, -1, rb_m[d], WM_MK_EMBED, nm->rel_bias[d], a->rel_rows, heads[d], 0, err);
+    }
     if (!s && f->mel_stem) s = mel_stem_check(a, st, err);
-    if (!s && !f->sinusoidal)
-        s = want(a, st, -1, WM_M_G_DEC_POS, WM_MK_EMBED, "model.decoder.embed_positions", a->P + f->pos_offset, a->H,
-                 0, err);
-    if (!s && f->emb_norm)
-        s = want(a, st, -1, WM_M_G_EMB_NORM, WM_MK_NORM, "model.encoder.layernorm_embedding", a->H, a->H, 0, err);
-    if (!s && f->emb_norm)
-        s = want(a, st, -1, WM_M_G_DEC_EMB_NORM, WM_MK_NORM, "model.decoder.layernorm_embedding", a->H, a->H, 0, err);
-    if (!s && !a->tied)
-        s = want(a, st, -1, WM_M_G_LM_HEAD, WM_MK_LINEAR, f->lm_head ? f->lm_head : "lm_head", a->V, a->H, 0, err);
+    if (!s && !a->tied) s = want(a, st, -1, WM_M_G_LM_HEAD, WM_MK_LINEAR, nm->lm_head, a->V, a->H, 0, err);
     if (!s && !a->tied) arch_mod_mut(a, -1, WM_M_G_LM_HEAD)->has_bias = 0;
-    if (!s) s = want(a, st, -1, WM_M_H_BIAS, WM_MK_PARAM, "final_logits_bias", a->V, 1, 1, err);
+    if (!s && nm->logits_bias) s = want(a, st, -1, WM_M_H_BIAS, WM_MK_PARAM, nm->logits_bias, a->V, 1, 1, err);
     for (int64_t slot = 0; slot < a->L && !s; slot++) {
         int dec = slot >= a->enc_L;
         int64_t layer = dec ? slot - a->enc_L : slot, I = dec ? a->dec_I : a->enc_I;
-        for (size_t i = 0; i < sizeof layer_pats / sizeof layer_pats[0] && !s; i++) {
-            const s2s_pat *p = &layer_pats[i];
-            if (p->cross && !dec) continue;
+        for (size_t i = 0; i < nm->n_layers && !s; i++) {
+            const s2s_pat *p = &nm->layers[i];
+            if ((p->stack == 1 && !dec) || (p->stack == 2 && dec) || (p->ffn == 1 && !a->gated) ||
+                (p->ffn == 2 && a->gated))
+                continue;
             char name[192];
             snprintf(name, sizeof name, p->pat, dec ? "decoder" : "encoder", (int)layer);
-            int64_t out = p->mod == WM_M_L_UP ? I : a->H, in = p->mod == WM_M_L_DOWN ? I : a->H;
+            int64_t out, in;
+            layer_dims(a, p->mod, dec ? a->dec_nh : a->enc_nh, dec ? a->dec_hd : a->hd, I, &out, &in);
             s = want(a, st, (int)slot, p->mod, p->kind, name, out, in, 0, err);
             if (!s && f->k_nobias && (p->mod == WM_M_L_K || p->mod == WM_M_L_XK)) {
                 wm_module *m = arch_mod_mut(a, (int)slot, p->mod);
@@ -257,16 +396,18 @@ static wm_status modules(wm_arch *a, const s2s_family *f, const wm_st_file *st, 
 
 /* Every checkpoint tensor is a module, a tied copy, or a known unused one. */
 static wm_status check_unused(wm_arch *a, const s2s_family *f, const wm_st_file *st, wm_error *err) {
-    char head[96];
-    snprintf(head, sizeof head, "%s.weight", f->lm_head ? f->lm_head : "lm_head");
+    const s2s_names *nm = f->names;
+    char lm[200], pw[2][200];
+    snprintf(lm, sizeof lm, "%s.weight", nm->lm_head);
+    for (int d = 0; d < 2; d++) snprintf(pw[d], sizeof pw[d], "%s.weight", nm->pos[d] ? nm->pos[d] : "");
     for (size_t i = 0; i < wm_st_count(st); i++) {
         const char *name = wm_st_get(st, i)->name;
         int ok = 0;
-        for (size_t k = 0; s2s_known_unused[k] && !ok; k++) ok = !strcmp(name, s2s_known_unused[k]);
+        for (size_t k = 0; nm->known_unused[k] && !ok; k++) ok = !strcmp(name, nm->known_unused[k]);
         for (size_t k = 0; a->mel_stem && k < 4 && !ok; k++) ok = !strcmp(name, mel_stem_tensors[k]);
-        ok |= a->tied && !strcmp(name, head);
-        ok |= a->pos_sinusoidal && (!strcmp(name, "model.encoder.embed_positions.weight") ||
-                                    !strcmp(name, "model.decoder.embed_positions.weight"));
+        ok |= a->tied && !strcmp(name, lm);
+        /* sinusoidal tables saved as buffers */
+        ok |= a->pos_sinusoidal && (!strcmp(name, pw[0]) || !strcmp(name, pw[1]));
         for (size_t m = 0; !ok && m < (size_t)(a->L + 1) * WM_M_COUNT; m++) {
             const wm_module *md = &a->mods[m];
             ok = md->present && (!strcmp(md->w, name) || (md->has_bias && !strcmp(md->b, name)));
@@ -278,37 +419,48 @@ static wm_status check_unused(wm_arch *a, const s2s_family *f, const wm_st_file 
     return WM_OK;
 }
 
+/* The norm epsilon: the family's key when it has one and the config sets it, else the family's value. */
+static wm_status norm_eps(wm_arch *a, const s2s_family *f, wm_error *err) {
+    a->eps = f->eps;
+    const cJSON *e = f->names->eps ? cJSON_GetObjectItemCaseSensitive(a->cfg->root, f->names->eps) : NULL;
+    if (!e || cJSON_IsNull(e)) return WM_OK;
+    if (!cJSON_IsNumber(e) || !(e->valuedouble > 0) || e->valuedouble > 1)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected a number above 0, at most 1", a->cfg->file,
+                      f->names->eps);
+    a->eps = e->valuedouble;
+    return WM_OK;
+}
+
 wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
     const s2s_family *f = wm_s2s_find(c->model_type);
     wm_status s = WM_OK;
     a->graph = WM_GRAPH_S2S;
     a->kind = WM_ENCDEC;
-    a->scheme = "bart";
-    a->norm = WM_NORM_LAYER;
+    a->scheme = f->names->scheme;
+    a->norm = f->norm;
     a->post_norm = !f->pre_norm;
     a->mel_stem = f->mel_stem;
     a->pos = WM_POS_LEARNED;
-    a->pos_sinusoidal = f->sinusoidal;
+    a->abs_pos = f->positions != 0;
+    a->pos_sinusoidal = f->positions == 2;
     a->pos_offset = f->pos_offset;
     a->emb_norm = f->emb_norm;
-    a->scale_attn = 1;
-    a->qkv_bias = a->o_bias = a->mlp_bias = 1;
-    a->resid_scale = a->logits_div = 1.0;
+    a->scale_attn = f->scale_attn;
+    a->qkv_bias = a->o_bias = a->mlp_bias = f->bias;
+    a->resid_scale = a->logits_div = a->logits_mul = 1.0;
     snprintf(a->prefix, sizeof a->prefix, "model.");
-    if ((s = check_denied(a, err)) || (s = resolve_task(a, f, task, err)) || (s = sizes(a, f, err))) return s;
-    a->eps = f->eps;
+    if ((s = check_denied(a, err)) || (s = resolve_task(a, f, task, err)) || (s = sizes(a, f, err)) ||
+        (f->rel_bias && (s = rel_bias(a, err))) || (s = norm_eps(a, f, err)))
+        return s;
     a->tied = cfg_flag(a, "tie_word_embeddings", 1, err, &s);
     int scale = cfg_flag(a, "scale_embedding", 0, err, &s);
+    /* T5: a tied head reads the output scaled by d_model^-1/2 unless scale_decoder_outputs is false (transformers 5
+       saves that key, with tie_word_embeddings always true; older configs: tie_word_embeddings false = unscaled) */
+    int out_scale = f->tied_scale && cfg_flag(a, "scale_decoder_outputs", a->tied, err, &s);
     if (s) return s;
     a->embed_scale = scale ? sqrt((double)a->H) : 1.0;
-    const char *act = c->activation ? c->activation : "gelu";
-    a->act = WM_ACT_NONE;
-    for (const wm_act_name_row *r = wm_act_names; r->name; r++)
-        if (!strcmp(r->name, act)) a->act = r->act;
-    if (a->act == WM_ACT_NONE)
-        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'activation_function': activation '%s' is not supported",
-                      c->file, act);
-    if ((s = modules(a, f, st, err))) return s;
+    if (out_scale) a->logits_mul = 1.0 / sqrt((double)a->H);
+    if ((s = activation(a, f, err)) || (s = modules(a, f, st, err))) return s;
     if (st && (s = check_unused(a, f, st, err))) return s;
     arch_count_params(a);
     if (a->mel_stem) /* the conv stem's tensors are no modules: counted here */
@@ -318,23 +470,34 @@ wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
 
 void wm_s2s_features(const wm_arch *a, wm_json *j) {
     char b[256];
-    snprintf(b, sizeof b, "encoder-decoder: %lld encoder layers (%lld heads, ffn %lld), %lld decoder layers (%lld "
-             "heads, ffn %lld) with cross-attention", (long long)a->enc_L, (long long)a->enc_nh, (long long)a->enc_I,
-             (long long)a->dec_L, (long long)a->dec_nh, (long long)a->dec_I);
+    snprintf(b, sizeof b, "encoder-decoder: %lld encoder layers (%lld heads of %lld, ffn %lld), %lld decoder layers "
+             "(%lld heads of %lld, ffn %lld) with cross-attention", (long long)a->enc_L, (long long)a->enc_nh,
+             (long long)a->hd, (long long)a->enc_I, (long long)a->dec_L, (long long)a->dec_nh, (long long)a->dec_hd,
+             (long long)a->dec_I);
     wm_json_str(j, NULL, b);
     if (a->mel_stem) {
         snprintf(b, sizeof b, "log-mel input (%lld bins): conv1 k3 + GELU, conv2 k3 stride 2 + GELU, stored encoder "
                  "positions (%lld)", (long long)a->n_mels, (long long)a->enc_P);
         wm_json_str(j, NULL, b);
     }
-    if (a->pos_sinusoidal) snprintf(b, sizeof b, "sinusoidal positions (%lld)", (long long)a->P);
+    if (!a->abs_pos) snprintf(b, sizeof b, "no absolute positions");
+    else if (a->pos_sinusoidal) snprintf(b, sizeof b, "sinusoidal positions (%lld)", (long long)a->P);
     else snprintf(b, sizeof b, "learned positions (%lld, offset %lld)", (long long)a->P, (long long)a->pos_offset);
     wm_json_str(j, NULL, b);
+    if (a->rel_buckets) {
+        snprintf(b, sizeof b, "relative position buckets (%lld, max distance %lld): bidirectional in the encoder, "
+                 "unidirectional in the decoder, one table per stack shared by its layers", (long long)a->rel_buckets,
+                 (long long)a->rel_max_dist);
+        wm_json_str(j, NULL, b);
+    }
     if (a->emb_norm) wm_json_str(j, NULL, "LayerNorm after the embeddings");
     if (a->embed_scale != 1.0) wm_json_str(j, NULL, "token embeddings scaled by sqrt(d_model)");
-    snprintf(b, sizeof b, "LayerNorm eps %g, %s; %s MLP with bias", a->eps,
-             a->post_norm ? "post-norm" : "pre-norm, a final LayerNorm per stack", wm_act_name(a->act));
+    snprintf(b, sizeof b, "%s eps %g, %s; %s%s MLP %s bias", a->norm == WM_NORM_RMS ? "RMSNorm" : "LayerNorm", a->eps,
+             a->post_norm ? "post-norm" : "pre-norm with a final norm per stack", a->gated ? "gated " : "",
+             wm_act_name(a->act), a->mlp_bias ? "with" : "without");
     wm_json_str(j, NULL, b);
+    if (!a->scale_attn) wm_json_str(j, NULL, "attention scores not scaled by head_dim^-1/2");
     wm_json_str(j, NULL, a->tied ? "tied embeddings (lm_head = shared)" : "separate lm_head");
+    if (a->logits_mul != 1.0) wm_json_str(j, NULL, "the decoder output scaled by d_model^-1/2 before the lm_head");
     if (a->logits_bias) wm_json_str(j, NULL, "logits + final_logits_bias");
 }

@@ -11,11 +11,11 @@
  *    (the self-attention cache with this step appended; the cross-attention cache is reused as it is).
  *
  * Caches are [batch, heads, length, head_dim]. Positions of the decoder are past_length + 0..S-1. What a layer
- * does comes from the arch (positions learned or sinusoidal, embedding norm and scale, activation), never from
- * the model type. A log-mel conv front end (a->mel_stem, Whisper) replaces the encoder's embedding step: the
+ * does comes from the arch (positions learned, sinusoidal or relative buckets, pre- or post-norm, LayerNorm or
+ * RMSNorm, embedding norm and scale, plain or gated MLP, scaled or unscaled scores, head size), never from the
+ * model type. A log-mel conv front end (a->mel_stem, Whisper) replaces the encoder's embedding step: the
  * encoder then reads input_features [batch, num_mel_bins, feature_sequence_length] (no attention_mask: the
  * features are a fixed window) and the decoders take no encoder_attention_mask, as Optimum's Whisper export.
- * Layers are post-norm (LN(x + f(x))) or pre-norm (x + f(LN(x)), each stack then ending in its final norm).
  */
 #include <float.h>
 #include <math.h>
@@ -53,7 +53,7 @@ static wm_io_spec spec(const char *name, int32_t dt, size_t rank, const wm_io_di
 size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_t cap) {
     size_t n = 0;
     wm_io_dim B = dn("batch_size"), Se = dn("encoder_sequence_length"), Sd = dn("decoder_sequence_length");
-    wm_io_dim nh = dv(a->dec_nh), hd = dv(a->H / a->dec_nh), H = dv(a->H);
+    wm_io_dim nh = dv(a->dec_nh), hd = dv(a->dec_hd), H = dv(a->H);
 #define PUT(...) do { wm_io_spec s_ = spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
     if (part == WM_S2S_ENCODER) {
         wm_io_dim d2[2] = {B, Se}, d3[3] = {B, Se, H};
@@ -119,13 +119,14 @@ static const char *split_heads(wm_gb *b, const char *x, int64_t nh, int64_t hd) 
     return gb_transpose(b, gb_reshape(b, x, shp, 4), bhsd, 4);
 }
 
-/* softmax(q k^T / sqrt(hd) + bias) v for q [B, h, S, hd], k, v [B, h, T, hd] -> [B, S, h * hd], in scope sc/sdpa. */
-static const char *sdpa(wm_gb *b, const char *sc, const char *q, const char *k, const char *v, const char *bias,
-                        int64_t nh, int64_t hd) {
+/* softmax(q k^T / sqrt(hd) + bias) v for q [B, h, S, hd], k, v [B, h, T, hd] -> [B, S, h * hd], in scope sc/sdpa;
+   the scores unscaled where the arch says (T5). */
+static const char *sdpa(wm_gb *b, const wm_arch *a, const char *sc, const char *q, const char *k, const char *v,
+                        const char *bias, int64_t nh, int64_t hd) {
     static const int64_t kt[] = {0, 1, 3, 2}, bhsd[] = {0, 2, 1, 3};
     gb_scope(b, "%s/sdpa", sc);
     const char *s = gb_op(b, "MatMul", 2, q, gb_transpose(b, k, kt, 4));
-    s = gb_op(b, "Mul", 2, s, gb_f32s(b, (float)(1.0 / sqrt((double)hd))));
+    if (a->scale_attn) s = gb_op(b, "Mul", 2, s, gb_f32s(b, (float)(1.0 / sqrt((double)hd))));
     if (bias) s = gb_op(b, "Add", 2, s, bias);
     const char *p = gb_op(b, "Softmax", 1, s);
     gb_attr_i(b, "axis", -1);
@@ -140,7 +141,16 @@ static const char *lin(wm_gb *b, const wm_arch *a, int slot, int mod, const char
     return gb_linear(b, x, wm_arch_mod(a, slot, mod), sub);
 }
 
-/* A residual: post-norm LN(x + h) with the slot's norm mod, in scope sc/name; pre-norm x + h. */
+/* A sublayer's input: norm(x) with the slot's norm mod (pre-norm, scope sc/name), or x itself (post-norm). */
+static const char *pre_norm(wm_gb *b, const wm_arch *a, int slot, int mod, const char *x, const char *sc,
+                            const char *name) {
+    if (a->post_norm) return x;
+    char sub[224];
+    snprintf(sub, sizeof sub, "%s/%s", sc, name);
+    return gb_norm(b, x, wm_arch_mod(a, slot, mod), wm_arch_norm(a), sub);
+}
+
+/* A sublayer's residual: x + h (pre-norm), or norm(x + h) with the slot's norm mod (post-norm), in scope sc. */
 static const char *add_norm(wm_gb *b, const wm_arch *a, int slot, int mod, const char *x, const char *h,
                             const char *sc, const char *name) {
     gb_scope(b, "%s", sc);
@@ -151,26 +161,55 @@ static const char *add_norm(wm_gb *b, const wm_arch *a, int slot, int mod, const
     return gb_norm(b, y, wm_arch_mod(a, slot, mod), wm_arch_norm(a), sub);
 }
 
-/* A sublayer's input: pre-norm LN(x) with the slot's norm mod (scope sc/name); post-norm x itself. */
-static const char *pre(wm_gb *b, const wm_arch *a, int slot, int mod, const char *x, const char *sc,
-                       const char *name) {
-    if (a->post_norm) return x;
-    char sub[224];
-    snprintf(sub, sizeof sub, "%s/%s", sc, name);
-    return gb_norm(b, x, wm_arch_mod(a, slot, mod), wm_arch_norm(a), sub);
-}
-
-/* A stack's final norm (pre-norm stacks only), global module mod, in scope sc. */
-static const char *final_norm(wm_gb *b, const wm_arch *a, int mod, const char *x, const char *sc) {
-    return a->post_norm ? x : gb_norm(b, x, wm_arch_mod(a, -1, mod), wm_arch_norm(a), sc);
-}
-
+/* The MLP sublayer: down(act(up(x))), or down(act(gate(x)) * up(x)) when gated. */
 static const char *ffn(wm_gb *b, const wm_arch *a, int slot, const char *x, const char *sc) {
-    const char *h = lin(b, a, slot, WM_M_L_UP, pre(b, a, slot, WM_M_L_MLP_NORM, x, sc, "final_layer_norm"), sc, "fc1");
+    const char *in = pre_norm(b, a, slot, WM_M_L_MLP_NORM, x, sc, "final_layer_norm");
+    const char *h = lin(b, a, slot, a->gated ? WM_M_L_GATE : WM_M_L_UP, in, sc, a->gated ? "gate" : "fc1");
     gb_scope(b, "%s/act", sc);
     h = gb_act(b, h, a->act);
+    if (a->gated) {
+        const char *u = lin(b, a, slot, WM_M_L_UP, in, sc, "fc1");
+        gb_scope(b, "%s/act", sc);
+        h = gb_op(b, "Mul", 2, h, u);
+    }
     h = lin(b, a, slot, WM_M_L_DOWN, h, sc, "fc2");
     return add_norm(b, a, slot, WM_M_L_MLP_NORM, x, h, sc, "final_layer_norm");
+}
+
+/* A pre-norm stack's final norm (G_FINAL_NORM / G_DEC_FINAL_NORM); x itself when post-norm. */
+static const char *final_norm(wm_gb *b, const wm_arch *a, int dec, const char *x) {
+    if (a->post_norm) return x;
+    char sc[96];
+    snprintf(sc, sizeof sc, "/model/%s/final_layer_norm", dec ? "decoder" : "encoder");
+    return gb_norm(b, x, wm_arch_mod(a, -1, dec ? WM_M_G_DEC_FINAL_NORM : WM_M_G_FINAL_NORM), wm_arch_norm(a), sc);
+}
+
+/* The relative position bias [1, heads, S, T] of stack dec for query positions qpos [S] and key positions kpos
+   [T]: rel = k - q clipped to +-rel_max_dist (every distance from there on shares the last bucket) looked up in a
+   table of the 2 * rel_max_dist + 1 buckets computed here (bidirectional in the encoder, unidirectional in the
+   decoder), then in the stack's [buckets, heads] weights. */
+static const char *rel_bias(wm_gb *b, const wm_arch *a, int dec, const char *qpos, const char *kpos) {
+    const char *st = dec ? "decoder" : "encoder";
+    gb_scope(b, "/model/%s/rel_attn_bias", st);
+    int64_t d[2] = {a->rel_rows, dec ? a->dec_nh : a->enc_nh}, R = a->rel_max_dist, n = 2 * R + 1;
+    const char *w = gb_weight(b, ".weight", wm_arch_mod(a, -1, dec ? WM_M_G_DEC_REL_BIAS : WM_M_G_REL_BIAS)->wt, d,
+                              2, 0, GB_W_MATRIX);
+    int64_t *tab = malloc((size_t)n * sizeof *tab);
+    if (!tab) {
+        if (!b->st) b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+        return w;
+    }
+    for (int64_t k = 0; k < n; k++)
+        tab[k] = dec ? wm_rel_bucket_causal(k - R, a->rel_buckets, R) : wm_rel_bucket(k - R, a->rel_buckets, R);
+    char name[96];
+    snprintf(name, sizeof name, "model.%s.rel_attn_bias.buckets", st);
+    const char *buckets = gb_i64_named(b, tab, (size_t)n, name);
+    free(tab);
+    static const int64_t ax0[] = {0}, ax1[] = {1}, hst[] = {2, 0, 1};
+    const char *rel = gb_op(b, "Sub", 2, gb_unsqueeze(b, kpos, ax0, 1), gb_unsqueeze(b, qpos, ax1, 1));
+    rel = gb_op(b, "Add", 2, gb_op(b, "Clip", 3, rel, gb_i64s(b, -R), gb_i64s(b, R)), gb_i64s(b, R));
+    const char *v = gb_op(b, "Gather", 2, w, gb_op(b, "Gather", 2, buckets, rel)); /* [S, T, heads] */
+    return gb_unsqueeze(b, gb_transpose(b, v, hst, 3), ax0, 1);
 }
 
 /* Marian's table: position p, feature j < H/2: sin(p / 10000^(2j/H)), j >= H/2: cos of the same angle for
@@ -197,6 +236,7 @@ static const char *embed(wm_gb *b, const wm_arch *a, const char *ids, const char
     gb_scope(b, "/model/%s/embed_tokens", st);
     const char *x = gb_op(b, "Gather", 2, *E, ids);
     if (a->embed_scale != 1.0) x = gb_op(b, "Mul", 2, x, gb_f32s(b, (float)a->embed_scale));
+    if (!a->abs_pos) return x; /* relative positions only (T5): no position table, no embedding norm */
     gb_scope(b, "/model/%s/embed_positions", st);
     const char *pw;
     int64_t rows = a->P + a->pos_offset, pd[2] = {rows, a->H};
@@ -270,21 +310,31 @@ static wm_status encoder(wm_gb *b, const wm_model_ctx *c) {
         gb_scope(b, "/model/encoder/attn_mask");
         bias = pad_bias(b, "attention_mask");
     }
-    int64_t nh = a->enc_nh, hd = a->H / nh;
+    if (a->rel_buckets) { /* one bias for every layer: positions + padding */
+        gb_scope(b, "/model/encoder/rel_attn_bias");
+        const char *s1 = gb_op(b, "Shape", 1, "input_ids");
+        gb_attr_i(b, "start", 1);
+        gb_attr_i(b, "end", 2);
+        const char *pos = gb_op(b, "Range", 3, gb_i64s(b, 0), gb_squeeze(b, s1, NULL, 0), gb_i64s(b, 1));
+        const char *rb = rel_bias(b, a, 0, pos, pos);
+        gb_scope(b, "/model/encoder/attn_mask");
+        bias = bias ? gb_op(b, "Add", 2, bias, rb) : rb;
+    }
+    int64_t nh = a->enc_nh, hd = a->hd;
     for (int64_t i = 0; i < a->enc_L && !b->st; i++) {
         char sc[96], at[128];
         snprintf(sc, sizeof sc, "/model/encoder/layers.%lld", (long long)i);
         snprintf(at, sizeof at, "%s/self_attn", sc);
         int slot = (int)i;
-        const char *xn = pre(b, a, slot, WM_M_L_ATTN_NORM, x, sc, "self_attn_layer_norm");
-        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, xn, at, "q_proj"), nh, hd);
-        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, xn, at, "k_proj"), nh, hd);
-        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, xn, at, "v_proj"), nh, hd);
-        const char *o = lin(b, a, slot, WM_M_L_O, sdpa(b, at, q, k, v, bias, nh, hd), at, "out_proj");
+        const char *h = pre_norm(b, a, slot, WM_M_L_ATTN_NORM, x, sc, "self_attn_layer_norm");
+        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, h, at, "q_proj"), nh, hd);
+        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, h, at, "k_proj"), nh, hd);
+        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, h, at, "v_proj"), nh, hd);
+        const char *o = lin(b, a, slot, WM_M_L_O, sdpa(b, a, at, q, k, v, bias, nh, hd), at, "out_proj");
         x = add_norm(b, a, slot, WM_M_L_ATTN_NORM, x, o, sc, "self_attn_layer_norm");
         x = ffn(b, a, slot, x, sc);
     }
-    x = final_norm(b, a, WM_M_G_FINAL_NORM, x, "/model/encoder/layer_norm");
+    x = final_norm(b, a, 0, x);
     gb_scope(b, "/model/encoder");
     gb_op_named(b, "Identity", "last_hidden_state", 1, x);
     return b->st;
@@ -293,7 +343,7 @@ static wm_status encoder(wm_gb *b, const wm_model_ctx *c) {
 /* The decoder, first step (past 0) or with the caches (past 1). */
 static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
     const wm_arch *a = c->a;
-    int64_t nh = a->dec_nh, hd = a->H / nh;
+    int64_t nh = a->dec_nh, hd = a->dec_hd;
     const char *plen = NULL;
     if (past) {
         gb_scope(b, "/model/decoder/past_length");
@@ -313,9 +363,14 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
     const char *T = gb_op(b, "Add", 2, P0, S), *one = gb_i64s(b, 1);
     static const int64_t ax1[] = {1};
     const char *kpos = gb_op(b, "Range", 3, gb_i64s(b, 0), T, one);
-    const char *qcol = gb_unsqueeze(b, gb_op(b, "Range", 3, P0, T, one), ax1, 1);
+    const char *qpos = gb_op(b, "Range", 3, P0, T, one), *qcol = gb_unsqueeze(b, qpos, ax1, 1);
     const char *causal = gb_op(b, "Where", 3, gb_op(b, "LessOrEqual", 2, kpos, qcol), gb_f32s(b, 0.0f),
                                gb_f32s(b, MASK_MIN));
+    if (a->rel_buckets) { /* the rows of this step's positions (past + i) of the decoder's position bias */
+        const char *rb = rel_bias(b, a, 1, qpos, kpos);
+        gb_scope(b, "/model/decoder/attn_mask");
+        causal = gb_op(b, "Add", 2, causal, rb);
+    }
     const char *xbias = NULL;
     if (!a->mel_stem) {
         gb_scope(b, "/model/decoder/encoder_attn_mask");
@@ -326,10 +381,10 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
         int slot = (int)(a->enc_L + i);
         snprintf(sc, sizeof sc, "/model/decoder/layers.%lld", (long long)i);
         snprintf(at, sizeof at, "%s/self_attn", sc);
-        const char *xn = pre(b, a, slot, WM_M_L_ATTN_NORM, x, sc, "self_attn_layer_norm");
-        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, xn, at, "q_proj"), nh, hd);
-        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, xn, at, "k_proj"), nh, hd);
-        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, xn, at, "v_proj"), nh, hd);
+        const char *h = pre_norm(b, a, slot, WM_M_L_ATTN_NORM, x, sc, "self_attn_layer_norm");
+        const char *q = split_heads(b, lin(b, a, slot, WM_M_L_Q, h, at, "q_proj"), nh, hd);
+        const char *k = split_heads(b, lin(b, a, slot, WM_M_L_K, h, at, "k_proj"), nh, hd);
+        const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, h, at, "v_proj"), nh, hd);
         static const char *const kvn[2] = {"key", "value"};
         const char *kv[2] = {k, v};
         for (int j = 0; j < 2; j++) {
@@ -341,12 +396,12 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
                 gb_attr_i(b, "axis", 2);
             } else kv[j] = gb_op_named(b, "Identity", nm, 1, kv[j]);
         }
-        const char *o = lin(b, a, slot, WM_M_L_O, sdpa(b, at, q, kv[0], kv[1], causal, nh, hd), at, "out_proj");
+        const char *o = lin(b, a, slot, WM_M_L_O, sdpa(b, a, at, q, kv[0], kv[1], causal, nh, hd), at, "out_proj");
         x = add_norm(b, a, slot, WM_M_L_ATTN_NORM, x, o, sc, "self_attn_layer_norm");
         /* cross-attention: K/V of the encoder output, computed in the first step and passed back after */
         snprintf(at, sizeof at, "%s/encoder_attn", sc);
-        xn = pre(b, a, slot, WM_M_L_XATTN_NORM, x, sc, "encoder_attn_layer_norm");
-        q = split_heads(b, lin(b, a, slot, WM_M_L_XQ, xn, at, "q_proj"), nh, hd);
+        h = pre_norm(b, a, slot, WM_M_L_XATTN_NORM, x, sc, "encoder_attn_layer_norm");
+        q = split_heads(b, lin(b, a, slot, WM_M_L_XQ, h, at, "q_proj"), nh, hd);
         static const int xm[2] = {WM_M_L_XK, WM_M_L_XV};
         static const char *const xproj[2] = {"k_proj", "v_proj"};
         for (int j = 0; j < 2; j++) {
@@ -360,13 +415,14 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
                 kv[j] = gb_op_named(b, "Identity", nm, 1, t);
             }
         }
-        o = lin(b, a, slot, WM_M_L_XO, sdpa(b, at, q, kv[0], kv[1], xbias, nh, hd), at, "out_proj");
+        o = lin(b, a, slot, WM_M_L_XO, sdpa(b, a, at, q, kv[0], kv[1], xbias, nh, hd), at, "out_proj");
         x = add_norm(b, a, slot, WM_M_L_XATTN_NORM, x, o, sc, "encoder_attn_layer_norm");
         x = ffn(b, a, slot, x, sc);
     }
-    x = final_norm(b, a, WM_M_G_DEC_FINAL_NORM, x, "/model/decoder/layer_norm");
-    /* logits = x shared^T (or lm_head) + final_logits_bias */
+    x = final_norm(b, a, 1, x);
+    /* logits = (x logits_mul) shared^T (or lm_head) + final_logits_bias */
     gb_scope(b, "/lm_head");
+    if (a->logits_mul != 1.0) x = gb_op(b, "Mul", 2, x, gb_f32s(b, (float)a->logits_mul));
     const char *w = E, *bias = NULL;
     if (!a->tied) {
         int64_t d[2] = {a->V, a->H};

@@ -1001,8 +1001,10 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
     /* every input known, needed ones present */
     int64_t offset = a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0;
     int audio = a->graph == WM_GRAPH_AUDIO;
-    int texts = a->graph == WM_GRAPH_TEXT || a->graph == WM_GRAPH_CLIP_TEXT || a->graph == WM_GRAPH_DUAL;
-    int images = !audio && a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_CLIP_TEXT;
+    /* encoder-decoders: the encoder's text inputs (wm_recipe_default's), not an image */
+    int s2s = a->graph == WM_GRAPH_S2S;
+    int texts = a->graph == WM_GRAPH_TEXT || a->graph == WM_GRAPH_CLIP_TEXT || a->graph == WM_GRAPH_DUAL || s2s;
+    int images = !audio && !s2s && a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_CLIP_TEXT;
     for (size_t i = 0; i < r->n_inputs; i++) {
         const wm_io_spec *s = &r->inputs[i];
         wm_status st = WM_OK;

@@ -9,6 +9,7 @@
  */
 #include "builder/recipe.h"
 #include "builder/recipe_impl.h"
+#include "builder/arch_impl.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +79,13 @@ const char *wm_recipe_served_tasks(void) {
 wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *err) {
     if (!label) label = "recipe";
     int kind = r->model_type[0] ? wm_arch_family_kind(r->model_type) : -1;
+    if (r->model_type[0] && wm_s2s_find(r->model_type))
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.model_type': model_type '%s' is not supported in a "
+                      "recipe (loader.model_class '%s', task '%s'): encoder-decoders build from the checkpoint alone "
+                      "(no recipe) into Optimum's encoder_model.onnx, decoder_model.onnx and "
+                      "decoder_with_past_model.onnx for text2text-generation; the reference's part exports (an encoder, "
+                      "a static-cache decoder) and sequence-classification heads are not modeled", label,
+                      r->model_type, r->model_class, r->task);
     if (r->model_type[0] && kind < 0) {
         char known[1024];
         wm_arch_family_names(known, sizeof known);

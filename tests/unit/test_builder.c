@@ -231,6 +231,17 @@ static void test_relative_position_buckets(void **state) {
         assert_int_equal(wm_rel_bucket(rel[i], 32, 128), b32[i]);
         assert_int_equal(wm_rel_bucket(rel[i], 64, 256), b64[i]);
     }
+    /* T5's decoder (bidirectional=False; values printed by transformers 5's T5Attention._relative_position_bucket):
+       keys after the query share bucket 0, exact below buckets / 2, log-spaced, the last bucket past max_distance */
+    static const int64_t crel[] = {5, 1, 0, -1, -3, -4, -7, -8, -9, -11, -12, -19, -20, -40, -127, -128, -1000};
+    static const int64_t c32[] = {0, 0, 0, 1, 3, 4, 7, 8, 9, 11, 12, 17, 17, 23, 31, 31, 31};
+    static const int64_t c8[] = {0, 0, 0, 1, 3, 4, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7};
+    static const int64_t c16[] = {0, 0, 0, 1, 3, 4, 7, 8, 9, 10, 11, 15, 15, 15, 15, 15, 15};
+    for (size_t i = 0; i < sizeof crel / sizeof crel[0]; i++) {
+        assert_int_equal(wm_rel_bucket_causal(crel[i], 32, 128), c32[i]);
+        assert_int_equal(wm_rel_bucket_causal(crel[i], 8, 12), c8[i]);
+        assert_int_equal(wm_rel_bucket_causal(crel[i], 16, 20), c16[i]);
+    }
     /* DeBERTa's log buckets (transformers' make_log_bucket_position: 256 up to 512 as v3-base, 8 up to 64) */
     static const int64_t lrel[] = {0, 1, -1, 127, -127, 128, -128, 129, -129, 200, -200, 300, -300, 511, -511, 512,
                                    -512, 1000, -1000};
@@ -272,6 +283,52 @@ static void test_relative_position_buckets(void **state) {
     int tasks[WM_TASK_COUNT];
     assert_int_equal(wm_arch_tasks(&a, tasks), 5); /* the text tasks only (not the image ones) */
     for (int i = 0; i < 5; i++) assert_true(tasks[i] < WM_TASK_IMAGE_CLASSIFICATION);
+    done(&a);
+}
+
+/* The encoder-decoder tables: T5's row (d_kv * heads != d_model, relative buckets per stack, RMS norms without
+   bias, unscaled scores, gated-gelu = gelu_new, the tied head's d_model^-1/2) and the inference class a column of
+   the row (MarianMTModel without a model-type branch). */
+static void test_seq2seq_families(void **state) {
+    (void)state;
+    wm_arch a;
+    wm_error e;
+#define T5 "{\"model_type\": \"t5\", \"d_model\": 48, \"d_kv\": 10, \"d_ff\": 40, \"num_layers\": 2," \
+           " \"num_heads\": 3, \"vocab_size\": 96, \"relative_attention_num_buckets\": 16"
+    assert_int_equal(resolve(T5 ", \"feed_forward_proj\": \"gated-gelu\"}", NULL, -1, &a, &e), WM_OK);
+    assert_string_equal(a.inference_class, "T5ForConditionalGeneration");
+    assert_int_equal(a.dec_L, 2); /* num_decoder_layers defaults to num_layers */
+    assert_int_equal(a.hd, 10);
+    assert_int_equal(a.dec_hd, 10);
+    assert_int_equal(wm_arch_mod(&a, 0, WM_M_L_Q)->out, 30);
+    assert_int_equal(wm_arch_mod(&a, 2, WM_M_L_XO)->in, 30);
+    assert_int_equal(wm_arch_mod(&a, -1, WM_M_G_DEC_REL_BIAS)->out, 16);
+    assert_int_equal(wm_arch_mod(&a, -1, WM_M_G_DEC_REL_BIAS)->in, 3);
+    assert_int_equal(a.rel_max_dist, 128);
+    assert_true(a.gated && a.act == WM_ACT_GELU_TANH && a.norm == WM_NORM_RMS && !a.post_norm && !a.scale_attn);
+    assert_false(wm_arch_mod(&a, 0, WM_M_L_Q)->has_bias || wm_arch_mod(&a, 0, WM_M_L_ATTN_NORM)->has_bias);
+    assert_true(wm_arch_mod(&a, 3, WM_M_L_GATE)->present && a.tied && fabs(a.logits_mul - 1 / sqrt(48.0)) < 1e-12);
+    assert_true(has_feature(&a, "relative position buckets (16, max distance 128)"));
+    done(&a);
+    assert_int_equal(resolve(T5 ", \"tie_word_embeddings\": false, \"num_decoder_layers\": 1}", NULL, -1, &a, &e),
+                     WM_OK);
+    assert_true(!a.gated && a.act == WM_ACT_RELU && !a.tied && a.logits_mul == 1.0 && a.dec_L == 1);
+    done(&a);
+    assert_int_equal(resolve(T5 ", \"scale_decoder_outputs\": false}", NULL, -1, &a, &e), WM_OK);
+    assert_true(a.tied && a.logits_mul == 1.0); /* transformers 5's v1.1: tied, unscaled */
+    done(&a);
+    assert_int_equal(resolve(T5 ", \"relative_attention_max_distance\": 8}", NULL, -1, &a, &e), WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "field 'relative_attention_max_distance': 8 is not past the 8 exact"));
+    done(&a);
+#undef T5
+    assert_int_equal(resolve("{\"model_type\": \"marian\", \"d_model\": 32, \"vocab_size\": 64, \"encoder_layers\": 1,"
+                             " \"decoder_layers\": 1, \"encoder_attention_heads\": 4, \"decoder_attention_heads\": 2,"
+                             " \"encoder_ffn_dim\": 64, \"decoder_ffn_dim\": 48, \"max_position_embeddings\": 64}",
+                             NULL, -1, &a, &e), WM_OK);
+    assert_string_equal(a.inference_class, "MarianMTModel");
+    assert_int_equal(a.hd, 8);
+    assert_int_equal(a.dec_hd, 16);
+    assert_true(a.scale_attn && a.post_norm && a.abs_pos && a.pos_sinusoidal && a.mlp_bias);
     done(&a);
 }
 
@@ -636,6 +693,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families_from_config), cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_rope_frequencies), cmocka_unit_test(test_relative_position_buckets),
+        cmocka_unit_test(test_seq2seq_families),
         cmocka_unit_test(test_sliding_windows),
         cmocka_unit_test(test_gemma_features),
         cmocka_unit_test(test_tensors_decide), cmocka_unit_test(test_sha256_vectors),
