@@ -171,6 +171,7 @@ def _build(winml, ckpt, out, *extra):
     again = ["--rebuild"] if os.path.exists(out) else []
     r = U.run([winml, "build", "-m", ckpt, "-o", out, "-q", "-f", "json", *extra, *again], timeout=300)
     assert r.returncode == 0, U.describe(r)
+    _build.stages = {st["name"]: st for st in json.loads(r.stdout)["stages"]}
     return os.path.join(out, "model.onnx")
 
 
@@ -210,6 +211,10 @@ def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     path = _build(winml, ckpt, str(workdir / f"int4_{kind}"), "-c", recipe)
     ops = [n.op_type for n in onnx.load(path, load_external_data=False).graph.node]
     assert "MatMulNBits" in ops and "MoE" in ops, ops
+    # the manifest says where the bytes stay: 4 experts x (2 x 24 + 24) x 32 float32 in Qwen2-MoE's one sparse layer
+    n, nbytes = (2, 2 * 4 * 3 * 48 * 32 * 4) if kind == "mixtral" else (1, 4 * 3 * 24 * 32 * 4)
+    assert (f"the experts of {n} MoE node{'s' if n > 1 else ''} stay float32 ({nbytes} bytes"
+            in _build.stages["quant"]["reason"]), _build.stages["quant"]["reason"]
     feeds, ref = _feeds(model)
     ort_out = BU.run_ort(path, feeds)["logits"]
     ours = BU.run_engine(path, feeds)["logits"]
