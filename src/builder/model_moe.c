@@ -52,6 +52,8 @@ static const char *stack_fc1(wm_gb *b, const wm_model_ctx *c, int layer) {
         }
         wm_st_read_f32(tg, g);
         wm_st_read_f32(tu, u);
+        wm_wsink_release(b->sink, tg);
+        wm_wsink_release(b->sink, tu);
         float *dst = vals + (size_t)e * 2 * per;
         for (int64_t r = 0; r < I; r++) {
             memcpy(dst + (size_t)(2 * r) * (size_t)H, g + (size_t)(r * H), (size_t)H * sizeof *g);
@@ -81,6 +83,7 @@ static const char *stack_fc2(wm_gb *b, const wm_model_ctx *c, int layer) {
             return "<error>";
         }
         wm_st_read_f32(t, vals + (size_t)e * per);
+        wm_wsink_release(b->sink, t);
     }
     const char *w = gb_weight_vals(b, ".fc2", vals, dims, 3);
     free(vals);
