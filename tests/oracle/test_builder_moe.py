@@ -280,7 +280,7 @@ def test_bad_expert_config_refused_by_name(kind, change, needles, tmp_path, winm
 
 
 @pytest.mark.parametrize("drop,needles", [
-    ("model.layers.1.mlp.experts.3.up_proj.weight", ["missing tensor 'model.layers.1.mlp.experts.3.up_proj.weight'"]),
+    ("model.layers.0.mlp.experts.3.up_proj.weight", ["missing tensor 'model.layers.0.mlp.experts.3.up_proj.weight'"]),
     ("model.layers.0.mlp.experts.1.down_proj.weight", ["tensor 'model.layers.0.mlp.experts.1.down_proj.weight'",
                                                        "expected shape [32, 24]"]),
 ])
