@@ -73,6 +73,7 @@ void wm_arch_free(wm_arch *a) {
     free(a->mods);
     free(a->sliding);
     free(a->nope);
+    free(a->moe_layer);
     free(a->rope.inv_freq);
     free(a->rope.inv_freq_long);
     free(a->rope_local.inv_freq);
@@ -202,6 +203,8 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_NH: return a->nh;
     case D_2SPAN: return 2 * a->dis_span;
     case D_CONV: return a->n_conv ? a->conv_dim[a->n_conv - 1] : 0;
+    case D_NEXP: return a->n_experts;
+    case D_SHI: return a->shared_I;
     default: return 0;
     }
 }
@@ -609,6 +612,20 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
         case WM_M_L_GATE_UP: w.required = a->gated && a->fused_gate_up; w.bias = mb; break;
         case WM_M_L_DOWN: w.bias = mb; break;
         case WM_M_L_ATTN_NORM: w.required = !(f->no_first_attn_norm && layer == 0); break;
+        case WM_M_L_ROUTER: w.bias = 0; break;
+        case WM_M_L_SH_GATE: case WM_M_L_SH_UP: case WM_M_L_SH_DOWN: case WM_M_L_SH_ROUTER:
+            w.required = a->shared_I > 0;
+            w.bias = 0;
+            break;
+        default: break;
+        }
+        /* a sparse layer's MLP is its experts (router, shared expert); a dense layer's the usual projections */
+        int sparse = a->moe_layer && layer >= 0 && a->moe_layer[layer];
+        switch (p->mod) {
+        case WM_M_L_GATE: case WM_M_L_UP: case WM_M_L_GATE_UP: case WM_M_L_DOWN: w.required &= !sparse; break;
+        case WM_M_L_ROUTER: case WM_M_L_SH_GATE: case WM_M_L_SH_UP: case WM_M_L_SH_DOWN: case WM_M_L_SH_ROUTER:
+            w.required &= sparse;
+            break;
         default: break;
         }
         if (p->kind == WM_MK_NORM) w.bias = norm_b;
@@ -709,7 +726,9 @@ static void decide_structure(wm_arch *a, const wm_family *f, const wm_scheme *s,
                 arch_st_find(st, name))
     if (scheme_pat(s, WM_M_L_QKV) && scheme_pat(s, WM_M_L_Q)) a->fused_qkv = HAS(WM_M_L_QKV) && !HAS(WM_M_L_Q);
     if (scheme_pat(s, WM_M_L_GATE_UP)) a->fused_gate_up = HAS(WM_M_L_GATE_UP);
-    if (scheme_pat(s, WM_M_L_GATE) || scheme_pat(s, WM_M_L_GATE_UP)) a->gated = HAS(WM_M_L_GATE) || HAS(WM_M_L_GATE_UP);
+    /* (layer 0 may be sparse: a mixture-of-experts family's dense layers keep the scheme's gated MLP) */
+    if (!a->moe_layer && (scheme_pat(s, WM_M_L_GATE) || scheme_pat(s, WM_M_L_GATE_UP)))
+        a->gated = HAS(WM_M_L_GATE) || HAS(WM_M_L_GATE_UP);
     a->qk_norm = HAS(WM_M_L_Q_NORM);
     if (scheme_pat(s, WM_M_G_TYPE) && !HAS(WM_M_G_TYPE)) a->T = 0;
 #undef HAS
@@ -763,7 +782,8 @@ static size_t mods_of(const wm_arch *a) { return (size_t)(a->L + 1) * WM_M_COUNT
 
 wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
     const wm_arch *parts[3] = {a, a->tower[0], a->tower[1]};
-    size_t n_used = 0, cap = 0, n_res = wm_resnet_names(a, NULL, 0), n_extra = n_res + wm_audio_names(a, NULL, 0);
+    size_t n_used = 0, cap = 0, n_res = wm_resnet_names(a, NULL, 0), n_aud = wm_audio_names(a, NULL, 0);
+    size_t n_extra = n_res + n_aud + wm_moe_names(a, NULL, 0);
     for (int p = 0; p < 3; p++) cap += parts[p] ? mods_of(parts[p]) * 2 : 0;
     const char **used = malloc((cap + n_extra + 1) * sizeof *used);
     if (!used) return wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -781,7 +801,8 @@ wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
     }
     if (extra) {
         wm_resnet_names(a, extra, n_res);
-        wm_audio_names(a, extra + n_res, n_extra - n_res);
+        wm_audio_names(a, extra + n_res, n_aud);
+        wm_moe_names(a, extra + n_res + n_aud, n_extra - n_res - n_aud);
     }
     for (size_t i = 0; i < n_extra; i++) used[n_used++] = extra[i];
     qsort(used, n_used, sizeof *used, cmp_str);
@@ -895,7 +916,7 @@ static void resolve_scales(wm_arch *a, const wm_family *f) {
 /* Saturates at UINT64_MAX: a config of absurd sizes is refused by the space and size checks, never wrapped. */
 void arch_count_params(wm_arch *a) {
     uint64_t n = wm_resnet_params(a);
-    if (!wm_add_u64(n, wm_audio_params(a), &n)) n = UINT64_MAX;
+    if (!wm_add_u64(n, wm_audio_params(a), &n) || !wm_add_u64(n, wm_moe_params(a), &n)) n = UINT64_MAX;
     for (int t = 0; t < 2; t++)
         if (a->tower[t] && !wm_add_u64(n, a->tower[t]->n_params, &n)) n = UINT64_MAX;
     for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {
@@ -979,7 +1000,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->scale_attn = c->scale_attn_weights != 0;
     a->scale_by_layer = c->scale_attn_by_inverse_layer_idx == 1;
     if ((s = check_keys(a, err)) || (s = resolve_task(a, f, task, err)) || (s = resolve_sizes(a, f, sch, err)) ||
-        (s = arch_resolve_act(a, f, err)))
+        (s = arch_resolve_act(a, f, err)) || (s = wm_moe_resolve(a, err)))
         return s;
     if (st) {
         if (!find_prefix(a, f, sch, st)) {
@@ -1033,7 +1054,7 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->qkv_bias = q0->has_bias;
     a->o_bias = wm_arch_mod(a, 0, WM_M_L_O)->has_bias;
     a->mlp_bias = wm_arch_mod(a, 0, WM_M_L_DOWN)->has_bias;
-    if (st && (s = arch_check_unused(a, st, err))) return s;
+    if (st && ((s = wm_moe_check(a, st, err)) || (s = arch_check_unused(a, st, err)))) return s;
     if ((s = resolve_sliding(a, f, err)) || (s = resolve_rope(a, f, err))) return s;
     resolve_scales(a, f);
     arch_count_params(a);
@@ -1160,9 +1181,12 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key) {
     if (a->qkv_bias) wm_json_str(j, NULL, "q/k/v bias");
     if (a->o_bias) wm_json_str(j, NULL, "output projection bias");
     if (a->qk_norm) wm_json_str(j, NULL, a->qk_norm_whole ? "q/k RMSNorm over all heads" : "q/k RMSNorm per head");
-    snprintf(b, sizeof b, "%s%s MLP (%s)%s", a->gated ? "gated" : "plain", a->fused_gate_up ? " fused gate_up" : "",
-             wm_act_name(a->act), a->mlp_bias ? " with bias" : "");
-    wm_json_str(j, NULL, b);
+    if (a->n_moe_layers < a->L) {
+        snprintf(b, sizeof b, "%s%s MLP (%s)%s", a->gated ? "gated" : "plain", a->fused_gate_up ? " fused gate_up" : "",
+                 wm_act_name(a->act), a->mlp_bias ? " with bias" : "");
+        wm_json_str(j, NULL, b);
+    }
+    wm_moe_features(a, j);
     if (a->kind == WM_DECODER)
         wm_json_str(j, NULL, a->tied ? "tied embeddings (lm_head = embed_tokens)"
                              : wm_arch_mod(a, -1, WM_M_G_LM_HEAD)->has_bias ? "separate lm_head with bias"

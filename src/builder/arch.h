@@ -105,7 +105,9 @@ const char *wm_act_name(wm_act a);
     X(L_MLP_OUT_NORM, "mlp_out_norm") X(L_LS1, "layer_scale1") X(L_LS2, "layer_scale2")     \
     X(L_POS_K, "pos_k_proj") X(L_POS_Q, "pos_q_proj")                                      \
     X(L_XATTN_NORM, "xattn_norm") X(L_XQ, "xq_proj")                                         \
-    X(L_XK, "xk_proj") X(L_XV, "xv_proj") X(L_XO, "xo_proj")
+    X(L_XK, "xk_proj") X(L_XV, "xv_proj") X(L_XO, "xo_proj")                                 \
+    X(L_ROUTER, "router") X(L_SH_GATE, "shared_gate_proj") X(L_SH_UP, "shared_up_proj")        \
+    X(L_SH_DOWN, "shared_down_proj") X(L_SH_ROUTER, "shared_expert_gate")
 
 typedef enum wm_mod {
 #define X(e, n) WM_M_##e,
@@ -263,6 +265,13 @@ typedef struct wm_arch {
     /* relative position buckets of an encoder-decoder (rel_buckets > 0 with graph WM_GRAPH_S2S): G_REL_BIAS
        [rel_rows, enc_nh] bidirectional in the encoder, G_DEC_REL_BIAS [rel_rows, dec_nh] unidirectional in the
        decoder (wm_rel_bucket_causal); computed once per stack and added to every layer's self-attention scores */
+    /* mixture of experts (arch_moe.c): moe_layer[i] 1 where layer i's MLP is n_experts gated experts (SwiGLU,
+       moe_I wide) of which a softmax router (L_ROUTER) picks top_k per token, their weights renormalized to sum 1
+       when moe_norm; plus a shared expert shared_I wide (L_SH_*) scaled by sigmoid(L_SH_ROUTER x) when shared_I > 0.
+       Layers with moe_layer[i] 0 keep the dense MLP. NULL / 0: no experts. */
+    int64_t n_experts, top_k, moe_I, shared_I, n_moe_layers;
+    int moe_norm;
+    uint8_t *moe_layer;
     /* modules: mods[(layer + 1) * WM_M_COUNT + m], layer -1 for the global ones */
     wm_module *mods;
     uint64_t n_params;        /* parameters the export stores */
@@ -328,5 +337,20 @@ size_t wm_arch_tasks(const wm_arch *a, int *out);
 
 /* Writes the feature list as a JSON array named key ("features"). */
 void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key);
+
+/* Mixture of experts (arch_moe.c): the config's expert keys into a (nothing when the family has no experts; a owns
+   moe_layer, freed by wm_arch_free). Errors name the key (WM_ERR_INPUT; WM_ERR_UNSUPPORTED for an activation the
+   experts cannot take). */
+wm_status wm_moe_resolve(wm_arch *a, wm_error *err);
+/* Every expert tensor of every sparse layer of st: present, [I, H] / [I, H] / [H, I], a float dtype; errors name
+   the tensor (WM_ERR_INPUT, WM_ERR_UNSUPPORTED for the dtype). */
+wm_status wm_moe_check(const wm_arch *a, const wm_st_file *st, wm_error *err);
+/* The checkpoint name of expert e's projection which (0 gate, 1 up, 2 down) in layer into out; 0 when it does not
+   fit. */
+int wm_moe_expert_name(const wm_arch *a, int layer, int64_t e, int which, char *out, size_t n);
+/* Expert tensor names (cap 0: the count) into names; the parameters they hold; the feature strings into j. */
+size_t wm_moe_names(const wm_arch *a, char (*names)[160], size_t cap);
+uint64_t wm_moe_params(const wm_arch *a);
+void wm_moe_features(const wm_arch *a, wm_json *j);
 
 #endif

@@ -6,7 +6,7 @@
 
 /* symbolic dims of module shapes */
 enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1, D_2H, D_PIN, D_NPOS, D_REG,
-       D_PROJ, D_3H, D_RB, D_NH, D_2SPAN, D_CONV };
+       D_PROJ, D_3H, D_RB, D_NH, D_2SPAN, D_CONV, D_NEXP, D_SHI };
 
 typedef struct wm_modpat {
     uint8_t mod, kind, d_out, d_in; /* wm_mod, wm_mod_kind, D_* */
@@ -24,6 +24,7 @@ typedef struct wm_scheme {
     const wm_modpat *mods;
     size_t n_mods;
     const char *default_family; /* defaults for a model_type the family table does not list */
+    const char *experts[3];     /* mixture of experts: the gate, up and down projection of expert %e in layer %d */
 } wm_scheme;
 
 /* WM_HEAD_POOLER_ACT: a pooler at the top level whose activation is the config's pooler_hidden_act (DeBERTa) */
@@ -52,7 +53,7 @@ typedef struct wm_head_def {
    multipliers; use_parallel_residual (attention and MLP both read the layer input); Cohere's logit_scale; SmolLM3's
    no_rope_layers (with no_rope_layer_interval) */
 enum { WM_FK_NONE, WM_FK_ATTN_SOFTCAP, WM_FK_FINAL_SOFTCAP, WM_FK_MULTIPLIERS, WM_FK_PARALLEL, WM_FK_LOGIT_SCALE,
-       WM_FK_NOPE, WM_FK_COUNT };
+       WM_FK_NOPE, WM_FK_MOE, WM_FK_COUNT };
 /* WM_KEY_DENY: not modeled, a set value is refused; USED: modeled; IGNORED: transformers never reads it */
 enum { WM_KEY_DENY, WM_KEY_USED, WM_KEY_IGNORED };
 
@@ -107,6 +108,13 @@ typedef struct wm_family {
     int no_norm_bias;    /* LayerNorms without a bias (random weights; with weights the tensors decide) */
     double logit_scale;  /* logits multiplied by this when the config omits logit_scale (keys[WM_FK_LOGIT_SCALE]) */
     int rope_interleaved; /* rotary pairs are adjacent dims (2i, 2i + 1), not the two halves */
+    /* mixture of experts (keys[WM_FK_MOE] USED): defaults of the expert count (num_local_experts / num_experts)
+       and num_experts_per_tok; the key of the experts' width (NULL: intermediate_size) and its default; the key of
+       the shared expert's width (NULL: none); the key of the top-k renormalization (NULL: always renormalized)
+       and its default; sparse_keys: decoder_sparse_step and mlp_only_layers pick the sparse layers (else all) */
+    int64_t moe_experts, moe_top_k, moe_inter_def, moe_shared_def;
+    const char *moe_inter_key, *moe_shared_key, *moe_norm_key;
+    int moe_norm_def, moe_sparse_keys;
 } wm_family;
 
 typedef struct wm_denied_type {

@@ -30,23 +30,42 @@ static const wm_modpat gpt2_mods[] = {
 };
 
 /* Llama style (llama, mistral, qwen2, qwen3, phi3 ...): rotary positions, pre-norm, gated MLP. */
-static const wm_modpat llama_mods[] = {
-    MP(G_EMBED, EMBED, V, E, "$embed_tokens"),
-    MP(L_ATTN_NORM, NORM, H, H, "$layers.%d.input_layernorm"),
-    MP(L_Q, LINEAR, Q, H, "$layers.%d.self_attn.q_proj"),
-    MP(L_K, LINEAR, KV, H, "$layers.%d.self_attn.k_proj"),
-    MP(L_V, LINEAR, KV, H, "$layers.%d.self_attn.v_proj"),
-    MP(L_QKV, LINEAR, QKV, H, "$layers.%d.self_attn.qkv_proj"),
-    MP(L_O, LINEAR, H, Q, "$layers.%d.self_attn.o_proj"),
-    MP(L_Q_NORM, NORM, HD, HD, "$layers.%d.self_attn.q_norm"),
-    MP(L_K_NORM, NORM, HD, HD, "$layers.%d.self_attn.k_norm"),
-    MP(L_MLP_NORM, NORM, H, H, "$layers.%d.post_attention_layernorm"),
-    MP(L_GATE, LINEAR, I, H, "$layers.%d.mlp.gate_proj"),
-    MP(L_UP, LINEAR, I, H, "$layers.%d.mlp.up_proj"),
-    MP(L_GATE_UP, LINEAR, I2, H, "$layers.%d.mlp.gate_up_proj"),
-    MP(L_DOWN, LINEAR, H, I, "$layers.%d.mlp.down_proj"),
-    MP(G_FINAL_NORM, NORM, H, H, "$norm"),
+#define LLAMA_MODS \
+    MP(G_EMBED, EMBED, V, E, "$embed_tokens"), \
+    MP(L_ATTN_NORM, NORM, H, H, "$layers.%d.input_layernorm"), \
+    MP(L_Q, LINEAR, Q, H, "$layers.%d.self_attn.q_proj"), \
+    MP(L_K, LINEAR, KV, H, "$layers.%d.self_attn.k_proj"), \
+    MP(L_V, LINEAR, KV, H, "$layers.%d.self_attn.v_proj"), \
+    MP(L_QKV, LINEAR, QKV, H, "$layers.%d.self_attn.qkv_proj"), \
+    MP(L_O, LINEAR, H, Q, "$layers.%d.self_attn.o_proj"), \
+    MP(L_Q_NORM, NORM, HD, HD, "$layers.%d.self_attn.q_norm"), \
+    MP(L_K_NORM, NORM, HD, HD, "$layers.%d.self_attn.k_norm"), \
+    MP(L_MLP_NORM, NORM, H, H, "$layers.%d.post_attention_layernorm"), \
+    MP(L_GATE, LINEAR, I, H, "$layers.%d.mlp.gate_proj"), \
+    MP(L_UP, LINEAR, I, H, "$layers.%d.mlp.up_proj"), \
+    MP(L_GATE_UP, LINEAR, I2, H, "$layers.%d.mlp.gate_up_proj"), \
+    MP(L_DOWN, LINEAR, H, I, "$layers.%d.mlp.down_proj"), \
+    MP(G_FINAL_NORM, NORM, H, H, "$norm"), \
     MP(G_LM_HEAD, LINEAR, V, H, "lm_head"),
+
+static const wm_modpat llama_mods[] = {LLAMA_MODS};
+
+/* Mixtral: Llama's layers with a mixture of experts as the MLP: router block_sparse_moe.gate [experts, hidden],
+   experts w1 (gate) / w3 (up) / w2 (down) (wm_scheme.experts) */
+static const wm_modpat mixtral_mods[] = {
+    LLAMA_MODS
+    MP(L_ROUTER, LINEAR, NEXP, H, "$layers.%d.block_sparse_moe.gate"),
+};
+
+/* Qwen2-MoE / Qwen3-MoE: the router mlp.gate, experts mlp.experts.%e.{gate,up,down}_proj, Qwen2-MoE's shared
+   expert (mlp.shared_expert.*) with its sigmoid gate [1, hidden]; dense layers keep Llama's mlp.*_proj */
+static const wm_modpat qwen_moe_mods[] = {
+    LLAMA_MODS
+    MP(L_ROUTER, LINEAR, NEXP, H, "$layers.%d.mlp.gate"),
+    MP(L_SH_GATE, LINEAR, SHI, H, "$layers.%d.mlp.shared_expert.gate_proj"),
+    MP(L_SH_UP, LINEAR, SHI, H, "$layers.%d.mlp.shared_expert.up_proj"),
+    MP(L_SH_DOWN, LINEAR, H, SHI, "$layers.%d.mlp.shared_expert.down_proj"),
+    MP(L_SH_ROUTER, LINEAR, 1, H, "$layers.%d.mlp.shared_expert_gate"),
 };
 
 /*
@@ -232,6 +251,12 @@ const wm_scheme wm_schemes[] = {
     {"olmo2", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, olmo2_mods, N(olmo2_mods), "olmo2"},
     {"starcoder2", WM_DECODER, WM_NORM_LAYER, 0, WM_POS_ROPE, 0, {"model.", ""}, starcoder2_mods,
      N(starcoder2_mods), "starcoder2"},
+    {"mixtral", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, mixtral_mods, N(mixtral_mods), "mixtral",
+     {"$layers.%d.block_sparse_moe.experts.%e.w1", "$layers.%d.block_sparse_moe.experts.%e.w3",
+      "$layers.%d.block_sparse_moe.experts.%e.w2"}},
+    {"qwen2_moe", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, qwen_moe_mods, N(qwen_moe_mods),
+     "qwen2_moe", {"$layers.%d.mlp.experts.%e.gate_proj", "$layers.%d.mlp.experts.%e.up_proj",
+                   "$layers.%d.mlp.experts.%e.down_proj"}},
     {"bert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"bert.", "roberta.", "electra.", ""}, bert_mods,
      N(bert_mods), "bert"},
     {"distilbert", WM_ENCODER, WM_NORM_LAYER, 1, WM_POS_LEARNED, 0, {"distilbert.", ""}, distil_mods,
@@ -355,6 +380,22 @@ const wm_family wm_families[] = {
     DEC(.model_type = "cohere", .class_stem = "Cohere", .scheme = "llama-layernorm", .prefix = "model.",
         .act = "silu", .eps = 1e-5, .tied = 1, .no_norm_bias = 1, .parallel = 1, .shared_norm = 1,
         .rope_interleaved = 1, .logit_scale = 0.0625, .keys = {[WM_FK_LOGIT_SCALE] = WM_KEY_USED}),
+    /* Mixtral: Mistral with a mixture of experts in every layer (8 experts, top 2 by default), top-k weights always
+       renormalized */
+    DEC(.model_type = "mixtral", .class_stem = "Mixtral", .scheme = "mixtral", .prefix = "model.", .act = "silu",
+        .eps = 1e-5, .sliding = 1, .keys = {[WM_FK_MOE] = WM_KEY_USED}, .moe_experts = 8, .moe_top_k = 2),
+    /* Qwen2-MoE: Qwen2 (q/k/v biases by qkv_bias) with experts of moe_intermediate_size on the layers
+       decoder_sparse_step / mlp_only_layers pick, a shared expert, norm_topk_prob (off by default) */
+    DEC(.model_type = "qwen2_moe", .class_stem = "Qwen2Moe", .scheme = "qwen2_moe", .prefix = "model.",
+        .act = "silu", .eps = 1e-6, .qkv_bias = 1, .qkv_bias_key = "qkv_bias", .sliding = 1,
+        .keys = {[WM_FK_MOE] = WM_KEY_USED}, .moe_experts = 60, .moe_top_k = 4, .moe_inter_def = 1408,
+        .moe_inter_key = "moe_intermediate_size", .moe_shared_key = "shared_expert_intermediate_size",
+        .moe_shared_def = 5632, .moe_norm_key = "norm_topk_prob", .moe_sparse_keys = 1),
+    /* Qwen3-MoE: Qwen3 (q/k norms) with Qwen2-MoE's experts and no shared expert */
+    DEC(.model_type = "qwen3_moe", .class_stem = "Qwen3Moe", .scheme = "qwen2_moe", .prefix = "model.",
+        .act = "silu", .eps = 1e-6, .qk_norm = 1, .sliding = 1, .keys = {[WM_FK_MOE] = WM_KEY_USED},
+        .moe_experts = 128, .moe_top_k = 8, .moe_inter_def = 768, .moe_inter_key = "moe_intermediate_size",
+        .moe_norm_key = "norm_topk_prob", .moe_sparse_keys = 1),
     ENC(.model_type = "bert", .eps = 1e-12, .class_stem = "Bert", .scheme = "bert", .prefix = "bert.",
         .posid = WM_POSID_ARANGE, .type_vocab = 2, .cls_head = WM_HEAD_POOLER_TANH, .mlm_head = WM_MLM_BERT),
     ENC(.model_type = "roberta", .eps = 1e-12, .class_stem = "Roberta", .scheme = "bert", .prefix = "roberta.",
@@ -447,8 +488,8 @@ const wm_denied_key wm_denied_keys[] = {
     {"attention_multiplier", WM_DENY_SET, WM_FK_MULTIPLIERS},
     {"logits_scaling", WM_DENY_SET, WM_FK_MULTIPLIERS},
     {"qk_layernorm", WM_DENY_TRUE},
-    {"num_local_experts", WM_DENY_SET},
-    {"num_experts", WM_DENY_SET},
+    {"num_local_experts", WM_DENY_SET, WM_FK_MOE},
+    {"num_experts", WM_DENY_SET, WM_FK_MOE},
     {"n_routed_experts", WM_DENY_SET},
     {"use_alibi", WM_DENY_TRUE},
     {"conv_kernel_size", WM_DENY_SET}, /* DeBERTa-v2 (x)xlarge's convolution after the first layer */

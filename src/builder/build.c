@@ -505,6 +505,30 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     return WM_OK;
 }
 
+/* com.microsoft MoE nodes of g whose expert weights (fc1, fc2, fc3) are float32 initializers: the integer
+   quantizers convert MatMul / Gather weights only, so a mixture of experts keeps its experts float; *bytes
+   receives their size (said in the quant stage's reason). */
+static size_t moe_float_experts(const wm_graph *g, uint64_t *bytes) {
+    const wm_onnx_graph *p = wm_graph_proto(g);
+    size_t n = 0;
+    *bytes = 0;
+    for (size_t i = 0; i < p->n_node; i++) {
+        const wm_onnx_node *nd = p->node[i];
+        if (strcmp(nd->op_type, "MoE") || !nd->domain || strcmp(nd->domain, "com.microsoft")) continue;
+        int any = 0;
+        for (size_t k = 2; k < nd->n_input && k <= 6; k += 2) {
+            const wm_onnx_tensor *t = nd->input[k][0] ? wm_graph_constant(g, nd->input[k]) : NULL;
+            uint64_t numel = 1, nb;
+            if (!t || t->data_type != WM_DT_FLOAT) continue;
+            for (size_t d = 0; d < t->n_dims; d++) numel *= (uint64_t)t->dims[d];
+            if (wm_dtype_nbytes(t->data_type, numel, &nb)) *bytes += nb;
+            any = 1;
+        }
+        n += (size_t)any;
+    }
+    return n;
+}
+
 /* The recipe's quant section (reference field names) through src/opt's quantizer, weights streamed. */
 static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!b->recipe.has_quant) {
@@ -579,6 +603,12 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
                  wm_quant_mode_name(qc.mode), qc.scale_search ? " (scale search)" : "",
                  qc.n_hessians ? " (GPTQ)" : "", r->quantized,
                  cs, (unsigned long long)r->weight_bytes_before, (unsigned long long)r->weight_bytes_after);
+        uint64_t moe_bytes;
+        size_t n_moe = qc.mode == WM_QUANT_FP16 ? 0 : moe_float_experts(g, &moe_bytes);
+        size_t used = strlen(rec->reason);
+        if (n_moe && used < sizeof rec->reason)
+            snprintf(rec->reason + used, sizeof rec->reason - used, "; the experts of %zu MoE node%s stay float32 "
+                     "(%llu bytes: no quantized MoE here)", n_moe, n_moe > 1 ? "s" : "", (unsigned long long)moe_bytes);
         for (size_t i = 0; i < r->n_carried; i++)
             if (!strcmp(r->carried[i].result, "requantized"))
                 note(b, "note: quant: '%s' (%s) requantized: %s\n", r->carried[i].tensor, r->carried[i].source,

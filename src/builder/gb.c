@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "onnx/dtype.h"
+#include "opt/opt_util.h"
 
 /* ------------------------------------------------------------ name sets */
 
@@ -99,8 +100,8 @@ static const char *node_name(wm_gb *b, const char *op) {
     return s;
 }
 
-static int add(wm_gb *b, const char *op, int n_in, const char *const *in, int n_out, const char **outs,
-               const char *out0) {
+static int add(wm_gb *b, const char *op, const char *domain, int n_in, const char *const *in, int n_out,
+               const char **outs, const char *out0) {
     if (b->st) {
         for (int i = 0; i < n_out; i++) outs[i] = "<error>";
         return -1;
@@ -120,7 +121,7 @@ static int add(wm_gb *b, const char *op, int n_in, const char *const *in, int n_
         }
     }
     wm_status s = WM_OK;
-    b->last = wm_graph_add_node(b->g, op, NULL, name, in, (size_t)n_in, outs, (size_t)n_out, b->err);
+    b->last = wm_graph_add_node(b->g, op, domain, name, in, (size_t)n_in, outs, (size_t)n_out, b->err);
     if (!b->last) {
         s = b->err->status ? b->err->status : WM_ERR_NOMEM;
         fail(b, s);
@@ -131,7 +132,16 @@ static int add(wm_gb *b, const char *op, int n_in, const char *const *in, int n_
 
 const char *gb_opv(wm_gb *b, const char *op, const char *out_name, int n_in, const char *const *in) {
     const char *o;
-    add(b, op, n_in, in, 1, &o, out_name);
+    add(b, op, NULL, n_in, in, 1, &o, out_name);
+    return o;
+}
+
+const char *gb_op_ms(wm_gb *b, const char *op, int n_in, const char *const *in) {
+    const char *o;
+    if (add(b, op, "com.microsoft", n_in, in, 1, &o, NULL) == 0) {
+        wm_status s = wm_opt_need_opset(b->g, "com.microsoft", 1, b->err);
+        if (s) fail(b, s);
+    }
     return o;
 }
 
@@ -158,7 +168,7 @@ const char *gb_op_named(wm_gb *b, const char *op, const char *out_name, int n_in
 }
 
 void gb_op_multi(wm_gb *b, const char *op, int n_in, const char *const *in, int n_out, const char **outs) {
-    add(b, op, n_in, in, n_out, outs, NULL);
+    add(b, op, NULL, n_in, in, n_out, outs, NULL);
 }
 
 void gb_attr_i(wm_gb *b, const char *name, int64_t v) {
@@ -170,6 +180,12 @@ void gb_attr_i(wm_gb *b, const char *name, int64_t v) {
 void gb_attr_f(wm_gb *b, const char *name, float v) {
     if (b->st) return;
     wm_status s = wm_graph_set_attr_float(b->g, b->last, name, v, b->err);
+    if (s) fail(b, s);
+}
+
+void gb_attr_s(wm_gb *b, const char *name, const char *v) {
+    if (b->st) return;
+    wm_status s = wm_graph_set_attr_string(b->g, b->last, name, v, b->err);
     if (s) fail(b, s);
 }
 

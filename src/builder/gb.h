@@ -53,6 +53,8 @@ void gb_scope(wm_gb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3
 const char *gb_opv(wm_gb *b, const char *op, const char *out_name, int n_in, const char *const *in);
 const char *gb_op(wm_gb *b, const char *op, int n_in, ...);
 const char *gb_op_named(wm_gb *b, const char *op, const char *out_name, int n_in, ...);
+/* A com.microsoft node (the model then imports that domain, version 1); returns output 0's name. */
+const char *gb_op_ms(wm_gb *b, const char *op, int n_in, const char *const *in);
 /* A node with n_out outputs; outs receives their names. */
 void gb_op_multi(wm_gb *b, const char *op, int n_in, const char *const *in, int n_out, const char **outs);
 
@@ -63,6 +65,7 @@ const char *gb_rename(wm_gb *b, const char *from, const char *to);
 void gb_attr_i(wm_gb *b, const char *name, int64_t v);
 void gb_attr_f(wm_gb *b, const char *name, float v);
 void gb_attr_ints(wm_gb *b, const char *name, const int64_t *v, size_t n);
+void gb_attr_s(wm_gb *b, const char *name, const char *v);
 
 /* Shared constants: 1-D int64 (n values), int64 / int32 / float scalars, 1-D float. */
 const char *gb_i64(wm_gb *b, const int64_t *v, size_t n);

@@ -291,6 +291,7 @@ const char *wm_model_rel_bias(wm_gb *b, const wm_model_ctx *c, const char *ids) 
 
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {
     const wm_arch *a = c->a;
+    if (a->moe_layer && a->moe_layer[layer]) return wm_model_moe(b, c, layer, h);
     char sc[160], sub[192];
     snprintf(sc, sizeof sc, "%s/layers.%d/mlp", c->root ? c->root : "/model", layer);
     const char *m;

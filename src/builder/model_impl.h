@@ -45,6 +45,9 @@ int64_t wm_resnet_side(const wm_arch *a);
 /* Shared by both (model_attn.c). */
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
+/* A sparse layer's MLP (a->moe_layer[layer]): router + com.microsoft MoE (+ shared expert) on h [B, S, H]
+   (model_moe.c). */
+const char *wm_model_moe(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
 /* Disentangled attention's shared inputs into c (rel_emb, rel_idx), in scope /model/rel_embeddings. */
 void wm_model_rel_embeddings(wm_gb *b, wm_model_ctx *c);
 /* The relative position bias [1, heads, S, S] of a's G_REL_BIAS table for the sequence of ids [B, S] (buckets

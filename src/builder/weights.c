@@ -65,6 +65,12 @@ static void read_at(const wm_st_tensor *t, uint64_t first, size_t n, float *dst)
 
 void wm_st_read_f32(const wm_st_tensor *t, float *dst) { read_at(t, 0, (size_t)t->numel, dst); }
 
+static void release(const uint8_t *p, uint64_t n);
+
+void wm_wsink_release(const wm_wsink *s, const wm_st_tensor *t) {
+    if (s && s->release_source && t) release(t->data, t->nbytes);
+}
+
 /* Drops the pages of a source range from this process (they stay in the page cache). */
 static void release(const uint8_t *p, uint64_t n) {
     long pg = sysconf(_SC_PAGESIZE);

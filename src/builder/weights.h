@@ -91,6 +91,9 @@ wm_status wm_wsink_add(wm_wsink *s, wm_graph *g, const char *name, const int64_t
                        wm_error *err);
 /* Flushes and fsyncs the data file; sha_hex receives its digest ("" in inline mode). */
 wm_status wm_wsink_finish(wm_wsink *s, char sha_hex[65], wm_error *err);
+/* Drops the source pages of checkpoint tensor t from this process when s releases its sources (file mappings):
+   for tensors read outside the sink (a mixture of experts' matrices, stacked before they are added). */
+void wm_wsink_release(const wm_wsink *s, const wm_st_tensor *t);
 /* Frees n records and the array. */
 void wm_wsrc_recs_free(wm_wsrc_rec *v, size_t n);
 /* Releases buffers, the descriptor (does not remove the file) and the records not taken. */

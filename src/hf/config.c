@@ -376,7 +376,8 @@ static const int_alias int_aliases[] = {
     {CF(max_positions), CF(key_positions), 1, INT32_MAX, {"max_position_embeddings", "n_positions"}},
     {CF(type_vocab_size), 0, 0, INT32_MAX, {"type_vocab_size"}},
     {CF(embedding_size), 0, 1, 1 << 20, {"embedding_size"}},
-    {CF(sliding_window), 0, 1, INT32_MAX, {"sliding_window"}},
+    /* 0: no window (transformers' Qwen2-MoE writes sliding_window 0 when use_sliding_window is false) */
+    {CF(sliding_window), 0, 0, INT32_MAX, {"sliding_window"}},
     {CF(max_window_layers), 0, 0, 4096, {"max_window_layers"}},
 };
 

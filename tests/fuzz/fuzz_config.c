@@ -31,6 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                            (a.graph == WM_GRAPH_VIT     ? a.n_patch > 0 && a.n_pos > a.n_patch
                             : a.graph == WM_GRAPH_AUDIO ? a.n_conv > 0 && a.pos_k > 0 && (a.task != WM_TASK_ASR || a.V > 0)
                                                         : a.V > 0);
+            /* a mixture of experts: at least one expert, top-k within them, a sparse flag per layer */
+            if (a.moe_layer && !(a.n_experts > 0 && a.top_k > 0 && a.top_k <= a.n_experts && a.moe_I > 0 &&
+                                 a.n_moe_layers <= a.L))
+                ok = 0;
             if (!ok) abort();
             wm_recipe r;
             if (a.L <= 256 && !wm_recipe_default(&a, WM_PREC_INT4, "cpu", "cpu", &r, &err)) {

@@ -1,0 +1,301 @@
+"""Mixture-of-experts decoders through the tables (issue 35): Mixtral, Qwen2-MoE and Qwen3-MoE as tiny random
+checkpoints saved by transformers (hidden 32, 2 layers, 4-8 experts, top 2), built as onnxruntime's com.microsoft MoE
+(router MatMul, experts stacked into fc1 [E, 2I, H] with gate / up rows interleaved and fc2 [E, H, I], SwiGLU).
+
+Covered: Mixtral (every layer sparse, top-k always renormalized), Qwen2-MoE (shared expert with its sigmoid gate,
+norm_topk_prob false, mlp_only_layers [1]: layer 1 keeps a dense MLP) and Qwen3-MoE (q/k norms, 8 experts,
+norm_topk_prob true, decoder_sparse_step 2: layer 0 dense). For each: `inspect` names the MoE feature; the exported
+graph in onnxruntime and in our engine matches transformers' logits (max abs 1e-4, batch 3 with padding); 32 greedy
+steps through the KV cache (`winml generate`, and batch 2 through both runtimes) equal transformers' generate();
+`-p fp16` and `-p int4` builds run in both runtimes. Expert counts the graph cannot take are refused by name.
+"""
+import copy
+import json
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+import builder_util as BU
+import oracle_util as U
+from test_builder import assert_close, empty_past, greedy, masks, positions
+
+DEC = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+           vocab_size=96, max_position_embeddings=128, rope_parameters=dict(rope_type="default", rope_theta=500.0),
+           bos_token_id=None, eos_token_id=None, pad_token_id=0)
+
+
+def _specs():
+    import transformers as T
+    return {
+        "mixtral": (T.MixtralConfig, T.MixtralForCausalLM, dict(DEC, num_local_experts=4, num_experts_per_tok=2)),
+        "qwen2_moe": (T.Qwen2MoeConfig, T.Qwen2MoeForCausalLM, dict(
+            DEC, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, shared_expert_intermediate_size=40,
+            norm_topk_prob=False, mlp_only_layers=[1])),
+        "qwen3_moe": (T.Qwen3MoeConfig, T.Qwen3MoeForCausalLM, dict(
+            DEC, head_dim=16, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=24, norm_topk_prob=True,
+            decoder_sparse_step=2)),
+    }
+
+
+KINDS = ["mixtral", "qwen2_moe", "qwen3_moe"]
+
+FEATURES = {
+    "mixtral": ["mixture of experts (com.microsoft MoE) on 2 of 2 layers: 4 experts (SwiGLU silu, width 48), top 2 "
+                "of a softmax router, weights renormalized"],
+    "qwen2_moe": ["mixture of experts (com.microsoft MoE) on 1 of 2 layers (dense MLP on layers 1): 4 experts "
+                  "(SwiGLU silu, width 24), top 2 of a softmax router, weights not renormalized",
+                  "shared expert (width 40) scaled by sigmoid(shared_expert_gate x)", "gated MLP (silu)",
+                  "q/k/v bias"],
+    "qwen3_moe": ["mixture of experts (com.microsoft MoE) on 1 of 2 layers (dense MLP on layers 0): 8 experts "
+                  "(SwiGLU silu, width 24), top 2 of a softmax router, weights renormalized",
+                  "q/k RMSNorm per head", "gated MLP (silu)"],
+}
+ABSENT = {"mixtral": ["MLP (", "shared expert"], "qwen3_moe": ["shared expert"]}
+
+
+@pytest.fixture(scope="module")
+def workdir(request):
+    return U.scratch(request, "builder_moe")
+
+
+@pytest.fixture(scope="module")
+def tiny(workdir):
+    return BU.tiny_cache(workdir, lambda k, d: BU.make_tiny(k, d, spec=_specs()[k]))
+
+
+@pytest.fixture(scope="module")
+def exported(tiny, workdir, winml):
+    cache = {}
+
+    def get(kind):
+        if kind not in cache:
+            ckpt, model = tiny(kind)
+            out = str(workdir / f"out_{kind}")
+            again = ["--rebuild"] if os.path.exists(out) else []
+            r = U.run([winml, "export", "-m", ckpt, "-o", out, "-q", *again], timeout=300)
+            assert r.returncode == 0, U.describe(r)
+            cache[kind] = (model, os.path.join(out, "model.onnx"))
+        return cache[kind]
+    return get
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_inspect_lists_the_moe_feature(kind, tiny, winml):
+    ckpt, _ = tiny(kind)
+    r = U.run([winml, "inspect", "-m", ckpt, "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    feats = " | ".join(json.loads(r.stdout)["features"])
+    for want in FEATURES[kind]:
+        assert want in feats, (want, feats)
+    for bad in ABSENT.get(kind, []):
+        assert bad not in feats, (bad, feats)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_graph_holds_one_moe_node_per_sparse_layer(kind, exported):
+    """one com.microsoft MoE per sparse layer, the experts stacked as [E, 2I, H] / [E, H, I] initializers"""
+    model, path = exported(kind)
+    m = onnx.load(path)
+    moes = [n for n in m.graph.node if n.op_type == "MoE"]
+    cfg = model.config
+    sparse = [i for i in range(cfg.num_hidden_layers) if i not in (getattr(cfg, "mlp_only_layers", None) or [])
+              and (i + 1) % getattr(cfg, "decoder_sparse_step", 1) == 0]
+    assert len(moes) == len(sparse) and all(n.domain == "com.microsoft" for n in moes)
+    assert any(o.domain == "com.microsoft" for o in m.opset_import)
+    E = getattr(cfg, "num_local_experts", None) or cfg.num_experts
+    inits = {t.name: list(t.dims) for t in m.graph.initializer}
+    I = getattr(cfg, "moe_intermediate_size", cfg.intermediate_size)
+    for n in moes:
+        assert inits[n.input[2]] == [E, 2 * I, cfg.hidden_size] and inits[n.input[4]] == [E, cfg.hidden_size, I]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        assert attrs["k"] == 2 and attrs["activation_type"] == b"swiglu" and attrs["swiglu_fusion"] == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_prefill_logits_match_transformers(kind, exported, run_model):
+    model, path = exported(kind)
+    rng = np.random.default_rng(1)
+    B, S = 3, 9
+    ids = BU.random_ids(rng, (B, S), model.config.vocab_size)
+    mask = masks(B, S, rng)
+    pos = positions(mask)
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(pos))
+    out = run_model(path, {"input_ids": ids, "attention_mask": mask, "position_ids": pos, **empty_past(model, B)})
+    assert_close(out["logits"], ref.logits.numpy(), mask.astype(bool), f"{kind} logits")
+
+
+_GENERATED = {}
+
+
+def _hf_generate(model, ids, mask, steps=32):
+    """transformers' greedy tokens (once per model and prompt: both runtimes compare with the same)"""
+    key = (id(model), ids.tobytes(), mask.tobytes())
+    if key not in _GENERATED:
+        _GENERATED[key] = _hf_generate_now(model, ids, mask, steps)
+    return _GENERATED[key]
+
+
+def _hf_generate_now(model, ids, mask, steps):
+    gen = copy.deepcopy(model.generation_config)
+    gen.eos_token_id = None
+    gen.pad_token_id = 0
+    gen.do_sample = False
+    with torch.no_grad():
+        out = model.generate(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), generation_config=gen,
+                             max_new_tokens=steps, min_new_tokens=steps)
+    return out.numpy()[:, ids.shape[1]:]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_32_greedy_steps_match_generate(kind, exported, run_model):
+    """batch 2 (one row left-padded) through the KV cache, in each runtime"""
+    model, path = exported(kind)
+    rng = np.random.default_rng(3)
+    B, S = 2, 6
+    ids = BU.random_ids(rng, (B, S), model.config.vocab_size)
+    mask = np.ones((B, S), np.int64)
+    mask[1, :2] = 0
+    ids[1, :2] = 0
+    ref = _hf_generate(model, ids, mask)
+    assert len(set(ref.ravel().tolist())) > 3  # not one token repeated
+    np.testing.assert_array_equal(greedy(run_model, path, model, ids, mask, 32), ref)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_winml_generate_matches_generate(kind, exported, winml):
+    """`winml generate` (our engine, KV cache) yields transformers' 32 greedy tokens"""
+    model, path = exported(kind)
+    prompt = BU.random_ids(np.random.default_rng(11), (1, 7), model.config.vocab_size)
+    want = _hf_generate(model, prompt, np.ones_like(prompt))[0].tolist()
+    r = subprocess.run([winml, "generate", "-m", path, "--ids", ",".join(map(str, prompt[0])), "-f", "json",
+                        "--max-new-tokens", "32"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ids"] == want
+
+
+def _build(winml, ckpt, out, *extra):
+    again = ["--rebuild"] if os.path.exists(out) else []
+    r = U.run([winml, "build", "-m", ckpt, "-o", out, "-q", "-f", "json", *extra, *again], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    _build.stages = {st["name"]: st for st in json.loads(r.stdout)["stages"]}
+    return os.path.join(out, "model.onnx")
+
+
+def _feeds(model):
+    mask = np.ones((2, 7), np.int64)
+    ids = BU.random_ids(np.random.default_rng(3), mask.shape, model.config.vocab_size)
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions(mask), **empty_past(model, 2)}, ref
+
+
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe"])
+def test_fp16_build_runs_the_moe_in_float16(kind, tiny, workdir, winml):
+    """-p fp16: the MoE node computes in float16 (its experts converted with it: one type T), within float16 error
+    of transformers in both runtimes"""
+    ckpt, model = tiny(kind)
+    path = _build(winml, ckpt, str(workdir / f"fp16_{kind}"), "-p", "fp16")
+    m = onnx.load(path)
+    half = {t.name for t in m.graph.initializer if t.data_type == onnx.TensorProto.FLOAT16}
+    moes = [n for n in m.graph.node if n.op_type == "MoE"]
+    assert moes and all(n.input[2] in half and n.input[4] in half for n in moes)
+    feeds, ref = _feeds(model)
+    for name, run in sorted(BU.RUNNERS.items()):
+        d = float(np.abs(run(path, feeds)["logits"] - ref).max())
+        assert d <= 2e-2 * float(np.abs(ref).max()), f"{kind} fp16 in {name}: max abs diff {d:.3g}"
+
+
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe"])
+def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
+    """-p int4: the dense linears 4-bit, the experts stay float32 (the MoE node is no MatMul); both runtimes agree"""
+    ckpt, model = tiny(kind)
+    recipe = str(workdir / f"recipe_int4_{kind}.json")
+    assert U.run([winml, "config", "-m", ckpt, "-p", "int4", "-o", recipe]).returncode == 0
+    r = json.load(open(recipe))
+    r["quant"]["rtn_block_size"] = 16
+    json.dump(r, open(recipe, "w"))
+    path = _build(winml, ckpt, str(workdir / f"int4_{kind}"), "-c", recipe)
+    ops = [n.op_type for n in onnx.load(path, load_external_data=False).graph.node]
+    assert "MatMulNBits" in ops and "MoE" in ops, ops
+    # the manifest says where the bytes stay: 4 experts x (2 x 24 + 24) x 32 float32 in Qwen2-MoE's one sparse layer
+    n, nbytes = (2, 2 * 4 * 3 * 48 * 32 * 4) if kind == "mixtral" else (1, 4 * 3 * 24 * 32 * 4)
+    assert (f"the experts of {n} MoE node{'s' if n > 1 else ''} stay float32 ({nbytes} bytes"
+            in _build.stages["quant"]["reason"]), _build.stages["quant"]["reason"]
+    feeds, ref = _feeds(model)
+    ort_out = BU.run_ort(path, feeds)["logits"]
+    ours = BU.run_engine(path, feeds)["logits"]
+    d = float(np.abs(ours - ort_out).max())
+    assert d <= 1e-3 * float(np.abs(ort_out).max()), f"{kind} int4: engine vs onnxruntime max abs diff {d:.3g}"
+    sqnr = 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ort_out - ref).astype(np.float64) ** 2))
+    U.note(f"{kind} int4 build: logits SQNR {sqnr:.1f} dB vs transformers")
+    assert sqnr >= 5
+
+
+def test_random_weights_build_runs(tiny, workdir, winml):
+    """--random-weights: the stacked experts are drawn too, and the graph runs in both runtimes alike"""
+    ckpt, model = tiny("qwen2_moe")
+    cfg_only = str(workdir / "cfg_only_qwen2_moe")
+    os.makedirs(cfg_only, exist_ok=True)
+    with open(os.path.join(ckpt, "config.json")) as f, open(os.path.join(cfg_only, "config.json"), "w") as g:
+        g.write(f.read())
+    out = str(workdir / "random_qwen2_moe")
+    again = ["--rebuild"] if os.path.exists(out) else []
+    r = U.run([winml, "export", "-m", cfg_only, "--random-weights", "-o", out, "-q", *again], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    path = os.path.join(out, "model.onnx")
+    feeds, _ = _feeds(model)
+    a, b = BU.run_ort(path, feeds)["logits"], BU.run_engine(path, feeds)["logits"]
+    assert float(np.abs(a).max()) > 0 and float(np.abs(a - b).max()) <= 1e-4
+
+
+# ---------------------------------------------------------------- refusals
+
+@pytest.mark.parametrize("kind,change,needles", [
+    ("mixtral", {"num_experts_per_tok": 5}, ["num_experts_per_tok", "more than the 4 experts"]),
+    ("mixtral", {"num_local_experts": 0}, ["num_local_experts", "expected an integer from 1"]),
+    ("qwen3_moe", {"num_local_experts": None, "num_experts": 0}, ["num_experts", "expected an integer from 1"]),
+    ("qwen2_moe", {"num_experts_per_tok": 9}, ["num_experts_per_tok", "more than the 4 experts"]),
+    ("qwen2_moe", {"mlp_only_layers": [2]}, ["mlp_only_layers", "layer indices from 0 to 1"]),
+    ("qwen2_moe", {"decoder_sparse_step": 0}, ["decoder_sparse_step", "expected an integer from 1"]),
+    ("qwen2_moe", {"norm_topk_prob": "yes"}, ["norm_topk_prob", "expected true or false"]),
+    ("mixtral", {"hidden_act": "gelu"}, ["hidden_act", "SwiGLU"]),
+    # more experts than the checkpoint's router scores
+    ("mixtral", {"num_local_experts": 5}, ["model.layers.0.block_sparse_moe.gate.weight", "expected [5, 32]"]),
+])
+def test_bad_expert_config_refused_by_name(kind, change, needles, tmp_path, winml_asan):
+    import shutil
+    d = str(tmp_path / kind)
+    BU.make_tiny(kind, d, spec=_specs()[kind])
+    BU.edit_config(d, **change)
+    for cmd in (["inspect", "-m", d], ["config", "-m", d], ["build", "-m", d, "-o", str(tmp_path / "o")]):
+        r = U.run([winml_asan, *cmd], timeout=300)
+        U.assert_clean_error(r, "winml " + cmd[0], *needles)
+    assert not os.path.exists(tmp_path / "o")
+    shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("drop,needles", [
+    ("model.layers.0.mlp.experts.3.up_proj.weight", ["missing tensor 'model.layers.0.mlp.experts.3.up_proj.weight'"]),
+    ("model.layers.0.mlp.experts.1.down_proj.weight", ["tensor 'model.layers.0.mlp.experts.1.down_proj.weight'",
+                                                       "expected shape [32, 24]"]),
+])
+def test_bad_expert_tensor_refused_by_name(drop, needles, tmp_path, winml_asan):
+    """an expert tensor missing, or of the wrong shape, is named (nothing written)"""
+    from safetensors.numpy import load_file, save_file
+    d = str(tmp_path / "q")
+    BU.make_tiny("qwen2_moe", d, spec=_specs()["qwen2_moe"])
+    p = os.path.join(d, "model.safetensors")
+    t = load_file(p)
+    if "down_proj" in drop:
+        t[drop] = t[drop][:, :-1].copy()
+    else:
+        del t[drop]
+    save_file(t, p, metadata={"format": "pt"})
+    r = U.run([winml_asan, "build", "-m", d, "-o", str(tmp_path / "o")], timeout=300)
+    U.assert_clean_error(r, "winml build", *needles)
+    assert not os.path.exists(tmp_path / "o")
