@@ -218,6 +218,10 @@ def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     assert U.run([winml, "config", "-m", ckpt, "-p", "int4", "-o", recipe]).returncode == 0
     r = json.load(open(recipe))
     r["quant"]["rtn_block_size"] = 16
+    # float activations in both runtimes: at accuracy_level 4 (the default) each quantizes the activations to int8
+    # its own way, 0.5% apart on this random model (test_int4_real pins that difference on real weights); this test
+    # is about the MoE node beside the 4-bit linears
+    r["quant"]["rtn_accuracy_level"] = 0
     json.dump(r, open(recipe, "w"))
     path = _build(winml, ckpt, str(workdir / f"int4_{kind}"), "-c", recipe)
     ops = [n.op_type for n in onnx.load(path, load_external_data=False).graph.node]
