@@ -382,25 +382,9 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     for (size_t i = 0; i < n_rows; i++) {
         const int64_t *o = out + (int64_t)i * width;
         wm_json_obj(&j, NULL);
-        if (tok) {
-            int32_t *t32 = malloc((size_t)width * sizeof *t32);
-            wm_tok_buf tb = {0};
-            if (!t32) {
-                wm_err(&err, WM_ERR_NOMEM, "out of memory");
-                rc = wm_cli_fail(&c, &err);
-                goto out;
-            }
-            for (int64_t k = 0; k < width; k++) t32[k] = (int32_t)o[k];
-            wm_status st = wm_tokenizer_decode(tok, t32, (size_t)width, 1, &tb, &err);
-            free(t32);
-            if (st) {
-                wm_tok_buf_free(&tb);
-                rc = wm_cli_fail(&c, &err);
-                goto out;
-            }
-            if (!c.json) printf("%.*s\n", (int)tb.n, tb.p ? tb.p : "");
-            wm_json_strn(&j, "text", tb.p ? tb.p : "", tb.n);
-            wm_tok_buf_free(&tb);
+        if (tok && put_text(&c, tok, o, width, &j, &err)) {
+            rc = wm_cli_fail(&c, &err);
+            goto out;
         }
         wm_json_arr(&j, "ids");
         for (int64_t k = 0; k < width; k++) wm_json_int(&j, NULL, o[k]);

@@ -329,3 +329,21 @@ def edit_config(d, **changes):
         else:
             c[k] = v
     json.dump(c, open(p, "w"))
+
+
+def export_cache(tiny, workdir, winml):
+    """get(kind) -> (transformers model, path of its model.onnx): each tiny checkpoint of tiny(kind) exported once
+    (`winml export`, float32) into workdir/out_KIND; the module-scoped `exported` fixture of the builder tests."""
+    import oracle_util as U
+    cache = {}
+
+    def get(kind):
+        if kind not in cache:
+            ckpt, model = tiny(kind)
+            out = str(workdir / f"out_{kind}")
+            again = ["--rebuild"] if os.path.exists(out) else []
+            r = U.run([winml, "export", "-m", ckpt, "-o", out, "-q", *again], timeout=300)
+            assert r.returncode == 0, U.describe(r)
+            cache[kind] = (model, os.path.join(out, "model.onnx"))
+        return cache[kind]
+    return get

@@ -69,18 +69,7 @@ def tiny(workdir):
 
 @pytest.fixture(scope="module")
 def exported(tiny, workdir, winml):
-    cache = {}
-
-    def get(kind):
-        if kind not in cache:
-            ckpt, model = tiny(kind)
-            out = str(workdir / f"out_{kind}")
-            again = ["--rebuild"] if os.path.exists(out) else []
-            r = U.run([winml, "export", "-m", ckpt, "-o", out, "-q", *again], timeout=300)
-            assert r.returncode == 0, U.describe(r)
-            cache[kind] = (model, os.path.join(out, "model.onnx"))
-        return cache[kind]
-    return get
+    return BU.export_cache(tiny, workdir, winml)
 
 
 @pytest.mark.parametrize("kind", KINDS)
