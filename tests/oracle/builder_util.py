@@ -347,3 +347,30 @@ def export_cache(tiny, workdir, winml):
             cache[kind] = (model, os.path.join(out, "model.onnx"))
         return cache[kind]
     return get
+
+
+def s2s_hf_generate(m, rows, **kw):
+    """transformers' generate of an encoder-decoder on id rows (right-padded with pad_token_id, masked): lists"""
+    import torch
+    pad = m.config.pad_token_id
+    S = max(map(len, rows))
+    ids = torch.tensor([r + [pad] * (S - len(r)) for r in rows])
+    mask = torch.tensor([[1] * len(r) + [0] * (S - len(r)) for r in rows])
+    with torch.no_grad():
+        return m.generate(input_ids=ids, attention_mask=mask, **kw).tolist()
+
+
+def s2s_winml_generate(winml, build, rows=None, texts=None, **kw):
+    """`winml generate -f json` on an encoder-decoder build: --ids rows and/or --text sources, kw as flags; the
+    "outputs" list"""
+    import oracle_util as U
+    argv = [winml, "generate", "-m", build, "-f", "json"]
+    for k, v in kw.items():
+        argv += ["--" + k.replace("_", "-"), str(v)]
+    for r in rows or []:
+        argv += ["--ids", ",".join(map(str, r))]
+    for t in texts or []:
+        argv += ["--text", t]
+    r = U.run(argv, timeout=120)
+    assert r.returncode == 0, U.describe(r)
+    return json.loads(r.stdout)["outputs"]

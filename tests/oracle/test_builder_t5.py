@@ -164,26 +164,7 @@ def sources(m, seed=3, n=5):
     return [[int(x) for x in BU.random_ids(rng, (k,), m.config.vocab_size)] + [1] for k in rng.integers(2, 14, n)]
 
 
-def hf_generate(m, rows, **kw):
-    pad = m.config.pad_token_id
-    S = max(map(len, rows))
-    ids = torch.tensor([r + [pad] * (S - len(r)) for r in rows])
-    mask = torch.tensor([[1] * len(r) + [0] * (S - len(r)) for r in rows])
-    with torch.no_grad():
-        return m.generate(input_ids=ids, attention_mask=mask, **kw).tolist()
-
-
-def winml_generate(winml, build, rows=None, texts=None, **kw):
-    argv = [winml, "generate", "-m", build, "-f", "json"]
-    for k, v in kw.items():
-        argv += ["--" + k.replace("_", "-"), str(v)]
-    for r in rows or []:
-        argv += ["--ids", ",".join(map(str, r))]
-    for t in texts or []:
-        argv += ["--text", t]
-    r = U.run(argv, timeout=120)
-    assert r.returncode == 0, U.describe(r)
-    return json.loads(r.stdout)["outputs"]
+hf_generate, winml_generate = BU.s2s_hf_generate, BU.s2s_winml_generate
 
 
 @pytest.mark.parametrize("beams,extra", [(1, {}), (3, {}), (4, {}), (4, dict(no_repeat_ngram_size=2)),
