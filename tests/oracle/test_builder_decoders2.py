@@ -221,6 +221,10 @@ def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     assert U.run([winml, "config", "-m", ckpt, "-p", "int4", "-o", recipe]).returncode == 0
     r = json.load(open(recipe))
     r["quant"]["rtn_block_size"] = 16
+    # float activations in both runtimes: at accuracy_level 4 (the default) each quantizes the activations to int8
+    # its own way; on these random blocks of 16 that put gpt_neox_seq and smollm3 3-6% apart (within 0.1% without),
+    # on real weights at block 32 0.3% (test_int4_real pins that); this test is about the families' graphs
+    r["quant"]["rtn_accuracy_level"] = 0
     json.dump(r, open(recipe, "w"))
     path, _ = _build(winml, ckpt, str(workdir / f"int4_{kind}"), "-c", recipe)
     ops = [n.op_type for n in onnx.load(path, load_external_data=False).graph.node]
