@@ -87,7 +87,7 @@ static wm_status moe_init(wm_node *n, wm_error *err) {
 }
 
 /* the sizes and layout from the dims; an error naming the input that disagrees */
-static wm_status moe_shape(const wm_node *n, wm_tensor *const *in, moe_dims *d, int *legacy, wm_error *err) {
+static wm_status moe_shape(const wm_node *n, wm_tensor *const *in, moe_dims *d, wm_error *err) {
     const moe *s = n->state;
     const wm_tensor *x = in[0], *r = in[1], *w1 = in[2], *w2 = in[4];
     if (x->rank != 2 && x->rank != 3) return wm_node_err(n, err, WM_ERR_INPUT, "input has rank %d (2 or 3)", x->rank);
@@ -100,10 +100,10 @@ static wm_status moe_shape(const wm_node *n, wm_tensor *const *in, moe_dims *d, 
     if (!d->H || !d->E) return wm_node_err(n, err, WM_ERR_INPUT, "hidden size and expert count must be positive");
     d->I = w2->dims[1] * w2->dims[2] / d->H;
     if (d->I < 1) return wm_node_err(n, err, WM_ERR_INPUT, "fc2_experts_weights is empty (no inner features)");
-    *legacy = (d->H != d->I && w2->dims[1] == d->I) || (d->H == d->I && sw && w1->dims[1] == d->H);
+    int legacy = (d->H != d->I && w2->dims[1] == d->I) || (d->H == d->I && sw && w1->dims[1] == d->H);
     d->F1 = sw ? 2 * d->I : d->I;
     int64_t e1[3] = {d->E, d->F1, d->H}, e2[3] = {d->E, d->H, d->I}, e3[3] = {d->E, d->I, d->H};
-    if (*legacy) {
+    if (legacy) {
         e1[1] = d->H, e1[2] = d->F1;
         e2[1] = d->I, e2[2] = d->H;
         e3[1] = d->H, e3[2] = d->I;
@@ -138,8 +138,7 @@ static wm_status moe_shape(const wm_node *n, wm_tensor *const *in, moe_dims *d, 
 
 static wm_status moe_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_error *err) {
     moe_dims d;
-    int legacy;
-    wm_status st = moe_shape(n, in, &d, &legacy, err);
+    wm_status st = moe_shape(n, in, &d, err);
     if (st) return st;
     wm_set_shape(out[0], in[0]->rank, in[0]->dims);
     return WM_OK;
@@ -177,9 +176,8 @@ static size_t moe_ws_layout(const moe_dims *d, int64_t k, char *base, moe_ws *w)
 static size_t moe_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
     (void)out, (void)nth;
     moe_dims d;
-    int legacy;
     wm_error e = {0};
-    if (moe_shape(n, in, &d, &legacy, &e)) return 0;
+    if (moe_shape(n, in, &d, &e)) return 0;
     return moe_ws_layout(&d, ((const moe *)n->state)->k, NULL, NULL);
 }
 
@@ -236,8 +234,7 @@ static void widen(const wm_tensor *t, int f16, size_t off, size_t cnt, float *ds
 static wm_status moe_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
     const moe *s = n->state;
     moe_dims d;
-    int legacy;
-    wm_status st = moe_shape(n, in, &d, &legacy, x->err);
+    wm_status st = moe_shape(n, in, &d, x->err);
     if (st) return st;
     if (!d.rows) return WM_OK;
     moe_ws w;
@@ -246,7 +243,10 @@ static wm_status moe_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
     moe_ws_layout(&d, s->k, x->ws, &w);
     int f16 = n->in_dtype[0] == WM_DT_FLOAT16;
     const int64_t H = d.H, I = d.I, F1 = d.F1, k = s->k, E = d.E;
-    widen(in[0], f16, 0, (size_t)(d.rows * H), w.x);
+    /* float32 reads the input and accumulates into the output in place; float16 goes through float32 scratch */
+    const float *X = f16 ? w.x : (const float *)in[0]->data;
+    float *Y = f16 ? w.y : (float *)out[0]->data;
+    if (f16) widen(in[0], f16, 0, (size_t)(d.rows * H), w.x);
     /* routes, then the (row, slot) pairs grouped by expert: a counting sort keeps each expert's rows in order */
     for (int64_t r = 0; r < d.rows; r++) {
         widen(in[1], f16, (size_t)(r * E), (size_t)E, w.lg);
@@ -257,12 +257,12 @@ static wm_status moe_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
     for (int64_t e = 0; e < E; e++) w.start[e + 1] += w.start[e];
     memcpy(w.pos, w.start, (size_t)(E + 1) * sizeof *w.pos);
     for (int64_t i = 0; i < d.rows * k; i++) w.order[w.pos[w.ex[i]]++] = i; /* i = row * k + slot */
-    memset(w.y, 0, (size_t)(d.rows * H) * sizeof *w.y);
+    memset(Y, 0, (size_t)(d.rows * H) * sizeof *Y);
     for (int64_t e = 0; e < E; e++) {
         int64_t m = w.start[e + 1] - w.start[e];
         if (!m) continue; /* no row chose it: its weights are never read */
         const int64_t *rows = w.order + w.start[e];
-        for (int64_t j = 0; j < m; j++) memcpy(w.a + j * H, w.x + rows[j] / k * H, (size_t)H * sizeof *w.a);
+        for (int64_t j = 0; j < m; j++) memcpy(w.a + j * H, X + rows[j] / k * H, (size_t)H * sizeof *w.a);
         const float *b1 = NULL, *b2 = NULL, *b3 = NULL;
         if (wm_has_in(n, 3)) widen(in[3], f16, (size_t)(e * F1), (size_t)F1, w.b1), b1 = w.b1;
         if (wm_has_in(n, 5)) widen(in[5], f16, (size_t)(e * H), (size_t)H, w.b2), b2 = w.b2;
@@ -287,14 +287,13 @@ static wm_status moe_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
         }
         expert_gemm(x, in[4], f16, e, m, H, I, w.h3, w.h2, b2);
         for (int64_t j = 0; j < m; j++) {
-            float wt = w.wt[rows[j]], *yr = w.y + rows[j] / k * H;
+            float wt = w.wt[rows[j]], *yr = Y + rows[j] / k * H;
             const float *hr = w.h2 + j * H;
             for (int64_t c = 0; c < H; c++) yr[c] += wt * hr[c];
         }
     }
     if (f16)
         for (int64_t i = 0; i < d.rows * H; i++) ((uint16_t *)out[0]->data)[i] = wm_f32_to_f16(w.y[i]);
-    else memcpy(out[0]->data, w.y, (size_t)(d.rows * H) * sizeof *w.y);
     return WM_OK;
 }
 
