@@ -17,6 +17,7 @@
 #include "core/file.h"
 #include "hf/tokenizer.h"
 #include "llm/seq2seq.h"
+#include "llm/whisper_gen.h"
 #include "tasks/speech_s2s.h"
 
 #define MAX_ROWS 256
