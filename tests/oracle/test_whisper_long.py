@@ -140,24 +140,38 @@ def tokenizer_of(build):
 
 def test_short_form_timestamps(ts_build, speech, winml):  # noqa: F811
     m, o, sp = ts_build
-    feats = short_features(speech)
+    files = speech[:3]
+    feats = short_features(files)
+    tok, pad = tokenizer_of(o), sp["<|endoftext|>"]
     seqs, segs = hf_ts(m, feats, max_new_tokens=MAX_NEW, language="en")
-    tb = sp["<|notimestamps|>"] + 1
-    assert all(row[0] >= tb for row in seqs), "the first generated token is a timestamp"
-    res = ours(winml, o, speech, max_new_tokens=MAX_NEW, language="en")
+    assert all(row[0] > sp["<|notimestamps|>"] for row in seqs), "the first generated token is a timestamp"
+    res = ours(winml, o, files, max_new_tokens=MAX_NEW, language="en")
     got = res["outputs"]
     assert all(g["prompt"] == [sp["<|startoftranscript|>"], sp["<|en|>"], sp["<|transcribe|>"]] for g in got)
-    check(got, seqs, segs, tokenizer_of(o), sp["<|endoftext|>"], "short form")
+    check(got, seqs, segs, tok, pad, "short form")
     assert max(len(s) for s in segs) >= 2, "some row has several segments"
-    U.note(f"whisper short-form timestamps: {sum(len(s) for s in segs)} segments over 5 files, "
-           f"{res['windows']} windows")
+    # beam search under the same rules
+    seqs, segs = hf_ts(m, feats[:2], max_new_tokens=8, language="en", num_beams=2)
+    check(ours(winml, o, files[:2], max_new_tokens=8, language="en", num_beams=2)["outputs"], seqs, segs, tok, pad,
+          "short form, 2 beams")
+    U.note(f"whisper short-form timestamps: {sum(len(s) for s in segs)} segments over 3 files, "
+           f"{res['windows']} windows, greedy and 2 beams equal transformers'")
 
 
-def test_long_form_features(ts_build, long_audio, winml, build_dir, tmp_path):
-    """`winml run` reads the whole of a long file (no 30 s cut): the frames agree with the attention mask."""
+def test_long_form_features(long_audio, build_dir, tmp_path):
+    """Our log-mel of each file zero-padded to the longest (65 s: 6500 frames, no 30 s cut) is
+    WhisperFeatureExtractor's with truncation=False / padding="longest"; the attention mask gives each row's frames."""
     feats, mask = long_features(long_audio)
-    assert feats.shape[2] == 6500 and list(mask.sum(-1))[0] == 6500, (feats.shape, mask.sum(-1))
-    assert 4000 < mask.sum(-1)[1] < 4200 and mask.sum(-1)[2] < 3000
+    assert feats.shape[2] == 6500 and list(mask.sum(-1)) == [6500, 4100, -(-len(samples16(long_audio[2])) // 160)]
+    tool = os.path.join(build_dir, "wm_audiotool")
+    for i, f in enumerate(long_audio):
+        out = tmp_path / "mel.f32"
+        r = U.run([tool, "logmel", f, out, 80, 6500 * 160])
+        assert r.returncode == 0, U.describe(r)
+        got = np.frombuffer(open(out, "rb").read()[8:], np.float32).reshape(80, 6500)
+        d = float(np.abs(got - feats[i]).max())
+        assert d <= 1e-4, (f, d)
+    U.note(f"whisper long-form log-mel (65 s + 41 s + 2 s padded to 65 s): within 1e-4 of WhisperFeatureExtractor")
 
 
 def test_long_form_matches_transformers(ts_build, long_audio, winml):
@@ -179,27 +193,25 @@ def test_long_form_matches_transformers(ts_build, long_audio, winml):
 
 
 def test_run_long_text_and_chunks(ts_build, long_audio, winml):
-    """`winml run` with generation_config's max_length (raised again at every window): the text without
-    --timestamps (the tokenizer's decode of transformers' sequence, timestamps skipped), chunks with it."""
+    """`winml run` on the 65 s file with generation_config's max_length (raised again at every window): the text
+    without --timestamps (the tokenizer's decode of transformers' sequence, timestamps skipped), chunks with it, and
+    the table's lines."""
     m, o, sp = ts_build
     tok = tokenizer_of(o)
-    feats, mask = long_features(long_audio[:2])
-    seqs, segs = hf_ts(m, feats, mask, language="en")
-    texts = tok.batch_decode(seqs, skip_special_tokens=True)
-    res = ours(winml, o, long_audio[:2], cmd="run", flags=(), language="en")
-    assert res["task"] == "automatic-speech-recognition"
-    assert [r["text"] for r in res["results"]] == texts
-    assert all("chunks" not in r for r in res["results"])
-    res = ours(winml, o, long_audio[:2], cmd="run", language="en")
-    for r, s in zip(res["results"], segs):
-        assert [t for c in r["chunks"] for t in c["timestamp"]] == pytest.approx([t for a, b, _ in s for t in (a, b)],
-                                                                                 abs=1e-9)
-        assert [c["text"] for c in r["chunks"]] == [tok.decode(t, skip_special_tokens=True) for _, _, t in s]
-    # the table: one line a segment
+    feats, _ = long_features(long_audio[:1])
+    seqs, segs = hf_ts(m, feats, language="en")
+    res = ours(winml, o, long_audio[:1], cmd="run", flags=(), language="en")
+    assert res["task"] == "automatic-speech-recognition" and "chunks" not in res["results"][0]
+    assert res["results"][0]["text"] == tok.decode(seqs[0], skip_special_tokens=True)
+    res = ours(winml, o, long_audio[:1], cmd="run", language="en")
+    chunks = res["results"][0]["chunks"]
+    assert [t for c in chunks for t in c["timestamp"]] == pytest.approx([t for a, b, _ in segs[0] for t in (a, b)],
+                                                                        abs=1e-9)
+    assert [c["text"] for c in chunks] == [tok.decode(t, skip_special_tokens=True) for _, _, t in segs[0]]
     r = U.run([winml, "run", "-m", o, "--audio", long_audio[0], "--language", "en", "--timestamps"], timeout=300)
     assert r.returncode == 0, U.describe(r)
-    lines = r.stdout.strip().split("\n")
-    assert len(lines) == len(segs[0]) and lines[0].startswith(f"[{segs[0][0][0]:.2f} -> {segs[0][0][1]:.2f}]"), lines
+    lines = r.stdout.rstrip("\n").split("\n")
+    assert lines == [f"[{a:.2f} -> {b:.2f}] {tok.decode(t, skip_special_tokens=True)}" for a, b, t in segs[0]], lines
 
 
 def test_timestamps_bad_input(ts_build, long_audio, winml_asan, tmp_path):
