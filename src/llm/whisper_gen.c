@@ -1,6 +1,7 @@
 /*
  * whisper_gen.c - Whisper's side of encoder-decoder generation (whisper_gen.h): the decoder prompt from
- * generation_config.json (language / task / <|notimestamps|> tokens), max_length as transformers' Whisper sets it.
+ * generation_config.json (language / task / <|notimestamps|> tokens), max_length as transformers' Whisper sets it,
+ * the timestamp logits rules, and the sequential transcription in 30 s windows (long-form) over seq2seq.c's search.
  */
 #include "llm/whisper_gen.h"
 
