@@ -24,7 +24,7 @@ import soundfile as sf
 import torch
 
 import oracle_util as U
-from test_builder_whisper import UTTERANCES, make, samples16, speech  # noqa: F401 (speech: a fixture)
+from test_builder_whisper import make, samples16, speech  # noqa: F401 (speech: a fixture)
 
 torch.set_num_threads(1)
 MAX_NEW = 12
