@@ -185,13 +185,7 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     }
     if (!st) st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, valid, secs, &err);
     int long_form = !st && frames > g.window_frames;
-    if (long_form && !g.timestamps) { /* audio over 30 s: timestamps implied (transformers' long-form rule) */
-        wm_s2s_gen_default(&g);
-        g.timestamps = 1;
-        if (!(st = wm_s2s_gen_from_folder(c->model, &g, &err)) &&
-            !(st = wm_s2s_prompt_from_folder(c->model, a->language, a->task, &g, &err)) && a->num_beams > 0)
-            g.num_beams = a->num_beams;
-    }
+    if (long_form && !g.timestamps) st = wm_whisper_timestamps_on(c->model, &g, &err); /* implied over 30 s */
     if (!st && g.timestamps)
         st = wm_whisper_generate(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, long_form ? valid : NULL, &g,
                                  a->max_new > 0 ? a->max_new : 0, &w, &err);

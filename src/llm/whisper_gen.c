@@ -190,6 +190,16 @@ wm_status wm_s2s_prompt_from_folder(const char *dir, const char *language, const
 
 /* ---------------------------------------------------------------- timestamp rules */
 
+wm_status wm_whisper_timestamps_on(const char *dir, wm_s2s_gen *g, wm_error *err) {
+    if (g->timestamps) return WM_OK;
+    if (g->no_timestamps < 0)
+        return wm_err(err, WM_ERR_INPUT, "%s/generation_config.json: field 'no_timestamps_token_id': missing "
+                      "(timestamps are the token ids after it; audio over 30 s needs them)", dir);
+    g->timestamps = 1;
+    if (g->n_prompt > 1 && g->prompt[g->n_prompt - 1] == g->no_timestamps) g->n_prompt--;
+    return WM_OK;
+}
+
 void wm_whisper_timestamp_rules(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc,
                                 int64_t V) {
     int64_t tb = g->ts_begin < V ? g->ts_begin : V, eos = g->n_eos ? g->eos[0] : 0;

@@ -31,6 +31,13 @@ wm_status wm_s2s_prompt_from_folder(const char *dir, const char *language, const
                                     wm_error *err);
 
 /*
+ * Turns timestamps on in a prompt wm_s2s_prompt_from_folder built without them (transformers' long-form rule:
+ * audio over a window implies return_timestamps): the same prompt as built with g->timestamps set.
+ * WM_ERR_INPUT naming dir's generation_config.json when it gave no no_timestamps_token_id.
+ */
+wm_status wm_whisper_timestamps_on(const char *dir, wm_s2s_gen *g, wm_error *err);
+
+/*
  * WhisperTimeStampLogitsProcessor on the scores sc[V] of the hypothesis seq[0..len) whose first generated token is
  * at begin: <|notimestamps|> never; timestamps come in pairs (after a pair text, after a lone timestamp another
  * timestamp or an id from the end id up); timestamps never decrease (nor repeat the last, unless closing a pair);

@@ -12,7 +12,8 @@ last timestamp pair) give transformers' sequences and segments for the long file
 (its attention mask's frames per row), with the language given and detected; `winml run` without --max-new-tokens
 (max_length raised by the prompt at every window, as transformers does) gives the pipeline's text without the flag
 and its chunks with it. Bad input: --timestamps on a non-Whisper build or without --audio, an empty audio file, a
-zero-length WAV, a generation_config.json without no_timestamps_token_id: exit 2 naming it.
+zero-length WAV, a generation_config.json without no_timestamps_token_id (with --timestamps, or a file over 30 s):
+exit 2 naming it.
 """
 import json
 import os
@@ -230,9 +231,10 @@ def test_timestamps_bad_input(ts_build, long_audio, winml_asan, tmp_path):
     g = json.load(open(d / "generation_config.json"))
     g.pop("no_timestamps_token_id")
     json.dump(g, open(d / "generation_config.json", "w"))
-    r = U.run([winml_asan, "run", "-m", d, "--audio", long_audio[2], "--timestamps"], timeout=120)
-    assert r.returncode == 2 and "'no_timestamps_token_id'" in r.stderr and "generation_config.json" in r.stderr, \
-        U.describe(r)
+    for flags in (["--audio", long_audio[2], "--timestamps"], ["--audio", long_audio[1]]):  # asked, or implied
+        r = U.run([winml_asan, "run", "-m", d, *flags], timeout=120)
+        assert r.returncode == 2 and "'no_timestamps_token_id'" in r.stderr and "generation_config.json" in r.stderr, \
+            U.describe(r)
 
 
 def test_timestamps_on_a_non_whisper_build(winml_asan, tmp_path, long_audio):
