@@ -129,6 +129,7 @@ typedef struct wm_s2s_audio_args {
     int num_beams;
     long max_new;
     int threads, run;
+    int timestamps; /* --timestamps: segments with their times */
 } wm_s2s_audio_args;
 int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s_audio_args *a);
 int wm_cmd_run(int argc, char **argv);
