@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "core/error.h"
+#include "core/parquet.h"
 
 #define MAX_COLS 256
 #define MAX_JSON_DEPTH 32
@@ -22,6 +25,7 @@ void wm_table_free(wm_table *t) {
     free(t->names);
     free(t->cells);
     free(t->lines);
+    free(t->sizes);
     memset(t, 0, sizeof *t);
 }
 
@@ -60,7 +64,8 @@ static void free_cells(char **cells, int n) {
 /* ---------------------------------------------------------------- bounded lines */
 
 typedef struct src {
-    FILE *f;           /* NULL: the whole text is in chunk */
+    FILE *f;           /* NULL (and gz NULL): the whole text is in chunk */
+    gzFile gz;         /* a gzip-compressed file, read decompressed */
     const char *chunk; /* the file's read buffer (own) or the text */
     char *own;
     size_t len, pos;   /* bytes in chunk, the next one to read */
@@ -75,9 +80,17 @@ typedef struct src {
 /* The next bytes of the file into the read buffer: 1, 0 at its end; an error status on a read error. */
 static wm_status refill(src *s, int *more, wm_error *err) {
     *more = 0;
-    if (!s->f) return WM_OK;
-    size_t n = fread(s->own, 1, CHUNK, s->f);
-    if (!n && ferror(s->f)) return wm_err(err, WM_ERR_IO, "%s: read error: %s", s->label, strerror(errno));
+    if (!s->f && !s->gz) return WM_OK;
+    size_t n;
+    if (s->gz) {
+        int r = gzread(s->gz, s->own, (unsigned)CHUNK), ze;
+        if (r < 0) {
+            const char *m = gzerror(s->gz, &ze);
+            return wm_err(err, WM_ERR_INPUT, "%s: gzip data: %s", s->label, ze == Z_ERRNO ? strerror(errno) : m);
+        }
+        n = (size_t)r;
+    } else if (!(n = fread(s->own, 1, CHUNK, s->f)) && ferror(s->f))
+        return wm_err(err, WM_ERR_IO, "%s: read error: %s", s->label, strerror(errno));
     s->chunk = s->own, s->len = n, s->pos = 0;
     *more = n > 0;
     return WM_OK;
@@ -136,7 +149,7 @@ static wm_status next_line(src *s, const char **out, size_t *n, int *got, wm_err
     *got = 0;
     if (!s->started) {
         s->started = 1;
-        if (s->f && (st = refill(s, &more, err))) return st;
+        if ((s->f || s->gz) && (st = refill(s, &more, err))) return st;
         if (s->len - s->pos >= 3 && !memcmp(s->chunk + s->pos, "\xEF\xBB\xBF", 3)) s->pos += 3;
     }
     if (s->pos == s->len) {
@@ -424,16 +437,35 @@ wm_status wm_table_parse(const char *text, size_t len, wm_table_format fmt, cons
     return parse_src(&s, fmt, o, t, err);
 }
 
+/* The format of path's extension (".gz" looked through, *gz set), AUTO when none is known. */
+static wm_table_format format_of(const char *path, int *gz) {
+    size_t n = strlen(path);
+    *gz = n > 3 && !strcmp(path + n - 3, ".gz");
+    if (*gz) n -= 3;
+    static const struct {
+        const char *ext;
+        wm_table_format fmt;
+    } exts[] = {{".jsonl", WM_TABLE_JSONL}, {".json", WM_TABLE_JSONL}, {".tsv", WM_TABLE_TSV},
+                {".csv", WM_TABLE_CSV}, {".parquet", WM_TABLE_PARQUET}};
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
+        size_t k = strlen(exts[i].ext);
+        if (n >= k && !strncmp(path + n - k, exts[i].ext, k)) return *gz && exts[i].fmt == WM_TABLE_PARQUET ? WM_TABLE_AUTO : exts[i].fmt;
+    }
+    return WM_TABLE_AUTO;
+}
+
 wm_status wm_table_read(const char *path, wm_table_format fmt, const wm_table_opts *o, wm_table *t, wm_error *err) {
     memset(t, 0, sizeof *t);
-    if (fmt == WM_TABLE_AUTO) {
-        const char *dot = strrchr(path, '.');
-        if (dot && (!strcmp(dot, ".jsonl") || !strcmp(dot, ".json"))) fmt = WM_TABLE_JSONL;
-        else if (dot && !strcmp(dot, ".tsv")) fmt = WM_TABLE_TSV;
-        else if (dot && !strcmp(dot, ".csv")) fmt = WM_TABLE_CSV;
-        else
-            return wm_err(err, WM_ERR_USAGE, "%s: cannot tell the format from the extension (.jsonl, .tsv or .csv)",
-                          path);
+    int gz = 0;
+    wm_table_format ext = format_of(path, &gz);
+    if (fmt == WM_TABLE_AUTO) fmt = ext;
+    if (fmt == WM_TABLE_AUTO)
+        return wm_err(err, WM_ERR_USAGE,
+                      "%s: cannot tell the format from the extension (.jsonl, .tsv, .csv, each optionally .gz, or "
+                      ".parquet)", path);
+    if (fmt == WM_TABLE_PARQUET) {
+        wm_parquet_opts po = {.max_rows = o ? o->max_rows : 0};
+        return wm_parquet_read(path, &po, t, err);
     }
     FILE *f = fopen(path, "rb");
     if (!f) return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -443,8 +475,19 @@ wm_status wm_table_read(const char *path, wm_table_format fmt, const wm_table_op
         return wm_err(err, WM_ERR_INPUT, "%s: is a folder, not a data set file", path);
     }
     src s = {.f = f, .own = malloc(CHUNK), .label = path};
+    if (gz) { /* zlib reads the file from here on (gzdopen takes over the descriptor) */
+        int fd = dup(fileno(f));
+        fclose(f);
+        s.f = f = NULL;
+        if (fd < 0 || !(s.gz = gzdopen(fd, "rb"))) {
+            if (fd >= 0) close(fd);
+            free(s.own);
+            return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        }
+    }
     wm_status st = s.own ? parse_src(&s, fmt, o, t, err) : wm_err(err, WM_ERR_NOMEM, "%s: out of memory", path);
     free(s.own);
-    fclose(f);
+    if (f) fclose(f);
+    if (s.gz) gzclose(s.gz);
     return st;
 }

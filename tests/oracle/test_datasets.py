@@ -1,0 +1,252 @@
+"""Hub data sets read offline (issue 32): Parquet files (src/core/parquet.c), gzip-compressed JSONL and the hub
+caches (src/core/dataset_hub.c). The oracle is pyarrow: every file here is written by it and every cell read back
+by wm_tabletool (wm_table_read, the reader of eval --dataset and calibration) must equal pyarrow's value."""
+import gzip
+import io
+import json
+import math
+import os
+import struct
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import oracle_util as U
+
+CODECS = ["NONE", "SNAPPY", "GZIP", "ZSTD"]
+
+
+def table():
+    """Every type the reader supports, nulls in each column, a struct {bytes, path} (the datasets Image feature) and a
+    struct of lists (SQuAD's answers)."""
+    n = 23
+    return pa.table({
+        "text": [["hello", None, "wörld \"q\"", "", "tab\tnew\nline"][i % 5] for i in range(n)],
+        "label": pa.array([[1, 2, None, -4, 2**40][i % 5] for i in range(n)], pa.int64()),
+        "i32": pa.array([i * 7 - 50 for i in range(n)], pa.int32()),
+        "f": pa.array([[1.5, 3.8, None, -2.0, 1e-7][i % 5] for i in range(n)], pa.float32()),
+        "d": [[0.1, 1e20, None, 2.5, 100.0][i % 5] for i in range(n)],
+        "b": [[True, False, None][i % 3] for i in range(n)],
+        "fx": pa.array([[b"ab", None, b"\x00z"][i % 3] for i in range(n)], pa.binary(2)),
+        "image": pa.array([[{"bytes": b"\x00\x01png", "path": "x.png"}, None, {"bytes": None, "path": "y"},
+                            {"bytes": b"", "path": None}][i % 4] for i in range(n)]),
+        "answers": pa.array([[{"text": ["a", "b"], "answer_start": [1, 2]}, {"text": [], "answer_start": []}, None,
+                              {"text": None, "answer_start": [3]}, {"text": ["x", None], "answer_start": [7]}][i % 5]
+                             for i in range(n)]),
+    })
+
+
+def expected_cells(t):
+    """pyarrow's values as the columns wm_tabletool names (struct fields flattened to 'image.bytes')."""
+    cols = {}
+    for name in t.column_names:
+        col = t.column(name)
+        if pa.types.is_struct(col.type):
+            for k in range(col.type.num_fields):
+                f = col.type.field(k)
+                cols[f"{name}.{f.name}"] = (f.type, [None if v is None else v[f.name] for v in col.to_pylist()])
+        else:
+            cols[name] = (col.type, col.to_pylist())
+    return cols
+
+
+def same(ty, want, got_hex):
+    if want is None:
+        return got_hex is None
+    if got_hex is None:
+        return False
+    got = bytes.fromhex(got_hex)
+    if pa.types.is_list(ty):
+        return json.loads(got) == want
+    if pa.types.is_boolean(ty):
+        return got == (b"true" if want else b"false")
+    if pa.types.is_integer(ty):
+        return int(got) == want
+    if pa.types.is_float32(ty):
+        return struct.pack("<f", float(got)) == struct.pack("<f", want)
+    if pa.types.is_floating(ty):
+        return float(got) == want
+    if isinstance(want, str):
+        return got == want.encode()
+    return got == want
+
+
+def read(tool, path, rows=None):
+    r = U.run([tool, path] + ([str(rows)] if rows is not None else []), timeout=60)
+    assert r.returncode == 0, U.describe(r)
+    return json.loads(r.stdout)
+
+
+def check(got, t, rows=None):
+    want = expected_cells(t)
+    assert got["columns"] == list(want), got["columns"]
+    n = t.num_rows if rows is None else min(rows, t.num_rows)
+    assert len(got["rows"]) == n
+    assert got["lines"] == list(range(1, n + 1))
+    for c, name in enumerate(got["columns"]):
+        ty, vals = want[name]
+        for r in range(n):
+            assert same(ty, vals[r], got["rows"][r][c]), (name, r, vals[r], got["rows"][r][c])
+
+
+@pytest.fixture(scope="module")
+def tabletool(build_dir):
+    p = U.binary(build_dir, "wm_tabletool")
+    assert os.access(p, os.X_OK), f"wm_tabletool not built in {build_dir}"
+    return p
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+@pytest.mark.parametrize("dictionary", [True, False])
+def test_parquet_values_equal_pyarrow(tabletool, tmp_path, codec, version, dictionary):
+    t = table()
+    p = tmp_path / "t.parquet"
+    # row groups of 5: several row groups, the last one short; small pages: several pages per chunk
+    pq.write_table(t, p, compression=codec, data_page_version=version, use_dictionary=dictionary,
+                   row_group_size=5, data_page_size=64, write_batch_size=3)
+    md = pq.ParquetFile(p).metadata
+    assert md.num_row_groups == 5
+    assert md.row_group(0).column(0).compression == (codec if codec != "NONE" else "UNCOMPRESSED")
+    check(read(tabletool, p), t)
+
+
+def test_parquet_row_cap_and_large_dictionary(tabletool, tmp_path):
+    """--samples stops inside a row group; a dictionary over its page size falls back to PLAIN pages mid-chunk."""
+    n = 3000
+    t = pa.table({"sentence": [f"row {i} " + "x" * (i % 37) for i in range(n)], "label": list(range(n))})
+    p = tmp_path / "big.parquet"
+    pq.write_table(t, p, compression="SNAPPY", row_group_size=1000, dictionary_pagesize_limit=2000)
+    check(read(tabletool, p), t)
+    check(read(tabletool, p, 1234), t, 1234)
+
+
+def test_gzip_jsonl(tabletool, tmp_path):
+    rows = [{"text": "héllo", "label": 1}, {"text": "b", "label": 0}]
+    p = tmp_path / "train.jsonl.gz"
+    with gzip.open(p, "wt", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    got = read(tabletool, p)
+    assert got["columns"] == ["text", "label"]
+    assert [[bytes.fromhex(c).decode() for c in r] for r in got["rows"]] == [["héllo", "1"], ["b", "0"]]
+
+
+# ---------------------------------------------------------------- hostile files (ASan build)
+
+def small_parquet(codec="NONE", **kw):
+    b = io.BytesIO()
+    pq.write_table(pa.table({"text": ["abc", "de", None] * 4, "label": [1, 2, 3] * 4}), b, compression=codec,
+                   row_group_size=6, **kw)
+    return bytearray(b.getvalue())
+
+
+def footer(data):
+    n = struct.unpack("<I", data[-8:-4])[0]
+    return len(data) - 8 - n, n
+
+
+def hostile_cases():
+    cases = {}
+    d = small_parquet()
+    cases["truncated footer"] = (d[:-3], ["parquet"])
+    fs, fn = footer(d)
+    cases["footer length past the file"] = (d[:-8] + struct.pack("<I", len(d) * 2) + b"PAR1", ["footer length"])
+    cases["footer cut in half"] = (d[:fs] + d[fs:fs + fn // 2] + struct.pack("<I", fn // 2) + b"PAR1",
+                                   ["malformed parquet footer"])
+    cases["not parquet"] = (bytearray(b"hello world, not a parquet file"), ["not a parquet file"])
+    # a huge row count in the footer (the i64 num_rows, field 3): rows over the cell cap, nothing allocated for them
+    md = pq.ParquetFile(io.BytesIO(bytes(d))).metadata
+    nr = md.num_rows
+    zz = lambda v: (v << 1) ^ (v >> 63)  # noqa: E731
+
+    def varint(v):
+        out = bytearray()
+        while True:
+            b = v & 0x7F
+            v >>= 7
+            out.append(b | (0x80 if v else 0))
+            if not v:
+                return bytes(out)
+    foot = bytes(d[fs:fs + fn])
+    needle = bytes([0x16]) + varint(zz(nr))  # field 3 (delta 1 from the schema list), type i64
+    assert foot.count(needle) >= 1
+    k = foot.index(needle)
+    huge = foot[:k] + bytes([0x16]) + varint(zz(2**50)) + foot[k + len(needle):]
+    cases["huge row count"] = (d[:fs] + huge + struct.pack("<I", len(huge)) + b"PAR1", ["rows"])
+    # bad offsets: the data_page_offset (ColumnMetaData field 9, i64, after field 7: header 0x26) of each column
+    # of the first row group moved past the end of the file (plain pages: no dictionary offset before it)
+    p = small_parquet(use_dictionary=False)
+    pfs, pfn = footer(p)
+    pmd = pq.ParquetFile(io.BytesIO(bytes(p))).metadata
+    pfoot = bytes(p[pfs:pfs + pfn])
+    bad = pfoot
+    for col in range(pmd.num_columns):
+        off = pmd.row_group(0).column(col).data_page_offset
+        # (ColumnChunk.file_offset, field 2 after no field 1, has the same header and value: moved too, unread)
+        assert bad.count(bytes([0x26]) + varint(zz(off))) >= 1
+        bad = bad.replace(bytes([0x26]) + varint(zz(off)), bytes([0x26]) + varint(zz(off + 10**9)))
+    cases["bad column offset"] = (p[:pfs] + bad + struct.pack("<I", len(bad)) + b"PAR1",
+                                  ["column text", "outside the file"])
+    # a snappy bomb: a page whose snappy data says it is 2 GB, the page header a few bytes
+    s = small_parquet("SNAPPY", use_dictionary=False)
+    md2 = pq.ParquetFile(io.BytesIO(bytes(s))).metadata
+    start = md2.row_group(0).column(0).data_page_offset
+    cases["snappy bomb"] = (snappy_bomb(s, start), ["snappy"])
+    return cases
+
+
+def snappy_bomb(s, start):
+    """The first data page of a SNAPPY column whose snappy stream claims 2**31-1 bytes (its header unchanged)."""
+    data = bytes(s)
+    # read the page header by hand (Thrift compact): fields until STOP; only where it ends matters
+
+    def varint_at(q):
+        v = sh = 0
+        while True:
+            b = data[q]
+            q += 1
+            v |= (b & 0x7F) << sh
+            sh += 7
+            if not b & 0x80:
+                return v, q
+
+    def skip_struct(q):
+        while True:
+            b = data[q]
+            q += 1
+            if b == 0:
+                return q
+            ty = b & 15
+            if not b >> 4:
+                _, q = varint_at(q)
+            if ty in (1, 2):
+                continue
+            if ty in (3,):
+                q += 1
+            elif ty in (4, 5, 6):
+                _, q = varint_at(q)
+            elif ty == 8:
+                n, q = varint_at(q)
+                q += n
+            elif ty == 12:
+                q = skip_struct(q)
+            else:
+                raise AssertionError(f"unexpected thrift type {ty}")
+    body = skip_struct(start)
+    _, after = varint_at(body)  # the snappy stream's length prefix
+    big = bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x07])
+    return bytearray(data[:body] + big + data[after:])
+
+
+@pytest.mark.parametrize("case", ["truncated footer", "footer length past the file", "footer cut in half",
+                                  "not parquet", "huge row count", "bad column offset", "snappy bomb"])
+def test_hostile_parquet_exits_2(asan_dir, tmp_path, case):
+    tool = U.binary(asan_dir, "wm_tabletool")
+    assert os.access(tool, os.X_OK), f"wm_tabletool not built in {asan_dir}"
+    data, needles = hostile_cases()[case]
+    p = tmp_path / "bad.parquet"
+    p.write_bytes(bytes(data))
+    r = U.run([tool, p], timeout=60)
+    U.assert_clean_error(r, "wm_tabletool", str(p), *needles)
