@@ -128,7 +128,10 @@ static void tc_skip(tc *c, int ty, int depth) {
         }
         if (!n) return;
         uint8_t kv = tc_byte(c);
-        for (uint64_t i = 0; i < n && !c->bad; i++) tc_skip_elem(c, kv >> 4, depth + 1), tc_skip_elem(c, kv & 15, depth + 1);
+        for (uint64_t i = 0; i < n && !c->bad; i++) {
+            tc_skip_elem(c, kv >> 4, depth + 1);
+            tc_skip_elem(c, kv & 15, depth + 1);
+        }
         return;
     }
     case 12: {

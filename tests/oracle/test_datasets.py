@@ -72,12 +72,6 @@ def same(ty, want, got_hex):
     return got == want
 
 
-def read(tool, path, rows=None):
-    r = U.run([tool, path] + ([str(rows)] if rows is not None else []), timeout=60)
-    assert r.returncode == 0, U.describe(r)
-    return json.loads(r.stdout)
-
-
 def check(got, t, rows=None):
     want = expected_cells(t)
     assert got["columns"] == list(want), got["columns"]
@@ -119,7 +113,7 @@ def test_parquet_row_cap_and_large_dictionary(tabletool, tmp_path):
     p = tmp_path / "big.parquet"
     pq.write_table(t, p, compression="SNAPPY", row_group_size=1000, dictionary_pagesize_limit=2000)
     check(read(tabletool, p), t)
-    check(read(tabletool, p, 1234), t, 1234)
+    check(read(tabletool, p, "1234"), t, 1234)
 
 
 def test_gzip_jsonl(tabletool, tmp_path):
@@ -250,3 +244,186 @@ def test_hostile_parquet_exits_2(asan_dir, tmp_path, case):
     p.write_bytes(bytes(data))
     r = U.run([tool, p], timeout=60)
     U.assert_clean_error(r, "wm_tabletool", str(p), *needles)
+
+
+# ---------------------------------------------------------------- hub names, resolved offline from the caches
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def fake_hub(home, repo, files):
+    """A hub cache under home (HF_HOME) holding repo's files {relative path: bytes} at refs/main."""
+    root = home / "hub" / ("datasets--" + repo.replace("/", "--"))
+    (root / "refs").mkdir(parents=True)
+    (root / "refs" / "main").write_text(COMMIT)
+    for rel, data in files.items():
+        p = root / "snapshots" / COMMIT / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return root / "snapshots" / COMMIT
+
+
+def parquet_bytes(t, **kw):
+    b = io.BytesIO()
+    pq.write_table(t, b, **kw)
+    return b.getvalue()
+
+
+def eval_json(winml, build, *args):
+    r = U.run([winml, "eval", "--mode", "task", "-m", build, *args, "-f", "json"], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def classifier(request, winml, tmp_path_factory):
+    """A tiny BERT text-classification build and its transformers model (test_run.make)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from test_run import make
+    d = tmp_path_factory.mktemp("cls")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(200)]
+    vocab = d / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    m, tok, b = make(d, winml, str(vocab), transformers.BertForSequenceClassification, "text-classification",
+                     scale=4.0, num_labels=2)
+    return torch, m, tok, b
+
+
+def sst2_rows(seed, n):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    return [{"sentence": " ".join(f"w{int(i)}" for i in rng.integers(0, 200, int(rng.integers(2, 12)))),
+             "label": int(rng.integers(0, 2)), "idx": k} for k in range(n)]
+
+
+def test_eval_hub_cache_equals_jsonl(winml, classifier, tmp_path, monkeypatch):
+    """nyu-mll/glue sst2 validation in a fake hub cache, two parquet shards (snappy, zstd): the same metrics as the
+    same rows as one JSONL file, and the accuracy transformers' predictions give."""
+    torch, m, tok, b = classifier
+    rows = sst2_rows(1, 30)
+    decoy = sst2_rows(2, 7)
+    shard = lambda rs, codec: parquet_bytes(pa.Table.from_pylist(rs), compression=codec)  # noqa: E731
+    home = isolated_home(tmp_path, monkeypatch)
+    snap = fake_hub(home, "nyu-mll/glue", {
+        "sst2/validation-00000-of-00002.parquet": shard(rows[:18], "SNAPPY"),
+        "sst2/validation-00001-of-00002.parquet": shard(rows[18:], "ZSTD"),
+        "sst2/train-00000-of-00001.parquet": shard(decoy, "NONE"),
+        "cola/validation-00000-of-00001.parquet": shard(decoy, "NONE"),
+        "README.md": b"# glue\n"})
+    jl = tmp_path / "same.jsonl"
+    jl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    want = eval_json(winml, b, "--dataset", jl, "--samples", "1000")
+    got = eval_json(winml, b, "--dataset", "nyu-mll/glue", "--dataset-config", "sst2", "--split", "validation",
+                    "--samples", "1000")
+    assert got["dataset_files"] == [str(snap / "sst2" / f"validation-0000{i}-of-00002.parquet") for i in range(2)]
+    assert got["metrics"] == want["metrics"] and got["metrics"]["samples"] == len(rows)
+    pred = []
+    for r in rows:
+        with torch.no_grad():
+            pred.append(int(m(**tok(r["sentence"], return_tensors="pt")).logits[0].argmax()))
+    acc = sum(p == r["label"] for p, r in zip(pred, rows)) / len(rows)
+    assert got["metrics"]["accuracy"] == pytest.approx(acc)
+    # --samples stops inside the second shard
+    part = eval_json(winml, b, "--dataset", "nyu-mll/glue", "--dataset-config", "sst2", "--split", "validation",
+                     "--samples", "20")
+    jl20 = tmp_path / "same20.jsonl"
+    jl20.write_text("".join(json.dumps(r) + "\n" for r in rows[:20]))
+    assert part["metrics"] == eval_json(winml, b, "--dataset", jl20)["metrics"]
+    # a repository without config folders: <split>.jsonl.gz at the top (mteb's layout)
+    fake_hub(home, "mteb/tiny", {"validation.jsonl.gz": gzip.compress(jl.read_bytes())})
+    gz = eval_json(winml, b, "--dataset", "mteb/tiny", "--split", "validation", "--samples", "1000")
+    assert gz["metrics"] == want["metrics"]
+
+
+def isolated_home(tmp_path, monkeypatch):
+    home = tmp_path / "hf"
+    monkeypatch.setenv("HF_HOME", str(home))
+    for v in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(v, raising=False)
+    return home
+
+
+def test_hub_resolution_rules(tabletool, tmp_path, monkeypatch):
+    """Which files a name resolves to: the config's folder, else the top / data/; every shard in order; the split
+    exactly ("validation" is not "validation_matched"); the recipe's default splits test, validation, train."""
+    home = isolated_home(tmp_path, monkeypatch)
+    t = lambda k: parquet_bytes(pa.table({"text": [f"{k}"]}))  # noqa: E731
+    fake_hub(home, "nyu-mll/glue", {"mnli/validation_matched-00000-of-00001.parquet": t("vm"),
+                                    "mnli/validation_mismatched-00000-of-00001.parquet": t("vmm"),
+                                    "qnli/validation-00000-of-00001.parquet": t("qnli")})
+    fake_hub(home, "timm/mini-imagenet", {f"data/validation-0000{i}-of-00003.parquet": t(f"v{i}") for i in range(3)}
+             | {"data/train-00000-of-00001.parquet": t("train")})
+
+    def cells(*args):
+        got = read(tabletool, *args)
+        return [bytes.fromhex(r[0]).decode() for r in got["rows"]]
+    assert cells("nyu-mll/glue", "0", "mnli", "validation_matched") == ["vm"]
+    assert cells("nyu-mll/glue", "0", "qnli", "validation") == ["qnli"]
+    assert cells("timm/mini-imagenet", "0", "", "validation") == ["v0", "v1", "v2"]
+    assert cells("timm/mini-imagenet", "2", "default", "validation") == ["v0", "v1"]
+    assert cells("timm/mini-imagenet") == ["v0", "v1", "v2"]  # no split: test, else validation
+    r = U.run([tabletool, "nyu-mll/glue", "0", "mnli", "validation"], timeout=60)
+    U.assert_clean_error(r, "wm_tabletool", "nyu-mll/glue", "mnli", str(home / "hub"), str(home / "datasets"))
+
+
+def read(tool, path, *args):
+    """wm_tabletool SPEC [MAX_ROWS [CONFIG [SPLIT]]] as JSON."""
+    r = U.run([tool, path, *args], timeout=60)
+    assert r.returncode == 0, U.describe(r)
+    return json.loads(r.stdout)
+
+
+def test_hub_name_not_cached_names_the_folders(asan_dir, tmp_path, monkeypatch):
+    home = isolated_home(tmp_path, monkeypatch)
+    tool = U.binary(asan_dir, "wm_tabletool")
+    r = U.run([tool, "rajpurkar/squad", "0", "plain_text", "validation"], timeout=60)
+    U.assert_clean_error(r, "wm_tabletool", "rajpurkar/squad", "plain_text", "validation", "not in the hugging face caches",
+                         str(home / "hub" / "datasets--rajpurkar--squad"), str(home / "datasets" / "rajpurkar___squad"))
+    for bad in ["../etc/passwd", "a/b/c", "org/..", "-x/y z"]:
+        r = U.run([tool, bad], timeout=60)
+        U.assert_clean_error(r, "wm_tabletool", any_of=["not a local file or folder", "not in the hugging face"])
+    # a damaged refs/main is refused, naming it
+    root = home / "hub" / "datasets--o--n"
+    (root / "refs").mkdir(parents=True)
+    (root / "refs" / "main").write_text("../../../../etc")
+    r = U.run([tool, "o/n"], timeout=60)
+    U.assert_clean_error(r, "wm_tabletool", str(root / "refs" / "main"), "commit")
+
+
+def test_datasets_library_arrow_cache_is_named(tabletool, tmp_path, monkeypatch):
+    """A data set only in the datasets library's cache (Arrow stream files, as `datasets` writes them): found and
+    named, refused as a format not read yet."""
+    home = isolated_home(tmp_path, monkeypatch)
+    d = home / "datasets" / "uoft-cs___cifar100" / "cifar100" / "0.0.0" / "abc123"
+    d.mkdir(parents=True)
+    t = pa.table({"fine_label": [1, 2]})
+    with pa.OSFile(str(d / "cifar100-test.arrow"), "wb") as f, pa.ipc.new_stream(f, t.schema) as w:
+        w.write_table(t)
+    r = U.run([tabletool, "uoft-cs/cifar100", "0", "cifar100", "test"], timeout=60)
+    U.assert_clean_error(r, "wm_tabletool", str(d / "cifar100-test.arrow"), "arrow", "not read yet")
+
+
+def test_calibration_from_a_cached_hub_dataset(winml, tmp_path, monkeypatch):
+    """A static recipe naming ORG/NAME with its config and split calibrates on the cached rows (manifest
+    calibration.source = dataset, dataset_file in the cache), as it does on the same rows as a local JSONL."""
+    import test_build_static as S
+    ck = S.tokenized_checkpoint(tmp_path)
+    import numpy as np
+    rng = np.random.default_rng(5)
+    rows = [{"text": " ".join(f"w{i}" for i in rng.integers(0, 6, rng.integers(3, S.SEQ))), "label": 1}
+            for _ in range(12)]
+    home = isolated_home(tmp_path, monkeypatch)
+    snap = fake_hub(home, "Salesforce/wikitext", {
+        "wikitext-2-raw-v1/test-00000-of-00001.parquet": parquet_bytes(pa.Table.from_pylist(rows), compression="GZIP"),
+        "wikitext-103-raw-v1/test-00000-of-00001.parquet": parquet_bytes(pa.Table.from_pylist(rows[::-1]))})
+    rp = S.dataset_recipe(winml, ck, tmp_path / "hub.json", "Salesforce/wikitext", name="wikitext-2-raw-v1")
+    man = S.build(winml, ck, tmp_path / "hub", "-c", rp)
+    cal = S.quant_stage(man)["calibration"]
+    assert cal["source"] == "dataset" and cal["column"] == "text", cal
+    assert cal["dataset_file"] == str(snap / "wikitext-2-raw-v1" / "test-00000-of-00001.parquet"), cal
+    jl = tmp_path / "same.jsonl"
+    jl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    man2 = S.build(winml, ck, tmp_path / "local", "-c", S.dataset_recipe(winml, ck, tmp_path / "l.json", jl))
+    assert S.quant_stage(man2)["calibration"]["source"] == "dataset"
+    assert S.act_scales(tmp_path / "hub" / "model.onnx") == S.act_scales(tmp_path / "local" / "model.onnx")
