@@ -699,8 +699,8 @@ static wm_status read_dict(chunk *k, const uint8_t *p, size_t len, int64_t n, in
 static wm_status read_values(chunk *k, int64_t nv, const uint8_t *rl, size_t rn, const uint8_t *dl, size_t dn,
                              int enc, const uint8_t *vp, size_t vn, wm_error *err) {
     const leaf *l = k->l;
-    hyb rh = {rl, rl + rn, NULL, bit_width((uint32_t)l->max_rep), 0, 0, 0, 0};
-    hyb dh = {dl, dl + dn, NULL, bit_width((uint32_t)l->max_def), 0, 0, 0, 0};
+    hyb rh = {rl, rl ? rl + rn : NULL, NULL, bit_width((uint32_t)l->max_rep), 0, 0, 0, 0}; /* NULL: no levels */
+    hyb dh = {dl, dl ? dl + dn : NULL, NULL, bit_width((uint32_t)l->max_def), 0, 0, 0, 0};
     plain pv = {vp, vp + vn, 0, 0, {0}};
     hyb ih = {0};
     int dict = enc == 2 || enc == 8;
@@ -759,6 +759,10 @@ static wm_status read_values(chunk *k, int64_t nv, const uint8_t *rl, size_t rn,
                    : l->type == T_BYTE_ARRAY || l->type == T_FLBA ? cJSON_CreateString(c.s) : cJSON_CreateRaw(c.s);
         free(c.s);
         if (!e) return nomem(k, err);
+        if (!k->list) { /* the row's list was null */
+            cJSON_Delete(e);
+            return col_err(k, err, "an element in a null list", NULL);
+        }
         cJSON_AddItemToArray(k->list, e);
     }
     return WM_OK;

@@ -85,9 +85,10 @@ def check(got, t, rows=None):
 
 
 @pytest.fixture(scope="module")
-def tabletool(build_dir):
-    p = U.binary(build_dir, "wm_tabletool")
-    assert os.access(p, os.X_OK), f"wm_tabletool not built in {build_dir}"
+def tabletool(asan_dir):
+    """wm_tabletool of the ASan build when there is one (these files are small; every read is checked by it)."""
+    p = U.binary(asan_dir, "wm_tabletool")
+    assert os.access(p, os.X_OK), f"wm_tabletool not built in {asan_dir}"
     return p
 
 
