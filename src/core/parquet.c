@@ -3,7 +3,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <math.h>
 #include <snappy-c.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -452,26 +451,6 @@ typedef struct cellv { /* one rendered value */
     size_t n;
 } cellv;
 
-static void fmt_double(char *b, size_t n, double d) {
-    if (isnan(d)) snprintf(b, n, "NaN");
-    else if (isinf(d)) snprintf(b, n, d > 0 ? "Infinity" : "-Infinity");
-    else {
-        snprintf(b, n, "%.15g", d);
-        if (strtod(b, NULL) != d) snprintf(b, n, "%.17g", d);
-    }
-}
-
-static void fmt_float(char *b, size_t n, float f) {
-    if (isnan(f) || isinf(f)) {
-        fmt_double(b, n, f);
-        return;
-    }
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(b, n, "%.*g", prec, (double)f);
-        if (strtof(b, NULL) == f) return;
-    }
-}
-
 /* The text of a value of leaf l's type at p (n bytes: the bytes of a byte array), a new string. */
 static char *render(const leaf *l, const uint8_t *p, size_t n, size_t *out_n) {
     char b[64];
@@ -502,13 +481,13 @@ static char *render(const leaf *l, const uint8_t *p, size_t n, size_t *out_n) {
     case T_FLOAT: {
         float v;
         memcpy(&v, p, 4);
-        fmt_float(b, sizeof b, v);
+        wm_table_fmt_float(b, sizeof b, v);
         break;
     }
     default: {
         double v;
         memcpy(&v, p, 8);
-        fmt_double(b, sizeof b, v);
+        wm_table_fmt_double(b, sizeof b, v);
     }
     }
     *out_n = strlen(b);

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <zlib.h>
 
 #include "core/error.h"
+#include "core/arrow_ipc.h"
 #include "core/parquet.h"
 
 #define MAX_COLS 256
@@ -20,13 +22,33 @@
 
 void wm_table_free(wm_table *t) {
     if (!t) return;
-    for (size_t i = 0; i < t->n_cols; i++) free(t->names[i]);
+    for (size_t i = 0; t->names && i < t->n_cols; i++) free(t->names[i]);
     for (size_t i = 0; t->cells && i < t->n_rows * t->n_cols; i++) free(t->cells[i]);
     free(t->names);
     free(t->cells);
     free(t->lines);
     free(t->sizes);
     memset(t, 0, sizeof *t);
+}
+
+void wm_table_fmt_double(char *b, size_t n, double d) {
+    if (isnan(d)) snprintf(b, n, "NaN");
+    else if (isinf(d)) snprintf(b, n, d > 0 ? "Infinity" : "-Infinity");
+    else {
+        snprintf(b, n, "%.15g", d);
+        if (strtod(b, NULL) != d) snprintf(b, n, "%.17g", d);
+    }
+}
+
+void wm_table_fmt_float(char *b, size_t n, float f) {
+    if (isnan(f) || isinf(f)) {
+        wm_table_fmt_double(b, n, f);
+        return;
+    }
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(b, n, "%.*g", prec, (double)f);
+        if (strtof(b, NULL) == f) return;
+    }
 }
 
 int wm_table_col(const wm_table *t, const char *spec) {
@@ -446,10 +468,11 @@ static wm_table_format format_of(const char *path, int *gz) {
         const char *ext;
         wm_table_format fmt;
     } exts[] = {{".jsonl", WM_TABLE_JSONL}, {".json", WM_TABLE_JSONL}, {".tsv", WM_TABLE_TSV},
-                {".csv", WM_TABLE_CSV}, {".parquet", WM_TABLE_PARQUET}};
+                {".csv", WM_TABLE_CSV}, {".parquet", WM_TABLE_PARQUET}, {".arrow", WM_TABLE_ARROW}};
     for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
         size_t k = strlen(exts[i].ext);
-        if (n >= k && !strncmp(path + n - k, exts[i].ext, k)) return *gz && exts[i].fmt == WM_TABLE_PARQUET ? WM_TABLE_AUTO : exts[i].fmt;
+        if (n >= k && !strncmp(path + n - k, exts[i].ext, k)) /* parquet and arrow compress inside */
+            return *gz && exts[i].fmt >= WM_TABLE_PARQUET ? WM_TABLE_AUTO : exts[i].fmt;
     }
     return WM_TABLE_AUTO;
 }
@@ -461,11 +484,11 @@ wm_status wm_table_read(const char *path, wm_table_format fmt, const wm_table_op
     if (fmt == WM_TABLE_AUTO) fmt = ext;
     if (fmt == WM_TABLE_AUTO)
         return wm_err(err, WM_ERR_USAGE,
-                      "%s: cannot tell the format from the extension (.jsonl, .tsv, .csv, each optionally .gz, or "
-                      ".parquet)", path);
-    if (fmt == WM_TABLE_PARQUET) {
+                      "%s: cannot tell the format from the extension (.jsonl, .tsv, .csv, each optionally .gz, "
+                      ".parquet or .arrow)", path);
+    if (fmt == WM_TABLE_PARQUET || fmt == WM_TABLE_ARROW) {
         wm_parquet_opts po = {.max_rows = o ? o->max_rows : 0};
-        return wm_parquet_read(path, &po, t, err);
+        return fmt == WM_TABLE_PARQUET ? wm_parquet_read(path, &po, t, err) : wm_arrow_read(path, &po, t, err);
     }
     FILE *f = fopen(path, "rb");
     if (!f) return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

@@ -1,13 +1,13 @@
 /*
  * dataset.h - a data set named as the reference's recipes name it (eval.dataset.path / name / split) resolved to
  * table files, offline, in one place:
- *   - a local table file (.jsonl / .json / .csv / .tsv, each optionally .gz, or .parquet): itself;
+ *   - a local table file (.jsonl / .json / .csv / .tsv, each optionally .gz, .parquet or .arrow): itself;
  *   - a local folder: its <split>.<ext> (the split given, else test, validation, train);
  *   - ORG/NAME (or NAME): the hub cache (hub.h's wm_hf_cache_dir) datasets--ORG--NAME/snapshots/<refs/main>/, the
  *     files of the split under a folder named by the config (GLUE's "sst2/validation-00000-of-00001.parquet"),
  *     else at the top or under data/ ("data/test-00000-of-00002.parquet", "test.jsonl.gz"), every shard in name
  *     order; then the `datasets` library's cache (wm_hf_datasets_cache_dir) ORG___NAME/<config>/<version>/<hash>/
- *     <name>-<split>[-NNNNN-of-NNNNN].arrow (found and named; the Arrow format is not read yet).
+ *     <name>-<split>[-NNNNN-of-NNNNN].arrow (Arrow IPC streams, core/arrow_ipc.h).
  * Nothing is downloaded. When nothing is found, why says exactly which folders were looked in.
  */
 #ifndef WM_HF_DATASET_H
@@ -27,7 +27,7 @@ typedef struct wm_dataset_files {
 
 /*
  * Resolves spec (config and split may be NULL or ""). WM_OK with f->n > 0: found; WM_OK with f->n == 0: nothing
- * readable there, why[nwhy] says what was tried (and what was found that is not read). An error only for a damaged
+ * readable there, why[nwhy] says what was tried. An error only for a damaged
  * cache entry (a refs/main that is not a commit).
  */
 wm_status wm_dataset_resolve(const char *spec, const char *config, const char *split, wm_dataset_files *f, char *why,

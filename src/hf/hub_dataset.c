@@ -116,9 +116,9 @@ static int in_config(const char *rel, const char *config) {
 /*
  * The files of split for config under root: those in a folder of the config's name, else (config "default" or
  * none, or a repository without config folders) those at the top, under data/ or default/. Of these, the folder and
- * extension of the first in name order: its shards. 1 when found (f filled; *arrow set when they are .arrow).
+ * extension of the first in name order: its shards. 1 when found (f filled).
  */
-static int pick(const char *root, const char *config, const char *split, int depth, wm_dataset_files *f, int *arrow) {
+static int pick(const char *root, const char *config, const char *split, int depth, wm_dataset_files *f) {
     found fd = {0};
     int seen = 0;
     if (walk(root, "", depth, split, &fd, &seen) || !fd.n) {
@@ -143,7 +143,6 @@ static int pick(const char *root, const char *config, const char *split, int dep
             if (dl != fdl || strncmp(fd.rel[i], first, dl) || ext_of(s ? s + 1 : fd.rel[i], &sl) != fx) continue;
             snprintf(f->paths[f->n++], sizeof f->paths[0], "%s/%s", root, fd.rel[i]);
         }
-        *arrow = !strcmp(EXTS[fx], ".arrow");
         got = 1;
     }
     free(fd.rel);
@@ -168,7 +167,6 @@ static int repo_name_ok(const char *s) {
 static int local_folder(const char *dir, const char *const *splits, size_t ns, wm_dataset_files *f) {
     for (size_t s = 0; s < ns; s++)
         for (size_t i = 0; i < N_EXTS; i++) {
-            if (!strcmp(EXTS[i], ".arrow")) continue;
             snprintf(f->paths[0], sizeof f->paths[0], "%s/%s%s", dir, splits[s], EXTS[i]);
             if (is_file(f->paths[0])) return f->n = 1, 1;
         }
@@ -187,9 +185,9 @@ wm_status wm_dataset_resolve(const char *spec, const char *config, const char *s
     if (is_file(spec)) {
         size_t sl;
         int x = ext_of(spec, &sl);
-        if (x < 0 || !strcmp(EXTS[x], ".arrow")) {
-            snprintf(why, nwhy, "'%.200s' is not a .jsonl, .json, .csv or .tsv (optionally .gz) or .parquet file%s",
-                     spec, x >= 0 ? " (Arrow files are not read yet)" : "");
+        if (x < 0) {
+            snprintf(why, nwhy, "'%.200s' is not a .jsonl, .json, .csv or .tsv (optionally .gz), .parquet or .arrow "
+                     "file", spec);
             return WM_OK;
         }
         snprintf(f->paths[0], sizeof f->paths[0], "%s", spec);
@@ -198,8 +196,8 @@ wm_status wm_dataset_resolve(const char *spec, const char *config, const char *s
     }
     if (is_dir(spec)) {
         if (local_folder(spec, splits, ns, f)) return WM_OK;
-        snprintf(why, nwhy, "folder '%.200s' holds no %s.jsonl, .json, .csv, .tsv (optionally .gz) or .parquet", spec,
-                 split_names);
+        snprintf(why, nwhy, "folder '%.200s' holds no %s.jsonl, .json, .csv, .tsv (optionally .gz), .parquet or .arrow",
+                 spec, split_names);
         return WM_OK;
     }
     if (!repo_name_ok(spec)) {
@@ -239,22 +237,15 @@ wm_status wm_dataset_resolve(const char *spec, const char *config, const char *s
             }
         if (d) closedir(d);
     }
-    int arrow = 0;
     for (size_t s = 0; s < ns && snap[0] && !f->n; s++)
-        if (pick(snap, config, splits[s], 3, f, &arrow)) f->from_cache = 1;
-    if (f->n && !arrow) return WM_OK;
-    memset(f, 0, sizeof *f);
+        if (pick(snap, config, splits[s], 3, f)) f->from_cache = 1;
+    if (f->n) return WM_OK;
     /* the datasets library's cache: ORG___NAME/<config>/<version>/<hash>/<name>-<split>.arrow */
     char dsrepo[PATH_MAX + 256];
     snprintf(dsrepo, sizeof dsrepo, "%s/%s%s%s", dsc, flat, sl ? "___" : "", sl ? sl + 1 : "");
     for (size_t s = 0; s < ns && !f->n; s++)
-        if (pick(dsrepo, config, splits[s], 4, f, &arrow)) f->from_cache = 1;
-    if (f->n) {
-        snprintf(why, nwhy, "'%.200s' is in the datasets library's cache as Arrow (%.300s), a format not read yet",
-                 spec, f->paths[0]);
-        memset(f, 0, sizeof *f);
-        return WM_OK;
-    }
+        if (pick(dsrepo, config, splits[s], 4, f)) f->from_cache = 1;
+    if (f->n) return WM_OK;
     snprintf(why, nwhy, "data set '%.120s'%s%.60s%s split %.60s is not in the Hugging Face caches (looked in %.300s "
              "and %.300s; nothing is downloaded)", spec, config && *config ? " (config " : "", config ? config : "",
              config && *config ? ")" : "", split_names, snap[0] ? snap : repo, dsrepo);

@@ -1,4 +1,4 @@
-"""Writes the seeds of fuzz_parquet (tests/fuzz/seeds/parquet/) with pyarrow: small files of every codec, page
+"""Writes the seeds of fuzz_parquet (tests/fuzz/seeds/parquet/) and fuzz_arrow (tests/fuzz/seeds/arrow/) with pyarrow: small files of every codec, page
 version, dictionary and plain values, nulls, a struct {bytes, path} and a list column. Each seed starts with the
 target's option byte: 28 reads all rows under the largest cap on decompressed bytes (1 KiB << 7)."""
 import io
@@ -8,8 +8,10 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "seeds", "parquet")
+seeds = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "seeds")
+out, aout = os.path.join(seeds, "parquet"), os.path.join(seeds, "arrow")
 os.makedirs(out, exist_ok=True)
+os.makedirs(aout, exist_ok=True)
 t = pa.table({
     "text": ["a", None, "bc"] * 3,
     "label": pa.array([1, None, 3] * 3, pa.int64()),
@@ -28,3 +30,19 @@ for codec in ["NONE", "SNAPPY", "GZIP", "ZSTD"]:
             pq.write_table(t, b, compression=codec, data_page_version=v, use_dictionary=dic, row_group_size=4)
             with open(os.path.join(out, f"{codec.lower()}_v{v[0]}_{'dict' if dic else 'plain'}"), "wb") as f:
                 f.write(bytes([28]) + b.getvalue())
+# Arrow IPC: the stream format (as the datasets library caches it) in batches of 4 rows, and the file format
+small = t.drop_columns(["fx"]).append_column("fx", pa.array([b"ab", b"cd", None] * 3, pa.binary(2)))
+for kind in ["stream", "file"]:
+    b = io.BytesIO()
+    w = pa.ipc.new_stream(b, small.schema) if kind == "stream" else pa.ipc.new_file(b, small.schema)
+    w.write_table(small, max_chunksize=4)
+    w.close()
+    with open(os.path.join(aout, kind), "wb") as f:
+        f.write(bytes([28]) + b.getvalue())
+large = pa.table({"text": pa.array(["a", None, "bc"] * 3, pa.large_string()), "n": pa.array([1, 2, None] * 3, pa.int8()),
+                  "l": pa.array([[1.5], None, []] * 3, pa.large_list(pa.float32())), "z": pa.nulls(9)})
+b = io.BytesIO()
+with pa.ipc.new_stream(b, large.schema) as w:
+    w.write_table(large)
+with open(os.path.join(aout, "large_types"), "wb") as f:
+    f.write(bytes([28]) + b.getvalue())

@@ -57,7 +57,7 @@ def same(ty, want, got_hex):
     if got_hex is None:
         return False
     got = bytes.fromhex(got_hex)
-    if pa.types.is_list(ty):
+    if pa.types.is_list(ty) or pa.types.is_large_list(ty):
         return json.loads(got) == want
     if pa.types.is_boolean(ty):
         return got == (b"true" if want else b"false")
@@ -392,17 +392,65 @@ def test_hub_name_not_cached_names_the_folders(asan_dir, tmp_path, monkeypatch):
     U.assert_clean_error(r, "wm_tabletool", str(root / "refs" / "main"), "commit")
 
 
-def test_datasets_library_arrow_cache_is_named(tabletool, tmp_path, monkeypatch):
-    """A data set only in the datasets library's cache (Arrow stream files, as `datasets` writes them): found and
-    named, refused as a format not read yet."""
+def test_datasets_library_arrow_cache(tabletool, tmp_path, monkeypatch):
+    """A data set only in the datasets library's cache: Arrow stream files as `datasets` names them, two shards of
+    the config's split read in order (another split and config beside them are not)."""
     home = isolated_home(tmp_path, monkeypatch)
     d = home / "datasets" / "uoft-cs___cifar100" / "cifar100" / "0.0.0" / "abc123"
     d.mkdir(parents=True)
-    t = pa.table({"fine_label": [1, 2]})
-    with pa.OSFile(str(d / "cifar100-test.arrow"), "wb") as f, pa.ipc.new_stream(f, t.schema) as w:
-        w.write_table(t)
-    r = U.run([tabletool, "uoft-cs/cifar100", "0", "cifar100", "test"], timeout=60)
-    U.assert_clean_error(r, "wm_tabletool", str(d / "cifar100-test.arrow"), "arrow", "not read yet")
+    for name, labels in [("cifar100-test-00000-of-00002", [1, 2]), ("cifar100-test-00001-of-00002", [3]),
+                         ("cifar100-train", [9])]:
+        write_arrow(d / f"{name}.arrow", pa.table({"fine_label": pa.array(labels, pa.int64())}))
+    got = read(tabletool, "uoft-cs/cifar100", "0", "cifar100", "test")
+    assert got["files"] == [str(d / "cifar100-test-00000-of-00002.arrow"), str(d / "cifar100-test-00001-of-00002.arrow")]
+    assert [bytes.fromhex(r[0]).decode() for r in got["rows"]] == ["1", "2", "3"]
+
+
+def write_arrow(path, t, kind="stream", chunk=None):
+    with pa.OSFile(str(path), "wb") as f:
+        w = pa.ipc.new_stream(f, t.schema) if kind == "stream" else pa.ipc.new_file(f, t.schema)
+        w.write_table(t, max_chunksize=chunk)
+        w.close()
+
+
+@pytest.mark.parametrize("kind", ["stream", "file"])
+def test_arrow_values_equal_pyarrow(tabletool, tmp_path, kind):
+    """Arrow IPC (record batches of 5 rows) read back equal to pyarrow's values, the same table as the Parquet test
+    plus the large and narrow types the datasets library writes."""
+    t = table()
+    n = t.num_rows
+    t = t.append_column("big", pa.array([["x" * i, None][i % 2] for i in range(n)], pa.large_string()))
+    t = t.append_column("i8", pa.array([[-128, 127, None][i % 3] for i in range(n)], pa.int8()))
+    t = t.append_column("u64", pa.array([2**64 - 1 - i for i in range(n)], pa.uint64()))
+    t = t.append_column("lbin", pa.array([[b"\x00", None][i % 2] for i in range(n)], pa.large_binary()))
+    t = t.append_column("ll", pa.array([[[1, None], None, []][i % 3] for i in range(n)], pa.large_list(pa.int16())))
+    p = tmp_path / "t.arrow"
+    write_arrow(p, t, kind, chunk=5)
+    check(read(tabletool, p), t)
+    check(read(tabletool, p, "7"), t, 7)
+
+
+def arrow_hostile():
+    t = pa.table({"text": ["abc", None, "de"] * 4, "label": [1, 2, 3] * 4})
+    b = io.BytesIO()
+    with pa.ipc.new_stream(b, t.schema) as w:
+        w.write_table(t, max_chunksize=6)
+    d = bytearray(b.getvalue())
+    huge = bytearray(d)
+    huge[4:8] = struct.pack("<I", 0x7FFFFFF0)  # the schema message's metadata length
+    cut = d[:len(d) - 40]  # the last batch's body cut short
+    return {"metadata length past the end": (huge, ["arrow ipc", "past the end"]),
+            "truncated body": (cut, ["arrow ipc"]),
+            "not arrow": (bytearray(b"\xff\xff\xff\xff\x10\x00\x00\x00" + b"\x00" * 16), ["arrow ipc"])}
+
+
+@pytest.mark.parametrize("case", ["metadata length past the end", "truncated body", "not arrow"])
+def test_hostile_arrow_exits_2(asan_dir, tmp_path, case):
+    tool = U.binary(asan_dir, "wm_tabletool")
+    data, needles = arrow_hostile()[case]
+    p = tmp_path / "bad.arrow"
+    p.write_bytes(bytes(data))
+    U.assert_clean_error(U.run([tool, p], timeout=60), "wm_tabletool", str(p), *needles)
 
 
 def test_calibration_from_a_cached_hub_dataset(winml, tmp_path, monkeypatch):
