@@ -239,7 +239,19 @@ wm_status wm_dataset_resolve(const char *spec, const char *config, const char *s
     }
     for (size_t s = 0; s < ns && snap[0] && !f->n; s++)
         if (pick(snap, config, splits[s], 3, f)) f->from_cache = 1;
-    if (f->n) return WM_OK;
+    if (f->n) { /* an untrusted cache entry: each snapshot file must resolve inside its own repository folder */
+        char rr[PATH_MAX], fr[PATH_MAX];
+        if (!realpath(repo, rr)) return wm_err(err, WM_ERR_IO, "%s: cannot resolve the cache folder", repo);
+        size_t rl = strlen(rr);
+        for (size_t i = 0; i < f->n; i++)
+            if (!realpath(f->paths[i], fr) || strncmp(fr, rr, rl) || fr[rl] != '/') {
+                st = wm_err(err, WM_ERR_INPUT, "%s: resolves outside its cache folder %s: refused (the cache entry is "
+                            "damaged or hostile; delete it)", f->paths[i], rr);
+                memset(f, 0, sizeof *f);
+                return st;
+            }
+        return WM_OK;
+    }
     /* the datasets library's cache: ORG___NAME/<config>/<version>/<hash>/<name>-<split>.arrow */
     char dsrepo[PATH_MAX + 256];
     snprintf(dsrepo, sizeof dsrepo, "%s/%s%s%s", dsc, flat, sl ? "___" : "", sl ? sl + 1 : "");

@@ -390,6 +390,21 @@ def test_hub_name_not_cached_names_the_folders(asan_dir, tmp_path, monkeypatch):
     (root / "refs" / "main").write_text("../../../../etc")
     r = U.run([tool, "o/n"], timeout=60)
     U.assert_clean_error(r, "wm_tabletool", str(root / "refs" / "main"), "commit")
+    # a snapshot file linking outside its repository folder is refused, naming it
+    outside = tmp_path / "secret.jsonl"
+    outside.write_text('{"text": "not for you"}\n')
+    snap = fake_hub(home, "o/m", {"README.md": b""})
+    (snap / "test.jsonl").symlink_to(outside)
+    r = U.run([tool, "o/m"], timeout=60)
+    U.assert_clean_error(r, "wm_tabletool", str(snap / "test.jsonl"), "outside its cache folder")
+    # the hub's own layout (a relative link into blobs/) is read
+    blob = home / "hub" / "datasets--o--m" / "blobs" / "abc"
+    blob.parent.mkdir()
+    blob.write_text('{"text": "mine"}\n')
+    (snap / "test.jsonl").unlink()
+    (snap / "test.jsonl").symlink_to(os.path.relpath(blob, snap))
+    got = json.loads(U.run([tool, "o/m"], timeout=60).stdout)
+    assert [bytes.fromhex(r[0]).decode() for r in got["rows"]] == ["mine"]
 
 
 def test_datasets_library_arrow_cache(tabletool, tmp_path, monkeypatch):
