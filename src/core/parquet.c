@@ -12,9 +12,10 @@
 #include <zstd.h>
 
 #include "core/error.h"
+#include "core/thrift.h"
 
 #define MAX_SCHEMA 4096        /* schema elements */
-#define MAX_DEPTH 16           /* of the schema tree and of skipped Thrift values */
+#define MAX_DEPTH 16           /* of the schema tree */
 #define MAX_PAGE_VALUES (1u << 24)
 #define MAX_ROW_GROUPS 1000000
 #define MAX_NAME 1024
@@ -27,127 +28,6 @@ static const char *const enc_names[] = {"PLAIN", "GROUP_VAR_INT", "PLAIN_DICTION
                                         "DELTA_BINARY_PACKED", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY",
                                         "RLE_DICTIONARY", "BYTE_STREAM_SPLIT"};
 #define NAME_OF(tab, i) ((i) >= 0 && (size_t)(i) < sizeof tab / sizeof *tab ? tab[i] : "unknown")
-
-/* ---------------------------------------------------------------- Thrift compact protocol */
-
-typedef struct tc {
-    const uint8_t *p, *end;
-    int bad;
-} tc;
-
-static uint8_t tc_byte(tc *c) {
-    if (c->p >= c->end) return c->bad = 1, 0;
-    return *c->p++;
-}
-
-static uint64_t tc_varint(tc *c) {
-    uint64_t v = 0;
-    for (int sh = 0; sh < 64; sh += 7) {
-        uint8_t b = tc_byte(c);
-        if (c->bad) return 0;
-        v |= (uint64_t)(b & 0x7f) << sh;
-        if (!(b & 0x80)) return v;
-    }
-    return c->bad = 1, 0;
-}
-
-static int64_t tc_int(tc *c) {
-    uint64_t v = tc_varint(c);
-    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
-
-static void tc_bin(tc *c, const uint8_t **s, size_t *n) {
-    uint64_t l = tc_varint(c);
-    *s = NULL, *n = 0;
-    if (c->bad || l > (uint64_t)(c->end - c->p)) {
-        c->bad = 1;
-        return;
-    }
-    *s = c->p, *n = (size_t)l;
-    c->p += l;
-}
-
-/* A list header: its size (each element takes a byte at least: at most the bytes left) and element type. */
-static uint64_t tc_list(tc *c, int *et) {
-    uint8_t b = tc_byte(c);
-    uint64_t n = b >> 4;
-    *et = b & 15;
-    if (n == 15) n = tc_varint(c);
-    if (c->bad || n > (uint64_t)(c->end - c->p)) return c->bad = 1, 0;
-    return n;
-}
-
-/* The next field of a struct: 1 with its id (delta from *id) and type, 0 at its end (or on an error). */
-static int tc_field(tc *c, int *id, int *ty) {
-    uint8_t b = tc_byte(c);
-    if (c->bad || !b) return 0;
-    *ty = b & 15;
-    if (b >> 4) *id += b >> 4;
-    else *id = (int)tc_int(c);
-    return !c->bad;
-}
-
-static void tc_skip(tc *c, int ty, int depth);
-
-static void tc_skip_elem(tc *c, int et, int depth) {
-    if (et == 1 || et == 2) tc_byte(c); /* a boolean in a collection is a byte */
-    else tc_skip(c, et, depth);
-}
-
-static void tc_skip(tc *c, int ty, int depth) {
-    if (depth > MAX_DEPTH) {
-        c->bad = 1;
-        return;
-    }
-    switch (ty) {
-    case 1: case 2: return; /* a boolean field: its value is its type */
-    case 3: tc_byte(c); return;
-    case 4: case 5: case 6: tc_varint(c); return;
-    case 7:
-        if (c->end - c->p < 8) c->bad = 1;
-        else c->p += 8;
-        return;
-    case 8: {
-        const uint8_t *s;
-        size_t n;
-        tc_bin(c, &s, &n);
-        return;
-    }
-    case 9: case 10: {
-        int et;
-        uint64_t n = tc_list(c, &et);
-        for (uint64_t i = 0; i < n && !c->bad; i++) tc_skip_elem(c, et, depth + 1);
-        return;
-    }
-    case 11: {
-        uint64_t n = tc_varint(c);
-        if (c->bad || n > (uint64_t)(c->end - c->p)) {
-            c->bad = 1;
-            return;
-        }
-        if (!n) return;
-        uint8_t kv = tc_byte(c);
-        for (uint64_t i = 0; i < n && !c->bad; i++) {
-            tc_skip_elem(c, kv >> 4, depth + 1);
-            tc_skip_elem(c, kv & 15, depth + 1);
-        }
-        return;
-    }
-    case 12: {
-        int id = 0, t;
-        while (tc_field(c, &id, &t)) tc_skip(c, t, depth + 1);
-        return;
-    }
-    default: c->bad = 1;
-    }
-}
-
-/* An integer field's value (i8 / i16 / i32 / i64); a field of another type sets c->bad. */
-static int64_t tc_ival(tc *c, int ty) {
-    if (ty == 3) return (int8_t)tc_byte(c);
-    if (ty >= 4 && ty <= 6) return tc_int(c);
-    return c->bad = 1, 0;
-}
 
 /* ---------------------------------------------------------------- metadata */
 
@@ -207,40 +87,40 @@ static wm_status read_at(pq *q, uint64_t off, size_t n, uint8_t *out, wm_error *
     return WM_OK;
 }
 
-static void parse_selem(tc *c, selem *e) {
+static void parse_selem(wm_tc *c, selem *e) {
     int id = 0, ty;
     memset(e, 0, sizeof *e);
     e->type = -1, e->conv = -1;
-    while (tc_field(c, &id, &ty)) {
-        if (id == 1) e->type = (int)tc_ival(c, ty);
-        else if (id == 2) e->type_len = (int)tc_ival(c, ty);
-        else if (id == 3) e->rep = (int)tc_ival(c, ty);
-        else if (id == 4 && ty == 8) tc_bin(c, &e->name, &e->name_len);
-        else if (id == 5) e->nchild = (int)tc_ival(c, ty);
-        else if (id == 6) e->conv = (int)tc_ival(c, ty);
-        else tc_skip(c, ty, 1);
+    while (wm_tc_field(c, &id, &ty)) {
+        if (id == 1) e->type = (int)wm_tc_ival(c, ty);
+        else if (id == 2) e->type_len = (int)wm_tc_ival(c, ty);
+        else if (id == 3) e->rep = (int)wm_tc_ival(c, ty);
+        else if (id == 4 && ty == 8) wm_tc_bin(c, &e->name, &e->name_len);
+        else if (id == 5) e->nchild = (int)wm_tc_ival(c, ty);
+        else if (id == 6) e->conv = (int)wm_tc_ival(c, ty);
+        else wm_tc_skip(c, ty, 1);
     }
 }
 
-static void parse_cmeta(tc *c, cmeta *m) {
+static void parse_cmeta(wm_tc *c, cmeta *m) {
     int id = 0, ty;
-    while (tc_field(c, &id, &ty)) {
-        if (id == 1) m->type = (int)tc_ival(c, ty);
-        else if (id == 4) m->codec = (int)tc_ival(c, ty);
-        else if (id == 5) m->num_values = tc_ival(c, ty);
-        else if (id == 7) m->total_comp = tc_ival(c, ty);
-        else if (id == 9) m->data_off = tc_ival(c, ty);
-        else if (id == 11) m->dict_off = tc_ival(c, ty);
-        else tc_skip(c, ty, 3);
+    while (wm_tc_field(c, &id, &ty)) {
+        if (id == 1) m->type = (int)wm_tc_ival(c, ty);
+        else if (id == 4) m->codec = (int)wm_tc_ival(c, ty);
+        else if (id == 5) m->num_values = wm_tc_ival(c, ty);
+        else if (id == 7) m->total_comp = wm_tc_ival(c, ty);
+        else if (id == 9) m->data_off = wm_tc_ival(c, ty);
+        else if (id == 11) m->dict_off = wm_tc_ival(c, ty);
+        else wm_tc_skip(c, ty, 3);
     }
 }
 
-static wm_status parse_rowgroup(pq *q, tc *c, rgroup *g, wm_error *err) {
+static wm_status parse_rowgroup(pq *q, wm_tc *c, rgroup *g, wm_error *err) {
     int id = 0, ty;
-    while (tc_field(c, &id, &ty)) {
+    while (wm_tc_field(c, &id, &ty)) {
         if (id == 1 && ty == 9 && !g->cols) {
             int et;
-            uint64_t n = tc_list(c, &et);
+            uint64_t n = wm_tc_list(c, &et);
             if (c->bad || et != 12 || n > MAX_SCHEMA) return bad_meta(q, "a row group's column list", err);
             if (n && !(g->cols = calloc(n, sizeof *g->cols))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
             g->ncols = n;
@@ -248,45 +128,45 @@ static wm_status parse_rowgroup(pq *q, tc *c, rgroup *g, wm_error *err) {
                 cmeta *m = &g->cols[i];
                 m->type = -1, m->data_off = -1;
                 int cid = 0, cty;
-                while (tc_field(c, &cid, &cty)) {
+                while (wm_tc_field(c, &cid, &cty)) {
                     if (cid == 1 && cty == 8) {
                         const uint8_t *s;
                         size_t sn;
-                        tc_bin(c, &s, &sn);
+                        wm_tc_bin(c, &s, &sn);
                         if (sn) return wm_err(err, WM_ERR_INPUT, "%s: a column chunk lies in another file ('%.*s'): "
                                               "not supported", q->label, (int)(sn > 200 ? 200 : sn), (const char *)s);
                     } else if (cid == 3 && cty == 12) parse_cmeta(c, m);
-                    else tc_skip(c, cty, 2);
+                    else wm_tc_skip(c, cty, 2);
                 }
             }
-        } else if (id == 3) g->num_rows = tc_ival(c, ty);
-        else tc_skip(c, ty, 1);
+        } else if (id == 3) g->num_rows = wm_tc_ival(c, ty);
+        else wm_tc_skip(c, ty, 1);
     }
     return c->bad ? bad_meta(q, "a row group", err) : WM_OK;
 }
 
 static wm_status parse_footer(pq *q, const uint8_t *p, size_t n, wm_error *err) {
-    tc c = {p, p + n, 0};
+    wm_tc c = {p, p + n, 0};
     int id = 0, ty, seen_schema = 0, seen_rows = 0;
     wm_status st;
-    while (tc_field(&c, &id, &ty)) {
+    while (wm_tc_field(&c, &id, &ty)) {
         if (id == 2 && ty == 9 && !seen_schema) {
             int et;
-            uint64_t k = tc_list(&c, &et);
+            uint64_t k = wm_tc_list(&c, &et);
             if (c.bad || et != 12 || !k || k > MAX_SCHEMA) return bad_meta(q, "the schema list", err);
             if (!(q->schema = calloc(k, sizeof *q->schema))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
             q->nschema = k, seen_schema = 1;
             for (uint64_t i = 0; i < k && !c.bad; i++) parse_selem(&c, &q->schema[i]);
-        } else if (id == 3) q->num_rows = tc_ival(&c, ty), seen_rows = 1;
+        } else if (id == 3) q->num_rows = wm_tc_ival(&c, ty), seen_rows = 1;
         else if (id == 4 && ty == 9 && !q->rgs) {
             int et;
-            uint64_t k = tc_list(&c, &et);
+            uint64_t k = wm_tc_list(&c, &et);
             if (c.bad || et != 12 || k > MAX_ROW_GROUPS) return bad_meta(q, "the row group list", err);
             if (k && !(q->rgs = calloc(k, sizeof *q->rgs))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
             q->nrg = k;
             for (uint64_t i = 0; i < k; i++)
                 if ((st = parse_rowgroup(q, &c, &q->rgs[i], err))) return st;
-        } else tc_skip(&c, ty, 1);
+        } else wm_tc_skip(&c, ty, 1);
     }
     if (c.bad) return bad_meta(q, "truncated or invalid Thrift data", err);
     if (!seen_schema) return bad_meta(q, "no schema", err);
@@ -402,8 +282,8 @@ typedef struct hyb {
 /* The next value in *v: 0, or -1 when the data ends or is malformed. */
 static int hyb_next(hyb *h, uint32_t *v) {
     if (!h->left) {
-        tc c = {h->p, h->end, 0};
-        uint64_t hdr = tc_varint(&c);
+        wm_tc c = {h->p, h->end, 0};
+        uint64_t hdr = wm_tc_varint(&c);
         if (c.bad) return -1;
         h->p = c.p;
         if (hdr & 1) {
@@ -763,25 +643,25 @@ static wm_status read_chunk(chunk *k, wm_error *err) {
     wm_status st = read_at(q, (uint64_t)start, len, buf, err);
     size_t pos = 0;
     while (!st && pos < len && (k->row < k->row_end || k->in_row)) {
-        tc c = {buf + pos, buf + len, 0};
+        wm_tc c = {buf + pos, buf + len, 0};
         int id = 0, ty, ptype = -1, enc = -1, v2_comp = 1;
         int64_t usz = -1, csz = -1, nv = -1, dlen = 0, rlen = 0;
-        while (tc_field(&c, &id, &ty)) {
-            if (id == 1) ptype = (int)tc_ival(&c, ty);
-            else if (id == 2) usz = tc_ival(&c, ty);
-            else if (id == 3) csz = tc_ival(&c, ty);
+        while (wm_tc_field(&c, &id, &ty)) {
+            if (id == 1) ptype = (int)wm_tc_ival(&c, ty);
+            else if (id == 2) usz = wm_tc_ival(&c, ty);
+            else if (id == 3) csz = wm_tc_ival(&c, ty);
             else if ((id == 5 || id == 7 || id == 8) && ty == 12) {
                 int sid = 0, sty;
-                while (tc_field(&c, &sid, &sty)) {
-                    if (sid == 1) nv = tc_ival(&c, sty);
-                    else if (sid == 2 && id != 8) enc = (int)tc_ival(&c, sty);
-                    else if (id == 8 && sid == 4) enc = (int)tc_ival(&c, sty);
-                    else if (id == 8 && sid == 5) dlen = tc_ival(&c, sty);
-                    else if (id == 8 && sid == 6) rlen = tc_ival(&c, sty);
+                while (wm_tc_field(&c, &sid, &sty)) {
+                    if (sid == 1) nv = wm_tc_ival(&c, sty);
+                    else if (sid == 2 && id != 8) enc = (int)wm_tc_ival(&c, sty);
+                    else if (id == 8 && sid == 4) enc = (int)wm_tc_ival(&c, sty);
+                    else if (id == 8 && sid == 5) dlen = wm_tc_ival(&c, sty);
+                    else if (id == 8 && sid == 6) rlen = wm_tc_ival(&c, sty);
                     else if (id == 8 && sid == 7 && (sty == 1 || sty == 2)) v2_comp = sty == 1;
-                    else tc_skip(&c, sty, 2);
+                    else wm_tc_skip(&c, sty, 2);
                 }
-            } else tc_skip(&c, ty, 1);
+            } else wm_tc_skip(&c, ty, 1);
         }
         if (c.bad || ptype < 0 || usz < 0 || csz < 0) {
             st = col_err(k, err, "a malformed page header", NULL);
