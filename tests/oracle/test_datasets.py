@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import oracle_util as U
+from test_images import photos, vision_folders  # noqa: F401 (fixtures: the ViT build and photographs)
 
 CODECS = ["NONE", "SNAPPY", "GZIP", "ZSTD"]
 
@@ -491,3 +492,31 @@ def test_calibration_from_a_cached_hub_dataset(winml, tmp_path, monkeypatch):
     man2 = S.build(winml, ck, tmp_path / "local", "-c", S.dataset_recipe(winml, ck, tmp_path / "l.json", jl))
     assert S.quant_stage(man2)["calibration"]["source"] == "dataset"
     assert S.act_scales(tmp_path / "hub" / "model.onnx") == S.act_scales(tmp_path / "local" / "model.onnx")
+
+
+def test_eval_image_bytes_from_parquet(winml, tmp_path, monkeypatch, vision_folders, photos):  # noqa: F811
+    """An image-classification set as the hub ships it (timm/mini-imagenet's layout: data/<split>-*.parquet with an
+    `image` struct {bytes, path} and an integer `label`): the images are decoded from the table's bytes, and the
+    accuracy equals transformers' pipeline on the same images (the ViT of test_images)."""
+    import transformers
+    vf, ph = vision_folders, photos
+    folder, model, proc = vf["vit"]
+    names = ["chelsea.png", "rocket.jpg", "astronaut.png", "coffee.png"]
+    pipe = transformers.pipeline("image-classification", model=model, image_processor=proc)
+    label2id = model.config.label2id
+    top1 = [label2id[pipe(ph[n], top_k=1)[0]["label"]] for n in names]
+    gold = [top1[0], top1[1], (top1[2] + 1) % 7, top1[3]]  # three right, one wrong
+    rows = [{"image": {"bytes": open(ph[n], "rb").read(), "path": n}, "label": g} for n, g in zip(names, gold)]
+    home = isolated_home(tmp_path, monkeypatch)
+    t = pa.Table.from_pylist(rows)
+    snap = fake_hub(home, "timm/mini-imagenet", {
+        "data/validation-00000-of-00002.parquet": parquet_bytes(t.slice(0, 2)),
+        "data/validation-00001-of-00002.parquet": parquet_bytes(t.slice(2), compression="ZSTD")})
+    got = eval_json(winml, folder, "--dataset", "timm/mini-imagenet", "--split", "validation")
+    assert got["dataset_files"][0] == str(snap / "data" / "validation-00000-of-00002.parquet")
+    m = got["metrics"]
+    assert m["samples"] == 4 and m["accuracy"] == 3 / 4, m
+    # the same set as a CSV of image files: the same metrics
+    csv = tmp_path / "set.csv"
+    csv.write_text("image,label\n" + "".join(f"{ph[n]},{g}\n" for n, g in zip(names, gold)))
+    assert eval_json(winml, folder, "--dataset", csv)["metrics"] == m
