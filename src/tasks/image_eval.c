@@ -138,7 +138,7 @@ static wm_status read_folder(const char *dir, size_t max, items *it, wm_error *e
  */
 static wm_status read_table(const wm_task_opts *o, const wm_dataset_files *f, int captions, items *it,
                             wm_error *err) {
-    static const char *const dimg[] = {"image", "image_path", "path", "file", "filename", NULL};
+    static const char *const dimg[] = {"image", "img", "image_path", "path", "file", "filename", NULL};
     static const char *const dlab[] = {"label", "labels", "class", NULL};
     static const char *const dcap[] = {"caption", "text", "sentence", "captions", NULL};
     const char *const *dsec = captions ? dcap : dlab;
@@ -176,7 +176,7 @@ static wm_status read_table(const wm_task_opts *o, const wm_dataset_files *f, in
         if (want) st = wm_err(err, WM_ERR_INPUT, "%s: no column '%s'", o->dataset, want);
         else st = wm_err(err, WM_ERR_INPUT, "%s: no %s column (%s; or name it with --%s-column)", o->dataset,
                          ci < 0 ? "image" : what,
-                         ci < 0 ? "image, image_path, path, file or filename"
+                         ci < 0 ? "image, img, image_path, path, file or filename"
                          : captions ? "caption, text, sentence or captions" : "label, labels or class",
                          ci < 0 ? "image" : captions ? "caption" : "label");
         wm_table_free(&t);

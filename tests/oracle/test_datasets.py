@@ -520,3 +520,9 @@ def test_eval_image_bytes_from_parquet(winml, tmp_path, monkeypatch, vision_fold
     csv = tmp_path / "set.csv"
     csv.write_text("image,label\n" + "".join(f"{ph[n]},{g}\n" for n, g in zip(names, gold)))
     assert eval_json(winml, folder, "--dataset", csv)["metrics"] == m
+    # uoft-cs/cifar100's layout: the config's folder, an `img` struct and a `fine_label` column (named by the flag)
+    c = pa.Table.from_pylist([{"img": r["image"], "fine_label": r["label"]} for r in rows])
+    fake_hub(home, "uoft-cs/cifar100", {"cifar100/test-00000-of-00001.parquet": parquet_bytes(c)})
+    got = eval_json(winml, folder, "--dataset", "uoft-cs/cifar100", "--dataset-config", "cifar100", "--split", "test",
+                    "--label-column", "fine_label")
+    assert got["metrics"] == m
