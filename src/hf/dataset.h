@@ -8,7 +8,9 @@
  *     else at the top or under data/ ("data/test-00000-of-00002.parquet", "test.jsonl.gz"), every shard in name
  *     order; then the `datasets` library's cache (wm_hf_datasets_cache_dir) ORG___NAME/<config>/<version>/<hash>/
  *     <name>-<split>[-NNNNN-of-NNNNN].arrow (Arrow IPC streams, core/arrow_ipc.h).
- * Nothing is downloaded. When nothing is found, why says exactly which folders were looked in.
+ * Nothing is downloaded. When nothing is found, why says exactly which folders were looked in. Bounds: 4096 entries
+ * of a cache folder are looked at, the first WM_DATASET_MAX_FILES shards in name order are read (an eval reads
+ * --samples rows, 100 by default, from the first ones).
  */
 #ifndef WM_HF_DATASET_H
 #define WM_HF_DATASET_H
