@@ -471,8 +471,9 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     wm_calib_texts tx;
     char why[600];
     double t0 = now();
-    wm_status s = wm_calib_texts_load(b->ck.dir, ds, rc->dataset_split, rc->dataset_text_column, (size_t)co.samples,
-                                      fixed > 0 ? (size_t)fixed : 512, &tx, why, sizeof why, b->err);
+    wm_status s = wm_calib_texts_load(b->ck.dir, ds, rc->dataset_config, rc->dataset_split, rc->dataset_text_column,
+                                      (size_t)co.samples, fixed > 0 ? (size_t)fixed : 512, &tx, why, sizeof why,
+                                      b->err);
     if (s) return s;
     if (tx.n) {
         co.rows = (const int32_t *const *)tx.rows;
