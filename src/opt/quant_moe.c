@@ -5,8 +5,9 @@
  *
  * QMoE reads expert e's weight t as MatMulNBits reads a weight: N rows of K codes, the lower index in the low
  * nibble, w = (code - 2^(bits-1)) * scale, one scale per row (block_size 0) or per block of block_size values. It
- * has no zero points here, so each expert's rows are quantized symmetric (wm_quant_blocks_search: RTN's scale and
- * the candidates around it, the least squared error kept). The block is the config's block_size halved until it
+ * has no zero points here, so each expert's rows are quantized symmetric: RTN (wm_quant_blocks, onnxruntime's values),
+ * or with quant.rtn_scale_search RTN's scale and the candidates around it, the least squared error kept
+ * (wm_quant_blocks_search). The block is the config's block_size halved until it
  * divides both the hidden size and the experts' width (at least 16), else one scale per row.
  *
  * Each expert is read, quantized and its float pages released one at a time, so a pass holds one layer's codes
@@ -31,7 +32,8 @@ static int64_t moe_block(int64_t want, int bits, int64_t H, int64_t I) {
    [E, N]) as new initializers; *q and *s receive their names. WM_ERR_UNSUPPORTED (nothing added) when the input is
    no float32 constant of those dims. */
 static wm_status quant_experts(wm_graph *g, const char *name, int64_t E, int64_t N, int64_t K, int bits,
-                               int64_t block, const char **q, const char **s, uint64_t *bytes, wm_error *err) {
+                               int64_t block, int search, const char **q, const char **s, uint64_t *bytes,
+                               wm_error *err) {
     const wm_onnx_tensor *t = wm_graph_constant(g, name);
     if (!t || t->data_type != WM_DT_FLOAT || t->n_dims != 3 || t->dims[0] != E || t->dims[1] != N ||
         t->dims[2] != K)
@@ -54,8 +56,10 @@ static wm_status quant_experts(wm_graph *g, const char *name, int64_t E, int64_t
         wm_opt_release(wm_graph_model(g), src, per * sizeof *w);
         for (int64_t n = 0; n < N; n++) /* [N, K] rows -> the [K, N] a MatMul weight is */
             for (int64_t k = 0; k < K; k++) wt[k * N + n] = w[n * K + k];
-        wm_quant_blocks_search(wt, K, N, bs, bits, 1, codes + (size_t)e * (size_t)N * (size_t)(kb * blob),
-                               scales + (size_t)e * (size_t)N * (size_t)kb, NULL);
+        uint8_t *qe = codes + (size_t)e * (size_t)N * (size_t)(kb * blob);
+        float *se = scales + (size_t)e * (size_t)N * (size_t)kb;
+        if (search) wm_quant_blocks_search(wt, K, N, bs, bits, 1, qe, se, NULL);
+        else wm_quant_blocks(wt, K, N, bs, bits, 1, qe, se, NULL);
     }
     int64_t qd[3] = {E, N, kb * blob}, sd[3] = {E, N, kb};
     char pre[192];
@@ -112,8 +116,8 @@ wm_status wm_quant_moe(wm_graph *g, const wm_quant_config *c, wm_quant_report *r
         if (block < 0 || w2->dims[0] != E || w2->dims[1] != H) continue;
         const char *q1, *s1, *q2, *s2;
         uint64_t bytes = 0;
-        st = quant_experts(g, n->input[2], E, F1, H, bits, block, &q1, &s1, &bytes, err);
-        if (!st) st = quant_experts(g, n->input[4], E, H, I, bits, block, &q2, &s2, &bytes, err);
+        st = quant_experts(g, n->input[2], E, F1, H, bits, block, c->scale_search, &q1, &s1, &bytes, err);
+        if (!st) st = quant_experts(g, n->input[4], E, H, I, bits, block, c->scale_search, &q2, &s2, &bytes, err);
         if (st == WM_ERR_UNSUPPORTED && !err->status) {
             st = WM_OK; /* not float32 constants: left as it is */
             continue;
