@@ -18,11 +18,13 @@
 #include "hf/tokenizer.h"
 #include "llm/seq2seq.h"
 #include "tasks/speech_s2s.h"
+#include "tasks/vision.h"
 
 #define MAX_ROWS 256
 
 static void help(void) {
-    printf("usage: winml generate -m BUILD_DIR (--text TEXT | --ids ID,... | --audio FILE)... [--max-new-tokens N]\n"
+    printf("usage: winml generate -m BUILD_DIR (--text TEXT | --ids ID,... | --audio FILE | --image FILE)...\n"
+           "                      [--max-new-tokens N]\n"
            "                      [--num-beams N] [--length-penalty X] [--early-stopping true|false|never]\n"
            "                      [--no-repeat-ngram-size N] [--eos ID,...] [--threads N] [--ep auto|cpu] [-d auto|cpu]\n"
            "                      [-f table|json]\n\n"
@@ -37,6 +39,8 @@ static void help(void) {
            "start token, the language (--language en, else forced_decoder_ids' or detected), the task (--task\n"
            "transcribe|translate) and <|notimestamps|>; suppress_tokens / begin_suppress_tokens apply. -f json\n"
            "gives each file's prompt and generated ids (after the prompt, as transformers returns them).\n\n"
+           "Images (an encoder reading pixel_values, e.g. TrOCR): each --image (PNG or JPEG) is preprocessed as the\n"
+           "folder's preprocessor_config.json says; the decoder starts from decoder_start_token_id.\n\n"
            WM_CLI_TARGET_HELP);
 }
 
@@ -118,13 +122,19 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     wm_status st = secs ? WM_OK : wm_err(&err, WM_ERR_NOMEM, "out of memory");
     if (!st) st = wm_s2s_gen_from_folder(c->model, &g, &err);
     if (!st) st = wm_s2s_open(c->model, a->threads, &m, &err);
-    if (!st && !wm_s2s_speech(m))
+    if (!st && !a->image && !wm_s2s_speech(m))
         st = wm_err(&err, WM_ERR_USAGE, "%s: --audio needs a speech encoder-decoder (encoder_model.onnx reading "
-                    "input_features); this one reads input_ids: give --text", c->model);
-    if (!st) st = wm_s2s_prompt_from_folder(c->model, a->language, a->task, &g, &err);
+                    "input_features); this one reads %s", c->model, wm_s2s_image(m) ? "pixel_values: give --image"
+                                                                                       : "input_ids: give --text");
+    if (!st && a->image && !wm_s2s_image(m))
+        st = wm_err(&err, WM_ERR_USAGE, "%s: --image needs an image encoder-decoder (encoder_model.onnx reading "
+                    "pixel_values); this one reads %s", c->model, wm_s2s_speech(m) ? "input_features: give --audio"
+                                                                                    : "input_ids: give --text");
+    if (!st && !a->image) st = wm_s2s_prompt_from_folder(c->model, a->language, a->task, &g, &err);
     if (!st) {
         if (a->num_beams > 0) g.num_beams = a->num_beams;
-        st = wm_s2s_prompt_max_length(&g, a->max_new, &err);
+        if (a->image && a->max_new > 0) g.max_length = 1 + a->max_new; /* the start token + new tokens */
+        else if (!a->image) st = wm_s2s_prompt_max_length(&g, a->max_new, &err);
     }
     if (!st) {
         char p[PATH_MAX + 32];
@@ -133,21 +143,27 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
         st = wm_input_present(p, &present, &err);
         if (!st && present) st = wm_tokenizer_load_dir(c->model, &tok, &err);
     }
-    if (!st) st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, secs, &err);
-    if (!st) st = wm_s2s_generate_features(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, &g, &out, &width, &err);
+    if (!st && a->image) {
+        int h = 0, w = 0;
+        st = wm_vision_pixel_batch(c->model, files, n, 0, &feats, &h, &w, &err);
+        if (!st) st = wm_s2s_generate_pixels(m, feats, (int64_t)n, 3, h, w, &g, &out, &width, &err);
+    } else if (!st) {
+        st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, secs, &err);
+        if (!st) st = wm_s2s_generate_features(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, &g, &out, &width, &err);
+    }
     if (st) {
         rc = wm_cli_fail(c, &err);
         goto done;
     }
     int64_t P = g.n_prompt ? (int64_t)g.n_prompt : 1;
     wm_json_obj(&j, NULL);
-    if (a->run) wm_json_str(&j, "task", "automatic-speech-recognition");
+    if (a->run) wm_json_str(&j, "task", a->image ? "image-to-text" : "automatic-speech-recognition");
     wm_json_arr(&j, a->run ? "results" : "outputs");
     for (size_t i = 0; i < n; i++) {
         const int64_t *o = out + (int64_t)i * width;
         wm_json_obj(&j, NULL);
-        wm_json_str(&j, "audio", files[i]);
-        wm_json_num(&j, "seconds", secs[i]);
+        wm_json_str(&j, a->image ? "image" : "audio", files[i]);
+        if (!a->image) wm_json_num(&j, "seconds", secs[i]);
         if (tok && (st = put_text(c, tok, o + P, width - P, &j, &err))) {
             rc = wm_cli_fail(c, &err);
             goto done;
@@ -178,7 +194,8 @@ done:
 int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml generate");
-    enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK };
+    enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK,
+           O_IMAGE };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"text", required_argument, 0, O_TEXT},          {"ids", required_argument, 0, O_IDS},
@@ -187,9 +204,10 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         {"no-repeat-ngram-size", required_argument, 0, O_NGRAM}, {"eos", required_argument, 0, O_EOS},
         {"threads", required_argument, 0, O_THREADS},    {"audio", required_argument, 0, O_AUDIO},
         {"language", required_argument, 0, O_LANG},      {"task", required_argument, 0, O_TASK},
-        WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
+        {"image", required_argument, 0, O_IMAGE},        WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
     const char *audio[MAX_ROWS], *language = NULL, *task = NULL;
     size_t n_audio = 0;
+    int image = 0; /* the files of audio[] are --image files */
     const char *texts[MAX_ROWS];
     int64_t *rows[MAX_ROWS];
     size_t lens[MAX_ROWS], n_rows = 0, n_texts = 0;
@@ -254,10 +272,12 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
             }
             break;
         case O_AUDIO:
-            if (n_audio == MAX_ROWS) {
-                rc = wm_cli_usage_error(&c, "--audio: at most %d files per run", MAX_ROWS);
+        case O_IMAGE:
+            if (n_audio == MAX_ROWS || (n_audio && image != (opt == O_IMAGE))) {
+                rc = wm_cli_usage_error(&c, "--audio / --image: at most %d files per run, of one kind", MAX_ROWS);
                 goto out;
             }
+            image = opt == O_IMAGE;
             audio[n_audio++] = optarg;
             break;
         case O_LANG: language = optarg; break;
@@ -282,12 +302,14 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         goto out;
     }
     if (c.model && n_audio && !n_texts && !n_rows) {
-        if (!isnan(lp) || es >= 0 || ngram >= 0 || eos) {
-            rc = wm_cli_usage_error(&c, "--audio: --length-penalty, --early-stopping, --no-repeat-ngram-size and "
-                                    "--eos are not taken with audio (the folder's generation_config.json decides)");
+        if (!isnan(lp) || es >= 0 || ngram >= 0 || eos || (image && (language || task))) {
+            rc = wm_cli_usage_error(&c, "%s: --length-penalty, --early-stopping, --no-repeat-ngram-size, --eos%s are "
+                                    "not taken with %s (the folder's generation_config.json decides)",
+                                    image ? "--image" : "--audio", image ? ", --language and --task" : " and",
+                                    image ? "images" : "audio");
             goto out;
         }
-        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0};
+        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, image};
         rc = wm_s2s_audio_cli(&c, audio, n_audio, &aa);
         goto out;
     }
@@ -296,7 +318,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         goto out;
     }
     if (!c.model || (n_texts && n_rows) || !(n_texts + n_rows) || n_audio) {
-        rc = wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --ids, or --audio: one of them) are required");
+        rc = wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --ids, --audio or --image: one of them) are required");
         goto out;
     }
     wm_error err = {0};
