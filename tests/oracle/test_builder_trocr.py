@@ -55,7 +55,9 @@ def tokenizer(path):
     return t
 
 
-def make(kind, path, seed=0):
+def make(kind, path, seed=0, images=None):
+    """The checkpoint of variant kind at path; with images, the end token is the 5th token greedy search picks for
+    the first image (so that hypotheses end at different steps, not all at max_length)."""
     import transformers as T
     os.makedirs(path, exist_ok=True)
     tok = tokenizer(path)
@@ -74,10 +76,12 @@ def make(kind, path, seed=0):
                 p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(0.25 * torch.randn(p.shape, generator=g))
-        m.decoder.get_output_embeddings().weight[2] *= 2.0  # the end token likelier: hypotheses end at different steps
     gc = m.generation_config
     gc.decoder_start_token_id, gc.pad_token_id, gc.eos_token_id, gc.bos_token_id = 0, 1, 2, 0
     gc.max_length = 14
+    if images:
+        eos = hf_generate(m, images[:1], max_new_tokens=12)[0][5]
+        m.config.eos_token_id = gc.eos_token_id = eos
     m.save_pretrained(path)
     T.ViTImageProcessorPil(size={"height": 32, "width": 32}, resample=2, image_mean=[0.5] * 3,
                            image_std=[0.5] * 3).save_pretrained(path)
@@ -85,12 +89,12 @@ def make(kind, path, seed=0):
 
 
 @pytest.fixture(scope="module")
-def built(request, winml):
+def built(request, winml, images):
     d = U.scratch(request, "builder_trocr")
     out = {}
     for kind in VARIANTS:
         ck = str(d / f"ckpt_{kind}")
-        m, tok = make(kind, ck)
+        m, tok = make(kind, ck, images=images)
         o = str(d / f"build_{kind}")
         r = U.run([winml, "build", "-m", ck, "-o", o, "-q"], timeout=300)
         assert r.returncode == 0, U.describe(r)
