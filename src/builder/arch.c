@@ -33,7 +33,7 @@ const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_name
 
 int wm_task_is_image(int t) {
     return t == WM_TASK_IMAGE_CLASSIFICATION || t == WM_TASK_IMAGE_FEATURE_EXTRACTION ||
-           t == WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION;
+           t == WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION || t == WM_TASK_IMAGE_TO_TEXT;
 }
 
 int wm_task_is_audio(int t) { return t == WM_TASK_AUDIO_CLASSIFICATION || t == WM_TASK_ASR; }

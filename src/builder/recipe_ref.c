@@ -42,7 +42,7 @@ static const struct {
     {"zero-shot-image-classification", WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION, WM_POOL_NONE},
     {"text2text-generation", WM_TASK_TEXT2TEXT_GENERATION, WM_POOL_NONE},
     {"image-segmentation", -1, WM_POOL_NONE},
-    {"image-to-text", -1, WM_POOL_NONE},
+    {"image-to-text", WM_TASK_IMAGE_TO_TEXT, WM_POOL_NONE},
     {"object-detection", -1, WM_POOL_NONE},
     {"zero-shot-object-detection", -1, WM_POOL_NONE},
     {"keypoint-detection", -1, WM_POOL_NONE},
