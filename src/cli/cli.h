@@ -131,6 +131,7 @@ typedef struct wm_s2s_audio_args {
     long max_new;
     int threads, run;
     int image; /* the files are images for an image encoder-decoder (TrOCR): task image-to-text, no prompt */
+    uint64_t max_pixels; /* images: the decode budget (0: $WM_MAX_IMAGE_PIXELS or the default) */
 } wm_s2s_audio_args;
 int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s_audio_args *a);
 int wm_cmd_run(int argc, char **argv);

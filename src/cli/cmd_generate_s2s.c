@@ -145,7 +145,7 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     }
     if (!st && a->image) {
         int h = 0, w = 0;
-        st = wm_vision_pixel_batch(c->model, files, n, 0, &feats, &h, &w, &err);
+        st = wm_vision_pixel_batch(c->model, files, n, a->max_pixels, &feats, &h, &w, &err);
         if (!st) st = wm_s2s_generate_pixels(m, feats, (int64_t)n, 3, h, w, &g, &out, &width, &err);
     } else if (!st) {
         st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, secs, &err);
@@ -309,7 +309,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
                                     image ? "images" : "audio");
             goto out;
         }
-        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, image};
+        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, image, 0};
         rc = wm_s2s_audio_cli(&c, audio, n_audio, &aa);
         goto out;
     }

@@ -295,15 +295,14 @@ int wm_cmd_run(int argc, char **argv) {
     if (!n_images && !n_audio && top_flag) return wm_cli_usage_error(&c, "--top-k applies to --image and --audio");
     if (!n_audio && (language || asr_task)) return wm_cli_usage_error(&c, "--language and --task apply to --audio");
     if (c.model && n_images && wm_folder_is_s2s(c.model)) { /* an image encoder-decoder (TrOCR): texts */
-        if (top_flag || labels || image_flags)
-            return wm_cli_usage_error(&c, "--top-k, --labels, --max-image-pixels: an image encoder-decoder gives "
-                                      "texts, not labels");
-        wm_s2s_audio_args aa = {NULL, NULL, 0, 0, threads, 1, 1};
+        if (top_flag || labels)
+            return wm_cli_usage_error(&c, "--top-k, --labels: an image encoder-decoder gives texts, not labels");
+        wm_s2s_audio_args aa = {NULL, NULL, 0, 0, threads, 1, 1, (uint64_t)max_pix};
         return wm_s2s_audio_cli(&c, images, n_images, &aa);
     }
     if (c.model && n_audio && wm_folder_is_s2s(c.model)) { /* a speech encoder-decoder (Whisper): transcripts */
         if (top_flag) return wm_cli_usage_error(&c, "--top-k: a speech encoder-decoder gives transcripts, not labels");
-        wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1, 0};
+        wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1, 0, 0};
         return wm_s2s_audio_cli(&c, audio, n_audio, &aa);
     }
     if (language || asr_task)

@@ -199,6 +199,10 @@ def test_run_prints_text(built, images, winml):
     r = U.run([winml, "run", "-m", o, "--image", images[2]], timeout=120)
     assert r.returncode == 0, U.describe(r)
     assert r.stdout.strip() == tok.decode(hf_generate(m, images[2:3])[0][1:], skip_special_tokens=True).strip()
+    r = U.run([winml, "run", "-m", o, "--image", images[0], "--max-image-pixels", "1000"], timeout=120)
+    U.assert_clean_error(r, "winml run", "--max-image-pixels", "512x512")
+    r = U.run([winml, "run", "-m", o, "--image", images[0], "--top-k", "3"], timeout=120)
+    U.assert_clean_error(r, "winml run", "--top-k", "texts, not labels")
 
 
 def test_inspect(built, winml):
