@@ -84,7 +84,8 @@ static const char *const whisper_unused[] = {NULL};
 static const s2s_names whisper_names = {
     "whisper",
     "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
-    "decoder_ffn_dim", "max_target_positions", "max_source_positions", NULL, NULL, "activation_function", "gelu", NULL, 0,
+    "decoder_ffn_dim", "max_target_positions", "max_source_positions", NULL, NULL, "activation_function", "gelu", NULL,
+    0,
     "model.decoder.embed_tokens", {"model.encoder.embed_positions", "model.decoder.embed_positions"}, {NULL, NULL},
     {"model.encoder.layer_norm", "model.decoder.layer_norm"}, {NULL, NULL}, "proj_out", NULL, NULL, bart_pats,
     sizeof bart_pats / sizeof bart_pats[0], whisper_unused};
@@ -520,7 +521,8 @@ static wm_status resolve_composite(const wm_hf_config *c, const s2s_composite *c
     if (task >= 0 && task != cp->task)
         return wm_err(err, WM_ERR_UNSUPPORTED, "model_type '%s': task '%s' is not supported (it builds for %s)",
                       c->model_type, wm_task_name(task), wm_task_name(cp->task));
-    if ((s = arch_sub_config(a, c, cp->enc_key, NULL, 1, err)) || (s = arch_sub_config(a, c, cp->dec_key, NULL, 0, err)))
+    if ((s = arch_sub_config(a, c, cp->enc_key, NULL, 1, err)) ||
+        (s = arch_sub_config(a, c, cp->dec_key, NULL, 0, err)))
         return s;
     const wm_hf_config *dc = a->tower_cfg[0];
     const s2s_family *f = wm_s2s_find(dc->model_type);
@@ -620,10 +622,10 @@ void wm_s2s_features(const wm_arch *a, wm_json *j) {
                  (long long)a->x_in);
         wm_json_str(j, NULL, b);
     } else {
-        snprintf(b, sizeof b, "encoder-decoder: %lld encoder layers (%lld heads of %lld, ffn %lld), %lld decoder layers "
-                 "(%lld heads of %lld, ffn %lld) with cross-attention", (long long)a->enc_L, (long long)a->enc_nh,
-                 (long long)a->hd, (long long)a->enc_I, (long long)a->dec_L, (long long)a->dec_nh, (long long)a->dec_hd,
-                 (long long)a->dec_I);
+        snprintf(b, sizeof b, "encoder-decoder: %lld encoder layers (%lld heads of %lld, ffn %lld), %lld decoder "
+                 "layers (%lld heads of %lld, ffn %lld) with cross-attention", (long long)a->enc_L,
+                 (long long)a->enc_nh, (long long)a->hd, (long long)a->enc_I, (long long)a->dec_L,
+                 (long long)a->dec_nh, (long long)a->dec_hd, (long long)a->dec_I);
         wm_json_str(j, NULL, b);
     }
     if (a->mel_stem) {

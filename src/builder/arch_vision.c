@@ -537,7 +537,8 @@ wm_status wm_vis_resolve_encoder(const wm_hf_config *c, const wm_st_file *st, co
         char known[512] = "";
         for (size_t i = 0, u = 0; i < wm_n_vis_families && u < sizeof known; i++)
             if (wm_vis_families[i].graph == WM_GRAPH_VIT)
-                u += (size_t)snprintf(known + u, sizeof known - u, "%s%s", u ? ", " : "", wm_vis_families[i].model_type);
+                u += (size_t)snprintf(known + u, sizeof known - u, "%s%s", u ? ", " : "",
+                                      wm_vis_families[i].model_type);
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported as the image encoder "
                       "(%s)", c->file, c->model_type ? c->model_type : "(missing)", known);
     }

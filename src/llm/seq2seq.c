@@ -929,7 +929,8 @@ wm_status wm_s2s_generate_pixels(wm_s2s *m, const float *pixels, int64_t B, int6
                                  const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
     *out = NULL;
     *width = 0;
-    if (!m->image) return wm_err(err, WM_ERR_USAGE, "%s: the encoder does not read pixel_values (no image model)", m->dir);
+    if (!m->image)
+        return wm_err(err, WM_ERR_USAGE, "%s: the encoder does not read pixel_values (no image model)", m->dir);
     if (B < 1 || C < 1 || H < 1 || W < 1) return wm_err(err, WM_ERR_USAGE, "no images");
     const wm_io_info *in = wm_session_input(m->enc, (size_t)wm_session_input_index(m->enc, "pixel_values"));
     const int64_t got[4] = {B, C, H, W};
