@@ -206,10 +206,14 @@ def test_run_prints_text(built, images, winml):
 
 
 def test_inspect(built, winml):
-    _, _, ck, _ = built["vit"]
-    j = U.inspect_json(winml, ck)
-    text = json.dumps(j)
-    assert "enc_to_dec_proj 32 -> 24" in text and "image-to-text" in text, text
+    """inspect: the features name the projection; the parameters are transformers' less the unused pooler."""
+    for kind in VARIANTS:
+        m, _, ck, _ = built[kind]
+        j = U.inspect_json(winml, ck)
+        text = json.dumps(j)
+        assert ("enc_to_dec_proj 32 -> 24" in text) == (kind == "vit") and "image-to-text" in text, text
+        used = sum(p.numel() for n, p in m.named_parameters() if ".pooler." not in n)
+        assert j["parameters"] == used, (j["parameters"], used)
 
 
 BAD = {
