@@ -530,13 +530,19 @@ wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, i
     return WM_OK;
 }
 
+/* A family that can be a composite's image encoder: an image transformer whose last_hidden_state is its final-normed
+   sequence (CLIP's towers take it before the final norm: not modeled). */
+static int encoder_family(const wm_vis_family *f) {
+    return f && f->graph == WM_GRAPH_VIT && f->pool != WM_VPOOL_NORM_CLS;
+}
+
 wm_status wm_vis_resolve_encoder(const wm_hf_config *c, const wm_st_file *st, const char *prefix, wm_arch *a,
                                  wm_error *err) {
     const wm_vis_family *f = wm_vis_find(c->model_type);
-    if (!f || f->graph != WM_GRAPH_VIT) {
+    if (!encoder_family(f)) {
         char known[512] = "";
         for (size_t i = 0, u = 0; i < wm_n_vis_families && u < sizeof known; i++)
-            if (wm_vis_families[i].graph == WM_GRAPH_VIT)
+            if (encoder_family(&wm_vis_families[i]))
                 u += (size_t)snprintf(known + u, sizeof known - u, "%s%s", u ? ", " : "",
                                       wm_vis_families[i].model_type);
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported as the image encoder "

@@ -219,6 +219,7 @@ def test_inspect(built, winml):
 BAD = {
     "no_decoder": (lambda c: c.pop("decoder"), ["'decoder'"]),
     "encoder_type": (lambda c: c["encoder"].update(model_type="bert"), ["'model_type'", "'bert'"]),
+    "encoder_clip": (lambda c: c["encoder"].update(model_type="clip_vision_model"), ["'model_type'", "(vit, deit"]),
     "decoder_type": (lambda c: c["decoder"].update(model_type="bart"), ["'model_type'", "'bart'"]),
     "cross_size": (lambda c: c["decoder"].update(cross_attention_hidden_size=16), ["'cross_attention_hidden_size'"]),
     "learned_pos": (lambda c: c["decoder"].update(use_learned_position_embeddings=False),
