@@ -197,12 +197,15 @@ static const s2s_composite *find_composite(const char *model_type) {
     return NULL;
 }
 
-const void *wm_s2s_find(const char *model_type) {
-    const s2s_composite *c = find_composite(model_type);
-    if (c) return c;
+static const s2s_family *find_family(const char *model_type) {
     for (size_t i = 0; model_type && i < N_FAM; i++)
         if (!strcmp(s2s_families[i].model_type, model_type)) return &s2s_families[i];
     return NULL;
+}
+
+const void *wm_s2s_find(const char *model_type) {
+    const s2s_composite *c = find_composite(model_type);
+    return c ? (const void *)c : (const void *)find_family(model_type);
 }
 
 /* Config keys whose set values change the math in ways these graphs do not model. */
@@ -459,7 +462,7 @@ static wm_status check_unused(wm_arch *a, const s2s_family *f, const s2s_composi
     if (cp) snprintf(skip, sizeof skip, "%s%s", cp->enc_prefix, cp->enc_unused);
     char lm[200], pw[2][200];
     snprintf(lm, sizeof lm, "%s.weight", nm->lm_head);
-    for (int d = 0; d < 2; d++) snprintf(pw[d], sizeof pw[d], "%s.weight", nm->pos[d] ? nm->pos[d] : "\001");
+    for (int d = 0; d < 2; d++) snprintf(pw[d], sizeof pw[d], "%s.weight", nm->pos[d] ? nm->pos[d] : "");
     for (size_t i = 0; i < wm_st_count(st); i++) {
         const char *name = wm_st_get(st, i)->name;
         int ok = 0;
@@ -507,7 +510,7 @@ static wm_status resolve_rows(const s2s_family *f, const s2s_composite *cp, cons
 wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
     const s2s_composite *cp = find_composite(c->model_type);
     if (cp) return resolve_composite(c, cp, st, task, a, err);
-    const s2s_family *f = wm_s2s_find(c->model_type);
+    const s2s_family *f = find_family(c->model_type);
     if (f->dec_only)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is a decoder built inside a composite "
                       "checkpoint only (model_type '%s' with a '%s' sub-config)", c->file, c->model_type,
@@ -525,8 +528,8 @@ static wm_status resolve_composite(const wm_hf_config *c, const s2s_composite *c
         (s = arch_sub_config(a, c, cp->dec_key, NULL, 0, err)))
         return s;
     const wm_hf_config *dc = a->tower_cfg[0];
-    const s2s_family *f = wm_s2s_find(dc->model_type);
-    if (!dc->model_type || !f || find_composite(dc->model_type) || !f->dec_only) {
+    const s2s_family *f = find_family(dc->model_type);
+    if (!f || !f->dec_only) {
         char known[256] = "";
         for (size_t i = 0, u = 0; i < N_FAM && u < sizeof known; i++)
             if (s2s_families[i].dec_only)
