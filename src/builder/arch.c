@@ -871,6 +871,14 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
     return WM_OK;
 }
 
+/* Families whose full-attention layers take no rotary positions: those layers into a->nope. */
+static wm_status resolve_nope_full(wm_arch *a, const wm_family *f, wm_error *err) {
+    if (!f->nope_full) return WM_OK;
+    if (!a->nope && !(a->nope = calloc((size_t)a->L, 1))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < a->L; i++) a->nope[i] |= !a->sliding[i];
+    return WM_OK;
+}
+
 /* RoPE for every layer, and the sliding layers' own when the family gives them one. */
 static wm_status resolve_rope(wm_arch *a, const wm_family *f, wm_error *err) {
     const wm_hf_config *c = a->cfg;
@@ -1056,7 +1064,8 @@ static wm_status resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
     a->o_bias = wm_arch_mod(a, 0, WM_M_L_O)->has_bias;
     a->mlp_bias = wm_arch_mod(a, 0, WM_M_L_DOWN)->has_bias;
     if (st && ((s = wm_moe_check(a, st, err)) || (s = arch_check_unused(a, st, err)))) return s;
-    if ((s = resolve_sliding(a, f, err)) || (s = resolve_rope(a, f, err))) return s;
+    if ((s = resolve_sliding(a, f, err)) || (s = resolve_nope_full(a, f, err)) || (s = resolve_rope(a, f, err)))
+        return s;
     resolve_scales(a, f);
     arch_count_params(a);
     return WM_OK;

@@ -351,12 +351,14 @@ void wm_arch_features_json(const wm_arch *a, wm_json *j, const char *key);
    moe_layer, freed by wm_arch_free). Errors name the key (WM_ERR_INPUT; WM_ERR_UNSUPPORTED for an activation the
    experts cannot take). */
 wm_status wm_moe_resolve(wm_arch *a, wm_error *err);
-/* Every expert tensor of every sparse layer of st: present, [I, H] / [I, H] / [H, I], a float dtype; errors name
-   the tensor (WM_ERR_INPUT, WM_ERR_UNSUPPORTED for the dtype). */
+/* Every expert tensor of every sparse layer of st: present, [I, H] / [I, H] / [H, I] (stacked: [E, 2I, H] /
+   [E, H, I]), a float dtype; errors name the tensor (WM_ERR_INPUT, WM_ERR_UNSUPPORTED for the dtype). */
 wm_status wm_moe_check(const wm_arch *a, const wm_st_file *st, wm_error *err);
-/* The checkpoint name of expert e's projection which (0 gate, 1 up, 2 down) in layer into out; 0 when it does not
-   fit. */
+/* The checkpoint name of expert e's projection which (0 gate, 1 up, 2 down; stacked: 0 every gate and up, 2 every
+   down, 1 none) in layer into out; 0 when it does not fit or the scheme has no such tensor. */
 int wm_moe_expert_name(const wm_arch *a, int layer, int64_t e, int which, char *out, size_t n);
+/* 1 when the scheme stacks a layer's experts in 3-D tensors (wm_scheme.experts without %e; e is then ignored). */
+int wm_moe_stacked(const wm_arch *a);
 /* Expert tensor names (cap 0: the count) into names; the parameters they hold; the feature strings into j. */
 size_t wm_moe_names(const wm_arch *a, char (*names)[160], size_t cap);
 uint64_t wm_moe_params(const wm_arch *a);

@@ -24,7 +24,10 @@ typedef struct wm_scheme {
     const wm_modpat *mods;
     size_t n_mods;
     const char *default_family; /* defaults for a model_type the family table does not list */
-    const char *experts[3];     /* mixture of experts: the gate, up and down projection of expert %e in layer %d */
+    /* mixture of experts: the gate, up and down projection of expert %e in layer %d, one 2-D tensor each; or, when
+       the names hold no %e, the layer's experts stacked in 3-D tensors: experts[0] [E, 2I, H] (every expert's gate
+       rows, then its up rows), experts[1] NULL, experts[2] [E, H, I] */
+    const char *experts[3];
 } wm_scheme;
 
 /* WM_HEAD_POOLER_ACT: a pooler at the top level whose activation is the config's pooler_hidden_act (DeBERTa) */
@@ -68,6 +71,7 @@ typedef struct wm_family {
     int sliding;         /* honours sliding_window / use_sliding_window / layer_types */
     int sliding_pattern; /* without layer_types: every Nth layer full attention, the others sliding (0: none) */
     int pattern_key;     /* sliding_window_pattern in the config overrides sliding_pattern */
+    int nope_full;       /* full-attention layers take no rotary positions (only the sliding ones do: Cohere 2) */
     int64_t window_default; /* sliding window when the config omits sliding_window (0: required) */
     int norm_offset;     /* RMSNorm scales by (1 + weight) */
     int embed_scale;     /* token embeddings scaled by sqrt(hidden_size) */

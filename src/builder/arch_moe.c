@@ -1,7 +1,8 @@
 /*
  * arch_moe.c - mixture-of-experts layers from the family table's MoE keys (see arch.h): how many experts, how many
- * a token takes, their width, the shared expert, which layers are sparse, and the checks of the per-expert tensors
- * a checkpoint stores (transformers saves expert e of layer i as its own gate / up / down matrices).
+ * a token takes, their width, the shared expert, which layers are sparse, and the checks of the expert tensors a
+ * checkpoint stores (transformers saves expert e of layer i as its own gate / up / down matrices for Mixtral and
+ * Qwen-MoE; GraniteMoE stacks a layer's experts in two 3-D tensors).
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -87,36 +88,64 @@ wm_status wm_moe_resolve(wm_arch *a, wm_error *err) {
     return sparse_layers(a, f, err);
 }
 
+int wm_moe_stacked(const wm_arch *a) {
+    const wm_scheme *s = a->sch;
+    return s && s->experts[0] && !strstr(s->experts[0], "%e");
+}
+
 int wm_moe_expert_name(const wm_arch *a, int layer, int64_t e, int which, char *out, size_t n) {
     const wm_scheme *s = a->sch;
     char pat[192];
     if (!s || !s->experts[which] || !arch_expand(s->experts[which], a->prefix, layer, "", pat, sizeof pat)) return 0;
     const char *at = strstr(pat, "%e");
-    if (!at) return 0;
-    int k = snprintf(out, n, "%.*s%lld%s.weight", (int)(at - pat), pat, (long long)e, at + 2);
+    int k = at ? snprintf(out, n, "%.*s%lld%s.weight", (int)(at - pat), pat, (long long)e, at + 2)
+               : snprintf(out, n, "%s.weight", pat);
     return k > 0 && (size_t)k < n;
 }
 
+/* Expert tensor `name` of layer i is in st with dims[rank] and a float dtype; an error naming it otherwise. */
+static wm_status check_expert(const wm_arch *a, const wm_st_file *st, const char *name, int64_t i, const char *what,
+                              const int64_t *dims, int rank, wm_error *err) {
+    const wm_st_tensor *t = arch_st_find(st, name);
+    if (!t)
+        return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (%s that %s gives layer %lld)", name, what,
+                      a->cfg->file, (long long)i);
+    int ok = t->rank == (size_t)rank;
+    for (int d = 0; ok && d < rank; d++) ok = t->shape[d] == dims[d];
+    if (!ok)
+        return rank == 2 ? wm_err(err, WM_ERR_INPUT, "tensor '%s': expected shape [%lld, %lld] from %s", name,
+                                  (long long)dims[0], (long long)dims[1], a->cfg->file)
+                         : wm_err(err, WM_ERR_INPUT, "tensor '%s': expected shape [%lld, %lld, %lld] from %s", name,
+                                  (long long)dims[0], (long long)dims[1], (long long)dims[2], a->cfg->file);
+    int32_t dt = wm_st_dtype_onnx(t->dtype);
+    if (dt != 1 && dt != 10 && dt != 16 && dt != 11)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not supported (F32, F16, BF16, F64)", name,
+                      wm_st_dtype_name(t->dtype));
+    return WM_OK;
+}
+
 wm_status wm_moe_check(const wm_arch *a, const wm_st_file *st, wm_error *err) {
+    int stacked = wm_moe_stacked(a);
+    char what[96];
     for (int64_t i = 0; a->moe_layer && i < a->L; i++) {
         if (!a->moe_layer[i]) continue;
-        for (int64_t e = 0; e < a->n_experts; e++)
+        for (int64_t e = 0; e < (stacked ? 1 : a->n_experts); e++)
             for (int w = 0; w < 3; w++) {
+                if (stacked && w == 1) continue;
                 char name[160];
                 if (!wm_moe_expert_name(a, (int)i, e, w, name, sizeof name))
                     return wm_err(err, WM_ERR_INPUT, "expert tensor name of layer %lld too long", (long long)i);
-                const wm_st_tensor *t = arch_st_find(st, name);
-                if (!t)
-                    return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (expert %lld of the %lld that %s gives layer "
-                                  "%lld)", name, (long long)e, (long long)a->n_experts, a->cfg->file, (long long)i);
-                int64_t r = w < 2 ? a->moe_I : a->H, c = w < 2 ? a->H : a->moe_I;
-                if (t->rank != 2 || t->shape[0] != r || t->shape[1] != c)
-                    return wm_err(err, WM_ERR_INPUT, "tensor '%s': expected shape [%lld, %lld] from %s", name,
-                                  (long long)r, (long long)c, a->cfg->file);
-                int32_t dt = wm_st_dtype_onnx(t->dtype);
-                if (dt != 1 && dt != 10 && dt != 16 && dt != 11)
-                    return wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not supported (F32, F16, BF16, "
-                                  "F64)", name, wm_st_dtype_name(t->dtype));
+                wm_status s;
+                if (stacked) {
+                    int64_t d[3] = {a->n_experts, w == 0 ? 2 * a->moe_I : a->H, w == 0 ? a->H : a->moe_I};
+                    snprintf(what, sizeof what, "the %lld experts stacked", (long long)a->n_experts);
+                    s = check_expert(a, st, name, i, what, d, 3, err);
+                } else {
+                    int64_t d[2] = {w < 2 ? a->moe_I : a->H, w < 2 ? a->H : a->moe_I};
+                    snprintf(what, sizeof what, "expert %lld of the %lld", (long long)e, (long long)a->n_experts);
+                    s = check_expert(a, st, name, i, what, d, 2, err);
+                }
+                if (s) return s;
             }
     }
     return WM_OK;
@@ -124,10 +153,15 @@ wm_status wm_moe_check(const wm_arch *a, const wm_st_file *st, wm_error *err) {
 
 size_t wm_moe_names(const wm_arch *a, char (*names)[160], size_t cap) {
     size_t n = 0;
+    int stacked = wm_moe_stacked(a);
     for (int64_t i = 0; a->moe_layer && i < a->L; i++)
-        for (int64_t e = 0; a->moe_layer[i] && e < a->n_experts; e++)
-            for (int w = 0; w < 3; w++, n++)
-                if (n < cap && !wm_moe_expert_name(a, (int)i, e, w, names[n], sizeof names[n])) names[n][0] = 0;
+        for (int64_t e = 0; a->moe_layer[i] && e < (stacked ? 1 : a->n_experts); e++)
+            for (int w = 0; w < 3; w++) {
+                if (stacked && w == 1) continue;
+                if (names && n < cap && !wm_moe_expert_name(a, (int)i, e, w, names[n], sizeof names[n]))
+                    names[n][0] = 0;
+                n++;
+            }
     return n;
 }
 

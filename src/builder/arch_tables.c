@@ -57,6 +57,13 @@ static const wm_modpat mixtral_mods[] = {
     MP(L_ROUTER, LINEAR, NEXP, H, "$layers.%d.block_sparse_moe.gate"),
 };
 
+/* GraniteMoE: Llama's layers with the router block_sparse_moe.router.layer and the experts stacked:
+   block_sparse_moe.input_linear [E, 2I, H] (gate rows, then up rows) and output_linear [E, H, I] */
+static const wm_modpat granitemoe_mods[] = {
+    LLAMA_MODS
+    MP(L_ROUTER, LINEAR, NEXP, H, "$layers.%d.block_sparse_moe.router.layer"),
+};
+
 /* Qwen2-MoE / Qwen3-MoE: the router mlp.gate, experts mlp.experts.%e.{gate,up,down}_proj, Qwen2-MoE's shared
    expert (mlp.shared_expert.*) with its sigmoid gate [1, hidden]; dense layers keep Llama's mlp.*_proj */
 static const wm_modpat qwen_moe_mods[] = {
@@ -254,6 +261,9 @@ const wm_scheme wm_schemes[] = {
     {"mixtral", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, mixtral_mods, N(mixtral_mods), "mixtral",
      {"$layers.%d.block_sparse_moe.experts.%e.w1", "$layers.%d.block_sparse_moe.experts.%e.w3",
       "$layers.%d.block_sparse_moe.experts.%e.w2"}},
+    {"granitemoe", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, granitemoe_mods,
+     N(granitemoe_mods), "granitemoe",
+     {"$layers.%d.block_sparse_moe.input_linear", NULL, "$layers.%d.block_sparse_moe.output_linear"}},
     {"qwen2_moe", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, qwen_moe_mods, N(qwen_moe_mods),
      "qwen2_moe", {"$layers.%d.mlp.experts.%e.gate_proj", "$layers.%d.mlp.experts.%e.up_proj",
                    "$layers.%d.mlp.experts.%e.down_proj"}},
@@ -349,6 +359,11 @@ const wm_family wm_families[] = {
        scores, logits) */
     DEC(.model_type = "granite", .class_stem = "Granite", .scheme = "llama", .prefix = "model.", .act = "silu",
         .eps = 1e-6, .keys = {[WM_FK_MULTIPLIERS] = WM_KEY_USED}),
+    /* GraniteMoE: Granite's multipliers with a mixture of experts in every layer (8 experts, top 2 by default; the
+       router's top-k logits go through a softmax, i.e. the top-k weights renormalized) */
+    DEC(.model_type = "granitemoe", .class_stem = "GraniteMoe", .scheme = "granitemoe", .prefix = "model.",
+        .act = "silu", .eps = 1e-6, .keys = {[WM_FK_MULTIPLIERS] = WM_KEY_USED, [WM_FK_MOE] = WM_KEY_USED},
+        .moe_experts = 8, .moe_top_k = 2),
     /* Phi 1.5 / 2: parallel attention + MLP on one LayerNorm, partial rotary (0.5 by default), biases everywhere
        (lm_head's too) */
     DEC(.model_type = "phi", .class_stem = "Phi", .scheme = "phi", .prefix = "model.", .act = "gelu_new",
@@ -380,6 +395,12 @@ const wm_family wm_families[] = {
     DEC(.model_type = "cohere", .class_stem = "Cohere", .scheme = "llama-layernorm", .prefix = "model.",
         .act = "silu", .eps = 1e-5, .tied = 1, .no_norm_bias = 1, .parallel = 1, .shared_norm = 1,
         .rope_interleaved = 1, .logit_scale = 0.0625, .keys = {[WM_FK_LOGIT_SCALE] = WM_KEY_USED}),
+    /* Cohere 2 (Command R7B): Cohere's layers, every sliding_window_pattern-th (4th) layer full attention without
+       rotary positions, the others sliding with them (or as layer_types says) */
+    DEC(.model_type = "cohere2", .class_stem = "Cohere2", .scheme = "llama-layernorm", .prefix = "model.",
+        .act = "silu", .eps = 1e-5, .tied = 1, .no_norm_bias = 1, .parallel = 1, .shared_norm = 1,
+        .rope_interleaved = 1, .logit_scale = 0.0625, .keys = {[WM_FK_LOGIT_SCALE] = WM_KEY_USED}, .sliding = 1,
+        .sliding_pattern = 4, .pattern_key = 1, .window_default = 4096, .nope_full = 1),
     /* Mixtral: Mistral with a mixture of experts in every layer (8 experts, top 2 by default), top-k weights always
        renormalized */
     DEC(.model_type = "mixtral", .class_stem = "Mixtral", .scheme = "mixtral", .prefix = "model.", .act = "silu",
@@ -438,8 +459,6 @@ const size_t wm_n_families = N(wm_families);
  */
 const wm_denied_type wm_denied_types[] = {
     {"gemma3", "the multimodal Gemma 3 (vision tower, text_config nested); its text model is gemma3_text"},
-    {"cohere2", "sliding-window layers with rotary positions and full layers without are not modeled"},
-    {"granitemoe", "mixture of experts"},
     {"minicpm", "embedding and residual scaling"},
     {"olmo", "non-parametric LayerNorm"},
     {"nemotron", "LayerNorm1P and squared-ReLU MLP"},

@@ -6,7 +6,8 @@
  * A shared expert (Qwen2-MoE) is a dense SwiGLU MLP added times sigmoid(shared_expert_gate x).
  *
  * The stacked tensors are assembled one layer at a time (fc1, then fc2) from the checkpoint's per-expert matrices
- * read as float32, so a build holds at most one layer's fc1 in memory besides the sink's buffers.
+ * (or its stacked [E, 2I, H] gate-then-up and [E, H, I] tensors: wm_moe_stacked) read as float32, so a build holds
+ * at most one layer's fc1 in memory besides the sink's buffers.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,39 +36,52 @@ static const char *stack_fc1(wm_gb *b, const wm_model_ctx *c, int layer) {
     const wm_arch *a = c->a;
     int64_t E = a->n_experts, I = a->moe_I, H = a->H, dims[3] = {E, 2 * I, H};
     if (!c->st) return gb_weight(b, ".fc1", NULL, dims, 3, 0, GB_W_MATRIX);
+    int stacked = wm_moe_stacked(a);
     size_t per = (size_t)(I * H);
+    /* g: one expert's gate rows then its up rows (stacked: read into vals as stored, then copied out expert by
+       expert and interleaved in place) */
     float *vals = malloc((size_t)E * 2 * per * sizeof *vals), *g = malloc(2 * per * sizeof *g);
     if (!vals || !g) {
         free(vals);
         free(g);
         return oom(b);
     }
-    float *u = g + per;
     const char *w = "<error>";
+    if (stacked) {
+        const wm_st_tensor *t = expert(c, layer, 0, 0);
+        if (!t) goto vanished;
+        wm_st_read_f32(t, vals);
+        wm_wsink_release(b->sink, t);
+    }
     for (int64_t e = 0; e < E; e++) {
-        const wm_st_tensor *tg = expert(c, layer, e, 0), *tu = expert(c, layer, e, 1);
-        if (!tg || !tu) {
-            if (!b->st) b->st = wm_err(b->err, WM_ERR_INTERNAL, "expert %lld of layer %d vanished", (long long)e, layer);
-            goto done;
-        }
-        wm_st_read_f32(tg, g);
-        wm_st_read_f32(tu, u);
-        wm_wsink_release(b->sink, tg);
-        wm_wsink_release(b->sink, tu);
         float *dst = vals + (size_t)e * 2 * per;
+        if (stacked) {
+            memcpy(g, dst, 2 * per * sizeof *g);
+        } else {
+            const wm_st_tensor *tg = expert(c, layer, e, 0), *tu = expert(c, layer, e, 1);
+            if (!tg || !tu) goto vanished;
+            wm_st_read_f32(tg, g);
+            wm_st_read_f32(tu, g + per);
+            wm_wsink_release(b->sink, tg);
+            wm_wsink_release(b->sink, tu);
+        }
+        const float *u = g + per;
         for (int64_t r = 0; r < I; r++) {
             memcpy(dst + (size_t)(2 * r) * (size_t)H, g + (size_t)(r * H), (size_t)H * sizeof *g);
             memcpy(dst + (size_t)(2 * r + 1) * (size_t)H, u + (size_t)(r * H), (size_t)H * sizeof *u);
         }
     }
     w = gb_weight_vals(b, ".fc1", vals, dims, 3);
+    goto done;
+vanished:
+    if (!b->st) b->st = wm_err(b->err, WM_ERR_INTERNAL, "the experts of layer %d vanished", layer);
 done:
     free(vals);
     free(g);
     return w;
 }
 
-/* fc2 [E, H, I]: the down projections [H, I] one after another, as <scope>.fc2. */
+/* fc2 [E, H, I]: the down projections [H, I] one after another (or the stacked tensor as stored), as <scope>.fc2. */
 static const char *stack_fc2(wm_gb *b, const wm_model_ctx *c, int layer) {
     const wm_arch *a = c->a;
     int64_t E = a->n_experts, I = a->moe_I, H = a->H, dims[3] = {E, H, I};
@@ -75,14 +89,15 @@ static const char *stack_fc2(wm_gb *b, const wm_model_ctx *c, int layer) {
     size_t per = (size_t)(H * I);
     float *vals = malloc((size_t)E * per * sizeof *vals);
     if (!vals) return oom(b);
-    for (int64_t e = 0; e < E; e++) {
+    int stacked = wm_moe_stacked(a);
+    for (int64_t e = 0; e < (stacked ? 1 : E); e++) {
         const wm_st_tensor *t = expert(c, layer, e, 2);
         if (!t) {
             free(vals);
             if (!b->st) b->st = wm_err(b->err, WM_ERR_INTERNAL, "expert %lld of layer %d vanished", (long long)e, layer);
             return "<error>";
         }
-        wm_st_read_f32(t, vals + (size_t)e * per);
+        wm_st_read_f32(t, vals + (size_t)e * per); /* stacked: all E experts at once */
         wm_wsink_release(b->sink, t);
     }
     const char *w = gb_weight_vals(b, ".fc2", vals, dims, 3);

@@ -130,6 +130,7 @@ typedef struct wm_s2s_audio_args {
     int num_beams;
     long max_new;
     int threads, run;
+    int timestamps; /* --timestamps: segments with their times */
     int image; /* the files are images for an image encoder-decoder (TrOCR): task image-to-text, no prompt */
     uint64_t max_pixels; /* images: the decode budget (0: $WM_MAX_IMAGE_PIXELS or the default) */
 } wm_s2s_audio_args;

@@ -17,6 +17,7 @@
 #include "core/file.h"
 #include "hf/tokenizer.h"
 #include "llm/seq2seq.h"
+#include "llm/whisper_gen.h"
 #include "tasks/speech_s2s.h"
 #include "tasks/vision.h"
 
@@ -26,7 +27,8 @@ static void help(void) {
     printf("usage: winml generate -m BUILD_DIR (--text TEXT | --ids ID,... | --audio FILE | --image FILE)...\n"
            "                      [--max-new-tokens N]\n"
            "                      [--num-beams N] [--length-penalty X] [--early-stopping true|false|never]\n"
-           "                      [--no-repeat-ngram-size N] [--eos ID,...] [--threads N] [--ep auto|cpu] [-d auto|cpu]\n"
+           "                      [--no-repeat-ngram-size N] [--eos ID,...] [--language L] [--task T] [--timestamps]\n"
+           "                      [--threads N] [--ep auto|cpu] [-d auto|cpu]\n"
            "                      [-f table|json]\n\n"
            "Translation / summarization with an encoder-decoder build (encoder_model.onnx, decoder_model.onnx,\n"
            "decoder_with_past_model.onnx): each --text (or --ids row) is one source of the batch. The encoder\n"
@@ -38,7 +40,11 @@ static void help(void) {
            "folder's preprocessor_config.json rate and turned into log-mel features; the decoder prompt is the\n"
            "start token, the language (--language en, else forced_decoder_ids' or detected), the task (--task\n"
            "transcribe|translate) and <|notimestamps|>; suppress_tokens / begin_suppress_tokens apply. -f json\n"
-           "gives each file's prompt and generated ids (after the prompt, as transformers returns them).\n\n"
+           "gives each file's prompt and generated ids (after the prompt, as transformers returns them).\n"
+           "--timestamps: no <|notimestamps|>, Whisper's timestamp rules, and the output split into segments\n"
+           "([start -> end] text; -f json \"chunks\"). Audio over 30 s is transcribed in 30 s windows, each\n"
+           "starting at the last timestamp of the one before (timestamps are implied; without the flag only the\n"
+           "text is printed).\n\n"
            "Images (an encoder reading pixel_values, e.g. TrOCR): each --image (PNG or JPEG) is preprocessed as the\n"
            "folder's preprocessor_config.json says; the decoder starts from decoder_start_token_id.\n\n"
            WM_CLI_TARGET_HELP);
@@ -90,20 +96,63 @@ static int parse_ids(const char *s, int64_t **out, size_t *n) {
     return 0;
 }
 
-/* The decoded text of ids[0..n) (special tokens skipped) into j's "text", and printed unless -f json. */
-static wm_status put_text(const wm_cli *c, const wm_tokenizer *tok, const int64_t *ids, int64_t n, wm_json *j,
-                          wm_error *err) {
+/* The decoded text of ids[0..n) (special tokens and ids from ts_begin up - Whisper's timestamps - skipped;
+   ts_begin < 0: none) into *tb. */
+static wm_status decode_text(const wm_tokenizer *tok, const int64_t *ids, int64_t n, int64_t ts_begin, wm_tok_buf *tb,
+                             wm_error *err) {
     int32_t *t32 = malloc((size_t)(n ? n : 1) * sizeof *t32);
-    wm_tok_buf tb = {0};
     if (!t32) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    for (int64_t k = 0; k < n; k++) t32[k] = (int32_t)ids[k];
-    wm_status st = wm_tokenizer_decode(tok, t32, (size_t)n, 1, &tb, err);
+    size_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (ts_begin < 0 || ids[i] < ts_begin) t32[k++] = (int32_t)ids[i];
+    wm_status st = wm_tokenizer_decode(tok, t32, k, 1, tb, err);
     free(t32);
+    return st;
+}
+
+/* The decoded text of ids[0..n) into j's "text", and printed unless -f json or segments follow. */
+static wm_status put_text(const wm_cli *c, const wm_tokenizer *tok, const int64_t *ids, int64_t n, int64_t ts_begin,
+                          int print, wm_json *j, wm_error *err) {
+    wm_tok_buf tb = {0};
+    wm_status st = decode_text(tok, ids, n, ts_begin, &tb, err);
     if (!st) {
-        if (!c->json) printf("%.*s\n", (int)tb.n, tb.p ? tb.p : "");
+        if (!c->json && print) printf("%.*s\n", (int)tb.n, tb.p ? tb.p : "");
         wm_json_strn(j, "text", tb.p ? tb.p : "", tb.n);
     }
     wm_tok_buf_free(&tb);
+    return st;
+}
+
+/* Row b's segments as "chunks" ({"timestamp": [start, end], "text"}, as transformers' ASR pipeline returns
+   them), printed "[start -> end] text" unless -f json; ids per chunk when ids is set (generate). */
+static wm_status put_chunks(const wm_cli *c, const wm_tokenizer *tok, const wm_whisper_out *w, int64_t b,
+                           int64_t ts_begin, int ids, wm_json *j, wm_error *err) {
+    wm_status st = WM_OK;
+    wm_json_arr(j, "chunks");
+    for (size_t k = w->seg_at[b]; k < w->seg_at[b + 1] && !st; k++) {
+        const wm_whisper_segment *sg = &w->seg[k];
+        const int64_t *t = w->ids + b * w->width + sg->off;
+        wm_json_obj(j, NULL);
+        wm_json_arr(j, "timestamp");
+        wm_json_num(j, NULL, sg->start);
+        wm_json_num(j, NULL, sg->end);
+        wm_json_arr_end(j);
+        if (tok) {
+            wm_tok_buf tb = {0};
+            if (!(st = decode_text(tok, t, sg->n, ts_begin, &tb, err))) {
+                if (!c->json) printf("[%.2f -> %.2f] %.*s\n", sg->start, sg->end, (int)tb.n, tb.p ? tb.p : "");
+                wm_json_strn(j, "text", tb.p ? tb.p : "", tb.n);
+            }
+            wm_tok_buf_free(&tb);
+        }
+        if (ids) {
+            wm_json_arr(j, "ids");
+            for (int64_t i = 0; i < sg->n; i++) wm_json_int(j, NULL, t[i]);
+            wm_json_arr_end(j);
+        }
+        wm_json_obj_end(j);
+    }
+    wm_json_arr_end(j);
     return st;
 }
 
@@ -114,12 +163,15 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     float *feats = NULL;
     int64_t *out = NULL, frames = 0, width = 0;
     double *secs = calloc(n ? n : 1, sizeof *secs);
+    int64_t *valid = calloc(n ? n : 1, sizeof *valid);
+    wm_whisper_out w;
+    memset(&w, 0, sizeof w);
     wm_json j;
     wm_json_init(&j);
     int rc = WM_EXIT_ERROR;
     wm_s2s_gen g;
     wm_s2s_gen_default(&g);
-    wm_status st = secs ? WM_OK : wm_err(&err, WM_ERR_NOMEM, "out of memory");
+    wm_status st = secs && valid ? WM_OK : wm_err(&err, WM_ERR_NOMEM, "out of memory");
     if (!st) st = wm_s2s_gen_from_folder(c->model, &g, &err);
     if (!st) st = wm_s2s_open(c->model, a->threads, &m, &err);
     if (!st && !a->image && !wm_s2s_speech(m))
@@ -130,12 +182,9 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
         st = wm_err(&err, WM_ERR_USAGE, "%s: --image needs an image encoder-decoder (encoder_model.onnx reading "
                     "pixel_values); this one reads %s", c->model, wm_s2s_speech(m) ? "input_features: give --audio"
                                                                                     : "input_ids: give --text");
+    g.timestamps = a->timestamps;
     if (!st && !a->image) st = wm_s2s_prompt_from_folder(c->model, a->language, a->task, &g, &err);
-    if (!st) {
-        if (a->num_beams > 0) g.num_beams = a->num_beams;
-        if (a->image && a->max_new > 0) g.max_length = 1 + a->max_new; /* the start token + new tokens */
-        else if (!a->image) st = wm_s2s_prompt_max_length(&g, a->max_new, &err);
-    }
+    if (!st && a->num_beams > 0) g.num_beams = a->num_beams;
     if (!st) {
         char p[PATH_MAX + 32];
         int present = 0;
@@ -143,48 +192,61 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
         st = wm_input_present(p, &present, &err);
         if (!st && present) st = wm_tokenizer_load_dir(c->model, &tok, &err);
     }
-    if (!st && a->image) {
-        int h = 0, w = 0;
-        st = wm_vision_pixel_batch(c->model, files, n, a->max_pixels, &feats, &h, &w, &err);
-        if (!st) st = wm_s2s_generate_pixels(m, feats, (int64_t)n, 3, h, w, &g, &out, &width, &err);
-    } else if (!st) {
-        st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, secs, &err);
-        if (!st) st = wm_s2s_generate_features(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, &g, &out, &width, &err);
-    }
+    if (!st && a->image) { /* the start token + new tokens; the images' pixel_values as one batch */
+        int h = 0, wi = 0;
+        if (a->max_new > 0) g.max_length = 1 + a->max_new;
+        st = wm_vision_pixel_batch(c->model, files, n, a->max_pixels, &feats, &h, &wi, &err);
+        if (!st) st = wm_s2s_generate_pixels(m, feats, (int64_t)n, 3, h, wi, &g, &out, &width, &err);
+    } else if (!st)
+        st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, valid, secs, &err);
+    int long_form = !st && !a->image && frames > g.window_frames;
+    if (long_form && !g.timestamps) st = wm_whisper_timestamps_on(c->model, &g, &err); /* implied over 30 s */
+    if (!st && g.timestamps)
+        st = wm_whisper_generate(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, long_form ? valid : NULL, &g,
+                                 a->max_new > 0 ? a->max_new : 0, &w, &err);
+    else if (!st && !a->image && !(st = wm_s2s_prompt_max_length(&g, a->max_new, &err)))
+        st = wm_s2s_generate_features(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, &g, &out, &width, &err);
     if (st) {
         rc = wm_cli_fail(c, &err);
         goto done;
     }
-    int64_t P = g.n_prompt ? (int64_t)g.n_prompt : 1;
+    int64_t P = g.timestamps ? w.n_prompt : g.n_prompt ? (int64_t)g.n_prompt : 1, ts = g.timestamps ? g.ts_begin : -1;
+    int64_t wd = g.timestamps ? P + w.width : width; /* a row: its prompt, then the generated ids */
     wm_json_obj(&j, NULL);
     if (a->run) wm_json_str(&j, "task", a->image ? "image-to-text" : "automatic-speech-recognition");
     wm_json_arr(&j, a->run ? "results" : "outputs");
     for (size_t i = 0; i < n; i++) {
-        const int64_t *o = out + (int64_t)i * width;
+        const int64_t *pr = g.timestamps ? w.prompt + (int64_t)i * P : out + (int64_t)i * wd;
+        const int64_t *o = g.timestamps ? w.ids + (int64_t)i * w.width : out + (int64_t)i * wd + P;
         wm_json_obj(&j, NULL);
         wm_json_str(&j, a->image ? "image" : "audio", files[i]);
         if (!a->image) wm_json_num(&j, "seconds", secs[i]);
-        if (tok && (st = put_text(c, tok, o + P, width - P, &j, &err))) {
+        if (!c->json && a->timestamps && n > 1) printf("# %s\n", files[i]);
+        if ((tok && (st = put_text(c, tok, o, wd - P, ts, !a->timestamps, &j, &err))) ||
+            (a->timestamps && (st = put_chunks(c, tok, &w, (int64_t)i, ts, !a->run, &j, &err)))) {
             rc = wm_cli_fail(c, &err);
             goto done;
         }
         wm_json_arr(&j, "prompt");
-        for (int64_t k = 0; k < P; k++) wm_json_int(&j, NULL, o[k]);
+        for (int64_t k = 0; k < P; k++) wm_json_int(&j, NULL, pr[k]);
         wm_json_arr_end(&j);
         wm_json_arr(&j, "ids");
-        for (int64_t k = P; k < width; k++) wm_json_int(&j, NULL, o[k]);
+        for (int64_t k = 0; k < wd - P; k++) wm_json_int(&j, NULL, o[k]);
         wm_json_arr_end(&j);
         wm_json_obj_end(&j);
     }
     wm_json_arr_end(&j);
     wm_json_int(&j, "num_beams", g.num_beams);
-    wm_json_int(&j, "max_length", g.max_length);
+    if (g.timestamps) wm_json_int(&j, "windows", w.windows);
+    else wm_json_int(&j, "max_length", g.max_length);
     wm_json_obj_end(&j);
     rc = c->json || !tok ? wm_cli_emit(c, c->model, &j) : WM_EXIT_OK;
 done:
     free(secs);
+    free(valid);
     free(feats);
     free(out);
+    wm_whisper_out_free(&w);
     wm_json_free(&j);
     wm_tokenizer_free(tok);
     wm_s2s_free(m);
@@ -194,7 +256,7 @@ done:
 int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml generate");
-    enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK,
+    enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK, O_TS,
            O_IMAGE };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
@@ -204,7 +266,8 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         {"no-repeat-ngram-size", required_argument, 0, O_NGRAM}, {"eos", required_argument, 0, O_EOS},
         {"threads", required_argument, 0, O_THREADS},    {"audio", required_argument, 0, O_AUDIO},
         {"language", required_argument, 0, O_LANG},      {"task", required_argument, 0, O_TASK},
-        {"image", required_argument, 0, O_IMAGE},        WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
+        {"timestamps", no_argument, 0, O_TS},            {"image", required_argument, 0, O_IMAGE},
+        WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
     const char *audio[MAX_ROWS], *language = NULL, *task = NULL;
     size_t n_audio = 0;
     int image = 0; /* the files of audio[] are --image files */
@@ -215,7 +278,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     double lp = NAN;
     int64_t *eos = NULL;
     size_t n_eos = 0;
-    int opt, rc = WM_EXIT_ERROR;
+    int opt, rc = WM_EXIT_ERROR, timestamps = 0;
     wm_tokenizer *tok = NULL;
     wm_s2s *m = NULL;
     int64_t *ids = NULL, *mask = NULL, *out = NULL;
@@ -288,6 +351,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
             }
             task = optarg;
             break;
+        case O_TS: timestamps = 1; break;
         case O_MAXNEW: max_new = l; break;
         case O_BEAMS: beams = l; break;
         case O_NGRAM: ngram = l; break;
@@ -302,19 +366,19 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         goto out;
     }
     if (c.model && n_audio && !n_texts && !n_rows) {
-        if (!isnan(lp) || es >= 0 || ngram >= 0 || eos || (image && (language || task))) {
+        if (!isnan(lp) || es >= 0 || ngram >= 0 || eos || (image && (language || task || timestamps))) {
             rc = wm_cli_usage_error(&c, "%s: --length-penalty, --early-stopping, --no-repeat-ngram-size, --eos%s are "
                                     "not taken with %s (the folder's generation_config.json decides)",
-                                    image ? "--image" : "--audio", image ? ", --language and --task" : " and",
-                                    image ? "images" : "audio");
+                                    image ? "--image" : "--audio",
+                                    image ? ", --language, --task and --timestamps" : " and", image ? "images" : "audio");
             goto out;
         }
-        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, image, 0};
+        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, timestamps, image, 0};
         rc = wm_s2s_audio_cli(&c, audio, n_audio, &aa);
         goto out;
     }
-    if (language || task) {
-        rc = wm_cli_usage_error(&c, "--language and --task apply to --audio");
+    if (language || task || timestamps) {
+        rc = wm_cli_usage_error(&c, "--language, --task and --timestamps apply to --audio");
         goto out;
     }
     if (!c.model || (n_texts && n_rows) || !(n_texts + n_rows) || n_audio) {
@@ -404,7 +468,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     for (size_t i = 0; i < n_rows; i++) {
         const int64_t *o = out + (int64_t)i * width;
         wm_json_obj(&j, NULL);
-        if (tok && put_text(&c, tok, o, width, &j, &err)) {
+        if (tok && put_text(&c, tok, o, width, -1, 1, &j, &err)) {
             rc = wm_cli_fail(&c, &err);
             goto out;
         }

@@ -26,7 +26,7 @@ static void help(void) {
            "                 [--threads N] [--ep auto|cpu] [-d auto|cpu] [-f table|json] [--max-memory SIZE]\n"
            "                 [--max-loop-iterations N] [--timeout S]\n"
            "       winml run -m BUILD_DIR --image FILE... [--top-k K | --labels \"A,B,...\"] [--max-image-pixels N] [...]\n"
-           "       winml run -m BUILD_DIR --audio FILE... [--top-k K] [...]\n\n"
+           "       winml run -m BUILD_DIR --audio FILE... [--top-k K | --language L --task T --timestamps] [...]\n\n"
            "Runs an encoder build (text-classification, reranker, feature-extraction) on text. Each --text (up to\n"
            "%d) gives one entry of \"results\", in order. With --pair passages the one --text is the query and every\n"
            "(query, passage) pair is scored and ranked.\n"
@@ -51,7 +51,10 @@ static void help(void) {
            "classification the top-k labels (default 5) with softmax scores. A speech encoder-decoder folder\n"
            "(Whisper: encoder_model.onnx reading input_features) gives each file's transcript: log-mel features,\n"
            "the decoder prompt from generation_config.json (--language en, --task transcribe|translate), greedy\n"
-           "or generation_config's num_beams (winml generate --audio takes --num-beams, --max-new-tokens).\n\n"
+           "or generation_config's num_beams (winml generate --audio takes --num-beams, --max-new-tokens).\n"
+           "--timestamps: segments \"[start -> end] text\" (-f json: \"chunks\" of timestamp and text, as transformers'\n"
+           "pipeline with return_timestamps=True). Audio over 30 s is transcribed in 30 s windows (Whisper's\n"
+           "sequential long-form algorithm), with or without the flag.\n\n"
            WM_CLI_TARGET_HELP WM_CLI_LIMITS_HELP,
            WM_RUN_MAX_TEXTS, WM_RUN_MAX_TEXTS, (unsigned long long)WM_IMAGE_MAX_PIXELS_DEFAULT, WM_RUN_MAX_TEXTS);
 }
@@ -212,7 +215,7 @@ done:
 int wm_cmd_run(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml run");
-    enum { O_TEXT = 256, O_PAIR, O_NONORM, O_THREADS, O_IMAGE, O_LABELS, O_TOPK, O_MAXPIX, O_AUDIO, O_LANG, O_TASK };
+    enum { O_TEXT = 256, O_PAIR, O_NONORM, O_THREADS, O_IMAGE, O_LABELS, O_TOPK, O_MAXPIX, O_AUDIO, O_LANG, O_TASK, O_TS };
     static const struct option longs[] = {WM_CLI_COMMON_LONG,
                                           {"text", required_argument, 0, O_TEXT},
                                           {"pair", required_argument, 0, O_PAIR},
@@ -225,6 +228,7 @@ int wm_cmd_run(int argc, char **argv) {
                                           {"audio", required_argument, 0, O_AUDIO},
                                           {"language", required_argument, 0, O_LANG},
                                           {"task", required_argument, 0, O_TASK},
+                                          {"timestamps", no_argument, 0, O_TS},
                                           WM_CLI_LIMITS_LONG,
                                           WM_CLI_TARGET_LONG,
                                           {0, 0, 0, 0}};
@@ -233,7 +237,7 @@ int wm_cmd_run(int argc, char **argv) {
     size_t n_texts = 0, n_pairs = 0, n_images = 0, n_audio = 0;
     long top_k = 5, max_pix = 0;
     int image_flags = 0, top_flag = 0; /* --max-image-pixels, --top-k given */
-    int normalize = 1, threads = 0, opt;
+    int normalize = 1, threads = 0, opt, timestamps = 0;
     wm_session_opts so = {0};
     optind = 1;
     opterr = 0;
@@ -259,6 +263,7 @@ int wm_cmd_run(int argc, char **argv) {
             break;
         case O_LABELS: labels = optarg; break;
         case O_LANG: language = optarg; break;
+        case O_TS: timestamps = 1; break;
         case O_TASK:
             if (strcmp(optarg, "transcribe") && strcmp(optarg, "translate"))
                 return wm_cli_usage_error(&c, "--task: expected transcribe or translate, got '%s'", optarg);
@@ -293,20 +298,22 @@ int wm_cmd_run(int argc, char **argv) {
     if (!n_images && (image_flags || labels))
         return wm_cli_usage_error(&c, "--labels and --max-image-pixels apply to --image");
     if (!n_images && !n_audio && top_flag) return wm_cli_usage_error(&c, "--top-k applies to --image and --audio");
-    if (!n_audio && (language || asr_task)) return wm_cli_usage_error(&c, "--language and --task apply to --audio");
+    if (!n_audio && (language || asr_task || timestamps))
+        return wm_cli_usage_error(&c, "--language, --task and --timestamps apply to --audio");
     if (c.model && n_images && wm_folder_is_s2s(c.model)) { /* an image encoder-decoder (TrOCR): texts */
         if (top_flag || labels)
             return wm_cli_usage_error(&c, "--top-k, --labels: an image encoder-decoder gives texts, not labels");
-        wm_s2s_audio_args aa = {NULL, NULL, 0, 0, threads, 1, 1, (uint64_t)max_pix};
+        wm_s2s_audio_args aa = {NULL, NULL, 0, 0, threads, 1, 0, 1, (uint64_t)max_pix};
         return wm_s2s_audio_cli(&c, images, n_images, &aa);
     }
     if (c.model && n_audio && wm_folder_is_s2s(c.model)) { /* a speech encoder-decoder (Whisper): transcripts */
         if (top_flag) return wm_cli_usage_error(&c, "--top-k: a speech encoder-decoder gives transcripts, not labels");
-        wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1, 0, 0};
+        wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1, timestamps, 0, 0};
         return wm_s2s_audio_cli(&c, audio, n_audio, &aa);
     }
-    if (language || asr_task)
-        return wm_cli_usage_error(&c, "--language and --task apply to a speech encoder-decoder build (Whisper)");
+    if (language || asr_task || timestamps)
+        return wm_cli_usage_error(&c, "--language, --task and --timestamps apply to a speech encoder-decoder build "
+                                  "(Whisper); %s is not one", c.model ? c.model : "-m");
     if (c.model && n_audio) {
         so.threads = threads;
         return run_audio(&c, &so, audio, n_audio, top_k);

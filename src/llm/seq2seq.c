@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "hf/config.h"
+#include "llm/whisper_gen.h"
 #include "onnx/dtype.h"
 
 #define MAX_LAYERS 256
@@ -39,12 +40,13 @@ void wm_s2s_gen_default(wm_s2s_gen *g) {
     g->length_penalty = 1.0;
     g->decoder_start_token_id = g->forced_bos_token_id = g->forced_eos_token_id = g->pad_token_id = -1;
     g->lang_slot = -1;
+    g->no_timestamps = g->ts_begin = g->max_initial_ts = -1;
 }
 
 /* ---------------------------------------------------------------- settings */
 
-static wm_status int_key(const cJSON *root, const char *file, const char *key, int64_t lo, int64_t *out, int *set,
-                         wm_error *err) {
+wm_status wm_s2s_json_int(const cJSON *root, const char *file, const char *key, int64_t lo, int64_t *out, int *set,
+                          wm_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     *set = 0;
     if (!v || cJSON_IsNull(v)) return WM_OK;
@@ -80,14 +82,14 @@ static wm_status read_keys(const cJSON *r, const char *file, wm_s2s_gen *g, wm_e
     int set;
     int64_t v;
     wm_status s;
-    if ((s = int_key(r, file, "max_length", 1, &g->max_length, &set, err))) return s;
-    if ((s = int_key(r, file, "num_beams", 1, &v, &set, err))) return s;
+    if ((s = wm_s2s_json_int(r, file, "max_length", 1, &g->max_length, &set, err))) return s;
+    if ((s = wm_s2s_json_int(r, file, "num_beams", 1, &v, &set, err))) return s;
     if (set) g->num_beams = (int)(v > 64 ? 65 : v); /* refused by generate with its range */
-    if ((s = int_key(r, file, "no_repeat_ngram_size", 0, &g->no_repeat_ngram_size, &set, err)) ||
-        (s = int_key(r, file, "decoder_start_token_id", 0, &g->decoder_start_token_id, &set, err)) ||
-        (s = int_key(r, file, "forced_bos_token_id", 0, &g->forced_bos_token_id, &set, err)) ||
-        (s = int_key(r, file, "forced_eos_token_id", 0, &g->forced_eos_token_id, &set, err)) ||
-        (s = int_key(r, file, "pad_token_id", 0, &g->pad_token_id, &set, err)))
+    if ((s = wm_s2s_json_int(r, file, "no_repeat_ngram_size", 0, &g->no_repeat_ngram_size, &set, err)) ||
+        (s = wm_s2s_json_int(r, file, "decoder_start_token_id", 0, &g->decoder_start_token_id, &set, err)) ||
+        (s = wm_s2s_json_int(r, file, "forced_bos_token_id", 0, &g->forced_bos_token_id, &set, err)) ||
+        (s = wm_s2s_json_int(r, file, "forced_eos_token_id", 0, &g->forced_eos_token_id, &set, err)) ||
+        (s = wm_s2s_json_int(r, file, "pad_token_id", 0, &g->pad_token_id, &set, err)))
         return s;
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(r, "length_penalty");
     if (lp && !cJSON_IsNull(lp)) {
@@ -138,162 +140,6 @@ wm_status wm_s2s_gen_from_folder(const char *dir, wm_s2s_gen *g, wm_error *err) 
         if (s) return s;
     }
     return WM_OK;
-}
-
-/* ---------------------------------------------------------------- speech prompt */
-
-/* The id of key in map (an object of token -> id), -1 when absent; WM_ERR_INPUT when the value is no id. */
-static wm_status map_id(const cJSON *map, const char *file, const char *field, const char *key, int64_t *id,
-                        wm_error *err) {
-    const cJSON *v = map ? cJSON_GetObjectItemCaseSensitive(map, key) : NULL;
-    *id = -1;
-    if (!v) return WM_OK;
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9)
-        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': '%s' is not a token id", file, field, key);
-    *id = (int64_t)v->valuedouble;
-    return WM_OK;
-}
-
-/* forced_decoder_ids [[1, id], [2, id], ...] (ids may be null) into ids[0..*n) by position 1.. (-1 for null). */
-static wm_status forced_ids(const cJSON *f, const char *file, int64_t *ids, size_t *n, wm_error *err) {
-    *n = 0;
-    if (!f || cJSON_IsNull(f)) return WM_OK;
-    const cJSON *it;
-    if (!cJSON_IsArray(f)) return wm_err(err, WM_ERR_INPUT, "%s: field 'forced_decoder_ids': expected a list", file);
-    cJSON_ArrayForEach(it, f) {
-        const cJSON *pos = cJSON_GetArrayItem(it, 0), *id = cJSON_GetArrayItem(it, 1);
-        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || !cJSON_IsNumber(pos) ||
-            pos->valuedouble != (double)(*n + 1) || *n + 2 > WM_S2S_MAX_PROMPT ||
-            !(cJSON_IsNull(id) || (cJSON_IsNumber(id) && id->valuedouble == floor(id->valuedouble) &&
-                                   id->valuedouble >= 0 && id->valuedouble <= 1e9)))
-            return wm_err(err, WM_ERR_INPUT, "%s: field 'forced_decoder_ids': expected [[1, id], [2, id], ...] "
-                          "(positions 1, 2, ... in order, at most %d)", file, WM_S2S_MAX_PROMPT - 2);
-        ids[(*n)++] = cJSON_IsNull(id) ? -1 : (int64_t)id->valuedouble;
-    }
-    return WM_OK;
-}
-
-static wm_status build_prompt(const cJSON *gc, const cJSON *cfg, const char *file, const char *cfile,
-                              const char *language, const char *task, wm_s2s_gen *g, wm_error *err) {
-    const cJSON *l2i = cJSON_GetObjectItemCaseSensitive(gc, "lang_to_id");
-    const cJSON *t2i = cJSON_GetObjectItemCaseSensitive(gc, "task_to_id");
-    if (l2i && !cJSON_IsObject(l2i)) return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': expected an object", file);
-    if (t2i && !cJSON_IsObject(t2i)) return wm_err(err, WM_ERR_INPUT, "%s: field 'task_to_id': expected an object", file);
-    const cJSON *gl = cJSON_GetObjectItemCaseSensitive(gc, "language"), *gt = cJSON_GetObjectItemCaseSensitive(gc, "task");
-    if (!language && cJSON_IsString(gl)) language = gl->valuestring; /* a generation config may set them itself */
-    if (!task && cJSON_IsString(gt)) task = gt->valuestring;
-    int64_t nts = -1, forced[WM_S2S_MAX_PROMPT];
-    size_t nf = 0;
-    int has_nts = 0;
-    wm_status s = int_key(gc, file, "no_timestamps_token_id", 0, &nts, &has_nts, err);
-    if (s) return s;
-    if (g->decoder_start_token_id < 0)
-        return wm_err(err, WM_ERR_INPUT, "%s: field 'decoder_start_token_id': missing (the prompt starts with it)", file);
-    size_t n = 0;
-    g->prompt[n++] = g->decoder_start_token_id;
-    g->lang_slot = -1;
-    if (!language && !task) { /* forced_decoder_ids only when neither is given (transformers' rule) */
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(gc, "forced_decoder_ids");
-        const char *ff = file;
-        if ((!f || cJSON_IsNull(f)) && cfg) { /* config.json's, as transformers falls back to */
-            f = cJSON_GetObjectItemCaseSensitive(cfg, "forced_decoder_ids");
-            ff = cfile;
-        }
-        if ((s = forced_ids(f, ff, forced, &nf, err))) return s;
-        for (size_t i = 0; i < nf; i++) g->prompt[n++] = forced[i];
-    }
-    int64_t lang = -1;
-    if (language) {
-        char tok[80];
-        snprintf(tok, sizeof tok, language[0] == '<' ? "%s" : "<|%s|>", language);
-        for (char *c = tok; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
-        if ((s = map_id(l2i, file, "lang_to_id", tok, &lang, err))) return s;
-        if (lang < 0)
-            return wm_err(err, WM_ERR_USAGE, "--language %s: %s has no '%s' in lang_to_id", language, file, tok);
-    }
-    g->n_langs = 0;
-    int undefined = n <= 1 || g->prompt[1] < 0;
-    if (lang >= 0 || (l2i && undefined)) {
-        if (n > 1) g->prompt[1] = lang;
-        else g->prompt[n++] = lang;
-        if (lang < 0) { /* detected per row from these */
-            g->lang_slot = 1;
-            const cJSON *e;
-            cJSON_ArrayForEach(e, l2i) {
-                if (g->n_langs == WM_S2S_MAX_LANGS)
-                    return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': more than %d languages", file,
-                                  WM_S2S_MAX_LANGS);
-                if ((s = map_id(l2i, file, "lang_to_id", e->string, &g->langs[g->n_langs], err))) return s;
-                g->n_langs++;
-            }
-            if (!g->n_langs) return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': empty", file);
-        }
-    }
-    int64_t tid = -1;
-    if (task) {
-        if (strcmp(task, "transcribe") && strcmp(task, "translate"))
-            return wm_err(err, WM_ERR_USAGE, "--task %s: expected transcribe or translate", task);
-        if ((s = map_id(t2i, file, "task_to_id", task, &tid, err))) return s;
-        if (tid < 0) return wm_err(err, WM_ERR_USAGE, "--task %s: %s has no '%s' in task_to_id", task, file, task);
-    } else if (language && t2i) {
-        if ((s = map_id(t2i, file, "task_to_id", "transcribe", &tid, err))) return s;
-        const cJSON *e; /* only when no task token is there yet */
-        cJSON_ArrayForEach(e, t2i) for (size_t i = 1; i < n; i++) if (cJSON_IsNumber(e) && g->prompt[i] == (int64_t)e->valuedouble) tid = -1;
-    }
-    if (tid >= 0) { /* replace a task token already there, else append */
-        int found = 0;
-        const cJSON *e;
-        for (size_t i = 1; i < n; i++)
-            cJSON_ArrayForEach(e, t2i) if (cJSON_IsNumber(e) && g->prompt[i] == (int64_t)e->valuedouble) {
-                g->prompt[i] = tid;
-                found = 1;
-            }
-        if (!found) g->prompt[n++] = tid;
-    }
-    if (has_nts && g->prompt[n - 1] != nts) g->prompt[n++] = nts;
-    /* drop null forced ids (not the slot language detection fills) */
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (g->prompt[i] >= 0 || (int)i == g->lang_slot) g->prompt[k++] = g->prompt[i];
-    g->n_prompt = k;
-    int set = 0;
-    g->max_positions = 0;
-    return cfg ? int_key(cfg, cfile, "max_target_positions", 1, &g->max_positions, &set, err) : WM_OK;
-}
-
-wm_status wm_s2s_prompt_max_length(wm_s2s_gen *g, int64_t max_new, wm_error *err) {
-    int64_t P = g->n_prompt ? (int64_t)g->n_prompt : 1, cap = g->max_positions > 0 ? g->max_positions : INT64_MAX;
-    if (max_new > 0) {
-        if (P + max_new > cap)
-            return wm_err(err, WM_ERR_USAGE, "--max-new-tokens %lld: with the %lld prompt tokens it passes "
-                          "max_target_positions %lld", (long long)max_new, (long long)P, (long long)cap);
-        g->max_length = P + max_new;
-        return WM_OK;
-    }
-    int64_t init = g->max_positions > 0 && g->max_positions / 2 - 1 < P ? g->max_positions / 2 - 1 : P;
-    g->max_length = g->max_length + init < cap ? g->max_length + init : cap;
-    return WM_OK;
-}
-
-wm_status wm_s2s_prompt_from_folder(const char *dir, const char *language, const char *task, wm_s2s_gen *g,
-                                    wm_error *err) {
-    char p[4200], pc[4200];
-    int present = 0, pcfg = 0;
-    snprintf(p, sizeof p, "%s/generation_config.json", dir);
-    snprintf(pc, sizeof pc, "%s/config.json", dir);
-    cJSON *gc = NULL, *cfg = NULL;
-    wm_status s = wm_input_present(p, &present, err);
-    if (!s) s = wm_input_present(pc, &pcfg, err);
-    if (!s && present) s = wm_hf_json_load(p, WM_HF_CONFIG_MAX_BYTES, &gc, err);
-    if (!s && pcfg) s = wm_hf_json_load(pc, WM_HF_CONFIG_MAX_BYTES, &cfg, err);
-    if (!s) {
-        cJSON *empty = gc ? NULL : cJSON_CreateObject();
-        s = build_prompt(gc ? gc : empty, cfg, present ? p : pc, pc, language, task, g, err);
-        cJSON_Delete(empty);
-    }
-    cJSON_Delete(gc);
-    cJSON_Delete(cfg);
-    return s;
 }
 
 /* ---------------------------------------------------------------- sessions */
@@ -544,7 +390,7 @@ static int is_eos(const wm_s2s_gen *g, int64_t t) {
 }
 
 /* begin_suppress_tokens at the first generated position (begin = the prompt's length), suppress_tokens,
-   no_repeat_ngram_size, forced BOS, forced EOS on scores [V] of the hypothesis seq[0..len). */
+   no_repeat_ngram_size, Whisper's timestamp rules, forced BOS, forced EOS on scores [V] of the hypothesis seq[0..len). */
 static void process(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc, int64_t V) {
     for (size_t i = 0; len == begin && i < g->n_begin_suppress; i++)
         if (g->begin_suppress[i] < V) sc[g->begin_suppress[i]] = -INFINITY;
@@ -561,6 +407,7 @@ static void process(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_
                 if (t >= 0 && t < V) sc[t] = -INFINITY;
             }
     }
+    if (g->timestamps) wm_whisper_timestamp_rules(g, seq, len, begin, sc, V);
     if (g->forced_bos_token_id >= 0 && len == 1 && g->forced_bos_token_id < V) {
         for (int64_t t = 0; t < V; t++) sc[t] = -INFINITY;
         sc[g->forced_bos_token_id] = 0.0f;

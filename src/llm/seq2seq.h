@@ -53,14 +53,12 @@ typedef struct wm_s2s_gen {
     int64_t langs[WM_S2S_MAX_LANGS];
     size_t n_langs;
     int64_t max_positions;        /* config.json's max_target_positions (wm_s2s_prompt_from_folder; 0: unknown) */
+    /* Whisper's timestamp rules (whisper_gen.h; timestamps 0: off): timestamp tokens are ts_begin and up
+       (no_timestamps_token_id + 1), max_initial_ts bounds the first one (-1: no bound) */
+    int timestamps;
+    int64_t no_timestamps, ts_begin, max_initial_ts;
+    int64_t window_frames;        /* Whisper: feature frames of one encoder window (2 x max_source_positions) */
 } wm_s2s_gen;
-
-/*
- * max_length for a prompted (speech) search as transformers' Whisper sets it: n_prompt + max_new when max_new > 0
- * (WM_ERR_USAGE when that passes max_positions), else g->max_length + min(max_positions / 2 - 1, n_prompt),
- * capped at max_positions.
- */
-wm_status wm_s2s_prompt_max_length(wm_s2s_gen *g, int64_t max_new, wm_error *err);
 
 /* The defaults transformers uses: max_length 20, 1 beam, length_penalty 1, early_stopping false, no ids. */
 void wm_s2s_gen_default(wm_s2s_gen *g);
@@ -72,18 +70,6 @@ void wm_s2s_gen_default(wm_s2s_gen *g);
  * but malformed, or a field of the wrong kind, is an error naming the file and field.
  */
 wm_status wm_s2s_gen_from_folder(const char *dir, wm_s2s_gen *g, wm_error *err);
-
-/*
- * The decoder prompt of a speech encoder-decoder (Whisper) from dir's generation_config.json (config.json's
- * forced_decoder_ids as a fallback), as transformers' _retrieve_init_tokens builds it: decoder_start_token_id;
- * the language token (language: "en", "<|en|>" or a name in lang_to_id's spelling; NULL: forced_decoder_ids'
- * one, else detected when lang_to_id is there); the task token (task "transcribe" / "translate" through
- * task_to_id; NULL: forced_decoder_ids' one, "transcribe" when a language was given); then no_timestamps_token_id.
- * Sets g->prompt / n_prompt / lang_slot / langs. A language or task the files do not list is WM_ERR_USAGE naming
- * the file; malformed fields WM_ERR_INPUT naming file and field.
- */
-wm_status wm_s2s_prompt_from_folder(const char *dir, const char *language, const char *task, wm_s2s_gen *g,
-                                    wm_error *err);
 
 /* Opens the three graphs of the build folder dir (threads 0: all cores). *out: wm_s2s_free. */
 wm_status wm_s2s_open(const char *dir, int threads, wm_s2s **out, wm_error *err);
@@ -121,5 +107,11 @@ int wm_s2s_image(const wm_s2s *m);
  */
 wm_status wm_s2s_generate_pixels(wm_s2s *m, const float *pixels, int64_t B, int64_t C, int64_t H, int64_t W,
                                  const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
+
+/* An integer field key of root (absent or null: *set 0) in [lo, 1e9] into *out; WM_ERR_INPUT naming file and key
+   otherwise (shared with whisper_gen.c). */
+struct cJSON;
+wm_status wm_s2s_json_int(const struct cJSON *root, const char *file, const char *key, int64_t lo, int64_t *out,
+                          int *set, wm_error *err);
 
 #endif

@@ -70,31 +70,47 @@ static wm_status settings(const char *dir, int64_t n_mels, wm_logmel_opts *o, wm
 }
 
 wm_status wm_speech_s2s_features(const char *dir, int64_t n_mels, const char *const *files, size_t n, float **feats,
-                                 int64_t *frames, double *seconds, wm_error *err) {
+                                 int64_t *frames, int64_t *valid, double *seconds, wm_error *err) {
     *feats = NULL;
     *frames = 0;
     wm_logmel_opts o;
     wm_status s = settings(dir, n_mels, &o, err);
     if (s) return s;
+    wm_audio *a = calloc(n ? n : 1, sizeof *a);
+    if (!a) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    size_t longest = 0;
+    for (size_t i = 0; i < n && !s; i++) {
+        if ((s = wm_audio_load(files[i], o.rate, 0, &a[i], err))) break;
+        if (seconds) seconds[i] = (double)a[i].n / a[i].rate;
+        longest = a[i].n > longest ? a[i].n : longest;
+        if ((double)a[i].n / o.hop * (double)n_mels > WM_SPEECH_S2S_MAX_FEATURES)
+            s = wm_err(err, WM_ERR_INPUT, "%s: %.1f s of audio gives %zu frames x %lld mel bins, over the bound of "
+                       "%d values a file", files[i], (double)a[i].n / a[i].rate, a[i].n / (size_t)o.hop,
+                       (long long)n_mels, WM_SPEECH_S2S_MAX_FEATURES);
+    }
+    /* longer than a chunk: the whole batch padded with zeros to the longest file (padding="longest",
+       truncation=False), each row's valid frames its attention mask's sum */
+    int whole = longest > o.n_samples;
+    if (whole) o.n_samples = longest;
     float *all = NULL;
     size_t per = 0, fr = 0;
     for (size_t i = 0; i < n && !s; i++) {
-        wm_audio a;
-        memset(&a, 0, sizeof a);
-        if ((s = wm_audio_load(files[i], o.rate, 0, &a, err))) break;
-        if (seconds) seconds[i] = (double)a.n / a.rate;
         float *mel = NULL;
         size_t f = 0;
-        s = wm_logmel(a.samples, a.n, &o, &mel, &f, err);
-        wm_audio_free(&a);
-        if (s) break;
+        if ((s = wm_logmel(a[i].samples, a[i].n, &o, &mel, &f, err))) break;
         if (!all) {
             fr = f, per = (size_t)n_mels * f;
             if (!(all = malloc(n * per * sizeof *all))) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
         }
         if (!s) memcpy(all + i * per, mel, per * sizeof *all); /* every file gives n_samples / hop frames */
         free(mel);
+        if (valid) { /* the sample mask taken every hop samples, the last step dropped when not whole */
+            size_t v = whole ? (a[i].n + (size_t)o.hop - 1) / (size_t)o.hop : fr;
+            valid[i] = (int64_t)(v < fr ? v : fr);
+        }
     }
+    for (size_t i = 0; i < n; i++) wm_audio_free(&a[i]);
+    free(a);
     if (s) {
         free(all);
         return s;

@@ -1,8 +1,9 @@
-"""More decoder families through the tables (issue 35): Phi, GPT-NeoX, StableLM, OLMo 2, SmolLM3, StarCoder2 and
-Cohere, as tiny random checkpoints saved by transformers (hidden 64, 2-3 layers, vocab 256) whose configs exercise
+"""More decoder families through the tables (issue 35): Phi, GPT-NeoX, StableLM, OLMo 2, SmolLM3, StarCoder2,
+Cohere and Cohere 2, as tiny random checkpoints saved by transformers (hidden 64, 2-3 layers, vocab 256) whose configs exercise
 the family's graph features: parallel attention + MLP (one shared norm or a norm each), partial rotary, fused qkv laid
 out per head, output-only norms with q/k norms over all heads, layers without rotary positions, interleaved rotary,
-logit scaling, biases everywhere (lm_head's too).
+logit scaling, biases everywhere (lm_head's too), sliding-window layers with rotary positions beside a full-attention
+layer without (Cohere 2, window 5, so the 32 greedy steps run past it).
 
 For each: `inspect` names the features; the exported graph in onnxruntime and in our engine matches transformers'
 logits and KV cache (max abs 1e-4, left / right padding, batch 3) and 32 greedy steps through the KV cache equal
@@ -62,10 +63,15 @@ def _specs():
         "cohere": (T.CohereConfig, T.CohereForCausalLM, dict(
             DEC, num_key_value_heads=2, logit_scale=0.25, rope_parameters=rope, pad_token_id=0, bos_token_id=None,
             eos_token_id=None)),
+        # Cohere's layers; layers 0-2 sliding (window 5) with rotary positions, layer 3 full attention without
+        "cohere2": (T.Cohere2Config, T.Cohere2ForCausalLM, dict(
+            DEC, num_hidden_layers=4, num_key_value_heads=2, logit_scale=0.5, sliding_window=5, rope_parameters=rope,
+            pad_token_id=0, bos_token_id=None, eos_token_id=None)),
     }
 
 
-KINDS = ["phi", "gpt_neox", "gpt_neox_seq", "stablelm", "stablelm_par", "olmo2", "smollm3", "starcoder2", "cohere"]
+KINDS = ["phi", "gpt_neox", "gpt_neox_seq", "stablelm", "stablelm_par", "olmo2", "smollm3", "starcoder2", "cohere",
+         "cohere2"]
 
 # no bos / eos ids: generate() with min_new_tokens would suppress the eos token, which greedy decoding here does not
 # (configs whose default ids lie outside the vocabulary of 256 say so only in a warning)
@@ -89,6 +95,9 @@ FEATURES = {
                    "plain MLP (gelu_tanh) with bias", "tied embeddings"],
     "cohere": ["rotary positions (theta 500, default, 16 of 16 dims, interleaved pairs)",
                "parallel attention and MLP on one shared norm", "logits multiplied by logit_scale (0.25)"],
+    "cohere2": ["rotary positions (theta 500, default, 16 of 16 dims, interleaved pairs)",
+                "no rotary positions on layers 3", "parallel attention and MLP on one shared norm",
+                "logits multiplied by logit_scale (0.5)"],
 }
 ABSENT = {
     "gpt_neox_seq": ["parallel", "q/k/v bias"],
@@ -97,6 +106,7 @@ ABSENT = {
     "phi": ["lm_head)"],
     "smollm3": ["layers 0", "layers 1, 2"],
     "starcoder2": ["gated"],
+    "cohere2": ["layers 0", "layers 1", "layers 2"],
 }
 
 
@@ -147,9 +157,11 @@ def test_prefill_logits_and_present(kind, exported, run_model):
     for i in range(model.config.num_hidden_layers):
         layer = ref.past_key_values.layers[i]
         k, v = layer.keys.numpy(), layer.values.numpy()
-        vk = np.broadcast_to(kv_valid, k.shape)
-        assert_close(out[f"present.{i}.key"], k, vk, f"{kind} present.{i}.key")
-        assert_close(out[f"present.{i}.value"], v, vk, f"{kind} present.{i}.value")
+        # a sliding layer's cache in transformers keeps only the last window - 1 positions; ours keeps them all
+        T = k.shape[2]
+        vk = np.broadcast_to(kv_valid[:, :, S - T:], k.shape)
+        assert_close(out[f"present.{i}.key"][:, :, S - T:], k, vk, f"{kind} present.{i}.key")
+        assert_close(out[f"present.{i}.value"][:, :, S - T:], v, vk, f"{kind} present.{i}.value")
 
 
 _GENERATED = {}
@@ -318,6 +330,7 @@ def test_fp16_build_within_half_precision(kind, tiny, workdir, winml):
     ("starcoder2", {"use_parallel_residual": True}, ["use_parallel_residual", "not supported"]),
     ("cohere", {"use_qk_norm": True}, ["use_qk_norm", "not supported"]),
     ("cohere", {"logit_scale": "x"}, ["logit_scale", "expected a nonzero number"]),
+    ("cohere2", {"layer_types": ["sliding_attention", "full_attention"]}, ["layer_types", "2 entries for 4 layers"]),
     ("smollm3", {"no_rope_layers": [1, 0]}, ["no_rope_layers", "3 entries"]),
     ("smollm3", {"no_rope_layers": [1, 2, 1]}, ["no_rope_layers", "entry 1 is not 0 or 1"]),
     # a RoPE type the graph does not compute

@@ -1,10 +1,11 @@
-"""Mixture-of-experts decoders through the tables (issue 35): Mixtral, Qwen2-MoE and Qwen3-MoE as tiny random
+"""Mixture-of-experts decoders through the tables (issue 35): Mixtral, Qwen2-MoE, Qwen3-MoE and GraniteMoE as tiny random
 checkpoints saved by transformers (hidden 32, 2 layers, 4-8 experts, top 2), built as onnxruntime's com.microsoft MoE
 (router MatMul, experts stacked into fc1 [E, 2I, H] with gate / up rows interleaved and fc2 [E, H, I], SwiGLU).
 
 Covered: Mixtral (every layer sparse, top-k always renormalized), Qwen2-MoE (shared expert with its sigmoid gate,
 norm_topk_prob false, mlp_only_layers [1]: layer 1 keeps a dense MLP) and Qwen3-MoE (q/k norms, 8 experts,
-norm_topk_prob true, decoder_sparse_step 2: layer 0 dense). For each: `inspect` names the MoE feature; the exported
+norm_topk_prob true, decoder_sparse_step 2: layer 0 dense) and GraniteMoE (Granite's four multipliers; the experts
+stored stacked, input_linear [E, 2I, H] gate rows then up rows, output_linear [E, H, I]). For each: `inspect` names the MoE feature; the exported
 graph in onnxruntime and in our engine matches transformers' logits (max abs 1e-4, batch 3 with padding); 32 greedy
 steps through the KV cache (`winml generate`, and batch 2 through both runtimes) equal transformers' generate();
 `-p fp16` and `-p int4` builds run in both runtimes. Expert counts the graph cannot take are refused by name.
@@ -38,10 +39,13 @@ def _specs():
         "qwen3_moe": (T.Qwen3MoeConfig, T.Qwen3MoeForCausalLM, dict(
             DEC, head_dim=16, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=24, norm_topk_prob=True,
             decoder_sparse_step=2)),
+        "granitemoe": (T.GraniteMoeConfig, T.GraniteMoeForCausalLM, dict(
+            DEC, num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=3.0, residual_multiplier=0.4,
+            attention_multiplier=0.2, logits_scaling=2.5)),
     }
 
 
-KINDS = ["mixtral", "qwen2_moe", "qwen3_moe"]
+KINDS = ["mixtral", "qwen2_moe", "qwen3_moe", "granitemoe"]
 
 FEATURES = {
     "mixtral": ["mixture of experts (com.microsoft MoE) on 2 of 2 layers: 4 experts (SwiGLU silu, width 48), top 2 "
@@ -53,8 +57,10 @@ FEATURES = {
     "qwen3_moe": ["mixture of experts (com.microsoft MoE) on 1 of 2 layers (dense MLP on layers 0): 8 experts "
                   "(SwiGLU silu, width 24), top 2 of a softmax router, weights renormalized",
                   "q/k RMSNorm per head", "gated MLP (silu)"],
+    "granitemoe": ["mixture of experts (com.microsoft MoE) on 2 of 2 layers: 4 experts (SwiGLU silu, width 48), top 2 "
+                   "of a softmax router, weights renormalized"],
 }
-ABSENT = {"mixtral": ["MLP (", "shared expert"], "qwen3_moe": ["shared expert"]}
+ABSENT = {"mixtral": ["MLP (", "shared expert"], "qwen3_moe": ["shared expert"], "granitemoe": ["MLP (", "shared expert"]}
 
 
 @pytest.fixture(scope="module")
@@ -272,20 +278,26 @@ def test_bad_expert_config_refused_by_name(kind, change, needles, tmp_path, winm
     shutil.rmtree(d)
 
 
-@pytest.mark.parametrize("drop,needles", [
-    ("model.layers.0.mlp.experts.3.up_proj.weight", ["missing tensor 'model.layers.0.mlp.experts.3.up_proj.weight'"]),
-    ("model.layers.0.mlp.experts.1.down_proj.weight", ["tensor 'model.layers.0.mlp.experts.1.down_proj.weight'",
-                                                       "expected shape [32, 24]"]),
+@pytest.mark.parametrize("kind,drop,needles", [
+    ("qwen2_moe", "model.layers.0.mlp.experts.3.up_proj.weight",
+     ["missing tensor 'model.layers.0.mlp.experts.3.up_proj.weight'"]),
+    ("qwen2_moe", "model.layers.0.mlp.experts.1.down_proj.weight",
+     ["tensor 'model.layers.0.mlp.experts.1.down_proj.weight'", "expected shape [32, 24]"]),
+    # GraniteMoE's stacked [E, 2I, H] / [E, H, I] tensors
+    ("granitemoe", "model.layers.1.block_sparse_moe.input_linear.weight",
+     ["missing tensor 'model.layers.1.block_sparse_moe.input_linear.weight'", "the 4 experts stacked"]),
+    ("granitemoe", "model.layers.0.block_sparse_moe.output_linear.weight",
+     ["tensor 'model.layers.0.block_sparse_moe.output_linear.weight'", "expected shape [4, 32, 48]"]),
 ])
-def test_bad_expert_tensor_refused_by_name(drop, needles, tmp_path, winml_asan):
+def test_bad_expert_tensor_refused_by_name(kind, drop, needles, tmp_path, winml_asan):
     """an expert tensor missing, or of the wrong shape, is named (nothing written)"""
     from safetensors.numpy import load_file, save_file
     d = str(tmp_path / "q")
-    BU.make_tiny("qwen2_moe", d, spec=_specs()["qwen2_moe"])
+    BU.make_tiny(kind, d, spec=_specs()[kind])
     p = os.path.join(d, "model.safetensors")
     t = load_file(p)
-    if "down_proj" in drop:
-        t[drop] = t[drop][:, :-1].copy()
+    if "down_proj" in drop or "output_linear" in drop:
+        t[drop] = t[drop][..., :-1].copy()
     else:
         del t[drop]
     save_file(t, p, metadata={"format": "pt"})

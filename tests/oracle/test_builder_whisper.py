@@ -38,15 +38,16 @@ UTTERANCES = ["the quick brown fox jumps over the lazy dog", "hello world", "thi
               "seven", "where is the station, please"]
 
 
-def tokenizer(path):
-    """A byte-level BPE tokenizer.json with Whisper's special tokens; returns the id of each special."""
+def tokenizer(path, extra=()):
+    """A byte-level BPE tokenizer.json with Whisper's special tokens (then extra ones, e.g. timestamps); returns the
+    id of each special."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     t = Tokenizer(models.BPE())
     t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     t.decoder = decoders.ByteLevel()
     tr = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     t.train_from_iterator(UTTERANCES * 10, tr)
-    t.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
+    t.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS + list(extra)])
     t.save(os.path.join(path, "tokenizer.json"))
     with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>",
@@ -54,10 +55,13 @@ def tokenizer(path):
     return t.get_vocab_size(), {s: t.token_to_id(s) for s in SPECIALS}, t.token_to_id("Ġ")
 
 
-def make(path, std, forced=False, speech_feats=None):
+TIMESTAMPS = [f"<|{i * 0.02:.2f}|>" for i in range(1501)]  # Whisper's 1501 timestamp tokens, after <|notimestamps|>
+
+
+def make(path, std, forced=False, speech_feats=None, timestamps=False):
     import transformers as T
     os.makedirs(path, exist_ok=True)
-    V, sp, space = tokenizer(path)
+    V, sp, space = tokenizer(path, TIMESTAMPS if timestamps else ())
     eot = sp["<|endoftext|>"]
     torch.manual_seed(0)
     cfg = T.WhisperConfig(vocab_size=V, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
@@ -75,6 +79,8 @@ def make(path, std, forced=False, speech_feats=None):
               "task_to_id": {"transcribe": sp["<|transcribe|>"], "translate": sp["<|translate|>"]},
               "no_timestamps_token_id": sp["<|notimestamps|>"], "is_multilingual": True, "max_length": 24,
               "suppress_tokens": [], "begin_suppress_tokens": [space, eot]})
+    if timestamps:
+        g["max_initial_timestamp_index"] = 50
     if forced:
         g["forced_decoder_ids"] = [[1, sp["<|de|>"]], [2, sp["<|translate|>"]]]
     if speech_feats is not None:  # suppress what the model picks most on the speech, and its first pick of row 0

@@ -1,0 +1,455 @@
+/*
+ * whisper_gen.c - Whisper's side of encoder-decoder generation (whisper_gen.h): the decoder prompt from
+ * generation_config.json (language / task / <|notimestamps|> tokens), max_length as transformers' Whisper sets it,
+ * the timestamp logits rules, and the sequential transcription in 30 s windows (long-form) over seq2seq.c's search.
+ */
+#include "llm/whisper_gen.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "hf/config.h"
+
+/* ---------------------------------------------------------------- speech prompt */
+
+/* The id of key in map (an object of token -> id), -1 when absent; WM_ERR_INPUT when the value is no id. */
+static wm_status map_id(const cJSON *map, const char *file, const char *field, const char *key, int64_t *id,
+                        wm_error *err) {
+    const cJSON *v = map ? cJSON_GetObjectItemCaseSensitive(map, key) : NULL;
+    *id = -1;
+    if (!v) return WM_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': '%s' is not a token id", file, field, key);
+    *id = (int64_t)v->valuedouble;
+    return WM_OK;
+}
+
+/* forced_decoder_ids [[1, id], [2, id], ...] (ids may be null) into ids[0..*n) by position 1.. (-1 for null). */
+static wm_status forced_ids(const cJSON *f, const char *file, int64_t *ids, size_t *n, wm_error *err) {
+    *n = 0;
+    if (!f || cJSON_IsNull(f)) return WM_OK;
+    const cJSON *it;
+    if (!cJSON_IsArray(f)) return wm_err(err, WM_ERR_INPUT, "%s: field 'forced_decoder_ids': expected a list", file);
+    cJSON_ArrayForEach(it, f) {
+        const cJSON *pos = cJSON_GetArrayItem(it, 0), *id = cJSON_GetArrayItem(it, 1);
+        if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || !cJSON_IsNumber(pos) ||
+            pos->valuedouble != (double)(*n + 1) || *n + 2 > WM_S2S_MAX_PROMPT ||
+            !(cJSON_IsNull(id) || (cJSON_IsNumber(id) && id->valuedouble == floor(id->valuedouble) &&
+                                   id->valuedouble >= 0 && id->valuedouble <= 1e9)))
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'forced_decoder_ids': expected [[1, id], [2, id], ...] "
+                          "(positions 1, 2, ... in order, at most %d)", file, WM_S2S_MAX_PROMPT - 2);
+        ids[(*n)++] = cJSON_IsNull(id) ? -1 : (int64_t)id->valuedouble;
+    }
+    return WM_OK;
+}
+
+static wm_status build_prompt(const cJSON *gc, const cJSON *cfg, const char *file, const char *cfile,
+                              const char *language, const char *task, wm_s2s_gen *g, wm_error *err) {
+    const cJSON *l2i = cJSON_GetObjectItemCaseSensitive(gc, "lang_to_id");
+    const cJSON *t2i = cJSON_GetObjectItemCaseSensitive(gc, "task_to_id");
+    if (l2i && !cJSON_IsObject(l2i)) return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': expected an object", file);
+    if (t2i && !cJSON_IsObject(t2i)) return wm_err(err, WM_ERR_INPUT, "%s: field 'task_to_id': expected an object", file);
+    const cJSON *gl = cJSON_GetObjectItemCaseSensitive(gc, "language"), *gt = cJSON_GetObjectItemCaseSensitive(gc, "task");
+    if (!language && cJSON_IsString(gl)) language = gl->valuestring; /* a generation config may set them itself */
+    if (!task && cJSON_IsString(gt)) task = gt->valuestring;
+    int64_t nts = -1, forced[WM_S2S_MAX_PROMPT];
+    size_t nf = 0;
+    int has_nts = 0;
+    wm_status s = wm_s2s_json_int(gc, file, "no_timestamps_token_id", 0, &nts, &has_nts, err);
+    if (s) return s;
+    if (g->decoder_start_token_id < 0)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'decoder_start_token_id': missing (the prompt starts with it)", file);
+    size_t n = 0;
+    g->prompt[n++] = g->decoder_start_token_id;
+    g->lang_slot = -1;
+    if (!language && !task) { /* forced_decoder_ids only when neither is given (transformers' rule) */
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(gc, "forced_decoder_ids");
+        const char *ff = file;
+        if ((!f || cJSON_IsNull(f)) && cfg) { /* config.json's, as transformers falls back to */
+            f = cJSON_GetObjectItemCaseSensitive(cfg, "forced_decoder_ids");
+            ff = cfile;
+        }
+        if ((s = forced_ids(f, ff, forced, &nf, err))) return s;
+        for (size_t i = 0; i < nf; i++) g->prompt[n++] = forced[i];
+    }
+    int64_t lang = -1;
+    if (language) {
+        char tok[80];
+        snprintf(tok, sizeof tok, language[0] == '<' ? "%s" : "<|%s|>", language);
+        for (char *c = tok; *c; c++) *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+        if ((s = map_id(l2i, file, "lang_to_id", tok, &lang, err))) return s;
+        if (lang < 0)
+            return wm_err(err, WM_ERR_USAGE, "--language %s: %s has no '%s' in lang_to_id", language, file, tok);
+    }
+    g->n_langs = 0;
+    int undefined = n <= 1 || g->prompt[1] < 0;
+    if (lang >= 0 || (l2i && undefined)) {
+        if (n > 1) g->prompt[1] = lang;
+        else g->prompt[n++] = lang;
+        if (lang < 0) { /* detected per row from these */
+            g->lang_slot = 1;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, l2i) {
+                if (g->n_langs == WM_S2S_MAX_LANGS)
+                    return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': more than %d languages", file,
+                                  WM_S2S_MAX_LANGS);
+                if ((s = map_id(l2i, file, "lang_to_id", e->string, &g->langs[g->n_langs], err))) return s;
+                g->n_langs++;
+            }
+            if (!g->n_langs) return wm_err(err, WM_ERR_INPUT, "%s: field 'lang_to_id': empty", file);
+        }
+    }
+    int64_t tid = -1;
+    if (task) {
+        if (strcmp(task, "transcribe") && strcmp(task, "translate"))
+            return wm_err(err, WM_ERR_USAGE, "--task %s: expected transcribe or translate", task);
+        if ((s = map_id(t2i, file, "task_to_id", task, &tid, err))) return s;
+        if (tid < 0) return wm_err(err, WM_ERR_USAGE, "--task %s: %s has no '%s' in task_to_id", task, file, task);
+    } else if (language && t2i) {
+        if ((s = map_id(t2i, file, "task_to_id", "transcribe", &tid, err))) return s;
+        const cJSON *e; /* only when no task token is there yet */
+        cJSON_ArrayForEach(e, t2i) for (size_t i = 1; i < n; i++) if (cJSON_IsNumber(e) && g->prompt[i] == (int64_t)e->valuedouble) tid = -1;
+    }
+    if (tid >= 0) { /* replace a task token already there, else append */
+        int found = 0;
+        const cJSON *e;
+        for (size_t i = 1; i < n; i++)
+            cJSON_ArrayForEach(e, t2i) if (cJSON_IsNumber(e) && g->prompt[i] == (int64_t)e->valuedouble) {
+                g->prompt[i] = tid;
+                found = 1;
+            }
+        if (!found) g->prompt[n++] = tid;
+    }
+    g->no_timestamps = has_nts ? nts : -1;
+    g->ts_begin = has_nts ? nts + 1 : -1;
+    if (g->timestamps) { /* return_timestamps: no <|notimestamps|> (one forced_decoder_ids gave is taken out) */
+        if (!has_nts)
+            return wm_err(err, WM_ERR_INPUT, "%s: field 'no_timestamps_token_id': missing (timestamps are the token "
+                          "ids after it)", file);
+        if (n > 1 && g->prompt[n - 1] == nts) n--;
+    } else if (has_nts && g->prompt[n - 1] != nts) g->prompt[n++] = nts;
+    int set = 0;
+    g->max_initial_ts = -1;
+    if ((s = wm_s2s_json_int(gc, file, "max_initial_timestamp_index", 0, &g->max_initial_ts, &set, err))) return s;
+    if (!set) g->max_initial_ts = -1;
+    /* drop null forced ids (not the slot language detection fills) */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (g->prompt[i] >= 0 || (int)i == g->lang_slot) g->prompt[k++] = g->prompt[i];
+    g->n_prompt = k;
+    g->max_positions = 0;
+    int64_t src_pos = 1500; /* Whisper's max_source_positions: 30 s windows */
+    if (cfg && ((s = wm_s2s_json_int(cfg, cfile, "max_target_positions", 1, &g->max_positions, &set, err)) ||
+                (s = wm_s2s_json_int(cfg, cfile, "max_source_positions", 1, &src_pos, &set, err))))
+        return s;
+    g->window_frames = 2 * src_pos; /* the encoder's two convolutions have strides 1 and 2 */
+    return WM_OK;
+}
+
+wm_status wm_s2s_prompt_max_length(wm_s2s_gen *g, int64_t max_new, wm_error *err) {
+    int64_t P = g->n_prompt ? (int64_t)g->n_prompt : 1, cap = g->max_positions > 0 ? g->max_positions : INT64_MAX;
+    if (max_new > 0) {
+        if (P + max_new > cap)
+            return wm_err(err, WM_ERR_USAGE, "--max-new-tokens %lld: with the %lld prompt tokens it passes "
+                          "max_target_positions %lld", (long long)max_new, (long long)P, (long long)cap);
+        g->max_length = P + max_new;
+        return WM_OK;
+    }
+    int64_t init = g->max_positions > 0 && g->max_positions / 2 - 1 < P ? g->max_positions / 2 - 1 : P;
+    g->max_length = g->max_length + init < cap ? g->max_length + init : cap;
+    return WM_OK;
+}
+
+wm_status wm_s2s_prompt_from_folder(const char *dir, const char *language, const char *task, wm_s2s_gen *g,
+                                    wm_error *err) {
+    char p[4200], pc[4200];
+    int present = 0, pcfg = 0;
+    snprintf(p, sizeof p, "%s/generation_config.json", dir);
+    snprintf(pc, sizeof pc, "%s/config.json", dir);
+    cJSON *gc = NULL, *cfg = NULL;
+    wm_status s = wm_input_present(p, &present, err);
+    if (!s) s = wm_input_present(pc, &pcfg, err);
+    if (!s && present) s = wm_hf_json_load(p, WM_HF_CONFIG_MAX_BYTES, &gc, err);
+    if (!s && pcfg) s = wm_hf_json_load(pc, WM_HF_CONFIG_MAX_BYTES, &cfg, err);
+    if (!s) {
+        cJSON *empty = gc ? NULL : cJSON_CreateObject();
+        s = build_prompt(gc ? gc : empty, cfg, present ? p : pc, pc, language, task, g, err);
+        cJSON_Delete(empty);
+    }
+    cJSON_Delete(gc);
+    cJSON_Delete(cfg);
+    return s;
+}
+
+
+/* ---------------------------------------------------------------- timestamp rules */
+
+wm_status wm_whisper_timestamps_on(const char *dir, wm_s2s_gen *g, wm_error *err) {
+    if (g->timestamps) return WM_OK;
+    if (g->no_timestamps < 0)
+        return wm_err(err, WM_ERR_INPUT, "%s/generation_config.json: field 'no_timestamps_token_id': missing "
+                      "(timestamps are the token ids after it; audio over 30 s needs them)", dir);
+    g->timestamps = 1;
+    if (g->n_prompt > 1 && g->prompt[g->n_prompt - 1] == g->no_timestamps) g->n_prompt--;
+    return WM_OK;
+}
+
+void wm_whisper_timestamp_rules(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc,
+                                int64_t V) {
+    int64_t tb = g->ts_begin < V ? g->ts_begin : V, eos = g->n_eos ? g->eos[0] : 0;
+    if (g->ts_begin < 0) return;
+    if (g->no_timestamps >= 0 && g->no_timestamps < V) sc[g->no_timestamps] = -INFINITY;
+    const int64_t *s = seq + begin;
+    int64_t n = len - begin;
+    int last = n >= 1 && s[n - 1] >= g->ts_begin, pen = n < 2 || s[n - 2] >= g->ts_begin;
+    if (last) { /* a pair is closed: text next; a lone timestamp: another one (or the end id and up) */
+        for (int64_t t = pen ? tb : 0; t < (pen ? V : (eos < V ? eos : V)); t++) sc[t] = -INFINITY;
+    }
+    int64_t floor_ts = g->ts_begin; /* no timestamp below the last one (nor equal, unless it closes a pair) */
+    for (int64_t i = n - 1; i >= 0; i--)
+        if (s[i] >= g->ts_begin) {
+            floor_ts = last && !pen ? s[i] : s[i] + 1;
+            break;
+        }
+    for (int64_t t = tb; t < floor_ts && t < V; t++) sc[t] = -INFINITY;
+    if (len == begin) { /* the first generated token: a timestamp, at most max_initial_ts */
+        for (int64_t t = 0; t < tb; t++) sc[t] = -INFINITY;
+        if (g->max_initial_ts >= 0)
+            for (int64_t t = g->ts_begin + g->max_initial_ts + 1; t < V; t++) sc[t] = -INFINITY;
+    }
+    /* log sum exp over the timestamps against the likeliest text token (the normalizer of log_softmax cancels) */
+    float mt = -INFINITY, mx = -INFINITY;
+    for (int64_t t = 0; t < tb; t++) mx = sc[t] > mx ? sc[t] : mx;
+    for (int64_t t = tb; t < V; t++) mt = sc[t] > mt ? sc[t] : mt;
+    if (mt == -INFINITY) return;
+    double sum = 0;
+    for (int64_t t = tb; t < V; t++) sum += exp((double)sc[t] - (double)mt);
+    if ((double)mt + log(sum) > (double)mx)
+        for (int64_t t = 0; t < tb; t++) sc[t] = -INFINITY;
+}
+
+/* ---------------------------------------------------------------- sequential long-form transcription */
+
+void wm_whisper_out_free(wm_whisper_out *o) {
+    if (!o) return;
+    free(o->ids);
+    free(o->prompt);
+    free(o->seg);
+    free(o->seg_at);
+    memset(o, 0, sizeof *o);
+}
+
+/* A row's growing token list and segments. */
+typedef struct row_acc {
+    int64_t *tok;
+    size_t n, cap;
+    wm_whisper_segment *seg;
+    size_t n_seg, cap_seg;
+} row_acc;
+
+static int acc_tokens(row_acc *r, const int64_t *t, int64_t n) {
+    if (r->n + (size_t)n > r->cap) {
+        size_t c = (r->n + (size_t)n) * 2 + 16;
+        int64_t *p = realloc(r->tok, c * sizeof *p);
+        if (!p) return -1;
+        r->tok = p, r->cap = c;
+    }
+    memcpy(r->tok + r->n, t, (size_t)n * sizeof *t);
+    r->n += (size_t)n;
+    return 0;
+}
+
+static int acc_segment(row_acc *r, double start, double end, const int64_t *t, int64_t n) {
+    if (r->n_seg == r->cap_seg) {
+        size_t c = r->cap_seg * 2 + 8;
+        wm_whisper_segment *p = realloc(r->seg, c * sizeof *p);
+        if (!p) return -1;
+        r->seg = p, r->cap_seg = c;
+    }
+    r->seg[r->n_seg++] = (wm_whisper_segment){start, end, (int64_t)r->n, n};
+    return acc_tokens(r, t, n);
+}
+
+/* transformers' _retrieve_segment on one window's tokens s[0..n) of a row at seek with nf frames: the segments
+   into r, the frames to advance into *adv. */
+static int split_segments(const wm_s2s_gen *g, const int64_t *s, int64_t n, int64_t seek, int64_t nf, row_acc *r,
+                          int64_t *adv) {
+    const int64_t tb = g->ts_begin;
+    const double prec = 0.02, offset = (double)seek * prec / 2.0; /* time_precision over the input stride */
+    int single_end = n >= 2 && s[n - 2] < tb && s[n - 1] >= tb;
+    int64_t n_pairs = 0;
+    for (int64_t i = 0; i + 1 < n; i++) n_pairs += s[i] >= tb && s[i + 1] >= tb;
+    if (n_pairs) {
+        int64_t last = 0, k = 0;
+        for (int64_t i = 0; i + 1 < n; i++) {
+            if (!(s[i] >= tb && s[i + 1] >= tb)) continue;
+            int64_t cut = i + 1;
+            int is_last = ++k == n_pairs && !single_end;
+            if (is_last) cut++; /* the last pair's second timestamp stays with its segment */
+            int64_t end_at = is_last ? cut - 2 : cut - 1;
+            if (acc_segment(r, offset + (double)(s[last] - tb) * prec, offset + (double)(s[end_at] - tb) * prec,
+                            s + last, cut - last))
+                return -1;
+            last = cut;
+        }
+        if (single_end) {
+            if (acc_segment(r, offset + (double)(s[last] - tb) * prec, offset + (double)(s[n - 1] - tb) * prec,
+                            s + last, n - last))
+                return -1;
+            *adv = nf; /* a lone timestamp at the end: no speech after it */
+        } else {
+            *adv = (s[last - 2] - tb) * 2; /* to the last pair's timestamp, in frames */
+        }
+        return 0;
+    }
+    /* no pair: the whole window is one segment, ending at its last timestamp or the window's end */
+    volatile float fr = (float)nf * 0.01f; /* torch: a long tensor times a float scalar is float32 */
+    volatile float q = fr / 0.02f;
+    double end_pos = (double)(int64_t)q;
+    for (int64_t i = n - 1; i >= 0; i--)
+        if (s[i] >= tb) {
+            if (s[i] != tb) end_pos = (double)(s[i] - tb);
+            break;
+        }
+    if (acc_segment(r, offset, offset + end_pos * prec, s, n)) return -1;
+    *adv = nf;
+    return 0;
+}
+
+wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
+                              const int64_t *valid, const wm_s2s_gen *g, int64_t max_new, wm_whisper_out *out,
+                              wm_error *err) {
+    memset(out, 0, sizeof *out);
+    const int64_t W = g->window_frames, P = g->n_prompt ? (int64_t)g->n_prompt : 1;
+    if (!g->timestamps || g->ts_begin < 0 || W < 1)
+        return wm_err(err, WM_ERR_USAGE, "timestamps: no timestamp tokens or window size (wm_s2s_prompt_from_folder)");
+    if (B < 1 || frames < 1 || n_mels < 1) return wm_err(err, WM_ERR_USAGE, "no audio features");
+    for (int64_t b = 0; valid && b < B; b++)
+        if (valid[b] < 1 || valid[b] > frames)
+            return wm_err(err, WM_ERR_USAGE, "row %lld: %lld valid frames of %lld", (long long)b,
+                          (long long)valid[b], (long long)frames);
+    const int64_t cap = g->max_positions > 0 ? g->max_positions : INT64_MAX;
+    if (max_new > 0 && P + max_new > cap)
+        return wm_err(err, WM_ERR_USAGE, "--max-new-tokens %lld: with the %lld prompt tokens it passes "
+                      "max_target_positions %lld", (long long)max_new, (long long)P, (long long)cap);
+    const int64_t pad = g->pad_token_id >= 0 ? g->pad_token_id : g->n_eos ? g->eos[0] : 0;
+    const size_t per = (size_t)(n_mels * W);
+    int64_t *prompt = malloc((size_t)(B * P) * sizeof *prompt), *seek = calloc((size_t)B, sizeof *seek);
+    int64_t *rows = malloc((size_t)B * sizeof *rows), *mem = malloc((size_t)B * sizeof *mem), *gen = NULL, width = 0;
+    uint8_t *taken = malloc((size_t)B);
+    row_acc *acc = calloc((size_t)B, sizeof *acc);
+    float *win = malloc((size_t)B * per * sizeof *win);
+    wm_status st = WM_OK;
+    if (!prompt || !seek || !rows || !mem || !taken || !acc || !win) {
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* the window of row b from frame s: nf frames of feats, zeros after */
+#define FILL(dst, b, s, nf)                                                                                   \
+    for (int64_t c = 0; c < n_mels; c++) {                                                                   \
+        float *d_ = (dst) + c * W;                                                                            \
+        memcpy(d_, feats + ((b) * n_mels + c) * frames + (s), (size_t)(nf) * sizeof *d_);                     \
+        memset(d_ + (nf), 0, (size_t)(W - (nf)) * sizeof *d_);                                                \
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t k = 0; k < P; k++) prompt[b * P + k] = g->n_prompt ? g->prompt[k] : g->decoder_start_token_id;
+    if (g->lang_slot >= 0) { /* detected once, on the first window_frames of the features (transformers' rule) */
+        wm_s2s_gen d = *g;
+        d.timestamps = 0;
+        d.max_length = P + 1;
+        int64_t nf = frames < W ? frames : W;
+        for (int64_t b = 0; b < B; b++) FILL(win + b * per, b, 0, nf);
+        if ((st = wm_s2s_generate_features(m, win, B, n_mels, W, &d, &gen, &width, err))) goto done;
+        for (int64_t b = 0; b < B; b++) prompt[b * P + g->lang_slot] = gen[b * width + g->lang_slot];
+        free(gen);
+        gen = NULL;
+    }
+    int64_t maxlen = g->max_length;
+    for (out->windows = 0;; out->windows++) {
+        int64_t n_act = 0;
+        for (int64_t b = 0; b < B; b++)
+            if (seek[b] < (valid ? valid[b] : frames)) rows[n_act++] = b;
+        if (!n_act) break;
+        int64_t init = g->max_positions > 0 && g->max_positions / 2 - 1 < P ? g->max_positions / 2 - 1 : P;
+        maxlen = max_new > 0 ? P + max_new : (maxlen + init < cap ? maxlen + init : cap);
+        /* the rows of one prompt (language) together: a batch as transformers', split only by language */
+        memset(taken, 0, (size_t)n_act);
+        for (int64_t i = 0; i < n_act && !st; i++) {
+            if (taken[i]) continue;
+            const int64_t *p0 = prompt + rows[i] * P;
+            int64_t ng = 0;
+            for (int64_t j = i; j < n_act; j++)
+                if (!taken[j] && !memcmp(prompt + rows[j] * P, p0, (size_t)P * sizeof *prompt)) {
+                    int64_t b = rows[j], nf = (valid ? valid[b] : frames) - seek[b];
+                    nf = nf < W ? nf : W;
+                    FILL(win + ng * per, b, seek[b], nf);
+                    mem[ng++] = b;
+                    taken[j] = 1;
+                }
+            wm_s2s_gen d = *g;
+            d.lang_slot = -1;
+            d.n_langs = 0;
+            d.max_length = maxlen;
+            memcpy(d.prompt, p0, (size_t)P * sizeof *prompt);
+            d.n_prompt = (size_t)P;
+            if ((st = wm_s2s_generate_features(m, win, ng, n_mels, W, &d, &gen, &width, err))) break;
+            for (int64_t k = 0; k < ng; k++) {
+                int64_t b = mem[k], n = width - P, nf = (valid ? valid[b] : frames) - seek[b], adv = 0;
+                const int64_t *s = gen + k * width + P;
+                nf = nf < W ? nf : W;
+                if (n > 0 && s[n - 1] == pad) { /* the padding off: all of it but an end id equal to it */
+                    int64_t np = 0;
+                    for (int64_t t = 0; t < n; t++) np += s[t] == pad;
+                    if (g->n_eos && pad == g->eos[0]) np--;
+                    n -= np;
+                }
+                for (size_t e = 0; n > 0 && e < g->n_eos; e++) /* then the end id */
+                    if (s[n - 1] == g->eos[e]) {
+                        n--;
+                        break;
+                    }
+                if (split_segments(g, s, n, seek[b], nf, &acc[b], &adv)) {
+                    st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                seek[b] += adv > 0 ? adv : nf; /* adv >= 2 under the rules: a pair closes above the first */
+            }
+            free(gen);
+            gen = NULL;
+        }
+    }
+#undef FILL
+    if (st) goto done;
+    size_t w = 0, ns = 0;
+    for (int64_t b = 0; b < B; b++) {
+        w = acc[b].n > w ? acc[b].n : w;
+        ns += acc[b].n_seg;
+    }
+    out->width = (int64_t)w;
+    out->ids = malloc((size_t)B * (w ? w : 1) * sizeof *out->ids);
+    out->seg = malloc((ns ? ns : 1) * sizeof *out->seg);
+    out->seg_at = malloc((size_t)(B + 1) * sizeof *out->seg_at);
+    if (!out->ids || !out->seg || !out->seg_at) {
+        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    out->seg_at[0] = 0;
+    for (int64_t b = 0; b < B; b++) {
+        for (size_t t = 0; t < w; t++) out->ids[(size_t)b * w + t] = t < acc[b].n ? acc[b].tok[t] : pad;
+        if (acc[b].n_seg) memcpy(out->seg + out->seg_at[b], acc[b].seg, acc[b].n_seg * sizeof *out->seg);
+        out->seg_at[b + 1] = out->seg_at[b] + acc[b].n_seg;
+    }
+    out->prompt = prompt, out->n_prompt = P;
+    prompt = NULL;
+done:
+    if (st) wm_whisper_out_free(out);
+    for (int64_t b = 0; acc && b < B; b++) free(acc[b].tok), free(acc[b].seg);
+    free(acc), free(prompt), free(seek), free(rows), free(mem), free(taken), free(win), free(gen);
+    return st;
+}

@@ -1,0 +1,83 @@
+/*
+ * whisper_gen.h - Whisper's prompt and generation rules over the encoder-decoder search (seq2seq.h), as
+ * transformers' WhisperGenerationMixin applies them.
+ */
+#ifndef WM_LLM_WHISPER_GEN_H
+#define WM_LLM_WHISPER_GEN_H
+
+#include "llm/seq2seq.h"
+
+/*
+ * max_length for a prompted (speech) search as transformers' Whisper sets it: n_prompt + max_new when max_new > 0
+ * (WM_ERR_USAGE when that passes max_positions), else g->max_length + min(max_positions / 2 - 1, n_prompt),
+ * capped at max_positions.
+ */
+wm_status wm_s2s_prompt_max_length(wm_s2s_gen *g, int64_t max_new, wm_error *err);
+
+/*
+ * The decoder prompt of a speech encoder-decoder (Whisper) from dir's generation_config.json (config.json's
+ * forced_decoder_ids as a fallback), as transformers' _retrieve_init_tokens builds it: decoder_start_token_id;
+ * the language token (language: "en", "<|en|>" or a name in lang_to_id's spelling; NULL: forced_decoder_ids'
+ * one, else detected when lang_to_id is there); the task token (task "transcribe" / "translate" through
+ * task_to_id; NULL: forced_decoder_ids' one, "transcribe" when a language was given); then no_timestamps_token_id
+ * unless g->timestamps (return_timestamps: then one already there is taken out). Also sets g->no_timestamps /
+ * ts_begin (no_timestamps_token_id + 1: the first timestamp token), max_initial_ts (generation_config.json's
+ * max_initial_timestamp_index, -1 when absent), max_positions and window_frames (config.json's
+ * max_target_positions; 2 x max_source_positions, 3000 when absent).
+ * Sets g->prompt / n_prompt / lang_slot / langs. A language or task the files do not list is WM_ERR_USAGE naming
+ * the file; malformed fields WM_ERR_INPUT naming file and field.
+ */
+wm_status wm_s2s_prompt_from_folder(const char *dir, const char *language, const char *task, wm_s2s_gen *g,
+                                    wm_error *err);
+
+/*
+ * Turns timestamps on in a prompt wm_s2s_prompt_from_folder built without them (transformers' long-form rule:
+ * audio over a window implies return_timestamps): the same prompt as built with g->timestamps set.
+ * WM_ERR_INPUT naming dir's generation_config.json when it gave no no_timestamps_token_id.
+ */
+wm_status wm_whisper_timestamps_on(const char *dir, wm_s2s_gen *g, wm_error *err);
+
+/*
+ * WhisperTimeStampLogitsProcessor on the scores sc[V] of the hypothesis seq[0..len) whose first generated token is
+ * at begin: <|notimestamps|> never; timestamps come in pairs (after a pair text, after a lone timestamp another
+ * timestamp or an id from the end id up); timestamps never decrease (nor repeat the last, unless closing a pair);
+ * the first generated token is a timestamp, at most max_initial_ts; and when the probability of all timestamps
+ * together passes that of the likeliest text token, text is masked.
+ */
+void wm_whisper_timestamp_rules(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc,
+                                int64_t V);
+
+/* One segment of a row: tokens ids[row * width + off .. + n) (timestamp tokens included), times in seconds. */
+typedef struct wm_whisper_segment {
+    double start, end;
+    int64_t off, n;
+} wm_whisper_segment;
+
+typedef struct wm_whisper_out {
+    int64_t *ids;             /* [B, width]: each row's tokens of all windows (end ids dropped), pad_token_id after */
+    int64_t width;
+    int64_t *prompt;          /* [B, n_prompt]: each row's prompt (the detected language filled in) */
+    int64_t n_prompt;
+    wm_whisper_segment *seg;  /* all segments, row by row: row b's are seg[seg_at[b] .. seg_at[b + 1]) */
+    size_t *seg_at;           /* [B + 1] */
+    int64_t windows;          /* decoder calls made (30 s windows, all rows together) */
+} wm_whisper_out;
+
+/*
+ * Whisper's sequential transcription with timestamps (transformers' WhisperGenerationMixin.generate with
+ * return_timestamps, condition_on_prev_tokens off, no temperature fallback): feats [B, n_mels, frames] (log-mel
+ * features; frames may pass g->window_frames: long-form), valid[b] the frames of row b (its attention mask's sum;
+ * NULL: all). Row by row a window of window_frames from seek (the frames left, padded with zeros) is decoded with
+ * g's prompt (language detected once on the first window_frames of feats when g->lang_slot >= 0) and the
+ * timestamp rules; the tokens split into segments at each pair of timestamps, and seek moves to the last pair's
+ * timestamp (to the window's end when the output ends on a lone timestamp or has no pair). max_length per window:
+ * n_prompt + max_new when max_new > 0, else g->max_length plus min(max_positions / 2 - 1, n_prompt) again at every
+ * window (capped at max_positions), as transformers raises it. g->timestamps must be set (wm_s2s_prompt_from_folder).
+ * *out: wm_whisper_out_free. Errors as wm_s2s_generate_features'.
+ */
+wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
+                              const int64_t *valid, const wm_s2s_gen *g, int64_t max_new, wm_whisper_out *out,
+                              wm_error *err);
+void wm_whisper_out_free(wm_whisper_out *o);
+
+#endif
