@@ -2,7 +2,7 @@
 # Installs the Debian packages the build and tests need, when missing.
 # As root it runs apt-get; otherwise it prints the exact command.
 set -euo pipefail
-PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config libcjson-dev libcmocka-dev libonnx-testdata libcurl4-openssl-dev python3-venv libpcre2-dev libutf8proc-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libsndfile1-dev libsoxr-dev libfftw3-dev fortunes espeak-ng npm"
+PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config libcjson-dev libcmocka-dev libonnx-testdata libcurl4-openssl-dev python3-venv libpcre2-dev libutf8proc-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev libsndfile1-dev libsoxr-dev libfftw3-dev libzstd-dev libsnappy-dev fortunes espeak-ng npm"
 missing=""
 for p in $PKGS; do
   # npm may come with a Node.js installed outside Debian: a working npm command is enough

@@ -471,8 +471,9 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     wm_calib_texts tx;
     char why[600];
     double t0 = now();
-    wm_status s = wm_calib_texts_load(b->ck.dir, ds, rc->dataset_split, rc->dataset_text_column, (size_t)co.samples,
-                                      fixed > 0 ? (size_t)fixed : 512, &tx, why, sizeof why, b->err);
+    wm_status s = wm_calib_texts_load(b->ck.dir, ds, rc->dataset_config, rc->dataset_split, rc->dataset_text_column,
+                                      (size_t)co.samples, fixed > 0 ? (size_t)fixed : 512, &tx, why, sizeof why,
+                                      b->err);
     if (s) return s;
     if (tx.n) {
         co.rows = (const int32_t *const *)tx.rows;
@@ -505,9 +506,9 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     return WM_OK;
 }
 
-/* com.microsoft MoE nodes of g whose expert weights (fc1, fc2, fc3) are float32 initializers: the integer
-   quantizers convert MatMul / Gather weights only, so a mixture of experts keeps its experts float; *bytes
-   receives their size (said in the quant stage's reason). */
+/* com.microsoft MoE nodes of g whose expert weights (fc1, fc2, fc3) are float32 initializers after quantization
+   (int4 / int8 turn the others into QMoE: quant_moe.c); *bytes receives their size (said in the quant stage's
+   reason). */
 static size_t moe_float_experts(const wm_graph *g, uint64_t *bytes) {
     const wm_onnx_graph *p = wm_graph_proto(g);
     size_t n = 0;
@@ -606,9 +607,14 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         uint64_t moe_bytes;
         size_t n_moe = qc.mode == WM_QUANT_FP16 ? 0 : moe_float_experts(g, &moe_bytes);
         size_t used = strlen(rec->reason);
+        if (r->n_qmoe && used < sizeof rec->reason)
+            used += (size_t)snprintf(rec->reason + used, sizeof rec->reason - used, "; the experts of %zu MoE node%s "
+                                     "quantized as QMoE (%d-bit, %llu bytes)", r->n_qmoe, r->n_qmoe > 1 ? "s" : "",
+                                     qc.bits ? qc.bits : 4, (unsigned long long)r->qmoe_bytes);
         if (n_moe && used < sizeof rec->reason)
             snprintf(rec->reason + used, sizeof rec->reason - used, "; the experts of %zu MoE node%s stay float32 "
-                     "(%llu bytes: no quantized MoE here)", n_moe, n_moe > 1 ? "s" : "", (unsigned long long)moe_bytes);
+                     "(%llu bytes: not float32 fc1 / fc2 constants of whole blocks)", n_moe, n_moe > 1 ? "s" : "",
+                     (unsigned long long)moe_bytes);
         for (size_t i = 0; i < r->n_carried; i++)
             if (!strcmp(r->carried[i].result, "requantized"))
                 note(b, "note: quant: '%s' (%s) requantized: %s\n", r->carried[i].tensor, r->carried[i].source,

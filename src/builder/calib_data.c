@@ -7,59 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-
 #include "core/error.h"
 #include "core/table.h"
+#include "hf/dataset.h"
 #include "hf/tokenizer.h"
 
-static const char *const TABLE_EXTS[] = {".jsonl", ".json", ".csv", ".tsv"};
-#define N_EXTS (sizeof TABLE_EXTS / sizeof TABLE_EXTS[0])
-
-static int is_file(const char *p) {
-    struct stat st;
-    return !stat(p, &st) && S_ISREG(st.st_mode);
-}
-
-static int is_dir(const char *p) {
-    struct stat st;
-    return !stat(p, &st) && S_ISDIR(st.st_mode);
-}
-
-static int has_ext(const char *p, const char *ext) {
-    size_t l = strlen(p), e = strlen(ext);
-    return l >= e && !strcasecmp(p + l - e, ext);
-}
-
-/* The table file of path: path itself (a table file), or <path>/<split>.<ext> for the split given or, without one,
-   test, validation, train. 1 found (file[]), 0 not reachable (why[] set). */
-static int find_table(const char *path, const char *split, char *file, size_t n, char *why, size_t nwhy) {
-    if (is_file(path)) {
-        for (size_t i = 0; i < N_EXTS; i++)
-            if (has_ext(path, TABLE_EXTS[i])) {
-                snprintf(file, n, "%s", path);
-                return 1;
-            }
-        snprintf(why, nwhy, "'%.200s' is not a .jsonl, .json, .csv or .tsv file (parquet and arrow are not read "
-                 "here)", path);
-        return 0;
-    }
-    if (!is_dir(path)) {
-        snprintf(why, nwhy, "'%.200s' is not a local file or folder (a hub dataset: no hub here)", path);
-        return 0;
-    }
-    static const char *const splits[] = {"test", "validation", "train"};
-    const char *const *try = splits;
-    size_t n_try = 3;
-    if (split && *split) try = &split, n_try = 1;
-    for (size_t s = 0; s < n_try; s++)
-        for (size_t i = 0; i < N_EXTS; i++) {
-            snprintf(file, n, "%s/%s%s", path, try[s], TABLE_EXTS[i]);
-            if (is_file(file)) return 1;
-        }
-    snprintf(why, nwhy, "folder '%.200s' holds no %s.jsonl, .json, .csv or .tsv", path,
-             split && *split ? split : "test, validation or train");
-    return 0;
+/* The table file(s) of path (hf/dataset.h: a local file or folder, or a hub name in the caches): 1 found, 0 not
+   reachable (why[] set). */
+static int find_table(const char *path, const char *config, const char *split, wm_dataset_files *f, char *why,
+                      size_t nwhy, wm_error *err, wm_status *st) {
+    *st = wm_dataset_resolve(path, config, split, f, why, nwhy, err);
+    return !*st && f->n > 0;
 }
 
 void wm_calib_texts_free(wm_calib_texts *t) {
@@ -69,8 +27,8 @@ void wm_calib_texts_free(wm_calib_texts *t) {
     memset(t, 0, sizeof *t);
 }
 
-wm_status wm_calib_texts_load(const char *ckpt_dir, const char *path, const char *split, const char *column,
-                              size_t max_rows, size_t max_len, wm_calib_texts *t, char *why, size_t nwhy,
+wm_status wm_calib_texts_load(const char *ckpt_dir, const char *path, const char *config, const char *split,
+                              const char *column, size_t max_rows, size_t max_len, wm_calib_texts *t, char *why, size_t nwhy,
                               wm_error *err) {
     memset(t, 0, sizeof *t);
     why[0] = 0;
@@ -78,13 +36,21 @@ wm_status wm_calib_texts_load(const char *ckpt_dir, const char *path, const char
         snprintf(why, nwhy, "the recipe names no dataset");
         return WM_OK;
     }
-    if (!find_table(path, split, t->file, sizeof t->file, why, nwhy)) return WM_OK;
+    wm_dataset_files *files = malloc(sizeof *files);
+    if (!files) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    wm_status fst;
+    if (!find_table(path, config, split, files, why, nwhy, err, &fst)) {
+        free(files);
+        return fst;
+    }
+    snprintf(t->file, sizeof t->file, "%s%s", files->paths[0], files->n > 1 ? " (and the next shards)" : "");
     wm_tokenizer *tok = NULL;
     wm_error te = {0};
     if (wm_tokenizer_load_dir(ckpt_dir, &tok, &te)) {
         snprintf(why, nwhy, "'%.200s' exists, but the checkpoint has no tokenizer to read its text (%.200s)", t->file,
                  te.msg);
         t->file[0] = 0;
+        free(files);
         return WM_OK;
     }
     /* rows are read until max_rows non-empty texts are found; empty lines (wikitext has many) are skipped, so read
@@ -92,7 +58,8 @@ wm_status wm_calib_texts_load(const char *ckpt_dir, const char *path, const char
     size_t cap_rows = max_rows < ((size_t)1 << 20) / 8 ? max_rows * 8 + 64 : (size_t)1 << 20;
     wm_table tab = {0};
     wm_table_opts to = {cap_rows, 0};
-    wm_status s = wm_table_read(t->file, WM_TABLE_AUTO, &to, &tab, err);
+    wm_status s = wm_dataset_read(files, &to, &tab, err);
+    free(files);
     int col = -1;
     if (!s) {
         if (column && *column) col = wm_table_col(&tab, column);

@@ -905,6 +905,9 @@ static wm_status parse_root(const pctx *p, const cJSON *root, wm_recipe *r) {
             return st;
         /* columns_mapping stays kept bookkeeping (its kind checked there); its input_column is also static
            calibration's text column */
+        const cJSON *dn = has_ds ? cJSON_GetObjectItemCaseSensitive(ds, "name") : NULL; /* kind checked as kept */
+        if (cJSON_IsString(dn) && strlen(dn->valuestring) < sizeof r->dataset_config)
+            snprintf(r->dataset_config, sizeof r->dataset_config, "%s", dn->valuestring);
         const cJSON *cm = has_ds ? cJSON_GetObjectItemCaseSensitive(ds, "columns_mapping") : NULL;
         const cJSON *ic = cJSON_IsObject(cm) ? cJSON_GetObjectItemCaseSensitive(cm, "input_column") : NULL;
         if (cJSON_IsString(ic)) {

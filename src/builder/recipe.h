@@ -131,6 +131,7 @@ typedef struct wm_recipe {
     int has_eval;
     char eval_task[48], dataset_path[256], dataset_split[32];
     char dataset_text_column[64]; /* eval.dataset.columns_mapping.input_column: the text static calibration reads */
+    char dataset_config[64];      /* eval.dataset.name (kept field): the hub data set's config, hf/dataset.h */
     int64_t dataset_samples;
     /* not a JSON field: the precision the recipe asks for (from quant) */
     wm_precision precision;

@@ -44,8 +44,11 @@ static void help(void) {
            "missed. --per-layer compares every intermediate value the two graphs share by name (first sample)\n"
            "and names the first one whose SQNR falls below --layer-threshold (default 30 dB).\n"
            "\n"
-           "winml eval --mode task|onnx -m BUILD_DIR --dataset FILE [--task TASK] [--samples N] [--max-line-bytes SIZE]\n"
-           "                  [column flags]\n"
+           "winml eval --mode task|onnx -m BUILD_DIR --dataset FILE|DIR|ORG/NAME [--dataset-config C] [--split S]\n"
+           "                  [--task TASK] [--samples N] [--max-line-bytes SIZE] [column flags]\n"
+           "  (a table: .jsonl/.json/.csv/.tsv, each optionally .gz, or .parquet; a folder of <split>.<ext>; or a\n"
+           "  hub data set read offline from the Hugging Face caches: its config's split, every shard; the JSON\n"
+           "  names the files read as dataset_files)\n"
            "  (onnx is the reference's name of this mode; without --mode, --dataset selects it and a reference\n"
            "  flag selects compare)\n"
            "  text-classification (accuracy, F1; GLUE TSV, JSONL or CSV with text [+ pair] and label columns),\n"
@@ -140,7 +143,7 @@ int wm_cmd_eval(int argc, char **argv) {
     wm_cli_init(&c, "winml eval");
     enum { O_MODE = 256, O_REF, O_REFOUT, O_SAMPLES, O_SEED, O_THR, O_PL, O_PLT, O_BATCH, O_SEQ, O_DIM, O_THREADS, O_MODELID,
            O_DATASET, O_TASK, O_CTEXT, O_CPAIR, O_CLABEL, O_CQUERY, O_CPASS, O_CS1, O_CS2, O_CSCORE, O_MAXLEN, O_STRIDE,
-           O_MAXLINE, O_CIMAGE, O_CCAPTION, O_CAUDIO };
+           O_MAXLINE, O_CIMAGE, O_CCAPTION, O_CAUDIO, O_DSCONFIG, O_SPLIT };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"mode", required_argument, 0, O_MODE},        {"reference", required_argument, 0, O_REF},
@@ -157,7 +160,8 @@ int wm_cmd_eval(int argc, char **argv) {
         {"score-column", required_argument, 0, O_CSCORE}, {"max-length", required_argument, 0, O_MAXLEN},
         {"stride", required_argument, 0, O_STRIDE}, {"max-line-bytes", required_argument, 0, O_MAXLINE},
         {"image-column", required_argument, 0, O_CIMAGE}, {"caption-column", required_argument, 0, O_CCAPTION},
-        {"audio-column", required_argument, 0, O_CAUDIO},
+        {"audio-column", required_argument, 0, O_CAUDIO}, {"dataset-config", required_argument, 0, O_DSCONFIG},
+        {"split", required_argument, 0, O_SPLIT},
         WM_CLI_LIMITS_LONG, WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
     wm_task_opts to = {0};
     wm_session_opts so = {0};
@@ -189,6 +193,8 @@ int wm_cmd_eval(int argc, char **argv) {
             break;
         }
         case O_DATASET: to.dataset = optarg; break;
+        case O_DSCONFIG: to.dataset_config = optarg; break;
+        case O_SPLIT: to.split = optarg; break;
         case O_MAXLINE: {
             uint64_t v;
             if (wm_parse_size(optarg, &v) || v > SIZE_MAX / 2)

@@ -3,12 +3,17 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "core/error.h"
+#include "core/arrow_ipc.h"
+#include "core/parquet.h"
 
 #define MAX_COLS 256
 #define MAX_JSON_DEPTH 32
@@ -17,12 +22,33 @@
 
 void wm_table_free(wm_table *t) {
     if (!t) return;
-    for (size_t i = 0; i < t->n_cols; i++) free(t->names[i]);
+    for (size_t i = 0; t->names && i < t->n_cols; i++) free(t->names[i]);
     for (size_t i = 0; t->cells && i < t->n_rows * t->n_cols; i++) free(t->cells[i]);
     free(t->names);
     free(t->cells);
     free(t->lines);
+    free(t->sizes);
     memset(t, 0, sizeof *t);
+}
+
+void wm_table_fmt_double(char *b, size_t n, double d) {
+    if (isnan(d)) snprintf(b, n, "NaN");
+    else if (isinf(d)) snprintf(b, n, d > 0 ? "Infinity" : "-Infinity");
+    else {
+        snprintf(b, n, "%.15g", d);
+        if (strtod(b, NULL) != d) snprintf(b, n, "%.17g", d);
+    }
+}
+
+void wm_table_fmt_float(char *b, size_t n, float f) {
+    if (isnan(f) || isinf(f)) {
+        wm_table_fmt_double(b, n, f);
+        return;
+    }
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(b, n, "%.*g", prec, (double)f);
+        if (strtof(b, NULL) == f) return;
+    }
 }
 
 int wm_table_col(const wm_table *t, const char *spec) {
@@ -60,7 +86,8 @@ static void free_cells(char **cells, int n) {
 /* ---------------------------------------------------------------- bounded lines */
 
 typedef struct src {
-    FILE *f;           /* NULL: the whole text is in chunk */
+    FILE *f;           /* NULL (and gz NULL): the whole text is in chunk */
+    gzFile gz;         /* a gzip-compressed file, read decompressed */
     const char *chunk; /* the file's read buffer (own) or the text */
     char *own;
     size_t len, pos;   /* bytes in chunk, the next one to read */
@@ -75,9 +102,17 @@ typedef struct src {
 /* The next bytes of the file into the read buffer: 1, 0 at its end; an error status on a read error. */
 static wm_status refill(src *s, int *more, wm_error *err) {
     *more = 0;
-    if (!s->f) return WM_OK;
-    size_t n = fread(s->own, 1, CHUNK, s->f);
-    if (!n && ferror(s->f)) return wm_err(err, WM_ERR_IO, "%s: read error: %s", s->label, strerror(errno));
+    if (!s->f && !s->gz) return WM_OK;
+    size_t n;
+    if (s->gz) {
+        int r = gzread(s->gz, s->own, (unsigned)CHUNK), ze;
+        if (r < 0) {
+            const char *m = gzerror(s->gz, &ze);
+            return wm_err(err, WM_ERR_INPUT, "%s: gzip data: %s", s->label, ze == Z_ERRNO ? strerror(errno) : m);
+        }
+        n = (size_t)r;
+    } else if (!(n = fread(s->own, 1, CHUNK, s->f)) && ferror(s->f))
+        return wm_err(err, WM_ERR_IO, "%s: read error: %s", s->label, strerror(errno));
     s->chunk = s->own, s->len = n, s->pos = 0;
     *more = n > 0;
     return WM_OK;
@@ -136,7 +171,7 @@ static wm_status next_line(src *s, const char **out, size_t *n, int *got, wm_err
     *got = 0;
     if (!s->started) {
         s->started = 1;
-        if (s->f && (st = refill(s, &more, err))) return st;
+        if ((s->f || s->gz) && (st = refill(s, &more, err))) return st;
         if (s->len - s->pos >= 3 && !memcmp(s->chunk + s->pos, "\xEF\xBB\xBF", 3)) s->pos += 3;
     }
     if (s->pos == s->len) {
@@ -424,16 +459,36 @@ wm_status wm_table_parse(const char *text, size_t len, wm_table_format fmt, cons
     return parse_src(&s, fmt, o, t, err);
 }
 
+/* The format of path's extension (".gz" looked through, *gz set), AUTO when none is known. */
+static wm_table_format format_of(const char *path, int *gz) {
+    size_t n = strlen(path);
+    *gz = n > 3 && !strcmp(path + n - 3, ".gz");
+    if (*gz) n -= 3;
+    static const struct {
+        const char *ext;
+        wm_table_format fmt;
+    } exts[] = {{".jsonl", WM_TABLE_JSONL}, {".json", WM_TABLE_JSONL}, {".tsv", WM_TABLE_TSV},
+                {".csv", WM_TABLE_CSV}, {".parquet", WM_TABLE_PARQUET}, {".arrow", WM_TABLE_ARROW}};
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
+        size_t k = strlen(exts[i].ext);
+        if (n >= k && !strncmp(path + n - k, exts[i].ext, k)) /* parquet and arrow compress inside */
+            return *gz && exts[i].fmt >= WM_TABLE_PARQUET ? WM_TABLE_AUTO : exts[i].fmt;
+    }
+    return WM_TABLE_AUTO;
+}
+
 wm_status wm_table_read(const char *path, wm_table_format fmt, const wm_table_opts *o, wm_table *t, wm_error *err) {
     memset(t, 0, sizeof *t);
-    if (fmt == WM_TABLE_AUTO) {
-        const char *dot = strrchr(path, '.');
-        if (dot && (!strcmp(dot, ".jsonl") || !strcmp(dot, ".json"))) fmt = WM_TABLE_JSONL;
-        else if (dot && !strcmp(dot, ".tsv")) fmt = WM_TABLE_TSV;
-        else if (dot && !strcmp(dot, ".csv")) fmt = WM_TABLE_CSV;
-        else
-            return wm_err(err, WM_ERR_USAGE, "%s: cannot tell the format from the extension (.jsonl, .tsv or .csv)",
-                          path);
+    int gz = 0;
+    wm_table_format ext = format_of(path, &gz);
+    if (fmt == WM_TABLE_AUTO) fmt = ext;
+    if (fmt == WM_TABLE_AUTO)
+        return wm_err(err, WM_ERR_USAGE,
+                      "%s: cannot tell the format from the extension (.jsonl, .tsv, .csv, each optionally .gz, "
+                      ".parquet or .arrow)", path);
+    if (fmt == WM_TABLE_PARQUET || fmt == WM_TABLE_ARROW) {
+        wm_parquet_opts po = {.max_rows = o ? o->max_rows : 0};
+        return fmt == WM_TABLE_PARQUET ? wm_parquet_read(path, &po, t, err) : wm_arrow_read(path, &po, t, err);
     }
     FILE *f = fopen(path, "rb");
     if (!f) return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -443,8 +498,19 @@ wm_status wm_table_read(const char *path, wm_table_format fmt, const wm_table_op
         return wm_err(err, WM_ERR_INPUT, "%s: is a folder, not a data set file", path);
     }
     src s = {.f = f, .own = malloc(CHUNK), .label = path};
+    if (gz) { /* zlib reads the file from here on (gzdopen takes over the descriptor) */
+        int fd = dup(fileno(f));
+        fclose(f);
+        s.f = f = NULL;
+        if (fd < 0 || !(s.gz = gzdopen(fd, "rb"))) {
+            if (fd >= 0) close(fd);
+            free(s.own);
+            return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        }
+    }
     wm_status st = s.own ? parse_src(&s, fmt, o, t, err) : wm_err(err, WM_ERR_NOMEM, "%s: out of memory", path);
     free(s.own);
-    fclose(f);
+    if (f) fclose(f);
+    if (s.gz) gzclose(s.gz);
     return st;
 }

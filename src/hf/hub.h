@@ -192,6 +192,9 @@ wm_status wm_hf_cache_list_json(const char *cache_dir, struct wm_json *j, wm_err
 
 /* The cache folder from the environment (see top) into out. */
 wm_status wm_hf_cache_dir(char *out, size_t n, wm_error *err);
+/* The `datasets` library's cache: $HF_DATASETS_CACHE, else $HF_HOME/datasets, else
+   ${XDG_CACHE_HOME:-~/.cache}/huggingface/datasets. */
+wm_status wm_hf_datasets_cache_dir(char *out, size_t n, wm_error *err);
 
 /* 1 when s is exactly 40 lowercase hex digits (a commit). */
 int wm_hf_is_commit(const char *s, size_t n);

@@ -56,6 +56,14 @@ wm_status wm_hf_cache_dir(char *out, size_t n, wm_error *err) {
     return expand_home("~", "/.cache/huggingface/hub", out, n, err);
 }
 
+wm_status wm_hf_datasets_cache_dir(char *out, size_t n, wm_error *err) {
+    const char *v;
+    if ((v = getenv("HF_DATASETS_CACHE")) && *v) return expand_home(v, NULL, out, n, err);
+    if ((v = getenv("HF_HOME")) && *v) return expand_home(v, "/datasets", out, n, err);
+    if ((v = getenv("XDG_CACHE_HOME")) && *v) return expand_home(v, "/huggingface/datasets", out, n, err);
+    return expand_home("~", "/.cache/huggingface/datasets", out, n, err);
+}
+
 /* ---- names ---- */
 
 int wm_hf_is_commit(const char *s, size_t n) {

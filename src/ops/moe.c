@@ -24,11 +24,23 @@
  * Per run: the top-k experts of every row, then per expert the rows routed
  * to it gathered into one block, its GEMMs over only those rows (an expert
  * no row picked is never read), and each row's result added with its weight.
+ *
+ * com.microsoft QMoE: the same block with quantized experts. Inputs: input,
+ * router_probs, then per fc1 / fc2 / fc3 its weights (uint8 [E, N, K bits /
+ * 8]: K codes of expert_weight_bits (4 or 8) bits per row, the lower index
+ * in the low nibble), its scales (T, [E, N] with block_size 0, else [E, N,
+ * K / block_size]) and its bias (T, optional). Weight (n, k) = (code -
+ * 2^(bits-1)) * scale, the MatMulNBits layout of each expert with its
+ * default zero point, so an expert's GEMM is a MatMulNBits one (float
+ * activations, accuracy level 0: onnxruntime's CPU kernel computes in float
+ * too); a row scale of a K that is no power of two >= 16 dequantizes the
+ * expert into scratch instead. Zero-point inputs (11-13) are refused by name.
  */
 #include <math.h>
 #include <string.h>
 
 #include "ops/gemm.h"
+#include "ops/nbits.h"
 #include "ops/op.h"
 
 typedef enum { MOE_RELU, MOE_GELU, MOE_SILU, MOE_IDENTITY, MOE_SWIGLU } moe_act;
@@ -38,6 +50,10 @@ typedef struct moe {
     moe_act act;
     int normalize;
     float alpha, beta, limit; /* limit: INFINITY when absent */
+    int q;                    /* QMoE: experts of `bits` bits, scales per row (block 0) or per block */
+    int bits;
+    int64_t block;
+    int w[3], sc[3], b[3];    /* input slots of fc1 / fc2 / fc3: weights, scales (-1: none), biases */
 } moe;
 
 /* the sizes of one run, from the inputs' dims (checked at infer) */
@@ -47,19 +63,53 @@ typedef struct moe_dims {
 
 static const int32_t float_types[] = {WM_DT_FLOAT, WM_DT_FLOAT16, 0};
 
-static wm_status moe_init(wm_node *n, wm_error *err) {
+static const int32_t u8_types[] = {WM_DT_UINT8, 0};
+
+/* MoE (q 0) or QMoE (q 1): the slots, the attributes, the input types */
+static wm_status init_common(wm_node *n, int q, wm_error *err) {
     wm_status st = wm_need_inputs(n, 3, err);
     if (!st) st = wm_check_type(n, 0, float_types, err);
     if (st) return st;
-    if (!wm_has_in(n, 4))
-        return wm_node_err(n, err, WM_ERR_INPUT, "input 4 (fc2_experts_weights) is required");
-    for (int i = 1; i < 8 && i < n->n_in; i++)
-        if (wm_has_in(n, i) && (st = wm_check_same_type(n, 0, i, err))) return st;
-    if (n->n_in > 8)
-        return wm_node_err(n, err, WM_ERR_INPUT, "%d inputs: MoE takes at most 8 (quantized experts are QMoE)",
-                           n->n_in);
     moe *s = wm_node_alloc(n, sizeof *s);
     if (!s) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    static const int slots[2][3][3] = {{{2, 4, 6}, {-1, -1, -1}, {3, 5, 7}}, {{2, 5, 8}, {3, 6, 9}, {4, 7, 10}}};
+    memcpy(s->w, slots[q][0], sizeof s->w);
+    memcpy(s->sc, slots[q][1], sizeof s->sc);
+    memcpy(s->b, slots[q][2], sizeof s->b);
+    s->q = q;
+    const char *op = q ? "QMoE" : "MoE";
+    if (!wm_has_in(n, s->w[1]))
+        return wm_node_err(n, err, WM_ERR_INPUT, "input %d (fc2_experts_weights) is required", s->w[1]);
+    if (q) {
+        for (int i = 11; i < n->n_in; i++)
+            if (wm_has_in(n, i))
+                return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "input %d (fc%d_zero_points): zero points of QMoE's "
+                                   "experts are not supported", i, i - 10);
+        if (n->n_in > 14) return wm_node_err(n, err, WM_ERR_INPUT, "%d inputs: QMoE takes at most 14", n->n_in);
+        if (!wm_has_in(n, s->sc[0]) || !wm_has_in(n, s->sc[1]))
+            return wm_node_err(n, err, WM_ERR_INPUT, "inputs 3 and 6 (fc1_scales, fc2_scales) are required");
+        if (wm_has_in(n, s->w[2]) != wm_has_in(n, s->sc[2]))
+            return wm_node_err(n, err, WM_ERR_INPUT, "fc3_experts_weights and fc3_scales come together");
+        for (int t = 0; t < 3; t++) {
+            if (wm_has_in(n, s->w[t]) && (st = wm_check_type(n, s->w[t], u8_types, err))) return st;
+            if (wm_has_in(n, s->sc[t]) && (st = wm_check_same_type(n, 0, s->sc[t], err))) return st;
+            if (wm_has_in(n, s->b[t]) && (st = wm_check_same_type(n, 0, s->b[t], err))) return st;
+        }
+        if (wm_has_in(n, 1) && (st = wm_check_same_type(n, 0, 1, err))) return st;
+        s->bits = (int)wm_attr_int(n, "expert_weight_bits", 4);
+        if (s->bits != 4 && s->bits != 8)
+            return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "expert_weight_bits %d (4 or 8)", s->bits);
+        s->block = wm_attr_int(n, "block_size", 0);
+        if (s->block && (s->block < 16 || (s->block & (s->block - 1))))
+            return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "block_size %lld: 0 (a scale per row) or a power of two "
+                               ">= 16", (long long)s->block);
+    } else {
+        for (int i = 1; i < 8 && i < n->n_in; i++)
+            if (wm_has_in(n, i) && (st = wm_check_same_type(n, 0, i, err))) return st;
+        if (n->n_in > 8)
+            return wm_node_err(n, err, WM_ERR_INPUT, "%d inputs: MoE takes at most 8 (quantized experts are QMoE)",
+                               n->n_in);
+    }
     s->k = wm_attr_int(n, "k", 1);
     char act[32];
     wm_attr_string(n, "activation_type", "relu", act, sizeof act);
@@ -73,10 +123,10 @@ static wm_status moe_init(wm_node *n, wm_error *err) {
         return wm_node_err(n, err, WM_ERR_UNSUPPORTED,
                            "swiglu_fusion %lld: only 1 (fc1 rows interleave gate and linear) is supported",
                            (long long)wm_attr_int(n, "swiglu_fusion", 1));
-    if (s->act == MOE_SWIGLU && wm_has_in(n, 6))
+    if (s->act == MOE_SWIGLU && wm_has_in(n, s->w[2]))
         return wm_node_err(n, err, WM_ERR_INPUT, "activation_type swiglu fuses the gate into fc1: fc3 must be absent");
     if (wm_attr_int(n, "use_sparse_mixer", 0))
-        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "use_sparse_mixer 1 is not supported");
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "use_sparse_mixer 1 is not supported (%s)", op);
     s->normalize = wm_attr_int(n, "normalize_routing_weights", 0) != 0;
     s->alpha = wm_attr_float(n, "activation_alpha", 1.0f);
     s->beta = wm_attr_float(n, "activation_beta", 0.0f);
@@ -86,10 +136,16 @@ static wm_status moe_init(wm_node *n, wm_error *err) {
     return WM_OK;
 }
 
+static wm_status moe_init(wm_node *n, wm_error *err) { return init_common(n, 0, err); }
+static wm_status qmoe_init(wm_node *n, wm_error *err) { return init_common(n, 1, err); }
+
 /* the sizes and layout from the dims; an error naming the input that disagrees */
+/* blocks per row of a quantized weight whose rows hold K values */
+static int64_t qblocks(const moe *s, int64_t K) { return s->block ? K / s->block : 1; }
+
 static wm_status moe_shape(const wm_node *n, wm_tensor *const *in, moe_dims *d, wm_error *err) {
     const moe *s = n->state;
-    const wm_tensor *x = in[0], *r = in[1], *w1 = in[2], *w2 = in[4];
+    const wm_tensor *x = in[0], *r = in[1], *w1 = in[s->w[0]], *w2 = in[s->w[1]];
     if (x->rank != 2 && x->rank != 3) return wm_node_err(n, err, WM_ERR_INPUT, "input has rank %d (2 or 3)", x->rank);
     if (r->rank != 2 || w1->rank != 3 || w2->rank != 3)
         return wm_node_err(n, err, WM_ERR_INPUT, "router_probs must be 2-D and the expert weights 3-D");
@@ -98,9 +154,11 @@ static wm_status moe_shape(const wm_node *n, wm_tensor *const *in, moe_dims *d, 
     d->E = r->dims[1];
     int sw = s->act == MOE_SWIGLU;
     if (!d->H || !d->E) return wm_node_err(n, err, WM_ERR_INPUT, "hidden size and expert count must be positive");
-    d->I = w2->dims[1] * w2->dims[2] / d->H;
+    /* a quantized weight's last dim holds K * bits / 8 bytes */
+    int64_t per = s->q ? 8 / s->bits : 1;
+    d->I = s->q ? w2->dims[2] * per : w2->dims[1] * w2->dims[2] / d->H;
     if (d->I < 1) return wm_node_err(n, err, WM_ERR_INPUT, "fc2_experts_weights is empty (no inner features)");
-    int legacy = (d->H != d->I && w2->dims[1] == d->I) || (d->H == d->I && sw && w1->dims[1] == d->H);
+    int legacy = !s->q && ((d->H != d->I && w2->dims[1] == d->I) || (d->H == d->I && sw && w1->dims[1] == d->H));
     d->F1 = sw ? 2 * d->I : d->I;
     int64_t e1[3] = {d->E, d->F1, d->H}, e2[3] = {d->E, d->H, d->I}, e3[3] = {d->E, d->I, d->H};
     if (legacy) {
@@ -108,21 +166,36 @@ static wm_status moe_shape(const wm_node *n, wm_tensor *const *in, moe_dims *d, 
         e2[1] = d->I, e2[2] = d->H;
         e3[1] = d->H, e3[2] = d->I;
     }
-    const int64_t *want[3] = {e1, e2, e3};
-    const int idx[3] = {2, 4, 6};
+    int64_t *want[3] = {e1, e2, e3};
     for (int t = 0; t < 3; t++) {
-        if (!wm_has_in(n, idx[t])) continue;
-        const wm_tensor *w = in[idx[t]];
+        if (!wm_has_in(n, s->w[t])) continue;
+        const wm_tensor *w = in[s->w[t]];
+        int64_t K = want[t][2];
+        if (s->q && (K % per || (s->block && K % s->block)))
+            return wm_node_err(n, err, WM_ERR_INPUT, "fc%d: %lld input features do not fill whole bytes or blocks of "
+                               "%lld", t + 1, (long long)K, (long long)s->block);
+        if (s->q) want[t][2] = K / per;
         if (w->rank != 3 || w->dims[0] != want[t][0] || w->dims[1] != want[t][1] || w->dims[2] != want[t][2])
             return wm_node_err(n, err, WM_ERR_INPUT, "fc%d_experts_weights is [%lld, %lld, %lld], expected [%lld, %lld, %lld]",
                                t + 1, (long long)w->dims[0], (long long)(w->rank > 1 ? w->dims[1] : 0),
                                (long long)(w->rank > 2 ? w->dims[2] : 0), (long long)want[t][0],
                                (long long)want[t][1], (long long)want[t][2]);
+        if (s->q) {
+            const wm_tensor *sc = in[s->sc[t]];
+            int64_t kb = qblocks(s, K);
+            int ok = sc->dims[0] == d->E && sc->dims[1] == want[t][1] &&
+                     (s->block ? sc->rank == 3 && sc->dims[2] == kb : sc->rank == 2);
+            if (!ok)
+                return s->block ? wm_node_err(n, err, WM_ERR_INPUT, "fc%d_scales must be [%lld, %lld, %lld]", t + 1,
+                                              (long long)d->E, (long long)want[t][1], (long long)kb)
+                                : wm_node_err(n, err, WM_ERR_INPUT, "fc%d_scales must be [%lld, %lld]", t + 1,
+                                              (long long)d->E, (long long)want[t][1]);
+        }
     }
     const int64_t blen[3] = {d->F1, d->H, d->I};
     for (int t = 0; t < 3; t++) {
-        if (!wm_has_in(n, idx[t] + 1)) continue;
-        const wm_tensor *b = in[idx[t] + 1];
+        if (!wm_has_in(n, s->b[t])) continue;
+        const wm_tensor *b = in[s->b[t]];
         if (b->rank != 2 || b->dims[0] != d->E || b->dims[1] != blen[t])
             return wm_node_err(n, err, WM_ERR_INPUT, "fc%d_experts_bias must be [%lld, %lld]", t + 1,
                                (long long)d->E, (long long)blen[t]);
@@ -145,14 +218,47 @@ static wm_status moe_infer(wm_node *n, wm_tensor *const *in, wm_tensor *const *o
 }
 
 /* float32 scratch: x (widened), gathered rows, fc1 out, fc3 out, fc2 out, y (accumulated), biases (widened),
-   then the routes: per row k (expert, weight), per expert its rows. Sizes in floats / int64. */
+   then the routes: per row k (expert, weight), per expert its rows; QMoE: one expert's scales (widened), its
+   dequantized weight (only where its block is no power of two >= 16) and the MatMulNBits workspace. Sizes in
+   floats / int64 / bytes. */
 typedef struct moe_ws {
-    float *x, *a, *h1, *h3, *h2, *y, *b1, *b2, *b3, *wt, *lg;
+    float *x, *a, *h1, *h3, *h2, *y, *b1, *b2, *b3, *wt, *lg, *sc, *dq;
     int64_t *ex, *order, *start, *pos;
+    char *nb;
 } moe_ws;
 
-static size_t moe_ws_layout(const moe_dims *d, int64_t k, char *base, moe_ws *w) {
-    size_t off = 0;
+/* expert weight t (N rows of K values) of a QMoE as MatMulNBits sees it; b and scales are bound per expert */
+static void qweight(const moe *s, int64_t N, int64_t K, wm_nbits_w *w) {
+    memset(w, 0, sizeof *w);
+    w->N = N, w->K = K, w->bits = s->bits;
+    w->block = s->block ? s->block : K;
+    w->k_blocks = qblocks(s, K);
+    w->blob = w->block * s->bits / 8;
+}
+
+/* 1 when the MatMulNBits kernels take w's block (else the expert is dequantized into scratch) */
+static int qfast(const wm_nbits_w *w) { return w->block >= 16 && !(w->block & (w->block - 1)); }
+
+/* rows N and input features K of fc1 / fc2 / fc3 */
+static void fc_dims(const moe_dims *d, int t, int64_t *N, int64_t *K) {
+    *N = t == 0 ? d->F1 : t == 1 ? d->H : d->I;
+    *K = t == 1 ? d->I : d->H;
+}
+
+static size_t moe_ws_layout(const moe *s, const moe_dims *d, int nth, char *base, moe_ws *w) {
+    size_t off = 0, nsc = 0, ndq = 0, nnb = 0;
+    for (int t = 0; s->q && t < 3; t++) {
+        int64_t N, K;
+        fc_dims(d, t, &N, &K);
+        wm_nbits_w q;
+        qweight(s, N, K, &q);
+        nsc = nsc > (size_t)(N * q.k_blocks) ? nsc : (size_t)(N * q.k_blocks);
+        if (!qfast(&q)) ndq = ndq > (size_t)(N * K) ? ndq : (size_t)(N * K);
+        else {
+            size_t b = wm_nbits_workspace(&q, d->rows, nth);
+            nnb = nnb > b ? nnb : b;
+        }
+    }
 #define TAKE(p, T, cnt) do { off = (off + 63) & ~(size_t)63; if (base) w->p = (T *)(base + off); off += (size_t)(cnt) * sizeof(T); } while (0)
     TAKE(x, float, d->rows * d->H);
     TAKE(a, float, d->rows * d->H);
@@ -163,22 +269,25 @@ static size_t moe_ws_layout(const moe_dims *d, int64_t k, char *base, moe_ws *w)
     TAKE(b1, float, d->F1);
     TAKE(b2, float, d->H);
     TAKE(b3, float, d->I);
-    TAKE(wt, float, d->rows * k);
-    TAKE(ex, int64_t, d->rows * k);
-    TAKE(order, int64_t, d->rows * k);
+    TAKE(wt, float, d->rows * s->k);
+    TAKE(ex, int64_t, d->rows * s->k);
+    TAKE(order, int64_t, d->rows * s->k);
     TAKE(lg, float, d->E);
     TAKE(start, int64_t, d->E + 1);
     TAKE(pos, int64_t, d->E + 1);
+    TAKE(sc, float, nsc);
+    TAKE(dq, float, ndq);
+    TAKE(nb, char, nnb);
 #undef TAKE
     return off + 64;
 }
 
 static size_t moe_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
-    (void)out, (void)nth;
+    (void)out;
     moe_dims d;
     wm_error e = {0};
     if (moe_shape(n, in, &d, &e)) return 0;
-    return moe_ws_layout(&d, ((const moe *)n->state)->k, NULL, NULL);
+    return moe_ws_layout(n->state, &d, nth, NULL, NULL);
 }
 
 static float act1(const moe *s, float v) {
@@ -231,6 +340,29 @@ static void widen(const wm_tensor *t, int f16, size_t off, size_t cnt, float *ds
     else memcpy(dst, (const float *)t->data + off, cnt * sizeof *dst);
 }
 
+/* C [m, N] = A [m, K] @ W^T + bias for expert e's fc(t + 1): float weights, or QMoE's codes and scales */
+static void fc(wm_exec *x, const moe *s, wm_tensor *const *in, int t, int f16, int64_t e, int64_t m, int64_t N,
+               int64_t K, const float *A, float *C, const float *bias, const moe_ws *w) {
+    const wm_tensor *wt = in[s->w[t]];
+    if (!s->q) {
+        expert_gemm(x, wt, f16, e, m, N, K, A, C, bias);
+        return;
+    }
+    wm_nbits_w q;
+    qweight(s, N, K, &q);
+    size_t ns = (size_t)(N * q.k_blocks);
+    q.b = (const uint8_t *)wt->data + (size_t)e * ns * (size_t)q.blob;
+    if (f16) widen(in[s->sc[t]], 1, (size_t)e * ns, ns, w->sc), q.scales = w->sc;
+    else q.scales = (const float *)in[s->sc[t]]->data + (size_t)e * ns;
+    if (qfast(&q)) {
+        wm_nbits_matmul(&q, m, A, K, C, N, bias, x, w->nb);
+        return;
+    }
+    wm_nbits_dequant(&q, 0, N, w->dq);
+    wm_gemm_args g = {m, N, K, A, K, 0, w->dq, K, 1, C, N, 1.0f, 0.0f, NULL, bias, WM_ACT_NONE};
+    wm_sgemm(x, &g);
+}
+
 static wm_status moe_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out, wm_exec *x) {
     const moe *s = n->state;
     moe_dims d;
@@ -238,9 +370,10 @@ static wm_status moe_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
     if (st) return st;
     if (!d.rows) return WM_OK;
     moe_ws w;
-    if (moe_ws_layout(&d, s->k, NULL, NULL) > x->ws_size)
+    int nth = x->pool ? x->nth : 1;
+    if (moe_ws_layout(s, &d, nth, NULL, NULL) > x->ws_size)
         return wm_node_err(n, x->err, WM_ERR_INTERNAL, "workspace too small");
-    moe_ws_layout(&d, s->k, x->ws, &w);
+    moe_ws_layout(s, &d, nth, x->ws, &w);
     int f16 = n->in_dtype[0] == WM_DT_FLOAT16;
     const int64_t H = d.H, I = d.I, F1 = d.F1, k = s->k, E = d.E;
     /* float32 reads the input and accumulates into the output in place; float16 goes through float32 scratch */
@@ -264,10 +397,10 @@ static wm_status moe_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
         const int64_t *rows = w.order + w.start[e];
         for (int64_t j = 0; j < m; j++) memcpy(w.a + j * H, X + rows[j] / k * H, (size_t)H * sizeof *w.a);
         const float *b1 = NULL, *b2 = NULL, *b3 = NULL;
-        if (wm_has_in(n, 3)) widen(in[3], f16, (size_t)(e * F1), (size_t)F1, w.b1), b1 = w.b1;
-        if (wm_has_in(n, 5)) widen(in[5], f16, (size_t)(e * H), (size_t)H, w.b2), b2 = w.b2;
-        if (wm_has_in(n, 7)) widen(in[7], f16, (size_t)(e * I), (size_t)I, w.b3), b3 = w.b3;
-        expert_gemm(x, in[2], f16, e, m, F1, H, w.a, w.h1, b1);
+        if (wm_has_in(n, s->b[0])) widen(in[s->b[0]], f16, (size_t)(e * F1), (size_t)F1, w.b1), b1 = w.b1;
+        if (wm_has_in(n, s->b[1])) widen(in[s->b[1]], f16, (size_t)(e * H), (size_t)H, w.b2), b2 = w.b2;
+        if (wm_has_in(n, s->b[2])) widen(in[s->b[2]], f16, (size_t)(e * I), (size_t)I, w.b3), b3 = w.b3;
+        fc(x, s, in, 0, f16, e, m, F1, H, w.a, w.h1, b1, &w);
         if (s->act == MOE_SWIGLU) {
             for (int64_t j = 0; j < m; j++) {
                 float *h = w.h1 + j * F1, *o = w.h3 + j * I;
@@ -279,13 +412,13 @@ static wm_status moe_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
                     o[c] = g / (1.0f + expf(-s->alpha * g)) * (l + s->beta);
                 }
             }
-        } else if (wm_has_in(n, 6)) {
-            expert_gemm(x, in[6], f16, e, m, I, H, w.a, w.h3, b3);
+        } else if (wm_has_in(n, s->w[2])) {
+            fc(x, s, in, 2, f16, e, m, I, H, w.a, w.h3, b3, &w);
             for (int64_t j = 0; j < m * I; j++) w.h3[j] *= act1(s, w.h1[j]);
         } else {
             for (int64_t j = 0; j < m * I; j++) w.h3[j] = act1(s, w.h1[j]);
         }
-        expert_gemm(x, in[4], f16, e, m, H, I, w.h3, w.h2, b2);
+        fc(x, s, in, 1, f16, e, m, H, I, w.h3, w.h2, b2, &w);
         for (int64_t j = 0; j < m; j++) {
             float wt = w.wt[rows[j]], *yr = Y + rows[j] / k * H;
             const float *hr = w.h2 + j * H;
@@ -299,6 +432,7 @@ static wm_status moe_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
 
 static const wm_op ops[] = {
     {"com.microsoft", "MoE", 1, 0, moe_init, moe_infer, moe_run, moe_workspace, 0, 0},
+    {"com.microsoft", "QMoE", 1, 0, qmoe_init, moe_infer, moe_run, moe_workspace, 0, 0},
 };
 
 const wm_op_table wm_ops_moe = {ops, sizeof ops / sizeof ops[0]};

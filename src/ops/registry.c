@@ -19,7 +19,7 @@ extern const wm_op_table wm_ops_qmatmul;      /* qmatmul.c: MatMulInteger, QLine
 extern const wm_op_table wm_ops_nbits_group;  /* nbits_group.c: ai.winml MatMulNBitsGroup (engine pass) */
 extern const wm_op_table wm_ops_matmul_group; /* matmul_group.c: ai.winml MatMulGroup (engine pass) */
 extern const wm_op_table wm_ops_gather_bq;     /* gather_bq.c: com.microsoft GatherBlockQuantized */
-extern const wm_op_table wm_ops_moe;           /* moe.c: com.microsoft MoE */
+extern const wm_op_table wm_ops_moe;           /* moe.c: com.microsoft MoE, QMoE */
 
 extern const wm_op_table wm_ops_index, wm_ops_scatter, wm_ops_misc, wm_ops_einsum, wm_ops_signal, wm_ops_loss, wm_ops_random, wm_ops_control;
 

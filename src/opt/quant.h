@@ -147,6 +147,8 @@ typedef struct wm_quant_report {
     size_t quantized;       /* nodes converted */
     size_t skipped;         /* candidates left as they are (no constant weight, excluded, ...) */
     size_t casts;           /* Cast nodes added (fp16) */
+    size_t n_qmoe;          /* int4 / int8: MoE nodes turned QMoE (their experts quantized; counted in quantized) */
+    uint64_t qmoe_bytes;    /* the bytes of those experts' codes and scales */
     uint64_t weight_bytes_before, weight_bytes_after;
     wm_quant_table_note *tables; /* the embedding tables' blocks, in graph order (owned: wm_quant_report_free) */
     size_t n_tables;

@@ -78,6 +78,8 @@ wm_status wm_quant_int8(wm_graph *g, const wm_quant_config *c, wm_quant_report *
                         wm_error *err);
 wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                          wm_error *err);
+/* int4 / int8 RTN: MoE nodes with float32 constant fc1 / fc2 experts -> QMoE (quant_moe.c); others left as they are */
+wm_status wm_quant_moe(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_error *err);
 
 /* WM_QUANT_CARRY: the entry naming weight w; NULL when none. */
 const wm_quant_carry *wm_quant_carry_find(const wm_quant_config *c, const char *w);

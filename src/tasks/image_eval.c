@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/table.h"
 #include "eval/metrics.h"
+#include "hf/dataset.h"
 #include "tasks/vision.h"
 
 #define IMG_MAX_ITEMS 1000000 /* files of one image folder */
@@ -22,7 +23,9 @@
 #define WM_RETRIEVAL_BLOCK 32        /* images and captions of one run */
 
 typedef struct item {
-    char *path;  /* malloc'ed */
+    char *path;  /* malloc'ed (an image held in a table cell: "TABLE:ROW", its name in messages) */
+    uint8_t *data; /* malloc'ed: the encoded image of a table's bytes cell (image.bytes); NULL: path is a file */
+    size_t n;
     char *label; /* malloc'ed: a class name or an id as written */
     size_t line; /* table line (0: a folder) */
 } item;
@@ -33,7 +36,7 @@ typedef struct items {
 } items;
 
 static void items_free(items *it) {
-    for (size_t i = 0; i < it->n; i++) free(it->v[i].path), free(it->v[i].label);
+    for (size_t i = 0; i < it->n; i++) free(it->v[i].path), free(it->v[i].label), free(it->v[i].data);
     free(it->v);
 }
 
@@ -45,6 +48,7 @@ static int push(items *it, const char *path, const char *label, size_t line) {
         it->v = v, it->cap = cap;
     }
     item *e = &it->v[it->n];
+    e->data = NULL, e->n = 0;
     e->path = strdup(path), e->label = strdup(label), e->line = line;
     if (!e->path || !e->label) return free(e->path), free(e->label), -1;
     it->n++;
@@ -132,21 +136,39 @@ static wm_status read_folder(const char *dir, size_t max, items *it, wm_error *e
  * A table (CSV / TSV / JSONL) of image paths (relative to the table's folder) and labels (captions: the
  * captions of a retrieval set; else class labels).
  */
-static wm_status read_table(const wm_task_opts *o, int captions, items *it, wm_error *err) {
-    static const char *const dimg[] = {"image", "image_path", "path", "file", "filename", NULL};
+static wm_status read_table(const wm_task_opts *o, const wm_dataset_files *f, int captions, items *it,
+                            wm_error *err) {
+    static const char *const dimg[] = {"image", "img", "image_path", "path", "file", "filename", NULL};
     static const char *const dlab[] = {"label", "labels", "class", NULL};
     static const char *const dcap[] = {"caption", "text", "sentence", "captions", NULL};
     const char *const *dsec = captions ? dcap : dlab;
     const char *what = captions ? "caption" : "label";
     wm_table t = {0};
     wm_table_opts tabo = {.max_rows = o->samples > 0 ? (size_t)o->samples : 0, .max_line = o->max_line};
-    wm_status st = wm_table_read(o->dataset, WM_TABLE_AUTO, &tabo, &t, err);
+    /* f: a hub data set's files (hf/dataset.h), read in order; paths in them are relative to the first one's folder */
+    wm_status st = f ? wm_dataset_read(f, &tabo, &t, err) : wm_table_read(o->dataset, WM_TABLE_AUTO, &tabo, &t, err);
     if (st) return st;
     int ci = -1, cl = -1;
     const char *want_i = o->col_image ? o->col_image : o->col_text;
     const char *want_l = captions ? o->col_caption : o->col_label;
-    if (want_i) ci = wm_table_col(&t, want_i);
-    for (size_t i = 0; !want_i && dimg[i] && ci < 0; i++) ci = wm_table_col(&t, dimg[i]);
+    /* an image column may be a struct of the datasets Image feature (parquet / arrow): NAME.bytes, else NAME.path */
+    int cb = -1; /* the bytes column, when the image is held in the table */
+    for (size_t i = 0; (want_i ? i < 1 : dimg[i] != NULL) && ci < 0 && cb < 0; i++) {
+        const char *nm = want_i ? want_i : dimg[i];
+        char sub[160];
+        if ((ci = wm_table_col(&t, nm)) >= 0) break;
+        snprintf(sub, sizeof sub, "%s.bytes", nm);
+        cb = wm_table_col(&t, sub);
+        snprintf(sub, sizeof sub, "%s.path", nm);
+        ci = wm_table_col(&t, sub);
+        if (cb >= 0 && ci < 0) ci = cb;
+    }
+    if (cb >= 0 && captions) {
+        st = wm_err(err, WM_ERR_INPUT, "%s: images held in the table (column %s) are read for image-classification; "
+                    "image-text retrieval reads image files", o->dataset, t.names[cb]);
+        wm_table_free(&t);
+        return st;
+    }
     if (want_l) cl = wm_table_col(&t, want_l);
     for (size_t i = 0; !want_l && dsec[i] && cl < 0; i++) cl = wm_table_col(&t, dsec[i]);
     if (ci < 0 || cl < 0) {
@@ -154,19 +176,33 @@ static wm_status read_table(const wm_task_opts *o, int captions, items *it, wm_e
         if (want) st = wm_err(err, WM_ERR_INPUT, "%s: no column '%s'", o->dataset, want);
         else st = wm_err(err, WM_ERR_INPUT, "%s: no %s column (%s; or name it with --%s-column)", o->dataset,
                          ci < 0 ? "image" : what,
-                         ci < 0 ? "image, image_path, path, file or filename"
+                         ci < 0 ? "image, img, image_path, path, file or filename"
                          : captions ? "caption, text, sentence or captions" : "label, labels or class",
                          ci < 0 ? "image" : captions ? "caption" : "label");
         wm_table_free(&t);
         return st;
     }
     char base[4096];
-    snprintf(base, sizeof base, "%s", o->dataset);
+    snprintf(base, sizeof base, "%s", f ? f->paths[0] : o->dataset);
     char *slash = strrchr(base, '/');
     if (slash) *slash = 0;
     else snprintf(base, sizeof base, ".");
     for (size_t r = 0; !st && r < t.n_rows; r++) {
         const char *p = wm_table_cell(&t, r, ci), *l = wm_table_cell(&t, r, cl);
+        const char *b = cb >= 0 ? wm_table_cell(&t, r, cb) : NULL;
+        if (b && l && l[0]) { /* the encoded image in the table */
+            char name[4200];
+            snprintf(name, sizeof name, "%s:%zu", o->dataset, t.lines[r]);
+            size_t n = t.sizes ? t.sizes[r * t.n_cols + (size_t)cb] : strlen(b);
+            if (push(it, name, l, t.lines[r]) || !(it->v[it->n - 1].data = malloc(n ? n : 1))) {
+                st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                break;
+            }
+            memcpy(it->v[it->n - 1].data, b, n);
+            it->v[it->n - 1].n = n;
+            continue;
+        }
+        if (cb == ci) p = NULL; /* no path column beside the bytes */
         if (!p || !p[0] || !l || !l[0]) {
             st = wm_err(err, WM_ERR_INPUT, "%s:%zu: the %s cell is missing", o->dataset, t.lines[r],
                         !p || !p[0] ? "image" : what);
@@ -233,7 +269,7 @@ static wm_status retrieval(wm_vision *v, const wm_task_opts *o, wm_json *j, wm_e
     else if (S_ISDIR(sb.st_mode))
         st = wm_err(err, WM_ERR_INPUT, "%s: image-text retrieval reads a table (CSV, TSV, JSONL) of image and "
                     "caption columns, not a folder", o->dataset);
-    else st = read_table(o, 1, &it, err);
+    else st = read_table(o, NULL, 1, &it, err);
     if (!st && it.n > WM_RETRIEVAL_MAX_PAIRS)
         st = wm_err(err, WM_ERR_INPUT, "%s: %zu pairs: at most %d for image-text retrieval (--samples N)",
                     o->dataset, it.n, WM_RETRIEVAL_MAX_PAIRS);
@@ -311,15 +347,24 @@ wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j,
     items it = {0};
     struct stat sb;
     size_t max = o->samples > 0 ? (size_t)o->samples : 0;
-    if (stat(o->dataset, &sb)) st = wm_err(err, WM_ERR_INPUT, "%s: no such file or folder", o->dataset);
-    else st = S_ISDIR(sb.st_mode) ? read_folder(o->dataset, max, &it, err) : read_table(o, 0, &it, err);
+    wm_dataset_files *f = NULL; /* not a local file or folder: a hub data set in the caches */
+    char why[1400];
+    if (stat(o->dataset, &sb)) {
+        memset(&sb, 0, sizeof sb);
+        if (!(f = malloc(sizeof *f))) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        else if (!(st = wm_dataset_resolve(o->dataset, o->dataset_config, o->split, f, why, sizeof why, err)) && !f->n)
+            st = wm_err(err, WM_ERR_INPUT, "--dataset: %s", why);
+        if (!st) st = read_table(o, f, 0, &it, err);
+    } else st = S_ISDIR(sb.st_mode) ? read_folder(o->dataset, max, &it, err) : read_table(o, NULL, 0, &it, err);
     int64_t *pred = NULL, *gold = NULL;
     size_t top5 = 0, n_classes = 0;
     if (!st && (!(pred = malloc(it.n * sizeof *pred)) || !(gold = malloc(it.n * sizeof *gold))))
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
     for (size_t r = 0; !st && r < it.n; r++) {
         wm_vision_out out;
-        if ((st = wm_vision_run(v, it.v[r].path, NULL, 0, &out, err))) break;
+        if ((st = it.v[r].data ? wm_vision_run_bytes(v, it.v[r].path, it.v[r].data, it.v[r].n, &out, err)
+                               : wm_vision_run(v, it.v[r].path, NULL, 0, &out, err)))
+            break;
         n_classes = out.n;
         long g = class_of(v, out.n, it.v[r].label);
         if (g < 0) {
@@ -341,6 +386,11 @@ wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j,
         wm_json_str(j, "task", wm_vision_task(v));
         wm_json_str(j, "dataset", o->dataset);
         wm_json_str(j, "dataset_layout", S_ISDIR(sb.st_mode) ? "image folder (DIR/<class>/<image>)" : "table");
+        if (f) {
+            wm_json_arr(j, "dataset_files");
+            for (size_t i = 0; i < f->n; i++) wm_json_str(j, NULL, f->paths[i]);
+            wm_json_arr_end(j);
+        }
         wm_json_obj(j, "metrics");
         wm_json_uint(j, "samples", it.n);
         wm_json_num(j, "accuracy", wm_metric_accuracy(pred, gold, it.n));
@@ -349,7 +399,7 @@ wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j,
         wm_json_str(j, "f1_average", n_classes > 2 ? "macro" : "binary");
         wm_json_obj_end(j);
     }
-    free(pred), free(gold);
+    free(pred), free(gold), free(f);
     items_free(&it);
     wm_vision_free(v);
     return st;

@@ -11,6 +11,7 @@
 #include "core/file.h"
 #include "core/table.h"
 #include "eval/metrics.h"
+#include "hf/dataset.h"
 #include "hf/tokenizer.h"
 #include "llm/causal_lm.h"
 #include "tasks/encoder.h"
@@ -260,6 +261,27 @@ static wm_status perplexity(const char *dir, const wm_task_opts *o, wm_json *j, 
     return st;
 }
 
+/* The rows of o->dataset: a table file as it is, else what hf/dataset.h resolves (a folder, a hub name in the
+   caches); "dataset_files" in j names the files read. */
+static wm_status read_dataset(const wm_task_opts *o, const wm_table_opts *tabo, wm_table *t, wm_json *j,
+                              wm_error *err) {
+    wm_dataset_files *f = malloc(sizeof *f);
+    if (!f) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    char why[1400];
+    wm_status st = WM_OK;
+    if (wm_file_size(o->dataset) >= 0) snprintf(f->paths[0], sizeof f->paths[0], "%s", o->dataset), f->n = 1;
+    else if (!(st = wm_dataset_resolve(o->dataset, o->dataset_config, o->split, f, why, sizeof why, err)) && !f->n)
+        st = wm_err(err, WM_ERR_INPUT, "--dataset: %s", why);
+    if (!st) {
+        wm_json_arr(j, "dataset_files");
+        for (size_t i = 0; i < f->n; i++) wm_json_str(j, NULL, f->paths[i]);
+        wm_json_arr_end(j);
+        st = f->n == 1 ? wm_table_read(f->paths[0], WM_TABLE_AUTO, tabo, t, err) : wm_dataset_read(f, tabo, t, err);
+    }
+    free(f);
+    return st;
+}
+
 wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_error *err) {
     char task[64] = "";
     if (o->task) snprintf(task, sizeof task, "%s", o->task);
@@ -291,7 +313,7 @@ wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_er
     }
     wm_table t = {0};
     wm_table_opts tabo = {.max_rows = o->samples > 0 ? (size_t)o->samples : 0, .max_line = o->max_line};
-    if ((st = wm_table_read(o->dataset, WM_TABLE_AUTO, &tabo, &t, err))) goto done;
+    if ((st = read_dataset(o, &tabo, &t, j, err))) goto done;
     wm_json_obj(j, "metrics");
     /* a build's task as its recipe names it: the reference's sentence-similarity is feature-extraction, its
        zero-shot-classification text-classification; text-ranking has its own evaluation */

@@ -30,6 +30,8 @@ struct wm_vision {
     void *in_buf;
     float *out;
     size_t out_cap;
+    const uint8_t *mem;   /* wm_vision_run_bytes: the encoded image of this run (its "path" names it) */
+    size_t mem_n;
 };
 
 static int index_of(const wm_session *s, int outputs, const char *name) {
@@ -203,10 +205,12 @@ const char *wm_vision_label(const wm_vision *v, size_t i) {
     return v->has_cfg && i < v->cfg.n_labels ? v->cfg.labels[i] : NULL;
 }
 
-static wm_status pixels(const wm_img_prep *prep, const char *path, uint64_t max_pixels, float **x, int *h, int *w,
-                        wm_error *err) {
+/* The preprocessed pixels of the image file at path, or of the n encoded bytes at mem (path names them). */
+static wm_status pixels(const wm_img_prep *prep, const char *path, const uint8_t *mem, size_t n, uint64_t max_pixels,
+                        float **x, int *h, int *w, wm_error *err) {
     wm_image im;
-    wm_status st = wm_image_load(path, max_pixels, &im, err);
+    wm_status st = mem ? wm_image_decode(mem, n, path, max_pixels, &im, err)
+                       : wm_image_load(path, max_pixels, &im, err);
     if (st) return st;
     st = wm_img_prep_run(prep, &im, path, x, h, w, err);
     wm_image_free(&im);
@@ -222,7 +226,7 @@ wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pi
     wm_status st = wm_image_budget(max_pixels, &max_pixels, err);
     if (st || (st = wm_img_prep_load(p, &prep, err))) return st;
     prep.max_pixels = max_pixels;
-    return pixels(&prep, path, max_pixels, out, h, w, err);
+    return pixels(&prep, path, NULL, 0, max_pixels, out, h, w, err);
 }
 
 wm_status wm_vision_pixel_batch(const char *folder, const char *const *paths, size_t n, uint64_t max_pixels,
@@ -324,7 +328,7 @@ static wm_status pixel_batch(wm_vision *v, const char *const *paths, size_t n_im
     for (size_t i = 0; !st && i < n_img; i++) {
         float *one = NULL;
         int hi, wi;
-        if ((st = pixels(&v->prep, paths[i], v->max_pixels, &one, &hi, &wi, err))) break;
+        if ((st = pixels(&v->prep, paths[i], v->mem, v->mem_n, v->max_pixels, &one, &hi, &wi, err))) break;
         if ((v->fixed_h > 0 && v->fixed_h != hi) || (v->fixed_w > 0 && v->fixed_w != wi) ||
             (i && (hi != *h || wi != *w)))
             st = wm_err(err, WM_ERR_INPUT, "%s: preprocessed to %dx%d (height x width) but the model takes %lldx%lld: "
@@ -397,6 +401,19 @@ wm_status wm_vision_run(wm_vision *v, const char *path, const char *const *label
                                                        : "candidate labels (--labels) need a zero-shot image "
                                                          "classifier (a model taking input_ids and pixel_values)");
     return run_block(v, &path, 1, labels, n_labels, 1, 0, res, err);
+}
+
+wm_status wm_vision_run_bytes(wm_vision *v, const char *name, const uint8_t *data, size_t n, wm_vision_out *res,
+                              wm_error *err) {
+    memset(res, 0, sizeof *res);
+    if (v->i_ids >= 0)
+        return wm_err(err, WM_ERR_USAGE, "a zero-shot image classifier needs candidate labels (--labels \"a cat,"
+                      "a dog\")");
+    static const uint8_t none[1] = {0};
+    v->mem = data ? data : none, v->mem_n = data ? n : 0;
+    wm_status st = run_block(v, &name, 1, NULL, 0, 1, 0, res, err);
+    v->mem = NULL, v->mem_n = 0;
+    return st;
 }
 
 size_t wm_vision_max_images(const wm_vision *v) {

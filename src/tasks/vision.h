@@ -66,6 +66,10 @@ wm_status wm_vision_pixel_batch(const char *folder, const char *const *paths, si
  */
 wm_status wm_vision_run(wm_vision *v, const char *path, const char *const *labels, size_t n_labels,
                         wm_vision_out *out, wm_error *err);
+/* wm_vision_run (no labels) on an encoded PNG / JPEG held in memory, n bytes at data (a table's image.bytes cell);
+   name names it in errors. */
+wm_status wm_vision_run_bytes(wm_vision *v, const char *name, const uint8_t *data, size_t n, wm_vision_out *out,
+                              wm_error *err);
 
 /*
  * Image-text similarity of a zero-shot (CLIP-style) model: the n_img files run as one pixel_values batch with the

@@ -203,7 +203,7 @@ static const struct {
     {"unidirectional", A_INT}, {"softcap", A_FLOAT},      {"is_causal", A_INT},       {"q_num_heads", A_INT},
     {"axis_w", A_INT},         {"transBatchA", A_INT},    {"activation", A_STRING},   {"training_mode", A_INT},
     {"activation_type", A_STRING}, {"normalize_routing_weights", A_INT}, {"swiglu_limit", A_FLOAT},
-    {"swiglu_fusion", A_INT},
+    {"swiglu_fusion", A_INT},  {"expert_weight_bits", A_INT},
 };
 #define N_ATTRS (sizeof ATTRS / sizeof ATTRS[0])
 

@@ -119,6 +119,16 @@ SEEDS["moe_swiglu"] = graph([node("com.microsoft:MoE", [
     ("const", tensor("FLOAT", [2, 4, 2], [fv("1.0"), fv("-FLT_MAX")] * 8))],
     attrs=[attr("k", values=[I["2"]]), attr("activation_type", string="swiglu"),
            attr("normalize_routing_weights", values=[I["1"]])])])
+# QMoE: the same shape with 4-bit experts, a scale per row (fc1 [2, 4, 2] bytes, fc2 [2, 4, 1]); an infinite scale
+SEEDS["qmoe_int4_rows"] = graph([node("com.microsoft:QMoE", [
+    ("in", tensor("FLOAT", [2, 4], [fv("1.0"), fv("-1.0"), fv("0.5"), fv("300.7")] * 2)),
+    ("in", tensor("FLOAT", [2, 2], [fv("NAN"), fv("1.0"), fv("-1.0"), fv("1.0")])),
+    ("const", tensor("UINT8", [2, 4, 2], [I["7"], I["max"]] * 8)),
+    ("const", tensor("FLOAT", [2, 4], [fv("0.5"), fv("INFINITY")] * 4)), ("none",),
+    ("const", tensor("UINT8", [2, 4, 1], [I["64"], I["0"]] * 4)),
+    ("const", tensor("FLOAT", [2, 4], [fv("1.0"), fv("-FLT_MAX")] * 4))],
+    attrs=[attr("k", values=[I["2"]]), attr("activation_type", string="swiglu"),
+           attr("expert_weight_bits", values=[I["4"]]), attr("normalize_routing_weights", values=[I["1"]])])])
 SEEDS["pad_extremes"] = graph([node("Pad", [("in", tensor("FLOAT", [2], [fv("1.0"), fv("2.0")])),
                                             ("const", tensor("INT64", [2], [I["min"], I["max"]]))])], opset_bits=2)
 SEEDS["slice_extremes"] = graph([node("Slice", [("in", tensor("INT64", [5], [0, 1, 3, 4, 10])),

@@ -395,7 +395,7 @@ def dataset_recipe(winml, ck, path, dataset, **mapping):
     return rp
 
 
-def test_calibration_from_the_recipes_dataset(winml, tmp_path):
+def test_calibration_from_the_recipes_dataset(winml, tmp_path, monkeypatch):
     ck = tokenized_checkpoint(tmp_path)
     rng = np.random.default_rng(5)
     data = tmp_path / "calib.jsonl"  # a few small ids, repeated: far from the seeded ids' spread over the table
@@ -410,14 +410,18 @@ def test_calibration_from_the_recipes_dataset(winml, tmp_path):
     assert cal["source"] == "dataset" and cal["samples"] == 10, cal  # quant.samples rows, the empty one skipped
     assert cal["dataset_file"] == str(data) and cal["column"] == "sentence", cal
     assert "dataset text rows" in quant_stage(man)["reason"]
-    # the same recipe whose dataset is a hub name: seeded samples, said in the manifest and on stderr
+    # the same recipe whose dataset is a hub name in no cache (an empty HF_HOME): seeded samples, said in the manifest
+    # and on stderr
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf"))
+    for v in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(v, raising=False)
     rp2 = dataset_recipe(winml, ck, tmp_path / "hub.json", "Salesforce/wikitext")
     r = U.run([winml, "build", "-m", ck, "-o", tmp_path / "hub", "--random-weights", "--seed", "7", "-f", "json",
                "-c", rp2])
     assert r.returncode == 0, U.describe(r)
     cal2 = quant_stage(json.loads(r.stdout))["calibration"]
     assert cal2["source"] == "seeded" and "Salesforce/wikitext" in cal2["data_detail"], cal2
-    assert "not a local file or folder" in cal2["data_detail"] and "Salesforce/wikitext" in r.stderr
+    assert "not in the Hugging Face caches" in cal2["data_detail"] and "Salesforce/wikitext" in r.stderr
     # the two calibrations differ: the same weights (seed 7) and quantizer, other activation ranges
     a, b = act_scales(tmp_path / "ds" / "model.onnx"), act_scales(tmp_path / "hub" / "model.onnx")
     assert a.keys() == b.keys() and len(a) > 0

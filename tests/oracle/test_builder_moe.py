@@ -205,9 +205,10 @@ def test_fp16_build_runs_the_moe_in_float16(kind, tiny, workdir, winml):
         assert d <= 2e-2 * float(np.abs(ref).max()), f"{kind} fp16 in {name}: max abs diff {d:.3g}"
 
 
-@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe"])
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe", "granitemoe"])
 def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
-    """-p int4: the dense linears 4-bit, the experts stay float32 (the MoE node is no MatMul); both runtimes agree"""
+    """-p int4: the dense linears MatMulNBits and the experts QMoE (4-bit, symmetric: blocks of 16 where the block
+    divides hidden 32 and the experts' width, a scale per row for Qwen2-MoE's width 24); both runtimes agree"""
     ckpt, model = tiny(kind)
     recipe = str(workdir / f"recipe_int4_{kind}.json")
     assert U.run([winml, "config", "-m", ckpt, "-p", "int4", "-o", recipe]).returncode == 0
@@ -219,12 +220,26 @@ def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     r["quant"]["rtn_accuracy_level"] = 0
     json.dump(r, open(recipe, "w"))
     path = _build(winml, ckpt, str(workdir / f"int4_{kind}"), "-c", recipe)
-    ops = [n.op_type for n in onnx.load(path, load_external_data=False).graph.node]
-    assert "MatMulNBits" in ops and "MoE" in ops, ops
-    # the manifest says where the bytes stay: 4 experts x (2 x 24 + 24) x 32 float32 in Qwen2-MoE's one sparse layer
-    n, nbytes = (2, 2 * 4 * 3 * 48 * 32 * 4) if kind == "mixtral" else (1, 4 * 3 * 24 * 32 * 4)
-    assert (f"the experts of {n} MoE node{'s' if n > 1 else ''} stay float32 ({nbytes} bytes"
+    m = onnx.load(path, load_external_data=False)
+    ops = [n.op_type for n in m.graph.node]
+    assert "MatMulNBits" in ops and "QMoE" in ops and "MoE" not in ops, ops
+    inits = {t.name: t for t in m.graph.initializer}
+    cfg = model.config
+    E = getattr(cfg, "num_local_experts", None) or cfg.num_experts
+    I = getattr(cfg, "moe_intermediate_size", cfg.intermediate_size)
+    H, block = cfg.hidden_size, 16 if I % 16 == 0 else 0
+    nbytes = 0
+    for n in (n for n in m.graph.node if n.op_type == "QMoE"):
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        assert attrs["expert_weight_bits"] == 4 and attrs.get("block_size", 0) == block, attrs
+        w1, s1, w2, s2 = (inits[n.input[i]] for i in (2, 3, 5, 6))
+        assert list(w1.dims) == [E, 2 * I, H // 2] and list(w2.dims) == [E, H, I // 2]
+        assert list(s1.dims) == ([E, 2 * I, H // block] if block else [E, 2 * I])
+        nbytes += int(np.prod(w1.dims) + np.prod(w2.dims) + 4 * np.prod(s1.dims) + 4 * np.prod(s2.dims))
+    nq = ops.count("QMoE")
+    assert (f"the experts of {nq} MoE node{'s' if nq > 1 else ''} quantized as QMoE (4-bit, {nbytes} bytes)"
             in _build.stages["quant"]["reason"]), _build.stages["quant"]["reason"]
+    assert "stay float32" not in _build.stages["quant"]["reason"]
     feeds, ref = _feeds(model)
     ort_out = BU.run_ort(path, feeds)["logits"]
     ours = BU.run_engine(path, feeds)["logits"]

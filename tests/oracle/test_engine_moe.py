@@ -1,4 +1,5 @@
-"""Engine vs onnxruntime on com.microsoft MoE (mixture of experts): routing (softmax, top-k, renormalized or not),
+"""Engine vs onnxruntime on com.microsoft MoE (mixture of experts) and QMoE (its experts 4- or 8-bit: codes and scales per
+row or block, checked against onnxruntime and against MoE on the dequantized experts): routing (softmax, top-k, renormalized or not),
 the activations (relu, gelu, silu, identity, interleaved SwiGLU with alpha / beta / limit), biases, 2-D and 3-D
 inputs, the legacy weight layout, float16; the gated fc3 form (which onnxruntime's CPU kernel refuses) against a
 numpy reference. Rows outnumber the experts' share so that some experts get several rows and some none."""
@@ -178,4 +179,122 @@ def test_moe_bad_attributes_exit_2(extra, msg, tmp_path, asan_dir):
                         str(tmp_path / "out.safetensors")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stderr
     assert msg in p.stderr and "MoE" in p.stderr, p.stderr
+    assert not (tmp_path / "out.safetensors").exists()
+
+
+# ---------------------------------------------------------------- QMoE: quantized experts
+
+def qmoe_model(E=4, H=64, I=32, k=2, rows=(5,), act="swiglu", bits=4, block=32, bias=False, half=False, seed=0,
+               extra=None):
+    """com.microsoft QMoE with random codes: per expert MatMulNBits-style rows (low nibble first), scales per row
+    (block 0) or per block, the implicit zero point 2^(bits-1)."""
+    rng = np.random.default_rng(seed)
+    F1 = 2 * I if act == "swiglu" else I
+    dt = np.float16 if half else np.float32
+    et = TP.FLOAT16 if half else F
+    per = 8 // bits
+    inits = {"w1": rng.integers(0, 256, (E, F1, H // per), dtype=np.uint8),
+             "w2": rng.integers(0, 256, (E, H, I // per), dtype=np.uint8)}
+    sc = lambda n, kk: (rng.random((E, n, kk // block) if block else (E, n)) * (0.05 if bits == 4 else 0.005) + 1e-3)
+    inits["s1"], inits["s2"] = sc(F1, H).astype(dt), sc(H, I).astype(dt)
+    names = ["x", "r", "w1", "s1", "", "w2", "s2"]
+    if bias:
+        inits["b1"] = (rng.standard_normal((E, F1)) * 0.1).astype(dt)
+        inits["b2"] = (rng.standard_normal((E, H)) * 0.1).astype(dt)
+        names[4] = "b1"
+        names.append("b2")
+    attrs = dict(k=k, activation_type=act, normalize_routing_weights=1, expert_weight_bits=bits, **(extra or {}))
+    if block:
+        attrs["block_size"] = block
+    if act == "swiglu":
+        attrs["swiglu_fusion"] = 1
+    node = helper.make_node("QMoE", names, ["y"], domain=MS, **attrs)
+    nrows = int(np.prod(rows))
+    x = rng.standard_normal((*rows, H)).astype(dt)
+    r = (rng.standard_normal((nrows, E)) * 2).astype(dt)
+    model = make_model([node], [("x", et, list(x.shape)), ("r", et, [nrows, E])], [("y", et, list(x.shape))],
+                       [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    return model, {"x": x, "r": r}, inits
+
+
+def dequant(w, s, bits, block):
+    """[E, N, K] float64 from QMoE's codes and scales"""
+    q = w.astype(np.int64)
+    if bits == 4:
+        q = np.stack([q & 15, q >> 4], -1).reshape(*w.shape[:-1], w.shape[-1] * 2)
+    s = s.astype(np.float64)
+    s = np.repeat(s, block, axis=-1) if block else s[..., None]
+    return (q - (1 << (bits - 1))) * s
+
+
+QCASES = {
+    "int4_b32_swiglu": dict(),
+    "int4_b16_decode": dict(E=8, rows=(1,), block=16),
+    "int4_row_scales": dict(block=0),
+    "int4_row_scales_odd_k": dict(block=0, H=40, I=24),  # rows of 40 / 24 values: dequantized into scratch
+    "int4_b64_many_rows_3d": dict(E=8, H=128, I=64, block=64, rows=(2, 35)),
+    "int4_silu_bias_k3": dict(act="silu", k=3, E=6, bias=True),
+    "int8_row_scales": dict(bits=8, block=0),
+    "int8_relu_bias": dict(bits=8, block=0, act="relu", bias=True),
+}
+
+
+@pytest.mark.parametrize("name", list(QCASES))
+def test_qmoe_matches_onnxruntime(name, tmp_path, build_dir):
+    model, feeds, _ = qmoe_model(**QCASES[name])
+    check(build_dir, tmp_path, model, feeds, atol=2e-5, what=f"qmoe_{name}")
+
+
+def test_qmoe_equals_moe_on_the_dequantized_experts(tmp_path, build_dir):
+    """the same experts as float MoE (numpy-dequantized) give the same output in our engine: QMoE's codes, scales
+    and zero point read as onnxruntime's QMoE reads them (checked above) are the float MoE's weights"""
+    import onnx
+    c = dict(E=6, H=64, I=32, block=32, rows=(9,), bias=True)
+    model, feeds, inits = qmoe_model(**c)
+    w1 = dequant(inits["w1"], inits["s1"], 4, 32).astype(np.float32)
+    w2 = dequant(inits["w2"], inits["s2"], 4, 32).astype(np.float32)
+    node = helper.make_node("MoE", ["x", "r", "w1", "b1", "w2", "b2"], ["y"], domain=MS, k=2,
+                            activation_type="swiglu", swiglu_fusion=1, normalize_routing_weights=1)
+    fm = make_model([node], [("x", F, list(feeds["x"].shape)), ("r", F, list(feeds["r"].shape))],
+                    [("y", F, list(feeds["x"].shape))],
+                    [numpy_helper.from_array(v, n) for n, v in
+                     {"w1": w1, "w2": w2, "b1": inits["b1"], "b2": inits["b2"]}.items()])
+    for m, tag in ((model, "q"), (fm, "f")):
+        onnx.save(m, tmp_path / f"{tag}.onnx")
+    q = wm_run(build_dir, str(tmp_path / "q.onnx"), feeds, tmp_path, tag="q")["y"]
+    f = wm_run(build_dir, str(tmp_path / "f.onnx"), feeds, tmp_path, tag="f")["y"]
+    assert np.abs(q - f).max() < 1e-5 * max(1.0, float(np.abs(f).max()))
+
+
+def test_qmoe_float16(tmp_path, build_dir):
+    """float16 input, scales and biases, computed in float32"""
+    import onnx
+    model, feeds, inits = qmoe_model(half=True, bias=True, rows=(6,))
+    onnx.save(model, tmp_path / "q16.onnx")
+    got = wm_run(build_dir, str(tmp_path / "q16.onnx"), feeds, tmp_path)["y"].astype(np.float64)
+    w = {"w1": dequant(inits["w1"], inits["s1"], 4, 32), "w2": dequant(inits["w2"], inits["s2"], 4, 32),
+         "b1": inits["b1"], "b2": inits["b2"]}
+    ref = reference(feeds, w, 2, "swiglu", 1)
+    assert np.abs(got - ref).max() < 2e-2 * max(1.0, float(np.abs(ref).max()))
+
+
+@pytest.mark.parametrize("change,msg", [
+    (dict(expert_weight_bits=3), "expert_weight_bits 3"),
+    (dict(block_size=24), "block_size 24"),
+    (dict(block_size=64), "fc1_scales must be [4, 64, 1]"),  # scales made for blocks of 32
+])
+def test_qmoe_bad_attributes_exit_2(change, msg, tmp_path, asan_dir):
+    import onnx
+    model, feeds, _ = qmoe_model()
+    node = model.graph.node[0]
+    keep = [a for a in node.attribute if a.name not in change]
+    del node.attribute[:]
+    node.attribute.extend(keep + [helper.make_attribute(n, v) for n, v in change.items()])
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, path)
+    save_file(feeds, str(tmp_path / "in.safetensors"))
+    p = subprocess.run([U.binary(asan_dir, "wm_run"), str(path), str(tmp_path / "in.safetensors"),
+                        str(tmp_path / "out.safetensors")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert msg in p.stderr and "QMoE" in p.stderr, p.stderr
     assert not (tmp_path / "out.safetensors").exists()
