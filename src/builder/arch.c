@@ -26,13 +26,14 @@ static const char *const task_names[WM_TASK_COUNT] = {
     [WM_TASK_TEXT2TEXT_GENERATION] = "text2text-generation",
     [WM_TASK_AUDIO_CLASSIFICATION] = "audio-classification",
     [WM_TASK_ASR] = "automatic-speech-recognition",
+    [WM_TASK_IMAGE_TO_TEXT] = "image-to-text",
 };
 
 const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_names[t] : "unknown"; }
 
 int wm_task_is_image(int t) {
     return t == WM_TASK_IMAGE_CLASSIFICATION || t == WM_TASK_IMAGE_FEATURE_EXTRACTION ||
-           t == WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION;
+           t == WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION || t == WM_TASK_IMAGE_TO_TEXT;
 }
 
 int wm_task_is_audio(int t) { return t == WM_TASK_AUDIO_CLASSIFICATION || t == WM_TASK_ASR; }

@@ -42,6 +42,7 @@ typedef enum wm_task {
     WM_TASK_TEXT2TEXT_GENERATION, /* encoder-decoder: an encoder graph and a decoder graph with caches */
     WM_TASK_AUDIO_CLASSIFICATION, /* input_values -> logits [batch, labels] (mean pooled over the valid frames) */
     WM_TASK_ASR,                  /* automatic-speech-recognition by CTC: logits [batch, frames, vocab] */
+    WM_TASK_IMAGE_TO_TEXT,        /* an image encoder + a text decoder with cross-attention (VisionEncoderDecoder) */
     WM_TASK_COUNT
 } wm_task;
 
@@ -261,6 +262,14 @@ typedef struct wm_arch {
        post_norm is 0 (pre-norm layers). */
     int mel_stem;
     int64_t n_mels, enc_P;
+    /* image encoder-decoders (VisionEncoderDecoder; zero elsewhere): the encoder is the image tower tower[1]
+       (enc_L 0: every layer slot is the decoder's), reading pixel_values; encoder_hidden_states are enc_H wide,
+       projected to H by G_PROJ (enc_to_dec_proj) when present, and the cross-attention k/v read x_in values. There
+       is no encoder padding mask. */
+    int vis_enc;
+    int64_t enc_H, x_in;
+    /* an image tower inside a composite checkpoint: its tensors live under sub_prefix ("encoder."), no pooler */
+    const char *sub_prefix;
     int64_t dec_hd;           /* the decoder's head size (hd is the encoder's): d_model / heads, or T5's d_kv */
     /* relative position buckets of an encoder-decoder (rel_buckets > 0 with graph WM_GRAPH_S2S): G_REL_BIAS
        [rel_rows, enc_nh] bidirectional in the encoder, G_DEC_REL_BIAS [rel_rows, dec_nh] unidirectional in the

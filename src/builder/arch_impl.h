@@ -229,7 +229,16 @@ wm_status wm_resnet_check(const wm_arch *a, const wm_st_file *st, wm_error *err)
 int arch_cfg_int(const wm_arch *a, const char *key, int64_t def, int64_t lo, int64_t hi, int64_t *out,
                  wm_error *err);
 
-/* Encoder-decoder families (arch_s2s.c): bart, marian. NULL / the same contract as wm_arch_resolve. */
+/* key's object of config c parsed as a config of its own into a->tower_cfg[t] (owned by a); its model_type must be
+   model_type unless that is NULL (arch_vision.c). */
+wm_status arch_sub_config(wm_arch *a, const wm_hf_config *c, const char *key, const char *model_type, int t,
+                          wm_error *err);
+/* The image encoder of a composite checkpoint (VisionEncoderDecoder) from its sub-config c: a ViT-graph family,
+   tensors under prefix, no pooler, last_hidden_state its output (arch_vision.c). Errors name c's file and field. */
+wm_status wm_vis_resolve_encoder(const wm_hf_config *c, const wm_st_file *st, const char *prefix, wm_arch *a,
+                                 wm_error *err);
+/* Encoder-decoder families (arch_s2s.c): bart, marian, t5, whisper, and the composite vision-encoder-decoder with a
+   trocr decoder. NULL / the same contract as wm_arch_resolve. */
 const void *wm_s2s_find(const char *model_type);
 /* The i-th encoder-decoder model_type of the table; NULL past the last. */
 const char *wm_s2s_type(size_t i);

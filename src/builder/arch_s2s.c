@@ -43,8 +43,10 @@ typedef struct s2s_names {
     const char *eps;       /* the norm epsilon (the family's eps when NULL) */
     const char *act;       /* the activation: a name, or "gated-NAME" for a gated MLP (T5's feed_forward_proj) */
     const char *act_default;
+    const char *emb_norm_key; /* the config's switch of the embedding norm (TrOCR's layernorm_embedding), or NULL */
     int dec_layers_default; /* dec_layers absent: as many as enc_layers (T5's num_decoder_layers) */
     const char *shared, *pos[2], *emb_norm[2], *final_norm[2], *rel_bias[2], *lm_head, *logits_bias;
+    const char *layer_prefix; /* before every layer pattern (a composite's "decoder."), or NULL */
     const s2s_pat *layers;
     size_t n_layers;
     const char *const *known_unused; /* tied copies of the shared embedding some exporters save */
@@ -70,10 +72,11 @@ static const char *const bart_unused[] = {"model.encoder.embed_tokens.weight", "
 static const s2s_names bart_names = {
     "bart",
     "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
-    "decoder_ffn_dim", "max_position_embeddings", NULL, NULL, NULL, "activation_function", "gelu", 0, "model.shared",
+    "decoder_ffn_dim", "max_position_embeddings", NULL, NULL, NULL, "activation_function", "gelu", NULL, 0,
+    "model.shared",
     {"model.encoder.embed_positions", "model.decoder.embed_positions"},
     {"model.encoder.layernorm_embedding", "model.decoder.layernorm_embedding"}, {NULL, NULL}, {NULL, NULL},
-    "lm_head", "final_logits_bias", bart_pats, sizeof bart_pats / sizeof bart_pats[0], bart_unused};
+    "lm_head", "final_logits_bias", NULL, bart_pats, sizeof bart_pats / sizeof bart_pats[0], bart_unused};
 
 /* Whisper: BART's layer names, the decoder's token embedding shared, stored position tables of their own sizes,
    final LayerNorms, proj_out as the head */
@@ -81,9 +84,10 @@ static const char *const whisper_unused[] = {NULL};
 static const s2s_names whisper_names = {
     "whisper",
     "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
-    "decoder_ffn_dim", "max_target_positions", "max_source_positions", NULL, NULL, "activation_function", "gelu", 0,
+    "decoder_ffn_dim", "max_target_positions", "max_source_positions", NULL, NULL, "activation_function", "gelu", NULL,
+    0,
     "model.decoder.embed_tokens", {"model.encoder.embed_positions", "model.decoder.embed_positions"}, {NULL, NULL},
-    {"model.encoder.layer_norm", "model.decoder.layer_norm"}, {NULL, NULL}, "proj_out", NULL, bart_pats,
+    {"model.encoder.layer_norm", "model.decoder.layer_norm"}, {NULL, NULL}, "proj_out", NULL, NULL, bart_pats,
     sizeof bart_pats / sizeof bart_pats[0], whisper_unused};
 
 /* T5: block.N.layer.0 self-attention, (decoder) layer.1 cross-attention, the MLP last (layer.1 / layer.2);
@@ -114,11 +118,23 @@ static const char *const t5_unused[] = {"encoder.embed_tokens.weight", "decoder.
 static const s2s_names t5_names = {
     "t5",
     "num_layers", "num_decoder_layers", "num_heads", "num_heads", "d_ff", "d_ff", NULL, NULL, "d_kv",
-    "layer_norm_epsilon", "feed_forward_proj", "relu", 1, "shared", {NULL, NULL}, {NULL, NULL},
+    "layer_norm_epsilon", "feed_forward_proj", "relu", NULL, 1, "shared", {NULL, NULL}, {NULL, NULL},
     {"encoder.final_layer_norm", "decoder.final_layer_norm"},
     {"encoder.block.0.layer.0.SelfAttention.relative_attention_bias",
      "decoder.block.0.layer.0.SelfAttention.relative_attention_bias"},
-    "lm_head", NULL, t5_pats, sizeof t5_pats / sizeof t5_pats[0], t5_unused};
+    "lm_head", NULL, NULL, t5_pats, sizeof t5_pats / sizeof t5_pats[0], t5_unused};
+
+/* TrOCR (TrOCRForCausalLM as a VisionEncoderDecoder's decoder): BART's decoder layers under "decoder.", learned
+   positions with offset 2, layernorm_embedding switched by the config, output_projection as the head; no encoder
+   stack of its own (the composite's image encoder), so no encoder keys. */
+static const char *const trocr_unused[] = {NULL};
+static const s2s_names trocr_names = {
+    "trocr",
+    NULL, "decoder_layers", NULL, "decoder_attention_heads", NULL, "decoder_ffn_dim", "max_position_embeddings", NULL,
+    NULL, NULL, "activation_function", "gelu", "layernorm_embedding", 0, "decoder.model.decoder.embed_tokens",
+    {NULL, "decoder.model.decoder.embed_positions"}, {NULL, "decoder.model.decoder.layernorm_embedding"},
+    {NULL, NULL}, {NULL, NULL}, "decoder.output_projection", NULL, "decoder.", bart_pats,
+    sizeof bart_pats / sizeof bart_pats[0], trocr_unused};
 
 typedef struct s2s_family {
     const char *model_type, *class_stem, *class_suffix; /* inference class = stem + suffix */
@@ -138,6 +154,7 @@ typedef struct s2s_family {
     int k_nobias;       /* attention k_proj has no bias */
     int mel_stem;       /* log-mel input through conv1 / conv2 (num_mel_bins), no encoder padding mask */
     int task;           /* the one task it builds for (0: text2text-generation) */
+    int dec_only;       /* a decoder row only: built as the decoder of a composite (s2s_composites[]) */
 } s2s_family;
 
 static const s2s_family s2s_families[] = {
@@ -146,15 +163,49 @@ static const s2s_family s2s_families[] = {
     {"t5", "T5", "ForConditionalGeneration", &t5_names, 0, 0, 0, 1e-6, WM_NORM_RMS, 1, 0, 0, 1, 1, 512},
     {"whisper", "Whisper", "ForConditionalGeneration", &whisper_names, 1, 0, 0, 1e-5, WM_NORM_LAYER, 1, 1, 1, 0, 0, 0,
      .k_nobias = 1, .mel_stem = 1, .task = WM_TASK_ASR},
+    {"trocr", "TrOCR", "ForCausalLM", &trocr_names, 1, 2, 1, 1e-5, WM_NORM_LAYER, 0, 1, 1, 0, 0, 0,
+     .task = WM_TASK_IMAGE_TO_TEXT, .dec_only = 1},
 };
 #define N_FAM (sizeof s2s_families / sizeof s2s_families[0])
 
-const char *wm_s2s_type(size_t i) { return i < N_FAM ? s2s_families[i].model_type : NULL; }
+/* Composite checkpoints: the encoder from another table (an image tower of arch_vtables.c) and the decoder from a
+   dec_only row above, each from its own sub-config, their tensors under enc_prefix / the row's layer_prefix. */
+typedef struct s2s_composite {
+    const char *model_type, *enc_key, *dec_key, *enc_prefix, *inference_class;
+    const char *proj; /* the encoder -> decoder width projection when the widths differ (and no cross size is set) */
+    const char *cross_key; /* the decoder config's cross-attention input width key */
+    const char *enc_unused; /* under enc_prefix: the encoder's tensors the composite does not use (its pooler) */
+    int task;
+} s2s_composite;
 
-const void *wm_s2s_find(const char *model_type) {
+static const s2s_composite s2s_composites[] = {
+    {"vision-encoder-decoder", "encoder", "decoder", "encoder.", "VisionEncoderDecoderModel", "enc_to_dec_proj",
+     "cross_attention_hidden_size", "pooler.", WM_TASK_IMAGE_TO_TEXT},
+};
+#define N_COMP (sizeof s2s_composites / sizeof s2s_composites[0])
+
+const char *wm_s2s_type(size_t i) {
+    if (i < N_COMP) return s2s_composites[i].model_type;
+    for (size_t k = 0; k < N_FAM; k++) /* the dec_only rows build inside a composite only: not listed */
+        if (!s2s_families[k].dec_only && i-- == N_COMP) return s2s_families[k].model_type;
+    return NULL;
+}
+
+static const s2s_composite *find_composite(const char *model_type) {
+    for (size_t i = 0; model_type && i < N_COMP; i++)
+        if (!strcmp(s2s_composites[i].model_type, model_type)) return &s2s_composites[i];
+    return NULL;
+}
+
+static const s2s_family *find_family(const char *model_type) {
     for (size_t i = 0; model_type && i < N_FAM; i++)
         if (!strcmp(s2s_families[i].model_type, model_type)) return &s2s_families[i];
     return NULL;
+}
+
+const void *wm_s2s_find(const char *model_type) {
+    const s2s_composite *c = find_composite(model_type);
+    return c ? (const void *)c : (const void *)find_family(model_type);
 }
 
 /* Config keys whose set values change the math in ways these graphs do not model. */
@@ -163,7 +214,8 @@ static wm_status check_denied(const wm_arch *a, wm_error *err) {
         const char *key;
         int bad; /* the value refused: 1 true, 0 false */
     } keys[] = {{"normalize_before", 1}, {"add_final_layer_norm", 1}, {"static_position_embeddings", 1},
-                {"share_encoder_decoder_embeddings", 0}, {"normalize_embedding", 0}, {"add_bias_logits", 1}};
+                {"share_encoder_decoder_embeddings", 0}, {"normalize_embedding", 0}, {"add_bias_logits", 1},
+                {"use_learned_position_embeddings", 0}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->cfg->root, keys[i].key);
         if (!v || cJSON_IsNull(v)) continue;
@@ -188,11 +240,11 @@ static wm_status sizes(wm_arch *a, const s2s_family *f, wm_error *err) {
     const int64_t big = 1 << 20;
     if (!arch_cfg_int(a, "d_model", -1, 1, big, &a->H, err) ||
         !arch_cfg_int(a, "vocab_size", -1, 1, 1 << 24, &a->V, err) ||
-        !arch_cfg_int(a, nm->enc_layers, -1, 1, 4096, &a->enc_L, err) ||
+        (nm->enc_layers && !arch_cfg_int(a, nm->enc_layers, -1, 1, 4096, &a->enc_L, err)) ||
         !arch_cfg_int(a, nm->dec_layers, -1, 1, 4096, &a->dec_L, err) ||
-        !arch_cfg_int(a, nm->enc_heads, -1, 1, 4096, &a->enc_nh, err) ||
+        (nm->enc_heads && !arch_cfg_int(a, nm->enc_heads, -1, 1, 4096, &a->enc_nh, err)) ||
         !arch_cfg_int(a, nm->dec_heads, -1, 1, 4096, &a->dec_nh, err) ||
-        !arch_cfg_int(a, nm->enc_ffn, -1, 1, big, &a->enc_I, err) ||
+        (nm->enc_ffn && !arch_cfg_int(a, nm->enc_ffn, -1, 1, big, &a->enc_I, err)) ||
         !arch_cfg_int(a, nm->dec_ffn, -1, 1, big, &a->dec_I, err) ||
         (nm->positions && !arch_cfg_int(a, nm->positions, -1, 1, big, &a->P, err)) ||
         (nm->head_dim && !arch_cfg_int(a, nm->head_dim, -1, 1, 1 << 16, &a->hd, err)))
@@ -201,6 +253,8 @@ static wm_status sizes(wm_arch *a, const s2s_family *f, wm_error *err) {
                         !arch_cfg_int(a, nm->enc_positions, -1, 1, big, &a->enc_P, err)))
         return err->status;
     if (!nm->positions) a->P = f->seq;
+    if (!nm->enc_layers) /* no encoder stack here (a composite's): the decoder's sizes stand in */
+        a->enc_L = 0, a->enc_nh = a->dec_nh, a->enc_I = a->dec_I;
     if (a->dec_L < 0 && nm->dec_layers_default) a->dec_L = a->enc_L; /* T5's num_decoder_layers: num_layers */
     const char *keys[] = {"d_model", "vocab_size", nm->enc_layers, nm->dec_layers, nm->enc_heads, nm->dec_heads,
                           nm->enc_ffn, nm->dec_ffn, nm->positions, nm->head_dim,
@@ -212,7 +266,7 @@ static wm_status sizes(wm_arch *a, const s2s_family *f, wm_error *err) {
             return wm_err(err, WM_ERR_INPUT, "%s: field '%s': missing (needed to build the graph)", a->cfg->file,
                           keys[i]);
     if (!nm->head_dim) {
-        const char *hk[2] = {nm->enc_heads, nm->dec_heads};
+        const char *hk[2] = {nm->enc_heads ? nm->enc_heads : nm->dec_heads, nm->dec_heads};
         const int64_t hn[2] = {a->enc_nh, a->dec_nh};
         for (int k = 0; k < 2; k++)
             if (a->H % hn[k])
@@ -344,7 +398,8 @@ static wm_status mel_stem_check(const wm_arch *a, const wm_st_file *st, wm_error
     return WM_OK;
 }
 
-static wm_status modules(wm_arch *a, const s2s_family *f, const wm_st_file *st, wm_error *err) {
+static wm_status modules(wm_arch *a, const s2s_family *f, const s2s_composite *cp, const wm_st_file *st,
+                         wm_error *err) {
     const s2s_names *nm = f->names;
     a->mods = calloc((size_t)(a->L + 1) * WM_M_COUNT, sizeof *a->mods);
     if (!a->mods) return wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -354,16 +409,19 @@ static wm_status modules(wm_arch *a, const s2s_family *f, const wm_st_file *st, 
     const int64_t heads[2] = {a->enc_nh, a->dec_nh};
     wm_status s = want(a, st, -1, WM_M_G_EMBED, WM_MK_EMBED, nm->shared, a->V, a->H, 0, err);
     for (int d = 0; d < 2 && !s; d++) {
+        if (!nm->dec_layers || (!d && !nm->enc_layers)) continue; /* no such stack here */
         if (a->abs_pos && !a->pos_sinusoidal)
             s = want(a, st, -1, pos_m[d], WM_MK_EMBED, nm->pos[d], !d && nm->enc_positions ? a->enc_P
                                                                                            : a->P + f->pos_offset,
                      a->H, 0, err);
-        if (!s && f->emb_norm) s = want(a, st, -1, en_m[d], WM_MK_NORM, nm->emb_norm[d], a->H, a->H, 0, err);
+        if (!s && a->emb_norm) s = want(a, st, -1, en_m[d], WM_MK_NORM, nm->emb_norm[d], a->H, a->H, 0, err);
         if (!s && f->pre_norm) s = want(a, st, -1, fn_m[d], WM_MK_NORM, nm->final_norm[d], a->H, a->H, 0, err);
         if (!s && f->rel_bias)
             s = want(a, st, -1, rb_m[d], WM_MK_EMBED, nm->rel_bias[d], a->rel_rows, heads[d], 0, err);
     }
     if (!s && f->mel_stem) s = mel_stem_check(a, st, err);
+    if (!s && a->vis_enc && a->x_in == a->H && a->enc_H != a->H) /* the composite's enc_to_dec_proj */
+        s = want(a, st, -1, WM_M_G_PROJ, WM_MK_LINEAR, cp->proj, a->H, a->enc_H, 0, err);
     if (!s && !a->tied) s = want(a, st, -1, WM_M_G_LM_HEAD, WM_MK_LINEAR, nm->lm_head, a->V, a->H, 0, err);
     if (!s && !a->tied) arch_mod_mut(a, -1, WM_M_G_LM_HEAD)->has_bias = 0;
     if (!s && nm->logits_bias) s = want(a, st, -1, WM_M_H_BIAS, WM_MK_PARAM, nm->logits_bias, a->V, 1, 1, err);
@@ -376,9 +434,11 @@ static wm_status modules(wm_arch *a, const s2s_family *f, const wm_st_file *st, 
                 (p->ffn == 2 && a->gated))
                 continue;
             char name[192];
-            snprintf(name, sizeof name, p->pat, dec ? "decoder" : "encoder", (int)layer);
+            size_t np = (size_t)snprintf(name, sizeof name, "%s", nm->layer_prefix ? nm->layer_prefix : "");
+            snprintf(name + np, sizeof name - np, p->pat, dec ? "decoder" : "encoder", (int)layer);
             int64_t out, in;
             layer_dims(a, p->mod, dec ? a->dec_nh : a->enc_nh, dec ? a->dec_hd : a->hd, I, &out, &in);
+            if (a->x_in && (p->mod == WM_M_L_XK || p->mod == WM_M_L_XV)) in = a->x_in; /* cross_attention_hidden_size */
             s = want(a, st, (int)slot, p->mod, p->kind, name, out, in, 0, err);
             if (!s && f->k_nobias && (p->mod == WM_M_L_K || p->mod == WM_M_L_XK)) {
                 wm_module *m = arch_mod_mut(a, (int)slot, p->mod);
@@ -395,8 +455,11 @@ static wm_status modules(wm_arch *a, const s2s_family *f, const wm_st_file *st, 
 }
 
 /* Every checkpoint tensor is a module, a tied copy, or a known unused one. */
-static wm_status check_unused(wm_arch *a, const s2s_family *f, const wm_st_file *st, wm_error *err) {
+static wm_status check_unused(wm_arch *a, const s2s_family *f, const s2s_composite *cp, const wm_st_file *st,
+                              wm_error *err) {
     const s2s_names *nm = f->names;
+    char skip[96] = "";
+    if (cp) snprintf(skip, sizeof skip, "%s%s", cp->enc_prefix, cp->enc_unused);
     char lm[200], pw[2][200];
     snprintf(lm, sizeof lm, "%s.weight", nm->lm_head);
     for (int d = 0; d < 2; d++) snprintf(pw[d], sizeof pw[d], "%s.weight", nm->pos[d] ? nm->pos[d] : "");
@@ -406,11 +469,15 @@ static wm_status check_unused(wm_arch *a, const s2s_family *f, const wm_st_file 
         for (size_t k = 0; nm->known_unused[k] && !ok; k++) ok = !strcmp(name, nm->known_unused[k]);
         for (size_t k = 0; a->mel_stem && k < 4 && !ok; k++) ok = !strcmp(name, mel_stem_tensors[k]);
         ok |= a->tied && !strcmp(name, lm);
+        ok |= skip[0] && !strncmp(name, skip, strlen(skip));
         /* sinusoidal tables saved as buffers */
         ok |= a->pos_sinusoidal && (!strcmp(name, pw[0]) || !strcmp(name, pw[1]));
-        for (size_t m = 0; !ok && m < (size_t)(a->L + 1) * WM_M_COUNT; m++) {
-            const wm_module *md = &a->mods[m];
-            ok = md->present && (!strcmp(md->w, name) || (md->has_bias && !strcmp(md->b, name)));
+        for (int t = 0; t < 2 && !ok; t++) { /* this arch's modules, then a composite's image encoder's */
+            const wm_arch *x = t ? a->tower[1] : a;
+            for (size_t m = 0; x && !ok && m < (size_t)(x->L + 1) * WM_M_COUNT; m++) {
+                const wm_module *md = &x->mods[m];
+                ok = md->present && (!strcmp(md->w, name) || (md->has_bias && !strcmp(md->b, name)));
+            }
         }
         if (ok) continue;
         return wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s' is not understood by the encoder-decoder tables "
@@ -431,8 +498,71 @@ static wm_status norm_eps(wm_arch *a, const s2s_family *f, wm_error *err) {
     return WM_OK;
 }
 
+/* A composite: the image encoder (a->tower[1]) from enc_key's sub-config, then the decoder row of dec_key's
+   sub-config (a->tower_cfg[0], in a->cfg while it resolves: messages name "config.json: decoder"). */
+static wm_status resolve_composite(const wm_hf_config *c, const s2s_composite *cp, const wm_st_file *st, int task,
+                                   wm_arch *a, wm_error *err);
+
+/* The row f's arch from a->cfg (the checkpoint's config, or a composite's decoder sub-config). */
+static wm_status resolve_rows(const s2s_family *f, const s2s_composite *cp, const wm_st_file *st, int task,
+                              wm_arch *a, wm_error *err);
+
 wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
-    const s2s_family *f = wm_s2s_find(c->model_type);
+    const s2s_composite *cp = find_composite(c->model_type);
+    if (cp) return resolve_composite(c, cp, st, task, a, err);
+    const s2s_family *f = find_family(c->model_type);
+    if (f->dec_only)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is a decoder built inside a composite "
+                      "checkpoint only (model_type '%s' with a '%s' sub-config)", c->file, c->model_type,
+                      s2s_composites[0].model_type, s2s_composites[0].dec_key);
+    return resolve_rows(f, NULL, st, task, a, err);
+}
+
+static wm_status resolve_composite(const wm_hf_config *c, const s2s_composite *cp, const wm_st_file *st, int task,
+                                   wm_arch *a, wm_error *err) {
+    wm_status s;
+    if (task >= 0 && task != cp->task)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "model_type '%s': task '%s' is not supported (it builds for %s)",
+                      c->model_type, wm_task_name(task), wm_task_name(cp->task));
+    if ((s = arch_sub_config(a, c, cp->enc_key, NULL, 1, err)) ||
+        (s = arch_sub_config(a, c, cp->dec_key, NULL, 0, err)))
+        return s;
+    const wm_hf_config *dc = a->tower_cfg[0];
+    const s2s_family *f = find_family(dc->model_type);
+    if (!f || !f->dec_only) {
+        char known[256] = "";
+        for (size_t i = 0, u = 0; i < N_FAM && u < sizeof known; i++)
+            if (s2s_families[i].dec_only)
+                u += (size_t)snprintf(known + u, sizeof known - u, "%s%s", u ? ", " : "", s2s_families[i].model_type);
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported as the decoder of "
+                      "model_type '%s' (%s)", dc->file, dc->model_type ? dc->model_type : "(missing)", c->model_type,
+                      known);
+    }
+    if (!(a->tower[1] = calloc(1, sizeof *a->tower[1]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    if ((s = wm_vis_resolve_encoder(a->tower_cfg[1], st, cp->enc_prefix, a->tower[1], err))) return s;
+    a->vis_enc = 1;
+    a->enc_H = a->tower[1]->H;
+    a->cfg = dc;
+    s = resolve_rows(f, cp, st, task, a, err);
+    a->cfg = c;
+    a->model_type = c->model_type;
+    return s;
+}
+
+/* The cross-attention's input width of a composite: cross_key when set (it must be the encoder's width, as
+   transformers checks), else the decoder's own (enc_to_dec_proj maps the encoder's to it when they differ). */
+static wm_status cross_width(wm_arch *a, const s2s_composite *cp, wm_error *err) {
+    int64_t x;
+    if (!arch_cfg_int(a, cp->cross_key, 0, 1, 1 << 20, &x, err)) return err->status;
+    if (x && x != a->enc_H)
+        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %lld differs from the encoder's hidden_size %lld",
+                      a->cfg->file, cp->cross_key, (long long)x, (long long)a->enc_H);
+    a->x_in = x ? x : a->H;
+    return WM_OK;
+}
+
+static wm_status resolve_rows(const s2s_family *f, const s2s_composite *cp, const wm_st_file *st, int task,
+                              wm_arch *a, wm_error *err) {
     wm_status s = WM_OK;
     a->graph = WM_GRAPH_S2S;
     a->kind = WM_ENCDEC;
@@ -445,14 +575,22 @@ wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
     a->pos_sinusoidal = f->positions == 2;
     a->pos_offset = f->pos_offset;
     a->emb_norm = f->emb_norm;
+    if (f->names->emb_norm_key) a->emb_norm = cfg_flag(a, f->names->emb_norm_key, 1, err, &s);
+    if (s) return s;
     a->scale_attn = f->scale_attn;
     a->qkv_bias = a->o_bias = a->mlp_bias = f->bias;
     a->resid_scale = a->logits_div = a->logits_mul = 1.0;
     snprintf(a->prefix, sizeof a->prefix, "model.");
     if ((s = check_denied(a, err)) || (s = resolve_task(a, f, task, err)) || (s = sizes(a, f, err)) ||
+        (cp && (s = cross_width(a, cp, err))) ||
         (f->rel_bias && (s = rel_bias(a, err))) || (s = norm_eps(a, f, err)))
         return s;
     a->tied = cfg_flag(a, "tie_word_embeddings", 1, err, &s);
+    if (cp && st) { /* a composite's decoder: its own head when the checkpoint has one (a tied copy is the same) */
+        char lm[200];
+        snprintf(lm, sizeof lm, "%s.weight", f->names->lm_head);
+        a->tied = !wm_st_find(st, lm);
+    }
     int scale = cfg_flag(a, "scale_embedding", 0, err, &s);
     /* T5: a tied head reads the output scaled by d_model^-1/2 unless scale_decoder_outputs is false (transformers 5
        saves that key, with tie_word_embeddings always true; older configs: tie_word_embeddings false = unscaled) */
@@ -460,8 +598,9 @@ wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
     if (s) return s;
     a->embed_scale = scale ? sqrt((double)a->H) : 1.0;
     if (out_scale) a->logits_mul = 1.0 / sqrt((double)a->H);
-    if ((s = activation(a, f, err)) || (s = modules(a, f, st, err))) return s;
-    if (st && (s = check_unused(a, f, st, err))) return s;
+    if ((s = activation(a, f, err)) || (s = modules(a, f, cp, st, err))) return s;
+    if (cp) snprintf(a->inference_class, sizeof a->inference_class, "%s", cp->inference_class);
+    if (st && (s = check_unused(a, f, cp, st, err))) return s;
     arch_count_params(a);
     if (a->mel_stem) /* the conv stem's tensors are no modules: counted here */
         a->n_params += (uint64_t)(a->H * a->n_mels * 3 + a->H + a->H * a->H * 3 + a->H);
@@ -470,11 +609,28 @@ wm_status wm_s2s_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
 
 void wm_s2s_features(const wm_arch *a, wm_json *j) {
     char b[256];
-    snprintf(b, sizeof b, "encoder-decoder: %lld encoder layers (%lld heads of %lld, ffn %lld), %lld decoder layers "
-             "(%lld heads of %lld, ffn %lld) with cross-attention", (long long)a->enc_L, (long long)a->enc_nh,
-             (long long)a->hd, (long long)a->enc_I, (long long)a->dec_L, (long long)a->dec_nh, (long long)a->dec_hd,
-             (long long)a->dec_I);
-    wm_json_str(j, NULL, b);
+    if (a->vis_enc) {
+        const wm_arch *t = a->tower[1];
+        snprintf(b, sizeof b, "image encoder '%s': %lld layers (%lld heads of %lld, ffn %lld), hidden %lld, "
+                 "last_hidden_state to the decoder", t->model_type, (long long)t->L, (long long)t->nh, (long long)t->hd,
+                 (long long)t->I, (long long)t->H);
+        wm_json_str(j, NULL, b);
+        wm_vis_features(t, j);
+        if (wm_arch_mod(a, -1, WM_M_G_PROJ)->present) {
+            snprintf(b, sizeof b, "enc_to_dec_proj %lld -> %lld", (long long)a->enc_H, (long long)a->H);
+            wm_json_str(j, NULL, b);
+        }
+        snprintf(b, sizeof b, "decoder: %lld layers (%lld heads of %lld, ffn %lld) with cross-attention over %lld "
+                 "values", (long long)a->dec_L, (long long)a->dec_nh, (long long)a->dec_hd, (long long)a->dec_I,
+                 (long long)a->x_in);
+        wm_json_str(j, NULL, b);
+    } else {
+        snprintf(b, sizeof b, "encoder-decoder: %lld encoder layers (%lld heads of %lld, ffn %lld), %lld decoder "
+                 "layers (%lld heads of %lld, ffn %lld) with cross-attention", (long long)a->enc_L,
+                 (long long)a->enc_nh, (long long)a->hd, (long long)a->enc_I, (long long)a->dec_L,
+                 (long long)a->dec_nh, (long long)a->dec_hd, (long long)a->dec_I);
+        wm_json_str(j, NULL, b);
+    }
     if (a->mel_stem) {
         snprintf(b, sizeof b, "log-mel input (%lld bins): conv1 k3 + GELU, conv2 k3 stride 2 + GELU, stored encoder "
                  "positions (%lld)", (long long)a->n_mels, (long long)a->enc_P);

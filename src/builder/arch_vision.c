@@ -169,7 +169,7 @@ static wm_status resolve_task(wm_arch *a, const wm_vis_family *f, int task, wm_e
 
 /* The prefix under which the scheme's first global tensor exists (the family's own first, then none). */
 static int find_prefix(wm_arch *a, const wm_vis_family *f, const wm_scheme *s, const wm_st_file *st, const char *probe) {
-    const char *cands[2] = {f->prefix, ""};
+    const char *cands[2] = {a->sub_prefix ? a->sub_prefix : f->prefix, a->sub_prefix ? a->sub_prefix : ""};
     for (int i = 0; i < 2; i++) {
         char name[256];
         if (probe) snprintf(name, sizeof name, "%s%s", cands[i], probe);
@@ -386,10 +386,11 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
     const wm_scheme *sch = vis_scheme(swiglu ? f->scheme_alt : f->scheme);
     if (st && !find_prefix(a, f, sch, st, NULL)) {
         char name[256];
-        arch_expand(sch->mods[0].pat, f->prefix, 0, sch->mods[0].kind == WM_MK_PARAM ? "" : ".weight", name, sizeof name);
+        arch_expand(sch->mods[0].pat, a->sub_prefix ? a->sub_prefix : f->prefix, 0,
+                    sch->mods[0].kind == WM_MK_PARAM ? "" : ".weight", name, sizeof name);
         return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (naming scheme '%s')", name, sch->name);
     }
-    if (!st) snprintf(a->prefix, sizeof a->prefix, "%s", f->prefix);
+    if (!st) snprintf(a->prefix, sizeof a->prefix, "%s", a->sub_prefix ? a->sub_prefix : f->prefix);
     a->sch = sch;
     a->scheme = sch->name;
     if (swiglu) {
@@ -419,6 +420,7 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
         if ((s = arch_key_bool(c, "vision_use_head", 1, &use_head, err))) return s;
         if (!use_head) a->vpool = WM_VPOOL_NONE;
     }
+    if (a->sub_prefix) a->vpool = WM_VPOOL_NONE; /* a composite's encoder: last_hidden_state only */
     if (a->vpool == WM_VPOOL_LAST_HEAD && (s = arch_key_int(c, "projection_size", a->H, 1, 1 << 16, &a->proj, err)))
         return s;
     if (a->task == WM_TASK_IMAGE_CLASSIFICATION && f->dist) {
@@ -439,9 +441,10 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
     return WM_OK;
 }
 
-/* text_config / vision_config of a two-tower config, parsed as configs of their own (owned by a). */
-static wm_status sub_config(wm_arch *a, const wm_hf_config *c, const char *key, const char *model_type, int t,
-                            wm_error *err) {
+/* text_config / vision_config of a two-tower config (an encoder-decoder's encoder / decoder), parsed as configs of
+   their own (owned by a: tower_cfg[t]); model_type NULL: any. */
+wm_status arch_sub_config(wm_arch *a, const wm_hf_config *c, const char *key, const char *model_type, int t,
+                          wm_error *err) {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(c->root, key);
     if (!cJSON_IsObject(o)) return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected an object", c->file, key);
     char *text = cJSON_PrintUnformatted(o);
@@ -460,7 +463,7 @@ static wm_status sub_config(wm_arch *a, const wm_hf_config *c, const char *key, 
         return s;
     }
     const char *mt = a->tower_cfg[t]->model_type;
-    if (mt && strcmp(mt, model_type))
+    if (mt && model_type && strcmp(mt, model_type))
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s', expected '%s'", label, mt, model_type);
     return WM_OK;
 }
@@ -480,7 +483,7 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
         if ((s = resolve_task(a, f, task, err))) return s;
         static const char *const keys[2] = {"text_config", "vision_config"};
         for (int t = 0; t < 2; t++) {
-            if ((s = sub_config(a, c, keys[t], f->towers[t], t, err))) return s;
+            if ((s = arch_sub_config(a, c, keys[t], f->towers[t], t, err))) return s;
             if (!(a->tower[t] = calloc(1, sizeof *a->tower[t]))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
             const wm_vis_family *tf = wm_vis_find(f->towers[t]);
             int tt = t ? WM_TASK_IMAGE_FEATURE_EXTRACTION : WM_TASK_FEATURE_EXTRACTION;
@@ -516,7 +519,7 @@ wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, i
                                   wm_error *err) {
     const wm_vis_family *f = wm_vis_find(c->model_type);
     static const char *const keys[2] = {"text_config", "vision_config"};
-    wm_status s = sub_config(a, c, keys[t], f->towers[t], t, err);
+    wm_status s = arch_sub_config(a, c, keys[t], f->towers[t], t, err);
     if (s) return s;
     const wm_vis_family *tf = wm_vis_find(f->towers[t]);
     if ((s = resolve_tower(a, tf, a->tower_cfg[t], st, task, c, err))) return s;
@@ -525,6 +528,30 @@ wm_status wm_vis_resolve_tower_of(const wm_hf_config *c, const wm_st_file *st, i
     if (st && (s = arch_check_unused(a, st, err))) return s;
     arch_count_params(a);
     return WM_OK;
+}
+
+/* A family that can be a composite's image encoder: an image transformer whose last_hidden_state is its final-normed
+   sequence (CLIP's towers take it before the final norm: not modeled). */
+static int encoder_family(const wm_vis_family *f) {
+    return f && f->graph == WM_GRAPH_VIT && f->pool != WM_VPOOL_NORM_CLS;
+}
+
+wm_status wm_vis_resolve_encoder(const wm_hf_config *c, const wm_st_file *st, const char *prefix, wm_arch *a,
+                                 wm_error *err) {
+    const wm_vis_family *f = wm_vis_find(c->model_type);
+    if (!encoder_family(f)) {
+        char known[512] = "";
+        for (size_t i = 0, u = 0; i < wm_n_vis_families && u < sizeof known; i++)
+            if (encoder_family(&wm_vis_families[i]))
+                u += (size_t)snprintf(known + u, sizeof known - u, "%s%s", u ? ", " : "",
+                                      wm_vis_families[i].model_type);
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'model_type': '%s' is not supported as the image encoder "
+                      "(%s)", c->file, c->model_type ? c->model_type : "(missing)", known);
+    }
+    a->sub_prefix = prefix;
+    wm_status s = resolve_tower(a, f, c, st, WM_TASK_IMAGE_FEATURE_EXTRACTION, NULL, err);
+    if (!s) arch_count_params(a);
+    return s;
 }
 
 int64_t wm_vis_embed_dim(const wm_arch *a) {

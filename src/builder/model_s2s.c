@@ -16,6 +16,10 @@
  * model type. A log-mel conv front end (a->mel_stem, Whisper) replaces the encoder's embedding step: the
  * encoder then reads input_features [batch, num_mel_bins, feature_sequence_length] (no attention_mask: the
  * features are a fixed window) and the decoders take no encoder_attention_mask, as Optimum's Whisper export.
+ * An image encoder (a->vis_enc, VisionEncoderDecoder) is the image tower of model_vit.c on pixel_values
+ * [batch, channels, image, image]; its decoders take no encoder_attention_mask either, and the first decoder
+ * projects encoder_hidden_states by enc_to_dec_proj (when the widths differ) before the cross-attention K/V,
+ * as Optimum's VisionEncoderDecoder export (the projection is part of the decoder there too).
  */
 #include <float.h>
 #include <math.h>
@@ -53,8 +57,15 @@ static wm_io_spec spec(const char *name, int32_t dt, size_t rank, const wm_io_di
 size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_t cap) {
     size_t n = 0;
     wm_io_dim B = dn("batch_size"), Se = dn("encoder_sequence_length"), Sd = dn("decoder_sequence_length");
-    wm_io_dim nh = dv(a->dec_nh), hd = dv(a->dec_hd), H = dv(a->H);
+    wm_io_dim nh = dv(a->dec_nh), hd = dv(a->dec_hd), H = dv(a->H), EH = dv(a->enc_H ? a->enc_H : a->H);
 #define PUT(...) do { wm_io_spec s_ = spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
+    if (part == WM_S2S_ENCODER && a->vis_enc) { /* the image tower: pixel_values -> last_hidden_state */
+        const wm_arch *t = a->tower[1];
+        wm_io_dim px[4] = {B, dv(t->C), dv(t->image), dv(t->image)}, d3[3] = {B, dv(t->n_pos), EH};
+        if (!outputs) PUT("pixel_values", WM_DT_FLOAT, 4, px);
+        else PUT("last_hidden_state", WM_DT_FLOAT, 3, d3);
+        return n;
+    }
     if (part == WM_S2S_ENCODER) {
         wm_io_dim d2[2] = {B, Se}, d3[3] = {B, Se, H};
         wm_io_dim fd[3] = {B, dv(a->n_mels), dn("feature_sequence_length")};
@@ -68,9 +79,9 @@ size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_
     int past = part == WM_S2S_DECODER_PAST;
     char nm[96];
     if (!outputs) {
-        wm_io_dim ids[2] = {B, Sd}, em[2] = {B, Se}, eh[3] = {B, Se, H};
+        wm_io_dim ids[2] = {B, Sd}, em[2] = {B, Se}, eh[3] = {B, Se, EH};
         PUT("input_ids", WM_DT_INT64, 2, ids);
-        if (!a->mel_stem) PUT("encoder_attention_mask", WM_DT_INT64, 2, em);
+        if (!a->mel_stem && !a->vis_enc) PUT("encoder_attention_mask", WM_DT_INT64, 2, em);
         if (!past) PUT("encoder_hidden_states", WM_DT_FLOAT, 3, eh);
         wm_io_dim sk[4] = {B, nh, dn("past_decoder_sequence_length"), hd}, ck[4] = {B, nh, Se, hd};
         for (int64_t i = 0; past && i < a->dec_L; i++) {
@@ -303,6 +314,12 @@ static const char *mel_stem(wm_gb *b, const wm_model_ctx *c) {
 
 static wm_status encoder(wm_gb *b, const wm_model_ctx *c) {
     const wm_arch *a = c->a;
+    if (a->vis_enc) { /* the image tower's last_hidden_state (model_vit.c) */
+        wm_model_ctx vc = *c;
+        vc.a = a->tower[1];
+        vc.root = "/encoder";
+        return wm_model_vision(b, &vc);
+    }
     const char *E, *x, *bias = NULL;
     if (a->mel_stem) x = mel_stem(b, c);
     else {
@@ -371,11 +388,13 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
         gb_scope(b, "/model/decoder/attn_mask");
         causal = gb_op(b, "Add", 2, causal, rb);
     }
-    const char *xbias = NULL;
-    if (!a->mel_stem) {
+    const char *xbias = NULL, *ehs = "encoder_hidden_states";
+    if (!a->mel_stem && !a->vis_enc) {
         gb_scope(b, "/model/decoder/encoder_attn_mask");
         xbias = pad_bias(b, "encoder_attention_mask");
     }
+    if (!past && wm_arch_mod(a, -1, WM_M_G_PROJ)->present) /* a composite's enc_to_dec_proj */
+        ehs = gb_linear(b, ehs, wm_arch_mod(a, -1, WM_M_G_PROJ), "/enc_to_dec_proj");
     for (int64_t i = 0; i < a->dec_L && !b->st; i++) {
         char sc[96], at[128], nm[96], pk[96], xpast[2][96];
         int slot = (int)(a->enc_L + i);
@@ -409,7 +428,7 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
                 snprintf(xpast[j], sizeof xpast[j], "past_key_values.%lld.encoder.%s", (long long)i, kvn[j]);
                 kv[j] = xpast[j];
             } else {
-                const char *t = split_heads(b, lin(b, a, slot, xm[j], "encoder_hidden_states", at, xproj[j]), nh, hd);
+                const char *t = split_heads(b, lin(b, a, slot, xm[j], ehs, at, xproj[j]), nh, hd);
                 snprintf(nm, sizeof nm, "present.%lld.encoder.%s", (long long)i, kvn[j]);
                 gb_scope(b, "%s/%s_cache", at, kvn[j]);
                 kv[j] = gb_op_named(b, "Identity", nm, 1, t);

@@ -244,6 +244,10 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
         wm_io_dim d[2] = {sym("batch_size"), sym("sequence_length")};
         push_input(r, "input_values", WM_DT_FLOAT, 2, d, -1, 1);
         if (a->feat_layer_norm) push_input(r, "attention_mask", WM_DT_INT64, 2, d, 1, 2);
+    } else if (a->graph == WM_GRAPH_S2S && a->vis_enc) { /* an image encoder-decoder: its encoder's pixel_values */
+        const wm_arch *t = a->tower[1];
+        wm_io_dim px[4] = {sym("batch_size"), fixed(t->C), fixed(t->image), fixed(t->image)};
+        push_input(r, "pixel_values", WM_DT_FLOAT, 4, px, -1, 1);
     } else if (a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_S2S) { /* encoder-decoders: the encoder's text inputs */
         /* Optimum's names; batches symbolic, the image at the config's size (positions are not interpolated), the
            text at max_position_embeddings as the other encoders (CLIP pads to it; a recipe may make it symbolic) */
@@ -1004,10 +1008,11 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
     /* every input known, needed ones present */
     int64_t offset = a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0;
     int audio = a->graph == WM_GRAPH_AUDIO;
-    /* encoder-decoders: the encoder's text inputs (wm_recipe_default's), not an image */
+    /* encoder-decoders: the encoder's text inputs (wm_recipe_default's), an image encoder's pixel_values */
     int s2s = a->graph == WM_GRAPH_S2S;
-    int texts = a->graph == WM_GRAPH_TEXT || a->graph == WM_GRAPH_CLIP_TEXT || a->graph == WM_GRAPH_DUAL || s2s;
-    int images = !audio && !s2s && a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_CLIP_TEXT;
+    int texts = a->graph == WM_GRAPH_TEXT || a->graph == WM_GRAPH_CLIP_TEXT || a->graph == WM_GRAPH_DUAL ||
+                (s2s && !a->vis_enc);
+    int images = (!audio && !s2s && a->graph != WM_GRAPH_TEXT && a->graph != WM_GRAPH_CLIP_TEXT) || a->vis_enc;
     for (size_t i = 0; i < r->n_inputs; i++) {
         const wm_io_spec *s = &r->inputs[i];
         wm_status st = WM_OK;
@@ -1025,7 +1030,7 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
                             "\"group\" model takes no attention_mask (its feature extractor gives none)", p.label);
         } else if (images && !strcmp(s->name, "pixel_values")) {
             known = 1;
-            st = check_pixels(&p, s, a);
+            st = check_pixels(&p, s, a->vis_enc ? a->tower[1] : a);
         } else if (texts && (!strcmp(s->name, "input_ids") || !strcmp(s->name, "attention_mask"))) {
             known = 1;
             st = check_ids(&p, s, 2);

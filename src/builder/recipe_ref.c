@@ -42,7 +42,7 @@ static const struct {
     {"zero-shot-image-classification", WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION, WM_POOL_NONE},
     {"text2text-generation", WM_TASK_TEXT2TEXT_GENERATION, WM_POOL_NONE},
     {"image-segmentation", -1, WM_POOL_NONE},
-    {"image-to-text", -1, WM_POOL_NONE},
+    {"image-to-text", WM_TASK_IMAGE_TO_TEXT, WM_POOL_NONE},
     {"object-detection", -1, WM_POOL_NONE},
     {"zero-shot-object-detection", -1, WM_POOL_NONE},
     {"keypoint-detection", -1, WM_POOL_NONE},
@@ -83,8 +83,9 @@ wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *e
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.model_type': model_type '%s' is not supported in a "
                       "recipe (loader.model_class '%s', task '%s'): encoder-decoders build from the checkpoint alone "
                       "(no recipe) into Optimum's encoder_model.onnx, decoder_model.onnx and "
-                      "decoder_with_past_model.onnx for text2text-generation; the reference's part exports (an encoder, "
-                      "a static-cache decoder) and sequence-classification heads are not modeled", label,
+                      "decoder_with_past_model.onnx (text2text-generation, speech and image-to-text: `winml build -m "
+                      "CHECKPOINT -o DIR`, then `winml run -m DIR --image F`); the reference's part exports (an "
+                      "encoder, a static-cache decoder) and sequence-classification heads are not modeled", label,
                       r->model_type, r->model_class, r->task);
     if (r->model_type[0] && kind < 0) {
         char known[1024];

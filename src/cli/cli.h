@@ -122,7 +122,8 @@ int wm_cmd_generate_s2s(int argc, char **argv);
 int wm_generate_is_s2s(int argc, char **argv);
 int wm_folder_is_s2s(const char *model_dir);
 /* Transcribes audio files with a speech encoder-decoder folder (c->model): `winml generate --audio` (run 0:
-   {"outputs": ...}) and `winml run --audio` (run 1: {"task", "results": ...}). language / task NULL: the folder's;
+   {"outputs": ...}) and `winml run --audio` (run 1: {"task", "results": ...}); with image set, reads image files
+   with an image encoder-decoder (`--image`). language / task NULL: the folder's;
    num_beams / max_new 0: the folder's. Returns the exit code. */
 typedef struct wm_s2s_audio_args {
     const char *language, *task;
@@ -130,6 +131,8 @@ typedef struct wm_s2s_audio_args {
     long max_new;
     int threads, run;
     int timestamps; /* --timestamps: segments with their times */
+    int image; /* the files are images for an image encoder-decoder (TrOCR): task image-to-text, no prompt */
+    uint64_t max_pixels; /* images: the decode budget (0: $WM_MAX_IMAGE_PIXELS or the default) */
 } wm_s2s_audio_args;
 int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s_audio_args *a);
 int wm_cmd_run(int argc, char **argv);

@@ -19,11 +19,13 @@
 #include "llm/seq2seq.h"
 #include "llm/whisper_gen.h"
 #include "tasks/speech_s2s.h"
+#include "tasks/vision.h"
 
 #define MAX_ROWS 256
 
 static void help(void) {
-    printf("usage: winml generate -m BUILD_DIR (--text TEXT | --ids ID,... | --audio FILE)... [--max-new-tokens N]\n"
+    printf("usage: winml generate -m BUILD_DIR (--text TEXT | --ids ID,... | --audio FILE | --image FILE)...\n"
+           "                      [--max-new-tokens N]\n"
            "                      [--num-beams N] [--length-penalty X] [--early-stopping true|false|never]\n"
            "                      [--no-repeat-ngram-size N] [--eos ID,...] [--language L] [--task T] [--timestamps]\n"
            "                      [--threads N] [--ep auto|cpu] [-d auto|cpu]\n"
@@ -43,6 +45,8 @@ static void help(void) {
            "([start -> end] text; -f json \"chunks\"). Audio over 30 s is transcribed in 30 s windows, each\n"
            "starting at the last timestamp of the one before (timestamps are implied; without the flag only the\n"
            "text is printed).\n\n"
+           "Images (an encoder reading pixel_values, e.g. TrOCR): each --image (PNG or JPEG) is preprocessed as the\n"
+           "folder's preprocessor_config.json says; the decoder starts from decoder_start_token_id.\n\n"
            WM_CLI_TARGET_HELP);
 }
 
@@ -170,11 +174,16 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     wm_status st = secs && valid ? WM_OK : wm_err(&err, WM_ERR_NOMEM, "out of memory");
     if (!st) st = wm_s2s_gen_from_folder(c->model, &g, &err);
     if (!st) st = wm_s2s_open(c->model, a->threads, &m, &err);
-    if (!st && !wm_s2s_speech(m))
+    if (!st && !a->image && !wm_s2s_speech(m))
         st = wm_err(&err, WM_ERR_USAGE, "%s: --audio needs a speech encoder-decoder (encoder_model.onnx reading "
-                    "input_features); this one reads input_ids: give --text", c->model);
+                    "input_features); this one reads %s", c->model, wm_s2s_image(m) ? "pixel_values: give --image"
+                                                                                       : "input_ids: give --text");
+    if (!st && a->image && !wm_s2s_image(m))
+        st = wm_err(&err, WM_ERR_USAGE, "%s: --image needs an image encoder-decoder (encoder_model.onnx reading "
+                    "pixel_values); this one reads %s", c->model, wm_s2s_speech(m) ? "input_features: give --audio"
+                                                                                    : "input_ids: give --text");
     g.timestamps = a->timestamps;
-    if (!st) st = wm_s2s_prompt_from_folder(c->model, a->language, a->task, &g, &err);
+    if (!st && !a->image) st = wm_s2s_prompt_from_folder(c->model, a->language, a->task, &g, &err);
     if (!st && a->num_beams > 0) g.num_beams = a->num_beams;
     if (!st) {
         char p[PATH_MAX + 32];
@@ -183,13 +192,19 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
         st = wm_input_present(p, &present, &err);
         if (!st && present) st = wm_tokenizer_load_dir(c->model, &tok, &err);
     }
-    if (!st) st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, valid, secs, &err);
-    int long_form = !st && frames > g.window_frames;
+    if (!st && a->image) { /* the start token + new tokens; the images' pixel_values as one batch */
+        int h = 0, wi = 0;
+        if (a->max_new > 0) g.max_length = 1 + a->max_new;
+        st = wm_vision_pixel_batch(c->model, files, n, a->max_pixels, &feats, &h, &wi, &err);
+        if (!st) st = wm_s2s_generate_pixels(m, feats, (int64_t)n, 3, h, wi, &g, &out, &width, &err);
+    } else if (!st)
+        st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, valid, secs, &err);
+    int long_form = !st && !a->image && frames > g.window_frames;
     if (long_form && !g.timestamps) st = wm_whisper_timestamps_on(c->model, &g, &err); /* implied over 30 s */
     if (!st && g.timestamps)
         st = wm_whisper_generate(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, long_form ? valid : NULL, &g,
                                  a->max_new > 0 ? a->max_new : 0, &w, &err);
-    else if (!st && !(st = wm_s2s_prompt_max_length(&g, a->max_new, &err)))
+    else if (!st && !a->image && !(st = wm_s2s_prompt_max_length(&g, a->max_new, &err)))
         st = wm_s2s_generate_features(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, &g, &out, &width, &err);
     if (st) {
         rc = wm_cli_fail(c, &err);
@@ -198,14 +213,14 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     int64_t P = g.timestamps ? w.n_prompt : g.n_prompt ? (int64_t)g.n_prompt : 1, ts = g.timestamps ? g.ts_begin : -1;
     int64_t wd = g.timestamps ? P + w.width : width; /* a row: its prompt, then the generated ids */
     wm_json_obj(&j, NULL);
-    if (a->run) wm_json_str(&j, "task", "automatic-speech-recognition");
+    if (a->run) wm_json_str(&j, "task", a->image ? "image-to-text" : "automatic-speech-recognition");
     wm_json_arr(&j, a->run ? "results" : "outputs");
     for (size_t i = 0; i < n; i++) {
         const int64_t *pr = g.timestamps ? w.prompt + (int64_t)i * P : out + (int64_t)i * wd;
         const int64_t *o = g.timestamps ? w.ids + (int64_t)i * w.width : out + (int64_t)i * wd + P;
         wm_json_obj(&j, NULL);
-        wm_json_str(&j, "audio", files[i]);
-        wm_json_num(&j, "seconds", secs[i]);
+        wm_json_str(&j, a->image ? "image" : "audio", files[i]);
+        if (!a->image) wm_json_num(&j, "seconds", secs[i]);
         if (!c->json && a->timestamps && n > 1) printf("# %s\n", files[i]);
         if ((tok && (st = put_text(c, tok, o, wd - P, ts, !a->timestamps, &j, &err))) ||
             (a->timestamps && (st = put_chunks(c, tok, &w, (int64_t)i, ts, !a->run, &j, &err)))) {
@@ -241,7 +256,8 @@ done:
 int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml generate");
-    enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK, O_TS };
+    enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK, O_TS,
+           O_IMAGE };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"text", required_argument, 0, O_TEXT},          {"ids", required_argument, 0, O_IDS},
@@ -250,9 +266,11 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         {"no-repeat-ngram-size", required_argument, 0, O_NGRAM}, {"eos", required_argument, 0, O_EOS},
         {"threads", required_argument, 0, O_THREADS},    {"audio", required_argument, 0, O_AUDIO},
         {"language", required_argument, 0, O_LANG},      {"task", required_argument, 0, O_TASK},
-        {"timestamps", no_argument, 0, O_TS},            WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
+        {"timestamps", no_argument, 0, O_TS},            {"image", required_argument, 0, O_IMAGE},
+        WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
     const char *audio[MAX_ROWS], *language = NULL, *task = NULL;
     size_t n_audio = 0;
+    int image = 0; /* the files of audio[] are --image files */
     const char *texts[MAX_ROWS];
     int64_t *rows[MAX_ROWS];
     size_t lens[MAX_ROWS], n_rows = 0, n_texts = 0;
@@ -317,10 +335,12 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
             }
             break;
         case O_AUDIO:
-            if (n_audio == MAX_ROWS) {
-                rc = wm_cli_usage_error(&c, "--audio: at most %d files per run", MAX_ROWS);
+        case O_IMAGE:
+            if (n_audio == MAX_ROWS || (n_audio && image != (opt == O_IMAGE))) {
+                rc = wm_cli_usage_error(&c, "--audio / --image: at most %d files per run, of one kind", MAX_ROWS);
                 goto out;
             }
+            image = opt == O_IMAGE;
             audio[n_audio++] = optarg;
             break;
         case O_LANG: language = optarg; break;
@@ -346,12 +366,14 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         goto out;
     }
     if (c.model && n_audio && !n_texts && !n_rows) {
-        if (!isnan(lp) || es >= 0 || ngram >= 0 || eos) {
-            rc = wm_cli_usage_error(&c, "--audio: --length-penalty, --early-stopping, --no-repeat-ngram-size and "
-                                    "--eos are not taken with audio (the folder's generation_config.json decides)");
+        if (!isnan(lp) || es >= 0 || ngram >= 0 || eos || (image && (language || task || timestamps))) {
+            rc = wm_cli_usage_error(&c, "%s: --length-penalty, --early-stopping, --no-repeat-ngram-size, --eos%s are "
+                                    "not taken with %s (the folder's generation_config.json decides)",
+                                    image ? "--image" : "--audio",
+                                    image ? ", --language, --task and --timestamps" : " and", image ? "images" : "audio");
             goto out;
         }
-        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, timestamps};
+        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, timestamps, image, 0};
         rc = wm_s2s_audio_cli(&c, audio, n_audio, &aa);
         goto out;
     }
@@ -360,7 +382,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         goto out;
     }
     if (!c.model || (n_texts && n_rows) || !(n_texts + n_rows) || n_audio) {
-        rc = wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --ids, or --audio: one of them) are required");
+        rc = wm_cli_usage_error(&c, "-m BUILD_DIR and --text (or --ids, --audio or --image: one of them) are required");
         goto out;
     }
     wm_error err = {0};

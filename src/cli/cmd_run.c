@@ -39,7 +39,9 @@ static void help(void) {
            "Images: each --image (PNG or JPEG, up to %d) is decoded (EXIF orientation applied), preprocessed as the\n"
            "folder's preprocessor_config.json says and run: image-classification gives the top-k labels (default 5)\n"
            "with softmax scores, image-feature-extraction the embedding (image_embeds, pooler_output, else the first\n"
-           "output). --max-image-pixels N (default $WM_MAX_IMAGE_PIXELS, else %llu) refuses larger images.\n"
+           "output), an image encoder-decoder folder (TrOCR: encoder_model.onnx reading pixel_values) the generated\n"
+           "text (greedy, or generation_config's num_beams). --max-image-pixels N (default $WM_MAX_IMAGE_PIXELS,\n"
+           "else %llu) refuses larger images.\n"
            "--labels \"a cat,a dog\": zero-shot image classification (a CLIP model taking input_ids and\n"
            "pixel_values): each label's score for \"This is a photo of LABEL.\", softmax over the labels, as\n"
            "transformers' pipeline.\n"
@@ -298,9 +300,15 @@ int wm_cmd_run(int argc, char **argv) {
     if (!n_images && !n_audio && top_flag) return wm_cli_usage_error(&c, "--top-k applies to --image and --audio");
     if (!n_audio && (language || asr_task || timestamps))
         return wm_cli_usage_error(&c, "--language, --task and --timestamps apply to --audio");
+    if (c.model && n_images && wm_folder_is_s2s(c.model)) { /* an image encoder-decoder (TrOCR): texts */
+        if (top_flag || labels)
+            return wm_cli_usage_error(&c, "--top-k, --labels: an image encoder-decoder gives texts, not labels");
+        wm_s2s_audio_args aa = {NULL, NULL, 0, 0, threads, 1, 0, 1, (uint64_t)max_pix};
+        return wm_s2s_audio_cli(&c, images, n_images, &aa);
+    }
     if (c.model && n_audio && wm_folder_is_s2s(c.model)) { /* a speech encoder-decoder (Whisper): transcripts */
         if (top_flag) return wm_cli_usage_error(&c, "--top-k: a speech encoder-decoder gives transcripts, not labels");
-        wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1, timestamps};
+        wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1, timestamps, 0, 0};
         return wm_s2s_audio_cli(&c, audio, n_audio, &aa);
     }
     if (language || asr_task || timestamps)

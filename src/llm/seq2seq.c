@@ -27,6 +27,7 @@
 struct wm_s2s {
     wm_session *enc, *dec, *past;
     int layers, speech; /* speech: the encoder reads input_features [B, n_mels, frames] */
+    int image;          /* the encoder reads pixel_values [B, C, H, W] (an image encoder-decoder) */
     int64_t n_mels;
     int64_t heads, head_dim, vocab, hidden;
     char dir[4096];
@@ -171,7 +172,8 @@ wm_status wm_s2s_open(const char *dir, int threads, wm_s2s **out, wm_error *err)
             s = wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: input_features must be [batch, n_mels (fixed), "
                        "frames]", dir);
     }
-    if (!s && ((!m->speech && (wm_session_input_index(m->enc, "input_ids") < 0 ||
+    m->image = !s && wm_session_input_index(m->enc, "pixel_values") >= 0;
+    if (!s && ((!m->speech && !m->image && (wm_session_input_index(m->enc, "input_ids") < 0 ||
                                wm_session_input_index(m->enc, "attention_mask") < 0)) ||
                wm_session_output_index(m->enc, "last_hidden_state") < 0 || wm_session_input_index(m->dec, "encoder_hidden_states") < 0 ||
                wm_session_output_index(m->dec, "logits") < 0 || wm_session_output_index(m->past, "logits") < 0))
@@ -736,9 +738,10 @@ wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, in
                           const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
     *out = NULL;
     *width = 0;
-    if (m->speech)
-        return wm_err(err, WM_ERR_USAGE, "%s: a speech encoder-decoder (input_features): give audio, not tokens",
-                      m->dir);
+    if (m->speech || m->image)
+        return wm_err(err, WM_ERR_USAGE, "%s: %s encoder-decoder (%s): give %s, not tokens", m->dir,
+                      m->speech ? "a speech" : "an image", m->speech ? "input_features" : "pixel_values",
+                      m->speech ? "audio" : "images");
     wm_status st = check_gen(m, g, B, S, err);
     if (st) return st;
     for (int64_t i = 0; i < B * S; i++)
@@ -765,4 +768,24 @@ wm_status wm_s2s_generate_features(wm_s2s *m, const float *feats, int64_t B, int
     int64_t d[3] = {B, n_mels, frames};
     feed f[1] = {{"input_features", tens(WM_DT_FLOAT, 3, d, (void *)feats)}};
     return encode_search(m, f, 1, NULL, B, frames, g, out, width, err);
+}
+
+int wm_s2s_image(const wm_s2s *m) { return m->image; }
+
+wm_status wm_s2s_generate_pixels(wm_s2s *m, const float *pixels, int64_t B, int64_t C, int64_t H, int64_t W,
+                                 const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
+    *out = NULL;
+    *width = 0;
+    if (!m->image)
+        return wm_err(err, WM_ERR_USAGE, "%s: the encoder does not read pixel_values (no image model)", m->dir);
+    if (B < 1 || C < 1 || H < 1 || W < 1) return wm_err(err, WM_ERR_USAGE, "no images");
+    const wm_io_info *in = wm_session_input(m->enc, (size_t)wm_session_input_index(m->enc, "pixel_values"));
+    const int64_t got[4] = {B, C, H, W};
+    for (int k = 1; k < 4 && in->rank == 4; k++)
+        if (in->dims[k] > 0 && in->dims[k] != got[k])
+            return wm_err(err, WM_ERR_USAGE, "images of %lld x %lld x %lld (channels x height x width); "
+                          "%s/encoder_model.onnx reads %lld x %lld x %lld", (long long)C, (long long)H, (long long)W,
+                          m->dir, (long long)in->dims[1], (long long)in->dims[2], (long long)in->dims[3]);
+    feed f[1] = {{"pixel_values", tens(WM_DT_FLOAT, 4, got, (void *)pixels)}};
+    return encode_search(m, f, 1, NULL, B, 1, g, out, width, err);
 }

@@ -97,6 +97,17 @@ int64_t wm_s2s_n_mels(const wm_s2s *m);
 wm_status wm_s2s_generate_features(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
                                    const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
 
+/* 1 when the build's encoder reads pixel_values (an image encoder-decoder, e.g. TrOCR). */
+int wm_s2s_image(const wm_s2s *m);
+
+/*
+ * The same for an image build: pixels [B, C, H, W] (row-major preprocessed pixel_values, e.g. wm_vision_pixels');
+ * C, H, W must match the encoder's fixed dims (WM_ERR_USAGE naming both). The rows of *out start with
+ * decoder_start_token_id.
+ */
+wm_status wm_s2s_generate_pixels(wm_s2s *m, const float *pixels, int64_t B, int64_t C, int64_t H, int64_t W,
+                                 const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
+
 /* An integer field key of root (absent or null: *set 0) in [lo, 1e9] into *out; WM_ERR_INPUT naming file and key
    otherwise (shared with whisper_gen.c). */
 struct cJSON;

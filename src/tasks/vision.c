@@ -229,6 +229,28 @@ wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pi
     return pixels(&prep, path, NULL, 0, max_pixels, out, h, w, err);
 }
 
+wm_status wm_vision_pixel_batch(const char *folder, const char *const *paths, size_t n, uint64_t max_pixels,
+                                float **out, int *h, int *w, wm_error *err) {
+    *out = NULL;
+    float *all = NULL;
+    wm_status st = WM_OK;
+    for (size_t i = 0; !st && i < n; i++) {
+        float *one = NULL;
+        int hi, wi;
+        if ((st = wm_vision_pixels(folder, paths[i], max_pixels, &one, &hi, &wi, err))) break;
+        size_t k = (size_t)3 * (size_t)hi * (size_t)wi;
+        if (i && (hi != *h || wi != *w))
+            st = wm_err(err, WM_ERR_INPUT, "%s: preprocessed to %dx%d (height x width), the first image to %dx%d",
+                        paths[i], hi, wi, *h, *w);
+        if (!st && !i && !(all = malloc(n * k * sizeof *all))) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        if (!st) memcpy(all + i * k, one, k * sizeof *one), *h = hi, *w = wi;
+        free(one);
+    }
+    if (st) free(all);
+    else *out = all;
+    return st;
+}
+
 /*
  * in[i_ids], in[i_mask]: each text (with prompt: "This is a photo of {text}.") tokenized, cut to max_tokens when
  * that is not 0 (the special tokens kept, as `tokenizers` truncates), padded with the pad token to the longest, or

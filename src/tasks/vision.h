@@ -53,6 +53,14 @@ wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pi
                            wm_error *err);
 
 /*
+ * The pixel_values of the n image files at paths as one batch: *out (malloc'd, the caller's) [n, 3, *h, *w]. An
+ * image preprocessed to another size than the first is an error naming it. (winml run / generate --image on an
+ * image encoder-decoder)
+ */
+wm_status wm_vision_pixel_batch(const char *folder, const char *const *paths, size_t n, uint64_t max_pixels,
+                                float **out, int *h, int *w, wm_error *err);
+
+/*
  * Decodes, preprocesses and runs the image file at path. A zero-shot model needs the candidate labels (n_labels
  * >= 1; *out: their logits in order); the other tasks take none (labels NULL, n_labels 0).
  */

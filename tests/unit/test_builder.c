@@ -332,6 +332,44 @@ static void test_seq2seq_families(void **state) {
     done(&a);
 }
 
+/* The composite vision-encoder-decoder: an image tower of the vision table as the encoder, the trocr row as the
+   decoder (its encoder keys absent), enc_to_dec_proj when the widths differ, cross_attention_hidden_size instead. */
+static void test_vision_encoder_decoder(void **state) {
+    (void)state;
+    wm_arch a;
+    wm_error e;
+#define VED "{\"model_type\": \"vision-encoder-decoder\", \"encoder\": {\"model_type\": \"vit\", \"hidden_size\": 32," \
+            " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"intermediate_size\": 48, \"image_size\": 32," \
+            " \"patch_size\": 8}, \"decoder\": {\"model_type\": \"trocr\", \"decoder_layers\": 2," \
+            " \"decoder_attention_heads\": 2, \"decoder_ffn_dim\": 40, \"vocab_size\": 50, \"max_position_embeddings\": 64"
+    assert_int_equal(resolve(VED ", \"d_model\": 24}}", NULL, -1, &a, &e), WM_OK);
+    assert_string_equal(a.inference_class, "VisionEncoderDecoderModel");
+    assert_int_equal(a.task, WM_TASK_IMAGE_TO_TEXT);
+    assert_true(a.vis_enc && a.enc_L == 0 && a.dec_L == 2 && a.L == 2 && a.emb_norm && a.post_norm);
+    assert_int_equal(a.pos_offset, 2);
+    assert_int_equal(a.tower[1]->n_pos, 17); /* CLS + 16 patches */
+    assert_int_equal(a.tower[1]->vpool, WM_VPOOL_NONE);
+    const wm_module *p = wm_arch_mod(&a, -1, WM_M_G_PROJ);
+    assert_true(p->present && p->in == 32 && p->out == 24);
+    assert_int_equal(wm_arch_mod(&a, 0, WM_M_L_XK)->in, 24);
+    done(&a);
+    assert_int_equal(resolve(VED ", \"d_model\": 24, \"layernorm_embedding\": false, \"cross_attention_hidden_size\": 32}}",
+                             NULL, -1, &a, &e), WM_OK);
+    assert_false(wm_arch_mod(&a, -1, WM_M_G_PROJ)->present || a.emb_norm);
+    assert_int_equal(wm_arch_mod(&a, 1, WM_M_L_XV)->in, 32); /* the encoder's width */
+    done(&a);
+    assert_int_equal(resolve(VED ", \"d_model\": 24, \"cross_attention_hidden_size\": 16}}", NULL, -1, &a, &e),
+                     WM_ERR_INPUT);
+    assert_non_null(strstr(e.msg, "config.json: decoder: field 'cross_attention_hidden_size'"));
+    done(&a);
+#undef VED
+    assert_int_equal(resolve("{\"model_type\": \"trocr\", \"d_model\": 24, \"decoder_layers\": 2, \"vocab_size\": 50,"
+                             " \"decoder_attention_heads\": 2, \"decoder_ffn_dim\": 40}", NULL, -1, &a, &e),
+                     WM_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "is a decoder built inside a composite checkpoint only"));
+    done(&a);
+}
+
 static void test_sliding_windows(void **state) {
     (void)state;
     wm_arch a;
@@ -694,6 +732,7 @@ int main(void) {
         cmocka_unit_test(test_families_from_config), cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_rope_frequencies), cmocka_unit_test(test_relative_position_buckets),
         cmocka_unit_test(test_seq2seq_families),
+        cmocka_unit_test(test_vision_encoder_decoder),
         cmocka_unit_test(test_sliding_windows),
         cmocka_unit_test(test_gemma_features),
         cmocka_unit_test(test_tensors_decide), cmocka_unit_test(test_sha256_vectors),
