@@ -31,12 +31,17 @@
  * in the low nibble), its scales (T, [E, N] with block_size 0, else [E, N,
  * K / block_size]) and its bias (T, optional). Weight (n, k) = (code -
  * 2^(bits-1)) * scale, the MatMulNBits layout of each expert with its
- * default zero point, so an expert's GEMM is a MatMulNBits one (float
- * activations, accuracy level 0: onnxruntime's CPU kernel computes in float
- * too); a row scale of a K that is no power of two >= 16 dequantizes the
- * expert into scratch instead. Zero-point inputs (11-13) are refused by name.
+ * default zero point, so an expert's GEMM is a MatMulNBits one: with
+ * block_size > 0 at the node's accuracy_level (4: int8 activations, as
+ * onnxruntime's QNBit path), with a scale per row in float (as onnxruntime,
+ * which then dequantizes whatever the level); a row scale of a K that is no
+ * power of two >= 16 dequantizes the expert into scratch. Inputs past 10
+ * (zero points, router weights, global and activation scales), per-fc bit
+ * widths other than expert_weight_bits, quant_type, prepacked weights and
+ * swiglu_limit_after_activation are refused by name.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/gemm.h"
@@ -51,7 +56,7 @@ typedef struct moe {
     int normalize;
     float alpha, beta, limit; /* limit: INFINITY when absent */
     int q;                    /* QMoE: experts of `bits` bits, scales per row (block 0) or per block */
-    int bits;
+    int bits, accuracy;       /* accuracy: MatMulNBits' accuracy_level of the blocked experts' GEMMs */
     int64_t block;
     int w[3], sc[3], b[3];    /* input slots of fc1 / fc2 / fc3: weights, scales (-1: none), biases */
 } moe;
@@ -81,11 +86,18 @@ static wm_status init_common(wm_node *n, int q, wm_error *err) {
     if (!wm_has_in(n, s->w[1]))
         return wm_node_err(n, err, WM_ERR_INPUT, "input %d (fc2_experts_weights) is required", s->w[1]);
     if (q) {
+        static const char *const extra[] = {"fc1_zero_points", "fc2_zero_points", "fc3_zero_points", "router_weights",
+                                            "fc1_global_scale", "fc2_global_scale", "fc1_act_scale", "fc2_act_scale",
+                                            "fc1_act_block_scale", "fc2_act_block_scale"};
         for (int i = 11; i < n->n_in; i++)
             if (wm_has_in(n, i))
-                return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "input %d (fc%d_zero_points): zero points of QMoE's "
-                                   "experts are not supported", i, i - 10);
-        if (n->n_in > 14) return wm_node_err(n, err, WM_ERR_INPUT, "%d inputs: QMoE takes at most 14", n->n_in);
+                return i < 21 ? wm_node_err(n, err, WM_ERR_UNSUPPORTED, "input %d (%s) is not supported", i,
+                                            extra[i - 11])
+                              : wm_node_err(n, err, WM_ERR_INPUT, "%d inputs: QMoE takes at most 21", n->n_in);
+        static const char *const refused[] = {"quant_type", "weights_prepacked", "swiglu_limit_after_activation"};
+        for (int i = 0; i < 3; i++)
+            if (wm_attr(n, refused[i]) && wm_attr_int(n, refused[i], 0))
+                return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "attribute %s is not supported", refused[i]);
         if (!wm_has_in(n, s->sc[0]) || !wm_has_in(n, s->sc[1]))
             return wm_node_err(n, err, WM_ERR_INPUT, "inputs 3 and 6 (fc1_scales, fc2_scales) are required");
         if (wm_has_in(n, s->w[2]) != wm_has_in(n, s->sc[2]))
@@ -99,6 +111,14 @@ static wm_status init_common(wm_node *n, int q, wm_error *err) {
         s->bits = (int)wm_attr_int(n, "expert_weight_bits", 4);
         if (s->bits != 4 && s->bits != 8)
             return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "expert_weight_bits %d (4 or 8)", s->bits);
+        for (int t = 1; t <= 3; t++) {
+            char key[32];
+            snprintf(key, sizeof key, "fc%d_expert_weight_bits", t);
+            if (wm_attr(n, key) && wm_attr_int(n, key, s->bits) != s->bits)
+                return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "%s %lld differs from expert_weight_bits %d: one width "
+                                   "for every fc is supported", key, (long long)wm_attr_int(n, key, 0), s->bits);
+        }
+        s->accuracy = (int)wm_attr_int(n, "accuracy_level", 0);
         s->block = wm_attr_int(n, "block_size", 0);
         if (s->block && (s->block < 16 || (s->block & (s->block - 1))))
             return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "block_size %lld: 0 (a scale per row) or a power of two "
@@ -234,6 +254,7 @@ static void qweight(const moe *s, int64_t N, int64_t K, wm_nbits_w *w) {
     w->block = s->block ? s->block : K;
     w->k_blocks = qblocks(s, K);
     w->blob = w->block * s->bits / 8;
+    w->accuracy = s->block ? s->accuracy : 0; /* a scale per row: float, as onnxruntime */
 }
 
 /* 1 when the MatMulNBits kernels take w's block (else the expert is dequantized into scratch) */

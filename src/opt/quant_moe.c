@@ -8,7 +8,8 @@
  * has no zero points here, so each expert's rows are quantized symmetric: RTN (wm_quant_blocks, onnxruntime's values),
  * or with quant.rtn_scale_search RTN's scale and the candidates around it, the least squared error kept
  * (wm_quant_blocks_search). The block is the config's block_size halved until it
- * divides both the hidden size and the experts' width (at least 16), else one scale per row.
+ * divides both the hidden size and the experts' width (at least 16), else one scale per row; blocked experts take the
+ * config's accuracy_level as MatMulNBits does (4: int8 activations in both runtimes).
  *
  * Each expert is read, quantized and its float pages released one at a time, so a pass holds one layer's codes
  * besides one expert's floats.
@@ -157,6 +158,8 @@ wm_status wm_quant_moe(wm_graph *g, const wm_quant_config *c, wm_quant_report *r
         if (!st) st = wm_graph_set_attr_string(g, qn, "activation_type", act, err);
         if (!st) st = wm_graph_set_attr_int(g, qn, "expert_weight_bits", bits, err);
         if (!st && block) st = wm_graph_set_attr_int(g, qn, "block_size", block, err);
+        if (!st && block && c->accuracy_level)
+            st = wm_graph_set_attr_int(g, qn, "accuracy_level", c->accuracy_level, err);
         r->quantized++;
         r->n_qmoe++;
         r->qmoe_bytes += bytes;
