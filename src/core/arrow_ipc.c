@@ -2,13 +2,12 @@
 #include "core/arrow_ipc.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/file.h"
 
 #define MAX_FIELDS 4096
 #define MAX_DEPTH 16
@@ -92,8 +91,7 @@ typedef struct anode {
 } anode;
 
 typedef struct ar {
-    FILE *f;
-    const uint8_t *mem;
+    const uint8_t *mem; /* the file's bytes (mapped by *_read) */
     uint64_t size, bytes_left;
     const char *label;
     anode *nodes;
@@ -110,12 +108,7 @@ static wm_status read_at(ar *a, uint64_t off, size_t n, uint8_t *out, wm_error *
     if (off > a->size || n > a->size - off)
         return wm_err(err, WM_ERR_INPUT, "%s: %zu bytes at offset %llu lie past the end of the file (%llu bytes)",
                       a->label, n, (unsigned long long)off, (unsigned long long)a->size);
-    if (a->mem) {
-        memcpy(out, a->mem + off, n);
-        return WM_OK;
-    }
-    if (fseeko(a->f, (off_t)off, SEEK_SET) || fread(out, 1, n, a->f) != n)
-        return wm_err(err, WM_ERR_IO, "%s: read error at offset %llu", a->label, (unsigned long long)off);
+    memcpy(out, a->mem + off, n);
     return WM_OK;
 }
 
@@ -454,7 +447,7 @@ static wm_status parse(ar *a, const wm_parquet_opts *o, wm_table *t, wm_error *e
     int have_schema = 0;
     uint8_t *meta = NULL, *body = NULL;
     while (!st && pos + 4 <= a->size && !(a->max_rows && t->n_rows >= a->max_rows)) {
-        uint32_t len;
+        uint32_t len = 0;
         if ((st = read_at(a, pos, 4, (uint8_t *)&len, err))) break;
         pos += 4;
         if (len == 0xFFFFFFFFu) { /* the continuation marker, then the length */
@@ -534,15 +527,10 @@ wm_status wm_arrow_parse(const uint8_t *buf, size_t len, const char *label, cons
 
 wm_status wm_arrow_read(const char *path, const wm_parquet_opts *o, wm_table *t, wm_error *err) {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return wm_err(err, WM_ERR_INPUT, "%s: not a regular file", path);
-    }
-    ar a = {.f = f, .size = (uint64_t)sb.st_size, .label = path};
-    wm_status st = parse(&a, o, t, err);
-    fclose(f);
+    wm_map m;
+    wm_status st = wm_map_file(path, 0, &m, err);
+    if (st) return st;
+    st = wm_arrow_parse(m.data, m.size, path, o, t, err);
+    wm_unmap(&m);
     return st;
 }

@@ -2,16 +2,15 @@
 #include "core/parquet.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <snappy-c.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <zlib.h>
 #include <zstd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/thrift.h"
 
 #define MAX_SCHEMA 4096        /* schema elements */
@@ -54,9 +53,7 @@ typedef struct leaf {
 } leaf;
 
 typedef struct pq {
-    /* the file: in memory, or read at offsets */
-    FILE *f;
-    const uint8_t *mem;
+    const uint8_t *mem; /* the file's bytes (mapped by *_read) */
     uint64_t size, data_end; /* data_end: where the footer starts */
     const char *label;
     uint64_t bytes_left;     /* of max_bytes */
@@ -78,12 +75,7 @@ static wm_status read_at(pq *q, uint64_t off, size_t n, uint8_t *out, wm_error *
     if (off > q->size || n > q->size - off)
         return wm_err(err, WM_ERR_INPUT, "%s: %zu bytes at offset %llu lie past the end of the file (%llu bytes)",
                       q->label, n, (unsigned long long)off, (unsigned long long)q->size);
-    if (q->mem) {
-        memcpy(out, q->mem + off, n);
-        return WM_OK;
-    }
-    if (fseeko(q->f, (off_t)off, SEEK_SET) || fread(out, 1, n, q->f) != n)
-        return wm_err(err, WM_ERR_IO, "%s: read error at offset %llu", q->label, (unsigned long long)off);
+    memcpy(out, q->mem + off, n);
     return WM_OK;
 }
 
@@ -814,15 +806,10 @@ wm_status wm_parquet_parse(const uint8_t *buf, size_t len, const char *label, co
 
 wm_status wm_parquet_read(const char *path, const wm_parquet_opts *o, wm_table *t, wm_error *err) {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) return wm_err(err, WM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return wm_err(err, WM_ERR_INPUT, "%s: not a regular file", path);
-    }
-    pq q = {.f = f, .size = (uint64_t)sb.st_size, .label = path};
-    wm_status st = parse(&q, o, t, err);
-    fclose(f);
+    wm_map m;
+    wm_status st = wm_map_file(path, 0, &m, err);
+    if (st) return st;
+    st = wm_parquet_parse(m.data, m.size, path, o, t, err);
+    wm_unmap(&m);
     return st;
 }
