@@ -167,18 +167,23 @@ def test_moe_float16(tmp_path, build_dir):
 ])
 def test_moe_bad_attributes_exit_2(extra, msg, tmp_path, asan_dir):
     model, feeds, _ = moe_model()
-    node = model.graph.node[0]
-    keep = [a for a in node.attribute if a.name not in extra]
-    del node.attribute[:]
-    node.attribute.extend(keep + [helper.make_attribute(n, v) for n, v in extra.items()])
+    assert_refused(model, feeds, extra, msg, "MoE", tmp_path, asan_dir)
+
+
+def assert_refused(model, feeds, attrs, msg, op, tmp_path, asan_dir):
+    """the node with attrs set (replacing its own) makes wm_run (ASan) exit 2 naming msg and op, writing nothing"""
     import onnx
+    node = model.graph.node[0]
+    keep = [a for a in node.attribute if a.name not in attrs]
+    del node.attribute[:]
+    node.attribute.extend(keep + [helper.make_attribute(n, v) for n, v in attrs.items()])
     path = tmp_path / "bad.onnx"
     onnx.save(model, path)
     save_file(feeds, str(tmp_path / "in.safetensors"))
     p = subprocess.run([U.binary(asan_dir, "wm_run"), str(path), str(tmp_path / "in.safetensors"),
                         str(tmp_path / "out.safetensors")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stderr
-    assert msg in p.stderr and "MoE" in p.stderr, p.stderr
+    assert msg in p.stderr and op in p.stderr, p.stderr
     assert not (tmp_path / "out.safetensors").exists()
 
 
@@ -286,20 +291,8 @@ def test_qmoe_float16(tmp_path, build_dir):
     (dict(weights_prepacked=1), "attribute weights_prepacked is not supported"),
 ])
 def test_qmoe_bad_attributes_exit_2(change, msg, tmp_path, asan_dir):
-    import onnx
     model, feeds, _ = qmoe_model()
-    node = model.graph.node[0]
-    keep = [a for a in node.attribute if a.name not in change]
-    del node.attribute[:]
-    node.attribute.extend(keep + [helper.make_attribute(n, v) for n, v in change.items()])
-    path = tmp_path / "bad.onnx"
-    onnx.save(model, path)
-    save_file(feeds, str(tmp_path / "in.safetensors"))
-    p = subprocess.run([U.binary(asan_dir, "wm_run"), str(path), str(tmp_path / "in.safetensors"),
-                        str(tmp_path / "out.safetensors")], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2, p.stderr
-    assert msg in p.stderr and "QMoE" in p.stderr, p.stderr
-    assert not (tmp_path / "out.safetensors").exists()
+    assert_refused(model, feeds, change, msg, "QMoE", tmp_path, asan_dir)
 
 
 def test_qmoe_accuracy_level_4_matches_onnxruntime(tmp_path, build_dir):
