@@ -222,3 +222,8 @@ void wm_nbits_fzp_weights(const float *x, int64_t n, float *w) {
     ms /= (double)(n > 0 ? n : 1);
     for (int64_t i = 0; i < n; i++) w[i] = (float)((double)x[i] * x[i] + ms / 8);
 }
+
+void wm_nbits_fit_weights(const float *x, const float *imp, int64_t n, float *w) {
+    wm_nbits_fzp_weights(x, n, w);
+    for (int64_t i = 0; imp && i < n; i++) w[i] *= imp[i];
+}

@@ -35,6 +35,7 @@ typedef struct wm_qjob {
     const wm_quant_carry *carry; /* CARRY: the entry (bits, block, zp and rows) */
     const wm_quant_hessian *hess; /* NBITS: GPTQ with these statistics (NULL: RTN / the search) */
     double damp;                  /* NBITS with hess: wm_quant_config.gptq_damp (resolved) */
+    const wm_quant_hessian *imp;  /* NBITS without hess: importance h [K] weighting the search (implies it) */
     int float_zp; /* NBITS, asymmetric, no hess: float zero points [N, nblk] of the scales' type (wm_nbits_fit_fzp) */
 } wm_qjob;
 
@@ -111,6 +112,8 @@ static inline void wm_nbits_put_code(uint8_t *dst, int64_t r, int bits, int v) {
 float wm_nbits_round_zp(float z, int32_t zp_dtype);
 /* The fit's weights of block x[0..n): w_i = x_i^2 + mean(x^2) / 8 (the larger values matter more). */
 void wm_nbits_fzp_weights(const float *x, int64_t n, float *w);
+/* wm_nbits_fzp_weights times imp[i] (the importance of the block's row i; NULL: as they are). */
+void wm_nbits_fit_weights(const float *x, const float *imp, int64_t n, float *w);
 /*
  * Scale *scale and float zero point *zp (as stored in scale_dtype / zp_dtype) and codes q[0..n) in [0, kmax] of
  * block x[0..n) (finite values) of least weighted error sum_i w_i (x_i - s (q_i - z))^2 found by quant_fzp.c's
