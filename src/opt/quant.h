@@ -64,7 +64,7 @@ typedef struct wm_quant_range {
 typedef struct wm_quant_hessian {
     const char *value; /* the value MatMul reads as its input A */
     int64_t K;         /* its last dimension */
-    const double *h;   /* [K, K], symmetric; [K] (its diagonal: sum x_k^2) in wm_quant_config.importance */
+    const double *h;   /* [K, K], symmetric; in wm_quant_config.importance [2K]: sum x_k^2, then sum x_k */
     uint64_t rows;     /* calibration rows summed */
 } wm_quant_hessian;
 
@@ -117,10 +117,10 @@ typedef struct wm_quant_config {
     const wm_quant_hessian *hessians; size_t n_hessians;
     double gptq_damp;       /* fraction of mean diag(H) added to H's diagonal; 0: 0.01 */
     /* importance-weighted fitting (int4/int8 RTN, not GPTQ): a MatMul (or bias-free Gemm) whose input A is listed
-       here (h [K]: sum over calibration rows of x_k^2, the diagonal of GPTQ's X^T X) has every block searched
-       (scale_search's fit, whatever scale_search says) with weights imp_k * (x_i^2 + mean(x^2) / 8), imp_k = h_k
-       over its mean over k (floored at 1e-3): the error of a weight counts as much as its input column's energy
-       moves the output (llama.cpp's imatrix idea) */
+       here (h [2K]: sums over calibration rows of x_k^2, then of x_k) has every block searched (scale_search's
+       fit, whatever scale_search says) for the least output error: weights the columns' variances and, uint8 zero
+       points, the columns' means as a second term (quant_fzp.c's header; wm_nbits_importance) -- llama.cpp's
+       imatrix idea, with the means that a zero point's shift meets */
     const wm_quant_hessian *importance; size_t n_importance;
     /* blocks per kind of tensor (0: block_size): int8_block_size for the weights kept at 8 bits (8-bit codes need
        fewer scales: a larger block costs little error and saves a scale and zero point per block), table_block_size
@@ -227,13 +227,14 @@ void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits,
  */
 void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                             float *scales, uint8_t *zp);
-/* wm_quant_blocks_search with each row k's errors weighted by imp[k] too (imp [K], > 0: wm_quant_config.importance's
- * fit; NULL: wm_quant_blocks_search). */
-void wm_quant_blocks_imp(const float *w, const float *imp, int64_t K, int64_t N, int64_t bs, int bits, int symmetric,
-                         uint8_t *q, float *scales, uint8_t *zp);
-/* The importance of K input columns from h [K] (sums of x_k^2): h_k / mean(h), floored at 1e-3 (all 1 when every
- * h_k is 0). Returns malloc'ed [K] floats (caller frees); NULL: out of memory. */
-float *wm_nbits_importance(const double *h, int64_t K);
+/* wm_quant_blocks_search with the importance's fit: row k's errors weighted by imp[k] (> 0) instead of the values'
+ * squares, and, asymmetric, the mean term of mu [K] (NULL: none) (wm_nbits_importance's two halves). */
+void wm_quant_blocks_imp(const float *w, const float *imp, const float *mu, int64_t K, int64_t N, int64_t bs, int bits,
+                         int symmetric, uint8_t *q, float *scales, uint8_t *zp);
+/* The fit's statistics of K input columns from h [2K] (sums over rows of x_k^2, then of x_k): [K] weights, each
+ * column's variance over the mean of E[x^2] (floored at 1e-3; all 1 when every column is 0), then [K] means over
+ * the square root of that mean. Returns malloc'ed [2K] floats (caller frees); NULL: out of memory. */
+float *wm_nbits_importance(const double *h, int64_t K, uint64_t rows);
 
 /*
  * Asymmetric block quantization with float zero points (wm_quant_config.float_zp), wm_quant_blocks' layout for

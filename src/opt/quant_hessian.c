@@ -35,7 +35,7 @@ static wm_status add_value(wm_quant_hessians *h, const char *name, int64_t K, in
     if (!v) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     h->v = v;
     char *nm = strdup(name);
-    double *m = calloc((size_t)K * (size_t)(diag ? 1 : K), sizeof *m);
+    double *m = calloc((size_t)K * (size_t)(diag ? 2 : K), sizeof *m);
     if (!nm || !m) {
         free(nm), free(m);
         return wm_err(err, WM_ERR_NOMEM, "out of memory for GPTQ statistics (K %lld)", (long long)K);
@@ -96,6 +96,7 @@ static void accumulate_diag(wm_quant_hessian *q, const float *x, uint64_t rows) 
         for (int64_t k = 0; k < q->K; k++) {
             double v = x[r * (uint64_t)q->K + (uint64_t)k];
             h[k] += v * v;
+            h[q->K + k] += v;
         }
     q->rows += rows;
 }

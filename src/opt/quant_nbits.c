@@ -90,7 +90,8 @@ static void try_scale(const float *x, const float *w, int64_t n, float s0, int z
  * The symmetric search over one block column x[0..n) (finite values; RTN chose *scale, *zp, codes q[0..n)):
  * candidate scales around RTN's (the extreme m mapped to -2^(bits-1) or to 2^(bits-1)-1), each refit
  * (try_scale). Weights wm_nbits_fit_weights: the larger weights matter more (their errors move outputs most when
- * inputs are alike in size) without leaving the small ones free, times the input rows' importance imp (NULL: 1). *scale, *zp and q receive the best; RTN's when
+ * inputs are alike in size) without leaving the small ones free; with an importance imp (NULL: none), the input
+ * columns' variances instead. *scale, *zp and q receive the best; RTN's when
  * none beats it.
  * w and tq: room for n floats and n bytes.
  */
@@ -150,7 +151,7 @@ static size_t row_scratch(int64_t N, int64_t bs) { return (size_t)(4 * N + 3 * b
  * per-column definition above. search: each column's block then goes through search_block (symmetric) or
  * wm_nbits_fit_izp (asymmetric). imp: the importance of these nrows rows (NULL: all alike), weighting the fits.
  */
-static void block_row(const float *rows, const float *imp, int64_t kb, int64_t nrows, int64_t K, int64_t N,
+static void block_row(const float *rows, const float *imp, const float *mu, int64_t kb, int64_t nrows, int64_t K, int64_t N,
                       int64_t bs, int bits, int sym, int search, int32_t scale_dtype, uint8_t *q, float *scales,
                       uint8_t *zp, float *zpf, int32_t zp_dtype, float *scratch) {
     int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8;
@@ -200,7 +201,7 @@ static void block_row(const float *rows, const float *imp, int64_t kb, int64_t n
             if (sym) search_block(col, imp, nrows, bits, mn[n], mx[n], scale_dtype, &scale, &z, cq, wts, tq);
             else {
                 wm_nbits_fit_weights(col, imp, nrows, wts);
-                wm_nbits_fit_izp(col, wts, nrows, kmax, scale_dtype, cq, tq, &scale, &z);
+                wm_nbits_fit_izp(col, wts, mu, nrows, kmax, scale_dtype, cq, tq, &scale, &z);
             }
             for (int64_t k = 0; k < nrows; k++) put_code(dst, k, bits, cq[k]);
             rs[n] = 0.0f, zs[n] = -1; /* codes written: the pass below skips this column */
@@ -223,7 +224,7 @@ static void block_row(const float *rows, const float *imp, int64_t kb, int64_t n
     }
 }
 
-static void quant_blocks(const float *w, const float *imp, int64_t K, int64_t N, int64_t bs, int bits, int symmetric,
+static void quant_blocks(const float *w, const float *imp, const float *mu, int64_t K, int64_t N, int64_t bs, int bits, int symmetric,
                          int search, uint8_t *q, float *scales, uint8_t *zp) {
     int64_t nblk = (K + bs - 1) / bs;
     float *scratch = malloc(row_scratch(N, bs) * sizeof *scratch);
@@ -231,7 +232,7 @@ static void quant_blocks(const float *w, const float *imp, int64_t K, int64_t N,
     if (zp) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
     for (int64_t kb = 0; kb < nblk; kb++) {
         int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
-        block_row(w + r0 * N, imp ? imp + r0 : NULL, kb, nr, K, N, bs, bits, symmetric, search, WM_DT_FLOAT, q,
+        block_row(w + r0 * N, imp ? imp + r0 : NULL, mu ? mu + r0 : NULL, kb, nr, K, N, bs, bits, symmetric, search, WM_DT_FLOAT, q,
                   scales, zp, NULL, 0, scratch);
     }
     free(scratch);
@@ -239,28 +240,31 @@ static void quant_blocks(const float *w, const float *imp, int64_t K, int64_t N,
 
 void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                      float *scales, uint8_t *zp) {
-    quant_blocks(w, NULL, K, N, bs, bits, symmetric, 0, q, scales, zp);
+    quant_blocks(w, NULL, NULL, K, N, bs, bits, symmetric, 0, q, scales, zp);
 }
 
 void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                             float *scales, uint8_t *zp) {
-    quant_blocks(w, NULL, K, N, bs, bits, symmetric, 1, q, scales, zp);
+    quant_blocks(w, NULL, NULL, K, N, bs, bits, symmetric, 1, q, scales, zp);
 }
 
-void wm_quant_blocks_imp(const float *w, const float *imp, int64_t K, int64_t N, int64_t bs, int bits, int symmetric,
-                         uint8_t *q, float *scales, uint8_t *zp) {
-    quant_blocks(w, imp, K, N, bs, bits, symmetric, 1, q, scales, zp);
+void wm_quant_blocks_imp(const float *w, const float *imp, const float *mu, int64_t K, int64_t N, int64_t bs, int bits,
+                         int symmetric, uint8_t *q, float *scales, uint8_t *zp) {
+    quant_blocks(w, imp, mu, K, N, bs, bits, symmetric, 1, q, scales, zp);
 }
 
-float *wm_nbits_importance(const double *h, int64_t K) {
-    float *v = malloc((size_t)(K > 0 ? K : 1) * sizeof *v);
+float *wm_nbits_importance(const double *h, int64_t K, uint64_t rows) {
+    float *v = malloc((size_t)(K > 0 ? 2 * K : 1) * sizeof *v);
     if (!v) return NULL;
-    double mean = 0;
-    for (int64_t k = 0; k < K; k++) mean += isfinite(h[k]) && h[k] > 0 ? h[k] : 0;
+    double mean = 0, R = rows ? (double)rows : 1.0;
+    for (int64_t k = 0; k < K; k++) mean += isfinite(h[k]) && h[k] > 0 ? h[k] / R : 0;
     mean /= (double)(K > 0 ? K : 1);
     for (int64_t k = 0; k < K; k++) {
-        double r = mean > 0 && isfinite(h[k]) && h[k] > 0 ? h[k] / mean : mean > 0 ? 0 : 1;
+        double m2 = isfinite(h[k]) && h[k] > 0 ? h[k] / R : 0, mu = isfinite(h[K + k]) ? h[K + k] / R : 0;
+        double var = m2 - mu * mu > 0 ? m2 - mu * mu : 0;
+        double r = mean > 0 ? var / mean : 1;
         v[k] = (float)(r > 1e-3 ? r : 1e-3);
+        v[K + k] = mean > 0 ? (float)(mu / sqrt(mean)) : 0.0f;
     }
     return v;
 }
@@ -381,7 +385,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         free(scratch);
         return wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
     }
-    float *imp = j->imp && !j->hess ? wm_nbits_importance(j->imp->h, K) : NULL;
+    float *imp = j->imp && !j->hess ? wm_nbits_importance(j->imp->h, K, j->imp->rows) : NULL;
     if (j->imp && !j->hess && !imp) {
         free(rows);
         free(sc);
@@ -407,7 +411,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         if (j->trans) s = read_cols_t(j->src, r0, nr, K, N, rows, err); /* B stored [N, K] (Gemm transB) */
         else s = read_rows(j->m, j->src, r0, nr, N, rows, release, err);
         if (s) break;
-        block_row(rows, imp ? imp + r0 : NULL, kb, nr, K, N, bs, j->bits, j->sym, j->search || imp, sdt, out[0], sc,
+        block_row(rows, imp ? imp + r0 : NULL, imp ? imp + K + r0 : NULL, kb, nr, K, N, bs, j->bits, j->sym, j->search || imp, sdt, out[0], sc,
                   fz ? NULL : out[2], fz, j->scale_dtype, scratch);
     }
     put_floats(out[1], sc, nblk * N, j->scale_dtype, s);
