@@ -472,6 +472,35 @@ static void test_int4_importance_weighted_fit(void **st) {
     }
 }
 
+/* Per-kind blocks: a weight kept at 8 bits (int8_nodes) takes int8_block_size (its scales [N, K / 64]), the
+ * 4-bit one the recipe's block; a block size that is not a power of two >= 16 is refused. */
+static void test_int4_per_kind_blocks(void **st) {
+    (void)st;
+    wm_error e = {0};
+    wm_quant_config c;
+    wm_quant_config_default(&c, WM_QUANT_INT4);
+    static const char *const w8[] = {"W1"};
+    c.symmetric = 0, c.block_size = 16, c.int8_block_size = 64, c.int8_nodes = w8, c.n_int8_nodes = 1;
+    wm_graph *g;
+    wm_onnx_model *m = mlp(&g);
+    wm_quant_report r;
+    assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_OK);
+    const wm_onnx_tensor *s1 = wm_graph_initializer(g, "W1_scales"), *s2 = wm_graph_initializer(g, "W2_scales");
+    assert_non_null(wm_graph_initializer(g, "W1_Q8")), assert_non_null(s1), assert_non_null(s2);
+    assert_int_equal(s1->dims[0], 32), assert_int_equal(s1->dims[1], 1);  /* K 64 in one block of 64 */
+    assert_int_equal(s2->dims[0], 16), assert_int_equal(s2->dims[1], 2);  /* K 32 in blocks of 16 */
+    wm_quant_report_free(&r);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+    m = mlp(&g);
+    c.int8_block_size = 48;
+    assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_ERR_USAGE);
+    assert_non_null(strstr(e.msg, "8-bit block size 48"));
+    wm_quant_report_free(&r);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+}
+
 /* The pass with float_zp: MatMulNBits zero points are float [N, nblk], codes, scales and zero points those of
  * wm_quant_blocks_fzp on the same weights (the streamed path equals the per-column one). */
 static void test_int4_float_zero_points_pass(void **st) {
@@ -649,7 +678,7 @@ int main(void) {
         cmocka_unit_test(test_table_block_divides_width),
         cmocka_unit_test(test_int4_float_zero_points_fit), cmocka_unit_test(test_int4_float_zero_points_pass),
         cmocka_unit_test(test_int4_uint8_zp_search_near_float_fit),
-        cmocka_unit_test(test_int4_importance_weighted_fit),
+        cmocka_unit_test(test_int4_importance_weighted_fit), cmocka_unit_test(test_int4_per_kind_blocks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
