@@ -8,6 +8,8 @@
   bench/bench_int4_decode.py) within BOUND_FLOAT_ZP: SmolLM2's float weights come from a Q4_1 GGUF (blocks of 32
   with a float offset), which float zero points represent exactly; bench/int4_quality.py --noise measures the fit
   off that grid;
+- importance-weighted fitting with a calibration text (quant.rtn_importance, opt-in) within BOUND_IMPORTANCE and
+  below the default;
 GPTQ (recipe quant.rtn_gptq) is opt-in and has no quality bound here: on SmolLM2 with a few thousand calibration
 tokens it fits the calibration text and loses on other text (bench/int4_quality.py, the report of issue 31);
 tests/oracle/test_gptq.py checks its arithmetic against a numpy reference and its builds.
@@ -24,6 +26,7 @@ from test_int8_real import _logits, fp32_ppl, perplexity, smol  # noqa: F401  (f
 
 BOUND_DEFAULT = 1.06  # uint8 zero points: 1.042x on 3000 bytes (bench/int4_quality.py); issue 31's goal is 1.02
 BOUND_FLOAT_ZP = 1.02
+BOUND_IMPORTANCE = 1.02  # quant.rtn_importance with a calibration text: 1.0233x on 3000 bytes, 1.0059x on these 256
 OLD_DEFAULT = {"rtn_block_size": 128, "symmetric": True, "rtn_float_zero_points": False, "rtn_8bit_weights": [],
                "rtn_8bit_layer_weights": []}
 
@@ -177,6 +180,7 @@ def test_int4_importance_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  #
     p_imp, p_imp_ort = _ppl(build_dir, imp, ids, tmp_path)
     U.note(f"SmolLM2 int4 with importance (calibration text), {len(ids)} tokens: {p_imp:.4f} ({p_imp / fp:.4f}x; "
            f"onnxruntime {p_imp_ort:.4f}); default {p_dflt:.4f} ({p_dflt / fp:.4f}x)")
-    assert p_imp < p_dflt, (p_imp, p_dflt)
-    assert p_imp <= BOUND_DEFAULT * fp
+    # measured on these 256 tokens: 38.2032 (1.0059x) against the default's 39.6524 (1.0441x)
+    assert p_imp < 0.98 * p_dflt, (p_imp, p_dflt)
+    assert p_imp <= BOUND_IMPORTANCE * fp, (p_imp, fp)
     assert abs(p_imp_ort / p_imp - 1) < 0.005, f"onnxruntime {p_imp_ort} vs winml {p_imp}"
