@@ -184,3 +184,27 @@ def test_int4_importance_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  #
     assert p_imp < 0.98 * p_dflt, (p_imp, p_dflt)
     assert p_imp <= BOUND_IMPORTANCE * fp, (p_imp, fp)
     assert abs(p_imp_ort / p_imp - 1) < 0.005, f"onnxruntime {p_imp_ort} vs winml {p_imp}"
+
+
+def test_int4_per_kind_blocks_real(smol, fp32_ppl, winml, build_dir, tmp_path):  # noqa: F811
+    """quant.rtn_8bit_block_size / rtn_table_block_size: the 8-bit weights (v_proj / down_proj in Q4_K_M's layers) in
+    blocks of 128, a 4-bit token table (and the tied head sharing its codes) in blocks of 16: onnxruntime takes
+    both attributes and computes the file as our engine does; the blocks are the ones asked for."""
+    import onnx
+    hf, d, ids = smol
+    fp = fp32_ppl[0]
+    _recipe(winml, hf, tmp_path / "kinds.json", rtn_8bit_weights=[], rtn_8bit_block_size=128, rtn_table_block_size=16)
+    path = _build(winml, hf, tmp_path / "int4_kinds", tmp_path / "kinds.json")
+    m = onnx.load(str(path), load_external_data=False)
+    blocks = set()
+    for n in m.graph.node:
+        if n.op_type in ("MatMulNBits", "GatherBlockQuantized"):
+            a = {x.name: x.i for x in n.attribute}
+            blocks.add((n.op_type, a["bits"], a["block_size"]))
+    assert blocks == {("MatMulNBits", 4, 32), ("MatMulNBits", 8, 128), ("MatMulNBits", 4, 16),
+                      ("GatherBlockQuantized", 4, 16)}, blocks
+    p, p_ort = _ppl(build_dir, path, ids, tmp_path)
+    U.note(f"SmolLM2 int4, 8-bit blocks of 128 and a 4-bit table in blocks of 16: {p:.4f} ({p / fp:.4f}x; "
+           f"onnxruntime {p_ort:.4f})")
+    assert abs(p_ort / p - 1) < 0.005, f"onnxruntime {p_ort} vs winml {p}"
+    assert p <= 1.15 * fp
