@@ -117,10 +117,10 @@ typedef struct wm_quant_config {
     const wm_quant_hessian *hessians; size_t n_hessians;
     double gptq_damp;       /* fraction of mean diag(H) added to H's diagonal; 0: 0.01 */
     /* importance-weighted fitting (int4/int8 RTN, not GPTQ): a MatMul (or bias-free Gemm) whose input A is listed
-       here (h [2K]: sums over calibration rows of x_k^2, then of x_k) has every block searched (scale_search's
-       fit, whatever scale_search says) for the least output error: weights the columns' variances and, uint8 zero
-       points, the columns' means as a second term (quant_fzp.c's header; wm_nbits_importance) -- llama.cpp's
-       imatrix idea, with the means that a zero point's shift meets */
+       here (h [2K]: sums over calibration rows of x_k^2, then of x_k) has every 4-bit block searched (8-bit ones
+       stay RTN; scale_search's fit, whatever scale_search says) for the least output error: weights the columns'
+       variances and, uint8 zero points, the columns' means as a second term (quant_fzp.c's header;
+       wm_nbits_importance) -- llama.cpp's imatrix idea, with the means that a zero point's shift meets */
     const wm_quant_hessian *importance; size_t n_importance;
     /* blocks per kind of tensor (0: block_size): int8_block_size for the weights kept at 8 bits (8-bit codes need
        fewer scales: a larger block costs little error and saves a scale and zero point per block), table_block_size

@@ -26,7 +26,7 @@ from test_int8_real import _logits, fp32_ppl, perplexity, smol  # noqa: F401  (f
 
 BOUND_DEFAULT = 1.06  # uint8 zero points: 1.042x on 3000 bytes (bench/int4_quality.py); issue 31's goal is 1.02
 BOUND_FLOAT_ZP = 1.02
-BOUND_IMPORTANCE = 1.02  # quant.rtn_importance with a calibration text: 1.0233x on 3000 bytes, 1.0059x on these 256
+BOUND_IMPORTANCE = 1.02  # quant.rtn_importance with a calibration text: 1.0238x on 3000 bytes, 1.0059x on these 256
 OLD_DEFAULT = {"rtn_block_size": 128, "symmetric": True, "rtn_float_zero_points": False, "rtn_8bit_weights": [],
                "rtn_8bit_layer_weights": []}
 
@@ -161,7 +161,7 @@ def test_int4_importance_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  #
     """quant.rtn_importance with a calibration text (opt-in): each block's search weighted by its input columns'
     variance, with the columns' mean as a second term (a shift shared by a block's weights moves the output by the
     mean times its sum), from our engine's run of the float model on the text (fortunes files the evaluated text does
-    not use, as bench/int4_quality.py's CALIB_FILES). On bench/int4_quality.py's 3000 bytes it gave 1.0233x fp32
+    not use, as bench/int4_quality.py's CALIB_FILES). On bench/int4_quality.py's 3000 bytes it gave 1.0238x fp32
     against RTN's 1.0415x (the plain search, whose weights say nothing of the inputs, 1.070x); a fit that ignored or
     misread the statistics would not beat RTN here. onnxruntime computes the file alike."""
     hf, d, ids = smol
@@ -180,10 +180,12 @@ def test_int4_importance_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  #
     p_imp, p_imp_ort = _ppl(build_dir, imp, ids, tmp_path)
     U.note(f"SmolLM2 int4 with importance (calibration text), {len(ids)} tokens: {p_imp:.4f} ({p_imp / fp:.4f}x; "
            f"onnxruntime {p_imp_ort:.4f}); default {p_dflt:.4f} ({p_dflt / fp:.4f}x)")
-    # measured on these 256 tokens: 38.2032 (1.0059x) against the default's 39.6524 (1.0441x)
+    # measured on these 256 tokens: 38.2037 (1.0059x) against the default's 39.6524 (1.0441x)
     assert p_imp < 0.98 * p_dflt, (p_imp, p_dflt)
     assert p_imp <= BOUND_IMPORTANCE * fp, (p_imp, fp)
-    assert abs(p_imp_ort / p_imp - 1) < 0.005, f"onnxruntime {p_imp_ort} vs winml {p_imp}"
+    # 0.47% apart measured (38.2037 vs 38.3816): onnxruntime's int8 activations at accuracy_level 4, as in
+    # test_int4_default_quality (which pins that cause)
+    assert abs(p_imp_ort / p_imp - 1) < 0.01, f"onnxruntime {p_imp_ort} vs winml {p_imp}"
 
 
 def test_int4_per_kind_blocks_real(smol, fp32_ppl, winml, build_dir, tmp_path):  # noqa: F811
