@@ -424,15 +424,16 @@ static wm_status calib_tokens(build_ctx *b, const char *path, size_t max_seq, in
     return s;
 }
 
-/* GPTQ's statistics: the stage's float model run by our engine on the calibration tokens (quant_hessian.h). */
-static wm_status gptq_stats(build_ctx *b, const wm_quant_config *qc, wm_graph *g, wm_quant_hessians *hs) {
+/* GPTQ's statistics (diag: the importance's, H's diagonal only): the stage's float model run by our engine on the
+ * calibration tokens (quant_hessian.h). */
+static wm_status gptq_stats(build_ctx *b, const wm_quant_config *qc, wm_graph *g, int diag, wm_quant_hessians *hs) {
     const wm_recipe *rc = &b->recipe;
     size_t max_seq = rc->samples > 0 ? (size_t)rc->samples : 4, n_seq = max_seq, seq_len = GPTQ_SEQ;
     int32_t *ids = NULL;
     wm_status s = rc->calibration_text[0] ? calib_tokens(b, rc->calibration_text, max_seq, &ids, &n_seq, &seq_len) : WM_OK;
     char p[PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
-    if (!s) s = wm_quant_hessians_collect(p, g, qc, ids, n_seq, seq_len, 1, hs, b->err);
+    if (!s) s = wm_quant_hessians_collect(p, g, qc, ids, n_seq, seq_len, 1, diag, hs, b->err);
     free(ids);
     return s;
 }
@@ -561,9 +562,12 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_quant_hessians hs = {0};
     if (!s && qc.mode == WM_QUANT_CARRY && !(s = carry_table(b, &carry, &qc.n_carry))) qc.carry = carry;
     if (!s) s = open_stage_model(b, &m, &g);
-    if (!s && b->recipe.rtn_gptq == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, &hs))) {
+    if (!s && b->recipe.rtn_gptq == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, 0, &hs))) {
         qc.hessians = hs.v;
         qc.n_hessians = hs.n;
+    } else if (!s && b->recipe.rtn_importance == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, 1, &hs))) {
+        qc.importance = hs.v;
+        qc.n_importance = hs.n;
     }
     wm_calib_ranges rg = {0};
     if (!s && wm_quant_mode_static(qc.mode) && !(s = calibrate(b, &qc, g, &rg))) {
@@ -577,9 +581,9 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         if (!t->block)
             note(b, "note: quant: '%s' (%s, width %lld) stays float32: no block of 16 to %lld divides its width\n",
                  t->tensor, t->op, (long long)t->width, (long long)qc.block_size);
-        else if (t->block != qc.block_size)
+        else if (t->block != t->want)
             note(b, "note: quant: '%s' (%s, width %lld) uses block %lld: the recipe's %lld does not divide its width\n",
-                 t->tensor, t->op, (long long)t->width, (long long)t->block, (long long)qc.block_size);
+                 t->tensor, t->op, (long long)t->width, (long long)t->block, (long long)t->want);
     }
     if (!s) {
         char p[PATH_MAX + 64];
@@ -601,7 +605,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
                      b->calib_method, (long long)b->calib_samples,
                      b->calib_from_dataset ? "dataset text rows" : "seeded samples");
         snprintf(rec->reason, sizeof rec->reason, "%s%s%s: %zu nodes quantized%s, weights %llu -> %llu bytes",
-                 wm_quant_mode_name(qc.mode), qc.scale_search ? " (scale search)" : "",
+                 wm_quant_mode_name(qc.mode), qc.n_importance ? " (importance-weighted search)" : qc.scale_search ? " (scale search)" : "",
                  qc.n_hessians ? " (GPTQ)" : "", r->quantized,
                  cs, (unsigned long long)r->weight_bytes_before, (unsigned long long)r->weight_bytes_after);
         uint64_t moe_bytes;
@@ -886,11 +890,11 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
                 wm_json_str(j, "tensor", t->tensor);
                 wm_json_str(j, "op", t->op);
                 wm_json_int(j, "width", t->width);
-                wm_json_int(j, "recipe_block", b->q_block);
+                wm_json_int(j, "recipe_block", t->want);
                 if (t->block) wm_json_int(j, "block", t->block);
                 else wm_json_null(j, "block");
                 wm_json_str(j, "result", !t->block ? "float32: no block of 16 to recipe_block divides width"
-                                        : t->block == b->q_block ? "quantized with the recipe's block"
+                                        : t->block == t->want ? "quantized with the recipe's block"
                                                                  : "quantized with a smaller block that divides width");
                 wm_json_obj_end(j);
             }

@@ -144,9 +144,10 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
         r->has_quant = 1;
         r->samples = -1;
         r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
+        r->rtn_8bit_block_size = r->rtn_table_block_size = -1;
         r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
         r->act_symmetric = r->rtn_float_zero_points = -1;
-        r->rtn_gptq = -1;
+        r->rtn_gptq = r->rtn_importance = -1;
         r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
         if (precision == WM_PREC_INT8 || precision == WM_PREC_W8A16 || precision == WM_PREC_INT16) {
             /* static QDQ with the reference's w8a8 / w8a16 recipe values (all of its static recipes agree):
@@ -391,11 +392,14 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         if (r->act_symmetric >= 0) wm_json_bool(j, "activation_symmetric", r->act_symmetric);
         if (r->rtn_bits >= 0) wm_json_int(j, "rtn_bits", r->rtn_bits);
         if (r->rtn_block_size >= 0) wm_json_int(j, "rtn_block_size", r->rtn_block_size);
+        if (r->rtn_8bit_block_size >= 0) wm_json_int(j, "rtn_8bit_block_size", r->rtn_8bit_block_size);
+        if (r->rtn_table_block_size >= 0) wm_json_int(j, "rtn_table_block_size", r->rtn_table_block_size);
         if (r->rtn_accuracy_level >= 0) wm_json_int(j, "rtn_accuracy_level", r->rtn_accuracy_level);
         if (r->rtn_half_scales >= 0) wm_json_bool(j, "rtn_half_scales", r->rtn_half_scales);
         if (r->rtn_scale_search >= 0) wm_json_bool(j, "rtn_scale_search", r->rtn_scale_search);
         if (r->rtn_float_zero_points >= 0) wm_json_bool(j, "rtn_float_zero_points", r->rtn_float_zero_points);
         if (r->rtn_gptq >= 0) wm_json_bool(j, "rtn_gptq", r->rtn_gptq);
+        if (r->rtn_importance >= 0) wm_json_bool(j, "rtn_importance", r->rtn_importance);
         if (r->calibration_text[0]) wm_json_str(j, "calibration_text", r->calibration_text);
         if (r->rtn_8bit_weights) str_list_json(j, "rtn_8bit_weights", r->rtn_8bit_weights);
         if (r->rtn_8bit_layer_weights) str_list_json(j, "rtn_8bit_layer_weights", r->rtn_8bit_layer_weights);
@@ -738,15 +742,18 @@ static wm_status get_qtype(const pctx *p, const cJSON *q, const char *key, char 
 static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     static const char *const keys[] = {"mode", "weight_type", "activation_type", "calibration_method", "samples",
                                        "per_channel", "symmetric", "weight_symmetric", "activation_symmetric",
-                                       "rtn_bits", "rtn_block_size", "rtn_accuracy_level", "rtn_half_scales",
-                                       "rtn_scale_search", "rtn_float_zero_points", "rtn_gptq", "calibration_text",
+                                       "rtn_bits", "rtn_block_size", "rtn_8bit_block_size", "rtn_table_block_size",
+                                       "rtn_accuracy_level", "rtn_half_scales",
+                                       "rtn_scale_search", "rtn_float_zero_points", "rtn_gptq", "rtn_importance",
+                                       "calibration_text",
                                        "rtn_8bit_weights", "rtn_8bit_layer_weights", "fp16_keep_io_types", "fp16_op_block_list",
                                        "op_types_to_quantize", "nodes_to_exclude", "seed", NULL};
     r->calib_seed = -1;
     r->samples = r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
+    r->rtn_8bit_block_size = r->rtn_table_block_size = -1;
     r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
     r->act_symmetric = r->rtn_float_zero_points = -1;
-    r->rtn_gptq = -1;
+    r->rtn_gptq = r->rtn_importance = -1;
     int wsym = -1;
     wm_status st = only_keys(p, q, "quant.", keys);
     if (st || (st = get_str(p, q, "quant.", "mode", r->quant_mode, sizeof r->quant_mode, 1)) ||
@@ -761,11 +768,14 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_bool(p, q, "quant.", "activation_symmetric", &r->act_symmetric)) ||
         (st = get_int(p, q, "quant.", "rtn_bits", 4, 8, &r->rtn_bits)) ||
         (st = get_int(p, q, "quant.", "rtn_block_size", 16, 4096, &r->rtn_block_size)) ||
+        (st = get_int(p, q, "quant.", "rtn_8bit_block_size", 16, 4096, &r->rtn_8bit_block_size)) ||
+        (st = get_int(p, q, "quant.", "rtn_table_block_size", 16, 4096, &r->rtn_table_block_size)) ||
         (st = get_int(p, q, "quant.", "rtn_accuracy_level", 0, 4, &r->rtn_accuracy_level)) ||
         (st = get_bool(p, q, "quant.", "rtn_half_scales", &r->rtn_half_scales)) ||
         (st = get_bool(p, q, "quant.", "rtn_scale_search", &r->rtn_scale_search)) ||
         (st = get_bool(p, q, "quant.", "rtn_float_zero_points", &r->rtn_float_zero_points)) ||
         (st = get_bool(p, q, "quant.", "rtn_gptq", &r->rtn_gptq)) ||
+        (st = get_bool(p, q, "quant.", "rtn_importance", &r->rtn_importance)) ||
         (st = get_str(p, q, "quant.", "calibration_text", r->calibration_text, sizeof r->calibration_text, 0)) ||
         (st = get_list(p, q, "quant.", "rtn_8bit_weights", &r->rtn_8bit_weights)) ||
         (st = get_list(p, q, "quant.", "rtn_8bit_layer_weights", &r->rtn_8bit_layer_weights)) ||
@@ -776,9 +786,13 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         return st;
     if (r->rtn_bits >= 0 && r->rtn_bits != 4 && r->rtn_bits != 8)
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_bits': %lld (4 or 8)", p->label, (long long)r->rtn_bits);
-    if (r->rtn_block_size >= 0 && (r->rtn_block_size & (r->rtn_block_size - 1)))
-        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_block_size': %lld (a power of two in [16, 4096])",
-                      p->label, (long long)r->rtn_block_size);
+    const struct { const char *name; int64_t v; } blocks[] = {{"rtn_block_size", r->rtn_block_size},
+                                                              {"rtn_8bit_block_size", r->rtn_8bit_block_size},
+                                                              {"rtn_table_block_size", r->rtn_table_block_size}};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        if (blocks[i].v >= 0 && (blocks[i].v & (blocks[i].v - 1)))
+            return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.%s': %lld (a power of two in [16, 4096])",
+                          p->label, blocks[i].name, (long long)blocks[i].v);
     if (wsym >= 0) {
         if (r->symmetric >= 0 && r->symmetric != wsym)
             return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.weight_symmetric': %s, but quant.symmetric is %s",
@@ -789,6 +803,9 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_float_zero_points': true applies to asymmetric 4-bit "
                       "rounding only, and quant.%s: set it false (or drop the other field)", p->label,
                       r->symmetric == 1 ? "symmetric is true" : r->rtn_gptq == 1 ? "rtn_gptq is true" : "rtn_bits is 8");
+    if (r->rtn_importance == 1 && r->rtn_gptq == 1)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_importance': true, but quant.rtn_gptq is true too "
+                      "(GPTQ does its own weighting): set one of them false", p->label);
     if (r->calibration_method[0] && strcmp(r->calibration_method, "minmax") &&
         strcmp(r->calibration_method, "entropy") && strcmp(r->calibration_method, "percentile"))
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.calibration_method': '%s' (minmax, entropy, percentile)",

@@ -113,6 +113,8 @@ typedef struct wm_recipe {
     int qmode;                /* wm_quant_mode: fp16, dynamic, static (static/qdq), w8a16 (static, 16-bit acts), rtn */
     char quant_mode[16], weight_type[16], activation_type[16], calibration_method[16];
     int64_t samples, rtn_bits, rtn_block_size, rtn_accuracy_level; /* accuracy: MatMulNBits's attribute */
+    int64_t rtn_8bit_block_size, rtn_table_block_size; /* ours: blocks of the 8-bit weights and of the token table
+                                                          (wm_quant_config int8_block_size, table_block_size; -1: absent) */
     int64_t calib_seed;       /* quant.seed: seeds the calibration samples (-1: absent, seed 1) */
     int per_channel, symmetric, fp16_keep_io_types;
     int act_symmetric;   /* quant.activation_symmetric (-1: absent); quant.weight_symmetric sets symmetric */
@@ -121,6 +123,8 @@ typedef struct wm_recipe {
     int rtn_float_zero_points; /* ours: asymmetric int4 with float zero points, each block's scale and offset fitted
                                   (wm_quant_config.float_zp; -1: absent) */
     int rtn_gptq;         /* ours: GPTQ with calibration statistics from our engine (-1: absent) */
+    int rtn_importance;   /* ours: importance-weighted block fit, mean x^2 per MatMul input column from our engine's
+                             run of calibration_text or seeded random tokens (wm_quant_config.importance; -1: absent) */
     char calibration_text[256]; /* ours: GPTQ's calibration text file ("": seeded random tokens) */
     char **fp16_op_block_list, **op_types_to_quantize, **nodes_to_exclude; /* NULL-terminated, malloc'ed */
     char **rtn_8bit_weights, **rtn_8bit_layer_weights; /* ours: weights kept at 8 bits (quant.h int8_weights) */

@@ -64,7 +64,7 @@ typedef struct wm_quant_range {
 typedef struct wm_quant_hessian {
     const char *value; /* the value MatMul reads as its input A */
     int64_t K;         /* its last dimension */
-    const double *h;   /* [K, K], symmetric */
+    const double *h;   /* [K, K], symmetric; in wm_quant_config.importance [2K]: sum x_k^2, then sum x_k */
     uint64_t rows;     /* calibration rows summed */
 } wm_quant_hessian;
 
@@ -116,6 +116,16 @@ typedef struct wm_quant_config {
        here is quantized by wm_quant_gptq instead of RTN (its block's scale search is then not used) */
     const wm_quant_hessian *hessians; size_t n_hessians;
     double gptq_damp;       /* fraction of mean diag(H) added to H's diagonal; 0: 0.01 */
+    /* importance-weighted fitting (int4/int8 RTN, not GPTQ): a MatMul (or bias-free Gemm) whose input A is listed
+       here (h [2K]: sums over calibration rows of x_k^2, then of x_k) has every 4-bit block searched (8-bit ones
+       stay RTN; scale_search's fit, whatever scale_search says) for the least output error: weights the columns'
+       variances and, uint8 zero points, the columns' means as a second term (quant_fzp.c's header;
+       wm_nbits_importance) -- llama.cpp's imatrix idea, with the means that a zero point's shift meets */
+    const wm_quant_hessian *importance; size_t n_importance;
+    /* blocks per kind of tensor (0: block_size): int8_block_size for the weights kept at 8 bits (8-bit codes need
+       fewer scales: a larger block costs little error and saves a scale and zero point per block), table_block_size
+       for the embedding table a Gather reads and a tied lm_head sharing its codes (either bits) */
+    int64_t int8_block_size, table_block_size;
 } wm_quant_config;
 
 /*
@@ -123,11 +133,15 @@ typedef struct wm_quant_config {
  * so a table (and the tied Gemm sharing its codes) gets the largest power of two >= 16 and <= the configured
  * block that does; block 0: none does, the table stays float32.
  */
+/* The block c asks for a weight of these bits (table: an embedding table or the tied head sharing it). */
+int64_t wm_quant_block_of(const wm_quant_config *c, int bits, int table);
+
 typedef struct wm_quant_table_note {
     char *tensor;    /* the weight's initializer name (owned) */
     const char *op;  /* "GatherBlockQuantized", "MatMulNBits" (a tied Gemm), or "Gather" (kept float32) */
     int64_t width;   /* the quantized axis' length (the table's width) */
     int64_t block;   /* the block used; 0: not quantized */
+    int64_t want;    /* the block the config asks for this table (wm_quant_block_of) */
 } wm_quant_table_note;
 
 /* What WM_QUANT_CARRY did to one weight with a carry entry (in graph order; a tied table appears twice). */
@@ -215,6 +229,14 @@ void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits,
  */
 void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                             float *scales, uint8_t *zp);
+/* wm_quant_blocks_search with the importance's fit: row k's errors weighted by imp[k] (> 0) instead of the values'
+ * squares, and, asymmetric, the mean term of mu [K] (NULL: none) (wm_nbits_importance's two halves). */
+void wm_quant_blocks_imp(const float *w, const float *imp, const float *mu, int64_t K, int64_t N, int64_t bs, int bits,
+                         int symmetric, uint8_t *q, float *scales, uint8_t *zp);
+/* The fit's statistics of K input columns from h [2K] (sums over rows of x_k^2, then of x_k): [K] weights, each
+ * column's variance over the mean of E[x^2] (floored at 1e-3; all 1 when every column is 0), then [K] means over
+ * the square root of that mean. Returns malloc'ed [2K] floats (caller frees); NULL: out of memory. */
+float *wm_nbits_importance(const double *h, int64_t K, uint64_t rows);
 
 /*
  * Asymmetric block quantization with float zero points (wm_quant_config.float_zp), wm_quant_blocks' layout for

@@ -14,6 +14,12 @@
  * those codes (one parameter: z is fixed) and the codes redone; the best then goes through the refit / recode
  * rounds. On gaussian blocks it reaches the error of quant_nbits.c's former asymmetric search (21 scales x 3 zero
  * points) at about a sixth of its time, about twice the float fit's (tests/unit/test_quant.c).
+ *
+ * With an importance (wm_quant_config.importance) the integer fit's error is the output's: for inputs x of
+ * per-column variance v_k and mean mu_k, E[(sum_k d_k x_k)^2] = sum_k v_k d_k^2 + (sum_k mu_k d_k)^2 for the block's
+ * errors d_k (columns taken as uncorrelated apart from their means), so w = v and the mean term mu (codes_at_int,
+ * refit_scale). The mean term matters: a block's zero point shifts all its weights alike, which a column mean turns
+ * into an output shift.
  */
 #include <math.h>
 #include <string.h>
@@ -122,30 +128,39 @@ void wm_nbits_fit_fzp(const float *x, const float *w, int64_t n, int kmax, int32
     *scale = bs, *zp = bz;
 }
 
-/* Codes of x at scale s and integer zero point z into q; returns E (NaN when s is unusable). */
-static double codes_at_int(const float *x, const float *w, int64_t n, float s, int z, int kmax, uint8_t *q) {
-    return codes_at(x, w, n, s, (float)z, kmax, q);
+/* Codes of x at scale s and integer zero point z into q; returns E (NaN when s is unusable), plus (sum mu_i d_i)^2
+ * when mu is given (d_i = x_i - s (q_i - z)). */
+static double codes_at_int(const float *x, const float *w, const float *mu, int64_t n, float s, int z, int kmax,
+                           uint8_t *q) {
+    double e = codes_at(x, w, n, s, (float)z, kmax, q);
+    if (!mu || !isfinite(e)) return e;
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m += (double)mu[i] * ((double)x[i] - (double)s * ((double)q[i] - z));
+    return e + m * m;
 }
 
-/* The weighted least-squares scale for codes q at integer zero point z, as stored; 0 when there is none. */
-static float refit_scale(const float *x, const float *w, const uint8_t *q, int64_t n, int z, int32_t sdt) {
-    double num = 0, den = 0;
+/* The least-squares scale of that E for codes q at integer zero point z, as stored; 0 when there is none. */
+static float refit_scale(const float *x, const float *w, const float *mu, const uint8_t *q, int64_t n, int z,
+                         int32_t sdt) {
+    double num = 0, den = 0, mc = 0, mx = 0;
     for (int64_t i = 0; i < n; i++) {
         double c = (double)q[i] - z;
         num += (double)w[i] * x[i] * c, den += (double)w[i] * c * c;
+        if (mu) mc += (double)mu[i] * c, mx += (double)mu[i] * x[i];
     }
+    num += mc * mx, den += mc * mc;
     float s = den > 0 ? wm_nbits_round_scale((float)(num / den), sdt) : 0.0f;
     return s != 0.0f && isfinite(s) && isfinite(1.0f / s) ? s : 0.0f;
 }
 
 /* Candidate (s, z): its codes, the scale refitted for them and the codes redone (try_scale's step); kept in the
  * best when E is lower. */
-static void consider_int(const float *x, const float *w, int64_t n, float s, int z, int kmax, int32_t sdt,
-                         uint8_t *tq, double *best, float *bs, int *bz, uint8_t *bq) {
-    if (z < 0 || z > kmax || !isfinite(codes_at_int(x, w, n, s, z, kmax, tq))) return;
-    float s2 = refit_scale(x, w, tq, n, z, sdt);
+static void consider_int(const float *x, const float *w, const float *mu, int64_t n, float s, int z, int kmax,
+                         int32_t sdt, uint8_t *tq, double *best, float *bs, int *bz, uint8_t *bq) {
+    if (z < 0 || z > kmax || !isfinite(codes_at_int(x, w, mu, n, s, z, kmax, tq))) return;
+    float s2 = refit_scale(x, w, mu, tq, n, z, sdt);
     if (s2 == 0.0f) return;
-    double e = codes_at_int(x, w, n, s2, z, kmax, tq);
+    double e = codes_at_int(x, w, mu, n, s2, z, kmax, tq);
     if (e < *best) {
         *best = e, *bs = s2, *bz = z;
         memcpy(bq, tq, (size_t)n);
@@ -153,17 +168,17 @@ static void consider_int(const float *x, const float *w, int64_t n, float s, int
 }
 
 /* The candidates at scale s: the zero point -lo / s rounded down and up. */
-static void consider_range(const float *x, const float *w, int64_t n, float s, float lo, int kmax, int32_t sdt,
-                           uint8_t *tq, double *best, float *bs, int *bz, uint8_t *bq) {
+static void consider_range(const float *x, const float *w, const float *mu, int64_t n, float s, float lo, int kmax,
+                           int32_t sdt, uint8_t *tq, double *best, float *bs, int *bz, uint8_t *bq) {
     if (!(s > 0.0f) || !isfinite(s)) return;
     float f = floorf(-lo / s);
     int z0 = !(f >= 0.0f) ? 0 : f >= (float)kmax ? kmax : (int)f;
-    consider_int(x, w, n, s, z0, kmax, sdt, tq, best, bs, bz, bq);
-    if (z0 < kmax) consider_int(x, w, n, s, z0 + 1, kmax, sdt, tq, best, bs, bz, bq);
+    consider_int(x, w, mu, n, s, z0, kmax, sdt, tq, best, bs, bz, bq);
+    if (z0 < kmax) consider_int(x, w, mu, n, s, z0 + 1, kmax, sdt, tq, best, bs, bz, bq);
 }
 
-void wm_nbits_fit_izp(const float *x, const float *w, int64_t n, int kmax, int32_t scale_dtype, uint8_t *q,
-                      uint8_t *tq, float *scale, int *zp) {
+void wm_nbits_fit_izp(const float *x, const float *w, const float *mu, int64_t n, int kmax, int32_t scale_dtype,
+                      uint8_t *q, uint8_t *tq, float *scale, int *zp) {
     float lo = x[0], hi = x[0];
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) return; /* NaN / inf in the block: the caller's choice and codes stay */
@@ -173,15 +188,15 @@ void wm_nbits_fit_izp(const float *x, const float *w, int64_t n, int kmax, int32
     float bs = *scale;
     int bz = *zp;
     /* the caller's (RTN's) choice and its codes: E never exceeds it (scale 0: an all-zero block) */
-    double best = *scale != 0.0f ? codes_at_int(x, w, n, *scale, *zp, kmax, q) : INFINITY;
+    double best = *scale != 0.0f ? codes_at_int(x, w, mu, n, *scale, *zp, kmax, q) : INFINITY;
     if (!(best < INFINITY)) best = INFINITY;
     for (int t = -FZP_STEPS; t <= FZP_STEPS && hi > lo; t++) /* candidate ranges [lo, hi] over the levels */
-        consider_range(x, w, n, wm_nbits_round_scale((hi - lo) / ((float)kmax + (float)t / FZP_DIV), scale_dtype),
+        consider_range(x, w, mu, n, wm_nbits_round_scale((hi - lo) / ((float)kmax + (float)t / FZP_DIV), scale_dtype),
                        lo, kmax, scale_dtype, tq, &best, &bs, &bz, q);
     for (int round = 0; round < FZP_ROUNDS && best < INFINITY; round++) { /* the best: refit, recode, while better */
-        float s2 = refit_scale(x, w, q, n, bz, scale_dtype);
+        float s2 = refit_scale(x, w, mu, q, n, bz, scale_dtype);
         if (s2 == 0.0f || s2 == bs) break;
-        double e = codes_at_int(x, w, n, s2, bz, kmax, tq);
+        double e = codes_at_int(x, w, mu, n, s2, bz, kmax, tq);
         if (!(e < best)) break;
         best = e, bs = s2;
         memcpy(q, tq, (size_t)n);
@@ -221,4 +236,9 @@ void wm_nbits_fzp_weights(const float *x, int64_t n, float *w) {
     for (int64_t i = 0; i < n; i++) ms += (double)x[i] * x[i];
     ms /= (double)(n > 0 ? n : 1);
     for (int64_t i = 0; i < n; i++) w[i] = (float)((double)x[i] * x[i] + ms / 8);
+}
+
+void wm_nbits_fit_weights(const float *x, const float *imp, int64_t n, float *w) {
+    if (imp) memcpy(w, imp, (size_t)n * sizeof *w);
+    else wm_nbits_fzp_weights(x, n, w);
 }

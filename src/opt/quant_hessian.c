@@ -27,15 +27,15 @@ void wm_quant_hessians_free(wm_quant_hessians *h) {
     h->n = 0;
 }
 
-/* Adds value name (last dim K) unless listed; WM_ERR_NOMEM. */
-static wm_status add_value(wm_quant_hessians *h, const char *name, int64_t K, wm_error *err) {
+/* Adds value name (last dim K; diag: its [K] diagonal only) unless listed; WM_ERR_NOMEM. */
+static wm_status add_value(wm_quant_hessians *h, const char *name, int64_t K, int diag, wm_error *err) {
     for (size_t i = 0; i < h->n; i++)
         if (!strcmp(h->v[i].value, name)) return WM_OK;
     wm_quant_hessian *v = realloc(h->v, (h->n + 1) * sizeof *v);
     if (!v) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     h->v = v;
     char *nm = strdup(name);
-    double *m = calloc((size_t)K * (size_t)K, sizeof *m);
+    double *m = calloc((size_t)K * (size_t)(diag ? 2 : K), sizeof *m);
     if (!nm || !m) {
         free(nm), free(m);
         return wm_err(err, WM_ERR_NOMEM, "out of memory for GPTQ statistics (K %lld)", (long long)K);
@@ -45,7 +45,7 @@ static wm_status add_value(wm_quant_hessians *h, const char *name, int64_t K, wm
 }
 
 /* The inputs of the MatMuls / bias-free Gemms c selects whose weight is a constant 2-D float matrix. */
-static wm_status list_inputs(wm_graph *g, const wm_quant_config *c, wm_quant_hessians *h, wm_error *err) {
+static wm_status list_inputs(wm_graph *g, const wm_quant_config *c, wm_quant_hessians *h, int diag, wm_error *err) {
     static const char *const ops[] = {"MatMul", "Gemm"};
     size_t n;
     wm_onnx_node **v = wm_opt_snapshot(g, &n, err);
@@ -60,8 +60,8 @@ static wm_status list_inputs(wm_graph *g, const wm_quant_config *c, wm_quant_hes
         int tb = wm_opt_is(nd, "Gemm") && wm_opt_attr_i(nd, "transB", 0);
         if (wm_opt_is(nd, "Gemm") && (wm_opt_in(nd, 2) || wm_opt_attr_i(nd, "transA", 0))) continue;
         int64_t K = tb ? t->dims[1] : t->dims[0];
-        if (K > 65536) continue; /* H would be over 32 GiB */
-        s = add_value(h, a, K, err);
+        if (K > 65536 && !diag) continue; /* H would be over 32 GiB */
+        s = add_value(h, a, K, diag, err);
     }
     free(v);
     return s;
@@ -89,12 +89,24 @@ static wm_status accumulate(wm_quant_hessian *q, const float *x, uint64_t rows, 
     return WM_OK;
 }
 
+/* h[k] += sum of x_k^2 over the rows of x [rows, K] (the diagonal of accumulate's x^T x). */
+static void accumulate_diag(wm_quant_hessian *q, const float *x, uint64_t rows) {
+    double *h = (double *)q->h;
+    for (uint64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < q->K; k++) {
+            double v = x[r * (uint64_t)q->K + (uint64_t)k];
+            h[k] += v * v;
+            h[q->K + k] += v;
+        }
+    q->rows += rows;
+}
+
 wm_status wm_quant_hessians_collect(const char *model_path, wm_graph *g, const wm_quant_config *c,
-                                    const int32_t *ids, size_t n_seq, size_t seq_len, uint64_t seed,
+                                    const int32_t *ids, size_t n_seq, size_t seq_len, uint64_t seed, int diag,
                                     wm_quant_hessians *out, wm_error *err) {
     memset(out, 0, sizeof *out);
     if (!seq_len || !n_seq) return wm_err(err, WM_ERR_USAGE, "GPTQ calibration: no sequences");
-    wm_status s = list_inputs(g, c, out, err);
+    wm_status s = list_inputs(g, c, out, diag, err);
     if (s || !out->n) return s;
     wm_session_opts so = {0};
     so.keep_values = 1;
@@ -106,7 +118,7 @@ wm_status wm_quant_hessians_collect(const char *model_path, wm_graph *g, const w
     }
     int64_t kmax = 0;
     for (size_t i = 0; i < out->n; i++) kmax = out->v[i].K > kmax ? out->v[i].K : kmax;
-    float *hf = malloc((size_t)(kmax * kmax) * sizeof *hf);
+    float *hf = malloc((size_t)(diag ? 1 : kmax * kmax) * sizeof *hf);
     size_t n_out = wm_session_n_outputs(ss);
     wm_tensor *outs = calloc(n_out ? n_out : 1, sizeof *outs);
     if (!hf || !outs) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -142,6 +154,10 @@ wm_status wm_quant_hessians_collect(const char *model_path, wm_graph *g, const w
                 break;
             }
             uint64_t rows = n / (uint64_t)out->v[i].K;
+            if (diag) {
+                accumulate_diag(&out->v[i], (const float *)t.data, rows);
+                continue;
+            }
             for (uint64_t r0 = 0; r0 < rows && !s; r0 += 512) /* float sums over at most 512 rows */
                 s = accumulate(&out->v[i], (const float *)t.data + r0 * (uint64_t)out->v[i].K,
                                rows - r0 < 512 ? rows - r0 : 512, hf, err);

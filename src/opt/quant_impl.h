@@ -35,6 +35,7 @@ typedef struct wm_qjob {
     const wm_quant_carry *carry; /* CARRY: the entry (bits, block, zp and rows) */
     const wm_quant_hessian *hess; /* NBITS: GPTQ with these statistics (NULL: RTN / the search) */
     double damp;                  /* NBITS with hess: wm_quant_config.gptq_damp (resolved) */
+    const wm_quant_hessian *imp;  /* NBITS without hess: importance h [K] weighting the search (implies it) */
     int float_zp; /* NBITS, asymmetric, no hess: float zero points [N, nblk] of the scales' type (wm_nbits_fit_fzp) */
 } wm_qjob;
 
@@ -113,6 +114,9 @@ static inline void wm_nbits_put_code(uint8_t *dst, int64_t r, int bits, int v) {
 float wm_nbits_round_zp(float z, int32_t zp_dtype);
 /* The fit's weights of block x[0..n): w_i = x_i^2 + mean(x^2) / 8 (the larger values matter more). */
 void wm_nbits_fzp_weights(const float *x, int64_t n, float *w);
+/* The fit's weights: imp[i] (the importance of the block's row i: its input column's variance); imp NULL:
+ * wm_nbits_fzp_weights. */
+void wm_nbits_fit_weights(const float *x, const float *imp, int64_t n, float *w);
 /*
  * Scale *scale and float zero point *zp (as stored in scale_dtype / zp_dtype) and codes q[0..n) in [0, kmax] of
  * block x[0..n) (finite values) of least weighted error sum_i w_i (x_i - s (q_i - z))^2 found by quant_fzp.c's
@@ -127,10 +131,11 @@ void wm_nbits_fit_fzp(const float *x, const float *w, int64_t n, int kmax, int32
  * its codes: RTN's), and wm_nbits_fit_fzp's candidate ranges with the zero point rounded down and up, the scale
  * refitted by weighted least squares for the codes (quant_fzp.c's header). Never more error than the choice on
  * entry. A block with a NaN or infinity keeps the entry's choice and codes (q as the caller filled it). tq: n
- * bytes of scratch.
+ * bytes of scratch. mu (NULL: none) adds (sum_i mu_i d_i)^2 to the error (d_i = x_i - s (q_i - z): an importance's
+ * column means, quant_fzp.c's header).
  */
-void wm_nbits_fit_izp(const float *x, const float *w, int64_t n, int kmax, int32_t scale_dtype, uint8_t *q,
-                      uint8_t *tq, float *scale, int *zp);
+void wm_nbits_fit_izp(const float *x, const float *w, const float *mu, int64_t n, int kmax, int32_t scale_dtype,
+                      uint8_t *q, uint8_t *tq, float *scale, int *zp);
 
 /* Float32 view of a constant weight, row-major, as floats (decoded from f32/f16/bf16/f64); caller frees. */
 float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err);

@@ -89,15 +89,16 @@ static void try_scale(const float *x, const float *w, int64_t n, float s0, int z
 /*
  * The symmetric search over one block column x[0..n) (finite values; RTN chose *scale, *zp, codes q[0..n)):
  * candidate scales around RTN's (the extreme m mapped to -2^(bits-1) or to 2^(bits-1)-1), each refit
- * (try_scale). Weights wm_nbits_fzp_weights: the larger weights matter more (their errors move outputs most when
- * inputs are alike in size) without leaving the small ones free. *scale, *zp and q receive the best; RTN's when
+ * (try_scale). Weights wm_nbits_fit_weights: the larger weights matter more (their errors move outputs most when
+ * inputs are alike in size) without leaving the small ones free; with an importance imp (NULL: none), the input
+ * columns' variances instead. *scale, *zp and q receive the best; RTN's when
  * none beats it.
  * w and tq: room for n floats and n bytes.
  */
-static void search_block(const float *x, int64_t n, int bits, float lo, float hi, int32_t scale_dtype,
-                         float *scale, int *zp, uint8_t *q, float *w, uint8_t *tq) {
+static void search_block(const float *x, const float *imp, int64_t n, int bits, float lo, float hi,
+                         int32_t scale_dtype, float *scale, int *zp, uint8_t *q, float *w, uint8_t *tq) {
     const int kmax = (1 << bits) - 1, kmid = 1 << (bits - 1);
-    wm_nbits_fzp_weights(x, n, w);
+    wm_nbits_fit_weights(x, imp, n, w);
     double best = block_err(x, w, q, n, *scale, *zp);
     if (!isfinite(best)) return;
     float best_s = *scale;
@@ -148,11 +149,11 @@ static size_t row_scratch(int64_t N, int64_t bs) { return (size_t)(4 * N + 3 * b
  * rounding. Walks the rows in memory order (per-column state in scratch, row_scratch floats),
  * so a wide weight streams through the cache; each value sees the same arithmetic as the
  * per-column definition above. search: each column's block then goes through search_block (symmetric) or
- * wm_nbits_fit_izp (asymmetric).
+ * wm_nbits_fit_izp (asymmetric). imp: the importance of these nrows rows (NULL: all alike), weighting the fits.
  */
-static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, int64_t N, int64_t bs, int bits,
-                      int sym, int search, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp,
-                      float *zpf, int32_t zp_dtype, float *scratch) {
+static void block_row(const float *rows, const float *imp, const float *mu, int64_t kb, int64_t nrows, int64_t K, int64_t N,
+                      int64_t bs, int bits, int sym, int search, int32_t scale_dtype, uint8_t *q, float *scales,
+                      uint8_t *zp, float *zpf, int32_t zp_dtype, float *scratch) {
     int64_t nblk = (K + bs - 1) / bs, blob = bs * bits / 8;
     const int kmax = (1 << bits) - 1;
     float *mn = scratch, *mx = scratch + N, *rs = scratch + 2 * N;
@@ -180,7 +181,7 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
             float zf = (float)z;
             if (isfinite(mn[n]) && isfinite(mx[n])) {
                 for (int64_t k = 0; k < nrows; k++) col[k] = rows[k * N + n];
-                wm_nbits_fzp_weights(col, nrows, wts);
+                wm_nbits_fit_weights(col, imp, nrows, wts);
                 wm_nbits_fit_fzp(col, wts, nrows, kmax, scale_dtype, zp_dtype, cq, tq, &scale, &zf);
                 z = (int)roundf(zf);
                 z = z < 0 ? 0 : z > kmax ? kmax : z;
@@ -197,10 +198,10 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
                 col[k] = rows[k * N + n];
                 cq[k] = (uint8_t)code_of(col[k], r, z, kmax);
             }
-            if (sym) search_block(col, nrows, bits, mn[n], mx[n], scale_dtype, &scale, &z, cq, wts, tq);
+            if (sym) search_block(col, imp, nrows, bits, mn[n], mx[n], scale_dtype, &scale, &z, cq, wts, tq);
             else {
-                wm_nbits_fzp_weights(col, nrows, wts);
-                wm_nbits_fit_izp(col, wts, nrows, kmax, scale_dtype, cq, tq, &scale, &z);
+                wm_nbits_fit_weights(col, imp, nrows, wts);
+                wm_nbits_fit_izp(col, wts, mu, nrows, kmax, scale_dtype, cq, tq, &scale, &z);
             }
             for (int64_t k = 0; k < nrows; k++) put_code(dst, k, bits, cq[k]);
             rs[n] = 0.0f, zs[n] = -1; /* codes written: the pass below skips this column */
@@ -223,28 +224,49 @@ static void block_row(const float *rows, int64_t kb, int64_t nrows, int64_t K, i
     }
 }
 
-static void quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, int search,
-                         uint8_t *q, float *scales, uint8_t *zp) {
+static void quant_blocks(const float *w, const float *imp, const float *mu, int64_t K, int64_t N, int64_t bs, int bits, int symmetric,
+                         int search, uint8_t *q, float *scales, uint8_t *zp) {
     int64_t nblk = (K + bs - 1) / bs;
     float *scratch = malloc(row_scratch(N, bs) * sizeof *scratch);
     if (!scratch) return; /* callers size N small; the streamed path checks its own allocation */
     if (zp) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
     for (int64_t kb = 0; kb < nblk; kb++) {
         int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
-        block_row(w + r0 * N, kb, nr, K, N, bs, bits, symmetric, search, WM_DT_FLOAT, q, scales, zp, NULL, 0,
-                  scratch);
+        block_row(w + r0 * N, imp ? imp + r0 : NULL, mu ? mu + r0 : NULL, kb, nr, K, N, bs, bits, symmetric, search, WM_DT_FLOAT, q,
+                  scales, zp, NULL, 0, scratch);
     }
     free(scratch);
 }
 
 void wm_quant_blocks(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                      float *scales, uint8_t *zp) {
-    quant_blocks(w, K, N, bs, bits, symmetric, 0, q, scales, zp);
+    quant_blocks(w, NULL, NULL, K, N, bs, bits, symmetric, 0, q, scales, zp);
 }
 
 void wm_quant_blocks_search(const float *w, int64_t K, int64_t N, int64_t bs, int bits, int symmetric, uint8_t *q,
                             float *scales, uint8_t *zp) {
-    quant_blocks(w, K, N, bs, bits, symmetric, 1, q, scales, zp);
+    quant_blocks(w, NULL, NULL, K, N, bs, bits, symmetric, 1, q, scales, zp);
+}
+
+void wm_quant_blocks_imp(const float *w, const float *imp, const float *mu, int64_t K, int64_t N, int64_t bs, int bits,
+                         int symmetric, uint8_t *q, float *scales, uint8_t *zp) {
+    quant_blocks(w, imp, mu, K, N, bs, bits, symmetric, 1, q, scales, zp);
+}
+
+float *wm_nbits_importance(const double *h, int64_t K, uint64_t rows) {
+    float *v = malloc((size_t)(K > 0 ? 2 * K : 1) * sizeof *v);
+    if (!v) return NULL;
+    double mean = 0, R = rows ? (double)rows : 1.0;
+    for (int64_t k = 0; k < K; k++) mean += isfinite(h[k]) && h[k] > 0 ? h[k] / R : 0;
+    mean /= (double)(K > 0 ? K : 1);
+    for (int64_t k = 0; k < K; k++) {
+        double m2 = isfinite(h[k]) && h[k] > 0 ? h[k] / R : 0, mu = isfinite(h[K + k]) ? h[K + k] / R : 0;
+        double var = m2 - mu * mu > 0 ? m2 - mu * mu : 0;
+        double r = mean > 0 ? var / mean : 1;
+        v[k] = (float)(r > 1e-3 ? r : 1e-3);
+        v[K + k] = mean > 0 ? (float)(mu / sqrt(mean)) : 0.0f;
+    }
+    return v;
 }
 
 /* ---------------------------------------------------------------- reading weights */
@@ -363,6 +385,17 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         free(scratch);
         return wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
     }
+    /* the importance's search for 4-bit weights only: an 8-bit block's RTN error is ~1/289 of a 4-bit one's, and
+       searching 8-bit tables (Gemma 3's 168M values) was most of the build's time */
+    int want_imp = j->imp && !j->hess && j->bits < 8;
+    float *imp = want_imp ? wm_nbits_importance(j->imp->h, K, j->imp->rows) : NULL;
+    if (want_imp && !imp) {
+        free(rows);
+        free(sc);
+        free(scratch);
+        free(fz);
+        return wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
+    }
     if (out[2] && !fz) memset(out[2], 0, (size_t)(N * ((nblk * j->bits + 7) / 8)));
     wm_status s = WM_OK;
     int32_t sdt = j->half_scales && j->scale_dtype == WM_DT_FLOAT ? WM_SCALE_HALF_EXACT : j->scale_dtype;
@@ -381,14 +414,15 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         if (j->trans) s = read_cols_t(j->src, r0, nr, K, N, rows, err); /* B stored [N, K] (Gemm transB) */
         else s = read_rows(j->m, j->src, r0, nr, N, rows, release, err);
         if (s) break;
-        block_row(rows, kb, nr, K, N, bs, j->bits, j->sym, j->search, sdt, out[0], sc, fz ? NULL : out[2], fz,
-                  j->scale_dtype, scratch);
+        block_row(rows, imp ? imp + r0 : NULL, imp ? imp + K + r0 : NULL, kb, nr, K, N, bs, j->bits, j->sym, j->search || imp, sdt, out[0], sc,
+                  fz ? NULL : out[2], fz, j->scale_dtype, scratch);
     }
     put_floats(out[1], sc, nblk * N, j->scale_dtype, s);
     if (fz) put_floats(out[2], fz, nblk * N, j->scale_dtype, s);
     free(rows);
     free(sc);
     free(fz);
+    free(imp);
     free(scratch);
     return s;
 }
@@ -479,9 +513,10 @@ typedef struct nb_tables {
  */
 static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_plan *plan, const char *w,
                                const wm_onnx_tensor *t, int64_t K, int64_t N, int64_t bs, int trans, int bits, int flat,
-                               const wm_quant_hessian *hess, const char **names, wm_error *err) {
+                               const wm_quant_hessian *hess, const wm_quant_hessian *imp, const char **names,
+                               wm_error *err) {
     wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, bs, bits, c->symmetric, 0, trans,
-                 0, t->data_type, 0, c->half_scales, 0, c->scale_search, NULL, hess, c->gptq_damp > 0 ? c->gptq_damp : 0.01};
+                 0, t->data_type, 0, c->half_scales, 0, c->scale_search, NULL, hess, c->gptq_damp > 0 ? c->gptq_damp : 0.01, hess ? NULL : imp};
     j.float_zp = c->float_zp && !c->symmetric && bits == 4 && !flat && !hess;
     int64_t nblk = (K + j.bs - 1) / j.bs;
     char nm[3][256];
@@ -568,7 +603,7 @@ static wm_status carry_matrix(wm_graph *g, const wm_quant_config *c, wm_quant_re
         wm_quant_config cc = *c;
         cc.symmetric = 0, cc.scale_search = 0, cc.half_scales = 0, cc.float_zp = 0;
         *bits = cy->requant_bits, *bs = 32;
-        s = submit_blocks(g, &cc, plan, w, t, K, N, 32, trans, cy->requant_bits, 0, NULL, q, err);
+        s = submit_blocks(g, &cc, plan, w, t, K, N, 32, trans, cy->requant_bits, 0, NULL, NULL, q, err);
         if (!s) s = carry_note(r, w, cy, "MatMulNBits", "requantized", *bits, 32, 1, cy->reason, err);
     } else {
         *bits = cy->bits, *bs = cy->block;
@@ -579,6 +614,11 @@ static wm_status carry_matrix(wm_graph *g, const wm_quant_config *c, wm_quant_re
     return s;
 }
 
+int64_t wm_quant_block_of(const wm_quant_config *c, int bits, int table) {
+    if (table && c->table_block_size > 0) return c->table_block_size;
+    return bits == 8 && c->int8_block_size > 0 ? c->int8_block_size : c->block_size;
+}
+
 int64_t wm_quant_table_block(int64_t width, int64_t block) {
     for (int64_t bs = block; bs >= 16; bs /= 2)
         if (width > 0 && width % bs == 0) return bs;
@@ -587,13 +627,13 @@ int64_t wm_quant_table_block(int64_t width, int64_t block) {
 
 /* Records what was done to table w (see wm_quant_table_note). */
 static wm_status table_note(wm_quant_report *r, const char *w, const char *op, int64_t width, int64_t block,
-                            wm_error *err) {
+                            int64_t want, wm_error *err) {
     wm_quant_table_note *v = realloc(r->tables, (r->n_tables + 1) * sizeof *v);
     if (!v) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     r->tables = v;
     char *name = strdup(w);
     if (!name) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    v[r->n_tables++] = (wm_quant_table_note){name, op, width, block};
+    v[r->n_tables++] = (wm_quant_table_note){name, op, width, block, want};
     return WM_OK;
 }
 
@@ -619,7 +659,7 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         return WM_OK;
     }
     int bits = wants_8bit(c, n, n_layers) ? 8 : c->bits;
-    int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1], bs = c->block_size;
+    int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1], bs = wm_quant_block_of(c, bits, 0);
     wm_status s = WM_OK;
     const char *q[3];
     if (c->mode == WM_QUANT_CARRY) {
@@ -629,15 +669,20 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         wm_quant_config tied = *c; /* a tied lm_head: uint8 zero points, the ones GatherBlockQuantized takes */
         tied.float_zp = 0;
         if (tb && gathered(c, all, n_all, w)) { /* a tied lm_head: the embedding's block, so both share one copy */
-            int64_t tbs = wm_quant_table_block(K, c->block_size);
-            if (tbs && tbs != bs && !(s = table_note(r, w, "MatMulNBits", K, tbs, err))) bs = tbs;
+            int64_t want = wm_quant_block_of(c, bits, 1), tbs = wm_quant_table_block(K, want);
+            if (tbs && tbs != bs && !(s = table_note(r, w, "MatMulNBits", K, tbs, want, err))) bs = tbs;
             if (s) return s;
         }
         const wm_quant_hessian *hess = NULL; /* GPTQ: statistics of this input, unless a Gather shares the codes */
         for (size_t i = 0; i < c->n_hessians && !(tb && gathered(c, all, n_all, w)); i++)
             if (c->hessians[i].value && !strcmp(c->hessians[i].value, a) && c->hessians[i].K == K) hess = &c->hessians[i];
+        const wm_quant_hessian *imp = NULL; /* importance of this input's columns (a tied table's too: its rows are
+                                               the head's columns, the head's input weighs them) */
+        for (size_t i = 0; i < c->n_importance; i++)
+            if (c->importance[i].value && !strcmp(c->importance[i].value, a) && c->importance[i].K == K)
+                imp = &c->importance[i];
         if ((s = submit_blocks(g, tb && gathered(c, all, n_all, w) ? &tied : c, plan, w, t, K, N, bs, tb, bits, 0,
-                               hess, q, err)))
+                               hess, imp, q, err)))
             return s;
     }
     if (tb && tables->n < sizeof tables->v / sizeof tables->v[0])
@@ -676,7 +721,8 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
         r->skipped++;
         return WM_OK;
     }
-    int64_t V = t->dims[0], H = t->dims[1], row = H * bits / 8, bs = wm_quant_table_block(H, c->block_size);
+    int64_t V = t->dims[0], H = t->dims[1], row = H * bits / 8, want = wm_quant_block_of(c, bits, 1),
+            bs = wm_quant_table_block(H, want);
     const wm_quant_carry *cy = c->mode == WM_QUANT_CARRY ? wm_quant_carry_find(c, w) : NULL;
     wm_status s = WM_OK;
     if (c->mode == WM_QUANT_CARRY) { /* the entry's blocks as they are, or the table stays float */
@@ -693,9 +739,9 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
         if ((s = carry_note(r, w, cy, "GatherBlockQuantized", "carried", bits, bs, cy->zp, NULL, err))) return s;
     } else if (!bs) { /* no block divides the width: float32, said in the report */
         r->skipped++;
-        return table_note(r, w, "Gather", H, 0, err);
+        return table_note(r, w, "Gather", H, 0, want, err);
     }
-    if (!cy && (s = table_note(r, w, "GatherBlockQuantized", H, bs, err))) return s;
+    if (!cy && (s = table_note(r, w, "GatherBlockQuantized", H, bs, want, err))) return s;
     const char *data = NULL, *scales = NULL, *zp = NULL;
     for (size_t i = 0; i < tables->n && !data; i++)
         if (tables->v[i].src == t && tables->v[i].bits == bits && tables->v[i].bs == bs) {
@@ -708,7 +754,7 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
     if (!data) { /* its own codes, the table's rows as MatMulNBits' columns */
         const char *q[3];
         if ((s = cy ? submit_carry(g, plan, w, t, cy, 1, 1, q, err) : submit_blocks(g, c, plan, w, t, H, V, bs, 1,
-                                                                                    bits, 1, NULL, q, err)))
+                                                                                    bits, 1, NULL, NULL, q, err)))
             return s;
         data = q[0], scales = q[1], zp = q[2];
     }
@@ -729,8 +775,12 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
 wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                          wm_error *err) {
     if (c->bits != 4 && c->bits != 8) return wm_err(err, WM_ERR_USAGE, "weight-only quantization: bits must be 4 or 8");
-    if (c->block_size < 16 || (c->block_size & (c->block_size - 1)))
-        return wm_err(err, WM_ERR_USAGE, "block size %lld: must be a power of two >= 16", (long long)c->block_size);
+    const int64_t blocks[3] = {c->block_size, c->int8_block_size ? c->int8_block_size : 16,
+                               c->table_block_size ? c->table_block_size : 16};
+    for (int i = 0; i < 3; i++)
+        if (blocks[i] < 16 || (blocks[i] & (blocks[i] - 1)))
+            return wm_err(err, WM_ERR_USAGE, "%s %lld: must be a power of two >= 16",
+                          i == 0 ? "block size" : i == 1 ? "8-bit block size" : "table block size", (long long)blocks[i]);
     size_t n;
     wm_onnx_node **v = wm_opt_snapshot(g, &n, err);
     if (!v) return WM_ERR_NOMEM;

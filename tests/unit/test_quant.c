@@ -392,6 +392,115 @@ static void test_int4_uint8_zp_search_near_float_fit(void **st) {
     free(w), free(s0), free(s1), free(sf), free(zf), free(q0), free(q1), free(qf), free(z0), free(z1);
 }
 
+/* The importance-weighted fit's error of column n's block b as stored: sum_r imp[k] d_k^2 + (sum_r mu[k] d_k)^2
+ * over the block's rows k = b * bs + r within K (d: the value minus scale * (code - zp); mu NULL: no second term). */
+static double imp_err(const float *w, const float *imp, const float *mu, int64_t K, int64_t N, int64_t bs, int bits,
+                      const uint8_t *q, const float *sc, const uint8_t *zp, int64_t n, int64_t b) {
+    int64_t nblk = (K + bs - 1) / bs, r1 = (b + 1) * bs < K ? bs : K - b * bs;
+    double e = 0, m = 0;
+    int z = zp_at(zp, bits, nblk, n, b);
+    for (int64_t r = 0; r < r1; r++) {
+        double v = w[(b * bs + r) * N + n], d = v - (double)sc[n * nblk + b] * (code_at(q, bits, nblk, bs, n, b, r) - z);
+        e += imp[b * bs + r] * d * d;
+        m += mu ? mu[b * bs + r] * d : 0.0;
+    }
+    return e + m * m;
+}
+
+/*
+ * The importance-weighted fit (wm_quant_blocks_imp, wm_quant_config.importance) with log-normal per-row importance
+ * (as real activations' variances are) and, asymmetric, a mean per row: each block's importance-weighted error
+ * (imp_err) is at most RTN's, the sum well below the plain search's (the weights steer the fit to the rows that
+ * matter), and every code is clamp(round(v / s + z)) at the stored (s, z). Whole and partial blocks, symmetric
+ * (no mean term) and asymmetric. wm_nbits_importance against its definition: variance over the mean of E[x^2],
+ * floored at 1e-3, and the mean over the square root of that.
+ */
+static void test_int4_importance_weighted_fit(void **st) {
+    (void)st;
+    static const struct { int K, N, bs, sym; } cases[] = {{256, 12, 32, 0}, {256, 12, 32, 1}, {100, 7, 32, 0}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int64_t K = cases[ci].K, N = cases[ci].N, bs = cases[ci].bs, nblk = (K + bs - 1) / bs;
+        const int sym = cases[ci].sym;
+        const uint64_t R = 64;
+        size_t nq = (size_t)(N * nblk * bs / 2), ns = (size_t)(N * nblk), nz = (size_t)(N * ((nblk * 4 + 7) / 8));
+        float *w = malloc(sizeof(float) * (size_t)(K * N));
+        float *s0 = malloc(sizeof(float) * ns), *s1 = malloc(sizeof(float) * ns), *s3 = malloc(sizeof(float) * ns);
+        uint8_t *q0 = malloc(nq), *q1 = malloc(nq), *q3 = malloc(nq);
+        uint8_t *z0 = calloc(nz, 1), *z1 = calloc(nz, 1), *z3 = calloc(nz, 1);
+        double *h = malloc(sizeof(double) * (size_t)(2 * K));
+        for (int64_t i = 0; i < K * N; i++) w[i] = frand() * 0.02f;
+        for (int64_t k = 0; k < K; k++) { /* sums over R rows: x^2 then x */
+            double mu = k % 5 == 0 ? 2.0 * frand() : 0.0, var = exp(1.5 * frand()) * (k == 3 ? 0.0 : 1.0);
+            h[k] = (double)R * (var + mu * mu), h[K + k] = (double)R * mu;
+        }
+        float *fi = wm_nbits_importance(h, K, R);
+        assert_non_null(fi);
+        double mean = 0;
+        for (int64_t k = 0; k < K; k++) mean += h[k] / (double)R;
+        mean /= (double)K;
+        for (int64_t k = 0; k < K; k++) {
+            double mu = h[K + k] / (double)R, var = h[k] / (double)R - mu * mu;
+            double want = var / mean > 1e-3 ? var / mean : 1e-3;
+            assert_true(fabs(fi[k] - want) <= 1e-5 * want);
+            assert_true(fabs(fi[K + k] - mu / sqrt(mean)) <= 1e-5 * (fabs(mu / sqrt(mean)) + 1e-6));
+        }
+        const float *imp = fi, *mu = sym ? NULL : fi + K;
+        wm_quant_blocks(w, K, N, bs, 4, sym, q0, s0, sym ? NULL : z0);
+        wm_quant_blocks_search(w, K, N, bs, 4, sym, q1, s1, sym ? NULL : z1);
+        wm_quant_blocks_imp(w, imp, mu, K, N, bs, 4, sym, q3, s3, sym ? NULL : z3);
+        double e_rtn = 0, e_plain = 0, e_imp = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t b = 0; b < nblk; b++) {
+                double er = imp_err(w, imp, mu, K, N, bs, 4, q0, s0, sym ? NULL : z0, n, b);
+                double ei = imp_err(w, imp, mu, K, N, bs, 4, q3, s3, sym ? NULL : z3, n, b);
+                assert_true(ei <= er * (1 + 1e-9));
+                e_rtn += er, e_imp += ei;
+                e_plain += imp_err(w, imp, mu, K, N, bs, 4, q1, s1, sym ? NULL : z1, n, b);
+                int z = zp_at(sym ? NULL : z3, 4, nblk, n, b);
+                float sc = s3[n * nblk + b], r = sc != 0.0f ? 1.0f / sc : 0.0f;
+                for (int64_t k = b * bs; k < K && k < (b + 1) * bs; k++) {
+                    float c = roundf(w[k * N + n] * r + (float)z);
+                    int want = c < 0 ? 0 : c > 15 ? 15 : (int)c;
+                    assert_int_equal(code_at(q3, 4, nblk, bs, n, b, k - b * bs), want);
+                }
+            }
+        print_message("importance-weighted error: RTN %.4g, plain search %.4g, weighted search %.4g\n", e_rtn,
+                      e_plain, e_imp);
+        assert_true(e_imp < 0.9 * e_plain);
+        free(fi), free(w), free(s0), free(s1), free(s3), free(q0), free(q1), free(q3), free(z0), free(z1), free(z3);
+        free(h);
+    }
+}
+
+/* Per-kind blocks: a weight kept at 8 bits (int8_nodes) takes int8_block_size (its scales [N, K / 64]), the
+ * 4-bit one the recipe's block; a block size that is not a power of two >= 16 is refused. */
+static void test_int4_per_kind_blocks(void **st) {
+    (void)st;
+    wm_error e = {0};
+    wm_quant_config c;
+    wm_quant_config_default(&c, WM_QUANT_INT4);
+    static const char *const w8[] = {"W1"};
+    c.symmetric = 0, c.block_size = 16, c.int8_block_size = 64, c.int8_nodes = w8, c.n_int8_nodes = 1;
+    wm_graph *g;
+    wm_onnx_model *m = mlp(&g);
+    wm_quant_report r;
+    assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_OK);
+    const wm_onnx_tensor *s1 = wm_graph_initializer(g, "W1_scales"), *s2 = wm_graph_initializer(g, "W2_scales");
+    assert_non_null(wm_graph_initializer(g, "W1_Q8")), assert_non_null(s1), assert_non_null(s2);
+    assert_int_equal(s1->dims[0], 32), assert_int_equal(s1->dims[1], 1);  /* K 64 in one block of 64 */
+    assert_int_equal(s2->dims[0], 16), assert_int_equal(s2->dims[1], 2);  /* K 32 in blocks of 16 */
+    wm_quant_report_free(&r);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+    m = mlp(&g);
+    c.int8_block_size = 48;
+    assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_ERR_USAGE);
+    assert_non_null(strstr(e.msg, "8-bit block size 48"));
+    wm_quant_report_free(&r);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+}
+
 /* The pass with float_zp: MatMulNBits zero points are float [N, nblk], codes, scales and zero points those of
  * wm_quant_blocks_fzp on the same weights (the streamed path equals the per-column one). */
 static void test_int4_float_zero_points_pass(void **st) {
@@ -569,6 +678,7 @@ int main(void) {
         cmocka_unit_test(test_table_block_divides_width),
         cmocka_unit_test(test_int4_float_zero_points_fit), cmocka_unit_test(test_int4_float_zero_points_pass),
         cmocka_unit_test(test_int4_uint8_zp_search_near_float_fit),
+        cmocka_unit_test(test_int4_importance_weighted_fit), cmocka_unit_test(test_int4_per_kind_blocks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

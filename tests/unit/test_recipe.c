@@ -198,6 +198,14 @@ static void test_bad_reference_fields(void **st) {
          "field 'quant.rtn_bits': 6 (4 or 8)"},
         {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_block_size\": 48}}",
          "field 'quant.rtn_block_size': 48 (a power of two"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_8bit_block_size\": 96}}",
+         "field 'quant.rtn_8bit_block_size': 96 (a power of two"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_table_block_size\": 8}}",
+         "field 'quant.rtn_table_block_size': expected an integer in [16, 4096], got 8"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_importance\": true,"
+         " \"rtn_gptq\": true}}", "field 'quant.rtn_importance': true, but quant.rtn_gptq is true too"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_importance\": 1}}",
+         "field 'quant.rtn_importance': expected true or false"},
         {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"static\", \"activation_type\": \"QInt4\"}}",
          "field 'quant.activation_type': 'QInt4'"},
         {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"dynamic\", \"weight_type\": \"uint16\"}}",
@@ -226,6 +234,7 @@ static void test_quant_section_is_the_quantizers_config(void **st) {
     (void)st;
     const char *t = "{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_bits\": 8,"
                     " \"rtn_block_size\": 128, \"rtn_accuracy_level\": 4, \"rtn_scale_search\": true,"
+                    " \"rtn_8bit_block_size\": 256, \"rtn_table_block_size\": 16, \"rtn_importance\": true,"
                     " \"symmetric\": true, \"op_types_to_quantize\": [\"MatMul\", \"Gather\"],"
                     " \"nodes_to_exclude\": [\"lm_head\"]}}";
     wm_recipe r;
@@ -237,6 +246,8 @@ static void test_quant_section_is_the_quantizers_config(void **st) {
     assert_int_equal(c.mode, WM_QUANT_INT4);
     assert_int_equal(c.bits, 8);
     assert_int_equal(c.block_size, 128);
+    assert_int_equal(c.int8_block_size, 256), assert_int_equal(c.table_block_size, 16);
+    assert_int_equal(r.rtn_importance, 1);
     assert_int_equal(c.accuracy_level, 4);
     assert_true(c.scale_search && c.symmetric && !c.half_scales);
     assert_int_equal(c.n_op_types, 2);
