@@ -330,16 +330,16 @@ static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
     for (int64_t b = 0; b < kb; b += 8) {
         int64_t r = kb - b < 8 ? kb - b : 8;
         __m256i d0, d1;
-        if (bs == 32 && r == 8) {
+        if (bs == 32 && !(r & 1)) { /* whole 2-block groups (a tail of 2, 4 or 6 blocks: the rest zero) */
             const uint8_t *p0 = c0 + b * 16, *p1 = c1 + b * 16;
             const int8_t *xx = x + b * 32;
-            __m256i a0, a1, a2, a3, b0, b1, b2, b3;
-            q4dot64x2(p0, p1, xx, &a0, &b0);
-            q4dot64x2(p0 + 32, p1 + 32, xx + 64, &a1, &b1);
-            q4dot64x2(p0 + 64, p1 + 64, xx + 128, &a2, &b2);
-            q4dot64x2(p0 + 96, p1 + 96, xx + 192, &a3, &b3);
-            d0 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3)), perm);
-            d1 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(b0, b1), _mm256_hadd_epi32(b2, b3)), perm);
+            __m256i v0[4], v1[4];
+            for (int g = 0; g < 4; g++) {
+                if (2 * g < r) q4dot64x2(p0 + 32 * g, p1 + 32 * g, xx + 64 * g, &v0[g], &v1[g]);
+                else v0[g] = v1[g] = _mm256_setzero_si256();
+            }
+            d0 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(v0[0], v0[1]), _mm256_hadd_epi32(v0[2], v0[3])), perm);
+            d1 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(v1[0], v1[1]), _mm256_hadd_epi32(v1[2], v1[3])), perm);
         } else {
             d0 = dots8_b4(c0 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
             d1 = dots8_b4(c1 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
