@@ -26,11 +26,13 @@ order.
 
 usage: bench/bench_llm_peers.py [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
                                 [--rounds 2] [--peers llama,genai,hf] [--precisions int4,int8,fp16,fp32] [-o results.json]
-       bench/bench_llm_peers.py --gguf FILE.gguf [--winml ...] [--work DIR] [--prompt-len 128] [--gen-len 64]
-                                [--rounds 2] [-o results.json]
+       bench/bench_llm_peers.py --gguf FILE.gguf [--builds gguf,gguf-acc4,int4] [--winml ...] [--work DIR]
+                                [--prompt-len 128] [--gen-len 64] [--rounds 2] [-o results.json]
 --gguf: both engines on the SAME file: `winml build -m FILE.gguf` (its default, -p gguf: the GGUF's quantized
-blocks carried into MatMulNBits without requantizing) run by `winml perf`, and llama.cpp loading FILE.gguf; prefill
-and decode tok/s of each, and ours / llama.cpp per round and best / best. The prompt is random ids below the vocab.
+blocks carried into MatMulNBits without requantizing; --builds adds gguf-acc4, the same with accuracy_level 4 =
+int8 activations as llama.cpp's own Q8 ones, and int4, -p int4 from the dequantized weights) run by `winml perf`,
+and llama.cpp loading FILE.gguf; prefill and decode tok/s of each, and ours / llama.cpp per round and best / best.
+The prompt is random ids below the vocab.
 Peers are installed into the running Python when missing (pip: onnxruntime-genai, llama-cpp-python, gguf;
 bench/requirements-peers.txt). Not part of the test suite.
 """
@@ -310,8 +312,38 @@ def gguf_vocab(path):
     return int(t.shape[-1])
 
 
+GGUF_BUILDS = {  # --builds: name -> (what, winml build arguments after -m FILE.gguf, recipe quant overrides)
+    "gguf": ("carried build", [], None),
+    "gguf-acc4": ("carried, accuracy_level 4", [], {"rtn_accuracy_level": 4}),
+    "int4": ("int4 from dequantized", ["-p", "int4"], None),
+}
+
+
+def gguf_build(a, name, stem):
+    """winml's build `name` (GGUF_BUILDS) of a.gguf, rebuilt: the default one carries the GGUF's blocks; a recipe
+    override goes through `winml config` (the GGUF's default recipe) with the quant keys changed."""
+    what, args, quant = GGUF_BUILDS[name]
+    out = os.path.join(a.work, f"winml_{name}_{stem}")
+    if quant:
+        recipe = out + ".recipe.json"
+        subprocess.run([a.winml, "config", "-m", a.gguf, *args, "-o", recipe], check=True, capture_output=True)
+        r = json.load(open(recipe))
+        r["quant"].update(quant)
+        r.pop("created", None)
+        json.dump(r, open(recipe, "w"), indent=2)
+        args = args + ["-c", recipe]
+    log(f"== winml build -m {a.gguf} {' '.join(args)} ({what})")
+    t0 = time.perf_counter()
+    subprocess.run([a.winml, "build", "-m", a.gguf, "-o", out, "-q", "--rebuild", *args], check=True,
+                   stdout=subprocess.DEVNULL)
+    log(f"   built in {time.perf_counter() - t0:.1f} s")
+    man = json.load(open(os.path.join(out, "build_manifest.json")))
+    return out, f"winml ({what})", next(st for st in man["stages"] if st["name"] == "quant")["reason"]
+
+
 def main_gguf(a):
-    """--gguf: winml's carried build of the file against llama.cpp on the file itself, round by round."""
+    """--gguf: winml's builds of the file (default: the carried one) against llama.cpp on the file itself, round
+    by round."""
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
@@ -319,40 +351,38 @@ def main_gguf(a):
         log(f"== installing llama-cpp-python (builds llama.cpp from source) {env.get('CMAKE_ARGS', '')}")
         pip_install(requirement("llama-cpp-python"), requirement("gguf"), env=env)
     stem = os.path.splitext(os.path.basename(a.gguf))[0]
-    out = os.path.join(a.work, f"winml_carried_{stem}")
-    log(f"== winml build -m {a.gguf} (default precision: its blocks carried)")
-    t0 = time.perf_counter()
-    subprocess.run([a.winml, "build", "-m", a.gguf, "-o", out, "-q", "--rebuild"], check=True,
-                   stdout=subprocess.DEVNULL)
-    log(f"   built in {time.perf_counter() - t0:.1f} s")
-    man = json.load(open(os.path.join(out, "build_manifest.json")))
-    q = next(st for st in man["stages"] if st["name"] == "quant")
+    builds = [gguf_build(a, b, stem) for b in a.builds.split(",")]
     vocab = gguf_vocab(a.gguf)
     os.sync()
-    runs = {"winml (carried build)": lambda: winml_perf(a.winml, out, a), "llama.cpp (the GGUF)":
-            lambda: llama_speed(a.gguf, a, vocab)}
+    peer_key = "llama.cpp (the GGUF)"
+    runs = {k: (lambda o: lambda: winml_perf(a.winml, o, a))(out) for out, k, _ in builds}
+    runs[peer_key] = lambda: llama_speed(a.gguf, a, vocab)
     res = {k: [] for k in runs}
     order = list(runs.items())
     for r in range(a.rounds):
         for k, fn in (order if r % 2 == 0 else order[::-1]):
             log(f"== round {r + 1}/{a.rounds}: {k}")
             res[k].append(fn())
-    print(f"{os.path.basename(a.gguf)}: prompt {a.prompt_len} tokens, {a.gen_len} generated, {a.threads} threads; "
-          f"winml quant stage: {q['reason']}")
-    print(f"{'engine':24} {'prefill tok/s':>13} {'decode tok/s':>12}   per round (prefill, decode)")
+    print(f"{os.path.basename(a.gguf)}: prompt {a.prompt_len} tokens, {a.gen_len} generated, {a.threads} threads")
+    for _, k, reason in builds:
+        print(f"  {k}: quant stage: {reason}")
+    print(f"{'engine':40} {'prefill tok/s':>13} {'decode tok/s':>12}   per round (prefill, decode)")
     for k, v in res.items():
-        print(f"{k:24} {max(x[0] for x in v):13.1f} {max(x[1] for x in v):12.2f}   "
+        print(f"{k:40} {max(x[0] for x in v):13.1f} {max(x[1] for x in v):12.2f}   "
               + ", ".join(f"({x[0]:.1f}, {x[1]:.2f})" for x in v))
-    ours, peer = res["winml (carried build)"], res["llama.cpp (the GGUF)"]
-    rp, rd = max(x[0] for x in ours) / max(x[0] for x in peer), max(x[1] for x in ours) / max(x[1] for x in peer)
-    pp = statistics.median(m[0] / x[0] for m, x in zip(ours, peer))
-    pd = statistics.median(m[1] / x[1] for m, x in zip(ours, peer))
-    print(f"winml / llama.cpp: prefill {rp:.2f}x, decode {rd:.2f}x (best / best); paired by round: prefill {pp:.2f}x, "
-          f"decode {pd:.2f}x")
-    print(f"model files on disk: winml {model_mb(out):.0f} MB, GGUF {model_mb(a.gguf):.0f} MB")
+    peer, ratios = res[peer_key], {}
+    for out, k, _ in builds:
+        ours = res[k]
+        rp = max(x[0] for x in ours) / max(x[0] for x in peer)
+        rd = max(x[1] for x in ours) / max(x[1] for x in peer)
+        pp = statistics.median(m[0] / x[0] for m, x in zip(ours, peer))
+        pd = statistics.median(m[1] / x[1] for m, x in zip(ours, peer))
+        ratios[k] = {"prefill_ratio": rp, "decode_ratio": rd, "paired_prefill": pp, "paired_decode": pd}
+        print(f"{k} / llama.cpp: prefill {rp:.2f}x, decode {rd:.2f}x (best / best); paired by round: prefill "
+              f"{pp:.2f}x, decode {pd:.2f}x; model files {model_mb(out):.0f} MB (GGUF {model_mb(a.gguf):.0f} MB)")
     if a.output:
-        json.dump({"gguf": a.gguf, "runs": res, "prefill_ratio": rp, "decode_ratio": rd, "paired_prefill": pp,
-                   "paired_decode": pd, "quant": q["reason"]}, open(a.output, "w"), indent=2)
+        json.dump({"gguf": a.gguf, "runs": res, "ratios": ratios, "quant": {k: q for _, k, q in builds}},
+                  open(a.output, "w"), indent=2)
 
 
 # ------------------------------------------------------------------ main
@@ -368,6 +398,8 @@ def main():
     ap.add_argument("--peers", default="llama,genai,hf")
     ap.add_argument("--precisions", default="int4,fp16,fp32")
     ap.add_argument("--gguf", help="both engines on this GGUF file (winml's carried build vs llama.cpp)")
+    ap.add_argument("--builds", default="gguf", help="--gguf: winml's builds of the file, comma-separated: "
+                    + ", ".join(f"{k} ({v[0]})" for k, v in GGUF_BUILDS.items()))
     ap.add_argument("-o", "--output")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)

@@ -190,7 +190,7 @@ typedef struct wm_nbits_args {
     const float *zero_points_f;  /* unpacked float, or NULL (used when zero_points is NULL) */
     int has_zero_points;         /* zero points come with the call even where the pointers are not bound yet
                                     (workspace sizing before a run): every choice of kernel path must see them;
-                                    2: float ones (no int8 activations: wm_nbits_use_q8) */
+                                    2: float ones (not the packed layout's: wm_nbits_vnni_ok) */
     float *C;
     int64_t ldc;
     wm_epilogue ep;

@@ -34,11 +34,11 @@ void wm_nbits_dequant_run(const wm_nbits_args *a, int64_t n, int64_t blk, int64_
 }
 
 /* accuracy_level 4 (int8 activations) below WM_NBITS_Q8_MAX_M rows; from there on the float32 panels + SGEMM
- * are faster (accuracy_level is a minimum: float32 activations meet it). Float zero points keep float32
- * activations at every M, as onnxruntime does (its int8 path takes uint8 zero points only): the two agree. */
-int wm_nbits_use_q8(const wm_nbits_args *a) {
-    return a->accuracy_level == 4 && a->M < WM_NBITS_Q8_MAX_M && !a->zero_points_f && a->has_zero_points != 2;
-}
+ * are faster (accuracy_level is a minimum: float32 activations meet it). Float zero points too: a block's
+ * sum_k s (q_k - zp) x_k is s sa (dot - zp sum(xq)), the integer dot plus a per-block bias times the block's
+ * activation sum (llama.cpp's Q4_1 x Q8_1 arithmetic); onnxruntime keeps float32 activations for them (its int8
+ * path takes uint8 zero points only), so the two differ there by the activations' rounding. */
+int wm_nbits_use_q8(const wm_nbits_args *a) { return a->accuracy_level == 4 && a->M < WM_NBITS_Q8_MAX_M; }
 
 /* the tables' nbits_q8: the generic and AVX2 kernels; the AVX-512 one (int8 at every M where it applies) */
 int wm_nbits_q8_default(const wm_nbits_args *a) { return wm_nbits_use_q8(a); }
@@ -76,7 +76,7 @@ size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
     int64_t kb, kp, kbs;
     q8_dims(a, &kb, &kp, &kbs);
     size_t m = (size_t)(a->M > 0 ? a->M : 0);
-    size_t per = a->accuracy_level == 4 && !a->zero_points_f && a->has_zero_points != 2 /* wm_nbits_use_q8's */
+    size_t per = a->accuracy_level == 4 /* wm_nbits_use_q8's */
                      ? m * ((size_t)kp + (size_t)kbs * (sizeof(float) + sizeof(int32_t)))
                      : m * (size_t)kp * sizeof(float);
     size_t small = (WM_ALIGN_UP(per, 64) + 128) * (size_t)nth;

@@ -1,13 +1,14 @@
 /*
- * nbits_avx2.c - MatMulNBits with AVX2 for 4- and 8-bit codes (2-bit and
- * float zero points go to the generic code).
+ * nbits_avx2.c - MatMulNBits with AVX2 for 4- and 8-bit codes (2-bit codes
+ * go to the generic code).
  *
  * Small M (decode): each share takes whole columns (rows of B, K/2 contiguous
  * bytes for 4 bit) and streams them once.
  *   fp32 path: codes -> float, w = code * s - zp * s (one FMA), acc += w x.
  *   int8 path (accuracy_level 4): A quantized per block (amax/127, RNE), then
  *     vpmaddubsw (u4 codes x s8, no saturation: 15 * 127 * 2 < 2^15) + vpmaddwd,
- *     acc += float(dot) * (sa * sw); the zero point enters as - zp * sum(q) * sa * sw.
+ *     acc += float(dot) * (sa * sw); the zero point (packed uint8 or float, the same fold) enters as
+ *     - zp * sum(q) * sa * sw: the block's integer dot plus a per-block bias times its activation sum.
  * 4-bit B stores element 2j in the low and 2j+1 in the high nibble of byte j; rather
  * than interleaving nibbles on every load, each share copies its activations once in
  * the matching order: per 32 elements the even ones, then the odd ones.
@@ -33,8 +34,9 @@ static inline float hsum(__m256 v) {
 /* position of element i (0..31) of a 32-group in the 4-bit order (evens, then odds) */
 static inline int pos4(int i) { return (i & 1) ? 16 + (i >> 1) : (i >> 1); }
 
-/* zero point of (n, blk) for packed 4/8-bit or default zero points (the packer's slow path) */
+/* zero point of (n, blk): packed 4/8-bit, float or default zero points (the packer's) */
 static inline float zp_of(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t kb) {
+    if (!a->zero_points && a->zero_points_f) return a->zero_points_f[n * kb + blk];
     if (a->zero_points) {
         if (a->bits == 4) {
             uint8_t z = a->zero_points[n * ((kb + 1) / 2) + blk / 2];
@@ -195,8 +197,12 @@ static inline __m256i hsum8x8(__m256i v0, __m256i v1, __m256i v2, __m256i v3, __
     return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20), _mm256_permute2x128_si256(s0123, s4567, 0x31));
 }
 
-/* zero points of blocks b..b+7 as floats (r of them real, the rest 0) */
-static inline __m256 zp8_at(const uint8_t *zr, int bits, int64_t b, int64_t r) {
+/* zero points of blocks b..b+7 as floats (r of them real, the rest 0): the column's float row zf (zpf_row), else
+ * its packed row zr, else the default */
+static inline __m256 zp8_at(const uint8_t *zr, const float *zf, int bits, int64_t b, int64_t r) {
+    if (zf)
+        return r == 8 ? _mm256_loadu_ps(zf + b)
+                      : _mm256_maskload_ps(zf + b, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
     if (!zr) return _mm256_set1_ps((float)(1 << (bits - 1)));
     if (r == 8 && bits == 4 && !(b & 1)) {
         uint32_t w;
@@ -284,14 +290,14 @@ static inline __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, in
 static float col_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
     const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2;
     const uint8_t *col = a->B + n * colbytes, *zr = zp_row(a, n, kb);
-    const float *sc = a->scales + n * kb, *xs = q->scale + m * q->kbs;
+    const float *sc = a->scales + n * kb, *xs = q->scale + m * q->kbs, *zf = zpf_row(a, n, kb);
     const int32_t *qs = q->sum + m * q->kbs;
     const int8_t *x = q->q + m * q->kp;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < kb; b += 8) {
         int64_t r = kb - b < 8 ? kb - b : 8;
         __m256i d = dots8_b4(col + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
-        acc = fold8(acc, d, sc + b, xs + b, qs + b, zp8_at(zr, 4, b, r), r);
+        acc = fold8(acc, d, sc + b, xs + b, qs + b, zp8_at(zr, zf, 4, b, r), r);
     }
     return hsum(acc);
 }
@@ -316,6 +322,7 @@ static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
     const uint8_t *c0 = a->B + n * colbytes, *c1 = c0 + colbytes;
     const uint8_t *z0 = zp_row(a, n, kb), *z1 = zp_row(a, n + 1, kb);
     const float *s0 = a->scales + n * kb, *s1 = s0 + kb, *xs = q->scale + m * q->kbs;
+    const float *f0 = zpf_row(a, n, kb), *f1 = zpf_row(a, n + 1, kb);
     const int32_t *qs = q->sum + m * q->kbs;
     const int8_t *x = q->q + m * q->kp;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
@@ -323,22 +330,22 @@ static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
     for (int64_t b = 0; b < kb; b += 8) {
         int64_t r = kb - b < 8 ? kb - b : 8;
         __m256i d0, d1;
-        if (bs == 32 && r == 8) {
+        if (bs == 32 && !(r & 1)) { /* whole 2-block groups (a tail of 2, 4 or 6 blocks: the rest zero) */
             const uint8_t *p0 = c0 + b * 16, *p1 = c1 + b * 16;
             const int8_t *xx = x + b * 32;
-            __m256i a0, a1, a2, a3, b0, b1, b2, b3;
-            q4dot64x2(p0, p1, xx, &a0, &b0);
-            q4dot64x2(p0 + 32, p1 + 32, xx + 64, &a1, &b1);
-            q4dot64x2(p0 + 64, p1 + 64, xx + 128, &a2, &b2);
-            q4dot64x2(p0 + 96, p1 + 96, xx + 192, &a3, &b3);
-            d0 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(a0, a1), _mm256_hadd_epi32(a2, a3)), perm);
-            d1 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(b0, b1), _mm256_hadd_epi32(b2, b3)), perm);
+            __m256i v0[4], v1[4];
+            for (int g = 0; g < 4; g++) {
+                if (2 * g < r) q4dot64x2(p0 + 32 * g, p1 + 32 * g, xx + 64 * g, &v0[g], &v1[g]);
+                else v0[g] = v1[g] = _mm256_setzero_si256();
+            }
+            d0 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(v0[0], v0[1]), _mm256_hadd_epi32(v0[2], v0[3])), perm);
+            d1 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(v1[0], v1[1]), _mm256_hadd_epi32(v1[2], v1[3])), perm);
         } else {
             d0 = dots8_b4(c0 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
             d1 = dots8_b4(c1 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
         }
-        acc0 = fold8(acc0, d0, s0 + b, xs + b, qs + b, zp8_at(z0, 4, b, r), r);
-        acc1 = fold8(acc1, d1, s1 + b, xs + b, qs + b, zp8_at(z1, 4, b, r), r);
+        acc0 = fold8(acc0, d0, s0 + b, xs + b, qs + b, zp8_at(z0, f0, 4, b, r), r);
+        acc1 = fold8(acc1, d1, s1 + b, xs + b, qs + b, zp8_at(z1, f1, 4, b, r), r);
     }
     out[0] = hsum(acc0);
     out[1] = hsum(acc1);
@@ -369,6 +376,7 @@ static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
     const uint8_t *c0 = a->B + n * kb * bs, *c1 = nc > 1 ? c0 + kb * bs : c0;
     const uint8_t *z0 = zp_row(a, n, kb), *z1 = nc > 1 ? zp_row(a, n + 1, kb) : z0;
     const float *s0 = a->scales + n * kb, *s1 = nc > 1 ? s0 + kb : s0, *xs = q->scale + m * q->kbs;
+    const float *f0 = zpf_row(a, n, kb), *f1 = nc > 1 ? zpf_row(a, n + 1, kb) : f0;
     const int32_t *qs = q->sum + m * q->kbs;
     const int8_t *x = q->q + m * q->kp;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
@@ -409,10 +417,10 @@ static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
             v1[j] = i1;
         }
         acc0 = fold8(acc0, hsum8x8(v0[0], v0[1], v0[2], v0[3], v0[4], v0[5], v0[6], v0[7]), s0 + b, xs + b, qs + b,
-                     zp8_at(z0, 8, b, r), r);
+                     zp8_at(z0, f0, 8, b, r), r);
         if (nc > 1)
             acc1 = fold8(acc1, hsum8x8(v1[0], v1[1], v1[2], v1[3], v1[4], v1[5], v1[6], v1[7]), s1 + b, xs + b, qs + b,
-                         zp8_at(z1, 8, b, r), r);
+                         zp8_at(z1, f1, 8, b, r), r);
     }
     out[0] = hsum(acc0);
     if (nc > 1) out[1] = hsum(acc1);
@@ -469,7 +477,7 @@ static inline void tr8x8(__m256 *r) {
  * written into the [k][WM_NR] panel with 8x8 transposes (whole groups) or element by element (edges). */
 static void pack_nbits_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
     const wm_nbits_args *a = s->ctx;
-    if (a->bits != 4 || a->zero_points_f) {
+    if (a->bits != 4) {
         wm_nbits_bsrc_pack(s, k0, kc, n0, nc, dst, pstride);
         return;
     }
@@ -686,9 +694,8 @@ static void nbits_packed(const wm_nbits_args *a, int ith, int nth) {
 
 void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
-    /* float zero points: the fp32 paths below read them (zs_at); the int8 and packed paths do not */
-    if ((a->bits != 4 && a->bits != 8) || a->block_size < 16 ||
-        (a->zero_points_f && !a->zero_points && (a->packed || wm_nbits_q8_avx2(a)))) {
+    /* float zero points: every path below but the packed one reads them (zs_at, zp8_at, zp_of) */
+    if ((a->bits != 4 && a->bits != 8) || a->block_size < 16 || (a->zero_points_f && !a->zero_points && a->packed)) {
         wm_nbits_generic(a, ith, nth);
         return;
     }

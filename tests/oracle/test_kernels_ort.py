@@ -21,6 +21,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import oracle_util as U
+from engine_oracle import q8_rows
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +87,9 @@ def _ours_nbits(tool, tmp, A, B, S, Z, bits, bs, K, N, acc, extra):
     S.tofile(paths["S"])
     if Z is not None:
         Z.tofile(paths["Z"])
+    zarg = "-" if Z is None else ("f:" if Z.dtype == np.float32 else "") + paths["Z"]  # float: [N][k_blocks]
     r = U.run([tool, "nbits", M, N, K, bits, bs, acc, paths["A"], paths["B"], paths["S"],
-               paths["Z"] if Z is not None else "-", paths["C"], "--threads", "2"] + extra, timeout=120)
+               zarg, paths["C"], "--threads", "2"] + extra, timeout=120)
     assert r.returncode == 0, r.stderr
     return np.fromfile(paths["C"], dtype=np.float32).reshape(M, N)
 
@@ -125,6 +127,32 @@ def test_nbits_random_matches_ort(kerneltool, tmp_path, bits, bs, acc, M):
             assert err < 2e-2, f"{extra}: {err}"
         else:
             assert err < 2e-6, f"{extra}: relative error {err}"
+
+
+@pytest.mark.parametrize("bits,bs", [(4, 32), (4, 16), (4, 64), (4, 128)])
+@pytest.mark.parametrize("M", [1, 3, 20, 40])
+def test_nbits_float_zero_points_match_ort(kerneltool, tmp_path, bits, bs, M):
+    # float zero points (a carried GGUF's Q4_1 / Q4_K blocks, w = d q + m), K not a multiple of the block, N odd.
+    # accuracy_level 0: float32 math, onnxruntime's. accuracy_level 4 below 32 rows: int8 activations with the
+    # zero point folded as -zp * sum(q) (llama.cpp's Q4_1 x Q8_1 arithmetic), which onnxruntime does not do for
+    # float zero points (it keeps float32 activations): the reference is onnxruntime at level 0 on the activations
+    # quantized and dequantized by numpy, i.e. the same products in float32; from 32 rows on level 4 is float32 math
+    # (the naive reference, --ref, is int8 at every M). onnxruntime has no 8-bit kernel with float zero points.
+    K, N = 300, 37
+    kb = (K + bs - 1) // bs
+    B, S, _ = _nbits_case(bits, bs, K, N, bits * 7 + bs + M, False)
+    Z = (np.random.default_rng(M + bs).random((N, kb), dtype=np.float32) * (1 << bits)).astype(np.float32)
+    A = (np.random.default_rng(M).random((M, K), dtype=np.float32) - 0.5) * 2
+    want0 = _ort_nbits(A, B, S, Z, bits, bs, K, N, 0)
+    want_q8 = _ort_nbits(q8_rows(A, bs), B, S, Z, bits, bs, K, N, 0)
+    assert np.abs(want_q8 - want0).max() > 1e-4 * np.abs(want0).max()  # the two references differ
+    for acc in (0, 4):
+        for extra in TABLES + AVX2:
+            want = want_q8 if acc == 4 and (M < 32 or extra == ["--ref"]) else want0
+            scale = np.abs(want).max()
+            got = _ours_nbits(kerneltool, tmp_path, A, B, S, Z, bits, bs, K, N, acc, extra)
+            err = np.abs(got - want).max() / scale
+            assert err < 4e-6, f"acc {acc} {extra}: relative error {err}"
 
 
 @pytest.mark.parametrize("M", [1, 2, 5, 40])

@@ -2,9 +2,10 @@
  * wm_kerneltool - runs one kernel on raw little-endian files, for the oracle tests
  * (tests/oracle/test_kernels_ort.py compares the outputs with onnxruntime).
  *
- *   wm_kerneltool nbits M N K BITS BLOCK ACC A.f32 B.u8 SCALES.f32 ZP.u8|- OUT.f32
+ *   wm_kerneltool nbits M N K BITS BLOCK ACC A.f32 B.u8 SCALES.f32 ZP.u8|f:ZP.f32|- OUT.f32
  *       MatMulNBits: A [M,K], B [N][k_blocks][BLOCK*BITS/8], scales [N][k_blocks], packed
- *       zero points [N][ceil(k_blocks*BITS/8)] or - (default), accuracy level ACC
+ *       zero points [N][ceil(k_blocks*BITS/8)], float ones [N][k_blocks] (f:FILE) or - (default),
+ *       accuracy level ACC
  *   wm_kerneltool igemm M N K A_SIGNED B_SIGNED A.u8 B.u8 AZP BZP|@BZP.i32 OUT.i32
  *       MatMulInteger: A [M,K], B [K,N] (int8 when *_SIGNED is 1), zero points: AZP and BZP
  *       integers, or @FILE with N int32 per-column zero points of B
@@ -84,20 +85,24 @@ static int cmd_nbits(char **p, const opts *o, const wm_kernels *T) {
     a.ldc = N;
     float *A = read_exact(p[6], (size_t)(M * K) * 4), *S = read_exact(p[8], (size_t)(N * kb) * 4);
     uint8_t *B = read_exact(p[7], (size_t)(N * kb * bs * bits / 8));
-    uint8_t *Z = strcmp(p[9], "-") ? read_exact(p[9], (size_t)(N * ((kb * bits + 7) / 8))) : NULL;
+    int zfl = !strncmp(p[9], "f:", 2);
+    uint8_t *Z = strcmp(p[9], "-") && !zfl ? read_exact(p[9], (size_t)(N * ((kb * bits + 7) / 8))) : NULL;
+    float *ZF = zfl ? read_exact(p[9] + 2, (size_t)(N * kb) * 4) : NULL;
     float *C = calloc((size_t)(M * N) + 1, 4);
-    if (!A || !S || !B || (strcmp(p[9], "-") && !Z) || !C) return 2;
+    if (!A || !S || !B || (strcmp(p[9], "-") && !Z && !ZF) || !C) return 2;
     a.A = A;
     a.B = B;
     a.scales = S;
     a.zero_points = Z;
+    a.zero_points_f = ZF;
+    a.has_zero_points = ZF ? 2 : Z ? 1 : 0;
     a.C = C;
     uint8_t *P = NULL;
     if (o->ref) {
         if (acc == 4) wm_ref_nbits_q8(&a);
         else wm_ref_nbits(&a);
     } else {
-        size_t pk = o->packed && !Z && T->nbits_pack_size ? T->nbits_pack_size(&a) : 0;
+        size_t pk = o->packed && !Z && !ZF && T->nbits_pack_size ? T->nbits_pack_size(&a) : 0;
         if (pk) { /* the layout a session makes of constant weights; the kernel then reads neither B nor S */
             if (!(P = aligned_alloc(64, (pk + 63) / 64 * 64))) return die("out of memory", NULL);
             for (int i = 0; i < o->threads; i++) T->nbits_pack(&a, P, i, o->threads);
@@ -115,6 +120,7 @@ static int cmd_nbits(char **p, const opts *o, const wm_kernels *T) {
     free(S);
     free(B);
     free(Z);
+    free(ZF);
     free(C);
     return rc;
 }

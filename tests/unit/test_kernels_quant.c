@@ -138,6 +138,8 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
     wm_nbits_args r = a;
     r.C = R;
     int q8 = T->nbits_q8(&a); /* accuracy_level 4: int8 activations where the table's kernel uses them */
+    if (c->acc == 4 && c->M < WM_NBITS_Q8_MAX_M && !q8) /* every zero point kind, float ones too (llama.cpp's Q4_1) */
+        fail_msg("%s nbits M=%lld acc=4 zp=%d: not the int8 path", T->name, (long long)c->M, c->zp);
     if (q8) wm_ref_nbits_q8(&r);
     else wm_ref_nbits(&r);
     /* bound: |x| < 1, |w| <= 255 * 0.04 * 2; float accumulation over K */
