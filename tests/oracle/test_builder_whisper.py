@@ -219,13 +219,13 @@ def hf_generate(m, feats, **kw):
     return [[int(t) for t in row] for row in seq.tolist()]
 
 
-def winml_audio(winml, build, files, cmd="generate", **kw):
-    argv = [winml, cmd, "-m", build, "-f", "json"]
+def winml_audio(winml, build, files, cmd="generate", flags=(), timeout=120, **kw):
+    argv = [winml, cmd, "-m", build, "-f", "json", *flags]
     for k, v in kw.items():
         argv += ["--" + k.replace("_", "-"), str(v)]
     for f in files:
         argv += ["--audio", f]
-    r = U.run(argv, timeout=120)
+    r = U.run(argv, timeout=timeout)
     assert r.returncode == 0, U.describe(r)
     return json.loads(r.stdout)
 

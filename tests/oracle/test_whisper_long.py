@@ -25,7 +25,7 @@ import soundfile as sf
 import torch
 
 import oracle_util as U
-from test_builder_whisper import make, samples16, speech  # noqa: F401 (speech: a fixture)
+from test_builder_whisper import make, samples16, speech, strip_pad, winml_audio  # noqa: F401 (speech: a fixture)
 
 torch.set_num_threads(1)
 MAX_NEW = 12
@@ -108,20 +108,7 @@ def hf_ts(m, feats, mask=None, **kw):
 
 
 def ours(winml, build, files, cmd="generate", flags=("--timestamps",), **kw):
-    argv = [winml, cmd, "-m", build, "-f", "json", *flags]
-    for k, v in kw.items():
-        argv += ["--" + k.replace("_", "-"), str(v)]
-    for f in files:
-        argv += ["--audio", f]
-    r = U.run(argv, timeout=300)
-    assert r.returncode == 0, U.describe(r)
-    return json.loads(r.stdout)
-
-
-def strip_pad(row, pad):
-    while row and row[-1] == pad:
-        row = row[:-1]
-    return row
+    return winml_audio(winml, build, files, cmd=cmd, flags=flags, timeout=300, **kw)
 
 
 def check(got, seqs, segs, tok, pad, what):
