@@ -41,22 +41,18 @@ def dense_of(moe):
 
 
 def qmoe_bytes(out):
-    """(bytes of one layer's QMoE experts, bytes of k of them) from the built graph's QMoE initializers"""
+    """(bytes of one layer's QMoE experts, bytes of k of them) from the built graph's QMoE codes and scales"""
+    import numpy as np
     import onnx
     m = onnx.load(os.path.join(out, "model.onnx"), load_external_data=False)
     inits = {t.name: t for t in m.graph.initializer}
-    sizes = {1: 4, 2: 1, 10: 2}
+    elem = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.UINT8: 1, onnx.TensorProto.FLOAT16: 2}
     for n in m.graph.node:
-        if n.op_type != "QMoE":
-            continue
-        k = next(a.i for a in n.attribute if a.name == "k")
-        total = 0
-        E = None
-        for i in (2, 3, 5, 6):
-            t = inits[n.input[i]]
-            E = t.dims[0]
-            total += int(__import__("numpy").prod(t.dims)) * sizes.get(t.data_type, 4)
-        return total, total * k // E
+        if n.op_type == "QMoE":
+            k = next(a.i for a in n.attribute if a.name == "k")
+            ts = [inits[n.input[i]] for i in (2, 3, 5, 6)]  # fc1 codes, scales; fc2 codes, scales
+            total = sum(int(np.prod(t.dims)) * elem[t.data_type] for t in ts)
+            return total, total * k // ts[0].dims[0]
     return 0, 0
 
 
