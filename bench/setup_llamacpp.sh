@@ -28,9 +28,11 @@ if [ ! -f "$dir/done-$ver" ]; then
     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=OFF $amx >&2
   cmake --build "$src/build" -j "${JOBS:-$(nproc)}" --target llama >&2
-  "$py" -m pip install -q diskcache jinja2 >&2 # what llama_cpp's Python package imports besides numpy
   touch "$dir/done-$ver"
 fi
+# what llama_cpp's Python package imports besides numpy: checked on every call, since the build is reused across
+# venvs (a recreated venv lacks them, and bench_llm_peers.py would then rebuild llama-cpp-python from its sdist)
+"$py" -c "import diskcache, jinja2" 2>/dev/null || "$py" -m pip install -q diskcache jinja2 >&2
 echo "export PYTHONPATH=$src${PYTHONPATH:+:$PYTHONPATH}"
 echo "export LLAMA_CPP_LIB_PATH=$src/build/bin"
 echo "export LLAMA_CPP_CONVERT=$src/vendor/llama.cpp/convert_hf_to_gguf.py"
