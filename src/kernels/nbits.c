@@ -72,13 +72,15 @@ size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
         big = wm_sgemm_workspace_size(&s, nth);
         if (!wm_nbits_vnni_ok(a)) return big; /* only the VNNI kernel quantizes A at this size */
     }
-    /* per share: int8 path: codes [M][kp] + scales + sums; fp32 path: a copy of A [M][kp] */
+    /* per share: int8 path: codes [M][kp] + scales + sums; fp32 path: a copy of A [M][kp] + its block sums [M][kbs] */
     int64_t kb, kp, kbs;
     q8_dims(a, &kb, &kp, &kbs);
     size_t m = (size_t)(a->M > 0 ? a->M : 0);
-    size_t per = a->accuracy_level == 4 /* wm_nbits_use_q8's */
-                     ? m * ((size_t)kp + (size_t)kbs * (sizeof(float) + sizeof(int32_t)))
-                     : m * (size_t)kp * sizeof(float);
+    size_t per = m * ((size_t)kp + (size_t)kbs) * sizeof(float);
+    if (a->accuracy_level == 4) { /* wm_nbits_use_q8's */
+        size_t q8 = m * ((size_t)kp + (size_t)kbs * (sizeof(float) + sizeof(int32_t)));
+        per = q8 > per ? q8 : per;
+    }
     size_t small = (WM_ALIGN_UP(per, 64) + 128) * (size_t)nth;
     return small > big ? small : big;
 }
@@ -144,6 +146,7 @@ void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm
     q->sum = (int32_t *)(w + (size_t)a->M * kbs * sizeof(float));
     q->q = (int8_t *)(w + (size_t)a->M * kbs * (sizeof(float) + sizeof(int32_t)));
     q->xf = (float *)w;
+    q->xs = (float *)(w + (size_t)a->M * kp * sizeof(float));
 }
 
 int wm_nbits_share_cols(const wm_nbits_args *a, int ith, int nth, int64_t *n0, int64_t *n1) {

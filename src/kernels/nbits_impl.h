@@ -12,13 +12,15 @@ typedef void (*wm_bsrc_fn)(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0,
 
 /* One share's small-M workspace. accuracy_level 4: quantized activations, row m block b at
  * q[m*kp + b*block_size] (AVX2: 4-bit codes' order, see nbits_avx2.c), scale / sum [m*kbs + b].
- * Otherwise: xf, a zero-padded copy of A (AVX2: same order). kp = k_blocks*block_size rounded to 64. */
+ * Otherwise: xf, a zero-padded copy of A (AVX2: same order), kp = k_blocks*block_size rounded to 64, and xs, the
+ * sums of each block of A's rows [m*kbs + b] (filled by the AVX2 prep only: its fp32 column kernels' zero-point term). */
 typedef struct wm_nbits_q8 {
-    int64_t kb, kbs, kp; /* blocks, row stride of scale/sum (kb rounded to 8, zero padded), of q/xf */
+    int64_t kb, kbs, kp; /* blocks, row stride of scale/sum/xs (kb rounded to 8, zero padded), of q/xf */
     int8_t *q;
     float *scale;
     int32_t *sum;
     float *xf;
+    float *xs;
 } wm_nbits_q8;
 
 int64_t wm_nbits_kblocks(const wm_nbits_args *a);
