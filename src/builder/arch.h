@@ -270,6 +270,8 @@ typedef struct wm_arch {
     int64_t enc_H, x_in;
     /* an image tower inside a composite checkpoint: its tensors live under sub_prefix ("encoder."), no pooler */
     const char *sub_prefix;
+    int s2s_part;             /* a part recipe's one graph (WM_S2S_PART_*, export.h; set by the build from the
+                                 recipe, wm_recipe_s2s_part); 0: the three graphs */
     int64_t dec_hd;           /* the decoder's head size (hd is the encoder's): d_model / heads, or T5's d_kv */
     /* relative position buckets of an encoder-decoder (rel_buckets > 0 with graph WM_GRAPH_S2S): G_REL_BIAS
        [rel_rows, enc_nh] bidirectional in the encoder, G_DEC_REL_BIAS [rel_rows, dec_nh] unidirectional in the
