@@ -315,6 +315,10 @@ const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m);
 
 /* The kind (WM_ENCODER / WM_DECODER) of a model_type in the family table; -1 when not there or refused. */
 int wm_arch_family_kind(const char *model_type);
+/* An encoder-decoder composite (vision-encoder-decoder): its sub-config keys and the model_types a tiny config of
+   it uses for them (arch_s2s.c); 0 when model_type is not one. */
+int wm_s2s_composite_keys(const char *model_type, const char **enc_key, const char **dec_key, const char **enc_type,
+                          const char **dec_type);
 /* Whether model_type's family table row can serve task (a wm_task), decided from the tables alone: decoders
    text-generation, text encoders the other text tasks, image families their image tasks (CLIP's text tower
    feature-extraction). 0 for an unknown model_type. */
