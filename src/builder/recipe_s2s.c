@@ -14,6 +14,7 @@
  * width, layers) must be the checkpoint's.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "builder/arch_impl.h"
@@ -72,22 +73,25 @@ static wm_status check_in(const wm_recipe *r, const char *label, const char *nam
 /* The recipe's outputs (when it lists them) are exactly the graph's. */
 static wm_status check_outputs(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {
     if (!r->n_outputs) return WM_OK;
-    wm_io_spec want[2 + 2 * 256];
-    size_t n = wm_s2s_part_outputs(a, r, want, sizeof want / sizeof want[0]);
-    if (n > sizeof want / sizeof want[0])
-        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: %lld decoder layers: more than this build serves", label,
-                      (long long)a->dec_L);
     if (a->s2s_part == WM_S2S_PART_ENCODER && r->n_outputs != 1)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.output_tensors': %zu names, the encoder part has "
                       "one output (its last hidden state)", label, r->n_outputs);
-    for (size_t i = 0; i < n; i++) {
+    size_t cap = 2 + 2 * (size_t)a->dec_L;
+    wm_io_spec *want = calloc(cap, sizeof *want);
+    if (!want) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    size_t n = wm_s2s_part_outputs(a, r, want, cap);
+    for (size_t i = 0; i < n && i < cap; i++) {
         size_t k = 0;
         while (k < r->n_outputs && strcmp(r->outputs[k], want[i].name)) k++;
-        if (k == r->n_outputs)
-            return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.output_tensors': no '%s' (the decoder part "
-                          "returns logits and present_N_key / present_N_value for its %lld layers)", label,
-                          want[i].name, (long long)a->dec_L);
+        if (k == r->n_outputs) {
+            wm_status s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.output_tensors': no '%s' (the decoder "
+                                 "part returns logits and present_N_key / present_N_value for its %lld layers)", label,
+                                 want[i].name, (long long)a->dec_L);
+            free(want);
+            return s;
+        }
     }
+    free(want);
     if (r->n_outputs != n)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.output_tensors': %zu names, the decoder part "
                       "returns %zu (logits and present_N_key / present_N_value for its %lld layers)", label,
@@ -139,7 +143,7 @@ static wm_status check_decoder(const wm_recipe *r, const wm_arch *a, const char 
     if ((s = check_in(r, label, "decoder_attention_mask", 0, 2, any2, "", err))) return s;
     if ((s = check_in(r, label, "cache_position", 0, 1, one, "the step's position", err))) return s;
     if ((s = check_in(r, label, "encoder_hidden_states", 1, 3, ehw, "the encoder's width", err))) return s;
-    int64_t T = dm->dims[1].v, B = r->inputs[0].dims[0].v;
+    int64_t T = dm->dims[1].v, B = wm_recipe_input(r, "decoder_input_ids")->dims[0].v;
     if (T <= 0)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[decoder_attention_mask].shape': the "
                       "cache length (dim 1) must be static", label);
