@@ -127,7 +127,7 @@ static wm_status check_encoder(const wm_recipe *r, const wm_arch *a, const char 
         if (r->n_inputs != 2)
             return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors': %zu inputs, the encoder part "
                           "reads input_ids and attention_mask", label, r->n_inputs);
-        if (a->abs_pos && !a->pos_sinusoidal && ids->dims[1].v > a->P)
+        if (a->abs_pos && ids->dims[1].v > a->P)
             return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[input_ids].shape': %lld tokens, "
                           "more than the config's max_position_embeddings %lld", label, (long long)ids->dims[1].v,
                           (long long)a->P);
@@ -147,7 +147,7 @@ static wm_status check_decoder(const wm_recipe *r, const wm_arch *a, const char 
     if (T <= 0)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[decoder_attention_mask].shape': the "
                       "cache length (dim 1) must be static", label);
-    if (a->abs_pos && !a->pos_sinusoidal && T > a->P)
+    if (a->abs_pos && T > a->P)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[decoder_attention_mask].shape': %lld "
                       "cache slots, more than the config's max_position_embeddings %lld", label, (long long)T,
                       (long long)a->P);

@@ -303,22 +303,26 @@ def test_perf_runs_the_parts(parts, winml):
             assert r.returncode == 0, U.describe(r)
 
 
-@pytest.mark.parametrize("edit,needles", [
-    (lambda d: d["export"]["input_tensors"][-1]["shape"].__setitem__(1, 3),
+@pytest.mark.parametrize("edit,flags,needles", [
+    (lambda d: d["export"]["input_tensors"][-1]["shape"].__setitem__(1, 3), [],
      ["'export.input_tensors[past_1_value].shape'", "[1, 3, 16, 16]", "expected [1, 2, 16, 16]"]),
-    (lambda d: d["export"]["input_tensors"].pop(),
+    (lambda d: d["export"]["input_tensors"].pop(), [],
      ["'export.input_tensors'", "no 'past_1_value'"]),
-    (lambda d: d["export"]["input_tensors"][0]["shape"].__setitem__(1, 4),
+    (lambda d: d["export"]["input_tensors"][0]["shape"].__setitem__(1, 4), [],
      ["'export.input_tensors[decoder_input_ids].shape'", "one token a step"]),
-    (lambda d: d["export"]["output_tensors"].pop(),
+    (lambda d: d["export"]["input_tensors"][3]["shape"].__setitem__(1, 65), [],
+     ["'export.input_tensors[decoder_attention_mask].shape'", "max_position_embeddings 64"]),
+    (lambda d: d["export"]["output_tensors"].pop(), [],
      ["'export.output_tensors'"]),
+    (lambda d: None, ["-p", "int8"],
+     ["precision int8", "builds in fp32 or fp16"]),
 ])
-def test_bad_part_recipe_refused(edit, needles, parts, winml_asan, tmp_path):
+def test_bad_part_recipe_refused(edit, flags, needles, parts, winml_asan, tmp_path):
     m, ck, _, _, dec = parts["par"]
     doc = load(dec)
     edit(doc)
     rp = tmp_path / "rec.json"
     rp.write_text(json.dumps(doc))
-    r = U.run([winml_asan, "build", "-m", ck, "-c", str(rp), "-o", str(tmp_path / "o")])
+    r = U.run([winml_asan, "build", "-m", ck, "-c", str(rp), "-o", str(tmp_path / "o"), *flags])
     U.assert_clean_error(r, "winml build", str(rp), *needles)
     assert not (tmp_path / "o").exists()
