@@ -270,6 +270,8 @@ typedef struct wm_arch {
     int64_t enc_H, x_in;
     /* an image tower inside a composite checkpoint: its tensors live under sub_prefix ("encoder."), no pooler */
     const char *sub_prefix;
+    int s2s_part;             /* a part recipe's one graph (WM_S2S_PART_*, export.h; set by the build from the
+                                 recipe, wm_recipe_s2s_part); 0: the three graphs */
     int64_t dec_hd;           /* the decoder's head size (hd is the encoder's): d_model / heads, or T5's d_kv */
     /* relative position buckets of an encoder-decoder (rel_buckets > 0 with graph WM_GRAPH_S2S): G_REL_BIAS
        [rel_rows, enc_nh] bidirectional in the encoder, G_DEC_REL_BIAS [rel_rows, dec_nh] unidirectional in the
@@ -313,6 +315,10 @@ const wm_module *wm_arch_mod(const wm_arch *a, int layer, int m);
 
 /* The kind (WM_ENCODER / WM_DECODER) of a model_type in the family table; -1 when not there or refused. */
 int wm_arch_family_kind(const char *model_type);
+/* An encoder-decoder composite (vision-encoder-decoder): its sub-config keys and the model_types a tiny config of
+   it uses for them (arch_s2s.c); 0 when model_type is not one. */
+int wm_s2s_composite_keys(const char *model_type, const char **enc_key, const char **dec_key, const char **enc_type,
+                          const char **dec_type);
 /* Whether model_type's family table row can serve task (a wm_task), decided from the tables alone: decoders
    text-generation, text encoders the other text tasks, image families their image tasks (CLIP's text tower
    feature-extraction). 0 for an unknown model_type. */

@@ -176,11 +176,12 @@ typedef struct s2s_composite {
     const char *cross_key; /* the decoder config's cross-attention input width key */
     const char *enc_unused; /* under enc_prefix: the encoder's tensors the composite does not use (its pooler) */
     int task;
+    const char *tiny_enc, *tiny_dec; /* the sub-config model_types of a tiny config (wm_sweep_tiny_config) */
 } s2s_composite;
 
 static const s2s_composite s2s_composites[] = {
     {"vision-encoder-decoder", "encoder", "decoder", "encoder.", "VisionEncoderDecoderModel", "enc_to_dec_proj",
-     "cross_attention_hidden_size", "pooler.", WM_TASK_IMAGE_TO_TEXT},
+     "cross_attention_hidden_size", "pooler.", WM_TASK_IMAGE_TO_TEXT, "vit", "trocr"},
 };
 #define N_COMP (sizeof s2s_composites / sizeof s2s_composites[0])
 
@@ -201,6 +202,14 @@ static const s2s_family *find_family(const char *model_type) {
     for (size_t i = 0; model_type && i < N_FAM; i++)
         if (!strcmp(s2s_families[i].model_type, model_type)) return &s2s_families[i];
     return NULL;
+}
+
+int wm_s2s_composite_keys(const char *model_type, const char **enc_key, const char **dec_key, const char **enc_type,
+                          const char **dec_type) {
+    const s2s_composite *c = find_composite(model_type);
+    if (!c) return 0;
+    *enc_key = c->enc_key, *dec_key = c->dec_key, *enc_type = c->tiny_enc, *dec_type = c->tiny_dec;
+    return 1;
 }
 
 const void *wm_s2s_find(const char *model_type) {

@@ -235,9 +235,12 @@ static void note(const build_ctx *b, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* An encoder-decoder built as Optimum's three graphs (not from a part recipe). */
+static int three_graphs(const build_ctx *b) { return b->arch.graph == WM_GRAPH_S2S && !b->arch.s2s_part; }
+
 static wm_status stage_export(build_ctx *b, stage_rec *rec) {
     wm_export_opts eo = {b->o->random, b->o->seed, b->o->external_threshold, b->o->progress, 1};
-    wm_status s = b->arch.graph == WM_GRAPH_S2S
+    wm_status s = three_graphs(b)
                       ? wm_export_s2s(&b->arch, &b->recipe, b->st, &eo, b->stage_dir, &b->ex, b->err)
                       : wm_export_model(&b->arch, &b->recipe, b->st, &eo, b->stage_dir, &b->ex, b->err);
     if (!s) {
@@ -908,7 +911,7 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
     char data_name[sizeof b->model_name + 8];
     snprintf(data_name, sizeof data_name, "%s.data", b->model_name);
     wm_status s = WM_OK;
-    if (a->graph == WM_GRAPH_S2S)
+    if (three_graphs(b))
         for (int p = 0; p < WM_S2S_PARTS && !s; p++) {
             char dn[64];
             snprintf(dn, sizeof dn, "%s.data", wm_s2s_part_file(p));
@@ -916,7 +919,7 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
                 s = artifact(j, b->stage_dir, dn, NULL, b->err);
         }
     else s = artifact(j, b->stage_dir, b->model_name, b->ex.model_sha, b->err);
-    if (!s && a->graph != WM_GRAPH_S2S) s = artifact(j, b->stage_dir, data_name, b->ex.data_sha, b->err);
+    if (!s && !three_graphs(b)) s = artifact(j, b->stage_dir, data_name, b->ex.data_sha, b->err);
     if (!s) s = artifact(j, b->stage_dir, "winml_build_config.json", NULL, b->err);
     if (!s && a->kind == WM_DECODER) s = artifact(j, b->stage_dir, "genai_config.json", NULL, b->err);
     for (size_t i = 0; carried[i] && !s; i++) s = artifact(j, b->stage_dir, carried[i], NULL, b->err);
@@ -973,6 +976,19 @@ static wm_status analysis(build_ctx *b) {
 }
 
 /* ------------------------------------------------------------ pipeline */
+
+/* An encoder-decoder from a part recipe (recipe_s2s.c): its inputs and outputs checked against the checkpoint, one
+   graph (model.onnx) through the usual stages, float32 or fp16 (fp16_keep_io_types: the cache stays float32). */
+static wm_status s2s_part_prepare(build_ctx *b, int prec) {
+    const wm_build_opts *o = b->o;
+    if (prec != WM_PREC_FP32 && prec != WM_PREC_FP16)
+        return wm_err(b->err, WM_ERR_UNSUPPORTED, "%s: precision %s: an encoder-decoder part builds in fp32 or fp16",
+                      o->recipe, wm_precision_name(prec));
+    if (o->analyze_rules)
+        return wm_err(b->err, WM_ERR_UNSUPPORTED, "--analyze: model_type '%s' (encoder-decoder) is not analyzed yet",
+                      b->arch.model_type);
+    return wm_recipe_s2s_part(&b->recipe, &b->arch, o->recipe, b->err);
+}
 
 static wm_status prepare(build_ctx *b) {
     const wm_build_opts *o = b->o;
@@ -1035,12 +1051,14 @@ static wm_status prepare(build_ctx *b) {
         }
         if ((s = wm_st_open(b->ck.dir, &(wm_st_open_opts){.root = b->ck.root[0] ? b->ck.root : NULL}, &b->st, err))) return s;
     }
-    if ((s = wm_arch_resolve_as(&b->ck, b->st, task, o->recipe ? b->recipe.model_type : NULL, &b->arch, err))) return s;
-    if (b->arch.graph == WM_GRAPH_S2S) { /* three float32 graphs in Optimum's layout; no recipe parts yet */
-        if (o->recipe)
-            return wm_err(err, WM_ERR_UNSUPPORTED, "%s: model_type '%s' (encoder-decoder): building from a recipe is "
-                          "not supported yet; build without -c (encoder_model.onnx + decoder_model.onnx + "
-                          "decoder_with_past_model.onnx)", o->recipe, b->arch.model_type);
+    /* a part recipe's task names the part (feature-extraction: the encoder), not the model's */
+    int part = o->recipe ? wm_recipe_s2s_part_kind(&b->recipe) : 0;
+    if ((s = wm_arch_resolve_as(&b->ck, b->st, part ? -1 : task, o->recipe ? b->recipe.model_type : NULL, &b->arch,
+                                err)))
+        return s;
+    if (b->arch.graph == WM_GRAPH_S2S && o->recipe) { /* the reference's part recipe: one graph */
+        if ((s = s2s_part_prepare(b, prec))) return s;
+    } else if (b->arch.graph == WM_GRAPH_S2S) { /* three float32 graphs in Optimum's layout */
         if (o->precision >= 0 && o->precision != WM_PREC_FP32)
             return wm_err(err, WM_ERR_UNSUPPORTED, "-p %s: model_type '%s' (encoder-decoder) builds in fp32 only",
                           wm_precision_name(o->precision), b->arch.model_type);
@@ -1082,11 +1100,11 @@ static wm_status prepare(build_ctx *b) {
         note(b, "note: model_type '%s' is not in the family table: built as naming scheme '%s'\n", b->arch.model_type,
              b->arch.scheme);
     int64_t was = b->arch.image;
-    if (o->recipe && (s = wm_recipe_fit_image(&b->recipe, &b->arch, o->recipe, err))) return s;
+    if (o->recipe && b->arch.graph != WM_GRAPH_S2S && (s = wm_recipe_fit_image(&b->recipe, &b->arch, o->recipe, err))) return s;
     if (b->arch.image != was) /* transformers' interpolate_pos_encoding */
         note(b, "note: %s: image size %lld, the config's is %lld: position embeddings interpolated (bicubic)\n",
              o->recipe, (long long)b->arch.image, (long long)was);
-    if (b->arch.graph == WM_GRAPH_S2S) return WM_OK; /* the graphs' IO is fixed (export.h), not the recipe's */
+    if (b->arch.graph == WM_GRAPH_S2S) return WM_OK; /* fixed IO (export.h), or the part's, checked by then */
     return wm_recipe_check(&b->recipe, &b->arch, o->recipe ? o->recipe : "recipe", err);
 }
 
@@ -1449,7 +1467,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     int total = o->export_only ? 1 : 4;
     if (!s) s = run_stage(b, "export", stage_export, 1, total);
     if (!s && b->to_file) s = rename_model(b);
-    if (!s && !o->export_only && b->arch.graph == WM_GRAPH_S2S) {
+    if (!s && !o->export_only && three_graphs(b)) {
         /* the three graphs of an encoder-decoder stay as exported (float32): said in the manifest */
         static const char *const later[3] = {"optim", "quant", "compile"};
         for (int i = 0; i < 3; i++) {

@@ -209,6 +209,18 @@ static wm_status add_s2s_io(wm_graph *g, const wm_arch *a, int part, int outputs
     return s;
 }
 
+/* The outputs of a part recipe's graph (specs from model_s2s.c). */
+static wm_status add_part_outputs(wm_graph *g, const wm_arch *a, const wm_recipe *r, wm_error *err) {
+    size_t cap = 2 + 2 * (size_t)a->dec_L;
+    wm_io_spec *sp = calloc(cap, sizeof *sp);
+    if (!sp) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    size_t n = wm_s2s_part_outputs(a, r, sp, cap);
+    wm_status s = WM_OK;
+    for (size_t i = 0; i < n && i < cap && !s; i++) s = add_io(g, sp[i].name, 1, sp[i].dtype, sp[i].dims, sp[i].rank, err);
+    free(sp);
+    return s;
+}
+
 /* One graph into dir/fname (+ fname.data): the recipe's model (part -1) or an encoder-decoder part. */
 static wm_status export_file(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
                              const char *dir, const char *fname, int part, wm_export_result *res, wm_error *err) {
@@ -252,8 +264,9 @@ static wm_status export_file(const wm_arch *a, const wm_recipe *r, const wm_st_f
     if ((s = wm_graph_open(m, m->proto->graph, &g, err))) goto done;
     if ((s = wm_wsink_init(&sink, m, external ? data_tmp : NULL, data_name, err))) goto done;
     sink.release_source = o->release_source && st && part < 0; /* the parts of one checkpoint read it again */
-    if (part >= 0) s = add_s2s_io(g, a, part, 0, err);
-    for (size_t i = 0; part < 0 && i < r->n_inputs && !s; i++) {
+    int recipe_io = part < 0 || part > WM_S2S_PARTS; /* a part recipe's inputs are the recipe's */
+    if (!recipe_io) s = add_s2s_io(g, a, part, 0, err);
+    for (size_t i = 0; recipe_io && i < r->n_inputs && !s; i++) {
         const wm_io_spec *io = &r->inputs[i];
         s = add_io(g, io->name, 0, io->dtype, io->dims, io->rank, err);
     }
@@ -262,13 +275,14 @@ static wm_status export_file(const wm_arch *a, const wm_recipe *r, const wm_st_f
     gb_init(&b, m, g, &sink, r->opset, err);
     b.random = o->random;
     b.seed = o->seed;
-    const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
+    const wm_io_spec *ids = wm_recipe_input(r, part == WM_S2S_PART_DECODER ? "decoder_input_ids" : "input_ids");
     wm_model_ctx c = {.a = a, .r = r, .ids_dtype = ids ? ids->dtype : WM_DT_INT64, .progress = o->progress, .st = st};
     s = part >= 0                 ? wm_model_s2s(&b, &c, part)
         : a->graph != WM_GRAPH_TEXT ? wm_model_vision(&b, &c)
         : a->kind == WM_DECODER   ? wm_model_decoder(&b, &c)
                                   : wm_model_encoder(&b, &c);
-    if (s || (s = part >= 0 ? add_s2s_io(g, a, part, 1, err) : add_outputs(g, a, r, err)))
+    if (s || (s = part < 0 ? add_outputs(g, a, r, err) : recipe_io ? add_part_outputs(g, a, r, err)
+                                                                  : add_s2s_io(g, a, part, 1, err)))
         goto done; /* after the nodes: outputs are renamed into place */
     if ((s = wm_graph_check(g, err))) goto done;
     if ((s = wm_wsink_finish(&sink, res->data_sha, err))) goto done;
@@ -309,9 +323,9 @@ done:
 
 wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,
                           const char *dir, wm_export_result *res, wm_error *err) {
-    if (a->graph == WM_GRAPH_S2S)
+    if (a->graph == WM_GRAPH_S2S && !a->s2s_part)
         return wm_err(err, WM_ERR_INTERNAL, "an encoder-decoder exports as three files (wm_export_s2s)");
-    return export_file(a, r, st, o, dir, "model.onnx", -1, res, err);
+    return export_file(a, r, st, o, dir, "model.onnx", a->graph == WM_GRAPH_S2S ? a->s2s_part : -1, res, err);
 }
 
 wm_status wm_export_s2s(const wm_arch *a, const wm_recipe *r, const wm_st_file *st, const wm_export_opts *o,

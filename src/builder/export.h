@@ -51,7 +51,7 @@ typedef struct wm_export_result {
 void wm_export_result_free(wm_export_result *r);
 
 /*
- * Builds and writes dir/model.onnx (dir must exist). st: the checkpoint's
+ * Builds and writes dir/model.onnx (dir must exist); an encoder-decoder only as a part (a->s2s_part). st: the checkpoint's
  * weights (NULL with o->random). On failure nothing named model.onnx or
  * model.onnx.data is left in dir.
  */
@@ -60,6 +60,10 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
 
 /* The three files of an encoder-decoder build (Optimum's seq2seq layout). */
 enum { WM_S2S_ENCODER, WM_S2S_DECODER, WM_S2S_DECODER_PAST, WM_S2S_PARTS };
+/* The reference's part recipes (a->s2s_part): one graph, model.onnx, with the recipe's inputs. PART_ENCODER: the
+   encoder alone (input_ids + attention_mask, or pixel_values -> the recipe's one output); PART_DECODER: one decoder
+   step over a static self-attention cache (model_s2s.c). */
+enum { WM_S2S_PART_ENCODER = WM_S2S_PARTS + 1, WM_S2S_PART_DECODER };
 /* The file name of part ("encoder_model.onnx", ...); NULL out of range (model_s2s.c). */
 const char *wm_s2s_part_file(int part);
 

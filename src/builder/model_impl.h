@@ -31,6 +31,11 @@ wm_status wm_model_resnet(wm_gb *b, wm_model_ctx *c);
 wm_status wm_model_s2s(wm_gb *b, wm_model_ctx *c, int part);
 /* The graph inputs (outputs 0) or outputs (1) of part into out (cap entries); returns the count. */
 size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_t cap);
+/* The graph outputs of part recipe a->s2s_part (WM_S2S_PART_*) for recipe r (dims follow its inputs); the count. */
+size_t wm_s2s_part_outputs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap);
+/* The part recipes' cache names, a printf format of the layer (long long): past (present 0) or present (1) of the
+   key (value 0) or the value (1): "past_%lld_key", ... */
+const char *wm_s2s_part_kv(int present, int value);
 /* wav2vec2-style speech encoders (model_w2v.c). */
 wm_status wm_model_audio(wm_gb *b, wm_model_ctx *c);
 /* Frames the feature encoder makes of samples (0 when too short). */

@@ -116,6 +116,30 @@ size_t wm_s2s_io(const wm_arch *a, int part, int outputs, wm_io_spec *out, size_
     return n;
 }
 
+size_t wm_s2s_part_outputs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap) {
+    size_t n = 0;
+    char nm[96];
+#define PUT(...) do { wm_io_spec s_ = spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
+    if (a->s2s_part == WM_S2S_PART_ENCODER) {
+        const wm_io_spec *in = wm_recipe_input(r, a->vis_enc ? "pixel_values" : "input_ids");
+        wm_io_dim B = in ? in->dims[0] : dv(1), Se = a->vis_enc ? dv(a->tower[1]->n_pos) : in ? in->dims[1] : dv(1);
+        wm_io_dim d3[3] = {B, Se, dv(a->enc_H ? a->enc_H : a->H)};
+        PUT(r->n_outputs ? r->outputs[0] : "last_hidden_state", WM_DT_FLOAT, 3, d3);
+        return n;
+    }
+    const wm_io_spec *ids = wm_recipe_input(r, "decoder_input_ids"), *dm = wm_recipe_input(r, "decoder_attention_mask");
+    wm_io_dim B = ids ? ids->dims[0] : dv(1), S = ids ? ids->dims[1] : dv(1), T = dm ? dm->dims[1] : dv(1);
+    wm_io_dim lg[3] = {B, S, dv(a->V)}, kv[4] = {B, dv(a->dec_nh), T, dv(a->dec_hd)};
+    PUT("logits", WM_DT_FLOAT, 3, lg);
+    for (int64_t i = 0; i < a->dec_L; i++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(nm, sizeof nm, wm_s2s_part_kv(1, k), (long long)i);
+            PUT(nm, WM_DT_FLOAT, 4, kv);
+        }
+#undef PUT
+    return n;
+}
+
 /* Additive mask [B, 1, 1, T] from a [B, T] 0/1 mask: 0 where attended, the float32 minimum elsewhere. */
 static const char *pad_bias(wm_gb *b, const char *mask) {
     static const int64_t ax12[] = {1, 2};
@@ -357,11 +381,53 @@ static wm_status encoder(wm_gb *b, const wm_model_ctx *c) {
     return b->st;
 }
 
-/* The decoder, first step (past 0) or with the caches (past 1). */
-static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
+/* What one decoder graph reads and writes: Optimum's first step, its step with the caches, or the reference's part
+   recipe over a static self-attention cache. */
+enum { DEC_FIRST, DEC_PAST, DEC_STATIC };
+
+static const char *const part_kv[2][2] = {{"past_%lld_key", "past_%lld_value"},
+                                          {"present_%lld_key", "present_%lld_value"}};
+
+const char *wm_s2s_part_kv(int present, int value) { return part_kv[present != 0][value != 0]; }
+
+/* The static decoder's query positions (cache_position, as a scalar int64) and the attention bias [B, 1, S, T] over
+   the T cache slots: slot t is seen from position p when t <= p and decoder_attention_mask[t] is 1. *wr: the slot
+   the step writes, [1, 1, T, 1] bool (slot == cache_position). */
+static const char *static_mask(wm_gb *b, const wm_model_ctx *c, const char **pos, const char **qpos,
+                               const char **slots, const char **wr) {
+    const wm_io_spec *dm = wm_recipe_input(c->r, "decoder_attention_mask");
+    const wm_io_spec *cp = wm_recipe_input(c->r, "cache_position");
+    int64_t T = dm ? dm->dims[1].v : 1;
+    gb_scope(b, "/model/decoder/cache_position");
+    const char *p = "cache_position";
+    if (cp && cp->dtype != WM_DT_INT64) p = gb_cast(b, p, WM_DT_INT64);
+    *pos = gb_squeeze(b, p, NULL, 0);
+    gb_scope(b, "/model/decoder/attn_mask");
+    const char *one = gb_i64s(b, 1);
+    *slots = gb_op(b, "Range", 3, gb_i64s(b, 0), gb_i64s(b, T), one);
+    const char *s1 = gb_op(b, "Shape", 1, "decoder_input_ids");
+    gb_attr_i(b, "start", 1);
+    gb_attr_i(b, "end", 2);
+    *qpos = gb_op(b, "Range", 3, *pos, gb_op(b, "Add", 2, *pos, gb_squeeze(b, s1, NULL, 0)), one);
+    static const int64_t ax1[] = {1}, ax12[] = {1, 2}, col[] = {1, 1, -1, 1};
+    const char *causal = gb_op(b, "LessOrEqual", 2, *slots, gb_unsqueeze(b, *qpos, ax1, 1)); /* [S, T] */
+    const char *dmask = gb_unsqueeze(b, gb_cast(b, "decoder_attention_mask", WM_DT_BOOL), ax12, 2);
+    *wr = gb_reshape(b, gb_op(b, "Equal", 2, *slots, *pos), col, 4);
+    return gb_op(b, "Where", 3, gb_op(b, "And", 2, causal, dmask), gb_f32s(b, 0.0f), gb_f32s(b, MASK_MIN));
+}
+
+/* A decoder graph (mode DEC_*). DEC_STATIC: decoder_input_ids [B, 1] at cache_position; the step's self-attention
+   K/V are written into slot cache_position of past_N_key/value [B, heads, T, hd] by a masked blend (Where over the
+   slot == cache_position mask: what StaticCache's index_copy_ does for one token), the result is present_N_* and
+   the attention reads all T slots under static_mask's bias; the cross-attention K/V are computed from
+   encoder_hidden_states in the graph every step (the part has no cross cache), under the encoder's attention_mask
+   when the recipe gives one. */
+static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode) {
     const wm_arch *a = c->a;
     int64_t nh = a->dec_nh, hd = a->dec_hd;
-    const char *plen = NULL;
+    int past = mode == DEC_PAST, stat = mode == DEC_STATIC;
+    const char *plen = NULL, *ids = stat ? "decoder_input_ids" : "input_ids", *causal = NULL, *qpos = NULL;
+    const char *kpos = NULL, *wr = NULL;
     if (past) {
         gb_scope(b, "/model/decoder/past_length");
         const char *s = gb_op(b, "Shape", 1, "past_key_values.0.decoder.key");
@@ -369,29 +435,31 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
         gb_attr_i(b, "end", 3);
         plen = gb_squeeze(b, s, NULL, 0);
     }
+    if (stat) causal = static_mask(b, c, &plen, &qpos, &kpos, &wr);
     const char *E;
-    const char *x = embed(b, a, "input_ids", plen, 1, &E);
-    /* causal over absolute positions: query past + i sees keys 0..past + i */
+    const char *x = embed(b, a, ids, plen, 1, &E);
     gb_scope(b, "/model/decoder/attn_mask");
-    const char *s1 = gb_op(b, "Shape", 1, "input_ids");
-    gb_attr_i(b, "start", 1);
-    gb_attr_i(b, "end", 2);
-    const char *S = gb_squeeze(b, s1, NULL, 0), *P0 = plen ? plen : gb_i64s(b, 0);
-    const char *T = gb_op(b, "Add", 2, P0, S), *one = gb_i64s(b, 1);
-    static const int64_t ax1[] = {1};
-    const char *kpos = gb_op(b, "Range", 3, gb_i64s(b, 0), T, one);
-    const char *qpos = gb_op(b, "Range", 3, P0, T, one), *qcol = gb_unsqueeze(b, qpos, ax1, 1);
-    const char *causal = gb_op(b, "Where", 3, gb_op(b, "LessOrEqual", 2, kpos, qcol), gb_f32s(b, 0.0f),
-                               gb_f32s(b, MASK_MIN));
+    if (!stat) { /* causal over absolute positions: query past + i sees keys 0..past + i */
+        const char *s1 = gb_op(b, "Shape", 1, ids);
+        gb_attr_i(b, "start", 1);
+        gb_attr_i(b, "end", 2);
+        const char *S = gb_squeeze(b, s1, NULL, 0), *P0 = plen ? plen : gb_i64s(b, 0);
+        const char *T = gb_op(b, "Add", 2, P0, S), *one = gb_i64s(b, 1);
+        static const int64_t ax1[] = {1};
+        kpos = gb_op(b, "Range", 3, gb_i64s(b, 0), T, one);
+        qpos = gb_op(b, "Range", 3, P0, T, one);
+        const char *qcol = gb_unsqueeze(b, qpos, ax1, 1);
+        causal = gb_op(b, "Where", 3, gb_op(b, "LessOrEqual", 2, kpos, qcol), gb_f32s(b, 0.0f), gb_f32s(b, MASK_MIN));
+    }
     if (a->rel_buckets) { /* the rows of this step's positions (past + i) of the decoder's position bias */
         const char *rb = rel_bias(b, a, 1, qpos, kpos);
         gb_scope(b, "/model/decoder/attn_mask");
         causal = gb_op(b, "Add", 2, causal, rb);
     }
     const char *xbias = NULL, *ehs = "encoder_hidden_states";
-    if (!a->mel_stem && !a->vis_enc) {
+    if (stat ? wm_recipe_input(c->r, "attention_mask") != NULL : !a->mel_stem && !a->vis_enc) {
         gb_scope(b, "/model/decoder/encoder_attn_mask");
-        xbias = pad_bias(b, "encoder_attention_mask");
+        xbias = pad_bias(b, stat ? "attention_mask" : "encoder_attention_mask");
     }
     if (!past && wm_arch_mod(a, -1, WM_M_G_PROJ)->present) /* a composite's enc_to_dec_proj */
         ehs = gb_linear(b, ehs, wm_arch_mod(a, -1, WM_M_G_PROJ), "/enc_to_dec_proj");
@@ -407,9 +475,13 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
         static const char *const kvn[2] = {"key", "value"};
         const char *kv[2] = {k, v};
         for (int j = 0; j < 2; j++) {
-            snprintf(nm, sizeof nm, "present.%lld.decoder.%s", (long long)i, kvn[j]);
+            if (stat) snprintf(nm, sizeof nm, part_kv[1][j], (long long)i);
+            else snprintf(nm, sizeof nm, "present.%lld.decoder.%s", (long long)i, kvn[j]);
             gb_scope(b, "%s/%s_cache", at, kvn[j]);
-            if (past) {
+            if (stat) { /* the step's K/V in slot cache_position, the other slots as they were */
+                snprintf(pk, sizeof pk, part_kv[0][j], (long long)i);
+                kv[j] = gb_op_named(b, "Where", nm, 3, wr, kv[j], pk);
+            } else if (past) {
                 snprintf(pk, sizeof pk, "past_key_values.%lld.decoder.%s", (long long)i, kvn[j]);
                 kv[j] = gb_op_named(b, "Concat", nm, 2, pk, kv[j]);
                 gb_attr_i(b, "axis", 2);
@@ -417,7 +489,8 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
         }
         const char *o = lin(b, a, slot, WM_M_L_O, sdpa(b, a, at, q, kv[0], kv[1], causal, nh, hd), at, "out_proj");
         x = add_norm(b, a, slot, WM_M_L_ATTN_NORM, x, o, sc, "self_attn_layer_norm");
-        /* cross-attention: K/V of the encoder output, computed in the first step and passed back after */
+        /* cross-attention: K/V of the encoder output, computed in the first step and passed back after (Optimum's
+           layout) or computed every step (the static part) */
         snprintf(at, sizeof at, "%s/encoder_attn", sc);
         h = pre_norm(b, a, slot, WM_M_L_XATTN_NORM, x, sc, "encoder_attn_layer_norm");
         q = split_heads(b, lin(b, a, slot, WM_M_L_XQ, h, at, "q_proj"), nh, hd);
@@ -429,6 +502,10 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
                 kv[j] = xpast[j];
             } else {
                 const char *t = split_heads(b, lin(b, a, slot, xm[j], ehs, at, xproj[j]), nh, hd);
+                if (stat) {
+                    kv[j] = t;
+                    continue;
+                }
                 snprintf(nm, sizeof nm, "present.%lld.encoder.%s", (long long)i, kvn[j]);
                 gb_scope(b, "%s/%s_cache", at, kvn[j]);
                 kv[j] = gb_op_named(b, "Identity", nm, 1, t);
@@ -461,5 +538,15 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int past) {
 }
 
 wm_status wm_model_s2s(wm_gb *b, wm_model_ctx *c, int part) {
-    return part == WM_S2S_ENCODER ? encoder(b, c) : decoder(b, c, part == WM_S2S_DECODER_PAST);
+    if (part == WM_S2S_PART_ENCODER) { /* the encoder, its output under the recipe's name */
+        wm_status s = encoder(b, c);
+        const char *out = c->r->n_outputs ? c->r->outputs[0] : "last_hidden_state";
+        if (!s && strcmp(out, "last_hidden_state")) {
+            gb_scope(b, "/model/encoder");
+            gb_op_named(b, "Identity", out, 1, "last_hidden_state");
+        }
+        return s ? s : b->st;
+    }
+    return part == WM_S2S_ENCODER ? encoder(b, c)
+           : decoder(b, c, part == WM_S2S_PART_DECODER ? DEC_STATIC : part == WM_S2S_DECODER_PAST ? DEC_PAST : DEC_FIRST);
 }

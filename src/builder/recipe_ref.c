@@ -79,14 +79,17 @@ const char *wm_recipe_served_tasks(void) {
 wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *err) {
     if (!label) label = "recipe";
     int kind = r->model_type[0] ? wm_arch_family_kind(r->model_type) : -1;
-    if (r->model_type[0] && wm_s2s_find(r->model_type))
+    if (r->model_type[0] && wm_s2s_find(r->model_type)) {
+        /* the reference's part recipes (an encoder; a static-cache decoder) build one graph each (recipe_s2s.c) */
+        if (wm_recipe_s2s_part_kind(r)) return WM_OK;
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.model_type': model_type '%s' is not supported in a "
-                      "recipe (loader.model_class '%s', task '%s'): encoder-decoders build from the checkpoint alone "
-                      "(no recipe) into Optimum's encoder_model.onnx, decoder_model.onnx and "
-                      "decoder_with_past_model.onnx (text2text-generation, speech and image-to-text: `winml build -m "
-                      "CHECKPOINT -o DIR`, then `winml run -m DIR --image F`); the reference's part exports (an "
-                      "encoder, a static-cache decoder) and sequence-classification heads are not modeled", label,
+                      "recipe (loader.model_class '%s', task '%s'): an encoder-decoder builds from a part recipe (an "
+                      "encoder: feature-extraction or image-feature-extraction; a static-cache decoder: "
+                      "text2text-generation with decoder_input_ids) or from the checkpoint alone (no recipe) into "
+                      "Optimum's encoder_model.onnx, decoder_model.onnx and decoder_with_past_model.onnx (`winml "
+                      "build -m CHECKPOINT -o DIR`); sequence-classification heads are not modeled", label,
                       r->model_type, r->model_class, r->task);
+    }
     if (r->model_type[0] && kind < 0) {
         char known[1024];
         wm_arch_family_names(known, sizeof known);

@@ -315,11 +315,11 @@ static void tiny_list(wm_json *j, const char *key, const int64_t *v, size_t n) {
     wm_json_arr_end(j);
 }
 
-/* The small sizes of a tiny config into the open object j: text keys (positions for seq tokens), image keys when
+/* The small sizes of a tiny config into the open object j (hidden_size hidden): text keys (positions for seq tokens), image keys when
    img > 0 (a patch of 16 or 14 that divides it), a CNN's stages (ResNet: hidden_sizes, depths); a speech
    encoder's feature encoder and positional convolution when audio. */
-static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch, int audio) {
-    wm_json_int(j, "hidden_size", 32);
+static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch, int audio, int64_t hidden) {
+    wm_json_int(j, "hidden_size", hidden);
     wm_json_int(j, "intermediate_size", 64);
     wm_json_int(j, "num_hidden_layers", 1);
     wm_json_int(j, "num_attention_heads", 4);
@@ -351,6 +351,42 @@ static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch, int audi
     }
 }
 
+/* An encoder-decoder part recipe's sizes (recipe_s2s.c): the decoder's heads, head size, layers and cache slots
+   from past_0_key and the past count, the encoder's width and length from encoder_hidden_states (an encoder part:
+   small ones); the rest tiny. A composite (vision-encoder-decoder) gets its encoder and decoder sub-configs. */
+static void tiny_s2s(wm_json *j, const wm_recipe *r, int64_t seq, int64_t img, int64_t ch) {
+    int64_t heads = 4, hd = 8, layers = 1, slots = 8, width = 32, n = 0;
+    const wm_io_spec *kv = wm_recipe_input(r, "past_0_key"), *eh = wm_recipe_input(r, "encoder_hidden_states");
+    if (kv && kv->rank == 4 && kv->dims[1].v > 0 && kv->dims[2].v > 0 && kv->dims[3].v > 0)
+        heads = kv->dims[1].v, slots = kv->dims[2].v, hd = kv->dims[3].v;
+    for (size_t i = 0; i < r->n_inputs; i++) n += !strncmp(r->inputs[i].name, "past_", 5);
+    if (n >= 2) layers = n / 2;
+    if (eh && eh->rank == 3 && eh->dims[2].v > 0) width = eh->dims[2].v;
+    if (eh && eh->rank == 3 && eh->dims[1].v > seq) seq = eh->dims[1].v;
+    int64_t pos = slots > seq ? slots : seq;
+    const char *ek, *dk, *et, *dt;
+    int comp = wm_s2s_composite_keys(r->model_type, &ek, &dk, &et, &dt);
+    wm_json_str(j, "model_type", r->model_type);
+    if (comp) {
+        wm_json_obj(j, ek);
+        wm_json_str(j, "model_type", et);
+        tiny_keys(j, 0, img ? img : 384, ch, 0, width);
+        wm_json_obj_end(j);
+        wm_json_obj(j, dk);
+        wm_json_str(j, "model_type", dt);
+    }
+    wm_json_int(j, "d_model", heads * hd);
+    wm_json_int(j, "encoder_layers", 1);
+    wm_json_int(j, "decoder_layers", layers);
+    wm_json_int(j, "encoder_attention_heads", heads);
+    wm_json_int(j, "decoder_attention_heads", heads);
+    wm_json_int(j, "encoder_ffn_dim", 16);
+    wm_json_int(j, "decoder_ffn_dim", 16);
+    wm_json_int(j, "vocab_size", 96);
+    wm_json_int(j, "max_position_embeddings", pos);
+    if (comp) wm_json_obj_end(j);
+}
+
 wm_status wm_sweep_tiny_config(const char *recipe_path, wm_json *j, wm_error *err) {
     wm_recipe r;
     wm_status st = wm_recipe_load(recipe_path, &r, err);
@@ -370,18 +406,19 @@ wm_status wm_sweep_tiny_config(const char *recipe_path, wm_json *j, wm_error *er
        (clip_text_model) comes from its two-tower checkpoint (clip), as the real ones do. */
     const char *parent = wm_arch_tower_parent(r.model_type);
     wm_json_obj(j, NULL);
-    if (parent) {
+    if (wm_recipe_s2s_part_kind(&r)) tiny_s2s(j, &r, seq, img, ch);
+    else if (parent) {
         wm_json_str(j, "model_type", parent);
         wm_json_int(j, "projection_dim", 16);
         wm_json_obj(j, "text_config");
-        tiny_keys(j, seq, 0, ch, 0);
+        tiny_keys(j, seq, 0, ch, 0, 32);
         wm_json_obj_end(j);
         wm_json_obj(j, "vision_config");
-        tiny_keys(j, 0, img ? img : 224, ch, 0);
+        tiny_keys(j, 0, img ? img : 224, ch, 0, 32);
         wm_json_obj_end(j);
     } else {
         if (r.model_type[0]) wm_json_str(j, "model_type", r.model_type);
-        tiny_keys(j, seq, img, ch, wm_recipe_input(&r, "input_values") != NULL);
+        tiny_keys(j, seq, img, ch, wm_recipe_input(&r, "input_values") != NULL, 32);
     }
     wm_json_obj_end(j);
     wm_recipe_free(&r);

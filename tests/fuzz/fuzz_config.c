@@ -3,7 +3,7 @@
  * bytes as config.json (then resolved into an architecture and a default
  * recipe, as inspect does without weights; text, image and speech models), generation_config.json,
  * tokenizer_config.json and a build recipe (ours or the reference's; text
- * and image models). Everything must fail cleanly or succeed; resolved sizes
+ * and image models; checked as an encoder-decoder part recipe against a tiny marian too). Everything must fail cleanly or succeed; resolved sizes
  * must be positive; a parsed recipe's quant section gives the quantizer a
  * config, and our JSON of the recipe parses again.
  */
@@ -55,6 +55,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* what build and config -c do with a parsed recipe; our own JSON of it must parse again */
         wm_error e2 = {0};
         (void)wm_recipe_supported(&r, "recipe", &e2);
+        /* an encoder-decoder part recipe against a tiny marian (2 decoder layers of 2 heads of 16) */
+        static const char marian[] = "{\"model_type\": \"marian\", \"vocab_size\": 64, \"d_model\": 32, "
+                                     "\"encoder_layers\": 1, \"decoder_layers\": 2, \"encoder_attention_heads\": 2, "
+                                     "\"decoder_attention_heads\": 2, \"encoder_ffn_dim\": 8, \"decoder_ffn_dim\": 8, "
+                                     "\"max_position_embeddings\": 64}";
+        wm_hf_checkpoint mk;
+        memset(&mk, 0, sizeof mk);
+        if (!wm_hf_config_parse(marian, sizeof marian - 1, "config.json", &mk.config, &e2)) {
+            wm_arch ma;
+            if (!wm_arch_resolve(&mk, NULL, -1, &ma, &e2)) {
+                if (!wm_recipe_s2s_part(&r, &ma, "recipe", &e2) && !ma.s2s_part) abort(); /* a part when it passes */
+                wm_arch_free(&ma);
+            }
+            wm_hf_config_free(&mk.config);
+        }
         wm_quant_config qc;
         if (r.has_quant && wm_recipe_quant_config(&r, &qc, &e2)) abort();
         wm_json j;

@@ -153,6 +153,52 @@ static void test_tiny_config_covers_the_recipes_sequence(void **state) {
     assert_int_equal(wm_test_tmpdir_remove(dir), 0);
 }
 
+/* A reference part recipe of an encoder-decoder: the tiny config has the sizes its static shapes fix (heads, head
+   size and slots from past_0_key, layers from the past count, the encoder's width); a composite gets sub-configs. */
+static void test_tiny_config_of_a_part_recipe(void **state) {
+    (void)state;
+    char dir[64], path[128];
+    assert_int_equal(wm_test_tmpdir_make(dir, sizeof dir, "sweep"), 0);
+    snprintf(path, sizeof path, "%s/d.json", dir);
+    static const char *const types[2] = {"marian", "vision-encoder-decoder"};
+    for (int c = 0; c < 2; c++) {
+        FILE *f = fopen(path, "w");
+        fprintf(f, "{\"loader\": {\"task\": \"text2text-generation\", \"model_type\": \"%s\"}, \"export\": "
+                "{\"input_tensors\": [{\"name\": \"decoder_input_ids\", \"dtype\": \"int32\", \"shape\": [1, 1]},"
+                "{\"name\": \"encoder_hidden_states\", \"dtype\": \"float32\", \"shape\": [1, 577, 768]},"
+                "{\"name\": \"decoder_attention_mask\", \"dtype\": \"int64\", \"shape\": [1, 1024]},"
+                "{\"name\": \"cache_position\", \"dtype\": \"int64\", \"shape\": [1]},"
+                "{\"name\": \"past_0_key\", \"dtype\": \"float32\", \"shape\": [1, 16, 1024, 64]},"
+                "{\"name\": \"past_0_value\", \"dtype\": \"float32\", \"shape\": [1, 16, 1024, 64]},"
+                "{\"name\": \"past_1_key\", \"dtype\": \"float32\", \"shape\": [1, 16, 1024, 64]},"
+                "{\"name\": \"past_1_value\", \"dtype\": \"float32\", \"shape\": [1, 16, 1024, 64]}]}}",
+                types[c]);
+        fclose(f);
+        wm_json j;
+        wm_json_init(&j);
+        wm_error err = {0};
+        assert_int_equal(wm_sweep_tiny_config(path, &j, &err), WM_OK);
+        cJSON *d = cJSON_Parse(wm_json_text(&j));
+        assert_non_null(d);
+        assert_string_equal(cJSON_GetObjectItem(d, "model_type")->valuestring, types[c]);
+        cJSON *dec = c ? cJSON_GetObjectItem(d, "decoder") : d;
+        assert_non_null(dec);
+        assert_int_equal(cJSON_GetObjectItem(dec, "d_model")->valueint, 1024);
+        assert_int_equal(cJSON_GetObjectItem(dec, "decoder_attention_heads")->valueint, 16);
+        assert_int_equal(cJSON_GetObjectItem(dec, "decoder_layers")->valueint, 2);
+        assert_int_equal(cJSON_GetObjectItem(dec, "max_position_embeddings")->valueint, 1024);
+        if (c) {
+            cJSON *enc = cJSON_GetObjectItem(d, "encoder");
+            assert_string_equal(cJSON_GetObjectItem(dec, "model_type")->valuestring, "trocr");
+            assert_string_equal(cJSON_GetObjectItem(enc, "model_type")->valuestring, "vit");
+            assert_int_equal(cJSON_GetObjectItem(enc, "hidden_size")->valueint, 768);
+        }
+        cJSON_Delete(d);
+        wm_json_free(&j);
+    }
+    assert_int_equal(wm_test_tmpdir_remove(dir), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_of_reference_paths),
@@ -160,6 +206,7 @@ int main(void) {
         cmocka_unit_test(test_shards),
         cmocka_unit_test(test_failure_classes),
         cmocka_unit_test(test_tiny_config_covers_the_recipes_sequence),
+        cmocka_unit_test(test_tiny_config_of_a_part_recipe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
