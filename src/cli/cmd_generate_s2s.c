@@ -18,6 +18,7 @@
 #include "hf/tokenizer.h"
 #include "llm/seq2seq.h"
 #include "llm/whisper_gen.h"
+#include "tasks/s2s_text.h"
 #include "tasks/speech_s2s.h"
 #include "tasks/vision.h"
 
@@ -51,13 +52,7 @@ static void help(void) {
 }
 
 /* 1 when folder m holds encoder_model.onnx (an encoder-decoder build). */
-int wm_folder_is_s2s(const char *m) {
-    char p[PATH_MAX + 32];
-    snprintf(p, sizeof p, "%s/encoder_model.onnx", m);
-    FILE *f = fopen(p, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
+int wm_folder_is_s2s(const char *m) { return wm_s2s_text_folder(m); }
 
 /* 1 when argv's -m names a folder holding encoder_model.onnx (an encoder-decoder build). */
 int wm_generate_is_s2s(int argc, char **argv) {
