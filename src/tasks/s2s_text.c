@@ -68,15 +68,14 @@ void wm_s2s_text_free(wm_s2s_text *t) {
 
 int wm_s2s_text_speech(const wm_s2s_text *t) { return t->speech; }
 
-/* ids[0..n) decoded into t->text, special tokens and (ts_begin >= 0) Whisper's timestamp tokens left out. */
-static wm_status decode(wm_s2s_text *t, const int64_t *ids, int64_t n, int64_t ts_begin, wm_error *err) {
+wm_status wm_s2s_text_decode(const wm_tokenizer *tok, const int64_t *ids, int64_t n, int64_t ts_begin, wm_tok_buf *out,
+                             wm_error *err) {
     int32_t *t32 = malloc((size_t)(n > 0 ? n : 1) * sizeof *t32);
     if (!t32) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     size_t k = 0;
     for (int64_t i = 0; i < n; i++)
         if (ts_begin < 0 || ids[i] < ts_begin) t32[k++] = (int32_t)ids[i];
-    wm_tok_buf_free(&t->text);
-    wm_status st = wm_tokenizer_decode(t->tok, t32, k, 1, &t->text, err);
+    wm_status st = wm_tokenizer_decode(tok, t32, k, 1, out, err);
     free(t32);
     return st;
 }
@@ -111,7 +110,10 @@ wm_status wm_s2s_text_run(wm_s2s_text *t, const char *name, const uint8_t *data,
                   : wm_vision_pixels(t->dir, name, 0, &x, &h, &wi, err);
         if (!st && !(st = wm_s2s_generate_pixels(t->m, x, 1, 3, h, wi, g, &out, &width, err))) ids = out;
     }
-    if (!st) st = decode(t, ids + P, width - P, ts, err);
+    if (!st) {
+        wm_tok_buf_free(&t->text);
+        st = wm_s2s_text_decode(t->tok, ids + P, width - P, ts, &t->text, err);
+    }
     if (!st) *text = t->text.n ? t->text.p : "";
     free(x);
     free(out);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "hf/tokenizer.h"
 
 typedef struct wm_s2s_text wm_s2s_text;
 
@@ -42,5 +43,12 @@ int wm_s2s_text_speech(const wm_s2s_text *t);
  */
 wm_status wm_s2s_text_run(wm_s2s_text *t, const char *name, const uint8_t *data, size_t n, const char **text,
                           wm_error *err);
+
+/*
+ * ids[0..n) decoded by tok into *out (the caller's: wm_tok_buf_free) with the special tokens skipped and Whisper's
+ * timestamp tokens (ids from ts_begin up; ts_begin < 0: none) left out.
+ */
+wm_status wm_s2s_text_decode(const wm_tokenizer *tok, const int64_t *ids, int64_t n, int64_t ts_begin, wm_tok_buf *out,
+                             wm_error *err);
 
 #endif
