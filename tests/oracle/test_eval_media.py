@@ -10,7 +10,7 @@ wav2vec2 CTC: the same Parquet audio.bytes table gives what the audio files give
 
 TrOCR image-to-text: a tiny random VisionEncoderDecoderModel (test_builder_trocr.make) over the scikit-image photos
 and a drawn text line: predictions equal transformers' generate decoded by `tokenizers`, CER / WER equal jiwer's,
-and a Parquet table of image.bytes gives the same.
+and a Parquet table (and an Arrow IPC stream) of image.bytes gives the same.
 
 Hostile cells (bytes that are no audio / no image) exit 2 under ASan naming the table, the row and the column.
 """
@@ -30,7 +30,7 @@ import oracle_util as U
 import test_builder_trocr as TR
 import test_builder_whisper as W
 from test_builder_wav2vec2 import ctc  # noqa: F401  (the CTC build fixture)
-from test_datasets import fake_hub
+from test_datasets import fake_hub, write_arrow
 from test_images import photos  # noqa: F401  (the scikit-image photographs fixture)
 
 SAYINGS = ["the quick brown fox", "hello world", "this is a test of speech"]
@@ -203,6 +203,10 @@ def test_trocr_image_to_text_cer(trocr, winml, tmp_path):
     pq.write_table(pa.table({"image": img, "text": refs}), sub / "ocr.parquet")
     doc2 = evaluate(winml, o, str(sub / "ocr.parquet"))
     assert doc2["predictions"] == want and doc2["metrics"] == got, (doc2, got)
+    # and as an Arrow IPC stream (the `datasets` library's cache format)
+    write_arrow(sub / "ocr.arrow", pa.table({"image": img, "text": refs}))
+    doc3 = evaluate(winml, o, str(sub / "ocr.arrow"))
+    assert doc3["predictions"] == want and doc3["metrics"] == got, (doc3, got)
     U.note(f"eval trocr image-to-text: CER {got['cer']:.4f} WER {got['wer']:.4f} equal jiwer's; parquet = files")
 
 
