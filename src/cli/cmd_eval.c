@@ -45,7 +45,7 @@ static void help(void) {
            "and names the first one whose SQNR falls below --layer-threshold (default 30 dB).\n"
            "\n"
            "winml eval --mode task|onnx -m BUILD_DIR --dataset FILE|DIR|ORG/NAME [--dataset-config C] [--split S]\n"
-           "                  [--task TASK] [--samples N] [--max-line-bytes SIZE] [column flags]\n"
+           "                  [--task TASK] [--samples N] [--max-line-bytes SIZE] [--language L] [column flags]\n"
            "  (a table: .jsonl/.json/.csv/.tsv, each optionally .gz, or .parquet; a folder of <split>.<ext>; or a\n"
            "  hub data set read offline from the Hugging Face caches: its config's split, every shard; the JSON\n"
            "  names the files read as dataset_files)\n"
