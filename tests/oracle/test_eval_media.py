@@ -5,7 +5,9 @@ espeak-ng utterances. The texts our eval generates (its "predictions") equal tra
 the folder's generation_config) decoded by the folder's tokenizer with skip_special_tokens, and its WER / CER equal
 jiwer's on those texts against references near them. The same rows as a Parquet table written by pyarrow whose
 audio column is the `datasets` Audio feature (a struct {bytes, path}, the path naming no file) give the same texts
-and metrics, read from the table file, and as a hub data set from a local cache (--dataset ORG/NAME --split test).
+and metrics, read from the table file, and as a hub data set from a local cache (--dataset ORG/NAME --split test). Recordings of 65 s and 41 s held in a
+Parquet table (test_whisper_long's model with timestamp tokens) are transcribed window by window as transformers'
+generate(return_timestamps=True) on each file alone, the timestamps left out of the text.
 wav2vec2 CTC: the same Parquet audio.bytes table gives what the audio files give.
 
 TrOCR image-to-text: a tiny random VisionEncoderDecoderModel (test_builder_trocr.make) over the scikit-image photos
@@ -32,6 +34,7 @@ import test_builder_whisper as W
 from test_builder_wav2vec2 import ctc  # noqa: F401  (the CTC build fixture)
 from test_datasets import fake_hub, write_arrow
 from test_images import photos  # noqa: F401  (the scikit-image photographs fixture)
+from test_whisper_long import hf_ts, long_audio, long_features, speech, ts_build  # noqa: F401  (fixtures)
 
 SAYINGS = ["the quick brown fox", "hello world", "this is a test of speech"]
 
@@ -144,6 +147,22 @@ def test_whisper_language_detected(whisper, winml):
                                          for f, t in zip(files[:2], SAYINGS)))
     doc = evaluate(winml, o, str(d / "two.jsonl"))
     assert doc["predictions"] == want, (doc["predictions"], want)
+
+
+def test_whisper_long_audio_from_table(ts_build, long_audio, winml, tmp_path):  # noqa: F811
+    """Recordings of 65 s and 41 s held in a Parquet table (their bytes): each transcribed window by window with
+    timestamps implied (their tokens left out of the text), as transformers' generate with return_timestamps on
+    that file alone decodes it."""
+    import transformers as T
+    m, o, sp = ts_build
+    tok = T.PreTrainedTokenizerFast.from_pretrained(o)
+    want = [tok.decode(hf_ts(m, long_features([f])[0], language="en")[0][0], skip_special_tokens=True)
+            for f in long_audio[:2]]
+    refs = near(want)
+    pq.write_table(audio_table(long_audio[:2], refs), tmp_path / "long.parquet")
+    doc = evaluate(winml, o, str(tmp_path / "long.parquet"), "--language", "en")
+    assert doc["predictions"] == want, (doc["predictions"], want)
+    check_metrics(doc, want, refs, bounded=False)
 
 
 def test_wav2vec2_parquet_bytes_equal_files(ctc, winml, tmp_path):  # noqa: F811
