@@ -1,7 +1,8 @@
 """`winml download --dataset ORG/NAME [--config C] [--split S]` (issue 32) against the local fake hub
 (hub_server.py, which lists a repository's files at /api/datasets/ORG/NAME/tree/REV and serves them under
 /datasets/ORG/NAME/resolve/...): the split's table files land in the hub cache as huggingface_hub lays out a dataset
-repository (datasets--ORG--NAME/refs/main, snapshots/COMMIT/PATH -> ../../blobs/ETAG), other splits and configs
+repository (datasets--ORG--NAME/refs/main, snapshots/COMMIT/PATH -> ../../blobs/ETAG: the same tree as
+huggingface_hub's hf_hub_download(repo_type="dataset") of those files from the same server), other splits and configs
 are not fetched, and the data set resolver (what `winml eval --dataset ORG/NAME --split S` reads offline) finds
 them: wm_tabletool reads pyarrow's rows back. A hostile listing (a path with "..", an absolute path, not an array)
 exits 2 naming the repository, writing no file outside the cache folder.
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 
 import oracle_util as U
 from test_datasets import read, tabletool  # noqa: F401  (tabletool: a fixture)
-from test_hub import download, hub  # noqa: F401  (hub: the fake hub fixture)
+from test_hub import download, hub, tree  # noqa: F401  (hub: the fake hub fixture)
 
 
 def parquet(texts):
@@ -45,6 +46,13 @@ def test_download_split_into_the_cache(winml, hub, tabletool, tmp_path, monkeypa
         assert os.path.islink(p) and p.read_bytes() == FILES[f["name"]], f
         assert os.path.realpath(p).startswith(str(root / "blobs")), f
     assert not (root / "snapshots" / sha / "data" / "train-00000-of-00001.parquet").exists()
+    # huggingface_hub's hf_hub_download(repo_type="dataset") of the same files from the same server: the same tree
+    import huggingface_hub as hf
+    theirs = tmp_path / "theirs"
+    for f in got["files"]:
+        hf.hf_hub_download("org/ds", f["name"], repo_type="dataset", cache_dir=str(theirs), endpoint=hub.url)
+    a, b = tree(cache), tree(theirs)
+    assert a == b, f"only ours: {sorted(set(a.items()) - set(b.items()))}\nonly theirs: {sorted(set(b.items()) - set(a.items()))}"
     # a config's folder
     got = download(winml, hub, cache, "--dataset", "org/ds", "--config", "sst2", "--split", "validation")
     assert [f["name"] for f in got["files"]] == ["sst2/validation-00000-of-00001.parquet"]
