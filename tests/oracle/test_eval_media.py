@@ -229,14 +229,17 @@ def test_trocr_image_to_text_cer(trocr, winml, tmp_path):
     U.note(f"eval trocr image-to-text: CER {got['cer']:.4f} WER {got['wer']:.4f} equal jiwer's; parquet = files")
 
 
-def test_hostile_cells(whisper, trocr, winml_asan, tmp_path):
-    """Under ASan: a cell of bytes that are no audio (no image) exits 2 naming the table, row and column."""
+def test_hostile_cells(whisper, trocr, ctc, winml_asan, tmp_path):  # noqa: F811
+    """Under ASan: a cell of bytes that are no audio (no image) exits 2 naming the table, row and column, on a
+    Whisper, a wav2vec2 CTC and a TrOCR build."""
     _, o, files, _ = whisper
     t = audio_table(files[:2], ["a", "b"]).to_pylist()
     t[1]["audio"]["bytes"] = b"RIFF\x10\x00\x00\x00WAVEjunkjunkjunk"
     p = tmp_path / "bad_audio.parquet"
     pq.write_table(pa.Table.from_pylist(t), p)
     r = evaluate(winml_asan, o, str(p), "--language", "en", ok=False)
+    U.assert_clean_error(r, "winml eval", str(p), "row 2", "audio.bytes")
+    r = evaluate(winml_asan, str(ctc[2]), str(p), ok=False)
     U.assert_clean_error(r, "winml eval", str(p), "row 2", "audio.bytes")
     _, _, to, images, _ = trocr
     p = tmp_path / "bad_image.parquet"
