@@ -344,15 +344,25 @@ static wm_status download_dataset(wm_hfi_ctx *c, wm_error *err) {
     snprintf(d.rev, sizeof d.rev, "%s", r->revision);
     r->n_files = 0;
     r->commit[0] = 0;
-    char *text = NULL, label[WM_HF_MAX_REPO_ID + 64];
-    size_t n = 0, count = 0;
-    const char **names = NULL;
-    snprintf(label, sizeof label, "%s: the hub's file listing", r->repo_id);
-    wm_status s = wm_hfi_tree(c, d.rev, &text, &n, err);
-    if (!s) s = wm_hf_tree_files(&r->arena, text, n, label, &names, &count, err);
-    free(text);
-    for (size_t i = 0; !s && i < count; i++)
-        if (dataset_wanted(c->o, names[i])) s = dl_one(&d, names[i], 1, NULL, err);
+    char label[WM_HF_MAX_REPO_ID + 64], page[4096] = "", next[4096];
+    size_t count = 0;
+    wm_status s = WM_OK;
+    for (int p = 0; !s && (p == 0 || page[0]); p++) { /* the listing's pages (the hub's Link: rel="next") */
+        char *text = NULL;
+        size_t n = 0, k = 0;
+        const char **names = NULL;
+        snprintf(label, sizeof label, "%s: the hub's file listing (page %d)", r->repo_id, p + 1);
+        if (p == WM_HF_MAX_TREE_PAGES)
+            s = wm_err(err, WM_ERR_INPUT, "%s: more than %d pages", label, WM_HF_MAX_TREE_PAGES);
+        if (!s) s = wm_hfi_tree(c, d.rev, p ? page : NULL, &text, &n, next, sizeof next, err);
+        if (!s) s = wm_hf_tree_files(&r->arena, text, n, label, &names, &k, err);
+        free(text);
+        if (!s && (count += k) > WM_HF_MAX_TREE_FILES)
+            s = wm_err(err, WM_ERR_INPUT, "%s: more than %d files", label, WM_HF_MAX_TREE_FILES);
+        for (size_t i = 0; !s && i < k; i++)
+            if (dataset_wanted(c->o, names[i])) s = dl_one(&d, names[i], 1, NULL, err);
+        snprintf(page, sizeof page, "%s", next);
+    }
     if (!s && !r->commit[0])
         s = wm_err(err, WM_ERR_INPUT, "%s@%s: no table file (.parquet, .arrow, .jsonl, .csv, .tsv) of %s%s%s%s among "
                    "its %zu files", r->repo_id, r->revision, c->o->dataset_split ? "split " : "every split",

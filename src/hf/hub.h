@@ -240,6 +240,7 @@ wm_status wm_hf_index_shards(wm_arena *a, const void *text, size_t n, const char
  */
 #define WM_HF_MAX_TREE_BYTES (32u << 20)
 #define WM_HF_MAX_TREE_FILES 100000
+#define WM_HF_MAX_TREE_PAGES 1000 /* pages of a listing the hub paginates (Link: rel="next") */
 wm_status wm_hf_tree_files(wm_arena *a, const void *text, size_t n, const char *label, const char ***names,
                            size_t *count, wm_error *err);
 

@@ -95,10 +95,13 @@ wm_status wm_hfi_fetch(wm_hfi_ctx *c, const char *rev, const char *name, wm_hf_f
 int wm_hfi_exists(wm_hfi_ctx *c, const char *rev, const char *name, wm_status *st, wm_error *err);
 
 /*
- * The repo's file listing at rev (GET /api/{models|datasets}/ORG/NAME/tree/REV?recursive=true, at most
- * WM_HF_MAX_TREE_BYTES) into *out (malloc'ed, the caller frees), *n bytes. Errors as wm_hfi_fetch's.
+ * One page of the repo's file listing at rev (GET /api/{models|datasets}/ORG/NAME/tree/REV?recursive=true, or
+ * page: the URL of a later page, which must be on the endpoint's origin; at most WM_HF_MAX_TREE_BYTES) into *out
+ * (malloc'ed, the caller frees), *n bytes; next[next_n] receives the Link header's rel="next" URL ("" on the last
+ * page). Errors as wm_hfi_fetch's.
  */
-wm_status wm_hfi_tree(wm_hfi_ctx *c, const char *rev, char **out, size_t *n, wm_error *err);
+wm_status wm_hfi_tree(wm_hfi_ctx *c, const char *rev, const char *page, char **out, size_t *n, char *next,
+                      size_t next_n, wm_error *err);
 
 void wm_hfi_net_close(wm_hfi_ctx *c);
 

@@ -80,6 +80,8 @@ class HubServer:
         self.log = []
         self.interrupt = {}
         self.tree_override = {}  # repo key ("datasets/ORG/NAME") -> the body of its file listing
+        self.tree_page_size = 0  # > 0: listings paginated by that many entries (Link: rel="next")
+        self.tree_next_base = None  # the origin the next-page links name (None: this hub's)
         self.corrupt = set()
         self.ignore_range = False
         self.override = {}
@@ -209,7 +211,8 @@ class HubServer:
 
             def _serve_tree(self, parts, head):
                 """/api/{models|datasets}/org/name/tree/rev?recursive=true: every file and folder of the commit,
-                as the hub lists them ({"type", "path", "size", "oid"}); server.tree_override replaces the body."""
+                as the hub lists them ({"type", "path", "size", "oid"}), in pages of server.tree_page_size when set;
+                server.tree_override replaces the body."""
                 repo_id = ("datasets/" if parts[2] == "datasets" else "") + f"{parts[3]}/{parts[4]}"
                 repo = server.repos.get(repo_id)
                 auth_ok = self.headers.get("Authorization") == f"Bearer {server.token}"
@@ -224,8 +227,18 @@ class HubServer:
                 entries = [{"type": "directory", "oid": "0" * 40, "size": 0, "path": d} for d in folders]
                 entries += [{"type": "file", "oid": git_blob_sha1(files[f]) if isinstance(files[f], bytes) else "",
                              "size": len(files[f]), "path": f} for f in sorted(files)]
+                headers = {"Content-Type": "application/json"}
+                size = server.tree_page_size
+                if size:  # paginated as the hub does: Link: <next page>; rel="next"
+                    q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                    at = int(q.get("cursor", ["0"])[0])
+                    if at + size < len(entries):
+                        base = server.tree_next_base or server.url
+                        nxt = f"{base}{urllib.parse.urlsplit(self.path).path}?recursive=true&cursor={at + size}"
+                        headers["Link"] = f'<{nxt}>; rel="next"'
+                    entries = entries[at:at + size]
                 body = server.tree_override.get(repo_id, json.dumps(entries).encode())
-                return self._reply(200, {"Content-Type": "application/json"}, body, head)
+                return self._reply(200, headers, body, head)
 
             def _serve_cdn(self, head):
                 digest = urllib.parse.urlsplit(self.path).path.rsplit("/", 1)[-1]

@@ -3,7 +3,8 @@
 /datasets/ORG/NAME/resolve/...): the split's table files land in the hub cache as huggingface_hub lays out a dataset
 repository (datasets--ORG--NAME/refs/main, snapshots/COMMIT/PATH -> ../../blobs/ETAG: the same tree as
 huggingface_hub's hf_hub_download(repo_type="dataset") of those files from the same server), other splits and configs
-are not fetched, and the data set resolver (what `winml eval --dataset ORG/NAME --split S` reads offline) finds
+are not fetched, a listing in pages (Link: rel="next") is read to its end (a next page on another origin refused), and
+the data set resolver (what `winml eval --dataset ORG/NAME --split S` reads offline) finds
 them: wm_tabletool reads pyarrow's rows back. A hostile listing (a path with "..", an absolute path, not an array)
 exits 2 naming the repository, writing no file outside the cache folder.
 """
@@ -63,6 +64,16 @@ def test_download_split_into_the_cache(winml, hub, tabletool, tmp_path, monkeypa
     assert [bytes.fromhex(r[0]).decode() for r in rows] == ["t0", "t1", "t2"]
     rows = read(tabletool, "org/ds", "0", "sst2", "validation")["rows"]
     assert [bytes.fromhex(r[0]).decode() for r in rows] == ["v-sst2"]
+    # a listing in pages of 2 entries (the hub's Link: rel="next"): every page read
+    hub.tree_page_size = 2
+    paged = tmp_path / "paged"
+    got = download(winml, hub, paged, "--dataset", "org/ds", "--split", "test")
+    assert [f["name"] for f in got["files"]] == ["data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet"]
+    assert len(hub.requests(contains="/api/datasets/org/ds/tree/")) >= 5
+    hub.tree_next_base = hub.cdn_url  # a next page on another origin is refused
+    r = download(winml, hub, tmp_path / "elsewhere", "--dataset", "org/ds", "--split", "test", ok=False)
+    U.assert_clean_error(r, "winml download", "org/ds", "not on the hub")
+    hub.tree_page_size, hub.tree_next_base = 0, None
     # nothing of the split: exit 2 saying what was looked for
     r = download(winml, hub, cache, "--dataset", "org/ds", "--split", "dev", ok=False)
     U.assert_clean_error(r, "winml download", "org/ds", "split dev")
