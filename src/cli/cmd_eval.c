@@ -45,7 +45,7 @@ static void help(void) {
            "and names the first one whose SQNR falls below --layer-threshold (default 30 dB).\n"
            "\n"
            "winml eval --mode task|onnx -m BUILD_DIR --dataset FILE|DIR|ORG/NAME [--dataset-config C] [--split S]\n"
-           "                  [--task TASK] [--samples N] [--max-line-bytes SIZE] [column flags]\n"
+           "                  [--task TASK] [--samples N] [--max-line-bytes SIZE] [--language L] [column flags]\n"
            "  (a table: .jsonl/.json/.csv/.tsv, each optionally .gz, or .parquet; a folder of <split>.<ext>; or a\n"
            "  hub data set read offline from the Hugging Face caches: its config's split, every shard; the JSON\n"
            "  names the files read as dataset_files)\n"
@@ -63,9 +63,13 @@ static void help(void) {
            "  --caption-column; default image / caption, text); an image on several rows has all their captions;\n"
            "  captions are cut to the text tower's length as CLIPProcessor's truncation=True does.\n"
            "  automatic-speech-recognition (WER and CER as jiwer, corpus level, transcripts as written) and\n"
-           "  audio-classification (accuracy, F1) of a speech build over a table of audio paths (--audio-column;\n"
-           "  default audio, path, file) and transcripts (--label-column; default transcript, text, sentence) or\n"
-           "  labels (id2label names or ids); each file is run as winml run --audio does.\n"
+           "  audio-classification (accuracy, F1) of a speech build (wav2vec2 / HuBERT, or Whisper: generated as\n"
+           "  winml run --audio does, --language L as there) over a table of audio (--audio-column; default audio,\n"
+           "  path, file: paths, or the datasets Audio feature's audio.bytes decoded in memory) and transcripts\n"
+           "  (--label-column; default transcript, text, sentence) or labels (id2label names or ids);\n"
+           "  image-to-text of an image encoder-decoder (TrOCR: CER, WER of the text generated as winml run --image\n"
+           "  does) over images (--image-column: paths, or image.bytes) and texts (--label-column; default text).\n"
+           "  The JSON lists the generated texts as predictions.\n"
            "  Columns default to common names (sentence1, #1 String, label, Quality, query, passage, score ...);\n"
            "  name them with --text-column, --pair-column, --label-column, --query-column, --passage-column,\n"
            "  --sentence1-column, --sentence2-column, --score-column.\n"
@@ -143,7 +147,7 @@ int wm_cmd_eval(int argc, char **argv) {
     wm_cli_init(&c, "winml eval");
     enum { O_MODE = 256, O_REF, O_REFOUT, O_SAMPLES, O_SEED, O_THR, O_PL, O_PLT, O_BATCH, O_SEQ, O_DIM, O_THREADS, O_MODELID,
            O_DATASET, O_TASK, O_CTEXT, O_CPAIR, O_CLABEL, O_CQUERY, O_CPASS, O_CS1, O_CS2, O_CSCORE, O_MAXLEN, O_STRIDE,
-           O_MAXLINE, O_CIMAGE, O_CCAPTION, O_CAUDIO, O_DSCONFIG, O_SPLIT };
+           O_MAXLINE, O_CIMAGE, O_CCAPTION, O_CAUDIO, O_DSCONFIG, O_SPLIT, O_LANG };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"mode", required_argument, 0, O_MODE},        {"reference", required_argument, 0, O_REF},
@@ -161,7 +165,7 @@ int wm_cmd_eval(int argc, char **argv) {
         {"stride", required_argument, 0, O_STRIDE}, {"max-line-bytes", required_argument, 0, O_MAXLINE},
         {"image-column", required_argument, 0, O_CIMAGE}, {"caption-column", required_argument, 0, O_CCAPTION},
         {"audio-column", required_argument, 0, O_CAUDIO}, {"dataset-config", required_argument, 0, O_DSCONFIG},
-        {"split", required_argument, 0, O_SPLIT},
+        {"split", required_argument, 0, O_SPLIT},      {"language", required_argument, 0, O_LANG},
         WM_CLI_LIMITS_LONG, WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
     wm_task_opts to = {0};
     wm_session_opts so = {0};
@@ -206,6 +210,7 @@ int wm_cmd_eval(int argc, char **argv) {
         case O_CTEXT: to.col_text = optarg; break;
         case O_CIMAGE: to.col_image = optarg; break;
         case O_CAUDIO: to.col_audio = optarg; break;
+        case O_LANG: to.language = optarg; break;
         case O_CCAPTION: to.col_caption = optarg; break;
         case O_CPAIR: to.col_pair = optarg; break;
         case O_CLABEL: to.col_label = optarg; break;

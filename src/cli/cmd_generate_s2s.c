@@ -18,6 +18,7 @@
 #include "hf/tokenizer.h"
 #include "llm/seq2seq.h"
 #include "llm/whisper_gen.h"
+#include "tasks/s2s_text.h"
 #include "tasks/speech_s2s.h"
 #include "tasks/vision.h"
 
@@ -51,13 +52,7 @@ static void help(void) {
 }
 
 /* 1 when folder m holds encoder_model.onnx (an encoder-decoder build). */
-int wm_folder_is_s2s(const char *m) {
-    char p[PATH_MAX + 32];
-    snprintf(p, sizeof p, "%s/encoder_model.onnx", m);
-    FILE *f = fopen(p, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
+int wm_folder_is_s2s(const char *m) { return wm_s2s_text_folder(m); }
 
 /* 1 when argv's -m names a folder holding encoder_model.onnx (an encoder-decoder build). */
 int wm_generate_is_s2s(int argc, char **argv) {
@@ -96,25 +91,11 @@ static int parse_ids(const char *s, int64_t **out, size_t *n) {
     return 0;
 }
 
-/* The decoded text of ids[0..n) (special tokens and ids from ts_begin up - Whisper's timestamps - skipped;
-   ts_begin < 0: none) into *tb. */
-static wm_status decode_text(const wm_tokenizer *tok, const int64_t *ids, int64_t n, int64_t ts_begin, wm_tok_buf *tb,
-                             wm_error *err) {
-    int32_t *t32 = malloc((size_t)(n ? n : 1) * sizeof *t32);
-    if (!t32) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-    size_t k = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (ts_begin < 0 || ids[i] < ts_begin) t32[k++] = (int32_t)ids[i];
-    wm_status st = wm_tokenizer_decode(tok, t32, k, 1, tb, err);
-    free(t32);
-    return st;
-}
-
 /* The decoded text of ids[0..n) into j's "text", and printed unless -f json or segments follow. */
 static wm_status put_text(const wm_cli *c, const wm_tokenizer *tok, const int64_t *ids, int64_t n, int64_t ts_begin,
                           int print, wm_json *j, wm_error *err) {
     wm_tok_buf tb = {0};
-    wm_status st = decode_text(tok, ids, n, ts_begin, &tb, err);
+    wm_status st = wm_s2s_text_decode(tok, ids, n, ts_begin, &tb, err);
     if (!st) {
         if (!c->json && print) printf("%.*s\n", (int)tb.n, tb.p ? tb.p : "");
         wm_json_strn(j, "text", tb.p ? tb.p : "", tb.n);
@@ -139,7 +120,7 @@ static wm_status put_chunks(const wm_cli *c, const wm_tokenizer *tok, const wm_w
         wm_json_arr_end(j);
         if (tok) {
             wm_tok_buf tb = {0};
-            if (!(st = decode_text(tok, t, sg->n, ts_begin, &tb, err))) {
+            if (!(st = wm_s2s_text_decode(tok, t, sg->n, ts_begin, &tb, err))) {
                 if (!c->json) printf("[%.2f -> %.2f] %.*s\n", sg->start, sg->end, (int)tb.n, tb.p ? tb.p : "");
                 wm_json_strn(j, "text", tb.p ? tb.p : "", tb.n);
             }

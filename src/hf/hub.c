@@ -309,6 +309,68 @@ static wm_status download_all(wm_hfi_ctx *c, unsigned need, wm_error *err) {
     return WM_OK;
 }
 
+/* 1 when name ends in ext, optionally followed by ".gz". */
+static int ends_with(const char *name, const char *ext) {
+    size_t n = strlen(name), e = strlen(ext);
+    if (n > 3 && !strcmp(name + n - 3, ".gz")) n -= 3;
+    return n > e && !strncmp(name + n - e, ext, e);
+}
+
+/* A dataset file the options select: a table file of the split (any when none) in one of hf/dataset.h's layouts,
+   under the config's folder when one is given. */
+static int dataset_wanted(const wm_hf_resolve_opts *o, const char *name) {
+    static const char *const exts[] = {".parquet", ".arrow", ".jsonl", ".json", ".csv", ".tsv"};
+    int table = 0;
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) table |= ends_with(name, exts[i]);
+    if (!table) return 0;
+    const char *cfg = o->dataset_config && o->dataset_config[0] ? o->dataset_config : NULL;
+    const char *split = o->dataset_split && o->dataset_split[0] ? o->dataset_split : NULL;
+    const char *rest = name;
+    if (cfg) {
+        size_t k = strlen(cfg);
+        if (strncmp(name, cfg, k) || name[k] != '/') return 0;
+        rest = name + k + 1;
+    } else if (!strncmp(name, "data/", 5)) rest = name + 5;
+    if (!split) return 1;
+    size_t k = strlen(split);
+    /* SPLIT-00000-of-00001.parquet, SPLIT.jsonl, SPLIT/0000.parquet (the parquet conversion's layout) */
+    return !strncmp(rest, split, k) && (rest[k] == '-' || rest[k] == '.' || (rest[k] == '/' && !strchr(rest + k + 1, '/')));
+}
+
+/* A dataset repo: its listing at the revision, then every file dataset_wanted selects. */
+static wm_status download_dataset(wm_hfi_ctx *c, wm_error *err) {
+    wm_hf_result *r = c->r;
+    dl d = {.c = c};
+    snprintf(d.rev, sizeof d.rev, "%s", r->revision);
+    r->n_files = 0;
+    r->commit[0] = 0;
+    char label[WM_HF_MAX_REPO_ID + 64], page[4096] = "", next[4096];
+    size_t count = 0;
+    wm_status s = WM_OK;
+    for (int p = 0; !s && (p == 0 || page[0]); p++) { /* the listing's pages (the hub's Link: rel="next") */
+        char *text = NULL;
+        size_t n = 0, k = 0;
+        const char **names = NULL;
+        snprintf(label, sizeof label, "%s: the hub's file listing (page %d)", r->repo_id, p + 1);
+        if (p == WM_HF_MAX_TREE_PAGES)
+            s = wm_err(err, WM_ERR_INPUT, "%s: more than %d pages", label, WM_HF_MAX_TREE_PAGES);
+        if (!s) s = wm_hfi_tree(c, d.rev, p ? page : NULL, &text, &n, next, sizeof next, err);
+        if (!s) s = wm_hf_tree_files(&r->arena, text, n, label, &names, &k, err);
+        free(text);
+        if (!s && (count += k) > WM_HF_MAX_TREE_FILES)
+            s = wm_err(err, WM_ERR_INPUT, "%s: more than %d files", label, WM_HF_MAX_TREE_FILES);
+        for (size_t i = 0; !s && i < k; i++)
+            if (dataset_wanted(c->o, names[i])) s = dl_one(&d, names[i], 1, NULL, err);
+        snprintf(page, sizeof page, "%s", next);
+    }
+    if (!s && !r->commit[0])
+        s = wm_err(err, WM_ERR_INPUT, "%s@%s: no table file (.parquet, .arrow, .jsonl, .csv, .tsv) of %s%s%s%s among "
+                   "its %zu files", r->repo_id, r->revision, c->o->dataset_split ? "split " : "every split",
+                   c->o->dataset_split ? c->o->dataset_split : "", c->o->dataset_config ? " in config " : "",
+                   c->o->dataset_config ? c->o->dataset_config : "", count);
+    return s;
+}
+
 static wm_status offline_miss(wm_hfi_ctx *c, const char *missing, wm_error *err) {
     wm_hf_result *r = c->r;
     char what[PATH_MAX + 256];
@@ -329,7 +391,8 @@ static wm_status resolve_repo(wm_hfi_ctx *c, const char *spec, unsigned need, wm
         if (!is_glob(o->include[i]) && (s = check_literal(o->include[i], err))) return s;
     if (o->cache_dir) snprintf(r->cache_dir, sizeof r->cache_dir, "%s", o->cache_dir);
     else if ((s = wm_hf_cache_dir(r->cache_dir, sizeof r->cache_dir, err))) return s;
-    snprintf(c->repo_folder, sizeof c->repo_folder, "models--%s", r->repo_id);
+    c->kind = o->dataset ? "datasets/" : "";
+    snprintf(c->repo_folder, sizeof c->repo_folder, "%s--%s", o->dataset ? "datasets" : "models", r->repo_id);
     for (char *p = c->repo_folder; *p; p++)
         if (*p == '/') {
             memmove(p + 2, p + 1, strlen(p + 1) + 1);
@@ -368,7 +431,7 @@ static wm_status resolve_repo(wm_hfi_ctx *c, const char *spec, unsigned need, wm
     /* then the hub */
     if ((s = setup_net(c, err))) return s;
     c->model_real[0] = 0; /* the folders are made once the hub has answered (hub_download.c) */
-    s = download_all(c, need, err);
+    s = o->dataset ? download_dataset(c, err) : download_all(c, need, err);
     wm_hfi_net_close(c);
     if (s) return s;
     snprintf(r->folder, sizeof r->folder, "%s/snapshots/%s", c->model_dir, r->commit);
@@ -438,7 +501,7 @@ wm_status wm_hf_resolve_ex(const char *spec, const wm_hf_resolve_opts *opts, wm_
     }
     c->o = opts;
     c->r = r;
-    unsigned need = opts->need_set ? opts->need : (WM_HF_NEED_CONFIG | WM_HF_NEED_WEIGHTS);
+    unsigned need = opts->dataset ? 0 : opts->need_set ? opts->need : (WM_HF_NEED_CONFIG | WM_HF_NEED_WEIGHTS);
     wm_status s;
     struct stat sb;
     const char *label = spec;

@@ -127,6 +127,14 @@ typedef struct wm_hf_resolve_opts {
     size_t n_include;
     int progress;          /* 1: progress lines on stderr (the caller checks for a TTY) */
     int retries;           /* resumed retries of an interrupted transfer: 0 means 3, <0 none */
+    /*
+     * 1: a dataset repository (cache folder datasets--ORG--NAME, URLs under /datasets/): its file listing is asked
+     * for and the table files (.parquet, .arrow, .jsonl, .json, .csv, .tsv, each optionally .gz) of dataset_split
+     * (NULL: every split) under the folder dataset_config (NULL: any; hf/dataset.h's layouts: CONFIG/SPLIT-*,
+     * SPLIT-*, data/SPLIT-*, SPLIT.EXT ...) are fetched; none is an error. The model files above are not asked for.
+     */
+    int dataset;
+    const char *dataset_config, *dataset_split;
 } wm_hf_resolve_opts;
 
 /* The outcome of wm_hf_resolve_ex. Strings and files live in its arena. */
@@ -222,6 +230,19 @@ wm_status wm_hf_check_ref(const void *data, size_t n, const char *label, char *c
  */
 wm_status wm_hf_index_shards(wm_arena *a, const void *text, size_t n, const char *label, const char ***names,
                              size_t *count, wm_error *err);
+
+/*
+ * Reads a dataset repository's file listing (the hub's /api/datasets/ORG/NAME/tree/REV?recursive=true: a JSON
+ * array of {"type": "file"|"directory", "path": ...}; n bytes at text, at most WM_HF_MAX_TREE_BYTES) and returns
+ * the files' paths, sorted, in *names / *count (array and strings in arena a). Every path must be a plain
+ * relative name (1-255 bytes, no "..", no leading '/', no control characters or '\\'); at most
+ * WM_HF_MAX_TREE_FILES files. label names the listing in messages.
+ */
+#define WM_HF_MAX_TREE_BYTES (32u << 20)
+#define WM_HF_MAX_TREE_FILES 100000
+#define WM_HF_MAX_TREE_PAGES 1000 /* pages of a listing the hub paginates (Link: rel="next") */
+wm_status wm_hf_tree_files(wm_arena *a, const void *text, size_t n, const char *label, const char ***names,
+                           size_t *count, wm_error *err);
 
 /*
  * Normalises an HTTP ETag value (drops a W/ prefix and the quotes) into out

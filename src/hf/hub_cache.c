@@ -504,3 +504,55 @@ wm_status wm_hf_index_shards(wm_arena *a, const void *text, size_t n, const char
     *count = u;
     return WM_OK;
 }
+
+wm_status wm_hf_tree_files(wm_arena *a, const void *text, size_t n, const char *label, const char ***names,
+                           size_t *count, wm_error *err) {
+    *names = NULL;
+    *count = 0;
+    if (!label) label = "<tree>";
+    if (n > WM_HF_MAX_TREE_BYTES)
+        return wm_err(err, WM_ERR_INPUT, "%s: %zu bytes, more than the %u accepted", label, n, WM_HF_MAX_TREE_BYTES);
+    cJSON *doc = cJSON_ParseWithLength(text, n);
+    if (!doc || !cJSON_IsArray(doc)) {
+        cJSON_Delete(doc);
+        return wm_err(err, WM_ERR_INPUT, "%s: not a JSON array of entries", label);
+    }
+    wm_status s = WM_OK;
+    const char **v = NULL;
+    size_t k = 0, i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, doc) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type"), *path = cJSON_GetObjectItemCaseSensitive(e, "path");
+        if (!cJSON_IsString(type) || !cJSON_IsString(path) || !path->valuestring) {
+            s = wm_err(err, WM_ERR_INPUT, "%s: entry %zu: no string \"type\" and \"path\"", label, i);
+            break;
+        }
+        i++;
+        if (strcmp(type->valuestring, "file")) continue; /* folders are listed too (recursive) */
+        const char *p = path->valuestring;
+        size_t len = strlen(p);
+        wm_error e2 = {0};
+        int bad = len == 0 || len > WM_HF_MAX_FILENAME || wm_path_check_relative(p, &e2) != WM_OK;
+        for (size_t c = 0; !bad && c < len; c++) bad = (unsigned char)p[c] < 0x20 || p[c] == 0x7f || p[c] == '\\';
+        if (bad) {
+            s = wm_err(err, WM_ERR_INPUT, "%s: entry %zu: path '%.200s' is not a plain relative file name (1-%d bytes, "
+                       "no '..', no control characters)", label, i, p, WM_HF_MAX_FILENAME);
+            break;
+        }
+        if (k == WM_HF_MAX_TREE_FILES) {
+            s = wm_err(err, WM_ERR_INPUT, "%s: more than %d files", label, WM_HF_MAX_TREE_FILES);
+            break;
+        }
+        const char **slot = wm_vec_push(a, &v, &k, sizeof *v);
+        if (!slot || !(*slot = wm_arena_strdup(a, p))) {
+            s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+            break;
+        }
+    }
+    cJSON_Delete(doc);
+    if (s) return s;
+    if (k) qsort(v, k, sizeof *v, cmp_cstr);
+    *names = v;
+    *count = k;
+    return WM_OK;
+}

@@ -342,7 +342,7 @@ static wm_status head(wm_hfi_ctx *c, const char *rev, const char *name, wm_hf_ht
     char url[4096], erev[1024], ename[1024], errbuf[CURL_ERROR_SIZE];
     url_escape(erev, sizeof erev, rev, 0);
     url_escape(ename, sizeof ename, name, 1);
-    snprintf(url, sizeof url, "%s/%s/resolve/%s/%s", c->endpoint, c->r->repo_id, erev, ename);
+    snprintf(url, sizeof url, "%s/%s%s/resolve/%s/%s", c->endpoint, c->kind ? c->kind : "", c->r->repo_id, erev, ename);
     *redirected = 0;
     for (int hop = 0; hop < 10; hop++) {
         struct curl_slist *hdrs;
@@ -738,4 +738,107 @@ wm_status wm_hfi_fetch(wm_hfi_ctx *c, const char *rev, const char *name, wm_hf_f
         if (s) return s;
     }
     return link_pointer(c, commit, name, etag, err);
+}
+
+typedef struct membuf {
+    char *p;
+    size_t n, cap;
+    int over; /* past WM_HF_MAX_TREE_BYTES */
+    int oom;
+    wm_hf_http_meta *meta;
+    char next[4096]; /* the Link header's rel="next" URL ("" none) */
+} membuf;
+
+/* Header lines into the meta; a `Link: <URL>; rel="next"` (the hub's pagination) into next. */
+static size_t on_tree_header(char *b, size_t sz, size_t nm, void *ud) {
+    membuf *m = ud;
+    size_t n = sz * nm;
+    wm_hf_http_meta_line(m->meta, b, n);
+    if (n > 5 && !strncasecmp(b, "link:", 5)) {
+        char line[8192];
+        size_t k = n < sizeof line - 1 ? n : sizeof line - 1;
+        memcpy(line, b, k);
+        line[k] = 0;
+        char *rel = strstr(line, "rel=\"next\""), *lt = strchr(line, '<'), *gt = lt ? strchr(lt, '>') : NULL;
+        if (rel && lt && gt && gt < rel && (size_t)(gt - lt - 1) < sizeof m->next) {
+            memcpy(m->next, lt + 1, (size_t)(gt - lt - 1));
+            m->next[gt - lt - 1] = 0;
+        }
+    }
+    return n;
+}
+
+static size_t on_mem(char *b, size_t sz, size_t nm, void *ud) {
+    membuf *m = ud;
+    size_t n = sz * nm;
+    if (n > WM_HF_MAX_TREE_BYTES - m->n) {
+        m->over = 1;
+        return 0;
+    }
+    if (m->n + n + 1 > m->cap) {
+        size_t cap = m->cap ? m->cap : 65536;
+        while (cap < m->n + n + 1) cap *= 2;
+        char *q = realloc(m->p, cap);
+        if (!q) {
+            m->oom = 1;
+            return 0;
+        }
+        m->p = q, m->cap = cap;
+    }
+    memcpy(m->p + m->n, b, n);
+    m->n += n;
+    m->p[m->n] = 0;
+    return n;
+}
+
+wm_status wm_hfi_tree(wm_hfi_ctx *c, const char *rev, const char *page, char **out, size_t *n, char *next,
+                      size_t next_n, wm_error *err) {
+    *out = NULL;
+    *n = 0;
+    next[0] = 0;
+    wm_status s = net_open(c, err);
+    if (s) return s;
+    char url[4096], erev[1024], errbuf[CURL_ERROR_SIZE] = "";
+    url_escape(erev, sizeof erev, rev, 0);
+    if (page) snprintf(url, sizeof url, "%s", page);
+    else
+        snprintf(url, sizeof url, "%s/api/%s%s/tree/%s?recursive=true", c->endpoint,
+                 c->kind && c->kind[0] ? c->kind : "models/", c->r->repo_id, erev);
+    if (!same_origin(url, c->endpoint))
+        return wm_err(err, WM_ERR_INPUT, "%s: the file listing's next page '%.200s' is not on the hub (%s)",
+                      c->r->repo_id, url, c->endpoint);
+    wm_hf_http_meta m;
+    wm_hf_http_meta_reset(&m);
+    membuf mb = {.meta = &m};
+    struct curl_slist *hdrs;
+    common_opts(c, url, 1, &hdrs, errbuf, &m);
+    curl_easy_setopt(c->curl, CURLOPT_HEADERFUNCTION, on_tree_header);
+    curl_easy_setopt(c->curl, CURLOPT_HEADERDATA, &mb);
+    curl_easy_setopt(c->curl, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT, 120L);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_mem);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &mb);
+    CURLcode rc = curl_easy_perform(c->curl);
+    curl_slist_free_all(hdrs);
+    long code = 0;
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &code);
+    m.status = code;
+    if (mb.over) s = wm_err(err, WM_ERR_INPUT, "%s: a page of the file listing is over %u bytes", c->r->repo_id,
+                            WM_HF_MAX_TREE_BYTES);
+    else if (mb.oom) s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    else if (rc != CURLE_OK)
+        s = wm_err(err, WM_ERR_IO, "%s: cannot reach the hub at %s: %s (check the network or HF_ENDPOINT; "
+                   "HF_HUB_OFFLINE=1 uses the cache only)", c->r->repo_id, c->endpoint,
+                   errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    else if (code != 200 && refused(c, rev, "(file listing)", &m, &s, err))
+        s = wm_err(err, WM_ERR_INPUT, "%s: revision '%s' not found on the hub (HTTP 404 for its file listing)",
+                   c->r->repo_id, rev);
+    if (s) {
+        free(mb.p);
+        return s;
+    }
+    snprintf(next, next_n, "%s", mb.next);
+    *out = mb.p ? mb.p : calloc(1, 1);
+    *n = mb.n;
+    return *out ? WM_OK : wm_err(err, WM_ERR_NOMEM, "out of memory");
 }

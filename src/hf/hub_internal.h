@@ -25,6 +25,7 @@ typedef struct wm_hfi_ctx {
     int retries;
     int progress;
     void *curl; /* CURL *, opened on the first request */
+    const char *kind; /* "" for a model repo, "datasets/" for a dataset repo (its URLs and API paths) */
 } wm_hfi_ctx;
 
 /* ---- hub_cache.c ---- */
@@ -92,6 +93,15 @@ wm_status wm_hfi_fetch(wm_hfi_ctx *c, const char *rev, const char *name, wm_hf_f
  * without downloading them), 0 when not, error status otherwise.
  */
 int wm_hfi_exists(wm_hfi_ctx *c, const char *rev, const char *name, wm_status *st, wm_error *err);
+
+/*
+ * One page of the repo's file listing at rev (GET /api/{models|datasets}/ORG/NAME/tree/REV?recursive=true, or
+ * page: the URL of a later page, which must be on the endpoint's origin; at most WM_HF_MAX_TREE_BYTES) into *out
+ * (malloc'ed, the caller frees), *n bytes; next[next_n] receives the Link header's rel="next" URL ("" on the last
+ * page). Errors as wm_hfi_fetch's.
+ */
+wm_status wm_hfi_tree(wm_hfi_ctx *c, const char *rev, const char *page, char **out, size_t *n, char *next,
+                      size_t next_n, wm_error *err);
 
 void wm_hfi_net_close(wm_hfi_ctx *c);
 

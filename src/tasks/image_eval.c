@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "core/table.h"
 #include "eval/metrics.h"
-#include "hf/dataset.h"
+#include "tasks/media_table.h"
 #include "tasks/vision.h"
 
 #define IMG_MAX_ITEMS 1000000 /* files of one image folder */
@@ -133,88 +133,32 @@ static wm_status read_folder(const char *dir, size_t max, items *it, wm_error *e
 }
 
 /*
- * A table (CSV / TSV / JSONL) of image paths (relative to the table's folder) and labels (captions: the
- * captions of a retrieval set; else class labels).
+ * A table of images (paths relative to the table's folder, or the `datasets` Image feature's bytes: media_table.h)
+ * and labels (captions: the captions of a retrieval set; else class labels); the files read go into j.
  */
-static wm_status read_table(const wm_task_opts *o, const wm_dataset_files *f, int captions, items *it,
-                            wm_error *err) {
+static wm_status read_table(const wm_task_opts *o, int captions, items *it, wm_json *j, wm_error *err) {
     static const char *const dimg[] = {"image", "img", "image_path", "path", "file", "filename", NULL};
     static const char *const dlab[] = {"label", "labels", "class", NULL};
     static const char *const dcap[] = {"caption", "text", "sentence", "captions", NULL};
-    const char *const *dsec = captions ? dcap : dlab;
-    const char *what = captions ? "caption" : "label";
-    wm_table t = {0};
-    wm_table_opts tabo = {.max_rows = o->samples > 0 ? (size_t)o->samples : 0, .max_line = o->max_line};
-    /* f: a hub data set's files (hf/dataset.h), read in order; paths in them are relative to the first one's folder */
-    wm_status st = f ? wm_dataset_read(f, &tabo, &t, err) : wm_table_read(o->dataset, WM_TABLE_AUTO, &tabo, &t, err);
-    if (st) return st;
-    int ci = -1, cl = -1;
-    const char *want_i = o->col_image ? o->col_image : o->col_text;
-    const char *want_l = captions ? o->col_caption : o->col_label;
-    /* an image column may be a struct of the datasets Image feature (parquet / arrow): NAME.bytes, else NAME.path */
-    int cb = -1; /* the bytes column, when the image is held in the table */
-    for (size_t i = 0; (want_i ? i < 1 : dimg[i] != NULL) && ci < 0 && cb < 0; i++) {
-        const char *nm = want_i ? want_i : dimg[i];
-        char sub[160];
-        if ((ci = wm_table_col(&t, nm)) >= 0) break;
-        snprintf(sub, sizeof sub, "%s.bytes", nm);
-        cb = wm_table_col(&t, sub);
-        snprintf(sub, sizeof sub, "%s.path", nm);
-        ci = wm_table_col(&t, sub);
-        if (cb >= 0 && ci < 0) ci = cb;
-    }
-    if (cb >= 0 && captions) {
-        st = wm_err(err, WM_ERR_INPUT, "%s: images held in the table (column %s) are read for image-classification; "
-                    "image-text retrieval reads image files", o->dataset, t.names[cb]);
-        wm_table_free(&t);
-        return st;
-    }
-    if (want_l) cl = wm_table_col(&t, want_l);
-    for (size_t i = 0; !want_l && dsec[i] && cl < 0; i++) cl = wm_table_col(&t, dsec[i]);
-    if (ci < 0 || cl < 0) {
-        const char *want = ci < 0 ? want_i : want_l;
-        if (want) st = wm_err(err, WM_ERR_INPUT, "%s: no column '%s'", o->dataset, want);
-        else st = wm_err(err, WM_ERR_INPUT, "%s: no %s column (%s; or name it with --%s-column)", o->dataset,
-                         ci < 0 ? "image" : what,
-                         ci < 0 ? "image, img, image_path, path, file or filename"
-                         : captions ? "caption, text, sentence or captions" : "label, labels or class",
-                         ci < 0 ? "image" : captions ? "caption" : "label");
-        wm_table_free(&t);
-        return st;
-    }
-    char base[4096];
-    snprintf(base, sizeof base, "%s", f ? f->paths[0] : o->dataset);
-    char *slash = strrchr(base, '/');
-    if (slash) *slash = 0;
-    else snprintf(base, sizeof base, ".");
-    for (size_t r = 0; !st && r < t.n_rows; r++) {
-        const char *p = wm_table_cell(&t, r, ci), *l = wm_table_cell(&t, r, cl);
-        const char *b = cb >= 0 ? wm_table_cell(&t, r, cb) : NULL;
-        if (b && l && l[0]) { /* the encoded image in the table */
-            char name[4200];
-            snprintf(name, sizeof name, "%s:%zu", o->dataset, t.lines[r]);
-            size_t n = t.sizes ? t.sizes[r * t.n_cols + (size_t)cb] : strlen(b);
-            if (push(it, name, l, t.lines[r]) || !(it->v[it->n - 1].data = malloc(n ? n : 1))) {
-                st = wm_err(err, WM_ERR_NOMEM, "out of memory");
-                break;
-            }
-            memcpy(it->v[it->n - 1].data, b, n);
-            it->v[it->n - 1].n = n;
-            continue;
-        }
-        if (cb == ci) p = NULL; /* no path column beside the bytes */
-        if (!p || !p[0] || !l || !l[0]) {
-            st = wm_err(err, WM_ERR_INPUT, "%s:%zu: the %s cell is missing", o->dataset, t.lines[r],
-                        !p || !p[0] ? "image" : what);
+    wm_media_cols c = {.kind = "image", .want_media = o->col_image ? o->col_image : o->col_text, .media_defaults = dimg,
+                       .what = captions ? "caption" : "label", .want_target = captions ? o->col_caption : o->col_label,
+                       .target_flag = captions ? "caption" : "label", .target_defaults = captions ? dcap : dlab};
+    wm_media_rows r;
+    wm_status st = wm_media_rows_read(o, &c, &r, j, err);
+    for (size_t i = 0; !st && i < r.n; i++) {
+        const wm_media_row *e = &r.v[i];
+        if (e->data && captions) {
+            st = wm_err(err, WM_ERR_INPUT, "%s: images held in the table are read for image-classification; "
+                        "image-text retrieval reads image files", e->name);
             break;
         }
-        char full[8192];
-        if (p[0] == '/') snprintf(full, sizeof full, "%s", p);
-        else snprintf(full, sizeof full, "%s/%s", base, p);
-        if (push(it, full, l, t.lines[r])) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+        if (push(it, e->name, e->target, e->line) || (e->data && !(it->v[it->n - 1].data = malloc(e->n ? e->n : 1)))) {
+            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (e->data) memcpy(it->v[it->n - 1].data, e->data, e->n), it->v[it->n - 1].n = e->n;
     }
-    if (!st && !it->n) st = wm_err(err, WM_ERR_INPUT, "%s: no data rows to evaluate", o->dataset);
-    wm_table_free(&t);
+    wm_media_rows_free(&r);
     return st;
 }
 
@@ -269,7 +213,11 @@ static wm_status retrieval(wm_vision *v, const wm_task_opts *o, wm_json *j, wm_e
     else if (S_ISDIR(sb.st_mode))
         st = wm_err(err, WM_ERR_INPUT, "%s: image-text retrieval reads a table (CSV, TSV, JSONL) of image and "
                     "caption columns, not a folder", o->dataset);
-    else st = read_table(o, NULL, 1, &it, err);
+    else {
+        wm_json_str(j, "task", "image-text-retrieval");
+        wm_json_str(j, "dataset", o->dataset);
+        st = read_table(o, 1, &it, j, err);
+    }
     if (!st && it.n > WM_RETRIEVAL_MAX_PAIRS)
         st = wm_err(err, WM_ERR_INPUT, "%s: %zu pairs: at most %d for image-text retrieval (--samples N)",
                     o->dataset, it.n, WM_RETRIEVAL_MAX_PAIRS);
@@ -308,8 +256,6 @@ static wm_status retrieval(wm_vision *v, const wm_task_opts *o, wm_json *j, wm_e
         rank_t[c] = first_rank(sim + c, ni, nc, own);
     }
     if (!st) {
-        wm_json_str(j, "task", "image-text-retrieval");
-        wm_json_str(j, "dataset", o->dataset);
         wm_json_str(j, "dataset_layout", "table");
         wm_json_obj(j, "metrics");
         wm_json_uint(j, "samples", nc);
@@ -347,15 +293,10 @@ wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j,
     items it = {0};
     struct stat sb;
     size_t max = o->samples > 0 ? (size_t)o->samples : 0;
-    wm_dataset_files *f = NULL; /* not a local file or folder: a hub data set in the caches */
-    char why[1400];
-    if (stat(o->dataset, &sb)) {
-        memset(&sb, 0, sizeof sb);
-        if (!(f = malloc(sizeof *f))) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
-        else if (!(st = wm_dataset_resolve(o->dataset, o->dataset_config, o->split, f, why, sizeof why, err)) && !f->n)
-            st = wm_err(err, WM_ERR_INPUT, "--dataset: %s", why);
-        if (!st) st = read_table(o, f, 0, &it, err);
-    } else st = S_ISDIR(sb.st_mode) ? read_folder(o->dataset, max, &it, err) : read_table(o, NULL, 0, &it, err);
+    int folder = !stat(o->dataset, &sb) && S_ISDIR(sb.st_mode); /* else a table file or a hub data set */
+    wm_json_str(j, "task", wm_vision_task(v));
+    wm_json_str(j, "dataset", o->dataset);
+    st = folder ? read_folder(o->dataset, max, &it, err) : read_table(o, 0, &it, j, err);
     int64_t *pred = NULL, *gold = NULL;
     size_t top5 = 0, n_classes = 0;
     if (!st && (!(pred = malloc(it.n * sizeof *pred)) || !(gold = malloc(it.n * sizeof *gold))))
@@ -383,14 +324,7 @@ wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j,
         top5 += above < 5;
     }
     if (!st) {
-        wm_json_str(j, "task", wm_vision_task(v));
-        wm_json_str(j, "dataset", o->dataset);
-        wm_json_str(j, "dataset_layout", S_ISDIR(sb.st_mode) ? "image folder (DIR/<class>/<image>)" : "table");
-        if (f) {
-            wm_json_arr(j, "dataset_files");
-            for (size_t i = 0; i < f->n; i++) wm_json_str(j, NULL, f->paths[i]);
-            wm_json_arr_end(j);
-        }
+        wm_json_str(j, "dataset_layout", folder ? "image folder (DIR/<class>/<image>)" : "table");
         wm_json_obj(j, "metrics");
         wm_json_uint(j, "samples", it.n);
         wm_json_num(j, "accuracy", wm_metric_accuracy(pred, gold, it.n));
@@ -399,7 +333,7 @@ wm_status wm_image_task_eval(const char *dir, const wm_task_opts *o, wm_json *j,
         wm_json_str(j, "f1_average", n_classes > 2 ? "macro" : "binary");
         wm_json_obj_end(j);
     }
-    free(pred), free(gold), free(f);
+    free(pred), free(gold);
     items_free(&it);
     wm_vision_free(v);
     return st;

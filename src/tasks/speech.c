@@ -300,10 +300,13 @@ wm_status wm_ctc_greedy(const float *logits, size_t frames, size_t vocab, const 
     return WM_OK;
 }
 
-wm_status wm_speech_run(wm_speech *sp, const char *path, wm_speech_out *res, wm_error *err) {
+/* The audio file at path, or (mem set) the n encoded bytes at mem that path names: decoded and run. */
+static wm_status run_audio(wm_speech *sp, const char *path, const uint8_t *mem, size_t mem_n, wm_speech_out *res,
+                           wm_error *err) {
     memset(res, 0, sizeof *res);
     wm_audio au;
-    wm_status st = wm_audio_load(path, sp->rate, 0, &au, err);
+    wm_status st = mem ? wm_audio_decode(mem, mem_n, path, sp->rate, 0, &au, err)
+                       : wm_audio_load(path, sp->rate, 0, &au, err);
     if (st) return st;
     size_t n = au.n, fed = sp->fixed_n ? (size_t)sp->fixed_n : n;
     float *x = NULL;
@@ -376,4 +379,14 @@ done:
     free(mask);
     wm_audio_free(&au);
     return st;
+}
+
+wm_status wm_speech_run(wm_speech *sp, const char *path, wm_speech_out *res, wm_error *err) {
+    return run_audio(sp, path, NULL, 0, res, err);
+}
+
+wm_status wm_speech_run_bytes(wm_speech *sp, const char *name, const uint8_t *data, size_t n, wm_speech_out *res,
+                              wm_error *err) {
+    static const uint8_t none = 0;
+    return run_audio(sp, name, data ? data : &none, data ? n : 0, res, err);
 }

@@ -17,6 +17,7 @@
 #define WM_TASKS_SPEECH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "winml/runtime.h"
 
@@ -45,6 +46,10 @@ typedef struct wm_speech_out {
 
 /* Decodes, resamples, normalizes and runs the audio file at path. */
 wm_status wm_speech_run(wm_speech *s, const char *path, wm_speech_out *out, wm_error *err);
+/* The same on an encoded audio file held in memory, n bytes at data (a table's audio.bytes cell); name names it in
+   errors. */
+wm_status wm_speech_run_bytes(wm_speech *s, const char *name, const uint8_t *data, size_t n, wm_speech_out *out,
+                              wm_error *err);
 
 /*
  * CTC greedy decoding of logits [frames, vocab] with tokens[vocab] (NULL entries: ids without a token, an error

@@ -69,8 +69,10 @@ static wm_status settings(const char *dir, int64_t n_mels, wm_logmel_opts *o, wm
     return WM_OK;
 }
 
-wm_status wm_speech_s2s_features(const char *dir, int64_t n_mels, const char *const *files, size_t n, float **feats,
-                                 int64_t *frames, int64_t *valid, double *seconds, wm_error *err) {
+/* wm_speech_s2s_features over files, or (mem set) over mem[i], sizes[i] encoded bytes that files[i] names. */
+static wm_status features(const char *dir, int64_t n_mels, const char *const *files, const uint8_t *const *mem,
+                          const size_t *sizes, size_t n, float **feats, int64_t *frames, int64_t *valid,
+                          double *seconds, wm_error *err) {
     *feats = NULL;
     *frames = 0;
     wm_logmel_opts o;
@@ -80,7 +82,9 @@ wm_status wm_speech_s2s_features(const char *dir, int64_t n_mels, const char *co
     if (!a) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     size_t longest = 0;
     for (size_t i = 0; i < n && !s; i++) {
-        if ((s = wm_audio_load(files[i], o.rate, 0, &a[i], err))) break;
+        if ((s = mem ? wm_audio_decode(mem[i], sizes[i], files[i], o.rate, 0, &a[i], err)
+                     : wm_audio_load(files[i], o.rate, 0, &a[i], err)))
+            break;
         if (seconds) seconds[i] = (double)a[i].n / a[i].rate;
         longest = a[i].n > longest ? a[i].n : longest;
         if ((double)a[i].n / o.hop * (double)n_mels > WM_SPEECH_S2S_MAX_FEATURES)
@@ -118,4 +122,17 @@ wm_status wm_speech_s2s_features(const char *dir, int64_t n_mels, const char *co
     *feats = all;
     *frames = (int64_t)fr;
     return WM_OK;
+}
+
+wm_status wm_speech_s2s_features(const char *dir, int64_t n_mels, const char *const *files, size_t n, float **feats,
+                                 int64_t *frames, int64_t *valid, double *seconds, wm_error *err) {
+    return features(dir, n_mels, files, NULL, NULL, n, feats, frames, valid, seconds, err);
+}
+
+wm_status wm_speech_s2s_features_bytes(const char *dir, int64_t n_mels, const char *name, const uint8_t *data,
+                                       size_t size, float **feats, int64_t *frames, int64_t *valid, double *seconds,
+                                       wm_error *err) {
+    static const uint8_t none = 0;
+    const uint8_t *mem = data ? data : &none;
+    return features(dir, n_mels, &name, &mem, &size, 1, feats, frames, valid, seconds, err);
 }

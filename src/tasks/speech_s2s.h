@@ -26,5 +26,10 @@
  */
 wm_status wm_speech_s2s_features(const char *dir, int64_t n_mels, const char *const *files, size_t n, float **feats,
                                  int64_t *frames, int64_t *valid, double *seconds, wm_error *err);
+/* The same for one encoded audio file held in memory, size bytes at data (a table's audio.bytes cell); name names it
+   in errors. */
+wm_status wm_speech_s2s_features_bytes(const char *dir, int64_t n_mels, const char *name, const uint8_t *data,
+                                       size_t size, float **feats, int64_t *frames, int64_t *valid, double *seconds,
+                                       wm_error *err);
 
 #endif

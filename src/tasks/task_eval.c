@@ -16,6 +16,7 @@
 #include "llm/causal_lm.h"
 #include "tasks/encoder.h"
 #include "tasks/image_eval.h"
+#include "tasks/s2s_text.h"
 #include "tasks/speech_eval.h"
 
 /* The column named by spec, else the first of the default names present. */
@@ -288,11 +289,15 @@ wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_er
     else wm_folder_task(dir, task, sizeof task); /* a build folder's own; "" for a bare model */
     char pp[4200];
     snprintf(pp, sizeof pp, "%s/preprocessor_config.json", dir);
+    if (wm_s2s_text_folder(dir)) return wm_speech_task_eval(dir, o, j, err); /* Whisper, TrOCR: generated text */
     int image = !strncmp(task, "image-", 6) || !strcmp(task, "zero-shot-image-classification") ||
                 (!task[0] && wm_file_size(pp) >= 0); /* a folder with an image processor and no recipe */
-    if (image) return wm_image_task_eval(dir, o, j, err);
-    if (!strcmp(task, "automatic-speech-recognition") || !strcmp(task, "audio-classification"))
+    if (!image && (!strcmp(task, "automatic-speech-recognition") || !strcmp(task, "audio-classification")))
         return wm_speech_task_eval(dir, o, j, err);
+    if (o->language)
+        return wm_err(err, WM_ERR_USAGE, "--language applies to a speech encoder-decoder build (Whisper); %s is a "
+                      "%s build", dir, task[0] ? task : "text");
+    if (image) return wm_image_task_eval(dir, o, j, err);
     wm_encoder *e = NULL;
     wm_status st = WM_OK;
     wm_session_opts so = {0};

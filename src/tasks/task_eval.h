@@ -8,7 +8,8 @@
  *   text-generation      a text file -> perplexity with a sliding window (max_length, stride),
  *                        as the transformers perplexity guide computes it
  *   image-classification / image-text retrieval (CLIP-style builds): tasks/image_eval.h
- *   automatic-speech-recognition (WER, CER) / audio-classification: tasks/speech_eval.h
+ *   automatic-speech-recognition (WER, CER) / audio-classification, and image-to-text (CER, WER) of an image
+ *                        encoder-decoder (TrOCR): tasks/speech_eval.h
  * Results go into j as an object of metrics plus counts.
  */
 #ifndef WM_TASKS_TASK_EVAL_H
@@ -23,6 +24,7 @@ typedef struct wm_task_opts {
     const char *dataset_config, *split; /* the hub data set's config and split (NULL: none; test, validation, train) */
     const char *col_image, *col_caption; /* image tables: the image column; retrieval: the caption column */
     const char *col_audio;               /* speech tables: the audio column */
+    const char *language;                /* a speech encoder-decoder's (Whisper) language; NULL: the folder's */
     const char *col_text, *col_pair, *col_label, *col_query, *col_passage, *col_s1, *col_s2, *col_score; /* NULL: defaults */
     long samples;         /* 0: all rows */
     long max_length, stride; /* perplexity window (0: 512, max_length / 2) */

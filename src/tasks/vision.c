@@ -217,8 +217,9 @@ static wm_status pixels(const wm_img_prep *prep, const char *path, const uint8_t
     return st;
 }
 
-wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pixels, float **out, int *h, int *w,
-                           wm_error *err) {
+/* wm_vision_pixels of the file at path, or (mem set) of the n encoded bytes at mem that path names. */
+static wm_status folder_pixels(const char *folder, const char *path, const uint8_t *mem, size_t n, uint64_t max_pixels,
+                               float **out, int *h, int *w, wm_error *err) {
     *out = NULL;
     char p[4200];
     snprintf(p, sizeof p, "%s/preprocessor_config.json", folder);
@@ -226,7 +227,18 @@ wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pi
     wm_status st = wm_image_budget(max_pixels, &max_pixels, err);
     if (st || (st = wm_img_prep_load(p, &prep, err))) return st;
     prep.max_pixels = max_pixels;
-    return pixels(&prep, path, NULL, 0, max_pixels, out, h, w, err);
+    return pixels(&prep, path, mem, n, max_pixels, out, h, w, err);
+}
+
+wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pixels, float **out, int *h, int *w,
+                           wm_error *err) {
+    return folder_pixels(folder, path, NULL, 0, max_pixels, out, h, w, err);
+}
+
+wm_status wm_vision_pixels_bytes(const char *folder, const char *name, const uint8_t *data, size_t n,
+                                 uint64_t max_pixels, float **out, int *h, int *w, wm_error *err) {
+    static const uint8_t none = 0;
+    return folder_pixels(folder, name, data ? data : &none, data ? n : 0, max_pixels, out, h, w, err);
 }
 
 wm_status wm_vision_pixel_batch(const char *folder, const char *const *paths, size_t n, uint64_t max_pixels,

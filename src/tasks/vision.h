@@ -51,6 +51,9 @@ typedef struct wm_vision_out {
  */
 wm_status wm_vision_pixels(const char *folder, const char *path, uint64_t max_pixels, float **out, int *h, int *w,
                            wm_error *err);
+/* The same for an encoded PNG / JPEG held in memory, n bytes at data (a table's image.bytes cell); name names it. */
+wm_status wm_vision_pixels_bytes(const char *folder, const char *name, const uint8_t *data, size_t n,
+                                 uint64_t max_pixels, float **out, int *h, int *w, wm_error *err);
 
 /*
  * The pixel_values of the n image files at paths as one batch: *out (malloc'd, the caller's) [n, 3, *h, *w]. An

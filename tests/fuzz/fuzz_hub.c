@@ -8,6 +8,7 @@
  *   4  an ETag value (wm_hf_etag_normalize)
  *   5  refs/main of a scratch cache, then an offline resolution of org/m
  *   6  the index of a cached snapshot, then an offline resolution of org/m
+ *   7  a dataset repository's file listing -> paths (wm_hf_tree_files)
  * Whatever is accepted must satisfy the documented invariants (plain
  * shard names, 40-hex commits, blob-safe etags, checked paths).
  */
@@ -93,7 +94,7 @@ static void resolve_offline(int expect_ok_possible) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const uint8_t mode = data[0] % 7;
+    const uint8_t mode = data[0] % 8;
     const char *in = (const char *)data + 1;
     size_t n = size - 1;
     wm_error e = {0};
@@ -110,6 +111,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (strchr(names[i], '/') || L <= 12 || strcmp(names[i] + L - 12, ".safetensors") ||
                     wm_path_check_relative(names[i], NULL) || (i && strcmp(names[i - 1], names[i]) >= 0))
                     abort();
+            }
+        } else if (!e.msg[0]) {
+            abort();
+        }
+        wm_arena_free(&a);
+        break;
+    }
+    case 7: {
+        wm_arena a;
+        wm_arena_init(&a);
+        const char **names;
+        size_t k;
+        if (wm_hf_tree_files(&a, in, n, NULL, &names, &k, &e) == WM_OK) {
+            for (size_t i = 0; i < k; i++) {
+                size_t L = strlen(names[i]);
+                if (!L || L > WM_HF_MAX_FILENAME || wm_path_check_relative(names[i], NULL) ||
+                    (i && strcmp(names[i - 1], names[i]) > 0))
+                    abort();
+                for (size_t c = 0; c < L; c++)
+                    if ((unsigned char)names[i][c] < 0x20 || names[i][c] == '\\') abort();
             }
         } else if (!e.msg[0]) {
             abort();

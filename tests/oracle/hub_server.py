@@ -21,6 +21,7 @@ Switches (set on the HubServer object between requests):
 Every request is appended to `log` as dict(server, method, path, range, auth).
 """
 import hashlib
+import json
 import http.server
 import os
 import socketserver
@@ -78,6 +79,9 @@ class HubServer:
         self.token = token
         self.log = []
         self.interrupt = {}
+        self.tree_override = {}  # repo key ("datasets/ORG/NAME") -> the body of its file listing
+        self.tree_page_size = 0  # > 0: listings paginated by that many entries (Link: rel="next")
+        self.tree_next_base = None  # the origin the next-page links name (None: this hub's)
         self.corrupt = set()
         self.ignore_range = False
         self.override = {}
@@ -90,8 +94,11 @@ class HubServer:
         self._threads = []
 
     # ---- repo content
-    def add_commit(self, repo_id, files, ref="main", private=False, tags=()):
-        """Adds a commit holding `files` ({name: bytes}); points `ref` (and `tags`) at it; returns its sha."""
+    def add_commit(self, repo_id, files, ref="main", private=False, tags=(), repo_type="model"):
+        """Adds a commit holding `files` ({name: bytes}); points `ref` (and `tags`) at it; returns its sha.
+        repo_type "dataset": served under /datasets/ORG/NAME/resolve/... and /api/datasets/ORG/NAME/tree/REV."""
+        if repo_type == "dataset":
+            repo_id = "datasets/" + repo_id
         repo = self.repos.setdefault(repo_id, Repo(private))
         repo.private = repo.private or private
         h = hashlib.sha1(repo_id.encode() + str(len(repo.commits)).encode())
@@ -168,10 +175,15 @@ class HubServer:
                 if which == "cdn":
                     return self._serve_cdn(head)
                 parts = urllib.parse.urlsplit(self.path).path.split("/")
+                if len(parts) >= 6 and parts[1] == "api" and parts[2] in ("models", "datasets") and parts[5] == "tree":
+                    return self._serve_tree(parts, head)
+                kind = ""
+                if len(parts) > 1 and parts[1] == "datasets":  # /datasets/org/name/resolve/...
+                    kind, parts = "datasets/", parts[:1] + parts[2:]
                 # ['', org, name, 'resolve', rev, file...]
                 if len(parts) < 6 or parts[3] != "resolve":
                     return self._error(404, "NotFound", "not a resolve URL", head)
-                repo_id = f"{parts[1]}/{parts[2]}"
+                repo_id = f"{kind}{parts[1]}/{parts[2]}"
                 rev = urllib.parse.unquote(parts[4])
                 fname = urllib.parse.unquote("/".join(parts[5:]))
                 self._fname = fname
@@ -196,6 +208,37 @@ class HubServer:
                                              "Content-Length": "0"}, b"", head)
                 return self._send_body(data, {"X-Repo-Commit": sha, "ETag": f'"{git_blob_sha1(data)}"'}, head,
                                        key=sha256(data))
+
+            def _serve_tree(self, parts, head):
+                """/api/{models|datasets}/org/name/tree/rev?recursive=true: every file and folder of the commit,
+                as the hub lists them ({"type", "path", "size", "oid"}), in pages of server.tree_page_size when set;
+                server.tree_override replaces the body."""
+                repo_id = ("datasets/" if parts[2] == "datasets" else "") + f"{parts[3]}/{parts[4]}"
+                repo = server.repos.get(repo_id)
+                auth_ok = self.headers.get("Authorization") == f"Bearer {server.token}"
+                if repo is None or (repo.private and not auth_ok):
+                    return self._error(401, "RepoNotFound", "Repository not found", head)
+                rev = urllib.parse.unquote("/".join(parts[6:]))
+                sha = repo.refs.get(rev) or (rev if rev in repo.commits else None)
+                if sha is None:
+                    return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
+                files = repo.commits[sha]
+                folders = sorted({"/".join(f.split("/")[:i]) for f in files for i in range(1, f.count("/") + 1)})
+                entries = [{"type": "directory", "oid": "0" * 40, "size": 0, "path": d} for d in folders]
+                entries += [{"type": "file", "oid": git_blob_sha1(files[f]) if isinstance(files[f], bytes) else "",
+                             "size": len(files[f]), "path": f} for f in sorted(files)]
+                headers = {"Content-Type": "application/json"}
+                size = server.tree_page_size
+                if size:  # paginated as the hub does: Link: <next page>; rel="next"
+                    q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                    at = int(q.get("cursor", ["0"])[0])
+                    if at + size < len(entries):
+                        base = server.tree_next_base or server.url
+                        nxt = f"{base}{urllib.parse.urlsplit(self.path).path}?recursive=true&cursor={at + size}"
+                        headers["Link"] = f'<{nxt}>; rel="next"'
+                    entries = entries[at:at + size]
+                body = server.tree_override.get(repo_id, json.dumps(entries).encode())
+                return self._reply(200, headers, body, head)
 
             def _serve_cdn(self, head):
                 digest = urllib.parse.urlsplit(self.path).path.rsplit("/", 1)[-1]
