@@ -209,3 +209,34 @@ def test_refused_precisions(built, winml, tmp_path):
         r = U.run([winml, "build", "-m", ck, "-o", out, "-p", p])
         assert r.returncode == 2 and "encoder-decoder" in r.stderr and p in r.stderr, U.describe(r)
         assert not out.exists()
+
+
+def test_marian_published_flags(built, winml, tmp_path):
+    """opus-mt's published config.json carries static_position_embeddings true and normalize_embedding false: they
+    describe Marian itself (sinusoidal positions, no embedding norm; transformers' MarianMTModel ignores both), so
+    the build takes them and matches transformers; on bart (learned positions) static_position_embeddings true is
+    still refused naming the field."""
+    import shutil
+
+    import transformers as T
+    m, ck = built["marian"]
+    d = str(tmp_path / "marian_pub")
+    shutil.copytree(ck, d)
+    BU.edit_config(d, static_position_embeddings=True, normalize_embedding=False)
+    o = str(tmp_path / "marian_pub_build")
+    r = U.run([winml, "build", "-m", d, "-o", o, "-q"])
+    assert r.returncode == 0, U.describe(r)
+    enc, _, _ = feeds_of("marian", m)
+    with torch.no_grad():
+        ref = T.MarianMTModel.from_pretrained(d).eval().get_encoder()(
+            **{k: torch.tensor(v) for k, v in enc.items()}).last_hidden_state.numpy()
+    h = BU.run_engine(os.path.join(o, "encoder_model.onnx"), enc)["last_hidden_state"]
+    valid = np.broadcast_to(enc["attention_mask"].astype(bool)[..., None], ref.shape)
+    BU.assert_close_valid(h, ref, valid, "marian with the published flags", 1e-4)
+    _, bck = built["bart"]
+    b = str(tmp_path / "bart_static")
+    shutil.copytree(bck, b)
+    BU.edit_config(b, static_position_embeddings=True)
+    r = U.run([winml, "build", "-m", b, "-o", tmp_path / "bart_static_build", "-q"])
+    assert r.returncode == 2 and "static_position_embeddings" in r.stderr, U.describe(r)
+    assert not (tmp_path / "bart_static_build").exists()
