@@ -217,7 +217,9 @@ const void *wm_s2s_find(const char *model_type) {
     return c ? (const void *)c : (const void *)find_family(model_type);
 }
 
-/* Config keys whose set values change the math in ways these graphs do not model. */
+/* Config keys whose set values change the math in ways these graphs do not model. Two describe the family
+ * itself where it already computes that way, and then pass: static_position_embeddings true with sinusoidal
+ * positions, normalize_embedding false without an embedding norm (Marian's published configs carry both). */
 static wm_status check_denied(const wm_arch *a, wm_error *err) {
     static const struct {
         const char *key;
@@ -230,7 +232,9 @@ static wm_status check_denied(const wm_arch *a, wm_error *err) {
         if (!v || cJSON_IsNull(v)) continue;
         if (!cJSON_IsBool(v))
             return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected true or false", a->cfg->file, keys[i].key);
-        if (cJSON_IsTrue(v) == keys[i].bad)
+        int as_family = (a->pos_sinusoidal && !strcmp(keys[i].key, "static_position_embeddings")) ||
+                        (!a->emb_norm && !strcmp(keys[i].key, "normalize_embedding"));
+        if (cJSON_IsTrue(v) == keys[i].bad && !as_family)
             return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s': %s is not modeled for model_type '%s'",
                           a->cfg->file, keys[i].key, keys[i].bad ? "true" : "false", a->model_type);
     }

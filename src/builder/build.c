@@ -175,6 +175,8 @@ typedef enum { ST_DONE, ST_SKIPPED, ST_NOT_RUN } stage_status;
 typedef struct stage_rec {
     const char *name;
     stage_status status;
+    const char *graph; /* an encoder-decoder's graph file the stage ran on; NULL: the one model */
+    int part;          /* its WM_S2S_* index (the quant report's slot); 0 for the one model */
     char reason[768];
     double seconds;
     size_t nodes;      /* optim / quant: nodes after the stage */
@@ -200,10 +202,13 @@ typedef struct build_ctx {
     char made[WM_BUILD_MAX_PARENTS][PATH_MAX]; /* folders above -o this build created */
     size_t n_made;
     wm_export_result ex;
-    stage_rec stages[4];
+    stage_rec stages[1 + 3 * WM_S2S_PARTS]; /* export, then optim / quant / compile per graph */
     size_t n_stages;
     int shared_kv; /* the optimized decoder uses GroupQueryAttention (genai_config past_present_share_buffer) */
-    wm_quant_report qrep; /* the quant stage's report: its embedding tables' blocks go into the manifest */
+    /* the quant stage's report per graph (one model: slot 0): its embedding tables' blocks go into the manifest */
+    wm_quant_report qrep[WM_S2S_PARTS];
+    int part;          /* the graph the optim / quant stages work on: WM_S2S_* of an encoder-decoder, else 0 */
+    const char *graph; /* its file in the stage folder; NULL: model.onnx */
     int64_t q_block;      /* the recipe's block (int4/int8 RTN) */
     /* static QDQ: what calibrated the activations (the manifest's "calibration"); calibrated 0 otherwise */
     int calibrated;
@@ -252,10 +257,16 @@ static wm_status stage_export(build_ctx *b, stage_rec *rec) {
     return s;
 }
 
-/* Loads the stage folder's model.onnx and indexes its graph. */
+/* The stage folder's file the optim / quant stages work on: model.onnx, or the current graph of an
+ * encoder-decoder (b->graph); into p[n]. */
+static void stage_model_path(const build_ctx *b, char *p, size_t n) {
+    snprintf(p, n, "%s/%s", b->stage_dir, b->graph ? b->graph : "model.onnx");
+}
+
+/* Loads the stage folder's model (stage_model_path) and indexes its graph. */
 static wm_status open_stage_model(build_ctx *b, wm_onnx_model **m, wm_graph **g) {
     char p[PATH_MAX + 64];
-    snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+    stage_model_path(b, p, sizeof p);
     *m = NULL, *g = NULL;
     wm_status s = wm_onnx_load(p, m, b->err);
     if (!s) s = wm_graph_open(*m, (*m)->proto->graph, g, b->err);
@@ -318,7 +329,8 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     if (!s && b->recipe.opset < 23) s = wm_opt_expand_rmsnorm(g, b->err);
     char dp[PATH_MAX + 64];
     struct stat d0, d1;
-    snprintf(dp, sizeof dp, "%s/model.onnx.data", b->stage_dir);
+    stage_model_path(b, dp, sizeof dp - 5);
+    strcat(dp, ".data");
     int had_data = b->ex.data_sha[0] && stat(dp, &d0) == 0 && (uint64_t)d0.st_size == b->ex.data_bytes;
     if (!s) {
         char p[PATH_MAX + 64];
@@ -326,7 +338,7 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
         wm_onnx_save_opts_default(&so);
         so.threshold_bytes = b->o->external_threshold ? b->o->external_threshold : so.threshold_bytes;
         so.keep_data = 1; /* the export's weights stay where they are; what the passes made is appended */
-        snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+        stage_model_path(b, p, sizeof p);
         s = wm_onnx_save(m, p, &so, b->err);
     }
     if (!s) {
@@ -435,7 +447,7 @@ static wm_status gptq_stats(build_ctx *b, const wm_quant_config *qc, wm_graph *g
     int32_t *ids = NULL;
     wm_status s = rc->calibration_text[0] ? calib_tokens(b, rc->calibration_text, max_seq, &ids, &n_seq, &seq_len) : WM_OK;
     char p[PATH_MAX + 64];
-    snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+    stage_model_path(b, p, sizeof p);
     if (!s) s = wm_quant_hessians_collect(p, g, qc, ids, n_seq, seq_len, 1, diag, hs, b->err);
     free(ids);
     return s;
@@ -486,7 +498,7 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
         for (size_t i = 0; i < tx.n; i++) co.seq = (int64_t)tx.lens[i] > co.seq ? (int64_t)tx.lens[i] : co.seq;
     }
     char p[PATH_MAX + 64];
-    snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
+    stage_model_path(b, p, sizeof p);
     s = wm_calib_collect(p, g, qc, &co, rg, b->err);
     b->calib_from_dataset = tx.n > 0;
     snprintf(b->calib_file, sizeof b->calib_file, "%s", tx.file);
@@ -560,7 +572,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_onnx_model *m = NULL;
     wm_graph *g = NULL;
     wm_quant_plan *plan = NULL;
-    wm_quant_report *r = &b->qrep;
+    wm_quant_report *r = &b->qrep[b->part];
     wm_quant_carry *carry = NULL;
     wm_quant_hessians hs = {0};
     if (!s && qc.mode == WM_QUANT_CARRY && !(s = carry_table(b, &carry, &qc.n_carry))) qc.carry = carry;
@@ -589,9 +601,10 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
                  t->tensor, t->op, (long long)t->width, (long long)t->block, (long long)t->want);
     }
     if (!s) {
-        char p[PATH_MAX + 64];
-        snprintf(p, sizeof p, "%s/model.onnx", b->stage_dir);
-        s = wm_quant_save(g, plan, p, "model.onnx.data", b->err);
+        char p[PATH_MAX + 64], dn[PATH_MAX];
+        stage_model_path(b, p, sizeof p);
+        snprintf(dn, sizeof dn, "%s.data", b->graph ? b->graph : "model.onnx");
+        s = wm_quant_save(g, plan, p, dn, b->err);
     }
     if (!s) {
         record_graph(rec, g);
@@ -643,7 +656,7 @@ static wm_status stage_compile(build_ctx *b, stage_rec *rec) {
     else if (!b->recipe.has_compile) snprintf(rec->reason, sizeof rec->reason, "recipe compile is null");
     else
         snprintf(rec->reason, sizeof rec->reason, "EP compilation (EPContext) is not available in this build yet; "
-                 "the %s EP runs model.onnx as it is", b->recipe.provider);
+                 "the %s EP runs %s as it is", b->recipe.provider, b->graph ? b->graph : "model.onnx");
     return WM_OK;
 }
 
@@ -797,11 +810,11 @@ static void build_keys(const build_ctx *b, char cache_key[160], char config_hash
 static void stage_ref_keys(const build_ctx *b, const stage_rec *r, wm_json *j) {
     wm_json_str(j, "status", r->status == ST_DONE ? "completed" : "skipped");
     wm_json_str(j, "winml_status", status_name(r->status));
-    wm_json_str(j, "filename", b->model_name);
+    wm_json_str(j, "filename", r->graph ? r->graph : b->model_name);
     wm_json_num(j, "elapsed_seconds", r->seconds);
     if (!strcmp(r->name, "quant") && r->status == ST_DONE) {
-        wm_json_uint(j, "nodes_quantized", b->qrep.quantized);
-        wm_json_uint(j, "nodes_skipped", b->qrep.skipped);
+        wm_json_uint(j, "nodes_quantized", b->qrep[r->part].quantized);
+        wm_json_uint(j, "nodes_skipped", b->qrep[r->part].skipped);
         wm_json_num(j, "calibration_time_seconds", b->calibrated ? b->calib_seconds : 0.0); /* weight-only: none */
         wm_json_num(j, "qdq_insertion_time_seconds", 0.0);
     }
@@ -849,6 +862,7 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
         const stage_rec *r = &b->stages[i];
         wm_json_obj(j, NULL);
         wm_json_str(j, "name", r->name);
+        if (r->graph) wm_json_str(j, "graph", r->graph);
         stage_ref_keys(b, r, j);
         wm_json_str(j, "reason", r->reason);
         wm_json_num(j, "seconds", r->seconds);
@@ -885,10 +899,11 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
             wm_json_num(j, "seconds", b->calib_seconds);
             wm_json_obj_end(j);
         }
-        if (!strcmp(r->name, "quant") && r->status == ST_DONE && b->qrep.n_tables) {
+        const wm_quant_report *qr = &b->qrep[r->part];
+        if (!strcmp(r->name, "quant") && r->status == ST_DONE && qr->n_tables) {
             wm_json_arr(j, "tables"); /* each embedding table's block: the recipe's, a smaller one, or none */
-            for (size_t k = 0; k < b->qrep.n_tables; k++) {
-                const wm_quant_table_note *t = &b->qrep.tables[k];
+            for (size_t k = 0; k < qr->n_tables; k++) {
+                const wm_quant_table_note *t = &qr->tables[k];
                 wm_json_obj(j, NULL);
                 wm_json_str(j, "tensor", t->tensor);
                 wm_json_str(j, "op", t->op);
@@ -903,7 +918,7 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
             }
             wm_json_arr_end(j);
         }
-        if (!strcmp(r->name, "quant") && r->status == ST_DONE && b->qrep.n_carried) carried_json(&b->qrep, j);
+        if (!strcmp(r->name, "quant") && r->status == ST_DONE && qr->n_carried) carried_json(qr, j);
         wm_json_obj_end(j);
     }
     wm_json_arr_end(j);
@@ -990,6 +1005,27 @@ static wm_status s2s_part_prepare(build_ctx *b, int prec) {
     return wm_recipe_s2s_part(&b->recipe, &b->arch, o->recipe, b->err);
 }
 
+/*
+ * The precision of an encoder-decoder build without a recipe (*prec: -p, or fp32 by default): each of its three
+ * graphs goes through the optim and quant stages with -p's default quant section, as a text model's one graph
+ * (s2s_stages). int8 is the dynamic int8 (DynamicQuantizeLinear + MatMulInteger, CTranslate2's int8 too): the
+ * static QDQ forms calibrate one graph's inputs from a recipe's input specs, which the three graphs do not have;
+ * those and gguf are refused, naming the ones served.
+ */
+static wm_status s2s_precision(build_ctx *b, int *prec) {
+    int p = b->o->precision >= 0 ? b->o->precision : WM_PREC_FP32;
+    if (p == WM_PREC_INT8) {
+        note(b, "note: -p int8 of an encoder-decoder: dynamic int8 (int8-dynamic: DynamicQuantizeLinear + "
+             "MatMulInteger; static QDQ calibration is not done on its three graphs)\n");
+        p = WM_PREC_INT8_DYNAMIC;
+    }
+    if (p != WM_PREC_FP32 && p != WM_PREC_FP16 && p != WM_PREC_INT4 && p != WM_PREC_INT8_DYNAMIC && p != WM_PREC_INT8_RTN)
+        return wm_err(b->err, WM_ERR_UNSUPPORTED, "-p %s: model_type '%s' (encoder-decoder) builds in fp32, fp16, "
+                      "int8 (dynamic), int8-dynamic, int8-rtn or int4", wm_precision_name(p), b->arch.model_type);
+    *prec = p;
+    return WM_OK;
+}
+
 static wm_status prepare(build_ctx *b) {
     const wm_build_opts *o = b->o;
     wm_error *err = b->err;
@@ -1058,17 +1094,14 @@ static wm_status prepare(build_ctx *b) {
         return s;
     if (b->arch.graph == WM_GRAPH_S2S && o->recipe) { /* the reference's part recipe: one graph */
         if ((s = s2s_part_prepare(b, prec))) return s;
-    } else if (b->arch.graph == WM_GRAPH_S2S) { /* three float32 graphs in Optimum's layout */
-        if (o->precision >= 0 && o->precision != WM_PREC_FP32)
-            return wm_err(err, WM_ERR_UNSUPPORTED, "-p %s: model_type '%s' (encoder-decoder) builds in fp32 only",
-                          wm_precision_name(o->precision), b->arch.model_type);
+    } else if (b->arch.graph == WM_GRAPH_S2S) { /* three graphs in Optimum's layout */
+        if ((s = s2s_precision(b, &prec))) return s;
         if (b->to_file)
             return wm_err(err, WM_ERR_USAGE, "-o %s: model_type '%s' (encoder-decoder) exports three files: give a "
                           "folder", b->out, b->arch.model_type);
         if (o->analyze_rules)
             return wm_err(err, WM_ERR_UNSUPPORTED, "--analyze: model_type '%s' (encoder-decoder) is not analyzed yet",
                           b->arch.model_type);
-        prec = WM_PREC_FP32;
         snprintf(b->model_name, sizeof b->model_name, "%s", wm_s2s_part_file(WM_S2S_ENCODER));
     }
     b->entail = -1;
@@ -1379,15 +1412,42 @@ static wm_status commit_file(build_ctx *b) {
 static wm_status run_stage(build_ctx *b, const char *name, wm_stage_fn fn, int idx, int total) {
     stage_rec *r = &b->stages[b->n_stages++];
     r->name = name;
-    if (b->o->progress) note(b, "[%d/%d] %s ...\n", idx, total, name);
+    r->graph = b->graph;
+    r->part = b->part;
+    char label[96]; /* the stage, and the graph of an encoder-decoder it works on */
+    snprintf(label, sizeof label, "%s%s%s%s", name, b->graph ? " (" : "", b->graph ? b->graph : "", b->graph ? ")" : "");
+    if (b->o->progress) note(b, "[%d/%d] %s ...\n", idx, total, label);
     double t = now();
     wm_status s = fn(b, r);
     r->seconds = now() - t;
     if (s) return s;
     if (r->status == ST_DONE) {
-        if (b->o->progress) note(b, "[%d/%d] %s: done in %.2f s (%s)\n", idx, total, name, r->seconds, r->reason);
-    } else note(b, "%s: %s: %s\n", name, status_name(r->status), r->reason);
+        if (b->o->progress) note(b, "[%d/%d] %s: done in %.2f s (%s)\n", idx, total, label, r->seconds, r->reason);
+    } else note(b, "%s: %s: %s\n", label, status_name(r->status), r->reason);
     return WM_OK;
+}
+
+/*
+ * An encoder-decoder's optim, quant and compile stages: the same stage functions as for one model, run on each
+ * of its three graphs in turn (encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx); the
+ * manifest has one entry per stage and graph ("graph"). Graph IO stays float32 at fp16 (fp16_keep_io_types), so
+ * the runtime's caches (seq2seq.c) are float32 at every precision.
+ */
+static wm_status s2s_stages(build_ctx *b) {
+    static const struct {
+        const char *name;
+        wm_stage_fn fn;
+    } later[3] = {{"optim", stage_optim}, {"quant", stage_quant}, {"compile", stage_compile}};
+    int total = 1 + 3 * WM_S2S_PARTS, idx = 2;
+    wm_status s = WM_OK;
+    for (int p = 0; p < WM_S2S_PARTS && !s; p++) {
+        b->part = p;
+        b->graph = wm_s2s_part_file(p);
+        for (int i = 0; i < 3 && !s; i++) s = run_stage(b, later[i].name, later[i].fn, idx++, total);
+    }
+    b->part = 0;
+    b->graph = NULL;
+    return s;
 }
 
 static wm_status finish_files(build_ctx *b) {
@@ -1468,15 +1528,7 @@ wm_status wm_build(const wm_build_opts *o, wm_json *summary, wm_error *err) {
     if (!s) s = run_stage(b, "export", stage_export, 1, total);
     if (!s && b->to_file) s = rename_model(b);
     if (!s && !o->export_only && three_graphs(b)) {
-        /* the three graphs of an encoder-decoder stay as exported (float32): said in the manifest */
-        static const char *const later[3] = {"optim", "quant", "compile"};
-        for (int i = 0; i < 3; i++) {
-            stage_rec *r = &b->stages[b->n_stages++];
-            r->name = later[i];
-            r->status = ST_NOT_RUN;
-            snprintf(r->reason, sizeof r->reason, "encoder-decoder: the three graphs are kept as exported (float32)");
-        }
-        s = finish_files(b);
+        if (!(s = s2s_stages(b))) s = finish_files(b);
     } else if (!s && !o->export_only) {
         if (!(s = run_stage(b, "optim", stage_optim, 2, total)) && !(s = run_stage(b, "quant", stage_quant, 3, total)))
             s = run_stage(b, "compile", stage_compile, 4, total);
@@ -1497,7 +1549,7 @@ done:
     wm_tmp_discard(b->stage_dir, &b->stage_slot);
     wm_unlock_output(&b->lock); /* before the parents: the lock file lies in the last of them */
     if (s) remove_parents(b);
-    wm_quant_report_free(&b->qrep);
+    for (int p = 0; p < WM_S2S_PARTS; p++) wm_quant_report_free(&b->qrep[p]);
     wm_export_result_free(&b->ex);
     wm_json_free(&b->an_details);
     wm_recipe_free(&b->recipe);

@@ -201,7 +201,7 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
                layers. SmolLM2-135M perplexity (bench/int4_quality.py, ~1000 fortunes tokens): 1.050x fp32, where
                the old default (blocks of 128, symmetric, all 4-bit) gave 1.439x and asymmetric blocks of 32 alone
                1.199x; a name no model has simply matches nothing. */
-            static const char *const w8[] = {"embed_tokens.", "lm_head.", NULL},
+            static const char *const w8[] = {"embed_tokens.", "lm_head.", "shared.", "embed_positions.", NULL},
                                      *const w8_layers[] = {"attn.v_proj.", "mlp.down_proj.", NULL};
             snprintf(r->quant_mode, sizeof r->quant_mode, "rtn");
             r->rtn_bits = 4;

@@ -137,6 +137,14 @@ static wm_status put_chunks(const wm_cli *c, const wm_tokenizer *tok, const wm_w
     return st;
 }
 
+/* The last generation's encoder and search times (the JSON's encoder_ms and decode_ms). */
+static void timing_json(const wm_s2s *m, wm_json *j) {
+    double enc, search;
+    wm_s2s_timing(m, &enc, &search);
+    wm_json_num(j, "encoder_ms", enc);
+    wm_json_num(j, "decode_ms", search);
+}
+
 int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s_audio_args *a) {
     wm_error err = {0};
     wm_s2s *m = NULL;
@@ -220,6 +228,7 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     wm_json_int(&j, "num_beams", g.num_beams);
     if (g.timestamps) wm_json_int(&j, "windows", w.windows);
     else wm_json_int(&j, "max_length", g.max_length);
+    if (!g.timestamps) timing_json(m, &j);
     wm_json_obj_end(&j);
     rc = c->json || !tok ? wm_cli_emit(c, c->model, &j) : WM_EXIT_OK;
 done:
@@ -461,6 +470,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_json_arr_end(&j);
     wm_json_int(&j, "num_beams", g.num_beams);
     wm_json_int(&j, "max_length", g.max_length);
+    timing_json(m, &j);
     wm_json_obj_end(&j);
     if (c.json || !tok) rc = wm_cli_emit(&c, c.model, &j);
     else rc = WM_EXIT_OK;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -30,8 +31,20 @@ struct wm_s2s {
     int image;          /* the encoder reads pixel_values [B, C, H, W] (an image encoder-decoder) */
     int64_t n_mels;
     int64_t heads, head_dim, vocab, hidden;
+    double enc_ms, search_ms; /* the last generation's encoder run and search (wm_s2s_timing) */
     char dir[4096];
 };
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
+void wm_s2s_timing(const wm_s2s *m, double *enc_ms, double *search_ms) {
+    *enc_ms = m->enc_ms;
+    *search_ms = m->search_ms;
+}
 
 void wm_s2s_gen_default(wm_s2s_gen *g) {
     memset(g, 0, sizeof *g);
@@ -723,15 +736,21 @@ static wm_status encode_search(wm_s2s *m, const feed *f, size_t n, const int64_t
     wm_tensor eo[4];
     if (wm_session_n_outputs(m->enc) > 4)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: more outputs than last_hidden_state", m->dir);
+    double t0 = now_ms();
+    m->enc_ms = m->search_ms = 0;
     wm_status st = run_named(m->enc, f, n, eo, err);
     if (st) return st;
+    m->enc_ms = now_ms() - t0;
     const wm_tensor *h = &eo[wm_session_output_index(m->enc, "last_hidden_state")];
     if (h->rank != 3 || h->dims[0] != B || h->dims[2] != m->hidden || (mask && h->dims[1] != S_in) || h->dims[1] < 1)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: last_hidden_state is not [%lld, %s, %lld]",
                       m->dir, (long long)B, mask ? "source length" : "frames", (long long)m->hidden);
     int64_t S = h->dims[1];
     if ((st = check_gen(m, g, B, S, err))) return st;
-    return search(m, h->data, mask, B, S, g, out, width, err);
+    t0 = now_ms();
+    st = search(m, h->data, mask, B, S, g, out, width, err);
+    m->search_ms = now_ms() - t0;
+    return st;
 }
 
 wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, int64_t B, int64_t S,

@@ -85,6 +85,10 @@ int64_t wm_s2s_vocab(const wm_s2s *m);
 wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, int64_t B, int64_t S,
                           const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
 
+/* The last generation's wall times in ms (0 before any): its encoder run, and the search after it (every decoder
+   step, the first included, with the search's own work). */
+void wm_s2s_timing(const wm_s2s *m, double *enc_ms, double *search_ms);
+
 /* 1 when the build's encoder reads input_features (a speech encoder-decoder), 0 when it reads input_ids. */
 int wm_s2s_speech(const wm_s2s *m);
 /* input_features' mel bins (the encoder's fixed dim 1; 0 when not a speech build). */

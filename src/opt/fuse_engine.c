@@ -41,6 +41,13 @@
  * output reads (perm 0,3,1,2, under the value's own name). A 3x3
  * convolution with a static output of 7 x 7 or more gets the winograd
  * attribute (its tile: see nhwc_wino_tile).
+ *
+ * matmul_transpose: a float32 MatMul whose B is a Transpose of a computed
+ * value (not a constant: those fold) that swaps its last two axes and keeps
+ * the others -> com.microsoft FusedMatMul(A, X) with transB 1 (the GEMM reads
+ * B transposed as it packs it). Attention as exported reads a key cache
+ * [B, H, S, D] through such a Transpose every decoder step: on whisper-tiny's
+ * cross-attention (1500 positions) those copies were half of a step's time.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +161,33 @@ static wm_status conv_one(wm_pass_ctx *c, wm_onnx_node *cv) {
 }
 
 wm_status wm_pass_conv_activation(wm_pass_ctx *c) { return wm_opt_each_op(c, "Conv", conv_one); }
+
+/* ---------------------------------------------------------------- MatMul of a transposed B */
+
+static wm_status transb_one(wm_pass_ctx *c, wm_onnx_node *mm) {
+    wm_graph *g = c->g;
+    const char *a = wm_opt_in(mm, 0), *y = wm_opt_out(mm, 0);
+    wm_onnx_node *t = wm_opt_src(g, mm, 1, "Transpose");
+    const char *x = t ? wm_opt_in(t, 0) : NULL;
+    if (!a || !y || !x || wm_graph_constant(g, x) || wm_shapes_dtype(c->sh, a) != WM_DT_FLOAT ||
+        wm_shapes_dtype(c->sh, x) != WM_DT_FLOAT)
+        return WM_OK;
+    size_t np = 0;
+    const int64_t *perm = wm_opt_attr_ints(t, "perm", &np);
+    int rank = wm_shapes_rank(c->sh, x);
+    if (!perm || np < 2 || rank != (int)np || rank > WM_MAX_RANK || wm_shapes_rank(c->sh, a) < 2) return WM_OK;
+    for (size_t i = 0; i + 2 < np; i++)
+        if (perm[i] != (int64_t)i) return WM_OK;
+    if (perm[np - 2] != (int64_t)np - 1 || perm[np - 1] != (int64_t)np - 2) return WM_OK;
+    const char *in[2] = {a, x}, *out[1] = {y};
+    wm_onnx_node *f = wm_opt_replace(g, mm, "FusedMatMul", "com.microsoft", in, 2, out, 1, c->err);
+    if (!f || wm_graph_set_attr_int(g, f, "transB", 1, c->err) || wm_opt_need_opset(g, "com.microsoft", 1, c->err))
+        return c->err->status ? c->err->status : WM_ERR_NOMEM;
+    c->fired++; /* the Transpose goes with the dead nodes when nothing else reads it */
+    return WM_OK;
+}
+
+wm_status wm_pass_matmul_transpose(wm_pass_ctx *c) { return wm_opt_each_op(c, "MatMul", transb_one); }
 
 /* ---------------------------------------------------------------- matmul_group */
 

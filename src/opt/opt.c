@@ -64,6 +64,10 @@ static const pass_entry PASSES[] = {
     {{"conv_activation", WM_OPT_ENGINE,
       "float32 Conv + residual Add / Relu / Sigmoid / Tanh / LeakyRelu -> com.microsoft FusedConv"},
      wm_pass_conv_activation},
+    {{"matmul_transpose", WM_OPT_ENGINE,
+      "float32 MatMul of a computed B through a Transpose of its last two axes -> com.microsoft FusedMatMul "
+      "(transB)"},
+     wm_pass_matmul_transpose},
     {{"matmul_group", WM_OPT_ENGINE,
       "MatMulNBits / float16 MatMul nodes on the same input (q/k/v, gate/up) -> one MatMulNBitsGroup / MatMulGroup "
       "(winml engine ops)"},
@@ -85,6 +89,7 @@ void wm_opt_config_engine(wm_opt_config *c) {
     c->disable[c->n_disable++] = "initializer_dedup";
     c->enable[c->n_enable++] = "matmul_epilogue";
     c->enable[c->n_enable++] = "conv_activation";
+    c->enable[c->n_enable++] = "matmul_transpose";
     c->enable[c->n_enable++] = "matmul_group";
     c->enable[c->n_enable++] = "nhwc_layout";
 }

@@ -61,6 +61,7 @@ wm_status wm_pass_dyn_quant_matmul(wm_pass_ctx *c);
 /* fuse_engine.c */
 wm_status wm_pass_matmul_epilogue(wm_pass_ctx *c);
 wm_status wm_pass_conv_activation(wm_pass_ctx *c);
+wm_status wm_pass_matmul_transpose(wm_pass_ctx *c);
 wm_status wm_pass_matmul_group(wm_pass_ctx *c);
 wm_status wm_pass_nhwc_layout(wm_pass_ctx *c);
 

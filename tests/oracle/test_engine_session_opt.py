@@ -377,3 +377,43 @@ def test_nhwc_layout_chain(winml, build_dir, tmp_path):
     E.assert_close(ours, ref, atol=1e-5, label="nhwc chain")
     for o in ("out", "mid", "mean", "lone"):
         assert ours[o].shape == ref[o].shape, o
+
+
+def test_matmul_transpose(winml, build_dir, tmp_path):
+    """matmul_transpose: q[2,3,5,8] @ Transpose(k, perm 0,1,3,2) (an attention's scores over a key cache) becomes
+    com.microsoft FusedMatMul(q, k, transB 1) and the Transpose goes; a Transpose of other axes, a constant B and a
+    Transpose read elsewhere too (a graph output: kept, the MatMul still fused) are checked beside it. The engine's
+    session (which runs the pass) matches onnxruntime on the graph as written."""
+    rng = np.random.default_rng(8)
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Transpose", ["v"], ["vt"], perm=[1, 0, 3, 2]),  # swaps a batch axis too: left alone
+             helper.make_node("MatMul", ["q", "vt"], ["s2"]),
+             helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),  # a constant: folded, not fused
+             helper.make_node("MatMul", ["s", "wt"], ["s3"]),
+             helper.make_node("Transpose", ["k2"], ["k2t"], perm=[0, 1, 3, 2]),  # also a graph output
+             helper.make_node("MatMul", ["q", "k2t"], ["s4"])]
+    ins = [helper.make_tensor_value_info("q", f, [2, 3, 5, 8]), helper.make_tensor_value_info("k", f, [2, 3, 7, 8]),
+           helper.make_tensor_value_info("v", f, [3, 2, 7, 8]), helper.make_tensor_value_info("k2", f, [2, 3, 4, 8])]
+    outs = [helper.make_tensor_value_info(o, f, None) for o in ("s", "s2", "s3", "s4", "k2t")]
+    g = helper.make_graph(nodes, "g", ins, outs, [numpy_helper.from_array(rng.normal(0, 1, (6, 7)).astype(np.float32),
+                                                                          "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    src, dst = str(tmp_path / "t.onnx"), str(tmp_path / "to.onnx")
+    onnx.save(m, src)
+    r = U.run([winml, "optimize", "-m", src, "-o", dst, "--level", "basic", "--enable-matmul_transpose", "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    fired = {p["name"]: p["fired"] for p in json.loads(r.stdout)["report"]["passes"]}
+    assert fired["matmul_transpose"] == 2, fired
+    out = onnx.load(dst)
+    fused = [n for n in out.graph.node if n.op_type == "FusedMatMul"]
+    assert sorted(n.input[1] for n in fused) == ["k", "k2"], [(n.op_type, list(n.input)) for n in out.graph.node]
+    assert all({a.name: a.i for a in n.attribute}["transB"] == 1 for n in fused)
+    assert [n.input[0] for n in out.graph.node if n.op_type == "Transpose"] == ["v", "k2"]
+    feeds = {"q": rng.normal(0, 1, (2, 3, 5, 8)).astype(np.float32), "k": rng.normal(0, 1, (2, 3, 7, 8)).astype(np.float32),
+             "v": rng.normal(0, 1, (3, 2, 7, 8)).astype(np.float32), "k2": rng.normal(0, 1, (2, 3, 4, 8)).astype(np.float32)}
+    ref = E.ort_run(src, feeds, optimized=False)
+    ours, _ = E.engine_run(build_dir, src, feeds, tmp_path)
+    E.assert_close(ours, ref, atol=1e-5, label="matmul_transpose")

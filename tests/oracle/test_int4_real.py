@@ -61,7 +61,7 @@ def test_int4_default_recipe(smol, winml):
     assert r.returncode == 0, U.describe(r)
     q = json.loads(r.stdout)["quant"]
     assert q["rtn_block_size"] == 32 and q["symmetric"] is False and q["rtn_float_zero_points"] is False
-    assert q["rtn_8bit_weights"] == ["embed_tokens.", "lm_head."]
+    assert q["rtn_8bit_weights"] == ["embed_tokens.", "lm_head.", "shared.", "embed_positions."]
     assert q["rtn_8bit_layer_weights"] == ["attn.v_proj.", "mlp.down_proj."]
 
 

@@ -28,8 +28,8 @@ def test_list_passes(winml):
                  "initializer_dedup", "shape_arithmetic", "identity_elimination", "matmul_epilogue"):
         assert want in names
     assert {p["level"] for p in passes} == {"basic", "extended", "all", "engine"}
-    assert [p["name"] for p in passes if p["level"] == "engine"] == ["matmul_epilogue", "conv_activation", "matmul_group",
-                                                                     "nhwc_layout"]
+    assert [p["name"] for p in passes if p["level"] == "engine"] == ["matmul_epilogue", "conv_activation",
+                                                                     "matmul_transpose", "matmul_group", "nhwc_layout"]
     r = U.run([winml, "optimize", "-l"])
     assert r.returncode == 0 and "layernorm" in r.stdout
 
