@@ -3,7 +3,8 @@
  * float16 key/value forms attn_qk_h, attn_pv_h) of every table against double-precision naive references, on awkward shapes: any
  * number of query rows (odd, past a block), key counts around the 4- and
  * 8-row blocks, head sizes off the 8/16/64-float tiles, padded strides, and
- * n == 0. Buffers are exact-size so ASan sees any read or write past them.
+ * n == 0; and the scores against packed keys (attn_qk_packed) on encoder
+ * sequence lengths and head sizes. Buffers are exact-size so ASan sees any read or write past them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +14,7 @@
 
 #include "kernels_test_util.h"
 
-static const int64_t g_m[] = {1, 2, 3, 7, 8, 9};
+static const int64_t g_m[] = {1, 2, 3, 6, 7, 8, 9, 12, 13};
 static const int64_t g_n[] = {0, 1, 3, 4, 5, 8, 9, 63, 130};
 static const int64_t g_d[] = {1, 7, 8, 15, 16, 64, 72, 128, 136};
 
@@ -89,6 +90,41 @@ static void pv_run(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd
     free(p), free(v), free(o), free(vh);
 }
 
+/* Scores of m query rows against n keys packed by wm_attn_pack_k (odd sequence lengths, head sizes of the
+   encoders); the packed buffer is exact-size. */
+static void test_qk_packed(void **state) {
+    (void)state;
+    static const int64_t ms[] = {1, 5, 6, 7, 12, 13}, ns[] = {1, 7, 16, 17, 50, 197, 257}, ds[] = {1, 7, 32, 64, 80};
+    const wm_kernels *tab[3];
+    int nt = kt_tables(tab);
+    uint32_t seed = 31337;
+    for (int t = 0; t < nt; t++)
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+                for (size_t c = 0; c < sizeof ds / sizeof *ds; c++) {
+                    int64_t m = ms[a], n = ns[b], d = ds[c], ldq = d + (int64_t)(c % 3);
+                    int64_t ldk = d + 2 * (int64_t)(b % 2), lds = n + (int64_t)(a % 2);
+                    float *q = kt_alloc(kt_span(m, d, ldq) * sizeof(float));
+                    float *k = kt_alloc(kt_span(n, d, ldk) * sizeof(float));
+                    float *kp = kt_alloc(wm_attn_pack_k_floats(n, d) * sizeof(float));
+                    float *s = kt_alloc(kt_span(m, n, lds) * sizeof(float));
+                    kt_fill(q, (int64_t)kt_span(m, d, ldq), &seed);
+                    kt_fill(k, (int64_t)kt_span(n, d, ldk), &seed);
+                    wm_attn_pack_k(n, d, k, ldk, kp);
+                    tab[t]->attn_qk_packed(m, n, d, q, ldq, kp, 0.37f, s, lds);
+                    for (int64_t r = 0; r < m; r++)
+                        for (int64_t j = 0; j < n; j++) {
+                            double ref = 0, mag = 0;
+                            for (int64_t i = 0; i < d; i++) {
+                                ref += (double)q[r * ldq + i] * k[j * ldk + i];
+                                mag += fabs((double)q[r * ldq + i] * k[j * ldk + i]);
+                            }
+                            check(s[r * lds + j], 0.37 * ref, 0.37 * mag, tab[t]->name, m, n, d);
+                        }
+                    free(q), free(k), free(kp), free(s);
+                }
+}
+
 static void test_qk(void **state) {
     (void)state;
     each_shape(qk_run, 0, 12345);
@@ -115,6 +151,7 @@ int main(void) {
         cmocka_unit_test(test_pv),
         cmocka_unit_test(test_qk_h),
         cmocka_unit_test(test_pv_h),
+        cmocka_unit_test(test_qk_packed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
