@@ -3,9 +3,10 @@
  * scores q . k_j and the probability-weighted sum of value rows
  * (kernels.h: attn_qk, attn_pv), with float32 or float16 (_h) keys and
  * values; the key panels of whole-sequence attention (wm_attn_pack_k, one
- * layout for every table) and the naive scores against them
- * (attn_qk_packed). The AVX2 versions are attn_rows_avx2.c.
+ * layout for every table), the naive scores against them
+ * (attn_qk_packed) and their unnormalized softmax (attn_exp_rows). The AVX2 versions are attn_rows_avx2.c.
  */
+#include <math.h>
 #include <string.h>
 
 #include "core/half.h"
@@ -91,8 +92,19 @@ static void g_attn_qk_packed(int64_t m, int64_t n, int64_t d, const float *q, in
         }
 }
 
+static void g_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *inv) {
+    for (int64_t r = 0; r < m; r++) {
+        float *x = s + r * lds, mx = -INFINITY, sum = 0.0f;
+        for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+        if (mx == -INFINITY) mx = 0.0f;
+        for (int64_t j = 0; j < n; j++) sum += x[j] = expf(x[j] - mx);
+        inv[r] = 1.0f / sum;
+    }
+}
+
 void wm_attn_rows_fill_generic(wm_kernels *k) {
     k->attn_qk_packed = g_attn_qk_packed;
+    k->attn_exp_rows = g_attn_exp_rows;
     k->attn_qk = g_attn_qk;
     k->attn_pv = g_attn_pv;
     k->attn_qk_h = g_attn_qk_h;

@@ -320,6 +320,10 @@ typedef struct wm_kernels {
      * per unit by wm_attn_pack_k, s[r*lds + j] = scale * dot(q[r*ldq ..], key j) over d, r < m, j < n. */
     void (*attn_qk_packed)(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *kp,
                            float scale, float *s, int64_t lds);
+    /* Their softmax without masks, left unnormalized: each of m rows of n scores (lds apart) becomes
+     * exp(x - the row's max) in place and inv[r] = 1 / the row's sum (the caller scales the row's P V by it);
+     * a row of -inf gives inv inf (NaN after scaling, like softmax_row), a NaN or +inf score NaNs. */
+    void (*attn_exp_rows)(int64_t m, int64_t n, float *s, int64_t lds, float *inv);
 
     /* Conversions (round to nearest even; NaN stays NaN, overflow gives inf). */
     void (*f16_to_f32)(int64_t n, float *y, const uint16_t *x);

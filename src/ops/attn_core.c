@@ -192,8 +192,8 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
 /*
  * The tiled path of a unit (query-block mode, or group mode's rows; lse: split decode's, per row): keys
  * [t0, t0 + n) packed after the tile's scores, then per tile of WM_ATTN_TILE rows their scores against the keys
- * a row of the tile may see (causal: up to the tile's last query), softmax with the masks (row_softmax), and
- * P V into the output rows: no (rows x keys) matrix beyond the tile's, the packed keys shared by its tiles.
+ * a row of the tile may see (causal: up to the tile's last query), softmax with the masks (row_softmax; none:
+ * attn_exp_rows, the output rows scaled by 1 / sum after), and P V into the output rows: no (rows x keys) matrix beyond the tile's, the packed keys shared by its tiles.
  */
 static void tile_rows(const actx *c, int64_t b, int64_t h0, int64_t s0, int64_t m, int64_t t0, int64_t n,
                       const float *qp, int64_t qstep, const float *kp, int64_t kld, const float *vp, int64_t vld,
@@ -203,6 +203,9 @@ static void tile_rows(const actx *c, int64_t b, int64_t h0, int64_t s0, int64_t 
     float *kpk = sc + tile_score_floats(a);
     wm_attn_pack_k(n, a->dk, kp, kld, kpk);
     int64_t off = a->causal_off ? a->causal_off[b] : a->causal_off0;
+    /* no mask, bias, softcap, sink, smooth softmax, score output or split: the unnormalized softmax kernel */
+    int plain = !a->causal && !a->mask && !a->bias && !a->kv_lo && !a->kv_hi && a->softcap <= 0 && !a->sink &&
+                !a->smooth && !a->qk && !lse;
     for (int64_t r0 = 0; r0 < m; r0 += WM_ATTN_TILE) {
         int64_t mr = m - r0 < WM_ATTN_TILE ? m - r0 : WM_ATTN_TILE, nt = n;
         if (!a->qk && a->causal && !c->group) { /* keys past the tile's last query: excluded for all of its rows */
@@ -210,6 +213,13 @@ static void tile_rows(const actx *c, int64_t b, int64_t h0, int64_t s0, int64_t 
             nt = e < nt ? (e > 0 ? e : 0) : nt;
         }
         if (nt > 0) K->attn_qk_packed(mr, nt, a->dk, qp + r0 * qstep, qstep, kpk, a->scale, sc, nt);
+        if (plain && nt > 0) { /* exp in place, P V, then each output row times 1 / its sum */
+            float inv[WM_ATTN_TILE];
+            K->attn_exp_rows(mr, nt, sc, nt, inv);
+            K->attn_pv(mr, nt, a->dv, sc, nt, vp, vld, o + r0 * ostep, ostep);
+            for (int64_t r = 0; r < mr; r++) K->scale(a->dv, o + (r0 + r) * ostep, o + (r0 + r) * ostep, inv[r]);
+            continue;
+        }
         for (int64_t r = 0; r < mr; r++)
             row_softmax(a, b, c->group ? h0 + r0 + r : h0, c->group ? 0 : s0 + r0 + r, t0, sc + r * nt, nt,
                         lse ? lse + r0 + r : NULL);

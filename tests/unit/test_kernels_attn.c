@@ -3,8 +3,8 @@
  * float16 key/value forms attn_qk_h, attn_pv_h) of every table against double-precision naive references, on awkward shapes: any
  * number of query rows (odd, past a block), key counts around the 4- and
  * 8-row blocks, head sizes off the 8/16/64-float tiles, padded strides, and
- * n == 0; and the scores against packed keys (attn_qk_packed) on encoder
- * sequence lengths and head sizes. Buffers are exact-size so ASan sees any read or write past them.
+ * n == 0; and the scores against packed keys (attn_qk_packed) and their
+ * unnormalized softmax (attn_exp_rows) on encoder sequence lengths and head sizes. Buffers are exact-size so ASan sees any read or write past them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -125,6 +125,47 @@ static void test_qk_packed(void **state) {
                 }
 }
 
+/* The unnormalized softmax of score rows: exp(x - max) * inv against double precision, scores spread wide (so
+   some terms fall below the kernel's cut-off), a -inf score giving exactly 0, a NaN score a NaN row. */
+static void test_exp_rows(void **state) {
+    (void)state;
+    static const int64_t ns[] = {1, 7, 8, 9, 50, 197, 257};
+    const wm_kernels *tab[3];
+    int nt = kt_tables(tab);
+    uint32_t seed = 2718;
+    for (int t = 0; t < nt; t++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
+            int64_t m = 5, n = ns[b], lds = n + 3;
+            float *s = kt_alloc(kt_span(m, n, lds) * sizeof(float)), *x = kt_alloc(kt_span(m, n, lds) * sizeof(float));
+            float inv[5];
+            kt_fill(s, (int64_t)kt_span(m, n, lds), &seed);
+            for (int64_t i = 0; i < (int64_t)kt_span(m, n, lds); i++) s[i] *= (i % 3 == 0 ? 60.0f : 8.0f);
+            s[2 * lds + n / 2] = -INFINITY;
+            if (n > 1) s[4 * lds + n - 1] = NAN;
+            memcpy(x, s, kt_span(m, n, lds) * sizeof(float));
+            tab[t]->attn_exp_rows(m, n, s, lds, inv);
+            for (int64_t r = 0; r < m; r++) {
+                const float *xr = x + r * lds;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < n; j++) mx = xr[j] > mx ? xr[j] : mx;
+                for (int64_t j = 0; j < n; j++) sum += exp((double)xr[j] - mx);
+                for (int64_t j = 0; j < n; j++) {
+                    double want = exp((double)xr[j] - mx) / sum, got = (double)s[r * lds + j] * inv[r];
+                    if (r == 4 && n > 1) {
+                        if (got == got) fail_msg("%s n=%lld: a NaN score gave %g", tab[t]->name, (long long)n, got);
+                    } else if (r == 2 && j == n / 2) {
+                        if (n > 1 && got != 0.0) fail_msg("%s n=%lld: -inf score gave %g", tab[t]->name, (long long)n, got);
+                    } else if (fabs(got - want) > want * (1e-6 + 1.2e-7 * fabs(xr[j] - mx)) + 1e-30) {
+                        /* x - max is rounded to float: relative error up to |x - max| 2^-24 after exp */
+                        fail_msg("%s n=%lld row %lld key %lld: %.9g vs %.9g", tab[t]->name, (long long)n, (long long)r,
+                                 (long long)j, got, want);
+                    }
+                }
+            }
+            free(s), free(x);
+        }
+}
+
 static void test_qk(void **state) {
     (void)state;
     each_shape(qk_run, 0, 12345);
@@ -152,6 +193,7 @@ int main(void) {
         cmocka_unit_test(test_qk_h),
         cmocka_unit_test(test_pv_h),
         cmocka_unit_test(test_qk_packed),
+        cmocka_unit_test(test_exp_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
