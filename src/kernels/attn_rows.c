@@ -2,8 +2,13 @@
  * attn_rows.c - attention for a few query rows (decode), generic C:
  * scores q . k_j and the probability-weighted sum of value rows
  * (kernels.h: attn_qk, attn_pv), with float32 or float16 (_h) keys and
- * values. The AVX2 versions are attn_rows_avx2.c.
+ * values; the key panels of whole-sequence attention (wm_attn_pack_k, one
+ * layout for every table), the naive scores against them
+ * (attn_qk_packed) and their unnormalized softmax (attn_exp_rows). The AVX2 versions are attn_rows_avx2.c.
  */
+#include <math.h>
+#include <string.h>
+
 #include "core/half.h"
 #include "kernels/kernels_impl.h"
 
@@ -61,7 +66,45 @@ static void g_attn_pv_h(int64_t m, int64_t n, int64_t d, const float *p, int64_t
     pv_rows(m, n, d, p, ldp, v, ldv, o, ldo, 1);
 }
 
+size_t wm_attn_pack_k_floats(int64_t n, int64_t d) {
+    return (size_t)((n + WM_ATTN_KPANEL - 1) / WM_ATTN_KPANEL) * (size_t)(d * WM_ATTN_KPANEL);
+}
+
+void wm_attn_pack_k(int64_t n, int64_t d, const float *k, int64_t ldk, float *dst) {
+    for (int64_t j0 = 0; j0 < n; j0 += WM_ATTN_KPANEL, dst += d * WM_ATTN_KPANEL) {
+        int64_t w = n - j0 < WM_ATTN_KPANEL ? n - j0 : WM_ATTN_KPANEL;
+        if (w < WM_ATTN_KPANEL) memset(dst, 0, (size_t)(d * WM_ATTN_KPANEL) * sizeof *dst);
+        for (int64_t i = 0; i < w; i++) {
+            const float *kr = k + (j0 + i) * ldk;
+            for (int64_t c = 0; c < d; c++) dst[c * WM_ATTN_KPANEL + i] = kr[c];
+        }
+    }
+}
+
+static void g_attn_qk_packed(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *kp,
+                             float scale, float *s, int64_t lds) {
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t j = 0; j < n; j++) {
+            const float *pj = kp + (j / WM_ATTN_KPANEL) * d * WM_ATTN_KPANEL + j % WM_ATTN_KPANEL;
+            float acc = 0.0f;
+            for (int64_t c = 0; c < d; c++) acc += q[r * ldq + c] * pj[c * WM_ATTN_KPANEL];
+            s[r * lds + j] = scale * acc;
+        }
+}
+
+static void g_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *inv) {
+    for (int64_t r = 0; r < m; r++) {
+        float *x = s + r * lds, mx = -INFINITY, sum = 0.0f;
+        for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+        if (mx == -INFINITY) mx = 0.0f;
+        for (int64_t j = 0; j < n; j++) sum += x[j] = expf(x[j] - mx);
+        inv[r] = 1.0f / sum;
+    }
+}
+
 void wm_attn_rows_fill_generic(wm_kernels *k) {
+    k->attn_qk_packed = g_attn_qk_packed;
+    k->attn_exp_rows = g_attn_exp_rows;
     k->attn_qk = g_attn_qk;
     k->attn_pv = g_attn_pv;
     k->attn_qk_h = g_attn_qk_h;

@@ -6,8 +6,14 @@
  * query row while it is in L1; attn_pv four query rows x 16 columns per
  * pass over the value rows. Each body is written once, for element size
  * h (0: float32, 1: float16), and inlined into both entry points.
+ * attn_qk_packed (whole-sequence attention) is the 6 x 16 tile of a GEMM
+ * with K = the head size over wm_attn_pack_k's panels: six query rows
+ * broadcast against a panel's two vectors of 16 keys per element, the 12
+ * sums in registers, no horizontal adds; attn_exp_rows their unmasked
+ * softmax in two passes (max; exp with the sum), normalized by the caller.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "core/half.h"
 #include "kernels/kernels_impl.h"
@@ -106,12 +112,54 @@ KV_INLINE void qk_rows(int64_t m, int64_t n, int64_t d, const float *q, int64_t 
     }
 }
 
+/* Six query rows x 16 output columns (12 accumulators) per pass over the value rows: the blocks of a
+   whole-sequence tile (attn_core's 12 rows), where each pass costs two loads of the value row per 12 FMAs. */
+KV_INLINE void pv_six(int64_t n, int64_t d16, const float *p, int64_t ldp, const void *v, int64_t ldv, float *o,
+                      int64_t ldo, int h) {
+    const float *p0 = p, *p1 = p + ldp, *p2 = p + 2 * ldp, *p3 = p + 3 * ldp, *p4 = p + 4 * ldp, *p5 = p + 5 * ldp;
+    for (int64_t c = 0; c < d16; c += 16) {
+        __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+               c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+        for (int64_t j = 0; j < n; j++) {
+            const void *x = kv_row(v, j, ldv, h);
+            __m256 v0 = kv_load8(x, c, h), v1 = kv_load8(x, c + 8, h), w;
+            w = _mm256_broadcast_ss(p0 + j), c00 = _mm256_fmadd_ps(w, v0, c00), c01 = _mm256_fmadd_ps(w, v1, c01);
+            w = _mm256_broadcast_ss(p1 + j), c10 = _mm256_fmadd_ps(w, v0, c10), c11 = _mm256_fmadd_ps(w, v1, c11);
+            w = _mm256_broadcast_ss(p2 + j), c20 = _mm256_fmadd_ps(w, v0, c20), c21 = _mm256_fmadd_ps(w, v1, c21);
+            w = _mm256_broadcast_ss(p3 + j), c30 = _mm256_fmadd_ps(w, v0, c30), c31 = _mm256_fmadd_ps(w, v1, c31);
+            w = _mm256_broadcast_ss(p4 + j), c40 = _mm256_fmadd_ps(w, v0, c40), c41 = _mm256_fmadd_ps(w, v1, c41);
+            w = _mm256_broadcast_ss(p5 + j), c50 = _mm256_fmadd_ps(w, v0, c50), c51 = _mm256_fmadd_ps(w, v1, c51);
+        }
+        __m256 acc[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+        for (int64_t i = 0; i < 6; i++) {
+            _mm256_storeu_ps(o + i * ldo + c, acc[2 * i]);
+            _mm256_storeu_ps(o + i * ldo + c + 8, acc[2 * i + 1]);
+        }
+    }
+}
+
 /* Four query rows x 16 output columns in registers per pass over the value rows (rows past m
-   repeat the last one, results dropped); the passes for later columns find the rows in L2. */
+   repeat the last one, results dropped); the passes for later columns find the rows in L2. Blocks of
+   six rows (pv_six) where six rows remain and at least twelve or exactly six: a decode group of up to
+   8 rows keeps its one or two four-row blocks. */
 KV_INLINE void pv_rows(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const void *v, int64_t ldv,
                        float *o, int64_t ldo, int h) {
     int64_t d16 = d & ~(int64_t)15;
-    for (int64_t r = 0; r < m; r += 4) {
+    for (int64_t r = 0; r < m;) {
+        if (m - r >= 12 || m - r == 6) {
+            pv_six(n, d16, p + r * ldp, ldp, v, ldv, o + r * ldo, ldo, h);
+            for (int64_t i = 0; i < 6 && d16 < d; i++) { /* columns past the last 16 */
+                float *y = o + (r + i) * ldo;
+                const float *pr = p + (r + i) * ldp;
+                for (int64_t c = d16; c < d; c++) {
+                    float acc = 0.0f;
+                    for (int64_t j = 0; j < n; j++) acc += pr[j] * kv_at(kv_row(v, j, ldv, h), c, h);
+                    y[c] = acc;
+                }
+            }
+            r += 6;
+            continue;
+        }
         int64_t mr = m - r < 4 ? m - r : 4;
         const float *pr[4];
         for (int i = 0; i < 4; i++) pr[i] = p + (r + (i < mr ? i : mr - 1)) * ldp;
@@ -140,6 +188,7 @@ KV_INLINE void pv_rows(int64_t m, int64_t n, int64_t d, const float *p, int64_t 
                 y[c] = acc;
             }
         }
+        r += mr;
     }
 }
 
@@ -163,7 +212,113 @@ static void a_attn_pv_h(int64_t m, int64_t n, int64_t d, const float *p, int64_t
     pv_rows(m, n, d, p, ldp, v, ldv, o, ldo, 1);
 }
 
+/* Up to six query rows (R) x one panel of 16 keys: 12 accumulators, per head element one broadcast per row and the
+   panel's two vectors; scaled sums to s (w < 16: the panel's first w keys only). */
+#define QKP_ROW(i)                                                                                          \
+    if (R > i) {                                                                                           \
+        __m256 x = _mm256_broadcast_ss(q##i + c);                                                          \
+        a##i = _mm256_fmadd_ps(x, k0, a##i), b##i = _mm256_fmadd_ps(x, k1, b##i);                           \
+    }
+#define QKP_STORE(i)                                                                                        \
+    if (R > i) {                                                                                           \
+        if (w == WM_ATTN_KPANEL) {                                                                         \
+            _mm256_storeu_ps(s + i * lds, _mm256_mul_ps(a##i, vs));                                        \
+            _mm256_storeu_ps(s + i * lds + 8, _mm256_mul_ps(b##i, vs));                                    \
+        } else {                                                                                           \
+            float t[WM_ATTN_KPANEL];                                                                       \
+            _mm256_storeu_ps(t, _mm256_mul_ps(a##i, vs));                                                  \
+            _mm256_storeu_ps(t + 8, _mm256_mul_ps(b##i, vs));                                              \
+            for (int64_t j = 0; j < w; j++) s[i * lds + j] = t[j];                                         \
+        }                                                                                                  \
+    }
+KV_INLINE void qkp_tile(const int R, const float *q, int64_t ldq, const float *kp, int64_t d, __m256 vs, float *s,
+                        int64_t lds, int64_t w) {
+    const float *q0 = q, *q1 = q + (R > 1 ? ldq : 0), *q2 = q + (R > 2 ? 2 * ldq : 0);
+    const float *q3 = q + (R > 3 ? 3 * ldq : 0), *q4 = q + (R > 4 ? 4 * ldq : 0), *q5 = q + (R > 5 ? 5 * ldq : 0);
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
+    for (int64_t c = 0; c < d; c++, kp += WM_ATTN_KPANEL) {
+        __m256 k0 = _mm256_loadu_ps(kp), k1 = _mm256_loadu_ps(kp + 8);
+        QKP_ROW(0) QKP_ROW(1) QKP_ROW(2) QKP_ROW(3) QKP_ROW(4) QKP_ROW(5)
+    }
+    QKP_STORE(0) QKP_STORE(1) QKP_STORE(2) QKP_STORE(3) QKP_STORE(4) QKP_STORE(5)
+}
+
+/* Panels outer, blocks of six rows inner: a panel (d x 16 floats) meets every row of the call while in L1. */
+static void a_attn_qk_packed(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *kp,
+                             float scale, float *s, int64_t lds) {
+    __m256 vs = _mm256_set1_ps(scale);
+    for (int64_t j = 0; j < n; j += WM_ATTN_KPANEL, kp += d * WM_ATTN_KPANEL) {
+        int64_t w = n - j < WM_ATTN_KPANEL ? n - j : WM_ATTN_KPANEL;
+        for (int64_t r = 0; r < m; r += 6) {
+            const float *qr = q + r * ldq;
+            float *sr = s + r * lds + j;
+            switch (m - r < 6 ? m - r : 6) {
+            case 6: qkp_tile(6, qr, ldq, kp, d, vs, sr, lds, w); break;
+            case 5: qkp_tile(5, qr, ldq, kp, d, vs, sr, lds, w); break;
+            case 4: qkp_tile(4, qr, ldq, kp, d, vs, sr, lds, w); break;
+            case 3: qkp_tile(3, qr, ldq, kp, d, vs, sr, lds, w); break;
+            case 2: qkp_tile(2, qr, ldq, kp, d, vs, sr, lds, w); break;
+            default: qkp_tile(1, qr, ldq, kp, d, vs, sr, lds, w); break;
+            }
+        }
+    }
+}
+
+/* exp(x) for x <= 0 (scores less their row's max): the range reduction and degree-7 polynomial of vmath's v_exp
+   (0.9 ulp), the power of two added to the exponent field in one step, as no result here overflows; x < -86 gives
+   0 (below 2^-124: dropped beside the row's largest term, 1), NaN stays NaN (max returns its second operand). */
+static inline __m256 exp_nonpos(__m256 x) {
+    __m256 xc = _mm256_max_ps(_mm256_set1_ps(-86.0f), x);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23); /* NaN: INT_MIN << 23 = 0, p stays NaN */
+    __m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-86.0f), _CMP_LT_OQ), y);
+}
+
+/* Two passes per row: the max, then exp in place with the sum (the tail through a bounce buffer of -inf). */
+static void a_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *inv) {
+    for (int64_t r = 0; r < m; r++) {
+        float *x = s + r * lds, t[8];
+        int64_t j = 0, n8 = n & ~(int64_t)7;
+        __m256 vm = _mm256_set1_ps(-INFINITY);
+        for (; j < n8; j += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + j), vm);
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        float mx = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+        for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+        if (mx == -INFINITY) mx = 0.0f;
+        __m256 vmx = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
+        for (j = 0; j < n8; j += 8) {
+            __m256 e = exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + j), vmx));
+            _mm256_storeu_ps(x + j, e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        if (j < n) {
+            for (int i = 0; i < 8; i++) t[i] = j + i < n ? x[j + i] : -INFINITY;
+            __m256 e = exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(t), vmx));
+            _mm256_storeu_ps(t, e);
+            for (int64_t i = 0; j + i < n; i++) x[j + i] = t[i];
+            sum = _mm256_add_ps(sum, e);
+        }
+        inv[r] = 1.0f / hsum8(sum);
+    }
+}
+
 void wm_attn_rows_fill_avx2(wm_kernels *k) {
+    k->attn_qk_packed = a_attn_qk_packed;
+    k->attn_exp_rows = a_attn_exp_rows;
     k->attn_qk = a_attn_qk;
     k->attn_pv = a_attn_pv;
     k->attn_qk_h = a_attn_qk_h;

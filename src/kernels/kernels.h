@@ -246,6 +246,15 @@ void wm_igemm_pack_b(int64_t K, int64_t N, const void *B, int64_t ldb, int32_t b
                      const int32_t *b_zero_points, void *packed);
 size_t wm_igemm_workspace_size(const wm_igemm_args *a, int nth);
 
+/* ---------------------------------------------------- packed attention keys */
+
+/* Key panels of attn_qk_packed: n keys of d floats (rows ldk apart) as panels of WM_ATTN_KPANEL keys, panel p
+   holding element c of its key i at p*d*WM_ATTN_KPANEL + c*WM_ATTN_KPANEL + i; keys past n in the last panel
+   are 0. wm_attn_pack_k_floats(n, d) floats (the caller owns them); one layout for every table. */
+#define WM_ATTN_KPANEL 16
+size_t wm_attn_pack_k_floats(int64_t n, int64_t d);
+void wm_attn_pack_k(int64_t n, int64_t d, const float *k, int64_t ldk, float *dst);
+
 /* ------------------------------------------------------- the dispatch table */
 
 typedef struct wm_kernels {
@@ -306,6 +315,15 @@ typedef struct wm_kernels {
                       float scale, float *s, int64_t lds, const void *pf, int64_t pf_ld, int64_t pf_d);
     void (*attn_pv_h)(int64_t m, int64_t n, int64_t d, const float *p, int64_t ldp, const uint16_t *v, int64_t ldv,
                       float *o, int64_t ldo);
+
+    /* Whole-sequence attention (an encoder's query tiles): the scores of m query rows against n keys packed once
+     * per unit by wm_attn_pack_k, s[r*lds + j] = scale * dot(q[r*ldq ..], key j) over d, r < m, j < n. */
+    void (*attn_qk_packed)(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *kp,
+                           float scale, float *s, int64_t lds);
+    /* Their softmax without masks, left unnormalized: each of m rows of n scores (lds apart) becomes
+     * exp(x - the row's max) in place and inv[r] = 1 / the row's sum (the caller scales the row's P V by it);
+     * a row of -inf gives inv inf (NaN after scaling, like softmax_row), a NaN or +inf score NaNs. */
+    void (*attn_exp_rows)(int64_t m, int64_t n, float *s, int64_t lds, float *inv);
 
     /* Conversions (round to nearest even; NaN stays NaN, overflow gives inf). */
     void (*f16_to_f32)(int64_t n, float *y, const uint16_t *x);

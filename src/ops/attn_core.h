@@ -25,6 +25,12 @@
  * ONNX gives masked scores -inf (a row with every key masked is NaN, like the
  * reference); onnxruntime contrib ops add mask_filter_value (-10000).
  *
+ * A unit of more than WM_ATTN_FEW_ROWS queries whose keys and values fit in
+ * 192 KiB (an encoder's whole sequence) is tiled instead of the two GEMMs:
+ * its keys packed once (wm_attn_pack_k), then per 12 queries their scores
+ * (attn_qk_packed, in L1), softmax (unmasked: attn_exp_rows, normalized
+ * after P V) and P V (attn_pv); no (queries x keys) block beyond a tile's.
+ *
  * Threads take (b, h, query block) units, or with one query and grouped
  * heads (decode) (b, kv head) units whose rows are the heads of the group
  * (each key/value row read once per group). One query over 256 keys or more

@@ -3,7 +3,8 @@
  * float16 key/value forms attn_qk_h, attn_pv_h) of every table against double-precision naive references, on awkward shapes: any
  * number of query rows (odd, past a block), key counts around the 4- and
  * 8-row blocks, head sizes off the 8/16/64-float tiles, padded strides, and
- * n == 0. Buffers are exact-size so ASan sees any read or write past them.
+ * n == 0; and the scores against packed keys (attn_qk_packed) and their
+ * unnormalized softmax (attn_exp_rows) on encoder sequence lengths and head sizes. Buffers are exact-size so ASan sees any read or write past them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +14,7 @@
 
 #include "kernels_test_util.h"
 
-static const int64_t g_m[] = {1, 2, 3, 7, 8, 9};
+static const int64_t g_m[] = {1, 2, 3, 6, 7, 8, 9, 12, 13};
 static const int64_t g_n[] = {0, 1, 3, 4, 5, 8, 9, 63, 130};
 static const int64_t g_d[] = {1, 7, 8, 15, 16, 64, 72, 128, 136};
 
@@ -89,6 +90,82 @@ static void pv_run(const wm_kernels *K, int64_t m, int64_t n, int64_t d, int odd
     free(p), free(v), free(o), free(vh);
 }
 
+/* Scores of m query rows against n keys packed by wm_attn_pack_k (odd sequence lengths, head sizes of the
+   encoders); the packed buffer is exact-size. */
+static void test_qk_packed(void **state) {
+    (void)state;
+    static const int64_t ms[] = {1, 5, 6, 7, 12, 13}, ns[] = {1, 7, 16, 17, 50, 197, 257}, ds[] = {1, 7, 32, 64, 80};
+    const wm_kernels *tab[3];
+    int nt = kt_tables(tab);
+    uint32_t seed = 31337;
+    for (int t = 0; t < nt; t++)
+        for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+            for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+                for (size_t c = 0; c < sizeof ds / sizeof *ds; c++) {
+                    int64_t m = ms[a], n = ns[b], d = ds[c], ldq = d + (int64_t)(c % 3);
+                    int64_t ldk = d + 2 * (int64_t)(b % 2), lds = n + (int64_t)(a % 2);
+                    float *q = kt_alloc(kt_span(m, d, ldq) * sizeof(float));
+                    float *k = kt_alloc(kt_span(n, d, ldk) * sizeof(float));
+                    float *kp = kt_alloc(wm_attn_pack_k_floats(n, d) * sizeof(float));
+                    float *s = kt_alloc(kt_span(m, n, lds) * sizeof(float));
+                    kt_fill(q, (int64_t)kt_span(m, d, ldq), &seed);
+                    kt_fill(k, (int64_t)kt_span(n, d, ldk), &seed);
+                    wm_attn_pack_k(n, d, k, ldk, kp);
+                    tab[t]->attn_qk_packed(m, n, d, q, ldq, kp, 0.37f, s, lds);
+                    for (int64_t r = 0; r < m; r++)
+                        for (int64_t j = 0; j < n; j++) {
+                            double ref = 0, mag = 0;
+                            for (int64_t i = 0; i < d; i++) {
+                                ref += (double)q[r * ldq + i] * k[j * ldk + i];
+                                mag += fabs((double)q[r * ldq + i] * k[j * ldk + i]);
+                            }
+                            check(s[r * lds + j], 0.37 * ref, 0.37 * mag, tab[t]->name, m, n, d);
+                        }
+                    free(q), free(k), free(kp), free(s);
+                }
+}
+
+/* The unnormalized softmax of score rows: exp(x - max) * inv against double precision, scores spread wide (so
+   some terms fall below the kernel's cut-off), a -inf score giving exactly 0, a NaN score a NaN row. */
+static void test_exp_rows(void **state) {
+    (void)state;
+    static const int64_t ns[] = {1, 7, 8, 9, 50, 197, 257};
+    const wm_kernels *tab[3];
+    int nt = kt_tables(tab);
+    uint32_t seed = 2718;
+    for (int t = 0; t < nt; t++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
+            int64_t m = 5, n = ns[b], lds = n + 3;
+            float *s = kt_alloc(kt_span(m, n, lds) * sizeof(float)), *x = kt_alloc(kt_span(m, n, lds) * sizeof(float));
+            float inv[5];
+            kt_fill(s, (int64_t)kt_span(m, n, lds), &seed);
+            for (int64_t i = 0; i < (int64_t)kt_span(m, n, lds); i++) s[i] *= (i % 3 == 0 ? 60.0f : 8.0f);
+            s[2 * lds + n / 2] = -INFINITY;
+            if (n > 1) s[4 * lds + n - 1] = NAN;
+            memcpy(x, s, kt_span(m, n, lds) * sizeof(float));
+            tab[t]->attn_exp_rows(m, n, s, lds, inv);
+            for (int64_t r = 0; r < m; r++) {
+                const float *xr = x + r * lds;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < n; j++) mx = xr[j] > mx ? xr[j] : mx;
+                for (int64_t j = 0; j < n; j++) sum += exp((double)xr[j] - mx);
+                for (int64_t j = 0; j < n; j++) {
+                    double want = exp((double)xr[j] - mx) / sum, got = (double)s[r * lds + j] * inv[r];
+                    if (r == 4 && n > 1) {
+                        if (got == got) fail_msg("%s n=%lld: a NaN score gave %g", tab[t]->name, (long long)n, got);
+                    } else if (r == 2 && j == n / 2) {
+                        if (n > 1 && got != 0.0) fail_msg("%s n=%lld: -inf score gave %g", tab[t]->name, (long long)n, got);
+                    } else if (fabs(got - want) > want * (1e-6 + 1.2e-7 * fabs(xr[j] - mx)) + 1e-30) {
+                        /* x - max is rounded to float: relative error up to |x - max| 2^-24 after exp */
+                        fail_msg("%s n=%lld row %lld key %lld: %.9g vs %.9g", tab[t]->name, (long long)n, (long long)r,
+                                 (long long)j, got, want);
+                    }
+                }
+            }
+            free(s), free(x);
+        }
+}
+
 static void test_qk(void **state) {
     (void)state;
     each_shape(qk_run, 0, 12345);
@@ -115,6 +192,8 @@ int main(void) {
         cmocka_unit_test(test_pv),
         cmocka_unit_test(test_qk_h),
         cmocka_unit_test(test_pv_h),
+        cmocka_unit_test(test_qk_packed),
+        cmocka_unit_test(test_exp_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

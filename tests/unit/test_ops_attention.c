@@ -260,6 +260,27 @@ static void test_float16_kv(void **st) {
           .h16 = 1);
 }
 
+/* the tiled path (wm_attn_pack_k + attn_qk_packed + attn_pv per tile of queries): an encoder's whole-sequence
+   lengths around the tile and panel sizes, head sizes 32 / 64 / 80, with masks, bias, padding ranges and causal
+   rows (the keys past a tile's last query skipped), and the grouped heads of one query (16 per KV head) with and
+   without split decode */
+static void test_encoder_tiles(void **st) {
+    (void)st;
+    static const int64_t seq[] = {7, 50, 197, 257}, head[] = {32, 64, 80};
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++)
+        for (size_t j = 0; j < sizeof head / sizeof *head; j++) {
+            int64_t S = seq[i], d = head[j];
+            CHECK(.B = 1, .Hq = 2, .Hkv = 2, .S = S, .T = S, .dk = d, .dv = d, .bsnh = (int)(j % 2));
+            CHECK(.B = 2, .Hq = 2, .Hkv = 1, .S = S, .T = S, .dk = d, .dv = d, .mask = 1, .bias = (int)(i % 2));
+        }
+    CHECK(.B = 2, .Hq = 2, .Hkv = 2, .S = 1, .T = 1, .dk = 64, .dv = 64, .bsnh = 1);
+    CHECK(.B = 2, .Hq = 3, .Hkv = 3, .S = 77, .T = 77, .dk = 64, .dv = 64, .causal = 1, .ranges = 1);
+    CHECK(.B = 1, .Hq = 2, .Hkv = 1, .S = 50, .T = 63, .dk = 32, .dv = 16, .causal = 1, .off = 13, .window = 20);
+    CHECK(.B = 1, .Hq = 2, .Hkv = 2, .S = 30, .T = 30, .dk = 64, .dv = 64, .h16 = 1, .mask = 1);
+    CHECK(.B = 2, .Hq = 32, .Hkv = 2, .S = 1, .T = 40, .dk = 32, .dv = 32, .bsnh = 1, .causal = 1, .off = 39);
+    CHECK(.B = 1, .Hq = 32, .Hkv = 2, .S = 1, .T = 300, .dk = 64, .dv = 64, .bsnh = 1, .causal = 1, .off = 299);
+}
+
 static void test_thread_counts_identical(void **st) {
     (void)st;
     acase c = {.B = 2, .Hq = 6, .Hkv = 2, .S = 45, .T = 45, .dk = 16, .dv = 16, .causal = 1};
@@ -338,7 +359,7 @@ int main(void) {
         cmocka_unit_test(test_long_sequences_blocks), cmocka_unit_test(test_causal_with_past_and_padding),
         cmocka_unit_test(test_gqa_groups),            cmocka_unit_test(test_local_window),
         cmocka_unit_test(test_softcap_bias_sink),     cmocka_unit_test(test_thread_counts_identical),
-        cmocka_unit_test(test_float16_kv),
+        cmocka_unit_test(test_float16_kv),            cmocka_unit_test(test_encoder_tiles),
         cmocka_unit_test(test_nbits_unpack_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
