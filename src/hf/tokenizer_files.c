@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/file.h"
+#include "hf/spm_model.h"
 #include "hf/tokenizer_impl.h"
 
 static const char *const role_keys[7] = {"bos_token", "eos_token", "pad_token", "unk_token",
@@ -349,6 +350,27 @@ done:
     return st;
 }
 
+/* A SentencePiece model file (spm_model.h): Marian's source.spm + vocab.json, or a model read on its own with the
+ * layout of tokenizer_config.json's tokenizer_class. */
+static wm_status load_spm_files(const char *dir, const char *file, wm_tokenizer **out, wm_error *err) {
+    if (!strcmp(file, "source.spm")) return wm_spm_marian_tokenizer(dir, out, err);
+    char path[4200], cls[128] = "";
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    char cp[4200];
+    if (exists(dir, "tokenizer_config.json", cp, sizeof cp)) {
+        cJSON *j = read_json(cp);
+        const cJSON *c = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "tokenizer_class") : NULL;
+        if (cJSON_IsString(c)) snprintf(cls, sizeof cls, "%s", c->valuestring);
+        cJSON_Delete(j);
+    }
+    wm_spm_model m;
+    wm_status st = wm_spm_load(path, &m, err);
+    if (st) return st;
+    st = wm_spm_tokenizer(&m, path, cls[0] ? cls : NULL, dir, out, err);
+    wm_spm_free(&m);
+    return st;
+}
+
 wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *err) {
     char a[4200], b[4200];
     *out = NULL;
@@ -357,6 +379,8 @@ wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *e
     wm_status st;
     int r = needed(dir, "tokenizer.json", a, sizeof a, &st, err);
     if (r) return r < 0 ? st : wm_tokenizer_load_file(a, out, err);
+    const char *spm = NULL;
+    if (wm_spm_find(dir, &spm)) return load_spm_files(dir, spm, out, err);
     int gpt2 = needed(dir, "vocab.json", a, sizeof a, &st, err);
     if (gpt2 > 0) gpt2 = needed(dir, "merges.txt", b, sizeof b, &st, err);
     int bert = gpt2 ? 0 : needed(dir, "vocab.txt", a, sizeof a, &st, err);

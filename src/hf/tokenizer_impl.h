@@ -195,6 +195,7 @@ typedef struct wm_tnorm {
     size_t trie_n;
     const char *norm_blob; /* Precompiled: NUL-separated replacement strings */
     size_t norm_len;
+    int spm_longest; /* Precompiled as SentencePiece applies it (the longest match, no graphemes; spm_tok.c) */
     struct wm_tnorm **kids;
     size_t n_kids;
 } wm_tnorm;
@@ -309,6 +310,10 @@ typedef struct wm_tmodel {
     int32_t ascii_ids[128]; /* id of each 1-byte char token, -1 */
     int32_t *small_ids;     /* id of each one-character token below U+0800, -1 (0x800 entries) */
     /* Unigram */
+    int seg_ids;     /* the trie and scores index another model's entries than the vocabulary's ids (Marian:
+                        source.spm segments, vocab.json numbers): pieces become ids by their string */
+    int32_t seg_unk; /* with seg_ids: the unknown piece's entry in that model */
+    int f32_lattice; /* path scores summed in float as SentencePiece does (else double, as tokenizers) */
     double *scores; /* per entry index == id */
     size_t n_entries;
     double min_score;
