@@ -135,6 +135,7 @@ wm_status wm_spm_marian_tokenizer(const char *dir, wm_tokenizer **out, wm_error 
     md->seg_ids = 1;
     md->seg_unk = src.unk_id;
     md->unk_id = wm_tmap_get(&md->v.map, unk, strlen(unk));
+    t->dec_py_strip = 1;
     /* the special tokens MarianTokenizer splits out of the text, with their vocab.json ids */
     const char *names[3] = {eos, unk, pad};
     wm_tadded a[3];

@@ -371,7 +371,23 @@ wm_status wm_tokenizer_decode(const wm_tokenizer *t, const int32_t *ids, size_t 
             st = OOM(err);
             goto done;
         }
-    if (!buf_set(out, t1.buf ? t1.buf : "", t1.n)) st = OOM(err);
+    const char *txt = t1.buf ? t1.buf : "";
+    size_t s0 = 0, e0 = t1.n;
+    if (t->dec_py_strip) { /* Python's str.strip(): White_Space and the separators U+001C..U+001F */
+        size_t adv;
+        uint32_t cp;
+        while (s0 < e0 && ((cp = wm_u8_get(txt + s0, &adv)) == 0x1C || cp == 0x1D || cp == 0x1E || cp == 0x1F ||
+                           wm_uc_is_white(cp)))
+            s0 += adv;
+        while (e0 > s0) {
+            size_t k = e0 - 1;
+            while (k > s0 && ((uint8_t)txt[k] & 0xC0) == 0x80) k--;
+            cp = wm_u8_get(txt + k, &adv);
+            if (!(cp == 0x1C || cp == 0x1D || cp == 0x1E || cp == 0x1F || wm_uc_is_white(cp))) break;
+            e0 = k;
+        }
+    }
+    if (!buf_set(out, txt + s0, e0 - s0)) st = OOM(err);
 done:
     wm_tscratch_free(sc);
     slist_free(&l1);

@@ -357,6 +357,7 @@ struct wm_tokenizer {
     wm_tok_truncation trunc;
     wm_tok_padding pad;
     int32_t roles[7];
+    int dec_py_strip; /* decoding strips whitespace off both ends of the text (MarianTokenizer's str.strip()) */
     char desc[384];
     const char *src; /* while loading: the JSON text (numbers are re-read from it) and its tree */
     size_t src_len;

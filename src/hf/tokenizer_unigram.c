@@ -51,7 +51,7 @@ static wm_status unigram_emit(const wm_tmodel *m, wm_tok_scratch *sc, const char
 }
 
 /* The same with seg_ids (Marian): a piece of the segmenting model is its vocabulary id or unk; an unknown span
- * is its bytes' <0xNN> pieces (byte_fallback; each its id or unk) or unk. */
+ * is its bytes' <0xNN> pieces (byte_fallback; each its id or unk), else its text's id or unk. */
 static wm_status seg_emit(const wm_tmodel *m, wm_tok_scratch *sc, const char *w, uint32_t s, uint32_t e, int unknown,
                           size_t *k, wm_error *err) {
     if (m->unk_id < 0) return wm_err(err, WM_ERR_INPUT, "tokenizer: the vocabulary has no unk token");
@@ -66,7 +66,8 @@ static wm_status seg_emit(const wm_tmodel *m, wm_tok_scratch *sc, const char *w,
         }
         return WM_OK;
     }
-    return put_tok(sc, k, m->unk_id, s, e, 1) ? WM_OK : OOM(err);
+    int32_t id = wm_tmap_get(&m->v.map, w + s, e - s); /* SentencePiece names an unknown span by its text */
+    return put_tok(sc, k, id >= 0 ? id : m->unk_id, s, e, id < 0) ? WM_OK : OOM(err);
 }
 
 wm_status wm_tunigram_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const char *w, size_t n, size_t *ntok,
