@@ -282,8 +282,8 @@ wm_status wm_spm_parse(const uint8_t *data, size_t size, const char *name, wm_sp
     m->unk_id = 0, m->bos_id = 1, m->eos_id = 2, m->pad_id = -1;
     m->split_by_whitespace = 1;
     m->add_dummy_prefix = m->remove_extra_whitespaces = m->escape_whitespaces = 1;
+    if (!size || !data) return wm_err(err, WM_ERR_INPUT, "%s: empty file (no pieces)", name);
     rd r = {data, data + size, data, name, err};
-    if (!size) return bad(&r, "file", "empty (no pieces)");
     /* every string is a copy of bytes of the file plus a NUL: the pool never needs more than this */
     pool pl = {malloc(size + size / 2 + 8), 0, size + size / 2 + 8};
     size_t *offs = NULL, cap = 0;

@@ -381,9 +381,18 @@ static void spm_charsmap(wm_tnorm *n) {
     for (size_t i = 0; i < n->n_kids; i++) spm_charsmap(n->kids[i]);
 }
 
+static void spm_bytes(wm_tdec *d) {
+    if (!d) return;
+    if (d->kind == WM_TD_BYTEFALLBACK) d->spm_bytes = 1;
+    for (size_t i = 0; i < d->n_kids; i++) spm_bytes(d->kids[i]);
+}
+
 static wm_status tune(wm_tokenizer *t, const wm_spm_model *m, const flavour *fl) {
     wm_tmodel *md = &t->model;
-    if (!fl->t5) spm_charsmap(t->norm);
+    if (!fl->t5) {
+        spm_charsmap(t->norm);
+        spm_bytes(t->dec);
+    }
     if (md->kind == WM_TM_UNIGRAM) { /* the file's floats exactly, as the Python readers have them */
         md->min_score = 0.0;
         for (size_t i = 0; i < m->n && i < md->n_entries; i++) {

@@ -222,7 +222,16 @@ static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1,
                 continue;
             }
             if (t1->n) {
-                if (wm_u8_valid(t1->buf, t1->n)) {
+                if (d->spm_bytes && !wm_u8_valid(t1->buf, t1->n)) { /* whole characters kept, other bytes U+FFFD */
+                    if (!sl_begin(o)) return OOM(err);
+                    for (size_t k = 0; k < t1->n;) {
+                        size_t cl = wm_u8_len((uint8_t)t1->buf[k]);
+                        int ok = cl && k + cl <= t1->n && wm_u8_valid(t1->buf + k, cl);
+                        if (!sl_bytes(o, ok ? t1->buf + k : "\xEF\xBF\xBD", ok ? cl : 3)) return OOM(err);
+                        k += ok ? cl : 1;
+                    }
+                    sl_end(o);
+                } else if (wm_u8_valid(t1->buf, t1->n)) {
                     if (!sl_item(o, t1->buf, t1->n)) return OOM(err);
                 } else
                     for (size_t k = 0; k < t1->n; k++)

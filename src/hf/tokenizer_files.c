@@ -392,7 +392,9 @@ wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *e
     else if (bert)
         st = load_bert_files(t, dir, a, err);
     else
-        st = wm_err(err, WM_ERR_INPUT, "%s: no tokenizer.json, vocab.json + merges.txt or vocab.txt", dir);
+        st = wm_err(err, WM_ERR_INPUT,
+                    "%s: no tokenizer.json, SentencePiece model (spiece.model, sentencepiece.bpe.model, "
+                    "tokenizer.model, source.spm), vocab.json + merges.txt or vocab.txt", dir);
     if (!st) st = wm_tpre_flatten(t, err);
     if (!st) {
         wm_tokenizer_read_config(t, dir);

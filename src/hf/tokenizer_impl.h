@@ -284,6 +284,7 @@ typedef struct wm_tdec {
     const char *s1, *s2; /* WordPiece prefix, BPE suffix, Replace content, CTC pad/delimiter */
     size_t s1_len, s2_len;
     int cleanup;
+    int spm_bytes;      /* ByteFallback as SentencePiece decodes: whole characters of an invalid run kept (spm_tok.c) */
     size_t start, stop; /* Strip */
     wm_tregex re;       /* Replace */
     struct wm_tdec **kids;
