@@ -290,7 +290,8 @@ static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1,
             if (st) return st;
             for (size_t k = 0; k < (*sc)->mn; k++) {
                 const wm_tmatch *m = &(*sc)->mt[k];
-                if (m->m ? !sl_bytes(o, d->s1, d->s1_len) : !sl_bytes(o, (*sc)->txt + m->s, m->e - m->s))
+                if (m->m ? !sl_bytes(o, d->s1, d->s1_len)
+                         : m->e > m->s && !sl_bytes(o, (*sc)->txt + m->s, m->e - m->s)) /* (no buffer for "") */
                     return OOM(err);
             }
             sl_end(o);
