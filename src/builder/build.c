@@ -88,7 +88,8 @@ static wm_status copy_file(const char *src, const char *dst, wm_error *err) {
  * Pooling module's <folder>/config.json that modules.json names: build_ctx.sb). */
 static const char *const carried[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                       "vocab.json", "merges.txt", "vocab.txt", "added_tokens.json",
-                                      "sentencepiece.bpe.model", "tokenizer.model", "spiece.model", "source.spm", "target.spm",
+                                      "sentencepiece.bpe.model", "tokenizer.model", "spiece.model",
+                                      "source.spm", "target.spm",
                                       "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json",
                                       "sentence_bert_config.json", "modules.json", "preprocessor_config.json",
                                       "processor_config.json", NULL};

@@ -23,7 +23,8 @@
 #include "hf/spm_model.h"
 #include "hf/tokenizer_impl.h"
 
-static const char *const spm_files[] = {"spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "source.spm", NULL};
+static const char *const spm_files[] = {"spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "source.spm",
+                                        NULL};
 
 int wm_spm_find(const char *dir, const char **file) {
     for (int i = 0; spm_files[i]; i++) {
@@ -54,23 +55,9 @@ static cJSON *read_json_file(const char *path, int required, wm_status *st, wm_e
         if (required) *st = wm_err(err, WM_ERR_INPUT, "%s: missing (a Marian checkpoint needs it)", path);
         return NULL;
     }
-    wm_map mp;
-    if ((*st = wm_map_file(path, 0, &mp, err))) return NULL;
-    cJSON *j = NULL;
-    /* a flat object: nesting deeper than 2 is refused before cJSON recurses */
-    int depth = 0, ok = mp.size > 0, in_str = 0;
-    for (size_t i = 0; i < mp.size && ok; i++) {
-        char c = (char)mp.data[i];
-        if (in_str) {
-            if (c == '\\') i++;
-            else if (c == '"') in_str = 0;
-        } else if (c == '"') in_str = 1;
-        else if (c == '[' || c == '{') ok = ++depth <= WM_TOK_MAX_JSON_DEPTH;
-        else if (c == ']' || c == '}') depth--;
-    }
-    if (ok) j = cJSON_ParseWithLength((const char *)mp.data, mp.size);
-    wm_unmap(&mp);
-    if (!j) *st = wm_err(err, WM_ERR_INPUT, "%s: not valid JSON", path);
+    cJSON *j = wm_tok_read_json(path);
+    if (!j) *st = wm_err(err, WM_ERR_INPUT, "%s: not readable JSON (or nested deeper than %d, or over 64 MiB)", path,
+                         WM_TOK_MAX_JSON_DEPTH);
     return j;
 }
 

@@ -159,7 +159,8 @@ static wm_status read_piece(rd *r, pool *pl, size_t idx, wm_spm_piece *pc, size_
             snprintf(f, sizeof f, "pieces[%zu].type", idx);
             uint64_t v;
             if ((st = want(r, f, wt, 0)) || (st = varint(r, f, &v))) return st;
-            if (v < WM_SPM_NORMAL || v > WM_SPM_BYTE) return bad(r, f, "type is not one of NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE");
+            if (v < WM_SPM_NORMAL || v > WM_SPM_BYTE)
+                return bad(r, f, "type is not one of NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE");
             pc->type = (int)v;
         } else if ((st = skip(r, f, wt))) {
             return st;
@@ -295,7 +296,10 @@ wm_status wm_spm_parse(const uint8_t *data, size_t size, const char *name, wm_sp
         uint32_t field;
         int wt;
         if ((st = tag(&r, "ModelProto", &field, &wt))) break;
-        const char *fn = field == 1 ? "pieces" : field == 2 ? "trainer_spec" : field == 3 ? "normalizer_spec" : "ModelProto";
+        const char *fn = field == 1   ? "pieces"
+                         : field == 2 ? "trainer_spec"
+                         : field == 3 ? "normalizer_spec"
+                                      : "ModelProto";
         if (field < 1 || field > 3) {
             st = skip(&r, fn, wt);
             continue;
@@ -361,8 +365,9 @@ wm_status wm_spm_parse(const uint8_t *data, size_t size, const char *name, wm_sp
             if (m->pieces[i].type == WM_SPM_UNKNOWN && (int32_t)i != m->unk_id)
                 st = wm_err(err, WM_ERR_INPUT, "%s: pieces[%zu]: a second piece of type UNKNOWN", name, i);
         if (!st && m->model_type != WM_SPM_UNIGRAM && m->model_type != WM_SPM_BPE)
-            st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: trainer_spec.model_type: %s models are not supported (UNIGRAM and BPE are)",
-                        name, wm_spm_model_type_name(m->model_type));
+            st = wm_err(err, WM_ERR_UNSUPPORTED,
+                        "%s: trainer_spec.model_type: %s models are not supported (UNIGRAM and BPE are)", name,
+                        wm_spm_model_type_name(m->model_type));
     }
     free(offs);
     free(pl.buf);

@@ -66,12 +66,7 @@ static cJSON *read_config(const char *dir) {
     snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
     int present = 0;
     wm_error e = {0};
-    if (wm_input_present(p, &present, &e) || !present) return NULL;
-    wm_map mp;
-    if (wm_map_file(p, 0, &mp, &e)) return NULL;
-    cJSON *j = mp.size && mp.size < (16u << 20) ? cJSON_ParseWithLength((const char *)mp.data, mp.size) : NULL;
-    wm_unmap(&mp);
-    return j;
+    return wm_input_present(p, &present, &e) || !present ? NULL : wm_tok_read_json(p);
 }
 
 static int cfg_bool(const cJSON *c, const char *key, int def) {
@@ -411,7 +406,8 @@ static wm_status tune(wm_tokenizer *t, const wm_spm_model *m, const flavour *fl)
 
 static wm_status check_supported(const wm_spm_model *m, const char *path, wm_error *err) {
     if (m->treat_whitespace_as_suffix)
-        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: trainer_spec.treat_whitespace_as_suffix: true is not supported", path);
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: trainer_spec.treat_whitespace_as_suffix: true is not supported",
+                      path);
     if (!m->escape_whitespaces)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: normalizer_spec.escape_whitespaces: false is not supported", path);
     return WM_OK;
@@ -461,7 +457,8 @@ wm_status wm_spm_tokenizer(const wm_spm_model *m, const char *path, const char *
     layout L = {fl, 0, NULL, NULL, -1, -1};
     if (fl->sentinels) {
         const cJSON *x = cJSON_IsObject(cfg) ? cJSON_GetObjectItemCaseSensitive(cfg, "extra_ids") : NULL;
-        L.extra_ids = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 100000 ? (int64_t)x->valuedouble : 100;
+        int ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 100000;
+        L.extra_ids = ok ? (int64_t)x->valuedouble : 100;
     }
     if (fl->eos || cfg_bool(cfg, "add_eos_token", 0)) {
         if (m->eos_id < 0) {
@@ -471,7 +468,8 @@ wm_status wm_spm_tokenizer(const wm_spm_model *m, const char *path, const char *
         }
         L.eos = m->pieces[m->eos_id].s, L.eos_id = m->eos_id;
     }
-    if (!fl->t5 && cfg_bool(cfg, "add_bos_token", 0) && m->bos_id >= 0) L.bos = m->pieces[m->bos_id].s, L.bos_id = m->bos_id;
+    if (!fl->t5 && cfg_bool(cfg, "add_bos_token", 0) && m->bos_id >= 0)
+        L.bos = m->pieces[m->bos_id].s, L.bos_id = m->bos_id;
     cJSON_Delete(cfg);
     wm_status st = build(m, path, &L, out, err);
     if (st) return st;

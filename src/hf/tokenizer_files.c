@@ -32,8 +32,7 @@ static int needed(const char *dir, const char *name, char *out, size_t n, wm_sta
     return present;
 }
 
-/* Parses a small JSON file (config); NULL when absent or unreadable. */
-static cJSON *read_json(const char *path) {
+cJSON *wm_tok_read_json(const char *path) {
     wm_map m;
     wm_error e = {0};
     if (wm_map_file(path, 0, &m, &e)) return NULL;
@@ -71,7 +70,7 @@ void wm_tokenizer_read_config(wm_tokenizer *t, const char *dir) {
     for (int f = 0; f < 2; f++) {
         char path[4200];
         if (!exists(dir, files[f], path, sizeof path)) continue;
-        cJSON *j = read_json(path);
+        cJSON *j = wm_tok_read_json(path);
         if (!cJSON_IsObject(j)) {
             cJSON_Delete(j);
             continue;
@@ -123,7 +122,7 @@ static wm_status add_config_specials(wm_tokenizer *t, const char *dir, const cha
     const char *files[2] = {"special_tokens_map.json", "tokenizer_config.json"};
     for (int f = 0; f < 2; f++) {
         char path[4200];
-        if (exists(dir, files[f], path, sizeof path)) docs[f] = read_json(path);
+        if (exists(dir, files[f], path, sizeof path)) docs[f] = wm_tok_read_json(path);
     }
     for (int r = 0; r < 7; r++) {
         const char *s = NULL;
@@ -166,7 +165,7 @@ static wm_status add_config_specials(wm_tokenizer *t, const char *dir, const cha
 static int config_bool(const char *dir, const char *key, int def) {
     char path[4200];
     if (!exists(dir, "tokenizer_config.json", path, sizeof path)) return def;
-    cJSON *j = read_json(path);
+    cJSON *j = wm_tok_read_json(path);
     const cJSON *v = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, key) : NULL;
     int r = cJSON_IsBool(v) ? cJSON_IsTrue(v) : cJSON_IsNull(v) ? -1 : def;
     cJSON_Delete(j);
@@ -358,7 +357,7 @@ static wm_status load_spm_files(const char *dir, const char *file, wm_tokenizer 
     snprintf(path, sizeof path, "%s/%s", dir, file);
     char cp[4200];
     if (exists(dir, "tokenizer_config.json", cp, sizeof cp)) {
-        cJSON *j = read_json(cp);
+        cJSON *j = wm_tok_read_json(cp);
         const cJSON *c = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "tokenizer_class") : NULL;
         if (cJSON_IsString(c)) snprintf(cls, sizeof cls, "%s", c->valuestring);
         cJSON_Delete(j);

@@ -675,6 +675,9 @@ void wm_tpost_free(wm_tpost *p);
 
 /* A new, empty tokenizer named name (for messages). */
 wm_tokenizer *wm_tokenizer_new(const char *name);
+/* Parses a JSON file of the tokenizer's folder (a config, vocab.json; nesting checked before cJSON recurses, at
+ * most 64 MiB); NULL when absent, unreadable or not JSON. Free with cJSON_Delete. */
+struct cJSON *wm_tok_read_json(const char *path);
 /* Sets the roles found in tokenizer_config.json / special_tokens_map.json in dir. */
 void wm_tokenizer_read_config(wm_tokenizer *t, const char *dir);
 /* Fills roles not set from the model and the post-processor; builds desc. */
