@@ -6,7 +6,7 @@
  *
  * As MarianTokenizer: the special tokens (eos_token "</s>", unk_token
  * "<unk>", pad_token "<pad>", or what tokenizer_config.json names) are split
- * out of the text first; source.spm segments the rest with its own
+ * out of the text first (and vocab.json's ">>lang<<" codes); source.spm segments the rest with its own
  * normalization (spm_tok.c's SentencePiece layout); each piece's id is its
  * vocab.json id, <unk>'s when it is not there; </s> is appended. Decoding
  * maps ids through vocab.json and joins the pieces as SentencePiece does
@@ -135,7 +135,22 @@ wm_status wm_spm_marian_tokenizer(const char *dir, wm_tokenizer **out, wm_error 
             st = wm_err(err, WM_ERR_NOMEM, "%s: out of memory", dir);
             goto done;
         }
-    if ((st = wm_tadded_add_batch(t, a, n, err)) || (st = wm_tadded_finish(t, err))) goto done;
+    if ((st = wm_tadded_add_batch(t, a, n, err))) goto done;
+    /* the target-language codes of multilingual models (">>fra<<"): MarianTokenizer takes one off the start of a
+     * text as one token; here they are (plain) added tokens */
+    const cJSON *e;
+    cJSON_ArrayForEach(e, voc) {
+        const char *k = e->string ? e->string : "";
+        size_t kl = strlen(k);
+        if (kl < 5 || memcmp(k, ">>", 2) || memcmp(k + kl - 2, "<<", 2)) continue;
+        wm_tadded c = {.content = wm_arena_strndup(&t->arena, k, kl), .len = kl};
+        if (!c.content) {
+            st = wm_err(err, WM_ERR_NOMEM, "%s: out of memory", dir);
+            goto done;
+        }
+        if ((st = wm_tadded_add_batch(t, &c, 1, err))) goto done;
+    }
+    if ((st = wm_tadded_finish(t, err))) goto done;
     for (int r = 0; r < 7; r++) t->roles[r] = -1;
     t->roles[WM_TOK_UNK] = md->unk_id;
     t->roles[WM_TOK_EOS] = (int32_t)ee->valuedouble;

@@ -141,8 +141,12 @@ def test_t5_spiece_equals_transformers(models, corpus, build_dir, tmp_path):
 
 
 def _one(tmp, text):
-    p = tmp / "one.jsonl"
-    p.write_text(json.dumps(text) + "\n")
+    return _lines(tmp, [text])
+
+
+def _lines(tmp, texts):
+    p = tmp / "lines.jsonl"
+    p.write_text("".join(json.dumps(t) + "\n" for t in texts))
     return str(p)
 
 
@@ -164,6 +168,8 @@ def marian_files(models, dest, drop=40):
         vocab.setdefault(s.id_to_piece(i), len(vocab))
     for i in range(3, t.get_piece_size()):
         vocab.setdefault(t.id_to_piece(i), len(vocab))
+    for code in LANG_CODES:  # a multilingual model's target-language codes
+        vocab[code] = len(vocab)
     vocab["<pad>"] = len(vocab)
     with open(os.path.join(dest, "vocab.json"), "w") as f:
         json.dump(vocab, f, ensure_ascii=False)
@@ -171,6 +177,10 @@ def marian_files(models, dest, drop=40):
         json.dump({"tokenizer_class": "MarianTokenizer", "source_lang": "en", "target_lang": "de",
                    "unk_token": "<unk>", "eos_token": "</s>", "pad_token": "<pad>", "model_max_length": 512}, f)
     return vocab
+
+
+LANG_CODES = [">>fra<<", ">>deu<<"]
+CODED = [">>fra<< Hello world", ">>deu<<Guten Tag", ">>xyz<< unknown code", "no code >>fra<<", ">>fra<<", " >>deu<< x"]
 
 
 def marian_ref(d):
@@ -191,6 +201,9 @@ def test_marian_equals_transformers(models, corpus, build_dir, tmp_path):
     want = [ref(s).input_ids for s in lines]
     assert got == want, first_diff(got, want, lines)
     assert any(ref.unk_token_id in x[:-1] for x in want)  # the vocabulary's gaps are met
+    coded = [e["ids"] for e in tool(build_dir, "encode", d, _lines(tmp_path, CODED[:2]))]
+    assert coded == [ref(s).input_ids for s in CODED[:2]]
+    assert coded[0][0] == ref.convert_tokens_to_ids(">>fra<<")
     dec = tool(build_dir, "decode", d, idp)
     wdec = [ref.decode(x, skip_special_tokens=True) for x in want]
     assert dec == wdec, first_diff(dec, wdec, lines)
