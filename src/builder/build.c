@@ -89,6 +89,7 @@ static wm_status copy_file(const char *src, const char *dst, wm_error *err) {
 static const char *const carried[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                       "vocab.json", "merges.txt", "vocab.txt", "added_tokens.json",
                                       "sentencepiece.bpe.model", "tokenizer.model", "spiece.model",
+                                      "source.spm", "target.spm",
                                       "chat_template.jinja", "chat_template.json", "generation_config.json", "config.json",
                                       "sentence_bert_config.json", "modules.json", "preprocessor_config.json",
                                       "processor_config.json", NULL};

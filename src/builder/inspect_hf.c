@@ -15,6 +15,7 @@
 #include "builder/model_impl.h"
 #include "builder/recipe.h"
 #include "core/error.h"
+#include "hf/tokenizer.h"
 #include "onnx/dtype.h"
 
 static void shape_json(wm_json *j, const wm_io_spec *s) {
@@ -159,6 +160,22 @@ done:
     return s;
 }
 
+/* What the tokenizer loader reads in dir (tokenizer.json, a SentencePiece model, vocab files), or why it cannot:
+ * "tokenizer" (null when the folder has none) and "tokenizer_error". */
+static void tokenizer_json(const char *dir, wm_json *j) {
+    wm_tokenizer *t = NULL;
+    wm_error e = {0};
+    if (wm_tokenizer_load_dir(dir, &t, &e) == WM_OK) {
+        wm_json_str(j, "tokenizer", wm_tokenizer_describe(t));
+        wm_tokenizer_free(t);
+    } else if (strstr(e.msg, ": no tokenizer.json")) {
+        wm_json_null(j, "tokenizer");
+    } else {
+        wm_json_null(j, "tokenizer");
+        wm_json_str(j, "tokenizer_error", e.msg);
+    }
+}
+
 wm_status wm_hf_inspect(const char *spec, int task, int list_tasks, wm_json *j, wm_error *err) {
     wm_hf_checkpoint ck;
     wm_st_file *st = NULL;
@@ -173,6 +190,7 @@ wm_status wm_hf_inspect(const char *spec, int task, int list_tasks, wm_json *j, 
     wm_json_str(j, "format", "hf");
     wm_json_str(j, "path", ck.dir);
     s = wm_hf_describe(&ck, st, task, j, err);
+    if (!s) tokenizer_json(ck.dir, j);
     wm_json_obj_end(j);
 done:
     wm_st_close(st);

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "hf/spm_model.h"
 #include "hf/tokenizer.h"
 #include "llm/seq2seq.h"
 #include "llm/whisper_gen.h"
@@ -179,7 +180,8 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
         int present = 0;
         snprintf(p, sizeof p, "%s/tokenizer.json", c->model);
         st = wm_input_present(p, &present, &err);
-        if (!st && present) st = wm_tokenizer_load_dir(c->model, &tok, &err);
+        const char *spm = NULL;
+        if (!st && (present || wm_spm_find(c->model, &spm))) st = wm_tokenizer_load_dir(c->model, &tok, &err);
     }
     if (!st && a->image) { /* the start token + new tokens; the images' pixel_values as one batch */
         int h = 0, wi = 0;
@@ -390,10 +392,11 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
             rc = wm_cli_fail(&c, &err);
             goto out;
         }
-        if (!present) {
-            wm_err(&err, WM_ERR_INPUT, "%s: missing: --text needs the checkpoint's tokenizer.json (a SentencePiece "
-                   "source.spm / vocab.json alone is not read); give --ids, or save the tokenizer with "
-                   "transformers' save_pretrained", p);
+        const char *spm = NULL;
+        if (!present && !wm_spm_find(c.model, &spm)) {
+            wm_err(&err, WM_ERR_INPUT, "%s: missing: --text needs the checkpoint's tokenizer.json or a SentencePiece "
+                   "model (spiece.model, sentencepiece.bpe.model, tokenizer.model, or Marian's source.spm + "
+                   "vocab.json); give --ids, or save the tokenizer with transformers' save_pretrained", p);
             rc = wm_cli_fail(&c, &err);
             goto out;
         }

@@ -80,6 +80,8 @@ enum {
     WM_HF_TOK_VOCAB_JSON = 8u,    /* vocab.json */
     WM_HF_TOK_MERGES = 16u,       /* merges.txt */
     WM_HF_TOK_VOCAB_TXT = 32u,    /* vocab.txt */
+    WM_HF_TOK_SPM = 64u,          /* a SentencePiece model: spiece.model, sentencepiece.bpe.model, tokenizer.model,
+                                     source.spm (hf/spm_model.h) */
 };
 
 /* What a folder holds (wm_hf_folder_scan). Only names are looked at. */

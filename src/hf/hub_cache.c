@@ -361,7 +361,9 @@ wm_status wm_hf_folder_scan(const char *folder, const char *root, wm_hf_folder_i
         unsigned bit;
     } toks[] = {{"tokenizer.json", WM_HF_TOK_JSON},        {"tokenizer_config.json", WM_HF_TOK_CONFIG},
                 {"special_tokens_map.json", WM_HF_TOK_SPECIAL}, {"vocab.json", WM_HF_TOK_VOCAB_JSON},
-                {"merges.txt", WM_HF_TOK_MERGES},          {"vocab.txt", WM_HF_TOK_VOCAB_TXT}};
+                {"merges.txt", WM_HF_TOK_MERGES},          {"vocab.txt", WM_HF_TOK_VOCAB_TXT},
+                {"spiece.model", WM_HF_TOK_SPM},           {"sentencepiece.bpe.model", WM_HF_TOK_SPM},
+                {"tokenizer.model", WM_HF_TOK_SPM},        {"source.spm", WM_HF_TOK_SPM}};
     char root_real[PATH_MAX];
     memset(info, 0, sizeof *info);
     if (!realpath(root ? root : folder, root_real))
@@ -436,9 +438,11 @@ wm_status wm_hf_folder_check(const char *folder, const char *root, unsigned need
         if (s) return s;
     }
     if ((need & WM_HF_NEED_CONFIG) && !info.has_config) return wm_err(err, WM_ERR_INPUT, "%s: missing config.json", label);
-    if ((need & WM_HF_NEED_TOKENIZER) && !(info.tokenizer & (WM_HF_TOK_JSON | WM_HF_TOK_VOCAB_JSON | WM_HF_TOK_VOCAB_TXT)))
-        return wm_err(err, WM_ERR_INPUT, "%s: missing tokenizer files (tokenizer.json, vocab.json + merges.txt or vocab.txt)",
-                      label);
+    if ((need & WM_HF_NEED_TOKENIZER) &&
+        !(info.tokenizer & (WM_HF_TOK_JSON | WM_HF_TOK_VOCAB_JSON | WM_HF_TOK_VOCAB_TXT | WM_HF_TOK_SPM)))
+        return wm_err(err, WM_ERR_INPUT,
+                      "%s: missing tokenizer files (tokenizer.json, a SentencePiece model, vocab.json + merges.txt or "
+                      "vocab.txt)", label);
     return WM_OK;
 }
 

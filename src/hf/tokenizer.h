@@ -44,7 +44,9 @@ typedef struct wm_tok_scratch wm_tok_scratch;
 wm_status wm_tokenizer_load_file(const char *path, wm_tokenizer **out, wm_error *err);
 
 /*
- * Loads from a folder: tokenizer.json if present, else vocab.json +
+ * Loads from a folder: tokenizer.json if present, else a SentencePiece model
+ * (spiece.model, sentencepiece.bpe.model, tokenizer.model, or Marian's
+ * source.spm + vocab.json: spm_model.h), else vocab.json +
  * merges.txt (byte-level BPE as GPT-2), else vocab.txt (WordPiece as BERT;
  * do_lower_case from tokenizer_config.json, default true). Special tokens
  * come from tokenizer_config.json / special_tokens_map.json when present.

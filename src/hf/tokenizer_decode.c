@@ -222,7 +222,16 @@ static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1,
                 continue;
             }
             if (t1->n) {
-                if (wm_u8_valid(t1->buf, t1->n)) {
+                if (d->spm_bytes && !wm_u8_valid(t1->buf, t1->n)) { /* whole characters kept, other bytes U+FFFD */
+                    if (!sl_begin(o)) return OOM(err);
+                    for (size_t k = 0; k < t1->n;) {
+                        size_t cl = wm_u8_len((uint8_t)t1->buf[k]);
+                        int ok = cl && k + cl <= t1->n && wm_u8_valid(t1->buf + k, cl);
+                        if (!sl_bytes(o, ok ? t1->buf + k : "\xEF\xBF\xBD", ok ? cl : 3)) return OOM(err);
+                        k += ok ? cl : 1;
+                    }
+                    sl_end(o);
+                } else if (wm_u8_valid(t1->buf, t1->n)) {
                     if (!sl_item(o, t1->buf, t1->n)) return OOM(err);
                 } else
                     for (size_t k = 0; k < t1->n; k++)
@@ -281,7 +290,8 @@ static wm_status dec_apply(const wm_tdec *d, slist **in, slist **out, slist *t1,
             if (st) return st;
             for (size_t k = 0; k < (*sc)->mn; k++) {
                 const wm_tmatch *m = &(*sc)->mt[k];
-                if (m->m ? !sl_bytes(o, d->s1, d->s1_len) : !sl_bytes(o, (*sc)->txt + m->s, m->e - m->s))
+                if (m->m ? !sl_bytes(o, d->s1, d->s1_len)
+                         : m->e > m->s && !sl_bytes(o, (*sc)->txt + m->s, m->e - m->s)) /* (no buffer for "") */
                     return OOM(err);
             }
             sl_end(o);
@@ -371,7 +381,23 @@ wm_status wm_tokenizer_decode(const wm_tokenizer *t, const int32_t *ids, size_t 
             st = OOM(err);
             goto done;
         }
-    if (!buf_set(out, t1.buf ? t1.buf : "", t1.n)) st = OOM(err);
+    const char *txt = t1.buf ? t1.buf : "";
+    size_t s0 = 0, e0 = t1.n;
+    if (t->dec_py_strip) { /* Python's str.strip(): White_Space and the separators U+001C..U+001F */
+        size_t adv;
+        uint32_t cp;
+        while (s0 < e0 && ((cp = wm_u8_get(txt + s0, &adv)) == 0x1C || cp == 0x1D || cp == 0x1E || cp == 0x1F ||
+                           wm_uc_is_white(cp)))
+            s0 += adv;
+        while (e0 > s0) {
+            size_t k = e0 - 1;
+            while (k > s0 && ((uint8_t)txt[k] & 0xC0) == 0x80) k--;
+            cp = wm_u8_get(txt + k, &adv);
+            if (!(cp == 0x1C || cp == 0x1D || cp == 0x1E || cp == 0x1F || wm_uc_is_white(cp))) break;
+            e0 = k;
+        }
+    }
+    if (!buf_set(out, txt + s0, e0 - s0)) st = OOM(err);
 done:
     wm_tscratch_free(sc);
     slist_free(&l1);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/file.h"
+#include "hf/spm_model.h"
 #include "hf/tokenizer_impl.h"
 
 static const char *const role_keys[7] = {"bos_token", "eos_token", "pad_token", "unk_token",
@@ -31,8 +32,7 @@ static int needed(const char *dir, const char *name, char *out, size_t n, wm_sta
     return present;
 }
 
-/* Parses a small JSON file (config); NULL when absent or unreadable. */
-static cJSON *read_json(const char *path) {
+cJSON *wm_tok_read_json(const char *path) {
     wm_map m;
     wm_error e = {0};
     if (wm_map_file(path, 0, &m, &e)) return NULL;
@@ -70,7 +70,7 @@ void wm_tokenizer_read_config(wm_tokenizer *t, const char *dir) {
     for (int f = 0; f < 2; f++) {
         char path[4200];
         if (!exists(dir, files[f], path, sizeof path)) continue;
-        cJSON *j = read_json(path);
+        cJSON *j = wm_tok_read_json(path);
         if (!cJSON_IsObject(j)) {
             cJSON_Delete(j);
             continue;
@@ -122,7 +122,7 @@ static wm_status add_config_specials(wm_tokenizer *t, const char *dir, const cha
     const char *files[2] = {"special_tokens_map.json", "tokenizer_config.json"};
     for (int f = 0; f < 2; f++) {
         char path[4200];
-        if (exists(dir, files[f], path, sizeof path)) docs[f] = read_json(path);
+        if (exists(dir, files[f], path, sizeof path)) docs[f] = wm_tok_read_json(path);
     }
     for (int r = 0; r < 7; r++) {
         const char *s = NULL;
@@ -165,7 +165,7 @@ static wm_status add_config_specials(wm_tokenizer *t, const char *dir, const cha
 static int config_bool(const char *dir, const char *key, int def) {
     char path[4200];
     if (!exists(dir, "tokenizer_config.json", path, sizeof path)) return def;
-    cJSON *j = read_json(path);
+    cJSON *j = wm_tok_read_json(path);
     const cJSON *v = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, key) : NULL;
     int r = cJSON_IsBool(v) ? cJSON_IsTrue(v) : cJSON_IsNull(v) ? -1 : def;
     cJSON_Delete(j);
@@ -349,6 +349,27 @@ done:
     return st;
 }
 
+/* A SentencePiece model file (spm_model.h): Marian's source.spm + vocab.json, or a model read on its own with the
+ * layout of tokenizer_config.json's tokenizer_class. */
+static wm_status load_spm_files(const char *dir, const char *file, wm_tokenizer **out, wm_error *err) {
+    if (!strcmp(file, "source.spm")) return wm_spm_marian_tokenizer(dir, out, err);
+    char path[4200], cls[128] = "";
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    char cp[4200];
+    if (exists(dir, "tokenizer_config.json", cp, sizeof cp)) {
+        cJSON *j = wm_tok_read_json(cp);
+        const cJSON *c = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "tokenizer_class") : NULL;
+        if (cJSON_IsString(c)) snprintf(cls, sizeof cls, "%s", c->valuestring);
+        cJSON_Delete(j);
+    }
+    wm_spm_model m;
+    wm_status st = wm_spm_load(path, &m, err);
+    if (st) return st;
+    st = wm_spm_tokenizer(&m, path, cls[0] ? cls : NULL, dir, out, err);
+    wm_spm_free(&m);
+    return st;
+}
+
 wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *err) {
     char a[4200], b[4200];
     *out = NULL;
@@ -357,6 +378,8 @@ wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *e
     wm_status st;
     int r = needed(dir, "tokenizer.json", a, sizeof a, &st, err);
     if (r) return r < 0 ? st : wm_tokenizer_load_file(a, out, err);
+    const char *spm = NULL;
+    if (wm_spm_find(dir, &spm)) return load_spm_files(dir, spm, out, err);
     int gpt2 = needed(dir, "vocab.json", a, sizeof a, &st, err);
     if (gpt2 > 0) gpt2 = needed(dir, "merges.txt", b, sizeof b, &st, err);
     int bert = gpt2 ? 0 : needed(dir, "vocab.txt", a, sizeof a, &st, err);
@@ -368,7 +391,9 @@ wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *e
     else if (bert)
         st = load_bert_files(t, dir, a, err);
     else
-        st = wm_err(err, WM_ERR_INPUT, "%s: no tokenizer.json, vocab.json + merges.txt or vocab.txt", dir);
+        st = wm_err(err, WM_ERR_INPUT,
+                    "%s: no tokenizer.json, SentencePiece model (spiece.model, sentencepiece.bpe.model, "
+                    "tokenizer.model, source.spm), vocab.json + merges.txt or vocab.txt", dir);
     if (!st) st = wm_tpre_flatten(t, err);
     if (!st) {
         wm_tokenizer_read_config(t, dir);

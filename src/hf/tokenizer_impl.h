@@ -195,6 +195,7 @@ typedef struct wm_tnorm {
     size_t trie_n;
     const char *norm_blob; /* Precompiled: NUL-separated replacement strings */
     size_t norm_len;
+    int spm_longest; /* Precompiled as SentencePiece applies it (the longest match, no graphemes; spm_tok.c) */
     struct wm_tnorm **kids;
     size_t n_kids;
 } wm_tnorm;
@@ -283,6 +284,7 @@ typedef struct wm_tdec {
     const char *s1, *s2; /* WordPiece prefix, BPE suffix, Replace content, CTC pad/delimiter */
     size_t s1_len, s2_len;
     int cleanup;
+    int spm_bytes;      /* ByteFallback as SentencePiece decodes: whole characters of an invalid run kept (spm_tok.c) */
     size_t start, stop; /* Strip */
     wm_tregex re;       /* Replace */
     struct wm_tdec **kids;
@@ -309,6 +311,10 @@ typedef struct wm_tmodel {
     int32_t ascii_ids[128]; /* id of each 1-byte char token, -1 */
     int32_t *small_ids;     /* id of each one-character token below U+0800, -1 (0x800 entries) */
     /* Unigram */
+    int seg_ids;     /* the trie and scores index another model's entries than the vocabulary's ids (Marian:
+                        source.spm segments, vocab.json numbers): pieces become ids by their string */
+    int32_t seg_unk; /* with seg_ids: the unknown piece's entry in that model */
+    int f32_lattice; /* path scores summed in float as SentencePiece does (else double, as tokenizers) */
     double *scores; /* per entry index == id */
     size_t n_entries;
     double min_score;
@@ -352,6 +358,7 @@ struct wm_tokenizer {
     wm_tok_truncation trunc;
     wm_tok_padding pad;
     int32_t roles[7];
+    int dec_py_strip; /* decoding strips whitespace off both ends of the text (MarianTokenizer's str.strip()) */
     char desc[384];
     const char *src; /* while loading: the JSON text (numbers are re-read from it) and its tree */
     size_t src_len;
@@ -668,6 +675,9 @@ void wm_tpost_free(wm_tpost *p);
 
 /* A new, empty tokenizer named name (for messages). */
 wm_tokenizer *wm_tokenizer_new(const char *name);
+/* Parses a JSON file of the tokenizer's folder (a config, vocab.json; nesting checked before cJSON recurses, at
+ * most 64 MiB); NULL when absent, unreadable or not JSON. Free with cJSON_Delete. */
+struct cJSON *wm_tok_read_json(const char *path);
 /* Sets the roles found in tokenizer_config.json / special_tokens_map.json in dir. */
 void wm_tokenizer_read_config(wm_tokenizer *t, const char *dir);
 /* Fills roles not set from the model and the post-processor; builds desc. */

@@ -349,9 +349,10 @@ wm_status wm_ts_bytelevel(wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
  * replacement of the shortest prefix of chunk that has one (spm_precompiled
  * takes the first hit), or NULL. Out-of-range units count as no match.
  */
-static const char *pc_transform(const wm_tnorm *n, const char *chunk, size_t len, size_t *out_len) {
+static const char *pc_search(const wm_tnorm *n, const char *chunk, size_t len, size_t *out_len, size_t *used) {
     const uint32_t *a = n->trie;
     size_t N = n->trie_n, pos = 0;
+    const char *best = NULL;
     if (!N) return NULL;
 #define PC_OFFSET(u) ((size_t)((u) >> 10) << (((u) & (1u << 9)) >> 6))
 #define PC_LABEL(u) ((u) & ((1u << 31) | 0xFFu))
@@ -360,23 +361,29 @@ static const char *pc_transform(const wm_tnorm *n, const char *chunk, size_t len
         uint8_t c = (uint8_t)chunk[i];
         if (!c) break;
         pos ^= c;
-        if (pos >= N) return NULL;
+        if (pos >= N) return best;
         uint32_t u = a[pos];
-        if (PC_LABEL(u) != c) return NULL;
+        if (PC_LABEL(u) != c) return best;
         pos ^= PC_OFFSET(u);
         if ((u >> 8) & 1) {
-            if (pos >= N) return NULL;
+            if (pos >= N) return best;
             size_t idx = a[pos] & ((1u << 31) - 1), end = idx;
-            if (idx > n->norm_len) return NULL;
+            if (idx > n->norm_len) return best;
             while (end < n->norm_len && n->norm_blob[end]) end++;
-            if (idx < n->norm_len && ((uint8_t)n->norm_blob[idx] & 0xC0) == 0x80) return NULL;
+            if (idx < n->norm_len && ((uint8_t)n->norm_blob[idx] & 0xC0) == 0x80) return best;
             *out_len = end - idx;
-            return n->norm_blob + idx;
+            best = n->norm_blob + idx;
+            if (!used) return best;
+            *used = i + 1;
         }
     }
-    return NULL;
+    return best;
 #undef PC_OFFSET
 #undef PC_LABEL
+}
+
+static const char *pc_transform(const wm_tnorm *n, const char *chunk, size_t len, size_t *out_len) {
+    return pc_search(n, chunk, len, out_len, NULL);
 }
 
 /* precompiled.rs replace(): ops for new replacing old (char counts oc -> new chars). */
@@ -395,6 +402,32 @@ static int pc_replace(wm_tok_scratch *sc, size_t oc, const char *nw, size_t nl) 
         sc->ops_ch[sc->on - 1] -= (int32_t)(oc - nc);
     }
     return 1;
+}
+
+/* SentencePiece's own rule (spm_longest): the longest prefix with a replacement is replaced, one character kept
+ * where none has one; no grapheme clusters. */
+static wm_status do_precompiled_spm(const wm_tnorm *n, wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
+    const char *t = sc->txt + p->off;
+    sc->on = 0;
+    int modified = 0;
+    for (size_t i = 0; i < p->len;) {
+        size_t nl = 0, used = 0, adv;
+        const char *nw = pc_search(n, t + i, p->len - i, &nl, &used);
+        if (nw && used && (i + used == p->len || ((uint8_t)t[i + used] & 0xC0) != 0x80)) {
+            modified = 1;
+            if (!pc_replace(sc, wm_u8_count(t + i, used), nw, nl)) return OOM(err);
+            i += used;
+            continue;
+        }
+        uint32_t cp = wm_u8_get(t + i, &adv);
+        if (!wm_ts_op(sc, cp, 0)) return OOM(err);
+        i += adv;
+    }
+    if (!modified) {
+        sc->on = 0;
+        return WM_OK;
+    }
+    return wm_ts_transform(sc, p, 0, err);
 }
 
 static wm_status do_precompiled(const wm_tnorm *n, wm_tok_scratch *sc, wm_piece *p, wm_error *err) {
@@ -465,7 +498,7 @@ wm_status wm_tnorm_apply(const wm_tnorm *n, wm_tok_scratch *sc, wm_piece *p, wm_
     case WM_TN_STRIP: return do_strip(sc, p, n->left, n->right, err);
     case WM_TN_NMT: return do_filter_map(sc, p, keep_nmt, map_nmt, err);
     case WM_TN_BYTELEVEL: return wm_ts_bytelevel(sc, p, err);
-    case WM_TN_PRECOMPILED: return do_precompiled(n, sc, p, err);
+    case WM_TN_PRECOMPILED: return n->spm_longest ? do_precompiled_spm(n, sc, p, err) : do_precompiled(n, sc, p, err);
     case WM_TN_PREPEND: return p->len ? wm_ts_prepend(sc, p, n->str, n->str_len, err) : WM_OK;
     case WM_TN_REPLACE:
         st = wm_ts_find_regex(sc, p, &n->re, err);

@@ -283,13 +283,13 @@ void wm_tgen_start(wm_tgen *g, const wm_piece *p) {
 /* Regex matches (Split, ByteLevel, Replace): the gaps between matches are entries too. */
 static wm_status fill_regex(wm_tok_scratch *sc, const wm_piece *p, wm_tgen *g, wm_tents *E, size_t want,
                             wm_error *err) {
-    const PCRE2_SPTR subj = (PCRE2_SPTR)(sc->txt + p->off);
     size_t len = p->len;
     int hit = !g->invert, miss = g->invert;
-    if (!len) {
+    if (!len) { /* (an empty token's work buffer may not exist yet) */
         g->done = 1;
         return wm_tents_push(E, 0, 0, miss) ? WM_OK : wm_err(err, WM_ERR_NOMEM, "tokenizer: out of memory");
     }
+    const PCRE2_SPTR subj = (PCRE2_SPTR)(sc->txt + p->off);
     while (g->pos <= len && E->n < want) {
         int rc = match_bounded(sc, g->re, subj, len, g->pos, &g->wbudget, &g->lbudget);
         if (rc == PCRE2_ERROR_NOMATCH) break;

@@ -50,6 +50,26 @@ static wm_status unigram_emit(const wm_tmodel *m, wm_tok_scratch *sc, const char
     return put_tok(sc, k, m->unk_id, s, e, 1) ? WM_OK : OOM(err);
 }
 
+/* The same with seg_ids (Marian): a piece of the segmenting model is its vocabulary id or unk; an unknown span
+ * is its bytes' <0xNN> pieces (byte_fallback; each its id or unk), else its text's id or unk. */
+static wm_status seg_emit(const wm_tmodel *m, wm_tok_scratch *sc, const char *w, uint32_t s, uint32_t e, int unknown,
+                          size_t *k, wm_error *err) {
+    if (m->unk_id < 0) return wm_err(err, WM_ERR_INPUT, "tokenizer: the vocabulary has no unk token");
+    if (!unknown) {
+        int32_t id = wm_tmap_get(&m->v.map, w + s, e - s);
+        return put_tok(sc, k, id >= 0 ? id : m->unk_id, s, e, id < 0) ? WM_OK : OOM(err);
+    }
+    if (m->byte_fallback) {
+        for (uint32_t b = s; b < e; b++) {
+            int32_t id = m->byte_ids[(uint8_t)w[b]];
+            if (!put_tok(sc, k, id >= 0 ? id : m->unk_id, s, e, 0)) return OOM(err);
+        }
+        return WM_OK;
+    }
+    int32_t id = wm_tmap_get(&m->v.map, w + s, e - s); /* SentencePiece names an unknown span by its text */
+    return put_tok(sc, k, id >= 0 ? id : m->unk_id, s, e, id < 0) ? WM_OK : OOM(err);
+}
+
 wm_status wm_tunigram_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const char *w, size_t n, size_t *ntok,
                                wm_error *err) {
     *ntok = 0;
@@ -66,7 +86,8 @@ wm_status wm_tunigram_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const cha
         from[i] = -1;
         id[i] = 0;
     }
-    double unk_score = m->min_score - 10.0;
+    double unk_score = m->f32_lattice ? (double)((float)m->min_score - 10.0f) : m->min_score - 10.0;
+    int32_t seg_unk = m->seg_ids ? m->seg_unk : m->unk_id; /* the unknown piece among the trie's entries */
     uint64_t budget = WM_TMODEL_BUDGET_BASE + (uint64_t)WM_TMODEL_BUDGET_PER_BYTE * n;
     for (size_t st = 0; st < n;) {
         double here = best[st];
@@ -81,9 +102,9 @@ wm_status wm_tunigram_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const cha
             int32_t tid = m->trie.val[node];
             if (tid < 0) continue;
             size_t key = j + 1;
-            double cand = m->scores[tid] + here;
+            double cand = m->scores[tid] + here; /* SentencePiece: a double sum compared with, then kept as, float */
             if (from[key] < 0 || cand > best[key]) {
-                best[key] = cand;
+                best[key] = m->f32_lattice ? (double)(float)cand : cand;
                 from[key] = (int32_t)st;
                 id[key] = tid;
             }
@@ -91,13 +112,13 @@ wm_status wm_tunigram_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const cha
         }
         if (!single) {
             size_t key = st + mblen;
-            double cand = unk_score + here;
+            double cand = m->f32_lattice ? (double)((float)unk_score + (float)here) : unk_score + here;
             if (from[key] < 0 || cand > best[key]) {
                 if (m->unk_id < 0)
                     return wm_err(err, WM_ERR_INPUT, "tokenizer: Unigram met an unknown token but has no unk_id");
                 best[key] = cand;
                 from[key] = (int32_t)st;
-                id[key] = m->unk_id;
+                id[key] = seg_unk;
             }
         }
         st += mblen;
@@ -110,31 +131,33 @@ wm_status wm_tunigram_tokenize(const wm_tmodel *m, wm_tok_scratch *sc, const cha
     size_t np = 0;
     for (size_t end = n; end > 0;) {
         size_t st = (size_t)from[end];
-        int is_unk = m->unk_id >= 0 && id[end] == m->unk_id;
+        int is_unk = m->unk_id >= 0 && id[end] == seg_unk;
         if (is_unk) {
             if (!in_unk) unk_end = (uint32_t)end;
             in_unk = 1;
         } else {
             if (in_unk) {
-                if (!put_tok(sc, &np, -1, (uint32_t)end, unk_end, 1)) return OOM(err);
+                if (!put_tok(sc, &np, -2, (uint32_t)end, unk_end, 1)) return OOM(err);
                 in_unk = 0;
             }
             if (!put_tok(sc, &np, -1, (uint32_t)st, (uint32_t)end, 1)) return OOM(err);
         }
         end = st;
     }
-    if (in_unk && !put_tok(sc, &np, -1, 0, unk_end, 1)) return OOM(err);
+    if (in_unk && !put_tok(sc, &np, -2, 0, unk_end, 1)) return OOM(err);
     /* the pieces are in reverse order at [0, np): move them behind, then emit in order */
     if (!wm_ttok_reserve(sc, 2 * np + 1)) return OOM(err);
     for (size_t i = 0; i < np; i++) {
         sc->ts[np + i] = sc->ts[np - 1 - i];
         sc->te[np + i] = sc->te[np - 1 - i];
+        sc->tids[np + i] = sc->tids[np - 1 - i]; /* -2: an unknown span, -1: a piece of the model */
     }
     /* emit may write at most (bytes of piece) tokens per piece, so emit into a fresh area after 2*np */
     size_t out = 2 * np;
     for (size_t i = 0; i < np; i++) {
         uint32_t s = sc->ts[np + i], e = sc->te[np + i];
-        wm_status st = unigram_emit(m, sc, w, s, e, &out, err);
+        wm_status st = m->seg_ids ? seg_emit(m, sc, w, s, e, sc->tids[np + i] == -2, &out, err)
+                                  : unigram_emit(m, sc, w, s, e, &out, err);
         if (st) return st;
     }
     k = out - 2 * np;
