@@ -272,14 +272,16 @@ def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     assert sqnr >= 5
 
 
-def test_random_weights_build_runs(tiny, workdir, winml):
-    """--random-weights: the stacked experts are drawn too, and the graph runs in both runtimes alike"""
-    ckpt, model = tiny("qwen2_moe")
-    cfg_only = str(workdir / "cfg_only_qwen2_moe")
+@pytest.mark.parametrize("kind", ["qwen2_moe", "granitemoeshared"])
+def test_random_weights_build_runs(kind, tiny, workdir, winml):
+    """--random-weights: the stacked experts (and the shared expert, fused or not) are drawn too, and the graph
+    runs in both runtimes alike"""
+    ckpt, model = tiny(kind)
+    cfg_only = str(workdir / f"cfg_only_{kind}")
     os.makedirs(cfg_only, exist_ok=True)
     with open(os.path.join(ckpt, "config.json")) as f, open(os.path.join(cfg_only, "config.json"), "w") as g:
         g.write(f.read())
-    out = str(workdir / "random_qwen2_moe")
+    out = str(workdir / f"random_{kind}")
     again = ["--rebuild"] if os.path.exists(out) else []
     r = U.run([winml, "export", "-m", cfg_only, "--random-weights", "-o", out, "-q", *again], timeout=300)
     assert r.returncode == 0, U.describe(r)
