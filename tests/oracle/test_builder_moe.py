@@ -351,13 +351,19 @@ def test_bad_expert_tensor_refused_by_name(kind, drop, needles, tmp_path, winml_
 
 
 def test_granitemoehybrid_refused_by_name(tmp_path, winml_asan):
-    """Granite 4.0 hybrid (Mamba-2 layers beside attention) is refused naming its model_type, nothing written"""
+    """Granite 4.0 hybrid (Mamba-2 layers beside attention) is refused: as transformers saves its config, by the
+    layer_types entry of its first Mamba layer; without layer_types, by its model_type; nothing written"""
     import transformers as T
     d = tmp_path / "hybrid"
     d.mkdir()
-    T.GraniteMoeHybridConfig(**dict(DEC, num_local_experts=4, shared_intermediate_size=40)).to_json_file(
-        str(d / "config.json"))
-    for cmd in (["inspect", "-m", str(d)], ["build", "-m", str(d), "-o", str(tmp_path / "o"), "--random-weights"]):
-        r = U.run([winml_asan, *cmd], timeout=300)
-        U.assert_clean_error(r, "winml " + cmd[0], "granitemoehybrid", "Mamba-2")
+    T.GraniteMoeHybridConfig(**dict(DEC, num_local_experts=4, shared_intermediate_size=40, mamba_n_heads=8)
+                             ).to_json_file(str(d / "config.json"))
+    cfg = json.load(open(d / "config.json"))
+    first = next(i for i, t in enumerate(cfg["layer_types"]) if t != "full_attention")
+    for needles in ([f"layer_types[{first}]", cfg["layer_types"][first]], ["granitemoehybrid", "Mamba-2"]):
+        for cmd in (["inspect", "-m", str(d)], ["build", "-m", str(d), "-o", str(tmp_path / "o"), "--random-weights"]):
+            r = U.run([winml_asan, *cmd], timeout=300)
+            U.assert_clean_error(r, "winml " + cmd[0], *needles)
+        cfg.pop("layer_types", None)
+        json.dump(cfg, open(d / "config.json", "w"))
     assert not os.path.exists(tmp_path / "o")
