@@ -206,6 +206,7 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_CONV: return a->n_conv ? a->conv_dim[a->n_conv - 1] : 0;
     case D_NEXP: return a->n_experts;
     case D_SHI: return a->shared_I;
+    case D_SHI2: return 2 * a->shared_I;
     default: return 0;
     }
 }
@@ -614,8 +615,8 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
         case WM_M_L_DOWN: w.bias = mb; break;
         case WM_M_L_ATTN_NORM: w.required = !(f->no_first_attn_norm && layer == 0); break;
         case WM_M_L_ROUTER: w.bias = 0; break;
-        case WM_M_L_SH_GATE: case WM_M_L_SH_UP: case WM_M_L_SH_DOWN: case WM_M_L_SH_ROUTER:
-            w.required = a->shared_I > 0;
+        case WM_M_L_SH_GATE: case WM_M_L_SH_UP: case WM_M_L_SH_GATE_UP: case WM_M_L_SH_DOWN: case WM_M_L_SH_ROUTER:
+            w.required = a->shared_I > 0 && (p->mod != WM_M_L_SH_ROUTER || a->shared_gated);
             w.bias = 0;
             break;
         default: break;
@@ -624,7 +625,8 @@ static size_t layer_wants(const wm_arch *a, const wm_family *f, const wm_scheme 
         int sparse = a->moe_layer && layer >= 0 && a->moe_layer[layer];
         switch (p->mod) {
         case WM_M_L_GATE: case WM_M_L_UP: case WM_M_L_GATE_UP: case WM_M_L_DOWN: w.required &= !sparse; break;
-        case WM_M_L_ROUTER: case WM_M_L_SH_GATE: case WM_M_L_SH_UP: case WM_M_L_SH_DOWN: case WM_M_L_SH_ROUTER:
+        case WM_M_L_ROUTER: case WM_M_L_SH_GATE: case WM_M_L_SH_UP: case WM_M_L_SH_GATE_UP: case WM_M_L_SH_DOWN:
+        case WM_M_L_SH_ROUTER:
             w.required &= sparse;
             break;
         default: break;

@@ -108,7 +108,8 @@ const char *wm_act_name(wm_act a);
     X(L_XATTN_NORM, "xattn_norm") X(L_XQ, "xq_proj")                                         \
     X(L_XK, "xk_proj") X(L_XV, "xv_proj") X(L_XO, "xo_proj")                                 \
     X(L_ROUTER, "router") X(L_SH_GATE, "shared_gate_proj") X(L_SH_UP, "shared_up_proj")        \
-    X(L_SH_DOWN, "shared_down_proj") X(L_SH_ROUTER, "shared_expert_gate")
+    X(L_SH_DOWN, "shared_down_proj") X(L_SH_ROUTER, "shared_expert_gate")          \
+    X(L_SH_GATE_UP, "shared_gate_up_proj")
 
 typedef enum wm_mod {
 #define X(e, n) WM_M_##e,
@@ -278,10 +279,11 @@ typedef struct wm_arch {
        decoder (wm_rel_bucket_causal); computed once per stack and added to every layer's self-attention scores */
     /* mixture of experts (arch_moe.c): moe_layer[i] 1 where layer i's MLP is n_experts gated experts (SwiGLU,
        moe_I wide) of which a softmax router (L_ROUTER) picks top_k per token, their weights renormalized to sum 1
-       when moe_norm; plus a shared expert shared_I wide (L_SH_*) scaled by sigmoid(L_SH_ROUTER x) when shared_I > 0.
+       when moe_norm; plus a shared expert shared_I wide (L_SH_GATE / L_SH_UP, or their rows fused gate then up in
+       L_SH_GATE_UP; L_SH_DOWN) when shared_I > 0, scaled by sigmoid(L_SH_ROUTER x) when shared_gated.
        Layers with moe_layer[i] 0 keep the dense MLP. NULL / 0: no experts. */
     int64_t n_experts, top_k, moe_I, shared_I, n_moe_layers;
-    int moe_norm;
+    int moe_norm, shared_gated;
     uint8_t *moe_layer;
     /* modules: mods[(layer + 1) * WM_M_COUNT + m], layer -1 for the global ones */
     wm_module *mods;

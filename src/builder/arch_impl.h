@@ -6,7 +6,7 @@
 
 /* symbolic dims of module shapes */
 enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1, D_2H, D_PIN, D_NPOS, D_REG,
-       D_PROJ, D_3H, D_RB, D_NH, D_2SPAN, D_CONV, D_NEXP, D_SHI };
+       D_PROJ, D_3H, D_RB, D_NH, D_2SPAN, D_CONV, D_NEXP, D_SHI, D_SHI2 };
 
 typedef struct wm_modpat {
     uint8_t mod, kind, d_out, d_in; /* wm_mod, wm_mod_kind, D_* */
@@ -115,10 +115,11 @@ typedef struct wm_family {
     /* mixture of experts (keys[WM_FK_MOE] USED): defaults of the expert count (num_local_experts / num_experts)
        and num_experts_per_tok; the key of the experts' width (NULL: intermediate_size) and its default; the key of
        the shared expert's width (NULL: none); the key of the top-k renormalization (NULL: always renormalized)
-       and its default; sparse_keys: decoder_sparse_step and mlp_only_layers pick the sparse layers (else all) */
+       and its default; sparse_keys: decoder_sparse_step and mlp_only_layers pick the sparse layers (else all);
+       shared_ungated: the shared expert is added as it is (GraniteMoeShared), not scaled by a sigmoid gate */
     int64_t moe_experts, moe_top_k, moe_inter_def, moe_shared_def;
     const char *moe_inter_key, *moe_shared_key, *moe_norm_key;
-    int moe_norm_def, moe_sparse_keys;
+    int moe_norm_def, moe_sparse_keys, moe_shared_ungated;
 } wm_family;
 
 typedef struct wm_denied_type {

@@ -73,6 +73,7 @@ wm_status wm_moe_resolve(wm_arch *a, wm_error *err) {
     if (f->moe_shared_key &&
         !arch_cfg_int(a, f->moe_shared_key, f->moe_shared_def, 0, MOE_MAX_WIDTH, &a->shared_I, err))
         return err->status;
+    a->shared_gated = !f->moe_shared_ungated;
     a->moe_norm = 1;
     wm_status s;
     if (f->moe_norm_key && (s = key_bool(a, f->moe_norm_key, f->moe_norm_def, &a->moe_norm, err))) return s;
@@ -192,8 +193,8 @@ void wm_moe_features(const wm_arch *a, wm_json *j) {
                  a->moe_norm ? "weights renormalized" : "weights not renormalized");
     wm_json_str(j, NULL, b);
     if (a->shared_I > 0) {
-        snprintf(b, sizeof b, "shared expert (width %lld) scaled by sigmoid(shared_expert_gate x)",
-                 (long long)a->shared_I);
+        snprintf(b, sizeof b, "shared expert (width %lld) %s", (long long)a->shared_I,
+                 a->shared_gated ? "scaled by sigmoid(shared_expert_gate x)" : "added without a gate");
         wm_json_str(j, NULL, b);
     }
 }

@@ -64,6 +64,15 @@ static const wm_modpat granitemoe_mods[] = {
     MP(L_ROUTER, LINEAR, NEXP, H, "$layers.%d.block_sparse_moe.router.layer"),
 };
 
+/* GraniteMoeShared: GraniteMoE's plus a shared expert shared_mlp.input_linear [2 SI, H] (gate rows, then up rows)
+   and output_linear [H, SI], without a gate of its own */
+static const wm_modpat granitemoeshared_mods[] = {
+    LLAMA_MODS
+    MP(L_ROUTER, LINEAR, NEXP, H, "$layers.%d.block_sparse_moe.router.layer"),
+    MP(L_SH_GATE_UP, LINEAR, SHI2, H, "$layers.%d.shared_mlp.input_linear"),
+    MP(L_SH_DOWN, LINEAR, H, SHI, "$layers.%d.shared_mlp.output_linear"),
+};
+
 /* Qwen2-MoE / Qwen3-MoE: the router mlp.gate, experts mlp.experts.%e.{gate,up,down}_proj, Qwen2-MoE's shared
    expert (mlp.shared_expert.*) with its sigmoid gate [1, hidden]; dense layers keep Llama's mlp.*_proj */
 static const wm_modpat qwen_moe_mods[] = {
@@ -264,6 +273,9 @@ const wm_scheme wm_schemes[] = {
     {"granitemoe", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, granitemoe_mods,
      N(granitemoe_mods), "granitemoe",
      {"$layers.%d.block_sparse_moe.input_linear", NULL, "$layers.%d.block_sparse_moe.output_linear"}},
+    {"granitemoeshared", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, granitemoeshared_mods,
+     N(granitemoeshared_mods), "granitemoeshared",
+     {"$layers.%d.block_sparse_moe.input_linear", NULL, "$layers.%d.block_sparse_moe.output_linear"}},
     {"qwen2_moe", WM_DECODER, WM_NORM_RMS, 0, WM_POS_ROPE, 1, {"model.", ""}, qwen_moe_mods, N(qwen_moe_mods),
      "qwen2_moe", {"$layers.%d.mlp.experts.%e.gate_proj", "$layers.%d.mlp.experts.%e.up_proj",
                    "$layers.%d.mlp.experts.%e.down_proj"}},
@@ -364,6 +376,12 @@ const wm_family wm_families[] = {
     DEC(.model_type = "granitemoe", .class_stem = "GraniteMoe", .scheme = "granitemoe", .prefix = "model.",
         .act = "silu", .eps = 1e-6, .keys = {[WM_FK_MULTIPLIERS] = WM_KEY_USED, [WM_FK_MOE] = WM_KEY_USED},
         .moe_experts = 8, .moe_top_k = 2),
+    /* GraniteMoeShared: GraniteMoE with a shared expert of shared_intermediate_size (0 by default: none) added to
+       the experts' output without a gate */
+    DEC(.model_type = "granitemoeshared", .class_stem = "GraniteMoeShared", .scheme = "granitemoeshared",
+        .prefix = "model.", .act = "silu", .eps = 1e-6,
+        .keys = {[WM_FK_MULTIPLIERS] = WM_KEY_USED, [WM_FK_MOE] = WM_KEY_USED}, .moe_experts = 8, .moe_top_k = 2,
+        .moe_shared_key = "shared_intermediate_size", .moe_shared_def = 0, .moe_shared_ungated = 1),
     /* Phi 1.5 / 2: parallel attention + MLP on one LayerNorm, partial rotary (0.5 by default), biases everywhere
        (lm_head's too) */
     DEC(.model_type = "phi", .class_stem = "Phi", .scheme = "phi", .prefix = "model.", .act = "gelu_new",
@@ -462,6 +480,7 @@ const wm_denied_type wm_denied_types[] = {
     {"minicpm", "embedding and residual scaling"},
     {"olmo", "non-parametric LayerNorm"},
     {"nemotron", "LayerNorm1P and squared-ReLU MLP"},
+    {"granitemoehybrid", "Granite 4.0 hybrid: its Mamba-2 layers (layer_types 'mamba') are not modeled"},
     /* image models the vision tables do not cover (arch_vtables.c has vit, deit, dinov2, clip, resnet) */
     /* speech models the audio tables do not cover (arch_vtables.c has wav2vec2, hubert) */
     {"wavlm", "WavLM: gated relative position bias in every attention layer is not modeled"},

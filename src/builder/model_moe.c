@@ -3,7 +3,8 @@
  * rows [B*S, H] with the experts stacked into two new initializers, fc1 [E, 2I, H] (each expert's gate and up rows
  * interleaved: gate_0, up_0, gate_1, up_1 ..., what activation_type swiglu with swiglu_fusion 1 reads) and fc2
  * [E, H, I] (the down projections as stored); top-k over the router's softmax, renormalized per the family / config.
- * A shared expert (Qwen2-MoE) is a dense SwiGLU MLP added times sigmoid(shared_expert_gate x).
+ * A shared expert is a dense SwiGLU MLP (its gate and up projections apart, Qwen2-MoE, or fused gate rows then up
+ * rows, GraniteMoeShared) added times sigmoid(shared_expert_gate x) (Qwen2-MoE) or as it is (a->shared_gated 0).
  *
  * The stacked tensors are assembled one layer at a time (fc1, then fc2) from the checkpoint's per-expert matrices
  * (or its stacked [E, 2I, H] gate-then-up and [E, H, I] tensors: wm_moe_stacked) read as float32, so a build holds
@@ -124,18 +125,36 @@ const char *wm_model_moe(wm_gb *b, const wm_model_ctx *c, int layer, const char 
     gb_attr_i(b, "swiglu_fusion", 1);
     gb_attr_i(b, "normalize_routing_weights", a->moe_norm);
     if (a->shared_I > 0) {
-        snprintf(sub, sizeof sub, "%s/shared_expert/gate_proj", sc);
-        const char *g = gb_linear(b, x, wm_arch_mod(a, layer, WM_M_L_SH_GATE), sub);
-        snprintf(sub, sizeof sub, "%s/shared_expert/up_proj", sc);
-        const char *u = gb_linear(b, x, wm_arch_mod(a, layer, WM_M_L_SH_UP), sub);
+        const wm_module *fused = wm_arch_mod(a, layer, WM_M_L_SH_GATE_UP);
+        const char *g, *u;
+        if (fused->present) {
+            snprintf(sub, sizeof sub, "%s/shared_expert/gate_up_proj", sc);
+            const char *gu = gb_linear(b, x, fused, sub);
+            gb_scope(b, "%s/shared_expert", sc);
+            int64_t sizes[2] = {a->shared_I, a->shared_I};
+            const char *sin[2] = {gu, gb_i64(b, sizes, 2)}, *sout[2];
+            gb_op_multi(b, "Split", 2, sin, 2, sout);
+            gb_attr_i(b, "axis", -1);
+            g = sout[0];
+            u = sout[1];
+        } else {
+            snprintf(sub, sizeof sub, "%s/shared_expert/gate_proj", sc);
+            g = gb_linear(b, x, wm_arch_mod(a, layer, WM_M_L_SH_GATE), sub);
+            snprintf(sub, sizeof sub, "%s/shared_expert/up_proj", sc);
+            u = gb_linear(b, x, wm_arch_mod(a, layer, WM_M_L_SH_UP), sub);
+        }
         gb_scope(b, "%s/shared_expert/act", sc);
         const char *m = gb_op(b, "Mul", 2, gb_act(b, g, a->act), u);
         snprintf(sub, sizeof sub, "%s/shared_expert/down_proj", sc);
         const char *d = gb_linear(b, m, wm_arch_mod(a, layer, WM_M_L_SH_DOWN), sub);
-        snprintf(sub, sizeof sub, "%s/shared_expert_gate", sc);
-        const char *sg = gb_linear(b, x, wm_arch_mod(a, layer, WM_M_L_SH_ROUTER), sub);
+        if (a->shared_gated) {
+            snprintf(sub, sizeof sub, "%s/shared_expert_gate", sc);
+            const char *sg = gb_linear(b, x, wm_arch_mod(a, layer, WM_M_L_SH_ROUTER), sub);
+            gb_scope(b, "%s", sc);
+            d = gb_op(b, "Mul", 2, d, gb_op(b, "Sigmoid", 1, sg));
+        }
         gb_scope(b, "%s", sc);
-        y = gb_op(b, "Add", 2, y, gb_op(b, "Mul", 2, d, gb_op(b, "Sigmoid", 1, sg)));
+        y = gb_op(b, "Add", 2, y, d);
     }
     gb_scope(b, "%s", sc);
     return gb_op(b, "Reshape", 2, y, gb_op(b, "Shape", 1, h));

@@ -5,7 +5,9 @@ checkpoints saved by transformers (hidden 32, 2 layers, 4-8 experts, top 2), bui
 Covered: Mixtral (every layer sparse, top-k always renormalized), Qwen2-MoE (shared expert with its sigmoid gate,
 norm_topk_prob false, mlp_only_layers [1]: layer 1 keeps a dense MLP) and Qwen3-MoE (q/k norms, 8 experts,
 norm_topk_prob true, decoder_sparse_step 2: layer 0 dense) and GraniteMoE (Granite's four multipliers; the experts
-stored stacked, input_linear [E, 2I, H] gate rows then up rows, output_linear [E, H, I]). For each: `inspect` names the MoE feature; the exported
+stored stacked, input_linear [E, 2I, H] gate rows then up rows, output_linear [E, H, I]) and GraniteMoeShared
+(GraniteMoE plus a shared expert, shared_mlp.input_linear [2 SI, H] gate rows then up rows, added without a gate).
+granitemoehybrid (Mamba-2 layers) is refused by name. For each: `inspect` names the MoE feature; the exported
 graph in onnxruntime and in our engine matches transformers' logits (max abs 1e-4, batch 3 with padding); 32 greedy
 steps through the KV cache (`winml generate`, and batch 2 through both runtimes) equal transformers' generate();
 `-p fp16` and `-p int4` builds run in both runtimes. Expert counts the graph cannot take are refused by name.
@@ -42,10 +44,13 @@ def _specs():
         "granitemoe": (T.GraniteMoeConfig, T.GraniteMoeForCausalLM, dict(
             DEC, num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=3.0, residual_multiplier=0.4,
             attention_multiplier=0.2, logits_scaling=2.5)),
+        "granitemoeshared": (T.GraniteMoeSharedConfig, T.GraniteMoeSharedForCausalLM, dict(
+            DEC, num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=40, embedding_multiplier=3.0,
+            residual_multiplier=0.4, attention_multiplier=0.2, logits_scaling=2.5)),
     }
 
 
-KINDS = ["mixtral", "qwen2_moe", "qwen3_moe", "granitemoe"]
+KINDS = ["mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "granitemoeshared"]
 
 FEATURES = {
     "mixtral": ["mixture of experts (com.microsoft MoE) on 2 of 2 layers: 4 experts (SwiGLU silu, width 48), top 2 "
@@ -59,8 +64,11 @@ FEATURES = {
                   "q/k RMSNorm per head", "gated MLP (silu)"],
     "granitemoe": ["mixture of experts (com.microsoft MoE) on 2 of 2 layers: 4 experts (SwiGLU silu, width 48), top 2 "
                    "of a softmax router, weights renormalized"],
+    "granitemoeshared": ["mixture of experts (com.microsoft MoE) on 2 of 2 layers: 4 experts (SwiGLU silu, width 48), "
+                         "top 2 of a softmax router, weights renormalized", "shared expert (width 40) added without a gate"],
 }
-ABSENT = {"mixtral": ["MLP (", "shared expert"], "qwen3_moe": ["shared expert"], "granitemoe": ["MLP (", "shared expert"]}
+ABSENT = {"mixtral": ["MLP (", "shared expert"], "qwen3_moe": ["shared expert"], "granitemoe": ["MLP (", "shared expert"],
+          "qwen2_moe": ["without a gate"], "granitemoeshared": ["MLP (", "sigmoid"]}
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +116,20 @@ def test_graph_holds_one_moe_node_per_sparse_layer(kind, exported):
         assert inits[n.input[2]] == [E, 2 * I, cfg.hidden_size] and inits[n.input[4]] == [E, cfg.hidden_size, I]
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
         assert attrs["k"] == 2 and attrs["activation_type"] == b"swiglu" and attrs["swiglu_fusion"] == 1
+
+
+@pytest.mark.parametrize("kind", ["qwen2_moe", "granitemoeshared"])
+def test_shared_expert_gate_only_where_the_family_has_one(kind, exported):
+    """the shared expert's gate and up rows are one MatMul + Split per sparse layer (GraniteMoeShared) or two
+    MatMuls (Qwen2-MoE), and only Qwen2-MoE's is scaled by a Sigmoid of shared_expert_gate x"""
+    model, path = exported(kind)
+    nodes = onnx.load(path).graph.node
+    maker = {o: n for n in nodes for o in n.output}
+    shared = [n.op_type for n in nodes if "/shared_expert/" in n.name]
+    n_sparse = 2 if kind == "granitemoeshared" else 1
+    assert shared.count("Split") == (n_sparse if kind == "granitemoeshared" else 0), shared
+    gates = [n for n in nodes if n.op_type == "Sigmoid" and "shared_expert_gate" in maker[n.input[0]].name]
+    assert len(gates) == (n_sparse if kind == "qwen2_moe" else 0), [n.name for n in gates]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -189,7 +211,7 @@ def _feeds(model):
     return {"input_ids": ids, "attention_mask": mask, "position_ids": positions(mask), **empty_past(model, 2)}, ref
 
 
-@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe"])
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe", "granitemoeshared"])
 def test_fp16_build_runs_the_moe_in_float16(kind, tiny, workdir, winml):
     """-p fp16: the MoE node computes in float16 (its experts converted with it: one type T), within float16 error
     of transformers in both runtimes"""
@@ -205,7 +227,7 @@ def test_fp16_build_runs_the_moe_in_float16(kind, tiny, workdir, winml):
         assert d <= 2e-2 * float(np.abs(ref).max()), f"{kind} fp16 in {name}: max abs diff {d:.3g}"
 
 
-@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe", "granitemoe"])
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe", "granitemoe", "granitemoeshared"])
 def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     """-p int4: the dense linears MatMulNBits and the experts QMoE (4-bit, symmetric: blocks of 16 where the block
     divides hidden 32 and the experts' width, a scale per row for Qwen2-MoE's width 24); both runtimes agree"""
@@ -250,14 +272,16 @@ def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     assert sqnr >= 5
 
 
-def test_random_weights_build_runs(tiny, workdir, winml):
-    """--random-weights: the stacked experts are drawn too, and the graph runs in both runtimes alike"""
-    ckpt, model = tiny("qwen2_moe")
-    cfg_only = str(workdir / "cfg_only_qwen2_moe")
+@pytest.mark.parametrize("kind", ["qwen2_moe", "granitemoeshared"])
+def test_random_weights_build_runs(kind, tiny, workdir, winml):
+    """--random-weights: the stacked experts (and the shared expert, fused or not) are drawn too, and the graph
+    runs in both runtimes alike"""
+    ckpt, model = tiny(kind)
+    cfg_only = str(workdir / f"cfg_only_{kind}")
     os.makedirs(cfg_only, exist_ok=True)
     with open(os.path.join(ckpt, "config.json")) as f, open(os.path.join(cfg_only, "config.json"), "w") as g:
         g.write(f.read())
-    out = str(workdir / "random_qwen2_moe")
+    out = str(workdir / f"random_{kind}")
     again = ["--rebuild"] if os.path.exists(out) else []
     r = U.run([winml, "export", "-m", cfg_only, "--random-weights", "-o", out, "-q", *again], timeout=300)
     assert r.returncode == 0, U.describe(r)
@@ -303,6 +327,11 @@ def test_bad_expert_config_refused_by_name(kind, change, needles, tmp_path, winm
      ["missing tensor 'model.layers.1.block_sparse_moe.input_linear.weight'", "the 4 experts stacked"]),
     ("granitemoe", "model.layers.0.block_sparse_moe.output_linear.weight",
      ["tensor 'model.layers.0.block_sparse_moe.output_linear.weight'", "expected shape [4, 32, 48]"]),
+    # GraniteMoeShared's shared expert
+    ("granitemoeshared", "model.layers.1.shared_mlp.input_linear.weight",
+     ["model.layers.1.shared_mlp.input_linear.weight"]),
+    ("granitemoeshared", "model.layers.0.shared_mlp.output_linear.weight",
+     ["model.layers.0.shared_mlp.output_linear.weight", "[32, 40]"]),
 ])
 def test_bad_expert_tensor_refused_by_name(kind, drop, needles, tmp_path, winml_asan):
     """an expert tensor missing, or of the wrong shape, is named (nothing written)"""
@@ -318,4 +347,23 @@ def test_bad_expert_tensor_refused_by_name(kind, drop, needles, tmp_path, winml_
     save_file(t, p, metadata={"format": "pt"})
     r = U.run([winml_asan, "build", "-m", d, "-o", str(tmp_path / "o")], timeout=300)
     U.assert_clean_error(r, "winml build", *needles)
+    assert not os.path.exists(tmp_path / "o")
+
+
+def test_granitemoehybrid_refused_by_name(tmp_path, winml_asan):
+    """Granite 4.0 hybrid (Mamba-2 layers beside attention) is refused: as transformers saves its config, by the
+    layer_types entry of its first Mamba layer; without layer_types, by its model_type; nothing written"""
+    import transformers as T
+    d = tmp_path / "hybrid"
+    d.mkdir()
+    T.GraniteMoeHybridConfig(**dict(DEC, num_local_experts=4, shared_intermediate_size=40, mamba_n_heads=8)
+                             ).to_json_file(str(d / "config.json"))
+    cfg = json.load(open(d / "config.json"))
+    first = next(i for i, t in enumerate(cfg["layer_types"]) if t != "full_attention")
+    for needles in ([f"layer_types[{first}]", cfg["layer_types"][first]], ["granitemoehybrid", "Mamba-2"]):
+        for cmd in (["inspect", "-m", str(d)], ["build", "-m", str(d), "-o", str(tmp_path / "o"), "--random-weights"]):
+            r = U.run([winml_asan, *cmd], timeout=300)
+            U.assert_clean_error(r, "winml " + cmd[0], *needles)
+        cfg.pop("layer_types", None)
+        json.dump(cfg, open(d / "config.json", "w"))
     assert not os.path.exists(tmp_path / "o")
