@@ -35,6 +35,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "gguf/gguf_hf.h"
+#include "hf/tok_json.h"
 
 /* ------------------------------------------------------------------ tables */
 
@@ -459,16 +460,6 @@ static int64_t token_id(const adds *x, vocab *v, const char *p, size_t n) {
 
 /* ------------------------------------------------------------------ the JSON */
 
-static void j_replace(wm_json *j, const char *pattern, const char *content) {
-    wm_json_obj(j, NULL);
-    wm_json_str(j, "type", "Replace");
-    wm_json_obj(j, "pattern");
-    wm_json_str(j, "String", pattern);
-    wm_json_obj_end(j);
-    wm_json_str(j, "content", content);
-    wm_json_obj_end(j);
-}
-
 static void j_type(wm_json *j, const char *key, const char *type) {
     wm_json_obj(j, key);
     wm_json_str(j, "type", type);
@@ -487,55 +478,6 @@ typedef struct tmpl {
     const char *bos, *eos; /* NULL: not added */
     int64_t bos_id, eos_id;
 } tmpl;
-
-static void j_template_seq(wm_json *j, const tmpl *t, const char *seq, int type_id) {
-    for (int k = 0; k < 3; k++) {
-        const char *sp = k == 0 ? t->bos : k == 2 ? t->eos : NULL;
-        if (k == 1) {
-            wm_json_obj(j, NULL);
-            wm_json_obj(j, "Sequence");
-            wm_json_str(j, "id", seq);
-            wm_json_int(j, "type_id", type_id);
-            wm_json_obj_end(j);
-            wm_json_obj_end(j);
-        } else if (sp) {
-            wm_json_obj(j, NULL);
-            wm_json_obj(j, "SpecialToken");
-            wm_json_str(j, "id", sp);
-            wm_json_int(j, "type_id", type_id);
-            wm_json_obj_end(j);
-            wm_json_obj_end(j);
-        }
-    }
-}
-
-static void j_special(wm_json *j, const char *tok, int64_t id) {
-    wm_json_obj(j, tok);
-    wm_json_str(j, "id", tok);
-    wm_json_arr(j, "ids");
-    wm_json_int(j, NULL, id);
-    wm_json_arr_end(j);
-    wm_json_arr(j, "tokens");
-    wm_json_str(j, NULL, tok);
-    wm_json_arr_end(j);
-    wm_json_obj_end(j);
-}
-
-static void j_post(wm_json *j, const tmpl *t) {
-    j_type(j, "post_processor", "TemplateProcessing");
-    wm_json_arr(j, "single");
-    j_template_seq(j, t, "A", 0);
-    wm_json_arr_end(j);
-    wm_json_arr(j, "pair");
-    j_template_seq(j, t, "A", 0);
-    j_template_seq(j, t, "B", 1);
-    wm_json_arr_end(j);
-    wm_json_obj(j, "special_tokens");
-    if (t->bos) j_special(j, t->bos, t->bos_id);
-    if (t->eos && (!t->bos || strcmp(t->eos, t->bos))) j_special(j, t->eos, t->eos_id);
-    wm_json_obj_end(j);
-    wm_json_obj_end(j);
-}
 
 static void j_pipeline(wm_json *j, int kind, const char *split_re) {
     if (kind == FL_BYTE) {
@@ -579,7 +521,7 @@ static void j_pipeline(wm_json *j, int kind, const char *split_re) {
         j_type(j, NULL, "Prepend");
         wm_json_str(j, "prepend", "\xe2\x96\x81");
         wm_json_obj_end(j);
-        j_replace(j, " ", "\xe2\x96\x81");
+        wm_tokjson_replace(j, "String", " ", "\xe2\x96\x81");
         wm_json_arr_end(j);
         wm_json_obj_end(j);
         wm_json_null(j, "pre_tokenizer");
@@ -600,7 +542,7 @@ static void j_decoder(wm_json *j, int kind) {
     }
     j_type(j, "decoder", "Sequence");
     wm_json_arr(j, "decoders");
-    j_replace(j, "\xe2\x96\x81", " ");
+    wm_tokjson_replace(j, "String", "\xe2\x96\x81", " ");
     j_type(j, NULL, "ByteFallback");
     wm_json_obj_end(j);
     j_type(j, NULL, "Fuse");
@@ -755,7 +697,7 @@ wm_status wm_gguf_tokenizer_files(const wm_gguf_file *f, int64_t context, char *
         }
         wm_json_arr_end(&j);
         j_pipeline(&j, kind, split_re);
-        j_post(&j, &t);
+        wm_tokjson_post(&j, t.bos, t.bos_id, t.eos, t.eos_id, 1);
         j_decoder(&j, kind);
         j_type(&j, "model", "BPE");
         wm_json_null(&j, "dropout");

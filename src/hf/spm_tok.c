@@ -35,6 +35,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "hf/spm_model.h"
+#include "hf/tok_json.h"
 #include "hf/tokenizer_impl.h"
 
 #define META "\xe2\x96\x81" /* "▁" */
@@ -138,26 +139,6 @@ static void j_added(wm_json *j, int64_t id, const char *content, int special) {
     wm_json_obj_end(j);
 }
 
-static void j_replace_re(wm_json *j, const char *re, const char *content) {
-    wm_json_obj(j, NULL);
-    wm_json_str(j, "type", "Replace");
-    wm_json_obj(j, "pattern");
-    wm_json_str(j, "Regex", re);
-    wm_json_obj_end(j);
-    wm_json_str(j, "content", content);
-    wm_json_obj_end(j);
-}
-
-static void j_replace_str(wm_json *j, const char *from, const char *to) {
-    wm_json_obj(j, NULL);
-    wm_json_str(j, "type", "Replace");
-    wm_json_obj(j, "pattern");
-    wm_json_str(j, "String", from);
-    wm_json_obj_end(j);
-    wm_json_str(j, "content", to);
-    wm_json_obj_end(j);
-}
-
 static void j_metaspace(wm_json *j, const char *key, const char *scheme, int split) {
     wm_json_obj(j, key);
     wm_json_str(j, "type", "Metaspace");
@@ -194,31 +175,6 @@ typedef struct layout {
     int64_t bos_id, eos_id;
 } layout;
 
-static void j_template(wm_json *j, const layout *L, const char *seq, int type_id) {
-    for (int k = 0; k < 3; k++) {
-        const char *sp = k == 0 ? L->bos : k == 2 ? L->eos : NULL;
-        if (k != 1 && !sp) continue;
-        wm_json_obj(j, NULL);
-        wm_json_obj(j, k == 1 ? "Sequence" : "SpecialToken");
-        wm_json_str(j, "id", k == 1 ? seq : sp);
-        wm_json_int(j, "type_id", type_id);
-        wm_json_obj_end(j);
-        wm_json_obj_end(j);
-    }
-}
-
-static void j_special(wm_json *j, const char *tok, int64_t id) {
-    wm_json_obj(j, tok);
-    wm_json_str(j, "id", tok);
-    wm_json_arr(j, "ids");
-    wm_json_int(j, NULL, id);
-    wm_json_arr_end(j);
-    wm_json_arr(j, "tokens");
-    wm_json_str(j, NULL, tok);
-    wm_json_arr_end(j);
-    wm_json_obj_end(j);
-}
-
 static wm_status make_json(const wm_spm_model *m, const char *path, const layout *L, wm_json *j, wm_error *err) {
     const flavour *fl = L->fl;
     char *b64 = malloc(m->charsmap_len / 3 * 4 + 8);
@@ -248,8 +204,8 @@ static wm_status make_json(const wm_spm_model *m, const char *path, const layout
         wm_json_arr(j, "normalizers");
         if (pre) j_precompiled(j, m, b64);
         if (ws) {
-            j_replace_re(j, "^ +| +$", "");
-            j_replace_re(j, " {2,}", " ");
+            wm_tokjson_replace(j, "Regex", "^ +| +$", "");
+            wm_tokjson_replace(j, "Regex", " {2,}", " ");
         }
         wm_json_arr_end(j);
         wm_json_obj_end(j);
@@ -269,20 +225,7 @@ static wm_status make_json(const wm_spm_model *m, const char *path, const layout
               the whole prefix); BPE: words apart where pieces never span a space */
         j_metaspace(j, "pre_tokenizer", scheme, m->model_type == WM_SPM_BPE && m->split_by_whitespace);
     if (L->bos || L->eos) {
-        wm_json_obj(j, "post_processor");
-        wm_json_str(j, "type", "TemplateProcessing");
-        wm_json_arr(j, "single");
-        j_template(j, L, "A", 0);
-        wm_json_arr_end(j);
-        wm_json_arr(j, "pair");
-        j_template(j, L, "A", 0);
-        j_template(j, L, "B", fl->t5 ? 0 : 1);
-        wm_json_arr_end(j);
-        wm_json_obj(j, "special_tokens");
-        if (L->bos) j_special(j, L->bos, L->bos_id);
-        if (L->eos && (!L->bos || strcmp(L->eos, L->bos))) j_special(j, L->eos, L->eos_id);
-        wm_json_obj_end(j);
-        wm_json_obj_end(j);
+        wm_tokjson_post(j, L->bos, L->bos_id, L->eos, L->eos_id, fl->t5 ? 0 : 1);
     } else wm_json_null(j, "post_processor");
     if (fl->t5) j_metaspace(j, "decoder", "always", 1);
     else {
@@ -294,9 +237,9 @@ static wm_status make_json(const wm_spm_model *m, const char *path, const layout
         wm_json_obj_end(j);
         j_metaspace(j, NULL, scheme, 1);
         /* SentencePiece writes the unknown piece as unk_surface and control pieces as nothing */
-        j_replace_str(j, m->pieces[m->unk_id].s, m->unk_surface);
+        wm_tokjson_replace(j, "String", m->pieces[m->unk_id].s, m->unk_surface);
         for (size_t i = 0; i < m->n; i++)
-            if (m->pieces[i].type == WM_SPM_CONTROL) j_replace_str(j, m->pieces[i].s, "");
+            if (m->pieces[i].type == WM_SPM_CONTROL) wm_tokjson_replace(j, "String", m->pieces[i].s, "");
         wm_json_arr_end(j);
         wm_json_obj_end(j);
     }
