@@ -175,12 +175,15 @@ def winml_build(winml, ck, out, prec):
     """Builds once per recipe: a folder whose saved recipe differs from today's default is rebuilt."""
     recipe, fresh = out + ".recipe.json", out + ".recipe.new.json"
     # our int8 row is 8-bit weight-only RTN (MatMulNBits bits 8): -p int8-rtn (-p int8 is the reference's static QDQ)
-    subprocess.run([winml, "config", "-m", ck, "-p", "int8-rtn" if prec == "int8" else prec, "-o", fresh], check=True,
+    subprocess.run([winml, "config", "-m", ck, "-p", {"int8": "int8-rtn", "int4-pure": "int4"}.get(prec, prec), "-o",
+                    fresh], check=True,
                    capture_output=True)
     r = json.load(open(fresh))
     os.remove(fresh)
-    if prec == "int4":
+    if prec in ("int4", "int4-pure"):
         r["quant"].update(rtn_block_size=32, symmetric=True, rtn_accuracy_level=4, rtn_float_zero_points=False)
+    if prec == "int4-pure":  # every matrix 4-bit, as llama.cpp's pure Q4_0 (no 8-bit v / down / lm_head / table)
+        r["quant"].update(rtn_8bit_weights=[], rtn_8bit_layer_weights=[])
     r.pop("created", None)
     same = os.path.exists(recipe) and json.load(open(recipe)) == r
     if same and os.path.exists(os.path.join(out, "model.onnx")):
@@ -287,6 +290,9 @@ def genai_speed(folder, a):
 
 
 # ------------------------------------------------------------------ llama.cpp
+
+PEER_WEIGHTS = {"int4-pure": "int4"}  # our precision -> the peer's weights it is set against (else the same name)
+
 
 def llama_models(ck, work, stem="qwen"):
     import llama_cpp
@@ -499,9 +505,10 @@ def main():
             pip_install(requirement("llama-cpp-python"), requirement("gguf"), env=env)
         log("== llama.cpp: convert to GGUF F16, quantize to Q4_0")
         ggufs = llama_models(ck, a.work, "qwen" if name == config_name(CONFIG) else name)
-        for p in (p for p in precs if p in ggufs):
+        theirs = [w for w in ggufs if w in {PEER_WEIGHTS.get(p, p) for p in precs}]  # each GGUF run once
+        for p in theirs:
             runners[("llama.cpp", p)] = (lambda f: lambda: llama_speed(f, a, vocab))(ggufs[p])
-        wbytes = {("llama.cpp", p): gguf_bytes_per_token(ggufs[p]) for p in precs if p in ggufs}
+        wbytes = {("llama.cpp", p): gguf_bytes_per_token(ggufs[p]) for p in theirs}
     if "genai" in peers and "int4" in precs:
         try:
             import onnxruntime_genai  # noqa: F401
@@ -552,19 +559,24 @@ def main():
             print(f"{k[0]:28} {k[1]:8} {'failed':>13}")
             continue
         pre, dec = max(x[0] for x in v), max(x[1] for x in v)
-        mine = res.get(("winml", k[1]))
-        rp = rd = pp = pd = ""
-        row = {"engine": k[0], "weights": k[1], "prefill_tps": pre, "decode_tps": dec, "runs": v}
-        if mine and k[0] != "winml":
-            rp = f"{max(x[0] for x in mine) / pre:.2f}x"
-            rd = f"{max(x[1] for x in mine) / dec:.2f}x"
-            if len(mine) == len(v):  # both ran every round
-                row["paired_prefill"] = statistics.median(m[0] / x[0] for m, x in zip(mine, v))
-                row["paired_decode"] = statistics.median(m[1] / x[1] for m, x in zip(mine, v))
-                pp, pd = f"{row['paired_prefill']:.2f}x", f"{row['paired_decode']:.2f}x"
-        table.append(row)
-        print(f"{k[0]:28} {k[1]:8} {pre:13.1f} {dec:12.2f} {rp:>17} {rd:>16} {pp:>14} {pd:>13}")
-    disk = [(f"winml {p}", ours[p]) for p in precs] + [(f"llama.cpp {p}", f) for p, f in ggufs.items() if p in precs]
+        # a peer's row against each of our rows of its weights (its Q4_0: our int4 and int4-pure)
+        for p in ([q for q in precs if PEER_WEIGHTS.get(q, q) == k[1]] or [None]) if k[0] != "winml" else [None]:
+            mine = res.get(("winml", p)) if p else None
+            label = f"{k[0]} vs our {p}" if p and p != k[1] else k[0]
+            rp = rd = pp = pd = ""
+            row = {"engine": k[0], "weights": k[1], "prefill_tps": pre, "decode_tps": dec, "runs": v}
+            if mine:
+                row["ours"] = p
+                rp = f"{max(x[0] for x in mine) / pre:.2f}x"
+                rd = f"{max(x[1] for x in mine) / dec:.2f}x"
+                if len(mine) == len(v):  # both ran every round
+                    row["paired_prefill"] = statistics.median(m[0] / x[0] for m, x in zip(mine, v))
+                    row["paired_decode"] = statistics.median(m[1] / x[1] for m, x in zip(mine, v))
+                    pp, pd = f"{row['paired_prefill']:.2f}x", f"{row['paired_decode']:.2f}x"
+            table.append(row)
+            print(f"{label:28} {k[1]:8} {pre:13.1f} {dec:12.2f} {rp:>17} {rd:>16} {pp:>14} {pd:>13}")
+    disk = [(f"winml {p}", ours[p]) for p in precs] + [(f"llama.cpp {p}", f) for p, f in ggufs.items()
+                                                   if p in {PEER_WEIGHTS.get(q, q) for q in precs}]
     if ("ort-genai", "int4") in runners:
         disk.append(("ort-genai int4", os.path.join(a.work, "genai_int4")))
     print("model files on disk: " + ", ".join(f"{n} {model_mb(f):.0f} MB" for n, f in disk))
