@@ -8,7 +8,9 @@ for phi-2, whose own is GPT-2's plus added tokens, and for pythia, whose GPT-Neo
 is random ids, so the tokenizer only has to fit the vocab and be one llama.cpp's converter recognizes).
 Every peer starts from that same folder:
   winml        `winml build` (int4: RTN block 32 symmetric, accuracy level 4 = int8 activations; int8: dynamic
-               quantization, int8 weights per tensor; fp16), then
+               quantization, int8 weights per tensor; fp16; int4-pure: int4 with every matrix 4-bit, the token
+               table and lm_head too, as llama.cpp's pure Q4_0, where the default int4 keeps those and v / down
+               projections 8-bit), then
                `winml perf` LLM figures (prefill tokens/s at --prompt-len, decode tokens/s over --gen-len)
   llama.cpp    llama-cpp-python (PyPI sdist, built from source with its defaults, AMX left out where the CPU
                lists it: see llama_cmake_args), its convert_hf_to_gguf.py to F16, llama_model_quantize to Q4_0
@@ -28,7 +30,7 @@ roofline. The builds' writes are flushed (sync) before round 1, and every other 
 order.
 
 usage: bench/bench_llm_peers.py [--config DIR|config.json] [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
-                                [--rounds 2] [--peers llama,genai,hf] [--precisions int4,int8,fp16,fp32] [-o results.json]
+                                [--rounds 2] [--peers llama,genai,hf] [--precisions int4,int4-pure,int8,fp16,fp32] [-o results.json]
        bench/bench_llm_peers.py --gguf FILE.gguf [--builds gguf,gguf-acc4,int4] [--winml ...] [--work DIR]
                                 [--prompt-len 128] [--gen-len 64] [--rounds 2] [-o results.json]
 --gguf: both engines on the SAME file: `winml build -m FILE.gguf` (its default, -p gguf: the GGUF's quantized
