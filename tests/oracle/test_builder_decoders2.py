@@ -224,6 +224,32 @@ def test_optimized_build_matches_transformers(kind, tiny, workdir, winml, run_mo
     assert_close(got["logits"], ref, mask.astype(bool), f"{kind} optimized logits")
 
 
+# partial rotary kinds: rotated dims per head (of 16) -> the optimized graph's RotaryEmbedding rotary_embedding_dim
+PARTIAL = {"phi": 8, "gpt_neox": 4, "gpt_neox_seq": 8, "stablelm": 4, "stablelm_par": 8}
+
+
+@pytest.mark.parametrize("kind", sorted(PARTIAL))
+def test_partial_rotary_fuses_into_attention(kind, tiny, workdir, winml):
+    """Partial rotary (rotate the first rot dims, copy the rest: Slice / rotate-half / Concat in the export) becomes
+    one RotaryEmbedding per q and k with rotary_embedding_dim, so attention still fuses into GroupQueryAttention
+    (an in-place KV cache) instead of staying as MatMul / Softmax over a Concat'ed cache; the logits of that graph
+    against transformers are test_optimized_build_matches_transformers' (both runtimes)."""
+    ckpt, model = tiny(kind)
+    path, stages = _build(winml, ckpt, str(workdir / f"opt_{kind}"))
+    g = onnx.load(path, load_external_data=False).graph
+    L = model.config.num_hidden_layers
+    ops = [n.op_type for n in g.node]
+    assert ops.count("GroupQueryAttention") == L, stages["optim"]["ops"]
+    ropes = [n for n in g.node if n.op_type == "RotaryEmbedding"]
+    assert len(ropes) == 2 * L, ops
+    for n in ropes:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        assert attrs.get("rotary_embedding_dim") == PARTIAL[kind], attrs
+        assert attrs.get("num_heads") in (model.config.num_attention_heads,
+                                          getattr(model.config, "num_key_value_heads", None)), attrs
+    assert "Softmax" not in ops and "Split" not in ops or kind.startswith("gpt_neox"), sorted(set(ops))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_int4_build_runs_alike_in_both_runtimes(kind, tiny, workdir, winml):
     """The int4 build (blocks of 16 over hidden 64) gives the same logits in onnxruntime and our engine, near

@@ -227,7 +227,8 @@ def gemm_model(path, w, trans_b, bias=None):
 @pytest.mark.parametrize("trans_b", (1, 0))
 def test_int4_gemm_lm_head(winml, tmp_path, trans_b):
     """A bias-free Gemm (the builder's lm_head over the tied [vocab, hidden] table uses transB) becomes
-    MatMulNBits with exactly the tensors the equivalent MatMul gets; a Gemm with a bias is left alone."""
+    MatMulNBits with exactly the tensors the equivalent MatMul gets; a Gemm with a bias (phi's lm_head) too, its C
+    then added by an Add."""
     rng = np.random.default_rng(7 + trans_b)
     w = rng.standard_normal((96, 50)).astype(np.float32)  # [K, N]
     mm, gm, qa, qb = (str(tmp_path / f) for f in ("mm.onnx", "gemm.onnx", "qa.onnx", "qb.onnx"))
@@ -243,9 +244,12 @@ def test_int4_gemm_lm_head(winml, tmp_path, trans_b):
         assert np.array_equal(ta[sa], tb[sb])
     x = rng.standard_normal((3, 96)).astype(np.float32)
     np.testing.assert_allclose(M.run_model(qb, {"x": x})[0], M.run_model(qa, {"x": x})[0], rtol=0, atol=0)
-    gemm_model(gm, w.T.copy(), 1, bias=np.ones(50, np.float32))
+    c = rng.standard_normal(50).astype(np.float32)
+    gemm_model(gm, w.T.copy(), 1, bias=c)
     rep = quantize(winml, gm, qb, "-p", "int4", "--block-size", "32")
-    assert rep["quantized"] == 0 and onnx.load(qb).graph.node[0].op_type == "Gemm"
+    assert rep["quantized"] == 1
+    assert [n.op_type for n in onnx.load(qb).graph.node] == ["MatMulNBits", "Add"]
+    np.testing.assert_allclose(M.run_model(qb, {"x": x})[0], M.run_model(qa, {"x": x})[0] + c, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("flags", ((), ("--per-channel",), ("--asymmetric",), ("--asymmetric", "--per-channel"),
