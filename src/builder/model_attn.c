@@ -295,6 +295,33 @@ const char *wm_model_rel_bias(wm_gb *b, const wm_model_ctx *c, const char *ids) 
     return gb_unsqueeze(b, gb_transpose(b, v, hss, 3), ax0, 1);
 }
 
+/* act(gate x) * (up x) under scope prefix sc: gate and up as two linears (modules gate, up), or as one fused linear
+   (module gate_up >= 0: gate rows then up rows, width each) split in two. Node names <sc>/gate_up_proj or
+   <sc>/gate_proj + <sc>/up_proj, then <sc>/act. */
+const char *wm_model_gated_product(wm_gb *b, const wm_arch *a, int layer, const char *x, const char *sc, int gate_up,
+                                   int gate, int up, int64_t width) {
+    char sub[224];
+    const char *g, *u;
+    if (gate_up >= 0) {
+        snprintf(sub, sizeof sub, "%s/gate_up_proj", sc);
+        const char *gu = gb_linear(b, x, wm_arch_mod(a, layer, gate_up), sub);
+        gb_scope(b, "%s", sc);
+        int64_t sizes[2] = {width, width};
+        const char *in[2] = {gu, gb_i64(b, sizes, 2)}, *out[2];
+        gb_op_multi(b, "Split", 2, in, 2, out);
+        gb_attr_i(b, "axis", -1);
+        g = out[0];
+        u = out[1];
+    } else {
+        snprintf(sub, sizeof sub, "%s/gate_proj", sc);
+        g = gb_linear(b, x, wm_arch_mod(a, layer, gate), sub);
+        snprintf(sub, sizeof sub, "%s/up_proj", sc);
+        u = gb_linear(b, x, wm_arch_mod(a, layer, up), sub);
+    }
+    gb_scope(b, "%s/act", sc);
+    return gb_op(b, "Mul", 2, gb_act(b, g, a->act), u);
+}
+
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h) {
     const wm_arch *a = c->a;
     if (a->moe_layer && a->moe_layer[layer]) return wm_model_moe(b, c, layer, h);
@@ -302,25 +329,8 @@ const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char 
     snprintf(sc, sizeof sc, "%s/layers.%d/mlp", c->root ? c->root : "/model", layer);
     const char *m;
     if (a->gated) {
-        const char *g, *u;
-        if (a->fused_gate_up) {
-            snprintf(sub, sizeof sub, "%s/gate_up_proj", sc);
-            const char *gu = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_GATE_UP), sub);
-            gb_scope(b, "%s", sc);
-            int64_t sizes[2] = {a->I, a->I};
-            const char *in[2] = {gu, gb_i64(b, sizes, 2)}, *out[2];
-            gb_op_multi(b, "Split", 2, in, 2, out);
-            gb_attr_i(b, "axis", -1);
-            g = out[0];
-            u = out[1];
-        } else {
-            snprintf(sub, sizeof sub, "%s/gate_proj", sc);
-            g = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_GATE), sub);
-            snprintf(sub, sizeof sub, "%s/up_proj", sc);
-            u = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_UP), sub);
-        }
-        gb_scope(b, "%s/act", sc);
-        m = gb_op(b, "Mul", 2, gb_act(b, g, a->act), u);
+        m = wm_model_gated_product(b, a, layer, h, sc, a->fused_gate_up ? WM_M_L_GATE_UP : -1, WM_M_L_GATE, WM_M_L_UP,
+                                   a->I);
     } else {
         snprintf(sub, sizeof sub, "%s/up_proj", sc);
         m = gb_linear(b, h, wm_arch_mod(a, layer, WM_M_L_UP), sub);

@@ -50,6 +50,9 @@ int64_t wm_resnet_side(const wm_arch *a);
 /* Shared by both (model_attn.c). */
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
 const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);
+/* act(gate x) * (up x) of a gated MLP under scope sc (model_attn.c): fused gate_up module (>= 0) or gate + up */
+const char *wm_model_gated_product(wm_gb *b, const wm_arch *a, int layer, const char *x, const char *sc, int gate_up,
+                                   int gate, int up, int64_t width);
 /* A sparse layer's MLP (a->moe_layer[layer]): router + com.microsoft MoE (+ shared expert) on h [B, S, H]
    (model_moe.c). */
 const char *wm_model_moe(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);

@@ -125,26 +125,11 @@ const char *wm_model_moe(wm_gb *b, const wm_model_ctx *c, int layer, const char 
     gb_attr_i(b, "swiglu_fusion", 1);
     gb_attr_i(b, "normalize_routing_weights", a->moe_norm);
     if (a->shared_I > 0) {
-        const wm_module *fused = wm_arch_mod(a, layer, WM_M_L_SH_GATE_UP);
-        const char *g, *u;
-        if (fused->present) {
-            snprintf(sub, sizeof sub, "%s/shared_expert/gate_up_proj", sc);
-            const char *gu = gb_linear(b, x, fused, sub);
-            gb_scope(b, "%s/shared_expert", sc);
-            int64_t sizes[2] = {a->shared_I, a->shared_I};
-            const char *sin[2] = {gu, gb_i64(b, sizes, 2)}, *sout[2];
-            gb_op_multi(b, "Split", 2, sin, 2, sout);
-            gb_attr_i(b, "axis", -1);
-            g = sout[0];
-            u = sout[1];
-        } else {
-            snprintf(sub, sizeof sub, "%s/shared_expert/gate_proj", sc);
-            g = gb_linear(b, x, wm_arch_mod(a, layer, WM_M_L_SH_GATE), sub);
-            snprintf(sub, sizeof sub, "%s/shared_expert/up_proj", sc);
-            u = gb_linear(b, x, wm_arch_mod(a, layer, WM_M_L_SH_UP), sub);
-        }
-        gb_scope(b, "%s/shared_expert/act", sc);
-        const char *m = gb_op(b, "Mul", 2, gb_act(b, g, a->act), u);
+        char ssc[200];
+        snprintf(ssc, sizeof ssc, "%s/shared_expert", sc);
+        const char *m = wm_model_gated_product(b, a, layer, x, ssc,
+                                               wm_arch_mod(a, layer, WM_M_L_SH_GATE_UP)->present ? WM_M_L_SH_GATE_UP : -1,
+                                               WM_M_L_SH_GATE, WM_M_L_SH_UP, a->shared_I);
         snprintf(sub, sizeof sub, "%s/shared_expert/down_proj", sc);
         const char *d = gb_linear(b, m, wm_arch_mod(a, layer, WM_M_L_SH_DOWN), sub);
         if (a->shared_gated) {

@@ -79,6 +79,9 @@ static wm_status bytes(rd *r, const char *field, const uint8_t **s, size_t *n) {
 }
 
 /* Skips a value of wire type wt. */
+/* Steps over the value of a field this reader does not use (protobuf's rule for unknown fields): a varint, a
+ * length-delimited value or a fixed 64 / 32-bit one, each bounds-checked like a field that is read; groups
+ * (wire types 3, 4) never get here, tag() refuses them. */
 static wm_status skip(rd *r, const char *field, int wt) {
     uint64_t v;
     const uint8_t *s;
