@@ -15,9 +15,12 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import pytest
+
 import oracle_util as U
 from test_datasets import read, tabletool  # noqa: F401  (tabletool: a fixture)
-from test_hub import download, hub, tree  # noqa: F401  (hub: the fake hub fixture)
+from test_hub import download, env_for, hub, tree, winml_run  # noqa: F401  (hub: the fake hub fixture)
+from test_run import bert_vocab  # noqa: F401  (a fixture)
 
 
 def parquet(texts):
@@ -99,3 +102,82 @@ def test_hostile_listing(winml_asan, hub, tmp_path):  # noqa: F811
         r = download(winml_asan, hub, cache, "--dataset", "org/bad", "--split", "test", ok=False)
         U.assert_clean_error(r, "winml download", "org/bad")
         assert not (tmp_path / "escape").exists() and not os.path.exists("/abs")
+
+
+def test_recipe_dataset_downloaded_then_found_offline(winml, hub, bert_vocab, tmp_path):  # noqa: F811
+    """One reference recipe's data set end to end: distilbert-sst-2's recipes name eval.dataset nyu-mll/glue, config
+    sst2. `winml download --dataset nyu-mll/glue --config sst2 --split validation` from the fake hub (the glue
+    repository's layout: sst2/validation-*.parquet with sentence, label, idx), then offline (HF_HUB_OFFLINE=1, no
+    request reaches the hub): `winml build -c` of the w8a16 recipe calibrates on the downloaded rows (the manifest names
+    the cached file), and `winml eval --mode onnx --dataset nyu-mll/glue --dataset-config sst2 --split validation`
+    of the recipe's float build scores every row: accuracy and F1 equal scikit-learn's on transformers' predictions."""
+    import numpy as np
+    import torch
+    import transformers as T
+    from sklearn.metrics import accuracy_score, f1_score
+    ref = os.path.join(os.path.dirname(U.ROOT), "shared", "reference-recipes",
+                       "distilbert_distilbert-base-uncased-finetuned-sst-2-english")
+    recipes = {p: os.path.join(ref, f"text-classification_{p}_config.json") for p in ("fp16", "w8a16")}
+    for p in recipes.values():
+        ds = json.load(open(p))["eval"]["dataset"]
+        assert (ds["path"], ds["name"]) == ("nyu-mll/glue", "sst2"), ds
+    sents = ["it is a charming and often affecting journey.", "unflinchingly bleak and desperate",
+             "allows us to hope that nolan is poised to embark a major career", "the acting, costumes, music are fine",
+             "it's slow -- very, very slow.", "a sometimes tedious film.", "or doing last year's taxes with your ex-wife.",
+             "you don't have to know about music to appreciate the film's easygoing blend of comedy and romance.",
+             "in exactly 89 minutes, most of which passed as slowly as if i'd been sitting naked on an igloo",
+             "the mesmerizing performances of the leads keep the film grounded"]
+    rng = np.random.default_rng(5)
+    gold = [int(v) for v in rng.integers(0, 2, len(sents))]
+
+    def table(texts, labels):
+        b = io.BytesIO()
+        pq.write_table(pa.table({"sentence": texts, "label": labels, "idx": list(range(len(texts)))}), b)
+        return b.getvalue()
+    hub.add_commit("nyu-mll/glue", {"README.md": b"# GLUE\n",
+                                    "sst2/validation-00000-of-00001.parquet": table(sents, gold),
+                                    "sst2/train-00000-of-00001.parquet": table(["train row"], [0]),
+                                    "mrpc/validation-00000-of-00001.parquet": table(["mrpc row"], [1])},
+                   repo_type="dataset")
+    cache = tmp_path / "cache"
+    got = download(winml, hub, cache, "--dataset", "nyu-mll/glue", "--config", "sst2", "--split", "validation")
+    assert [f["name"] for f in got["files"]] == ["sst2/validation-00000-of-00001.parquet"], got
+    cached = os.path.join(got["folder"], "sst2", "validation-00000-of-00001.parquet")
+    # a tiny distilbert of the recipe's sizes (512 positions, the bert vocabulary) with its tokenizer
+    tok = T.DistilBertTokenizerFast(vocab_file=bert_vocab, do_lower_case=True)
+    for seed in range(50):  # the first seed whose random model predicts both labels, with no near tie
+        torch.manual_seed(seed)
+        m = T.DistilBertForSequenceClassification(T.DistilBertConfig(
+            vocab_size=30522, dim=32, hidden_dim=64, n_layers=1, n_heads=4, max_position_embeddings=512,
+            initializer_range=0.2)).eval()  # wide weights: the tokens, not the [CLS] embedding alone, decide
+        with torch.no_grad():
+            logits = [m(**tok(s, return_tensors="pt", truncation=True, max_length=512)).logits[0] for s in sents]
+        pred = [int(x.argmax()) for x in logits]
+        if len(set(pred)) == 2 and min(float(abs(x[0] - x[1])) for x in logits) > 1e-3:
+            break
+    assert len(set(pred)) == 2, pred  # both labels predicted: the score can tell right from wrong
+    ck = tmp_path / "ck"
+    m.save_pretrained(ck)
+    tok.save_pretrained(ck)
+    n_req = len(hub.requests())
+    offline = env_for(hub, cache, HF_HUB_OFFLINE="1")
+    r = winml_run(winml, ["build", "-c", recipes["w8a16"], "-m", str(ck), "-o", str(tmp_path / "q"), "-q"], offline,
+                  timeout=600)
+    assert r.returncode == 0, U.describe(r)
+    man = json.load(open(tmp_path / "q" / "build_manifest.json"))
+    cal = next(s for s in man["stages"] if s["name"] == "quant")["calibration"]
+    assert cal["data"] == "dataset" and cal["samples"] == len(sents), cal
+    assert cached in json.dumps(cal), cal
+    r = winml_run(winml, ["build", "-c", recipes["fp16"], "-m", str(ck), "-o", str(tmp_path / "b"), "-q"], offline,
+                  timeout=600)
+    assert r.returncode == 0, U.describe(r)
+    r = winml_run(winml, ["eval", "--mode", "onnx", "-m", str(tmp_path / "b"), "--dataset", "nyu-mll/glue",
+                          "--dataset-config", "sst2", "--split", "validation", "-f", "json"], offline, timeout=600)
+    assert r.returncode == 0, U.describe(r)
+    res = json.loads(r.stdout)["metrics"]
+    assert len(hub.requests()) == n_req, hub.requests()[n_req:]  # offline: the hub was not asked again
+    assert res["samples"] == len(sents), res
+    assert res["accuracy"] == pytest.approx(accuracy_score(gold, pred)), (res, gold, pred)
+    assert res["f1"] == pytest.approx(f1_score(gold, pred)), (res, gold, pred)
+    U.note(f"download --dataset nyu-mll/glue sst2 validation -> offline build calibration ({cal['samples']} rows) and "
+           f"eval --mode onnx: accuracy {res['accuracy']:.2f} = scikit-learn's on transformers' predictions")
