@@ -115,8 +115,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < n; i++) {
         const cJSON *r = rows[i].r;
         if (strcmp(s_of(r, "status"), "passed")) continue;
-        const char *k[] = {"key", "model", "task", "model_type", "precision", "built_precision", "recipe_ep", "recipe_device", "ep", "device",
-                           "run_timestamp"};
+        const char *k[] = {"key", "model", "task", "model_type", "precision", "built_precision", "recipe_ep",
+                           "recipe_device", "part", "ep", "device", "run_timestamp"};
         fputs("    {", f);
         for (size_t q = 0; q < sizeof k / sizeof k[0]; q++) {
             cstr(f, s_of(r, k[q]));

@@ -14,7 +14,8 @@ static void help(void) {
            "The models this build has verified: every model and task with a recipe that passed `winml sweep`\n"
            "(build, analyze, perf, compare) in the sweep results checked in under data/catalog (the table is\n"
            "generated from them when winml is built). Per entry: the task, model_type, the EPs and devices it\n"
-           "ran on (supported_eps), the precisions that passed, the recipes' own EP folders (recipe_targets),\n"
+           "ran on (supported_eps), the precisions that passed, the parts that passed of a model exported as part\n"
+           "recipes (parts: encoder, decoder ...), the recipes' own EP folders (recipe_targets),\n"
            "and the last result (time, mean latency, worst cosine similarity against the float32 export,\n"
            "whether the weights were random). --ep takes an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
            "migraphx, cuda), an ONNX Runtime name, case-insensitively, or auto (= cpu); -d/--device auto (= cpu),\n"
@@ -79,11 +80,13 @@ int wm_cmd_catalog(int argc, char **argv) {
         }
         if (!rc && c.json) fputs(text, stdout);
         else if (!rc) {
-            printf("%-48s %-30s %-17s %-22s %-12s %s\n", "model", "task", "model_type", "precisions (built)", "eps", "last result");
+            printf("%-48s %-30s %-17s %-22s %-16s %-12s %s\n", "model", "task", "model_type", "precisions (built)", "parts",
+                   "eps", "last result");
             const cJSON *e;
             cJSON_ArrayForEach(e, doc) {
-                char prec[128], eps[128] = "";
+                char prec[128], parts[64], eps[128] = "";
                 join(cJSON_GetObjectItemCaseSensitive(e, "precisions"), prec, sizeof prec);
+                join(cJSON_GetObjectItemCaseSensitive(e, "parts"), parts, sizeof parts);
                 const cJSON *x, *lr = cJSON_GetObjectItemCaseSensitive(e, "last_result");
                 size_t u = 0;
                 cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(e, "supported_eps")) {
@@ -91,8 +94,9 @@ int wm_cmd_catalog(int argc, char **argv) {
                     join(x, d, sizeof d);
                     if (u < sizeof eps) u += (size_t)snprintf(eps + u, sizeof eps - u, "%s%s:%s", u ? " " : "", x->string, d);
                 }
-                printf("%-48s %-30s %-17s %-22s %-12s %s %s\n", str(e, "model_id"), str(e, "task"), str(e, "model_type"),
-                       prec, eps, str(lr, "status"), str(lr, "run_timestamp"));
+                printf("%-48s %-30s %-17s %-22s %-16s %-12s %s %s\n", str(e, "model_id"), str(e, "task"),
+                       str(e, "model_type"), prec, parts[0] ? parts : "-", eps, str(lr, "status"),
+                       str(lr, "run_timestamp"));
             }
             printf("%d verified model(s)\n", cJSON_GetArraySize(doc));
         }

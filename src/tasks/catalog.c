@@ -99,6 +99,7 @@ wm_status wm_catalog_json(const char *ep, const char *device, const char *task, 
         }
         distinct(j, "precisions", i, r, offsetof(wm_catalog_row, built_precision));
         distinct(j, "recipe_precisions", i, r, offsetof(wm_catalog_row, precision));
+        distinct(j, "parts", i, r, offsetof(wm_catalog_row, part)); /* [] for a model built whole */
         if (size >= 0) wm_json_num(j, "size_mb", (double)(long long)(size / 1048576.0 * 100 + 0.5) / 100);
         else wm_json_null(j, "size_mb");
         wm_json_arr(j, "recipe_targets");
