@@ -1001,9 +1001,6 @@ wm_status wm_recipe_fit_image(const wm_recipe *r, wm_arch *a, const char *label,
 
 wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {
     pctx p = {label ? label : "recipe", err, NULL};
-    if (r->trust_remote_code)
-        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.trust_remote_code': custom code is never executed",
-                      p.label);
     if (r->model_type[0] && strcmp(r->model_type, a->model_type))
         return wm_err(err, WM_ERR_INPUT, "%s: field 'loader.model_type': '%s', but the checkpoint is '%s'", p.label,
                       r->model_type, a->model_type);

@@ -7,7 +7,8 @@
   model_type, and the model's inputs and outputs are the recipe's (names, dtypes, static shapes); its static
   (static / qdq) quant sections too: QDQ calibrated by our engine on seeded samples, said in the manifest;
 - every other recipe is refused by `winml build` with exit 2 and ONE error line naming the unsupported
-  loader.model_type or loader.task, and nothing is left in the output folder.
+  loader.model_type or loader.task, or loader.trust_remote_code (custom code is never executed), and nothing is
+  left in the output folder; `winml config` says the same (buildable false, the same reason).
 
 The counts of each are asserted and printed. Builds are deduplicated by what decides the graph (model_type,
 task, quant mode, inputs, outputs, optim switches); every file is still parsed and checked on its own.
@@ -29,8 +30,10 @@ from recipe_survey import field_paths, recipe_files
 REF = os.path.join(os.path.dirname(U.ROOT), "shared", "reference-recipes")
 
 # What the builder serves today (asserted: a change in coverage must update these numbers knowingly).
-# Before the encoder-decoder part recipes built (opus-mt's 8, TrOCR's 8): built 195, model_type 104.
-WANT = {"parsed": 299, "built": 211, "model_type": 88, "task": 0, "quant.mode": 0}
+# Before the encoder-decoder part recipes built (opus-mt's 8, TrOCR's 8): built 195, model_type 104. The 7
+# wav2vec2 recipes with loader.trust_remote_code were counted built until the build key held that field (they
+# shared a key with a plain wav2vec2 recipe that builds); `winml build` and the sweep refuse them.
+WANT = {"parsed": 299, "built": 204, "model_type": 88, "task": 0, "quant.mode": 0, "trust_remote_code": 7}
 
 # Fields the recipe model uses (the rest must come back as kept). An object's members are listed on their own.
 USED = {
@@ -126,7 +129,7 @@ def graph_key(doc):
     """What decides the built graph (and the build's outcome)."""
     e, q = doc["export"], doc.get("quant") or {}
     return json.dumps([doc["loader"].get("model_type"), doc["loader"]["task"], doc["loader"].get("model_class"),
-                       q.get("mode"), q.get("activation_type"), e.get("opset_version"), e["input_tensors"],
+                       doc["loader"].get("trust_remote_code", False), q.get("mode"), q.get("activation_type"), e.get("opset_version"), e["input_tensors"],
                        e.get("output_tensors"), doc.get("optim")], sort_keys=True)
 
 
@@ -276,6 +279,8 @@ def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs
                 res = "model_type"
             elif f"field 'loader.task': task '{task}' is not served" in msg:
                 res = "task"
+            elif "field 'loader.trust_remote_code': custom code is never executed" in msg:
+                res = "trust_remote_code"
             else:
                 pytest.fail(f"{f}: refused for another reason: {msg}")
             assert not out.exists(), f"{f}: refused build left {out}"
@@ -286,9 +291,11 @@ def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs
     for f, res in outcome.items():
         if res != "built":
             d = load(f)["loader"]
-            reasons[(res, d.get("model_type") if res == "model_type" else d["task"] if res == "task" else "static")] += 1
+            reasons[(res, d.get("model_type") if res in ("model_type", "trust_remote_code") else
+                     d["task"] if res == "task" else "static")] += 1
     U.note(f"reference recipes: {len(files)} parsed; built {counts['built']}, refused: model_type {counts['model_type']}, "
-           f"task {counts['task']}, static quant.mode {counts['quant.mode']} ({n_builds} distinct builds run)")
+           f"task {counts['task']}, static quant.mode {counts['quant.mode']}, trust_remote_code "
+           f"{counts['trust_remote_code']} ({n_builds} distinct builds run)")
     U.note("refused by: " + ", ".join(f"{r[0]} {r[1]} x{n}" for r, n in reasons.most_common()))
     assert len(outcome) == WANT["parsed"]
     assert dict(counts) == {k: v for k, v in WANT.items() if k != "parsed" and v}, dict(counts)
