@@ -16,6 +16,7 @@
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -187,11 +188,12 @@ def test_two_shards_merge_to_the_single_run(winml, recipes, single, tmp_path):
 def test_catalog_lists_what_passed_in_the_checked_in_results(winml, build_dir):
     data = sorted(glob.glob(os.path.join(U.ROOT, "data", "catalog", "*.json")))
     assert data, "no sweep results checked in under data/catalog"
-    passed = set()
+    passed, parts = set(), {}
     for f in data:
         for row in load(f)["results"]:
             if row["status"] == "passed":
                 passed.add((row["model"], row["task"]))
+                parts.setdefault((row["model"], row["task"]), set()).update([row["part"]] if row["part"] else [])
     r = subprocess.run([winml, "catalog", "-f", "json"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     cat = json.loads(r.stdout)
@@ -199,6 +201,10 @@ def test_catalog_lists_what_passed_in_the_checked_in_results(winml, build_dir):
     for e in cat:  # the reference's keys, ours beside
         assert {"model_id", "task", "model_type", "supported_eps", "size_mb"} <= set(e)
         assert e["supported_eps"] == {"cpu": ["CPU"]} and e["last_result"]["status"] == "passed"
+        assert set(e["parts"]) == parts[e["model_id"], e["task"]], e
+    # the reference's encoder-decoders exported as part recipes (opus-mt, TrOCR): both parts verified
+    s2s = [e for e in cat if e["model_type"] in ("marian", "vision-encoder-decoder")]
+    assert s2s and all(e["parts"] == ["decoder", "encoder"] for e in s2s), s2s
     r = subprocess.run([winml, "catalog", "-f", "json", "-t", "fill-mask", "--ep", "CPUExecutionProvider"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and {e["task"] for e in json.loads(r.stdout)} == {"fill-mask"}
@@ -342,3 +348,35 @@ def test_image_recipes_get_a_tiny_checkpoint_of_their_shape(winml, tmp_path):
     assert r.returncode == 0, r.stderr
     got = result_set(tmp_path / "res")
     assert len(got) == 4 and all(v[0] == "passed" for v in got.values()), got
+
+
+def test_progress_on_a_terminal(winml, tmp_path):
+    """Progress goes to stderr when it is a terminal (a pty here): each recipe's "[i/n] key ..." line replaced by its
+    outcome with its class; on a pipe there is none (test_single_run_writes_the_reference_layout)."""
+    import pty
+    recs = [os.path.join(REF, "usyd-community_vitpose-plus-small", f"keypoint-detection_{p}_config.json")
+            for p in ("fp16", "w8a8")]  # refused by model_type at build: fast
+    lst = tmp_path / "l.txt"
+    lst.write_text("\n".join(recs) + "\n")
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([winml, "sweep", "-c", str(lst), "-o", str(tmp_path / "o"), "--random-weights"],
+                             stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                b = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not b:
+                break
+            chunks.append(b)
+        assert p.wait(timeout=300) == 0
+    finally:
+        os.close(master)
+    text = b"".join(chunks).decode()
+    keys = [f"usyd-community__vitpose-plus-small__keypoint-detection__{q}" for q in ("fp16", "w8a8")]
+    for i, k in enumerate(keys, 1):
+        assert f"[{i}/2] {k} ..." in text, text
+        assert re.search(rf"\r\x1b\[K\[{i}/2\] {re.escape(k)}: failed EXPORT_FAIL \([0-9.]+ s\)\r?\n", text), text
