@@ -271,6 +271,19 @@ def test_eval_samples_default_100(winml, relu):
     assert json.loads(r.stdout)["samples"] == 100
 
 
+def test_eval_dataset_samples_default_100(winml, bert_build, tmp_path):
+    """Dataset evaluation (--mode onnx, the reference's name) scores the first --samples rows, 100 by default."""
+    f = tmp_path / "d.jsonl"
+    f.write_text("".join(json.dumps({"text": f"w{i % 91} w{i * 7 % 91}", "label": i % 3}) + "\n" for i in range(150)))
+    got = {}
+    for extra in ([], ["--samples", "150"], ["--samples", "100"]):
+        r = U.run([winml, "eval", "--mode", "onnx", "-m", bert_build, "--dataset", str(f), "-f", "json", *extra])
+        assert r.returncode == 0, U.describe(r)
+        got[tuple(extra)] = json.loads(r.stdout)["metrics"]
+    assert got[()]["samples"] == 100 and got[("--samples", "150")]["samples"] == 150
+    assert got[()] == got[("--samples", "100")]
+
+
 # ------------------------------------------------------------ bad values: exit 2, one line naming flag and value
 
 BAD = [
