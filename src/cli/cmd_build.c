@@ -29,7 +29,9 @@ static void help(int export_only) {
                "GGUF as for build.\n"
                "-o NAME.onnx (a path ending .onnx) writes that model file instead, with NAME.onnx.data beside it when\n"
                "external, and no manifest; an existing NAME.onnx (or NAME.onnx.data) is replaced only with --overwrite.\n"
-               "--output-dir DIR is -o DIR and --overwrite is --rebuild, as the reference names them.\n");
+               "--output-dir DIR is -o DIR and --overwrite is --rebuild, as the reference names them. --ep auto|cpu\n"
+               "and -d/--device auto|cpu are taken as the reference's (this build exports for cpu; another EP or\n"
+               "device exits 2 naming it).\n");
     else
         printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o|--output-dir DIR [-c RECIPE] [-t TASK]\n"
                "                   [-p auto|fp32|fp16|int8|w8a8|w8a16|int16|int4|int8-rtn|int8-dynamic|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"

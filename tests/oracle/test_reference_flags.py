@@ -213,7 +213,8 @@ def test_export_to_onnx_file(winml, ckpt, tmp_path, exported):
     # an existing file is replaced only with --overwrite; without data this time, the old data file goes
     U.assert_clean_error(U.run([winml, "export", "-m", ckpt, "-o", str(f)]), "winml export", "x.onnx",
                          "already exists")
-    r = U.run([winml, "export", "-m", ckpt, "-o", str(f), "--overwrite", "-q"])
+    r = U.run([winml, "export", "-m", ckpt, "-o", str(f), "--overwrite", "-q", "--ep", "CPUExecutionProvider", "-d",
+               "auto"])  # the reference's --ep / -d on export too
     assert r.returncode == 0, U.describe(r)
     assert sorted(os.listdir(d)) == ["x.onnx"]
     onnx.checker.check_model(str(f), full_check=True)
@@ -294,6 +295,7 @@ BAD = [
     (["build", "-m", "C", "-o", "OUT", "--ep", "DmlExecutionProvider"], "winml build", ["--ep", "DmlExecutionProvider", "not available"]),
     (["build", "-m", "C", "-o", "OUT", "-d", "npu"], "winml build", ["--device", "npu", "not available"]),
     (["export", "-m", "C", "-o", "OUT", "--ep", "NOPE"], "winml export", ["--ep", "NOPE"]),
+    (["export", "-m", "C", "-o", "OUT", "-d", "npu"], "winml export", ["--device", "npu", "not available"]),
     (["config", "-m", "C", "--device", "tpu"], "winml config", ["--device", "tpu"]),
     (["config", "-m", "C", "--ep", "openvino"], "winml config", ["--ep", "openvino", "not available"]),
     (["analyze", "-m", "R", "--device", "tpu"], "winml analyze", ["--device", "tpu"]),
