@@ -215,9 +215,10 @@ const char *wm_recipe_name_precision(const char *path);
 const char *wm_recipe_served_tasks(void);
 
 /*
- * Whether the builder can build r (model_type in the family table, task served, quant mode implemented, no
- * custom code): WM_OK, or WM_ERR_UNSUPPORTED with one message naming the field: loader.model_type first, then
- * loader.task, then loader.trust_remote_code. Callers with a recipe file check this before wm_recipe_check.
+ * Whether the builder can build r (model_type in the family table, task served, quant mode implemented): WM_OK,
+ * or WM_ERR_UNSUPPORTED with one message naming the field: loader.model_type first, then loader.task.
+ * loader.trust_remote_code never refuses by itself (custom code is refused where it is: config.json's auto_map).
+ * Callers with a recipe file check this before wm_recipe_check.
  */
 wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *err);
 

@@ -76,20 +76,16 @@ const char *wm_recipe_served_tasks(void) {
            "image-feature-extraction, zero-shot-image-classification";
 }
 
-/* loader.trust_remote_code: the checkpoint's own Python classes define the model; custom code is never executed,
-   and the family tables cannot say what that code computes. */
-static wm_status remote_code(const wm_recipe *r, const char *label, wm_error *err) {
-    if (!r->trust_remote_code) return WM_OK;
-    return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.trust_remote_code': custom code is never executed",
-                  label);
-}
-
+/* loader.trust_remote_code is transformers' permission to run a checkpoint's own Python classes; it changes nothing
+   for a checkpoint that has none (no auto_map in config.json), and one that has some is refused by the config reader
+   (field 'auto_map': custom code is never executed). So the field is kept as bookkeeping and never refuses a recipe
+   by itself: the reference's wav2vec2 recipes set it for standard Wav2Vec2 checkpoints. */
 wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *err) {
     if (!label) label = "recipe";
     int kind = r->model_type[0] ? wm_arch_family_kind(r->model_type) : -1;
     if (r->model_type[0] && wm_s2s_find(r->model_type)) {
         /* the reference's part recipes (an encoder; a static-cache decoder) build one graph each (recipe_s2s.c) */
-        if (wm_recipe_s2s_part_kind(r)) return remote_code(r, label, err);
+        if (wm_recipe_s2s_part_kind(r)) return WM_OK;
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.model_type': model_type '%s' is not supported in a "
                       "recipe (loader.model_class '%s', task '%s'): an encoder-decoder builds from a part recipe (an "
                       "encoder: feature-extraction or image-feature-extraction; a static-cache decoder: "
@@ -115,7 +111,7 @@ wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *e
                               wm_arch_family_serves(r->model_type, WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION)
                           ? "an image model: its image tasks"
                           : "a text encoder: every text task but text-generation");
-    return remote_code(r, label, err);
+    return WM_OK;
 }
 
 const char *wm_recipe_name_precision(const char *path) {

@@ -429,7 +429,6 @@ def test_duplicate_config_key(ckpt, winml_asan, tmp_path):
     (lambda r: r["export"]["input_tensors"].append(dict(r["export"]["input_tensors"][0], name="foo")),
      ["'foo'", "not an input"]),
     (lambda r: r["loader"].update(model_type="bert"), ["loader.model_type", "bert"]),
-    (lambda r: r["loader"].update(trust_remote_code=True), ["trust_remote_code"]),
     (lambda r: r["optim"].update(warp_drive=True), ["optim.warp_drive", "unknown field"]),
     (lambda r: r["export"]["input_tensors"][3].update(shape=["batch_size", 3, "past_sequence_length", 8]),
      ["past_key_values.0.key", "expected float32"]),

@@ -7,8 +7,8 @@
   model_type, and the model's inputs and outputs are the recipe's (names, dtypes, static shapes); its static
   (static / qdq) quant sections too: QDQ calibrated by our engine on seeded samples, said in the manifest;
 - every other recipe is refused by `winml build` with exit 2 and ONE error line naming the unsupported
-  loader.model_type or loader.task, or loader.trust_remote_code (custom code is never executed), and nothing is
-  left in the output folder; `winml config` says the same (buildable false, the same reason).
+  loader.model_type or loader.task, and nothing is left in the output folder (loader.trust_remote_code is a
+  permission, as in transformers: it refuses nothing; a checkpoint with custom code, auto_map, is refused by its config); `winml config` says the same (buildable false, the same reason).
 
 The counts of each are asserted and printed. Builds are deduplicated by what decides the graph (model_type,
 task, quant mode, inputs, outputs, optim switches); every file is still parsed and checked on its own.
@@ -31,9 +31,9 @@ REF = os.path.join(os.path.dirname(U.ROOT), "shared", "reference-recipes")
 
 # What the builder serves today (asserted: a change in coverage must update these numbers knowingly).
 # Before the encoder-decoder part recipes built (opus-mt's 8, TrOCR's 8): built 195, model_type 104. The 7
-# wav2vec2 recipes with loader.trust_remote_code were counted built until the build key held that field (they
-# shared a key with a plain wav2vec2 recipe that builds); `winml build` and the sweep refuse them.
-WANT = {"parsed": 299, "built": 204, "model_type": 88, "task": 0, "quant.mode": 0, "trust_remote_code": 7}
+# wav2vec2 recipes with loader.trust_remote_code (standard Wav2Vec2 checkpoints) were refused for that field
+# until 2026-12-07; the field is a permission only, so they build (their build key holds the field).
+WANT = {"parsed": 299, "built": 211, "model_type": 88, "task": 0, "quant.mode": 0}
 
 # Fields the recipe model uses (the rest must come back as kept). An object's members are listed on their own.
 USED = {
@@ -279,8 +279,6 @@ def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs
                 res = "model_type"
             elif f"field 'loader.task': task '{task}' is not served" in msg:
                 res = "task"
-            elif "field 'loader.trust_remote_code': custom code is never executed" in msg:
-                res = "trust_remote_code"
             else:
                 pytest.fail(f"{f}: refused for another reason: {msg}")
             assert not out.exists(), f"{f}: refused build left {out}"
@@ -291,11 +289,11 @@ def test_reference_recipes_build_or_are_refused_by_name(files, checks, tiny_dirs
     for f, res in outcome.items():
         if res != "built":
             d = load(f)["loader"]
-            reasons[(res, d.get("model_type") if res in ("model_type", "trust_remote_code") else
+            reasons[(res, d.get("model_type") if res == "model_type" else
                      d["task"] if res == "task" else "static")] += 1
     U.note(f"reference recipes: {len(files)} parsed; built {counts['built']}, refused: model_type {counts['model_type']}, "
-           f"task {counts['task']}, static quant.mode {counts['quant.mode']}, trust_remote_code "
-           f"{counts['trust_remote_code']} ({n_builds} distinct builds run)")
+           f"task {counts['task']}, static quant.mode {counts['quant.mode']} "
+           f"({n_builds} distinct builds run)")
     U.note("refused by: " + ", ".join(f"{r[0]} {r[1]} x{n}" for r, n in reasons.most_common()))
     assert len(outcome) == WANT["parsed"]
     assert dict(counts) == {k: v for k, v in WANT.items() if k != "parsed" and v}, dict(counts)
