@@ -424,6 +424,7 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         wm_json_str(j, "task", r->eval_task);
         wm_json_obj(j, "dataset");
         wm_json_str(j, "path", r->dataset_path[0] ? r->dataset_path : NULL);
+        if (r->dataset_config[0]) wm_json_str(j, "name", r->dataset_config); /* the hub data set's config */
         wm_json_str(j, "split", r->dataset_split[0] ? r->dataset_split : NULL);
         wm_json_int(j, "samples", r->dataset_samples);
         if (r->dataset_text_column[0]) {

@@ -50,7 +50,8 @@ static void help(void) {
            "  hub data set read offline from the Hugging Face caches: its config's split, every shard; the JSON\n"
            "  names the files read as dataset_files)\n"
            "  (onnx is the reference's name of this mode; without --mode, --dataset selects it and a reference\n"
-           "  flag selects compare)\n"
+           "  flag selects compare; --mode onnx|task without --dataset reads the build recipe's eval.dataset:\n"
+           "  path, name as the config, split, columns_mapping.input_column)\n"
            "  text-classification (accuracy, F1; GLUE TSV, JSONL or CSV with text [+ pair] and label columns),\n"
            "  text-ranking (MRR@10, nDCG@10 from query / passage / label rows, grouped by query),\n"
            "  feature-extraction (Spearman of the embeddings' cosine against sentence1 / sentence2 / score),\n"
@@ -259,7 +260,9 @@ int wm_cmd_eval(int argc, char **argv) {
     if (!mode) mode = to.dataset ? "task" : "compare";
     if (!strcmp(mode, "onnx")) mode = "task";
     if (!strcmp(mode, "task")) {
-        if (!c.model || !to.dataset) return wm_cli_usage_error(&c, "--mode task needs -m BUILD_DIR and --dataset FILE|DIR");
+        /* without --dataset, the build's recipe's eval.dataset (as the reference's eval) */
+        if (!c.model) return wm_cli_usage_error(&c, "--mode task needs -m BUILD_DIR (and --dataset FILE|DIR|ORG/NAME "
+                                                "unless the build's recipe has eval.dataset)");
         to.samples = samples; /* the reference's default: 100 */
         to.threads = (int)threads;
         so.threads = (int)threads;

@@ -283,7 +283,43 @@ static wm_status read_dataset(const wm_task_opts *o, const wm_table_opts *tabo, 
     return st;
 }
 
+/* Without --dataset, the build's recipe names the data set as the reference's eval does: eval.dataset.path, its
+   config (eval.dataset.name), split and text column fill what the caller left NULL. r owns the strings o points at
+   (wm_recipe_free after use). */
+static wm_status dataset_from_recipe(const char *dir, wm_task_opts *o, wm_recipe *r, wm_error *err) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/winml_build_config.json", dir);
+    if (wm_file_size(p) < 0)
+        return wm_err(err, WM_ERR_USAGE, "%s: no --dataset, and the folder has no winml_build_config.json whose "
+                      "eval.dataset names one", dir);
+    wm_status st = wm_recipe_load(p, r, err);
+    if (st) return st;
+    if (!r->has_eval || !r->dataset_path[0])
+        return wm_err(err, WM_ERR_USAGE, "%s: field 'eval.dataset.path': none, so --dataset FILE|DIR|ORG/NAME is needed",
+                      p);
+    o->dataset = r->dataset_path;
+    if (!o->dataset_config && r->dataset_config[0]) o->dataset_config = r->dataset_config;
+    if (!o->split && r->dataset_split[0]) o->split = r->dataset_split;
+    if (!o->col_text && r->dataset_text_column[0]) o->col_text = r->dataset_text_column;
+    return WM_OK;
+}
+
+static wm_status task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_error *err);
+
 wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_error *err) {
+    if (o->dataset) return task_eval(dir, o, j, err);
+    wm_task_opts ro = *o;
+    wm_recipe r;
+    wm_status st = dataset_from_recipe(dir, &ro, &r, err);
+    if (!st) {
+        wm_json_str(j, "dataset_from", "recipe"); /* eval.dataset of the build's winml_build_config.json */
+        st = task_eval(dir, &ro, j, err);
+    }
+    wm_recipe_free(&r);
+    return st;
+}
+
+static wm_status task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_error *err) {
     char task[64] = "";
     if (o->task) snprintf(task, sizeof task, "%s", o->task);
     else wm_folder_task(dir, task, sizeof task); /* a build folder's own; "" for a bare model */

@@ -20,7 +20,8 @@
 
 typedef struct wm_task_opts {
     const char *task;     /* NULL: the build's own task */
-    const char *dataset;  /* path: a table file, or (text tasks) a folder or hub name resolved by hf/dataset.h */
+    const char *dataset;  /* path: a table file, or (text tasks) a folder or hub name resolved by hf/dataset.h;
+                             NULL: the build's recipe's eval.dataset (path, name as config, split, input_column) */
     const char *dataset_config, *split; /* the hub data set's config and split (NULL: none; test, validation, train) */
     const char *col_image, *col_caption; /* image tables: the image column; retrieval: the caption column */
     const char *col_audio;               /* speech tables: the audio column */

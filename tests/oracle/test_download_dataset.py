@@ -10,6 +10,7 @@ exits 2 naming the repository, writing no file outside the cache folder.
 """
 import io
 import json
+import shutil
 import os
 
 import pyarrow as pa
@@ -179,5 +180,16 @@ def test_recipe_dataset_downloaded_then_found_offline(winml, hub, bert_vocab, tm
     assert res["samples"] == len(sents), res
     assert res["accuracy"] == pytest.approx(accuracy_score(gold, pred)), (res, gold, pred)
     assert res["f1"] == pytest.approx(f1_score(gold, pred)), (res, gold, pred)
+    # without --dataset, the build's recipe names it (eval.dataset path, name, split), as the reference's eval does
+    r = winml_run(winml, ["eval", "--mode", "onnx", "-m", str(tmp_path / "b"), "-f", "json"], offline, timeout=600)
+    assert r.returncode == 0, U.describe(r)
+    got = json.loads(r.stdout)
+    assert got["dataset_from"] == "recipe" and got["dataset"] == "nyu-mll/glue", got
+    assert got["metrics"] == res, (got["metrics"], res)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(tmp_path / "b" / "model.onnx", bare / "model.onnx")
+    r = winml_run(winml, ["eval", "--mode", "onnx", "-m", str(bare)], offline, timeout=60)
+    assert r.returncode == 2 and "no --dataset" in r.stderr and "winml_build_config.json" in r.stderr, U.describe(r)
     U.note(f"download --dataset nyu-mll/glue sst2 validation -> offline build calibration ({cal['samples']} rows) and "
            f"eval --mode onnx: accuracy {res['accuracy']:.2f} = scikit-learn's on transformers' predictions")
