@@ -19,7 +19,8 @@
 void wm_whisper_fallback_default(wm_whisper_fallback *f) {
     memset(f, 0, sizeof *f);
     f->compression_ratio_threshold = f->logprob_threshold = f->no_speech_threshold = NAN;
-    f->top_k = 50; /* transformers' GenerationConfig default */
+    f->top_k = 50; /* transformers' GenerationConfig defaults */
+    f->top_p = 1.0;
 }
 
 /* A number field key of gc (absent or null: untouched) into *out; WM_ERR_INPUT naming file and key otherwise. */
@@ -40,12 +41,11 @@ wm_status wm_whisper_fallback_from_folder(const char *dir, wm_whisper_fallback *
     if (s || !present) return s;
     cJSON *gc = NULL;
     if ((s = wm_hf_json_load(p, WM_HF_CONFIG_MAX_BYTES, &gc, err))) return s;
-    double top_p = 1.0;
     int set = 0;
     s = num_field(gc, p, "compression_ratio_threshold", &f->compression_ratio_threshold, err);
     if (!s) s = num_field(gc, p, "logprob_threshold", &f->logprob_threshold, err);
     if (!s) s = num_field(gc, p, "no_speech_threshold", &f->no_speech_threshold, err);
-    if (!s) s = num_field(gc, p, "top_p", &top_p, err);
+    if (!s) s = num_field(gc, p, "top_p", &f->top_p, err);
     if (!s) s = wm_s2s_json_int(gc, p, "top_k", 0, &f->top_k, &set, err);
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(gc, "condition_on_prev_tokens");
     if (!s && c && !cJSON_IsNull(c) && !cJSON_IsBool(c))
@@ -53,9 +53,6 @@ wm_status wm_whisper_fallback_from_folder(const char *dir, wm_whisper_fallback *
     if (!s && cJSON_IsTrue(c))
         s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'condition_on_prev_tokens': true is not supported (the previous "
                    "window's tokens as a prompt); set it false", p);
-    if (!s && top_p < 1.0)
-        s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'top_p': %g is not supported with Whisper's temperature "
-                   "fallback (top-k sampling only); set it 1", p, top_p);
     cJSON_Delete(gc);
     return s;
 }

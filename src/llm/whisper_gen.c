@@ -373,6 +373,10 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
     if (fb && !isnan(fb->logprob_threshold) && g->num_beams > 1)
         return wm_err(err, WM_ERR_UNSUPPORTED, "logprob_threshold with num_beams %d: the average log-probability of a "
                       "beam's tokens is computed for one beam only; use num_beams 1", g->num_beams);
+    for (size_t k = 0; fb && k < fb->n_temps; k++)
+        if (fb->temps[k] > 0 && fb->top_p < 1.0)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "generation_config.json: field 'top_p': %g is not supported with "
+                          "temperature %g (top-k sampling only); set it 1", fb->top_p, fb->temps[k]);
     if (fb && !isnan(fb->no_speech_threshold) && isnan(fb->logprob_threshold))
         return wm_err(err, WM_ERR_USAGE, "no_speech_threshold needs logprob_threshold (a window is skipped when its "
                       "average log-probability is under it too)");

@@ -63,6 +63,7 @@ typedef struct wm_whisper_fallback {
     size_t n_temps;
     double compression_ratio_threshold, logprob_threshold, no_speech_threshold; /* NAN: off */
     int64_t top_k;                      /* sampling's top-k (generation_config.json's top_k, else 50) */
+    double top_p;                       /* generation_config.json's top_p: under 1 refused when sampling */
     uint64_t seed;                      /* the generator of every draw (each window and try seeded from it) */
 } wm_whisper_fallback;
 
@@ -71,8 +72,8 @@ void wm_whisper_fallback_default(wm_whisper_fallback *f);
 /*
  * The thresholds from dir's generation_config.json (compression_ratio_threshold, logprob_threshold,
  * no_speech_threshold, top_k; transformers' Whisper reads no temperature from it: only the argument counts) over
- * f. condition_on_prev_tokens true and top_p under 1 are WM_ERR_UNSUPPORTED naming file and field; malformed fields
- * WM_ERR_INPUT naming them.
+ * f (top_p too: wm_whisper_generate refuses sampling under a top_p below 1, naming it). condition_on_prev_tokens
+ * true is WM_ERR_UNSUPPORTED naming file and field; malformed fields WM_ERR_INPUT naming them.
  */
 wm_status wm_whisper_fallback_from_folder(const char *dir, wm_whisper_fallback *f, wm_error *err);
 
