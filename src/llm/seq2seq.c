@@ -456,31 +456,6 @@ static void log_softmax(float *x, int64_t V) {
 
 /* ---------------------------------------------------------------- searches */
 
-/* The k-th highest of sc[V] (torch's top-k keeps the scores >= it); scratch holds V floats. */
-static float kth_highest(const float *sc, int64_t V, int64_t k, float *scratch) {
-    int64_t n = 0;
-    for (int64_t t = 0; t < V; t++) scratch[n++] = sc[t];
-    /* quickselect on descending order */
-    int64_t lo = 0, hi = n - 1, want = k - 1;
-    while (lo < hi) {
-        float piv = scratch[(lo + hi) / 2];
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (scratch[i] > piv) i++;
-            while (scratch[j] < piv) j--;
-            if (i <= j) {
-                float t = scratch[i];
-                scratch[i++] = scratch[j];
-                scratch[j--] = t;
-            }
-        }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else break;
-    }
-    return scratch[want];
-}
-
 /* The next token of a greedy / sampled row from its processed scores sc[V] (argmax, or a draw at g->temperature
    over the top_k); *lp its log-probability as transformers' Whisper fallback computes it. */
 static int64_t pick(const wm_s2s_gen *g, float *sc, int64_t V, wm_rng *rng, void *scratch, double *lp) {
@@ -489,7 +464,7 @@ static int64_t pick(const wm_s2s_gen *g, float *sc, int64_t V, wm_rng *rng, void
         if (sc[t] > sc[best]) best = t;
     float floor_sc = -INFINITY; /* scores under it are out (top_k) */
     if (g->temperature > 0) {
-        if (g->top_k > 0 && g->top_k < V) floor_sc = kth_highest(sc, V, g->top_k, scratch);
+        if (g->top_k > 0 && g->top_k < V) floor_sc = wm_kth_highest(sc, V, g->top_k, scratch);
         for (int64_t t = 0; t < V; t++)
             if (sc[t] < floor_sc) sc[t] = -INFINITY;
         wm_sampling sp;
