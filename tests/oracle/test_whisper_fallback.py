@@ -183,6 +183,36 @@ def test_sampling_seeded(ts_build, speech, winml):  # noqa: F811
     assert {t["temperature"] for t in a["tries"]} == {0.0, 1.0}
 
 
+def test_sampled_logprob_teacher_forced(ts_build, speech, winml):  # noqa: F811
+    """The average log-probability we report for tokens we sampled at temperature 1 (one window, no timestamps)
+    equals transformers' on the same tokens fed back (its logits, begin_suppress_tokens at the first position,
+    top-k 50 of the scores, log_softmax: what its _retrieve_avg_logprobs sees under sampling)."""
+    m, o, sp = ts_build
+    feats = short_features(speech[:1])
+    eot, gc = sp["<|endoftext|>"], m.generation_config
+    for seed in range(1, 30):
+        res = ours(winml, o, speech[:1], flags=(), max_new_tokens=6, language="en", temperature="1",
+                   logprob_threshold=-1e6, seed=seed)
+        if res["windows"] == 1:
+            break
+    assert res["windows"] == 1 and len(res["tries"]) == 1, res
+    got = res["outputs"][0]
+    toks = strip_pad(got["ids"], eot)
+    toks = toks + [eot] if len(toks) < 6 else toks  # an end id generated before max_new_tokens counts too
+    dec = torch.tensor([got["prompt"] + toks])
+    with torch.no_grad():
+        logits = m(input_features=torch.tensor(feats), decoder_input_ids=dec).logits[0].float()
+    P = len(got["prompt"])
+    sc = logits[P - 1: P - 1 + len(toks)].clone()
+    sc[0, list(gc.begin_suppress_tokens)] = -float("inf")
+    if gc.suppress_tokens:
+        sc[:, list(gc.suppress_tokens)] = -float("inf")
+    kth = torch.topk(sc, 50, dim=-1).values[:, -1:]
+    sc = sc.masked_fill(sc < kth, -float("inf"))
+    want = float(torch.log_softmax(sc, -1).gather(-1, torch.tensor(toks)[:, None]).mean())
+    assert res["tries"][0]["avg_logprob"] == pytest.approx(want, abs=2e-4), (res["tries"], want, toks)
+
+
 def test_short_form_two_windows_without_timestamps(ts_build, speech, winml):  # noqa: F811
     """No --timestamps, one short file, generation_config's max_length (24): the random model emits timestamp
     tokens, so transformers decodes a second window from the last pair's timestamp (max_length raised again) and
