@@ -211,6 +211,11 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     wm_s2s_gen g;
     wm_s2s_gen_default(&g);
     wm_status st = secs && valid ? WM_OK : wm_err(&err, WM_ERR_NOMEM, "out of memory");
+    wm_whisper_fallback fb, flags; /* --temperature first: a bad list is refused before the model loads */
+    wm_whisper_fallback_default(&fb);
+    wm_whisper_fallback_default(&flags);
+    if (!st && !a->image && a->temperature)
+        st = wm_whisper_parse_temperatures("--temperature", a->temperature, &flags, &err);
     if (!st) st = wm_s2s_gen_from_folder(c->model, &g, &err);
     if (!st) st = wm_s2s_open(c->model, a->threads, &m, &err);
     if (!st && !a->image && !wm_s2s_speech(m))
@@ -241,10 +246,8 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
         st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, valid, secs, &err);
     int long_form = !st && !a->image && frames > g.window_frames;
     if (long_form && !g.timestamps) st = wm_whisper_timestamps_on(c->model, &g, &err); /* implied over 30 s */
-    wm_whisper_fallback fb;
-    wm_whisper_fallback_default(&fb);
     if (!st && !a->image) st = wm_whisper_fallback_from_folder(c->model, &fb, &err);
-    if (!st && !a->image && a->temperature) st = wm_whisper_parse_temperatures("--temperature", a->temperature, &fb, &err);
+    if (a->temperature) memcpy(fb.temps, flags.temps, sizeof fb.temps), fb.n_temps = flags.n_temps;
     for (int k = 0; k < 3; k++)
         if (a->thr_set & (1 << k))
             *(k == 0 ? &fb.compression_ratio_threshold : k == 1 ? &fb.logprob_threshold : &fb.no_speech_threshold) =

@@ -170,7 +170,7 @@ def test_sampling_seeded(ts_build, speech, winml):  # noqa: F811
     sampled tokens are the same for the same --seed, differ for another and from greedy; each try's decision
     follows its reported figures."""
     m, o, sp = ts_build
-    files = speech[:2]
+    files = speech[:1]
     run = lambda seed: ours(winml, o, files, max_new_tokens=MAX_NEW, language="en", temperature="0,1",  # noqa: E731
                             logprob_threshold=1.0, seed=seed)
     a, b, c = run(7), run(7), run(8)
@@ -190,7 +190,7 @@ def test_sampled_logprob_teacher_forced(ts_build, speech, winml):  # noqa: F811
     m, o, sp = ts_build
     feats = short_features(speech[:1])
     eot, gc = sp["<|endoftext|>"], m.generation_config
-    for seed in range(1, 30):
+    for seed in [10, *range(1, 40)]:  # 10: one window on this model and file (found by this loop)
         res = ours(winml, o, speech[:1], flags=(), max_new_tokens=6, language="en", temperature="1",
                    logprob_threshold=-1e6, seed=seed)
         if res["windows"] == 1:
