@@ -17,6 +17,7 @@
 #include "core/file.h"
 #include "hf/spm_model.h"
 #include "hf/tokenizer.h"
+#include "llm/s2s_parts.h"
 #include "llm/seq2seq.h"
 #include "llm/whisper_gen.h"
 #include "tasks/s2s_text.h"
@@ -62,6 +63,7 @@ int wm_folder_is_s2s(const char *m) { return wm_s2s_text_folder(m); }
 int wm_generate_is_s2s(int argc, char **argv) {
     const char *m = NULL;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--decoder") || !strncmp(argv[i], "--decoder=", 10)) return 1; /* a part build */
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) m = argv[++i];
         else if (!strncmp(argv[i], "--model=", 8)) m = argv[i] + 8;
         else if (!strncmp(argv[i], "-m", 2) && argv[i][2] && argv[i][1] != '-') m = argv[i] + 2;
@@ -313,7 +315,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml generate");
     enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK, O_TS,
-           O_IMAGE };
+           O_IMAGE, O_DECODER };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"text", required_argument, 0, O_TEXT},          {"ids", required_argument, 0, O_IDS},
@@ -323,7 +325,10 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         {"threads", required_argument, 0, O_THREADS},    {"audio", required_argument, 0, O_AUDIO},
         {"language", required_argument, 0, O_LANG},      {"task", required_argument, 0, O_TASK},
         {"timestamps", no_argument, 0, O_TS},            {"image", required_argument, 0, O_IMAGE},
+        {"decoder", required_argument, 0, O_DECODER},
         WM_WHISPER_FLAGS_LONG, WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
+    const char *decoder = NULL; /* --decoder DIR: -m is the encoder part of a part build */
+    wm_s2s_parts *parts = NULL;
     wm_s2s_audio_args wa;
     memset(&wa, 0, sizeof wa);
     const char *audio[MAX_ROWS], *language = NULL, *task = NULL;
@@ -410,6 +415,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
             task = optarg;
             break;
         case O_TS: timestamps = 1; break;
+        case O_DECODER: decoder = optarg; break;
         case O_MAXNEW: max_new = l; break;
         case O_BEAMS: beams = l; break;
         case O_NGRAM: ngram = l; break;
@@ -456,7 +462,13 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_error err = {0};
     wm_s2s_gen g;
     wm_s2s_gen_default(&g);
-    if (wm_s2s_gen_from_folder(c.model, &g, &err) || wm_s2s_open(c.model, (int)threads, &m, &err)) {
+    if (decoder && (n_audio || beams > 1)) {
+        rc = wm_cli_usage_error(&c, "--decoder (a part build): --text or --ids, greedy (no --audio, --image, --num-beams)");
+        goto out;
+    }
+    if (wm_s2s_gen_from_folder(decoder ? decoder : c.model, &g, &err) ||
+        (decoder ? wm_s2s_parts_open(c.model, decoder, (int)threads, &parts, &err)
+                 : wm_s2s_open(c.model, (int)threads, &m, &err))) {
         rc = wm_cli_fail(&c, &err);
         goto out;
     }
@@ -528,7 +540,24 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
             mask[i * S + k] = k < lens[i];
         }
     int64_t width = 0;
-    if (wm_s2s_generate(m, ids, mask, (int64_t)n_rows, (int64_t)S, &g, &out, &width, &err)) {
+    if (parts) { /* one row at a time (the parts are batch 1), padded to the longest with pad_token_id */
+        int64_t *ro[MAX_ROWS] = {0}, rw[MAX_ROWS] = {0};
+        wm_status ps = WM_OK;
+        for (size_t i = 0; i < n_rows && !ps; i++) {
+            ps = wm_s2s_parts_generate(parts, rows[i], (int64_t)lens[i], &g, &ro[i], &rw[i], &err);
+            width = rw[i] > width ? rw[i] : width;
+        }
+        int64_t fill = g.pad_token_id >= 0 ? g.pad_token_id : g.n_eos ? g.eos[0] : 0;
+        if (!ps && !(out = malloc((size_t)n_rows * (size_t)width * sizeof *out)))
+            ps = wm_err(&err, WM_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; !ps && i < n_rows; i++)
+            for (int64_t k = 0; k < width; k++) out[(int64_t)i * width + k] = k < rw[i] ? ro[i][k] : fill;
+        for (size_t i = 0; i < n_rows; i++) free(ro[i]);
+        if (ps) {
+            rc = wm_cli_fail(&c, &err);
+            goto out;
+        }
+    } else if (wm_s2s_generate(m, ids, mask, (int64_t)n_rows, (int64_t)S, &g, &out, &width, &err)) {
         rc = wm_cli_fail(&c, &err);
         goto out;
     }
@@ -549,7 +578,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_json_arr_end(&j);
     wm_json_int(&j, "num_beams", g.num_beams);
     wm_json_int(&j, "max_length", g.max_length);
-    timing_json(m, &j);
+    if (m) timing_json(m, &j);
     wm_json_obj_end(&j);
     if (c.json || !tok) rc = wm_cli_emit(&c, c.model, &j);
     else rc = WM_EXIT_OK;
@@ -562,5 +591,6 @@ out:
     wm_json_free(&j);
     wm_tokenizer_free(tok);
     wm_s2s_free(m);
+    wm_s2s_parts_free(parts);
     return rc;
 }

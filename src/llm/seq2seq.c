@@ -445,6 +445,10 @@ static void process(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_
     }
 }
 
+void wm_s2s_process_scores(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc, int64_t V) {
+    process(g, seq, len, begin, sc, V);
+}
+
 static void log_softmax(float *x, int64_t V) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < V; i++) mx = x[i] > mx ? x[i] : mx;

@@ -135,6 +135,10 @@ int wm_s2s_image(const wm_s2s *m);
 wm_status wm_s2s_generate_pixels(wm_s2s *m, const float *pixels, int64_t B, int64_t C, int64_t H, int64_t W,
                                  const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
 
+/* The logits processors of the search (begin_suppress / suppress tokens, no_repeat_ngram_size, Whisper's timestamp
+   rules, forced BOS / EOS) on the scores sc[V] of hypothesis seq[0..len) whose first generated token is at begin. */
+void wm_s2s_process_scores(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc, int64_t V);
+
 /* An integer field key of root (absent or null: *set 0) in [lo, 1e9] into *out; WM_ERR_INPUT naming file and key
    otherwise (shared with whisper_gen.c). */
 struct cJSON;
