@@ -32,7 +32,7 @@ static void help(void) {
            "                      [--num-beams N] [--length-penalty X] [--early-stopping true|false|never]\n"
            "                      [--no-repeat-ngram-size N] [--eos ID,...] [--language L] [--task T] [--timestamps]\n"
            "                      [--temperature T,...] [--compression-ratio-threshold X] [--logprob-threshold X]\n"
-           "                      [--no-speech-threshold X] [--seed N]\n"
+           "                      [--no-speech-threshold X] [--seed N] [--decoder DECODER_PART_DIR]\n"
            "                      [--threads N] [--ep auto|cpu] [-d auto|cpu]\n"
            "                      [-f table|json]\n\n"
            "Translation / summarization with an encoder-decoder build (encoder_model.onnx, decoder_model.onnx,\n"
@@ -51,6 +51,8 @@ static void help(void) {
            "starting at the last timestamp of the one before (timestamps are implied; without the flag only the\n"
            "text is printed).\n"
            WM_WHISPER_FLAGS_HELP "\n"
+           "Part builds (the reference's encoder / decoder part recipes): -m ENCODER_PART_DIR --decoder\n"
+           "DECODER_PART_DIR with --text / --ids: greedy search, one source at a time, over the decoder's static cache.\n\n"
            "Images (an encoder reading pixel_values, e.g. TrOCR): each --image (PNG or JPEG) is preprocessed as the\n"
            "folder's preprocessor_config.json says; the decoder starts from decoder_start_token_id.\n\n"
            WM_CLI_TARGET_HELP);
