@@ -17,6 +17,7 @@
 #include "core/file.h"
 #include "hf/spm_model.h"
 #include "hf/tokenizer.h"
+#include "llm/s2s_parts.h"
 #include "llm/seq2seq.h"
 #include "llm/whisper_gen.h"
 #include "tasks/s2s_text.h"
@@ -30,6 +31,8 @@ static void help(void) {
            "                      [--max-new-tokens N]\n"
            "                      [--num-beams N] [--length-penalty X] [--early-stopping true|false|never]\n"
            "                      [--no-repeat-ngram-size N] [--eos ID,...] [--language L] [--task T] [--timestamps]\n"
+           "                      [--temperature T,...] [--compression-ratio-threshold X] [--logprob-threshold X]\n"
+           "                      [--no-speech-threshold X] [--seed N] [--decoder DECODER_PART_DIR]\n"
            "                      [--threads N] [--ep auto|cpu] [-d auto|cpu]\n"
            "                      [-f table|json]\n\n"
            "Translation / summarization with an encoder-decoder build (encoder_model.onnx, decoder_model.onnx,\n"
@@ -46,7 +49,10 @@ static void help(void) {
            "--timestamps: no <|notimestamps|>, Whisper's timestamp rules, and the output split into segments\n"
            "([start -> end] text; -f json \"chunks\"). Audio over 30 s is transcribed in 30 s windows, each\n"
            "starting at the last timestamp of the one before (timestamps are implied; without the flag only the\n"
-           "text is printed).\n\n"
+           "text is printed).\n"
+           WM_WHISPER_FLAGS_HELP "\n"
+           "Part builds (the reference's encoder / decoder part recipes): -m ENCODER_PART_DIR --decoder\n"
+           "DECODER_PART_DIR with --text / --ids: greedy search, one source at a time, over the decoder's static cache.\n\n"
            "Images (an encoder reading pixel_values, e.g. TrOCR): each --image (PNG or JPEG) is preprocessed as the\n"
            "folder's preprocessor_config.json says; the decoder starts from decoder_start_token_id.\n\n"
            WM_CLI_TARGET_HELP);
@@ -59,6 +65,7 @@ int wm_folder_is_s2s(const char *m) { return wm_s2s_text_folder(m); }
 int wm_generate_is_s2s(int argc, char **argv) {
     const char *m = NULL;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--decoder") || !strncmp(argv[i], "--decoder=", 10)) return 1; /* a part build */
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) m = argv[++i];
         else if (!strncmp(argv[i], "--model=", 8)) m = argv[i] + 8;
         else if (!strncmp(argv[i], "-m", 2) && argv[i][2] && argv[i][1] != '-') m = argv[i] + 2;
@@ -138,12 +145,58 @@ static wm_status put_chunks(const wm_cli *c, const wm_tokenizer *tok, const wm_w
     return st;
 }
 
+/* Every decoding of a window ("tries": row, window, seek, temperature, the fallback's figures and decision). */
+static void put_tries(const wm_whisper_out *w, wm_json *j) {
+    wm_json_arr(j, "tries");
+    for (size_t k = 0; k < w->n_tries; k++) {
+        const wm_whisper_try *t = &w->tries[k];
+        wm_json_obj(j, NULL);
+        wm_json_int(j, "row", t->row);
+        wm_json_int(j, "window", t->window);
+        wm_json_num(j, "seek", t->seek_s);
+        wm_json_num(j, "temperature", t->temperature);
+        if (!isnan(t->avg_logprob)) wm_json_num(j, "avg_logprob", t->avg_logprob);
+        wm_json_num(j, "compression_ratio", t->compression_ratio);
+        wm_json_num(j, "no_speech_prob", t->no_speech_prob);
+        wm_json_bool(j, "fallback", t->fallback);
+        wm_json_bool(j, "skip", t->skip);
+        wm_json_obj_end(j);
+    }
+    wm_json_arr_end(j);
+}
+
 /* The last generation's encoder and search times (the JSON's encoder_ms and decode_ms). */
 static void timing_json(const wm_s2s *m, wm_json *j) {
     double enc, search;
     wm_s2s_timing(m, &enc, &search);
     wm_json_num(j, "encoder_ms", enc);
     wm_json_num(j, "decode_ms", search);
+}
+
+int wm_whisper_flag(wm_cli *c, int opt, const char *arg, wm_s2s_audio_args *a) {
+    char flag[48];
+    double d = 0;
+    int bad = 0;
+    switch (opt) {
+    case WM_WHISPER_OPT_CRT:
+    case WM_WHISPER_OPT_LPT:
+    case WM_WHISPER_OPT_NST:
+        snprintf(flag, sizeof flag, "--%s", opt == WM_WHISPER_OPT_CRT ? "compression-ratio-threshold"
+                                             : opt == WM_WHISPER_OPT_LPT ? "logprob-threshold" : "no-speech-threshold");
+        if ((bad = wm_cli_num_arg(c, flag, arg, -1e6, 0, 1e6, &d))) return bad;
+        a->thr[opt - WM_WHISPER_OPT_CRT] = d;
+        a->thr_set |= 1 << (opt - WM_WHISPER_OPT_CRT);
+        return 1;
+    case WM_WHISPER_OPT_TEMP: a->temperature = arg; return 1;
+    case WM_WHISPER_OPT_SEED: {
+        char *end;
+        unsigned long long v = strtoull(arg, &end, 10);
+        if (end == arg || *end || arg[0] == '-') return wm_cli_usage_error(c, "--seed: expected an integer >= 0, got '%s'", arg);
+        a->seed = v;
+        return 1;
+    }
+    default: return 0;
+    }
 }
 
 int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s_audio_args *a) {
@@ -162,6 +215,11 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     wm_s2s_gen g;
     wm_s2s_gen_default(&g);
     wm_status st = secs && valid ? WM_OK : wm_err(&err, WM_ERR_NOMEM, "out of memory");
+    wm_whisper_fallback fb, flags; /* --temperature first: a bad list is refused before the model loads */
+    wm_whisper_fallback_default(&fb);
+    wm_whisper_fallback_default(&flags);
+    if (!st && !a->image && a->temperature)
+        st = wm_whisper_parse_temperatures("--temperature", a->temperature, &flags, &err);
     if (!st) st = wm_s2s_gen_from_folder(c->model, &g, &err);
     if (!st) st = wm_s2s_open(c->model, a->threads, &m, &err);
     if (!st && !a->image && !wm_s2s_speech(m))
@@ -192,23 +250,29 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
         st = wm_speech_s2s_features(c->model, wm_s2s_n_mels(m), files, n, &feats, &frames, valid, secs, &err);
     int long_form = !st && !a->image && frames > g.window_frames;
     if (long_form && !g.timestamps) st = wm_whisper_timestamps_on(c->model, &g, &err); /* implied over 30 s */
-    if (!st && g.timestamps)
+    if (!st && !a->image) st = wm_whisper_fallback_from_folder(c->model, &fb, &err);
+    if (a->temperature) memcpy(fb.temps, flags.temps, sizeof fb.temps), fb.n_temps = flags.n_temps;
+    for (int k = 0; k < 3; k++)
+        if (a->thr_set & (1 << k))
+            *(k == 0 ? &fb.compression_ratio_threshold : k == 1 ? &fb.logprob_threshold : &fb.no_speech_threshold) =
+                a->thr[k];
+    fb.seed = a->seed;
+    if (!st && !a->image) /* Whisper's sequential loop, short-form audio too (transformers' generate) */
         st = wm_whisper_generate(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, long_form ? valid : NULL, &g,
-                                 a->max_new > 0 ? a->max_new : 0, &w, &err);
-    else if (!st && !a->image && !(st = wm_s2s_prompt_max_length(&g, a->max_new, &err)))
-        st = wm_s2s_generate_features(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, &g, &out, &width, &err);
+                                 a->max_new > 0 ? a->max_new : 0, &fb, &w, &err);
     if (st) {
         rc = wm_cli_fail(c, &err);
         goto done;
     }
-    int64_t P = g.timestamps ? w.n_prompt : g.n_prompt ? (int64_t)g.n_prompt : 1, ts = g.timestamps ? g.ts_begin : -1;
-    int64_t wd = g.timestamps ? P + w.width : width; /* a row: its prompt, then the generated ids */
+    const int sp = !a->image; /* rows from w (speech) or out (images) */
+    int64_t P = sp ? w.n_prompt : 1, ts = sp && g.ts_begin >= 0 ? g.ts_begin : -1;
+    int64_t wd = sp ? P + w.width : width; /* a row: its prompt, then the generated ids */
     wm_json_obj(&j, NULL);
     if (a->run) wm_json_str(&j, "task", a->image ? "image-to-text" : "automatic-speech-recognition");
     wm_json_arr(&j, a->run ? "results" : "outputs");
     for (size_t i = 0; i < n; i++) {
-        const int64_t *pr = g.timestamps ? w.prompt + (int64_t)i * P : out + (int64_t)i * wd;
-        const int64_t *o = g.timestamps ? w.ids + (int64_t)i * w.width : out + (int64_t)i * wd + P;
+        const int64_t *pr = sp ? w.prompt + (int64_t)i * P : out + (int64_t)i * wd;
+        const int64_t *o = sp ? w.ids + (int64_t)i * w.width : out + (int64_t)i * wd + P;
         wm_json_obj(&j, NULL);
         wm_json_str(&j, a->image ? "image" : "audio", files[i]);
         if (!a->image) wm_json_num(&j, "seconds", secs[i]);
@@ -228,9 +292,13 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     }
     wm_json_arr_end(&j);
     wm_json_int(&j, "num_beams", g.num_beams);
-    if (g.timestamps) wm_json_int(&j, "windows", w.windows);
-    else wm_json_int(&j, "max_length", g.max_length);
-    if (!g.timestamps) timing_json(m, &j);
+    if (sp) {
+        wm_json_int(&j, "windows", w.windows);
+        put_tries(&w, &j);
+    } else {
+        wm_json_int(&j, "max_length", g.max_length);
+        timing_json(m, &j);
+    }
     wm_json_obj_end(&j);
     rc = c->json || !tok ? wm_cli_emit(c, c->model, &j) : WM_EXIT_OK;
 done:
@@ -249,7 +317,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml generate");
     enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK, O_TS,
-           O_IMAGE };
+           O_IMAGE, O_DECODER };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"text", required_argument, 0, O_TEXT},          {"ids", required_argument, 0, O_IDS},
@@ -259,7 +327,12 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         {"threads", required_argument, 0, O_THREADS},    {"audio", required_argument, 0, O_AUDIO},
         {"language", required_argument, 0, O_LANG},      {"task", required_argument, 0, O_TASK},
         {"timestamps", no_argument, 0, O_TS},            {"image", required_argument, 0, O_IMAGE},
-        WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
+        {"decoder", required_argument, 0, O_DECODER},
+        WM_WHISPER_FLAGS_LONG, WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
+    const char *decoder = NULL; /* --decoder DIR: -m is the encoder part of a part build */
+    wm_s2s_parts *parts = NULL;
+    wm_s2s_audio_args wa;
+    memset(&wa, 0, sizeof wa);
     const char *audio[MAX_ROWS], *language = NULL, *task = NULL;
     size_t n_audio = 0;
     int image = 0; /* the files of audio[] are --image files */
@@ -344,13 +417,19 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
             task = optarg;
             break;
         case O_TS: timestamps = 1; break;
+        case O_DECODER: decoder = optarg; break;
         case O_MAXNEW: max_new = l; break;
         case O_BEAMS: beams = l; break;
         case O_NGRAM: ngram = l; break;
         case O_THREADS: threads = l; break;
         case O_LP: lp = d; break;
-        default:
-            if ((rc = wm_cli_other_opt(&c, opt, optarg, argv))) goto out;
+        default: {
+            int w = wm_whisper_flag(&c, opt, optarg, &wa);
+            if (w > 1 || (!w && (rc = wm_cli_other_opt(&c, opt, optarg, argv)))) {
+                rc = w > 1 ? w : rc;
+                goto out;
+            }
+        }
         }
     }
     if (optind < argc) {
@@ -365,12 +444,17 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
                                     image ? ", --language, --task and --timestamps" : " and", image ? "images" : "audio");
             goto out;
         }
-        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, timestamps, image, 0};
+        if (image && (wa.temperature || wa.thr_set)) {
+            rc = wm_cli_usage_error(&c, "--temperature and the thresholds apply to --audio");
+            goto out;
+        }
+        wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, timestamps, image, 0,
+                                wa.temperature, {wa.thr[0], wa.thr[1], wa.thr[2]}, wa.thr_set, wa.seed};
         rc = wm_s2s_audio_cli(&c, audio, n_audio, &aa);
         goto out;
     }
-    if (language || task || timestamps) {
-        rc = wm_cli_usage_error(&c, "--language, --task and --timestamps apply to --audio");
+    if (language || task || timestamps || wa.temperature || wa.thr_set) {
+        rc = wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to --audio");
         goto out;
     }
     if (!c.model || (n_texts && n_rows) || !(n_texts + n_rows) || n_audio) {
@@ -380,7 +464,13 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_error err = {0};
     wm_s2s_gen g;
     wm_s2s_gen_default(&g);
-    if (wm_s2s_gen_from_folder(c.model, &g, &err) || wm_s2s_open(c.model, (int)threads, &m, &err)) {
+    if (decoder && (n_audio || beams > 1)) {
+        rc = wm_cli_usage_error(&c, "--decoder (a part build): --text or --ids, greedy (no --audio, --image, --num-beams)");
+        goto out;
+    }
+    if (wm_s2s_gen_from_folder(decoder ? decoder : c.model, &g, &err) ||
+        (decoder ? wm_s2s_parts_open(c.model, decoder, (int)threads, &parts, &err)
+                 : wm_s2s_open(c.model, (int)threads, &m, &err))) {
         rc = wm_cli_fail(&c, &err);
         goto out;
     }
@@ -452,7 +542,24 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
             mask[i * S + k] = k < lens[i];
         }
     int64_t width = 0;
-    if (wm_s2s_generate(m, ids, mask, (int64_t)n_rows, (int64_t)S, &g, &out, &width, &err)) {
+    if (parts) { /* one row at a time (the parts are batch 1), padded to the longest with pad_token_id */
+        int64_t *ro[MAX_ROWS] = {0}, rw[MAX_ROWS] = {0};
+        wm_status ps = WM_OK;
+        for (size_t i = 0; i < n_rows && !ps; i++) {
+            ps = wm_s2s_parts_generate(parts, rows[i], (int64_t)lens[i], &g, &ro[i], &rw[i], &err);
+            width = rw[i] > width ? rw[i] : width;
+        }
+        int64_t fill = g.pad_token_id >= 0 ? g.pad_token_id : g.n_eos ? g.eos[0] : 0;
+        if (!ps && !(out = malloc((size_t)n_rows * (size_t)width * sizeof *out)))
+            ps = wm_err(&err, WM_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; !ps && i < n_rows; i++)
+            for (int64_t k = 0; k < width; k++) out[(int64_t)i * width + k] = k < rw[i] ? ro[i][k] : fill;
+        for (size_t i = 0; i < n_rows; i++) free(ro[i]);
+        if (ps) {
+            rc = wm_cli_fail(&c, &err);
+            goto out;
+        }
+    } else if (wm_s2s_generate(m, ids, mask, (int64_t)n_rows, (int64_t)S, &g, &out, &width, &err)) {
         rc = wm_cli_fail(&c, &err);
         goto out;
     }
@@ -473,7 +580,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_json_arr_end(&j);
     wm_json_int(&j, "num_beams", g.num_beams);
     wm_json_int(&j, "max_length", g.max_length);
-    timing_json(m, &j);
+    if (m) timing_json(m, &j);
     wm_json_obj_end(&j);
     if (c.json || !tok) rc = wm_cli_emit(&c, c.model, &j);
     else rc = WM_EXIT_OK;
@@ -486,5 +593,6 @@ out:
     wm_json_free(&j);
     wm_tokenizer_free(tok);
     wm_s2s_free(m);
+    wm_s2s_parts_free(parts);
     return rc;
 }

@@ -54,7 +54,8 @@ static void help(void) {
            "or generation_config's num_beams (winml generate --audio takes --num-beams, --max-new-tokens).\n"
            "--timestamps: segments \"[start -> end] text\" (-f json: \"chunks\" of timestamp and text, as transformers'\n"
            "pipeline with return_timestamps=True). Audio over 30 s is transcribed in 30 s windows (Whisper's\n"
-           "sequential long-form algorithm), with or without the flag.\n\n"
+           "sequential long-form algorithm), with or without the flag.\n"
+           WM_WHISPER_FLAGS_HELP "\n"
            WM_CLI_TARGET_HELP WM_CLI_LIMITS_HELP,
            WM_RUN_MAX_TEXTS, WM_RUN_MAX_TEXTS, (unsigned long long)WM_IMAGE_MAX_PIXELS_DEFAULT, WM_RUN_MAX_TEXTS);
 }
@@ -229,6 +230,7 @@ int wm_cmd_run(int argc, char **argv) {
                                           {"language", required_argument, 0, O_LANG},
                                           {"task", required_argument, 0, O_TASK},
                                           {"timestamps", no_argument, 0, O_TS},
+                                          WM_WHISPER_FLAGS_LONG,
                                           WM_CLI_LIMITS_LONG,
                                           WM_CLI_TARGET_LONG,
                                           {0, 0, 0, 0}};
@@ -239,6 +241,8 @@ int wm_cmd_run(int argc, char **argv) {
     int image_flags = 0, top_flag = 0; /* --max-image-pixels, --top-k given */
     int normalize = 1, threads = 0, opt, timestamps = 0;
     wm_session_opts so = {0};
+    wm_s2s_audio_args wa; /* the Whisper fallback flags */
+    memset(&wa, 0, sizeof wa);
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT WM_CLI_TARGET_SHORT, longs, NULL)) != -1) {
@@ -287,6 +291,9 @@ int wm_cmd_run(int argc, char **argv) {
             int lr = wm_cli_limits_opt(&c, opt, optarg, &so);
             if (lr < 0) return WM_EXIT_ERROR;
             if (lr) break;
+            int w = wm_whisper_flag(&c, opt, optarg, &wa);
+            if (w > 1) return w;
+            if (w) break;
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);
             if (rc) return rc;
         }
@@ -298,8 +305,9 @@ int wm_cmd_run(int argc, char **argv) {
     if (!n_images && (image_flags || labels))
         return wm_cli_usage_error(&c, "--labels and --max-image-pixels apply to --image");
     if (!n_images && !n_audio && top_flag) return wm_cli_usage_error(&c, "--top-k applies to --image and --audio");
-    if (!n_audio && (language || asr_task || timestamps))
-        return wm_cli_usage_error(&c, "--language, --task and --timestamps apply to --audio");
+    if (!n_audio && (language || asr_task || timestamps || wa.temperature || wa.thr_set))
+        return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to "
+                                  "--audio");
     if (c.model && n_images && wm_folder_is_s2s(c.model)) { /* an image encoder-decoder (TrOCR): texts */
         if (top_flag || labels)
             return wm_cli_usage_error(&c, "--top-k, --labels: an image encoder-decoder gives texts, not labels");
@@ -308,12 +316,13 @@ int wm_cmd_run(int argc, char **argv) {
     }
     if (c.model && n_audio && wm_folder_is_s2s(c.model)) { /* a speech encoder-decoder (Whisper): transcripts */
         if (top_flag) return wm_cli_usage_error(&c, "--top-k: a speech encoder-decoder gives transcripts, not labels");
-        wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1, timestamps, 0, 0};
+        wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1, timestamps, 0, 0,
+                                wa.temperature, {wa.thr[0], wa.thr[1], wa.thr[2]}, wa.thr_set, wa.seed};
         return wm_s2s_audio_cli(&c, audio, n_audio, &aa);
     }
-    if (language || asr_task || timestamps)
-        return wm_cli_usage_error(&c, "--language, --task and --timestamps apply to a speech encoder-decoder build "
-                                  "(Whisper); %s is not one", c.model ? c.model : "-m");
+    if (language || asr_task || timestamps || wa.temperature || wa.thr_set)
+        return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to a "
+                                  "speech encoder-decoder build (Whisper); %s is not one", c.model ? c.model : "-m");
     if (c.model && n_audio) {
         so.threads = threads;
         return run_audio(&c, &so, audio, n_audio, top_k);

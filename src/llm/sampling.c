@@ -101,3 +101,27 @@ int32_t wm_sample(float *logits, int64_t n, const wm_sampling *s, const int32_t 
     }
     return c[keep - 1].id;
 }
+
+float wm_kth_highest(const float *sc, int64_t V, int64_t k, float *scratch) {
+    int64_t n = 0;
+    for (int64_t t = 0; t < V; t++) scratch[n++] = sc[t];
+    /* quickselect on descending order */
+    int64_t lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float piv = scratch[(lo + hi) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (scratch[i] > piv) i++;
+            while (scratch[j] < piv) j--;
+            if (i <= j) {
+                float t = scratch[i];
+                scratch[i++] = scratch[j];
+                scratch[j--] = t;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return scratch[want];
+}

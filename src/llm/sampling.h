@@ -42,4 +42,8 @@ size_t wm_sample_scratch_size(int64_t n);
 int32_t wm_sample(float *logits, int64_t n, const wm_sampling *s, const int32_t *history, size_t n_hist, wm_rng *rng,
                   void *scratch);
 
+/* The k-th highest (1 <= k <= n) of sc[n] (torch's top-k filter keeps the scores >= it); scratch holds n floats
+   (wm_sample_scratch_size(n) bytes do). */
+float wm_kth_highest(const float *sc, int64_t n, int64_t k, float *scratch);
+
 #endif

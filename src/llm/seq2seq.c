@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "hf/config.h"
+#include "llm/sampling.h"
 #include "llm/whisper_gen.h"
 #include "onnx/dtype.h"
 
@@ -275,6 +276,8 @@ typedef struct run_state {
     int64_t *prompt;              /* [N, P] */
     float *logits;                /* [N, V] of the last step */
     float *tmp;                   /* reorder scratch */
+    wm_s2s_row_scores *rs;        /* [B] figures to fill (NULL: none) */
+    int64_t no_speech;            /* the token whose first-position probability rs gets (-1: none) */
 } run_state;
 
 static void state_free(run_state *r) {
@@ -352,6 +355,17 @@ static wm_status step(run_state *r, const int64_t *tok, int64_t n_tok, wm_error 
     }
     if ((st = run_named(s, f, nf, outs, err))) goto done;
     take_logits(r, &outs[wm_session_output_index(s, "logits")]);
+    if (first && r->rs && r->no_speech >= 0 && r->no_speech < r->V) { /* softmax of the prompt's first position */
+        const wm_tensor *lo = &outs[wm_session_output_index(s, "logits")];
+        for (int64_t i = 0; i < N; i += r->nb) {
+            const float *x = (const float *)lo->data + i * lo->dims[1] * r->V;
+            float mx = -INFINITY;
+            for (int64_t t = 0; t < r->V; t++) mx = x[t] > mx ? x[t] : mx;
+            double sum = 0;
+            for (int64_t t = 0; t < r->V; t++) sum += exp((double)x[t] - mx);
+            r->rs[i / r->nb].no_speech_prob = exp((double)x[r->no_speech] - mx) / sum;
+        }
+    }
     for (int l = 0; l < m->layers; l++)
         for (int kv = 0; kv < 2; kv++) {
             char n[96];
@@ -431,6 +445,10 @@ static void process(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_
     }
 }
 
+void wm_s2s_process_scores(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc, int64_t V) {
+    process(g, seq, len, begin, sc, V);
+}
+
 static void log_softmax(float *x, int64_t V) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < V; i++) mx = x[i] > mx ? x[i] : mx;
@@ -442,18 +460,48 @@ static void log_softmax(float *x, int64_t V) {
 
 /* ---------------------------------------------------------------- searches */
 
+/* The next token of a greedy / sampled row from its processed scores sc[V] (argmax, or a draw at g->temperature
+   over the top_k); *lp its log-probability as transformers' Whisper fallback computes it. */
+static int64_t pick(const wm_s2s_gen *g, float *sc, int64_t V, wm_rng *rng, void *scratch, double *lp) {
+    int64_t best = 0;
+    for (int64_t t = 1; t < V; t++)
+        if (sc[t] > sc[best]) best = t;
+    float floor_sc = -INFINITY; /* scores under it are out (top_k) */
+    if (g->temperature > 0) {
+        if (g->top_k > 0 && g->top_k < V) floor_sc = wm_kth_highest(sc, V, g->top_k, scratch);
+        for (int64_t t = 0; t < V; t++)
+            if (sc[t] < floor_sc) sc[t] = -INFINITY;
+        wm_sampling sp;
+        wm_sampling_default(&sp);
+        sp.greedy = 0;
+        sp.temperature = (float)g->temperature;
+        best = wm_sample(sc, V, &sp, NULL, 0, rng, scratch);
+    }
+    if (lp) {
+        double mx = sc[best], sum = 0;
+        for (int64_t t = 0; t < V; t++) mx = sc[t] > mx ? sc[t] : mx;
+        for (int64_t t = 0; t < V; t++) sum += exp((double)sc[t] - mx);
+        *lp = (double)sc[best] - mx - log(sum);
+    }
+    return best;
+}
+
 static wm_status greedy(run_state *r, int64_t *seq, int64_t *width, wm_error *err) {
     const wm_s2s_gen *g = r->g;
     int64_t N = r->N, V = r->V, L = r->Lmax, pad = g->pad_token_id >= 0 ? g->pad_token_id : g->eos[0];
     int64_t *tok = malloc((size_t)N * sizeof *tok);
     uint8_t *open = malloc((size_t)N);
+    void *scratch = g->temperature > 0 ? malloc(wm_sample_scratch_size(V)) : NULL;
     for (int64_t i = 0; tok && i < N; i++)
         memcpy(seq + i * L, r->prompt + i * r->P, (size_t)r->P * sizeof *seq);
-    if (!tok || !open) {
+    if (!tok || !open || (g->temperature > 0 && !scratch)) {
         free(tok);
         free(open);
+        free(scratch);
         return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
+    wm_rng rng;
+    wm_rng_seed(&rng, g->seed);
     for (int64_t i = 0; i < N; i++) open[i] = 1;
     int64_t cur = r->P;
     wm_status st = WM_OK;
@@ -463,10 +511,10 @@ static wm_status greedy(run_state *r, int64_t *seq, int64_t *width, wm_error *er
         for (int64_t i = 0; i < N; i++) {
             float *sc = r->logits + i * V;
             process(g, seq + i * L, cur, r->P, sc, V);
-            int64_t best = 0;
-            for (int64_t t = 1; t < V; t++)
-                if (sc[t] > sc[best]) best = t;
+            double lp = 0;
+            int64_t best = pick(g, sc, V, &rng, scratch, r->rs && open[i] ? &lp : NULL);
             if (!open[i] && g->n_eos) best = pad;
+            if (r->rs && open[i]) r->rs[i].avg_logprob += lp, r->rs[i].n_tokens++;
             seq[i * L + cur] = tok[i] = best;
             if (is_eos(g, best)) open[i] = 0;
             any |= open[i];
@@ -474,9 +522,12 @@ static wm_status greedy(run_state *r, int64_t *seq, int64_t *width, wm_error *er
         cur++;
         if (!any) break;
     }
+    for (int64_t i = 0; r->rs && i < N; i++)
+        r->rs[i].avg_logprob = r->rs[i].n_tokens ? r->rs[i].avg_logprob / (double)r->rs[i].n_tokens : 0;
     *width = cur;
     free(tok);
     free(open);
+    free(scratch);
     return st;
 }
 
@@ -622,6 +673,9 @@ done:
 static wm_status check_gen(const wm_s2s *m, const wm_s2s_gen *g, int64_t B, int64_t S, wm_error *err) {
     if (B < 1 || S < 1) return wm_err(err, WM_ERR_USAGE, "no source tokens");
     if (g->num_beams < 1 || g->num_beams > 64) return wm_err(err, WM_ERR_USAGE, "num_beams %d: expected 1 to 64", g->num_beams);
+    if (!(g->temperature >= 0 && g->temperature <= 100) || (g->temperature > 0 && g->num_beams > 1) || g->top_k < 0)
+        return wm_err(err, WM_ERR_USAGE, "temperature %g (top_k %lld): expected 0 to 100, sampling with one beam",
+                      g->temperature, (long long)g->top_k);
     if (g->max_length < 2 || g->max_length > 1 << 16)
         return wm_err(err, WM_ERR_USAGE, "max_length %lld: expected 2 to 65536 (start token + new tokens)",
                       (long long)g->max_length);
@@ -682,9 +736,12 @@ static wm_status detect_language(run_state *r, wm_error *err) {
 
 /* The search after the encoder: hs [B, S, hidden] and mask [B, S] (NULL: all ones) of B rows. */
 static wm_status search(wm_s2s *m, const float *hs, const int64_t *mask, int64_t B, int64_t S, const wm_s2s_gen *g,
-                        int64_t **out, int64_t *width, wm_error *err) {
+                        wm_s2s_row_scores *rs, int64_t no_speech, int64_t **out, int64_t *width, wm_error *err) {
     run_state r;
     memset(&r, 0, sizeof r);
+    r.rs = rs, r.no_speech = no_speech;
+    for (int64_t i = 0; rs && i < B; i++)
+        rs[i] = (wm_s2s_row_scores){g->num_beams > 1 ? NAN : 0.0, 0.0, 0};
     r.m = m, r.g = g, r.B = B, r.nb = g->num_beams, r.N = B * g->num_beams, r.S = S, r.V = m->vocab;
     r.Lmax = g->max_length;
     r.P = g->n_prompt ? (int64_t)g->n_prompt : 1;
@@ -732,7 +789,8 @@ done:
 
 /* Runs the encoder on feeds f[0..n) and the search on its output (mask: NULL for all ones). */
 static wm_status encode_search(wm_s2s *m, const feed *f, size_t n, const int64_t *mask, int64_t B, int64_t S_in,
-                               const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
+                               const wm_s2s_gen *g, wm_s2s_row_scores *rs, int64_t no_speech, int64_t **out,
+                               int64_t *width, wm_error *err) {
     wm_tensor eo[4];
     if (wm_session_n_outputs(m->enc) > 4)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: more outputs than last_hidden_state", m->dir);
@@ -748,7 +806,7 @@ static wm_status encode_search(wm_s2s *m, const feed *f, size_t n, const int64_t
     int64_t S = h->dims[1];
     if ((st = check_gen(m, g, B, S, err))) return st;
     t0 = now_ms();
-    st = search(m, h->data, mask, B, S, g, out, width, err);
+    st = search(m, h->data, mask, B, S, g, rs, no_speech, out, width, err);
     m->search_ms = now_ms() - t0;
     return st;
 }
@@ -769,11 +827,17 @@ wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, in
                           (long long)m->vocab);
     int64_t d[2] = {B, S};
     feed f[2] = {{"input_ids", tens(WM_DT_INT64, 2, d, (void *)ids)}, {"attention_mask", tens(WM_DT_INT64, 2, d, (void *)mask)}};
-    return encode_search(m, f, 2, mask, B, S, g, out, width, err);
+    return encode_search(m, f, 2, mask, B, S, g, NULL, -1, out, width, err);
 }
 
 wm_status wm_s2s_generate_features(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
                                    const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err) {
+    return wm_s2s_generate_features_scored(m, feats, B, n_mels, frames, g, -1, NULL, out, width, err);
+}
+
+wm_status wm_s2s_generate_features_scored(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
+                                          const wm_s2s_gen *g, int64_t no_speech, wm_s2s_row_scores *rs,
+                                          int64_t **out, int64_t *width, wm_error *err) {
     *out = NULL;
     *width = 0;
     if (!m->speech)
@@ -786,7 +850,7 @@ wm_status wm_s2s_generate_features(wm_s2s *m, const float *feats, int64_t B, int
     if (st) return st;
     int64_t d[3] = {B, n_mels, frames};
     feed f[1] = {{"input_features", tens(WM_DT_FLOAT, 3, d, (void *)feats)}};
-    return encode_search(m, f, 1, NULL, B, frames, g, out, width, err);
+    return encode_search(m, f, 1, NULL, B, frames, g, rs, no_speech, out, width, err);
 }
 
 int wm_s2s_image(const wm_s2s *m) { return m->image; }
@@ -806,5 +870,5 @@ wm_status wm_s2s_generate_pixels(wm_s2s *m, const float *pixels, int64_t B, int6
                           "%s/encoder_model.onnx reads %lld x %lld x %lld", (long long)C, (long long)H, (long long)W,
                           m->dir, (long long)in->dims[1], (long long)in->dims[2], (long long)in->dims[3]);
     feed f[1] = {{"pixel_values", tens(WM_DT_FLOAT, 4, got, (void *)pixels)}};
-    return encode_search(m, f, 1, NULL, B, 1, g, out, width, err);
+    return encode_search(m, f, 1, NULL, B, 1, g, NULL, -1, out, width, err);
 }

@@ -58,7 +58,25 @@ typedef struct wm_s2s_gen {
     int timestamps;
     int64_t no_timestamps, ts_begin, max_initial_ts;
     int64_t window_frames;        /* Whisper: feature frames of one encoder window (2 x max_source_positions) */
+    /* Sampling (Whisper's temperature fallback; greedy search only): temperature > 0 draws each token from
+       softmax(scores / temperature) over the top_k highest scores (0: all) with a generator seeded by seed,
+       after the processors; 0: the arg max. */
+    double temperature;
+    int64_t top_k;
+    uint64_t seed;
 } wm_s2s_gen;
+
+/*
+ * Per-row figures of a search, as transformers' Whisper fallback reads them: avg_logprob, the mean over the row's
+ * generated tokens (its end id included, padding not) of the log-probability of each under the processed scores
+ * (log_softmax; under sampling the top_k-filtered scores times the temperature; NAN for beam search);
+ * no_speech_prob, the probability (softmax of the raw logits at the prompt's first position) of
+ * the token no_speech (< 0: not computed, 0 reported); n_tokens, the tokens averaged.
+ */
+typedef struct wm_s2s_row_scores {
+    double avg_logprob, no_speech_prob;
+    int64_t n_tokens;
+} wm_s2s_row_scores;
 
 /* The defaults transformers uses: max_length 20, 1 beam, length_penalty 1, early_stopping false, no ids. */
 void wm_s2s_gen_default(wm_s2s_gen *g);
@@ -101,6 +119,11 @@ int64_t wm_s2s_n_mels(const wm_s2s *m);
 wm_status wm_s2s_generate_features(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
                                    const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
 
+/* The same, with each row's figures into rs[B] (wm_s2s_row_scores; no_speech: that token's probability, -1: none). */
+wm_status wm_s2s_generate_features_scored(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
+                                          const wm_s2s_gen *g, int64_t no_speech, wm_s2s_row_scores *rs,
+                                          int64_t **out, int64_t *width, wm_error *err);
+
 /* 1 when the build's encoder reads pixel_values (an image encoder-decoder, e.g. TrOCR). */
 int wm_s2s_image(const wm_s2s *m);
 
@@ -111,6 +134,10 @@ int wm_s2s_image(const wm_s2s *m);
  */
 wm_status wm_s2s_generate_pixels(wm_s2s *m, const float *pixels, int64_t B, int64_t C, int64_t H, int64_t W,
                                  const wm_s2s_gen *g, int64_t **out, int64_t *width, wm_error *err);
+
+/* The logits processors of the search (begin_suppress / suppress tokens, no_repeat_ngram_size, Whisper's timestamp
+   rules, forced BOS / EOS) on the scores sc[V] of hypothesis seq[0..len) whose first generated token is at begin. */
+void wm_s2s_process_scores(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc, int64_t V);
 
 /* An integer field key of root (absent or null: *set 0) in [lo, 1e9] into *out; WM_ERR_INPUT naming file and key
    otherwise (shared with whisper_gen.c). */

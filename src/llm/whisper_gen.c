@@ -242,6 +242,7 @@ void wm_whisper_out_free(wm_whisper_out *o) {
     free(o->prompt);
     free(o->seg);
     free(o->seg_at);
+    free(o->tries);
     memset(o, 0, sizeof *o);
 }
 
@@ -322,31 +323,87 @@ static int split_segments(const wm_s2s_gen *g, const int64_t *s, int64_t n, int6
     return 0;
 }
 
+/* A seed per (window, group, try) from the caller's: the draws are reproducible run to run. */
+static uint64_t mix_seed(uint64_t seed, int64_t window, int64_t group, size_t k) {
+    uint64_t z = seed ^ ((uint64_t)window * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)group << 40) ^ ((uint64_t)k << 56);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int add_try(wm_whisper_out *o, size_t *cap, const wm_whisper_try *t) {
+    if (o->n_tries == *cap) {
+        size_t c = *cap * 2 + 16;
+        wm_whisper_try *p = realloc(o->tries, c * sizeof *p);
+        if (!p) return -1;
+        o->tries = p, *cap = c;
+    }
+    o->tries[o->n_tries++] = *t;
+    return 0;
+}
+
+/* transformers' _need_fallback on one row's tokens s[0..n) (end id kept) and its figures. */
+static void decide(const wm_whisper_fallback *fb, const int64_t *s, int64_t n, int64_t vocab,
+                   const wm_s2s_row_scores *rs, wm_whisper_try *t) {
+    t->avg_logprob = rs->avg_logprob, t->no_speech_prob = rs->no_speech_prob;
+    t->compression_ratio = wm_whisper_compression_ratio(s, n, vocab);
+    t->fallback = t->skip = 0;
+    if (!fb) return;
+    if (!isnan(fb->compression_ratio_threshold) && t->compression_ratio > fb->compression_ratio_threshold)
+        t->fallback = 1;
+    if (!isnan(fb->logprob_threshold) && rs->avg_logprob < fb->logprob_threshold) t->fallback = 1;
+    if (!isnan(fb->no_speech_threshold) && rs->avg_logprob < fb->logprob_threshold &&
+        rs->no_speech_prob > fb->no_speech_threshold)
+        t->fallback = 0, t->skip = 1;
+}
+
 wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
-                              const int64_t *valid, const wm_s2s_gen *g, int64_t max_new, wm_whisper_out *out,
-                              wm_error *err) {
+                              const int64_t *valid, const wm_s2s_gen *g, int64_t max_new,
+                              const wm_whisper_fallback *fb, wm_whisper_out *out, wm_error *err) {
     memset(out, 0, sizeof *out);
     const int64_t W = g->window_frames, P = g->n_prompt ? (int64_t)g->n_prompt : 1;
-    if (!g->timestamps || g->ts_begin < 0 || W < 1)
-        return wm_err(err, WM_ERR_USAGE, "timestamps: no timestamp tokens or window size (wm_s2s_prompt_from_folder)");
+    if (W < 1) return wm_err(err, WM_ERR_USAGE, "no window size (wm_s2s_prompt_from_folder)");
+    if (g->timestamps && g->ts_begin < 0)
+        return wm_err(err, WM_ERR_USAGE, "timestamps: no timestamp tokens (wm_s2s_prompt_from_folder)");
     if (B < 1 || frames < 1 || n_mels < 1) return wm_err(err, WM_ERR_USAGE, "no audio features");
     for (int64_t b = 0; valid && b < B; b++)
         if (valid[b] < 1 || valid[b] > frames)
             return wm_err(err, WM_ERR_USAGE, "row %lld: %lld valid frames of %lld", (long long)b,
                           (long long)valid[b], (long long)frames);
+    if (fb && !isnan(fb->logprob_threshold) && g->num_beams > 1)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "logprob_threshold with num_beams %d: the average log-probability of a "
+                      "beam's tokens is computed for one beam only; use num_beams 1", g->num_beams);
+    for (size_t k = 0; fb && k < fb->n_temps; k++)
+        if (fb->temps[k] > 0 && fb->top_p < 1.0)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "generation_config.json: field 'top_p': %g is not supported with "
+                          "temperature %g (top-k sampling only); set it 1", fb->top_p, fb->temps[k]);
+    if (fb && !isnan(fb->no_speech_threshold) && isnan(fb->logprob_threshold))
+        return wm_err(err, WM_ERR_USAGE, "no_speech_threshold needs logprob_threshold (a window is skipped when its "
+                      "average log-probability is under it too)");
+    if (fb && !isnan(fb->no_speech_threshold) && g->no_timestamps < 1)
+        return wm_err(err, WM_ERR_USAGE, "no_speech_threshold: no no_timestamps_token_id (the no-speech token is the "
+                      "one before it)");
     const int64_t cap = g->max_positions > 0 ? g->max_positions : INT64_MAX;
     if (max_new > 0 && P + max_new > cap)
         return wm_err(err, WM_ERR_USAGE, "--max-new-tokens %lld: with the %lld prompt tokens it passes "
                       "max_target_positions %lld", (long long)max_new, (long long)P, (long long)cap);
     const int64_t pad = g->pad_token_id >= 0 ? g->pad_token_id : g->n_eos ? g->eos[0] : 0;
+    const int64_t no_speech = fb && !isnan(fb->no_speech_threshold) ? g->no_timestamps - 1 : -1;
+    const size_t n_temps = fb && fb->n_temps ? fb->n_temps : 1;
+    wm_s2s_gen gg = *g;
+    if (gg.ts_begin < 0) gg.ts_begin = INT64_MAX; /* no timestamp tokens: every window is one segment */
+    int beams = g->num_beams; /* 1 for good once a try samples (transformers sets generation_config.num_beams) */
     const size_t per = (size_t)(n_mels * W);
     int64_t *prompt = malloc((size_t)(B * P) * sizeof *prompt), *seek = calloc((size_t)B, sizeof *seek);
     int64_t *rows = malloc((size_t)B * sizeof *rows), *mem = malloc((size_t)B * sizeof *mem), *gen = NULL, width = 0;
-    uint8_t *taken = malloc((size_t)B);
+    int64_t **last = calloc((size_t)B, sizeof *last), *last_n = calloc((size_t)B, sizeof *last_n);
+    uint8_t *taken = malloc((size_t)B), *skip = calloc((size_t)B, 1);
     row_acc *acc = calloc((size_t)B, sizeof *acc);
+    wm_s2s_row_scores *rs = calloc((size_t)B, sizeof *rs);
     float *win = malloc((size_t)B * per * sizeof *win);
+    size_t tries_cap = 0;
     wm_status st = WM_OK;
-    if (!prompt || !seek || !rows || !mem || !taken || !acc || !win) {
+    if (!prompt || !seek || !rows || !mem || !last || !last_n || !taken || !skip || !acc || !rs || !win) {
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -357,6 +414,7 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
         memcpy(d_, feats + ((b) * n_mels + c) * frames + (s), (size_t)(nf) * sizeof *d_);                     \
         memset(d_ + (nf), 0, (size_t)(W - (nf)) * sizeof *d_);                                                \
     }
+#define FRAMES_LEFT(b) ((valid ? valid[b] : frames) - seek[b] < W ? (valid ? valid[b] : frames) - seek[b] : W)
     for (int64_t b = 0; b < B; b++)
         for (int64_t k = 0; k < P; k++) prompt[b * P + k] = g->n_prompt ? g->prompt[k] : g->decoder_start_token_id;
     if (g->lang_slot >= 0) { /* detected once, on the first window_frames of the features (transformers' rule) */
@@ -380,50 +438,81 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
         maxlen = max_new > 0 ? P + max_new : (maxlen + init < cap ? maxlen + init : cap);
         /* the rows of one prompt (language) together: a batch as transformers', split only by language */
         memset(taken, 0, (size_t)n_act);
-        for (int64_t i = 0; i < n_act && !st; i++) {
+        for (int64_t i = 0, group = 0; i < n_act && !st; i++, group++) {
             if (taken[i]) continue;
             const int64_t *p0 = prompt + rows[i] * P;
             int64_t ng = 0;
             for (int64_t j = i; j < n_act; j++)
                 if (!taken[j] && !memcmp(prompt + rows[j] * P, p0, (size_t)P * sizeof *prompt)) {
-                    int64_t b = rows[j], nf = (valid ? valid[b] : frames) - seek[b];
-                    nf = nf < W ? nf : W;
-                    FILL(win + ng * per, b, seek[b], nf);
-                    mem[ng++] = b;
+                    mem[ng++] = rows[j];
                     taken[j] = 1;
                 }
-            wm_s2s_gen d = *g;
+            wm_s2s_gen d = gg;
             d.lang_slot = -1;
             d.n_langs = 0;
             d.max_length = maxlen;
+            d.top_k = fb ? fb->top_k : 0;
             memcpy(d.prompt, p0, (size_t)P * sizeof *prompt);
             d.n_prompt = (size_t)P;
-            if ((st = wm_s2s_generate_features(m, win, ng, n_mels, W, &d, &gen, &width, err))) break;
-            for (int64_t k = 0; k < ng; k++) {
-                int64_t b = mem[k], n = width - P, nf = (valid ? valid[b] : frames) - seek[b], adv = 0;
-                const int64_t *s = gen + k * width + P;
-                nf = nf < W ? nf : W;
-                if (n > 0 && s[n - 1] == pad) { /* the padding off: all of it but an end id equal to it */
-                    int64_t np = 0;
-                    for (int64_t t = 0; t < n; t++) np += s[t] == pad;
-                    if (g->n_eos && pad == g->eos[0]) np--;
-                    n -= np;
-                }
-                for (size_t e = 0; n > 0 && e < g->n_eos; e++) /* then the end id */
-                    if (s[n - 1] == g->eos[e]) {
-                        n--;
+            /* the temperatures in turn on the rows that still need it (transformers' generate_with_fallback) */
+            for (size_t k = 0; k < n_temps && ng && !st; k++) {
+                d.temperature = fb && fb->n_temps ? fb->temps[k] : 0.0;
+                if (d.temperature > 0) beams = 1;
+                d.num_beams = beams;
+                d.seed = mix_seed(fb ? fb->seed : 0, out->windows, group, k);
+                for (int64_t q = 0; q < ng; q++) FILL(win + q * per, mem[q], seek[mem[q]], FRAMES_LEFT(mem[q]));
+                if ((st = wm_s2s_generate_features_scored(m, win, ng, n_mels, W, &d, no_speech, rs, &gen, &width,
+                                                          err)))
+                    break;
+                int64_t again = 0;
+                for (int64_t q = 0; q < ng; q++) {
+                    int64_t b = mem[q], n = width - P;
+                    const int64_t *s = gen + q * width + P;
+                    if (n > 0 && s[n - 1] == pad) { /* the padding off: all of it but an end id equal to it */
+                        int64_t np = 0;
+                        for (int64_t t = 0; t < n; t++) np += s[t] == pad;
+                        if (g->n_eos && pad == g->eos[0]) np--;
+                        n -= np;
+                    }
+                    wm_whisper_try t = {b, out->windows, (double)seek[b] * 0.01, d.temperature, 0, 0, 0, 0, 0};
+                    decide(fb, s, n, wm_s2s_vocab(m), &rs[q], &t);
+                    if (add_try(out, &tries_cap, &t)) {
+                        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
                         break;
                     }
-                if (split_segments(g, s, n, seek[b], nf, &acc[b], &adv)) {
-                    st = wm_err(err, WM_ERR_NOMEM, "out of memory");
-                    break;
+                    for (size_t e = 0; n > 0 && e < g->n_eos; e++) /* then the end id */
+                        if (s[n - 1] == g->eos[e]) {
+                            n--;
+                            break;
+                        }
+                    int64_t *keep = realloc(last[b], (size_t)(n ? n : 1) * sizeof *keep);
+                    if (!keep) {
+                        st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                        break;
+                    }
+                    memcpy(keep, s, (size_t)n * sizeof *keep);
+                    last[b] = keep, last_n[b] = n, skip[b] = (uint8_t)t.skip;
+                    if (t.fallback) mem[again++] = b; /* in order: the rows of the next try */
                 }
-                seek[b] += adv > 0 ? adv : nf; /* adv >= 2 under the rules: a pair closes above the first */
+                free(gen);
+                gen = NULL;
+                ng = again;
             }
-            free(gen);
-            gen = NULL;
+        }
+        for (int64_t i = 0; i < n_act && !st; i++) { /* each row's kept try: its segments, or skipped */
+            int64_t b = rows[i], nf = FRAMES_LEFT(b), adv = 0;
+            if (skip[b]) {
+                seek[b] += nf;
+                continue;
+            }
+            if (split_segments(&gg, last[b], last_n[b], seek[b], nf, &acc[b], &adv)) {
+                st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                break;
+            }
+            seek[b] += adv > 0 ? adv : nf; /* adv >= 2 under the rules: a pair closes above the first */
         }
     }
+#undef FRAMES_LEFT
 #undef FILL
     if (st) goto done;
     size_t w = 0, ns = 0;
@@ -450,6 +539,8 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
 done:
     if (st) wm_whisper_out_free(out);
     for (int64_t b = 0; acc && b < B; b++) free(acc[b].tok), free(acc[b].seg);
+    for (int64_t b = 0; last && b < B; b++) free(last[b]);
     free(acc), free(prompt), free(seek), free(rows), free(mem), free(taken), free(win), free(gen);
+    free(last), free(last_n), free(skip), free(rs);
     return st;
 }

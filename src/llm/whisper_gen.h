@@ -47,6 +47,50 @@ wm_status wm_whisper_timestamps_on(const char *dir, wm_s2s_gen *g, wm_error *err
 void wm_whisper_timestamp_rules(const wm_s2s_gen *g, const int64_t *seq, int64_t len, int64_t begin, float *sc,
                                 int64_t V);
 
+#define WM_WHISPER_MAX_TEMPS 32
+
+/*
+ * Whisper's temperature fallback and thresholds, as transformers' WhisperGenerationMixin.generate applies them to
+ * every window (short-form audio included): the window is decoded at temps[0]; a row whose tokens (end id
+ * included) have a zlib compression ratio over compression_ratio_threshold, or an average log-probability under
+ * logprob_threshold, is decoded again at the next temperature (sampling, one beam, from then on for the rest of
+ * the call, as transformers leaves num_beams at 1), the last try kept; a row whose average log-probability is
+ * under logprob_threshold while the no-speech token's probability (the token before <|notimestamps|>, after the
+ * start token) is over no_speech_threshold is skipped instead (seek moves a whole window, no segment).
+ */
+typedef struct wm_whisper_fallback {
+    double temps[WM_WHISPER_MAX_TEMPS]; /* n_temps 0: one pass at temperature 0 (greedy, or num_beams) */
+    size_t n_temps;
+    double compression_ratio_threshold, logprob_threshold, no_speech_threshold; /* NAN: off */
+    int64_t top_k;                      /* sampling's top-k (generation_config.json's top_k, else 50) */
+    double top_p;                       /* generation_config.json's top_p: under 1 refused when sampling */
+    uint64_t seed;                      /* the generator of every draw (each window and try seeded from it) */
+} wm_whisper_fallback;
+
+void wm_whisper_fallback_default(wm_whisper_fallback *f);
+
+/*
+ * The thresholds from dir's generation_config.json (compression_ratio_threshold, logprob_threshold,
+ * no_speech_threshold, top_k; transformers' Whisper reads no temperature from it: only the argument counts) over
+ * f (top_p too: wm_whisper_generate refuses sampling under a top_p below 1, naming it). condition_on_prev_tokens
+ * true is WM_ERR_UNSUPPORTED naming file and field; malformed fields WM_ERR_INPUT naming them.
+ */
+wm_status wm_whisper_fallback_from_folder(const char *dir, wm_whisper_fallback *f, wm_error *err);
+
+/* "0.0,0.2,0.4" (numbers from 0 to 100, at most WM_WHISPER_MAX_TEMPS) into f->temps; WM_ERR_USAGE naming flag. */
+wm_status wm_whisper_parse_temperatures(const char *flag, const char *s, wm_whisper_fallback *f, wm_error *err);
+
+/* transformers' _retrieve_compression_ratio: the tokens as little-endian ints of floor(log2(vocab) / 8) + 1 bytes,
+   their length over zlib's (level 6) compressed length. */
+double wm_whisper_compression_ratio(const int64_t *tok, int64_t n, int64_t vocab);
+
+/* One decoding of one row's window: the row, seek (seconds), the temperature, the figures and the decision. */
+typedef struct wm_whisper_try {
+    int64_t row, window;
+    double seek_s, temperature, avg_logprob, compression_ratio, no_speech_prob;
+    int fallback, skip;
+} wm_whisper_try;
+
 /* One segment of a row: tokens ids[row * width + off .. + n) (timestamp tokens included), times in seconds. */
 typedef struct wm_whisper_segment {
     double start, end;
@@ -61,23 +105,26 @@ typedef struct wm_whisper_out {
     wm_whisper_segment *seg;  /* all segments, row by row: row b's are seg[seg_at[b] .. seg_at[b + 1]) */
     size_t *seg_at;           /* [B + 1] */
     int64_t windows;          /* decoder calls made (30 s windows, all rows together) */
+    wm_whisper_try *tries;    /* every decoding, in order (n_tries) */
+    size_t n_tries;
 } wm_whisper_out;
 
 /*
- * Whisper's sequential transcription with timestamps (transformers' WhisperGenerationMixin.generate with
- * return_timestamps, condition_on_prev_tokens off, no temperature fallback): feats [B, n_mels, frames] (log-mel
- * features; frames may pass g->window_frames: long-form), valid[b] the frames of row b (its attention mask's sum;
- * NULL: all). Row by row a window of window_frames from seek (the frames left, padded with zeros) is decoded with
- * g's prompt (language detected once on the first window_frames of feats when g->lang_slot >= 0) and the
- * timestamp rules; the tokens split into segments at each pair of timestamps, and seek moves to the last pair's
- * timestamp (to the window's end when the output ends on a lone timestamp or has no pair). max_length per window:
- * n_prompt + max_new when max_new > 0, else g->max_length plus min(max_positions / 2 - 1, n_prompt) again at every
- * window (capped at max_positions), as transformers raises it. g->timestamps must be set (wm_s2s_prompt_from_folder).
- * *out: wm_whisper_out_free. Errors as wm_s2s_generate_features'.
+ * Whisper's sequential transcription (transformers' WhisperGenerationMixin.generate, condition_on_prev_tokens off):
+ * feats [B, n_mels, frames] (log-mel features; frames may pass g->window_frames: long-form), valid[b] the frames
+ * of row b (its attention mask's sum; NULL: all). Row by row a window of window_frames from seek (the frames left,
+ * padded with zeros) is decoded with g's prompt (language detected once on the first window_frames of feats when
+ * g->lang_slot >= 0), the timestamp rules when g->timestamps, and fb's fallback (NULL: none); the tokens split
+ * into segments at each pair of timestamp tokens (ids from g->ts_begin; without timestamps too, as transformers'
+ * loop does for short-form audio), and seek moves to the last pair's timestamp (to the window's end when the
+ * output ends on a lone timestamp or has no pair) until every row's frames are done. max_length per window:
+ * n_prompt + max_new when max_new > 0, else g->max_length plus min(max_positions / 2 - 1, n_prompt) again at
+ * every window (capped at max_positions), as transformers raises it. *out: wm_whisper_out_free. Errors as
+ * wm_s2s_generate_features'; logprob_threshold with num_beams > 1 is WM_ERR_UNSUPPORTED.
  */
 wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
-                              const int64_t *valid, const wm_s2s_gen *g, int64_t max_new, wm_whisper_out *out,
-                              wm_error *err);
+                              const int64_t *valid, const wm_s2s_gen *g, int64_t max_new,
+                              const wm_whisper_fallback *fb, wm_whisper_out *out, wm_error *err);
 void wm_whisper_out_free(wm_whisper_out *o);
 
 #endif

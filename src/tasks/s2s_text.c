@@ -98,12 +98,12 @@ wm_status wm_s2s_text_run(wm_s2s_text *t, const char *name, const uint8_t *data,
                   : wm_speech_s2s_features(t->dir, mels, &name, 1, &x, &frames, &valid, NULL, err);
         int long_form = !st && frames > g->window_frames;
         if (long_form && !g->timestamps) st = wm_whisper_timestamps_on(t->dir, g, err); /* implied over a window */
-        if (!st && g->timestamps) {
-            if (!(st = wm_whisper_generate(t->m, x, 1, mels, frames, long_form ? &valid : NULL, g, 0, &w, err)))
-                ids = w.ids, width = w.width, P = 0, ts = g->ts_begin;
-        } else if (!st && !(st = wm_s2s_prompt_max_length(g, 0, err)) &&
-                   !(st = wm_s2s_generate_features(t->m, x, 1, mels, frames, g, &out, &width, err)))
-            ids = out, P = g->n_prompt ? (int64_t)g->n_prompt : 1;
+        wm_whisper_fallback fb; /* generation_config.json's thresholds; greedy (no temperature: transformers') */
+        wm_whisper_fallback_default(&fb);
+        if (!st) st = wm_whisper_fallback_from_folder(t->dir, &fb, err);
+        /* Whisper's sequential loop, short-form audio too (transformers' generate) */
+        if (!st && !(st = wm_whisper_generate(t->m, x, 1, mels, frames, long_form ? &valid : NULL, g, 0, &fb, &w, err)))
+            ids = w.ids, width = w.width, P = 0, ts = g->ts_begin;
     } else {
         int h = 0, wi = 0;
         st = data ? wm_vision_pixels_bytes(t->dir, name, data, n, 0, &x, &h, &wi, err)
