@@ -39,12 +39,16 @@ static int64_t split_chunks(const wm_attn *a, int64_t keys) {
     return splittable(a) && keys >= WM_ATTN_KSPLIT ? (keys + WM_ATTN_KCHUNK - 1) / WM_ATTN_KCHUNK : 1;
 }
 
+static int blocked(const wm_attn *a);
+
 /* query rows per block: the fewest blocks of at most WM_ATTN_QBLOCK rows, or twice that while a block's scores
-   stay within 256 KiB (short keys: fewer, longer GEMMs, and each head's keys packed once), evened out in multiples
-   of 12 (a GEMM tile's height) so that the last is not a sliver. ViT's 197 queries: one block, not 128 + 69 (12
-   layers of MultiHeadAttention alone: 8.0-8.4 -> 7.5-7.8 ms). */
+   stay within 256 KiB (short keys: fewer, longer GEMMs, and each head's keys packed once) or the keys come in
+   blocks (blocked(): a unit's rows and outputs, 128 KiB at head size 64, stay in L2 beside a key block, and each
+   key block is packed once per 256 rows, not 128: Whisper's 1500, 6 heads of 64, 1 thread, 60-65 -> 58-63 ms CPU,
+   noisy), evened out in multiples of 12 (a GEMM tile's height) so that the last is not a sliver. ViT's 197
+   queries: one block, not 128 + 69 (12 layers of MultiHeadAttention alone: 8.0-8.4 -> 7.5-7.8 ms). */
 static int64_t q_block(const wm_attn *a) {
-    int64_t cap = 2 * WM_ATTN_QBLOCK * (a->T > 0 ? a->T : 1) * (int64_t)sizeof(float) <= 256 * 1024
+    int64_t cap = 2 * WM_ATTN_QBLOCK * (a->T > 0 ? a->T : 1) * (int64_t)sizeof(float) <= 256 * 1024 || blocked(a)
                       ? 2 * WM_ATTN_QBLOCK
                       : WM_ATTN_QBLOCK;
     int64_t nb = (a->S + cap - 1) / cap, r = (a->S + nb - 1) / nb;
