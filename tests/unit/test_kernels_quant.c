@@ -292,8 +292,11 @@ static void test_nbits_pack_sg32(void **state) {
 
 /* ------------------------------------------------------------ MatMulInteger */
 
-static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int as, int bs, int zmode, int packed,
-                      int nth, uint32_t seed, int32_t **out) {
+/* extreme: 0 random bytes; 1 A's bytes 0 or 255 and B's -128 or 127 (as unsigned: 0 or 255), pairs of one sign
+   (every pair of B past vpmaddubsw's int16 range: AVX2 splits them all); 2 those extremes mixed with random bytes
+   (some 4-k groups with a residual pass, some without) */
+static void run_igemm_x(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int as, int bs, int zmode, int packed,
+                        int nth, uint32_t seed, int extreme, int32_t **out) {
     int64_t lda = K + 1, ldb = N + 2, ldc = N + 1;
     size_t sa = kt_span(M, K, lda), sb = kt_span(K, N, ldb);
     uint8_t *A = kt_alloc(sa), *B = kt_alloc(sb);
@@ -305,6 +308,14 @@ static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int 
     uint32_t s = seed;
     for (size_t i = 0; i < sa; i++) A[i] = (uint8_t)kt_next(&s);
     for (size_t i = 0; i < sb; i++) B[i] = (uint8_t)kt_next(&s);
+    if (extreme) {
+        uint8_t lo = bs ? 0x80 : 0, hi = bs ? 0x7f : 0xff; /* B's most negative / positive */
+        for (size_t i = 0; i < sa; i++)
+            if (extreme == 1 || kt_next(&s) % 3 == 0) A[i] = kt_next(&s) & 1 ? 0xff : 0;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = 0; n < N; n++)
+                if (extreme == 1 || kt_next(&s) % 5 == 0) B[k * ldb + n] = ((k / 2 + n) & 1) ? hi : lo;
+    }
     for (int64_t i = 0; i < M; i++) zr[i] = as ? (int8_t)kt_next(&s) : (uint8_t)kt_next(&s);
     for (int64_t i = 0; i < N; i++) {
         zc[i] = bs ? (int8_t)kt_next(&s) : (uint8_t)kt_next(&s);
@@ -372,6 +383,29 @@ static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int 
     else free(C);
 }
 
+static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int as, int bs, int zmode, int packed,
+                      int nth, uint32_t seed, int32_t **out) {
+    run_igemm_x(T, M, N, K, as, bs, zmode, packed, nth, seed, 0, out);
+}
+
+/* The AVX2 prefill path (more than 6 rows: vpmaddubsw) at the bytes that saturate int16 pair sums: every row
+   count 1..70 (tiles of 1..4 rows, 6-row panels, 4-k groups with K % 4 = 0..3), every signedness, zero point
+   mode (none, per tensor, per row / column), packed or plain B, one or two shares. */
+static void test_igemm_extremes(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    static const int64_t ks[] = {1, 2, 3, 5, 8, 37, 70, 515};
+    uint32_t seed = 101;
+    for (int t = 0; t < nt; t++)
+        for (int64_t M = 1; M <= 70; M++) {
+            int64_t K = ks[M % 8], N = 1 + (M * 7) % 40;
+            for (int v = 0; v < 16; v++)
+                run_igemm_x(T[t], M, N, K, v & 1, (v >> 1) & 1, (v >> 2) & 3, (int)(M & 1), 1 + (v & 1), seed++,
+                            1 + (int)((M + v) & 1), NULL);
+        }
+}
+
 static void test_igemm(void **state) {
     (void)state;
     const wm_kernels *T[3];
@@ -403,6 +437,7 @@ int main(void) {
         cmocka_unit_test(test_nbits),
         cmocka_unit_test(test_nbits_edges_and_determinism),
         cmocka_unit_test(test_igemm),
+        cmocka_unit_test(test_igemm_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
