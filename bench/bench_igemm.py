@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """int8 GEMM benchmark (issue 34): winml's MatMulInteger kernel vs onnxruntime, same shapes, same run, 1 thread.
 
-  .venv/bin/python bench/bench_igemm.py [--build build] [--rounds 3] [--min-ms 200] [--shapes MxKxN,...]
-                                        [--builds build,build-old]
+  .venv/bin/python bench/bench_igemm.py [--builds OLD,build] [--rounds 3] [--min-ms 200] [--shapes MxKxN,...]
+                                        [--bdist 7bit|normal|uniform] [--no-ort]
 
 For each shape M x K x N (uint8 A with zero point 128, int8 B prepacked like a weight):
   ours     tests/tools/wm_gemmbench igemm M K N --packed (per --builds entry: old vs new side by side)
@@ -28,10 +28,12 @@ SHAPES = ["64x384x1536", "64x1536x384", "1500x384x384", "1500x384x1536", "1500x1
           "64x3072x768", "1x768x768", "1x768x3072", "1x3072x768", "1x512x2048"]
 
 
-def ours(build, m, k, n, min_ms):
-    out = subprocess.run([os.path.join(ROOT, build, "wm_gemmbench"), "igemm", str(m), str(k), str(n), "--packed",
-                          "--min-ms", str(min_ms)], check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["cpu_ms"]
+def ours(build, m, k, n, min_ms, bdist):
+    cmd = [os.path.join(ROOT, build, "wm_gemmbench"), "igemm", str(m), str(k), str(n), "--packed", "--min-ms", str(min_ms)]
+    r = subprocess.run(cmd + ["--bdist", bdist], capture_output=True, text=True)
+    if r.returncode == 2:  # a build from before --bdist (its kernel's speed does not depend on the values)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    return json.loads(r.stdout)["cpu_ms"]
 
 
 def ort_session(kind, k, n, rng):
@@ -84,6 +86,8 @@ def main():
     ap.add_argument("--min-ms", type=float, default=200)
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--bdist", default="7bit", help="B's bytes for ours (wm_gemmbench --bdist): 7bit (what winml's int8 "
+                    "builds give: reduce_range), normal (full-range int8), uniform (the most saturating pairs)")
     args = ap.parse_args()
     builds = args.builds.split(",")
     rng = np.random.default_rng(0)
@@ -97,7 +101,7 @@ def main():
         res = {key: [] for key in builds + list(sess)}
         for _ in range(args.rounds):
             for b in builds:
-                res[b].append(ours(b, m, k, n, args.min_ms))
+                res[b].append(ours(b, m, k, n, args.min_ms, args.bdist))
             for kd, se in sess.items():
                 res[kd].append(ort_ms(se, {"A": a8 if kd == "mmi" else af}, args.min_ms))
         med = {key: statistics.median(v) for key, v in res.items()}
