@@ -15,6 +15,7 @@
 #include "kernels_test_util.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/nbits_impl.h"
+#include "ops/quant.h"
 
 typedef struct nb_case {
     int64_t M, N, K;
@@ -406,6 +407,39 @@ static void test_igemm_extremes(void **state) {
         }
 }
 
+/* DynamicQuantizeLinear (AVX2 parts on this CPU) against ONNX's formula written out here: range of the values and
+   0, scale = (max - min) / 255, zp = clamp(round(-min / scale)), y = clamp(round(x / scale) + zp), NaN -> zp;
+   ties (x / scale = k + 0.5), NaN, infinities, every length 0..100 and a long one. */
+static void test_dyn_quantize(void **state) {
+    (void)state;
+    uint32_t s = 77;
+    float *v = kt_alloc(5000 * sizeof(float));
+    uint8_t *y = kt_alloc(5000), *r = kt_alloc(5000);
+    for (int t = 0; t < 110; t++) {
+        uint64_t cnt = t <= 100 ? (uint64_t)t : 4000 + (uint64_t)t;
+        for (uint64_t i = 0; i < cnt; i++) {
+            uint32_t k = kt_next(&s) % 16;
+            v[i] = k == 0 ? NAN : k == 1 && t > 105 ? INFINITY : k == 2 ? (float)((int)(kt_next(&s) % 64) - 20) * 0.5f
+                                                                       : 7.0f * kt_uniform(&s);
+        }
+        float mx = 0, mn = 0;
+        for (uint64_t i = 0; i < cnt; i++) mx = v[i] > mx ? v[i] : mx, mn = v[i] < mn ? v[i] : mn;
+        float sc = (mx == mn ? 1.0f : mx - mn) / 255.0f, izp = -mn / sc;
+        float zp = isnan(izp) ? 0.0f : rintf(fminf(fmaxf(izp, 0.0f), 255.0f));
+        for (uint64_t i = 0; i < cnt; i++) {
+            float q = rintf(v[i] / sc) + zp;
+            r[i] = isnan(q) ? (uint8_t)zp : (uint8_t)fminf(fmaxf(q, 0.0f), 255.0f);
+        }
+        float scale;
+        uint8_t z;
+        wm_dyn_quantize_u8(v, cnt, y, &scale, &z);
+        if (memcmp(&scale, &sc, sizeof sc) || z != (uint8_t)zp) fail_msg("cnt %llu: scale / zero point", (unsigned long long)cnt);
+        for (uint64_t i = 0; i < cnt; i++)
+            if (y[i] != r[i]) fail_msg("cnt %llu: y[%llu] = %d, ref %d (x %g)", (unsigned long long)cnt, (unsigned long long)i, y[i], r[i], v[i]);
+    }
+    free(v), free(y), free(r);
+}
+
 static void test_igemm(void **state) {
     (void)state;
     const wm_kernels *T[3];
@@ -438,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_nbits_edges_and_determinism),
         cmocka_unit_test(test_igemm),
         cmocka_unit_test(test_igemm_extremes),
+        cmocka_unit_test(test_dyn_quantize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
