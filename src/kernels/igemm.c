@@ -69,7 +69,7 @@ size_t wm_igemm_workspace_size(const wm_igemm_args *a, int nth) {
     if (!a->packed_b) per += WM_ALIGN_UP((size_t)(kc * nc), 64);          /* B block (bytes) */
     per += WM_ALIGN_UP((size_t)(mc * nc) * sizeof(int32_t), 64);          /* int32 block accumulators */
     per += WM_ALIGN_UP((size_t)mc * sizeof(int32_t), 64);                 /* per row: sum over k of (a - za) */
-    per += WM_ALIGN_UP((size_t)kc * WM_NR * sizeof(int16_t), 64);         /* a B panel widened to int16 */
+    per += WM_ALIGN_UP((size_t)(kc + 4) * WM_NR * sizeof(int16_t), 64);   /* a B panel widened or regrouped */
     return (per + 128) * (size_t)nth;
 }
 

@@ -7,7 +7,10 @@
  * end of each block: acc[m][n] -= zb[n] * sum_k (a[m][k] - za[m]).
  * Blocking per share region: n-block (INC) / m-block (MC) / k-block (IKC), the
  * int32 block accumulators in the workspace, stored (int32 and/or scaled float
- * with the epilogue) when the K reduction of the block is done.
+ * with the epilogue) when the K reduction of the block is done. Blocks of more
+ * than 6 rows (prefill) go to igemm_ubs_avx2.c's vpmaddubsw panels (twice the
+ * products per instruction, exact by construction); this file keeps the rest
+ * (decode steps, whose B streams from memory once) and the driver.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -109,7 +112,7 @@ static const ukr_fn ukrs[3][WM_MR] = {{ukr_1_0, ukr_2_0, ukr_3_0, ukr_4_0, ukr_5
                                       {ukr_1_1, ukr_2_1, ukr_3_1, ukr_4_1, ukr_5_1, ukr_6_1},
                                       {ukr_1_2, ukr_2_2, ukr_3_2, ukr_4_2, ukr_5_2, ukr_6_2}};
 
-void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth) { wm_igemm_drive(a, ith, nth, NULL); }
+void wm_igemm_avx2(const wm_igemm_args *a, int ith, int nth) { wm_igemm_drive(a, ith, nth, &wm_igemm_ubs_avx2); }
 
 void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wide *wd) {
     if (a->M <= 0 || a->N <= 0) return;
@@ -138,13 +141,17 @@ void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wid
     const int32_t *pzp = a->packed_b ? wm_igemm_packed_zp(a->packed_b, K, a->N) : NULL;
     const ukr_fn *fn = ukrs[a->b_signed != 0], *fn16 = ukrs[B_I16];
     const int64_t ld = ncmax;
+    int zb_any = a->b_zero_point != 0; /* any of B's zero points in [n0, n1) not 0 (a symmetric int8 build: none) */
+    const int32_t *zcol = pzp ? pzp : a->b_zero_points;
+    for (int64_t n = n0; zcol && !zb_any && n < n1; n++) zb_any = zcol[n] != 0;
     for (int64_t nb = n0; nb < n1; nb += WM_INC) {
         int64_t nc = n1 - nb < WM_INC ? n1 - nb : WM_INC;
         for (int64_t mb = m0; mb < m1; mb += WM_MC) {
             int64_t mc = m1 - mb < WM_MC ? m1 - mb : WM_MC;
             if (K == 0) memset(acc, 0, (size_t)(mc * ld) * sizeof(int32_t));
             memset(asum, 0, (size_t)mc * sizeof(int32_t));
-            const int use_wide = wd && mc > WM_MR && !a->a_signed && a->b_signed;
+            const int use_wide = wd && mc > WM_MR && kcmax <= WM_IKC && (wd->all_signs || (!a->a_signed && a->b_signed));
+            const int32_t zshift = use_wide && !a->b_signed ? 128 : 0; /* all_signs: unsigned B read as b - 128 */
             for (int64_t kb = 0; kb < K; kb += kcmax) {
                 int64_t kc = K - kb < kcmax ? K - kb : kcmax, kc2 = (kc + 1) / 2;
                 if (use_wide) wd->pack_a(a, mb, mc, kb, kc, (uint8_t *)apack, asum);
@@ -172,10 +179,11 @@ void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wid
                             kb == 0);
                 }
             }
-            if (pzp || a->b_zero_points || a->b_zero_point) { /* B's zero points */
+            if (zb_any || zshift) { /* B's zero points */
                 const int32_t *zv = pzp ? pzp + nb : a->b_zero_points ? a->b_zero_points + nb : NULL;
                 for (int64_t i = 0; i < mc; i++)
-                    for (int64_t j = 0; j < nc; j++) acc[i * ld + j] -= (zv ? zv[j] : a->b_zero_point) * asum[i];
+                    for (int64_t j = 0; j < nc; j++)
+                        acc[i * ld + j] -= ((zv ? zv[j] : a->b_zero_point) - zshift) * asum[i];
             }
             wm_igemm_store(a, &wm_gemm_ukr_avx2, acc, ld, mb, mb + mc, nb, nb + nc);
         }

@@ -15,18 +15,22 @@ static inline int64_t wm_igemm_kc(const wm_igemm_args *a) {
 #define WM_INC 256 /* columns per block: the int32 accumulators MC x INC stay in L2 */
 
 /*
- * A wider ISA's way with a block of more than WM_MR rows (prefill), for uint8 A and int8 B: pack_a packs rows
+ * A faster way with a block of more than WM_MR rows (prefill, k blocks of at most WM_IKC), for uint8 A and int8 B,
+ * or with all_signs every signedness (signed A read as a + 128, unsigned B as b - 128: the panel then gives
+ * sum_k (a - za) (b - 128) for unsigned B, and the driver takes B's zero point as zb - 128): pack_a packs rows
  * [m0, m0+mc) x k [k0, k0+kc) of A its own way into dst (up to WM_IGEMM_APACK bytes) and adds each row's sum of
  * (a - za) to asum; panel multiplies one 16-column panel of B (the pair layout of wm_igemm_pack_b_block, kc rows)
  * by that pack into acc (ld; first: store, else add), giving sum_k (a - za) * b, B's zero point left to the
- * driver; scratch holds kc * 32 bytes.
+ * driver; scratch holds (kc + 4) * 32 bytes.
  */
 typedef struct wm_igemm_wide {
     void (*pack_a)(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, uint8_t *dst,
                    int32_t *asum);
     void (*panel)(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, const uint8_t *apack,
                   const uint8_t *bpanel, uint8_t *scratch, int32_t *acc, int64_t ld, int first);
+    int all_signs;
 } wm_igemm_wide;
+extern const wm_igemm_wide wm_igemm_ubs_avx2; /* vpmaddubsw, exact (igemm_ubs_avx2.c) */
 #define WM_IGEMM_APACK(mc, kc) ((size_t)WM_ALIGN_UP((mc), WM_MR) * (size_t)((kc) + 8) * 2) /* bytes, either pack */
 
 /* The AVX2 driver (igemm_avx2.c); wide, when not NULL, takes the blocks it can (igemm_avx512.c). */

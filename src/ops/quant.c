@@ -17,6 +17,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "ops/quant.h"
 #include "ops/rows.h"
 
@@ -355,14 +356,17 @@ static wm_status dyn_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out
 
 void wm_dyn_quantize_u8(const float *v, uint64_t cnt, uint8_t *y, float *scale_out, uint8_t *zp_out) {
     float mx = 0, mn = 0;
-    for (uint64_t i = 0; i < cnt; i++) {
-        if (v[i] > mx) mx = v[i];
-        if (v[i] < mn) mn = v[i];
-    }
+    const int avx2 = wm_kernels_get()->isa >= 1; /* the AVX2 table or one built on it: quant_avx2.c, same bytes */
+    if (avx2) wm_dyn_range_avx2(v, cnt, &mn, &mx);
+    else
+        for (uint64_t i = 0; i < cnt; i++) {
+            if (v[i] > mx) mx = v[i];
+            if (v[i] < mn) mn = v[i];
+        }
     float scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
     float izp = 0.0f - mn / scale;
     float zp = isnan(izp) ? 0.0f : nearbyintf(izp < 0 ? 0 : izp > 255 ? 255 : izp); /* NaN: infinite inputs */
-    for (uint64_t i = 0; i < cnt; i++) {
+    for (uint64_t i = avx2 ? wm_dyn_quantize_avx2(v, cnt, y, scale, zp) : 0; i < cnt; i++) {
         float q = nearbyintf(v[i] / scale) + zp;
         if (isnan(q)) q = zp; /* NaN input: the zero point */
         y[i] = (uint8_t)(q < 0 ? 0 : q > 255 ? 255 : q);

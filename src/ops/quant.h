@@ -15,5 +15,9 @@ uint8_t wm_f32_to_f8(int32_t dt, float x, int saturate);
 /* DynamicQuantizeLinear of v[0..cnt) into y: uint8, scale and zero point from the range of v and 0 (ONNX's
  * rule, round half to even), for the op and for the products that quantize their input the same way. */
 void wm_dyn_quantize_u8(const float *v, uint64_t cnt, uint8_t *y, float *scale, uint8_t *zp);
+/* its AVX2 parts (quant_avx2.c): the min and max of v and 0 (NaN skipped); the bytes of the first cnt rounded down
+   to 32 values (returns that count), as the scalar loop makes them */
+void wm_dyn_range_avx2(const float *v, uint64_t cnt, float *mn, float *mx);
+uint64_t wm_dyn_quantize_avx2(const float *v, uint64_t cnt, uint8_t *y, float scale, float zp);
 
 #endif

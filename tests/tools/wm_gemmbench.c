@@ -9,7 +9,9 @@
  *        8 / 4 bit, fp32 activations), q8a / q4a (accuracy_level 4: int8 activations);
  *        --cold-mb cycles over enough weight copies to exceed MB (DRAM, not cache); --rows M: M rows of
  *        activations (q types only: prefill-sized MatMulNBits)
- *   wm_gemmbench igemm M K N [--threads T] [--packed]    (u8 x s8 MatMulInteger)
+ *   wm_gemmbench igemm M K N [--threads T] [--packed] [--bdist uniform|normal|7bit]    (u8 x s8 MatMulInteger)
+ *        --bdist: B's bytes uniform in [-128, 127] (default: the most pairs vpmaddubsw must split), normal
+ *        (Gaussian weights quantized per column to max |b| = 127, like a symmetric int8 build) or 7bit ([-64, 63])
  * Common: --generic (generic table), --plain (f16 and q types: the weights as stored, not packed as a session does), --min-ms MS (default 300), --reps R (min runs, default 5).
  * Prints one JSON line: median_ms (wall), gflops, gbps (weight bytes / time), cpu_ms (median of the
  * slowest share's thread CPU time: what the run costs without preemption by other processes),
@@ -30,7 +32,7 @@
 #include "runtime/pool.h"
 
 typedef struct opts {
-    int threads, packed, transb, generic, reps, block, rows, plain;
+    int threads, packed, transb, generic, reps, block, rows, plain, bdist;
     int64_t kc;
     int64_t batch;
     double min_ms, cold_mb, mb;
@@ -177,6 +179,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--transb")) o.transb = 1;
         else if (!strcmp(a, "--generic")) o.generic = 1;
         else if (!strcmp(a, "--plain")) o.plain = 1;
+        else if (!strcmp(a, "--bdist") && i + 1 < argc) {
+            const char *d = argv[++i];
+            o.bdist = !strcmp(d, "uniform") ? 0 : !strcmp(d, "normal") ? 1 : !strcmp(d, "7bit") ? 2 : -1;
+            if (o.bdist < 0) return usage();
+        }
         else if (!strcmp(a, "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
         else if (!strcmp(a, "--min-ms") && i + 1 < argc) o.min_ms = atof(argv[++i]);
         else if (!strcmp(a, "--block") && i + 1 < argc) o.block = atoi(argv[++i]);
@@ -379,6 +386,18 @@ int main(int argc, char **argv) {
         int32_t *C = xmalloc((size_t)(M * N) * 4);
         for (int64_t i = 0; i < M * Kd; i++) A[i] = (uint8_t)((seed = seed * 1664525u + 1013904223u) >> 24);
         for (int64_t i = 0; i < Kd * N; i++) Bm[i] = (int8_t)((seed = seed * 1664525u + 1013904223u) >> 24);
+        if (o.bdist == 2)
+            for (int64_t i = 0; i < Kd * N; i++) Bm[i] = (int8_t)(Bm[i] >> 1);
+        if (o.bdist == 1) { /* sum of 4 uniforms ~ Gaussian, scaled per column to max |b| = 127 */
+            float *w = xmalloc((size_t)(Kd * N) * sizeof(float));
+            for (int64_t i = 0; i < Kd * N; i++) w[i] = frand(&seed) + frand(&seed) + frand(&seed) + frand(&seed);
+            for (int64_t n = 0; n < N; n++) {
+                float mx = 1e-9f;
+                for (int64_t k = 0; k < Kd; k++) mx = fmaxf(mx, fabsf(w[k * N + n]));
+                for (int64_t k = 0; k < Kd; k++) Bm[k * N + n] = (int8_t)lrintf(w[k * N + n] * 127.0f / mx);
+            }
+            free(w);
+        }
         wm_igemm_args *g = &j->i;
         g->M = M;
         g->N = N;

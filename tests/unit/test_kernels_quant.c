@@ -15,6 +15,7 @@
 #include "kernels_test_util.h"
 #include "kernels/kernels_impl.h"
 #include "kernels/nbits_impl.h"
+#include "ops/quant.h"
 
 typedef struct nb_case {
     int64_t M, N, K;
@@ -292,8 +293,11 @@ static void test_nbits_pack_sg32(void **state) {
 
 /* ------------------------------------------------------------ MatMulInteger */
 
-static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int as, int bs, int zmode, int packed,
-                      int nth, uint32_t seed, int32_t **out) {
+/* extreme: 0 random bytes; 1 A's bytes 0 or 255 and B's -128 or 127 (as unsigned: 0 or 255), pairs of one sign
+   (every pair of B past vpmaddubsw's int16 range: AVX2 splits them all); 2 those extremes mixed with random bytes
+   (some 4-k groups with a residual pass, some without) */
+static void run_igemm_x(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int as, int bs, int zmode, int packed,
+                        int nth, uint32_t seed, int extreme, int32_t **out) {
     int64_t lda = K + 1, ldb = N + 2, ldc = N + 1;
     size_t sa = kt_span(M, K, lda), sb = kt_span(K, N, ldb);
     uint8_t *A = kt_alloc(sa), *B = kt_alloc(sb);
@@ -305,6 +309,14 @@ static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int 
     uint32_t s = seed;
     for (size_t i = 0; i < sa; i++) A[i] = (uint8_t)kt_next(&s);
     for (size_t i = 0; i < sb; i++) B[i] = (uint8_t)kt_next(&s);
+    if (extreme) {
+        uint8_t lo = bs ? 0x80 : 0, hi = bs ? 0x7f : 0xff; /* B's most negative / positive */
+        for (size_t i = 0; i < sa; i++)
+            if (extreme == 1 || kt_next(&s) % 3 == 0) A[i] = kt_next(&s) & 1 ? 0xff : 0;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = 0; n < N; n++)
+                if (extreme == 1 || kt_next(&s) % 5 == 0) B[k * ldb + n] = ((k / 2 + n) & 1) ? hi : lo;
+    }
     for (int64_t i = 0; i < M; i++) zr[i] = as ? (int8_t)kt_next(&s) : (uint8_t)kt_next(&s);
     for (int64_t i = 0; i < N; i++) {
         zc[i] = bs ? (int8_t)kt_next(&s) : (uint8_t)kt_next(&s);
@@ -372,6 +384,62 @@ static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int 
     else free(C);
 }
 
+static void run_igemm(const wm_kernels *T, int64_t M, int64_t N, int64_t K, int as, int bs, int zmode, int packed,
+                      int nth, uint32_t seed, int32_t **out) {
+    run_igemm_x(T, M, N, K, as, bs, zmode, packed, nth, seed, 0, out);
+}
+
+/* The AVX2 prefill path (more than 6 rows: vpmaddubsw) at the bytes that saturate int16 pair sums: every row
+   count 1..70 (tiles of 1..4 rows, 6-row panels, 4-k groups with K % 4 = 0..3), every signedness, zero point
+   mode (none, per tensor, per row / column), packed or plain B, one or two shares. */
+static void test_igemm_extremes(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    static const int64_t ks[] = {1, 2, 3, 5, 8, 37, 70, 515};
+    uint32_t seed = 101;
+    for (int t = 0; t < nt; t++)
+        for (int64_t M = 1; M <= 70; M++) {
+            int64_t K = ks[M % 8], N = 1 + (M * 7) % 40;
+            for (int v = 0; v < 16; v++)
+                run_igemm_x(T[t], M, N, K, v & 1, (v >> 1) & 1, (v >> 2) & 3, (int)(M & 1), 1 + (v & 1), seed++,
+                            1 + (int)((M + v) & 1), NULL);
+        }
+}
+
+/* DynamicQuantizeLinear (AVX2 parts on this CPU) against ONNX's formula written out here: range of the values and
+   0, scale = (max - min) / 255, zp = clamp(round(-min / scale)), y = clamp(round(x / scale) + zp), NaN -> zp;
+   ties (x / scale = k + 0.5), NaN, infinities, every length 0..100 and a long one. */
+static void test_dyn_quantize(void **state) {
+    (void)state;
+    uint32_t s = 77;
+    float *v = kt_alloc(5000 * sizeof(float));
+    uint8_t *y = kt_alloc(5000), *r = kt_alloc(5000);
+    for (int t = 0; t < 110; t++) {
+        uint64_t cnt = t <= 100 ? (uint64_t)t : 4000 + (uint64_t)t;
+        for (uint64_t i = 0; i < cnt; i++) {
+            uint32_t k = kt_next(&s) % 16;
+            v[i] = k == 0 ? NAN : k == 1 && t > 105 ? INFINITY : k == 2 ? (float)((int)(kt_next(&s) % 64) - 20) * 0.5f
+                                                                       : 7.0f * kt_uniform(&s);
+        }
+        float mx = 0, mn = 0;
+        for (uint64_t i = 0; i < cnt; i++) mx = v[i] > mx ? v[i] : mx, mn = v[i] < mn ? v[i] : mn;
+        float sc = (mx == mn ? 1.0f : mx - mn) / 255.0f, izp = -mn / sc;
+        float zp = isnan(izp) ? 0.0f : rintf(fminf(fmaxf(izp, 0.0f), 255.0f));
+        for (uint64_t i = 0; i < cnt; i++) {
+            float q = rintf(v[i] / sc) + zp;
+            r[i] = isnan(q) ? (uint8_t)zp : (uint8_t)fminf(fmaxf(q, 0.0f), 255.0f);
+        }
+        float scale;
+        uint8_t z;
+        wm_dyn_quantize_u8(v, cnt, y, &scale, &z);
+        if (memcmp(&scale, &sc, sizeof sc) || z != (uint8_t)zp) fail_msg("cnt %llu: scale / zero point", (unsigned long long)cnt);
+        for (uint64_t i = 0; i < cnt; i++)
+            if (y[i] != r[i]) fail_msg("cnt %llu: y[%llu] = %d, ref %d (x %g)", (unsigned long long)cnt, (unsigned long long)i, y[i], r[i], v[i]);
+    }
+    free(v), free(y), free(r);
+}
+
 static void test_igemm(void **state) {
     (void)state;
     const wm_kernels *T[3];
@@ -403,6 +471,8 @@ int main(void) {
         cmocka_unit_test(test_nbits),
         cmocka_unit_test(test_nbits_edges_and_determinism),
         cmocka_unit_test(test_igemm),
+        cmocka_unit_test(test_igemm_extremes),
+        cmocka_unit_test(test_dyn_quantize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,197 @@
+/*
+ * igemm_ubs_avx2.c - MatMulInteger blocks of more than 6 rows (prefill) with AVX2 vpmaddubsw, exact.
+ *
+ * vpmaddubsw multiplies 32 unsigned bytes of A by 32 signed bytes of B and sums pairs into int16 (32 products
+ * per instruction, against 16 for vpmaddwd on int16); vpmaddwd by ones then sums pairs of those into int32.
+ * The int16 pair sum a0*b0 + a1*b1 saturates when it leaves [-32768, 32767], which bytes a0, a1 in [0, 255]
+ * can make happen iff 255 (b0+ + b1+) > 32767 or 255 (b0- + b1-) > 32768 (x+ = max(x, 0), x- = max(-x, 0)),
+ * i.e. iff b0+ + b1+ > 128 or b0- + b1- > 128 (255 * 128 = 32640 fits; 255 * 129 = 32895 does not). Such a
+ * pair of B is multiplied as (b0, 0) in the main pass and (0, b1) in a residual pass over only the 4-k groups
+ * that have one; either has one nonzero weight, |b| <= 128, so |sum| <= 255 * 128: no saturation anywhere, and
+ * the int32 results equal vpmaddwd's (the naive reference's). Real weights have few such pairs (both weights
+ * of a pair near the column's maximum, same sign); hostile ones (every pair unsafe) cost a second pass.
+ *
+ * Every signedness: signed A is read with its top bit flipped (a + 128, zero point za + 128), unsigned B
+ * likewise (b - 128; the driver takes B's zero point as zb - 128: all_signs). The products are then
+ * sum_k a' b'; A's zero point comes off through B's column sums (za' * sum_k b'), B's in the driver.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/igemm_impl.h"
+
+#define IK_INLINE static inline __attribute__((always_inline))
+#define MAX_GROUPS ((WM_IKC + 3) / 4) /* 4-k groups of a block (a wide block has kc <= WM_IKC) */
+/* register tile: 4 rows x 16 columns (8 accumulators, 2 of B, ones, A's broadcast, a product: 13 of 16 ymm; 6 rows
+   need 17, and gcc's spills made that slower), run over a 6-row A panel as rows 0-3 and 4-5 */
+#define TILE_R 4
+
+/* A rows [m0, m0+mc) x k [k0, k0+kc) as unsigned bytes a' (signed A with its top bit flipped: a + 128) in 6-row
+   panels of 4-k groups: panel i, group t, row r at (i * kc4 + t) * 24 + r * 4 (kc4 = ceil(kc/4), zero padded);
+   asum[r] += the row's sum of (a - za) = sum a' - kc * (za + flip). */
+static void pack_a(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, uint8_t *dst,
+                   int32_t *asum) {
+    const int64_t kc4 = (kc + 3) / 4, k32 = kc / 32 * 32;
+    const uint8_t flip = a->a_signed ? 0x80 : 0;
+    const __m256i fl = _mm256_set1_epi8((char)flip), zero = _mm256_setzero_si256();
+    for (int64_t i = 0; i < mc; i += WM_MR) {
+        uint8_t *d = dst + i * kc4 * 4;
+        int rows = (int)(mc - i < WM_MR ? mc - i : WM_MR);
+        if (rows < WM_MR || kc & 3) memset(d, 0, (size_t)(kc4 * WM_MR * 4));
+        for (int r = 0; r < rows; r++) {
+            int64_t m = m0 + i + r;
+            const uint8_t *s = (const uint8_t *)a->A + m * a->lda + k0;
+            __m256i sv = zero;
+            int64_t k = 0;
+            for (; k < k32; k += 32) {
+                __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(s + k)), fl);
+                sv = _mm256_add_epi64(sv, _mm256_sad_epu8(v, zero));
+                __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+                uint8_t *o = d + (k >> 2) * WM_MR * 4 + r * 4;
+                _mm_storeu_si32(o, lo);
+                _mm_storeu_si32(o + 24, _mm_srli_si128(lo, 4));
+                _mm_storeu_si32(o + 48, _mm_srli_si128(lo, 8));
+                _mm_storeu_si32(o + 72, _mm_srli_si128(lo, 12));
+                _mm_storeu_si32(o + 96, hi);
+                _mm_storeu_si32(o + 120, _mm_srli_si128(hi, 4));
+                _mm_storeu_si32(o + 144, _mm_srli_si128(hi, 8));
+                _mm_storeu_si32(o + 168, _mm_srli_si128(hi, 12));
+            }
+            __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sv), _mm256_extracti128_si256(sv, 1));
+            int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1);
+            for (; k < kc; k++) {
+                uint8_t v = (uint8_t)(s[k] ^ flip);
+                d[(k >> 2) * WM_MR * 4 + r * 4 + (k & 3)] = v;
+                sum += v;
+            }
+            int32_t za = (a->a_zero_points ? a->a_zero_points[m] : a->a_zero_point) + flip;
+            asum[i + r] += (int32_t)(sum - kc * za);
+        }
+    }
+}
+
+/*
+ * B's pair panel (kc rows as ceil(kc/2) pairs x 16 columns x 2 bytes; unsigned when flip = 0x80) as 4-k groups of signed bytes for
+ * vpmaddubsw: group t at q + t*64, two vectors of 8 columns x 4 k (columns 0-3, 8-11, then 4-7, 12-15: the
+ * in-lane interleave of pairs 2t and 2t+1), every pair made safe (see above); the residual groups go to res
+ * (64 bytes each, same layout) with their group index in ridx. Returns the residual count; *colsum gets B's
+ * column sums over the block in the same column order.
+ */
+static int64_t quad_panel(const uint8_t *bp, int64_t kc, int flip, uint8_t *q, uint8_t *res, int32_t *ridx,
+                          __m256i colsum[2]) {
+    const __m256i fl = _mm256_set1_epi8((char)flip), zero = _mm256_setzero_si256(), ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1), lim = _mm256_set1_epi16(128), hi = _mm256_set1_epi16((short)0xFF00);
+    __m256i cs[2] = {zero, zero};
+    /* odd kc: the last pair's second byte is padding (0, which the flip would make -128): masked off */
+    const int64_t kc2 = (kc + 1) / 2, odd = kc & 1 ? kc2 - 1 : -1;
+    const __m256i lo = _mm256_set1_epi16(0x00FF);
+    int64_t nres = 0;
+    for (int64_t t = 0; 2 * t < kc2; t++) {
+        __m256i x = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(bp + 2 * t * 32)), fl);
+        __m256i y = 2 * t + 1 < kc2 ? _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(bp + (2 * t + 1) * 32)), fl)
+                                    : zero;
+        if (2 * t == odd) x = _mm256_and_si256(x, lo);
+        if (2 * t + 1 == odd) y = _mm256_and_si256(y, lo);
+        __m256i v[2] = {_mm256_unpacklo_epi16(x, y), _mm256_unpackhi_epi16(x, y)}, r[2];
+        int any = 0;
+        for (int h = 0; h < 2; h++) {
+            __m256i pos = _mm256_max_epi8(v[h], zero), neg = _mm256_sub_epi8(zero, _mm256_min_epi8(v[h], zero));
+            /* pair sums of the positive / negative parts (as unsigned bytes: -(-128) reads 128) */
+            __m256i ps = _mm256_maddubs_epi16(pos, ones8), ns = _mm256_maddubs_epi16(neg, ones8);
+            __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi16(ps, lim), _mm256_cmpgt_epi16(ns, lim));
+            __m256i second = _mm256_and_si256(bad, hi); /* the pair's second byte */
+            r[h] = _mm256_and_si256(v[h], second);
+            any |= !_mm256_testz_si256(r[h], r[h]);
+            cs[h] = _mm256_add_epi32(cs[h], _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v[h]), ones16));
+            _mm256_storeu_si256((__m256i *)(q + t * 64 + h * 32), _mm256_andnot_si256(second, v[h]));
+        }
+        if (any) {
+            _mm256_storeu_si256((__m256i *)(res + nres * 64), r[0]);
+            _mm256_storeu_si256((__m256i *)(res + nres * 64 + 32), r[1]);
+            ridx[nres++] = (int32_t)t;
+        }
+    }
+    colsum[0] = cs[0];
+    colsum[1] = cs[1];
+    return nres;
+}
+
+/* one 4-k group of rows 0..R-1 (A panel group ag: 6 rows x 4 bytes) times B group bq (2 vectors) into c */
+IK_INLINE void step(int R, const uint8_t *ag, const uint8_t *bq, __m256i c[TILE_R][2]) {
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256i b0 = _mm256_loadu_si256((const __m256i *)bq), b1 = _mm256_loadu_si256((const __m256i *)(bq + 32));
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) { /* unrolled: c stays in registers */
+        int32_t x;
+        memcpy(&x, ag + r * 4, 4);
+        __m256i xv = _mm256_set1_epi32(x);
+        c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, b0), ones16));
+        c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, b1), ones16));
+    }
+}
+
+/* rows 0..R-1 of a 6-row A panel times n groups of B (q; the A group of the i-th: idx[i], or i without idx): acc
+   rows (ld) [+]= sum_k a' b' - za'[r] * colsum (colsum, za: NULL for none). The residual groups run as a call of
+   their own, after the main one (one loop per call keeps gcc's accumulators in registers). */
+IK_INLINE void ukr(int R, int64_t n, const uint8_t *ap, const uint8_t *q, const int32_t *idx, const __m256i *colsum,
+                   const int32_t *za, int32_t *acc, int64_t ld, int first) {
+    __m256i c[TILE_R][2];
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) c[r][0] = c[r][1] = _mm256_setzero_si256();
+    for (int64_t t = 0; t < n; t++) step(R, ap + (idx ? idx[t] : t) * WM_MR * 4, q + t * 64, c);
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        __m256i lo = c[r][0], hi = c[r][1]; /* columns 0-3, 8-11 and 4-7, 12-15 */
+        if (za) {
+            __m256i z = _mm256_set1_epi32(za[r]);
+            lo = _mm256_sub_epi32(lo, _mm256_mullo_epi32(z, colsum[0]));
+            hi = _mm256_sub_epi32(hi, _mm256_mullo_epi32(z, colsum[1]));
+        }
+        __m256i o0 = _mm256_permute2x128_si256(lo, hi, 0x20), o1 = _mm256_permute2x128_si256(lo, hi, 0x31);
+        __m256i *d0 = (__m256i *)(acc + r * ld), *d1 = (__m256i *)(acc + r * ld + 8);
+        if (!first) {
+            o0 = _mm256_add_epi32(_mm256_loadu_si256(d0), o0);
+            o1 = _mm256_add_epi32(_mm256_loadu_si256(d1), o1);
+        }
+        _mm256_storeu_si256(d0, o0);
+        _mm256_storeu_si256(d1, o1);
+    }
+}
+
+#define UKR(R)                                                                                                         \
+    static void ukr_##R(int64_t n, const uint8_t *ap, const uint8_t *q, const __m256i *colsum, const int32_t *za,    \
+                        int32_t *acc, int64_t ld, int first) {                                                         \
+        ukr(R, n, ap, q, NULL, colsum, za, acc, ld, first);                                                            \
+    }                                                                                                                  \
+    static void res_##R(int64_t n, const uint8_t *ap, const uint8_t *q, const int32_t *idx, int32_t *acc,            \
+                        int64_t ld) {                                                                                  \
+        ukr(R, n, ap, q, idx, NULL, NULL, acc, ld, 0);                                                                 \
+    }
+UKR(1) UKR(2) UKR(3) UKR(4)
+typedef void (*ukr_fn)(int64_t, const uint8_t *, const uint8_t *, const __m256i *, const int32_t *, int32_t *,
+                       int64_t, int);
+typedef void (*res_fn)(int64_t, const uint8_t *, const uint8_t *, const int32_t *, int32_t *, int64_t);
+static const ukr_fn ukrs[TILE_R] = {ukr_1, ukr_2, ukr_3, ukr_4};
+static const res_fn ress[TILE_R] = {res_1, res_2, res_3, res_4};
+
+/* scratch: kc4 * 64 bytes of quad panel, then up to as many of residual groups ((kc + 4) * 32 bytes in all) */
+static void panel(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, const uint8_t *apack,
+                  const uint8_t *bpanel, uint8_t *scratch, int32_t *acc, int64_t ld, int first) {
+    int64_t kc4 = (kc + 3) / 4;
+    int32_t ridx[MAX_GROUPS];
+    __m256i colsum[2];
+    uint8_t *q = scratch, *res = scratch + kc4 * 64;
+    int64_t nres = quad_panel(bpanel, kc, a->b_signed ? 0 : 0x80, q, res, ridx, colsum);
+    int32_t flip = a->a_signed ? 128 : 0;
+    for (int64_t i = 0; i < mc; i += WM_MR) {
+        int rows = (int)(mc - i < WM_MR ? mc - i : WM_MR);
+        int32_t za[WM_MR];
+        for (int r = 0; r < rows; r++)
+            za[r] = (a->a_zero_points ? a->a_zero_points[m0 + i + r] : a->a_zero_point) + flip;
+        for (int r0 = 0; r0 < rows; r0 += TILE_R) {
+            int rt = (rows - r0 < TILE_R ? rows - r0 : TILE_R) - 1;
+            const uint8_t *ap = apack + i * kc4 * 4 + r0 * 4;
+            ukrs[rt](kc4, ap, q, colsum, za + r0, acc + (i + r0) * ld, ld, first);
+            if (nres) ress[rt](nres, ap, res, ridx, acc + (i + r0) * ld, ld);
+        }
+    }
+}
+
+const wm_igemm_wide wm_igemm_ubs_avx2 = {pack_a, panel, 1};
