@@ -271,16 +271,24 @@ def test_qmoe_equals_moe_on_the_dequantized_experts(tmp_path, build_dir):
     assert np.abs(q - f).max() < 1e-5 * max(1.0, float(np.abs(f).max()))
 
 
-def test_qmoe_float16(tmp_path, build_dir):
-    """float16 input, scales and biases, computed in float32"""
+@pytest.mark.parametrize("level", [0, 4])
+def test_qmoe_float16(level, tmp_path, build_dir, monkeypatch):
+    """float16 input, scales and biases, computed in float32. Level 4 (40 rows): constant experts packed with their
+    scales widened; int8 activations put it up to ~2% of the output's range off the float reference here, so it is
+    held to 4% and to the same bits as the stored layout's kernels (WM_NBITS_PACK=0 packs nothing)"""
     import onnx
-    model, feeds, inits = qmoe_model(half=True, bias=True, rows=(6,))
+    model, feeds, inits = qmoe_model(half=True, bias=True, rows=(40,) if level else (6,),
+                                     extra=dict(accuracy_level=level))
     onnx.save(model, tmp_path / "q16.onnx")
     got = wm_run(build_dir, str(tmp_path / "q16.onnx"), feeds, tmp_path)["y"].astype(np.float64)
     w = {"w1": dequant(inits["w1"], inits["s1"], 4, 32), "w2": dequant(inits["w2"], inits["s2"], 4, 32),
          "b1": inits["b1"], "b2": inits["b2"]}
     ref = reference(feeds, w, 2, "swiglu", 1)
-    assert np.abs(got - ref).max() < 2e-2 * max(1.0, float(np.abs(ref).max()))
+    assert np.abs(got - ref).max() < (4e-2 if level else 2e-2) * max(1.0, float(np.abs(ref).max()))
+    if level:
+        monkeypatch.setenv("WM_NBITS_PACK", "0")
+        plain = wm_run(build_dir, str(tmp_path / "q16.onnx"), feeds, tmp_path, tag="plain")["y"].astype(np.float64)
+        np.testing.assert_array_equal(got, plain)
 
 
 @pytest.mark.parametrize("change,msg", [
