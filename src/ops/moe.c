@@ -35,13 +35,16 @@
  * block_size > 0 at the node's accuracy_level (4: int8 activations, as
  * onnxruntime's QNBit path), with a scale per row in float (as onnxruntime,
  * which then dequantizes whatever the level); a row scale of a K that is no
- * power of two >= 16 dequantizes the expert into scratch. Inputs past 10
+ * power of two >= 16 dequantizes the expert into scratch. Constant experts the kernel table has a layout for
+ * (4 bits, blocks of 32, accuracy_level 4) are packed into it per expert at session creation, as MatMulNBits packs
+ * its weights, so prefill's per-expert GEMMs run the dense MatMulNBits kernel over their rows. Inputs past 10
  * (zero points, router weights, global and activation scales), per-fc bit
  * widths other than expert_weight_bits, quant_type, prepacked weights and
  * swiglu_limit_after_activation are refused by name.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/gemm.h"
@@ -59,6 +62,8 @@ typedef struct moe {
     int bits, accuracy;       /* accuracy: MatMulNBits' accuracy_level of the blocked experts' GEMMs */
     int64_t block;
     int w[3], sc[3], b[3];    /* input slots of fc1 / fc2 / fc3: weights, scales (-1: none), biases */
+    const uint8_t **packed[3]; /* QMoE, per fc and expert: its constant codes and scales in the MatMulNBits
+                                  kernels' own layout (wm_nbits_prepack), or NULL where the kernels have none */
 } moe;
 
 /* the sizes of one run, from the inputs' dims (checked at infer) */
@@ -69,6 +74,8 @@ typedef struct moe_dims {
 static const int32_t float_types[] = {WM_DT_FLOAT, WM_DT_FLOAT16, 0};
 
 static const int32_t u8_types[] = {WM_DT_UINT8, 0};
+
+static wm_status qmoe_pack(wm_node *n, moe *s, wm_error *err);
 
 /* MoE (q 0) or QMoE (q 1): the slots, the attributes, the input types */
 static wm_status init_common(wm_node *n, int q, wm_error *err) {
@@ -153,7 +160,7 @@ static wm_status init_common(wm_node *n, int q, wm_error *err) {
     s->limit = wm_attr(n, "swiglu_limit") ? wm_attr_float(n, "swiglu_limit", INFINITY) : INFINITY;
     n->state = s;
     n->out_dtype[0] = n->in_dtype[0];
-    return WM_OK;
+    return q ? qmoe_pack(n, s, err) : WM_OK;
 }
 
 static wm_status moe_init(wm_node *n, wm_error *err) { return init_common(n, 0, err); }
@@ -260,6 +267,52 @@ static void qweight(const moe *s, int64_t N, int64_t K, wm_nbits_w *w) {
 /* 1 when the MatMulNBits kernels take w's block (else the expert is dequantized into scratch) */
 static int qfast(const wm_nbits_w *w) { return w->block >= 16 && !(w->block & (w->block - 1)); }
 
+static void widen(const wm_tensor *t, int f16, size_t off, size_t cnt, float *dst) {
+    if (f16)
+        for (size_t i = 0; i < cnt; i++) dst[i] = wm_f16_to_f32(((const uint16_t *)t->data)[off + i]);
+    else memcpy(dst, (const float *)t->data + off, cnt * sizeof *dst);
+}
+
+/* Constant experts of a QMoE in the MatMulNBits kernels' own layout, each expert packed apart (as MatMulNBits packs
+ * its constant weights at session creation), so that an expert's GEMM over its rows runs the same kernel as a dense
+ * MatMulNBits of that shape; the stored codes and scales are then released (the packed layout holds both). Nothing is
+ * packed where the kernel table has no layout for these weights or where the dims disagree (infer names them). */
+static wm_status qmoe_pack(wm_node *n, moe *s, wm_error *err) {
+    for (int t = 0; t < 3; t++) {
+        const wm_tensor *cw = wm_has_in(n, s->w[t]) ? n->in_const[s->w[t]] : NULL;
+        const wm_tensor *cs = cw ? n->in_const[s->sc[t]] : NULL;
+        if (!cs || cw->rank != 3 || cw->dims[0] < 1 || cw->dims[1] < 1) continue;
+        int64_t E = cw->dims[0], N = cw->dims[1], K = cw->dims[2] * (8 / s->bits);
+        if (K < 1 || (s->block && K % s->block)) continue;
+        wm_nbits_w q;
+        qweight(s, N, K, &q);
+        size_t ns = (size_t)(N * q.k_blocks);
+        if (wm_tensor_nbytes(cw) != (uint64_t)E * ns * (uint64_t)q.blob || wm_tensor_numel(cs) != (uint64_t)E * ns ||
+            !qfast(&q) || !wm_nbits_packed_size(&q))
+            continue;
+        const uint8_t **pk = wm_node_alloc(n, (size_t)E * sizeof *pk);
+        float *sc = cs->dtype == WM_DT_FLOAT16 ? malloc(ns * sizeof *sc) : NULL;
+        if (!pk || (cs->dtype == WM_DT_FLOAT16 && !sc)) {
+            free(sc);
+            return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        }
+        wm_status st = WM_OK;
+        for (int64_t e = 0; e < E && !st; e++) {
+            q.b = (const uint8_t *)cw->data + (size_t)e * ns * (size_t)q.blob;
+            if (sc) widen(cs, 1, (size_t)e * ns, ns, sc), q.scales = sc;
+            else q.scales = (const float *)cs->data + (size_t)e * ns;
+            st = wm_nbits_prepack(n, &q, &pk[e], err);
+        }
+        free(sc);
+        if (st) return st;
+        if (!pk[0]) continue;
+        s->packed[t] = pk;
+        wm_node_release_const(n, s->w[t]);
+        wm_node_release_const(n, s->sc[t]);
+    }
+    return WM_OK;
+}
+
 /* rows N and input features K of fc1 / fc2 / fc3 */
 static void fc_dims(const moe_dims *d, int t, int64_t *N, int64_t *K) {
     *N = t == 0 ? d->F1 : t == 1 ? d->H : d->I;
@@ -355,12 +408,6 @@ static void expert_gemm(wm_exec *x, const wm_tensor *w, int f16, int64_t e, int6
     wm_sgemm(x, &g);
 }
 
-static void widen(const wm_tensor *t, int f16, size_t off, size_t cnt, float *dst) {
-    if (f16)
-        for (size_t i = 0; i < cnt; i++) dst[i] = wm_f16_to_f32(((const uint16_t *)t->data)[off + i]);
-    else memcpy(dst, (const float *)t->data + off, cnt * sizeof *dst);
-}
-
 /* C [m, N] = A [m, K] @ W^T + bias for expert e's fc(t + 1): float weights, or QMoE's codes and scales */
 static void fc(wm_exec *x, const moe *s, wm_tensor *const *in, int t, int f16, int64_t e, int64_t m, int64_t N,
                int64_t K, const float *A, float *C, const float *bias, const moe_ws *w) {
@@ -372,6 +419,11 @@ static void fc(wm_exec *x, const moe *s, wm_tensor *const *in, int t, int f16, i
     wm_nbits_w q;
     qweight(s, N, K, &q);
     size_t ns = (size_t)(N * q.k_blocks);
+    if (s->packed[t]) { /* the layout holds the codes and scales */
+        q.packed = s->packed[t][e];
+        wm_nbits_matmul(&q, m, A, K, C, N, bias, x, w->nb);
+        return;
+    }
     q.b = (const uint8_t *)wt->data + (size_t)e * ns * (size_t)q.blob;
     if (f16) widen(in[s->sc[t]], 1, (size_t)e * ns, ns, w->sc), q.scales = w->sc;
     else q.scales = (const float *)in[s->sc[t]]->data + (size_t)e * ns;

@@ -8,7 +8,8 @@ norm_topk_prob true, decoder_sparse_step 2: layer 0 dense) and GraniteMoE (Grani
 stored stacked, input_linear [E, 2I, H] gate rows then up rows, output_linear [E, H, I]) and GraniteMoeShared
 (GraniteMoE plus a shared expert, shared_mlp.input_linear [2 SI, H] gate rows then up rows, added without a gate).
 granitemoehybrid (Mamba-2 layers) is refused by name. For each: `inspect` names the MoE feature; the exported
-graph in onnxruntime and in our engine matches transformers' logits (max abs 1e-4, batch 3 with padding); 32 greedy
+graph in onnxruntime and in our engine matches transformers' logits (max abs 1e-4, batch 3 with padding; prompts of
+1, 7 and 64 tokens at batch 2); 32 greedy
 steps through the KV cache (`winml generate`, and batch 2 through both runtimes) equal transformers' generate();
 `-p fp16` and `-p int4` builds run in both runtimes. Expert counts the graph cannot take are refused by name.
 """
@@ -144,6 +145,25 @@ def test_prefill_logits_match_transformers(kind, exported, run_model):
         ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(pos))
     out = run_model(path, {"input_ids": ids, "attention_mask": mask, "position_ids": pos, **empty_past(model, B)})
     assert_close(out["logits"], ref.logits.numpy(), mask.astype(bool), f"{kind} logits")
+
+
+@pytest.mark.parametrize("S", [1, 7, 64])
+@pytest.mark.parametrize("kind", ["mixtral", "qwen2_moe", "granitemoeshared"])
+def test_prefill_lengths_match_transformers(kind, S, exported, run_model):
+    """prompts of 1, 7 and 64 tokens, batch 2 (row 1 right-padded past 3 tokens): the MoE kernel groups the rows
+    routed to each expert into one GEMM, from one row per expert (S 1) to dozens (S 64)"""
+    model, path = exported(kind)
+    rng = np.random.default_rng(S)
+    B = 2
+    ids = BU.random_ids(rng, (B, S), model.config.vocab_size)
+    mask = np.ones((B, S), np.int64)
+    if S > 3:
+        mask[1, S - 3:] = 0
+    pos = positions(mask)
+    with torch.no_grad():
+        ref = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(pos))
+    out = run_model(path, {"input_ids": ids, "attention_mask": mask, "position_ids": pos, **empty_past(model, B)})
+    assert_close(out["logits"], ref.logits.numpy(), mask.astype(bool), f"{kind} logits, {S} tokens")
 
 
 _GENERATED = {}
