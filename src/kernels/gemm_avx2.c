@@ -92,6 +92,11 @@ static inline __attribute__((always_inline)) const char *far_start(const wm_tile
     return e && e->pf ? e->pf : (const char *)b;
 }
 
+/* B streams from L2 in the a_outer order: its row B_AHEAD bytes on is brought into L1 at every k (without it, K = 384
+   (k-blocks of 192) lost: 2056 x 384 x 1152 0.77x the B-slab-first order; with it 0.95-1.00x, and 257 x 384 x 1536
+   0.96x -> 1.11x) */
+#define B_AHEAD 512
+
 /* into L2 every 4 k, at pf and half a step on */
 static inline __attribute__((always_inline)) void far_ahead(const char **pf, int64_t pfs, int64_t k) {
     if ((k & 3) == 3) {
@@ -113,6 +118,7 @@ static inline __attribute__((always_inline)) void rows_fma(__m256 acc[WM_MR][2],
     const char *f = *pf;
     for (int64_t q = 0; q < len; q++) {
         far_ahead(&f, pfs, q);
+        _mm_prefetch((const char *)bp + B_AHEAD, _MM_HINT_T0);
         __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
         FMA_ROW(0, a0 + q);
         FMA_ROW(1, a1 + q);
@@ -137,6 +143,7 @@ static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, 
     if (lda == 0) { /* packed A panel: [k][6] */
         for (int64_t k = 0; k < kc; k++) {
             far_ahead(&pf, pfs, k);
+            _mm_prefetch((const char *)bp + B_AHEAD, _MM_HINT_T0);
             __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
             FMA_ROW(0, ap + 0);
             FMA_ROW(1, ap + 1);
