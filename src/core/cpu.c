@@ -6,17 +6,19 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
-/* ways of the level-1 data cache from a deterministic cache-parameters leaf (4, or AMD's 0x8000001D: the same
-   layout), 0 when the leaf lists none */
-static int l1d_ways(unsigned leaf) {
+/* from a deterministic cache-parameters leaf (4, or AMD's 0x8000001D: the same layout): the ways of the level-1
+   data cache and the bytes of the level-2 data or unified cache (ways x partitions x line x sets), 0 for what the
+   leaf lists none of */
+static void cache_params(unsigned leaf, int *l1d_ways, int64_t *l2_bytes) {
     unsigned a, b, c, d;
     for (unsigned i = 0; i < 16; i++) {
         __cpuid_count(leaf, i, a, b, c, d);
         unsigned type = a & 31, level = (a >> 5) & 7;
         if (type == 0) break;
-        if (type == 1 && level == 1) return (int)(b >> 22) + 1;
+        if (type == 1 && level == 1) *l1d_ways = (int)(b >> 22) + 1;
+        if ((type == 1 || type == 3) && level == 2)
+            *l2_bytes = (int64_t)((b >> 22) + 1) * (((b >> 12) & 0x3ff) + 1) * ((b & 0xfff) + 1) * ((int64_t)c + 1);
     }
-    return 0;
 }
 
 static void x86_features(wm_cpu_info *ci) {
@@ -48,10 +50,10 @@ static void x86_features(wm_cpu_info *ci) {
         ci->avxvnni = ci->avx && (a & (1u << 4));
         ci->avx512bf16 = ci->avx512f && (a & (1u << 5));
     }
-    if (__get_cpuid_max(0, NULL) >= 4) ci->l1d_ways = l1d_ways(4);
+    if (__get_cpuid_max(0, NULL) >= 4) cache_params(4, &ci->l1d_ways, &ci->l2_bytes);
     if (!ci->l1d_ways && (unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x8000001Du) {
         __cpuid(0x80000001u, a, b, c, d);
-        if (c & (1u << 22)) ci->l1d_ways = l1d_ways(0x8000001Du); /* TOPOEXT */
+        if (c & (1u << 22)) cache_params(0x8000001Du, &ci->l1d_ways, &ci->l2_bytes); /* TOPOEXT */
     }
 }
 #endif

@@ -14,6 +14,7 @@ typedef struct wm_cpu_info {
         amx;
     int neon;     /* aarch64 */
     int l1d_ways; /* associativity of the level-1 data cache (CPUID leaf 4, or 0x8000001D on AMD); 0: unknown */
+    int64_t l2_bytes; /* size of one core's level-2 cache (the same leaves); 0: unknown */
 } wm_cpu_info;
 
 /* Fills *ci from CPUID, /proc/cpuinfo and /proc/meminfo; never fails. */

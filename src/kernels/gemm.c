@@ -10,8 +10,9 @@
  *                                       rows 4 KiB apart: copied to a kc stride)
  *         for each B slab (one tile wide; stays in L1)
  *           for each row tile of A (from L2): micro-kernel
- *         or, with a table's a_outer (AVX-512), the other way round: each
+ *         or, with a table's a_outer (AVX-512, AVX2), the other way round: each
  *         row tile's A stays in L1 while the block's B slabs stream from L2
+ *         (the n-block then at most half the L2: wm_gemm_set_l2_bytes)
  *       last k-block: epilogue on the finished rows (in the kernel's store when
  *       the table fuses it and it is bias / residual / ReLU: wm_tile_epi)
  * Packed B layout (prepacked and on the fly alike): K is cut into blocks of
@@ -243,6 +244,14 @@ static int g_l1d_ways;
 
 void wm_gemm_set_l1d_ways(int ways) { g_l1d_ways = ways; }
 
+/* One core's L2 (wm_gemm_set_l2_bytes; 0: unknown). In the a_outer order every row tile streams the whole B block
+   from L2 while the rows of A and C also pass through it, so a block is kept to half of it: on a Zen 2 core (512
+   KiB) a 512 KiB block left every B panel to come from L3 (197 x 768 x 3072, one thread, packed B from DRAM: 256
+   columns instead of 512 in the same run, best of 8 by thread CPU time, 79 -> 84 GFLOP/s). */
+static int64_t g_l2_bytes;
+
+void wm_gemm_set_l2_bytes(int64_t bytes) { g_l2_bytes = bytes; }
+
 /*
  * Prefetch of prepacked B (weights, usually not in cache: a model's weights pass through once per run): while the
  * tiles of one strip of B run, the strip read next is brought into L2, a slice per tile, so that the first tile
@@ -391,9 +400,13 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
     const int64_t kcb = wm_sgemm_args_kc(a);
     int64_t nstep = a->packed_b ? WM_NC_PACKED : WM_NC;
     /* with a_outer, every row tile reads the whole B block from L2: a B packed in one deep k-block (a 3x3 conv's whole
-       K, 4608 at 512 channels) gets narrower column blocks, so that the block stays within WM_L2_BLOCK */
-    if (a->packed_b && u->a_outer)
-        while (nstep > tw && kcb * nstep * (int64_t)sizeof(float) > WM_L2_BLOCK) nstep /= 2;
+       K, 4608 at 512 channels) gets narrower column blocks, so that the block stays within WM_L2_BLOCK, and any B
+       within half the L2 where its size is known */
+    if (u->a_outer) {
+        int64_t cap = a->packed_b ? WM_L2_BLOCK : INT64_MAX;
+        if (g_l2_bytes > 0 && g_l2_bytes / 2 < cap) cap = g_l2_bytes / 2;
+        while (nstep > tw && kcb * nstep * (int64_t)sizeof(float) > cap) nstep /= 2;
+    }
     for (int64_t nb = n0; nb < n1; nb += nstep) {
         int64_t nc = n1 - nb < nstep ? n1 - nb : nstep;
         for (int64_t kb = 0; kb < (zero_k ? 1 : K); kb += kcb) {

@@ -1,6 +1,7 @@
 /*
  * gemm_avx2.c - AVX2/FMA SGEMM: the 6x16 micro-kernel (12 ymm accumulators,
- * 2 B loads + 6 broadcasts per k) for the shared driver in gemm.c, and GEMV
+ * 2 B loads + 6 broadcasts per k) for the shared driver in gemm.c (row tiles
+ * outermost: a_outer, with the far prefetch of wm_tile_epi.pf), and GEMV
  * paths for M <= 2 that stream B (plain, transposed or prepacked) once.
  * Compiled with -mavx2 -mfma -mf16c; reached only through the AVX2 table.
  */
@@ -83,14 +84,41 @@ static inline __attribute__((always_inline)) void tile_store(__m256 acc[WM_MR][2
         c##r##1 = _mm256_fmadd_ps(a_, b1, c##r##1);                                                                    \
     } while (0)
 
-/* acc[r] += rows[r][off + q] * B row q (16 floats at bp + 16 q), q < len: the 6x16 tile over rows read in place */
+/* the far prefetch (wm_tile_epi.pf, this table being a_outer): its start and step from e; with none, B's first row
+   (in cache), stepping 0 */
+static inline __attribute__((always_inline)) const char *far_start(const wm_tile_epi *e, const float *b,
+                                                                   int64_t *pfs) {
+    *pfs = e && e->pf ? e->pf_step : 0;
+    return e && e->pf ? e->pf : (const char *)b;
+}
+
+/* B streams from L2 in the a_outer order: its row B_AHEAD bytes on is brought into L1 at every k (without it, K = 384
+   (k-blocks of 192) lost: 2056 x 384 x 1152 0.77x the B-slab-first order; with it 0.95-1.00x, and 257 x 384 x 1536
+   0.96x -> 1.11x) */
+#define B_AHEAD 512
+
+/* into L2 every 4 k, at pf and half a step on */
+static inline __attribute__((always_inline)) void far_ahead(const char **pf, int64_t pfs, int64_t k) {
+    if ((k & 3) == 3) {
+        _mm_prefetch(*pf, _MM_HINT_T1);
+        _mm_prefetch(*pf + pfs / 2, _MM_HINT_T1);
+        *pf += pfs;
+    }
+}
+
+/* acc[r] += rows[r][off + q] * B row q (16 floats at bp + 16 q), q < len: the 6x16 tile over rows read in place;
+   the far prefetch *pf advanced as it goes */
 static inline __attribute__((always_inline)) void rows_fma(__m256 acc[WM_MR][2], const float *const rows[WM_MR],
-                                                           int64_t off, int64_t len, const float *bp) {
+                                                           int64_t off, int64_t len, const float *bp,
+                                                           const char **pf, int64_t pfs) {
     const float *a0 = rows[0] + off, *a1 = rows[1] + off, *a2 = rows[2] + off, *a3 = rows[3] + off;
     const float *a4 = rows[4] + off, *a5 = rows[5] + off;
     __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1], c20 = acc[2][0], c21 = acc[2][1];
     __m256 c30 = acc[3][0], c31 = acc[3][1], c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
+    const char *f = *pf;
     for (int64_t q = 0; q < len; q++) {
+        far_ahead(&f, pfs, q);
+        _mm_prefetch((const char *)bp + B_AHEAD, _MM_HINT_T0);
         __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
         FMA_ROW(0, a0 + q);
         FMA_ROW(1, a1 + q);
@@ -100,6 +128,7 @@ static inline __attribute__((always_inline)) void rows_fma(__m256 acc[WM_MR][2],
         FMA_ROW(5, a5 + q);
         bp += WM_NR;
     }
+    *pf = f;
     acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11, acc[2][0] = c20, acc[2][1] = c21;
     acc[3][0] = c30, acc[3][1] = c31, acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
 }
@@ -109,8 +138,12 @@ static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, 
     (void)pstride; /* one panel per tile */
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    int64_t pfs;
+    const char *pf = far_start(e, bp, &pfs);
     if (lda == 0) { /* packed A panel: [k][6] */
         for (int64_t k = 0; k < kc; k++) {
+            far_ahead(&pf, pfs, k);
+            _mm_prefetch((const char *)bp + B_AHEAD, _MM_HINT_T0);
             __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
             FMA_ROW(0, ap + 0);
             FMA_ROW(1, ap + 1);
@@ -125,7 +158,7 @@ static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, 
         const float *rows[WM_MR];
         for (int r = 0; r < WM_MR; r++) rows[r] = r < mv ? ap + r * lda : ap;
         __m256 acc[WM_MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-        rows_fma(acc, rows, 0, kc, bp);
+        rows_fma(acc, rows, 0, kc, bp, &pf, pfs);
         tile_store(acc, c, ldc, mv, nv, alpha, beta, first, e);
         return;
     }
@@ -140,12 +173,14 @@ static void ukr_ind_6x16(int64_t kc, const float *const *ind, int64_t ldi, int64
     (void)pstride; /* one panel per tile */
     __m256 acc[WM_MR][2];
     for (int r = 0; r < WM_MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    int64_t pfs;
+    const char *pf = far_start(e, bp, &pfs);
     for (int64_t k = 0; k < kc;) {
         int64_t t = (k0 + k) / seg, c0 = (k0 + k) % seg, len = seg - c0 < kc - k ? seg - c0 : kc - k;
         const float *const *row = ind + t * ldi;
         const float *rows[WM_MR];
         for (int r = 0; r < WM_MR; r++) rows[r] = r < mv ? row[r] : row[0];
-        rows_fma(acc, rows, c0, len, bp + k * WM_NR);
+        rows_fma(acc, rows, c0, len, bp + k * WM_NR, &pf, pfs);
         k += len;
     }
     tile_store(acc, c, ldc, mv, nv, alpha, beta, first, e);
@@ -481,8 +516,14 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
     }
 }
 
+/* a_outer: row tiles outermost, each tile's 6 A rows in L1 while the block's B panels stream from L2 (a block of at
+   most half the L2, gemm.c). Against B slabs outermost, one thread, packed B from DRAM, best of 8 by thread CPU
+   time in the same run on a Zen 2 core (512 KiB L2): 197 x 768 x 3072 79 -> 84 GFLOP/s, 197 x 768 x 2304 82 -> 87,
+   197 x 3072 x 768 and 3136 x 64 x 256 unchanged within 1-2%, 784 x 1152 x 128 80 -> 86; B packed on the fly,
+   197 x 768 x 3072 77 -> 83. With the far prefetch, base build against this one alternating, 8 rounds: 197 x 768
+   x {3072, 2304, 768} +5%, +7.5%, +6%, 197 x 3072 x 768 +3%, 1576 x 768 x 3072 +2%, 50 x 768 x 3072 +12%. */
 const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2_fwd,
-                                     wm_vepi_avx2, ukr_ind_6x16, 1};
+                                     wm_vepi_avx2, ukr_ind_6x16, 1, 1};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

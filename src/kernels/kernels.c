@@ -34,6 +34,7 @@ static void init_tables(void) {
     wm_cpu_info ci;
     wm_cpu_detect(&ci);
     wm_gemm_set_l1d_ways(ci.l1d_ways);
+    wm_gemm_set_l2_bytes(ci.l2_bytes);
     g_have_avx2 = ci.avx2 && ci.fma && ci.f16c;
     if (g_have_avx2) {
         g_avx2 = g_generic; /* upgrades replace what has an AVX2 version */

@@ -19,7 +19,8 @@
 #define WM_KC 256  /* B micro-panel KC x 16 floats = 16 KiB in L1 */
 #define WM_MC 264  /* A block MC x KC floats = 264 KiB in L2 (a multiple of every tile height) */
 #define WM_NC 1024 /* B block packed on the fly: KC x NC floats = 1 MiB */
-#define WM_L2_BLOCK (512 * 1024) /* a_outer: most bytes of a prepacked B block (KC x NC_PACKED floats) */
+#define WM_L2_BLOCK (512 * 1024) /* a_outer: most bytes of a prepacked B block (KC x NC_PACKED floats); at most half
+                                    the L2 where its size is known (wm_gemm_set_l2_bytes) */
 #define WM_NC_PACKED 512 /* prepacked B: columns per block, so C's rows of a block stay in L2 across k-blocks */
 
 #define WM_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
@@ -111,6 +112,8 @@ void wm_sgemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, int ith, int n
 void wm_gemm_drive(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_bsrc *src, int ith, int nth);
 /* the L1 data cache's ways, from CPUID, for the driver's choice to copy A rows 4 KiB apart (set once, at init) */
 void wm_gemm_set_l1d_ways(int ways);
+/* one core's L2 bytes, from CPUID (0: unknown), for the a_outer order's column blocks (set once, at init) */
+void wm_gemm_set_l2_bytes(int64_t bytes);
 /* wm_bsrc packers for fp32 and IEEE half B (p, ld, trans as in the GEMM args) */
 void wm_bsrc_pack_f32(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);
 void wm_bsrc_pack_f16(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride);

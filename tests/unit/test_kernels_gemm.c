@@ -163,9 +163,12 @@ static void test_sgemm_shapes(void **state) {
     (void)state;
     const wm_kernels *T[3];
     int nt = kt_tables(T);
-    /* both ways of reading A rows 4 KiB apart: copied (an L1 with fewer ways than a tile has rows) or in place */
+    /* both ways of reading A rows 4 KiB apart: copied (an L1 with fewer ways than a tile has rows) or in place; the
+       second pass with a 64 KiB L2, whose a_outer column blocks (32 KiB of B: 32 columns at kc 256) split every N
+       past 32 */
     for (int ways = 0; ways <= 64; ways += 64) {
         wm_gemm_set_l1d_ways(ways);
+        wm_gemm_set_l2_bytes(ways ? 64 * 1024 : 0);
         static const int64_t dims[][3] = {{0, 5, 7},   {5, 0, 7},    {5, 7, 0},    {1, 1, 1},    {1, 17, 3},
                                           {2, 33, 19}, {3, 16, 16},  {6, 16, 256}, {7, 17, 257}, {13, 31, 29},
                                           {1, 100, 513}, {2, 64, 300}, {37, 23, 270}, {150, 9, 40}, {145, 20, 260},
@@ -191,6 +194,7 @@ static void test_sgemm_shapes(void **state) {
     wm_cpu_info ci;
     wm_cpu_detect(&ci);
     wm_gemm_set_l1d_ways(ci.l1d_ways);
+    wm_gemm_set_l2_bytes(ci.l2_bytes);
 }
 
 static void test_sgemm_alpha_beta_epilogue(void **state) {
