@@ -120,6 +120,67 @@ static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, in
     }
 }
 
+/* 15-bit path (wm_nbits_use_i15): per block amax/16383 scale, v = RNE(x * 16383/amax) clamped (the generic
+ * wm_nbits_quant_rows_i15_generic's values), sums; 8-bit codes: int16 in K order; 4-bit codes: v = 128 hi + lo as
+ * the hi row (int8) and the lo row (0..127) of the 4-bit order (per 64 elements the evens, then the odds) */
+static void prep_i15(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
+    const int bs = a->block_size, b4 = a->bits == 4;
+    const __m256i lim = _mm256_set1_epi32(WM_NBITS_I15_MAX), nlim = _mm256_set1_epi32(-WM_NBITS_I15_MAX);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    int32_t tmp[256];
+    for (int64_t m = m0; m < m1; m++) {
+        const float *x = a->A + m * a->lda;
+        int8_t *hi = q->q + 2 * m * q->kp, *lo = hi + q->kp;
+        int16_t *d16 = (int16_t *)q->q + m * q->kp;
+        memset(hi, 0, 2 * (size_t)q->kp); /* either layout: 2 kp bytes */
+        memset(q->scale + m * q->kbs, 0, (size_t)q->kbs * sizeof(float));
+        memset(q->sum + m * q->kbs, 0, (size_t)q->kbs * sizeof(int32_t));
+        for (int64_t b = 0; b < q->kb; b++) {
+            int64_t k0 = b * bs, len = a->K - k0 < bs ? a->K - k0 : bs, i = 0;
+            __m256 vmax = _mm256_setzero_ps();
+            for (; i + 8 <= len; i += 8) vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k0 + i)));
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+            for (; i < len; i++) amax = fabsf(x[k0 + i]) > amax ? fabsf(x[k0 + i]) : amax;
+            float inv = amax > 0 ? (float)WM_NBITS_I15_MAX / amax : 0.0f;
+            __m256 vinv = _mm256_set1_ps(inv);
+            __m256i vs = _mm256_setzero_si256();
+            for (i = 0; i + 8 <= len; i += 8) {
+                __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k0 + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                __m256i v = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(r), lim), nlim);
+                vs = _mm256_add_epi32(vs, v);
+                _mm256_storeu_si256((__m256i *)(tmp + i), v);
+            }
+            int32_t sum = 0;
+            for (; i < len; i++) {
+                float r = nearbyintf(x[k0 + i] * inv);
+                tmp[i] = (int32_t)(r > WM_NBITS_I15_MAX ? WM_NBITS_I15_MAX : r < -WM_NBITS_I15_MAX ? -WM_NBITS_I15_MAX : r);
+                sum += tmp[i];
+            }
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(vs), _mm256_extracti128_si256(vs, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            sum += _mm_cvtsi128_si32(s4);
+            if (!b4) {
+                for (i = 0; i + 8 <= len; i += 8) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)(tmp + i));
+                    _mm_storeu_si128((__m128i *)(d16 + k0 + i), _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+                }
+                for (; i < len; i++) d16[k0 + i] = (int16_t)tmp[i];
+            } else {
+                for (i = 0; i < len; i++) {
+                    int64_t e = k0 + i, p = (e & ~(int64_t)63) + ((e & 1) ? 32 : 0) + ((e & 63) >> 1);
+                    hi[p] = (int8_t)(tmp[i] >> 7); /* arithmetic: floor(v / 128), -128..127 */
+                    lo[p] = (int8_t)(tmp[i] & 127);
+                }
+            }
+            q->scale[m * q->kbs + b] = amax / (float)WM_NBITS_I15_MAX;
+            q->sum[m * q->kbs + b] = sum;
+        }
+    }
+}
+
 /* ------------------------------------------------------------ 4-bit column kernels */
 
 /* the 16 bytes at p as codes: low nibbles in the low lane, high nibbles in the high lane */
@@ -303,26 +364,32 @@ static inline __m256 fold8(__m256 acc, __m256i dots, const float *sc, const floa
 }
 
 /* 64 codes from the 32 bytes at p times the activations at x (their 32 evens, then 32 odds):
- * int32 lane L = the sum over elements 8L..8L+7 (no saturation: 2 * 2 * 15 * 127 < 2^15) */
-static inline __m256i q4dot64(const uint8_t *p, const int8_t *x) {
+ * int32 lane L = the sum over elements 8L..8L+7 (no saturation: 2 * 2 * 15 * 127 < 2^15).
+ * lo > 0: 15-bit activations v = 128 hi + lo, the hi bytes (int8) at x, the lo bytes (0..127) at x + lo, the same
+ * order: two int16 sums (|.| <= 2 * 2 * 15 * 128), then 128 * hi sum + lo sum in int32 (vpmaddwd). */
+static inline __attribute__((always_inline)) __m256i q4dot64(const uint8_t *p, const int8_t *x, int64_t lo_off) {
     const __m256i m = _mm256_set1_epi8(0x0f);
     __m256i v = _mm256_loadu_si256((const __m256i *)p);
     __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
     __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)x)),
                                  _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 32))));
-    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+    if (!lo_off) return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+    __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(x + lo_off))),
+                                 _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + lo_off + 32))));
+    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(128)), _mm256_madd_epi16(t, _mm256_set1_epi16(1)));
 }
 
-/* The integer dots of blocks b..b+7 of a column (codes from p, activations from x, r blocks real). */
-static inline __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, int64_t r, int64_t avail) {
+/* The integer dots of blocks b..b+7 of a column (codes from p, activations from x, r blocks real; lo: q4dot64's). */
+static inline __attribute__((always_inline)) __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, int64_t r,
+                                                             int64_t avail, int64_t lo) {
     uint8_t buf[32];
     if (bs == 32 && r == 8) { /* the common case, branch free */
-        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(q4dot64(p, x), q4dot64(p + 32, x + 64)),
-                                      _mm256_hadd_epi32(q4dot64(p + 64, x + 128), q4dot64(p + 96, x + 192)));
+        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(q4dot64(p, x, lo), q4dot64(p + 32, x + 64, lo)),
+                                      _mm256_hadd_epi32(q4dot64(p + 64, x + 128, lo), q4dot64(p + 96, x + 192, lo)));
         return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     }
     if (bs == 16 && r == 8) {
-        __m256i h = _mm256_hadd_epi32(q4dot64(p, x), q4dot64(p + 32, x + 64));
+        __m256i h = _mm256_hadd_epi32(q4dot64(p, x, lo), q4dot64(p + 32, x + 64, lo));
         return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
     }
     if (bs <= 32) { /* 16: 4 blocks per 64-group (lane pairs); 32: 2 blocks per group (lane quads) */
@@ -339,7 +406,7 @@ static inline __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, in
                 memcpy(buf, src, (size_t)(avail - 32 * g));
                 src = buf;
             }
-            v[g] = q4dot64(src, x + 64 * g);
+            v[g] = q4dot64(src, x + 64 * g, lo);
         }
         if (bs == 16) { /* v0 = [b0 b0 b1 b1 b2 b2 b3 b3], v1 = [b4 .. b7]; hadd -> [b0 b1 b4 b5 | b2 b3 b6 b7] */
             __m256i h = _mm256_hadd_epi32(v[0], v[1]);
@@ -353,51 +420,67 @@ static inline __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, in
     for (int j = 0; j < 8; j++) {
         __m256i s = _mm256_setzero_si256();
         if (j < r)
-            for (int64_t g = 0; g < bs; g += 64) s = _mm256_add_epi32(s, q4dot64(p + j * bs / 2 + g / 2, x + j * bs + g));
+            for (int64_t g = 0; g < bs; g += 64) s = _mm256_add_epi32(s, q4dot64(p + j * bs / 2 + g / 2, x + j * bs + g, lo));
         v[j] = s;
     }
     return hsum8x8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
 }
 
-/* int8 path, 4-bit, column n, row m: sum_b sw*sa*(sum q*code - zp*sum q), 8 blocks at a time */
-static float col_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
-    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2;
+/* int8 path, 4-bit, column n, row m: sum_b sw*sa*(sum q*code - zp*sum q), 8 blocks at a time. i15: the 15-bit
+ * activations' two byte rows (their block dots < 2^24: exact as floats, so the same fold) */
+static inline __attribute__((always_inline)) float col_b4_any(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
+                                                              int64_t m, const int i15) {
+    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2, lo = i15 ? q->kp : 0;
     const uint8_t *col = a->B + n * colbytes, *zr = zp_row(a, n, kb);
     const float *sc = a->scales + n * kb, *xs = q->scale + m * q->kbs, *zf = zpf_row(a, n, kb);
     const int32_t *qs = q->sum + m * q->kbs;
-    const int8_t *x = q->q + m * q->kp;
+    const int8_t *x = q->q + (i15 ? 2 : 1) * m * q->kp;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < kb; b += 8) {
         int64_t r = kb - b < 8 ? kb - b : 8;
-        __m256i d = dots8_b4(col + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
+        __m256i d = dots8_b4(col + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2, lo);
         acc = fold8(acc, d, sc + b, xs + b, qs + b, zp8_at(zr, zf, 4, b, r), r);
     }
     return hsum(acc);
 }
 
+static float col_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) { return col_b4_any(a, q, n, m, 0); }
+static float col_i15_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) { return col_b4_any(a, q, n, m, 1); }
+
 /* q4dot64 of two columns against the same activations (loaded once) */
-static inline void q4dot64x2(const uint8_t *p0, const uint8_t *p1, const int8_t *x, __m256i *d0, __m256i *d1) {
+static inline __attribute__((always_inline)) void q4dot64x2(const uint8_t *p0, const uint8_t *p1, const int8_t *x,
+                                                            int64_t lo_off, __m256i *d0, __m256i *d1) {
     const __m256i m = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256i xe = _mm256_loadu_si256((const __m256i *)x), xo = _mm256_loadu_si256((const __m256i *)(x + 32));
     __m256i v0 = _mm256_loadu_si256((const __m256i *)p0), v1 = _mm256_loadu_si256((const __m256i *)p1);
-    __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v0, m), xe),
-                                  _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m), xo));
-    __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v1, m), xe),
-                                  _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m), xo));
-    *d0 = _mm256_madd_epi16(s0, ones);
-    *d1 = _mm256_madd_epi16(s1, ones);
+    __m256i l0 = _mm256_and_si256(v0, m), h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m);
+    __m256i l1 = _mm256_and_si256(v1, m), h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m);
+    __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(l0, xe), _mm256_maddubs_epi16(h0, xo));
+    __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(l1, xe), _mm256_maddubs_epi16(h1, xo));
+    if (!lo_off) {
+        *d0 = _mm256_madd_epi16(s0, ones);
+        *d1 = _mm256_madd_epi16(s1, ones);
+        return;
+    }
+    const __m256i k128 = _mm256_set1_epi16(128);
+    __m256i ye = _mm256_loadu_si256((const __m256i *)(x + lo_off)), yo = _mm256_loadu_si256((const __m256i *)(x + lo_off + 32));
+    __m256i t0 = _mm256_add_epi16(_mm256_maddubs_epi16(l0, ye), _mm256_maddubs_epi16(h0, yo));
+    __m256i t1 = _mm256_add_epi16(_mm256_maddubs_epi16(l1, ye), _mm256_maddubs_epi16(h1, yo));
+    *d0 = _mm256_add_epi32(_mm256_madd_epi16(s0, k128), _mm256_madd_epi16(t0, ones));
+    *d1 = _mm256_add_epi32(_mm256_madd_epi16(s1, k128), _mm256_madd_epi16(t1, ones));
 }
 
-/* col_q8_b4 for columns n and n + 1 at once (shared activation loads); each column's arithmetic is
- * exactly col_q8_b4's, so a column's value does not depend on whether it was paired. */
-static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m, float *out) {
-    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2;
+/* col_b4_any for columns n and n + 1 at once (shared activation loads); each column's arithmetic is
+ * exactly col_b4_any's, so a column's value does not depend on whether it was paired. */
+static inline __attribute__((always_inline)) void col2_b4_any(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
+                                                              int64_t m, float *out, const int i15) {
+    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2, lo = i15 ? q->kp : 0;
     const uint8_t *c0 = a->B + n * colbytes, *c1 = c0 + colbytes;
     const uint8_t *z0 = zp_row(a, n, kb), *z1 = zp_row(a, n + 1, kb);
     const float *s0 = a->scales + n * kb, *s1 = s0 + kb, *xs = q->scale + m * q->kbs;
     const float *f0 = zpf_row(a, n, kb), *f1 = zpf_row(a, n + 1, kb);
     const int32_t *qs = q->sum + m * q->kbs;
-    const int8_t *x = q->q + m * q->kp;
+    const int8_t *x = q->q + (i15 ? 2 : 1) * m * q->kp;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t b = 0; b < kb; b += 8) {
@@ -408,20 +491,27 @@ static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
             const int8_t *xx = x + b * 32;
             __m256i v0[4], v1[4];
             for (int g = 0; g < 4; g++) {
-                if (2 * g < r) q4dot64x2(p0 + 32 * g, p1 + 32 * g, xx + 64 * g, &v0[g], &v1[g]);
+                if (2 * g < r) q4dot64x2(p0 + 32 * g, p1 + 32 * g, xx + 64 * g, lo, &v0[g], &v1[g]);
                 else v0[g] = v1[g] = _mm256_setzero_si256();
             }
             d0 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(v0[0], v0[1]), _mm256_hadd_epi32(v0[2], v0[3])), perm);
             d1 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(v1[0], v1[1]), _mm256_hadd_epi32(v1[2], v1[3])), perm);
         } else {
-            d0 = dots8_b4(c0 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
-            d1 = dots8_b4(c1 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
+            d0 = dots8_b4(c0 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2, lo);
+            d1 = dots8_b4(c1 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2, lo);
         }
         acc0 = fold8(acc0, d0, s0 + b, xs + b, qs + b, zp8_at(z0, f0, 4, b, r), r);
         acc1 = fold8(acc1, d1, s1 + b, xs + b, qs + b, zp8_at(z1, f1, 4, b, r), r);
     }
     out[0] = hsum(acc0);
     out[1] = hsum(acc1);
+}
+
+static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m, float *out) {
+    col2_b4_any(a, q, n, m, out, 0);
+}
+static void col2_i15_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m, float *out) {
+    col2_b4_any(a, q, n, m, out, 1);
 }
 
 /* fp32 path, 8-bit, column n, row m */
@@ -441,17 +531,37 @@ static float col_f32_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
     return hsum(_mm256_add_ps(a0, a1));
 }
 
+/* 16 activations from x as int16: int8 widened, or 15-bit values as they are */
+static inline __attribute__((always_inline)) __m256i x16_at(const void *x, int64_t i, const int i16) {
+    if (i16) return _mm256_loadu_si256((const __m256i *)((const int16_t *)x + i));
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)((const int8_t *)x + i)));
+}
+
+/* 15-bit path: acc += (sw * sa)[b..b+7] * (dots - zp * qsum)[b..b+7], r of the 8 blocks real; integer zero points
+ * (packed or the default) in int32, exact (|.| < 256 x 255 x 16383 < 2^31), float ones as fold8 */
+static inline __m256 fold8_i15(__m256 acc, __m256i dots, const float *sc, const float *xs, const int32_t *qs,
+                               const uint8_t *zr, const float *zf, int bits, int64_t b, int64_t r) {
+    if (zf) return fold8(acc, dots, sc, xs, qs, zp8_at(zr, zf, bits, b, r), r);
+    __m256i zi = _mm256_cvttps_epi32(zp8_at(zr, zf, bits, b, r));
+    __m256i t = _mm256_sub_epi32(dots, _mm256_mullo_epi32(zi, _mm256_loadu_si256((const __m256i *)qs)));
+    __m256 s = r == 8 ? _mm256_loadu_ps(sc)
+                      : _mm256_maskload_ps(sc, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    return _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_loadu_ps(xs)), _mm256_cvtepi32_ps(t), acc);
+}
+
 /* int8 path, 8-bit: codes and activations widened to int16, vpmaddwd (exact); blocks 8 at a time
  * reduced by hsum8x8 and folded like the 4-bit path. nc columns (1 or 2) n, n+1 share the
- * activation loads; each column's arithmetic is the same either way. */
-static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int nc, int64_t m, float *out) {
+ * activation loads; each column's arithmetic is the same either way. i16: the 15-bit activations, int16 in K
+ * order (|dot| < 256 x 255 x 16383: exact), folded by fold8_i15. */
+static inline __attribute__((always_inline)) void cols_b8_any(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
+                                                              int nc, int64_t m, float *out, const int i16) {
     const int64_t kb = q->kb, bs = a->block_size;
     const uint8_t *c0 = a->B + n * kb * bs, *c1 = nc > 1 ? c0 + kb * bs : c0;
     const uint8_t *z0 = zp_row(a, n, kb), *z1 = nc > 1 ? zp_row(a, n + 1, kb) : z0;
     const float *s0 = a->scales + n * kb, *s1 = nc > 1 ? s0 + kb : s0, *xs = q->scale + m * q->kbs;
     const float *f0 = zpf_row(a, n, kb), *f1 = nc > 1 ? zpf_row(a, n + 1, kb) : f0;
     const int32_t *qs = q->sum + m * q->kbs;
-    const int8_t *x = q->q + m * q->kp;
+    const void *x = i16 ? (const void *)((const int16_t *)q->q + m * q->kp) : (const void *)(q->q + m * q->kp);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     for (int64_t b = 0; b < kb; b += 8) {
         int64_t r = kb - b < 8 ? kb - b : 8;
@@ -460,8 +570,7 @@ static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
 #define B8DOT(j)                                                                                                       \
     do {                                                                                                               \
         const int64_t i_ = (b + (j)) * 32;                                                                             \
-        __m256i xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + i_)));                                \
-        __m256i xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + i_ + 16)));                           \
+        __m256i xa = x16_at(x, i_, i16), xb = x16_at(x, i_ + 16, i16);                                                 \
         v0[j] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c0 + i_))), xa), \
                                  _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c0 + i_ + 16))), xb)); \
         v1[j] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c1 + i_))), xa), \
@@ -481,7 +590,7 @@ static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
             __m256i i0 = _mm256_setzero_si256(), i1 = i0;
             if (j < r)
                 for (int64_t i = (b + j) * bs; i < (b + j + 1) * bs; i += 16) {
-                    __m256i xq = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + i)));
+                    __m256i xq = x16_at(x, i, i16);
                     i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c0 + i))), xq));
                     if (nc > 1)
                         i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c1 + i))), xq));
@@ -489,19 +598,34 @@ static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
             v0[j] = i0;
             v1[j] = i1;
         }
-        acc0 = fold8(acc0, hsum8x8(v0[0], v0[1], v0[2], v0[3], v0[4], v0[5], v0[6], v0[7]), s0 + b, xs + b, qs + b,
-                     zp8_at(z0, f0, 8, b, r), r);
-        if (nc > 1)
-            acc1 = fold8(acc1, hsum8x8(v1[0], v1[1], v1[2], v1[3], v1[4], v1[5], v1[6], v1[7]), s1 + b, xs + b, qs + b,
-                         zp8_at(z1, f1, 8, b, r), r);
+        __m256i d0 = hsum8x8(v0[0], v0[1], v0[2], v0[3], v0[4], v0[5], v0[6], v0[7]);
+        acc0 = i16 ? fold8_i15(acc0, d0, s0 + b, xs + b, qs + b, z0, f0, 8, b, r)
+                   : fold8(acc0, d0, s0 + b, xs + b, qs + b, zp8_at(z0, f0, 8, b, r), r);
+        if (nc > 1) {
+            __m256i d1 = hsum8x8(v1[0], v1[1], v1[2], v1[3], v1[4], v1[5], v1[6], v1[7]);
+            acc1 = i16 ? fold8_i15(acc1, d1, s1 + b, xs + b, qs + b, z1, f1, 8, b, r)
+                       : fold8(acc1, d1, s1 + b, xs + b, qs + b, zp8_at(z1, f1, 8, b, r), r);
+        }
     }
     out[0] = hsum(acc0);
     if (nc > 1) out[1] = hsum(acc1);
 }
 
+static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int nc, int64_t m, float *out) {
+    cols_b8_any(a, q, n, nc, m, out, 0);
+}
+static void cols_i15_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int nc, int64_t m, float *out) {
+    cols_b8_any(a, q, n, nc, m, out, 1);
+}
+
 static float col_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
     float o;
     cols_q8_b8(a, q, n, 1, m, &o);
+    return o;
+}
+static float col_i15_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
+    float o;
+    cols_i15_b8(a, q, n, 1, m, &o);
     return o;
 }
 
@@ -782,11 +906,12 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     }
     int64_t n0, n1;
     wm_nbits_q8 q;
-    int q8 = wm_nbits_q8_avx2(a);
-    if (!wm_nbits_begin(a, ith, nth, q8 ? prep_q8 : prep_f32, &q, &n0, &n1)) return;
+    int q8 = wm_nbits_q8_avx2(a), i15 = !q8 && wm_nbits_use_i15(a);
+    if (!wm_nbits_begin(a, ith, nth, q8 ? prep_q8 : i15 ? prep_i15 : prep_f32, &q, &n0, &n1)) return;
     float (*col)(const wm_nbits_args *, const wm_nbits_q8 *, int64_t, int64_t) =
-        q8 ? (a->bits == 4 ? col_q8_b4 : col_q8_b8)
-           : a->bits == 4 ? (a->block_size % 32 ? col_f32_b4 : col_f32_b4z) : (a->block_size % 16 ? col_f32_b8 : col_f32_b8z);
+        q8    ? (a->bits == 4 ? col_q8_b4 : col_q8_b8)
+        : i15 ? (a->bits == 4 ? col_i15_b4 : col_i15_b8)
+        : a->bits == 4 ? (a->block_size % 32 ? col_f32_b4 : col_f32_b4z) : (a->block_size % 16 ? col_f32_b8 : col_f32_b8z);
     /* Tiles: NB columns (their codes stay in L2) x MB rows (their activations stay in L1); within a
      * tile, column pairs share activation loads. A column's value does not depend on the tiling. */
     enum { NB = 128, MB = 16 };
@@ -795,7 +920,7 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
         int64_t ne = n1 - nb < NB ? n1 : nb + NB;
         for (int64_t m0 = 0; m0 < a->M; m0 += MB) {
             int64_t me = a->M - m0 < MB ? a->M : m0 + MB, n = nb;
-            if (q8)
+            if (q8 || i15)
                 for (; n + 2 <= ne; n += 2) {
                     if (m0 == 0) { /* software prefetch ~4 KiB ahead: the hardware's stops at page ends */
                         const char *pf = (const char *)a->B + n * colbytes + WM_NBITS_PF;
@@ -804,8 +929,8 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
                     }
                     for (int64_t m = m0; m < me; m++) {
                         float o[2];
-                        if (a->bits == 4) col2_q8_b4(a, &q, n, m, o);
-                        else cols_q8_b8(a, &q, n, 2, m, o);
+                        if (a->bits == 4) (i15 ? col2_i15_b4 : col2_q8_b4)(a, &q, n, m, o);
+                        else (i15 ? cols_i15_b8 : cols_q8_b8)(a, &q, n, 2, m, o);
                         a->C[m * a->ldc + n] = o[0];
                         a->C[m * a->ldc + n + 1] = o[1];
                     }
