@@ -389,6 +389,7 @@ def gguf_vocab(path):
 
 GGUF_BUILDS = {  # --builds: name -> (what, winml build arguments after -m FILE.gguf, recipe quant overrides)
     "gguf": ("carried build", [], None),
+    "gguf-acc2": ("carried, accuracy_level 2", [], {"rtn_accuracy_level": 2}),
     "gguf-acc4": ("carried, accuracy_level 4", [], {"rtn_accuracy_level": 4}),
     "int4": ("int4 from dequantized", ["-p", "int4"], None),
 }

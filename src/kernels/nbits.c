@@ -47,17 +47,18 @@ int wm_nbits_q8_avx512(const wm_nbits_args *a) { return wm_nbits_vnni_ok(a) || w
 /* the AVX2 table: int8 at every M for the packed block-32 layout's weights (their packed and plain kernels must agree) */
 int wm_nbits_q8_avx2(const wm_nbits_args *a) { return (wm_nbits_vnni_ok(a) && a->block_size == 32) || wm_nbits_use_q8(a); }
 
-/* 15-bit activations (kernels.h) for the small-M float path: 4-bit codes in blocks of 32..256 (the AVX2 kernel's
- * split of each value into a signed high and an unsigned low byte for vpmaddubsw needs whole 32-groups), 8-bit
- * codes in blocks of 16..256 (int16 values, vpmaddwd); exact int32 block dots up to 256 x 255 x 16383.
- * WM_NBITS_I15=0 keeps float32 activations (for comparisons). */
+/* 15-bit activations (kernels.h) below WM_NBITS_BIG_M rows at accuracy_level 2 or 3 (onnxruntime's: float16 /
+ * bfloat16 compute allowed; 15 bits per block are finer than either's 11 / 8-bit significands, and level 0 / 1 stay
+ * float32): 4-bit codes in blocks of 32..256 (the AVX2 kernel's split of each value into a signed high and an
+ * unsigned low byte for vpmaddubsw needs whole 32-groups), 8-bit codes in blocks of 16..256 (int16 values,
+ * vpmaddwd); exact int32 block dots up to 256 x 255 x 16383. WM_NBITS_I15=0 keeps float32 activations there too. */
 int wm_nbits_use_i15(const wm_nbits_args *a) {
     static int off = -1;
     if (off < 0) {
         const char *env = getenv("WM_NBITS_I15");
         off = env && !strcmp(env, "0");
     }
-    return !off && a->accuracy_level != 4 && a->M < WM_NBITS_BIG_M && a->block_size <= 256 &&
+    return !off && (a->accuracy_level == 2 || a->accuracy_level == 3) && a->M < WM_NBITS_BIG_M && a->block_size <= 256 &&
            ((a->bits == 4 && a->block_size % 32 == 0) || (a->bits == 8 && a->block_size % 16 == 0));
 }
 

@@ -10,6 +10,10 @@
  *     vpmaddubsw (u4 codes x s8, no saturation: 15 * 127 * 2 < 2^15) + vpmaddwd,
  *     acc += float(dot) * (sa * sw); the zero point (packed uint8 or float, the same fold) enters as
  *     - zp * sum(q) * sa * sw: the block's integer dot plus a per-block bias times its activation sum.
+ *   15-bit path (accuracy_level 2 / 3, wm_nbits_use_i15): A quantized per block to v in [-16383, 16383]
+ *     (amax/16383, RNE), the same folds. 4-bit: v = 128 hi + lo, hi int8 and lo 0..127, two rows of bytes, each
+ *     through the int8 path's vpmaddubsw (|int16 sums| <= 2 * 2 * 15 * 128), then 128 * hi + lo in int32
+ *     (vpmaddwd); 8-bit: v as int16 against the codes widened, vpmaddwd. Block dots exact.
  * 4-bit B stores element 2j in the low and 2j+1 in the high nibble of byte j; rather
  * than interleaving nibbles on every load, each share copies its activations once in
  * the matching order: per 32 elements the even ones, then the odd ones.
