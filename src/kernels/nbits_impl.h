@@ -74,6 +74,8 @@ typedef void (*wm_nbits_prep_fn)(const wm_nbits_args *a, const wm_nbits_q8 *q, i
  * nothing left (a share without columns, or the preparation call ith < 0). */
 int wm_nbits_begin(const wm_nbits_args *a, int ith, int nth, wm_nbits_prep_fn prep, wm_nbits_q8 *q, int64_t *n0,
                    int64_t *n1);
+/* AVX2 on the packed block-32 layout (nbits_pk_avx2.c): a->packed set, int8 activations at every M */
+void wm_nbits_packed_avx2(const wm_nbits_args *a, int ith, int nth);
 void wm_nbits_bsrc_pack(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                         int64_t pstride);
 void wm_nbits_big(const wm_gemm_ukr *u, const wm_nbits_args *a, wm_bsrc_fn pack, int ith, int nth);
