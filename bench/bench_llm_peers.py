@@ -31,10 +31,11 @@ order.
 
 usage: bench/bench_llm_peers.py [--config DIR|config.json] [--winml build/winml] [--work DIR] [--prompt-len 128] [--gen-len 64]
                                 [--rounds 2] [--peers llama,genai,hf] [--precisions int4,int4-pure,int8,fp16,fp32] [-o results.json]
-       bench/bench_llm_peers.py --gguf FILE.gguf [--builds gguf,gguf-acc4,int4] [--winml ...] [--work DIR]
+       bench/bench_llm_peers.py --gguf FILE.gguf [--builds gguf,gguf-acc2,gguf-acc4,int4] [--winml ...] [--work DIR]
                                 [--prompt-len 128] [--gen-len 64] [--rounds 2] [-o results.json]
 --gguf: both engines on the SAME file: `winml build -m FILE.gguf` (its default, -p gguf: the GGUF's quantized
-blocks carried into MatMulNBits without requantizing; --builds adds gguf-acc4, the same with accuracy_level 4 =
+blocks carried into MatMulNBits without requantizing; --builds adds gguf-acc2 (accuracy_level 2: 15-bit activations in
+decode), gguf-acc4, the same with accuracy_level 4 =
 int8 activations as llama.cpp's own Q8 ones, and int4, -p int4 from the dequantized weights) run by `winml perf`,
 and llama.cpp loading FILE.gguf; prefill and decode tok/s of each, and ours / llama.cpp per round and best / best.
 The prompt is random ids below the vocab.
@@ -389,6 +390,7 @@ def gguf_vocab(path):
 
 GGUF_BUILDS = {  # --builds: name -> (what, winml build arguments after -m FILE.gguf, recipe quant overrides)
     "gguf": ("carried build", [], None),
+    "gguf-acc2": ("carried, accuracy_level 2", [], {"rtn_accuracy_level": 2}),
     "gguf-acc4": ("carried, accuracy_level 4", [], {"rtn_accuracy_level": 4}),
     "int4": ("int4 from dequantized", ["-p", "int4"], None),
 }

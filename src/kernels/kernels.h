@@ -172,9 +172,14 @@ void wm_hgemm_pack_b_share(int trans_b, int64_t K, int64_t N, const uint16_t *B,
  * quantized per block (block_size values) to int8 with one fp32 scale
  * (amax / 127, round to nearest even) and the block dot products are integer
  * (what wm_ref_nbits_q8 computes); for large M the kernel may use the more
- * accurate fp32 path instead. Other levels: fp32 math (dequantize on the fly).
+ * accurate fp32 path instead. accuracy_level 2 and 3 (float16 / bfloat16 compute allowed) below 8 rows
+ * (WM_NBITS_BIG_M), 4-bit codes in blocks of 32..256 and 8-bit codes in blocks of 16..256: 15-bit activations
+ * (wm_nbits_use_i15, what wm_ref_nbits_i15 computes): A quantized per block to integers in [-16383, 16383]
+ * (amax / 16383, round to nearest even), exact integer block dots, 1e-5..1e-4 relative error where int8's is
+ * 1e-3..1e-2. Otherwise fp32 math (dequantize on the fly).
  * bits: 2, 4 or 8 (4 and 8 have AVX2 paths).
  */
+#define WM_NBITS_I15_MAX 16383
 typedef struct wm_nbits_args {
     int64_t M, N, K;
     int bits;       /* 2, 4 or 8 */

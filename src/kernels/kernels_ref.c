@@ -148,6 +148,39 @@ void wm_ref_nbits_q8(const wm_nbits_args *a) {
     wm_ref_epilogue(&a->ep, a->M, a->N, a->C, a->ldc);
 }
 
+float wm_ref_quant_block_i15(int64_t n, const float *x, int16_t *q) {
+    float amax = 0;
+    for (int64_t i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    float inv = amax > 0 ? (float)WM_NBITS_I15_MAX / amax : 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float r = nearbyintf(x[i] * inv);
+        q[i] = (int16_t)(r > WM_NBITS_I15_MAX ? WM_NBITS_I15_MAX : r < -WM_NBITS_I15_MAX ? -WM_NBITS_I15_MAX : r);
+    }
+    return amax / (float)WM_NBITS_I15_MAX;
+}
+
+void wm_ref_nbits_i15(const wm_nbits_args *a) {
+    int64_t kb = nbits_blocks(a);
+    int16_t q[1024];
+    for (int64_t m = 0; m < a->M; m++)
+        for (int64_t n = 0; n < a->N; n++) {
+            double s = 0;
+            for (int64_t b = 0; b < kb; b++) {
+                int64_t k0 = b * a->block_size, len = a->K - k0 < a->block_size ? a->K - k0 : a->block_size;
+                float sa = wm_ref_quant_block_i15(len, a->A + m * a->lda + k0, q);
+                int64_t dot = 0, qsum = 0;
+                for (int64_t i = 0; i < len; i++) {
+                    dot += q[i] * wm_ref_nbits_code(a, n, k0 + i);
+                    qsum += q[i];
+                }
+                double zp = wm_ref_nbits_zero_point(a, n, b);
+                s += (double)sa * a->scales[n * kb + b] * ((double)dot - zp * (double)qsum);
+            }
+            a->C[m * a->ldc + n] = (float)s;
+        }
+    wm_ref_epilogue(&a->ep, a->M, a->N, a->C, a->ldc);
+}
+
 void wm_ref_igemm(const wm_igemm_args *a) {
     const uint8_t *au = a->A, *bu = a->B;
     const int8_t *as = a->A, *bs = a->B;

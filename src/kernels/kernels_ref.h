@@ -29,6 +29,12 @@ void wm_ref_nbits_q8(const wm_nbits_args *a);
 /* The int8 quantization of one block of activations used by wm_ref_nbits_q8: returns the scale. */
 float wm_ref_quant_block_q8(int64_t n, const float *x, int8_t *q);
 
+/* the 15-bit activations of small-M MatMulNBits at accuracy_level 2 / 3 (wm_nbits_use_i15): A quantized per block
+ * (block_size <= 1024) to integers in [-WM_NBITS_I15_MAX, WM_NBITS_I15_MAX] (amax / WM_NBITS_I15_MAX, RNE),
+ * exact integer block dots. */
+void wm_ref_nbits_i15(const wm_nbits_args *a);
+float wm_ref_quant_block_i15(int64_t n, const float *x, int16_t *q);
+
 /* MatMulInteger (exact int32 C) and the optional float output Cf. */
 void wm_ref_igemm(const wm_igemm_args *a);
 

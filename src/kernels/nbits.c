@@ -5,6 +5,7 @@
  * int8 quantization of activations (accuracy_level 4).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
@@ -46,6 +47,21 @@ int wm_nbits_q8_avx512(const wm_nbits_args *a) { return wm_nbits_vnni_ok(a) || w
 /* the AVX2 table: int8 at every M for the packed block-32 layout's weights (their packed and plain kernels must agree) */
 int wm_nbits_q8_avx2(const wm_nbits_args *a) { return (wm_nbits_vnni_ok(a) && a->block_size == 32) || wm_nbits_use_q8(a); }
 
+/* 15-bit activations (kernels.h) below WM_NBITS_BIG_M rows at accuracy_level 2 or 3 (onnxruntime's: float16 /
+ * bfloat16 compute allowed; 15 bits per block are finer than either's 11 / 8-bit significands, and level 0 / 1 stay
+ * float32): 4-bit codes in blocks of 32..256 (the AVX2 kernel's split of each value into a signed high and an
+ * unsigned low byte for vpmaddubsw needs whole 32-groups), 8-bit codes in blocks of 16..256 (int16 values,
+ * vpmaddwd); exact int32 block dots up to 256 x 255 x 16383. WM_NBITS_I15=0 keeps float32 activations there too. */
+int wm_nbits_use_i15(const wm_nbits_args *a) {
+    static int off = -1;
+    if (off < 0) {
+        const char *env = getenv("WM_NBITS_I15");
+        off = env && !strcmp(env, "0");
+    }
+    return !off && (a->accuracy_level == 2 || a->accuracy_level == 3) && a->M < WM_NBITS_BIG_M && a->block_size <= 256 &&
+           ((a->bits == 4 && a->block_size % 32 == 0) || (a->bits == 8 && a->block_size % 16 == 0));
+}
+
 /* AVX-512 VNNI kernel (nbits_avx512.c): 4 bits, default zero point, int8 activations, block >= 32 */
 int wm_nbits_vnni_ok(const wm_nbits_args *a) {
     return a->bits == 4 && a->accuracy_level == 4 && !a->zero_points && !a->zero_points_f && !a->has_zero_points &&
@@ -77,6 +93,8 @@ size_t wm_nbits_workspace_size(const wm_nbits_args *a, int nth) {
     q8_dims(a, &kb, &kp, &kbs);
     size_t m = (size_t)(a->M > 0 ? a->M : 0);
     size_t per = m * ((size_t)kp + (size_t)kbs) * sizeof(float);
+    size_t i15 = m * (2 * (size_t)kp + (size_t)kbs * (sizeof(float) + sizeof(int32_t))); /* wm_nbits_use_i15's */
+    per = i15 > per ? i15 : per;
     if (a->accuracy_level == 4) { /* wm_nbits_use_q8's */
         size_t q8 = m * ((size_t)kp + (size_t)kbs * (sizeof(float) + sizeof(int32_t)));
         per = q8 > per ? q8 : per;
@@ -195,6 +213,29 @@ void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q, i
         }
 }
 
+/* Generic 15-bit activations (wm_ref_quant_block_i15): row m at ((int16_t *)q->q)[m*kp], K order, zero tail. */
+void wm_nbits_quant_rows_i15_generic(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; m++) {
+        int16_t *d = (int16_t *)q->q + m * q->kp;
+        for (int64_t b = 0; b < q->kb; b++) {
+            int64_t k0 = b * a->block_size, len = a->K - k0 < a->block_size ? a->K - k0 : a->block_size;
+            const float *x = a->A + m * a->lda + k0;
+            float amax = 0;
+            for (int64_t i = 0; i < len; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+            float inv = amax > 0 ? (float)WM_NBITS_I15_MAX / amax : 0.0f;
+            int32_t s = 0;
+            for (int64_t i = 0; i < len; i++) {
+                float r = nearbyintf(x[i] * inv);
+                d[k0 + i] = (int16_t)(r > WM_NBITS_I15_MAX ? WM_NBITS_I15_MAX : r < -WM_NBITS_I15_MAX ? -WM_NBITS_I15_MAX : r);
+                s += d[k0 + i];
+            }
+            for (int64_t i = len; i < a->block_size; i++) d[k0 + i] = 0;
+            q->scale[m * q->kbs + b] = amax / (float)WM_NBITS_I15_MAX;
+            q->sum[m * q->kbs + b] = s;
+        }
+    }
+}
+
 /* wm_bsrc packer: dequantizes op(B)[k0:k0+kc, n0:n0+nc] (B is stored [N][K]) into panels. */
 void wm_nbits_bsrc_pack(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst, int64_t pstride) {
     const wm_nbits_args *a = s->ctx;
@@ -242,9 +283,11 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
     }
     int64_t n0, n1;
     int64_t kb = wm_nbits_kblocks(a);
-    if (wm_nbits_use_q8(a)) {
+    int i15 = wm_nbits_use_i15(a);
+    if (wm_nbits_use_q8(a) || i15) { /* integer activations (int8, or 15-bit as int16): integer block dots */
         wm_nbits_q8 q;
-        if (!wm_nbits_begin(a, ith, nth, wm_nbits_quant_rows_generic, &q, &n0, &n1)) return;
+        if (!wm_nbits_begin(a, ith, nth, i15 ? wm_nbits_quant_rows_i15_generic : wm_nbits_quant_rows_generic, &q, &n0, &n1))
+            return;
         int64_t blob = (int64_t)a->block_size * a->bits / 8;
         int bits = a->bits, mask = (1 << bits) - 1;
         for (int64_t n = n0; n < n1; n++)
@@ -254,12 +297,16 @@ void wm_nbits_generic(const wm_nbits_args *a, int ith, int nth) {
                     const uint8_t *p = a->B + (n * kb + b) * blob;
                     float zp = wm_nbits_zp(a, n, b, kb), sw = a->scales[n * kb + b];
                     const int8_t *x = q.q + m * q.kp + b * a->block_size;
-                    int32_t dot = 0;
+                    const int16_t *x16 = (const int16_t *)q.q + m * q.kp + b * a->block_size;
+                    int32_t dot = 0, qs = q.sum[m * q.kbs + b];
                     for (int64_t i = 0; i < a->block_size; i++) {
                         int64_t bit = i * bits;
-                        dot += x[i] * ((p[bit >> 3] >> (bit & 7)) & mask);
+                        dot += (i15 ? x16[i] : x[i]) * ((p[bit >> 3] >> (bit & 7)) & mask);
                     }
-                    acc += q.scale[m * q.kbs + b] * sw * ((float)dot - zp * (float)q.sum[m * q.kbs + b]);
+                    /* 15 bits, integer zero points: dot - zp sum(q) exact in int32 (|.| < 256 x 255 x 16383) */
+                    float t = !i15 || (a->zero_points_f && !a->zero_points) ? (float)dot - zp * (float)qs
+                                                                           : (float)(dot - (int32_t)zp * qs);
+                    acc += q.scale[m * q.kbs + b] * sw * t;
                 }
                 a->C[m * a->ldc + n] = acc;
             }

@@ -10,13 +10,17 @@
  *     vpmaddubsw (u4 codes x s8, no saturation: 15 * 127 * 2 < 2^15) + vpmaddwd,
  *     acc += float(dot) * (sa * sw); the zero point (packed uint8 or float, the same fold) enters as
  *     - zp * sum(q) * sa * sw: the block's integer dot plus a per-block bias times its activation sum.
+ *   15-bit path (accuracy_level 2 / 3, wm_nbits_use_i15): A quantized per block to v in [-16383, 16383]
+ *     (amax/16383, RNE), the same folds. 4-bit: v = 128 hi + lo, hi int8 and lo 0..127, two rows of bytes, each
+ *     through the int8 path's vpmaddubsw (|int16 sums| <= 2 * 2 * 15 * 128), then 128 * hi + lo in int32
+ *     (vpmaddwd); 8-bit: v as int16 against the codes widened, vpmaddwd. Block dots exact.
  * 4-bit B stores element 2j in the low and 2j+1 in the high nibble of byte j; rather
  * than interleaving nibbles on every load, each share copies its activations once in
  * the matching order: per 32 elements the even ones, then the odd ones.
  * Large M (prefill): the SGEMM micro-kernel on B panels dequantized while packing, except for the weights of
  * the packed block-32 layout (4 bit, default zero point, accuracy_level 4), which take int8 activations at every M:
- * from the layout (nbits_packed, the table's usual case: constant weights are packed at session creation), else
- * with the column kernels, which give the same bits.
+ * from the layout (wm_nbits_packed_avx2 in nbits_pk_avx2.c, the table's usual case: constant weights are packed
+ * at session creation), else with the column kernels, which give the same bits.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -115,6 +119,67 @@ static void prep_q8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, in
                 }
             }
             q->scale[m * q->kbs + b] = amax / 127.0f;
+            q->sum[m * q->kbs + b] = sum;
+        }
+    }
+}
+
+/* 15-bit path (wm_nbits_use_i15): per block amax/16383 scale, v = RNE(x * 16383/amax) clamped (the generic
+ * wm_nbits_quant_rows_i15_generic's values), sums; 8-bit codes: int16 in K order; 4-bit codes: v = 128 hi + lo as
+ * the hi row (int8) and the lo row (0..127) of the 4-bit order (per 64 elements the evens, then the odds) */
+static void prep_i15(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
+    const int bs = a->block_size, b4 = a->bits == 4;
+    const __m256i lim = _mm256_set1_epi32(WM_NBITS_I15_MAX), nlim = _mm256_set1_epi32(-WM_NBITS_I15_MAX);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    int32_t tmp[256];
+    for (int64_t m = m0; m < m1; m++) {
+        const float *x = a->A + m * a->lda;
+        int8_t *hi = q->q + 2 * m * q->kp, *lo = hi + q->kp;
+        int16_t *d16 = (int16_t *)q->q + m * q->kp;
+        memset(hi, 0, 2 * (size_t)q->kp); /* either layout: 2 kp bytes */
+        memset(q->scale + m * q->kbs, 0, (size_t)q->kbs * sizeof(float));
+        memset(q->sum + m * q->kbs, 0, (size_t)q->kbs * sizeof(int32_t));
+        for (int64_t b = 0; b < q->kb; b++) {
+            int64_t k0 = b * bs, len = a->K - k0 < bs ? a->K - k0 : bs, i = 0;
+            __m256 vmax = _mm256_setzero_ps();
+            for (; i + 8 <= len; i += 8) vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k0 + i)));
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+            for (; i < len; i++) amax = fabsf(x[k0 + i]) > amax ? fabsf(x[k0 + i]) : amax;
+            float inv = amax > 0 ? (float)WM_NBITS_I15_MAX / amax : 0.0f;
+            __m256 vinv = _mm256_set1_ps(inv);
+            __m256i vs = _mm256_setzero_si256();
+            for (i = 0; i + 8 <= len; i += 8) {
+                __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + k0 + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                __m256i v = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(r), lim), nlim);
+                vs = _mm256_add_epi32(vs, v);
+                _mm256_storeu_si256((__m256i *)(tmp + i), v);
+            }
+            int32_t sum = 0;
+            for (; i < len; i++) {
+                float r = nearbyintf(x[k0 + i] * inv);
+                tmp[i] = (int32_t)(r > WM_NBITS_I15_MAX ? WM_NBITS_I15_MAX : r < -WM_NBITS_I15_MAX ? -WM_NBITS_I15_MAX : r);
+                sum += tmp[i];
+            }
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(vs), _mm256_extracti128_si256(vs, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            sum += _mm_cvtsi128_si32(s4);
+            if (!b4) {
+                for (i = 0; i + 8 <= len; i += 8) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)(tmp + i));
+                    _mm_storeu_si128((__m128i *)(d16 + k0 + i), _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+                }
+                for (; i < len; i++) d16[k0 + i] = (int16_t)tmp[i];
+            } else {
+                for (i = 0; i < len; i++) {
+                    int64_t e = k0 + i, p = (e & ~(int64_t)63) + ((e & 1) ? 32 : 0) + ((e & 63) >> 1);
+                    hi[p] = (int8_t)(tmp[i] >> 7); /* arithmetic: floor(v / 128), -128..127 */
+                    lo[p] = (int8_t)(tmp[i] & 127);
+                }
+            }
+            q->scale[m * q->kbs + b] = amax / (float)WM_NBITS_I15_MAX;
             q->sum[m * q->kbs + b] = sum;
         }
     }
@@ -303,26 +368,32 @@ static inline __m256 fold8(__m256 acc, __m256i dots, const float *sc, const floa
 }
 
 /* 64 codes from the 32 bytes at p times the activations at x (their 32 evens, then 32 odds):
- * int32 lane L = the sum over elements 8L..8L+7 (no saturation: 2 * 2 * 15 * 127 < 2^15) */
-static inline __m256i q4dot64(const uint8_t *p, const int8_t *x) {
+ * int32 lane L = the sum over elements 8L..8L+7 (no saturation: 2 * 2 * 15 * 127 < 2^15).
+ * lo > 0: 15-bit activations v = 128 hi + lo, the hi bytes (int8) at x, the lo bytes (0..127) at x + lo, the same
+ * order: two int16 sums (|.| <= 2 * 2 * 15 * 128), then 128 * hi sum + lo sum in int32 (vpmaddwd). */
+static inline __attribute__((always_inline)) __m256i q4dot64(const uint8_t *p, const int8_t *x, int64_t lo_off) {
     const __m256i m = _mm256_set1_epi8(0x0f);
     __m256i v = _mm256_loadu_si256((const __m256i *)p);
     __m256i lo = _mm256_and_si256(v, m), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
     __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)x)),
                                  _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 32))));
-    return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+    if (!lo_off) return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+    __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(x + lo_off))),
+                                 _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + lo_off + 32))));
+    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(128)), _mm256_madd_epi16(t, _mm256_set1_epi16(1)));
 }
 
-/* The integer dots of blocks b..b+7 of a column (codes from p, activations from x, r blocks real). */
-static inline __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, int64_t r, int64_t avail) {
+/* The integer dots of blocks b..b+7 of a column (codes from p, activations from x, r blocks real; lo: q4dot64's). */
+static inline __attribute__((always_inline)) __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, int64_t r,
+                                                             int64_t avail, int64_t lo) {
     uint8_t buf[32];
     if (bs == 32 && r == 8) { /* the common case, branch free */
-        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(q4dot64(p, x), q4dot64(p + 32, x + 64)),
-                                      _mm256_hadd_epi32(q4dot64(p + 64, x + 128), q4dot64(p + 96, x + 192)));
+        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(q4dot64(p, x, lo), q4dot64(p + 32, x + 64, lo)),
+                                      _mm256_hadd_epi32(q4dot64(p + 64, x + 128, lo), q4dot64(p + 96, x + 192, lo)));
         return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     }
     if (bs == 16 && r == 8) {
-        __m256i h = _mm256_hadd_epi32(q4dot64(p, x), q4dot64(p + 32, x + 64));
+        __m256i h = _mm256_hadd_epi32(q4dot64(p, x, lo), q4dot64(p + 32, x + 64, lo));
         return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
     }
     if (bs <= 32) { /* 16: 4 blocks per 64-group (lane pairs); 32: 2 blocks per group (lane quads) */
@@ -339,7 +410,7 @@ static inline __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, in
                 memcpy(buf, src, (size_t)(avail - 32 * g));
                 src = buf;
             }
-            v[g] = q4dot64(src, x + 64 * g);
+            v[g] = q4dot64(src, x + 64 * g, lo);
         }
         if (bs == 16) { /* v0 = [b0 b0 b1 b1 b2 b2 b3 b3], v1 = [b4 .. b7]; hadd -> [b0 b1 b4 b5 | b2 b3 b6 b7] */
             __m256i h = _mm256_hadd_epi32(v[0], v[1]);
@@ -353,51 +424,67 @@ static inline __m256i dots8_b4(const uint8_t *p, const int8_t *x, int64_t bs, in
     for (int j = 0; j < 8; j++) {
         __m256i s = _mm256_setzero_si256();
         if (j < r)
-            for (int64_t g = 0; g < bs; g += 64) s = _mm256_add_epi32(s, q4dot64(p + j * bs / 2 + g / 2, x + j * bs + g));
+            for (int64_t g = 0; g < bs; g += 64) s = _mm256_add_epi32(s, q4dot64(p + j * bs / 2 + g / 2, x + j * bs + g, lo));
         v[j] = s;
     }
     return hsum8x8(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
 }
 
-/* int8 path, 4-bit, column n, row m: sum_b sw*sa*(sum q*code - zp*sum q), 8 blocks at a time */
-static float col_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
-    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2;
+/* int8 path, 4-bit, column n, row m: sum_b sw*sa*(sum q*code - zp*sum q), 8 blocks at a time. i15: the 15-bit
+ * activations' two byte rows (their block dots < 2^24: exact as floats, so the same fold) */
+static inline __attribute__((always_inline)) float col_b4_any(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
+                                                              int64_t m, const int i15) {
+    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2, lo = i15 ? q->kp : 0;
     const uint8_t *col = a->B + n * colbytes, *zr = zp_row(a, n, kb);
     const float *sc = a->scales + n * kb, *xs = q->scale + m * q->kbs, *zf = zpf_row(a, n, kb);
     const int32_t *qs = q->sum + m * q->kbs;
-    const int8_t *x = q->q + m * q->kp;
+    const int8_t *x = q->q + (i15 ? 2 : 1) * m * q->kp;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < kb; b += 8) {
         int64_t r = kb - b < 8 ? kb - b : 8;
-        __m256i d = dots8_b4(col + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
+        __m256i d = dots8_b4(col + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2, lo);
         acc = fold8(acc, d, sc + b, xs + b, qs + b, zp8_at(zr, zf, 4, b, r), r);
     }
     return hsum(acc);
 }
 
+static float col_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) { return col_b4_any(a, q, n, m, 0); }
+static float col_i15_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) { return col_b4_any(a, q, n, m, 1); }
+
 /* q4dot64 of two columns against the same activations (loaded once) */
-static inline void q4dot64x2(const uint8_t *p0, const uint8_t *p1, const int8_t *x, __m256i *d0, __m256i *d1) {
+static inline __attribute__((always_inline)) void q4dot64x2(const uint8_t *p0, const uint8_t *p1, const int8_t *x,
+                                                            int64_t lo_off, __m256i *d0, __m256i *d1) {
     const __m256i m = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256i xe = _mm256_loadu_si256((const __m256i *)x), xo = _mm256_loadu_si256((const __m256i *)(x + 32));
     __m256i v0 = _mm256_loadu_si256((const __m256i *)p0), v1 = _mm256_loadu_si256((const __m256i *)p1);
-    __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v0, m), xe),
-                                  _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m), xo));
-    __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v1, m), xe),
-                                  _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m), xo));
-    *d0 = _mm256_madd_epi16(s0, ones);
-    *d1 = _mm256_madd_epi16(s1, ones);
+    __m256i l0 = _mm256_and_si256(v0, m), h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m);
+    __m256i l1 = _mm256_and_si256(v1, m), h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m);
+    __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(l0, xe), _mm256_maddubs_epi16(h0, xo));
+    __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(l1, xe), _mm256_maddubs_epi16(h1, xo));
+    if (!lo_off) {
+        *d0 = _mm256_madd_epi16(s0, ones);
+        *d1 = _mm256_madd_epi16(s1, ones);
+        return;
+    }
+    const __m256i k128 = _mm256_set1_epi16(128);
+    __m256i ye = _mm256_loadu_si256((const __m256i *)(x + lo_off)), yo = _mm256_loadu_si256((const __m256i *)(x + lo_off + 32));
+    __m256i t0 = _mm256_add_epi16(_mm256_maddubs_epi16(l0, ye), _mm256_maddubs_epi16(h0, yo));
+    __m256i t1 = _mm256_add_epi16(_mm256_maddubs_epi16(l1, ye), _mm256_maddubs_epi16(h1, yo));
+    *d0 = _mm256_add_epi32(_mm256_madd_epi16(s0, k128), _mm256_madd_epi16(t0, ones));
+    *d1 = _mm256_add_epi32(_mm256_madd_epi16(s1, k128), _mm256_madd_epi16(t1, ones));
 }
 
-/* col_q8_b4 for columns n and n + 1 at once (shared activation loads); each column's arithmetic is
- * exactly col_q8_b4's, so a column's value does not depend on whether it was paired. */
-static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m, float *out) {
-    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2;
+/* col_b4_any for columns n and n + 1 at once (shared activation loads); each column's arithmetic is
+ * exactly col_b4_any's, so a column's value does not depend on whether it was paired. */
+static inline __attribute__((always_inline)) void col2_b4_any(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
+                                                              int64_t m, float *out, const int i15) {
+    const int64_t kb = q->kb, bs = a->block_size, colbytes = kb * bs / 2, lo = i15 ? q->kp : 0;
     const uint8_t *c0 = a->B + n * colbytes, *c1 = c0 + colbytes;
     const uint8_t *z0 = zp_row(a, n, kb), *z1 = zp_row(a, n + 1, kb);
     const float *s0 = a->scales + n * kb, *s1 = s0 + kb, *xs = q->scale + m * q->kbs;
     const float *f0 = zpf_row(a, n, kb), *f1 = zpf_row(a, n + 1, kb);
     const int32_t *qs = q->sum + m * q->kbs;
-    const int8_t *x = q->q + m * q->kp;
+    const int8_t *x = q->q + (i15 ? 2 : 1) * m * q->kp;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t b = 0; b < kb; b += 8) {
@@ -408,20 +495,27 @@ static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
             const int8_t *xx = x + b * 32;
             __m256i v0[4], v1[4];
             for (int g = 0; g < 4; g++) {
-                if (2 * g < r) q4dot64x2(p0 + 32 * g, p1 + 32 * g, xx + 64 * g, &v0[g], &v1[g]);
+                if (2 * g < r) q4dot64x2(p0 + 32 * g, p1 + 32 * g, xx + 64 * g, lo, &v0[g], &v1[g]);
                 else v0[g] = v1[g] = _mm256_setzero_si256();
             }
             d0 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(v0[0], v0[1]), _mm256_hadd_epi32(v0[2], v0[3])), perm);
             d1 = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(_mm256_hadd_epi32(v1[0], v1[1]), _mm256_hadd_epi32(v1[2], v1[3])), perm);
         } else {
-            d0 = dots8_b4(c0 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
-            d1 = dots8_b4(c1 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2);
+            d0 = dots8_b4(c0 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2, lo);
+            d1 = dots8_b4(c1 + b * bs / 2, x + b * bs, bs, r, colbytes - b * bs / 2, lo);
         }
         acc0 = fold8(acc0, d0, s0 + b, xs + b, qs + b, zp8_at(z0, f0, 4, b, r), r);
         acc1 = fold8(acc1, d1, s1 + b, xs + b, qs + b, zp8_at(z1, f1, 4, b, r), r);
     }
     out[0] = hsum(acc0);
     out[1] = hsum(acc1);
+}
+
+static void col2_q8_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m, float *out) {
+    col2_b4_any(a, q, n, m, out, 0);
+}
+static void col2_i15_b4(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m, float *out) {
+    col2_b4_any(a, q, n, m, out, 1);
 }
 
 /* fp32 path, 8-bit, column n, row m */
@@ -441,17 +535,37 @@ static float col_f32_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
     return hsum(_mm256_add_ps(a0, a1));
 }
 
+/* 16 activations from x as int16: int8 widened, or 15-bit values as they are */
+static inline __attribute__((always_inline)) __m256i x16_at(const void *x, int64_t i, const int i16) {
+    if (i16) return _mm256_loadu_si256((const __m256i *)((const int16_t *)x + i));
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)((const int8_t *)x + i)));
+}
+
+/* 15-bit path: acc += (sw * sa)[b..b+7] * (dots - zp * qsum)[b..b+7], r of the 8 blocks real; integer zero points
+ * (packed or the default) in int32, exact (|.| < 256 x 255 x 16383 < 2^31), float ones as fold8 */
+static inline __m256 fold8_i15(__m256 acc, __m256i dots, const float *sc, const float *xs, const int32_t *qs,
+                               const uint8_t *zr, const float *zf, int bits, int64_t b, int64_t r) {
+    if (zf) return fold8(acc, dots, sc, xs, qs, zp8_at(zr, zf, bits, b, r), r);
+    __m256i zi = _mm256_cvttps_epi32(zp8_at(zr, zf, bits, b, r));
+    __m256i t = _mm256_sub_epi32(dots, _mm256_mullo_epi32(zi, _mm256_loadu_si256((const __m256i *)qs)));
+    __m256 s = r == 8 ? _mm256_loadu_ps(sc)
+                      : _mm256_maskload_ps(sc, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    return _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_loadu_ps(xs)), _mm256_cvtepi32_ps(t), acc);
+}
+
 /* int8 path, 8-bit: codes and activations widened to int16, vpmaddwd (exact); blocks 8 at a time
  * reduced by hsum8x8 and folded like the 4-bit path. nc columns (1 or 2) n, n+1 share the
- * activation loads; each column's arithmetic is the same either way. */
-static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int nc, int64_t m, float *out) {
+ * activation loads; each column's arithmetic is the same either way. i16: the 15-bit activations, int16 in K
+ * order (|dot| < 256 x 255 x 16383: exact), folded by fold8_i15. */
+static inline __attribute__((always_inline)) void cols_b8_any(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
+                                                              int nc, int64_t m, float *out, const int i16) {
     const int64_t kb = q->kb, bs = a->block_size;
     const uint8_t *c0 = a->B + n * kb * bs, *c1 = nc > 1 ? c0 + kb * bs : c0;
     const uint8_t *z0 = zp_row(a, n, kb), *z1 = nc > 1 ? zp_row(a, n + 1, kb) : z0;
     const float *s0 = a->scales + n * kb, *s1 = nc > 1 ? s0 + kb : s0, *xs = q->scale + m * q->kbs;
     const float *f0 = zpf_row(a, n, kb), *f1 = nc > 1 ? zpf_row(a, n + 1, kb) : f0;
     const int32_t *qs = q->sum + m * q->kbs;
-    const int8_t *x = q->q + m * q->kp;
+    const void *x = i16 ? (const void *)((const int16_t *)q->q + m * q->kp) : (const void *)(q->q + m * q->kp);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     for (int64_t b = 0; b < kb; b += 8) {
         int64_t r = kb - b < 8 ? kb - b : 8;
@@ -460,8 +574,7 @@ static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
 #define B8DOT(j)                                                                                                       \
     do {                                                                                                               \
         const int64_t i_ = (b + (j)) * 32;                                                                             \
-        __m256i xa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + i_)));                                \
-        __m256i xb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + i_ + 16)));                           \
+        __m256i xa = x16_at(x, i_, i16), xb = x16_at(x, i_ + 16, i16);                                                 \
         v0[j] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c0 + i_))), xa), \
                                  _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c0 + i_ + 16))), xb)); \
         v1[j] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c1 + i_))), xa), \
@@ -481,7 +594,7 @@ static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
             __m256i i0 = _mm256_setzero_si256(), i1 = i0;
             if (j < r)
                 for (int64_t i = (b + j) * bs; i < (b + j + 1) * bs; i += 16) {
-                    __m256i xq = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(x + i)));
+                    __m256i xq = x16_at(x, i, i16);
                     i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c0 + i))), xq));
                     if (nc > 1)
                         i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(c1 + i))), xq));
@@ -489,19 +602,34 @@ static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, 
             v0[j] = i0;
             v1[j] = i1;
         }
-        acc0 = fold8(acc0, hsum8x8(v0[0], v0[1], v0[2], v0[3], v0[4], v0[5], v0[6], v0[7]), s0 + b, xs + b, qs + b,
-                     zp8_at(z0, f0, 8, b, r), r);
-        if (nc > 1)
-            acc1 = fold8(acc1, hsum8x8(v1[0], v1[1], v1[2], v1[3], v1[4], v1[5], v1[6], v1[7]), s1 + b, xs + b, qs + b,
-                         zp8_at(z1, f1, 8, b, r), r);
+        __m256i d0 = hsum8x8(v0[0], v0[1], v0[2], v0[3], v0[4], v0[5], v0[6], v0[7]);
+        acc0 = i16 ? fold8_i15(acc0, d0, s0 + b, xs + b, qs + b, z0, f0, 8, b, r)
+                   : fold8(acc0, d0, s0 + b, xs + b, qs + b, zp8_at(z0, f0, 8, b, r), r);
+        if (nc > 1) {
+            __m256i d1 = hsum8x8(v1[0], v1[1], v1[2], v1[3], v1[4], v1[5], v1[6], v1[7]);
+            acc1 = i16 ? fold8_i15(acc1, d1, s1 + b, xs + b, qs + b, z1, f1, 8, b, r)
+                       : fold8(acc1, d1, s1 + b, xs + b, qs + b, zp8_at(z1, f1, 8, b, r), r);
+        }
     }
     out[0] = hsum(acc0);
     if (nc > 1) out[1] = hsum(acc1);
 }
 
+static void cols_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int nc, int64_t m, float *out) {
+    cols_b8_any(a, q, n, nc, m, out, 0);
+}
+static void cols_i15_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int nc, int64_t m, float *out) {
+    cols_b8_any(a, q, n, nc, m, out, 1);
+}
+
 static float col_q8_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
     float o;
     cols_q8_b8(a, q, n, 1, m, &o);
+    return o;
+}
+static float col_i15_b8(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n, int64_t m) {
+    float o;
+    cols_i15_b8(a, q, n, 1, m, &o);
     return o;
 }
 
@@ -587,184 +715,6 @@ static void pack_nbits_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0
 #define WM_NBITS_PF 2048
 #endif
 
-/* ------------------------------------------------------------ packed block-32 layout (nbits_impl.h) */
-
-/*
- * The packed layout's super-groups read as two halves of 8 blocks (lane l = block 8h + l): per half, column j's
- * vector t is 32 bytes at (4 j + t) * 4 nb + 32 h. The products of one half, 8 vpmaddubsw results (4 vectors t,
- * low and high nibbles), add up in int16 without overflow (8 * 2 * 15 * 127 < 2^15) and reach int32 in one
- * vpmaddwd: a lane holds its block's whole dot product, so the fold (dot - 8 sum(q), times sw * sa) needs no
- * horizontal adds, and every column takes the values, in the order, of col2_q8_b4 on the plain layout (lane l of the
- * accumulator: blocks l, l + 8, ...), so packed and plain give the same bits. Tiles: one row x the quad's 4
- * columns (decode), or up to 4 rows x 2 columns, the int16 sums and the unpacked codes in registers.
- */
-#define WM_PK2_PF 1024 /* decode: prefetch distance in a quad's stream, bytes (as the AVX-512 kernel) */
-
-/* half h of super-group (p, nb) for rows m0 .. m0 + mr and columns j0 .. j0 + nc of the quad; r blocks (8: full) */
-static inline __attribute__((always_inline)) void pk2_half(const wm_nbits_q8 *q, int64_t m0, const int mr,
-                                                           const uint8_t *p, int64_t nb, int64_t g, int h, int r,
-                                                           const int j0, const int nc, const int es, __m256 acc[4][4]) {
-    const __m256i nib = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    __m256i s16[4][4];
-    #pragma GCC unroll 4
-    for (int i = 0; i < mr; i++)
-        #pragma GCC unroll 4
-        for (int j = 0; j < nc; j++) s16[i][j] = _mm256_setzero_si256();
-    #pragma GCC unroll 4
-    for (int t = 0; t < 4; t++)
-        #pragma GCC unroll 4
-        for (int j = 0; j < nc; j++) {
-            const uint8_t *v = p + (4 * (j0 + j) + t) * 4 * nb + 32 * h;
-            __m256i c = r == 8 ? _mm256_loadu_si256((const __m256i *)v) : _mm256_maskload_epi32((const int *)v, lanes);
-            __m256i lo = _mm256_and_si256(c, nib), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), nib);
-            #pragma GCC unroll 4
-            for (int i = 0; i < mr; i++) {
-                const int8_t *x = q->q + (m0 + i) * q->kp + g * 512 + 128 * t + 32 * h;
-                __m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)x)),
-                                             _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 64))));
-                s16[i][j] = _mm256_add_epi16(s16[i][j], d);
-            }
-        }
-    const int64_t b0 = 16 * g + 8 * h;
-    __m256 sw[4];
-    #pragma GCC unroll 4
-    for (int j = 0; j < nc; j++) {
-        const uint8_t *sp = p + 64 * nb + (j0 + j) * es * nb + es * 8 * h;
-        if (es == 2) {
-            uint16_t hb[8] = {0};
-            if (r == 8) memcpy(hb, sp, 16);
-            else memcpy(hb, sp, (size_t)r * 2);
-            sw[j] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)hb));
-        } else {
-            sw[j] = r == 8 ? _mm256_loadu_ps((const float *)sp) : _mm256_maskload_ps((const float *)sp, lanes);
-        }
-    }
-    #pragma GCC unroll 4
-    for (int i = 0; i < mr; i++) { /* the activations' scales and sums are zero padded past the last block */
-        __m256 sa = _mm256_loadu_ps(q->scale + (m0 + i) * q->kbs + b0);
-        __m256i zs = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(q->sum + (m0 + i) * q->kbs + b0)), 3);
-        #pragma GCC unroll 4
-        for (int j = 0; j < nc; j++) {
-            __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(s16[i][j], ones), zs); /* exact: |dot| < 2^24 */
-            acc[i][j] = _mm256_fmadd_ps(_mm256_mul_ps(sw[j], sa), _mm256_cvtepi32_ps(dot), acc[i][j]);
-        }
-    }
-}
-
-/* rows m0 .. m0 + mr times columns j0 .. j0 + nc of packed quad c (those below N stored) */
-static inline __attribute__((always_inline)) void pk2_tile(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0,
-                                                           const int mr, int64_t c, const int j0, const int nc,
-                                                           const int es, int pf) {
-    const int64_t kb = q->kb;
-    const uint8_t *p = a->packed + WM_NBITS_PK_HEAD + c * wm_nbits_pk_qstride(kb, es);
-    __m256 acc[4][4];
-    #pragma GCC unroll 4
-    for (int i = 0; i < mr; i++)
-        #pragma GCC unroll 4
-        for (int j = 0; j < nc; j++) acc[i][j] = _mm256_setzero_ps();
-    for (int64_t g = 0; 16 * g < kb; g++) {
-        int64_t nb = kb - 16 * g < 16 ? kb - 16 * g : 16;
-        if (pf)
-            for (int l = 0; l < 16 * (64 + 4 * es) / 64; l++) _mm_prefetch((const char *)(p + WM_PK2_PF + 64 * l), _MM_HINT_T0);
-        pk2_half(q, m0, mr, p, nb, g, 0, nb < 8 ? (int)nb : 8, j0, nc, es, acc);
-        if (nb > 8) pk2_half(q, m0, mr, p, nb, g, 1, nb < 16 ? (int)nb - 8 : 8, j0, nc, es, acc);
-        p += nb * (64 + 4 * es);
-    }
-    #pragma GCC unroll 4
-    for (int i = 0; i < mr; i++)
-        #pragma GCC unroll 4
-        for (int j = 0; j < nc; j++)
-            if (4 * c + j0 + j < a->N) a->C[(m0 + i) * a->ldc + 4 * c + j0 + j] = hsum(acc[i][j]);
-}
-
-#define WM_PK2_CASE(MR)                                                                                                \
-    case MR:                                                                                                           \
-        if (es == 2) {                                                                                                 \
-            pk2_tile(a, q, m0, MR, c, 0, 2, 2, pf);                                                                    \
-            pk2_tile(a, q, m0, MR, c, 2, 2, 2, pf);                                                                    \
-        } else {                                                                                                       \
-            pk2_tile(a, q, m0, MR, c, 0, 2, 4, pf);                                                                    \
-            pk2_tile(a, q, m0, MR, c, 2, 2, 4, pf);                                                                    \
-        }                                                                                                              \
-        break
-/* quad c for rows m0 .. m0 + mr: one row with the 4 columns at once, more rows 2 columns at a time */
-static void pk2_quad(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int mr, int64_t c, int es, int pf) {
-    switch (mr) {
-    case 1:
-        if (es == 2) pk2_tile(a, q, m0, 1, c, 0, 4, 2, pf);
-        else pk2_tile(a, q, m0, 1, c, 0, 4, 4, pf);
-        break;
-        WM_PK2_CASE(2); WM_PK2_CASE(3); WM_PK2_CASE(4);
-    default: break;
-    }
-}
-#undef WM_PK2_CASE
-
-/* prep_q8 for block 32 in the packed layout's order (nbits_impl.h), a block at a time in vectors: the same
- * values (amax / 127, RNE, clamp, sums), each block's 32 bytes placed as 8 dwords */
-static void prep_sg32(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1) {
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const __m256i evod = _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7, 8,
-                                          10, 12, 14, 9, 11, 13, 15);
-    const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    for (int64_t m = m0; m < m1; m++) {
-        const float *x = a->A + m * a->lda;
-        int8_t *d = q->q + m * q->kp;
-        memset(d + q->kb * 32, 0, (size_t)(q->kp - q->kb * 32)); /* the blocks past the last one */
-        memset(q->scale + m * q->kbs + q->kb, 0, (size_t)(q->kbs - q->kb) * sizeof(float));
-        memset(q->sum + m * q->kbs + q->kb, 0, (size_t)(q->kbs - q->kb) * sizeof(int32_t));
-        for (int64_t b = 0; b < q->kb; b++) {
-            int64_t len = a->K - 32 * b < 32 ? a->K - 32 * b : 32;
-            float buf[32];
-            const float *xb = x + 32 * b;
-            if (len < 32) { /* the last block, zero padded */
-                memset(buf, 0, sizeof buf);
-                memcpy(buf, xb, (size_t)len * sizeof(float));
-                xb = buf;
-            }
-            __m256 v[4];
-            for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(xb + 8 * i);
-            __m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-                                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
-            __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-            float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-            float inv = amax > 0 ? 127.0f / amax : 0.0f;
-            __m256 vinv = _mm256_set1_ps(inv);
-            __m256i qv[4], sum = _mm256_setzero_si256();
-            for (int i = 0; i < 4; i++) {
-                __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-                qv[i] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(r), lim), nlim);
-                sum = _mm256_add_epi32(sum, qv[i]);
-            }
-            __m256i by = _mm256_packs_epi16(_mm256_packs_epi32(qv[0], qv[1]), _mm256_packs_epi32(qv[2], qv[3]));
-            by = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(by, perm), evod); /* dword 2t + odd: (t, odd) */
-            int32_t dw[8];
-            _mm256_storeu_si256((__m256i *)dw, by);
-            int8_t *base = d + (b >> 4) * 512 + 4 * (b & 15);
-            for (int k = 0; k < 8; k++) memcpy(base + 128 * (k >> 1) + 64 * (k & 1), &dw[k], 4);
-            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
-            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-            q->scale[m * q->kbs + b] = amax / 127.0f;
-            q->sum[m * q->kbs + b] = _mm_cvtsi128_si32(s4);
-        }
-    }
-}
-
-/* the packed path: int8 activations in the layout's order, at every M */
-static void nbits_packed(const wm_nbits_args *a, int ith, int nth) {
-    int64_t n0, n1;
-    wm_nbits_q8 q;
-    if (!wm_nbits_begin(a, ith, nth, prep_sg32, &q, &n0, &n1)) return;
-    const int es = a->packed[0], pf = a->M <= 4; /* decode: the codes stream from memory; fetch ahead */
-    for (int64_t c = n0 / 4; c < (n1 + 3) / 4; c++)
-        for (int64_t m0 = 0; m0 < a->M; m0 += 4) pk2_quad(a, &q, m0, a->M - m0 < 4 ? (int)(a->M - m0) : 4, c, es, pf);
-    wm_epilogue_apply(&a->ep, &wm_gemm_ukr_avx2, a->C, a->ldc, 0, a->M, n0, n1);
-}
-
 void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     if (a->M <= 0 || a->N <= 0) return;
     /* float zero points: every path below but the packed one reads them (zs_at, zp8_at, zp_of) */
@@ -773,7 +723,7 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
         return;
     }
     if (a->packed) { /* wm_nbits_pack_sg32's layout */
-        nbits_packed(a, ith, nth);
+        wm_nbits_packed_avx2(a, ith, nth);
         return;
     }
     if (a->M >= WM_NBITS_BIG_M && !wm_nbits_q8_avx2(a)) {
@@ -782,11 +732,12 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
     }
     int64_t n0, n1;
     wm_nbits_q8 q;
-    int q8 = wm_nbits_q8_avx2(a);
-    if (!wm_nbits_begin(a, ith, nth, q8 ? prep_q8 : prep_f32, &q, &n0, &n1)) return;
+    int q8 = wm_nbits_q8_avx2(a), i15 = !q8 && wm_nbits_use_i15(a);
+    if (!wm_nbits_begin(a, ith, nth, q8 ? prep_q8 : i15 ? prep_i15 : prep_f32, &q, &n0, &n1)) return;
     float (*col)(const wm_nbits_args *, const wm_nbits_q8 *, int64_t, int64_t) =
-        q8 ? (a->bits == 4 ? col_q8_b4 : col_q8_b8)
-           : a->bits == 4 ? (a->block_size % 32 ? col_f32_b4 : col_f32_b4z) : (a->block_size % 16 ? col_f32_b8 : col_f32_b8z);
+        q8    ? (a->bits == 4 ? col_q8_b4 : col_q8_b8)
+        : i15 ? (a->bits == 4 ? col_i15_b4 : col_i15_b8)
+        : a->bits == 4 ? (a->block_size % 32 ? col_f32_b4 : col_f32_b4z) : (a->block_size % 16 ? col_f32_b8 : col_f32_b8z);
     /* Tiles: NB columns (their codes stay in L2) x MB rows (their activations stay in L1); within a
      * tile, column pairs share activation loads. A column's value does not depend on the tiling. */
     enum { NB = 128, MB = 16 };
@@ -795,7 +746,7 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
         int64_t ne = n1 - nb < NB ? n1 : nb + NB;
         for (int64_t m0 = 0; m0 < a->M; m0 += MB) {
             int64_t me = a->M - m0 < MB ? a->M : m0 + MB, n = nb;
-            if (q8)
+            if (q8 || i15)
                 for (; n + 2 <= ne; n += 2) {
                     if (m0 == 0) { /* software prefetch ~4 KiB ahead: the hardware's stops at page ends */
                         const char *pf = (const char *)a->B + n * colbytes + WM_NBITS_PF;
@@ -804,8 +755,8 @@ void wm_nbits_avx2(const wm_nbits_args *a, int ith, int nth) {
                     }
                     for (int64_t m = m0; m < me; m++) {
                         float o[2];
-                        if (a->bits == 4) col2_q8_b4(a, &q, n, m, o);
-                        else cols_q8_b8(a, &q, n, 2, m, o);
+                        if (a->bits == 4) (i15 ? col2_i15_b4 : col2_q8_b4)(a, &q, n, m, o);
+                        else (i15 ? cols_i15_b8 : cols_q8_b8)(a, &q, n, 2, m, o);
                         a->C[m * a->ldc + n] = o[0];
                         a->C[m * a->ldc + n + 1] = o[1];
                     }

@@ -13,7 +13,10 @@ typedef void (*wm_bsrc_fn)(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0,
 /* One share's small-M workspace. accuracy_level 4: quantized activations, row m block b at
  * q[m*kp + b*block_size] (AVX2: 4-bit codes' order, see nbits_avx2.c), scale / sum [m*kbs + b].
  * Otherwise: xf, a zero-padded copy of A (AVX2: same order), kp = k_blocks*block_size rounded to 64, and xs, the
- * sums of each block of A's rows [m*kbs + b] (filled by the AVX2 prep only: its fp32 column kernels' zero-point term). */
+ * sums of each block of A's rows [m*kbs + b] (filled by the AVX2 prep only: its fp32 column kernels' zero-point term).
+ * 15-bit activations (wm_nbits_use_i15): scale / sum as for int8; generic: int16 values at ((int16_t *)q)[m*kp + k];
+ * AVX2: 8-bit codes the same, 4-bit codes each value v = 128 hi + lo as two byte rows in the 4-bit order, hi (int8)
+ * at q[2*m*kp], lo (0..127) at q[2*m*kp + kp] (see nbits_avx2.c). */
 typedef struct wm_nbits_q8 {
     int64_t kb, kbs, kp; /* blocks, row stride of scale/sum/xs (kb rounded to 8, zero padded), of q/xf */
     int8_t *q;
@@ -27,6 +30,7 @@ int64_t wm_nbits_kblocks(const wm_nbits_args *a);
 float wm_nbits_zp(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t kb);
 void wm_nbits_dequant_run(const wm_nbits_args *a, int64_t n, int64_t blk, int64_t i0, int64_t len, float *w);
 int wm_nbits_use_q8(const wm_nbits_args *a);
+int wm_nbits_use_i15(const wm_nbits_args *a);
 int wm_nbits_vnni_ok(const wm_nbits_args *a);
 void wm_nbits_q8_layout(const wm_nbits_args *a, void *work, int ith, int nth, wm_nbits_q8 *q);
 /* Share ith's columns [*n0, *n1) (whole units of WM_NR); 0: none, nothing to do. The preparation call of
@@ -62,6 +66,7 @@ void wm_nbits_pack_sg32(const wm_nbits_args *a, uint8_t *dst, int ith, int nth);
 typedef void (*wm_nbits_sg_tr)(const uint8_t *col, uint8_t *out);
 void wm_nbits_pack_sg32_tr(const wm_nbits_args *a, uint8_t *dst, int ith, int nth, wm_nbits_sg_tr tr);
 void wm_nbits_quant_rows_generic(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1);
+void wm_nbits_quant_rows_i15_generic(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1);
 /* prepares rows [m0, m1) of A into q (quantized, or copied) */
 typedef void (*wm_nbits_prep_fn)(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t m0, int64_t m1);
 /* The start of every small-M kernel: share ith's columns [*n0, *n1) and its view *q of A, which prep fills where
@@ -69,6 +74,8 @@ typedef void (*wm_nbits_prep_fn)(const wm_nbits_args *a, const wm_nbits_q8 *q, i
  * nothing left (a share without columns, or the preparation call ith < 0). */
 int wm_nbits_begin(const wm_nbits_args *a, int ith, int nth, wm_nbits_prep_fn prep, wm_nbits_q8 *q, int64_t *n0,
                    int64_t *n1);
+/* AVX2 on the packed block-32 layout (nbits_pk_avx2.c): a->packed set, int8 activations at every M */
+void wm_nbits_packed_avx2(const wm_nbits_args *a, int ith, int nth);
 void wm_nbits_bsrc_pack(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                         int64_t pstride);
 void wm_nbits_big(const wm_gemm_ukr *u, const wm_nbits_args *a, wm_bsrc_fn pack, int ith, int nth);

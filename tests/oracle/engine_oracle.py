@@ -70,16 +70,17 @@ def compare(ref, got, atol=1e-4, rows=None, what=""):
     return worst
 
 
-def q8_rows(A, bs):
+def q8_rows(A, bs, qmax=127):
     """A as accuracy_level 4 sees it: each row's blocks of bs (the last one partial) quantized to int8 with
-    amax / 127 (float32, round half to even, clamped to +-127) and multiplied back, in numpy."""
+    amax / 127 (float32, round half to even, clamped to +-127) and multiplied back, in numpy. qmax=16383: the
+    15-bit activations of accuracy_level 2 / 3 below 8 rows."""
     out = np.empty_like(A)
     for k0 in range(0, A.shape[1], bs):
         x = A[:, k0:k0 + bs]
         amax = np.abs(x).max(axis=1, keepdims=True).astype(np.float32)
-        inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
-        q = np.clip(np.rint(x * inv), -127, 127).astype(np.float32)
-        out[:, k0:k0 + bs] = q * (amax / np.float32(127))
+        inv = np.where(amax > 0, np.float32(qmax) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+        q = np.clip(np.rint(x * inv), -qmax, qmax).astype(np.float32)
+        out[:, k0:k0 + bs] = q * (amax / np.float32(qmax))
     return out
 
 

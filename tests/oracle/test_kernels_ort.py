@@ -155,6 +155,32 @@ def test_nbits_float_zero_points_match_ort(kerneltool, tmp_path, bits, bs, M):
             assert err < 4e-6, f"acc {acc} {extra}: relative error {err}"
 
 
+@pytest.mark.parametrize("bits,bs,zp", [(4, bs, zp) for bs in (32, 64, 128) for zp in ("none", "uint8", "float")] +
+                         [(8, bs, zp) for bs in (16, 32, 64) for zp in ("none", "uint8")])  # no 8-bit float zp in ORT
+@pytest.mark.parametrize("M", [1, 3])
+def test_nbits_15bit_activations_match_ort(kerneltool, tmp_path, bits, bs, zp, M):
+    # accuracy_level 2 (float16 compute allowed) below 8 rows: activations quantized per block to 15 bits
+    # (amax / 16383), exact integer block dots. The reference: onnxruntime at level 0 on the activations quantized and
+    # dequantized by numpy (q8_rows(A, bs, 16383)), the same products in float32; against onnxruntime on A itself the
+    # error is ~1e-5 of the largest output, far below int8's. K not a multiple of the block, N odd.
+    K, N = 300, 37
+    kb = (K + bs - 1) // bs
+    B, S, Z = _nbits_case(bits, bs, K, N, bits * 5 + bs + M, zp == "uint8")
+    if zp == "float":
+        Z = (np.random.default_rng(M + bs).random((N, kb), dtype=np.float32) * (1 << bits)).astype(np.float32)
+    A = (np.random.default_rng(M).random((M, K), dtype=np.float32) - 0.5) * 2
+    want0 = _ort_nbits(A, B, S, Z, bits, bs, K, N, 0)
+    want = _ort_nbits(q8_rows(A, bs, 16383), B, S, Z, bits, bs, K, N, 0)
+    want_q8 = _ort_nbits(q8_rows(A, bs), B, S, Z, bits, bs, K, N, 0)
+    scale = np.abs(want0).max()
+    assert np.abs(want - want0).max() > 1e-7 * scale  # the 15-bit rounding shows
+    for extra in TABLES + AVX2:
+        got = _ours_nbits(kerneltool, tmp_path, A, B, S, Z, bits, bs, K, N, 2, extra)
+        err, err0 = np.abs(got - want).max() / scale, np.abs(got - want0).max() / scale
+        assert err < 4e-6, f"{extra}: relative error {err} vs the 15-bit activations"
+        assert err0 < 1e-4 and err0 * 30 < np.abs(want_q8 - want0).max() / scale, f"{extra}: {err0} vs float32"
+
+
 @pytest.mark.parametrize("M", [1, 2, 5, 40])
 @pytest.mark.parametrize("K,N", [(320, 37), (896, 21)])
 def test_nbits_packed_int8_matches_ort(kerneltool, tmp_path, M, K, N):

@@ -6,7 +6,8 @@
  *   wm_gemmbench sgemm M K N [--threads T] [--packed [--kc KC] [--cold-mb MB]] [--transb] [--batch B]   (--kc: B's k-block)
  *   wm_gemmbench gemv TYPE K N [--threads T] [--block BS] [--cold-mb MB] [--rows M]
  *        TYPE: f32 (prepacked), f32t ([N,K]), f16 ([K,N]), f16t ([N,K]), q8 / q4 (MatMulNBits
- *        8 / 4 bit, fp32 activations), q8a / q4a (accuracy_level 4: int8 activations);
+ *        8 / 4 bit, fp32 activations), q8a / q4a (accuracy_level 4: int8 activations), q8i / q4i (accuracy_level 2:
+ *        15-bit activations below 8 rows); --zpf: float zero points (a carried GGUF's Q4_1 / Q4_K);
  *        --cold-mb cycles over enough weight copies to exceed MB (DRAM, not cache); --rows M: M rows of
  *        activations (q types only: prefill-sized MatMulNBits)
  *   wm_gemmbench igemm M K N [--threads T] [--packed] [--bdist uniform|normal|7bit]    (u8 x s8 MatMulInteger)
@@ -32,7 +33,7 @@
 #include "runtime/pool.h"
 
 typedef struct opts {
-    int threads, packed, transb, generic, reps, block, rows, plain, bdist;
+    int threads, packed, transb, generic, reps, block, rows, plain, bdist, zpf;
     int64_t kc;
     int64_t batch;
     double min_ms, cold_mb, mb;
@@ -184,6 +185,7 @@ int main(int argc, char **argv) {
             o.bdist = !strcmp(d, "uniform") ? 0 : !strcmp(d, "normal") ? 1 : !strcmp(d, "7bit") ? 2 : -1;
             if (o.bdist < 0) return usage();
         }
+        else if (!strcmp(a, "--zpf")) o.zpf = 1;
         else if (!strcmp(a, "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
         else if (!strcmp(a, "--min-ms") && i + 1 < argc) o.min_ms = atof(argv[++i]);
         else if (!strcmp(a, "--block") && i + 1 < argc) o.block = atoi(argv[++i]);
@@ -280,7 +282,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(type, "f16") || !strcmp(type, "f16t")) {
             j->kind = 2;
             wbytes = (size_t)(Kd * N) * 2;
-        } else if (!strcmp(type, "q4") || !strcmp(type, "q4a") || !strcmp(type, "q8") || !strcmp(type, "q8a")) {
+        } else if (!strcmp(type, "q4") || !strcmp(type, "q4a") || !strcmp(type, "q8") || !strcmp(type, "q8a") ||
+                   !strcmp(type, "q4i") || !strcmp(type, "q8i")) {
             j->kind = 3;
             wbytes = (size_t)(N * kb * o.block * (type[1] - '0') / 8);
         } else {
@@ -349,13 +352,19 @@ int main(int argc, char **argv) {
             q->K = Kd;
             q->bits = type[1] - '0';
             q->block_size = o.block;
-            q->accuracy_level = type[2] == 'a' ? 4 : 0;
+            q->accuracy_level = type[2] == 'a' ? 4 : type[2] == 'i' ? 2 : 0;
             q->A = A;
             q->lda = Kd;
             q->B = g_copies[0];
             float *sc = xmalloc((size_t)(N * kb) * 4);
             for (int64_t i = 0; i < N * kb; i++) sc[i] = 0.01f;
             q->scales = sc;
+            if (o.zpf) {
+                float *zf = xmalloc((size_t)(N * kb) * 4);
+                for (int64_t i = 0; i < N * kb; i++) zf[i] = 7.5f;
+                q->zero_points_f = zf;
+                q->has_zero_points = 2;
+            }
             q->C = C;
             q->ldc = N;
             q->work = xmalloc(wm_nbits_workspace_size(q, nth));

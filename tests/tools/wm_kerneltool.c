@@ -22,6 +22,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_ref.h"
+#include "kernels/nbits_impl.h"
 
 static int die(const char *msg, const char *arg) {
     fprintf(stderr, "wm_kerneltool: error: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
@@ -100,6 +101,7 @@ static int cmd_nbits(char **p, const opts *o, const wm_kernels *T) {
     uint8_t *P = NULL;
     if (o->ref) {
         if (acc == 4) wm_ref_nbits_q8(&a);
+        else if (wm_nbits_use_i15(&a)) wm_ref_nbits_i15(&a); /* the kernels' 15-bit decode rows (accuracy_level 2, 3) */
         else wm_ref_nbits(&a);
     } else {
         size_t pk = o->packed && !Z && !ZF && T->nbits_pack_size ? T->nbits_pack_size(&a) : 0;

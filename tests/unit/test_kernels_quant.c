@@ -141,8 +141,20 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
     int q8 = T->nbits_q8(&a); /* accuracy_level 4: int8 activations where the table's kernel uses them */
     if (c->acc == 4 && c->M < WM_NBITS_Q8_MAX_M && !q8) /* every zero point kind, float ones too (llama.cpp's Q4_1) */
         fail_msg("%s nbits M=%lld acc=4 zp=%d: not the int8 path", T->name, (long long)c->M, c->zp);
+    int i15 = !q8 && wm_nbits_use_i15(&a); /* other levels, small M: 15-bit activations (every table) */
+    if (((c->acc == 2 || c->acc == 3) && c->M < WM_NBITS_BIG_M && c->bs <= 256 &&
+         (c->bits == 8 || (c->bits == 4 && c->bs % 32 == 0))) != i15)
+        fail_msg("%s nbits M=%lld bits=%d bs=%d acc=%d: i15 %d", T->name, (long long)c->M, c->bits, c->bs, c->acc, i15);
     if (q8) wm_ref_nbits_q8(&r);
+    else if (i15) wm_ref_nbits_i15(&r);
     else wm_ref_nbits(&r);
+    float *D = NULL; /* i15: the fp32 semantics too, in double */
+    if (i15) {
+        D = kt_alloc((size_t)(c->M * ldc) * 4 + 4);
+        wm_nbits_args d = a;
+        d.C = D;
+        wm_ref_nbits(&d);
+    }
     /* bound: |x| < 1, |w| <= 255 * 0.04 * 2; float accumulation over K */
     double wmax = (double)(1 << c->bits) * 0.04 + 0.1;
     for (int64_t m = 0; m < c->M; m++)
@@ -153,7 +165,14 @@ static void run_nbits(const wm_kernels *T, const nb_case *c, int nth, uint32_t s
                 fail_msg("%s nbits M=%lld N=%lld K=%lld bits=%d bs=%d acc=%d zp=%d nth=%d: C[%lld,%lld] %.7g ref %.7g",
                          T->name, (long long)c->M, (long long)c->N, (long long)c->K, c->bits, c->bs, c->acc, c->zp, nth,
                          (long long)m, (long long)n, C[m * ldc + n], R[m * ldc + n]);
+            /* against float activations: each |x - v s| <= s / 2 = amax / 32766 (|x| < 1), times |w|, over K
+             * (int8's rounding would be 129 times this) */
+            if (D && !(fabs((double)C[m * ldc + n] - D[m * ldc + n]) <= bound + (double)c->K * wmax / 32766.0))
+                fail_msg("%s nbits i15 M=%lld N=%lld K=%lld bits=%d bs=%d zp=%d: C[%lld,%lld] %.7g fp32 ref %.7g", T->name,
+                         (long long)c->M, (long long)c->N, (long long)c->K, c->bits, c->bs, c->zp, (long long)m,
+                         (long long)n, C[m * ldc + n], D[m * ldc + n]);
         }
+    free(D);
     free(sh);
     free(B);
     free(zp);
@@ -179,7 +198,8 @@ static void test_nbits(void **state) {
             for (size_t b = 0; b < sizeof bss / sizeof bss[0]; b++)
                 for (size_t d = 0; d < sizeof mk / sizeof mk[0]; d++)
                     for (int v = 0; v < 6; v++) {
-                        nb_case c = {mk[d][0], mk[d][1], mk[d][2], bits, bss[b], (v & 1) ? 4 : 0, v >> 1};
+                        /* accuracy_level 4, else 0 or 2 (15-bit activations) by pairs of shapes */
+                        nb_case c = {mk[d][0], mk[d][1], mk[d][2], bits, bss[b], (v & 1) ? 4 : (d / 2) % 2 ? 2 : 0, v >> 1};
                         if (bits == 2 && v > 1) continue;
                         if (t == 0 && (v + (int)d) % 2) continue; /* the generic table: half the grid */
                         run_nbits(T[t], &c, 1 + (int)(d % 3), seed++, NULL);
@@ -205,6 +225,62 @@ static void test_nbits_edges_and_determinism(void **state) {
             free(r1);
         }
     }
+}
+
+/* The 15-bit activations' error on a decoder-like product (K 576, activations uniform or with a few 40x channels,
+ * Q4_1-like float zero points, Q8_0-like 8-bit codes), relative RMS against double-precision float math: 1e-5 to
+ * 1e-4, about 1/100 of the int8 path's (accuracy_level 4; 127 / 16383 in theory). */
+static void test_nbits_i15_error(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    enum { M = 1, N = 96, K = 576, BS = 32, KB = K / BS };
+    uint32_t s = 77;
+    float *A = kt_alloc(K * 4), *sc = kt_alloc(N * KB * 4), *zf = kt_alloc(N * KB * 4);
+    float *C = kt_alloc(N * 4), *D = kt_alloc(N * 4);
+    uint8_t *B = kt_alloc(N * K);
+    for (int i = 0; i < N * K; i++) B[i] = (uint8_t)kt_next(&s);
+    for (int i = 0; i < N * KB; i++) {
+        sc[i] = 0.01f * (1.0f + 0.5f * kt_uniform(&s));
+        zf[i] = 8.0f + 3.0f * kt_uniform(&s);
+    }
+    for (int outl = 0; outl < 2; outl++) /* accuracy_level 2 (15 bits), 4 (int8), 0 (float32) */
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int t = 0; t < nt; t++) {
+            kt_fill(A, K, &s);
+            if (outl)
+                for (int k = 0; k < K; k += 97) A[k] *= 40.0f; /* outlier channels: their blocks' values coarser */
+            double err[3];
+            for (int acc = 0; acc <= 4; acc += 2) {
+                wm_nbits_args a = {0};
+                a.M = M, a.N = N, a.K = K, a.bits = bits, a.block_size = BS, a.accuracy_level = acc;
+                a.A = A, a.lda = K, a.B = B, a.scales = sc, a.zero_points_f = bits == 4 ? zf : NULL;
+                a.C = C, a.ldc = N;
+                a.work = kt_alloc(wm_nbits_workspace_size(&a, 1));
+                assert_true(wm_nbits_use_i15(&a) == (acc == 2));
+                T[t]->nbits_gemm(&a, 0, 1);
+                wm_nbits_args d = a;
+                d.C = D;
+                wm_ref_nbits(&d);
+                double e2 = 0, r2 = 0;
+                for (int n = 0; n < N; n++) {
+                    e2 += ((double)C[n] - D[n]) * ((double)C[n] - D[n]);
+                    r2 += (double)D[n] * D[n];
+                }
+                err[acc / 2] = sqrt(e2 / r2);
+                free(a.work);
+            }
+            print_message("%s nbits %d-bit K=%d%s: relative RMS error vs double: 15-bit %.2e, int8 %.2e, float32 %.2e\n",
+                          T[t]->name, bits, K, outl ? " (outliers)" : "", err[1], err[2], err[0]);
+            if (!(err[1] < (outl ? 2e-4 : 5e-5) && err[1] * 60 < err[2] && err[0] < 1e-6))
+                fail_msg("%s nbits %d-bit: 15-bit error %.3g (int8 %.3g, float32 %.3g)", T[t]->name, bits, err[1], err[2], err[0]);
+        }
+    free(A);
+    free(sc);
+    free(zf);
+    free(C);
+    free(D);
+    free(B);
 }
 
 /* The dequantization convention itself, by hand: nibble order, zero-point packing, default zero point. */
@@ -470,6 +546,7 @@ int main(void) {
         cmocka_unit_test(test_nbits_pack_sg32),
         cmocka_unit_test(test_nbits),
         cmocka_unit_test(test_nbits_edges_and_determinism),
+        cmocka_unit_test(test_nbits_i15_error),
         cmocka_unit_test(test_igemm),
         cmocka_unit_test(test_igemm_extremes),
         cmocka_unit_test(test_dyn_quantize),
