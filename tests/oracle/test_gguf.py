@@ -277,9 +277,10 @@ def test_smollm2_carried_weights_exact(smollm2_carried, smollm2):
     assert set(got) == {"Q4_1", "Q8_0"}
 
 
-def test_smollm2_carried_onnxruntime_and_engine(smollm2_carried, smollm2_ref, build_dir, tmp_path):
+def test_smollm2_carried_onnxruntime_and_engine(smollm2_carried, smollm2_ref, build_dir, tmp_path, monkeypatch):
     """onnxruntime runs the carried build, and its logits agree with our engine's on the prompts (and both with
     transformers' on the dequantized weights)."""
+    monkeypatch.setenv("WM_NBITS_I15", "0")  # the float32 path (gguf_carry_util.CARRIED_LOGITS_TOL)
     import torch
     from engine_util import engine_run, ort_run
     out, _ = smollm2_carried
@@ -656,11 +657,12 @@ def test_architecture_tables_match_transformers(arch, winml, tmp_path):
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHS))
-def test_architecture_tables_carried(arch, winml, build_dir, tmp_path):
+def test_architecture_tables_carried(arch, winml, build_dir, tmp_path, monkeypatch):
     """The same random models built by default (precision gguf): Q8_0 / Q4_1 / Q5_0 / Q4_0 blocks carried, Q5_1
     requantized to 8 bits (onnxruntime's MatMulNBits takes no float zero points at 8 bits) and F32 / F16 matrices
     left float, each said in the manifest; onnxruntime and our engine agree, and both stay near transformers
     (the requantized Q5_1 tensors are the only weights that differ)."""
+    monkeypatch.setenv("WM_NBITS_I15", "0")  # the float32 path (gguf_carry_util.CARRIED_LOGITS_TOL)
     from engine_util import engine_run, ort_run
     path = tmp_path / f"{arch}.gguf"
     _synthetic(path, arch)
@@ -705,6 +707,6 @@ def test_precision_gguf_usage(winml, tmp_path):
     assert "requantized from its dequantized values" in r.stderr
     assert json.loads(r.stdout)["precision"] == "int4"
     rec = json.loads(run_ok([winml, "config", "-m", path]).stdout)
-    assert rec["quant"]["mode"] == "gguf" and rec["quant"]["rtn_accuracy_level"] == 0
+    assert rec["quant"]["mode"] == "gguf" and rec["quant"]["rtn_accuracy_level"] == 2
     r = run_ok([winml, "export", "-m", path, "-o", tmp_path / "ex", "-f", "json"])
     assert json.loads(r.stdout)["precision"] == "fp32"

@@ -390,8 +390,9 @@ def test_carried_manifest_and_weights(built_carried):
     assert set(got) == {"Q5_0", "Q8_0", "Q4_K", "Q6_K"}
 
 
-def test_carried_onnxruntime_and_engine(built_carried, gguf_ref, build_dir, tmp_path):
+def test_carried_onnxruntime_and_engine(built_carried, gguf_ref, build_dir, tmp_path, monkeypatch):
     """onnxruntime runs the carried build; its logits agree with our engine's (next token and values)."""
+    monkeypatch.setenv("WM_NBITS_I15", "0")  # the float32 path (gguf_carry_util.CARRIED_LOGITS_TOL)
     from engine_util import engine_run, ort_run
     out, _ = built_carried
     tok, _ = gguf_ref
