@@ -229,8 +229,8 @@ def test_int4_sensitive_8bit_real(smol, fp32_ppl, winml, build_dir, tmp_path):  
     r = U.run([winml, "build", "-m", hf, "-o", tmp_path / "bad", "-q", "-c", tmp_path / "bad.json"])
     assert r.returncode == 2 and "quant.rtn_8bit_percent" in r.stderr, U.describe(r)
     assert not (tmp_path / "bad").exists()
-    base = dict(rtn_importance=True, calibration_text=str(calib), rtn_8bit_layer_weights=[],
-                rtn_8bit_block_size=256)
+    base = dict(rtn_importance=True, calibration_text=str(calib), samples=1, rtn_8bit_layer_weights=[],
+                rtn_8bit_block_size=256)  # one calibration sequence of 512 tokens: a faster test
     _recipe(winml, hf, tmp_path / "none.json", **base)
     none = _build(winml, hf, tmp_path / "int4_none", tmp_path / "none.json")
     _recipe(winml, hf, tmp_path / "sens.json", rtn_8bit_percent=10, **base)
@@ -239,22 +239,19 @@ def test_int4_sensitive_8bit_real(smol, fp32_ppl, winml, build_dir, tmp_path):  
     chosen = next(s for s in man["stages"] if s["name"] == "quant")["sensitive_8bit"]
     assert chosen and all(w.endswith(".weight") and "embed_tokens" not in w for w in chosen), chosen
     m = onnx.load(str(path), load_external_data=False)
-    dims = {t.name: list(t.dims) for t in m.graph.initializer}
-    eight, four = set(), 0
+    eight, four, sizes = set(), 0, {}
     for n in m.graph.node:
         if n.op_type == "MatMulNBits":
             a = {x.name: x.i for x in n.attribute}
-            w = n.input[1][:-len("_Q8")] if n.input[1].endswith("_Q8") else None
             if a["bits"] == 8:
+                w = n.input[1][:-len("_Q8")]
                 eight.add(w)
+                if w in chosen:
+                    sizes[w] = a["K"] * a["N"]  # the attributes: the codes are padded to whole blocks of 256
             else:
                 four += a["K"] * a["N"]
-    assert eight - set(chosen) == {"model.embed_tokens.weight"} or eight - set(chosen) == set(), (eight, chosen)
+    assert eight - set(chosen) <= {"model.embed_tokens.weight"}, (eight, chosen)  # the 8-bit table's tied head
     assert set(chosen) <= eight
-    sizes = {}
-    for t in m.graph.initializer:
-        if t.name.endswith("_Q8") and t.name[:-3] in chosen:
-            sizes[t.name[:-3]] = dims[t.name][0] * dims[t.name][1] * dims[t.name][2]  # N x blocks x block: K N
     moved = sum(sizes.values())
     assert moved <= 0.10 * (moved + four) + 1, (moved, four)  # within the budget
     assert moved >= 0.10 * (moved + four) - max(sizes.values()), (moved, four)  # and nearly filling it
