@@ -919,6 +919,11 @@ static wm_status manifest(build_ctx *b, wm_json *j, double t0) {
             }
             wm_json_arr_end(j);
         }
+        if (!strcmp(r->name, "quant") && r->status == ST_DONE && qr->n_sensitive8) {
+            wm_json_arr(j, "sensitive_8bit"); /* quant.rtn_8bit_percent's choice, most sensitive first */
+            for (size_t k = 0; k < qr->n_sensitive8; k++) wm_json_str(j, NULL, qr->sensitive8[k]);
+            wm_json_arr_end(j);
+        }
         if (!strcmp(r->name, "quant") && r->status == ST_DONE && qr->n_carried) carried_json(qr, j);
         wm_json_obj_end(j);
     }

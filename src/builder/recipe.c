@@ -144,7 +144,7 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
         r->has_quant = 1;
         r->samples = -1;
         r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
-        r->rtn_8bit_block_size = r->rtn_table_block_size = -1;
+        r->rtn_8bit_block_size = r->rtn_table_block_size = r->rtn_8bit_percent = -1;
         r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
         r->act_symmetric = r->rtn_float_zero_points = -1;
         r->rtn_gptq = r->rtn_importance = -1;
@@ -396,6 +396,7 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         if (r->rtn_block_size >= 0) wm_json_int(j, "rtn_block_size", r->rtn_block_size);
         if (r->rtn_8bit_block_size >= 0) wm_json_int(j, "rtn_8bit_block_size", r->rtn_8bit_block_size);
         if (r->rtn_table_block_size >= 0) wm_json_int(j, "rtn_table_block_size", r->rtn_table_block_size);
+        if (r->rtn_8bit_percent >= 0) wm_json_int(j, "rtn_8bit_percent", r->rtn_8bit_percent);
         if (r->rtn_accuracy_level >= 0) wm_json_int(j, "rtn_accuracy_level", r->rtn_accuracy_level);
         if (r->rtn_half_scales >= 0) wm_json_bool(j, "rtn_half_scales", r->rtn_half_scales);
         if (r->rtn_scale_search >= 0) wm_json_bool(j, "rtn_scale_search", r->rtn_scale_search);
@@ -745,7 +746,7 @@ static wm_status get_qtype(const pctx *p, const cJSON *q, const char *key, char 
 static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     static const char *const keys[] = {"mode", "weight_type", "activation_type", "calibration_method", "samples",
                                        "per_channel", "symmetric", "weight_symmetric", "activation_symmetric",
-                                       "rtn_bits", "rtn_block_size", "rtn_8bit_block_size", "rtn_table_block_size",
+                                       "rtn_bits", "rtn_block_size", "rtn_8bit_block_size", "rtn_table_block_size", "rtn_8bit_percent",
                                        "rtn_accuracy_level", "rtn_half_scales",
                                        "rtn_scale_search", "rtn_float_zero_points", "rtn_gptq", "rtn_importance",
                                        "calibration_text",
@@ -753,7 +754,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
                                        "op_types_to_quantize", "nodes_to_exclude", "seed", NULL};
     r->calib_seed = -1;
     r->samples = r->rtn_bits = r->rtn_block_size = r->rtn_accuracy_level = -1;
-    r->rtn_8bit_block_size = r->rtn_table_block_size = -1;
+    r->rtn_8bit_block_size = r->rtn_table_block_size = r->rtn_8bit_percent = -1;
     r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
     r->act_symmetric = r->rtn_float_zero_points = -1;
     r->rtn_gptq = r->rtn_importance = -1;
@@ -773,6 +774,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_int(p, q, "quant.", "rtn_block_size", 16, 4096, &r->rtn_block_size)) ||
         (st = get_int(p, q, "quant.", "rtn_8bit_block_size", 16, 4096, &r->rtn_8bit_block_size)) ||
         (st = get_int(p, q, "quant.", "rtn_table_block_size", 16, 4096, &r->rtn_table_block_size)) ||
+        (st = get_int(p, q, "quant.", "rtn_8bit_percent", 0, 100, &r->rtn_8bit_percent)) ||
         (st = get_int(p, q, "quant.", "rtn_accuracy_level", 0, 4, &r->rtn_accuracy_level)) ||
         (st = get_bool(p, q, "quant.", "rtn_half_scales", &r->rtn_half_scales)) ||
         (st = get_bool(p, q, "quant.", "rtn_scale_search", &r->rtn_scale_search)) ||
@@ -806,6 +808,10 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_float_zero_points': true applies to asymmetric 4-bit "
                       "rounding only, and quant.%s: set it false (or drop the other field)", p->label,
                       r->symmetric == 1 ? "symmetric is true" : r->rtn_gptq == 1 ? "rtn_gptq is true" : "rtn_bits is 8");
+    if (r->rtn_8bit_percent > 0 && r->rtn_importance != 1)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_8bit_percent': %lld, but quant.rtn_importance is not "
+                      "true (the sensitivity is measured on its calibration statistics)", p->label,
+                      (long long)r->rtn_8bit_percent);
     if (r->rtn_importance == 1 && r->rtn_gptq == 1)
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_importance': true, but quant.rtn_gptq is true too "
                       "(GPTQ does its own weighting): set one of them false", p->label);

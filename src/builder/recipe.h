@@ -115,6 +115,8 @@ typedef struct wm_recipe {
     int64_t samples, rtn_bits, rtn_block_size, rtn_accuracy_level; /* accuracy: MatMulNBits's attribute */
     int64_t rtn_8bit_block_size, rtn_table_block_size; /* ours: blocks of the 8-bit weights and of the token table
                                                           (wm_quant_config int8_block_size, table_block_size; -1: absent) */
+    int64_t rtn_8bit_percent; /* ours: mixed precision by measured sensitivity (wm_quant_config.int8_percent; needs
+                                 rtn_importance; -1: absent) */
     int64_t calib_seed;       /* quant.seed: seeds the calibration samples (-1: absent, seed 1) */
     int per_channel, symmetric, fp16_keep_io_types;
     int act_symmetric;   /* quant.activation_symmetric (-1: absent); quant.weight_symmetric sets symmetric */

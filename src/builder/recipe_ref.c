@@ -238,6 +238,7 @@ wm_status wm_recipe_quant_config(const wm_recipe *r, wm_quant_config *c, wm_erro
     if (r->rtn_block_size >= 0) c->block_size = r->rtn_block_size;
     if (r->rtn_8bit_block_size >= 0) c->int8_block_size = r->rtn_8bit_block_size;
     if (r->rtn_table_block_size >= 0) c->table_block_size = r->rtn_table_block_size;
+    if (r->rtn_8bit_percent > 0) c->int8_percent = (int)r->rtn_8bit_percent;
     if (r->rtn_accuracy_level >= 0) c->accuracy_level = r->rtn_accuracy_level;
     if (r->rtn_half_scales >= 0) c->half_scales = r->rtn_half_scales;
     if (r->rtn_scale_search >= 0) c->scale_search = r->rtn_scale_search;

@@ -240,6 +240,10 @@ void wm_quant_report_free(wm_quant_report *r) {
     free(r->carried);
     r->carried = NULL;
     r->n_carried = 0;
+    for (size_t i = 0; i < r->n_sensitive8; i++) free(r->sensitive8[i]);
+    free(r->sensitive8);
+    r->sensitive8 = NULL;
+    r->n_sensitive8 = 0;
 }
 
 static wm_status quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan **plan,

@@ -126,6 +126,11 @@ typedef struct wm_quant_config {
        fewer scales: a larger block costs little error and saves a scale and zero point per block), table_block_size
        for the embedding table a Gather reads and a tied lm_head sharing its codes (either bits) */
     int64_t int8_block_size, table_block_size;
+    /* mixed precision by measured sensitivity (int4 RTN with importance statistics; 0: off): of the 4-bit MatMul /
+       Gemm weights with importance (not a table a Gather shares, not already at 8 bits by the lists above), the ones
+       whose 4-bit RTN copy has the largest relative output error per weight on the calibration activations are kept
+       at 8 bits, up to int8_percent of those weights' elements (quant_sens.c) */
+    int int8_percent;
 } wm_quant_config;
 
 /*
@@ -168,6 +173,8 @@ typedef struct wm_quant_report {
     size_t n_tables;
     wm_quant_carry_note *carried; /* WM_QUANT_CARRY: each carry-entry weight's outcome (owned: wm_quant_report_free) */
     size_t n_carried;
+    char **sensitive8;      /* int8_percent: the weights it kept at 8 bits, most sensitive first (owned) */
+    size_t n_sensitive8;
 } wm_quant_report;
 
 /* Frees what a report owns (its tables); the report may be zeroed or filled by wm_quant_run. */

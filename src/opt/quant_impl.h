@@ -140,4 +140,22 @@ void wm_nbits_fit_izp(const float *x, const float *w, const float *mu, int64_t n
 /* Float32 view of a constant weight, row-major, as floats (decoded from f32/f16/bf16/f64); caller frees. */
 float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err);
 
+/* A 4-bit matrix candidate for 8 bits by sensitivity (quant_sens.c): its weight, read as K x N (trans: t stored
+   [N, K]), and its input's importance statistics (h [2K]: sums of x_k^2, then of x_k; rows). */
+typedef struct wm_sens_cand {
+    const char *weight;
+    const wm_onnx_tensor *t;
+    int64_t K, N;
+    int trans;
+    const wm_quant_hessian *imp;
+    double rel, score; /* out: relative output error at 4 bits; it per weight (the greedy order) */
+    int eight;         /* out: 1 when chosen for 8 bits */
+} wm_sens_cand;
+
+/* Measures each candidate's relative output error at 4 bits (asymmetric RTN in blocks of bs), sorts v by it per
+   weight (largest first) and marks the ones kept at 8 bits within percent of the candidates' weights. Reads the
+   weights (not released); errors: out of memory or an unreadable weight. */
+wm_status wm_quant_sensitive(const wm_onnx_model *m, wm_sens_cand *v, size_t n, int64_t bs, int percent,
+                             wm_error *err);
+
 #endif

@@ -783,8 +783,62 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
     return WM_OK;
 }
 
-wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
+/*
+ * int8_percent: the 4-bit matrices with importance statistics (as nbits_one would quantize them at 4 bits, not a
+ * tied table) measured by wm_quant_sensitive; the chosen weights' names appended to c's int8_nodes in *cc (*names
+ * malloc'ed, its new strings r's copies) and recorded in r, most sensitive first. cc = c's copy otherwise.
+ */
+static wm_status sensitive_8bit(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_onnx_node *const *v,
+                                size_t n, int64_t n_layers, wm_quant_config *cc, const char ***names, wm_error *err) {
+    *cc = *c;
+    *names = NULL;
+    if (c->int8_percent <= 0 || c->mode != WM_QUANT_INT4 || c->bits != 4 || !c->n_importance) return WM_OK;
+    wm_sens_cand *cv = calloc(n ? n : 1, sizeof *cv);
+    if (!cv) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    size_t nc = 0;
+    for (size_t i = 0; i < n; i++) {
+        wm_onnx_node *nd = v[i];
+        const char *a = wm_opt_in(nd, 0), *w = wm_opt_in(nd, 1), *bias;
+        const wm_onnx_tensor *t = w ? wm_graph_constant(g, w) : NULL;
+        int tb, dt = t ? t->data_type : 0;
+        if (wm_opt_is(nd, "Gather") || !wm_quant_selected(c, nd, NBITS_DEFAULT_OPS, 2) || !a || !t || t->n_dims != 2 ||
+            (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16 && dt != WM_DT_BFLOAT16) || t->dims[0] <= 0 || t->dims[1] <= 0 ||
+            !plain_gemm(nd, &tb, &bias) || wants_8bit(c, nd, n_layers) || (tb && gathered(c, v, n, w)))
+            continue;
+        int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1];
+        for (size_t k = 0; k < c->n_importance; k++)
+            if (c->importance[k].value && !strcmp(c->importance[k].value, a) && c->importance[k].K == K) {
+                cv[nc++] = (wm_sens_cand){w, t, K, N, tb, &c->importance[k], 0, 0, 0};
+                break;
+            }
+    }
+    wm_status s = wm_quant_sensitive(wm_graph_model(g), cv, nc, wm_quant_block_of(c, 4, 0), c->int8_percent, err);
+    size_t k8 = 0;
+    for (size_t i = 0; i < nc; i++) k8 += (size_t)cv[i].eight;
+    const char **nm = s ? NULL : malloc((c->n_int8_nodes + k8 + 1) * sizeof *nm);
+    if (!s && (!nm || !(r->sensitive8 = calloc(k8 + 1, sizeof *r->sensitive8))))
+        s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+    if (!s) {
+        for (size_t i = 0; i < c->n_int8_nodes; i++) nm[i] = c->int8_nodes[i];
+        size_t m = c->n_int8_nodes;
+        for (size_t i = 0; i < nc && !s; i++)
+            if (cv[i].eight) {
+                if (!(r->sensitive8[r->n_sensitive8] = strdup(cv[i].weight))) /* a copy: nodes go as they are replaced */
+                    s = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                else
+                    nm[m++] = r->sensitive8[r->n_sensitive8++];
+            }
+        cc->int8_nodes = nm, cc->n_int8_nodes = m;
+        *names = nm;
+    } else
+        free(nm);
+    free(cv);
+    return s;
+}
+
+wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c0, wm_quant_report *r, wm_quant_plan *plan,
                          wm_error *err) {
+    const wm_quant_config *c = c0;
     if (c->bits != 4 && c->bits != 8) return wm_err(err, WM_ERR_USAGE, "weight-only quantization: bits must be 4 or 8");
     const int64_t blocks[3] = {c->block_size, c->int8_block_size ? c->int8_block_size : 16,
                                c->table_block_size ? c->table_block_size : 16};
@@ -798,6 +852,13 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report 
     wm_status s = WM_OK;
     nb_tables tables = {0};
     int64_t n_layers = layer_count(g);
+    wm_quant_config cc;
+    const char **names8 = NULL;
+    if ((s = sensitive_8bit(g, c0, r, v, n, n_layers, &cc, &names8, err))) {
+        free(v);
+        return s;
+    }
+    c = &cc;
     for (size_t i = 0; i < n && !s; i++) /* the matrices first: a Gather may share a tied lm_head's codes */
         if (!wm_opt_is(v[i], "Gather") && wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2))
             s = nbits_one(g, c, r, plan, v[i], v, n, &tables, n_layers, err);
@@ -805,6 +866,7 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report 
         if (wm_opt_is(v[i], "Gather") && wm_quant_selected(c, v[i], NBITS_DEFAULT_OPS, 2))
             s = gather_one(g, c, r, plan, v[i], &tables, n_layers, err);
     free(v);
+    free(names8);
     if (!s) s = wm_opt_need_opset(g, "com.microsoft", 1, err);
     return s;
 }

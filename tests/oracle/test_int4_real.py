@@ -210,3 +210,56 @@ def test_int4_per_kind_blocks_real(smol, fp32_ppl, winml, build_dir, tmp_path): 
            f"onnxruntime {p_ort:.4f})")
     assert abs(p_ort / p - 1) < 0.005, f"onnxruntime {p_ort} vs winml {p}"
     assert p <= 1.15 * fp
+
+
+def test_int4_sensitive_8bit_real(smol, fp32_ppl, winml, build_dir, tmp_path):  # noqa: F811
+    """quant.rtn_8bit_percent (opt-in, with rtn_importance): instead of llama.cpp Q4_K_M's fixed attn_v / ffn_down
+    layers, the matrices whose 4-bit copy has the largest relative output error per weight on the calibration
+    activations go to 8 bits, within the given percent of the 4-bit matrices' weights. The manifest lists them; the
+    model's 8-bit MatMulNBits are exactly the listed ones plus the table's (the tied head); the file holds at most the
+    budget and nearly fill it; the quality is within BOUND_DEFAULT of fp32 (no gain over the same recipe without
+    8-bit matrices is claimed: see the note below) and onnxruntime computes the file alike. A recipe without
+    rtn_importance is refused by name (exit 2)."""
+    import onnx
+    hf, d, ids = smol
+    fp = fp32_ppl[0]
+    calib = tmp_path / "calib.txt"
+    calib.write_text("".join(open(os.path.join("/usr/share/games/fortunes", f), encoding="utf-8",
+                                  errors="ignore").read() for f in ("science", "wisdom", "work")), encoding="utf-8")
+    _recipe(winml, hf, tmp_path / "bad.json", rtn_8bit_percent=10)
+    r = U.run([winml, "build", "-m", hf, "-o", tmp_path / "bad", "-q", "-c", tmp_path / "bad.json"])
+    assert r.returncode == 2 and "quant.rtn_8bit_percent" in r.stderr, U.describe(r)
+    assert not (tmp_path / "bad").exists()
+    base = dict(rtn_importance=True, calibration_text=str(calib), samples=1, rtn_8bit_layer_weights=[],
+                rtn_8bit_block_size=256)  # one calibration sequence of 512 tokens: a faster test
+    _recipe(winml, hf, tmp_path / "sens.json", rtn_8bit_percent=10, **base)
+    path = _build(winml, hf, tmp_path / "int4_sens", tmp_path / "sens.json")
+    man = json.loads((path.parent / "build_manifest.json").read_text())
+    chosen = next(s for s in man["stages"] if s["name"] == "quant")["sensitive_8bit"]
+    assert chosen and all(w.endswith(".weight") and "embed_tokens" not in w for w in chosen), chosen
+    m = onnx.load(str(path), load_external_data=False)
+    eight, four, sizes = set(), 0, {}
+    for n in m.graph.node:
+        if n.op_type == "MatMulNBits":
+            a = {x.name: x.i for x in n.attribute}
+            if a["bits"] == 8:
+                w = n.input[1][:-len("_Q8")]
+                eight.add(w)
+                if w in chosen:
+                    sizes[w] = a["K"] * a["N"]  # the attributes: the codes are padded to whole blocks of 256
+            else:
+                four += a["K"] * a["N"]
+    assert eight - set(chosen) <= {"model.embed_tokens.weight"}, (eight, chosen)  # the 8-bit table's tied head
+    assert set(chosen) <= eight
+    moved = sum(sizes.values())
+    assert moved <= 0.10 * (moved + four) + 1, (moved, four)  # within the budget
+    assert moved >= 0.10 * (moved + four) - max(sizes.values()), (moved, four)  # and nearly filling it
+    p, p_ort = _ppl(build_dir, path, ids, tmp_path)
+    U.note(f"SmolLM2 int4 + importance + 10% 8-bit by sensitivity ({len(chosen)} matrices: {chosen[:4]} ...): "
+           f"{p:.4f} ({p / fp:.4f}x; onnxruntime {p_ort:.4f})")
+    # No gain is claimed: measured on these 256 tokens with one calibration sequence, 38.9678 (1.026x) against
+    # 38.5659 with no 8-bit matrices at all (the same recipe, rtn_8bit_percent absent); bench/int4_quality.py's
+    # rows (README) differ by about 1% either way. The bound is the default's: a broken choice or a wrong 8-bit
+    # matrix would exceed it.
+    assert p <= BOUND_DEFAULT * fp, (p, fp)
+    assert abs(p_ort / p - 1) < 0.01, f"onnxruntime {p_ort} vs winml {p}"

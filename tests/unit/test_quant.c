@@ -533,6 +533,68 @@ static void test_int4_float_zero_points_pass(void **st) {
     wm_onnx_free(m);
 }
 
+/* The relative output error of a 4-bit asymmetric RTN copy in blocks of bs, from the definition (double math):
+ * lo = min(0, block min), hi = max(0, block max), s = (hi - lo) / 15, z = clamp(round(-lo / s)), q = clamp(round(v / s)
+ * + z); sum_k m_k sum_n (v - s (q - z))^2 over sum_k m_k sum_n v^2. */
+static double naive_rel4(const float *w, int K, int N, int bs, const double *m) {
+    double e = 0, sig = 0;
+    for (int n = 0; n < N; n++)
+        for (int b = 0; b < K; b += bs) {
+            double lo = 0, hi = 0;
+            for (int k = b; k < b + bs; k++) lo = fmin(lo, w[k * N + n]), hi = fmax(hi, w[k * N + n]);
+            double sc = (hi - lo) / 15, z = fmin(15, fmax(0, round(-lo / sc)));
+            for (int k = b; k < b + bs; k++) {
+                double v = w[k * N + n], q = fmin(15, fmax(0, round(v / sc) + z)), d = v - sc * (q - z);
+                e += m[k] * d * d, sig += m[k] * v * v;
+            }
+        }
+    return e / sig;
+}
+
+/* int8_percent: the matrices with the largest relative output error per weight (naive_rel4 / K N) go to 8 bits
+ * within the budget. W1 [64, 32] holds 80% of the weights, W2 [32, 16] 20%; at 85% only one of them fits, the
+ * first in the order. Gaussian weights: W2 (four times fewer weights, about the same relative error). Then W1 gets
+ * an outlier in each block (its rows 0 and 32) on inputs whose mean square is 1e-6: the outliers set the blocks'
+ * ranges, the other weights round to about nothing and W1's output error is about all of its output -- W1 goes to
+ * 8 bits. The same weights with those inputs as large as the others: the outliers carry the output, W1's relative
+ * error is small again, W2 goes. */
+static void test_int4_sensitive_8bit(void **st) {
+    (void)st;
+    for (int round = 0; round < 3; round++) {
+        wm_error e = {0};
+        wm_graph *g;
+        wm_onnx_model *m = mlp(&g);
+        float *w1 = (float *)wm_onnx_tensor_bytes(wm_graph_initializer(g, "W1")).p;
+        float *w2 = (float *)wm_onnx_tensor_bytes(wm_graph_initializer(g, "W2")).p;
+        double h1[128] = {0}, h2[64] = {0}, m1[64], m2[32];
+        for (int k = 0; k < 64; k++) h1[k] = 10.0 * (1 + k % 3), h1[64 + k] = 1.0;
+        for (int k = 0; k < 32; k++) h2[k] = 10.0 * (1 + k % 5), h2[32 + k] = 1.0;
+        if (round > 0)
+            for (int n = 0; n < 32; n++) w1[0 * 32 + n] = w1[32 * 32 + n] = 60.0f; /* rows 0 and 32: each block's */
+        if (round == 1) h1[0] = h1[32] = 1e-5; /* inputs 0 and 32 about always 0 */
+        for (int k = 0; k < 64; k++) m1[k] = h1[k] / 10;
+        for (int k = 0; k < 32; k++) m2[k] = h2[k] / 10;
+        wm_quant_hessian imp[2] = {{"x", 64, h1, 10}, {"hr", 32, h2, 10}};
+        wm_quant_config c;
+        wm_quant_config_default(&c, WM_QUANT_INT4);
+        c.symmetric = 0, c.half_scales = 0, c.block_size = 32, c.int8_percent = 85;
+        c.importance = imp, c.n_importance = 2;
+        double s1 = naive_rel4(w1, 64, 32, 32, m1) / 2048, s2 = naive_rel4(w2, 32, 16, 32, m2) / 512;
+        wm_quant_report r;
+        assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_OK);
+        assert_int_equal(r.n_sensitive8, 1);
+        const char *want = s1 > s2 ? "W1" : "W2";
+        assert_string_equal(r.sensitive8[0], want);
+        assert_non_null(wm_graph_initializer(g, s1 > s2 ? "W1_Q8" : "W2_Q8"));
+        assert_non_null(wm_graph_initializer(g, s1 > s2 ? "W2_Q4" : "W1_Q4"));
+        if (round != 1) assert_true(s2 > s1); /* W2 by its size, outliers or not */
+        else assert_true(s1 > 10 * s2);         /* W1 by its error on the inputs that matter */
+        wm_quant_report_free(&r);
+        wm_graph_free(g);
+        wm_onnx_free(m);
+    }
+}
+
 static void test_fp16_minimal_casts(void **st) {
     (void)st;
     wm_error e = {0};
@@ -679,6 +741,7 @@ int main(void) {
         cmocka_unit_test(test_int4_float_zero_points_fit), cmocka_unit_test(test_int4_float_zero_points_pass),
         cmocka_unit_test(test_int4_uint8_zp_search_near_float_fit),
         cmocka_unit_test(test_int4_importance_weighted_fit), cmocka_unit_test(test_int4_per_kind_blocks),
+        cmocka_unit_test(test_int4_sensitive_8bit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
