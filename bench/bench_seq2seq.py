@@ -27,6 +27,7 @@ encoder as peer ms / our ms, decode as our tok/s / peer tok/s (>= 1.0: we are fa
 
   .venv/bin/python bench/bench_seq2seq.py [--models whisper-tiny,whisper-base,opus-mt-en-de,bart-base]
       [--precisions fp32,int8] [--threads 1] [--new-tokens 32] [--reps 3] [--work DIR] [--winml build/winml]
+      [--winml-base OLD/winml]  (a baseline binary timed in the same rounds on the same model)
 """
 import argparse
 import json
@@ -299,6 +300,8 @@ def main():
     ap.add_argument("--work", default="/tmp/bench_seq2seq")
     ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
     ap.add_argument("--peers", default="ct2,ort")
+    ap.add_argument("--winml-base", default="", help="a second winml binary (a baseline build) timed on the same "
+                    "model in the same rounds: before / after figures of a change side by side")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     wav = speech_wav(a.work)
@@ -313,6 +316,8 @@ def main():
         for prec in a.precisions.split(","):
             b = winml_build(a.winml, ck, prec, a.work, name)
             fns = {"winml": lambda k: winml_time(a.winml, b, cfg, k, a.threads, wav)}
+            if a.winml_base:
+                fns["winml-base"] = lambda k: winml_time(a.winml_base, b, cfg, k, a.threads, wav)
             if "ct2" in a.peers:
                 m = ct2_model(ct2_convert(ck, a.work, name, prec), cfg, prec, a.threads)
                 fns["ctranslate2"] = lambda k: ct2_time(m, cfg, k, feats)
@@ -323,13 +328,17 @@ def main():
             fns.clear()
             for eng, (enc, tps, toks) in res.items():
                 print(f"| {name} | {prec} | {eng} | {enc:.1f} | {tps:.1f} | {toks} |", flush=True)
-            peers = [v for k, v in res.items() if k != "winml"]
+            peers = [v for k, v in res.items() if not k.startswith("winml")]
             if peers:
                 ours = res["winml"]
                 be, bt = min(p[0] for p in peers), max(p[1] for p in peers)
                 rows.append((name, prec, be / ours[0], ours[1] / bt))
                 print(f"| {name} | {prec} | ratio ours/best peer | {be / ours[0]:.2f}x | {ours[1] / bt:.2f}x | |",
                       flush=True)
+                if "winml-base" in res:
+                    base = res["winml-base"]
+                    print(f"| {name} | {prec} | ratio base/best peer | {be / base[0]:.2f}x | {base[1] / bt:.2f}x | |",
+                          flush=True)
     shutil.rmtree(os.path.join(a.work, "tmp"), ignore_errors=True)
 
 

@@ -290,8 +290,8 @@ static wm_status dataset_from_recipe(const char *dir, wm_task_opts *o, wm_recipe
     char p[4200];
     snprintf(p, sizeof p, "%s/winml_build_config.json", dir);
     if (wm_file_size(p) < 0)
-        return wm_err(err, WM_ERR_USAGE, "%s: no --dataset, and the folder has no winml_build_config.json whose "
-                      "eval.dataset names one", dir);
+        return wm_err(err, WM_ERR_USAGE, "%s: no --dataset FILE|DIR|ORG/NAME, and no winml_build_config.json "
+                      "there whose eval.dataset names one", dir);
     wm_status st = wm_recipe_load(p, r, err);
     if (st) return st;
     if (!r->has_eval || !r->dataset_path[0])
