@@ -32,11 +32,11 @@ static double rel_error(const float *w, int trans, int64_t K, int64_t N, int64_t
                 lo = v < lo ? v : lo, hi = v > hi ? v : hi;
             }
             wm_nbits_params(lo, hi, 4, 0, WM_DT_FLOAT, &s, &z); /* the RTN quantizer's scale and zero point */
+            float r = s != 0.0f ? 1.0f / s : 0.0f;
             for (int64_t k = k0; k < k1; k++) {
                 float v = trans ? w[n * K + k] : w[k * N + n];
-                float q = s != 0.0f ? roundf(v / s) + (float)z : (float)z;
-                q = q < 0 ? 0 : q > 15 ? 15 : q;
-                double d = (double)v - (double)s * ((double)q - (double)z);
+                int q = wm_nbits_code(v, r, z, 15); /* the RTN quantizer's code */
+                double d = (double)v - (double)s * (double)(q - z);
                 e += m[k] * d * d;
                 sig += m[k] * (double)v * (double)v;
             }
