@@ -1071,10 +1071,14 @@ static wm_status prepare(build_ctx *b) {
             return wm_err(err, s, "%s", se.msg);
         if ((s = wm_sbert_check_length(&b->sb, b->ck.dir, b->ck.config.max_positions, err))) return s;
     }
-    /* a GGUF builds at gguf (its blocks carried) unless told otherwise; random weights have no blocks to carry,
-       and an export (no quant stage) is float32 */
-    if (prec < 0) prec = o->random || o->export_only ? WM_PREC_FP32 : (int)wm_precision_default(b->ck.format);
+    /* auto: the target device's precision, a GGUF at gguf (its blocks carried) but on an npu; random weights have
+       no blocks to carry, and an export (no quant stage) is float32 */
+    if (prec < 0)
+        prec = o->export_only ? WM_PREC_FP32 : (int)wm_precision_auto(o->random ? NULL : b->ck.format, o->device);
     if ((s = wm_precision_check(prec, b->ck.format, err))) return s;
+    if (o->precision < 0 && !o->recipe && o->ep && strcmp(wm_ep_alias(o->ep), "cpu"))
+        note(b, "note: built for %s on %s: -p auto is %s there; this build runs the model on its CPU engine and does "
+             "not compile it for the EP\n", wm_ep_alias(o->ep), o->device ? o->device : "?", wm_precision_name(prec));
     if (prec == WM_PREC_GGUF && o->random)
         return wm_err(err, WM_ERR_USAGE, "precision gguf carries the GGUF's blocks: not with --random-weights");
     if (b->ck.format && !strcmp(b->ck.format, "gguf") && prec != WM_PREC_FP32 && prec != WM_PREC_FP16 && prec != WM_PREC_GGUF)

@@ -47,7 +47,16 @@ wm_status wm_precision_parse(const char *s, int *out, wm_error *err) {
 
 static int is_gguf(const char *format) { return format && !strcmp(format, "gguf"); }
 
-wm_precision wm_precision_default(const char *format) { return is_gguf(format) ? WM_PREC_GGUF : WM_PREC_FP32; }
+wm_precision wm_precision_auto(const char *format, const char *device) {
+    static const struct {
+        const char *device;
+        wm_precision p;
+    } by_device[] = {{"npu", WM_PREC_W8A16}, {"gpu", WM_PREC_FP16}, {"cpu", WM_PREC_FP32}};
+    wm_precision p = WM_PREC_FP32;
+    for (size_t i = 0; device && i < sizeof by_device / sizeof by_device[0]; i++)
+        if (!strcmp(device, by_device[i].device)) p = by_device[i].p;
+    return is_gguf(format) && p != WM_PREC_W8A16 ? WM_PREC_GGUF : p;
+}
 
 wm_status wm_precision_check(int p, const char *format, wm_error *err) {
     if (p == WM_PREC_GGUF && !is_gguf(format))

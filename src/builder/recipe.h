@@ -68,12 +68,16 @@ int wm_precision_from_name(const char *s); /* a name of wm_precision_list or an 
 /* "fp32, fp16, int8 (w8a8), w8a16, int16 (w16a16), int4, int8-rtn, int8-dynamic, gguf" for messages. */
 const char *wm_precision_list(void);
 /*
- * Parses -p s: *out a wm_precision, or -1 for "auto" (the recipe's quant section, else the source's default:
- * fp32, gguf for a GGUF; every EP this build targets runs fp32). WM_ERR_USAGE naming s when unknown.
+ * Parses -p s: *out a wm_precision, or -1 for "auto" (the recipe's quant section, else wm_precision_auto).
+ * WM_ERR_USAGE naming s when unknown.
  */
 wm_status wm_precision_parse(const char *s, int *out, wm_error *err);
-/* The precision of a build without -p or recipe: gguf for a GGUF source (checkpoint format "gguf"), else fp32. */
-wm_precision wm_precision_default(const char *format);
+/*
+ * The precision of a build without -p or recipe, for the target device (cpu|gpu|npu; NULL = cpu) as the
+ * reference's per-device recipes have it: npu w8a16 (static QDQ, uint16 activations: NPUs run quantized graphs),
+ * gpu fp16, cpu fp32; a GGUF source (checkpoint format "gguf") keeps its blocks (gguf) except on an npu.
+ */
+wm_precision wm_precision_auto(const char *format, const char *device);
 /* WM_ERR_USAGE when precision p cannot be built from a source of this format (gguf from a non-GGUF one). */
 wm_status wm_precision_check(int p, const char *format, wm_error *err);
 

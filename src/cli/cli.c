@@ -88,6 +88,19 @@ int wm_cli_device_arg(const wm_cli *c, const char *v, int run_here, const char *
     return 0;
 }
 
+int wm_cli_build_target(const wm_cli *c, const char **ep, const char **device) {
+    if (!*ep) {
+        if (*device && strcmp(*device, "cpu"))
+            return wm_cli_usage_error(c, "--device %s: name the EP that drives it with --ep (qnn, openvino, vitisai "
+                                      "drive an npu; dml, qnn, openvino, cuda ... a gpu)", *device);
+        *ep = "cpu";
+    }
+    if (!*device) *device = wm_ep_default_device(*ep);
+    else if (!wm_ep_drives(*ep, *device))
+        return wm_cli_usage_error(c, "--device %s: the %s EP drives %s only", *device, *ep, wm_ep_devices(*ep));
+    return 0;
+}
+
 const char *wm_cli_long_name(const struct option *longs, int opt) {
     for (const struct option *o = longs; o && o->name; o++)
         if (!o->flag && o->val == opt) return o->name;

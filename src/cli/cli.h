@@ -73,6 +73,15 @@ int wm_cli_ep_arg(const wm_cli *c, const char *v, int run_here, const char **out
 int wm_cli_device_arg(const wm_cli *c, const char *v, int run_here, const char **out);
 
 /*
+ * The target of a command that builds for an EP without running it there (build, config): *ep and *device as the
+ * flags left them (wm_cli_ep_arg / wm_cli_device_arg without run_here; NULL when not given, a device of "auto" given
+ * as NULL). No --ep: cpu, and a -d other than cpu is refused (which EP drives it is the user's choice); --ep without
+ * -d: the EP's default device (qnn -> npu); both: the EP must drive the device (wm_ep_drives). Fills both, or prints
+ * one line naming the flag and returns WM_EXIT_ERROR.
+ */
+int wm_cli_build_target(const wm_cli *c, const char **ep, const char **device);
+
+/*
  * The reference's default output of a model command without -o: the input's path with its ".onnx" (any case)
  * replaced by suffix ("m.onnx" + "_opt.onnx" -> "m_opt.onnx"; a name without .onnx gets suffix appended).
  * Returns 0, or prints "-m: path too long" and returns WM_EXIT_ERROR. An existing file there is replaced only

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "builder/arch.h"
@@ -34,11 +35,14 @@ static void help(int export_only) {
                "device exits 2 naming it).\n");
     else
         printf("usage: winml build -m CHECKPOINT|MODEL.gguf -o|--output-dir DIR [-c RECIPE] [-t TASK]\n"
-               "                   [-p auto|fp32|fp16|int8|w8a8|w8a16|int16|int4|int8-rtn|int8-dynamic|gguf] [--ep auto|cpu] [-d auto|cpu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"
+               "                   [-p auto|fp32|fp16|int8|w8a8|w8a16|int16|int4|int8-rtn|int8-dynamic|gguf] [--ep EP] [-d auto|cpu|gpu|npu] [--no-compile] [--rebuild|--overwrite] [--sync]\n"
                "                   [--random-weights [--seed N]] [--external-threshold BYTES] [--analyze] [-f json] [-q]\n\n"
-               "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
-           "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
-           "(= cpu), cpu, gpu or npu. An EP or device other than cpu is refused (exit 2), never ignored.\n"
+               "--ep names the EP the model is built for: auto (= cpu), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
+               "migraphx, cuda) or an ONNX Runtime name (QNNExecutionProvider ...) in any case; -d/--device auto (the EP's\n"
+               "default device: qnn npu, dml gpu, openvino cpu ...), cpu, gpu or npu, one the EP drives (exit 2 otherwise;\n"
+               "-d gpu|npu needs --ep). -p auto follows the device as the reference's recipes do: npu w8a16, gpu fp16,\n"
+               "cpu fp32 (a GGUF keeps its blocks but on an npu). The recipe's compile section names the target; this\n"
+               "build does not compile for another EP (its compile stage says so) and runs the model on its CPU engine.\n"
            "--analyze: the built model is analyzed for the target EP/device (--ep/--device, else the recipe's\n"
                "compile target, else cpu) as winml analyze does, into DIR/analyze_result.json, and the manifest gets\n"
                "the reference's analyze_* keys (docs/json/build_manifest.md).\n"
@@ -57,7 +61,7 @@ static void help(int export_only) {
                "whether it builds); a model_type or task the builder does not serve is refused before any\n"
                "work, naming the field; with its quant section null, -p adds ours.\n"
                "-p (the reference's meanings): auto (the default) takes the recipe's quant section, else the\n"
-               "source's default (fp32; gguf for a GGUF: every EP this build targets runs fp32); int8 (= w8a8)\n"
+               "target device's (above; fp32 on cpu, gguf for a GGUF); int8 (= w8a8)\n"
                "is static QDQ: uint8 asymmetric weights per tensor, uint8 activations whose ranges our engine\n"
                "calibrates on quant.samples (default 10) seeded batches in the export inputs' value_range with\n"
                "quant.calibration_method (minmax, entropy, percentile; default minmax), since the recipe's\n"
@@ -156,10 +160,12 @@ static int run(int argc, char **argv, int export_only) {
             }
             break;
         case O_EP:
-            if (wm_cli_ep_arg(&c, optarg, 1, &o.ep)) return WM_EXIT_ERROR;
+            if (wm_cli_ep_arg(&c, optarg, export_only, &o.ep)) return WM_EXIT_ERROR;
             break;
-        case 'd': case O_DEVICE:
-            if (wm_cli_device_arg(&c, optarg, 1, &o.device)) return WM_EXIT_ERROR;
+        case 'd': case O_DEVICE: /* auto: the EP's default device (wm_cli_build_target) */
+            o.device = NULL;
+            if (strcasecmp(optarg, "auto") && wm_cli_device_arg(&c, optarg, export_only, &o.device))
+                return WM_EXIT_ERROR;
             break;
         case O_NO_COMPILE: o.no_compile = 1; break;
         case O_REBUILD: o.rebuild = 1; break;
@@ -194,6 +200,7 @@ static int run(int argc, char **argv, int export_only) {
     if (!c.model) return wm_cli_usage_error(&c, "-m CHECKPOINT is required");
     if (!c.out) return wm_cli_usage_error(&c, "-o DIR (or --output-dir DIR) is required");
     if (seed_set && !o.random) return wm_cli_usage_error(&c, "--seed needs --random-weights");
+    if ((o.ep || o.device || !o.recipe) && wm_cli_build_target(&c, &o.ep, &o.device)) return WM_EXIT_ERROR;
     o.model = c.model;
     o.out_dir = c.out;
     o.quiet = c.quiet; /* stage notes (not run / skipped) go to stderr even with -f json */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "builder/arch.h"
 #include "builder/recipe.h"
@@ -21,11 +22,14 @@
 #include "hf/safetensors.h"
 
 static void help(void) {
-    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p auto|fp32|fp16|int8|w8a8|w8a16|int16|int4|int8-rtn|int8-dynamic|gguf] [--ep auto|cpu] [-d auto|cpu]\n"
+    printf("usage: winml config -m CHECKPOINT [-t TASK] [-p auto|fp32|fp16|int8|w8a8|w8a16|int16|int4|int8-rtn|int8-dynamic|gguf] [--ep EP] [-d auto|cpu|gpu|npu]\n"
            "                    [-o FILE] [-f json]\n\n"
-           "--ep takes auto (= cpu, the one EP this build runs), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
-           "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"
-           "(= cpu), cpu, gpu or npu. An EP or device other than cpu is refused (exit 2), never ignored.\n"
+           "--ep names the EP the model is built for: auto (= cpu), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
+           "migraphx, cuda) or an ONNX Runtime name (QNNExecutionProvider ...) in any case; -d/--device auto (the EP's\n"
+           "default device: qnn npu, dml gpu, openvino cpu ...), cpu, gpu or npu, one the EP drives (exit 2 otherwise;\n"
+           "-d gpu|npu needs --ep). -p auto follows the device as the reference's recipes do: npu w8a16, gpu fp16,\n"
+           "cpu fp32 (a GGUF keeps its blocks but on an npu). The recipe's compile section names the target; this\n"
+           "build does not compile for another EP (its compile stage says so) and runs the model on its CPU engine.\n"
            "Writes a build recipe (loader, export with input tensors, optim, quant, compile, eval) with the\n"
            "defaults for the checkpoint: batch 1; encoders int32 ids with a static sequence of\n"
            "min(max_position_embeddings - offset, 512); decoders symbolic batch, sequence and past lengths\n"
@@ -123,7 +127,7 @@ int wm_cmd_config(int argc, char **argv) {
                                           {0, 0, 0, 0}};
     const char *recipe = NULL;
     int check = 0;
-    const char *ep = "cpu", *device = "cpu";
+    const char *ep = NULL, *device = NULL;
     int task = -1, prec = -1, opt;
     optind = 1;
     opterr = 0;
@@ -140,12 +144,13 @@ int wm_cmd_config(int argc, char **argv) {
             }
             break;
         case O_EP:
-            if (wm_cli_ep_arg(&c, optarg, 1, &ep)) return WM_EXIT_ERROR;
+            if (wm_cli_ep_arg(&c, optarg, 0, &ep)) return WM_EXIT_ERROR;
             break;
         case 'c': recipe = optarg; break;
         case O_CHECK: check = 1; break;
         case 'd': case O_DEVICE:
-            if (wm_cli_device_arg(&c, optarg, 1, &device)) return WM_EXIT_ERROR;
+            device = NULL; /* auto: the EP's default device (wm_cli_build_target) */
+            if (strcasecmp(optarg, "auto") && wm_cli_device_arg(&c, optarg, 0, &device)) return WM_EXIT_ERROR;
             break;
         default: {
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);
@@ -162,6 +167,7 @@ int wm_cmd_config(int argc, char **argv) {
         return check_recipe(&c, recipe, check);
     }
     if (!c.model) return wm_cli_usage_error(&c, "-m CHECKPOINT is required");
+    if (wm_cli_build_target(&c, &ep, &device)) return WM_EXIT_ERROR;
 
     wm_error err = {0};
     wm_hf_checkpoint ck;
@@ -174,7 +180,7 @@ int wm_cmd_config(int argc, char **argv) {
     int gguf = wm_gguf_is_path(c.model);
     if (gguf ? wm_gguf_open_checkpoint(c.model, &ck, &st, &err) : wm_hf_open_checkpoint(c.model, &ck, &err))
         return wm_cli_fail(&c, &err);
-    if (prec < 0) prec = (int)wm_precision_default(ck.format);
+    if (prec < 0) prec = (int)wm_precision_auto(ck.format, device);
     if (wm_precision_check(prec, ck.format, &err) ||
         (!gguf && ck.weights[0] && wm_st_open(ck.dir, NULL, &st, &err)) || wm_arch_resolve(&ck, st, task, &a, &err) ||
         wm_recipe_default(&a, (wm_precision)prec, ep, device, &r, &err)) {

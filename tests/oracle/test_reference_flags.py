@@ -79,6 +79,56 @@ def test_config_ep_full_name_and_device_auto(winml, ckpt):
     assert json.loads(r.stdout)["compile"]["ep_config"] == {"provider": "cpu", "device": "cpu"}
 
 
+# -p auto follows the target device as the reference's per-device recipes do: npu w8a16 (static QDQ, uint16
+# activations), gpu fp16, cpu fp32; --ep without -d targets the EP's default device.
+AUTO = [((), None, "cpu", "cpu"), (("--ep", "dml"), ("fp16", None), "dml", "gpu"),
+        (("--ep", "QNNExecutionProvider"), ("qdq", "uint16"), "qnn", "npu"), (("--ep", "qnn", "-d", "GPU"), ("fp16", None), "qnn", "gpu"),
+        (("--ep", "openvino"), None, "openvino", "cpu"), (("--ep", "openvino", "-d", "npu"), ("qdq", "uint16"), "openvino", "npu"),
+        (("--ep", "vitisai", "-d", "auto"), ("qdq", "uint16"), "vitisai", "npu")]
+
+
+@pytest.mark.parametrize("flags,quant,ep,dev", AUTO, ids=[" ".join(a[0]) or "none" for a in AUTO])
+def test_config_auto_precision_follows_the_target(winml, ckpt, flags, quant, ep, dev):
+    r = U.run([winml, "config", "-m", ckpt, *flags, "-p", "auto"])
+    assert r.returncode == 0, U.describe(r)
+    rec = json.loads(r.stdout)
+    assert rec["compile"]["ep_config"] == {"provider": ep, "device": dev}
+    q = rec.get("quant")
+    assert (None if not q else (q["mode"], q.get("activation_type"))) == quant, q
+
+
+def test_ep_devices_agree_with_the_rule_files(winml, ckpt):
+    """The devices build/config accept for an EP are the ones its rule file in data/ep_rules covers, in order."""
+    ddir = os.path.join(U.ROOT, "data", "ep_rules")
+    for f in sorted(os.listdir(ddir)):
+        if not f.endswith(".json"):
+            continue
+        ep, devs = f[:-5], json.load(open(os.path.join(ddir, f)))["devices"]
+        r = U.run([winml, "config", "-m", ckpt, "--ep", ep])
+        assert r.returncode == 0, U.describe(r)
+        assert json.loads(r.stdout)["compile"]["ep_config"]["device"] == devs[0], (ep, devs)
+        for d in ("cpu", "gpu", "npu"):
+            r = U.run([winml, "config", "-m", ckpt, "--ep", ep, "-d", d])
+            assert (r.returncode == 0) == (d in devs), (ep, d, devs, U.describe(r))
+
+
+def test_build_for_another_ep(winml, ckpt, tmp_path):
+    """build --ep dml: the EP's default device (gpu), -p auto = fp16 there, the recipe's compile target says so, the
+    compile stage says it did not run; the model still runs here (onnxruntime's CPU EP and ours agree)."""
+    out = tmp_path / "dml"
+    r = U.run([winml, "build", "-m", ckpt, "-o", str(out), "--ep", "dml", "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    assert "built for dml on gpu: -p auto is fp16" in r.stderr
+    man = json.loads(r.stdout)
+    assert man["precision"] == "fp16"
+    comp = [s for s in man["stages"] if s["name"] == "compile"][0]
+    assert comp["winml_status"] == "not run" and "dml" in comp["reason"], comp
+    rec = json.load(open(out / "winml_build_config.json"))
+    assert rec["compile"]["ep_config"] == {"provider": "dml", "device": "gpu"} and rec["quant"]["mode"] == "fp16"
+    m = onnx.load(str(out / "model.onnx"))
+    assert any(i.data_type == TensorProto.FLOAT16 for i in m.graph.initializer)
+
+
 def test_analyze_full_ep_name_and_auto(winml, relu):
     rules = json.load(open(os.path.join(U.ROOT, "data", "ep_rules", "qnn.json")))
     r = U.run([winml, "analyze", "-m", relu, "--ep", "QNNExecutionProvider", "-d", "auto", "-f", "json"])
@@ -292,12 +342,14 @@ BAD = [
     (["perf", "-m", "R", "--device", "tpu"], "winml perf", ["--device", "tpu", "unknown"]),
     (["perf", "-m", "R", "--ep", "QNNExecutionProvider"], "winml perf", ["--ep", "QNNExecutionProvider", "not available"]),
     (["perf", "-m", "R", "-d", "gpu"], "winml perf", ["--device", "gpu", "not available"]),
-    (["build", "-m", "C", "-o", "OUT", "--ep", "DmlExecutionProvider"], "winml build", ["--ep", "DmlExecutionProvider", "not available"]),
-    (["build", "-m", "C", "-o", "OUT", "-d", "npu"], "winml build", ["--device", "npu", "not available"]),
+    (["build", "-m", "C", "-o", "OUT", "--ep", "DmlExecutionProvider", "-d", "npu"], "winml build", ["--device", "npu", "dml", "gpu only"]),
+    (["build", "-m", "C", "-o", "OUT", "-d", "npu"], "winml build", ["--device", "npu", "--ep"]),
+    (["export", "-m", "C", "-o", "OUT", "--ep", "qnn"], "winml export", ["--ep", "qnn", "not available"]),
     (["export", "-m", "C", "-o", "OUT", "--ep", "NOPE"], "winml export", ["--ep", "NOPE"]),
     (["export", "-m", "C", "-o", "OUT", "-d", "npu"], "winml export", ["--device", "npu", "not available"]),
     (["config", "-m", "C", "--device", "tpu"], "winml config", ["--device", "tpu"]),
-    (["config", "-m", "C", "--ep", "openvino"], "winml config", ["--ep", "openvino", "not available"]),
+    (["config", "-m", "C", "--ep", "vitisai", "-d", "gpu"], "winml config", ["--device", "gpu", "vitisai", "npu only"]),
+    (["config", "-m", "C", "-d", "gpu"], "winml config", ["--device", "gpu", "--ep"]),
     (["analyze", "-m", "R", "--device", "tpu"], "winml analyze", ["--device", "tpu"]),
     (["analyze", "-m", "R", "--ep", "NOPE"], "winml analyze", ["--ep", "NOPE"]),
     (["catalog", "--ep", "NOPE"], "winml catalog", ["--ep", "NOPE"]),
