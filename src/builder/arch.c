@@ -969,6 +969,11 @@ wm_status wm_arch_resolve_as(const wm_hf_checkpoint *ck, const wm_st_file *st, i
     return wm_arch_resolve(ck, st, task, a, err);
 }
 
+int64_t wm_arch_max_tokens(const wm_arch *a) {
+    int64_t n = a->P - (a->posid == WM_POSID_PADDING ? a->pad_id + 1 : 0);
+    return a->P > 0 && n > 0 ? n : 0;
+}
+
 wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
     memset(a, 0, sizeof *a);
     wm_status s = resolve(ck, st, task, a, err);

@@ -300,6 +300,9 @@ typedef struct wm_arch {
  * On error a is left empty (nothing to free).
  */
 wm_status wm_arch_resolve(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, wm_arch *a, wm_error *err);
+/* The longest token sequence one input row may hold: max_position_embeddings, less the padding offset of models
+ * whose position ids count from pad_token_id + 1 (RoBERTa); 0 when the config sets no limit. */
+int64_t wm_arch_max_tokens(const wm_arch *a);
 /*
  * The same, resolved as model_type as_type when that is a tower of the checkpoint's model (a recipe's
  * loader.model_type clip_text_model / clip_vision_model on a CLIP checkpoint builds that tower alone); other

@@ -485,17 +485,20 @@ static wm_status calibrate(build_ctx *b, const wm_quant_config *qc, wm_graph *g,
     const char *ds = rc->has_eval && rc->dataset_path[0] ? rc->dataset_path : NULL;
     const wm_io_spec *ids = wm_recipe_input(rc, "input_ids");
     int64_t fixed = ids && ids->rank == 2 ? ids->dims[1].v : -1; /* a fixed sequence: rows cut to it */
+    int64_t most = wm_arch_max_tokens(&b->arch), cut = fixed > 0 ? fixed : most > 0 && most < 512 ? most : 512;
+    co.seq = most > 0 && most < 128 ? most : 0; /* a symbolic sequence: 128 tokens, or all the positions there are */
     wm_calib_texts tx;
     char why[600];
     double t0 = now();
     wm_status s = wm_calib_texts_load(b->ck.dir, ds, rc->dataset_config, rc->dataset_split, rc->dataset_text_column,
-                                      (size_t)co.samples, fixed > 0 ? (size_t)fixed : 512, &tx, why, sizeof why,
+                                      (size_t)co.samples, (size_t)cut, &tx, why, sizeof why,
                                       b->err);
     if (s) return s;
     if (tx.n) {
         co.rows = (const int32_t *const *)tx.rows;
         co.row_lens = tx.lens;
         co.n_rows = tx.n;
+        co.seq = 0;
         for (size_t i = 0; i < tx.n; i++) co.seq = (int64_t)tx.lens[i] > co.seq ? (int64_t)tx.lens[i] : co.seq;
     }
     char p[PATH_MAX + 64];
@@ -578,6 +581,8 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_quant_hessians hs = {0};
     if (!s && qc.mode == WM_QUANT_CARRY && !(s = carry_table(b, &carry, &qc.n_carry))) qc.carry = carry;
     if (!s) s = open_stage_model(b, &m, &g);
+    size_t unpacked = 0; /* before calibration: the unpacked projections' inputs are then calibrated */
+    if (!s) s = wm_quant_unpack_attention(g, &qc, &unpacked, b->err);
     if (!s && b->recipe.rtn_gptq == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, 0, &hs))) {
         qc.hessians = hs.v;
         qc.n_hessians = hs.n;
@@ -591,6 +596,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         qc.n_ranges = rg.n;
     }
     if (!s) s = wm_quant_run(g, &qc, r, &plan, b->err);
+    r->attention_unpacked += unpacked;
     b->q_block = qc.block_size;
     for (size_t i = 0; !s && i < r->n_tables; i++) { /* a block other than the recipe's, or none: said here */
         const wm_quant_table_note *t = &r->tables[i];
@@ -625,13 +631,17 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
                  wm_quant_mode_name(qc.mode), qc.n_importance ? " (importance-weighted search)" : qc.scale_search ? " (scale search)" : "",
                  qc.n_hessians ? " (GPTQ)" : "", r->quantized,
                  cs, (unsigned long long)r->weight_bytes_before, (unsigned long long)r->weight_bytes_after);
-        uint64_t moe_bytes;
+        uint64_t moe_bytes = 0;
         size_t n_moe = qc.mode == WM_QUANT_FP16 ? 0 : moe_float_experts(g, &moe_bytes);
         size_t used = strlen(rec->reason);
         if (r->n_qmoe && used < sizeof rec->reason)
             used += (size_t)snprintf(rec->reason + used, sizeof rec->reason - used, "; the experts of %zu MoE node%s "
                                      "quantized as QMoE (%d-bit, %llu bytes)", r->n_qmoe, r->n_qmoe > 1 ? "s" : "",
                                      qc.bits ? qc.bits : 4, (unsigned long long)r->qmoe_bytes);
+        if (r->attention_unpacked && used < sizeof rec->reason)
+            used += (size_t)snprintf(rec->reason + used, sizeof rec->reason - used, "; %zu Attention node%s' packed QKV "
+                                     "projection given back as 3 MatMuls + MultiHeadAttention to quantize it",
+                                     r->attention_unpacked, r->attention_unpacked > 1 ? "s" : "");
         if (n_moe && used < sizeof rec->reason)
             snprintf(rec->reason + used, sizeof rec->reason - used, "; the experts of %zu MoE node%s stay float32 "
                      "(%llu bytes: not float32 fc1 / fc2 constants of whole blocks)", n_moe, n_moe > 1 ? "s" : "",

@@ -338,6 +338,8 @@ int wm_cmd_quantize(int argc, char **argv) {
     cfg.ranges = rg.v;
     cfg.n_ranges = rg.n;
     if (wm_onnx_load(c.model, &m, &err) || wm_graph_open(m, m->proto->graph, &g, &err)) goto fail;
+    size_t unpacked = 0; /* before calibration: the unpacked QKV projections' input is then calibrated */
+    if (wm_quant_unpack_attention(g, &cfg, &unpacked, &err)) goto fail;
     size_t calibrated = 0; /* static without given ranges: our engine calibrates (the path winml build takes) */
     if (is_static && !ranges_path && !calib_dir) {
         wm_calib_run_opts co;
@@ -354,6 +356,7 @@ int wm_cmd_quantize(int argc, char **argv) {
     if (wm_onnx_out_begin(out, m, overwrite, model_bytes(m), &lock, &err)) goto fail;
     int streamed = !with_fp16 && (!strcmp(stream, "on") || (!strcmp(stream, "auto") && model_bytes(m) > (100ull << 20)));
     if (wm_quant_run(g, &cfg, &rep, streamed ? &plan : NULL, &err)) goto fail;
+    rep.attention_unpacked += unpacked;
     if (with_fp16) { /* the second pass: fp16 over what int4 left in float (its fp16 options apply) */
         wm_quant_config c16;
         wm_quant_config_default(&c16, WM_QUANT_FP16);
@@ -400,6 +403,7 @@ int wm_cmd_quantize(int argc, char **argv) {
     wm_json_uint(&j, "nodes_before", rep.nodes_before);
     wm_json_uint(&j, "nodes_after", rep.nodes_after);
     wm_json_uint(&j, "quantized", rep.quantized);
+    wm_json_uint(&j, "attention_unpacked", rep.attention_unpacked);
     wm_json_uint(&j, "skipped", rep.skipped);
     wm_json_uint(&j, "casts", rep.casts);
     wm_json_uint(&j, "weight_bytes_before", rep.weight_bytes_before);

@@ -256,7 +256,10 @@ static wm_status quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         *plan = NULL;
         if (!(pl = calloc(1, sizeof *pl))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     }
-    wm_status s = wm_graph_topo_sort(g, err);
+    size_t unpacked = 0;
+    wm_status s = wm_quant_unpack_attention(g, c, &unpacked, err);
+    r->attention_unpacked += unpacked;
+    if (!s) s = wm_graph_topo_sort(g, err);
     if (!s) switch (c->mode) {
         case WM_QUANT_FP16: s = wm_quant_fp16(g, c, r, pl, err); break;
         case WM_QUANT_INT8_DYNAMIC:

@@ -175,10 +175,20 @@ typedef struct wm_quant_report {
     size_t n_carried;
     char **sensitive8;      /* int8_percent: the weights it kept at 8 bits, most sensitive first (owned) */
     size_t n_sensitive8;
+    size_t attention_unpacked; /* Attention nodes given back as MatMuls + MultiHeadAttention (wm_quant_unpack_attention) */
 } wm_quant_report;
 
 /* Frees what a report owns (its tables); the report may be zeroed or filled by wm_quant_run. */
 void wm_quant_report_free(wm_quant_report *r);
+
+/*
+ * Each com.microsoft Attention whose packed QKV weight the config's MatMul quantization would reach
+ * (MatMul selected, the node not excluded, a mode that quantizes weights, the form MultiHeadAttention takes: no
+ * mask_index, past or rotary, not causal) becomes three MatMuls + MultiHeadAttention, the same function. Run before
+ * calibration (its MatMul inputs are then calibrated) and by wm_quant_run; idempotent. *n_unpacked (may be NULL)
+ * gets the count.
+ */
+wm_status wm_quant_unpack_attention(wm_graph *g, const wm_quant_config *c, size_t *n_unpacked, wm_error *err);
 
 /* The largest power of two in [16, block] that divides width; 0 when none does. */
 int64_t wm_quant_table_block(int64_t width, int64_t block);

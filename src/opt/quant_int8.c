@@ -191,6 +191,28 @@ static wm_status quant_weight(i8 *q, const wm_onnx_tensor *t, int trans, int t_o
 
 /* ---------------------------------------------------------------- dynamic */
 
+/* The quantized form made of activation v so far (static: its DequantizeLinear output; dynamic: its
+ * DynamicQuantizeLinear's first output), NULL when none: one per value, whatever number of MatMuls read it. */
+static const char *made_of(const i8 *q, const char *v) {
+    for (size_t i = 0; i < q->n_qdq; i++)
+        if (!strcmp(q->qdq_from[i], v)) return q->qdq_to[i];
+    return NULL;
+}
+
+static wm_status remember(i8 *q, const char *v, const char *made) {
+    if (q->n_qdq == q->cap_qdq) {
+        size_t cap = q->cap_qdq ? q->cap_qdq * 2 : 32;
+        const char **a = realloc(q->qdq_from, cap * sizeof *a), **b = a ? realloc(q->qdq_to, cap * sizeof *b) : NULL;
+        if (a) q->qdq_from = a;
+        if (!b) return wm_err(q->err, WM_ERR_NOMEM, "out of memory");
+        q->qdq_to = b;
+        q->cap_qdq = cap;
+    }
+    q->qdq_from[q->n_qdq] = v;
+    q->qdq_to[q->n_qdq++] = made;
+    return WM_OK;
+}
+
 static wm_status dynamic_one(i8 *q, wm_onnx_node *n) {
     wm_graph *g = q->g;
     int trans;
@@ -207,11 +229,21 @@ static wm_status dynamic_one(i8 *q, wm_onnx_node *n) {
     const char *a = wm_opt_in(n, 0), *y = n->output[0];
     char base[200];
     snprintf(base, sizeof base, "%s", n->name ? n->name : n->op_type);
-    const char *aq = wm_opt_name(g, "a_quantized"), *as = wm_opt_name(g, "a_scale"), *az = wm_opt_name(g, "a_zero_point");
-    if (!aq || !as || !az || wm_graph_remove_node(g, n, q->err)) return q->err->status ? q->err->status : WM_ERR_NOMEM;
-    const char *dq_in[1] = {a}, *dq_out[3] = {aq, as, az};
+    /* one DynamicQuantizeLinear per activation (Q, K and V projections of one input share it) */
+    const char *aq = made_of(q, a), *as, *az;
+    const wm_onnx_node *dql = aq ? wm_graph_producer(g, aq) : NULL;
+    if (dql) {
+        as = dql->output[1];
+        az = dql->output[2];
+    } else {
+        aq = wm_opt_name(g, "a_quantized"), as = wm_opt_name(g, "a_scale"), az = wm_opt_name(g, "a_zero_point");
+        const char *dq_in[1] = {a}, *dq_out[3] = {aq, as, az};
+        if (!aq || !as || !az) return wm_err(q->err, WM_ERR_NOMEM, "out of memory");
+        if (!wm_opt_add(g, "DynamicQuantizeLinear", NULL, base, dq_in, 1, dq_out, 3, q->err) || remember(q, a, aq))
+            return q->err->status;
+    }
+    if (wm_graph_remove_node(g, n, q->err)) return q->err->status;
     const char *mi_in[4] = {aq, wq, az, wz ? wz : ""}, *mi, *yf, *sc, *pre;
-    if (!wm_opt_add(g, "DynamicQuantizeLinear", NULL, base, dq_in, 1, dq_out, 3, q->err)) return q->err->status;
     wm_onnx_node *cast;
     if (!(mi = wm_opt_emit(g, "MatMulInteger", NULL, mi_in, wz ? 4 : 3, q->err))) return q->err->status;
     const char *c_in[1] = {mi};
@@ -251,8 +283,8 @@ static const char *zp_const(i8 *q, const char *prefix, int32_t qtype, int32_t zp
 /* DequantizeLinear(QuantizeLinear(v)) with v's calibrated range; made once per value. NULL: no range (skip). */
 static const char *qdq_activation(i8 *q, const char *v, int *skip) {
     *skip = 0;
-    for (size_t i = 0; i < q->n_qdq; i++)
-        if (!strcmp(q->qdq_from[i], v)) return q->qdq_to[i];
+    const char *done = made_of(q, v);
+    if (done) return done;
     const wm_quant_range *rg = range_of(q, v);
     if (!rg) {
         *skip = 1;
@@ -268,20 +300,7 @@ static const char *qdq_activation(i8 *q, const char *v, int *skip) {
     if (!wm_opt_emit_node(q->g, "QuantizeLinear", qdq_domain(q), qin, 3, &qv, q->err)) return NULL;
     const char *din[3] = {qv, sc, zp};
     if (!wm_opt_emit_node(q->g, "DequantizeLinear", qdq_domain(q), din, 3, &dv, q->err)) return NULL;
-    if (q->n_qdq == q->cap_qdq) {
-        size_t cap = q->cap_qdq ? q->cap_qdq * 2 : 32;
-        const char **a = realloc(q->qdq_from, cap * sizeof *a), **b = a ? realloc(q->qdq_to, cap * sizeof *b) : NULL;
-        if (a) q->qdq_from = a;
-        if (!b) {
-            wm_err(q->err, WM_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        q->qdq_to = b;
-        q->cap_qdq = cap;
-    }
-    q->qdq_from[q->n_qdq] = v;
-    q->qdq_to[q->n_qdq++] = dv;
-    return dv;
+    return remember(q, v, dv) ? NULL : dv;
 }
 
 static wm_status static_one(i8 *q, wm_onnx_node *n) {
