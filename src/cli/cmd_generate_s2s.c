@@ -154,6 +154,7 @@ static void put_tries(const wm_whisper_out *w, wm_json *j) {
         wm_json_int(j, "row", t->row);
         wm_json_int(j, "window", t->window);
         wm_json_num(j, "seek", t->seek_s);
+        wm_json_int(j, "input_tokens", t->n_input);
         wm_json_num(j, "temperature", t->temperature);
         if (!isnan(t->avg_logprob)) wm_json_num(j, "avg_logprob", t->avg_logprob);
         wm_json_num(j, "compression_ratio", t->compression_ratio);
@@ -195,6 +196,13 @@ int wm_whisper_flag(wm_cli *c, int opt, const char *arg, wm_s2s_audio_args *a) {
         a->seed = v;
         return 1;
     }
+    case WM_WHISPER_OPT_COND: a->condition = 1; return 1;
+    case WM_WHISPER_OPT_PROMPT: a->prompt = arg; return 1;
+    case WM_WHISPER_OPT_PCT:
+        if (strcmp(arg, "first-segment") && strcmp(arg, "all-segments"))
+            return wm_cli_usage_error(c, "--prompt-condition-type: expected first-segment or all-segments, got '%s'", arg);
+        a->all_segments = !strcmp(arg, "all-segments");
+        return 1;
     default: return 0;
     }
 }
@@ -257,9 +265,17 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
             *(k == 0 ? &fb.compression_ratio_threshold : k == 1 ? &fb.logprob_threshold : &fb.no_speech_threshold) =
                 a->thr[k];
     fb.seed = a->seed;
+    if (a->condition) fb.condition = 1;
+    fb.all_segments = a->all_segments;
+    int64_t *pids = NULL;
+    if (!st && !a->image && a->prompt && !tok)
+        st = wm_err(&err, WM_ERR_USAGE, "--prompt: %s has no tokenizer.json", c->model);
+    if (!st && !a->image && a->prompt) st = wm_whisper_prompt_ids(tok, "--prompt", a->prompt, &pids, &fb.n_prompt_ids, &err);
+    fb.prompt_ids = pids;
     if (!st && !a->image) /* Whisper's sequential loop, short-form audio too (transformers' generate) */
         st = wm_whisper_generate(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, long_form ? valid : NULL, &g,
                                  a->max_new > 0 ? a->max_new : 0, &fb, &w, &err);
+    free(pids);
     if (st) {
         rc = wm_cli_fail(c, &err);
         goto done;
@@ -444,17 +460,19 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
                                     image ? ", --language, --task and --timestamps" : " and", image ? "images" : "audio");
             goto out;
         }
-        if (image && (wa.temperature || wa.thr_set)) {
-            rc = wm_cli_usage_error(&c, "--temperature and the thresholds apply to --audio");
+        if (image && (wa.temperature || wa.thr_set || wa.condition || wa.prompt || wa.all_segments)) {
+            rc = wm_cli_usage_error(&c, "--temperature, the thresholds and the prompt flags apply to --audio");
             goto out;
         }
         wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, timestamps, image, 0,
-                                wa.temperature, {wa.thr[0], wa.thr[1], wa.thr[2]}, wa.thr_set, wa.seed};
+                                wa.temperature, {wa.thr[0], wa.thr[1], wa.thr[2]}, wa.thr_set, wa.seed,
+                                wa.condition, wa.prompt, wa.all_segments};
         rc = wm_s2s_audio_cli(&c, audio, n_audio, &aa);
         goto out;
     }
-    if (language || task || timestamps || wa.temperature || wa.thr_set) {
-        rc = wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to --audio");
+    if (language || task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt || wa.all_segments) {
+        rc = wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature, the thresholds and the prompt flags "
+                                "apply to --audio");
         goto out;
     }
     if (!c.model || (n_texts && n_rows) || !(n_texts + n_rows) || n_audio) {

@@ -52,6 +52,7 @@ void wm_s2s_gen_default(wm_s2s_gen *g) {
     g->max_length = 20;
     g->num_beams = 1;
     g->length_penalty = 1.0;
+    g->top_p = 1.0;
     g->decoder_start_token_id = g->forced_bos_token_id = g->forced_eos_token_id = g->pad_token_id = -1;
     g->lang_slot = -1;
     g->no_timestamps = g->ts_begin = g->max_initial_ts = -1;
@@ -355,10 +356,11 @@ static wm_status step(run_state *r, const int64_t *tok, int64_t n_tok, wm_error 
     }
     if ((st = run_named(s, f, nf, outs, err))) goto done;
     take_logits(r, &outs[wm_session_output_index(s, "logits")]);
-    if (first && r->rs && r->no_speech >= 0 && r->no_speech < r->V) { /* softmax of the prompt's first position */
+    if (first && r->rs && r->no_speech >= 0 && r->no_speech < r->V) { /* softmax at the start token's position */
         const wm_tensor *lo = &outs[wm_session_output_index(s, "logits")];
+        int64_t at = r->g->no_speech_at >= 0 && r->g->no_speech_at < lo->dims[1] ? r->g->no_speech_at : 0;
         for (int64_t i = 0; i < N; i += r->nb) {
-            const float *x = (const float *)lo->data + i * lo->dims[1] * r->V;
+            const float *x = (const float *)lo->data + (i * lo->dims[1] + at) * r->V;
             float mx = -INFINITY;
             for (int64_t t = 0; t < r->V; t++) mx = x[t] > mx ? x[t] : mx;
             double sum = 0;
@@ -460,22 +462,25 @@ static void log_softmax(float *x, int64_t V) {
 
 /* ---------------------------------------------------------------- searches */
 
-/* The next token of a greedy / sampled row from its processed scores sc[V] (argmax, or a draw at g->temperature
-   over the top_k); *lp its log-probability as transformers' Whisper fallback computes it. */
-static int64_t pick(const wm_s2s_gen *g, float *sc, int64_t V, wm_rng *rng, void *scratch, double *lp) {
+/* The next token of a greedy / sampled row from its processed scores sc[V] (argmax, or a draw through the warpers
+   at g->temperature, top_k, top_p); *lp its log-probability as transformers' Whisper fallback computes it (the
+   log_softmax of the warped scores times the temperature: over the kept tokens). probs: V floats. */
+static int64_t pick(const wm_s2s_gen *g, float *sc, int64_t V, wm_rng *rng, void *scratch, float *probs, double *lp) {
     int64_t best = 0;
     for (int64_t t = 1; t < V; t++)
         if (sc[t] > sc[best]) best = t;
-    float floor_sc = -INFINITY; /* scores under it are out (top_k) */
     if (g->temperature > 0) {
-        if (g->top_k > 0 && g->top_k < V) floor_sc = wm_kth_highest(sc, V, g->top_k, scratch);
-        for (int64_t t = 0; t < V; t++)
-            if (sc[t] < floor_sc) sc[t] = -INFINITY;
         wm_sampling sp;
         wm_sampling_default(&sp);
         sp.greedy = 0;
         sp.temperature = (float)g->temperature;
-        best = wm_sample(sc, V, &sp, NULL, 0, rng, scratch);
+        sp.top_k = g->top_k > 0 && g->top_k < V ? (int)g->top_k : 0;
+        sp.top_p = (float)g->top_p;
+        float floor_sc;
+        wm_sample_probs(sc, V, &sp, probs, &floor_sc, scratch);
+        best = wm_sample_from_probs(probs, V, rng);
+        for (int64_t t = 0; t < V; t++) /* the warpers' -inf */
+            if (!(sc[t] / sp.temperature >= floor_sc)) sc[t] = -INFINITY;
     }
     if (lp) {
         double mx = sc[best], sum = 0;
@@ -491,7 +496,7 @@ static wm_status greedy(run_state *r, int64_t *seq, int64_t *width, wm_error *er
     int64_t N = r->N, V = r->V, L = r->Lmax, pad = g->pad_token_id >= 0 ? g->pad_token_id : g->eos[0];
     int64_t *tok = malloc((size_t)N * sizeof *tok);
     uint8_t *open = malloc((size_t)N);
-    void *scratch = g->temperature > 0 ? malloc(wm_sample_scratch_size(V)) : NULL;
+    void *scratch = g->temperature > 0 ? malloc(wm_sample_scratch_size(V) + (size_t)V * sizeof(float)) : NULL;
     for (int64_t i = 0; tok && i < N; i++)
         memcpy(seq + i * L, r->prompt + i * r->P, (size_t)r->P * sizeof *seq);
     if (!tok || !open || (g->temperature > 0 && !scratch)) {
@@ -512,7 +517,9 @@ static wm_status greedy(run_state *r, int64_t *seq, int64_t *width, wm_error *er
             float *sc = r->logits + i * V;
             process(g, seq + i * L, cur, r->P, sc, V);
             double lp = 0;
-            int64_t best = pick(g, sc, V, &rng, scratch, r->rs && open[i] ? &lp : NULL);
+            int64_t best = pick(g, sc, V, &rng, scratch,
+                                scratch ? (float *)((char *)scratch + wm_sample_scratch_size(V)) : NULL,
+                                r->rs && open[i] ? &lp : NULL);
             if (!open[i] && g->n_eos) best = pad;
             if (r->rs && open[i]) r->rs[i].avg_logprob += lp, r->rs[i].n_tokens++;
             seq[i * L + cur] = tok[i] = best;
@@ -673,9 +680,10 @@ done:
 static wm_status check_gen(const wm_s2s *m, const wm_s2s_gen *g, int64_t B, int64_t S, wm_error *err) {
     if (B < 1 || S < 1) return wm_err(err, WM_ERR_USAGE, "no source tokens");
     if (g->num_beams < 1 || g->num_beams > 64) return wm_err(err, WM_ERR_USAGE, "num_beams %d: expected 1 to 64", g->num_beams);
-    if (!(g->temperature >= 0 && g->temperature <= 100) || (g->temperature > 0 && g->num_beams > 1) || g->top_k < 0)
-        return wm_err(err, WM_ERR_USAGE, "temperature %g (top_k %lld): expected 0 to 100, sampling with one beam",
-                      g->temperature, (long long)g->top_k);
+    if (!(g->temperature >= 0 && g->temperature <= 100) || (g->temperature > 0 && g->num_beams > 1) || g->top_k < 0 ||
+        g->top_k > 1000000000 || !(g->top_p > 0 && g->top_p <= 1))
+        return wm_err(err, WM_ERR_USAGE, "temperature %g (top_k %lld, top_p %g): expected a temperature from 0 to 100, "
+                      "sampling with one beam, top_p in (0, 1]", g->temperature, (long long)g->top_k, g->top_p);
     if (g->max_length < 2 || g->max_length > 1 << 16)
         return wm_err(err, WM_ERR_USAGE, "max_length %lld: expected 2 to 65536 (start token + new tokens)",
                       (long long)g->max_length);
