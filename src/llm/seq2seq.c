@@ -567,9 +567,15 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
     uint8_t *old_done = malloc((size_t)nb);
     cand *c = malloc((size_t)(nb * V) * sizeof *c), *rk = malloc((size_t)K * sizeof *rk);
     cand *mk = malloc((size_t)(nb + K) * sizeof *mk);
+    /* Whisper's avg_logprob of a hypothesis (r->rs): the sum along its path of each token's log_softmax over the
+       processed scores of its step (renormalized after the processors' -inf, as _retrieve_avg_logprobs does) */
+    double *run_lps = calloc((size_t)N, sizeof *run_lps), *fin_lps = calloc((size_t)N, sizeof *fin_lps);
+    double *top_lps = malloc((size_t)(B * K) * sizeof *top_lps), *old_lps = malloc((size_t)nb * sizeof *old_lps);
+    double *lse = malloc((size_t)nb * sizeof *lse), *new_lps = malloc((size_t)nb * sizeof *new_lps);
     wm_status st = WM_OK;
     if (!run || !fin || !top_seq || !tok || !src || !fin_len || !srcbeam || !newrun || !old || !old_len || !run_sc ||
-        !fin_sc || !top_lp || !fin_done || !hits || !unsat || !old_done || !c || !rk || !mk) {
+        !fin_sc || !top_lp || !fin_done || !hits || !unsat || !old_done || !c || !rk || !mk || !run_lps || !fin_lps ||
+        !top_lps || !old_lps || !lse || !new_lps) {
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -593,6 +599,12 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                 float *lg = r->logits + row * V;
                 log_softmax(lg, V);
                 process(g, run + row * L, cur, P, lg, V);
+                if (r->rs) {
+                    double mx = -INFINITY, sum = 0;
+                    for (int64_t t = 0; t < V; t++) mx = lg[t] > mx ? lg[t] : mx;
+                    for (int64_t t = 0; t < V && mx > -INFINITY; t++) sum += exp((double)lg[t] - mx);
+                    lse[j] = mx + log(sum);
+                }
                 for (int64_t t = 0; t < V; t++) c[j * V + t] = (cand){lg[t] + run_sc[row], j * V + t};
             }
             qsort(c, (size_t)(nb * V), sizeof *c, cand_cmp);
@@ -603,6 +615,9 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                 memcpy(ts + k * L, run + (b * nb + srcbeam[k]) * L, (size_t)L * sizeof *ts);
                 ts[k * L + cur] = t;
                 top_lp[b * K + k] = c[k].score;
+                if (r->rs) /* the token's processed log-probability (still in the slot's logits), renormalized */
+                    top_lps[b * K + k] = run_lps[b * nb + srcbeam[k]] + (double)r->logits[(b * nb + srcbeam[k]) * V + t] -
+                                         lse[srcbeam[k]];
                 hits[b * K + k] = cur + 1 >= L || is_eos(g, t);
                 all_hits &= hits[b * K + k];
             }
@@ -614,7 +629,9 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                 newrun[j] = rk[j].idx;
                 run_sc[row] = rk[j].score;
                 src[row] = b * nb + srcbeam[rk[j].idx];
+                new_lps[j] = top_lps[b * K + rk[j].idx];
             }
+            if (r->rs) memcpy(run_lps + b * nb, new_lps, (size_t)nb * sizeof *run_lps);
             for (int64_t j = 0; j < nb; j++) memcpy(run + (b * nb + j) * L, ts + newrun[j] * L, (size_t)L * sizeof *run);
             /* finished hypotheses: the best nb of those kept and those of the top nb candidates that just ended */
             int full = 1;
@@ -632,6 +649,7 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
             memcpy(old, fin + b * nb * L, (size_t)(nb * L) * sizeof *old);
             memcpy(old_done, fin_done + b * nb, (size_t)nb);
             memcpy(old_len, fin_len + b * nb, (size_t)nb * sizeof *old_len);
+            memcpy(old_lps, fin_lps + b * nb, (size_t)nb * sizeof *old_lps);
             for (int64_t j = 0; j < nb; j++) {
                 int64_t k = mk[j].idx, row = b * nb + j;
                 fin_sc[row] = mk[j].score;
@@ -639,11 +657,13 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                     memcpy(fin + row * L, old + k * L, (size_t)L * sizeof *fin);
                     fin_done[row] = old_done[k];
                     fin_len[row] = old_len[k];
+                    fin_lps[row] = old_lps[k];
                 } else {
                     k -= nb;
                     memcpy(fin + row * L, ts + k * L, (size_t)L * sizeof *fin);
                     fin_done[row] = hits[b * K + k] && k < nb;
                     fin_len[row] = cur; /* its last index */
+                    fin_lps[row] = top_lps[b * K + k];
                 }
             }
         }
@@ -668,11 +688,16 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
         *width = 1 + w;
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < L; t++) out[b * L + t] = t <= fin_len[b * nb] ? fin[b * nb * L + t] : fill;
+        for (int64_t b = 0; r->rs && b < B; b++) {
+            r->rs[b].n_tokens = fin_len[b * nb] + 1 - P;
+            r->rs[b].avg_logprob = r->rs[b].n_tokens > 0 ? fin_lps[b * nb] / (double)r->rs[b].n_tokens : 0;
+        }
     }
 done:
     free(run), free(fin), free(top_seq), free(tok), free(src), free(fin_len), free(srcbeam), free(newrun);
     free(old), free(old_len), free(run_sc), free(fin_sc), free(top_lp), free(fin_done), free(hits), free(unsat);
-    free(old_done), free(c), free(rk), free(mk);
+    free(old_done), free(c), free(rk), free(mk), free(run_lps), free(fin_lps), free(top_lps), free(old_lps), free(lse);
+    free(new_lps);
     return st;
 }
 

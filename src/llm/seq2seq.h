@@ -74,7 +74,8 @@ typedef struct wm_s2s_gen {
 /*
  * Per-row figures of a search, as transformers' Whisper fallback reads them: avg_logprob, the mean over the row's
  * generated tokens (its end id included, padding not) of the log-probability of each under the processed scores
- * (log_softmax; under sampling the top_k / top_p-filtered scores times the temperature; NAN for beam search);
+ * (log_softmax; under sampling the top_k / top_p-filtered scores times the temperature; for beam search the best
+ * finished hypothesis' tokens, each under the processed scores of the beam it came from);
  * no_speech_prob, the probability (softmax of the raw logits at the prompt's position g->no_speech_at) of
  * the token no_speech (< 0: not computed, 0 reported); n_tokens, the tokens averaged.
  */

@@ -370,9 +370,6 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
         if (valid[b] < 1 || valid[b] > frames)
             return wm_err(err, WM_ERR_USAGE, "row %lld: %lld valid frames of %lld", (long long)b,
                           (long long)valid[b], (long long)frames);
-    if (fb && !isnan(fb->logprob_threshold) && g->num_beams > 1)
-        return wm_err(err, WM_ERR_UNSUPPORTED, "logprob_threshold with num_beams %d: the average log-probability of a "
-                      "beam's tokens is computed for one beam only; use num_beams 1", g->num_beams);
     if (fb && fb->all_segments && !fb->condition)
         return wm_err(err, WM_ERR_USAGE, "prompt_condition_type all-segments needs condition_on_prev_tokens (the "
                       "prompt is put before each window's previous text)");

@@ -140,7 +140,8 @@ typedef struct wm_whisper_out {
  * output ends on a lone timestamp or has no pair) until every row's frames are done. max_length per window:
  * n_prompt + max_new when max_new > 0, else g->max_length plus min(max_positions / 2 - 1, n_prompt) again at
  * every window (capped at max_positions), as transformers raises it. *out: wm_whisper_out_free. Errors as
- * wm_s2s_generate_features'; logprob_threshold with num_beams > 1 is WM_ERR_UNSUPPORTED. With fb's previous-text
+ * wm_s2s_generate_features' (with num_beams > 1 the average log-probability is the best hypothesis' along its
+ * beams, as transformers gathers its scores by beam_indices). With fb's previous-text
  * prompt (condition, prompt_ids) each row decodes with its own decoder input, unpadded: transformers left-pads a
  * batch's inputs and takes positions from the mask, so a row's tokens are the same; the window's max_length counts
  * the batch's longest input as transformers' padded one does, and its quirks are kept (conditioning only once row

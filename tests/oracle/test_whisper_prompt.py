@@ -155,3 +155,24 @@ def test_prompt_bad_input(cond, speech, winml_asan):  # noqa: F811
         assert r.returncode == 2 and needle in r.stderr, (flags, U.describe(r))
     r = U.run([winml_asan, "run", "-m", o, "--text", "hi", "--prompt", "x"], timeout=120)
     assert r.returncode == 2, U.describe(r)
+
+
+def test_logprob_threshold_with_beams(cond, long_audio, winml):  # noqa: F811
+    """logprob_threshold with num_beams 2: transformers averages the best hypothesis' token log-probabilities
+    gathered along its beam_indices (each step's processed scores of the beam it came from, log_softmax again);
+    ours are the same figures, so a threshold between the windows' averages sends the same windows to the fallback
+    (temperature 1e-6: one beam, the arg max), with the same tokens and segments."""
+    m, o, sp = cond
+    feats, _ = long_features(long_audio[:1])
+    kw = dict(max_new_tokens=8, language="en", num_beams=2)
+    _, _, probe = hf_tries(m, feats, temperature=(0.0,), logprob_threshold=-1e6, **kw)
+    lps = sorted(r["avg_logprob"] for r in probe)
+    assert len(lps) >= 3, probe
+    thr = next((a + b) / 2 for a, b in zip(lps, lps[1:]) if b - a > 2e-3)
+    seqs, segs, want = hf_tries(m, feats, temperature=(0.0, 1e-6), logprob_threshold=thr, **kw)
+    assert any(r["fallback"] for r in want) and not all(r["fallback"] for r in want if r["temperature"] == 0), want
+    res = ours(winml, o, long_audio[:1], temperature="0,1e-06", logprob_threshold=repr(thr), **kw)
+    check_tries(res["tries"], want, "beams")
+    check_out(res, seqs, segs, sp["<|endoftext|>"], "beams")
+    U.note(f"whisper logprob_threshold with 2 beams: {sum(r['fallback'] for r in want)} of {len(want)} tries fell "
+           f"back, figures and tokens equal transformers'")
