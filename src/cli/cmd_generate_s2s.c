@@ -315,10 +315,8 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     if (sp) {
         wm_json_int(&j, "windows", w.windows);
         put_tries(&w, &j);
-    } else {
-        wm_json_int(&j, "max_length", g.max_length);
-        timing_json(m, &j);
-    }
+    } else wm_json_int(&j, "max_length", g.max_length);
+    timing_json(m, &j); /* speech: the last decoding's (one window, one try: the whole transcription's) */
     wm_json_obj_end(&j);
     rc = c->json || !tok ? wm_cli_emit(c, c->model, &j) : WM_EXIT_OK;
 done:
