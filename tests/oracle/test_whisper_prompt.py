@@ -80,8 +80,9 @@ def test_condition_on_prev_tokens_long_form(cond, long_audio, winml):  # noqa: F
         seqs, segs, want, lens = hf_inputs(m, feats, language="en", condition_on_prev_tokens=True,
                                            temperature=(0.0,), **extra, **kw)
         assert len(lens) >= 3 and lens[1][1] > 4, lens  # conditioned: <|startofprev|> + previous text + 3 tokens
-        plain, _ = hf_tries(m, feats, language="en", temperature=(0.0,), **extra, **kw)[:2]
-        assert plain != seqs, "conditioning changed nothing: the test would not see it"
+        if max_new:  # once is enough
+            plain, _ = hf_tries(m, feats, language="en", temperature=(0.0,), **extra, **kw)[:2]
+            assert plain != seqs, "conditioning changed nothing: the test would not see it"
         res = ours(winml, o, long_audio[:1], flags=COND, language="en", temperature="0", **extra,
                    **{k: repr(v) for k, v in kw.items()})
         check_tries(res["tries"], want, f"condition, max_new {max_new}")
