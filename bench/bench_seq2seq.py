@@ -10,6 +10,15 @@ task_specific_params left out: generation settings, not architecture) with seede
     compute_type float32 / int8, inter_threads 1, intra_threads --threads;
   - onnxruntime: our fp32 / int8 build's three graphs, a greedy loop in Python (encoder once, decoder_model on
     the prompt, decoder_with_past_model one token a step), intra_op_num_threads --threads.
+  - whisper.cpp (--peers ...,whispercpp; whisper rows at --precisions fp16 only): libwhisper.so built by
+    bench/setup_whispercpp.sh from pywhispercpp's PyPI sdist (its vendored whisper.cpp), loaded with ctypes
+    ($WHISPER_CPP_LIB); the model is the same transformers folder written here as an f16 ggml file, whisper.cpp's
+    usual precision (matrices and convolutions float16; norms, biases, position tables float32), against our
+    `-p fp16` build (its CPU convolution takes float16 kernels only: an f32 file aborts in im2col; the format's
+    facts: magic, hparams, the mel filters, the vocabulary, tensors under openai's names, ggml's reversed dims;
+    whisper.cpp's own converter needs the openai repository's mel filter file, absent here); the same
+    log-mel (whisper_set_mel), whisper_encode, then whisper_decode on the prompt and one token a step, the arg max
+    in Python with the end token masked, n_threads --threads.
 The random weights have no real tokenizer: a word-level tokenizer.json with the model's special tokens at their
 ids (CTranslate2's converter reads token strings from one). Inputs: whisper 30 s of espeak-ng speech (a
 16 kHz WAV, trimmed to 29.9 s so that it is one window: WhisperFeatureExtractor's log-mel for the peers, the
@@ -268,6 +277,116 @@ def ort_time(sess, cfg, n, feats):
     return 1e3 * (t1 - t0), 1e3 * (t2 - t1), len(toks)
 
 
+# ---------------------------------------------------------------- whisper.cpp
+
+# transformers' Whisper names -> openai's (whisper.cpp reads those): facts of the two layouts
+WCPP_LAYER = {"self_attn.q_proj": "attn.query", "self_attn.k_proj": "attn.key", "self_attn.v_proj": "attn.value",
+              "self_attn.out_proj": "attn.out", "self_attn_layer_norm": "attn_ln", "encoder_attn.q_proj":
+              "cross_attn.query", "encoder_attn.k_proj": "cross_attn.key", "encoder_attn.v_proj": "cross_attn.value",
+              "encoder_attn.out_proj": "cross_attn.out", "encoder_attn_layer_norm": "cross_attn_ln", "fc1": "mlp.0",
+              "fc2": "mlp.2", "final_layer_norm": "mlp_ln"}
+WCPP_TOP = {"encoder.conv1": "encoder.conv1", "encoder.conv2": "encoder.conv2",
+            "encoder.embed_positions.weight": "encoder.positional_embedding", "encoder.layer_norm": "encoder.ln_post",
+            "decoder.embed_positions.weight": "decoder.positional_embedding",
+            "decoder.embed_tokens.weight": "decoder.token_embedding.weight", "decoder.layer_norm": "decoder.ln"}
+
+
+def wcpp_name(k):
+    k = k[len("model."):] if k.startswith("model.") else k
+    for a, b in WCPP_TOP.items():
+        if k == a or k.startswith(a + "."):
+            return b + k[len(a):]
+    side, _, i, rest = k.split(".", 3)  # encoder.layers.3.fc1.weight
+    for a, b in WCPP_LAYER.items():
+        if rest.startswith(a + "."):
+            return f"{side}.blocks.{i}.{b}{rest[len(a):]}"
+    raise KeyError(k)
+
+
+def wcpp_convert(ck, work, name):
+    """The transformers folder as an f16 ggml file for whisper.cpp (written once)."""
+    import struct
+
+    import torch
+    import transformers as T
+    out = os.path.join(work, name, "ggml-f16.bin")
+    if os.path.exists(out):
+        return out
+    m = T.WhisperForConditionalGeneration.from_pretrained(ck, torch_dtype=torch.float32)
+    c = m.config
+    fe = T.WhisperFeatureExtractor(feature_size=c.num_mel_bins)
+    tmp = out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<I", 0x67676D6C))
+        f.write(struct.pack("<11i", c.vocab_size, c.max_source_positions, c.d_model, c.encoder_attention_heads,
+                            c.encoder_layers, c.max_target_positions, c.d_model, c.decoder_attention_heads,
+                            c.decoder_layers, c.num_mel_bins, 1))
+        filt = np.ascontiguousarray(fe.mel_filters.T, np.float32)  # [n_mel, n_fft / 2 + 1], Slaney as librosa's
+        f.write(struct.pack("<2i", *filt.shape))
+        f.write(filt.tobytes())
+        n_text = 50257  # the byte-level vocabulary before the special tokens (whisper.cpp names those itself)
+        f.write(struct.pack("<i", n_text))
+        for i in range(n_text):
+            w = f"t{i}".encode()
+            f.write(struct.pack("<i", len(w)) + w)
+        for k, v in m.state_dict().items():
+            if k == "proj_out.weight":  # tied to the token embedding
+                continue
+            a = v.detach().float().numpy()
+            if k.endswith(("conv1.bias", "conv2.bias")):
+                a = a.reshape(-1, 1)
+            nm = wcpp_name(k)
+            half = a.ndim >= 2 and not nm.endswith(("positional_embedding", ".bias"))
+            f.write(struct.pack("<3i", a.ndim, len(nm), 1 if half else 0))
+            f.write(struct.pack(f"<{a.ndim}i", *reversed(a.shape)))
+            f.write(nm.encode())
+            f.write(np.ascontiguousarray(a, np.float16 if half else np.float32).tobytes())
+    os.replace(tmp, out)
+    return out
+
+
+class WhisperCpp:
+    def __init__(self, path, threads):
+        import ctypes
+        lib = os.environ.get("WHISPER_CPP_LIB", "")
+        if not os.path.exists(lib):
+            sys.exit("--peers whispercpp: set WHISPER_CPP_LIB to libwhisper.so (eval \"$(bench/setup_whispercpp.sh)\")")
+        L = self.L = ctypes.CDLL(lib)
+        L.whisper_init_from_file.restype = ctypes.c_void_p
+        L.whisper_init_from_file.argtypes = [ctypes.c_char_p]
+        L.whisper_set_mel.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_float), ctypes.c_int, ctypes.c_int]
+        L.whisper_encode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        L.whisper_decode.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int, ctypes.c_int,
+                                     ctypes.c_int]
+        L.whisper_get_logits.restype = ctypes.POINTER(ctypes.c_float)
+        L.whisper_get_logits.argtypes = [ctypes.c_void_p]
+        L.whisper_n_vocab.argtypes = [ctypes.c_void_p]
+        self.ctx = L.whisper_init_from_file(path.encode())
+        if not self.ctx:
+            sys.exit(f"whisper.cpp could not load {path}")
+        self.V, self.threads, self.ct = L.whisper_n_vocab(self.ctx), threads, ctypes
+
+    def time(self, n, feats, eos):
+        ct, L = self.ct, self.L
+        mel = np.ascontiguousarray(feats[0], np.float32)
+        t0 = time.perf_counter()
+        assert L.whisper_set_mel(self.ctx, mel.ctypes.data_as(ct.POINTER(ct.c_float)), mel.shape[1], mel.shape[0]) == 0
+        assert L.whisper_encode(self.ctx, 0, self.threads) == 0
+        t1 = time.perf_counter()
+        toks, past, cur = [], 0, list(PROMPT)
+        for i in range(n):
+            arr = (ct.c_int32 * len(cur))(*cur)
+            assert L.whisper_decode(self.ctx, arr, len(cur), past, self.threads) == 0
+            past += len(cur)
+            lg = np.ctypeslib.as_array(L.whisper_get_logits(self.ctx), shape=(len(cur), self.V))[-1].copy()
+            lg[eos] = -np.inf
+            tok = int(lg.argmax())
+            toks.append(tok)
+            cur = [tok]
+        t2 = time.perf_counter()
+        return 1e3 * (t1 - t0), 1e3 * (t2 - t1), len(toks)
+
+
 # ---------------------------------------------------------------- table
 
 def measure(fns, n, reps):
@@ -299,7 +418,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--work", default="/tmp/bench_seq2seq")
     ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
-    ap.add_argument("--peers", default="ct2,ort")
+    ap.add_argument("--peers", default="ct2,ort", help="ct2, ort, whispercpp (comma-separated)")
     ap.add_argument("--winml-base", default="", help="a second winml binary (a baseline build) timed on the same "
                     "model in the same rounds: before / after figures of a change side by side")
     a = ap.parse_args()
@@ -324,6 +443,9 @@ def main():
             if "ort" in a.peers:
                 s = ort_sessions(b, a.threads)
                 fns["onnxruntime"] = lambda k: ort_time(s, cfg, k, feats)
+            if "whispercpp" in a.peers and cfg["model_type"] == "whisper" and prec == "fp16":
+                w = WhisperCpp(wcpp_convert(ck, a.work, name), a.threads)
+                fns["whisper.cpp"] = lambda k: w.time(k, feats, cfg["eos_token_id"])
             res = measure(fns, n, a.reps)
             fns.clear()
             for eng, (enc, tps, toks) in res.items():

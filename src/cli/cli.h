@@ -148,22 +148,33 @@ typedef struct wm_s2s_audio_args {
     double thr[3];
     int thr_set;
     uint64_t seed;
+    /* the previous-text prompt: --condition-on-prev-tokens (or generation_config.json's), --prompt TEXT,
+       --prompt-condition-type first-segment|all-segments (all_segments 1) */
+    int condition;
+    const char *prompt;
+    int all_segments;
 } wm_s2s_audio_args;
 
 /* Whisper's fallback flags, shared by `winml generate` and `winml run` (WM_WHISPER_FLAGS_LONG in their option
    tables, values from WM_WHISPER_OPT): 0 when opt is none of them, else 1 (parsed into a) or an exit code. */
 enum { WM_WHISPER_OPT = 400, WM_WHISPER_OPT_CRT = WM_WHISPER_OPT, WM_WHISPER_OPT_LPT, WM_WHISPER_OPT_NST,
-       WM_WHISPER_OPT_TEMP, WM_WHISPER_OPT_SEED };
+       WM_WHISPER_OPT_TEMP, WM_WHISPER_OPT_SEED, WM_WHISPER_OPT_COND, WM_WHISPER_OPT_PROMPT, WM_WHISPER_OPT_PCT };
 #define WM_WHISPER_FLAGS_LONG                                                                                     \
     {"compression-ratio-threshold", required_argument, 0, WM_WHISPER_OPT_CRT},                                   \
     {"logprob-threshold", required_argument, 0, WM_WHISPER_OPT_LPT},                                             \
     {"no-speech-threshold", required_argument, 0, WM_WHISPER_OPT_NST},                                           \
-    {"temperature", required_argument, 0, WM_WHISPER_OPT_TEMP}, {"seed", required_argument, 0, WM_WHISPER_OPT_SEED}
+    {"temperature", required_argument, 0, WM_WHISPER_OPT_TEMP}, {"seed", required_argument, 0, WM_WHISPER_OPT_SEED}, \
+    {"condition-on-prev-tokens", no_argument, 0, WM_WHISPER_OPT_COND},                                            \
+    {"prompt", required_argument, 0, WM_WHISPER_OPT_PROMPT},                                                      \
+    {"prompt-condition-type", required_argument, 0, WM_WHISPER_OPT_PCT}
 #define WM_WHISPER_FLAGS_HELP                                                                                     \
     "Whisper's fallback (as transformers' generate): --temperature 0,0.2,0.4,0.6,0.8,1 decodes a window again at\n"  \
     "the next temperature (top-k sampling, --seed N) when its tokens' zlib ratio passes --compression-ratio-\n"      \
     "threshold X or their average log-probability is under --logprob-threshold X; a window also under\n"            \
-    "--no-speech-threshold X's no-speech probability is skipped. Thresholds default to generation_config.json's.\n"
+    "--no-speech-threshold X's no-speech probability is skipped. Thresholds default to generation_config.json's.\n"  \
+    "--condition-on-prev-tokens: each window starts with <|startofprev|> and the text so far (while decoded under\n" \
+    "temperature 0.5); --prompt TEXT: an initial prompt, before the first window's text (--prompt-condition-type\n" \
+    "first-segment) or before every window's (all-segments, with --condition-on-prev-tokens).\n"
 int wm_whisper_flag(wm_cli *c, int opt, const char *arg, wm_s2s_audio_args *a);
 int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s_audio_args *a);
 int wm_cmd_run(int argc, char **argv);

@@ -32,7 +32,9 @@ static void help(void) {
            "                      [--num-beams N] [--length-penalty X] [--early-stopping true|false|never]\n"
            "                      [--no-repeat-ngram-size N] [--eos ID,...] [--language L] [--task T] [--timestamps]\n"
            "                      [--temperature T,...] [--compression-ratio-threshold X] [--logprob-threshold X]\n"
-           "                      [--no-speech-threshold X] [--seed N] [--decoder DECODER_PART_DIR]\n"
+           "                      [--no-speech-threshold X] [--seed N] [--condition-on-prev-tokens] [--prompt TEXT]\n"
+           "                      [--prompt-condition-type first-segment|all-segments] [--top-k K] [--top-p P]\n"
+           "                      [--decoder DECODER_PART_DIR]\n"
            "                      [--threads N] [--ep auto|cpu] [-d auto|cpu]\n"
            "                      [-f table|json]\n\n"
            "Translation / summarization with an encoder-decoder build (encoder_model.onnx, decoder_model.onnx,\n"
@@ -40,7 +42,9 @@ static void help(void) {
            "runs once, the decoder one token a step with its caches; greedy, or beam search with --num-beams.\n"
            "Settings come from the folder's generation_config.json / config.json (decoder_start_token_id,\n"
            "forced BOS / EOS, eos_token_id, num_beams, length_penalty, early_stopping, no_repeat_ngram_size,\n"
-           "max_length), flags win. Prints each decoded text on its own line; -f json the texts and ids.\n\n"
+           "max_length), flags win. Prints each decoded text on its own line; -f json the texts and ids.\n"
+           "--temperature T (one number) samples with one beam: transformers' warpers in its order (temperature,\n"
+           "--top-k K, --top-p P) and our generator seeded by --seed N (reproducible, not torch's draws).\n\n"
            "Speech (an encoder reading input_features, e.g. Whisper): each --audio file is resampled to the\n"
            "folder's preprocessor_config.json rate and turned into log-mel features; the decoder prompt is the\n"
            "start token, the language (--language en, else forced_decoder_ids' or detected), the task (--task\n"
@@ -154,6 +158,7 @@ static void put_tries(const wm_whisper_out *w, wm_json *j) {
         wm_json_int(j, "row", t->row);
         wm_json_int(j, "window", t->window);
         wm_json_num(j, "seek", t->seek_s);
+        wm_json_int(j, "input_tokens", t->n_input);
         wm_json_num(j, "temperature", t->temperature);
         if (!isnan(t->avg_logprob)) wm_json_num(j, "avg_logprob", t->avg_logprob);
         wm_json_num(j, "compression_ratio", t->compression_ratio);
@@ -195,6 +200,13 @@ int wm_whisper_flag(wm_cli *c, int opt, const char *arg, wm_s2s_audio_args *a) {
         a->seed = v;
         return 1;
     }
+    case WM_WHISPER_OPT_COND: a->condition = 1; return 1;
+    case WM_WHISPER_OPT_PROMPT: a->prompt = arg; return 1;
+    case WM_WHISPER_OPT_PCT:
+        if (strcmp(arg, "first-segment") && strcmp(arg, "all-segments"))
+            return wm_cli_usage_error(c, "--prompt-condition-type: expected first-segment or all-segments, got '%s'", arg);
+        a->all_segments = !strcmp(arg, "all-segments");
+        return 1;
     default: return 0;
     }
 }
@@ -257,9 +269,17 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
             *(k == 0 ? &fb.compression_ratio_threshold : k == 1 ? &fb.logprob_threshold : &fb.no_speech_threshold) =
                 a->thr[k];
     fb.seed = a->seed;
+    if (a->condition) fb.condition = 1;
+    fb.all_segments = a->all_segments;
+    int64_t *pids = NULL;
+    if (!st && !a->image && a->prompt && !tok)
+        st = wm_err(&err, WM_ERR_USAGE, "--prompt: %s has no tokenizer.json", c->model);
+    if (!st && !a->image && a->prompt) st = wm_whisper_prompt_ids(tok, "--prompt", a->prompt, &pids, &fb.n_prompt_ids, &err);
+    fb.prompt_ids = pids;
     if (!st && !a->image) /* Whisper's sequential loop, short-form audio too (transformers' generate) */
         st = wm_whisper_generate(m, feats, (int64_t)n, wm_s2s_n_mels(m), frames, long_form ? valid : NULL, &g,
                                  a->max_new > 0 ? a->max_new : 0, &fb, &w, &err);
+    free(pids);
     if (st) {
         rc = wm_cli_fail(c, &err);
         goto done;
@@ -295,10 +315,8 @@ int wm_s2s_audio_cli(wm_cli *c, const char *const *files, size_t n, const wm_s2s
     if (sp) {
         wm_json_int(&j, "windows", w.windows);
         put_tries(&w, &j);
-    } else {
-        wm_json_int(&j, "max_length", g.max_length);
-        timing_json(m, &j);
-    }
+    } else wm_json_int(&j, "max_length", g.max_length);
+    timing_json(m, &j); /* speech: the last decoding's (one window, one try: the whole transcription's) */
     wm_json_obj_end(&j);
     rc = c->json || !tok ? wm_cli_emit(c, c->model, &j) : WM_EXIT_OK;
 done:
@@ -317,7 +335,7 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     wm_cli c;
     wm_cli_init(&c, "winml generate");
     enum { O_TEXT = 256, O_IDS, O_MAXNEW, O_BEAMS, O_LP, O_ES, O_NGRAM, O_EOS, O_THREADS, O_AUDIO, O_LANG, O_TASK, O_TS,
-           O_IMAGE, O_DECODER };
+           O_IMAGE, O_DECODER, O_TOPK, O_TOPP };
     static const struct option longs[] = {
         WM_CLI_COMMON_LONG,
         {"text", required_argument, 0, O_TEXT},          {"ids", required_argument, 0, O_IDS},
@@ -327,7 +345,8 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         {"threads", required_argument, 0, O_THREADS},    {"audio", required_argument, 0, O_AUDIO},
         {"language", required_argument, 0, O_LANG},      {"task", required_argument, 0, O_TASK},
         {"timestamps", no_argument, 0, O_TS},            {"image", required_argument, 0, O_IMAGE},
-        {"decoder", required_argument, 0, O_DECODER},
+        {"decoder", required_argument, 0, O_DECODER},    {"top-k", required_argument, 0, O_TOPK},
+        {"top-p", required_argument, 0, O_TOPP},
         WM_WHISPER_FLAGS_LONG, WM_CLI_TARGET_LONG, {0, 0, 0, 0}};
     const char *decoder = NULL; /* --decoder DIR: -m is the encoder part of a part build */
     wm_s2s_parts *parts = NULL;
@@ -339,8 +358,8 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     const char *texts[MAX_ROWS];
     int64_t *rows[MAX_ROWS];
     size_t lens[MAX_ROWS], n_rows = 0, n_texts = 0;
-    long max_new = -1, beams = -1, ngram = -1, threads = 0, es = -1;
-    double lp = NAN;
+    long max_new = -1, beams = -1, ngram = -1, threads = 0, es = -1, top_k = -1;
+    double lp = NAN, top_p = NAN;
     int64_t *eos = NULL;
     size_t n_eos = 0;
     int opt, rc = WM_EXIT_ERROR, timestamps = 0;
@@ -363,6 +382,8 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         case O_NGRAM: bad = wm_cli_int_arg(&c, flag, optarg, 0, 1 << 16, &l); break;
         case O_THREADS: bad = wm_cli_int_arg(&c, flag, optarg, 0, 256, &l); break;
         case O_LP: bad = wm_cli_num_arg(&c, flag, optarg, 0, -100, 100, &d); break;
+        case O_TOPK: bad = wm_cli_int_arg(&c, flag, optarg, 0, 1000000000, &l); break;
+        case O_TOPP: bad = wm_cli_num_arg(&c, flag, optarg, 0, 1, 1, &d); break;
         default: break;
         }
         if (bad) {
@@ -423,6 +444,8 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
         case O_NGRAM: ngram = l; break;
         case O_THREADS: threads = l; break;
         case O_LP: lp = d; break;
+        case O_TOPK: top_k = l; break;
+        case O_TOPP: top_p = d; break;
         default: {
             int w = wm_whisper_flag(&c, opt, optarg, &wa);
             if (w > 1 || (!w && (rc = wm_cli_other_opt(&c, opt, optarg, argv)))) {
@@ -444,17 +467,26 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
                                     image ? ", --language, --task and --timestamps" : " and", image ? "images" : "audio");
             goto out;
         }
-        if (image && (wa.temperature || wa.thr_set)) {
-            rc = wm_cli_usage_error(&c, "--temperature and the thresholds apply to --audio");
+        if (image && (wa.temperature || wa.thr_set || wa.condition || wa.prompt || wa.all_segments)) {
+            rc = wm_cli_usage_error(&c, "--temperature, the thresholds and the prompt flags apply to --audio");
             goto out;
         }
         wm_s2s_audio_args aa = {language, task, (int)beams, max_new, (int)threads, 0, timestamps, image, 0,
-                                wa.temperature, {wa.thr[0], wa.thr[1], wa.thr[2]}, wa.thr_set, wa.seed};
+                                wa.temperature, {wa.thr[0], wa.thr[1], wa.thr[2]}, wa.thr_set, wa.seed,
+                                wa.condition, wa.prompt, wa.all_segments};
         rc = wm_s2s_audio_cli(&c, audio, n_audio, &aa);
         goto out;
     }
-    if (language || task || timestamps || wa.temperature || wa.thr_set) {
-        rc = wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to --audio");
+    if (language || task || timestamps || wa.thr_set || wa.condition || wa.prompt || wa.all_segments) {
+        rc = wm_cli_usage_error(&c, "--language, --task, --timestamps, the thresholds and the prompt flags apply to "
+                                "--audio");
+        goto out;
+    }
+    double temp = 0;
+    if (wa.temperature && (rc = wm_cli_num_arg(&c, "--temperature", wa.temperature, 0, 0, 100, &temp))) goto out;
+    rc = WM_EXIT_ERROR;
+    if ((top_k >= 0 || !isnan(top_p)) && !(temp > 0)) {
+        rc = wm_cli_usage_error(&c, "--top-k and --top-p sample: give --temperature T > 0 too");
         goto out;
     }
     if (!c.model || (n_texts && n_rows) || !(n_texts + n_rows) || n_audio) {
@@ -525,6 +557,15 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
     if (ngram >= 0) g.no_repeat_ngram_size = ngram;
     if (es >= 0) g.early_stopping = (int)es;
     if (!isnan(lp)) g.length_penalty = lp;
+    g.temperature = temp; /* sampling (one beam): transformers' warpers in its order, our seeded generator */
+    if (top_k >= 0) g.top_k = top_k;
+    if (!isnan(top_p)) g.top_p = top_p;
+    g.seed = wa.seed;
+    if (temp > 0 && (parts || g.num_beams > 1)) {
+        rc = wm_cli_usage_error(&c, "--temperature: sampling takes one beam and a whole build (num_beams %d%s)",
+                                g.num_beams, parts ? ", --decoder" : "");
+        goto out;
+    }
     /* the batch, padded on the right with pad_token_id (as the tokenizer pads) */
     size_t S = 0;
     for (size_t i = 0; i < n_rows; i++) S = lens[i] > S ? lens[i] : S;

@@ -305,7 +305,8 @@ int wm_cmd_run(int argc, char **argv) {
     if (!n_images && (image_flags || labels))
         return wm_cli_usage_error(&c, "--labels and --max-image-pixels apply to --image");
     if (!n_images && !n_audio && top_flag) return wm_cli_usage_error(&c, "--top-k applies to --image and --audio");
-    if (!n_audio && (language || asr_task || timestamps || wa.temperature || wa.thr_set))
+    if (!n_audio && (language || asr_task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt ||
+                     wa.all_segments))
         return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to "
                                   "--audio");
     if (c.model && n_images && wm_folder_is_s2s(c.model)) { /* an image encoder-decoder (TrOCR): texts */
@@ -317,10 +318,11 @@ int wm_cmd_run(int argc, char **argv) {
     if (c.model && n_audio && wm_folder_is_s2s(c.model)) { /* a speech encoder-decoder (Whisper): transcripts */
         if (top_flag) return wm_cli_usage_error(&c, "--top-k: a speech encoder-decoder gives transcripts, not labels");
         wm_s2s_audio_args aa = {language, asr_task, 0, 0, threads, 1, timestamps, 0, 0,
-                                wa.temperature, {wa.thr[0], wa.thr[1], wa.thr[2]}, wa.thr_set, wa.seed};
+                                wa.temperature, {wa.thr[0], wa.thr[1], wa.thr[2]}, wa.thr_set, wa.seed,
+                                wa.condition, wa.prompt, wa.all_segments};
         return wm_s2s_audio_cli(&c, audio, n_audio, &aa);
     }
-    if (language || asr_task || timestamps || wa.temperature || wa.thr_set)
+    if (language || asr_task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt || wa.all_segments)
         return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to a "
                                   "speech encoder-decoder build (Whisper); %s is not one", c.model ? c.model : "-m");
     if (c.model && n_audio) {

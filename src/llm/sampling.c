@@ -38,12 +38,96 @@ typedef struct cand {
     int32_t id;
 } cand;
 
-size_t wm_sample_scratch_size(int64_t n) { return (size_t)n * sizeof(cand) + 64; }
+size_t wm_sample_scratch_size(int64_t n) { return (size_t)n * (sizeof(cand) + sizeof(float)) + 64; }
 
 static int by_logit_desc(const void *a, const void *b) {
     const cand *x = a, *y = b;
     if (x->l != y->l) return x->l > y->l ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id); /* lower id first, like a stable sort */
+}
+
+/* transformers' warpers in its order on logits[n] (repetition penalty already applied): temperature (a float32
+   division, as torch's), top-k (every score >= the k-th highest: ties kept as torch's filter keeps them), top-p (the
+   lowest tokens whose cumulative mass, summed from the bottom, stays <= 1 - top_p are removed; at least one kept),
+   min-p. The kept candidates, best first, with their probabilities (softmax over the kept ones) into c[0..return);
+   scratch after c[n]: n floats. Scores more than 104 nats under the best after temperature are not listed: float32's
+   softmax (torch's) makes them 0. *floor: the scaled score at and above which transformers keeps a token (its
+   warped score stays finite): the k-th highest (-inf without top-k) when only top-k filters, else the lowest listed
+   one (top-p and min-p remove the tokens of probability 0). */
+static int64_t warp(const float *logits, int64_t n, const wm_sampling *s, cand *c, float *floor) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i]))) best = i;
+    const float T = s->temperature > 0 ? s->temperature : 1.0f;
+    const float mx = logits[best] / T;
+    *floor = -INFINITY;
+    if (!isfinite(mx)) { /* all -inf or NaN, or an infinite score: the arg max alone */
+        c[0].l = 1.0f, c[0].id = (int32_t)best;
+        *floor = mx;
+        return 1;
+    }
+    float kth = -INFINITY;
+    if (s->top_k > 0 && s->top_k < n) {
+        float *tmp = (float *)(c + n);
+        for (int64_t i = 0; i < n; i++) tmp[i] = isnan(logits[i]) ? -INFINITY : logits[i] / T;
+        kth = wm_kth_highest(tmp, n, s->top_k, tmp);
+    }
+    const int mass = s->top_p < 1.0f || s->min_p > 0;
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float l = logits[i] / T;
+        if (l >= kth && (double)l >= (double)mx - 104.0) c[m].l = l, c[m].id = (int32_t)i, m++;
+    }
+    qsort(c, (size_t)m, sizeof *c, by_logit_desc);
+    int64_t keep = m;
+    double sum = 0, top = c[0].l;
+    for (int64_t i = 0; i < keep; i++) sum += exp((double)c[i].l - top);
+    if (s->top_p < 1.0f) {
+        double lim = 1.0 - (double)s->top_p, acc = 0;
+        int64_t k = keep;
+        while (k > 1) { /* from the bottom: removed while the mass up to and including it is <= 1 - top_p */
+            acc += exp((double)c[k - 1].l - top) / sum;
+            if (acc > lim) break;
+            k--;
+        }
+        keep = k;
+        sum = 0;
+        for (int64_t i = 0; i < keep; i++) sum += exp((double)c[i].l - top);
+    }
+    if (s->min_p > 0) { /* drop tokens below min_p times the top probability (a ratio: renormalizing keeps it) */
+        double lim = log((double)s->min_p);
+        int64_t k = 1;
+        while (k < keep && (double)c[k].l - top >= lim) k++;
+        keep = k;
+        sum = 0;
+        for (int64_t i = 0; i < keep; i++) sum += exp((double)c[i].l - top);
+    }
+    *floor = mass ? c[keep - 1].l : kth;
+    for (int64_t i = 0; i < keep; i++) c[i].l = (float)(exp((double)c[i].l - top) / sum);
+    return keep;
+}
+
+int64_t wm_sample_probs(const float *logits, int64_t n, const wm_sampling *s, float *probs, float *kept_floor,
+                        void *scratch) {
+    if (n <= 0) return 0;
+    cand *c = scratch;
+    float fl;
+    int64_t keep = warp(logits, n, s, c, &fl);
+    memset(probs, 0, (size_t)n * sizeof *probs);
+    for (int64_t i = 0; i < keep; i++) probs[c[i].id] = c[i].l;
+    if (kept_floor) *kept_floor = fl;
+    return keep;
+}
+
+int64_t wm_sample_from_probs(const float *probs, int64_t n, wm_rng *rng) {
+    double sum = 0, acc = 0;
+    int64_t last = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (probs[i] > 0) sum += probs[i], last = i;
+    double u = wm_rng_uniform(rng) * sum;
+    for (int64_t i = 0; i < n; i++)
+        if (probs[i] > 0 && u < (acc += probs[i])) return i;
+    return last;
 }
 
 int32_t wm_sample(float *logits, int64_t n, const wm_sampling *s, const int32_t *history, size_t n_hist, wm_rng *rng,
@@ -63,36 +147,10 @@ int32_t wm_sample(float *logits, int64_t n, const wm_sampling *s, const int32_t 
     for (int64_t i = 1; i < n; i++)
         if (logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i]))) best = i;
     if (s->greedy || s->temperature <= 0) return (int32_t)best;
-    /* candidates within 30 nats of the best after temperature: the rest weigh under 1e-13 each */
-    double mx = (double)logits[best] / s->temperature;
     cand *c = scratch;
-    int64_t m = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double l = (double)logits[i] / s->temperature;
-        if (l >= mx - 30) c[m].l = (float)l, c[m].id = (int32_t)i, m++;
-    }
-    qsort(c, (size_t)m, sizeof *c, by_logit_desc);
-    int64_t keep = m;
-    if (s->top_k > 0 && s->top_k < keep) keep = s->top_k;
+    float fl;
+    int64_t keep = warp(logits, n, s, c, &fl);
     double sum = 0;
-    for (int64_t i = 0; i < keep; i++) sum += (c[i].l = (float)exp((double)c[i].l - mx));
-    for (int64_t i = 0; i < keep; i++) c[i].l = (float)(c[i].l / sum);
-    if (s->top_p < 1.0f) { /* smallest prefix whose mass reaches top_p (at least one token) */
-        double acc = 0;
-        int64_t k = 0;
-        while (k < keep) {
-            acc += c[k++].l;
-            if (acc >= s->top_p) break;
-        }
-        keep = k;
-    }
-    if (s->min_p > 0) { /* drop tokens below min_p times the top probability */
-        float lim = s->min_p * c[0].l;
-        int64_t k = 1;
-        while (k < keep && c[k].l >= lim) k++;
-        keep = k;
-    }
-    sum = 0;
     for (int64_t i = 0; i < keep; i++) sum += c[i].l;
     double u = wm_rng_uniform(rng) * sum, acc = 0;
     for (int64_t i = 0; i < keep; i++) {

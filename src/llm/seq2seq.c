@@ -47,115 +47,6 @@ void wm_s2s_timing(const wm_s2s *m, double *enc_ms, double *search_ms) {
     *search_ms = m->search_ms;
 }
 
-void wm_s2s_gen_default(wm_s2s_gen *g) {
-    memset(g, 0, sizeof *g);
-    g->max_length = 20;
-    g->num_beams = 1;
-    g->length_penalty = 1.0;
-    g->decoder_start_token_id = g->forced_bos_token_id = g->forced_eos_token_id = g->pad_token_id = -1;
-    g->lang_slot = -1;
-    g->no_timestamps = g->ts_begin = g->max_initial_ts = -1;
-}
-
-/* ---------------------------------------------------------------- settings */
-
-wm_status wm_s2s_json_int(const cJSON *root, const char *file, const char *key, int64_t lo, int64_t *out, int *set,
-                          wm_error *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    *set = 0;
-    if (!v || cJSON_IsNull(v)) return WM_OK;
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
-        v->valuedouble > 1e9)
-        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected an integer from %lld to 1000000000", file, key,
-                      (long long)lo);
-    *out = (int64_t)v->valuedouble;
-    *set = 1;
-    return WM_OK;
-}
-
-/* A list of token ids (or null) at key into out[cap]; *n its length. */
-static wm_status id_list(const cJSON *r, const char *file, const char *key, int64_t *out, size_t cap, size_t *n,
-                         wm_error *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r, key), *it;
-    if (!v || cJSON_IsNull(v)) return WM_OK;
-    if (!cJSON_IsArray(v) || (size_t)cJSON_GetArraySize(v) > cap)
-        return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected a list of at most %zu token ids", file, key, cap);
-    size_t k = 0;
-    cJSON_ArrayForEach(it, v) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
-            it->valuedouble > 1e9)
-            return wm_err(err, WM_ERR_INPUT, "%s: field '%s': entry %zu is not a token id", file, key, k);
-        out[k++] = (int64_t)it->valuedouble;
-    }
-    *n = k;
-    return WM_OK;
-}
-
-/* The keys of one file over g (only those present). */
-static wm_status read_keys(const cJSON *r, const char *file, wm_s2s_gen *g, wm_error *err) {
-    int set;
-    int64_t v;
-    wm_status s;
-    if ((s = wm_s2s_json_int(r, file, "max_length", 1, &g->max_length, &set, err))) return s;
-    if ((s = wm_s2s_json_int(r, file, "num_beams", 1, &v, &set, err))) return s;
-    if (set) g->num_beams = (int)(v > 64 ? 65 : v); /* refused by generate with its range */
-    if ((s = wm_s2s_json_int(r, file, "no_repeat_ngram_size", 0, &g->no_repeat_ngram_size, &set, err)) ||
-        (s = wm_s2s_json_int(r, file, "decoder_start_token_id", 0, &g->decoder_start_token_id, &set, err)) ||
-        (s = wm_s2s_json_int(r, file, "forced_bos_token_id", 0, &g->forced_bos_token_id, &set, err)) ||
-        (s = wm_s2s_json_int(r, file, "forced_eos_token_id", 0, &g->forced_eos_token_id, &set, err)) ||
-        (s = wm_s2s_json_int(r, file, "pad_token_id", 0, &g->pad_token_id, &set, err)))
-        return s;
-    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(r, "length_penalty");
-    if (lp && !cJSON_IsNull(lp)) {
-        if (!cJSON_IsNumber(lp) || !isfinite(lp->valuedouble) || fabs(lp->valuedouble) > 100)
-            return wm_err(err, WM_ERR_INPUT, "%s: field 'length_penalty': expected a number from -100 to 100", file);
-        g->length_penalty = lp->valuedouble;
-    }
-    const cJSON *es = cJSON_GetObjectItemCaseSensitive(r, "early_stopping");
-    if (es && !cJSON_IsNull(es)) {
-        if (cJSON_IsBool(es)) g->early_stopping = cJSON_IsTrue(es);
-        else if (cJSON_IsString(es) && !strcmp(es->valuestring, "never")) g->early_stopping = 2;
-        else return wm_err(err, WM_ERR_INPUT, "%s: field 'early_stopping': expected true, false or \"never\"", file);
-    }
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "eos_token_id");
-    if (e && !cJSON_IsNull(e)) {
-        const cJSON *it = cJSON_IsArray(e) ? e->child : e;
-        size_t n = 0;
-        for (; it; it = cJSON_IsArray(e) ? it->next : NULL) {
-            if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
-                it->valuedouble > 1e9 || n == WM_S2S_MAX_EOS)
-                return wm_err(err, WM_ERR_INPUT, "%s: field 'eos_token_id': expected a token id or a list of at most "
-                              "%d", file, WM_S2S_MAX_EOS);
-            g->eos[n++] = (int64_t)it->valuedouble;
-        }
-        g->n_eos = n;
-    }
-    wm_status s2 = id_list(r, file, "suppress_tokens", g->suppress, WM_S2S_MAX_SUPPRESS, &g->n_suppress, err);
-    if (!s2) s2 = id_list(r, file, "begin_suppress_tokens", g->begin_suppress, WM_S2S_MAX_SUPPRESS,
-                          &g->n_begin_suppress, err);
-    return s2;
-}
-
-wm_status wm_s2s_gen_from_folder(const char *dir, wm_s2s_gen *g, wm_error *err) {
-    /* config.json first, generation_config.json over it (what transformers' GenerationConfig.from_model_config
-       and the saved generation config give) */
-    static const char *const files[2] = {"config.json", "generation_config.json"};
-    for (int f = 0; f < 2; f++) {
-        char p[4200];
-        int present, k = snprintf(p, sizeof p, "%s/%s", dir, files[f]);
-        if (k < 0 || (size_t)k >= sizeof p) return wm_err(err, WM_ERR_INPUT, "%s: path too long", dir);
-        wm_status s = wm_input_present(p, &present, err);
-        if (s) return s;
-        if (!present) continue;
-        cJSON *root = NULL;
-        if ((s = wm_hf_json_load(p, WM_HF_CONFIG_MAX_BYTES, &root, err))) return s;
-        s = read_keys(root, p, g, err);
-        cJSON_Delete(root);
-        if (s) return s;
-    }
-    return WM_OK;
-}
-
 /* ---------------------------------------------------------------- sessions */
 
 wm_status wm_s2s_open(const char *dir, int threads, wm_s2s **out, wm_error *err) {
@@ -355,10 +246,11 @@ static wm_status step(run_state *r, const int64_t *tok, int64_t n_tok, wm_error 
     }
     if ((st = run_named(s, f, nf, outs, err))) goto done;
     take_logits(r, &outs[wm_session_output_index(s, "logits")]);
-    if (first && r->rs && r->no_speech >= 0 && r->no_speech < r->V) { /* softmax of the prompt's first position */
+    if (first && r->rs && r->no_speech >= 0 && r->no_speech < r->V) { /* softmax at the start token's position */
         const wm_tensor *lo = &outs[wm_session_output_index(s, "logits")];
+        int64_t at = r->g->no_speech_at >= 0 && r->g->no_speech_at < lo->dims[1] ? r->g->no_speech_at : 0;
         for (int64_t i = 0; i < N; i += r->nb) {
-            const float *x = (const float *)lo->data + i * lo->dims[1] * r->V;
+            const float *x = (const float *)lo->data + (i * lo->dims[1] + at) * r->V;
             float mx = -INFINITY;
             for (int64_t t = 0; t < r->V; t++) mx = x[t] > mx ? x[t] : mx;
             double sum = 0;
@@ -460,22 +352,25 @@ static void log_softmax(float *x, int64_t V) {
 
 /* ---------------------------------------------------------------- searches */
 
-/* The next token of a greedy / sampled row from its processed scores sc[V] (argmax, or a draw at g->temperature
-   over the top_k); *lp its log-probability as transformers' Whisper fallback computes it. */
-static int64_t pick(const wm_s2s_gen *g, float *sc, int64_t V, wm_rng *rng, void *scratch, double *lp) {
+/* The next token of a greedy / sampled row from its processed scores sc[V] (argmax, or a draw through the warpers
+   at g->temperature, top_k, top_p); *lp its log-probability as transformers' Whisper fallback computes it (the
+   log_softmax of the warped scores times the temperature: over the kept tokens). probs: V floats. */
+static int64_t pick(const wm_s2s_gen *g, float *sc, int64_t V, wm_rng *rng, void *scratch, float *probs, double *lp) {
     int64_t best = 0;
     for (int64_t t = 1; t < V; t++)
         if (sc[t] > sc[best]) best = t;
-    float floor_sc = -INFINITY; /* scores under it are out (top_k) */
     if (g->temperature > 0) {
-        if (g->top_k > 0 && g->top_k < V) floor_sc = wm_kth_highest(sc, V, g->top_k, scratch);
-        for (int64_t t = 0; t < V; t++)
-            if (sc[t] < floor_sc) sc[t] = -INFINITY;
         wm_sampling sp;
         wm_sampling_default(&sp);
         sp.greedy = 0;
         sp.temperature = (float)g->temperature;
-        best = wm_sample(sc, V, &sp, NULL, 0, rng, scratch);
+        sp.top_k = g->top_k > 0 && g->top_k < V ? (int)g->top_k : 0;
+        sp.top_p = (float)g->top_p;
+        float floor_sc;
+        wm_sample_probs(sc, V, &sp, probs, &floor_sc, scratch);
+        best = wm_sample_from_probs(probs, V, rng);
+        for (int64_t t = 0; t < V; t++) /* the warpers' -inf */
+            if (!(sc[t] / sp.temperature >= floor_sc)) sc[t] = -INFINITY;
     }
     if (lp) {
         double mx = sc[best], sum = 0;
@@ -491,7 +386,7 @@ static wm_status greedy(run_state *r, int64_t *seq, int64_t *width, wm_error *er
     int64_t N = r->N, V = r->V, L = r->Lmax, pad = g->pad_token_id >= 0 ? g->pad_token_id : g->eos[0];
     int64_t *tok = malloc((size_t)N * sizeof *tok);
     uint8_t *open = malloc((size_t)N);
-    void *scratch = g->temperature > 0 ? malloc(wm_sample_scratch_size(V)) : NULL;
+    void *scratch = g->temperature > 0 ? malloc(wm_sample_scratch_size(V) + (size_t)V * sizeof(float)) : NULL;
     for (int64_t i = 0; tok && i < N; i++)
         memcpy(seq + i * L, r->prompt + i * r->P, (size_t)r->P * sizeof *seq);
     if (!tok || !open || (g->temperature > 0 && !scratch)) {
@@ -512,7 +407,9 @@ static wm_status greedy(run_state *r, int64_t *seq, int64_t *width, wm_error *er
             float *sc = r->logits + i * V;
             process(g, seq + i * L, cur, r->P, sc, V);
             double lp = 0;
-            int64_t best = pick(g, sc, V, &rng, scratch, r->rs && open[i] ? &lp : NULL);
+            int64_t best = pick(g, sc, V, &rng, scratch,
+                                scratch ? (float *)((char *)scratch + wm_sample_scratch_size(V)) : NULL,
+                                r->rs && open[i] ? &lp : NULL);
             if (!open[i] && g->n_eos) best = pad;
             if (r->rs && open[i]) r->rs[i].avg_logprob += lp, r->rs[i].n_tokens++;
             seq[i * L + cur] = tok[i] = best;
@@ -560,9 +457,15 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
     uint8_t *old_done = malloc((size_t)nb);
     cand *c = malloc((size_t)(nb * V) * sizeof *c), *rk = malloc((size_t)K * sizeof *rk);
     cand *mk = malloc((size_t)(nb + K) * sizeof *mk);
+    /* Whisper's avg_logprob of a hypothesis (r->rs): the sum along its path of each token's log_softmax over the
+       processed scores of its step (renormalized after the processors' -inf, as _retrieve_avg_logprobs does) */
+    double *run_lps = calloc((size_t)N, sizeof *run_lps), *fin_lps = calloc((size_t)N, sizeof *fin_lps);
+    double *top_lps = malloc((size_t)(B * K) * sizeof *top_lps), *old_lps = malloc((size_t)nb * sizeof *old_lps);
+    double *lse = malloc((size_t)nb * sizeof *lse), *new_lps = malloc((size_t)nb * sizeof *new_lps);
     wm_status st = WM_OK;
     if (!run || !fin || !top_seq || !tok || !src || !fin_len || !srcbeam || !newrun || !old || !old_len || !run_sc ||
-        !fin_sc || !top_lp || !fin_done || !hits || !unsat || !old_done || !c || !rk || !mk) {
+        !fin_sc || !top_lp || !fin_done || !hits || !unsat || !old_done || !c || !rk || !mk || !run_lps || !fin_lps ||
+        !top_lps || !old_lps || !lse || !new_lps) {
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -586,6 +489,12 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                 float *lg = r->logits + row * V;
                 log_softmax(lg, V);
                 process(g, run + row * L, cur, P, lg, V);
+                if (r->rs) {
+                    double mx = -INFINITY, sum = 0;
+                    for (int64_t t = 0; t < V; t++) mx = lg[t] > mx ? lg[t] : mx;
+                    for (int64_t t = 0; t < V && mx > -INFINITY; t++) sum += exp((double)lg[t] - mx);
+                    lse[j] = mx + log(sum);
+                }
                 for (int64_t t = 0; t < V; t++) c[j * V + t] = (cand){lg[t] + run_sc[row], j * V + t};
             }
             qsort(c, (size_t)(nb * V), sizeof *c, cand_cmp);
@@ -596,6 +505,9 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                 memcpy(ts + k * L, run + (b * nb + srcbeam[k]) * L, (size_t)L * sizeof *ts);
                 ts[k * L + cur] = t;
                 top_lp[b * K + k] = c[k].score;
+                if (r->rs) /* the token's processed log-probability (still in the slot's logits), renormalized */
+                    top_lps[b * K + k] = run_lps[b * nb + srcbeam[k]] + (double)r->logits[(b * nb + srcbeam[k]) * V + t] -
+                                         lse[srcbeam[k]];
                 hits[b * K + k] = cur + 1 >= L || is_eos(g, t);
                 all_hits &= hits[b * K + k];
             }
@@ -607,7 +519,9 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                 newrun[j] = rk[j].idx;
                 run_sc[row] = rk[j].score;
                 src[row] = b * nb + srcbeam[rk[j].idx];
+                new_lps[j] = top_lps[b * K + rk[j].idx];
             }
+            if (r->rs) memcpy(run_lps + b * nb, new_lps, (size_t)nb * sizeof *run_lps);
             for (int64_t j = 0; j < nb; j++) memcpy(run + (b * nb + j) * L, ts + newrun[j] * L, (size_t)L * sizeof *run);
             /* finished hypotheses: the best nb of those kept and those of the top nb candidates that just ended */
             int full = 1;
@@ -625,6 +539,7 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
             memcpy(old, fin + b * nb * L, (size_t)(nb * L) * sizeof *old);
             memcpy(old_done, fin_done + b * nb, (size_t)nb);
             memcpy(old_len, fin_len + b * nb, (size_t)nb * sizeof *old_len);
+            memcpy(old_lps, fin_lps + b * nb, (size_t)nb * sizeof *old_lps);
             for (int64_t j = 0; j < nb; j++) {
                 int64_t k = mk[j].idx, row = b * nb + j;
                 fin_sc[row] = mk[j].score;
@@ -632,11 +547,13 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
                     memcpy(fin + row * L, old + k * L, (size_t)L * sizeof *fin);
                     fin_done[row] = old_done[k];
                     fin_len[row] = old_len[k];
+                    fin_lps[row] = old_lps[k];
                 } else {
                     k -= nb;
                     memcpy(fin + row * L, ts + k * L, (size_t)L * sizeof *fin);
                     fin_done[row] = hits[b * K + k] && k < nb;
                     fin_len[row] = cur; /* its last index */
+                    fin_lps[row] = top_lps[b * K + k];
                 }
             }
         }
@@ -661,11 +578,16 @@ static wm_status beam(run_state *r, int64_t *out, int64_t *width, wm_error *err)
         *width = 1 + w;
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < L; t++) out[b * L + t] = t <= fin_len[b * nb] ? fin[b * nb * L + t] : fill;
+        for (int64_t b = 0; r->rs && b < B; b++) {
+            r->rs[b].n_tokens = fin_len[b * nb] + 1 - P;
+            r->rs[b].avg_logprob = r->rs[b].n_tokens > 0 ? fin_lps[b * nb] / (double)r->rs[b].n_tokens : 0;
+        }
     }
 done:
     free(run), free(fin), free(top_seq), free(tok), free(src), free(fin_len), free(srcbeam), free(newrun);
     free(old), free(old_len), free(run_sc), free(fin_sc), free(top_lp), free(fin_done), free(hits), free(unsat);
-    free(old_done), free(c), free(rk), free(mk);
+    free(old_done), free(c), free(rk), free(mk), free(run_lps), free(fin_lps), free(top_lps), free(old_lps), free(lse);
+    free(new_lps);
     return st;
 }
 
@@ -673,9 +595,10 @@ done:
 static wm_status check_gen(const wm_s2s *m, const wm_s2s_gen *g, int64_t B, int64_t S, wm_error *err) {
     if (B < 1 || S < 1) return wm_err(err, WM_ERR_USAGE, "no source tokens");
     if (g->num_beams < 1 || g->num_beams > 64) return wm_err(err, WM_ERR_USAGE, "num_beams %d: expected 1 to 64", g->num_beams);
-    if (!(g->temperature >= 0 && g->temperature <= 100) || (g->temperature > 0 && g->num_beams > 1) || g->top_k < 0)
-        return wm_err(err, WM_ERR_USAGE, "temperature %g (top_k %lld): expected 0 to 100, sampling with one beam",
-                      g->temperature, (long long)g->top_k);
+    if (!(g->temperature >= 0 && g->temperature <= 100) || (g->temperature > 0 && g->num_beams > 1) || g->top_k < 0 ||
+        g->top_k > 1000000000 || !(g->top_p > 0 && g->top_p <= 1))
+        return wm_err(err, WM_ERR_USAGE, "temperature %g (top_k %lld, top_p %g): expected a temperature from 0 to 100, "
+                      "sampling with one beam, top_p in (0, 1]", g->temperature, (long long)g->top_k, g->top_p);
     if (g->max_length < 2 || g->max_length > 1 << 16)
         return wm_err(err, WM_ERR_USAGE, "max_length %lld: expected 2 to 65536 (start token + new tokens)",
                       (long long)g->max_length);

@@ -21,7 +21,8 @@
 #include "winml/runtime.h"
 
 #define WM_S2S_MAX_EOS 16
-#define WM_S2S_MAX_PROMPT 16      /* decoder prompt tokens (start, language, task, notimestamps, ...) */
+#define WM_S2S_MAX_INIT 16        /* forced / special prompt tokens (start, language, task, notimestamps, ...) */
+#define WM_S2S_MAX_PROMPT 512     /* decoder prompt tokens: Whisper's previous-text prompt (<|startofprev|> ...) first */
 #define WM_S2S_MAX_LANGS 256      /* language tokens a prompt may choose from (language detection) */
 #define WM_S2S_MAX_SUPPRESS 1024  /* suppress_tokens entries */
 #define WM_S2S_MAX_CACHE_BYTES (16ull << 30) /* a search whose caches would pass this is refused (WM_ERR_USAGE) */
@@ -58,19 +59,24 @@ typedef struct wm_s2s_gen {
     int timestamps;
     int64_t no_timestamps, ts_begin, max_initial_ts;
     int64_t window_frames;        /* Whisper: feature frames of one encoder window (2 x max_source_positions) */
-    /* Sampling (Whisper's temperature fallback; greedy search only): temperature > 0 draws each token from
-       softmax(scores / temperature) over the top_k highest scores (0: all) with a generator seeded by seed,
-       after the processors; 0: the arg max. */
+    /* Sampling (greedy search only): temperature > 0 draws each token, after the processors, from transformers'
+       warpers in its order (sampling.h: temperature, top_k highest scores with ties (0: all), top_p mass (1: all))
+       with a generator seeded by seed; 0: the arg max. */
     double temperature;
     int64_t top_k;
+    double top_p;
     uint64_t seed;
+    /* Whisper's no-speech probability is read at this prompt position (its start token: after a previous-text
+       prompt, the prompt's length before it; 0 otherwise) */
+    int64_t no_speech_at;
 } wm_s2s_gen;
 
 /*
  * Per-row figures of a search, as transformers' Whisper fallback reads them: avg_logprob, the mean over the row's
  * generated tokens (its end id included, padding not) of the log-probability of each under the processed scores
- * (log_softmax; under sampling the top_k-filtered scores times the temperature; NAN for beam search);
- * no_speech_prob, the probability (softmax of the raw logits at the prompt's first position) of
+ * (log_softmax; under sampling the top_k / top_p-filtered scores times the temperature; for beam search the best
+ * finished hypothesis' tokens, each under the processed scores of the beam it came from);
+ * no_speech_prob, the probability (softmax of the raw logits at the prompt's position g->no_speech_at) of
  * the token no_speech (< 0: not computed, 0 reported); n_tokens, the tokens averaged.
  */
 typedef struct wm_s2s_row_scores {
@@ -78,7 +84,7 @@ typedef struct wm_s2s_row_scores {
     int64_t n_tokens;
 } wm_s2s_row_scores;
 
-/* The defaults transformers uses: max_length 20, 1 beam, length_penalty 1, early_stopping false, no ids. */
+/* The defaults transformers uses: max_length 20, 1 beam, length_penalty 1, early_stopping false, no ids, top_p 1. */
 void wm_s2s_gen_default(wm_s2s_gen *g);
 
 /*

@@ -39,11 +39,11 @@ static wm_status forced_ids(const cJSON *f, const char *file, int64_t *ids, size
     cJSON_ArrayForEach(it, f) {
         const cJSON *pos = cJSON_GetArrayItem(it, 0), *id = cJSON_GetArrayItem(it, 1);
         if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || !cJSON_IsNumber(pos) ||
-            pos->valuedouble != (double)(*n + 1) || *n + 2 > WM_S2S_MAX_PROMPT ||
+            pos->valuedouble != (double)(*n + 1) || *n + 2 > WM_S2S_MAX_INIT ||
             !(cJSON_IsNull(id) || (cJSON_IsNumber(id) && id->valuedouble == floor(id->valuedouble) &&
                                    id->valuedouble >= 0 && id->valuedouble <= 1e9)))
             return wm_err(err, WM_ERR_INPUT, "%s: field 'forced_decoder_ids': expected [[1, id], [2, id], ...] "
-                          "(positions 1, 2, ... in order, at most %d)", file, WM_S2S_MAX_PROMPT - 2);
+                          "(positions 1, 2, ... in order, at most %d)", file, WM_S2S_MAX_INIT - 2);
         ids[(*n)++] = cJSON_IsNull(id) ? -1 : (int64_t)id->valuedouble;
     }
     return WM_OK;
@@ -58,7 +58,7 @@ static wm_status build_prompt(const cJSON *gc, const cJSON *cfg, const char *fil
     const cJSON *gl = cJSON_GetObjectItemCaseSensitive(gc, "language"), *gt = cJSON_GetObjectItemCaseSensitive(gc, "task");
     if (!language && cJSON_IsString(gl)) language = gl->valuestring; /* a generation config may set them itself */
     if (!task && cJSON_IsString(gt)) task = gt->valuestring;
-    int64_t nts = -1, forced[WM_S2S_MAX_PROMPT];
+    int64_t nts = -1, forced[WM_S2S_MAX_INIT];
     size_t nf = 0;
     int has_nts = 0;
     wm_status s = wm_s2s_json_int(gc, file, "no_timestamps_token_id", 0, &nts, &has_nts, err);
@@ -370,13 +370,14 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
         if (valid[b] < 1 || valid[b] > frames)
             return wm_err(err, WM_ERR_USAGE, "row %lld: %lld valid frames of %lld", (long long)b,
                           (long long)valid[b], (long long)frames);
-    if (fb && !isnan(fb->logprob_threshold) && g->num_beams > 1)
-        return wm_err(err, WM_ERR_UNSUPPORTED, "logprob_threshold with num_beams %d: the average log-probability of a "
-                      "beam's tokens is computed for one beam only; use num_beams 1", g->num_beams);
-    for (size_t k = 0; fb && k < fb->n_temps; k++)
-        if (fb->temps[k] > 0 && fb->top_p < 1.0)
-            return wm_err(err, WM_ERR_UNSUPPORTED, "generation_config.json: field 'top_p': %g is not supported with "
-                          "temperature %g (top-k sampling only); set it 1", fb->top_p, fb->temps[k]);
+    if (fb && fb->all_segments && !fb->condition)
+        return wm_err(err, WM_ERR_USAGE, "prompt_condition_type all-segments needs condition_on_prev_tokens (the "
+                      "prompt is put before each window's previous text)");
+    if (fb && fb->all_segments && !fb->n_prompt_ids)
+        return wm_err(err, WM_ERR_USAGE, "prompt_condition_type all-segments: no prompt given");
+    if (fb && fb->n_prompt_ids > WM_S2S_MAX_PROMPT / 2)
+        return wm_err(err, WM_ERR_USAGE, "the prompt's %zu tokens: at most %d", fb->n_prompt_ids,
+                      WM_S2S_MAX_PROMPT / 2);
     if (fb && !isnan(fb->no_speech_threshold) && isnan(fb->logprob_threshold))
         return wm_err(err, WM_ERR_USAGE, "no_speech_threshold needs logprob_threshold (a window is skipped when its "
                       "average log-probability is under it too)");
@@ -397,13 +398,17 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
     int64_t *prompt = malloc((size_t)(B * P) * sizeof *prompt), *seek = calloc((size_t)B, sizeof *seek);
     int64_t *rows = malloc((size_t)B * sizeof *rows), *mem = malloc((size_t)B * sizeof *mem), *gen = NULL, width = 0;
     int64_t **last = calloc((size_t)B, sizeof *last), *last_n = calloc((size_t)B, sizeof *last_n);
-    uint8_t *taken = malloc((size_t)B), *skip = calloc((size_t)B, 1);
+    uint8_t *taken = malloc((size_t)B), *skip = calloc((size_t)B, 1), *docond = malloc((size_t)B);
+    int64_t *inp = malloc((size_t)B * WM_S2S_MAX_PROMPT * sizeof *inp), *inp_n = calloc((size_t)B, sizeof *inp_n);
+    int64_t *pos = calloc((size_t)B, sizeof *pos), *hist = NULL;
+    size_t hist_cap = 0;
     row_acc *acc = calloc((size_t)B, sizeof *acc);
     wm_s2s_row_scores *rs = calloc((size_t)B, sizeof *rs);
     float *win = malloc((size_t)B * per * sizeof *win);
     size_t tries_cap = 0;
     wm_status st = WM_OK;
-    if (!prompt || !seek || !rows || !mem || !last || !last_n || !taken || !skip || !acc || !rs || !win) {
+    if (!prompt || !seek || !rows || !mem || !last || !last_n || !taken || !skip || !acc || !rs || !win || !docond ||
+        !inp || !inp_n || !pos) {
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -428,32 +433,93 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
         free(gen);
         gen = NULL;
     }
+    /* the previous-text prompt (transformers' _prepare_segments / _prepare_decoder_input_ids) */
+    const int64_t psot = !fb ? -1 : fb->prev_sot >= 0 ? fb->prev_sot : g->n_suppress >= 2 ? g->suppress[g->n_suppress - 2] : -1;
+    const int pre = fb && fb->n_prompt_ids && !fb->all_segments; /* the prompt as row's first (pseudo) segment */
+    const size_t pre_off = pre && fb->prompt_ids[0] == fb->prev_sot ? 1 : 0;
+    const int64_t *bos = fb && fb->all_segments ? fb->prompt_ids : &psot;
+    const size_t bos_n = fb && fb->all_segments ? fb->n_prompt_ids : psot >= 0 ? 1 : 0;
+    const size_t cut = (size_t)((g->max_positions > 0 ? g->max_positions : 448) / 2 - 1);
+    for (int64_t b = 0; b < B; b++) docond[b] = (uint8_t)(fb && fb->condition);
     int64_t maxlen = g->max_length;
     for (out->windows = 0;; out->windows++) {
         int64_t n_act = 0;
         for (int64_t b = 0; b < B; b++)
-            if (seek[b] < (valid ? valid[b] : frames)) rows[n_act++] = b;
+            if (seek[b] < (valid ? valid[b] : frames)) pos[b] = n_act, rows[n_act++] = b;
         if (!n_act) break;
-        int64_t init = g->max_positions > 0 && g->max_positions / 2 - 1 < P ? g->max_positions / 2 - 1 : P;
-        maxlen = max_new > 0 ? P + max_new : (maxlen + init < cap ? maxlen + init : cap);
-        /* the rows of one prompt (language) together: a batch as transformers', split only by language */
+        int any = 0;
+        for (int64_t b = 0; b < B; b++) any |= docond[b];
+        const int cond_now = any && (acc[0].n_seg || pre); /* transformers looks at row 0's segments */
+        int64_t Pmax = 0;
+        for (int64_t i = 0; i < n_act; i++) { /* each row's decoder input: previous text, then its prompt */
+            int64_t b = rows[i], *d = inp + b * WM_S2S_MAX_PROMPT;
+            size_t n = 0, h = 0;
+            if (cond_now || (fb && fb->n_prompt_ids)) {
+                const int64_t *first = cond_now ? bos : fb->prompt_ids;
+                size_t first_n = cond_now ? bos_n : fb->n_prompt_ids;
+                if (cond_now && docond[b] && (acc[b].n_seg || pre)) { /* the segments so far, the last cut tokens */
+                    size_t need = acc[b].n + fb->n_prompt_ids;
+                    if (need > hist_cap) {
+                        int64_t *q = realloc(hist, need * sizeof *q);
+                        if (!q) {
+                            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                            goto done;
+                        }
+                        hist = q, hist_cap = need;
+                    }
+                    if (pre)
+                        for (size_t k = pre_off; k < fb->n_prompt_ids; k++) hist[h++] = fb->prompt_ids[k];
+                    for (size_t k = 0; k < acc[b].n_seg; k++) {
+                        const wm_whisper_segment *sg = &acc[b].seg[k];
+                        int64_t n_sg = sg->n; /* a segment ending on two timestamps: without its last */
+                        if (n_sg > 2 && acc[b].tok[sg->off + n_sg - 2] >= g->ts_begin && g->ts_begin >= 0) n_sg--;
+                        memcpy(hist + h, acc[b].tok + sg->off, (size_t)n_sg * sizeof *hist);
+                        h += (size_t)n_sg;
+                    }
+                }
+                size_t from = h > cut ? h - cut : 0;
+                if (first_n + (h - from) + (size_t)P > WM_S2S_MAX_PROMPT) {
+                    st = wm_err(err, WM_ERR_USAGE, "the decoder input (%zu prompt + %zu previous tokens): over %d",
+                                first_n, h - from, WM_S2S_MAX_PROMPT);
+                    goto done;
+                }
+                memcpy(d, first, first_n * sizeof *d);
+                if (h > from) memcpy(d + first_n, hist + from, (h - from) * sizeof *d);
+                n = first_n + (h - from);
+            }
+            memcpy(d + n, prompt + b * P, (size_t)P * sizeof *d);
+            inp_n[b] = (int64_t)n + P;
+            Pmax = inp_n[b] > Pmax ? inp_n[b] : Pmax;
+        }
+        if (max_new > 0 && Pmax + max_new > cap) {
+            st = wm_err(err, WM_ERR_USAGE, "--max-new-tokens %lld: with the %lld tokens of the decoder input (prompt "
+                        "and previous text) it passes max_target_positions %lld", (long long)max_new,
+                        (long long)Pmax, (long long)cap);
+            goto done;
+        }
+        int64_t init = g->max_positions > 0 && g->max_positions / 2 - 1 < Pmax ? g->max_positions / 2 - 1 : Pmax;
+        maxlen = max_new > 0 ? Pmax + max_new : (maxlen + init < cap ? maxlen + init : cap);
+        /* the rows of one decoder input together: a batch as transformers', split by language and previous text */
         memset(taken, 0, (size_t)n_act);
         for (int64_t i = 0, group = 0; i < n_act && !st; i++, group++) {
             if (taken[i]) continue;
-            const int64_t *p0 = prompt + rows[i] * P;
+            const int64_t *p0 = inp + rows[i] * WM_S2S_MAX_PROMPT, Pg = inp_n[rows[i]];
             int64_t ng = 0;
             for (int64_t j = i; j < n_act; j++)
-                if (!taken[j] && !memcmp(prompt + rows[j] * P, p0, (size_t)P * sizeof *prompt)) {
+                if (!taken[j] && inp_n[rows[j]] == Pg &&
+                    !memcmp(inp + rows[j] * WM_S2S_MAX_PROMPT, p0, (size_t)Pg * sizeof *inp)) {
                     mem[ng++] = rows[j];
                     taken[j] = 1;
                 }
             wm_s2s_gen d = gg;
             d.lang_slot = -1;
             d.n_langs = 0;
-            d.max_length = maxlen;
+            d.max_length = max_new > 0 ? Pg + max_new : maxlen - (Pmax - Pg); /* the padded length counts */
             d.top_k = fb ? fb->top_k : 0;
-            memcpy(d.prompt, p0, (size_t)P * sizeof *prompt);
-            d.n_prompt = (size_t)P;
+            d.top_p = fb ? fb->top_p : 1.0;
+            memcpy(d.prompt, p0, (size_t)Pg * sizeof *inp);
+            d.n_prompt = (size_t)Pg;
+            d.no_speech_at = Pg - P; /* the start token */
             /* the temperatures in turn on the rows that still need it (transformers' generate_with_fallback) */
             for (size_t k = 0; k < n_temps && ng && !st; k++) {
                 d.temperature = fb && fb->n_temps ? fb->temps[k] : 0.0;
@@ -466,15 +532,15 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
                     break;
                 int64_t again = 0;
                 for (int64_t q = 0; q < ng; q++) {
-                    int64_t b = mem[q], n = width - P;
-                    const int64_t *s = gen + q * width + P;
+                    int64_t b = mem[q], n = width - Pg;
+                    const int64_t *s = gen + q * width + Pg;
                     if (n > 0 && s[n - 1] == pad) { /* the padding off: all of it but an end id equal to it */
                         int64_t np = 0;
                         for (int64_t t = 0; t < n; t++) np += s[t] == pad;
                         if (g->n_eos && pad == g->eos[0]) np--;
                         n -= np;
                     }
-                    wm_whisper_try t = {b, out->windows, (double)seek[b] * 0.01, d.temperature, 0, 0, 0, 0, 0};
+                    wm_whisper_try t = {b, out->windows, Pg, (double)seek[b] * 0.01, d.temperature, 0, 0, 0, 0, 0};
                     decide(fb, s, n, wm_s2s_vocab(m), &rs[q], &t);
                     if (add_try(out, &tries_cap, &t)) {
                         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -492,6 +558,8 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
                     }
                     memcpy(keep, s, (size_t)n * sizeof *keep);
                     last[b] = keep, last_n[b] = n, skip[b] = (uint8_t)t.skip;
+                    /* written at the row's place in the reduced batch, as transformers' fallback_index_map does */
+                    docond[pos[b]] = (uint8_t)(fb && fb->condition && d.temperature < 0.5);
                     if (t.fallback) mem[again++] = b; /* in order: the rows of the next try */
                 }
                 free(gen);
@@ -541,6 +609,6 @@ done:
     for (int64_t b = 0; acc && b < B; b++) free(acc[b].tok), free(acc[b].seg);
     for (int64_t b = 0; last && b < B; b++) free(last[b]);
     free(acc), free(prompt), free(seek), free(rows), free(mem), free(taken), free(win), free(gen);
-    free(last), free(last_n), free(skip), free(rs);
+    free(last), free(last_n), free(skip), free(rs), free(docond), free(inp), free(inp_n), free(pos), free(hist);
     return st;
 }

@@ -63,8 +63,20 @@ typedef struct wm_whisper_fallback {
     size_t n_temps;
     double compression_ratio_threshold, logprob_threshold, no_speech_threshold; /* NAN: off */
     int64_t top_k;                      /* sampling's top-k (generation_config.json's top_k, else 50) */
-    double top_p;                       /* generation_config.json's top_p: under 1 refused when sampling */
+    double top_p;                       /* sampling's top-p after top-k (generation_config.json's top_p, else 1) */
     uint64_t seed;                      /* the generator of every draw (each window and try seeded from it) */
+    /* The previous-text prompt (transformers' condition_on_prev_tokens, prompt_ids, prompt_condition_type):
+       condition: each window's decoder input starts with <|startofprev|> (prev_sot) and the last
+       max_target_positions / 2 - 1 tokens of the row's segments so far (a segment ending on two timestamps
+       without its last), while the row's kept try was at a temperature under 0.5; prompt_ids[0..n_prompt_ids)
+       (<|startofprev|> and the text's tokens, wm_whisper_prompt_ids; not owned) the initial prompt: before the
+       first window's tokens when conditioning ("first-segment"), before every window's otherwise, and in place of
+       <|startofprev|> at every window with all_segments ("all-segments", needs condition). */
+    int condition;
+    int all_segments;
+    int64_t prev_sot;                   /* generation_config.json's prev_sot_token_id (-1: suppress_tokens[-2]) */
+    const int64_t *prompt_ids;
+    size_t n_prompt_ids;
 } wm_whisper_fallback;
 
 void wm_whisper_fallback_default(wm_whisper_fallback *f);
@@ -72,10 +84,18 @@ void wm_whisper_fallback_default(wm_whisper_fallback *f);
 /*
  * The thresholds from dir's generation_config.json (compression_ratio_threshold, logprob_threshold,
  * no_speech_threshold, top_k; transformers' Whisper reads no temperature from it: only the argument counts) over
- * f (top_p too: wm_whisper_generate refuses sampling under a top_p below 1, naming it). condition_on_prev_tokens
- * true is WM_ERR_UNSUPPORTED naming file and field; malformed fields WM_ERR_INPUT naming them.
+ * f (top_p, condition_on_prev_tokens and prev_sot_token_id too); malformed fields WM_ERR_INPUT naming them.
  */
 wm_status wm_whisper_fallback_from_folder(const char *dir, wm_whisper_fallback *f, wm_error *err);
+
+/*
+ * transformers' WhisperTokenizer.get_prompt_ids: <|startofprev|> then text (stripped, after one space) encoded
+ * without special tokens, into *ids (malloc'ed, caller frees) / *n. WM_ERR_USAGE naming flag when the text holds a
+ * special token or is empty; WM_ERR_INPUT when the tokenizer has no <|startofprev|>.
+ */
+struct wm_tokenizer;
+wm_status wm_whisper_prompt_ids(const struct wm_tokenizer *tok, const char *flag, const char *text, int64_t **ids,
+                                size_t *n, wm_error *err);
 
 /* "0.0,0.2,0.4" (numbers from 0 to 100, at most WM_WHISPER_MAX_TEMPS) into f->temps; WM_ERR_USAGE naming flag. */
 wm_status wm_whisper_parse_temperatures(const char *flag, const char *s, wm_whisper_fallback *f, wm_error *err);
@@ -86,7 +106,7 @@ double wm_whisper_compression_ratio(const int64_t *tok, int64_t n, int64_t vocab
 
 /* One decoding of one row's window: the row, seek (seconds), the temperature, the figures and the decision. */
 typedef struct wm_whisper_try {
-    int64_t row, window;
+    int64_t row, window, n_input; /* n_input: the decoder input (previous text + the prompt) */
     double seek_s, temperature, avg_logprob, compression_ratio, no_speech_prob;
     int fallback, skip;
 } wm_whisper_try;
@@ -110,7 +130,7 @@ typedef struct wm_whisper_out {
 } wm_whisper_out;
 
 /*
- * Whisper's sequential transcription (transformers' WhisperGenerationMixin.generate, condition_on_prev_tokens off):
+ * Whisper's sequential transcription (transformers' WhisperGenerationMixin.generate):
  * feats [B, n_mels, frames] (log-mel features; frames may pass g->window_frames: long-form), valid[b] the frames
  * of row b (its attention mask's sum; NULL: all). Row by row a window of window_frames from seek (the frames left,
  * padded with zeros) is decoded with g's prompt (language detected once on the first window_frames of feats when
@@ -120,7 +140,12 @@ typedef struct wm_whisper_out {
  * output ends on a lone timestamp or has no pair) until every row's frames are done. max_length per window:
  * n_prompt + max_new when max_new > 0, else g->max_length plus min(max_positions / 2 - 1, n_prompt) again at
  * every window (capped at max_positions), as transformers raises it. *out: wm_whisper_out_free. Errors as
- * wm_s2s_generate_features'; logprob_threshold with num_beams > 1 is WM_ERR_UNSUPPORTED.
+ * wm_s2s_generate_features' (with num_beams > 1 the average log-probability is the best hypothesis' along its
+ * beams, as transformers gathers its scores by beam_indices). With fb's previous-text
+ * prompt (condition, prompt_ids) each row decodes with its own decoder input, unpadded: transformers left-pads a
+ * batch's inputs and takes positions from the mask, so a row's tokens are the same; the window's max_length counts
+ * the batch's longest input as transformers' padded one does, and its quirks are kept (conditioning only once row
+ * 0 has a segment; a row's flag written at its place in the reduced batch, read at its own index).
  */
 wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t n_mels, int64_t frames,
                               const int64_t *valid, const wm_s2s_gen *g, int64_t max_new,

@@ -217,3 +217,24 @@ def test_bad_generate_flags_refused(flags, needles, built, winml_asan):
     _, o = built["bart"]
     r = U.run([winml_asan, "generate", "-m", o] + flags)
     U.assert_clean_error(r, "winml generate", *needles)
+
+
+def test_generate_sampling_seeded(built, winml, winml_asan):
+    """--temperature / --top-k / --top-p on a text encoder-decoder: the same --seed gives the same tokens, another
+    seed others; at temperature 1e-6 every draw is the arg max (greedy's tokens); beams or a top-k without a
+    temperature are refused (exit 2)."""
+    m, o = built["bart"]
+    rows = sources(m, n=2)
+    samp = dict(max_new_tokens=14, temperature=1.0, top_k=20, top_p=0.9)
+    a = [x["ids"] for x in winml_generate(winml, o, rows, seed=3, **samp)]
+    b = [x["ids"] for x in winml_generate(winml, o, rows, seed=3, **samp)]
+    c = [x["ids"] for x in winml_generate(winml, o, rows, seed=4, **samp)]
+    greedy = [x["ids"] for x in winml_generate(winml, o, rows, max_new_tokens=14)]
+    assert a == b and a != c and a != greedy
+    cold = [x["ids"] for x in winml_generate(winml, o, rows, max_new_tokens=14, temperature=1e-6, top_k=50, seed=1)]
+    assert cold == greedy
+    for flags, needle in ((["--temperature", "1", "--num-beams", "2"], "--temperature"),
+                          (["--top-k", "5"], "--temperature"), (["--top-p", "1.5"], "--top-p"),
+                          (["--temperature", "0,1"], "--temperature")):
+        r = U.run([winml_asan, "generate", "-m", o, "--ids", "5,6,7"] + flags)
+        U.assert_clean_error(r, "winml generate", needle)

@@ -255,7 +255,8 @@ def test_fallback_bad_input(ts_build, speech, winml_asan, tmp_path):  # noqa: F8
     assert r.returncode == 2 and "--temperature" in r.stderr, U.describe(r)
     d = tmp_path / "b"
     shutil.copytree(o, d)
-    for key, value in (("condition_on_prev_tokens", True), ("logprob_threshold", "x"), ("top_p", 0.9)):
+    for key, value in (("condition_on_prev_tokens", "yes"), ("logprob_threshold", "x"), ("top_p", 1.5),
+                       ("prev_sot_token_id", -3)):
         g = json.load(open(o + "/generation_config.json"))
         g[key] = value
         json.dump(g, open(d / "generation_config.json", "w"))

@@ -16,6 +16,10 @@
  *       control that must differ); prints JSON {inplace, diff_cut, diff_nocut,
  *       scale (max |fresh|), over_error (1: cutting past the held tokens
  *       failed with a usage error)}
+ *   wm_testtool sample IN.f32 OUT.f32 TEMPERATURE TOP_K TOP_P MIN_P SEED DRAWS
+ *       the sampling warpers (wm_sample_probs) on each row of IN (raw float32 rows of V = the last of its
+ *       header's two int64s: rows, V): the kept distribution of each row into OUT (the same layout, no header),
+ *       and DRAWS draws of wm_sample per row with a generator seeded by SEED as JSON {"draws": [[id, ...], ...]}
  * Exit codes: 0 ok, 2 error (message on stderr).
  */
 #include <math.h>
@@ -27,6 +31,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "llm/causal_lm.h"
+#include "llm/sampling.h"
 #include "onnx/dtype.h"
 #include "onnx/onnx_model.h"
 
@@ -195,6 +200,50 @@ done:
     return rc;
 }
 
+static int sample_cmd(char **argv) {
+    FILE *f = fopen(argv[2], "rb");
+    int64_t hd[2] = {0, 0};
+    if (!f || fread(hd, sizeof hd, 1, f) != 1 || hd[0] < 1 || hd[1] < 1 || hd[0] * hd[1] > (1 << 26)) {
+        fprintf(stderr, "wm_testtool: %s: expected int64 rows, V then float32 rows x V\n", argv[2]);
+        if (f) fclose(f);
+        return 2;
+    }
+    int64_t R = hd[0], V = hd[1];
+    float *x = malloc((size_t)(R * V) * sizeof *x), *p = malloc((size_t)(R * V) * sizeof *p), *w = malloc((size_t)V * 4);
+    void *scr = malloc(wm_sample_scratch_size(V));
+    int ok = x && p && w && scr && fread(x, sizeof *x, (size_t)(R * V), f) == (size_t)(R * V);
+    fclose(f);
+    wm_sampling s;
+    wm_sampling_default(&s);
+    s.greedy = 0;
+    s.temperature = strtof(argv[4], NULL), s.top_k = (int)strtol(argv[5], NULL, 10);
+    s.top_p = strtof(argv[6], NULL), s.min_p = strtof(argv[7], NULL);
+    wm_rng rng;
+    wm_rng_seed(&rng, strtoull(argv[8], NULL, 10));
+    long draws = strtol(argv[9], NULL, 10);
+    FILE *o = ok ? fopen(argv[3], "wb") : NULL;
+    if (!o) {
+        fprintf(stderr, "wm_testtool: sample: cannot read %s or write %s\n", argv[2], argv[3]);
+        free(x), free(p), free(w), free(scr);
+        return 2;
+    }
+    for (int64_t r = 0; r < R; r++) wm_sample_probs(x + r * V, V, &s, p + r * V, NULL, scr);
+    ok = fwrite(p, sizeof *p, (size_t)(R * V), o) == (size_t)(R * V);
+    ok &= fclose(o) == 0;
+    printf("{\"draws\": [");
+    for (int64_t r = 0; r < R; r++) {
+        printf("%s[", r ? ", " : "");
+        for (long k = 0; k < draws; k++) {
+            memcpy(w, x + r * V, (size_t)V * 4);
+            printf("%s%d", k ? ", " : "", (int)wm_sample(w, V, &s, NULL, 0, &rng, scr));
+        }
+        printf("]");
+    }
+    printf("]}\n");
+    free(x), free(p), free(w), free(scr);
+    return ok ? 0 : 2;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: wm_testtool roundtrip|mkbig|touch|clm-cut ...\n");
@@ -227,6 +276,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "clm-cut") && argc >= 6)
         return clm_cut(argv[2], strtol(argv[3], NULL, 10), strtol(argv[4], NULL, 10), strtol(argv[5], NULL, 10));
+    if (!strcmp(argv[1], "sample") && argc >= 10) return sample_cmd(argv);
     fprintf(stderr, "wm_testtool: unknown or incomplete command '%s'\n", argv[1]);
     return 2;
 }
