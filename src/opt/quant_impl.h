@@ -37,6 +37,7 @@ typedef struct wm_qjob {
     double damp;                  /* NBITS with hess: wm_quant_config.gptq_damp (resolved) */
     const wm_quant_hessian *imp;  /* NBITS without hess: importance h [K] weighting the search (implies it) */
     int float_zp; /* NBITS, asymmetric, no hess: float zero points [N, nblk] of the scales' type (wm_nbits_fit_fzp) */
+    int act_order; /* NBITS with hess: wm_quant_config.gptq_act_order */
 } wm_qjob;
 
 struct wm_quant_plan {

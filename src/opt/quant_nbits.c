@@ -405,7 +405,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         if (!rows) s = wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
         else if (j->trans) s = read_cols_t(j->src, 0, K, K, N, rows, err);
         else s = read_rows(j->m, j->src, 0, K, N, rows, release, err);
-        if (!s) s = wm_quant_gptq(rows, K, N, j->hess->h, j->damp, bs, j->bits, j->sym, sdt, out[0], sc, out[2], err);
+        if (!s) s = wm_quant_gptq(rows, K, N, j->hess->h, j->damp, j->act_order, bs, j->bits, j->sym, sdt, out[0], sc, out[2], err);
         if (s) wm_err_prefix(err, "'%s'", j->src->name ? j->src->name : "");
         nblk = s ? 0 : nblk;
     }
@@ -521,6 +521,7 @@ static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_p
     wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, bs, bits, c->symmetric, 0, trans,
                  0, t->data_type, 0, c->half_scales, 0, c->scale_search, NULL, hess, c->gptq_damp > 0 ? c->gptq_damp : 0.01, hess ? NULL : imp};
     j.float_zp = c->float_zp && !c->symmetric && bits == 4 && !flat && !hess;
+    j.act_order = c->gptq_act_order;
     int64_t nblk = (K + j.bs - 1) / j.bs;
     char nm[3][256];
     snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
