@@ -268,4 +268,14 @@ wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, d
                         int64_t bs, int bits, int symmetric, int32_t scale_dtype, uint8_t *q, float *scales,
                         uint8_t *zp, wm_error *err);
 
+/*
+ * GPTQ with every block's scale and zero point given (static groups chosen elsewhere, e.g. by the importance's
+ * search): scales [N, nblk] and zp (MatMulNBits' packed zero points; NULL: symmetric, zero point 2^(bits-1)) are
+ * read, not changed; the codes q are GPTQ's for those parameters (act_order as wm_quant_gptq's). Errors as
+ * wm_quant_gptq's.
+ */
+wm_status wm_quant_gptq_given(const float *w, int64_t K, int64_t N, const double *H, double damp, int act_order,
+                              int64_t bs, int bits, uint8_t *q, const float *scales, const uint8_t *zp,
+                              wm_error *err);
+
 #endif

@@ -123,9 +123,10 @@ static void put_block(uint8_t *q, float *scales, uint8_t *zp, int64_t K, int64_t
     }
 }
 
-wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, double damp, int act_order,
-                        int64_t bs, int bits, int symmetric, int32_t scale_dtype, uint8_t *q, float *scales,
-                        uint8_t *zp, wm_error *err) {
+/* wm_quant_gptq, and with given 1 wm_quant_gptq_given (scales / zp read on entry as every block's parameters). */
+static wm_status gptq(const float *w, int64_t K, int64_t N, const double *H, double damp, int act_order, int given,
+                      int64_t bs, int bits, int symmetric, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp,
+                      wm_error *err) {
     if (K <= 0 || N <= 0 || bs <= 0 || (bits != 4 && bits != 8) || (bs * bits) % 8)
         return wm_err(err, WM_ERR_USAGE, "GPTQ: K %lld, N %lld, block %lld, bits %d: not a valid shape",
                       (long long)K, (long long)N, (long long)bs, bits);
@@ -145,9 +146,11 @@ wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, d
     float *wk = malloc((size_t)(K * N) * sizeof *wk), *e = malloc((size_t)(LAZY * N) * sizeof *e);
     float *uf = malloc(kk * sizeof *uf);
     float *mn = malloc((size_t)N * sizeof *mn), *mx = malloc((size_t)N * sizeof *mx);
-    /* the blocks' scales and zero points: all of them up front with act-order (static groups, from w as given:
-       the rows of a block are not consecutive in that order), else one block's at a time, from the updated rows */
-    int64_t np = act_order ? nblk * N : N;
+    /* the blocks' scales and zero points: all of them up front when given, or with act-order (static groups, from
+       w as given: the rows of a block are not consecutive in that order), else one block's at a time, from the
+       updated rows */
+    int stat = act_order || given;
+    int64_t np = stat ? nblk * N : N;
     float *sc = malloc((size_t)np * sizeof *sc);
     int *zs = malloc((size_t)np * sizeof *zs);
     diag_row *perm = malloc((size_t)K * sizeof *perm);
@@ -177,17 +180,23 @@ wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, d
         goto out;
     }
     for (size_t i = 0; i < kk; i++) uf[i] = (float)u[i];
-    if (zp) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
-    for (int64_t kb = 0; kb < nblk && act_order; kb++) { /* static groups: every block's parameters now */
+    for (int64_t kb = 0; kb < nblk && given; kb++) /* the given parameters, block-major as below */
+        for (int64_t n = 0; n < N; n++) {
+            int64_t zb = n * ((nblk * bits + 7) / 8) + kb * bits / 8;
+            sc[kb * N + n] = scales[n * nblk + kb];
+            zs[kb * N + n] = !zp ? 1 << (bits - 1) : bits == 8 ? zp[zb] : kb % 2 ? zp[zb] >> 4 : zp[zb] & 15;
+        }
+    if (zp && !given) memset(zp, 0, (size_t)(N * ((nblk * bits + 7) / 8)));
+    for (int64_t kb = 0; kb < nblk && stat; kb++) { /* static groups: every block's parameters now */
         int64_t k0 = kb * bs, nr = K - k0 < bs ? K - k0 : bs;
-        block_params(w, N, k0, nr, bits, symmetric, scale_dtype, mn, mx, sc + kb * N, zs + kb * N);
+        if (!given) block_params(w, N, k0, nr, bits, symmetric, scale_dtype, mn, mx, sc + kb * N, zs + kb * N);
         put_block(q, scales, zp, K, N, bs, bits, kb, sc + kb * N, zs + kb * N);
     }
     for (int64_t i = 0; i < K; i++) {
         int64_t k = perm[i].k, kb = k / bs, k0 = kb * bs, nr = K - k0 < bs ? K - k0 : bs;
-        float *bsc = act_order ? sc + kb * N : sc;
-        int *bzs = act_order ? zs + kb * N : zs;
-        if (!act_order && k == k0) { /* in order: the block's parameters from its rows as updated so far */
+        float *bsc = stat ? sc + kb * N : sc;
+        int *bzs = stat ? zs + kb * N : zs;
+        if (!stat && k == k0) { /* in order: the block's parameters from its rows as updated so far */
             block_params(wk, N, k0, nr, bits, symmetric, scale_dtype, mn, mx, sc, zs);
             put_block(q, scales, zp, K, N, bs, bits, kb, sc, zs);
         }
@@ -226,4 +235,17 @@ wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, d
 out:
     free(h), free(u), free(work), free(wk), free(e), free(uf), free(mn), free(mx), free(sc), free(zs), free(perm);
     return s;
+}
+
+wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, double damp, int act_order,
+                        int64_t bs, int bits, int symmetric, int32_t scale_dtype, uint8_t *q, float *scales,
+                        uint8_t *zp, wm_error *err) {
+    return gptq(w, K, N, H, damp, act_order, 0, bs, bits, symmetric, scale_dtype, q, scales, zp, err);
+}
+
+wm_status wm_quant_gptq_given(const float *w, int64_t K, int64_t N, const double *H, double damp, int act_order,
+                              int64_t bs, int bits, uint8_t *q, const float *scales, const uint8_t *zp,
+                              wm_error *err) {
+    /* gptq writes the given values back unchanged (put_block), so the casts only share its code */
+    return gptq(w, K, N, H, damp, act_order, 1, bs, bits, !zp, WM_DT_FLOAT, q, (float *)scales, (uint8_t *)zp, err);
 }

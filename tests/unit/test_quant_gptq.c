@@ -140,6 +140,54 @@ static void test_lower_output_error_than_rtn(void **s) {
     free(X), free(w), free(wd);
 }
 
+/* wm_quant_gptq_given: the scales and zero points given (here a search's, scaled by 1.1 so they are not RTN's) are
+ * kept as they are; with H = c I the codes are the nearest for them (RTN's rounding with those parameters); on
+ * correlated inputs the output error is below that rounding's, in order and act-order. */
+static void test_given_parameters(void **s) {
+    (void)s;
+    const int64_t T = 256, K = 96, N = 8, bs = 32, nblk = 3;
+    float *X = malloc(T * K * sizeof *X), *w = malloc(K * N * sizeof *w), *wd = malloc(K * N * sizeof *wd);
+    for (int64_t t = 0; t < T; t++) {
+        float f[3] = {frand(), frand(), frand()};
+        for (int64_t k = 0; k < K; k++) X[t * K + k] = f[k % 3] + 0.5f * f[(k + 1) % 3] + 0.2f * frand();
+    }
+    for (int64_t i = 0; i < K * N; i++) w[i] = frand();
+    double *H = gram(X, T, K), *I = calloc(K * K, sizeof *I);
+    for (int64_t k = 0; k < K; k++) I[k * K + k] = 2.0;
+    qout p = alloc_out(K, N, bs, 4);
+    wm_quant_blocks_search(w, K, N, bs, 4, 0, p.q, p.sc, p.zp);
+    for (int64_t i = 0; i < N * nblk; i++) p.sc[i] *= 1.1f;
+    /* the nearest codes for the given parameters, clamped: the reference for H = c I */
+    qout r = alloc_out(K, N, bs, 4);
+    memcpy(r.sc, p.sc, (size_t)(N * nblk) * sizeof(float)), memcpy(r.zp, p.zp, (size_t)(N * ((nblk * 4 + 7) / 8)));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            int64_t kb = k / bs;
+            uint8_t zb = p.zp[n * ((nblk * 4 + 7) / 8) + kb / 2];
+            int z = kb % 2 ? zb >> 4 : zb & 15, c = (int)lrintf(w[k * N + n] / p.sc[n * nblk + kb]) + z;
+            c = c < 0 ? 0 : c > 15 ? 15 : c;
+            uint8_t *b = r.q + (n * nblk + kb) * (bs / 2) + (k % bs) / 2;
+            *b = (uint8_t)(k % 2 ? (*b & 15) | (c << 4) : (*b & 0xf0) | c);
+        }
+    dequant(&r, K, N, bs, 4, 0, wd);
+    double er = out_err(X, T, w, wd, K, N);
+    for (int ao = 0; ao < 2; ao++) {
+        qout a = alloc_out(K, N, bs, 4);
+        wm_error err = {0};
+        assert_int_equal(wm_quant_gptq_given(w, K, N, I, 0.01, ao, bs, 4, a.q, p.sc, p.zp, &err), WM_OK);
+        assert_memory_equal(a.q, r.q, (size_t)(N * nblk * bs / 2));
+        assert_int_equal(wm_quant_gptq_given(w, K, N, H, 0.01, ao, bs, 4, a.q, p.sc, p.zp, &err), WM_OK);
+        memcpy(a.sc, p.sc, (size_t)(N * nblk) * sizeof(float)), memcpy(a.zp, p.zp, (size_t)(N * ((nblk * 4 + 7) / 8)));
+        dequant(&a, K, N, bs, 4, 0, wd);
+        double eg = out_err(X, T, w, wd, K, N);
+        print_message("given parameters, act-order %d: output error GPTQ %.4g, nearest codes %.4g\n", ao, eg, er);
+        assert_true(eg < 0.7 * er);
+        free_out(&a);
+    }
+    free_out(&p), free_out(&r);
+    free(X), free(w), free(wd), free(H), free(I);
+}
+
 /* NaN or infinity in the weight or in H: WM_ERR_INPUT naming the element; nothing else is assumed of outputs. */
 static void test_refuses_nan_inf(void **s) {
     (void)s;
@@ -200,6 +248,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identity_is_rtn),
         cmocka_unit_test(test_lower_output_error_than_rtn),
+        cmocka_unit_test(test_given_parameters),
         cmocka_unit_test(test_refuses_nan_inf),
         cmocka_unit_test(test_not_positive_definite_and_shapes),
     };
