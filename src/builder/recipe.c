@@ -147,7 +147,7 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
         r->rtn_8bit_block_size = r->rtn_table_block_size = r->rtn_8bit_percent = -1;
         r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
         r->act_symmetric = r->rtn_float_zero_points = -1;
-        r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = -1;
+        r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = r->rtn_gptq_tied_head = -1;
         r->rtn_gptq_damp = -1;
         r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
         if (precision == WM_PREC_INT8 || precision == WM_PREC_W8A16 || precision == WM_PREC_INT16) {
@@ -405,6 +405,7 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         if (r->rtn_gptq >= 0) wm_json_bool(j, "rtn_gptq", r->rtn_gptq);
         if (r->rtn_gptq_damp >= 0) wm_json_num(j, "rtn_gptq_damp", r->rtn_gptq_damp);
         if (r->rtn_gptq_act_order >= 0) wm_json_bool(j, "rtn_gptq_act_order", r->rtn_gptq_act_order);
+        if (r->rtn_gptq_tied_head >= 0) wm_json_bool(j, "rtn_gptq_tied_head", r->rtn_gptq_tied_head);
         if (r->rtn_importance >= 0) wm_json_bool(j, "rtn_importance", r->rtn_importance);
         if (r->calibration_text[0]) wm_json_str(j, "calibration_text", r->calibration_text);
         if (r->rtn_8bit_weights) str_list_json(j, "rtn_8bit_weights", r->rtn_8bit_weights);
@@ -764,6 +765,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
                                        "rtn_bits", "rtn_block_size", "rtn_8bit_block_size", "rtn_table_block_size", "rtn_8bit_percent",
                                        "rtn_accuracy_level", "rtn_half_scales",
                                        "rtn_scale_search", "rtn_float_zero_points", "rtn_gptq", "rtn_gptq_damp", "rtn_gptq_act_order",
+                                       "rtn_gptq_tied_head",
                                        "rtn_importance",
                                        "calibration_text",
                                        "rtn_8bit_weights", "rtn_8bit_layer_weights", "fp16_keep_io_types", "fp16_op_block_list",
@@ -773,7 +775,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     r->rtn_8bit_block_size = r->rtn_table_block_size = r->rtn_8bit_percent = -1;
     r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
     r->act_symmetric = r->rtn_float_zero_points = -1;
-    r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = -1;
+    r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = r->rtn_gptq_tied_head = -1;
     r->rtn_gptq_damp = -1;
     int wsym = -1;
     wm_status st = only_keys(p, q, "quant.", keys);
@@ -799,6 +801,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_bool(p, q, "quant.", "rtn_gptq", &r->rtn_gptq)) ||
         (st = get_num(p, q, "quant.", "rtn_gptq_damp", 1e-6, 10.0, &r->rtn_gptq_damp)) ||
         (st = get_bool(p, q, "quant.", "rtn_gptq_act_order", &r->rtn_gptq_act_order)) ||
+        (st = get_bool(p, q, "quant.", "rtn_gptq_tied_head", &r->rtn_gptq_tied_head)) ||
         (st = get_bool(p, q, "quant.", "rtn_importance", &r->rtn_importance)) ||
         (st = get_str(p, q, "quant.", "calibration_text", r->calibration_text, sizeof r->calibration_text, 0)) ||
         (st = get_list(p, q, "quant.", "rtn_8bit_weights", &r->rtn_8bit_weights)) ||
@@ -831,9 +834,10 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_8bit_percent': %lld, but quant.rtn_importance is not "
                       "true (the sensitivity is measured on its calibration statistics)", p->label,
                       (long long)r->rtn_8bit_percent);
-    if ((r->rtn_gptq_damp >= 0 || r->rtn_gptq_act_order == 1) && r->rtn_gptq != 1)
+    if ((r->rtn_gptq_damp >= 0 || r->rtn_gptq_act_order == 1 || r->rtn_gptq_tied_head == 1) && r->rtn_gptq != 1)
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.%s' applies to GPTQ, but quant.rtn_gptq is not true",
-                      p->label, r->rtn_gptq_damp >= 0 ? "rtn_gptq_damp" : "rtn_gptq_act_order");
+                      p->label, r->rtn_gptq_damp >= 0 ? "rtn_gptq_damp" : r->rtn_gptq_act_order == 1 ?
+                      "rtn_gptq_act_order" : "rtn_gptq_tied_head");
     if (r->calibration_method[0] && strcmp(r->calibration_method, "minmax") &&
         strcmp(r->calibration_method, "entropy") && strcmp(r->calibration_method, "percentile"))
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.calibration_method': '%s' (minmax, entropy, percentile)",

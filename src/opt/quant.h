@@ -116,6 +116,8 @@ typedef struct wm_quant_config {
        here is quantized by wm_quant_gptq instead of RTN (its block's scale search is then not used) */
     const wm_quant_hessian *hessians; size_t n_hessians;
     double gptq_damp;       /* fraction of mean diag(H) added to H's diagonal; 0: 0.01 */
+    int gptq_tied;          /* 1: a tied lm_head (its codes shared with the token table's GatherBlockQuantized) is
+                               quantized by GPTQ too, for the head's inputs; 0 (default): RTN / the search */
     int gptq_act_order;     /* 1: rows by decreasing diag(H), each block's scale / zero point fixed first from the
                                float rows (static groups); 0 (default): rows in order, each block's from its rows
                                as updated */

@@ -687,8 +687,9 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
             if (tbs && tbs != bs && !(s = table_note(r, w, "MatMulNBits", K, tbs, want, err))) bs = tbs;
             if (s) return s;
         }
-        const wm_quant_hessian *hess = NULL; /* GPTQ: statistics of this input, unless a Gather shares the codes */
-        for (size_t i = 0; i < c->n_hessians && !(tb && gathered(c, all, n_all, w)); i++)
+        const wm_quant_hessian *hess = NULL; /* GPTQ: statistics of this input, unless a Gather shares the codes
+                                                (then only with gptq_tied) */
+        for (size_t i = 0; i < c->n_hessians && !(tb && gathered(c, all, n_all, w) && !c->gptq_tied); i++)
             if (c->hessians[i].value && !strcmp(c->hessians[i].value, a) && c->hessians[i].K == K) hess = &c->hessians[i];
         const wm_quant_hessian *imp = NULL; /* importance of this input's columns (a tied table's too: its rows are
                                                the head's columns, the head's input weighs them) */

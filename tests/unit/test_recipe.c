@@ -254,7 +254,7 @@ static void test_quant_section_is_the_quantizers_config(void **st) {
     const char *t = "{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_bits\": 8,"
                     " \"rtn_block_size\": 128, \"rtn_accuracy_level\": 4, \"rtn_scale_search\": true,"
                     " \"rtn_8bit_block_size\": 256, \"rtn_table_block_size\": 16, \"rtn_importance\": true,"
-                    " \"rtn_gptq\": true, \"rtn_gptq_damp\": 0.1, \"rtn_gptq_act_order\": true,"
+                    " \"rtn_gptq\": true, \"rtn_gptq_damp\": 0.1, \"rtn_gptq_act_order\": true, \"rtn_gptq_tied_head\": true,"
                     " \"symmetric\": true, \"op_types_to_quantize\": [\"MatMul\", \"Gather\"],"
                     " \"nodes_to_exclude\": [\"lm_head\"]}}";
     wm_recipe r;
@@ -269,7 +269,7 @@ static void test_quant_section_is_the_quantizers_config(void **st) {
     assert_int_equal(c.int8_block_size, 256), assert_int_equal(c.table_block_size, 16);
     assert_int_equal(r.rtn_importance, 1);
     assert_int_equal(r.rtn_gptq, 1); /* with rtn_importance: GPTQ, the importance for the sensitivity budget */
-    assert_true(c.gptq_damp == 0.1 && c.gptq_act_order == 1);
+    assert_true(c.gptq_damp == 0.1 && c.gptq_act_order == 1 && c.gptq_tied == 1);
     assert_int_equal(c.accuracy_level, 4);
     assert_true(c.scale_search && c.symmetric && !c.half_scales);
     assert_int_equal(c.n_op_types, 2);
