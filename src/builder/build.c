@@ -578,7 +578,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_quant_plan *plan = NULL;
     wm_quant_report *r = &b->qrep[b->part];
     wm_quant_carry *carry = NULL;
-    wm_quant_hessians hs = {0};
+    wm_quant_hessians hs = {0}, hi = {0}; /* GPTQ's H, the importance's diagonals (both: GPTQ with a sensitivity budget) */
     if (!s && qc.mode == WM_QUANT_CARRY && !(s = carry_table(b, &carry, &qc.n_carry))) qc.carry = carry;
     if (!s) s = open_stage_model(b, &m, &g);
     size_t unpacked = 0; /* before calibration: the unpacked projections' inputs are then calibrated */
@@ -586,9 +586,10 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!s && b->recipe.rtn_gptq == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, 0, &hs))) {
         qc.hessians = hs.v;
         qc.n_hessians = hs.n;
-    } else if (!s && b->recipe.rtn_importance == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, 1, &hs))) {
-        qc.importance = hs.v;
-        qc.n_importance = hs.n;
+    }
+    if (!s && b->recipe.rtn_importance == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, 1, &hi))) {
+        qc.importance = hi.v;
+        qc.n_importance = hi.n;
     }
     wm_calib_ranges rg = {0};
     if (!s && wm_quant_mode_static(qc.mode) && !(s = calibrate(b, &qc, g, &rg))) {
@@ -655,6 +656,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_quant_plan_free(plan);
     wm_calib_ranges_free(&rg);
     wm_quant_hessians_free(&hs);
+    wm_quant_hessians_free(&hi);
     wm_graph_free(g);
     wm_onnx_free(m);
     free(carry);

@@ -156,7 +156,8 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
         r->rtn_8bit_block_size = r->rtn_table_block_size = r->rtn_8bit_percent = -1;
         r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
         r->act_symmetric = r->rtn_float_zero_points = -1;
-        r->rtn_gptq = r->rtn_importance = -1;
+        r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = r->rtn_gptq_tied_head = -1;
+        r->rtn_gptq_damp = -1;
         r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
         if (precision == WM_PREC_INT8 || precision == WM_PREC_W8A16 || precision == WM_PREC_INT16) {
             /* static QDQ with the reference's w8a8 / w8a16 recipe values (all of its static recipes agree):
@@ -411,6 +412,9 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         if (r->rtn_scale_search >= 0) wm_json_bool(j, "rtn_scale_search", r->rtn_scale_search);
         if (r->rtn_float_zero_points >= 0) wm_json_bool(j, "rtn_float_zero_points", r->rtn_float_zero_points);
         if (r->rtn_gptq >= 0) wm_json_bool(j, "rtn_gptq", r->rtn_gptq);
+        if (r->rtn_gptq_damp >= 0) wm_json_num(j, "rtn_gptq_damp", r->rtn_gptq_damp);
+        if (r->rtn_gptq_act_order >= 0) wm_json_bool(j, "rtn_gptq_act_order", r->rtn_gptq_act_order);
+        if (r->rtn_gptq_tied_head >= 0) wm_json_bool(j, "rtn_gptq_tied_head", r->rtn_gptq_tied_head);
         if (r->rtn_importance >= 0) wm_json_bool(j, "rtn_importance", r->rtn_importance);
         if (r->calibration_text[0]) wm_json_str(j, "calibration_text", r->calibration_text);
         if (r->rtn_8bit_weights) str_list_json(j, "rtn_8bit_weights", r->rtn_8bit_weights);
@@ -549,6 +553,18 @@ static wm_status get_int(const pctx *p, const cJSON *o, const char *where, const
                       where, key, (long long)lo, (long long)hi, v->valuedouble);
     }
     *out = (int64_t)v->valuedouble;
+    return WM_OK;
+}
+
+static wm_status get_num(const pctx *p, const cJSON *o, const char *where, const char *key, double lo, double hi,
+                         double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return WM_OK;
+    if (!cJSON_IsNumber(v)) return bad(p, where, key, "a number", v);
+    if (!(v->valuedouble >= lo && v->valuedouble <= hi))
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field '%s%s': expected a number in [%g, %g], got %g", p->label, where,
+                      key, lo, hi, v->valuedouble);
+    *out = v->valuedouble;
     return WM_OK;
 }
 
@@ -757,7 +773,9 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
                                        "per_channel", "symmetric", "weight_symmetric", "activation_symmetric",
                                        "rtn_bits", "rtn_block_size", "rtn_8bit_block_size", "rtn_table_block_size", "rtn_8bit_percent",
                                        "rtn_accuracy_level", "rtn_half_scales",
-                                       "rtn_scale_search", "rtn_float_zero_points", "rtn_gptq", "rtn_importance",
+                                       "rtn_scale_search", "rtn_float_zero_points", "rtn_gptq", "rtn_gptq_damp", "rtn_gptq_act_order",
+                                       "rtn_gptq_tied_head",
+                                       "rtn_importance",
                                        "calibration_text",
                                        "rtn_8bit_weights", "rtn_8bit_layer_weights", "fp16_keep_io_types", "fp16_op_block_list",
                                        "op_types_to_quantize", "nodes_to_exclude", "seed", NULL};
@@ -766,7 +784,8 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     r->rtn_8bit_block_size = r->rtn_table_block_size = r->rtn_8bit_percent = -1;
     r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
     r->act_symmetric = r->rtn_float_zero_points = -1;
-    r->rtn_gptq = r->rtn_importance = -1;
+    r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = r->rtn_gptq_tied_head = -1;
+    r->rtn_gptq_damp = -1;
     int wsym = -1;
     wm_status st = only_keys(p, q, "quant.", keys);
     if (st || (st = get_str(p, q, "quant.", "mode", r->quant_mode, sizeof r->quant_mode, 1)) ||
@@ -789,6 +808,9 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_bool(p, q, "quant.", "rtn_scale_search", &r->rtn_scale_search)) ||
         (st = get_bool(p, q, "quant.", "rtn_float_zero_points", &r->rtn_float_zero_points)) ||
         (st = get_bool(p, q, "quant.", "rtn_gptq", &r->rtn_gptq)) ||
+        (st = get_num(p, q, "quant.", "rtn_gptq_damp", 1e-6, 10.0, &r->rtn_gptq_damp)) ||
+        (st = get_bool(p, q, "quant.", "rtn_gptq_act_order", &r->rtn_gptq_act_order)) ||
+        (st = get_bool(p, q, "quant.", "rtn_gptq_tied_head", &r->rtn_gptq_tied_head)) ||
         (st = get_bool(p, q, "quant.", "rtn_importance", &r->rtn_importance)) ||
         (st = get_str(p, q, "quant.", "calibration_text", r->calibration_text, sizeof r->calibration_text, 0)) ||
         (st = get_list(p, q, "quant.", "rtn_8bit_weights", &r->rtn_8bit_weights)) ||
@@ -821,9 +843,10 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_8bit_percent': %lld, but quant.rtn_importance is not "
                       "true (the sensitivity is measured on its calibration statistics)", p->label,
                       (long long)r->rtn_8bit_percent);
-    if (r->rtn_importance == 1 && r->rtn_gptq == 1)
-        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_importance': true, but quant.rtn_gptq is true too "
-                      "(GPTQ does its own weighting): set one of them false", p->label);
+    if ((r->rtn_gptq_damp >= 0 || r->rtn_gptq_act_order == 1 || r->rtn_gptq_tied_head == 1) && r->rtn_gptq != 1)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.%s' applies to GPTQ, but quant.rtn_gptq is not true",
+                      p->label, r->rtn_gptq_damp >= 0 ? "rtn_gptq_damp" : r->rtn_gptq_act_order == 1 ?
+                      "rtn_gptq_act_order" : "rtn_gptq_tied_head");
     if (r->calibration_method[0] && strcmp(r->calibration_method, "minmax") &&
         strcmp(r->calibration_method, "entropy") && strcmp(r->calibration_method, "percentile"))
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.calibration_method': '%s' (minmax, entropy, percentile)",

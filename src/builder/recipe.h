@@ -129,6 +129,9 @@ typedef struct wm_recipe {
     int rtn_float_zero_points; /* ours: asymmetric int4 with float zero points, each block's scale and offset fitted
                                   (wm_quant_config.float_zp; -1: absent) */
     int rtn_gptq;         /* ours: GPTQ with calibration statistics from our engine (-1: absent) */
+    int rtn_gptq_tied_head; /* ours: GPTQ for a tied lm_head too (wm_quant_config.gptq_tied; -1: absent) */
+    int rtn_gptq_act_order; /* ours: GPTQ's rows by decreasing H diagonal, static groups (-1: absent) */
+    double rtn_gptq_damp;   /* ours: GPTQ's damping, a fraction of H's mean diagonal (-1: absent, 0.01) */
     int rtn_importance;   /* ours: importance-weighted block fit, mean x^2 per MatMul input column from our engine's
                              run of calibration_text or seeded random tokens (wm_quant_config.importance; -1: absent) */
     char calibration_text[256]; /* ours: GPTQ's calibration text file ("": seeded random tokens) */

@@ -243,6 +243,9 @@ wm_status wm_recipe_quant_config(const wm_recipe *r, wm_quant_config *c, wm_erro
     if (r->rtn_half_scales >= 0) c->half_scales = r->rtn_half_scales;
     if (r->rtn_scale_search >= 0) c->scale_search = r->rtn_scale_search;
     if (r->rtn_float_zero_points >= 0) c->float_zp = r->rtn_float_zero_points;
+    if (r->rtn_gptq_damp > 0) c->gptq_damp = r->rtn_gptq_damp;
+    if (r->rtn_gptq_act_order >= 0) c->gptq_act_order = r->rtn_gptq_act_order;
+    if (r->rtn_gptq_tied_head >= 0) c->gptq_tied = r->rtn_gptq_tied_head;
     size_t n = 0;
     if (r->fp16_op_block_list) {
         while (r->fp16_op_block_list[n]) n++;

@@ -116,6 +116,11 @@ typedef struct wm_quant_config {
        here is quantized by wm_quant_gptq instead of RTN (its block's scale search is then not used) */
     const wm_quant_hessian *hessians; size_t n_hessians;
     double gptq_damp;       /* fraction of mean diag(H) added to H's diagonal; 0: 0.01 */
+    int gptq_tied;          /* 1: a tied lm_head (its codes shared with the token table's GatherBlockQuantized) is
+                               quantized by GPTQ too, for the head's inputs; 0 (default): RTN / the search */
+    int gptq_act_order;     /* 1: rows by decreasing diag(H), each block's scale / zero point fixed first from the
+                               float rows (static groups); 0 (default): rows in order, each block's from its rows
+                               as updated */
     /* importance-weighted fitting (int4/int8 RTN, not GPTQ): a MatMul (or bias-free Gemm) whose input A is listed
        here (h [2K]: sums over calibration rows of x_k^2, then of x_k) has every 4-bit block searched (8-bit ones
        stay RTN; scale_search's fit, whatever scale_search says) for the least output error: weights the columns'
@@ -266,11 +271,23 @@ void wm_quant_blocks_fzp(const float *w, int64_t K, int64_t N, int64_t bs, int b
  * GPTQ (quant_gptq.c): wm_quant_blocks' layout and outputs for w [K, N], the rows quantized in order with each
  * row's rounding error fed forward into the later rows through the calibration inputs' H = X^T X [K, K] (read,
  * not changed), so that X W moves least. damp: the fraction of H's mean diagonal added to its diagonal (0.01 is
- * customary). scale_dtype: how scales are rounded before use (WM_DT_FLOAT: not at all; WM_DT_FLOAT16,
+ * customary). act_order: the rows taken by decreasing H diagonal (GPTQ's act-order) with every block's scale and
+ * zero point fixed first from w as given (static groups: a block's rows are then not quantized together). scale_dtype: how scales are rounded before use (WM_DT_FLOAT: not at all; WM_DT_FLOAT16,
  * WM_DT_BFLOAT16). WM_ERR_INPUT naming the element when w or H holds NaN or infinity, or when H plus damping is
  * not positive definite; WM_ERR_USAGE on a bad shape; outputs undefined on error.
  */
-wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, double damp, int64_t bs, int bits,
-                        int symmetric, int32_t scale_dtype, uint8_t *q, float *scales, uint8_t *zp, wm_error *err);
+wm_status wm_quant_gptq(const float *w, int64_t K, int64_t N, const double *H, double damp, int act_order,
+                        int64_t bs, int bits, int symmetric, int32_t scale_dtype, uint8_t *q, float *scales,
+                        uint8_t *zp, wm_error *err);
+
+/*
+ * GPTQ with every block's scale and zero point given (static groups chosen elsewhere, e.g. by the importance's
+ * search): scales [N, nblk] and zp (MatMulNBits' packed zero points; NULL: symmetric, zero point 2^(bits-1)) are
+ * read, not changed; the codes q are GPTQ's for those parameters (act_order as wm_quant_gptq's). Errors as
+ * wm_quant_gptq's.
+ */
+wm_status wm_quant_gptq_given(const float *w, int64_t K, int64_t N, const double *H, double damp, int act_order,
+                              int64_t bs, int bits, uint8_t *q, const float *scales, const uint8_t *zp,
+                              wm_error *err);
 
 #endif

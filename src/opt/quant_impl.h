@@ -35,8 +35,10 @@ typedef struct wm_qjob {
     const wm_quant_carry *carry; /* CARRY: the entry (bits, block, zp and rows) */
     const wm_quant_hessian *hess; /* NBITS: GPTQ with these statistics (NULL: RTN / the search) */
     double damp;                  /* NBITS with hess: wm_quant_config.gptq_damp (resolved) */
-    const wm_quant_hessian *imp;  /* NBITS without hess: importance h [K] weighting the search (implies it) */
+    const wm_quant_hessian *imp;  /* NBITS: importance h [2K] weighting the search (implies it; with hess, 4-bit:
+                                     the search picks each block's scale / zero point, GPTQ the codes) */
     int float_zp; /* NBITS, asymmetric, no hess: float zero points [N, nblk] of the scales' type (wm_nbits_fit_fzp) */
+    int act_order; /* NBITS with hess: wm_quant_config.gptq_act_order */
 } wm_qjob;
 
 struct wm_quant_plan {

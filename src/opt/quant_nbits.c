@@ -387,7 +387,7 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
     }
     /* the importance's search for 4-bit weights only: an 8-bit block's RTN error is ~1/289 of a 4-bit one's, and
        searching 8-bit tables (Gemma 3's 168M values) was most of the build's time */
-    int want_imp = j->imp && !j->hess && j->bits < 8;
+    int want_imp = j->imp && j->bits < 8;
     float *imp = want_imp ? wm_nbits_importance(j->imp->h, K, j->imp->rows) : NULL;
     if (want_imp && !imp) {
         free(rows);
@@ -405,7 +405,16 @@ wm_status wm_qjob_nbits_run(const wm_qjob *j, uint8_t **out, int release, wm_err
         if (!rows) s = wm_err(err, WM_ERR_NOMEM, "out of memory quantizing '%s'", j->src->name ? j->src->name : "");
         else if (j->trans) s = read_cols_t(j->src, 0, K, K, N, rows, err);
         else s = read_rows(j->m, j->src, 0, K, N, rows, release, err);
-        if (!s) s = wm_quant_gptq(rows, K, N, j->hess->h, j->damp, bs, j->bits, j->sym, sdt, out[0], sc, out[2], err);
+        if (!s && imp) { /* with the importance: each block's scale and zero point by its search, then GPTQ's codes */
+            for (int64_t kb = 0; kb < nblk; kb++) {
+                int64_t r0 = kb * bs, nr = K - r0 < bs ? K - r0 : bs;
+                block_row(rows + r0 * N, imp + r0, imp + K + r0, kb, nr, K, N, bs, j->bits, j->sym, 1, sdt, out[0], sc,
+                          out[2], NULL, j->scale_dtype, scratch);
+            }
+            s = wm_quant_gptq_given(rows, K, N, j->hess->h, j->damp, j->act_order, bs, j->bits, out[0], sc, out[2], err);
+        } else if (!s)
+            s = wm_quant_gptq(rows, K, N, j->hess->h, j->damp, j->act_order, bs, j->bits, j->sym, sdt, out[0], sc, out[2],
+                              err);
         if (s) wm_err_prefix(err, "'%s'", j->src->name ? j->src->name : "");
         nblk = s ? 0 : nblk;
     }
@@ -519,8 +528,9 @@ static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_p
                                const wm_quant_hessian *hess, const wm_quant_hessian *imp, const char **names,
                                wm_error *err) {
     wm_qjob j = {WM_QJOB_NBITS, wm_graph_model(g), t, {NULL}, 0, K, N, bs, bits, c->symmetric, 0, trans,
-                 0, t->data_type, 0, c->half_scales, 0, c->scale_search, NULL, hess, c->gptq_damp > 0 ? c->gptq_damp : 0.01, hess ? NULL : imp};
+                 0, t->data_type, 0, c->half_scales, 0, c->scale_search, NULL, hess, c->gptq_damp > 0 ? c->gptq_damp : 0.01, imp};
     j.float_zp = c->float_zp && !c->symmetric && bits == 4 && !flat && !hess;
+    j.act_order = c->gptq_act_order;
     int64_t nblk = (K + j.bs - 1) / j.bs;
     char nm[3][256];
     snprintf(nm[0], sizeof nm[0], "%s_Q%d", w, bits);
@@ -677,8 +687,9 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
             if (tbs && tbs != bs && !(s = table_note(r, w, "MatMulNBits", K, tbs, want, err))) bs = tbs;
             if (s) return s;
         }
-        const wm_quant_hessian *hess = NULL; /* GPTQ: statistics of this input, unless a Gather shares the codes */
-        for (size_t i = 0; i < c->n_hessians && !(tb && gathered(c, all, n_all, w)); i++)
+        const wm_quant_hessian *hess = NULL; /* GPTQ: statistics of this input, unless a Gather shares the codes
+                                                (then only with gptq_tied) */
+        for (size_t i = 0; i < c->n_hessians && !(tb && gathered(c, all, n_all, w) && !c->gptq_tied); i++)
             if (c->hessians[i].value && !strcmp(c->hessians[i].value, a) && c->hessians[i].K == K) hess = &c->hessians[i];
         const wm_quant_hessian *imp = NULL; /* importance of this input's columns (a tied table's too: its rows are
                                                the head's columns, the head's input weighs them) */

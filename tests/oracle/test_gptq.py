@@ -171,17 +171,20 @@ def _text(path, words):
 
 
 def test_gptq_build(winml, tmp_path):
-    """A build with quant.rtn_gptq: from a calibration text (two sequences of 512 tokens) and from seeded random
-    tokens; the manifest says GPTQ, and onnxruntime and our engine agree on the artifact (float activations)."""
+    """A build with quant.rtn_gptq: from a calibration text (two sequences of 512 tokens), from seeded random
+    tokens, and with rtn_importance, act-order, the tied head and damping 0.1; the manifest says GPTQ, and onnxruntime and our engine agree on the artifact (float activations)."""
     import builder_util as BU
     ck = _ckpt(tmp_path)
-    for name, extra in (("text", {"calibration_text": str(_text(tmp_path / "c.txt", WORDS))}), ("random", {})):
+    text = str(_text(tmp_path / "c.txt", WORDS))
+    both = {"calibration_text": text, "rtn_importance": True, "rtn_gptq_act_order": True, "rtn_gptq_tied_head": True,
+            "rtn_gptq_damp": 0.1}  # the importance's scales with GPTQ's codes, act-order, the tied head too
+    for name, extra in (("text", {"calibration_text": text}), ("random", {}), ("both", both)):
         rec = _gptq_recipe(winml, ck, tmp_path / f"{name}.json", rtn_accuracy_level=0, **extra)
         out = tmp_path / name
         r = U.run([winml, "build", "-m", ck, "-o", out, "-c", rec, "-q", "-f", "json"], timeout=600)
         assert r.returncode == 0, U.describe(r)
         q = next(s for s in json.loads(r.stdout)["stages"] if s["name"] == "quant")
-        assert "(GPTQ)" in q["reason"], q
+        assert "(GPTQ)" in q["reason"] and (name != "both" or "importance" in q["reason"]), q
         ids = np.random.default_rng(2).integers(1, 27, (1, 7)).astype(np.int64)
         f = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.arange(7)[None]}
         for i in range(2):

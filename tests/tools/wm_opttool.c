@@ -109,7 +109,7 @@ static int gptq(char **argv) {
     if (!rc) {
         memcpy(w, mw.data, (size_t)(K * N) * 4);
         memcpy(h, mh.data, (size_t)(K * K) * 8);
-        if (wm_quant_gptq(w, K, N, h, damp, bs, bits, sym, WM_DT_FLOAT, q, sc, sym ? NULL : zp, &e)) rc = fail(&e);
+        if (wm_quant_gptq(w, K, N, h, damp, 0, bs, bits, sym, WM_DT_FLOAT, q, sc, sym ? NULL : zp, &e)) rc = fail(&e);
     }
     if (!rc) rc = put(argv[10], ".q", q, nq) || put(argv[10], ".scales", sc, ns * 4) || (!sym && put(argv[10], ".zp", zp, nz));
     free(w), free(h), free(sc), free(q), free(zp);

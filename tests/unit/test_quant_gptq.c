@@ -1,5 +1,5 @@
-/* Unit tests of GPTQ (opt/quant_gptq.c): RTN when H is the identity, a lower output error than RTN on correlated
- * inputs, dead inputs, NaN / infinity refused with the element named, H not positive definite, bad shapes. The
+/* Unit tests of GPTQ (opt/quant_gptq.c): RTN when H is the identity (or diagonal, act-order), a lower output error than RTN on correlated
+ * inputs (in order and act-order), dead inputs, NaN / infinity refused with the element named, H not positive definite, bad shapes. The
  * comparison with a numpy reference of the same algorithm is tests/oracle/test_gptq.py. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,20 +86,22 @@ static void test_identity_is_rtn(void **s) {
     float *w = malloc(K * N * sizeof *w);
     double *H = calloc(K * K, sizeof *H);
     for (int64_t i = 0; i < K * N; i++) w[i] = frand();
-    for (int64_t k = 0; k < K; k++) H[k * K + k] = 3.5;
-    for (int bits = 4; bits <= 8; bits += 4)
-        for (int sym = 0; sym < 2; sym++) {
+    /* ao 1, act-order: a diagonal H of unequal entries (the rows out of order), still RTN */
+    for (int ao = 0; ao < 2; ao++)
+        for (int bits = 4; bits <= 8; bits += 4)
+            for (int sym = 0; sym < 2; sym++) {
+            for (int64_t k = 0; k < K; k++) H[k * K + k] = ao ? 1.0 + (double)(k * 37 % 11) : 3.5;
             qout a = alloc_out(K, N, bs, bits), b = alloc_out(K, N, bs, bits);
             wm_error err = {0};
-            assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, bs, bits, sym, WM_DT_FLOAT, a.q, a.sc, sym ? NULL : a.zp,
-                                           &err), WM_OK);
+            assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, ao, bs, bits, sym, WM_DT_FLOAT, a.q, a.sc,
+                                           sym ? NULL : a.zp, &err), WM_OK);
             wm_quant_blocks(w, K, N, bs, bits, sym, b.q, b.sc, sym ? NULL : b.zp);
             int64_t nblk = (K + bs - 1) / bs;
             assert_memory_equal(a.q, b.q, (size_t)(N * nblk * bs * bits / 8));
             assert_memory_equal(a.sc, b.sc, (size_t)(N * nblk) * sizeof(float));
             if (!sym) assert_memory_equal(a.zp, b.zp, (size_t)(N * ((nblk * bits + 7) / 8)));
             free_out(&a), free_out(&b);
-        }
+            }
     free(w), free(H);
 }
 
@@ -119,23 +121,71 @@ static void test_lower_output_error_than_rtn(void **s) {
         }
         for (int64_t i = 0; i < K * N; i++) w[i] = frand() * 0.1f;
         double *H = gram(X, T, K);
-        for (int bits = 4; bits <= 8; bits += 4) {
+        for (int bits = 4, ao = 0; bits <= 8; bits += 4 * ao, ao = !ao) { /* 4 and 8 bits, in order and act-order */
             qout a = alloc_out(K, N, bs, bits), b = alloc_out(K, N, bs, bits);
             wm_error err = {0};
-            assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, bs, bits, 0, WM_DT_FLOAT, a.q, a.sc, a.zp, &err), WM_OK);
+            assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, ao, bs, bits, 0, WM_DT_FLOAT, a.q, a.sc, a.zp, &err), WM_OK);
             wm_quant_blocks(w, K, N, bs, bits, 0, b.q, b.sc, b.zp);
             dequant(&a, K, N, bs, bits, 0, wd);
             for (int64_t i = 0; i < K * N; i++) assert_true(isfinite(wd[i]));
             double eg = out_err(X, T, w, wd, K, N);
             dequant(&b, K, N, bs, bits, 0, wd);
             double er = out_err(X, T, w, wd, K, N);
-            print_message("dead %d bits %d: output error GPTQ %.4g, RTN %.4g\n", dead, bits, eg, er);
+            print_message("dead %d bits %d act-order %d: output error GPTQ %.4g, RTN %.4g\n", dead, bits, ao, eg, er);
             assert_true(eg < 0.7 * er);
             free_out(&a), free_out(&b);
         }
         free(H);
     }
     free(X), free(w), free(wd);
+}
+
+/* wm_quant_gptq_given: the scales and zero points given (here a search's, scaled by 1.1 so they are not RTN's) are
+ * kept as they are; with H = c I the codes are the nearest for them (RTN's rounding with those parameters); on
+ * correlated inputs the output error is below that rounding's, in order and act-order. */
+static void test_given_parameters(void **s) {
+    (void)s;
+    const int64_t T = 256, K = 96, N = 8, bs = 32, nblk = 3;
+    float *X = malloc(T * K * sizeof *X), *w = malloc(K * N * sizeof *w), *wd = malloc(K * N * sizeof *wd);
+    for (int64_t t = 0; t < T; t++) {
+        float f[3] = {frand(), frand(), frand()};
+        for (int64_t k = 0; k < K; k++) X[t * K + k] = f[k % 3] + 0.5f * f[(k + 1) % 3] + 0.2f * frand();
+    }
+    for (int64_t i = 0; i < K * N; i++) w[i] = frand();
+    double *H = gram(X, T, K), *I = calloc(K * K, sizeof *I);
+    for (int64_t k = 0; k < K; k++) I[k * K + k] = 2.0;
+    qout p = alloc_out(K, N, bs, 4);
+    wm_quant_blocks_search(w, K, N, bs, 4, 0, p.q, p.sc, p.zp);
+    for (int64_t i = 0; i < N * nblk; i++) p.sc[i] *= 1.1f;
+    /* the nearest codes for the given parameters, clamped: the reference for H = c I */
+    qout r = alloc_out(K, N, bs, 4);
+    memcpy(r.sc, p.sc, (size_t)(N * nblk) * sizeof(float)), memcpy(r.zp, p.zp, (size_t)(N * ((nblk * 4 + 7) / 8)));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            int64_t kb = k / bs;
+            uint8_t zb = p.zp[n * ((nblk * 4 + 7) / 8) + kb / 2];
+            int z = kb % 2 ? zb >> 4 : zb & 15, c = (int)lrintf(w[k * N + n] / p.sc[n * nblk + kb]) + z;
+            c = c < 0 ? 0 : c > 15 ? 15 : c;
+            uint8_t *b = r.q + (n * nblk + kb) * (bs / 2) + (k % bs) / 2;
+            *b = (uint8_t)(k % 2 ? (*b & 15) | (c << 4) : (*b & 0xf0) | c);
+        }
+    dequant(&r, K, N, bs, 4, 0, wd);
+    double er = out_err(X, T, w, wd, K, N);
+    for (int ao = 0; ao < 2; ao++) {
+        qout a = alloc_out(K, N, bs, 4);
+        wm_error err = {0};
+        assert_int_equal(wm_quant_gptq_given(w, K, N, I, 0.01, ao, bs, 4, a.q, p.sc, p.zp, &err), WM_OK);
+        assert_memory_equal(a.q, r.q, (size_t)(N * nblk * bs / 2));
+        assert_int_equal(wm_quant_gptq_given(w, K, N, H, 0.01, ao, bs, 4, a.q, p.sc, p.zp, &err), WM_OK);
+        memcpy(a.sc, p.sc, (size_t)(N * nblk) * sizeof(float)), memcpy(a.zp, p.zp, (size_t)(N * ((nblk * 4 + 7) / 8)));
+        dequant(&a, K, N, bs, 4, 0, wd);
+        double eg = out_err(X, T, w, wd, K, N);
+        print_message("given parameters, act-order %d: output error GPTQ %.4g, nearest codes %.4g\n", ao, eg, er);
+        assert_true(eg < 0.7 * er);
+        free_out(&a);
+    }
+    free_out(&p), free_out(&r);
+    free(X), free(w), free(wd), free(H), free(I);
 }
 
 /* NaN or infinity in the weight or in H: WM_ERR_INPUT naming the element; nothing else is assumed of outputs. */
@@ -149,16 +199,16 @@ static void test_refuses_nan_inf(void **s) {
     qout o = alloc_out(K, N, bs, 4);
     wm_error err = {0};
     w[5 * N + 2] = NAN;
-    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, bs, 4, 0, WM_DT_FLOAT, o.q, o.sc, o.zp, &err), WM_ERR_INPUT);
+    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, 0, bs, 4, 0, WM_DT_FLOAT, o.q, o.sc, o.zp, &err), WM_ERR_INPUT);
     assert_non_null(strstr(err.msg, "[5, 2] is NaN"));
     w[5 * N + 2] = -INFINITY;
     memset(&err, 0, sizeof err);
-    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, bs, 4, 0, WM_DT_FLOAT, o.q, o.sc, o.zp, &err), WM_ERR_INPUT);
+    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, 0, bs, 4, 0, WM_DT_FLOAT, o.q, o.sc, o.zp, &err), WM_ERR_INPUT);
     assert_non_null(strstr(err.msg, "[5, 2] is infinite"));
     w[5 * N + 2] = 0.5f;
     H[3 * K + 7] = INFINITY;
     memset(&err, 0, sizeof err);
-    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, bs, 4, 0, WM_DT_FLOAT, o.q, o.sc, o.zp, &err), WM_ERR_INPUT);
+    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, 0, bs, 4, 0, WM_DT_FLOAT, o.q, o.sc, o.zp, &err), WM_ERR_INPUT);
     assert_non_null(strstr(err.msg, "[3, 7] are not finite"));
     free_out(&o);
 }
@@ -174,23 +224,23 @@ static void test_not_positive_definite_and_shapes(void **s) {
     for (int i = 0; i < K * K; i++) H[i] = 1.0;
     qout o = alloc_out(K, N, bs, 4);
     wm_error err = {0};
-    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.0, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_INPUT);
+    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.0, 0, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_INPUT);
     assert_non_null(strstr(err.msg, "not positive definite"));
     assert_non_null(strstr(err.msg, "raise the damping"));
     memset(&err, 0, sizeof err);
-    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_OK);
+    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, 0, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_OK);
     for (int i = 0; i < K * K; i++) H[i] = i % (K + 1) ? 0.0 : -2.0;
     memset(&err, 0, sizeof err);
-    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_INPUT);
+    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, 0, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_INPUT);
     assert_non_null(strstr(err.msg, "not positive definite"));
     memset(&err, 0, sizeof err);
-    assert_int_equal(wm_quant_gptq(w, K, N, H, -1.0, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_USAGE);
+    assert_int_equal(wm_quant_gptq(w, K, N, H, -1.0, 0, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_USAGE);
     memset(&err, 0, sizeof err);
-    assert_int_equal(wm_quant_gptq(w, K, N, H, NAN, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_USAGE);
+    assert_int_equal(wm_quant_gptq(w, K, N, H, NAN, 0, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_USAGE);
     memset(&err, 0, sizeof err);
-    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, bs, 3, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_USAGE);
+    assert_int_equal(wm_quant_gptq(w, K, N, H, 0.01, 0, bs, 3, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_USAGE);
     memset(&err, 0, sizeof err);
-    assert_int_equal(wm_quant_gptq(w, 0, N, H, 0.01, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_USAGE);
+    assert_int_equal(wm_quant_gptq(w, 0, N, H, 0.01, 0, bs, 4, 1, WM_DT_FLOAT, o.q, o.sc, NULL, &err), WM_ERR_USAGE);
     free_out(&o);
 }
 
@@ -198,6 +248,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identity_is_rtn),
         cmocka_unit_test(test_lower_output_error_than_rtn),
+        cmocka_unit_test(test_given_parameters),
         cmocka_unit_test(test_refuses_nan_inf),
         cmocka_unit_test(test_not_positive_definite_and_shapes),
     };

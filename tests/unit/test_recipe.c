@@ -217,8 +217,12 @@ static void test_bad_reference_fields(void **st) {
          "field 'quant.rtn_8bit_block_size': 96 (a power of two"},
         {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_table_block_size\": 8}}",
          "field 'quant.rtn_table_block_size': expected an integer in [16, 4096], got 8"},
-        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_importance\": true,"
-         " \"rtn_gptq\": true}}", "field 'quant.rtn_importance': true, but quant.rtn_gptq is true too"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_gptq_damp\": 0.1}}",
+         "field 'quant.rtn_gptq_damp' applies to GPTQ, but quant.rtn_gptq is not true"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_gptq\": true,"
+         " \"rtn_gptq_damp\": 0}}", "field 'quant.rtn_gptq_damp': expected a number in [1e-06, 10], got 0"},
+        {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_gptq\": true,"
+         " \"rtn_gptq_act_order\": 1}}", "field 'quant.rtn_gptq_act_order': expected true or false"},
         {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_importance\": 1}}",
          "field 'quant.rtn_importance': expected true or false"},
         {"{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"static\", \"activation_type\": \"QInt4\"}}",
@@ -250,6 +254,7 @@ static void test_quant_section_is_the_quantizers_config(void **st) {
     const char *t = "{\"loader\": {\"task\": \"text-generation\"}, \"quant\": {\"mode\": \"rtn\", \"rtn_bits\": 8,"
                     " \"rtn_block_size\": 128, \"rtn_accuracy_level\": 4, \"rtn_scale_search\": true,"
                     " \"rtn_8bit_block_size\": 256, \"rtn_table_block_size\": 16, \"rtn_importance\": true,"
+                    " \"rtn_gptq\": true, \"rtn_gptq_damp\": 0.1, \"rtn_gptq_act_order\": true, \"rtn_gptq_tied_head\": true,"
                     " \"symmetric\": true, \"op_types_to_quantize\": [\"MatMul\", \"Gather\"],"
                     " \"nodes_to_exclude\": [\"lm_head\"]}}";
     wm_recipe r;
@@ -263,6 +268,8 @@ static void test_quant_section_is_the_quantizers_config(void **st) {
     assert_int_equal(c.block_size, 128);
     assert_int_equal(c.int8_block_size, 256), assert_int_equal(c.table_block_size, 16);
     assert_int_equal(r.rtn_importance, 1);
+    assert_int_equal(r.rtn_gptq, 1); /* with rtn_importance: GPTQ, the importance for the sensitivity budget */
+    assert_true(c.gptq_damp == 0.1 && c.gptq_act_order == 1 && c.gptq_tied == 1);
     assert_int_equal(c.accuracy_level, 4);
     assert_true(c.scale_search && c.symmetric && !c.half_scales);
     assert_int_equal(c.n_op_types, 2);
