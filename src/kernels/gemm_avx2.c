@@ -165,10 +165,12 @@ static void ukr_6x16(int64_t kc, const float *ap, int64_t lda, const float *bp, 
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     int64_t pfs;
     const char *pf = far_start(e, bp, &pfs);
-    if (lda == 0) { /* packed A panel: [k][6] */
-        const float *a0 = ap, *a1 = ap + 1, *a2 = ap + 2, *a3 = ap + 3, *a4 = ap + 4, *a5 = ap + 5;
-        const char *f = pf;
-        K_LOOP(kc, WM_MR);
+    if (lda == 0) { /* packed A panel: [k][6] (none when kc is 0: K = 0 or alpha = 0, ap NULL) */
+        if (kc > 0) {
+            const float *a0 = ap, *a1 = ap + 1, *a2 = ap + 2, *a3 = ap + 3, *a4 = ap + 4, *a5 = ap + 5;
+            const char *f = pf;
+            K_LOOP(kc, WM_MR);
+        }
     } else { /* rows of A in place; rows past mv alias row 0 (read, never stored) */
         const float *rows[WM_MR];
         for (int r = 0; r < WM_MR; r++) rows[r] = r < mv ? ap + r * lda : ap;
