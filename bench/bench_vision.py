@@ -22,12 +22,13 @@ side is the figure.
 --cpu-time: single-threaded process CPU time per run instead (tests/tools/wm_cputime for ours,
 time.process_time around onnxruntime with one intra-op thread and around OpenVINO with one inference
 thread): the steady figure on a machine shared with other jobs, where wall time mostly measures the
-neighbours.
+neighbours. --winml-base OLD/winml adds a baseline build's figure on each row, timed in the same run.
 --profile: per-op-type milliseconds of each row instead: ours (WM_PROFILE=1), onnxruntime's profiler,
 OpenVINO's performance counters, all single-threaded.
 
 usage: bench/bench_vision.py [--threads N] [--iterations N] [--rows models,ops] [--models NAME,...] [--batch N]
                              [--cpu-time | --profile] [--openvino-python PATH] [--work DIR] [--winml PATH]
+                             [--winml-base OLD/winml]
 """
 import argparse
 import json
@@ -252,9 +253,14 @@ def cpu_rows(a, rows):
     import onnxruntime as rt
     from safetensors.numpy import save_file
     tool = os.path.join(os.path.dirname(a.winml), "wm_cputime")
+    base_tool = os.path.join(os.path.dirname(a.winml_base), "wm_cputime") if a.winml_base else ""
     print(f"single-thread process CPU time per run (ms), iterations={a.iterations}; ratio = ours / best peer")
+    if base_tool:
+        print(f"base: {base_tool} timed just before ours on each row; base ratio = base / best peer, "
+              "new/base = ours / base (minima)")
     print(f"{'row':24s} {'ours min':>9s} {'ort min':>9s} {'ov min':>9s} {'ratio':>6s} {'ours med':>9s} {'ort med':>9s}"
-          f" {'ov med':>9s} {'ratio':>6s} {'GFLOP/s':>8s}")
+          f" {'ov med':>9s} {'ratio':>6s} {'GFLOP/s':>8s}" +
+          (f" {'base min':>9s} {'base ratio':>10s} {'new/base':>8s}" if base_tool else ""))
     with tempfile.TemporaryDirectory() as tmp:
         for name, (path, batch, gflop) in rows.items():
             so = rt.SessionOptions()
@@ -265,6 +271,11 @@ def cpu_rows(a, rows):
             feeds = make_feeds(s, batch)
             fin = os.path.join(tmp, "in.safetensors")
             save_file(feeds, fin)
+            base = None
+            if base_tool:
+                r = subprocess.run([base_tool, path, fin, "--iterations", str(a.iterations)], capture_output=True,
+                                   text=True)
+                base = json.loads(r.stdout) if r.returncode == 0 else None
             r = subprocess.run([tool, path, fin, "--iterations", str(a.iterations)], capture_output=True, text=True)
             if r.returncode != 0:
                 print(f"{name:24s} error: {r.stderr.strip()}")
@@ -282,8 +293,12 @@ def cpu_rows(a, rows):
             vm, vq = (ov["cpu_min"], ov["cpu_med"]) if ov else (float("nan"), float("nan"))
             bm, bq = min(om, vm) if ov else om, min(oq, vq) if ov else oq
             gf = f"{gflop * batch / (d['min_ms'] / 1e3):8.1f}" if gflop else ""
+            bc = ""
+            if base_tool:
+                bc = f" {base['min_ms']:9.2f} {base['min_ms'] / bm:10.2f} {d['min_ms'] / base['min_ms']:8.3f}" if base \
+                    else f" {'error':>9s}"
             print(f"{name:24s} {d['min_ms']:9.2f} {om:9.2f} {vm:9.2f} {d['min_ms'] / bm:6.2f} {d['median_ms']:9.2f}"
-                  f" {oq:9.2f} {vq:9.2f} {d['median_ms'] / bq:6.2f} {gf}", flush=True)
+                  f" {oq:9.2f} {vq:9.2f} {d['median_ms'] / bq:6.2f} {gf:>8s}{bc}", flush=True)
 
 
 OV_PROF_CHILD = r"""
@@ -371,6 +386,8 @@ def main():
                     "OpenVINO) instead of timings")
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench-vision"))
     ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
+    ap.add_argument("--winml-base", default="", help="--cpu-time: a second winml (a baseline build) whose wm_cputime "
+                    "is timed on each row just before ours: base columns and ours / base")
     ap.add_argument("--models", default="", help="comma-separated model names (default: all of _model_specs)")
     ap.add_argument("--openvino-python", default=os.environ.get("WM_OPENVINO_PYTHON", ""),
                     help="python of a venv with PyPI openvino (bench/requirements-peers.txt); empty: no OpenVINO")

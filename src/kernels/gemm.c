@@ -16,7 +16,7 @@
  *       last k-block: epilogue on the finished rows (in the kernel's store when
  *       the table fuses it and it is bias / residual / ReLU: wm_tile_epi)
  * Packed B layout (prepacked and on the fly alike): K is cut into blocks of
- * wm_sgemm_kc(K) rows (<= KC, balanced so the last block is not tiny; the last
+ * wm_sgemm_kc(K) rows (<= the selected table's sgemm_kc, balanced so the last block is not tiny; the last
  * one may be shorter); block b (rows k0 = b*kc, kc of them) starts
  * at k0 * Np (Np = N rounded up to 16) and holds the 16-column panels one after
  * the other, panel p at + p*kc*16, row k of it at + k*16. Every micro-kernel
@@ -111,9 +111,10 @@ static void pack_b_block(int trans_b, const float *B, int64_t ldb, int64_t k0, i
 int64_t wm_packed_np(int64_t N) { return (N + WM_NR - 1) / WM_NR * WM_NR; }
 
 int64_t wm_sgemm_kc(int64_t K) {
-    if (K <= WM_KC) return K > 0 ? K : 1;
-    int64_t nb = (K + WM_KC - 1) / WM_KC, kc = (K + nb - 1) / nb;
-    return WM_ALIGN_UP(kc, 8) < WM_KC ? WM_ALIGN_UP(kc, 8) : WM_KC;
+    const int64_t kmax = wm_kernels_get()->sgemm_kc;
+    if (K <= kmax) return K > 0 ? K : 1;
+    int64_t nb = (K + kmax - 1) / kmax, kc = (K + nb - 1) / nb;
+    return WM_ALIGN_UP(kc, 8) < kmax ? WM_ALIGN_UP(kc, 8) : kmax;
 }
 
 int64_t wm_sgemm_args_kc(const wm_sgemm_args *a) { return a->kc > 0 ? a->kc : wm_sgemm_kc(a->K); }

@@ -21,6 +21,7 @@ static void fill_generic(wm_kernels *k) {
     k->name = "generic";
     k->sgemm = wm_sgemm_generic;
     k->sgemm_batch = wm_sgemm_batch_generic;
+    k->sgemm_kc = WM_KC;
     k->hgemm = wm_hgemm_generic;
     k->nbits_gemm = wm_nbits_generic;
     k->nbits_q8 = wm_nbits_q8_default;
@@ -43,6 +44,7 @@ static void init_tables(void) {
         g_avx2.sgemm = wm_sgemm_avx2;
         g_avx2.sgemm_batch = wm_sgemm_batch_avx2;
         g_avx2.sgemm_packs_aliased = wm_gemm_ukr_avx2.pack_aliased;
+        g_avx2.sgemm_kc = WM_KC_AVX2;
         g_avx2.hgemm = wm_hgemm_avx2;
         g_avx2.nbits_gemm = wm_nbits_avx2;
         g_avx2.nbits_q8 = wm_nbits_q8_avx2;
@@ -61,6 +63,7 @@ static void init_tables(void) {
         g_avx512.sgemm = wm_sgemm_avx512;
         g_avx512.sgemm_batch = wm_sgemm_batch_avx512;
         g_avx512.sgemm_packs_aliased = wm_gemm_ukr_avx512.pack_aliased;
+        g_avx512.sgemm_kc = WM_KC;
         g_avx512.hgemm = wm_hgemm_avx512;
         g_avx512.igemm = wm_igemm_avx512;
         g_avx512.nbits_gemm = wm_nbits_avx512;

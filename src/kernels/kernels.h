@@ -272,6 +272,9 @@ typedef struct wm_kernels {
     /* 1: sgemm packs plain A into row panels itself when its rows are a multiple of 4 KiB apart (rows that would
        share L1 sets), so a caller need not copy such A to a padded stride first */
     int sgemm_packs_aliased;
+    /* most rows of a k-block of B (wm_sgemm_kc: the packed B layout of every fp32 GEMM while this table is the one
+       selected) */
+    int sgemm_kc;
     void (*hgemm)(const wm_hgemm_args *a, int ith, int nth);
     void (*nbits_gemm)(const wm_nbits_args *a, int ith, int nth);
     int (*nbits_q8)(const wm_nbits_args *a); /* 1: nbits_gemm computes these args with int8 activations */

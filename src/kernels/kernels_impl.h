@@ -17,6 +17,13 @@
 #define WM_NR 16
 #define WM_HP 64 /* columns per panel of wm_hgemm_pack_b */
 #define WM_KC 256  /* B micro-panel KC x 16 floats = 16 KiB in L1 */
+/* the AVX2 table's k-block (row tiles outer: a 6-row tile's A, 18 KiB at 768, stays in L1 while B streams from L2;
+   fewer passes over C and tile stores than at 256). One thread, packed B, best of 3 by thread CPU time alternating
+   on a Zen 3 core (32 KiB L1, 512 KiB L2), GFLOP/s at kc 256 -> 768: 197 x 768 x 3072 89 -> 92, 197 x 3072 x 768
+   86 -> 92 (1024 / 1536 / 3072: within 1%), 257 x 1536 x 384 90 -> 93, 616 x 2048 x 512 86 -> 91 (as 688),
+   2056 x 384 x 1152 81 -> 86 (as 384), 196 x 2304 x 256 90 -> 93, 3136 x 576 x 64 77 -> 83, 50 x 3072 x 768
+   82 -> 86, 1576 x 3072 x 768 79 -> 82 */
+#define WM_KC_AVX2 768
 #define WM_MC 264  /* A block MC x KC floats = 264 KiB in L2 (a multiple of every tile height) */
 #define WM_NC 1024 /* B block packed on the fly: KC x NC floats = 1 MiB */
 #define WM_L2_BLOCK (512 * 1024) /* a_outer: most bytes of a prepacked B block (KC x NC_PACKED floats); at most half
@@ -129,7 +136,8 @@ void wm_vepi_avx2(int64_t n, float *y, const float *b, const float *r, float lo)
 /* pack_a for 12-row panels with AVX2 8x8 / 4x8 transposes (gemm_avx2.c) */
 /* Padded width of a packed B (N rounded up to 16): k-block k0 starts at k0 * wm_packed_np(N). */
 int64_t wm_packed_np(int64_t N);
-/* Rows per k-block for a K deep GEMM (<= WM_KC, balanced; defines the packed B layout too). */
+/* Rows per k-block for a K deep GEMM (<= the selected table's sgemm_kc, balanced; defines the packed B layout
+   too). */
 int64_t wm_sgemm_kc(int64_t K);
 /* The k-block of a's B: a->kc when set, else wm_sgemm_kc(a->K). */
 int64_t wm_sgemm_args_kc(const wm_sgemm_args *a);

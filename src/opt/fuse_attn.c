@@ -295,7 +295,11 @@ static int match(const wm_pass_ctx *c, wm_onnx_node *sm, attn_match *a) {
     if (a->mask) {
         int mr = wm_shapes_rank(c->sh, a->mask);
         int32_t mt = wm_shapes_dtype(c->sh, a->mask), qt = wm_shapes_dtype(c->sh, a->q.x3);
-        if (mr != 4 || !mt || mt != qt || (a->nan_guard && mt != WM_DT_FLOAT && mt != WM_DT_FLOAT16)) return 0;
+        /* rank 2: sdpa's causal mask [S, T] (is_causal, CLIP's text tower), for every batch and head; its rows are
+           the queries' (a row broadcast over them, [1, T], stays unfused) */
+        if (mr == 2 && !(wm_shapes_dim(c->sh, a->mask, 0) > 1 && !a->k.past)) return 0;
+        if ((mr != 4 && mr != 2) || !mt || mt != qt || (a->nan_guard && mt != WM_DT_FLOAT && mt != WM_DT_FLOAT16))
+            return 0;
     }
     return 1;
 }
@@ -351,6 +355,12 @@ static const char *finite_mask(wm_pass_ctx *c, const char *mask) {
 
 static const char *full_rows(wm_pass_ctx *c, const attn_match *a, const char *q3) {
     const char *mask = a->nan_guard ? finite_mask(c, a->mask) : a->mask;
+    if (mask && wm_shapes_rank(c->sh, a->mask) == 2) { /* [S, T] -> [1, 1, S, T]: Expand to ones broadcasts */
+        static const int64_t ones[4] = {1, 1, 1, 1};
+        const char *k4 = wm_opt_const_i64(c->g, "mha_ones", ones, 4, 0, c->err);
+        const char *ei[2] = {mask, k4};
+        return k4 ? wm_opt_emit(c->g, "Expand", NULL, ei, 2, c->err) : NULL;
+    }
     if (!mask || wm_shapes_dim(c->sh, a->mask, 2) != 1) return mask;
     wm_graph *g = c->g;
     int64_t one = 1, idx = 1;
@@ -669,7 +679,8 @@ static int gqa_lengths(wm_pass_ctx *c, const char *mask_in) {
 
 static wm_status emit_gqa(wm_pass_ctx *c, const attn_match *a) {
     wm_graph *g = c->g;
-    if (!a->k.past || !a->k.present || !a->v.present || !a->mask || a->H % 8) return WM_OK;
+    if (!a->k.past || !a->k.present || !a->v.present || !a->mask || a->H % 8 || wm_shapes_rank(c->sh, a->mask) != 4)
+        return WM_OK;
     const char *mi = mask_input(c, a->mask);
     int64_t window = mi ? mask_window(c, a->mask) : -1;
     if (!mi || window < 0) return WM_OK;

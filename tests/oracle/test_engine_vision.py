@@ -159,3 +159,51 @@ def test_fusedconv_residual_activation(act, params, group, build_dir, tmp_path):
              "z": rng.standard_normal((2, M, 5, 11)).astype(np.float32)}
     ours, _ = engine_run(build_dir, path, feeds, tmp_path)
     assert_close(ours, ort_run(path, feeds), atol=1e-5, label=f"FusedConv {act}")
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_clip_text_causal_sdpa_fused(batch, winml, build_dir, tmp_path):
+    """CLIP's text tower as torch.onnx exports it with sdpa: the causal mask is a 2-D [S, S] Where(Trilu) tensor
+    added to every batch's and head's scores. The optimizer fuses each layer into Attention (the mask as its
+    attention_bias, broadcast over batch and heads), and the engine's result matches onnxruntime's on the export."""
+    import subprocess
+
+    import onnx
+    cfg = transformers.CLIPTextConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                      vocab_size=99, max_position_embeddings=16, projection_dim=16)
+    torch.manual_seed(77)
+    model = transformers.CLIPTextModelWithProjection(cfg).eval()
+    names = ["text_embeds", "last_hidden_state"]
+    path = str(tmp_path / "clip_text.onnx")
+    ids = torch.randint(3, 99, (1, 11))
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids):
+            out = self.model(input_ids=input_ids)
+            return tuple(getattr(out, n) for n in names)
+
+    with torch.no_grad():
+        torch.onnx.export(Wrap(), (ids,), path, input_names=["input_ids"],
+                          output_names=names, dynamic_axes={"input_ids": {0: "batch"}, **{n: {0: "batch"} for n in names}},
+                          opset_version=17, dynamo=False)
+    ops = [n.op_type for n in onnx.load(path).graph.node]
+    assert "Trilu" in ops and "Softmax" in ops, "the export no longer spells the causal mask this test is about"
+    opt = str(tmp_path / "clip_text_opt.onnx")
+    r = subprocess.run([winml, "optimize", "-m", path, "-o", opt, "-q"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    fused = [n.op_type for n in onnx.load(opt).graph.node]
+    assert fused.count("Attention") == 2 and "Softmax" not in fused, sorted(set(fused))
+    x = np.random.default_rng(batch).integers(3, 99, (batch, 11)).astype(np.int64)
+    ref = ort_run(path, {"input_ids": x})
+    ours, _ = engine_run(build_dir, path, {"input_ids": x}, tmp_path, repeat=2)
+    assert_close(ours, ref, atol=ATOL, label=f"clip text batch {batch}")
+    assert_close(ort_run(opt, {"input_ids": x}), ref, atol=ATOL, label="the fused model in onnxruntime")
+    # causal: a later token changes its own and later positions' states, never earlier ones
+    x2 = x.copy()
+    x2[:, 6] = (x2[:, 6] - 3 + 1) % 96 + 3
+    ours2, _ = engine_run(build_dir, path, {"input_ids": x2}, tmp_path)
+    h, h2 = ours["last_hidden_state"], ours2["last_hidden_state"]
+    assert np.array_equal(h[:, :6], h2[:, :6]) and np.abs(h[:, 6:] - h2[:, 6:]).max() > 1e-3

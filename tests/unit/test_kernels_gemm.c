@@ -173,7 +173,9 @@ static void test_sgemm_shapes(void **state) {
                                           {2, 33, 19}, {3, 16, 16},  {6, 16, 256}, {7, 17, 257}, {13, 31, 29},
                                           {1, 100, 513}, {2, 64, 300}, {37, 23, 270}, {150, 9, 40}, {145, 20, 260},
                                           {25, 47, 1024} /* rows 4 KiB apart: AVX-512 packs A */,
-                                          {37, 40, 1021} /* with pad 3 too, a last k-block of 253 */,
+                                          {37, 40, 1021} /* with pad 3 too, a shorter last k-block (253 at kc
+                                                            256, 509 at the AVX2 table's 768) */,
+                                          {9, 70, 1700} /* 3 k-blocks at the AVX2 table's kc, odd rows */,
                                           {14, 33, 70} /* a 2-row tail */, {26, 48, 1024}, {17, 40, 300} /* 5 */,
                                           {18, 33, 64} /* 6 */};
         uint32_t seed = 1;
