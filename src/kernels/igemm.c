@@ -8,6 +8,10 @@
  *   aligned, B's zero point per column as int32 (16 per panel). The zero points
  *   stay out of the bytes, so B keeps its size (one byte per weight: the read
  *   a decode step is bound by); the kernel subtracts zb[n] * sum_k (a - za).
+ *   After the zero points, for the AVX2 decode rows (igemm_ubs_avx2.c): each
+ *   column's sum over K of its bytes read as int8 (int32, 16 per panel), then
+ *   one byte per panel, 1 when every k-pair of its columns (as int8) is safe
+ *   for vpmaddubsw against unsigned A (wm_igemm_pair_safe).
  */
 #include <string.h>
 
@@ -18,13 +22,30 @@ static size_t panel_bytes(int64_t K, int64_t N) {
     return WM_ALIGN_UP((size_t)panels * (size_t)(k2 > 0 ? k2 : 0) * WM_NR * 2, 64);
 }
 
+static int64_t n_panels(int64_t N) { return N > 0 ? (N + WM_NR - 1) / WM_NR : 0; }
+
 size_t wm_igemm_pack_b_size(int64_t K, int64_t N) {
-    int64_t panels = (N + WM_NR - 1) / WM_NR;
-    return panel_bytes(K, N) + (size_t)(panels > 0 ? panels : 0) * WM_NR * sizeof(int32_t);
+    size_t cols = (size_t)n_panels(N) * WM_NR * sizeof(int32_t);
+    return panel_bytes(K, N) + 2 * cols + WM_ALIGN_UP((size_t)n_panels(N), 64); /* zero points, sums, flags */
 }
 
 const int32_t *wm_igemm_packed_zp(const void *packed, int64_t K, int64_t N) {
     return (const int32_t *)((const uint8_t *)packed + panel_bytes(K, N));
+}
+
+const int32_t *wm_igemm_packed_colsum(const void *packed, int64_t K, int64_t N) {
+    return wm_igemm_packed_zp(packed, K, N) + n_panels(N) * WM_NR;
+}
+
+const uint8_t *wm_igemm_packed_safe(const void *packed, int64_t K, int64_t N) {
+    return (const uint8_t *)(wm_igemm_packed_colsum(packed, K, N) + n_panels(N) * WM_NR);
+}
+
+/* vpmaddubsw's int16 sum a0 b0 + a1 b1 of unsigned bytes a0, a1 stays in range for every a iff the positive parts
+   of b0, b1 sum to at most 128 and the negative parts too (255 * 128 = 32640; 255 * 129 does not fit) */
+int wm_igemm_pair_safe(int8_t b0, int8_t b1) {
+    int pos = (b0 > 0 ? b0 : 0) + (b1 > 0 ? b1 : 0), neg = (b0 < 0 ? -b0 : 0) + (b1 < 0 ? -b1 : 0);
+    return pos <= 128 && neg <= 128;
 }
 
 int32_t wm_igemm_b_at(const void *B, int b_signed, int64_t ldb, int64_t k, int64_t n) {
@@ -58,6 +79,16 @@ void wm_igemm_pack_b(int64_t K, int64_t N, const void *B, int64_t ldb, int32_t b
     int32_t *zp = (int32_t *)((uint8_t *)packed + panel_bytes(K, N));
     int64_t np = (N + WM_NR - 1) / WM_NR * WM_NR;
     for (int64_t n = 0; n < np; n++) zp[n] = n >= N ? 0 : b_zero_points ? b_zero_points[n] : b_zero_point;
+    int32_t *cs = zp + np;
+    uint8_t *safe = (uint8_t *)(cs + np);
+    const int8_t *b = B;
+    memset(cs, 0, (size_t)np * sizeof(int32_t));
+    memset(safe, 1, (size_t)(np / WM_NR));
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++) {
+            cs[n] += b[k * ldb + n];
+            if (!(k & 1) && !wm_igemm_pair_safe(b[k * ldb + n], k + 1 < K ? b[(k + 1) * ldb + n] : 0)) safe[n / WM_NR] = 0;
+        }
 }
 
 size_t wm_igemm_workspace_size(const wm_igemm_args *a, int nth) {

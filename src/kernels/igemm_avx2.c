@@ -9,8 +9,11 @@
  * int32 block accumulators in the workspace, stored (int32 and/or scaled float
  * with the epilogue) when the K reduction of the block is done. Blocks of more
  * than 6 rows (prefill) go to igemm_ubs_avx2.c's vpmaddubsw panels (twice the
- * products per instruction, exact by construction); this file keeps the rest
- * (decode steps, whose B streams from memory once) and the driver.
+ * products per instruction, exact by construction), and so do decode steps (up
+ * to 6 rows) of uint8 A on packed signed B panels whose pairs are all safe
+ * (wm_igemm_ubs_rows_avx2: the panel read as it is, no regrouping); this file
+ * keeps the rest (other signedness, plain B, panels with unsafe pairs) and the
+ * driver.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -141,6 +144,10 @@ void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wid
     const int32_t *pzp = a->packed_b ? wm_igemm_packed_zp(a->packed_b, K, a->N) : NULL;
     const ukr_fn *fn = ukrs[a->b_signed != 0], *fn16 = ukrs[B_I16];
     const int64_t ld = ncmax;
+    /* decode rows on vpmaddubsw: uint8 A, packed signed B (its per-panel safety flags and column sums) */
+    const uint8_t *safe = a->packed_b && !a->a_signed && a->b_signed ? wm_igemm_packed_safe(a->packed_b, K, a->N) : NULL;
+    const int32_t *pcs = safe ? wm_igemm_packed_colsum(a->packed_b, K, a->N) : NULL;
+    const int64_t aqs = WM_ALIGN_UP(K, 4); /* a row of A's bytes, zero padded to whole 4-k groups (in wide) */
     int zb_any = a->b_zero_point != 0; /* any of B's zero points in [n0, n1) not 0 (a symmetric int8 build: none) */
     const int32_t *zcol = pzp ? pzp : a->b_zero_points;
     for (int64_t n = n0; zcol && !zb_any && n < n1; n++) zb_any = zcol[n] != 0;
@@ -152,6 +159,16 @@ void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wid
             memset(asum, 0, (size_t)mc * sizeof(int32_t));
             const int use_wide = wd && mc > WM_MR && kcmax <= WM_IKC && (wd->all_signs || (!a->a_signed && a->b_signed));
             const int32_t zshift = use_wide && !a->b_signed ? 128 : 0; /* all_signs: unsigned B read as b - 128 */
+            const int dec = safe && mc <= WM_MR && kcmax >= K; /* one k-block: A's rows whole */
+            int32_t za[WM_MR];
+            if (dec) {
+                uint8_t *aq = (uint8_t *)wide;
+                for (int64_t i = 0; i < mc; i++) {
+                    memcpy(aq + i * aqs, (const uint8_t *)a->A + (mb + i) * a->lda, (size_t)K);
+                    memset(aq + i * aqs + K, 0, (size_t)(aqs - K));
+                    za[i] = a->a_zero_points ? a->a_zero_points[mb + i] : a->a_zero_point;
+                }
+            }
             for (int64_t kb = 0; kb < K; kb += kcmax) {
                 int64_t kc = K - kb < kcmax ? K - kb : kcmax, kc2 = (kc + 1) / 2;
                 if (use_wide) wd->pack_a(a, mb, mc, kb, kc, (uint8_t *)apack, asum);
@@ -170,6 +187,10 @@ void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wid
                     const uint8_t *pj = bp + (j / WM_NR) * pstride;
                     if (use_wide) {
                         wd->panel(a, mb, mc, kc, (const uint8_t *)apack, pj, (uint8_t *)wide, acc + j, ld, kb == 0);
+                        continue;
+                    }
+                    if (dec && safe[(nb + j) / WM_NR]) {
+                        wm_igemm_ubs_rows_avx2((int)mc, K2, (const uint8_t *)wide, aqs, za, pj, pcs + nb + j, acc + j, ld);
                         continue;
                     }
                     if (mc > WM_MR) widen_panel(pj, kc2, a->b_signed, wide);

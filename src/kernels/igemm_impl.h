@@ -42,6 +42,16 @@ void wm_igemm_pack_b_block(const void *B, int64_t ldb, int64_t K, int64_t k0, in
                            uint8_t *dst, int64_t pstride);
 /* the int32 zero point per column (16 per panel) that follows the panels of a wm_igemm_pack_b buffer */
 const int32_t *wm_igemm_packed_zp(const void *packed, int64_t K, int64_t N);
+/* after them: B's column sums as int8 (int32, 16 per panel), then per panel 1 when all its pairs are
+   wm_igemm_pair_safe (as int8): what the AVX2 decode rows need (see igemm.c) */
+const int32_t *wm_igemm_packed_colsum(const void *packed, int64_t K, int64_t N);
+const uint8_t *wm_igemm_packed_safe(const void *packed, int64_t K, int64_t N);
+int wm_igemm_pair_safe(int8_t b0, int8_t b1);
+/* Rows 0..R-1 (R <= WM_MR) of uint8 A, given as aq (row r at aq + r * aqs: its bytes, zero padded to a multiple
+   of 4 past K), times one packed panel bp of signed B whose pairs are all safe (K2 pairs): acc (ld) = sum_k a b
+   - za[r] * colsum, i.e. sum_k (a - za) b, exact (vpmaddubsw; igemm_ubs_avx2.c). */
+void wm_igemm_ubs_rows_avx2(int R, int64_t K2, const uint8_t *aq, int64_t aqs, const int32_t *za, const uint8_t *bp,
+                            const int32_t *colsum, int32_t *acc, int64_t ld);
 void wm_igemm_store(const wm_igemm_args *a, const wm_gemm_ukr *u, const int32_t *acc, int64_t ld, int64_t m0,
                     int64_t m1, int64_t n0, int64_t n1);
 

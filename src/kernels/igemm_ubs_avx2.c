@@ -195,3 +195,88 @@ static void panel(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, co
 }
 
 const wm_igemm_wide wm_igemm_ubs_avx2 = {pack_a, panel, 1};
+
+/* ------------------------------------------------------------ decode rows on the packed pair panels */
+
+/*
+ * At most WM_MR rows of uint8 A (a decode step) against a packed panel (igemm.c's pair layout, B's own bytes,
+ * signed) whose pairs are all safe (flagged when packed): no regrouping copy, as the pairs 2u and 2u+1 of the
+ * panel interleaved by vpunpck{l,h}wd are the 4-k groups of quad_panel (columns 0-3, 8-11 and 4-7, 12-15);
+ * per 4 k and 16 columns one vpmaddubsw + vpmaddwd pair per 8 columns and row, where the int16 path widens every
+ * byte and multiplies half as many per instruction. A enters as it is (a, not a - za): za * colsum comes off at
+ * the end, colsum being B's column sums kept in the packed buffer.
+ */
+#define ROWS_CH 128   /* 4-k groups per chunk when rows 4-5 take a second pass over it: 8 KiB of panel, in L1 */
+#define ROWS_PF 1024  /* bytes ahead: B streams from memory once */
+
+IK_INLINE void rows_ukr(int R, int64_t u0, int64_t u1, int64_t K2, const uint8_t *aq, int64_t aqs, const uint8_t *bp,
+                        int32_t *acc, int64_t ld, int first, int pf) {
+    const __m256i ones16 = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
+    __m256i c[TILE_R][2];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) c[r][0] = c[r][1] = zero;
+    int64_t full = K2 / 2 < u1 ? K2 / 2 : u1, u = u0; /* groups of two pairs; an odd K2's last has one */
+    for (; u < full; u++) {
+        const uint8_t *p = bp + u * 64;
+        if (pf) _mm_prefetch((const char *)((uintptr_t)p + ROWS_PF), _MM_HINT_T0);
+        __m256i x = _mm256_loadu_si256((const __m256i *)p), y = _mm256_loadu_si256((const __m256i *)(p + 32));
+        __m256i v0 = _mm256_unpacklo_epi16(x, y), v1 = _mm256_unpackhi_epi16(x, y);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            int32_t t;
+            memcpy(&t, aq + r * aqs + 4 * u, 4);
+            __m256i xv = _mm256_set1_epi32(t);
+            c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, v0), ones16));
+            c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, v1), ones16));
+        }
+    }
+    if (u < u1) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(bp + u * 64));
+        __m256i v0 = _mm256_unpacklo_epi16(x, zero), v1 = _mm256_unpackhi_epi16(x, zero);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            int32_t t;
+            memcpy(&t, aq + r * aqs + 4 * u, 4);
+            __m256i xv = _mm256_set1_epi32(t);
+            c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, v0), ones16));
+            c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, v1), ones16));
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+        __m256i o0 = _mm256_permute2x128_si256(c[r][0], c[r][1], 0x20), o1 = _mm256_permute2x128_si256(c[r][0], c[r][1], 0x31);
+        __m256i *d0 = (__m256i *)(acc + r * ld), *d1 = (__m256i *)(acc + r * ld + 8);
+        if (!first) {
+            o0 = _mm256_add_epi32(_mm256_loadu_si256(d0), o0);
+            o1 = _mm256_add_epi32(_mm256_loadu_si256(d1), o1);
+        }
+        _mm256_storeu_si256(d0, o0);
+        _mm256_storeu_si256(d1, o1);
+    }
+}
+
+#define ROWS(R)                                                                                                        \
+    static void rows_##R(int64_t u0, int64_t u1, int64_t K2, const uint8_t *aq, int64_t aqs, const uint8_t *bp,       \
+                         int32_t *acc, int64_t ld, int first, int pf) {                                               \
+        rows_ukr(R, u0, u1, K2, aq, aqs, bp, acc, ld, first, pf);                                                      \
+    }
+ROWS(1) ROWS(2) ROWS(3) ROWS(4)
+typedef void (*rows_fn)(int64_t, int64_t, int64_t, const uint8_t *, int64_t, const uint8_t *, int32_t *, int64_t, int,
+                        int);
+static const rows_fn rows_fns[TILE_R] = {rows_1, rows_2, rows_3, rows_4};
+
+void wm_igemm_ubs_rows_avx2(int R, int64_t K2, const uint8_t *aq, int64_t aqs, const int32_t *za, const uint8_t *bp,
+                            const int32_t *colsum, int32_t *acc, int64_t ld) {
+    const int64_t ng = (K2 + 1) / 2;
+    if (R <= TILE_R) {
+        rows_fns[R - 1](0, ng, K2, aq, aqs, bp, acc, ld, 1, 1);
+    } else { /* rows 0-3 then 4.. over each chunk: 4 rows' accumulators fill the registers */
+        for (int64_t u0 = 0; u0 < ng; u0 += ROWS_CH) {
+            int64_t u1 = ng - u0 < ROWS_CH ? ng : u0 + ROWS_CH;
+            rows_fns[TILE_R - 1](u0, u1, K2, aq, aqs, bp, acc, ld, u0 == 0, 1);
+            rows_fns[R - TILE_R - 1](u0, u1, K2, aq + TILE_R * aqs, aqs, bp, acc + TILE_R * ld, ld, u0 == 0, 0);
+        }
+    }
+    const __m256i cs0 = _mm256_loadu_si256((const __m256i *)colsum), cs1 = _mm256_loadu_si256((const __m256i *)(colsum + 8));
+    for (int r = 0; r < R; r++) { /* sum_k a b - za sum_k b = sum_k (a - za) b */
+        __m256i z = _mm256_set1_epi32(za[r]), *d0 = (__m256i *)(acc + r * ld), *d1 = (__m256i *)(acc + r * ld + 8);
+        _mm256_storeu_si256(d0, _mm256_sub_epi32(_mm256_loadu_si256(d0), _mm256_mullo_epi32(z, cs0)));
+        _mm256_storeu_si256(d1, _mm256_sub_epi32(_mm256_loadu_si256(d1), _mm256_mullo_epi32(z, cs1)));
+    }
+}

@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "kernels_test_util.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/igemm_impl.h"
 #include "kernels/nbits_impl.h"
 #include "ops/quant.h"
 
@@ -283,6 +284,57 @@ static void test_nbits_i15_error(void **state) {
     free(B);
 }
 
+/* 8-bit codes from WM_NBITS_BIG_M rows on (float activations: dequantized panels + the SGEMM micro-kernel): the
+ * same bits as the table's own SGEMM over the reference's dequantized weights (the same two roundings per weight,
+ * (code - zp) * s, and the same panels), so a single wrong weight of the AVX2 packer (8 columns x 8 k through a
+ * transpose; panel edges, k-blocks across code blocks, K tails) shows. Every zero-point kind, blocks 16..256, one
+ * to three shares. The AVX-512 table runs its B panels through the AVX2 micro-kernel, not its own SGEMM's: the
+ * reference bound of test_nbits covers it. */
+static void test_nbits_b8_big_exact(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    static const int64_t mnk[][3] = {{8, 16, 64}, {40, 37, 100}, {70, 60, 520}, {9, 21, 1000}, {64, 8, 48}};
+    static const int bss[] = {16, 32, 64, 128, 256};
+    uint32_t s = 1234;
+    for (int t = 0; t < nt; t++) {
+        if (strcmp(T[t]->name, "generic") && strcmp(T[t]->name, "avx2")) continue;
+        for (size_t d = 0; d < sizeof mnk / sizeof mnk[0]; d++)
+            for (size_t b = 0; b < sizeof bss / sizeof bss[0]; b++) {
+                int64_t M = mnk[d][0], N = mnk[d][1], K = mnk[d][2], bs = bss[b], kb = (K + bs - 1) / bs;
+                int zmode = (int)((d + b) % 3), nth = 1 + (int)((d + b) % 3);
+                uint8_t *B = kt_alloc((size_t)(N * kb * bs)), *zp = kt_alloc((size_t)(N * kb));
+                float *A = kt_alloc((size_t)(M * K) * 4), *sc = kt_alloc((size_t)(N * kb) * 4), *zf = kt_alloc((size_t)(N * kb) * 4);
+                float *W = kt_alloc((size_t)(K * N) * 4), *C = kt_alloc((size_t)(M * N) * 4), *R = kt_alloc((size_t)(M * N) * 4);
+                for (int64_t i = 0; i < N * kb * bs; i++) B[i] = (uint8_t)kt_next(&s);
+                for (int64_t i = 0; i < N * kb; i++) {
+                    zp[i] = (uint8_t)kt_next(&s);
+                    sc[i] = 0.01f * (1.0f + kt_uniform(&s));
+                    zf[i] = 128.0f + 3.3f * kt_uniform(&s);
+                }
+                kt_fill(A, M * K, &s);
+                wm_nbits_args a = {0};
+                a.M = M, a.N = N, a.K = K, a.bits = 8, a.block_size = (int)bs, a.A = A, a.lda = K, a.B = B, a.scales = sc;
+                a.zero_points = zmode == 1 ? zp : NULL;
+                a.zero_points_f = zmode == 2 ? zf : NULL;
+                a.C = C, a.ldc = N;
+                a.work = kt_alloc(wm_nbits_workspace_size(&a, nth));
+                for (int i = nth - 1; i >= 0; i--) T[t]->nbits_gemm(&a, i, nth);
+                wm_ref_nbits_dequant(&a, W);
+                wm_sgemm_args g = {0};
+                g.M = M, g.N = N, g.K = K, g.alpha = 1.0f, g.A = A, g.lda = K, g.B = W, g.ldb = N, g.C = R, g.ldc = N;
+                g.work = kt_alloc(wm_sgemm_workspace_size(&g, nth));
+                for (int i = 0; i < nth; i++) T[t]->sgemm(&g, i, nth);
+                for (int64_t i = 0; i < M * N; i++)
+                    if (memcmp(&C[i], &R[i], 4))
+                        fail_msg("%s nbits 8-bit M=%lld N=%lld K=%lld bs=%lld zp=%d nth=%d: C[%lld,%lld] %.9g, SGEMM on the "
+                                 "reference's weights %.9g", T[t]->name, (long long)M, (long long)N, (long long)K,
+                                 (long long)bs, zmode, nth, (long long)(i / N), (long long)(i % N), C[i], R[i]);
+                free(B), free(zp), free(A), free(sc), free(zf), free(W), free(C), free(R), free(a.work), free(g.work);
+            }
+    }
+}
+
 /* The dequantization convention itself, by hand: nibble order, zero-point packing, default zero point. */
 static void test_nbits_layout(void **state) {
     (void)state;
@@ -385,7 +437,23 @@ static void run_igemm_x(const wm_kernels *T, int64_t M, int64_t N, int64_t K, in
     uint32_t s = seed;
     for (size_t i = 0; i < sa; i++) A[i] = (uint8_t)kt_next(&s);
     for (size_t i = 0; i < sb; i++) B[i] = (uint8_t)kt_next(&s);
-    if (extreme) {
+    if (extreme >= 3) { /* signed B within vpmaddubsw's safe pairs, at their edges; 4: one unsafe pair */
+        static const int8_t edge[][2] = {{64, 64}, {-64, -64}, {127, 1}, {1, 127}, {-128, 0}, {0, -128}, {127, -128}, {-1, -127}};
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = 0; n < N; n++) B[k * ldb + n] = (uint8_t)(int8_t)((int)(kt_next(&s) % 129) - 64);
+        for (int64_t k = 0; k + 1 < K; k += 2)
+            for (int64_t n = 0; n < N; n++)
+                if (kt_next(&s) % 4 == 0) {
+                    const int8_t *e = edge[kt_next(&s) % 8];
+                    B[k * ldb + n] = (uint8_t)e[0], B[(k + 1) * ldb + n] = (uint8_t)e[1];
+                }
+        if (extreme == 4 && K >= 2) { /* (127, 2): 255 * 129 leaves int16; its panel takes the int16 path */
+            int64_t k = 2 * (int64_t)(kt_next(&s) % (uint32_t)(K / 2)), n = kt_next(&s) % (uint32_t)N;
+            B[k * ldb + n] = 127, B[(k + 1) * ldb + n] = 2;
+        }
+        for (size_t i = 0; i < sa; i++)
+            if (kt_next(&s) % 2 == 0) A[i] = kt_next(&s) & 1 ? 0xff : 0;
+    } else if (extreme) {
         uint8_t lo = bs ? 0x80 : 0, hi = bs ? 0x7f : 0xff; /* B's most negative / positive */
         for (size_t i = 0; i < sa; i++)
             if (extreme == 1 || kt_next(&s) % 3 == 0) A[i] = kt_next(&s) & 1 ? 0xff : 0;
@@ -483,6 +551,30 @@ static void test_igemm_extremes(void **state) {
         }
 }
 
+/* Decode rows (1..6) of uint8 A x packed int8 B: the AVX2 vpmaddubsw rows take the panels whose pairs are all safe
+   (B in [-64, 64] as 7-bit weights, with pairs at the safety edge, A at 0 / 255: a wrong edge saturates and
+   shows), the int16 path a panel with one unsafe pair; every K parity and remainder mod 4, zero point modes, one
+   to three shares, exact against the reference. The safety rule itself at its edges. */
+static void test_igemm_decode_rows(void **state) {
+    (void)state;
+    assert_true(wm_igemm_pair_safe(64, 64) && wm_igemm_pair_safe(-64, -64) && wm_igemm_pair_safe(127, 1));
+    assert_true(wm_igemm_pair_safe(-128, 0) && wm_igemm_pair_safe(127, -128) && wm_igemm_pair_safe(-1, -127));
+    assert_true(!wm_igemm_pair_safe(65, 64) && !wm_igemm_pair_safe(127, 2) && !wm_igemm_pair_safe(-128, -1));
+    assert_true(!wm_igemm_pair_safe(-65, -64));
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    static const int64_t ks[] = {1, 2, 3, 4, 5, 7, 8, 37, 64, 515, 1100};
+    static const int64_t ns[] = {1, 16, 17, 40, 70};
+    uint32_t seed = 555;
+    for (int t = 0; t < nt; t++)
+        for (int64_t M = 1; M <= 6; M++)
+            for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++)
+                for (int v = 0; v < 4; v++) {
+                    int64_t N = ns[(M + (int64_t)k + v) % 5];
+                    run_igemm_x(T[t], M, N, ks[k], 0, 1, v, 1, 1 + (int)((k + v) % 3), seed++, 3 + (v >> 1), NULL);
+                }
+}
+
 /* DynamicQuantizeLinear (AVX2 parts on this CPU) against ONNX's formula written out here: range of the values and
    0, scale = (max - min) / 255, zp = clamp(round(-min / scale)), y = clamp(round(x / scale) + zp), NaN -> zp;
    ties (x / scale = k + 0.5), NaN, infinities, every length 0..100 and a long one. */
@@ -546,9 +638,11 @@ int main(void) {
         cmocka_unit_test(test_nbits_pack_sg32),
         cmocka_unit_test(test_nbits),
         cmocka_unit_test(test_nbits_edges_and_determinism),
+        cmocka_unit_test(test_nbits_b8_big_exact),
         cmocka_unit_test(test_nbits_i15_error),
         cmocka_unit_test(test_igemm),
         cmocka_unit_test(test_igemm_extremes),
+        cmocka_unit_test(test_igemm_decode_rows),
         cmocka_unit_test(test_dyn_quantize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
