@@ -25,11 +25,16 @@
  * ONNX gives masked scores -inf (a row with every key masked is NaN, like the
  * reference); onnxruntime contrib ops add mask_filter_value (-10000).
  *
- * A unit of more than WM_ATTN_FEW_ROWS queries whose keys and values fit in
- * 192 KiB (an encoder's whole sequence) is tiled instead of the two GEMMs:
- * its keys packed once (wm_attn_pack_k), then per 12 queries their scores
- * (attn_qk_packed, in L1), softmax (unmasked: attn_exp_rows, normalized
- * after P V) and P V (attn_pv); no (queries x keys) block beyond a tile's.
+ * A unit of more than WM_ATTN_FEW_ROWS queries is tiled instead of the two
+ * GEMMs when it has no masks, bias, softcap, sinks or score output (any
+ * number of keys: Whisper's 1500) or its keys and values fit in 192 KiB (an
+ * encoder's whole sequence, masks applied by the row softmax): its keys packed
+ * (wm_attn_pack_k), then per 12 queries their scores (attn_qk_packed, in L1),
+ * softmax and P V (attn_pv); no (queries x keys) block beyond a tile's. Without
+ * masks the keys come in blocks of at most 256, each packed once and met by
+ * every tile of the unit while in L2, with an online softmax (attn_exp_rows:
+ * a running max and sum per row, the earlier blocks' P V rescaled when the
+ * max grows, normalized after the last block: flash attention's recurrence).
  *
  * Threads take (b, h, query block) units, or with one query and grouped
  * heads (decode) (b, kv head) units whose rows are the heads of the group

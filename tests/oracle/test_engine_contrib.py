@@ -236,6 +236,7 @@ def test_mha_attention_bias(tmp_path, build_dir):
     mha_case(tmp_path, build_dir, attn_bias=True)
 
 
+
 # ------------------------------------------------------------------ GroupQueryAttention
 
 def rope_caches(P, rot, base=10000.0):
@@ -933,3 +934,9 @@ def test_matmulnbits_float_zero_points_accuracy4(tmp_path, asan_dir, monkeypatch
         # outputs ~1: the same products in float32 on both sides agree to ~1e-6 (the int8 activations against
         # float ones differ by ~1e-2)
         check(asan_dir, tmp_path, model, {"A": A}, atol=2e-4, ref=ref, what=f"nbits_fzp_{kernels or 'best'}_M{M}")
+
+
+@pytest.mark.parametrize("S,N,H,fmt", [(1500, 1, 64, "bsnh"), (577, 2, 80, "qkv")], ids=["whisper-1500", "577-head80"])
+def test_mha_long_self_attention(S, N, H, fmt, tmp_path, build_dir):
+    """Whole-sequence attention over several key blocks (the tiled path's online softmax) vs onnxruntime."""
+    mha_case(tmp_path, build_dir, fmt=fmt, B=1, S=S, L=S, N=N, H=H, Hv=H, name="mha_long")

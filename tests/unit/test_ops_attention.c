@@ -281,6 +281,21 @@ static void test_encoder_tiles(void **st) {
     CHECK(.B = 1, .Hq = 32, .Hkv = 2, .S = 1, .T = 300, .dk = 64, .dv = 64, .bsnh = 1, .causal = 1, .off = 299);
 }
 
+/* long sequences without masks (the online softmax over key blocks): Whisper's 1500 positions, odd lengths and
+   key counts past whole blocks and panels, head sizes 64 / 80 / 32, grouped heads, float16 K/V, fewer keys than
+   the buffer (kv_n), one query's grouped heads; with masks, bias or padding ranges (masked rows: the GEMM path) */
+static void test_long_online(void **st) {
+    (void)st;
+    CHECK(.B = 1, .Hq = 1, .Hkv = 1, .S = 1500, .T = 1500, .dk = 64, .dv = 64, .bsnh = 1);
+    CHECK(.B = 1, .Hq = 2, .Hkv = 1, .S = 577, .T = 577, .dk = 80, .dv = 80);
+    CHECK(.B = 1, .Hq = 1, .Hkv = 1, .S = 37, .T = 1001, .dk = 64, .dv = 32, .bsnh = 1);
+    CHECK(.B = 1, .Hq = 1, .Hkv = 1, .S = 257, .T = 513, .dk = 80, .dv = 80, .h16 = 1);
+    CHECK(.B = 2, .Hq = 1, .Hkv = 1, .S = 100, .T = 700, .dk = 64, .dv = 64, .off = 600, .per_batch = 1);
+    CHECK(.B = 1, .Hq = 32, .Hkv = 2, .S = 1, .T = 100, .dk = 64, .dv = 64, .bsnh = 1);
+    CHECK(.B = 1, .Hq = 1, .Hkv = 1, .S = 50, .T = 600, .dk = 64, .dv = 64, .mask = 1);
+    CHECK(.B = 2, .Hq = 1, .Hkv = 1, .S = 40, .T = 520, .dk = 64, .dv = 64, .ranges = 1, .bias = 1);
+}
+
 static void test_thread_counts_identical(void **st) {
     (void)st;
     acase c = {.B = 2, .Hq = 6, .Hkv = 2, .S = 45, .T = 45, .dk = 16, .dv = 16, .causal = 1};
@@ -360,7 +375,7 @@ int main(void) {
         cmocka_unit_test(test_gqa_groups),            cmocka_unit_test(test_local_window),
         cmocka_unit_test(test_softcap_bias_sink),     cmocka_unit_test(test_thread_counts_identical),
         cmocka_unit_test(test_float16_kv),            cmocka_unit_test(test_encoder_tiles),
-        cmocka_unit_test(test_nbits_unpack_blocks),
+        cmocka_unit_test(test_long_online),           cmocka_unit_test(test_nbits_unpack_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
