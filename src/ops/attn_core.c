@@ -115,8 +115,24 @@ static size_t unit_floats(const wm_attn *a) {
     return (f + 15) & ~(size_t)15;
 }
 
+/* floats of one thread's slice of the scratch: enough for any run of a's shapes (B, Hq, Hkv, S, T, dk, dv,
+   kv_h16), whatever masks, causal rows, bias ... it carries. The ops size the scratch from the shapes alone
+   (attention_ms.c, gqa.c) and set the masks after, and the masks choose the path (blocked() or not) and with it
+   the query block, the key block and the tiled / GEMM choice: the larger of the blocked layout's (no masks) and
+   the unblocked one's (causal standing for any mask). A function of the shapes alone, so that sizing and run
+   agree on every slice's offset. */
+static size_t thread_floats(const wm_attn *a) {
+    wm_attn u = *a;
+    u.causal = 0, u.mask = NULL, u.bias = NULL, u.kv_lo = u.kv_hi = NULL, u.softcap = 0.0f, u.sink = NULL;
+    u.smooth = 0, u.qk = NULL;
+    size_t f0 = unit_floats(&u);
+    u.causal = 1;
+    size_t f1 = unit_floats(&u);
+    return f0 > f1 ? f0 : f1;
+}
+
 size_t wm_attn_workspace(const wm_attn *a, int nth) {
-    return ((size_t)(nth > 0 ? nth : 1) * unit_floats(a) + split_floats(a, split_chunks(a, a->T))) * sizeof(float) +
+    return ((size_t)(nth > 0 ? nth : 1) * thread_floats(a) + split_floats(a, split_chunks(a, a->T))) * sizeof(float) +
            128;
 }
 
@@ -401,7 +417,7 @@ static void part(void *arg, int ith, int nth) {
     const wm_attn *a = c->a;
     long lo, hi;
     wm_split((long)((c->group ? a->B * a->Hkv : a->B * a->Hq * c->nblk) * c->nck), ith, nth, &lo, &hi);
-    float *sc = c->ws + (size_t)ith * unit_floats(a);
+    float *sc = c->ws + (size_t)ith * thread_floats(a);
     for (long u = lo; u < hi; u++) unit(c, u, sc, ith);
 }
 
@@ -423,7 +439,7 @@ void wm_attn_run(const wm_attn *a, wm_exec *x, void *ws) {
     const int64_t qb = q_block(a);
     actx c = {a, base, (a->S + qb - 1) / qb, qb, a->S == 1 && a->Hq > a->Hkv, x, split_chunks(a, keys), NULL};
     int nth0 = x && x->pool ? x->nth : 1;
-    if (c.nck > 1) c.part = base + (size_t)(nth0 > 0 ? nth0 : 1) * unit_floats(a);
+    if (c.nck > 1) c.part = base + (size_t)(nth0 > 0 ? nth0 : 1) * thread_floats(a);
     int64_t units = (c.group ? a->B * a->Hkv : a->B * a->Hq * c.nblk) * c.nck;
     double flops = 2.0 * (double)a->B * (double)a->Hq * (double)a->S * (double)a->T * (double)(a->dk + a->dv);
     int nth = x && x->pool && flops >= 1e5 ? x->nth : 1;
