@@ -100,7 +100,9 @@ static inline void *wm_ws_take(wm_wsbump *w, size_t bytes) {
 /* units of at most this many query rows (decode) use the kernel table's attn_qk / attn_pv instead of GEMM */
 #define WM_ATTN_FEW_ROWS 8
 
-/* Scratch bytes for nth threads. */
+/* Scratch bytes for nth threads: a function of the shapes (B, Hq, Hkv, S, T, dk, dv, kv_h16; qk, sink and
+ * smooth may only lower it), so a descriptor with just those set (as the ops size it, before the masks, causal
+ * flags, bias ...) covers any run of the same shapes. */
 size_t wm_attn_workspace(const wm_attn *a, int nth);
 
 /* Runs the attention on x's pool; ws has wm_attn_workspace(a, x->nth) bytes. */
