@@ -236,6 +236,20 @@ def test_mha_attention_bias(tmp_path, build_dir):
     mha_case(tmp_path, build_dir, attn_bias=True)
 
 
+def _right_padded(B, L):
+    return np.array([[1] * (L - b * L // 5) + [0] * (b * L // 5) for b in range(B)], np.int32)
+
+
+@pytest.mark.parametrize("kw", [dict(B=3, S=300, L=300, N=2, H=64, Hv=64, kpm=_right_padded(3, 300)),
+                                dict(B=2, S=40, L=600, N=2, H=80, Hv=80, kpm=_right_padded(2, 600)),
+                                dict(B=2, S=200, L=200, N=2, H=64, Hv=64, past=100, uni=1, bias=True)],
+                         ids=["padded-300", "padded-cross-600", "causal-past-300"])
+def test_mha_masked_long(kw, tmp_path, build_dir):
+    """Masked or causal rows over more than 256 keys (a cross-encoder's batch of right-padded pairs, a prefill after
+    a past): the ops size the core's scratch from the shapes and set the masks after, so the masked path's larger
+    tiles must fit in it (they once overran it: heap corruption, wrong logits)."""
+    mha_case(tmp_path, build_dir, name="mha_masked_long", **kw)
+
 
 # ------------------------------------------------------------------ GroupQueryAttention
 
