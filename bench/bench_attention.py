@@ -5,13 +5,16 @@ Cases (float32):
   bert-128 / bert-512  com.microsoft MultiHeadAttention, batch 1, 12 heads, head 64, q/k/v (1, S, 768)
   gqa-decode-64/1024   com.microsoft GroupQueryAttention, 14 query heads, 2 kv heads, head 64,
                        one new token after a past of 64 / 1024 tokens
+  enc-H-S              (--encoder) MultiHeadAttention, batch 1, H heads of 64, S = 197, 257, 577, 1500 tokens
+                       (ViT's, CLIP's, DINOv2's, Whisper's whole-sequence attention), H = 6 / 8
 Both run with the same number of threads (--threads, default 2). The engine is timed with
 wm_run: the time of --repeat N+K runs minus --repeat K runs, divided by N (session creation
 and file I/O cancel out); onnxruntime with InferenceSession.run in a loop after warm-up.
 Outputs are checked to agree (max abs diff) before timing. Prints one line per case and the
-ratio engine / onnxruntime (lower is better).
+ratio engine / onnxruntime (lower is better). WM_BUILD may name several builds, comma-separated (old and new
+side by side: one line per build and case, the engines taking turns within the case).
 
-  WM_BUILD=build .venv/bin/python bench/bench_attention.py [--threads 2] [--runs 50]
+  WM_BUILD=build .venv/bin/python bench/bench_attention.py [--threads 2] [--runs 50] [--encoder]
 """
 import argparse
 import os
@@ -38,12 +41,12 @@ def model(nodes, inputs, outputs, path):
     onnx.save(m, path)
 
 
-def bert_case(tmp, S):
+def bert_case(tmp, S, heads=12):
     rng = np.random.default_rng(0)
-    D = 768
+    D = 64 * heads
     feeds = {n: rng.standard_normal((1, S, D)).astype(np.float32) for n in ("q", "k", "v")}
-    path = os.path.join(tmp, f"bert{S}.onnx")
-    node = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="com.microsoft", num_heads=12)
+    path = os.path.join(tmp, f"mha{heads}_{S}.onnx")
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="com.microsoft", num_heads=heads)
     model([node], [(n, [1, S, D]) for n in ("q", "k", "v")], ["y"], path)
     return path, feeds
 
@@ -102,22 +105,28 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--encoder", action="store_true", help="the encoder cases (enc-H-S) instead of the default ones")
     a = ap.parse_args()
-    build = os.environ.get("WM_BUILD", "build")
-    wm_run = os.path.join(build, "wm_run")
-    if not os.access(wm_run, os.X_OK):
-        sys.exit(f"bench_attention: {wm_run} not found (set WM_BUILD)")
+    builds = os.environ.get("WM_BUILD", "build").split(",")
+    for b in builds:
+        if not os.access(os.path.join(b, "wm_run"), os.X_OK):
+            sys.exit(f"bench_attention: {b}/wm_run not found (set WM_BUILD)")
     print(f"threads={a.threads} runs={a.runs} onnxruntime {ort.__version__}")
-    print(f"{'case':<16} {'engine ms':>10} {'ort ms':>10} {'ratio':>7} {'max diff':>9}")
+    print(f"{'case':<16} {'build':<12} {'engine ms':>10} {'ort ms':>10} {'ratio':>7} {'max diff':>9}")
     with tempfile.TemporaryDirectory() as tmp:
-        cases = [("bert-128", *bert_case(tmp, 128)), ("bert-512", *bert_case(tmp, 512)),
-                 ("gqa-decode-64", *gqa_case(tmp, 64)), ("gqa-decode-1024", *gqa_case(tmp, 1024))]
+        if a.encoder:
+            cases = [(f"enc-{h}-{S}", *bert_case(tmp, S, h)) for h in (6, 8) for S in (197, 257, 577, 1500)]
+        else:
+            cases = [("bert-128", *bert_case(tmp, 128)), ("bert-512", *bert_case(tmp, 512)),
+                     ("gqa-decode-64", *gqa_case(tmp, 64)), ("gqa-decode-1024", *gqa_case(tmp, 1024))]
         for name, path, feeds in cases:
-            runs = max(3, a.runs // 10) if "512" in name else a.runs
+            long = "512" in name or (a.encoder and int(name.rsplit("-", 1)[1]) >= 512)
+            runs = max(3, a.runs // 10) if long else a.runs
             to, yo = time_ort(path, feeds, a.threads, runs)
-            te, ye = time_engine(wm_run, path, feeds, tmp, a.threads, runs)
-            d = float(np.max(np.abs(yo - ye)))
-            print(f"{name:<16} {te * 1e3:>10.3f} {to * 1e3:>10.3f} {te / to:>7.2f} {d:>9.2g}")
+            for b in builds:
+                te, ye = time_engine(os.path.join(b, "wm_run"), path, feeds, tmp, a.threads, runs)
+                d = float(np.max(np.abs(yo - ye)))
+                print(f"{name:<16} {b:<12} {te * 1e3:>10.3f} {to * 1e3:>10.3f} {te / to:>7.2f} {d:>9.2g}", flush=True)
 
 
 if __name__ == "__main__":

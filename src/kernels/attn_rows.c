@@ -4,7 +4,7 @@
  * (kernels.h: attn_qk, attn_pv), with float32 or float16 (_h) keys and
  * values; the key panels of whole-sequence attention (wm_attn_pack_k, one
  * layout for every table), the naive scores against them
- * (attn_qk_packed) and their unnormalized softmax (attn_exp_rows). The AVX2 versions are attn_rows_avx2.c.
+ * (attn_qk_packed) and their unnormalized online softmax (attn_exp_rows). The AVX2 versions are attn_rows_avx2.c.
  */
 #include <math.h>
 #include <string.h>
@@ -92,13 +92,15 @@ static void g_attn_qk_packed(int64_t m, int64_t n, int64_t d, const float *q, in
         }
 }
 
-static void g_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *inv) {
+static void g_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *mx, float *sum, float *alpha) {
     for (int64_t r = 0; r < m; r++) {
-        float *x = s + r * lds, mx = -INFINITY, sum = 0.0f;
-        for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-        if (mx == -INFINITY) mx = 0.0f;
-        for (int64_t j = 0; j < n; j++) sum += x[j] = expf(x[j] - mx);
-        inv[r] = 1.0f / sum;
+        float *x = s + r * lds, m1 = mx[r], acc = 0.0f;
+        for (int64_t j = 0; j < n; j++) m1 = x[j] > m1 ? x[j] : m1;
+        float ref = m1 == -INFINITY ? 0.0f : m1; /* all -inf so far: terms 0, sum 0 */
+        for (int64_t j = 0; j < n; j++) acc += x[j] = expf(x[j] - ref);
+        alpha[r] = mx[r] == -INFINITY ? 0.0f : expf(mx[r] - m1);
+        sum[r] = sum[r] * alpha[r] + acc;
+        mx[r] = m1;
     }
 }
 

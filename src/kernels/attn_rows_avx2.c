@@ -10,13 +10,15 @@
  * with K = the head size over wm_attn_pack_k's panels: six query rows
  * broadcast against a panel's two vectors of 16 keys per element, the 12
  * sums in registers, no horizontal adds; attn_exp_rows their unmasked
- * softmax in two passes (max; exp with the sum), normalized by the caller.
+ * online softmax in two passes (max; exp with the sum: vmath_simd.h's
+ * v_exp_nonpos), normalized by the caller.
  */
 #include <immintrin.h>
 #include <math.h>
 
 #include "core/half.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/vmath_avx2.h"
 
 #define KV_INLINE static inline __attribute__((always_inline))
 #define QK_PF 16 /* key rows ahead prefetched by attn_qk */
@@ -265,54 +267,34 @@ static void a_attn_qk_packed(int64_t m, int64_t n, int64_t d, const float *q, in
     }
 }
 
-/* exp(x) for x <= 0 (scores less their row's max): the range reduction and degree-7 polynomial of vmath's v_exp
-   (0.9 ulp), the power of two added to the exponent field in one step, as no result here overflows; x < -86 gives
-   0 (below 2^-124: dropped beside the row's largest term, 1), NaN stays NaN (max returns its second operand). */
-static inline __m256 exp_nonpos(__m256 x) {
-    __m256 xc = _mm256_max_ps(_mm256_set1_ps(-86.0f), x);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723e-6f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23); /* NaN: INT_MIN << 23 = 0, p stays NaN */
-    __m256 y = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
-    return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-86.0f), _CMP_LT_OQ), y);
-}
-
-/* Two passes per row: the max, then exp in place with the sum (the tail through a bounce buffer of -inf). */
-static void a_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *inv) {
+/* Per row two passes over the block: the max, then exp in place (vmath_simd.h's v_exp_nonpos) with the sum (the
+   tail through a bounce buffer of -inf); the running max and sum as attn_exp_rows says. */
+static void a_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *mx, float *sum, float *alpha) {
     for (int64_t r = 0; r < m; r++) {
         float *x = s + r * lds, t[8];
         int64_t j = 0, n8 = n & ~(int64_t)7;
-        __m256 vm = _mm256_set1_ps(-INFINITY);
+        __m256 vm = _mm256_set1_ps(mx[r]);
         for (; j < n8; j += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + j), vm);
         __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
         h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        float mx = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-        for (; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-        if (mx == -INFINITY) mx = 0.0f;
-        __m256 vmx = _mm256_set1_ps(mx), sum = _mm256_setzero_ps();
+        float m1 = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+        for (; j < n; j++) m1 = x[j] > m1 ? x[j] : m1;
+        __m256 vmx = _mm256_set1_ps(m1 == -INFINITY ? 0.0f : m1), acc = _mm256_setzero_ps();
         for (j = 0; j < n8; j += 8) {
-            __m256 e = exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + j), vmx));
+            __m256 e = v_exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + j), vmx));
             _mm256_storeu_ps(x + j, e);
-            sum = _mm256_add_ps(sum, e);
+            acc = _mm256_add_ps(acc, e);
         }
         if (j < n) {
             for (int i = 0; i < 8; i++) t[i] = j + i < n ? x[j + i] : -INFINITY;
-            __m256 e = exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(t), vmx));
+            __m256 e = v_exp_nonpos(_mm256_sub_ps(_mm256_loadu_ps(t), vmx));
             _mm256_storeu_ps(t, e);
             for (int64_t i = 0; j + i < n; i++) x[j + i] = t[i];
-            sum = _mm256_add_ps(sum, e);
+            acc = _mm256_add_ps(acc, e);
         }
-        inv[r] = 1.0f / hsum8(sum);
+        alpha[r] = mx[r] == -INFINITY ? 0.0f : expf(mx[r] - m1);
+        sum[r] = sum[r] * alpha[r] + hsum8(acc);
+        mx[r] = m1;
     }
 }
 

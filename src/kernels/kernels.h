@@ -328,10 +328,14 @@ typedef struct wm_kernels {
      * per unit by wm_attn_pack_k, s[r*lds + j] = scale * dot(q[r*ldq ..], key j) over d, r < m, j < n. */
     void (*attn_qk_packed)(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *kp,
                            float scale, float *s, int64_t lds);
-    /* Their softmax without masks, left unnormalized: each of m rows of n scores (lds apart) becomes
-     * exp(x - the row's max) in place and inv[r] = 1 / the row's sum (the caller scales the row's P V by it);
-     * a row of -inf gives inv inf (NaN after scaling, like softmax_row), a NaN or +inf score NaNs. */
-    void (*attn_exp_rows)(int64_t m, int64_t n, float *s, int64_t lds, float *inv);
+    /* Their softmax without masks, online over blocks of keys and left unnormalized (flash attention's
+     * recurrence): row r's running max mx[r] and sum sum[r] (before its first block: -inf and 0) take this
+     * block's n scores (lds apart): mx' = max(mx[r], the block's max), each score becomes exp(x - mx') in place,
+     * alpha[r] = exp(mx[r] - mx') (0 when mx[r] is -inf: the factor of the earlier blocks' P V), then
+     * sum[r] = sum[r] alpha[r] + the block's sum, mx[r] = mx'. The caller scales the row's P V by 1 / sum[r]
+     * after its last block: a row of -inf gives 1 / 0 (NaN after scaling, like softmax_row), a NaN or +inf
+     * score NaNs. Terms below 2^-124 of their row's max may be 0. */
+    void (*attn_exp_rows)(int64_t m, int64_t n, float *s, int64_t lds, float *mx, float *sum, float *alpha);
 
     /* Conversions (round to nearest even; NaN stays NaN, overflow gives inf). */
     void (*f16_to_f32)(int64_t n, float *y, const uint16_t *x);

@@ -23,37 +23,7 @@
 
 /* ------------------------------------------------------------ scalar-vector building blocks */
 
-/* the vector of vmath_simd.h: 8 lanes, comparison masks as vectors */
-#define VF __m256
-#define VM __m256
-#define V(x) _mm256_set1_ps(x)
-#define VADD _mm256_add_ps
-#define VSUB _mm256_sub_ps
-#define VMUL _mm256_mul_ps
-#define VDIV _mm256_div_ps
-#define VMIN _mm256_min_ps
-#define VMAX _mm256_max_ps
-#define VFMA _mm256_fmadd_ps
-#define VFNMA _mm256_fnmadd_ps
-#define VFMS _mm256_fmsub_ps
-#define VRND(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define VCMP _mm256_cmp_ps
-#define VSEL(a, b, m) _mm256_blendv_ps(a, b, m)
-#define VZERO(m, x) _mm256_andnot_ps(m, x)
-#define VABS(x) _mm256_andnot_ps(V(-0.0f), x)
-#define VSIGN(y, x) _mm256_or_ps(y, _mm256_and_ps(x, V(-0.0f)))
-
-/* p * 2^n (n integral, |n| <= 150) as p 2^(n/2) 2^(n - n/2): each factor a normal float */
-static inline __attribute__((always_inline)) __m256 vscale2(__m256 p, __m256 n) {
-    __m256i ni = _mm256_cvtps_epi32(n);
-    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-}
-#define VSCALE2 vscale2
-
-#include "kernels/vmath_simd.h"
+#include "kernels/vmath_avx2.h"
 
 /* log x: x = 2^e m, m in [sqrt(1/2), sqrt 2); log m = f - (f^2/2 - s (f^2/2 + R(s^2))),
  * f = m - 1 (exact), s = f / (2 + f), R the atanh series. x < 0 or NaN: NaN; 0: -inf; inf: inf. */

@@ -36,6 +36,7 @@
 /* p * 2^n, rounded once: the AVX2 form's two exact factors round the same way (only the second product can be
    inexact) */
 #define VSCALE2(p, n) _mm512_scalef_ps(p, n)
+#define VSCALE1(p, n) _mm512_scalef_ps(p, n)
 
 #include "kernels/vmath_simd.h"
 

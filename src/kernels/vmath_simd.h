@@ -1,13 +1,15 @@
 /*
  * vmath_simd.h - the vector math of the SIMD tables, written once over a vector
- * width: exp, tanh, sigmoid, erf, GELU (erf and tanh forms), SiLU, ReLU.
+ * width: exp (and its form for a softmax's terms, v_exp_nonpos), tanh,
+ * sigmoid, erf, GELU (erf and tanh forms), SiLU, ReLU.
  *
- * Included by vmath_avx2.c (8 lanes) and vmath_avx512.c (16 lanes), each of
- * which defines first:
+ * Included by vmath_avx2.h (8 lanes: vmath_avx2.c, attn_rows_avx2.c) and
+ * vmath_avx512.c (16 lanes), each of which defines first:
  *   VF, VM         the float vector and its comparison mask
  *   V(x)           broadcast;  VADD VSUB VMUL VDIV VMIN VMAX
  *   VFMA(a,b,c)    a*b + c;    VFNMA(a,b,c) c - a*b;   VFMS(a,b,c) a*b - c
  *   VRND(x)        round to nearest even;  VSCALE2(p, n) p * 2^n in two factors
+ *   VSCALE1(p, n)  p * 2^n for a normal result (one step)
  *   VCMP(a,b,p)    a mask;  VSEL(a,b,m) m ? b : a;  VZERO(m,x) m ? 0 : x
  *   VABS(x)        |x|;     VSIGN(y,x) y with x's sign bit or'ed in
  * Every operation is the IEEE one on each lane, in the same order at both
@@ -22,13 +24,12 @@
 
 VINLINE VM v_isnan(VF x) { return VCMP(x, x, _CMP_UNORD_Q); }
 
-/* e^x: x = n ln2 + r (|r| <= ln2/2, two-constant ln2), degree-7 Taylor in r, times 2^n as two
- * factors (so 2^n may be subnormal). x > 89 gives inf, x < -104 gives 0, NaN stays NaN. */
-VINLINE VF v_exp(VF x) {
-    VF xc = VMIN(VMAX(x, V(-104.0f)), V(89.0f));
-    VF n = VRND(VMUL(xc, V(1.44269504088896341f)));
-    VF r = VFNMA(n, V(0.693145751953125f), xc);
-    r = VFNMA(n, V(1.42860682030941723e-6f), r);
+/* e^x's core for x already clamped: x = n ln2 + r (|r| <= ln2/2, two-constant ln2), degree-7 Taylor in r;
+ * returns that polynomial, *n the power of two it is to be scaled by (NaN in, NaN out). */
+VINLINE VF v_exp_poly(VF xc, VF *n) {
+    *n = VRND(VMUL(xc, V(1.44269504088896341f)));
+    VF r = VFNMA(*n, V(0.693145751953125f), xc);
+    r = VFNMA(*n, V(1.42860682030941723e-6f), r);
     VF p = V(1.0f / 5040.0f);
     p = VFMA(p, r, V(1.0f / 720.0f));
     p = VFMA(p, r, V(1.0f / 120.0f));
@@ -36,8 +37,22 @@ VINLINE VF v_exp(VF x) {
     p = VFMA(p, r, V(1.0f / 6.0f));
     p = VFMA(p, r, V(0.5f));
     p = VFMA(p, r, V(1.0f));
-    p = VFMA(p, r, V(1.0f));
+    return VFMA(p, r, V(1.0f));
+}
+
+/* e^x: the core times 2^n as two factors (so 2^n may be subnormal). x > 89 gives inf, x < -104 gives 0, NaN
+ * stays NaN. */
+VINLINE VF v_exp(VF x) {
+    VF n, p = v_exp_poly(VMIN(VMAX(x, V(-104.0f)), V(89.0f)), &n);
     return VSEL(VSCALE2(p, n), x, v_isnan(x));
+}
+
+/* e^x for x <= 0 where a term below 2^-124 may be 0 (a softmax's terms less their row's max: dropped beside
+ * the largest, 1): the same core, 2^n added to the exponent in one step (VSCALE1; no subnormal results, whose
+ * arithmetic is slow on some cores), x < -86 gives 0, NaN stays NaN (VMAX returns its second operand). */
+VINLINE VF v_exp_nonpos(VF x) {
+    VF n, p = v_exp_poly(VMAX(V(-86.0f), x), &n);
+    return VZERO(VCMP(x, V(-86.0f), _CMP_LT_OQ), VSCALE1(p, n));
 }
 
 /* coefficients from bench/fit_vmath.py */

@@ -39,12 +39,16 @@ static int64_t split_chunks(const wm_attn *a, int64_t keys) {
     return splittable(a) && keys >= WM_ATTN_KSPLIT ? (keys + WM_ATTN_KCHUNK - 1) / WM_ATTN_KCHUNK : 1;
 }
 
+static int blocked(const wm_attn *a);
+
 /* query rows per block: the fewest blocks of at most WM_ATTN_QBLOCK rows, or twice that while a block's scores
-   stay within 256 KiB (short keys: fewer, longer GEMMs, and each head's keys packed once), evened out in multiples
-   of 12 (a GEMM tile's height) so that the last is not a sliver. ViT's 197 queries: one block, not 128 + 69 (12
-   layers of MultiHeadAttention alone: 8.0-8.4 -> 7.5-7.8 ms). */
+   stay within 256 KiB (short keys: fewer, longer GEMMs, and each head's keys packed once) or the keys come in
+   blocks (blocked(): a unit's rows and outputs, 128 KiB at head size 64, stay in L2 beside a key block, and each
+   key block is packed once per 256 rows, not 128: Whisper's 1500, 6 heads of 64, 1 thread, 60-65 -> 58-63 ms CPU,
+   noisy), evened out in multiples of 12 (a GEMM tile's height) so that the last is not a sliver. ViT's 197
+   queries: one block, not 128 + 69 (12 layers of MultiHeadAttention alone: 8.0-8.4 -> 7.5-7.8 ms). */
 static int64_t q_block(const wm_attn *a) {
-    int64_t cap = 2 * WM_ATTN_QBLOCK * (a->T > 0 ? a->T : 1) * (int64_t)sizeof(float) <= 256 * 1024
+    int64_t cap = 2 * WM_ATTN_QBLOCK * (a->T > 0 ? a->T : 1) * (int64_t)sizeof(float) <= 256 * 1024 || blocked(a)
                       ? 2 * WM_ATTN_QBLOCK
                       : WM_ATTN_QBLOCK;
     int64_t nb = (a->S + cap - 1) / cap, r = (a->S + nb - 1) / nb;
@@ -59,25 +63,48 @@ static int64_t unit_rows(const wm_attn *a) {
     return a->S < qb ? a->S : qb;
 }
 
-/* units of more rows than WM_ATTN_FEW_ROWS whose keys and values hold at most this many floats (T x (dk + dv),
-   192 KiB: an encoder's 197 / 257 tokens of 64 or 80) take the tiled path: the unit's keys packed once
-   (wm_attn_pack_k), then tiles of WM_ATTN_TILE queries, each one's scores (WM_ATTN_TILE x keys, in L1), softmax
-   and P V before the next; more: the GEMM path (scores of the unit's rows, then P V as a GEMM), faster once each
-   tile's pass over the values no longer finds them in L2 (single-thread AVX2, 4 heads: 512 keys of 64 4.7 vs
-   5.2 ms tiled; 257 of 64 1.8 vs 2.0 ms GEMM) */
+/* Units of more rows than WM_ATTN_FEW_ROWS take the tiled path: the keys packed (wm_attn_pack_k), then per tile of
+   WM_ATTN_TILE queries their scores (WM_ATTN_TILE x keys, in L1), softmax and P V. Without masks, bias, softcap,
+   sinks, smooth softmax, score output or split decode (blocked()) for any number of keys, in blocks of at most
+   WM_ATTN_KBLOCK keys with an online softmax: per block its keys packed once, then every tile of the unit meets
+   them (the block's keys and values stay in L2; a tile's running max and sum rescale its earlier P V); the rest
+   (masks ...) with keys and values of at most WM_ATTN_TILED_FLOATS floats (T x (dk + dv), 192 KiB: an encoder's
+   197 / 257 tokens of 64 or 80) as one block, row_softmax applying the masks; more: the GEMM path (scores of the
+   unit's rows, then P V as a GEMM) */
 #define WM_ATTN_TILED_FLOATS (48 * 1024)
 #define WM_ATTN_TILE 12 /* two 6-row blocks of attn_qk_packed and of attn_pv */
+#ifndef WM_ATTN_KBLOCK
+#define WM_ATTN_KBLOCK 256
+#endif
+
+/* attention whose rows the online softmax computes on its own: no mask, bias, softcap, sink, smooth softmax,
+   score output, or split decode (the key chunks' log-sum-exp) */
+static int blocked(const wm_attn *a) {
+    return !a->causal && !a->mask && !a->bias && !a->kv_lo && !a->kv_hi && a->softcap <= 0 && !a->sink &&
+           !a->smooth && !a->qk && split_chunks(a, a->T) == 1;
+}
 
 static int tiled(const wm_attn *a) {
-    return unit_rows(a) > WM_ATTN_FEW_ROWS && a->T * (a->dk + a->dv) <= WM_ATTN_TILED_FLOATS;
+    return unit_rows(a) > WM_ATTN_FEW_ROWS && (blocked(a) || a->T * (a->dk + a->dv) <= WM_ATTN_TILED_FLOATS);
 }
 
-/* floats of a tile's scores (rounded to 64 bytes), then of the packed keys */
-static size_t tile_score_floats(const wm_attn *a) {
-    return (WM_ATTN_TILE * (size_t)(a->T ? a->T : 1) + 15) & ~(size_t)15;
+/* keys per block of the tiled path: blocked, the fewest blocks of at most WM_ATTN_KBLOCK keys evened out in
+   panels (1500: 6 of 256 but the last 220); else all of them */
+static int64_t key_block(const wm_attn *a) {
+    int64_t T = a->T > 0 ? a->T : 1;
+    if (!blocked(a) || T <= WM_ATTN_KBLOCK) return T;
+    int64_t nb = (T + WM_ATTN_KBLOCK - 1) / WM_ATTN_KBLOCK, kb = (T + nb - 1) / nb;
+    kb = (kb + WM_ATTN_KPANEL - 1) / WM_ATTN_KPANEL * WM_ATTN_KPANEL;
+    return kb < T ? kb : T;
 }
+
+/* floats of a tile's scores (rounded to 64 bytes), then of the packed keys of a block, a tile's P V of a block,
+   and the running max and sum of the unit's rows and a tile's rescaling factors */
+static size_t tile_score_floats(const wm_attn *a) { return (WM_ATTN_TILE * (size_t)key_block(a) + 15) & ~(size_t)15; }
+static size_t tile_pv_floats(const wm_attn *a) { return (WM_ATTN_TILE * (size_t)a->dv + 15) & ~(size_t)15; }
 static size_t tile_floats(const wm_attn *a) {
-    return tile_score_floats(a) + wm_attn_pack_k_floats(a->T ? a->T : 1, a->dk);
+    size_t stats = ((size_t)(2 * unit_rows(a) + WM_ATTN_TILE) + 15) & ~(size_t)15;
+    return tile_score_floats(a) + wm_attn_pack_k_floats(key_block(a), a->dk) + tile_pv_floats(a) + stats;
 }
 
 /* floats of one thread's scratch: scores (a tile's, or the unit's on the GEMM path), with float16 K/V off the
@@ -88,8 +115,24 @@ static size_t unit_floats(const wm_attn *a) {
     return (f + 15) & ~(size_t)15;
 }
 
+/* floats of one thread's slice of the scratch: enough for any run of a's shapes (B, Hq, Hkv, S, T, dk, dv,
+   kv_h16), whatever masks, causal rows, bias ... it carries. The ops size the scratch from the shapes alone
+   (attention_ms.c, gqa.c) and set the masks after, and the masks choose the path (blocked() or not) and with it
+   the query block, the key block and the tiled / GEMM choice: the larger of the blocked layout's (no masks) and
+   the unblocked one's (causal standing for any mask). A function of the shapes alone, so that sizing and run
+   agree on every slice's offset. */
+static size_t thread_floats(const wm_attn *a) {
+    wm_attn u = *a;
+    u.causal = 0, u.mask = NULL, u.bias = NULL, u.kv_lo = u.kv_hi = NULL, u.softcap = 0.0f, u.sink = NULL;
+    u.smooth = 0, u.qk = NULL;
+    size_t f0 = unit_floats(&u);
+    u.causal = 1;
+    size_t f1 = unit_floats(&u);
+    return f0 > f1 ? f0 : f1;
+}
+
 size_t wm_attn_workspace(const wm_attn *a, int nth) {
-    return ((size_t)(nth > 0 ? nth : 1) * unit_floats(a) + split_floats(a, split_chunks(a, a->T))) * sizeof(float) +
+    return ((size_t)(nth > 0 ? nth : 1) * thread_floats(a) + split_floats(a, split_chunks(a, a->T))) * sizeof(float) +
            128;
 }
 
@@ -190,22 +233,61 @@ static void row_softmax(const wm_attn *a, int64_t b, int64_t h, int64_t s, int64
 }
 
 /*
- * The tiled path of a unit (query-block mode, or group mode's rows; lse: split decode's, per row): keys
- * [t0, t0 + n) packed after the tile's scores, then per tile of WM_ATTN_TILE rows their scores against the keys
- * a row of the tile may see (causal: up to the tile's last query), softmax with the masks (row_softmax; none:
- * attn_exp_rows, the output rows scaled by 1 / sum after), and P V into the output rows: no (rows x keys) matrix beyond the tile's, the packed keys shared by its tiles.
+ * The online path of a blocked unit (m query rows, keys [0, n)): per block of key_block keys, its keys packed, then
+ * per tile of WM_ATTN_TILE rows their scores, attn_exp_rows (running max and sum), and P V: the first block's into
+ * the output rows, a later one's into the scratch, added to the output rows scaled by the tile's alpha; at last each
+ * output row times 1 / its sum. A block's keys and values are read by every tile while in L2, a tile's scores stay
+ * in L1.
+ */
+static void tile_blocks(const actx *c, int64_t m, int64_t n, const float *qp, int64_t qstep, const float *kp,
+                        int64_t kld, const float *vp, int64_t vld, float *o, int64_t ostep, float *sc) {
+    const wm_attn *a = c->a;
+    const wm_kernels *K = wm_kernels_get();
+    const int64_t kb = key_block(a), dv = a->dv;
+    float *kpk = sc + tile_score_floats(a), *pv = kpk + wm_attn_pack_k_floats(kb, a->dk);
+    float *mx = pv + tile_pv_floats(a), *sum = mx + m, *alpha = sum + m;
+    for (int64_t r = 0; r < m; r++) mx[r] = -INFINITY, sum[r] = 0.0f;
+    for (int64_t j0 = 0; j0 < n; j0 += kb) {
+        int64_t nb = n - j0 < kb ? n - j0 : kb;
+        wm_attn_pack_k(nb, a->dk, kp + j0 * kld, kld, kpk);
+        for (int64_t r0 = 0; r0 < m; r0 += WM_ATTN_TILE) {
+            int64_t mr = m - r0 < WM_ATTN_TILE ? m - r0 : WM_ATTN_TILE;
+            K->attn_qk_packed(mr, nb, a->dk, qp + r0 * qstep, qstep, kpk, a->scale, sc, nb);
+            K->attn_exp_rows(mr, nb, sc, nb, mx + r0, sum + r0, alpha);
+            if (j0 == 0) {
+                K->attn_pv(mr, nb, dv, sc, nb, vp, vld, o + r0 * ostep, ostep);
+                continue;
+            }
+            K->attn_pv(mr, nb, dv, sc, nb, vp + j0 * vld, vld, pv, dv);
+            for (int64_t r = 0; r < mr; r++) {
+                float *y = o + (r0 + r) * ostep, al = alpha[r];
+                const float *t = pv + r * dv;
+                for (int64_t i = 0; i < dv; i++) y[i] = y[i] * al + t[i];
+            }
+        }
+    }
+    for (int64_t r = 0; r < m; r++) K->scale(dv, o + r * ostep, o + r * ostep, 1.0f / sum[r]);
+}
+
+/*
+ * The tiled path of a unit (query-block mode, or group mode's rows; lse: split decode's, per row). Blocked units
+ * (no masks ...): tile_blocks. Else keys [t0, t0 + n) (at most key_block) packed after the tile's scores, then per
+ * tile of WM_ATTN_TILE rows their scores against the keys a row of the tile may see (causal: up to the tile's last
+ * query), softmax with the masks (row_softmax), and P V into the output rows: no (rows x keys) matrix beyond the
+ * tile's, the packed keys shared by its tiles.
  */
 static void tile_rows(const actx *c, int64_t b, int64_t h0, int64_t s0, int64_t m, int64_t t0, int64_t n,
                       const float *qp, int64_t qstep, const float *kp, int64_t kld, const float *vp, int64_t vld,
                       float *o, int64_t ostep, float *sc, float *lse) {
     const wm_attn *a = c->a;
+    if (blocked(a)) {
+        tile_blocks(c, m, n, qp, qstep, kp, kld, vp, vld, o, ostep, sc);
+        return;
+    }
     const wm_kernels *K = wm_kernels_get();
     float *kpk = sc + tile_score_floats(a);
     wm_attn_pack_k(n, a->dk, kp, kld, kpk);
     int64_t off = a->causal_off ? a->causal_off[b] : a->causal_off0;
-    /* no mask, bias, softcap, sink, smooth softmax, score output or split: the unnormalized softmax kernel */
-    int plain = !a->causal && !a->mask && !a->bias && !a->kv_lo && !a->kv_hi && a->softcap <= 0 && !a->sink &&
-                !a->smooth && !a->qk && !lse;
     for (int64_t r0 = 0; r0 < m; r0 += WM_ATTN_TILE) {
         int64_t mr = m - r0 < WM_ATTN_TILE ? m - r0 : WM_ATTN_TILE, nt = n;
         if (!a->qk && a->causal && !c->group) { /* keys past the tile's last query: excluded for all of its rows */
@@ -213,13 +295,6 @@ static void tile_rows(const actx *c, int64_t b, int64_t h0, int64_t s0, int64_t 
             nt = e < nt ? (e > 0 ? e : 0) : nt;
         }
         if (nt > 0) K->attn_qk_packed(mr, nt, a->dk, qp + r0 * qstep, qstep, kpk, a->scale, sc, nt);
-        if (plain && nt > 0) { /* exp in place, P V, then each output row times 1 / its sum */
-            float inv[WM_ATTN_TILE];
-            K->attn_exp_rows(mr, nt, sc, nt, inv);
-            K->attn_pv(mr, nt, a->dv, sc, nt, vp, vld, o + r0 * ostep, ostep);
-            for (int64_t r = 0; r < mr; r++) K->scale(a->dv, o + (r0 + r) * ostep, o + (r0 + r) * ostep, inv[r]);
-            continue;
-        }
         for (int64_t r = 0; r < mr; r++)
             row_softmax(a, b, c->group ? h0 + r0 + r : h0, c->group ? 0 : s0 + r0 + r, t0, sc + r * nt, nt,
                         lse ? lse + r0 + r : NULL);
@@ -342,7 +417,7 @@ static void part(void *arg, int ith, int nth) {
     const wm_attn *a = c->a;
     long lo, hi;
     wm_split((long)((c->group ? a->B * a->Hkv : a->B * a->Hq * c->nblk) * c->nck), ith, nth, &lo, &hi);
-    float *sc = c->ws + (size_t)ith * unit_floats(a);
+    float *sc = c->ws + (size_t)ith * thread_floats(a);
     for (long u = lo; u < hi; u++) unit(c, u, sc, ith);
 }
 
@@ -364,7 +439,7 @@ void wm_attn_run(const wm_attn *a, wm_exec *x, void *ws) {
     const int64_t qb = q_block(a);
     actx c = {a, base, (a->S + qb - 1) / qb, qb, a->S == 1 && a->Hq > a->Hkv, x, split_chunks(a, keys), NULL};
     int nth0 = x && x->pool ? x->nth : 1;
-    if (c.nck > 1) c.part = base + (size_t)(nth0 > 0 ? nth0 : 1) * unit_floats(a);
+    if (c.nck > 1) c.part = base + (size_t)(nth0 > 0 ? nth0 : 1) * thread_floats(a);
     int64_t units = (c.group ? a->B * a->Hkv : a->B * a->Hq * c.nblk) * c.nck;
     double flops = 2.0 * (double)a->B * (double)a->Hq * (double)a->S * (double)a->T * (double)(a->dk + a->dv);
     int nth = x && x->pool && flops >= 1e5 ? x->nth : 1;

@@ -25,11 +25,16 @@
  * ONNX gives masked scores -inf (a row with every key masked is NaN, like the
  * reference); onnxruntime contrib ops add mask_filter_value (-10000).
  *
- * A unit of more than WM_ATTN_FEW_ROWS queries whose keys and values fit in
- * 192 KiB (an encoder's whole sequence) is tiled instead of the two GEMMs:
- * its keys packed once (wm_attn_pack_k), then per 12 queries their scores
- * (attn_qk_packed, in L1), softmax (unmasked: attn_exp_rows, normalized
- * after P V) and P V (attn_pv); no (queries x keys) block beyond a tile's.
+ * A unit of more than WM_ATTN_FEW_ROWS queries is tiled instead of the two
+ * GEMMs when it has no masks, bias, softcap, sinks or score output (any
+ * number of keys: Whisper's 1500) or its keys and values fit in 192 KiB (an
+ * encoder's whole sequence, masks applied by the row softmax): its keys packed
+ * (wm_attn_pack_k), then per 12 queries their scores (attn_qk_packed, in L1),
+ * softmax and P V (attn_pv); no (queries x keys) block beyond a tile's. Without
+ * masks the keys come in blocks of at most 256, each packed once and met by
+ * every tile of the unit while in L2, with an online softmax (attn_exp_rows:
+ * a running max and sum per row, the earlier blocks' P V rescaled when the
+ * max grows, normalized after the last block: flash attention's recurrence).
  *
  * Threads take (b, h, query block) units, or with one query and grouped
  * heads (decode) (b, kv head) units whose rows are the heads of the group
@@ -95,7 +100,9 @@ static inline void *wm_ws_take(wm_wsbump *w, size_t bytes) {
 /* units of at most this many query rows (decode) use the kernel table's attn_qk / attn_pv instead of GEMM */
 #define WM_ATTN_FEW_ROWS 8
 
-/* Scratch bytes for nth threads. */
+/* Scratch bytes for nth threads: a function of the shapes (B, Hq, Hkv, S, T, dk, dv, kv_h16; qk, sink and
+ * smooth may only lower it), so a descriptor with just those set (as the ops size it, before the masks, causal
+ * flags, bias ...) covers any run of the same shapes. */
 size_t wm_attn_workspace(const wm_attn *a, int nth);
 
 /* Runs the attention on x's pool; ws has wm_attn_workspace(a, x->nth) bytes. */

@@ -236,6 +236,21 @@ def test_mha_attention_bias(tmp_path, build_dir):
     mha_case(tmp_path, build_dir, attn_bias=True)
 
 
+def _right_padded(B, L):
+    return np.array([[1] * (L - b * L // 5) + [0] * (b * L // 5) for b in range(B)], np.int32)
+
+
+@pytest.mark.parametrize("kw", [dict(B=3, S=300, L=300, N=2, H=64, Hv=64, kpm=_right_padded(3, 300)),
+                                dict(B=2, S=40, L=600, N=2, H=80, Hv=80, kpm=_right_padded(2, 600)),
+                                dict(B=2, S=200, L=200, N=2, H=64, Hv=64, past=100, uni=1, bias=True)],
+                         ids=["padded-300", "padded-cross-600", "causal-past-300"])
+def test_mha_masked_long(kw, tmp_path, build_dir):
+    """Masked or causal rows over more than 256 keys (a cross-encoder's batch of right-padded pairs, a prefill after
+    a past): the ops size the core's scratch from the shapes and set the masks after, so the masked path's larger
+    tiles must fit in it (they once overran it: heap corruption, wrong logits)."""
+    mha_case(tmp_path, build_dir, name="mha_masked_long", **kw)
+
+
 # ------------------------------------------------------------------ GroupQueryAttention
 
 def rope_caches(P, rot, base=10000.0):
@@ -933,3 +948,9 @@ def test_matmulnbits_float_zero_points_accuracy4(tmp_path, asan_dir, monkeypatch
         # outputs ~1: the same products in float32 on both sides agree to ~1e-6 (the int8 activations against
         # float ones differ by ~1e-2)
         check(asan_dir, tmp_path, model, {"A": A}, atol=2e-4, ref=ref, what=f"nbits_fzp_{kernels or 'best'}_M{M}")
+
+
+@pytest.mark.parametrize("S,N,H,fmt", [(1500, 1, 64, "bsnh"), (577, 2, 80, "qkv")], ids=["whisper-1500", "577-head80"])
+def test_mha_long_self_attention(S, N, H, fmt, tmp_path, build_dir):
+    """Whole-sequence attention over several key blocks (the tiled path's online softmax) vs onnxruntime."""
+    mha_case(tmp_path, build_dir, fmt=fmt, B=1, S=S, L=S, N=N, H=H, Hv=H, name="mha_long")

@@ -4,7 +4,7 @@
  * number of query rows (odd, past a block), key counts around the 4- and
  * 8-row blocks, head sizes off the 8/16/64-float tiles, padded strides, and
  * n == 0; and the scores against packed keys (attn_qk_packed) and their
- * unnormalized softmax (attn_exp_rows) on encoder sequence lengths and head sizes. Buffers are exact-size so ASan sees any read or write past them.
+ * unnormalized online softmax over key blocks (attn_exp_rows) on encoder sequence lengths and head sizes. Buffers are exact-size so ASan sees any read or write past them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -125,45 +125,64 @@ static void test_qk_packed(void **state) {
                 }
 }
 
-/* The unnormalized softmax of score rows: exp(x - max) * inv against double precision, scores spread wide (so
-   some terms fall below the kernel's cut-off), a -inf score giving exactly 0, a NaN score a NaN row. */
+/* The online softmax of score rows over blocks of keys (attn_exp_rows as attn_core's tiles call it: each block's
+   terms, the earlier ones times alpha, then / sum) against double precision, for one block and for uneven blocks;
+   scores spread wide (so some terms fall below the kernel's cut-off), a -inf score giving exactly 0, a NaN score a
+   NaN row, a row whose first block is all -inf (alpha 0), and a row of -inf a NaN row (0 / 0, as softmax_row). */
 static void test_exp_rows(void **state) {
     (void)state;
-    static const int64_t ns[] = {1, 7, 8, 9, 50, 197, 257};
+    static const int64_t ns[] = {1, 7, 8, 9, 50, 197, 257, 1500};
     const wm_kernels *tab[3];
     int nt = kt_tables(tab);
     uint32_t seed = 2718;
+    enum { M = 6 };
     for (int t = 0; t < nt; t++)
-        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
-            int64_t m = 5, n = ns[b], lds = n + 3;
-            float *s = kt_alloc(kt_span(m, n, lds) * sizeof(float)), *x = kt_alloc(kt_span(m, n, lds) * sizeof(float));
-            float inv[5];
-            kt_fill(s, (int64_t)kt_span(m, n, lds), &seed);
-            for (int64_t i = 0; i < (int64_t)kt_span(m, n, lds); i++) s[i] *= (i % 3 == 0 ? 60.0f : 8.0f);
-            s[2 * lds + n / 2] = -INFINITY;
-            if (n > 1) s[4 * lds + n - 1] = NAN;
-            memcpy(x, s, kt_span(m, n, lds) * sizeof(float));
-            tab[t]->attn_exp_rows(m, n, s, lds, inv);
-            for (int64_t r = 0; r < m; r++) {
-                const float *xr = x + r * lds;
-                double mx = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < n; j++) mx = xr[j] > mx ? xr[j] : mx;
-                for (int64_t j = 0; j < n; j++) sum += exp((double)xr[j] - mx);
-                for (int64_t j = 0; j < n; j++) {
-                    double want = exp((double)xr[j] - mx) / sum, got = (double)s[r * lds + j] * inv[r];
-                    if (r == 4 && n > 1) {
-                        if (got == got) fail_msg("%s n=%lld: a NaN score gave %g", tab[t]->name, (long long)n, got);
-                    } else if (r == 2 && j == n / 2) {
-                        if (n > 1 && got != 0.0) fail_msg("%s n=%lld: -inf score gave %g", tab[t]->name, (long long)n, got);
-                    } else if (fabs(got - want) > want * (1e-6 + 1.2e-7 * fabs(xr[j] - mx)) + 1e-30) {
-                        /* x - max is rounded to float: relative error up to |x - max| 2^-24 after exp */
-                        fail_msg("%s n=%lld row %lld key %lld: %.9g vs %.9g", tab[t]->name, (long long)n, (long long)r,
-                                 (long long)j, got, want);
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (int split = 0; split < 2; split++) {
+                int64_t n = ns[b], lds = n + 3, bl[4] = {n, 0, 0, 0}, nbl = 1;
+                if (split && n > 2) /* three uneven blocks: first a tenth, then two of what remains */
+                    bl[0] = n / 10 > 0 ? n / 10 : 1, bl[1] = (n - bl[0]) / 2, bl[2] = n - bl[0] - bl[1], nbl = 3;
+                float *s = kt_alloc(kt_span(M, n, lds) * sizeof(float)), *x = kt_alloc(kt_span(M, n, lds) * sizeof(float));
+                double *w = malloc((size_t)(M * n) * sizeof *w);
+                float mx[M], sum[M], alpha[M];
+                kt_fill(s, (int64_t)kt_span(M, n, lds), &seed);
+                for (int64_t i = 0; i < (int64_t)kt_span(M, n, lds); i++) s[i] *= (i % 3 == 0 ? 60.0f : 8.0f);
+                s[2 * lds + n / 2] = -INFINITY;
+                if (n > 1) s[4 * lds + n - 1] = NAN;
+                for (int64_t j = 0; j < bl[0] && nbl > 1; j++) s[3 * lds + j] = -INFINITY;
+                for (int64_t j = 0; j < n; j++) s[5 * lds + j] = -INFINITY;
+                memcpy(x, s, kt_span(M, n, lds) * sizeof(float));
+                for (int r = 0; r < M; r++) mx[r] = -INFINITY, sum[r] = 0.0f;
+                for (int64_t k = 0, j0 = 0; k < nbl; j0 += bl[k], k++) {
+                    tab[t]->attn_exp_rows(M, bl[k], s + j0, lds, mx, sum, alpha);
+                    for (int r = 0; r < M; r++) {
+                        for (int64_t j = 0; j < j0; j++) w[r * n + j] *= alpha[r];
+                        for (int64_t j = j0; j < j0 + bl[k]; j++) w[r * n + j] = s[r * lds + j];
                     }
                 }
+                for (int64_t r = 0; r < M; r++) {
+                    const float *xr = x + r * lds;
+                    double xmax = -INFINITY, tot = 0;
+                    for (int64_t j = 0; j < n; j++) xmax = xr[j] > xmax ? xr[j] : xmax;
+                    for (int64_t j = 0; j < n; j++) tot += exp((double)xr[j] - xmax);
+                    for (int64_t j = 0; j < n; j++) {
+                        double want = exp((double)xr[j] - xmax) / tot, got = w[r * n + j] / sum[r];
+                        if ((r == 4 && n > 1) || r == 5 || (r == 2 && n == 1)) {
+                            if (got == got)
+                                fail_msg("%s n=%lld row %lld: gave %g, want NaN", tab[t]->name, (long long)n,
+                                         (long long)r, got);
+                        } else if ((r == 2 && j == n / 2) || (r == 3 && j < bl[0] && nbl > 1)) {
+                            if (got != 0.0) fail_msg("%s n=%lld: -inf score gave %g", tab[t]->name, (long long)n, got);
+                        } else if (fabs(got - want) > want * (3e-6 + 3.6e-7 * fabs(xr[j] - xmax)) + 1e-30) {
+                            /* x - max is rounded to float: relative error up to |x - max| 2^-24 after exp, for the
+                               term and for each alpha */
+                            fail_msg("%s n=%lld split %d row %lld key %lld: %.9g vs %.9g", tab[t]->name,
+                                     (long long)n, split, (long long)r, (long long)j, got, want);
+                        }
+                    }
+                }
+                free(s), free(x), free(w);
             }
-            free(s), free(x);
-        }
 }
 
 static void test_qk(void **state) {

@@ -108,6 +108,7 @@ typedef struct acase {
     int64_t window;    /* 0: none */
     float softcap;
     int bias, mask, ranges, per_batch, sink, smooth;
+    int pad;           /* right-padded key mask (B, T) broadcast over heads and queries: batch b keeps T - b T / 5 */
     int h16;           /* float16 K/V (the reference reads their float32 values) */
 } acase;
 
@@ -161,6 +162,11 @@ static double run_case(const acase *c, int threads) {
         mask = malloc((size_t)(c->B * c->S * c->T));
         for (int64_t i = 0; i < c->B * c->S * c->T; i++) mask[i] = frand() > -0.6f;
         a.mask = mask, a.m_sb = c->S * c->T, a.m_sh = 0, a.m_ss = c->T, a.m_n = c->T;
+    } else if (c->pad) { /* (B, T) boolean, the padding last (a cross-encoder's batch of pairs) */
+        mask = malloc((size_t)(c->B * c->T));
+        for (int64_t b = 0; b < c->B; b++)
+            for (int64_t j = 0; j < c->T; j++) mask[b * c->T + j] = j < c->T - b * c->T / 5;
+        a.mask = mask, a.m_sb = c->T, a.m_sh = 0, a.m_ss = 0, a.m_n = c->T;
     }
     float *sink = NULL;
     if (c->sink) a.sink = sink = frands((size_t)c->Hq);
@@ -170,7 +176,13 @@ static double run_case(const acase *c, int threads) {
     wm_error err = {0};
     assert_int_equal(wm_pool_new(threads, &pool, &err), WM_OK);
     wm_exec x = {.pool = pool, .nth = wm_pool_size(pool), .err = &err};
-    void *ws = aligned_alloc(64, (wm_attn_workspace(&a, x.nth) + 63) & ~(size_t)63);
+    /* the scratch sized as the ops size it (attention_ms.c, gqa.c): from the shapes alone, before the masks, causal
+       flags, bias ... are set; exact-size, so ASan sees a write past it */
+    wm_attn shape;
+    memset(&shape, 0, sizeof shape);
+    shape.B = a.B, shape.Hq = a.Hq, shape.Hkv = a.Hkv, shape.S = a.S, shape.T = a.T, shape.dk = a.dk, shape.dv = a.dv;
+    shape.kv_h16 = a.kv_h16;
+    void *ws = malloc(wm_attn_workspace(&shape, x.nth));
     a.o = o1;
     wm_attn_run(&a, &x, ws);
     /* the same on one thread: bit-identical */
@@ -281,6 +293,43 @@ static void test_encoder_tiles(void **st) {
     CHECK(.B = 1, .Hq = 32, .Hkv = 2, .S = 1, .T = 300, .dk = 64, .dv = 64, .bsnh = 1, .causal = 1, .off = 299);
 }
 
+/* long sequences without masks (the online softmax over key blocks): Whisper's 1500 positions, odd lengths and
+   key counts past whole blocks and panels, head sizes 64 / 80 / 32, grouped heads, float16 K/V, fewer keys than
+   the buffer (kv_n), one query's grouped heads; with masks, bias or padding ranges (masked rows: the GEMM path) */
+static void test_long_online(void **st) {
+    (void)st;
+    CHECK(.B = 1, .Hq = 1, .Hkv = 1, .S = 1500, .T = 1500, .dk = 64, .dv = 64, .bsnh = 1);
+    CHECK(.B = 1, .Hq = 2, .Hkv = 1, .S = 577, .T = 577, .dk = 80, .dv = 80);
+    CHECK(.B = 1, .Hq = 1, .Hkv = 1, .S = 37, .T = 1001, .dk = 64, .dv = 32, .bsnh = 1);
+    CHECK(.B = 1, .Hq = 1, .Hkv = 1, .S = 257, .T = 513, .dk = 80, .dv = 80, .h16 = 1);
+    CHECK(.B = 2, .Hq = 1, .Hkv = 1, .S = 100, .T = 700, .dk = 64, .dv = 64, .off = 600, .per_batch = 1);
+    CHECK(.B = 1, .Hq = 32, .Hkv = 2, .S = 1, .T = 100, .dk = 64, .dv = 64, .bsnh = 1);
+    CHECK(.B = 1, .Hq = 1, .Hkv = 1, .S = 50, .T = 600, .dk = 64, .dv = 64, .mask = 1);
+    CHECK(.B = 2, .Hq = 1, .Hkv = 1, .S = 40, .T = 520, .dk = 64, .dv = 64, .ranges = 1, .bias = 1);
+}
+
+/* the shapes whose masked rows once overran the scratch (sized from the shapes alone, as the ops size it, while the
+   masked run took the unblocked path's larger tiles and query blocks): a cross-encoder's batch of 2-4 right-padded
+   pairs at encoder lengths 8..300 and Whisper's 1500, head sizes 32 / 64 / 80; fewer queries than keys; causal
+   prefill after a past, with and without a sliding window (Gemma's), per-batch pasts, float16 K/V */
+static void test_masked_batches(void **st) {
+    (void)st;
+    static const int64_t seq[] = {8, 77, 197, 257, 300}, head[] = {32, 64, 80};
+    for (size_t i = 0; i < sizeof seq / sizeof *seq; i++)
+        for (size_t j = 0; j < sizeof head / sizeof *head; j++) {
+            int64_t S = seq[i], d = head[j], B = 2 + (int64_t)((i + j) % 3);
+            CHECK(.B = B, .Hq = 2, .Hkv = 2, .S = S, .T = S, .dk = d, .dv = d, .bsnh = 1, .pad = 1);
+        }
+    CHECK(.B = 2, .Hq = 1, .Hkv = 1, .S = 1500, .T = 1500, .dk = 64, .dv = 64, .bsnh = 1, .pad = 1);
+    CHECK(.B = 3, .Hq = 2, .Hkv = 2, .S = 40, .T = 600, .dk = 64, .dv = 64, .pad = 1);
+    CHECK(.B = 4, .Hq = 2, .Hkv = 1, .S = 300, .T = 300, .dk = 80, .dv = 80, .pad = 1, .h16 = 1);
+    CHECK(.B = 2, .Hq = 4, .Hkv = 2, .S = 300, .T = 500, .dk = 64, .dv = 64, .bsnh = 1, .causal = 1, .off = 200);
+    CHECK(.B = 2, .Hq = 2, .Hkv = 1, .S = 260, .T = 390, .dk = 80, .dv = 80, .causal = 1, .off = 130, .window = 128);
+    CHECK(.B = 3, .Hq = 2, .Hkv = 1, .S = 200, .T = 420, .dk = 32, .dv = 32, .bsnh = 1, .causal = 1, .off = 220,
+          .per_batch = 1);
+    CHECK(.B = 2, .Hq = 2, .Hkv = 1, .S = 300, .T = 300, .dk = 64, .dv = 64, .causal = 1, .h16 = 1);
+}
+
 static void test_thread_counts_identical(void **st) {
     (void)st;
     acase c = {.B = 2, .Hq = 6, .Hkv = 2, .S = 45, .T = 45, .dk = 16, .dv = 16, .causal = 1};
@@ -360,6 +409,7 @@ int main(void) {
         cmocka_unit_test(test_gqa_groups),            cmocka_unit_test(test_local_window),
         cmocka_unit_test(test_softcap_bias_sink),     cmocka_unit_test(test_thread_counts_identical),
         cmocka_unit_test(test_float16_kv),            cmocka_unit_test(test_encoder_tiles),
+        cmocka_unit_test(test_long_online),           cmocka_unit_test(test_masked_batches),
         cmocka_unit_test(test_nbits_unpack_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
