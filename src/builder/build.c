@@ -362,115 +362,6 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     return s;
 }
 
-/* wm_quant_carry.row over a GGUF view tensor (ctx). */
-static void carry_row(const void *ctx, int64_t r, uint8_t *codes, float *scales, float *zp) {
-    wm_gguf_st_carry_row(ctx, (uint64_t)r, codes, scales, zp);
-}
-
-/* A MoE's stacked experts (model_moe.c) as carry rows over the checkpoint's expert tensors. */
-typedef struct moe_rows {
-    const wm_arch *a;
-    const wm_st_file *st;
-    int layer, fc;
-} moe_rows;
-
-static const wm_st_tensor *moe_tensor(const moe_rows *m, int64_t e, int which) {
-    char name[160];
-    return wm_moe_expert_name(m->a, m->layer, e, which, name, sizeof name) ? wm_st_find(m->st, name) : NULL;
-}
-
-/* Row n of fc1 [E * 2I rows]: expert n / 2I's gate row (n % 2I) / 2 when n is even, else its up row; of fc2
-   [E * H rows]: row n % H of expert n / H's down projection. Stacked checkpoints: input_linear holds each expert's
-   gate rows then its up rows, output_linear the fc2 rows as they are. */
-static void moe_row(const void *ctx, int64_t n, uint8_t *codes, float *scales, float *zp) {
-    const moe_rows *m = ctx;
-    int64_t I = m->a->moe_I, H = m->a->H;
-    if (m->fc == 2) {
-        if (wm_moe_stacked(m->a)) carry_row(moe_tensor(m, 0, 2), n, codes, scales, zp);
-        else carry_row(moe_tensor(m, n / H, 2), n % H, codes, scales, zp);
-        return;
-    }
-    int64_t e = n / (2 * I), w = n % (2 * I);
-    if (wm_moe_stacked(m->a)) carry_row(moe_tensor(m, 0, 0), e * 2 * I + (w % 2) * I + w / 2, codes, scales, zp);
-    else carry_row(moe_tensor(m, e, (int)(w % 2)), w / 2, codes, scales, zp);
-}
-
-/* The carry entry of a MoE's stacked fc (rec->moe_fc): the experts' one block form, or why there is none. 0: no
-   GGUF expert tensors (nothing to say). */
-static int moe_entry(const build_ctx *b, const wm_wsrc_rec *rec, moe_rows *m, wm_quant_carry *c) {
-    const wm_arch *a = &b->arch;
-    *m = (moe_rows){a, b->st, rec->moe_layer, rec->moe_fc};
-    int stacked = wm_moe_stacked(a);
-    int64_t E = a->n_experts, I = a->moe_I, H = a->H;
-    wm_ggml_carry form = {0}, f;
-    const wm_gguf_tensor *first = NULL;
-    int ok = 1;
-    for (int64_t e = 0; e < (stacked ? 1 : E); e++)
-        for (int w = 0; w < 3; w++) {
-            if ((rec->moe_fc == 2) != (w == 2) || (stacked && w == 1)) continue;
-            const wm_st_tensor *t = moe_tensor(m, e, w);
-            const wm_gguf_tensor *g = wm_gguf_st_origin(t);
-            if (!g) return 0;
-            if (!first) first = g;
-            if (!wm_gguf_st_carry(t, &f) || g->type != first->type) ok = 0;
-            else form = f;
-        }
-    if (!first) return 0;
-    *c = (wm_quant_carry){rec->name, wm_ggml_type_name(first->type), rec->moe_fc == 1 ? E * 2 * I : E * H,
-                          rec->moe_fc == 1 ? H : I, 0, 0, 0, 0, 0, NULL, moe_row, m};
-    if (!ok)
-        c->reason = wm_ggml_block_elems(first->type) == 1 ? "float tensors in the GGUF: experts kept float32"
-                                                           : "its experts' GGUF tensors differ in type or are moved "
-                                                             "on the way: kept float32 (dequantized)";
-    else
-        c->bits = form.bits, c->block = form.block, c->zp = form.zp;
-    return 1;
-}
-
-/*
- * The quant stage's carry table (-p gguf): one entry per 2-D initializer the export made from a GGUF tensor -
- * its blocks as they are where onnxruntime runs that form, requantized to 8 bits where it does not (8-bit float
- * zero points), float where the tensor is float - and one per MoE fc stacked from GGUF expert tensors (QMoE takes
- * their blocks where it can: quant_moe_carry.c). *out: malloc'ed (entries point into b->ex.srcs and *ctx, malloc'ed
- * too).
- */
-static wm_status carry_table(build_ctx *b, wm_quant_carry **out, size_t *n_out, moe_rows **ctx) {
-    *out = NULL, *n_out = 0, *ctx = NULL;
-    if (!b->ex.n_srcs) return WM_OK;
-    wm_quant_carry *v = calloc(b->ex.n_srcs, sizeof *v);
-    moe_rows *m = calloc(b->ex.n_srcs, sizeof *m);
-    if (!v || !m) {
-        free(v);
-        free(m);
-        return wm_err(b->err, WM_ERR_NOMEM, "out of memory");
-    }
-    size_t n = 0;
-    for (size_t i = 0; i < b->ex.n_srcs; i++) {
-        const wm_wsrc_rec *rec = &b->ex.srcs[i];
-        if (rec->moe_fc) {
-            n += (size_t)moe_entry(b, rec, &m[i], &v[n]);
-            continue;
-        }
-        const wm_gguf_tensor *g = wm_gguf_st_origin(rec->t);
-        if (!g || rec->t->rank != 2) continue;
-        wm_ggml_carry form;
-        wm_quant_carry *c = &v[n++];
-        *c = (wm_quant_carry){rec->name, wm_ggml_type_name(g->type), rec->t->shape[0], rec->t->shape[1],
-                              rec->transpose, 0, 0, 0, 0, NULL, carry_row, rec->t};
-        if (!wm_gguf_st_carry(rec->t, &form))
-            c->reason = wm_ggml_block_elems(g->type) == 1 ? "a float tensor in the GGUF: kept float32"
-                                                          : "its values change on the way: kept float32";
-        else if (form.bits == 8 && form.zp == WM_CARRY_ZP_FLOAT) {
-            c->requant_bits = 8;
-            c->reason = "onnxruntime's CPU MatMulNBits refuses float zero points at 8 bits: requantized to 8 bits "
-                        "from the dequantized values";
-        } else
-            c->bits = form.bits, c->block = form.block, c->zp = form.zp;
-    }
-    *out = v, *n_out = n, *ctx = m;
-    return WM_OK;
-}
-
 #define GPTQ_SEQ 512 /* tokens per calibration sequence */
 
 /*
@@ -646,9 +537,10 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_quant_plan *plan = NULL;
     wm_quant_report *r = &b->qrep[b->part];
     wm_quant_carry *carry = NULL;
-    moe_rows *carry_moe = NULL;
+    void *carry_ctx = NULL;
     wm_quant_hessians hs = {0};
-    if (!s && qc.mode == WM_QUANT_CARRY && !(s = carry_table(b, &carry, &qc.n_carry, &carry_moe))) qc.carry = carry;
+    if (!s && qc.mode == WM_QUANT_CARRY && !(s = wm_export_carry_table(&b->ex, &b->arch, b->st, &carry, &qc.n_carry, &carry_ctx, b->err)))
+        qc.carry = carry;
     if (!s) s = open_stage_model(b, &m, &g);
     if (!s && b->recipe.rtn_gptq == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, 0, &hs))) {
         qc.hessians = hs.v;
@@ -725,7 +617,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_graph_free(g);
     wm_onnx_free(m);
     free(carry);
-    free(carry_moe);
+    free(carry_ctx);
     return s;
 }
 
