@@ -539,7 +539,8 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_quant_carry *carry = NULL;
     void *carry_ctx = NULL;
     wm_quant_hessians hs = {0};
-    if (!s && qc.mode == WM_QUANT_CARRY && !(s = wm_export_carry_table(&b->ex, &b->arch, b->st, &carry, &qc.n_carry, &carry_ctx, b->err)))
+    if (!s && qc.mode == WM_QUANT_CARRY &&
+        !(s = wm_export_carry_table(&b->ex, &b->arch, b->st, &carry, &qc.n_carry, &carry_ctx, b->err)))
         qc.carry = carry;
     if (!s) s = open_stage_model(b, &m, &g);
     if (!s && b->recipe.rtn_gptq == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, 0, &hs))) {

@@ -91,6 +91,13 @@ static const tname phi3_rows[] = {
     L("ffn_up", "mlp.gate_up_proj", XF_NONE),
 };
 
+/* OLMo 2: norms after the attention and the MLP (transformers' post_attention_layernorm and
+   post_feedforward_layernorm), no norms before them; q/k norms over all heads (the dense rows' names) */
+static const tname olmo2_rows[] = {
+    L("post_attention_norm", "post_attention_layernorm", XF_NONE),
+    L("post_ffw_norm", "post_feedforward_layernorm", XF_NONE),
+};
+
 /* Mixtral (general.architecture llama with experts): the router block_sparse_moe.gate, experts w1 (gate), w3 (up),
    w2 (down) one tensor each */
 static const tname mixtral_rows[] = {
@@ -145,8 +152,9 @@ static const ckey qwen3moe_keys[] = {
     {"expert_feed_forward_length", "moe_intermediate_size", K_INT, 1, 1 << 24},
 };
 /* Granite's multipliers: the converter writes them as *_scale (logit_scale: the logits' divisor, logits_scaling) */
-#define GRANITE_KEYS                                                                                                  \
-    {"attention.scale", "attention_multiplier", K_POS, 0, 0}, {"embedding_scale", "embedding_multiplier", K_POS, 0, 0}, \
+#define GRANITE_KEYS                                                                                              \
+    {"attention.scale", "attention_multiplier", K_POS, 0, 0},                                                     \
+        {"embedding_scale", "embedding_multiplier", K_POS, 0, 0},                                                 \
         {"residual_scale", "residual_multiplier", K_POS, 0, 0}, {"logit_scale", "logits_scaling", K_POS, 0, 0}
 static const ckey granite_keys[] = {GRANITE_KEYS};
 static const ckey granitemoe_keys[] = {
@@ -190,6 +198,7 @@ static const garch archs[] = {
     {"qwen3moe", W_ANY, "qwen3_moe", "Qwen3MoeForCausalLM", ROWS(qwen_moe_rows), NULL, 0, 0, KEYS(qwen3moe_keys), 1, 1},
     {"phi3", W_ANY, "phi3", "Phi3ForCausalLM", ROWS(phi3_rows), NULL, 0, 0, NULL, 0, -1, 0},
     {"gemma3", W_ANY, "gemma3_text", "Gemma3ForCausalLM", ROWS(gemma3_rows), NULL, 0, 6, NULL, 0, -1, 0},
+    {"olmo2", W_ANY, "olmo2", "Olmo2ForCausalLM", ROWS(olmo2_rows), NULL, 0, 0, NULL, 0, -1, 0},
     {"granite", W_ANY, "granite", "GraniteForCausalLM", ROWS(llama_rows), NULL, 0, 0, KEYS(granite_keys), -1, 0},
     {"granitemoe", W_SHARED, "granitemoeshared", "GraniteMoeSharedForCausalLM", ROWS(llama_rows),
      ROWS(granitemoe_rows), 0, KEYS(granitemoe_keys), -1, 1},
@@ -412,9 +421,9 @@ static wm_status moe_keys(const wm_gguf_file *f, const char *arch, const garch *
     wm_status s;
     akey(k, sizeof k, arch, "expert_count");
     if ((s = wm_gguf_get_int(f, k, 0, INT32_MAX, &z->experts, &there, err))) return s;
-    if (!there || z->experts < 1)
-        return wm_err(err, WM_ERR_INPUT, "%s: key '%s': %s (a mixture of experts needs at least 1 expert)", path, k,
-                      there ? "0" : "missing");
+    if (!there || z->experts < 1 || z->experts > 65536)
+        return wm_err(err, WM_ERR_INPUT, "%s: key '%s': %s (a mixture of experts has 1 to 65536 experts)", path, k,
+                      !there ? "missing" : z->experts ? "over 65536" : "0");
     akey(ku, sizeof ku, arch, "expert_used_count");
     if ((s = wm_gguf_get_int(f, ku, 0, INT32_MAX, &used, &there, err))) return s;
     if (!there || used < 1)

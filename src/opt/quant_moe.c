@@ -112,8 +112,10 @@ wm_status wm_quant_moe_replace(wm_graph *g, wm_onnx_node *n, const char *q1, con
     int64_t iv[4];
     float fv[3];
     int has_i[4], has_f[3];
-    for (int a = 0; a < 4; a++) has_i[a] = wm_graph_node_attr(n, ints[a]) != NULL, iv[a] = wm_opt_attr_i(n, ints[a], 0);
-    for (int a = 0; a < 3; a++) has_f[a] = wm_graph_node_attr(n, floats[a]) != NULL, fv[a] = wm_opt_attr_f(n, floats[a], 0);
+    for (int a = 0; a < 4; a++)
+        has_i[a] = wm_graph_node_attr(n, ints[a]) != NULL, iv[a] = wm_opt_attr_i(n, ints[a], 0);
+    for (int a = 0; a < 3; a++)
+        has_f[a] = wm_graph_node_attr(n, floats[a]) != NULL, fv[a] = wm_opt_attr_f(n, floats[a], 0);
     char act[32] = "relu";
     const wm_onnx_attr *at = wm_graph_node_attr(n, "activation_type");
     if (at && at->s.p && at->s.n < sizeof act) memcpy(act, at->s.p, at->s.n), act[at->s.n] = 0;

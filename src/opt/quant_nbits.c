@@ -595,7 +595,8 @@ static wm_status carry_matrix(wm_graph *g, const wm_quant_config *c, wm_quant_re
     }
     if (cy->N != N || cy->K != K || cy->stored_t == trans) {
         r->skipped++;
-        return wm_quant_carry_note_add(r, w, cy, op, "float", 0, 0, 0, "the node reads it in a shape its source rows do not have",
+        return wm_quant_carry_note_add(r, w, cy, op, "float", 0, 0, 0,
+                                       "the node reads it in a shape its source rows do not have",
                           err);
     }
     if (!cy->bits && !cy->requant_bits) {
@@ -748,7 +749,8 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
             return cy ? wm_quant_carry_note_add(r, w, cy, "Gather", "float", 0, 0, 0, why, err) : WM_OK;
         }
         bits = cy->bits, bs = cy->block, row = H * bits / 8;
-        if ((s = wm_quant_carry_note_add(r, w, cy, "GatherBlockQuantized", "carried", bits, bs, cy->zp, NULL, err))) return s;
+        if ((s = wm_quant_carry_note_add(r, w, cy, "GatherBlockQuantized", "carried", bits, bs, cy->zp, NULL, err)))
+            return s;
     } else if (!bs) { /* no block divides the width: float32, said in the report */
         r->skipped++;
         return table_note(r, w, "Gather", H, 0, want, err);
