@@ -362,44 +362,6 @@ static wm_status stage_optim(build_ctx *b, stage_rec *rec) {
     return s;
 }
 
-/* wm_quant_carry.row over a GGUF view tensor (ctx). */
-static void carry_row(const void *ctx, int64_t r, uint8_t *codes, float *scales, float *zp) {
-    wm_gguf_st_carry_row(ctx, (uint64_t)r, codes, scales, zp);
-}
-
-/*
- * The quant stage's carry table (-p gguf): one entry per 2-D initializer the export made from a GGUF tensor -
- * its blocks as they are where onnxruntime runs that form, requantized to 8 bits where it does not (8-bit float
- * zero points), float where the tensor is float. *out: malloc'ed (entries point into b->ex.srcs).
- */
-static wm_status carry_table(build_ctx *b, wm_quant_carry **out, size_t *n_out) {
-    *out = NULL, *n_out = 0;
-    if (!b->ex.n_srcs) return WM_OK;
-    wm_quant_carry *v = calloc(b->ex.n_srcs, sizeof *v);
-    if (!v) return wm_err(b->err, WM_ERR_NOMEM, "out of memory");
-    size_t n = 0;
-    for (size_t i = 0; i < b->ex.n_srcs; i++) {
-        const wm_wsrc_rec *rec = &b->ex.srcs[i];
-        const wm_gguf_tensor *g = wm_gguf_st_origin(rec->t);
-        if (!g || rec->t->rank != 2) continue;
-        wm_ggml_carry form;
-        wm_quant_carry *c = &v[n++];
-        *c = (wm_quant_carry){rec->name, wm_ggml_type_name(g->type), rec->t->shape[0], rec->t->shape[1],
-                              rec->transpose, 0, 0, 0, 0, NULL, carry_row, rec->t};
-        if (!wm_gguf_st_carry(rec->t, &form))
-            c->reason = wm_ggml_block_elems(g->type) == 1 ? "a float tensor in the GGUF: kept float32"
-                                                          : "its values change on the way: kept float32";
-        else if (form.bits == 8 && form.zp == WM_CARRY_ZP_FLOAT) {
-            c->requant_bits = 8;
-            c->reason = "onnxruntime's CPU MatMulNBits refuses float zero points at 8 bits: requantized to 8 bits "
-                        "from the dequantized values";
-        } else
-            c->bits = form.bits, c->block = form.block, c->zp = form.zp;
-    }
-    *out = v, *n_out = n;
-    return WM_OK;
-}
-
 #define GPTQ_SEQ 512 /* tokens per calibration sequence */
 
 /*
@@ -578,8 +540,11 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_quant_plan *plan = NULL;
     wm_quant_report *r = &b->qrep[b->part];
     wm_quant_carry *carry = NULL;
+    void *carry_ctx = NULL;
     wm_quant_hessians hs = {0}, hi = {0}; /* GPTQ's H, the importance's diagonals (both: GPTQ with a sensitivity budget) */
-    if (!s && qc.mode == WM_QUANT_CARRY && !(s = carry_table(b, &carry, &qc.n_carry))) qc.carry = carry;
+    if (!s && qc.mode == WM_QUANT_CARRY &&
+        !(s = wm_export_carry_table(&b->ex, &b->arch, b->st, &carry, &qc.n_carry, &carry_ctx, b->err)))
+        qc.carry = carry;
     if (!s) s = open_stage_model(b, &m, &g);
     size_t unpacked = 0; /* before calibration: the unpacked projections' inputs are then calibrated */
     if (!s) s = wm_quant_unpack_attention(g, &qc, &unpacked, b->err);
@@ -635,7 +600,11 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
         uint64_t moe_bytes = 0;
         size_t n_moe = qc.mode == WM_QUANT_FP16 ? 0 : moe_float_experts(g, &moe_bytes);
         size_t used = strlen(rec->reason);
-        if (r->n_qmoe && used < sizeof rec->reason)
+        if (r->n_qmoe && used < sizeof rec->reason && qc.mode == WM_QUANT_CARRY)
+            used += (size_t)snprintf(rec->reason + used, sizeof rec->reason - used, "; the experts of %zu MoE node%s "
+                                     "carried as QMoE (their GGUF blocks, %llu bytes)", r->n_qmoe,
+                                     r->n_qmoe > 1 ? "s" : "", (unsigned long long)r->qmoe_bytes);
+        else if (r->n_qmoe && used < sizeof rec->reason)
             used += (size_t)snprintf(rec->reason + used, sizeof rec->reason - used, "; the experts of %zu MoE node%s "
                                      "quantized as QMoE (%d-bit, %llu bytes)", r->n_qmoe, r->n_qmoe > 1 ? "s" : "",
                                      qc.bits ? qc.bits : 4, (unsigned long long)r->qmoe_bytes);
@@ -645,8 +614,9 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
                                      r->attention_unpacked, r->attention_unpacked > 1 ? "s" : "");
         if (n_moe && used < sizeof rec->reason)
             snprintf(rec->reason + used, sizeof rec->reason - used, "; the experts of %zu MoE node%s stay float32 "
-                     "(%llu bytes: not float32 fc1 / fc2 constants of whole blocks)", n_moe, n_moe > 1 ? "s" : "",
-                     (unsigned long long)moe_bytes);
+                     "(%llu bytes: %s)", n_moe, n_moe > 1 ? "s" : "", (unsigned long long)moe_bytes,
+                     qc.mode == WM_QUANT_CARRY ? "their GGUF blocks do not fit QMoE, see carried"
+                                               : "not float32 fc1 / fc2 constants of whole blocks");
         for (size_t i = 0; i < r->n_carried; i++)
             if (!strcmp(r->carried[i].result, "requantized"))
                 note(b, "note: quant: '%s' (%s) requantized: %s\n", r->carried[i].tensor, r->carried[i].source,
@@ -660,6 +630,7 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     wm_graph_free(g);
     wm_onnx_free(m);
     free(carry);
+    free(carry_ctx);
     return s;
 }
 

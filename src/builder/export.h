@@ -19,6 +19,7 @@
 #include "core/sha256.h"
 #include "builder/recipe.h"
 #include "builder/weights.h"
+#include "opt/quant.h"
 
 #define WM_EXPORT_MAX_OPS 96
 
@@ -49,6 +50,17 @@ typedef struct wm_export_result {
 
 /* Frees what a result owns (its records). */
 void wm_export_result_free(wm_export_result *r);
+
+/*
+ * The quant stage's carry table (-p gguf) for ex's initializers from st (a GGUF checkpoint) built for a: one entry
+ * per 2-D initializer made from a GGUF tensor - its blocks as they are where onnxruntime runs that form, requantized
+ * to 8 bits where it does not (8-bit float zero points), float where the tensor is float - and one per MoE fc
+ * stacked from GGUF expert tensors (QMoE takes their blocks where it can: opt/quant_moe_carry.c). *out and *ctx
+ * (the rows' contexts) are malloc'ed, freed by the caller after the table's last use; the entries point into ex,
+ * a and st, which must outlive them.
+ */
+wm_status wm_export_carry_table(const wm_export_result *ex, const wm_arch *a, const wm_st_file *st,
+                                wm_quant_carry **out, size_t *n_out, void **ctx, wm_error *err);
 
 /*
  * Builds and writes dir/model.onnx (dir must exist); an encoder-decoder only as a part (a->s2s_part). st: the checkpoint's

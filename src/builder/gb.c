@@ -343,10 +343,15 @@ const char *gb_weight_existing(wm_gb *b, const char *suffix) {
 }
 
 const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd) {
+    return gb_weight_experts(b, suffix, vals, dims, nd, 0, 0);
+}
+
+const char *gb_weight_experts(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd, int fc,
+                              int layer) {
     if (b->st) return "<error>";
     char name[400];
     weight_name(b, suffix, name);
-    wm_wsrc src = {NULL, 0, 0, 0, 0, 0, vals};
+    wm_wsrc src = {NULL, 0, 0, 0, 0, 0, vals, fc, layer};
     wm_status s = wm_wsink_add(b->sink, b->g, name, dims, nd, &src, b->err);
     if (s) return fail(b, s);
     return wm_graph_find_value(b->g, name)->name;

@@ -104,6 +104,10 @@ const char *gb_weight_existing(wm_gb *b, const char *suffix);
 
 /* The same from values computed at export (vals: the product of dims floats, copied). */
 const char *gb_weight_vals(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd);
+/* The same for the experts of layer's MoE stacked as its fc (1 or 2), recorded so that the quant stage can find
+   their checkpoint tensors (wm_wsrc_rec.moe_fc). */
+const char *gb_weight_experts(wm_gb *b, const char *suffix, const float *vals, const int64_t *dims, size_t nd, int fc,
+                              int layer);
 
 /* Blocks of the architectures (gb_blocks.c). */
 const char *gb_linear(wm_gb *b, const char *x, const wm_module *m, const char *scope);

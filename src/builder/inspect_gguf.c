@@ -97,7 +97,8 @@ wm_status wm_gguf_inspect(const char *spec, int task, int list_tasks, wm_json *j
         const wm_st_tensor *t = wm_st_get(st, i);
         const wm_gguf_tensor *g = wm_gguf_st_origin(t);
         const wm_gguf_tensor *mine = g ? wm_gguf_find_tensor(f, g->name) : NULL; /* the checkpoint opened its own */
-        if (mine) hf[mine - wm_gguf_tensor_at(f, 0)] = t;
+        size_t at = mine ? (size_t)(mine - wm_gguf_tensor_at(f, 0)) : 0;
+        if (mine && !hf[at]) hf[at] = t; /* an expert stack's views: the first (expert 0) */
     }
     per_type types[64] = {{0}};
     uint64_t params = 0;

@@ -72,7 +72,7 @@ static const char *stack_fc1(wm_gb *b, const wm_model_ctx *c, int layer) {
             memcpy(dst + (size_t)(2 * r + 1) * (size_t)H, u + (size_t)(r * H), (size_t)H * sizeof *u);
         }
     }
-    w = gb_weight_vals(b, ".fc1", vals, dims, 3);
+    w = gb_weight_experts(b, ".fc1", vals, dims, 3, 1, layer);
     goto done;
 vanished:
     if (!b->st) b->st = wm_err(b->err, WM_ERR_INTERNAL, "the experts of layer %d vanished", layer);
@@ -101,7 +101,7 @@ static const char *stack_fc2(wm_gb *b, const wm_model_ctx *c, int layer) {
         wm_st_read_f32(t, vals + (size_t)e * per); /* stacked: all E experts at once */
         wm_wsink_release(b->sink, t);
     }
-    const char *w = gb_weight_vals(b, ".fc2", vals, dims, 3);
+    const char *w = gb_weight_experts(b, ".fc2", vals, dims, 3, 2, layer);
     free(vals);
     return w;
 }

@@ -360,12 +360,12 @@ wm_status wm_wsink_add(wm_wsink *s, wm_graph *g, const char *name, const int64_t
     if (src->t && src->t->numel != numel)
         return wm_err(err, WM_ERR_INTERNAL, "initializer '%s': %llu elements from '%s' of %llu", name,
                       (unsigned long long)numel, src->t->name, (unsigned long long)src->t->numel);
-    if (src->t) { /* where this initializer came from (the quant stage may carry its source's blocks) */
+    if (src->t || src->moe_fc) { /* where this initializer came from (the quant stage may carry its source's blocks) */
         wm_wsrc_rec *v = realloc(s->recs, (s->n_recs + 1) * sizeof *v);
         char *nm = v ? strdup(name) : NULL;
         if (v) s->recs = v;
         if (!nm) return wm_err(err, WM_ERR_NOMEM, "out of memory");
-        v[s->n_recs++] = (wm_wsrc_rec){nm, src->t, src->transpose};
+        v[s->n_recs++] = (wm_wsrc_rec){nm, src->t, src->transpose, src->moe_fc, src->moe_layer};
     }
     s->n_tensors++;
     s->param_bytes += nbytes;

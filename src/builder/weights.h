@@ -34,16 +34,19 @@ typedef struct wm_wsrc {
     float scale, fill;     /* generated with scale == 0: every value is fill */
     float add;             /* added to every value of t (Gemma's norm weights stored as 1 + w); not to generated */
     const float *vals;     /* with t NULL: the values themselves (computed at export: BatchNorm folded into Conv) */
+    int moe_fc, moe_layer; /* vals stacked from a checkpoint's experts: fc 1 / 2 of the MoE of that layer (0: not) */
 } wm_wsrc;
 
 /* All of t's values as float32 into dst (t->numel floats), converted from its dtype. */
 void wm_st_read_f32(const wm_st_tensor *t, float *dst);
 
-/* An initializer made from a checkpoint tensor: where the export's weights came from (wm_wsink.recs). */
+/* An initializer made from a checkpoint tensor, or stacked from a layer's experts: where the export's weights came
+   from (wm_wsink.recs). */
 typedef struct wm_wsrc_rec {
     char *name;              /* the initializer's name (malloc'ed) */
-    const wm_st_tensor *t;   /* its checkpoint tensor */
+    const wm_st_tensor *t;   /* its checkpoint tensor; NULL for stacked experts */
     int transpose;           /* stored as t^T */
+    int moe_fc, moe_layer;   /* stacked experts: fc1 [E, 2I, H] / fc2 [E, H, I] of the MoE of that layer */
 } wm_wsrc_rec;
 
 #define WM_WSINK_SLOTS 4           /* slots of the convert -> (hash, write) pipeline */

@@ -21,16 +21,34 @@
 enum { XF_NONE, XF_PERM_Q, XF_PERM_K, XF_MINUS_ONE };
 static const char *const xf_names[] = {"", "Q/K rows un-permuted", "Q/K rows un-permuted", "norm weight - 1"};
 
+/*
+ * How a GGUF tensor becomes Hugging Face tensors. llama.cpp stacks a layer's experts in 3-D tensors
+ * (blk.N.ffn_gate_exps / ffn_up_exps [E, I, H], ffn_down_exps [E, H, I] as Hugging Face shapes):
+ *   SP_EXPERTS  one 2-D tensor per expert (the hf name's second %d: the expert), its rows a slice of the stack
+ *   SP_PAIR     this tensor's rows then those of its pair (another leaf of the layer), expert by expert: transformers'
+ *               fused gate-then-up tensors that the converter split (GraniteMoE's input_linear [E, 2I, H])
+ *   SP_ABSORBED read through its pair's SP_PAIR row; no tensor of its own
+ *   SP_ROW      a vector shown as one row [1, n] (Qwen2-MoE's shared_expert_gate)
+ */
+enum { SP_NONE, SP_EXPERTS, SP_PAIR, SP_ABSORBED, SP_ROW };
+static const char *const sp_names[] = {"", "experts split: one tensor per expert", "rows stacked with its pair",
+                                       "", ""};
+/* expert stacks' dims (GGUF ne[0], ne[1]): EX_IN {H, I} (gate, up), EX_OUT {I, H} (down); ne[2] the experts */
+enum { EX_NONE, EX_IN, EX_OUT };
+
 /* A tensor role: llama.cpp's name (after "blk.N." for a layer) -> the Hugging Face name (%d: the layer). */
 typedef struct tname {
     uint8_t layer;
     const char *gguf, *hf;
     uint8_t xform;
+    uint8_t split;    /* SP_* */
+    uint8_t experts;  /* EX_*: a 3-D stack of the layer's experts */
+    const char *pair; /* SP_PAIR / SP_ABSORBED: the other leaf */
 } tname;
 
-#define G(g, h, x) {0, g, h, x}
-#define L(g, h, x) {1, g, "model.layers.%d." h, x}
-
+#define G(g, h, x) {0, g, h, x, SP_NONE, EX_NONE, NULL}
+#define L(g, h, x) {1, g, "model.layers.%d." h, x, SP_NONE, EX_NONE, NULL}
+#define LX(g, h, sp, ex, pair) {1, g, "model.layers.%d." h, XF_NONE, sp, ex, pair}
 /* Dense decoders: llama.cpp's names onto transformers' llama-style names (shared by every table below). */
 static const tname dense_rows[] = {
     G("token_embd", "model.embed_tokens", XF_NONE),
@@ -73,24 +91,49 @@ static const tname phi3_rows[] = {
     L("ffn_up", "mlp.gate_up_proj", XF_NONE),
 };
 
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-
-typedef struct garch {
-    const char *arch;       /* general.architecture */
-    const char *model_type; /* config.json model_type */
-    const char *hf_class;   /* config.json architectures[0] */
-    const tname *rows;      /* looked up before dense_rows */
-    size_t n_rows;
-    int swa_period;         /* llama.cpp's fixed pattern: layer i uses full attention when (i + 1) % period == 0 */
-} garch;
-
-static const garch archs[] = {
-    {"llama", "llama", "LlamaForCausalLM", llama_rows, N(llama_rows), 0},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", NULL, 0, 0},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", NULL, 0, 0},
-    {"phi3", "phi3", "Phi3ForCausalLM", phi3_rows, N(phi3_rows), 0},
-    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", gemma3_rows, N(gemma3_rows), 6},
+/* OLMo 2: norms after the attention and the MLP (transformers' post_attention_layernorm and
+   post_feedforward_layernorm), no norms before them; q/k norms over all heads (the dense rows' names) */
+static const tname olmo2_rows[] = {
+    L("post_attention_norm", "post_attention_layernorm", XF_NONE),
+    L("post_ffw_norm", "post_feedforward_layernorm", XF_NONE),
 };
+
+/* Mixtral (general.architecture llama with experts): the router block_sparse_moe.gate, experts w1 (gate), w3 (up),
+   w2 (down) one tensor each */
+static const tname mixtral_rows[] = {
+    L("ffn_gate_inp", "block_sparse_moe.gate", XF_NONE),
+    LX("ffn_gate_exps", "block_sparse_moe.experts.%d.w1", SP_EXPERTS, EX_IN, NULL),
+    LX("ffn_up_exps", "block_sparse_moe.experts.%d.w3", SP_EXPERTS, EX_IN, NULL),
+    LX("ffn_down_exps", "block_sparse_moe.experts.%d.w2", SP_EXPERTS, EX_OUT, NULL),
+};
+
+/* Qwen2-MoE / Qwen3-MoE: the router mlp.gate, experts mlp.experts.E.*_proj, Qwen2-MoE's shared expert and its
+   sigmoid gate (a vector [H] or a [1, H] matrix in the file, [1, H] in transformers) */
+static const tname qwen_moe_rows[] = {
+    L("ffn_gate_inp", "mlp.gate", XF_NONE),
+    LX("ffn_gate_exps", "mlp.experts.%d.gate_proj", SP_EXPERTS, EX_IN, NULL),
+    LX("ffn_up_exps", "mlp.experts.%d.up_proj", SP_EXPERTS, EX_IN, NULL),
+    LX("ffn_down_exps", "mlp.experts.%d.down_proj", SP_EXPERTS, EX_OUT, NULL),
+    L("ffn_gate_shexp", "mlp.shared_expert.gate_proj", XF_NONE),
+    L("ffn_up_shexp", "mlp.shared_expert.up_proj", XF_NONE),
+    L("ffn_down_shexp", "mlp.shared_expert.down_proj", XF_NONE),
+    LX("ffn_gate_inp_shexp", "mlp.shared_expert_gate", SP_ROW, EX_NONE, NULL),
+};
+
+/* GraniteMoE (+ shared): the router block_sparse_moe.router.layer; transformers stacks each expert's gate rows then
+   up rows in input_linear [E, 2I, H] and the shared expert's in shared_mlp.input_linear [2 SI, H], which the
+   converter split into the gate and up tensors */
+static const tname granitemoe_rows[] = {
+    L("ffn_gate_inp", "block_sparse_moe.router.layer", XF_NONE),
+    LX("ffn_gate_exps", "block_sparse_moe.input_linear", SP_PAIR, EX_IN, "ffn_up_exps"),
+    LX("ffn_up_exps", "", SP_ABSORBED, EX_IN, "ffn_gate_exps"),
+    LX("ffn_down_exps", "block_sparse_moe.output_linear", SP_NONE, EX_OUT, NULL),
+    LX("ffn_gate_shexp", "shared_mlp.input_linear", SP_PAIR, EX_NONE, "ffn_up_shexp"),
+    LX("ffn_up_shexp", "", SP_ABSORBED, EX_NONE, "ffn_gate_shexp"),
+    L("ffn_down_shexp", "shared_mlp.output_linear", XF_NONE),
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
 
 /* <arch>.KEY -> config.json key. Integer ranges are the config parser's. */
 enum { K_INT, K_NUM, K_POS, K_EPS };
@@ -99,6 +142,69 @@ typedef struct ckey {
     int kind;
     int64_t lo, hi;
 } ckey;
+
+/* keys whose config.json name depends on the family (read before the common table below) */
+static const ckey qwen2moe_keys[] = {
+    {"expert_feed_forward_length", "moe_intermediate_size", K_INT, 1, 1 << 24},
+    {"expert_shared_feed_forward_length", "shared_expert_intermediate_size", K_INT, 0, 1 << 24},
+};
+static const ckey qwen3moe_keys[] = {
+    {"expert_feed_forward_length", "moe_intermediate_size", K_INT, 1, 1 << 24},
+};
+/* Granite's multipliers: the converter writes them as *_scale (logit_scale: the logits' divisor, logits_scaling) */
+#define GRANITE_KEYS                                                                                              \
+    {"attention.scale", "attention_multiplier", K_POS, 0, 0},                                                     \
+        {"embedding_scale", "embedding_multiplier", K_POS, 0, 0},                                                 \
+        {"residual_scale", "residual_multiplier", K_POS, 0, 0}, {"logit_scale", "logits_scaling", K_POS, 0, 0}
+static const ckey granite_keys[] = {GRANITE_KEYS};
+static const ckey granitemoe_keys[] = {
+    GRANITE_KEYS,
+    {"expert_shared_feed_forward_length", "shared_intermediate_size", K_INT, 0, 1 << 24},
+};
+
+/* which metadata picks a row (the first row of the architecture whose condition holds) */
+enum {
+    W_ANY,
+    W_EXPERTS, /* <arch>.expert_count present */
+    W_SHARED,  /* <arch>.expert_count and <arch>.expert_shared_feed_forward_length present */
+};
+
+typedef struct garch {
+    const char *arch;       /* general.architecture */
+    int when;               /* W_* */
+    const char *model_type; /* config.json model_type */
+    const char *hf_class;   /* config.json architectures[0] */
+    const tname *rows;      /* looked up before rows2, then dense_rows */
+    size_t n_rows;
+    const tname *rows2;
+    size_t n_rows2;
+    int swa_period;         /* llama.cpp's fixed pattern: layer i uses full attention when (i + 1) % period == 0 */
+    const ckey *keys;       /* the family's own keys */
+    size_t n_keys;
+    int norm_topk;          /* experts: 1 / 0 when llama.cpp renormalizes the top-k weights / does not (config.json
+                               norm_topk_prob); -1 when the family has no such key */
+    int moe;                /* the row has experts: expert_count and expert_used_count are required */
+} garch;
+
+#define ROWS(a) a, N(a)
+#define KEYS(a) a, N(a)
+
+static const garch archs[] = {
+    {"llama", W_EXPERTS, "mixtral", "MixtralForCausalLM", ROWS(llama_rows), ROWS(mixtral_rows), 0, NULL, 0, -1, 1},
+    {"llama", W_ANY, "llama", "LlamaForCausalLM", ROWS(llama_rows), NULL, 0, 0, NULL, 0, -1, 0},
+    {"qwen2", W_ANY, "qwen2", "Qwen2ForCausalLM", NULL, 0, NULL, 0, 0, NULL, 0, -1, 0},
+    {"qwen3", W_ANY, "qwen3", "Qwen3ForCausalLM", NULL, 0, NULL, 0, 0, NULL, 0, -1, 0},
+    {"qwen2moe", W_ANY, "qwen2_moe", "Qwen2MoeForCausalLM", ROWS(qwen_moe_rows), NULL, 0, 0, KEYS(qwen2moe_keys), 0, 1},
+    {"qwen3moe", W_ANY, "qwen3_moe", "Qwen3MoeForCausalLM", ROWS(qwen_moe_rows), NULL, 0, 0, KEYS(qwen3moe_keys), 1, 1},
+    {"phi3", W_ANY, "phi3", "Phi3ForCausalLM", ROWS(phi3_rows), NULL, 0, 0, NULL, 0, -1, 0},
+    {"gemma3", W_ANY, "gemma3_text", "Gemma3ForCausalLM", ROWS(gemma3_rows), NULL, 0, 6, NULL, 0, -1, 0},
+    {"olmo2", W_ANY, "olmo2", "Olmo2ForCausalLM", ROWS(olmo2_rows), NULL, 0, 0, NULL, 0, -1, 0},
+    {"granite", W_ANY, "granite", "GraniteForCausalLM", ROWS(llama_rows), NULL, 0, 0, KEYS(granite_keys), -1, 0},
+    {"granitemoe", W_SHARED, "granitemoeshared", "GraniteMoeSharedForCausalLM", ROWS(llama_rows),
+     ROWS(granitemoe_rows), 0, KEYS(granitemoe_keys), -1, 1},
+    {"granitemoe", W_ANY, "granitemoe", "GraniteMoeForCausalLM", ROWS(llama_rows), ROWS(granitemoe_rows), 0,
+     KEYS(granitemoe_keys), -1, 1},
+};
 
 static const ckey ckeys[] = {
     {"context_length", "max_position_embeddings", K_INT, 1, INT32_MAX},
@@ -117,16 +223,33 @@ static const ckey ckeys[] = {
     {"attn_logit_softcapping", "attn_logit_softcapping", K_NUM, 0, 0},
     {"final_logit_softcapping", "final_logit_softcapping", K_NUM, 0, 0},
     {"expert_count", "num_local_experts", K_INT, 0, INT32_MAX},
+    {"expert_used_count", "num_experts_per_tok", K_INT, 0, INT32_MAX},
 };
 
-static const garch *find_arch(const char *name) {
-    for (size_t i = 0; i < N(archs); i++)
-        if (!strcmp(archs[i].arch, name)) return &archs[i];
+/* "<arch>.<key>" */
+static void akey(char *out, size_t n, const char *arch, const char *key) { snprintf(out, n, "%s.%s", arch, key); }
+
+/* The row of architecture name whose condition f's metadata meets (f NULL: the unconditional row). */
+static const garch *find_arch(const char *name, const wm_gguf_file *f) {
+    char k[160];
+    for (size_t i = 0; i < N(archs); i++) {
+        const garch *g = &archs[i];
+        if (strcmp(g->arch, name)) continue;
+        if (g->when == W_ANY) return g;
+        if (!f) continue;
+        akey(k, sizeof k, name, "expert_count");
+        int ok = wm_gguf_find(f, k) != NULL;
+        if (ok && g->when == W_SHARED) {
+            akey(k, sizeof k, name, "expert_shared_feed_forward_length");
+            ok = wm_gguf_find(f, k) != NULL;
+        }
+        if (ok) return g;
+    }
     return NULL;
 }
 
 const char *wm_gguf_model_type(const char *arch) {
-    const garch *g = arch ? find_arch(arch) : NULL;
+    const garch *g = arch ? find_arch(arch, NULL) : NULL;
     return g ? g->model_type : NULL;
 }
 
@@ -135,17 +258,22 @@ const char *wm_gguf_arch_list(void) {
     if (!list[0]) {
         size_t n = 0;
         for (size_t i = 0; i < N(archs) && n < sizeof list; i++)
-            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", archs[i].arch);
+            if (!i || strcmp(archs[i].arch, archs[i - 1].arch))
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", archs[i].arch);
     }
     return list;
 }
 
-static const tname *find_row(const garch *g, int layer, const char *leaf) {
-    for (size_t i = 0; i < g->n_rows; i++)
-        if (g->rows[i].layer == layer && !strcmp(g->rows[i].gguf, leaf)) return &g->rows[i];
-    for (size_t i = 0; i < N(dense_rows); i++)
-        if (dense_rows[i].layer == layer && !strcmp(dense_rows[i].gguf, leaf)) return &dense_rows[i];
+static const tname *find_in(const tname *rows, size_t n, int layer, const char *leaf) {
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].layer == layer && !strcmp(rows[i].gguf, leaf)) return &rows[i];
     return NULL;
+}
+
+static const tname *find_row(const garch *g, int layer, const char *leaf) {
+    const tname *r = find_in(g->rows, g->n_rows, layer, leaf);
+    if (!r) r = find_in(g->rows2, g->n_rows2, layer, leaf);
+    return r ? r : find_in(dense_rows, N(dense_rows), layer, leaf);
 }
 
 /* ------------------------------------------------------------------ the tensor views */
@@ -153,10 +281,13 @@ static const tname *find_row(const garch *g, int layer, const char *leaf) {
 typedef struct vt {
     wm_st_source src;
     const wm_gguf_tensor *g;
+    const wm_gguf_tensor *g2; /* SP_PAIR: the pair, whose rows follow g's in each expert */
     uint64_t cols;   /* elements per row of the view: ne[0], or 1 for a permuted vector */
     uint64_t rows;   /* rows of the view */
     uint64_t heads;  /* permuted: heads whose rows are interleaved */
-    uint8_t xform;
+    uint64_t row0;   /* SP_EXPERTS: the first row of g the view reads (its expert's) */
+    uint64_t part;   /* SP_PAIR: rows of g (and of g2) per expert */
+    uint8_t xform, split;
 } vt;
 
 typedef struct owner {
@@ -178,15 +309,24 @@ static uint64_t perm_row(const vt *v, uint64_t r) {
     return r - w + 2 * (w % half) + w / half;
 }
 
+/* The GGUF tensor and its row (*sr) that row r of the view reads (whole rows: cols == ne[0]). */
+static const wm_gguf_tensor *src_row(const vt *v, uint64_t r, uint64_t *sr) {
+    if (v->g2) {
+        uint64_t e = r / (2 * v->part), w = r % (2 * v->part);
+        *sr = e * v->part + w % v->part;
+        return w < v->part ? v->g : v->g2;
+    }
+    *sr = v->row0 + (v->xform == XF_PERM_Q || v->xform == XF_PERM_K ? perm_row(v, r) : r);
+    return v->g;
+}
+
 static void vt_read(const void *ctx, uint64_t first, size_t n, float *dst) {
     const vt *v = ctx;
-    const wm_gguf_tensor *g = v->g;
-    int perm = v->xform == XF_PERM_Q || v->xform == XF_PERM_K;
     float *out = dst;
     for (size_t left = n; left;) {
-        uint64_t r = first / v->cols, c = first % v->cols;
+        uint64_t r = first / v->cols, c = first % v->cols, sr;
         size_t k = v->cols - c < left ? (size_t)(v->cols - c) : left;
-        uint64_t sr = perm ? perm_row(v, r) : r;
+        const wm_gguf_tensor *g = src_row(v, r, &sr);
         if (v->cols == 1) wm_ggml_dequant_range(g->type, g->data, sr, 1, out); /* an element of a vector */
         else wm_ggml_dequant_range(g->type, g->data + sr * g->row_bytes, c, k, out);
         first += k, out += k, left -= k;
@@ -200,20 +340,23 @@ const wm_gguf_tensor *wm_gguf_st_origin(const wm_st_tensor *t) {
 }
 
 const char *wm_gguf_st_conversion(const wm_st_tensor *t) {
-    return wm_gguf_st_origin(t) ? xf_names[((const vt *)t->src->ctx)->xform] : "";
+    if (!wm_gguf_st_origin(t)) return "";
+    const vt *v = t->src->ctx;
+    return v->xform ? xf_names[v->xform] : sp_names[v->split];
 }
 
 int wm_gguf_st_carry(const wm_st_tensor *t, wm_ggml_carry *form) {
     const wm_gguf_tensor *g = wm_gguf_st_origin(t);
-    if (!g || g->n_dims != 2 || !wm_ggml_carry_form(g->type, form)) return 0;
+    if (!g || g->n_dims < 2 || !wm_ggml_carry_form(g->type, form)) return 0;
     const vt *v = t->src->ctx;
+    if (v->g2 && v->g2->type != g->type) return 0; /* a pair of two types has no one form */
     return v->cols == g->ne[0] && v->xform != XF_MINUS_ONE; /* whole rows moved at most */
 }
 
 void wm_gguf_st_carry_row(const wm_st_tensor *t, uint64_t r, uint8_t *codes, float *scales, float *zp) {
     const vt *v = t->src->ctx;
-    const wm_gguf_tensor *g = v->g;
-    uint64_t sr = v->xform == XF_PERM_Q || v->xform == XF_PERM_K ? perm_row(v, r) : r;
+    uint64_t sr;
+    const wm_gguf_tensor *g = src_row(v, r, &sr);
     wm_ggml_carry_row(g->type, g->data + sr * g->row_bytes, g->ne[0], codes, scales, zp);
 }
 
@@ -221,10 +364,8 @@ void wm_gguf_st_carry_row(const wm_st_tensor *t, uint64_t r, uint8_t *codes, flo
 
 typedef struct sizes {
     int64_t L, nh, kvh, hd, V;
+    int64_t H, experts, exp_I; /* hidden size; experts (0: none) and their width */
 } sizes;
-
-/* "<arch>.<key>" */
-static void akey(char *out, size_t n, const char *arch, const char *key) { snprintf(out, n, "%s.%s", arch, key); }
 
 static wm_status get_ids(const wm_gguf_file *f, int64_t vocab, wm_json *j, wm_error *err) {
     static const char *const keys[][2] = {{"tokenizer.ggml.bos_token_id", "bos_token_id"},
@@ -240,6 +381,68 @@ static wm_status get_ids(const wm_gguf_file *f, int64_t vocab, wm_json *j, wm_er
     return WM_OK;
 }
 
+/* One key of f into j under its config.json name (absent: nothing); *v / *have (may be NULL) its integer. */
+static wm_status put_key(const wm_gguf_file *f, const char *arch, const ckey *c, int64_t *v, int *have, wm_json *j,
+                         wm_error *err) {
+    char k[160];
+    int64_t iv = 0;
+    int there = 0;
+    wm_status s;
+    akey(k, sizeof k, arch, c->gguf);
+    if (have) *have = 0;
+    if (c->kind == K_INT) {
+        if ((s = wm_gguf_get_int(f, k, c->lo, c->hi, &iv, &there, err))) return s;
+        if (there) wm_json_int(j, c->hf, iv);
+        if (v) *v = iv;
+        if (have) *have = there;
+        return WM_OK;
+    }
+    double d = 0;
+    if ((s = wm_gguf_get_num(f, k, &d, &there, err))) return s;
+    if (!there) return WM_OK;
+    if ((c->kind == K_POS && !(d > 0)) || (c->kind == K_EPS && !(d > 0 && d < 1)))
+        return wm_err(err, WM_ERR_INPUT, "%s: key '%s': %g is out of range (it must be %s)", wm_gguf_path(f), k, d,
+                      c->kind == K_POS ? "> 0" : "in (0, 1)");
+    wm_json_num(j, c->hf, d);
+    return WM_OK;
+}
+
+/*
+ * A row with experts: <arch>.expert_count (at least 1) and expert_used_count (1 .. the count) present, the experts'
+ * width (expert_feed_forward_length, else feed_forward_length) into z; norm_topk_prob as llama.cpp computes the
+ * family. Errors name the key.
+ */
+static wm_status moe_keys(const wm_gguf_file *f, const char *arch, const garch *ga, sizes *z, wm_json *j,
+                          wm_error *err) {
+    const char *path = wm_gguf_path(f);
+    char k[160], ku[160];
+    int64_t used;
+    int there;
+    wm_status s;
+    akey(k, sizeof k, arch, "expert_count");
+    if ((s = wm_gguf_get_int(f, k, 0, INT32_MAX, &z->experts, &there, err))) return s;
+    if (!there || z->experts < 1 || z->experts > 65536)
+        return wm_err(err, WM_ERR_INPUT, "%s: key '%s': %s (a mixture of experts has 1 to 65536 experts)", path, k,
+                      !there ? "missing" : z->experts ? "over 65536" : "0");
+    akey(ku, sizeof ku, arch, "expert_used_count");
+    if ((s = wm_gguf_get_int(f, ku, 0, INT32_MAX, &used, &there, err))) return s;
+    if (!there || used < 1)
+        return wm_err(err, WM_ERR_INPUT, "%s: key '%s': %s (each token takes at least 1 expert)", path, ku,
+                      there ? "0" : "missing");
+    if (used > z->experts)
+        return wm_err(err, WM_ERR_INPUT, "%s: key '%s': %lld is more than the %lld experts of '%s'", path, ku,
+                      (long long)used, (long long)z->experts, k);
+    akey(k, sizeof k, arch, "expert_feed_forward_length");
+    if ((s = wm_gguf_get_int(f, k, 1, 1 << 24, &z->exp_I, &there, err))) return s;
+    if (!there) {
+        akey(k, sizeof k, arch, "feed_forward_length");
+        if ((s = wm_gguf_get_int(f, k, 1, 1 << 22, &z->exp_I, &there, err))) return s;
+        if (!there) return wm_err(err, WM_ERR_INPUT, "%s: key '%s': missing (the experts' width)", path, k);
+    }
+    if (ga->norm_topk >= 0) wm_json_bool(j, "norm_topk_prob", ga->norm_topk);
+    return WM_OK;
+}
+
 static wm_status config_json(const wm_gguf_file *f, const char *arch, const garch *ga, sizes *z, wm_json *j,
                              wm_error *err) {
     const char *path = wm_gguf_path(f);
@@ -251,25 +454,12 @@ static wm_status config_json(const wm_gguf_file *f, const char *arch, const garc
     wm_json_str(j, NULL, ga->hf_class);
     wm_json_arr_end(j);
     wm_json_str(j, "model_type", ga->model_type);
+    for (size_t i = 0; i < ga->n_keys; i++)
+        if ((s = put_key(f, arch, &ga->keys[i], NULL, NULL, j, err))) return s;
     int64_t ival[N(ckeys)];
     int ihave[N(ckeys)];
-    for (size_t i = 0; i < N(ckeys); i++) {
-        const ckey *c = &ckeys[i];
-        akey(k, sizeof k, arch, c->gguf);
-        ihave[i] = 0;
-        if (c->kind == K_INT) {
-            if ((s = wm_gguf_get_int(f, k, c->lo, c->hi, &ival[i], &ihave[i], err))) return s;
-            if (ihave[i]) wm_json_int(j, c->hf, ival[i]);
-            continue;
-        }
-        double d = 0;
-        if ((s = wm_gguf_get_num(f, k, &d, &there, err))) return s;
-        if (!there) continue;
-        if ((c->kind == K_POS && !(d > 0)) || (c->kind == K_EPS && !(d > 0 && d < 1)))
-            return wm_err(err, WM_ERR_INPUT, "%s: key '%s': %g is out of range (it must be %s)", path, k, d,
-                          c->kind == K_POS ? "> 0" : "in (0, 1)");
-        wm_json_num(j, c->hf, d);
-    }
+    for (size_t i = 0; i < N(ckeys); i++)
+        if ((s = put_key(f, arch, &ckeys[i], &ival[i], &ihave[i], j, err))) return s;
     int64_t E = -1;
     for (size_t i = 0; i < N(ckeys); i++) {
         if (!ihave[i]) continue;
@@ -287,6 +477,8 @@ static wm_status config_json(const wm_gguf_file *f, const char *arch, const garc
             return wm_err(err, WM_ERR_INPUT, "%s: key '%s': missing (needed to build the model)", path, k);
         }
     if (z->kvh <= 0) z->kvh = z->nh;
+    z->H = E;
+    if (ga->moe && (s = moe_keys(f, arch, ga, z, j, err))) return s;
     if (z->hd <= 0) {
         if (E % z->nh)
             return wm_err(err, WM_ERR_INPUT, "%s: key '%s.attention.head_count': %lld does not divide embedding_length "
@@ -397,87 +589,163 @@ static int split_tname(const char *name, int64_t *layer, char *leaf, size_t n, c
     return !strcmp(*suffix, "weight") || !strcmp(*suffix, "bias");
 }
 
+/* What one GGUF tensor becomes: its role, layer, suffix, the pair it is read with, how many views it makes. */
+typedef struct plan {
+    const tname *row;
+    int64_t layer;
+    const char *suffix;
+    const wm_gguf_tensor *pair;
+    size_t views;
+} plan;
+
+static wm_status no_role(const char *path, const char *name, const char *arch, wm_error *err) {
+    return wm_err(err, WM_ERR_UNSUPPORTED, "%s: tensor '%s' has no role in architecture '%s' (its table names "
+                  "token_embd, output_norm, output and blk.N.attn_*/ffn_* tensors)", path, name, arch);
+}
+
+/* The plan of GGUF tensor g: its role found and checked (layer, type, an expert stack's dims, its pair). */
+static wm_status plan_tensor(const wm_gguf_file *f, const garch *ga, const char *arch, const sizes *z,
+                             const wm_gguf_tensor *g, plan *p, wm_error *err) {
+    const char *path = wm_gguf_path(f);
+    char leaf[WM_GGUF_MAX_NAME + 1];
+    memset(p, 0, sizeof *p);
+    if (split_tname(g->name, &p->layer, leaf, sizeof leaf, &p->suffix)) p->row = find_row(ga, p->layer >= 0, leaf);
+    const tname *row = p->row;
+    if (!row || (row->split != SP_NONE && row->split != SP_ROW && strcmp(p->suffix, "weight")))
+        return no_role(path, g->name, arch, err);
+    if (p->layer >= z->L)
+        return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': layer %lld, but block_count is %lld", path, g->name,
+                      (long long)p->layer, (long long)z->L);
+    if (!wm_ggml_type_supported(g->type))
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: tensor '%s': type %s is not supported (%s)", path, g->name,
+                      wm_ggml_type_name(g->type), wm_ggml_supported_list());
+    if (row->experts != EX_NONE) {
+        int64_t I = z->exp_I, want[3] = {row->experts == EX_IN ? z->H : I, row->experts == EX_IN ? I : z->H,
+                                         z->experts};
+        int ok = g->n_dims == 3 && z->experts > 0;
+        for (int d = 0; ok && d < 3; d++) ok = g->ne[d] == (uint64_t)want[d];
+        if (!ok)
+            return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': %u-D [%llu, %llu, %llu], expected the experts stacked "
+                          "[%lld, %lld, %lld] (GGUF order: %s, %s.expert_count)", path, g->name, g->n_dims,
+                          (unsigned long long)g->ne[0], (unsigned long long)(g->n_dims > 1 ? g->ne[1] : 0),
+                          (unsigned long long)(g->n_dims > 2 ? g->ne[2] : 0), (long long)want[0], (long long)want[1],
+                          (long long)want[2],
+                          row->experts == EX_IN ? "embedding_length, the experts' width"
+                                                : "the experts' width, embedding_length", arch);
+    }
+    p->views = row->split == SP_EXPERTS ? (size_t)z->experts : row->split == SP_ABSORBED ? 0 : 1;
+    if (row->split == SP_PAIR || row->split == SP_ABSORBED) {
+        char pn[WM_GGUF_MAX_NAME + 64];
+        snprintf(pn, sizeof pn, "blk.%lld.%s.%s", (long long)p->layer, row->pair, p->suffix);
+        p->pair = wm_gguf_find_tensor(f, pn);
+        if (!p->pair)
+            return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s' comes with '%s' (transformers keeps their rows in one "
+                          "tensor), which is missing", path, g->name, pn);
+        int same = p->pair->n_dims == g->n_dims;
+        for (uint32_t d = 0; same && d < g->n_dims; d++) same = p->pair->ne[d] == g->ne[d];
+        if (!same)
+            return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': its dims differ from those of '%s', the tensor whose "
+                          "rows it is stacked with", path, g->name, pn);
+    }
+    return WM_OK;
+}
+
 /* *out: a handle over f's tensors, which then owns f (*consumed = 1, also when that last step fails). */
 static wm_status map_tensors(wm_gguf_file *f, const garch *ga, const char *arch, const sizes *z, wm_st_file **out,
                              int *consumed, wm_error *err) {
     const char *path = wm_gguf_path(f);
-    size_t n = wm_gguf_tensor_count(f);
+    size_t n = wm_gguf_tensor_count(f), nv = 0;
+    plan *pl = calloc(n ? n : 1, sizeof *pl);
+    wm_status s = pl ? WM_OK : wm_err(err, WM_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && !s; i++) {
+        s = plan_tensor(f, ga, arch, z, wm_gguf_tensor_at(f, i), &pl[i], err);
+        nv += pl[i].views;
+    }
+    if (s) {
+        free(pl);
+        return s;
+    }
     owner *o = calloc(1, sizeof *o);
-    wm_st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
-    char (*names)[160] = calloc(n ? n : 1, sizeof *names);
-    int64_t (*shapes)[WM_GGUF_MAX_DIMS] = calloc(n ? n : 1, sizeof *shapes);
-    wm_status s = WM_OK;
-    if (!o || !ts || !names || !shapes || !(o->v = calloc(n ? n : 1, sizeof *o->v))) {
+    wm_st_tensor *ts = calloc(nv ? nv : 1, sizeof *ts);
+    char (*names)[160] = calloc(nv ? nv : 1, sizeof *names);
+    int64_t (*shapes)[WM_GGUF_MAX_DIMS] = calloc(nv ? nv : 1, sizeof *shapes);
+    if (!o || !ts || !names || !shapes || !(o->v = calloc(nv ? nv : 1, sizeof *o->v))) {
         s = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto fail;
     }
+    size_t at = 0;
     for (size_t i = 0; i < n && !s; i++) {
         const wm_gguf_tensor *g = wm_gguf_tensor_at(f, i);
-        char leaf[WM_GGUF_MAX_NAME + 1];
-        int64_t layer;
-        const char *suffix;
-        const tname *row = NULL;
-        if (split_tname(g->name, &layer, leaf, sizeof leaf, &suffix)) row = find_row(ga, layer >= 0, leaf);
-        if (!row) {
-            s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: tensor '%s' has no role in architecture '%s' (its table names "
-                       "token_embd, output_norm, output and blk.N.attn_*/ffn_* tensors)", path, g->name, arch);
-            break;
-        }
-        if (layer >= z->L) {
-            s = wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': layer %lld, but block_count is %lld", path, g->name,
-                       (long long)layer, (long long)z->L);
-            break;
-        }
-        if (!wm_ggml_type_supported(g->type)) {
-            s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: tensor '%s': type %s is not supported (%s)", path, g->name,
-                       wm_ggml_type_name(g->type), wm_ggml_supported_list());
-            break;
-        }
-        char base[160];
-        snprintf(base, sizeof base, row->hf, (int)layer);
-        snprintf(names[i], sizeof names[i], "%s.%s", base, suffix);
-        vt *v = &o->v[i];
-        v->src.read = vt_read;
-        v->src.ctx = v;
-        v->g = g;
-        v->xform = row->xform;
-        v->cols = g->ne[0];
-        v->rows = g->ne[0] ? g->numel / g->ne[0] : 0;
-        if (v->xform == XF_PERM_Q || v->xform == XF_PERM_K) {
-            v->heads = (uint64_t)(v->xform == XF_PERM_Q ? z->nh : z->kvh);
-            if (g->n_dims == 1) {
-                if (wm_ggml_block_elems(g->type) != 1) {
-                    s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: tensor '%s': a %s vector cannot be un-permuted", path,
-                               g->name, wm_ggml_type_name(g->type));
+        const plan *p = &pl[i];
+        const tname *row = p->row;
+        for (size_t e = 0; e < p->views && !s; e++, at++) {
+            char base[160];
+            snprintf(base, sizeof base, row->hf, (int)p->layer, (int)e);
+            snprintf(names[at], sizeof names[at], "%s.%s", base, p->suffix);
+            vt *v = &o->v[at];
+            v->src.read = vt_read;
+            v->src.ctx = v;
+            v->g = g;
+            v->xform = row->xform;
+            v->split = row->split;
+            v->cols = g->ne[0];
+            v->rows = g->ne[0] ? g->numel / g->ne[0] : 0;
+            wm_st_tensor *t = &ts[at];
+            t->name = names[at];
+            t->dtype = WM_ST_F32;
+            t->rank = g->n_dims;
+            for (uint32_t d = 0; d < g->n_dims; d++) shapes[at][d] = (int64_t)g->ne[g->n_dims - 1 - d];
+            t->numel = g->numel;
+            t->data = g->data;
+            t->nbytes = g->nbytes;
+            t->offset = g->offset;
+            if (row->split == SP_EXPERTS) { /* expert e: rows [e ne1, (e + 1) ne1) of the stack */
+                v->rows = g->ne[1];
+                v->row0 = (uint64_t)e * g->ne[1];
+                t->rank = 2;
+                shapes[at][0] = (int64_t)g->ne[1], shapes[at][1] = (int64_t)g->ne[0];
+                t->numel = g->ne[0] * g->ne[1];
+                t->data = g->data + v->row0 * g->row_bytes;
+                t->nbytes = g->ne[1] * g->row_bytes;
+                t->offset = g->offset + v->row0 * g->row_bytes;
+            } else if (row->split == SP_PAIR) { /* each expert's rows of g, then the same rows of its pair */
+                v->g2 = p->pair;
+                v->part = g->ne[1];
+                v->rows *= 2;
+                shapes[at][g->n_dims - 2] *= 2;
+                t->numel = 2 * g->numel;
+            } else if (row->split == SP_ROW && g->n_dims == 1) { /* a vector as the one row of a matrix */
+                t->rank = 2;
+                shapes[at][0] = 1, shapes[at][1] = (int64_t)g->ne[0];
+            }
+            if (v->xform == XF_PERM_Q || v->xform == XF_PERM_K) {
+                v->heads = (uint64_t)(v->xform == XF_PERM_Q ? z->nh : z->kvh);
+                if (g->n_dims == 1) {
+                    if (wm_ggml_block_elems(g->type) != 1) {
+                        s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: tensor '%s': a %s vector cannot be un-permuted", path,
+                                   g->name, wm_ggml_type_name(g->type));
+                        break;
+                    }
+                    v->cols = 1, v->rows = g->ne[0];
+                }
+                if (!v->rows || v->rows % (2 * v->heads)) {
+                    s = wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': %llu rows do not split into %llu heads of an even "
+                               "size", path, g->name, (unsigned long long)v->rows, (unsigned long long)v->heads);
                     break;
                 }
-                v->cols = 1, v->rows = g->ne[0];
             }
-            if (!v->rows || v->rows % (2 * v->heads)) {
-                s = wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': %llu rows do not split into %llu heads of an even size",
-                           path, g->name, (unsigned long long)v->rows, (unsigned long long)v->heads);
-                break;
-            }
+            t->shape = shapes[at];
+            t->src = &v->src;
         }
-        wm_st_tensor *t = &ts[i];
-        t->name = names[i];
-        t->dtype = WM_ST_F32;
-        t->rank = g->n_dims;
-        for (uint32_t d = 0; d < g->n_dims; d++) shapes[i][d] = (int64_t)g->ne[g->n_dims - 1 - d];
-        t->shape = shapes[i];
-        t->numel = g->numel;
-        t->data = g->data;
-        t->nbytes = g->nbytes;
-        t->offset = g->offset;
-        t->src = &v->src;
     }
     if (s) goto fail;
     o->f = f;
     *consumed = 1;
-    s = wm_st_open_virtual(ts, n, path, owner_free, o, out, err); /* owns o (and f) from here, also on failure */
+    s = wm_st_open_virtual(ts, nv, path, owner_free, o, out, err); /* owns o (and f) from here, also on failure */
     o = NULL;
 fail:
     owner_free(o);
+    free(pl);
     free(ts);
     free(names);
     free(shapes);
@@ -537,7 +805,7 @@ wm_status wm_gguf_checkpoint_of(wm_gguf_file *f, wm_hf_checkpoint *ck, wm_st_fil
         goto done;
     }
     memcpy(arch, a.p, (size_t)a.n);
-    const garch *ga = find_arch(arch);
+    const garch *ga = find_arch(arch, f);
     if (!ga) {
         s = wm_err(err, WM_ERR_UNSUPPORTED, "%s: key 'general.architecture': '%.40s' is not supported (%s)", path, arch,
                    wm_gguf_arch_list());

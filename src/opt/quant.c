@@ -269,7 +269,9 @@ static wm_status quant_run(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         case WM_QUANT_INT4: s = wm_quant_nbits(g, c, r, pl, err);
             if (!s) s = wm_quant_moe(g, c, r, err);
             break;
-        case WM_QUANT_CARRY: s = wm_quant_nbits(g, c, r, pl, err); break;
+        case WM_QUANT_CARRY: s = wm_quant_nbits(g, c, r, pl, err);
+            if (!s) s = wm_quant_moe_carry(g, c, r, err);
+            break;
         default: s = wm_err(err, WM_ERR_USAGE, "unknown quantization mode %d", (int)c->mode);
         }
     if (!s) {

@@ -83,6 +83,18 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report 
                          wm_error *err);
 /* int4 / int8 RTN: MoE nodes with float32 constant fc1 / fc2 experts -> QMoE (quant_moe.c); others left as they are */
 wm_status wm_quant_moe(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_error *err);
+/* MoE node n (float fc1 / fc2 constants [E, N, K], no fc3) -> QMoE on codes q1 / q2 and scales s1 / s2 (initializers
+   in QMoE's layout) of bits and block (0: a scale per row) at accuracy (blocked experts), keeping n's attributes;
+   unnormalized routing is scaled back in plain ops (quant_moe.c) */
+wm_status wm_quant_moe_replace(wm_graph *g, wm_onnx_node *n, const char *q1, const char *s1, const char *q2,
+                               const char *s2, int bits, int64_t block, int accuracy, wm_error *err);
+/* WM_QUANT_CARRY: MoE nodes whose fc1 / fc2 have carry entries of one symmetric form -> QMoE on the carried blocks,
+   checked value by value; the others stay MoE with the reason noted (quant_moe_carry.c) */
+wm_status wm_quant_moe_carry(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_error *err);
+/* Records what was done to carry-entry weight w (wm_quant_carry_note; quant_nbits.c) */
+wm_status wm_quant_carry_note_add(wm_quant_report *r, const char *w, const wm_quant_carry *cy, const char *op,
+                                  const char *result, int bits, int64_t block, int zp, const char *reason,
+                                  wm_error *err);
 
 /* WM_QUANT_CARRY: the entry naming weight w; NULL when none. */
 const wm_quant_carry *wm_quant_carry_find(const wm_quant_config *c, const char *w);

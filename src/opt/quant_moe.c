@@ -101,6 +101,46 @@ static wm_status topk_sum_scale(wm_graph *g, const char *x, const char *router, 
     return WM_OK;
 }
 
+wm_status wm_quant_moe_replace(wm_graph *g, wm_onnx_node *n, const char *q1, const char *s1, const char *q2,
+                               const char *s2, int bits, int64_t block, int accuracy, wm_error *err) {
+    wm_status st = WM_OK;
+    const wm_onnx_tensor *w1 = wm_graph_constant(g, n->input[2]); /* the float fc1, until the node goes */
+    int64_t H = w1 && w1->n_dims == 3 ? w1->dims[2] : 0;
+    /* the attributes QMoE shares with MoE, read before the node goes */
+    static const char *const ints[] = {"k", "swiglu_fusion", "normalize_routing_weights", "use_sparse_mixer"};
+    static const char *const floats[] = {"activation_alpha", "activation_beta", "swiglu_limit"};
+    int64_t iv[4];
+    float fv[3];
+    int has_i[4], has_f[3];
+    for (int a = 0; a < 4; a++)
+        has_i[a] = wm_graph_node_attr(n, ints[a]) != NULL, iv[a] = wm_opt_attr_i(n, ints[a], 0);
+    for (int a = 0; a < 3; a++)
+        has_f[a] = wm_graph_node_attr(n, floats[a]) != NULL, fv[a] = wm_opt_attr_f(n, floats[a], 0);
+    char act[32] = "relu";
+    const wm_onnx_attr *at = wm_graph_node_attr(n, "activation_type");
+    if (at && at->s.p && at->s.n < sizeof act) memcpy(act, at->s.p, at->s.n), act[at->s.n] = 0;
+    const char *b1 = n->n_input > 3 ? n->input[3] : "", *b2 = n->n_input > 5 ? n->input[5] : "";
+    const char *x = n->input[0], *router = n->input[1], *y = n->output[0];
+    const char *in[8] = {x, router, q1, s1, b1, q2, s2, b2}, *out[1] = {y};
+    /* onnxruntime's CPU QMoE renormalizes the top-k weights whatever normalize_routing_weights says: unnormalized
+       routing (Qwen2-MoE's norm_topk_prob false) is QMoE's output times the k weights' sum, in plain ops */
+    int unnorm = has_i[2] && !iv[2];
+    if (unnorm && !(out[0] = wm_opt_name(g, "qmoe_normalized"))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    wm_onnx_node *qn = wm_opt_replace(g, n, "QMoE", "com.microsoft", in, b2[0] ? 8 : 7, out, 1, err);
+    if (!qn || (unnorm && (st = topk_sum_scale(g, x, router, out[0], y, iv[0], H, err)))) return err->status;
+    if (unnorm) iv[2] = 1;
+    for (int a = 0; a < 4 && !st; a++)
+        if (has_i[a]) st = wm_graph_set_attr_int(g, qn, ints[a], iv[a], err);
+    for (int a = 0; a < 3 && !st; a++)
+        if (has_f[a]) st = wm_graph_set_attr_float(g, qn, floats[a], fv[a], err);
+    if (!st) st = wm_graph_set_attr_string(g, qn, "activation_type", act, err);
+    if (!st) st = wm_graph_set_attr_int(g, qn, "expert_weight_bits", bits, err);
+    if (!st && block) st = wm_graph_set_attr_int(g, qn, "block_size", block, err);
+    if (!st && block && accuracy)
+        st = wm_graph_set_attr_int(g, qn, "accuracy_level", accuracy, err);
+    return st;
+}
+
 wm_status wm_quant_moe(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_error *err) {
     size_t nn;
     wm_onnx_node **nodes = wm_opt_snapshot(g, &nn, err);
@@ -124,42 +164,7 @@ wm_status wm_quant_moe(wm_graph *g, const wm_quant_config *c, wm_quant_report *r
             continue;
         }
         if (st) break;
-        /* the attributes QMoE shares with MoE, read before the node goes */
-        static const char *const ints[] = {"k", "swiglu_fusion", "normalize_routing_weights", "use_sparse_mixer"};
-        static const char *const floats[] = {"activation_alpha", "activation_beta", "swiglu_limit"};
-        int64_t iv[4];
-        float fv[3];
-        int has_i[4], has_f[3];
-        for (int a = 0; a < 4; a++) has_i[a] = wm_graph_node_attr(n, ints[a]) != NULL, iv[a] = wm_opt_attr_i(n, ints[a], 0);
-        for (int a = 0; a < 3; a++) has_f[a] = wm_graph_node_attr(n, floats[a]) != NULL, fv[a] = wm_opt_attr_f(n, floats[a], 0);
-        char act[32] = "relu";
-        const wm_onnx_attr *at = wm_graph_node_attr(n, "activation_type");
-        if (at && at->s.p && at->s.n < sizeof act) memcpy(act, at->s.p, at->s.n), act[at->s.n] = 0;
-        const char *b1 = n->n_input > 3 ? n->input[3] : "", *b2 = n->n_input > 5 ? n->input[5] : "";
-        const char *x = n->input[0], *router = n->input[1], *y = n->output[0];
-        const char *in[8] = {x, router, q1, s1, b1, q2, s2, b2}, *out[1] = {y};
-        /* onnxruntime's CPU QMoE renormalizes the top-k weights whatever normalize_routing_weights says: unnormalized
-           routing (Qwen2-MoE's norm_topk_prob false) is QMoE's output times the k weights' sum, in plain ops */
-        int unnorm = has_i[2] && !iv[2];
-        if (unnorm && !(out[0] = wm_opt_name(g, "qmoe_normalized"))) {
-            st = wm_err(err, WM_ERR_NOMEM, "out of memory");
-            break;
-        }
-        wm_onnx_node *qn = wm_opt_replace(g, n, "QMoE", "com.microsoft", in, b2[0] ? 8 : 7, out, 1, err);
-        if (!qn || (unnorm && (st = topk_sum_scale(g, x, router, out[0], y, iv[0], H, err)))) {
-            st = err->status;
-            break;
-        }
-        if (unnorm) iv[2] = 1;
-        for (int a = 0; a < 4 && !st; a++)
-            if (has_i[a]) st = wm_graph_set_attr_int(g, qn, ints[a], iv[a], err);
-        for (int a = 0; a < 3 && !st; a++)
-            if (has_f[a]) st = wm_graph_set_attr_float(g, qn, floats[a], fv[a], err);
-        if (!st) st = wm_graph_set_attr_string(g, qn, "activation_type", act, err);
-        if (!st) st = wm_graph_set_attr_int(g, qn, "expert_weight_bits", bits, err);
-        if (!st && block) st = wm_graph_set_attr_int(g, qn, "block_size", block, err);
-        if (!st && block && c->accuracy_level)
-            st = wm_graph_set_attr_int(g, qn, "accuracy_level", c->accuracy_level, err);
+        if ((st = wm_quant_moe_replace(g, n, q1, s1, q2, s2, bits, block, c->accuracy_level, err))) break;
         r->quantized++;
         r->n_qmoe++;
         r->qmoe_bytes += bytes;

@@ -552,9 +552,10 @@ static wm_status submit_blocks(wm_graph *g, const wm_quant_config *c, wm_quant_p
 
 static const char *const ZP_NAMES[] = {"none", "uint8", "float"};
 
-/* Records what was done to carry-entry weight w (see wm_quant_carry_note). */
-static wm_status carry_note(wm_quant_report *r, const char *w, const wm_quant_carry *cy, const char *op,
-                            const char *result, int bits, int64_t block, int zp, const char *reason, wm_error *err) {
+/* Records what was done to carry-entry weight w (see wm_quant_carry_note; quant_impl.h). */
+wm_status wm_quant_carry_note_add(wm_quant_report *r, const char *w, const wm_quant_carry *cy, const char *op,
+                                  const char *result, int bits, int64_t block, int zp, const char *reason,
+                                  wm_error *err) {
     wm_quant_carry_note *v = realloc(r->carried, (r->n_carried + 1) * sizeof *v);
     if (!v) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     r->carried = v;
@@ -600,16 +601,17 @@ static wm_status carry_matrix(wm_graph *g, const wm_quant_config *c, wm_quant_re
     *done = 0;
     if (!cy || t->data_type != WM_DT_FLOAT) {
         r->skipped++;
-        return cy ? carry_note(r, w, cy, op, "float", 0, 0, 0, "its values are not float32", err) : WM_OK;
+        return cy ? wm_quant_carry_note_add(r, w, cy, op, "float", 0, 0, 0, "its values are not float32", err) : WM_OK;
     }
     if (cy->N != N || cy->K != K || cy->stored_t == trans) {
         r->skipped++;
-        return carry_note(r, w, cy, op, "float", 0, 0, 0, "the node reads it in a shape its source rows do not have",
+        return wm_quant_carry_note_add(r, w, cy, op, "float", 0, 0, 0,
+                                       "the node reads it in a shape its source rows do not have",
                           err);
     }
     if (!cy->bits && !cy->requant_bits) {
         r->skipped++;
-        return carry_note(r, w, cy, op, "float", 0, 0, 0, cy->reason, err);
+        return wm_quant_carry_note_add(r, w, cy, op, "float", 0, 0, 0, cy->reason, err);
     }
     wm_status s;
     if (!cy->bits) { /* RTN from the float values, asymmetric (the source had offsets), block 32 */
@@ -617,11 +619,11 @@ static wm_status carry_matrix(wm_graph *g, const wm_quant_config *c, wm_quant_re
         cc.symmetric = 0, cc.scale_search = 0, cc.half_scales = 0, cc.float_zp = 0;
         *bits = cy->requant_bits, *bs = 32;
         s = submit_blocks(g, &cc, plan, w, t, K, N, 32, trans, cy->requant_bits, 0, NULL, NULL, q, err);
-        if (!s) s = carry_note(r, w, cy, "MatMulNBits", "requantized", *bits, 32, 1, cy->reason, err);
+        if (!s) s = wm_quant_carry_note_add(r, w, cy, "MatMulNBits", "requantized", *bits, 32, 1, cy->reason, err);
     } else {
         *bits = cy->bits, *bs = cy->block;
         s = submit_carry(g, plan, w, t, cy, trans, 0, q, err);
-        if (!s) s = carry_note(r, w, cy, "MatMulNBits", "carried", cy->bits, cy->block, cy->zp, NULL, err);
+        if (!s) s = wm_quant_carry_note_add(r, w, cy, "MatMulNBits", "carried", cy->bits, cy->block, cy->zp, NULL, err);
     }
     *done = !s;
     return s;
@@ -755,10 +757,11 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
                                           "float ones)" : NULL;
         if (why) {
             r->skipped++;
-            return cy ? carry_note(r, w, cy, "Gather", "float", 0, 0, 0, why, err) : WM_OK;
+            return cy ? wm_quant_carry_note_add(r, w, cy, "Gather", "float", 0, 0, 0, why, err) : WM_OK;
         }
         bits = cy->bits, bs = cy->block, row = H * bits / 8;
-        if ((s = carry_note(r, w, cy, "GatherBlockQuantized", "carried", bits, bs, cy->zp, NULL, err))) return s;
+        if ((s = wm_quant_carry_note_add(r, w, cy, "GatherBlockQuantized", "carried", bits, bs, cy->zp, NULL, err)))
+            return s;
     } else if (!bs) { /* no block divides the width: float32, said in the report */
         r->skipped++;
         return table_note(r, w, "Gather", H, 0, want, err);

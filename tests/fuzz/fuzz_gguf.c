@@ -7,8 +7,8 @@
  * numbers read), every tensor of a supported type dequantizable; then the
  * checkpoint view is made (config.json, tokenizer.json ...): when it is,
  * the made files parse, the tokenizer loads and encodes, and every view
- * tensor reads; every quantized view matrix whose blocks carry (-p gguf)
- * gives, row by row, codes in range whose (code - zp) * scale is the row's
+ * tensor reads; every quantized view (matrices, expert slices and stacks)
+ * whose blocks carry (-p gguf) gives, row by row, codes in range whose (code - zp) * scale is the row's
  * float value (bit for bit with integer zero points).
  */
 #include <float.h>
@@ -70,19 +70,21 @@ static void check_file(const wm_gguf_file *f, const uint8_t *data, size_t size) 
     (void)dsum;
 }
 
-/* A carried view matrix: every row's blocks against its float values (the view's read of that row). */
+/* A carried view (a matrix, an expert's slice of a stack, or a stack with its pair's rows): every row's blocks
+   against its float values (the view's read of that row). */
 static void check_carry(const wm_st_tensor *t) {
     wm_ggml_carry cf;
     /* a view of no rows may declare any width: nothing to compare, and K floats could not be allocated */
-    if (!wm_gguf_st_carry(t, &cf) || t->numel > (1u << 20) || t->rank != 2 || t->shape[0] <= 0 || t->shape[1] <= 0)
+    if (!wm_gguf_st_carry(t, &cf) || t->numel > (1u << 20) || t->rank < 2 || t->shape[t->rank - 1] <= 0 ||
+        t->numel < (uint64_t)t->shape[t->rank - 1])
         return;
-    int64_t K = t->shape[1], nblk = K / cf.block;
+    int64_t K = t->shape[t->rank - 1], nblk = K / cf.block, rows = (int64_t)(t->numel / (uint64_t)K);
     if (K % cf.block) abort();
     float *v = malloc((size_t)K * sizeof *v), *sc = malloc((size_t)nblk * sizeof *sc),
           *zp = malloc((size_t)nblk * sizeof *zp);
     uint8_t *c = malloc((size_t)K);
     if (!v || !sc || !zp || !c) abort();
-    for (int64_t r = 0; r < t->shape[0]; r++) {
+    for (int64_t r = 0; r < rows; r++) {
         t->src->read(t->src->ctx, (uint64_t)(r * K), (size_t)K, v);
         wm_gguf_st_carry_row(t, (uint64_t)r, c, sc, zp);
         for (int64_t k = 0; k < K; k++) {
