@@ -55,6 +55,15 @@ enum { WM_CLI_O_EP = 950, WM_CLI_O_DEVICE };
     "migraphx, cuda) or an ONNX Runtime name (CPUExecutionProvider ...) in any case; -d/--device takes auto\n"    \
     "(= cpu), cpu, gpu or npu. An EP or device other than cpu is refused (exit 2) naming it.\n"
 
+/* The help of --ep / -d on a command that builds for an EP (build, config: wm_cli_build_target). */
+#define WM_CLI_BUILD_TARGET_HELP                                                                                 \
+    "--ep names the EP the model is built for: auto (= cpu), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n" \
+    "migraphx, cuda) or an ONNX Runtime name (QNNExecutionProvider ...) in any case; -d/--device auto (the EP's\n"  \
+    "default device: qnn npu, dml gpu, openvino cpu ...), cpu, gpu or npu, one the EP drives (exit 2 otherwise;\n"  \
+    "-d gpu|npu needs --ep). -p auto follows the device as the reference's recipes do: npu w8a16, gpu fp16,\n"      \
+    "cpu fp32 (a GGUF keeps its blocks but on an npu). The recipe's compile section names the target; this\n"       \
+    "build does not compile for another EP (its compile stage says so) and runs the model on its CPU engine.\n"
+
 /*
  * For an option a command's own loop did not take: a common option or a --ep / -d/--device value that runs here
  * (WM_CLI_TARGET_LONG) is applied (returns 0, go on); a missing value, an unknown option or an EP / device this

@@ -24,12 +24,7 @@
 static void help(void) {
     printf("usage: winml config -m CHECKPOINT [-t TASK] [-p auto|fp32|fp16|int8|w8a8|w8a16|int16|int4|int8-rtn|int8-dynamic|gguf] [--ep EP] [-d auto|cpu|gpu|npu]\n"
            "                    [-o FILE] [-f json]\n\n"
-           "--ep names the EP the model is built for: auto (= cpu), an alias (cpu, dml, qnn, openvino, vitisai, trtrtx,\n"
-           "migraphx, cuda) or an ONNX Runtime name (QNNExecutionProvider ...) in any case; -d/--device auto (the EP's\n"
-           "default device: qnn npu, dml gpu, openvino cpu ...), cpu, gpu or npu, one the EP drives (exit 2 otherwise;\n"
-           "-d gpu|npu needs --ep). -p auto follows the device as the reference's recipes do: npu w8a16, gpu fp16,\n"
-           "cpu fp32 (a GGUF keeps its blocks but on an npu). The recipe's compile section names the target; this\n"
-           "build does not compile for another EP (its compile stage says so) and runs the model on its CPU engine.\n"
+           WM_CLI_BUILD_TARGET_HELP
            "Writes a build recipe (loader, export with input tensors, optim, quant, compile, eval) with the\n"
            "defaults for the checkpoint: batch 1; encoders int32 ids with a static sequence of\n"
            "min(max_position_embeddings - offset, 512); decoders symbolic batch, sequence and past lengths\n"

@@ -116,6 +116,19 @@ static int64_t quad_panel(const uint8_t *bp, int64_t kc, int flip, uint8_t *q, u
     return nres;
 }
 
+/* 16 int32 sums of one row, as the madd lanes leave them (lo: columns 0-3 and 8-11, hi: 4-7 and 12-15), into
+   d[0..15] in column order: stored (first) or added to what d holds */
+IK_INLINE void store16(int32_t *d, __m256i lo, __m256i hi, int first) {
+    __m256i o0 = _mm256_permute2x128_si256(lo, hi, 0x20), o1 = _mm256_permute2x128_si256(lo, hi, 0x31);
+    __m256i *d0 = (__m256i *)d, *d1 = (__m256i *)(d + 8);
+    if (!first) {
+        o0 = _mm256_add_epi32(_mm256_loadu_si256(d0), o0);
+        o1 = _mm256_add_epi32(_mm256_loadu_si256(d1), o1);
+    }
+    _mm256_storeu_si256(d0, o0);
+    _mm256_storeu_si256(d1, o1);
+}
+
 /* one 4-k group of rows 0..R-1 (A panel group ag: 6 rows x 4 bytes) times B group bq (2 vectors) into c */
 IK_INLINE void step(int R, const uint8_t *ag, const uint8_t *bq, __m256i c[TILE_R][2]) {
     const __m256i ones16 = _mm256_set1_epi16(1);
@@ -144,14 +157,7 @@ IK_INLINE void ukr(int R, int64_t n, const uint8_t *ap, const uint8_t *q, const 
             lo = _mm256_sub_epi32(lo, _mm256_mullo_epi32(z, colsum[0]));
             hi = _mm256_sub_epi32(hi, _mm256_mullo_epi32(z, colsum[1]));
         }
-        __m256i o0 = _mm256_permute2x128_si256(lo, hi, 0x20), o1 = _mm256_permute2x128_si256(lo, hi, 0x31);
-        __m256i *d0 = (__m256i *)(acc + r * ld), *d1 = (__m256i *)(acc + r * ld + 8);
-        if (!first) {
-            o0 = _mm256_add_epi32(_mm256_loadu_si256(d0), o0);
-            o1 = _mm256_add_epi32(_mm256_loadu_si256(d1), o1);
-        }
-        _mm256_storeu_si256(d0, o0);
-        _mm256_storeu_si256(d1, o1);
+        store16(acc + r * ld, lo, hi, first);
     }
 }
 
@@ -239,16 +245,7 @@ IK_INLINE void rows_ukr(int R, int64_t u0, int64_t u1, int64_t K2, const uint8_t
             c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, v1), ones16));
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-        __m256i o0 = _mm256_permute2x128_si256(c[r][0], c[r][1], 0x20), o1 = _mm256_permute2x128_si256(c[r][0], c[r][1], 0x31);
-        __m256i *d0 = (__m256i *)(acc + r * ld), *d1 = (__m256i *)(acc + r * ld + 8);
-        if (!first) {
-            o0 = _mm256_add_epi32(_mm256_loadu_si256(d0), o0);
-            o1 = _mm256_add_epi32(_mm256_loadu_si256(d1), o1);
-        }
-        _mm256_storeu_si256(d0, o0);
-        _mm256_storeu_si256(d1, o1);
-    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) store16(acc + r * ld, c[r][0], c[r][1], first);
 }
 
 #define ROWS(R)                                                                                                        \

@@ -81,6 +81,12 @@ wm_status wm_quant_int8(wm_graph *g, const wm_quant_config *c, wm_quant_report *
                         wm_error *err);
 wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                          wm_error *err);
+/* The QMoE constants of expert stack name: codes [E, N, row_bytes] (uint8, copied from codes, nq bytes) and scales
+   [E, N, n_scales] (rank_s 2: [E, N], one per row; ns floats) as initializers *q and *s named after it; *bytes grows
+   by their size. Errors leave *q / *s NULL. */
+wm_status wm_quant_moe_consts(wm_graph *g, const char *name, int bits, int64_t E, int64_t N, int64_t row_bytes,
+                              int64_t n_scales, int rank_s, const uint8_t *codes, size_t nq, const float *scales,
+                              size_t ns, const char **q, const char **s, uint64_t *bytes, wm_error *err);
 /* int4 / int8 RTN: MoE nodes with float32 constant fc1 / fc2 experts -> QMoE (quant_moe.c); others left as they are */
 wm_status wm_quant_moe(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_error *err);
 /* MoE node n (float fc1 / fc2 constants [E, N, K], no fc3) -> QMoE on codes q1 / q2 and scales s1 / s2 (initializers

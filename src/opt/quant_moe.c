@@ -32,6 +32,20 @@ static int64_t moe_block(int64_t want, int bits, int64_t H, int64_t I) {
 /* The float32 constant [E, N, K] of input name into its QMoE codes [E, N, kb * blob] and scales ([E, N, kb] or
    [E, N]) as new initializers; *q and *s receive their names. WM_ERR_UNSUPPORTED (nothing added) when the input is
    no float32 constant of those dims. */
+wm_status wm_quant_moe_consts(wm_graph *g, const char *name, int bits, int64_t E, int64_t N, int64_t row_bytes,
+                              int64_t n_scales, int rank_s, const uint8_t *codes, size_t nq, const float *scales,
+                              size_t ns, const char **q, const char **s, uint64_t *bytes, wm_error *err) {
+    int64_t qd[3] = {E, N, row_bytes}, sd[3] = {E, N, n_scales};
+    char pre[192];
+    snprintf(pre, sizeof pre, "%s_q%d", name, bits);
+    *q = wm_opt_const_raw(g, pre, WM_DT_UINT8, qd, 3, codes, nq, err);
+    snprintf(pre, sizeof pre, "%s_scales", name);
+    *s = *q ? wm_opt_const_raw(g, pre, WM_DT_FLOAT, sd, rank_s, scales, ns * sizeof *scales, err) : NULL;
+    if (!*q || !*s) return err->status ? err->status : wm_err(err, WM_ERR_NOMEM, "out of memory");
+    *bytes += nq + ns * sizeof *scales;
+    return WM_OK;
+}
+
 static wm_status quant_experts(wm_graph *g, const char *name, int64_t E, int64_t N, int64_t K, int bits,
                                int64_t block, int search, const char **q, const char **s, uint64_t *bytes,
                                wm_error *err) {
@@ -62,14 +76,7 @@ static wm_status quant_experts(wm_graph *g, const char *name, int64_t E, int64_t
         if (search) wm_quant_blocks_search(wt, K, N, bs, bits, 1, qe, se, NULL);
         else wm_quant_blocks(wt, K, N, bs, bits, 1, qe, se, NULL);
     }
-    int64_t qd[3] = {E, N, kb * blob}, sd[3] = {E, N, kb};
-    char pre[192];
-    snprintf(pre, sizeof pre, "%s_q%d", name, bits);
-    *q = wm_opt_const_raw(g, pre, WM_DT_UINT8, qd, 3, codes, nq, err);
-    snprintf(pre, sizeof pre, "%s_scales", name);
-    *s = *q ? wm_opt_const_raw(g, pre, WM_DT_FLOAT, sd, block ? 3 : 2, scales, ns * sizeof *scales, err) : NULL;
-    if (!*q || !*s) st = err->status ? err->status : wm_err(err, WM_ERR_NOMEM, "out of memory");
-    *bytes += nq + ns * sizeof *scales;
+    st = wm_quant_moe_consts(g, name, bits, E, N, kb * blob, kb, block ? 3 : 2, codes, nq, scales, ns, q, s, bytes, err);
 done:
     free(codes);
     free(scales);

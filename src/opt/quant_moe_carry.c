@@ -81,14 +81,7 @@ static wm_status carry_experts(wm_graph *g, const wm_quant_carry *cy, const char
         wm_opt_release(wm_graph_model(g), src, (size_t)K * sizeof(float));
     }
     if (st) goto done;
-    int64_t qd[3] = {E, N, nblk * blob}, sd[3] = {E, N, nblk};
-    char pre[192];
-    snprintf(pre, sizeof pre, "%s_q%d", name, bits);
-    *q = wm_opt_const_raw(g, pre, WM_DT_UINT8, qd, 3, codes, nq, err);
-    snprintf(pre, sizeof pre, "%s_scales", name);
-    *s = *q ? wm_opt_const_raw(g, pre, WM_DT_FLOAT, sd, 3, scales, ns * sizeof *scales, err) : NULL;
-    if (!*q || !*s) st = err->status ? err->status : wm_err(err, WM_ERR_NOMEM, "out of memory");
-    *bytes += nq + ns * sizeof *scales;
+    st = wm_quant_moe_consts(g, name, bits, E, N, nblk * blob, nblk, 3, codes, nq, scales, ns, q, s, bytes, err);
 done:
     free(codes);
     free(rc);
