@@ -129,17 +129,21 @@ IK_INLINE void store16(int32_t *d, __m256i lo, __m256i hi, int first) {
     _mm256_storeu_si256(d1, o1);
 }
 
-/* one 4-k group of rows 0..R-1 (A panel group ag: 6 rows x 4 bytes) times B group bq (2 vectors) into c */
-IK_INLINE void step(int R, const uint8_t *ag, const uint8_t *bq, __m256i c[TILE_R][2]) {
+/* rows 0..R-1 of A (4 bytes of row r at a + r * as) times one 4-k group of B (b0, b1: 16 columns) added into c */
+IK_INLINE void madd_rows(int R, const uint8_t *a, int64_t as, __m256i b0, __m256i b1, __m256i c[TILE_R][2]) {
     const __m256i ones16 = _mm256_set1_epi16(1);
-    __m256i b0 = _mm256_loadu_si256((const __m256i *)bq), b1 = _mm256_loadu_si256((const __m256i *)(bq + 32));
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) { /* unrolled: c stays in registers */
         int32_t x;
-        memcpy(&x, ag + r * 4, 4);
+        memcpy(&x, a + r * as, 4);
         __m256i xv = _mm256_set1_epi32(x);
         c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, b0), ones16));
         c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, b1), ones16));
     }
+}
+
+/* one 4-k group of rows 0..R-1 (A panel group ag: 6 rows x 4 bytes) times B group bq (2 vectors) into c */
+IK_INLINE void step(int R, const uint8_t *ag, const uint8_t *bq, __m256i c[TILE_R][2]) {
+    madd_rows(R, ag, 4, _mm256_loadu_si256((const __m256i *)bq), _mm256_loadu_si256((const __m256i *)(bq + 32)), c);
 }
 
 /* rows 0..R-1 of a 6-row A panel times n groups of B (q; the A group of the i-th: idx[i], or i without idx): acc
@@ -217,7 +221,7 @@ const wm_igemm_wide wm_igemm_ubs_avx2 = {pack_a, panel, 1};
 
 IK_INLINE void rows_ukr(int R, int64_t u0, int64_t u1, int64_t K2, const uint8_t *aq, int64_t aqs, const uint8_t *bp,
                         int32_t *acc, int64_t ld, int first, int pf) {
-    const __m256i ones16 = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
+    const __m256i zero = _mm256_setzero_si256();
     __m256i c[TILE_R][2];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) c[r][0] = c[r][1] = zero;
     int64_t full = K2 / 2 < u1 ? K2 / 2 : u1, u = u0; /* groups of two pairs; an odd K2's last has one */
@@ -225,25 +229,11 @@ IK_INLINE void rows_ukr(int R, int64_t u0, int64_t u1, int64_t K2, const uint8_t
         const uint8_t *p = bp + u * 64;
         if (pf) _mm_prefetch((const char *)((uintptr_t)p + ROWS_PF), _MM_HINT_T0);
         __m256i x = _mm256_loadu_si256((const __m256i *)p), y = _mm256_loadu_si256((const __m256i *)(p + 32));
-        __m256i v0 = _mm256_unpacklo_epi16(x, y), v1 = _mm256_unpackhi_epi16(x, y);
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-            int32_t t;
-            memcpy(&t, aq + r * aqs + 4 * u, 4);
-            __m256i xv = _mm256_set1_epi32(t);
-            c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, v0), ones16));
-            c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, v1), ones16));
-        }
+        madd_rows(R, aq + 4 * u, aqs, _mm256_unpacklo_epi16(x, y), _mm256_unpackhi_epi16(x, y), c);
     }
     if (u < u1) {
         __m256i x = _mm256_loadu_si256((const __m256i *)(bp + u * 64));
-        __m256i v0 = _mm256_unpacklo_epi16(x, zero), v1 = _mm256_unpackhi_epi16(x, zero);
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-            int32_t t;
-            memcpy(&t, aq + r * aqs + 4 * u, 4);
-            __m256i xv = _mm256_set1_epi32(t);
-            c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, v0), ones16));
-            c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, v1), ones16));
-        }
+        madd_rows(R, aq + 4 * u, aqs, _mm256_unpacklo_epi16(x, zero), _mm256_unpackhi_epi16(x, zero), c);
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) store16(acc + r * ld, c[r][0], c[r][1], first);
 }

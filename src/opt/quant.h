@@ -187,8 +187,9 @@ typedef struct wm_quant_report {
 void wm_quant_report_free(wm_quant_report *r);
 
 /*
- * Each com.microsoft Attention whose packed QKV weight the config's MatMul quantization would reach
- * (MatMul selected, the node not excluded, a mode that quantizes weights, the form MultiHeadAttention takes: no
+ * When the config's op types list "Attention" (onnxruntime's op_types_to_quantize name; list MatMul too, which then
+ * quantizes the projections), each com.microsoft Attention with a packed QKV weight (the node not excluded, a mode
+ * that quantizes weights, the form MultiHeadAttention takes: no
  * mask_index, past or rotary, not causal) becomes three MatMuls + MultiHeadAttention, the same function. Run before
  * calibration (its MatMul inputs are then calibrated) and by wm_quant_run; idempotent. *n_unpacked (may be NULL)
  * gets the count.

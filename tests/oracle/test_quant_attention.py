@@ -1,6 +1,8 @@
-"""Quantizing an encoder reaches its packed QKV projection. The optimizer packs Q, K and V into com.microsoft
-Attention's one float weight, which no MatMul quantizer touches; build and quantize give such a node back as three
-MatMuls + MultiHeadAttention (src/opt/quant_attn.c), so int8 / int4 quantize every projection. Checked on a tiny
+"""Quantizing an encoder's packed QKV projection, on request. The optimizer packs Q, K and V into com.microsoft
+Attention's one float weight, which no MatMul quantizer touches; with "Attention" among the op types to quantize
+(op_types_to_quantize, as onnxruntime's quantizer names it; quantize --op-types), build and quantize give such a
+node back as three MatMuls + MultiHeadAttention (src/opt/quant_attn.c), so int8 / int4 quantize every projection;
+the default op types leave it packed and float. Checked on a tiny
 random BERT (batch 3, right- and left-padded rows): no float Attention weight left, and the hidden states in
 onnxruntime against transformers' float model, and our engine against onnxruntime on the same quantized file."""
 import json
@@ -72,7 +74,14 @@ PRECS = [("int8-dynamic", "MatMulInteger", 6, 0.99), ("int4", "MatMulNBits", 6, 
 def test_build_quantizes_the_qkv_projection(winml, bert, prec, qop, per_layer, min_cos):
     ck, model, rp, root, _ = bert
     out = root / prec
-    r = U.run([winml, "build", "-m", ck, "-c", str(rp), "-p", prec, "-o", str(out), "-f", "json"], timeout=300)
+    r = U.run([winml, "config", "-m", ck, "-t", "feature-extraction", "-p", prec])
+    assert r.returncode == 0, U.describe(r)
+    rec = json.loads(rp.read_text())
+    rec["quant"] = json.loads(r.stdout)["quant"]
+    rec["quant"]["op_types_to_quantize"] = ["MatMul", "Attention"]
+    rq = root / f"recipe_{prec}.json"
+    rq.write_text(json.dumps(rec))
+    r = U.run([winml, "build", "-m", ck, "-c", str(rq), "-o", str(out), "-f", "json"], timeout=300)
     assert r.returncode == 0, U.describe(r)
     quant = [s for s in json.loads(r.stdout)["stages"] if s["name"] == "quant"][0]
     assert f"{LAYERS} Attention nodes' packed QKV projection" in quant["reason"], quant["reason"]
@@ -90,7 +99,11 @@ def test_quantize_command_and_exclusion(winml, bert, tmp_path):
     """winml quantize takes the same path; an Attention node named in nodes_to_exclude stays packed and float."""
     _, model, _, _, fp = bert
     out = tmp_path / "q.onnx"
-    r = U.run([winml, "quantize", "-m", str(fp), "-o", str(out), "-p", "int8-dynamic", "-f", "json"])
+    r = U.run([winml, "quantize", "-m", str(fp), "-o", str(tmp_path / "d.onnx"), "-p", "int8-dynamic", "-f", "json"])
+    assert r.returncode == 0, U.describe(r)
+    assert json.loads(r.stdout)["report"]["attention_unpacked"] == 0 and ops(tmp_path / "d.onnx")["Attention"] == LAYERS
+    r = U.run([winml, "quantize", "-m", str(fp), "-o", str(out), "-p", "int8-dynamic", "--op-types", "MatMul,Attention",
+               "-f", "json"])
     assert r.returncode == 0, U.describe(r)
     assert json.loads(r.stdout)["report"]["attention_unpacked"] == LAYERS
     c = ops(out)
@@ -98,7 +111,8 @@ def test_quantize_command_and_exclusion(winml, bert, tmp_path):
     check(model, out, 0.99)
     first = [n.name for n in onnx.load(str(fp), load_external_data=False).graph.node if n.op_type == "Attention"][0]
     out2 = tmp_path / "q2.onnx"
-    r = U.run([winml, "quantize", "-m", str(fp), "-o", str(out2), "-p", "int8-dynamic", "--exclude", first, "-f", "json"])
+    r = U.run([winml, "quantize", "-m", str(fp), "-o", str(out2), "-p", "int8-dynamic", "--op-types", "MatMul,Attention",
+               "--exclude", first, "-f", "json"])
     if r.returncode == 2 and "--exclude" in r.stderr:
         pytest.fail("winml quantize has no --exclude flag: " + r.stderr)
     assert r.returncode == 0, U.describe(r)
