@@ -9,7 +9,7 @@ reads per layer are computed from the QMoE tensors: the k chosen experts' codes 
 QMoE kernel runs an expert's GEMM only when a row picked it).
 
 --cpu-rounds N (N > 0): the speeds are also timed in CPU time, one thread, as bench_llm_cpu.py does it (the thread's
-CPU of the session runs: a prefill of --prompt-len ids and 8 decode steps), the two models alternated over N rounds,
+CPU of the session runs: a prefill of --prompt-len ids and 32 decode steps), the two models alternated over N rounds,
 best of rounds: on a machine shared with other jobs the wall-time columns mostly measure the other jobs. The builds
 are kept in the work folder until both are timed.
 
@@ -109,9 +109,9 @@ def main():
 
 def cpu(args, outs):
     """prefill / decode tokens/s of each build in CPU time (bench_llm_cpu.py's method), alternated, best of rounds"""
-    a = argparse.Namespace(prompt_len=args.prompt_len, steps=8)
+    a = argparse.Namespace(prompt_len=args.prompt_len, steps=32)
     best = {}
-    print(f"\nCPU time, 1 thread, prompt {args.prompt_len} ids, 8 decode steps; load average {os.getloadavg()[0]:.1f}",
+    print(f"\nCPU time, 1 thread, prompt {args.prompt_len} ids, {a.steps} decode steps; load average {os.getloadavg()[0]:.1f}",
           flush=True)
     for r in range(args.cpu_rounds):
         for name, out in (outs if r % 2 == 0 else outs[::-1]):
