@@ -111,8 +111,8 @@ def cpu(args, outs):
     """prefill / decode tokens/s of each build in CPU time (bench_llm_cpu.py's method), alternated, best of rounds"""
     a = argparse.Namespace(prompt_len=args.prompt_len, steps=32)
     best = {}
-    print(f"\nCPU time, 1 thread, prompt {args.prompt_len} ids, {a.steps} decode steps; load average {os.getloadavg()[0]:.1f}",
-          flush=True)
+    print(f"\nCPU time, 1 thread, prompt {args.prompt_len} ids, {a.steps} decode steps; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for r in range(args.cpu_rounds):
         for name, out in (outs if r % 2 == 0 else outs[::-1]):
             pre, dec = C.tps(C.winml_speed(args.winml, out, a), a)
