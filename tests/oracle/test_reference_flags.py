@@ -391,6 +391,15 @@ BAD = [
     (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--op-types", "MatMul", "--op-types", "Gemm"],
      "winml quantize", ["--op-types given twice"]),
     (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--exclude", ""], "winml quantize", ["--exclude", "empty"]),
+    # a missing model, by each command the audit covers
+    (["build", "-m", "MISSING", "-o", "OUT", "-p", "auto", "--ep", "qnn"], "winml build", ["MISSING", "no such"]),
+    (["build", "-m", "MISSING.gguf", "-o", "OUT"], "winml build", ["MISSING.gguf", "cannot open"]),
+    (["config", "-m", "MISSING", "--ep", "dml"], "winml config", ["MISSING", "no such"]),
+    (["quantize", "-m", "MISSING.onnx", "-o", "OUT", "-p", "int4", "--op-types", "MatMul"], "winml quantize",
+     ["MISSING.onnx", "cannot open"]),
+    (["generate", "-m", "MISSING", "--ids", "1", "--temperature", "0.7", "--top-p", "0.9", "--seed", "3"],
+     "winml generate", ["MISSING", "no such"]),
+    (["run", "-m", "MISSING", "--audio", "MISSING.wav", "--prompt", "hi"], "winml run", ["MISSING", "no such"]),
 ]
 
 
@@ -400,7 +409,10 @@ def test_bad_values(winml_asan, relu, ckpt, tmp_path, argv, prog, needles):
     s2s.mkdir()
     (s2s / "encoder_model.onnx").write_bytes(b"")
     sub = {"R": relu, "C": ckpt, "OUT": str(tmp_path / "out"), "S2S": str(s2s)}
-    r = U.run([winml_asan, *[sub.get(a, a) for a in argv]])
+    missing = str(tmp_path / "missing")
+    argv = [sub.get(a, a.replace("MISSING", missing)) for a in argv]
+    needles = [n.replace("MISSING", missing) for n in needles]
+    r = U.run([winml_asan, *argv])
     U.assert_clean_error(r, prog, *needles)
     assert not os.path.exists(tmp_path / "out")
 
