@@ -880,7 +880,12 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
                               "QDQ, mode static or qdq; mode %s takes int8 or uint8)", p->label, r->weight_type,
                               r->quant_mode);
             if (r->qmode == WM_QUANT_INT4 && r->rtn_bits == 8) r->precision = WM_PREC_INT8_RTN;
-            return WM_OK;
+            size_t n_ops = 0; /* a name the mode never quantizes is refused here, not built into a no-op */
+            while (r->op_types_to_quantize && r->op_types_to_quantize[n_ops]) n_ops++;
+            char where[1100];
+            snprintf(where, sizeof where, "%s: field 'quant.op_types_to_quantize'", p->label);
+            return wm_quant_check_op_types(r->qmode, (const char *const *)r->op_types_to_quantize, n_ops, where,
+                                           p->err);
         }
     return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.mode': '%s' (static, qdq, dynamic, rtn, fp16, gguf)", p->label,
                   r->quant_mode);

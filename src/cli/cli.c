@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "cli/cli.h"
+#include "builder/recipe.h"
 #include "core/ep.h"
 #include "core/output.h"
 
@@ -98,6 +99,16 @@ int wm_cli_build_target(const wm_cli *c, const char **ep, const char **device) {
     if (!*device) *device = wm_ep_default_device(*ep);
     else if (!wm_ep_drives(*ep, *device))
         return wm_cli_usage_error(c, "--device %s: the %s EP drives %s only", *device, *ep, wm_ep_devices(*ep));
+    return 0;
+}
+
+int wm_cli_precision_arg(const wm_cli *c, const char *arg, const char **given, int *prec) {
+    if (*given && strcmp(*given, arg))
+        return wm_cli_usage_error(c, "-p %s -p %s: one precision per build (winml quantize composes -p int4 -p fp16 "
+                                  "on an ONNX file)", *given, arg);
+    wm_error pe = {0};
+    if (wm_precision_parse(arg, prec, &pe)) return wm_cli_usage_error(c, "%s", pe.msg);
+    *given = arg;
     return 0;
 }
 

@@ -91,6 +91,14 @@ int wm_cli_device_arg(const wm_cli *c, const char *v, int run_here, const char *
 int wm_cli_build_target(const wm_cli *c, const char **ep, const char **device);
 
 /*
+ * build / config -p: one precision per run. *given is the -p value seen before (NULL at first; it keeps arg, which
+ * must outlive the parse: an argv string). A repeat of the same name is accepted; another one is refused naming
+ * both (the pair that winml quantize composes, -p int4 -p fp16, is not a build precision), as is an unknown name.
+ * Sets *prec and returns 0, or prints one line and returns WM_EXIT_ERROR.
+ */
+int wm_cli_precision_arg(const wm_cli *c, const char *arg, const char **given, int *prec);
+
+/*
  * The reference's default output of a model command without -o: the input's path with its ".onnx" (any case)
  * replaced by suffix ("m.onnx" + "_opt.onnx" -> "m_opt.onnx"; a name without .onnx gets suffix appended).
  * Returns 0, or prints "-m: path too long" and returns WM_EXIT_ERROR. An existing file there is replaced only

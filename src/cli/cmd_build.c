@@ -144,6 +144,7 @@ static int run(int argc, char **argv, int export_only) {
     o.export_only = export_only;
     int opt, seed_set = 0;
     char rules_dir[4096];
+    const char *p_given = NULL; /* the -p seen first: a different second one is refused */
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "c:t:p:d:", longs, NULL)) != -1) {
@@ -154,10 +155,7 @@ static int run(int argc, char **argv, int export_only) {
             if ((o.task = wm_task_from_name(optarg)) < 0) return wm_cli_usage_error(&c, "-t: unknown task '%s'", optarg);
             break;
         case 'p':
-            {
-                wm_error pe = {0};
-                if (wm_precision_parse(optarg, &o.precision, &pe)) return wm_cli_usage_error(&c, "%s", pe.msg);
-            }
+            if (wm_cli_precision_arg(&c, optarg, &p_given, &o.precision)) return WM_EXIT_ERROR;
             break;
         case O_EP:
             if (wm_cli_ep_arg(&c, optarg, export_only, &o.ep)) return WM_EXIT_ERROR;
@@ -182,11 +180,10 @@ static int run(int argc, char **argv, int export_only) {
                 return wm_cli_usage_error(&c, "--external-threshold: '%s' is not a size in bytes (e.g. 1048576 or 1M)",
                                           optarg);
             break;
-        case O_SEED: {
-            char *end = NULL;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (!*optarg || *end || optarg[0] == '-') return wm_cli_usage_error(&c, "--seed: '%s' is not a number", optarg);
-            o.seed = v;
+        case O_SEED: { /* generate's range: strtoull took " -5" (wrapped) and 2^64 (clamped) */
+            long v = 0;
+            if (wm_cli_int_arg(&c, "--seed", optarg, 0, LONG_MAX, &v)) return WM_EXIT_ERROR;
+            o.seed = (uint64_t)v;
             seed_set = 1;
             break;
         }

@@ -124,6 +124,7 @@ int wm_cmd_config(int argc, char **argv) {
     int check = 0;
     const char *ep = NULL, *device = NULL;
     int task = -1, prec = -1, opt;
+    const char *p_given = NULL; /* the -p seen first: a different second one is refused */
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "c:t:p:d:", longs, NULL)) != -1) {
@@ -133,10 +134,7 @@ int wm_cmd_config(int argc, char **argv) {
             if ((task = wm_task_from_name(optarg)) < 0) return wm_cli_usage_error(&c, "-t: unknown task '%s'", optarg);
             break;
         case 'p':
-            {
-                wm_error pe = {0};
-                if (wm_precision_parse(optarg, &prec, &pe)) return wm_cli_usage_error(&c, "%s", pe.msg);
-            }
+            if (wm_cli_precision_arg(&c, optarg, &p_given, &prec)) return WM_EXIT_ERROR;
             break;
         case O_EP:
             if (wm_cli_ep_arg(&c, optarg, 0, &ep)) return WM_EXIT_ERROR;

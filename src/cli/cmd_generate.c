@@ -97,7 +97,8 @@ static int on_token(void *arg, int32_t id) {
     return c->stopped;
 }
 
-/* Parses "1,2,3" into a new array (*n items). Returns 0 or -1. */
+/* Parses "1,2,3" into a new array (*n items; the caller frees *out). Returns 0, or -1 with *out untouched (an
+   empty list, an empty item, a trailing comma, a value outside [0, INT32_MAX]). */
 static int parse_ids(const char *s, int32_t **out, size_t *n) {
     size_t cap = 16, k = 0;
     int32_t *v = malloc(cap * sizeof *v);
@@ -119,10 +120,15 @@ static int parse_ids(const char *s, int32_t **out, size_t *n) {
         }
         v[k++] = (int32_t)x;
         s = *end ? end + 1 : end;
+        if (!*s && *end) k = 0; /* "5,": a trailing comma is refused as an empty item */
+    }
+    if (!k) {
+        free(v);
+        return -1;
     }
     *out = v;
     *n = k;
-    return k ? 0 : -1;
+    return 0;
 }
 
 int wm_cmd_generate(int argc, char **argv) {
@@ -180,6 +186,7 @@ int wm_cmd_generate(int argc, char **argv) {
         case 'h': help(); rc = WM_EXIT_OK; goto out;
         case O_IDS:
             free(ids);
+            ids = NULL; /* a bad repeat leaves nothing for the exit path to free twice */
             if (parse_ids(optarg, &ids, &n_ids)) {
                 rc = wm_cli_usage_error(&c, "--ids: expected comma-separated token ids, got '%s'", optarg);
                 goto out;
@@ -187,6 +194,7 @@ int wm_cmd_generate(int argc, char **argv) {
             break;
         case O_EOS:
             free(eos);
+            eos = NULL; /* a bad repeat leaves nothing for the exit path to free twice */
             if (parse_ids(optarg, &eos, &n_eos)) {
                 rc = wm_cli_usage_error(&c, "--eos: expected comma-separated token ids, got '%s'", optarg);
                 goto out;
@@ -215,7 +223,7 @@ int wm_cmd_generate(int argc, char **argv) {
         case O_TOPP: go.sampling.top_p = (float)d, go.sampling.greedy = 0; break;
         case O_MINP: go.sampling.min_p = (float)d, go.sampling.greedy = 0; break;
         case O_REP: go.sampling.repetition_penalty = (float)d; break;
-        case O_SEED: go.sampling.seed = (uint64_t)d; break;
+        case O_SEED: go.sampling.seed = (uint64_t)l; break; /* an integer flag: its value is in l */
         case O_MAXLEN: max_len = l; break;
         case O_THREADS: threads = l; break;
         default: {

@@ -193,15 +193,17 @@ int wm_whisper_flag(wm_cli *c, int opt, const char *arg, wm_s2s_audio_args *a) {
         a->thr_set |= 1 << (opt - WM_WHISPER_OPT_CRT);
         return 1;
     case WM_WHISPER_OPT_TEMP: a->temperature = arg; return 1;
-    case WM_WHISPER_OPT_SEED: {
-        char *end;
-        unsigned long long v = strtoull(arg, &end, 10);
-        if (end == arg || *end || arg[0] == '-') return wm_cli_usage_error(c, "--seed: expected an integer >= 0, got '%s'", arg);
-        a->seed = v;
+    case WM_WHISPER_OPT_SEED: { /* generate's range: strtoull took " -5" (wrapped) and 2^64 (clamped) */
+        long v = 0;
+        if ((bad = wm_cli_int_arg(c, "--seed", arg, 0, LONG_MAX, &v))) return bad;
+        a->seed = (uint64_t)v;
         return 1;
     }
     case WM_WHISPER_OPT_COND: a->condition = 1; return 1;
-    case WM_WHISPER_OPT_PROMPT: a->prompt = arg; return 1;
+    case WM_WHISPER_OPT_PROMPT: /* one prompt per run, as generate's: a second one is not silently dropped */
+        if (a->prompt) return wm_cli_usage_error(c, "--prompt given twice: one initial prompt per run");
+        a->prompt = arg;
+        return 1;
     case WM_WHISPER_OPT_PCT:
         if (strcmp(arg, "first-segment") && strcmp(arg, "all-segments"))
             return wm_cli_usage_error(c, "--prompt-condition-type: expected first-segment or all-segments, got '%s'", arg);

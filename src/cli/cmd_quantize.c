@@ -79,12 +79,14 @@ typedef struct list {
 } list;
 
 /* Splits s on commas into l (s copied); -1 when more than 256 items or OOM. */
+/* Splits "a,b" into l (which owns the copy). Returns 0; -1 past 256 names or out of memory; -2 on an empty name
+   ("", "a,,b", "a,"); -3 when l was filled by an earlier flag (a repeat would drop those names silently). */
 static int split(list *l, const char *s) {
-    free(l->buf);
+    if (l->buf) return -3;
     l->n = 0;
     if (!(l->buf = strdup(s))) return -1;
     for (char *p = l->buf, *tok; (tok = strsep(&p, ","));) {
-        if (!*tok) continue;
+        if (!*tok) return -2;
         if (l->n == 256) return -1;
         l->v[l->n++] = tok;
     }
@@ -239,8 +241,14 @@ int wm_cmd_quantize(int argc, char **argv) {
             list *l = opt == O_OPTYPES ? &optypes : opt == O_EXCLUDE ? &exclude : opt == O_INT8 ? &int8n
                       : opt == O_W8 ? &w8 : opt == O_W8L ? &w8l : &blocklist;
             if (opt == O_BLOCKLIST) have_blocklist = 1;
-            if (split(l, optarg)) {
-                wm_cli_usage_error(&c, "--%s: too many names in '%s'", wm_cli_long_name(longs, opt), optarg);
+            int sr = split(l, optarg);
+            if (sr) {
+                const char *name = wm_cli_long_name(longs, opt);
+                if (sr == -3)
+                    wm_cli_usage_error(&c, "--%s given twice: list the names in one comma-separated value", name);
+                else
+                    wm_cli_usage_error(&c, "--%s: %s in '%s'", name, sr == -2 ? "an empty name" : "too many names",
+                                       optarg);
                 goto out;
             }
             break;
@@ -313,6 +321,13 @@ int wm_cmd_quantize(int argc, char **argv) {
     if (atype) cfg.activation_type = atype;
     cfg.op_types = optypes.v;
     cfg.n_op_types = optypes.n;
+    {
+        wm_error oe = {0}; /* before the model is read: a name the mode never quantizes would write a no-op */
+        if (wm_quant_check_op_types(mode, cfg.op_types, cfg.n_op_types, "--op-types", &oe)) {
+            rc = wm_cli_fail(&c, &oe);
+            goto out;
+        }
+    }
     cfg.exclude = exclude.v;
     cfg.n_exclude = exclude.n;
     cfg.int8_nodes = int8n.v;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "builder/recipe.h"
 #include "cli/cli.h"
@@ -322,7 +323,9 @@ int wm_cmd_run(int argc, char **argv) {
                                 wa.condition, wa.prompt, wa.all_segments};
         return wm_s2s_audio_cli(&c, audio, n_audio, &aa);
     }
-    if (language || asr_task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt || wa.all_segments)
+    /* a model that is not there is named as missing below, not as "not a Whisper build" */
+    if ((language || asr_task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt ||
+         wa.all_segments) && (!c.model || !n_audio || access(c.model, F_OK) == 0))
         return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to a "
                                   "speech encoder-decoder build (Whisper); %s is not one", c.model ? c.model : "-m");
     if (c.model && n_audio) {

@@ -146,7 +146,8 @@ typedef struct ckey {
 /* keys whose config.json name depends on the family (read before the common table below) */
 static const ckey qwen2moe_keys[] = {
     {"expert_feed_forward_length", "moe_intermediate_size", K_INT, 1, 1 << 24},
-    {"expert_shared_feed_forward_length", "shared_expert_intermediate_size", K_INT, 0, 1 << 24},
+    /* 1 up: a width of 0 left the shared tensors to no module (a "not understood" naming no key) */
+    {"expert_shared_feed_forward_length", "shared_expert_intermediate_size", K_INT, 1, 1 << 24},
 };
 static const ckey qwen3moe_keys[] = {
     {"expert_feed_forward_length", "moe_intermediate_size", K_INT, 1, 1 << 24},
@@ -159,7 +160,7 @@ static const ckey qwen3moe_keys[] = {
 static const ckey granite_keys[] = {GRANITE_KEYS};
 static const ckey granitemoe_keys[] = {
     GRANITE_KEYS,
-    {"expert_shared_feed_forward_length", "shared_intermediate_size", K_INT, 0, 1 << 24},
+    {"expert_shared_feed_forward_length", "shared_intermediate_size", K_INT, 1, 1 << 24},
 };
 
 /* which metadata picks a row (the first row of the architecture whose condition holds) */
@@ -624,12 +625,14 @@ static wm_status plan_tensor(const wm_gguf_file *f, const garch *ga, const char 
                                          z->experts};
         int ok = g->n_dims == 3 && z->experts > 0;
         for (int d = 0; ok && d < 3; d++) ok = g->ne[d] == (uint64_t)want[d];
+        char dims[120]; /* its own dims only: a 2-D stack was shown as [a, b, 0] */
+        size_t o = 0;
+        for (uint32_t d = 0; d < g->n_dims && d < 4 && o < sizeof dims; d++)
+            o += (size_t)snprintf(dims + o, sizeof dims - o, "%s%llu", d ? ", " : "", (unsigned long long)g->ne[d]);
         if (!ok)
-            return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': %u-D [%llu, %llu, %llu], expected the experts stacked "
-                          "[%lld, %lld, %lld] (GGUF order: %s, %s.expert_count)", path, g->name, g->n_dims,
-                          (unsigned long long)g->ne[0], (unsigned long long)(g->n_dims > 1 ? g->ne[1] : 0),
-                          (unsigned long long)(g->n_dims > 2 ? g->ne[2] : 0), (long long)want[0], (long long)want[1],
-                          (long long)want[2],
+            return wm_err(err, WM_ERR_INPUT, "%s: tensor '%s': %u-D [%s], expected the experts stacked "
+                          "[%lld, %lld, %lld] (GGUF order: %s, %s.expert_count)", path, g->name, g->n_dims, dims,
+                          (long long)want[0], (long long)want[1], (long long)want[2],
                           row->experts == EX_IN ? "embedding_length, the experts' width"
                                                 : "the experts' width, embedding_length", arch);
     }

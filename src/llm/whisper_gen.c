@@ -442,7 +442,7 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
     const size_t cut = (size_t)((g->max_positions > 0 ? g->max_positions : 448) / 2 - 1);
     for (int64_t b = 0; b < B; b++) docond[b] = (uint8_t)(fb && fb->condition);
     int64_t maxlen = g->max_length;
-    for (out->windows = 0;; out->windows++) {
+    for (out->windows = 0; !st; out->windows++) { /* a failed window ends the loop: its seek did not move */
         int64_t n_act = 0;
         for (int64_t b = 0; b < B; b++)
             if (seek[b] < (valid ? valid[b] : frames)) pos[b] = n_act, rows[n_act++] = b;
@@ -499,6 +499,14 @@ wm_status wm_whisper_generate(wm_s2s *m, const float *feats, int64_t B, int64_t 
         }
         int64_t init = g->max_positions > 0 && g->max_positions / 2 - 1 < Pmax ? g->max_positions / 2 - 1 : Pmax;
         maxlen = max_new > 0 ? Pmax + max_new : (maxlen + init < cap ? maxlen + init : cap);
+        if (Pmax >= maxlen) { /* only a long prompt gets here: the previous text is cut to half the positions */
+            st = wm_err(err, WM_ERR_USAGE, "--prompt: the decoder input of %lld tokens (%zu of the prompt, the start "
+                        "tokens and previous text) leaves no room for new tokens under max_length %lld "
+                        "(generation_config.json max_length plus the start tokens, at most max_target_positions %lld): "
+                        "shorten the prompt", (long long)Pmax, fb ? fb->n_prompt_ids : (size_t)0, (long long)maxlen,
+                        (long long)(g->max_positions > 0 ? g->max_positions : 0));
+            break;
+        }
         /* the rows of one decoder input together: a batch as transformers', split by language and previous text */
         memset(taken, 0, (size_t)n_act);
         for (int64_t i = 0, group = 0; i < n_act && !st; i++, group++) {

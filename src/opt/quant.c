@@ -54,6 +54,26 @@ const char *wm_quant_mode_name(wm_quant_mode m) {
     return "unknown";
 }
 
+wm_status wm_quant_check_op_types(wm_quant_mode mode, const char *const *ops, size_t n, const char *where,
+                                  wm_error *err) {
+    static const char *const NBITS[] = {"MatMul", "Gemm", "Gather", "Attention"}, *const INT8[] = {"MatMul", "Gemm",
+                                                                                                  "Attention"};
+    const int nbits = mode == WM_QUANT_INT4 || mode == WM_QUANT_CARRY;
+    const char *const *ok = nbits ? NBITS : INT8;
+    const size_t n_ok = nbits ? sizeof NBITS / sizeof *NBITS : sizeof INT8 / sizeof *INT8;
+    const char *list = nbits ? "MatMul, Gemm, Gather, Attention" : "MatMul, Gemm, Attention";
+    if (n && mode == WM_QUANT_FP16)
+        return wm_err(err, WM_ERR_USAGE, "%s: fp16 converts every op type but those of its op block list; the op types "
+                      "to quantize apply to the int8 and int4 modes", where);
+    for (size_t i = 0; i < n; i++) {
+        if (!ops[i] || !*ops[i]) return wm_err(err, WM_ERR_USAGE, "%s: an empty op type name", where);
+        if (!wm_quant_listed(ok, n_ok, ops[i]))
+            return wm_err(err, WM_ERR_USAGE, "%s: '%s' is not an op type %s quantizes (%s; names as ONNX spells "
+                          "them)", where, ops[i], wm_quant_mode_name(mode), list);
+    }
+    return WM_OK;
+}
+
 int wm_quant_mode_static(wm_quant_mode m) {
     return m == WM_QUANT_INT8_STATIC || m == WM_QUANT_W8A16 || m == WM_QUANT_W16A16;
 }

@@ -230,6 +230,17 @@ void wm_quant_plan_free(wm_quant_plan *p);
 wm_quant_mode wm_quant_mode_parse(const char *s);
 const char *wm_quant_mode_name(wm_quant_mode m);
 
+/*
+ * The op types a config may list for mode (wm_quant_config.op_types; onnxruntime's op_types_to_quantize): the ones
+ * that mode's quantizer acts on, spelled as ONNX spells them. 4-bit / 8-bit blocks (int4, gguf): MatMul, Gemm,
+ * Gather (embedding tables), Attention (unpacked first, wm_quant_unpack_attention); the int8 QDQ and dynamic modes:
+ * MatMul, Gemm, Attention; fp16 takes none (its list is op_block). An empty name, or one the mode would never quantize
+ * (an unknown or misspelled op, "matmul"), is a WM_ERR_USAGE naming where (e.g. "--op-types", or the recipe file and
+ * field) and the names accepted, instead of a model written with nothing quantized.
+ */
+wm_status wm_quant_check_op_types(wm_quant_mode mode, const char *const *ops, size_t n, const char *where,
+                                  wm_error *err);
+
 /* ------------------------------------------------------------ block quantization (MatMulNBits layout) */
 
 /*

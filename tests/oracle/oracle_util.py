@@ -76,6 +76,32 @@ def run_fresh(argv, timeout=600):
     return run(["/bin/sh", "-c", '"$@" & wait $!', "sh", *argv], timeout=timeout)
 
 
+_MEASURE = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, st, ru = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write("%d %r %d" % (os.waitstatus_to_exitcode(st), ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024))
+"""
+
+
+def run_measured(argv, timeout=60):
+    """Like run(), and also the CPU seconds (user + system) and the peak RSS in bytes of the program (bounds on
+    what a refused hostile file may cost). A small fresh interpreter (python -I -S, ~10 MB) forks it and reads its
+    rusage with os.wait4: Linux keeps ru_maxrss across fork + exec, so a program forked by this (large) process, or
+    by a shell forked by it, would report this process's RSS."""
+    import tempfile
+    argv = [str(a) for a in argv]
+    with tempfile.NamedTemporaryFile("r", suffix=".rusage") as f:
+        r = run([sys.executable, "-I", "-S", "-c", _MEASURE, f.name, *argv], timeout=timeout)
+        got = f.read().split()
+    if not got:  # killed (timeout) before the helper wrote anything
+        return r, float("inf"), 0
+    r.returncode = int(got[0])
+    return r, float(got[1]), int(got[2])
+
+
 def describe(r):
     return f"argv={r.args!r} rc={r.returncode}\n--- stdout ---\n{r.stdout[-2000:]}\n--- stderr ---\n{r.stderr[-4000:]}"
 

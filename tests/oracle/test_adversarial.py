@@ -775,3 +775,19 @@ def test_truncation_every_byte(tmp_path, winml_asan, testtool_asan):
     assert loaded >= 1  # the full model at least
     assert not left, f"files left: {left}"
     assert not bad, "\n".join(bad[:20])
+
+
+# the cases whose header claims sizes: refused before anything is sized from them
+CHEAP = ["dims_2p40_raw_4", "dims_product_overflow", "dims_bytes_overflow", "dims_2p40_external_4",
+         "dims_2p40_external_nolen", "off_2p64_minus_4096_len_8192", "len_sum_overflow", "length_2p63",
+         "length_past_parent", "nested_100000_attr_graph", "nested_100000_type", "raw_short_in_sparse"]
+
+
+@pytest.mark.parametrize("name", CHEAP)
+def test_claimed_sizes_cost_little(name, tmp_path, winml):
+    """The plain build refuses these in well under a second of CPU, at a small peak RSS (test_hostile checks the
+    message under ASan+UBSan)."""
+    path, _, _, _ = _prepare(tmp_path, name)
+    r, cpu, rss = U.run_measured([winml, "inspect", "-m", path, "-f", "json"])
+    assert r.returncode == 2, U.describe(r)
+    assert cpu < 1.0 and rss < 64 << 20, (cpu, rss)

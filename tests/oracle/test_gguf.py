@@ -710,3 +710,65 @@ def test_precision_gguf_usage(winml, tmp_path):
     assert rec["quant"]["mode"] == "gguf" and rec["quant"]["rtn_accuracy_level"] == 2
     r = run_ok([winml, "export", "-m", path, "-o", tmp_path / "ex", "-f", "json"])
     assert json.loads(r.stdout)["precision"] == "fp32"
+
+
+# ---------------------------------------------------------------- counts and dims a header claims (resource limits)
+
+def _gs(x):
+    import struct
+    x = x.encode()
+    return struct.pack("<Q", len(x)) + x
+
+
+def _ghead(n_tensors, n_kv):
+    import struct
+    return b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + _gs("general.architecture") + struct.pack("<I", 8) + \
+        _gs("llama")
+
+
+def _gtensor(name, dims, typ=0, off=0):
+    import struct
+    return _gs(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims) + \
+        struct.pack("<IQ", typ, off)
+
+
+def _garray(key, elem, count, tail):
+    import struct
+    return _gs(key) + struct.pack("<IIQ", 9, elem, count) + tail
+
+
+HUGE_GGUF = {
+    "tensors_2p63": (lambda: _ghead(2**63, 1), ["tensor count 9223372036854775808", "cannot fit"]),
+    "kv_2p40": (lambda: _ghead(0, 2**40), ["metadata count 1099511627776", "cannot fit"]),
+    "tensors_1e9": (lambda: _ghead(10**9, 1) + _gtensor("t0", [4]), ["tensor count 1000000000", "cannot fit"]),
+    "string_array_2p60": (lambda: _ghead(0, 2) + _garray("tokenizer.ggml.tokens", 8, 2**60, _gs("a")),
+                          ["tokenizer.ggml.tokens", "cannot fit"]),
+    "u32_array_2p60": (lambda: _ghead(0, 2) + _garray("x.scores", 4, 2**60, bytes(16)), ["x.scores", "past the end"]),
+    "string_2p62": (lambda: _ghead(0, 2) + _gs("x.s") + (8).to_bytes(4, "little") + (2**62).to_bytes(8, "little") +
+                    b"abc", ["'x.s'", "past the end"]),
+    "dims_2p40_squared": (lambda: _ghead(1, 1) + _gtensor("token_embd.weight", [2**40, 2**40]),
+                          ["token_embd.weight", "overflow"]),
+    "dims_2p32_cubed": (lambda: _ghead(1, 1) + _gtensor("token_embd.weight", [2**32] * 3),
+                        ["token_embd.weight", "overflow"]),
+    "n_dims_1000": (lambda: _ghead(1, 1) + _gs("token_embd.weight") + (1000).to_bytes(4, "little") +
+                    (1).to_bytes(8, "little") * 1000 + bytes(12), ["token_embd.weight", "1000 dimensions"]),
+    "offset_2p63": (lambda: _ghead(1, 1) + _gtensor("token_embd.weight", [4], 0, 2**63), ["past the end"]),
+}
+
+
+@pytest.mark.parametrize("name", list(HUGE_GGUF))
+def test_claimed_counts_refused_before_allocating(name, winml, winml_asan, tmp_path):
+    """Counts, array lengths, string lengths and dims a GGUF header claims are checked against the file before
+    anything is sized from them: exit 2 naming the file and what is wrong, in well under a second of CPU and a small
+    peak RSS (the plain build; the ASan build for a clean error)."""
+    make, needles = HUGE_GGUF[name]
+    p = tmp_path / f"{name}.gguf"
+    p.write_bytes(make())
+    for cmd in ("inspect", "build"):
+        out = tmp_path / "out"
+        argv = [cmd, "-m", p] + (["-o", out] if cmd == "build" else [])
+        U.assert_clean_error(U.run([winml_asan, *argv], timeout=60), f"winml {cmd}", str(p), *needles)
+        r, cpu, rss = U.run_measured([winml, *argv])
+        assert r.returncode == 2, U.describe(r)
+        assert cpu < 1.0 and rss < 64 << 20, (cmd, cpu, rss)
+        assert not out.exists() and not U.leftovers(tmp_path)

@@ -373,6 +373,21 @@ HOSTILE = [
     ("qwen2_moe", _shrink_experts, ["blk.0.ffn_gate_exps.weight", "[32, 32, 3]", "qwen2moe.expert_count"]),
     ("granitemoe", _drop("blk.1.ffn_up_exps.weight"), ["blk.1.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight",
                                                        "missing"]),
+    # the audit's cases: counts past their range are refused before any tensor is sized from them
+    ("mixtral", _set("expert_count", 2**32 - 1), ["llama.expert_count", "4294967295", "out of range"]),
+    ("mixtral", _set("expert_count", 70000), ["llama.expert_count", "over 65536"]),
+    ("mixtral", _set("expert_used_count", 0), ["llama.expert_used_count", "at least 1 expert"]),
+    ("qwen3_moe", _set("expert_feed_forward_length", 2**32 - 1), ["qwen3moe.expert_feed_forward_length",
+                                                                  "out of range [1, 16777216]"]),
+    # a shared width of 0 left the shared tensors to no module ("not understood by naming scheme", no key named)
+    ("qwen2_moe", _set("expert_shared_feed_forward_length", 0), ["qwen2moe.expert_shared_feed_forward_length",
+                                                                 "0 is out of range [1, 16777216]"]),
+    ("granitemoeshared", _set("expert_shared_feed_forward_length", 0),
+     ["granitemoe.expert_shared_feed_forward_length", "0 is out of range [1, 16777216]"]),
+    # a 2-D stack: its own dims named (it was shown as [64, 32, 0])
+    ("mixtral", lambda kv, ts: ts.__setitem__("blk.0.ffn_down_exps.weight", (ts["blk.0.ffn_down_exps.weight"][0][0],
+                                                                             ts["blk.0.ffn_down_exps.weight"][1])),
+     ["blk.0.ffn_down_exps.weight", "2-D [64, 32]", "expected the experts stacked [64, 32, 4]"]),
 ]
 
 

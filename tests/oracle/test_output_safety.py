@@ -496,3 +496,50 @@ def test_json_result_never_replaces_a_model(bins, tmp_path):
     assert r.returncode == 0 and json.load(open(tmp_path / "r.json"))["ir_version"] > 0
     assert U.run([bins, "inspect", "-m", m, "-o", tmp_path / "r.json", "-q"]).returncode == 0  # JSON: replaced
     assert not U.leftovers(tmp_path)
+
+
+# ---------------------------------------------------------------- a folder the user cannot write
+
+def test_read_only_output_folder(bins, ckpt):
+    """An output in a folder the user may not write (root is dropped to nobody, for whom mode 555 holds): every
+    writer exits 2 naming the path and the reason before any work, and leaves the folder as it was."""
+    import shutil
+    import tempfile
+    pre = []
+    if os.geteuid() == 0:
+        assert shutil.which("setpriv"), "setpriv (util-linux) is needed to drop root for this test"
+        pre = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    top = tempfile.mkdtemp(prefix="wm-ro-")  # pytest's tmp_path is 0700 root: not reachable once root is dropped
+    try:
+        os.chmod(top, 0o755)
+        ck = os.path.join(top, "ck")
+        shutil.copytree(ckpt, ck)
+        assert U.run([bins, "export", "-m", ck, "-o", os.path.join(top, "exp"), "-q"]).returncode == 0
+        model = os.path.join(top, "exp", "model.onnx")
+        ro = os.path.join(top, "ro")
+        os.makedirs(os.path.join(ro, "old"))
+        open(os.path.join(ro, "old", "user.txt"), "w").write("keep")
+        for root, dirs, files in os.walk(top):  # readable by nobody; ro and the user's folder in it not writable
+            for x in dirs:
+                os.chmod(os.path.join(root, x), 0o755)
+            for x in files:
+                os.chmod(os.path.join(root, x), 0o644)
+        os.chmod(os.path.join(ro, "old"), 0o555)
+        os.chmod(ro, 0o555)
+        before = tree(ro)
+        cases = [(["build", "-m", ck, "-o", os.path.join(ro, "b")], "winml build"),
+                 (["build", "-m", ck, "-o", os.path.join(ro, "old"), "--rebuild"], "winml build"),
+                 (["export", "-m", ck, "-o", os.path.join(ro, "e")], "winml export"),
+                 (["quantize", "-m", model, "-o", os.path.join(ro, "q.onnx"), "-p", "int4"], "winml quantize"),
+                 (["optimize", "-m", model, "-o", os.path.join(ro, "o.onnx")], "winml optimize"),
+                 (["config", "-m", ck, "-o", os.path.join(ro, "r.json")], "winml config"),
+                 (["inspect", "-m", model, "-f", "json", "-o", os.path.join(ro, "i.json")], "winml inspect")]
+        for argv, prog in cases:
+            r = U.run(pre + [bins, *argv], timeout=300)
+            line = U.assert_clean_error(r, prog, ro, any_of=["permission denied", "not a winml build"])
+            assert tree(ro) == before, (argv, line)
+    finally:
+        for root, dirs, files in os.walk(top):
+            for x in dirs:
+                os.chmod(os.path.join(root, x), 0o755)
+        shutil.rmtree(top, ignore_errors=True)

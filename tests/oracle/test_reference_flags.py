@@ -364,6 +364,42 @@ BAD = [
     (["eval", "-m", "R", "--reference", "R", "-d", "npu"], "winml eval", ["--device", "npu", "not available"]),
     (["quantize", "-m", "R", "-p", "int8", "-p", "fp16", "-o", "OUT"], "winml quantize", ["-p int8 -p fp16"]),
     (["quantize", "-m", "R", "-p", "int4", "-p", "int8", "-o", "OUT"], "winml quantize", ["-p int4 -p int8"]),
+    # the audit (bad input on the flags of the last two stops): each was accepted, ran or crashed before
+    (["build", "-m", "C", "-o", "OUT", "-p", "int8", "-p", "fp16"], "winml build", ["-p int8 -p fp16", "one precision"]),
+    (["build", "-m", "C", "-o", "OUT", "-p", "int4", "-p", "fp16"], "winml build", ["-p int4 -p fp16", "quantize"]),
+    (["config", "-m", "C", "-p", "fp16", "-p", "int4"], "winml config", ["-p fp16 -p int4", "one precision"]),
+    (["build", "-m", "C", "-o", "OUT", "--random-weights", "--seed", " -5"], "winml build", ["--seed", "' -5'"]),
+    (["build", "-m", "C", "-o", "OUT", "--random-weights", "--seed", "18446744073709551616"], "winml build",
+     ["--seed", "18446744073709551616"]),
+    (["generate", "-m", "R", "--ids", "5,,9"], "winml generate", ["--ids", "'5,,9'"]),
+    (["generate", "-m", "R", "--ids", "5,"], "winml generate", ["--ids", "'5,'"]),
+    (["generate", "-m", "R", "--ids", "5", "--ids", "-1"], "winml generate", ["--ids", "'-1'"]),  # freed twice
+    (["generate", "-m", "R", "--ids", "5", "--eos", "1", "--eos", "x"], "winml generate", ["--eos", "'x'"]),
+    (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--op-types", "Nope"], "winml quantize",
+     ["--op-types", "'Nope'", "int4", "MatMul, Gemm, Gather, Attention"]),
+    (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--op-types", "matmul"], "winml quantize",
+     ["--op-types", "'matmul'", "as ONNX spells them"]),
+    (["quantize", "-m", "R", "-o", "OUT", "-p", "int8-dynamic", "--op-types", "MatMul,Gather"], "winml quantize",
+     ["--op-types", "'Gather'", "int8-dynamic"]),
+    (["quantize", "-m", "R", "-o", "OUT", "-p", "int8", "--op-types", "Conv"], "winml quantize",
+     ["--op-types", "'Conv'", "int8-static"]),
+    (["quantize", "-m", "R", "-o", "OUT", "-p", "fp16", "--op-types", "MatMul"], "winml quantize",
+     ["--op-types", "fp16", "op block list"]),
+    (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--op-types", ""], "winml quantize", ["--op-types", "empty"]),
+    (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--op-types", "MatMul,,Gemm"], "winml quantize",
+     ["--op-types", "empty", "MatMul,,Gemm"]),
+    (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--op-types", "MatMul", "--op-types", "Gemm"],
+     "winml quantize", ["--op-types given twice"]),
+    (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--exclude", ""], "winml quantize", ["--exclude", "empty"]),
+    # a missing model, by each command the audit covers
+    (["build", "-m", "MISSING", "-o", "OUT", "-p", "auto", "--ep", "qnn"], "winml build", ["MISSING", "no such"]),
+    (["build", "-m", "MISSING.gguf", "-o", "OUT"], "winml build", ["MISSING.gguf", "cannot open"]),
+    (["config", "-m", "MISSING", "--ep", "dml"], "winml config", ["MISSING", "no such"]),
+    (["quantize", "-m", "MISSING.onnx", "-o", "OUT", "-p", "int4", "--op-types", "MatMul"], "winml quantize",
+     ["MISSING.onnx", "cannot open"]),
+    (["generate", "-m", "MISSING", "--ids", "1", "--temperature", "0.7", "--top-p", "0.9", "--seed", "3"],
+     "winml generate", ["MISSING", "no such"]),
+    (["run", "-m", "MISSING", "--audio", "MISSING.wav", "--prompt", "hi"], "winml run", ["MISSING", "no such"]),
 ]
 
 
@@ -373,6 +409,46 @@ def test_bad_values(winml_asan, relu, ckpt, tmp_path, argv, prog, needles):
     s2s.mkdir()
     (s2s / "encoder_model.onnx").write_bytes(b"")
     sub = {"R": relu, "C": ckpt, "OUT": str(tmp_path / "out"), "S2S": str(s2s)}
-    r = U.run([winml_asan, *[sub.get(a, a) for a in argv]])
+    missing = str(tmp_path / "missing")
+    argv = [sub.get(a, a.replace("MISSING", missing)) for a in argv]
+    needles = [n.replace("MISSING", missing) for n in needles]
+    r = U.run([winml_asan, *argv])
     U.assert_clean_error(r, prog, *needles)
     assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("ops,needles", [([""], ["empty op type name"]), (["Foo"], ["'Foo'", "int4"]),
+                                         (["MatMul", "matmul"], ["'matmul'", "as ONNX spells them"])])
+def test_recipe_op_types_checked(winml_asan, ckpt, tmp_path, ops, needles):
+    """quant.op_types_to_quantize names only op types the mode quantizes: 'Foo' or 'matmul' built a model with
+    nothing quantized (exit 0); [] is onnxruntime's "the default" and stays accepted."""
+    r = U.run([winml_asan, "config", "-m", ckpt, "-p", "int4", "-o", str(tmp_path / "r.json")])
+    assert r.returncode == 0, U.describe(r)
+    rec = json.load(open(tmp_path / "r.json"))
+    for v, ok in ((ops, False), ([], True), (["MatMul", "Gather", "Attention"], True)):
+        rec["quant"]["op_types_to_quantize"] = v
+        json.dump(rec, open(tmp_path / "x.json", "w"))
+        r = U.run([winml_asan, "config", "-c", str(tmp_path / "x.json"), "--check"])
+        if ok:
+            assert r.returncode == 0, U.describe(r)
+        else:
+            U.assert_clean_error(r, "winml config", "x.json", "quant.op_types_to_quantize", *needles)
+    rec["quant"]["op_types_to_quantize"] = ops
+    json.dump(rec, open(tmp_path / "x.json", "w"))
+    out = tmp_path / "out"
+    U.assert_clean_error(U.run([winml_asan, "build", "-m", ckpt, "-c", str(tmp_path / "x.json"), "-o", str(out)]),
+                         "winml build", "quant.op_types_to_quantize", *needles)
+    assert not out.exists() and not U.leftovers(tmp_path)
+
+
+def test_generate_seed_changes_the_draws(winml, qwen_build):
+    """--seed seeds the sampler: it was read from the wrong variable, so every seed drew as seed 0. The same seed
+    repeats; different seeds give different draws (8 tokens of a 96-token vocabulary at temperature 1)."""
+    def draw(seed):
+        r = U.run([winml, "generate", "-m", qwen_build, "--ids", "5,9,13", "--max-new-tokens", "8", "--temperature",
+                   "1", "--seed", str(seed), "-f", "json"])
+        assert r.returncode == 0, U.describe(r)
+        return tuple(json.loads(r.stdout)["ids"])
+    got = {s: draw(s) for s in (0, 1, 2, 3)}
+    assert draw(2) == got[2]
+    assert len(set(got.values())) >= 3, got

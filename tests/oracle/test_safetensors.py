@@ -272,3 +272,51 @@ def test_open_1gb_touches_no_weights(tmp_path, sttool):
     with safetensors.safe_open(str(p), framework="np") as f:
         assert f.get_slice("big").get_shape() == [1 << 28]
     p.unlink()  # 1 GiB: don't leave it in pytest's kept tmp folders
+
+
+# ---------------------------------------------------------------- counts and dims a header claims (resource limits)
+
+def _hf_folder(d, header, data=b""):
+    os.makedirs(d, exist_ok=True)
+    json.dump({"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 8, "num_hidden_layers": 1,
+               "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 10, "max_position_embeddings": 16,
+               "type_vocab_size": 2}, open(os.path.join(d, "config.json"), "w"))
+    if isinstance(header, int):  # a claimed header length over two bytes of JSON
+        body = struct.pack("<Q", header) + b"{}"
+    else:
+        h = json.dumps(header).encode()
+        body = struct.pack("<Q", len(h)) + h
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(body + data)
+    return d
+
+
+HUGE_ST = {
+    "n_2p64_minus_1": (2**64 - 1, b"", ["header length 18446744073709551615", "100000000"]),
+    "n_99mb_past_eof": (99_000_000, b"", ["header length 99000000", "past the end"]),
+    "shape_2p40_squared": ({"w": {"dtype": "F32", "shape": [2**40, 2**40], "data_offsets": [0, 4]}}, bytes(4),
+                           ["'w'", "overflows"]),
+    "shape_2p32_cubed": ({"w": {"dtype": "F32", "shape": [2**32] * 3, "data_offsets": [0, 0]}}, b"",
+                         ["'w'", "overflows"]),
+    "offsets_2p63": ({"w": {"dtype": "F32", "shape": [1], "data_offsets": [2**63, 2**63 + 4]}}, bytes(4),
+                     ["'w'", "past the end"]),
+    "dims_100000": ({"w": {"dtype": "F32", "shape": [1] * 100000, "data_offsets": [0, 4]}}, bytes(4),
+                    ["'w'", "more than 64"]),
+}
+
+
+@pytest.mark.parametrize("name", list(HUGE_ST))
+def test_claimed_sizes_refused_before_allocating(name, winml, winml_asan, tmp_path):
+    """A checkpoint's safetensors header claiming a huge header length, element count, offset or rank: exit 2
+    naming the file and tensor, in well under a second of CPU and a small peak RSS (plain build; ASan for a clean
+    error), for inspect and build."""
+    header, data, needles = HUGE_ST[name]
+    d = _hf_folder(str(tmp_path / "ck"), header, data)
+    for cmd in ("inspect", "build"):
+        out = tmp_path / "out"
+        argv = [cmd, "-m", d] + (["-o", out] if cmd == "build" else [])
+        U.assert_clean_error(U.run([winml_asan, *argv], timeout=60), f"winml {cmd}", "model.safetensors", *needles)
+        r, cpu, rss = U.run_measured([winml, *argv])
+        assert r.returncode == 2, U.describe(r)
+        assert cpu < 1.0 and rss < 64 << 20, (cmd, cpu, rss)
+        assert not out.exists()

@@ -156,6 +156,26 @@ def test_prompt_bad_input(cond, speech, winml_asan):  # noqa: F811
         assert r.returncode == 2 and needle in r.stderr, (flags, U.describe(r))
     r = U.run([winml_asan, "run", "-m", o, "--text", "hi", "--prompt", "x"], timeout=120)
     assert r.returncode == 2, U.describe(r)
+    # the audit: a second --prompt was taken silently, --seed " -5" wrapped and 2^64 was clamped
+    for flags, needles in ((["--prompt", "a", "--prompt", "b"], ["--prompt given twice"]),
+                           (["--seed", " -5"], ["--seed", "' -5'"]),
+                           (["--seed", "18446744073709551616"], ["--seed", "18446744073709551616"])):
+        U.assert_clean_error(U.run(base + flags, timeout=120), "winml run", *needles)
+
+
+def test_prompt_longer_than_max_length(cond, speech, winml_asan):  # noqa: F811
+    """A prompt that leaves no room under max_length (generation_config's max_length plus the start tokens, at most
+    max_target_positions, 64 here): exit 2 naming --prompt and both bounds. The window loop went on forever (its
+    generation failed, its seek never moved). Conditioned on the previous text the prompt is cut to half the
+    positions, as transformers cuts it, and runs."""
+    m, o, sp = cond
+    long = " ".join(["word"] * 40)
+    r = U.run([winml_asan, "run", "-m", o, "--audio", speech[0], "--prompt", long], timeout=120)
+    U.assert_clean_error(r, "winml run", "--prompt", "no room for new tokens", "max_length",
+                         "max_target_positions 64")
+    r = U.run([winml_asan, "run", "-m", o, "--audio", speech[0], "--prompt", long, *COND, "-f", "json"], timeout=120)
+    assert r.returncode == 0, U.describe(r)
+    assert json.loads(r.stdout)["results"][0]["audio"] == speech[0]
 
 
 def test_logprob_threshold_with_beams(cond, long_audio, winml):  # noqa: F811
