@@ -170,6 +170,7 @@ typedef struct wm_s2s_audio_args {
     int condition;
     const char *prompt;
     int all_segments;
+    int seed_set; /* --seed was given (`run` refuses it where nothing is sampled) */
 } wm_s2s_audio_args;
 
 /* Whisper's fallback flags, shared by `winml generate` and `winml run` (WM_WHISPER_FLAGS_LONG in their option

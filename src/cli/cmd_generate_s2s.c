@@ -197,6 +197,7 @@ int wm_whisper_flag(wm_cli *c, int opt, const char *arg, wm_s2s_audio_args *a) {
         long v = 0;
         if ((bad = wm_cli_int_arg(c, "--seed", arg, 0, LONG_MAX, &v))) return bad;
         a->seed = (uint64_t)v;
+        a->seed_set = 1;
         return 1;
     }
     case WM_WHISPER_OPT_COND: a->condition = 1; return 1;

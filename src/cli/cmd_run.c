@@ -307,9 +307,9 @@ int wm_cmd_run(int argc, char **argv) {
         return wm_cli_usage_error(&c, "--labels and --max-image-pixels apply to --image");
     if (!n_images && !n_audio && top_flag) return wm_cli_usage_error(&c, "--top-k applies to --image and --audio");
     if (!n_audio && (language || asr_task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt ||
-                     wa.all_segments))
-        return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to "
-                                  "--audio");
+                     wa.all_segments || wa.seed_set))
+        return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature, --seed, --prompt and the "
+                                  "thresholds apply to --audio");
     if (c.model && n_images && wm_folder_is_s2s(c.model)) { /* an image encoder-decoder (TrOCR): texts */
         if (top_flag || labels)
             return wm_cli_usage_error(&c, "--top-k, --labels: an image encoder-decoder gives texts, not labels");
@@ -325,8 +325,9 @@ int wm_cmd_run(int argc, char **argv) {
     }
     /* a model that is not there is named as missing below, not as "not a Whisper build" */
     if ((language || asr_task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt ||
-         wa.all_segments) && (!c.model || !n_audio || access(c.model, F_OK) == 0))
-        return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature and the thresholds apply to a "
+         wa.all_segments || wa.seed_set) && (!c.model || !n_audio || access(c.model, F_OK) == 0))
+        return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature, --seed, --prompt and the "
+                                  "thresholds apply to a "
                                   "speech encoder-decoder build (Whisper); %s is not one", c.model ? c.model : "-m");
     if (c.model && n_audio) {
         so.threads = threads;

@@ -400,6 +400,9 @@ BAD = [
     (["generate", "-m", "MISSING", "--ids", "1", "--temperature", "0.7", "--top-p", "0.9", "--seed", "3"],
      "winml generate", ["MISSING", "no such"]),
     (["run", "-m", "MISSING", "--audio", "MISSING.wav", "--prompt", "hi"], "winml run", ["MISSING", "no such"]),
+    # --seed draws only in Whisper's fallback: on texts or images it was taken and ignored
+    (["run", "-m", "R", "--text", "x", "--seed", "3"], "winml run", ["--seed", "apply to --audio"]),
+    (["run", "-m", "R", "--audio", "MISSING.wav", "--seed", "3"], "winml run", ["--seed", "is not one"]),
 ]
 
 
