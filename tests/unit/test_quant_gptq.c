@@ -1,6 +1,7 @@
-/* Unit tests of GPTQ (opt/quant_gptq.c): RTN when H is the identity (or diagonal, act-order), a lower output error than RTN on correlated
- * inputs (in order and act-order), dead inputs, NaN / infinity refused with the element named, H not positive definite, bad shapes. The
- * comparison with a numpy reference of the same algorithm is tests/oracle/test_gptq.py. */
+/* Unit tests of GPTQ (opt/quant_gptq.c): RTN when H is the identity (or diagonal, act-order), a lower output error
+ * than RTN on correlated inputs (in order and act-order), RTN again as the damping grows, dead inputs, NaN / infinity
+ * refused with the element named, H not positive definite, bad shapes. The comparison with a numpy reference of the
+ * same algorithm is tests/oracle/test_gptq.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,6 +189,54 @@ static void test_given_parameters(void **s) {
     free(X), free(w), free(wd), free(H), free(I);
 }
 
+/* Damping -> large on correlated inputs (issue 31's check on real SmolLM2 matrices, here in small): the updates
+ * vanish and GPTQ is RTN again: at damping 1e6 at least 99.9% of the codes equal RTN's and the output error is
+ * within 1% of RTN's, in order and act-order; at damping 1 the output error is between GPTQ's at 0.01 and RTN's. */
+static void test_large_damping_is_rtn(void **s) {
+    (void)s;
+    const int64_t T = 256, K = 160, N = 16, bs = 32, nblk = 5;
+    float *X = malloc(T * K * sizeof *X), *w = malloc(K * N * sizeof *w), *wd = malloc(K * N * sizeof *wd);
+    for (int64_t t = 0; t < T; t++) {
+        float f[3] = {frand(), frand(), frand()};
+        for (int64_t k = 0; k < K; k++)
+            X[t * K + k] = (k % 11 == 0 ? 8.0f : 1.0f) * (f[k % 3] + 0.4f * f[(k + 1) % 3] + 0.2f * frand());
+    }
+    for (int64_t i = 0; i < K * N; i++) w[i] = frand() * 0.1f;
+    double *H = gram(X, T, K);
+    qout r = alloc_out(K, N, bs, 4);
+    wm_quant_blocks(w, K, N, bs, 4, 0, r.q, r.sc, r.zp);
+    dequant(&r, K, N, bs, 4, 0, wd);
+    double er = out_err(X, T, w, wd, K, N);
+    for (int ao = 0; ao < 2; ao++) {
+        double e[3];
+        const double damps[3] = {1e6, 1.0, 0.01};
+        for (int d = 0; d < 3; d++) {
+            qout a = alloc_out(K, N, bs, 4);
+            wm_error err = {0};
+            assert_int_equal(wm_quant_gptq(w, K, N, H, damps[d], ao, bs, 4, 0, WM_DT_FLOAT, a.q, a.sc, a.zp, &err),
+                             WM_OK);
+            dequant(&a, K, N, bs, 4, 0, wd);
+            e[d] = out_err(X, T, w, wd, K, N);
+            if (d == 0) {
+                int64_t same = 0;
+                for (int64_t i = 0; i < N * nblk * bs / 2; i++) same += (a.q[i] & 15) == (r.q[i] & 15);
+                for (int64_t i = 0; i < N * nblk * bs / 2; i++) same += (a.q[i] >> 4) == (r.q[i] >> 4);
+                print_message("damping 1e6, act-order %d: %lld of %lld codes RTN's\n", ao, (long long)same,
+                              (long long)(N * nblk * bs));
+                assert_true(same >= N * nblk * bs * 999 / 1000);
+                for (int64_t i = 0; i < N * nblk; i++) assert_float_equal(a.sc[i], r.sc[i], 1e-5f * fabsf(r.sc[i]));
+            }
+            free_out(&a);
+        }
+        print_message("act-order %d: output error RTN %.4g, GPTQ damping 1e6 %.4g, 1 %.4g, 0.01 %.4g\n", ao, er, e[0],
+                      e[1], e[2]);
+        assert_true(fabs(e[0] / er - 1.0) < 0.01);
+        assert_true(e[2] < e[1] && e[1] < er);
+    }
+    free_out(&r);
+    free(X), free(w), free(wd), free(H);
+}
+
 /* NaN or infinity in the weight or in H: WM_ERR_INPUT naming the element; nothing else is assumed of outputs. */
 static void test_refuses_nan_inf(void **s) {
     (void)s;
@@ -249,6 +298,7 @@ int main(void) {
         cmocka_unit_test(test_identity_is_rtn),
         cmocka_unit_test(test_lower_output_error_than_rtn),
         cmocka_unit_test(test_given_parameters),
+        cmocka_unit_test(test_large_damping_is_rtn),
         cmocka_unit_test(test_refuses_nan_inf),
         cmocka_unit_test(test_not_positive_definite_and_shapes),
     };
