@@ -27,7 +27,9 @@ output of --new-tokens tokens: the end token can never win (text: final_logits_b
 whisper: suppress_tokens [<|endoftext|>] in generation_config.json and in CTranslate2's generate, masked in the
 onnxruntime loop).
 
-Figures (the minimum over --reps runs; the engines take turns within each): encoder ms (CTranslate2 translator: one call with max_decoding_length 1,
+Figures (the minimum over --reps runs; the engines take turns within each; wall time, or with --clock cpu process CPU
+time: winml's encoder_cpu_ms / decode_cpu_ms, the peers' time.process_time() around the same calls in this process,
+all threads of both counted; what preemption on a loaded machine does not inflate): encoder ms (CTranslate2 translator: one call with max_decoding_length 1,
 i.e. the encoder + one decoder step, as it has no encoder-only call; its whisper: encode()), and decode tokens/s
 = (tokens(N) - tokens(1)) / (T(N) - T(1)), T(n) the time of a generation of n new tokens after the encoder (winml's
 decode_ms; CTranslate2 whisper's generate() on encode()'s output; the onnxruntime loop after its encoder run;
@@ -36,7 +38,7 @@ encoder as peer ms / our ms, decode as our tok/s / peer tok/s (>= 1.0: we are fa
 
   .venv/bin/python bench/bench_seq2seq.py [--models whisper-tiny,whisper-base,opus-mt-en-de,bart-base]
       [--precisions fp32,int8] [--threads 1] [--new-tokens 32] [--reps 3] [--work DIR] [--winml build/winml]
-      [--winml-base OLD/winml]  (a baseline binary timed in the same rounds on the same model)
+      [--winml-base OLD/winml]  (a baseline binary timed in the same rounds on the same model) [--clock wall|cpu]
 """
 import argparse
 import json
@@ -178,6 +180,9 @@ def winml_build(winml, ck, prec, work, name):
     return out
 
 
+CLOCK = time.perf_counter  # --clock cpu: time.process_time (this process's CPU time, every thread)
+
+
 def winml_time(winml, build, cfg, n, threads, wav):
     argv = [winml, "generate", "-m", build, "-f", "json", "--threads", str(threads), "--max-new-tokens", str(n)]
     if cfg["model_type"] == "whisper":
@@ -189,6 +194,8 @@ def winml_time(winml, build, cfg, n, threads, wav):
         sys.exit(f"winml generate: {r.stderr}")
     j = json.loads(r.stdout)
     got = len(j["outputs"][0]["ids"]) - (0 if cfg["model_type"] == "whisper" else 1)
+    if CLOCK is time.process_time:
+        return j["encoder_cpu_ms"], j["decode_cpu_ms"], got
     return j["encoder_ms"], j["decode_ms"], got
 
 
@@ -215,18 +222,18 @@ def ct2_time(model, cfg, n, feats):
     import ctranslate2
     if cfg["model_type"] == "whisper":
         sp = specials(cfg)
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         enc = model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=False)
-        t1 = time.perf_counter()
+        t1 = CLOCK()
         # its max_length gives max_length / 2 new tokens here (counted: as many logits vectors as tokens)
         res = model.generate(enc, [[sp[t] for t in PROMPT]], beam_size=1, max_length=2 * n,
                              suppress_tokens=[50257], suppress_blank=False, return_scores=False)
-        t2 = time.perf_counter()
+        t2 = CLOCK()
         return 1e3 * (t1 - t0), 1e3 * (t2 - t1), len(res[0].sequences_ids[0])
     src = [specials(cfg).get(i, f"t{i}") for i in source_ids(cfg)]
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     res = model.translate_batch([src], beam_size=1, max_decoding_length=n, min_decoding_length=n)
-    t1 = time.perf_counter()
+    t1 = CLOCK()
     return None, 1e3 * (t1 - t0), len(res[0].hypotheses[0])
 
 
@@ -245,7 +252,7 @@ def ort_sessions(build, threads):
 def ort_time(sess, cfg, n, feats):
     enc_s, dec_s, past_s = sess
     whisper = cfg["model_type"] == "whisper"
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     if whisper:
         h = enc_s.run(["last_hidden_state"], {"input_features": feats})[0]
         extra, prompt = {}, np.array([PROMPT], np.int64)
@@ -254,7 +261,7 @@ def ort_time(sess, cfg, n, feats):
         mask = np.ones_like(ids)
         h = enc_s.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
         extra, prompt = {"encoder_attention_mask": mask}, np.array([[cfg["decoder_start_token_id"]]], np.int64)
-    t1 = time.perf_counter()
+    t1 = CLOCK()
     names = [o.name for o in dec_s.get_outputs()]
     out = dict(zip(names, dec_s.run(names, {"input_ids": prompt, "encoder_hidden_states": h, **extra})))
     past_names = [o.name for o in past_s.get_outputs()]
@@ -273,7 +280,7 @@ def ort_time(sess, cfg, n, feats):
         nxt = dict(zip(past_names, past_s.run(past_names, feeds)))
         for k, v in nxt.items():  # the cross-attention caches stay those of the first step
             out[k] = v
-    t2 = time.perf_counter()
+    t2 = CLOCK()
     return 1e3 * (t1 - t0), 1e3 * (t2 - t1), len(toks)
 
 
@@ -369,10 +376,10 @@ class WhisperCpp:
     def time(self, n, feats, eos):
         ct, L = self.ct, self.L
         mel = np.ascontiguousarray(feats[0], np.float32)
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         assert L.whisper_set_mel(self.ctx, mel.ctypes.data_as(ct.POINTER(ct.c_float)), mel.shape[1], mel.shape[0]) == 0
         assert L.whisper_encode(self.ctx, 0, self.threads) == 0
-        t1 = time.perf_counter()
+        t1 = CLOCK()
         toks, past, cur = [], 0, list(PROMPT)
         for i in range(n):
             arr = (ct.c_int32 * len(cur))(*cur)
@@ -383,7 +390,7 @@ class WhisperCpp:
             tok = int(lg.argmax())
             toks.append(tok)
             cur = [tok]
-        t2 = time.perf_counter()
+        t2 = CLOCK()
         return 1e3 * (t1 - t0), 1e3 * (t2 - t1), len(toks)
 
 
@@ -419,14 +426,19 @@ def main():
     ap.add_argument("--work", default="/tmp/bench_seq2seq")
     ap.add_argument("--winml", default=os.path.join(ROOT, "build", "winml"))
     ap.add_argument("--peers", default="ct2,ort", help="ct2, ort, whispercpp (comma-separated)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: process CPU time (ours from generate's JSON encoder_cpu_ms / decode_cpu_ms, the peers' "
+                    "by time.process_time in this process), which other jobs' preemption does not inflate")
     ap.add_argument("--winml-base", default="", help="a second winml binary (a baseline build) timed on the same "
                     "model in the same rounds: before / after figures of a change side by side")
     a = ap.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if a.clock == "cpu" else time.perf_counter
     os.makedirs(a.work, exist_ok=True)
     wav = speech_wav(a.work)
     feats = features(wav)
     n, rows = a.new_tokens, []
-    print(f"# threads {a.threads}, {n} new tokens, greedy, batch 1, min of {a.reps} runs; load: "
+    print(f"# {a.clock} time, threads {a.threads}, {n} new tokens, greedy, batch 1, min of {a.reps} runs; load: "
           f"{os.getloadavg()[0]:.2f}", flush=True)
     print("| model | precision | engine | encoder ms | decode tok/s | tokens |")
     print("|---|---|---|---|---|---|")

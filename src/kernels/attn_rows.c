@@ -71,6 +71,10 @@ size_t wm_attn_pack_k_floats(int64_t n, int64_t d) {
 }
 
 void wm_attn_pack_k(int64_t n, int64_t d, const float *k, int64_t ldk, float *dst) {
+    wm_kernels_get()->attn_pack_k(n, d, k, ldk, dst);
+}
+
+static void g_attn_pack_k(int64_t n, int64_t d, const float *k, int64_t ldk, float *dst) {
     for (int64_t j0 = 0; j0 < n; j0 += WM_ATTN_KPANEL, dst += d * WM_ATTN_KPANEL) {
         int64_t w = n - j0 < WM_ATTN_KPANEL ? n - j0 : WM_ATTN_KPANEL;
         if (w < WM_ATTN_KPANEL) memset(dst, 0, (size_t)(d * WM_ATTN_KPANEL) * sizeof *dst);
@@ -106,6 +110,7 @@ static void g_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *
 
 void wm_attn_rows_fill_generic(wm_kernels *k) {
     k->attn_qk_packed = g_attn_qk_packed;
+    k->attn_pack_k = g_attn_pack_k;
     k->attn_exp_rows = g_attn_exp_rows;
     k->attn_qk = g_attn_qk;
     k->attn_pv = g_attn_pv;

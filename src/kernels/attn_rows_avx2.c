@@ -15,6 +15,7 @@
  */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "core/half.h"
 #include "kernels/kernels_impl.h"
@@ -267,6 +268,56 @@ static void a_attn_qk_packed(int64_t m, int64_t n, int64_t d, const float *q, in
     }
 }
 
+/* wm_attn_pack_k's panels: per panel of 16 full keys and per 8 head elements two 8 x 8 transposes in registers (one
+   per 8 keys), each output row of 8 keys one store; the key rows PK_PF ahead prefetched (a fused projection's keys
+   lie a row of q, k and v apart, past the hardware prefetcher's page: each unit's first read of them missed the
+   cache, the scalar copy stalling on every row). A short last panel or d not a multiple of 8: the plain copy. */
+#define PK_PF 32
+static void a_attn_pack_k(int64_t n, int64_t d, const float *k, int64_t ldk, float *dst) {
+    int64_t d8 = d & ~(int64_t)7;
+    uintptr_t pf = (uintptr_t)k + (uintptr_t)(PK_PF * ldk) * sizeof(float);
+    for (int64_t j0 = 0; j0 < n; j0 += WM_ATTN_KPANEL, dst += d * WM_ATTN_KPANEL) {
+        int64_t w = n - j0 < WM_ATTN_KPANEL ? n - j0 : WM_ATTN_KPANEL;
+        for (int64_t i = 0; i < WM_ATTN_KPANEL; i++, pf += (uintptr_t)ldk * sizeof(float))
+            for (int64_t t = 0; j0 + PK_PF + i < n && t < d * (int64_t)sizeof(float); t += 64)
+                _mm_prefetch((const char *)(pf + (uintptr_t)t), _MM_HINT_T0);
+        if (w < WM_ATTN_KPANEL || d8 < d) {
+            memset(dst, 0, (size_t)(d * WM_ATTN_KPANEL) * sizeof *dst);
+            for (int64_t i = 0; i < w; i++) {
+                const float *kr = k + (j0 + i) * ldk;
+                for (int64_t c = 0; c < d; c++) dst[c * WM_ATTN_KPANEL + i] = kr[c];
+            }
+            continue;
+        }
+        for (int64_t i0 = 0; i0 < WM_ATTN_KPANEL; i0 += 8) {
+            const float *r = k + (j0 + i0) * ldk;
+            for (int64_t c = 0; c < d8; c += 8) {
+                __m256 r0 = _mm256_loadu_ps(r + c), r1 = _mm256_loadu_ps(r + ldk + c);
+                __m256 r2 = _mm256_loadu_ps(r + 2 * ldk + c), r3 = _mm256_loadu_ps(r + 3 * ldk + c);
+                __m256 r4 = _mm256_loadu_ps(r + 4 * ldk + c), r5 = _mm256_loadu_ps(r + 5 * ldk + c);
+                __m256 r6 = _mm256_loadu_ps(r + 6 * ldk + c), r7 = _mm256_loadu_ps(r + 7 * ldk + c);
+                __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+                __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+                __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+                __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                float *o = dst + c * WM_ATTN_KPANEL + i0;
+                _mm256_storeu_ps(o, _mm256_permute2f128_ps(u0, u4, 0x20));
+                _mm256_storeu_ps(o + WM_ATTN_KPANEL, _mm256_permute2f128_ps(u1, u5, 0x20));
+                _mm256_storeu_ps(o + 2 * WM_ATTN_KPANEL, _mm256_permute2f128_ps(u2, u6, 0x20));
+                _mm256_storeu_ps(o + 3 * WM_ATTN_KPANEL, _mm256_permute2f128_ps(u3, u7, 0x20));
+                _mm256_storeu_ps(o + 4 * WM_ATTN_KPANEL, _mm256_permute2f128_ps(u0, u4, 0x31));
+                _mm256_storeu_ps(o + 5 * WM_ATTN_KPANEL, _mm256_permute2f128_ps(u1, u5, 0x31));
+                _mm256_storeu_ps(o + 6 * WM_ATTN_KPANEL, _mm256_permute2f128_ps(u2, u6, 0x31));
+                _mm256_storeu_ps(o + 7 * WM_ATTN_KPANEL, _mm256_permute2f128_ps(u3, u7, 0x31));
+            }
+        }
+    }
+}
+
 /* Per row two passes over the block: the max, then exp in place (vmath_simd.h's v_exp_nonpos) with the sum (the
    tail through a bounce buffer of -inf); the running max and sum as attn_exp_rows says. */
 static void a_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *mx, float *sum, float *alpha) {
@@ -300,6 +351,7 @@ static void a_attn_exp_rows(int64_t m, int64_t n, float *s, int64_t lds, float *
 
 void wm_attn_rows_fill_avx2(wm_kernels *k) {
     k->attn_qk_packed = a_attn_qk_packed;
+    k->attn_pack_k = a_attn_pack_k;
     k->attn_exp_rows = a_attn_exp_rows;
     k->attn_qk = a_attn_qk;
     k->attn_pv = a_attn_pv;

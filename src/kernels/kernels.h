@@ -328,6 +328,8 @@ typedef struct wm_kernels {
      * per unit by wm_attn_pack_k, s[r*lds + j] = scale * dot(q[r*ldq ..], key j) over d, r < m, j < n. */
     void (*attn_qk_packed)(int64_t m, int64_t n, int64_t d, const float *q, int64_t ldq, const float *kp,
                            float scale, float *s, int64_t lds);
+    /* wm_attn_pack_k's panels (its layout, the same floats): the keys of a unit read once, in order */
+    void (*attn_pack_k)(int64_t n, int64_t d, const float *k, int64_t ldk, float *dst);
     /* Their softmax without masks, online over blocks of keys and left unnormalized (flash attention's
      * recurrence): row r's running max mx[r] and sum sum[r] (before its first block: -inf and 0) take this
      * block's n scores (lds apart): mx' = max(mx[r], the block's max), each score becomes exp(x - mx') in place,

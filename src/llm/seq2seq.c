@@ -3,7 +3,10 @@
  * caches held here between steps (the self-attention cache grows by one
  * position a step and is reordered by beam; the cross-attention cache is
  * computed once and reordered never: every beam of a row shares it), greedy
- * and beam search as transformers' generate.
+ * and beam search as transformers' generate. The self cache lives in two
+ * buffers per layer that take turns: a step reads its past from one as it is
+ * and the graph writes the present straight into the other (an output bound
+ * to caller memory), so no step copies a cache outside the graph.
  */
 #include "llm/seq2seq.h"
 
@@ -33,6 +36,7 @@ struct wm_s2s {
     int64_t n_mels;
     int64_t heads, head_dim, vocab, hidden;
     double enc_ms, search_ms; /* the last generation's encoder run and search (wm_s2s_timing) */
+    double enc_cpu_ms, search_cpu_ms; /* the same, process CPU time (wm_s2s_cpu_timing) */
     char dir[4096];
 };
 
@@ -42,9 +46,20 @@ static double now_ms(void) {
     return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
 }
 
+static double cpu_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
 void wm_s2s_timing(const wm_s2s *m, double *enc_ms, double *search_ms) {
     *enc_ms = m->enc_ms;
     *search_ms = m->search_ms;
+}
+
+void wm_s2s_cpu_timing(const wm_s2s *m, double *enc_ms, double *search_ms) {
+    *enc_ms = m->enc_cpu_ms;
+    *search_ms = m->search_cpu_ms;
 }
 
 /* ---------------------------------------------------------------- sessions */
@@ -128,7 +143,9 @@ typedef struct feed {
     wm_tensor t;
 } feed;
 
-static wm_status run_named(wm_session *s, const feed *f, size_t n, wm_tensor *outs, wm_error *err) {
+/* Runs s on the feeds its inputs name; bind: NULL, or one wm_out_bind per output (wm_session_run_bound). */
+static wm_status run_named(wm_session *s, const feed *f, size_t n, wm_tensor *outs, const wm_out_bind *bind,
+                           wm_error *err) {
     size_t ni = wm_session_n_inputs(s);
     wm_tensor in[4 * MAX_LAYERS + 8];
     if (ni > sizeof in / sizeof in[0]) return wm_err(err, WM_ERR_UNSUPPORTED, "too many graph inputs (%zu)", ni);
@@ -139,7 +156,8 @@ static wm_status run_named(wm_session *s, const feed *f, size_t n, wm_tensor *ou
         if (k == n) return wm_err(err, WM_ERR_UNSUPPORTED, "graph input '%s' is not one the seq2seq runner feeds", name);
         in[i] = f[k].t;
     }
-    return wm_session_run(s, in, ni, outs, wm_session_n_outputs(s), err);
+    return bind ? wm_session_run_bound(s, in, ni, outs, wm_session_n_outputs(s), bind, err)
+                : wm_session_run(s, in, ni, outs, wm_session_n_outputs(s), err);
 }
 
 static wm_tensor tens(int32_t dt, int rank, const int64_t *dims, void *data) {
@@ -160,21 +178,24 @@ typedef struct run_state {
     int64_t B, nb, N, S, V, Lmax; /* N = B * nb rows */
     int64_t *mask;                /* [N, S] */
     float *enc;                   /* [N, S, H] */
-    float **self_k, **self_v;     /* per layer [N, h, Lmax, hd] (first len positions valid) */
+    float **self_k, **self_v;     /* per layer two buffers of N h Lmax hd floats each ([2 l + c], c = 0, 1): buffer
+                                     cur holds [N, h, len, hd] (contiguous at that len), the other is scratch */
+    int cur;
     float **cross_k, **cross_v;   /* per layer [N, h, S, hd] */
     int64_t len;                  /* positions in the self cache */
     int64_t P;                    /* prompt tokens per hypothesis (1: the start token) */
     int64_t *prompt;              /* [N, P] */
     float *logits;                /* [N, V] of the last step */
-    float *tmp;                   /* reorder scratch */
     wm_s2s_row_scores *rs;        /* [B] figures to fill (NULL: none) */
     int64_t no_speech;            /* the token whose first-position probability rs gets (-1: none) */
 } run_state;
 
 static void state_free(run_state *r) {
     for (int l = 0; l < r->m->layers; l++) {
-        if (r->self_k) free(r->self_k[l]);
-        if (r->self_v) free(r->self_v[l]);
+        for (int c = 0; c < 2; c++) {
+            if (r->self_k) free(r->self_k[2 * l + c]);
+            if (r->self_v) free(r->self_v[2 * l + c]);
+        }
         if (r->cross_k) free(r->cross_k[l]);
         if (r->cross_v) free(r->cross_v[l]);
     }
@@ -185,7 +206,6 @@ static void state_free(run_state *r) {
     free(r->mask);
     free(r->enc);
     free(r->logits);
-    free(r->tmp);
     free(r->prompt);
 }
 
@@ -196,11 +216,9 @@ static void take_logits(run_state *r, const wm_tensor *o) {
     for (int64_t i = 0; i < r->N; i++) memcpy(r->logits + i * r->V, p + (i * S + S - 1) * r->V, (size_t)r->V * 4);
 }
 
-/* Copies the self cache [N, h, len + 1, hd] of output t into layer buffer dst (capacity Lmax positions). */
-static void keep_self(run_state *r, float *dst, const wm_tensor *t) {
-    int64_t h = r->m->heads, hd = r->m->head_dim, T = t->dims[2];
-    const float *src = t->data;
-    for (int64_t i = 0; i < r->N * h; i++) memcpy(dst + i * r->Lmax * hd, src + i * T * hd, (size_t)(T * hd) * 4);
+/* Layer l's self key (kv 0) or value (kv 1) buffer c. */
+static float *self_buf(const run_state *r, int l, int kv, int c) {
+    return kv ? r->self_v[2 * l + c] : r->self_k[2 * l + c];
 }
 
 /* One decoder step on tokens tok [N, n_tok] (the first through decoder_model.onnx, n_tok the prompt's length;
@@ -213,10 +231,11 @@ static wm_status step(run_state *r, const int64_t *tok, int64_t n_tok, wm_error 
     size_t nf = 0, cap = 3 + 4 * (size_t)m->layers;
     feed *f = calloc(cap, sizeof *f);
     char(*names)[96] = calloc(4 * (size_t)m->layers, 96);
-    float **packed = calloc(2 * (size_t)m->layers, sizeof *packed);
-    wm_tensor *outs = calloc(wm_session_n_outputs(s), sizeof *outs);
+    size_t n_out = wm_session_n_outputs(s);
+    wm_tensor *outs = calloc(n_out, sizeof *outs);
+    wm_out_bind *bind = calloc(n_out, sizeof *bind);
     wm_status st = WM_OK;
-    if (!f || !names || !packed || !outs) {
+    if (!f || !names || !outs || !bind) {
         st = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -227,24 +246,27 @@ static wm_status step(run_state *r, const int64_t *tok, int64_t n_tok, wm_error 
     else {
         int64_t ds[4] = {N, h, r->len, hd}, dc[4] = {N, h, S, hd};
         for (int l = 0; l < m->layers; l++) {
-            /* the self cache packed to [N, h, len, hd] (the buffers hold Lmax positions per head) */
-            for (int kv = 0; kv < 2; kv++) {
-                float *src = kv ? r->self_v[l] : r->self_k[l];
-                float *p = packed[2 * l + kv] = malloc((size_t)(N * h * r->len * hd) * 4);
-                if (!p) {
-                    st = wm_err(err, WM_ERR_NOMEM, "out of memory");
-                    goto done;
-                }
-                for (int64_t i = 0; i < N * h; i++)
-                    memcpy(p + i * r->len * hd, src + i * r->Lmax * hd, (size_t)(r->len * hd) * 4);
+            for (int kv = 0; kv < 2; kv++) { /* the self cache as it lies in buffer cur: [N, h, len, hd] */
                 snprintf(names[4 * l + kv], 96, "past_key_values.%d.decoder.%s", l, kv ? "value" : "key");
-                f[nf++] = (feed){names[4 * l + kv], tens(WM_DT_FLOAT, 4, ds, p)};
+                f[nf++] = (feed){names[4 * l + kv], tens(WM_DT_FLOAT, 4, ds, self_buf(r, l, kv, r->cur))};
                 snprintf(names[4 * l + 2 + kv], 96, "past_key_values.%d.encoder.%s", l, kv ? "value" : "key");
                 f[nf++] = (feed){names[4 * l + 2 + kv], tens(WM_DT_FLOAT, 4, dc, kv ? r->cross_v[l] : r->cross_k[l])};
             }
         }
     }
-    if ((st = run_named(s, f, nf, outs, err))) goto done;
+    /* the present self cache straight into the other buffer, the first step's cross cache into its own */
+    uint64_t self_cap = (uint64_t)(N * h * r->Lmax * hd) * 4, cross_cap = (uint64_t)(N * h * S * hd) * 4;
+    for (int l = 0; l < m->layers; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            char n[96];
+            snprintf(n, sizeof n, "present.%d.decoder.%s", l, kv ? "value" : "key");
+            int o = wm_session_output_index(s, n);
+            if (o >= 0) bind[o] = (wm_out_bind){self_buf(r, l, kv, !r->cur), self_cap};
+            snprintf(n, sizeof n, "present.%d.encoder.%s", l, kv ? "value" : "key");
+            o = wm_session_output_index(s, n);
+            if (first && o >= 0) bind[o] = (wm_out_bind){kv ? r->cross_v[l] : r->cross_k[l], cross_cap};
+        }
+    if ((st = run_named(s, f, nf, outs, bind, err))) goto done;
     take_logits(r, &outs[wm_session_output_index(s, "logits")]);
     if (first && r->rs && r->no_speech >= 0 && r->no_speech < r->V) { /* softmax at the start token's position */
         const wm_tensor *lo = &outs[wm_session_output_index(s, "logits")];
@@ -268,7 +290,6 @@ static wm_status step(run_state *r, const int64_t *tok, int64_t n_tok, wm_error 
                             m->dir, n, (long long)(r->len + n_tok));
                 goto done;
             }
-            keep_self(r, kv ? r->self_v[l] : r->self_k[l], &outs[o]);
             if (!first) continue;
             snprintf(n, sizeof n, "present.%d.encoder.%s", l, kv ? "value" : "key");
             o = wm_session_output_index(s, n);
@@ -277,27 +298,27 @@ static wm_status step(run_state *r, const int64_t *tok, int64_t n_tok, wm_error 
                             m->dir, n, (long long)S);
                 goto done;
             }
-            memcpy(kv ? r->cross_v[l] : r->cross_k[l], outs[o].data, (size_t)(N * h * S * hd) * 4);
         }
     r->len += n_tok;
+    r->cur = !r->cur;
 done:
-    for (int l = 0; packed && l < 2 * m->layers; l++) free(packed[l]);
-    free(packed);
+    free(bind);
     free(names);
     free(f);
     free(outs);
     return st;
 }
 
-/* Reorders the self caches: row i takes row src[i]. */
+/* Reorders the self caches: row i takes row src[i] (into the other buffers, which then take the turn). */
 static void reorder(run_state *r, const int64_t *src) {
-    int64_t row = r->m->heads * r->Lmax * r->m->head_dim;
+    int64_t row = r->m->heads * r->len * r->m->head_dim;
     for (int l = 0; l < r->m->layers; l++)
         for (int kv = 0; kv < 2; kv++) {
-            float *c = kv ? r->self_v[l] : r->self_k[l];
-            memcpy(r->tmp, c, (size_t)(r->N * row) * 4);
-            for (int64_t i = 0; i < r->N; i++) memcpy(c + i * row, r->tmp + src[i] * row, (size_t)row * 4);
+            const float *c = self_buf(r, l, kv, r->cur);
+            float *d = self_buf(r, l, kv, !r->cur);
+            for (int64_t i = 0; i < r->N; i++) memcpy(d + i * row, c + src[i] * row, (size_t)row * 4);
         }
+    r->cur = !r->cur;
 }
 
 /* ---------------------------------------------------------------- logits processors */
@@ -626,9 +647,9 @@ static wm_status check_gen(const wm_s2s *m, const wm_s2s_gen *g, int64_t B, int6
     if (g->num_beams > 1 && (int64_t)(g->n_eos + 1) * g->num_beams > (int64_t)g->num_beams * m->vocab)
         return wm_err(err, WM_ERR_USAGE, "num_beams %d: too many for a vocabulary of %lld", g->num_beams,
                       (long long)m->vocab);
-    /* the caches this search holds (self at max_length, cross, a reorder copy), bounded before anything runs */
+    /* the caches this search holds (two self buffers at max_length, cross), bounded before anything runs */
     double rows = (double)B * g->num_beams, per = (double)m->heads * (double)m->head_dim * 4.0;
-    double bytes = rows * per * ((double)m->layers * 2.0 * ((double)g->max_length + (double)S) + (double)g->max_length);
+    double bytes = rows * per * (double)m->layers * 2.0 * (2.0 * (double)g->max_length + (double)S);
     if (bytes > (double)WM_S2S_MAX_CACHE_BYTES)
         return wm_err(err, WM_ERR_USAGE, "%lld sources x %d beams x max_length %lld: the caches would take %.1f GiB, "
                       "over the %.0f GiB bound; lower the batch, num_beams or max_new_tokens", (long long)B,
@@ -673,15 +694,16 @@ static wm_status search(wm_s2s *m, const float *hs, const int64_t *mask, int64_t
     r.mask = malloc((size_t)(N * S) * sizeof *r.mask);
     r.enc = malloc((size_t)(N * S * m->hidden) * 4);
     r.logits = malloc((size_t)(N * r.V) * 4);
-    r.tmp = malloc((size_t)(N * h * r.Lmax * hd) * 4);
     r.prompt = malloc((size_t)(N * r.P) * sizeof *r.prompt);
-    r.self_k = calloc((size_t)m->layers, sizeof *r.self_k), r.self_v = calloc((size_t)m->layers, sizeof *r.self_v);
+    r.self_k = calloc(2 * (size_t)m->layers, sizeof *r.self_k), r.self_v = calloc(2 * (size_t)m->layers, sizeof *r.self_v);
     r.cross_k = calloc((size_t)m->layers, sizeof *r.cross_k), r.cross_v = calloc((size_t)m->layers, sizeof *r.cross_v);
     int64_t *seq = calloc((size_t)(B * r.Lmax), sizeof *seq);
-    int ok = r.mask && r.enc && r.logits && r.tmp && r.prompt && r.self_k && r.self_v && r.cross_k && r.cross_v && seq;
+    int ok = r.mask && r.enc && r.logits && r.prompt && r.self_k && r.self_v && r.cross_k && r.cross_v && seq;
     for (int l = 0; ok && l < m->layers; l++) {
-        ok &= (r.self_k[l] = malloc((size_t)(N * h * r.Lmax * hd) * 4)) != NULL;
-        ok &= (r.self_v[l] = malloc((size_t)(N * h * r.Lmax * hd) * 4)) != NULL;
+        for (int c = 0; c < 2; c++) {
+            ok &= (r.self_k[2 * l + c] = malloc((size_t)(N * h * r.Lmax * hd) * 4)) != NULL;
+            ok &= (r.self_v[2 * l + c] = malloc((size_t)(N * h * r.Lmax * hd) * 4)) != NULL;
+        }
         ok &= (r.cross_k[l] = malloc((size_t)(N * h * S * hd) * 4)) != NULL;
         ok &= (r.cross_v[l] = malloc((size_t)(N * h * S * hd) * 4)) != NULL;
     }
@@ -717,11 +739,12 @@ static wm_status encode_search(wm_s2s *m, const feed *f, size_t n, const int64_t
     wm_tensor eo[4];
     if (wm_session_n_outputs(m->enc) > 4)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: more outputs than last_hidden_state", m->dir);
-    double t0 = now_ms();
-    m->enc_ms = m->search_ms = 0;
-    wm_status st = run_named(m->enc, f, n, eo, err);
+    double t0 = now_ms(), c0 = cpu_ms();
+    m->enc_ms = m->search_ms = m->enc_cpu_ms = m->search_cpu_ms = 0;
+    wm_status st = run_named(m->enc, f, n, eo, NULL, err);
     if (st) return st;
     m->enc_ms = now_ms() - t0;
+    m->enc_cpu_ms = cpu_ms() - c0;
     const wm_tensor *h = &eo[wm_session_output_index(m->enc, "last_hidden_state")];
     if (h->rank != 3 || h->dims[0] != B || h->dims[2] != m->hidden || (mask && h->dims[1] != S_in) || h->dims[1] < 1)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s/encoder_model.onnx: last_hidden_state is not [%lld, %s, %lld]",
@@ -729,8 +752,10 @@ static wm_status encode_search(wm_s2s *m, const feed *f, size_t n, const int64_t
     int64_t S = h->dims[1];
     if ((st = check_gen(m, g, B, S, err))) return st;
     t0 = now_ms();
+    c0 = cpu_ms();
     st = search(m, h->data, mask, B, S, g, rs, no_speech, out, width, err);
     m->search_ms = now_ms() - t0;
+    m->search_cpu_ms = cpu_ms() - c0;
     return st;
 }
 

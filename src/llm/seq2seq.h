@@ -113,6 +113,10 @@ wm_status wm_s2s_generate(wm_s2s *m, const int64_t *ids, const int64_t *mask, in
    step, the first included, with the search's own work). */
 void wm_s2s_timing(const wm_s2s *m, double *enc_ms, double *search_ms);
 
+/* The same two spans in process CPU ms (every thread of the process: a figure that preemption by other jobs on a
+   loaded machine does not inflate, as it does the wall times). */
+void wm_s2s_cpu_timing(const wm_s2s *m, double *enc_ms, double *search_ms);
+
 /* 1 when the build's encoder reads input_features (a speech encoder-decoder), 0 when it reads input_ids. */
 int wm_s2s_speech(const wm_s2s *m);
 /* input_features' mel bins (the encoder's fixed dim 1; 0 when not a speech build). */

@@ -102,9 +102,36 @@ static int64_t key_block(const wm_attn *a) {
    and the running max and sum of the unit's rows and a tile's rescaling factors */
 static size_t tile_score_floats(const wm_attn *a) { return (WM_ATTN_TILE * (size_t)key_block(a) + 15) & ~(size_t)15; }
 static size_t tile_pv_floats(const wm_attn *a) { return (WM_ATTN_TILE * (size_t)a->dv + 15) & ~(size_t)15; }
+/* blocked units with whole panels of WM_ATTN_VPANEL value columns: a key block's values packed (vpack_block) */
+#define WM_ATTN_VPANEL 16
+static int vpacked(const wm_attn *a) { return blocked(a) && a->dv % WM_ATTN_VPANEL == 0; }
+static size_t tile_vpack_floats(const wm_attn *a) { return vpacked(a) ? (size_t)key_block(a) * (size_t)a->dv : 0; }
 static size_t tile_floats(const wm_attn *a) {
     size_t stats = ((size_t)(2 * unit_rows(a) + WM_ATTN_TILE) + 15) & ~(size_t)15;
-    return tile_score_floats(a) + wm_attn_pack_k_floats(key_block(a), a->dk) + tile_pv_floats(a) + stats;
+    return tile_score_floats(a) + wm_attn_pack_k_floats(key_block(a), a->dk) + tile_vpack_floats(a) +
+           tile_pv_floats(a) + stats;
+}
+
+/* n value rows of dv floats (ld apart) as dv / WM_ATTN_VPANEL panels of n rows of WM_ATTN_VPANEL: panel p holds
+   columns [16 p, 16 p + 16) of row j at p n 16 + 16 j. P V over a panel (attn_pv with d 16, rows 16 apart) then
+   streams one contiguous block, where the rows in place (a fused projection's, a q, k, v row apart) cost each
+   16-column pass a cache line per row from L2; the sums are the same, in the same order. */
+static void vpack_block(int64_t n, int64_t dv, const float *v, int64_t ld, float *dst) {
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t p = 0; p < dv / WM_ATTN_VPANEL; p++)
+            memcpy(dst + (p * n + j) * WM_ATTN_VPANEL, v + j * ld + p * WM_ATTN_VPANEL, WM_ATTN_VPANEL * sizeof *dst);
+}
+
+/* P V of a tile (mr rows, nb keys) into o (rows ostep apart): over the packed panels vpk, or v in place */
+static void tile_pv(const wm_attn *a, int64_t mr, int64_t nb, const float *p, const float *vpk, const float *v,
+                    int64_t vld, float *o, int64_t ostep) {
+    const wm_kernels *K = wm_kernels_get();
+    if (!vpk) {
+        K->attn_pv(mr, nb, a->dv, p, nb, v, vld, o, ostep);
+        return;
+    }
+    for (int64_t c = 0; c < a->dv; c += WM_ATTN_VPANEL)
+        K->attn_pv(mr, nb, WM_ATTN_VPANEL, p, nb, vpk + c * nb, WM_ATTN_VPANEL, o + c, ostep);
 }
 
 /* floats of one thread's scratch: scores (a tile's, or the unit's on the GEMM path), with float16 K/V off the
@@ -244,25 +271,28 @@ static void tile_blocks(const actx *c, int64_t m, int64_t n, const float *qp, in
     const wm_attn *a = c->a;
     const wm_kernels *K = wm_kernels_get();
     const int64_t kb = key_block(a), dv = a->dv;
-    float *kpk = sc + tile_score_floats(a), *pv = kpk + wm_attn_pack_k_floats(kb, a->dk);
+    float *kpk = sc + tile_score_floats(a), *vpk = kpk + wm_attn_pack_k_floats(kb, a->dk);
+    float *pv = vpk + tile_vpack_floats(a);
     float *mx = pv + tile_pv_floats(a), *sum = mx + m, *alpha = sum + m;
+    if (!vpacked(a)) vpk = NULL;
     for (int64_t r = 0; r < m; r++) mx[r] = -INFINITY, sum[r] = 0.0f;
     for (int64_t j0 = 0; j0 < n; j0 += kb) {
         int64_t nb = n - j0 < kb ? n - j0 : kb;
         wm_attn_pack_k(nb, a->dk, kp + j0 * kld, kld, kpk);
+        if (vpk) vpack_block(nb, dv, vp + j0 * vld, vld, vpk);
         for (int64_t r0 = 0; r0 < m; r0 += WM_ATTN_TILE) {
             int64_t mr = m - r0 < WM_ATTN_TILE ? m - r0 : WM_ATTN_TILE;
             K->attn_qk_packed(mr, nb, a->dk, qp + r0 * qstep, qstep, kpk, a->scale, sc, nb);
             K->attn_exp_rows(mr, nb, sc, nb, mx + r0, sum + r0, alpha);
             if (j0 == 0) {
-                K->attn_pv(mr, nb, dv, sc, nb, vp, vld, o + r0 * ostep, ostep);
+                tile_pv(a, mr, nb, sc, vpk, vp, vld, o + r0 * ostep, ostep);
                 continue;
             }
-            K->attn_pv(mr, nb, dv, sc, nb, vp + j0 * vld, vld, pv, dv);
-            for (int64_t r = 0; r < mr; r++) {
-                float *y = o + (r0 + r) * ostep, al = alpha[r];
-                const float *t = pv + r * dv;
-                for (int64_t i = 0; i < dv; i++) y[i] = y[i] * al + t[i];
+            tile_pv(a, mr, nb, sc, vpk, vp + j0 * vld, vld, pv, dv);
+            for (int64_t r = 0; r < mr; r++) { /* y = y alpha + this block's P V, two roundings as before */
+                float *y = o + (r0 + r) * ostep;
+                K->scale(dv, y, y, alpha[r]);
+                K->add(dv, y, y, pv + r * dv);
             }
         }
     }

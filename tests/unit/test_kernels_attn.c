@@ -4,7 +4,7 @@
  * number of query rows (odd, past a block), key counts around the 4- and
  * 8-row blocks, head sizes off the 8/16/64-float tiles, padded strides, and
  * n == 0; and the scores against packed keys (attn_qk_packed) and their
- * unnormalized online softmax over key blocks (attn_exp_rows) on encoder sequence lengths and head sizes. Buffers are exact-size so ASan sees any read or write past them.
+ * unnormalized online softmax over key blocks (attn_exp_rows), the key panels themselves (attn_pack_k) on encoder sequence lengths and head sizes. Buffers are exact-size so ASan sees any read or write past them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -125,6 +125,37 @@ static void test_qk_packed(void **state) {
                 }
 }
 
+/* Every table's attn_pack_k against the layout wm_attn_pack_k promises (key i of panel p, element c at
+   p d 16 + c 16 + i; 0 past n in the last panel), exactly: full and short panels, head sizes on and off the 8-float
+   transposes, padded key rows; the packed buffer exact-size, its floats NaN before the call. */
+static void test_pack_k(void **state) {
+    (void)state;
+    static const int64_t ns[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 50, 197, 257}, ds[] = {1, 7, 8, 16, 63, 64, 72, 80};
+    const wm_kernels *tab[3];
+    int nt = kt_tables(tab);
+    uint32_t seed = 4242;
+    for (int t = 0; t < nt; t++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t c = 0; c < sizeof ds / sizeof *ds; c++) {
+                int64_t n = ns[b], d = ds[c], ldk = d + 3 * (int64_t)(b % 2), np = wm_attn_pack_k_floats(n, d);
+                float *k = kt_alloc(kt_span(n, d, ldk) * sizeof(float)), *kp = kt_alloc((size_t)np * sizeof(float));
+                kt_fill(k, (int64_t)kt_span(n, d, ldk), &seed);
+                for (int64_t i = 0; i < np; i++) kp[i] = NAN;
+                tab[t]->attn_pack_k(n, d, k, ldk, kp);
+                for (int64_t j = 0; j < (n + WM_ATTN_KPANEL - 1) / WM_ATTN_KPANEL * WM_ATTN_KPANEL; j++)
+                    for (int64_t e = 0; e < d; e++) {
+                        float want = j < n ? k[j * ldk + e] : 0.0f;
+                        float got = kp[(j / WM_ATTN_KPANEL) * d * WM_ATTN_KPANEL + e * WM_ATTN_KPANEL + j % WM_ATTN_KPANEL];
+                        if (memcmp(&got, &want, sizeof got) != 0) {
+                            fprintf(stderr, "%s pack_k n=%lld d=%lld key %lld elem %lld: %g vs %g\n", tab[t]->name,
+                                    (long long)n, (long long)d, (long long)j, (long long)e, got, want);
+                            fail();
+                        }
+                    }
+                free(k), free(kp);
+            }
+}
+
 /* The online softmax of score rows over blocks of keys (attn_exp_rows as attn_core's tiles call it: each block's
    terms, the earlier ones times alpha, then / sum) against double precision, for one block and for uneven blocks;
    scores spread wide (so some terms fall below the kernel's cut-off), a -inf score giving exactly 0, a NaN score a
@@ -211,6 +242,7 @@ int main(void) {
         cmocka_unit_test(test_pv),
         cmocka_unit_test(test_qk_h),
         cmocka_unit_test(test_pv_h),
+        cmocka_unit_test(test_pack_k),
         cmocka_unit_test(test_qk_packed),
         cmocka_unit_test(test_exp_rows),
     };
