@@ -227,8 +227,8 @@ static size_t mm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *co
     (void)nth;
     if (!is_half(in[0]->dtype)) return 0;
     const mm_state *ms = n->state;
-    int b_ready = h16_direct(n, in[0]->dtype) ||
-                  (ms && (ms->b32 || ms->h16 || (ms->packed && !wm_attr_int(n, "transA", 0)))); /* else B is widened into the workspace */
+    int b_ready = h16_direct(n, in[0]->dtype) || /* else B is widened into the workspace */
+                  (ms && (ms->b32 || ms->h16 || (ms->packed && !wm_attr_int(n, "transA", 0))));
     uint64_t f = wm_tensor_numel(in[0]) + wm_tensor_numel(out[0]) + (b_ready ? 0 : wm_tensor_numel(in[1]));
     return (size_t)f * sizeof(float) + 128;
 }
