@@ -4,11 +4,12 @@
  * winml's own ai.winml MatMulBias (float32 MatMul by a constant 2-D weight,
  * then + bias[N] and an activation, applied by the GEMM epilogue; made by
  * the engine's matmul_epilogue pass).
- * float32 runs on the GEMM kernel; float16 constant weights are read as is
- * by the half-weight GEMM (wm_hgemm), other float16/bfloat16 operands are
- * widened to float32 (alpha A B + beta C summed in float32, rounded to the
- * half type once); float64 and integer types go through a float64/int64
- * reference loop.
+ * float32 runs on the GEMM kernel; float16 constant weights, and a computed
+ * float16 B (a decoder's cache; MatMul / FusedMatMul without transA or
+ * alpha), are read as is by the half-weight GEMM (wm_hgemm), other
+ * float16/bfloat16 operands are widened to float32 (alpha A B + beta C
+ * summed in float32, rounded to the half type once); float64 and integer
+ * types go through a float64/int64 reference loop.
  */
 #include <math.h>
 #include <stdlib.h>
