@@ -4,11 +4,12 @@
  * winml's own ai.winml MatMulBias (float32 MatMul by a constant 2-D weight,
  * then + bias[N] and an activation, applied by the GEMM epilogue; made by
  * the engine's matmul_epilogue pass).
- * float32 runs on the GEMM kernel; float16 constant weights are read as is
- * by the half-weight GEMM (wm_hgemm), other float16/bfloat16 operands are
- * widened to float32 (alpha A B + beta C summed in float32, rounded to the
- * half type once); float64 and integer types go through a float64/int64
- * reference loop.
+ * float32 runs on the GEMM kernel; float16 constant weights, and a computed
+ * float16 B (a decoder's cache; MatMul / FusedMatMul without transA or
+ * alpha), are read as is by the half-weight GEMM (wm_hgemm), other
+ * float16/bfloat16 operands are widened to float32 (alpha A B + beta C
+ * summed in float32, rounded to the half type once); float64 and integer
+ * types go through a float64/int64 reference loop.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -217,11 +218,18 @@ static void mm_f32(const mm_shape *s, const wm_tensor *a, const float *A, const 
     }
 }
 
+/* A float16 product whose B is computed (not a constant: those are prepared at init) runs on the half GEMM
+ * with B read as it is, head by head: no float32 copy of B (a decoder's key / value cache, every step). */
+static int h16_direct(const wm_node *n, int32_t dt) {
+    return dt == WM_DT_FLOAT16 && !n->state && !wm_attr_int(n, "transA", 0) && wm_attr_float(n, "alpha", 1.0f) == 1.0f;
+}
+
 static size_t mm_workspace(const wm_node *n, wm_tensor *const *in, wm_tensor *const *out, int nth) {
     (void)nth;
     if (!is_half(in[0]->dtype)) return 0;
     const mm_state *ms = n->state;
-    int b_ready = ms && (ms->b32 || ms->h16 || (ms->packed && !wm_attr_int(n, "transA", 0))); /* else B is widened into the workspace */
+    int b_ready = h16_direct(n, in[0]->dtype) || /* else B is widened into the workspace */
+                  (ms && (ms->b32 || ms->h16 || (ms->packed && !wm_attr_int(n, "transA", 0))));
     uint64_t f = wm_tensor_numel(in[0]) + wm_tensor_numel(out[0]) + (b_ready ? 0 : wm_tensor_numel(in[1]));
     return (size_t)f * sizeof(float) + 128;
 }
@@ -244,6 +252,16 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
         wm_convert(dt, in[0]->data, WM_DT_FLOAT, A, na);
         if (ms && ms->h16 && s.rb <= 2 && !s.ta) { /* A's batch folds into M */
             wm_hgemm(x, s.batch * s.M, s.N, s.K, A, in[1]->data, s.tb, ms->hpacked, C, NULL);
+            wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
+            return WM_OK;
+        }
+        if (h16_direct(n, dt)) {
+            const uint16_t *B16 = in[1]->data;
+            if (s.rb <= 2) wm_hgemm(x, s.batch * s.M, s.N, s.K, A, B16, s.tb, NULL, C, NULL);
+            else
+                for (int64_t q = 0; q < s.batch; q++)
+                    wm_hgemm(x, s.M, s.N, s.K, A + batch_off(&s, in[0], q, s.M * s.K),
+                             B16 + batch_off(&s, in[1], q, s.K * s.N), s.tb, NULL, C + q * s.M * s.N, NULL);
             wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
             return WM_OK;
         }

@@ -2,7 +2,8 @@
  * softmax.c - Softmax, LogSoftmax, Hardmax. Opsets before 13 flatten the
  * input to 2-D at `axis` (default 1) and normalize each row; from 13 one
  * axis (default -1) is normalized. Rows compute in float32 (float64 in
- * double); threads take whole rows.
+ * double; float16 / bfloat16 rows converted whole, a Softmax by the float32
+ * rows' vector kernel); threads take whole rows.
  */
 #include <math.h>
 #include <string.h>
@@ -98,6 +99,13 @@ static void sm_part(void *arg, int ith, int nth) {
                 double v = s[base + k * c->inner] - m;
                 d[base + k * c->inner] = c->kind == SM_LOG ? v - log(sum) : exp(v) / sum;
             }
+            continue;
+        }
+        if (c->inner == 1) { /* a contiguous half row: converted whole, then the float32 rows' kernel */
+            wm_row_load(c->dt, c->src, base, buf, (int64_t)c->len);
+            if (c->kind == SM_SOFTMAX) wm_kernels_get()->softmax_row((int64_t)c->len, buf, buf, 1.0f, NULL);
+            else sm_row_f32(c->kind, buf, c->len);
+            wm_row_store(c->dt, c->dst, base, buf, (int64_t)c->len);
             continue;
         }
         for (uint64_t k = 0; k < c->len; k++) wm_row_load(c->dt, c->src, base + k * c->inner, buf + k, 1);

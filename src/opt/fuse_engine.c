@@ -42,12 +42,14 @@
  * convolution with a static output of 7 x 7 or more gets the winograd
  * attribute (its tile: see nhwc_wino_tile).
  *
- * matmul_transpose: a float32 MatMul whose B is a Transpose of a computed
- * value (not a constant: those fold) that swaps its last two axes and keeps
- * the others -> com.microsoft FusedMatMul(A, X) with transB 1 (the GEMM reads
- * B transposed as it packs it). Attention as exported reads a key cache
+ * matmul_transpose: a float32 or float16 MatMul whose B is a Transpose of a
+ * computed value (not a constant: those fold) that swaps its last two axes
+ * and keeps the others -> com.microsoft FusedMatMul(A, X) with transB 1 (the
+ * GEMM reads B transposed as it packs it; float16 at few rows: the half GEMV
+ * reads X's rows as dot products). Attention as exported reads a key cache
  * [B, H, S, D] through such a Transpose every decoder step: on whisper-tiny's
- * cross-attention (1500 positions) those copies were half of a step's time.
+ * cross-attention (1500 positions) those copies were half of a step's time
+ * (in an fp16 build, a float16 Transpose, 52% of a step).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -169,8 +171,9 @@ static wm_status transb_one(wm_pass_ctx *c, wm_onnx_node *mm) {
     const char *a = wm_opt_in(mm, 0), *y = wm_opt_out(mm, 0);
     wm_onnx_node *t = wm_opt_src(g, mm, 1, "Transpose");
     const char *x = t ? wm_opt_in(t, 0) : NULL;
-    if (!a || !y || !x || wm_graph_constant(g, x) || wm_shapes_dtype(c->sh, a) != WM_DT_FLOAT ||
-        wm_shapes_dtype(c->sh, x) != WM_DT_FLOAT)
+    int32_t dt = a ? wm_shapes_dtype(c->sh, a) : 0;
+    if (!a || !y || !x || wm_graph_constant(g, x) || !(dt == WM_DT_FLOAT || dt == WM_DT_FLOAT16) ||
+        wm_shapes_dtype(c->sh, x) != dt)
         return WM_OK;
     size_t np = 0;
     const int64_t *perm = wm_opt_attr_ints(t, "perm", &np);

@@ -65,7 +65,7 @@ static const pass_entry PASSES[] = {
       "float32 Conv + residual Add / Relu / Sigmoid / Tanh / LeakyRelu -> com.microsoft FusedConv"},
      wm_pass_conv_activation},
     {{"matmul_transpose", WM_OPT_ENGINE,
-      "float32 MatMul of a computed B through a Transpose of its last two axes -> com.microsoft FusedMatMul "
+      "float32 / float16 MatMul of a computed B through a Transpose of its last two axes -> com.microsoft FusedMatMul "
       "(transB)"},
      wm_pass_matmul_transpose},
     {{"matmul_group", WM_OPT_ENGINE,

@@ -1,6 +1,7 @@
-"""float16 / bfloat16 MatMul and Gemm in our engine against numpy (float64 products of the same half values):
-constant fp16 weights read as is by the half-weight GEMM (GEMV for decode, panels for prefill), transB,
-biases, alpha/beta, batched A, a runtime (non-constant) B, bfloat16 widened and packed."""
+"""float16 / bfloat16 MatMul and Gemm, and float16 Softmax rows, in our engine against numpy (float64 on the same
+half values): constant fp16 weights read as is by the half-weight GEMM (GEMV for decode, panels for prefill),
+transB, biases, alpha/beta, batched A, a runtime (non-constant) B (a decoder's cache, head by head), bfloat16
+widened and packed."""
 import numpy as np
 import pytest
 from onnx import TensorProto as T
@@ -101,3 +102,58 @@ def test_gemm_bf16_transB(build_dir, tmp_path, M):
     p.write_bytes(m.SerializeToString())
     out, _ = engine_run(build_dir, p, {"a": a}, tmp_path)
     check(out["y"], (a.astype(np.float64) @ w.T.astype(np.float64)).astype(np.float32), "bf16")
+
+
+@pytest.mark.parametrize("M", [1, 3, 12])
+@pytest.mark.parametrize("case", ["heads", "heads_bcast", "plain_2d", "fused_transB"])
+def test_matmul_fp16_runtime_b(build_dir, tmp_path, M, case):
+    """float16 A @ a computed float16 B (a decoder's key / value cache): the half GEMM reads B as stored, head by
+    head (GEMV below 8 rows, converted panels from 8), one float16 rounding of a float32 sum, so within 2 units of
+    the last place of numpy's float64 product of the same half values; transB through FusedMatMul."""
+    rng = np.random.default_rng(M * 13 + len(case))
+    K, N = 70, 37
+    a_shape, b_shape = {"heads": ([2, 3, M, K], [2, 3, K, N]), "heads_bcast": ([2, 3, M, K], [3, K, N]),
+                        "plain_2d": ([2, M, K], [K, N]), "fused_transB": ([2, 3, M, K], [2, 3, N, K])}[case]
+    a = rng.standard_normal(a_shape).astype(np.float16)
+    b = rng.standard_normal(b_shape).astype(np.float16)
+    if case == "fused_transB":
+        node = h.make_node("FusedMatMul", ["a", "b"], ["y"], domain="com.microsoft", transB=1)
+        ref = a.astype(np.float64) @ np.swapaxes(b.astype(np.float64), -1, -2)
+    else:
+        node = h.make_node("MatMul", ["a", "b"], ["y"])
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("a", T.FLOAT16, a_shape),
+                                   h.make_tensor_value_info("b", T.FLOAT16, b_shape)],
+                     [h.make_tensor_value_info("y", T.FLOAT16, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    p = tmp_path / "mm.onnx"
+    p.write_bytes(m.SerializeToString())
+    out, _ = engine_run(build_dir, p, {"a": a, "b": b}, tmp_path)
+    assert out["y"].dtype == np.float16 and out["y"].shape == ref.shape
+    np.testing.assert_allclose(out["y"].astype(np.float64), ref, rtol=2e-3, atol=2e-3 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_softmax_fp16_rows(build_dir, tmp_path, op, axis):
+    """float16 Softmax / LogSoftmax (a decoder's cross-attention scores, 1500 keys) against numpy in float64 on the
+    same half values: rows along the last axis (converted whole, the vector row kernel) and along axis 1 (strided),
+    with -inf entries (a mask) and a length that is no multiple of 8."""
+    rng = np.random.default_rng(3 + axis + len(op))
+    x = (rng.standard_normal((2, 6, 1501)) * 4).astype(np.float16)
+    x[0, 1, 5:40] = -np.inf
+    x[1, 2, :3] = -np.inf
+    p = tmp_path / "sm.onnx"
+    save(p, h.make_node(op, ["x"], ["y"], axis=axis), [h.make_tensor_value_info("x", T.FLOAT16, list(x.shape))],
+         [h.make_tensor_value_info("y", T.FLOAT16, None)], [])
+    out, _ = engine_run(build_dir, p, {"x": x}, tmp_path)
+    xd = x.astype(np.float64)
+    sh = xd - xd.max(axis=axis, keepdims=True)
+    lse = np.log(np.exp(sh).sum(axis=axis, keepdims=True))
+    ref = np.exp(sh - lse) if op == "Softmax" else sh - lse
+    got = out["y"].astype(np.float64)
+    assert out["y"].dtype == np.float16 and got.shape == ref.shape
+    fin = np.isfinite(ref)
+    assert np.array_equal(fin, np.isfinite(got))
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=2e-3, atol=1e-6 if op == "Softmax" else 2e-3)

@@ -379,13 +379,15 @@ def test_nhwc_layout_chain(winml, build_dir, tmp_path):
         assert ours[o].shape == ref[o].shape, o
 
 
-def test_matmul_transpose(winml, build_dir, tmp_path):
+@pytest.mark.parametrize("dt", [np.float32, np.float16])
+def test_matmul_transpose(winml, build_dir, tmp_path, dt):
     """matmul_transpose: q[2,3,5,8] @ Transpose(k, perm 0,1,3,2) (an attention's scores over a key cache) becomes
     com.microsoft FusedMatMul(q, k, transB 1) and the Transpose goes; a Transpose of other axes, a constant B and a
     Transpose read elsewhere too (a graph output: kept, the MatMul still fused) are checked beside it. The engine's
-    session (which runs the pass) matches onnxruntime on the graph as written."""
+    session (which runs the pass) matches onnxruntime on the graph as written (float32), or numpy's float64 products
+    of the same half values (float16: an fp16 build's key cache; its FusedMatMul runs on the half GEMM)."""
     rng = np.random.default_rng(8)
-    f = TensorProto.FLOAT
+    f = TensorProto.FLOAT if dt == np.float32 else TensorProto.FLOAT16
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
              helper.make_node("MatMul", ["q", "kt"], ["s"]),
              helper.make_node("Transpose", ["v"], ["vt"], perm=[1, 0, 3, 2]),  # swaps a batch axis too: left alone
@@ -397,8 +399,7 @@ def test_matmul_transpose(winml, build_dir, tmp_path):
     ins = [helper.make_tensor_value_info("q", f, [2, 3, 5, 8]), helper.make_tensor_value_info("k", f, [2, 3, 7, 8]),
            helper.make_tensor_value_info("v", f, [3, 2, 7, 8]), helper.make_tensor_value_info("k2", f, [2, 3, 4, 8])]
     outs = [helper.make_tensor_value_info(o, f, None) for o in ("s", "s2", "s3", "s4", "k2t")]
-    g = helper.make_graph(nodes, "g", ins, outs, [numpy_helper.from_array(rng.normal(0, 1, (6, 7)).astype(np.float32),
-                                                                          "w")])
+    g = helper.make_graph(nodes, "g", ins, outs, [numpy_helper.from_array(rng.normal(0, 1, (6, 7)).astype(dt), "w")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     m.ir_version = 8
     src, dst = str(tmp_path / "t.onnx"), str(tmp_path / "to.onnx")
@@ -412,8 +413,19 @@ def test_matmul_transpose(winml, build_dir, tmp_path):
     assert sorted(n.input[1] for n in fused) == ["k", "k2"], [(n.op_type, list(n.input)) for n in out.graph.node]
     assert all({a.name: a.i for a in n.attribute}["transB"] == 1 for n in fused)
     assert [n.input[0] for n in out.graph.node if n.op_type == "Transpose"] == ["v", "k2"]
-    feeds = {"q": rng.normal(0, 1, (2, 3, 5, 8)).astype(np.float32), "k": rng.normal(0, 1, (2, 3, 7, 8)).astype(np.float32),
-             "v": rng.normal(0, 1, (3, 2, 7, 8)).astype(np.float32), "k2": rng.normal(0, 1, (2, 3, 4, 8)).astype(np.float32)}
-    ref = E.ort_run(src, feeds, optimized=False)
+    feeds = {"q": rng.normal(0, 1, (2, 3, 5, 8)).astype(dt), "k": rng.normal(0, 1, (2, 3, 7, 8)).astype(dt),
+             "v": rng.normal(0, 1, (3, 2, 7, 8)).astype(dt), "k2": rng.normal(0, 1, (2, 3, 4, 8)).astype(dt)}
     ours, _ = E.engine_run(build_dir, src, feeds, tmp_path)
-    E.assert_close(ours, ref, atol=1e-5, label="matmul_transpose")
+    if dt == np.float32:
+        E.assert_close(ours, E.ort_run(src, feeds, optimized=False), atol=1e-5,
+                       label="matmul_transpose")
+        return
+    d = {k: v.astype(np.float64) for k, v in feeds.items()}
+    w = numpy_helper.to_array(g.initializer[0]).astype(np.float64)
+    s_ = d["q"] @ d["k"].transpose(0, 1, 3, 2)
+    ref = {"s": s_, "s2": d["q"] @ d["v"].transpose(1, 0, 3, 2), "s4": d["q"] @ d["k2"].transpose(0, 1, 3, 2),
+           "k2t": d["k2"].transpose(0, 1, 3, 2)}
+    ref["s3"] = s_.astype(np.float16).astype(np.float64) @ w.T  # s is rounded to float16 before it is read
+    for k, r in ref.items():  # one float16 rounding of a float32 sum: within 2 units of the last place
+        assert ours[k].dtype == np.float16, k
+        np.testing.assert_allclose(ours[k].astype(np.float64), r, rtol=2e-3, atol=2e-3 * np.abs(r).max(), err_msg=k)
