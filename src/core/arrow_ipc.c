@@ -11,6 +11,7 @@
 
 #define MAX_FIELDS 4096
 #define MAX_DEPTH 16
+#define WM_ARROW_MAX_LIST ((int64_t)1 << 22) /* elements of one list cell (a JSON array built whole, then printed) */
 
 /* ---------------------------------------------------------------- flatbuffers, checked */
 
@@ -404,6 +405,15 @@ static wm_status read_batch(ar *a, fb *m, size_t rb, const uint8_t *body, size_t
                 st = wm_err(err, WM_ERR_INPUT, "%s: column %s: a list offset outside its elements", a->label, n->name);
                 break;
             }
+            /* A list's elements render to at least a byte each, and a Null (or all-null) child claims any length
+               with no buffer behind it: the elements are charged to the bytes cap before a node is made (the
+               printed text after), and one list holds at most WM_ARROW_MAX_LIST of them. */
+            if ((uint64_t)(s1 - s0) > a->bytes_left || s1 - s0 > WM_ARROW_MAX_LIST) {
+                st = wm_err(err, WM_ERR_INPUT, "%s: column %s: a list of %lld elements is over the cap (%llu bytes "
+                            "left to read, at most %lld elements a list)", a->label, n->name, (long long)(s1 - s0),
+                            (unsigned long long)a->bytes_left, (long long)WM_ARROW_MAX_LIST);
+                break;
+            }
             cJSON *list = cJSON_CreateArray();
             for (int64_t e = s0; list && e < s1 && !st; e++) {
                 cJSON *v = NULL;
@@ -419,13 +429,21 @@ static wm_status read_batch(ar *a, fb *m, size_t rb, const uint8_t *body, size_t
                         free(s);
                     }
                 }
-                if (!v) break;
+                if (!v) { /* a node not made is out of memory, not a shorter list */
+                    if (!st) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
+                    break;
+                }
                 cJSON_AddItemToArray(list, v);
             }
             char *txt = list && !st ? cJSON_PrintUnformatted(list) : NULL;
             cJSON_Delete(list);
             if (!st && !txt) st = wm_err(err, WM_ERR_NOMEM, "out of memory");
-            t->cells[at] = txt, t->sizes[at] = txt ? strlen(txt) : 0;
+            size_t tl = txt ? strlen(txt) : 0;
+            if (!st && tl > a->bytes_left)
+                st = wm_err(err, WM_ERR_INPUT, "%s: column %s: the lists' text is over the cap on bytes read", a->label,
+                            n->name);
+            if (!st) a->bytes_left -= tl;
+            t->cells[at] = txt, t->sizes[at] = tl;
         }
     }
     free(bt.arrs);

@@ -455,12 +455,17 @@ def arrow_hostile():
     huge = bytearray(d)
     huge[4:8] = struct.pack("<I", 0x7FFFFFF0)  # the schema message's metadata length
     cut = d[:len(d) - 40]  # the last batch's body cut short
+    nulls = io.BytesIO()  # one cell listing 5M nulls: a Null child claims any length with no buffer behind it
+    nt = pa.table({"z": pa.array([[None] * 5_000_000], pa.list_(pa.null()))})
+    with pa.ipc.new_stream(nulls, nt.schema) as w:
+        w.write_table(nt)
     return {"metadata length past the end": (huge, ["arrow ipc", "past the end"]),
+            "a list of 5M nulls": (bytearray(nulls.getvalue()), ["column z", "5000000 elements", "over the cap"]),
             "truncated body": (cut, ["arrow ipc"]),
             "not arrow": (bytearray(b"\xff\xff\xff\xff\x10\x00\x00\x00" + b"\x00" * 16), ["arrow ipc"])}
 
 
-@pytest.mark.parametrize("case", ["metadata length past the end", "truncated body", "not arrow"])
+@pytest.mark.parametrize("case", ["metadata length past the end", "truncated body", "not arrow", "a list of 5M nulls"])
 def test_hostile_arrow_exits_2(asan_dir, tmp_path, case):
     tool = U.binary(asan_dir, "wm_tabletool")
     data, needles = arrow_hostile()[case]
