@@ -16,6 +16,7 @@
 #define MAX_SCHEMA 4096        /* schema elements */
 #define MAX_DEPTH 16           /* of the schema tree */
 #define MAX_PAGE_VALUES (1u << 24)
+#define MAX_LIST_ELEMS ((size_t)1 << 22) /* elements of one list cell (a JSON array built whole, then printed) */
 #define MAX_ROW_GROUPS 1000000
 #define MAX_NAME 1024
 
@@ -423,6 +424,7 @@ typedef struct chunk {
     cellv *dict;
     size_t ndict;
     cJSON *list;              /* the list of the row being put together (list columns) */
+    size_t list_n;            /* its elements so far (at most MAX_LIST_ELEMS) */
     int list_null, in_row;
     size_t g;                 /* row group, for messages */
 } chunk;
@@ -580,6 +582,7 @@ static wm_status read_values(chunk *k, int64_t nv, const uint8_t *rl, size_t rn,
                 if (k->row >= k->row_end) return WM_OK; /* the rows wanted are all there */
                 k->in_row = 1;
                 k->list_null = (int)d < l->list_def - 1;
+                k->list_n = 0;
                 if (!k->list_null && !(k->list = cJSON_CreateArray())) return nomem(k, err);
             } else if (!k->in_row) return col_err(k, err, "a page starts inside a row", NULL);
         } else if (k->row >= k->row_end) return WM_OK;
@@ -606,6 +609,15 @@ static wm_status read_values(chunk *k, int64_t nv, const uint8_t *rl, size_t rn,
             free(c.s);
             continue;
         }
+        /* RLE levels claim millions of null elements in a few bytes: each element is charged a byte of the cap on
+           bytes read (its text takes at least that), and one list holds at most MAX_LIST_ELEMS */
+        if (++k->list_n > MAX_LIST_ELEMS || !k->q->bytes_left) {
+            free(c.s);
+            return col_err(k, err, k->list_n > MAX_LIST_ELEMS ? "a list of more than 4194304 elements (the cap)"
+                                                              : "the lists' elements are over the cap on bytes read",
+                           NULL);
+        }
+        k->q->bytes_left--;
         cJSON *e = !c.s ? cJSON_CreateNull()
                    : l->type == T_BYTE_ARRAY || l->type == T_FLBA ? cJSON_CreateString(c.s) : cJSON_CreateRaw(c.s);
         free(c.s);
@@ -781,7 +793,8 @@ static wm_status parse(pq *q, const wm_parquet_opts *o, wm_table *t, wm_error *e
         size_t take = (size_t)q->rgs[g].num_rows;
         if (take > t->n_rows - row) take = t->n_rows - row;
         for (size_t c = 0; c < t->n_cols && !st && take; c++) {
-            chunk k = {q, &q->leaves[c], &q->rgs[g].cols[c], t, c, row, row + take, NULL, 0, NULL, 0, 0, g};
+            chunk k = {.q = q, .l = &q->leaves[c], .m = &q->rgs[g].cols[c], .t = t, .col = c, .row = row,
+                       .row_end = row + take, .g = g};
             k.l = &q->leaves[c];
             q->leaves[c].name = t->names[c]; /* borrowed for messages */
             st = read_chunk(&k, err);

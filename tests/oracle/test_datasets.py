@@ -152,6 +152,10 @@ def hostile_cases():
     cases["footer cut in half"] = (d[:fs] + d[fs:fs + fn // 2] + struct.pack("<I", fn // 2) + b"PAR1",
                                    ["malformed parquet footer"])
     cases["not parquet"] = (bytearray(b"hello world, not a parquet file"), ["not a parquet file"])
+    # one cell listing 5M nulls: run-length definition levels claim them in a few bytes (read whole before)
+    b = io.BytesIO()
+    pq.write_table(pa.table({"z": pa.array([[None] * 5_000_000], pa.list_(pa.int32()))}), b)
+    cases["a list of 5M nulls"] = (bytearray(b.getvalue()), ["column z", "more than 4194304 elements"])
     # a huge row count in the footer (the i64 num_rows, field 3): rows over the cell cap, nothing allocated for them
     md = pq.ParquetFile(io.BytesIO(bytes(d))).metadata
     nr = md.num_rows
@@ -237,7 +241,8 @@ def snappy_bomb(s, start):
 
 
 @pytest.mark.parametrize("case", ["truncated footer", "footer length past the file", "footer cut in half",
-                                  "not parquet", "huge row count", "bad column offset", "snappy bomb"])
+                                  "not parquet", "huge row count", "bad column offset", "snappy bomb",
+                                  "a list of 5M nulls"])
 def test_hostile_parquet_exits_2(asan_dir, tmp_path, case):
     tool = U.binary(asan_dir, "wm_tabletool")
     assert os.access(tool, os.X_OK), f"wm_tabletool not built in {asan_dir}"
