@@ -306,8 +306,10 @@ int wm_cmd_run(int argc, char **argv) {
     if (!n_images && (image_flags || labels))
         return wm_cli_usage_error(&c, "--labels and --max-image-pixels apply to --image");
     if (!n_images && !n_audio && top_flag) return wm_cli_usage_error(&c, "--top-k applies to --image and --audio");
-    if (!n_audio && (language || asr_task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt ||
-                     wa.all_segments || wa.seed_set))
+    /* the flags only a speech encoder-decoder (Whisper) takes */
+    int whisper_flags = language || asr_task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt ||
+                        wa.all_segments || wa.seed_set;
+    if (!n_audio && whisper_flags)
         return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature, --seed, --prompt and the "
                                   "thresholds apply to --audio");
     if (c.model && n_images && wm_folder_is_s2s(c.model)) { /* an image encoder-decoder (TrOCR): texts */
@@ -324,8 +326,7 @@ int wm_cmd_run(int argc, char **argv) {
         return wm_s2s_audio_cli(&c, audio, n_audio, &aa);
     }
     /* a model that is not there is named as missing below, not as "not a Whisper build" */
-    if ((language || asr_task || timestamps || wa.temperature || wa.thr_set || wa.condition || wa.prompt ||
-         wa.all_segments || wa.seed_set) && (!c.model || !n_audio || access(c.model, F_OK) == 0))
+    if (whisper_flags && (!c.model || !n_audio || access(c.model, F_OK) == 0))
         return wm_cli_usage_error(&c, "--language, --task, --timestamps, --temperature, --seed, --prompt and the "
                                   "thresholds apply to a "
                                   "speech encoder-decoder build (Whisper); %s is not one", c.model ? c.model : "-m");

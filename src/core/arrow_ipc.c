@@ -11,7 +11,6 @@
 
 #define MAX_FIELDS 4096
 #define MAX_DEPTH 16
-#define WM_ARROW_MAX_LIST ((int64_t)1 << 22) /* elements of one list cell (a JSON array built whole, then printed) */
 
 /* ---------------------------------------------------------------- flatbuffers, checked */
 
@@ -407,11 +406,11 @@ static wm_status read_batch(ar *a, fb *m, size_t rb, const uint8_t *body, size_t
             }
             /* A list's elements render to at least a byte each, and a Null (or all-null) child claims any length
                with no buffer behind it: the elements are charged to the bytes cap before a node is made (the
-               printed text after), and one list holds at most WM_ARROW_MAX_LIST of them. */
-            if ((uint64_t)(s1 - s0) > a->bytes_left || s1 - s0 > WM_ARROW_MAX_LIST) {
+               printed text after), and one list holds at most WM_TABLE_MAX_LIST of them. */
+            if ((uint64_t)(s1 - s0) > a->bytes_left || (uint64_t)(s1 - s0) > WM_TABLE_MAX_LIST) {
                 st = wm_err(err, WM_ERR_INPUT, "%s: column %s: a list of %lld elements is over the cap (%llu bytes "
                             "left to read, at most %lld elements a list)", a->label, n->name, (long long)(s1 - s0),
-                            (unsigned long long)a->bytes_left, (long long)WM_ARROW_MAX_LIST);
+                            (unsigned long long)a->bytes_left, (long long)WM_TABLE_MAX_LIST);
                 break;
             }
             cJSON *list = cJSON_CreateArray();

@@ -16,7 +16,6 @@
 #define MAX_SCHEMA 4096        /* schema elements */
 #define MAX_DEPTH 16           /* of the schema tree */
 #define MAX_PAGE_VALUES (1u << 24)
-#define MAX_LIST_ELEMS ((size_t)1 << 22) /* elements of one list cell (a JSON array built whole, then printed) */
 #define MAX_ROW_GROUPS 1000000
 #define MAX_NAME 1024
 
@@ -424,7 +423,7 @@ typedef struct chunk {
     cellv *dict;
     size_t ndict;
     cJSON *list;              /* the list of the row being put together (list columns) */
-    size_t list_n;            /* its elements so far (at most MAX_LIST_ELEMS) */
+    size_t list_n;            /* its elements so far (at most WM_TABLE_MAX_LIST) */
     int list_null, in_row;
     size_t g;                 /* row group, for messages */
 } chunk;
@@ -610,10 +609,10 @@ static wm_status read_values(chunk *k, int64_t nv, const uint8_t *rl, size_t rn,
             continue;
         }
         /* RLE levels claim millions of null elements in a few bytes: each element is charged a byte of the cap on
-           bytes read (its text takes at least that), and one list holds at most MAX_LIST_ELEMS */
-        if (++k->list_n > MAX_LIST_ELEMS || !k->q->bytes_left) {
+           bytes read (its text takes at least that), and one list holds at most WM_TABLE_MAX_LIST */
+        if (++k->list_n > WM_TABLE_MAX_LIST || !k->q->bytes_left) {
             free(c.s);
-            return col_err(k, err, k->list_n > MAX_LIST_ELEMS ? "a list of more than 4194304 elements (the cap)"
+            return col_err(k, err, k->list_n > WM_TABLE_MAX_LIST ? "a list of more than 4194304 elements (the cap)"
                                                               : "the lists' elements are over the cap on bytes read",
                            NULL);
         }

@@ -24,6 +24,7 @@
 
 #define WM_PARQUET_MAX_BYTES ((uint64_t)4 << 30) /* default cap on the decompressed bytes of the pages read */
 #define WM_PARQUET_MAX_CELLS ((size_t)1 << 27)   /* default cap on rows x columns of the table */
+#define WM_TABLE_MAX_LIST ((size_t)1 << 22)      /* elements of one list cell (Parquet and Arrow lists) */
 
 typedef struct wm_parquet_opts {
     size_t max_rows;    /* rows to read (0: all) */
