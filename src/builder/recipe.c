@@ -839,6 +839,10 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_float_zero_points': true applies to asymmetric 4-bit "
                       "rounding only, and quant.%s: set it false (or drop the other field)", p->label,
                       r->symmetric == 1 ? "symmetric is true" : r->rtn_gptq == 1 ? "rtn_gptq is true" : "rtn_bits is 8");
+    if (r->rtn_8bit_percent > 0 && r->rtn_importance != 1)
+        return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.rtn_8bit_percent': %lld, but quant.rtn_importance is not "
+                      "true (the sensitivity is measured on its calibration statistics)", p->label,
+                      (long long)r->rtn_8bit_percent);
     if ((r->rtn_gptq_damp >= 0 || r->rtn_gptq_act_order == 1 || r->rtn_gptq_tied_head == 1) && r->rtn_gptq != 1)
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'quant.%s' applies to GPTQ, but quant.rtn_gptq is not true",
                       p->label, r->rtn_gptq_damp >= 0 ? "rtn_gptq_damp" : r->rtn_gptq_act_order == 1 ?

@@ -161,8 +161,7 @@ void wm_nbits_fit_izp(const float *x, const float *w, const float *mu, int64_t n
 float *wm_quant_weight_f32(const wm_onnx_model *m, const wm_onnx_tensor *t, int release, wm_error *err);
 
 /* A 4-bit matrix candidate for 8 bits by sensitivity (quant_sens.c): its weight, read as K x N (trans: t stored
-   [N, K]), and its input's importance statistics (h [2K]: sums of x_k^2, then of x_k; rows; NULL: none, every
-   input column weighted alike). */
+   [N, K]), and its input's importance statistics (h [2K]: sums of x_k^2, then of x_k; rows). */
 typedef struct wm_sens_cand {
     const char *weight;
     const wm_onnx_tensor *t;

@@ -798,15 +798,15 @@ static wm_status gather_one(wm_graph *g, const wm_quant_config *c, wm_quant_repo
 }
 
 /*
- * int8_percent: the 4-bit matrices with importance statistics (with none in c at all: every 4-bit matrix, by its
- * weight-only error) (as nbits_one would quantize them at 4 bits, not a tied table) measured by wm_quant_sensitive; the chosen weights' names appended to c's int8_nodes in *cc (*names
+ * int8_percent: the 4-bit matrices with importance statistics (as nbits_one would quantize them at 4 bits, not a
+ * tied table) measured by wm_quant_sensitive; the chosen weights' names appended to c's int8_nodes in *cc (*names
  * malloc'ed, its new strings r's copies) and recorded in r, most sensitive first. cc = c's copy otherwise.
  */
 static wm_status sensitive_8bit(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_onnx_node *const *v,
                                 size_t n, int64_t n_layers, wm_quant_config *cc, const char ***names, wm_error *err) {
     *cc = *c;
     *names = NULL;
-    if (c->int8_percent <= 0 || c->mode != WM_QUANT_INT4 || c->bits != 4) return WM_OK;
+    if (c->int8_percent <= 0 || c->mode != WM_QUANT_INT4 || c->bits != 4 || !c->n_importance) return WM_OK;
     wm_sens_cand *cv = calloc(n ? n : 1, sizeof *cv);
     if (!cv) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     size_t nc = 0;
@@ -820,8 +820,6 @@ static wm_status sensitive_8bit(wm_graph *g, const wm_quant_config *c, wm_quant_
             !plain_gemm(nd, &tb, &bias) || wants_8bit(c, nd, n_layers) || (tb && gathered(c, v, n, w)))
             continue;
         int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1];
-        if (!c->n_importance) /* no calibration statistics at all: the weight-only error (data-free) */
-            cv[nc++] = (wm_sens_cand){w, t, K, N, tb, NULL, 0, 0, 0};
         for (size_t k = 0; k < c->n_importance; k++)
             if (c->importance[k].value && !strcmp(c->importance[k].value, a) && c->importance[k].K == K) {
                 cv[nc++] = (wm_sens_cand){w, t, K, N, tb, &c->importance[k], 0, 0, 0};

@@ -11,9 +11,6 @@
  * weights at 8 bits stay within int8_percent of all the candidates' weights (a tensor that would pass the budget is
  * skipped, a smaller one after it may still fit) -- a knapsack over the additive sum of relative errors, the way
  * llama.cpp's Q4_K_M gives attn_v / ffn_down more bits, but measured.
- *
- * Without calibration statistics (a build with no quant.rtn_importance) every m_k is 1: E / S is then the weight's
- * own relative error at 4 bits (data-free), and the order per weight puts the small matrices first.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -64,9 +61,8 @@ wm_status wm_quant_sensitive(const wm_onnx_model *m, wm_sens_cand *v, size_t n, 
             free(ms);
             return err->status ? err->status : wm_err(err, WM_ERR_NOMEM, "out of memory");
         }
-        double R = c->imp && c->imp->rows ? (double)c->imp->rows : 1.0;
-        for (int64_t k = 0; k < c->K; k++) /* no statistics: every input column alike (the weight-only error) */
-            ms[k] = !c->imp ? 1.0 : isfinite(c->imp->h[k]) && c->imp->h[k] > 0 ? c->imp->h[k] / R : 0;
+        double R = c->imp->rows ? (double)c->imp->rows : 1.0;
+        for (int64_t k = 0; k < c->K; k++) ms[k] = isfinite(c->imp->h[k]) && c->imp->h[k] > 0 ? c->imp->h[k] / R : 0;
         v[i].rel = rel_error(w, c->trans, c->K, c->N, bs, ms);
         v[i].score = v[i].rel / ((double)c->K * (double)c->N);
         v[i].eight = 0;
