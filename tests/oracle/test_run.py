@@ -93,3 +93,47 @@ def test_feature_extraction_embeddings(winml, bert_vocab, tmp_path):
 def test_run_refuses_a_decoder(winml, tmp_path):
     r = subprocess.run([winml, "run", "-m", tmp_path / "nothing", "--text", "x"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory, winml):
+    """a build folder of a tiny random BERT classifier (WordPiece vocab.txt of made-up words)"""
+    import builder_util as BU
+    import oracle_util as U
+    tmp = tmp_path_factory.mktemp("tiny_classifier")
+    ck = tmp / "ck"
+    BU.make_tiny("bert", str(ck))
+    V = json.load(open(ck / "config.json"))["vocab_size"]
+    (ck / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                                            [f"w{i}" for i in range(V - 5)]) + "\n")
+    r = U.run([winml, "build", "-m", ck, "-o", tmp / "b", "-t", "text-classification", "-q"], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    return tmp / "b"
+
+
+@pytest.mark.parametrize("fname,text,needles", [
+    ("config.json", "[1, 2]", ["config.json", "not a JSON object"]),
+    ("config.json", "", ["config.json"]),
+    ("config.json", "[" * 100000 + "]" * 100000, ["config.json", "nested deeper"]),
+    ("config.json", '{"model_type": "bert", "id2label": {"0": 5}}', ["config.json", "id2label"]),
+    ("winml_build_config.json", '{"loader": {"task": "text-classification"}', ["winml_build_config.json"]),
+], ids=["cfg_array", "cfg_empty", "cfg_deep", "cfg_label_type", "recipe_truncated"])
+def test_malformed_build_file_refused(fname, text, needles, tiny_classifier, winml, winml_asan, tmp_path):
+    """a build folder's config.json (labels, positions) or winml_build_config.json (task) that is there but malformed
+    is refused naming it by run, task eval and perf, under ASan; run read it as absent before (exit 0, labels LABEL_n)"""
+    import shutil
+    import oracle_util as U
+    b = tmp_path / "b"
+    shutil.copytree(tiny_classifier, b)
+    ds = tmp_path / "ds.jsonl"
+    ds.write_text('{"text": "w1 w2", "label": 0}\n{"text": "w3", "label": 1}\n')
+    cmds = [["run", "-m", b, "--text", "w1 w2"],
+            ["eval", "--mode", "task", "-m", b, "--dataset", ds, "--task", "text-classification", "--samples", "2"],
+            ["perf", "-m", b, "--warmup", "0", "--iterations", "1"]]
+    assert U.run([winml, *cmds[0]]).returncode == 0  # the folder as built runs
+    (b / fname).write_text(text)
+    for c in cmds if fname == "winml_build_config.json" else cmds[:2]:
+        U.assert_clean_error(U.run([winml_asan, *c], timeout=120), "winml " + c[0], *needles)
+    os.unlink(b / fname)  # absent is fine: no labels, or no recorded task
+    assert U.run([winml, *cmds[0]]).returncode == 0
