@@ -65,6 +65,25 @@ static const char *token_text(const cJSON *v) {
     return NULL;
 }
 
+wm_status wm_tok_check_configs(const char *dir, wm_error *err) {
+    static const char *const files[2] = {"tokenizer_config.json", "special_tokens_map.json"};
+    for (int f = 0; f < 2; f++) {
+        char path[4200];
+        int present;
+        snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+        wm_status st = wm_input_present(path, &present, err);
+        if (st) return st;
+        if (!present) continue;
+        cJSON *j = wm_tok_read_json(path);
+        int ok = cJSON_IsObject(j);
+        cJSON_Delete(j);
+        if (!ok)
+            return wm_err(err, WM_ERR_INPUT, "%s: not a JSON object (not valid JSON, nested deeper than %d levels, or "
+                          "over 64 MiB)", path, WM_TOK_MAX_JSON_DEPTH);
+    }
+    return WM_OK;
+}
+
 void wm_tokenizer_read_config(wm_tokenizer *t, const char *dir) {
     const char *files[2] = {"special_tokens_map.json", "tokenizer_config.json"};
     for (int f = 0; f < 2; f++) {
@@ -378,6 +397,7 @@ wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *e
     wm_status st;
     int r = needed(dir, "tokenizer.json", a, sizeof a, &st, err);
     if (r) return r < 0 ? st : wm_tokenizer_load_file(a, out, err);
+    if ((st = wm_tok_check_configs(dir, err))) return st;
     const char *spm = NULL;
     if (wm_spm_find(dir, &spm)) return load_spm_files(dir, spm, out, err);
     int gpt2 = needed(dir, "vocab.json", a, sizeof a, &st, err);

@@ -118,7 +118,11 @@ def tiny_classifier(tmp_path_factory, winml):
     ("config.json", "[" * 100000 + "]" * 100000, ["config.json", "nested deeper"]),
     ("config.json", '{"model_type": "bert", "id2label": {"0": 5}}', ["config.json", "id2label"]),
     ("winml_build_config.json", '{"loader": {"task": "text-classification"}', ["winml_build_config.json"]),
-], ids=["cfg_array", "cfg_empty", "cfg_deep", "cfg_label_type", "recipe_truncated"])
+    # the tokenizer's configs (special tokens, do_lower_case) were read as absent when malformed
+    ("tokenizer_config.json", '{"do_lower_case": false', ["tokenizer_config.json", "not a json object"]),
+    ("special_tokens_map.json", "[" * 200 + "]" * 200, ["special_tokens_map.json", "nested deeper than 128"]),
+], ids=["cfg_array", "cfg_empty", "cfg_deep", "cfg_label_type", "recipe_truncated", "tokcfg_truncated",
+        "special_map_deep"])
 def test_malformed_build_file_refused(fname, text, needles, tiny_classifier, winml, winml_asan, tmp_path):
     """a build folder's config.json (labels, positions) or winml_build_config.json (task) that is there but malformed
     is refused naming it by run, task eval and perf, under ASan; run read it as absent before (exit 0, labels LABEL_n)"""
@@ -135,5 +139,21 @@ def test_malformed_build_file_refused(fname, text, needles, tiny_classifier, win
     (b / fname).write_text(text)
     for c in cmds if fname == "winml_build_config.json" else cmds[:2]:
         U.assert_clean_error(U.run([winml_asan, *c], timeout=120), "winml " + c[0], *needles)
-    os.unlink(b / fname)  # absent is fine: no labels, or no recorded task
+    if fname.startswith(("tokenizer", "special")):  # the same through tokenizer.json's loader
+        t = tmp_path / "t"
+        t.mkdir()
+        (t / "tokenizer.json").write_text(json.dumps(_wordpiece_json(b / "vocab.txt")))
+        (t / fname).write_text(text)
+        U.assert_clean_error(U.run([winml_asan, "tokenize", "-m", t, "--text", "w1"]), "winml tokenize", *needles)
+        os.unlink(t / fname)
+        assert U.run([winml, "tokenize", "-m", t, "--text", "w1"]).returncode == 0
+    os.unlink(b / fname)  # absent is fine: no labels, no recorded task, default special tokens
     assert U.run([winml, *cmds[0]]).returncode == 0
+
+
+def _wordpiece_json(vocab_txt):
+    vocab = {w: i for i, w in enumerate(open(vocab_txt).read().split("\n")) if w}
+    return {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": None, "decoder": None,
+            "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                      "max_input_chars_per_word": 100, "vocab": vocab}}
