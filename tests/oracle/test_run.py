@@ -119,8 +119,8 @@ def tiny_classifier(tmp_path_factory, winml):
     ("config.json", '{"model_type": "bert", "id2label": {"0": 5}}', ["config.json", "id2label"]),
     ("winml_build_config.json", '{"loader": {"task": "text-classification"}', ["winml_build_config.json"]),
     # the tokenizer's configs (special tokens, do_lower_case) were read as absent when malformed
-    ("tokenizer_config.json", '{"do_lower_case": false', ["tokenizer_config.json", "not a json object"]),
-    ("special_tokens_map.json", "[" * 200 + "]" * 200, ["special_tokens_map.json", "nested deeper than 128"]),
+    ("tokenizer_config.json", '{"do_lower_case": false', ["tokenizer_config.json", "not valid json"]),
+    ("special_tokens_map.json", "[" * 200 + "]" * 200, ["special_tokens_map.json", "nested deeper than 64"]),
 ], ids=["cfg_array", "cfg_empty", "cfg_deep", "cfg_label_type", "recipe_truncated", "tokcfg_truncated",
         "special_map_deep"])
 def test_malformed_build_file_refused(fname, text, needles, tiny_classifier, winml, winml_asan, tmp_path):
