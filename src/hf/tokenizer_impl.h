@@ -681,9 +681,9 @@ wm_tokenizer *wm_tokenizer_new(const char *name);
 struct cJSON *wm_tok_read_json(const char *path);
 /*
  * tokenizer_config.json and special_tokens_map.json of dir, each optional: one that is there must be a JSON object
- * (wm_hf_json_load), else WM_ERR_INPUT naming it and what is wrong; the readers below then take an unreadable file as absent, so
- * every loader of a folder checks them first (a malformed config silently read as absent changed the special
- * tokens and do_lower_case).
+ * (wm_hf_json_load), else WM_ERR_INPUT naming it and what is wrong. The readers below take an unreadable file as
+ * absent, so every loader of a folder checks them first (a malformed config silently read as absent changed the
+ * special tokens and do_lower_case).
  */
 wm_status wm_tok_check_configs(const char *dir, wm_error *err);
 /* Sets the roles found in tokenizer_config.json / special_tokens_map.json in dir. */
