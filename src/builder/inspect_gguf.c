@@ -65,9 +65,17 @@ wm_status wm_gguf_inspect(const char *spec, int task, int list_tasks, wm_json *j
     if (s) return s;
     wm_error cerr = {0};
     wm_status cs = wm_gguf_open_checkpoint(spec, &ck, &st, &cerr);
+    wm_arch a;
+    if (!cs && !list_tasks && (cs = wm_arch_resolve(&ck, st, task, &a, &cerr)) == WM_OK) wm_arch_free(&a);
+    /* the builder's own checks, run once for both: a file it refuses as malformed (a key out of range, an expert
+       stack whose dims disagree with the metadata) fails here too; one that is well formed but maps to nothing
+       supported (an architecture or tensor type without a table) is described, with why in checkpoint_error */
+    if (cs && (list_tasks || cs != WM_ERR_UNSUPPORTED)) {
+        s = wm_err(err, cs, "%s", cerr.msg);
+        goto done;
+    }
     if (list_tasks) {
-        if (cs) s = wm_err(err, cs, "%s", cerr.msg);
-        else s = wm_hf_list_tasks(&ck, st, task, "gguf", j, err);
+        s = wm_hf_list_tasks(&ck, st, task, "gguf", j, err);
         goto done;
     }
     wm_json_obj(j, NULL);
@@ -139,8 +147,6 @@ wm_status wm_gguf_inspect(const char *spec, int task, int list_tasks, wm_json *j
         wm_json_obj_end(j);
     }
     wm_json_obj_end(j);
-    wm_arch a;
-    if (!cs && (cs = wm_arch_resolve(&ck, st, task, &a, &cerr)) == WM_OK) wm_arch_free(&a);
     if (cs) {
         wm_json_str(j, "checkpoint_error", cerr.msg); /* the file is described; what the builder would refuse, why */
     } else {

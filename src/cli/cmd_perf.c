@@ -415,8 +415,10 @@ int wm_cmd_perf(int argc, char **argv) {
 
     char path[4096], dir[4096];
     wm_error err = {0};
+    char task[256];
     if (wm_model_path(c.model, "an .onnx file or a build folder with model.onnx", path, sizeof path, dir, sizeof dir,
-                      &err))
+                      &err) ||
+        wm_folder_task(dir, task, sizeof task, &err))
         return wm_cli_fail(&c, &err);
 
     int tty = isatty(STDERR_FILENO);
@@ -474,8 +476,6 @@ int wm_cmd_perf(int argc, char **argv) {
     wm_session_stats ss;
     wm_session_get_stats(s, &ss);
     int64_t bsz = in.n && in.t[0].rank ? in.t[0].dims[0] : 1;
-    char task[256];
-    wm_folder_task(dir, task, sizeof task);
 
     /* what the report needs of the session, kept: the LLM runner loads its own (its load is timed) */
     char prec[32];

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/file.h"
+#include "hf/config.h"
 #include "hf/spm_model.h"
 #include "hf/tokenizer_impl.h"
 
@@ -55,9 +56,8 @@ static cJSON *read_json_file(const char *path, int required, wm_status *st, wm_e
         if (required) *st = wm_err(err, WM_ERR_INPUT, "%s: missing (a Marian checkpoint needs it)", path);
         return NULL;
     }
-    cJSON *j = wm_tok_read_json(path);
-    if (!j) *st = wm_err(err, WM_ERR_INPUT, "%s: not readable JSON (or nested deeper than %d, or over 64 MiB)", path,
-                         WM_TOK_MAX_JSON_DEPTH);
+    cJSON *j = NULL;
+    *st = wm_hf_json_load(path, WM_TOK_CONFIG_MAX, &j, err); /* names what is wrong, where */
     return j;
 }
 

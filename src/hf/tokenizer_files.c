@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/file.h"
+#include "hf/config.h"
 #include "hf/spm_model.h"
 #include "hf/tokenizer_impl.h"
 
@@ -33,26 +34,9 @@ static int needed(const char *dir, const char *name, char *out, size_t n, wm_sta
 }
 
 cJSON *wm_tok_read_json(const char *path) {
-    wm_map m;
-    wm_error e = {0};
-    if (wm_map_file(path, 0, &m, &e)) return NULL;
     cJSON *j = NULL;
-    if (m.size && m.size < (64u << 20)) {
-        /* depth guard: cJSON recurses */
-        int depth = 0, ok = 1, in_str = 0;
-        for (size_t i = 0; i < m.size && ok; i++) {
-            char c = (char)m.data[i];
-            if (in_str) {
-                if (c == '\\') i++;
-                else if (c == '"') in_str = 0;
-            } else if (c == '"') in_str = 1;
-            else if (c == '[' || c == '{') ok = ++depth <= WM_TOK_MAX_JSON_DEPTH;
-            else if (c == ']' || c == '}') depth--;
-        }
-        if (ok) j = cJSON_ParseWithLength((const char *)m.data, m.size);
-    }
-    wm_unmap(&m);
-    return j;
+    wm_error e = {0};
+    return wm_hf_json_load_value(path, WM_TOK_CONFIG_MAX, &j, &e) ? NULL : j;
 }
 
 /* A token field: "text" or {"content": "text", ...}. */
@@ -63,6 +47,22 @@ static const char *token_text(const cJSON *v) {
         if (cJSON_IsString(c)) return c->valuestring;
     }
     return NULL;
+}
+
+wm_status wm_tok_check_configs(const char *dir, wm_error *err) {
+    static const char *const files[2] = {"tokenizer_config.json", "special_tokens_map.json"};
+    for (int f = 0; f < 2; f++) {
+        char path[4200];
+        int present;
+        snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+        wm_status st = wm_input_present(path, &present, err);
+        if (st) return st;
+        if (!present) continue;
+        cJSON *j = NULL;
+        if ((st = wm_hf_json_load(path, WM_TOK_CONFIG_MAX, &j, err))) return st; /* names what is wrong, where */
+        cJSON_Delete(j);
+    }
+    return WM_OK;
 }
 
 void wm_tokenizer_read_config(wm_tokenizer *t, const char *dir) {
@@ -189,6 +189,12 @@ static wm_status load_gpt2_files(wm_tokenizer *t, const char *dir, const char *v
         st = wm_err(err, WM_ERR_NOMEM, "%s: out of memory", vpath);
         goto done;
     }
+    /* vocab.json alone first: one JSON object and nothing after it (spliced into the text below, a file that was
+       not JSON could close the object early and add fields of its own) */
+    cJSON *vj = NULL;
+    if ((st = wm_hf_json_parse(vm.data ? (const char *)vm.data : "", vm.size, WM_TOK_CONFIG_MAX, vpath, &vj, err)))
+        goto done;
+    cJSON_Delete(vj);
     /* reuse the tokenizer.json model loader: {"type":"BPE","vocab":<vocab.json>,"merges":[]} */
     int hdr = snprintf(json, 64, "{\"model\":{\"type\":\"BPE\",\"merges\":[],\"vocab\":");
     memcpy(json + hdr, vm.data ? (const char *)vm.data : "", vm.size);
@@ -378,6 +384,7 @@ wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *e
     wm_status st;
     int r = needed(dir, "tokenizer.json", a, sizeof a, &st, err);
     if (r) return r < 0 ? st : wm_tokenizer_load_file(a, out, err);
+    if ((st = wm_tok_check_configs(dir, err))) return st;
     const char *spm = NULL;
     if (wm_spm_find(dir, &spm)) return load_spm_files(dir, spm, out, err);
     int gpt2 = needed(dir, "vocab.json", a, sizeof a, &st, err);

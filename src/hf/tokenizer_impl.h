@@ -675,9 +675,17 @@ void wm_tpost_free(wm_tpost *p);
 
 /* A new, empty tokenizer named name (for messages). */
 wm_tokenizer *wm_tokenizer_new(const char *name);
-/* Parses a JSON file of the tokenizer's folder (a config, vocab.json; nesting checked before cJSON recurses, at
- * most 64 MiB); NULL when absent, unreadable or not JSON. Free with cJSON_Delete. */
+#define WM_TOK_CONFIG_MAX (64u << 20) /* bytes of a JSON file of the tokenizer's folder (a config, vocab.json) */
+/* Parses a JSON file of the tokenizer's folder with the checkpoint's JSON parser (wm_hf_json_load_value: depth
+ * capped, nothing after the value); NULL when absent, unreadable or not JSON. Free with cJSON_Delete. */
 struct cJSON *wm_tok_read_json(const char *path);
+/*
+ * tokenizer_config.json and special_tokens_map.json of dir, each optional: one that is there must be a JSON object
+ * (wm_hf_json_load), else WM_ERR_INPUT naming it and what is wrong. The readers below take an unreadable file as
+ * absent, so every loader of a folder checks them first (a malformed config silently read as absent changed the
+ * special tokens and do_lower_case).
+ */
+wm_status wm_tok_check_configs(const char *dir, wm_error *err);
 /* Sets the roles found in tokenizer_config.json / special_tokens_map.json in dir. */
 void wm_tokenizer_read_config(wm_tokenizer *t, const char *dir);
 /* Fills roles not set from the model and the post-processor; builds desc. */

@@ -441,6 +441,11 @@ wm_status wm_tokenizer_load_file(const char *path, wm_tokenizer **out, wm_error 
     if (st) return st;
     char dir[4096];
     wm_path_dirname(path, dir, sizeof dir);
+    if ((st = wm_tok_check_configs(dir, err))) {
+        wm_tokenizer_free(*out);
+        *out = NULL;
+        return st;
+    }
     wm_tokenizer_read_config(*out, dir);
     wm_tokenizer_finish_roles(*out);
     return WM_OK;

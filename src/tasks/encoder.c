@@ -31,16 +31,19 @@ struct wm_encoder {
     size_t out_cap;
 };
 
-void wm_folder_task(const char *folder, char *task, size_t n) {
+wm_status wm_folder_task(const char *folder, char *task, size_t n, wm_error *err) {
     char p[4200];
     snprintf(p, sizeof p, "%s/winml_build_config.json", folder);
     cJSON *root = NULL;
-    wm_error e = {0};
     task[0] = 0;
-    if (wm_hf_json_load(p, 1 << 22, &root, &e)) return;
+    int present;
+    wm_status s = wm_input_present(p, &present, err);
+    if (s || !present) return s;
+    if ((s = wm_hf_json_load(p, 1 << 22, &root, err))) return s;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "loader"), "task");
     if (cJSON_IsString(t)) snprintf(task, n, "%s", t->valuestring);
     cJSON_Delete(root);
+    return WM_OK;
 }
 
 wm_status wm_encoder_open(const char *model, const wm_session_opts *so, wm_encoder **out, wm_error *err) {
@@ -55,10 +58,16 @@ wm_status wm_encoder_open(const char *model, const wm_session_opts *so, wm_encod
     st = wm_session_new(file, so, &e->s, err);
     if (!st) st = wm_tokenizer_load_dir(folder, &e->tok, err);
     if (st) goto fail;
+    /* config.json (labels, positions) and winml_build_config.json (task) may be absent; one that is there but
+       malformed is refused naming it, not read as absent (labels LABEL_n, no length bound) */
     snprintf(p, sizeof p, "%s/config.json", folder);
-    wm_error ce = {0};
-    e->has_cfg = wm_hf_config_load(p, &e->cfg, &ce) == WM_OK;
-    wm_folder_task(folder, e->task, sizeof e->task);
+    int present;
+    if ((st = wm_input_present(p, &present, err))) goto fail;
+    if (present) {
+        if ((st = wm_hf_config_load(p, &e->cfg, err))) goto fail;
+        e->has_cfg = 1;
+    }
+    if ((st = wm_folder_task(folder, e->task, sizeof e->task, err))) goto fail;
     snprintf(e->folder, sizeof e->folder, "%s", folder);
     if ((st = wm_sbert_load(folder, &e->sb, &e->sb_unsupported))) {
         if (st != WM_ERR_UNSUPPORTED) {

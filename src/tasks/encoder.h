@@ -36,8 +36,11 @@ typedef struct wm_encoder wm_encoder;
 wm_status wm_encoder_open(const char *model, const wm_session_opts *so, wm_encoder **out, wm_error *err);
 void wm_encoder_free(wm_encoder *e);
 
-/* The task of build folder `folder`: its winml_build_config.json loader.task into task[n] ("" when none). */
-void wm_folder_task(const char *folder, char *task, size_t n);
+/*
+ * The task of build folder `folder`: its winml_build_config.json loader.task into task[n] ("" when the file or the
+ * field is absent). A file that is there but not a regular file or not valid JSON: WM_ERR_INPUT naming it.
+ */
+wm_status wm_folder_task(const char *folder, char *task, size_t n, wm_error *err);
 
 /* The task recorded in the folder's winml_build_config.json ("" when none). */
 const char *wm_encoder_task(const wm_encoder *e);

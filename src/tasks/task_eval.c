@@ -321,8 +321,10 @@ wm_status wm_task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_er
 
 static wm_status task_eval(const char *dir, const wm_task_opts *o, wm_json *j, wm_error *err) {
     char task[64] = "";
+    wm_status fs;
     if (o->task) snprintf(task, sizeof task, "%s", o->task);
-    else wm_folder_task(dir, task, sizeof task); /* a build folder's own; "" for a bare model */
+    else if ((fs = wm_folder_task(dir, task, sizeof task, err))) /* a build folder's own; "" for a bare model */
+        return fs;
     char pp[4200];
     snprintf(pp, sizeof pp, "%s/preprocessor_config.json", dir);
     if (wm_s2s_text_folder(dir)) return wm_speech_task_eval(dir, o, j, err); /* Whisper, TrOCR: generated text */

@@ -393,9 +393,16 @@ HOSTILE = [
 
 @pytest.mark.parametrize("kind,tweak,needles", HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_hostile_expert_metadata_refused_by_name(kind, tweak, needles, tiny, tmp_path, winml_asan):
+    """build refuses each file naming the key or tensor; inspect (and --list-tasks) refuses it with the same message
+    (the checks are the checkpoint's, which both run: inspect exited 0 on these files before)"""
     path = tmp_path / "bad.gguf"
     _hostile(kind, tweak)(tiny, path)
     out = tmp_path / "out"
     r = U.run([winml_asan, "build", "-m", path, "-o", out], timeout=300)
-    U.assert_clean_error(r, "winml build", *needles)
+    msg = U.assert_clean_error(r, "winml build", *needles)
+    assert not out.exists()
+    for extra in ([], ["--list-tasks"]):
+        r = U.run([winml_asan, "inspect", "-m", path, "-f", "json", *extra], timeout=300)
+        got = U.assert_clean_error(r, "winml inspect", *needles)
+        assert got.split(": error: ", 1)[1] == msg.split(": error: ", 1)[1], (got, msg)
     assert not out.exists() and not U.leftovers(tmp_path)

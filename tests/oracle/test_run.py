@@ -93,3 +93,67 @@ def test_feature_extraction_embeddings(winml, bert_vocab, tmp_path):
 def test_run_refuses_a_decoder(winml, tmp_path):
     r = subprocess.run([winml, "run", "-m", tmp_path / "nothing", "--text", "x"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory, winml):
+    """a build folder of a tiny random BERT classifier (WordPiece vocab.txt of made-up words)"""
+    import builder_util as BU
+    import oracle_util as U
+    tmp = tmp_path_factory.mktemp("tiny_classifier")
+    ck = tmp / "ck"
+    BU.make_tiny("bert", str(ck))
+    V = json.load(open(ck / "config.json"))["vocab_size"]
+    (ck / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                                            [f"w{i}" for i in range(V - 5)]) + "\n")
+    r = U.run([winml, "build", "-m", ck, "-o", tmp / "b", "-t", "text-classification", "-q"], timeout=300)
+    assert r.returncode == 0, U.describe(r)
+    return tmp / "b"
+
+
+@pytest.mark.parametrize("fname,text,needles", [
+    ("config.json", "[1, 2]", ["config.json", "not a JSON object"]),
+    ("config.json", "", ["config.json"]),
+    ("config.json", "[" * 100000 + "]" * 100000, ["config.json", "nested deeper"]),
+    ("config.json", '{"model_type": "bert", "id2label": {"0": 5}}', ["config.json", "id2label"]),
+    ("winml_build_config.json", '{"loader": {"task": "text-classification"}', ["winml_build_config.json"]),
+    # the tokenizer's configs (special tokens, do_lower_case) were read as absent when malformed
+    ("tokenizer_config.json", '{"do_lower_case": false', ["tokenizer_config.json", "not valid json"]),
+    ("special_tokens_map.json", "[" * 200 + "]" * 200, ["special_tokens_map.json", "nested deeper than 64"]),
+], ids=["cfg_array", "cfg_empty", "cfg_deep", "cfg_label_type", "recipe_truncated", "tokcfg_truncated",
+        "special_map_deep"])
+def test_malformed_build_file_refused(fname, text, needles, tiny_classifier, winml, winml_asan, tmp_path):
+    """a build folder's config.json (labels, positions) or winml_build_config.json (task) that is there but malformed
+    is refused naming it by run, task eval and perf, under ASan; run read it as absent before (exit 0, labels LABEL_n)"""
+    import shutil
+    import oracle_util as U
+    b = tmp_path / "b"
+    shutil.copytree(tiny_classifier, b)
+    ds = tmp_path / "ds.jsonl"
+    ds.write_text('{"text": "w1 w2", "label": 0}\n{"text": "w3", "label": 1}\n')
+    cmds = [["run", "-m", b, "--text", "w1 w2"],
+            ["eval", "--mode", "task", "-m", b, "--dataset", ds, "--task", "text-classification", "--samples", "2"],
+            ["perf", "-m", b, "--warmup", "0", "--iterations", "1"]]
+    assert U.run([winml, *cmds[0]]).returncode == 0  # the folder as built runs
+    (b / fname).write_text(text)
+    for c in cmds if fname == "winml_build_config.json" else cmds[:2]:
+        U.assert_clean_error(U.run([winml_asan, *c], timeout=120), "winml " + c[0], *needles)
+    if fname.startswith(("tokenizer", "special")):  # the same through tokenizer.json's loader
+        t = tmp_path / "t"
+        t.mkdir()
+        (t / "tokenizer.json").write_text(json.dumps(_wordpiece_json(b / "vocab.txt")))
+        (t / fname).write_text(text)
+        U.assert_clean_error(U.run([winml_asan, "tokenize", "-m", t, "--text", "w1"]), "winml tokenize", *needles)
+        os.unlink(t / fname)
+        assert U.run([winml, "tokenize", "-m", t, "--text", "w1"]).returncode == 0
+    os.unlink(b / fname)  # absent is fine: no labels, no recorded task, default special tokens
+    assert U.run([winml, *cmds[0]]).returncode == 0
+
+
+def _wordpiece_json(vocab_txt):
+    vocab = {w: i for i, w in enumerate(open(vocab_txt).read().split("\n")) if w}
+    return {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": None, "decoder": None,
+            "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                      "max_input_chars_per_word": 100, "vocab": vocab}}

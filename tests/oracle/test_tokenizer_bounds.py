@@ -123,6 +123,25 @@ def long_texts():
     return out
 
 
+
+@pytest.mark.parametrize("vocab,needles", [
+    # not JSON, but spliced into {"model": {..., "vocab": <vocab.json>}} it closed the model early and added fields
+    ('{"a": 0, "b": 1, "ab": 2}}, "normalizer": {"type": "Lowercase"}, "x": {"y": 1', ["vocab.json", "trailing bytes"]),
+    ('{"a": 0, "b": 1', ["vocab.json", "not valid json"]),
+    ("[" * 100 + "]" * 100, ["vocab.json", "nested deeper than 64"]),
+], ids=["spliced", "truncated", "deep"])
+def test_gpt2_folder_vocab_that_is_not_json_is_refused(vocab, needles, winml_both, tmp_path):
+    """vocab.json + merges.txt (no tokenizer.json): a vocab.json that is not one JSON object is refused naming it
+    (the spliced one loaded before, exit 0); the same folder with a valid vocab.json tokenizes"""
+    (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
+    (tmp_path / "vocab.json").write_text(vocab)
+    r = U.run([winml_both, "tokenize", "-m", tmp_path, "--text", "ab"], timeout=60)
+    U.assert_clean_error(r, "winml tokenize", *needles)
+    (tmp_path / "vocab.json").write_text('{"a": 0, "b": 1, "ab": 2}')
+    r = U.run([winml_both, "tokenize", "-m", tmp_path, "--text", "ab", "-f", "json"], timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout)["ids"] == [2], U.describe(r)
+
+
 @pytest.mark.parametrize("name", ["gpt2", "qwen3", "llama2", "bert", "xlmr", "spbpe_ms", "misc_bpe", "misc_wl"])
 def test_long_texts_match_tokenizers(name, fixtures, tmp_path):
     """The streamed pre-tokenizer and the segmented normalizers cut long texts into batches and segments: the
