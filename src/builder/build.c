@@ -1053,6 +1053,19 @@ static wm_status prepare(build_ctx *b) {
         } else if (s)
             return wm_err(err, s, "%s", se.msg);
         if ((s = wm_sbert_check_length(&b->sb, b->ck.dir, b->ck.config.max_positions, err))) return s;
+        /* the tokenizer files the folder will carry: a malformed one is refused before any work (winml run and
+           generate would refuse it later); one the loader does not support is carried as it is, with a note */
+        if (!b->ck.format && wm_tokenizer_dir_has(b->ck.dir)) { /* a GGUF writes its own from the metadata */
+            wm_tokenizer *t = NULL;
+            wm_error te = {0};
+            s = wm_tokenizer_load_dir(b->ck.dir, &t, &te);
+            wm_tokenizer_free(t);
+            if (s == WM_ERR_UNSUPPORTED)
+                note(b, "note: %s; the tokenizer files are carried as they are and winml run / generate will refuse "
+                     "them\n", te.msg);
+            else if (s)
+                return wm_err(err, s, "%s", te.msg);
+        }
     }
     /* auto: the target device's precision, a GGUF at gguf (its blocks carried) but on an npu; random weights have
        no blocks to carry, and an export (no quant stage) is float32 */

@@ -165,11 +165,11 @@ done:
 static void tokenizer_json(const char *dir, wm_json *j) {
     wm_tokenizer *t = NULL;
     wm_error e = {0};
-    if (wm_tokenizer_load_dir(dir, &t, &e) == WM_OK) {
+    if (!wm_tokenizer_dir_has(dir)) {
+        wm_json_null(j, "tokenizer");
+    } else if (wm_tokenizer_load_dir(dir, &t, &e) == WM_OK) {
         wm_json_str(j, "tokenizer", wm_tokenizer_describe(t));
         wm_tokenizer_free(t);
-    } else if (strstr(e.msg, ": no tokenizer.json")) {
-        wm_json_null(j, "tokenizer");
     } else {
         wm_json_null(j, "tokenizer");
         wm_json_str(j, "tokenizer_error", e.msg);

@@ -53,6 +53,10 @@ wm_status wm_tokenizer_load_file(const char *path, wm_tokenizer **out, wm_error 
  */
 wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *err);
 
+/* 1 when dir holds files wm_tokenizer_load_dir would read (tokenizer.json, a SentencePiece model, vocab.json with
+ * merges.txt, or vocab.txt; one it cannot even stat counts, so the load names it), 0 when it holds none. */
+int wm_tokenizer_dir_has(const char *dir);
+
 /* A folder or a tokenizer.json path: dispatches to one of the two above. */
 wm_status wm_tokenizer_load(const char *path, wm_tokenizer **out, wm_error *err);
 

@@ -376,6 +376,17 @@ static wm_status load_spm_files(const char *dir, const char *file, wm_tokenizer 
     return st;
 }
 
+int wm_tokenizer_dir_has(const char *dir) {
+    char a[4200];
+    wm_status st;
+    wm_error e = {0};
+    const char *spm = NULL;
+    if (needed(dir, "tokenizer.json", a, sizeof a, &st, &e) || wm_spm_find(dir, &spm)) return 1;
+    int gpt2 = needed(dir, "vocab.json", a, sizeof a, &st, &e);
+    if (gpt2 > 0) gpt2 = needed(dir, "merges.txt", a, sizeof a, &st, &e);
+    return gpt2 || needed(dir, "vocab.txt", a, sizeof a, &st, &e);
+}
+
 wm_status wm_tokenizer_load_dir(const char *dir, wm_tokenizer **out, wm_error *err) {
     char a[4200], b[4200];
     *out = NULL;

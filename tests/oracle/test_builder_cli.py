@@ -413,6 +413,36 @@ def test_bad_config_fields(change, needles, ckpt, winml_asan, tmp_path):
     _all_commands(winml_asan, ckpt, tmp_path, *needles)
 
 
+@pytest.mark.parametrize("text,needles", [
+    ('{"version": "1.0", "model": ' + "[" * 100000 + "]" * 100000 + "}", ["tokenizer.json", "nested deeper"]),
+    (json.dumps({"version": "1.0", "model": {"type": "WordLevel", "vocab": {"a": 2 ** 40}, "unk_token": "a"}}),
+     ["tokenizer.json", "model.vocab", "id must be an integer"]),
+    (json.dumps({"version": "1.0", "model": {"type": "WordLevel", "vocab": {"a": -5}, "unk_token": "a"}}),
+     ["tokenizer.json", "model.vocab", "id must be an integer"]),
+], ids=["deep", "id_2_40", "id_negative"])
+def test_malformed_tokenizer_refused_before_the_build(text, needles, ckpt, winml_asan, tmp_path):
+    """A checkpoint's tokenizer.json that our loader refuses as malformed: build copied it as it was (exit 0) and
+    only run / generate refused it later; now build refuses it first, naming the file and field, writing nothing."""
+    with open(os.path.join(ckpt, "tokenizer.json"), "w") as f:
+        f.write(text)
+    r = U.run([winml_asan, "build", "-m", ckpt, "-o", str(tmp_path / "o")])
+    U.assert_clean_error(r, "winml build", *needles)
+    assert not os.path.exists(tmp_path / "o") and not glob.glob(str(tmp_path / "*winml-tmp*"))
+
+
+def test_unsupported_tokenizer_is_carried_with_a_note(ckpt, winml, tmp_path):
+    """A well-formed tokenizer.json of a model type the loader does not support is carried as it is, with a note
+    naming it (a real model is not refused for a tokenizer only our run / generate would use)."""
+    tok = {"version": "1.0", "model": {"type": "Frob", "vocab": {"a": 0}}}
+    with open(os.path.join(ckpt, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+    r = U.run([winml, "build", "-m", ckpt, "-o", str(tmp_path / "o")])
+    assert r.returncode == 0, U.describe(r)
+    assert "unsupported model 'Frob'" in r.stderr and "carried as they are" in r.stderr, U.describe(r)
+    with open(tmp_path / "o" / "tokenizer.json") as f:
+        assert json.load(f) == tok
+
+
 def test_duplicate_config_key(ckpt, winml_asan, tmp_path):
     p = os.path.join(ckpt, "config.json")
     text = open(p).read().rstrip().rstrip("}") + ', "hidden_size": 64}'
