@@ -3,6 +3,9 @@
 # builds the normal and the ASan+UBSan trees and runs every test;
 # `make demo` runs the main job on a default model.
 JOBS ?= $(shell nproc)
+# pytest-xdist workers of the oracle suite (whole modules per worker: --dist loadfile keeps module fixtures
+# built once); at most 4, so that a big machine does not hold dozens of torch processes
+ORACLE_JOBS ?= $(shell n=$$(nproc); [ $$n -gt 4 ] && n=4; echo $$n)
 BUILD ?= build
 VENV ?= .venv
 
@@ -33,7 +36,7 @@ fuzz: unit-asan
 	scripts/fuzz.sh long
 
 oracle: all venv unit-asan
-	WM_BUILD=$(BUILD) WM_BUILD_ASAN=build-asan $(VENV)/bin/python -m pytest -q -o tmp_path_retention_policy=failed -o tmp_path_retention_count=1 tests/oracle
+	WM_BUILD=$(BUILD) WM_BUILD_ASAN=build-asan $(VENV)/bin/python -m pytest -q -n $(ORACLE_JOBS) --dist loadfile --durations=40 -o tmp_path_retention_policy=failed -o tmp_path_retention_count=1 tests/oracle
 
 conformance: all venv
 	WM_BUILD=$(BUILD) VENV=$(VENV) scripts/conformance.sh

@@ -6,6 +6,9 @@
 # node-test models. Failing inputs land in tests/fuzz/corpus-run/ as
 # crash-*/leak-*/timeout-*/oom-* files, which fail the run, as does a fuzzer
 # that exits with an error.
+# Targets run WM_FUZZ_JOBS at a time (default nproc: each fuzzer is one
+# process on one core, and each still runs its full SECS); a target's lines
+# are printed together, in target order, once all have run.
 set -euo pipefail
 mode=${1:-smoke}
 B=${WM_BUILD_ASAN:-build-asan}
@@ -23,13 +26,17 @@ else
   only=${3:-}
 fi
 run=${WM_FUZZ_RUN:-tests/fuzz/corpus-run} # corpus and failing inputs (the oracle test of this gate points it elsewhere)
+jobs=${WM_FUZZ_JOBS:-$(nproc)}
 status=0
-summary=$(mktemp) # what failed, repeated at the very end: CI keeps only the tail of a long log
-trap 'rm -f "$summary"' EXIT
-for bin in "$B"/fuzz_*; do
-  [ -x "$bin" ] || continue
+work=$(mktemp -d) # per target: its lines (.log), its summary of failures (.sum), failed (.fail), ran to the end (.done)
+trap 'rm -rf "$work"' EXIT
+
+# one target: everything it prints goes to $work/NAME.log, what failed to $work/NAME.sum
+fuzz_one() {
+  local bin=$1 name kind seeds i f log frc found summary
   name=$(basename "$bin"); kind=${name#fuzz_}
-  [ -n "$only" ] && [ "$only" != "$kind" ] && continue
+  summary="$work/$name.sum"
+  exec 2>"$work/$name.log"
   mkdir -p "$run/$kind"
   seeds=$(mktemp -d)
   i=0
@@ -66,11 +73,33 @@ for bin in "$B"/fuzz_*; do
     for f in $found; do
       [ "$(stat -c %s "$f")" -le 4096 ] && { echo "   input $(basename "$f") base64: $(base64 -w0 "$f")" >>"$summary"; }
     done
-    status=1
+    touch "$work/$name.fail"
   else
     echo "$name: no crashes" >&2
   fi
   rm -f "$log"
+  touch "$work/$name.done" # not reached when a step above failed (errexit holds in the background job)
+}
+
+names=()
+for bin in "$B"/fuzz_*; do
+  [ -x "$bin" ] || continue
+  name=$(basename "$bin"); kind=${name#fuzz_}
+  [ -n "$only" ] && [ "$only" != "$kind" ] && continue
+  names+=("$name")
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  fuzz_one "$bin" &
+done
+wait
+summary="$work/summary"
+: >"$summary"
+for name in ${names[@]+"${names[@]}"}; do
+  cat "$work/$name.log" >&2 2>/dev/null || true
+  if [ -e "$work/$name.fail" ] || [ ! -e "$work/$name.done" ]; then
+    status=1
+    [ -e "$work/$name.done" ] || echo "$name: fuzz.sh stopped before the end of this target" >&2
+    if [ -e "$work/$name.sum" ]; then cat "$work/$name.sum" >>"$summary"; else echo "== $name: stopped early" >>"$summary"; fi
+  fi
 done
 if [ "$status" -ne 0 ]; then
   echo "== fuzz $mode: FAILED targets (repeated from above):" >&2

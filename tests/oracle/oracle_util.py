@@ -5,6 +5,8 @@ The binaries come from $WM_BUILD (normal build, default build/) and $WM_BUILD_AS
 exists and fall back to the normal one otherwise (set WM_REQUIRE_ASAN=1 to make a missing
 ASan build an error, as CI should).
 """
+import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -30,6 +32,31 @@ def scratch(request, name):
     d = request.getfixturevalue("tmp_path_factory").mktemp(name)
     request.addfinalizer(lambda: shutil.rmtree(d, ignore_errors=True))
     return d
+
+
+_CACHE_LOCKS = {}  # folder -> [open lock file, depth]: the lock is reentrant within one process
+
+
+@contextlib.contextmanager
+def cache_lock(folder):
+    """Holds an exclusive flock on FOLDER/.lock while a shared cache folder is read or filled, so that parallel
+    pytest-xdist workers (or two sessions) never see a half-written fixture; reentrant within one process."""
+    os.makedirs(folder, exist_ok=True)
+    key = os.path.realpath(folder)
+    ent = _CACHE_LOCKS.get(key)
+    if ent is None:
+        f = open(os.path.join(key, ".lock"), "w")
+        fcntl.flock(f, fcntl.LOCK_EX)
+        ent = _CACHE_LOCKS[key] = [f, 0]
+    ent[1] += 1
+    try:
+        yield folder
+    finally:
+        ent[1] -= 1
+        if ent[1] == 0:
+            del _CACHE_LOCKS[key]
+            fcntl.flock(ent[0], fcntl.LOCK_UN)
+            ent[0].close()
 
 
 def build_dir(var, default):

@@ -49,6 +49,11 @@ def photos():
     """name -> path of the scikit-image photographs, from the cache (downloaded and checked when missing)."""
     root = os.path.join(CACHE, "skimage_photos")
     paths = {n: os.path.join(root, n) for n in PHOTOS}
+    with U.cache_lock(root):  # one pytest-xdist worker (or session) fills it at a time
+        return _photos(root, paths)
+
+
+def _photos(root, paths):
     if not all(os.path.exists(p) and _sha(p) == PHOTOS[n] for n, p in paths.items()):
         dl = os.path.join(root, "wheels")
         os.makedirs(dl, exist_ok=True)
@@ -409,7 +414,7 @@ def zero_shot_folder(request, build_dir):
     import tok_oracle
     os.environ.setdefault("WM_BUILD", build_dir)
     cache = tok_oracle.cache_dir()
-    tok_oracle._clip_json(cache, os.path.join(cache, "clip.json"))
+    tok_oracle.clip_json(cache, os.path.join(cache, "clip.json"))
     d = U.scratch(request, "zeroshot") / "clip"
     d.mkdir()
     for f in ("tokenizer.json", "tokenizer_config.json"):

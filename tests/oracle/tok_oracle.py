@@ -56,6 +56,7 @@ import time
 import unicodedata
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle_util  # noqa: E402
 import tok_corpus  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -199,7 +200,19 @@ def _write_bytes(path, b):
 def build_fixtures(names=None):
     """Returns {name: (our MODEL path, python Tokenizer, lossless kind)}; lossless kind is
     None, "exact", "exact_no_meta" (texts without "▁") or "nfc" (decode(encode(x)) == x / NFC(x),
-    without special tokens, for texts without added-token strings)."""
+    without special tokens, for texts without added-token strings). One process at a time fills or reads the
+    cache folder (oracle_util.cache_lock: pytest-xdist workers share it)."""
+    with oracle_util.cache_lock(cache_dir()):
+        return _build_fixtures(names)
+
+
+def clip_json(cache, path):
+    """_clip_json under the cache folder's lock (the CLIP fixture outside build_fixtures: test_images.py)."""
+    with oracle_util.cache_lock(cache):
+        _clip_json(cache, path)
+
+
+def _build_fixtures(names):
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, \
         processors, trainers
     names = names or ALL
