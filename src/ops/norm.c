@@ -102,30 +102,36 @@ static void norm_part(void *arg, int ith, int nth) {
     uint64_t skip_rows = skip ? wm_tensor_numel(skip) / len : 1;
     for (long r = lo; r < hi; r++) {
         uint64_t off = (uint64_t)r * len;
-        wm_row_load(in[0]->dtype, in[0]->data, off, x, (int64_t)len);
-        if (skip) { /* x = (input + skip) + bias, the table's vector add */
+        if (skip) { /* x = (input + skip) + bias, the table's vector add (float32 rows read where they lie) */
             uint64_t so = ((uint64_t)r % skip_rows) * len;
-            const float *sr = t;
+            const float *sr = t, *xr = x;
             if (skip->dtype == WM_DT_FLOAT) sr = (const float *)skip->data + so;
             else wm_row_load(skip->dtype, skip->data, so, t, (int64_t)len);
-            c->k->add((int64_t)len, x, x, sr);
+            if (in[0]->dtype == WM_DT_FLOAT) xr = (const float *)in[0]->data + off;
+            else wm_row_load(in[0]->dtype, in[0]->data, off, x, (int64_t)len);
+            c->k->add((int64_t)len, x, xr, sr);
             if (bias) c->k->add((int64_t)len, x, x, bb);
             if (c->n_out > 3 && c->out[3]) wm_row_store(c->out[3]->dtype, c->out[3]->data, off, x, (int64_t)len);
+        } else {
+            wm_row_load(in[0]->dtype, in[0]->data, off, x, (int64_t)len);
         }
+        /* a float32 output takes the normalized row directly (x is this thread's copy, so an output in the
+           input's place is safe); other types go through t */
+        float *y = c->out[0]->dtype == WM_DT_FLOAT ? (float *)c->out[0]->data + off : t;
         float m = 0, inv;
         if (!s->rms) { /* the table's row kernel (vector, two-pass) */
-            c->k->layernorm_row((int64_t)len, t, x, g, beta ? b : NULL, s->eps, &m, &inv);
+            c->k->layernorm_row((int64_t)len, y, x, g, beta ? b : NULL, s->eps, &m, &inv);
         } else if (!c->rms_stats) {
-            c->k->rmsnorm_row((int64_t)len, t, x, g, s->eps);
+            c->k->rmsnorm_row((int64_t)len, y, x, g, s->eps);
             inv = 0; /* not an output of this node */
         } else { /* RMS with its statistics as outputs */
             double var = 0;
             for (uint64_t i = 0; i < len; i++) var += (double)x[i] * x[i];
             var /= (double)len;
             inv = (float)(1.0 / sqrt(var + s->eps));
-            for (uint64_t i = 0; i < len; i++) t[i] = x[i] * inv * g[i];
+            for (uint64_t i = 0; i < len; i++) y[i] = x[i] * inv * g[i];
         }
-        wm_row_store(c->out[0]->dtype, c->out[0]->data, off, t, (int64_t)len);
+        if (y == t) wm_row_store(c->out[0]->dtype, c->out[0]->data, off, t, (int64_t)len);
         if (s->skip) { /* outputs: 1 mean, 2 inv_std_var */
             if (c->n_out > 1 && c->out[1]) ((float *)c->out[1]->data)[r] = m;
             if (c->n_out > 2 && c->out[2]) ((float *)c->out[2]->data)[r] = inv;
