@@ -133,6 +133,12 @@ void wm_s2s_free(wm_s2s *m) {
     free(m);
 }
 
+size_t wm_s2s_kept_nodes(const wm_s2s *m) {
+    wm_session_stats st;
+    wm_session_get_stats(m->past, &st);
+    return st.n_steady_skipped;
+}
+
 int64_t wm_s2s_vocab(const wm_s2s *m) { return m->vocab; }
 int wm_s2s_speech(const wm_s2s *m) { return m->speech; }
 int64_t wm_s2s_n_mels(const wm_s2s *m) { return m->speech ? m->n_mels : 0; }
