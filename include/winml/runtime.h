@@ -146,6 +146,17 @@ wm_status wm_session_run_bound(wm_session *s, const wm_tensor *inputs, size_t n_
  */
 wm_status wm_session_reserve(wm_session *s, uint64_t bytes, const char *what, wm_error *err);
 
+/*
+ * Marks the graph inputs named names[0..n) steady: their contents stay the same over the runs that follow (a
+ * decoder's cross-attention cache, fed back unchanged every step). The values computed from steady inputs and
+ * constants alone (a Cast of that cache to the graph's float16) are then computed by the next run and kept in
+ * memory the session owns (charged to its budget) for the runs after, which skip the nodes making them. A later
+ * run recomputes them when a steady input arrives in another buffer or with other dims; one whose bytes change in
+ * the same buffer must be declared again: every call (n = 0 included: nothing steady) drops what was kept.
+ * WM_ERR_INPUT naming the name when it is no graph input; nothing changes then.
+ */
+wm_status wm_session_steady_inputs(wm_session *s, const char *const *names, size_t n, wm_error *err);
+
 /* Statistics of the session, for perf and tests. */
 typedef struct wm_session_stats {
     size_t n_nodes;        /* nodes in the graph */
@@ -157,6 +168,7 @@ typedef struct wm_session_stats {
     uint64_t packed_bytes; /* prepacked weights */
     uint64_t run_allocs;   /* heap allocations made inside wm_session_run after planning (eager plans only) */
     int eager;             /* the last plan needed data-dependent shapes and ran eagerly */
+    size_t n_steady_skipped; /* nodes the last run skipped: their values kept from an earlier run (steady inputs) */
 } wm_session_stats;
 
 void wm_session_get_stats(const wm_session *s, wm_session_stats *st);

@@ -170,7 +170,8 @@ static void put_tries(const wm_whisper_out *w, wm_json *j) {
     wm_json_arr_end(j);
 }
 
-/* The last generation's encoder and search times (the JSON's encoder_ms and decode_ms; wall, then process CPU). */
+/* The last generation's encoder and search times (the JSON's encoder_ms and decode_ms; wall, then process CPU), and the
+   decoder nodes its last step skipped (decode_kept_nodes: values kept from the cross-attention cache). */
 static void timing_json(const wm_s2s *m, wm_json *j) {
     double enc, search;
     wm_s2s_timing(m, &enc, &search);
@@ -179,6 +180,7 @@ static void timing_json(const wm_s2s *m, wm_json *j) {
     wm_s2s_cpu_timing(m, &enc, &search);
     wm_json_num(j, "encoder_cpu_ms", enc);
     wm_json_num(j, "decode_cpu_ms", search);
+    wm_json_uint(j, "decode_kept_nodes", wm_s2s_kept_nodes(m));
 }
 
 int wm_whisper_flag(wm_cli *c, int opt, const char *arg, wm_s2s_audio_args *a) {

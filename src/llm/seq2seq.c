@@ -133,6 +133,12 @@ void wm_s2s_free(wm_s2s *m) {
     free(m);
 }
 
+size_t wm_s2s_kept_nodes(const wm_s2s *m) {
+    wm_session_stats st;
+    wm_session_get_stats(m->past, &st);
+    return st.n_steady_skipped;
+}
+
 int64_t wm_s2s_vocab(const wm_s2s *m) { return m->vocab; }
 int wm_s2s_speech(const wm_s2s *m) { return m->speech; }
 int64_t wm_s2s_n_mels(const wm_s2s *m) { return m->speech ? m->n_mels : 0; }
@@ -299,6 +305,16 @@ static wm_status step(run_state *r, const int64_t *tok, int64_t n_tok, wm_error 
                 goto done;
             }
         }
+    if (first) { /* the cross cache the later steps feed unchanged: what they compute from it alone is kept */
+        const char *xn[2 * MAX_LAYERS];
+        size_t nx = 0;
+        for (int l = 0; l < m->layers; l++)
+            for (int kv = 0; kv < 2; kv++) {
+                snprintf(names[4 * l + 2 + kv], 96, "past_key_values.%d.encoder.%s", l, kv ? "value" : "key");
+                if (wm_session_input_index(m->past, names[4 * l + 2 + kv]) >= 0) xn[nx++] = names[4 * l + 2 + kv];
+            }
+        if ((st = wm_session_steady_inputs(m->past, xn, nx, err))) goto done;
+    }
     r->len += n_tok;
     r->cur = !r->cur;
 done:

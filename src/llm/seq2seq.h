@@ -117,6 +117,10 @@ void wm_s2s_timing(const wm_s2s *m, double *enc_ms, double *search_ms);
    loaded machine does not inflate, as it does the wall times). */
 void wm_s2s_cpu_timing(const wm_s2s *m, double *enc_ms, double *search_ms);
 
+/* Nodes of decoder_with_past_model.onnx the last step skipped (0 before any): values computed from the cross-attention
+   cache alone (a float16 build's Cast of it), kept from the generation's first step after it (wm_session_steady_inputs). */
+size_t wm_s2s_kept_nodes(const wm_s2s *m);
+
 /* 1 when the build's encoder reads input_features (a speech encoder-decoder), 0 when it reads input_ids. */
 int wm_s2s_speech(const wm_s2s *m);
 /* input_features' mel bins (the encoder's fixed dim 1; 0 when not a speech build). */

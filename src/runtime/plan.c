@@ -30,6 +30,7 @@ void wm_plan_free(wm_plan *p) {
     free(p->run);
     free(p->io);
     free(p->io_off);
+    free(p->kept);
     free(p);
 }
 
@@ -179,7 +180,7 @@ static wm_status assign_memory(wm_session *s, wm_plan *p, wm_error *err) {
             }
         for (int k = 0; k < n->n_out; k++) {
             int w = wm_session_value(s, n->proto->output[k]);
-            if (w < 0) continue;
+            if (w < 0 || p->loc[w].kind == WM_LOC_STEADY) continue; /* kept outside the arena (steady.c) */
             uint64_t nb = wm_tensor_nbytes(&p->t[w]);
             int is_out = s->vals[w].output_index >= 0;
             int ur = u >= 0 ? root[u] : -1;
@@ -267,6 +268,9 @@ done:
     return st;
 }
 
+static wm_status make_plan_nodes(wm_session *s, wm_plan *p, const wm_tensor *inputs, uint8_t *vsteady,
+                                 wm_error *err);
+
 static wm_status make_plan(wm_session *s, const wm_tensor *inputs, wm_plan *p, wm_error *err) {
     size_t nv = s->n_vals;
     p->t = calloc(nv ? nv : 1, sizeof *p->t);
@@ -274,7 +278,21 @@ static wm_status make_plan(wm_session *s, const wm_tensor *inputs, wm_plan *p, w
     p->root = malloc((nv ? nv : 1) * sizeof *p->root);
     for (size_t v = 0; p->root && v < nv; v++) p->root[v] = -1;
     p->run = malloc((s->n_nodes ? s->n_nodes : 1) * sizeof *p->run);
-    if (!p->t || !p->loc || !p->root || !p->run) return wm_err(err, WM_ERR_NOMEM, "plan: out of memory");
+    p->kept = calloc(s->n_nodes ? s->n_nodes : 1, 1);
+    uint8_t *vsteady = s->steady.n_in ? calloc(nv ? nv : 1, 1) : NULL; /* per value: from steady inputs */
+    if (!p->t || !p->loc || !p->root || !p->run || !p->kept || (s->steady.n_in && !vsteady)) {
+        free(vsteady);
+        return wm_err(err, WM_ERR_NOMEM, "plan: out of memory");
+    }
+    wm_status st = make_plan_nodes(s, p, inputs, vsteady, err);
+    free(vsteady);
+    return st;
+}
+
+/* make_plan's walk over the nodes: dims, values evaluated ahead, the run list, kept values (vsteady), memory. */
+static wm_status make_plan_nodes(wm_session *s, wm_plan *p, const wm_tensor *inputs, uint8_t *vsteady,
+                                 wm_error *err) {
+    size_t nv = s->n_vals;
     for (size_t v = 0; v < nv; v++) {
         const wm_val *val = &s->vals[v];
         p->t[v].dtype = val->dtype;
@@ -287,6 +305,7 @@ static wm_status make_plan(wm_session *s, const wm_tensor *inputs, wm_plan *p, w
             wm_set_shape(&p->t[v], in->rank, in->dims);
             p->loc[v].kind = WM_LOC_INPUT;
             p->loc[v].input = val->input_index;
+            if (vsteady) vsteady[v] = s->steady.in[val->input_index];
         }
     }
     wm_tensor *in[WM_MAX_IO], *out[WM_MAX_IO];
@@ -317,6 +336,21 @@ static wm_status make_plan(wm_session *s, const wm_tensor *inputs, wm_plan *p, w
         if (ahead) {
             if ((st = eval_ahead(s, p, (int)i, in, out, err))) return st;
             continue;
+        }
+        if (vsteady && wm_steady_kept(s, n, in, out, p->t, vsteady)) {
+            int u = n->n_in > 0 && in[0] ? (int)(in[0] - p->t) : -1;
+            if ((n->op->flags & WM_OP_ALIAS) && u >= 0 && p->loc[u].kind != WM_LOC_STEADY) {
+                /* a view of a steady input: the input's bytes, as any view of an input (assign_memory) */
+            } else {
+                p->kept[p->n_run] = 1;
+                p->n_kept++;
+                for (int k = 0; k < n->n_out; k++) {
+                    if (!out[k]) continue;
+                    int w = (int)(out[k] - p->t);
+                    p->loc[w].kind = WM_LOC_STEADY; /* its own kept buffer, or its input's for a view */
+                    p->loc[w].input = k == 0 && (n->op->flags & WM_OP_ALIAS) ? p->loc[u].input : w;
+                }
+            }
         }
         p->run[p->n_run++] = (int)i;
         n_io += (size_t)(n->n_in + n->n_out);

@@ -160,6 +160,7 @@ static wm_status run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inpu
     wm_plan *p;
     if ((st = wm_plan_get(s, inputs, &p, err))) return st;
     s->last = p;
+    s->steady.skipped = 0;
     if (p->eager) {
         if ((st = run_eager(s, p, inputs, err))) return st;
     } else {
@@ -173,6 +174,8 @@ static wm_status run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inpu
             default: break;
             }
         }
+        int run_kept;
+        if ((st = wm_steady_bind(s, p, inputs, &run_kept, err))) return st;
         for (size_t i = 0; bind && i < n_outputs; i++)
             if (bind[i].data && (st = bind_output(s, p, i, &bind[i], err))) return st;
         void *ws = mem ? mem + ((p->arena_bytes + 63) & ~(uint64_t)63) : NULL; /* no arena: nothing planned to run */
@@ -184,6 +187,7 @@ static wm_status run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inpu
         for (int j = 0; j < p->n_run; j++) {
             wm_tensor **io = p->io + p->io_off[j];
             int i = p->run[j];
+            if (p->kept[j] && !run_kept) continue; /* its outputs kept from an earlier run (steady.c) */
             if (timed && (st = wm_budget_time(s, &s->nodes[i], err))) return st;
             if (s->prof_ms) clock_gettime(pclk, &t0);
             if ((st = wm_node_exec(s, i, io, io + s->nodes[i].n_in, ws, p->ws_bytes, err))) return st;
@@ -193,6 +197,7 @@ static wm_status run_bound(wm_session *s, const wm_tensor *inputs, size_t n_inpu
             }
         }
         s->prof_runs++;
+        if (run_kept) wm_steady_done(s, inputs);
     }
     for (size_t i = 0; i < n_outputs; i++) {
         outputs[i] = p->t[s->out_val[i]];

@@ -580,6 +580,7 @@ void wm_session_free(wm_session *s) {
     if (!s) return;
     if (s->prof_ms) print_profile(s);
     free(s->prof_ms);
+    wm_steady_free(s);
     for (size_t i = 0; i < s->n_plans; i++) wm_plan_free(s->plans[i]);
     free(s->plans);
     for (size_t i = 0; i < s->n_eager_bufs; i++) free(s->eager_bufs[i]);
@@ -635,6 +636,7 @@ void wm_session_get_stats(const wm_session *s, wm_session_stats *st) {
         st->arena_bytes = s->last->arena_bytes;
         st->naive_bytes = s->last->naive_bytes;
         st->eager = s->last->eager;
+        st->n_steady_skipped = s->steady.skipped;
     }
 }
 

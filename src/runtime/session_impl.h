@@ -28,11 +28,11 @@ typedef struct wm_val {
     wm_tensor c;     /* WM_VAL_CONST: dims and data */
 } wm_val;
 
-enum { WM_LOC_NONE = 0, WM_LOC_ARENA, WM_LOC_FIXED, WM_LOC_INPUT };
+enum { WM_LOC_NONE = 0, WM_LOC_ARENA, WM_LOC_FIXED, WM_LOC_INPUT, WM_LOC_STEADY };
 
 typedef struct wm_loc {
     uint8_t kind;    /* WM_LOC_* */
-    int32_t input;   /* WM_LOC_INPUT: graph input number */
+    int32_t input;   /* WM_LOC_INPUT: graph input number; WM_LOC_STEADY: the value whose kept buffer it is */
     uint64_t off;    /* WM_LOC_ARENA: byte offset */
     void *ptr;       /* WM_LOC_FIXED: constant or ahead-evaluated data */
 } wm_loc;
@@ -53,6 +53,8 @@ typedef struct wm_plan {
     int ws_node;         /* the run node with the largest workspace, -1 when none has one */
     void **ahead;        /* malloc'ed buffers of ahead-evaluated values */
     size_t n_ahead;
+    uint8_t *kept;       /* per run node: 1 when its outputs are kept values of steady inputs (steady.c) */
+    int n_kept;
 } wm_plan;
 
 struct wm_session {
@@ -94,6 +96,16 @@ struct wm_session {
     struct wm_subgraph **subs; /* subgraphs of this session's nodes, freed with it */
     size_t n_subs;
     wm_budget budget;        /* limits and bytes held (used in the root session only: see budget.h) */
+    struct {                 /* steady inputs and the values kept from them (steady.c) */
+        uint8_t *in;         /* per graph input: marked steady */
+        size_t n_in;         /* inputs marked */
+        void **buf;          /* per value: its kept data (a WM_LOC_STEADY value's own), or NULL */
+        uint64_t *cap;       /* bytes at buf */
+        int valid;           /* the kept values are those of the steady inputs as fed (fed below) */
+        const void **fed;    /* per graph input: the data the kept values were computed from */
+        int64_t *fed_dims;   /* per graph input: rank, then WM_MAX_RANK dims */
+        size_t skipped;      /* nodes the last run skipped */
+    } steady;
 };
 
 /*
@@ -113,6 +125,20 @@ int wm_session_value(const wm_session *s, const char *name);
 /* Makes (or finds) the plan for these inputs. */
 wm_status wm_plan_get(wm_session *s, const wm_tensor *inputs, wm_plan **out, wm_error *err);
 void wm_plan_free(wm_plan *p);
+
+/*
+ * Steady inputs (steady.c). wm_steady_kept: at planning, 1 when node n (in/out pointing into the plan's tensors t)
+ * computes from steady values (vsteady, per value) and constants alone and writes no graph output: its outputs
+ * become steady in vsteady and are kept. wm_steady_bind: before a run of p, points the kept values at their buffers
+ * (allocated or grown here, charged to the budget); *run_kept 1 when they are stale and the kept nodes must run.
+ * wm_steady_done: after a run that computed them, records the inputs they came from. wm_steady_free: at
+ * session free.
+ */
+int wm_steady_kept(const wm_session *s, const wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
+                   const wm_tensor *t, uint8_t *vsteady);
+wm_status wm_steady_bind(wm_session *s, wm_plan *p, const wm_tensor *inputs, int *run_kept, wm_error *err);
+void wm_steady_done(wm_session *s, const wm_tensor *inputs);
+void wm_steady_free(wm_session *s);
 
 /* Runs node i with in/out tensors (shapes known, data bound). */
 wm_status wm_node_exec(wm_session *s, int i, wm_tensor *const *in, wm_tensor *const *out, void *ws, size_t ws_size,

@@ -202,6 +202,29 @@ def test_generate(kind, prec, built, winml, speech, feats):  # noqa: F811
         assert same >= 4, (got, want)
 
 
+def test_fp16_cross_cache_kept(built, winml, speech, feats):  # noqa: F811
+    """A float16 build keeps float32 graph IO, so decoder_with_past_model.onnx casts the float32 cross-attention
+    cache to float16: the search declares that cache steady after the first step (wm_session_steady_inputs) and
+    every later step skips those Casts (decode_kept_nodes: at least one a cross K and V of each layer; 0 before).
+    The tokens of the 5-row batch stay transformers' float32 generate's (4 of 5, as test_generate)."""
+    m, o = built["whisper", "fp16"]
+    got = winml_audio(winml, o, speech, max_new_tokens=10, language="en")
+    assert got["decode_kept_nodes"] >= 2 * m.config.decoder_layers, got["decode_kept_nodes"]
+    pad = m.config.pad_token_id
+    want = [strip_pad(w, pad) for w in hf_generate(m, feats, max_new_tokens=10, language="en")]
+    rows = [strip_pad(g["ids"], pad) for g in got["outputs"]]
+    same = sum(g == w for g, w in zip(rows, want))
+    U.note(f"whisper fp16: {got['decode_kept_nodes']} nodes a step skips (kept); {same} of 5 rows equal transformers'")
+    assert len(rows) == 5 and same >= 4, (rows, want)
+    mm, mo = built["marian", "fp16"]  # a text build too: its 5 sources as one batch
+    argv = [winml, "generate", "-m", mo, "-f", "json", "--max-new-tokens", "6"]
+    for r in sources(mm):
+        argv += ["--ids", ",".join(map(str, r))]
+    g = json.loads(U.run(argv, timeout=120).stdout)
+    assert max(len(r["ids"]) for r in g["outputs"]) > 2, g  # steps after the first ran
+    assert g["decode_kept_nodes"] >= 2 * mm.config.decoder_layers, g
+
+
 def test_refused_precisions(built, winml, tmp_path):
     _, ck = built["bart"]
     for p in ("w8a16", "int16"):
