@@ -356,15 +356,32 @@ static inline __m256 zp8_at(const uint8_t *zr, const float *zf, int bits, int64_
     return _mm256_loadu_ps(t);
 }
 
+/* the weight scales of blocks b..b+7 (r of them real; past r not read): the halves sh where given (the same
+ * floats, 2 bytes a block streamed instead of 4), else the floats sc */
+static inline __m256 scales8(const float *sc, const uint16_t *sh, int64_t r) {
+    if (sh) {
+        if (r == 8) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sh));
+        uint16_t t[8] = {0};
+        memcpy(t, sh, (size_t)r * sizeof *t);
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
+    }
+    return r == 8 ? _mm256_loadu_ps(sc)
+                  : _mm256_maskload_ps(sc, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
 /* acc += (sw * sa)[b..b+7] * (dots - zp * qsum)[b..b+7]; r of the 8 blocks real (xs, qs are
- * zero padded to 8 in the workspace; the weight scales past r are not read) */
-static inline __m256 fold8(__m256 acc, __m256i dots, const float *sc, const float *xs, const int32_t *qs, __m256 zp,
-                           int64_t r) {
-    __m256 s = r == 8 ? _mm256_loadu_ps(sc)
-                      : _mm256_maskload_ps(sc, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+ * zero padded to 8 in the workspace; the weight scales past r are not read); sh: the scales as halves, or NULL */
+static inline __m256 fold8h(__m256 acc, __m256i dots, const float *sc, const uint16_t *sh, const float *xs,
+                            const int32_t *qs, __m256 zp, int64_t r) {
+    __m256 s = scales8(sc, sh, r);
     __m256 qf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)qs));
     __m256 t = _mm256_fnmadd_ps(zp, qf, _mm256_cvtepi32_ps(dots));
     return _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_loadu_ps(xs)), t, acc);
+}
+
+static inline __m256 fold8(__m256 acc, __m256i dots, const float *sc, const float *xs, const int32_t *qs, __m256 zp,
+                           int64_t r) {
+    return fold8h(acc, dots, sc, NULL, xs, qs, zp, r);
 }
 
 /* 64 codes from the 32 bytes at p times the activations at x (their 32 evens, then 32 odds):
@@ -554,9 +571,16 @@ static inline __m256 fold8_i15(__m256 acc, __m256i dots, const float *sc, const 
 }
 
 /* int8 path, 8-bit: codes and activations widened to int16, vpmaddwd (exact); blocks 8 at a time
- * reduced by hsum8x8 and folded like the 4-bit path. nc columns (1 or 2) n, n+1 share the
- * activation loads; each column's arithmetic is the same either way. i16: the 15-bit activations, int16 in K
- * order (|dot| < 256 x 255 x 16383: exact), folded by fold8_i15. */
+ * reduced by hsum8x8 and folded like the 4-bit path, the weight scales read as halves where given (scales_h).
+ * nc columns (1 or 2) n, n+1 share the activation loads; each column's arithmetic is the same either way.
+ * i16: the 15-bit activations, int16 in K order (|dot| < 256 x 255 x 16383: exact), folded by fold8_i15.
+ * Measured against vpmaddubsw with the sign trick on this CPU (stop 49; w = code - 128, |w| unsigned against the
+ * activation with w's sign, then vpmaddwd by ones: the same integers): one row x 2 columns took 15-18% more CPU
+ * with the weights in L2 (2048 x 128, 1 and 16 rows), the same from memory (2048 x 8192); 2 rows x 2 columns
+ * (|w| and the flip shared by the rows, the activations by the columns) and 4 x 2 tiles with blocks in lanes (no
+ * horizontal adds) the same as this at 16 and 31 rows, and 1.2-1.4x the float SGEMM path's CPU at 64. The widening
+ * costs no multiply; the sign trick's second multiply (vpmaddwd on the pair sums) and its three byte ops (flip,
+ * abs, sign) take what the 32-wide vpmaddubsw saves. */
 static inline __attribute__((always_inline)) void cols_b8_any(const wm_nbits_args *a, const wm_nbits_q8 *q, int64_t n,
                                                               int nc, int64_t m, float *out, const int i16) {
     const int64_t kb = q->kb, bs = a->block_size;
@@ -564,6 +588,8 @@ static inline __attribute__((always_inline)) void cols_b8_any(const wm_nbits_arg
     const uint8_t *z0 = zp_row(a, n, kb), *z1 = nc > 1 ? zp_row(a, n + 1, kb) : z0;
     const float *s0 = a->scales + n * kb, *s1 = nc > 1 ? s0 + kb : s0, *xs = q->scale + m * q->kbs;
     const float *f0 = zpf_row(a, n, kb), *f1 = nc > 1 ? zpf_row(a, n + 1, kb) : f0;
+    /* int8 activations: the scales as halves where the session keeps them (wm_nbits_half_kernel) */
+    const uint16_t *h0 = !i16 && a->scales_h ? a->scales_h + n * kb : NULL, *h1 = h0 && nc > 1 ? h0 + kb : h0;
     const int32_t *qs = q->sum + m * q->kbs;
     const void *x = i16 ? (const void *)((const int16_t *)q->q + m * q->kp) : (const void *)(q->q + m * q->kp);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
@@ -604,11 +630,11 @@ static inline __attribute__((always_inline)) void cols_b8_any(const wm_nbits_arg
         }
         __m256i d0 = hsum8x8(v0[0], v0[1], v0[2], v0[3], v0[4], v0[5], v0[6], v0[7]);
         acc0 = i16 ? fold8_i15(acc0, d0, s0 + b, xs + b, qs + b, z0, f0, 8, b, r)
-                   : fold8(acc0, d0, s0 + b, xs + b, qs + b, zp8_at(z0, f0, 8, b, r), r);
+                   : fold8h(acc0, d0, s0 + b, h0 ? h0 + b : NULL, xs + b, qs + b, zp8_at(z0, f0, 8, b, r), r);
         if (nc > 1) {
             __m256i d1 = hsum8x8(v1[0], v1[1], v1[2], v1[3], v1[4], v1[5], v1[6], v1[7]);
             acc1 = i16 ? fold8_i15(acc1, d1, s1 + b, xs + b, qs + b, z1, f1, 8, b, r)
-                       : fold8(acc1, d1, s1 + b, xs + b, qs + b, zp8_at(z1, f1, 8, b, r), r);
+                       : fold8h(acc1, d1, s1 + b, h1 ? h1 + b : NULL, xs + b, qs + b, zp8_at(z1, f1, 8, b, r), r);
         }
     }
     out[0] = hsum(acc0);
@@ -674,27 +700,81 @@ static inline void tr8x8(__m256 *r) {
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-/* wm_bsrc packer for 8-bit codes (blocks a multiple of 8): 8 K values of 8 columns at a time, w = (code - zp) * s
- * as wm_nbits_dequant_run computes it (the same two roundings: the same floats as the generic packer), written into
- * the [k][WM_NR] panel with 8x8 transposes (whole groups) or element by element (edges). Before it the generic
- * packer's element loop was most of an 8-bit prefill (pythia-1b int8: an int4 build's 8-bit v / down / lm_head
- * made its prefill 0.6x the all-4-bit build's). */
+static inline void tr8x8_b(const uint8_t *c, int64_t cs, __m128i *v) {
+    __m128i t0 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)c), _mm_loadl_epi64((const __m128i *)(c + cs)));
+    __m128i t1 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(c + 2 * cs)), _mm_loadl_epi64((const __m128i *)(c + 3 * cs)));
+    __m128i t2 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(c + 4 * cs)), _mm_loadl_epi64((const __m128i *)(c + 5 * cs)));
+    __m128i t3 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(c + 6 * cs)), _mm_loadl_epi64((const __m128i *)(c + 7 * cs)));
+    __m128i u0 = _mm_unpacklo_epi16(t0, t1), u1 = _mm_unpackhi_epi16(t0, t1); /* k 0-3 / 4-7 of columns 0-3 */
+    __m128i u2 = _mm_unpacklo_epi16(t2, t3), u3 = _mm_unpackhi_epi16(t2, t3); /* of columns 4-7 */
+    v[0] = _mm_unpacklo_epi32(u0, u2);
+    v[1] = _mm_unpackhi_epi32(u0, u2);
+    v[2] = _mm_unpacklo_epi32(u1, u3);
+    v[3] = _mm_unpackhi_epi32(u1, u3);
+}
+
+/* wm_bsrc packer for 8-bit codes (blocks a multiple of 8), w = (code - zp) * s as wm_nbits_dequant_run computes it
+ * (the same two roundings: the same floats as the generic packer) into the [k][WM_NR] panel. Whole groups of 8
+ * columns: 8 K values at a time, the codes transposed as bytes (tr8x8_b), then per k one vector of the 8 columns'
+ * weights against their zero points and scales held as two vectors (a block's, reloaded at each new block); the
+ * group's edges (a k range not a multiple of 8) element by element with the same arithmetic. Narrower groups (the
+ * last panel's): 8 K values of each column, transposed as floats. Before the byte transpose the packer held a
+ * zero point and a scale vector per column (16 registers, spilled) and transposed floats: 16% of a 64 x 2048 x
+ * 8192 call's CPU time (perf), the micro-kernel 67%. Before it the generic packer's element loop was most of an
+ * 8-bit prefill (pythia-1b int8: an int4 build's 8-bit v / down / lm_head made its prefill 0.6x the all-4-bit
+ * build's). */
 static void pack_b8_avx2(const wm_nbits_args *a, int64_t k0, int64_t kc, int64_t n0, int64_t nc, float *dst,
                          int64_t pstride) {
-    const int64_t kb = wm_nbits_kblocks(a), bs = a->block_size;
+    const int64_t kb = wm_nbits_kblocks(a), bs = a->block_size, cs = kb * bs; /* column n's code k at n cs + k */
     for (int64_t p = 0; p * WM_NR < nc; p++) {
         float *d = dst + p * pstride;
         int64_t nv = nc - p * WM_NR < WM_NR ? nc - p * WM_NR : WM_NR;
         if (nv < WM_NR) memset(d, 0, (size_t)kc * WM_NR * sizeof(float));
         for (int64_t j0 = 0; j0 < nv; j0 += 8) {
-            int64_t nj = nv - j0 < 8 ? nv - j0 : 8, blk = -1;
+            int64_t nj = nv - j0 < 8 ? nv - j0 : 8, blk = -1, nf = n0 + p * WM_NR + j0;
+            if (nj == 8) {
+                const uint8_t *c = a->B + nf * cs;
+                float zt[8], st[8];
+                __m256 zv = _mm256_setzero_ps(), sv = zv;
+                for (int64_t g = k0 & ~(int64_t)7; g < k0 + kc; g += 8) {
+                    if (g / bs != blk) {
+                        blk = g / bs;
+                        for (int64_t j = 0; j < 8; j++) {
+                            zt[j] = zp_of(a, nf + j, blk, kb);
+                            st[j] = a->scales[(nf + j) * kb + blk];
+                        }
+                        zv = _mm256_loadu_ps(zt);
+                        sv = _mm256_loadu_ps(st);
+                    }
+                    if (g >= k0 && g + 8 <= k0 + kc) {
+                        __m128i v[4];
+                        if (!(g & 63) && g + kc < cs) /* the next k-block's codes of these columns into L2 while */
+                            for (int64_t j = 0; j < 8; j++) /* the micro-kernel runs on this one */
+                                _mm_prefetch((const char *)c + j * cs + g + kc, _MM_HINT_T1);
+                        tr8x8_b(c + g, cs, v);
+                        float *o = d + (g - k0) * WM_NR + j0;
+                        for (int i = 0; i < 4; i++) {
+                            __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v[i]));
+                            __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(v[i], v[i])));
+                            _mm256_storeu_ps(o + 2 * i * WM_NR, _mm256_mul_ps(_mm256_sub_ps(w0, zv), sv));
+                            _mm256_storeu_ps(o + (2 * i + 1) * WM_NR, _mm256_mul_ps(_mm256_sub_ps(w1, zv), sv));
+                        }
+                        continue;
+                    }
+                    int64_t lo_k = g < k0 ? k0 : g, hi_k = g + 8 < k0 + kc ? g + 8 : k0 + kc;
+                    for (int64_t j = 0; j < 8; j++)
+                        for (int64_t k = lo_k; k < hi_k; k++)
+                            d[(k - k0) * WM_NR + j0 + j] = ((float)c[j * cs + k] - zt[j]) * st[j];
+                }
+                continue;
+            }
             const uint8_t *col[8];
             __m256 zs[8], ss[8];
             for (int64_t g = k0 & ~(int64_t)7; g < k0 + kc; g += 8) {
                 if (g / bs != blk) { /* a new block: its zero points and scales, its codes */
                     blk = g / bs;
                     for (int64_t j = 0; j < nj; j++) {
-                        int64_t n = n0 + p * WM_NR + j0 + j;
+                        int64_t n = nf + j;
                         col[j] = a->B + (n * kb + blk) * bs;
                         zs[j] = _mm256_set1_ps(zp_of(a, n, blk, kb));
                         ss[j] = _mm256_set1_ps(a->scales[n * kb + blk]);
@@ -704,11 +784,6 @@ static void pack_b8_avx2(const wm_nbits_args *a, int64_t k0, int64_t kc, int64_t
                 for (int64_t j = 0; j < nj; j++) {
                     __m128i c = _mm_loadl_epi64((const __m128i *)(col[j] + g - blk * bs));
                     r[j] = _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c)), zs[j]), ss[j]);
-                }
-                if (nj == 8 && g >= k0 && g + 8 <= k0 + kc) {
-                    tr8x8(r);
-                    for (int i = 0; i < 8; i++) _mm256_storeu_ps(d + (g - k0 + i) * WM_NR + j0, r[i]);
-                    continue;
                 }
                 float w[8][8];
                 for (int64_t j = 0; j < nj; j++) _mm256_storeu_ps(w[j], r[j]);

@@ -56,8 +56,9 @@ void wm_nbits_dequant(const wm_nbits_w *w, int64_t n0, int64_t n1, float *dst);
 /* Scratch bytes of wm_nbits_matmul for M rows and nth threads. */
 size_t wm_nbits_workspace(const wm_nbits_w *w, int64_t M, int nth);
 
-/* 1 when the kernel table's MatMulNBits kernel for w reads its scales as halves (wm_nbits_args.scales_h): AVX-512
- * VNNI, 4 bits, int8 activations (accuracy_level 4), block >= 32, default zero point (the caller's to check). */
+/* 1 when the kernel table's MatMulNBits kernel for w reads its scales as halves (wm_nbits_args.scales_h): AVX2 /
+ * AVX-512, int8 activations (accuracy_level 4), 4 bits in blocks >= 32 or 8 bits in blocks of a multiple of 32,
+ * default zero point (the caller's to check). */
 int wm_nbits_half_kernel(const wm_nbits_w *w);
 /* h[i] = sc[i] as a half for i < n; 1 when every one is exactly equal (then the kernel may read h). */
 int wm_nbits_exact_halves(const float *sc, uint64_t n, uint16_t *h);

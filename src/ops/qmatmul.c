@@ -508,7 +508,8 @@ static void nbpack_part(void *arg, int ith, int nth) {
 }
 
 int wm_nbits_half_kernel(const wm_nbits_w *w) {
-    return wm_kernels_get()->nbits_half_scales && w->bits == 4 && w->accuracy == 4 && w->block >= 32;
+    return wm_kernels_get()->nbits_half_scales && w->accuracy == 4 &&
+           ((w->bits == 4 && w->block >= 32) || (w->bits == 8 && w->block % 32 == 0));
 }
 
 int wm_nbits_exact_halves(const float *sc, uint64_t n, uint16_t *h) {

@@ -13,7 +13,8 @@
  *   wm_gemmbench igemm M K N [--threads T] [--packed] [--bdist uniform|normal|7bit]    (u8 x s8 MatMulInteger)
  *        --bdist: B's bytes uniform in [-128, 127] (default: the most pairs vpmaddubsw must split), normal
  *        (Gaussian weights quantized per column to max |b| = 127, like a symmetric int8 build) or 7bit ([-64, 63])
- * Common: --generic (generic table), --plain (f16 and q types: the weights as stored, not packed as a session does), --min-ms MS (default 300), --reps R (min runs, default 5).
+ * Common: --generic (generic table), --plain (f16 and q types: the weights as stored, not packed as a session does;
+ *        q8a: float32 scales only, where a session also keeps halves for the kernel), --min-ms MS (default 300), --reps R (min runs, default 5).
  * Prints one JSON line: median_ms (wall), gflops, gbps (weight bytes / time), cpu_ms (median of the
  * slowest share's thread CPU time: what the run costs without preemption by other processes),
  * gflops_cpu, gbps_cpu, min_ms (the fastest run: the least disturbed), gflops_min, gbps_min, runs.
@@ -382,6 +383,11 @@ int main(int argc, char **argv) {
                 }
                 q->B = NULL;
                 q->packed = g_copies[0];
+            } else if (!o.plain && K->nbits_half_scales && q->bits == 8 && q->accuracy_level == 4) {
+                /* as a session does (wm_nbits_half_kernel): the scales also as halves, which the kernel reads */
+                uint16_t *sh = xmalloc((size_t)(N * kb) * 2);
+                for (int64_t i = 0; i < N * kb; i++) sc[i] = wm_f16_to_f32(sh[i] = wm_f32_to_f16(sc[i]));
+                q->scales_h = sh;
             }
         }
         ms = time_job(pool, j, &o, nth, g_ncopies > 1 ? rotate : NULL, &runs);

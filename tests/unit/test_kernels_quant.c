@@ -335,6 +335,72 @@ static void test_nbits_b8_big_exact(void **state) {
     }
 }
 
+/* 8-bit codes at accuracy_level 4 with the scales also given as halves (all exact: the session keeps them so for
+ * the tables that read them, wm_nbits_half_kernel; int8 activations below WM_NBITS_Q8_MAX_M rows read the halves,
+ * 2 bytes a block): the same bits as without them, at decode and prefill row counts on either side of
+ * WM_NBITS_BIG_M and WM_NBITS_Q8_MAX_M, odd N and K tails, every zero-point kind, blocks 32 and 64; and within the
+ * int8 reference's bound (float reference from 32 rows on). */
+static void test_nbits_b8_half_scales(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    static const int64_t ms[] = {1, 7, 8, 31, 32, 70};
+    static const int64_t nk[][2] = {{37, 100}, {21, 1000}, {16, 256}};
+    uint32_t s = 4321;
+    int ran = 0;
+    for (int t = 0; t < nt; t++) {
+        if (!T[t]->nbits_half_scales) continue;
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+            for (size_t d = 0; d < sizeof nk / sizeof nk[0]; d++)
+                for (int bs = 32; bs <= 64; bs *= 2) {
+                    int64_t M = ms[mi], N = nk[d][0], K = nk[d][1], kb = (K + bs - 1) / bs;
+                    int zmode = (int)((mi + d + (size_t)bs / 32) % 3), nth = 1 + (int)((mi + d) % 3);
+                    uint8_t *B = kt_alloc((size_t)(N * kb * bs)), *zp = kt_alloc((size_t)(N * kb));
+                    float *A = kt_alloc((size_t)(M * K) * 4), *sc = kt_alloc((size_t)(N * kb) * 4);
+                    float *zf = kt_alloc((size_t)(N * kb) * 4), *C0 = kt_alloc((size_t)(M * N) * 4);
+                    float *C1 = kt_alloc((size_t)(M * N) * 4), *R = kt_alloc((size_t)(M * N) * 4);
+                    uint16_t *sh = kt_alloc((size_t)(N * kb) * 2);
+                    for (int64_t i = 0; i < N * kb * bs; i++) B[i] = (uint8_t)kt_next(&s);
+                    for (int64_t i = 0; i < N * kb; i++) {
+                        zp[i] = (uint8_t)kt_next(&s);
+                        sc[i] = wm_f16_to_f32(sh[i] = wm_f32_to_f16(0.01f * (1.0f + kt_uniform(&s))));
+                        zf[i] = 128.0f + 3.3f * kt_uniform(&s);
+                    }
+                    kt_fill(A, M * K, &s);
+                    wm_nbits_args a = {0};
+                    a.M = M, a.N = N, a.K = K, a.bits = 8, a.block_size = bs, a.accuracy_level = 4;
+                    a.A = A, a.lda = K, a.B = B, a.scales = sc, a.ldc = N;
+                    a.zero_points = zmode == 1 ? zp : NULL;
+                    a.zero_points_f = zmode == 2 ? zf : NULL;
+                    a.work = kt_alloc(wm_nbits_workspace_size(&a, nth));
+                    a.C = C0;
+                    for (int i = nth - 1; i >= 0; i--) T[t]->nbits_gemm(&a, i, nth);
+                    a.C = C1, a.scales_h = sh;
+                    for (int i = 0; i < nth; i++) T[t]->nbits_gemm(&a, i, nth);
+                    wm_nbits_args r = a;
+                    r.C = R;
+                    int q8 = T[t]->nbits_q8(&a);
+                    if (q8 != (M < WM_NBITS_Q8_MAX_M)) fail_msg("%s nbits 8-bit M=%lld: int8 path %d", T[t]->name, (long long)M, q8);
+                    if (q8) wm_ref_nbits_q8(&r);
+                    else wm_ref_nbits(&r);
+                    double wmax = 256 * 0.04 + 0.1, bound = (double)(K + 8) * 2.4e-7 * wmax * (double)K * (q8 ? 2 : 1) / 4 + 1e-5;
+                    for (int64_t i = 0; i < M * N; i++) {
+                        if (memcmp(&C0[i], &C1[i], 4))
+                            fail_msg("%s nbits 8-bit M=%lld N=%lld K=%lld bs=%d zp=%d: C[%lld,%lld] %.9g with halves, %.9g "
+                                     "without", T[t]->name, (long long)M, (long long)N, (long long)K, bs, zmode,
+                                     (long long)(i / N), (long long)(i % N), C1[i], C0[i]);
+                        if (!(fabs((double)C1[i] - R[i]) <= bound))
+                            fail_msg("%s nbits 8-bit M=%lld N=%lld K=%lld bs=%d zp=%d: C[%lld,%lld] %.7g ref %.7g", T[t]->name,
+                                     (long long)M, (long long)N, (long long)K, bs, zmode, (long long)(i / N),
+                                     (long long)(i % N), C1[i], R[i]);
+                    }
+                    ran++;
+                    free(B), free(zp), free(A), free(sc), free(zf), free(C0), free(C1), free(R), free(sh), free(a.work);
+                }
+    }
+    if (wm_kernels_get()->nbits_half_scales && !ran) fail_msg("no table that reads halves ran");
+}
+
 /* The dequantization convention itself, by hand: nibble order, zero-point packing, default zero point. */
 static void test_nbits_layout(void **state) {
     (void)state;
@@ -639,6 +705,7 @@ int main(void) {
         cmocka_unit_test(test_nbits),
         cmocka_unit_test(test_nbits_edges_and_determinism),
         cmocka_unit_test(test_nbits_b8_big_exact),
+        cmocka_unit_test(test_nbits_b8_half_scales),
         cmocka_unit_test(test_nbits_i15_error),
         cmocka_unit_test(test_igemm),
         cmocka_unit_test(test_igemm_extremes),
