@@ -22,7 +22,7 @@ import pytest
 
 import oracle_util as U  # noqa: E402
 import real_weights as RW  # noqa: E402
-from test_int8_real import _logits, fp32_ppl, perplexity, smol  # noqa: F401  (fixtures shared)
+from test_int8_real import _logits, float_activation_copy, fp32_ppl, perplexity, smol  # noqa: F401  (fixtures shared)
 
 BOUND_DEFAULT = 1.06  # uint8 zero points: 1.042x on 3000 bytes (bench/int4_quality.py); issue 31's goal is 1.02
 BOUND_FLOAT_ZP = 1.02
@@ -110,12 +110,7 @@ def test_int4_default_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  # no
     # engines) agrees to 1e-5, so no node differs otherwise (with it off the 8-bit nodes only, 0.8% apart: the
     # 4-bit nodes' uint8 zero points take onnxruntime's int8 path too)
     m = onnx.load(str(new), load_external_data=False)
-    for n in m.graph.node:
-        if n.op_type == "MatMulNBits":
-            for a in [a for a in n.attribute if a.name == "accuracy_level"]:
-                n.attribute.remove(a)
-    f32 = new.parent / "model_float_act.onnx"  # beside model.onnx: the same external data file
-    onnx.save(m, str(f32))
+    f32 = float_activation_copy(m, new)
     p_f, p_f_ort = _ppl(build_dir, f32, ids, tmp_path)
     U.note(f"SmolLM2 int4 default without accuracy_level: winml {p_f:.6f}, onnxruntime {p_f_ort:.6f}")
     assert abs(p_f_ort / p_f - 1) < 1e-5, f"onnxruntime {p_f_ort} vs winml {p_f}"

@@ -50,6 +50,18 @@ def feeds(ids):
     return f
 
 
+def float_activation_copy(m, path):
+    """m (path's model, loaded without its external data) saved beside path as model_float_act.onnx (the same
+    external data file) with every MatMulNBits' accuracy_level removed: float activations in both engines."""
+    for n in m.graph.node:
+        if n.op_type == "MatMulNBits":
+            for a in [a for a in n.attribute if a.name == "accuracy_level"]:
+                n.attribute.remove(a)
+    f32 = path.parent / "model_float_act.onnx"
+    onnx.save(m, str(f32))
+    return f32
+
+
 def perplexity(logits, ids):
     """exp(mean NLL) of ids[1:] given the logits of positions [0, n-1), in float64."""
     z = logits[0, :-1].astype(np.float64)
@@ -125,12 +137,7 @@ def test_build_int8_same_in_onnxruntime(smol, fp32_ppl, winml, build_dir, tmp_pa
     mine, ort = _logits(build_dir, path, ids, tmp_path)
     p_mine, p_ort = perplexity(mine, ids), perplexity(ort, ids)
     fp = fp32_ppl[0]
-    for n in m.graph.node:  # the same file with float activations in both engines
-        if n.op_type == "MatMulNBits":
-            for a in [a for a in n.attribute if a.name == "accuracy_level"]:
-                n.attribute.remove(a)
-    f32 = path.parent / "model_float_act.onnx"  # beside model.onnx: the same external data file
-    onnx.save(m, str(f32))
+    f32 = float_activation_copy(m, path)  # the same file with float activations in both engines
     mine_f, ort_f = _logits(build_dir, f32, ids, tmp_path)
     p_f, p_f_ort = perplexity(mine_f, ids), perplexity(ort_f, ids)
     diff = float(np.abs(mine_f.astype(np.float64) - ort_f).max())
