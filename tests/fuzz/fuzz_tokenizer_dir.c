@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hf/tokenizer.h"
+#include "fuzz_tok_check.h"
 
 #define NLAYOUT 4
 static const char *const layouts[NLAYOUT][4] = {
@@ -58,23 +58,6 @@ static void put(const char *name, const uint8_t *p, size_t n) {
     fclose(f);
 }
 
-static void check(const wm_tokenizer *t, const char *text, size_t len, const char *pair, size_t plen) {
-    wm_encoding e;
-    wm_encoding_init(&e);
-    wm_error err = {0};
-    if (wm_tokenizer_encode(t, text, len, pair, plen, NULL, &e, &err) == WM_OK) {
-        size_t lim = (plen > len ? plen : len) + 64;
-        for (size_t i = 0; i < e.n; i++)
-            if (e.offsets[i].end > lim) abort();
-        wm_tok_buf out = {0};
-        memset(&err, 0, sizeof err);
-        if (wm_tokenizer_decode(t, e.ids, e.n, 0, &out, &err) != WM_OK && !err.msg[0]) abort();
-        wm_tok_buf_free(&out);
-    } else if (!err.msg[0])
-        abort();
-    wm_encoding_free(&e);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/tmp/fuzz_tokdir.XXXXXX");
@@ -98,12 +81,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!err.msg[0] || t) abort();
         return 0;
     }
-    check(t, TEXT, sizeof TEXT - 1, NULL, 0);
-    check(t, TEXT, sizeof TEXT - 1, "pair text", 9);
-    int32_t ids[6] = {0, 1, 2, 3, 1000000, 2147483647};
-    wm_tok_buf out = {0};
-    wm_tokenizer_decode(t, ids, 6, 1, &out, &err);
-    wm_tok_buf_free(&out);
-    wm_tokenizer_free(t);
+    fuzz_tok_exercise(t, TEXT, sizeof TEXT - 1, "pair text", 9);
     return 0;
 }
