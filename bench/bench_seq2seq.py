@@ -10,6 +10,7 @@ task_specific_params left out: generation settings, not architecture) with seede
     compute_type float32 / int8, inter_threads 1, intra_threads --threads;
   - onnxruntime: our fp32 / int8 build's three graphs, a greedy loop in Python (encoder once, decoder_model on
     the prompt, decoder_with_past_model one token a step), intra_op_num_threads --threads.
+  - (fp16 rows: our `-p fp16` build; CTranslate2 is left out there, as it has no float16 compute type on CPU)
   - whisper.cpp (--peers ...,whispercpp; whisper rows at --precisions fp16 only): libwhisper.so built by
     bench/setup_whispercpp.sh from pywhispercpp's PyPI sdist (its vendored whisper.cpp), loaded with ctypes
     ($WHISPER_CPP_LIB); the model is the same transformers folder written here as an f16 ggml file, whisper.cpp's
@@ -37,7 +38,7 @@ CTranslate2's Translator: the whole translate_batch call), so the encoder and th
 encoder as peer ms / our ms, decode as our tok/s / peer tok/s (>= 1.0: we are faster).
 
   .venv/bin/python bench/bench_seq2seq.py [--models whisper-tiny,whisper-base,opus-mt-en-de,bart-base]
-      [--precisions fp32,int8] [--threads 1] [--new-tokens 32] [--reps 3] [--work DIR] [--winml build/winml]
+      [--precisions fp32,int8,fp16] [--threads 1] [--new-tokens 32] [--reps 3] [--work DIR] [--winml build/winml]
       [--winml-base OLD/winml]  (a baseline binary timed in the same rounds on the same model) [--clock wall|cpu]
 """
 import argparse
@@ -201,6 +202,11 @@ def winml_time(winml, build, cfg, n, threads, wav):
 
 # ---------------------------------------------------------------- CTranslate2
 
+# CTranslate2's compute types on this CPU (ctranslate2.get_supported_compute_types("cpu"): float32, int8,
+# int8_float32): it has no float16 there, so the fp16 rows have onnxruntime (and whisper.cpp) as peers only
+CT2_TYPES = {"fp32": "float32", "int8": "int8"}
+
+
 def ct2_convert(ck, work, name, prec):
     import ctranslate2.converters as C
     out = os.path.join(work, name, f"ct2_{prec}")
@@ -211,7 +217,7 @@ def ct2_convert(ck, work, name, prec):
 
 def ct2_model(path, cfg, prec, threads):
     import ctranslate2
-    ct = "float32" if prec == "fp32" else "int8"
+    ct = CT2_TYPES[prec]
     if cfg["model_type"] == "whisper":
         return ctranslate2.models.Whisper(path, device="cpu", compute_type=ct, inter_threads=1, intra_threads=threads)
     return ctranslate2.Translator(path, device="cpu", compute_type=ct, inter_threads=1, intra_threads=threads)
@@ -419,7 +425,7 @@ def measure(fns, n, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--precisions", default="fp32,int8")
+    ap.add_argument("--precisions", default="fp32,int8,fp16")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
@@ -449,7 +455,7 @@ def main():
             fns = {"winml": lambda k: winml_time(a.winml, b, cfg, k, a.threads, wav)}
             if a.winml_base:
                 fns["winml-base"] = lambda k: winml_time(a.winml_base, b, cfg, k, a.threads, wav)
-            if "ct2" in a.peers:
+            if "ct2" in a.peers and prec in CT2_TYPES:
                 m = ct2_model(ct2_convert(ck, a.work, name, prec), cfg, prec, a.threads)
                 fns["ctranslate2"] = lambda k: ct2_time(m, cfg, k, feats)
             if "ort" in a.peers:

@@ -90,6 +90,6 @@ static void panel(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, co
     }
 }
 
-static const wm_igemm_wide vnni = {pack_a_u8, panel};
+static const wm_igemm_wide vnni = {pack_a_u8, panel, 0, NULL};
 
 void wm_igemm_avx512(const wm_igemm_args *a, int ith, int nth) { wm_igemm_drive(a, ith, nth, &vnni); }

@@ -29,6 +29,12 @@ typedef struct wm_igemm_wide {
     void (*panel)(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, const uint8_t *apack,
                   const uint8_t *bpanel, uint8_t *scratch, int32_t *acc, int64_t ld, int first);
     int all_signs;
+    /* NULL, or panel for a prepacked signed B panel whose pairs are all safe (wm_igemm_packed_safe): read as it
+       is, no regrouping per call; colsum: the panel's 16 column sums over all of K (wm_igemm_packed_colsum),
+       taken off with A's zero points where first (the first k-block), so the blocks' sums add to
+       sum_k (a - za) b */
+    void (*panel_safe)(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, const uint8_t *apack,
+                       const uint8_t *bpanel, const int32_t *colsum, int32_t *acc, int64_t ld, int first);
 } wm_igemm_wide;
 extern const wm_igemm_wide wm_igemm_ubs_avx2; /* vpmaddubsw, exact (igemm_ubs_avx2.c) */
 #define WM_IGEMM_APACK(mc, kc) ((size_t)WM_ALIGN_UP((mc), WM_MR) * (size_t)((kc) + 8) * 2) /* bytes, either pack */

@@ -204,8 +204,6 @@ static void panel(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, co
     }
 }
 
-const wm_igemm_wide wm_igemm_ubs_avx2 = {pack_a, panel, 1};
-
 /* ------------------------------------------------------------ decode rows on the packed pair panels */
 
 /*
@@ -219,8 +217,9 @@ const wm_igemm_wide wm_igemm_ubs_avx2 = {pack_a, panel, 1};
 #define ROWS_CH 128   /* 4-k groups per chunk when rows 4-5 take a second pass over it: 8 KiB of panel, in L1 */
 #define ROWS_PF 1024  /* bytes ahead: B streams from memory once */
 
-IK_INLINE void rows_ukr(int R, int64_t u0, int64_t u1, int64_t K2, const uint8_t *aq, int64_t aqs, const uint8_t *bp,
-                        int32_t *acc, int64_t ld, int first, int pf) {
+/* rows 0..R-1 of A (row r, 4-k group u at aq + r * aqs + u * ags) times groups [u0, u1) of the pair panel bp */
+IK_INLINE void rows_ukr(int R, int64_t u0, int64_t u1, int64_t K2, const uint8_t *aq, int64_t aqs, int64_t ags,
+                        const uint8_t *bp, int32_t *acc, int64_t ld, int first, int pf) {
     const __m256i zero = _mm256_setzero_si256();
     __m256i c[TILE_R][2];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) c[r][0] = c[r][1] = zero;
@@ -229,35 +228,35 @@ IK_INLINE void rows_ukr(int R, int64_t u0, int64_t u1, int64_t K2, const uint8_t
         const uint8_t *p = bp + u * 64;
         if (pf) _mm_prefetch((const char *)((uintptr_t)p + ROWS_PF), _MM_HINT_T0);
         __m256i x = _mm256_loadu_si256((const __m256i *)p), y = _mm256_loadu_si256((const __m256i *)(p + 32));
-        madd_rows(R, aq + 4 * u, aqs, _mm256_unpacklo_epi16(x, y), _mm256_unpackhi_epi16(x, y), c);
+        madd_rows(R, aq + ags * u, aqs, _mm256_unpacklo_epi16(x, y), _mm256_unpackhi_epi16(x, y), c);
     }
     if (u < u1) {
         __m256i x = _mm256_loadu_si256((const __m256i *)(bp + u * 64));
-        madd_rows(R, aq + 4 * u, aqs, _mm256_unpacklo_epi16(x, zero), _mm256_unpackhi_epi16(x, zero), c);
+        madd_rows(R, aq + ags * u, aqs, _mm256_unpacklo_epi16(x, zero), _mm256_unpackhi_epi16(x, zero), c);
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) store16(acc + r * ld, c[r][0], c[r][1], first);
 }
 
 #define ROWS(R)                                                                                                        \
-    static void rows_##R(int64_t u0, int64_t u1, int64_t K2, const uint8_t *aq, int64_t aqs, const uint8_t *bp,       \
-                         int32_t *acc, int64_t ld, int first, int pf) {                                               \
-        rows_ukr(R, u0, u1, K2, aq, aqs, bp, acc, ld, first, pf);                                                      \
+    static void rows_##R(int64_t u0, int64_t u1, int64_t K2, const uint8_t *aq, int64_t aqs, int64_t ags,            \
+                         const uint8_t *bp, int32_t *acc, int64_t ld, int first, int pf) {                            \
+        rows_ukr(R, u0, u1, K2, aq, aqs, ags, bp, acc, ld, first, pf);                                                 \
     }
 ROWS(1) ROWS(2) ROWS(3) ROWS(4)
-typedef void (*rows_fn)(int64_t, int64_t, int64_t, const uint8_t *, int64_t, const uint8_t *, int32_t *, int64_t, int,
-                        int);
+typedef void (*rows_fn)(int64_t, int64_t, int64_t, const uint8_t *, int64_t, int64_t, const uint8_t *, int32_t *,
+                        int64_t, int, int);
 static const rows_fn rows_fns[TILE_R] = {rows_1, rows_2, rows_3, rows_4};
 
 void wm_igemm_ubs_rows_avx2(int R, int64_t K2, const uint8_t *aq, int64_t aqs, const int32_t *za, const uint8_t *bp,
                             const int32_t *colsum, int32_t *acc, int64_t ld) {
     const int64_t ng = (K2 + 1) / 2;
     if (R <= TILE_R) {
-        rows_fns[R - 1](0, ng, K2, aq, aqs, bp, acc, ld, 1, 1);
+        rows_fns[R - 1](0, ng, K2, aq, aqs, 4, bp, acc, ld, 1, 1);
     } else { /* rows 0-3 then 4.. over each chunk: 4 rows' accumulators fill the registers */
         for (int64_t u0 = 0; u0 < ng; u0 += ROWS_CH) {
             int64_t u1 = ng - u0 < ROWS_CH ? ng : u0 + ROWS_CH;
-            rows_fns[TILE_R - 1](u0, u1, K2, aq, aqs, bp, acc, ld, u0 == 0, 1);
-            rows_fns[R - TILE_R - 1](u0, u1, K2, aq + TILE_R * aqs, aqs, bp, acc + TILE_R * ld, ld, u0 == 0, 0);
+            rows_fns[TILE_R - 1](u0, u1, K2, aq, aqs, 4, bp, acc, ld, u0 == 0, 1);
+            rows_fns[R - TILE_R - 1](u0, u1, K2, aq + TILE_R * aqs, aqs, 4, bp, acc + TILE_R * ld, ld, u0 == 0, 0);
         }
     }
     const __m256i cs0 = _mm256_loadu_si256((const __m256i *)colsum), cs1 = _mm256_loadu_si256((const __m256i *)(colsum + 8));
@@ -267,3 +266,34 @@ void wm_igemm_ubs_rows_avx2(int R, int64_t K2, const uint8_t *aq, int64_t aqs, c
         _mm256_storeu_si256(d1, _mm256_sub_epi32(_mm256_loadu_si256(d1), _mm256_mullo_epi32(z, cs1)));
     }
 }
+
+/*
+ * The prefill panel on a prepacked signed B panel whose pairs are all safe (wm_igemm_wide.panel_safe): the pair
+ * panel's 4-k groups interleaved as read (rows_ukr), against A's 6-row panels (pack_a: row stride 4, group stride
+ * WM_MR * 4), where panel() would first regroup (and check) the B panel into scratch on every call, 15% of a
+ * 64 x 768 x 3072 product. Every row is stored (first) or added as sum_k a' b over the block; A's zero points
+ * come off B's column sums over all of K once, in the first k-block.
+ */
+static void panel_safe(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, const uint8_t *apack,
+                       const uint8_t *bpanel, const int32_t *colsum, int32_t *acc, int64_t ld, int first) {
+    const int64_t kc2 = (kc + 1) / 2, kc4 = (kc + 3) / 4;
+    const int32_t flip = a->a_signed ? 128 : 0;
+    for (int64_t i = 0; i < mc; i += WM_MR) {
+        int rows = (int)(mc - i < WM_MR ? mc - i : WM_MR);
+        for (int r0 = 0; r0 < rows; r0 += TILE_R) {
+            int rt = rows - r0 < TILE_R ? rows - r0 : TILE_R;
+            rows_fns[rt - 1](0, kc4, kc2, apack + i * kc4 * 4 + r0 * 4, 4, WM_MR * 4, bpanel, acc + (i + r0) * ld, ld,
+                             first, i == 0 && r0 == 0);
+        }
+    }
+    if (!first) return;
+    const __m256i cs0 = _mm256_loadu_si256((const __m256i *)colsum), cs1 = _mm256_loadu_si256((const __m256i *)(colsum + 8));
+    for (int64_t r = 0; r < mc; r++) {
+        __m256i z = _mm256_set1_epi32((a->a_zero_points ? a->a_zero_points[m0 + r] : a->a_zero_point) + flip);
+        __m256i *d0 = (__m256i *)(acc + r * ld), *d1 = (__m256i *)(acc + r * ld + 8);
+        _mm256_storeu_si256(d0, _mm256_sub_epi32(_mm256_loadu_si256(d0), _mm256_mullo_epi32(z, cs0)));
+        _mm256_storeu_si256(d1, _mm256_sub_epi32(_mm256_loadu_si256(d1), _mm256_mullo_epi32(z, cs1)));
+    }
+}
+
+const wm_igemm_wide wm_igemm_ubs_avx2 = {pack_a, panel, 1, panel_safe};

@@ -641,6 +641,28 @@ static void test_igemm_decode_rows(void **state) {
                 }
 }
 
+/* Prefill blocks (7..70 rows) on packed signed B whose panels' pairs are all safe: the AVX2 vpmaddubsw panels read
+   as packed (panel_safe, no regrouping), with B's column sums over all of K taken off in the first k-block, so K
+   past one k-block (515, 1030, 1100) and every remainder mod 4 must come out exact; A signed and unsigned (read
+   flipped), every zero point mode, one to three shares; extreme 4 puts one unsafe pair in, so that its panel takes
+   the regrouping path beside safe ones. B at the safety edges and A at 0 / 255: a wrong edge saturates and shows. */
+static void test_igemm_prefill_safe(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    static const int64_t ks[] = {1, 2, 3, 4, 5, 7, 8, 37, 64, 515, 1030, 1100};
+    static const int64_t ns[] = {1, 16, 17, 40, 70};
+    uint32_t seed = 909;
+    for (int t = 0; t < nt; t++)
+        for (int64_t M = 7; M <= 70; M += 9)
+            for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++)
+                for (int v = 0; v < 8; v++) {
+                    int64_t N = ns[(M + (int64_t)k + v) % 5];
+                    run_igemm_x(T[t], M, N, ks[k], v & 1, 1, v >> 1 & 3, 1, 1 + (int)((k + v) % 3), seed++,
+                                3 + (int)((k + (size_t)v / 2) & 1), NULL);
+                }
+}
+
 /* DynamicQuantizeLinear (AVX2 parts on this CPU) against ONNX's formula written out here: range of the values and
    0, scale = (max - min) / 255, zp = clamp(round(-min / scale)), y = clamp(round(x / scale) + zp), NaN -> zp;
    ties (x / scale = k + 0.5), NaN, infinities, every length 0..100 and a long one. */
@@ -710,6 +732,7 @@ int main(void) {
         cmocka_unit_test(test_igemm),
         cmocka_unit_test(test_igemm_extremes),
         cmocka_unit_test(test_igemm_decode_rows),
+        cmocka_unit_test(test_igemm_prefill_safe),
         cmocka_unit_test(test_dyn_quantize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
