@@ -292,9 +292,6 @@ wm_status wm_json_out_check(const char *path, const char *protect, wm_error *err
     if (lstat(path, &st) != 0) return WM_OK;
     if (!S_ISREG(st.st_mode))
         return wm_err(err, WM_ERR_USAGE, "%s: exists and is not a regular file; refusing to replace it", path);
-    if (is_models_file(path, &st, protect))
-        return wm_err(err, WM_ERR_USAGE, "%s: a file of the model (-m %s); refusing to replace it with the JSON result "
-                      "(choose another -o)", path, protect);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     char head[256];
     ssize_t r = fd >= 0 ? read(fd, head, sizeof head) : -1;
@@ -304,6 +301,9 @@ wm_status wm_json_out_check(const char *path, const char *protect, wm_error *err
     if (r > 0 && (k == r || (head[k] != '{' && head[k] != '[')))
         return wm_err(err, WM_ERR_USAGE, "%s: exists and is not a JSON file; refusing to replace it with the JSON "
                       "result (choose another -o)", path);
+    if (is_models_file(path, &st, protect))
+        return wm_err(err, WM_ERR_USAGE, "%s: a file of the model (-m %s); refusing to replace it with the JSON result "
+                      "(choose another -o)", path, protect);
     return WM_OK;
 }
 

@@ -121,7 +121,7 @@ CASES = [
     (["quantize", "-m", "M", "-o", "O", "-p", "int8", "--samples", HUGE], ["--samples", HUGE]),
     (["quantize", "-m", "M", "-o", "O", "-p", "int8", "--report", "D"], ["not a regular file"]),
     (["quantize", "-m", "M", "-o", "O", "-p", "int8", "--report", "O"], ["--report", "(-o)"]),
-    (["quantize", "-m", "M", "-o", "O", "-p", "int8", "--report", "M"], ["a file of the model"]),
+    (["quantize", "-m", "M", "-o", "O", "-p", "int8", "--report", "M"], ["not a JSON file"]),
     # optimize
     (["optimize", "-m", "M", "-o", "O", "--fold-max-bytes", "-1"], ["--fold-max-bytes", "'-1'"]),
     (["optimize", "-m", "M", "-o", "O", "--fold-max-bytes", "99999999999999999999"], ["--fold-max-bytes"]),
