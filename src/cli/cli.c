@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void wm_cli_init(wm_cli *c, const char *prog) {
@@ -25,8 +26,17 @@ void wm_cli_init(wm_cli *c, const char *prog) {
 
 int wm_cli_common_opt(wm_cli *c, int opt, const char *arg) {
     switch (opt) {
-    case 'm': c->model = arg; return 1;
-    case 'o': c->out = arg; return 1;
+    case 'm':
+    case 'o': { /* one model and one output per run: a second, other value is refused, never silently the one used */
+        const char **v = opt == 'm' ? &c->model : &c->out;
+        if (*v && strcmp(*v, arg)) {
+            wm_cli_usage_error(c, "-%c given twice ('%s' and '%s'%s): give one", opt, *v, arg,
+                               opt == 'o' ? "; --output-dir is -o" : "");
+            return -1;
+        }
+        *v = arg;
+        return 1;
+    }
     case 'v': c->verbose++; return 1;
     case 'q': c->quiet = 1; return 1;
     case 'f':
@@ -118,11 +128,18 @@ const char *wm_cli_long_name(const struct option *longs, int opt) {
     return "?";
 }
 
+/* The text of a flag's number as a user writes one: no leading blank (strtol and strtod skip them: " -5" was read
+   as -5) and no hexadecimal (strtod reads "0x10" as 16 and "0x1p3" as 8). */
+static int plain_number(const char *v) {
+    if (!*v || !strchr("0123456789+-.", *v)) return 0;
+    return !strpbrk(v, "xX");
+}
+
 int wm_cli_int_arg(const wm_cli *c, const char *flag, const char *v, long lo, long hi, long *out) {
     char *end;
     errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi)
+    long x = plain_number(v) ? strtol(v, &end, 10) : 0;
+    if (!plain_number(v) || *end || errno || x < lo || x > hi)
         return wm_cli_usage_error(c, "%s: '%s' is not an integer in [%ld, %ld]", flag, v, lo, hi);
     *out = x;
     return 0;
@@ -130,11 +147,67 @@ int wm_cli_int_arg(const wm_cli *c, const char *flag, const char *v, long lo, lo
 
 int wm_cli_num_arg(const wm_cli *c, const char *flag, const char *v, double lo, int lo_open, double hi, double *out) {
     char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end || !isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+    double x = plain_number(v) ? strtod(v, &end) : NAN;
+    if (!plain_number(v) || *end || !isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
         return wm_cli_usage_error(c, "%s: '%s' is not a number in %c%g, %g]", flag, v, lo_open ? '(' : '[', lo, hi);
     *out = x;
     return 0;
+}
+
+int wm_cli_list_arg(const wm_cli *c, const char *flag, const char *v, long lo, long hi, size_t max_n, long **out,
+                    size_t *n) {
+    size_t k = 0, cap = 0;
+    long *a = NULL;
+    const char *s = v;
+    for (;;) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        char item[32];
+        char *end;
+        long x = 0;
+        int ok = len > 0 && len < sizeof item && (!max_n || k < max_n);
+        if (ok) {
+            memcpy(item, s, len);
+            item[len] = 0;
+            errno = 0;
+            ok = plain_number(item) && (x = strtol(item, &end, 10), !*end && !errno && x >= lo && x <= hi);
+        }
+        if (ok && k == cap) {
+            long *b = realloc(a, (cap = cap ? 2 * cap : 16) * sizeof *b);
+            if (!b) {
+                free(a);
+                return wm_cli_usage_error(c, "%s: out of memory", flag);
+            }
+            a = b;
+        }
+        if (!ok) {
+            free(a);
+            if (max_n && k >= max_n)
+                return wm_cli_usage_error(c, "%s: more than %zu values in '%s'", flag, max_n, v);
+            return wm_cli_usage_error(c, "%s: expected comma-separated integers in [%ld, %ld], got '%s'", flag, lo, hi,
+                                      v);
+        }
+        a[k++] = x;
+        if (!comma) break;
+        s = comma + 1;
+    }
+    *out = a;
+    *n = k;
+    return 0;
+}
+
+int wm_cli_json_out_check(const wm_cli *c, const char *path) {
+    wm_error e = {0};
+    return path && wm_json_out_check(path, c->model, &e) ? wm_cli_fail(c, &e) : 0;
+}
+
+int wm_cli_report_check(const wm_cli *c, const char *report, const char *model_out) {
+    if (!report) return 0;
+    struct stat a, b;
+    if (!strcmp(report, model_out) ||
+        (!stat(report, &a) && !stat(model_out, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino))
+        return wm_cli_usage_error(c, "--report %s: the model's output file (-o); give the report another name", report);
+    return wm_cli_json_out_check(c, report);
 }
 
 int wm_cli_fail(const wm_cli *c, const wm_error *e) {
@@ -276,7 +349,7 @@ int wm_cli_emit(const wm_cli *c, const char *title, const wm_json *j) {
     }
     if (c->out) {
         wm_error e = {0};
-        if (wm_write_json_atomic(c->out, text, &e)) {
+        if (wm_json_out_check(c->out, c->model, &e) || wm_write_json_atomic(c->out, text, &e)) {
             fprintf(stderr, "%s: error: %s\n", c->prog, e.msg);
             return WM_EXIT_ERROR;
         }

@@ -117,6 +117,25 @@ const char *wm_cli_long_name(const struct option *longs, int opt);
  */
 int wm_cli_int_arg(const wm_cli *c, const char *flag, const char *v, long lo, long hi, long *out);
 int wm_cli_num_arg(const wm_cli *c, const char *flag, const char *v, double lo, int lo_open, double hi, double *out);
+/*
+ * "N,N,...": comma-separated integers in [lo, hi], at least one, at most max_n (0: no limit); no empty item, no
+ * blank, no trailing comma. On success *out is a new array of *n values (the caller frees it) and 0 is
+ * returned; a bad value prints one line naming flag and returns WM_EXIT_ERROR with *out untouched.
+ * These three are the one parser of numeric flag values: every command's numbers go through them.
+ */
+int wm_cli_list_arg(const wm_cli *c, const char *flag, const char *v, long lo, long hi, size_t max_n, long **out,
+                    size_t *n);
+
+/*
+ * Before any work: path (a JSON result's -o or --report; NULL: none) may be written as wm_cli_emit will (absent, or
+ * a regular JSON file) and is not a file of the model -m names (wm_json_out_check). 0, or the exit code with one
+ * line printed.
+ */
+int wm_cli_json_out_check(const wm_cli *c, const char *path);
+
+/* optimize / quantize --report FILE, before the model is read: not model_out (the model's -o: the model would be
+   written, then the report refused), and wm_cli_json_out_check. 0 (also when report is NULL) or the exit code. */
+int wm_cli_report_check(const wm_cli *c, const char *report, const char *model_out);
 
 /* Prints "winml <cmd>: error: <msg>" to stderr; returns the exit code. */
 int wm_cli_fail(const wm_cli *c, const wm_error *e);

@@ -1,13 +1,11 @@
 /* cli_limits.c - --max-memory, --max-loop-iterations, --timeout (see cli_limits.h). */
 #include "cli/cli_limits.h"
 
-#include <errno.h>
-#include <stdlib.h>
+#include <limits.h>
 
 #include "core/sysmem.h"
 
 int wm_cli_limits_opt(const wm_cli *c, int opt, const char *arg, wm_session_opts *so) {
-    char *end;
     switch (opt) {
     case WM_CLI_O_MAXMEM:
         if (wm_parse_size(arg, &so->max_memory)) {
@@ -15,25 +13,15 @@ int wm_cli_limits_opt(const wm_cli *c, int opt, const char *arg, wm_session_opts
             return -1;
         }
         return 1;
-    case WM_CLI_O_MAXITER: {
-        errno = 0;
-        long long v = strtoll(arg, &end, 10);
-        if (!*arg || *end || errno || v < 1) {
-            wm_cli_usage_error(c, "--max-loop-iterations: '%s' is not a count >= 1", arg);
-            return -1;
-        }
+    case WM_CLI_O_MAXITER: { /* the numbers of every command go through cli.c's parsers */
+        long v;
+        if (wm_cli_int_arg(c, "--max-loop-iterations", arg, 1, LONG_MAX, &v)) return -1;
         so->max_loop_iterations = v;
         return 1;
     }
-    case WM_CLI_O_TIMEOUT: {
-        double v = strtod(arg, &end);
-        if (!*arg || *end || !(v > 0) || v > 1e9) {
-            wm_cli_usage_error(c, "--timeout: '%s' is not a number of seconds > 0", arg);
-            return -1;
-        }
-        so->timeout_s = v;
+    case WM_CLI_O_TIMEOUT:
+        if (wm_cli_num_arg(c, "--timeout", arg, 0, 1, 1e9, &so->timeout_s)) return -1;
         return 1;
-    }
     default: return 0;
     }
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "builder/arch.h"
 #include "cli/cli.h"
 #include "core/output.h"
 #include "tasks/catalog.h"
@@ -56,7 +57,10 @@ int wm_cmd_catalog(int argc, char **argv) {
         case 'd': case O_DEVICE:
             if (wm_cli_device_arg(&c, optarg, 0, &device)) return WM_EXIT_ERROR;
             break;
-        case 't': task = optarg; break;
+        case 't': /* a misspelt task listed nothing, exit 0 */
+            if (wm_task_from_name(optarg) < 0) return wm_cli_usage_error(&c, "-t: unknown task '%s'", optarg);
+            task = optarg;
+            break;
         default: {
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);
             if (rc) return rc;

@@ -184,7 +184,8 @@ int wm_cmd_config(int argc, char **argv) {
         wm_recipe_json(&r, &j);
         if (j.oom) rc = wm_cli_usage_error(&c, "out of memory");
         else if (c.out) {
-            if (wm_write_json_atomic(c.out, wm_json_text(&j), &err)) rc = wm_cli_fail(&c, &err);
+            if (wm_json_out_check(c.out, c.model, &err) || wm_write_json_atomic(c.out, wm_json_text(&j), &err))
+                rc = wm_cli_fail(&c, &err);
             else if (c.json) fputs(wm_json_text(&j), stdout);
             else if (!c.quiet) fprintf(stderr, "winml config: wrote %s\n", c.out);
         } else fputs(wm_json_text(&j), stdout);

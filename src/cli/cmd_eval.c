@@ -28,6 +28,9 @@
 #include "tasks/task_eval.h"
 #include "winml/runtime.h"
 
+/* --samples: each is a forward pass (of both models in compare mode); sweep's --samples has the same bound */
+#define EVAL_MAX_SAMPLES 100000L
+
 static void help(void) {
     printf("usage: winml eval --mode compare -m CANDIDATE.onnx (--reference REF.onnx | --reference-outputs FILE.safetensors|.npz |\n"
            "                  --model-id CHECKPOINT)\n"
@@ -182,7 +185,6 @@ int wm_cmd_eval(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT WM_CLI_TARGET_SHORT, longs, NULL)) != -1) {
-        char *end;
         switch (opt) {
         case 'h': help(); return WM_EXIT_OK;
         case O_MODE: mode = optarg; break;
@@ -190,8 +192,12 @@ int wm_cmd_eval(int argc, char **argv) {
         case O_REFOUT: refout = optarg; break;
         case O_MODELID: model_id = optarg; break;
         case O_SAMPLES: case O_SEED: case O_BATCH: case O_SEQ: case O_THREADS: case O_MAXLEN: case O_STRIDE: {
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < (opt == O_SEED ? 0 : 1)) return wm_cli_usage_error(&c, "--%s: '%s' is not a valid count", wm_cli_long_name(longs, opt), optarg);
+            /* each sample is a forward pass of both models: bounded as sweep's --samples; sizes as int32 dims */
+            long v, hi = opt == O_SAMPLES ? EVAL_MAX_SAMPLES : opt == O_SEED ? LONG_MAX : opt == O_THREADS ? 256
+                                                                                                        : INT32_MAX;
+            char flag[40];
+            snprintf(flag, sizeof flag, "--%s", wm_cli_long_name(longs, opt));
+            if (wm_cli_int_arg(&c, flag, optarg, opt == O_SEED ? 0 : 1, hi, &v)) return WM_EXIT_ERROR;
             if (opt == O_MAXLEN) to.max_length = v;
             else if (opt == O_STRIDE) to.stride = v;
             else *(opt == O_SAMPLES ? &samples : opt == O_SEED ? &seed : opt == O_BATCH ? &batch : opt == O_SEQ ? &seq : &threads) = v;
@@ -226,22 +232,22 @@ int wm_cmd_eval(int argc, char **argv) {
             if (m < 0 || n_gates == 16)
                 return wm_cli_usage_error(&c, "--threshold: expected METRIC=VALUE with METRIC one of sqnr_db, psnr_db, "
                                               "cosine_similarity, mse, max_abs_diff; got '%s'", optarg);
-            double v = strtod(eq + 1, &end);
-            if (!eq[1] || *end) return wm_cli_usage_error(&c, "--threshold: '%s' is not a number", eq + 1);
+            double v;
+            if (wm_cli_num_arg(&c, "--threshold", eq + 1, -1e30, 0, 1e30, &v)) return WM_EXIT_ERROR;
             gates[n_gates].metric = m;
             gates[n_gates++].value = v;
             break;
         }
         case O_PL: per_layer = 1; break;
         case O_PLT:
-            layer_thr = strtod(optarg, &end);
-            if (!*optarg || *end) return wm_cli_usage_error(&c, "--layer-threshold: '%s' is not a number", optarg);
+            if (wm_cli_num_arg(&c, "--layer-threshold", optarg, -1e30, 0, 1e30, &layer_thr)) return WM_EXIT_ERROR;
             break;
         case O_DIM: {
             const char *eq = strchr(optarg, '=');
-            long v = eq ? strtol(eq + 1, &end, 10) : -1;
-            if (!eq || eq == optarg || !eq[1] || *end || v < 0 || n_dims == 16)
-                return wm_cli_usage_error(&c, "--dim: expected NAME=VALUE, got '%s'", optarg);
+            long v;
+            if (!eq || eq == optarg || n_dims == 16)
+                return wm_cli_usage_error(&c, "--dim: expected NAME=VALUE (at most 16), got '%s'", optarg);
+            if (wm_cli_int_arg(&c, "--dim", eq + 1, 0, INT32_MAX, &v)) return WM_EXIT_ERROR;
             dims[n_dims].name = strndup(optarg, (size_t)(eq - optarg));
             dims[n_dims++].value = v;
             break;

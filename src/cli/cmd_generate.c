@@ -97,36 +97,21 @@ static int on_token(void *arg, int32_t id) {
     return c->stopped;
 }
 
-/* Parses "1,2,3" into a new array (*n items; the caller frees *out). Returns 0, or -1 with *out untouched (an
-   empty list, an empty item, a trailing comma, a value outside [0, INT32_MAX]). */
-static int parse_ids(const char *s, int32_t **out, size_t *n) {
-    size_t cap = 16, k = 0;
-    int32_t *v = malloc(cap * sizeof *v);
-    if (!v) return -1;
-    while (*s) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
-            free(v);
-            return -1;
-        }
-        if (k == cap) {
-            int32_t *nv = realloc(v, (cap *= 2) * sizeof *nv);
-            if (!nv) {
-                free(v);
-                return -1;
-            }
-            v = nv;
-        }
-        v[k++] = (int32_t)x;
-        s = *end ? end + 1 : end;
-        if (!*s && *end) k = 0; /* "5,": a trailing comma is refused as an empty item */
+/* --ids / --eos: token ids in [0, INT32_MAX] (wm_cli_list_arg) into a new int32 array (the caller frees *out);
+   0, or an exit code (message printed) with *out untouched. */
+static int ids_arg(const wm_cli *c, const char *flag, const char *v, int32_t **out, size_t *n) {
+    long *l;
+    size_t k;
+    int rc = wm_cli_list_arg(c, flag, v, 0, INT32_MAX, 0, &l, &k);
+    if (rc) return rc;
+    int32_t *a = malloc(k * sizeof *a);
+    if (!a) {
+        free(l);
+        return wm_cli_usage_error(c, "%s: out of memory", flag);
     }
-    if (!k) {
-        free(v);
-        return -1;
-    }
-    *out = v;
+    for (size_t i = 0; i < k; i++) a[i] = (int32_t)l[i];
+    free(l);
+    *out = a;
     *n = k;
     return 0;
 }
@@ -184,21 +169,15 @@ int wm_cmd_generate(int argc, char **argv) {
         }
         switch (opt) {
         case 'h': help(); rc = WM_EXIT_OK; goto out;
-        case O_IDS:
-            free(ids);
-            ids = NULL; /* a bad repeat leaves nothing for the exit path to free twice */
-            if (parse_ids(optarg, &ids, &n_ids)) {
-                rc = wm_cli_usage_error(&c, "--ids: expected comma-separated token ids, got '%s'", optarg);
-                goto out;
-            }
-            break;
+        case O_IDS: /* one prompt per run, as --prompt: a second list is not silently dropped */
         case O_EOS:
-            free(eos);
-            eos = NULL; /* a bad repeat leaves nothing for the exit path to free twice */
-            if (parse_ids(optarg, &eos, &n_eos)) {
-                rc = wm_cli_usage_error(&c, "--eos: expected comma-separated token ids, got '%s'", optarg);
+            if (opt == O_IDS ? ids != NULL : eos != NULL) {
+                rc = wm_cli_usage_error(&c, "%s given twice: list the ids in one comma-separated value", flag);
                 goto out;
             }
+            if ((rc = ids_arg(&c, flag, optarg, opt == O_IDS ? &ids : &eos, opt == O_IDS ? &n_ids : &n_eos)))
+                goto out;
+            rc = WM_EXIT_ERROR;
             break;
         case O_PROMPT: /* one prompt per run: a second one is not silently dropped */
             if (prompt) {
@@ -238,6 +217,10 @@ int wm_cmd_generate(int argc, char **argv) {
     }
     if (optind < argc) {
         rc = wm_cli_usage_error(&c, "unexpected argument '%s'", argv[optind]);
+        goto out;
+    }
+    if (ids && prompt) {
+        rc = wm_cli_usage_error(&c, "--prompt and --ids: give one of them");
         goto out;
     }
     if (!c.model || !!ids == !!prompt) {

@@ -77,32 +77,6 @@ int wm_generate_is_s2s(int argc, char **argv) {
     return m ? wm_folder_is_s2s(m) : 0;
 }
 
-static int parse_ids(const char *s, int64_t **out, size_t *n) {
-    size_t cap = 16, k = 0;
-    int64_t *v = malloc(cap * sizeof *v);
-    if (!v) return -1;
-    while (*s) {
-        char *end;
-        long long x = strtoll(s, &end, 10);
-        if (end == s || x < 0 || x > INT32_MAX || (*end && *end != ',')) break;
-        if (k == cap) {
-            int64_t *nv = realloc(v, (cap *= 2) * sizeof *nv);
-            if (!nv) break;
-            v = nv;
-        }
-        v[k++] = x;
-        s = *end ? end + 1 : end;
-        if (!*s && end[0] == ',') break;
-    }
-    if (*s || !k) {
-        free(v);
-        return -1;
-    }
-    *out = v;
-    *n = k;
-    return 0;
-}
-
 /* The decoded text of ids[0..n) into j's "text", and printed unless -f json or segments follow. */
 static wm_status put_text(const wm_cli *c, const wm_tokenizer *tok, const int64_t *ids, int64_t n, int64_t ts_begin,
                           int print, wm_json *j, wm_error *err) {
@@ -407,19 +381,16 @@ int wm_cmd_generate_s2s(int argc, char **argv) {
                 goto out;
             }
             if (opt == O_TEXT) texts[n_texts++] = optarg;
-            else if (parse_ids(optarg, &rows[n_rows], &lens[n_rows])) {
-                rc = wm_cli_usage_error(&c, "--ids: expected comma-separated token ids, got '%s'", optarg);
+            else if ((rc = wm_cli_list_arg(&c, "--ids", optarg, 0, INT32_MAX, 0, &rows[n_rows], &lens[n_rows])))
                 goto out;
-            } else n_rows++;
+            else n_rows++;
+            rc = WM_EXIT_ERROR;
             break;
         case O_EOS:
             free(eos);
-            eos = NULL;
-            if (parse_ids(optarg, &eos, &n_eos) || n_eos > WM_S2S_MAX_EOS) {
-                rc = wm_cli_usage_error(&c, "--eos: expected at most %d comma-separated token ids, got '%s'",
-                                        WM_S2S_MAX_EOS, optarg);
-                goto out;
-            }
+            eos = NULL; /* a bad repeat leaves nothing for the exit path to free twice */
+            if ((rc = wm_cli_list_arg(&c, "--eos", optarg, 0, INT32_MAX, WM_S2S_MAX_EOS, &eos, &n_eos))) goto out;
+            rc = WM_EXIT_ERROR;
             break;
         case O_ES:
             es = !strcmp(optarg, "true") ? 1 : !strcmp(optarg, "false") ? 0 : !strcmp(optarg, "never") ? 2 : -2;

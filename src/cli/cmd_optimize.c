@@ -44,7 +44,7 @@ int wm_cli_opt_write_json(const wm_cli *c, const wm_json *j) {
         return WM_EXIT_ERROR;
     }
     wm_error e = {0};
-    if (wm_write_json_atomic(c->out, wm_json_text(j), &e)) {
+    if (wm_json_out_check(c->out, c->model, &e) || wm_write_json_atomic(c->out, wm_json_text(j), &e)) {
         fprintf(stderr, "%s: error: %s\n", c->prog, e.msg);
         return WM_EXIT_ERROR;
     }
@@ -165,9 +165,10 @@ int wm_cmd_optimize(int argc, char **argv) {
                                           optarg);
         }
         else if (opt == O_FOLD) {
-            char *end;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (!*optarg || *end) return wm_cli_usage_error(&c, "--fold-max-bytes: not a number '%s'", optarg);
+            uint64_t v = 0; /* strtoull took "-1" (wrapped to 2^64-1) and clamped 2^64 without a word */
+            if (strcmp(optarg, "0") && wm_parse_size(optarg, &v))
+                return wm_cli_usage_error(&c, "--fold-max-bytes: '%s' is not a size in bytes (e.g. 16777216 or 16M; 0: "
+                                          "the default, 16 MiB)", optarg);
             cfg.fold_max_bytes = v;
         } else {
             int rc = wm_cli_other_opt(&c, opt, optarg, argv);
@@ -184,6 +185,7 @@ int wm_cmd_optimize(int argc, char **argv) {
         if (wm_cli_default_out(&c, c.model, "_opt.onnx", def_out, sizeof def_out)) return WM_EXIT_ERROR;
         out = def_out;
     }
+    if (wm_cli_report_check(&c, report_path, out)) return WM_EXIT_ERROR;
 
     wm_error err = {0};
     wm_onnx_model *m = NULL;

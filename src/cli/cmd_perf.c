@@ -3,6 +3,7 @@
  * pass on the CPU engine, as the reference's perf JSON (schema_version 2).
  */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,9 @@ static void help(void) {
            "model's input specs (token ids below the embedding table's size, masks of ones,\n"
            "pixels in [0,1)) with a seed, or read by name from a safetensors file or a numpy .npz (.npy: a one-input model). Symbolic dims\n"
            "take --dim values, else the batch size, sequence length (default 128) or past length\n"
-           "(default 0) by their names. Defaults: --warmup 10 --iterations 100, all cores.\n"
+           "(default 0) by their names. Defaults: --warmup 10 --iterations 100, all cores. Bounds: --warmup and\n"
+           "--iterations up to 1048576 (--duration stops there too), --duration up to 604800 s (a week), --llm-runs\n"
+           "and --llm-warmup up to 10000, --threads 256, sizes and --dim values 2^31-1.\n"
            "--image FILE (PNG or JPEG): pixel_values is that image, decoded and preprocessed as the model folder's\n"
            "preprocessor_config.json says, repeated over the batch (--max-image-pixels N as in winml run).\n\n"
            "A causal LM (input_ids, past_key_values.N.key/value -> logits, present.N.*) also gets the LLM\n"
@@ -94,17 +97,6 @@ static wm_status image_input(const wm_session *s, const char *dir, const char *i
     return WM_OK;
 }
 
-static int parse_long(const wm_cli *c, const char *flag, const char *v, long lo, long *out) {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo) {
-        wm_cli_usage_error(c, "%s: '%s' is not an integer >= %ld", flag, v, lo);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
 static void shape_json(wm_json *j, const wm_tensor *t) {
     wm_json_arr(j, NULL);
     for (int d = 0; d < t->rank; d++) wm_json_int(j, NULL, t->dims[d]);
@@ -129,6 +121,13 @@ static double median(double *v, long n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+/* Bounds of the counts, so a mistyped value is a usage error naming its flag before anything is allocated or run:
+   each measured or warmup iteration keeps its time (8 bytes) and --duration stops at PERF_MAX_RUNS samples too; an
+   LLM run keeps its requests' timings; --duration at most a week (sweep's --timeout bound). */
+#define PERF_MAX_RUNS (1L << 20)
+#define PERF_MAX_LLM_RUNS 10000L
+#define PERF_MAX_SECONDS (86400.0 * 7)
 
 enum { DA_STEPS = 9, DA_ROUNDS = 5 }; /* --decode-at: steps per context per round (the first one dropped) */
 
@@ -355,25 +354,21 @@ int wm_cmd_perf(int argc, char **argv) {
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT WM_CLI_TARGET_SHORT, longs, NULL)) != -1) {
         switch (opt) {
         case 'h': help(); return WM_EXIT_OK;
-        case O_WARMUP: if (parse_long(&c, "--warmup", optarg, 0, &warmup)) return WM_EXIT_ERROR; break;
-        case O_ITER: if (parse_long(&c, "--iterations", optarg, 1, &iters)) return WM_EXIT_ERROR; break;
-        case O_THREADS: if (parse_long(&c, "--threads", optarg, 1, &threads)) return WM_EXIT_ERROR; break;
-        case O_BATCH: if (parse_long(&c, "--batch-size", optarg, 1, &batch)) return WM_EXIT_ERROR; break;
-        case O_SEQ: if (parse_long(&c, "--seq-len", optarg, 1, &seq)) return WM_EXIT_ERROR; break;
-        case O_PAST: if (parse_long(&c, "--past-len", optarg, 0, &past)) return WM_EXIT_ERROR; break;
-        case O_SEED: if (parse_long(&c, "--seed", optarg, 0, &seed)) return WM_EXIT_ERROR; break;
-        case O_DUR: {
-            char *end;
-            duration = strtod(optarg, &end);
-            if (!*optarg || *end || !(duration > 0))
-                return wm_cli_usage_error(&c, "--duration: '%s' is not a positive number of seconds", optarg);
+        case O_WARMUP: if (wm_cli_int_arg(&c, "--warmup", optarg, 0, PERF_MAX_RUNS, &warmup)) return WM_EXIT_ERROR; break;
+        case O_ITER: if (wm_cli_int_arg(&c, "--iterations", optarg, 1, PERF_MAX_RUNS, &iters)) return WM_EXIT_ERROR; break;
+        case O_THREADS: if (wm_cli_int_arg(&c, "--threads", optarg, 1, 256, &threads)) return WM_EXIT_ERROR; break;
+        case O_BATCH: if (wm_cli_int_arg(&c, "--batch-size", optarg, 1, INT32_MAX, &batch)) return WM_EXIT_ERROR; break;
+        case O_SEQ: if (wm_cli_int_arg(&c, "--seq-len", optarg, 1, INT32_MAX, &seq)) return WM_EXIT_ERROR; break;
+        case O_PAST: if (wm_cli_int_arg(&c, "--past-len", optarg, 0, INT32_MAX, &past)) return WM_EXIT_ERROR; break;
+        case O_SEED: if (wm_cli_int_arg(&c, "--seed", optarg, 0, LONG_MAX, &seed)) return WM_EXIT_ERROR; break;
+        case O_DUR:
+            if (wm_cli_num_arg(&c, "--duration", optarg, 0, 1, PERF_MAX_SECONDS, &duration)) return WM_EXIT_ERROR;
             break;
-        }
         case O_DIM: {
             const char *eq = strchr(optarg, '=');
             long v;
             if (!eq || eq == optarg || n_dims == 32) return wm_cli_usage_error(&c, "--dim: expected NAME=VALUE, got '%s'", optarg);
-            if (parse_long(&c, "--dim", eq + 1, 0, &v)) return WM_EXIT_ERROR;
+            if (wm_cli_int_arg(&c, "--dim", eq + 1, 0, INT32_MAX, &v)) return WM_EXIT_ERROR;
             char *name = strndup(optarg, (size_t)(eq - optarg));
             dims[n_dims].name = name;
             dims[n_dims++].value = v;
@@ -381,22 +376,19 @@ int wm_cmd_perf(int argc, char **argv) {
         }
         case O_DATA: data = optarg; break;
         case O_IMAGE: image = optarg; break;
-        case O_MAXPIX: if (parse_long(&c, "--max-image-pixels", optarg, 1, &max_pix)) return WM_EXIT_ERROR; break;
-        case O_PLEN: if (parse_long(&c, "--prompt-len", optarg, 1, &prompt_len)) return WM_EXIT_ERROR; break;
-        case O_GLEN: if (parse_long(&c, "--gen-len", optarg, 2, &gen_len)) return WM_EXIT_ERROR; break;
-        case O_LRUNS: if (parse_long(&c, "--llm-runs", optarg, 1, &llm_runs)) return WM_EXIT_ERROR; break;
-        case O_LWARM: if (parse_long(&c, "--llm-warmup", optarg, 0, &llm_warmup)) return WM_EXIT_ERROR; break;
+        case O_MAXPIX: if (wm_cli_int_arg(&c, "--max-image-pixels", optarg, 1, 1L << 40, &max_pix)) return WM_EXIT_ERROR; break;
+        case O_PLEN: if (wm_cli_int_arg(&c, "--prompt-len", optarg, 1, INT32_MAX, &prompt_len)) return WM_EXIT_ERROR; break;
+        case O_GLEN: if (wm_cli_int_arg(&c, "--gen-len", optarg, 2, INT32_MAX, &gen_len)) return WM_EXIT_ERROR; break;
+        case O_LRUNS: if (wm_cli_int_arg(&c, "--llm-runs", optarg, 1, PERF_MAX_LLM_RUNS, &llm_runs)) return WM_EXIT_ERROR; break;
+        case O_LWARM: if (wm_cli_int_arg(&c, "--llm-warmup", optarg, 0, PERF_MAX_LLM_RUNS, &llm_warmup)) return WM_EXIT_ERROR; break;
         case O_NOLLM: no_llm = 1; break;
         case O_DECAT: {
-            char *p = optarg;
-            while (*p) {
-                char *end;
-                long v = strtol(p, &end, 10);
-                if (end == p || v < 1 || n_decode_at == 16 || (*end && *end != ','))
-                    return wm_cli_usage_error(&c, "--decode-at: expected N,N,... context lengths, got '%s'", optarg);
-                decode_at[n_decode_at++] = v;
-                p = *end ? end + 1 : end;
-            }
+            long *v;
+            size_t k;
+            if (wm_cli_list_arg(&c, "--decode-at", optarg, 1, INT32_MAX, 16, &v, &k)) return WM_EXIT_ERROR;
+            memcpy(decode_at, v, k * sizeof *v);
+            n_decode_at = (int)k;
+            free(v);
             break;
         }
         default: {
@@ -440,7 +432,7 @@ int wm_cmd_perf(int argc, char **argv) {
     }
     size_t no = wm_session_n_outputs(s);
     wm_tensor *out = calloc(no + 1, sizeof *out);
-    long cap = duration > 0 ? 1 << 20 : iters;
+    long cap = duration > 0 ? PERF_MAX_RUNS : iters;
     double *samples = malloc((size_t)cap * sizeof *samples), *warm = malloc((size_t)(warmup + 1) * sizeof *warm);
     int rc = WM_EXIT_OK;
     if (!out || !samples || !warm) {

@@ -36,7 +36,7 @@ static void help(void) {
            "                   reference's int16, also w16a16): closer to float than w8a16\n"
            "  -p int4          weight-only RTN blocks -> MatMulNBits (--block-size 32|64|128, --bits 4|8)\n"
            "options:\n"
-           "  --block-size N   int4 block (power of two >= 16, default 32)\n"
+           "  --block-size N   int4 block (power of two from 16 to 65536, default 32)\n"
            "  --symmetric / --asymmetric   weights (default: symmetric int8, asymmetric int4)\n"
            "  --per-channel    int8 weight scales per output channel\n"
            "  --reduce-range / --no-reduce-range   7-bit int8 weights ([-64, 64]); default: on where integer\n"
@@ -141,11 +141,10 @@ int wm_cmd_quantize(int argc, char **argv) {
     int32_t wtype = 0, atype = 0; /* 0: the mode's default */
     list optypes = {{0}, 0, NULL}, exclude = {{0}, 0, NULL}, int8n = {{0}, 0, NULL}, blocklist = {{0}, 0, NULL};
     list w8 = {{0}, 0, NULL}, w8l = {{0}, 0, NULL};
-    int have_blocklist = 0, rc = WM_EXIT_ERROR, opt;
+    int have_blocklist = 0, rc = WM_EXIT_ERROR, opt, seen_pair[3] = {0, 0, 0};
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":" WM_CLI_COMMON_SHORT "p:", longs, NULL)) != -1) {
-        char *end = NULL;
         switch (opt) {
         case 'h': help(); rc = WM_EXIT_OK; goto out;
         case 'p': /* -p twice: the reference composes a weight precision with fp16 ("-p int4 -p fp16") */
@@ -157,27 +156,43 @@ int wm_cmd_quantize(int argc, char **argv) {
                 goto out;
             }
             break;
-        case O_BLOCK:
-            block = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || block < 16 || (block & (block - 1))) {
-                wm_cli_usage_error(&c, "--block-size: '%s' is not a power of two >= 16", optarg);
+        case O_BLOCK: {
+            long v;
+            if (wm_cli_int_arg(&c, "--block-size", optarg, 16, WM_QUANT_MAX_BLOCK, &v)) goto out;
+            if (v & (v - 1)) {
+                wm_cli_usage_error(&c, "--block-size: '%s' is not a power of two from 16 to %d", optarg,
+                                   WM_QUANT_MAX_BLOCK);
                 goto out;
             }
+            block = v;
             break;
-        case O_BITS:
-            bits = (int)strtol(optarg, &end, 10);
-            if (*end || (bits != 4 && bits != 8)) {
+        }
+        case O_BITS: {
+            long v;
+            if (wm_cli_int_arg(&c, "--bits", optarg, 4, 8, &v)) goto out;
+            if (v != 4 && v != 8) {
                 wm_cli_usage_error(&c, "--bits: 4 or 8, not '%s'", optarg);
                 goto out;
             }
+            bits = (int)v;
             break;
-        case O_SYM: sym = 1; break;
-        case O_ASYM: sym = 0; break;
+        }
+        case O_SYM: case O_ASYM: case O_REDUCE: case O_NOREDUCE: case O_KEEPIO: case O_FP16IO: {
+            /* the pairs that say opposite things: the second one of a pair is refused, never silently the winner */
+            int *var = opt == O_SYM || opt == O_ASYM ? &sym : opt == O_REDUCE || opt == O_NOREDUCE ? &reduce : &keep_io;
+            int val = opt == O_SYM || opt == O_REDUCE || opt == O_KEEPIO;
+            int *seen = var == &sym ? &seen_pair[0] : var == &reduce ? &seen_pair[1] : &seen_pair[2];
+            if (*seen && *var != val) {
+                static const char *const pair[3] = {"--symmetric and --asymmetric", "--reduce-range and --no-reduce-range",
+                                                    "--keep-io-types and --fp16-io"};
+                wm_cli_usage_error(&c, "%s contradict each other: give one", pair[seen - seen_pair]);
+                goto out;
+            }
+            *seen = 1;
+            *var = val;
+            break;
+        }
         case O_PERCH: perch = 1; break;
-        case O_REDUCE: reduce = 1; break;
-        case O_NOREDUCE: reduce = 0; break;
-        case O_KEEPIO: keep_io = 1; break;
-        case O_FP16IO: keep_io = 0; break;
         case O_WTYPE:
         case O_ATYPE: {
             int32_t dt = dtype_arg(optarg);
@@ -200,31 +215,23 @@ int wm_cmd_quantize(int argc, char **argv) {
             method = optarg;
             break;
         case O_PCT:
-            pct = strtod(optarg, &end);
-            if (!*optarg || *end || pct <= 0 || pct > 100) {
-                wm_cli_usage_error(&c, "--percentile: a number in (0, 100], not '%s'", optarg);
-                goto out;
-            }
+            if (wm_cli_num_arg(&c, "--percentile", optarg, 0, 1, 100, &pct)) goto out;
             break;
         case O_SAMPLES: { /* each sample is a forward pass: bounded */
-            long v = strtol(optarg, &end, 10);
-            samples = v >= 0 && v <= 10000 ? (int)v : -1;
-            if (!*optarg || *end || samples < 0) {
-                wm_cli_usage_error(&c, "--samples: '%s' is not a count from 0 to 10000", optarg);
-                goto out;
-            }
+            long v;
+            if (wm_cli_int_arg(&c, "--samples", optarg, 0, 10000, &v)) goto out;
+            samples = (int)v;
             break;
         }
         case O_HALF: half = 1; break;
         case O_SEARCH: search = 1; break;
         case O_OVERWRITE: overwrite = 1; break;
-        case O_ACC:
-            acc = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || acc < 0 || acc > 4) {
-                wm_cli_usage_error(&c, "--accuracy-level: 0..4, not '%s'", optarg);
-                goto out;
-            }
+        case O_ACC: {
+            long v;
+            if (wm_cli_int_arg(&c, "--accuracy-level", optarg, 0, 4, &v)) goto out;
+            acc = v;
             break;
+        }
         case O_STREAM:
             if (strcmp(optarg, "auto") && strcmp(optarg, "on") && strcmp(optarg, "off")) {
                 wm_cli_usage_error(&c, "--stream: auto, on or off, not '%s'", optarg);
@@ -301,6 +308,7 @@ int wm_cmd_quantize(int argc, char **argv) {
         if (wm_cli_default_out(&c, c.model, "_quantized.onnx", def_out, sizeof def_out)) goto out;
         out = def_out;
     }
+    if (wm_cli_report_check(&c, report, out)) goto out;
     int is_static = wm_quant_mode_static(mode);
     if (ranges_path && calib_dir) {
         wm_cli_usage_error(&c, "--ranges and --calib-data: give one source of activation ranges");

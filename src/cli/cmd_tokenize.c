@@ -12,6 +12,9 @@
 #include "cli/cli.h"
 #include "hf/tokenizer.h"
 
+/* --max-length and --pad-to: 2^20 tokens, past any model's context */
+#define TOK_MAX_TOKENS (1L << 20)
+
 static void help(void) {
     printf("usage: winml tokenize -m MODEL (--text TEXT [--pair TEXT2] | --decode IDS) [options]\n\n"
            "Encodes TEXT (and TEXT2 as the second sequence of a pair, as cross-encoders take it)\n"
@@ -25,8 +28,8 @@ static void help(void) {
            "  --decode IDS       ids separated by commas or spaces, e.g. \"9707,1879\"\n"
            "  --no-special       do not add the post-processor's special tokens ([CLS], <s> ...)\n"
            "  --keep-special     keep special tokens when decoding (skipped by default)\n"
-           "  --max-length N     truncate to N tokens (longest first for pairs)\n"
-           "  --pad-to N         pad to N tokens with the tokenizer's padding token\n"
+           "  --max-length N     truncate to N tokens (longest first for pairs; N up to 1048576)\n"
+           "  --pad-to N         pad to N tokens with the tokenizer's padding token (N up to 1048576)\n"
            "  -f table|json      output format; -o FILE also writes the JSON\n\n"
            "Offsets are byte offsets into the text (the pair's into the pair text); special\n"
            "tokens and padding have [0, 0].\n");
@@ -77,15 +80,6 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n) {
         (*ids)[(*n)++] = (int32_t)v;
         s = end;
     }
-    return 1;
-}
-
-static int parse_size(const char *s, size_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || *end || errno || v > INT32_MAX || s[0] == '-') return 0;
-    *out = (size_t)v;
     return 1;
 }
 
@@ -151,11 +145,13 @@ int wm_cmd_tokenize(int argc, char **argv) {
         case O_NOSPECIAL: o.add_special_tokens = 0; break;
         case O_KEEP: keep = 1; break;
         case O_MAXLEN:
-            if (!parse_size(optarg, &maxlen)) return wm_cli_usage_error(&c, "--max-length: expected a count, got '%s'", optarg);
+        case O_PAD: { /* each padded token is printed: 2^31 of them ran out of memory, 10^8 ran for minutes */
+            long v;
+            if (wm_cli_int_arg(&c, opt == O_PAD ? "--pad-to" : "--max-length", optarg, 0, TOK_MAX_TOKENS, &v))
+                return WM_EXIT_ERROR;
+            *(opt == O_PAD ? &padto : &maxlen) = (size_t)v;
             break;
-        case O_PAD:
-            if (!parse_size(optarg, &padto)) return wm_cli_usage_error(&c, "--pad-to: expected a count, got '%s'", optarg);
-            break;
+        }
         default: {
             int r = wm_cli_other_opt(&c, opt, optarg, argv);
             if (r) return r;

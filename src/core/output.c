@@ -270,23 +270,46 @@ wm_status wm_write_file_atomic(const char *path, const void *data, size_t n, wm_
     return s;
 }
 
-wm_status wm_write_json_atomic(const char *path, const char *text, wm_error *err) {
+/* 1 when path exists and is protect (the same file) or, protect being a folder, a file directly in it. */
+static int is_models_file(const char *path, const struct stat *st, const char *protect) {
+    struct stat ps;
+    if (!protect || !*protect || stat(protect, &ps)) return 0;
+    if (st->st_dev == ps.st_dev && st->st_ino == ps.st_ino) return 1;
+    if (!S_ISDIR(ps.st_mode)) return 0;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    struct stat ds;
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    return stat(dir, &ds) == 0 && ds.st_dev == ps.st_dev && ds.st_ino == ps.st_ino;
+}
+
+wm_status wm_json_out_check(const char *path, const char *protect, wm_error *err) {
     if (!path || !*path) return wm_err(err, WM_ERR_USAGE, "-o: the output path is empty");
     struct stat st;
-    if (lstat(path, &st) == 0) {
-        if (!S_ISREG(st.st_mode))
-            return wm_err(err, WM_ERR_USAGE, "%s: exists and is not a regular file; refusing to replace it", path);
-        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        char head[256];
-        ssize_t r = fd >= 0 ? read(fd, head, sizeof head) : -1;
-        if (fd >= 0) close(fd);
-        ssize_t k = 0;
-        while (k < r && (head[k] == ' ' || head[k] == '\t' || head[k] == '\n' || head[k] == '\r')) k++;
-        if (r > 0 && (k == r || (head[k] != '{' && head[k] != '[')))
-            return wm_err(err, WM_ERR_USAGE, "%s: exists and is not a JSON file; refusing to replace it with the JSON "
-                          "result (choose another -o)", path);
-    }
-    return wm_write_file_atomic(path, text, strlen(text), err);
+    if (lstat(path, &st) != 0) return WM_OK;
+    if (!S_ISREG(st.st_mode))
+        return wm_err(err, WM_ERR_USAGE, "%s: exists and is not a regular file; refusing to replace it", path);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    char head[256];
+    ssize_t r = fd >= 0 ? read(fd, head, sizeof head) : -1;
+    if (fd >= 0) close(fd);
+    ssize_t k = 0;
+    while (k < r && (head[k] == ' ' || head[k] == '\t' || head[k] == '\n' || head[k] == '\r')) k++;
+    if (r > 0 && (k == r || (head[k] != '{' && head[k] != '[')))
+        return wm_err(err, WM_ERR_USAGE, "%s: exists and is not a JSON file; refusing to replace it with the JSON "
+                      "result (choose another -o)", path);
+    if (is_models_file(path, &st, protect))
+        return wm_err(err, WM_ERR_USAGE, "%s: a file of the model (-m %s); refusing to replace it with the JSON result "
+                      "(choose another -o)", path, protect);
+    return WM_OK;
+}
+
+wm_status wm_write_json_atomic(const char *path, const char *text, wm_error *err) {
+    wm_status s = wm_json_out_check(path, NULL, err);
+    return s ? s : wm_write_file_atomic(path, text, strlen(text), err);
 }
 
 /* ------------------------------------------------------------ stale leftovers */

@@ -69,6 +69,12 @@ wm_status wm_write_file_atomic(const char *path, const void *data, size_t n, wm_
  * first non-blank byte '{' or '['), so a mistyped -o never overwrites a model, a data file or a folder. */
 wm_status wm_write_json_atomic(const char *path, const char *text, wm_error *err);
 
+/* The checks of wm_write_json_atomic alone, for a command to make before any work: path is absent or a regular
+ * file holding JSON, and is not a file of protect (the model the command reads, -m: that file itself or, when
+ * protect is a folder, an existing file directly in it: `-o CKPT/config.json` replaced the checkpoint's config
+ * with the result). WM_OK, or WM_ERR_USAGE naming path and the reason. */
+wm_status wm_json_out_check(const char *path, const char *protect, wm_error *err);
+
 /* Installs the SIGINT/SIGTERM/SIGHUP/SIGPIPE handlers that remove the registered temporaries, then let the
  * signal end the process as it would have; SIGXFSZ is ignored so an over-large write fails with EFBIG. */
 void wm_cleanup_install(void);

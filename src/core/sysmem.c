@@ -117,7 +117,7 @@ uint64_t wm_mem_available(void) {
 }
 
 int wm_parse_size(const char *s, uint64_t *out) {
-    if (!s || !isdigit((unsigned char)*s)) return -1;
+    if (!s || !isdigit((unsigned char)*s) || strpbrk(s, "xX")) return -1; /* strtod reads "0x10" as 16 */
     char *end;
     double v = strtod(s, &end);
     int shift = 0;

@@ -21,6 +21,11 @@
 
 #include "onnx/graph.h"
 
+/* The largest block of a weight-only (MatMulNBits / GatherBlockQuantized) quantization: a block is padded to its
+   size, so N columns of K rows take N * max(K, block) codes; 65536 is past any model's K (blocks past K only pad)
+   and keeps the block's byte size (block * bits / 8) far from overflow. */
+#define WM_QUANT_MAX_BLOCK 65536
+
 typedef enum wm_quant_mode {
     WM_QUANT_FP16 = 1,      /* weights and compute in float16 */
     WM_QUANT_INT8_DYNAMIC,  /* DynamicQuantizeLinear + MatMulInteger, int8 weights */
@@ -92,7 +97,7 @@ typedef struct wm_quant_config {
     const wm_quant_range *ranges; size_t n_ranges;  /* static: activation ranges by value */
     /* int4 RTN */
     int bits;               /* 4 (default) or 8 */
-    int64_t block_size;     /* power of two >= 16 (default 32) */
+    int64_t block_size;     /* power of two in [16, WM_QUANT_MAX_BLOCK] (default 32) */
     int64_t accuracy_level; /* MatMulNBits accuracy_level attribute; 0: omitted */
     int half_scales;        /* float32 scales rounded to the nearest normal half (codes computed with it), so an
                                engine may stream them as 2 bytes; 0 (default): onnxruntime's quantizer's values */

@@ -857,9 +857,10 @@ wm_status wm_quant_nbits(wm_graph *g, const wm_quant_config *c0, wm_quant_report
     const int64_t blocks[3] = {c->block_size, c->int8_block_size ? c->int8_block_size : 16,
                                c->table_block_size ? c->table_block_size : 16};
     for (int i = 0; i < 3; i++)
-        if (blocks[i] < 16 || (blocks[i] & (blocks[i] - 1)))
-            return wm_err(err, WM_ERR_USAGE, "%s %lld: must be a power of two >= 16",
-                          i == 0 ? "block size" : i == 1 ? "8-bit block size" : "table block size", (long long)blocks[i]);
+        if (blocks[i] < 16 || blocks[i] > WM_QUANT_MAX_BLOCK || (blocks[i] & (blocks[i] - 1)))
+            return wm_err(err, WM_ERR_USAGE, "%s %lld: must be a power of two from 16 to %d",
+                          i == 0 ? "block size" : i == 1 ? "8-bit block size" : "table block size", (long long)blocks[i],
+                          WM_QUANT_MAX_BLOCK);
     size_t n;
     wm_onnx_node **v = wm_opt_snapshot(g, &n, err);
     if (!v) return WM_ERR_NOMEM;

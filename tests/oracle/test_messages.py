@@ -237,7 +237,7 @@ def test_perf_and_eval_compare_errors_name_the_model_file(wm, tmp_path):
     (["generate", "-m", "x", "--ids", "1", "--repetition-penalty", "0"], "winml generate",
      ("--repetition-penalty: '0'", "(0, ")),
     (["eval", "--mode", "task", "-m", "x", "--dataset", "d", "--samples", "x"], "winml eval",
-     ("--samples: 'x' is not a valid count",)),
+     ("--samples: 'x' is not an integer",)),
     (["run", "-qZ", "-m", "x", "--text", "t"], "winml run", ("unknown option '-Z'",)),
 ])
 def test_flag_values_name_the_flag(wm, args, prog, needles):

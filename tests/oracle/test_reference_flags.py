@@ -373,8 +373,11 @@ BAD = [
      ["--seed", "18446744073709551616"]),
     (["generate", "-m", "R", "--ids", "5,,9"], "winml generate", ["--ids", "'5,,9'"]),
     (["generate", "-m", "R", "--ids", "5,"], "winml generate", ["--ids", "'5,'"]),
-    (["generate", "-m", "R", "--ids", "5", "--ids", "-1"], "winml generate", ["--ids", "'-1'"]),  # freed twice
-    (["generate", "-m", "R", "--ids", "5", "--eos", "1", "--eos", "x"], "winml generate", ["--eos", "'x'"]),
+    # a repeat (that once freed the first list twice) is refused as one: one list per flag (test_cli_flags.py)
+    (["generate", "-m", "R", "--ids", "5", "--ids", "-1"], "winml generate", ["--ids given twice"]),
+    (["generate", "-m", "R", "--ids", "5", "--eos", "1", "--eos", "x"], "winml generate", ["--eos given twice"]),
+    (["generate", "-m", "R", "--ids", "-1"], "winml generate", ["--ids", "'-1'"]),
+    (["generate", "-m", "R", "--ids", "5", "--eos", "x"], "winml generate", ["--eos", "'x'"]),
     (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--op-types", "Nope"], "winml quantize",
      ["--op-types", "'Nope'", "int4", "MatMul, Gemm, Gather, Attention"]),
     (["quantize", "-m", "R", "-o", "OUT", "-p", "int4", "--op-types", "matmul"], "winml quantize",

@@ -473,7 +473,7 @@ static void test_int4_importance_weighted_fit(void **st) {
 }
 
 /* Per-kind blocks: a weight kept at 8 bits (int8_nodes) takes int8_block_size (its scales [N, K / 64]), the
- * 4-bit one the recipe's block; a block size that is not a power of two >= 16 is refused. */
+ * 4-bit one the recipe's block; a block size that is not a power of two from 16 to WM_QUANT_MAX_BLOCK is refused. */
 static void test_int4_per_kind_blocks(void **st) {
     (void)st;
     wm_error e = {0};
@@ -496,6 +496,15 @@ static void test_int4_per_kind_blocks(void **st) {
     c.int8_block_size = 48;
     assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_ERR_USAGE);
     assert_non_null(strstr(e.msg, "8-bit block size 48"));
+    wm_quant_report_free(&r);
+    wm_graph_free(g);
+    wm_onnx_free(m);
+    /* a power of two past WM_QUANT_MAX_BLOCK: 2^62 passed the check, then block * bits / 8 wrapped (SIGSEGV) */
+    m = mlp(&g);
+    c.int8_block_size = 64, c.block_size = (int64_t)1 << 62;
+    e = (wm_error){0};
+    assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_ERR_USAGE);
+    assert_non_null(strstr(e.msg, "block size 4611686018427387904: must be a power of two from 16 to 65536"));
     wm_quant_report_free(&r);
     wm_graph_free(g);
     wm_onnx_free(m);
