@@ -555,10 +555,6 @@ static wm_status stage_quant(build_ctx *b, stage_rec *rec) {
     if (!s && b->recipe.rtn_importance == 1 && qc.mode == WM_QUANT_INT4 && !(s = gptq_stats(b, &qc, g, 1, &hi))) {
         qc.importance = hi.v;
         qc.n_importance = hi.n;
-    } else if (!s && b->recipe.rtn_norm_importance == 1 && qc.mode == WM_QUANT_INT4 && b->recipe.rtn_gptq != 1 &&
-               !(s = wm_quant_norm_importance(g, &hi, b->err))) { /* no data: the norms' scales */
-        qc.importance = hi.v;
-        qc.n_importance = hi.n;
     }
     wm_calib_ranges rg = {0};
     if (!s && wm_quant_mode_static(qc.mode) && !(s = calibrate(b, &qc, g, &rg))) {

@@ -156,7 +156,7 @@ void wm_recipe_default_quant(const wm_arch *a, wm_precision precision, wm_recipe
         r->rtn_8bit_block_size = r->rtn_table_block_size = r->rtn_8bit_percent = -1;
         r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
         r->act_symmetric = r->rtn_float_zero_points = -1;
-        r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = r->rtn_gptq_tied_head = r->rtn_norm_importance = -1;
+        r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = r->rtn_gptq_tied_head = -1;
         r->rtn_gptq_damp = -1;
         r->qmode = precision == WM_PREC_FP16 ? WM_QUANT_FP16 : WM_QUANT_INT4;
         if (precision == WM_PREC_INT8 || precision == WM_PREC_W8A16 || precision == WM_PREC_INT16) {
@@ -423,7 +423,6 @@ void wm_recipe_json(const wm_recipe *r, wm_json *j) {
         if (r->rtn_gptq_act_order >= 0) wm_json_bool(j, "rtn_gptq_act_order", r->rtn_gptq_act_order);
         if (r->rtn_gptq_tied_head >= 0) wm_json_bool(j, "rtn_gptq_tied_head", r->rtn_gptq_tied_head);
         if (r->rtn_importance >= 0) wm_json_bool(j, "rtn_importance", r->rtn_importance);
-        if (r->rtn_norm_importance >= 0) wm_json_bool(j, "rtn_norm_importance", r->rtn_norm_importance);
         if (r->calibration_text[0]) wm_json_str(j, "calibration_text", r->calibration_text);
         if (r->rtn_8bit_weights) str_list_json(j, "rtn_8bit_weights", r->rtn_8bit_weights);
         if (r->rtn_8bit_layer_weights) str_list_json(j, "rtn_8bit_layer_weights", r->rtn_8bit_layer_weights);
@@ -783,7 +782,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
                                        "rtn_accuracy_level", "rtn_half_scales",
                                        "rtn_scale_search", "rtn_float_zero_points", "rtn_gptq", "rtn_gptq_damp", "rtn_gptq_act_order",
                                        "rtn_gptq_tied_head",
-                                       "rtn_importance", "rtn_norm_importance",
+                                       "rtn_importance",
                                        "calibration_text",
                                        "rtn_8bit_weights", "rtn_8bit_layer_weights", "fp16_keep_io_types", "fp16_op_block_list",
                                        "op_types_to_quantize", "nodes_to_exclude", "seed", NULL};
@@ -792,7 +791,7 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
     r->rtn_8bit_block_size = r->rtn_table_block_size = r->rtn_8bit_percent = -1;
     r->per_channel = r->symmetric = r->fp16_keep_io_types = r->rtn_half_scales = r->rtn_scale_search = -1;
     r->act_symmetric = r->rtn_float_zero_points = -1;
-    r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = r->rtn_gptq_tied_head = r->rtn_norm_importance = -1;
+    r->rtn_gptq = r->rtn_importance = r->rtn_gptq_act_order = r->rtn_gptq_tied_head = -1;
     r->rtn_gptq_damp = -1;
     int wsym = -1;
     wm_status st = only_keys(p, q, "quant.", keys);
@@ -820,7 +819,6 @@ static wm_status parse_quant(const pctx *p, const cJSON *q, wm_recipe *r) {
         (st = get_bool(p, q, "quant.", "rtn_gptq_act_order", &r->rtn_gptq_act_order)) ||
         (st = get_bool(p, q, "quant.", "rtn_gptq_tied_head", &r->rtn_gptq_tied_head)) ||
         (st = get_bool(p, q, "quant.", "rtn_importance", &r->rtn_importance)) ||
-        (st = get_bool(p, q, "quant.", "rtn_norm_importance", &r->rtn_norm_importance)) ||
         (st = get_str(p, q, "quant.", "calibration_text", r->calibration_text, sizeof r->calibration_text, 0)) ||
         (st = get_list(p, q, "quant.", "rtn_8bit_weights", &r->rtn_8bit_weights)) ||
         (st = get_list(p, q, "quant.", "rtn_8bit_layer_weights", &r->rtn_8bit_layer_weights)) ||

@@ -134,8 +134,6 @@ typedef struct wm_recipe {
     double rtn_gptq_damp;   /* ours: GPTQ's damping, a fraction of H's mean diagonal (-1: absent, 0.01) */
     int rtn_importance;   /* ours: importance-weighted block fit, mean x^2 per MatMul input column from our engine's
                              run of calibration_text or seeded random tokens (wm_quant_config.importance; -1: absent) */
-    int rtn_norm_importance; /* ours: the importance-weighted block fit without data, each MatMul input column a norm
-                                scales weighted by that scale squared (wm_quant_norm_importance; -1: absent) */
     char calibration_text[256]; /* ours: GPTQ's calibration text file ("": seeded random tokens) */
     char **fp16_op_block_list, **op_types_to_quantize, **nodes_to_exclude; /* NULL-terminated, malloc'ed */
     char **rtn_8bit_weights, **rtn_8bit_layer_weights; /* ours: weights kept at 8 bits (quant.h int8_weights) */

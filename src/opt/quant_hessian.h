@@ -24,12 +24,4 @@ wm_status wm_quant_hessians_collect(const char *model_path, wm_graph *g, const w
 
 void wm_quant_hessians_free(wm_quant_hessians *h);
 
-/*
- * Data-free importance (quant_normimp.c): an entry (rows 1) for each MatMul input of g that a norm's scale gamma
- * multiplies ([Skip][Simplified]LayerNormalization or RMSNormalization output 0, or an unfused norm's Mul by a
- * constant of K elements): h[k] = gamma_k^2, h[K + k] = a LayerNormalization's bias beta_k (else 0), for
- * wm_quant_config.importance. Other inputs get none. *out owns the result (wm_quant_hessians_free; empty on error).
- */
-wm_status wm_quant_norm_importance(const wm_graph *g, wm_quant_hessians *out, wm_error *err);
-
 #endif
