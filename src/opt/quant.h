@@ -133,7 +133,8 @@ typedef struct wm_quant_config {
        wm_nbits_importance) -- llama.cpp's imatrix idea, with the means that a zero point's shift meets */
     const wm_quant_hessian *importance; size_t n_importance;
     /* blocks per kind of tensor (0: block_size): int8_block_size for the weights kept at 8 bits (8-bit codes need
-       fewer scales: a larger block costs little error and saves a scale and zero point per block), table_block_size
+       fewer scales: a larger block costs little error and saves a scale and zero point per block; a weight whose K
+       it does not divide takes the largest power of two >= 16 below it that does, as a table does), table_block_size
        for the embedding table a Gather reads and a tied lm_head sharing its codes (either bits) */
     int64_t int8_block_size, table_block_size;
     /* mixed precision by measured sensitivity (int4 RTN with importance statistics; 0: off): of the 4-bit MatMul /

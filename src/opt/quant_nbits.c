@@ -661,6 +661,16 @@ static int gathered(const wm_quant_config *c, wm_onnx_node *const *v, size_t n, 
     return 0;
 }
 
+/* The block of a K-row matrix weight at these bits: wm_quant_block_of's; for an 8-bit weight with its own block
+   (int8_block_size) that K is no multiple of, the largest power of two >= 16 below it that divides K (a padded last
+   block costs scales and codes for nothing: v_proj's K 576 in blocks of 256 took 768 rows' bytes, 64 take 576's),
+   the configured one when none does. 4-bit weights keep the recipe's block as given. */
+static int64_t matrix_block(const wm_quant_config *c, int bits, int64_t K) {
+    int64_t bs = wm_quant_block_of(c, bits, 0);
+    int64_t d = bits == 8 && c->int8_block_size > 0 && K % bs ? wm_quant_table_block(K, bs) : 0;
+    return d ? d : bs;
+}
+
 static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_report *r, wm_quant_plan *plan,
                            wm_onnx_node *n, wm_onnx_node *const *all, size_t n_all, nb_tables *tables,
                            int64_t n_layers, wm_error *err) {
@@ -675,7 +685,7 @@ static wm_status nbits_one(wm_graph *g, const wm_quant_config *c, wm_quant_repor
         return WM_OK;
     }
     int bits = wants_8bit(c, n, n_layers) ? 8 : c->bits;
-    int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1], bs = wm_quant_block_of(c, bits, 0);
+    int64_t K = tb ? t->dims[1] : t->dims[0], N = tb ? t->dims[0] : t->dims[1], bs = matrix_block(c, bits, K);
     wm_status s = WM_OK;
     const char *q[3];
     if (c->mode == WM_QUANT_CARRY) {

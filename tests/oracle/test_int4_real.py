@@ -186,7 +186,8 @@ def test_int4_importance_quality(smol, fp32_ppl, winml, build_dir, tmp_path):  #
 def test_int4_per_kind_blocks_real(smol, fp32_ppl, winml, build_dir, tmp_path):  # noqa: F811
     """quant.rtn_8bit_block_size / rtn_table_block_size: the 8-bit weights (v_proj / down_proj in Q4_K_M's layers) in
     blocks of 128, a 4-bit token table (and the tied head sharing its codes) in blocks of 16: onnxruntime takes
-    both attributes and computes the file as our engine does; the blocks are the ones asked for."""
+    both attributes and computes the file as our engine does; the blocks are the ones asked for, except v_proj's
+    (K 576, no multiple of 128): the largest power of two that divides it, 64, not a last block padded to 640."""
     import onnx
     hf, d, ids = smol
     fp = fp32_ppl[0]
@@ -198,12 +199,18 @@ def test_int4_per_kind_blocks_real(smol, fp32_ppl, winml, build_dir, tmp_path): 
         if n.op_type in ("MatMulNBits", "GatherBlockQuantized"):
             a = {x.name: x.i for x in n.attribute}
             blocks.add((n.op_type, a["bits"], a["block_size"]))
-    assert blocks == {("MatMulNBits", 4, 32), ("MatMulNBits", 8, 128), ("MatMulNBits", 4, 16),
-                      ("GatherBlockQuantized", 4, 16)}, blocks
+    assert blocks == {("MatMulNBits", 4, 32), ("MatMulNBits", 8, 128), ("MatMulNBits", 8, 64),
+                      ("MatMulNBits", 4, 16), ("GatherBlockQuantized", 4, 16)}, blocks
+    v8 = [n for n in m.graph.node
+          if n.op_type == "MatMulNBits" and "v_proj" in n.input[1] and n.input[1].endswith("_Q8")]
+    assert v8 and all({x.name: x.i for x in n.attribute}["block_size"] == 64 for n in v8), len(v8)
     p, p_ort = _ppl(build_dir, path, ids, tmp_path)
     U.note(f"SmolLM2 int4, 8-bit blocks of 128 and a 4-bit table in blocks of 16: {p:.4f} ({p / fp:.4f}x; "
            f"onnxruntime {p_ort:.4f})")
-    assert abs(p_ort / p - 1) < 0.005, f"onnxruntime {p_ort} vs winml {p}"
+    # onnxruntime quantizes the activations to int8 per block at accuracy_level 4 (test_int4_default_quality): with
+    # v_proj's 8-bit blocks of 64 instead of 128 padded to 640 the two moved from 42.5995 / 42.7770 (0.42%) to
+    # 42.7153 / 42.4998 (0.51%) on these 256 tokens
+    assert abs(p_ort / p - 1) < 0.007, f"onnxruntime {p_ort} vs winml {p}"
     assert p <= 1.15 * fp
 
 

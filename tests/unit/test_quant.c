@@ -492,6 +492,23 @@ static void test_int4_per_kind_blocks(void **st) {
     wm_quant_report_free(&r);
     wm_graph_free(g);
     wm_onnx_free(m);
+    m = mlp(&g); /* an 8-bit block past K: the largest power of two that divides K (W1's K 64 in one block of 64) */
+    c.int8_block_size = 256;
+    assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_OK);
+    s1 = wm_graph_initializer(g, "W1_scales");
+    const wm_onnx_tensor *q1 = wm_graph_initializer(g, "W1_Q8");
+    assert_non_null(s1), assert_int_equal(s1->dims[1], 1);
+    assert_non_null(q1), assert_int_equal(q1->dims[1], 1), assert_int_equal(q1->dims[2], 64); /* not 256 padded */
+    const wm_onnx_graph *gp = wm_graph_proto(g);
+    int64_t attr = 0;
+    for (size_t i = 0; i < gp->n_node; i++)
+        if (!strcmp(gp->node[i]->op_type, "MatMulNBits") && !strcmp(gp->node[i]->input[1], "W1_Q8"))
+            for (size_t a = 0; a < gp->node[i]->n_attribute; a++)
+                if (!strcmp(gp->node[i]->attribute[a]->name, "block_size")) attr = gp->node[i]->attribute[a]->i;
+    assert_int_equal(attr, 64);
+    wm_quant_report_free(&r);
+    wm_graph_free(g);
+    wm_onnx_free(m);
     m = mlp(&g);
     c.int8_block_size = 48;
     assert_int_equal(wm_quant_run(g, &c, &r, NULL, &e), WM_ERR_USAGE);
