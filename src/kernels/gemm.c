@@ -447,7 +447,7 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                    block in L2 from one pass to the next; their misses stalled the tile at its start (A) and store (C).
                    So, spread over the tiles: the next row tile's A rows (a_pf: A read in place, the region's rows of
                    the k-block over the L2), and C's next tile at every k-block, the next row tile's first one too
-                   (c_pf: the last k-block, or the region's C columns over half the L2). One thread on Zen 3, GFLOP/s
+                   (c_pf: the last k-block, or the region's C columns over the L2). One thread on Zen 3, GFLOP/s
                    by thread CPU time, old / new alternating, mean of 4: 2056 x 384 x 1152 79 -> 86, 2056 x 1536 x 384
                    78 -> 81, 2056 x 768 x 3072 83 -> 86; 197 x 3072 x 768 and 257 x 1536 x 384 (neither on) equal;
                    DINOv2-S batch 8 run 1303-1334 -> 1248-1269 ms CPU. Prefetches only: the same values. */
@@ -456,9 +456,9 @@ static void gemm_region(const wm_gemm_ukr *u, const wm_sgemm_args *a, const wm_b
                 const int a_pf = kc && !rowcopy && !panels && !ind &&
                                  (m1 - m0) * kc * (int64_t)sizeof(float) > (g_l2_bytes > 0 ? g_l2_bytes : 512 * 1024);
                 /* C's tiles before the kernel reads or writes them: at the last k-block (the output), and at every
-                   one when the region's C columns of this block do not stay in half the L2 from one to the next */
+                   one when the region's C columns of this block do not stay in the L2 from one to the next */
                 const int c_pf = last || (m1 - m0) * nc * (int64_t)sizeof(float) >
-                                             (g_l2_bytes > 0 ? g_l2_bytes : 512 * 1024) / 2;
+                                             (g_l2_bytes > 0 ? g_l2_bytes : 512 * 1024);
                 if (u->a_outer) { /* each row tile's A stays in L1 while the block's B panels stream from L2 */
                     for (int64_t i = 0; i < mc; i += mr) {
                         int mv = (int)(mc - i < mr ? mc - i : mr);
