@@ -217,8 +217,8 @@ static void test_sgemm_alpha_beta_epilogue(void **state) {
 }
 
 /*
- * Tall GEMMs whose rows of A and columns of C do not stay in the L2 (a 64 KiB one set here): the a_outer driver
- * prefetches the next row tile's A rows and every k-block's C tiles (the next row tile's first one too). Prefetches
+ * Tall GEMMs whose rows of A and columns of C do not stay in the L2 (a 16 KiB one set here: 301 rows of a 16-column
+ * block exceed it): the a_outer driver prefetches the next row tile's A rows and every k-block's C tiles (the next row tile's first one too). Prefetches
  * change no value: the naive reference's bound with bias + residual fused in the last k-block's store or GELU after
  * it, packed B or not, a last row tile of 1 row and an m-block edge (264), and the same bits for 1 and 3 shares.
  */
@@ -226,7 +226,7 @@ static void test_sgemm_tall_prefetch(void **state) {
     (void)state;
     const wm_kernels *T[3];
     int nt = kt_tables(T);
-    wm_gemm_set_l2_bytes(64 * 1024);
+    wm_gemm_set_l2_bytes(16 * 1024);
     static const int64_t dims[][3] = {{301, 100, 600}, {270, 40, 300}};
     uint32_t seed = 500;
     for (int t = 0; t < nt; t++)
