@@ -227,7 +227,7 @@ static void test_sgemm_tall_prefetch(void **state) {
     const wm_kernels *T[3];
     int nt = kt_tables(T);
     wm_gemm_set_l2_bytes(16 * 1024);
-    static const int64_t dims[][3] = {{301, 100, 600}, {270, 40, 300}};
+    static const int64_t dims[][3] = {{301, 40, 300}, {270, 20, 520}};
     uint32_t seed = 500;
     for (int t = 0; t < nt; t++)
         for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
