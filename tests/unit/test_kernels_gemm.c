@@ -216,6 +216,39 @@ static void test_sgemm_alpha_beta_epilogue(void **state) {
                 }
 }
 
+/*
+ * Tall GEMMs whose rows of A and columns of C do not stay in the L2 (a 16 KiB one set here: 301 rows of a 16-column
+ * block exceed it): the a_outer driver prefetches the next row tile's A rows and every k-block's C tiles (the next row tile's first one too). Prefetches
+ * change no value: the naive reference's bound with bias + residual fused in the last k-block's store or GELU after
+ * it, packed B or not, a last row tile of 1 row and an m-block edge (264), and the same bits for 1 and 3 shares.
+ */
+static void test_sgemm_tall_prefetch(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    wm_gemm_set_l2_bytes(16 * 1024);
+    static const int64_t dims[][3] = {{301, 40, 300}, {270, 20, 520}};
+    uint32_t seed = 500;
+    for (int t = 0; t < nt; t++)
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (int v = 0; v < 4; v++) {
+                sg_case c = {dims[d][0], dims[d][1], dims[d][2], 0, 0, v & 1, v & 2 ? 3 : 0, 1.0f, 0.0f,
+                             v & 2 ? 1 : 5};
+                float *ref = NULL, *C = NULL;
+                int64_t ldc;
+                run_sgemm(T[t], &c, 1, seed, &ref, &ldc, 1);
+                run_sgemm(T[t], &c, 3, seed++, &C, &ldc, 1);
+                if (memcmp(C, ref, (size_t)(c.M * ldc) * 4) != 0)
+                    fail_msg("%s: tall M=%lld N=%lld K=%lld differs between nth=1 and nth=3", T[t]->name,
+                             (long long)c.M, (long long)c.N, (long long)c.K);
+                free(C);
+                free(ref);
+            }
+    wm_cpu_info ci;
+    wm_cpu_detect(&ci);
+    wm_gemm_set_l2_bytes(ci.l2_bytes);
+}
+
 /* Same table, same inputs: bit-identical for nth = 1, 2, 3 and 5 (the split never cuts K). */
 static void test_sgemm_deterministic(void **state) {
     (void)state;
@@ -488,7 +521,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgemm_shapes),   cmocka_unit_test(test_sgemm_alpha_beta_epilogue),
         cmocka_unit_test(test_sgemm_deterministic), cmocka_unit_test(test_sgemm_batch),
-        cmocka_unit_test(test_sgemm_indirect),
+        cmocka_unit_test(test_sgemm_indirect), cmocka_unit_test(test_sgemm_tall_prefetch),
         cmocka_unit_test(test_hgemm),          cmocka_unit_test(test_pack_f16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
