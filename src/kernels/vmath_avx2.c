@@ -69,6 +69,18 @@ VINLINE __m256 v_log(__m256 x) {
             memcpy(y + i, t, (size_t)(n - i) * sizeof(float));                                                         \
         }                                                                                                              \
     }
+#define MAP_FN1(name, F)                                                                                               \
+    static void name(int64_t n, float *y, const float *x, float p) {                                                   \
+        const __m256 vp = V(p);                                                                                        \
+        int64_t i = 0;                                                                                                 \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, F(_mm256_loadu_ps(x + i), vp));                            \
+        if (i < n) {                                                                                                   \
+            float t[8] = {0};                                                                                          \
+            memcpy(t, x + i, (size_t)(n - i) * sizeof(float));                                                         \
+            _mm256_storeu_ps(t, F(_mm256_loadu_ps(t), vp));                                                            \
+            memcpy(y + i, t, (size_t)(n - i) * sizeof(float));                                                         \
+        }                                                                                                              \
+    }
 
 #define GENERIC_ACT(n, y, x, act, p, q) wm_kernels_generic()->vact(n, y, x, act, p, q)
 VMATH_MAPS(a_, GENERIC_ACT)

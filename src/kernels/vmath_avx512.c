@@ -50,6 +50,16 @@
             _mm512_mask_storeu_ps(y + i, m, F(_mm512_maskz_loadu_ps(m, x + i)));                                       \
         }                                                                                                              \
     }
+#define MAP_FN1(name, F)                                                                                               \
+    static void name(int64_t n, float *y, const float *x, float p) {                                                   \
+        const __m512 vp = V(p);                                                                                        \
+        int64_t i = 0;                                                                                                 \
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, F(_mm512_loadu_ps(x + i), vp));                          \
+        if (i < n) {                                                                                                   \
+            __mmask16 m = wm_tail16(n - i);                                                                            \
+            _mm512_mask_storeu_ps(y + i, m, F(_mm512_maskz_loadu_ps(m, x + i), vp));                                   \
+        }                                                                                                              \
+    }
 
 #define AVX2_ACT(n, y, x, act, p, q) wm_kernels_avx2()->vact(n, y, x, act, p, q)
 VMATH_MAPS(z_, AVX2_ACT)

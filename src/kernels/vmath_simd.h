@@ -138,11 +138,14 @@ VINLINE VF v_gelu_tanh(VF x) {
 
 VINLINE VF v_silu(VF x) { return VMUL(x, v_sigmoid(x)); }
 
+/* QuickGelu: x sigmoid(a x), a x rounded once (as the op's reference computes it in float) */
+VINLINE VF v_quick_gelu(VF x, VF a) { return VMUL(x, v_sigmoid(VMUL(a, x))); }
+
 VINLINE VF v_relu(VF x) { return VSEL(VMAX(x, V(0.0f)), x, v_isnan(x)); }
 
-/* The array maps of a width (MAP_FN, defined by the includer: whole vectors, then the tail) and the activation
-   dispatch over them, named P##exp ... P##act; FALLBACK(n, y, x, act, p, q) takes the trivial activations (NONE,
-   CLIP, LEAKY_RELU). */
+/* The array maps of a width (MAP_FN, defined by the includer: whole vectors, then the tail; MAP_FN1 the same for
+   a function of x and a broadcast parameter) and the activation dispatch over them, named P##exp ... P##act;
+   FALLBACK(n, y, x, act, p, q) takes the trivial activations (NONE, CLIP, LEAKY_RELU). */
 #define VMATH_MAPS(P, FALLBACK)                                                                                        \
     MAP_FN(P##exp, v_exp)                                                                                              \
     MAP_FN(P##tanh, v_tanh)                                                                                            \
@@ -152,6 +155,7 @@ VINLINE VF v_relu(VF x) { return VSEL(VMAX(x, V(0.0f)), x, v_isnan(x)); }
     MAP_FN(P##gelu_tanh, v_gelu_tanh)                                                                                  \
     MAP_FN(P##silu, v_silu)                                                                                            \
     MAP_FN(P##relu, v_relu)                                                                                            \
+    MAP_FN1(P##quick_gelu, v_quick_gelu)                                                                               \
     static void P##act(int64_t n, float *y, const float *x, wm_act act, float p, float q) {                            \
         switch (act) {                                                                                                 \
         case WM_ACT_RELU: P##relu(n, y, x); return;                                                                    \
@@ -160,6 +164,7 @@ VINLINE VF v_relu(VF x) { return VSEL(VMAX(x, V(0.0f)), x, v_isnan(x)); }
         case WM_ACT_SILU: P##silu(n, y, x); return;                                                                    \
         case WM_ACT_SIGMOID: P##sigmoid(n, y, x); return;                                                              \
         case WM_ACT_TANH: P##tanh(n, y, x); return;                                                                    \
+        case WM_ACT_QUICK_GELU: P##quick_gelu(n, y, x, p); return;                                                     \
         default: FALLBACK(n, y, x, act, p, q); return;                                                                 \
         }                                                                                                              \
     }
