@@ -36,6 +36,9 @@
 /* p * 2^n, rounded once: the AVX2 form's two exact factors round the same way (only the second product can be
    inexact) */
 #define VSCALE2(p, n) _mm512_scalef_ps(p, n)
+#define VI __m512i
+#define VBITS_SHR(x, k) _mm512_srli_epi32(_mm512_castps_si512(x), k)
+#define VPERM(t, i) _mm512_permutexvar_ps(i, _mm512_loadu_ps(t))
 #define VSCALE1(p, n) _mm512_scalef_ps(p, n)
 
 #include "kernels/vmath_simd.h"

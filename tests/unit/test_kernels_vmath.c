@@ -46,7 +46,7 @@ static const fn_case g_fns[] = {
     {"erf", OFF(verf), erf, -5, 5, 3, 0},
     {"sigmoid", OFF(vsigmoid), r_sigmoid, -100, 100, 2.5, 0},
     {"silu", OFF(vsilu), r_silu, -80, 80, 3, 0},
-    {"gelu_erf", OFF(vgelu_erf), r_gelu_erf, -13, 13, 6, 0},
+    {"gelu_erf", OFF(vgelu_erf), r_gelu_erf, -13, 13, 4, 0},
     {"gelu_tanh", OFF(vgelu_tanh), r_gelu_tanh, -10, 10, 3, -1e-30 /* all x < 0 */},
 };
 
