@@ -6,6 +6,7 @@ in float64 against scipy/numpy references; prints C float arrays, lowest degree 
   tanh(x)/x    = P(x^2)            x in [0, 0.625]
   erf(x)/x     = P(x^2)            x in [0, 1]
   erfc(z)e^z^2 = P(1/(1 + z/2))    z in [0.5, 10]
+  erfcx(a/sqrt2)/2 = P_i(a - c_i)  a in [0, 14.5], eight intervals (GELU, erf form: gelu_q_tables below)
 """
 import numpy as np
 from scipy.special import erf, erfc
