@@ -47,6 +47,7 @@ typedef enum wm_act {
     WM_ACT_TANH,
     WM_ACT_CLIP,       /* min(max(x, act_a), act_b)  (Relu6: 0, 6) */
     WM_ACT_LEAKY_RELU, /* x >= 0 ? x : act_a * x */
+    WM_ACT_QUICK_GELU, /* x * sigmoid(act_a * x)  (QuickGelu: act_a 1.702; 1 is SiLU) */
     WM_ACT_COUNT
 } wm_act;
 
@@ -59,7 +60,7 @@ typedef struct wm_epilogue {
     const float *bias;     /* [N] broadcast over rows, or NULL */
     const float *bias_m;   /* [M] broadcast over columns (conv as W @ im2col), or NULL */
     wm_act act;
-    float act_a, act_b;    /* parameters of CLIP / LEAKY_RELU */
+    float act_a, act_b;    /* parameters of CLIP / LEAKY_RELU / QUICK_GELU */
     const float *residual; /* [M, ld_residual] added last, or NULL; must not overlap C (C += A@B: beta = 1) */
     int64_t ld_residual;
     int residual_first;    /* the residual is added before the activation instead (a convolution's Z) */

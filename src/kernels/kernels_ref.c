@@ -19,6 +19,7 @@ double wm_ref_act(double v, wm_act act, float act_a, float act_b) {
     case WM_ACT_TANH: return tanh(v);
     case WM_ACT_CLIP: return v < act_a ? act_a : v > act_b ? act_b : v;
     case WM_ACT_LEAKY_RELU: return v >= 0 ? v : act_a * v;
+    case WM_ACT_QUICK_GELU: return v / (1.0 + exp(-(double)act_a * v));
     default: return v;
     }
 }

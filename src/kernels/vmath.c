@@ -123,6 +123,9 @@ static void g_act(int64_t n, float *y, const float *x, wm_act act, float p, floa
     case WM_ACT_LEAKY_RELU:
         for (int64_t i = 0; i < n; i++) y[i] = x[i] >= 0.0f ? x[i] : p * x[i];
         break;
+    case WM_ACT_QUICK_GELU:
+        for (int64_t i = 0; i < n; i++) y[i] = (float)((double)x[i] / (1.0 + exp(-(double)p * x[i])));
+        break;
     default: break;
     }
 }

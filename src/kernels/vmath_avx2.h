@@ -27,6 +27,9 @@
 #define VZERO(m, x) _mm256_andnot_ps(m, x)
 #define VABS(x) _mm256_andnot_ps(V(-0.0f), x)
 #define VSIGN(y, x) _mm256_or_ps(y, _mm256_and_ps(x, V(-0.0f)))
+#define VI __m256i
+#define VBITS_SHR(x, k) _mm256_srli_epi32(_mm256_castps_si256(x), k)
+#define VPERM(t, i) _mm256_permutevar8x32_ps(_mm256_loadu_ps(t), i)
 
 /* p * 2^n (n integral, |n| <= 150) as p 2^(n/2) 2^(n - n/2): each factor a normal float */
 static inline __attribute__((always_inline)) __m256 vscale2(__m256 p, __m256 n) {

@@ -36,6 +36,9 @@
 /* p * 2^n, rounded once: the AVX2 form's two exact factors round the same way (only the second product can be
    inexact) */
 #define VSCALE2(p, n) _mm512_scalef_ps(p, n)
+#define VI __m512i
+#define VBITS_SHR(x, k) _mm512_srli_epi32(_mm512_castps_si512(x), k)
+#define VPERM(t, i) _mm512_permutexvar_ps(i, _mm512_loadu_ps(t))
 #define VSCALE1(p, n) _mm512_scalef_ps(p, n)
 
 #include "kernels/vmath_simd.h"
@@ -48,6 +51,16 @@
         if (i < n) {                                                                                                   \
             __mmask16 m = wm_tail16(n - i);                                                                            \
             _mm512_mask_storeu_ps(y + i, m, F(_mm512_maskz_loadu_ps(m, x + i)));                                       \
+        }                                                                                                              \
+    }
+#define MAP_FN1(name, F)                                                                                               \
+    static void name(int64_t n, float *y, const float *x, float p) {                                                   \
+        const __m512 vp = V(p);                                                                                        \
+        int64_t i = 0;                                                                                                 \
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, F(_mm512_loadu_ps(x + i), vp));                          \
+        if (i < n) {                                                                                                   \
+            __mmask16 m = wm_tail16(n - i);                                                                            \
+            _mm512_mask_storeu_ps(y + i, m, F(_mm512_maskz_loadu_ps(m, x + i), vp));                                   \
         }                                                                                                              \
     }
 

@@ -458,8 +458,37 @@ static void part_combine(void *arg, int ith, int nth) {
     for (long u = lo; u < hi; u++) combine(c, u);
 }
 
+/* A bias shared by every batch and head that is a causal mask as written (sdpa's is_causal, CLIP's text tower):
+ * 0 on the keys j <= s + T - S of row s, -inf or below -1e30 past them (exp gives exactly 0 there beside the
+ * row's finite scores). Such a bias runs as causal instead: the keys past each query are not computed. Only
+ * with no other mask, key counts or score output, so that the rows see the same keys. */
+static int bias_is_causal(const wm_attn *a) {
+    if (!a->bias || a->causal || a->qk || a->mask || a->kv_n || a->kv_lo || a->kv_hi || a->bias_sb || a->bias_sh ||
+        a->bias_n < a->T || a->T < a->S)
+        return 0;
+    const int64_t off = a->T - a->S;
+    for (int64_t s = 0; s < a->S; s++) {
+        const float *r = a->bias + s * a->bias_ss;
+        for (int64_t j = 0; j <= s + off; j++)
+            if (r[j] != 0.0f) return 0;
+        for (int64_t j = s + off + 1; j < a->T; j++)
+            if (!(r[j] <= -1e30f)) return 0;
+    }
+    return 1;
+}
+
 void wm_attn_run(const wm_attn *a, wm_exec *x, void *ws) {
     if (!a->B || !a->Hq || !a->S || !a->dv) return;
+    wm_attn causal_form;
+    if (bias_is_causal(a)) {
+        causal_form = *a;
+        causal_form.bias = NULL;
+        causal_form.causal = 1;
+        causal_form.causal_off = NULL;
+        causal_form.causal_off0 = a->T - a->S;
+        causal_form.window = -1;
+        a = &causal_form;
+    }
     int64_t keys = 0; /* the most keys a row may see: chunks follow them, not the buffer's T */
     for (int64_t b = 0; b < a->B; b++) {
         int64_t k = a->kv_n ? (a->kv_n[b] < a->T ? a->kv_n[b] : a->T) : a->T;

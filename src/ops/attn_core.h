@@ -21,7 +21,10 @@
  *     j > s + causal_off[b]; local window j < s + causal_off[b] - window.
  *   masked (mask_value added once): j < kv_lo[b] or j >= kv_hi[b]; a zero
  *     in the boolean/int mask; a mask column >= its length (m_n / bias_n).
- *   bias: added (float, broadcast by zero strides).
+ *   bias: added (float, broadcast by zero strides). A bias shared by every
+ *     batch and head that is itself a causal mask (0 up to key s + T - S,
+ *     -inf or below -1e30 after; sdpa's is_causal as exported) runs as
+ *     causal: those keys are excluded, not computed.
  * ONNX gives masked scores -inf (a row with every key masked is NaN, like the
  * reference); onnxruntime contrib ops add mask_filter_value (-10000).
  *

@@ -155,13 +155,7 @@ static void unary_f32(const ustate *s, const float *x, float *y, long n) {
             k->vsilu(n, y, x);
             break;
         }
-        for (long i = 0; i < n; i += CHUNK) {
-            float t[CHUNK];
-            long m = n - i < CHUNK ? n - i : CHUNK;
-            for (long j = 0; j < m; j++) t[j] = (float)p->alpha * x[i + j];
-            k->vsigmoid(m, t, t);
-            for (long j = 0; j < m; j++) y[i + j] = x[i + j] * t[j];
-        }
+        k->vact(n, y, x, WM_ACT_QUICK_GELU, (float)p->alpha, 0.0f);
         break;
     default: ufns32[s->op](x, y, n, p); break;
     }

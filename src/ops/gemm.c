@@ -16,6 +16,7 @@ static void to_kernel(const wm_gemm_args *g, void *work, wm_sgemm_args *a) {
     a->C = g->C, a->ldc = g->ldc;
     a->ep.bias = g->bias;
     a->ep.act = g->act;
+    a->ep.act_a = g->act_a;
     a->work = work;
 }
 

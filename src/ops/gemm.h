@@ -21,6 +21,7 @@ typedef struct wm_gemm_args {
     const float *packed_b; /* wm_gemm_pack of op(B), or NULL */
     const float *bias;     /* [N] added to every row, or NULL */
     wm_act act;            /* activation after the bias */
+    float act_a;           /* its parameter (QUICK_GELU's alpha) */
 } wm_gemm_args;
 
 /*

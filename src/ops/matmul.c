@@ -74,6 +74,7 @@ typedef struct mm_state {
     const uint16_t *hpacked; /* ... from its panels (wm_hgemm_prepack) */
     const float *bias; /* MatMulBias: [N] or NULL */
     wm_act act;        /* MatMulBias: activation after the bias */
+    float act_a;       /* its parameter (QuickGelu's alpha) */
 } mm_state;
 
 /* MatMulBias (float32 A, constant 2-D B checked by the caller): optional bias a constant float32 [N],
@@ -87,10 +88,16 @@ static wm_status mmb_init(wm_node *n, mm_state *ms, wm_error *err) {
     const char *a = wm_attr_string(n, "activation", "", buf, sizeof buf);
     static const struct { const char *name; wm_act act; } acts[] = {
         {"", WM_ACT_NONE},         {"Gelu", WM_ACT_GELU_ERF}, {"FastGelu", WM_ACT_GELU_TANH},
-        {"Relu", WM_ACT_RELU},     {"Sigmoid", WM_ACT_SIGMOID}, {"Tanh", WM_ACT_TANH}};
+        {"Relu", WM_ACT_RELU},     {"Sigmoid", WM_ACT_SIGMOID}, {"Tanh", WM_ACT_TANH},
+        {"QuickGelu", WM_ACT_QUICK_GELU}};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
         if (!strcmp(a, acts[i].name)) {
             ms->act = acts[i].act;
+            if (ms->act == WM_ACT_QUICK_GELU) { /* activation_params [alpha], as fuse_engine writes it */
+                size_t np = 0;
+                const float *pv = wm_attr_floats(n, "activation_params", &np);
+                ms->act_a = np > 0 ? pv[0] : 1.702f;
+            }
             return WM_OK;
         }
     return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "activation '%s' is not supported", a);
@@ -207,7 +214,7 @@ static void mm_f32(const mm_shape *s, const wm_tensor *a, const float *A, const 
     int64_t ma = s->M * s->K, mb = s->K * s->N, mo = s->M * s->N;
     if (s->rb <= 2 && !s->ta) { /* A's batch folds into M when B has no batch dims (MatMulBias: always) */
         wm_gemm_args g = {s->batch * s->M, s->N, s->K, A, s->K, 0, B, s->tb ? s->K : s->N, s->tb, C, s->N, alpha, 0,
-                          packed, ms ? ms->bias : NULL, ms ? ms->act : WM_ACT_NONE};
+                          packed, ms ? ms->bias : NULL, ms ? ms->act : WM_ACT_NONE, ms ? ms->act_a : 0.0f};
         wm_sgemm(x, &g);
         return;
     }

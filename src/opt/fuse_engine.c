@@ -7,8 +7,9 @@
  * is used once, by
  *   BiasGelu(y, b) / FastGelu(y, b)          -> MatMulBias(A, W, b) activation Gelu / FastGelu
  *   Add(y, b), b a constant [N]              -> MatMulBias(A, W, b), then the Add's sole
- *                                               Gelu / FastGelu / Relu / Sigmoid / Tanh too
+ *                                               Gelu / FastGelu / Relu / Sigmoid / Tanh / QuickGelu too
  *   Gelu / FastGelu / Relu / Sigmoid / Tanh  -> MatMulBias(A, W) with that activation
+ *   (and com.microsoft QuickGelu in each place: activation QuickGelu, activation_params [alpha])
  * The GEMM kernel applies bias and activation to each tile as it finishes
  * (wm_epilogue), so the product is written once instead of two or three
  * times.
@@ -58,9 +59,14 @@
 #include "onnx/dtype.h"
 #include "opt/match.h"
 
-/* The activation name MatMulBias takes for node a applied to x alone (no extra input), or NULL. */
-static const char *act_of(const wm_onnx_node *a) {
+/* The activation name MatMulBias takes for node a applied to x alone (no extra input), or NULL; QuickGelu's alpha
+ * in *alpha. */
+static const char *act_of(const wm_onnx_node *a, float *alpha) {
     if (!a || a->n_input < 1) return NULL;
+    if (wm_opt_is_ms(a, "QuickGelu") && a->n_input == 1) {
+        *alpha = wm_opt_attr_f(a, "alpha", 1.702f);
+        return "QuickGelu";
+    }
     if ((wm_opt_is(a, "Gelu") && !wm_graph_node_attr(a, "approximate")) || (wm_opt_is_ms(a, "Gelu"))) return "Gelu";
     if (wm_opt_is_ms(a, "FastGelu") && !wm_opt_in(a, 1)) return "FastGelu";
     if (wm_opt_is(a, "Relu")) return "Relu";
@@ -85,6 +91,7 @@ static wm_status epilogue_one(wm_pass_ctx *c, wm_onnx_node *mm) {
     int64_t n = wt->dims[1];
     wm_onnx_node *u = wm_opt_sole_consumer(g, y), *last = NULL;
     const char *bias = NULL, *act = NULL;
+    float alpha = 0.0f;
     if (!u) return WM_OK;
     if ((wm_opt_is_ms(u, "BiasGelu") || wm_opt_is_ms(u, "FastGelu")) && u->n_input == 2 &&
         wm_opt_in(u, 0) && !strcmp(u->input[0], y) && bias_vec(g, wm_opt_in(u, 1), n)) {
@@ -96,8 +103,8 @@ static wm_status epilogue_one(wm_pass_ctx *c, wm_onnx_node *mm) {
         last = u;
         const char *z = wm_opt_out(u, 0);
         wm_onnx_node *v = z && !wm_opt_is_graph_output(g, z) ? wm_opt_sole_consumer(g, z) : NULL;
-        if ((act = act_of(v))) last = v;
-    } else if ((act = act_of(u))) {
+        if ((act = act_of(v, &alpha))) last = v;
+    } else if ((act = act_of(u, &alpha))) {
         last = u;
     } else {
         return WM_OK;
@@ -105,6 +112,7 @@ static wm_status epilogue_one(wm_pass_ctx *c, wm_onnx_node *mm) {
     const char *in[3] = {a, w, bias}, *out[1] = {last->output[0]};
     wm_onnx_node *f = wm_opt_replace(g, last, "MatMulBias", "ai.winml", in, bias ? 3 : 2, out, 1, c->err);
     if (!f || (act && wm_graph_set_attr_string(g, f, "activation", act, c->err)) ||
+        (act && !strcmp(act, "QuickGelu") && wm_graph_set_attr_floats(g, f, "activation_params", &alpha, 1, c->err)) ||
         wm_opt_need_opset(g, "ai.winml", 1, c->err))
         return c->err->status ? c->err->status : WM_ERR_NOMEM;
     c->fired++;

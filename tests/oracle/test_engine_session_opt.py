@@ -2,7 +2,7 @@
 activation into its own ai.winml MatMulBias and Conv + residual + activation into FusedConv). Checked against
 onnxruntime on the graph as written:
   * handmade graphs, one per MatMulBias form (bias Add, BiasGelu, FastGelu with bias, Add then
-    Gelu/Relu/Sigmoid/Tanh, activation alone) and the forms it must leave alone (product used twice,
+    Gelu/Relu/Sigmoid/Tanh/QuickGelu, activation alone) and the forms it must leave alone (product used twice,
     product or bias sum a graph output, a non-constant or 2-D bias, float16): the pass fires exactly where
     it should (`winml optimize --enable-matmul_epilogue` report) and the engine's outputs match;
   * tiny bert / xlm-roberta / gpt2 / llama torch.onnx exports: the default session (optimized) and
@@ -52,6 +52,11 @@ CASES = {
     "add_sigmoid": ([helper.make_node("Add", ["y", "b"], ["z"]), helper.make_node("Sigmoid", ["z"], ["out"])], (),
                     True, "Sigmoid"),
     "tanh_only": ([helper.make_node("Tanh", ["y"], ["out"])], (), True, "Tanh"),
+    # CLIP's MLP: x * sigmoid(1.702 x) as com.microsoft QuickGelu; the alpha travels in activation_params
+    "add_quickgelu": ([helper.make_node("Add", ["y", "b"], ["z"]), ms("QuickGelu", ["z"], ["out"])], (), True,
+                      "QuickGelu"),
+    "quickgelu_alpha": ([helper.make_node("QuickGelu", ["y"], ["out"], domain="com.microsoft", alpha=0.75)], (),
+                        True, "QuickGelu"),
     # the bias sum is a graph output too: bias fuses, the activation stays separate
     "sum_is_output": ([helper.make_node("Add", ["y", "b"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],
                       ("z",), True, None),
@@ -81,6 +86,10 @@ def test_matmul_epilogue_forms(winml, build_dir, tmp_path, case):
         assert node.domain == "ai.winml"
         attrs = {a.name: a.s.decode() for a in node.attribute}
         assert attrs.get("activation") == act, (case, attrs)
+        if act == "QuickGelu":
+            tail_alpha = next((a.f for a in tail[-1].attribute if a.name == "alpha"), np.float32(1.702))
+            params = next(list(a.floats) for a in node.attribute if a.name == "activation_params")
+            assert params == [pytest.approx(tail_alpha)], (case, params)
     x = np.random.default_rng(1).normal(0, 1.5, (2, 3, K)).astype(np.float32)
     ref = E.ort_run(src, {"x": x})
     ours, st = E.engine_run(build_dir, src, {"x": x}, tmp_path)

@@ -7,6 +7,7 @@
  * Also the MatMulNBits weight unpacking (ops/nbits.h) against codes packed
  * here bit by bit, for every block size, with and without zero points.
  */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -110,6 +111,9 @@ typedef struct acase {
     int bias, mask, ranges, per_batch, sink, smooth;
     int pad;           /* right-padded key mask (B, T) broadcast over heads and queries: batch b keeps T - b T / 5 */
     int h16;           /* float16 K/V (the reference reads their float32 values) */
+    int causal_bias;   /* bias (S, T) shared by batch and heads, a causal mask as written (offset T - S): 1 -inf past
+                          the diagonal, 2 -FLT_MAX (torch.finfo.min), 3 as 1 with one such key left 0 (no longer
+                          causal: must run as a bias) */
 } acase;
 
 
@@ -157,6 +161,14 @@ static double run_case(const acase *c, int threads) {
     if (c->bias) { /* (1, Hq, S, T - 1): broadcast batch, last key masked by the short dim */
         bias = frands((size_t)(c->Hq * c->S * (c->T - 1)));
         a.bias = bias, a.bias_sb = 0, a.bias_sh = c->S * (c->T - 1), a.bias_ss = c->T - 1, a.bias_n = c->T - 1;
+    }
+    if (c->causal_bias) {
+        bias = malloc((size_t)(c->S * c->T) * sizeof *bias);
+        for (int64_t s = 0; s < c->S; s++)
+            for (int64_t j = 0; j < c->T; j++)
+                bias[s * c->T + j] = j <= s + c->T - c->S ? 0.0f : c->causal_bias == 2 ? -FLT_MAX : -INFINITY;
+        if (c->causal_bias == 3) bias[c->T - 1] = 0.0f; /* row 0 sees the last key */
+        a.bias = bias, a.bias_sb = 0, a.bias_sh = 0, a.bias_ss = c->T, a.bias_n = c->T;
     }
     if (c->mask) { /* (B, 1, S, T) boolean */
         mask = malloc((size_t)(c->B * c->S * c->T));
@@ -235,6 +247,12 @@ static void test_long_sequences_blocks(void **st) {
 
 static void test_causal_with_past_and_padding(void **st) {
     (void)st;
+    /* a bias that is a causal mask (CLIP's text tower at 77 tokens; with a past), run as causal; one that is not */
+    for (int cb = 1; cb <= 3; cb++) {
+        CHECK(.B = 2, .Hq = 3, .Hkv = 3, .S = 77, .T = 77, .dk = 64, .dv = 64, .bsnh = 1, .causal_bias = cb);
+        CHECK(.B = 1, .Hq = 2, .Hkv = 2, .S = 6, .T = 10, .dk = 9, .dv = 7, .causal_bias = cb);
+        CHECK(.B = 2, .Hq = 2, .Hkv = 2, .S = 1, .T = 12, .dk = 8, .dv = 8, .causal_bias = cb);
+    }
     CHECK(.B = 2, .Hq = 2, .Hkv = 2, .S = 6, .T = 10, .dk = 9, .dv = 7, .causal = 1, .off = 4, .ranges = 1);
     CHECK(.B = 2, .Hq = 2, .Hkv = 1, .S = 40, .T = 44, .dk = 8, .dv = 8, .causal = 1, .off = 4, .mask = 1);
 }
