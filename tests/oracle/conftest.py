@@ -57,6 +57,13 @@ def asan_dir(build_dir):
     return build_dir
 
 
+@pytest.fixture(params=["normal", "asan"])
+def wm(request, build_dir, asan_dir):
+    """winml of the normal build, then of the sanitizer build: a test taking `wm` runs once with each."""
+    return _need(build_dir if request.param == "normal" else asan_dir, "winml",
+                 "WM_BUILD" if request.param == "normal" else "WM_BUILD_ASAN")
+
+
 @pytest.fixture(scope="session")
 def winml_asan(asan_dir):
     return _need(asan_dir, "winml", "WM_BUILD_ASAN")

@@ -28,15 +28,6 @@ from onnx import TensorProto, helper, numpy_helper
 import oracle_util as U
 
 
-@pytest.fixture(params=["normal", "asan"])
-def wm(request, build_dir, asan_dir):
-    d = build_dir if request.param == "normal" else asan_dir
-    p = U.binary(d, "winml")
-    if not os.access(p, os.X_OK):
-        pytest.fail(f"winml not found at {p}", pytrace=False)
-    return p
-
-
 @pytest.fixture(scope="module")
 def models(request):
     """A MatMul model with symbolic batch / sequence dims (perf, eval, quantize, optimize take it), a WordLevel

@@ -23,15 +23,6 @@ from onnx import TensorProto, helper, numpy_helper
 import oracle_util as U
 
 
-@pytest.fixture(params=["normal", "asan"])
-def wm(request, build_dir, asan_dir):
-    d = build_dir if request.param == "normal" else asan_dir
-    p = U.binary(d, "winml")
-    if not os.access(p, os.X_OK):
-        pytest.fail(f"winml not found at {p}", pytrace=False)
-    return p
-
-
 def run(wm, *args, timeout=60):
     return U.run([wm, *args], timeout=timeout)
 
