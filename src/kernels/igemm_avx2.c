@@ -144,13 +144,12 @@ void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wid
     const int32_t *pzp = a->packed_b ? wm_igemm_packed_zp(a->packed_b, K, a->N) : NULL;
     const ukr_fn *fn = ukrs[a->b_signed != 0], *fn16 = ukrs[B_I16];
     const int64_t ld = ncmax;
-    /* decode rows on vpmaddubsw: uint8 A, packed signed B (its per-panel safety flags and column sums) */
-    const uint8_t *safe = a->packed_b && !a->a_signed && a->b_signed ? wm_igemm_packed_safe(a->packed_b, K, a->N) : NULL;
-    const int32_t *pcs = safe ? wm_igemm_packed_colsum(a->packed_b, K, a->N) : NULL;
-    /* prefill panels on vpmaddubsw read as packed (no regrouping): packed signed B, a panel's pairs all safe */
-    const uint8_t *wsafe = wd && wd->panel_safe && a->packed_b && a->b_signed ? wm_igemm_packed_safe(a->packed_b, K, a->N)
-                                                                               : NULL;
-    const int32_t *wcs = wsafe ? wm_igemm_packed_colsum(a->packed_b, K, a->N) : NULL;
+    /* packed signed B: its per-panel safety flags and column sums, read by the decode rows on vpmaddubsw (uint8 A)
+       and by the prefill panels read as packed (no regrouping; wd->panel_safe) */
+    const uint8_t *bsafe = a->packed_b && a->b_signed ? wm_igemm_packed_safe(a->packed_b, K, a->N) : NULL;
+    const int32_t *pcs = bsafe ? wm_igemm_packed_colsum(a->packed_b, K, a->N) : NULL;
+    const uint8_t *safe = a->a_signed ? NULL : bsafe;
+    const uint8_t *wsafe = wd && wd->panel_safe ? bsafe : NULL;
     const int64_t aqs = WM_ALIGN_UP(K, 4); /* a row of A's bytes, zero padded to whole 4-k groups (in wide) */
     int zb_any = a->b_zero_point != 0; /* any of B's zero points in [n0, n1) not 0 (a symmetric int8 build: none) */
     const int32_t *zcol = pzp ? pzp : a->b_zero_points;
@@ -190,7 +189,7 @@ void wm_igemm_drive(const wm_igemm_args *a, int ith, int nth, const wm_igemm_wid
                 for (int64_t j = 0; j < nc; j += WM_NR) {
                     const uint8_t *pj = bp + (j / WM_NR) * pstride;
                     if (use_wide && wsafe && wsafe[(nb + j) / WM_NR]) {
-                        wd->panel_safe(a, mb, mc, kc, (const uint8_t *)apack, pj, wcs + nb + j, acc + j, ld, kb == 0);
+                        wd->panel_safe(a, mb, mc, kc, (const uint8_t *)apack, pj, pcs + nb + j, acc + j, ld, kb == 0);
                         continue;
                     }
                     if (use_wide) {
