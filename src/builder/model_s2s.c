@@ -20,6 +20,8 @@
  * [batch, channels, image, image]; its decoders take no encoder_attention_mask either, and the first decoder
  * projects encoder_hidden_states by enc_to_dec_proj (when the widths differ) before the cross-attention K/V,
  * as Optimum's VisionEncoderDecoder export (the projection is part of the decoder there too).
+ * A sequence classifier (a->s2s_part WM_S2S_PART_CLS) is one graph, model.onnx: the encoder and the decoder over
+ * the whole shifted sequence without cache, then the eos-pooled classification head (seq_classifier below).
  */
 #include <float.h>
 #include <math.h>
@@ -442,8 +444,7 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode, dec_whole *w
     int64_t nh = a->dec_nh, hd = a->dec_hd;
     int past = mode == DEC_PAST, stat = mode == DEC_STATIC, wh = mode == DEC_WHOLE;
     const char *plen = NULL, *ids = wh ? whole->ids : stat ? "decoder_input_ids" : "input_ids", *causal = NULL;
-    const char *qpos = NULL;
-    const char *kpos = NULL, *wr = NULL;
+    const char *qpos = NULL, *kpos = NULL, *wr = NULL;
     if (past) {
         gb_scope(b, "/model/decoder/past_length");
         const char *s = gb_op(b, "Shape", 1, "past_key_values.0.decoder.key");
