@@ -153,7 +153,8 @@ def test_inspect_and_run(tiny, winml):
 @pytest.mark.parametrize("drop,field", [(("num_labels", "id2label", "label2id"), "num_labels"),
                                         (("eos_token_id",), "eos_token_id"),
                                         (("decoder_start_token_id",), "decoder_start_token_id")])
-def test_config_without_what_the_head_needs(tiny, winml, drop, field, tmp_path):
+def test_config_without_what_the_head_needs(tiny, wm, drop, field, tmp_path):
+    """Each build: the normal one and the sanitizer one."""
     _, ck, _, _ = tiny
     bad = tmp_path / "ck"
     bad.mkdir()
@@ -165,7 +166,7 @@ def test_config_without_what_the_head_needs(tiny, winml, drop, field, tmp_path):
     with open(bad / "config.json", "w") as fh:
         json.dump(cfg, fh)
     out = tmp_path / "out"
-    r = U.run([winml, "build", "-m", str(bad), "-o", str(out), "-p", "fp32"], timeout=120)
+    r = U.run([wm, "build", "-m", str(bad), "-o", str(out), "-p", "fp32"], timeout=120)
     assert r.returncode == 2, U.describe(r)
     assert "config.json: field '%s': missing" % field in r.stderr, r.stderr
     assert not out.exists()
