@@ -230,7 +230,8 @@ typedef struct wm_arch {
     int64_t proj;             /* projection_dim of CLIP's towers (0: no projection) */
     int layer_scale;          /* DINOv2 lambda1 / lambda2 */
     int causal;               /* CLIP text: causal mask */
-    int64_t eos_id;           /* CLIP text pooling: first eos_id token; -1: argmax of the ids (eos_token_id 2) */
+    int64_t eos_id;           /* CLIP text pooling: first eos_id token; -1: argmax of the ids (eos_token_id 2); an
+                                 encoder-decoder classifier: the last one (below) */
     wm_vpool vpool;
     wm_vhead vhead;
     int64_t n_stages;         /* ResNet */
@@ -272,7 +273,12 @@ typedef struct wm_arch {
     /* an image tower inside a composite checkpoint: its tensors live under sub_prefix ("encoder."), no pooler */
     const char *sub_prefix;
     int s2s_part;             /* a part recipe's one graph (WM_S2S_PART_*, export.h; set by the build from the
-                                 recipe, wm_recipe_s2s_part); 0: the three graphs */
+                                 recipe, wm_recipe_s2s_part, or WM_S2S_PART_CLS by the arch for a sequence
+                                 classifier); 0: the three graphs */
+    /* an encoder-decoder sequence classifier (task text-classification, WM_S2S_PART_CLS): the decoder reads the
+       input_ids shifted right behind dec_start (decoder_start_token_id); H_0 (dense, tanh) and H_1 (out_proj, labels)
+       read its state at each row's last eos_id (eos_token_id) */
+    int64_t dec_start;
     int64_t dec_hd;           /* the decoder's head size (hd is the encoder's): d_model / heads, or T5's d_kv */
     /* relative position buckets of an encoder-decoder (rel_buckets > 0 with graph WM_GRAPH_S2S): G_REL_BIAS
        [rel_rows, enc_nh] bidirectional in the encoder, G_DEC_REL_BIAS [rel_rows, dec_nh] unidirectional in the

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "builder/arch_impl.h"
+#include "builder/export.h"
 
 #include <cjson/cJSON.h>
 #include "core/error.h"
@@ -136,6 +137,20 @@ static const s2s_names trocr_names = {
     {NULL, NULL}, {NULL, NULL}, "decoder.output_projection", NULL, "decoder.", bart_pats,
     sizeof bart_pats / sizeof bart_pats[0], trocr_unused};
 
+/* Task heads over the whole-sequence encoder-decoder (one graph, WM_S2S_PART_CLS, model_s2s.c): the task, the
+   inference class's suffix, the head's tensors (dense + tanh, then out_proj to the labels) read at each row's last
+   eos_token_id of the decoder's output (transformers' BartForSequenceClassification). A family row serves one by
+   pointing at it. */
+typedef struct s2s_head {
+    int task;
+    const char *class_suffix, *dense, *out;
+} s2s_head;
+
+static const s2s_head s2s_heads[] = {
+    {WM_TASK_TEXT_CLASSIFICATION, "ForSequenceClassification", "classification_head.dense",
+     "classification_head.out_proj"},
+};
+
 typedef struct s2s_family {
     const char *model_type, *class_stem, *class_suffix; /* inference class = stem + suffix */
     const s2s_names *names;
@@ -155,10 +170,12 @@ typedef struct s2s_family {
     int mel_stem;       /* log-mel input through conv1 / conv2 (num_mel_bins), no encoder padding mask */
     int task;           /* the one task it builds for (0: text2text-generation) */
     int dec_only;       /* a decoder row only: built as the decoder of a composite (s2s_composites[]) */
+    const s2s_head *cls; /* the sequence-classification head it also serves (a row of s2s_heads[]), or NULL */
 } s2s_family;
 
 static const s2s_family s2s_families[] = {
-    {"bart", "Bart", "ForConditionalGeneration", &bart_names, 1, 2, 1, 1e-5, WM_NORM_LAYER, 0, 1, 1, 0, 0, 0},
+    {"bart", "Bart", "ForConditionalGeneration", &bart_names, 1, 2, 1, 1e-5, WM_NORM_LAYER, 0, 1, 1, 0, 0, 0,
+     .cls = &s2s_heads[0]},
     {"marian", "Marian", "MTModel", &bart_names, 2, 0, 0, 1e-5, WM_NORM_LAYER, 0, 1, 1, 0, 0, 0},
     {"t5", "T5", "ForConditionalGeneration", &t5_names, 0, 0, 0, 1e-6, WM_NORM_RMS, 1, 0, 0, 1, 1, 512},
     {"whisper", "Whisper", "ForConditionalGeneration", &whisper_names, 1, 0, 0, 1e-5, WM_NORM_LAYER, 1, 1, 1, 0, 0, 0,
@@ -344,17 +361,59 @@ static wm_status activation(wm_arch *a, const s2s_family *f, wm_error *err) {
     return WM_OK;
 }
 
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* The task: the row's own (generation), or its head's (f->cls) when asked for or, with no task given, when
+   architectures[0] names the head's class; a head builds one graph (a->s2s_part WM_S2S_PART_CLS). */
 static wm_status resolve_task(wm_arch *a, const s2s_family *f, int task, wm_error *err) {
     int own = f->task ? f->task : WM_TASK_TEXT2TEXT_GENERATION;
+    const char *arch0 = a->cfg->n_architectures ? a->cfg->architectures[0] : NULL;
+    if (f->cls && (task == f->cls->task || (task < 0 && arch0 && ends_with(arch0, f->cls->class_suffix)))) {
+        a->task = f->cls->task;
+        a->s2s_part = WM_S2S_PART_CLS;
+        snprintf(a->inference_class, sizeof a->inference_class, "%s%s", f->class_stem, f->cls->class_suffix);
+        return WM_OK;
+    }
     if (task >= 0 && task != own)
         return wm_err(err, WM_ERR_UNSUPPORTED, "model_type '%s': task '%s' is not supported (this encoder-decoder "
-                      "builds for %s)", a->model_type, wm_task_name(task), wm_task_name(own));
+                      "builds for %s%s%s)", a->model_type, wm_task_name(task), wm_task_name(own),
+                      f->cls ? " and " : "", f->cls ? wm_task_name(f->cls->task) : "");
     a->task = own;
-    const char *arch0 = a->cfg->n_architectures ? a->cfg->architectures[0] : NULL;
     if (arch0 && strstr(arch0, "ForSequenceClassification"))
-        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'architectures': '%s': the sequence-classification head of "
-                      "an encoder-decoder is not modeled (text2text-generation only)", a->cfg->file, arch0);
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'architectures': '%s': %s", a->cfg->file, arch0,
+                      f->cls ? "a sequence classifier builds for task text-classification, not generation"
+                             : "the sequence-classification head of this encoder-decoder is not modeled "
+                               "(text2text-generation only)");
     snprintf(a->inference_class, sizeof a->inference_class, "%s%s", f->class_stem, f->class_suffix);
+    return WM_OK;
+}
+
+/* A sequence classifier's config: the labels (num_labels or id2label), eos_token_id (one id, where each row is read)
+   and decoder_start_token_id (the shifted decoder input's first token), each in range; missing: refused, as
+   transformers cannot run the head without them. */
+static wm_status cls_config(wm_arch *a, wm_error *err) {
+    const wm_hf_config *c = a->cfg;
+    if (c->num_labels <= 0)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'num_labels': missing (the classification head needs num_labels "
+                      "or id2label)", c->file);
+    a->labels = c->num_labels;
+    if (!c->eos.n)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'eos_token_id': missing (the classifier reads the decoder at each "
+                      "row's last eos token)", c->file);
+    if (c->eos.n > 1)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'eos_token_id': a list of %zu ids; the classifier reads one "
+                      "eos token", c->file, (size_t)c->eos.n);
+    a->eos_id = c->eos.v[0];
+    if (a->eos_id < 0 || a->eos_id >= a->V)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'eos_token_id': %lld is outside the vocabulary (vocab_size %lld)",
+                      c->file, (long long)a->eos_id, (long long)a->V);
+    if (!arch_cfg_int(a, "decoder_start_token_id", -1, 0, a->V - 1, &a->dec_start, err)) return err->status;
+    if (a->dec_start < 0)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'decoder_start_token_id': missing (the decoder reads input_ids "
+                      "shifted right behind it)", c->file);
     return WM_OK;
 }
 
@@ -435,9 +494,14 @@ static wm_status modules(wm_arch *a, const s2s_family *f, const s2s_composite *c
     if (!s && f->mel_stem) s = mel_stem_check(a, st, err);
     if (!s && a->vis_enc && a->x_in == a->H && a->enc_H != a->H) /* the composite's enc_to_dec_proj */
         s = want(a, st, -1, WM_M_G_PROJ, WM_MK_LINEAR, cp->proj, a->H, a->enc_H, 0, err);
-    if (!s && !a->tied) s = want(a, st, -1, WM_M_G_LM_HEAD, WM_MK_LINEAR, nm->lm_head, a->V, a->H, 0, err);
-    if (!s && !a->tied) arch_mod_mut(a, -1, WM_M_G_LM_HEAD)->has_bias = 0;
-    if (!s && nm->logits_bias) s = want(a, st, -1, WM_M_H_BIAS, WM_MK_PARAM, nm->logits_bias, a->V, 1, 1, err);
+    if (a->s2s_part == WM_S2S_PART_CLS) { /* the classification head in place of the lm_head */
+        if (!s) s = want(a, st, -1, WM_M_H_0, WM_MK_LINEAR, f->cls->dense, a->H, a->H, 0, err);
+        if (!s) s = want(a, st, -1, WM_M_H_1, WM_MK_LINEAR, f->cls->out, a->labels, a->H, 0, err);
+    } else {
+        if (!s && !a->tied) s = want(a, st, -1, WM_M_G_LM_HEAD, WM_MK_LINEAR, nm->lm_head, a->V, a->H, 0, err);
+        if (!s && !a->tied) arch_mod_mut(a, -1, WM_M_G_LM_HEAD)->has_bias = 0;
+        if (!s && nm->logits_bias) s = want(a, st, -1, WM_M_H_BIAS, WM_MK_PARAM, nm->logits_bias, a->V, 1, 1, err);
+    }
     for (int64_t slot = 0; slot < a->L && !s; slot++) {
         int dec = slot >= a->enc_L;
         int64_t layer = dec ? slot - a->enc_L : slot, I = dec ? a->dec_I : a->enc_I;
@@ -595,6 +659,7 @@ static wm_status resolve_rows(const s2s_family *f, const s2s_composite *cp, cons
     a->resid_scale = a->logits_div = a->logits_mul = 1.0;
     snprintf(a->prefix, sizeof a->prefix, "model.");
     if ((s = check_denied(a, err)) || (s = resolve_task(a, f, task, err)) || (s = sizes(a, f, err)) ||
+        (a->s2s_part == WM_S2S_PART_CLS && (s = cls_config(a, err))) ||
         (cp && (s = cross_width(a, cp, err))) ||
         (f->rel_bias && (s = rel_bias(a, err))) || (s = norm_eps(a, f, err)))
         return s;
@@ -666,6 +731,14 @@ void wm_s2s_features(const wm_arch *a, wm_json *j) {
              wm_act_name(a->act), a->mlp_bias ? "with" : "without");
     wm_json_str(j, NULL, b);
     if (!a->scale_attn) wm_json_str(j, NULL, "attention scores not scaled by head_dim^-1/2");
+    if (a->s2s_part == WM_S2S_PART_CLS) {
+        snprintf(b, sizeof b, "sequence classification in one graph: the decoder reads input_ids shifted right behind "
+                 "decoder_start_token_id %lld (no cache); its state at each row's last eos_token_id %lld (a row "
+                 "without one: its last position) through dense + tanh + out_proj to %lld labels",
+                 (long long)a->dec_start, (long long)a->eos_id, (long long)a->labels);
+        wm_json_str(j, NULL, b);
+        return;
+    }
     wm_json_str(j, NULL, a->tied ? "tied embeddings (lm_head = shared)" : "separate lm_head");
     if (a->logits_mul != 1.0) wm_json_str(j, NULL, "the decoder output scaled by d_model^-1/2 before the lm_head");
     if (a->logits_bias) wm_json_str(j, NULL, "logits + final_logits_bias");

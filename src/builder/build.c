@@ -1093,13 +1093,18 @@ static wm_status prepare(build_ctx *b) {
         }
         if ((s = wm_st_open(b->ck.dir, &(wm_st_open_opts){.root = b->ck.root[0] ? b->ck.root : NULL}, &b->st, err))) return s;
     }
-    /* a part recipe's task names the part (feature-extraction: the encoder), not the model's */
+    /* a part recipe's task names the part (feature-extraction: the encoder), not the model's; a sequence classifier's
+       is the model's (it picks the head) */
     int part = o->recipe ? wm_recipe_s2s_part_kind(&b->recipe) : 0;
-    if ((s = wm_arch_resolve_as(&b->ck, b->st, part ? -1 : task, o->recipe ? b->recipe.model_type : NULL, &b->arch,
+    if ((s = wm_arch_resolve_as(&b->ck, b->st, part && part != WM_S2S_PART_CLS ? -1 : task, o->recipe ? b->recipe.model_type : NULL, &b->arch,
                                 err)))
         return s;
     if (b->arch.graph == WM_GRAPH_S2S && o->recipe) { /* the reference's part recipe: one graph */
         if ((s = s2s_part_prepare(b, prec))) return s;
+    } else if (b->arch.graph == WM_GRAPH_S2S && b->arch.s2s_part) { /* a sequence classifier: one graph */
+        if (o->analyze_rules)
+            return wm_err(err, WM_ERR_UNSUPPORTED, "--analyze: model_type '%s' (encoder-decoder) is not analyzed yet",
+                          b->arch.model_type);
     } else if (b->arch.graph == WM_GRAPH_S2S) { /* three graphs in Optimum's layout */
         if ((s = s2s_precision(b, &prec))) return s;
         if (b->to_file)

@@ -73,6 +73,7 @@ wm_io_spec wm_float_spec(const char *name, size_t rank, const wm_io_dim *d) {
 }
 
 size_t wm_export_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap) {
+    if (a->graph == WM_GRAPH_S2S && a->s2s_part) return wm_s2s_part_outputs(a, r, out, cap);
     if (a->graph != WM_GRAPH_TEXT) return wm_vis_output_specs(a, r, out, cap);
     const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
     wm_io_dim B = ids ? ids->dims[0] : dim_v(1), S = ids ? ids->dims[1] : dim_v(1);

@@ -74,8 +74,10 @@ wm_status wm_export_model(const wm_arch *a, const wm_recipe *r, const wm_st_file
 enum { WM_S2S_ENCODER, WM_S2S_DECODER, WM_S2S_DECODER_PAST, WM_S2S_PARTS };
 /* The reference's part recipes (a->s2s_part): one graph, model.onnx, with the recipe's inputs. PART_ENCODER: the
    encoder alone (input_ids + attention_mask, or pixel_values -> the recipe's one output); PART_DECODER: one decoder
-   step over a static self-attention cache (model_s2s.c). */
-enum { WM_S2S_PART_ENCODER = WM_S2S_PARTS + 1, WM_S2S_PART_DECODER };
+   step over a static self-attention cache (model_s2s.c). PART_CLS: a sequence classifier (task text-classification:
+   input_ids + attention_mask -> logits [batch, labels]), the encoder and the whole-sequence decoder in one graph,
+   the decoder's state at each row's last eos_token_id through the family's classification head. */
+enum { WM_S2S_PART_ENCODER = WM_S2S_PARTS + 1, WM_S2S_PART_DECODER, WM_S2S_PART_CLS };
 /* The file name of part ("encoder_model.onnx", ...); NULL out of range (model_s2s.c). */
 const char *wm_s2s_part_file(int part);
 

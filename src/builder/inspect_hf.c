@@ -113,7 +113,7 @@ wm_status wm_hf_describe(const wm_hf_checkpoint *ck, const wm_st_file *st, int t
         s = wm_err(err, WM_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if (a.graph == WM_GRAPH_S2S) { /* three graphs: each file with its inputs and outputs */
+    if (a.graph == WM_GRAPH_S2S && !a.s2s_part) { /* three graphs: each file with its inputs and outputs */
         wm_json_arr(j, "files");
         for (int p = 0; p < WM_S2S_PARTS; p++) {
             wm_json_obj(j, NULL);

@@ -343,7 +343,8 @@ const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char 
 
 size_t wm_model_outputs(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap) {
     size_t n = 0;
-    if (a->graph != WM_GRAPH_TEXT) {
+    /* an encoder-decoder sequence classifier names its output as the text classifiers do */
+    if (a->graph != WM_GRAPH_TEXT && !(a->graph == WM_GRAPH_S2S && a->task == WM_TASK_TEXT_CLASSIFICATION)) {
         wm_io_spec sp[8];
         size_t k = wm_vis_output_specs(a, r, sp, 8);
         for (size_t i = 0; i < k && i < cap; i++) snprintf(names[i], 96, "%s", sp[i].name);

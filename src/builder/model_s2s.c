@@ -20,6 +20,8 @@
  * [batch, channels, image, image]; its decoders take no encoder_attention_mask either, and the first decoder
  * projects encoder_hidden_states by enc_to_dec_proj (when the widths differ) before the cross-attention K/V,
  * as Optimum's VisionEncoderDecoder export (the projection is part of the decoder there too).
+ * A sequence classifier (a->s2s_part WM_S2S_PART_CLS) is one graph, model.onnx: the encoder and the decoder over
+ * the whole shifted sequence without cache, then the eos-pooled classification head (seq_classifier below).
  */
 #include <float.h>
 #include <math.h>
@@ -120,6 +122,12 @@ size_t wm_s2s_part_outputs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out
     size_t n = 0;
     char nm[96];
 #define PUT(...) do { wm_io_spec s_ = spec(__VA_ARGS__); if (n < cap) out[n] = s_; n++; } while (0)
+    if (a->s2s_part == WM_S2S_PART_CLS) { /* logits [batch, labels] */
+        const wm_io_spec *in = wm_recipe_input(r, "input_ids");
+        wm_io_dim d2[2] = {in ? in->dims[0] : dv(1), dv(a->labels)};
+        PUT("logits", WM_DT_FLOAT, 2, d2);
+        return n;
+    }
     if (a->s2s_part == WM_S2S_PART_ENCODER) {
         const wm_io_spec *in = wm_recipe_input(r, a->vis_enc ? "pixel_values" : "input_ids");
         wm_io_dim B = in ? in->dims[0] : dv(1), Se = a->vis_enc ? dv(a->tower[1]->n_pos) : in ? in->dims[1] : dv(1);
@@ -262,12 +270,15 @@ static float *sinusoid_table(int64_t P, int64_t H) {
     return t;
 }
 
-/* Token embeddings (scaled) + positions past..past+S-1 (+ the embedding norm) of stack st ("encoder"/"decoder"). */
-static const char *embed(wm_gb *b, const wm_arch *a, const char *ids, const char *past, int dec, const char **E) {
+/* Token embeddings (scaled) + positions past..past+S-1 (+ the embedding norm) of stack st ("encoder"/"decoder");
+   reuse: the shared table is already in the graph (the encoder's, in one graph with the decoder). */
+static const char *embed(wm_gb *b, const wm_arch *a, const char *ids, const char *past, int dec, int reuse,
+                         const char **E) {
     const char *st = dec ? "decoder" : "encoder";
     gb_scope(b, "/model/shared");
     int64_t ed[2] = {a->V, a->H};
-    *E = gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_EMBED)->wt, ed, 2, 0, GB_W_MATRIX);
+    *E = reuse ? gb_weight_existing(b, ".weight")
+               : gb_weight(b, ".weight", wm_arch_mod(a, -1, WM_M_G_EMBED)->wt, ed, 2, 0, GB_W_MATRIX);
     gb_scope(b, "/model/%s/embed_tokens", st);
     const char *x = gb_op(b, "Gather", 2, *E, ids);
     if (a->embed_scale != 1.0) x = gb_op(b, "Mul", 2, x, gb_f32s(b, (float)a->embed_scale));
@@ -347,7 +358,7 @@ static wm_status encoder(wm_gb *b, const wm_model_ctx *c) {
     const char *E, *x, *bias = NULL;
     if (a->mel_stem) x = mel_stem(b, c);
     else {
-        x = embed(b, a, "input_ids", NULL, 0, &E);
+        x = embed(b, a, "input_ids", NULL, 0, 0, &E);
         gb_scope(b, "/model/encoder/attn_mask");
         bias = pad_bias(b, "attention_mask");
     }
@@ -381,9 +392,9 @@ static wm_status encoder(wm_gb *b, const wm_model_ctx *c) {
     return b->st;
 }
 
-/* What one decoder graph reads and writes: Optimum's first step, its step with the caches, or the reference's part
-   recipe over a static self-attention cache. */
-enum { DEC_FIRST, DEC_PAST, DEC_STATIC };
+/* What one decoder graph reads and writes: Optimum's first step, its step with the caches, the reference's part
+   recipe over a static self-attention cache, or the whole sequence inside the classifier's graph (no cache). */
+enum { DEC_FIRST, DEC_PAST, DEC_STATIC, DEC_WHOLE };
 
 static const char *const part_kv[2][2] = {{"past_%lld_key", "past_%lld_value"},
                                           {"present_%lld_key", "present_%lld_value"}};
@@ -421,13 +432,19 @@ static const char *static_mask(wm_gb *b, const wm_model_ctx *c, const char **pos
    slot == cache_position mask: what StaticCache's index_copy_ does for one token), the result is present_N_* and
    the attention reads all T slots under static_mask's bias; the cross-attention K/V are computed from
    encoder_hidden_states in the graph every step (the part has no cross cache), under the encoder's attention_mask
-   when the recipe gives one. */
-static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode) {
+   when the recipe gives one. DEC_WHOLE: the tensors named by *whole (the decoder's ids, the encoder's output and
+   its 0/1 mask) in, causal self-attention without cache outputs, and the last hidden state back in whole->out
+   (no lm_head). */
+typedef struct dec_whole {
+    const char *ids, *ehs, *mask, *out;
+} dec_whole;
+
+static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode, dec_whole *whole) {
     const wm_arch *a = c->a;
     int64_t nh = a->dec_nh, hd = a->dec_hd;
-    int past = mode == DEC_PAST, stat = mode == DEC_STATIC;
-    const char *plen = NULL, *ids = stat ? "decoder_input_ids" : "input_ids", *causal = NULL, *qpos = NULL;
-    const char *kpos = NULL, *wr = NULL;
+    int past = mode == DEC_PAST, stat = mode == DEC_STATIC, wh = mode == DEC_WHOLE;
+    const char *plen = NULL, *ids = wh ? whole->ids : stat ? "decoder_input_ids" : "input_ids", *causal = NULL;
+    const char *qpos = NULL, *kpos = NULL, *wr = NULL;
     if (past) {
         gb_scope(b, "/model/decoder/past_length");
         const char *s = gb_op(b, "Shape", 1, "past_key_values.0.decoder.key");
@@ -437,7 +454,7 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode) {
     }
     if (stat) causal = static_mask(b, c, &plen, &qpos, &kpos, &wr);
     const char *E;
-    const char *x = embed(b, a, ids, plen, 1, &E);
+    const char *x = embed(b, a, ids, plen, 1, wh, &E);
     gb_scope(b, "/model/decoder/attn_mask");
     if (!stat) { /* causal over absolute positions: query past + i sees keys 0..past + i */
         const char *s1 = gb_op(b, "Shape", 1, ids);
@@ -456,10 +473,10 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode) {
         gb_scope(b, "/model/decoder/attn_mask");
         causal = gb_op(b, "Add", 2, causal, rb);
     }
-    const char *xbias = NULL, *ehs = "encoder_hidden_states";
-    if (stat ? wm_recipe_input(c->r, "attention_mask") != NULL : !a->mel_stem && !a->vis_enc) {
+    const char *xbias = NULL, *ehs = wh ? whole->ehs : "encoder_hidden_states";
+    if (wh || (stat ? wm_recipe_input(c->r, "attention_mask") != NULL : !a->mel_stem && !a->vis_enc)) {
         gb_scope(b, "/model/decoder/encoder_attn_mask");
-        xbias = pad_bias(b, stat ? "attention_mask" : "encoder_attention_mask");
+        xbias = pad_bias(b, wh ? whole->mask : stat ? "attention_mask" : "encoder_attention_mask");
     }
     if (!past && wm_arch_mod(a, -1, WM_M_G_PROJ)->present) /* a composite's enc_to_dec_proj */
         ehs = gb_linear(b, ehs, wm_arch_mod(a, -1, WM_M_G_PROJ), "/enc_to_dec_proj");
@@ -474,7 +491,7 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode) {
         const char *v = split_heads(b, lin(b, a, slot, WM_M_L_V, h, at, "v_proj"), nh, hd);
         static const char *const kvn[2] = {"key", "value"};
         const char *kv[2] = {k, v};
-        for (int j = 0; j < 2; j++) {
+        for (int j = 0; j < 2 && !wh; j++) { /* the self-attention cache outputs */
             if (stat) snprintf(nm, sizeof nm, part_kv[1][j], (long long)i);
             else snprintf(nm, sizeof nm, "present.%lld.decoder.%s", (long long)i, kvn[j]);
             gb_scope(b, "%s/%s_cache", at, kvn[j]);
@@ -502,7 +519,7 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode) {
                 kv[j] = xpast[j];
             } else {
                 const char *t = split_heads(b, lin(b, a, slot, xm[j], ehs, at, xproj[j]), nh, hd);
-                if (stat) {
+                if (stat || wh) {
                     kv[j] = t;
                     continue;
                 }
@@ -516,6 +533,10 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode) {
         x = ffn(b, a, slot, x, sc);
     }
     x = final_norm(b, a, 1, x);
+    if (wh) {
+        whole->out = x;
+        return b->st;
+    }
     /* logits = (x logits_mul) shared^T (or lm_head) + final_logits_bias */
     gb_scope(b, "/lm_head");
     if (a->logits_mul != 1.0) x = gb_op(b, "Mul", 2, x, gb_f32s(b, (float)a->logits_mul));
@@ -537,6 +558,47 @@ static wm_status decoder(wm_gb *b, const wm_model_ctx *c, int mode) {
     return b->st;
 }
 
+/* The sequence classifier (WM_S2S_PART_CLS): the encoder over input_ids / attention_mask; the decoder over the same
+   ids shifted right one place behind decoder_start_token_id (shift_tokens_right; no decoder padding mask, as
+   transformers passes none); its state at the last position of each row whose token is eos_token_id (ArgMax with
+   select_last_index over the row's eos flags: a row without one reads its last position, where transformers
+   refuses; rows with different eos counts each read their own last, where transformers refuses too) -> the
+   classification head (H_0 + tanh, H_1) -> logits [batch, labels]. */
+static wm_status seq_classifier(wm_gb *b, const wm_model_ctx *c) {
+    const wm_arch *a = c->a;
+    wm_status s = encoder(b, c);
+    if (s) return s;
+    gb_scope(b, "/model/decoder/shift_tokens_right");
+    const char *ids = c->ids_dtype == WM_DT_INT64 ? "input_ids" : gb_cast(b, "input_ids", WM_DT_INT64);
+    const char *s1 = gb_op(b, "Shape", 1, ids);
+    gb_attr_i(b, "start", 0);
+    gb_attr_i(b, "end", 1);
+    const char *col = gb_op(b, "Concat", 2, s1, gb_i64_1(b, 1)); /* [B, 1] */
+    gb_attr_i(b, "axis", 0);
+    const char *first = gb_op(b, "Expand", 2, gb_i64_1(b, a->dec_start), col);
+    const char *dids = gb_op(b, "Concat", 2, first, gb_slice(b, ids, 0, -1, 1));
+    gb_attr_i(b, "axis", 1);
+    dec_whole w = {dids, "last_hidden_state", "attention_mask", NULL};
+    if ((s = decoder(b, c, DEC_WHOLE, &w))) return s;
+    gb_scope(b, "/eos_pool");
+    const char *eos = gb_cast(b, gb_op(b, "Equal", 2, ids, gb_i64s(b, a->eos_id)), WM_DT_INT32);
+    const char *last = gb_op(b, "ArgMax", 1, eos); /* [B, 1] */
+    gb_attr_i(b, "axis", 1);
+    gb_attr_i(b, "keepdims", 0);
+    gb_attr_i(b, "select_last_index", 1);
+    const char *sh = gb_op(b, "Shape", 1, ids);
+    const char *B = gb_squeeze(b, gb_slice(b, sh, 0, 1, 0), NULL, 0), *S = gb_squeeze(b, gb_slice(b, sh, 1, 2, 0), NULL, 0);
+    const char *rows = gb_op(b, "Mul", 2, gb_op(b, "Range", 3, gb_i64s(b, 0), B, gb_i64s(b, 1)), S);
+    int64_t flat[2] = {-1, a->H};
+    const char *h = gb_op(b, "Gather", 2, gb_reshape(b, w.out, flat, 2), gb_op(b, "Add", 2, rows, last)); /* [B, H] */
+    const wm_module *m0 = wm_arch_mod(a, -1, WM_M_H_0), *m1 = wm_arch_mod(a, -1, WM_M_H_1);
+    h = gb_head_gemm(b, h, m0, "/classification_head/dense");
+    gb_scope(b, "/classification_head/dense");
+    h = gb_act(b, h, WM_ACT_TANH);
+    gb_rename(b, gb_head_gemm(b, h, m1, "/classification_head/out_proj"), "logits");
+    return b->st;
+}
+
 wm_status wm_model_s2s(wm_gb *b, wm_model_ctx *c, int part) {
     if (part == WM_S2S_PART_ENCODER) { /* the encoder, its output under the recipe's name */
         wm_status s = encoder(b, c);
@@ -547,6 +609,8 @@ wm_status wm_model_s2s(wm_gb *b, wm_model_ctx *c, int part) {
         }
         return s ? s : b->st;
     }
+    if (part == WM_S2S_PART_CLS) return seq_classifier(b, c);
     return part == WM_S2S_ENCODER ? encoder(b, c)
-           : decoder(b, c, part == WM_S2S_PART_DECODER ? DEC_STATIC : part == WM_S2S_DECODER_PAST ? DEC_PAST : DEC_FIRST);
+           : decoder(b, c, part == WM_S2S_PART_DECODER ? DEC_STATIC : part == WM_S2S_DECODER_PAST ? DEC_PAST : DEC_FIRST,
+                     NULL);
 }

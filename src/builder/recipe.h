@@ -186,10 +186,11 @@ wm_status wm_recipe_check(const wm_recipe *r, const wm_arch *a, const char *labe
 
 /* An encoder-decoder part recipe (recipe_s2s.c), loader.model_type an encoder-decoder's: WM_S2S_PART_ENCODER (loader.task feature-extraction or
    image-feature-extraction), WM_S2S_PART_DECODER (decoder_input_ids among the inputs, text2text-generation or
-   image-to-text), 0 neither. Read from the recipe alone. */
+   image-to-text), WM_S2S_PART_CLS (text-classification: the whole model as a sequence classifier, the head the
+   arch's), 0 none. Read from the recipe alone. */
 int wm_recipe_s2s_part_kind(const wm_recipe *r);
 /* Checks part recipe r against the encoder-decoder a (inputs, dtypes, the static shapes the checkpoint fixes,
-   outputs) and sets a->s2s_part; WM_ERR_UNSUPPORTED naming the field otherwise (a->s2s_part left 0). */
+   outputs) and sets a->s2s_part (a classifier's the arch set); WM_ERR_UNSUPPORTED naming the field otherwise (a->s2s_part left 0). */
 wm_status wm_recipe_s2s_part(const wm_recipe *r, wm_arch *a, const char *label, wm_error *err);
 
 /*

@@ -89,9 +89,9 @@ wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *e
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.model_type': model_type '%s' is not supported in a "
                       "recipe (loader.model_class '%s', task '%s'): an encoder-decoder builds from a part recipe (an "
                       "encoder: feature-extraction or image-feature-extraction; a static-cache decoder: "
-                      "text2text-generation with decoder_input_ids) or from the checkpoint alone (no recipe) into "
-                      "Optimum's encoder_model.onnx, decoder_model.onnx and decoder_with_past_model.onnx (`winml "
-                      "build -m CHECKPOINT -o DIR`); sequence-classification heads are not modeled", label,
+                      "text2text-generation with decoder_input_ids; a sequence classifier: text-classification) or "
+                      "from the checkpoint alone (no recipe) into Optimum's encoder_model.onnx, decoder_model.onnx and "
+                      "decoder_with_past_model.onnx (`winml build -m CHECKPOINT -o DIR`)", label,
                       r->model_type, r->model_class, r->task);
     }
     if (r->model_type[0] && kind < 0) {

@@ -8,7 +8,10 @@
  *  - a decoder part (decoder_input_ids among its inputs): decoder_input_ids [batch, 1], encoder_hidden_states
  *    [batch, enc_seq, width], the encoder's attention_mask [batch, enc_seq] (text encoders), decoder_attention_mask
  *    [batch, T], cache_position [1], past_N_key / past_N_value [batch, heads, T, head_dim] for every decoder layer
- *    -> logits, present_N_key / present_N_value: a static self-attention cache of T slots.
+ *    -> logits, present_N_key / present_N_value: a static self-attention cache of T slots;
+ *  - a sequence classifier (loader.task text-classification, BART-MNLI's recipes): input_ids + attention_mask
+ *    [batch, seq] -> logits [batch, labels], the whole model in one graph (whether the family has the head is the
+ *    arch's to say: arch_s2s.c's head table).
  *
  * The checks name the field and what the checkpoint wants; the shapes the reference fixes (heads, head size,
  * width, layers) must be the checkpoint's.
@@ -31,6 +34,7 @@ int wm_recipe_s2s_part_kind(const wm_recipe *r) {
                    : 0;
     if (r->served_task == WM_TASK_FEATURE_EXTRACTION || r->served_task == WM_TASK_IMAGE_FEATURE_EXTRACTION)
         return WM_S2S_PART_ENCODER;
+    if (r->served_task == WM_TASK_TEXT_CLASSIFICATION) return WM_S2S_PART_CLS;
     return 0;
 }
 
@@ -73,6 +77,9 @@ static wm_status check_in(const wm_recipe *r, const char *label, const char *nam
 /* The recipe's outputs (when it lists them) are exactly the graph's. */
 static wm_status check_outputs(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {
     if (!r->n_outputs) return WM_OK;
+    if (a->s2s_part == WM_S2S_PART_CLS && (r->n_outputs != 1 || strcmp(r->outputs[0], "logits")))
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.output_tensors': the sequence classifier has one "
+                      "output, logits", label);
     if (a->s2s_part == WM_S2S_PART_ENCODER && r->n_outputs != 1)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.output_tensors': %zu names, the encoder part has "
                       "one output (its last hidden state)", label, r->n_outputs);
@@ -99,6 +106,26 @@ static wm_status check_outputs(const wm_recipe *r, const wm_arch *a, const char 
     return WM_OK;
 }
 
+/* The text inputs of an encoder (part or classifier): input_ids and attention_mask of one shape, no others, at most
+   max_position_embeddings tokens. */
+static wm_status check_text_in(const wm_recipe *r, const wm_arch *a, const char *label, const char *what,
+                               wm_error *err) {
+    wm_status s;
+    const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
+    int64_t d2[2] = {-1, -1};
+    if ((s = check_in(r, label, "input_ids", 0, 2, d2, "", err))) return s;
+    d2[0] = ids->dims[0].v, d2[1] = ids->dims[1].v;
+    if ((s = check_in(r, label, "attention_mask", 0, 2, d2, "input_ids' shape", err))) return s;
+    if (r->n_inputs != 2)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors': %zu inputs, %s reads input_ids and "
+                      "attention_mask", label, r->n_inputs, what);
+    if (a->abs_pos && ids->dims[1].v > a->P)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[input_ids].shape': %lld tokens, "
+                      "more than the config's max_position_embeddings %lld", label, (long long)ids->dims[1].v,
+                      (long long)a->P);
+    return WM_OK;
+}
+
 static wm_status check_encoder(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {
     wm_status s;
     if (a->mel_stem)
@@ -119,20 +146,23 @@ static wm_status check_encoder(const wm_recipe *r, const wm_arch *a, const char 
         if (r->served_task != WM_TASK_FEATURE_EXTRACTION)
             return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.task': '%s': the encoder of model_type '%s' "
                           "reads text (feature-extraction)", label, r->task, a->model_type);
-        const wm_io_spec *ids = wm_recipe_input(r, "input_ids");
-        int64_t d2[2] = {-1, -1};
-        if ((s = check_in(r, label, "input_ids", 0, 2, d2, "", err))) return s;
-        d2[0] = ids->dims[0].v, d2[1] = ids->dims[1].v;
-        if ((s = check_in(r, label, "attention_mask", 0, 2, d2, "input_ids' shape", err))) return s;
-        if (r->n_inputs != 2)
-            return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors': %zu inputs, the encoder part "
-                          "reads input_ids and attention_mask", label, r->n_inputs);
-        if (a->abs_pos && ids->dims[1].v > a->P)
-            return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[input_ids].shape': %lld tokens, "
-                          "more than the config's max_position_embeddings %lld", label, (long long)ids->dims[1].v,
-                          (long long)a->P);
+        if ((s = check_text_in(r, a, label, "the encoder part", err))) return s;
     }
     return check_outputs(r, a, label, err);
+}
+
+/* A sequence-classifier recipe: the arch resolved the head (task text-classification), the encoder's text inputs,
+   logits out; loader.model_class the auto class or the checkpoint's inference class. */
+static wm_status check_cls(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {
+    if (a->task != WM_TASK_TEXT_CLASSIFICATION || a->mel_stem || a->vis_enc)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.task': '%s': model_type '%s' has no "
+                      "sequence-classification head here", label, r->task, a->model_type);
+    if (r->model_class[0] && strcmp(r->model_class, "AutoModelForSequenceClassification") &&
+        strcmp(r->model_class, a->inference_class))
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.model_class': '%s', expected "
+                      "AutoModelForSequenceClassification or %s", label, r->model_class, a->inference_class);
+    wm_status s = check_text_in(r, a, label, "the sequence classifier", err);
+    return s ? s : check_outputs(r, a, label, err);
 }
 
 static wm_status check_decoder(const wm_recipe *r, const wm_arch *a, const char *label, wm_error *err) {
@@ -193,7 +223,9 @@ wm_status wm_recipe_s2s_part(const wm_recipe *r, wm_arch *a, const char *label, 
     if (!part)
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'loader.task': task '%s' is not an encoder-decoder part "
                       "(an encoder part is feature-extraction or image-feature-extraction; a decoder part, "
-                      "text2text-generation with decoder_input_ids)", label, r->task);
+                      "text2text-generation with decoder_input_ids; a sequence classifier, text-classification)", label,
+                      r->task);
+    if (part == WM_S2S_PART_CLS) return check_cls(r, a, label, err); /* a->s2s_part: the arch's */
     a->s2s_part = part;
     wm_status s = part == WM_S2S_PART_ENCODER ? check_encoder(r, a, label, err) : check_decoder(r, a, label, err);
     if (s) a->s2s_part = 0;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "builder/arch.h"
+#include "builder/export.h"
 #include "builder/recipe.h"
 #include "core/error.h"
 #include "core/file.h"
@@ -353,7 +354,8 @@ static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch, int audi
 
 /* An encoder-decoder part recipe's sizes (recipe_s2s.c): the decoder's heads, head size, layers and cache slots
    from past_0_key and the past count, the encoder's width and length from encoder_hidden_states (an encoder part:
-   small ones); the rest tiny. A composite (vision-encoder-decoder) gets its encoder and decoder sub-configs. */
+   small ones); the rest tiny; a sequence classifier's 3 labels and BART's special ids (eos 2). A composite
+   (vision-encoder-decoder) gets its encoder and decoder sub-configs. */
 static void tiny_s2s(wm_json *j, const wm_recipe *r, int64_t seq, int64_t img, int64_t ch) {
     int64_t heads = 4, hd = 8, layers = 1, slots = 8, width = 32, n = 0;
     const wm_io_spec *kv = wm_recipe_input(r, "past_0_key"), *eh = wm_recipe_input(r, "encoder_hidden_states");
@@ -384,6 +386,13 @@ static void tiny_s2s(wm_json *j, const wm_recipe *r, int64_t seq, int64_t img, i
     wm_json_int(j, "decoder_ffn_dim", 16);
     wm_json_int(j, "vocab_size", 96);
     wm_json_int(j, "max_position_embeddings", pos);
+    if (wm_recipe_s2s_part_kind(r) == WM_S2S_PART_CLS) { /* the head's labels and the ids the classifier reads */
+        wm_json_int(j, "num_labels", 3);
+        wm_json_int(j, "bos_token_id", 0);
+        wm_json_int(j, "pad_token_id", 1);
+        wm_json_int(j, "eos_token_id", 2);
+        wm_json_int(j, "decoder_start_token_id", 2);
+    }
     if (comp) wm_json_obj_end(j);
 }
 

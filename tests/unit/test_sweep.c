@@ -199,6 +199,35 @@ static void test_tiny_config_of_a_part_recipe(void **state) {
     assert_int_equal(wm_test_tmpdir_remove(dir), 0);
 }
 
+/* An encoder-decoder sequence-classifier recipe (bart-large-mnli's): the tiny config holds what the head needs
+   (num_labels, eos_token_id, decoder_start_token_id) and positions for the recipe's 1024 tokens. */
+static void test_tiny_config_of_a_sequence_classifier(void **state) {
+    (void)state;
+    char dir[64], path[128];
+    assert_int_equal(wm_test_tmpdir_make(dir, sizeof dir, "sweep"), 0);
+    snprintf(path, sizeof path, "%s/c.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"loader\": {\"task\": \"text-classification\", \"model_type\": \"bart\"}, \"export\": "
+          "{\"input_tensors\": [{\"name\": \"input_ids\", \"dtype\": \"int32\", \"shape\": [1, 1024]},"
+          "{\"name\": \"attention_mask\", \"dtype\": \"int32\", \"shape\": [1, 1024]}]}}",
+          f);
+    fclose(f);
+    wm_json j;
+    wm_json_init(&j);
+    wm_error err = {0};
+    assert_int_equal(wm_sweep_tiny_config(path, &j, &err), WM_OK);
+    cJSON *d = cJSON_Parse(wm_json_text(&j));
+    assert_non_null(d);
+    assert_string_equal(cJSON_GetObjectItem(d, "model_type")->valuestring, "bart");
+    assert_int_equal(cJSON_GetObjectItem(d, "num_labels")->valueint, 3);
+    assert_int_equal(cJSON_GetObjectItem(d, "eos_token_id")->valueint, 2);
+    assert_int_equal(cJSON_GetObjectItem(d, "decoder_start_token_id")->valueint, 2);
+    assert_int_equal(cJSON_GetObjectItem(d, "max_position_embeddings")->valueint, 1024);
+    cJSON_Delete(d);
+    wm_json_free(&j);
+    assert_int_equal(wm_test_tmpdir_remove(dir), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keys_of_reference_paths),
@@ -207,6 +236,7 @@ int main(void) {
         cmocka_unit_test(test_failure_classes),
         cmocka_unit_test(test_tiny_config_covers_the_recipes_sequence),
         cmocka_unit_test(test_tiny_config_of_a_part_recipe),
+        cmocka_unit_test(test_tiny_config_of_a_sequence_classifier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
