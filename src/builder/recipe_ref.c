@@ -45,7 +45,7 @@ static const struct {
     {"image-to-text", WM_TASK_IMAGE_TO_TEXT, WM_POOL_NONE},
     {"object-detection", -1, WM_POOL_NONE},
     {"zero-shot-object-detection", -1, WM_POOL_NONE},
-    {"keypoint-detection", -1, WM_POOL_NONE},
+    {"keypoint-detection", WM_TASK_KEYPOINT_DETECTION, WM_POOL_NONE},
     {"depth-estimation", -1, WM_POOL_NONE},
     {"mask-generation", -1, WM_POOL_NONE},
     {"audio-classification", WM_TASK_AUDIO_CLASSIFICATION, WM_POOL_NONE},
