@@ -962,6 +962,13 @@ static wm_status head_act_of(wm_arch *a, const char *key, wm_error *err) {
                   name);
 }
 
+const char *wm_arch_backbone_key(const char *model_type, const char **backbone_type) {
+    const wm_vis_family *f = wm_vis_find(model_type);
+    if (!f || !f->backbone_key) return NULL;
+    if (backbone_type) *backbone_type = f->backbone_type;
+    return f->backbone_key;
+}
+
 wm_status wm_arch_resolve_as(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, const char *as_type,
                              wm_arch *a, wm_error *err) {
     const wm_vis_family *f = wm_vis_find(ck->config.model_type);

@@ -344,6 +344,9 @@ int wm_arch_family_serves(const char *model_type, int task);
 /* The model_type of the checkpoint that holds model_type as one of its towers (a recipe's clip_text_model is built
    from a CLIP checkpoint: "clip"), NULL when model_type is no tower. */
 const char *wm_arch_tower_parent(const char *model_type);
+/* The sub-config key holding the transformer's keys of a backbone family (VitPose: "backbone_config") and, in
+   *backbone_type when not NULL, its model_type; NULL for other model_types. */
+const char *wm_arch_backbone_key(const char *model_type, const char **backbone_type);
 /* The graph's image side set to image (a recipe's pixel_values), the checkpoint's positions to be interpolated to
    its patch grid; WM_ERR_UNSUPPORTED where the graph has no position table (ResNet) or the patch does not divide
    image. label names the recipe in messages. */
