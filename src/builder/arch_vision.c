@@ -637,10 +637,13 @@ wm_status wm_arch_set_image(wm_arch *a, int64_t image, const char *label, wm_err
         if (!s) a->image = image;
         return s;
     }
-    if (a->graph != WM_GRAPH_VIT || a->image != a->image_w || a->pos_fold)
+    if (a->graph != WM_GRAPH_VIT || a->image != a->image_w || a->pos_fold) {
+        char cfg[48];
+        if (a->image != a->image_w) snprintf(cfg, sizeof cfg, "%lld x %lld", (long long)a->image, (long long)a->image_w);
+        else snprintf(cfg, sizeof cfg, "%lld", (long long)a->image);
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[pixel_values].shape': image size %lld, "
-                      "but %s builds at its config's image_size %lld x %lld only", label, (long long)image,
-                      a->model_type, (long long)a->image, (long long)a->image_w);
+                      "but %s builds at its config's image_size %s only", label, (long long)image, a->model_type, cfg);
+    }
     if (image < 1 || image > 8192 || image % a->patch)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors[pixel_values].shape': image size %lld is "
                       "not a multiple of patch_size %lld (at most 8192)", label, (long long)image, (long long)a->patch);

@@ -108,7 +108,8 @@ wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *e
                       "'%s' (%s)", label, r->model_type, r->task,
                       kind == WM_DECODER ? "a decoder: text-generation"
                       : wm_arch_family_serves(r->model_type, WM_TASK_IMAGE_FEATURE_EXTRACTION) ||
-                              wm_arch_family_serves(r->model_type, WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION)
+                              wm_arch_family_serves(r->model_type, WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION) ||
+                              wm_arch_family_serves(r->model_type, WM_TASK_KEYPOINT_DETECTION)
                           ? "an image model: its image tasks"
                           : "a text encoder: every text task but text-generation");
     return WM_OK;
