@@ -27,13 +27,14 @@ static const char *const task_names[WM_TASK_COUNT] = {
     [WM_TASK_AUDIO_CLASSIFICATION] = "audio-classification",
     [WM_TASK_ASR] = "automatic-speech-recognition",
     [WM_TASK_IMAGE_TO_TEXT] = "image-to-text",
+    [WM_TASK_KEYPOINT_DETECTION] = "keypoint-detection",
 };
 
 const char *wm_task_name(int t) { return t >= 0 && t < WM_TASK_COUNT ? task_names[t] : "unknown"; }
 
 int wm_task_is_image(int t) {
     return t == WM_TASK_IMAGE_CLASSIFICATION || t == WM_TASK_IMAGE_FEATURE_EXTRACTION ||
-           t == WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION || t == WM_TASK_IMAGE_TO_TEXT;
+           t == WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION || t == WM_TASK_IMAGE_TO_TEXT || t == WM_TASK_KEYPOINT_DETECTION;
 }
 
 int wm_task_is_audio(int t) { return t == WM_TASK_AUDIO_CLASSIFICATION || t == WM_TASK_ASR; }
@@ -207,6 +208,8 @@ static int64_t dim_value(const wm_arch *a, int d) {
     case D_NEXP: return a->n_experts;
     case D_SHI: return a->shared_I;
     case D_SHI2: return 2 * a->shared_I;
+    case D_HNP: return a->H - a->part;
+    case D_PART: return a->part;
     default: return 0;
     }
 }
@@ -786,7 +789,7 @@ static size_t mods_of(const wm_arch *a) { return (size_t)(a->L + 1) * WM_M_COUNT
 wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
     const wm_arch *parts[3] = {a, a->tower[0], a->tower[1]};
     size_t n_used = 0, cap = 0, n_res = wm_resnet_names(a, NULL, 0), n_aud = wm_audio_names(a, NULL, 0);
-    size_t n_extra = n_res + n_aud + wm_moe_names(a, NULL, 0);
+    size_t n_pose = wm_pose_names(a, NULL, 0), n_extra = n_res + n_aud + n_pose + wm_moe_names(a, NULL, 0);
     for (int p = 0; p < 3; p++) cap += parts[p] ? mods_of(parts[p]) * 2 : 0;
     const char **used = malloc((cap + n_extra + 1) * sizeof *used);
     if (!used) return wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -805,7 +808,8 @@ wm_status arch_check_unused(wm_arch *a, const wm_st_file *st, wm_error *err) {
     if (extra) {
         wm_resnet_names(a, extra, n_res);
         wm_audio_names(a, extra + n_res, n_aud);
-        wm_moe_names(a, extra + n_res + n_aud, n_extra - n_res - n_aud);
+        wm_pose_names(a, extra + n_res + n_aud, n_pose);
+        wm_moe_names(a, extra + n_res + n_aud + n_pose, n_extra - n_res - n_aud - n_pose);
     }
     for (size_t i = 0; i < n_extra; i++) used[n_used++] = extra[i];
     qsort(used, n_used, sizeof *used, cmp_str);
@@ -927,7 +931,9 @@ static void resolve_scales(wm_arch *a, const wm_family *f) {
 /* Saturates at UINT64_MAX: a config of absurd sizes is refused by the space and size checks, never wrapped. */
 void arch_count_params(wm_arch *a) {
     uint64_t n = wm_resnet_params(a);
-    if (!wm_add_u64(n, wm_audio_params(a), &n) || !wm_add_u64(n, wm_moe_params(a), &n)) n = UINT64_MAX;
+    if (!wm_add_u64(n, wm_audio_params(a), &n) || !wm_add_u64(n, wm_moe_params(a), &n) ||
+        !wm_add_u64(n, wm_pose_params(a), &n))
+        n = UINT64_MAX;
     for (int t = 0; t < 2; t++)
         if (a->tower[t] && !wm_add_u64(n, a->tower[t]->n_params, &n)) n = UINT64_MAX;
     for (size_t i = 0; i < (size_t)(a->L + 1) * WM_M_COUNT; i++) {
@@ -954,6 +960,13 @@ static wm_status head_act_of(wm_arch *a, const char *key, wm_error *err) {
         }
     return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field '%s': activation '%s' is not supported", a->cfg->file, key,
                   name);
+}
+
+const char *wm_arch_backbone_key(const char *model_type, const char **backbone_type) {
+    const wm_vis_family *f = wm_vis_find(model_type);
+    if (!f || !f->backbone_key) return NULL;
+    if (backbone_type) *backbone_type = f->backbone_type;
+    return f->backbone_key;
 }
 
 wm_status wm_arch_resolve_as(const wm_hf_checkpoint *ck, const wm_st_file *st, int task, const char *as_type,

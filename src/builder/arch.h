@@ -43,6 +43,7 @@ typedef enum wm_task {
     WM_TASK_AUDIO_CLASSIFICATION, /* input_values -> logits [batch, labels] (mean pooled over the valid frames) */
     WM_TASK_ASR,                  /* automatic-speech-recognition by CTC: logits [batch, frames, vocab] */
     WM_TASK_IMAGE_TO_TEXT,        /* an image encoder + a text decoder with cross-attention (VisionEncoderDecoder) */
+    WM_TASK_KEYPOINT_DETECTION,   /* pixel_values of one person's box -> heatmaps [batch, keypoints, h, w] (VitPose) */
     WM_TASK_COUNT
 } wm_task;
 
@@ -73,6 +74,9 @@ typedef enum {
 /* Image-classification heads: a linear on CLS; the mean of two linears on CLS and the distillation token
    (DeiT with teacher); a linear on [CLS, mean of the patch tokens] (DINOv2). */
 typedef enum { WM_VHEAD_CLS, WM_VHEAD_CLS_DIST_AVG, WM_VHEAD_CLS_MEAN } wm_vhead;
+/* A keypoint-detection head on the patch grid: none, ReLU + bilinear upsampling + Conv 3x3 (use_simple_decoder), or
+   two ConvTranspose 4x4 stride 2 + BatchNorm + ReLU then Conv 1x1 (the classic decoder). */
+typedef enum { WM_POSE_NONE, WM_POSE_SIMPLE, WM_POSE_CLASSIC } wm_pose_head;
 
 #define WM_RESNET_MAX_STAGES 8
 #define WM_AUDIO_MAX_CONV 16
@@ -109,7 +113,7 @@ const char *wm_act_name(wm_act a);
     X(L_XK, "xk_proj") X(L_XV, "xv_proj") X(L_XO, "xo_proj")                                 \
     X(L_ROUTER, "router") X(L_SH_GATE, "shared_gate_proj") X(L_SH_UP, "shared_up_proj")        \
     X(L_SH_DOWN, "shared_down_proj") X(L_SH_ROUTER, "shared_expert_gate")          \
-    X(L_SH_GATE_UP, "shared_gate_up_proj")
+    X(L_SH_GATE_UP, "shared_gate_up_proj") X(L_DOWN_PART, "down_part_proj")
 
 typedef enum wm_mod {
 #define X(e, n) WM_M_##e,
@@ -221,7 +225,16 @@ typedef struct wm_arch {
     /* vision (graph != WM_GRAPH_TEXT) */
     wm_graph_kind graph;
     int64_t image, patch, C;  /* image_size, patch_size, num_channels */
-    int64_t n_patch;          /* (image / patch)^2 */
+    int64_t image_w;          /* the image's width (image is its height; the same unless image_size is [h, w]) */
+    int64_t patch_pad;        /* zero padding of the patch Conv on each side (VitPose: 2; < patch / 2) */
+    int pos_fold;             /* the position table's first row (a CLS slot with no CLS token) is added to every
+                                 patch with the patch's own row (VitPose) */
+    int64_t part;             /* ViTPose++: the MLP's last part outputs come from one dataset's expert (L_DOWN_PART,
+                                 expert 0: dataset_index 0 fixed), the first H - part from L_DOWN; 0: none */
+    int64_t n_part_experts;   /* the checkpoint's experts (only expert 0 is built) */
+    int pose_head;            /* keypoint-detection heatmap head (model_pose.c): WM_POSE_* */
+    int64_t pose_scale;       /* the simple head's upsampling factor (scale_factor) */
+    int64_t n_patch;          /* (image / patch) * (image_w / patch) */
     int64_t n_pos;            /* position table rows: patches + CLS (+ distillation token) */
     int64_t pos_side;         /* the checkpoint's patch grid side when the graph's differs (positions interpolated
                                  bicubically at export, as transformers' interpolate_pos_encoding); 0: the same */
@@ -337,6 +350,9 @@ int wm_arch_family_serves(const char *model_type, int task);
 /* The model_type of the checkpoint that holds model_type as one of its towers (a recipe's clip_text_model is built
    from a CLIP checkpoint: "clip"), NULL when model_type is no tower. */
 const char *wm_arch_tower_parent(const char *model_type);
+/* The sub-config key holding the transformer's keys of a backbone family (VitPose: "backbone_config") and, in
+   *backbone_type when not NULL, its model_type; NULL for other model_types. */
+const char *wm_arch_backbone_key(const char *model_type, const char **backbone_type);
 /* The graph's image side set to image (a recipe's pixel_values), the checkpoint's positions to be interpolated to
    its patch grid; WM_ERR_UNSUPPORTED where the graph has no position table (ResNet) or the patch does not divide
    image. label names the recipe in messages. */

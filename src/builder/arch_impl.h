@@ -6,7 +6,8 @@
 
 /* symbolic dims of module shapes */
 enum { D_0, D_V, D_H, D_E, D_I, D_I2, D_Q, D_KV, D_QKV, D_P, D_T, D_HD, D_L, D_2, D_1, D_2H, D_PIN, D_NPOS, D_REG,
-       D_PROJ, D_3H, D_RB, D_NH, D_2SPAN, D_CONV, D_NEXP, D_SHI, D_SHI2 };
+       D_PROJ, D_3H, D_RB, D_NH, D_2SPAN, D_CONV, D_NEXP, D_SHI, D_SHI2,
+       D_HNP, D_PART };
 
 typedef struct wm_modpat {
     uint8_t mod, kind, d_out, d_in; /* wm_mod, wm_mod_kind, D_* */
@@ -188,6 +189,12 @@ typedef struct wm_vis_family {
     int logit_bias;                  /* DUAL: logits + logit_bias (SigLIP) */
     int pos_antialias;               /* positions resized to another grid with antialias (DINOv2 with registers) */
     int feat_proj_key;               /* audio: honours feat_proj_layer_norm (HuBERT; wav2vec2 always norms) */
+    const char *backbone_key;        /* the transformer's keys live in this sub-config (VitPose: backbone_config) */
+    const char *backbone_type;       /* its model_type */
+    int patch_pad;                   /* the patch Conv's padding (VitPose: 2) */
+    int pos_fold;                    /* positions: row 0 added to every patch's own row, no CLS token (VitPose) */
+    int part_experts;                /* honours num_experts / part_features (ViTPose++'s per-dataset MLP parts) */
+    int pose;                        /* keypoint-detection: a heatmap head (use_simple_decoder picks which) */
 } wm_vis_family;
 
 extern const wm_vis_family wm_vis_families[];
@@ -262,6 +269,16 @@ wm_status arch_key_list(const wm_hf_config *c, const char *key, int64_t hi, int 
 wm_status wm_audio_resolve(wm_arch *a, const wm_vis_family *f, const wm_st_file *st, wm_error *err);
 /* Tensor names of the convolutional feature encoder and the positional convolution (cap 0: the count). */
 size_t wm_audio_names(const wm_arch *a, char (*names)[160], size_t cap);
+/* Keypoint-detection heads (model_pose.c): the config keys of top (use_simple_decoder, scale_factor, num_labels) into
+   a; the head's tensors and ViTPose++'s unbuilt experts checked against the weights (errors name the tensor); the
+   unbuilt experts' tensor names (into names, cap entries; returns the count); the head's parameters; the heatmaps'
+   height and width; the features inspect prints (into the open array j). */
+wm_status wm_pose_resolve(wm_arch *a, const wm_hf_config *top, wm_error *err);
+wm_status wm_pose_check(const wm_arch *a, const wm_st_file *st, wm_error *err);
+size_t wm_pose_names(const wm_arch *a, char (*names)[160], size_t cap);
+uint64_t wm_pose_params(const wm_arch *a);
+void wm_pose_heatmap_side(const wm_arch *a, int64_t *h, int64_t *w);
+void wm_pose_features(const wm_arch *a, wm_json *j);
 /* Parameters the export stores for them (the positional convolution's weight norm folded). */
 uint64_t wm_audio_params(const wm_arch *a);
 /* Feature strings of an audio arch into the open array j. */

@@ -578,4 +578,5 @@ const char *const wm_task_class_suffix[WM_TASK_COUNT] = {
     [WM_TASK_AUDIO_CLASSIFICATION] = "ForAudioClassification", /* the Auto class; the model's is ...ForSequence... */
     [WM_TASK_ASR] = "ForCTC",
     [WM_TASK_IMAGE_TO_TEXT] = "Model", /* VisionEncoderDecoderModel */
+    [WM_TASK_KEYPOINT_DETECTION] = "ForPoseEstimation",
 };

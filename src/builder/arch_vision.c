@@ -96,6 +96,22 @@ wm_status arch_key_list(const wm_hf_config *c, const char *key, int64_t hi, int 
     return WM_OK;
 }
 
+/* An image or patch size: a whole number (square) or a list [height, width]; def when absent or null. */
+static wm_status key_hw(const wm_hf_config *c, const char *key, int64_t def, int64_t *h, int64_t *w, wm_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
+    if (!cJSON_IsArray(v)) {
+        wm_status s = arch_key_int(c, key, def, 1, 8192, h, err);
+        *w = *h;
+        return s;
+    }
+    int64_t hw[2], n = 0;
+    wm_status s = arch_key_list(c, key, 8192, 2, hw, &n, err);
+    if (s) return s;
+    *h = hw[0];
+    *w = n == 2 ? hw[1] : hw[0];
+    return WM_OK;
+}
+
 static wm_status need(const wm_hf_config *c, int64_t v, const char *key, wm_error *err) {
     if (v > 0) return WM_OK;
     return wm_err(err, WM_ERR_INPUT, "%s: field '%s': missing (needed to build the graph)", c->file, key);
@@ -134,10 +150,12 @@ static wm_status resolve_act(wm_arch *a, const wm_vis_family *f, wm_error *err) 
 }
 
 /* The task: the checkpoint's own from architectures[0], or the one asked for when the family has it. */
-static wm_status resolve_task(wm_arch *a, const wm_vis_family *f, int task, wm_error *err) {
+/* top: the config holding architectures (a backbone family's outer config; a->cfg otherwise). */
+static wm_status resolve_task(wm_arch *a, const wm_vis_family *f, int task, const wm_hf_config *top, wm_error *err) {
     const wm_hf_config *c = a->cfg;
-    const char *arch0 = c->n_architectures ? c->architectures[0] : NULL;
-    int own = f->graph == WM_GRAPH_DUAL        ? WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION
+    const char *arch0 = top->n_architectures ? top->architectures[0] : NULL;
+    int own = f->pose                          ? WM_TASK_KEYPOINT_DETECTION
+              : f->graph == WM_GRAPH_DUAL      ? WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION
               : f->graph == WM_GRAPH_CLIP_TEXT ? WM_TASK_FEATURE_EXTRACTION
                                                : WM_TASK_IMAGE_FEATURE_EXTRACTION;
     if (arch0 && f->classify && strstr(arch0, "ForImageClassification")) own = WM_TASK_IMAGE_CLASSIFICATION;
@@ -161,6 +179,8 @@ static wm_status resolve_task(wm_arch *a, const wm_vis_family *f, int task, wm_e
     else if (f->graph == WM_GRAPH_AUDIO)
         snprintf(a->inference_class, sizeof a->inference_class, "%s%s", f->class_stem,
                  task == WM_TASK_ASR ? "ForCTC" : "ForSequenceClassification");
+    else if (f->pose)
+        snprintf(a->inference_class, sizeof a->inference_class, "%sForPoseEstimation", f->class_stem);
     else
         snprintf(a->inference_class, sizeof a->inference_class, "%s%s", f->class_stem,
                  task == WM_TASK_IMAGE_CLASSIFICATION ? "ForImageClassification" : "Model");
@@ -239,15 +259,22 @@ static wm_status resolve_sizes(wm_arch *a, const wm_vis_family *f, wm_error *err
         a->causal = f->causal;
         return WM_OK;
     }
-    if ((s = arch_key_int(c, "image_size", 224, 1, 8192, &a->image, err)) ||
-        (s = arch_key_int(c, "patch_size", 16, 1, 8192, &a->patch, err)) ||
+    int64_t pw;
+    if ((s = key_hw(c, "image_size", 224, &a->image, &a->image_w, err)) ||
+        (s = key_hw(c, "patch_size", 16, &a->patch, &pw, err)) ||
         (s = arch_key_int(c, "num_channels", 3, 1, 64, &a->C, err)))
         return s;
-    if (a->image % a->patch)
-        return wm_err(err, WM_ERR_INPUT, "%s: field 'patch_size': %lld does not divide image_size %lld", c->file,
-                      (long long)a->patch, (long long)a->image);
-    int64_t side = a->image / a->patch;
-    a->n_patch = side * side;
+    if (pw != a->patch)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'patch_size': %lld x %lld patches are not modeled (square "
+                      "patches only)", c->file, (long long)a->patch, (long long)pw);
+    if (a->image % a->patch || a->image_w % a->patch)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'patch_size': %lld does not divide image_size %lld x %lld", c->file,
+                      (long long)a->patch, (long long)a->image, (long long)a->image_w);
+    a->patch_pad = f->patch_pad;
+    if (2 * a->patch_pad >= a->patch)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'patch_size': %lld is too small for the patch padding %lld",
+                      c->file, (long long)a->patch, (long long)a->patch_pad);
+    a->n_patch = (a->image / a->patch) * (a->image_w / a->patch);
     if (a->n_patch > (1 << 20)) return wm_err(err, WM_ERR_INPUT, "%s: over 2^20 patches", c->file);
     a->n_pos = a->n_patch + (f->no_cls ? 0 : 1) + (f->dist ? 1 : 0);
     if (f->registers && (s = arch_key_int(c, "num_register_tokens", 0, 0, 4096, &a->n_reg, err))) return s;
@@ -275,6 +302,7 @@ static size_t tower_wants(const wm_arch *a, const wm_vis_family *f, const wm_sch
         case WM_M_G_PROJ: w.required = a->proj > 0; w.bias = 0; break;
         case WM_M_G_EMBED: case WM_M_G_POS: w.bias = 0; break;
         case WM_M_G_EMB_NORM: w.required = f->graph != WM_GRAPH_AUDIO || a->feat_proj_norm; break;
+        case WM_M_L_DOWN_PART: w.required = a->part > 0; break;
         default: break;
         }
         list[n++] = w;
@@ -337,6 +365,7 @@ static wm_status resolve_resnet(wm_arch *a, const wm_vis_family *f, const wm_st_
         (s = arch_key_bool(c, "downsample_in_bottleneck", 0, &a->down_in_bottleneck, err)) ||
         (s = arch_key_int(c, "image_size", 224, 1, 8192, &a->image, err)))
         return s;
+    a->image_w = a->image;
     if (nd != a->n_stages)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'depths': %lld stages, hidden_sizes has %lld", c->file,
                       (long long)nd, (long long)a->n_stages);
@@ -354,6 +383,39 @@ static wm_status resolve_resnet(wm_arch *a, const wm_vis_family *f, const wm_st_
     return fill_all(a, f, NULL, st, 0, err);
 }
 
+/* ViTPose++'s MLP parts (num_experts > 1: fc2 gives the first H - part_features outputs, the dataset's expert the
+   rest); the backbone's output stage (out_indices / out_features) must be its last layer. */
+static wm_status resolve_parts(wm_arch *a, wm_error *err) {
+    const wm_hf_config *c = a->cfg;
+    int64_t ne, pf;
+    wm_status s;
+    if ((s = arch_key_int(c, "num_experts", 1, 1, 1024, &ne, err)) ||
+        (s = arch_key_int(c, "part_features", 256, 1, 1 << 16, &pf, err)))
+        return s;
+    if (ne > 1 && pf >= a->H)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'part_features': %lld, expected fewer than hidden_size %lld",
+                      c->file, (long long)pf, (long long)a->H);
+    a->part = ne > 1 ? pf : 0;
+    a->n_part_experts = ne > 1 ? ne : 0;
+    const cJSON *oi = cJSON_GetObjectItemCaseSensitive(c->root, "out_indices"),
+                *of = cJSON_GetObjectItemCaseSensitive(c->root, "out_features");
+    int ok = 1;
+    if (oi && !cJSON_IsNull(oi)) {
+        const cJSON *e = cJSON_IsArray(oi) && cJSON_GetArraySize(oi) == 1 ? cJSON_GetArrayItem(oi, 0) : NULL;
+        ok = cJSON_IsNumber(e) && (e->valuedouble == (double)a->L || e->valuedouble == -1.0);
+    }
+    char last[32];
+    snprintf(last, sizeof last, "stage%lld", (long long)a->L);
+    if (ok && of && !cJSON_IsNull(of)) {
+        const cJSON *e = cJSON_IsArray(of) && cJSON_GetArraySize(of) == 1 ? cJSON_GetArrayItem(of, 0) : NULL;
+        ok = cJSON_IsString(e) && !strcmp(e->valuestring, last);
+    }
+    if (!ok)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'out_indices': only the last layer's features ([%lld], "
+                      "out_features [\"%s\"]) are modeled", c->file, (long long)a->L, last);
+    return WM_OK;
+}
+
 /* One transformer tower (or a single-tower model) from config c. */
 /* parent: the two-tower config whose tower this is (its projection_dim sizes the projection, as CLIPModel's
    text_projection / visual_projection), NULL for a tower on its own (its own projection_dim, when it has one). */
@@ -366,7 +428,8 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
     a->kind = WM_ENCODER;
     a->pos = WM_POS_LEARNED;
     a->posid = WM_POSID_ARANGE;
-    if ((s = resolve_task(a, f, task, err)) || (s = resolve_act(a, f, err))) return s;
+    const wm_hf_config *top = f->backbone_key && parent ? parent : c;
+    if ((s = resolve_task(a, f, task, top, err)) || (s = resolve_act(a, f, err))) return s;
     if (f->graph == WM_GRAPH_RESNET) {
         a->scheme = f->scheme;
         return resolve_resnet(a, f, st, err);
@@ -401,6 +464,9 @@ static wm_status resolve_tower(wm_arch *a, const wm_vis_family *f, const wm_hf_c
     }
     a->layer_scale = f->layer_scale;
     a->pos_antialias = f->pos_antialias;
+    a->pos_fold = f->pos_fold;
+    if (f->part_experts && (s = resolve_parts(a, err))) return s;
+    if (f->pose && (s = wm_pose_resolve(a, top, err))) return s;
     a->vpool = f->pool;
     a->vhead = f->head;
     if (a->vpool == WM_VPOOL_DENSE_TANH) {
@@ -471,7 +537,12 @@ wm_status arch_sub_config(wm_arch *a, const wm_hf_config *c, const char *key, co
 wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, wm_arch *a, wm_error *err) {
     const wm_vis_family *f = wm_vis_find(c->model_type);
     wm_status s;
-    if (f->graph != WM_GRAPH_DUAL) {
+    if (f->backbone_key) { /* the transformer's keys in a sub-config, the head's in c (VitPose) */
+        if ((s = arch_sub_config(a, c, f->backbone_key, f->backbone_type, 0, err)) ||
+            (s = resolve_tower(a, f, a->tower_cfg[0], st, task, c, err)))
+            return s;
+        if (st && (s = wm_pose_check(a, st, err))) return s;
+    } else if (f->graph != WM_GRAPH_DUAL) {
         if ((s = resolve_tower(a, f, c, st, task, NULL, err))) return s;
     } else {
         a->cfg = c;
@@ -480,7 +551,7 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
         a->kind = WM_ENCODER;
         a->scheme = f->scheme;
         a->sch = vis_scheme(f->scheme);
-        if ((s = resolve_task(a, f, task, err))) return s;
+        if ((s = resolve_task(a, f, task, c, err))) return s;
         static const char *const keys[2] = {"text_config", "vision_config"};
         for (int t = 0; t < 2; t++) {
             if ((s = arch_sub_config(a, c, keys[t], f->towers[t], t, err))) return s;
@@ -498,6 +569,7 @@ wm_status wm_vis_resolve(const wm_hf_config *c, const wm_st_file *st, int task, 
         a->V = a->tower[0]->V;
         a->P = a->tower[0]->P;
         a->image = a->tower[1]->image;
+        a->image_w = a->tower[1]->image_w;
         a->C = a->tower[1]->C;
         a->eos_id = a->tower[0]->eos_id;
         a->L = 0;
@@ -565,17 +637,20 @@ wm_status wm_arch_set_image(wm_arch *a, int64_t image, const char *label, wm_err
         if (!s) a->image = image;
         return s;
     }
-    if (a->graph != WM_GRAPH_VIT)
+    if (a->graph != WM_GRAPH_VIT || a->image != a->image_w || a->pos_fold) {
+        char cfg[48];
+        if (a->image != a->image_w) snprintf(cfg, sizeof cfg, "%lld x %lld", (long long)a->image, (long long)a->image_w);
+        else snprintf(cfg, sizeof cfg, "%lld", (long long)a->image);
         return wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[pixel_values].shape': image size %lld, "
-                      "but %s builds at its config's image_size %lld only", label, (long long)image, a->model_type,
-                      (long long)a->image);
+                      "but %s builds at its config's image_size %s only", label, (long long)image, a->model_type, cfg);
+    }
     if (image < 1 || image > 8192 || image % a->patch)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'export.input_tensors[pixel_values].shape': image size %lld is "
                       "not a multiple of patch_size %lld (at most 8192)", label, (long long)image, (long long)a->patch);
     int64_t side = image / a->patch, extra = a->n_pos - a->n_patch;
     if (!a->pos_side) a->pos_side = a->image / a->patch;
     if (side == a->pos_side) a->pos_side = 0;
-    a->image = image;
+    a->image = a->image_w = image;
     a->n_patch = side * side;
     a->n_pos = a->n_patch + extra;
     a->P = a->n_pos;
@@ -593,6 +668,10 @@ size_t wm_vis_tasks(const wm_arch *a, int *out) {
         out[n++] = WM_TASK_ASR;
         break;
     default:
+        if (f->pose) {
+            out[n++] = WM_TASK_KEYPOINT_DETECTION;
+            break;
+        }
         if (f->classify) out[n++] = WM_TASK_IMAGE_CLASSIFICATION;
         out[n++] = WM_TASK_IMAGE_FEATURE_EXTRACTION;
         break;
@@ -610,11 +689,14 @@ static void tower_features(const wm_arch *a, wm_json *j, const char *who) {
         else snprintf(b, sizeof b, "%spooled at the first eos_token_id %lld", who, (long long)a->eos_id);
         if (a->vpool == WM_VPOOL_EOS) wm_json_str(j, NULL, b);
     } else {
-        snprintf(b, sizeof b, "%spatch embedding: Conv %lldx%lld stride %lld over %lld channels, %lldx%lld image, %lld "
-                 "patches", who, (long long)a->patch, (long long)a->patch, (long long)a->patch, (long long)a->C,
-                 (long long)a->image, (long long)a->image, (long long)a->n_patch);
+        snprintf(b, sizeof b, "%spatch embedding: Conv %lldx%lld stride %lld pad %lld over %lld channels, %lldx%lld "
+                 "image, %lld patches", who, (long long)a->patch, (long long)a->patch, (long long)a->patch,
+                 (long long)a->patch_pad, (long long)a->C, (long long)a->image, (long long)a->image_w,
+                 (long long)a->n_patch);
         wm_json_str(j, NULL, b);
-        snprintf(b, sizeof b, "%s%s%s, learned positions (%lld)%s", who, a->n_pos > a->n_patch ? "CLS token" : "no CLS",
+        snprintf(b, sizeof b, "%s%s%s, learned positions (%lld)%s", who,
+                 a->pos_fold ? "no CLS (its position row added to every patch)" :
+                 a->n_pos > a->n_patch ? "CLS token" : "no CLS",
                  wm_arch_mod(a, -1, WM_M_G_DIST)->present ? " + distillation token" : "", (long long)a->n_pos,
                  "; other image sizes are refused (no position interpolation)");
         wm_json_str(j, NULL, b);
@@ -637,6 +719,11 @@ static void tower_features(const wm_arch *a, wm_json *j, const char *who) {
     if (a->vpool != WM_VPOOL_NONE) wm_json_str(j, NULL, b);
     if (a->proj) {
         snprintf(b, sizeof b, "%sprojection to %lld", who, (long long)a->proj);
+        wm_json_str(j, NULL, b);
+    }
+    if (a->part) {
+        snprintf(b, sizeof b, "%sViTPose++ MLP: fc2 to %lld, expert 0 of %lld (dataset_index 0) to the last %lld", who,
+                 (long long)(a->H - a->part), (long long)a->n_part_experts, (long long)a->part);
         wm_json_str(j, NULL, b);
     }
 }
@@ -665,6 +752,7 @@ void wm_vis_features(const wm_arch *a, wm_json *j) {
     } else {
         tower_features(a, j, "");
     }
+    if (a->pose_head) wm_pose_features(a, j);
     if (a->task == WM_TASK_IMAGE_CLASSIFICATION) {
         static const char *const heads[] = {"linear on CLS", "mean of the CLS and distillation linears",
                                             "linear on [CLS, mean of patch tokens]"};

@@ -27,6 +27,23 @@ static const wm_modpat vit_mods[] = {
     MP(G_POOL, LINEAR, H, H, "$pooler.dense"),
 };
 
+/* VitPose's backbone: ViT's names without CLS or pooler, mlp.fc1 / mlp.fc2; ViTPose++ narrows fc2 to H - part_features
+   outputs and adds per-dataset experts (mlp.experts.%e, the last part_features outputs; expert 0 is built). */
+static const wm_modpat vitpose_mods[] = {
+    MP(G_PATCH, CONV, H, PIN, "$embeddings.patch_embeddings.projection"),
+    MP(G_POS, PARAM, NPOS, H, "$embeddings.position_embeddings"),
+    MP(L_ATTN_NORM, NORM, H, H, "$encoder.layer.%d.layernorm_before"),
+    MP(L_Q, LINEAR, Q, H, "$encoder.layer.%d.attention.attention.query"),
+    MP(L_K, LINEAR, KV, H, "$encoder.layer.%d.attention.attention.key"),
+    MP(L_V, LINEAR, KV, H, "$encoder.layer.%d.attention.attention.value"),
+    MP(L_O, LINEAR, H, Q, "$encoder.layer.%d.attention.output.dense"),
+    MP(L_MLP_NORM, NORM, H, H, "$encoder.layer.%d.layernorm_after"),
+    MP(L_UP, LINEAR, I, H, "$encoder.layer.%d.mlp.fc1"),
+    MP(L_DOWN, LINEAR, HNP, I, "$encoder.layer.%d.mlp.fc2"),
+    MP(L_DOWN_PART, LINEAR, PART, I, "$encoder.layer.%d.mlp.experts.0"),
+    MP(G_FINAL_NORM, NORM, H, H, "$layernorm"),
+};
+
 /* DINOv2: ViT's attention names, norm1 / norm2, layer scale, fc1 / fc2, register tokens. */
 #define DINO_COMMON                                                                 \
     MP(G_PATCH, CONV, H, PIN, "$embeddings.patch_embeddings.projection"),           \
@@ -144,6 +161,7 @@ static const wm_modpat wav2vec2_mods[] = {
 #define VS(name, mods) {name, WM_ENCODER, WM_NORM_LAYER, 0, WM_POS_LEARNED, 0, {""}, mods, N(mods), NULL}
 const wm_scheme wm_vis_schemes[] = {
     VS("vit", vit_mods),
+    VS("vitpose", vitpose_mods),
     VS("dinov2", dinov2_mods),
     VS("dinov2_swiglu", dinov2_swiglu_mods),
     VS("clip_vision", clip_vision_mods),
@@ -171,6 +189,9 @@ const wm_vis_family wm_vis_families[] = {
         .scheme_alt = "dinov2_swiglu", .prefix = "dinov2_with_registers.", .eps = 1e-6, .registers = 1,
         .layer_scale = 1, .swiglu = 1, .mlp_ratio = 1, .pool = WM_VPOOL_CLS, .head = WM_VHEAD_CLS_MEAN,
         .pos_antialias = 1),
+    VIT(.model_type = "vitpose", .act = "gelu", .class_stem = "VitPose", .scheme = "vitpose", .prefix = "backbone.",
+        .eps = 1e-12, .mlp_ratio = 1, .backbone_key = "backbone_config", .backbone_type = "vitpose_backbone",
+        .patch_pad = 2, .pos_fold = 1, .part_experts = 1, .pose = 1),
     VIT(.model_type = "clip_vision_model", .class_stem = "CLIPVision", .scheme = "clip_vision",
         .prefix = "vision_model.", .act = "quick_gelu", .eps = 1e-5, .pool = WM_VPOOL_NORM_CLS),
     {.model_type = "clip_text_model", .class_stem = "CLIPText", .graph = WM_GRAPH_CLIP_TEXT, .scheme = "clip_text",

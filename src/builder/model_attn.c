@@ -338,7 +338,16 @@ const char *wm_model_mlp(wm_gb *b, const wm_model_ctx *c, int layer, const char 
         m = gb_act(b, m, a->act);
     }
     snprintf(sub, sizeof sub, "%s/down_proj", sc);
-    return gb_linear(b, m, wm_arch_mod(a, layer, WM_M_L_DOWN), sub);
+    const char *y = gb_linear(b, m, wm_arch_mod(a, layer, WM_M_L_DOWN), sub);
+    const wm_module *part = wm_arch_mod(a, layer, WM_M_L_DOWN_PART);
+    if (!part->present) return y;
+    /* the last outputs from one dataset's part (ViTPose++): [down(m), part(m)] */
+    snprintf(sub, sizeof sub, "%s/down_part_proj", sc);
+    const char *p = gb_linear(b, m, part, sub);
+    gb_scope(b, "%s", sc);
+    y = gb_op(b, "Concat", 2, y, p);
+    gb_attr_i(b, "axis", -1);
+    return y;
 }
 
 size_t wm_model_outputs(const wm_arch *a, const wm_recipe *r, char (*names)[96], size_t cap) {

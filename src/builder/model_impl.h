@@ -27,6 +27,8 @@ wm_status wm_model_encoder(wm_gb *b, wm_model_ctx *c);
 /* Image transformers, CLIP's towers and both (model_vit.c); ResNet (model_resnet.c). */
 wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c);
 wm_status wm_model_resnet(wm_gb *b, wm_model_ctx *c);
+/* The keypoint-detection head (model_pose.c) on the final-normed patch tokens last [B, patches, H]: the heatmaps. */
+const char *wm_model_pose_head(wm_gb *b, wm_model_ctx *c, const char *last);
 /* Encoder-decoder graphs (model_s2s.c): part WM_S2S_* (export.h). */
 wm_status wm_model_s2s(wm_gb *b, wm_model_ctx *c, int part);
 /* The graph inputs (outputs 0) or outputs (1) of part into out (cap entries); returns the count. */

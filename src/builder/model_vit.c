@@ -242,6 +242,10 @@ static void image_tower(wm_gb *b, wm_model_ctx *c, const char *pixels, const cha
     const char *x = gb_op(b, "Conv", bias ? 3 : 2, pixels, w, bias);
     gb_attr_ints(b, "kernel_shape", ks, 2);
     gb_attr_ints(b, "strides", ks, 2);
+    if (a->patch_pad) {
+        int64_t pads[4] = {a->patch_pad, a->patch_pad, a->patch_pad, a->patch_pad};
+        gb_attr_ints(b, "pads", pads, 4);
+    }
     int64_t flat[3] = {0, a->H, -1}, perm[3] = {0, 2, 1};
     x = gb_transpose(b, gb_reshape(b, x, flat, 3), perm, 3); /* [B, patches, H] */
     int64_t tok[3] = {1, 1, a->H};
@@ -265,7 +269,13 @@ static void image_tower(wm_gb *b, wm_model_ctx *c, const char *pixels, const cha
     }
     int64_t pd[3] = {1, a->n_pos, a->H};
     const wm_module *pos = wm_arch_mod(a, -1, WM_M_G_POS);
-    x = gb_op(b, "Add", 2, x, a->pos_side && pos->wt ? interp_positions(b, a, pos) : param(b, pos, pd, 3, GB_W_MATRIX));
+    if (a->pos_fold) { /* x + pos[:, 1:] + pos[:, :1], in transformers' order */
+        const char *p = param(b, pos, pd, 3, GB_W_MATRIX);
+        x = gb_op(b, "Add", 2, gb_op(b, "Add", 2, x, gb_slice(b, p, 1, INT64_MAX, 1)), gb_slice(b, p, 0, 1, 1));
+    } else {
+        x = gb_op(b, "Add", 2, x,
+                  a->pos_side && pos->wt ? interp_positions(b, a, pos) : param(b, pos, pd, 3, GB_W_MATRIX));
+    }
     if (a->n_reg) { /* after CLS, without positions */
         gb_scope(b, "%s/register_tokens", root(c));
         int64_t rd[3] = {1, a->n_reg, a->H};
@@ -419,6 +429,10 @@ wm_status wm_model_vision(wm_gb *b, wm_model_ctx *c) {
         return b->st;
     }
     image_tower(b, c, "pixel_values", &last, &pooled);
+    if (a->task == WM_TASK_KEYPOINT_DETECTION) {
+        gb_rename(b, wm_model_pose_head(b, c, last), "heatmaps");
+        return b->st;
+    }
     if (a->task == WM_TASK_IMAGE_CLASSIFICATION) {
         image_head(b, c, last);
         return b->st;
@@ -457,6 +471,11 @@ size_t wm_vis_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out
     } else if (a->task == WM_TASK_IMAGE_CLASSIFICATION) {
         wm_io_dim d[2] = {IB, dv(a->labels)};
         PUT("logits", 2, d);
+    } else if (a->task == WM_TASK_KEYPOINT_DETECTION) {
+        int64_t h, w;
+        wm_pose_heatmap_side(a, &h, &w);
+        wm_io_dim d[4] = {IB, dv(a->labels), dv(h), dv(w)};
+        PUT("heatmaps", 4, d);
     } else if (a->graph == WM_GRAPH_RESNET) {
         int64_t side = wm_resnet_side(a);
         wm_io_dim l[4] = {IB, dv(a->H), dv(side), dv(side)}, p[4] = {IB, dv(a->H), dv(1), dv(1)};

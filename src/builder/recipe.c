@@ -273,7 +273,8 @@ wm_status wm_recipe_default(const wm_arch *a, wm_precision precision, const char
            text at max_position_embeddings as the other encoders (CLIP pads to it; a recipe may make it symbolic) */
         int dual = a->graph == WM_GRAPH_DUAL;
         wm_io_dim ids[2] = {sym(dual ? "text_batch_size" : "batch_size"), fixed(a->P > 512 ? 512 : a->P)};
-        wm_io_dim px[4] = {sym(dual ? "image_batch_size" : "batch_size"), fixed(a->C), fixed(a->image), fixed(a->image)};
+        wm_io_dim px[4] = {sym(dual ? "image_batch_size" : "batch_size"), fixed(a->C), fixed(a->image),
+                           fixed(a->image_w)};
         if (a->graph == WM_GRAPH_CLIP_TEXT || dual) {
             push_input(r, "input_ids", WM_DT_INT64, 2, ids, 0, (double)a->V);
             push_input(r, "attention_mask", WM_DT_INT64, 2, ids, 0, 2);
@@ -1034,8 +1035,8 @@ static wm_status check_ids(const pctx *p, const wm_io_spec *s, int rank) {
 static wm_status check_pixels(const pctx *p, const wm_io_spec *s, const wm_arch *a) {
     if (s->dtype != WM_DT_FLOAT || s->rank != 4)
         return wm_err(p->err, WM_ERR_INPUT, "%s: field 'export.input_tensors[pixel_values]': expected float32 of rank 4 "
-                      "[batch, %lld, %lld, %lld]", p->label, (long long)a->C, (long long)a->image, (long long)a->image);
-    int64_t want[3] = {a->C, a->image, a->image};
+                      "[batch, %lld, %lld, %lld]", p->label, (long long)a->C, (long long)a->image, (long long)a->image_w);
+    int64_t want[3] = {a->C, a->image, a->image_w};
     for (int k = 0; k < 3; k++)
         if (s->dims[k + 1].v != want[k])
             return wm_err(p->err, WM_ERR_UNSUPPORTED, "%s: field 'export.input_tensors[pixel_values].shape': dim %d must "

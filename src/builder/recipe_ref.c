@@ -45,7 +45,7 @@ static const struct {
     {"image-to-text", WM_TASK_IMAGE_TO_TEXT, WM_POOL_NONE},
     {"object-detection", -1, WM_POOL_NONE},
     {"zero-shot-object-detection", -1, WM_POOL_NONE},
-    {"keypoint-detection", -1, WM_POOL_NONE},
+    {"keypoint-detection", WM_TASK_KEYPOINT_DETECTION, WM_POOL_NONE},
     {"depth-estimation", -1, WM_POOL_NONE},
     {"mask-generation", -1, WM_POOL_NONE},
     {"audio-classification", WM_TASK_AUDIO_CLASSIFICATION, WM_POOL_NONE},
@@ -108,7 +108,8 @@ wm_status wm_recipe_supported(const wm_recipe *r, const char *label, wm_error *e
                       "'%s' (%s)", label, r->model_type, r->task,
                       kind == WM_DECODER ? "a decoder: text-generation"
                       : wm_arch_family_serves(r->model_type, WM_TASK_IMAGE_FEATURE_EXTRACTION) ||
-                              wm_arch_family_serves(r->model_type, WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION)
+                              wm_arch_family_serves(r->model_type, WM_TASK_ZERO_SHOT_IMAGE_CLASSIFICATION) ||
+                              wm_arch_family_serves(r->model_type, WM_TASK_KEYPOINT_DETECTION)
                           ? "an image model: its image tasks"
                           : "a text encoder: every text task but text-generation");
     return WM_OK;

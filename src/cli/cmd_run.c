@@ -41,7 +41,9 @@ static void help(void) {
            "folder's preprocessor_config.json says and run: image-classification gives the top-k labels (default 5)\n"
            "with softmax scores, image-feature-extraction the embedding (image_embeds, pooler_output, else the first\n"
            "output), an image encoder-decoder folder (TrOCR: encoder_model.onnx reading pixel_values) the generated\n"
-           "text (greedy, or generation_config's num_beams). --max-image-pixels N (default $WM_MAX_IMAGE_PIXELS,\n"
+           "text (greedy, or generation_config's num_beams), keypoint-detection (VitPose: heatmaps) each keypoint's\n"
+           "heatmap maximum as score and its x, y as fractions of the image (the whole image is the person box,\n"
+           "resized to the processor's size without its affine transform). --max-image-pixels N (default $WM_MAX_IMAGE_PIXELS,\n"
            "else %llu) refuses larger images.\n"
            "--labels \"a cat,a dog\": zero-shot image classification (a CLIP model taking input_ids and\n"
            "pixel_values): each label's score for \"This is a photo of LABEL.\", softmax over the labels, as\n"
@@ -71,6 +73,29 @@ static int by_score(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+/* keypoint-detection: each heatmap's maximum, its position as a fraction of the image's width and height (the whole
+   image is the person box: x = column * image width / heatmap width, as transformers maps a box's heatmaps). */
+static void keypoints(wm_json *j, const wm_vision *v, const wm_vision_out *o) {
+    int64_t K = o->dims[1], h = o->dims[2], w = o->dims[3];
+    char lb[32];
+    wm_json_arr(j, "keypoints");
+    for (int64_t k = 0; k < K && h > 0 && w > 0; k++) {
+        const float *m = o->y + k * h * w;
+        int64_t best = 0;
+        for (int64_t i = 1; i < h * w; i++)
+            if (m[i] > m[best]) best = i;
+        const char *l = wm_vision_label(v, (size_t)k);
+        snprintf(lb, sizeof lb, "LABEL_%lld", (long long)k);
+        wm_json_obj(j, NULL);
+        wm_json_str(j, "label", l ? l : lb);
+        wm_json_num(j, "x", (double)(best % w) / (double)w);
+        wm_json_num(j, "y", (double)(best / w) / (double)h);
+        wm_json_num(j, "score", m[best]);
+        wm_json_obj_end(j);
+    }
+    wm_json_arr_end(j);
+}
+
 /* The images of --image: one result each, in order. */
 static int run_images(wm_cli *c, const wm_session_opts *so, const char **images, size_t n_images, long top_k,
                       uint64_t max_pixels, const char *const *labels, size_t n_labels) {
@@ -79,6 +104,7 @@ static int run_images(wm_cli *c, const wm_session_opts *so, const char **images,
     if (wm_vision_open(c->model, so, max_pixels, &v, &err)) return wm_cli_fail(c, &err);
     const char *task = wm_vision_task(v);
     int zs = !strcmp(task, "zero-shot-image-classification"), cls = zs || !strcmp(task, "image-classification");
+    int kp = !strcmp(task, "keypoint-detection");
     wm_json j;
     wm_json_init(&j);
     wm_json_obj(&j, NULL);
@@ -91,7 +117,9 @@ static int run_images(wm_cli *c, const wm_session_opts *so, const char **images,
         if (wm_vision_run(v, images[r], labels, n_labels, &o, &err)) goto fail;
         wm_json_obj(&j, NULL);
         wm_json_str(&j, "image", images[r]);
-        if (cls) {
+        if (kp && o.rank == 4 && o.dims[0] == 1) {
+            keypoints(&j, v, &o);
+        } else if (cls) {
             size_t n = o.n;
             ranked *nr = realloc(rk, (n ? n : 1) * sizeof *rk);
             if (!nr) {

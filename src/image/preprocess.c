@@ -23,6 +23,8 @@ typedef struct prep_class {
 #define STD_MEAN {0.5f, 0.5f, 0.5f}
 #define CLIP_MEAN {0.48145466f, 0.4578275f, 0.40821073f}
 #define CLIP_STD {0.26862954f, 0.26130258f, 0.27577711f}
+#define IMAGENET_MEAN {0.485f, 0.456f, 0.406f}
+#define IMAGENET_STD {0.229f, 0.224f, 0.225f}
 
 static const prep_class CLASSES[] = {
     {"ViTImageProcessor", 2, 1, 0, 1, 0, 224, 224, 0, 0, 0, STD_MEAN, STD_MEAN},
@@ -31,6 +33,9 @@ static const prep_class CLASSES[] = {
     {"BitImageProcessor", 3, 1, 1, 0, 224, 0, 0, 224, 224, 0, CLIP_MEAN, CLIP_STD},
     {"ConvNextImageProcessor", 3, 1, 0, 0, 384, 0, 0, 0, 0, 1, STD_MEAN, STD_MEAN},
     {"SiglipImageProcessor", 3, 1, 0, 0, 0, 224, 224, 0, 0, 0, STD_MEAN, STD_MEAN},
+    /* VitPose's processor warps each person box (given with the image) to size by an affine transform; without
+       boxes the whole image is the box, resized (bilinear) to size without the transform's aspect padding */
+    {"VitPoseImageProcessor", 2, 1, 0, 0, 0, 256, 192, 0, 0, 0, IMAGENET_MEAN, IMAGENET_STD},
 };
 
 static const cJSON *field(const cJSON *root, const char *key) {
@@ -127,7 +132,7 @@ wm_status wm_img_prep_parse(const char *text, size_t n, const char *label, wm_im
         if (!strcmp(type, CLASSES[i].name)) c = &CLASSES[i];
     if (!c) {
         st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: field 'image_processor_type': %s%s%s is not one winml runs "
-                    "(ViT, DeiT, CLIP, Bit, ConvNext, Siglip image processors)", label, t ? "'" : "",
+                    "(ViT, DeiT, CLIP, Bit, ConvNext, Siglip, VitPose image processors)", label, t ? "'" : "",
                     t ? (cJSON_IsString(t) ? t->valuestring : "not a string") : "missing", t ? "'" : "");
         goto done;
     }

@@ -318,8 +318,9 @@ static void tiny_list(wm_json *j, const char *key, const int64_t *v, size_t n) {
 
 /* The small sizes of a tiny config into the open object j (hidden_size hidden): text keys (positions for seq tokens), image keys when
    img > 0 (a patch of 16 or 14 that divides it), a CNN's stages (ResNet: hidden_sizes, depths); a speech
-   encoder's feature encoder and positional convolution when audio. */
-static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch, int audio, int64_t hidden) {
+   encoder's feature encoder and positional convolution when audio. img_h: the image's height when it is not img
+   (image_size [img_h, img]), 0 when square. */
+static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t img_h, int64_t ch, int audio, int64_t hidden) {
     wm_json_int(j, "hidden_size", hidden);
     wm_json_int(j, "intermediate_size", 64);
     wm_json_int(j, "num_hidden_layers", 1);
@@ -328,7 +329,12 @@ static void tiny_keys(wm_json *j, int64_t seq, int64_t img, int64_t ch, int audi
     wm_json_int(j, "vocab_size", 96);
     wm_json_int(j, "max_position_embeddings", (seq ? seq : 512) + 2); /* + fairseq's padding offset */
     if (img > 0) {
-        wm_json_int(j, "image_size", img);
+        if (img_h > 0 && img_h != img) {
+            int64_t hw[2] = {img_h, img};
+            tiny_list(j, "image_size", hw, 2);
+        } else {
+            wm_json_int(j, "image_size", img);
+        }
         wm_json_int(j, "patch_size", img % 16 == 0 ? 16 : img % 14 == 0 ? 14 : img);
         wm_json_int(j, "num_channels", ch);
         wm_json_int(j, "embedding_size", 8);
@@ -372,7 +378,7 @@ static void tiny_s2s(wm_json *j, const wm_recipe *r, int64_t seq, int64_t img, i
     if (comp) {
         wm_json_obj(j, ek);
         wm_json_str(j, "model_type", et);
-        tiny_keys(j, 0, img ? img : 384, ch, 0, width);
+        tiny_keys(j, 0, img ? img : 384, 0, ch, 0, width);
         wm_json_obj_end(j);
         wm_json_obj(j, dk);
         wm_json_str(j, "model_type", dt);
@@ -407,27 +413,37 @@ wm_status wm_sweep_tiny_config(const char *recipe_path, wm_json *j, wm_error *er
         int64_t d = s->dims[s->rank - 1].v;
         if (d > seq && d <= (1 << 20)) seq = d;
     }
-    int64_t img = 0, ch = 3;
+    int64_t img = 0, img_h = 0, ch = 3;
     const wm_io_spec *px = wm_recipe_input(&r, "pixel_values");
     if (px && px->rank == 4 && px->dims[3].v > 0 && px->dims[3].v <= 4096) img = px->dims[3].v;
+    if (img && px->dims[2].v > 0 && px->dims[2].v <= 4096) img_h = px->dims[2].v;
     if (px && px->rank == 4 && px->dims[1].v > 0 && px->dims[1].v <= 16) ch = px->dims[1].v;
     /* the same small sizes for every model_type; the config parser reads the canonical key names of all. A tower
        (clip_text_model) comes from its two-tower checkpoint (clip), as the real ones do. */
-    const char *parent = wm_arch_tower_parent(r.model_type);
+    const char *parent = wm_arch_tower_parent(r.model_type), *bb_type = NULL,
+               *bb_key = wm_arch_backbone_key(r.model_type, &bb_type);
     wm_json_obj(j, NULL);
     if (wm_recipe_s2s_part_kind(&r)) tiny_s2s(j, &r, seq, img, ch);
-    else if (parent) {
+    else if (bb_key) { /* a backbone family (VitPose): the transformer in its sub-config, its last layer's features */
+        wm_json_str(j, "model_type", r.model_type);
+        wm_json_obj(j, bb_key);
+        wm_json_str(j, "model_type", bb_type);
+        tiny_keys(j, 0, img ? img : 224, img_h, ch, 0, 32);
+        static const int64_t last[1] = {1}; /* tiny_keys' one layer */
+        tiny_list(j, "out_indices", last, 1);
+        wm_json_obj_end(j);
+    } else if (parent) {
         wm_json_str(j, "model_type", parent);
         wm_json_int(j, "projection_dim", 16);
         wm_json_obj(j, "text_config");
-        tiny_keys(j, seq, 0, ch, 0, 32);
+        tiny_keys(j, seq, 0, 0, ch, 0, 32);
         wm_json_obj_end(j);
         wm_json_obj(j, "vision_config");
-        tiny_keys(j, 0, img ? img : 224, ch, 0, 32);
+        tiny_keys(j, 0, img ? img : 224, 0, ch, 0, 32);
         wm_json_obj_end(j);
     } else {
         if (r.model_type[0]) wm_json_str(j, "model_type", r.model_type);
-        tiny_keys(j, seq, img, ch, wm_recipe_input(&r, "input_values") != NULL, 32);
+        tiny_keys(j, seq, img, 0, ch, wm_recipe_input(&r, "input_values") != NULL, 32);
     }
     wm_json_obj_end(j);
     wm_recipe_free(&r);

@@ -131,9 +131,10 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
         goto fail;
     }
     v->in_dtype = ii->dtype, v->fixed_h = ii->dims[2], v->fixed_w = ii->dims[3];
-    int logits = index_of(v->s, 1, "logits");
+    int logits = index_of(v->s, 1, "logits"), heatmaps = index_of(v->s, 1, "heatmaps");
     if (!v->task[0]) snprintf(v->task, sizeof v->task, "%s", v->i_ids >= 0 ? "zero-shot-image-classification"
                                                              : logits >= 0 ? "image-classification"
+                                                             : heatmaps >= 0 ? "keypoint-detection"
                                                                            : "image-feature-extraction");
     if ((v->i_ids >= 0) != !strcmp(v->task, "zero-shot-image-classification")) {
         st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: task '%s' but the model %s input_ids", file, v->task,
@@ -163,8 +164,14 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
                 goto fail;
             }
         }
-    } else if (!strcmp(v->task, "image-classification")) {
-        v->out_idx = logits >= 0 ? logits : 0;
+    } else if (!strcmp(v->task, "image-classification") || !strcmp(v->task, "keypoint-detection")) {
+        int kp = !strcmp(v->task, "keypoint-detection");
+        if (kp && (heatmaps < 0 || wm_session_output(v->s, (size_t)heatmaps)->rank != 4)) {
+            st = wm_err(err, WM_ERR_UNSUPPORTED, "%s: keypoint-detection needs an output heatmaps [batch, keypoints, "
+                        "height, width]", file);
+            goto fail;
+        }
+        v->out_idx = kp ? heatmaps : logits >= 0 ? logits : 0;
         snprintf(p, sizeof p, "%s/config.json", dir);
         if ((st = wm_input_present(p, &present, err))) goto fail;
         if (present) {
@@ -178,7 +185,7 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
             if (index_of(v->s, 1, pref[k]) >= 0) v->out_idx = index_of(v->s, 1, pref[k]);
     } else {
         st = wm_err(err, WM_ERR_UNSUPPORTED, "%s/winml_build_config.json: task '%s' is not an image task "
-                    "(image-classification, image-feature-extraction)", dir, v->task);
+                    "(image-classification, image-feature-extraction, keypoint-detection)", dir, v->task);
         goto fail;
     }
     *out = v;

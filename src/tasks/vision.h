@@ -30,7 +30,8 @@ wm_status wm_vision_open(const char *model, const wm_session_opts *so, uint64_t 
                          wm_error *err);
 void wm_vision_free(wm_vision *v);
 
-/* "image-classification", "image-feature-extraction" or "zero-shot-image-classification". */
+/* "image-classification", "image-feature-extraction", "zero-shot-image-classification" or "keypoint-detection"
+   (an output "heatmaps" [1, keypoints, h, w]; labels from config.json's id2label). */
 const char *wm_vision_task(const wm_vision *v);
 /* id2label of config.json: label i, or NULL. */
 const char *wm_vision_label(const wm_vision *v, size_t i);

@@ -33,8 +33,9 @@ REF = os.path.join(os.path.dirname(U.ROOT), "shared", "reference-recipes")
 # Before the encoder-decoder part recipes built (opus-mt's 8, TrOCR's 8): built 195, model_type 104. The 7
 # wav2vec2 recipes with loader.trust_remote_code (standard Wav2Vec2 checkpoints) were refused for that field
 # until 2026-12-07; the field is a permission only, so they build (their build key holds the field). bart-large-mnli's
-# 6 text-classification recipes (BartForSequenceClassification) build since stop 51 (was built 211, model_type 88).
-WANT = {"parsed": 299, "built": 217, "model_type": 82, "task": 0, "quant.mode": 0}
+# 6 text-classification recipes (BartForSequenceClassification) and the 15 vitpose recipes (keypoint-detection) build
+# since stop 51 (was built 211, model_type 88).
+WANT = {"parsed": 299, "built": 232, "model_type": 67, "task": 0, "quant.mode": 0}
 
 # Fields the recipe model uses (the rest must come back as kept). An object's members are listed on their own.
 USED = {
@@ -57,7 +58,7 @@ AUDIO = dict(ENC, conv_dim=(16, 16, 16), conv_kernel=(10, 3, 3), conv_stride=(5,
              num_conv_pos_embedding_groups=4, classifier_proj_size=16)
 
 
-def tiny_config(model_type, seq, img=224):
+def tiny_config(model_type, seq, img=224, img_h=None):
     import transformers as T
     vis = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=img,
                patch_size=16 if img % 16 == 0 else 14)
@@ -88,6 +89,10 @@ def tiny_config(model_type, seq, img=224):
                                      decoder_ffn_dim=16, max_position_embeddings=seq, num_labels=3),
         "wav2vec2": lambda: T.Wav2Vec2Config(**AUDIO),
         "hubert": lambda: T.HubertConfig(**AUDIO),
+        # the transformer in backbone_config, its last layer's features; the recipes' image is 256x192
+        "vitpose": lambda: T.VitPoseConfig(backbone_config=T.VitPoseBackboneConfig(
+            **{k: v for k, v in vis.items() if k not in ("intermediate_size", "image_size")},
+            image_size=[img_h or img, img], mlp_ratio=2, out_indices=[1]), num_labels=17),
     }
     if model_type in served:
         return served[model_type]().to_dict()
@@ -181,7 +186,7 @@ def test_every_reference_recipe_parses_and_every_field_is_used_or_kept(files, ch
 @pytest.fixture(scope="module")
 def tiny_dirs(request, files):
     d = U.scratch(request, "tiny_types")
-    out, seq, sizes = {}, collections.defaultdict(lambda: 512), collections.defaultdict(set)
+    out, seq, sizes, heights = {}, collections.defaultdict(lambda: 512), collections.defaultdict(set), {}
     for f in files:
         doc = load(f)
         mt = doc["loader"].get("model_type")
@@ -189,12 +194,13 @@ def tiny_dirs(request, files):
             if t["name"] == "input_ids" and isinstance(t["shape"][-1], int):
                 seq[mt] = max(seq[mt], t["shape"][-1])
         sizes[mt].add(image_size(doc))
+        heights[mt, image_size(doc)] = image_height(doc)
     for mt in sorted(sizes):
         for img in sorted(sizes[mt], key=str):  # one config per image size the type's recipes ask for
             p = d / f"{mt}_{img}"
             p.mkdir()
             with open(p / "config.json", "w") as fh:
-                json.dump(tiny_config(mt, seq[mt], img or 224), fh)
+                json.dump(tiny_config(mt, seq[mt], img or 224, heights.get((mt, img))), fh)
             out[mt, img] = str(p)
     for f in files:  # the part recipes' own sizes
         doc = load(f)
@@ -216,6 +222,14 @@ def image_size(doc):
     for t in doc["export"]["input_tensors"]:
         if t["name"] == "pixel_values" and isinstance(t["shape"][-1], int):
             return t["shape"][-1]
+    return None
+
+
+def image_height(doc):
+    """The recipe's static image height (pixel_values' dim 2), None when there is none."""
+    for t in doc["export"]["input_tensors"]:
+        if t["name"] == "pixel_values" and len(t["shape"]) == 4 and isinstance(t["shape"][2], int):
+            return t["shape"][2]
     return None
 
 
@@ -485,3 +499,23 @@ def test_config_check_refuses_bad_recipes_cleanly(text, needles, winml_asan, tmp
     r = subprocess.run([winml_asan, "config", "-c", str(p), "--check"], capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, **U.SAN_ENV))
     U.assert_clean_error(r, "winml config", *needles)
+
+
+def test_vitpose_recipes_pass_the_random_weights_sweep(files, winml, tmp_path):
+    """`winml sweep --random-weights` of vitpose recipes (fp32, fp16, static w8a8; ViTPose and ViTPose++ names):
+    the tiny config nests its sizes in backbone_config at the recipes' 256x192 image, and every stage passes
+    (build, analyze, perf, compare against the float32 export)."""
+    want = ["nielsr_vitpose-base-simple/cpu/cpu/keypoint-detection_fp32_config.json",
+            "usyd-community_vitpose-plus-small/keypoint-detection_fp16_config.json",
+            "usyd-community_vitpose-plus-small/keypoint-detection_w8a8_config.json"]
+    picked = [f for f in files if any(f.endswith(w) for w in want)]
+    assert len(picked) == 3 and sum(load(f)["loader"]["model_type"] == "vitpose" for f in files) == 15
+    lst = tmp_path / "list.txt"
+    lst.write_text("\n".join(picked) + "\n")
+    r = subprocess.run([winml, "sweep", "-c", str(lst), "-o", str(tmp_path / "o"), "--random-weights", "-q", "-f",
+                        "json", "--iterations", "2", "--samples", "2"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    bad = [(x["key"], x["failure_classification"], x["error"]) for x in j["results"] if x["status"] != "passed"]
+    assert j["passed"] == 3 and not bad, bad
+    assert all(x["cosine_similarity_min"] >= 0.99 for x in j["results"]), j["results"]
