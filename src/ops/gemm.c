@@ -120,6 +120,18 @@ uint16_t *wm_hgemm_prepack(wm_node *n, int k, int tb) {
     return p;
 }
 
+float *wm_gemm_prepack_f16(wm_node *n, int k, int tb) {
+    const wm_tensor *b = n->in_const[k];
+    int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
+    size_t size = wm_gemm_pack_size(K, N);
+    float *p = wm_node_alloc(n, size ? size : 1);
+    if (!p) return NULL;
+    wm_sgemm_pack_b_f16(tb, K, N, b->data, b->dims[1], p);
+    n->packed_bytes += size;
+    wm_node_release_const(n, k);
+    return p;
+}
+
 #define WM_HGEMV_SHARES 4              /* GEMV: claimed shares per thread at most */
 #define WM_HGEMV_SHARE_BYTES (32 << 10) /* GEMV: weight bytes per share at least */
 /* Shares of an fp16-weight GEMM: a GEMV (M < WM_HGEMM_BIG_M: decode) in claimed stream shares (wm_stream_shares,

@@ -4,7 +4,9 @@
  * winml's own ai.winml MatMulBias (float32 MatMul by a constant 2-D weight,
  * then + bias[N] and an activation, applied by the GEMM epilogue; made by
  * the engine's matmul_epilogue pass).
- * float32 runs on the GEMM kernel; float16 constant weights, and a computed
+ * float32 runs on the GEMM kernel; float16 constant weights are widened
+ * once to float32 where the session's policy says so (wm_node_f16_float:
+ * graphs that are not autoregressive), else they, and a computed
  * float16 B (a decoder's cache; MatMul / FusedMatMul without transA or
  * alpha), are read as is by the half-weight GEMM (wm_hgemm), other
  * float16/bfloat16 operands are widened to float32 (alpha A B + beta C
@@ -65,7 +67,8 @@ static int is_half(int32_t dt) { return dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOA
 
 /*
  * Constant weights are prepared once: a 2-D B (float32, float16 or bfloat16) is packed for the GEMM
- * kernel; a batched float16/bfloat16 B is widened to float32 (half types compute in float32).
+ * kernel (float16: widened when the session holds float16 weights as float32, wm_node_f16_float, else in the
+ * half GEMM's panels); a batched float16/bfloat16 B is widened to float32 (half types compute in float32).
  */
 typedef struct mm_state {
     float *packed; /* packed op(B) [K, N] of a constant 2-D B */
@@ -118,8 +121,11 @@ static wm_status mm_init(wm_node *n, wm_error *err) {
     n->state = ms;
     if (bias_op && (st = mmb_init(n, ms, err))) return st;
     int tb = !strcmp(n->proto->op_type, "FusedMatMul") ? (int)wm_attr_int(n, "transB", 0) : 0;
-    if (b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
-        !wm_attr_int(n, "transA", 0)) {
+    if (b->rank == 2 && dt == WM_DT_FLOAT16 &&
+        wm_node_f16_float(n, wm_gemm_pack_size(b->dims[tb ? 1 : 0], b->dims[tb ? 0 : 1]))) {
+        if (!(ms->packed = wm_gemm_prepack_f16(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    } else if (b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
+               !wm_attr_int(n, "transA", 0)) {
         ms->h16 = 1;
         if (!(ms->hpacked = wm_hgemm_prepack(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     } else if (b->rank == 2) {
@@ -288,8 +294,9 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 
 /* ---------------------------------------------------------------- Gemm */
 
-/* Gemm with a constant B: float32 packs it once; float16 reads it as is (wm_hgemm) when alpha is 1 and A is
- * not transposed, else widens and packs it; bfloat16 widens and packs. A constant C of N values (times beta)
+/* Gemm with a constant B: float32 packs it once; float16 widens and packs it when the session holds float16
+ * weights as float32 (wm_node_f16_float), else reads it as is (wm_hgemm) when alpha is 1 and A is not
+ * transposed, else widens and packs it; bfloat16 widens and packs. A constant C of N values (times beta)
  * becomes a float32 bias. Half types compute in float32. */
 typedef struct gemm_state {
     float *packed;
@@ -310,8 +317,11 @@ static wm_status gemm_init(wm_node *n, wm_error *err) {
     n->state = gs;
     const wm_tensor *b = n->in_const[1], *c = wm_has_in(n, 2) ? n->in_const[2] : NULL;
     int tb = (int)wm_attr_int(n, "transB", 0);
-    if (b && b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
-        !wm_attr_int(n, "transA", 0)) {
+    if (b && b->rank == 2 && dt == WM_DT_FLOAT16 &&
+        wm_node_f16_float(n, wm_gemm_pack_size(b->dims[tb ? 1 : 0], b->dims[tb ? 0 : 1]))) {
+        if (!(gs->packed = wm_gemm_prepack_f16(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    } else if (b && b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
+               !wm_attr_int(n, "transA", 0)) {
         gs->h16 = 1;
         if (!(gs->hpacked = wm_hgemm_prepack(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     } else if (b && b->rank == 2) {
