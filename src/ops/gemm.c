@@ -147,6 +147,14 @@ static int hgemm_shares(int64_t M, int64_t N, int64_t K, int packed, int threads
 
 void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,
               const uint16_t *packed, float *C, const float *bias) {
+    wm_epilogue ep = {0};
+    ep.bias = bias;
+    ep.act = WM_ACT_NONE;
+    wm_hgemm_ep(x, M, N, K, A, B, tb, packed, C, &ep);
+}
+
+void wm_hgemm_ep(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,
+                 const uint16_t *packed, float *C, const wm_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
     int nth = hgemm_shares(M, N, K, packed != NULL, x->nth);
     hctx c = {wm_kernels_get(), {0}};
@@ -154,8 +162,7 @@ void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const
     c.a.A = A, c.a.lda = K;
     c.a.B = B, c.a.trans_b = tb, c.a.ldb = tb ? K : N, c.a.packed_b = packed;
     c.a.C = C, c.a.ldc = N;
-    c.a.ep.bias = bias;
-    c.a.ep.act = WM_ACT_NONE;
+    c.a.ep = *ep;
     void *tmp = NULL;
     if (M < WM_HGEMM_BIG_M) c.a.work = NULL; /* the GEMV reads no workspace */
     else if (x->gemm_ws && wm_hgemm_workspace_size(&c.a, nth) <= x->gemm_ws_per * (size_t)nth) c.a.work = x->gemm_ws;

@@ -80,13 +80,21 @@ typedef struct mm_state {
     float act_a;       /* its parameter (QuickGelu's alpha) */
 } mm_state;
 
-/* MatMulBias (float32 A, constant 2-D B checked by the caller): optional bias a constant float32 [N],
- * activation by name. */
+/* MatMulBias (float32 or float16 A, constant 2-D B of A's type checked by the caller): optional bias a constant
+ * [N] of A's type (float16: kept widened), activation by name. */
 static wm_status mmb_init(wm_node *n, mm_state *ms, wm_error *err) {
     const wm_tensor *b = n->in_const[1], *c = n->n_in > 2 ? n->in_const[2] : NULL;
-    if (wm_has_in(n, 2) && (!c || c->dtype != WM_DT_FLOAT || c->rank != 1 || c->dims[0] != b->dims[1]))
-        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "bias must be a constant float32 [%lld]", (long long)b->dims[1]);
+    int32_t dt = n->in_dtype[0];
+    if (wm_has_in(n, 2) && (!c || c->dtype != dt || c->rank != 1 || c->dims[0] != b->dims[1]))
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "bias must be a constant %s [%lld]", wm_dtype_name(dt),
+                           (long long)b->dims[1]);
     ms->bias = c ? c->data : NULL;
+    if (c && dt == WM_DT_FLOAT16) {
+        float *b32 = wm_node_alloc(n, (size_t)c->dims[0] * sizeof(float));
+        if (!b32) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        wm_convert(dt, c->data, WM_DT_FLOAT, b32, (uint64_t)c->dims[0]);
+        ms->bias = b32;
+    }
     char buf[32];
     const char *a = wm_attr_string(n, "activation", "", buf, sizeof buf);
     static const struct { const char *name; wm_act act; } acts[] = {
@@ -113,8 +121,8 @@ static wm_status mm_init(wm_node *n, wm_error *err) {
     const wm_tensor *b = n->in_const[1];
     int32_t dt = n->in_dtype[0];
     int bias_op = !strcmp(n->proto->op_type, "MatMulBias");
-    if (!st && bias_op && (!b || b->rank != 2 || dt != WM_DT_FLOAT))
-        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "needs float32 A and a constant 2-D float32 B");
+    if (!st && bias_op && (!b || b->rank != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16)))
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "needs float32 or float16 A and a constant 2-D B of its type");
     if (st || !b || !(dt == WM_DT_FLOAT || is_half(dt))) return st;
     mm_state *ms = wm_node_alloc(n, sizeof *ms);
     if (!ms) return wm_err(err, WM_ERR_NOMEM, "out of memory");
@@ -264,7 +272,8 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
         float *A = x->ws, *C = A + na, *B = ms && ms->b32 ? ms->b32 : C + nc;
         wm_convert(dt, in[0]->data, WM_DT_FLOAT, A, na);
         if (ms && ms->h16 && s.rb <= 2 && !s.ta) { /* A's batch folds into M */
-            wm_hgemm(x, s.batch * s.M, s.N, s.K, A, in[1]->data, s.tb, ms->hpacked, C, NULL);
+            wm_epilogue ep = {.bias = ms->bias, .act = ms->act, .act_a = ms->act_a}; /* MatMulBias's, else none */
+            wm_hgemm_ep(x, s.batch * s.M, s.N, s.K, A, in[1]->data, s.tb, ms->hpacked, C, &ep);
             wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
             return WM_OK;
         }
