@@ -56,7 +56,22 @@ typedef struct wm_session_opts {
                             $WM_MAX_LOOP_ITERATIONS, else 10^7 */
     double timeout_s;    /* seconds one wm_session_run may take, checked between nodes and loop iterations (one
                             slow kernel is not interrupted); 0: $WM_TIMEOUT, else no limit */
+    int f16_weights;     /* how constant float16 weights of MatMul / Gemm (2-D) are held: WM_F16_AUTO (0:
+                            $WM_F16_WEIGHTS = auto|half|float, else auto), WM_F16_HALF or WM_F16_FLOAT (below) */
 } wm_session_opts;
+
+/*
+ * The float16 weight policy (wm_session_opts.f16_weights). WM_F16_HALF: kept as half in the half-weight GEMM's
+ * panels and widened as they are read (small M: a GEMV reading half the bytes; large M: panels widened per call).
+ * WM_F16_FLOAT: widened once at creation and packed for the float32 GEMM, as onnxruntime's CPU session holds
+ * them: twice the bytes of the half panels (the half pages of the file are released), no per-call conversion.
+ * WM_F16_AUTO: float when the graph is not autoregressive (no graph input named with "past" and no output named
+ * with "present": an encoder, a vision or text classifier, products of many rows), half otherwise (decoders read
+ * their weights once per token: half the bytes). WM_F16_FLOAT and AUTO widen a weight only while its float32 copy
+ * fits the session's memory budget (max_memory), which it then counts; past it, half. Values are unchanged (the
+ * widening is exact); the sums of a product may run in another order (k-blocks), float32 rounding apart.
+ */
+enum { WM_F16_AUTO = 0, WM_F16_HALF = 1, WM_F16_FLOAT = 2 };
 
 /* Description of a graph input or output. dims[i] < 0 is symbolic (dim_names[i], may be NULL). */
 typedef struct wm_io_info {

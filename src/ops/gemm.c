@@ -120,6 +120,18 @@ uint16_t *wm_hgemm_prepack(wm_node *n, int k, int tb) {
     return p;
 }
 
+float *wm_gemm_prepack_f16(wm_node *n, int k, int tb) {
+    const wm_tensor *b = n->in_const[k];
+    int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
+    size_t size = wm_gemm_pack_size(K, N);
+    float *p = wm_node_alloc(n, size ? size : 1);
+    if (!p) return NULL;
+    wm_sgemm_pack_b_f16(tb, K, N, b->data, b->dims[1], p);
+    n->packed_bytes += size;
+    wm_node_release_const(n, k);
+    return p;
+}
+
 #define WM_HGEMV_SHARES 4              /* GEMV: claimed shares per thread at most */
 #define WM_HGEMV_SHARE_BYTES (32 << 10) /* GEMV: weight bytes per share at least */
 /* Shares of an fp16-weight GEMM: a GEMV (M < WM_HGEMM_BIG_M: decode) in claimed stream shares (wm_stream_shares,
@@ -135,6 +147,14 @@ static int hgemm_shares(int64_t M, int64_t N, int64_t K, int packed, int threads
 
 void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,
               const uint16_t *packed, float *C, const float *bias) {
+    wm_epilogue ep = {0};
+    ep.bias = bias;
+    ep.act = WM_ACT_NONE;
+    wm_hgemm_ep(x, M, N, K, A, B, tb, packed, C, &ep);
+}
+
+void wm_hgemm_ep(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,
+                 const uint16_t *packed, float *C, const wm_epilogue *ep) {
     if (M <= 0 || N <= 0) return;
     int nth = hgemm_shares(M, N, K, packed != NULL, x->nth);
     hctx c = {wm_kernels_get(), {0}};
@@ -142,8 +162,7 @@ void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const
     c.a.A = A, c.a.lda = K;
     c.a.B = B, c.a.trans_b = tb, c.a.ldb = tb ? K : N, c.a.packed_b = packed;
     c.a.C = C, c.a.ldc = N;
-    c.a.ep.bias = bias;
-    c.a.ep.act = WM_ACT_NONE;
+    c.a.ep = *ep;
     void *tmp = NULL;
     if (M < WM_HGEMM_BIG_M) c.a.work = NULL; /* the GEMV reads no workspace */
     else if (x->gemm_ws && wm_hgemm_workspace_size(&c.a, nth) <= x->gemm_ws_per * (size_t)nth) c.a.work = x->gemm_ws;

@@ -51,9 +51,17 @@ void wm_sgemm_pool(wm_exec *x, const wm_sgemm_args *a, int nth, size_t ws_per);
 void wm_hgemm(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,
               const uint16_t *packed, float *C, const float *bias);
 
+/* The same with a whole epilogue (bias, activation; ep read during the call only). */
+void wm_hgemm_ep(wm_exec *x, int64_t M, int64_t N, int64_t K, const float *A, const uint16_t *B, int tb,
+                 const uint16_t *packed, float *C, const wm_epilogue *ep);
+
 /* op(B) of node n's constant 2-D float16 input k (tb: stored [N, K]) in the half GEMM's panels
  * (wm_hgemm_pack_b), in the session's memory; the input's mapped pages are released. NULL on OOM. */
 uint16_t *wm_hgemm_prepack(wm_node *n, int k, int tb);
+/* op(B) of node n's constant 2-D float16 input k (tb: stored [N, K]) widened to float32 and packed for the float32
+ * GEMM (wm_gemm_pack's layout: the values exact), in the session's memory; the input's mapped pages are released.
+ * For a session that holds its float16 weights as float32 (wm_node_f16_float). NULL on OOM. */
+float *wm_gemm_prepack_f16(wm_node *n, int k, int tb);
 /* wm_hgemm_pack_b of op(B) (B [K, N] row stride ldb, or with tb [N, K]) into P, the panels split over n's pool. */
 void wm_hgemm_pack_pool(wm_node *n, int tb, int64_t K, int64_t N, const uint16_t *B, int64_t ldb, uint16_t *P);
 

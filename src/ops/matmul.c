@@ -4,7 +4,9 @@
  * winml's own ai.winml MatMulBias (float32 MatMul by a constant 2-D weight,
  * then + bias[N] and an activation, applied by the GEMM epilogue; made by
  * the engine's matmul_epilogue pass).
- * float32 runs on the GEMM kernel; float16 constant weights, and a computed
+ * float32 runs on the GEMM kernel; float16 constant weights are widened
+ * once to float32 where the session's policy says so (wm_node_f16_float:
+ * graphs that are not autoregressive), else they, and a computed
  * float16 B (a decoder's cache; MatMul / FusedMatMul without transA or
  * alpha), are read as is by the half-weight GEMM (wm_hgemm), other
  * float16/bfloat16 operands are widened to float32 (alpha A B + beta C
@@ -65,7 +67,8 @@ static int is_half(int32_t dt) { return dt == WM_DT_FLOAT16 || dt == WM_DT_BFLOA
 
 /*
  * Constant weights are prepared once: a 2-D B (float32, float16 or bfloat16) is packed for the GEMM
- * kernel; a batched float16/bfloat16 B is widened to float32 (half types compute in float32).
+ * kernel (float16: widened when the session holds float16 weights as float32, wm_node_f16_float, else in the
+ * half GEMM's panels); a batched float16/bfloat16 B is widened to float32 (half types compute in float32).
  */
 typedef struct mm_state {
     float *packed; /* packed op(B) [K, N] of a constant 2-D B */
@@ -77,13 +80,21 @@ typedef struct mm_state {
     float act_a;       /* its parameter (QuickGelu's alpha) */
 } mm_state;
 
-/* MatMulBias (float32 A, constant 2-D B checked by the caller): optional bias a constant float32 [N],
- * activation by name. */
+/* MatMulBias (float32 or float16 A, constant 2-D B of A's type checked by the caller): optional bias a constant
+ * [N] of A's type (float16: kept widened), activation by name. */
 static wm_status mmb_init(wm_node *n, mm_state *ms, wm_error *err) {
     const wm_tensor *b = n->in_const[1], *c = n->n_in > 2 ? n->in_const[2] : NULL;
-    if (wm_has_in(n, 2) && (!c || c->dtype != WM_DT_FLOAT || c->rank != 1 || c->dims[0] != b->dims[1]))
-        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "bias must be a constant float32 [%lld]", (long long)b->dims[1]);
+    int32_t dt = n->in_dtype[0];
+    if (wm_has_in(n, 2) && (!c || c->dtype != dt || c->rank != 1 || c->dims[0] != b->dims[1]))
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "bias must be a constant %s [%lld]", wm_dtype_name(dt),
+                           (long long)b->dims[1]);
     ms->bias = c ? c->data : NULL;
+    if (c && dt == WM_DT_FLOAT16) {
+        float *b32 = wm_node_alloc(n, (size_t)c->dims[0] * sizeof(float));
+        if (!b32) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+        wm_convert(dt, c->data, WM_DT_FLOAT, b32, (uint64_t)c->dims[0]);
+        ms->bias = b32;
+    }
     char buf[32];
     const char *a = wm_attr_string(n, "activation", "", buf, sizeof buf);
     static const struct { const char *name; wm_act act; } acts[] = {
@@ -110,16 +121,19 @@ static wm_status mm_init(wm_node *n, wm_error *err) {
     const wm_tensor *b = n->in_const[1];
     int32_t dt = n->in_dtype[0];
     int bias_op = !strcmp(n->proto->op_type, "MatMulBias");
-    if (!st && bias_op && (!b || b->rank != 2 || dt != WM_DT_FLOAT))
-        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "needs float32 A and a constant 2-D float32 B");
+    if (!st && bias_op && (!b || b->rank != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16)))
+        return wm_node_err(n, err, WM_ERR_UNSUPPORTED, "needs float32 or float16 A and a constant 2-D B of its type");
     if (st || !b || !(dt == WM_DT_FLOAT || is_half(dt))) return st;
     mm_state *ms = wm_node_alloc(n, sizeof *ms);
     if (!ms) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     n->state = ms;
     if (bias_op && (st = mmb_init(n, ms, err))) return st;
     int tb = !strcmp(n->proto->op_type, "FusedMatMul") ? (int)wm_attr_int(n, "transB", 0) : 0;
-    if (b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
-        !wm_attr_int(n, "transA", 0)) {
+    if (b->rank == 2 && dt == WM_DT_FLOAT16 &&
+        wm_node_f16_float(n, wm_gemm_pack_size(b->dims[tb ? 1 : 0], b->dims[tb ? 0 : 1]))) {
+        if (!(ms->packed = wm_gemm_prepack_f16(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    } else if (b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
+               !wm_attr_int(n, "transA", 0)) {
         ms->h16 = 1;
         if (!(ms->hpacked = wm_hgemm_prepack(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     } else if (b->rank == 2) {
@@ -258,7 +272,8 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
         float *A = x->ws, *C = A + na, *B = ms && ms->b32 ? ms->b32 : C + nc;
         wm_convert(dt, in[0]->data, WM_DT_FLOAT, A, na);
         if (ms && ms->h16 && s.rb <= 2 && !s.ta) { /* A's batch folds into M */
-            wm_hgemm(x, s.batch * s.M, s.N, s.K, A, in[1]->data, s.tb, ms->hpacked, C, NULL);
+            wm_epilogue ep = {.bias = ms->bias, .act = ms->act, .act_a = ms->act_a}; /* MatMulBias's, else none */
+            wm_hgemm_ep(x, s.batch * s.M, s.N, s.K, A, in[1]->data, s.tb, ms->hpacked, C, &ep);
             wm_convert(WM_DT_FLOAT, C, dt, out[0]->data, nc);
             return WM_OK;
         }
@@ -288,8 +303,9 @@ static wm_status mm_run(wm_node *n, wm_tensor *const *in, wm_tensor *const *out,
 
 /* ---------------------------------------------------------------- Gemm */
 
-/* Gemm with a constant B: float32 packs it once; float16 reads it as is (wm_hgemm) when alpha is 1 and A is
- * not transposed, else widens and packs it; bfloat16 widens and packs. A constant C of N values (times beta)
+/* Gemm with a constant B: float32 packs it once; float16 widens and packs it when the session holds float16
+ * weights as float32 (wm_node_f16_float), else reads it as is (wm_hgemm) when alpha is 1 and A is not
+ * transposed, else widens and packs it; bfloat16 widens and packs. A constant C of N values (times beta)
  * becomes a float32 bias. Half types compute in float32. */
 typedef struct gemm_state {
     float *packed;
@@ -310,8 +326,11 @@ static wm_status gemm_init(wm_node *n, wm_error *err) {
     n->state = gs;
     const wm_tensor *b = n->in_const[1], *c = wm_has_in(n, 2) ? n->in_const[2] : NULL;
     int tb = (int)wm_attr_int(n, "transB", 0);
-    if (b && b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
-        !wm_attr_int(n, "transA", 0)) {
+    if (b && b->rank == 2 && dt == WM_DT_FLOAT16 &&
+        wm_node_f16_float(n, wm_gemm_pack_size(b->dims[tb ? 1 : 0], b->dims[tb ? 0 : 1]))) {
+        if (!(gs->packed = wm_gemm_prepack_f16(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
+    } else if (b && b->rank == 2 && dt == WM_DT_FLOAT16 && wm_attr_float(n, "alpha", 1.0f) == 1.0f &&
+               !wm_attr_int(n, "transA", 0)) {
         gs->h16 = 1;
         if (!(gs->hpacked = wm_hgemm_prepack(n, 1, tb))) return wm_err(err, WM_ERR_NOMEM, "out of memory");
     } else if (b && b->rank == 2) {

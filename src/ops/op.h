@@ -108,6 +108,11 @@ struct wm_pool *wm_node_pool(const wm_node *n);
  * has copied into its own layout at init and will not read again (they stay readable: the file backs them). */
 void wm_node_release_const(const wm_node *n, int k);
 
+/* 1 when node n holds its constant float16 weight (bytes: its float32 packed copy) widened to float32: the
+ * session's float16 weight policy (runtime.h, WM_F16_*) widens and the bytes fit its memory budget, which then
+ * counts them; 0: keep it half. Called once per weight, at init. */
+int wm_node_f16_float(const wm_node *n, uint64_t bytes);
+
 /* Node name for messages: the node's name, else its first output, else its op type. */
 const char *wm_node_label(const wm_node *n);
 

@@ -3,8 +3,8 @@
  * run by the engine on the graphs it opens (session creation), never by
  * `winml optimize` unless asked: no other runtime knows these ops.
  *
- * matmul_epilogue: a float32 MatMul by a constant 2-D weight whose product
- * is used once, by
+ * matmul_epilogue: a float32 or float16 MatMul by a constant 2-D weight of
+ * its type whose product is used once, by
  *   BiasGelu(y, b) / FastGelu(y, b)          -> MatMulBias(A, W, b) activation Gelu / FastGelu
  *   Add(y, b), b a constant [N]              -> MatMulBias(A, W, b), then the Add's sole
  *                                               Gelu / FastGelu / Relu / Sigmoid / Tanh / QuickGelu too
@@ -12,7 +12,9 @@
  *   (and com.microsoft QuickGelu in each place: activation QuickGelu, activation_params [alpha])
  * The GEMM kernel applies bias and activation to each tile as it finishes
  * (wm_epilogue), so the product is written once instead of two or three
- * times.
+ * times (float16: in float32, rounded to half once, where the separate
+ * activation read the product rounded to half; float16 MatMuls that
+ * matmul_group joins stay as they are).
  *
  * conv_activation: a float32 Conv whose output is used once, by
  *   Relu / Sigmoid / Tanh / LeakyRelu         -> com.microsoft FusedConv with that activation
@@ -75,30 +77,44 @@ static const char *act_of(const wm_onnx_node *a, float *alpha) {
     return NULL;
 }
 
-/* A constant float32 vector of exactly n elements (rank 1) named b. */
-static int bias_vec(const wm_graph *g, const char *b, int64_t n) {
+/* A constant vector of element type dt and exactly n elements (rank 1) named b. */
+static int bias_vec(const wm_graph *g, const char *b, int64_t n, int32_t dt) {
     const wm_onnx_tensor *t = b ? wm_graph_constant(g, b) : NULL;
-    return t && t->data_type == WM_DT_FLOAT && t->n_dims == 1 && t->dims[0] == n;
+    return t && t->data_type == dt && t->n_dims == 1 && t->dims[0] == n;
+}
+
+static int64_t mmg_k(const wm_pass_ctx *c, const wm_onnx_node *n);
+
+/* 1 when float16 MatMul mm has a sibling matmul_group would join it with (another float16 MatMul by a constant of
+ * the same K on the same A): those stay for the group (one weight stream and one A for q/k/v at decode). */
+static int group_candidate(const wm_pass_ctx *c, const wm_onnx_node *mm) {
+    int64_t k = mmg_k(c, mm);
+    size_t nu = 0;
+    const wm_use *u = k ? wm_graph_consumers(c->g, mm->input[0], &nu) : NULL;
+    for (size_t i = 0; i < nu; i++)
+        if (u[i].node != mm && mmg_k(c, u[i].node) == k) return 1;
+    return 0;
 }
 
 static wm_status epilogue_one(wm_pass_ctx *c, wm_onnx_node *mm) {
     wm_graph *g = c->g;
     const char *a = wm_opt_in(mm, 0), *w = wm_opt_in(mm, 1), *y = wm_opt_out(mm, 0);
     const wm_onnx_tensor *wt = w ? wm_graph_constant(g, w) : NULL;
-    if (!a || !y || !wt || wt->n_dims != 2 || wt->data_type != WM_DT_FLOAT) return WM_OK;
-    if (wm_shapes_dtype(c->sh, a) != WM_DT_FLOAT || wm_shapes_rank(c->sh, a) < 1) return WM_OK;
-    if (wm_opt_is_graph_output(g, y)) return WM_OK;
+    int32_t dt = wt ? wt->data_type : 0;
+    if (!a || !y || !wt || wt->n_dims != 2 || (dt != WM_DT_FLOAT && dt != WM_DT_FLOAT16)) return WM_OK;
+    if (wm_shapes_dtype(c->sh, a) != dt || wm_shapes_rank(c->sh, a) < 1) return WM_OK;
+    if (wm_opt_is_graph_output(g, y) || (dt == WM_DT_FLOAT16 && group_candidate(c, mm))) return WM_OK;
     int64_t n = wt->dims[1];
     wm_onnx_node *u = wm_opt_sole_consumer(g, y), *last = NULL;
     const char *bias = NULL, *act = NULL;
     float alpha = 0.0f;
     if (!u) return WM_OK;
     if ((wm_opt_is_ms(u, "BiasGelu") || wm_opt_is_ms(u, "FastGelu")) && u->n_input == 2 &&
-        wm_opt_in(u, 0) && !strcmp(u->input[0], y) && bias_vec(g, wm_opt_in(u, 1), n)) {
+        wm_opt_in(u, 0) && !strcmp(u->input[0], y) && bias_vec(g, wm_opt_in(u, 1), n, dt)) {
         bias = u->input[1];
         act = wm_opt_is_ms(u, "BiasGelu") ? "Gelu" : "FastGelu";
         last = u;
-    } else if (wm_opt_is(u, "Add") && bias_vec(g, wm_m_other(u, y), n)) {
+    } else if (wm_opt_is(u, "Add") && bias_vec(g, wm_m_other(u, y), n, dt)) {
         bias = wm_m_other(u, y);
         last = u;
         const char *z = wm_opt_out(u, 0);

@@ -59,7 +59,7 @@ static const pass_entry PASSES[] = {
       "DynamicQuantizeLinear + MatMulInteger + Cast + Mul(scales) [+ Add(bias)] -> com.microsoft DynamicQuantizeMatMul"},
      wm_pass_dyn_quant_matmul},
     {{"matmul_epilogue", WM_OPT_ENGINE,
-      "float32 MatMul by a constant + bias Add / BiasGelu / activation -> MatMulBias (winml engine op)"},
+      "float32 / float16 MatMul by a constant + bias Add / BiasGelu / activation -> MatMulBias (winml engine op)"},
      wm_pass_matmul_epilogue},
     {{"conv_activation", WM_OPT_ENGINE,
       "float32 Conv + residual Add / Relu / Sigmoid / Tanh / LeakyRelu -> com.microsoft FusedConv"},

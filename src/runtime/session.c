@@ -321,6 +321,37 @@ void wm_node_release_const(const wm_node *n, int k) {
     if (s && t && t->data) wm_opt_release(s->model, t->data, (size_t)wm_tensor_nbytes(t));
 }
 
+int wm_node_f16_float(const wm_node *n, uint64_t bytes) {
+    wm_session *s = n->scope;
+    if (!s || !s->f16_float || !wm_budget_fits(s, 0, bytes)) return 0;
+    return wm_budget_take(s, n, 0, bytes, "float32 weights", NULL) == WM_OK;
+}
+
+/* 1 when graph g is autoregressive by the decoder convention: an input named with "past" (a KV cache fed back) or
+   an output named with "present" (one produced for the next step). */
+static int kv_graph(const wm_onnx_graph *g) {
+    for (size_t i = 0; i < g->n_input; i++)
+        if (g->input[i]->name && strstr(g->input[i]->name, "past")) return 1;
+    for (size_t i = 0; i < g->n_output; i++)
+        if (g->output[i]->name && strstr(g->output[i]->name, "present")) return 1;
+    return 0;
+}
+
+/* Resolves the float16 weight policy (runtime.h, WM_F16_*) of a root session over graph g into s->f16_float. */
+static wm_status f16_policy(wm_session *s, const wm_onnx_graph *g, wm_error *err) {
+    int p = s->opts.f16_weights;
+    const char *v = getenv("WM_F16_WEIGHTS");
+    if (p == WM_F16_AUTO && v && *v) {
+        if (!strcmp(v, "half")) p = WM_F16_HALF;
+        else if (!strcmp(v, "float")) p = WM_F16_FLOAT;
+        else if (strcmp(v, "auto"))
+            return wm_err(err, WM_ERR_USAGE, "WM_F16_WEIGHTS: '%s' is not auto, half or float", v);
+    }
+    if (p < WM_F16_AUTO || p > WM_F16_FLOAT) return wm_err(err, WM_ERR_USAGE, "f16_weights: %d is not a policy", p);
+    s->f16_float = p == WM_F16_FLOAT || (p == WM_F16_AUTO && !kv_graph(g));
+    return WM_OK;
+}
+
 static int foldable(const wm_session *s, const wm_node *n) {
     if (n->op->flags & WM_OP_NOFOLD) return 0;
     int any_input = 0;
@@ -389,6 +420,7 @@ wm_status wm_session_new_model(wm_onnx_model *m, const wm_session_opts *opts, wm
         }
     }
     if ((st = wm_graph_topo_sort(s->graph, err))) goto fail;
+    if ((st = f16_policy(s, g, err))) goto fail;
     if ((st = build(s, g, NULL, 0, NULL, NULL, 0, err))) goto fail;
     *out = s;
     return WM_OK;
@@ -409,6 +441,7 @@ wm_status wm_session_new_sub(wm_session *parent, wm_onnx_graph *g, const int32_t
     s->gemm_ws = parent->gemm_ws;
     s->gemm_ws_per = parent->gemm_ws_per;
     s->opts = parent->opts;
+    s->f16_float = parent->f16_float;
     wm_arena_init(&s->arena);
     wm_status st = build(s, g, formal_dtypes, n_formal, outer_names, outer_dtypes, n_outer, err);
     if (st) {

@@ -96,6 +96,8 @@ struct wm_session {
     struct wm_subgraph **subs; /* subgraphs of this session's nodes, freed with it */
     size_t n_subs;
     wm_budget budget;        /* limits and bytes held (used in the root session only: see budget.h) */
+    int f16_float;           /* constant float16 MatMul / Gemm weights widened to float32 at creation (the
+                                resolved wm_session_opts.f16_weights policy; a subgraph's is its root's) */
     struct {                 /* steady inputs and the values kept from them (steady.c) */
         uint8_t *in;         /* per graph input: marked steady */
         size_t n_in;         /* inputs marked */

@@ -175,6 +175,25 @@ def test_runtimes_agree(kind, prec, built):
            f"with past {d2:.2e}; encoder vs transformers fp32 relative L2 {re:.2e}")
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_fp16_weight_policy(kind, built, monkeypatch):
+    """The fp16 encoder's float16 weights held as float32 (WM_F16_WEIGHTS=float, what auto takes for a graph without
+    a KV cache) or half (=half, the decoders' form): the same exact weight values, so the two encoder states agree
+    to float32 rounding (sums may run in another k-block order) and each agrees with onnxruntime within TOL_RT."""
+    m, o = built[kind, "fp16"]
+    enc, _, _ = feeds_of(kind, m)
+    path = os.path.join(o, "encoder_model.onnx")
+    ort_h = BU.run_ort(path, enc)["last_hidden_state"]
+    h = {}
+    for policy in ("auto", "float", "half"):
+        monkeypatch.setenv("WM_F16_WEIGHTS", policy)
+        h[policy] = BU.run_engine(path, enc)["last_hidden_state"]
+        close(h[policy], ort_h, TOL_RT["fp16"], f"{kind} fp16 encoder, {policy} weights, vs onnxruntime")
+    np.testing.assert_array_equal(h["auto"], h["float"])
+    d = close(h["float"], h["half"], 1e-3, f"{kind} fp16 encoder, float vs half weights")
+    U.note(f"{kind} fp16 encoder: float32 vs half weights max abs / max ref {d:.2e}")
+
+
 def generate(kind, m, o, winml, speech_files, feats_, n):
     """(ours, transformers') greedy rows of n new tokens on 5 sources."""
     if kind == "whisper":

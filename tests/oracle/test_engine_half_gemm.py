@@ -1,7 +1,8 @@
 """float16 / bfloat16 MatMul and Gemm, and float16 Softmax rows, in our engine against numpy (float64 on the same
-half values): constant fp16 weights read as is by the half-weight GEMM (GEMV for decode, panels for prefill),
-transB, biases, alpha/beta, batched A, a runtime (non-constant) B (a decoder's cache, head by head), bfloat16
-widened and packed."""
+half values): constant fp16 weights read as is by the half-weight GEMM (GEMV for decode, panels for prefill) or
+widened once to float32 (the session's float16 weight policy, WM_F16_WEIGHTS: both are run, and the packed bytes
+say which one the session took), transB, biases, alpha/beta, batched A, a runtime (non-constant) B (a decoder's
+cache, head by head), bfloat16 widened and packed."""
 import numpy as np
 import pytest
 from onnx import TensorProto as T
@@ -25,6 +26,16 @@ def save(path, node, inputs, outputs, inits):
     path.write_bytes(m.SerializeToString())
 
 
+def half_bytes(K, N):
+    """packed bytes of a [K, N] float16 weight in the half GEMM's 64-column panels"""
+    return (N + 63) // 64 * 64 * K * 2
+
+
+def float_bytes(K, N):
+    """packed bytes of a [K, N] weight widened for the float32 GEMM (16-column panels)"""
+    return (N + 15) // 16 * 16 * K * 4
+
+
 def check(got, ref, dtype):
     tol = 2e-2 if dtype == np.float16 else 6e-2
     got = got.astype(np.float32)
@@ -32,9 +43,11 @@ def check(got, ref, dtype):
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("policy", ["half", "float"])
 @pytest.mark.parametrize("M", [1, 3, 40])
 @pytest.mark.parametrize("batched", [False, True])
-def test_matmul_fp16_constant_weight(build_dir, tmp_path, M, batched):
+def test_matmul_fp16_constant_weight(build_dir, tmp_path, monkeypatch, M, batched, policy):
+    monkeypatch.setenv("WM_F16_WEIGHTS", policy)
     rng = np.random.default_rng(M + 10 * batched)
     K, N = 67, 45
     w = rng.standard_normal((K, N)).astype(np.float16)
@@ -43,13 +56,16 @@ def test_matmul_fp16_constant_weight(build_dir, tmp_path, M, batched):
     p = tmp_path / "mm.onnx"
     save(p, h.make_node("MatMul", ["a", "w"], ["y"]), [h.make_tensor_value_info("a", T.FLOAT16, shape)],
          [h.make_tensor_value_info("y", T.FLOAT16, None)], [nh.from_array(w, "w")])
-    out, _ = engine_run(build_dir, p, {"a": a}, tmp_path)
+    out, stats = engine_run(build_dir, p, {"a": a}, tmp_path)
+    assert stats["packed_bytes"] == (half_bytes if policy == "half" else float_bytes)(K, N)
     check(out["y"], (a.astype(np.float64) @ w.astype(np.float64)).astype(np.float32), np.float16)
 
 
+@pytest.mark.parametrize("policy", ["half", "float"])
 @pytest.mark.parametrize("M", [1, 2, 33])
 @pytest.mark.parametrize("case", ["transB_bias", "plain", "alpha_beta_matrix_c", "runtime_b"])
-def test_gemm_fp16(build_dir, tmp_path, M, case):
+def test_gemm_fp16(build_dir, tmp_path, monkeypatch, M, case, policy):
+    monkeypatch.setenv("WM_F16_WEIGHTS", policy)
     rng = np.random.default_rng(M * 7 + len(case))
     K, N = 70, 131
     a = rng.standard_normal((M, K)).astype(np.float16)
@@ -77,7 +93,10 @@ def test_gemm_fp16(build_dir, tmp_path, M, case):
         feeds["w"] = w
     p = tmp_path / "gemm.onnx"
     save(p, h.make_node("Gemm", ins, ["y"], **attrs), vis, [h.make_tensor_value_info("y", T.FLOAT16, None)], inits)
-    out, _ = engine_run(build_dir, p, feeds, tmp_path)
+    out, stats = engine_run(build_dir, p, feeds, tmp_path)
+    # alpha != 1 is widened under either policy (the half GEMM has no alpha); a runtime B is not packed
+    want = 0 if case == "runtime_b" else half_bytes(K, N) if policy == "half" and alpha == 1 else float_bytes(K, N)
+    assert stats["packed_bytes"] == want
     ref = alpha * (a.astype(np.float64) @ w.astype(np.float64))
     if c is not None:
         ref = ref + beta * c.astype(np.float64)
@@ -157,3 +176,55 @@ def test_softmax_fp16_rows(build_dir, tmp_path, op, axis):
     fin = np.isfinite(ref)
     assert np.array_equal(fin, np.isfinite(got))
     np.testing.assert_allclose(got[fin], ref[fin], rtol=2e-3, atol=1e-6 if op == "Softmax" else 2e-3)
+
+
+@pytest.mark.parametrize("inputs", ["encoder", "past_input", "present_output"])
+def test_fp16_weight_policy_auto(build_dir, tmp_path, monkeypatch, inputs):
+    """WM_F16_WEIGHTS unset (auto): a graph without a KV cache (an encoder) holds its float16 weights as float32,
+    one with an input named with "past" or an output named with "present" (a decoder step) keeps them half; the
+    outputs of the two policies equal each other (the same float32 sums of the same exact values; one 64-row
+    product here, whose order of summation both paths share) and numpy's product within one float16 rounding."""
+    monkeypatch.delenv("WM_F16_WEIGHTS", raising=False)
+    rng = np.random.default_rng(len(inputs))
+    M, K, N = 64, 96, 77
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    w = (rng.standard_normal((K, N)) / 8).astype(np.float16)
+    nodes = [h.make_node("MatMul", ["a", "w"], ["y"])]
+    ins = [h.make_tensor_value_info("a", T.FLOAT16, [M, K])]
+    outs = [h.make_tensor_value_info("y", T.FLOAT16, None)]
+    feeds = {"a": a}
+    if inputs == "past_input":
+        ins.append(h.make_tensor_value_info("past_key_values.0.key", T.FLOAT16, [1, 2]))
+        nodes.append(h.make_node("Identity", ["past_key_values.0.key"], ["kv"]))
+        outs.append(h.make_tensor_value_info("kv", T.FLOAT16, None))
+        feeds["past_key_values.0.key"] = np.ones((1, 2), np.float16)
+    elif inputs == "present_output":
+        nodes.append(h.make_node("Identity", ["y"], ["present.0.key"]))
+        outs.append(h.make_tensor_value_info("present.0.key", T.FLOAT16, None))
+    g = h.make_graph(nodes, "g", ins, outs, [nh.from_array(w, "w")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    p = tmp_path / "mm.onnx"
+    p.write_bytes(m.SerializeToString())
+    got = {}
+    for policy in ["auto", "half", "float"]:
+        monkeypatch.setenv("WM_F16_WEIGHTS", policy)
+        out, stats = engine_run(build_dir, p, feeds, tmp_path)
+        got[policy] = (out["y"], stats["packed_bytes"])
+    auto_float = inputs == "encoder"
+    assert got["auto"][1] == (float_bytes(K, N) if auto_float else half_bytes(K, N))
+    assert got["half"][1] == half_bytes(K, N) and got["float"][1] == float_bytes(K, N)
+    np.testing.assert_array_equal(got["auto"][0], got["float" if auto_float else "half"][0])
+    np.testing.assert_array_equal(got["half"][0], got["float"][0])
+    check(got["auto"][0], (a.astype(np.float64) @ w.astype(np.float64)).astype(np.float32), np.float16)
+
+
+def test_fp16_weight_policy_bad_value(build_dir, tmp_path, monkeypatch):
+    """A WM_F16_WEIGHTS that is no policy is refused when the session is made, naming the variable."""
+    monkeypatch.setenv("WM_F16_WEIGHTS", "fp32")
+    w = np.ones((4, 3), np.float16)
+    p = tmp_path / "mm.onnx"
+    save(p, h.make_node("MatMul", ["a", "w"], ["y"]), [h.make_tensor_value_info("a", T.FLOAT16, [2, 4])],
+         [h.make_tensor_value_info("y", T.FLOAT16, None)], [nh.from_array(w, "w")])
+    with pytest.raises(AssertionError, match="WM_F16_WEIGHTS: 'fp32' is not auto, half or float"):
+        engine_run(build_dir, p, {"a": np.ones((2, 4), np.float16)}, tmp_path)

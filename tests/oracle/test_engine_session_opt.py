@@ -3,8 +3,9 @@ activation into its own ai.winml MatMulBias and Conv + residual + activation int
 onnxruntime on the graph as written:
   * handmade graphs, one per MatMulBias form (bias Add, BiasGelu, FastGelu with bias, Add then
     Gelu/Relu/Sigmoid/Tanh/QuickGelu, activation alone) and the forms it must leave alone (product used twice,
-    product or bias sum a graph output, a non-constant or 2-D bias, float16): the pass fires exactly where
-    it should (`winml optimize --enable-matmul_epilogue` report) and the engine's outputs match;
+    product or bias sum a graph output, a non-constant or 2-D bias, a float16 MatMul that matmul_group joins
+    with a sibling): the pass fires exactly where it should (`winml optimize --enable-matmul_epilogue` report)
+    and the engine's outputs match; float16 forms under both float16 weight policies (half panels, float32);
   * tiny bert / xlm-roberta / gpt2 / llama torch.onnx exports: the default session (optimized) and
     wm_run --no-optimize both match onnxruntime within 1e-4."""
 import json
@@ -99,17 +100,73 @@ def test_matmul_epilogue_forms(winml, build_dir, tmp_path, case):
     assert (st["nodes"] < st_plain["nodes"]) == fused, (case, st, st_plain)
 
 
+FP16_CASES = ["bias", "add_relu", "add_gelu_ms", "add_quickgelu", "tanh_only", "biasgelu"]
+
+
+@pytest.mark.parametrize("policy", ["half", "float"])
+@pytest.mark.parametrize("case", FP16_CASES)
+def test_matmul_epilogue_fp16(winml, build_dir, tmp_path, monkeypatch, case, policy):
+    """float16 MatMul + bias / activation fuses into a float16 MatMulBias: the epilogue runs in float32 on the
+    half GEMM (WM_F16_WEIGHTS=half: a decoder's form) or the float32 GEMM (=float: an encoder's), the output
+    rounded to half once; within one float16 rounding of numpy's float64 on the same half values (the unfused
+    graph rounds the product to half before the activation: onnxruntime's figure is a second reference)."""
+    monkeypatch.setenv("WM_F16_WEIGHTS", policy)
+    tail, extra, fused, act = CASES[case]
+    src = str(tmp_path / "m16.onnx")
+    m = graph(tail, extra_outputs=extra, dtype=np.float16)
+    onnx.save(m, src)
+    fired, _ = fused_ops(winml, src, str(tmp_path / "o16.onnx"))
+    assert fired == 1, case
+    x = np.random.default_rng(1).normal(0, 1.5, (2, 3, K)).astype(np.float16)
+    w = numpy_helper.to_array(m.graph.initializer[0]).astype(np.float64)
+    b = numpy_helper.to_array(m.graph.initializer[1]).astype(np.float64)
+    from scipy.special import erf
+    y = x.astype(np.float64) @ w
+    z = y + b if case != "tanh_only" else y
+    ref = {"bias": lambda v: v, "add_relu": lambda v: np.maximum(v, 0), "tanh_only": np.tanh,
+           "add_gelu_ms": lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))),
+           "biasgelu": lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))),
+           "add_quickgelu": lambda v: v / (1 + np.exp(-1.702 * v))}[case](z)
+    ours, st = E.engine_run(build_dir, src, {"x": x}, tmp_path)
+    _, st_plain = E.engine_run(build_dir, src, {"x": x}, tmp_path, extra=("--no-optimize",))
+    assert st["nodes"] < st_plain["nodes"], (case, st, st_plain)
+    got = ours["out"]
+    assert got.dtype == np.float16 and got.shape == ref.shape
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=2e-3, atol=2e-3 * np.abs(ref).max())
+    ort = E.ort_run(src, {"x": x})["out"].astype(np.float64)
+    np.testing.assert_allclose(got.astype(np.float64), ort, rtol=1e-2, atol=1e-2 * np.abs(ref).max())
+
+
+def test_matmul_epilogue_fp16_leaves_groups(winml, build_dir, tmp_path):
+    """Two float16 MatMuls by constants of the same K on one input (a decoder's q / v projections, each with a
+    bias) stay for matmul_group (one weight stream at decode) instead of fusing their biases."""
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (K, N)).astype(np.float16), nm) for nm in ("W1", "W2")]
+    inits += [numpy_helper.from_array(rng.normal(0, 0.5, (N,)).astype(np.float16), nm) for nm in ("b1", "b2")]
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["y1"]), helper.make_node("Add", ["y1", "b1"], ["o1"]),
+             helper.make_node("MatMul", ["x", "W2"], ["y2"]), helper.make_node("Add", ["y2", "b2"], ["o2"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 3, K])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT16, None) for o in ("o1", "o2")], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    src = str(tmp_path / "g16.onnx")
+    onnx.save(m, src)
+    assert fused_ops(winml, src, str(tmp_path / "og16.onnx"))[0] == 0
+    x = np.random.default_rng(3).normal(0, 1, (2, 3, K)).astype(np.float16)
+    ours, _ = E.engine_run(build_dir, src, {"x": x}, tmp_path)
+    ref = E.ort_run(src, {"x": x})
+    for k in ("o1", "o2"):
+        np.testing.assert_allclose(ours[k].astype(np.float64), ref[k].astype(np.float64), rtol=1e-2,
+                                   atol=1e-2 * np.abs(ref[k]).max())
+
+
 def test_matmul_epilogue_leaves_other_biases(winml, build_dir, tmp_path):
-    """A 2-D [1, N] bias, a bias that is a graph input and a float16 product are not fused (and still run)."""
+    """A 2-D [1, N] bias and a bias that is a graph input are not fused (and still run)."""
     src = str(tmp_path / "m2.onnx")
     onnx.save(graph([helper.make_node("Add", ["y", "b"], ["out"])], bias_dims=(1, N)), src)
     assert fused_ops(winml, src, str(tmp_path / "o2.onnx"))[0] == 0
     x = np.random.default_rng(2).normal(0, 1, (2, 3, K)).astype(np.float32)
     E.assert_close(E.engine_run(build_dir, src, {"x": x}, tmp_path)[0], E.ort_run(src, {"x": x}), atol=1e-5)
-    src16 = str(tmp_path / "m16.onnx")
-    onnx.save(graph([helper.make_node("Add", ["y", "b"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],
-                    dtype=np.float16), src16)
-    assert fused_ops(winml, src16, str(tmp_path / "o16.onnx"))[0] == 0
     m = graph([helper.make_node("Add", ["y", "bias_in"], ["out"])])
     m.graph.input.append(helper.make_tensor_value_info("bias_in", TensorProto.FLOAT, [N]))
     src_in = str(tmp_path / "min.onnx")

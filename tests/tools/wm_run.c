@@ -102,9 +102,10 @@ int main(int argc, char **argv) {
         wm_session_stats ss;
         wm_session_get_stats(s, &ss);
         printf("{\"nodes\": %zu, \"folded\": %zu, \"run_nodes\": %zu, \"plans\": %zu, \"arena_bytes\": %llu, "
-               "\"naive_bytes\": %llu, \"run_allocs\": %llu, \"eager\": %d, \"threads\": %d}\n",
+               "\"naive_bytes\": %llu, \"run_allocs\": %llu, \"eager\": %d, \"threads\": %d, \"packed_bytes\": %llu}\n",
                ss.n_nodes, ss.n_folded, ss.n_run_nodes, ss.n_plans, (unsigned long long)ss.arena_bytes,
-               (unsigned long long)ss.naive_bytes, (unsigned long long)ss.run_allocs, ss.eager, wm_session_threads(s));
+               (unsigned long long)ss.naive_bytes, (unsigned long long)ss.run_allocs, ss.eager, wm_session_threads(s),
+               (unsigned long long)ss.packed_bytes);
     }
     rc = 0;
     goto done;
