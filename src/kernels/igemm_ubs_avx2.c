@@ -23,21 +23,24 @@
 #define IK_INLINE static inline __attribute__((always_inline))
 #define MAX_GROUPS ((WM_IKC + 3) / 4) /* 4-k groups of a block (a wide block has kc <= WM_IKC) */
 /* register tile: 4 rows x 16 columns (8 accumulators, 2 of B, ones, A's broadcast, a product: 13 of 16 ymm; 6 rows
-   need 17, and gcc's spills made that slower), run over a 6-row A panel as rows 0-3 and 4-5 */
+   need 17, and gcc's spills made that slower); A is packed in panels of as many rows, one tile each (6-row panels
+   run as rows 0-3 and 4-5 took whisper-tiny's 1500 x 384 x 1536 product 11.75 ms of CPU, against 11.00: a 2-row
+   tile loads and interleaves B for 2 rows) */
 #define TILE_R 4
+#define AG (TILE_R * 4) /* bytes per 4-k group of an A panel */
 
-/* A rows [m0, m0+mc) x k [k0, k0+kc) as unsigned bytes a' (signed A with its top bit flipped: a + 128) in 6-row
-   panels of 4-k groups: panel i, group t, row r at (i * kc4 + t) * 24 + r * 4 (kc4 = ceil(kc/4), zero padded);
+/* A rows [m0, m0+mc) x k [k0, k0+kc) as unsigned bytes a' (signed A with its top bit flipped: a + 128) in TILE_R-row
+   panels of 4-k groups: panel i, group t, row r at (i * kc4 + t) * AG + r * 4 (kc4 = ceil(kc/4), zero padded);
    asum[r] += the row's sum of (a - za) = sum a' - kc * (za + flip). */
 static void pack_a(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, uint8_t *dst,
                    int32_t *asum) {
     const int64_t kc4 = (kc + 3) / 4, k32 = kc / 32 * 32;
     const uint8_t flip = a->a_signed ? 0x80 : 0;
     const __m256i fl = _mm256_set1_epi8((char)flip), zero = _mm256_setzero_si256();
-    for (int64_t i = 0; i < mc; i += WM_MR) {
+    for (int64_t i = 0; i < mc; i += TILE_R) {
         uint8_t *d = dst + i * kc4 * 4;
-        int rows = (int)(mc - i < WM_MR ? mc - i : WM_MR);
-        if (rows < WM_MR || kc & 3) memset(d, 0, (size_t)(kc4 * WM_MR * 4));
+        int rows = (int)(mc - i < TILE_R ? mc - i : TILE_R);
+        if (rows < TILE_R || kc & 3) memset(d, 0, (size_t)(kc4 * AG));
         for (int r = 0; r < rows; r++) {
             int64_t m = m0 + i + r;
             const uint8_t *s = (const uint8_t *)a->A + m * a->lda + k0;
@@ -47,21 +50,21 @@ static void pack_a(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t k0, i
                 __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(s + k)), fl);
                 sv = _mm256_add_epi64(sv, _mm256_sad_epu8(v, zero));
                 __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-                uint8_t *o = d + (k >> 2) * WM_MR * 4 + r * 4;
+                uint8_t *o = d + (k >> 2) * AG + r * 4;
                 _mm_storeu_si32(o, lo);
-                _mm_storeu_si32(o + 24, _mm_srli_si128(lo, 4));
-                _mm_storeu_si32(o + 48, _mm_srli_si128(lo, 8));
-                _mm_storeu_si32(o + 72, _mm_srli_si128(lo, 12));
-                _mm_storeu_si32(o + 96, hi);
-                _mm_storeu_si32(o + 120, _mm_srli_si128(hi, 4));
-                _mm_storeu_si32(o + 144, _mm_srli_si128(hi, 8));
-                _mm_storeu_si32(o + 168, _mm_srli_si128(hi, 12));
+                _mm_storeu_si32(o + AG, _mm_srli_si128(lo, 4));
+                _mm_storeu_si32(o + 2 * AG, _mm_srli_si128(lo, 8));
+                _mm_storeu_si32(o + 3 * AG, _mm_srli_si128(lo, 12));
+                _mm_storeu_si32(o + 4 * AG, hi);
+                _mm_storeu_si32(o + 5 * AG, _mm_srli_si128(hi, 4));
+                _mm_storeu_si32(o + 6 * AG, _mm_srli_si128(hi, 8));
+                _mm_storeu_si32(o + 7 * AG, _mm_srli_si128(hi, 12));
             }
             __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sv), _mm256_extracti128_si256(sv, 1));
             int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1);
             for (; k < kc; k++) {
                 uint8_t v = (uint8_t)(s[k] ^ flip);
-                d[(k >> 2) * WM_MR * 4 + r * 4 + (k & 3)] = v;
+                d[(k >> 2) * AG + r * 4 + (k & 3)] = v;
                 sum += v;
             }
             int32_t za = (a->a_zero_points ? a->a_zero_points[m] : a->a_zero_point) + flip;
@@ -141,19 +144,19 @@ IK_INLINE void madd_rows(int R, const uint8_t *a, int64_t as, __m256i b0, __m256
     }
 }
 
-/* one 4-k group of rows 0..R-1 (A panel group ag: 6 rows x 4 bytes) times B group bq (2 vectors) into c */
+/* one 4-k group of rows 0..R-1 (A panel group ag: TILE_R rows x 4 bytes) times B group bq (2 vectors) into c */
 IK_INLINE void step(int R, const uint8_t *ag, const uint8_t *bq, __m256i c[TILE_R][2]) {
     madd_rows(R, ag, 4, _mm256_loadu_si256((const __m256i *)bq), _mm256_loadu_si256((const __m256i *)(bq + 32)), c);
 }
 
-/* rows 0..R-1 of a 6-row A panel times n groups of B (q; the A group of the i-th: idx[i], or i without idx): acc
+/* rows 0..R-1 of an A panel times n groups of B (q; the A group of the i-th: idx[i], or i without idx): acc
    rows (ld) [+]= sum_k a' b' - za'[r] * colsum (colsum, za: NULL for none). The residual groups run as a call of
    their own, after the main one (one loop per call keeps gcc's accumulators in registers). */
 IK_INLINE void ukr(int R, int64_t n, const uint8_t *ap, const uint8_t *q, const int32_t *idx, const __m256i *colsum,
                    const int32_t *za, int32_t *acc, int64_t ld, int first) {
     __m256i c[TILE_R][2];
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) c[r][0] = c[r][1] = _mm256_setzero_si256();
-    for (int64_t t = 0; t < n; t++) step(R, ap + (idx ? idx[t] : t) * WM_MR * 4, q + t * 64, c);
+    for (int64_t t = 0; t < n; t++) step(R, ap + (idx ? idx[t] : t) * AG, q + t * 64, c);
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
         __m256i lo = c[r][0], hi = c[r][1]; /* columns 0-3, 8-11 and 4-7, 12-15 */
         if (za) {
@@ -190,17 +193,14 @@ static void panel(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t kc, co
     uint8_t *q = scratch, *res = scratch + kc4 * 64;
     int64_t nres = quad_panel(bpanel, kc, a->b_signed ? 0 : 0x80, q, res, ridx, colsum);
     int32_t flip = a->a_signed ? 128 : 0;
-    for (int64_t i = 0; i < mc; i += WM_MR) {
-        int rows = (int)(mc - i < WM_MR ? mc - i : WM_MR);
-        int32_t za[WM_MR];
+    for (int64_t i = 0; i < mc; i += TILE_R) {
+        int rows = (int)(mc - i < TILE_R ? mc - i : TILE_R);
+        int32_t za[TILE_R];
         for (int r = 0; r < rows; r++)
             za[r] = (a->a_zero_points ? a->a_zero_points[m0 + i + r] : a->a_zero_point) + flip;
-        for (int r0 = 0; r0 < rows; r0 += TILE_R) {
-            int rt = (rows - r0 < TILE_R ? rows - r0 : TILE_R) - 1;
-            const uint8_t *ap = apack + i * kc4 * 4 + r0 * 4;
-            ukrs[rt](kc4, ap, q, colsum, za + r0, acc + (i + r0) * ld, ld, first);
-            if (nres) ress[rt](nres, ap, res, ridx, acc + (i + r0) * ld, ld);
-        }
+        const uint8_t *ap = apack + i * kc4 * 4;
+        ukrs[rows - 1](kc4, ap, q, colsum, za, acc + i * ld, ld, first);
+        if (nres) ress[rows - 1](nres, ap, res, ridx, acc + i * ld, ld);
     }
 }
 
@@ -269,8 +269,8 @@ void wm_igemm_ubs_rows_avx2(int R, int64_t K2, const uint8_t *aq, int64_t aqs, c
 
 /*
  * The prefill panel on a prepacked signed B panel whose pairs are all safe (wm_igemm_wide.panel_safe): the pair
- * panel's 4-k groups interleaved as read (rows_ukr), against A's 6-row panels (pack_a: row stride 4, group stride
- * WM_MR * 4), where panel() would first regroup (and check) the B panel into scratch on every call, 15% of a
+ * panel's 4-k groups interleaved as read (rows_ukr), against A's TILE_R-row panels (pack_a: row stride 4, group
+ * stride AG), where panel() would first regroup (and check) the B panel into scratch on every call, 15% of a
  * 64 x 768 x 3072 product. Every row is stored (first) or added as sum_k a' b over the block; A's zero points
  * come off B's column sums over all of K once, in the first k-block.
  */
@@ -278,13 +278,9 @@ static void panel_safe(const wm_igemm_args *a, int64_t m0, int64_t mc, int64_t k
                        const uint8_t *bpanel, const int32_t *colsum, int32_t *acc, int64_t ld, int first) {
     const int64_t kc2 = (kc + 1) / 2, kc4 = (kc + 3) / 4;
     const int32_t flip = a->a_signed ? 128 : 0;
-    for (int64_t i = 0; i < mc; i += WM_MR) {
-        int rows = (int)(mc - i < WM_MR ? mc - i : WM_MR);
-        for (int r0 = 0; r0 < rows; r0 += TILE_R) {
-            int rt = rows - r0 < TILE_R ? rows - r0 : TILE_R;
-            rows_fns[rt - 1](0, kc4, kc2, apack + i * kc4 * 4 + r0 * 4, 4, WM_MR * 4, bpanel, acc + (i + r0) * ld, ld,
-                             first, i == 0 && r0 == 0);
-        }
+    for (int64_t i = 0; i < mc; i += TILE_R) {
+        int rows = (int)(mc - i < TILE_R ? mc - i : TILE_R);
+        rows_fns[rows - 1](0, kc4, kc2, apack + i * kc4 * 4, 4, AG, bpanel, acc + i * ld, ld, first, i == 0);
     }
     if (!first) return;
     const __m256i cs0 = _mm256_loadu_si256((const __m256i *)colsum), cs1 = _mm256_loadu_si256((const __m256i *)(colsum + 8));

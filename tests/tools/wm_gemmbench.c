@@ -12,7 +12,8 @@
  *        activations (q types only: prefill-sized MatMulNBits)
  *   wm_gemmbench igemm M K N [--threads T] [--packed] [--bdist uniform|normal|7bit]    (u8 x s8 MatMulInteger)
  *        --bdist: B's bytes uniform in [-128, 127] (default: the most pairs vpmaddubsw must split), normal
- *        (Gaussian weights quantized per column to max |b| = 127, like a symmetric int8 build) or 7bit ([-64, 63])
+ *        (Gaussian weights quantized per column to max |b| = 127, like a symmetric int8 build) or 7bit ([-64, 63]);
+ *        --float: a float output with a scale per column (DynamicQuantizeMatMul's), not int32
  * Common: --generic (generic table), --plain (f16 and q types: the weights as stored, not packed as a session does;
  *        q8a: float32 scales only, where a session also keeps halves for the kernel), --min-ms MS (default 300), --reps R (min runs, default 5).
  * Prints one JSON line: median_ms (wall), gflops, gbps (weight bytes / time), cpu_ms (median of the
@@ -34,7 +35,7 @@
 #include "runtime/pool.h"
 
 typedef struct opts {
-    int threads, packed, transb, generic, reps, block, rows, plain, bdist, zpf;
+    int threads, packed, transb, generic, reps, block, rows, plain, bdist, zpf, fout;
     int64_t kc;
     int64_t batch;
     double min_ms, cold_mb, mb;
@@ -187,6 +188,7 @@ int main(int argc, char **argv) {
             if (o.bdist < 0) return usage();
         }
         else if (!strcmp(a, "--zpf")) o.zpf = 1;
+        else if (!strcmp(a, "--float")) o.fout = 1;
         else if (!strcmp(a, "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
         else if (!strcmp(a, "--min-ms") && i + 1 < argc) o.min_ms = atof(argv[++i]);
         else if (!strcmp(a, "--block") && i + 1 < argc) o.block = atoi(argv[++i]);
@@ -425,6 +427,16 @@ int main(int argc, char **argv) {
         g->a_zero_point = 128;
         g->C = C;
         g->ldc = N;
+        if (o.fout) { /* the float output in C's place (as large), scales 1/64 .. 2/64 per column */
+            float *bsc = xmalloc((size_t)N * sizeof(float));
+            for (int64_t n = 0; n < N; n++) bsc[n] = (1.0f + (float)(n % 64) / 64.0f) / 64.0f;
+            g->C = NULL;
+            g->Cf = (float *)C;
+            g->ldcf = N;
+            g->a_scale = 0.01f;
+            g->b_scale = bsc;
+            g->b_scale_count = N;
+        }
         if (o.packed) {
             void *P = xmalloc(wm_igemm_pack_b_size(Kd, N));
             wm_igemm_pack_b(Kd, N, Bm, N, 0, NULL, P);

@@ -553,7 +553,7 @@ static void run_igemm_x(const wm_kernels *T, int64_t M, int64_t N, int64_t K, in
     a.ldcf = ldc;
     a.a_scale = 0.02f;
     a.b_scale = bsc;
-    a.b_scale_count = N;
+    a.b_scale_count = seed & 1 ? 1 : N; /* one scale (a per-tensor weight) or one per column */
     a.ep.bias = bias;
     a.ep.act = WM_ACT_RELU;
     void *P = NULL;
