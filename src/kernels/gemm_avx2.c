@@ -6,10 +6,12 @@
  * Compiled with -mavx2 -mfma -mf16c; reached only through the AVX2 table.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
 #include "kernels/transpose_avx2.h"
+#include "kernels/vmath_avx2.h"
 
 /* ------------------------------------------------------------ micro-kernel */
 
@@ -47,8 +49,36 @@ static inline void row_out(__m256 a0, __m256 a1, float *c, __m256 alpha, __m256 
     row_out_epi(a0, a1, c, alpha, beta, mode, 0, NULL, NULL, alpha);
 }
 
+/* e's activation (fused_act) on the mv x nv tile just stored at c, still in L1: the table's vact on each row, so
+   the values are those of the separate pass (wm_epilogue_apply), which read the row block back from L2 or beyond */
+static __attribute__((noinline)) void tile_act(float *c, int64_t ldc, int mv, int nv, const wm_tile_epi *e) {
+    if (nv == WM_NR && (e->act == WM_ACT_GELU_ERF || e->act == WM_ACT_QUICK_GELU)) {
+        /* the vector functions vact maps (vmath_simd.h) inline over the whole tile: 12 independent vectors, where a
+           vact call per row of 16 had 2 */
+        if (e->act == WM_ACT_GELU_ERF) {
+#pragma GCC unroll 2
+            for (int i = 0; i < mv; i++) {
+                float *r = c + i * ldc;
+                _mm256_storeu_ps(r, v_gelu_erf(_mm256_loadu_ps(r)));
+                _mm256_storeu_ps(r + 8, v_gelu_erf(_mm256_loadu_ps(r + 8)));
+            }
+        } else {
+            const __m256 a = _mm256_set1_ps(e->act_a);
+#pragma GCC unroll 2
+            for (int i = 0; i < mv; i++) {
+                float *r = c + i * ldc;
+                _mm256_storeu_ps(r, v_quick_gelu(_mm256_loadu_ps(r), a));
+                _mm256_storeu_ps(r + 8, v_quick_gelu(_mm256_loadu_ps(r + 8), a));
+            }
+        }
+        return;
+    }
+    const wm_kernels *k = wm_kernels_avx2();
+    for (int i = 0; i < mv; i++) k->vact(nv, c + i * ldc, c + i * ldc, e->act, e->act_a, e->act_b);
+}
+
 /* The finished tile to c (full, or the mv x nv corner through 16-float bounce rows), with the fused epilogue e
-   when not NULL: one arithmetic for both. */
+   when not NULL (its activation last, tile_act): one arithmetic for both. */
 static inline __attribute__((always_inline)) void tile_store(__m256 acc[WM_MR][2], float *c, int64_t ldc, int mv,
                                                              int nv, float alpha, float beta, int first,
                                                              const wm_tile_epi *e) {
@@ -60,6 +90,7 @@ static inline __attribute__((always_inline)) void tile_store(__m256 acc[WM_MR][2
         for (int i = 0; i < WM_MR; i++)
             row_out_epi(acc[i][0], acc[i][1], c + i * ldc, va, vb, mode, e != NULL, bias,
                         res ? res + i * e->ld_res : NULL, lo);
+        if (e && e->act != WM_ACT_NONE) tile_act(c, ldc, mv, nv, e);
         return;
     }
     float tmp[WM_NR], tb[WM_NR] = {0}, tr[WM_NR];
@@ -75,6 +106,7 @@ static inline __attribute__((always_inline)) void tile_store(__m256 acc[WM_MR][2
         row_out_epi(acc[i][0], acc[i][1], tmp, va, vb, mode, e != NULL, bias ? tb : NULL, res ? tr : NULL, lo);
         memcpy(ci, tmp, (size_t)nv * sizeof(float));
     }
+    if (e && e->act != WM_ACT_NONE) tile_act(c, ldc, mv, nv, e);
 }
 
 #define FMA_ROW(r, addr)                                                                                               \
@@ -540,7 +572,7 @@ static void pack_b_avx2(const wm_bsrc *s, int64_t k0, int64_t kc, int64_t n0, in
    197 x 768 x 3072 77 -> 83. With the far prefetch, base build against this one alternating, 8 rounds: 197 x 768
    x {3072, 2304, 768} +5%, +7.5%, +6%, 197 x 3072 x 768 +3%, 1576 x 768 x 3072 +2%, 50 x 768 x 3072 +12%. */
 const wm_gemm_ukr wm_gemm_ukr_avx2 = {ukr_6x16, WM_MR, 1, 0, vact_avx2_fwd, small_m, pack_b_avx2, wm_vadd_avx2_fwd,
-                                     wm_vepi_avx2, ukr_ind_6x16, 1, 1};
+                                     wm_vepi_avx2, ukr_ind_6x16, 1, 1, 1};
 
 void wm_sgemm_avx2(const wm_sgemm_args *a, int ith, int nth) { wm_sgemm_drive(&wm_gemm_ukr_avx2, a, ith, nth); }
 

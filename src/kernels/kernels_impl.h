@@ -61,6 +61,10 @@ typedef struct wm_tile_epi {
        With no bias, no res and lo -INFINITY, such an e stores as NULL does. */
     const char *pf;
     int64_t pf_step;
+    /* tables with wm_gemm_ukr.fused_act only: then an activation on the values above (lo -INFINITY), as the
+       table's vact computes it (WM_ACT_NONE: none) */
+    wm_act act;
+    float act_a, act_b;
 } wm_tile_epi;
 
 typedef void (*wm_ukr_fn)(int64_t kc, const float *ap, int64_t lda, const float *bp, int64_t pstride, float *c,
@@ -97,6 +101,9 @@ typedef struct wm_gemm_ukr {
        tiles outer (each tile's A rows stay in L1 while the block's B panels stream from L2, which the kernel then
        prefetches) */
     int a_outer;
+    /* 1: the fused store also applies an activation with no vepi form (GELU, QuickGelu, SiLU, ...: wm_tile_epi.act)
+       after bias and a residual_first residual, with the same values as its vact on the stored rows */
+    int fused_act;
 } wm_gemm_ukr;
 
 /* Where B blocks come from when B is not prepacked: pack op(B)[k0:k0+kc, n0:n0+nc]

@@ -4,6 +4,8 @@
  *   wm_gemmbench peak  [--threads T]                 FMA throughput loop on T threads: GFLOP/s
  *   wm_gemmbench membw [--threads T] [--mb MB]       streaming sum over an MB buffer: GB/s
  *   wm_gemmbench sgemm M K N [--threads T] [--packed [--kc KC] [--cold-mb MB]] [--transb] [--batch B]   (--kc: B's k-block)
+ *        [--epi bias|relu|gelu|gelu_tanh|quick_gelu|res_gelu]   (an epilogue: a bias, then the activation; res_gelu:
+ *        a residual before GELU, as a convolution's Z)
  *   wm_gemmbench gemv TYPE K N [--threads T] [--block BS] [--cold-mb MB] [--rows M]
  *        TYPE: f32 (prepacked), f32t ([N,K]), f16 ([K,N]), f16t ([N,K]), q8 / q4 (MatMulNBits
  *        8 / 4 bit, fp32 activations), q8a / q4a (accuracy_level 4: int8 activations), q8i / q4i (accuracy_level 2:
@@ -36,6 +38,7 @@
 
 typedef struct opts {
     int threads, packed, transb, generic, reps, block, rows, plain, bdist, zpf, fout;
+    const char *epi;
     int64_t kc;
     int64_t batch;
     double min_ms, cold_mb, mb;
@@ -189,6 +192,7 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(a, "--zpf")) o.zpf = 1;
         else if (!strcmp(a, "--float")) o.fout = 1;
+        else if (!strcmp(a, "--epi") && i + 1 < argc) o.epi = argv[++i];
         else if (!strcmp(a, "--reps") && i + 1 < argc) o.reps = atoi(argv[++i]);
         else if (!strcmp(a, "--min-ms") && i + 1 < argc) o.min_ms = atof(argv[++i]);
         else if (!strcmp(a, "--block") && i + 1 < argc) o.block = atoi(argv[++i]);
@@ -259,6 +263,27 @@ int main(int argc, char **argv) {
                 g_ncopies = (int)ceil(o.cold_mb * 1024 * 1024 / (double)pb);
                 g_copies = xmalloc((size_t)g_ncopies * sizeof *g_copies);
                 for (int c = 0; c < g_ncopies; c++) g_copies[c] = memcpy(huge_alloc(pb), P, pb);
+            }
+        }
+        if (o.epi) {
+            static const char *const names[] = {"bias", "relu", "gelu", "gelu_tanh", "quick_gelu", "res_gelu"};
+            static const wm_act acts[] = {WM_ACT_NONE,      WM_ACT_RELU,       WM_ACT_GELU_ERF,
+                                          WM_ACT_GELU_TANH, WM_ACT_QUICK_GELU, WM_ACT_GELU_ERF};
+            int e = -1;
+            for (int q = 0; q < 6; q++)
+                if (!strcmp(o.epi, names[q])) e = q;
+            if (e < 0 || B > 1) return usage();
+            float *bias = xmalloc((size_t)N * 4);
+            for (int64_t q = 0; q < N; q++) bias[q] = frand(&seed);
+            s->ep.bias = bias;
+            s->ep.act = acts[e];
+            s->ep.act_a = 1.702f;
+            if (e == 5) {
+                float *r = xmalloc((size_t)(M * N) * 4);
+                for (int64_t q = 0; q < M * N; q++) r[q] = frand(&seed);
+                s->ep.residual = r;
+                s->ep.ld_residual = N;
+                s->ep.residual_first = 1;
             }
         }
         s->work = xmalloc(wm_sgemm_workspace_size(s, nth));

@@ -32,7 +32,9 @@ typedef struct sg_case {
     int ta, tb, packed, pad;
     float alpha, beta;
     int epi; /* 0 none, 1 bias + gelu_erf, 2 bias_m + relu + residual, 3 bias + silu, 4 clip,
-              * 5 bias + residual before a relu (a convolution's Z), 6 bias + relu */
+              * 5 bias + residual before a relu (a convolution's Z), 6 bias + relu, 7 bias + quick_gelu (1.702),
+              * 8 bias + residual before gelu_erf, 9 bias + gelu_erf + residual after (not fused: the separate
+              * pass), 10 bias + gelu_tanh */
 } sg_case;
 
 static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t seed, float **out, int64_t *ldc_out,
@@ -97,6 +99,19 @@ static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t s
     } else if (c->epi == 6) {
         a.ep.bias = bias;
         a.ep.act = WM_ACT_RELU;
+    } else if (c->epi == 7) {
+        a.ep.bias = bias;
+        a.ep.act = WM_ACT_QUICK_GELU;
+        a.ep.act_a = 1.702f;
+    } else if (c->epi == 8 || c->epi == 9) {
+        a.ep.bias = bias;
+        a.ep.act = WM_ACT_GELU_ERF;
+        a.ep.residual = res;
+        a.ep.ld_residual = ldc;
+        a.ep.residual_first = c->epi == 8;
+    } else if (c->epi == 10) {
+        a.ep.bias = bias;
+        a.ep.act = WM_ACT_GELU_TANH;
     }
     float *P = NULL;
     if (c->packed) { /* 2: one whole-K k-block (kc = K); 3: k-blocks of 40 */
@@ -126,9 +141,10 @@ static void run_sgemm(const wm_kernels *T, const sg_case *c, int nth, uint32_t s
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             double v = fabs(c->alpha) * (double)K + (c->beta != 0.0f ? fabs(c->beta * C0[m * ldc + n]) : 0.0);
-            if (c->epi == 1 || c->epi == 3) v += fabs(bias[n]) + 2.0;
+            if (c->epi == 1 || c->epi == 3 || c->epi == 7 || c->epi == 10) v += fabs(bias[n]) + 2.0;
             if (c->epi == 2) v += fabs(bias_m[m]) + fabs(res[m * ldc + n]);
             if (c->epi == 5) v += fabs(bias[n]) + fabs(res[m * ldc + n]);
+            if (c->epi == 8 || c->epi == 9) v += fabs(bias[n]) + fabs(res[m * ldc + n]) + 2.0;
             if (c->epi == 6) v += fabs(bias[n]);
             bound[m * N + n] = (double)(K + 8) * 1.2e-7 * v + 1e-6;
         }
@@ -207,7 +223,7 @@ static void test_sgemm_alpha_beta_epilogue(void **state) {
     uint32_t seed = 100;
     for (int t = 0; t < nt; t++)
         for (size_t i = 0; i < sizeof ab / sizeof ab[0]; i++)
-            for (int epi = 0; epi <= 6; epi++)
+            for (int epi = 0; epi <= 10; epi++)
                 for (int packed = 0; packed < 4; packed++) { /* packed B; 2, 3: with a k-block of K, 40 */
                     sg_case c = {19, 37, 70, 0, epi & 1, packed, 2, ab[i][0], ab[i][1], epi};
                     run_sgemm(T[t], &c, 2, seed++, NULL, NULL, 1);
@@ -247,6 +263,61 @@ static void test_sgemm_tall_prefetch(void **state) {
     wm_cpu_info ci;
     wm_cpu_detect(&ci);
     wm_gemm_set_l2_bytes(ci.l2_bytes);
+}
+
+/*
+ * An activation the table's store applies to the tile (wm_gemm_ukr.fused_act: GELU, QuickGelu, ... after the bias and
+ * a residual_first residual) gives the bits of the separate pass: the same GEMM with no epilogue, then the table's
+ * add and vact on each row. Partial tiles (odd M and N), several k-blocks, packed B or not, 1 and 3 shares.
+ */
+static void test_sgemm_fused_act_bits(void **state) {
+    (void)state;
+    const wm_kernels *T[3];
+    int nt = kt_tables(T);
+    static const int64_t dims[][3] = {{19, 37, 70}, {7, 16, 300}, {13, 5, 1021}, {31, 48, 33}};
+    static const int epis[] = {1, 3, 7, 8, 10};
+    uint32_t seed = 900;
+    for (int t = 0; t < nt; t++)
+        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+            for (size_t q = 0; q < sizeof epis / sizeof epis[0]; q++)
+                for (int v = 0; v < 4; v++) {
+                    sg_case c = {dims[d][0], dims[d][1], dims[d][2], 0, v & 1, v >> 1, 0, 1.0f, 0.0f, 0};
+                    int nth = v & 1 ? 3 : 1;
+                    float *plain = NULL, *fused = NULL;
+                    int64_t ldc;
+                    run_sgemm(T[t], &c, nth, seed, &plain, &ldc, 0);
+                    c.epi = epis[q];
+                    run_sgemm(T[t], &c, nth, seed, &fused, &ldc, 0);
+                    /* run_sgemm's bias and residual: its fills in order (A, B, C, bias, bias_m, residual) */
+                    int64_t M = c.M, N = c.N, K = c.K;
+                    size_t sa = kt_span(M, K, K), sb = c.tb ? kt_span(N, K, K) : kt_span(K, N, N), sc = (size_t)(M * ldc);
+                    float *junk = kt_alloc((sa > sb ? sa : sb) * 4 + sc * 4 + 4), *bias = kt_alloc((size_t)N * 4 + 4);
+                    float *res = kt_alloc(sc * 4 + 4);
+                    uint32_t s = seed++;
+                    kt_fill(junk, (int64_t)sa, &s);
+                    kt_fill(junk, (int64_t)sb, &s);
+                    kt_fill(junk, (int64_t)sc, &s);
+                    kt_fill(bias, N, &s);
+                    kt_fill(junk, M, &s);
+                    kt_fill(res, (int64_t)sc, &s);
+                    wm_act act = c.epi == 3 ? WM_ACT_SILU : c.epi == 7 ? WM_ACT_QUICK_GELU
+                                                         : c.epi == 10 ? WM_ACT_GELU_TANH : WM_ACT_GELU_ERF;
+                    for (int64_t m = 0; m < M; m++) {
+                        float *row = plain + m * ldc;
+                        T[t]->add(N, row, row, bias);
+                        if (c.epi == 8) T[t]->add(N, row, row, res + m * ldc);
+                        T[t]->vact(N, row, row, act, 1.702f, 0.0f);
+                    }
+                    if (memcmp(plain, fused, sc * 4) != 0)
+                        fail_msg("%s: M=%lld N=%lld K=%lld epi=%d packed=%d nth=%d: the fused activation differs from "
+                                 "the separate pass",
+                                 T[t]->name, (long long)M, (long long)N, (long long)K, c.epi, c.packed, nth);
+                    free(junk);
+                    free(bias);
+                    free(res);
+                    free(plain);
+                    free(fused);
+                }
 }
 
 /* Same table, same inputs: bit-identical for nth = 1, 2, 3 and 5 (the split never cuts K). */
@@ -523,6 +594,7 @@ int main(void) {
         cmocka_unit_test(test_sgemm_deterministic), cmocka_unit_test(test_sgemm_batch),
         cmocka_unit_test(test_sgemm_indirect), cmocka_unit_test(test_sgemm_tall_prefetch),
         cmocka_unit_test(test_hgemm),          cmocka_unit_test(test_pack_f16),
+        cmocka_unit_test(test_sgemm_fused_act_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
