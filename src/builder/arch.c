@@ -869,6 +869,11 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
     if (any && w <= 0)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'sliding_window': missing but sliding attention is enabled",
                       c->file);
+    /* an explicit 0 where layers slide: transformers masks every key (no window is 0 wide); not the default */
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c->root, "sliding_window");
+    if (any && !f->half_window_key && cJSON_IsNumber(sw) && sw->valuedouble == 0)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'sliding_window': 0, but layers use sliding attention (a window "
+                      "of 0 keys masks everything); expected a window of at least 1 token", c->file);
     a->window = any ? w : 0;
     return WM_OK;
 }
