@@ -8,7 +8,8 @@ factors 0 / negative / 1e300, layer_types of the wrong length, id2label of 10^6 
 `winml build --random-weights`, safetensors whose shapes disagree with config.json, preprocessor_config.json values,
 generation_config.json / genai_config.json values, 10^7-entry tokenizers and long audio:
   - defects fixed: Gemma 3 `sliding_window: 0` built the family's default window (transformers masks every key);
-    `image_std` 1e-45 (a float32 denormal) gave inf pixels and null scores with exit 0;
+    `image_std` 1e-45 (a float32 denormal) gave inf pixels and null scores with exit 0; a tied checkpoint carrying an
+    lm_head.weight of another vocabulary was built with the tied head (transformers refuses the size mismatch);
   - already refused well (kept here so they stay so): sizes out of range, float / string sizes, heads or kv heads
     not dividing, layer_types length, rope factor 0, id2label keys out of range or a config.json over 16 MiB,
     random weights larger than the free disk, and every tensor whose shape config.json contradicts.
@@ -244,3 +245,25 @@ def test_image_std_divisor(std, ok, vit_folder, wm, tmp_path):
         assert r.returncode == 0 and not U.crashed(r), U.describe(r)
         return
     U.assert_clean_error(r, "winml run", "preprocessor_config.json", "'image_std'")
+
+
+@pytest.mark.parametrize("rows, ok", [(91, False), (96, True)])
+def test_tied_lm_head_of_another_shape(rows, ok, tiny_llama, wm, tmp_path):
+    """tie_word_embeddings true and an lm_head.weight of 91 rows for vocab_size 96: transformers refuses it (size
+    mismatch); winml ignored the tensor and built the tied head, a silently different model. The same shape builds."""
+    from safetensors.numpy import save_file
+    src, sd = tiny_llama
+    d = {k: v.copy() for k, v in sd.items()}
+    d["lm_head.weight"] = d["model.embed_tokens.weight"][:rows].copy()
+    m = tmp_path / "m"
+    m.mkdir()
+    (m / "config.json").write_text(json.dumps(dict(json.loads((src / "config.json").read_text()),
+                                                   tie_word_embeddings=True)))
+    save_file(d, str(m / "model.safetensors"))
+    out = tmp_path / "out"
+    r = U.run([wm, "build", "-m", m, "-o", out, "-q"], timeout=300)
+    if ok:
+        assert r.returncode == 0 and not U.crashed(r), U.describe(r)
+        return
+    U.assert_clean_error(r, "winml build", "lm_head.weight", "[91, 32]", "expected [96, 32]", "config.json")
+    _assert_nothing_written(out)
