@@ -525,6 +525,14 @@ wm_status arch_fill_module(wm_arch *a, const wm_st_file *st, const arch_want *w,
         arch_expand(w->pat, a->prefix, w->layer, ".bias", m->b, sizeof m->b);
     }
     int bias_ok = w->kind != WM_MK_EMBED && !param && !(w->kind == WM_MK_NORM && a->norm == WM_NORM_RMS);
+    if (!w->required && w->mod == WM_M_G_LM_HEAD && a->tied && a->task == WM_TASK_TEXT_GENERATION && m->wt) {
+        /* a tied LM head the checkpoint still carries: transformers loads it into the tied matrix and refuses
+           another shape; unused here, but a different shape says the checkpoint is not what config.json says */
+        wm_module chk = *m;
+        chk.present = 1, chk.has_bias = 0;
+        wm_status s = arch_check_shape(a, &chk, err);
+        if (s) return s;
+    }
     if (!w->required) {
         m->present = m->has_bias = 0; /* not part of this structure: a tensor of that name stays unused */
         m->wt = NULL;
@@ -873,6 +881,11 @@ static wm_status resolve_sliding(wm_arch *a, const wm_family *f, wm_error *err) 
     if (any && w <= 0)
         return wm_err(err, WM_ERR_INPUT, "%s: field 'sliding_window': missing but sliding attention is enabled",
                       c->file);
+    /* an explicit 0 where layers slide: transformers masks every key (no window is 0 wide); not the default */
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c->root, "sliding_window");
+    if (any && !f->half_window_key && cJSON_IsNumber(sw) && sw->valuedouble == 0)
+        return wm_err(err, WM_ERR_INPUT, "%s: field 'sliding_window': 0, but layers use sliding attention (a window "
+                      "of 0 keys masks everything); expected a window of at least 1 token", c->file);
     a->window = any ? w : 0;
     return WM_OK;
 }

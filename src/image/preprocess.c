@@ -107,7 +107,8 @@ static wm_status get_triple(const cJSON *root, const char *key, const char *labe
         }
     } else return wm_err(err, WM_ERR_INPUT, "%s: field '%s': expected a number or 3 numbers (R, G, B)", label, key);
     for (int i = 0; i < 3; i++) {
-        if (!isfinite(d[i]) || fabs(d[i]) > 1e30 || (nonzero && d[i] == 0))
+        /* a divisor under 1e-30 (a denormal float, or 0) turns every pixel into inf or NaN */
+        if (!isfinite(d[i]) || fabs(d[i]) > 1e30 || (nonzero && fabs(d[i]) < 1e-30))
             return wm_err(err, WM_ERR_INPUT, "%s: field '%s': %g is not a usable value", label, key, d[i]);
         dst[i] = (float)d[i];
     }
