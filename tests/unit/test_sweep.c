@@ -122,16 +122,11 @@ static void test_failure_classes(void **state) {
     assert_string_equal(wm_sweep_classify(WM_SW_ANALYZE, &fail, "", NULL), "UNKNOWN");
 }
 
-static void test_tiny_config_covers_the_recipes_sequence(void **state) {
-    (void)state;
-    char dir[64], path[128];
-    assert_int_equal(wm_test_tmpdir_make(dir, sizeof dir, "sweep"), 0);
-    snprintf(path, sizeof path, "%s/r.json", dir);
+/* Writes the recipe text to path and returns the --random-weights tiny config of it, parsed (cJSON_Delete it). */
+static cJSON *tiny_config(const char *path, const char *recipe) {
     FILE *f = fopen(path, "w");
-    fputs("{\"loader\": {\"task\": \"fill-mask\", \"model_type\": \"roberta\"}, \"export\": {\"input_tensors\": ["
-          "{\"name\": \"input_ids\", \"dtype\": \"int64\", \"shape\": [1, 384]},"
-          "{\"name\": \"attention_mask\", \"dtype\": \"int64\", \"shape\": [1, 384]}]}}",
-          f);
+    assert_non_null(f);
+    fputs(recipe, f);
     fclose(f);
     wm_json j;
     wm_json_init(&j);
@@ -139,13 +134,27 @@ static void test_tiny_config_covers_the_recipes_sequence(void **state) {
     assert_int_equal(wm_sweep_tiny_config(path, &j, &err), WM_OK);
     cJSON *d = cJSON_Parse(wm_json_text(&j));
     assert_non_null(d);
+    wm_json_free(&j);
+    return d;
+}
+
+static void test_tiny_config_covers_the_recipes_sequence(void **state) {
+    (void)state;
+    char dir[64], path[128];
+    assert_int_equal(wm_test_tmpdir_make(dir, sizeof dir, "sweep"), 0);
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    cJSON *d = tiny_config(path, "{\"loader\": {\"task\": \"fill-mask\", \"model_type\": \"roberta\"}, \"export\": "
+                                 "{\"input_tensors\": ["
+                                 "{\"name\": \"input_ids\", \"dtype\": \"int64\", \"shape\": [1, 384]},"
+                                 "{\"name\": \"attention_mask\", \"dtype\": \"int64\", \"shape\": [1, 384]}]}}");
     assert_string_equal(cJSON_GetObjectItem(d, "model_type")->valuestring, "roberta");
     assert_int_equal(cJSON_GetObjectItem(d, "max_position_embeddings")->valueint, 386);
     assert_int_equal(cJSON_GetObjectItem(d, "num_hidden_layers")->valueint, 1);
     cJSON_Delete(d);
-    wm_json_free(&j);
     /* an unreadable recipe is an error naming it */
+    wm_json j;
     wm_json_init(&j);
+    wm_error err = {0};
     snprintf(path, sizeof path, "%s/missing.json", dir);
     assert_int_not_equal(wm_sweep_tiny_config(path, &j, &err), WM_OK);
     assert_non_null(strstr(err.msg, "missing.json"));
@@ -162,8 +171,9 @@ static void test_tiny_config_of_a_part_recipe(void **state) {
     snprintf(path, sizeof path, "%s/d.json", dir);
     static const char *const types[2] = {"marian", "vision-encoder-decoder"};
     for (int c = 0; c < 2; c++) {
-        FILE *f = fopen(path, "w");
-        fprintf(f, "{\"loader\": {\"task\": \"text2text-generation\", \"model_type\": \"%s\"}, \"export\": "
+        char recipe[1024];
+        snprintf(recipe, sizeof recipe,
+                 "{\"loader\": {\"task\": \"text2text-generation\", \"model_type\": \"%s\"}, \"export\": "
                 "{\"input_tensors\": [{\"name\": \"decoder_input_ids\", \"dtype\": \"int32\", \"shape\": [1, 1]},"
                 "{\"name\": \"encoder_hidden_states\", \"dtype\": \"float32\", \"shape\": [1, 577, 768]},"
                 "{\"name\": \"decoder_attention_mask\", \"dtype\": \"int64\", \"shape\": [1, 1024]},"
@@ -173,13 +183,7 @@ static void test_tiny_config_of_a_part_recipe(void **state) {
                 "{\"name\": \"past_1_key\", \"dtype\": \"float32\", \"shape\": [1, 16, 1024, 64]},"
                 "{\"name\": \"past_1_value\", \"dtype\": \"float32\", \"shape\": [1, 16, 1024, 64]}]}}",
                 types[c]);
-        fclose(f);
-        wm_json j;
-        wm_json_init(&j);
-        wm_error err = {0};
-        assert_int_equal(wm_sweep_tiny_config(path, &j, &err), WM_OK);
-        cJSON *d = cJSON_Parse(wm_json_text(&j));
-        assert_non_null(d);
+        cJSON *d = tiny_config(path, recipe);
         assert_string_equal(cJSON_GetObjectItem(d, "model_type")->valuestring, types[c]);
         cJSON *dec = c ? cJSON_GetObjectItem(d, "decoder") : d;
         assert_non_null(dec);
@@ -194,7 +198,6 @@ static void test_tiny_config_of_a_part_recipe(void **state) {
             assert_int_equal(cJSON_GetObjectItem(enc, "hidden_size")->valueint, 768);
         }
         cJSON_Delete(d);
-        wm_json_free(&j);
     }
     assert_int_equal(wm_test_tmpdir_remove(dir), 0);
 }
@@ -206,25 +209,16 @@ static void test_tiny_config_of_a_sequence_classifier(void **state) {
     char dir[64], path[128];
     assert_int_equal(wm_test_tmpdir_make(dir, sizeof dir, "sweep"), 0);
     snprintf(path, sizeof path, "%s/c.json", dir);
-    FILE *f = fopen(path, "w");
-    fputs("{\"loader\": {\"task\": \"text-classification\", \"model_type\": \"bart\"}, \"export\": "
-          "{\"input_tensors\": [{\"name\": \"input_ids\", \"dtype\": \"int32\", \"shape\": [1, 1024]},"
-          "{\"name\": \"attention_mask\", \"dtype\": \"int32\", \"shape\": [1, 1024]}]}}",
-          f);
-    fclose(f);
-    wm_json j;
-    wm_json_init(&j);
-    wm_error err = {0};
-    assert_int_equal(wm_sweep_tiny_config(path, &j, &err), WM_OK);
-    cJSON *d = cJSON_Parse(wm_json_text(&j));
-    assert_non_null(d);
+    cJSON *d = tiny_config(path, "{\"loader\": {\"task\": \"text-classification\", \"model_type\": \"bart\"}, "
+                                 "\"export\": {\"input_tensors\": ["
+                                 "{\"name\": \"input_ids\", \"dtype\": \"int32\", \"shape\": [1, 1024]},"
+                                 "{\"name\": \"attention_mask\", \"dtype\": \"int32\", \"shape\": [1, 1024]}]}}");
     assert_string_equal(cJSON_GetObjectItem(d, "model_type")->valuestring, "bart");
     assert_int_equal(cJSON_GetObjectItem(d, "num_labels")->valueint, 3);
     assert_int_equal(cJSON_GetObjectItem(d, "eos_token_id")->valueint, 2);
     assert_int_equal(cJSON_GetObjectItem(d, "decoder_start_token_id")->valueint, 2);
     assert_int_equal(cJSON_GetObjectItem(d, "max_position_embeddings")->valueint, 1024);
     cJSON_Delete(d);
-    wm_json_free(&j);
     assert_int_equal(wm_test_tmpdir_remove(dir), 0);
 }
 
