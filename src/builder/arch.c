@@ -179,6 +179,26 @@ int arch_expand(const char *pat, const char *prefix, int layer, const char *suff
 
 const wm_st_tensor *arch_st_find(const wm_st_file *st, const char *name) { return st ? wm_st_find(st, name) : NULL; }
 
+wm_status arch_check_tensor(const wm_st_file *st, const char *name, const int64_t *shape, size_t rank,
+                            const char *missing_why, const char *shape_from, wm_error *err) {
+    const wm_st_tensor *t = arch_st_find(st, name);
+    if (!t) return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (%s)", name, missing_why);
+    int same = t->rank == rank;
+    for (size_t i = 0; same && i < rank; i++) same = t->shape[i] == shape[i];
+    if (!same) {
+        char want[96];
+        size_t u = 0;
+        for (size_t i = 0; i < rank && u < sizeof want; i++)
+            u += (size_t)snprintf(want + u, sizeof want - u, "%s%lld", i ? ", " : "", (long long)shape[i]);
+        return wm_err(err, WM_ERR_INPUT, "tensor '%s': expected shape [%s] from %s", name, want, shape_from);
+    }
+    int32_t dt = wm_st_dtype_onnx(t->dtype);
+    if (dt != 1 && dt != 10 && dt != 16 && dt != 11)
+        return wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not supported (F32, F16, BF16, F64)", name,
+                      wm_st_dtype_name(t->dtype));
+    return WM_OK;
+}
+
 static int64_t dim_value(const wm_arch *a, int d) {
     switch (d) {
     case D_V: return a->V;

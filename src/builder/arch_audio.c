@@ -97,26 +97,6 @@ static wm_status find_prefix(wm_arch *a, const wm_vis_family *f, const wm_st_fil
                   "encoder of naming scheme '%s')", f->prefix, f->scheme);
 }
 
-static wm_status check_tensor(const wm_st_file *st, const char *name, const int64_t *shape, size_t rank,
-                              const char *file, wm_error *err) {
-    const wm_st_tensor *t = arch_st_find(st, name);
-    if (!t) return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (from %s)", name, file);
-    int same = t->rank == rank;
-    for (size_t i = 0; same && i < rank; i++) same = t->shape[i] == shape[i];
-    if (!same) {
-        char want[96];
-        size_t u = 0;
-        for (size_t i = 0; i < rank && u < sizeof want; i++)
-            u += (size_t)snprintf(want + u, sizeof want - u, "%s%lld", i ? ", " : "", (long long)shape[i]);
-        return wm_err(err, WM_ERR_INPUT, "tensor '%s': expected shape [%s] from %s", name, want, file);
-    }
-    int32_t dt = wm_st_dtype_onnx(t->dtype);
-    if (dt != 1 && dt != 10 && dt != 16 && dt != 11)
-        return wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not supported (F32, F16, BF16, F64)", name,
-                      wm_st_dtype_name(t->dtype));
-    return WM_OK;
-}
-
 /* Which spelling of the positional convolution's weight the checkpoint has (0 parametrizations, 1 weight_g /
    weight_v, 2 a plain weight); -1 when none. */
 static int pos_style(const wm_arch *a, const wm_st_file *st) {
@@ -130,18 +110,19 @@ static int pos_style(const wm_arch *a, const wm_st_file *st) {
 
 static wm_status check_weights(wm_arch *a, const wm_st_file *st, wm_error *err) {
     const char *file = a->cfg->file;
-    char name[256];
+    char name[256], from[PATH_MAX + 8];
+    snprintf(from, sizeof from, "from %s", file);
     wm_status s = WM_OK;
     for (int64_t i = 0; i < a->n_conv && !s; i++) {
         int64_t w[3] = {a->conv_dim[i], i ? a->conv_dim[i - 1] : 1, a->conv_kernel[i]};
         snprintf(name, sizeof name, "%sfeature_extractor.conv_layers.%lld.conv.weight", a->prefix, (long long)i);
-        s = check_tensor(st, name, w, 3, file, err);
+        s = arch_check_tensor(st, name, w, 3, from, file, err);
         snprintf(name, sizeof name, "%sfeature_extractor.conv_layers.%lld.conv.bias", a->prefix, (long long)i);
-        if (!s && a->conv_bias) s = check_tensor(st, name, w, 1, file, err);
+        if (!s && a->conv_bias) s = arch_check_tensor(st, name, w, 1, from, file, err);
         for (int p = 0; p < 2 && !s && (a->feat_layer_norm || i == 0); p++) {
             snprintf(name, sizeof name, "%sfeature_extractor.conv_layers.%lld.layer_norm.%s", a->prefix, (long long)i,
                      p ? "bias" : "weight");
-            s = check_tensor(st, name, w, 1, file, err);
+            s = arch_check_tensor(st, name, w, 1, from, file, err);
         }
     }
     if (s) return s;
@@ -152,13 +133,13 @@ static wm_status check_weights(wm_arch *a, const wm_st_file *st, wm_error *err) 
     a->pos_wn = style;
     int64_t v[3] = {a->H, a->H / a->pos_groups, a->pos_k}, g[3] = {1, 1, a->pos_k};
     snprintf(name, sizeof name, "%s%s", a->prefix, pos_v[style]);
-    if ((s = check_tensor(st, name, v, 3, file, err))) return s;
+    if ((s = arch_check_tensor(st, name, v, 3, from, file, err))) return s;
     if (pos_g[style]) {
         snprintf(name, sizeof name, "%s%s", a->prefix, pos_g[style]);
-        if ((s = check_tensor(st, name, g, 3, file, err))) return s;
+        if ((s = arch_check_tensor(st, name, g, 3, from, file, err))) return s;
     }
     snprintf(name, sizeof name, "%sencoder.pos_conv_embed.conv.bias", a->prefix);
-    return check_tensor(st, name, v, 1, file, err);
+    return arch_check_tensor(st, name, v, 1, from, file, err);
 }
 
 wm_status wm_audio_resolve(wm_arch *a, const wm_vis_family *f, const wm_st_file *st, wm_error *err) {

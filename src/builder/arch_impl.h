@@ -158,6 +158,10 @@ const wm_scheme *arch_find_scheme(const char *name);
 /* Expands pat ('$' -> prefix, %d -> layer) + suffix into out; 0 when it does not fit. */
 int arch_expand(const char *pat, const char *prefix, int layer, const char *suffix, char *out, size_t n);
 const wm_st_tensor *arch_st_find(const wm_st_file *st, const char *name);
+/* A tensor that must exist with exactly shape[rank] and a float dtype (F32, F16, BF16, F64). Missing: "missing
+   tensor 'NAME' (missing_why)"; another shape: "tensor 'NAME': expected shape [...] from shape_from". */
+wm_status arch_check_tensor(const wm_st_file *st, const char *name, const int64_t *shape, size_t rank,
+                            const char *missing_why, const char *shape_from, wm_error *err);
 wm_module *arch_mod_mut(const wm_arch *a, int layer, int m);
 wm_status arch_fill_module(wm_arch *a, const wm_st_file *st, const arch_want *w, wm_error *err);
 wm_status arch_check_shape(const wm_arch *a, const wm_module *m, wm_error *err);

@@ -59,27 +59,8 @@ wm_status wm_pose_resolve(wm_arch *a, const wm_hf_config *top, wm_error *err) {
     return WM_OK;
 }
 
-static wm_status check_tensor(const wm_st_file *st, const char *name, const int64_t *shape, size_t rank,
-                              wm_error *err) {
-    const wm_st_tensor *t = wm_st_find(st, name);
-    if (!t) return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (keypoint-detection head)", name);
-    int same = t->rank == rank;
-    for (size_t i = 0; same && i < rank; i++) same = t->shape[i] == shape[i];
-    if (!same) {
-        char want[96];
-        if (rank == 4)
-            snprintf(want, sizeof want, "[%lld, %lld, %lld, %lld]", (long long)shape[0], (long long)shape[1],
-                     (long long)shape[2], (long long)shape[3]);
-        else snprintf(want, sizeof want, "[%lld]", (long long)shape[0]);
-        return wm_err(err, WM_ERR_INPUT, "tensor '%s': expected shape %s from config.json (hidden_size, num_labels)",
-                      name, want);
-    }
-    int32_t dt = wm_st_dtype_onnx(t->dtype);
-    if (dt != 1 && dt != 10 && dt != 16 && dt != 11)
-        return wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not supported (F32, F16, BF16, F64)", name,
-                      wm_st_dtype_name(t->dtype));
-    return WM_OK;
-}
+#define HEAD_WHY "keypoint-detection head"
+#define HEAD_FROM "config.json (hidden_size, num_labels)"
 
 wm_status wm_pose_check(const wm_arch *a, const wm_st_file *st, wm_error *err) {
     pose_unit u[POSE_MAX_UNITS];
@@ -89,14 +70,14 @@ wm_status wm_pose_check(const wm_arch *a, const wm_st_file *st, wm_error *err) {
     for (size_t i = 0; i < n && !s; i++) {
         int64_t w[4] = {u[i].transposed ? u[i].in : u[i].out, u[i].transposed ? u[i].out : u[i].in, u[i].k, u[i].k};
         snprintf(name, sizeof name, "%s.weight", u[i].conv);
-        s = check_tensor(st, name, w, 4, err);
+        s = arch_check_tensor(st, name, w, 4, HEAD_WHY, HEAD_FROM, err);
         if (!s && !u[i].bn) {
             snprintf(name, sizeof name, "%s.bias", u[i].conv);
-            s = check_tensor(st, name, &u[i].out, 1, err);
+            s = arch_check_tensor(st, name, &u[i].out, 1, HEAD_WHY, HEAD_FROM, err);
         }
         for (int p = 0; p < 4 && u[i].bn && !s; p++) {
             snprintf(name, sizeof name, "%s%s", u[i].bn, bn_parts[p]);
-            s = check_tensor(st, name, &u[i].out, 1, err);
+            s = arch_check_tensor(st, name, &u[i].out, 1, HEAD_WHY, HEAD_FROM, err);
         }
     }
     /* the experts beyond the one built must still have expert 0's shape (a checkpoint that is what it says) */
@@ -105,7 +86,7 @@ wm_status wm_pose_check(const wm_arch *a, const wm_st_file *st, wm_error *err) {
             int64_t w[2] = {a->part, a->I};
             snprintf(name, sizeof name, "%sencoder.layer.%lld.mlp.experts.%lld.weight", a->prefix, (long long)l,
                      (long long)e);
-            s = check_tensor(st, name, w, 2, err);
+            s = arch_check_tensor(st, name, w, 2, HEAD_WHY, HEAD_FROM, err);
         }
     return s;
 }

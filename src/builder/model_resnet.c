@@ -102,23 +102,7 @@ uint64_t wm_resnet_params(const wm_arch *a) {
     return p;
 }
 
-static wm_status check_tensor(const wm_st_file *st, const char *name, const int64_t *shape, size_t rank, wm_error *err) {
-    const wm_st_tensor *t = wm_st_find(st, name);
-    if (!t) return wm_err(err, WM_ERR_INPUT, "missing tensor '%s' (ResNet unit)", name);
-    int same = t->rank == rank;
-    for (size_t i = 0; same && i < rank; i++) same = t->shape[i] == shape[i];
-    if (!same) {
-        if (rank == 4)
-            return wm_err(err, WM_ERR_INPUT, "tensor '%s': expected shape [%lld, %lld, %lld, %lld] from config.json",
-                          name, (long long)shape[0], (long long)shape[1], (long long)shape[2], (long long)shape[3]);
-        return wm_err(err, WM_ERR_INPUT, "tensor '%s': expected shape [%lld] from config.json", name, (long long)shape[0]);
-    }
-    int32_t dt = wm_st_dtype_onnx(t->dtype);
-    if (dt != 1 && dt != 10 && dt != 16 && dt != 11)
-        return wm_err(err, WM_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not supported (F32, F16, BF16, F64)", name,
-                      wm_st_dtype_name(t->dtype));
-    return WM_OK;
-}
+#define CFG "config.json"
 
 wm_status wm_resnet_check(const wm_arch *a, const wm_st_file *st, wm_error *err) {
     size_t n;
@@ -129,10 +113,10 @@ wm_status wm_resnet_check(const wm_arch *a, const wm_st_file *st, wm_error *err)
         char name[200];
         int64_t w[4] = {u[i].out, u[i].in, u[i].k, u[i].k};
         snprintf(name, sizeof name, "%s.convolution.weight", u[i].name);
-        s = check_tensor(st, name, w, 4, err);
+        s = arch_check_tensor(st, name, w, 4, "ResNet unit", CFG, err);
         for (int p = 0; p < 4 && !s; p++) {
             snprintf(name, sizeof name, "%s%s", u[i].name, bn_parts[p]);
-            s = check_tensor(st, name, &u[i].out, 1, err);
+            s = arch_check_tensor(st, name, &u[i].out, 1, "ResNet unit", CFG, err);
         }
     }
     free(u);
