@@ -48,6 +48,13 @@ wm_io_spec wm_float_spec(const char *name, size_t rank, const wm_io_dim *d);
 size_t wm_vis_output_specs(const wm_arch *a, const wm_recipe *r, wm_io_spec *out, size_t cap);
 /* ResNet's final feature-map side for its image_size. */
 int64_t wm_resnet_side(const wm_arch *a);
+/* A convolution's weight and bias with its BatchNorm folded in: the checkpoint's conv_weight (dims wd: [out, in, k, k],
+   or [in, out, k, k] when transposed, a ConvTranspose's) scaled per output channel by weight / sqrt(running_var + eps),
+   the bias beta - running_mean * that scale; the BatchNorm's tensors are bn_prefix + parts[0..3] (weight, bias,
+   running_mean, running_var). Added to b as ".weight" / ".bias" into *w / *bias ("<error>" and b->st on failure). */
+void wm_model_conv_bn(wm_gb *b, const wm_st_file *st, const char *conv_weight, const char *bn_prefix,
+                      const char *const parts[4], const int64_t wd[4], int transposed, double eps, const char **w,
+                      const char **bias);
 
 /* Shared by both (model_attn.c). */
 const char *wm_model_attention(wm_gb *b, const wm_model_ctx *c, int layer, const char *h);

@@ -142,35 +142,8 @@ static void unit_weights(wm_gb *b, const wm_model_ctx *c, const pose_unit *u, co
                           GB_W_ZEROS);
         return;
     }
-    size_t nw = (size_t)(u->in * u->out * u->k * u->k), kk = (size_t)(u->k * u->k);
-    float *W = malloc(nw * sizeof *W), *bn = malloc(5 * (size_t)u->out * sizeof *bn);
-    *w = *bias = "<error>";
-    if (!W || !bn) {
-        free(W);
-        free(bn);
-        b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
-        return;
-    }
     snprintf(name, sizeof name, "%s.weight", u->conv);
-    wm_st_read_f32(arch_st_find(c->st, name), W);
-    for (int p = 0; p < 4; p++) {
-        snprintf(name, sizeof name, "%s%s", u->bn, bn_parts[p]);
-        wm_st_read_f32(arch_st_find(c->st, name), bn + p * u->out);
-    }
-    const float *g = bn, *beta = bn + u->out, *mean = bn + 2 * u->out, *var = bn + 3 * u->out;
-    float *fb = bn + 4 * u->out;
-    for (int64_t o = 0; o < u->out; o++) {
-        double sc = (double)g[o] / sqrt((double)var[o] + 1e-5); /* nn.BatchNorm2d's eps */
-        for (int64_t i = 0; i < u->in; i++) {
-            float *row = W + ((size_t)i * (size_t)u->out + (size_t)o) * kk;
-            for (size_t t = 0; t < kk; t++) row[t] = (float)(row[t] * sc);
-        }
-        fb[o] = (float)(beta[o] - mean[o] * sc);
-    }
-    *w = gb_weight_vals(b, ".weight", W, wd, 4);
-    *bias = gb_weight_vals(b, ".bias", fb, &u->out, 1);
-    free(W);
-    free(bn);
+    wm_model_conv_bn(b, c->st, name, u->bn, bn_parts, wd, u->transposed, 1e-5 /* nn.BatchNorm2d's eps */, w, bias);
 }
 
 const char *wm_model_pose_head(wm_gb *b, wm_model_ctx *c, const char *last) {

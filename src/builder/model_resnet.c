@@ -135,6 +135,41 @@ int64_t wm_resnet_side(const wm_arch *a) {
     return h;
 }
 
+void wm_model_conv_bn(wm_gb *b, const wm_st_file *st, const char *conv_weight, const char *bn_prefix,
+                      const char *const parts[4], const int64_t wd[4], int transposed, double eps, const char **w,
+                      const char **bias) {
+    int64_t out = wd[transposed ? 1 : 0], in = wd[transposed ? 0 : 1];
+    size_t kk = (size_t)(wd[2] * wd[3]);
+    float *W = malloc((size_t)(in * out) * kk * sizeof *W), *bn = malloc(5 * (size_t)out * sizeof *bn);
+    *w = *bias = "<error>";
+    if (!W || !bn) {
+        free(W);
+        free(bn);
+        b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
+        return;
+    }
+    char name[256];
+    wm_st_read_f32(arch_st_find(st, conv_weight), W);
+    for (int p = 0; p < 4; p++) {
+        snprintf(name, sizeof name, "%s%s", bn_prefix, parts[p]);
+        wm_st_read_f32(arch_st_find(st, name), bn + p * out);
+    }
+    const float *g = bn, *beta = bn + out, *mean = bn + 2 * out, *var = bn + 3 * out;
+    float *fb = bn + 4 * out;
+    for (int64_t o = 0; o < out; o++) {
+        double sc = (double)g[o] / sqrt((double)var[o] + eps);
+        for (int64_t i = 0; i < in; i++) {
+            float *row = W + (size_t)(transposed ? i * out + o : o * in + i) * kk;
+            for (size_t t = 0; t < kk; t++) row[t] = (float)(row[t] * sc);
+        }
+        fb[o] = (float)(beta[o] - mean[o] * sc);
+    }
+    *w = gb_weight_vals(b, ".weight", W, wd, 4);
+    *bias = gb_weight_vals(b, ".bias", fb, &out, 1);
+    free(W);
+    free(bn);
+}
+
 /* Conv + folded BatchNorm (+ ReLU) of unit u on x. */
 static const char *conv_bn(wm_gb *b, const wm_model_ctx *c, const wm_cnn_unit *u, const char *x) {
     const wm_arch *a = c->a;
@@ -149,38 +184,9 @@ static const char *conv_bn(wm_gb *b, const wm_model_ctx *c, const wm_cnn_unit *u
         w = gb_weight(b, ".weight", NULL, wd, 4, 0, GB_W_MATRIX);
         bias = gb_weight(b, ".bias", NULL, &u->out, 1, 0, GB_W_ZEROS);
     } else {
-        size_t per = (size_t)(u->in * u->k * u->k), nw = (size_t)u->out * per;
-        float *W = malloc(nw * sizeof *W), *bn = malloc(4 * (size_t)u->out * sizeof *bn), *B = bn;
-        if (!W || !bn) {
-            free(W);
-            free(bn);
-            b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
-            return "<error>";
-        }
         char name[200];
         snprintf(name, sizeof name, "%s.convolution.weight", u->name);
-        wm_st_read_f32(arch_st_find(c->st, name), W);
-        for (int p = 0; p < 4; p++) {
-            snprintf(name, sizeof name, "%s%s", u->name, bn_parts[p]);
-            wm_st_read_f32(arch_st_find(c->st, name), bn + p * u->out);
-        }
-        const float *g = bn, *beta = bn + u->out, *mean = bn + 2 * u->out, *var = bn + 3 * u->out;
-        float *fb = malloc((size_t)u->out * sizeof *fb);
-        if (fb) {
-            for (int64_t o = 0; o < u->out; o++) {
-                double sc_ = (double)g[o] / sqrt((double)var[o] + a->eps);
-                for (size_t i = 0; i < per; i++) W[(size_t)o * per + i] = (float)(W[(size_t)o * per + i] * sc_);
-                fb[o] = (float)(beta[o] - mean[o] * sc_);
-            }
-            w = gb_weight_vals(b, ".weight", W, wd, 4);
-            bias = gb_weight_vals(b, ".bias", fb, &u->out, 1);
-        } else {
-            b->st = wm_err(b->err, WM_ERR_NOMEM, "out of memory");
-            w = bias = "<error>";
-        }
-        free(fb);
-        free(W);
-        free(B);
+        wm_model_conv_bn(b, c->st, name, u->name, bn_parts, wd, 0, a->eps, &w, &bias);
     }
     const char *y = gb_op(b, "Conv", 3, x, w, bias);
     int64_t ks[2] = {u->k, u->k}, st[2] = {u->stride, u->stride}, p = u->k / 2, pads[4] = {p, p, p, p};
